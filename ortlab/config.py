@@ -1,0 +1,563 @@
+"""Recipe, quantization, preprocessing and benchmark settings as frozen dataclasses.
+
+Every field carries a ``help`` text in its metadata; the CLI and the Streamlit widgets both show it.
+Optional metadata: ``label`` (short UI name), ``min``/``max``/``step`` for numbers, and ``when``
+(a mapping of sibling field → allowed values) that says when the field matters.
+``validate_recipe`` checks a recipe before any work and returns findings a person can act on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import shlex
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from .errors import RecipeError
+
+
+class StrEnum(str, enum.Enum):
+    def __str__(self) -> str:
+        return self.value
+
+
+class Precision(StrEnum):
+    FP32 = "fp32"
+    FP16 = "fp16"
+    INT8 = "int8"
+
+
+class Target(StrEnum):
+    CPU = "cpu"
+    GPU = "gpu"
+
+
+class OptLevel(StrEnum):
+    DISABLED = "disabled"
+    BASIC = "basic"
+    EXTENDED = "extended"
+    ALL = "all"
+
+
+class QuantMode(StrEnum):
+    STATIC = "static"
+    DYNAMIC = "dynamic"
+
+
+class QuantFormat(StrEnum):
+    QDQ = "QDQ"
+    QOPERATOR = "QOperator"
+
+
+class QuantType(StrEnum):
+    INT8 = "int8"
+    UINT8 = "uint8"
+
+
+class CalibrationMethod(StrEnum):
+    MINMAX = "MinMax"
+    ENTROPY = "Entropy"
+    PERCENTILE = "Percentile"
+    DISTRIBUTION = "Distribution"
+
+
+class ResizeMode(StrEnum):
+    STRETCH = "stretch"
+    CENTER_CROP = "center_crop"
+    LETTERBOX = "letterbox"
+
+
+class Layout(StrEnum):
+    NCHW = "NCHW"
+    NHWC = "NHWC"
+
+
+class ChannelOrder(StrEnum):
+    RGB = "RGB"
+    BGR = "BGR"
+
+
+class PixelScale(StrEnum):
+    UNIT = "0-1"
+    BYTE = "0-255"
+
+
+class ExecutionMode(StrEnum):
+    SEQUENTIAL = "sequential"
+    PARALLEL = "parallel"
+
+
+def setting(default: Any, help: str, **meta: Any) -> Any:
+    """A dataclass field with a default (copied when mutable) and help text for CLI and UI."""
+    meta["help"] = help
+    if isinstance(default, (list, dict, set)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+DYNAMIC_DEFAULT_OP_TYPES = ("MatMul", "Gemm")
+
+
+@dataclass(frozen=True)
+class QuantConfig:
+    """How to quantize to int8 (used only when the recipe's precision is int8)."""
+
+    mode: QuantMode = setting(
+        QuantMode.STATIC,
+        "static: weights and activations quantized ahead of time from calibration data (fast CPU path). "
+        "dynamic: weights only; activations are quantized at run time (no data needed; best for MatMul-heavy models).",
+        label="Quantization mode",
+    )
+    quant_format: QuantFormat = setting(
+        QuantFormat.QDQ,
+        "QDQ inserts QuantizeLinear/DequantizeLinear pairs that ORT fuses (portable, TensorRT-readable). "
+        "QOperator writes QLinearConv/QLinearMatMul directly (CPU only).",
+        label="Format", when={"mode": ["static"]},
+    )
+    activation_type: QuantType = setting(
+        QuantType.INT8, "Integer type of activations (int8 = S8, uint8 = U8).",
+        label="Activation type", when={"mode": ["static"]},
+    )
+    weight_type: QuantType = setting(QuantType.INT8, "Integer type of weights.", label="Weight type")
+    per_channel: bool = setting(
+        True, "One scale per output channel of each weight instead of one per tensor: usually more accurate.",
+        label="Per-channel",
+    )
+    reduce_range: bool = setting(
+        False, "Quantize weights to 7 bits; avoids overflow on CPUs without VNNI at a small accuracy cost.",
+        label="Reduce range",
+    )
+    calibration_method: CalibrationMethod = setting(
+        CalibrationMethod.MINMAX,
+        "How activation ranges are chosen from calibration data: MinMax (observed range), Entropy (KL divergence), "
+        "Percentile (clip outliers), Distribution (histogram fit).",
+        label="Calibration method", when={"mode": ["static"]},
+    )
+    percentile: float = setting(
+        99.999, "Percentile of |activation| kept by the Percentile method.",
+        label="Percentile", min=90.0, max=100.0, step=0.001,
+        when={"mode": ["static"], "calibration_method": ["Percentile"]},
+    )
+    num_bins: int = setting(
+        2048, "Histogram bins collected for Entropy, Percentile and Distribution.",
+        label="Histogram bins", min=128, max=65536, step=128,
+        when={"mode": ["static"], "calibration_method": ["Entropy", "Percentile", "Distribution"]},
+    )
+    num_quantized_bins: int = setting(
+        128, "Target bins the Entropy method searches over.",
+        label="Quantized bins", min=16, max=2048, step=16,
+        when={"mode": ["static"], "calibration_method": ["Entropy"]},
+    )
+    moving_average: bool = setting(
+        False, "MinMax: average ranges over batches instead of taking the overall min/max.",
+        label="Moving average", when={"mode": ["static"], "calibration_method": ["MinMax"]},
+    )
+    averaging_constant: float = setting(
+        0.01, "MinMax moving-average constant.", label="Averaging constant", min=0.0001, max=1.0, step=0.001,
+        when={"mode": ["static"], "calibration_method": ["MinMax"], "moving_average": [True]},
+    )
+    symmetric_activation: bool = setting(
+        False, "Force activation ranges symmetric around zero.", label="Symmetric activations",
+        when={"mode": ["static"]},
+    )
+    symmetric_weight: bool = setting(True, "Force weight ranges symmetric around zero.", label="Symmetric weights")
+    op_types: tuple[str, ...] = setting(
+        (), "Op types to quantize. Empty: MatMul/Gemm for dynamic, every supported op for static.",
+        label="Op types to quantize",
+    )
+    op_types_to_exclude: tuple[str, ...] = setting((), "Op types left in float.", label="Op types to exclude")
+    nodes_to_exclude: tuple[str, ...] = setting((), "Node names left in float.", label="Nodes to exclude")
+    preprocess: bool = setting(
+        True, "Run ORT's quant_pre_process first (shape inference, BatchNorm folding). Recommended.",
+        label="Pre-process", when={"mode": ["static"]},
+    )
+    calibration_samples: int = setting(
+        100, "How many calibration samples to draw (stratified by class when labels exist).",
+        label="Calibration samples", min=1, max=10000, step=1, when={"mode": ["static"]},
+    )
+    seed: int = setting(0, "Seed for sampling calibration data.", label="Seed", min=0, max=2**31 - 1, step=1)
+
+    def effective_op_types(self) -> tuple[str, ...]:
+        """Op types that will be quantized ("()" = all supported)."""
+        if self.op_types:
+            return self.op_types
+        return DYNAMIC_DEFAULT_OP_TYPES if self.mode == QuantMode.DYNAMIC else ()
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What to do to a model: precision, target, graph-optimization level and quantization knobs."""
+
+    precision: Precision = setting(
+        Precision.FP32, "fp32 keeps weights as they are; fp16 halves them (GPU); int8 quantizes (CPU).",
+        label="Precision",
+    )
+    target: Target = setting(
+        Target.CPU, "Where the model will run. gpu uses TensorRT > CUDA > CPU; cpu uses the CPU provider.",
+        label="Target",
+    )
+    opt_level: OptLevel = setting(
+        OptLevel.EXTENDED,
+        "ORT graph optimization: disabled, basic (constant folding, redundant nodes), extended (fusions such as "
+        "Conv+BN+Relu, attention), all (adds hardware-specific layouts; the saved model only suits this machine).",
+        label="Graph optimization",
+    )
+    quant: QuantConfig = setting(QuantConfig(), "Quantization settings (int8 only).")
+    keep_io_types: bool = setting(
+        True, "fp16: keep float32 inputs and outputs so callers need no change.", label="Keep I/O types",
+        when={"precision": ["fp16"]},
+    )
+    allow_random_data: bool = setting(
+        False, "Calibrate with random inputs when no data is given. Results are flagged; accuracy is meaningless.",
+        label="Allow random data",
+    )
+    name: str = setting("", "A short name for this recipe.", label="Name")
+
+    # -- serialisation -------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return _to_plain(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Recipe":
+        return _from_plain(cls, data)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Recipe":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise RecipeError(f"The recipe is not valid JSON ({exc.msg} at line {exc.lineno}).") from None
+        if not isinstance(data, dict):
+            raise RecipeError("The recipe must be a JSON object.")
+        return cls.from_dict(data)
+
+    def label(self) -> str:
+        """A short human name such as ``int8 static QDQ · cpu · extended``."""
+        if self.name:
+            return self.name
+        parts = [self.precision.value]
+        if self.precision == Precision.INT8:
+            q = self.quant
+            parts.append(q.mode.value)
+            if q.mode == QuantMode.STATIC:
+                parts.append(q.quant_format.value)
+        return " ".join(parts) + f" · {self.target.value} · {self.opt_level.value}"
+
+
+@dataclass(frozen=True)
+class PreprocessConfig:
+    """How an image becomes a model input tensor."""
+
+    size: tuple[int, int] = setting((224, 224), "Height and width the model expects.", label="Size (H, W)")
+    resize_mode: ResizeMode = setting(
+        ResizeMode.STRETCH,
+        "stretch: resize to size; center_crop: resize the short side to size×256/224 then crop the centre; "
+        "letterbox: fit inside and pad with zeros.", label="Resize mode",
+    )
+    layout: Layout = setting(Layout.NCHW, "Tensor layout (detected from the model input).", label="Layout")
+    channels: int = setting(3, "1 = grayscale, 3 = colour.", label="Channels", min=1, max=3, step=2)
+    channel_order: ChannelOrder = setting(ChannelOrder.RGB, "Channel order of colour images.", label="Channel order")
+    scale: PixelScale = setting(PixelScale.UNIT, "Pixel range before mean/std: 0-1 or 0-255.", label="Scale")
+    mean: tuple[float, ...] = setting((0.0, 0.0, 0.0), "Per-channel mean subtracted after scaling.", label="Mean")
+    std: tuple[float, ...] = setting((1.0, 1.0, 1.0), "Per-channel std divided after subtracting the mean.", label="Std")
+    dtype: str = setting("float32", "Element type of the tensor: float32, float16 or uint8.", label="dtype")
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PreprocessConfig":
+        return _from_plain(cls, data)
+
+    def problems(self) -> list[str]:
+        """Messages for settings that cannot work; empty when the config is usable."""
+        out = []
+        h, w = self.size
+        if h < 1 or w < 1:
+            out.append(f"Size must be positive, got {h}×{w}.")
+        if self.channels not in (1, 3):
+            out.append(f"Channels must be 1 or 3, got {self.channels}.")
+        for name, values in (("mean", self.mean), ("std", self.std)):
+            if len(values) not in (1, self.channels):
+                out.append(f"{name} needs 1 or {self.channels} values, got {len(values)}.")
+        if any(s == 0 for s in self.std):
+            out.append("std must not contain 0.")
+        if self.dtype not in ("float32", "float16", "uint8"):
+            out.append(f"dtype must be float32, float16 or uint8, got {self.dtype!r}.")
+        return out
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """How to time a model."""
+
+    batch_sizes: tuple[int, ...] = setting((1,), "Batch sizes to time.", label="Batch sizes")
+    warmup: int = setting(10, "Untimed runs before measuring.", label="Warm-up runs", min=0, max=1000, step=1)
+    runs: int = setting(100, "Timed runs per batch size (ignored when a duration is set).", label="Runs",
+                        min=1, max=100000, step=1)
+    duration_s: float = setting(0.0, "Time each batch size for this many seconds instead of a run count (0 = off).",
+                                label="Duration (s)", min=0.0, max=600.0, step=0.5)
+    intra_op_threads: int = setting(0, "Threads inside one operator (0 = ORT default).", label="Intra-op threads",
+                                    min=0, max=256, step=1)
+    inter_op_threads: int = setting(0, "Threads across operators in parallel mode (0 = ORT default).",
+                                    label="Inter-op threads", min=0, max=256, step=1)
+    execution_mode: ExecutionMode = setting(ExecutionMode.SEQUENTIAL, "Run operators one at a time or in parallel.",
+                                            label="Execution mode")
+    enable_mem_pattern: bool = setting(True, "Pre-plan memory from the first run's allocation pattern.",
+                                       label="Memory pattern")
+    enable_cpu_mem_arena: bool = setting(True, "Use ORT's CPU memory arena.", label="CPU memory arena")
+    profile: bool = setting(False, "Write ORT's profiling JSON for each variant.", label="ORT profiling")
+    target: Target = setting(Target.CPU, "Run on cpu or gpu (TensorRT > CUDA > CPU).", label="Target")
+    seed: int = setting(0, "Seed of the random inputs used for timing.", label="Seed", min=0, max=2**31 - 1, step=1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "BenchConfig":
+        return _from_plain(cls, data)
+
+
+# -- validation ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One result of validating a recipe. ``level`` is "error" (cannot run), "warning" or "note"."""
+
+    level: str
+    field: str
+    message: str
+
+
+def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUExecutionProvider",)) -> list[Finding]:
+    """Check a recipe before any work. ``available_providers`` must be what really works here
+    (``ortlab.providers.working_providers()``), not what ORT claims."""
+    out: list[Finding] = []
+    q = recipe.quant
+    err = lambda f, m: out.append(Finding("error", f, m))  # noqa: E731
+    warn = lambda f, m: out.append(Finding("warning", f, m))  # noqa: E731
+    note = lambda f, m: out.append(Finding("note", f, m))  # noqa: E731
+    has_trt = "TensorrtExecutionProvider" in available_providers
+    has_gpu = has_trt or "CUDAExecutionProvider" in available_providers
+
+    if recipe.target == Target.GPU and not has_gpu:
+        warn("target", "No working GPU provider here (CUDA/TensorRT); the model will be built for GPU but "
+                       "every run on this machine will use the CPU.")
+
+    if recipe.precision == Precision.INT8:
+        if recipe.target == Target.GPU:
+            if q.mode == QuantMode.DYNAMIC:
+                err("target", "int8 dynamic quantization has no GPU kernels (DynamicQuantizeLinear, "
+                              "MatMulInteger run on the CPU). Choose fp16 for GPU, or target cpu.")
+            elif q.quant_format == QuantFormat.QOPERATOR:
+                err("quant.quant_format", "int8 QOperator models (QLinearConv, QLinearMatMul) run only on the CPU. "
+                                          "Choose fp16 for GPU, or QDQ format with TensorRT.")
+            elif not has_trt:
+                err("target", "int8 on GPU needs TensorRT to run the QDQ graph, and TensorRT is not available here. "
+                              "Choose fp16 for GPU, or target cpu for int8.")
+            else:
+                note("target", "int8 QDQ on GPU runs through TensorRT's int8 kernels.")
+        if q.activation_type == QuantType.INT8 and q.weight_type == QuantType.UINT8:
+            err("quant.weight_type", "int8 activations with uint8 weights (S8U8) are not supported by ONNX Runtime. "
+                                     "Use int8 weights, or uint8 activations.")
+        if q.mode == QuantMode.DYNAMIC:
+            if "Conv" in q.effective_op_types():
+                warn("quant.op_types", "Dynamic quantization of Conv makes ConvInteger, which runs far slower than "
+                                       "fp32 on CPU. Leave Conv out (MatMul/Gemm only) or use static quantization.")
+            if q.quant_format == QuantFormat.QDQ and q.mode == QuantMode.DYNAMIC:
+                pass  # dynamic always writes operator-style integer ops; the format knob does not apply
+        else:
+            if q.calibration_samples < 1:
+                err("quant.calibration_samples", "Static quantization needs at least 1 calibration sample.")
+            elif q.calibration_samples < 10:
+                warn("quant.calibration_samples", f"Only {q.calibration_samples} calibration samples: ranges may "
+                                                  "not represent real data. 100 or more is usual.")
+            if q.calibration_method == CalibrationMethod.PERCENTILE and not (0.0 < q.percentile <= 100.0):
+                err("quant.percentile", f"Percentile must be in (0, 100], got {q.percentile}.")
+            if q.calibration_method != CalibrationMethod.MINMAX and q.num_bins < 2:
+                err("quant.num_bins", f"Histogram bins must be at least 2, got {q.num_bins}.")
+            if q.calibration_method == CalibrationMethod.ENTROPY and q.num_quantized_bins >= q.num_bins:
+                err("quant.num_quantized_bins", "Quantized bins must be fewer than histogram bins for Entropy.")
+            if q.moving_average and not (0.0 < q.averaging_constant < 1.0):
+                err("quant.averaging_constant", "Averaging constant must be in (0, 1).")
+            if not q.preprocess:
+                warn("quant.preprocess", "Without pre-processing ORT warns and BatchNormalization stays unfused; "
+                                         "accuracy and speed are usually worse.")
+            if recipe.allow_random_data:
+                warn("allow_random_data", "Random calibration data gives meaningless ranges; every result will be "
+                                          "flagged.")
+        if q.reduce_range and q.weight_type == QuantType.UINT8 and q.activation_type == QuantType.UINT8:
+            note("quant.reduce_range", "reduce_range matters mostly for U8S8 on CPUs without VNNI.")
+        overlap = set(q.op_types) & set(q.op_types_to_exclude)
+        if overlap:
+            err("quant.op_types_to_exclude", f"Op types both included and excluded: {', '.join(sorted(overlap))}.")
+    if recipe.precision == Precision.FP16 and recipe.target == Target.CPU:
+        note("precision", "fp16 on CPU halves the file but gains no speed: most CPU kernels are fp32 and ORT "
+                          "inserts Casts. Choose int8 for CPU speed.")
+    if recipe.opt_level == OptLevel.ALL:
+        warn("opt_level", "Level 'all' writes hardware-specific ops (e.g. NCHWc layouts); the saved model "
+                          "should only run on this kind of machine. 'extended' is the portable choice.")
+    if recipe.opt_level == OptLevel.ALL and recipe.target == Target.GPU:
+        note("opt_level", "For GPU the saved model is optimized with CUDA only (TensorRT's compiled nodes cannot "
+                          "be saved).")
+    return out
+
+
+def require_valid(recipe: Recipe, available_providers: Sequence[str] = ("CPUExecutionProvider",)) -> list[Finding]:
+    """Raise ``RecipeError`` on the first error finding; return the warnings and notes."""
+    findings = validate_recipe(recipe, available_providers)
+    errors = [f for f in findings if f.level == "error"]
+    if errors:
+        raise RecipeError(" ".join(f.message for f in errors), step="validate")
+    return findings
+
+
+# -- generic plain-data conversion -------------------------------------------------------------------
+
+
+def _to_plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, tuple):
+        return [_to_plain(v) for v in obj]
+    return obj
+
+
+def _coerce(tp: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise RecipeError(f"{where} must be an object.")
+        return _from_plain(tp, value, where)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        try:
+            return tp(value)
+        except ValueError:
+            choices = ", ".join(m.value for m in tp)
+            raise RecipeError(f"{where} must be one of {choices}; got {value!r}.") from None
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise RecipeError(f"{where} must be a list.")
+        args = typing.get_args(tp)
+        inner = args[0] if args else Any
+        return tuple(_coerce(inner, v, where) for v in value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise RecipeError(f"{where} must be true or false; got {value!r}.")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+            raise RecipeError(f"{where} must be a whole number; got {value!r}.")
+        return int(value)
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise RecipeError(f"{where} must be a number; got {value!r}.")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise RecipeError(f"{where} must be text; got {value!r}.")
+        return value
+    return value
+
+
+def _from_plain(cls: type, data: dict[str, Any], where: str = "") -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        raise RecipeError(f"Unknown setting(s) {', '.join(sorted(unknown))}"
+                          f"{' in ' + where if where else ''}. Known: {', '.join(sorted(names))}.")
+    kwargs = {k: _coerce(hints[k], v, f"{where}.{k}" if where else k) for k, v in data.items()}
+    return cls(**kwargs)
+
+
+def field_help(cls: type) -> dict[str, str]:
+    """Field name → help text, for the CLI and the UI."""
+    return {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls)}
+
+
+def replace(obj: Any, **changes: Any) -> Any:
+    """``dataclasses.replace`` that also accepts dotted names for nested configs (``quant.mode``)."""
+    nested: dict[str, dict[str, Any]] = {}
+    flat: dict[str, Any] = {}
+    for key, value in changes.items():
+        head, _, rest = key.partition(".")
+        if rest:
+            nested.setdefault(head, {})[rest] = value
+        else:
+            flat[key] = value
+    for head, sub in nested.items():
+        flat[head] = replace(flat.get(head, getattr(obj, head)), **sub)
+    return dataclasses.replace(obj, **flat)
+
+
+def recipe_cli_args(recipe: Recipe) -> list[str]:
+    """The ``ortlab optimize`` flags equivalent to a recipe (defaults omitted)."""
+    args = ["--precision", recipe.precision.value, "--target", recipe.target.value,
+            "--opt-level", recipe.opt_level.value]
+    if recipe.precision == Precision.INT8:
+        q, d = recipe.quant, QuantConfig()
+        args += ["--quant-mode", q.mode.value]
+        if q.quant_format != d.quant_format:
+            args += ["--quant-format", q.quant_format.value]
+        if q.activation_type != d.activation_type:
+            args += ["--activation-type", q.activation_type.value]
+        if q.weight_type != d.weight_type:
+            args += ["--weight-type", q.weight_type.value]
+        if q.per_channel != d.per_channel:
+            args.append("--per-channel" if q.per_channel else "--no-per-channel")
+        if q.reduce_range:
+            args.append("--reduce-range")
+        if q.calibration_method != d.calibration_method:
+            args += ["--calibration-method", q.calibration_method.value]
+        if q.percentile != d.percentile:
+            args += ["--percentile", repr(q.percentile)]
+        if q.num_bins != d.num_bins:
+            args += ["--num-bins", str(q.num_bins)]
+        if q.num_quantized_bins != d.num_quantized_bins:
+            args += ["--num-quantized-bins", str(q.num_quantized_bins)]
+        if q.moving_average:
+            args += ["--moving-average", "--averaging-constant", repr(q.averaging_constant)]
+        if q.symmetric_activation:
+            args.append("--symmetric-activation")
+        if not q.symmetric_weight:
+            args.append("--no-symmetric-weight")
+        for flag, values in (("--op-types", q.op_types), ("--exclude-op-types", q.op_types_to_exclude),
+                             ("--exclude-nodes", q.nodes_to_exclude)):
+            if values:
+                args += [flag, ",".join(values)]
+        if not q.preprocess:
+            args.append("--no-preprocess")
+        if q.calibration_samples != d.calibration_samples:
+            args += ["--calibration-samples", str(q.calibration_samples)]
+        if q.seed != d.seed:
+            args += ["--seed", str(q.seed)]
+    if recipe.precision == Precision.FP16 and not recipe.keep_io_types:
+        args.append("--no-keep-io-types")
+    if recipe.allow_random_data:
+        args.append("--allow-random-data")
+    return args
+
+
+def recipe_cli_line(recipe: Recipe, model: str = "MODEL.onnx", out: str = "OUT.onnx",
+                    calibration: str | None = None) -> str:
+    """The shell line that reproduces a recipe with the ``ortlab`` CLI."""
+    parts = ["ortlab", "optimize", model, out, *recipe_cli_args(recipe)]
+    if calibration and recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.STATIC:
+        parts += ["--calibration", calibration]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def errors_of(findings: Iterable[Finding]) -> list[Finding]:
+    return [f for f in findings if f.level == "error"]

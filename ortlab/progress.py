@@ -1,0 +1,71 @@
+"""Progress events, a reporter protocol and a cancel token shared by long-running engine calls."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from .errors import Cancelled
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """One step of progress: ``stage`` (e.g. "calibrate"), ``done`` of ``total`` units and a message."""
+
+    stage: str
+    done: int = 0
+    total: int | None = None
+    message: str = ""
+
+    @property
+    def fraction(self) -> float | None:
+        if not self.total:
+            return None
+        return min(1.0, self.done / self.total)
+
+
+class Reporter(Protocol):
+    def __call__(self, event: ProgressEvent) -> None: ...
+
+
+def null_reporter(event: ProgressEvent) -> None:
+    """A reporter that ignores every event."""
+
+
+class CancelToken:
+    """Thread-safe flag a UI sets and workers check between units of work."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def raise_if_cancelled(self, step: str | None = None) -> None:
+        if self._event.is_set():
+            raise Cancelled(step=step)
+
+
+class CollectingReporter:
+    """Keeps every event in a list (for tests and the CLI)."""
+
+    def __init__(self, echo: Callable[[ProgressEvent], None] | None = None) -> None:
+        self.events: list[ProgressEvent] = []
+        self._echo = echo
+
+    def __call__(self, event: ProgressEvent) -> None:
+        self.events.append(event)
+        if self._echo:
+            self._echo(event)
+
+    def stages(self) -> list[str]:
+        seen: list[str] = []
+        for e in self.events:
+            if e.stage not in seen:
+                seen.append(e.stage)
+        return seen
