@@ -1,0 +1,547 @@
+"""Load, validate, inspect and import ONNX models.
+
+Every failure a person can cause (wrong file, truncated upload, invalid graph, missing or unsafe
+external data, unsafe zip) raises ``ModelLoadError`` or ``ExternalDataError`` with one clear line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import shutil
+import stat
+import tempfile
+import zipfile
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path, PurePosixPath
+from typing import Iterator
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+from .errors import ExternalDataError, ModelLoadError
+
+PROTOBUF_LIMIT = 2**31 - 1          # a single protobuf message cannot be larger than this
+MAX_ZIP_TOTAL = 4 * 2**30           # uncompressed bytes accepted from one zip
+MAX_ZIP_RATIO = 200                 # uncompressed/compressed above this (for big members) looks like a bomb
+_RATIO_MIN_BYTES = 16 * 2**20       # members smaller than this are never called bombs
+
+_NOT_ONNX = ("This file is not an ONNX model (could not parse it as ONNX protobuf). "
+             "Upload a .onnx file exported from your framework.")
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A graph input or output: name, element type and shape (str = symbolic dim, None = unknown)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int | str | None, ...]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a person wants to know about a model before changing it."""
+
+    path: str
+    file_bytes: int
+    total_bytes: int
+    sha256: str
+    ir_version: int
+    opsets: dict[str, int]
+    producer: str
+    producer_version: str
+    graph_name: str
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+    node_count: int
+    op_counts: dict[tuple[str, str], int]
+    param_count: int
+    initializer_bytes: dict[str, int]
+    has_external_data: bool
+    warnings: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        """JSON-safe dict; op_counts keys become ``op_key(domain, op_type)``."""
+        d = asdict(self)
+        d["inputs"] = [t.to_dict() for t in self.inputs]
+        d["outputs"] = [t.to_dict() for t in self.outputs]
+        d["op_counts"] = {op_key(dom, op): n for (dom, op), n in self.op_counts.items()}
+        d["warnings"] = list(self.warnings)
+        return d
+
+
+def op_key(domain: str, op_type: str) -> str:
+    """``"Conv"`` for ai.onnx ops, ``"com.microsoft::FusedConv"`` for other domains."""
+    return op_type if domain in ("", "ai.onnx") else f"{domain}::{op_type}"
+
+
+def sha256_file(path) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# -- parsing ------------------------------------------------------------------------------------------
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(data):
+            raise EOFError
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _model_field_wire_types() -> dict[int, int]:
+    fd = onnx.ModelProto.DESCRIPTOR.fields
+    # protobuf FieldDescriptor types: 9 string, 11 message, 12 bytes → length-delimited (2); ints → varint (0)
+    return {f.number: (2 if f.type in (9, 11, 12) else 0) for f in fd}
+
+
+def _diagnose_bytes(data: bytes) -> str:
+    """Why ``data`` failed to parse: walks the top-level protobuf fields of a ModelProto."""
+    wire_types = _model_field_wire_types()
+    pos, fields_seen = 0, 0
+    try:
+        while pos < len(data):
+            tag, pos = _read_varint(data, pos)
+            number, wire = tag >> 3, tag & 7
+            if wire_types.get(number) != wire:
+                break
+            if wire == 0:
+                _, pos = _read_varint(data, pos)
+            else:
+                length, pos = _read_varint(data, pos)
+                if pos + length > len(data):
+                    if fields_seen:
+                        return (f"The file is truncated: a part of the model claims {length:,} bytes but only "
+                                f"{len(data) - pos:,} remain. Upload the complete file again.")
+                    break
+                pos += length
+            fields_seen += 1
+        else:
+            if fields_seen:
+                return "The file is truncated or corrupt (its last field is cut off). Upload the complete file again."
+    except EOFError:
+        if fields_seen:
+            return "The file is truncated (it ends in the middle of a field). Upload the complete file again."
+    except ValueError:
+        pass
+    return _NOT_ONNX
+
+
+def _parse(data: bytes) -> onnx.ModelProto:
+    if not data:
+        raise ModelLoadError("The file is empty (0 bytes). Upload a .onnx file exported from your framework.")
+    if len(data) > PROTOBUF_LIMIT:
+        raise ModelLoadError(f"The .onnx file is {len(data) / 2**30:.1f} GiB; a single ONNX protobuf cannot exceed "
+                             "2 GiB. Save the weights as external data and upload a .zip with both files.")
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception:  # protobuf raises DecodeError (upb) or RuntimeError depending on the backend
+        raise ModelLoadError(_diagnose_bytes(data)) from None
+    if not model.HasField("graph") or model.ir_version <= 0:
+        raise ModelLoadError("This file parses as protobuf but is not an ONNX model (it has no graph or no IR "
+                             "version). Upload a .onnx file exported from your framework.")
+    return model
+
+
+# -- external data -----------------------------------------------------------------------------------
+
+def _graph_tensors(graph: onnx.GraphProto) -> Iterator[TensorProto]:
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            if attr.HasField("g"):
+                yield from _graph_tensors(attr.g)
+            for g in attr.graphs:
+                yield from _graph_tensors(g)
+
+
+def _external_tensors(model: onnx.ModelProto) -> list[TensorProto]:
+    return [t for t in _graph_tensors(model.graph) if t.data_location == TensorProto.EXTERNAL]
+
+
+def _external_entries(tensor: TensorProto) -> dict[str, str]:
+    return {e.key: e.value for e in tensor.external_data}
+
+
+def external_data_files(model: onnx.ModelProto, base_dir) -> dict[str, Path]:
+    """Validate every external-data reference and return location → resolved path.
+
+    Raises ``ExternalDataError`` for locations that are absolute, contain ``..``, resolve outside
+    ``base_dir`` (symlinks included), are missing, or are shorter than the bytes the model claims.
+    """
+    tensors = _external_tensors(model)
+    if not tensors:
+        return {}
+    if base_dir is None:
+        first = _external_entries(tensors[0]).get("location", "?")
+        raise ExternalDataError(f"The model keeps its weights in external file '{first}', but only the .onnx bytes "
+                                "were given. Upload a .zip containing the .onnx and its weight files.")
+    root = Path(base_dir).resolve()
+    files: dict[str, Path] = {}
+    needed: dict[str, int] = {}
+    for t in tensors:
+        info = _external_entries(t)
+        loc = info.get("location", "")
+        if not loc:
+            raise ExternalDataError(f"Tensor '{t.name}' is marked as external data but names no file.")
+        if loc not in files:
+            norm = loc.replace("\\", "/")
+            parts = PurePosixPath(norm).parts
+            if norm.startswith("/") or re.match(r"^[A-Za-z]:", norm) or ".." in parts or "\x00" in norm:
+                raise ExternalDataError(f"External data location '{loc}' of tensor '{t.name}' points outside the "
+                                        "model's folder; only files in the model's folder are allowed.")
+            resolved = (root / norm).resolve()
+            if resolved != root and root not in resolved.parents:
+                raise ExternalDataError(f"External data file '{loc}' resolves outside the model's folder "
+                                        "(a symlink?); only files in the model's folder are allowed.")
+            if not resolved.is_file():
+                raise ExternalDataError(f"External data file '{loc}' is missing next to the model. Put it in the "
+                                        "model's folder (or upload a .zip with the .onnx and its weight files).")
+            files[loc] = resolved
+        try:
+            offset = int(info.get("offset", 0) or 0)
+            length = int(info["length"]) if "length" in info else _tensor_nbytes(t)
+        except ValueError:
+            raise ExternalDataError(f"Tensor '{t.name}' has a malformed external-data offset or length.") from None
+        if length is not None:
+            needed[loc] = max(needed.get(loc, 0), offset + length)
+    for loc, end in needed.items():
+        size = files[loc].stat().st_size
+        if end > size:
+            raise ExternalDataError(f"External data file '{loc}' has {size:,} bytes but the model needs {end:,}; "
+                                    "the file is truncated or belongs to another model.")
+    return files
+
+
+# -- loading ------------------------------------------------------------------------------------------
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _check(model: onnx.ModelProto, path: Path | None, has_external: bool) -> None:
+    try:
+        if path is not None and (has_external or path.stat().st_size > PROTOBUF_LIMIT // 2):
+            onnx.checker.check_model(str(path), full_check=True)
+        else:
+            onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        raise ModelLoadError(f"invalid model: {_one_line(exc)}") from None
+    except Exception as exc:  # the C++ checker can raise plain RuntimeError/ValueError
+        raise ModelLoadError(f"invalid model: {_one_line(exc)}") from None
+
+
+def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True) -> onnx.ModelProto:
+    """Parse a model from a path or bytes, validate external data, run the full ONNX checker.
+
+    ``base_dir`` is where external data lives (defaults to the file's folder; required for bytes
+    that reference external data). ``load_external=False`` leaves external tensors on disk.
+    """
+    path: Path | None = None
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        data = bytes(path_or_bytes)
+    else:
+        path = Path(path_or_bytes)
+        if not path.is_file():
+            raise ModelLoadError(f"Model file '{path}' does not exist or is not a file.")
+        size = path.stat().st_size
+        if size > PROTOBUF_LIMIT:
+            raise ModelLoadError(f"'{path.name}' is {size / 2**30:.1f} GiB; a single ONNX protobuf cannot exceed "
+                                 "2 GiB. Save the weights as external data next to the .onnx file.")
+        data = path.read_bytes()
+        if base_dir is None:
+            base_dir = path.parent
+    model = _parse(data)
+    del data
+    files = external_data_files(model, base_dir)
+    if check and (path is not None or not files):
+        _check(model, path, bool(files))
+    if files and (load_external or (check and path is None)):
+        # bytes have no file for the checker to resolve external data against: check them in memory
+        loaded = model if load_external else onnx.ModelProto.FromString(model.SerializeToString())
+        try:
+            onnx.external_data_helper.load_external_data_for_model(loaded, str(base_dir))
+        except Exception as exc:
+            raise ExternalDataError(f"Could not read external data: {_one_line(exc)}") from None
+        if check and path is None:
+            _check(loaded, None, False)
+    return model
+
+
+# -- inspection ---------------------------------------------------------------------------------------
+
+def dtype_name(elem_type: int) -> str:
+    """"float32", "float16", "int8", … for an onnx TensorProto data type."""
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except Exception:
+        name = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else str(elem_type)
+        return name.lower()
+
+
+def _tensor_nbytes(t: TensorProto) -> int | None:
+    n = int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
+    if t.data_type == TensorProto.STRING:
+        return sum(len(s) for s in t.string_data)
+    try:
+        item = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+    except Exception:
+        return None
+    if t.data_type in (TensorProto.INT4, TensorProto.UINT4):
+        return (n + 1) // 2
+    return n * item
+
+
+def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
+    tt = vi.type
+    kind = tt.WhichOneof("value")
+    if kind != "tensor_type":
+        return TensorInfo(vi.name, kind.replace("_type", "") if kind else "unknown", ())
+    shape: list[int | str | None] = []
+    if tt.tensor_type.HasField("shape"):
+        for d in tt.tensor_type.shape.dim:
+            if d.HasField("dim_value"):
+                shape.append(int(d.dim_value))
+            elif d.HasField("dim_param"):
+                shape.append(d.dim_param)
+            else:
+                shape.append(None)
+    return TensorInfo(vi.name, dtype_name(tt.tensor_type.elem_type), tuple(shape))
+
+
+def _has_subgraphs(graph: onnx.GraphProto) -> bool:
+    return any(a.HasField("g") or len(a.graphs) for n in graph.node for a in n.attribute)
+
+
+def inspect_model(path) -> ModelInfo:
+    """Validate a model file and summarise it.
+
+    ``node_count`` and ``op_counts`` cover the top-level graph only (nodes inside If/Loop/Scan
+    bodies are not counted; a warning says when there are any). ``param_count`` and
+    ``initializer_bytes`` cover top-level initializers (tensors in Constant nodes are not counted).
+    """
+    path = Path(path)
+    model = load_model(path, check=True, load_external=False)
+    files = external_data_files(model, path.parent)
+    g = model.graph
+    warnings: list[str] = []
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
+    except Exception:
+        inferred = g
+        warnings.append("ONNX shape inference failed; output shapes are as declared in the file.")
+    init_names = {t.name for t in g.initializer}
+    inputs = tuple(_tensor_info(v) for v in g.input if v.name not in init_names)
+    declared_out = {v.name: v for v in g.output}
+    outputs = []
+    for v in inferred.output:
+        info = _tensor_info(v)
+        if not info.shape and v.name in declared_out:
+            info = _tensor_info(declared_out[v.name])
+        outputs.append(info)
+    op_counts = Counter((n.domain if n.domain != "ai.onnx" else "", n.op_type) for n in g.node)
+    param_count = 0
+    init_bytes: Counter[str] = Counter()
+    for t in g.initializer:
+        param_count += int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
+        init_bytes[dtype_name(t.data_type)] += _tensor_nbytes(t) or 0
+    for st in g.sparse_initializer:
+        param_count += int(np.prod(st.values.dims, dtype=np.int64)) if st.values.dims else 1
+        init_bytes[dtype_name(st.values.data_type)] += _tensor_nbytes(st.values) or 0
+    if _has_subgraphs(g):
+        warnings.append("The model has control-flow subgraphs (If/Loop/Scan); node and op counts cover the "
+                        "top-level graph only.")
+    if any(d is None for t in inputs for d in t.shape):
+        warnings.append("Some input dimensions are unknown (neither a number nor a name); benchmarks will use 1.")
+    opsets = {(o.domain if o.domain != "ai.onnx" else ""): int(o.version) for o in model.opset_import}
+    if opsets.get("", 99) < 13:
+        warnings.append(f"Opset {opsets['']} is older than 13; int8 per-channel quantization converts it to 13 first.")
+    if any(d != "" for d, _ in op_counts):
+        warnings.append("The model already uses non-standard ops (e.g. com.microsoft); it may have been optimized "
+                        "for a specific runtime.")
+    file_bytes = path.stat().st_size
+    return ModelInfo(
+        path=str(path), file_bytes=file_bytes,
+        total_bytes=file_bytes + sum(p.stat().st_size for p in set(files.values())),
+        sha256=sha256_file(path), ir_version=int(model.ir_version), opsets=opsets,
+        producer=model.producer_name, producer_version=model.producer_version, graph_name=g.name,
+        inputs=inputs, outputs=tuple(outputs), node_count=len(g.node), op_counts=dict(op_counts),
+        param_count=param_count, initializer_bytes=dict(init_bytes), has_external_data=bool(files),
+        warnings=tuple(warnings),
+    )
+
+
+# -- import -------------------------------------------------------------------------------------------
+
+def _safe_filename(name: str) -> str:
+    base = PurePosixPath(str(name).replace("\\", "/")).name
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", base).strip("._") or "model"
+    if not base.lower().endswith(".onnx"):
+        base = base.rsplit(".", 1)[0] if base.lower().endswith(".zip") else base
+        base += ".onnx"
+    return base
+
+
+def _is_zip(source) -> bool:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source[:4]) == b"PK\x03\x04"
+    with open(source, "rb") as f:
+        return f.read(4) == b"PK\x03\x04"
+
+
+def _zip_member_ok(info: zipfile.ZipInfo) -> str:
+    """The member's normalised relative path; raises ModelLoadError when unsafe."""
+    name = info.filename.replace("\\", "/")
+    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+        raise ModelLoadError(f"The zip contains an absolute path ('{info.filename}'); refusing to extract it.")
+    parts = PurePosixPath(name).parts
+    if ".." in parts:
+        raise ModelLoadError(f"The zip contains a path that leaves its folder ('{info.filename}'); refusing to "
+                             "extract it.")
+    if stat.S_ISLNK(info.external_attr >> 16):
+        raise ModelLoadError(f"The zip contains a symbolic link ('{info.filename}'); refusing to extract it.")
+    if info.flag_bits & 0x1:
+        raise ModelLoadError(f"The zip member '{info.filename}' is encrypted; upload an unencrypted zip.")
+    return "/".join(p for p in parts if p not in ("", "."))
+
+
+def _is_junk(name: str) -> bool:
+    parts = name.split("/")
+    return parts[0] == "__MACOSX" or parts[-1].startswith("._")
+
+
+def _extract_zip(zf: zipfile.ZipFile, dest: Path, member: str | None) -> Path:
+    members = []
+    total = 0
+    for info in zf.infolist():
+        rel = _zip_member_ok(info)
+        if info.is_dir() or not rel or _is_junk(rel):
+            continue
+        total += info.file_size
+        if total > MAX_ZIP_TOTAL:
+            raise ModelLoadError(f"The zip expands to more than {MAX_ZIP_TOTAL / 2**30:.0f} GiB; refusing to "
+                                 "extract it (zip bomb?).")
+        if info.file_size > _RATIO_MIN_BYTES and info.file_size > MAX_ZIP_RATIO * max(info.compress_size, 1):
+            raise ModelLoadError(f"The zip member '{info.filename}' expands {info.file_size // max(info.compress_size, 1)}× "
+                                 "its compressed size; refusing to extract it (zip bomb?).")
+        members.append((rel, info))
+    onnx_members = [rel for rel, _ in members if rel.lower().endswith(".onnx")]
+    if member is not None:
+        wanted = member.replace("\\", "/").strip("/")
+        if wanted not in onnx_members:
+            raise ModelLoadError(f"The zip has no .onnx member '{member}'. It contains: {', '.join(onnx_members) or 'none'}.")
+        chosen = wanted
+    elif not onnx_members:
+        raise ModelLoadError("The zip contains no .onnx file. Put the model (.onnx) and its weight files in the zip.")
+    elif len(onnx_members) > 1:
+        raise ModelLoadError(f"The zip contains {len(onnx_members)} .onnx files ({', '.join(sorted(onnx_members)[:5])}); "
+                             "pick one: upload a zip with a single model, or name the member to import.")
+    else:
+        chosen = onnx_members[0]
+    written = 0
+    for rel, info in members:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with zf.open(info) as src, open(target, "wb") as out:
+            while True:
+                chunk = src.read(1 << 20)
+                if not chunk:
+                    break
+                written += len(chunk)
+                if written > MAX_ZIP_TOTAL:
+                    raise ModelLoadError("The zip expands to more than its declared size; refusing to extract it.")
+                out.write(chunk)
+    return dest / chosen
+
+
+def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, member: str | None = None) -> Path:
+    """Copy an uploaded .onnx (bytes or path) or a .zip (model + external data) into a new folder
+    ``workspace_models_dir/<sha256 prefix>/``, validate it, and return the stored .onnx path.
+
+    Zips with absolute paths, ``..``, symlinks, encrypted members or bomb-like sizes are refused;
+    a zip with several .onnx files needs ``member``. The source is never modified.
+    """
+    models_dir = Path(workspace_models_dir)
+    models_dir.mkdir(parents=True, exist_ok=True)
+    is_bytes = isinstance(source, (bytes, bytearray, memoryview))
+    if not is_bytes and not Path(source).is_file():
+        raise ModelLoadError(f"'{source}' does not exist or is not a file.")
+    name = _safe_filename(filename if (is_bytes or filename != "model.onnx") else Path(source).name)
+    with tempfile.TemporaryDirectory(prefix=".import-", dir=models_dir) as tmp:
+        tmp = Path(tmp)
+        if _is_zip(source):
+            try:
+                zf = zipfile.ZipFile(io.BytesIO(bytes(source)) if is_bytes else source)
+            except zipfile.BadZipFile:
+                raise ModelLoadError("The file looks like a zip but cannot be read (truncated or corrupt). "
+                                     "Upload the complete .zip again.") from None
+            with zf:
+                try:
+                    onnx_path = _extract_zip(zf, tmp / "zip", member)
+                except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as exc:
+                    raise ModelLoadError(f"The zip cannot be extracted ({_one_line(exc, 120)}); upload it again.") from None
+            src_dir = onnx_path.parent
+            if filename == "model.onnx":
+                name = _safe_filename(onnx_path.name)
+        elif is_bytes:
+            onnx_path = tmp / "upload.onnx"
+            onnx_path.write_bytes(bytes(source))
+            src_dir = None
+        else:
+            onnx_path = Path(source)
+            src_dir = onnx_path.parent
+        if src_dir is None:  # bare bytes have no folder, so external-data references cannot be satisfied
+            model = load_model(onnx_path.read_bytes(), check=True, load_external=False)
+        else:
+            model = load_model(onnx_path, check=True, load_external=False)
+        files = external_data_files(model, src_dir) if src_dir is not None else {}
+        digest = sha256_file(onnx_path)
+        if files:
+            h = hashlib.sha256(digest.encode())
+            for loc in sorted(files):
+                h.update(loc.encode() + b"\0" + sha256_file(files[loc]).encode())
+            digest = h.hexdigest()
+        digest = digest[:16]
+        final_dir = models_dir / digest
+        final_path = final_dir / name
+        if final_path.is_file():
+            return final_path
+        stage = tmp / "stage"
+        stage.mkdir()
+        shutil.copyfile(onnx_path, stage / name)
+        for loc, p in files.items():
+            out = stage / loc.replace("\\", "/")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p, out)
+        if final_dir.exists():  # same content stored under another file name
+            for item in stage.iterdir():
+                if not (final_dir / item.name).exists():
+                    shutil.move(str(item), final_dir / item.name)
+        else:
+            os.replace(stage, final_dir)
+    return final_path

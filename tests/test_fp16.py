@@ -1,0 +1,101 @@
+"""ortlab.fp16: float16 conversion through onnxruntime.transformers.float16."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from models import conv_bn_model, external_data_model, matmul_model
+from ortlab.errors import ModelLoadError, QuantizationError
+from ortlab.fp16 import convert_fp16, float_initializer_types
+from ortlab.model import inspect_model, sha256_file
+
+
+def io_types(path) -> dict[str, int]:
+    g = onnx.load(str(path)).graph
+    return {v.name: v.type.tensor_type.elem_type for v in [*g.input, *g.output]}
+
+
+def run(path, x):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+
+
+def assert_close(ref, out):
+    np.testing.assert_allclose(out.astype(np.float32), ref, rtol=1e-2, atol=1e-2 * float(np.abs(ref).max()))
+
+
+@pytest.mark.parametrize("builder,shape", [(conv_bn_model, (2, 3, 32, 32)), (matmul_model, (2, 16, 32))])
+def test_keep_io_types(tmp_path, builder, shape):
+    src = builder(tmp_path / "src.onnx")
+    digest = sha256_file(src)
+    assert float_initializer_types(src) == {TensorProto.FLOAT: 20}
+    warnings = convert_fp16(src, tmp_path / "fp16.onnx", keep_io_types=True)
+    assert warnings == []
+    assert float_initializer_types(tmp_path / "fp16.onnx") == {TensorProto.FLOAT16: 20}
+    assert set(io_types(tmp_path / "fp16.onnx").values()) == {TensorProto.FLOAT}
+    onnx.checker.check_model(str(tmp_path / "fp16.onnx"), full_check=True)
+    x = np.random.default_rng(0).normal(size=shape).astype(np.float32)
+    out = run(tmp_path / "fp16.onnx", x)
+    assert out.dtype == np.float32
+    assert_close(run(src, x), out)
+    assert sha256_file(src) == digest
+
+
+def test_fp16_io_when_not_kept(tmp_path):
+    src = matmul_model(tmp_path / "mm.onnx")
+    warnings = convert_fp16(src, tmp_path / "fp16.onnx", keep_io_types=False)
+    assert warnings == ["Inputs/outputs input, output are now float16: callers must pass and expect float16 arrays."]
+    assert io_types(tmp_path / "fp16.onnx") == {"input": TensorProto.FLOAT16, "output": TensorProto.FLOAT16}
+    x = np.random.default_rng(0).normal(size=(2, 16, 32)).astype(np.float32)
+    out = run(tmp_path / "fp16.onnx", x.astype(np.float16))
+    assert out.dtype == np.float16
+    assert_close(run(src, x), out)
+
+
+def test_size_is_about_half(tmp_path):
+    src = matmul_model(tmp_path / "mm.onnx")
+    convert_fp16(src, tmp_path / "fp16.onnx")
+    assert (tmp_path / "fp16.onnx").stat().st_size <= 0.6 * src.stat().st_size
+    before, after = inspect_model(src), inspect_model(tmp_path / "fp16.onnx")
+    assert after.initializer_bytes == {"float16": before.initializer_bytes["float32"] // 2}
+    assert after.param_count == before.param_count
+
+
+def test_external_data_source(tmp_path):
+    src = external_data_model(tmp_path / "ext")
+    convert_fp16(src, tmp_path / "out" / "fp16.onnx")
+    assert float_initializer_types(tmp_path / "out" / "fp16.onnx") == {TensorProto.FLOAT16: 20}
+    assert float_initializer_types(src) == {TensorProto.FLOAT: 20}
+    x = np.random.default_rng(0).normal(size=(1, 3, 32, 32)).astype(np.float32)
+    assert_close(run(src, x), run(tmp_path / "out" / "fp16.onnx", x))
+
+
+def test_out_of_range_weights_warn(tmp_path):
+    w = np.array([1.0, 1e6, -2e5, 3.0], dtype=np.float32)
+    g = helper.make_graph([helper.make_node("Mul", ["input", "w"], ["out"])], "g",
+                          [helper.make_tensor_value_info("input", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, [4])],
+                          initializer=[numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save_model(m, tmp_path / "m.onnx")
+    warnings = convert_fp16(tmp_path / "m.onnx", tmp_path / "h.onnx")
+    assert warnings == ["2 weight values exceed the float16 range (±65504) and are clamped; check accuracy."]
+    out = run(tmp_path / "h.onnx", np.ones(4, np.float32))
+    np.testing.assert_allclose(out, [1.0, 65504.0, -65504.0, 3.0])
+
+
+def test_errors(tmp_path):
+    src = conv_bn_model(tmp_path / "c.onnx")
+    with pytest.raises(QuantizationError, match="must go to a new file"):
+        convert_fp16(src, src)
+    (tmp_path / "t.onnx").write_bytes(src.read_bytes()[:500])
+    with pytest.raises(ModelLoadError, match="truncated"):
+        convert_fp16(tmp_path / "t.onnx", tmp_path / "o.onnx")
+    convert_fp16(src, tmp_path / "h.onnx")
+    with pytest.raises(QuantizationError, match="already has float16 weights"):
+        convert_fp16(tmp_path / "h.onnx", tmp_path / "hh.onnx")

@@ -1,0 +1,105 @@
+"""ortlab.optimize: ORT graph optimization levels on real models."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from models import conv_bn_model, external_data_model, matmul_model
+from ortlab import providers as P
+from ortlab.config import OptLevel, Target
+from ortlab.errors import ModelLoadError, OptimizationError
+from ortlab.model import inspect_model, sha256_file
+from ortlab.optimize import ALL_LEVEL_WARNING, NO_GPU_WARNING, optimize_model
+
+CONV_BEFORE = {("", "Conv"): 3, ("", "BatchNormalization"): 3, ("", "Relu"): 3, ("", "Add"): 2,
+               ("", "GlobalAveragePool"): 1, ("", "Flatten"): 1, ("", "Gemm"): 1}
+HEAD = {("", "Add"): 2, ("", "GlobalAveragePool"): 1, ("", "Flatten"): 1, ("", "Gemm"): 1}
+CONV_EXPECTED = {
+    OptLevel.DISABLED: CONV_BEFORE,
+    OptLevel.BASIC: {("", "Conv"): 3, ("", "Relu"): 3, **HEAD},  # BatchNormalization folded into Conv
+    OptLevel.EXTENDED: {("com.microsoft", "FusedConv"): 3, **HEAD},  # Conv+Relu fused
+    OptLevel.ALL: {("com.microsoft.nchwc", "Conv"): 3, ("com.microsoft.nchwc", "ReorderOutput"): 3, **HEAD},
+}
+
+
+def ops(path) -> dict:
+    return dict(Counter((n.domain, n.op_type) for n in onnx.load(str(path), load_external_data=False).graph.node))
+
+
+def run(path, x):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return sess.run(None, {"input": x})[0]
+
+
+@pytest.fixture(scope="module")
+def conv(tmp_path_factory):
+    return conv_bn_model(tmp_path_factory.mktemp("conv") / "conv.onnx")
+
+
+@pytest.mark.parametrize("level", list(OptLevel))
+def test_conv_bn_levels(conv, tmp_path, level):
+    digest = sha256_file(conv)
+    res = optimize_model(conv, tmp_path / "out.onnx", level)
+    assert res.path == tmp_path / "out.onnx" and res.level == level and res.target == Target.CPU
+    assert res.providers == [P.CPU] and res.seconds > 0
+    assert ops(res.path) == CONV_EXPECTED[level]
+    onnx.checker.check_model(str(res.path), full_check=True)
+    x = np.random.default_rng(1).normal(size=(2, 3, 32, 32)).astype(np.float32)
+    np.testing.assert_allclose(run(res.path, x), run(conv, x), atol=1e-4, rtol=1e-4)
+    assert sha256_file(conv) == digest
+    if level == OptLevel.ALL:
+        assert res.warnings == [ALL_LEVEL_WARNING]
+        assert "hardware" in res.warnings[0] and "'extended'" in res.warnings[0]
+    else:
+        assert res.warnings == []
+
+
+def test_matmul_extended_fusions(tmp_path):
+    src = matmul_model(tmp_path / "mm.onnx")
+    res = optimize_model(src, tmp_path / "mm_ext.onnx", OptLevel.EXTENDED)
+    counts = ops(res.path)
+    assert counts == {("", "MatMul"): 7, ("", "Add"): 3, ("", "Softmax"): 1,
+                      ("com.microsoft", "FusedMatMul"): 1,             # Transpose+MatMul+Mul(scale)
+                      ("com.microsoft", "SkipLayerNormalization"): 2,  # bias Add + residual Add + LayerNorm
+                      ("com.microsoft", "BiasGelu"): 1}                # bias Add + Erf-form Gelu
+    x = np.random.default_rng(2).normal(size=(3, 16, 32)).astype(np.float32)
+    np.testing.assert_allclose(run(res.path, x), run(src, x), atol=1e-4, rtol=1e-4)
+    assert ops(optimize_model(src, tmp_path / "mm_basic.onnx", OptLevel.BASIC).path) == ops(src)
+
+
+def test_gpu_target_without_gpu_warns(conv, tmp_path):
+    res = optimize_model(conv, tmp_path / "gpu.onnx", OptLevel.EXTENDED, Target.GPU)
+    if P.CUDA in P.working_providers():
+        assert res.providers[0] == P.CUDA and NO_GPU_WARNING not in res.warnings
+    else:
+        assert res.providers == [P.CPU]
+        assert res.warnings == [NO_GPU_WARNING]
+        assert "GPU-specific fusions could not be applied" in res.warnings[0]
+    assert P.TRT not in res.providers
+
+
+def test_external_data_source_stays_loadable(tmp_path):
+    src = external_data_model(tmp_path / "ext")
+    before = sha256_file(tmp_path / "ext" / "weights.bin")
+    res = optimize_model(src, tmp_path / "out" / "opt.onnx", OptLevel.EXTENDED)
+    info = inspect_model(res.path)
+    assert info.op_counts[("com.microsoft", "FusedConv")] == 3
+    assert info.has_external_data and (tmp_path / "out" / "opt.onnx.data").is_file()
+    x = np.random.default_rng(3).normal(size=(1, 3, 32, 32)).astype(np.float32)
+    np.testing.assert_allclose(run(res.path, x), run(src, x), atol=1e-4, rtol=1e-4)
+    assert sha256_file(tmp_path / "ext" / "weights.bin") == before
+
+
+def test_refuses_to_overwrite_source_and_bad_input(conv, tmp_path):
+    with pytest.raises(OptimizationError, match="must go to a new file"):
+        optimize_model(conv, conv, OptLevel.BASIC)
+    (tmp_path / "bad.onnx").write_bytes(b"\x89PNG\r\n\x1a\n")
+    with pytest.raises(ModelLoadError, match="not an ONNX model"):
+        optimize_model(tmp_path / "bad.onnx", tmp_path / "o.onnx", OptLevel.BASIC)
+    with pytest.raises(ValueError):
+        optimize_model(conv, tmp_path / "o.onnx", "fastest")
