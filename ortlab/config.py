@@ -99,6 +99,7 @@ def setting(default: Any, help: str, **meta: Any) -> Any:
 
 
 DYNAMIC_DEFAULT_OP_TYPES = ("MatMul", "Gemm")
+DISTRIBUTION_MIN_BINS = 512  # ORT's DistributionCalibrater refuses fewer
 
 
 @dataclass(frozen=True)
@@ -264,7 +265,8 @@ class PreprocessConfig:
     channels: int = setting(3, "1 = grayscale, 3 = colour.", label="Channels", min=1, max=3, step=2)
     channel_order: ChannelOrder = setting(ChannelOrder.RGB, "Channel order of colour images.", label="Channel order")
     scale: PixelScale = setting(PixelScale.UNIT, "Pixel range before mean/std: 0-1 or 0-255.", label="Scale")
-    mean: tuple[float, ...] = setting((0.0, 0.0, 0.0), "Per-channel mean subtracted after scaling.", label="Mean")
+    mean: tuple[float, ...] = setting((0.0, 0.0, 0.0), "Per-channel mean subtracted after scaling, in the model's "
+                                      "channel order (BGR models take BGR means).", label="Mean")
     std: tuple[float, ...] = setting((1.0, 1.0, 1.0), "Per-channel std divided after subtracting the mean.", label="Std")
     dtype: str = setting("float32", "Element type of the tensor: float32, float16 or uint8.", label="dtype")
 
@@ -383,6 +385,9 @@ def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUEx
                 err("quant.percentile", f"Percentile must be in (0, 100], got {q.percentile}.")
             if q.calibration_method != CalibrationMethod.MINMAX and q.num_bins < 2:
                 err("quant.num_bins", f"Histogram bins must be at least 2, got {q.num_bins}.")
+            if q.calibration_method == CalibrationMethod.DISTRIBUTION and q.num_bins < DISTRIBUTION_MIN_BINS:
+                err("quant.num_bins", f"The Distribution method needs at least {DISTRIBUTION_MIN_BINS} histogram "
+                                      f"bins (ONNX Runtime refuses fewer); got {q.num_bins}.")
             if q.calibration_method == CalibrationMethod.ENTROPY and q.num_quantized_bins >= q.num_bins:
                 err("quant.num_quantized_bins", "Quantized bins must be fewer than histogram bins for Entropy.")
             if q.moving_average and not (0.0 < q.averaging_constant < 1.0):

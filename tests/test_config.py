@@ -117,3 +117,9 @@ def test_preprocess_problems():
     assert PreprocessConfig().problems() == []
     problems = PreprocessConfig(channels=3, mean=(0.5, 0.5), std=(0.0,)).problems()
     assert "mean needs 1 or 3 values, got 2." in problems and "std must not contain 0." in problems
+
+
+def test_distribution_needs_enough_bins():
+    recipe = Recipe.from_dict({"precision": "int8", "quant": {"calibration_method": "Distribution", "num_bins": 128}})
+    errors = [f for f in validate_recipe(recipe, CPU_ONLY) if f.level == "error"]
+    assert [f.field for f in errors] == ["quant.num_bins"] and "at least 512" in errors[0].message

@@ -1,0 +1,601 @@
+"""Calibration and evaluation data: image folders, zips and uploads, tensor files, random inputs.
+
+Also the image preprocessing (one exact recipe shared with the sample builder) and a calibration
+reader for ONNX Runtime that reports progress and honours cancel.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import stat
+import zipfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+from onnxruntime.quantization import CalibrationDataReader
+from PIL import Image, UnidentifiedImageError
+
+from .config import ChannelOrder, Layout, PixelScale, PreprocessConfig, ResizeMode
+from .errors import Cancelled, DataError
+from .progress import CancelToken, ProgressEvent, Reporter, null_reporter
+
+if TYPE_CHECKING:  # TensorInfo is only used for its .name / .dtype / .shape
+    from .model import TensorInfo
+
+IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"})
+MAX_ZIP_MEMBERS = 50_000
+MAX_ZIP_BYTES = 1 << 30  # uncompressed bytes kept in memory from one zip (1 GiB)
+MAX_ZIP_RATIO = 200  # uncompressed/compressed ratio above which a member is treated as a zip bomb
+DEFAULT_DYNAMIC_SIZE = 224
+RANDOM_DYNAMIC_DIM = 8  # size used for unknown non-batch dims of random inputs
+
+_FLOAT_DTYPES = {"float32": np.float32, "float16": np.float16, "float64": np.float64}
+_NP_DTYPES = {
+    **_FLOAT_DTYPES, "uint8": np.uint8, "int8": np.int8, "int16": np.int16, "uint16": np.uint16,
+    "int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64, "bool": np.bool_,
+}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One item of a dataset. ``source`` is a file path, ``zip:member``, ``upload:name``, ``tensors:i`` or
+    ``random``; ``index`` is the row of a tensor or random sample."""
+
+    name: str
+    label: int | None
+    source: str
+    index: int | None = None
+
+
+@dataclass
+class Dataset:
+    """Samples of one kind ("images", "tensors" or "random"); labels index ``class_names``."""
+
+    kind: str
+    samples: list[Sample]
+    class_names: list[str] = field(default_factory=list)
+    is_random: bool = False
+    seed: int = 0
+    _blobs: dict[str, bytes] = field(default_factory=dict, repr=False)  # in-memory image bytes by source
+    _tensors: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # key "" = the single .npy
+
+    def labeled(self) -> bool:
+        """True when every sample has a label."""
+        return bool(self.samples) and all(s.label is not None for s in self.samples)
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def subset(self, indices: Sequence[int]) -> "Dataset":
+        """A dataset with the samples at ``indices`` (sharing the loaded bytes/tensors)."""
+        return replace(self, samples=[self.samples[i] for i in indices])
+
+    def load_image(self, i: int) -> Image.Image:
+        """Open sample ``i`` as a PIL image (images only)."""
+        if self.kind != "images":
+            raise DataError(f"Sample {i} is {self.kind}, not an image.")
+        s = self.samples[i]
+        try:
+            if s.source in self._blobs:
+                img = Image.open(io.BytesIO(self._blobs[s.source]))
+            else:
+                img = Image.open(s.source)
+            img.load()
+        except (OSError, UnidentifiedImageError, ValueError) as exc:
+            raise DataError(f"Cannot read image {s.name}: {_first_line(exc)}.") from None
+        return img
+
+    def inputs(self, i: int, preprocess: PreprocessConfig | None, model_inputs: Sequence["TensorInfo"]) -> dict[str, np.ndarray]:
+        """The model feed for sample ``i`` as a batch of one."""
+        return batch_inputs(self, [i], preprocess, model_inputs)
+
+
+# -- loading ------------------------------------------------------------------------------------------
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__).rstrip(".")
+
+
+def _is_image_name(name: str) -> bool:
+    return posixpath.splitext(name.lower())[1] in IMAGE_EXTENSIONS
+
+
+def _is_hidden(parts: Sequence[str]) -> bool:
+    return any(p.startswith(".") or p == "__MACOSX" for p in parts)
+
+
+def _check_image_bytes(data: bytes, name: str) -> None:
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.verify()
+    except Exception as exc:  # PIL raises many types for broken files
+        raise DataError(f"{name} has an image extension but cannot be opened as an image ({_first_line(exc)}).") from None
+
+
+def _check_image_path(path: Path, name: str) -> None:
+    try:
+        with Image.open(path) as img:
+            img.verify()
+    except Exception as exc:
+        raise DataError(f"{name} has an image extension but cannot be opened as an image ({_first_line(exc)}).") from None
+
+
+def _build(entries: list[tuple[tuple[str, ...], str]], class_names: Sequence[str] | None, where: str,
+           blobs: dict[str, bytes] | None = None) -> Dataset:
+    """Turn (relative path parts, source) pairs into a Dataset; class = first folder when present."""
+    if not entries:
+        raise DataError(f"No images found in {where} (supported: {', '.join(sorted(IMAGE_EXTENSIONS))}).")
+    # a single wrapping folder ("digits/0/a.png") is not a class unless it names one of the given classes
+    while all(len(p) > 1 for p, _ in entries) and len({p[0] for p, _ in entries}) == 1:
+        top = entries[0][0][0]
+        if class_names is not None and top in class_names and all(len(p) == 2 for p, _ in entries):
+            break
+        entries = [(p[1:], s) for p, s in entries]
+    depths = {len(p) > 1 for p, _ in entries}
+    if depths == {True, False}:
+        loose = next("/".join(p) for p, _ in entries if len(p) == 1)
+        raise DataError(f"{where} mixes loose images (e.g. {loose}) with class folders; put every image in a "
+                        f"class folder, or none.")
+    entries = sorted(entries)
+    if depths == {False}:
+        samples = [Sample("/".join(p), None, s) for p, s in entries]
+        return Dataset("images", samples, [], False, _blobs=blobs or {})
+    folders = sorted({p[0] for p, _ in entries})
+    if class_names is not None:
+        names = list(class_names)
+        unknown = [f for f in folders if f not in names]
+        if unknown:
+            shown = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
+            raise DataError(f"Class folder(s) {', '.join(unknown[:5])} in {where} are not among the model's "
+                            f"{len(names)} labels ({shown}); rename the folders to match the labels.")
+    else:
+        names = folders
+    index = {n: i for i, n in enumerate(names)}
+    samples = [Sample("/".join(p), index[p[0]], s) for p, s in entries]
+    samples.sort(key=lambda s: (s.label, s.name))
+    return Dataset("images", samples, names, False, _blobs=blobs or {})
+
+
+def load_image_folder(path, class_names: Sequence[str] | None = None) -> Dataset:
+    """Images under ``path``: class sub-folders become labels (ordered like ``class_names`` when given,
+    else sorted); a flat folder is unlabeled. Non-image files are skipped."""
+    root = Path(path)
+    if not root.is_dir():
+        raise DataError(f"Image folder {root} does not exist or is not a folder.")
+    entries = []
+    for f in root.rglob("*"):
+        rel = f.relative_to(root).parts
+        if _is_hidden(rel) or not f.is_file() or not _is_image_name(f.name):
+            continue
+        name = "/".join(rel)
+        _check_image_path(f, name)
+        entries.append((rel, str(f)))
+    return _build(entries, class_names, f"folder {root}")
+
+
+def _safe_member_parts(name: str) -> tuple[str, ...]:
+    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":") or "\\" in name:
+        raise DataError(f"Refused zip member {name!r}: absolute or Windows-style path.")
+    parts = tuple(p for p in name.split("/") if p not in ("", "."))
+    if ".." in parts:
+        raise DataError(f"Refused zip member {name!r}: '..' escapes the archive.")
+    return parts
+
+
+def load_image_zip(path_or_bytes, class_names: Sequence[str] | None = None) -> Dataset:
+    """Images from a zip (path or bytes), read into memory: same folder rules as :func:`load_image_folder`.
+    Members with absolute paths, '..' or symlinks are refused, as are archives over the size caps."""
+    where = "the zip" if isinstance(path_or_bytes, (bytes, bytearray)) else f"zip {path_or_bytes}"
+    try:
+        src = io.BytesIO(path_or_bytes) if isinstance(path_or_bytes, (bytes, bytearray)) else path_or_bytes
+        zf = zipfile.ZipFile(src)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise DataError(f"{where} is not a readable zip file ({_first_line(exc)}).") from None
+    with zf:
+        infos = zf.infolist()
+        if len(infos) > MAX_ZIP_MEMBERS:
+            raise DataError(f"{where} has {len(infos)} members; at most {MAX_ZIP_MEMBERS} are accepted.")
+        total = 0
+        entries, blobs = [], {}
+        for info in infos:
+            parts = _safe_member_parts(info.filename)
+            if stat.S_ISLNK(info.external_attr >> 16):
+                raise DataError(f"Refused zip member {info.filename!r}: symbolic links are not allowed.")
+            if info.is_dir() or not parts or _is_hidden(parts) or not _is_image_name(parts[-1]):
+                continue
+            total += info.file_size
+            if total > MAX_ZIP_BYTES:
+                raise DataError(f"{where} unpacks to more than {MAX_ZIP_BYTES >> 20} MiB of images; split it.")
+            if info.compress_size and info.file_size / info.compress_size > MAX_ZIP_RATIO:
+                raise DataError(f"Refused zip member {info.filename!r}: compression ratio suggests a zip bomb.")
+            try:
+                with zf.open(info) as fh:
+                    data = fh.read(info.file_size + 1)
+            except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
+                raise DataError(f"Cannot read {info.filename} from {where} ({_first_line(exc)}).") from None
+            if len(data) != info.file_size:
+                raise DataError(f"Zip member {info.filename!r} is not the size its header declares.")
+            name = "/".join(parts)
+            _check_image_bytes(data, name)
+            source = f"zip:{name}"
+            blobs[source] = data
+            entries.append((parts, source))
+    return _build(entries, class_names, where, blobs)
+
+
+def load_image_files(files: Sequence[tuple[str, bytes]] | Sequence[Path], class_names: Sequence[str] | None = None) -> Dataset:
+    """Uploaded images as (name, bytes) pairs, or file paths. Names like ``cat/1.png`` give labels."""
+    entries, blobs = [], {}
+    for item in files:
+        if isinstance(item, (str, Path)):
+            p = Path(item)
+            if not _is_image_name(p.name):
+                continue
+            if not p.is_file():
+                raise DataError(f"Image file {p} does not exist.")
+            _check_image_path(p, p.name)
+            entries.append(((p.name,), str(p)))
+            continue
+        name, data = item
+        parts = _safe_member_parts(str(name).replace("\\", "/"))
+        if not parts or _is_hidden(parts) or not _is_image_name(parts[-1]):
+            continue
+        rel = "/".join(parts)
+        _check_image_bytes(bytes(data), rel)
+        source = f"upload:{rel}"
+        if source in blobs:
+            raise DataError(f"Two uploaded files are both named {rel}; rename one.")
+        blobs[source] = bytes(data)
+        entries.append((parts, source))
+    return _build(entries, class_names, "the uploaded files", blobs)
+
+
+def load_tensor_file(path_or_bytes, name: str | None = None) -> Dataset:
+    """Tensors from ``.npy`` (one input; first axis = samples) or ``.npz`` (one key per model input; an
+    optional integer ``labels`` key gives labels). Bytes are accepted too (``name`` for messages)."""
+    if isinstance(path_or_bytes, (bytes, bytearray)):
+        label = name or "the uploaded tensor file"
+        src: Any = io.BytesIO(path_or_bytes)
+    else:
+        label = str(path_or_bytes)
+        if not Path(path_or_bytes).is_file():
+            raise DataError(f"Tensor file {label} does not exist.")
+        src = path_or_bytes
+    if isinstance(src, io.BytesIO):
+        head = src.getvalue()[:6]
+    else:
+        with open(src, "rb") as fh:
+            head = fh.read(6)
+    if not (head.startswith(b"\x93NUMPY") or head.startswith(b"PK")):
+        raise DataError(f"{label} is not a .npy or .npz file (NumPy's np.save/np.savez format).")
+    try:
+        loaded = np.load(src, allow_pickle=False)
+    except ValueError as exc:
+        raise DataError(f"{label} holds Python objects, not plain numeric arrays ({_first_line(exc)}).") from None
+    except Exception as exc:
+        raise DataError(f"{label} is not a .npy or .npz file ({_first_line(exc)}).") from None
+    if isinstance(loaded, np.ndarray):
+        arrays = {"": loaded}
+    else:
+        with loaded:
+            arrays = {k: loaded[k] for k in loaded.files}
+    labels = arrays.pop("labels", None) if len(arrays) > 1 else None
+    if not arrays:
+        raise DataError(f"{label} contains no arrays.")
+    lengths = {}
+    for key, arr in arrays.items():
+        if arr.ndim == 0:
+            raise DataError(f"Array {key or '(npy)'} in {label} is a scalar; the first axis must count samples.")
+        if arr.dtype.kind not in "fiub":
+            raise DataError(f"Array {key or '(npy)'} in {label} has dtype {arr.dtype}; numeric arrays only.")
+        lengths[key] = arr.shape[0]
+    if len(set(lengths.values())) != 1:
+        shown = ", ".join(f"{k}: {v}" for k, v in lengths.items())
+        raise DataError(f"Arrays in {label} have different sample counts ({shown}); the first axis must match.")
+    n = next(iter(lengths.values()))
+    if n == 0:
+        raise DataError(f"{label} has 0 samples.")
+    class_names: list[str] = []
+    label_list: list[int | None] = [None] * n
+    if labels is not None:
+        if labels.ndim != 1 or labels.shape[0] != n or labels.dtype.kind not in "iu" or (labels < 0).any():
+            raise DataError(f"'labels' in {label} must be {n} non-negative integers.")
+        label_list = [int(v) for v in labels]
+        class_names = [str(c) for c in range(int(labels.max()) + 1)]
+    samples = [Sample(f"sample_{i}", label_list[i], f"tensors:{i}", i) for i in range(n)]
+    return Dataset("tensors", samples, class_names, False, _tensors=arrays)
+
+
+def random_dataset(n: int, seed: int = 0) -> Dataset:
+    """``n`` random samples shaped after the model's inputs; flagged ``is_random`` (results are meaningless)."""
+    if n < 1:
+        raise DataError(f"A random dataset needs at least 1 sample, got {n}.")
+    return Dataset("random", [Sample(f"random_{i}", None, "random", i) for i in range(n)], [], True, seed)
+
+
+def stratified_sample(ds: Dataset, n: int, seed: int = 0) -> Dataset:
+    """Deterministically pick ``n`` samples, keeping the class balance when labeled (original order kept)."""
+    if n < 1:
+        raise DataError(f"Cannot sample {n} items; ask for at least 1.")
+    if n >= len(ds):
+        return ds.subset(range(len(ds)))
+    rng = np.random.default_rng(seed)
+    if not ds.labeled():
+        return ds.subset(sorted(int(i) for i in rng.choice(len(ds), size=n, replace=False)))
+    by_class: dict[int, list[int]] = {}
+    for i, s in enumerate(ds.samples):
+        by_class.setdefault(int(s.label), []).append(i)
+    classes = sorted(by_class)
+    quota = {c: n * len(by_class[c]) / len(ds) for c in classes}
+    take = {c: int(quota[c]) for c in classes}
+    leftover = n - sum(take.values())
+    for c in sorted(classes, key=lambda c: (-(quota[c] - take[c]), c))[:leftover]:
+        take[c] += 1
+    chosen: list[int] = []
+    for c in classes:
+        members = by_class[c]
+        chosen += [members[int(j)] for j in rng.permutation(len(members))[: take[c]]]
+    return ds.subset(sorted(chosen))
+
+
+# -- preprocessing ------------------------------------------------------------------------------------
+
+
+def _shape_str(shape: Sequence[Any]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _static(d: Any) -> int | None:
+    return d if isinstance(d, int) and not isinstance(d, bool) and d > 0 else None
+
+
+def detect_preprocess(model_input: "TensorInfo") -> PreprocessConfig:
+    """Layout (which axis is 1 or 3), size (static dims, else 224), channels and dtype from an image input."""
+    shape = tuple(model_input.shape)
+    if len(shape) != 4:
+        raise DataError(f"Model input '{model_input.name}' has shape {_shape_str(shape)}, not an image "
+                        f"([N, C, H, W] or [N, H, W, C]); use .npy/.npz tensors instead of images.")
+    c1, c3 = _static(shape[1]), _static(shape[3])
+    if c1 in (1, 3):
+        layout, channels, hw = Layout.NCHW, c1, shape[2:4]
+    elif c3 in (1, 3):
+        layout, channels, hw = Layout.NHWC, c3, shape[1:3]
+    elif c1 is None and c3 is None:
+        layout, channels, hw = Layout.NCHW, 3, shape[2:4]
+    else:
+        raise DataError(f"Model input '{model_input.name}' has shape {_shape_str(shape)}: no axis with 1 or 3 "
+                        f"channels, so it does not take images; use .npy/.npz tensors.")
+    if model_input.dtype not in ("float32", "float16", "uint8"):
+        raise DataError(f"Model input '{model_input.name}' is {model_input.dtype}; images can feed float32, "
+                        f"float16 or uint8 inputs only. Use .npy/.npz tensors.")
+    size = tuple(_static(d) or DEFAULT_DYNAMIC_SIZE for d in hw)
+    byte = model_input.dtype == "uint8"
+    return PreprocessConfig(
+        size=size, layout=layout, channels=channels,
+        scale=PixelScale.BYTE if byte else PixelScale.UNIT,
+        mean=(0.0,) * channels, std=(1.0,) * channels, dtype=model_input.dtype,
+    )
+
+
+def _resize(img: Image.Image, cfg: PreprocessConfig) -> Image.Image:
+    h, w = cfg.size
+    if cfg.resize_mode == ResizeMode.STRETCH:
+        return img.resize((w, h), Image.BILINEAR)
+    iw, ih = img.size
+    if cfg.resize_mode == ResizeMode.CENTER_CROP:
+        short = round(min(h, w) * 256 / 224)
+        s = short / min(iw, ih)
+        nw, nh = max(w, round(iw * s)), max(h, round(ih * s))
+        img = img.resize((nw, nh), Image.BILINEAR)
+        left, top = (nw - w) // 2, (nh - h) // 2
+        return img.crop((left, top, left + w, top + h))
+    scale = min(w / iw, h / ih)  # letterbox: fit inside, pad with zeros
+    nw, nh = max(1, round(iw * scale)), max(1, round(ih * scale))
+    canvas = Image.new(img.mode, (w, h))
+    canvas.paste(img.resize((nw, nh), Image.BILINEAR), ((w - nw) // 2, (h - nh) // 2))
+    return canvas
+
+
+def preprocess_image(img: Image.Image, cfg: PreprocessConfig) -> np.ndarray:
+    """One image → (C, H, W) or (H, W, C) array (no batch axis), following ``cfg`` exactly."""
+    problems = cfg.problems()
+    if problems:
+        raise DataError("Preprocessing settings are invalid: " + " ".join(problems))
+    img = img.convert("L" if cfg.channels == 1 else "RGB")
+    x = np.asarray(_resize(img, cfg), dtype=np.float32)
+    if x.ndim == 2:
+        x = x[:, :, None]
+    if cfg.channel_order == ChannelOrder.BGR and cfg.channels == 3:
+        x = x[:, :, ::-1]  # before mean/std, so both are given in the model's channel order
+    if cfg.scale == PixelScale.UNIT:
+        x = x / 255.0
+    x = (x - np.asarray(cfg.mean, dtype=np.float32)) / np.asarray(cfg.std, dtype=np.float32)
+    if cfg.layout == Layout.NCHW:
+        x = x.transpose(2, 0, 1)
+    if cfg.dtype == "uint8":
+        x = np.clip(np.rint(x), 0, 255)
+    return np.ascontiguousarray(x.astype(_NP_DTYPES[cfg.dtype]))
+
+
+# -- model feeds ----------------------------------------------------------------------------------------
+
+
+def check_image_input(cfg: PreprocessConfig, model_inputs: Sequence["TensorInfo"]) -> "TensorInfo":
+    """The single image input of the model, after checking ``cfg`` produces what it expects."""
+    if len(model_inputs) != 1:
+        names = ", ".join(t.name for t in model_inputs)
+        raise DataError(f"Images can feed a model with one input; this model has {len(model_inputs)} ({names}). "
+                        f"Use an .npz file with one array per input.")
+    info = model_inputs[0]
+    expected = detect_preprocess(info)  # raises when the input is not image-shaped
+    shape = tuple(info.shape)
+    c_axis, hw = (1, shape[2:4]) if cfg.layout == Layout.NCHW else (3, shape[1:3])
+    want = f"the model expects {_shape_str(shape)} ({expected.layout.value}, {expected.channels} channel(s))"
+    if _static(shape[c_axis]) not in (None, cfg.channels):
+        raise DataError(f"Preprocessing makes {cfg.channels}-channel {cfg.layout.value} images but {want}; "
+                        f"set channels to {expected.channels} and layout to {expected.layout.value}.")
+    for got, dim, axis in zip(cfg.size, hw, ("height", "width")):
+        if _static(dim) is not None and dim != got:
+            raise DataError(f"Preprocessing resizes to {cfg.size[0]}×{cfg.size[1]} but {want}; "
+                            f"set size to {expected.size[0]}×{expected.size[1]}.")
+    if cfg.dtype != info.dtype:
+        raise DataError(f"Preprocessing produces {cfg.dtype} but model input '{info.name}' is {info.dtype}; "
+                        f"set dtype to {info.dtype}.")
+    return info
+
+
+def _cast_like(arr: np.ndarray, info: "TensorInfo", what: str) -> np.ndarray:
+    target = _NP_DTYPES.get(info.dtype)
+    if target is None:
+        raise DataError(f"Model input '{info.name}' has type {info.dtype}, which ortlab cannot feed.")
+    kind_ok = (arr.dtype.kind == "f") == (np.dtype(target).kind == "f") or arr.dtype.kind == "b"
+    if not kind_ok:
+        raise DataError(f"{what} is {arr.dtype} but model input '{info.name}' is {info.dtype}; "
+                        f"save the array as {info.dtype}.")
+    return arr.astype(target, copy=False)
+
+
+def check_tensor_inputs(ds: Dataset, model_inputs: Sequence["TensorInfo"]) -> None:
+    """Raise DataError unless the dataset's arrays match the model inputs' names, ranks and static dims."""
+    expected = ", ".join(f"{t.name} {_shape_str(t.shape)}" for t in model_inputs)
+    arrays = ds._tensors
+    if "" in arrays:
+        if len(model_inputs) != 1:
+            raise DataError(f"A .npy file feeds one input, but the model has {len(model_inputs)} ({expected}); "
+                            f"use an .npz with one array per input name.")
+        pairs = [(model_inputs[0], arrays[""], "The .npy array")]
+    else:
+        names = [t.name for t in model_inputs]
+        missing = [n for n in names if n not in arrays]
+        extra = [k for k in arrays if k not in names]
+        if missing or extra:
+            raise DataError(f"The .npz keys ({', '.join(arrays) or 'none'}) must be the model's input names "
+                            f"({', '.join(names)}).")
+        pairs = [(t, arrays[t.name], f"Array '{t.name}'") for t in model_inputs]
+    for info, arr, what in pairs:
+        per_sample = arr.shape[1:]
+        model_rest = tuple(info.shape)[1:]
+        if len(per_sample) != len(model_rest) or any(
+            _static(m) is not None and m != a for m, a in zip(model_rest, per_sample)
+        ):
+            raise DataError(f"{what} has samples of shape {_shape_str(per_sample)} but model input '{info.name}' "
+                            f"expects {_shape_str(info.shape)} (first axis = samples); expected: {expected}.")
+        _cast_like(arr[:0], info, what)
+
+
+def _random_array(info: "TensorInfo", rng: np.random.Generator, batch: int, cfg: PreprocessConfig | None) -> np.ndarray:
+    shape = list(info.shape)
+    fill: dict[int, int] = {}
+    if cfg is not None and len(shape) == 4:
+        if cfg.layout == Layout.NCHW:
+            fill = {1: cfg.channels, 2: cfg.size[0], 3: cfg.size[1]}
+        else:
+            fill = {1: cfg.size[0], 2: cfg.size[1], 3: cfg.channels}
+    dims = [batch if i == 0 else (_static(d) or fill.get(i, RANDOM_DYNAMIC_DIM)) for i, d in enumerate(shape)]
+    dtype = _NP_DTYPES.get(info.dtype)
+    if dtype is None:
+        raise DataError(f"Cannot make random data for input '{info.name}' of type {info.dtype}.")
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(dims).astype(dtype)
+    if np.dtype(dtype).kind == "b":
+        return rng.integers(0, 2, size=dims).astype(bool)
+    return rng.integers(0, 100, size=dims).astype(dtype)
+
+
+def batch_inputs(ds: Dataset, indices: Sequence[int], cfg: PreprocessConfig | None,
+                 model_inputs: Sequence["TensorInfo"]) -> dict[str, np.ndarray]:
+    """Model feed for the samples at ``indices`` stacked on a new first axis."""
+    if not indices:
+        raise DataError("No samples selected.")
+    for t in model_inputs:
+        b = _static(tuple(t.shape)[0]) if len(t.shape) else None
+        if b is not None and b != len(indices):
+            raise DataError(f"Model input '{t.name}' has a fixed batch size of {b}; cannot feed {len(indices)} samples.")
+    if ds.kind == "images":
+        if cfg is None:
+            cfg = detect_preprocess(model_inputs[0]) if len(model_inputs) == 1 else None
+            if cfg is None:
+                raise DataError("Images need preprocessing settings for a model with several inputs.")
+        info = check_image_input(cfg, model_inputs)
+        return {info.name: np.stack([preprocess_image(ds.load_image(i), cfg) for i in indices])}
+    if ds.kind == "tensors":
+        check_tensor_inputs(ds, model_inputs)
+        rows = [ds.samples[i].index for i in indices]
+        if "" in ds._tensors:
+            info = model_inputs[0]
+            return {info.name: _cast_like(ds._tensors[""][rows], info, "The .npy array")}
+        return {t.name: _cast_like(ds._tensors[t.name][rows], t, f"Array '{t.name}'") for t in model_inputs}
+    if ds.kind == "random":
+        if len(model_inputs) == 1 and len(model_inputs[0].shape) == 4:
+            if cfg is None:
+                try:
+                    cfg = detect_preprocess(model_inputs[0])
+                except DataError:
+                    pass  # not image-shaped: plain random tensors
+            else:
+                check_image_input(cfg, model_inputs)
+        out: dict[str, list[np.ndarray]] = {t.name: [] for t in model_inputs}
+        for i in indices:
+            rng = np.random.default_rng([ds.seed, int(ds.samples[i].index or 0)])
+            for t in model_inputs:
+                out[t.name].append(_random_array(t, rng, 1, cfg if len(model_inputs) == 1 else None))
+        return {k: np.concatenate(v) for k, v in out.items()}
+    raise DataError(f"Unknown dataset kind {ds.kind!r}.")
+
+
+def check_fits(ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence["TensorInfo"]) -> None:
+    """Cheap up-front check (no decoding) that ``ds`` with ``cfg`` can feed the model; raises DataError."""
+    if len(ds) == 0:
+        raise DataError("The dataset is empty.")
+    if ds.kind == "images":
+        if cfg is None and len(model_inputs) == 1:
+            cfg = detect_preprocess(model_inputs[0])
+        if cfg is None:
+            raise DataError("Images need preprocessing settings for a model with several inputs.")
+        check_image_input(cfg, model_inputs)
+    elif ds.kind == "tensors":
+        check_tensor_inputs(ds, model_inputs)
+
+
+class CalibrationReader(CalibrationDataReader):
+    """Feeds ORT's calibrator one sample per ``get_next()``; reports "calibrate" progress and honours cancel."""
+
+    def __init__(self, ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence["TensorInfo"],
+                 reporter: Reporter = null_reporter, cancel: CancelToken | None = None):
+        check_fits(ds, cfg, model_inputs)
+        self.ds, self.cfg, self.model_inputs = ds, cfg, list(model_inputs)
+        self.reporter, self.cancel = reporter, cancel
+        self._start, self._end = 0, len(ds)
+        self._pos = 0
+
+    @property
+    def is_random(self) -> bool:
+        return self.ds.is_random
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        if self.cancel is not None and self.cancel.cancelled:
+            raise Cancelled(step="calibrate")
+        i = self._start + self._pos
+        if i >= self._end:
+            return None
+        feed = self.ds.inputs(i, self.cfg, self.model_inputs)
+        self._pos += 1
+        total = self._end - self._start
+        self.reporter(ProgressEvent("calibrate", self._pos, total, f"calibration sample {self._pos}/{total}"))
+        return feed
+
+    def rewind(self) -> None:
+        """Start again from the first sample."""
+        self._pos = 0
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def set_range(self, start_index: int, end_index: int) -> None:
+        self._start, self._end = max(0, start_index), min(len(self.ds), end_index)
+        self._pos = 0

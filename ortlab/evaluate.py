@@ -1,0 +1,256 @@
+"""How much a transformed model differs from its source: output error and classifier accuracy.
+
+Both models run sample by sample (batch of one) on the same feed. SQNR of identical outputs is
+``float('inf')``; ``to_dict`` writes ``None`` there (JSON has no infinity) and sets ``identical``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from .config import PreprocessConfig, Target
+from .data import Dataset, batch_inputs, check_fits, stratified_sample
+from .errors import Cancelled, DataError
+from .model import TensorInfo
+from .progress import CancelToken, ProgressEvent, Reporter, null_reporter
+from .providers import create_session
+
+_ORT_TYPES = {
+    "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
+    "tensor(bfloat16)": "bfloat16", "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int16)": "int16",
+    "tensor(int8)": "int8", "tensor(uint8)": "uint8", "tensor(uint16)": "uint16", "tensor(uint32)": "uint32",
+    "tensor(uint64)": "uint64", "tensor(bool)": "bool", "tensor(string)": "string",
+}
+
+
+def _json_float(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+@dataclass
+class OutputError:
+    """Error of one output over all samples: max/mean |ref - cand|, cosine similarity, SQNR in dB."""
+
+    name: str
+    max_abs: float
+    mean_abs: float
+    cosine: float
+    sqnr_db: float  # +inf when the outputs are identical
+
+    def to_dict(self) -> dict:
+        """JSON-safe: non-finite numbers become None; ``identical`` says when SQNR is +inf."""
+        d = {k: _json_float(v) if isinstance(v, float) else v for k, v in asdict(self).items()}
+        d["identical"] = self.sqnr_db == math.inf
+        return d
+
+
+@dataclass
+class EvalReport:
+    """Reference vs candidate over ``n_samples``; accuracies are None when not applicable."""
+
+    n_samples: int
+    outputs: list[OutputError]
+    top1_accuracy_ref: float | None = None
+    top1_accuracy_cand: float | None = None
+    top5_accuracy_ref: float | None = None
+    top5_accuracy_cand: float | None = None
+    top1_agreement: float | None = None
+    top5_containment: float | None = None
+    per_class: list[dict] = field(default_factory=list)
+    random_data: bool = False
+    providers_ref: list[str] = field(default_factory=list)
+    providers_cand: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """JSON-safe dict (SQNR of identical outputs → None with ``identical: true``)."""
+        d = {k: v for k, v in asdict(self).items() if k != "outputs"}
+        for k, v in d.items():
+            if isinstance(v, float):
+                d[k] = _json_float(v)
+        d["outputs"] = [o.to_dict() for o in self.outputs]
+        return d
+
+
+def session_inputs(sess) -> list[TensorInfo]:
+    """A session's inputs as TensorInfo."""
+    return [TensorInfo(i.name, _ORT_TYPES.get(i.type, i.type), tuple(i.shape)) for i in sess.get_inputs()]
+
+
+def _feed_for(sess_inputs: Sequence[TensorInfo], feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Cast float arrays to the session's float types (e.g. an fp16 model without kept I/O types)."""
+    out = {}
+    for t in sess_inputs:
+        arr = feed.get(t.name)
+        if arr is None:
+            raise DataError(f"The candidate model needs input '{t.name}', which the reference model does not have.")
+        if arr.dtype.kind == "f" and t.dtype in ("float32", "float16", "float64") and arr.dtype != np.dtype(t.dtype):
+            arr = arr.astype(t.dtype)
+        out[t.name] = arr
+    return out
+
+
+class _Stats:
+    def __init__(self, name: str):
+        self.name = name
+        self.max_abs = 0.0
+        self.sum_abs = self.count = 0.0
+        self.ref2 = self.diff2 = self.cand2 = self.dot = 0.0
+
+    def add(self, ref: np.ndarray, cand: np.ndarray) -> None:
+        r = np.asarray(ref, dtype=np.float64).ravel()
+        c = np.asarray(cand, dtype=np.float64).ravel()
+        if r.shape != c.shape:
+            raise DataError(f"Output '{self.name}' has {r.size} values in the reference but {c.size} in the "
+                            f"candidate; the models do not compute the same thing.")
+        d = r - c
+        if d.size:
+            self.max_abs = max(self.max_abs, float(np.max(np.abs(d))))
+        self.sum_abs += float(np.sum(np.abs(d)))
+        self.count += d.size
+        self.ref2 += float(r @ r)
+        self.cand2 += float(c @ c)
+        self.diff2 += float(d @ d)
+        self.dot += float(r @ c)
+
+    def result(self) -> OutputError:
+        if self.ref2 == 0 and self.cand2 == 0:
+            cosine = 1.0
+        elif self.ref2 == 0 or self.cand2 == 0:
+            cosine = 0.0
+        else:
+            cosine = self.dot / math.sqrt(self.ref2 * self.cand2)
+        if self.diff2 == 0:
+            sqnr = math.inf
+        elif self.ref2 == 0:
+            sqnr = -math.inf
+        else:
+            sqnr = 10.0 * math.log10(self.ref2 / self.diff2)
+        mean_abs = self.sum_abs / self.count if self.count else 0.0
+        return OutputError(self.name, self.max_abs, mean_abs, cosine, sqnr)
+
+
+def _is_classifier(output) -> bool:
+    return output.ndim == 2 and output.shape[0] == 1 and output.shape[1] >= 2
+
+
+def _top5(row: np.ndarray) -> list[int]:
+    k = min(5, row.size)
+    idx = np.argpartition(-row, k - 1)[:k]
+    return [int(i) for i in idx[np.argsort(-row[idx], kind="stable")]]
+
+
+def _pick(dataset: Dataset, n: int | None) -> Dataset:
+    if n is not None and n < len(dataset):
+        return stratified_sample(dataset, n, seed=0)
+    return dataset
+
+
+def _check_labels(ds: Dataset, n_classes: int) -> None:
+    top = max(s.label for s in ds.samples)
+    if top >= n_classes:
+        raise DataError(f"The dataset has labels up to {top} ({len(ds.class_names)} classes) but the model outputs "
+                        f"{n_classes} scores; use the model's labels for the class folders.")
+
+
+def _accuracy(preds: list[list[int]], labels: list[int]) -> tuple[float, float | None]:
+    top1 = sum(p[0] == y for p, y in zip(preds, labels)) / len(labels)
+    top5 = sum(y in p for p, y in zip(preds, labels)) / len(labels) if len(preds[0]) >= 5 else None
+    return top1, top5
+
+
+def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: PreprocessConfig | None, n: int | None = None,
+             target: Target = Target.CPU, reporter: Reporter = null_reporter,
+             cancel: CancelToken | None = None) -> EvalReport:
+    """Run both models on the same samples; per-output error, and for classifiers ([N, C] first output)
+    accuracy vs labels (when labeled), top-1 agreement and top-5 containment. Reports "verify" progress."""
+    ds = _pick(dataset, n)
+    ref, prov_ref = create_session(reference_path, target)
+    cand, prov_cand = create_session(candidate_path, target)
+    ref_in, cand_in = session_inputs(ref), session_inputs(cand)
+    check_fits(ds, preprocess, ref_in)
+    ref_names = [o.name for o in ref.get_outputs()]
+    cand_names = [o.name for o in cand.get_outputs()]
+    if len(ref_names) != len(cand_names):
+        raise DataError(f"The reference has {len(ref_names)} outputs but the candidate has {len(cand_names)}.")
+    pair = dict(zip(ref_names, ref_names if set(ref_names) == set(cand_names) else cand_names))
+    stats = [_Stats(name) for name in ref_names]
+    ref_top: list[list[int]] = []
+    cand_top: list[list[int]] = []
+    classifier = True
+    total = len(ds)
+    for i in range(total):
+        if cancel is not None and cancel.cancelled:
+            raise Cancelled(step="verify")
+        feed = batch_inputs(ds, [i], preprocess, ref_in)
+        r_out = ref.run(ref_names, feed)
+        c_out = cand.run([pair[nm] for nm in ref_names], _feed_for(cand_in, feed))
+        for s, r, c in zip(stats, r_out, c_out):
+            s.add(r, c)
+        classifier = classifier and _is_classifier(np.asarray(r_out[0]))
+        if classifier:
+            ref_top.append(_top5(np.asarray(r_out[0], dtype=np.float64)[0]))
+            cand_top.append(_top5(np.asarray(c_out[0], dtype=np.float64)[0]))
+        reporter(ProgressEvent("verify", i + 1, total, f"sample {i + 1}/{total}"))
+    report = EvalReport(total, [s.result() for s in stats], random_data=ds.is_random,
+                        providers_ref=prov_ref, providers_cand=prov_cand)
+    if classifier and ref_top:
+        n_classes = int(ref.get_outputs()[0].shape[1]) if isinstance(ref.get_outputs()[0].shape[1], int) else None
+        report.top1_agreement = sum(a[0] == b[0] for a, b in zip(ref_top, cand_top)) / total
+        report.top5_containment = sum(a[0] in b for a, b in zip(ref_top, cand_top)) / total
+        if ds.labeled():
+            if n_classes:
+                _check_labels(ds, n_classes)
+            labels = [int(s.label) for s in ds.samples]
+            report.top1_accuracy_ref, report.top5_accuracy_ref = _accuracy(ref_top, labels)
+            report.top1_accuracy_cand, report.top5_accuracy_cand = _accuracy(cand_top, labels)
+            report.per_class = _per_class(ds, labels, ref_top, cand_top)
+    return report
+
+
+def _per_class(ds: Dataset, labels: list[int], ref_top: list[list[int]], cand_top: list[list[int]] | None) -> list[dict]:
+    rows = []
+    for c in sorted(set(labels)):
+        idx = [i for i, y in enumerate(labels) if y == c]
+        row: dict[str, Any] = {
+            "class": ds.class_names[c] if c < len(ds.class_names) else str(c),
+            "n": len(idx),
+            "ref_acc": sum(ref_top[i][0] == c for i in idx) / len(idx),
+        }
+        if cand_top is not None:
+            row["cand_acc"] = sum(cand_top[i][0] == c for i in idx) / len(idx)
+        rows.append(row)
+    return rows
+
+
+def accuracy(model_path, dataset: Dataset, preprocess: PreprocessConfig | None, n: int | None = None,
+             target: Target = Target.CPU, reporter: Reporter = null_reporter,
+             cancel: CancelToken | None = None) -> dict:
+    """One classifier alone: {"n", "top1", "top5" (None when unlabeled), "predictions" (top-1 class per
+    sample), "per_class", "random_data", "providers"}."""
+    ds = _pick(dataset, n)
+    sess, providers = create_session(model_path, target)
+    inputs = session_inputs(sess)
+    check_fits(ds, preprocess, inputs)
+    out0 = sess.get_outputs()[0]
+    tops: list[list[int]] = []
+    for i in range(len(ds)):
+        if cancel is not None and cancel.cancelled:
+            raise Cancelled(step="verify")
+        logits = np.asarray(sess.run([out0.name], batch_inputs(ds, [i], preprocess, inputs))[0])
+        if not _is_classifier(logits):
+            raise DataError(f"Output '{out0.name}' has shape {list(logits.shape)}; accuracy needs a classifier "
+                            f"output [N, classes].")
+        tops.append(_top5(logits.astype(np.float64)[0]))
+        reporter(ProgressEvent("verify", i + 1, len(ds), f"sample {i + 1}/{len(ds)}"))
+    result: dict[str, Any] = {"n": len(ds), "top1": None, "top5": None, "predictions": [t[0] for t in tops],
+                              "per_class": [], "random_data": ds.is_random, "providers": providers}
+    if ds.labeled():
+        _check_labels(ds, int(logits.shape[1]))
+        labels = [int(s.label) for s in ds.samples]
+        result["top1"], result["top5"] = _accuracy(tops, labels)
+        result["per_class"] = _per_class(ds, labels, tops, None)
+    return result

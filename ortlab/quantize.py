@@ -1,0 +1,318 @@
+"""int8 quantization with ONNX Runtime's own tools (the only module that calls onnxruntime.quantization).
+
+Every call works on a copy inside its own temp dir (ORT writes ``*-inferred.onnx`` next to its input and
+an augmented model during calibration) and copies the result to ``dst``: nothing lands in the current
+directory or next to the source. ORT's log lines become returned warnings instead of stderr noise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import shutil
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Iterator
+
+import onnx
+from onnx import version_converter
+from onnxruntime.quantization import (
+    CalibrationMethod as OrtCalibrationMethod,
+    QuantFormat as OrtQuantFormat,
+    QuantType as OrtQuantType,
+    quant_pre_process,
+    quantize_dynamic,
+    quantize_static,
+)
+from onnxruntime.quantization.calibrate import create_calibrator, save_tensors_data
+from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry, QLinearOpsRegistry
+
+from .config import DISTRIBUTION_MIN_BINS, CalibrationMethod, QuantConfig, QuantFormat, QuantMode, QuantType
+from .errors import Cancelled, OrtlabError, QuantizationError
+from .providers import quiet_native_stderr
+
+MIN_OPSET = 13  # per-channel QDQ needs the `axis` attribute of QuantizeLinear/DequantizeLinear
+CALIBRATION_PROVIDERS = ["CPUExecutionProvider"]
+MAX_LOG_WARNINGS = 8
+
+_PREPROCESS_HINT = "ORT logged: Please consider to run pre-processing"
+_QUANT_TYPES = {QuantType.INT8: OrtQuantType.QInt8, QuantType.UINT8: OrtQuantType.QUInt8}
+_FORMATS = {QuantFormat.QDQ: OrtQuantFormat.QDQ, QuantFormat.QOPERATOR: OrtQuantFormat.QOperator}
+_METHODS = {m: getattr(OrtCalibrationMethod, m.value) for m in CalibrationMethod}
+
+
+@dataclass(frozen=True)
+class OrtArguments:
+    """What a QuantConfig becomes for ORT: ``quantize`` = kwargs of quantize_static/quantize_dynamic,
+    ``calibrator`` = kwargs of ``create_calibrator`` (static only; its ``extra_options`` carries num_bins etc.,
+    which quantize_static's own ``extra_options`` cannot forward)."""
+
+    quantize: dict[str, Any]
+    calibrator: dict[str, Any]
+
+
+def _op_types(q: QuantConfig, supported: set[str]) -> list[str] | None:
+    wanted = set(q.effective_op_types())
+    if not q.op_types_to_exclude:
+        return sorted(wanted) if wanted else None  # None = everything ORT supports
+    return sorted((wanted or supported) - set(q.op_types_to_exclude))
+
+
+def ort_arguments(q: QuantConfig) -> OrtArguments:
+    """The single mapping from a typed QuantConfig to ONNX Runtime's quantization arguments."""
+    extra: dict[str, Any] = {"WeightSymmetric": q.symmetric_weight}
+    common = {
+        "per_channel": q.per_channel,
+        "reduce_range": q.reduce_range,
+        "weight_type": _QUANT_TYPES[q.weight_type],
+        "nodes_to_exclude": list(q.nodes_to_exclude) or None,
+        "extra_options": extra,
+    }
+    if q.mode == QuantMode.DYNAMIC:
+        ops = _op_types(q, set(IntegerOpsRegistry))
+        return OrtArguments({**common, "op_types_to_quantize": ops}, {})
+    ops = _op_types(q, set(QLinearOpsRegistry) | set(QDQRegistry))
+    extra["ActivationSymmetric"] = q.symmetric_activation
+    method = _METHODS[q.calibration_method]
+    cal: dict[str, Any] = {}
+    if q.symmetric_activation:
+        cal["symmetric"] = True  # otherwise ORT's per-method default (Percentile is symmetric by default)
+    if q.calibration_method == CalibrationMethod.MINMAX:
+        cal.update(moving_average=q.moving_average, averaging_constant=q.averaging_constant)
+    elif q.calibration_method == CalibrationMethod.ENTROPY:
+        cal.update(num_bins=q.num_bins, num_quantized_bins=q.num_quantized_bins)
+    elif q.calibration_method == CalibrationMethod.PERCENTILE:
+        cal.update(num_bins=q.num_bins, percentile=q.percentile)
+    else:
+        cal.update(num_bins=q.num_bins)
+    quantize = {**common, "quant_format": _FORMATS[q.quant_format], "activation_type": _QUANT_TYPES[q.activation_type],
+                "op_types_to_quantize": ops, "calibrate_method": method,
+                "calibration_providers": list(CALIBRATION_PROVIDERS)}
+    calibrator = {"op_types_to_calibrate": ops, "calibrate_method": method,
+                  "providers": list(CALIBRATION_PROVIDERS), "extra_options": cal}
+    return OrtArguments(quantize, calibrator)
+
+
+# -- helpers --------------------------------------------------------------------------------------------
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = " ".join(record.getMessage().split())
+        except Exception:
+            return
+        if text and text not in self.messages:
+            self.messages.append(text)
+
+
+@contextlib.contextmanager
+def _ort_quiet() -> Iterator[_ListHandler]:
+    """Capture ORT's Python log records, its stdout prints and native stderr while it works."""
+    handler = _ListHandler()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        with quiet_native_stderr(), contextlib.redirect_stdout(io.StringIO()):
+            yield handler
+    finally:
+        root.removeHandler(handler)
+
+
+def _log_warnings(messages: list[str]) -> list[str]:
+    out = []
+    for m in messages:
+        if "consider to run pre-processing" in m or "consider pre-processing" in m:
+            m = ("The model was not pre-processed with quant_pre_process (shape inference, BatchNorm folding); "
+                 "ONNX Runtime recommends it. Turn pre-processing on.")
+        else:
+            m = "ONNX Runtime: " + (m if len(m) <= 300 else m[:297] + "…")
+        if m not in out:
+            out.append(m)
+    if len(out) > MAX_LOG_WARNINGS:
+        out = out[:MAX_LOG_WARNINGS] + [f"(+{len(out) - MAX_LOG_WARNINGS} more ONNX Runtime log messages)"]
+    return out
+
+
+def _fail(step: str, exc: BaseException, hint: str) -> QuantizationError:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if len(text) > 240:
+        text = text[:237] + "…"
+    return QuantizationError(f"ONNX Runtime failed ({type(exc).__name__}: {text}). {hint}", step=step)
+
+
+def _load(src, step: str) -> onnx.ModelProto:
+    path = Path(src)
+    if not path.is_file():
+        raise QuantizationError(f"Model file {path} does not exist.", step=step)
+    try:
+        return onnx.load(str(path))
+    except Exception as exc:
+        text = " ".join(str(exc).split())[:200]
+        raise QuantizationError(f"Cannot load {path.name} as an ONNX model ({text}).", step=step) from None
+
+
+def _check_dst(src, dst, step: str) -> Path:
+    dst = Path(dst)
+    if dst.resolve() == Path(src).resolve():
+        raise QuantizationError("The output path is the source model; write the result to a new file.", step=step)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    return dst
+
+
+def ai_onnx_opset(model: onnx.ModelProto) -> int:
+    """The ai.onnx opset version the model imports (0 when none)."""
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def _ensure_opset(model: onnx.ModelProto, step: str) -> tuple[onnx.ModelProto, list[str]]:
+    opset = ai_onnx_opset(model)
+    if not opset or opset >= MIN_OPSET:
+        return model, []
+    try:
+        converted = version_converter.convert_version(model, MIN_OPSET)
+    except Exception as exc:
+        raise _fail(step, exc, f"The model's opset {opset} could not be converted to {MIN_OPSET}; re-export it "
+                               f"with opset {MIN_OPSET} or newer.") from None
+    return converted, [f"Converted the model from opset {opset} to {MIN_OPSET} first (per-channel quantization "
+                       f"needs opset {MIN_OPSET}+)."]
+
+
+def _stage_input(model: onnx.ModelProto, tmp: Path, name: str = "input.onnx") -> Path:
+    path = tmp / name
+    onnx.save_model(model, str(path))
+    return path
+
+
+def _finish(out: Path, dst: Path, step: str) -> None:
+    if not out.is_file():
+        raise QuantizationError("ONNX Runtime wrote no output model.", step=step)
+    shutil.copyfile(out, dst)
+
+
+# -- public API -----------------------------------------------------------------------------------------
+
+
+def preprocess_for_quantization(src, dst) -> list[str]:
+    """Run ORT's ``quant_pre_process`` (shape inference, BatchNorm folding) from ``src`` into ``dst``.
+
+    Opset < 13 is converted to 13 first; when symbolic shape inference fails it is retried without it.
+    Returns warnings.
+    """
+    step = "preprocess"
+    model, warnings = _ensure_opset(_load(src, step), step)
+    dst = _check_dst(src, dst, step)
+    with tempfile.TemporaryDirectory(prefix="ortlab-preprocess-") as tmpdir:
+        tmp = Path(tmpdir)
+        staged = _stage_input(model, tmp)
+        out = tmp / "preprocessed.onnx"
+        messages: list[str] = []
+        try:
+            with _ort_quiet() as log:
+                quant_pre_process(str(staged), str(out), skip_symbolic_shape=False)
+            messages = log.messages
+        except Exception as first:
+            try:
+                with _ort_quiet() as log:
+                    quant_pre_process(str(staged), str(out), skip_symbolic_shape=True)
+                messages = log.messages
+            except Exception as exc:
+                raise _fail(step, exc, "Turn pre-processing off and quantize the model as it is.") from None
+            reason = " ".join(str(first).split())[:160] or type(first).__name__
+            warnings.append(f"Symbolic shape inference failed ({type(first).__name__}: {reason}); pre-processed "
+                            f"with ONNX shape inference only (skip_symbolic_shape=True).")
+        _finish(out, dst, step)
+    for m in messages:
+        if "Model Optimization Failed" in m:
+            warnings.append("ORT's graph optimization inside pre-processing failed; the model was pre-processed "
+                            "without it (BatchNormalization may stay unfused).")
+    return warnings
+
+
+def quantize_dynamic_model(src, dst, q: QuantConfig) -> list[str]:
+    """Dynamic int8 (weights ahead of time, activations at run time) of ``src`` into ``dst``; returns warnings."""
+    step = "quantize"
+    args = ort_arguments(q if q.mode == QuantMode.DYNAMIC else _as_mode(q, QuantMode.DYNAMIC))
+    model, warnings = _ensure_opset(_load(src, step), step)
+    dst = _check_dst(src, dst, step)
+    ops = args.quantize["op_types_to_quantize"]
+    if ops is None or "Conv" in ops:
+        warnings.append("Dynamic quantization of Conv makes ConvInteger, which runs far slower than fp32 on CPU. "
+                        "Leave Conv out (MatMul/Gemm only) or use static quantization.")
+    if ops is not None:
+        present = {n.op_type for n in model.graph.node}
+        if not present & set(ops):
+            warnings.append(f"The model has no {', '.join(ops)} nodes, so dynamic quantization changes nothing; "
+                            f"use static quantization for Conv models.")
+    with tempfile.TemporaryDirectory(prefix="ortlab-quant-") as tmpdir:
+        tmp = Path(tmpdir)
+        staged = _stage_input(model, tmp)
+        out = tmp / "quantized.onnx"
+        try:
+            with _ort_quiet() as log:
+                quantize_dynamic(str(staged), str(out), **args.quantize)
+        except OrtlabError:
+            raise
+        except Exception as exc:
+            raise _fail(step, exc, "Exclude the failing op types or nodes, or try static quantization.") from None
+        _finish(out, dst, step)
+    return warnings + _log_warnings(log.messages)
+
+
+def _as_mode(q: QuantConfig, mode: QuantMode) -> QuantConfig:
+    return replace(q, mode=mode)
+
+
+def quantize_static_model(src, dst, q: QuantConfig, reader) -> list[str]:
+    """Static int8: calibrate with ``reader`` (a ``CalibrationReader``), then quantize ``src`` into ``dst``.
+
+    Calibration temp files (augmented model, range cache) live in a temp dir. Raises ``Cancelled`` when
+    the reader's cancel token is set, ``DataError`` for data that does not fit, ``QuantizationError`` else.
+    """
+    args = ort_arguments(q if q.mode == QuantMode.STATIC else _as_mode(q, QuantMode.STATIC))
+    if q.calibration_method == CalibrationMethod.DISTRIBUTION and q.num_bins < DISTRIBUTION_MIN_BINS:
+        raise QuantizationError(f"The Distribution method needs at least {DISTRIBUTION_MIN_BINS} histogram bins "
+                                f"(got {q.num_bins}); raise num_bins.", step="calibrate")
+    model, warnings = _ensure_opset(_load(src, "calibrate"), "calibrate")
+    dst = _check_dst(src, dst, "quantize")
+    if getattr(reader, "is_random", False):
+        warnings.append("Calibrated with random data: activation ranges do not represent real inputs, so the "
+                        "quantized model's accuracy is meaningless.")
+    with tempfile.TemporaryDirectory(prefix="ortlab-quant-") as tmpdir:
+        tmp = Path(tmpdir)
+        staged = _stage_input(model, tmp)
+        cache = tmp / "calibration.json"
+        if hasattr(reader, "rewind"):
+            reader.rewind()
+        try:
+            with _ort_quiet() as log:
+                calibrator = create_calibrator(staged, augmented_model_path=str(tmp / "augmented_model.onnx"),
+                                               **args.calibrator)
+            with contextlib.redirect_stdout(io.StringIO()):
+                calibrator.collect_data(reader)
+                ranges = calibrator.compute_data()
+            save_tensors_data(ranges, cache)
+            del calibrator
+        except (Cancelled, OrtlabError):
+            raise
+        except Exception as exc:
+            raise _fail("calibrate", exc, "Check that the preprocessing (size, layout, channels, dtype) matches "
+                                          "the model input.") from None
+        out = tmp / "quantized.onnx"
+        try:
+            with _ort_quiet() as qlog:
+                quantize_static(str(staged), str(out), calibration_data_reader=None,
+                                calibration_cache_path=str(cache), **args.quantize)
+        except OrtlabError:
+            raise
+        except Exception as exc:
+            raise _fail("quantize", exc, "Exclude the failing op types or nodes, try the other format, or turn "
+                                         "pre-processing on.") from None
+        _finish(out, dst, "quantize")
+    return warnings + _log_warnings(log.messages + qlog.messages)

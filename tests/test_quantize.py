@@ -1,0 +1,289 @@
+"""int8 quantization through ONNX Runtime on real tiny models: op counts, sizes, determinism, cancel."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from models import conv_bn_model, matmul_model
+from ortlab.config import CalibrationMethod, QuantConfig, QuantFormat, QuantMode
+from ortlab.data import CalibrationReader, detect_preprocess, random_dataset
+from ortlab.errors import Cancelled, QuantizationError
+from ortlab.model import TensorInfo
+from ortlab.progress import CancelToken, CollectingReporter
+from ortlab.quantize import (
+    ai_onnx_opset,
+    ort_arguments,
+    preprocess_for_quantization,
+    quantize_dynamic_model,
+    quantize_static_model,
+)
+
+CONV_IN = (TensorInfo("input", "float32", ("N", 3, 32, 32)),)
+
+
+def wide_conv_model(path, opset: int = 13) -> Path:
+    """Conv(3→64)+Relu → Conv(64→128)+Relu → GlobalAveragePool → Flatten → Gemm(128→10): weights dominate."""
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.normal(0, 0.2, (64, 3, 3, 3)).astype(np.float32), "w1"),
+        numpy_helper.from_array(rng.normal(0, 0.1, 64).astype(np.float32), "b1"),
+        numpy_helper.from_array(rng.normal(0, 0.05, (128, 64, 3, 3)).astype(np.float32), "w2"),
+        numpy_helper.from_array(rng.normal(0, 0.1, 128).astype(np.float32), "b2"),
+        numpy_helper.from_array(rng.normal(0, 0.2, (10, 128)).astype(np.float32), "fc_w"),
+        numpy_helper.from_array(rng.normal(0, 0.1, 10).astype(np.float32), "fc_b"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        helper.make_node("GlobalAveragePool", ["r2"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["logits"], name="fc", transB=1),
+    ]
+    graph = helper.make_graph(nodes, "wide_conv",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 32, 32])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save_model(model, str(path))
+    return Path(path)
+
+
+def ops(path) -> Counter:
+    return Counter(n.op_type for n in onnx.load(str(path)).graph.node)
+
+
+def sha(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def reader(n=8, **kw) -> CalibrationReader:
+    return CalibrationReader(random_dataset(n, seed=1), detect_preprocess(CONV_IN[0]), CONV_IN, **kw)
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory):
+    return wide_conv_model(tmp_path_factory.mktemp("wide") / "wide.onnx")
+
+
+# -- the config → ORT mapping ----------------------------------------------------------------------------
+
+def test_ort_arguments_mapping():
+    from onnxruntime.quantization import CalibrationMethod as M, QuantFormat as F, QuantType as T
+
+    q = QuantConfig(quant_format=QuantFormat.QOPERATOR, activation_type="uint8", per_channel=False,
+                    reduce_range=True, calibration_method=CalibrationMethod.ENTROPY, num_bins=512,
+                    num_quantized_bins=64, symmetric_activation=True, symmetric_weight=False,
+                    op_types_to_exclude=("Gemm",), nodes_to_exclude=("conv1",))
+    a = ort_arguments(q)
+    assert a.quantize["quant_format"] == F.QOperator and a.quantize["activation_type"] == T.QUInt8
+    assert a.quantize["weight_type"] == T.QInt8 and a.quantize["calibrate_method"] == M.Entropy
+    assert a.quantize["per_channel"] is False and a.quantize["reduce_range"] is True
+    assert a.quantize["nodes_to_exclude"] == ["conv1"]
+    assert a.quantize["extra_options"] == {"WeightSymmetric": False, "ActivationSymmetric": True}
+    assert "Gemm" not in a.quantize["op_types_to_quantize"] and "Conv" in a.quantize["op_types_to_quantize"]
+    assert a.calibrator["extra_options"] == {"symmetric": True, "num_bins": 512, "num_quantized_bins": 64}
+    assert a.calibrator["providers"] == ["CPUExecutionProvider"]
+    pct = ort_arguments(QuantConfig(calibration_method=CalibrationMethod.PERCENTILE, percentile=99.9, num_bins=256))
+    assert pct.calibrator["extra_options"] == {"num_bins": 256, "percentile": 99.9}  # ORT's symmetric default kept
+    assert pct.quantize["op_types_to_quantize"] is None  # everything ORT supports
+    mm = ort_arguments(QuantConfig(moving_average=True, averaging_constant=0.1))
+    assert mm.calibrator["extra_options"] == {"moving_average": True, "averaging_constant": 0.1}
+    dyn = ort_arguments(QuantConfig(mode=QuantMode.DYNAMIC))
+    assert dyn.quantize["op_types_to_quantize"] == ["Gemm", "MatMul"] and dyn.calibrator == {}
+    assert "quant_format" not in dyn.quantize and "activation_type" not in dyn.quantize
+
+
+# -- pre-processing --------------------------------------------------------------------------------------
+
+def test_preprocess_folds_batchnorm_and_keeps_source(tmp_path):
+    src = conv_bn_model(tmp_path / "m.onnx")
+    before = sha(src)
+    assert preprocess_for_quantization(src, tmp_path / "pre.onnx") == []
+    assert ops(src)["BatchNormalization"] == 3 and ops(tmp_path / "pre.onnx")["BatchNormalization"] == 0
+    meta = {p.key for p in onnx.load(str(tmp_path / "pre.onnx")).metadata_props}
+    assert "onnx.quant.pre_process" in meta
+    assert sha(src) == before and sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "pre.onnx"]
+
+
+def test_preprocess_converts_old_opset(tmp_path):
+    src = conv_bn_model(tmp_path / "old.onnx", opset=11)
+    warnings = preprocess_for_quantization(src, tmp_path / "pre.onnx")
+    assert warnings == ["Converted the model from opset 11 to 13 first (per-channel quantization needs opset 13+)."]
+    assert ai_onnx_opset(onnx.load(str(tmp_path / "pre.onnx"))) == 13
+
+
+def test_preprocess_falls_back_without_symbolic_shape_inference(tmp_path, monkeypatch):
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+    def boom(*a, **k):
+        raise RuntimeError("Incomplete symbolic shape inference")
+
+    monkeypatch.setattr(SymbolicShapeInference, "infer_shapes", staticmethod(boom))
+    src = conv_bn_model(tmp_path / "m.onnx")
+    warnings = preprocess_for_quantization(src, tmp_path / "pre.onnx")
+    assert len(warnings) == 1 and warnings[0].startswith("Symbolic shape inference failed (RuntimeError: Incomplete")
+    assert "skip_symbolic_shape=True" in warnings[0]
+    assert ops(tmp_path / "pre.onnx")["BatchNormalization"] == 0
+
+
+def test_preprocess_errors(tmp_path):
+    with pytest.raises(QuantizationError, match=r"^preprocess: Model file .* does not exist"):
+        preprocess_for_quantization(tmp_path / "missing.onnx", tmp_path / "out.onnx")
+    (tmp_path / "junk.onnx").write_bytes(b"not a model")
+    with pytest.raises(QuantizationError, match=r"^preprocess: Cannot load junk\.onnx as an ONNX model"):
+        preprocess_for_quantization(tmp_path / "junk.onnx", tmp_path / "out.onnx")
+    src = conv_bn_model(tmp_path / "m.onnx")
+    with pytest.raises(QuantizationError, match="The output path is the source model"):
+        preprocess_for_quantization(src, src)
+
+
+# -- static ----------------------------------------------------------------------------------------------
+
+def test_static_qdq_shrinks_weights_and_writes_nothing_in_cwd(wide, tmp_path, monkeypatch):
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    before = sha(wide)
+    rep = CollectingReporter()
+    out = tmp_path / "out" / "q.onnx"
+    warnings = quantize_static_model(wide, out, QuantConfig(), reader(8, reporter=rep))
+    assert os.listdir(work) == [] and sorted(os.listdir(wide.parent)) == ["wide.onnx"]
+    assert sha(wide) == before
+    fp32, int8 = wide.stat().st_size, out.stat().st_size
+    assert int8 <= 0.35 * fp32, (int8, fp32)
+    counts = ops(out)
+    assert counts["QuantizeLinear"] >= 3 and counts["DequantizeLinear"] >= 6 and counts["Conv"] == 2
+    assert [(e.done, e.total) for e in rep.events if e.stage == "calibrate"] == [(i, 8) for i in range(1, 9)]
+    assert any("random data" in w for w in warnings)
+    assert any("not pre-processed" in w for w in warnings)
+
+
+def test_static_qoperator_makes_qlinearconv(wide, tmp_path):
+    out = tmp_path / "q.onnx"
+    quantize_static_model(wide, out, QuantConfig(quant_format=QuantFormat.QOPERATOR), reader(4))
+    counts = ops(out)
+    assert counts["QLinearConv"] == 2 and counts["Conv"] == 0
+
+
+def scale_shapes(path) -> list[tuple]:
+    model = onnx.load(str(path))
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    shapes = []
+    for n in model.graph.node:
+        if n.op_type == "DequantizeLinear" and n.input[0] in inits and inits[n.input[0]].dtype == np.int8 \
+                and inits[n.input[0]].ndim == 4:
+            shapes.append(inits[n.input[1]].shape)
+    return shapes
+
+
+def test_per_channel_vs_per_tensor_scales(wide, tmp_path):
+    quantize_static_model(wide, tmp_path / "pc.onnx", QuantConfig(per_channel=True), reader(4))
+    quantize_static_model(wide, tmp_path / "pt.onnx", QuantConfig(per_channel=False), reader(4))
+    assert sorted(scale_shapes(tmp_path / "pc.onnx")) == [(64,), (128,)]
+    assert scale_shapes(tmp_path / "pt.onnx") == [(), ()]
+
+
+@pytest.mark.parametrize("method, extra", [
+    (CalibrationMethod.MINMAX, {"moving_average": True}),
+    (CalibrationMethod.ENTROPY, {"num_bins": 256, "num_quantized_bins": 64}),
+    (CalibrationMethod.PERCENTILE, {"num_bins": 256, "percentile": 99.9}),
+    (CalibrationMethod.DISTRIBUTION, {"num_bins": 512}),
+])
+def test_each_calibration_method_runs(method, extra, tmp_path, capfd):
+    src = conv_bn_model(tmp_path / "m.onnx")
+    out = tmp_path / "q.onnx"
+    quantize_static_model(src, out, QuantConfig(calibration_method=method, **extra), reader(4))
+    assert ops(out)["QuantizeLinear"] > 0
+    assert capfd.readouterr() == ("", "")  # ORT's prints ("Number of histogram bins …") are kept quiet
+
+
+def test_distribution_needs_512_bins(tmp_path):
+    src = conv_bn_model(tmp_path / "m.onnx")
+    with pytest.raises(QuantizationError, match=r"^calibrate: The Distribution method needs at least 512 histogram "
+                                                r"bins \(got 256\); raise num_bins\.$"):
+        quantize_static_model(src, tmp_path / "q.onnx", QuantConfig(calibration_method=CalibrationMethod.DISTRIBUTION,
+                                                                    num_bins=256), reader(2))
+
+
+def test_static_excludes_op_types_and_nodes(wide, tmp_path):
+    out = tmp_path / "q.onnx"
+    quantize_static_model(wide, out, QuantConfig(op_types_to_exclude=("Gemm",), nodes_to_exclude=("conv1",)), reader(4))
+    model = onnx.load(str(out))
+    by_name = {n.name: n for n in model.graph.node}
+    float_inits = {i.name for i in model.graph.initializer if i.data_type == TensorProto.FLOAT}
+    assert {"fc_w", "fc_b"} <= set(by_name["fc"].input) & float_inits  # Gemm weights left in float
+    assert {"w1", "b1"} <= set(by_name["conv1"].input) & float_inits  # excluded node's weights left in float
+    assert by_name["conv2"].input[1] == "w2_DequantizeLinear_Output" and "w2" not in float_inits
+
+
+def test_cancel_during_calibration(wide, tmp_path):
+    token = CancelToken()
+
+    def cancel_at_third(event):
+        if event.done == 3:
+            token.cancel()
+
+    with pytest.raises(Cancelled) as info:
+        quantize_static_model(wide, tmp_path / "q.onnx", QuantConfig(), reader(20, reporter=cancel_at_third,
+                                                                             cancel=token))
+    assert info.value.step == "calibrate"
+    assert not (tmp_path / "q.onnx").exists()
+
+
+def test_static_is_deterministic(wide, tmp_path):
+    quantize_static_model(wide, tmp_path / "a.onnx", QuantConfig(), reader(6))
+    quantize_static_model(wide, tmp_path / "b.onnx", QuantConfig(), reader(6))
+    assert sha(tmp_path / "a.onnx") == sha(tmp_path / "b.onnx")
+
+
+def test_static_opset_11_is_converted(tmp_path):
+    src = wide_conv_model(tmp_path / "m11.onnx", opset=11)
+    warnings = quantize_static_model(src, tmp_path / "q.onnx", QuantConfig(), reader(2))
+    assert warnings[0].startswith("Converted the model from opset 11 to 13")
+    assert ai_onnx_opset(onnx.load(str(tmp_path / "q.onnx"))) >= 13
+
+
+def test_calibration_failure_is_wrapped(wide, tmp_path):
+    wrong = (TensorInfo("input", "float32", ("N", 3, 16, 16)),)  # the reader builds 16×16 feeds
+    bad = CalibrationReader(random_dataset(2), None, wrong)
+    with pytest.raises(QuantizationError, match=r"^calibrate: ONNX Runtime failed \(.*\)\. Check that the "
+                                                r"preprocessing .* matches the model input\.$"):
+        quantize_static_model(wide, tmp_path / "q.onnx", QuantConfig(), bad)
+
+
+# -- dynamic ---------------------------------------------------------------------------------------------
+
+def test_dynamic_matmul_model(tmp_path):
+    src = matmul_model(tmp_path / "mm.onnx")
+    before = sha(src)
+    out = tmp_path / "dq.onnx"
+    warnings = quantize_dynamic_model(src, out, QuantConfig(mode=QuantMode.DYNAMIC))
+    counts = ops(out)
+    assert counts["MatMulInteger"] == 6 and counts["DynamicQuantizeLinear"] >= 1
+    assert counts["MatMul"] == 2  # the activation×activation MatMuls stay float (MatMulConstBOnly)
+    assert not any("ConvInteger" in w for w in warnings)
+    assert sha(src) == before
+
+
+def test_dynamic_conv_warns_and_excludes(tmp_path, wide):
+    out = tmp_path / "dq.onnx"
+    warnings = quantize_dynamic_model(wide, out, QuantConfig(mode=QuantMode.DYNAMIC, op_types=("Conv", "MatMul")))
+    assert any(w.startswith("Dynamic quantization of Conv makes ConvInteger") for w in warnings)
+    assert ops(out)["ConvInteger"] == 2
+    src = matmul_model(tmp_path / "mm.onnx")
+    quantize_dynamic_model(src, out, QuantConfig(mode=QuantMode.DYNAMIC, nodes_to_exclude=("mlp/fc1/MatMul",)))
+    assert ops(out)["MatMulInteger"] == 5
+    none = quantize_dynamic_model(wide, tmp_path / "none.onnx", QuantConfig(mode=QuantMode.DYNAMIC,
+                                                                             op_types=("MatMul",)))
+    assert any("has no MatMul nodes, so dynamic quantization changes nothing" in w for w in none)
