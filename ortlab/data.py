@@ -385,7 +385,7 @@ def detect_preprocess(model_input: "TensorInfo") -> PreprocessConfig:
 def _resize(img: Image.Image, cfg: PreprocessConfig) -> Image.Image:
     h, w = cfg.size
     if cfg.resize_mode == ResizeMode.STRETCH:
-        return img.resize((w, h), Image.BILINEAR)
+        return img if img.size == (w, h) else img.resize((w, h), Image.BILINEAR)
     iw, ih = img.size
     if cfg.resize_mode == ResizeMode.CENTER_CROP:
         short = round(min(h, w) * 256 / 224)

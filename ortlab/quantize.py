@@ -81,6 +81,9 @@ def ort_arguments(q: QuantConfig) -> OrtArguments:
         cal["symmetric"] = True  # otherwise ORT's per-method default (Percentile is symmetric by default)
     if q.calibration_method == CalibrationMethod.MINMAX:
         cal.update(moving_average=q.moving_average, averaging_constant=q.averaging_constant)
+        extra.update(CalibMovingAverage=q.moving_average, CalibMovingAverageConstant=q.averaging_constant)
+        if q.symmetric_activation:
+            extra["CalibTensorRangeSymmetric"] = True
     elif q.calibration_method == CalibrationMethod.ENTROPY:
         cal.update(num_bins=q.num_bins, num_quantized_bins=q.num_quantized_bins)
     elif q.calibration_method == CalibrationMethod.PERCENTILE:
@@ -90,7 +93,9 @@ def ort_arguments(q: QuantConfig) -> OrtArguments:
     quantize = {**common, "quant_format": _FORMATS[q.quant_format], "activation_type": _QUANT_TYPES[q.activation_type],
                 "op_types_to_quantize": ops, "calibrate_method": method,
                 "calibration_providers": list(CALIBRATION_PROVIDERS)}
-    calibrator = {"op_types_to_calibrate": ops, "calibrate_method": method,
+    # ORT's own quantize_static calibrates only the outputs of quantizable op types, not every tensor.
+    calibrate = ops or sorted(set(QLinearOpsRegistry) | set(QDQRegistry))
+    calibrator = {"op_types_to_calibrate": calibrate, "calibrate_method": method,
                   "providers": list(CALIBRATION_PROVIDERS), "extra_options": cal}
     return OrtArguments(quantize, calibrator)
 
@@ -185,6 +190,12 @@ def _ensure_opset(model: onnx.ModelProto, step: str) -> tuple[onnx.ModelProto, l
 
 
 def _stage_input(model: onnx.ModelProto, tmp: Path, name: str = "input.onnx") -> Path:
+    # Exporters may record value_info for initializers. ORT's dynamic quantizer transposes Gemm weights
+    # into MatMul weights but keeps that stale value_info, and its shape inference then fails.
+    initializers = {init.name for init in model.graph.initializer}
+    stale = [vi for vi in model.graph.value_info if vi.name in initializers]
+    for vi in stale:
+        model.graph.value_info.remove(vi)
     path = tmp / name
     onnx.save_model(model, str(path))
     return path
@@ -287,32 +298,51 @@ def quantize_static_model(src, dst, q: QuantConfig, reader) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="ortlab-quant-") as tmpdir:
         tmp = Path(tmpdir)
         staged = _stage_input(model, tmp)
-        cache = tmp / "calibration.json"
         if hasattr(reader, "rewind"):
             reader.rewind()
-        try:
-            with _ort_quiet() as log:
-                calibrator = create_calibrator(staged, augmented_model_path=str(tmp / "augmented_model.onnx"),
-                                               **args.calibrator)
-            with contextlib.redirect_stdout(io.StringIO()):
-                calibrator.collect_data(reader)
-                ranges = calibrator.compute_data()
-            save_tensors_data(ranges, cache)
-            del calibrator
-        except (Cancelled, OrtlabError):
-            raise
-        except Exception as exc:
-            raise _fail("calibrate", exc, "Check that the preprocessing (size, layout, channels, dtype) matches "
-                                          "the model input.") from None
         out = tmp / "quantized.onnx"
-        try:
-            with _ort_quiet() as qlog:
-                quantize_static(str(staged), str(out), calibration_data_reader=None,
-                                calibration_cache_path=str(cache), **args.quantize)
-        except OrtlabError:
-            raise
-        except Exception as exc:
-            raise _fail("quantize", exc, "Exclude the failing op types or nodes, try the other format, or turn "
-                                         "pre-processing on.") from None
+        if q.calibration_method == CalibrationMethod.MINMAX:
+            # quantize_static passes every MinMax option on, so this is the one call a person would write.
+            log_messages = _quantize_static(staged, out, args, calibration_data_reader=reader)
+        else:
+            # quantize_static has no key for histogram bins: calibrate here, hand ORT the ranges as a cache.
+            cache = tmp / "calibration.json"
+            log_messages = _calibrate(staged, tmp, args, reader, cache)
+            log_messages += _quantize_static(staged, out, args, calibration_data_reader=None,
+                                             calibration_cache_path=str(cache))
         _finish(out, dst, "quantize")
-    return warnings + _log_warnings(log.messages + qlog.messages)
+    return warnings + _log_warnings(log_messages)
+
+
+def _calibrate(staged: Path, tmp: Path, args: OrtArguments, reader, cache: Path) -> list[str]:
+    try:
+        with _ort_quiet() as log:
+            calibrator = create_calibrator(staged, augmented_model_path=str(tmp / "augmented_model.onnx"),
+                                           **args.calibrator)
+        with contextlib.redirect_stdout(io.StringIO()):
+            calibrator.collect_data(reader)
+            ranges = calibrator.compute_data()
+        save_tensors_data(ranges, cache)
+        del calibrator
+    except (Cancelled, OrtlabError):
+        raise
+    except Exception as exc:
+        raise _fail("calibrate", exc, _CALIBRATE_HINT) from None
+    return log.messages
+
+
+def _quantize_static(staged: Path, out: Path, args: OrtArguments, **calibration: Any) -> list[str]:
+    try:
+        with _ort_quiet() as log, contextlib.redirect_stdout(io.StringIO()):
+            quantize_static(str(staged), str(out), **calibration, **args.quantize)
+    except (Cancelled, OrtlabError):
+        raise
+    except Exception as exc:
+        step = "calibrate" if calibration.get("calibration_data_reader") is not None else "quantize"
+        hint = _CALIBRATE_HINT if step == "calibrate" else _QUANTIZE_HINT
+        raise _fail(step, exc, hint) from None
+    return log.messages
+
+
+_CALIBRATE_HINT = "Check that the preprocessing (size, layout, channels, dtype) matches the model input."
+_QUANTIZE_HINT = "Exclude the failing op types or nodes, try the other format, or turn pre-processing on."

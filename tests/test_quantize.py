@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from models import conv_bn_model, matmul_model
+from models import conv_bn_graph, conv_bn_model, matmul_model
 from ortlab.config import CalibrationMethod, QuantConfig, QuantFormat, QuantMode
 from ortlab.data import CalibrationReader, detect_preprocess, random_dataset
 from ortlab.errors import Cancelled, QuantizationError
@@ -287,3 +287,19 @@ def test_dynamic_conv_warns_and_excludes(tmp_path, wide):
     none = quantize_dynamic_model(wide, tmp_path / "none.onnx", QuantConfig(mode=QuantMode.DYNAMIC,
                                                                              op_types=("MatMul",)))
     assert any("has no MatMul nodes, so dynamic quantization changes nothing" in w for w in none)
+
+
+def test_dynamic_quantizes_gemm_even_when_the_exporter_recorded_value_info_for_its_weight(tmp_path):
+    # torch's exporter writes value_info for initializers; ORT's Gemm→MatMul rewrite used to trip on it.
+    model = conv_bn_graph()
+    weight = next(i for i in model.graph.initializer if i.name == "fc.weight")
+    model.graph.value_info.append(onnx.helper.make_tensor_value_info("fc.weight", onnx.TensorProto.FLOAT,
+                                                                     list(weight.dims)))
+    src = tmp_path / "exported.onnx"
+    onnx.save_model(model, str(src))
+    before = src.read_bytes()
+    dst = tmp_path / "dynamic.onnx"
+    quantize_dynamic_model(src, dst, QuantConfig(mode=QuantMode.DYNAMIC))
+    ops = [n.op_type for n in onnx.load(str(dst)).graph.node]
+    assert ops.count("MatMulInteger") == 1 and "Gemm" not in ops
+    assert src.read_bytes() == before
