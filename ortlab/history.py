@@ -32,7 +32,8 @@ CREATE TABLE IF NOT EXISTS runs (
     size_bytes INTEGER NOT NULL,
     source_size_bytes INTEGER NOT NULL,
     random_data INTEGER NOT NULL DEFAULT 0,
-    kind TEXT NOT NULL
+    kind TEXT NOT NULL,
+    notes_json TEXT
 );
 CREATE TABLE IF NOT EXISTS benchmarks (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -45,7 +46,7 @@ CREATE INDEX IF NOT EXISTS runs_created ON runs (created_at);
 """
 
 _RUN_JSON = {"recipe_json": "recipe", "metrics_json": "metrics", "timings_json": "timings",
-             "warnings_json": "warnings", "providers_json": "providers"}
+             "warnings_json": "warnings", "providers_json": "providers", "notes_json": "notes"}
 _BENCH_JSON = {"variants_json": "variants", "config_json": "config", "summary_json": "summary"}
 
 
@@ -130,6 +131,7 @@ class History:
             "source_size_bytes": int(artifact.source_size_bytes),
             "random_data": int(bool(artifact.random_data)),
             "kind": _kind(recipe),
+            "notes_json": _dumps(list(getattr(artifact, "notes", []))),
         }
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)

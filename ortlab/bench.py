@@ -1,0 +1,331 @@
+"""Latency benchmarking: a generator of timed runs, a summary, and peak memory measured in a child process."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from .config import BenchConfig, OptLevel
+from .errors import BenchmarkError, OrtlabError
+from .progress import CancelToken
+
+_ORT_DTYPES = {
+    "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
+    "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int16)": np.int16, "tensor(int8)": np.int8,
+    "tensor(uint8)": np.uint8, "tensor(uint16)": np.uint16, "tensor(bool)": np.bool_,
+}
+
+
+@dataclass(frozen=True)
+class LatencySample:
+    """One timed ``session.run``: ``ms`` its latency, ``t`` seconds since timing began (end of this run)."""
+
+    variant: str
+    batch_size: int
+    index: int
+    ms: float
+    t: float
+
+
+@dataclass
+class LatencySummary:
+    """Statistics of one variant at one batch size (milliseconds; throughput in samples per second)."""
+
+    variant: str
+    batch_size: int
+    n: int
+    p50: float
+    p90: float
+    p99: float
+    mean: float
+    std: float
+    min: float
+    max: float
+    throughput_per_s: float
+    peak_rss_mb: float | None = None
+    providers: list[str] = field(default_factory=list)
+    profile_path: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """Peak resident memory of a child process that loaded the model and ran it, and of one that only
+    imported ONNX Runtime; ``model_mb`` is the difference (what the model costs)."""
+
+    peak_mb: float
+    baseline_mb: float
+
+    @property
+    def model_mb(self) -> float:
+        return max(0.0, self.peak_mb - self.baseline_mb)
+
+    def to_dict(self) -> dict:
+        return {"peak_mb": self.peak_mb, "baseline_mb": self.baseline_mb, "model_mb": self.model_mb}
+
+
+def make_inputs(session_inputs: Sequence[Any], batch_size: int, seed: int = 0,
+                dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Random feeds for ``session.get_inputs()``: a dynamic first dim is ``batch_size``, other symbolic dims
+    come from ``dims`` (by name) or default to 1; fixed dims stay (a fixed batch other than ``batch_size``
+    is refused unless batch_size is 1). Floats ~ N(0, 1), integers in {0, 1}."""
+    rng = np.random.default_rng(seed)
+    dims = dict(dims or {})
+    feeds: dict[str, np.ndarray] = {}
+    # an input with a fixed first dim is unbatched when another input has a dynamic one
+    batched = any(a.shape and not (isinstance(a.shape[0], int) and a.shape[0] > 0) for a in session_inputs)
+    for arg in session_inputs:
+        dtype = _ORT_DTYPES.get(arg.type)
+        if dtype is None:
+            raise BenchmarkError(f"Input {arg.name!r} has type {arg.type}, which the benchmark cannot generate.")
+        shape = []
+        for axis, d in enumerate(arg.shape):
+            if isinstance(d, int) and d > 0:
+                if axis == 0 and not batched and batch_size not in (1, d):
+                    raise BenchmarkError(f"Input {arg.name!r} has a fixed batch size of {d}; "
+                                         f"batch size {batch_size} cannot be timed. Use batch size 1 or {d}.")
+                shape.append(d)
+            elif isinstance(d, str) and d in dims:
+                shape.append(int(dims[d]))
+            elif axis == 0:
+                shape.append(batch_size)
+            else:
+                shape.append(1)
+        if np.issubdtype(dtype, np.floating):
+            value = rng.standard_normal(shape).astype(dtype)
+        else:
+            value = rng.integers(0, 2, size=shape).astype(dtype)
+        feeds[arg.name] = value
+    return feeds
+
+
+class LatencyRun(Iterator[LatencySample]):
+    """Iterator of :class:`LatencySample`; after it is exhausted, ``summary()`` gives the statistics with the
+    providers that really ran and the profile file (when profiling was on). ``cancelled`` is True when the
+    cancel token stopped it early."""
+
+    def __init__(self, model_path, config: BenchConfig, batch_size: int, variant: str,
+                 cancel: CancelToken | None, profile_dir, dims, opt_level: OptLevel) -> None:
+        self.model_path = Path(model_path)
+        self.config = config
+        self.batch_size = int(batch_size)
+        self.variant = variant or self.model_path.stem
+        self.providers: list[str] = []
+        self.profile_path: str | None = None
+        self.input_shapes: dict[str, tuple[int, ...]] = {}
+        self.samples: list[LatencySample] = []
+        self.cancelled = False
+        self._cancel = cancel
+        self._profile_dir = Path(profile_dir) if profile_dir is not None else None
+        self._dims = dims
+        self._opt_level = opt_level
+        self._gen = self._generate()
+
+    def __iter__(self) -> "LatencyRun":
+        return self
+
+    def __next__(self) -> LatencySample:
+        return next(self._gen)
+
+    def close(self) -> None:
+        """Stop early and release the session (also writes the profile when profiling is on)."""
+        self._gen.close()
+
+    def summary(self, peak_rss_mb: float | None = None) -> LatencySummary:
+        """Statistics of the samples yielded so far."""
+        return summarize(self.samples, providers=self.providers, peak_rss_mb=peak_rss_mb,
+                         profile_path=self.profile_path)
+
+    def _open(self):
+        from . import providers
+
+        if self.batch_size < 1:
+            raise BenchmarkError(f"Batch size must be at least 1, got {self.batch_size}.")
+        if not self.model_path.is_file():
+            raise BenchmarkError(f"Model file not found: {self.model_path}.")
+        prefix = None
+        if self.config.profile and self._profile_dir is not None:
+            pdir = self._profile_dir
+            pdir.mkdir(parents=True, exist_ok=True)
+            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.variant) or "model"
+            prefix = str(pdir / f"{safe}_b{self.batch_size}")
+        options = providers.session_options(self.config, self._opt_level, profile_prefix=prefix)
+        try:
+            session, used = providers.create_session(self.model_path, self.config.target, options)
+        except OrtlabError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
+            raise BenchmarkError(f"Could not load {self.model_path.name}: {exc}") from exc
+        return session, list(used)
+
+    def _run_error(self, exc: Exception) -> BenchmarkError:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return BenchmarkError(f"{self.variant}: the model failed to run with inputs {self.input_shapes}: {first}")
+
+    def _generate(self) -> Iterator[LatencySample]:
+        cfg = self.config
+        session, self.providers = self._open()
+        feeds = make_inputs(session.get_inputs(), self.batch_size, cfg.seed, self._dims)
+        self.input_shapes = {k: tuple(v.shape) for k, v in feeds.items()}
+        run = session.run
+        cancel = self._cancel
+        clock = time.perf_counter
+        try:
+            try:
+                for _ in range(cfg.warmup):
+                    if cancel is not None and cancel.cancelled:
+                        self.cancelled = True
+                        return
+                    run(None, feeds)
+            except Exception as exc:  # noqa: BLE001
+                raise self._run_error(exc) from exc
+            duration = float(cfg.duration_s)
+            limit = None if duration > 0 else int(cfg.runs)
+            start = clock()
+            i = 0
+            while True:
+                if cancel is not None and cancel.cancelled:
+                    self.cancelled = True
+                    return
+                try:  # zero-cost unless it raises
+                    t0 = clock()
+                    run(None, feeds)
+                    t1 = clock()
+                except Exception as exc:  # noqa: BLE001
+                    raise self._run_error(exc) from exc
+                sample = LatencySample(self.variant, self.batch_size, i, (t1 - t0) * 1000.0, t1 - start)
+                self.samples.append(sample)
+                yield sample
+                i += 1
+                if limit is not None:
+                    if i >= limit:
+                        return
+                elif t1 - start >= duration:
+                    return
+        finally:
+            if cfg.profile:
+                self.profile_path = session.end_profiling() or None
+            del session
+
+
+def latency_samples(model_path, config: BenchConfig, batch_size: int, variant: str = "",
+                    cancel: CancelToken | None = None, *, profile_dir=None,
+                    dims: Mapping[str, int] | None = None, opt_level: OptLevel = OptLevel.ALL) -> LatencyRun:
+    """Time ``session.run`` on random inputs, yielding one :class:`LatencySample` per run.
+
+    The session (threads, execution mode, memory pattern, arena, target from ``config``) is created on the
+    first ``next()``; ``config.warmup`` untimed runs follow, then ``config.runs`` timed runs, or as many as fit
+    in ``config.duration_s`` when it is set. ``cancel`` is checked between runs and ends the iteration early.
+    With ``config.profile`` ORT's profile JSON is written into ``profile_dir`` (a new temp folder when None);
+    ``LatencyRun.profile_path`` / ``summary().profile_path`` name the file.
+    """
+    return LatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level)
+
+
+def summarize(samples: Sequence[LatencySample], *, providers: Sequence[str] = (), peak_rss_mb: float | None = None,
+              profile_path: str | None = None) -> LatencySummary:
+    """p50/p90/p99, mean, std, min, max of the samples' latencies; throughput = batch × 1000 / mean ms."""
+    if not samples:
+        raise BenchmarkError("No timed runs to summarize.")
+    first = samples[0]
+    if any(s.variant != first.variant or s.batch_size != first.batch_size for s in samples):
+        raise BenchmarkError("Summarize one variant at one batch size at a time.")
+    ms = np.fromiter((s.ms for s in samples), dtype=np.float64, count=len(samples))
+    p50, p90, p99 = (float(v) for v in np.percentile(ms, [50, 90, 99]))
+    mean = float(ms.mean())
+    return LatencySummary(
+        variant=first.variant, batch_size=first.batch_size, n=int(ms.size), p50=p50, p90=p90, p99=p99,
+        mean=mean, std=float(ms.std()), min=float(ms.min()), max=float(ms.max()),
+        throughput_per_s=first.batch_size * 1000.0 / mean if mean > 0 else float("inf"),
+        peak_rss_mb=peak_rss_mb, providers=list(providers), profile_path=profile_path,
+    )
+
+
+# -- peak memory ------------------------------------------------------------------------------------------
+
+_CHILD = r"""
+import json, sys
+args = json.loads(sys.argv[1])
+from ortlab.bench import _memory_child
+print("ORTLAB_MEMORY " + json.dumps(_memory_child(args)), flush=True)
+"""
+
+
+def _maxrss_mb() -> float:
+    # Linux keeps ru_maxrss across fork+exec (a child of a big parent would report the parent's size);
+    # VmHWM belongs to the new address space, so it measures this interpreter alone.
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB on Linux
+
+
+def _memory_child(args: dict) -> dict:
+    """Runs inside the child interpreter: load the model and run it ``runs`` times (or do nothing)."""
+    if args.get("model_path"):
+        config = BenchConfig.from_dict(args["config"])
+        config = BenchConfig.from_dict({**config.to_dict(), "warmup": 0, "runs": int(args["runs"]),
+                                        "duration_s": 0.0, "profile": False})
+        for _ in latency_samples(args["model_path"], config, int(args["batch_size"])):
+            pass
+    else:  # the baseline: the same imports (ORT, onnx, numpy, ortlab), no model
+        from . import providers  # noqa: F401
+    return {"maxrss_mb": _maxrss_mb()}
+
+
+def _run_child(args: dict, timeout: float) -> float:
+    if sys.platform == "win32":
+        raise BenchmarkError("Peak memory is measured with the resource module, which Windows lacks.")
+    env = dict(os.environ)
+    pkg_parent = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    try:
+        proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(args)], capture_output=True, text=True,
+                              timeout=timeout, env=env, cwd=pkg_parent)
+    except subprocess.TimeoutExpired:
+        raise BenchmarkError(f"Measuring memory took longer than {timeout:.0f} s.") from None
+    for line in proc.stdout.splitlines():
+        if line.startswith("ORTLAB_MEMORY "):
+            return float(json.loads(line[len("ORTLAB_MEMORY "):])["maxrss_mb"])
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    reason = lines[-1] if lines else f"exit status {proc.returncode}"
+    raise BenchmarkError(f"Measuring memory failed: {reason}")
+
+
+@functools.lru_cache(maxsize=1)
+def baseline_memory_mb() -> float:
+    """Peak RSS (MB) of a fresh interpreter that imported ONNX Runtime (and the rest of what the measuring child
+    imports) but loaded no model; measured once per process."""
+    return _run_child({"model_path": None}, timeout=120)
+
+
+def peak_memory_mb(model_path, config: BenchConfig, batch_size: int, runs: int = 3, timeout: float = 300) -> float:
+    """Peak RSS (MB) of a child process that creates the session (as ``config`` says) and runs it ``runs`` times."""
+    if not Path(model_path).is_file():
+        raise BenchmarkError(f"Model file not found: {model_path}.")
+    args = {"model_path": str(Path(model_path).resolve()), "config": config.to_dict(),
+            "batch_size": int(batch_size), "runs": max(1, int(runs))}
+    return _run_child(args, timeout)
+
+
+def memory_report(model_path, config: BenchConfig, batch_size: int, runs: int = 3) -> MemoryReport:
+    """Peak RSS of the model's child process next to the ORT-only baseline."""
+    return MemoryReport(peak_memory_mb(model_path, config, batch_size, runs), baseline_memory_mb())

@@ -1,0 +1,170 @@
+"""Latency generator, summary and peak memory on tiny real models."""
+
+from __future__ import annotations
+
+import json
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from ortlab import bench
+from ortlab.bench import LatencySample, latency_samples, make_inputs, summarize
+from ortlab.config import BenchConfig, ExecutionMode
+from ortlab.errors import BenchmarkError, ModelLoadError
+from ortlab.progress import CancelToken
+
+from models import conv_bn_model, matmul_model
+
+
+@pytest.fixture(scope="module")
+def conv(tmp_path_factory):
+    return conv_bn_model(tmp_path_factory.mktemp("bench") / "conv.onnx")
+
+
+@pytest.fixture(scope="module")
+def fixed_batch(tmp_path_factory):
+    return conv_bn_model(tmp_path_factory.mktemp("bench") / "fixed.onnx", batch=2)
+
+
+def test_runs_count_indices_and_summary(conv):
+    cfg = BenchConfig(warmup=2, runs=25, intra_op_threads=1)
+    run = latency_samples(conv, cfg, batch_size=4, variant="fp32")
+    samples = list(run)
+    assert len(samples) == 25
+    assert [s.index for s in samples] == list(range(25))
+    assert all(s.variant == "fp32" and s.batch_size == 4 and s.ms > 0 for s in samples)
+    ts = [s.t for s in samples]
+    assert ts == sorted(ts) and ts[-1] > 0
+    assert run.input_shapes == {"input": (4, 3, 32, 32)}
+    assert run.providers == ["CPUExecutionProvider"]
+    assert not run.cancelled
+
+    s = run.summary()
+    ms = np.array([x.ms for x in samples])
+    assert s.n == 25 and s.batch_size == 4 and s.variant == "fp32"
+    assert s.p50 == pytest.approx(np.median(ms))
+    assert s.min == pytest.approx(ms.min()) and s.max == pytest.approx(ms.max())
+    assert s.min <= s.p50 <= s.p90 <= s.p99 <= s.max
+    assert s.throughput_per_s == pytest.approx(4 * 1000.0 / ms.mean())
+    assert s.providers == ["CPUExecutionProvider"] and s.profile_path is None
+    assert json.loads(json.dumps(s.to_dict()))["n"] == 25
+
+
+def test_summarize_exact_numbers():
+    samples = [LatencySample("v", 2, i, float(ms), 0.0) for i, ms in enumerate(range(1, 101))]
+    s = summarize(samples)
+    assert (s.p50, s.p90, s.p99) == (pytest.approx(50.5), pytest.approx(90.1), pytest.approx(99.01))
+    assert s.mean == pytest.approx(50.5) and s.min == 1.0 and s.max == 100.0
+    assert s.std == pytest.approx(np.std(np.arange(1, 101)))
+    assert s.throughput_per_s == pytest.approx(2 * 1000 / 50.5)
+
+
+def test_summarize_refuses_empty_and_mixed():
+    with pytest.raises(BenchmarkError, match="No timed runs"):
+        summarize([])
+    with pytest.raises(BenchmarkError, match="one variant at one batch size"):
+        summarize([LatencySample("a", 1, 0, 1.0, 0.0), LatencySample("a", 8, 0, 1.0, 0.0)])
+
+
+def test_duration_mode_stops_on_time(conv):
+    cfg = BenchConfig(warmup=0, runs=1, duration_s=0.3)
+    start = time.perf_counter()
+    samples = list(latency_samples(conv, cfg, 1))
+    elapsed = time.perf_counter() - start
+    assert len(samples) > 1  # runs=1 is ignored when a duration is set
+    assert samples[-1].t >= 0.3 and samples[-2].t < 0.3
+    assert elapsed < 3.0
+
+
+def test_cancel_between_runs(conv):
+    token = CancelToken()
+    run = latency_samples(conv, BenchConfig(warmup=0, runs=1000), 1, cancel=token)
+    got = []
+    for s in run:
+        got.append(s)
+        if len(got) == 5:
+            token.cancel()
+    assert len(got) == 5 and run.cancelled
+    assert run.summary().n == 5
+
+
+def test_session_created_lazily_and_errors_are_typed(tmp_path, conv, fixed_batch):
+    run = latency_samples(tmp_path / "missing.onnx", BenchConfig(), 1)  # nothing happens yet
+    with pytest.raises(BenchmarkError, match="Model file not found"):
+        next(run)
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"not a model")
+    with pytest.raises(ModelLoadError, match="could not load the model"):
+        next(latency_samples(junk, BenchConfig(), 1))
+    with pytest.raises(BenchmarkError, match="fixed batch size of 2; batch size 8 cannot be timed"):
+        next(latency_samples(fixed_batch, BenchConfig(warmup=0, runs=1), 8))
+    assert len(list(latency_samples(fixed_batch, BenchConfig(warmup=0, runs=3), 2))) == 3
+    with pytest.raises(BenchmarkError, match="at least 1"):
+        next(latency_samples(conv, BenchConfig(), 0))
+
+
+def test_make_inputs_dims_dtypes_and_seed():
+    args = [SimpleNamespace(name="ids", type="tensor(int64)", shape=["batch", "seq"]),
+            SimpleNamespace(name="x", type="tensor(float16)", shape=[None, 3, "h", "w"]),
+            SimpleNamespace(name="m", type="tensor(bool)", shape=[4])]
+    feeds = make_inputs(args, 3, seed=7, dims={"seq": 12, "h": 5})
+    assert feeds["ids"].shape == (3, 12) and feeds["ids"].dtype == np.int64
+    assert set(np.unique(feeds["ids"])) <= {0, 1}
+    assert feeds["x"].shape == (3, 3, 5, 1) and feeds["x"].dtype == np.float16
+    assert feeds["m"].shape == (4,) and feeds["m"].dtype == np.bool_
+    again = make_inputs(args, 3, seed=7, dims={"seq": 12, "h": 5})
+    assert all(np.array_equal(feeds[k], again[k]) for k in feeds)
+    with pytest.raises(BenchmarkError, match="tensor\\(string\\)"):
+        make_inputs([SimpleNamespace(name="s", type="tensor(string)", shape=[1])], 1)
+
+
+def test_session_options_are_applied_and_matmul_model_runs(tmp_path):
+    path = matmul_model(tmp_path / "mm.onnx")
+    cfg = BenchConfig(warmup=1, runs=4, intra_op_threads=1, inter_op_threads=2,
+                      execution_mode=ExecutionMode.PARALLEL, enable_mem_pattern=False, enable_cpu_mem_arena=False)
+    run = latency_samples(path, cfg, 5)
+    assert len(list(run)) == 4
+    assert run.input_shapes == {"input": (5, 16, 32)}
+
+
+def test_profiling_writes_json_into_the_given_dir(conv, tmp_path):
+    cfg = BenchConfig(warmup=1, runs=3, profile=True)
+    run = latency_samples(conv, cfg, 2, variant="int8 static · cpu", profile_dir=tmp_path / "prof")
+    list(run)
+    path = run.summary().profile_path
+    assert path is not None
+    from pathlib import Path
+
+    assert Path(path).parent == tmp_path / "prof" and Path(path).name.startswith("int8_static___cpu_b2")
+    events = json.loads(Path(path).read_text())
+    assert any(e.get("name", "").endswith("_kernel_time") for e in events)
+
+
+def test_peak_memory_grows_with_batch_and_exceeds_baseline(conv):
+    cfg = BenchConfig()
+    small = bench.peak_memory_mb(conv, cfg, 1, runs=1)
+    large = bench.peak_memory_mb(conv, cfg, 512, runs=1)
+    base = bench.baseline_memory_mb()
+    # batch 512 activations: 512×8×32×32 floats ≈ 16 MB per tensor
+    assert base > 10 and small > base
+    assert large > small + 40
+    report = bench.memory_report(conv, cfg, 1, runs=1)
+    assert report.baseline_mb == base and report.model_mb == pytest.approx(report.peak_mb - base)
+
+
+def test_peak_memory_does_not_count_the_parent(conv):
+    hog = np.ones(400 * 2**20 // 8)  # 400 MB in this process must not show up in the child
+    hog += 1
+    assert bench.peak_memory_mb(conv, BenchConfig(), 1, runs=1) < 300
+    del hog
+
+
+def test_peak_memory_errors(tmp_path):
+    with pytest.raises(BenchmarkError, match="Model file not found"):
+        bench.peak_memory_mb(tmp_path / "nope.onnx", BenchConfig(), 1)
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"garbage")
+    with pytest.raises(BenchmarkError, match="Measuring memory failed: .*could not load the model"):
+        bench.peak_memory_mb(junk, BenchConfig(), 1)
