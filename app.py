@@ -1,0 +1,23 @@
+"""ortlab: quantize and graph-optimize ONNX models with ONNX Runtime. This file only routes and draws the sidebar."""
+
+import streamlit as st
+
+from ortlab.ui import router, sidebar
+
+st.set_page_config(layout="wide", page_title="ortlab", page_icon="⚡", initial_sidebar_state="expanded")
+
+pages = [
+    st.Page("pages/model.py", title="Model", icon=":material/deployed_code:", url_path="model", default=True),
+    st.Page("pages/data.py", title="Data", icon=":material/photo_library:", url_path="data"),
+    st.Page("pages/recipe.py", title="Recipe", icon=":material/science:", url_path="recipe"),
+    st.Page("pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
+    st.Page("pages/benchmark.py", title="Benchmark", icon=":material/speed:", url_path="benchmark"),
+    st.Page("pages/history.py", title="History", icon=":material/history:", url_path="history"),
+]
+page = st.navigation(pages)
+slot = sidebar.prepare()
+try:
+    with router.routing():
+        page.run()
+finally:  # also after st.stop() on a page; the sidebar then shows what the page just did
+    sidebar.draw(slot)

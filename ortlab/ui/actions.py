@@ -1,0 +1,256 @@
+"""What the pages do with the engine: choose models and data, start recipe runs, list variants.
+
+Functions here raise ``OrtlabError`` (pages wrap them in ``engine_errors``) and keep the session state
+consistent: a failed import or data load leaves the previous selection untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import OptLevel, PreprocessConfig, Precision, QuantConfig, QuantFormat, QuantMode, Recipe
+from ..workspace import Workspace
+from . import state
+from .jobs import DONE, Job
+
+log = logging.getLogger("ortlab.ui")
+
+DEMO_RECIPE = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.STATIC, quant_format=QuantFormat.QDQ),
+                     opt_level=OptLevel.EXTENDED)
+DEMO_LABEL = "▶ Run the demo: int8 static QDQ + graph optimization"
+DEFAULT_EVAL_SAMPLES = 64
+
+
+def workspace() -> Workspace:
+    """The workspace under ``$ORTLAB_HOME`` (or ``~/.ortlab``)."""
+    return Workspace()
+
+
+def history():
+    from ..history import History
+
+    return History(workspace().db_path)
+
+
+# -- models -------------------------------------------------------------------------------------------
+def ensure_defaults() -> None:
+    """On first open select the default bundled sample with its data and manifest preprocessing."""
+    if state.initialized():
+        return
+    state.set_initialized()
+    if state.model_path() is None:
+        from .. import samples
+
+        select_sample(samples.default_sample().name)
+
+
+def select_sample(name: str) -> None:
+    """Make the bundled sample ``name`` current, with its calibration/evaluation sets and preprocessing."""
+    from .. import samples
+    from ..model import inspect_model
+
+    s = samples.get_sample(name)
+    info = inspect_model(s.model_path)
+    state.set_model(s.model_path, info, sample=s.name, label=s.title or s.name)
+    use_sample_data(s)
+
+
+def use_sample_data(s, calibration: str = "calibration", evaluation: str = "evaluation") -> None:
+    """Use the sample's bundled image sets (``calibration``/``evaluation`` say which set feeds what)."""
+    loaders = {"calibration": s.calibration_data if s.calibration_dir else None,
+               "evaluation": s.evaluation_data if s.evaluation_dir else None}
+    cal_load = loaders.get(calibration) or loaders["calibration"] or loaders["evaluation"]
+    ev_load = loaders.get(evaluation) or loaders["evaluation"] or cal_load
+    cal = cal_load() if cal_load else None
+    ev = ev_load() if ev_load and ev_load is not cal_load else cal
+    label = f"{s.name}: {calibration} ({len(cal) if cal is not None else 0})"
+    if ev is not cal and ev is not None:
+        label += f", {evaluation} ({len(ev)})"
+    state.set_dataset(cal, label, eval_ds=ev)
+    state.set_preprocess(s.preprocess)
+    n_ev = len(ev) if ev is not None else 0
+    state.set_data_settings(min(DEFAULT_EVAL_SAMPLES, n_ev) if n_ev else 0, True, 0)
+
+
+def import_uploaded_model(filename: str, data: bytes) -> Path:
+    """Import an uploaded .onnx or .zip into the workspace and make it current; returns the stored path.
+    On any error nothing changes."""
+    from ..model import import_model, inspect_model
+
+    name = Path(filename).name
+    stored_name = name if name.lower().endswith(".onnx") else "model.onnx"
+    path = import_model(bytes(data), workspace().models_dir, filename=stored_name)
+    info = inspect_model(path)
+    state.set_model(path, info, sample=None, label=name)
+    if state.dataset() is not None and getattr(state.dataset(), "kind", "") == "images":
+        try:
+            from ..data import detect_preprocess
+
+            state.set_preprocess(detect_preprocess(info.inputs[0]))
+        except Exception:  # noqa: BLE001 - non-image model: the Data page asks for tensors
+            state.set_preprocess(None)
+    return path
+
+
+def set_user_dataset(ds, label: str) -> None:
+    """Use an uploaded (or random) dataset for calibration and evaluation."""
+    state.set_dataset(ds, label)
+    n = len(ds)
+    state.set_data_settings(min(DEFAULT_EVAL_SAMPLES, n), state.data_settings().get("stratify", True),
+                            state.data_settings().get("seed", 0))
+    if getattr(ds, "kind", "") == "images" and state.preprocess() is None and state.model_info() is not None:
+        from ..data import detect_preprocess
+
+        state.set_preprocess(detect_preprocess(state.model_info().inputs[0]))
+
+
+def evaluation_subset(ds):
+    """The evaluation samples chosen on the Data page (count, stratified or not, seed)."""
+    if ds is None:
+        return None
+    import numpy as np
+
+    from ..data import stratified_sample
+
+    st_ = state.data_settings()
+    n = int(st_.get("n") or DEFAULT_EVAL_SAMPLES)
+    if n >= len(ds):
+        return ds
+    if st_.get("stratify", True):
+        return stratified_sample(ds, n, int(st_.get("seed", 0)))
+    rng = np.random.default_rng(int(st_.get("seed", 0)))
+    return ds.subset(sorted(int(i) for i in rng.choice(len(ds), size=n, replace=False)))
+
+
+# -- variants -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Variant:
+    """A model the user can compare or benchmark: the original or an artifact."""
+
+    id: str
+    name: str
+    path: Path
+    artifact: dict | None = None
+
+    @property
+    def is_original(self) -> bool:
+        return self.artifact is None
+
+
+def artifact_dict(obj) -> dict:
+    """An ``Artifact`` or a History row as the plain dict the pages use."""
+    if hasattr(obj, "to_dict"):
+        d = obj.to_dict()
+    else:
+        d = dict(obj)
+        if "id" in d and "run_id" not in d:
+            d["run_id"] = d["id"]
+        if "evaluation" not in d:
+            d["evaluation"] = d.get("metrics")
+    return d
+
+
+def variant_id(a: dict) -> str:
+    return f"run{a['run_id']}" if a.get("run_id") is not None else "sha" + str(a.get("sha256", ""))[:10]
+
+
+def recipe_label(a: dict) -> str:
+    try:
+        return Recipe.from_dict(a["recipe"]).label()
+    except Exception:  # noqa: BLE001 - an old or foreign recipe still gets a name
+        return str(a.get("kind") or "artifact")
+
+
+def variants() -> list[Variant]:
+    """The original (current model) first, then this session's artifacts, oldest first."""
+    out = []
+    if state.model_path() is not None:
+        out.append(Variant(state.ORIGINAL, f"original · {state.model_label()}", state.model_path()))
+    for a in state.artifacts():
+        rid = f"#{a['run_id']} " if a.get("run_id") is not None else ""
+        out.append(Variant(variant_id(a), f"{rid}{recipe_label(a)}", Path(a["model_path"]), a))
+    return out
+
+
+def variant_by_id(vid: str) -> Variant | None:
+    return next((v for v in variants() if v.id == vid), None)
+
+
+# -- recipe runs --------------------------------------------------------------------------------------
+def start_recipe_job(recipe: Recipe, *, land_on_compare: bool = False) -> Job:
+    """Start ``run_recipe`` on the current model and data in a background job (sync under tests)."""
+    from ..pipeline import run_recipe
+
+    path = state.model_path()
+    ds, pp = state.dataset(), state.preprocess()
+    ev = evaluation_subset(state.eval_dataset())
+    n_verify = len(ev) if ev is not None else DEFAULT_EVAL_SAMPLES
+    if getattr(ds, "kind", "images") != "images":
+        pp = None
+    ws = workspace()
+
+    def work(job: Job):
+        out = ws.new_artifact_dir()
+        try:
+            return run_recipe(path, recipe, out, dataset=ds, preprocess=pp, reporter=job.report, cancel=job.cancel,
+                              verify_samples=n_verify, verify_dataset=ev)
+        except BaseException:
+            shutil.rmtree(out, ignore_errors=True)
+            raise
+
+    job = Job("recipe", work)
+    job.meta = {"recipe": recipe, "land_on_compare": land_on_compare, "model": state.model_label()}
+    state.set_job("recipe", job)
+    return job.start()
+
+
+def finish_recipe_job(job: Job) -> dict | None:
+    """Store a finished run once (History DB + session artifacts + compare pair); returns the artifact dict."""
+    if job.state != DONE or job.handled:
+        return None
+    job.handled = True
+    artifact = job.result
+    try:
+        history().add(artifact)
+    except Exception:  # noqa: BLE001 - the run is still usable in this session
+        log.exception("Could not store the run in the history")
+        job.meta["history_error"] = True
+    a = artifact_dict(artifact)
+    state.add_artifact(a)
+    state.set_compare_pair(state.ORIGINAL, variant_id(a))
+    return a
+
+
+def preprocess_or_detect(info) -> PreprocessConfig | None:
+    """The current preprocessing, or one detected from the model's first input (None for non-image models)."""
+    if state.preprocess() is not None:
+        return state.preprocess()
+    try:
+        from ..data import detect_preprocess
+
+        return detect_preprocess(info.inputs[0])
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def load_run(row: dict) -> dict:
+    """Put a History run (and its source model, when it is not current) into this session for Compare."""
+    from .. import samples
+    from ..model import inspect_model
+
+    a = artifact_dict(row)
+    src = Path(a["source_path"])
+    current = state.model_path()
+    if current is None or Path(current).resolve() != src.resolve():
+        match = next((s for s in samples.list_samples(skip_broken=True)
+                      if Path(s.model_path).resolve() == src.resolve()), None)
+        if match is not None:
+            select_sample(match.name)
+        else:
+            state.set_model(src, inspect_model(src), sample=None, label=row.get("source_name") or src.name)
+    state.add_artifact(a)
+    state.set_compare_pair(state.ORIGINAL, variant_id(a))
+    return a

@@ -1,0 +1,82 @@
+"""The benchmark job: times every variant × batch size in one background worker (one benchmark per process
+at a time) and streams each ``LatencySample`` to the page."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..config import BenchConfig
+from ..errors import Cancelled
+from ..progress import ProgressEvent
+from . import state
+from .actions import Variant
+from .jobs import Job
+
+
+def start_benchmark(variants: list[Variant], cfg: BenchConfig, measure_memory: bool) -> Job:
+    """Start timing ``variants`` at every batch size of ``cfg``; memory is measured after timing."""
+    from .. import bench
+
+    plan = [(v.id, str(v.path), bs) for v in variants for bs in cfg.batch_sizes]
+
+    def work(job: Job) -> list[dict]:
+        summaries = []
+        total = len(plan)
+        for k, (vid, path, bs) in enumerate(plan):
+            job.report(ProgressEvent("bench", k, total, f"{vid} at batch {bs}"))
+            run = bench.latency_samples(path, cfg, bs, variant=vid, cancel=job.cancel)
+            for sample in run:
+                job.emit(sample)
+            if run.cancelled:
+                raise Cancelled(step="bench")
+            peak = None
+            if measure_memory:
+                job.report(ProgressEvent("memory", k, total, f"{vid} at batch {bs}"))
+                peak = bench.peak_memory_mb(path, cfg, bs)
+                job.report(ProgressEvent("memory", k + 1, total, f"{vid} at batch {bs}"))
+            summaries.append(run.summary(peak_rss_mb=peak).to_dict())
+        job.report(ProgressEvent("bench", total, total, "done"))
+        return summaries
+
+    job = Job("bench", work, exclusive=True)
+    job.meta = {"samples": {}, "config": cfg, "variants": [(v.id, v.name, str(v.path)) for v in variants]}
+    state.set_job("bench", job)
+    return job.start()
+
+
+def collect(job: Job) -> dict[str, list[float]]:
+    """Move queued samples into ``job.meta['samples']`` (series id ``variant@batch`` → latencies in ms)."""
+    series = job.meta["samples"]
+    for s in job.drain():
+        series.setdefault(f"{s.variant}@{s.batch_size}", []).append(s.ms)
+    return series
+
+
+def running_stats(series: dict[str, list[float]], names: dict[str, str]) -> list[dict]:
+    """Rows of n, p50, p90, p99 per series so far."""
+    rows = []
+    for sid, ms in series.items():
+        if not ms:
+            continue
+        p50, p90, p99 = np.percentile(ms, [50, 90, 99])
+        vid, _, bs = sid.partition("@")
+        rows.append({"variant": names.get(vid, vid), "batch": int(bs), "runs": len(ms), "p50 ms": round(float(p50), 3),
+                     "p90 ms": round(float(p90), 3), "p99 ms": round(float(p99), 3)})
+    return rows
+
+
+def final_table(summaries: list[dict], names: dict[str, str]) -> list[dict]:
+    """Summary rows with the speedup of p50 against the first variant at the same batch size."""
+    base: dict[int, float] = {}
+    for s in summaries:
+        base.setdefault(s["batch_size"], s["p50"])
+    rows = []
+    for s in summaries:
+        b = base.get(s["batch_size"])
+        rows.append({"variant": names.get(s["variant"], s["variant"]), "batch": s["batch_size"], "runs": s["n"],
+                     "p50 ms": round(s["p50"], 3), "p90 ms": round(s["p90"], 3), "p99 ms": round(s["p99"], 3),
+                     "mean ms": round(s["mean"], 3), "throughput /s": round(s["throughput_per_s"], 1),
+                     "speedup (p50)": f"{b / s['p50']:.2f}×" if b and s["p50"] else "–",
+                     "peak memory MB": None if s.get("peak_rss_mb") is None else round(s["peak_rss_mb"], 1),
+                     "providers": ", ".join(p.replace("ExecutionProvider", "") for p in s.get("providers", []))})
+    return rows

@@ -1,0 +1,98 @@
+"""Big metric cards and small tables that summarise a model, an artifact or an evaluation."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+
+def human_bytes(n: float | int | None) -> str:
+    """1536 → '1.5 KB' (powers of 1024)."""
+    if n is None:
+        return "–"
+    n = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} GB"
+
+
+def human_count(n: int | None) -> str:
+    if n is None:
+        return "–"
+    for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if n >= div:
+            return f"{n / div:.2f}{unit}"
+    return str(n)
+
+
+def pct(x: float | None, digits: int = 1) -> str:
+    return "–" if x is None else f"{100 * x:.{digits}f}%"
+
+
+def shape_text(shape) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def sqnr_text(o: dict) -> str:
+    """SQNR of one output dict (None = identical outputs)."""
+    return "identical" if o.get("sqnr_db") is None else f"{o['sqnr_db']:.1f} dB"
+
+
+def metric_row(items: list[tuple]) -> None:
+    """One row of bordered metric cards: (label, value, delta, help[, delta_color]); delta_color "inverse"
+    makes a decrease green (sizes, latency), "off" makes it grey."""
+    cols = st.columns(len(items))
+    for col, item in zip(cols, items):
+        label, value, delta, help_ = item[:4]
+        color = item[4] if len(item) > 4 else "normal"
+        col.metric(label, value, delta=delta, help=help_, border=True, delta_color=color)
+
+
+def model_cards(info) -> None:
+    """Size, parameters, opset, node count and I/O count of a ``ModelInfo``."""
+    opset = info.opsets.get("", info.opsets.get("ai.onnx"))
+    extra = ", ".join(f"{d} {v}" for d, v in info.opsets.items() if d not in ("", "ai.onnx"))
+    metric_row([
+        ("Size", human_bytes(info.total_bytes), None,
+         "File size including external data." + (" Has external data." if info.has_external_data else "")),
+        ("Parameters", human_count(info.param_count), None, f"{info.param_count:,} weights in initializers."),
+        ("Opset", str(opset), None, f"ai.onnx opset; other domains: {extra or 'none'}; IR version {info.ir_version}."),
+        ("Nodes", f"{info.node_count:,}", None, f"{len(info.op_counts)} distinct (domain, op type) pairs."),
+        ("Inputs / outputs", f"{len(info.inputs)} / {len(info.outputs)}", None, None),
+    ])
+
+
+def io_rows(info) -> list[dict]:
+    """Rows for a table of the model's inputs and outputs."""
+    rows = []
+    for kind, items in (("input", info.inputs), ("output", info.outputs)):
+        for t in items:
+            rows.append({"": kind, "name": t.name, "dtype": t.dtype, "shape": shape_text(t.shape)})
+    return rows
+
+
+def eval_cards(ev: dict, ref_name: str, cand_name: str) -> None:
+    """Accuracy cards: top-1 of both, agreement, and the worst output's SQNR."""
+    items = []
+    if ev.get("top1_accuracy_ref") is not None:
+        a, b = ev["top1_accuracy_ref"], ev.get("top1_accuracy_cand")
+        items.append((f"Top-1 {ref_name}", pct(a), None, "Accuracy against the labels."))
+        items.append((f"Top-1 {cand_name}", pct(b), None if b is None else f"{100 * (b - a):+.1f} pts",
+                      "Accuracy against the labels; delta vs the reference."))
+    if ev.get("top1_agreement") is not None:
+        items.append(("Top-1 agreement", pct(ev["top1_agreement"]), None,
+                      "How often the candidate's top class equals the reference's."))
+    outs = ev.get("outputs") or []
+    if outs:
+        worst = min(outs, key=lambda o: float("inf") if o.get("sqnr_db") is None else o["sqnr_db"])
+        items.append(("SQNR (worst output)", sqnr_text(worst), None,
+                      "Signal-to-quantization-noise ratio: higher is closer to the reference; >30 dB is usually fine."))
+    items.append(("Samples", str(ev.get("n_samples", "–")), None, None))
+    metric_row(items)
+
+
+def random_data_warning(where: str = "These results") -> None:
+    """The visible warning every result made with random inputs carries."""
+    st.warning(f"{where} used RANDOM input data: accuracy and ranges say nothing about real inputs.",
+               icon=":material/warning:")

@@ -1,0 +1,71 @@
+"""Cached comparisons of two variants (graph diff, model info, evaluation) for the Compare and History pages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import actions, state
+
+
+def _key(*parts) -> tuple:
+    return tuple(str(p) for p in parts)
+
+
+def model_info(path: Path):
+    """``inspect_model`` of ``path``, cached per session."""
+    from ..model import inspect_model
+
+    c = state.cache()
+    k = _key("info", path)
+    if k not in c:
+        c[k] = inspect_model(path)
+    return c[k]
+
+
+def graph_diff(ref: Path, cand: Path):
+    """``diff.graph_diff`` of two files, cached per session."""
+    from ..diff import graph_diff as _diff
+
+    c = state.cache()
+    k = _key("diff", ref, cand)
+    if k not in c:
+        c[k] = _diff(ref, cand)
+    return c[k]
+
+
+def graph_view(ref: Path, cand: Path, focus: str | None):
+    from ..diff import graph_view as _view
+
+    c = state.cache()
+    k = _key("view", ref, cand, focus or "")
+    if k not in c:
+        c[k] = _view(ref, cand, focus=focus or None)
+    return c[k]
+
+
+def stored_evaluation(ref: "actions.Variant", cand: "actions.Variant") -> dict | None:
+    """The evaluation saved with the candidate's run when it was made from the reference model."""
+    a = cand.artifact
+    if a is not None and a.get("evaluation"):
+        try:
+            same = Path(a["source_path"]).resolve() == Path(ref.path).resolve()
+        except OSError:
+            same = False
+        if same:
+            return a["evaluation"]
+    return state.cache().get(_key("eval", ref.path, cand.path))
+
+
+def evaluate_pair(ref: "actions.Variant", cand: "actions.Variant") -> dict:
+    """Evaluate the candidate against the reference on the chosen evaluation samples; cached."""
+    from ..evaluate import evaluate
+
+    ds = actions.evaluation_subset(state.eval_dataset())
+    if ds is None:
+        from ..errors import DataError
+
+        raise DataError("No evaluation data: choose data on the Data page (or allow random data there).")
+    pp = state.preprocess() if getattr(ds, "kind", "") == "images" else None
+    report = evaluate(ref.path, cand.path, ds, pp).to_dict()
+    state.cache()[_key("eval", ref.path, cand.path)] = report
+    return report

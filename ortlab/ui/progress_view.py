@@ -1,0 +1,91 @@
+"""Draw a background job's progress by stage, poll it from a fragment, and hand its result to the page."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from . import actions, state
+from .guard import engine_errors, error_message, show_message
+from .jobs import CANCELLED, DONE, FAILED, Job
+
+STAGE_TITLES = {
+    "queued": "Waiting for the benchmark slot", "validate": "Check recipe, model and data",
+    "preprocess": "Pre-process (shape inference, BatchNorm folding)", "calibrate": "Calibrate",
+    "quantize": "Quantize", "convert": "Convert to fp16", "optimize": "Graph optimization",
+    "verify": "Verify against the original", "bench": "Benchmark", "memory": "Peak memory",
+}
+
+
+def draw_stages(job: Job) -> None:
+    """One progress bar per stage seen so far (n/N where the stage counts units)."""
+    for stage in job.stages:
+        ev = job.progress[stage]
+        title = STAGE_TITLES.get(stage, stage)
+        if ev.total:
+            frac = ev.fraction or 0.0
+            count = f" {ev.done}/{ev.total}" if ev.total > 1 else ""
+            mark = ":material/check_circle: " if frac >= 1.0 else ":material/hourglass_top: "
+            st.progress(frac, text=f"{mark}{title}{count} — {ev.message}" if ev.message else f"{mark}{title}{count}")
+        else:
+            st.progress(0.0, text=f":material/hourglass_top: {title} — {ev.message}" if ev.message else f":material/hourglass_top: {title}")
+
+
+def recipe_running() -> bool:
+    job = state.job("recipe")
+    return job is not None and not job.done
+
+
+def demo_button() -> None:
+    """The one primary button that runs the demo recipe on the current model and lands on Compare."""
+    if st.button(actions.DEMO_LABEL, key="demo_run", type="primary",
+                 disabled=recipe_running() or state.model_path() is None,
+                 help="Quantize the current model to int8 (static, QDQ, calibrated on its data), apply graph "
+                      "optimization, verify it against the original and open Compare."):
+        with engine_errors("Starting the demo"):
+            actions.start_recipe_job(actions.DEMO_RECIPE, land_on_compare=True)
+
+
+def recipe_job_panel(where: str) -> None:
+    """Progress of this session's recipe run (polled every 0.5 s), then its outcome; after a demo run it
+    lands on Compare. ``where`` keeps widget keys unique per page."""
+    job = state.job("recipe")
+    if job is None:
+        return
+    if not job.done:
+        @st.fragment(run_every=0.5)
+        def poll() -> None:
+            job.drain()
+            with st.container(border=True):
+                st.markdown(f"**Running {job.meta['recipe'].label()} on {job.meta.get('model', '')}** "
+                            f"· {job.elapsed:.0f} s")
+                draw_stages(job)
+                if st.button(":material/cancel: Cancel", key=f"{where}.cancel_recipe", disabled=job.cancel.cancelled):
+                    job.cancel.cancel()
+                    st.toast("Cancelling after the current step…")
+            if job.done:
+                st.rerun()
+
+        poll()
+        return
+    job.drain()
+    if job.state == DONE:
+        first_time = not job.handled
+        a = actions.finish_recipe_job(job)
+        if first_time and job.meta.get("land_on_compare"):
+            state.flash(f"Finished {job.meta['recipe'].label()} in {job.elapsed:.1f} s.")
+            st.switch_page("pages/compare.py")
+        if a is not None:
+            st.success(f"Finished {job.meta['recipe'].label()} in {job.elapsed:.1f} s — see Compare and History.")
+    elif job.state in (FAILED, CANCELLED):
+        level, text = error_message("Running the recipe", job.error)
+        show_message(level, text)
+        if st.button("Dismiss", key=f"{where}.dismiss_recipe"):
+            state.set_job("recipe", None)
+            st.rerun()
+
+
+def show_flash() -> None:
+    """Show (once) a message stored by a previous page."""
+    msg = state.flash()
+    if msg:
+        show_message(*msg)

@@ -1,0 +1,269 @@
+"""One self-contained HTML report of a run: recipe, hashes, sizes, graph diff, accuracy, benchmark.
+
+The file embeds plotly.js once and fetches nothing: it opens offline and can be mailed as is.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from ortlab.config import Recipe, recipe_cli_line
+from ortlab.errors import OrtlabError
+
+_CSS = """
+body { font-family: -apple-system, "Segoe UI", Ubuntu, "DejaVu Sans", sans-serif; margin: 2rem auto;
+       max-width: 1100px; color: #1a1a1a; line-height: 1.45; padding: 0 1rem; }
+h1 { margin-bottom: .2rem; } h2 { border-bottom: 2px solid #0b5cad; padding-bottom: .2rem; margin-top: 2rem; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .92rem; }
+th, td { border: 1px solid #ccc; padding: .25rem .6rem; text-align: left; vertical-align: top; }
+th { background: #eef3f9; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.neg { color: #b00020; } td.pos { color: #1b7f2a; }
+code, pre { font-family: "DejaVu Sans Mono", Consolas, monospace; font-size: .88rem; }
+pre { background: #f5f5f5; padding: .7rem; overflow-x: auto; border: 1px solid #ddd; white-space: pre-wrap; }
+td code { word-break: break-all; }
+.alert { background: #b00020; color: white; padding: .8rem 1rem; font-weight: bold; font-size: 1.1rem;
+         border-radius: 4px; margin: 1rem 0; }
+.warn { background: #fff4d6; border-left: 5px solid #f0a000; padding: .4rem .8rem; margin: .3rem 0; }
+.muted { color: #666; }
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _pre(text: str) -> str:
+    return f"<pre>{html.escape(text, quote=False)}</pre>"
+
+
+def _bytes(n: Any) -> str:
+    if not isinstance(n, (int, float)):
+        return "–"
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit} ({int(n):,} bytes)"
+    return f"{int(n):,} bytes"
+
+
+def _pct(x: Any) -> str:
+    return f"{100 * x:.2f}%" if isinstance(x, (int, float)) else "–"
+
+
+def _num(x: Any, digits: int = 4) -> str:
+    if isinstance(x, bool) or x is None:
+        return "–" if x is None else str(x)
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, float):
+        if x != x or x in (float("inf"), float("-inf")):
+            return str(x)
+        return f"{x:.{digits}g}" if abs(x) < 1e-3 and x != 0 else f"{x:.{digits}f}"
+    return _e(x)
+
+
+def _table(headers: Iterable[str], rows: Iterable[Iterable[Any]], numeric: set[int] = frozenset()) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        cells = []
+        for i, v in enumerate(row):
+            cls = ' class="num"' if i in numeric else ""
+            cells.append(f"<td{cls}>{v}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _recipe(artifact: dict) -> Recipe | None:
+    r = artifact.get("recipe")
+    if isinstance(r, Recipe):
+        return r
+    if isinstance(r, dict):
+        try:
+            return Recipe.from_dict(r)
+        except OrtlabError:
+            return None
+    return None
+
+
+def _figures(diff: dict, bench: list[dict] | None) -> list[go.Figure]:
+    figs = []
+    deltas = [d for d in diff.get("op_deltas", []) if d.get("delta")]
+    if deltas:
+        deltas = sorted(deltas, key=lambda d: d["delta"])
+        figs.append(go.Figure(
+            go.Bar(x=[d["delta"] for d in deltas], y=[d["key"] for d in deltas], orientation="h",
+                   marker_color=["#d62728" if d["delta"] < 0 else "#2ca02c" for d in deltas]),
+            layout={"title": "Op-count change (after − before)", "height": max(260, 24 * len(deltas) + 100),
+                    "margin": {"l": 220, "r": 20, "t": 50, "b": 40}},
+        ))
+    if bench:
+        fig = go.Figure(layout={"title": "Latency by variant (ms)", "barmode": "group", "height": 380})
+        for stat in ("p50", "p90", "p99"):
+            fig.add_bar(name=stat, x=[f"{b.get('variant', '')} · bs {b.get('batch_size', 1)}" for b in bench],
+                        y=[b.get(stat) for b in bench])
+        figs.append(fig)
+    return figs
+
+
+def _figure_html(figs: list[go.Figure]) -> str:
+    out = []
+    for i, fig in enumerate(figs):
+        fig.update_layout(template="plotly_white", font={"size": 13})
+        out.append(pio.to_html(fig, include_plotlyjs=(i == 0), full_html=False,
+                               config={"displaylogo": False, "responsive": True}))
+    return "\n".join(out)
+
+
+def html_report(artifact: dict, ref_info: dict, cand_info: dict, diff: dict, evaluation: dict | None,
+                bench: list[dict] | None, *, title: str | None = None) -> str:
+    """A self-contained HTML report (plotly.js inlined once, no external links) of one run.
+
+    ``artifact`` is ``Artifact.to_dict()``, ``ref_info``/``cand_info`` are ``ModelInfo.to_dict()``,
+    ``diff`` is ``GraphDiff.to_dict()``, ``evaluation`` is ``EvalReport.to_dict()`` and ``bench`` a list
+    of ``LatencySummary.to_dict()``.
+    """
+    recipe = _recipe(artifact)
+    random_data = bool(artifact.get("random_data") or (evaluation or {}).get("random_data"))
+    title = title or f"ortlab report — {recipe.label() if recipe else 'run'}"
+    parts: list[str] = [f"<h1>{_e(title)}</h1>"]
+    when = artifact.get("created_at") or datetime.now(timezone.utc).isoformat(timespec="seconds")
+    run = f"run #{_e(artifact['run_id'])} · " if artifact.get("run_id") is not None else ""
+    parts.append(f'<p class="muted">{run}{_e(when)}</p>')
+    if random_data:
+        parts.append('<div class="alert">⚠ RANDOM DATA: calibration and/or evaluation used random inputs. '
+                     "Accuracy and agreement numbers are meaningless; quantization ranges may be poor.</div>")
+
+    # -- models
+    parts.append("<h2>Models</h2>")
+    ref_sha = ref_info.get("sha256") or artifact.get("source_sha256", "")
+    cand_sha = cand_info.get("sha256") or artifact.get("sha256", "")
+    rows = [
+        ("Path", _e(ref_info.get("path") or artifact.get("source_path", "")),
+         _e(cand_info.get("path") or artifact.get("model_path", ""))),
+        ("sha256", f"<code>{_e(ref_sha)}</code>", f"<code>{_e(cand_sha)}</code>"),
+        ("Size (incl. external data)", _bytes(ref_info.get("total_bytes", artifact.get("source_size_bytes"))),
+         _bytes(cand_info.get("total_bytes", artifact.get("size_bytes")))),
+        ("Nodes", _num(ref_info.get("node_count")), _num(cand_info.get("node_count"))),
+        ("Parameters", _num(ref_info.get("param_count")), _num(cand_info.get("param_count"))),
+        ("Opsets", _e(_opsets(ref_info)), _e(_opsets(cand_info))),
+    ]
+    parts.append(_table(["", "Reference", "Candidate"], rows))
+    src, dst = ref_info.get("total_bytes") or artifact.get("source_size_bytes"), \
+        cand_info.get("total_bytes") or artifact.get("size_bytes")
+    if isinstance(src, (int, float)) and isinstance(dst, (int, float)) and src:
+        parts.append(f"<p>Size ratio: <b>{dst / src:.3f}×</b>; change: {_bytes(dst - src)}</p>")
+
+    # -- recipe
+    parts.append("<h2>Recipe</h2>")
+    if recipe is not None:
+        parts.append("<p>Reproduce with the CLI:</p>" + _pre(recipe_cli_line(recipe)))
+        parts.append(_pre(recipe.to_json()))
+    else:
+        parts.append(_pre(json.dumps(artifact.get("recipe"), indent=2, default=str)))
+    timings = artifact.get("timings") or {}
+    if timings:
+        parts.append(_table(["Stage", "Seconds"], [(_e(k), _num(float(v), 3)) for k, v in timings.items()], {1}))
+
+    # -- providers
+    parts.append("<h2>Execution providers that ran</h2>")
+    prov_rows = [("Build / optimize", _e(", ".join(artifact.get("providers") or []) or "–"))]
+    if evaluation:
+        prov_rows += [("Evaluation — reference", _e(", ".join(evaluation.get("providers_ref") or []) or "–")),
+                      ("Evaluation — candidate", _e(", ".join(evaluation.get("providers_cand") or []) or "–"))]
+    for b in bench or []:
+        prov_rows.append((f"Benchmark — {_e(b.get('variant', ''))} (bs {_e(b.get('batch_size', 1))})",
+                          _e(", ".join(b.get("providers") or []) or "–")))
+    parts.append(_table(["Where", "Providers"], prov_rows))
+
+    # -- warnings
+    warnings = list(artifact.get("warnings") or []) + list(ref_info.get("warnings") or []) + \
+        [w for w in cand_info.get("warnings") or [] if w not in (ref_info.get("warnings") or [])]
+    parts.append("<h2>Warnings</h2>")
+    parts.append("".join(f'<div class="warn">{_e(w)}</div>' for w in warnings) or "<p>None.</p>")
+
+    # -- graph diff
+    parts.append("<h2>Graph changes</h2>")
+    fusions = diff.get("fusions") or []
+    parts.append("<h3>Fusions</h3>" + ("<ul>" + "".join(f"<li>{_e(f)}</li>" for f in fusions) + "</ul>"
+                                       if fusions else "<p>No fusions detected.</p>"))
+    parts.append(f"<p>{len(diff.get('removed') or [])} nodes removed, {len(diff.get('added') or [])} added, "
+                 f"{len(diff.get('changed') or [])} changed, {_num(diff.get('unchanged_count', 0))} unchanged.</p>")
+    deltas = diff.get("op_deltas") or []
+    if deltas:
+        rows = []
+        for d in sorted(deltas, key=lambda d: (d.get("delta", 0) == 0, d.get("key", ""))):
+            delta = d.get("delta", 0)
+            cls = "neg" if delta < 0 else "pos" if delta > 0 else ""
+            rows.append((f"<code>{_e(d.get('key'))}</code>", _e(d.get("domain") or "ai.onnx"), _num(d.get("before")),
+                         _num(d.get("after")), f'<span class="{cls}">{delta:+d}</span>'))
+        parts.append("<h3>Op counts</h3>" + _table(["Op", "Domain", "Before", "After", "Δ"], rows, {2, 3, 4}))
+    ib, ia = diff.get("initializer_bytes_before") or {}, diff.get("initializer_bytes_after") or {}
+    if ib or ia:
+        rows = [(_e(k), _bytes(ib.get(k, 0)), _bytes(ia.get(k, 0))) for k in sorted(set(ib) | set(ia))]
+        parts.append("<h3>Weights by type</h3>" + _table(["dtype", "Before", "After"], rows, {1, 2}))
+
+    # -- accuracy
+    parts.append("<h2>Accuracy and output error</h2>")
+    if evaluation:
+        parts.append(_accuracy(evaluation))
+    else:
+        parts.append("<p>Not evaluated.</p>")
+
+    # -- benchmark
+    if bench:
+        parts.append("<h2>Benchmark (ms)</h2>")
+        rows = [(_e(b.get("variant", "")), _num(b.get("batch_size")), _num(b.get("n")), _num(b.get("p50"), 3),
+                 _num(b.get("p90"), 3), _num(b.get("p99"), 3), _num(b.get("mean"), 3), _num(b.get("std"), 3),
+                 _num(b.get("throughput_per_s"), 1), _num(b.get("peak_rss_mb"), 1)) for b in bench]
+        parts.append(_table(["Variant", "Batch", "Runs", "p50", "p90", "p99", "Mean", "Std", "Throughput /s",
+                             "Peak RSS MB"], rows, set(range(1, 10))))
+
+    figs = _figures(diff, bench)
+    if figs:
+        parts.append("<h2>Charts</h2>" + _figure_html(figs))
+
+    body = "\n".join(parts)
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>\n{body}\n"
+            f'<p class="muted">Generated by ortlab. This file is self-contained.</p></body></html>\n')
+
+
+def _opsets(info: dict) -> str:
+    opsets = info.get("opsets") or {}
+    return ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(opsets.items())) or "–"
+
+
+def _accuracy(ev: dict) -> str:
+    parts = []
+    if ev.get("random_data"):
+        parts.append('<div class="alert">Evaluated on RANDOM inputs: these numbers say nothing about real '
+                     "accuracy.</div>")
+    rows = [("Samples", _num(ev.get("n_samples")), "")]
+    for label, ref, cand in (("Top-1 accuracy", "top1_accuracy_ref", "top1_accuracy_cand"),
+                             ("Top-5 accuracy", "top5_accuracy_ref", "top5_accuracy_cand")):
+        if ev.get(ref) is not None or ev.get(cand) is not None:
+            rows.append((label, _pct(ev.get(ref)), _pct(ev.get(cand))))
+    if ev.get("top1_agreement") is not None:
+        rows.append(("Top-1 agreement with reference", "", _pct(ev.get("top1_agreement"))))
+    if ev.get("top5_containment") is not None:
+        rows.append(("Top-5 containment", "", _pct(ev.get("top5_containment"))))
+    parts.append(_table(["", "Reference", "Candidate"], rows, {1, 2}))
+    outputs = ev.get("outputs") or []
+    if outputs:
+        rows = [(_e(o.get("name")), _num(o.get("max_abs")), _num(o.get("mean_abs")), _num(o.get("cosine"), 6),
+                 _num(o.get("sqnr_db"), 2)) for o in outputs]
+        parts.append("<h3>Output error (candidate vs reference)</h3>" +
+                     _table(["Output", "Max |Δ|", "Mean |Δ|", "Cosine", "SQNR dB"], rows, {1, 2, 3, 4}))
+    per_class = ev.get("per_class") or []
+    if per_class:
+        rows = [(_e(c.get("class")), _num(c.get("n")), _pct(c.get("ref_acc")), _pct(c.get("cand_acc")))
+                for c in per_class]
+        parts.append("<h3>Per class</h3>" + _table(["Class", "n", "Reference", "Candidate"], rows, {1, 2, 3}))
+    return "".join(parts)

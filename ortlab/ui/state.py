@@ -1,0 +1,221 @@
+"""Typed access to the per-browser-session state that follows the user between pages.
+
+Every page reads and writes ``st.session_state`` only through these functions, so the keys live in one place.
+Artifacts are kept as plain dicts (``Artifact.to_dict()`` or a History row) so runs loaded from the History DB
+and runs made in this session look the same.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from ..config import PreprocessConfig, Recipe
+
+_P = "ortlab."
+ORIGINAL = "original"
+
+
+def _get(name: str, default: Any = None) -> Any:
+    return st.session_state.get(_P + name, default)
+
+
+def _set(name: str, value: Any) -> None:
+    st.session_state[_P + name] = value
+
+
+def _pop(name: str) -> None:
+    st.session_state.pop(_P + name, None)
+
+
+def initialized() -> bool:
+    """Whether the first-open defaults were applied in this session."""
+    return bool(_get("initialized"))
+
+
+def set_initialized() -> None:
+    _set("initialized", True)
+
+
+# -- model --------------------------------------------------------------------------------------------
+def model_path() -> Path | None:
+    """The .onnx file of the current model, or None before anything is selected."""
+    p = _get("model_path")
+    return Path(p) if p else None
+
+
+def model_info():
+    """The ``ModelInfo`` of the current model (or None)."""
+    return _get("model_info")
+
+
+def sample_name() -> str | None:
+    """Name of the bundled sample in use, None for an uploaded model."""
+    return _get("sample_name")
+
+
+def model_label() -> str:
+    """A short name for the current model, for headers and the sidebar."""
+    return _get("model_label") or (model_path().name if model_path() else "no model")
+
+
+def set_model(path: Path, info, *, sample: str | None, label: str) -> None:
+    """Make ``path`` the current model; artifacts of other models stay listed, the compare pair resets."""
+    _set("model_path", str(path))
+    _set("model_info", info)
+    _set("sample_name", sample)
+    _set("model_label", label)
+    _pop("compare_pair")
+    _pop("cache")
+
+
+# -- data ---------------------------------------------------------------------------------------------
+def dataset():
+    """The ``Dataset`` used for calibration and evaluation (or None)."""
+    return _get("dataset")
+
+
+def dataset_label() -> str:
+    return _get("dataset_label", "no data")
+
+
+def eval_dataset():
+    """The ``Dataset`` used to verify and compare (defaults to the calibration dataset)."""
+    return _get("eval_dataset") or dataset()
+
+
+def set_dataset(ds, label: str, eval_ds=None) -> None:
+    _set("dataset", ds)
+    _set("eval_dataset", eval_ds)
+    _set("dataset_label", label)
+
+
+def preprocess() -> PreprocessConfig | None:
+    return _get("preprocess")
+
+
+def set_preprocess(cfg: PreprocessConfig) -> None:
+    _set("preprocess", cfg)
+
+
+def data_settings() -> dict:
+    """Sample count, stratification and seed chosen on the Data page."""
+    return _get("data_settings", {"n": 0, "stratify": True, "seed": 0})
+
+
+def set_data_settings(n: int, stratify: bool, seed: int) -> None:
+    _set("data_settings", {"n": int(n), "stratify": bool(stratify), "seed": int(seed)})
+
+
+# -- recipe -------------------------------------------------------------------------------------------
+def recipe() -> Recipe:
+    """The recipe last shown on the Recipe page (defaults to ``Recipe()``)."""
+    return _get("recipe") or Recipe()
+
+
+def set_recipe(r: Recipe) -> None:
+    _set("recipe", r)
+
+
+# -- artifacts ----------------------------------------------------------------------------------------
+def artifacts() -> list[dict]:
+    """Artifacts (as dicts) made or loaded in this session, oldest first."""
+    return list(_get("artifacts", []))
+
+
+def add_artifact(a: dict) -> None:
+    """Append an artifact dict; one already listed (same run id or sha256 and path) is replaced."""
+    items = [x for x in artifacts() if not _same_artifact(x, a)]
+    items.append(a)
+    _set("artifacts", items)
+
+
+def _same_artifact(x: dict, y: dict) -> bool:
+    if x.get("run_id") is not None and x.get("run_id") == y.get("run_id"):
+        return True
+    return x.get("model_path") == y.get("model_path")
+
+
+def compare_pair() -> tuple[str, str] | None:
+    """The (reference, candidate) variant ids chosen on Compare."""
+    pair = _get("compare_pair")
+    return tuple(pair) if pair else None
+
+
+def set_compare_pair(ref: str, cand: str) -> None:
+    _set("compare_pair", (ref, cand))
+
+
+# -- benchmark ----------------------------------------------------------------------------------------
+def last_benchmark() -> dict | None:
+    """{"samples": [...], "summaries": [...], "config": {...}} of the last finished benchmark."""
+    return _get("last_benchmark")
+
+
+def set_last_benchmark(result: dict | None) -> None:
+    _set("last_benchmark", result)
+
+
+# -- jobs and caches ----------------------------------------------------------------------------------
+def job(kind: str):
+    """The background job of ``kind`` ("recipe" or "bench") started in this session, or None."""
+    return _get("job." + kind)
+
+
+def set_job(kind: str, j) -> None:
+    if j is None:
+        _pop("job." + kind)
+    else:
+        _set("job." + kind, j)
+
+
+def cache() -> dict:
+    """A per-session dict for results that are costly to recompute (diffs, evaluations)."""
+    c = _get("cache")
+    if c is None:
+        c = {}
+        _set("cache", c)
+    return c
+
+
+def flash(message: str | None = None, level: str = "success") -> tuple[str, str] | None:
+    """Store a one-shot message for the next page (with a message) or pop it (without)."""
+    if message is not None:
+        _set("flash", (level, message))
+        return None
+    out = _get("flash")
+    _pop("flash")
+    return out
+
+
+# -- widget defaults ----------------------------------------------------------------------------------
+def ensure_widget(key: str, value: Any) -> None:
+    """Give widget ``key`` a value before it is drawn, unless it already has one (no value= needed then)."""
+    if key not in st.session_state:
+        st.session_state[key] = value
+
+
+def set_widget(key: str, value: Any) -> None:
+    """Set widget ``key`` before it is drawn in this run (e.g. clear a selection)."""
+    st.session_state[key] = value
+
+
+def widget(key: str, default: Any = None) -> Any:
+    return st.session_state.get(key, default)
+
+
+def ui(name: str, default: Any = None) -> Any:
+    """Small page-local UI memory (e.g. which upload was already imported)."""
+    return _get("ui." + name, default)
+
+
+def set_ui(name: str, value: Any) -> None:
+    _set("ui." + name, value)
+
+
+def clear_widgets(prefix: str) -> None:
+    """Forget the values of every widget whose key starts with ``prefix`` (they redraw from defaults)."""
+    for k in [k for k in st.session_state if isinstance(k, str) and k.startswith(prefix)]:
+        del st.session_state[k]

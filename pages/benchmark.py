@@ -1,0 +1,108 @@
+"""Benchmark: latency of several variants side by side, drawn while it runs; one benchmark at a time."""
+
+import streamlit as st
+
+from ortlab.config import BenchConfig
+from ortlab.ui import actions, charts, jobs, state
+from ortlab.ui.bench_job import collect, final_table, running_stats, start_benchmark
+from ortlab.ui.forms import dataclass_form
+from ortlab.ui.guard import engine_errors, error_message, show_message
+from ortlab.ui.progress_view import draw_stages, show_flash
+from ortlab.ui.router import require_router, stop_page
+
+require_router()
+st.title(":material/speed: Benchmark")
+show_flash()
+variants = actions.variants()
+if not variants:
+    st.info("Choose a model on the Model page first.")
+    stop_page()
+ids = [v.id for v in variants]
+by_id = {v.id: v for v in variants}
+colors = charts.variant_colors(ids)
+names = {v.id: v.name for v in variants}
+
+job = state.job("bench")
+running = job is not None and not job.done
+state.ensure_widget("bench.variants", ids[:1] + ([ids[-1]] if len(ids) > 1 else []))
+chosen = st.multiselect("Variants (the first is the baseline for speedups)", ids, key="bench.variants",
+                        format_func=names.get, disabled=running)
+MAIN = ["batch_sizes", "runs", "duration_s", "warmup", "intra_op_threads", "inter_op_threads"]
+default = BenchConfig(runs=50, warmup=5)
+with st.container(border=True):
+    cfg = dataclass_form(BenchConfig, default, "bench", only=MAIN, columns=3, disabled=running)
+    with st.expander("More settings"):
+        cfg = dataclass_form(BenchConfig, cfg, "bench", exclude=tuple(MAIN), columns=3, disabled=running)
+    memory = st.toggle("Measure peak memory (a separate process per variant and batch size)", value=True,
+                       key="bench.memory", disabled=running)
+problems = []
+if not chosen:
+    problems.append("Pick at least one variant.")
+if not cfg.batch_sizes or any(b < 1 for b in cfg.batch_sizes):
+    problems.append("Batch sizes must be whole numbers ≥ 1, e.g. 1, 8.")
+for p in problems:
+    st.error(p)
+ahead = jobs.busy()
+if ahead and not running:
+    st.info(f"Queued behind {ahead} benchmark{'s' if ahead != 1 else ''} from another session: yours starts when "
+            "it finishes.")
+if st.button("▶ Run benchmark", key="bench.run", type="primary", disabled=bool(problems) or running):
+    with engine_errors("Starting the benchmark"):
+        job = start_benchmark([by_id[i] for i in chosen], cfg, memory)
+        running = not job.done
+
+
+def draw_live(job) -> None:
+    series = collect(job)
+    if job.state == jobs.QUEUED and "queued" in job.progress:
+        st.info(job.progress["queued"].message)
+    draw_stages(job)
+    st.plotly_chart(charts.latency_lines(series, {f"{vid}@{bs}": f"{names.get(vid, vid)} · batch {bs}"
+                                                  for sid in series for vid, _, bs in [sid.partition('@')]},
+                                         colors), key="bench_live", width="stretch")
+    rows = running_stats(series, names)
+    if rows:
+        st.dataframe(rows, hide_index=True, width="stretch")
+
+
+if job is not None and not job.done:
+    @st.fragment(run_every=0.5)
+    def poll() -> None:
+        draw_live(job)
+        if st.button(":material/cancel: Cancel benchmark", key="bench.cancel"):
+            job.cancel.cancel()
+        if job.done:
+            st.rerun()
+
+    poll()
+elif job is not None:
+    draw_live(job)
+    if job.state == jobs.DONE:
+        if not job.handled:
+            job.handled = True
+            result = {"summaries": job.result, "config": job.meta["config"].to_dict(),
+                      "variants": job.meta["variants"]}
+            state.set_last_benchmark(result)
+            with engine_errors("Saving the benchmark in the history"):
+                variants_plain = []
+                for vid, name, path in job.meta["variants"]:
+                    a = by_id[vid].artifact if vid in by_id else None
+                    variants_plain.append({"id": vid, "name": name, "path": path,
+                                           "run_id": a.get("run_id") if a else None})
+                actions.history().add_benchmark(variants_plain, job.meta["config"], job.result)
+    else:
+        show_message(*error_message("Benchmarking", job.error))
+
+last = state.last_benchmark()
+if last and (job is None or job.done):
+    st.subheader("Results")
+    lnames = {vid: name for vid, name, _ in last["variants"]}
+    rows = final_table(last["summaries"], lnames)
+    st.dataframe(rows, hide_index=True, width="stretch")
+    c1, c2 = st.columns(2)
+    c1.plotly_chart(charts.bar([f"{r['variant']} · b{r['batch']}" for r in rows], [r["p50 ms"] for r in rows],
+                               [colors.get(s["variant"], charts.PALETTE[0]) for s in last["summaries"]],
+                               "p50 latency (ms)"), key="bench_p50", width="stretch")
+    c2.plotly_chart(charts.bar([f"{r['variant']} · b{r['batch']}" for r in rows], [r["throughput /s"] for r in rows],
+                               [colors.get(s["variant"], charts.PALETTE[0]) for s in last["summaries"]],
+                               "Throughput (samples/s)", "{:.0f}"), key="bench_tp", width="stretch")

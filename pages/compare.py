@@ -1,0 +1,149 @@
+"""Compare: two variants side by side — graph diff, Netron, size, accuracy and output error."""
+
+import streamlit as st
+
+from ortlab.ui import actions, cards, charts, compare_data, state
+from ortlab.ui.guard import engine_errors
+from ortlab.ui.progress_view import demo_button, recipe_job_panel, show_flash
+from ortlab.ui.viewers import diff_figure, netron
+from ortlab.ui.router import require_router, stop_page
+
+require_router()
+st.title(":material/compare: Compare")
+show_flash()
+recipe_job_panel("compare")
+
+variants = actions.variants()
+if len(variants) < 2:
+    st.info("Nothing to compare yet: run a recipe (or the demo) first, or load a run from History.")
+    demo_button()
+    stop_page()
+
+ids = [v.id for v in variants]
+by_id = {v.id: v for v in variants}
+colors = charts.variant_colors(ids)
+pair = state.compare_pair() or (ids[0], ids[-1])
+if pair[0] not in by_id or pair[1] not in by_id:
+    pair = (ids[0], ids[-1])
+if state.widget("compare.ref") not in by_id or state.ui("compare_pair_seen") != pair:
+    state.set_widget("compare.ref", pair[0])
+    state.set_widget("compare.cand", pair[1])
+c1, c2 = st.columns(2)
+ref_id = c1.selectbox("Reference", ids, key="compare.ref", format_func=lambda i: by_id[i].name)
+cand_id = c2.selectbox("Candidate", ids, key="compare.cand", format_func=lambda i: by_id[i].name)
+state.set_compare_pair(ref_id, cand_id)
+state.set_ui("compare_pair_seen", (ref_id, cand_id))
+ref, cand = by_id[ref_id], by_id[cand_id]
+if ref_id == cand_id:
+    st.warning("Reference and candidate are the same model; pick two different ones.")
+random_flag = any(v.artifact and v.artifact.get("random_data") for v in (ref, cand))
+if random_flag:
+    cards.random_data_warning("This run")
+if cand.artifact:
+    for w in cand.artifact.get("warnings", [])[:6]:
+        st.caption(f"⚠ {w}")
+
+ref_info = cand_info = diff = None
+with engine_errors("Reading the two models"):
+    ref_info = compare_data.model_info(ref.path)
+    cand_info = compare_data.model_info(cand.path)
+with engine_errors("Computing the graph diff"):
+    diff = compare_data.graph_diff(ref.path, cand.path)
+ev = compare_data.stored_evaluation(ref, cand)
+
+# -- headline -------------------------------------------------------------------------------------------
+if ref_info and cand_info:
+    ratio = cand_info.total_bytes / max(1, ref_info.total_bytes)
+    cards.metric_row([
+        ("Reference size", cards.human_bytes(ref_info.total_bytes), None, ref.name),
+        ("Candidate size", cards.human_bytes(cand_info.total_bytes), f"{100 * (ratio - 1):+.1f}%", cand.name, "inverse"),
+        ("Size ratio", f"{100 * ratio:.1f}%", None, "Candidate size as a share of the reference."),
+        ("Nodes", f"{ref_info.node_count} → {cand_info.node_count}",
+         f"{cand_info.node_count - ref_info.node_count:+d}", None, "off"),
+    ])
+if ev:
+    if ev.get("random_data") and not random_flag:
+        cards.random_data_warning("This evaluation")
+    cards.eval_cards(ev, "reference", "candidate")
+
+tabs = st.tabs(["Graph diff", "Netron", "Size", "Accuracy", "Output error"])
+
+with tabs[0]:
+    if diff is not None:
+        st.markdown("#### What changed")
+        m = st.columns(4)
+        m[0].metric("Removed nodes", len(diff.removed), border=True)
+        m[1].metric("Added nodes", len(diff.added), border=True)
+        m[2].metric("Changed nodes", len(diff.changed), border=True)
+        m[3].metric("Unchanged nodes", diff.unchanged_count, border=True)
+        if diff.fusions:
+            st.markdown("**Fusions and rewrites**\n" + "\n".join(f"- {f}" for f in diff.fusions))
+        else:
+            st.caption("No fusions found.")
+        for n in getattr(diff, "notes", []) or []:
+            st.caption(n)
+        show_all = st.toggle("Show unchanged op types", value=False, key="compare.all_ops")
+        rows = [{"op": d["key"], "domain": d["domain"] or "ai.onnx", "reference": d["before"],
+                 "candidate": d["after"], "Δ": d["delta"]} for d in diff.op_deltas if show_all or d["delta"]]
+        cc = st.columns([2, 3])
+        cc[0].dataframe(rows, hide_index=True, width="stretch")
+        cc[1].plotly_chart(charts.op_counts_grouped(diff.op_deltas, (ref.name, cand.name),
+                                                    (colors[ref_id], colors[cand_id])),
+                           key="compare_ops", width="stretch")
+        st.markdown("#### Diff graph")
+        focus = st.text_input("Focus on a node name or op type (empty = whole graph)", key="compare.focus",
+                              placeholder="e.g. Conv, QLinearConv, com.microsoft::FusedConv, block1/Conv")
+        with engine_errors("Drawing the diff graph"):
+            fig = diff_figure(compare_data.graph_view(ref.path, cand.path, focus.strip() or None))
+            st.plotly_chart(fig, key="compare_graph", width="stretch")
+
+with tabs[1]:
+    if st.toggle("Show both graphs in Netron", value=False, key="compare.netron"):
+        n1, n2 = st.columns(2)
+        with n1:
+            st.markdown(f"**{ref.name}**")
+            netron(ref.path, key="compare_netron_ref", height=700)
+        with n2:
+            st.markdown(f"**{cand.name}**")
+            netron(cand.path, key="compare_netron_cand", height=700)
+
+with tabs[2]:
+    if ref_info and cand_info:
+        sc = st.columns(2)
+        rows = [{"id": v.id, "name": v.name, "mb": i.total_bytes / 2**20} for v, i in ((ref, ref_info), (cand, cand_info))]
+        sc[0].plotly_chart(charts.size_bars(rows, colors), key="compare_size", width="stretch")
+        sc[1].plotly_chart(charts.initializer_bytes_bars({ref_id: ref_info.initializer_bytes,
+                                                          cand_id: cand_info.initializer_bytes},
+                                                         {ref_id: ref.name, cand_id: cand.name}, colors),
+                           key="compare_init", width="stretch")
+
+with tabs[3]:
+    if ev is None:
+        st.info("No evaluation stored for this pair.")
+        if st.button("Evaluate this pair", key="compare.evaluate", type="primary"):
+            with engine_errors("Evaluating the pair"):
+                with st.spinner("Running both models on the evaluation samples…"):
+                    compare_data.evaluate_pair(ref, cand)
+                st.rerun()
+    else:
+        acc = [{"metric": name, "reference": cards.pct(ev.get(r)), "candidate": cards.pct(ev.get(c))}
+               for name, r, c in (("top-1 accuracy", "top1_accuracy_ref", "top1_accuracy_cand"),
+                                  ("top-5 accuracy", "top5_accuracy_ref", "top5_accuracy_cand"))]
+        acc.append({"metric": "top-1 agreement", "reference": "", "candidate": cards.pct(ev.get("top1_agreement"))})
+        acc.append({"metric": "top-5 containment", "reference": "",
+                    "candidate": cards.pct(ev.get("top5_containment"))})
+        st.dataframe(acc, hide_index=True)
+        st.caption(f"{ev.get('n_samples')} samples · reference ran on {', '.join(ev.get('providers_ref', []))}"
+                   f" · candidate on {', '.join(ev.get('providers_cand', []))}")
+        if ev.get("per_class"):
+            st.plotly_chart(charts.per_class_bars(ev["per_class"], (ref.name, cand.name),
+                                                  (colors[ref_id], colors[cand_id])),
+                            key="compare_classes", width="stretch")
+
+with tabs[4]:
+    if ev and ev.get("outputs"):
+        st.dataframe([{"output": o["name"], "max |Δ|": o.get("max_abs"), "mean |Δ|": o.get("mean_abs"),
+                       "cosine": o.get("cosine"), "SQNR": cards.sqnr_text(o)} for o in ev["outputs"]],
+                     hide_index=True, width="stretch")
+    else:
+        st.info("Output errors appear once the pair is evaluated (Accuracy tab).")

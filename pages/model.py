@@ -1,0 +1,75 @@
+"""Model: pick a bundled sample or upload an .onnx/.zip; see its summary, operators and graph."""
+
+import streamlit as st
+
+from ortlab.ui import actions, cards, charts, state
+from ortlab.ui.guard import engine_errors
+from ortlab.ui.progress_view import demo_button, recipe_job_panel, show_flash
+from ortlab.ui.viewers import netron
+from ortlab.ui.router import require_router
+
+require_router()
+st.title(":material/deployed_code: Model")
+show_flash()
+demo_button()
+recipe_job_panel("model")
+
+left, right = st.columns(2)
+
+with right:
+    up = st.file_uploader("…or upload your own model (.onnx, or .zip with external data)", type=["onnx", "zip"],
+                          key="model_upload", help="The file is copied into the workspace; your file is never changed.")
+    if up is not None:
+        done = state.ui("upload")
+        if not done or done[0] != up.file_id:
+            with engine_errors(f"Importing {up.name}", "The previously selected model is still selected.") as out:
+                actions.import_uploaded_model(up.name, up.getvalue())
+                state.set_widget("sample_select", None)
+            state.set_ui("upload", (up.file_id, out.message if out.failed else ""))
+        elif done[1]:
+            st.error(done[1])
+
+with left:
+    with engine_errors("Listing the bundled samples"):
+        from ortlab import samples
+
+        options = {s.name: s for s in samples.list_samples(skip_broken=True)}
+        state.ensure_widget("sample_select", state.sample_name())
+
+        def _picked() -> None:
+            state.set_ui("sample_request", True)
+
+        choice = st.selectbox("Bundled sample", list(options), key="sample_select", on_change=_picked,
+                              format_func=lambda n: f"{options[n].title} ({n})" if options[n].title else n,
+                              placeholder="— an uploaded model is selected —")
+        if state.ui("sample_request") and choice:
+            state.set_ui("sample_request", False)
+            with engine_errors(f"Opening sample {choice}"):
+                actions.select_sample(choice)
+        if choice and choice in options:
+            s = options[choice]
+            st.caption(f"{s.description}  \nLicense: {s.license} · {s.attribution}")
+
+info = state.model_info()
+if info is None:
+    st.info("Pick a sample or upload a model to start.")
+else:
+    st.subheader(f"{state.model_label()}")
+    st.caption(f"Producer {info.producer or '–'} {info.producer_version or ''} · graph “{info.graph_name}” · "
+               f"sha256 {info.sha256[:16]}…")
+    cards.model_cards(info)
+    for w in info.warnings:
+        st.warning(w)
+    c1, c2 = st.columns([2, 3])
+    with c1:
+        st.markdown("#### Inputs and outputs")
+        st.dataframe(cards.io_rows(info), hide_index=True, width="stretch")
+        st.markdown("#### Weights by dtype")
+        st.dataframe([{"dtype": k, "bytes": cards.human_bytes(v)} for k, v in info.initializer_bytes.items()],
+                     hide_index=True, width="stretch")
+    with c2:
+        st.plotly_chart(charts.op_histogram(info.op_counts, "Operators by (domain, op type)"), key="model_ops",
+                        width="stretch")
+    st.markdown("#### Graph")
+    if st.toggle("Show the graph in Netron", value=True, key="model_netron"):
+        netron(state.model_path(), key="model_netron_view", height=640)

@@ -1,0 +1,84 @@
+"""Recipe: precision, target, graph optimization and quantization knobs, checked before anything runs."""
+
+import streamlit as st
+
+from ortlab.config import (OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target, recipe_cli_line,
+                           validate_recipe)
+from ortlab.pipeline import NO_CALIBRATION_DATA
+from ortlab.ui import actions, state
+from ortlab.ui.cards import human_bytes, pct
+from ortlab.ui.forms import dataclass_form
+from ortlab.ui.guard import engine_errors
+from ortlab.ui.progress_view import demo_button, recipe_job_panel, recipe_running, show_flash
+from ortlab.ui.router import require_router, stop_page
+
+require_router()
+st.title(":material/science: Recipe")
+show_flash()
+info = state.model_info()
+if info is None:
+    st.info("Choose a model on the Model page first.")
+    stop_page()
+
+demo_button()
+recipe_job_panel("recipe")
+
+PRESETS = {
+    "int8 static QDQ · cpu (fast CPU path)": actions.DEMO_RECIPE,
+    "int8 dynamic · MatMul/Gemm only": Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.DYNAMIC)),
+    "fp16 · gpu": Recipe(precision=Precision.FP16, target=Target.GPU),
+    "fp32 · graph optimization only": Recipe(opt_level=OptLevel.EXTENDED),
+}
+c1, c2 = st.columns([3, 1])
+preset = c1.selectbox("Start from a preset", list(PRESETS), index=None, key="recipe_preset",
+                      placeholder="Keep the settings below")
+if c2.button("Load preset", key="recipe_load_preset", disabled=preset is None):
+    state.set_recipe(PRESETS[preset])
+    state.clear_widgets("recipe.")
+
+model_ops = sorted({op for (_, op) in info.op_counts})
+with st.container(border=True):
+    recipe = dataclass_form(
+        Recipe, state.recipe(), "recipe", columns=3,
+        options={"quant.op_types": model_ops, "quant.op_types_to_exclude": model_ops},
+        extra_when={"quant": {"precision": ["int8"]}}, nested_titles={"quant": "Quantization"},
+    )
+state.set_recipe(recipe)
+
+with engine_errors("Checking the recipe"):
+    from ortlab import providers
+
+    findings = validate_recipe(recipe, providers.working_providers())
+is_static = recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.STATIC
+ds = state.dataset()
+errors = [f for f in findings if f.level == "error"]
+if is_static and ds is None and not recipe.allow_random_data:
+    st.error(NO_CALIBRATION_DATA)
+    errors.append(None)
+for f in findings:
+    {"error": st.error, "warning": st.warning}.get(f.level, st.info)(f"**{f.field}** — {f.message}")
+if ds is not None and getattr(ds, "is_random", False):
+    st.warning("The selected data set is RANDOM: calibration ranges and accuracy will be meaningless.")
+if not findings and not errors:
+    st.success("This recipe is valid here.")
+
+st.markdown(f"**Data:** {state.dataset_label()}")
+c1, c2 = st.columns([1, 3])
+if c1.button("▶ Run recipe", key="recipe.run", type="primary", disabled=bool(errors) or recipe_running(),
+             help="Fix the errors above first." if errors else "Runs in the background; you can keep browsing."):
+    with engine_errors("Starting the run"):
+        actions.start_recipe_job(recipe)
+        st.rerun()
+c2.code(recipe_cli_line(recipe, str(state.model_path())), language="bash")
+
+arts = state.artifacts()
+if arts:
+    st.subheader("Runs in this session")
+    rows = []
+    for a in reversed(arts):
+        ev = a.get("evaluation") or {}
+        rows.append({"run": a.get("run_id"), "recipe": actions.recipe_label(a), "size": human_bytes(a["size_bytes"]),
+                     "vs original": f"{a['size_bytes'] / max(1, a['source_size_bytes']):.0%}",
+                     "top-1": pct(ev.get("top1_accuracy_cand")), "agreement": pct(ev.get("top1_agreement")),
+                     "seconds": round(sum(a.get("timings", {}).values()), 2), "created": a.get("created_at", "")})
+    st.dataframe(rows, hide_index=True, width="stretch")

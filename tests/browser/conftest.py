@@ -1,0 +1,147 @@
+"""A real browser (Debian chromium driven by Playwright) against ``streamlit run app.py``.
+
+Skipped when chromium or playwright is missing, except under CI (env ``CI`` set), where that is a failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("ORTLAB_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-default-apps",
+                 "--disable-domain-reliability", "--no-pings", "--metrics-recording-only"]
+VIEWPORT = {"width": 1600, "height": 2200}
+
+
+def browser_missing() -> str | None:
+    """Why the browser test cannot run here, or None."""
+    if importlib.util.find_spec("playwright") is None:
+        return "playwright is not installed (pip install playwright; never `playwright install`)"
+    if not os.access(CHROMIUM, os.X_OK):
+        return f"{CHROMIUM} not found (apt-get install chromium)"
+    return None
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "browser: drives a real chromium against the running app")
+
+
+def pytest_collection_modifyitems(config, items):
+    why = browser_missing()
+    if why is None:
+        return
+    for item in items:
+        if Path(str(item.fspath)).parent == Path(__file__).parent:
+            if os.environ.get("CI"):
+                item.add_marker(pytest.mark.usefixtures("_fail_in_ci"))
+            else:
+                item.add_marker(pytest.mark.skip(reason=f"browser test skipped: {why}"))
+
+
+@pytest.fixture
+def _fail_in_ci():
+    pytest.fail(f"browser test cannot run under CI: {browser_missing()}", pytrace=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    """``streamlit run app.py`` on a free loopback port with its own ORTLAB_HOME; yields the base URL."""
+    home = tmp_path_factory.mktemp("ortlab_home")
+    log_path = home.parent / "streamlit.log"
+    port = free_port()
+    env = dict(os.environ, ORTLAB_HOME=str(home), PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none"]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"streamlit exited ({proc.returncode}):\n{log_path.read_text()[-3000:]}", pytrace=False)
+            try:
+                with urllib.request.urlopen(base + "/_stcore/health", timeout=1) as r:
+                    if r.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"streamlit not healthy after 60 s:\n{log_path.read_text()[-3000:]}", pytrace=False)
+            time.sleep(0.25)
+        yield {"url": base, "home": home, "log": log_path}
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def browser_page(tmp_path_factory):
+    """A chromium page (fresh user-data dir, tall viewport) and the list of every URL it requested."""
+    from playwright.sync_api import sync_playwright
+
+    requests: list[str] = []
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium_profile")), executable_path=CHROMIUM, headless=True,
+            args=CHROMIUM_ARGS, viewport=VIEWPORT, service_workers="block")
+        context.on("request", lambda r: requests.append(r.url))
+        context.on("websocket", lambda ws: requests.append(ws.url))
+        page = context.pages[0] if context.pages else context.new_page()
+        page.set_default_timeout(30_000)
+        yield page, requests
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def screenshots() -> Path:
+    """Where the step screenshots go: $ORTLAB_SCREENSHOTS or <repo>/artifacts/screenshots."""
+    out = Path(os.environ.get("ORTLAB_SCREENSHOTS") or REPO / "artifacts" / "screenshots")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)
+
+
+@pytest.fixture(autouse=True)
+def _screenshot_on_failure(request, screenshots):
+    """On a failed step, save the page as FAILED_<test>.png next to the step screenshots."""
+    yield
+    rep = getattr(request.node, "rep_call", None)
+    if rep is None or not rep.failed or "browser_page" not in request.fixturenames:
+        return
+    page, _ = request.getfixturevalue("browser_page")
+    try:
+        page.screenshot(path=str(screenshots / f"FAILED_{request.node.name}.png"), full_page=True)
+    except Exception:  # noqa: BLE001 - the page may be gone; the failure itself is what matters
+        pass

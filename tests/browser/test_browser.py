@@ -1,0 +1,233 @@
+"""The whole flow in a real browser: upload a model, run the demo, compare, benchmark live; nothing leaves
+127.0.0.1. Screenshots of every step go to $ORTLAB_SCREENSHOTS (default artifacts/screenshots/)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import sys
+import time
+import urllib.parse
+from datetime import datetime
+from pathlib import Path
+
+import onnx
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.browser
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
+LOCAL_SCHEMES = {"data", "blob", "about"}
+STEP_TIMEOUT_MS = 30_000
+DEMO_TIMEOUT_MS = 240_000
+
+POINTS_JS = """() => {
+    let plots = document.querySelectorAll('.st-key-bench_live .js-plotly-plot');
+    if (!plots.length) plots = document.querySelectorAll('.js-plotly-plot');
+    let n = 0;
+    for (const el of plots) for (const t of (el.data || [])) n += (t.x || []).length;
+    return n;
+}"""
+
+TALLEST_JS = """() => Math.max(document.documentElement.scrollHeight,
+    ...[...document.querySelectorAll('[data-testid="stMain"], [data-testid="stAppViewContainer"], section.main')]
+        .map(e => e.scrollHeight))"""
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory) -> Path:
+    """A copy of the digits sample (or, without it, the shared conv test model) to upload."""
+    sample = REPO / "sample_models" / "digits_cnn" / "model.onnx"
+    if sample.is_file():
+        dst = tmp_path_factory.mktemp("upload") / "model.onnx"
+        shutil.copyfile(sample, dst)
+        return dst
+    sys.path.insert(0, str(REPO / "tests"))
+    from models import conv_bn_model
+
+    return conv_bn_model(tmp_path_factory.mktemp("upload") / "model.onnx")
+
+
+@pytest.fixture(scope="module")
+def flow(app, browser_page, screenshots):
+    """The page on the app, the request log and a numbered full-page screenshot helper."""
+    page, requests = browser_page
+    counter = iter(range(1, 100))
+
+    def shot(name: str) -> Path:
+        """Full-page screenshot. Streamlit scrolls inside its main container, so the viewport is grown
+        to the content height for the picture and restored afterwards."""
+        path = screenshots / f"{next(counter):02d}_{name}.png"
+        height = page.evaluate(TALLEST_JS)
+        size = page.viewport_size
+        if height > size["height"]:
+            page.set_viewport_size({"width": size["width"], "height": min(int(height) + 40, 12_000)})
+            page.wait_for_timeout(500)
+        page.screenshot(path=str(path), full_page=True)
+        if height > size["height"]:
+            page.set_viewport_size(size)
+        return path
+
+    page.goto(app["url"])
+    page.wait_for_selector('[data-testid="stSidebarNav"]', timeout=STEP_TIMEOUT_MS)
+    return {"page": page, "requests": requests, "shot": shot, "app": app, "state": {}}
+
+
+def wait_quiet(page, settle_ms: int = 600, timeout_ms: int = STEP_TIMEOUT_MS) -> None:
+    """Wait until Streamlit's "running" indicator has been gone for ``settle_ms``."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    quiet_since = None
+    while time.monotonic() < deadline:
+        running = page.locator('[data-testid="stStatusWidget"]').filter(has_text=re.compile("Running|Stop")).count()
+        if running:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif (time.monotonic() - quiet_since) * 1000 >= settle_ms:
+            return
+        page.wait_for_timeout(100)
+
+
+def button(page, keys: list[str], text: re.Pattern):
+    """The button of the first widget key present (Streamlit puts ``st-key-<key>`` on its container),
+    else the button whose text matches."""
+    for key in keys:
+        loc = page.locator(f".st-key-{re.sub(r'[^A-Za-z0-9_-]', '-', key)} button")
+        if loc.count():
+            return loc.first
+    return page.get_by_role("button", name=text).first
+
+
+def go_to(page, title: str, url_path: str) -> None:
+    """Click the sidebar navigation link (a full page load would start a new session)."""
+    link = page.locator(f'[data-testid="stSidebarNav"] a[href$="/{url_path}"]')
+    if not link.count():
+        link = page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title)
+    link.first.click()
+    page.wait_for_url(re.compile(rf"/{url_path}/?$"), timeout=STEP_TIMEOUT_MS)
+    wait_quiet(page)
+
+
+def netron_frames(page):
+    app_port = urllib.parse.urlparse(page.url).port
+    return [f for f in page.frames
+            if f.url.startswith("http://127.0.0.1:") and urllib.parse.urlparse(f.url).port != app_port]
+
+
+def test_0_netron_viewer_runs_offline_past_its_expiry(browser_page, model_file, screenshots, tmp_path):
+    """The patched viewer draws the model two years after netron's build date, without a consent dialog
+    (stock netron 9.3.3 shows only "Please update to the newest version." then)."""
+    from ortlab.netron_server import NetronViewer
+
+    _, requests = browser_page
+    viewer = NetronViewer(temp_root=tmp_path)
+    url = viewer.serve(model_file)
+    page = browser_page[0].context.new_page()
+    try:
+        page.clock.install(time=datetime(2028, 6, 1))
+        page.goto(url)
+        page.locator("#canvas .node").first.wait_for(timeout=STEP_TIMEOUT_MS)
+        assert page.locator("#canvas .node").count() >= len(onnx.load(str(model_file)).graph.node) // 2
+        text = page.locator("body").inner_text()
+        assert "Please update" not in text and "cookies" not in text
+        page.screenshot(path=str(screenshots / "00_netron_in_2028.png"))
+    finally:
+        page.close()
+        viewer.stop_all()
+    assert any(u.startswith(url) for u in requests)
+
+
+def test_1_upload_model_shows_summary_and_netron(flow, model_file):
+    page, shot = flow["page"], flow["shot"]
+    page.locator('[data-testid="stFileUploader"]').first.wait_for(timeout=60_000)
+    wait_quiet(page)
+    shot("start")
+    uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]').first
+    uploader.set_input_files(str(model_file))
+    chip = '[data-testid="stFileChip"], [data-testid="stFileUploaderFile"]'  # 1.67 / older names
+    page.locator(chip).filter(has_text=model_file.name).first.wait_for()
+    wait_quiet(page)
+    sha = hashlib.sha256(model_file.read_bytes()).hexdigest()
+    nodes = len(onnx.load(str(model_file)).graph.node)
+    page.get_by_text(sha[:16]).first.wait_for()  # the summary of the uploaded file
+    metric = page.locator('[data-testid="stMetric"]').filter(has_text="Nodes").first
+    assert metric.locator('[data-testid="stMetricValue"]').inner_text().strip() == str(nodes)
+    # Netron, embedded, shows the graph: no consent dialog, no "please update" page.
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('iframe')].some(f => /^http:\\/\\/127\\.0\\.0\\.1:/.test(f.src))")
+    deadline = time.monotonic() + 30
+    drawn = 0
+    while time.monotonic() < deadline and not drawn:
+        for frame in netron_frames(page):
+            try:
+                drawn = max(drawn, frame.locator("#canvas .node").count())
+            except Exception:  # noqa: BLE001 - the frame may be replaced by a rerun
+                pass
+        page.wait_for_timeout(250)
+    frame = netron_frames(page)[-1]
+    assert drawn >= nodes // 2, "Netron drew no graph"
+    assert "update to the newest version" not in frame.locator("body").inner_text()
+    assert "cookies" not in frame.locator("body").inner_text()
+    page.locator("iframe").last.scroll_into_view_if_needed()
+    shot("model_uploaded")
+
+
+def test_2_demo_lands_on_compare_with_charts(flow):
+    page, shot = flow["page"], flow["shot"]
+    demo = button(page, ["demo_run"], re.compile("Run the demo"))
+    demo.wait_for()
+    assert demo.is_enabled()
+    demo.click()
+    page.wait_for_timeout(1500)
+    shot("demo_running")
+    page.wait_for_url(re.compile(r"/compare/?$"), timeout=DEMO_TIMEOUT_MS)
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 2",
+                           timeout=STEP_TIMEOUT_MS)
+    wait_quiet(page)
+    assert page.locator(".js-plotly-plot").count() >= 2
+    assert not page.locator('[data-testid="stException"]').count()
+    shot("compare")
+
+
+def test_3_benchmark_chart_grows_while_running(flow):
+    page, shot = flow["page"], flow["shot"]
+    go_to(page, "Benchmark", "benchmark")
+    duration = page.get_by_label(re.compile(r"^Duration")).first
+    if duration.count():
+        duration.fill("6")
+        duration.press("Enter")
+        wait_quiet(page)
+    shot("benchmark_form")
+    start = button(page, ["bench_start", "bench.run"], re.compile(r"(Start|Run) benchmark"))
+    start.click()
+    page.wait_for_function(f"() => ({POINTS_JS})() > 0", timeout=STEP_TIMEOUT_MS)
+    first = page.evaluate(POINTS_JS)
+    t0 = time.monotonic()
+    page.wait_for_timeout(1600)
+    second = page.evaluate(POINTS_JS)
+    assert time.monotonic() - t0 >= 1.5
+    shot("benchmark_running")
+    assert second > first, f"latency chart did not grow while running ({first} → {second} points)"
+    # Let it finish so the results are drawn.
+    page.get_by_text("Results", exact=True).first.wait_for(timeout=60_000)
+    wait_quiet(page)
+    shot("benchmark_done")
+    assert not page.locator('[data-testid="stException"]').count()
+
+
+def test_4_every_request_stayed_on_this_machine(flow):
+    requests = flow["requests"]
+    assert len(requests) > 20
+    outside = []
+    for url in requests:
+        parts = urllib.parse.urlparse(url)
+        if parts.scheme in LOCAL_SCHEMES:
+            continue
+        if parts.hostname not in LOCAL_HOSTS and f"[{parts.hostname}]" not in LOCAL_HOSTS:
+            outside.append(url)
+    assert outside == []
+    hosts = {urllib.parse.urlparse(u).netloc for u in requests if u.startswith(("http", "ws"))}
+    assert len(hosts) >= 2, f"expected the app and a local Netron server, saw {hosts}"

@@ -1,0 +1,314 @@
+"""The Streamlit app driven end to end with AppTest on the real bundled sample (jobs run synchronously)."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+SAMPLE = ROOT / "sample_models" / "digits_cnn" / "model.onnx"
+TIMEOUT = 120
+
+
+def _navigation_mode_like_the_server(mp) -> None:
+    """AppTest resets ``PagesManager.uses_pages_directory`` before EVERY run, so (pages being in ``pages/``)
+    each run would start in Streamlit's old pages-folder mode; ``ortlab.ui.router`` then reroutes through
+    app.py, but a rerun drops the button click of that run. A real server leaves that mode for good once
+    app.py has called ``st.navigation``; keep it off here too."""
+    from streamlit.runtime.pages_manager import PagesManager
+
+    original = PagesManager.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        PagesManager.uses_pages_directory = False
+
+    mp.setattr(PagesManager, "__init__", init)
+
+
+@pytest.fixture(autouse=True)
+def _server_like_navigation(monkeypatch):
+    _navigation_mode_like_the_server(monkeypatch)
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ORTLAB_SYNC_JOBS", "1")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "home"
+
+
+def model_bytes(tmp_path) -> bytes:
+    if SAMPLE.is_file():
+        return SAMPLE.read_bytes()
+    from tests.models import conv_bn_model
+
+    return conv_bn_model(tmp_path / "conv.onnx").read_bytes()
+
+
+def new_app() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def percent(text: str) -> float:
+    return float(re.search(r"([\d.]+)%", text).group(1))
+
+
+def _texts(block) -> list[str]:
+    out = []
+    for c in getattr(block, "children", {}).values():
+        if getattr(c, "children", None):
+            out += _texts(c)
+        elif c.type in ("markdown", "caption", "alert", "info", "warning"):
+            out.append(str(c.value))
+    return out
+
+
+def sidebar_text(at) -> str:
+    return "\n".join(_texts(at.sidebar))
+
+
+@pytest.fixture(scope="module")
+def demo_app(tmp_path_factory):
+    """One app session that ran the demo (shared by the tests that only look at its results)."""
+    home = tmp_path_factory.mktemp("demo")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ORTLAB_HOME", str(home / "home"))
+    mp.setenv("ORTLAB_SYNC_JOBS", "1")
+    mp.chdir(home)
+    _navigation_mode_like_the_server(mp)
+    at = new_app()
+    at.button(key="demo_run").click().run()
+    yield at, home / "home"
+    mp.undo()
+
+
+def test_a_page_opened_first_outside_the_router_reroutes_through_app_py(home, monkeypatch):
+    """The first URL after a server start may run pages/history.py without app.py; it must still get the
+    sidebar and the first-open defaults."""
+    monkeypatch.undo()
+    monkeypatch.setenv("ORTLAB_HOME", str(home))
+    monkeypatch.setenv("ORTLAB_SYNC_JOBS", "1")
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page("pages/history.py").run()
+    assert not at.exception
+    assert at.title[0].value.endswith("History")
+    assert "**Model** · " in sidebar_text(at) and "Providers" in sidebar_text(at)
+
+
+def test_every_page_opens_with_the_default_sample(home):
+    at = new_app()
+    assert at.title[0].value.endswith("Model")
+    m = metrics(at)
+    assert m["Opset"] == "17" and m["Inputs / outputs"] == "1 / 1"
+    assert int(m["Nodes"].replace(",", "")) > 5
+    assert at.selectbox(key="sample_select").value == "digits_cnn"
+    assert at.button(key="demo_run").proto.type == "primary"
+    assert "CPU" in sidebar_text(at) and "digits_cnn" in sidebar_text(at)
+    for page, title in [("pages/data.py", "Data"), ("pages/recipe.py", "Recipe"), ("pages/compare.py", "Compare"),
+                        ("pages/benchmark.py", "Benchmark"), ("pages/history.py", "History")]:
+        at.switch_page(page).run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+        assert at.title[0].value.endswith(title)
+        assert not at.error, (page, [e.value for e in at.error])
+    # the Data page shows the sample's images with their labels and what the model receives
+    at.switch_page("pages/data.py").run()
+    m = metrics(at)
+    assert m["Batch shape"] == "4×1×32×32" and m["dtype"] == "float32"
+    assert int(m["Calibration samples available"]) >= 10
+
+
+def test_demo_lands_on_compare_with_everything_filled_in(demo_app):
+    at, home = demo_app
+    assert not at.exception
+    assert at.title[0].value.endswith("Compare")
+    m = metrics(at)
+    assert percent(m["Size ratio"]) < 40.0          # int8 weights: about a quarter of fp32
+    assert percent(m["Top-1 reference"]) >= 90.0
+    assert percent(m["Top-1 candidate"]) >= 85.0
+    assert percent(m["Top-1 agreement"]) >= 85.0
+    assert m["SQNR (worst output)"].endswith("dB")
+    assert int(m["Removed nodes"]) > 0 and int(m["Added nodes"]) > 0
+    assert any("QuantizeLinear" in str(c.value) or "Quantize" in str(c.value) for c in at.markdown) or \
+        any("QuantizeLinear" in str(d.value) for d in at.dataframe)
+    assert len(list((home / "artifacts").glob("*/model.onnx"))) == 1
+    assert "Artifacts** · 1" in sidebar_text(at)
+
+
+def test_state_follows_between_pages_and_history_offers_downloads(demo_app):
+    at, home = demo_app
+    at.switch_page("pages/recipe.py").run()
+    assert not at.exception
+    runs = at.dataframe[-1].value
+    assert len(runs) == 1 and "int8 static QDQ" in runs["recipe"].iloc[0]
+    at.switch_page("pages/history.py").run()
+    assert not at.exception
+    listing = at.dataframe[0].value
+    assert len(listing) == 1 and listing["model"].iloc[0] == "model.onnx"
+    keys = {b.key for b in at.download_button}
+    assert {"history.dl_model", "history.dl_recipe", "history.dl_cli", "history.dl_report"} <= keys
+    assert "ortlab optimize" in at.code[0].value and "--quant-mode static" in at.code[0].value
+    at.button(key="history.load").click().run()
+    assert not at.exception
+    assert at.title[0].value.endswith("Compare")
+    assert percent(metrics(at)["Size ratio"]) < 40.0
+    at.switch_page("pages/model.py").run()
+    assert at.selectbox(key="sample_select").value == "digits_cnn"
+
+
+def test_benchmark_runs_and_is_stored(demo_app):
+    at, home = demo_app
+    at.switch_page("pages/benchmark.py").run()
+    assert not at.exception
+    assert len(at.multiselect(key="bench.variants").value) == 2
+    at.number_input(key="bench.runs").set_value(15)
+    at.number_input(key="bench.warmup").set_value(2)
+    at.toggle(key="bench.memory").set_value(False)
+    at.button(key="bench.run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    final = at.dataframe[-1].value
+    assert list(final["runs"]) == [15, 15]
+    assert final["speedup (p50)"].iloc[0] == "1.00×"
+    from ortlab.history import History
+
+    stored = History(home / "history.sqlite").list_benchmarks()
+    assert len(stored) == 1 and len(stored[0]["summary"]) == 2
+
+
+def test_upload_a_model(home, tmp_path):
+    at = new_app()
+    data = model_bytes(tmp_path)
+    at.file_uploader(key="model_upload").set_value(("my_model.onnx", data, "application/octet-stream")).run()
+    assert not at.exception and not at.error
+    assert at.subheader[0].value == "my_model.onnx"
+    stored = list((home / "models").glob("*/*.onnx"))
+    assert len(stored) == 1 and stored[0].read_bytes() == data
+    assert at.selectbox(key="sample_select").value is None
+    at.switch_page("pages/recipe.py").run()
+    assert "my_model.onnx" in sidebar_text(at)
+
+
+@pytest.mark.parametrize("name,make,message", [
+    ("model.onnx", lambda b: b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8, "not an ONNX model"),
+    ("model.onnx", lambda b: b[: len(b) // 2], "truncated"),
+])
+def test_bad_upload_shows_the_engine_message_and_keeps_the_model(home, tmp_path, name, make, message):
+    at = new_app()
+    before = at.session_state["ortlab.model_path"]
+    nodes = metrics(at)["Nodes"]
+    at.file_uploader(key="model_upload").set_value((name, make(model_bytes(tmp_path)), "application/octet-stream"))
+    at.run()
+    assert not at.exception
+    assert at.error and message in at.error[0].value, [e.value for e in at.error]
+    assert "still selected" in at.error[0].value
+    assert at.session_state["ortlab.model_path"] == before
+    assert metrics(at)["Nodes"] == nodes
+    assert not list((home / "models").glob("*/*.onnx"))
+
+
+def test_bad_zip_upload_is_refused(home):
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("../evil.onnx", b"x" * 100)
+    at = new_app()
+    at.file_uploader(key="model_upload").set_value(("model.zip", buf.getvalue(), "application/zip")).run()
+    assert not at.exception
+    assert at.error and "Importing model.zip failed" in at.error[0].value
+    assert at.selectbox(key="sample_select").value == "digits_cnn"
+
+
+def test_recipe_int8_on_gpu_is_explained_and_cannot_run(home):
+    at = new_app()
+    at.switch_page("pages/recipe.py").run()
+    assert not at.button(key="recipe.run").disabled
+    at.radio(key="recipe.precision").set_value(at.radio(key="recipe.precision").options[2]).run()
+    assert at.radio(key="recipe.quant.mode") is not None      # quantization knobs appear for int8 only
+    at.radio(key="recipe.target").set_value(at.radio(key="recipe.target").options[1]).run()
+    assert not at.exception
+    assert any("TensorRT" in e.value for e in at.error), [e.value for e in at.error]
+    assert at.button(key="recipe.run").disabled
+    at.radio(key="recipe.target").set_value(at.radio(key="recipe.target").options[0]).run()
+    assert not at.error and not at.button(key="recipe.run").disabled
+
+
+def test_recipe_page_runs_a_recipe_in_the_background_job(home):
+    at = new_app()
+    at.switch_page("pages/recipe.py").run()
+    assert at.radio(key="recipe.precision").value.value == "fp32"
+    assert not [r for r in at.radio if r.key.startswith("recipe.quant.")]   # int8 knobs hidden for fp32
+    at.radio(key="recipe.opt_level").set_value(at.radio(key="recipe.opt_level").options[1]).run()   # basic
+    at.button(key="recipe.run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("Finished fp32 · cpu · basic" in s.value for s in at.success), [s.value for s in at.success]
+    runs = at.dataframe[-1].value
+    assert len(runs) == 1 and runs["recipe"].iloc[0] == "fp32 · cpu · basic"
+    assert runs["top-1"].iloc[0] != "–"
+    from ortlab.history import History
+
+    assert [r["kind"] for r in History(home / "history.sqlite").list()] == ["fp32"]
+
+
+def test_upload_images_as_a_zip_with_class_folders(home):
+    import zipfile
+
+    src = ROOT / "sample_models" / "digits_cnn" / "evaluation"
+    files = sorted(src.glob("*/*.png"))[:40:4]
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for f in files:
+            zf.write(f, f"{f.parent.name}/{f.name}")
+    at = new_app()
+    at.switch_page("pages/data.py").run()
+    at.radio(key="data.source").set_value("images").run()
+    at.file_uploader(key="data_upload").set_value([("digits.zip", buf.getvalue(), "application/zip")]).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert f"uploaded images ({len(files)})" in sidebar_text(at)
+    assert metrics(at)["Calibration samples available"] == str(len(files))
+    assert len(at.get("image")) >= 1
+
+
+def test_random_data_needs_the_checkbox_and_is_flagged_everywhere(home):
+    at = new_app()
+    at.switch_page("pages/data.py").run()
+    at.radio(key="data.source").set_value("random").run()
+    assert any("meaningless" in w.value for w in at.warning)
+    assert "random" not in sidebar_text(at).split("Data")[1].split("\n")[0]     # not used until confirmed
+    at.checkbox(key="data.random_ok").check().run()
+    assert not at.exception
+    assert "random (32)" in sidebar_text(at)
+    at.switch_page("pages/recipe.py").run()
+    assert any("RANDOM" in w.value for w in at.warning)
+
+
+def test_compare_focus_zooms_the_diff_graph(demo_app):
+    import json
+
+    def graph_points(a) -> int:
+        chart = next(c for c in a.get("plotly_chart") if c.key == "compare_graph")
+        spec = json.loads(chart.proto.spec)
+        return sum(len(t.get("x") or []) for t in spec["data"] if "markers" in (t.get("mode") or ""))
+
+    at, _ = demo_app
+    at.switch_page("pages/compare.py").run()
+    whole = graph_points(at)
+    at.text_input(key="compare.focus").set_value("QLinearConv").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    focused = graph_points(at)
+    assert 0 < focused < whole
