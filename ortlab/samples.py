@@ -6,6 +6,7 @@ The root is ``sample_models/`` next to the package, or ``$ORTLAB_SAMPLES`` when 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from pathlib import Path
 from .config import PreprocessConfig
 from .data import Dataset, load_image_folder
 from .errors import DataError, ModelLoadError, OrtlabError
+from .model import sha256_file
 
 DEFAULT_SAMPLE = "digits_cnn"
 _REQUIRED = ("name", "model", "preprocess")
@@ -158,3 +160,18 @@ def default_sample(root=None) -> SampleModel:
     if not samples:
         raise DataError(f"No sample models found in {Path(root) if root is not None else samples_root()}.")
     return next((s for s in samples if s.name == DEFAULT_SAMPLE), samples[0])
+
+
+def find_by_sha256(sha256: str, root=None) -> SampleModel | None:
+    """The bundled sample whose model file has this sha256 (an upload of a sample keeps its manifest)."""
+    for sample in list_samples(root, skip_broken=True):
+        path = Path(sample.model_path)
+        if path.is_file() and _file_sha256(str(path), path.stat().st_mtime_ns, path.stat().st_size) == sha256:
+            return sample
+    return None
+
+
+@functools.lru_cache(maxsize=32)
+def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
+    return sha256_file(path)
+

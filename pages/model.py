@@ -26,6 +26,7 @@ with right:
                 actions.import_uploaded_model(up.name, up.getvalue())
                 state.set_widget("sample_select", None)
             state.set_ui("upload", (up.file_id, out.message if out.failed else ""))
+            show_flash()
         elif done[1]:
             st.error(done[1])
 

@@ -312,3 +312,25 @@ def test_compare_focus_zooms_the_diff_graph(demo_app):
     assert not at.exception and not at.error, [e.value for e in at.error]
     focused = graph_points(at)
     assert 0 < focused < whole
+
+
+def test_upload_of_a_bundled_sample_keeps_its_manifest_preprocessing(home):
+    from ortlab.samples import get_sample
+
+    sample = get_sample("digits_cnn")
+    at = new_app()
+    at.file_uploader(key="model_upload").set_value(
+        ("copy_of_digits.onnx", sample.model_path.read_bytes(), "application/octet-stream")).run()
+    assert not at.exception and not at.error
+    assert any("same weights as the bundled sample" in m.value for m in at.info)
+    assert at.session_state["ortlab.preprocess"] == sample.preprocess
+
+
+def test_upload_of_an_unknown_model_warns_that_preprocessing_was_guessed(home, tmp_path):
+    at = new_app()
+    from tests.models import conv_bn_model
+
+    data = conv_bn_model(tmp_path / "conv.onnx").read_bytes()
+    at.file_uploader(key="model_upload").set_value(("mine.onnx", data, "")).run()
+    assert not at.exception
+    assert any("Preprocessing was detected from the model input" in w.value for w in at.warning)

@@ -85,11 +85,20 @@ def import_uploaded_model(filename: str, data: bytes) -> Path:
     path = import_model(bytes(data), workspace().models_dir, filename=stored_name)
     info = inspect_model(path)
     state.set_model(path, info, sample=None, label=name)
-    if state.dataset() is not None and getattr(state.dataset(), "kind", "") == "images":
+    from .. import samples
+
+    same = samples.find_by_sha256(info.sha256)
+    if same is not None:
+        use_sample_data(same)
+        state.flash(f"{name} has the same weights as the bundled sample '{same.title or same.name}': using its "
+                    "preprocessing and images.", "info")
+    elif state.dataset() is not None and getattr(state.dataset(), "kind", "") == "images":
         try:
             from ..data import detect_preprocess
 
             state.set_preprocess(detect_preprocess(info.inputs[0]))
+            state.flash("Preprocessing was detected from the model input (size, layout, 0–1 scale, no mean/std). "
+                        "Accuracy depends on it: check it on the Data page.", "warning")
         except Exception:  # noqa: BLE001 - non-image model: the Data page asks for tensors
             state.set_preprocess(None)
     return path
