@@ -17,7 +17,8 @@ INVALID = [
      "int8 dynamic quantization has no GPU kernels"),
     ({"precision": "int8", "target": "gpu", "quant.quant_format": "QOperator"}, WITH_TRT, "quant.quant_format",
      "run only on the CPU"),
-    ({"precision": "int8", "quant.weight_type": "uint8"}, CPU_ONLY, "quant.weight_type", "S8U8"),
+    ({"precision": "int8", "quant.activation_type": "int8", "quant.weight_type": "uint8"}, CPU_ONLY,
+     "quant.weight_type", "S8U8"),
     ({"precision": "int8", "quant.calibration_samples": 0}, CPU_ONLY, "quant.calibration_samples",
      "at least 1 calibration sample"),
     ({"precision": "int8", "quant.calibration_method": "Percentile", "quant.percentile": 120.0}, CPU_ONLY,
@@ -123,3 +124,15 @@ def test_distribution_needs_enough_bins():
     recipe = Recipe.from_dict({"precision": "int8", "quant": {"calibration_method": "Distribution", "num_bins": 128}})
     errors = [f for f in validate_recipe(recipe, CPU_ONLY) if f.level == "error"]
     assert [f.field for f in errors] == ["quant.num_bins"] and "at least 512" in errors[0].message
+
+
+def test_s8s8_on_x86_cpu_gets_a_note_and_u8s8_is_the_default(monkeypatch):
+    import ortlab.config as config
+
+    assert QuantConfig().activation_type.value == "uint8"
+    recipe = Recipe.from_dict({"precision": "int8", "quant": {"activation_type": "int8"}})
+    monkeypatch.setattr(config, "_is_x86", lambda: True)
+    notes = [f for f in validate_recipe(recipe, CPU_ONLY) if f.field == "quant.activation_type"]
+    assert notes and notes[0].level == "note" and "U8S8" in notes[0].message
+    monkeypatch.setattr(config, "_is_x86", lambda: False)
+    assert not [f for f in validate_recipe(recipe, CPU_ONLY) if f.field == "quant.activation_type"]
