@@ -1,0 +1,31 @@
+"""requirements.txt and pyproject.toml install exactly one ONNX Runtime package on every platform."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.markers import Marker
+
+ROOT = Path(__file__).resolve().parent.parent
+PLATFORMS = [("linux", "x86_64"), ("win32", "AMD64"), ("darwin", "arm64"), ("darwin", "x86_64"), ("linux", "aarch64")]
+GPU_WHEEL = {("linux", "x86_64"), ("win32", "AMD64")}
+
+
+def ort_lines(lines):
+    return [line for line in lines if re.match(r"onnxruntime(-gpu)?==", line)]
+
+
+def requirement_sets():
+    req = [line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    return {"requirements.txt": ort_lines(req), "pyproject.toml": ort_lines(project)}
+
+
+@pytest.mark.parametrize("source", ["requirements.txt", "pyproject.toml"])
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_exactly_one_onnxruntime_package_per_platform(source, platform):
+    env = {"sys_platform": platform[0], "platform_machine": platform[1]}
+    chosen = [line.split(";")[0].split("==")[0] for line in requirement_sets()[source]
+              if Marker(line.split(";", 1)[1]).evaluate(env)]
+    assert chosen == (["onnxruntime-gpu"] if platform in GPU_WHEEL else ["onnxruntime"])
