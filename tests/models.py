@@ -194,3 +194,17 @@ def big_chain_graph(n_nodes: int = 2000, width: int = 8, seed: int = 0) -> onnx.
 def big_chain_model(path, n_nodes: int = 2000) -> Path:
     """Save :func:`big_chain_graph` (≈ n_nodes + 1 nodes) to ``path``."""
     return _save(big_chain_graph(n_nodes), path)
+
+
+def random_image_folder(root, per_class: int, classes: int = 10, prefix: str = "", seed: int = 0) -> Path:
+    """``classes`` folders named ``{prefix}{c}`` of ``per_class`` random 32×32 RGB PNGs; returns ``root``."""
+    from PIL import Image
+
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    for c in range(classes):
+        (root / f"{prefix}{c}").mkdir(parents=True)
+        for i in range(per_class):
+            Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(root / f"{prefix}{c}" / f"{i}.png")
+    return root
+

@@ -8,10 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
-from PIL import Image
 
 from ortlab import cli
 from ortlab.config import (CalibrationMethod, Layout, OptLevel, Precision, PreprocessConfig, QuantConfig,
@@ -19,7 +17,7 @@ from ortlab.config import (CalibrationMethod, Layout, OptLevel, Precision, Prepr
 from ortlab.model import sha256_file
 from ortlab.pipeline import NO_CALIBRATION_DATA
 
-from models import conv_bn_model
+from models import conv_bn_model, random_image_folder
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "sample_models" / "digits_cnn"
@@ -60,13 +58,7 @@ def src(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def image_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("imgs")
-    rng = np.random.default_rng(1)
-    for c in range(10):
-        (root / f"class{c}").mkdir()
-        for i in range(2):
-            Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(root / f"class{c}" / f"{i}.png")
-    return root
+    return random_image_folder(tmp_path_factory.mktemp("imgs"), per_class=2, prefix="class", seed=1)
 
 
 # -- recipe flags ------------------------------------------------------------------------------------

@@ -6,10 +6,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
-from PIL import Image
 
 from ortlab import data
 from ortlab.config import OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target
@@ -19,7 +17,7 @@ from ortlab.model import sha256_file
 from ortlab.pipeline import NO_CALIBRATION_DATA, load_artifact, run_recipe
 from ortlab.progress import CancelToken, CollectingReporter
 
-from models import conv_bn_model, matmul_model
+from models import conv_bn_model, matmul_model, random_image_folder
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_MANIFEST = REPO / "sample_models" / "digits_cnn" / "manifest.json"
@@ -40,13 +38,7 @@ def src(tmp_path_factory):
 @pytest.fixture(scope="module")
 def images(tmp_path_factory):
     """40 random 32×32 RGB PNGs in 10 class folders."""
-    root = tmp_path_factory.mktemp("images")
-    rng = np.random.default_rng(0)
-    for c in range(10):
-        (root / str(c)).mkdir()
-        for i in range(4):
-            Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(root / str(c) / f"{i}.png")
-    return data.load_image_folder(root)
+    return data.load_image_folder(random_image_folder(tmp_path_factory.mktemp("images"), per_class=4))
 
 
 @pytest.fixture(scope="module")
