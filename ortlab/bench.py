@@ -1,4 +1,5 @@
-"""Latency benchmarking: a generator of timed runs, a summary, and peak memory measured in a child process."""
+"""Latency benchmarking: a generator of timed runs (in this process or isolated in a child process), a summary,
+and peak memory measured in a child process."""
 
 from __future__ import annotations
 
@@ -130,6 +131,7 @@ class LatencyRun(Iterator[LatencySample]):
         self._profile_dir = Path(profile_dir) if profile_dir is not None else None
         self._dims = dims
         self._opt_level = opt_level
+        self._keep = True  # False in the isolated child: samples go to the parent, not into a list
         self._gen = self._generate()
 
     def __iter__(self) -> "LatencyRun":
@@ -205,7 +207,8 @@ class LatencyRun(Iterator[LatencySample]):
                 except Exception as exc:  # noqa: BLE001
                     raise self._run_error(exc) from exc
                 sample = LatencySample(self.variant, self.batch_size, i, (t1 - t0) * 1000.0, t1 - start)
-                self.samples.append(sample)
+                if self._keep:
+                    self.samples.append(sample)
                 yield sample
                 i += 1
                 if limit is not None:
@@ -329,3 +332,218 @@ def peak_memory_mb(model_path, config: BenchConfig, batch_size: int, runs: int =
 def memory_report(model_path, config: BenchConfig, batch_size: int, runs: int = 3) -> MemoryReport:
     """Peak RSS of the model's child process next to the ORT-only baseline."""
     return MemoryReport(peak_memory_mb(model_path, config, batch_size, runs), baseline_memory_mb())
+
+
+# -- timing isolated in a child process -------------------------------------------------------------------
+
+_ISOLATED_CHILD = r"""
+import json, sys
+from ortlab.bench import _isolated_child
+_isolated_child(json.loads(sys.argv[1]), int(sys.argv[2]))
+"""
+FLUSH_S = 0.05     # the child sends its samples at least this often
+STOP_GRACE_S = 2.0  # after a stop request, how long the child may take before it is terminated
+
+
+def _child_env() -> tuple[dict, str]:
+    env = dict(os.environ)
+    pkg_parent = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env, pkg_parent
+
+
+def _isolated_child(args: dict, fd: int) -> None:
+    """Runs inside the child interpreter: time the model and send samples to the parent over ``fd``.
+
+    Messages: ("start", pid), ("samples", [ms...], [t...]) every ``FLUSH_S``, then ("end", info) or
+    ("error", class name, message, step). Any message from the parent (or its end of the pipe closing)
+    cancels the run between two timed runs.
+    """
+    import threading
+    from multiprocessing.connection import Connection
+
+    conn = Connection(fd)
+    token = CancelToken()
+
+    def listen() -> None:  # blocked in recv, it takes no GIL from the timed loop until the parent speaks
+        try:
+            conn.recv()
+        except (EOFError, OSError):
+            pass
+        token.cancel()
+
+    threading.Thread(target=listen, daemon=True).start()
+    conn.send(("start", os.getpid()))
+    run = None
+    try:
+        config = BenchConfig.from_dict(args["config"])
+        run = latency_samples(args["model_path"], config, int(args["batch_size"]), args["variant"], token,
+                              profile_dir=args["profile_dir"], dims=args["dims"], opt_level=OptLevel(args["opt_level"]))
+        run._keep = False
+        ms_buf: list[float] = []
+        t_buf: list[float] = []
+        last = 0.0
+        for s in run:
+            ms_buf.append(s.ms)
+            t_buf.append(s.t)
+            if s.t - last >= FLUSH_S:
+                conn.send(("samples", ms_buf, t_buf))
+                ms_buf, t_buf, last = [], [], s.t
+        if ms_buf:
+            conn.send(("samples", ms_buf, t_buf))
+        run.close()  # writes the profile now, so its path can be reported
+        conn.send(("end", {"providers": run.providers, "input_shapes": run.input_shapes,
+                           "profile_path": run.profile_path, "cancelled": run.cancelled,
+                           "peak_rss_mb": _maxrss_mb()}))
+    except OrtlabError as exc:
+        conn.send(("error", type(exc).__name__, exc.message, exc.step))
+    except BaseException as exc:  # noqa: BLE001 - the parent raises it as a BenchmarkError
+        first = (str(exc).strip().splitlines() or [""])[0]
+        conn.send(("error", "BenchmarkError", f"The timing process failed: {type(exc).__name__}: {first}", None))
+    finally:
+        conn.close()
+
+
+def _error_from_child(name: str, message: str, step: str | None) -> OrtlabError:
+    from . import errors
+
+    cls = getattr(errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, OrtlabError)):
+        cls = BenchmarkError
+    try:
+        return cls(message, step=step)
+    except TypeError:  # a subclass with another signature
+        return BenchmarkError(message, step=step)
+
+
+class IsolatedLatencyRun(LatencyRun):
+    """A :class:`LatencyRun` whose session and timed loop live in a child interpreter, so nothing in this
+    process (a UI thread, the GIL) can disturb the timings. Same samples and end-of-run attributes, plus
+    ``child_pid`` (reported by the child) and ``peak_rss_mb`` (the child's peak resident memory, read by the
+    child itself after its last run)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.child_pid: int | None = None
+        self.peak_rss_mb: float | None = None
+        self.returncode: int | None = None
+        super().__init__(*args, **kwargs)
+
+    def _generate(self) -> Iterator[LatencySample]:
+        import multiprocessing
+        import tempfile
+
+        if self.batch_size < 1:
+            raise BenchmarkError(f"Batch size must be at least 1, got {self.batch_size}.")
+        if not self.model_path.is_file():
+            raise BenchmarkError(f"Model file not found: {self.model_path}.")
+        if os.name != "posix":
+            raise BenchmarkError("Timing in a separate process needs Linux or macOS; use latency_samples().")
+        args = {"model_path": str(self.model_path.resolve()), "config": self.config.to_dict(),
+                "batch_size": self.batch_size, "variant": self.variant,
+                "profile_dir": str(self._profile_dir.resolve()) if self._profile_dir is not None else None,
+                "dims": dict(self._dims) if self._dims else None, "opt_level": OptLevel(self._opt_level).value}
+        env, cwd = _child_env()
+        ours, theirs = multiprocessing.Pipe(duplex=True)
+        stderr = tempfile.TemporaryFile()
+        try:
+            proc = subprocess.Popen([sys.executable, "-c", _ISOLATED_CHILD, json.dumps(args), str(theirs.fileno())],
+                                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=stderr, env=env, cwd=cwd)
+        except BaseException:
+            ours.close()
+            stderr.close()
+            raise
+        finally:
+            theirs.close()
+        try:
+            yield from self._receive(ours, proc, stderr)
+        finally:
+            ours.close()  # the child's listener sees EOF and cancels, if it still runs
+            self.returncode = _reap(proc)
+            stderr.close()
+
+    def _receive(self, conn, proc: subprocess.Popen, stderr) -> Iterator[LatencySample]:
+        cancel = self._cancel
+        stop_at: float | None = None
+        i = 0
+        while True:
+            if stop_at is None and cancel is not None and cancel.cancelled:
+                stop_at = self._request_stop(conn)
+            if stop_at is not None and time.monotonic() - stop_at > STOP_GRACE_S:
+                self.cancelled = True
+                return
+            try:
+                if not conn.poll(FLUSH_S):
+                    if proc.poll() is not None and not conn.poll(0):
+                        raise self._died(proc, stderr)
+                    continue
+                msg = conn.recv()
+            except (EOFError, OSError):
+                proc.wait(STOP_GRACE_S)
+                raise self._died(proc, stderr) from None
+            kind = msg[0]
+            if kind == "samples" and stop_at is None:
+                for ms, t in zip(msg[1], msg[2]):
+                    sample = LatencySample(self.variant, self.batch_size, i, ms, t)
+                    self.samples.append(sample)
+                    yield sample
+                    i += 1
+                    if cancel is not None and cancel.cancelled:
+                        stop_at = self._request_stop(conn)
+                        break
+            elif kind == "start":
+                self.child_pid = int(msg[1])
+            elif kind == "end":
+                info = msg[1]
+                self.providers = list(info["providers"])
+                self.input_shapes = {k: tuple(v) for k, v in info["input_shapes"].items()}
+                self.profile_path = info["profile_path"]
+                self.peak_rss_mb = info["peak_rss_mb"]
+                self.cancelled = bool(info["cancelled"]) or stop_at is not None
+                return
+            elif kind == "error":
+                raise _error_from_child(*msg[1:])
+
+    @staticmethod
+    def _request_stop(conn) -> float:
+        try:
+            conn.send("stop")
+        except OSError:
+            pass
+        return time.monotonic()
+
+    def _died(self, proc: subprocess.Popen, stderr) -> BenchmarkError:
+        try:
+            stderr.seek(0)
+            lines = [ln for ln in stderr.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+        except OSError:
+            lines = []
+        reason = lines[-1].strip() if lines else f"exit status {proc.poll()}"
+        return BenchmarkError(f"{self.variant}: the timing process stopped unexpectedly: {reason}")
+
+
+def _reap(proc: subprocess.Popen, grace: float = STOP_GRACE_S) -> int:
+    """Wait for the child; terminate, then kill it when it does not exit in time. Never leaves a zombie."""
+    try:
+        return proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+    try:
+        return proc.wait(1.0)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
+def latency_samples_isolated(model_path, config: BenchConfig, batch_size: int, variant: str = "",
+                             cancel: CancelToken | None = None, *, profile_dir=None,
+                             dims: Mapping[str, int] | None = None,
+                             opt_level: OptLevel = OptLevel.ALL) -> IsolatedLatencyRun:
+    """Like :func:`latency_samples`, but the session is created and timed in a fresh child interpreter.
+
+    Samples arrive in batches (at least every ``FLUSH_S`` seconds); ``cancel`` stops the child between two
+    runs (it is terminated if it does not stop within ``STOP_GRACE_S``); the child's errors are raised here
+    as the same :class:`OrtlabError` subclass with the same message. ``peak_rss_mb`` is the child's peak
+    resident memory (the same quantity :func:`peak_memory_mb` measures). POSIX only.
+    """
+    return IsolatedLatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level)

@@ -4,7 +4,7 @@ import streamlit as st
 
 from ortlab.config import BenchConfig
 from ortlab.ui import actions, charts, jobs, state
-from ortlab.ui.bench_job import collect, final_table, running_stats, start_benchmark
+from ortlab.ui.bench_job import collect, final_table, running_stats, slowdown_notes, start_benchmark
 from ortlab.ui.forms import dataclass_form
 from ortlab.ui.guard import engine_errors, error_message, show_message
 from ortlab.ui.progress_view import draw_stages, show_flash
@@ -33,8 +33,8 @@ with st.container(border=True):
     cfg = dataclass_form(BenchConfig, default, "bench", only=MAIN, columns=3, disabled=running)
     with st.expander("More settings"):
         cfg = dataclass_form(BenchConfig, cfg, "bench", exclude=tuple(MAIN), columns=3, disabled=running)
-    memory = st.toggle("Measure peak memory (a separate process per variant and batch size)", value=True,
-                       key="bench.memory", disabled=running)
+    memory = st.toggle("Show peak memory (of the separate process that times each variant and batch size)",
+                       value=True, key="bench.memory", disabled=running)
 problems = []
 if not chosen:
     problems.append("Pick at least one variant.")
@@ -99,6 +99,9 @@ if last and (job is None or job.done):
     lnames = {vid: name for vid, name, _ in last["variants"]}
     rows = final_table(last["summaries"], lnames)
     st.dataframe(rows, hide_index=True, width="stretch")
+    precisions = {v.id: str((v.artifact or {}).get("recipe", {}).get("precision", "")) for v in variants}
+    for note in slowdown_notes(last["summaries"], lnames, precisions):
+        st.markdown(note)
     c1, c2 = st.columns(2)
     c1.plotly_chart(charts.bar([f"{r['variant']} · b{r['batch']}" for r in rows], [r["p50 ms"] for r in rows],
                                [colors.get(s["variant"], charts.PALETTE[0]) for s in last["summaries"]],

@@ -158,3 +158,59 @@ def test_benchmark_final_table_has_speedup_against_the_first_variant():
     assert rows[1]["variant"] == "#1 int8" and rows[0]["providers"] == "CPU"
     stats = bench_job.running_stats({"run1@1": [1.0, 2.0, 3.0]}, {"run1": "#1"})
     assert stats == [{"variant": "#1", "batch": 1, "runs": 3, "p50 ms": 2.0, "p90 ms": 2.8, "p99 ms": 2.98}]
+
+
+@pytest.mark.parametrize("n", [0, 1, 1500, 1501, 4097, 250_000])
+def test_downsampling_keeps_at_most_the_cap_and_the_last_point(n):
+    idx = charts.downsample_indices(n, cap=1500)
+    assert len(idx) <= 1500 and len(idx) == min(n, len(idx))
+    if n:
+        assert idx[0] == 0 and idx[-1] == n - 1 and all(idx[1:] > idx[:-1])
+    if n <= 1500:
+        assert list(idx) == list(range(n))
+
+
+def test_rolling_median_uses_every_raw_value_of_its_window():
+    values = [5.0, 1.0, 3.0, 2.0, 4.0, 100.0, 2.0]
+    assert list(charts.rolling_median(values, 3)) == [5.0, 3.0, 3.0, 2.0, 3.0, 4.0, 4.0]
+    assert list(charts.rolling_median(values, 3, at=[1, 6])) == [3.0, 4.0]
+
+
+def test_live_latency_chart_is_log_scale_with_a_median_per_series_and_capped_markers():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    big = list(0.2 + rng.random(10_000) * 0.01)
+    big[5000] = 300.0  # one spike: the median line ignores it, the log axis keeps the rest readable
+    series = {"original@1": big, "run1@1": [0.5] * 40, "original@8": [1.0] * 3}
+    colors = charts.variant_colors(["original", "run1"])
+    fig = charts.latency_lines(series, {"original@1": "orig · batch 1"}, colors)
+    assert fig.layout.yaxis.type == "log"
+    markers = [t for t in fig.data if t.mode == "markers"]
+    lines = [t for t in fig.data if t.mode == "lines"]
+    assert len(markers) == len(lines) == 3
+    by_group = {t.legendgroup: t for t in lines}
+    assert set(by_group) == set(series)
+    assert by_group["original@1"].name == "orig · batch 1" and by_group["original@1"].line.width >= 3
+    assert by_group["original@1"].line.color == by_group["original@8"].line.color == colors["original"]
+    assert by_group["run1@1"].line.color == colors["run1"]
+    assert by_group["original@1"].line.dash != by_group["original@8"].line.dash  # batch sizes differ by dash
+    big_markers = next(t for t in markers if t.legendgroup == "original@1")
+    assert len(big_markers.x) <= charts.LIVE_POINT_CAP and big_markers.x[-1] == 10_000
+    assert big_markers.marker.opacity < 0.5 and big_markers.meta["runs"] == 10_000
+    assert max(by_group["original@1"].y) < 0.3  # the spike is among the raw runs, not in the median
+
+
+def test_slowdown_notes_explain_a_speedup_below_one_with_numbers():
+    s = lambda v, b, p50: {"variant": v, "batch_size": b, "p50": p50}  # noqa: E731
+    names = {"original": "original", "run1": "#1 int8", "run2": "#2 fp16"}
+    notes = bench_job.slowdown_notes([s("original", 1, 0.2), s("run1", 1, 0.3), s("run2", 1, 0.19),
+                                      s("original", 8, 10.0), s("run1", 8, 20.0)],
+                                     names, {"run1": "int8", "run2": "fp16"})
+    assert len(notes) == 2
+    assert notes[0].startswith("**#1 int8** is slower than **original** at batch 1: p50 0.300 ms vs 0.200 ms "
+                               "(0.67×, +0.100 ms per run).")
+    assert "tiny" in notes[0] and "QuantizeLinear/DequantizeLinear" in notes[0]
+    assert "batch 8" in notes[1] and "tiny" not in notes[1] and "QuantizeLinear" in notes[1]
+    assert bench_job.slowdown_notes([s("original", 1, 1.0), s("run1", 1, 1.02)], names, {"run1": "int8"})[0] \
+        .endswith("within run-to-run noise.")

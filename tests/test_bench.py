@@ -168,3 +168,102 @@ def test_peak_memory_errors(tmp_path):
     junk.write_bytes(b"garbage")
     with pytest.raises(BenchmarkError, match="Measuring memory failed: .*could not load the model"):
         bench.peak_memory_mb(junk, BenchConfig(), 1)
+
+
+# -- timing in a child process ------------------------------------------------------------------------------
+
+def _gone(pid: int) -> bool:
+    """True when no process (not even a zombie) with this pid is left."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_isolated_samples_come_from_a_child_and_summarize_like_in_process(conv, tmp_path):
+    import os
+
+    cfg = BenchConfig(warmup=2, runs=40, intra_op_threads=1, profile=True)
+    run = bench.latency_samples_isolated(conv, cfg, batch_size=4, variant="fp32", profile_dir=tmp_path / "prof")
+    samples = list(run)
+    assert run.child_pid is not None and run.child_pid != os.getpid()
+    assert run.returncode == 0 and _gone(run.child_pid)
+    assert [s.index for s in samples] == list(range(40))
+    assert all(s.variant == "fp32" and s.batch_size == 4 and s.ms > 0 for s in samples)
+    assert [s.t for s in samples] == sorted(s.t for s in samples)
+    assert run.input_shapes == {"input": (4, 3, 32, 32)} and run.providers == ["CPUExecutionProvider"]
+    assert not run.cancelled
+    s = run.summary(peak_rss_mb=run.peak_rss_mb)
+    ms = np.array([x.ms for x in samples])
+    assert s.n == 40 and s.p50 == pytest.approx(np.median(ms)) and s.max == pytest.approx(ms.max())
+    assert s.providers == ["CPUExecutionProvider"]
+    # the child's own peak memory: more than an interpreter with ORT, far less than the parent's test process
+    assert bench.baseline_memory_mb() < s.peak_rss_mb < 300
+    from pathlib import Path
+
+    assert Path(s.profile_path).parent == tmp_path / "prof" and Path(s.profile_path).is_file()
+
+
+def test_isolated_duration_mode_streams_samples_in_batches(conv):
+    cfg = BenchConfig(warmup=0, duration_s=0.4)
+    run = bench.latency_samples_isolated(conv, cfg, 1)
+    arrivals = []
+    for s in run:
+        arrivals.append((time.perf_counter(), s.t))
+    assert arrivals[-1][1] >= 0.4 and arrivals[-2][1] < 0.4
+    # samples reach the parent while the child still runs, not all at the end
+    spread = arrivals[-1][0] - arrivals[0][0]
+    assert spread > 0.25, spread
+
+
+def test_isolated_cancel_stops_the_child_quickly(conv):
+    token = CancelToken()
+    run = bench.latency_samples_isolated(conv, BenchConfig(warmup=0, duration_s=30), 1, cancel=token)
+    got = 0
+    for _ in run:
+        got += 1
+        if got == 200:
+            token.cancel()
+            t0 = time.perf_counter()
+    stopped = time.perf_counter() - t0
+    assert got == 200 and run.cancelled and run.summary().n == 200
+    assert stopped < 0.5, stopped
+    assert run.returncode == 0 and _gone(run.child_pid)  # it stopped by itself, and was reaped
+
+
+def test_isolated_closing_early_leaves_no_child(conv):
+    run = bench.latency_samples_isolated(conv, BenchConfig(warmup=0, duration_s=30), 1)
+    next(run)
+    pid = run.child_pid
+    t0 = time.perf_counter()
+    run.close()
+    assert time.perf_counter() - t0 < 1.0
+    assert run.returncode is not None and _gone(pid)
+
+
+def test_isolated_errors_come_back_typed_with_their_message(tmp_path, fixed_batch):
+    with pytest.raises(BenchmarkError, match="Model file not found"):
+        next(bench.latency_samples_isolated(tmp_path / "missing.onnx", BenchConfig(), 1))
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"not a model")
+    run = bench.latency_samples_isolated(junk, BenchConfig(), 1)
+    with pytest.raises(ModelLoadError, match="could not load the model"):
+        next(run)
+    assert run.child_pid is not None and _gone(run.child_pid)
+    with pytest.raises(BenchmarkError, match="fixed batch size of 2; batch size 8 cannot be timed"):
+        next(bench.latency_samples_isolated(fixed_batch, BenchConfig(warmup=0, runs=1), 8))
+
+
+def test_isolated_cancel_reaches_the_child_during_warm_up(conv):
+    import threading
+
+    token = CancelToken()
+    run = bench.latency_samples_isolated(conv, BenchConfig(warmup=10**7, runs=1), 1, cancel=token)
+    threading.Timer(0.8, token.cancel).start()
+    t0 = time.perf_counter()
+    assert list(run) == []
+    assert run.cancelled and run.returncode == 0  # the child stopped by itself, not terminated
+    assert time.perf_counter() - t0 < 0.8 + 0.5

@@ -1,7 +1,11 @@
 """The benchmark job: times every variant × batch size in one background worker (one benchmark per process
-at a time) and streams each ``LatencySample`` to the page."""
+at a time) and streams each ``LatencySample`` to the page. The timed loop runs in a child process
+(``bench.latency_samples_isolated``) so the page's redraws cannot disturb it; peak memory is read from that
+same child."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -14,26 +18,27 @@ from .jobs import Job
 
 
 def start_benchmark(variants: list[Variant], cfg: BenchConfig, measure_memory: bool) -> Job:
-    """Start timing ``variants`` at every batch size of ``cfg``; memory is measured after timing."""
+    """Start timing ``variants`` at every batch size of ``cfg``, each in a child process whose peak memory is
+    kept when ``measure_memory``."""
     from .. import bench
 
     plan = [(v.id, str(v.path), bs) for v in variants for bs in cfg.batch_sizes]
+    isolated = os.name == "posix"
 
     def work(job: Job) -> list[dict]:
         summaries = []
         total = len(plan)
         for k, (vid, path, bs) in enumerate(plan):
             job.report(ProgressEvent("bench", k, total, f"{vid} at batch {bs}"))
-            run = bench.latency_samples(path, cfg, bs, variant=vid, cancel=job.cancel)
+            timer = bench.latency_samples_isolated if isolated else bench.latency_samples
+            run = timer(path, cfg, bs, variant=vid, cancel=job.cancel)
             for sample in run:
                 job.emit(sample)
             if run.cancelled:
                 raise Cancelled(step="bench")
             peak = None
             if measure_memory:
-                job.report(ProgressEvent("memory", k, total, f"{vid} at batch {bs}"))
-                peak = bench.peak_memory_mb(path, cfg, bs)
-                job.report(ProgressEvent("memory", k + 1, total, f"{vid} at batch {bs}"))
+                peak = run.peak_rss_mb if isolated else bench.peak_memory_mb(path, cfg, bs)
             summaries.append(run.summary(peak_rss_mb=peak).to_dict())
         job.report(ProgressEvent("bench", total, total, "done"))
         return summaries
@@ -80,3 +85,38 @@ def final_table(summaries: list[dict], names: dict[str, str]) -> list[dict]:
                      "peak memory MB": None if s.get("peak_rss_mb") is None else round(s["peak_rss_mb"], 1),
                      "providers": ", ".join(p.replace("ExecutionProvider", "") for p in s.get("providers", []))})
     return rows
+
+
+def slowdown_notes(summaries: list[dict], names: dict[str, str], precisions: dict[str, str]) -> list[str]:
+    """One sentence per variant that is slower (p50) than the first variant at the same batch size, with the
+    numbers and the likely reason for its precision ("int8", "fp16", "fp32"; missing for the original)."""
+    base: dict[int, dict] = {}
+    for s in summaries:
+        base.setdefault(s["batch_size"], s)
+    notes = []
+    for s in summaries:
+        b = base[s["batch_size"]]
+        if s is b or not s["p50"] or s["p50"] <= b["p50"]:
+            continue
+        ratio = b["p50"] / s["p50"]
+        name, base_name = names.get(s["variant"], s["variant"]), names.get(b["variant"], b["variant"])
+        text = (f"**{name}** is slower than **{base_name}** at batch {s['batch_size']}: "
+                f"p50 {s['p50']:.3f} ms vs {b['p50']:.3f} ms ({ratio:.2f}×, +{s['p50'] - b['p50']:.3f} ms per run).")
+        precision = precisions.get(s["variant"], "")
+        if ratio > 0.95:
+            text += " A gap under 5 % is within run-to-run noise."
+        elif precision == "int8" and b["p50"] < 1.0:
+            text += (f" At {b['p50']:.2f} ms per run the model is tiny: the QuantizeLinear/DequantizeLinear steps "
+                     "around the int8 operators cost more than the int8 arithmetic saves. Int8 pays off on larger "
+                     "models and batch sizes, where the matrix work dominates.")
+        elif precision == "int8":
+            text += (" For this model the QuantizeLinear/DequantizeLinear conversions around the int8 operators cost "
+                     "more than the int8 arithmetic saves (few quantized operators, or a CPU without fast int8 "
+                     "instructions such as VNNI).")
+        elif precision == "fp16":
+            text += (" On CPU most kernels compute in fp32, so ONNX Runtime adds Cast nodes around them: fp16 saves "
+                     "file size, not time.")
+        else:
+            text += " The graph changes did not pay off for this model on this machine."
+        notes.append(text)
+    return notes

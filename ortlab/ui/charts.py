@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+import numpy as np
 import plotly.graph_objects as go
 
 # Okabe-Ito (colour-blind safe). The original model is always the first colour.
@@ -95,17 +96,67 @@ def per_class_bars(per_class: list[dict], names: tuple[str, str], colors: tuple[
     return style(fig, title, height=380)
 
 
+LIVE_POINT_CAP = 1500   # raw-run markers per series per redraw (the median line has as many points)
+MEDIAN_WINDOW = 25
+BATCH_DASHES = ["solid", "dot", "dash", "dashdot", "longdash", "longdashdot"]
+
+
+def downsample_indices(n: int, cap: int = LIVE_POINT_CAP) -> np.ndarray:
+    """Indices of at most ``cap`` of ``n`` points: every k-th one plus the last. ``k`` is a power of two, so the
+    kept points stay the same from one redraw to the next until the series doubles."""
+    if n <= cap:
+        return np.arange(n)
+    k = 1 << int(np.ceil(np.log2((n - 1) / (cap - 1))))
+    idx = np.arange(0, n - 1, k)
+    return np.append(idx, n - 1)
+
+
+def rolling_median(values: Sequence[float], window: int = MEDIAN_WINDOW,
+                   at: np.ndarray | None = None) -> np.ndarray:
+    """Median of each value and the ``window - 1`` before it (fewer at the start), for the indices ``at``
+    (all by default): every median uses every raw value of its window, however sparsely it is drawn."""
+    v = np.asarray(values, dtype=np.float64)
+    at = np.arange(v.size) if at is None else np.asarray(at, dtype=np.int64)
+    out = np.empty(at.size)
+    full = at >= window - 1
+    if full.any():
+        windows = np.lib.stride_tricks.sliding_window_view(v, window)  # row r holds v[r : r + window]
+        out[full] = np.median(windows[at[full] - (window - 1)], axis=1)
+    for k in np.flatnonzero(~full):
+        out[k] = np.median(v[: at[k] + 1])
+    return out
+
+
 def latency_lines(series: dict[str, list[float]], names: dict[str, str], colors: dict[str, str],
-                  title: str = "Latency per run (ms)") -> go.Figure:
-    """One line per series (variant, or variant × batch): latency of every timed run."""
+                  title: str | None = None, *, cap: int = LIVE_POINT_CAP,
+                  window: int = MEDIAN_WINDOW) -> go.Figure:
+    """Per series (``variant@batch``): faint markers of the raw runs (at most ``cap``, the newest always
+    included) and a bold rolling median of ``window`` runs, in the variant's colour with one dash per batch
+    size, on a log y axis so that rare spikes do not flatten everything else. x is the run number."""
     fig = go.Figure()
+    batches = sorted({int(sid.partition("@")[2] or 1) for sid in series})
     for sid, values in series.items():
-        vid = sid.split("@")[0]
-        dash = "solid" if sid.endswith("@1") or "@" not in sid else "dot"
-        fig.add_scatter(y=values, x=list(range(1, len(values) + 1)), mode="lines", name=names.get(sid, sid),
-                        line=dict(color=colors.get(vid, PALETTE[0]), width=2, dash=dash))
-    fig.update_layout(xaxis_title="run", yaxis_title="ms", uirevision="latency")
-    return style(fig, title, height=440)
+        if not len(values):
+            continue
+        vid, _, bs = sid.partition("@")
+        color = colors.get(vid, PALETTE[0])
+        dash = BATCH_DASHES[batches.index(int(bs or 1)) % len(BATCH_DASHES)]
+        name = names.get(sid, sid)
+        v = np.asarray(values, dtype=np.float64)
+        idx = downsample_indices(v.size, cap)
+        x = (idx + 1).tolist()
+        fig.add_scatter(x=x, y=v[idx].tolist(), mode="markers", name=f"{name} · runs", legendgroup=sid,
+                        showlegend=False, marker=dict(color=color, size=4, opacity=0.25),
+                        hovertemplate="run %{x}: %{y:.3f} ms<extra></extra>", meta={"runs": int(v.size)})
+        fig.add_scatter(x=x, y=rolling_median(v, window, idx).tolist(), mode="lines", name=name, legendgroup=sid,
+                        line=dict(color=color, width=4, dash=dash),
+                        hovertemplate=f"run %{{x}}: median of {window} %{{y:.3f}} ms<extra>{name}</extra>",
+                        meta={"runs": int(v.size)})
+    fig.update_layout(xaxis_title="run", yaxis=dict(type="log", title="ms (log)", tickformat="~g"),
+                      uirevision="latency")
+    if title is None:
+        title = f"Latency per run (ms, log scale) · dots: runs · lines: median of {window}"
+    return style(fig, title, height=460)
 
 
 def bar(labels: Iterable[str], values: Iterable[float], colors: Iterable[str], title: str, fmt: str = "{:.2f}") -> go.Figure:

@@ -27,8 +27,17 @@ DEMO_TIMEOUT_MS = 240_000
 POINTS_JS = """() => {
     let plots = document.querySelectorAll('.st-key-bench_live .js-plotly-plot');
     if (!plots.length) plots = document.querySelectorAll('.js-plotly-plot');
+    // x is the run number and the newest run is always drawn (older ones are thinned out), so the
+    // last x of each trace counts the runs it shows. A redraw may briefly show the chart twice: take the max.
     let n = 0;
-    for (const el of plots) for (const t of (el.data || [])) n += (t.x || []).length;
+    for (const el of plots) {
+        let runs = 0;
+        for (const t of (el.data || [])) {
+            const x = t.x || [];
+            if (x.length) runs += Number(x[x.length - 1]);
+        }
+        n = Math.max(n, runs);
+    }
     return n;
 }"""
 
