@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
+
 import numpy as np
 import onnx
 import pytest
@@ -196,3 +198,107 @@ def test_view_focus(big):
     assert by_op["focus_matches"] == 500 and by_op["truncated"]
     none = graph_view(src, opt, focus="NoSuchOp")
     assert none["focus_matches"] == 0 and none["nodes"] == [] and none["edges"] == []
+
+
+# -- view layout --------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def digits_int8(tmp_path_factory):
+    """The bundled digits CNN and its int8 static QDQ copy (real calibration images, no graph optimization)."""
+    from ortlab.config import Precision, Recipe
+    from ortlab.data import load_image_folder
+    from ortlab.pipeline import run_recipe
+    from ortlab.samples import get_sample
+
+    sample = get_sample("digits_cnn")
+    art = run_recipe(sample.model_path, Recipe(precision=Precision.INT8, opt_level=OptLevel.DISABLED),
+                     tmp_path_factory.mktemp("digits") / "int8", dataset=load_image_folder(sample.calibration_dir),
+                     preprocess=sample.preprocess, verify_samples=4)
+    return sample.model_path, art.model_path
+
+
+def _layout_ok(v):
+    _check_view(v, 400)
+    layer = {n["id"]: n["layer"] for n in v["nodes"]}
+    for e in v["edges"]:
+        assert layer[e["source"]] < layer[e["target"]]  # data flows left to right
+        xs = [p[0] for p in e["points"]]
+        assert xs == list(range(layer[e["source"]] + 1, layer[e["target"]]))  # one bend per crossed layer
+    assert sorted(set(layer.values())) == list(range(max(layer.values()) + 1))  # no empty layer
+    return layer
+
+
+def test_view_layout_of_quantized_digits(digits_int8):
+    src, q = digits_int8
+    v = graph_view(src, q)
+    layer = _layout_ok(v)
+    sizes = Counter(layer.values())
+    assert max(sizes.values()) <= 0.2 * len(v["nodes"])  # weights no longer pile up in one column
+    weights = [n for n in v["nodes"] if n["weight_only"]]
+    assert len(weights) == 20 and {n["op_type"] for n in weights} == {"DequantizeLinear"}
+    consumers = defaultdict(list)
+    for e in v["edges"]:
+        consumers[e["source"]].append(layer[e["target"]])
+    for n in weights:
+        assert n["layer"] == min(consumers[n["id"]]) - 1, n["name"]
+    assert sizes[0] == 1  # only the input's QuantizeLinear starts the flow
+    assert {e["status"] for e in v["edges"]} == {"removed", "added"}  # every Conv now reads a DequantizeLinear
+
+
+def test_view_layout_keeps_a_chain_straight(tmp_path):
+    """A MatMul+Add+Relu chain before/after int8 QDQ: the new data path is one horizontal line, weights sit just
+    above their consumer one layer earlier, the removed nodes run in a parallel lane."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from ortlab.config import Precision, Recipe
+    from ortlab.pipeline import run_recipe
+
+    rng = np.random.default_rng(0)
+    nodes, inits, prev = [], [], "input"
+    for i in range(5):
+        inits += [numpy_helper.from_array(rng.normal(0, 0.3, (8, 8)).astype(np.float32), f"w{i}"),
+                  numpy_helper.from_array(rng.normal(0, 0.1, (8,)).astype(np.float32), f"b{i}")]
+        nodes += [helper.make_node("MatMul", [prev, f"w{i}"], [f"m{i}"], name=f"l{i}/MatMul"),
+                  helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"], name=f"l{i}/Add"),
+                  helper.make_node("Relu", [f"a{i}"], [f"r{i}"], name=f"l{i}/Relu")]
+        prev = f"r{i}"
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 8])],
+                              [helper.make_tensor_value_info(prev, TensorProto.FLOAT, ["N", 8])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save_model(model, str(tmp_path / "chain.onnx"))
+    art = run_recipe(tmp_path / "chain.onnx", Recipe(precision=Precision.INT8, opt_level=OptLevel.DISABLED,
+                                                     allow_random_data=True), tmp_path / "q")
+    v = graph_view(tmp_path / "chain.onnx", art.model_path)
+    _layout_ok(v)
+    main = [n for n in v["nodes"] if n["status"] != "removed" and not n["weight_only"]]
+    assert len(main) >= 15 and {n["y"] for n in main} == {main[0]["y"]}
+    assert all(n["y"] < main[0]["y"] for n in v["nodes"] if n["weight_only"])
+    assert {n["y"] for n in v["nodes"] if n["status"] == "removed"} == {main[0]["y"] + 1}
+    same = graph_view(tmp_path / "chain.onnx", tmp_path / "chain.onnx")
+    assert len(same["nodes"]) == 1 and same["nodes"][0]["y"] == 0
+
+
+def test_view_places_fused_node_amid_what_it_replaced(conv_levels):
+    src, out = conv_levels
+    v = graph_view(src, out[OptLevel.EXTENDED])
+    layer = _layout_ok(v)
+    by_name = defaultdict(list)
+    for n in v["nodes"]:
+        by_name[n["name"].split("/")[0]].append(n)
+    for block in ("block0", "block1", "block2"):
+        fused = next(n for n in by_name[block] if n["op_type"] == "FusedConv")
+        old = sorted(n["layer"] for n in by_name[block] if n["status"] == "removed")
+        assert len(old) == 3 and old[0] <= fused["layer"] <= old[-1]
+        assert min(abs(fused["y"] - n["y"]) for n in by_name[block] if n["status"] == "removed") <= 2
+    assert len(layer) == len(v["nodes"])
+
+
+def test_view_layout_is_fast_on_big_model(big):
+    import time
+
+    src, opt = big
+    start = time.perf_counter()
+    v = graph_view(src, opt)
+    assert time.perf_counter() - start < 1.0
+    _layout_ok(v)
