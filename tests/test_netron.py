@@ -7,7 +7,6 @@ import socket
 import sys
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import onnx
 import pytest
