@@ -193,13 +193,33 @@ class _Tracer:
     def before_name(self, t: str) -> str:
         return self.alias.get(t, t)
 
+    def boundary(self, t: str) -> str | None:
+        """The before-graph tensor an after-graph input stands for (looking through added Q/DQ nodes), "" for
+        a new constant, or None when the tensor comes from another new node."""
+        a, b = self.a, self.b
+        while True:
+            name = self.before_name(t)
+            if name in b.producer or name in b.graph_inputs or name in b.initializers:
+                return name
+            if t in a.initializers:
+                return ""
+            p = a.producer.get(t)
+            if p is None or p in self.rev or a.nodes[p].op_type not in _QDQ or not a.nodes[p].input:
+                return None
+            t = a.nodes[p].input[0]
+
     def cover(self, group: list[int]) -> list[int] | None:
         """Removed before-nodes that ``group`` (after-node indices) replaces, or None when the
         group's inputs do not bound a clean region of removed nodes."""
         a, b = self.a, self.b
         produced = {t for j in group for t in a.nodes[j].output}
         own = {self.rev[j] for j in group if j in self.rev}
-        ins = {self.before_name(t) for j in group for t in a.nodes[j].input if t and t not in produced}
+        ins = set()
+        for t in (t for j in group for t in a.nodes[j].input if t and t not in produced):
+            name = self.boundary(t)
+            if name is None:
+                return None  # fed by another new node: where this group's region starts is unknown
+            ins.add(name)
         outs = [self.before_name(t) for j in group for t in a.nodes[j].output if t]
         outs = [t for t in outs if t in b.producer]
         if not outs:
@@ -232,6 +252,11 @@ def _fusions(b: _Graph, a: _Graph, pairs: dict[int, int], removed: list[int], ad
     explained: set[int] = set()
 
     def label(before_nodes: list[int], group: list[int]) -> str:
+        if len(before_nodes) > 8 or len(group) > 2:  # a rewritten region, not one fusion: count its ops
+            left = _counted(b.nodes[i].op_type for i in before_nodes)
+            right = _counted(_short(*a.key(j)) for j in group)
+            plural = "s" if len(group) > 1 else ""
+            return f"region of {len(before_nodes)} nodes ({left}) → {len(group)} node{plural} ({right})"
         left = "+".join(b.nodes[i].op_type for i in before_nodes)
         right = "+".join(_short(*a.key(j)) for j in sorted(group))
         return f"{left} → {right}"
@@ -280,6 +305,11 @@ def _fusions(b: _Graph, a: _Graph, pairs: dict[int, int], removed: list[int], ad
     for k, n in sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0])):
         out.append(f"{k} removed ×{n}")
     return out
+
+
+def _counted(ops) -> str:
+    counts = Counter(ops)
+    return ", ".join(f"{op} ×{n}" for op, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _components(a: _Graph, nodes: list[int]) -> list[list[int]]:

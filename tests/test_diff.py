@@ -302,3 +302,17 @@ def test_view_layout_is_fast_on_big_model(big):
     v = graph_view(src, opt)
     assert time.perf_counter() - start < 1.0
     _layout_ok(v)
+
+
+def test_a_rewritten_region_is_summarised_by_op_counts_not_spelled_node_by_node(tmp_path):
+    from ortlab.config import Precision, Recipe
+    from ortlab.pipeline import run_recipe
+    from ortlab.samples import get_sample
+
+    sample = get_sample("digits_cnn")
+    art = run_recipe(sample.model_path, Recipe(precision=Precision.INT8), tmp_path / "int8",
+                     dataset=sample.calibration_data(), preprocess=sample.preprocess, verify_samples=0)
+    fusions = graph_diff(sample.model_path, art.model_path).fusions
+    assert all(len(line) < 200 for line in fusions), fusions
+    region = [line for line in fusions if line.startswith("region of")]
+    assert region and "Conv ×9" in region[0] and "QLinearConv ×9" in region[0]
