@@ -101,7 +101,7 @@ def main() -> int:
             try:
                 quantize_static(str(model), str(out), PlainReader(files, inputs[0].name, pre.mean[0], pre.std[0]),
                                 quant_format=QuantFormat.QDQ, per_channel=q.per_channel, reduce_range=q.reduce_range,
-                                activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                                activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                                 calibrate_method=CalibrationMethod.MinMax,
                                 calibration_providers=["CPUExecutionProvider"],
                                 extra_options={"WeightSymmetric": q.symmetric_weight,
@@ -123,7 +123,7 @@ def main() -> int:
                 digests[name].add(sha(out))
         e, b = statistics.median(times["engine"]), statistics.median(times["bare"])
         print(f"model: digits_cnn (pre-processed), {len(ds)} calibration images, MinMax, QDQ, per-channel, "
-              f"S8S8; {args.rounds} interleaved rounds")
+              f"U8S8; {args.rounds} interleaved rounds")
         print(f"{'variant':<40} {'median s':>9} {'min s':>7} {'max s':>7}")
         for label, key in (("engine quantize_static_model + reader", "engine"),
                            ("bare onnxruntime quantize_static", "bare")):
