@@ -569,6 +569,8 @@ class CalibrationReader(CalibrationDataReader):
                  reporter: Reporter = null_reporter, cancel: CancelToken | None = None):
         check_fits(ds, cfg, model_inputs)
         self.ds, self.cfg, self.model_inputs = ds, cfg, list(model_inputs)
+        # checked once here, so each image goes straight from file to tensor
+        self._image_input = check_image_input(cfg, model_inputs).name if ds.kind == "images" and cfg else None
         self.reporter, self.cancel = reporter, cancel
         self._start, self._end = 0, len(ds)
         self._pos = 0
@@ -583,7 +585,10 @@ class CalibrationReader(CalibrationDataReader):
         i = self._start + self._pos
         if i >= self._end:
             return None
-        feed = self.ds.inputs(i, self.cfg, self.model_inputs)
+        if self._image_input is not None:
+            feed = {self._image_input: preprocess_image(self.ds.load_image(i), self.cfg)[None]}
+        else:
+            feed = self.ds.inputs(i, self.cfg, self.model_inputs)
         self._pos += 1
         total = self._end - self._start
         self.reporter(ProgressEvent("calibrate", self._pos, total, f"calibration sample {self._pos}/{total}"))
