@@ -47,9 +47,9 @@ def build(sample, out: Path) -> dict[str, dict]:
     return built
 
 
-def time_variants(built: dict[str, dict], batch: int, rounds: int, runs: int) -> dict[str, float]:
+def time_variants(built: dict[str, dict], batch: int, rounds: int, runs: int, session_opt_level: str) -> dict[str, float]:
     """Median over rounds of each variant's p50 (ms); variants interleaved within every round."""
-    cfg = BenchConfig(warmup=3, runs=runs)
+    cfg = BenchConfig(warmup=3, runs=runs, session_opt_level=OptLevel(session_opt_level))
     p50s: dict[str, list[float]] = {name: [] for name in built}
     for _ in range(rounds):
         for name, b in built.items():
@@ -64,6 +64,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--samples", default="", help="comma-separated sample names (default: all)")
+    parser.add_argument("--session-opt-level", default="all", choices=[level.value for level in OptLevel],
+                        help="optimization ORT applies at load: 'all' is how models usually run; 'disabled' times "
+                             "each saved graph as it is")
     args = parser.parse_args()
     wanted = {s for s in args.samples.split(",") if s}
     batches = [int(b) for b in args.batches.split(",")]
@@ -75,12 +78,14 @@ def main() -> int:
                 continue
             built = build(sample, Path(tmp) / sample.name)
             for batch in batches:
-                p50 = time_variants(built, batch, args.rounds, args.runs)
+                p50 = time_variants(built, batch, args.rounds, args.runs, args.session_opt_level)
                 for name, b in built.items():
                     rows.append((sample.name, name, b["size"], b["top1"], b["agreement"], batch, p50[name],
                                  p50[BASELINE] / p50[name]))
             print(f"done: {sample.name}", file=sys.stderr, flush=True)
 
+    print(f"ORT optimization at load: {args.session_opt_level}; median of {args.rounds} interleaved rounds × "
+          f"{args.runs} runs")
     print(f"{'sample':<20}{'variant':<21}{'size KB':>9}{'top1':>7}{'agree':>7}{'batch':>6}{'p50 ms':>10}"
           f"{'speed vs fp32 disabled':>24}")
     for sample, name, size, top1, agree, batch, ms, ratio in rows:

@@ -130,7 +130,7 @@ class LatencyRun(Iterator[LatencySample]):
         self._cancel = cancel
         self._profile_dir = Path(profile_dir) if profile_dir is not None else None
         self._dims = dims
-        self._opt_level = opt_level
+        self._opt_level = OptLevel(opt_level or config.session_opt_level)
         self._keep = True  # False in the isolated child: samples go to the parent, not into a list
         self._gen = self._generate()
 
@@ -224,14 +224,15 @@ class LatencyRun(Iterator[LatencySample]):
 
 def latency_samples(model_path, config: BenchConfig, batch_size: int, variant: str = "",
                     cancel: CancelToken | None = None, *, profile_dir=None,
-                    dims: Mapping[str, int] | None = None, opt_level: OptLevel = OptLevel.ALL) -> LatencyRun:
+                    dims: Mapping[str, int] | None = None, opt_level: OptLevel | None = None) -> LatencyRun:
     """Time ``session.run`` on random inputs, yielding one :class:`LatencySample` per run.
 
     The session (threads, execution mode, memory pattern, arena, target from ``config``) is created on the
     first ``next()``; ``config.warmup`` untimed runs follow, then ``config.runs`` timed runs, or as many as fit
     in ``config.duration_s`` when it is set. ``cancel`` is checked between runs and ends the iteration early.
     With ``config.profile`` ORT's profile JSON is written into ``profile_dir`` (a new temp folder when None);
-    ``LatencyRun.profile_path`` / ``summary().profile_path`` name the file.
+    ``LatencyRun.profile_path`` / ``summary().profile_path`` name the file. ``opt_level`` overrides
+    ``config.session_opt_level``, the optimization ORT applies when it loads the model.
     """
     return LatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level)
 
@@ -290,7 +291,7 @@ def _memory_child(args: dict) -> dict:
         for _ in latency_samples(args["model_path"], config, int(args["batch_size"])):
             pass
     else:  # the baseline: the same imports (ORT, onnx, numpy, ortlab), no model
-        from . import providers  # noqa: F401
+        from . import providers  # noqa: F401  (imported for its side effect: the same libraries as a timed child)
     return {"maxrss_mb": _maxrss_mb()}
 
 
@@ -538,7 +539,7 @@ def _reap(proc: subprocess.Popen, grace: float = STOP_GRACE_S) -> int:
 def latency_samples_isolated(model_path, config: BenchConfig, batch_size: int, variant: str = "",
                              cancel: CancelToken | None = None, *, profile_dir=None,
                              dims: Mapping[str, int] | None = None,
-                             opt_level: OptLevel = OptLevel.ALL) -> IsolatedLatencyRun:
+                             opt_level: OptLevel | None = None) -> IsolatedLatencyRun:
     """Like :func:`latency_samples`, but the session is created and timed in a fresh child interpreter.
 
     Samples arrive in batches (at least every ``FLUSH_S`` seconds); ``cancel`` stops the child between two

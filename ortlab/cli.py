@@ -175,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=0, help=_help(_BENCH_HELP["intra_op_threads"], 0))
     p.add_argument("--target", choices=_values(Target), default=b.target.value,
                    help=_help(_BENCH_HELP["target"], b.target.value))
+    p.add_argument("--session-opt-level", choices=_values(OptLevel), default=b.session_opt_level.value,
+                   help=_help(_BENCH_HELP["session_opt_level"], b.session_opt_level.value))
     p.add_argument("--memory", action="store_true", help="Also measure peak memory (a child process per model).")
     p.add_argument("--profile", metavar="DIR", help="Write ORT's profiling JSON for each run into DIR.")
     _add_output_flags(p)
@@ -524,6 +526,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     if ns.runs < 1 or ns.duration < 0 or ns.warmup < 0 or ns.threads < 0:
         raise UsageError("--runs must be at least 1; --duration, --warmup and --threads must not be negative.")
     cfg = BenchConfig(batch_sizes=tuple(ns.batch_sizes), warmup=ns.warmup, runs=ns.runs, duration_s=ns.duration,
+                      session_opt_level=OptLevel(ns.session_opt_level),
                       intra_op_threads=ns.threads, target=Target(ns.target), profile=bool(ns.profile))
     report = _reporter(ns)
     summaries = []

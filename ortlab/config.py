@@ -318,6 +318,10 @@ class BenchConfig:
     enable_cpu_mem_arena: bool = setting(True, "Use ORT's CPU memory arena.", label="CPU memory arena")
     profile: bool = setting(False, "Write ORT's profiling JSON for each variant.", label="ORT profiling")
     target: Target = setting(Target.CPU, "Run on cpu or gpu (TensorRT > CUDA > CPU).", label="Target")
+    session_opt_level: OptLevel = setting(
+        OptLevel.ALL, "Graph optimization ORT applies when it loads each model for timing. 'all' is how ORT runs "
+        "models by default, so a model saved at a lower level is optimized at load and times alike; choose "
+        "'disabled' to time each saved graph exactly as it is.", label="Optimization at load")
     seed: int = setting(0, "Seed of the random inputs used for timing.", label="Seed", min=0, max=2**31 - 1, step=1)
 
     def to_dict(self) -> dict[str, Any]:

@@ -267,3 +267,14 @@ def test_isolated_cancel_reaches_the_child_during_warm_up(conv):
     assert list(run) == []
     assert run.cancelled and run.returncode == 0  # the child stopped by itself, not terminated
     assert time.perf_counter() - t0 < 0.8 + 0.5
+
+
+@pytest.mark.parametrize("level,expect_fused", [("disabled", False), ("all", True)])
+def test_session_opt_level_decides_which_graph_is_timed(conv, tmp_path, level, expect_fused):
+    cfg = BenchConfig(warmup=1, runs=2, profile=True, session_opt_level=level)
+    run = latency_samples(conv, cfg, 1, variant=level, profile_dir=tmp_path)
+    list(run)
+    events = json.loads(open(run.summary().profile_path).read())
+    kernels = {e["args"]["op_name"] for e in events if e.get("cat") == "Node" and "op_name" in e.get("args", {})}
+    assert ("BatchNormalization" not in kernels) is expect_fused
+    assert ("ReorderOutput" in kernels) is expect_fused  # level all: NCHWc layout
