@@ -6,10 +6,9 @@ from pathlib import Path
 import streamlit as st
 
 from ortlab.config import Recipe, recipe_cli_line
-from ortlab.ui import actions, cards, compare_data
+from ortlab.ui import actions, cards
 from ortlab.ui.guard import engine_errors
 from ortlab.ui.progress_view import show_flash
-from ortlab.ui.viewers import report_html
 from ortlab.ui.router import require_router, stop_page
 
 require_router()
@@ -65,7 +64,8 @@ cli = recipe_cli_line(recipe, r["source_path"], f"run{run_id}.onnx")
 st.code(cli, language="bash")
 d = st.columns(5)
 if model_file.is_file():
-    d[0].download_button("⬇ Model (.onnx)", model_file.read_bytes(), file_name=f"run{run_id}_{model_file.name}",
+    # files are read or built only when the button is clicked (a model can be tens of MB, a report ~5 MB)
+    d[0].download_button("⬇ Model (.onnx)", model_file.read_bytes, file_name=f"run{run_id}_{model_file.name}",
                          mime="application/octet-stream", key="history.dl_model")
 else:
     d[0].warning("The model file is gone from the workspace.")
@@ -73,18 +73,9 @@ d[1].download_button("⬇ Recipe (JSON)", recipe.to_json(), file_name=f"run{run_
                      mime="application/json", key="history.dl_recipe")
 d[2].download_button("⬇ CLI line", cli + "\n", file_name=f"run{run_id}_cli.sh", mime="text/x-shellscript",
                      key="history.dl_cli")
-with engine_errors("Building the HTML report"):
-    src = Path(r["source_path"])
-    if model_file.is_file() and src.is_file():
-        bench = None
-        for b in actions.history().list_benchmarks(limit=20):
-            if any(v.get("run_id") == run_id for v in b.get("variants", [])):
-                bench = b.get("summary")
-                break
-        html = report_html(a, compare_data.model_info(src).to_dict(), compare_data.model_info(model_file).to_dict(),
-                           compare_data.graph_diff(src, model_file).to_dict(), ev, bench)
-        d[3].download_button("⬇ HTML report", html, file_name=f"run{run_id}_report.html", mime="text/html",
-                             key="history.dl_report")
+if model_file.is_file() and Path(r["source_path"]).is_file():
+    d[3].download_button("⬇ HTML report", lambda: actions.run_report(r), file_name=f"run{run_id}_report.html",
+                         mime="text/html", key="history.dl_report")
 if d[4].button(":material/compare: Load into Compare", key="history.load", type="primary",
                disabled=not model_file.is_file()):
     with engine_errors("Loading the run"):

@@ -334,3 +334,15 @@ def test_upload_of_an_unknown_model_warns_that_preprocessing_was_guessed(home, t
     at.file_uploader(key="model_upload").set_value(("mine.onnx", data, "")).run()
     assert not at.exception
     assert any("Preprocessing was detected from the model input" in w.value for w in at.warning)
+
+
+def test_history_report_is_built_from_the_stored_run(demo_app):
+    at, home = demo_app
+    from ortlab.history import History
+    from ortlab.ui.actions import run_report
+
+    row = History(home / "history.sqlite").list()[0]
+    html = run_report(row)
+    assert row["sha256"] in html and row["source_sha256"] in html
+    assert "QLinearConv" in html and "ortlab optimize" in html
+    assert "<script src=\"http" not in html

@@ -263,3 +263,18 @@ def load_run(row: dict) -> dict:
     state.add_artifact(a)
     state.set_compare_pair(state.ORIGINAL, variant_id(a))
     return a
+
+
+def run_report(row: dict) -> str:
+    """The self-contained HTML report of a History run (with its benchmark, when one timed it)."""
+    from . import compare_data
+    from .report import html_report
+
+    run_id = row.get("id")
+    src, model = Path(row["source_path"]), Path(row["model_path"])
+    bench = next((b.get("summary") for b in history().list_benchmarks(limit=20)
+                  if any(v.get("run_id") == run_id for v in b.get("variants", []))), None)
+    return html_report(artifact_dict(row), compare_data.model_info(src).to_dict(),
+                       compare_data.model_info(model).to_dict(), compare_data.graph_diff(src, model).to_dict(),
+                       row.get("metrics"), bench)
+

@@ -1,5 +1,5 @@
-"""The graph viewers and the HTML report (written in their own modules), called so that a failing viewer
-shows a message instead of taking the page down."""
+"""The graph viewers (written in their own modules), called so that a failing viewer shows a message instead
+of taking the page down."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 from .graph_view import diff_graph_figure
 from .guard import engine_errors
 from .netron import show_netron
-from .report import html_report
 
 
 def netron(model_path: Path, key: str, height: int = 600) -> None:
@@ -20,9 +19,3 @@ def netron(model_path: Path, key: str, height: int = 600) -> None:
 def diff_figure(view: dict):
     """Plotly figure of a ``diff.graph_view`` dict."""
     return diff_graph_figure(view)
-
-
-def report_html(artifact: dict, ref_info: dict, cand_info: dict, diff: dict, evaluation: dict | None,
-                bench: list[dict] | None) -> str:
-    """The self-contained HTML report of one run."""
-    return html_report(artifact, ref_info, cand_info, diff, evaluation, bench)
