@@ -269,21 +269,15 @@ def find_sample(model_path: Path):
     from .model import sha256_file
 
     try:
-        found = samples.list_samples(skip_broken=True)
+        same = samples.find_by_path(model_path)
+        if same is not None:
+            return same
+        size = model_path.stat().st_size
+        if not any(s.model_path.stat().st_size == size for s in samples.list_samples(skip_broken=True)):
+            return None  # no sample can have the same bytes: skip hashing the model
+        return samples.find_by_sha256(sha256_file(model_path))
     except OrtlabError:
         return None
-    resolved = model_path.resolve()
-    for s in found:
-        if s.model_path.resolve() == resolved:
-            return s
-    size = model_path.stat().st_size
-    digest = None
-    for s in found:
-        if s.model_path.stat().st_size == size:
-            digest = digest or sha256_file(model_path)
-            if sha256_file(s.model_path) == digest:
-                return s
-    return None
 
 
 def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None) -> PreprocessConfig | None:
@@ -373,6 +367,7 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def cmd_inspect(ns: argparse.Namespace) -> int:
+    """`ortlab inspect`: print what a model holds."""
     from .model import inspect_model, op_key
 
     info = inspect_model(_existing_file(ns.model, "Model"))
@@ -429,6 +424,7 @@ def _data_for(ns: argparse.Namespace, path: str | None, sample):
 
 
 def cmd_optimize(ns: argparse.Namespace) -> int:
+    """`ortlab optimize`: apply a recipe to one model and write the result."""
     from . import config
     from .pipeline import ARTIFACT_FILE, RECIPE_FILE, run_recipe
 
@@ -473,6 +469,7 @@ def cmd_optimize(ns: argparse.Namespace) -> int:
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
+    """`ortlab run`: apply a saved recipe JSON to a model, keeping the result in the workspace."""
     from .pipeline import run_recipe
     from .workspace import Workspace
 
@@ -518,6 +515,7 @@ def _variant_names(paths: list[Path]) -> list[str]:
 
 
 def cmd_bench(ns: argparse.Namespace) -> int:
+    """`ortlab bench`: time models side by side at each batch size."""
     from . import bench
 
     paths = [_existing_file(m, "Model") for m in ns.models]
@@ -565,6 +563,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:
+    """`ortlab compare`: output error and accuracy of a candidate against a reference on the same data."""
     from .data import stratified_sample
     from .evaluate import evaluate
 
@@ -599,6 +598,7 @@ def cmd_compare(ns: argparse.Namespace) -> int:
 
 
 def cmd_samples(ns: argparse.Namespace) -> int:
+    """`ortlab samples`: list the bundled sample models."""
     from .samples import list_samples
 
     found = list_samples(skip_broken=True)

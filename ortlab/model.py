@@ -6,6 +6,7 @@ external data, unsafe zip) raises ``ModelLoadError`` or ``ExternalDataError`` wi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
@@ -90,6 +91,17 @@ def sha256_file(path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def sha256_file_cached(path) -> str:
+    """:func:`sha256_file`, remembered per (path, mtime, size): a file is read again only once it changed."""
+    st = os.stat(path)
+    return _sha256_of(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256_of(path: str, mtime_ns: int, size: int) -> str:
+    return sha256_file(path)
 
 
 # -- parsing ------------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ every request on that server.
 from __future__ import annotations
 
 import functools
-import hashlib
 import html
 import http.server
 import os
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ExternalDataError, ModelLoadError, OrtlabError
+from .model import sha256_file_cached
 
 HOST = "127.0.0.1"
 MAX_SERVERS = 6
@@ -173,14 +173,6 @@ def patched_viewer() -> PatchedViewer:
 
 # -- model staging --------------------------------------------------------------------------------------
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def external_data_files(model_path: Path) -> list[str]:
     """Relative paths of the external-data files a model refers to (checked to stay in its folder)."""
     import onnx
@@ -295,7 +287,6 @@ class NetronViewer:
         self.max_servers = max(1, max_servers)
         self.temp_root = temp_root
         self._servers: OrderedDict[tuple[str, str], ServedModel] = OrderedDict()
-        self._hashes: dict[tuple[str, int, int], str] = {}
         self._lock = threading.Lock()
 
     def serve(self, model_path: str | Path) -> str:
@@ -304,13 +295,7 @@ class NetronViewer:
         path = Path(model_path).resolve()
         if not path.is_file():
             raise ModelLoadError(f"Model file not found: {model_path}")
-        stat = path.stat()
-        with self._lock:
-            digest = self._hashes.get((str(path), stat.st_mtime_ns, stat.st_size))
-        if digest is None:
-            digest = _file_sha256(path)
-            with self._lock:
-                self._hashes[(str(path), stat.st_mtime_ns, stat.st_size)] = digest
+        digest = sha256_file_cached(path)
         key = (str(path), digest)
         with self._lock:
             served = self._servers.get(key)

@@ -6,7 +6,6 @@ The root is ``sample_models/`` next to the package, or ``$ORTLAB_SAMPLES`` when 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from dataclasses import dataclass, field
@@ -15,7 +14,7 @@ from pathlib import Path
 from .config import PreprocessConfig
 from .data import Dataset, load_image_folder
 from .errors import DataError, ModelLoadError, OrtlabError
-from .model import sha256_file
+from .model import sha256_file_cached
 
 DEFAULT_SAMPLE = "digits_cnn"
 _REQUIRED = ("name", "model", "preprocess")
@@ -162,16 +161,17 @@ def default_sample(root=None) -> SampleModel:
     return next((s for s in samples if s.name == DEFAULT_SAMPLE), samples[0])
 
 
+def find_by_path(model_path, root=None) -> SampleModel | None:
+    """The bundled sample whose model file is ``model_path`` (the same file, however the path is written)."""
+    resolved = Path(model_path).resolve()
+    return next((s for s in list_samples(root, skip_broken=True) if Path(s.model_path).resolve() == resolved), None)
+
+
 def find_by_sha256(sha256: str, root=None) -> SampleModel | None:
     """The bundled sample whose model file has this sha256 (an upload of a sample keeps its manifest)."""
     for sample in list_samples(root, skip_broken=True):
         path = Path(sample.model_path)
-        if path.is_file() and _file_sha256(str(path), path.stat().st_mtime_ns, path.stat().st_size) == sha256:
+        if path.is_file() and sha256_file_cached(path) == sha256:
             return sample
     return None
-
-
-@functools.lru_cache(maxsize=32)
-def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
-    return sha256_file(path)
 

@@ -30,6 +30,7 @@ def workspace() -> Workspace:
 
 
 def history():
+    """The History database of the workspace."""
     from ..history import History
 
     return History(workspace().db_path)
@@ -144,10 +145,6 @@ class Variant:
     path: Path
     artifact: dict | None = None
 
-    @property
-    def is_original(self) -> bool:
-        return self.artifact is None
-
 
 def artifact_dict(obj) -> dict:
     """An ``Artifact`` or a History row as the plain dict the pages use."""
@@ -163,14 +160,27 @@ def artifact_dict(obj) -> dict:
 
 
 def variant_id(a: dict) -> str:
+    """The stable id of an artifact dict among the variants (``run<id>`` or ``sha<hash>``)."""
     return f"run{a['run_id']}" if a.get("run_id") is not None else "sha" + str(a.get("sha256", ""))[:10]
 
 
 def recipe_label(a: dict) -> str:
+    """A short name for the recipe of an artifact dict or History row."""
     try:
         return Recipe.from_dict(a["recipe"]).label()
     except Exception:  # noqa: BLE001 - an old or foreign recipe still gets a name
         return str(a.get("kind") or "artifact")
+
+
+def run_summary(a: dict) -> dict:
+    """The columns every table of runs shows: recipe, size, share of the source's size, accuracy, seconds."""
+    from .cards import human_bytes, pct
+
+    ev = a.get("evaluation") or {}
+    return {"recipe": recipe_label(a), "size": human_bytes(a["size_bytes"]),
+            "vs source": f"{a['size_bytes'] / max(1, a['source_size_bytes']):.0%}",
+            "top-1": pct(ev.get("top1_accuracy_cand")), "agreement": pct(ev.get("top1_agreement")),
+            "seconds": round(sum((a.get("timings") or {}).values()), 2)}
 
 
 def variants() -> list[Variant]:
@@ -182,10 +192,6 @@ def variants() -> list[Variant]:
         rid = f"#{a['run_id']} " if a.get("run_id") is not None else ""
         out.append(Variant(variant_id(a), f"{rid}{recipe_label(a)}", Path(a["model_path"]), a))
     return out
-
-
-def variant_by_id(vid: str) -> Variant | None:
-    return next((v for v in variants() if v.id == vid), None)
 
 
 # -- recipe runs --------------------------------------------------------------------------------------
@@ -254,8 +260,7 @@ def load_run(row: dict) -> dict:
     src = Path(a["source_path"])
     current = state.model_path()
     if current is None or Path(current).resolve() != src.resolve():
-        match = next((s for s in samples.list_samples(skip_broken=True)
-                      if Path(s.model_path).resolve() == src.resolve()), None)
+        match = samples.find_by_path(src)
         if match is not None:
             select_sample(match.name)
         else:
