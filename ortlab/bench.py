@@ -4,6 +4,7 @@ and peak memory measured in a child process."""
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import subprocess
@@ -149,13 +150,16 @@ class LatencyRun(Iterator[LatencySample]):
         return summarize(self.samples, providers=self.providers, peak_rss_mb=peak_rss_mb,
                          profile_path=self.profile_path)
 
-    def _open(self):
-        from . import providers
-
+    def _check(self) -> None:
         if self.batch_size < 1:
             raise BenchmarkError(f"Batch size must be at least 1, got {self.batch_size}.")
         if not self.model_path.is_file():
             raise BenchmarkError(f"Model file not found: {self.model_path}.")
+
+    def _open(self):
+        from . import providers
+
+        self._check()
         prefix = None
         if self.config.profile and self._profile_dir is not None:
             pdir = self._profile_dir
@@ -290,17 +294,23 @@ def _memory_child(args: dict) -> dict:
                                         "duration_s": 0.0, "profile": False})
         for _ in latency_samples(args["model_path"], config, int(args["batch_size"])):
             pass
-    else:  # the baseline: the same imports (ORT, onnx, numpy, ortlab), no model
-        from . import providers  # noqa: F401  (imported for its side effect: the same libraries as a timed child)
+    else:  # the baseline: the same imports (ORT, onnx, numpy, ortlab) as a timed child, no model
+        importlib.import_module(f"{__package__}.providers")
     return {"maxrss_mb": _maxrss_mb()}
+
+
+def _child_env() -> tuple[dict, str]:
+    # a child interpreter must import this same ortlab, wherever the parent was started from
+    env = dict(os.environ)
+    pkg_parent = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env, pkg_parent
 
 
 def _run_child(args: dict, timeout: float) -> float:
     if sys.platform == "win32":
         raise BenchmarkError("Peak memory is measured with the resource module, which Windows lacks.")
-    env = dict(os.environ)
-    pkg_parent = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env, pkg_parent = _child_env()
     try:
         proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(args)], capture_output=True, text=True,
                               timeout=timeout, env=env, cwd=pkg_parent)
@@ -344,13 +354,6 @@ _isolated_child(json.loads(sys.argv[1]), int(sys.argv[2]))
 """
 FLUSH_S = 0.05     # the child sends its samples at least this often
 STOP_GRACE_S = 2.0  # after a stop request, how long the child may take before it is terminated
-
-
-def _child_env() -> tuple[dict, str]:
-    env = dict(os.environ)
-    pkg_parent = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env, pkg_parent
 
 
 def _isolated_child(args: dict, fd: int) -> None:
@@ -433,10 +436,7 @@ class IsolatedLatencyRun(LatencyRun):
         import multiprocessing
         import tempfile
 
-        if self.batch_size < 1:
-            raise BenchmarkError(f"Batch size must be at least 1, got {self.batch_size}.")
-        if not self.model_path.is_file():
-            raise BenchmarkError(f"Model file not found: {self.model_path}.")
+        self._check()
         if os.name != "posix":
             raise BenchmarkError("Timing in a separate process needs Linux or macOS; use latency_samples().")
         args = {"model_path": str(self.model_path.resolve()), "config": self.config.to_dict(),

@@ -432,7 +432,7 @@ def _is_x86() -> bool:
 def require_valid(recipe: Recipe, available_providers: Sequence[str] = ("CPUExecutionProvider",)) -> list[Finding]:
     """Raise ``RecipeError`` on the first error finding; return the warnings and notes."""
     findings = validate_recipe(recipe, available_providers)
-    errors = [f for f in findings if f.level == "error"]
+    errors = errors_of(findings)
     if errors:
         raise RecipeError(" ".join(f.message for f in errors), step="validate")
     return findings
@@ -579,4 +579,5 @@ def recipe_cli_line(recipe: Recipe, model: str = "MODEL.onnx", out: str = "OUT.o
 
 
 def errors_of(findings: Iterable[Finding]) -> list[Finding]:
+    """The findings that block a run (level "error")."""
     return [f for f in findings if f.level == "error"]

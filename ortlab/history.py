@@ -145,13 +145,7 @@ class History:
 
     def list(self, limit: int | None = None) -> list[dict]:
         """All runs, newest first, with JSON columns decoded (``recipe``, ``metrics``, ``timings``…)."""
-        sql = "SELECT * FROM runs ORDER BY id DESC"
-        params: tuple = ()
-        if limit is not None:
-            sql += " LIMIT ?"
-            params = (int(limit),)
-        with self._connect() as conn:
-            return [self._decode(r, _RUN_JSON) for r in conn.execute(sql, params)]
+        return self._newest("runs", _RUN_JSON, limit)
 
     def get(self, run_id: int) -> dict:
         """One run by id; ``HistoryError`` when there is none."""
@@ -181,18 +175,21 @@ class History:
 
     def list_benchmarks(self, limit: int | None = None) -> list[dict]:
         """All benchmarks, newest first, with ``variants``, ``config`` and ``summary`` decoded."""
-        sql = "SELECT * FROM benchmarks ORDER BY id DESC"
-        params: tuple = ()
-        if limit is not None:
-            sql += " LIMIT ?"
-            params = (int(limit),)
-        with self._connect() as conn:
-            return [self._decode(r, _BENCH_JSON) for r in conn.execute(sql, params)]
+        return self._newest("benchmarks", _BENCH_JSON, limit)
 
     def delete_benchmark(self, bench_id: int) -> bool:
         """Forget a benchmark. Returns whether a row was removed."""
         with self._connect() as conn:
             return conn.execute("DELETE FROM benchmarks WHERE id = ?", (int(bench_id),)).rowcount > 0
+
+    def _newest(self, table: str, json_cols: dict[str, str], limit: int | None) -> list[dict]:
+        sql = f"SELECT * FROM {table} ORDER BY id DESC"
+        params: tuple = ()
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = (int(limit),)
+        with self._connect() as conn:
+            return [self._decode(r, json_cols) for r in conn.execute(sql, params)]
 
     @staticmethod
     def _decode(row: sqlite3.Row, json_cols: dict[str, str]) -> dict:

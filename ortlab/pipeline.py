@@ -25,8 +25,6 @@ MODEL_FILE = "model.onnx"
 RECIPE_FILE = "recipe.json"
 ARTIFACT_FILE = "artifact.json"
 
-STAGES = ("validate", "preprocess", "calibrate", "quantize", "convert", "optimize", "verify")
-
 _STAGE_ERRORS: dict[str, type[OrtlabError]] = {
     "validate": ModelLoadError, "preprocess": QuantizationError, "calibrate": DataError,
     "quantize": QuantizationError, "convert": QuantizationError, "optimize": OptimizationError,
@@ -211,25 +209,26 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
         from .optimize import optimize_model
 
         def optimize(src: Path) -> None:
-            res = optimize_model(src, final, recipe.opt_level, recipe.target)
+            res = run.stage("optimize", lambda: optimize_model(src, final, recipe.opt_level, recipe.target),
+                            f"Graph optimization ({recipe.opt_level.value})")
             run.add_warnings(res.warnings)
 
         if recipe.precision == Precision.FP32:
-            run.stage("optimize", lambda: optimize(source), f"Graph optimization ({recipe.opt_level.value})")
+            optimize(source)
         elif recipe.precision == Precision.FP16:
             from .fp16 import convert_fp16
 
             fp16_path = work / "fp16.onnx"
             run.add_warnings(run.stage("convert", lambda: convert_fp16(source, fp16_path, recipe.keep_io_types),
                                        "Converting weights to float16"))
-            run.stage("optimize", lambda: optimize(fp16_path), f"Graph optimization ({recipe.opt_level.value})")
+            optimize(fp16_path)
         elif q.mode == QuantMode.DYNAMIC:
             from .quantize import quantize_dynamic_model
 
             q_path = work / "quantized.onnx"
             run.add_warnings(run.stage("quantize", lambda: quantize_dynamic_model(source, q_path, q),
                                        "Dynamic int8 quantization"))
-            run.stage("optimize", lambda: optimize(q_path), f"Graph optimization ({recipe.opt_level.value})")
+            optimize(q_path)
         else:
             from .quantize import preprocess_for_quantization, quantize_static_model
 
@@ -268,7 +267,7 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
             if recipe.opt_level == OptLevel.DISABLED:
                 shutil.copyfile(q_path, final)
             else:
-                run.stage("optimize", lambda: optimize(q_path), f"Graph optimization ({recipe.opt_level.value})")
+                optimize(q_path)
 
         # -- verify against the source ---------------------------------------------------------------
         ver = verify_dataset if verify_dataset is not None else dataset

@@ -37,7 +37,6 @@ MIN_OPSET = 13  # per-channel QDQ needs the `axis` attribute of QuantizeLinear/D
 CALIBRATION_PROVIDERS = ["CPUExecutionProvider"]
 MAX_LOG_WARNINGS = 8
 
-_PREPROCESS_HINT = "ORT logged: Please consider to run pre-processing"
 _QUANT_TYPES = {QuantType.INT8: OrtQuantType.QInt8, QuantType.UINT8: OrtQuantType.QUInt8}
 _FORMATS = {QuantFormat.QDQ: OrtQuantFormat.QDQ, QuantFormat.QOPERATOR: OrtQuantFormat.QOperator}
 _METHODS = {m: getattr(OrtCalibrationMethod, m.value) for m in CalibrationMethod}
