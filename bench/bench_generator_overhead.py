@@ -32,6 +32,7 @@ from ortlab.config import BenchConfig  # noqa: E402
 
 
 def pick_model(tmp: Path) -> tuple[Path, str]:
+    """A private copy of the digits_cnn sample, or a small Conv model built here when it is missing."""
     from ortlab.samples import samples_root
 
     sample = samples_root() / "digits_cnn" / "model.onnx"
@@ -59,6 +60,7 @@ def pick_model(tmp: Path) -> tuple[Path, str]:
 
 
 def bare_session(model: Path, cfg: BenchConfig) -> ort.InferenceSession:
+    """A plain ORT CPU session with the same settings the engine uses."""
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3
@@ -89,11 +91,13 @@ def bare_loop(model: Path, cfg: BenchConfig, batch: int) -> tuple[list[float], l
 
 
 def engine_loop(model: Path, cfg: BenchConfig, batch: int) -> tuple[list[float], list[float]]:
+    """Latencies (ms) and end-to-end gaps (ms) of ``latency_samples`` in this process."""
     samples = list(latency_samples(model, cfg, batch, variant="engine"))
     return [s.ms for s in samples], list(np.diff([s.t for s in samples]) * 1000.0)
 
 
 def isolated_loop(model: Path, cfg: BenchConfig, batch: int) -> tuple[list[float], list[float]]:
+    """Latencies (ms) and end-to-end gaps (ms) of ``latency_samples_isolated`` (child process)."""
     samples = list(latency_samples_isolated(model, cfg, batch, variant="isolated"))
     return [s.ms for s in samples], list(np.diff([s.t for s in samples]) * 1000.0)
 
@@ -127,6 +131,7 @@ class UiLoad:
 
 
 def main() -> int:
+    """Run the comparison and print the table."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--runs", type=int, default=1000)

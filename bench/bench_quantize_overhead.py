@@ -13,7 +13,6 @@ in machine load; target ≤ 1.10×), and whether both wrote the same model.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 import os
 import shutil
@@ -33,7 +32,7 @@ from PIL import Image  # noqa: E402
 
 from ortlab import data  # noqa: E402
 from ortlab.config import QuantConfig  # noqa: E402
-from ortlab.model import inspect_model  # noqa: E402
+from ortlab.model import inspect_model, sha256_file  # noqa: E402
 from ortlab.quantize import preprocess_for_quantization, quantize_static_model  # noqa: E402
 
 
@@ -53,11 +52,8 @@ class PlainReader(CalibrationDataReader):
         return {self.input_name: x[None, None, :, :]}
 
 
-def sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def main() -> int:
+    """Run the comparison and print the table."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=11)
     args = ap.parse_args()
@@ -120,7 +116,7 @@ def main() -> int:
                 start = time.perf_counter()
                 fn(out)
                 times[name].append(time.perf_counter() - start)
-                digests[name].add(sha(out))
+                digests[name].add(sha256_file(out))
         e, b = statistics.median(times["engine"]), statistics.median(times["bare"])
         print(f"model: digits_cnn (pre-processed), {len(ds)} calibration images, MinMax, QDQ, per-channel, "
               f"U8S8; {args.rounds} interleaved rounds")

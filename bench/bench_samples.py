@@ -59,6 +59,7 @@ def time_variants(built: dict[str, dict], batch: int, rounds: int, runs: int, se
 
 
 def main() -> int:
+    """Run every sample × recipe × batch size and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runs", type=int, default=20)

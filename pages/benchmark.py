@@ -102,10 +102,10 @@ if last and (job is None or job.done):
     precisions = {v.id: str((v.artifact or {}).get("recipe", {}).get("precision", "")) for v in variants}
     for note in slowdown_notes(last["summaries"], lnames, precisions):
         st.markdown(note)
+    labels = [f"{r['variant']} · b{r['batch']}" for r in rows]
+    bar_colors = [colors.get(s["variant"], charts.PALETTE[0]) for s in last["summaries"]]
     c1, c2 = st.columns(2)
-    c1.plotly_chart(charts.bar([f"{r['variant']} · b{r['batch']}" for r in rows], [r["p50 ms"] for r in rows],
-                               [colors.get(s["variant"], charts.PALETTE[0]) for s in last["summaries"]],
-                               "p50 latency (ms)"), key="bench_p50", width="stretch")
-    c2.plotly_chart(charts.bar([f"{r['variant']} · b{r['batch']}" for r in rows], [r["throughput /s"] for r in rows],
-                               [colors.get(s["variant"], charts.PALETTE[0]) for s in last["summaries"]],
-                               "Throughput (samples/s)", "{:.0f}"), key="bench_tp", width="stretch")
+    c1.plotly_chart(charts.bar(labels, [r["p50 ms"] for r in rows], bar_colors, "p50 latency (ms)"),
+                    key="bench_p50", width="stretch")
+    c2.plotly_chart(charts.bar(labels, [r["throughput /s"] for r in rows], bar_colors, "Throughput (samples/s)",
+                               "{:.0f}"), key="bench_tp", width="stretch")

@@ -3,6 +3,7 @@
 import numpy as np
 import streamlit as st
 
+from ortlab import data, samples
 from ortlab.config import Layout, PreprocessConfig
 from ortlab.ui import actions, state
 from ortlab.ui.cards import random_data_warning
@@ -33,8 +34,6 @@ state.set_ui("data_source", source)
 def sample_labels() -> list[str]:
     if not sample:
         return []
-    from ortlab import samples
-
     return list(samples.get_sample(sample).labels)
 
 
@@ -48,8 +47,6 @@ def _new_files(key: str, files) -> bool:
 
 with st.container(border=True):
     if source == "sample":
-        from ortlab import samples
-
         s = samples.get_sample(sample)
         sets = [n for n, d in (("calibration", s.calibration_dir), ("evaluation", s.evaluation_dir)) if d]
         c1, c2, c3 = st.columns([2, 2, 1])
@@ -66,8 +63,6 @@ with st.container(border=True):
                                  type=["png", "jpg", "jpeg", "bmp", "gif", "webp", "tif", "tiff", "zip"])
         if files and _new_files("data_upload", files):
             with engine_errors("Reading the uploaded images"):
-                from ortlab import data
-
                 zips = [f for f in files if f.name.lower().endswith(".zip")]
                 names = sample_labels() or None
                 if zips:
@@ -81,8 +76,6 @@ with st.container(border=True):
                              key="tensor_upload", type=["npy", "npz"])
         if f is not None and _new_files("tensor_upload", [f]):
             with engine_errors(f"Reading {f.name}"):
-                from ortlab import data
-
                 ds = data.load_tensor_file(f.getvalue(), f.name)
                 data.check_tensor_inputs(ds, info.inputs)
                 actions.set_user_dataset(ds, f"{f.name} ({len(ds)})")
@@ -95,8 +88,6 @@ with st.container(border=True):
         if c2.checkbox("I understand: use random data", key="data.random_ok"):
             if state.ui("random_applied") != n_rand:
                 with engine_errors("Making random data"):
-                    from ortlab import data
-
                     actions.set_user_dataset(data.random_dataset(int(n_rand), seed=0), f"random ({n_rand})")
                     state.set_ui("random_applied", n_rand)
 
@@ -139,13 +130,9 @@ if ds.kind == "images":
         if st.button("Reset to detected", key="pre.reset", help="Detected from the model input, or the sample's manifest."):
             with engine_errors("Detecting preprocessing"):
                 if sample:
-                    from ortlab import samples
-
                     current = samples.get_sample(sample).preprocess
                 else:
-                    from ortlab.data import detect_preprocess
-
-                    current = detect_preprocess(info.inputs[0])
+                    current = data.detect_preprocess(info.inputs[0])
                 state.set_preprocess(current)
                 state.clear_widgets("pre.")
     with cols[0]:
@@ -158,8 +145,6 @@ if ds.kind == "images":
 
     st.markdown("#### What the model receives")
     with engine_errors("Preprocessing a batch"):
-        from ortlab import data
-
         b = list(range(min(4, len(ds))))
         feed = data.batch_inputs(ds, b, cfg, info.inputs)
         name, arr = next(iter(feed.items()))
@@ -185,8 +170,6 @@ if ds.kind == "images":
         st.success("This data fits the model.")
 elif ds.kind == "tensors":
     with engine_errors("Checking the tensors against the model"):
-        from ortlab import data
-
         feed = data.batch_inputs(ds, [0], None, info.inputs)
         st.dataframe([{"input": k, "shape": list(v.shape), "dtype": str(v.dtype), "min": float(v.min()),
                        "max": float(v.max()), "mean": float(v.astype(np.float64).mean())} for k, v in feed.items()],

@@ -21,17 +21,9 @@ if not rows:
     st.info("No runs yet. Run a recipe (or the demo) and it will be listed here, even after a restart.")
     stop_page()
 
-table = []
-for r in rows:
-    ev = r.get("metrics") or {}
-    table.append({
-        "run": r["id"], "time": r["created_at"].replace("T", " ")[:19], "model": r["source_name"],
-        "recipe": actions.recipe_label(r), "sha256": r["sha256"][:12], "size": cards.human_bytes(r["size_bytes"]),
-        "vs source": f"{r['size_bytes'] / max(1, r['source_size_bytes']):.0%}",
-        "top-1": cards.pct(ev.get("top1_accuracy_cand")), "agreement": cards.pct(ev.get("top1_agreement")),
-        "seconds": round(sum((r.get("timings") or {}).values()), 2),
-        "random data": "⚠ yes" if r.get("random_data") else "",
-    })
+table = [{"run": r["id"], "time": r["created_at"].replace("T", " ")[:19], "model": r["source_name"],
+          **actions.run_summary(actions.artifact_dict(r)), "sha256": r["sha256"][:12],
+          "random data": "⚠ yes" if r.get("random_data") else ""} for r in rows]
 st.dataframe(table, hide_index=True, width="stretch")
 
 ids = [r["id"] for r in rows]
@@ -39,7 +31,6 @@ by_id = {r["id"]: r for r in rows}
 run_id = st.selectbox("Run", ids, key="history.run",
                       format_func=lambda i: f"#{i} · {actions.recipe_label(by_id[i])} · {by_id[i]['source_name']}")
 r = by_id[run_id]
-a = actions.artifact_dict(r)
 recipe = Recipe.from_dict(r["recipe"])
 model_file = Path(r["model_path"])
 

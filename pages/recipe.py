@@ -2,11 +2,10 @@
 
 import streamlit as st
 
-from ortlab.config import (OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target, recipe_cli_line,
-                           validate_recipe)
+from ortlab.config import (OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target, errors_of,
+                           recipe_cli_line, validate_recipe)
 from ortlab.pipeline import NO_CALIBRATION_DATA
 from ortlab.ui import actions, state
-from ortlab.ui.cards import human_bytes, pct
 from ortlab.ui.forms import dataclass_form
 from ortlab.ui.guard import engine_errors
 from ortlab.ui.progress_view import demo_button, recipe_job_panel, recipe_running, show_flash
@@ -51,7 +50,7 @@ with engine_errors("Checking the recipe"):
     findings = validate_recipe(recipe, providers.working_providers())
 is_static = recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.STATIC
 ds = state.dataset()
-errors = [f for f in findings if f.level == "error"]
+errors = errors_of(findings)
 if is_static and ds is None and not recipe.allow_random_data:
     st.error(NO_CALIBRATION_DATA)
     errors.append(None)
@@ -74,11 +73,6 @@ c2.code(recipe_cli_line(recipe, str(state.model_path())), language="bash")
 arts = state.artifacts()
 if arts:
     st.subheader("Runs in this session")
-    rows = []
-    for a in reversed(arts):
-        ev = a.get("evaluation") or {}
-        rows.append({"run": a.get("run_id"), "recipe": actions.recipe_label(a), "size": human_bytes(a["size_bytes"]),
-                     "vs original": f"{a['size_bytes'] / max(1, a['source_size_bytes']):.0%}",
-                     "top-1": pct(ev.get("top1_accuracy_cand")), "agreement": pct(ev.get("top1_agreement")),
-                     "seconds": round(sum(a.get("timings", {}).values()), 2), "created": a.get("created_at", "")})
+    rows = [{"run": a.get("run_id"), **actions.run_summary(a), "created": a.get("created_at", "")}
+            for a in reversed(arts)]
     st.dataframe(rows, hide_index=True, width="stretch")

@@ -18,6 +18,7 @@ def human_bytes(n: float | int | None) -> str:
 
 
 def human_count(n: int | None) -> str:
+    """1234567 → '1.23M' (powers of 1000)."""
     if n is None:
         return "–"
     for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
@@ -27,10 +28,12 @@ def human_count(n: int | None) -> str:
 
 
 def pct(x: float | None, digits: int = 1) -> str:
+    """0.123 → '12.3%'; None → '–'."""
     return "–" if x is None else f"{100 * x:.{digits}f}%"
 
 
 def shape_text(shape) -> str:
+    """A tensor shape as '[1, 3, ?, ?]' (? = unknown dim)."""
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 

@@ -20,6 +20,7 @@ def variant_colors(variant_ids: Sequence[str]) -> dict[str, str]:
 
 
 def domain_color(domain: str) -> str:
+    """The colour of an operator domain (ai.onnx, com.microsoft, …)."""
     return DOMAIN_COLORS.get(domain or "ai.onnx", "#009E73")
 
 
@@ -160,6 +161,7 @@ def latency_lines(series: dict[str, list[float]], names: dict[str, str], colors:
 
 
 def bar(labels: Iterable[str], values: Iterable[float], colors: Iterable[str], title: str, fmt: str = "{:.2f}") -> go.Figure:
+    """A bar per label, coloured per bar, values written on the bars with ``fmt``."""
     values = list(values)
     fig = go.Figure(go.Bar(x=list(labels), y=values, marker_color=list(colors),
                            text=[fmt.format(v) for v in values], textposition="auto"))

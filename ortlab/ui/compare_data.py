@@ -34,6 +34,7 @@ def graph_diff(ref: Path, cand: Path):
 
 
 def graph_view(ref: Path, cand: Path, focus: str | None):
+    """``diff.graph_view`` of two files around ``focus``, cached per session."""
     from ..diff import graph_view as _view
 
     c = state.cache()

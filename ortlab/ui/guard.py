@@ -34,6 +34,7 @@ def error_message(step: str, exc: BaseException, hint: str = "") -> tuple[str, s
 
 
 def show_message(level: str, text: str) -> None:
+    """Show ``text`` as st.error / warning / info / success (``level``)."""
     {"error": st.error, "warning": st.warning, "info": st.info, "success": st.success}[level](text)
 
 

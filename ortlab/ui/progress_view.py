@@ -20,17 +20,15 @@ def draw_stages(job: Job) -> None:
     """One progress bar per stage seen so far (n/N where the stage counts units)."""
     for stage in job.stages:
         ev = job.progress[stage]
-        title = STAGE_TITLES.get(stage, stage)
-        if ev.total:
-            frac = ev.fraction or 0.0
-            count = f" {ev.done}/{ev.total}" if ev.total > 1 else ""
-            mark = ":material/check_circle: " if frac >= 1.0 else ":material/hourglass_top: "
-            st.progress(frac, text=f"{mark}{title}{count} — {ev.message}" if ev.message else f"{mark}{title}{count}")
-        else:
-            st.progress(0.0, text=f":material/hourglass_top: {title} — {ev.message}" if ev.message else f":material/hourglass_top: {title}")
+        frac = ev.fraction or 0.0
+        count = f" {ev.done}/{ev.total}" if ev.total and ev.total > 1 else ""
+        mark = ":material/check_circle:" if frac >= 1.0 else ":material/hourglass_top:"
+        text = f"{mark} {STAGE_TITLES.get(stage, stage)}{count}"
+        st.progress(frac, text=f"{text} — {ev.message}" if ev.message else text)
 
 
 def recipe_running() -> bool:
+    """Whether this session's recipe run is still going."""
     job = state.job("recipe")
     return job is not None and not job.done
 

@@ -36,6 +36,7 @@ def initialized() -> bool:
 
 
 def set_initialized() -> None:
+    """Remember that the first-open defaults were applied."""
     _set("initialized", True)
 
 
@@ -78,6 +79,7 @@ def dataset():
 
 
 def dataset_label() -> str:
+    """A short description of the data in use, for headers and the sidebar."""
     return _get("dataset_label", "no data")
 
 
@@ -87,16 +89,19 @@ def eval_dataset():
 
 
 def set_dataset(ds, label: str, eval_ds=None) -> None:
+    """Use ``ds`` for calibration and ``eval_ds`` (default: ``ds``) for evaluation."""
     _set("dataset", ds)
     _set("eval_dataset", eval_ds)
     _set("dataset_label", label)
 
 
 def preprocess() -> PreprocessConfig | None:
+    """The preprocessing applied to images (or None before one is known)."""
     return _get("preprocess")
 
 
 def set_preprocess(cfg: PreprocessConfig) -> None:
+    """Use ``cfg`` to turn images into model inputs."""
     _set("preprocess", cfg)
 
 
@@ -106,6 +111,7 @@ def data_settings() -> dict:
 
 
 def set_data_settings(n: int, stratify: bool, seed: int) -> None:
+    """Store the Data page's evaluation sample count, stratification and seed."""
     _set("data_settings", {"n": int(n), "stratify": bool(stratify), "seed": int(seed)})
 
 
@@ -116,6 +122,7 @@ def recipe() -> Recipe:
 
 
 def set_recipe(r: Recipe) -> None:
+    """Remember the recipe shown on the Recipe page."""
     _set("recipe", r)
 
 
@@ -145,6 +152,7 @@ def compare_pair() -> tuple[str, str] | None:
 
 
 def set_compare_pair(ref: str, cand: str) -> None:
+    """Remember the (reference, candidate) variant ids chosen on Compare."""
     _set("compare_pair", (ref, cand))
 
 
@@ -155,6 +163,7 @@ def last_benchmark() -> dict | None:
 
 
 def set_last_benchmark(result: dict | None) -> None:
+    """Keep the result of the last finished benchmark (None forgets it)."""
     _set("last_benchmark", result)
 
 
@@ -165,6 +174,7 @@ def job(kind: str):
 
 
 def set_job(kind: str, j) -> None:
+    """Keep ``j`` as this session's job of ``kind`` (None forgets it)."""
     if j is None:
         _pop("job." + kind)
     else:
@@ -203,6 +213,7 @@ def set_widget(key: str, value: Any) -> None:
 
 
 def widget(key: str, default: Any = None) -> Any:
+    """The current value of widget ``key`` (``default`` before it was drawn)."""
     return st.session_state.get(key, default)
 
 
@@ -212,6 +223,7 @@ def ui(name: str, default: Any = None) -> Any:
 
 
 def set_ui(name: str, value: Any) -> None:
+    """Store a small page-local UI value (see :func:`ui`)."""
     _set("ui." + name, value)
 
 
