@@ -146,12 +146,16 @@ def _now() -> str:
 
 
 def _file_bytes(path: Path) -> int:
-    from .model import inspect_model
+    """Bytes of the model file plus its external-data files (without checking or hashing the model again)."""
+    import onnx
+
+    from .model import external_data_files
 
     try:
-        return int(inspect_model(path).total_bytes)
-    except OrtlabError:
+        extra = external_data_files(onnx.load(str(path), load_external_data=False), path.parent).values()
+    except (OrtlabError, OSError, ValueError):
         return path.stat().st_size
+    return path.stat().st_size + sum(p.stat().st_size for p in set(extra))
 
 
 def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: PreprocessConfig | None = None,

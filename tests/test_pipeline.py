@@ -258,3 +258,14 @@ def test_data_that_does_not_fit_is_refused_in_validate(src, images, tmp_path):
         run_recipe(src, STATIC, tmp_path / "out", images, gray)
     assert err.value.step == "validate" and "channel" in str(err.value).lower()
     assert not (tmp_path / "out").exists()
+
+
+def test_size_counts_external_data_of_the_result(tmp_path):
+    from models import external_data_model
+
+    src = external_data_model(tmp_path / "src")
+    art = run_recipe(src, Recipe(), tmp_path / "out")
+    files = [p for p in art.model_path.parent.iterdir() if p.name.startswith(art.model_path.name)]
+    assert len(files) == 2  # the model and the weights ORT wrote beside it
+    assert art.size_bytes == sum(p.stat().st_size for p in files)
+    assert art.source_size_bytes == sum(p.stat().st_size for p in (tmp_path / "src").iterdir())
