@@ -46,6 +46,13 @@ def demo_button() -> None:
 def recipe_job_panel(where: str) -> None:
     """Progress of this session's recipe run (polled every 0.5 s), then its outcome; after a demo run it
     lands on Compare. ``where`` keeps widget keys unique per page."""
+    # Always one container, so the elements below keep their place in the page and an embedded viewer
+    # (Netron's iframe) is not reloaded when a run starts or ends.
+    with st.container():
+        _recipe_job(where)
+
+
+def _recipe_job(where: str) -> None:
     job = state.job("recipe")
     if job is None:
         return

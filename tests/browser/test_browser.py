@@ -189,9 +189,13 @@ def test_2_demo_lands_on_compare_with_charts(flow):
     demo = button(page, ["demo_run"], re.compile("Run the demo"))
     demo.wait_for()
     assert demo.is_enabled()
+    page.evaluate("document.querySelectorAll('iframe').forEach(f => f.dataset.mark = 'before')")
     demo.click()
     page.wait_for_timeout(1500)
     shot("demo_running")
+    if "/compare" not in page.url:  # still running on the Model page: Netron must not have been reloaded
+        marks = page.evaluate("Array.from(document.querySelectorAll('iframe')).map(f => f.dataset.mark || '')")
+        assert marks and all(m == "before" for m in marks), marks
     page.wait_for_url(re.compile(r"/compare/?$"), timeout=DEMO_TIMEOUT_MS)
     page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 2",
                            timeout=STEP_TIMEOUT_MS)
