@@ -334,11 +334,71 @@ def digits_data_notes(imgs_note: str, tr, te, cal):
             f"affine augmentation (rotation +-12 deg, scale +-10%, shift +-3 px).")
 
 
+def fit_digits(name, model, imgs, y, tr, te, **train_kwargs) -> float:
+    """Train ``model`` on the training split, log and return its torch test accuracy."""
+    import torch
+
+    xtr, ytr = to_tensor(imgs[tr]), torch.from_numpy(y[tr])
+    xte, yte = to_tensor(imgs[te]), torch.from_numpy(y[te])
+    t0 = time.time()
+    train(model, xtr, ytr, **train_kwargs)
+    acc_torch = torch_accuracy(model, xte, yte)
+    log(f"{name}: trained in {time.time() - t0:.0f}s, torch test accuracy {acc_torch:.4f}")
+    return acc_torch
+
+
+def export_digits(model, folder: Path, title: str, **export_kwargs):
+    """Export to ``folder/model.onnx`` (dynamic batch, opset 17) via ``_raw.onnx`` + tidy_onnx and
+    return ``(path, op counts)``.  ``title`` starts the ONNX doc string."""
+    import onnx
+    import torch
+
+    path = folder / "model.onnx"
+    tmp = folder / "_raw.onnx"
+    torch.onnx.export(model, torch.zeros(2, 1, DIGITS_SIZE, DIGITS_SIZE), str(tmp), dynamo=False,
+                      opset_version=17, input_names=["input"], output_names=["logits"],
+                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, **export_kwargs)
+    proto = tidy_onnx(onnx.load(str(tmp)))
+    tmp.unlink()
+    finish_onnx(proto, path, doc=f"{title} (ortlab sample): input 1x32x32 grayscale, "
+                                 f"(x/255-{DIGITS_MEAN})/{DIGITS_STD}; output 10 logits.")
+    return path, op_counts(path)
+
+
+def finish_digits_manifest(name, folder: Path, ops, acc_torch, *, title, description, data_dir,
+                           data_notes):
+    """Write ``folder/manifest.json`` with the ORT reference accuracy measured on the shipped
+    evaluation PNGs (``data_dir`` + ``calibration`` / ``evaluation``); return (manifest, acc)."""
+    manifest = {
+        "name": name,
+        "title": title,
+        "description": description,
+        "license": DIGITS_LICENSE,
+        "attribution": DIGITS_ATTRIBUTION,
+        "model": "model.onnx",
+        "task": "classification",
+        "labels": "labels.txt",
+        "preprocess": DIGITS_PP,
+        "calibration_dir": f"{data_dir}calibration",
+        "evaluation_dir": f"{data_dir}evaluation",
+        "evaluation_labeled": True,
+        "reference": None,
+        "data_notes": data_notes,
+    }
+    acc, n = digits_labeled_reference(folder, manifest)
+    manifest["reference"] = {"metric": "top1_accuracy", "value": acc, "n_samples": n,
+                             "measured_with": "onnxruntime CPUExecutionProvider, fp32, on the shipped "
+                                              "evaluation PNGs with the manifest preprocessing, at export",
+                             "torch_value_at_training": acc_torch}
+    write_json(folder / "manifest.json", manifest)
+    log(f"{name}: ORT accuracy from shipped PNGs {acc:.4f} (n={n}); ops {ops}")
+    return manifest, acc
+
+
 # ---------------------------------------------------------------------------------------------
 # 1. digits_cnn
 # ---------------------------------------------------------------------------------------------
 def build_digits_cnn():
-    import onnx
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -384,56 +444,25 @@ def build_digits_cnn():
             return self.fc(torch.flatten(self.pool(x), 1))
 
     model = DigitsResNet()
-    xtr, ytr = to_tensor(imgs[tr]), torch.from_numpy(y[tr])
-    xte, yte = to_tensor(imgs[te]), torch.from_numpy(y[te])
-    t0 = time.time()
-    train(model, xtr, ytr, epochs=40, lr=3e-3, wd=5e-4, label_smoothing=0.05)
-    acc_torch = torch_accuracy(model, xte, yte)
-    log(f"{name}: trained in {time.time() - t0:.0f}s, torch test accuracy {acc_torch:.4f}")
+    acc_torch = fit_digits(name, model, imgs, y, tr, te, epochs=40, lr=3e-3, wd=5e-4, label_smoothing=0.05)
 
     # Export.  dynamo=False with training=EVAL folds BatchNorm into Conv; PRESERVE (the model is in
     # eval mode, so BN is exported as inference BatchNormalization) keeps the BN nodes.  PRESERVE
     # also disables the exporter's constant folding, so tidy_onnx() drops the Identity nodes after.
-    path = folder / "model.onnx"
-    tmp = folder / "_raw.onnx"
-    torch.onnx.export(model, torch.zeros(2, 1, DIGITS_SIZE, DIGITS_SIZE), str(tmp), dynamo=False,
-                      opset_version=17, input_names=["input"], output_names=["logits"],
-                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
-                      training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
-    proto = tidy_onnx(onnx.load(str(tmp)))
-    tmp.unlink()
-    finish_onnx(proto, path, doc="Digits ResNet (ortlab sample): input 1x32x32 grayscale, "
-                                 f"(x/255-{DIGITS_MEAN})/{DIGITS_STD}; output 10 logits.")
-    ops = op_counts(path)
+    path, ops = export_digits(model, folder, "Digits ResNet",
+                              training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
     assert ops.get("BatchNormalization", 0) > 0, ops
     assert has_dynamic_batch(path)
 
-    manifest = {
-        "name": name,
-        "title": "Digits ResNet (ours)",
-        "description": ("A small ResNet-style CNN (Conv+BatchNorm+ReLU blocks with residual Adds, global "
-                        "average pool, Gemm) trained by ortlab on scikit-learn's handwritten digits, "
-                        "upsampled to 32x32 grayscale. BatchNormalization is kept unfused so graph "
-                        "optimization has something to fuse."),
-        "license": DIGITS_LICENSE,
-        "attribution": DIGITS_ATTRIBUTION,
-        "model": "model.onnx",
-        "task": "classification",
-        "labels": "labels.txt",
-        "preprocess": DIGITS_PP,
-        "calibration_dir": "calibration",
-        "evaluation_dir": "evaluation",
-        "evaluation_labeled": True,
-        "reference": None,
-        "data_notes": digits_data_notes("", tr, te, cal).strip(),
-    }
-    acc, n = digits_labeled_reference(folder, manifest)
-    manifest["reference"] = {"metric": "top1_accuracy", "value": acc, "n_samples": n,
-                             "measured_with": "onnxruntime CPUExecutionProvider, fp32, on the shipped "
-                                              "evaluation PNGs with the manifest preprocessing, at export",
-                             "torch_value_at_training": acc_torch}
-    write_json(folder / "manifest.json", manifest)
-    log(f"{name}: ORT accuracy from shipped PNGs {acc:.4f} (n={n}); ops {ops}")
+    manifest, acc = finish_digits_manifest(
+        name, folder, ops, acc_torch,
+        title="Digits ResNet (ours)",
+        description=("A small ResNet-style CNN (Conv+BatchNorm+ReLU blocks with residual Adds, global "
+                     "average pool, Gemm) trained by ortlab on scikit-learn's handwritten digits, "
+                     "upsampled to 32x32 grayscale. BatchNormalization is kept unfused so graph "
+                     "optimization has something to fuse."),
+        data_dir="",
+        data_notes=digits_data_notes("", tr, te, cal).strip())
     assert acc >= 0.98, f"digits_cnn accuracy {acc} < 0.98"
     publish(folder)
     return manifest
@@ -443,7 +472,6 @@ def build_digits_cnn():
 # 2. digits_attention
 # ---------------------------------------------------------------------------------------------
 def build_digits_attention():
-    import onnx
     import torch
     import torch.nn as nn
 
@@ -491,53 +519,22 @@ def build_digits_attention():
             return self.head(self.norm(self.blocks(x)).mean(1))
 
     model = DigitsViT()
-    xtr, ytr = to_tensor(imgs[tr]), torch.from_numpy(y[tr])
-    xte, yte = to_tensor(imgs[te]), torch.from_numpy(y[te])
-    t0 = time.time()
-    train(model, xtr, ytr, epochs=80, lr=2e-3, wd=0.05, label_smoothing=0.05)
-    acc_torch = torch_accuracy(model, xte, yte)
-    log(f"{name}: trained in {time.time() - t0:.0f}s, torch test accuracy {acc_torch:.4f}")
+    acc_torch = fit_digits(name, model, imgs, y, tr, te, epochs=80, lr=2e-3, wd=0.05, label_smoothing=0.05)
 
-    path = folder / "model.onnx"
-    tmp = folder / "_raw.onnx"
-    torch.onnx.export(model, torch.zeros(2, 1, DIGITS_SIZE, DIGITS_SIZE), str(tmp), dynamo=False,
-                      opset_version=17, input_names=["input"], output_names=["logits"],
-                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
-    proto = tidy_onnx(onnx.load(str(tmp)))
-    tmp.unlink()
-    finish_onnx(proto, path, doc="Digits attention model (ortlab sample): input 1x32x32 grayscale, "
-                                 f"(x/255-{DIGITS_MEAN})/{DIGITS_STD}; output 10 logits.")
-    ops = op_counts(path)
+    path, ops = export_digits(model, folder, "Digits attention model")
     for op in ("MatMul", "Softmax", "LayerNormalization"):
         assert ops.get(op, 0) > 0, (op, ops)
     assert has_dynamic_batch(path)
 
-    manifest = {
-        "name": name,
-        "title": "Digits attention (ours)",
-        "description": ("A tiny vision transformer: 4x4 patch embedding (64 tokens, width 64), two pre-LN "
-                        "encoder blocks with 4-head MatMul/Softmax attention and GELU MLP, LayerNorm, mean "
-                        "pool, linear head; trained by ortlab on the same digits and splits as digits_cnn."),
-        "license": DIGITS_LICENSE,
-        "attribution": DIGITS_ATTRIBUTION,
-        "model": "model.onnx",
-        "task": "classification",
-        "labels": "labels.txt",
-        "preprocess": DIGITS_PP,
-        "calibration_dir": "../digits_cnn/calibration",
-        "evaluation_dir": "../digits_cnn/evaluation",
-        "evaluation_labeled": True,
-        "reference": None,
-        "data_notes": ("Shares digits_cnn's images (paths are relative to this manifest's folder). "
-                       + digits_data_notes("", tr, te, cal)),
-    }
-    acc, n = digits_labeled_reference(folder, manifest)
-    manifest["reference"] = {"metric": "top1_accuracy", "value": acc, "n_samples": n,
-                             "measured_with": "onnxruntime CPUExecutionProvider, fp32, on the shipped "
-                                              "evaluation PNGs with the manifest preprocessing, at export",
-                             "torch_value_at_training": acc_torch}
-    write_json(folder / "manifest.json", manifest)
-    log(f"{name}: ORT accuracy from shipped PNGs {acc:.4f} (n={n}); ops {ops}")
+    manifest, _ = finish_digits_manifest(
+        name, folder, ops, acc_torch,
+        title="Digits attention (ours)",
+        description=("A tiny vision transformer: 4x4 patch embedding (64 tokens, width 64), two pre-LN "
+                     "encoder blocks with 4-head MatMul/Softmax attention and GELU MLP, LayerNorm, mean "
+                     "pool, linear head; trained by ortlab on the same digits and splits as digits_cnn."),
+        data_dir="../digits_cnn/",
+        data_notes=("Shares digits_cnn's images (paths are relative to this manifest's folder). "
+                    + digits_data_notes("", tr, te, cal)))
     publish(folder)
     return manifest
 
