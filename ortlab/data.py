@@ -422,6 +422,20 @@ def preprocess_image(img: Image.Image, cfg: PreprocessConfig) -> np.ndarray:
     return np.ascontiguousarray(x.astype(_NP_DTYPES[cfg.dtype]))
 
 
+def tensor_preview(x: np.ndarray, cfg: PreprocessConfig) -> np.ndarray:
+    """One preprocessed sample (no batch axis) as a uint8 image to look at: HWC (or HW for grayscale) in RGB
+    order, stretched to the full 0–255 range."""
+    x = np.asarray(x, dtype=np.float32)
+    if cfg.layout == Layout.NCHW:
+        x = x.transpose(1, 2, 0)
+    x = (x - x.min()) / (x.max() - x.min() + 1e-12)
+    if x.shape[2] == 1:
+        x = x[:, :, 0]
+    elif cfg.channel_order == ChannelOrder.BGR:
+        x = x[:, :, ::-1]
+    return (x * 255).round().astype(np.uint8)
+
+
 # -- model feeds ----------------------------------------------------------------------------------------
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import streamlit as st
 
 from ortlab import data, samples
-from ortlab.config import Layout, PreprocessConfig
+from ortlab.config import PreprocessConfig
 from ortlab.ui import actions, state
 from ortlab.ui.cards import random_data_warning
 from ortlab.ui.forms import dataclass_form
@@ -155,16 +155,9 @@ if ds.kind == "images":
         m[2].metric("dtype", str(arr.dtype), border=True)
         m[3].metric("min / max", f"{a32.min():.3g} / {a32.max():.3g}", border=True)
         m[4].metric("mean", f"{a32.mean():.3g}", border=True)
-        x = a32[0]
-        x = x.transpose(1, 2, 0) if cfg.layout == Layout.NCHW else x
-        x = (x - x.min()) / (x.max() - x.min() + 1e-12)
-        if x.shape[2] == 1:
-            x = x[:, :, 0]
-        elif cfg.channel_order.value == "BGR":
-            x = x[:, :, ::-1]
         pc = st.columns(6)
         pc[0].image(ds.load_image(0), caption="original", width=140)
-        pc[1].image((x * 255).astype(np.uint8), caption=f"model input {cfg.size[0]}×{cfg.size[1]} (rescaled)",
+        pc[1].image(data.tensor_preview(arr[0], cfg), caption=f"model input {cfg.size[0]}×{cfg.size[1]} (rescaled)",
                     width=140)
         data.check_fits(ds, cfg, info.inputs)
         st.success("This data fits the model.")

@@ -22,6 +22,7 @@ from ortlab.data import (
     load_image_zip,
     load_tensor_file,
     preprocess_image,
+    tensor_preview,
     random_dataset,
     stratified_sample,
 )
@@ -321,3 +322,14 @@ def test_calibration_reader_checks_fit_up_front(tmp_path):
     ds = load_image_folder(make_folder(tmp_path / "d"))
     with pytest.raises(DataError, match="set channels to 3"):
         CalibrationReader(ds, PreprocessConfig(size=(32, 32), channels=1, mean=(0.0,), std=(1.0,)), IMG_IN)
+
+
+def test_tensor_preview_undoes_layout_and_channel_order_for_display():
+    img = Image.fromarray(np.stack([np.full((4, 6), v, np.uint8) for v in (200, 100, 0)], axis=-1), "RGB")
+    cfg = PreprocessConfig(size=(4, 6), channel_order="BGR", mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25))
+    shown = tensor_preview(preprocess_image(img, cfg), cfg)
+    assert shown.shape == (4, 6, 3) and shown.dtype == np.uint8
+    assert list(shown[0, 0]) == [255, 128, 0]  # red stays the strongest channel, stretched to 0–255
+    gray = tensor_preview(preprocess_image(img, PreprocessConfig(size=(4, 6), channels=1, mean=(0,), std=(1,))),
+                          PreprocessConfig(size=(4, 6), channels=1, mean=(0,), std=(1,)))
+    assert gray.shape == (4, 6)
