@@ -8,15 +8,13 @@ from ortlab.ui.bench_job import collect, final_table, running_stats, slowdown_no
 from ortlab.ui.forms import dataclass_form
 from ortlab.ui.guard import engine_errors, error_message, show_message
 from ortlab.ui.progress_view import draw_stages, show_flash
-from ortlab.ui.router import require_router, stop_page
+from ortlab.ui.router import require_model, require_router
 
 require_router()
 st.title(":material/speed: Benchmark")
 show_flash()
+require_model()
 variants = actions.variants()
-if not variants:
-    st.info("Choose a model on the Model page first.")
-    stop_page()
 ids = [v.id for v in variants]
 by_id = {v.id: v for v in variants}
 colors = charts.variant_colors(ids)

@@ -10,15 +10,12 @@ from ortlab.ui.cards import random_data_warning
 from ortlab.ui.forms import dataclass_form
 from ortlab.ui.guard import engine_errors
 from ortlab.ui.progress_view import show_flash
-from ortlab.ui.router import require_router, stop_page
+from ortlab.ui.router import require_model, require_router, stop_page
 
 require_router()
 st.title(":material/photo_library: Data")
 show_flash()
-info = state.model_info()
-if info is None:
-    st.info("Choose a model on the Model page first.")
-    stop_page()
+info = require_model()
 
 SOURCES = ["sample", "images", "tensors", "random"]
 SOURCE_NAMES = {"sample": "Bundled sample set", "images": "Upload images (files or a .zip)",

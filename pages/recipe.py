@@ -9,15 +9,12 @@ from ortlab.ui import actions, state
 from ortlab.ui.forms import dataclass_form
 from ortlab.ui.guard import engine_errors
 from ortlab.ui.progress_view import demo_button, recipe_job_panel, recipe_running, show_flash
-from ortlab.ui.router import require_router, stop_page
+from ortlab.ui.router import require_model, require_router
 
 require_router()
 st.title(":material/science: Recipe")
 show_flash()
-info = state.model_info()
-if info is None:
-    st.info("Choose a model on the Model page first.")
-    stop_page()
+info = require_model()
 
 demo_button()
 recipe_job_panel("recipe")

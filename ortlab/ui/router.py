@@ -54,3 +54,15 @@ def require_router() -> None:
 
     PagesManager.uses_pages_directory = False
     st.rerun()
+
+
+def require_model():
+    """The current model's ModelInfo; without one, say where to choose it and end the page."""
+    from . import state
+
+    info = state.model_info()
+    if info is None:
+        st.info("Choose a model on the Model page first.")
+        stop_page()
+    return info
+
