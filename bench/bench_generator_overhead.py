@@ -24,11 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-import onnxruntime as ort  # noqa: E402
+import numpy as np
+import onnxruntime as ort
 
-from ortlab.bench import latency_samples, latency_samples_isolated  # noqa: E402
-from ortlab.config import BenchConfig  # noqa: E402
+from ortlab.bench import latency_samples, latency_samples_isolated
+from ortlab.config import BenchConfig
 
 
 def pick_model(tmp: Path) -> tuple[Path, str]:
@@ -121,7 +121,7 @@ class UiLoad:
             charts.latency_lines(series, {}, {}).to_json()
             self.builds += 1
 
-    def __enter__(self) -> "UiLoad":
+    def __enter__(self) -> UiLoad:
         self.thread.start()
         return self
 

@@ -90,7 +90,7 @@ def main() -> int:
     print(f"{'sample':<20}{'variant':<21}{'size KB':>9}{'top1':>7}{'agree':>7}{'batch':>6}{'p50 ms':>10}"
           f"{'speed vs fp32 disabled':>24}")
     for sample, name, size, top1, agree, batch, ms, ratio in rows:
-        pct = lambda v: f"{100 * v:6.1f}" if v is not None else "     -"  # noqa: E731
+        pct = lambda v: f"{100 * v:6.1f}" if v is not None else "     -"
         print(f"{sample:<20}{name:<21}{size / 1024:9.1f}{pct(top1):>7}{pct(agree):>7}{batch:6d}{ms:10.3f}"
               f"{ratio:23.2f}×")
     return 0

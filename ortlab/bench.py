@@ -12,7 +12,8 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -135,7 +136,7 @@ class LatencyRun(Iterator[LatencySample]):
         self._keep = True  # False in the isolated child: samples go to the parent, not into a list
         self._gen = self._generate()
 
-    def __iter__(self) -> "LatencyRun":
+    def __iter__(self) -> LatencyRun:
         return self
 
     def __next__(self) -> LatencySample:
@@ -171,7 +172,7 @@ class LatencyRun(Iterator[LatencySample]):
             session, used = providers.create_session(self.model_path, self.config.target, options)
         except OrtlabError:
             raise
-        except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
+        except Exception as exc:
             raise BenchmarkError(f"Could not load {self.model_path.name}: {exc}") from exc
         return session, list(used)
 
@@ -194,7 +195,7 @@ class LatencyRun(Iterator[LatencySample]):
                         self.cancelled = True
                         return
                     run(None, feeds)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise self._run_error(exc) from exc
             duration = float(cfg.duration_s)
             limit = None if duration > 0 else int(cfg.runs)
@@ -208,7 +209,7 @@ class LatencyRun(Iterator[LatencySample]):
                     t0 = clock()
                     run(None, feeds)
                     t1 = clock()
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     raise self._run_error(exc) from exc
                 sample = LatencySample(self.variant, self.batch_size, i, (t1 - t0) * 1000.0, t1 - start)
                 if self._keep:
@@ -401,7 +402,7 @@ def _isolated_child(args: dict, fd: int) -> None:
                            "peak_rss_mb": _maxrss_mb()}))
     except OrtlabError as exc:
         conn.send(("error", type(exc).__name__, exc.message, exc.step))
-    except BaseException as exc:  # noqa: BLE001 - the parent raises it as a BenchmarkError
+    except BaseException as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
         conn.send(("error", "BenchmarkError", f"The timing process failed: {type(exc).__name__}: {first}", None))
     finally:

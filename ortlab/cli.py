@@ -14,7 +14,8 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from . import __version__
 from .config import (BenchConfig, CalibrationMethod, ChannelOrder, Layout, OptLevel, PixelScale, Precision,
@@ -374,7 +375,7 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
     if ns.json:
         _print_json(info.to_dict())
         return 0
-    shape = lambda t: "[" + ", ".join("?" if d is None else str(d) for d in t.shape) + "]"  # noqa: E731
+    shape = lambda t: "[" + ", ".join("?" if d is None else str(d) for d in t.shape) + "]"
     opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(info.opsets.items()))
     print(f"{info.path}\n  size      {_mb(info.total_bytes)}{' (with external data)' if info.has_external_data else ''}"
           f"\n  sha256    {info.sha256}\n  ir        {info.ir_version}   opsets: {opsets}"
@@ -426,7 +427,8 @@ def _data_for(ns: argparse.Namespace, path: str | None, sample):
 def cmd_optimize(ns: argparse.Namespace) -> int:
     """`ortlab optimize`: apply a recipe to one model and write the result."""
     from . import config
-    from .pipeline import ARTIFACT_FILE, RECIPE_FILE, run_recipe
+    from .artifact import ARTIFACT_FILE, RECIPE_FILE
+    from .pipeline import run_recipe
 
     recipe = recipe_from_args(ns)
     src = _existing_file(ns.model, "Model")
@@ -644,7 +646,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: error: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # noqa: BLE001 - a bug: one line unless ORTLAB_DEBUG asks for the traceback
+    except Exception as exc:
         if os.environ.get("ORTLAB_DEBUG"):
             raise
         print(f"{PROG}: error: unexpected {type(exc).__name__}: {_one_line(exc)} "

@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from enum import StrEnum
 import json
 import platform
 import shlex
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
+from collections.abc import Iterable, Sequence
 
 from .errors import RecipeError
-
-
-class StrEnum(str, enum.Enum):
-    def __str__(self) -> str:
-        return self.value
 
 
 class Precision(StrEnum):
@@ -227,11 +224,11 @@ class Recipe:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Recipe":
+    def from_dict(cls, data: dict[str, Any]) -> Recipe:
         return _from_plain(cls, data)
 
     @classmethod
-    def from_json(cls, text: str) -> "Recipe":
+    def from_json(cls, text: str) -> Recipe:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -276,7 +273,7 @@ class PreprocessConfig:
         return _to_plain(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PreprocessConfig":
+    def from_dict(cls, data: dict[str, Any]) -> PreprocessConfig:
         return _from_plain(cls, data)
 
     def problems(self) -> list[str]:
@@ -328,7 +325,7 @@ class BenchConfig:
         return _to_plain(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "BenchConfig":
+    def from_dict(cls, data: dict[str, Any]) -> BenchConfig:
         return _from_plain(cls, data)
 
 
@@ -349,9 +346,9 @@ def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUEx
     (``ortlab.providers.working_providers()``), not what ORT claims."""
     out: list[Finding] = []
     q = recipe.quant
-    err = lambda f, m: out.append(Finding("error", f, m))  # noqa: E731
-    warn = lambda f, m: out.append(Finding("warning", f, m))  # noqa: E731
-    note = lambda f, m: out.append(Finding("note", f, m))  # noqa: E731
+    err = lambda f, m: out.append(Finding("error", f, m))
+    warn = lambda f, m: out.append(Finding("warning", f, m))
+    note = lambda f, m: out.append(Finding("note", f, m))
     has_trt = "TensorrtExecutionProvider" in available_providers
     has_gpu = has_trt or "CUDAExecutionProvider" in available_providers
 
@@ -456,7 +453,7 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise RecipeError(f"{where} must be an object.")
-        return _from_plain(tp, value, where)
+        return _from_plain(typing.cast(type, tp), value, where)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         try:
             return tp(value)

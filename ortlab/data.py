@@ -12,7 +12,8 @@ import stat
 import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
 
 import numpy as np
 from onnxruntime.quantization import CalibrationDataReader
@@ -69,7 +70,7 @@ class Dataset:
     def __len__(self) -> int:
         return len(self.samples)
 
-    def subset(self, indices: Sequence[int]) -> "Dataset":
+    def subset(self, indices: Sequence[int]) -> Dataset:
         """A dataset with the samples at ``indices`` (sharing the loaded bytes/tensors)."""
         return replace(self, samples=[self.samples[i] for i in indices])
 
@@ -88,7 +89,7 @@ class Dataset:
             raise DataError(f"Cannot read image {s.name}: {_first_line(exc)}.") from None
         return img
 
-    def inputs(self, i: int, preprocess: PreprocessConfig | None, model_inputs: Sequence["TensorInfo"]) -> dict[str, np.ndarray]:
+    def inputs(self, i: int, preprocess: PreprocessConfig | None, model_inputs: Sequence[TensorInfo]) -> dict[str, np.ndarray]:
         """The model feed for sample ``i`` as a batch of one."""
         return batch_inputs(self, [i], preprocess, model_inputs)
 
@@ -354,7 +355,7 @@ def _static(d: Any) -> int | None:
     return d if isinstance(d, int) and not isinstance(d, bool) and d > 0 else None
 
 
-def detect_preprocess(model_input: "TensorInfo") -> PreprocessConfig:
+def detect_preprocess(model_input: TensorInfo) -> PreprocessConfig:
     """Layout (which axis is 1 or 3), size (static dims, else 224), channels and dtype from an image input."""
     shape = tuple(model_input.shape)
     if len(shape) != 4:
@@ -439,7 +440,7 @@ def tensor_preview(x: np.ndarray, cfg: PreprocessConfig) -> np.ndarray:
 # -- model feeds ----------------------------------------------------------------------------------------
 
 
-def check_image_input(cfg: PreprocessConfig, model_inputs: Sequence["TensorInfo"]) -> "TensorInfo":
+def check_image_input(cfg: PreprocessConfig, model_inputs: Sequence[TensorInfo]) -> TensorInfo:
     """The single image input of the model, after checking ``cfg`` produces what it expects."""
     if len(model_inputs) != 1:
         names = ", ".join(t.name for t in model_inputs)
@@ -453,7 +454,7 @@ def check_image_input(cfg: PreprocessConfig, model_inputs: Sequence["TensorInfo"
     if _static(shape[c_axis]) not in (None, cfg.channels):
         raise DataError(f"Preprocessing makes {cfg.channels}-channel {cfg.layout.value} images but {want}; "
                         f"set channels to {expected.channels} and layout to {expected.layout.value}.")
-    for got, dim, axis in zip(cfg.size, hw, ("height", "width")):
+    for got, dim in zip(cfg.size, hw):
         if _static(dim) is not None and dim != got:
             raise DataError(f"Preprocessing resizes to {cfg.size[0]}×{cfg.size[1]} but {want}; "
                             f"set size to {expected.size[0]}×{expected.size[1]}.")
@@ -463,7 +464,7 @@ def check_image_input(cfg: PreprocessConfig, model_inputs: Sequence["TensorInfo"
     return info
 
 
-def _cast_like(arr: np.ndarray, info: "TensorInfo", what: str) -> np.ndarray:
+def _cast_like(arr: np.ndarray, info: TensorInfo, what: str) -> np.ndarray:
     target = _NP_DTYPES.get(info.dtype)
     if target is None:
         raise DataError(f"Model input '{info.name}' has type {info.dtype}, which ortlab cannot feed.")
@@ -474,7 +475,7 @@ def _cast_like(arr: np.ndarray, info: "TensorInfo", what: str) -> np.ndarray:
     return arr.astype(target, copy=False)
 
 
-def check_tensor_inputs(ds: Dataset, model_inputs: Sequence["TensorInfo"]) -> None:
+def check_tensor_inputs(ds: Dataset, model_inputs: Sequence[TensorInfo]) -> None:
     """Raise DataError unless the dataset's arrays match the model inputs' names, ranks and static dims."""
     expected = ", ".join(f"{t.name} {_shape_str(t.shape)}" for t in model_inputs)
     arrays = ds._tensors
@@ -502,7 +503,7 @@ def check_tensor_inputs(ds: Dataset, model_inputs: Sequence["TensorInfo"]) -> No
         _cast_like(arr[:0], info, what)
 
 
-def _random_array(info: "TensorInfo", rng: np.random.Generator, batch: int, cfg: PreprocessConfig | None) -> np.ndarray:
+def _random_array(info: TensorInfo, rng: np.random.Generator, batch: int, cfg: PreprocessConfig | None) -> np.ndarray:
     shape = list(info.shape)
     fill: dict[int, int] = {}
     if cfg is not None and len(shape) == 4:
@@ -522,7 +523,7 @@ def _random_array(info: "TensorInfo", rng: np.random.Generator, batch: int, cfg:
 
 
 def batch_inputs(ds: Dataset, indices: Sequence[int], cfg: PreprocessConfig | None,
-                 model_inputs: Sequence["TensorInfo"]) -> dict[str, np.ndarray]:
+                 model_inputs: Sequence[TensorInfo]) -> dict[str, np.ndarray]:
     """Model feed for the samples at ``indices`` stacked on a new first axis."""
     if not indices:
         raise DataError("No samples selected.")
@@ -562,7 +563,7 @@ def batch_inputs(ds: Dataset, indices: Sequence[int], cfg: PreprocessConfig | No
     raise DataError(f"Unknown dataset kind {ds.kind!r}.")
 
 
-def check_fits(ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence["TensorInfo"]) -> None:
+def check_fits(ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence[TensorInfo]) -> None:
     """Cheap up-front check (no decoding) that ``ds`` with ``cfg`` can feed the model; raises DataError."""
     if len(ds) == 0:
         raise DataError("The dataset is empty.")
@@ -579,7 +580,7 @@ def check_fits(ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence
 class CalibrationReader(CalibrationDataReader):
     """Feeds ORT's calibrator one sample per ``get_next()``; reports "calibrate" progress and honours cancel."""
 
-    def __init__(self, ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence["TensorInfo"],
+    def __init__(self, ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence[TensorInfo],
                  reporter: Reporter = null_reporter, cancel: CancelToken | None = None):
         check_fits(ds, cfg, model_inputs)
         self.ds, self.cfg, self.model_inputs = ds, cfg, list(model_inputs)

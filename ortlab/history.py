@@ -7,9 +7,10 @@ import enum
 import json
 import sqlite3
 from contextlib import closing, contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
+from collections.abc import Iterator, Sequence
 
 from .errors import OrtlabError
 
@@ -55,7 +56,7 @@ class HistoryError(OrtlabError):
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _plain(obj: Any) -> Any:
@@ -112,7 +113,7 @@ class History:
 
     # -- runs ------------------------------------------------------------------------------------------
     def add(self, artifact: Any) -> int:
-        """Store an :class:`ortlab.pipeline.Artifact`; set and return its ``run_id``."""
+        """Store an :class:`ortlab.artifact.Artifact`; set and return its ``run_id``."""
         recipe = _plain(artifact.recipe)
         source_path = Path(artifact.source_path)
         row = {
@@ -194,7 +195,7 @@ class History:
     @staticmethod
     def _decode(row: sqlite3.Row, json_cols: dict[str, str]) -> dict:
         out: dict[str, Any] = {}
-        for key in row.keys():
+        for key in row.keys():  # noqa: SIM118 - sqlite3.Row iterates values, not keys
             value = row[key]
             if key in json_cols:
                 out[json_cols[key]] = json.loads(value) if value is not None else None

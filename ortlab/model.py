@@ -18,7 +18,7 @@ import zipfile
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import onnx

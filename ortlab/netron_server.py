@@ -180,7 +180,7 @@ def external_data_files(model_path: Path) -> list[str]:
 
     try:
         model = onnx.load(str(model_path), load_external_data=False)
-    except Exception as exc:  # noqa: BLE001 - onnx raises DecodeError and others
+    except Exception as exc:
         raise ModelLoadError(f"{model_path.name} is not an ONNX model ({type(exc).__name__}).") from None
     folder = model_path.parent.resolve()
     out: list[str] = []
@@ -215,10 +215,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     index: bytes
     protocol_version = "HTTP/1.0"
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self.do_GET()
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         path = urllib.parse.unquote(urllib.parse.urlparse(self.path).path)
         body, ctype = None, "application/octet-stream"
         if path in ("/", "/index.html"):
@@ -247,7 +247,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return None
         return target.read_bytes()
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - keep the server quiet
+    def log_message(self, format: str, *args) -> None:
         pass
 
 

@@ -14,7 +14,7 @@ import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import onnxruntime as ort
 from onnx import TensorProto, helper

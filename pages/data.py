@@ -82,11 +82,10 @@ with st.container(border=True):
                    "pipeline on a model without data; every result will carry a warning.")
         c1, c2 = st.columns(2)
         n_rand = c1.number_input("Random samples", 1, 10000, 32, key="data.random_n")
-        if c2.checkbox("I understand: use random data", key="data.random_ok"):
-            if state.ui("random_applied") != n_rand:
-                with engine_errors("Making random data"):
-                    actions.set_user_dataset(data.random_dataset(int(n_rand), seed=0), f"random ({n_rand})")
-                    state.set_ui("random_applied", n_rand)
+        if c2.checkbox("I understand: use random data", key="data.random_ok") and state.ui("random_applied") != n_rand:
+            with engine_errors("Making random data"):
+                actions.set_user_dataset(data.random_dataset(int(n_rand), seed=0), f"random ({n_rand})")
+                state.set_ui("random_applied", n_rand)
 
 ds = state.dataset()
 if ds is None:

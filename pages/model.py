@@ -30,26 +30,25 @@ with right:
         elif done[1]:
             st.error(done[1])
 
-with left:
-    with engine_errors("Listing the bundled samples"):
-        from ortlab import samples
+with left, engine_errors("Listing the bundled samples"):
+    from ortlab import samples
 
-        options = {s.name: s for s in samples.list_samples(skip_broken=True)}
-        state.ensure_widget("sample_select", state.sample_name())
+    options = {s.name: s for s in samples.list_samples(skip_broken=True)}
+    state.ensure_widget("sample_select", state.sample_name())
 
-        def _picked() -> None:
-            state.set_ui("sample_request", True)
+    def _picked() -> None:
+        state.set_ui("sample_request", True)
 
-        choice = st.selectbox("Bundled sample", list(options), key="sample_select", on_change=_picked,
-                              format_func=lambda n: f"{options[n].title} ({n})" if options[n].title else n,
-                              placeholder="— an uploaded model is selected —")
-        if state.ui("sample_request") and choice:
-            state.set_ui("sample_request", False)
-            with engine_errors(f"Opening sample {choice}"):
-                actions.select_sample(choice)
-        if choice and choice in options:
-            s = options[choice]
-            st.caption(f"{s.description}  \nLicense: {s.license} · {s.attribution}")
+    choice = st.selectbox("Bundled sample", list(options), key="sample_select", on_change=_picked,
+                          format_func=lambda n: f"{options[n].title} ({n})" if options[n].title else n,
+                          placeholder="— an uploaded model is selected —")
+    if state.ui("sample_request") and choice:
+        state.set_ui("sample_request", False)
+        with engine_errors(f"Opening sample {choice}"):
+            actions.select_sample(choice)
+    if choice and choice in options:
+        s = options[choice]
+        st.caption(f"{s.description}  \nLicense: {s.license} · {s.attribution}")
 
 info = state.model_info()
 if info is None:

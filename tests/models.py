@@ -93,7 +93,7 @@ def matmul_graph(seed: int = 0, hidden: int = 32, seq: int = 16) -> onnx.ModelPr
     """
     rng = np.random.default_rng(seed)
     h, ff = hidden, hidden * 2
-    w = lambda *s: rng.normal(0, 0.2, size=s).astype(np.float32)  # noqa: E731
+    w = lambda *s: rng.normal(0, 0.2, size=s).astype(np.float32)
     inits = [
         _init("wq", w(h, h)), _init("bq", w(h)), _init("wk", w(h, h)), _init("bk", w(h)),
         _init("wv", w(h, h)), _init("bv", w(h)), _init("wo", w(h, h)), _init("bo", w(h)),

@@ -148,7 +148,7 @@ def test_error_messages_for_people():
 
 
 def test_benchmark_final_table_has_speedup_against_the_first_variant():
-    s = lambda v, b, p50, mem=None: {"variant": v, "batch_size": b, "n": 10, "p50": p50, "p90": p50, "p99": p50,  # noqa: E731
+    s = lambda v, b, p50, mem=None: {"variant": v, "batch_size": b, "n": 10, "p50": p50, "p90": p50, "p99": p50,
                                      "mean": p50, "throughput_per_s": b * 1000 / p50, "peak_rss_mb": mem,
                                      "providers": ["CPUExecutionProvider"]}
     rows = bench_job.final_table([s("original", 1, 2.0, 80.0), s("run1", 1, 0.5), s("original", 8, 8.0),
@@ -202,7 +202,7 @@ def test_live_latency_chart_is_log_scale_with_a_median_per_series_and_capped_mar
 
 
 def test_slowdown_notes_explain_a_speedup_below_one_with_numbers():
-    s = lambda v, b, p50: {"variant": v, "batch_size": b, "p50": p50}  # noqa: E731
+    s = lambda v, b, p50: {"variant": v, "batch_size": b, "p50": p50}
     names = {"original": "original", "run1": "#1 int8", "run2": "#2 fp16"}
     notes = bench_job.slowdown_notes([s("original", 1, 0.2), s("run1", 1, 0.3), s("run2", 1, 0.19),
                                       s("original", 8, 10.0), s("run1", 8, 20.0)],

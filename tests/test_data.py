@@ -269,7 +269,7 @@ def test_preprocess_image_follows_the_spec_exactly():
     assert x.shape == (3, 2, 3) and x.dtype == np.float32
     np.testing.assert_array_equal(x, ref.transpose(2, 0, 1))
     gray = preprocess_image(img, PreprocessConfig(size=(4, 4), channels=1, mean=(0.5,), std=(0.5,), layout="NHWC"))
-    assert gray.shape == (4, 4, 1) and -1.0 <= gray.min() and gray.max() <= 1.0
+    assert gray.shape == (4, 4, 1) and gray.min() >= -1.0 and gray.max() <= 1.0
 
 
 def test_center_crop_and_letterbox():

@@ -88,7 +88,7 @@ def test_matmul_extended_fusions(tmp_path):
 def _rewrite(src, dst, rename_nodes=True, rename_tensors=False):
     m = onnx.load(str(src))
     io = {v.name for v in [*m.graph.input, *m.graph.output]} | {t.name for t in m.graph.initializer}
-    ren = lambda t: t if (not rename_tensors or not t or t in io) else f"t_{t}"  # noqa: E731
+    ren = lambda t: t if (not rename_tensors or not t or t in io) else f"t_{t}"
     for i, n in enumerate(m.graph.node):
         n.name = f"node_{len(m.graph.node) - i}" if rename_nodes else n.name
         n.input[:] = [ren(t) for t in n.input]

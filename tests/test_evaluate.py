@@ -103,7 +103,7 @@ def test_n_subsamples_and_cancel(models_dir, images):
     rep = evaluate(models_dir / "fp32.onnx", models_dir / "int8.onnx", images, None, n=6)
     assert rep.n_samples == 6 and [r["n"] for r in rep.per_class] == [2, 2, 2]
     token = CancelToken()
-    stop = lambda e: token.cancel() if e.done == 2 else None  # noqa: E731
+    stop = lambda e: token.cancel() if e.done == 2 else None
     with pytest.raises(Cancelled) as info:
         evaluate(models_dir / "fp32.onnx", models_dir / "int8.onnx", images, None, reporter=stop, cancel=token)
     assert info.value.step == "verify"

@@ -171,5 +171,5 @@ def test_quantized_digits_figure(digits_views):
     positions = set(t["added"].textposition)
     assert positions == {"top center", "bottom center"}  # alternating by column
     fp32 = diff_graph_figure(digits_views["fp32"])
-    rows = lambda v: max(n["y"] for n in v["nodes"]) - min(n["y"] for n in v["nodes"])  # noqa: E731
+    rows = lambda v: max(n["y"] for n in v["nodes"]) - min(n["y"] for n in v["nodes"])
     assert rows(view) > rows(digits_views["fp32"]) and fig.layout.height > fp32.layout.height

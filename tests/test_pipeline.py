@@ -14,7 +14,8 @@ from ortlab.config import OptLevel, Precision, QuantConfig, QuantMode, Recipe, T
 from ortlab.errors import Cancelled, ModelLoadError, OptimizationError, RecipeError
 from ortlab.history import History
 from ortlab.model import sha256_file
-from ortlab.pipeline import NO_CALIBRATION_DATA, load_artifact, run_recipe
+from ortlab.artifact import load_artifact
+from ortlab.pipeline import NO_CALIBRATION_DATA, run_recipe
 from ortlab.progress import CancelToken, CollectingReporter
 
 from models import conv_bn_model, matmul_model, random_image_folder

@@ -14,7 +14,7 @@ import pytest
 from ortlab.bench import LatencySummary
 from ortlab.config import BenchConfig, Precision, QuantConfig, QuantMode, Recipe
 from ortlab.history import History, HistoryError
-from ortlab.pipeline import Artifact
+from ortlab.artifact import Artifact
 from ortlab.workspace import Workspace
 
 REPO = Path(__file__).resolve().parent.parent

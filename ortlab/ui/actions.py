@@ -100,7 +100,7 @@ def import_uploaded_model(filename: str, data: bytes) -> Path:
             state.set_preprocess(detect_preprocess(info.inputs[0]))
             state.flash("Preprocessing was detected from the model input (size, layout, 0–1 scale, no mean/std). "
                         "Accuracy depends on it: check it on the Data page.", "warning")
-        except Exception:  # noqa: BLE001 - non-image model: the Data page asks for tensors
+        except Exception:
             state.set_preprocess(None)
     return path
 
@@ -168,7 +168,7 @@ def recipe_label(a: dict) -> str:
     """A short name for the recipe of an artifact dict or History row."""
     try:
         return Recipe.from_dict(a["recipe"]).label()
-    except Exception:  # noqa: BLE001 - an old or foreign recipe still gets a name
+    except Exception:
         return str(a.get("kind") or "artifact")
 
 
@@ -230,7 +230,7 @@ def finish_recipe_job(job: Job) -> dict | None:
     artifact = job.result
     try:
         history().add(artifact)
-    except Exception:  # noqa: BLE001 - the run is still usable in this session
+    except Exception:
         log.exception("Could not store the run in the history")
         job.meta["history_error"] = True
     a = artifact_dict(artifact)
@@ -247,7 +247,7 @@ def preprocess_or_detect(info) -> PreprocessConfig | None:
         from ..data import detect_preprocess
 
         return detect_preprocess(info.inputs[0])
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 

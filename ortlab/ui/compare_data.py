@@ -44,7 +44,7 @@ def graph_view(ref: Path, cand: Path, focus: str | None):
     return c[k]
 
 
-def stored_evaluation(ref: "actions.Variant", cand: "actions.Variant") -> dict | None:
+def stored_evaluation(ref: actions.Variant, cand: actions.Variant) -> dict | None:
     """The evaluation saved with the candidate's run when it was made from the reference model."""
     a = cand.artifact
     if a is not None and a.get("evaluation"):
@@ -57,7 +57,7 @@ def stored_evaluation(ref: "actions.Variant", cand: "actions.Variant") -> dict |
     return state.cache().get(_key("eval", ref.path, cand.path))
 
 
-def evaluate_pair(ref: "actions.Variant", cand: "actions.Variant") -> dict:
+def evaluate_pair(ref: actions.Variant, cand: actions.Variant) -> dict:
     """Evaluate the candidate against the reference on the chosen evaluation samples; cached."""
     from ..evaluate import evaluate
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import typing
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -44,7 +45,7 @@ def field_widget(f: dataclasses.Field, tp: Any, current: Any, key: str, *, optio
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         choices = list(tp)
         idx = choices.index(current) if current in choices else 0
-        fmt = lambda m: m.value  # noqa: E731
+        fmt = lambda m: m.value
         if len(choices) <= RADIO_MAX:
             return st.radio(label, choices, index=idx, key=key, help=help_, horizontal=True, format_func=fmt,
                             disabled=disabled)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from typing import Iterator
+from collections.abc import Iterator
 
 import streamlit as st
 
@@ -45,7 +45,7 @@ def engine_errors(step: str, hint: str = "") -> Iterator[Outcome]:
     outcome = Outcome()
     try:
         yield outcome
-    except Exception as exc:  # noqa: BLE001 - shown to the user, logged when unexpected
+    except Exception as exc:
         level, text = error_message(step, exc, hint)
         outcome.failed, outcome.message = True, text
         show_message(level, text)

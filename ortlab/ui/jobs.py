@@ -15,7 +15,8 @@ import threading
 import time
 import traceback
 import uuid
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ..errors import Cancelled
 from ..progress import CancelToken, ProgressEvent
@@ -33,14 +34,14 @@ def sync_jobs() -> bool:
         from streamlit import config
 
         return bool(config.get_option("global.appTest"))
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
 class Job:
     """One unit of background work with progress events, a cancel token and a result or an error."""
 
-    def __init__(self, name: str, fn: Callable[["Job"], Any], *, exclusive: bool = False) -> None:
+    def __init__(self, name: str, fn: Callable[[Job], Any], *, exclusive: bool = False) -> None:
         self.id = uuid.uuid4().hex[:12]
         self.name = name
         self.exclusive = exclusive
@@ -82,7 +83,7 @@ class Job:
             self.state = DONE
         except Cancelled as exc:
             self.error, self.state = exc, CANCELLED
-        except BaseException as exc:  # noqa: BLE001 - reported to the page
+        except BaseException as exc:
             self.error, self.state = exc, FAILED
             self.traceback = traceback.format_exc()
             log.error("Job %s (%s) failed:\n%s", self.name, self.id, self.traceback)
@@ -91,7 +92,7 @@ class Job:
             self._done.set()
 
     # -- page side ----------------------------------------------------------------------------------
-    def start(self, sync: bool | None = None) -> "Job":
+    def start(self, sync: bool | None = None) -> Job:
         """Start the work (in this thread when ``sync`` or ``sync_jobs()``)."""
         if sync if sync is not None else sync_jobs():
             self._run()

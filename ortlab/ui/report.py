@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import html
 import json
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from datetime import datetime, UTC
+from typing import Any
+from collections.abc import Iterable
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -132,7 +133,7 @@ def html_report(artifact: dict, ref_info: dict, cand_info: dict, diff: dict, eva
     random_data = bool(artifact.get("random_data") or (evaluation or {}).get("random_data"))
     title = title or f"ortlab report — {recipe.label() if recipe else 'run'}"
     parts: list[str] = [f"<h1>{_e(title)}</h1>"]
-    when = artifact.get("created_at") or datetime.now(timezone.utc).isoformat(timespec="seconds")
+    when = artifact.get("created_at") or datetime.now(UTC).isoformat(timespec="seconds")
     run = f"run #{_e(artifact['run_id'])} · " if artifact.get("run_id") is not None else ""
     parts.append(f'<p class="muted">{run}{_e(when)}</p>')
     if random_data:

@@ -173,7 +173,7 @@ def test_1_upload_model_shows_summary_and_netron(flow, model_file):
         for frame in netron_frames(page):
             try:
                 drawn = max(drawn, frame.locator("#canvas .node").count())
-            except Exception:  # noqa: BLE001 - the frame may be replaced by a rerun
+            except Exception:
                 pass
         page.wait_for_timeout(250)
     frame = netron_frames(page)[-1]
