@@ -18,35 +18,13 @@ from typing import Any
 from collections.abc import Sequence
 
 from . import __version__
-from .config import (BenchConfig, CalibrationMethod, ChannelOrder, Layout, OptLevel, PixelScale, Precision,
-                     PreprocessConfig, QuantConfig, QuantFormat, QuantMode, QuantType, Recipe, ResizeMode, Target,
-                     field_help)
+from .cli_args import UsageError, add_config_arguments, config_from_args, given_values
+from .config import BenchConfig, PreprocessConfig, Recipe, Target
 from .errors import OrtlabError, RecipeError
 from .progress import ProgressEvent
 
 PROG = "ortlab"
-
-_RECIPE_HELP = field_help(Recipe)
-_QUANT_HELP = field_help(QuantConfig)
-_PRE_HELP = field_help(PreprocessConfig)
-_BENCH_HELP = field_help(BenchConfig)
-
-# flag dest → QuantConfig field, for the flags ``config.recipe_cli_args`` writes
-_QUANT_DESTS = {
-    "quant_mode": "mode", "quant_format": "quant_format", "activation_type": "activation_type",
-    "weight_type": "weight_type", "per_channel": "per_channel", "reduce_range": "reduce_range",
-    "calibration_method": "calibration_method", "percentile": "percentile", "num_bins": "num_bins",
-    "num_quantized_bins": "num_quantized_bins", "moving_average": "moving_average",
-    "averaging_constant": "averaging_constant", "symmetric_activation": "symmetric_activation",
-    "symmetric_weight": "symmetric_weight", "op_types": "op_types", "exclude_op_types": "op_types_to_exclude",
-    "exclude_nodes": "nodes_to_exclude", "quant_preprocess": "preprocess",
-    "calibration_samples": "calibration_samples", "seed": "seed",
-}
-_PRE_DESTS = ("size", "mean", "std", "scale", "layout", "channels", "channel_order", "resize_mode")
-
-
-class UsageError(Exception):
-    """Bad command-line usage (exit status 2)."""
+BENCH_FLAGS_EXCLUDED = ("profile",)  # bench's --profile DIR both names the folder and turns profiling on
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,82 +36,15 @@ def _values(enum_cls) -> list[str]:
     return [m.value for m in enum_cls]
 
 
-def _csv(text: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in text.split(",") if v.strip())
-
-
-def _help(text: str, default: Any = None) -> str:
-    text = text.replace("%", "%%")
-    return f"{text} (default: {default})" if default is not None else text
-
-
-# -- parser ------------------------------------------------------------------------------------------------
-
-
 def add_recipe_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``ortlab optimize`` that describe a Recipe (the ones ``config.recipe_cli_args`` writes)."""
-    r, q = Recipe(), QuantConfig()
-    g = p.add_argument_group("recipe")
-    g.add_argument("--precision", choices=_values(Precision), default=r.precision.value,
-                   help=_help(_RECIPE_HELP["precision"], r.precision.value))
-    g.add_argument("--target", choices=_values(Target), default=r.target.value,
-                   help=_help(_RECIPE_HELP["target"], r.target.value))
-    g.add_argument("--opt-level", choices=_values(OptLevel), default=r.opt_level.value,
-                   help=_help(_RECIPE_HELP["opt_level"], r.opt_level.value))
-    g.add_argument("--no-keep-io-types", dest="keep_io_types", action="store_false", default=True,
-                   help=_help(_RECIPE_HELP["keep_io_types"]) + " This flag turns it off.")
-    g.add_argument("--allow-random-data", action="store_true", help=_help(_RECIPE_HELP["allow_random_data"]))
-    g.add_argument("--name", default="", help=_help(_RECIPE_HELP["name"]))
-
-    g = p.add_argument_group("int8 quantization (with --precision int8)")
-    g.add_argument("--quant-mode", choices=_values(QuantMode), help=_help(_QUANT_HELP["mode"], q.mode.value))
-    g.add_argument("--quant-format", choices=_values(QuantFormat),
-                   help=_help(_QUANT_HELP["quant_format"], q.quant_format.value))
-    g.add_argument("--activation-type", choices=_values(QuantType),
-                   help=_help(_QUANT_HELP["activation_type"], q.activation_type.value))
-    g.add_argument("--weight-type", choices=_values(QuantType),
-                   help=_help(_QUANT_HELP["weight_type"], q.weight_type.value))
-    pc = g.add_mutually_exclusive_group()
-    pc.add_argument("--per-channel", dest="per_channel", action="store_true", default=None,
-                    help=_help(_QUANT_HELP["per_channel"], "on"))
-    pc.add_argument("--no-per-channel", dest="per_channel", action="store_false", default=None,
-                    help="One scale per weight tensor.")
-    g.add_argument("--reduce-range", action="store_true", default=None, help=_help(_QUANT_HELP["reduce_range"]))
-    g.add_argument("--calibration-method", choices=_values(CalibrationMethod),
-                   help=_help(_QUANT_HELP["calibration_method"], q.calibration_method.value))
-    g.add_argument("--percentile", type=float, help=_help(_QUANT_HELP["percentile"], q.percentile))
-    g.add_argument("--num-bins", type=int, help=_help(_QUANT_HELP["num_bins"], q.num_bins))
-    g.add_argument("--num-quantized-bins", type=int,
-                   help=_help(_QUANT_HELP["num_quantized_bins"], q.num_quantized_bins))
-    g.add_argument("--moving-average", action="store_true", default=None, help=_help(_QUANT_HELP["moving_average"]))
-    g.add_argument("--averaging-constant", type=float,
-                   help=_help(_QUANT_HELP["averaging_constant"], q.averaging_constant))
-    g.add_argument("--symmetric-activation", action="store_true", default=None,
-                   help=_help(_QUANT_HELP["symmetric_activation"]))
-    g.add_argument("--no-symmetric-weight", dest="symmetric_weight", action="store_false", default=None,
-                   help=_help(_QUANT_HELP["symmetric_weight"]) + " This flag turns it off.")
-    g.add_argument("--op-types", type=_csv, metavar="OP[,OP…]", help=_help(_QUANT_HELP["op_types"]))
-    g.add_argument("--exclude-op-types", type=_csv, metavar="OP[,OP…]",
-                   help=_help(_QUANT_HELP["op_types_to_exclude"]))
-    g.add_argument("--exclude-nodes", type=_csv, metavar="NODE[,NODE…]", help=_help(_QUANT_HELP["nodes_to_exclude"]))
-    g.add_argument("--no-preprocess", dest="quant_preprocess", action="store_false", default=None,
-                   help=_help(_QUANT_HELP["preprocess"]) + " This flag turns it off.")
-    g.add_argument("--calibration-samples", type=int,
-                   help=_help(_QUANT_HELP["calibration_samples"], q.calibration_samples))
-    g.add_argument("--seed", type=int, help=_help(_QUANT_HELP["seed"], q.seed))
+    add_config_arguments(p, Recipe, title="recipe")
 
 
 def add_preprocess_arguments(p: argparse.ArgumentParser) -> None:
     """Image preprocessing flags; unset ones come from the sample manifest or the model input."""
-    g = p.add_argument_group("image preprocessing (default: the sample's manifest, else detected from the model)")
-    g.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help=_help(_PRE_HELP["size"]))
-    g.add_argument("--mean", type=float, nargs="+", help=_help(_PRE_HELP["mean"]))
-    g.add_argument("--std", type=float, nargs="+", help=_help(_PRE_HELP["std"]))
-    g.add_argument("--scale", choices=_values(PixelScale), help=_help(_PRE_HELP["scale"]))
-    g.add_argument("--layout", choices=_values(Layout), help=_help(_PRE_HELP["layout"]))
-    g.add_argument("--channels", type=int, choices=(1, 3), help=_help(_PRE_HELP["channels"]))
-    g.add_argument("--channel-order", choices=_values(ChannelOrder), help=_help(_PRE_HELP["channel_order"]))
-    g.add_argument("--resize-mode", choices=_values(ResizeMode), help=_help(_PRE_HELP["resize_mode"]))
+    add_config_arguments(p, PreprocessConfig, show_defaults=False,
+                         title="image preprocessing (default: the sample's manifest, else detected from the model)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,20 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_flags(p)
     p.set_defaults(func=cmd_optimize)
 
-    b = BenchConfig()
     p = sub.add_parser("bench", help="Time one or more models (latency percentiles, throughput, memory).")
     p.add_argument("models", metavar="MODEL", nargs="+", help="One or more .onnx files.")
-    p.add_argument("--batch-sizes", type=int, nargs="+", default=list(b.batch_sizes),
-                   help=_help(_BENCH_HELP["batch_sizes"], " ".join(map(str, b.batch_sizes))))
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--runs", type=int, default=b.runs, help=_help(_BENCH_HELP["runs"], b.runs))
-    mode.add_argument("--duration", type=float, default=0.0, metavar="S", help=_help(_BENCH_HELP["duration_s"]))
-    p.add_argument("--warmup", type=int, default=b.warmup, help=_help(_BENCH_HELP["warmup"], b.warmup))
-    p.add_argument("--threads", type=int, default=0, help=_help(_BENCH_HELP["intra_op_threads"], 0))
-    p.add_argument("--target", choices=_values(Target), default=b.target.value,
-                   help=_help(_BENCH_HELP["target"], b.target.value))
-    p.add_argument("--session-opt-level", choices=_values(OptLevel), default=b.session_opt_level.value,
-                   help=_help(_BENCH_HELP["session_opt_level"], b.session_opt_level.value))
+    add_config_arguments(p, BenchConfig, title="timing", exclude=BENCH_FLAGS_EXCLUDED)
     p.add_argument("--memory", action="store_true", help="Also measure peak memory (a child process per model).")
     p.add_argument("--profile", metavar="DIR", help="Write ORT's profiling JSON for each run into DIR.")
     _add_output_flags(p)
@@ -221,18 +121,16 @@ def _add_output_flags(p: argparse.ArgumentParser) -> None:
 
 def recipe_from_args(ns: argparse.Namespace) -> Recipe:
     """The Recipe that the parsed ``optimize`` flags describe."""
-    quant = {field: getattr(ns, dest) for dest, field in _QUANT_DESTS.items() if getattr(ns, dest, None) is not None}
-    if quant and ns.precision != Precision.INT8.value:
-        flags = ", ".join("--" + d.replace("_", "-") for d in _QUANT_DESTS if getattr(ns, d, None) is not None)
-        raise UsageError(f"{flags.replace('--quant-preprocess', '--no-preprocess')} only apply with --precision int8.")
-    if ns.averaging_constant is not None and not ns.moving_average:
-        raise UsageError("--averaging-constant needs --moving-average.")
-    data: dict[str, Any] = {"precision": ns.precision, "target": ns.target, "opt_level": ns.opt_level,
-                            "keep_io_types": ns.keep_io_types, "allow_random_data": ns.allow_random_data,
-                            "name": ns.name}
-    if quant:
-        data["quant"] = {k: list(v) if isinstance(v, tuple) else v for k, v in quant.items()}
-    return Recipe.from_dict(data)
+    return config_from_args(Recipe, ns)
+
+
+def bench_from_args(ns: argparse.Namespace) -> BenchConfig:
+    """The BenchConfig that the parsed ``bench`` flags describe (profiling on when ``--profile DIR`` is given)."""
+    cfg = config_from_args(BenchConfig, ns, BenchConfig(profile=bool(ns.profile)), exclude=BENCH_FLAGS_EXCLUDED)
+    problems = cfg.problems()
+    if problems:
+        raise UsageError(" ".join(problems))
+    return cfg
 
 
 def _existing(path: str, what: str) -> Path:
@@ -287,7 +185,7 @@ def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None) 
     from . import data
     from .model import inspect_model
 
-    overrides = {d: getattr(ns, d) for d in _PRE_DESTS if getattr(ns, d, None) is not None}
+    overrides = given_values(PreprocessConfig, ns)
     if sample is not None:
         base = sample.preprocess
     else:
@@ -300,8 +198,7 @@ def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None) 
         if not overrides:
             return None
         base = PreprocessConfig()
-    cfg = PreprocessConfig.from_dict({**base.to_dict(), **{k: list(v) if isinstance(v, (list, tuple)) else v
-                                                          for k, v in overrides.items()}})
+    cfg = config_from_args(PreprocessConfig, ns, base)
     problems = cfg.problems()
     if problems:
         raise UsageError(" ".join(problems))
@@ -521,13 +418,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     from . import bench
 
     paths = [_existing_file(m, "Model") for m in ns.models]
-    if any(b < 1 for b in ns.batch_sizes):
-        raise UsageError("--batch-sizes must be positive.")
-    if ns.runs < 1 or ns.duration < 0 or ns.warmup < 0 or ns.threads < 0:
-        raise UsageError("--runs must be at least 1; --duration, --warmup and --threads must not be negative.")
-    cfg = BenchConfig(batch_sizes=tuple(ns.batch_sizes), warmup=ns.warmup, runs=ns.runs, duration_s=ns.duration,
-                      session_opt_level=OptLevel(ns.session_opt_level),
-                      intra_op_threads=ns.threads, target=Target(ns.target), profile=bool(ns.profile))
+    cfg = bench_from_args(ns)
     report = _reporter(ns)
     summaries = []
     for path, name in zip(paths, _variant_names(paths)):

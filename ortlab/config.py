@@ -1,8 +1,10 @@
 """Recipe, quantization, preprocessing and benchmark settings as frozen dataclasses.
 
 Every field carries a ``help`` text in its metadata; the CLI and the Streamlit widgets both show it.
-Optional metadata: ``label`` (short UI name), ``min``/``max``/``step`` for numbers, and ``when``
-(a mapping of sibling field → allowed values) that says when the field matters.
+Optional metadata: ``label`` (short UI name), ``min``/``max``/``step`` for numbers (for tuples: each element),
+and ``when`` (a mapping of sibling field → allowed values) that says when the field matters. The CLI flags come
+from the same fields (``ortlab.cli_args``), which also reads ``flag`` (when the flag is not ``--field-name``),
+``negatable`` (a bool gets both ``--x`` and ``--no-x``), ``metavar`` and ``choices``.
 ``validate_recipe`` checks a recipe before any work and returns findings a person can act on.
 """
 
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Iterable, Sequence
 
+from .cli_args import config_cli_args, replace_path
 from .errors import RecipeError
 
 
@@ -98,6 +101,7 @@ def setting(default: Any, help: str, **meta: Any) -> Any:
 
 DYNAMIC_DEFAULT_OP_TYPES = ("MatMul", "Gemm")
 DISTRIBUTION_MIN_BINS = 512  # ORT's DistributionCalibrater refuses fewer
+PREPROCESS_DTYPES = ("float32", "float16", "uint8")
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,7 @@ class QuantConfig:
         QuantMode.STATIC,
         "static: weights and activations quantized ahead of time from calibration data (fast CPU path). "
         "dynamic: weights only; activations are quantized at run time (no data needed; best for MatMul-heavy models).",
-        label="Quantization mode",
+        label="Quantization mode", flag="--quant-mode",
     )
     quant_format: QuantFormat = setting(
         QuantFormat.QDQ,
@@ -124,7 +128,7 @@ class QuantConfig:
     weight_type: QuantType = setting(QuantType.INT8, "Integer type of weights.", label="Weight type")
     per_channel: bool = setting(
         True, "One scale per output channel of each weight instead of one per tensor: usually more accurate.",
-        label="Per-channel",
+        label="Per-channel", negatable=True,
     )
     reduce_range: bool = setting(
         False, "Quantize weights to 7 bits; avoids overflow on CPUs without VNNI at a small accuracy cost.",
@@ -166,10 +170,12 @@ class QuantConfig:
     symmetric_weight: bool = setting(True, "Force weight ranges symmetric around zero.", label="Symmetric weights")
     op_types: tuple[str, ...] = setting(
         (), "Op types to quantize. Empty: MatMul/Gemm for dynamic, every supported op for static.",
-        label="Op types to quantize",
+        label="Op types to quantize", metavar="OP[,OP…]",
     )
-    op_types_to_exclude: tuple[str, ...] = setting((), "Op types left in float.", label="Op types to exclude")
-    nodes_to_exclude: tuple[str, ...] = setting((), "Node names left in float.", label="Nodes to exclude")
+    op_types_to_exclude: tuple[str, ...] = setting((), "Op types left in float.", label="Op types to exclude",
+                                                   flag="--exclude-op-types", metavar="OP[,OP…]")
+    nodes_to_exclude: tuple[str, ...] = setting((), "Node names left in float.", label="Nodes to exclude",
+                                                flag="--exclude-nodes", metavar="NODE[,NODE…]")
     preprocess: bool = setting(
         True, "Run ORT's quant_pre_process first (shape inference, BatchNorm folding). Recommended.",
         label="Pre-process", when={"mode": ["static"]},
@@ -205,7 +211,8 @@ class Recipe:
         "Conv+BN+Relu, attention), all (adds hardware-specific layouts; the saved model only suits this machine).",
         label="Graph optimization",
     )
-    quant: QuantConfig = setting(QuantConfig(), "Quantization settings (int8 only).")
+    quant: QuantConfig = setting(QuantConfig(), "Quantization settings (int8 only).", label="int8 quantization",
+                                 when={"precision": ["int8"]})
     keep_io_types: bool = setting(
         True, "fp16: keep float32 inputs and outputs so callers need no change.", label="Keep I/O types",
         when={"precision": ["fp16"]},
@@ -254,7 +261,8 @@ class Recipe:
 class PreprocessConfig:
     """How an image becomes a model input tensor."""
 
-    size: tuple[int, int] = setting((224, 224), "Height and width the model expects.", label="Size (H, W)")
+    size: tuple[int, int] = setting((224, 224), "Height and width the model expects.", label="Size (H, W)",
+                                    min=1, metavar=("H", "W"))
     resize_mode: ResizeMode = setting(
         ResizeMode.STRETCH,
         "stretch: resize to size; center_crop: resize the short side to size×256/224 then crop the centre; "
@@ -267,7 +275,8 @@ class PreprocessConfig:
     mean: tuple[float, ...] = setting((0.0, 0.0, 0.0), "Per-channel mean subtracted after scaling, in the model's "
                                       "channel order (BGR models take BGR means).", label="Mean")
     std: tuple[float, ...] = setting((1.0, 1.0, 1.0), "Per-channel std divided after subtracting the mean.", label="Std")
-    dtype: str = setting("float32", "Element type of the tensor: float32, float16 or uint8.", label="dtype")
+    dtype: str = setting("float32", "Element type of the tensor: float32, float16 or uint8.", label="dtype",
+                         choices=PREPROCESS_DTYPES)
 
     def to_dict(self) -> dict[str, Any]:
         return _to_plain(self)
@@ -278,19 +287,17 @@ class PreprocessConfig:
 
     def problems(self) -> list[str]:
         """Messages for settings that cannot work; empty when the config is usable."""
-        out = []
-        h, w = self.size
-        if h < 1 or w < 1:
-            out.append(f"Size must be positive, got {h}×{w}.")
-        if self.channels not in (1, 3):
+        out = [message for _, message in out_of_bounds(self)]
+        if self.channels == 2:
             out.append(f"Channels must be 1 or 3, got {self.channels}.")
         for name, values in (("mean", self.mean), ("std", self.std)):
             if len(values) not in (1, self.channels):
                 out.append(f"{name} needs 1 or {self.channels} values, got {len(values)}.")
         if any(s == 0 for s in self.std):
             out.append("std must not contain 0.")
-        if self.dtype not in ("float32", "float16", "uint8"):
-            out.append(f"dtype must be float32, float16 or uint8, got {self.dtype!r}.")
+        if self.dtype not in PREPROCESS_DTYPES:
+            out.append(f"dtype must be {', '.join(PREPROCESS_DTYPES[:-1])} or {PREPROCESS_DTYPES[-1]}, "
+                       f"got {self.dtype!r}.")
         return out
 
 
@@ -298,21 +305,22 @@ class PreprocessConfig:
 class BenchConfig:
     """How to time a model."""
 
-    batch_sizes: tuple[int, ...] = setting((1,), "Batch sizes to time.", label="Batch sizes")
+    batch_sizes: tuple[int, ...] = setting((1,), "Batch sizes to time.", label="Batch sizes", min=1)
     warmup: int = setting(10, "Untimed runs before measuring.", label="Warm-up runs", min=0, max=1000, step=1)
     runs: int = setting(100, "Timed runs per batch size (ignored when a duration is set).", label="Runs",
-                        min=1, max=100000, step=1)
+                        min=1, max=100000, step=1, when={"duration_s": [0.0]})
     duration_s: float = setting(0.0, "Time each batch size for this many seconds instead of a run count (0 = off).",
-                                label="Duration (s)", min=0.0, max=600.0, step=0.5)
+                                label="Duration (s)", min=0.0, max=600.0, step=0.5, flag="--duration", metavar="S")
     intra_op_threads: int = setting(0, "Threads inside one operator (0 = ORT default).", label="Intra-op threads",
-                                    min=0, max=256, step=1)
+                                    min=0, max=256, step=1, flag="--threads")
     inter_op_threads: int = setting(0, "Threads across operators in parallel mode (0 = ORT default).",
                                     label="Inter-op threads", min=0, max=256, step=1)
     execution_mode: ExecutionMode = setting(ExecutionMode.SEQUENTIAL, "Run operators one at a time or in parallel.",
                                             label="Execution mode")
     enable_mem_pattern: bool = setting(True, "Pre-plan memory from the first run's allocation pattern.",
-                                       label="Memory pattern")
-    enable_cpu_mem_arena: bool = setting(True, "Use ORT's CPU memory arena.", label="CPU memory arena")
+                                       label="Memory pattern", flag="--mem-pattern")
+    enable_cpu_mem_arena: bool = setting(True, "Use ORT's CPU memory arena.", label="CPU memory arena",
+                                         flag="--cpu-mem-arena")
     profile: bool = setting(False, "Write ORT's profiling JSON for each variant.", label="ORT profiling")
     target: Target = setting(Target.CPU, "Run on cpu or gpu (TensorRT > CUDA > CPU).", label="Target")
     session_opt_level: OptLevel = setting(
@@ -327,6 +335,13 @@ class BenchConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BenchConfig:
         return _from_plain(cls, data)
+
+    def problems(self) -> list[str]:
+        """Messages for settings that cannot work; empty when the config is usable."""
+        out = [message for _, message in out_of_bounds(self)]
+        if not self.batch_sizes:
+            out.append("Give at least one batch size.")
+        return out
 
 
 # -- validation ---------------------------------------------------------------------------------------
@@ -344,9 +359,14 @@ class Finding:
 def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUExecutionProvider",)) -> list[Finding]:
     """Check a recipe before any work. ``available_providers`` must be what really works here
     (``ortlab.providers.working_providers()``), not what ORT claims."""
-    out: list[Finding] = []
+    out = [Finding("error", path, message) for path, message in out_of_bounds(recipe)]
+    out_of_range = {f.field for f in out}
     q = recipe.quant
-    err = lambda f, m: out.append(Finding("error", f, m))
+
+    def err(field: str, message: str) -> None:
+        if field not in out_of_range:  # a number out of its bounds already has its error
+            out.append(Finding("error", field, message))
+
     warn = lambda f, m: out.append(Finding("warning", f, m))
     note = lambda f, m: out.append(Finding("note", f, m))
     has_trt = "TensorrtExecutionProvider" in available_providers
@@ -383,15 +403,9 @@ def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUEx
             if q.quant_format == QuantFormat.QDQ and q.mode == QuantMode.DYNAMIC:
                 pass  # dynamic always writes operator-style integer ops; the format knob does not apply
         else:
-            if q.calibration_samples < 1:
-                err("quant.calibration_samples", "Static quantization needs at least 1 calibration sample.")
-            elif q.calibration_samples < 10:
+            if 1 <= q.calibration_samples < 10:
                 warn("quant.calibration_samples", f"Only {q.calibration_samples} calibration samples: ranges may "
                                                   "not represent real data. 100 or more is usual.")
-            if q.calibration_method == CalibrationMethod.PERCENTILE and not (0.0 < q.percentile <= 100.0):
-                err("quant.percentile", f"Percentile must be in (0, 100], got {q.percentile}.")
-            if q.calibration_method != CalibrationMethod.MINMAX and q.num_bins < 2:
-                err("quant.num_bins", f"Histogram bins must be at least 2, got {q.num_bins}.")
             if q.calibration_method == CalibrationMethod.DISTRIBUTION and q.num_bins < DISTRIBUTION_MIN_BINS:
                 err("quant.num_bins", f"The Distribution method needs at least {DISTRIBUTION_MIN_BINS} histogram "
                                       f"bins (ONNX Runtime refuses fewer); got {q.num_bins}.")
@@ -419,6 +433,30 @@ def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUEx
     if recipe.opt_level == OptLevel.ALL and recipe.target == Target.GPU:
         note("opt_level", "For GPU the saved model is optimized with CUDA only (TensorRT's compiled nodes cannot "
                           "be saved).")
+    return out
+
+
+def out_of_bounds(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """(dotted field path, message) for each number of ``obj`` (nested configs and tuple elements included)
+    outside its field's ``min``/``max`` metadata."""
+    out: list[tuple[str, str]] = []
+    for f in dataclasses.fields(obj):
+        value, path = getattr(obj, f.name), prefix + f.name
+        if dataclasses.is_dataclass(value):
+            out += out_of_bounds(value, path + ".")
+            continue
+        lo, hi = f.metadata.get("min"), f.metadata.get("max")
+        if lo is None and hi is None:
+            continue
+        for v in value if isinstance(value, tuple) else (value,):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            if (lo is not None and v < lo) or (hi is not None and v > hi):
+                bounds = (f"between {lo} and {hi}" if lo is not None and hi is not None
+                          else f"at least {lo}" if lo is not None else f"at most {hi}")
+                each = "each " if isinstance(value, tuple) else ""
+                out.append((path, f"{f.metadata.get('label', f.name)} ({path}) must {each}be {bounds}; got {v}."))
+                break
     return out
 
 
@@ -505,65 +543,18 @@ def field_help(cls: type) -> dict[str, str]:
 
 def replace(obj: Any, **changes: Any) -> Any:
     """``dataclasses.replace`` that also accepts dotted names for nested configs (``quant.mode``)."""
-    nested: dict[str, dict[str, Any]] = {}
-    flat: dict[str, Any] = {}
-    for key, value in changes.items():
-        head, _, rest = key.partition(".")
-        if rest:
-            nested.setdefault(head, {})[rest] = value
-        else:
-            flat[key] = value
-    for head, sub in nested.items():
-        flat[head] = replace(flat.get(head, getattr(obj, head)), **sub)
-    return dataclasses.replace(obj, **flat)
+    return replace_path(obj, changes)
 
 
 def recipe_cli_args(recipe: Recipe) -> list[str]:
-    """The ``ortlab optimize`` flags equivalent to a recipe (defaults omitted)."""
-    args = ["--precision", recipe.precision.value, "--target", recipe.target.value,
-            "--opt-level", recipe.opt_level.value]
-    if recipe.precision == Precision.INT8:
-        q, d = recipe.quant, QuantConfig()
-        args += ["--quant-mode", q.mode.value]
-        if q.quant_format != d.quant_format:
-            args += ["--quant-format", q.quant_format.value]
-        if q.activation_type != d.activation_type:
-            args += ["--activation-type", q.activation_type.value]
-        if q.weight_type != d.weight_type:
-            args += ["--weight-type", q.weight_type.value]
-        if q.per_channel != d.per_channel:
-            args.append("--per-channel" if q.per_channel else "--no-per-channel")
-        if q.reduce_range:
-            args.append("--reduce-range")
-        if q.calibration_method != d.calibration_method:
-            args += ["--calibration-method", q.calibration_method.value]
-        if q.percentile != d.percentile:
-            args += ["--percentile", repr(q.percentile)]
-        if q.num_bins != d.num_bins:
-            args += ["--num-bins", str(q.num_bins)]
-        if q.num_quantized_bins != d.num_quantized_bins:
-            args += ["--num-quantized-bins", str(q.num_quantized_bins)]
-        if q.moving_average:
-            args += ["--moving-average", "--averaging-constant", repr(q.averaging_constant)]
-        if q.symmetric_activation:
-            args.append("--symmetric-activation")
-        if not q.symmetric_weight:
-            args.append("--no-symmetric-weight")
-        for flag, values in (("--op-types", q.op_types), ("--exclude-op-types", q.op_types_to_exclude),
-                             ("--exclude-nodes", q.nodes_to_exclude)):
-            if values:
-                args += [flag, ",".join(values)]
-        if not q.preprocess:
-            args.append("--no-preprocess")
-        if q.calibration_samples != d.calibration_samples:
-            args += ["--calibration-samples", str(q.calibration_samples)]
-        if q.seed != d.seed:
-            args += ["--seed", str(q.seed)]
-    if recipe.precision == Precision.FP16 and not recipe.keep_io_types:
-        args.append("--no-keep-io-types")
-    if recipe.allow_random_data:
-        args.append("--allow-random-data")
-    return args
+    """The ``ortlab optimize`` flags equivalent to a recipe (defaults and settings that do not apply omitted)."""
+    return config_cli_args(recipe)
+
+
+def preprocess_cli_args(cfg: PreprocessConfig) -> list[str]:
+    """The preprocessing flags that reproduce ``cfg``. Every field is written: the CLI starts from the sample's
+    manifest or the model's input, not from ``PreprocessConfig()``."""
+    return config_cli_args(cfg, complete=True)
 
 
 def recipe_cli_line(recipe: Recipe, model: str = "MODEL.onnx", out: str = "OUT.onnx",
