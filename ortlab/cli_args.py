@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
+import functools
 import typing
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -57,7 +58,12 @@ class Flag:
 
 def flag_specs(cls: type, exclude: Sequence[str] = ()) -> list[Flag]:
     """The flags of config class ``cls`` in field order; ``exclude`` drops fields by dotted path."""
-    return list(_walk(cls, cls(), "", (), exclude))
+    return list(_flag_specs(cls, tuple(exclude)))
+
+
+@functools.cache
+def _flag_specs(cls: type, exclude: tuple[str, ...]) -> tuple[Flag, ...]:
+    return tuple(_walk(cls, cls(), "", (), exclude))
 
 
 def _walk(cls: type, default: Any, prefix: str, rules: tuple[Rule, ...], exclude: Sequence[str]) -> Iterator[Flag]:
