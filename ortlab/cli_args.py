@@ -10,6 +10,9 @@ path). The flag is ``--field-name`` unless the metadata names another (``flag="-
 * ``bool`` → the flag that changes the default: ``--x`` when it is off, ``--no-x`` when it is on;
   ``negatable=True`` gives both.
 
+``explicit=True`` makes ``config_cli_args`` write the flag even at its default (the main choices of a recipe,
+so a reproduce line still says them if a default changes).
+
 Each flag's ``dest`` is its dotted path and stays ``None`` unless given, so ``config_from_args`` knows which
 settings the user chose. A flag given where its ``when`` rule (or its nested config's) says it does not
 matter is a ``UsageError`` naming the flag and the condition. ``config_cli_args`` writes the flags back.
@@ -267,14 +270,15 @@ def _plain(value: Any) -> Any:
 
 def config_cli_args(obj: Any, *, complete: bool = False, exclude: Sequence[str] = ()) -> list[str]:
     """The flags that rebuild ``obj`` with ``config_from_args``: those of fields that differ from the class
-    default (every field when ``complete``), skipping fields whose ``when`` rules do not hold."""
+    default or are marked ``explicit`` (every field when ``complete``), skipping fields whose ``when`` rules
+    do not hold."""
     out: list[str] = []
     for fl in flag_specs(type(obj), exclude):
         if not all(_plain(_get(obj, prefix + k)) in [_plain(a) for a in allowed]
                    for prefix, rule in fl.rules for k, allowed in rule.items()):
             continue
         value = _get(obj, fl.path)
-        if value == fl.default and not complete:
+        if value == fl.default and not (complete or fl.field.metadata.get("explicit")):
             continue
         out += _tokens(fl, value)
     return out

@@ -4,7 +4,8 @@ Every field carries a ``help`` text in its metadata; the CLI and the Streamlit w
 Optional metadata: ``label`` (short UI name), ``min``/``max``/``step`` for numbers (for tuples: each element),
 and ``when`` (a mapping of sibling field → allowed values) that says when the field matters. The CLI flags come
 from the same fields (``ortlab.cli_args``), which also reads ``flag`` (when the flag is not ``--field-name``),
-``negatable`` (a bool gets both ``--x`` and ``--no-x``), ``metavar`` and ``choices``.
+``negatable`` (a bool gets both ``--x`` and ``--no-x``), ``explicit`` (written in CLI lines even at its
+default), ``metavar`` and ``choices``.
 ``validate_recipe`` checks a recipe before any work and returns findings a person can act on.
 """
 
@@ -112,7 +113,7 @@ class QuantConfig:
         QuantMode.STATIC,
         "static: weights and activations quantized ahead of time from calibration data (fast CPU path). "
         "dynamic: weights only; activations are quantized at run time (no data needed; best for MatMul-heavy models).",
-        label="Quantization mode", flag="--quant-mode",
+        label="Quantization mode", flag="--quant-mode", explicit=True,
     )
     quant_format: QuantFormat = setting(
         QuantFormat.QDQ,
@@ -199,17 +200,17 @@ class Recipe:
 
     precision: Precision = setting(
         Precision.FP32, "fp32 keeps weights as they are; fp16 halves them (GPU); int8 quantizes (CPU).",
-        label="Precision",
+        label="Precision", explicit=True,
     )
     target: Target = setting(
         Target.CPU, "Where the model will run. gpu uses TensorRT > CUDA > CPU; cpu uses the CPU provider.",
-        label="Target",
+        label="Target", explicit=True,
     )
     opt_level: OptLevel = setting(
         OptLevel.EXTENDED,
         "ORT graph optimization: disabled, basic (constant folding, redundant nodes), extended (fusions such as "
         "Conv+BN+Relu, attention), all (adds hardware-specific layouts; the saved model only suits this machine).",
-        label="Graph optimization",
+        label="Graph optimization", explicit=True,
     )
     quant: QuantConfig = setting(QuantConfig(), "Quantization settings (int8 only).", label="int8 quantization",
                                  when={"precision": ["int8"]})

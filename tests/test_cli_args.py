@@ -106,8 +106,11 @@ def test_every_recipe_field_round_trips_through_the_cli(path):
     assert ns.model == "in model.onnx"
 
 
-def test_default_recipe_needs_no_flags():
-    assert recipe_cli_line(Recipe()) == "ortlab optimize MODEL.onnx OUT.onnx"
+def test_cli_line_names_the_main_choices_even_at_their_defaults():
+    assert recipe_cli_line(Recipe()) == "ortlab optimize MODEL.onnx OUT.onnx --precision fp32 --target cpu " \
+                                        "--opt-level extended"
+    int8 = recipe_cli_line(Recipe.from_dict({"precision": "int8"}))
+    assert int8.endswith("--precision int8 --target cpu --opt-level extended --quant-mode static")
 
 
 # channels=1 needs one mean/std value (PreprocessConfig.problems)
