@@ -199,14 +199,20 @@ def check_when(cls: type, obj: Any, given: Mapping[str, Any], exclude: Sequence[
         if fl.path not in given:
             continue
         for prefix, rule in fl.rules:
-            unmet = [_condition(by_path, prefix + k, allowed) for k, allowed in rule.items()
-                     if _plain(_get(obj, prefix + k)) not in [_plain(a) for a in allowed]]
+            unmet = _unmet(obj, prefix, rule)
             if unmet:
-                failed.setdefault(" and ".join(unmet), []).append(fl.name)
+                condition = " and ".join(_condition(by_path, path, allowed) for path, allowed in unmet)
+                failed.setdefault(condition, []).append(fl.name)
                 break
     if failed:
         raise UsageError(" ".join(f"{', '.join(names)} only appl{'ies' if len(names) == 1 else 'y'} with {cond}."
                                   for cond, names in failed.items()))
+
+
+def _unmet(obj: Any, prefix: str, rule: Mapping[str, Sequence[Any]]) -> list[tuple[str, Sequence[Any]]]:
+    """(dotted path, allowed values) for each part of a ``when`` rule that ``obj`` does not meet."""
+    return [(prefix + name, allowed) for name, allowed in rule.items()
+            if _plain(_get(obj, prefix + name)) not in [_plain(a) for a in allowed]]
 
 
 def _condition(by_path: Mapping[str, Flag], path: str, allowed: Sequence[Any]) -> str:
@@ -274,8 +280,7 @@ def config_cli_args(obj: Any, *, complete: bool = False, exclude: Sequence[str] 
     do not hold."""
     out: list[str] = []
     for fl in flag_specs(type(obj), exclude):
-        if not all(_plain(_get(obj, prefix + k)) in [_plain(a) for a in allowed]
-                   for prefix, rule in fl.rules for k, allowed in rule.items()):
+        if any(_unmet(obj, prefix, rule) for prefix, rule in fl.rules):
             continue
         value = _get(obj, fl.path)
         if value == fl.default and not (complete or fl.field.metadata.get("explicit")):
