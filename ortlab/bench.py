@@ -20,6 +20,7 @@ import numpy as np
 from .config import BenchConfig, OptLevel
 from .errors import BenchmarkError, OrtlabError
 from .progress import CancelToken
+from .text import one_line
 
 _ORT_DTYPES = {
     "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
@@ -173,12 +174,12 @@ class LatencyRun(Iterator[LatencySample]):
         except OrtlabError:
             raise
         except Exception as exc:
-            raise BenchmarkError(f"Could not load {self.model_path.name}: {exc}") from exc
+            raise BenchmarkError(f"Could not load {self.model_path.name}: {one_line(exc)}") from exc
         return session, list(used)
 
     def _run_error(self, exc: Exception) -> BenchmarkError:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return BenchmarkError(f"{self.variant}: the model failed to run with inputs {self.input_shapes}: {first}")
+        return BenchmarkError(f"{self.variant}: the model failed to run with inputs {self.input_shapes}: "
+                              f"{one_line(exc)}")
 
     def _generate(self) -> Iterator[LatencySample]:
         cfg = self.config
@@ -403,8 +404,8 @@ def _isolated_child(args: dict, fd: int) -> None:
     except OrtlabError as exc:
         conn.send(("error", type(exc).__name__, exc.message, exc.step))
     except BaseException as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
-        conn.send(("error", "BenchmarkError", f"The timing process failed: {type(exc).__name__}: {first}", None))
+        conn.send(("error", "BenchmarkError", f"The timing process failed: {type(exc).__name__}: {one_line(exc)}",
+                   None))
     finally:
         conn.close()
 

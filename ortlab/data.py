@@ -22,6 +22,7 @@ from PIL import Image, UnidentifiedImageError
 from .config import ChannelOrder, Layout, PixelScale, PreprocessConfig, ResizeMode
 from .errors import Cancelled, DataError
 from .progress import CancelToken, ProgressEvent, Reporter, null_reporter
+from .text import one_line
 
 if TYPE_CHECKING:  # TensorInfo is only used for its .name / .dtype / .shape
     from .model import TensorInfo
@@ -86,7 +87,7 @@ class Dataset:
                 img = Image.open(s.source)
             img.load()
         except (OSError, UnidentifiedImageError, ValueError) as exc:
-            raise DataError(f"Cannot read image {s.name}: {_first_line(exc)}.") from None
+            raise DataError(f"Cannot read image {s.name}: {one_line(exc)}.") from None
         return img
 
     def inputs(self, i: int, preprocess: PreprocessConfig | None, model_inputs: Sequence[TensorInfo]) -> dict[str, np.ndarray]:
@@ -95,11 +96,6 @@ class Dataset:
 
 
 # -- loading ------------------------------------------------------------------------------------------
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__).rstrip(".")
 
 
 def _is_image_name(name: str) -> bool:
@@ -115,7 +111,7 @@ def _check_image_bytes(data: bytes, name: str) -> None:
         with Image.open(io.BytesIO(data)) as img:
             img.verify()
     except Exception as exc:  # PIL raises many types for broken files
-        raise DataError(f"{name} has an image extension but cannot be opened as an image ({_first_line(exc)}).") from None
+        raise DataError(f"{name} has an image extension but cannot be opened as an image ({one_line(exc)}).") from None
 
 
 def _check_image_path(path: Path, name: str) -> None:
@@ -123,7 +119,7 @@ def _check_image_path(path: Path, name: str) -> None:
         with Image.open(path) as img:
             img.verify()
     except Exception as exc:
-        raise DataError(f"{name} has an image extension but cannot be opened as an image ({_first_line(exc)}).") from None
+        raise DataError(f"{name} has an image extension but cannot be opened as an image ({one_line(exc)}).") from None
 
 
 def _build(entries: list[tuple[tuple[str, ...], str]], class_names: Sequence[str] | None, where: str,
@@ -196,7 +192,7 @@ def load_image_zip(path_or_bytes, class_names: Sequence[str] | None = None) -> D
         src = io.BytesIO(path_or_bytes) if isinstance(path_or_bytes, (bytes, bytearray)) else path_or_bytes
         zf = zipfile.ZipFile(src)
     except (zipfile.BadZipFile, OSError) as exc:
-        raise DataError(f"{where} is not a readable zip file ({_first_line(exc)}).") from None
+        raise DataError(f"{where} is not a readable zip file ({one_line(exc)}).") from None
     with zf:
         infos = zf.infolist()
         if len(infos) > MAX_ZIP_MEMBERS:
@@ -218,7 +214,7 @@ def load_image_zip(path_or_bytes, class_names: Sequence[str] | None = None) -> D
                 with zf.open(info) as fh:
                     data = fh.read(info.file_size + 1)
             except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
-                raise DataError(f"Cannot read {info.filename} from {where} ({_first_line(exc)}).") from None
+                raise DataError(f"Cannot read {info.filename} from {where} ({one_line(exc)}).") from None
             if len(data) != info.file_size:
                 raise DataError(f"Zip member {info.filename!r} is not the size its header declares.")
             name = "/".join(parts)
@@ -277,9 +273,9 @@ def load_tensor_file(path_or_bytes, name: str | None = None) -> Dataset:
     try:
         loaded = np.load(src, allow_pickle=False)
     except ValueError as exc:
-        raise DataError(f"{label} holds Python objects, not plain numeric arrays ({_first_line(exc)}).") from None
+        raise DataError(f"{label} holds Python objects, not plain numeric arrays ({one_line(exc)}).") from None
     except Exception as exc:
-        raise DataError(f"{label} is not a .npy or .npz file ({_first_line(exc)}).") from None
+        raise DataError(f"{label} is not a .npy or .npz file ({one_line(exc)}).") from None
     if isinstance(loaded, np.ndarray):
         arrays = {"": loaded}
     else:

@@ -25,6 +25,7 @@ import onnx
 from onnx import TensorProto
 
 from .errors import ExternalDataError, ModelLoadError
+from .text import one_line
 
 PROTOBUF_LIMIT = 2**31 - 1          # a single protobuf message cannot be larger than this
 MAX_ZIP_TOTAL = 4 * 2**30           # uncompressed bytes accepted from one zip
@@ -251,11 +252,6 @@ def external_data_files(model: onnx.ModelProto, base_dir) -> dict[str, Path]:
 
 # -- loading ------------------------------------------------------------------------------------------
 
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 def _check(model: onnx.ModelProto, path: Path | None, has_external: bool) -> None:
     try:
         if path is not None and (has_external or path.stat().st_size > PROTOBUF_LIMIT // 2):
@@ -263,9 +259,9 @@ def _check(model: onnx.ModelProto, path: Path | None, has_external: bool) -> Non
         else:
             onnx.checker.check_model(model, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
-        raise ModelLoadError(f"invalid model: {_one_line(exc)}") from None
+        raise ModelLoadError(f"invalid model: {one_line(exc)}") from None
     except Exception as exc:  # the C++ checker can raise plain RuntimeError/ValueError
-        raise ModelLoadError(f"invalid model: {_one_line(exc)}") from None
+        raise ModelLoadError(f"invalid model: {one_line(exc)}") from None
 
 
 def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True) -> onnx.ModelProto:
@@ -299,7 +295,7 @@ def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True) 
         try:
             onnx.external_data_helper.load_external_data_for_model(loaded, str(base_dir))
         except Exception as exc:
-            raise ExternalDataError(f"Could not read external data: {_one_line(exc)}") from None
+            raise ExternalDataError(f"Could not read external data: {one_line(exc)}") from None
         if check and path is None:
             _check(loaded, None, False)
     return model
@@ -516,7 +512,7 @@ def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, 
                 try:
                     onnx_path = _extract_zip(zf, tmp / "zip", member)
                 except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as exc:
-                    raise ModelLoadError(f"The zip cannot be extracted ({_one_line(exc, 120)}); upload it again.") from None
+                    raise ModelLoadError(f"The zip cannot be extracted ({one_line(exc)}); upload it again.") from None
             src_dir = onnx_path.parent
             if filename == "model.onnx":
                 name = _safe_filename(onnx_path.name)

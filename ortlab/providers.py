@@ -21,6 +21,7 @@ from onnx import TensorProto, helper
 
 from .config import BenchConfig, ExecutionMode, OptLevel, Target
 from .errors import ModelLoadError, OrtlabError
+from .text import one_line
 
 TRT, CUDA, CPU = "TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"
 GPU_PROVIDERS = (TRT, CUDA)
@@ -178,7 +179,6 @@ def create_session(model_path, target: Target = Target.CPU,
         except Exception as exc:
             error = exc
     assert error is not None
-    text = " ".join(str(error).split())
     if isinstance(error, OrtlabError):
         raise error
-    raise ModelLoadError(f"ONNX Runtime could not load the model: {text[:300]}") from None
+    raise ModelLoadError(f"ONNX Runtime could not load the model: {one_line(error)}") from None
