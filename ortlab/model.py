@@ -200,12 +200,18 @@ def _external_entries(tensor: TensorProto) -> dict[str, str]:
     return {e.key: e.value for e in tensor.external_data}
 
 
-def external_data_files(model: onnx.ModelProto, base_dir) -> dict[str, Path]:
+def external_data_files(model: onnx.ModelProto | str | os.PathLike, base_dir=None) -> dict[str, Path]:
     """Validate every external-data reference and return location → resolved path.
 
-    Raises ``ExternalDataError`` for locations that are absolute, contain ``..``, resolve outside
-    ``base_dir`` (symlinks included), are missing, or are shorter than the bytes the model claims.
+    ``model`` is a parsed model (its external data looked for in ``base_dir``) or the path of a .onnx file
+    (read without its external data; ``base_dir`` defaults to the file's folder). Raises
+    ``ExternalDataError`` for locations that are absolute, contain ``..``, resolve outside ``base_dir``
+    (symlinks included), are missing, or are shorter than the bytes the model claims.
     """
+    if not isinstance(model, onnx.ModelProto):
+        path = Path(model)
+        return external_data_files(load_model(path, check=False, load_external=False),
+                                   path.parent if base_dir is None else base_dir)
     tensors = _external_tensors(model)
     if not tensors:
         return {}

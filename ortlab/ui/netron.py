@@ -7,7 +7,7 @@ from pathlib import Path
 import streamlit as st
 
 from ortlab.errors import OrtlabError
-from ortlab.netron_server import NetronViewer
+from ortlab.ui.netron_server import NetronViewer
 
 
 @st.cache_resource(show_spinner=False)
