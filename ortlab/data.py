@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import posixpath
-import stat
 import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,15 +21,13 @@ from PIL import Image, UnidentifiedImageError
 from .config import ChannelOrder, Layout, PixelScale, PreprocessConfig, ResizeMode
 from .errors import Cancelled, DataError
 from .progress import CancelToken, ProgressEvent, Reporter, null_reporter
+from . import zipsafe
 from .text import one_line
 
 if TYPE_CHECKING:  # TensorInfo is only used for its .name / .dtype / .shape
     from .model import TensorInfo
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"})
-MAX_ZIP_MEMBERS = 50_000
-MAX_ZIP_BYTES = 1 << 30  # uncompressed bytes kept in memory from one zip (1 GiB)
-MAX_ZIP_RATIO = 200  # uncompressed/compressed ratio above which a member is treated as a zip bomb
 DEFAULT_DYNAMIC_SIZE = 224
 RANDOM_DYNAMIC_DIM = 8  # size used for unknown non-batch dims of random inputs
 
@@ -175,48 +172,25 @@ def load_image_folder(path, class_names: Sequence[str] | None = None) -> Dataset
     return _build(entries, class_names, f"folder {root}")
 
 
-def _safe_member_parts(name: str) -> tuple[str, ...]:
-    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":") or "\\" in name:
-        raise DataError(f"Refused zip member {name!r}: absolute or Windows-style path.")
-    parts = tuple(p for p in name.split("/") if p not in ("", "."))
-    if ".." in parts:
-        raise DataError(f"Refused zip member {name!r}: '..' escapes the archive.")
-    return parts
-
-
 def load_image_zip(path_or_bytes, class_names: Sequence[str] | None = None) -> Dataset:
     """Images from a zip (path or bytes), read into memory: same folder rules as :func:`load_image_folder`.
-    Members with absolute paths, '..' or symlinks are refused, as are archives over the size caps."""
+    Unsafe members and archives over the limits of :mod:`ortlab.zipsafe` are refused."""
     where = "the zip" if isinstance(path_or_bytes, (bytes, bytearray)) else f"zip {path_or_bytes}"
     try:
         src = io.BytesIO(path_or_bytes) if isinstance(path_or_bytes, (bytes, bytearray)) else path_or_bytes
         zf = zipfile.ZipFile(src)
     except (zipfile.BadZipFile, OSError) as exc:
         raise DataError(f"{where} is not a readable zip file ({one_line(exc)}).") from None
+    title = where[:1].upper() + where[1:]
     with zf:
-        infos = zf.infolist()
-        if len(infos) > MAX_ZIP_MEMBERS:
-            raise DataError(f"{where} has {len(infos)} members; at most {MAX_ZIP_MEMBERS} are accepted.")
-        total = 0
         entries, blobs = [], {}
-        for info in infos:
-            parts = _safe_member_parts(info.filename)
-            if stat.S_ISLNK(info.external_attr >> 16):
-                raise DataError(f"Refused zip member {info.filename!r}: symbolic links are not allowed.")
-            if info.is_dir() or not parts or _is_hidden(parts) or not _is_image_name(parts[-1]):
+        for parts, info in zipsafe.safe_members(zf, DataError, title):
+            if _is_hidden(parts) or not _is_image_name(parts[-1]):
                 continue
-            total += info.file_size
-            if total > MAX_ZIP_BYTES:
-                raise DataError(f"{where} unpacks to more than {MAX_ZIP_BYTES >> 20} MiB of images; split it.")
-            if info.compress_size and info.file_size / info.compress_size > MAX_ZIP_RATIO:
-                raise DataError(f"Refused zip member {info.filename!r}: compression ratio suggests a zip bomb.")
             try:
-                with zf.open(info) as fh:
-                    data = fh.read(info.file_size + 1)
+                data = zipsafe.read_member(zf, info, DataError, title)
             except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
                 raise DataError(f"Cannot read {info.filename} from {where} ({one_line(exc)}).") from None
-            if len(data) != info.file_size:
-                raise DataError(f"Zip member {info.filename!r} is not the size its header declares.")
             name = "/".join(parts)
             _check_image_bytes(data, name)
             source = f"zip:{name}"
@@ -239,7 +213,7 @@ def load_image_files(files: Sequence[tuple[str, bytes]] | Sequence[Path], class_
             entries.append(((p.name,), str(p)))
             continue
         name, data = item
-        parts = _safe_member_parts(str(name).replace("\\", "/"))
+        parts = zipsafe.member_parts(str(name), DataError, "The upload")
         if not parts or _is_hidden(parts) or not _is_image_name(parts[-1]):
             continue
         rel = "/".join(parts)

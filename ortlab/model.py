@@ -12,7 +12,6 @@ import io
 import os
 import re
 import shutil
-import stat
 import tempfile
 import zipfile
 from collections import Counter
@@ -25,12 +24,10 @@ import onnx
 from onnx import TensorProto
 
 from .errors import ExternalDataError, ModelLoadError
+from . import zipsafe
 from .text import one_line
 
 PROTOBUF_LIMIT = 2**31 - 1          # a single protobuf message cannot be larger than this
-MAX_ZIP_TOTAL = 4 * 2**30           # uncompressed bytes accepted from one zip
-MAX_ZIP_RATIO = 200                 # uncompressed/compressed above this (for big members) looks like a bomb
-_RATIO_MIN_BYTES = 16 * 2**20       # members smaller than this are never called bombs
 
 _NOT_ONNX = ("This file is not an ONNX model (could not parse it as ONNX protobuf). "
              "Upload a .onnx file exported from your framework.")
@@ -428,42 +425,14 @@ def _is_zip(source) -> bool:
         return f.read(4) == b"PK\x03\x04"
 
 
-def _zip_member_ok(info: zipfile.ZipInfo) -> str:
-    """The member's normalised relative path; raises ModelLoadError when unsafe."""
-    name = info.filename.replace("\\", "/")
-    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
-        raise ModelLoadError(f"The zip contains an absolute path ('{info.filename}'); refusing to extract it.")
-    parts = PurePosixPath(name).parts
-    if ".." in parts:
-        raise ModelLoadError(f"The zip contains a path that leaves its folder ('{info.filename}'); refusing to "
-                             "extract it.")
-    if stat.S_ISLNK(info.external_attr >> 16):
-        raise ModelLoadError(f"The zip contains a symbolic link ('{info.filename}'); refusing to extract it.")
-    if info.flag_bits & 0x1:
-        raise ModelLoadError(f"The zip member '{info.filename}' is encrypted; upload an unencrypted zip.")
-    return "/".join(p for p in parts if p not in ("", "."))
-
-
 def _is_junk(name: str) -> bool:
     parts = name.split("/")
     return parts[0] == "__MACOSX" or parts[-1].startswith("._")
 
 
 def _extract_zip(zf: zipfile.ZipFile, dest: Path, member: str | None) -> Path:
-    members = []
-    total = 0
-    for info in zf.infolist():
-        rel = _zip_member_ok(info)
-        if info.is_dir() or not rel or _is_junk(rel):
-            continue
-        total += info.file_size
-        if total > MAX_ZIP_TOTAL:
-            raise ModelLoadError(f"The zip expands to more than {MAX_ZIP_TOTAL / 2**30:.0f} GiB; refusing to "
-                                 "extract it (zip bomb?).")
-        if info.file_size > _RATIO_MIN_BYTES and info.file_size > MAX_ZIP_RATIO * max(info.compress_size, 1):
-            raise ModelLoadError(f"The zip member '{info.filename}' expands {info.file_size // max(info.compress_size, 1)}× "
-                                 "its compressed size; refusing to extract it (zip bomb?).")
-        members.append((rel, info))
+    members = [("/".join(parts), info) for parts, info in zipsafe.safe_members(zf, ModelLoadError)]
+    members = [(rel, info) for rel, info in members if not _is_junk(rel)]
     onnx_members = [rel for rel, _ in members if rel.lower().endswith(".onnx")]
     if member is not None:
         wanted = member.replace("\\", "/").strip("/")
@@ -477,19 +446,8 @@ def _extract_zip(zf: zipfile.ZipFile, dest: Path, member: str | None) -> Path:
                              "pick one: upload a zip with a single model, or name the member to import.")
     else:
         chosen = onnx_members[0]
-    written = 0
     for rel, info in members:
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with zf.open(info) as src, open(target, "wb") as out:
-            while True:
-                chunk = src.read(1 << 20)
-                if not chunk:
-                    break
-                written += len(chunk)
-                if written > MAX_ZIP_TOTAL:
-                    raise ModelLoadError("The zip expands to more than its declared size; refusing to extract it.")
-                out.write(chunk)
+        zipsafe.extract_member(zf, info, dest / rel, ModelLoadError)
     return dest / chosen
 
 
