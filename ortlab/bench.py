@@ -17,17 +17,11 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
+from . import dtypes
 from .config import BenchConfig, OptLevel
 from .errors import BenchmarkError, OrtlabError
 from .progress import CancelToken
 from .text import one_line
-
-_ORT_DTYPES = {
-    "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
-    "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int16)": np.int16, "tensor(int8)": np.int8,
-    "tensor(uint8)": np.uint8, "tensor(uint16)": np.uint16, "tensor(bool)": np.bool_,
-}
-
 
 @dataclass(frozen=True)
 class LatencySample:
@@ -90,8 +84,8 @@ def make_inputs(session_inputs: Sequence[Any], batch_size: int, seed: int = 0,
     # an input with a fixed first dim is unbatched when another input has a dynamic one
     batched = any(a.shape and not (isinstance(a.shape[0], int) and a.shape[0] > 0) for a in session_inputs)
     for arg in session_inputs:
-        dtype = _ORT_DTYPES.get(arg.type)
-        if dtype is None:
+        dtype = dtypes.to_numpy(dtypes.from_ort(arg.type))
+        if dtype is None:  # string, bfloat16, float8, int4…: no plain numpy array to fill with random values
             raise BenchmarkError(f"Input {arg.name!r} has type {arg.type}, which the benchmark cannot generate.")
         shape = []
         for axis, d in enumerate(arg.shape):

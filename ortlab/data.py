@@ -21,7 +21,7 @@ from PIL import Image, UnidentifiedImageError
 from .config import ChannelOrder, Layout, PixelScale, PreprocessConfig, ResizeMode
 from .errors import Cancelled, DataError
 from .progress import CancelToken, ProgressEvent, Reporter, null_reporter
-from . import zipsafe
+from . import dtypes, zipsafe
 from .text import one_line
 
 if TYPE_CHECKING:  # TensorInfo is only used for its .name / .dtype / .shape
@@ -31,11 +31,6 @@ IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", 
 DEFAULT_DYNAMIC_SIZE = 224
 RANDOM_DYNAMIC_DIM = 8  # size used for unknown non-batch dims of random inputs
 
-_FLOAT_DTYPES = {"float32": np.float32, "float16": np.float16, "float64": np.float64}
-_NP_DTYPES = {
-    **_FLOAT_DTYPES, "uint8": np.uint8, "int8": np.int8, "int16": np.int16, "uint16": np.uint16,
-    "int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64, "bool": np.bool_,
-}
 
 
 @dataclass(frozen=True)
@@ -390,7 +385,7 @@ def preprocess_image(img: Image.Image, cfg: PreprocessConfig) -> np.ndarray:
         x = x.transpose(2, 0, 1)
     if cfg.dtype == "uint8":
         x = np.clip(np.rint(x), 0, 255)
-    return np.ascontiguousarray(x.astype(_NP_DTYPES[cfg.dtype]))
+    return np.ascontiguousarray(x.astype(dtypes.to_numpy(cfg.dtype)))
 
 
 def tensor_preview(x: np.ndarray, cfg: PreprocessConfig) -> np.ndarray:
@@ -435,7 +430,7 @@ def check_image_input(cfg: PreprocessConfig, model_inputs: Sequence[TensorInfo])
 
 
 def _cast_like(arr: np.ndarray, info: TensorInfo, what: str) -> np.ndarray:
-    target = _NP_DTYPES.get(info.dtype)
+    target = dtypes.to_numpy(info.dtype)
     if target is None:
         raise DataError(f"Model input '{info.name}' has type {info.dtype}, which ortlab cannot feed.")
     kind_ok = (arr.dtype.kind == "f") == (np.dtype(target).kind == "f") or arr.dtype.kind == "b"
@@ -482,7 +477,7 @@ def _random_array(info: TensorInfo, rng: np.random.Generator, batch: int, cfg: P
         else:
             fill = {1: cfg.size[0], 2: cfg.size[1], 3: cfg.channels}
     dims = [batch if i == 0 else (_static(d) or fill.get(i, RANDOM_DYNAMIC_DIM)) for i, d in enumerate(shape)]
-    dtype = _NP_DTYPES.get(info.dtype)
+    dtype = dtypes.to_numpy(info.dtype)
     if dtype is None:
         raise DataError(f"Cannot make random data for input '{info.name}' of type {info.dtype}.")
     if np.dtype(dtype).kind == "f":

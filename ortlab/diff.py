@@ -10,7 +10,8 @@ from pathlib import Path
 
 import onnx
 
-from .model import _tensor_nbytes, dtype_name, load_model, op_key
+from . import dtypes
+from .model import _tensor_nbytes, load_model, op_key
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
 
@@ -83,7 +84,7 @@ def _load(path) -> onnx.ModelProto:
 def _init_bytes(graph: onnx.GraphProto) -> dict[str, int]:
     out: Counter[str] = Counter()
     for t in graph.initializer:
-        out[dtype_name(t.data_type)] += _tensor_nbytes(t) or 0
+        out[dtypes.from_onnx(t.data_type)] += _tensor_nbytes(t) or 0
     return dict(out)
 
 

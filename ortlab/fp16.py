@@ -10,11 +10,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
+from . import dtypes
 from .errors import ModelLoadError, QuantizationError
 from .model import PROTOBUF_LIMIT, load_model
 from .text import one_line
 
-FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16)
 _FP16_MAX = float(np.finfo(np.float16).max)
 
 
@@ -31,7 +31,7 @@ def _all_initializers(graph: onnx.GraphProto):
 def float_initializer_types(path) -> dict[int, int]:
     """Count of floating-point initializers (all graphs) by onnx data type (1 = FLOAT, 10 = FLOAT16, …)."""
     model = load_model(path, check=False, load_external=False)
-    counts = Counter(t.data_type for t in _all_initializers(model.graph) if t.data_type in FLOAT_TYPES)
+    counts = Counter(t.data_type for t in _all_initializers(model.graph) if t.data_type in dtypes.FLOAT_ELEM_TYPES)
     return dict(counts)
 
 

@@ -24,7 +24,7 @@ import onnx
 from onnx import TensorProto
 
 from .errors import ExternalDataError, ModelLoadError
-from . import zipsafe
+from . import dtypes, zipsafe
 from .text import one_line
 
 PROTOBUF_LIMIT = 2**31 - 1          # a single protobuf message cannot be larger than this
@@ -306,15 +306,6 @@ def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True) 
 
 # -- inspection ---------------------------------------------------------------------------------------
 
-def dtype_name(elem_type: int) -> str:
-    """"float32", "float16", "int8", … for an onnx TensorProto data type."""
-    try:
-        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
-    except Exception:
-        name = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else str(elem_type)
-        return name.lower()
-
-
 def _tensor_nbytes(t: TensorProto) -> int | None:
     n = int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
     if t.data_type == TensorProto.STRING:
@@ -342,7 +333,7 @@ def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
                 shape.append(d.dim_param)
             else:
                 shape.append(None)
-    return TensorInfo(vi.name, dtype_name(tt.tensor_type.elem_type), tuple(shape))
+    return TensorInfo(vi.name, dtypes.from_onnx(tt.tensor_type.elem_type), tuple(shape))
 
 
 def _has_subgraphs(graph: onnx.GraphProto) -> bool:
@@ -380,10 +371,10 @@ def inspect_model(path) -> ModelInfo:
     init_bytes: Counter[str] = Counter()
     for t in g.initializer:
         param_count += int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
-        init_bytes[dtype_name(t.data_type)] += _tensor_nbytes(t) or 0
+        init_bytes[dtypes.from_onnx(t.data_type)] += _tensor_nbytes(t) or 0
     for st in g.sparse_initializer:
         param_count += int(np.prod(st.values.dims, dtype=np.int64)) if st.values.dims else 1
-        init_bytes[dtype_name(st.values.data_type)] += _tensor_nbytes(st.values) or 0
+        init_bytes[dtypes.from_onnx(st.values.data_type)] += _tensor_nbytes(st.values) or 0
     if _has_subgraphs(g):
         warnings.append("The model has control-flow subgraphs (If/Loop/Scan); node and op counts cover the "
                         "top-level graph only.")
