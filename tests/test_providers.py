@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 import numpy as np
 import onnxruntime as ort
@@ -81,15 +80,34 @@ def test_quiet_native_stderr_captures_fd2(capfd):
     assert capfd.readouterr().err == "after\n"
 
 
-def test_quiet_native_stderr_is_serialised_across_threads():
+class _SpyLock:
+    """The redirection lock, noting when a second thread has to wait for it."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.contended = threading.Event()
+
+    def __enter__(self):
+        if not self.inner.acquire(blocking=False):
+            self.contended.set()
+            self.inner.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.inner.release()
+
+
+def test_quiet_native_stderr_is_serialised_across_threads(monkeypatch):
     results: dict[str, str] = {}
     entered = threading.Event()
+    spy = _SpyLock(P._STDERR_LOCK)
+    monkeypatch.setattr(P, "_STDERR_LOCK", spy)
 
     def first():
         with P.quiet_native_stderr() as cap:
             entered.set()
             os.write(2, b"A1 ")
-            time.sleep(0.2)
+            assert spy.contended.wait(10)  # the second thread is blocked on the lock while we write
             os.write(2, b"A2")
         results["a"] = cap.text
 
