@@ -57,22 +57,6 @@ class LatencySummary:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class MemoryReport:
-    """Peak resident memory of a child process that loaded the model and ran it, and of one that only
-    imported ONNX Runtime; ``model_mb`` is the difference (what the model costs)."""
-
-    peak_mb: float
-    baseline_mb: float
-
-    @property
-    def model_mb(self) -> float:
-        return max(0.0, self.peak_mb - self.baseline_mb)
-
-    def to_dict(self) -> dict:
-        return {"peak_mb": self.peak_mb, "baseline_mb": self.baseline_mb, "model_mb": self.model_mb}
-
-
 def make_inputs(session_inputs: Sequence[Any], batch_size: int, seed: int = 0,
                 dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
     """Random feeds for ``session.get_inputs()``: a dynamic first dim is ``batch_size``, other symbolic dims
@@ -334,11 +318,6 @@ def peak_memory_mb(model_path, config: BenchConfig, batch_size: int, runs: int =
     args = {"model_path": str(Path(model_path).resolve()), "config": config.to_dict(),
             "batch_size": int(batch_size), "runs": max(1, int(runs))}
     return _run_child(args, timeout)
-
-
-def memory_report(model_path, config: BenchConfig, batch_size: int, runs: int = 3) -> MemoryReport:
-    """Peak RSS of the model's child process next to the ORT-only baseline."""
-    return MemoryReport(peak_memory_mb(model_path, config, batch_size, runs), baseline_memory_mb())
 
 
 # -- timing isolated in a child process -------------------------------------------------------------------

@@ -15,7 +15,6 @@ from onnx import TensorProto
 # the types ortlab can hold in a plain numpy array (and so read from files or generate at random)
 NUMPY_NAMES = frozenset({"float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
                          "int64", "uint64", "bool"})
-FLOAT_ELEM_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16)
 _BY_LOWER_NAME = {name.lower(): value for name, value in TensorProto.DataType.items()}  # "float" → FLOAT
 
 

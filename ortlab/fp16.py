@@ -10,7 +10,6 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
-from . import dtypes
 from .errors import ModelLoadError, QuantizationError
 from .model import PROTOBUF_LIMIT, load_model
 from .text import one_line
@@ -26,13 +25,6 @@ def _all_initializers(graph: onnx.GraphProto):
                 yield from _all_initializers(attr.g)
             for g in attr.graphs:
                 yield from _all_initializers(g)
-
-
-def float_initializer_types(path) -> dict[int, int]:
-    """Count of floating-point initializers (all graphs) by onnx data type (1 = FLOAT, 10 = FLOAT16, …)."""
-    model = load_model(path, check=False, load_external=False)
-    counts = Counter(t.data_type for t in _all_initializers(model.graph) if t.data_type in dtypes.FLOAT_ELEM_TYPES)
-    return dict(counts)
 
 
 def _out_of_range(model: onnx.ModelProto) -> int:

@@ -28,7 +28,8 @@ from ortlab.data import (
 )
 from ortlab.errors import Cancelled, DataError
 from ortlab.model import TensorInfo
-from ortlab.progress import CancelToken, CollectingReporter
+from ortlab.progress import CancelToken
+from reporting import CollectingReporter
 
 IMG_IN = (TensorInfo("input", "float32", ("N", 3, 32, 32)),)
 

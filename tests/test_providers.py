@@ -43,11 +43,6 @@ def test_working_providers_really_work(conv, capfd):
     assert P.working_providers() is not working and P.working_providers() == working  # cached copy
 
 
-def test_gpu_flag_and_devices():
-    assert P.gpu_available() == any(p in P.working_providers() for p in (P.CUDA, P.TRT))
-    assert {"ep": "CPUExecutionProvider", "vendor": "Microsoft", "device": "CPU"} in P.ep_devices()
-
-
 def test_runtime_providers():
     assert P.runtime_providers(Target.CPU) == [P.CPU]
     gpu = P.runtime_providers(Target.GPU)
@@ -58,7 +53,7 @@ def test_runtime_providers():
 def test_create_session_reports_real_providers_and_is_quiet(conv, capfd):
     sess, used = P.create_session(conv, Target.GPU)
     assert used == sess.get_providers()
-    if not P.gpu_available():
+    if not any(p in P.working_providers() for p in (P.CUDA, P.TRT)):
         assert used == [P.CPU]
     x = np.random.default_rng(0).normal(size=(2, 3, 32, 32)).astype(np.float32)
     assert sess.run(None, {"input": x})[0].shape == (2, 10)

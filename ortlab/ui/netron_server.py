@@ -315,15 +315,6 @@ class NetronViewer:
         with self._lock:
             return list(self._servers.values())
 
-    def stop(self, model_path: str | Path) -> None:
-        """Stop every viewer of ``model_path``."""
-        path = str(Path(model_path).resolve())
-        with self._lock:
-            keys = [k for k in self._servers if k[0] == path]
-            stopped = [self._servers.pop(k) for k in keys]
-        for s in stopped:
-            s.stop()
-
     def stop_all(self) -> None:
         """Stop every viewer and delete their private folders."""
         with self._lock:
