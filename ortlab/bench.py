@@ -17,16 +17,11 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
+from . import dtypes
 from .config import BenchConfig, OptLevel
 from .errors import BenchmarkError, OrtlabError
 from .progress import CancelToken
-
-_ORT_DTYPES = {
-    "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
-    "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int16)": np.int16, "tensor(int8)": np.int8,
-    "tensor(uint8)": np.uint8, "tensor(uint16)": np.uint16, "tensor(bool)": np.bool_,
-}
-
+from .text import one_line
 
 @dataclass(frozen=True)
 class LatencySample:
@@ -62,22 +57,6 @@ class LatencySummary:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class MemoryReport:
-    """Peak resident memory of a child process that loaded the model and ran it, and of one that only
-    imported ONNX Runtime; ``model_mb`` is the difference (what the model costs)."""
-
-    peak_mb: float
-    baseline_mb: float
-
-    @property
-    def model_mb(self) -> float:
-        return max(0.0, self.peak_mb - self.baseline_mb)
-
-    def to_dict(self) -> dict:
-        return {"peak_mb": self.peak_mb, "baseline_mb": self.baseline_mb, "model_mb": self.model_mb}
-
-
 def make_inputs(session_inputs: Sequence[Any], batch_size: int, seed: int = 0,
                 dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
     """Random feeds for ``session.get_inputs()``: a dynamic first dim is ``batch_size``, other symbolic dims
@@ -89,8 +68,8 @@ def make_inputs(session_inputs: Sequence[Any], batch_size: int, seed: int = 0,
     # an input with a fixed first dim is unbatched when another input has a dynamic one
     batched = any(a.shape and not (isinstance(a.shape[0], int) and a.shape[0] > 0) for a in session_inputs)
     for arg in session_inputs:
-        dtype = _ORT_DTYPES.get(arg.type)
-        if dtype is None:
+        dtype = dtypes.to_numpy(dtypes.from_ort(arg.type))
+        if dtype is None:  # string, bfloat16, float8, int4…: no plain numpy array to fill with random values
             raise BenchmarkError(f"Input {arg.name!r} has type {arg.type}, which the benchmark cannot generate.")
         shape = []
         for axis, d in enumerate(arg.shape):
@@ -173,12 +152,12 @@ class LatencyRun(Iterator[LatencySample]):
         except OrtlabError:
             raise
         except Exception as exc:
-            raise BenchmarkError(f"Could not load {self.model_path.name}: {exc}") from exc
+            raise BenchmarkError(f"Could not load {self.model_path.name}: {one_line(exc)}") from exc
         return session, list(used)
 
     def _run_error(self, exc: Exception) -> BenchmarkError:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return BenchmarkError(f"{self.variant}: the model failed to run with inputs {self.input_shapes}: {first}")
+        return BenchmarkError(f"{self.variant}: the model failed to run with inputs {self.input_shapes}: "
+                              f"{one_line(exc)}")
 
     def _generate(self) -> Iterator[LatencySample]:
         cfg = self.config
@@ -341,11 +320,6 @@ def peak_memory_mb(model_path, config: BenchConfig, batch_size: int, runs: int =
     return _run_child(args, timeout)
 
 
-def memory_report(model_path, config: BenchConfig, batch_size: int, runs: int = 3) -> MemoryReport:
-    """Peak RSS of the model's child process next to the ORT-only baseline."""
-    return MemoryReport(peak_memory_mb(model_path, config, batch_size, runs), baseline_memory_mb())
-
-
 # -- timing isolated in a child process -------------------------------------------------------------------
 
 _ISOLATED_CHILD = r"""
@@ -403,8 +377,8 @@ def _isolated_child(args: dict, fd: int) -> None:
     except OrtlabError as exc:
         conn.send(("error", type(exc).__name__, exc.message, exc.step))
     except BaseException as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
-        conn.send(("error", "BenchmarkError", f"The timing process failed: {type(exc).__name__}: {first}", None))
+        conn.send(("error", "BenchmarkError", f"The timing process failed: {type(exc).__name__}: {one_line(exc)}",
+                   None))
     finally:
         conn.close()
 

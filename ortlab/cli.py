@@ -22,6 +22,7 @@ from .cli_args import UsageError, add_config_arguments, config_from_args, given_
 from .config import BenchConfig, PreprocessConfig, Recipe, Target
 from .errors import OrtlabError, RecipeError
 from .progress import ProgressEvent
+from .text import format_bytes, one_line
 
 PROG = "ortlab"
 BENCH_FLAGS_EXCLUDED = ("profile",)  # bench's --profile DIR both names the folder and turns profiling on
@@ -248,10 +249,6 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.2f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
-
-
 def _table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
 
@@ -274,7 +271,7 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
         return 0
     shape = lambda t: "[" + ", ".join("?" if d is None else str(d) for d in t.shape) + "]"
     opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(info.opsets.items()))
-    print(f"{info.path}\n  size      {_mb(info.total_bytes)}{' (with external data)' if info.has_external_data else ''}"
+    print(f"{info.path}\n  size      {format_bytes(info.total_bytes)}{' (with external data)' if info.has_external_data else ''}"
           f"\n  sha256    {info.sha256}\n  ir        {info.ir_version}   opsets: {opsets}"
           f"\n  producer  {info.producer} {info.producer_version}".rstrip()
           + f"\n  params    {info.param_count:,}   nodes: {info.node_count}")
@@ -289,7 +286,7 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
 
 
 def _artifact_text(artifact, out_path: Path) -> str:
-    lines = [f"wrote {out_path}  ({_mb(artifact.size_bytes)}, source {_mb(artifact.source_size_bytes)}, "
+    lines = [f"wrote {out_path}  ({format_bytes(artifact.size_bytes)}, source {format_bytes(artifact.source_size_bytes)}, "
              f"{artifact.size_bytes / max(1, artifact.source_size_bytes):.0%})",
              f"  recipe     {artifact.recipe.label()}",
              f"  sha256     {artifact.sha256}",
@@ -513,10 +510,6 @@ def cmd_samples(ns: argparse.Namespace) -> int:
 # -- entry point -------------------------------------------------------------------------------------------
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 failure, 2 usage)."""
     parser = build_parser()
@@ -526,13 +519,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     except (UsageError, RecipeError) as exc:
-        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except FileNotFoundError as exc:
-        print(f"{PROG}: error: file not found: {exc.filename or _one_line(exc)}", file=sys.stderr)
+        print(f"{PROG}: error: file not found: {exc.filename or one_line(exc)}", file=sys.stderr)
         return 2
     except OrtlabError as exc:
-        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{PROG}: error: interrupted", file=sys.stderr)
@@ -540,7 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get("ORTLAB_DEBUG"):
             raise
-        print(f"{PROG}: error: unexpected {type(exc).__name__}: {_one_line(exc)} "
+        print(f"{PROG}: error: unexpected {type(exc).__name__}: {one_line(exc)} "
               f"(set ORTLAB_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
 

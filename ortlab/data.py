@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import posixpath
-import stat
 import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,22 +21,16 @@ from PIL import Image, UnidentifiedImageError
 from .config import ChannelOrder, Layout, PixelScale, PreprocessConfig, ResizeMode
 from .errors import Cancelled, DataError
 from .progress import CancelToken, ProgressEvent, Reporter, null_reporter
+from . import dtypes, zipsafe
+from .text import one_line
 
 if TYPE_CHECKING:  # TensorInfo is only used for its .name / .dtype / .shape
     from .model import TensorInfo
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"})
-MAX_ZIP_MEMBERS = 50_000
-MAX_ZIP_BYTES = 1 << 30  # uncompressed bytes kept in memory from one zip (1 GiB)
-MAX_ZIP_RATIO = 200  # uncompressed/compressed ratio above which a member is treated as a zip bomb
 DEFAULT_DYNAMIC_SIZE = 224
 RANDOM_DYNAMIC_DIM = 8  # size used for unknown non-batch dims of random inputs
 
-_FLOAT_DTYPES = {"float32": np.float32, "float16": np.float16, "float64": np.float64}
-_NP_DTYPES = {
-    **_FLOAT_DTYPES, "uint8": np.uint8, "int8": np.int8, "int16": np.int16, "uint16": np.uint16,
-    "int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64, "bool": np.bool_,
-}
 
 
 @dataclass(frozen=True)
@@ -86,7 +79,7 @@ class Dataset:
                 img = Image.open(s.source)
             img.load()
         except (OSError, UnidentifiedImageError, ValueError) as exc:
-            raise DataError(f"Cannot read image {s.name}: {_first_line(exc)}.") from None
+            raise DataError(f"Cannot read image {s.name}: {one_line(exc)}.") from None
         return img
 
     def inputs(self, i: int, preprocess: PreprocessConfig | None, model_inputs: Sequence[TensorInfo]) -> dict[str, np.ndarray]:
@@ -95,11 +88,6 @@ class Dataset:
 
 
 # -- loading ------------------------------------------------------------------------------------------
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__).rstrip(".")
 
 
 def _is_image_name(name: str) -> bool:
@@ -115,7 +103,7 @@ def _check_image_bytes(data: bytes, name: str) -> None:
         with Image.open(io.BytesIO(data)) as img:
             img.verify()
     except Exception as exc:  # PIL raises many types for broken files
-        raise DataError(f"{name} has an image extension but cannot be opened as an image ({_first_line(exc)}).") from None
+        raise DataError(f"{name} has an image extension but cannot be opened as an image ({one_line(exc)}).") from None
 
 
 def _check_image_path(path: Path, name: str) -> None:
@@ -123,7 +111,7 @@ def _check_image_path(path: Path, name: str) -> None:
         with Image.open(path) as img:
             img.verify()
     except Exception as exc:
-        raise DataError(f"{name} has an image extension but cannot be opened as an image ({_first_line(exc)}).") from None
+        raise DataError(f"{name} has an image extension but cannot be opened as an image ({one_line(exc)}).") from None
 
 
 def _build(entries: list[tuple[tuple[str, ...], str]], class_names: Sequence[str] | None, where: str,
@@ -179,48 +167,25 @@ def load_image_folder(path, class_names: Sequence[str] | None = None) -> Dataset
     return _build(entries, class_names, f"folder {root}")
 
 
-def _safe_member_parts(name: str) -> tuple[str, ...]:
-    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":") or "\\" in name:
-        raise DataError(f"Refused zip member {name!r}: absolute or Windows-style path.")
-    parts = tuple(p for p in name.split("/") if p not in ("", "."))
-    if ".." in parts:
-        raise DataError(f"Refused zip member {name!r}: '..' escapes the archive.")
-    return parts
-
-
 def load_image_zip(path_or_bytes, class_names: Sequence[str] | None = None) -> Dataset:
     """Images from a zip (path or bytes), read into memory: same folder rules as :func:`load_image_folder`.
-    Members with absolute paths, '..' or symlinks are refused, as are archives over the size caps."""
+    Unsafe members and archives over the limits of :mod:`ortlab.zipsafe` are refused."""
     where = "the zip" if isinstance(path_or_bytes, (bytes, bytearray)) else f"zip {path_or_bytes}"
     try:
         src = io.BytesIO(path_or_bytes) if isinstance(path_or_bytes, (bytes, bytearray)) else path_or_bytes
         zf = zipfile.ZipFile(src)
     except (zipfile.BadZipFile, OSError) as exc:
-        raise DataError(f"{where} is not a readable zip file ({_first_line(exc)}).") from None
+        raise DataError(f"{where} is not a readable zip file ({one_line(exc)}).") from None
+    title = where[:1].upper() + where[1:]
     with zf:
-        infos = zf.infolist()
-        if len(infos) > MAX_ZIP_MEMBERS:
-            raise DataError(f"{where} has {len(infos)} members; at most {MAX_ZIP_MEMBERS} are accepted.")
-        total = 0
         entries, blobs = [], {}
-        for info in infos:
-            parts = _safe_member_parts(info.filename)
-            if stat.S_ISLNK(info.external_attr >> 16):
-                raise DataError(f"Refused zip member {info.filename!r}: symbolic links are not allowed.")
-            if info.is_dir() or not parts or _is_hidden(parts) or not _is_image_name(parts[-1]):
+        for parts, info in zipsafe.safe_members(zf, DataError, title):
+            if _is_hidden(parts) or not _is_image_name(parts[-1]):
                 continue
-            total += info.file_size
-            if total > MAX_ZIP_BYTES:
-                raise DataError(f"{where} unpacks to more than {MAX_ZIP_BYTES >> 20} MiB of images; split it.")
-            if info.compress_size and info.file_size / info.compress_size > MAX_ZIP_RATIO:
-                raise DataError(f"Refused zip member {info.filename!r}: compression ratio suggests a zip bomb.")
             try:
-                with zf.open(info) as fh:
-                    data = fh.read(info.file_size + 1)
+                data = zipsafe.read_member(zf, info, DataError, title)
             except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
-                raise DataError(f"Cannot read {info.filename} from {where} ({_first_line(exc)}).") from None
-            if len(data) != info.file_size:
-                raise DataError(f"Zip member {info.filename!r} is not the size its header declares.")
+                raise DataError(f"Cannot read {info.filename} from {where} ({one_line(exc)}).") from None
             name = "/".join(parts)
             _check_image_bytes(data, name)
             source = f"zip:{name}"
@@ -243,7 +208,7 @@ def load_image_files(files: Sequence[tuple[str, bytes]] | Sequence[Path], class_
             entries.append(((p.name,), str(p)))
             continue
         name, data = item
-        parts = _safe_member_parts(str(name).replace("\\", "/"))
+        parts = zipsafe.member_parts(str(name), DataError, "The upload")
         if not parts or _is_hidden(parts) or not _is_image_name(parts[-1]):
             continue
         rel = "/".join(parts)
@@ -277,9 +242,9 @@ def load_tensor_file(path_or_bytes, name: str | None = None) -> Dataset:
     try:
         loaded = np.load(src, allow_pickle=False)
     except ValueError as exc:
-        raise DataError(f"{label} holds Python objects, not plain numeric arrays ({_first_line(exc)}).") from None
+        raise DataError(f"{label} holds Python objects, not plain numeric arrays ({one_line(exc)}).") from None
     except Exception as exc:
-        raise DataError(f"{label} is not a .npy or .npz file ({_first_line(exc)}).") from None
+        raise DataError(f"{label} is not a .npy or .npz file ({one_line(exc)}).") from None
     if isinstance(loaded, np.ndarray):
         arrays = {"": loaded}
     else:
@@ -420,7 +385,7 @@ def preprocess_image(img: Image.Image, cfg: PreprocessConfig) -> np.ndarray:
         x = x.transpose(2, 0, 1)
     if cfg.dtype == "uint8":
         x = np.clip(np.rint(x), 0, 255)
-    return np.ascontiguousarray(x.astype(_NP_DTYPES[cfg.dtype]))
+    return np.ascontiguousarray(x.astype(dtypes.to_numpy(cfg.dtype)))
 
 
 def tensor_preview(x: np.ndarray, cfg: PreprocessConfig) -> np.ndarray:
@@ -465,7 +430,7 @@ def check_image_input(cfg: PreprocessConfig, model_inputs: Sequence[TensorInfo])
 
 
 def _cast_like(arr: np.ndarray, info: TensorInfo, what: str) -> np.ndarray:
-    target = _NP_DTYPES.get(info.dtype)
+    target = dtypes.to_numpy(info.dtype)
     if target is None:
         raise DataError(f"Model input '{info.name}' has type {info.dtype}, which ortlab cannot feed.")
     kind_ok = (arr.dtype.kind == "f") == (np.dtype(target).kind == "f") or arr.dtype.kind == "b"
@@ -512,7 +477,7 @@ def _random_array(info: TensorInfo, rng: np.random.Generator, batch: int, cfg: P
         else:
             fill = {1: cfg.size[0], 2: cfg.size[1], 3: cfg.channels}
     dims = [batch if i == 0 else (_static(d) or fill.get(i, RANDOM_DYNAMIC_DIM)) for i, d in enumerate(shape)]
-    dtype = _NP_DTYPES.get(info.dtype)
+    dtype = dtypes.to_numpy(info.dtype)
     if dtype is None:
         raise DataError(f"Cannot make random data for input '{info.name}' of type {info.dtype}.")
     if np.dtype(dtype).kind == "f":

@@ -13,20 +13,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from . import dtypes
 from .config import PreprocessConfig, Target
 from .data import Dataset, batch_inputs, check_fits, stratified_sample
 from .errors import Cancelled, DataError
 from .model import TensorInfo
 from .progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from .providers import create_session
-
-_ORT_TYPES = {
-    "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
-    "tensor(bfloat16)": "bfloat16", "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int16)": "int16",
-    "tensor(int8)": "int8", "tensor(uint8)": "uint8", "tensor(uint16)": "uint16", "tensor(uint32)": "uint32",
-    "tensor(uint64)": "uint64", "tensor(bool)": "bool", "tensor(string)": "string",
-}
-
 
 def _json_float(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
@@ -78,7 +71,7 @@ class EvalReport:
 
 def session_inputs(sess) -> list[TensorInfo]:
     """A session's inputs as TensorInfo."""
-    return [TensorInfo(i.name, _ORT_TYPES.get(i.type, i.type), tuple(i.shape)) for i in sess.get_inputs()]
+    return [TensorInfo(i.name, dtypes.from_ort(i.type), tuple(i.shape)) for i in sess.get_inputs()]
 
 
 def _feed_for(sess_inputs: Sequence[TensorInfo], feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -12,8 +12,8 @@ from onnx import TensorProto, numpy_helper
 
 from .errors import ModelLoadError, QuantizationError
 from .model import PROTOBUF_LIMIT, load_model
+from .text import one_line
 
-FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16)
 _FP16_MAX = float(np.finfo(np.float16).max)
 
 
@@ -25,13 +25,6 @@ def _all_initializers(graph: onnx.GraphProto):
                 yield from _all_initializers(attr.g)
             for g in attr.graphs:
                 yield from _all_initializers(g)
-
-
-def float_initializer_types(path) -> dict[int, int]:
-    """Count of floating-point initializers (all graphs) by onnx data type (1 = FLOAT, 10 = FLOAT16, …)."""
-    model = load_model(path, check=False, load_external=False)
-    counts = Counter(t.data_type for t in _all_initializers(model.graph) if t.data_type in FLOAT_TYPES)
-    return dict(counts)
 
 
 def _out_of_range(model: onnx.ModelProto) -> int:
@@ -83,12 +76,12 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
         converted = convert_float_to_float16(model, keep_io_types=keep_io_types, disable_shape_infer=big)
     except Exception as exc:
         raise QuantizationError(f"ONNX Runtime could not convert the model to float16: "
-                                f"{' '.join(str(exc).split())[:300]}", step="convert") from None
+                                f"{one_line(exc)}", step="convert") from None
     try:
         # the converter appends the I/O Casts at the end of the node list; ORT's own sort fixes the order
         OnnxModel.graph_topological_sort(converted.graph, is_deterministic=True)
     except Exception as exc:
-        raise QuantizationError(f"The float16 graph could not be sorted: {' '.join(str(exc).split())[:300]}",
+        raise QuantizationError(f"The float16 graph could not be sorted: {one_line(exc)}",
                                 step="convert") from None
     after = Counter(t.data_type for t in _all_initializers(converted.graph))
     if after[TensorProto.FLOAT]:
@@ -111,5 +104,5 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
         onnx.checker.check_model(str(dst), full_check=True)
     except Exception as exc:
         raise QuantizationError(f"The float16 model could not be saved or failed the ONNX check: "
-                                f"{' '.join(str(exc).split())[:300]}", step="convert") from None
+                                f"{one_line(exc)}", step="convert") from None
     return warnings

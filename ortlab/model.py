@@ -12,7 +12,6 @@ import io
 import os
 import re
 import shutil
-import stat
 import tempfile
 import zipfile
 from collections import Counter
@@ -25,11 +24,10 @@ import onnx
 from onnx import TensorProto
 
 from .errors import ExternalDataError, ModelLoadError
+from . import dtypes, zipsafe
+from .text import one_line
 
 PROTOBUF_LIMIT = 2**31 - 1          # a single protobuf message cannot be larger than this
-MAX_ZIP_TOTAL = 4 * 2**30           # uncompressed bytes accepted from one zip
-MAX_ZIP_RATIO = 200                 # uncompressed/compressed above this (for big members) looks like a bomb
-_RATIO_MIN_BYTES = 16 * 2**20       # members smaller than this are never called bombs
 
 _NOT_ONNX = ("This file is not an ONNX model (could not parse it as ONNX protobuf). "
              "Upload a .onnx file exported from your framework.")
@@ -199,12 +197,18 @@ def _external_entries(tensor: TensorProto) -> dict[str, str]:
     return {e.key: e.value for e in tensor.external_data}
 
 
-def external_data_files(model: onnx.ModelProto, base_dir) -> dict[str, Path]:
+def external_data_files(model: onnx.ModelProto | str | os.PathLike, base_dir=None) -> dict[str, Path]:
     """Validate every external-data reference and return location → resolved path.
 
-    Raises ``ExternalDataError`` for locations that are absolute, contain ``..``, resolve outside
-    ``base_dir`` (symlinks included), are missing, or are shorter than the bytes the model claims.
+    ``model`` is a parsed model (its external data looked for in ``base_dir``) or the path of a .onnx file
+    (read without its external data; ``base_dir`` defaults to the file's folder). Raises
+    ``ExternalDataError`` for locations that are absolute, contain ``..``, resolve outside ``base_dir``
+    (symlinks included), are missing, or are shorter than the bytes the model claims.
     """
+    if not isinstance(model, onnx.ModelProto):
+        path = Path(model)
+        return external_data_files(load_model(path, check=False, load_external=False),
+                                   path.parent if base_dir is None else base_dir)
     tensors = _external_tensors(model)
     if not tensors:
         return {}
@@ -251,11 +255,6 @@ def external_data_files(model: onnx.ModelProto, base_dir) -> dict[str, Path]:
 
 # -- loading ------------------------------------------------------------------------------------------
 
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 def _check(model: onnx.ModelProto, path: Path | None, has_external: bool) -> None:
     try:
         if path is not None and (has_external or path.stat().st_size > PROTOBUF_LIMIT // 2):
@@ -263,9 +262,9 @@ def _check(model: onnx.ModelProto, path: Path | None, has_external: bool) -> Non
         else:
             onnx.checker.check_model(model, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
-        raise ModelLoadError(f"invalid model: {_one_line(exc)}") from None
+        raise ModelLoadError(f"invalid model: {one_line(exc)}") from None
     except Exception as exc:  # the C++ checker can raise plain RuntimeError/ValueError
-        raise ModelLoadError(f"invalid model: {_one_line(exc)}") from None
+        raise ModelLoadError(f"invalid model: {one_line(exc)}") from None
 
 
 def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True) -> onnx.ModelProto:
@@ -299,22 +298,13 @@ def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True) 
         try:
             onnx.external_data_helper.load_external_data_for_model(loaded, str(base_dir))
         except Exception as exc:
-            raise ExternalDataError(f"Could not read external data: {_one_line(exc)}") from None
+            raise ExternalDataError(f"Could not read external data: {one_line(exc)}") from None
         if check and path is None:
             _check(loaded, None, False)
     return model
 
 
 # -- inspection ---------------------------------------------------------------------------------------
-
-def dtype_name(elem_type: int) -> str:
-    """"float32", "float16", "int8", … for an onnx TensorProto data type."""
-    try:
-        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
-    except Exception:
-        name = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else str(elem_type)
-        return name.lower()
-
 
 def _tensor_nbytes(t: TensorProto) -> int | None:
     n = int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
@@ -343,7 +333,7 @@ def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
                 shape.append(d.dim_param)
             else:
                 shape.append(None)
-    return TensorInfo(vi.name, dtype_name(tt.tensor_type.elem_type), tuple(shape))
+    return TensorInfo(vi.name, dtypes.from_onnx(tt.tensor_type.elem_type), tuple(shape))
 
 
 def _has_subgraphs(graph: onnx.GraphProto) -> bool:
@@ -381,10 +371,10 @@ def inspect_model(path) -> ModelInfo:
     init_bytes: Counter[str] = Counter()
     for t in g.initializer:
         param_count += int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
-        init_bytes[dtype_name(t.data_type)] += _tensor_nbytes(t) or 0
+        init_bytes[dtypes.from_onnx(t.data_type)] += _tensor_nbytes(t) or 0
     for st in g.sparse_initializer:
         param_count += int(np.prod(st.values.dims, dtype=np.int64)) if st.values.dims else 1
-        init_bytes[dtype_name(st.values.data_type)] += _tensor_nbytes(st.values) or 0
+        init_bytes[dtypes.from_onnx(st.values.data_type)] += _tensor_nbytes(st.values) or 0
     if _has_subgraphs(g):
         warnings.append("The model has control-flow subgraphs (If/Loop/Scan); node and op counts cover the "
                         "top-level graph only.")
@@ -426,42 +416,14 @@ def _is_zip(source) -> bool:
         return f.read(4) == b"PK\x03\x04"
 
 
-def _zip_member_ok(info: zipfile.ZipInfo) -> str:
-    """The member's normalised relative path; raises ModelLoadError when unsafe."""
-    name = info.filename.replace("\\", "/")
-    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
-        raise ModelLoadError(f"The zip contains an absolute path ('{info.filename}'); refusing to extract it.")
-    parts = PurePosixPath(name).parts
-    if ".." in parts:
-        raise ModelLoadError(f"The zip contains a path that leaves its folder ('{info.filename}'); refusing to "
-                             "extract it.")
-    if stat.S_ISLNK(info.external_attr >> 16):
-        raise ModelLoadError(f"The zip contains a symbolic link ('{info.filename}'); refusing to extract it.")
-    if info.flag_bits & 0x1:
-        raise ModelLoadError(f"The zip member '{info.filename}' is encrypted; upload an unencrypted zip.")
-    return "/".join(p for p in parts if p not in ("", "."))
-
-
 def _is_junk(name: str) -> bool:
     parts = name.split("/")
     return parts[0] == "__MACOSX" or parts[-1].startswith("._")
 
 
 def _extract_zip(zf: zipfile.ZipFile, dest: Path, member: str | None) -> Path:
-    members = []
-    total = 0
-    for info in zf.infolist():
-        rel = _zip_member_ok(info)
-        if info.is_dir() or not rel or _is_junk(rel):
-            continue
-        total += info.file_size
-        if total > MAX_ZIP_TOTAL:
-            raise ModelLoadError(f"The zip expands to more than {MAX_ZIP_TOTAL / 2**30:.0f} GiB; refusing to "
-                                 "extract it (zip bomb?).")
-        if info.file_size > _RATIO_MIN_BYTES and info.file_size > MAX_ZIP_RATIO * max(info.compress_size, 1):
-            raise ModelLoadError(f"The zip member '{info.filename}' expands {info.file_size // max(info.compress_size, 1)}× "
-                                 "its compressed size; refusing to extract it (zip bomb?).")
-        members.append((rel, info))
+    members = [("/".join(parts), info) for parts, info in zipsafe.safe_members(zf, ModelLoadError)]
+    members = [(rel, info) for rel, info in members if not _is_junk(rel)]
     onnx_members = [rel for rel, _ in members if rel.lower().endswith(".onnx")]
     if member is not None:
         wanted = member.replace("\\", "/").strip("/")
@@ -475,19 +437,8 @@ def _extract_zip(zf: zipfile.ZipFile, dest: Path, member: str | None) -> Path:
                              "pick one: upload a zip with a single model, or name the member to import.")
     else:
         chosen = onnx_members[0]
-    written = 0
     for rel, info in members:
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with zf.open(info) as src, open(target, "wb") as out:
-            while True:
-                chunk = src.read(1 << 20)
-                if not chunk:
-                    break
-                written += len(chunk)
-                if written > MAX_ZIP_TOTAL:
-                    raise ModelLoadError("The zip expands to more than its declared size; refusing to extract it.")
-                out.write(chunk)
+        zipsafe.extract_member(zf, info, dest / rel, ModelLoadError)
     return dest / chosen
 
 
@@ -516,7 +467,7 @@ def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, 
                 try:
                     onnx_path = _extract_zip(zf, tmp / "zip", member)
                 except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as exc:
-                    raise ModelLoadError(f"The zip cannot be extracted ({_one_line(exc, 120)}); upload it again.") from None
+                    raise ModelLoadError(f"The zip cannot be extracted ({one_line(exc)}); upload it again.") from None
             src_dir = onnx_path.parent
             if filename == "model.onnx":
                 name = _safe_filename(onnx_path.name)

@@ -13,6 +13,7 @@ from . import providers as P
 from .config import OptLevel, Target
 from .errors import ModelLoadError, OptimizationError
 from .model import external_data_files, load_model
+from .text import one_line
 
 ALL_LEVEL_WARNING = ("Level 'all' wrote hardware-specific ops (e.g. com.microsoft.nchwc layouts): the saved model "
                      "only suits hardware like this machine's. Use 'extended' for a portable model.")
@@ -51,7 +52,7 @@ def _check_output(path: Path, warnings: list[str]) -> None:
         onnx.checker.check_model(str(path), full_check=True)
         return
     except Exception as exc:
-        full_error = " ".join(str(exc).split())[:300]
+        full_error = one_line(exc)
     model = onnx.load_model(str(path), load_external_data=False)
     domains = {n.domain for n in model.graph.node} - {"", "ai.onnx"}
     if not domains:
@@ -60,7 +61,7 @@ def _check_output(path: Path, warnings: list[str]) -> None:
         onnx.checker.check_model(str(path), full_check=False)
     except Exception as exc:
         raise OptimizationError("ONNX Runtime wrote a model the ONNX checker rejects: "
-                                f"{' '.join(str(exc).split())[:300]}", step="optimize") from None
+                                f"{one_line(exc)}", step="optimize") from None
     warnings.append(f"Only the structural ONNX check was run: full checking (shape inference) does not know the "
                     f"ops of {', '.join(sorted(domains))}.")
 
@@ -102,7 +103,7 @@ def optimize_model(src, dst, level: OptLevel, target: Target = Target.CPU) -> Op
         with P.quiet_native_stderr():
             sess = ort.InferenceSession(str(src), sess_options=so, providers=providers, enable_fallback=0)
     except Exception as exc:
-        raise OptimizationError(f"ONNX Runtime could not optimize the model: {' '.join(str(exc).split())[:300]}",
+        raise OptimizationError(f"ONNX Runtime could not optimize the model: {one_line(exc)}",
                                 step="optimize") from None
     seconds = time.perf_counter() - start
     used = list(sess.get_providers())

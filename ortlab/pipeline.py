@@ -20,6 +20,7 @@ from .config import OptLevel, PreprocessConfig, Precision, QuantMode, Recipe
 from .errors import (DataError, ModelLoadError, OptimizationError, OrtlabError,
                      QuantizationError, RecipeError)
 from .progress import CancelToken, ProgressEvent, Reporter, null_reporter
+from .text import one_line
 
 _STAGE_ERRORS: dict[str, type[OrtlabError]] = {
     "validate": ModelLoadError, "preprocess": QuantizationError, "calibrate": DataError,
@@ -57,8 +58,7 @@ class _Run:
                 exc.step = stage
             raise
         except Exception as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise _STAGE_ERRORS[stage](first, step=stage) from exc
+            raise _STAGE_ERRORS[stage](one_line(exc), step=stage) from exc
         finally:
             self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter() - start
         if events:

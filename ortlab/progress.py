@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from typing import Protocol
-from collections.abc import Callable
 
 from .errors import Cancelled
 
@@ -50,23 +49,3 @@ class CancelToken:
     def raise_if_cancelled(self, step: str | None = None) -> None:
         if self._event.is_set():
             raise Cancelled(step=step)
-
-
-class CollectingReporter:
-    """Keeps every event in a list (for tests and the CLI)."""
-
-    def __init__(self, echo: Callable[[ProgressEvent], None] | None = None) -> None:
-        self.events: list[ProgressEvent] = []
-        self._echo = echo
-
-    def __call__(self, event: ProgressEvent) -> None:
-        self.events.append(event)
-        if self._echo:
-            self._echo(event)
-
-    def stages(self) -> list[str]:
-        seen: list[str] = []
-        for e in self.events:
-            if e.stage not in seen:
-                seen.append(e.stage)
-        return seen

@@ -21,6 +21,7 @@ from onnx import TensorProto, helper
 
 from .config import BenchConfig, ExecutionMode, OptLevel, Target
 from .errors import ModelLoadError, OrtlabError
+from .text import one_line
 
 TRT, CUDA, CPU = "TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"
 GPU_PROVIDERS = (TRT, CUDA)
@@ -108,22 +109,6 @@ def working_providers() -> list[str]:
     return list(_working())
 
 
-def gpu_available() -> bool:
-    """True when CUDA or TensorRT really works here."""
-    return any(p in GPU_PROVIDERS for p in _working())
-
-
-def ep_devices() -> list[dict]:
-    """Devices ORT reports through ``ort.get_ep_devices()`` (empty when this ORT lacks the API)."""
-    out = []
-    for d in getattr(ort, "get_ep_devices", lambda: [])():
-        try:
-            out.append({"ep": d.ep_name, "vendor": d.ep_vendor, "device": str(d.device.type).rsplit(".", 1)[-1]})
-        except Exception:
-            continue
-    return out
-
-
 def runtime_providers(target: Target) -> list[str]:
     """Providers to run ``target`` with: cpu → [CPU]; gpu → TRT > CUDA > CPU, only those that work."""
     if Target(target) == Target.CPU:
@@ -178,7 +163,6 @@ def create_session(model_path, target: Target = Target.CPU,
         except Exception as exc:
             error = exc
     assert error is not None
-    text = " ".join(str(error).split())
     if isinstance(error, OrtlabError):
         raise error
-    raise ModelLoadError(f"ONNX Runtime could not load the model: {text[:300]}") from None
+    raise ModelLoadError(f"ONNX Runtime could not load the model: {one_line(error)}") from None

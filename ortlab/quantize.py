@@ -33,6 +33,7 @@ from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry, Q
 from .config import DISTRIBUTION_MIN_BINS, CalibrationMethod, QuantConfig, QuantFormat, QuantMode, QuantType
 from .errors import Cancelled, OrtlabError, QuantizationError
 from .providers import quiet_native_stderr
+from .text import one_line
 
 MIN_OPSET = 13  # per-channel QDQ needs the `axis` attribute of QuantizeLinear/DequantizeLinear
 CALIBRATION_PROVIDERS = ["CPUExecutionProvider"]
@@ -110,7 +111,7 @@ class _ListHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            text = " ".join(record.getMessage().split())
+            text = one_line(record.getMessage())
         except Exception:
             return
         if text and text not in self.messages:
@@ -137,7 +138,7 @@ def _log_warnings(messages: list[str]) -> list[str]:
             m = ("The model was not pre-processed with quant_pre_process (shape inference, BatchNorm folding); "
                  "ONNX Runtime recommends it. Turn pre-processing on.")
         else:
-            m = "ONNX Runtime: " + (m if len(m) <= 300 else m[:297] + "…")
+            m = "ONNX Runtime: " + m
         if m not in out:
             out.append(m)
     if len(out) > MAX_LOG_WARNINGS:
@@ -146,10 +147,7 @@ def _log_warnings(messages: list[str]) -> list[str]:
 
 
 def _fail(step: str, exc: BaseException, hint: str) -> QuantizationError:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    if len(text) > 240:
-        text = text[:237] + "…"
-    return QuantizationError(f"ONNX Runtime failed ({type(exc).__name__}: {text}). {hint}", step=step)
+    return QuantizationError(f"ONNX Runtime failed ({type(exc).__name__}: {one_line(exc)}). {hint}", step=step)
 
 
 def _load(src, step: str) -> onnx.ModelProto:
@@ -159,8 +157,7 @@ def _load(src, step: str) -> onnx.ModelProto:
     try:
         return onnx.load(str(path))
     except Exception as exc:
-        text = " ".join(str(exc).split())[:200]
-        raise QuantizationError(f"Cannot load {path.name} as an ONNX model ({text}).", step=step) from None
+        raise QuantizationError(f"Cannot load {path.name} as an ONNX model ({one_line(exc)}).", step=step) from None
 
 
 def _check_dst(src, dst, step: str) -> Path:
@@ -235,7 +232,7 @@ def preprocess_for_quantization(src, dst) -> list[str]:
                 messages = log.messages
             except Exception as exc:
                 raise _fail(step, exc, "Turn pre-processing off and quantize the model as it is.") from None
-            reason = " ".join(str(first).split())[:160] or type(first).__name__
+            reason = one_line(first)
             warnings.append(f"Symbolic shape inference failed ({type(first).__name__}: {reason}); pre-processed "
                             f"with ONNX shape inference only (skip_symbolic_shape=True).")
         _finish(out, dst, step)

@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from ortlab.text import format_bytes
 from ortlab.ui import actions, cards, charts, compare_data, state
 from ortlab.ui.guard import engine_errors
 from ortlab.ui.progress_view import demo_button, recipe_job_panel, show_flash
@@ -55,8 +56,8 @@ ev = compare_data.stored_evaluation(ref, cand)
 if ref_info and cand_info:
     ratio = cand_info.total_bytes / max(1, ref_info.total_bytes)
     cards.metric_row([
-        ("Reference size", cards.human_bytes(ref_info.total_bytes), None, ref.name),
-        ("Candidate size", cards.human_bytes(cand_info.total_bytes), f"{100 * (ratio - 1):+.1f}%", cand.name, "inverse"),
+        ("Reference size", format_bytes(ref_info.total_bytes), None, ref.name),
+        ("Candidate size", format_bytes(cand_info.total_bytes), f"{100 * (ratio - 1):+.1f}%", cand.name, "inverse"),
         ("Size ratio", f"{100 * ratio:.1f}%", None, "Candidate size as a share of the reference."),
         ("Nodes", f"{ref_info.node_count} → {cand_info.node_count}",
          f"{cand_info.node_count - ref_info.node_count:+d}", None, "off"),
@@ -110,7 +111,7 @@ with tabs[1]:
 with tabs[2]:
     if ref_info and cand_info:
         sc = st.columns(2)
-        rows = [{"id": v.id, "name": v.name, "mb": i.total_bytes / 2**20} for v, i in ((ref, ref_info), (cand, cand_info))]
+        rows = [{"id": v.id, "name": v.name, "mb": i.total_bytes / 1e6} for v, i in ((ref, ref_info), (cand, cand_info))]
         sc[0].plotly_chart(charts.size_bars(rows, colors), key="compare_size", width="stretch")
         sc[1].plotly_chart(charts.initializer_bytes_bars({ref_id: ref_info.initializer_bytes,
                                                           cand_id: cand_info.initializer_bytes},

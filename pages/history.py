@@ -5,6 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from ortlab.text import format_bytes
 from ortlab.config import Recipe, recipe_cli_line
 from ortlab.ui import actions, cards
 from ortlab.ui.guard import engine_errors
@@ -39,7 +40,7 @@ if r.get("random_data"):
     cards.random_data_warning("This run")
 ev = r.get("metrics")
 cards.metric_row([
-    ("Size", cards.human_bytes(r["size_bytes"]), f"{100 * (r['size_bytes'] / max(1, r['source_size_bytes']) - 1):+.1f}%",
+    ("Size", format_bytes(r["size_bytes"]), f"{100 * (r['size_bytes'] / max(1, r['source_size_bytes']) - 1):+.1f}%",
      "Against the source model.", "inverse"),
     ("Top-1 (candidate)", cards.pct((ev or {}).get("top1_accuracy_cand")), None, None),
     ("Agreement", cards.pct((ev or {}).get("top1_agreement")), None, None),

@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from ortlab.text import format_bytes
 from ortlab.ui import actions, cards, charts, state
 from ortlab.ui.guard import engine_errors
 from ortlab.ui.progress_view import demo_button, recipe_job_panel, show_flash
@@ -65,7 +66,7 @@ else:
         st.markdown("#### Inputs and outputs")
         st.dataframe(cards.io_rows(info), hide_index=True, width="stretch")
         st.markdown("#### Weights by dtype")
-        st.dataframe([{"dtype": k, "bytes": cards.human_bytes(v)} for k, v in info.initializer_bytes.items()],
+        st.dataframe([{"dtype": k, "bytes": format_bytes(v)} for k, v in info.initializer_bytes.items()],
                      hide_index=True, width="stretch")
     with c2:
         st.plotly_chart(charts.op_histogram(info.op_counts, "Operators by (domain, op type)"), key="model_ops",

@@ -15,20 +15,30 @@ from ortlab.ui import bench_job, charts, forms, jobs
 from ortlab.ui.guard import error_message
 
 
+def wait_until(condition, timeout: float = 10.0, what: str = "the condition") -> None:
+    """Poll ``condition()`` until it is true; fail after ``timeout`` seconds (no fixed sleeps)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.01)
+
+
 def test_job_runs_in_a_thread_and_reports_progress_and_items(monkeypatch):
     monkeypatch.delenv("ORTLAB_SYNC_JOBS", raising=False)
-    gate = threading.Event()
+    gate, emitted = threading.Event(), threading.Event()
     caller = threading.get_ident()
 
     def work(job):
         job.report(ProgressEvent("calibrate", 1, 4, "one"))
         job.emit("sample-1")
+        emitted.set()
         gate.wait(5)
         job.report(ProgressEvent("calibrate", 4, 4, "all"))
         return threading.get_ident()
 
     job = jobs.Job("t", work).start(sync=False)
-    time.sleep(0.1)
+    assert emitted.wait(5)
     assert not job.done
     assert job.drain() == ["sample-1"]
     assert job.progress["calibrate"].done == 1
@@ -74,11 +84,11 @@ def test_one_exclusive_job_at_a_time_others_queue_in_order():
     a = jobs.Job("a", slow, exclusive=True).start(sync=False)
     assert first_running.wait(5)
     b = jobs.Job("b", quick, exclusive=True).start(sync=False)
+    wait_until(lambda: jobs.busy() == 2, what="b to queue")  # b queues before c is started
     c = jobs.Job("c", quick, exclusive=True).start(sync=False)
-    time.sleep(0.6)
-    assert jobs.busy() == 3
+    wait_until(lambda: jobs.busy() == 3, what="c to queue")
     assert jobs.queue_position(b.id) == 1 and jobs.queue_position(c.id) == 2
-    b.drain()
+    wait_until(lambda: b.drain() == [] and "queued" in b.progress, what="b's queued message")
     assert b.state == jobs.QUEUED and b.progress["queued"].message == "Queued behind 1 benchmark."
     release.set()
     for j in (a, b, c):
@@ -88,11 +98,11 @@ def test_one_exclusive_job_at_a_time_others_queue_in_order():
 
 
 def test_a_queued_job_can_be_cancelled():
-    release = threading.Event()
-    a = jobs.Job("a", lambda j: release.wait(5), exclusive=True).start(sync=False)
-    time.sleep(0.1)
+    release, running = threading.Event(), threading.Event()
+    a = jobs.Job("a", lambda j: (running.set(), release.wait(5)), exclusive=True).start(sync=False)
+    assert running.wait(5)
     b = jobs.Job("b", lambda j: "never", exclusive=True).start(sync=False)
-    time.sleep(0.3)
+    wait_until(lambda: b.state == jobs.QUEUED, what="b to queue")
     b.cancel.cancel()
     assert b.wait(5) and b.state == jobs.CANCELLED
     release.set()

@@ -150,8 +150,6 @@ def test_peak_memory_grows_with_batch_and_exceeds_baseline(conv):
     # batch 512 activations: 512×8×32×32 floats ≈ 16 MB per tensor
     assert base > 10 and small > base
     assert large > small + 40
-    report = bench.memory_report(conv, cfg, 1, runs=1)
-    assert report.baseline_mb == base and report.model_mb == pytest.approx(report.peak_mb - base)
 
 
 def test_peak_memory_does_not_count_the_parent(conv):

@@ -28,7 +28,8 @@ from ortlab.data import (
 )
 from ortlab.errors import Cancelled, DataError
 from ortlab.model import TensorInfo
-from ortlab.progress import CancelToken, CollectingReporter
+from ortlab.progress import CancelToken
+from reporting import CollectingReporter
 
 IMG_IN = (TensorInfo("input", "float32", ("N", 3, 32, 32)),)
 
@@ -126,9 +127,9 @@ def test_zip_with_wrapping_folder_and_class_folders(tmp_path):
 
 
 @pytest.mark.parametrize("name, message", [
-    ("../evil.png", "'..' escapes the archive"),
-    ("/abs/evil.png", "absolute or Windows-style path"),
-    ("C:/evil.png", "absolute or Windows-style path"),
+    ("../evil.png", "leaves its folder"),
+    ("/abs/evil.png", "absolute path"),
+    ("C:/evil.png", "absolute path"),
 ])
 def test_zip_slip_members_are_refused(name, message):
     with pytest.raises(DataError, match=message):
@@ -141,15 +142,15 @@ def test_zip_symlink_member_is_refused():
         info = zipfile.ZipInfo("link.png")
         info.external_attr = (stat.S_IFLNK | 0o777) << 16
         zf.writestr(info, "/etc/passwd")
-    with pytest.raises(DataError, match="symbolic links are not allowed"):
+    with pytest.raises(DataError, match="symbolic link"):
         load_image_zip(buf.getvalue())
 
 
 def test_zip_bomb_and_caps(monkeypatch):
     bomb = zip_bytes({"a.png": b"\0" * 5_000_000})
-    with pytest.raises(DataError, match="compression ratio suggests a zip bomb"):
+    with pytest.raises(DataError, match="zip bomb"):
         load_image_zip(bomb)
-    monkeypatch.setattr("ortlab.data.MAX_ZIP_MEMBERS", 2)
+    monkeypatch.setattr("ortlab.zipsafe.MAX_MEMBERS", 2)
     with pytest.raises(DataError, match="has 3 members; at most 2 are accepted"):
         load_image_zip(zip_bytes({f"{i}.png": png_bytes() for i in range(3)}))
 

@@ -10,12 +10,19 @@ import pytest
 
 from models import big_chain_model, conv_bn_model, matmul_model
 from ortlab.config import OptLevel
-from ortlab.diff import graph_diff, graph_view
+from ortlab.diff import graph_description, graph_diff
 from ortlab.optimize import optimize_model
+from ortlab.ui.graph_layout import graph_view as layout
 
 
 def deltas(d) -> dict[str, int]:
     return {x["key"]: x["delta"] for x in d.op_deltas if x["delta"]}
+
+
+
+def view(before, after, **kw) -> dict:
+    """The drawable view the Compare page shows: the engine's description laid out by the UI layer."""
+    return layout(graph_description(before, after), **kw)
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +159,7 @@ def _check_view(v, max_nodes):
 
 def test_view_of_extended_conv(conv_levels):
     src, out = conv_levels
-    v = graph_view(src, out[OptLevel.EXTENDED])
+    v = view(src, out[OptLevel.EXTENDED])
     _check_view(v, 400)
     assert v["total_nodes"] == 8 + 9 and not v["truncated"]
     assert v["counts"]["added"] == 3 and v["counts"]["removed"] == 9
@@ -166,7 +173,7 @@ def test_view_of_extended_conv(conv_levels):
 
 def test_view_identical_collapses(conv_levels):
     src, _ = conv_levels
-    v = graph_view(src, src)
+    v = view(src, src)
     _check_view(v, 400)
     assert sum(n["count"] for n in v["nodes"]) == 14 and v["counts"].get("collapsed", 0) >= 1
     assert set(v["counts"]) <= {"unchanged", "collapsed"}
@@ -178,25 +185,25 @@ def test_view_big_model_stays_bounded(big):
     d = graph_diff(src, opt)
     assert d.fusions == ["MatMul+Add+Relu → FusedGemm ×500", "Add+Identity → Add ×1"]
     for max_nodes in (400, 50):
-        v = graph_view(src, opt, max_nodes=max_nodes)
+        v = view(src, opt, max_nodes=max_nodes)
         _check_view(v, max_nodes)
         assert v["truncated"] and sum(n["count"] for n in v["nodes"]) == v["total_nodes"] == 1000 + 1501
-    same = graph_view(src, src)
+    same = view(src, src)
     assert len(same["nodes"]) == 1 and same["nodes"][0]["count"] == 2001 and not same["truncated"]
 
 
 def test_view_focus(big):
     src, opt = big
-    v = graph_view(src, opt, focus="l250/Relu", hops=2)
+    v = view(src, opt, focus="l250/Relu", hops=2)
     _check_view(v, 400)
     assert v["focus_matches"] == 1
     assert sorted(n["name"] for n in v["nodes"]) == sorted([
         "l249/Residual", "fused l250/MatMul/MatMulAddFusion", "l250/MatMul", "l250/Add", "l250/Relu",
         "l250/Residual", "fused l251/MatMul/MatMulAddFusion", "l251/MatMul", "l251/Residual"])
-    by_op = graph_view(src, opt, focus="FusedGemm", max_nodes=100)
+    by_op = view(src, opt, focus="FusedGemm", max_nodes=100)
     _check_view(by_op, 100)
     assert by_op["focus_matches"] == 500 and by_op["truncated"]
-    none = graph_view(src, opt, focus="NoSuchOp")
+    none = view(src, opt, focus="NoSuchOp")
     assert none["focus_matches"] == 0 and none["nodes"] == [] and none["edges"] == []
 
 
@@ -230,7 +237,7 @@ def _layout_ok(v):
 
 def test_view_layout_of_quantized_digits(digits_int8):
     src, q = digits_int8
-    v = graph_view(src, q)
+    v = view(src, q)
     layer = _layout_ok(v)
     sizes = Counter(layer.values())
     assert max(sizes.values()) <= 0.2 * len(v["nodes"])  # weights no longer pile up in one column
@@ -269,19 +276,19 @@ def test_view_layout_keeps_a_chain_straight(tmp_path):
     onnx.save_model(model, str(tmp_path / "chain.onnx"))
     art = run_recipe(tmp_path / "chain.onnx", Recipe(precision=Precision.INT8, opt_level=OptLevel.DISABLED,
                                                      allow_random_data=True), tmp_path / "q")
-    v = graph_view(tmp_path / "chain.onnx", art.model_path)
+    v = view(tmp_path / "chain.onnx", art.model_path)
     _layout_ok(v)
     main = [n for n in v["nodes"] if n["status"] != "removed" and not n["weight_only"]]
     assert len(main) >= 15 and {n["y"] for n in main} == {main[0]["y"]}
     assert all(n["y"] < main[0]["y"] for n in v["nodes"] if n["weight_only"])
     assert {n["y"] for n in v["nodes"] if n["status"] == "removed"} == {main[0]["y"] + 1}
-    same = graph_view(tmp_path / "chain.onnx", tmp_path / "chain.onnx")
+    same = view(tmp_path / "chain.onnx", tmp_path / "chain.onnx")
     assert len(same["nodes"]) == 1 and same["nodes"][0]["y"] == 0
 
 
 def test_view_places_fused_node_amid_what_it_replaced(conv_levels):
     src, out = conv_levels
-    v = graph_view(src, out[OptLevel.EXTENDED])
+    v = view(src, out[OptLevel.EXTENDED])
     layer = _layout_ok(v)
     by_name = defaultdict(list)
     for n in v["nodes"]:
@@ -299,7 +306,7 @@ def test_view_layout_is_fast_on_big_model(big):
 
     src, opt = big
     start = time.perf_counter()
-    v = graph_view(src, opt)
+    v = view(src, opt)
     assert time.perf_counter() - start < 1.0
     _layout_ok(v)
 

@@ -18,7 +18,8 @@ from ortlab.data import CalibrationReader, load_image_folder, load_tensor_file, 
 from ortlab.errors import Cancelled, DataError
 from ortlab.evaluate import OutputError, accuracy, evaluate
 from ortlab.model import TensorInfo
-from ortlab.progress import CancelToken, CollectingReporter
+from ortlab.progress import CancelToken
+from reporting import CollectingReporter
 from ortlab.quantize import quantize_static_model
 
 CONV_IN = (TensorInfo("input", "float32", ("N", 3, 32, 32)),)

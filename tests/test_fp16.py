@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -10,8 +12,15 @@ from onnx import TensorProto, helper, numpy_helper
 
 from models import conv_bn_model, external_data_model, matmul_model
 from ortlab.errors import ModelLoadError, QuantizationError
-from ortlab.fp16 import convert_fp16, float_initializer_types
+from ortlab.fp16 import convert_fp16
 from ortlab.model import inspect_model, sha256_file
+
+
+def float_initializer_types(path) -> dict[int, int]:
+    """Count of floating-point initializers by onnx data type (1 = FLOAT, 10 = FLOAT16, …)."""
+    graph = onnx.load(str(path), load_external_data=False).graph
+    floats = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16)
+    return dict(Counter(t.data_type for t in graph.initializer if t.data_type in floats))
 
 
 def io_types(path) -> dict[str, int]:

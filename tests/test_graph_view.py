@@ -17,7 +17,8 @@ def digits_views(tmp_path_factory):
     no graph optimization: every weight behind a DequantizeLinear) and its fp32 extended copy."""
     from ortlab.config import OptLevel, Precision, Recipe
     from ortlab.data import load_image_folder
-    from ortlab.diff import graph_view
+    from ortlab.diff import graph_description
+    from ortlab.ui.graph_layout import graph_view
     from ortlab.optimize import optimize_model
     from ortlab.pipeline import run_recipe
     from ortlab.samples import get_sample
@@ -27,7 +28,8 @@ def digits_views(tmp_path_factory):
     art = run_recipe(sample.model_path, Recipe(precision=Precision.INT8, opt_level=OptLevel.DISABLED), root / "int8",
                      dataset=load_image_folder(sample.calibration_dir), preprocess=sample.preprocess, verify_samples=4)
     fp32 = optimize_model(sample.model_path, root / "fp32.onnx", OptLevel.EXTENDED).path
-    return {"int8": graph_view(sample.model_path, art.model_path), "fp32": graph_view(sample.model_path, fp32)}
+    return {"int8": graph_view(graph_description(sample.model_path, art.model_path)),
+            "fp32": graph_view(graph_description(sample.model_path, fp32))}
 
 
 def synthetic_view(n_layers: int, per_layer: int = 1) -> dict:
@@ -94,7 +96,7 @@ def test_horizontal_layout_long_graph_starts_zoomed_with_range_slider():
     lo, hi = fig.layout.yaxis.range
     assert lo > hi  # first row on top
     assert t_arrows(fig).marker.symbol == "triangle-right"
-    # diff.graph_view's truncation node ("N more nodes") is not called unchanged
+    # graph_layout.graph_view's truncation node ("N more nodes") is not called unchanged
     view["nodes"][-1].update(status="collapsed", count=250, label="250 more nodes (use focus to see them)")
     t = traces_by_name(diff_graph_figure(view))
     assert t["collapsed"].text[-1] == "×250 more"
@@ -129,15 +131,16 @@ def test_empty_view():
 
 
 def test_real_diff_view(tmp_path):
-    """The view diff.graph_view builds for a model and its ORT-optimized copy draws with every status."""
+    """The view graph_layout.graph_view lays out for a model and its ORT-optimized copy draws with every status."""
     from models import conv_bn_model
     from ortlab.config import OptLevel
-    from ortlab.diff import graph_view
+    from ortlab.diff import graph_description
+    from ortlab.ui.graph_layout import graph_view
     from ortlab.optimize import optimize_model
 
     src = conv_bn_model(tmp_path / "m.onnx")
     optimize_model(src, tmp_path / "opt.onnx", OptLevel.EXTENDED)
-    view = graph_view(src, tmp_path / "opt.onnx")
+    view = graph_view(graph_description(src, tmp_path / "opt.onnx"))
     fig = diff_graph_figure(view)
     t = traces_by_name(fig)
     drawn = {name: len(tr.x) for name, tr in t.items() if name in STATUS_COLORS}

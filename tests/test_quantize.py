@@ -17,7 +17,8 @@ from ortlab.config import CalibrationMethod, QuantConfig, QuantFormat, QuantMode
 from ortlab.data import CalibrationReader, detect_preprocess, random_dataset
 from ortlab.errors import Cancelled, QuantizationError
 from ortlab.model import TensorInfo
-from ortlab.progress import CancelToken, CollectingReporter
+from ortlab.progress import CancelToken
+from reporting import CollectingReporter
 from ortlab.quantize import (
     ai_onnx_opset,
     ort_arguments,

@@ -82,7 +82,7 @@ def test_report_is_self_contained_and_complete():
     assert recipe_cli_line(recipe) in page
     assert '"calibration_samples": 50' in page
     # sizes, deltas, accuracy, errors, benchmark
-    for text in ("4.71 MB (4,938,268 bytes)", "1.18 MB (1,234,567 bytes)", "0.250×", "com.microsoft::FusedConv",
+    for text in ("4.94 MB (4,938,268 bytes)", "1.23 MB (1,234,567 bytes)", "0.250×", "com.microsoft::FusedConv",
                  ">-3<", ">+17<", "96.88%", "93.75%", "90.62%", "100.00%", "0.0123", "0.0046", "0.999871",
                  "31.42", "1.234", "0.612", "1633.9", "55.5", "3 nodes removed, 20 added, 0 changed, 12 unchanged"):
         assert text in page, text

@@ -174,10 +174,11 @@ def recipe_label(a: dict) -> str:
 
 def run_summary(a: dict) -> dict:
     """The columns every table of runs shows: recipe, size, share of the source's size, accuracy, seconds."""
-    from .cards import human_bytes, pct
+    from ..text import format_bytes
+    from .cards import pct
 
     ev = a.get("evaluation") or {}
-    return {"recipe": recipe_label(a), "size": human_bytes(a["size_bytes"]),
+    return {"recipe": recipe_label(a), "size": format_bytes(a["size_bytes"]),
             "vs source": f"{a['size_bytes'] / max(1, a['source_size_bytes']):.0%}",
             "top-1": pct(ev.get("top1_accuracy_cand")), "agreement": pct(ev.get("top1_agreement")),
             "seconds": round(sum((a.get("timings") or {}).values()), 2)}

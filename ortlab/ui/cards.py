@@ -4,17 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-
-def human_bytes(n: float | int | None) -> str:
-    """1536 → '1.5 KB' (powers of 1024)."""
-    if n is None:
-        return "–"
-    n = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return f"{n:.2f} GB"
+from ..text import format_bytes
 
 
 def human_count(n: int | None) -> str:
@@ -57,7 +47,7 @@ def model_cards(info) -> None:
     opset = info.opsets.get("", info.opsets.get("ai.onnx"))
     extra = ", ".join(f"{d} {v}" for d, v in info.opsets.items() if d not in ("", "ai.onnx"))
     metric_row([
-        ("Size", human_bytes(info.total_bytes), None,
+        ("Size", format_bytes(info.total_bytes), None,
          "File size including external data." + (" Has external data." if info.has_external_data else "")),
         ("Parameters", human_count(info.param_count), None, f"{info.param_count:,} weights in initializers."),
         ("Opset", str(opset), None, f"ai.onnx opset; other domains: {extra or 'none'}; IR version {info.ir_version}."),

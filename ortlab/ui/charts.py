@@ -75,12 +75,12 @@ def size_bars(rows: list[dict], colors: dict[str, str], title: str = "File size 
 
 
 def initializer_bytes_bars(by_variant: dict[str, dict[str, int]], names: dict[str, str], colors: dict[str, str],
-                           title: str = "Weights by dtype (KB)") -> go.Figure:
+                           title: str = "Weights by dtype (kB)") -> go.Figure:
     """Grouped bars: initializer bytes per dtype for each variant."""
     dtypes = sorted({d for v in by_variant.values() for d in v})
     fig = go.Figure()
     for vid, per in by_variant.items():
-        fig.add_bar(x=dtypes, y=[per.get(d, 0) / 1024 for d in dtypes], name=names.get(vid, vid),
+        fig.add_bar(x=dtypes, y=[per.get(d, 0) / 1e3 for d in dtypes], name=names.get(vid, vid),
                     marker_color=colors.get(vid, PALETTE[0]))
     fig.update_layout(barmode="group")
     return style(fig, title, height=360)

@@ -34,13 +34,17 @@ def graph_diff(ref: Path, cand: Path):
 
 
 def graph_view(ref: Path, cand: Path, focus: str | None):
-    """``diff.graph_view`` of two files around ``focus``, cached per session."""
-    from ..diff import graph_view as _view
+    """The laid-out graph diff of two files around ``focus`` (``graph_layout.graph_view``), cached per session."""
+    from ..diff import graph_description
+    from .graph_layout import graph_view as _view
 
     c = state.cache()
+    kd = _key("description", ref, cand)
+    if kd not in c:
+        c[kd] = graph_description(ref, cand)
     k = _key("view", ref, cand, focus or "")
     if k not in c:
-        c[k] = _view(ref, cand, focus=focus or None)
+        c[k] = _view(c[kd], focus=focus or None)
     return c[k]
 
 

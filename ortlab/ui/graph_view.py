@@ -1,4 +1,4 @@
-"""Plotly drawing of the layered graph diff produced by ``ortlab.diff.graph_view``."""
+"""Plotly drawing of the layered graph diff laid out by ``ortlab.ui.graph_layout.graph_view``."""
 
 from __future__ import annotations
 

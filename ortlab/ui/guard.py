@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import streamlit as st
 
 from ..errors import Cancelled, OrtlabError
+from ..text import one_line
 
 log = logging.getLogger("ortlab.ui")
 
@@ -26,10 +27,10 @@ def error_message(step: str, exc: BaseException, hint: str = "") -> tuple[str, s
     if isinstance(exc, Cancelled):
         return "warning", f"{step} was cancelled."
     if isinstance(exc, OrtlabError):
-        text = f"{step} failed: {exc}"
+        text = f"{step} failed: {one_line(exc)}"
         return "error", text + (f" {hint}" if hint else "")
     log.error("Unexpected error in %s", step, exc_info=exc)
-    return "error", (f"Unexpected error in {step}: {type(exc).__name__}: {exc}. The app is still usable; "
+    return "error", (f"Unexpected error in {step}: {type(exc).__name__}: {one_line(exc)}. The app is still usable; "
                      "try again, or pick another model or data set.")
 
 

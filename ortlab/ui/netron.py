@@ -7,7 +7,7 @@ from pathlib import Path
 import streamlit as st
 
 from ortlab.errors import OrtlabError
-from ortlab.netron_server import NetronViewer
+from ortlab.ui.netron_server import NetronViewer
 
 
 @st.cache_resource(show_spinner=False)
@@ -37,10 +37,11 @@ def show_netron(model_path: Path, key: str, height: int = 600) -> None:
 
 def _fallback(model_path: Path, key: str, height: int) -> None:
     try:
-        from ortlab.diff import graph_view
+        from ortlab.diff import graph_description
+        from ortlab.ui.graph_layout import graph_view
         from ortlab.ui.graph_view import diff_graph_figure
 
-        fig = diff_graph_figure(graph_view(model_path, model_path))
+        fig = diff_graph_figure(graph_view(graph_description(model_path, model_path)))
     except (OrtlabError, ImportError) as exc:
         st.info(f"No graph drawing available: {exc}")
         return

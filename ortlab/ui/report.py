@@ -16,6 +16,7 @@ import plotly.io as pio
 
 from ortlab.config import Recipe, recipe_cli_line
 from ortlab.errors import OrtlabError
+from ortlab.text import format_bytes
 
 _CSS = """
 body { font-family: -apple-system, "Segoe UI", Ubuntu, "DejaVu Sans", sans-serif; margin: 2rem auto;
@@ -46,10 +47,7 @@ def _pre(text: str) -> str:
 def _bytes(n: Any) -> str:
     if not isinstance(n, (int, float)):
         return "–"
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit} ({int(n):,} bytes)"
-    return f"{int(n):,} bytes"
+    return f"{format_bytes(n)} ({int(n):,} bytes)" if abs(n) >= 1000 else f"{int(n):,} bytes"
 
 
 def _pct(x: Any) -> str:

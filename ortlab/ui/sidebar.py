@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from . import actions, state
-from .cards import human_bytes
+from ..text import format_bytes
 from .guard import engine_errors
 
 CSS = """
@@ -51,7 +51,7 @@ def draw(slot=None) -> None:
         info = state.model_info()
         st.markdown(f"**Model** · {state.model_label()}")
         if info is not None:
-            st.caption(f"{human_bytes(info.total_bytes)} · {info.node_count} nodes · sha256 {info.sha256[:10]}")
+            st.caption(f"{format_bytes(info.total_bytes)} · {info.node_count} nodes · sha256 {info.sha256[:10]}")
         st.markdown(f"**Data** · {state.dataset_label()}")
         ds = state.dataset()
         if ds is not None and getattr(ds, "is_random", False):

@@ -17,5 +17,5 @@ def netron(model_path: Path, key: str, height: int = 600) -> None:
 
 
 def diff_figure(view: dict):
-    """Plotly figure of a ``diff.graph_view`` dict."""
+    """Plotly figure of a ``graph_layout.graph_view`` dict."""
     return diff_graph_figure(view)

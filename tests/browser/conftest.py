@@ -88,7 +88,10 @@ def app(tmp_path_factory):
                 pass
             if time.monotonic() > deadline:
                 pytest.fail(f"streamlit not healthy after 60 s:\n{log_path.read_text()[-3000:]}", pytrace=False)
-            time.sleep(0.25)
+            try:
+                proc.wait(0.25)  # returns at once if streamlit exits; otherwise poll the health URL again
+            except subprocess.TimeoutExpired:
+                pass
         yield {"url": base, "home": home, "log": log_path}
     finally:
         if proc.poll() is None:

@@ -129,7 +129,7 @@ def netron_frames(page):
 def test_0_netron_viewer_runs_offline_past_its_expiry(browser_page, model_file, screenshots, tmp_path):
     """The patched viewer draws the model two years after netron's build date, without a consent dialog
     (stock netron 9.3.3 shows only "Please update to the newest version." then)."""
-    from ortlab.netron_server import NetronViewer
+    from ortlab.ui.netron_server import NetronViewer
 
     _, requests = browser_page
     viewer = NetronViewer(temp_root=tmp_path)

@@ -23,8 +23,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ExternalDataError, ModelLoadError, OrtlabError
-from .model import sha256_file_cached
+from ..errors import ModelLoadError, OrtlabError
+from ..model import external_data_files, sha256_file_cached
 
 HOST = "127.0.0.1"
 MAX_SERVERS = 6
@@ -171,33 +171,7 @@ def patched_viewer() -> PatchedViewer:
     return PatchedViewer(directory, version, overrides)
 
 
-# -- model staging --------------------------------------------------------------------------------------
-
-def external_data_files(model_path: Path) -> list[str]:
-    """Relative paths of the external-data files a model refers to (checked to stay in its folder)."""
-    import onnx
-    from onnx.external_data_helper import _get_all_tensors
-
-    try:
-        model = onnx.load(str(model_path), load_external_data=False)
-    except Exception as exc:
-        raise ModelLoadError(f"{model_path.name} is not an ONNX model ({type(exc).__name__}).") from None
-    folder = model_path.parent.resolve()
-    out: list[str] = []
-    for tensor in _get_all_tensors(model):
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
-        target = (folder / location).resolve()
-        if not location or os.path.isabs(location) or not target.is_relative_to(folder) or target == folder:
-            raise ExternalDataError(f"External data {location!r} of {model_path.name} is outside the model's folder.")
-        if not target.is_file():
-            raise ExternalDataError(f"External data file {location!r} of {model_path.name} is missing.")
-        rel = target.relative_to(folder).as_posix()
-        if rel not in out:
-            out.append(rel)
-    return out
-
+# -- model staging (ortlab.model.external_data_files lists and checks the external data) ------------------------
 
 def _link_or_copy(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -302,7 +276,7 @@ class NetronViewer:
             if served is not None and served.thread.is_alive():
                 self._servers.move_to_end(key)
                 return served.url
-        extra = external_data_files(path)
+        extra = [p.relative_to(path.parent.resolve()).as_posix() for p in external_data_files(path).values()]
         served = self._start(viewer, path, digest, extra)
         evicted: list[ServedModel] = []
         with self._lock:
@@ -340,15 +314,6 @@ class NetronViewer:
         """The live viewers, least recently used first."""
         with self._lock:
             return list(self._servers.values())
-
-    def stop(self, model_path: str | Path) -> None:
-        """Stop every viewer of ``model_path``."""
-        path = str(Path(model_path).resolve())
-        with self._lock:
-            keys = [k for k in self._servers if k[0] == path]
-            stopped = [self._servers.pop(k) for k in keys]
-        for s in stopped:
-            s.stop()
 
     def stop_all(self) -> None:
         """Stop every viewer and delete their private folders."""

@@ -1,0 +1,36 @@
+"""Text every layer shows a person: one-line error reasons and byte sizes (one convention each)."""
+
+from __future__ import annotations
+
+MAX_ONE_LINE = 2000  # only pathological texts are capped, and only at the end
+
+
+def one_line(exc_or_text: BaseException | str | object) -> str:
+    """``exc_or_text`` as one line: every line of the message kept, runs of whitespace made one space.
+
+    An exception with an empty message gives its class name. The reason is never cut off: only a text longer
+    than ``MAX_ONE_LINE`` characters is shortened, at its end (marked with "…").
+    """
+    text = " ".join(str(exc_or_text).split())
+    if not text and isinstance(exc_or_text, BaseException):
+        text = type(exc_or_text).__name__
+    if len(text) > MAX_ONE_LINE:
+        text = text[: MAX_ONE_LINE - 1] + "…"
+    return text
+
+
+_UNITS = (("GB", 10**9), ("MB", 10**6), ("kB", 10**3))
+
+
+def format_bytes(n: float | int | None) -> str:
+    """A byte count in decimal SI units, used by the CLI, the app and the HTML report alike.
+
+    ``512`` → ``"512 B"``, ``1_536`` → ``"1.54 kB"``, ``12_345_678`` → ``"12.35 MB"`` (kB/MB/GB = 10³/10⁶/10⁹
+    bytes); ``None`` → ``"–"``.
+    """
+    if n is None or isinstance(n, bool):
+        return "–"
+    for unit, size in _UNITS:
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"

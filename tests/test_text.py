@@ -1,0 +1,44 @@
+"""ortlab.text: the one-line error text and the one byte format every layer shows."""
+
+import pytest
+
+from ortlab.errors import ModelLoadError
+from ortlab.text import MAX_ONE_LINE, format_bytes, one_line
+
+
+def test_one_line_keeps_the_reason_on_later_lines():
+    exc = RuntimeError("[ONNXRuntimeError] : 1 : FAIL :\n  Load model failed:\n\tNode (x) Op (Foo) is not a registered op")
+    assert one_line(exc) == ("[ONNXRuntimeError] : 1 : FAIL : Load model failed: Node (x) Op (Foo) "
+                             "is not a registered op")
+
+
+def test_one_line_never_cuts_a_normal_message_short():
+    reason = "x" * 900 + " the actual reason at the end"
+    assert one_line(ValueError(reason)).endswith("the actual reason at the end")
+
+
+def test_one_line_caps_only_pathological_texts_at_the_end():
+    out = one_line("a" * 10 * MAX_ONE_LINE)
+    assert len(out) == MAX_ONE_LINE and out.endswith("…") and out.startswith("aaa")
+
+
+def test_one_line_of_an_empty_exception_names_its_class():
+    assert one_line(KeyError()) == "KeyError"
+    assert one_line(ModelLoadError("bad\nmodel", step="load")) == "load: bad model"
+    assert one_line("") == ""
+
+
+@pytest.mark.parametrize(("n", "text"), [
+    (None, "–"), (0, "0 B"), (999, "999 B"), (1000, "1.00 kB"), (1536, "1.54 kB"),
+    (4_938_268, "4.94 MB"), (1_234_567_890, "1.23 GB"), (2**20, "1.05 MB"),
+])
+def test_format_bytes_uses_decimal_si_units(n, text):
+    assert format_bytes(n) == text
+
+
+def test_cli_app_and_report_share_the_byte_format():
+    from ortlab import cli
+    from ortlab.ui import cards, report
+
+    assert cli.format_bytes is format_bytes and cards.format_bytes is format_bytes
+    assert report._bytes(4_938_268) == "4.94 MB (4,938,268 bytes)"
