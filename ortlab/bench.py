@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from collections.abc import Iterator, Mapping, Sequence
@@ -20,6 +20,7 @@ import numpy as np
 from .config import BenchConfig, OptLevel
 from .errors import BenchmarkError, OrtlabError
 from .progress import CancelToken
+from .serial import from_plain, to_plain
 
 _ORT_DTYPES = {
     "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
@@ -59,7 +60,12 @@ class LatencySummary:
     profile_path: str | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """``serial.to_plain`` of this summary (an infinite throughput is written as "inf")."""
+        return to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LatencySummary:
+        return from_plain(cls, data)
 
 
 @dataclass(frozen=True)
