@@ -13,6 +13,7 @@ be decoded is listed as :class:`UnreadableRun` / :class:`UnreadableBenchmark` wi
 
 from __future__ import annotations
 
+import builtins
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
@@ -233,7 +234,7 @@ class History:
                                (record.created_at, dumps(_benchmark_plain(record))))
             return int(cur.lastrowid or 0)
 
-    def list_benchmarks(self, limit: int | None = None) -> list[BenchmarkRecord | UnreadableBenchmark]:
+    def list_benchmarks(self, limit: int | None = None) -> builtins.list[BenchmarkRecord | UnreadableBenchmark]:
         """All benchmarks, newest first; rows that cannot be decoded come as :class:`UnreadableBenchmark`."""
         return [_benchmark(r) for r in self._newest("benchmarks", limit)]
 
@@ -242,7 +243,7 @@ class History:
         with self._connect() as conn:
             return conn.execute("DELETE FROM benchmarks WHERE id = ?", (int(bench_id),)).rowcount > 0
 
-    def _newest(self, table: str, limit: int | None) -> list[sqlite3.Row]:
+    def _newest(self, table: str, limit: int | None) -> builtins.list[sqlite3.Row]:
         sql = f"SELECT * FROM {table} ORDER BY id DESC"
         params: tuple = ()
         if limit is not None:
