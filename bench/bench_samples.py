@@ -41,9 +41,9 @@ def build(sample, out: Path) -> dict[str, dict]:
     for name, recipe in VARIANTS.items():
         art = run_recipe(sample.model_path, recipe, out / name.replace(" ", "_"), dataset=sample.calibration_data(),
                          preprocess=sample.preprocess, verify_dataset=sample.evaluation_data(), verify_samples=64)
-        ev = art.evaluation or {}
+        ev = art.evaluation
         built[name] = {"path": art.model_path, "size": art.size_bytes,
-                       "agreement": ev.get("top1_agreement"), "top1": ev.get("top1_accuracy_cand")}
+                       "agreement": ev.top1_agreement if ev else None, "top1": ev.top1_accuracy_cand if ev else None}
     return built
 
 

@@ -1,22 +1,36 @@
-"""The result of one recipe run as a typed record, and its ``artifact.json`` file."""
+"""The result of one recipe run as a typed record, and its ``artifact.json`` file.
+
+``artifact.json`` holds ``serial.to_plain(artifact)`` plus ``schema_version`` (:data:`SCHEMA_VERSION`). Files
+written before versions existed (schema 1: no ``schema_version``, an evaluation with None for non-finite
+numbers) are read too.
+"""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from .config import Recipe
+from .config import Precision, Recipe
 from .errors import OrtlabError
+from .eval_report import EvalReport
+from .serial import PlainDataError, dumps, from_plain, loads, to_plain
 
 MODEL_FILE = "model.onnx"
 RECIPE_FILE = "recipe.json"
 ARTIFACT_FILE = "artifact.json"
+SCHEMA_VERSION = 2  # of artifact.json and of an artifact's plain form; 1 = files without a version
+
+# fields that schema-1 readers filled in when they were missing
+_V1_DEFAULTS: dict[str, Any] = {"run_id": None, "timings": {}, "warnings": [], "providers": [], "random_data": False,
+                                "created_at": "", "evaluation": None, "notes": []}
 
 
 @dataclass
 class Artifact:
-    """The result of one recipe run: the optimized model, how it was made, and how it compares."""
+    """The result of one recipe run: the optimized model, how it was made, and how it compares.
+
+    ``run_id`` is the History id once stored (None before, or for a folder written outside a workspace)."""
 
     run_id: int | None
     model_path: Path
@@ -31,40 +45,62 @@ class Artifact:
     source_size_bytes: int
     random_data: bool
     created_at: str
-    evaluation: dict | None = None
+    evaluation: EvalReport | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
     def dir(self) -> Path:
         return Path(self.model_path).parent
 
+    @property
+    def source_name(self) -> str:
+        """The file name of the source model."""
+        return Path(self.source_path).name
+
+    @property
+    def kind(self) -> str:
+        """``fp32``, ``fp16``, ``int8-static`` or ``int8-dynamic``."""
+        if self.recipe.precision == Precision.INT8:
+            return f"int8-{self.recipe.quant.mode.value}"
+        return self.recipe.precision.value
+
+    @property
+    def size_ratio(self) -> float:
+        """The model's size as a share of the source's."""
+        return self.size_bytes / max(1, self.source_size_bytes)
+
+    @property
+    def total_seconds(self) -> float:
+        """Seconds of every stage together."""
+        return float(sum(self.timings.values()))
+
     def to_dict(self) -> dict:
-        """JSON-safe form (paths as strings, the recipe as a plain dict)."""
-        return {
-            "run_id": self.run_id, "model_path": str(self.model_path), "source_path": str(self.source_path),
-            "source_sha256": self.source_sha256, "sha256": self.sha256, "recipe": self.recipe.to_dict(),
-            "timings": dict(self.timings), "warnings": list(self.warnings), "providers": list(self.providers),
-            "size_bytes": self.size_bytes, "source_size_bytes": self.source_size_bytes,
-            "random_data": self.random_data, "created_at": self.created_at, "evaluation": self.evaluation,
-            "notes": list(self.notes),
-        }
+        """``serial.to_plain`` of this artifact with its ``schema_version``."""
+        return {**to_plain(self), "schema_version": SCHEMA_VERSION}
 
     @classmethod
     def from_dict(cls, data: dict) -> Artifact:
-        return cls(
-            run_id=data.get("run_id"), model_path=Path(data["model_path"]), source_path=Path(data["source_path"]),
-            source_sha256=data["source_sha256"], sha256=data["sha256"], recipe=Recipe.from_dict(data["recipe"]),
-            timings=dict(data.get("timings", {})), warnings=list(data.get("warnings", [])),
-            providers=list(data.get("providers", [])), size_bytes=int(data["size_bytes"]),
-            source_size_bytes=int(data["source_size_bytes"]), random_data=bool(data.get("random_data", False)),
-            created_at=data.get("created_at", ""), evaluation=data.get("evaluation"),
-            notes=list(data.get("notes", [])),
-        )
+        """Read :meth:`to_dict`'s form (any schema version up to :data:`SCHEMA_VERSION`);
+        ``PlainDataError`` (or ``RecipeError`` for a bad recipe) when it does not fit."""
+        return from_plain(cls, data)
+
+    @staticmethod
+    def _upgrade_plain(data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        version = data.pop("schema_version", 1)
+        if not isinstance(version, int) or version > SCHEMA_VERSION:
+            raise PlainDataError(f"The artifact has schema version {version!r}; this ortlab reads up to "
+                                 f"{SCHEMA_VERSION}. Update ortlab to read it.")
+        if version < 2:
+            data = {**{k: v for k, v in _V1_DEFAULTS.items() if k not in data}, **data}
+        return data
 
     def save(self) -> Path:
         """(Re)write ``artifact.json`` next to the model; returns its path."""
         path = self.dir / ARTIFACT_FILE
-        path.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True), encoding="utf-8")
+        path.write_text(dumps(self.to_dict(), indent=2), encoding="utf-8")
         return path
 
 
@@ -72,11 +108,13 @@ def load_artifact(out_dir) -> Artifact:
     """Read an artifact folder written by :func:`run_recipe`."""
     path = Path(out_dir) / ARTIFACT_FILE
     try:
-        return Artifact.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        return Artifact.from_dict(loads(path.read_text(encoding="utf-8")))
     except FileNotFoundError:
         raise OrtlabError(f"No {ARTIFACT_FILE} in {out_dir}: not an ortlab artifact folder.") from None
-    except (json.JSONDecodeError, KeyError) as exc:
+    except ValueError as exc:  # invalid JSON
         raise OrtlabError(f"{path} is damaged ({exc}).") from None
+    except OrtlabError as exc:
+        raise OrtlabError(f"{path} is damaged ({exc.message}).") from None
 
 
 def file_bytes(path: Path) -> int:

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,6 +21,7 @@ from . import dtypes
 from .config import BenchConfig, OptLevel
 from .errors import BenchmarkError, OrtlabError
 from .progress import CancelToken
+from .serial import from_plain, to_plain
 from .text import one_line
 
 @dataclass(frozen=True)
@@ -54,7 +55,12 @@ class LatencySummary:
     profile_path: str | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """``serial.to_plain`` of this summary (an infinite throughput is written as "inf")."""
+        return to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LatencySummary:
+        return from_plain(cls, data)
 
 
 def make_inputs(session_inputs: Sequence[Any], batch_size: int, seed: int = 0,

@@ -7,8 +7,6 @@ Exit status: 0 success, 1 the work failed (bad model file, data that does not fi
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import shutil
 import sys
@@ -225,28 +223,10 @@ def _reporter(ns: argparse.Namespace):
 
 
 def _print_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=2, sort_keys=True, default=_json_default, allow_nan=False))
+    """``serial.to_plain`` of ``obj`` as JSON on stdout (non-finite numbers as "inf"/"-inf"/"nan")."""
+    from .serial import dumps
 
-
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "to_dict"):
-        return obj.to_dict()
-    if isinstance(obj, Path):
-        return str(obj)
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
-
-
-def _finite(obj: Any) -> Any:
-    """JSON has no Infinity/NaN: write them as strings."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
+    print(dumps(obj, indent=2))
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
@@ -293,22 +273,20 @@ def _artifact_text(artifact, out_path: Path) -> str:
              f"  providers  {', '.join(artifact.providers)}",
              "  timings    " + ", ".join(f"{k} {v:.2f}s" for k, v in artifact.timings.items())]
     ev = artifact.evaluation
-    if ev:
-        parts = [f"n={ev.get('n_samples')}"]
-        for key, label in (("top1_accuracy_ref", "top-1 source"), ("top1_accuracy_cand", "top-1 result"),
-                           ("top1_agreement", "top-1 agreement")):
-            if ev.get(key) is not None:
-                parts.append(f"{label} {ev[key]:.2%}")
-        for o in ev.get("outputs", []):
-            sqnr = o.get("sqnr_db")
-            sqnr_text = "identical" if sqnr is None or sqnr == float("inf") else f"SQNR {float(sqnr):.1f} dB"
-            max_abs = o.get("max_abs")
-            parts.append(f"{o['name']}: max|Δ| {'?' if max_abs is None else format(max_abs, '.3g')}, {sqnr_text}")
+    if ev is not None:
+        parts = [f"n={ev.n_samples}"]
+        for value, label in ((ev.top1_accuracy_ref, "top-1 source"), (ev.top1_accuracy_cand, "top-1 result"),
+                             (ev.top1_agreement, "top-1 agreement")):
+            if value is not None:
+                parts.append(f"{label} {value:.2%}")
+        for o in ev.outputs:
+            sqnr_text = "identical" if o.identical else f"SQNR {o.sqnr_db:.1f} dB"
+            parts.append(f"{o.name}: max|Δ| {o.max_abs:.3g}, {sqnr_text}")
         lines.append("  verify     " + "; ".join(parts))
     if artifact.random_data:
         lines.append("  RANDOM DATA was used: accuracy figures are meaningless.")
     lines += [f"  warning    {w}" for w in artifact.warnings]
-    lines += [f"  note       {n}" for n in getattr(artifact, "notes", [])]
+    lines += [f"  note       {n}" for n in artifact.notes]
     return "\n".join(lines)
 
 
@@ -356,7 +334,7 @@ def cmd_optimize(ns: argparse.Namespace) -> int:
         artifact.model_path = out
         out_path = out
     if ns.json:
-        _print_json(_finite(artifact.to_dict()))
+        _print_json(artifact.to_dict())
     else:
         print(_artifact_text(artifact, out_path))
         if as_dir:
@@ -395,7 +373,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
         workspace.history().add(artifact)
         artifact.save()
     if ns.json:
-        _print_json(_finite(artifact.to_dict()))
+        _print_json(artifact.to_dict())
     else:
         print(_artifact_text(artifact, artifact.model_path))
         if artifact.run_id is not None:
@@ -428,8 +406,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
             summaries.append(run.summary(peak_rss_mb=peak))
     baseline = bench.baseline_memory_mb() if ns.memory else None
     if ns.json:
-        _print_json({"config": cfg.to_dict(), "baseline_rss_mb": baseline,
-                     "results": [_finite(s.to_dict()) for s in summaries]})
+        _print_json({"config": cfg, "baseline_rss_mb": baseline, "results": summaries})
         return 0
     header = ["model", "batch", "runs", "p50 ms", "p90 ms", "p99 ms", "mean ms", "items/s", "providers"]
     if ns.memory:
@@ -467,9 +444,8 @@ def cmd_compare(ns: argparse.Namespace) -> int:
         dataset = stratified_sample(dataset, ns.n)
     pre = preprocess_from_args(ns, ref, sample) if dataset.kind == "images" else None
     report = evaluate(ref, cand, dataset, pre, target=Target(ns.target), reporter=_reporter(ns))
-    d = report.to_dict()
     if ns.json:
-        _print_json(_finite(d))
+        _print_json(report)
         return 0
     print(f"{cand.name} vs {ref.name} on {report.n_samples} samples"
           + (" (RANDOM DATA: accuracy is meaningless)" if report.random_data else ""))

@@ -12,18 +12,17 @@ default), ``metavar`` and ``choices``.
 from __future__ import annotations
 
 import dataclasses
-import enum
 from enum import StrEnum
 import json
 import platform
 import shlex
-import typing
 from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Iterable, Sequence
 
 from .cli_args import config_cli_args, replace_path
 from .errors import RecipeError
+from .serial import from_plain, to_plain
 
 
 class Precision(StrEnum):
@@ -474,67 +473,15 @@ def require_valid(recipe: Recipe, available_providers: Sequence[str] = ("CPUExec
     return findings
 
 
-# -- generic plain-data conversion -------------------------------------------------------------------
+# -- plain-data conversion (ortlab.serial, with RecipeError for bad settings) ---------------------------
 
 
 def _to_plain(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, enum.Enum):
-        return obj.value
-    if isinstance(obj, tuple):
-        return [_to_plain(v) for v in obj]
-    return obj
-
-
-def _coerce(tp: Any, value: Any, where: str) -> Any:
-    origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise RecipeError(f"{where} must be an object.")
-        return _from_plain(typing.cast(type, tp), value, where)
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        try:
-            return tp(value)
-        except ValueError:
-            choices = ", ".join(m.value for m in tp)
-            raise RecipeError(f"{where} must be one of {choices}; got {value!r}.") from None
-    if origin is tuple:
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        if not isinstance(value, (list, tuple)):
-            raise RecipeError(f"{where} must be a list.")
-        args = typing.get_args(tp)
-        inner = args[0] if args else Any
-        return tuple(_coerce(inner, v, where) for v in value)
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise RecipeError(f"{where} must be true or false; got {value!r}.")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-            raise RecipeError(f"{where} must be a whole number; got {value!r}.")
-        return int(value)
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise RecipeError(f"{where} must be a number; got {value!r}.")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise RecipeError(f"{where} must be text; got {value!r}.")
-        return value
-    return value
+    return to_plain(obj)
 
 
 def _from_plain(cls: type, data: dict[str, Any], where: str = "") -> Any:
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(data) - names
-    if unknown:
-        raise RecipeError(f"Unknown setting(s) {', '.join(sorted(unknown))}"
-                          f"{' in ' + where if where else ''}. Known: {', '.join(sorted(names))}.")
-    kwargs = {k: _coerce(hints[k], v, f"{where}.{k}" if where else k) for k, v in data.items()}
-    return cls(**kwargs)
+    return from_plain(cls, data, error=RecipeError, where=where)
 
 
 def field_help(cls: type) -> dict[str, str]:

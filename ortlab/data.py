@@ -309,6 +309,17 @@ def stratified_sample(ds: Dataset, n: int, seed: int = 0) -> Dataset:
     return ds.subset(sorted(chosen))
 
 
+def evaluation_subset(ds: Dataset, n: int, stratify: bool = True, seed: int = 0) -> Dataset:
+    """The ``n`` samples used to evaluate (all of ``ds`` when ``n`` is 0 or not smaller): stratified by class
+    (:func:`stratified_sample`), or a uniform random draw without replacement; the same for the same seed."""
+    if n <= 0 or n >= len(ds):
+        return ds
+    if stratify:
+        return stratified_sample(ds, n, seed)
+    rng = np.random.default_rng(seed)
+    return ds.subset(sorted(int(i) for i in rng.choice(len(ds), size=n, replace=False)))
+
+
 # -- preprocessing ------------------------------------------------------------------------------------
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import functools
 from collections import Counter, defaultdict, deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx
 
 from . import dtypes
 from .model import _tensor_nbytes, load_model, op_key
+from .serial import from_plain, to_plain
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
 
@@ -31,7 +32,12 @@ class GraphDiff:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """``serial.to_plain`` of this diff."""
+        return to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GraphDiff:
+        return from_plain(cls, data)
 
 
 # -- graph helpers ------------------------------------------------------------------------------------

@@ -1,13 +1,12 @@
 """How much a transformed model differs from its source: output error and classifier accuracy.
 
 Both models run sample by sample (batch of one) on the same feed. SQNR of identical outputs is
-``float('inf')``; ``to_dict`` writes ``None`` there (JSON has no infinity) and sets ``identical``.
+``float('inf')`` (``OutputError.identical``); ``serial.to_plain`` writes it as the string "inf".
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
 from typing import Any
 from collections.abc import Sequence
 
@@ -17,56 +16,11 @@ from . import dtypes
 from .config import PreprocessConfig, Target
 from .data import Dataset, batch_inputs, check_fits, stratified_sample
 from .errors import Cancelled, DataError
+from .eval_report import EvalReport, OutputError
 from .model import TensorInfo
 from .progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from .providers import create_session
 
-def _json_float(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
-
-
-@dataclass
-class OutputError:
-    """Error of one output over all samples: max/mean |ref - cand|, cosine similarity, SQNR in dB."""
-
-    name: str
-    max_abs: float
-    mean_abs: float
-    cosine: float
-    sqnr_db: float  # +inf when the outputs are identical
-
-    def to_dict(self) -> dict:
-        """JSON-safe: non-finite numbers become None; ``identical`` says when SQNR is +inf."""
-        d = {k: _json_float(v) if isinstance(v, float) else v for k, v in asdict(self).items()}
-        d["identical"] = self.sqnr_db == math.inf
-        return d
-
-
-@dataclass
-class EvalReport:
-    """Reference vs candidate over ``n_samples``; accuracies are None when not applicable."""
-
-    n_samples: int
-    outputs: list[OutputError]
-    top1_accuracy_ref: float | None = None
-    top1_accuracy_cand: float | None = None
-    top5_accuracy_ref: float | None = None
-    top5_accuracy_cand: float | None = None
-    top1_agreement: float | None = None
-    top5_containment: float | None = None
-    per_class: list[dict] = field(default_factory=list)
-    random_data: bool = False
-    providers_ref: list[str] = field(default_factory=list)
-    providers_cand: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        """JSON-safe dict (SQNR of identical outputs → None with ``identical: true``)."""
-        d = {k: v for k, v in asdict(self).items() if k != "outputs"}
-        for k, v in d.items():
-            if isinstance(v, float):
-                d[k] = _json_float(v)
-        d["outputs"] = [o.to_dict() for o in self.outputs]
-        return d
 
 
 def session_inputs(sess) -> list[TensorInfo]:

@@ -1,92 +1,138 @@
-"""Run and benchmark history in SQLite: one connection per call, WAL, safe across threads and processes."""
+"""Run and benchmark history in SQLite: one connection per call, WAL, safe across threads and processes.
+
+Schema 2 (``PRAGMA user_version = 2``): a run is one row whose ``artifact_json`` holds
+``Artifact.to_dict()`` (``serial.to_plain`` with the artifact's own ``schema_version``, without ``run_id``,
+which is the row id); a benchmark is one row whose ``benchmark_json`` holds the variants, the ``BenchConfig``
+and the ``LatencySummary`` list. A few columns (time, kind, source, hashes) are kept beside the JSON for
+queries. ``problem`` says why a row could not be migrated (its old columns are then kept in the JSON).
+
+Schema 1 (the first release: one JSON column per field, ``metrics_json`` for the evaluation) is migrated when
+the database is opened, in one transaction. Reading never fails because of one bad row: a row that cannot
+be decoded is listed as :class:`UnreadableRun` / :class:`UnreadableBenchmark` with the reason.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-import enum
+import builtins
 import json
 import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterator, Sequence
 
+from .artifact import Artifact
+from .bench import LatencySummary
+from .config import BenchConfig
 from .errors import OrtlabError
+from .serial import dumps, from_plain, loads, to_plain
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+BENCHMARK_SCHEMA_VERSION = 2  # of the plain form in ``benchmark_json``
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    created_at TEXT NOT NULL,
-    source_name TEXT NOT NULL,
-    source_path TEXT NOT NULL,
-    source_sha256 TEXT NOT NULL,
-    model_path TEXT NOT NULL,
-    sha256 TEXT NOT NULL,
-    recipe_json TEXT NOT NULL,
-    metrics_json TEXT,
-    timings_json TEXT NOT NULL,
-    warnings_json TEXT NOT NULL,
-    providers_json TEXT NOT NULL,
-    size_bytes INTEGER NOT NULL,
-    source_size_bytes INTEGER NOT NULL,
-    random_data INTEGER NOT NULL DEFAULT 0,
-    kind TEXT NOT NULL,
-    notes_json TEXT
-);
-CREATE TABLE IF NOT EXISTS benchmarks (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    created_at TEXT NOT NULL,
-    variants_json TEXT NOT NULL,
-    config_json TEXT NOT NULL,
-    summary_json TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS runs_created ON runs (created_at);
-"""
+_SCHEMA = (
+    """CREATE TABLE runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_at TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        source_name TEXT NOT NULL,
+        source_sha256 TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        artifact_json TEXT NOT NULL,
+        problem TEXT
+    )""",
+    """CREATE TABLE benchmarks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_at TEXT NOT NULL,
+        benchmark_json TEXT NOT NULL,
+        problem TEXT
+    )""",
+    "CREATE INDEX runs_created ON runs (created_at)",
+)
 
-_RUN_JSON = {"recipe_json": "recipe", "metrics_json": "metrics", "timings_json": "timings",
-             "warnings_json": "warnings", "providers_json": "providers", "notes_json": "notes"}
-_BENCH_JSON = {"variants_json": "variants", "config_json": "config", "summary_json": "summary"}
+_DECODE_ERRORS = (ValueError, TypeError, KeyError, OrtlabError)
 
 
 class HistoryError(OrtlabError):
     """The history database cannot be read or has no such entry."""
 
 
+@dataclass(frozen=True)
+class UnreadableRun:
+    """A stored run that cannot be decoded (damaged JSON, a recipe setting this version does not know…)."""
+
+    id: int
+    created_at: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class UnreadableBenchmark:
+    """A stored benchmark that cannot be decoded."""
+
+    id: int
+    created_at: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class BenchVariant:
+    """One timed model of a benchmark: its variant ``id`` (as in ``LatencySummary.variant``), display
+    ``name``, file ``path`` and History ``run_id`` when it is a stored run."""
+
+    id: str = ""
+    name: str = ""
+    path: str = ""
+    run_id: int | None = None
+
+    @staticmethod
+    def _upgrade_plain(data: Any) -> Any:
+        return _variant_plain(data)
+
+
+def _variant_plain(v: Any) -> Any:
+    """A run id, or a mapping with the schema-1 spellings (``label``, ``model_path``), as BenchVariant data."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return {"run_id": v}
+    if isinstance(v, Mapping):
+        d = dict(v)
+        if "label" in d and "name" not in d:
+            d["name"] = d.pop("label")
+        if "model_path" in d and "path" not in d:
+            d["path"] = d.pop("model_path")
+        if isinstance(d.get("path"), Path):
+            d["path"] = str(d["path"])
+        return d
+    return v
+
+
+@dataclass
+class BenchmarkRecord:
+    """One stored benchmark: what was timed, how, and the statistics of every variant × batch size."""
+
+    id: int | None
+    created_at: str
+    variants: list[BenchVariant]
+    config: BenchConfig
+    summaries: list[LatencySummary] = field(default_factory=list)
+
+    def names(self) -> dict[str, str]:
+        """Variant id → display name."""
+        return {v.id: v.name or v.id for v in self.variants if v.id}
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _plain(obj: Any) -> Any:
-    """JSON-safe form of dataclasses, enums, paths, tuples and numpy scalars."""
-    if hasattr(obj, "to_dict"):
-        return _plain(obj.to_dict())
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, enum.Enum):
-        return obj.value
-    if hasattr(obj, "tolist"):  # numpy scalars and arrays
-        return obj.tolist()
-    return obj
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(_plain(obj), sort_keys=True)
-
-
-def _kind(recipe: dict) -> str:
-    precision = recipe.get("precision", "fp32")
-    if precision == "int8":
-        return f"int8-{recipe.get('quant', {}).get('mode', 'static')}"
-    return str(precision)
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OrtlabError):
+        return exc.message
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON ({exc.msg} at line {exc.lineno})"
+    return f"{type(exc).__name__}: {exc}"
 
 
 class History:
@@ -96,12 +142,36 @@ class History:
         self.db_path = Path(db_path)
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with self._connect() as conn:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.executescript(_SCHEMA)
-                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self._open()
         except sqlite3.DatabaseError as exc:
             raise HistoryError(f"Cannot open the history database {self.db_path}: {exc}.") from None
+
+    def _open(self) -> None:
+        """Create schema 2, or migrate schema 1 to it, in one transaction (other processes wait)."""
+        with closing(sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None)) as conn:
+            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute("PRAGMA journal_mode=WAL")
+            if _user_version(conn) == SCHEMA_VERSION:
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                version = _user_version(conn)  # another process may have done it while we waited
+                if version > SCHEMA_VERSION:
+                    raise HistoryError(f"The history database {self.db_path} has schema version {version}; this "
+                                       f"ortlab knows up to {SCHEMA_VERSION}. Update ortlab or use another "
+                                       f"workspace ($ORTLAB_HOME).")
+                if version < SCHEMA_VERSION:
+                    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                    if "runs" in tables or "benchmarks" in tables:
+                        _migrate_v1(conn, tables)
+                    else:
+                        for stmt in _SCHEMA:
+                            conn.execute(stmt)
+                    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -112,49 +182,35 @@ class History:
                 yield conn
 
     # -- runs ------------------------------------------------------------------------------------------
-    def add(self, artifact: Any) -> int:
+    def add(self, artifact: Artifact) -> int:
         """Store an :class:`ortlab.artifact.Artifact`; set and return its ``run_id``."""
-        recipe = _plain(artifact.recipe)
-        source_path = Path(artifact.source_path)
-        row = {
-            "created_at": artifact.created_at or _now(),
-            "source_name": source_path.name,
-            "source_path": str(source_path),
-            "source_sha256": artifact.source_sha256,
-            "model_path": str(artifact.model_path),
-            "sha256": artifact.sha256,
-            "recipe_json": _dumps(recipe),
-            "metrics_json": _dumps(artifact.evaluation) if artifact.evaluation is not None else None,
-            "timings_json": _dumps(artifact.timings),
-            "warnings_json": _dumps(list(artifact.warnings)),
-            "providers_json": _dumps(list(artifact.providers)),
-            "size_bytes": int(artifact.size_bytes),
-            "source_size_bytes": int(artifact.source_size_bytes),
-            "random_data": int(bool(artifact.random_data)),
-            "kind": _kind(recipe),
-            "notes_json": _dumps(list(getattr(artifact, "notes", []))),
-        }
-        cols = ", ".join(row)
-        marks = ", ".join("?" for _ in row)
+        created = artifact.created_at or _now()
+        plain = artifact.to_dict()
+        plain.pop("run_id", None)
+        plain["created_at"] = created
+        row = (created, artifact.kind, artifact.source_name, artifact.source_sha256, artifact.sha256, dumps(plain))
         with self._connect() as conn:
-            run_id = int(conn.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", tuple(row.values())).lastrowid)
-        try:
-            artifact.run_id = run_id
-        except AttributeError:  # frozen or read-only objects keep their own id
-            pass
+            cur = conn.execute("INSERT INTO runs (created_at, kind, source_name, source_sha256, sha256, "
+                               "artifact_json) VALUES (?, ?, ?, ?, ?, ?)", row)
+            run_id = int(cur.lastrowid or 0)
+        artifact.run_id = run_id
         return run_id
 
-    def list(self, limit: int | None = None) -> list[dict]:
-        """All runs, newest first, with JSON columns decoded (``recipe``, ``metrics``, ``timings``…)."""
-        return self._newest("runs", _RUN_JSON, limit)
+    def list(self, limit: int | None = None) -> list[Artifact | UnreadableRun]:
+        """All runs, newest first, as typed artifacts (``run_id`` set); rows that cannot be decoded come as
+        :class:`UnreadableRun`."""
+        return [_run(r) for r in self._newest("runs", limit)]
 
-    def get(self, run_id: int) -> dict:
-        """One run by id; ``HistoryError`` when there is none."""
+    def get(self, run_id: int) -> Artifact:
+        """One run by id; ``HistoryError`` when there is none or it cannot be read."""
         with self._connect() as conn:
             row = conn.execute("SELECT * FROM runs WHERE id = ?", (int(run_id),)).fetchone()
         if row is None:
             raise HistoryError(f"No run with id {run_id} in the history.")
-        return self._decode(row, _RUN_JSON)
+        run = _run(row)
+        if isinstance(run, UnreadableRun):
+            raise HistoryError(f"Run {run_id} in the history cannot be read: {run.reason}")
+        return run
 
     def delete(self, run_id: int) -> bool:
         """Forget a run (its files stay where they are). Returns whether a row was removed."""
@@ -164,43 +220,137 @@ class History:
     # -- benchmarks ------------------------------------------------------------------------------------
     def add_benchmark(self, variants: Sequence[Any], config: Any, summaries: Sequence[Any],
                       created_at: str | None = None) -> int:
-        """Store one benchmark: ``variants`` (run ids or dicts naming each model), the ``BenchConfig``
-        and the ``LatencySummary`` list. Returns the benchmark id."""
-        plain_variants = [{"run_id": v} if isinstance(v, int) else _plain(v) for v in variants]
+        """Store one benchmark: ``variants`` (:class:`BenchVariant`, run ids, or mappings with ``id``, ``name``,
+        ``path``, ``run_id``), the ``BenchConfig`` and the ``LatencySummary`` list. Returns the benchmark id."""
+        record = BenchmarkRecord(
+            id=None, created_at=created_at or _now(),
+            variants=[v if isinstance(v, BenchVariant) else from_plain(BenchVariant, _variant_plain(v))
+                      for v in variants],
+            config=config if isinstance(config, BenchConfig) else BenchConfig.from_dict(config),
+            summaries=[s if isinstance(s, LatencySummary) else LatencySummary.from_dict(s) for s in summaries],
+        )
         with self._connect() as conn:
-            cur = conn.execute(
-                "INSERT INTO benchmarks (created_at, variants_json, config_json, summary_json) VALUES (?, ?, ?, ?)",
-                (created_at or _now(), _dumps(plain_variants), _dumps(config), _dumps(list(summaries))),
-            )
-            return int(cur.lastrowid)
+            cur = conn.execute("INSERT INTO benchmarks (created_at, benchmark_json) VALUES (?, ?)",
+                               (record.created_at, dumps(_benchmark_plain(record))))
+            return int(cur.lastrowid or 0)
 
-    def list_benchmarks(self, limit: int | None = None) -> list[dict]:
-        """All benchmarks, newest first, with ``variants``, ``config`` and ``summary`` decoded."""
-        return self._newest("benchmarks", _BENCH_JSON, limit)
+    def list_benchmarks(self, limit: int | None = None) -> builtins.list[BenchmarkRecord | UnreadableBenchmark]:
+        """All benchmarks, newest first; rows that cannot be decoded come as :class:`UnreadableBenchmark`."""
+        return [_benchmark(r) for r in self._newest("benchmarks", limit)]
 
     def delete_benchmark(self, bench_id: int) -> bool:
         """Forget a benchmark. Returns whether a row was removed."""
         with self._connect() as conn:
             return conn.execute("DELETE FROM benchmarks WHERE id = ?", (int(bench_id),)).rowcount > 0
 
-    def _newest(self, table: str, json_cols: dict[str, str], limit: int | None) -> list[dict]:
+    def _newest(self, table: str, limit: int | None) -> builtins.list[sqlite3.Row]:
         sql = f"SELECT * FROM {table} ORDER BY id DESC"
         params: tuple = ()
         if limit is not None:
             sql += " LIMIT ?"
             params = (int(limit),)
         with self._connect() as conn:
-            return [self._decode(r, json_cols) for r in conn.execute(sql, params)]
+            return conn.execute(sql, params).fetchall()
 
-    @staticmethod
-    def _decode(row: sqlite3.Row, json_cols: dict[str, str]) -> dict:
-        out: dict[str, Any] = {}
-        for key in row.keys():  # noqa: SIM118 - sqlite3.Row iterates values, not keys
-            value = row[key]
-            if key in json_cols:
-                out[json_cols[key]] = json.loads(value) if value is not None else None
-            elif key == "random_data":
-                out[key] = bool(value)
-            else:
-                out[key] = value
-        return out
+
+# -- rows ↔ typed records ---------------------------------------------------------------------------------
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _run(row: sqlite3.Row) -> Artifact | UnreadableRun:
+    if row["problem"]:
+        return UnreadableRun(int(row["id"]), row["created_at"], row["problem"])
+    try:
+        data = loads(row["artifact_json"])
+        if not isinstance(data, dict):
+            raise ValueError("the stored run is not a JSON object")
+        return Artifact.from_dict({**data, "run_id": int(row["id"])})
+    except _DECODE_ERRORS as exc:
+        return UnreadableRun(int(row["id"]), row["created_at"], _reason(exc))
+
+
+def _benchmark_plain(record: BenchmarkRecord) -> dict[str, Any]:
+    return {"schema_version": BENCHMARK_SCHEMA_VERSION, "variants": to_plain(record.variants),
+            "config": to_plain(record.config), "summaries": to_plain(record.summaries)}
+
+
+def _benchmark(row: sqlite3.Row) -> BenchmarkRecord | UnreadableBenchmark:
+    if row["problem"]:
+        return UnreadableBenchmark(int(row["id"]), row["created_at"], row["problem"])
+    try:
+        data = loads(row["benchmark_json"])
+        if not isinstance(data, dict):
+            raise ValueError("the stored benchmark is not a JSON object")
+        data = dict(data)
+        version = data.pop("schema_version", 1)
+        if not isinstance(version, int) or version > BENCHMARK_SCHEMA_VERSION:
+            raise ValueError(f"written with schema version {version!r}, newer than this ortlab reads")
+        return from_plain(BenchmarkRecord, {**data, "id": int(row["id"]), "created_at": row["created_at"]})
+    except _DECODE_ERRORS as exc:
+        return UnreadableBenchmark(int(row["id"]), row["created_at"], _reason(exc))
+
+
+# -- migration from schema 1 ------------------------------------------------------------------------------
+
+_V1_RUN_JSON = {"recipe_json": "recipe", "metrics_json": "evaluation", "timings_json": "timings",
+                "warnings_json": "warnings", "providers_json": "providers", "notes_json": "notes"}
+_V1_BENCH_JSON = {"variants_json": "variants", "config_json": "config", "summary_json": "summaries"}
+
+
+def _v1_plain(row: sqlite3.Row, json_cols: Mapping[str, str], plain_cols: Sequence[str]) -> tuple[dict, str | None]:
+    """A schema-1 row as the plain data of schema 2 (not checked against the types: a row that does not fit
+    is found when read). When a JSON column cannot be decoded, the row's columns are kept as they were and
+    the problem is returned."""
+    out: dict[str, Any] = {"schema_version": 1}
+    for col in plain_cols:
+        out[col] = row[col]
+    for col, key in json_cols.items():
+        raw = row[col]
+        try:
+            out[key] = json.loads(raw) if raw is not None else None
+        except (TypeError, ValueError) as exc:
+            problem = f"{col} of the schema-1 row is not valid JSON ({exc})"
+            return {"schema_version": 1, "v1_row": {k: row[k] for k in row.keys()}}, problem  # noqa: SIM118
+    return out, None
+
+
+def _migrate_v1(conn: sqlite3.Connection, tables: set[str]) -> None:
+    """Rewrite the schema-1 ``runs`` and ``benchmarks`` tables as schema 2 (inside the caller's transaction)."""
+    conn.row_factory = sqlite3.Row
+    seq: dict[str, int] = {}
+    if "sqlite_sequence" in tables:
+        seq = {r["name"]: int(r["seq"] or 0) for r in conn.execute("SELECT name, seq FROM sqlite_sequence")}
+    for name in ("runs", "benchmarks"):
+        if name in tables:
+            conn.execute(f"ALTER TABLE {name} RENAME TO {name}_v1")
+    conn.execute("DROP INDEX IF EXISTS runs_created")
+    for stmt in _SCHEMA:
+        conn.execute(stmt)
+    if "runs" in tables:
+        for row in conn.execute("SELECT * FROM runs_v1 ORDER BY id").fetchall():
+            plain, problem = _v1_plain(row, _V1_RUN_JSON, ("created_at", "source_path", "source_sha256",
+                                                           "model_path", "sha256", "size_bytes",
+                                                           "source_size_bytes"))
+            if problem is None:
+                plain["random_data"] = bool(row["random_data"])
+                if plain.get("notes") is None:
+                    plain["notes"] = []
+            conn.execute("INSERT INTO runs (id, created_at, kind, source_name, source_sha256, sha256, artifact_json, "
+                         "problem) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         (row["id"], row["created_at"], row["kind"], row["source_name"], row["source_sha256"],
+                          row["sha256"], dumps(plain), problem))
+        conn.execute("DROP TABLE runs_v1")
+    if "benchmarks" in tables:
+        for row in conn.execute("SELECT * FROM benchmarks_v1 ORDER BY id").fetchall():
+            plain, problem = _v1_plain(row, _V1_BENCH_JSON, ())
+            conn.execute("INSERT INTO benchmarks (id, created_at, benchmark_json, problem) VALUES (?, ?, ?, ?)",
+                         (row["id"], row["created_at"], dumps(plain), problem))
+        conn.execute("DROP TABLE benchmarks_v1")
+    # AUTOINCREMENT goes on from the old tables' counters: ids of deleted runs are not given out again
+    conn.execute("DELETE FROM sqlite_sequence WHERE name IN ('runs', 'benchmarks')")
+    for name in ("runs", "benchmarks"):
+        top = conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {name}").fetchone()[0]
+        conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (name, max(int(top), seq.get(name, 0))))

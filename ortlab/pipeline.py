@@ -205,7 +205,7 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
             report = run.stage("verify", lambda: evaluate(source, final, ver_sample, ver_pre, target=recipe.target,
                                                           reporter=reporter, cancel=cancel),
                                f"Comparing with the source on {len(ver_sample)} samples")
-            evaluation = report.to_dict()
+            evaluation = report
             used = list(report.providers_cand)
         else:
             notes.append("Verification skipped: no evaluation data was given.")

@@ -2,9 +2,11 @@
 
 import streamlit as st
 
+from ortlab.bench_compare import compare_benchmarks, running_stats
 from ortlab.config import BenchConfig
-from ortlab.ui import actions, charts, jobs, state
-from ortlab.ui.bench_job import collect, final_table, running_stats, slowdown_notes, start_benchmark
+from ortlab.history import BenchmarkRecord, BenchVariant
+from ortlab.ui import actions, bench_view, charts, jobs, state
+from ortlab.ui.bench_job import collect, start_benchmark
 from ortlab.ui.forms import dataclass_form
 from ortlab.ui.guard import engine_errors, error_message, show_message
 from ortlab.ui.progress_view import draw_stages, show_flash
@@ -58,7 +60,7 @@ def draw_live(job) -> None:
     st.plotly_chart(charts.latency_lines(series, {f"{vid}@{bs}": f"{names.get(vid, vid)} · batch {bs}"
                                                   for sid in series for vid, _, bs in [sid.partition('@')]},
                                          colors), key="bench_live", width="stretch")
-    rows = running_stats(series, names)
+    rows = bench_view.live_rows(running_stats(series), names)
     if rows:
         st.dataframe(rows, hide_index=True, width="stretch")
 
@@ -78,32 +80,31 @@ elif job is not None:
     if job.state == jobs.DONE:
         if not job.handled:
             job.handled = True
-            result = {"summaries": job.result, "config": job.meta["config"].to_dict(),
-                      "variants": job.meta["variants"]}
-            state.set_last_benchmark(result)
+            run_ids = {v.id: v.artifact.run_id for v in variants if v.artifact is not None}
+            record = BenchmarkRecord(None, "", [BenchVariant(vid, name, path, run_ids.get(vid))
+                                                for vid, name, path in job.meta["variants"]],
+                                     job.meta["config"], list(job.result))
             with engine_errors("Saving the benchmark in the history"):
-                variants_plain = []
-                for vid, name, path in job.meta["variants"]:
-                    a = by_id[vid].artifact if vid in by_id else None
-                    variants_plain.append({"id": vid, "name": name, "path": path,
-                                           "run_id": a.get("run_id") if a else None})
-                actions.history().add_benchmark(variants_plain, job.meta["config"], job.result)
+                record.id = actions.history().add_benchmark(record.variants, record.config, record.summaries)
+            state.set_last_benchmark(record)
     else:
         show_message(*error_message("Benchmarking", job.error))
 
 last = state.last_benchmark()
 if last and (job is None or job.done):
     st.subheader("Results")
-    lnames = {vid: name for vid, name, _ in last["variants"]}
-    rows = final_table(last["summaries"], lnames)
+    lnames = last.names()
+    precisions = {v.id: v.artifact.recipe.precision.value for v in variants if v.artifact is not None}
+    comparison = compare_benchmarks(last.summaries, baseline=last.variants[0].id if last.variants else None,
+                                    precisions=precisions)
+    rows = bench_view.result_rows(comparison, lnames)
     st.dataframe(rows, hide_index=True, width="stretch")
-    precisions = {v.id: str((v.artifact or {}).get("recipe", {}).get("precision", "")) for v in variants}
-    for note in slowdown_notes(last["summaries"], lnames, precisions):
+    for note in bench_view.slowdown_lines(comparison, lnames):
         st.markdown(note)
     labels = [f"{r['variant']} · b{r['batch']}" for r in rows]
-    bar_colors = [colors.get(s["variant"], charts.PALETTE[0]) for s in last["summaries"]]
+    bar_colors = [colors.get(r.summary.variant, charts.PALETTE[0]) for r in comparison.rows]
     c1, c2 = st.columns(2)
-    c1.plotly_chart(charts.bar(labels, [r["p50 ms"] for r in rows], bar_colors, "p50 latency (ms)"),
+    c1.plotly_chart(charts.bar(labels, [r.summary.p50 for r in comparison.rows], bar_colors, "p50 latency (ms)"),
                     key="bench_p50", width="stretch")
-    c2.plotly_chart(charts.bar(labels, [r["throughput /s"] for r in rows], bar_colors, "Throughput (samples/s)",
-                               "{:.0f}"), key="bench_tp", width="stretch")
+    c2.plotly_chart(charts.bar(labels, [r.summary.throughput_per_s for r in comparison.rows], bar_colors,
+                               "Throughput (samples/s)", "{:.0f}"), key="bench_tp", width="stretch")

@@ -37,11 +37,11 @@ state.set_ui("compare_pair_seen", (ref_id, cand_id))
 ref, cand = by_id[ref_id], by_id[cand_id]
 if ref_id == cand_id:
     st.warning("Reference and candidate are the same model; pick two different ones.")
-random_flag = any(v.artifact and v.artifact.get("random_data") for v in (ref, cand))
+random_flag = any(v.artifact is not None and v.artifact.random_data for v in (ref, cand))
 if random_flag:
     cards.random_data_warning("This run")
-if cand.artifact:
-    for w in cand.artifact.get("warnings", [])[:6]:
+if cand.artifact is not None:
+    for w in cand.artifact.warnings[:6]:
         st.caption(f"⚠ {w}")
 
 ref_info = cand_info = diff = None
@@ -62,8 +62,8 @@ if ref_info and cand_info:
         ("Nodes", f"{ref_info.node_count} → {cand_info.node_count}",
          f"{cand_info.node_count - ref_info.node_count:+d}", None, "off"),
     ])
-if ev:
-    if ev.get("random_data") and not random_flag:
+if ev is not None:
+    if ev.random_data and not random_flag:
         cards.random_data_warning("This evaluation")
     cards.eval_cards(ev, "reference", "candidate")
 
@@ -81,7 +81,7 @@ with tabs[0]:
             st.markdown("**Fusions and rewrites**\n" + "\n".join(f"- {f}" for f in diff.fusions))
         else:
             st.caption("No fusions found.")
-        for n in getattr(diff, "notes", []) or []:
+        for n in diff.notes:
             st.caption(n)
         show_all = st.toggle("Show unchanged op types", value=False, key="compare.all_ops")
         rows = [{"op": d["key"], "domain": d["domain"] or "ai.onnx", "reference": d["before"],
@@ -127,24 +127,23 @@ with tabs[3]:
                     compare_data.evaluate_pair(ref, cand)
                 st.rerun()
     else:
-        acc = [{"metric": name, "reference": cards.pct(ev.get(r)), "candidate": cards.pct(ev.get(c))}
-               for name, r, c in (("top-1 accuracy", "top1_accuracy_ref", "top1_accuracy_cand"),
-                                  ("top-5 accuracy", "top5_accuracy_ref", "top5_accuracy_cand"))]
-        acc.append({"metric": "top-1 agreement", "reference": "", "candidate": cards.pct(ev.get("top1_agreement"))})
-        acc.append({"metric": "top-5 containment", "reference": "",
-                    "candidate": cards.pct(ev.get("top5_containment"))})
+        acc = [{"metric": name, "reference": cards.pct(r), "candidate": cards.pct(c)}
+               for name, r, c in (("top-1 accuracy", ev.top1_accuracy_ref, ev.top1_accuracy_cand),
+                                  ("top-5 accuracy", ev.top5_accuracy_ref, ev.top5_accuracy_cand))]
+        acc.append({"metric": "top-1 agreement", "reference": "", "candidate": cards.pct(ev.top1_agreement)})
+        acc.append({"metric": "top-5 containment", "reference": "", "candidate": cards.pct(ev.top5_containment)})
         st.dataframe(acc, hide_index=True)
-        st.caption(f"{ev.get('n_samples')} samples · reference ran on {', '.join(ev.get('providers_ref', []))}"
-                   f" · candidate on {', '.join(ev.get('providers_cand', []))}")
-        if ev.get("per_class"):
-            st.plotly_chart(charts.per_class_bars(ev["per_class"], (ref.name, cand.name),
+        st.caption(f"{ev.n_samples} samples · reference ran on {', '.join(ev.providers_ref)}"
+                   f" · candidate on {', '.join(ev.providers_cand)}")
+        if ev.per_class:
+            st.plotly_chart(charts.per_class_bars(ev.per_class, (ref.name, cand.name),
                                                   (colors[ref_id], colors[cand_id])),
                             key="compare_classes", width="stretch")
 
 with tabs[4]:
-    if ev and ev.get("outputs"):
-        st.dataframe([{"output": o["name"], "max |Δ|": o.get("max_abs"), "mean |Δ|": o.get("mean_abs"),
-                       "cosine": o.get("cosine"), "SQNR": cards.sqnr_text(o)} for o in ev["outputs"]],
+    if ev is not None and ev.outputs:
+        st.dataframe([{"output": o.name, "max |Δ|": o.max_abs, "mean |Δ|": o.mean_abs,
+                       "cosine": o.cosine, "SQNR": cards.sqnr_text(o)} for o in ev.outputs],
                      hide_index=True, width="stretch")
     else:
         st.info("Output errors appear once the pair is evaluated (Accuracy tab).")

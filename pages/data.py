@@ -91,7 +91,7 @@ ds = state.dataset()
 if ds is None:
     st.info("No data selected yet.")
     stop_page()
-if getattr(ds, "is_random", False):
+if ds.is_random:
     random_data_warning("This data set")
 
 st.subheader(f"Data in use: {state.dataset_label()}")

@@ -53,7 +53,7 @@ if is_static and ds is None and not recipe.allow_random_data:
     errors.append(None)
 for f in findings:
     {"error": st.error, "warning": st.warning}.get(f.level, st.info)(f"**{f.field}** — {f.message}")
-if ds is not None and getattr(ds, "is_random", False):
+if ds is not None and ds.is_random:
     st.warning("The selected data set is RANDOM: calibration ranges and accuracy will be meaningless.")
 if not findings and not errors:
     st.success("This recipe is valid here.")
@@ -70,6 +70,6 @@ c2.code(recipe_cli_line(recipe, str(state.model_path())), language="bash")
 arts = state.artifacts()
 if arts:
     st.subheader("Runs in this session")
-    rows = [{"run": a.get("run_id"), **actions.run_summary(a), "created": a.get("created_at", "")}
+    rows = [{"run": a.run_id, **actions.run_summary(a), "created": a.created_at}
             for a in reversed(arts)]
     st.dataframe(rows, hide_index=True, width="stretch")

@@ -187,7 +187,8 @@ def test_benchmark_runs_and_is_stored(demo_app):
     from ortlab.history import History
 
     stored = History(home / "history.sqlite").list_benchmarks()
-    assert len(stored) == 1 and len(stored[0]["summary"]) == 2
+    assert len(stored) == 1 and len(stored[0].summaries) == 2
+    assert [v.id for v in stored[0].variants] == [s.variant for s in stored[0].summaries]
 
 
 def test_upload_a_model(home, tmp_path):
@@ -262,7 +263,7 @@ def test_recipe_page_runs_a_recipe_in_the_background_job(home):
     assert runs["top-1"].iloc[0] != "–"
     from ortlab.history import History
 
-    assert [r["kind"] for r in History(home / "history.sqlite").list()] == ["fp32"]
+    assert [r.kind for r in History(home / "history.sqlite").list()] == ["fp32"]
 
 
 def test_upload_images_as_a_zip_with_class_folders(home):
@@ -343,6 +344,28 @@ def test_history_report_is_built_from_the_stored_run(demo_app):
 
     row = History(home / "history.sqlite").list()[0]
     html = run_report(row)
-    assert row["sha256"] in html and row["source_sha256"] in html
+    assert row.sha256 in html and row.source_sha256 in html
     assert "QLinearConv" in html and "ortlab optimize" in html
     assert "<script src=\"http" not in html
+
+
+def test_history_lists_an_unreadable_run_as_such_and_keeps_the_rest(demo_app):
+    import sqlite3
+
+    from ortlab.history import History
+
+    at, home = demo_app
+    db = home / "history.sqlite"
+    good = History(db).list()[0].run_id
+    broken = History(db).add(History(db).get(good))
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET artifact_json = json_set(artifact_json, '$.recipe.sparsity', 1) WHERE id = ?",
+                     (broken,))
+    conn.close()
+    at.switch_page("pages/history.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert list(at.dataframe[0].value["run"]) == [good]
+    assert any("cannot be read" in w.value for w in at.warning)
+    why = at.dataframe[1].value
+    assert list(why["run"]) == [broken] and "sparsity" in why["why"].iloc[0]
+    assert at.selectbox(key="history.run").value == good

@@ -8,10 +8,12 @@ import time
 
 import pytest
 
+from ortlab.bench import LatencySummary
+from ortlab.bench_compare import compare_benchmarks, running_stats
 from ortlab.config import QuantConfig, Recipe
 from ortlab.errors import Cancelled, QuantizationError
 from ortlab.progress import ProgressEvent
-from ortlab.ui import bench_job, charts, forms, jobs
+from ortlab.ui import bench_view, charts, forms, jobs
 from ortlab.ui.guard import error_message
 
 
@@ -157,17 +159,21 @@ def test_error_messages_for_people():
     assert error_message("Benchmarking", Cancelled())[0] == "warning"
 
 
-def test_benchmark_final_table_has_speedup_against_the_first_variant():
-    s = lambda v, b, p50, mem=None: {"variant": v, "batch_size": b, "n": 10, "p50": p50, "p90": p50, "p99": p50,
-                                     "mean": p50, "throughput_per_s": b * 1000 / p50, "peak_rss_mb": mem,
-                                     "providers": ["CPUExecutionProvider"]}
-    rows = bench_job.final_table([s("original", 1, 2.0, 80.0), s("run1", 1, 0.5), s("original", 8, 8.0),
-                                  s("run1", 8, 4.0)], {"original": "original", "run1": "#1 int8"})
+def test_benchmark_tables_format_the_engine_comparison():
+    s = lambda v, b, p50, mem=None: LatencySummary(v, b, 10, p50, p50, p50, p50, 0.0, p50, p50, b * 1000 / p50, mem,
+                                                   ["CPUExecutionProvider"])
+    comparison = compare_benchmarks([s("original", 1, 2.0, 80.0), s("run1", 1, 0.5), s("original", 8, 8.0),
+                                     s("run1", 8, 4.0)])
+    rows = bench_view.result_rows(comparison, {"original": "original", "run1": "#1 int8"})
     assert [r["speedup (p50)"] for r in rows] == ["1.00×", "4.00×", "1.00×", "2.00×"]
     assert rows[0]["peak memory MB"] == 80.0 and rows[1]["peak memory MB"] is None
     assert rows[1]["variant"] == "#1 int8" and rows[0]["providers"] == "CPU"
-    stats = bench_job.running_stats({"run1@1": [1.0, 2.0, 3.0]}, {"run1": "#1"})
+    stats = bench_view.live_rows(running_stats({"run1@1": [1.0, 2.0, 3.0]}), {"run1": "#1"})
     assert stats == [{"variant": "#1", "batch": 1, "runs": 3, "p50 ms": 2.0, "p90 ms": 2.8, "p99 ms": 2.98}]
+    slow = compare_benchmarks([s("original", 1, 0.2), s("run1", 1, 0.3)], precisions={"run1": "int8"})
+    [line] = bench_view.slowdown_lines(slow, {"original": "original", "run1": "#1 int8"})
+    assert line.startswith("**#1 int8** is slower than **original** at batch 1: p50 0.300 ms vs 0.200 ms "
+                           "(0.67×, +0.100 ms per run).") and "tiny" in line
 
 
 @pytest.mark.parametrize("n", [0, 1, 1500, 1501, 4097, 250_000])
@@ -209,18 +215,3 @@ def test_live_latency_chart_is_log_scale_with_a_median_per_series_and_capped_mar
     assert len(big_markers.x) <= charts.LIVE_POINT_CAP and big_markers.x[-1] == 10_000
     assert big_markers.marker.opacity < 0.5 and big_markers.meta["runs"] == 10_000
     assert max(by_group["original@1"].y) < 0.3  # the spike is among the raw runs, not in the median
-
-
-def test_slowdown_notes_explain_a_speedup_below_one_with_numbers():
-    s = lambda v, b, p50: {"variant": v, "batch_size": b, "p50": p50}
-    names = {"original": "original", "run1": "#1 int8", "run2": "#2 fp16"}
-    notes = bench_job.slowdown_notes([s("original", 1, 0.2), s("run1", 1, 0.3), s("run2", 1, 0.19),
-                                      s("original", 8, 10.0), s("run1", 8, 20.0)],
-                                     names, {"run1": "int8", "run2": "fp16"})
-    assert len(notes) == 2
-    assert notes[0].startswith("**#1 int8** is slower than **original** at batch 1: p50 0.300 ms vs 0.200 ms "
-                               "(0.67×, +0.100 ms per run).")
-    assert "tiny" in notes[0] and "QuantizeLinear/DequantizeLinear" in notes[0]
-    assert "batch 8" in notes[1] and "tiny" not in notes[1] and "QuantizeLinear" in notes[1]
-    assert bench_job.slowdown_notes([s("original", 1, 1.0), s("run1", 1, 1.02)], names, {"run1": "int8"})[0] \
-        .endswith("within run-to-run noise.")

@@ -16,7 +16,7 @@ from models import conv_bn_model, matmul_model
 from ortlab.config import QuantConfig
 from ortlab.data import CalibrationReader, load_image_folder, load_tensor_file, preprocess_image, random_dataset
 from ortlab.errors import Cancelled, DataError
-from ortlab.evaluate import OutputError, accuracy, evaluate
+from ortlab.evaluate import EvalReport, OutputError, accuracy, evaluate
 from ortlab.model import TensorInfo
 from ortlab.progress import CancelToken
 from reporting import CollectingReporter
@@ -62,7 +62,8 @@ def test_identical_models_have_infinite_sqnr_and_json_safe_report(models_dir, im
     assert out.name == "logits" and out.max_abs == 0.0 and out.mean_abs == 0.0 and out.cosine == pytest.approx(1.0)
     assert out.sqnr_db == math.inf
     d = json.loads(json.dumps(rep.to_dict(), allow_nan=False))
-    assert d["outputs"][0]["sqnr_db"] is None and d["outputs"][0]["identical"] is True
+    assert d["outputs"][0]["sqnr_db"] == "inf" and out.identical
+    assert EvalReport.from_dict(d) == rep
     assert rep.top1_agreement == 1.0 and rep.top5_containment == 1.0
     assert rep.top1_accuracy_ref == rep.top1_accuracy_cand
     assert rep.providers_ref == ["CPUExecutionProvider"] and rep.random_data is False
@@ -137,7 +138,8 @@ def test_labels_beyond_the_model_outputs(models_dir, tmp_path):
         accuracy(models_dir / "fp32.onnx", load_tensor_file(tmp_path / "t.npz"), None)
 
 
-def test_output_error_to_dict_nan_is_none():
+def test_output_error_to_dict_writes_non_finite_numbers_as_text():
     d = OutputError("y", float("nan"), 1.0, 0.5, -math.inf).to_dict()
-    assert d == {"name": "y", "max_abs": None, "mean_abs": 1.0, "cosine": 0.5, "sqnr_db": None, "identical": False}
+    assert d == {"name": "y", "max_abs": "nan", "mean_abs": 1.0, "cosine": 0.5, "sqnr_db": "-inf"}
+    assert json.loads(json.dumps(d, allow_nan=False)) == d
 

@@ -67,10 +67,11 @@ def test_fp32_fuses_and_writes_the_artifact_folder(src, images, tmp_path):
     assert art.providers == ["CPUExecutionProvider"] and art.random_data is False
     assert set(art.timings) == {"validate", "optimize", "verify"} and all(v >= 0 for v in art.timings.values())
     ev = art.evaluation
-    assert ev["n_samples"] == 10 and ev["top1_agreement"] == 1.0
-    assert ev["outputs"][0]["max_abs"] < 1e-4
+    assert ev.n_samples == 10 and ev.top1_agreement == 1.0
+    assert ev.outputs[0].max_abs < 1e-4
     assert Recipe.from_json((tmp_path / "out" / "recipe.json").read_text()) == Recipe()
     assert load_artifact(tmp_path / "out").to_dict() == art.to_dict()
+    assert json.loads((tmp_path / "out" / "artifact.json").read_text())["schema_version"] == 2
     assert json.loads((tmp_path / "out" / "artifact.json").read_text())["sha256"] == art.sha256
 
 
@@ -84,7 +85,7 @@ def test_fp16_converts_weights(src, images, tmp_path):
     assert len(f16) >= 6  # conv weights and biases at least
     assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT  # keep_io_types
     assert any("fp16 on CPU" in n for n in art.notes) and not any("fp16 on CPU" in w for w in art.warnings)
-    assert art.evaluation["outputs"][0]["cosine"] > 0.999
+    assert art.evaluation.outputs[0].cosine > 0.999
 
 
 def test_int8_static_quantizes_and_verifies(src, images, tmp_path):
@@ -97,7 +98,7 @@ def test_int8_static_quantizes_and_verifies(src, images, tmp_path):
     assert after[("", "QuantizeLinear")] > 0 and after[("", "DequantizeLinear")] > 0
     assert after[("", "BatchNormalization")] == 0
     assert {"validate", "preprocess", "calibrate", "quantize", "optimize", "verify"} <= set(art.timings)
-    assert art.evaluation["outputs"][0]["cosine"] > 0.9
+    assert art.evaluation.outputs[0].cosine > 0.9
 
 
 def test_int8_static_is_deterministic(src, images, tmp_path):
@@ -128,7 +129,7 @@ def test_int8_dynamic_on_matmul_model(tmp_path):
     # the 6 MatMuls with weights become integer MatMuls (fused forms at level extended)
     integer = ("DynamicQuantizeMatMul", "MatMulIntegerToFloat", "MatMulInteger")
     assert sum(n for (dom, op), n in after.items() if op in integer) == 6
-    assert art.random_data is True and art.evaluation["random_data"] is True
+    assert art.random_data is True and art.evaluation.random_data is True
     assert sha256_file(path) == digest
 
 
@@ -148,7 +149,7 @@ def test_static_with_random_data_is_flagged(src, tmp_path):
     assert art.random_data is True
     assert any("Random calibration data" in w for w in art.warnings)
     assert any("random data" in w.lower() and "meaningless" in w for w in art.warnings)
-    assert art.evaluation["random_data"] is True
+    assert art.evaluation.random_data is True
 
 
 def test_invalid_recipe_fails_in_validate(src, images, tmp_path):
@@ -228,8 +229,9 @@ def test_artifact_goes_into_history(src, tmp_path):
     h = History(tmp_path / "h.sqlite")
     run_id = h.add(art)
     row = h.get(run_id)
-    assert row["sha256"] == art.sha256 and row["model_path"] == str(art.model_path)
-    assert Recipe.from_dict(row["recipe"]) == Recipe() and row["kind"] == "fp32"
+    assert row.sha256 == art.sha256 and row.model_path == art.model_path and row.run_id == run_id
+    assert row.recipe == Recipe() and row.kind == "fp32"
+    assert row.to_dict() == art.to_dict()
 
 
 @pytest.mark.skipif(not SAMPLE_MANIFEST.is_file(), reason="digits_cnn sample not present")
@@ -242,10 +244,10 @@ def test_digits_sample_int8_static_keeps_accuracy(tmp_path):
     art = run_recipe(sample.model_path, recipe, tmp_path, sample.calibration_data(), sample.preprocess,
                      verify_samples=100, verify_dataset=sample.evaluation_data())
     ev = art.evaluation
-    assert ev["n_samples"] == 100
-    assert ev["top1_accuracy_ref"] >= 0.95
-    assert ev["top1_accuracy_cand"] >= ev["top1_accuracy_ref"] - 0.03
-    assert ev["top1_agreement"] >= 0.95
+    assert ev.n_samples == 100
+    assert ev.top1_accuracy_ref >= 0.95
+    assert ev.top1_accuracy_cand >= ev.top1_accuracy_ref - 0.03
+    assert ev.top1_agreement >= 0.95
     assert ops(art.model_path)[("", "QuantizeLinear")] > 0
     assert art.size_bytes < art.source_size_bytes
     assert sha256_file(sample.model_path) == digest

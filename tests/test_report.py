@@ -5,7 +5,15 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 
+import dataclasses
+from pathlib import Path
+
+from ortlab.artifact import Artifact
+from ortlab.bench import LatencySummary
 from ortlab.config import Precision, QuantConfig, QuantMode, Recipe, recipe_cli_line
+from ortlab.diff import GraphDiff
+from ortlab.eval_report import EvalReport
+from ortlab.serial import from_plain
 from ortlab.ui.report import html_report
 
 REF_SHA = "a" * 63 + "1"
@@ -29,18 +37,18 @@ class Refs(HTMLParser):
 
 def inputs(random_data: bool = False):
     recipe = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.STATIC, calibration_samples=50))
-    artifact = {
-        "run_id": 7, "model_path": "/ws/artifacts/7/model.onnx", "source_path": "/ws/models/abc/model.onnx",
-        "source_sha256": REF_SHA, "sha256": CAND_SHA, "recipe": recipe.to_dict(),
-        "timings": {"quantize": 1.25, "optimize": 0.5}, "warnings": ["Only 50 calibration samples <fine>"],
-        "providers": ["CPUExecutionProvider"], "size_bytes": 1_234_567, "source_size_bytes": 4_938_268,
-        "random_data": random_data, "created_at": "2026-11-21T10:00:00+00:00", "evaluation": None,
-    }
-    ref = {"path": artifact["source_path"], "sha256": REF_SHA, "total_bytes": 4_938_268, "node_count": 53,
+    artifact = Artifact(
+        run_id=7, model_path=Path("/ws/artifacts/7/model.onnx"), source_path=Path("/ws/models/abc/model.onnx"),
+        source_sha256=REF_SHA, sha256=CAND_SHA, recipe=recipe,
+        timings={"quantize": 1.25, "optimize": 0.5}, warnings=["Only 50 calibration samples <fine>"],
+        providers=["CPUExecutionProvider"], size_bytes=1_234_567, source_size_bytes=4_938_268,
+        random_data=random_data, created_at="2026-11-21T10:00:00+00:00", evaluation=None,
+    )
+    ref = {"path": str(artifact.source_path), "sha256": REF_SHA, "total_bytes": 4_938_268, "node_count": 53,
            "param_count": 1_234_000, "opsets": {"": 17}, "warnings": []}
-    cand = {"path": artifact["model_path"], "sha256": CAND_SHA, "total_bytes": 1_234_567, "node_count": 88,
+    cand = {"path": str(artifact.model_path), "sha256": CAND_SHA, "total_bytes": 1_234_567, "node_count": 88,
             "param_count": 1_234_000, "opsets": {"": 17, "com.microsoft": 1}, "warnings": []}
-    diff = {
+    diff = GraphDiff(**{
         "op_deltas": [
             {"key": "BatchNormalization", "domain": "", "op_type": "BatchNormalization", "before": 3, "after": 0, "delta": -3},
             {"key": "com.microsoft::FusedConv", "domain": "com.microsoft", "op_type": "FusedConv", "before": 0, "after": 3, "delta": 3},
@@ -50,20 +58,21 @@ def inputs(random_data: bool = False):
         "removed": [{"name": "bn0"}] * 3, "added": [{"name": "q"}] * 20, "changed": [], "unchanged_count": 12,
         "initializer_bytes_before": {"float32": 4_900_000}, "initializer_bytes_after": {"int8": 1_225_000},
         "fusions": [FUSION],
-    }
-    evaluation = {
+    })
+    evaluation = from_plain(EvalReport, {
         "n_samples": 32, "top1_accuracy_ref": 0.96875, "top1_accuracy_cand": 0.9375, "top5_accuracy_ref": None,
         "top5_accuracy_cand": None, "top1_agreement": 0.90625, "top5_containment": 1.0,
         "outputs": [{"name": "logits", "max_abs": 0.0123, "mean_abs": 0.00456, "cosine": 0.999871, "sqnr_db": 31.42}],
         "per_class": [{"class": "cat", "n": 16, "ref_acc": 1.0, "cand_acc": 0.9375}],
         "random_data": random_data, "providers_ref": ["CPUExecutionProvider"], "providers_cand": ["CPUExecutionProvider"],
-    }
+    })
     bench = [{"variant": "reference", "batch_size": 1, "n": 100, "p50": 1.234, "p90": 1.5, "p99": 2.25, "mean": 1.3,
               "std": 0.1, "min": 1.0, "max": 2.5, "throughput_per_s": 810.4, "peak_rss_mb": 55.5,
               "providers": ["CPUExecutionProvider"]},
              {"variant": "int8", "batch_size": 1, "n": 100, "p50": 0.612, "p90": 0.7, "p99": 0.9, "mean": 0.65,
               "std": 0.05, "min": 0.5, "max": 1.0, "throughput_per_s": 1633.9, "peak_rss_mb": None,
               "providers": ["CPUExecutionProvider"]}]
+    bench = [LatencySummary(**b) for b in bench]
     return artifact, ref, cand, diff, evaluation, bench, recipe
 
 
@@ -97,6 +106,7 @@ def test_random_data_is_flagged_and_optional_parts_may_be_missing():
     page = html_report(artifact, ref, cand, diff, evaluation, None)
     assert page.index("RANDOM DATA") < page.index("<h2>Models</h2>")
     assert "Benchmark (ms)" not in page
-    bare = html_report(artifact | {"random_data": False}, ref, cand, {"fusions": []}, None, None)
+    empty = GraphDiff([], [], [], [], 0, {}, {}, [])
+    bare = html_report(dataclasses.replace(artifact, random_data=False), ref, cand, empty, None, None)
     assert "Not evaluated." in bare and "No fusions detected." in bare
     assert "plotly" not in bare.lower()  # no figures → no library

@@ -13,14 +13,15 @@ import pytest
 
 from ortlab.bench import LatencySummary
 from ortlab.config import BenchConfig, Precision, QuantConfig, QuantMode, Recipe
-from ortlab.history import History, HistoryError
+from ortlab.history import BenchmarkRecord, BenchVariant, History, HistoryError
 from ortlab.artifact import Artifact
+from ortlab.eval_report import EvalReport
 from ortlab.workspace import Workspace
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def make_artifact(i: int = 0, recipe: Recipe | None = None, evaluation: dict | None = None) -> Artifact:
+def make_artifact(i: int = 0, recipe: Recipe | None = None, evaluation: EvalReport | None = None) -> Artifact:
     return Artifact(
         run_id=None, model_path=Path(f"/ws/artifacts/run-{i}/model.onnx"), source_path=Path("/models/src.onnx"),
         source_sha256="a" * 64, sha256=f"{i:064x}", recipe=recipe or Recipe(), timings={"optimize": 0.25 + i},
@@ -74,30 +75,27 @@ def test_add_get_list_delete_and_reopen(tmp_path):
     db = tmp_path / "h.sqlite"
     h = History(db)
     recipe = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.DYNAMIC), name="dyn")
-    art = make_artifact(1, recipe, evaluation={"top1_agreement": 0.97, "n_samples": 32})
+    art = make_artifact(1, recipe, evaluation=EvalReport(n_samples=32, outputs=[], top1_agreement=0.97))
     run_id = h.add(art)
     assert art.run_id == run_id
     second = h.add(make_artifact(2))
 
     h2 = History(db)  # a new object on the same file sees everything
-    row = h2.get(run_id)
-    assert row["source_name"] == "src.onnx" and row["source_path"] == "/models/src.onnx"
-    assert row["sha256"] == f"{1:064x}" and row["source_sha256"] == "a" * 64
-    assert Recipe.from_dict(row["recipe"]) == recipe
-    assert row["metrics"] == {"top1_agreement": 0.97, "n_samples": 32}
-    assert row["timings"] == {"optimize": 1.25} and row["warnings"] == ["warning 1"]
-    assert row["providers"] == ["CPUExecutionProvider"] and row["notes"] == []
-    assert row["size_bytes"] == 1001 and row["source_size_bytes"] == 4000
-    assert row["random_data"] is True and row["kind"] == "int8-dynamic"
-    assert row["created_at"] == "2025-01-01T00:00:01+00:00"
-    assert h2.get(second)["metrics"] is None and h2.get(second)["kind"] == "fp32"
+    got = h2.get(run_id)
+    assert isinstance(got, Artifact) and got == art
+    assert got.source_name == "src.onnx" and got.source_path == Path("/models/src.onnx")
+    assert got.recipe == recipe and got.kind == "int8-dynamic" and got.random_data is True
+    assert got.evaluation == EvalReport(n_samples=32, outputs=[], top1_agreement=0.97)
+    assert got.timings == {"optimize": 1.25} and got.warnings == ["warning 1"] and got.notes == []
+    assert got.created_at == "2025-01-01T00:00:01+00:00"
+    assert h2.get(second).evaluation is None and h2.get(second).kind == "fp32"
 
-    assert [r["id"] for r in h2.list()] == [second, run_id]  # newest first
-    assert [r["id"] for r in h2.list(limit=1)] == [second]
+    assert [r.run_id for r in h2.list()] == [second, run_id]  # newest first
+    assert [r.run_id for r in h2.list(limit=1)] == [second]
     assert h2.delete(run_id) is True and h2.delete(run_id) is False
     with pytest.raises(HistoryError, match=f"No run with id {run_id}"):
         History(db).get(run_id)
-    assert [r["id"] for r in History(db).list()] == [second]
+    assert [r.run_id for r in History(db).list()] == [second]
 
 
 def test_database_uses_wal(tmp_path):
@@ -113,10 +111,9 @@ def test_benchmarks_round_trip(tmp_path):
                                 ["CPUExecutionProvider"])]
     bid = h.add_benchmark([3, {"label": "source", "model_path": Path("/m.onnx")}], cfg, summaries)
     rows = History(tmp_path / "h.sqlite").list_benchmarks()
-    assert len(rows) == 1 and rows[0]["id"] == bid
-    assert rows[0]["variants"] == [{"run_id": 3}, {"label": "source", "model_path": "/m.onnx"}]
-    assert BenchConfig.from_dict(rows[0]["config"]) == cfg
-    assert rows[0]["summary"][0]["p99"] == 2.0 and rows[0]["summary"][0]["peak_rss_mb"] == 80.5
+    assert len(rows) == 1 and isinstance(rows[0], BenchmarkRecord) and rows[0].id == bid
+    assert rows[0].variants == [BenchVariant(run_id=3), BenchVariant(name="source", path="/m.onnx")]
+    assert rows[0].config == cfg and rows[0].summaries == summaries
     assert h.delete_benchmark(bid) and h.list_benchmarks() == []
 
 

@@ -10,11 +10,16 @@ import logging
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..artifact import Artifact
 from ..config import OptLevel, PreprocessConfig, Precision, QuantConfig, QuantFormat, QuantMode, Recipe
 from ..workspace import Workspace
 from . import state
 from .jobs import DONE, Job
+
+if TYPE_CHECKING:
+    from ..history import History
 
 log = logging.getLogger("ortlab.ui")
 
@@ -29,7 +34,7 @@ def workspace() -> Workspace:
     return Workspace()
 
 
-def history():
+def history() -> History:
     """The History database of the workspace."""
     from ..history import History
 
@@ -93,7 +98,7 @@ def import_uploaded_model(filename: str, data: bytes) -> Path:
         use_sample_data(same)
         state.flash(f"{name} has the same weights as the bundled sample '{same.title or same.name}': using its "
                     "preprocessing and images.", "info")
-    elif state.dataset() is not None and getattr(state.dataset(), "kind", "") == "images":
+    elif state.dataset() is not None and state.dataset().kind == "images":
         try:
             from ..data import detect_preprocess
 
@@ -111,28 +116,22 @@ def set_user_dataset(ds, label: str) -> None:
     n = len(ds)
     state.set_data_settings(min(DEFAULT_EVAL_SAMPLES, n), state.data_settings().get("stratify", True),
                             state.data_settings().get("seed", 0))
-    if getattr(ds, "kind", "") == "images" and state.preprocess() is None and state.model_info() is not None:
+    if ds.kind == "images" and state.preprocess() is None and state.model_info() is not None:
         from ..data import detect_preprocess
 
         state.set_preprocess(detect_preprocess(state.model_info().inputs[0]))
 
 
 def evaluation_subset(ds):
-    """The evaluation samples chosen on the Data page (count, stratified or not, seed)."""
+    """The evaluation samples chosen on the Data page (count, stratified or not, seed): ``data.evaluation_subset``
+    with the page's settings."""
     if ds is None:
         return None
-    import numpy as np
-
-    from ..data import stratified_sample
+    from ..data import evaluation_subset as subset
 
     st_ = state.data_settings()
-    n = int(st_.get("n") or DEFAULT_EVAL_SAMPLES)
-    if n >= len(ds):
-        return ds
-    if st_.get("stratify", True):
-        return stratified_sample(ds, n, int(st_.get("seed", 0)))
-    rng = np.random.default_rng(int(st_.get("seed", 0)))
-    return ds.subset(sorted(int(i) for i in rng.choice(len(ds), size=n, replace=False)))
+    return subset(ds, int(st_.get("n") or DEFAULT_EVAL_SAMPLES), bool(st_.get("stratify", True)),
+                  int(st_.get("seed", 0)))
 
 
 # -- variants -----------------------------------------------------------------------------------------
@@ -143,45 +142,28 @@ class Variant:
     id: str
     name: str
     path: Path
-    artifact: dict | None = None
+    artifact: Artifact | None = None
 
 
-def artifact_dict(obj) -> dict:
-    """An ``Artifact`` or a History row as the plain dict the pages use."""
-    if hasattr(obj, "to_dict"):
-        d = obj.to_dict()
-    else:
-        d = dict(obj)
-        if "id" in d and "run_id" not in d:
-            d["run_id"] = d["id"]
-        if "evaluation" not in d:
-            d["evaluation"] = d.get("metrics")
-    return d
+def variant_id(a: Artifact) -> str:
+    """The stable id of an artifact among the variants (``run<id>`` or ``sha<hash>``)."""
+    return f"run{a.run_id}" if a.run_id is not None else "sha" + a.sha256[:10]
 
 
-def variant_id(a: dict) -> str:
-    """The stable id of an artifact dict among the variants (``run<id>`` or ``sha<hash>``)."""
-    return f"run{a['run_id']}" if a.get("run_id") is not None else "sha" + str(a.get("sha256", ""))[:10]
+def recipe_label(a: Artifact) -> str:
+    """A short name for the recipe of an artifact."""
+    return a.recipe.label()
 
 
-def recipe_label(a: dict) -> str:
-    """A short name for the recipe of an artifact dict or History row."""
-    try:
-        return Recipe.from_dict(a["recipe"]).label()
-    except Exception:
-        return str(a.get("kind") or "artifact")
-
-
-def run_summary(a: dict) -> dict:
+def run_summary(a: Artifact) -> dict:
     """The columns every table of runs shows: recipe, size, share of the source's size, accuracy, seconds."""
     from ..text import format_bytes
     from .cards import pct
 
-    ev = a.get("evaluation") or {}
-    return {"recipe": recipe_label(a), "size": format_bytes(a["size_bytes"]),
-            "vs source": f"{a['size_bytes'] / max(1, a['source_size_bytes']):.0%}",
-            "top-1": pct(ev.get("top1_accuracy_cand")), "agreement": pct(ev.get("top1_agreement")),
-            "seconds": round(sum((a.get("timings") or {}).values()), 2)}
+    ev = a.evaluation
+    return {"recipe": recipe_label(a), "size": format_bytes(a.size_bytes), "vs source": f"{a.size_ratio:.0%}",
+            "top-1": pct(ev.top1_accuracy_cand if ev else None), "agreement": pct(ev.top1_agreement if ev else None),
+            "seconds": round(a.total_seconds, 2)}
 
 
 def variants() -> list[Variant]:
@@ -190,8 +172,8 @@ def variants() -> list[Variant]:
     if state.model_path() is not None:
         out.append(Variant(state.ORIGINAL, f"original · {state.model_label()}", state.model_path()))
     for a in state.artifacts():
-        rid = f"#{a['run_id']} " if a.get("run_id") is not None else ""
-        out.append(Variant(variant_id(a), f"{rid}{recipe_label(a)}", Path(a["model_path"]), a))
+        rid = f"#{a.run_id} " if a.run_id is not None else ""
+        out.append(Variant(variant_id(a), f"{rid}{recipe_label(a)}", Path(a.model_path), a))
     return out
 
 
@@ -223,8 +205,8 @@ def start_recipe_job(recipe: Recipe, *, land_on_compare: bool = False) -> Job:
     return job.start()
 
 
-def finish_recipe_job(job: Job) -> dict | None:
-    """Store a finished run once (History DB + session artifacts + compare pair); returns the artifact dict."""
+def finish_recipe_job(job: Job) -> Artifact | None:
+    """Store a finished run once (History DB + session artifacts + compare pair); returns the artifact."""
     if job.state != DONE or job.handled:
         return None
     job.handled = True
@@ -234,10 +216,9 @@ def finish_recipe_job(job: Job) -> dict | None:
     except Exception:
         log.exception("Could not store the run in the history")
         job.meta["history_error"] = True
-    a = artifact_dict(artifact)
-    state.add_artifact(a)
-    state.set_compare_pair(state.ORIGINAL, variant_id(a))
-    return a
+    state.add_artifact(artifact)
+    state.set_compare_pair(state.ORIGINAL, variant_id(artifact))
+    return artifact
 
 
 def preprocess_or_detect(info) -> PreprocessConfig | None:
@@ -252,35 +233,32 @@ def preprocess_or_detect(info) -> PreprocessConfig | None:
         return None
 
 
-def load_run(row: dict) -> dict:
+def load_run(run: Artifact) -> Artifact:
     """Put a History run (and its source model, when it is not current) into this session for Compare."""
     from .. import samples
     from ..model import inspect_model
 
-    a = artifact_dict(row)
-    src = Path(a["source_path"])
+    src = Path(run.source_path)
     current = state.model_path()
     if current is None or Path(current).resolve() != src.resolve():
         match = samples.find_by_path(src)
         if match is not None:
             select_sample(match.name)
         else:
-            state.set_model(src, inspect_model(src), sample=None, label=row.get("source_name") or src.name)
-    state.add_artifact(a)
-    state.set_compare_pair(state.ORIGINAL, variant_id(a))
-    return a
+            state.set_model(src, inspect_model(src), sample=None, label=run.source_name)
+    state.add_artifact(run)
+    state.set_compare_pair(state.ORIGINAL, variant_id(run))
+    return run
 
 
-def run_report(row: dict) -> str:
+def run_report(run: Artifact) -> str:
     """The self-contained HTML report of a History run (with its benchmark, when one timed it)."""
+    from ..history import BenchmarkRecord
     from . import compare_data
     from .report import html_report
 
-    run_id = row.get("id")
-    src, model = Path(row["source_path"]), Path(row["model_path"])
-    bench = next((b.get("summary") for b in history().list_benchmarks(limit=20)
-                  if any(v.get("run_id") == run_id for v in b.get("variants", []))), None)
-    return html_report(artifact_dict(row), compare_data.model_info(src).to_dict(),
-                       compare_data.model_info(model).to_dict(), compare_data.graph_diff(src, model).to_dict(),
-                       row.get("metrics"), bench)
-
+    src, model = Path(run.source_path), Path(run.model_path)
+    bench = next((b.summaries for b in history().list_benchmarks(limit=20)
+                  if isinstance(b, BenchmarkRecord) and any(v.run_id == run.run_id for v in b.variants)), None)
+    return html_report(run, compare_data.model_info(src).to_dict(), compare_data.model_info(model).to_dict(),
+                       compare_data.graph_diff(src, model), run.evaluation, bench)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ..eval_report import EvalReport, OutputError
 from ..text import format_bytes
 
 
@@ -27,9 +28,9 @@ def shape_text(shape) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def sqnr_text(o: dict) -> str:
-    """SQNR of one output dict (None = identical outputs)."""
-    return "identical" if o.get("sqnr_db") is None else f"{o['sqnr_db']:.1f} dB"
+def sqnr_text(o: OutputError) -> str:
+    """SQNR of one output ("identical" when the outputs are equal)."""
+    return "identical" if o.identical else f"{o.sqnr_db:.1f} dB"
 
 
 def metric_row(items: list[tuple]) -> None:
@@ -65,23 +66,22 @@ def io_rows(info) -> list[dict]:
     return rows
 
 
-def eval_cards(ev: dict, ref_name: str, cand_name: str) -> None:
+def eval_cards(ev: EvalReport, ref_name: str, cand_name: str) -> None:
     """Accuracy cards: top-1 of both, agreement, and the worst output's SQNR."""
     items = []
-    if ev.get("top1_accuracy_ref") is not None:
-        a, b = ev["top1_accuracy_ref"], ev.get("top1_accuracy_cand")
+    if ev.top1_accuracy_ref is not None:
+        a, b = ev.top1_accuracy_ref, ev.top1_accuracy_cand
         items.append((f"Top-1 {ref_name}", pct(a), None, "Accuracy against the labels."))
         items.append((f"Top-1 {cand_name}", pct(b), None if b is None else f"{100 * (b - a):+.1f} pts",
                       "Accuracy against the labels; delta vs the reference."))
-    if ev.get("top1_agreement") is not None:
-        items.append(("Top-1 agreement", pct(ev["top1_agreement"]), None,
+    if ev.top1_agreement is not None:
+        items.append(("Top-1 agreement", pct(ev.top1_agreement), None,
                       "How often the candidate's top class equals the reference's."))
-    outs = ev.get("outputs") or []
-    if outs:
-        worst = min(outs, key=lambda o: float("inf") if o.get("sqnr_db") is None else o["sqnr_db"])
+    if ev.outputs:
+        worst = min(ev.outputs, key=lambda o: o.sqnr_db if o.sqnr_db == o.sqnr_db else float("-inf"))  # NaN first
         items.append(("SQNR (worst output)", sqnr_text(worst), None,
                       "Signal-to-quantization-noise ratio: higher is closer to the reference; >30 dB is usually fine."))
-    items.append(("Samples", str(ev.get("n_samples", "–")), None, None))
+    items.append(("Samples", str(ev.n_samples), None, None))
     metric_row(items)
 
 

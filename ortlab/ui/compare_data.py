@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..eval_report import EvalReport
 from . import actions, state
+
+if TYPE_CHECKING:
+    from ..diff import GraphDiff
 
 
 def _key(*parts) -> tuple:
@@ -22,7 +27,7 @@ def model_info(path: Path):
     return c[k]
 
 
-def graph_diff(ref: Path, cand: Path):
+def graph_diff(ref: Path, cand: Path) -> GraphDiff:
     """``diff.graph_diff`` of two files, cached per session."""
     from ..diff import graph_diff as _diff
 
@@ -48,20 +53,21 @@ def graph_view(ref: Path, cand: Path, focus: str | None):
     return c[k]
 
 
-def stored_evaluation(ref: actions.Variant, cand: actions.Variant) -> dict | None:
-    """The evaluation saved with the candidate's run when it was made from the reference model."""
+def stored_evaluation(ref: actions.Variant, cand: actions.Variant) -> EvalReport | None:
+    """The evaluation saved with the candidate's run when it was made from the reference model, else one made
+    on this page (cached)."""
     a = cand.artifact
-    if a is not None and a.get("evaluation"):
+    if a is not None and a.evaluation is not None:
         try:
-            same = Path(a["source_path"]).resolve() == Path(ref.path).resolve()
+            same = Path(a.source_path).resolve() == Path(ref.path).resolve()
         except OSError:
             same = False
         if same:
-            return a["evaluation"]
+            return a.evaluation
     return state.cache().get(_key("eval", ref.path, cand.path))
 
 
-def evaluate_pair(ref: actions.Variant, cand: actions.Variant) -> dict:
+def evaluate_pair(ref: actions.Variant, cand: actions.Variant) -> EvalReport:
     """Evaluate the candidate against the reference on the chosen evaluation samples; cached."""
     from ..evaluate import evaluate
 
@@ -70,7 +76,7 @@ def evaluate_pair(ref: actions.Variant, cand: actions.Variant) -> dict:
         from ..errors import DataError
 
         raise DataError("No evaluation data: choose data on the Data page (or allow random data there).")
-    pp = state.preprocess() if getattr(ds, "kind", "") == "images" else None
-    report = evaluate(ref.path, cand.path, ds, pp).to_dict()
+    pp = state.preprocess() if ds.kind == "images" else None
+    report = evaluate(ref.path, cand.path, ds, pp)
     state.cache()[_key("eval", ref.path, cand.path)] = report
     return report

@@ -6,17 +6,21 @@ The file embeds plotly.js once and fetches nothing: it opens offline and can be 
 from __future__ import annotations
 
 import html
-import json
 from datetime import datetime, UTC
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable
 
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from ortlab.config import Recipe, recipe_cli_line
-from ortlab.errors import OrtlabError
+from ortlab.artifact import Artifact
+from ortlab.bench import LatencySummary
+from ortlab.config import recipe_cli_line
+from ortlab.eval_report import EvalReport
 from ortlab.text import format_bytes
+
+if TYPE_CHECKING:
+    from ortlab.diff import GraphDiff
 
 _CSS = """
 body { font-family: -apple-system, "Segoe UI", Ubuntu, "DejaVu Sans", sans-serif; margin: 2rem auto;
@@ -78,21 +82,9 @@ def _table(headers: Iterable[str], rows: Iterable[Iterable[Any]], numeric: set[i
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _recipe(artifact: dict) -> Recipe | None:
-    r = artifact.get("recipe")
-    if isinstance(r, Recipe):
-        return r
-    if isinstance(r, dict):
-        try:
-            return Recipe.from_dict(r)
-        except OrtlabError:
-            return None
-    return None
-
-
-def _figures(diff: dict, bench: list[dict] | None) -> list[go.Figure]:
+def _figures(diff: GraphDiff, bench: list[LatencySummary] | None) -> list[go.Figure]:
     figs = []
-    deltas = [d for d in diff.get("op_deltas", []) if d.get("delta")]
+    deltas = [d for d in diff.op_deltas if d.get("delta")]
     if deltas:
         deltas = sorted(deltas, key=lambda d: d["delta"])
         figs.append(go.Figure(
@@ -104,8 +96,8 @@ def _figures(diff: dict, bench: list[dict] | None) -> list[go.Figure]:
     if bench:
         fig = go.Figure(layout={"title": "Latency by variant (ms)", "barmode": "group", "height": 380})
         for stat in ("p50", "p90", "p99"):
-            fig.add_bar(name=stat, x=[f"{b.get('variant', '')} · bs {b.get('batch_size', 1)}" for b in bench],
-                        y=[b.get(stat) for b in bench])
+            fig.add_bar(name=stat, x=[f"{b.variant} · bs {b.batch_size}" for b in bench],
+                        y=[getattr(b, stat) for b in bench])
         figs.append(fig)
     return figs
 
@@ -119,20 +111,18 @@ def _figure_html(figs: list[go.Figure]) -> str:
     return "\n".join(out)
 
 
-def html_report(artifact: dict, ref_info: dict, cand_info: dict, diff: dict, evaluation: dict | None,
-                bench: list[dict] | None, *, title: str | None = None) -> str:
+def html_report(artifact: Artifact, ref_info: dict, cand_info: dict, diff: GraphDiff, evaluation: EvalReport | None,
+                bench: list[LatencySummary] | None, *, title: str | None = None) -> str:
     """A self-contained HTML report (plotly.js inlined once, no external links) of one run.
 
-    ``artifact`` is ``Artifact.to_dict()``, ``ref_info``/``cand_info`` are ``ModelInfo.to_dict()``,
-    ``diff`` is ``GraphDiff.to_dict()``, ``evaluation`` is ``EvalReport.to_dict()`` and ``bench`` a list
-    of ``LatencySummary.to_dict()``.
+    ``ref_info``/``cand_info`` are ``ModelInfo.to_dict()``; ``bench`` the summaries of a benchmark that timed it.
     """
-    recipe = _recipe(artifact)
-    random_data = bool(artifact.get("random_data") or (evaluation or {}).get("random_data"))
-    title = title or f"ortlab report — {recipe.label() if recipe else 'run'}"
+    recipe = artifact.recipe
+    random_data = artifact.random_data or (evaluation is not None and evaluation.random_data)
+    title = title or f"ortlab report — {recipe.label()}"
     parts: list[str] = [f"<h1>{_e(title)}</h1>"]
-    when = artifact.get("created_at") or datetime.now(UTC).isoformat(timespec="seconds")
-    run = f"run #{_e(artifact['run_id'])} · " if artifact.get("run_id") is not None else ""
+    when = artifact.created_at or datetime.now(UTC).isoformat(timespec="seconds")
+    run = f"run #{_e(artifact.run_id)} · " if artifact.run_id is not None else ""
     parts.append(f'<p class="muted">{run}{_e(when)}</p>')
     if random_data:
         parts.append('<div class="alert">⚠ RANDOM DATA: calibration and/or evaluation used random inputs. '
@@ -140,60 +130,54 @@ def html_report(artifact: dict, ref_info: dict, cand_info: dict, diff: dict, eva
 
     # -- models
     parts.append("<h2>Models</h2>")
-    ref_sha = ref_info.get("sha256") or artifact.get("source_sha256", "")
-    cand_sha = cand_info.get("sha256") or artifact.get("sha256", "")
+    ref_sha = ref_info.get("sha256") or artifact.source_sha256
+    cand_sha = cand_info.get("sha256") or artifact.sha256
+    src = ref_info.get("total_bytes") or artifact.source_size_bytes
+    dst = cand_info.get("total_bytes") or artifact.size_bytes
     rows = [
-        ("Path", _e(ref_info.get("path") or artifact.get("source_path", "")),
-         _e(cand_info.get("path") or artifact.get("model_path", ""))),
+        ("Path", _e(ref_info.get("path") or artifact.source_path), _e(cand_info.get("path") or artifact.model_path)),
         ("sha256", f"<code>{_e(ref_sha)}</code>", f"<code>{_e(cand_sha)}</code>"),
-        ("Size (incl. external data)", _bytes(ref_info.get("total_bytes", artifact.get("source_size_bytes"))),
-         _bytes(cand_info.get("total_bytes", artifact.get("size_bytes")))),
+        ("Size (incl. external data)", _bytes(src), _bytes(dst)),
         ("Nodes", _num(ref_info.get("node_count")), _num(cand_info.get("node_count"))),
         ("Parameters", _num(ref_info.get("param_count")), _num(cand_info.get("param_count"))),
         ("Opsets", _e(_opsets(ref_info)), _e(_opsets(cand_info))),
     ]
     parts.append(_table(["", "Reference", "Candidate"], rows))
-    src, dst = ref_info.get("total_bytes") or artifact.get("source_size_bytes"), \
-        cand_info.get("total_bytes") or artifact.get("size_bytes")
-    if isinstance(src, (int, float)) and isinstance(dst, (int, float)) and src:
+    if src:
         parts.append(f"<p>Size ratio: <b>{dst / src:.3f}×</b>; change: {_bytes(dst - src)}</p>")
 
     # -- recipe
     parts.append("<h2>Recipe</h2>")
-    if recipe is not None:
-        parts.append("<p>Reproduce with the CLI:</p>" + _pre(recipe_cli_line(recipe)))
-        parts.append(_pre(recipe.to_json()))
-    else:
-        parts.append(_pre(json.dumps(artifact.get("recipe"), indent=2, default=str)))
-    timings = artifact.get("timings") or {}
+    parts.append("<p>Reproduce with the CLI:</p>" + _pre(recipe_cli_line(recipe)))
+    parts.append(_pre(recipe.to_json()))
+    timings = artifact.timings
     if timings:
         parts.append(_table(["Stage", "Seconds"], [(_e(k), _num(float(v), 3)) for k, v in timings.items()], {1}))
 
     # -- providers
     parts.append("<h2>Execution providers that ran</h2>")
-    prov_rows = [("Build / optimize", _e(", ".join(artifact.get("providers") or []) or "–"))]
-    if evaluation:
-        prov_rows += [("Evaluation — reference", _e(", ".join(evaluation.get("providers_ref") or []) or "–")),
-                      ("Evaluation — candidate", _e(", ".join(evaluation.get("providers_cand") or []) or "–"))]
+    prov_rows = [("Build / optimize", _e(", ".join(artifact.providers) or "–"))]
+    if evaluation is not None:
+        prov_rows += [("Evaluation — reference", _e(", ".join(evaluation.providers_ref) or "–")),
+                      ("Evaluation — candidate", _e(", ".join(evaluation.providers_cand) or "–"))]
     for b in bench or []:
-        prov_rows.append((f"Benchmark — {_e(b.get('variant', ''))} (bs {_e(b.get('batch_size', 1))})",
-                          _e(", ".join(b.get("providers") or []) or "–")))
+        prov_rows.append((f"Benchmark — {_e(b.variant)} (bs {_e(b.batch_size)})", _e(", ".join(b.providers) or "–")))
     parts.append(_table(["Where", "Providers"], prov_rows))
 
     # -- warnings
-    warnings = list(artifact.get("warnings") or []) + list(ref_info.get("warnings") or []) + \
+    warnings = list(artifact.warnings) + list(ref_info.get("warnings") or []) + \
         [w for w in cand_info.get("warnings") or [] if w not in (ref_info.get("warnings") or [])]
     parts.append("<h2>Warnings</h2>")
     parts.append("".join(f'<div class="warn">{_e(w)}</div>' for w in warnings) or "<p>None.</p>")
 
     # -- graph diff
     parts.append("<h2>Graph changes</h2>")
-    fusions = diff.get("fusions") or []
+    fusions = diff.fusions
     parts.append("<h3>Fusions</h3>" + ("<ul>" + "".join(f"<li>{_e(f)}</li>" for f in fusions) + "</ul>"
                                        if fusions else "<p>No fusions detected.</p>"))
-    parts.append(f"<p>{len(diff.get('removed') or [])} nodes removed, {len(diff.get('added') or [])} added, "
-                 f"{len(diff.get('changed') or [])} changed, {_num(diff.get('unchanged_count', 0))} unchanged.</p>")
-    deltas = diff.get("op_deltas") or []
+    parts.append(f"<p>{len(diff.removed)} nodes removed, {len(diff.added)} added, "
+                 f"{len(diff.changed)} changed, {_num(diff.unchanged_count)} unchanged.</p>")
+    deltas = diff.op_deltas
     if deltas:
         rows = []
         for d in sorted(deltas, key=lambda d: (d.get("delta", 0) == 0, d.get("key", ""))):
@@ -202,14 +186,14 @@ def html_report(artifact: dict, ref_info: dict, cand_info: dict, diff: dict, eva
             rows.append((f"<code>{_e(d.get('key'))}</code>", _e(d.get("domain") or "ai.onnx"), _num(d.get("before")),
                          _num(d.get("after")), f'<span class="{cls}">{delta:+d}</span>'))
         parts.append("<h3>Op counts</h3>" + _table(["Op", "Domain", "Before", "After", "Δ"], rows, {2, 3, 4}))
-    ib, ia = diff.get("initializer_bytes_before") or {}, diff.get("initializer_bytes_after") or {}
+    ib, ia = diff.initializer_bytes_before, diff.initializer_bytes_after
     if ib or ia:
         rows = [(_e(k), _bytes(ib.get(k, 0)), _bytes(ia.get(k, 0))) for k in sorted(set(ib) | set(ia))]
         parts.append("<h3>Weights by type</h3>" + _table(["dtype", "Before", "After"], rows, {1, 2}))
 
     # -- accuracy
     parts.append("<h2>Accuracy and output error</h2>")
-    if evaluation:
+    if evaluation is not None:
         parts.append(_accuracy(evaluation))
     else:
         parts.append("<p>Not evaluated.</p>")
@@ -217,9 +201,8 @@ def html_report(artifact: dict, ref_info: dict, cand_info: dict, diff: dict, eva
     # -- benchmark
     if bench:
         parts.append("<h2>Benchmark (ms)</h2>")
-        rows = [(_e(b.get("variant", "")), _num(b.get("batch_size")), _num(b.get("n")), _num(b.get("p50"), 3),
-                 _num(b.get("p90"), 3), _num(b.get("p99"), 3), _num(b.get("mean"), 3), _num(b.get("std"), 3),
-                 _num(b.get("throughput_per_s"), 1), _num(b.get("peak_rss_mb"), 1)) for b in bench]
+        rows = [(_e(b.variant), _num(b.batch_size), _num(b.n), _num(b.p50, 3), _num(b.p90, 3), _num(b.p99, 3),
+                 _num(b.mean, 3), _num(b.std, 3), _num(b.throughput_per_s, 1), _num(b.peak_rss_mb, 1)) for b in bench]
         parts.append(_table(["Variant", "Batch", "Runs", "p50", "p90", "p99", "Mean", "Std", "Throughput /s",
                              "Peak RSS MB"], rows, set(range(1, 10))))
 
@@ -239,30 +222,28 @@ def _opsets(info: dict) -> str:
     return ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(opsets.items())) or "–"
 
 
-def _accuracy(ev: dict) -> str:
+def _accuracy(ev: EvalReport) -> str:
     parts = []
-    if ev.get("random_data"):
+    if ev.random_data:
         parts.append('<div class="alert">Evaluated on RANDOM inputs: these numbers say nothing about real '
                      "accuracy.</div>")
-    rows = [("Samples", _num(ev.get("n_samples")), "")]
-    for label, ref, cand in (("Top-1 accuracy", "top1_accuracy_ref", "top1_accuracy_cand"),
-                             ("Top-5 accuracy", "top5_accuracy_ref", "top5_accuracy_cand")):
-        if ev.get(ref) is not None or ev.get(cand) is not None:
-            rows.append((label, _pct(ev.get(ref)), _pct(ev.get(cand))))
-    if ev.get("top1_agreement") is not None:
-        rows.append(("Top-1 agreement with reference", "", _pct(ev.get("top1_agreement"))))
-    if ev.get("top5_containment") is not None:
-        rows.append(("Top-5 containment", "", _pct(ev.get("top5_containment"))))
+    rows = [("Samples", _num(ev.n_samples), "")]
+    for label, ref, cand in (("Top-1 accuracy", ev.top1_accuracy_ref, ev.top1_accuracy_cand),
+                             ("Top-5 accuracy", ev.top5_accuracy_ref, ev.top5_accuracy_cand)):
+        if ref is not None or cand is not None:
+            rows.append((label, _pct(ref), _pct(cand)))
+    if ev.top1_agreement is not None:
+        rows.append(("Top-1 agreement with reference", "", _pct(ev.top1_agreement)))
+    if ev.top5_containment is not None:
+        rows.append(("Top-5 containment", "", _pct(ev.top5_containment)))
     parts.append(_table(["", "Reference", "Candidate"], rows, {1, 2}))
-    outputs = ev.get("outputs") or []
-    if outputs:
-        rows = [(_e(o.get("name")), _num(o.get("max_abs")), _num(o.get("mean_abs")), _num(o.get("cosine"), 6),
-                 _num(o.get("sqnr_db"), 2)) for o in outputs]
+    if ev.outputs:
+        rows = [(_e(o.name), _num(o.max_abs), _num(o.mean_abs), _num(o.cosine, 6),
+                 "identical" if o.identical else _num(o.sqnr_db, 2)) for o in ev.outputs]
         parts.append("<h3>Output error (candidate vs reference)</h3>" +
                      _table(["Output", "Max |Δ|", "Mean |Δ|", "Cosine", "SQNR dB"], rows, {1, 2, 3, 4}))
-    per_class = ev.get("per_class") or []
-    if per_class:
+    if ev.per_class:
         rows = [(_e(c.get("class")), _num(c.get("n")), _pct(c.get("ref_acc")), _pct(c.get("cand_acc")))
-                for c in per_class]
+                for c in ev.per_class]
         parts.append("<h3>Per class</h3>" + _table(["Class", "n", "Reference", "Candidate"], rows, {1, 2, 3}))
     return "".join(parts)

@@ -54,7 +54,7 @@ def draw(slot=None) -> None:
             st.caption(f"{format_bytes(info.total_bytes)} · {info.node_count} nodes · sha256 {info.sha256[:10]}")
         st.markdown(f"**Data** · {state.dataset_label()}")
         ds = state.dataset()
-        if ds is not None and getattr(ds, "is_random", False):
+        if ds is not None and ds.is_random:
             st.warning("Random data: results are flagged.")
         st.markdown(f"**Artifacts** · {len(state.artifacts())}")
         job = state.job("recipe")

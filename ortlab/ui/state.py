@@ -1,18 +1,22 @@
 """Typed access to the per-browser-session state that follows the user between pages.
 
 Every page reads and writes ``st.session_state`` only through these functions, so the keys live in one place.
-Artifacts are kept as plain dicts (``Artifact.to_dict()`` or a History row) so runs loaded from the History DB
-and runs made in this session look the same.
+Artifacts are typed ``Artifact`` records: runs loaded from the History DB and runs made in this session are the
+same kind of object.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from ..artifact import Artifact
 from ..config import PreprocessConfig, Recipe
+
+if TYPE_CHECKING:
+    from ..history import BenchmarkRecord
 
 _P = "ortlab."
 ORIGINAL = "original"
@@ -127,22 +131,22 @@ def set_recipe(r: Recipe) -> None:
 
 
 # -- artifacts ----------------------------------------------------------------------------------------
-def artifacts() -> list[dict]:
-    """Artifacts (as dicts) made or loaded in this session, oldest first."""
+def artifacts() -> list[Artifact]:
+    """Artifacts made or loaded in this session, oldest first."""
     return list(_get("artifacts", []))
 
 
-def add_artifact(a: dict) -> None:
-    """Append an artifact dict; one already listed (same run id or sha256 and path) is replaced."""
+def add_artifact(a: Artifact) -> None:
+    """Append an artifact; one already listed (same run id, or same model file) is replaced."""
     items = [x for x in artifacts() if not _same_artifact(x, a)]
     items.append(a)
     _set("artifacts", items)
 
 
-def _same_artifact(x: dict, y: dict) -> bool:
-    if x.get("run_id") is not None and x.get("run_id") == y.get("run_id"):
+def _same_artifact(x: Artifact, y: Artifact) -> bool:
+    if x.run_id is not None and x.run_id == y.run_id:
         return True
-    return x.get("model_path") == y.get("model_path")
+    return Path(x.model_path) == Path(y.model_path)
 
 
 def compare_pair() -> tuple[str, str] | None:
@@ -157,12 +161,12 @@ def set_compare_pair(ref: str, cand: str) -> None:
 
 
 # -- benchmark ----------------------------------------------------------------------------------------
-def last_benchmark() -> dict | None:
-    """{"samples": [...], "summaries": [...], "config": {...}} of the last finished benchmark."""
+def last_benchmark() -> BenchmarkRecord | None:
+    """The last finished benchmark of this session (its variants, config and summaries)."""
     return _get("last_benchmark")
 
 
-def set_last_benchmark(result: dict | None) -> None:
+def set_last_benchmark(result: BenchmarkRecord | None) -> None:
     """Keep the result of the last finished benchmark (None forgets it)."""
     _set("last_benchmark", result)
 

@@ -1,0 +1,80 @@
+"""Benchmark maths in the engine: running percentiles, speed-ups against the baseline, slow-down explanations;
+and the evaluation sample the Data page chooses."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ortlab.bench import LatencySummary
+from ortlab.bench_compare import (BenchComparison, LatencyStats, compare_benchmarks, running_stats,
+                                  slowdown_explanation, split_series_id)
+from ortlab.data import Dataset, Sample, evaluation_subset, stratified_sample
+from ortlab.serial import dumps, from_plain, loads, to_plain
+
+
+def s(variant: str, batch: int, p50: float) -> LatencySummary:
+    return LatencySummary(variant, batch, 10, p50, p50, p50, p50, 0.0, p50, p50, batch * 1000 / p50)
+
+
+def test_running_stats_are_percentiles_per_series():
+    stats = running_stats({"run1@1": [1.0, 2.0, 3.0], "empty@1": [], "a@b@8": [5.0]})
+    assert stats[0] == LatencyStats("run1", 1, 3, 2.0, pytest.approx(2.8), pytest.approx(2.98))
+    assert stats[1] == LatencyStats("a@b", 8, 1, 5.0, 5.0, 5.0)
+    assert split_series_id("x@4") == ("x", 4)
+
+
+def test_speedup_is_against_the_baseline_at_the_same_batch_size():
+    summaries = [s("original", 1, 2.0), s("run1", 1, 0.5), s("original", 8, 8.0), s("run1", 8, 4.0), s("run1", 16, 9.0)]
+    c = compare_benchmarks(summaries)
+    assert c.baseline == "original"
+    assert [r.speedup for r in c.rows] == [1.0, 4.0, 1.0, 2.0, None]  # nothing to compare with at batch 16
+    assert c.slowdowns == []
+    # another baseline: the original is now the slower one
+    c = compare_benchmarks(summaries, baseline="run1")
+    assert [r.speedup for r in c.rows] == [0.25, 1.0, 0.5, 1.0, 1.0]
+    assert [(d.variant, d.baseline, d.batch_size) for d in c.slowdowns] == [("original", "run1", 1),
+                                                                           ("original", "run1", 8)]
+
+
+def test_slowdown_sentence_by_precision():
+    summaries = [s("original", 1, 0.2), s("run1", 1, 0.3), s("run2", 1, 0.25), s("run3", 1, 0.21),
+                 s("run4", 1, 0.4), s("original", 8, 10.0), s("run1", 8, 20.0)]
+    c = compare_benchmarks(summaries, precisions={"run1": "int8", "run2": "fp16", "run3": "int8", "run4": "fp32"})
+    notes = {(d.variant, d.batch_size): d for d in c.slowdowns}
+    assert set(notes) == {("run1", 1), ("run2", 1), ("run3", 1), ("run4", 1), ("run1", 8)}
+    tiny = notes[("run1", 1)]
+    assert tiny.sentence("#1 int8", "original").startswith(
+        "#1 int8 is slower than original at batch 1: p50 0.300 ms vs 0.200 ms (0.67×, +0.100 ms per run).")
+    assert "tiny" in tiny.explanation and "QuantizeLinear/DequantizeLinear" in tiny.explanation
+    big = notes[("run1", 8)].explanation
+    assert "tiny" not in big and "VNNI" in big
+    assert "Cast nodes" in notes[("run2", 1)].explanation
+    assert notes[("run3", 1)].explanation.endswith("within run-to-run noise.")  # 0.95× is noise
+    assert "did not pay off" in notes[("run4", 1)].explanation
+    assert slowdown_explanation("", 0.5, 3.0) == "The graph changes did not pay off for this model on this machine."
+
+
+def test_comparison_round_trips_as_plain_data():
+    c = compare_benchmarks([s("original", 1, 0.2), s("run1", 1, 0.3), s("run1", 4, math.inf)],
+                           precisions={"run1": "int8"})
+    back = from_plain(BenchComparison, loads(dumps(c)))
+    assert to_plain(back) == to_plain(c) and back.slowdowns[0].ratio == pytest.approx(2 / 3)
+
+
+def labeled(n: int, classes: int = 4) -> Dataset:
+    return Dataset("tensors", [Sample(f"s{i}", i % classes, "tensors:0", i) for i in range(n)],
+                   [str(c) for c in range(classes)])
+
+
+def test_evaluation_subset_stratified_random_or_all():
+    ds = labeled(40)
+    assert evaluation_subset(ds, 0) is ds and evaluation_subset(ds, 40) is ds and evaluation_subset(ds, 99) is ds
+    strat = evaluation_subset(ds, 8, stratify=True, seed=3)
+    assert [x.name for x in strat.samples] == [x.name for x in stratified_sample(ds, 8, 3).samples]
+    assert sorted(x.label for x in strat.samples) == [0, 0, 1, 1, 2, 2, 3, 3]
+    uniform = evaluation_subset(ds, 8, stratify=False, seed=3)
+    assert len(uniform) == 8 and len({x.name for x in uniform.samples}) == 8
+    assert [x.name for x in uniform.samples] == [x.name for x in evaluation_subset(ds, 8, False, 3).samples]
+    assert [x.index for x in uniform.samples] == sorted(x.index for x in uniform.samples)
