@@ -674,3 +674,29 @@ def write_dataset(ds: Dataset, folder) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def load_path(path, class_names: Sequence[str] | None = None) -> Dataset:
+    """A dataset from a folder of images, a .zip of images, or a .npy/.npz tensor file."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise DataError(f"Data not found: {path}")
+    if p.is_dir():
+        return load_image_folder(p, class_names=class_names)
+    suffix = p.suffix.lower()
+    if suffix == ".zip":
+        return load_image_zip(p, class_names=class_names)
+    if suffix in (".npy", ".npz"):
+        return load_tensor_file(p)
+    raise DataError(f"Data must be a folder of images, a .zip or a .npy/.npz file: {path}")
+
+
+def pick_subset(ds: Dataset, n: int | None, stratify: bool = True, seed: int = 0) -> Dataset:
+    """``n`` samples of ``ds`` (all when ``n`` is None or at least its size): stratified by class, or drawn
+    uniformly with ``seed``. The one rule the app's evaluation subset and the CLI's ``--verify-samples`` use."""
+    if n is None or n >= len(ds):
+        return ds
+    if stratify:
+        return stratified_sample(ds, n, seed)
+    rng = np.random.default_rng(seed)
+    return ds.subset(sorted(int(i) for i in rng.choice(len(ds), size=n, replace=False)))

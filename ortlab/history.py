@@ -34,20 +34,25 @@ CREATE TABLE IF NOT EXISTS runs (
     source_size_bytes INTEGER NOT NULL,
     random_data INTEGER NOT NULL DEFAULT 0,
     kind TEXT NOT NULL,
-    notes_json TEXT
+    notes_json TEXT,
+    origin TEXT,
+    spec_json TEXT
 );
 CREATE TABLE IF NOT EXISTS benchmarks (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     created_at TEXT NOT NULL,
     variants_json TEXT NOT NULL,
     config_json TEXT NOT NULL,
-    summary_json TEXT NOT NULL
+    summary_json TEXT NOT NULL,
+    origin TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs (created_at);
 """
 
 _RUN_JSON = {"recipe_json": "recipe", "metrics_json": "metrics", "timings_json": "timings",
-             "warnings_json": "warnings", "providers_json": "providers", "notes_json": "notes"}
+             "warnings_json": "warnings", "providers_json": "providers", "notes_json": "notes", "spec_json": "spec"}
+# columns added after the first release: (table, column, type) added to older databases when opened
+_ADDED_COLUMNS = (("runs", "origin", "TEXT"), ("runs", "spec_json", "TEXT"), ("benchmarks", "origin", "TEXT"))
 _BENCH_JSON = {"variants_json": "variants", "config_json": "config", "summary_json": "summary"}
 
 
@@ -99,6 +104,10 @@ class History:
             with self._connect() as conn:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.executescript(_SCHEMA)
+                for table, column, kind in _ADDED_COLUMNS:
+                    have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+                    if column not in have:
+                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.DatabaseError as exc:
             raise HistoryError(f"Cannot open the history database {self.db_path}: {exc}.") from None
@@ -112,8 +121,9 @@ class History:
                 yield conn
 
     # -- runs ------------------------------------------------------------------------------------------
-    def add(self, artifact: Any) -> int:
-        """Store an :class:`ortlab.artifact.Artifact`; set and return its ``run_id``."""
+    def add(self, artifact: Any, *, origin: str | None = None, spec: Any = None) -> int:
+        """Store an :class:`ortlab.artifact.Artifact`; set and return its ``run_id``. ``origin`` says where the
+        run was started ("app" or "cli"); ``spec`` is the ``RunSpec`` (or its dict) that made it."""
         recipe = _plain(artifact.recipe)
         source_path = Path(artifact.source_path)
         row = {
@@ -133,6 +143,8 @@ class History:
             "random_data": int(bool(artifact.random_data)),
             "kind": _kind(recipe),
             "notes_json": _dumps(list(getattr(artifact, "notes", []))),
+            "origin": origin,
+            "spec_json": _dumps(spec) if spec is not None else None,
         }
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)
@@ -163,14 +175,15 @@ class History:
 
     # -- benchmarks ------------------------------------------------------------------------------------
     def add_benchmark(self, variants: Sequence[Any], config: Any, summaries: Sequence[Any],
-                      created_at: str | None = None) -> int:
+                      created_at: str | None = None, *, origin: str | None = None) -> int:
         """Store one benchmark: ``variants`` (run ids or dicts naming each model), the ``BenchConfig``
         and the ``LatencySummary`` list. Returns the benchmark id."""
         plain_variants = [{"run_id": v} if isinstance(v, int) else _plain(v) for v in variants]
         with self._connect() as conn:
             cur = conn.execute(
-                "INSERT INTO benchmarks (created_at, variants_json, config_json, summary_json) VALUES (?, ?, ?, ?)",
-                (created_at or _now(), _dumps(plain_variants), _dumps(config), _dumps(list(summaries))),
+                "INSERT INTO benchmarks (created_at, variants_json, config_json, summary_json, origin) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (created_at or _now(), _dumps(plain_variants), _dumps(config), _dumps(list(summaries)), origin),
             )
             return int(cur.lastrowid)
 
