@@ -68,7 +68,7 @@ if job is not None and not job.done:
     def poll() -> None:
         draw_live(job)
         if st.button(":material/cancel: Cancel benchmark", key="bench.cancel"):
-            job.cancel.cancel()
+            job.cancel()
         if job.done:
             st.rerun()
 
@@ -76,18 +76,10 @@ if job is not None and not job.done:
 elif job is not None:
     draw_live(job)
     if job.state == jobs.DONE:
-        if not job.handled:
+        if not job.handled:  # the service already recorded it in the history
             job.handled = True
-            result = {"summaries": job.result, "config": job.meta["config"].to_dict(),
-                      "variants": job.meta["variants"]}
-            state.set_last_benchmark(result)
-            with engine_errors("Saving the benchmark in the history"):
-                variants_plain = []
-                for vid, name, path in job.meta["variants"]:
-                    a = by_id[vid].artifact if vid in by_id else None
-                    variants_plain.append({"id": vid, "name": name, "path": path,
-                                           "run_id": a.get("run_id") if a else None})
-                actions.history().add_benchmark(variants_plain, job.meta["config"], job.result)
+            state.set_last_benchmark({"summaries": [s.to_dict() for s in job.result],
+                                      "config": job.meta["config"].to_dict(), "variants": job.meta["variants"]})
     else:
         show_message(*error_message("Benchmarking", job.error))
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ortlab.config import Recipe, recipe_cli_line
+from ortlab.config import Recipe
 from ortlab.ui import actions, cards
 from ortlab.ui.guard import engine_errors
 from ortlab.ui.progress_view import show_flash
@@ -51,7 +51,7 @@ st.caption(f"Source {r['source_path']} (sha256 {r['source_sha256'][:12]}) → {r
 for w in r.get("warnings") or []:
     st.caption(f"⚠ {w}")
 
-cli = recipe_cli_line(recipe, r["source_path"], f"run{run_id}.onnx")
+cli = actions.cli_line(r, f"run{run_id}.onnx")
 st.code(cli, language="bash")
 d = st.columns(5)
 if model_file.is_file():

@@ -346,3 +346,30 @@ def test_history_report_is_built_from_the_stored_run(demo_app):
     assert row["sha256"] in html and row["source_sha256"] in html
     assert "QLinearConv" in html and "ortlab optimize" in html
     assert "<script src=\"http" not in html
+
+
+def test_the_demo_cli_line_reproduces_the_demo_and_both_show_in_history(demo_app, capsys):
+    import json
+    import shlex
+
+    from ortlab import cli
+    from ortlab.history import History
+    from ortlab.model import sha256_file
+
+    at, home = demo_app
+    row = History(home / "history.sqlite").list()[-1]  # the demo run
+    assert row["origin"] == "app"
+    at.switch_page("pages/history.py").run()
+    at.selectbox(key="history.run").set_value(row["id"]).run()
+    line = at.code[0].value
+    assert "--calibration" in line and "--eval" in line and "--quant-mode static" in line
+    capsys.readouterr()
+    assert cli.main(shlex.split(line)[1:]) == 0, capsys.readouterr().err
+    out = Path(shlex.split(line)[3])
+    assert sha256_file(out) == row["sha256"]
+    capsys.readouterr()
+    assert cli.main(["history", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    by_origin = {r["origin"]: r for r in doc["runs"]}
+    assert set(by_origin) == {"app", "cli"} and by_origin["cli"]["sha256"] == by_origin["app"]["sha256"]
+    assert by_origin["app"]["recipe"].startswith("int8 static QDQ") and by_origin["cli"]["size_bytes"] > 0
