@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from ortlab.config import Recipe, recipe_cli_line
+from ortlab.service import RunSpec
 from ortlab.errors import OrtlabError
 
 _CSS = """
@@ -163,7 +164,9 @@ def html_report(artifact: dict, ref_info: dict, cand_info: dict, diff: dict, eva
     # -- recipe
     parts.append("<h2>Recipe</h2>")
     if recipe is not None:
-        parts.append("<p>Reproduce with the CLI:</p>" + _pre(recipe_cli_line(recipe)))
+        line = (RunSpec.from_dict(artifact["spec"]).cli_line() if artifact.get("spec")
+                else recipe_cli_line(recipe))
+        parts.append("<p>Reproduce with the CLI:</p>" + _pre(line))
         parts.append(_pre(recipe.to_json()))
     else:
         parts.append(_pre(json.dumps(artifact.get("recipe"), indent=2, default=str)))
