@@ -252,6 +252,8 @@ def _run_stage(r: _Run, stage: str, fn: Callable[[_Run], Any], message: str) -> 
         if exc.step is None:
             exc.step = stage
         raise
+    except MemoryError:
+        raise  # the run service turns it into "this run needed more than X GB"
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise _STAGE_ERRORS[stage](first, step=stage) from exc

@@ -443,6 +443,13 @@ def run_recipe_spec(spec: RunSpec, out_dir, reporter=None, cancel: CancelToken |
                       verify_samples=spec.verify_samples, verify_dataset=ev)
 
 
+def _too_big(limit) -> str:
+    if not limit:
+        return "This run ran out of memory."
+    return (f"This run needed more than {float(limit):g} GB of memory (the limit of its process, "
+            f"${MEMORY_ENV}); use smaller inputs or fewer samples, or raise the limit.")
+
+
 def _recipe_child(args_json: str, fd: int) -> None:
     """Runs inside the child interpreter: run the spec, write and record the artifact, report over ``fd``."""
     from multiprocessing.connection import Connection
@@ -488,12 +495,11 @@ def _recipe_child(args_json: str, fd: int) -> None:
             save_artifact_atomically(artifact)  # again, now with its run_id
         conn.send(("done", artifact.to_dict()))
     except MemoryError:
-        conn.send(("error", "OrtlabError", f"This run needed more than {limit:g} GB of memory (the limit set by "
-                   f"{MEMORY_ENV}).", None))
+        conn.send(("error", "OrtlabError", _too_big(limit), None))
     except OrtlabError as exc:
         message = exc.message
-        if limit and ("bad_alloc" in message or "Failed to allocate" in message):
-            message = f"This run needed more than {limit:g} GB of memory (the limit set by {MEMORY_ENV})."
+        if limit and any(k in message for k in ("bad_alloc", "Failed to allocate", "Unable to allocate")):
+            message = _too_big(limit)
         conn.send(("error", type(exc).__name__, message, exc.step))
     except BaseException as exc:
         first = (str(exc).strip().splitlines() or [""])[0]

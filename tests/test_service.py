@@ -243,3 +243,22 @@ def test_calibration_methods_give_different_scales(src, image_dir, tmp_path):
     for i, m in enumerate(methods):
         for other in methods[i + 1:]:
             assert not np.allclose(vectors[m], vectors[other]), (m, other)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is applied on Linux only")
+def test_a_memory_limit_turns_a_huge_input_into_a_clear_error(tmp_path, ws):
+    from onnx import TensorProto, helper
+
+    shape = [1, 3, 4000, 4000]  # an 89-byte model whose input is 192 MB per sample
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "big_input.onnx"))
+    spec = RunSpec(str(tmp_path / "big_input.onnx"), Recipe(allow_random_data=True),
+                   calibration=DataRef(random=64), verify_samples=64)
+    handle = service.start_recipe(spec, workspace=ws, memory_gb=1.5)
+    assert handle.wait(120) and handle.state == service.FAILED
+    assert "needed more than 1.5 GB of memory" in str(handle.error)
+    assert ws.history().list() == [] and not handle.run_dir.exists()
