@@ -33,6 +33,7 @@ from PIL import Image  # noqa: E402
 from ortlab import data  # noqa: E402
 from ortlab.config import QuantConfig  # noqa: E402
 from ortlab.model import inspect_model, sha256_file  # noqa: E402
+from ortlab.calibration import CalibrationReader  # noqa: E402
 from ortlab.quantize import preprocess_for_quantization, quantize_static_model  # noqa: E402
 
 
@@ -82,14 +83,14 @@ def main() -> int:
         q = QuantConfig(calibration_samples=len(ds))
 
         # identical inputs on both sides
-        eng_reader = data.CalibrationReader(ds, pre, inputs)
+        eng_reader = CalibrationReader(ds, pre, inputs)
         plain = PlainReader(files, inputs[0].name, pre.mean[0], pre.std[0])
         worst = max(float(np.abs(eng_reader.get_next()[inputs[0].name] - plain.get_next()[inputs[0].name]).max())
                     for _ in range(len(ds)))
         assert worst < 1e-5, f"the readers disagree by {worst}"
 
         def engine(out: Path) -> None:
-            quantize_static_model(model, out, q, data.CalibrationReader(ds, pre, inputs))
+            quantize_static_model(model, out, q, CalibrationReader(ds, pre, inputs))
 
         def bare(out: Path) -> None:
             cwd = os.getcwd()

@@ -7,6 +7,8 @@ numbers) are read too.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 from .config import Precision, Recipe
 from .errors import OrtlabError
 from .eval_report import EvalReport
+from .runspec import RunSpec
 from .serial import PlainDataError, dumps, from_plain, loads, to_plain
 
 MODEL_FILE = "model.onnx"
@@ -47,6 +50,8 @@ class Artifact:
     created_at: str
     evaluation: EvalReport | None = None
     notes: list[str] = field(default_factory=list)
+    origin: str = ""  # "app" or "cli": where the run was started ("" when unknown)
+    spec: RunSpec | None = None  # what made it, runnable again (None for runs recorded before run specs)
 
     @property
     def dir(self) -> Path:
@@ -98,9 +103,17 @@ class Artifact:
         return data
 
     def save(self) -> Path:
-        """(Re)write ``artifact.json`` next to the model; returns its path."""
+        """(Re)write ``artifact.json`` next to the model through a temp file and ``os.replace`` (readers never
+        see half a file); returns its path."""
         path = self.dir / ARTIFACT_FILE
-        path.write_text(dumps(self.to_dict(), indent=2), encoding="utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=".artifact-", suffix=".json", dir=self.dir)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(dumps(self.to_dict(), indent=2))
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         return path
 
 

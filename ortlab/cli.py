@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
@@ -104,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_flags(p)
     p.set_defaults(func=cmd_run)
 
+    p = sub.add_parser("history", help="List the runs and benchmarks recorded in the workspace (app and CLI).")
+    p.add_argument("--json", action="store_true", help="Print JSON on stdout.")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="Show the newest N of each (default: all).")
+    p.set_defaults(func=cmd_history)
+
     p = sub.add_parser("samples", help="List the bundled sample models.")
     p.add_argument("--json", action="store_true", help="Print JSON on stdout.")
     p.set_defaults(func=cmd_samples)
@@ -151,57 +154,43 @@ def load_dataset(path: str, class_names: Sequence[str] | None = None):
     from . import data
 
     p = _existing(path, "Data")
-    if p.is_dir():
-        return data.load_image_folder(p, class_names=class_names)
-    suffix = p.suffix.lower()
-    if suffix == ".zip":
-        return data.load_image_zip(p, class_names=class_names)
-    if suffix in (".npy", ".npz"):
-        return data.load_tensor_file(p)
-    raise UsageError(f"Data must be a folder of images, a .zip or a .npy/.npz file: {path}")
+    if not p.is_dir() and p.suffix.lower() not in (".zip", ".npy", ".npz"):
+        raise UsageError(f"Data must be a folder of images, a .zip or a .npy/.npz file: {path}")
+    return data.load_path(p, class_names)
+
+
+def _data_ref(path: str | None, **subset: Any):
+    """A reference to the data at ``path`` for the run service (checked to exist, not loaded here)."""
+    from .runspec import DataRef
+
+    if path is None:
+        return None
+    p = _existing(path, "Data")
+    if not p.is_dir() and p.suffix.lower() not in (".zip", ".npy", ".npz"):
+        raise UsageError(f"Data must be a folder of images, a .zip or a .npy/.npz file: {path}")
+    return DataRef(path=str(p.resolve()), **subset)
 
 
 def find_sample(model_path: Path):
     """The bundled sample whose model is ``model_path`` (same file or same bytes), or None."""
     from . import samples
-    from .model import sha256_file
 
-    try:
-        same = samples.find_by_path(model_path)
-        if same is not None:
-            return same
-        size = model_path.stat().st_size
-        if not any(s.model_path.stat().st_size == size for s in samples.list_samples(skip_broken=True)):
-            return None  # no sample can have the same bytes: skip hashing the model
-        return samples.find_by_sha256(sha256_file(model_path))
-    except OrtlabError:
-        return None
+    return samples.find_for_model(model_path)
 
 
 def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None) -> PreprocessConfig | None:
-    """Preprocessing: the sample manifest's, else detected from the model's first input; flags override.
-    None for models whose input is not an image and no flags were given."""
+    """Preprocessing: the sample manifest's, else detected from the model's first input; flags override
+    (``data.resolve_preprocess``). None for models whose input is not an image and no flags were given."""
     from . import data
+    from .errors import DataError
     from .model import inspect_model
 
     overrides = given_values(PreprocessConfig, ns)
-    if sample is not None:
-        base = sample.preprocess
-    else:
-        inputs = inspect_model(model_path).inputs
-        try:
-            base = data.detect_preprocess(inputs[0]) if inputs else None
-        except OrtlabError:
-            base = None
-    if base is None:
-        if not overrides:
-            return None
-        base = PreprocessConfig()
-    cfg = config_from_args(PreprocessConfig, ns, base)
-    problems = cfg.problems()
-    if problems:
-        raise UsageError(" ".join(problems))
-    return cfg
+    try:
+        inputs = inspect_model(model_path).inputs if sample is None else ()
+        return data.resolve_preprocess(inputs, sample, overrides=overrides)
+    except DataError as exc:
+        raise UsageError(exc.message) from None
 
 
 def _reporter(ns: argparse.Namespace):
@@ -290,61 +279,49 @@ def _artifact_text(artifact, out_path: Path) -> str:
     return "\n".join(lines)
 
 
-def _data_for(ns: argparse.Namespace, path: str | None, sample):
-    if path is None:
-        return None
-    return load_dataset(path, sample.labels if sample is not None and sample.labels else None)
+def _run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: str | None,
+              evaluation: str | None):
+    """The RunSpec of a CLI run: data references (checked to exist) and the preprocessing policy."""
+    from .runspec import RunSpec
+
+    sample = find_sample(src)
+    cal = _data_ref(calibration)
+    ev = _data_ref(evaluation, count=ns.verify_samples, seed=recipe.quant.seed)
+    pre = preprocess_from_args(ns, src, sample) if (cal or ev) is not None else None
+    if pre is not None and all(ref is None or ref.path is None or Path(ref.path).suffix.lower() in (".npy", ".npz")
+                               for ref in (cal, ev)):
+        pre = None  # tensors need no image preprocessing
+    return RunSpec(str(src.resolve()), recipe, sample.name if sample is not None else None, cal, ev, pre,
+                   ns.verify_samples)
 
 
 def cmd_optimize(ns: argparse.Namespace) -> int:
-    """`ortlab optimize`: apply a recipe to one model and write the result."""
-    from . import config
-    from .artifact import ARTIFACT_FILE, RECIPE_FILE
-    from .pipeline import run_recipe
+    """`ortlab optimize`: apply a recipe to one model in a child process, write the result, record it."""
+    from . import config, providers, service
+    from .artifact import ARTIFACT_FILE
 
     recipe = recipe_from_args(ns)
     src = _existing_file(ns.model, "Model")
     out = Path(ns.out).expanduser()
     if out.resolve() == src.resolve():
         raise UsageError("OUT must differ from MODEL: the source model is never overwritten.")
-    from . import providers
-
     config.require_valid(recipe, providers.working_providers())  # fail before loading any data
-    sample = find_sample(src)
-    dataset = _data_for(ns, ns.calibration, sample)
-    eval_data = _data_for(ns, ns.eval_data, sample)
-    pre = preprocess_from_args(ns, src, sample) if (dataset or eval_data) is not None else None
+    spec = _run_spec(src, recipe, ns, ns.calibration, ns.eval_data)
     as_dir = out.is_dir() or out.suffix.lower() != ".onnx"
-    if as_dir:
-        artifact = run_recipe(src, recipe, out, dataset, pre, _reporter(ns), verify_samples=ns.verify_samples,
-                              verify_dataset=eval_data)
-        out_path = artifact.model_path
-    else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".ortlab-", dir=out.parent))
-        try:
-            artifact = run_recipe(src, recipe, tmp, dataset, pre, _reporter(ns), verify_samples=ns.verify_samples,
-                                  verify_dataset=eval_data)
-            os.replace(artifact.model_path, out)
-            for extra in tmp.iterdir():  # external-data files travel with the model (same relative name)
-                if extra.is_file() and extra.name not in (RECIPE_FILE, ARTIFACT_FILE):
-                    os.replace(extra, out.parent / extra.name)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        artifact.model_path = out
-        out_path = out
+    artifact = service.start_recipe(spec, out, origin="cli").follow(_reporter(ns))
     if ns.json:
         _print_json(artifact.to_dict())
     else:
-        print(_artifact_text(artifact, out_path))
+        print(_artifact_text(artifact, artifact.model_path))
         if as_dir:
             print(f"  files      {out / ARTIFACT_FILE}, recipe.json")
+        print(f"  history    run {artifact.run_id}")
     return 0
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
-    """`ortlab run`: apply a saved recipe JSON to a model, keeping the result in the workspace."""
-    from .pipeline import run_recipe
+    """`ortlab run`: apply a saved recipe JSON to a model (in a child process), recorded in the workspace."""
+    from . import service
     from .workspace import Workspace
 
     recipe_path = _existing_file(ns.recipe, "Recipe")
@@ -354,30 +331,15 @@ def cmd_run(ns: argparse.Namespace) -> int:
         raise RecipeError(f"{ns.recipe} is not a text file; give the recipe JSON.") from None
     recipe = Recipe.from_json(text)
     src = _existing_file(ns.model, "Model")
-    sample = find_sample(src)
-    dataset = _data_for(ns, ns.data, sample)
-    pre = preprocess_from_args(ns, src, sample) if dataset is not None else None
-    workspace = None
-    if ns.out:
-        out_dir = Path(ns.out).expanduser()
-    else:
-        workspace = Workspace()
-        out_dir = workspace.new_artifact_dir()
-    try:
-        artifact = run_recipe(src, recipe, out_dir, dataset, pre, _reporter(ns), verify_samples=ns.verify_samples)
-    except BaseException:
-        if workspace is not None:
-            shutil.rmtree(out_dir, ignore_errors=True)
-        raise
-    if workspace is not None:
-        workspace.history().add(artifact)
-        artifact.save()
+    spec = _run_spec(src, recipe, ns, ns.data, None)
+    workspace = Workspace()
+    out = Path(ns.out).expanduser() if ns.out else None
+    artifact = service.start_recipe(spec, out, workspace=workspace, origin="cli").follow(_reporter(ns))
     if ns.json:
         _print_json(artifact.to_dict())
     else:
         print(_artifact_text(artifact, artifact.model_path))
-        if artifact.run_id is not None:
-            print(f"  history    run {artifact.run_id} in {workspace.db_path}")
+        print(f"  history    run {artifact.run_id} in {workspace.db_path}")
     return 0
 
 
@@ -390,21 +352,23 @@ def _variant_names(paths: list[Path]) -> list[str]:
 
 def cmd_bench(ns: argparse.Namespace) -> int:
     """`ortlab bench`: time models side by side at each batch size."""
-    from . import bench
 
     paths = [_existing_file(m, "Model") for m in ns.models]
     cfg = bench_from_args(ns)
-    report = _reporter(ns)
-    summaries = []
-    for path, name in zip(paths, _variant_names(paths)):
-        for batch in cfg.batch_sizes:
-            report(ProgressEvent("bench", 0, None, f"{name} batch {batch}"))
-            run = bench.latency_samples(path, cfg, batch, variant=name, profile_dir=ns.profile)
-            for _ in run:
-                pass
-            peak = bench.peak_memory_mb(path, cfg, batch) if ns.memory else None
-            summaries.append(run.summary(peak_rss_mb=peak))
-    baseline = bench.baseline_memory_mb() if ns.memory else None
+    from . import service
+    from .artifact import Artifact
+    from .history import BenchVariant
+    from .workspace import Workspace
+
+    workspace = Workspace()
+    run_ids = {Path(r.model_path).resolve(): r.run_id for r in reversed(workspace.history().list())
+               if isinstance(r, Artifact)}
+    variants = [BenchVariant(name, name, str(path), run_ids.get(path.resolve()))
+                for path, name in zip(paths, _variant_names(paths))]
+    handle = service.start_benchmark(variants, cfg, measure_memory=ns.memory, workspace=workspace, origin="cli",
+                                     profile_dir=ns.profile)
+    summaries = handle.follow(_reporter(ns))
+    baseline = handle.baseline_rss_mb
     if ns.json:
         _print_json({"config": cfg, "baseline_rss_mb": baseline, "results": summaries})
         return 0
@@ -420,6 +384,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
             row.append(f"{s.peak_rss_mb:.1f}")
         rows.append(row)
     print(_table(rows, header))
+    print(f"history    benchmark {handle.bench_id}")
     if ns.memory:
         print(f"peak MB is the whole process; an interpreter with ONNX Runtime and no model peaks at "
               f"{baseline:.1f} MB.")
@@ -460,6 +425,38 @@ def cmd_compare(ns: argparse.Namespace) -> int:
         value = getattr(report, key)
         if value is not None:
             print(f"{label:<28} {value:.2%}")
+    return 0
+
+
+def cmd_history(ns: argparse.Namespace) -> int:
+    """`ortlab history`: the runs and benchmarks recorded in the workspace, from the app and the CLI."""
+    from .artifact import Artifact
+    from .history import BenchmarkRecord
+    from .workspace import Workspace
+
+    if ns.limit is not None and ns.limit < 1:
+        raise UsageError("--limit must be at least 1.")
+    ws = Workspace()
+    h = ws.history()
+    runs, benches = h.list(ns.limit), h.list_benchmarks(ns.limit)
+    if ns.json:
+        _print_json({"workspace": str(ws.root), "runs": runs, "benchmarks": benches})
+        return 0
+    print(f"workspace {ws.root}")
+    rows = [[str(r.run_id), r.created_at.replace("T", " ")[:19], r.origin or "?", r.recipe.label(), r.source_name,
+             r.sha256[:12], format_bytes(r.size_bytes)] for r in runs if isinstance(r, Artifact)]
+    print(_table(rows, ["run", "created", "from", "recipe", "source", "sha256", "size"]) if rows else "No runs yet.")
+    for r in runs:
+        if not isinstance(r, Artifact):
+            print(f"run {r.id}  {r.created_at.replace('T', ' ')[:19]}  unreadable: {r.reason}")
+    for b in benches:
+        when = b.created_at.replace("T", " ")[:19]
+        if not isinstance(b, BenchmarkRecord):
+            print(f"benchmark {b.id}  {when}  unreadable: {b.reason}")
+            continue
+        names = b.names()
+        timed = ", ".join(f"{names.get(s.variant, s.variant)}@{s.batch_size} p50 {s.p50:.3f} ms" for s in b.summaries)
+        print(f"benchmark {b.id}  {when}  {b.origin or '?'}  {timed}")
     return 0
 
 

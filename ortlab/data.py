@@ -1,7 +1,7 @@
 """Calibration and evaluation data: image folders, zips and uploads, tensor files, random inputs.
 
-Also the image preprocessing (one exact recipe shared with the sample builder) and a calibration
-reader for ONNX Runtime that reports progress and honours cancel.
+Also the image preprocessing (one exact recipe shared with the sample builder) and the one policy that
+decides which preprocessing a run uses (:func:`resolve_preprocess`).
 """
 
 from __future__ import annotations
@@ -15,12 +15,10 @@ from typing import TYPE_CHECKING, Any
 from collections.abc import Sequence
 
 import numpy as np
-from onnxruntime.quantization import CalibrationDataReader
 from PIL import Image, UnidentifiedImageError
 
 from .config import ChannelOrder, Layout, PixelScale, PreprocessConfig, ResizeMode
-from .errors import Cancelled, DataError
-from .progress import CancelToken, ProgressEvent, Reporter, null_reporter
+from .errors import DataError
 from . import dtypes, zipsafe
 from .text import one_line
 
@@ -309,17 +307,6 @@ def stratified_sample(ds: Dataset, n: int, seed: int = 0) -> Dataset:
     return ds.subset(sorted(chosen))
 
 
-def evaluation_subset(ds: Dataset, n: int, stratify: bool = True, seed: int = 0) -> Dataset:
-    """The ``n`` samples used to evaluate (all of ``ds`` when ``n`` is 0 or not smaller): stratified by class
-    (:func:`stratified_sample`), or a uniform random draw without replacement; the same for the same seed."""
-    if n <= 0 or n >= len(ds):
-        return ds
-    if stratify:
-        return stratified_sample(ds, n, seed)
-    rng = np.random.default_rng(seed)
-    return ds.subset(sorted(int(i) for i in rng.choice(len(ds), size=n, replace=False)))
-
-
 # -- preprocessing ------------------------------------------------------------------------------------
 
 
@@ -553,45 +540,128 @@ def check_fits(ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence
         check_tensor_inputs(ds, model_inputs)
 
 
-class CalibrationReader(CalibrationDataReader):
-    """Feeds ORT's calibrator one sample per ``get_next()``; reports "calibrate" progress and honours cancel."""
+# -- the preprocessing policy ---------------------------------------------------------------------------
 
-    def __init__(self, ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence[TensorInfo],
-                 reporter: Reporter = null_reporter, cancel: CancelToken | None = None):
-        check_fits(ds, cfg, model_inputs)
-        self.ds, self.cfg, self.model_inputs = ds, cfg, list(model_inputs)
-        # checked once here, so each image goes straight from file to tensor
-        self._image_input = check_image_input(cfg, model_inputs).name if ds.kind == "images" and cfg else None
-        self.reporter, self.cancel = reporter, cancel
-        self._start, self._end = 0, len(ds)
-        self._pos = 0
 
-    @property
-    def is_random(self) -> bool:
-        return self.ds.is_random
+def resolve_preprocess(model_inputs: Sequence[TensorInfo] | Any, sample: Any = None, dataset: Dataset | None = None,
+                       overrides: dict[str, Any] | None = None) -> PreprocessConfig | None:
+    """The preprocessing a run uses: the sample manifest's (``sample`` is a ``SampleModel`` or a
+    ``PreprocessConfig``), else detected from the model's image input, else None; ``overrides`` (field →
+    value, e.g. from CLI flags) are applied on top. ``model_inputs`` may be a ``ModelInfo`` (its ``inputs``).
 
-    def get_next(self) -> dict[str, np.ndarray] | None:
-        if self.cancel is not None and self.cancel.cancelled:
-            raise Cancelled(step="calibrate")
-        i = self._start + self._pos
-        if i >= self._end:
-            return None
-        if self._image_input is not None:
-            feed = {self._image_input: preprocess_image(self.ds.load_image(i), self.cfg)[None]}
+    None when ``dataset`` holds no images (tensors and random data need no preprocessing), or when the model
+    input is not an image and nothing was overridden. Raises DataError for overrides that cannot work.
+    """
+    inputs = list(getattr(model_inputs, "inputs", model_inputs) or ())
+    overrides = {k: list(v) if isinstance(v, tuple) else v for k, v in (overrides or {}).items() if v is not None}
+    if dataset is not None and dataset.kind != "images" and not overrides:
+        return None
+    base: PreprocessConfig | None = getattr(sample, "preprocess", sample) if sample is not None else None
+    if base is None and len(inputs) == 1:
+        try:
+            base = detect_preprocess(inputs[0])
+        except DataError:
+            base = None
+    if not overrides:
+        return base
+    merged = {**(base or PreprocessConfig()).to_dict(), **{k: list(v) if isinstance(v, (list, tuple)) else v
+                                                             for k, v in overrides.items()}}
+    cfg = PreprocessConfig.from_dict(merged)
+    if cfg.problems():
+        raise DataError(" ".join(cfg.problems()))
+    return cfg
+
+
+# -- writing a dataset to disk (so another process can load it again) -----------------------------------
+
+
+def dataset_digest(ds: Dataset) -> str:
+    """sha256 of a dataset's content (sample names, labels, image bytes or arrays)."""
+    import hashlib
+
+    h = hashlib.sha256(f"{ds.kind}|{ds.is_random}|{ds.seed}|{','.join(ds.class_names)}".encode())
+    if ds.kind == "tensors":
+        for key in sorted(ds._tensors):
+            arr = np.ascontiguousarray(ds._tensors[key])
+            h.update(f"|{key}|{arr.dtype.str}|{arr.shape}".encode())
+            h.update(arr.tobytes())
+    for s in ds.samples:
+        h.update(f"|{s.name}|{s.label}|{s.index}".encode())
+        if ds.kind == "images":
+            h.update(ds._blobs[s.source] if s.source in ds._blobs else Path(s.source).read_bytes())
+    return h.hexdigest()
+
+
+def write_dataset(ds: Dataset, folder) -> Path:
+    """Write ``ds`` under ``folder`` so it loads again elsewhere: images as files (class sub-folders kept),
+    tensors as ``data.npy``/``data.npz`` (with ``labels``). Returns the path to load (folder or file).
+    Random datasets have nothing to write (DataError)."""
+    import os
+    import shutil
+    import tempfile
+
+    folder = Path(folder)
+    if ds.kind == "random":
+        raise DataError("Random data is regenerated from its count and seed; there is nothing to write.")
+    if ds.kind == "tensors":
+        name = "data.npy" if "" in ds._tensors else "data.npz"
+    else:
+        name = "images"
+    target = folder / name
+    if target.exists():
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".writing-", dir=folder))
+    try:
+        if ds.kind == "tensors":
+            rows = [s.index for s in ds.samples]
+            if "" in ds._tensors:
+                np.save(tmp / name, ds._tensors[""][rows], allow_pickle=False)
+            else:
+                arrays = {k: v[rows] for k, v in ds._tensors.items()}
+                if ds.labeled():
+                    arrays["labels"] = np.asarray([s.label for s in ds.samples], dtype=np.int64)
+                np.savez(tmp / name, **arrays)  # type: ignore[arg-type]
         else:
-            feed = self.ds.inputs(i, self.cfg, self.model_inputs)
-        self._pos += 1
-        total = self._end - self._start
-        self.reporter(ProgressEvent("calibrate", self._pos, total, f"calibration sample {self._pos}/{total}"))
-        return feed
+            root = tmp / name
+            for s in ds.samples:
+                dest = root.joinpath(*s.name.split("/"))
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                if s.source in ds._blobs:
+                    dest.write_bytes(ds._blobs[s.source])
+                else:
+                    shutil.copyfile(s.source, dest)
+        try:
+            os.replace(tmp / name, target)
+        except OSError:
+            if not target.exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
 
-    def rewind(self) -> None:
-        """Start again from the first sample."""
-        self._pos = 0
 
-    def __len__(self) -> int:
-        return len(self.ds)
+def load_path(path, class_names: Sequence[str] | None = None) -> Dataset:
+    """A dataset from a folder of images, a .zip of images, or a .npy/.npz tensor file."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise DataError(f"Data not found: {path}")
+    if p.is_dir():
+        return load_image_folder(p, class_names=class_names)
+    suffix = p.suffix.lower()
+    if suffix == ".zip":
+        return load_image_zip(p, class_names=class_names)
+    if suffix in (".npy", ".npz"):
+        return load_tensor_file(p)
+    raise DataError(f"Data must be a folder of images, a .zip or a .npy/.npz file: {path}")
 
-    def set_range(self, start_index: int, end_index: int) -> None:
-        self._start, self._end = max(0, start_index), min(len(self.ds), end_index)
-        self._pos = 0
+
+def pick_subset(ds: Dataset, n: int | None, stratify: bool = True, seed: int = 0) -> Dataset:
+    """``n`` samples of ``ds`` (all when ``n`` is None, 0 or at least its size): stratified by class, or drawn
+    uniformly with ``seed``. The one rule the app's evaluation subset and the CLI's ``--verify-samples`` use."""
+    if not n or n >= len(ds):
+        return ds
+    if stratify:
+        return stratified_sample(ds, n, seed)
+    rng = np.random.default_rng(seed)
+    return ds.subset(sorted(int(i) for i in rng.choice(len(ds), size=n, replace=False)))

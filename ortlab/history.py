@@ -19,13 +19,13 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
 from .artifact import Artifact
 from .bench import LatencySummary
 from .config import BenchConfig
+from .text import utc_timestamp
 from .errors import OrtlabError
 from .serial import dumps, from_plain, loads, to_plain
 
@@ -117,14 +117,11 @@ class BenchmarkRecord:
     variants: list[BenchVariant]
     config: BenchConfig
     summaries: list[LatencySummary] = field(default_factory=list)
+    origin: str = ""  # "app" or "cli": where the benchmark was started ("" when unknown)
 
     def names(self) -> dict[str, str]:
         """Variant id → display name."""
         return {v.id: v.name or v.id for v in self.variants if v.id}
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _reason(exc: BaseException) -> str:
@@ -184,7 +181,7 @@ class History:
     # -- runs ------------------------------------------------------------------------------------------
     def add(self, artifact: Artifact) -> int:
         """Store an :class:`ortlab.artifact.Artifact`; set and return its ``run_id``."""
-        created = artifact.created_at or _now()
+        created = artifact.created_at or utc_timestamp()
         plain = artifact.to_dict()
         plain.pop("run_id", None)
         plain["created_at"] = created
@@ -219,15 +216,16 @@ class History:
 
     # -- benchmarks ------------------------------------------------------------------------------------
     def add_benchmark(self, variants: Sequence[Any], config: Any, summaries: Sequence[Any],
-                      created_at: str | None = None) -> int:
+                      created_at: str | None = None, *, origin: str = "") -> int:
         """Store one benchmark: ``variants`` (:class:`BenchVariant`, run ids, or mappings with ``id``, ``name``,
         ``path``, ``run_id``), the ``BenchConfig`` and the ``LatencySummary`` list. Returns the benchmark id."""
         record = BenchmarkRecord(
-            id=None, created_at=created_at or _now(),
+            id=None, created_at=created_at or utc_timestamp(),
             variants=[v if isinstance(v, BenchVariant) else from_plain(BenchVariant, _variant_plain(v))
                       for v in variants],
             config=config if isinstance(config, BenchConfig) else BenchConfig.from_dict(config),
             summaries=[s if isinstance(s, LatencySummary) else LatencySummary.from_dict(s) for s in summaries],
+            origin=origin,
         )
         with self._connect() as conn:
             cur = conn.execute("INSERT INTO benchmarks (created_at, benchmark_json) VALUES (?, ?)",
@@ -274,7 +272,7 @@ def _run(row: sqlite3.Row) -> Artifact | UnreadableRun:
 
 def _benchmark_plain(record: BenchmarkRecord) -> dict[str, Any]:
     return {"schema_version": BENCHMARK_SCHEMA_VERSION, "variants": to_plain(record.variants),
-            "config": to_plain(record.config), "summaries": to_plain(record.summaries)}
+            "config": to_plain(record.config), "summaries": to_plain(record.summaries), "origin": record.origin}
 
 
 def _benchmark(row: sqlite3.Row) -> BenchmarkRecord | UnreadableBenchmark:

@@ -1,7 +1,8 @@
-"""Run a recipe end to end: validate → (pre-process) → calibrate/quantize or convert → optimize → verify.
+"""Run a recipe as a plan of stages: validate → (pre-process) → calibrate → quantize, or convert → optimize → verify.
 
-The source model is read in place and never modified; everything is written into ``out_dir``:
-``model.onnx``, ``recipe.json`` and ``artifact.json``.
+:func:`plan` lists the stages a recipe runs, before anything runs; :func:`run_recipe` executes that plan, one
+small step function per stage, each timed by its own start and stop. The source model is read in place and
+never modified; everything is written into ``out_dir``: ``model.onnx``, ``recipe.json`` and ``artifact.json``.
 """
 
 from __future__ import annotations
@@ -9,18 +10,19 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from datetime import datetime, UTC
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 from . import config as cfg
 from .artifact import MODEL_FILE, RECIPE_FILE, Artifact, file_bytes
 from .config import OptLevel, PreprocessConfig, Precision, QuantMode, Recipe
+from .eval_report import EvalReport
+from .text import one_line, utc_timestamp
 from .errors import (DataError, ModelLoadError, OptimizationError, OrtlabError,
                      QuantizationError, RecipeError)
 from .progress import CancelToken, ProgressEvent, Reporter, null_reporter
-from .text import one_line
 
 _STAGE_ERRORS: dict[str, type[OrtlabError]] = {
     "validate": ModelLoadError, "preprocess": QuantizationError, "calibrate": DataError,
@@ -32,48 +34,230 @@ NO_CALIBRATION_DATA = ("Static quantization needs calibration data: give a folde
                        "use dynamic quantization, or allow random data (results will be flagged).")
 
 
+@dataclass(frozen=True)
+class Stage:
+    """One step of a recipe run: ``name`` (the key of its progress events and timing) and a human label."""
+
+    name: str
+    label: str
+
+
+_LABELS = {
+    "validate": "Check recipe, model and data", "preprocess": "Pre-process (shape inference, BatchNorm folding)",
+    "calibrate": "Calibrate", "quantize": "Quantize", "convert": "Convert to fp16", "optimize": "Graph optimization",
+    "verify": "Verify against the original",
+}
+
+
+def _is_static(recipe: Recipe) -> bool:
+    return recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.STATIC
+
+
+def plan(recipe: Recipe) -> list[Stage]:
+    """The stages ``run_recipe`` runs for ``recipe``, in order (exactly those, known before anything runs)."""
+    names = ["validate"]
+    if recipe.precision == Precision.FP16:
+        names.append("convert")
+    elif recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.DYNAMIC:
+        names.append("quantize")
+    elif _is_static(recipe):
+        names += (["preprocess"] if recipe.quant.preprocess else []) + ["calibrate", "quantize"]
+    if not (_is_static(recipe) and recipe.opt_level == OptLevel.DISABLED):
+        names.append("optimize")
+    names.append("verify")
+    return [Stage(n, _LABELS[n]) for n in names]
+
+
+@dataclass
 class _Run:
-    """State of one ``run_recipe`` call: stage timing, reporting, cancel and error wrapping."""
+    """The state one ``run_recipe`` call carries from stage to stage."""
 
-    def __init__(self, reporter: Reporter, cancel: CancelToken | None) -> None:
-        self.reporter = reporter
-        self.cancel = cancel
-        self.timings: dict[str, float] = {}
-        self.warnings: list[str] = []
+    source: Path
+    recipe: Recipe
+    out_dir: Path
+    dataset: Any
+    verify_dataset: Any
+    preprocess: PreprocessConfig | None
+    verify_samples: int
+    reporter: Reporter
+    cancel: CancelToken | None
+    work: Path = Path()
+    current: Path = Path()  # the model the next stage reads
+    info: Any = None
+    timings: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    random_data: bool = False
+    evaluation: EvalReport | None = None
+    providers: list[str] = field(default_factory=list)
 
-    def check(self, stage: str) -> None:
-        if self.cancel is not None:
-            self.cancel.raise_if_cancelled(stage)
+    @property
+    def final(self) -> Path:
+        return self.out_dir / MODEL_FILE
 
-    def stage(self, stage: str, fn: Callable[[], Any], message: str = "", *, events: bool = True) -> Any:
-        """Run one step: report it (unless ``events`` is False), time it, type its errors, honour cancel."""
-        self.check(stage)
-        if events:
-            self.reporter(ProgressEvent(stage, 0, 1, message))
-        start = time.perf_counter()
-        try:
-            result = fn()
-        except OrtlabError as exc:
-            if exc.step is None:
-                exc.step = stage
-            raise
-        except Exception as exc:
-            raise _STAGE_ERRORS[stage](one_line(exc), step=stage) from exc
-        finally:
-            self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter() - start
-        if events:
-            self.reporter(ProgressEvent(stage, 1, 1, message))
-        self.check(stage)
-        return result
-
-    def add_warnings(self, items) -> None:
+    def warn(self, items) -> None:
         for w in items or ():
-            if w and w not in self.warnings:
+            if w and str(w) not in self.warnings:
                 self.warnings.append(str(w))
 
+    def pre_for(self, ds) -> PreprocessConfig | None:
+        from .data import resolve_preprocess
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+        if self.preprocess is not None or ds is None:
+            return self.preprocess
+        return resolve_preprocess(self.info.inputs, dataset=ds)
+
+    def next_path(self, name: str) -> Path:
+        return self.work / name
+
+
+# -- the step functions: each reads and writes the _Run; the stage wrapper times and reports it ----------------
+
+
+def _validate(r: _Run) -> None:
+    from . import data as data_mod
+    from . import providers
+    from .model import inspect_model
+
+    findings = cfg.require_valid(r.recipe, providers.working_providers())
+    r.warn(f.message for f in findings if f.level == "warning")
+    r.notes.extend(f.message for f in findings if f.level == "note")
+    if not r.source.is_file():
+        raise ModelLoadError(f"Model file not found: {r.source}.")
+    r.info = inspect_model(r.source)
+    r.warn(r.info.warnings)
+    if _is_static(r.recipe) and r.dataset is None and not r.recipe.allow_random_data:
+        raise RecipeError(NO_CALIBRATION_DATA)
+    if r.preprocess is not None and r.preprocess.problems():
+        raise DataError(" ".join(r.preprocess.problems()))
+    for ds in (r.dataset, r.verify_dataset):
+        if ds is not None:
+            data_mod.check_fits(ds, r.pre_for(ds), r.info.inputs)
+    r.random_data = bool(r.dataset is not None and r.dataset.is_random)
+
+
+
+def _convert(r: _Run) -> None:
+    from .fp16 import convert_fp16
+
+    dst = r.next_path("fp16.onnx")
+    r.warn(convert_fp16(r.current, dst, r.recipe.keep_io_types))
+    r.current = dst
+
+
+def _quantize_dynamic(r: _Run) -> None:
+    from .quantize import quantize_dynamic_model
+
+    dst = r.next_path("quantized.onnx")
+    r.warn(quantize_dynamic_model(r.current, dst, r.recipe.quant))
+    r.current = dst
+
+
+def _preprocess(r: _Run) -> None:
+    from .quantize import preprocess_for_quantization
+
+    dst = r.next_path("preprocessed.onnx")
+    r.warn(preprocess_for_quantization(r.current, dst))
+    r.current = dst
+
+
+def _calibrate(r: _Run) -> None:
+    from . import data as data_mod
+    from .calibration import CalibrationReader
+    from .quantize import calibrate_model
+
+    q = r.recipe.quant
+    calib = r.dataset if r.dataset is not None else data_mod.random_dataset(q.calibration_samples, seed=q.seed)
+    r.random_data = r.random_data or calib.is_random
+    calib = data_mod.stratified_sample(calib, q.calibration_samples, q.seed)
+    r.reporter(ProgressEvent("calibrate", 0, len(calib), f"Calibrating on {len(calib)} samples"))
+    reader = CalibrationReader(calib, r.pre_for(calib), r.info.inputs, r.reporter, r.cancel)
+    r.warn(calibrate_model(r.current, q, reader, r.next_path("calibration.json")))
+
+
+def _quantize_static(r: _Run) -> None:
+    from .quantize import quantize_calibrated_model
+
+    dst = r.next_path("quantized.onnx")
+    r.warn(quantize_calibrated_model(r.current, dst, r.recipe.quant, r.next_path("calibration.json")))
+    r.current = dst
+
+
+def _optimize(r: _Run) -> None:
+    from .optimize import optimize_model
+
+    r.warn(optimize_model(r.current, r.final, r.recipe.opt_level, r.recipe.target).warnings)
+    r.current = r.final
+
+
+def _verify(r: _Run) -> None:
+    from . import data as data_mod
+    from . import providers
+    from .evaluate import evaluate
+
+    if r.current != r.final:  # no optimize stage: the last model is the result
+        shutil.copyfile(r.current, r.final)
+        r.current = r.final
+    q = r.recipe.quant
+    ver = r.verify_dataset if r.verify_dataset is not None else r.dataset
+    if ver is None and r.recipe.allow_random_data:
+        ver = data_mod.random_dataset(max(1, r.verify_samples), seed=q.seed)
+    if ver is None or r.verify_samples <= 0:
+        r.notes.append("Verification skipped: no evaluation data was given.")
+        _, used = providers.create_session(r.final, r.recipe.target)
+        r.providers = list(used)
+        return
+    sample = data_mod.stratified_sample(ver, r.verify_samples, q.seed)
+    r.random_data = r.random_data or ver.is_random
+    report = evaluate(r.source, r.final, sample, r.pre_for(sample), target=r.recipe.target, reporter=r.reporter,
+                      cancel=r.cancel)
+    r.evaluation = report
+    r.providers = list(report.providers_cand)
+
+
+def _messages(r: _Run) -> dict[str, str]:
+    q = r.recipe.quant
+    return {
+        "preprocess": "Shape inference and BatchNorm folding (quant_pre_process)",
+        "calibrate": f"Collecting activation ranges ({q.calibration_method.value})",
+        "quantize": "Dynamic int8 quantization" if q.mode == QuantMode.DYNAMIC else
+                    "Computing scales and writing the int8 model",
+        "convert": "Converting weights to float16", "optimize": f"Graph optimization ({r.recipe.opt_level.value})",
+        "verify": "Comparing with the source" if (r.verify_dataset or r.dataset) is not None or
+                  r.recipe.allow_random_data else "Loading the result (no evaluation data)",
+    }
+
+
+def _step(stage: str, recipe: Recipe) -> Callable[[_Run], Any]:
+    if stage == "quantize":
+        return _quantize_static if _is_static(recipe) else _quantize_dynamic
+    return {"validate": _validate, "convert": _convert, "preprocess": _preprocess, "calibrate": _calibrate,
+            "optimize": _optimize, "verify": _verify}[stage]
+
+
+def _run_stage(r: _Run, stage: str, fn: Callable[[_Run], Any], message: str) -> None:
+    """Report, time, type the errors of and honour cancel around one step."""
+    if r.cancel is not None:
+        r.cancel.raise_if_cancelled(stage)
+    if stage != "calibrate":  # calibrate reports its own n/N events
+        r.reporter(ProgressEvent(stage, 0, 1, message))
+    start = time.perf_counter()
+    try:
+        fn(r)
+    except OrtlabError as exc:
+        if exc.step is None:
+            exc.step = stage
+        raise
+    except MemoryError:
+        raise  # the run service turns it into "this run needed more than X GB"
+    except Exception as exc:
+        raise _STAGE_ERRORS[stage](one_line(exc), step=stage) from exc
+    finally:
+        r.timings[stage] = r.timings.get(stage, 0.0) + time.perf_counter() - start
+    if stage != "calibrate":
+        r.reporter(ProgressEvent(stage, 1, 1, message))
+    if r.cancel is not None:
+        r.cancel.raise_if_cancelled(stage)
 
 
 def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: PreprocessConfig | None = None,
@@ -83,150 +267,34 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
 
     ``dataset`` (``ortlab.data.Dataset``) feeds calibration and, unless ``verify_dataset`` is given, the
     verification against the source. Without data, static int8 needs ``recipe.allow_random_data`` and
-    verification is skipped. Stages are reported to ``reporter``; ``cancel`` raises ``Cancelled``.
+    verification is skipped. ``preprocess`` None means :func:`ortlab.data.resolve_preprocess` decides.
+    Each stage of :func:`plan` is reported to ``reporter``; ``cancel`` raises ``Cancelled``.
     """
-    from . import data as data_mod
-    from . import providers
-    from .model import inspect_model, sha256_file
+    from .model import sha256_file
 
-    run = _Run(reporter, cancel)
-    notes: list[str] = []
     source = Path(model_path)
-    out_dir = Path(out_dir)
-    q = recipe.quant
-    is_static = recipe.precision == Precision.INT8 and q.mode == QuantMode.STATIC
-
-    def pre_for(ds, inputs):
-        if preprocess is not None or ds is None or getattr(ds, "kind", "") != "images":
-            return preprocess
-        return data_mod.detect_preprocess(inputs[0])
-
-    # -- validate: nothing is written before the recipe, the model and the data are known to fit --------
-    def validate():
-        findings = cfg.require_valid(recipe, providers.working_providers())
-        run.add_warnings(f.message for f in findings if f.level == "warning")
-        notes.extend(f.message for f in findings if f.level == "note")
-        if not source.is_file():
-            raise ModelLoadError(f"Model file not found: {source}.")
-        info = inspect_model(source)
-        run.add_warnings(info.warnings)
-        if is_static and dataset is None and not recipe.allow_random_data:
-            raise RecipeError(NO_CALIBRATION_DATA)
-        if preprocess is not None and preprocess.problems():
-            raise DataError(" ".join(preprocess.problems()))
-        for ds in (dataset, verify_dataset):
-            if ds is not None:
-                data_mod.check_fits(ds, pre_for(ds, info.inputs), info.inputs)
-        return info
-
-    info = run.stage("validate", validate, "Checking the recipe, the model and the data")
-
-    model_inputs = list(info.inputs)
-    random_data = bool(dataset is not None and getattr(dataset, "is_random", False))
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    final = out_dir / MODEL_FILE
-    work = Path(tempfile.mkdtemp(prefix=".ortlab-work-", dir=out_dir))
+    r = _Run(source, recipe, Path(out_dir), dataset, verify_dataset, preprocess, verify_samples, reporter, cancel,
+             current=source)
+    stages = plan(recipe)
+    _run_stage(r, "validate", _validate, "Checking the recipe, the model and the data")
+    messages = _messages(r)
+    r.out_dir.mkdir(parents=True, exist_ok=True)
+    r.work = Path(tempfile.mkdtemp(prefix=".ortlab-work-", dir=r.out_dir))
     try:
-        from .optimize import optimize_model
-
-        def optimize(src: Path) -> None:
-            res = run.stage("optimize", lambda: optimize_model(src, final, recipe.opt_level, recipe.target),
-                            f"Graph optimization ({recipe.opt_level.value})")
-            run.add_warnings(res.warnings)
-
-        if recipe.precision == Precision.FP32:
-            optimize(source)
-        elif recipe.precision == Precision.FP16:
-            from .fp16 import convert_fp16
-
-            fp16_path = work / "fp16.onnx"
-            run.add_warnings(run.stage("convert", lambda: convert_fp16(source, fp16_path, recipe.keep_io_types),
-                                       "Converting weights to float16"))
-            optimize(fp16_path)
-        elif q.mode == QuantMode.DYNAMIC:
-            from .quantize import quantize_dynamic_model
-
-            q_path = work / "quantized.onnx"
-            run.add_warnings(run.stage("quantize", lambda: quantize_dynamic_model(source, q_path, q),
-                                       "Dynamic int8 quantization"))
-            optimize(q_path)
-        else:
-            from .quantize import preprocess_for_quantization, quantize_static_model
-
-            src = source
-            if q.preprocess:
-                pre_path = work / "preprocessed.onnx"
-                run.add_warnings(run.stage("preprocess", lambda: preprocess_for_quantization(source, pre_path),
-                                           "Shape inference and BatchNorm folding (quant_pre_process)"))
-                src = pre_path
-            calib = dataset
-            if calib is None:
-                calib = data_mod.random_dataset(q.calibration_samples, seed=q.seed)
-            random_data = random_data or bool(getattr(calib, "is_random", False))
-            calib = data_mod.stratified_sample(calib, q.calibration_samples, q.seed)
-            total = len(calib)
-            calib_times: list[float] = []
-
-            def calib_reporter(event: ProgressEvent) -> None:
-                if event.stage == "calibrate":
-                    calib_times.append(time.perf_counter())
-                reporter(event)
-                if event.stage == "calibrate" and event.total and event.done >= event.total:
-                    reporter(ProgressEvent("quantize", 0, 1, "Computing ranges and writing the int8 model"))
-
-            reporter(ProgressEvent("calibrate", 0, total, f"Calibrating on {total} samples"))
-            reader = data_mod.CalibrationReader(calib, pre_for(calib, model_inputs), model_inputs, calib_reporter,
-                                                cancel)
-            q_path = work / "quantized.onnx"
-            start = time.perf_counter()
-            run.add_warnings(run.stage("quantize", lambda: quantize_static_model(src, q_path, q, reader),
-                                       events=False))
-            if calib_times:  # ORT pulls every sample first, then computes ranges and writes the model
-                run.timings["calibrate"] = calib_times[-1] - start
-                run.timings["quantize"] -= run.timings["calibrate"]
-            reporter(ProgressEvent("quantize", 1, 1, "Computing ranges and writing the int8 model"))
-            if recipe.opt_level == OptLevel.DISABLED:
-                shutil.copyfile(q_path, final)
-            else:
-                optimize(q_path)
-
-        # -- verify against the source ---------------------------------------------------------------
-        ver = verify_dataset if verify_dataset is not None else dataset
-        if ver is None and recipe.allow_random_data:
-            ver = data_mod.random_dataset(max(1, verify_samples), seed=q.seed)
-        evaluation = None
-        if ver is not None and verify_samples > 0:
-            from .evaluate import evaluate
-
-            ver_sample = data_mod.stratified_sample(ver, verify_samples, q.seed)
-            random_data = random_data or bool(getattr(ver, "is_random", False))
-            ver_pre = pre_for(ver_sample, model_inputs)
-            report = run.stage("verify", lambda: evaluate(source, final, ver_sample, ver_pre, target=recipe.target,
-                                                          reporter=reporter, cancel=cancel),
-                               f"Comparing with the source on {len(ver_sample)} samples")
-            evaluation = report
-            used = list(report.providers_cand)
-        else:
-            notes.append("Verification skipped: no evaluation data was given.")
-
-            def open_session():
-                _, used_providers = providers.create_session(final, recipe.target)
-                return list(used_providers)
-
-            used = run.stage("verify", open_session, "Loading the result (no evaluation data)")
+        for stage in stages[1:]:
+            _run_stage(r, stage.name, _step(stage.name, recipe), messages.get(stage.name, ""))
     except BaseException:
-        final.unlink(missing_ok=True)
+        r.final.unlink(missing_ok=True)
         raise
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(r.work, ignore_errors=True)
 
     artifact = Artifact(
-        run_id=None, model_path=final, source_path=source.resolve(), source_sha256=info.sha256,
-        sha256=sha256_file(final), recipe=recipe, timings=run.timings, warnings=run.warnings, providers=used,
-        size_bytes=file_bytes(final), source_size_bytes=int(info.total_bytes), random_data=random_data,
-        created_at=_now(), evaluation=evaluation, notes=notes,
+        run_id=None, model_path=r.final, source_path=source.resolve(), source_sha256=r.info.sha256,
+        sha256=sha256_file(r.final), recipe=recipe, timings=r.timings, warnings=r.warnings, providers=r.providers,
+        size_bytes=file_bytes(r.final), source_size_bytes=int(r.info.total_bytes), random_data=r.random_data,
+        created_at=utc_timestamp(), evaluation=r.evaluation, notes=r.notes,
     )
-    (out_dir / RECIPE_FILE).write_text(recipe.to_json(), encoding="utf-8")
+    (r.out_dir / RECIPE_FILE).write_text(recipe.to_json(), encoding="utf-8")
     artifact.save()
     return artifact

@@ -277,68 +277,85 @@ def _as_mode(q: QuantConfig, mode: QuantMode) -> QuantConfig:
     return replace(q, mode=mode)
 
 
-def quantize_static_model(src, dst, q: QuantConfig, reader) -> list[str]:
-    """Static int8: calibrate with ``reader`` (a ``CalibrationReader``), then quantize ``src`` into ``dst``.
-
-    Calibration temp files (augmented model, range cache) live in a temp dir. Raises ``Cancelled`` when
-    the reader's cancel token is set, ``DataError`` for data that does not fit, ``QuantizationError`` else.
-    """
+def _static_args(q: QuantConfig) -> OrtArguments:
     args = ort_arguments(q if q.mode == QuantMode.STATIC else _as_mode(q, QuantMode.STATIC))
     if q.calibration_method == CalibrationMethod.DISTRIBUTION and q.num_bins < DISTRIBUTION_MIN_BINS:
         raise QuantizationError(f"The Distribution method needs at least {DISTRIBUTION_MIN_BINS} histogram bins "
                                 f"(got {q.num_bins}); raise num_bins.", step="calibrate")
+    return args
+
+
+def calibrate_model(src, q: QuantConfig, reader, cache) -> list[str]:
+    """Calibrate ``src`` with ``reader`` (a :class:`ortlab.calibration.CalibrationReader`) and write the
+    activation ranges as ONNX Runtime's calibration cache ``cache`` (JSON); returns warnings.
+
+    The one calibration path for every method: ORT's ``create_calibrator`` → ``collect_data`` →
+    ``compute_data``, with the method's own options (histogram bins, percentile, moving average, symmetry).
+    Raises ``Cancelled`` when the reader's cancel token is set, ``QuantizationError`` else.
+    """
+    args = _static_args(q)
     model, warnings = _ensure_opset(_load(src, "calibrate"), "calibrate")
-    dst = _check_dst(src, dst, "quantize")
     if getattr(reader, "is_random", False):
         warnings.append("Calibrated with random data: activation ranges do not represent real inputs, so the "
                         "quantized model's accuracy is meaningless.")
-    with tempfile.TemporaryDirectory(prefix="ortlab-quant-") as tmpdir:
+    cache = Path(cache)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ortlab-calib-") as tmpdir:
         tmp = Path(tmpdir)
         staged = _stage_input(model, tmp)
         if hasattr(reader, "rewind"):
             reader.rewind()
+        try:
+            with _ort_quiet() as log:
+                calibrator = create_calibrator(staged, augmented_model_path=str(tmp / "augmented_model.onnx"),
+                                               **args.calibrator)
+                calibrator.collect_data(reader)
+                ranges = calibrator.compute_data()
+                save_tensors_data(ranges, cache)
+                del calibrator
+        except (Cancelled, OrtlabError):
+            raise
+        except Exception as exc:
+            raise _fail("calibrate", exc, _CALIBRATE_HINT) from None
+    return warnings + _log_warnings(log.messages)
+
+
+def quantize_calibrated_model(src, dst, q: QuantConfig, cache) -> list[str]:
+    """Static int8 of ``src`` into ``dst`` from the ranges :func:`calibrate_model` wrote to ``cache``:
+    ``quantize_static`` with no data reader, reading the calibration cache. Returns warnings."""
+    args = _static_args(q)
+    model, warnings = _ensure_opset(_load(src, "quantize"), "quantize")
+    warnings = [w for w in warnings if not w.startswith("Converted the model from opset")]  # said by calibrate
+    dst = _check_dst(src, dst, "quantize")
+    cache = Path(cache)
+    if not cache.is_file():
+        raise QuantizationError(f"No calibration cache at {cache}: calibrate first.", step="quantize")
+    with tempfile.TemporaryDirectory(prefix="ortlab-quant-") as tmpdir:
+        tmp = Path(tmpdir)
+        staged = _stage_input(model, tmp)
         out = tmp / "quantized.onnx"
-        if q.calibration_method == CalibrationMethod.MINMAX:
-            # quantize_static passes every MinMax option on, so this is the one call a person would write.
-            log_messages = _quantize_static(staged, out, args, calibration_data_reader=reader)
-        else:
-            # quantize_static has no key for histogram bins: calibrate here, hand ORT the ranges as a cache.
-            cache = tmp / "calibration.json"
-            log_messages = _calibrate(staged, tmp, args, reader, cache)
-            log_messages += _quantize_static(staged, out, args, calibration_data_reader=None,
-                                             calibration_cache_path=str(cache))
+        try:
+            with _ort_quiet() as log:
+                quantize_static(str(staged), str(out), calibration_data_reader=None,
+                                calibration_cache_path=str(cache), **args.quantize)
+        except (Cancelled, OrtlabError):
+            raise
+        except Exception as exc:
+            raise _fail("quantize", exc, _QUANTIZE_HINT) from None
         _finish(out, dst, "quantize")
-    return warnings + _log_warnings(log_messages)
+    return warnings + _log_warnings(log.messages)
 
 
-def _calibrate(staged: Path, tmp: Path, args: OrtArguments, reader, cache: Path) -> list[str]:
-    try:
-        with _ort_quiet() as log:
-            calibrator = create_calibrator(staged, augmented_model_path=str(tmp / "augmented_model.onnx"),
-                                           **args.calibrator)
-        with contextlib.redirect_stdout(io.StringIO()):
-            calibrator.collect_data(reader)
-            ranges = calibrator.compute_data()
-        save_tensors_data(ranges, cache)
-        del calibrator
-    except (Cancelled, OrtlabError):
-        raise
-    except Exception as exc:
-        raise _fail("calibrate", exc, _CALIBRATE_HINT) from None
-    return log.messages
-
-
-def _quantize_static(staged: Path, out: Path, args: OrtArguments, **calibration: Any) -> list[str]:
-    try:
-        with _ort_quiet() as log, contextlib.redirect_stdout(io.StringIO()):
-            quantize_static(str(staged), str(out), **calibration, **args.quantize)
-    except (Cancelled, OrtlabError):
-        raise
-    except Exception as exc:
-        step = "calibrate" if calibration.get("calibration_data_reader") is not None else "quantize"
-        hint = _CALIBRATE_HINT if step == "calibrate" else _QUANTIZE_HINT
-        raise _fail(step, exc, hint) from None
-    return log.messages
+def quantize_static_model(src, dst, q: QuantConfig, reader) -> list[str]:
+    """Static int8 in one call: :func:`calibrate_model` then :func:`quantize_calibrated_model` (the cache in
+    a temp dir). Nothing lands next to the source or in the current directory."""
+    with tempfile.TemporaryDirectory(prefix="ortlab-static-") as tmpdir:
+        cache = Path(tmpdir) / "calibration.json"
+        warnings = calibrate_model(src, q, reader, cache)
+        for w in quantize_calibrated_model(src, dst, q, cache):
+            if w not in warnings:
+                warnings.append(w)
+    return warnings
 
 
 _CALIBRATE_HINT = "Check that the preprocessing (size, layout, channels, dtype) matches the model input."

@@ -175,3 +175,19 @@ def find_by_sha256(sha256: str, root=None) -> SampleModel | None:
             return sample
     return None
 
+
+
+def find_for_model(model_path) -> SampleModel | None:
+    """The bundled sample whose model is ``model_path`` (the same file, or the same bytes elsewhere), or None."""
+    from .model import sha256_file
+
+    try:
+        same = find_by_path(model_path)
+        if same is not None:
+            return same
+        size = Path(model_path).stat().st_size
+        if not any(s.model_path.stat().st_size == size for s in list_samples(skip_broken=True)):
+            return None  # no sample can have the same bytes: skip hashing the model
+        return find_by_sha256(sha256_file(model_path))
+    except (OrtlabError, OSError):
+        return None

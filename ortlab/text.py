@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 MAX_ONE_LINE = 2000  # only pathological texts are capped, and only at the end
 
 
@@ -34,3 +36,8 @@ def format_bytes(n: float | int | None) -> str:
         if abs(n) >= size:
             return f"{n / size:.2f} {unit}"
     return f"{int(n)} B"
+
+
+def utc_timestamp() -> str:
+    """Now, in UTC, as ISO 8601 to the second (``2026-11-23T19:30:00+00:00``): how runs are dated."""
+    return datetime.now(UTC).isoformat(timespec="seconds")

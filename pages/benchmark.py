@@ -4,7 +4,6 @@ import streamlit as st
 
 from ortlab.bench_compare import compare_benchmarks, running_stats
 from ortlab.config import BenchConfig
-from ortlab.history import BenchmarkRecord, BenchVariant
 from ortlab.ui import actions, bench_view, charts, jobs, state
 from ortlab.ui.bench_job import collect, start_benchmark
 from ortlab.ui.forms import dataclass_form
@@ -70,7 +69,7 @@ if job is not None and not job.done:
     def poll() -> None:
         draw_live(job)
         if st.button(":material/cancel: Cancel benchmark", key="bench.cancel"):
-            job.cancel.cancel()
+            job.cancel()
         if job.done:
             st.rerun()
 
@@ -78,15 +77,9 @@ if job is not None and not job.done:
 elif job is not None:
     draw_live(job)
     if job.state == jobs.DONE:
-        if not job.handled:
+        if not job.handled:  # the service already recorded it in the history
             job.handled = True
-            run_ids = {v.id: v.artifact.run_id for v in variants if v.artifact is not None}
-            record = BenchmarkRecord(None, "", [BenchVariant(vid, name, path, run_ids.get(vid))
-                                                for vid, name, path in job.meta["variants"]],
-                                     job.meta["config"], list(job.result))
-            with engine_errors("Saving the benchmark in the history"):
-                record.id = actions.history().add_benchmark(record.variants, record.config, record.summaries)
-            state.set_last_benchmark(record)
+            state.set_last_benchmark(job.record)
     else:
         show_message(*error_message("Benchmarking", job.error))
 

@@ -3,7 +3,6 @@
 import streamlit as st
 
 from ortlab.artifact import Artifact
-from ortlab.config import recipe_cli_line
 from ortlab.serial import to_plain
 from ortlab.text import format_bytes
 from ortlab.ui import actions, cards
@@ -58,7 +57,7 @@ st.caption(f"Source {r.source_path} (sha256 {r.source_sha256[:12]}) → {r.model
 for w in r.warnings:
     st.caption(f"⚠ {w}")
 
-cli = recipe_cli_line(recipe, str(r.source_path), f"run{run_id}.onnx")
+cli = actions.cli_line(r, f"run{run_id}.onnx")
 st.code(cli, language="bash")
 d = st.columns(5)
 if model_file.is_file():

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from ortlab.config import (OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target, errors_of,
-                           recipe_cli_line, validate_recipe)
+                           validate_recipe)
 from ortlab.pipeline import NO_CALIBRATION_DATA
 from ortlab.ui import actions, state
 from ortlab.ui.forms import dataclass_form
@@ -65,7 +65,7 @@ if c1.button("▶ Run recipe", key="recipe.run", type="primary", disabled=bool(e
     with engine_errors("Starting the run"):
         actions.start_recipe_job(recipe)
         st.rerun()
-c2.code(recipe_cli_line(recipe, str(state.model_path())), language="bash")
+c2.code(actions.run_spec(recipe).cli_line("OUT.onnx"), language="bash")
 
 arts = state.artifacts()
 if arts:

@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
+from ortlab.ui.actions import DEMO_RECIPE
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -369,3 +370,29 @@ def test_history_lists_an_unreadable_run_as_such_and_keeps_the_rest(demo_app):
     why = at.dataframe[1].value
     assert list(why["run"]) == [broken] and "sparsity" in why["why"].iloc[0]
     assert at.selectbox(key="history.run").value == good
+def test_the_demo_cli_line_reproduces_the_demo_and_both_show_in_history(demo_app, capsys):
+    import json
+    import shlex
+
+    from ortlab import cli
+    from ortlab.history import History
+    from ortlab.model import sha256_file
+
+    at, home = demo_app
+    row = History(home / "history.sqlite").list()[-1]  # the demo run
+    assert row.origin == "app"
+    at.switch_page("pages/history.py").run()
+    at.selectbox(key="history.run").set_value(row.run_id).run()
+    line = at.code[0].value
+    assert "--calibration" in line and "--eval" in line and "--quant-mode static" in line
+    capsys.readouterr()
+    assert cli.main(shlex.split(line)[1:]) == 0, capsys.readouterr().err
+    out = Path(shlex.split(line)[3])
+    assert sha256_file(out) == row.sha256
+    capsys.readouterr()
+    assert cli.main(["history", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    by_origin = {r["origin"]: r for r in doc["runs"] if "reason" not in r}  # an earlier test left an unreadable row
+    assert set(by_origin) == {"app", "cli"} and by_origin["cli"]["sha256"] == by_origin["app"]["sha256"]
+    assert by_origin["app"]["recipe"] == by_origin["cli"]["recipe"] == DEMO_RECIPE.to_dict()
+    assert by_origin["cli"]["size_bytes"] > 0

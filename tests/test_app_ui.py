@@ -1,10 +1,8 @@
-"""Helpers of the Streamlit UI that need no browser: jobs and the benchmark queue, generated forms, colours,
+"""Helpers of the Streamlit UI that need no browser: generated forms, colours,
 error messages, and benchmark tables."""
 
 from __future__ import annotations
 
-import threading
-import time
 
 import pytest
 
@@ -12,103 +10,8 @@ from ortlab.bench import LatencySummary
 from ortlab.bench_compare import compare_benchmarks, running_stats
 from ortlab.config import QuantConfig, Recipe
 from ortlab.errors import Cancelled, QuantizationError
-from ortlab.progress import ProgressEvent
-from ortlab.ui import bench_view, charts, forms, jobs
+from ortlab.ui import bench_view, charts, forms
 from ortlab.ui.guard import error_message
-
-
-def wait_until(condition, timeout: float = 10.0, what: str = "the condition") -> None:
-    """Poll ``condition()`` until it is true; fail after ``timeout`` seconds (no fixed sleeps)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
-
-
-def test_job_runs_in_a_thread_and_reports_progress_and_items(monkeypatch):
-    monkeypatch.delenv("ORTLAB_SYNC_JOBS", raising=False)
-    gate, emitted = threading.Event(), threading.Event()
-    caller = threading.get_ident()
-
-    def work(job):
-        job.report(ProgressEvent("calibrate", 1, 4, "one"))
-        job.emit("sample-1")
-        emitted.set()
-        gate.wait(5)
-        job.report(ProgressEvent("calibrate", 4, 4, "all"))
-        return threading.get_ident()
-
-    job = jobs.Job("t", work).start(sync=False)
-    assert emitted.wait(5)
-    assert not job.done
-    assert job.drain() == ["sample-1"]
-    assert job.progress["calibrate"].done == 1
-    gate.set()
-    assert job.wait(5) and job.state == jobs.DONE
-    job.drain()
-    assert job.progress["calibrate"].fraction == 1.0 and job.stages == ["calibrate"]
-    assert job.result != caller
-
-
-def test_sync_mode_runs_in_the_calling_thread(monkeypatch):
-    monkeypatch.setenv("ORTLAB_SYNC_JOBS", "1")
-    job = jobs.Job("t", lambda j: threading.get_ident()).start()
-    assert job.done and job.result == threading.get_ident()
-
-
-def test_job_errors_and_cancel_are_kept_not_raised():
-    def boom(job):
-        raise QuantizationError("ORT failed.", step="quantize")
-
-    def cancelled(job):
-        job.cancel.cancel()
-        job.cancel.raise_if_cancelled("calibrate")
-
-    j1 = jobs.Job("a", boom).start(sync=True)
-    j2 = jobs.Job("b", cancelled).start(sync=True)
-    assert j1.state == jobs.FAILED and isinstance(j1.error, QuantizationError)
-    assert j2.state == jobs.CANCELLED and isinstance(j2.error, Cancelled)
-
-
-def test_one_exclusive_job_at_a_time_others_queue_in_order():
-    order, first_running, release = [], threading.Event(), threading.Event()
-
-    def slow(job):
-        order.append(("start", job.name))
-        first_running.set()
-        release.wait(5)
-        order.append(("end", job.name))
-
-    def quick(job):
-        order.append(("start", job.name))
-
-    a = jobs.Job("a", slow, exclusive=True).start(sync=False)
-    assert first_running.wait(5)
-    b = jobs.Job("b", quick, exclusive=True).start(sync=False)
-    wait_until(lambda: jobs.busy() == 2, what="b to queue")  # b queues before c is started
-    c = jobs.Job("c", quick, exclusive=True).start(sync=False)
-    wait_until(lambda: jobs.busy() == 3, what="c to queue")
-    assert jobs.queue_position(b.id) == 1 and jobs.queue_position(c.id) == 2
-    wait_until(lambda: b.drain() == [] and "queued" in b.progress, what="b's queued message")
-    assert b.state == jobs.QUEUED and b.progress["queued"].message == "Queued behind 1 benchmark."
-    release.set()
-    for j in (a, b, c):
-        assert j.wait(10) and j.state == jobs.DONE
-    assert order == [("start", "a"), ("end", "a"), ("start", "b"), ("start", "c")]
-    assert jobs.busy() == 0
-
-
-def test_a_queued_job_can_be_cancelled():
-    release, running = threading.Event(), threading.Event()
-    a = jobs.Job("a", lambda j: (running.set(), release.wait(5)), exclusive=True).start(sync=False)
-    assert running.wait(5)
-    b = jobs.Job("b", lambda j: "never", exclusive=True).start(sync=False)
-    wait_until(lambda: b.state == jobs.QUEUED, what="b to queue")
-    b.cancel.cancel()
-    assert b.wait(5) and b.state == jobs.CANCELLED
-    release.set()
-    assert a.wait(5) and a.state == jobs.DONE and jobs.busy() == 0
 
 
 @pytest.mark.parametrize("field,values,visible", [

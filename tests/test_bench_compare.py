@@ -10,7 +10,7 @@ import pytest
 from ortlab.bench import LatencySummary
 from ortlab.bench_compare import (BenchComparison, LatencyStats, compare_benchmarks, running_stats,
                                   slowdown_explanation, split_series_id)
-from ortlab.data import Dataset, Sample, evaluation_subset, stratified_sample
+from ortlab.data import Dataset, Sample, pick_subset, stratified_sample
 from ortlab.serial import dumps, from_plain, loads, to_plain
 
 
@@ -68,13 +68,13 @@ def labeled(n: int, classes: int = 4) -> Dataset:
                    [str(c) for c in range(classes)])
 
 
-def test_evaluation_subset_stratified_random_or_all():
+def test_pick_subset_stratified_random_or_all():
     ds = labeled(40)
-    assert evaluation_subset(ds, 0) is ds and evaluation_subset(ds, 40) is ds and evaluation_subset(ds, 99) is ds
-    strat = evaluation_subset(ds, 8, stratify=True, seed=3)
+    assert pick_subset(ds, 0) is ds and pick_subset(ds, 40) is ds and pick_subset(ds, 99) is ds
+    strat = pick_subset(ds, 8, stratify=True, seed=3)
     assert [x.name for x in strat.samples] == [x.name for x in stratified_sample(ds, 8, 3).samples]
     assert sorted(x.label for x in strat.samples) == [0, 0, 1, 1, 2, 2, 3, 3]
-    uniform = evaluation_subset(ds, 8, stratify=False, seed=3)
+    uniform = pick_subset(ds, 8, stratify=False, seed=3)
     assert len(uniform) == 8 and len({x.name for x in uniform.samples}) == 8
-    assert [x.name for x in uniform.samples] == [x.name for x in evaluation_subset(ds, 8, False, 3).samples]
+    assert [x.name for x in uniform.samples] == [x.name for x in pick_subset(ds, 8, False, 3).samples]
     assert [x.index for x in uniform.samples] == sorted(x.index for x in uniform.samples)

@@ -248,8 +248,9 @@ def test_run_recipe_file_into_workspace_history(src, image_dir, tmp_path, capsys
     assert len(rows) == 1 and rows[0].recipe == recipe and rows[0].run_id == 1
     assert rows[0].model_path.is_file() and rows[0].kind == "int8-static"
     code, out, _ = run(["run", rfile, src, "--data", image_dir, "--out", tmp_path / "explicit", "--json"], capsys)
-    assert code == 0 and json.loads(out)["run_id"] is None
-    assert (tmp_path / "explicit" / "model.onnx").is_file() and len(Workspace().history().list()) == 1
+    assert code == 0 and json.loads(out)["run_id"] == 2  # every CLI run is recorded, wherever it writes
+    assert (tmp_path / "explicit" / "model.onnx").is_file() and len(Workspace().history().list()) == 2
+    assert json.loads((tmp_path / "explicit" / "artifact.json").read_text())["run_id"] == 2
 
 
 def test_python_dash_m_entry_point(tmp_path):

@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 
 from ortlab.config import PreprocessConfig
+from ortlab.calibration import CalibrationReader
 from ortlab.data import (
-    CalibrationReader,
     Dataset,
     Sample,
     batch_inputs,

@@ -14,7 +14,8 @@ from PIL import Image
 
 from models import conv_bn_model, matmul_model
 from ortlab.config import QuantConfig
-from ortlab.data import CalibrationReader, load_image_folder, load_tensor_file, preprocess_image, random_dataset
+from ortlab.calibration import CalibrationReader
+from ortlab.data import load_image_folder, load_tensor_file, preprocess_image, random_dataset
 from ortlab.errors import Cancelled, DataError
 from ortlab.evaluate import EvalReport, OutputError, accuracy, evaluate
 from ortlab.model import TensorInfo

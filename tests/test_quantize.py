@@ -14,7 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from models import conv_bn_graph, conv_bn_model, matmul_model
 from ortlab.config import CalibrationMethod, QuantConfig, QuantFormat, QuantMode
-from ortlab.data import CalibrationReader, detect_preprocess, random_dataset
+from ortlab.calibration import CalibrationReader
+from ortlab.data import detect_preprocess, random_dataset
 from ortlab.errors import Cancelled, QuantizationError
 from ortlab.model import TensorInfo
 from ortlab.progress import CancelToken

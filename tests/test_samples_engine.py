@@ -10,7 +10,8 @@ from collections import Counter
 import pytest
 
 from ortlab.config import QuantConfig
-from ortlab.data import CalibrationReader, stratified_sample
+from ortlab.calibration import CalibrationReader
+from ortlab.data import stratified_sample
 from ortlab.errors import DataError, ModelLoadError
 from ortlab.evaluate import accuracy, session_inputs
 from ortlab.providers import create_session

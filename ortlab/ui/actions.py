@@ -6,22 +6,17 @@ consistent: a failed import or data load leaves the previous selection untouched
 
 from __future__ import annotations
 
-import logging
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..artifact import Artifact
 from ..config import OptLevel, PreprocessConfig, Precision, QuantConfig, QuantFormat, QuantMode, Recipe
+from ..history import History
+from ..runspec import DataRef, RunSpec
+from ..service import RecipeHandle
 from ..workspace import Workspace
 from . import state
-from .jobs import DONE, Job
-
-if TYPE_CHECKING:
-    from ..history import History
-
-log = logging.getLogger("ortlab.ui")
+from .jobs import DONE, started
 
 DEMO_RECIPE = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.STATIC, quant_format=QuantFormat.QDQ),
                      opt_level=OptLevel.EXTENDED)
@@ -36,8 +31,6 @@ def workspace() -> Workspace:
 
 def history() -> History:
     """The History database of the workspace."""
-    from ..history import History
-
     return History(workspace().db_path)
 
 
@@ -66,16 +59,18 @@ def select_sample(name: str) -> None:
 
 def use_sample_data(s, calibration: str = "calibration", evaluation: str = "evaluation") -> None:
     """Use the sample's bundled image sets (``calibration``/``evaluation`` say which set feeds what)."""
-    loaders = {"calibration": s.calibration_data if s.calibration_dir else None,
-               "evaluation": s.evaluation_data if s.evaluation_dir else None}
-    cal_load = loaders.get(calibration) or loaders["calibration"] or loaders["evaluation"]
-    ev_load = loaders.get(evaluation) or loaders["evaluation"] or cal_load
-    cal = cal_load() if cal_load else None
-    ev = ev_load() if ev_load and ev_load is not cal_load else cal
+    present = [n for n, d in (("calibration", s.calibration_dir), ("evaluation", s.evaluation_dir)) if d]
+    cal_set = calibration if calibration in present else next(iter(present), None)
+    ev_set = evaluation if evaluation in present else ("evaluation" if "evaluation" in present else cal_set)
+    cal_ref = DataRef(sample=s.name, set=cal_set) if cal_set else None
+    ev_ref = DataRef(sample=s.name, set=ev_set) if ev_set else None
+    cal = cal_ref.load() if cal_ref else None
+    ev = ev_ref.load() if ev_ref and ev_set != cal_set else cal
     label = f"{s.name}: {calibration} ({len(cal) if cal is not None else 0})"
     if ev is not cal and ev is not None:
         label += f", {evaluation} ({len(ev)})"
     state.set_dataset(cal, label, eval_ds=ev)
+    state.set_data_refs(cal_ref, ev_ref)
     state.set_preprocess(s.preprocess)
     n_ev = len(ev) if ev is not None else 0
     state.set_data_settings(min(DEFAULT_EVAL_SAMPLES, n_ev) if n_ev else 0, True, 0)
@@ -98,28 +93,33 @@ def import_uploaded_model(filename: str, data: bytes) -> Path:
         use_sample_data(same)
         state.flash(f"{name} has the same weights as the bundled sample '{same.title or same.name}': using its "
                     "preprocessing and images.", "info")
-    elif state.dataset() is not None and state.dataset().kind == "images":
-        try:
-            from ..data import detect_preprocess
+    elif state.dataset() is not None and getattr(state.dataset(), "kind", "") == "images":
+        from ..data import resolve_preprocess
 
-            state.set_preprocess(detect_preprocess(info.inputs[0]))
+        pre = resolve_preprocess(info, dataset=state.dataset())
+        state.set_preprocess(pre)
+        if pre is not None:
             state.flash("Preprocessing was detected from the model input (size, layout, 0–1 scale, no mean/std). "
                         "Accuracy depends on it: check it on the Data page.", "warning")
-        except Exception:
-            state.set_preprocess(None)
     return path
 
 
 def set_user_dataset(ds, label: str) -> None:
-    """Use an uploaded (or random) dataset for calibration and evaluation."""
+    """Use an uploaded (or random) dataset for calibration and evaluation. Uploads are written into the
+    workspace (``data/<sha>/``) so a run's child process can load them again."""
+    from .. import data
+
+    if ds.is_random:
+        ref = DataRef(random=len(ds), seed=ds.seed)
+    else:
+        ref = DataRef(path=str(data.write_dataset(ds, workspace().root / "data" / data.dataset_digest(ds)[:16])))
     state.set_dataset(ds, label)
+    state.set_data_refs(ref, ref)
     n = len(ds)
     state.set_data_settings(min(DEFAULT_EVAL_SAMPLES, n), state.data_settings().get("stratify", True),
                             state.data_settings().get("seed", 0))
     if ds.kind == "images" and state.preprocess() is None and state.model_info() is not None:
-        from ..data import detect_preprocess
-
-        state.set_preprocess(detect_preprocess(state.model_info().inputs[0]))
+        state.set_preprocess(data.resolve_preprocess(state.model_info(), dataset=ds))
 
 
 def evaluation_subset(ds):
@@ -127,11 +127,11 @@ def evaluation_subset(ds):
     with the page's settings."""
     if ds is None:
         return None
-    from ..data import evaluation_subset as subset
+    from ..data import pick_subset
 
     st_ = state.data_settings()
-    return subset(ds, int(st_.get("n") or DEFAULT_EVAL_SAMPLES), bool(st_.get("stratify", True)),
-                  int(st_.get("seed", 0)))
+    return pick_subset(ds, int(st_.get("n") or DEFAULT_EVAL_SAMPLES), bool(st_.get("stratify", True)),
+                       int(st_.get("seed", 0)))
 
 
 # -- variants -----------------------------------------------------------------------------------------
@@ -178,59 +178,61 @@ def variants() -> list[Variant]:
 
 
 # -- recipe runs --------------------------------------------------------------------------------------
-def start_recipe_job(recipe: Recipe, *, land_on_compare: bool = False) -> Job:
-    """Start ``run_recipe`` on the current model and data in a background job (sync under tests)."""
-    from ..pipeline import run_recipe
+def run_spec(recipe: Recipe) -> RunSpec:
+    """The current model, data (as re-loadable references) and preprocessing with ``recipe``."""
+    from dataclasses import replace
 
-    path = state.model_path()
-    ds, pp = state.dataset(), state.preprocess()
-    ev = evaluation_subset(state.eval_dataset())
-    n_verify = len(ev) if ev is not None else DEFAULT_EVAL_SAMPLES
-    if getattr(ds, "kind", "images") != "images":
-        pp = None
-    ws = workspace()
+    cal, ev = state.data_refs()
+    ev_ds = state.eval_dataset()
+    n_verify = len(evaluation_subset(ev_ds)) if ev_ds is not None else DEFAULT_EVAL_SAMPLES
+    if ev is not None:
+        st_ = state.data_settings()
+        ev = replace(ev, count=n_verify, stratify=bool(st_.get("stratify", True)), seed=int(st_.get("seed", 0)))
+    images = getattr(state.dataset(), "kind", "images") == "images"
+    return RunSpec(model=str(state.model_path()), recipe=recipe, sample=state.sample_name(), calibration=cal,
+                   evaluation=ev, preprocess=state.preprocess() if images else None, verify_samples=n_verify)
 
-    def work(job: Job):
-        out = ws.new_artifact_dir()
-        try:
-            return run_recipe(path, recipe, out, dataset=ds, preprocess=pp, reporter=job.report, cancel=job.cancel,
-                              verify_samples=n_verify, verify_dataset=ev)
-        except BaseException:
-            shutil.rmtree(out, ignore_errors=True)
-            raise
 
-    job = Job("recipe", work)
+def start_recipe_job(recipe: Recipe, *, land_on_compare: bool = False) -> RecipeHandle:
+    """Start the recipe on the current model and data through the run service (a child process that records
+    the result in the history itself); under tests wait for its end."""
+    from .. import service
+
+    job = service.start_recipe(run_spec(recipe), workspace=workspace(), origin="app")
     job.meta = {"recipe": recipe, "land_on_compare": land_on_compare, "model": state.model_label()}
     state.set_job("recipe", job)
-    return job.start()
+    return started(job)  # type: ignore[return-value]
 
 
-def finish_recipe_job(job: Job) -> Artifact | None:
-    """Store a finished run once (History DB + session artifacts + compare pair); returns the artifact."""
+def finish_recipe_job(job: RecipeHandle) -> Artifact | None:
+    """Put a finished run (already recorded by the service) into the session once; returns the artifact."""
     if job.state != DONE or job.handled:
         return None
     job.handled = True
     artifact = job.result
-    try:
-        history().add(artifact)
-    except Exception:
-        log.exception("Could not store the run in the history")
-        job.meta["history_error"] = True
     state.add_artifact(artifact)
     state.set_compare_pair(state.ORIGINAL, variant_id(artifact))
     return artifact
 
 
 def preprocess_or_detect(info) -> PreprocessConfig | None:
-    """The current preprocessing, or one detected from the model's first input (None for non-image models)."""
+    """The current preprocessing, or the policy's (manifest, else detected; None for non-image models)."""
     if state.preprocess() is not None:
         return state.preprocess()
-    try:
-        from ..data import detect_preprocess
+    from .. import samples
+    from ..data import resolve_preprocess
 
-        return detect_preprocess(info.inputs[0])
-    except Exception:
-        return None
+    sample = samples.get_sample(state.sample_name()) if state.sample_name() else None
+    return resolve_preprocess(info, sample)
+
+
+def cli_line(run: Artifact, out: str) -> str:
+    """The runnable ``ortlab optimize`` line of a History run (its RunSpec; the recipe alone for older runs)."""
+    from ..config import recipe_cli_line
+
+    if run.spec is not None:
+        return run.spec.cli_line(out)
+    return recipe_cli_line(run.recipe, str(run.source_path), out)
 
 
 def load_run(run: Artifact) -> Artifact:

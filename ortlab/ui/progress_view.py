@@ -6,7 +6,7 @@ import streamlit as st
 
 from . import actions, state
 from .guard import engine_errors, error_message, show_message
-from .jobs import CANCELLED, DONE, FAILED, Job
+from .jobs import CANCELLED, DONE, FAILED, Handle
 
 STAGE_TITLES = {
     "queued": "Waiting for the benchmark slot", "validate": "Check recipe, model and data",
@@ -16,10 +16,13 @@ STAGE_TITLES = {
 }
 
 
-def draw_stages(job: Job) -> None:
-    """One progress bar per stage seen so far (n/N where the stage counts units)."""
+def draw_stages(job: Handle) -> None:
+    """One progress bar per stage, all of a recipe's stages from the start (n/N where the stage counts units)."""
     for stage in job.stages:
-        ev = job.progress[stage]
+        ev = job.progress.get(stage)
+        if ev is None:
+            st.progress(0.0, text=f":material/radio_button_unchecked: {STAGE_TITLES.get(stage, stage)}")
+            continue
         frac = ev.fraction or 0.0
         count = f" {ev.done}/{ev.total}" if ev.total and ev.total > 1 else ""
         mark = ":material/check_circle:" if frac >= 1.0 else ":material/hourglass_top:"
@@ -64,9 +67,9 @@ def _recipe_job(where: str) -> None:
                 st.markdown(f"**Running {job.meta['recipe'].label()} on {job.meta.get('model', '')}** "
                             f"· {job.elapsed:.0f} s")
                 draw_stages(job)
-                if st.button(":material/cancel: Cancel", key=f"{where}.cancel_recipe", disabled=job.cancel.cancelled):
-                    job.cancel.cancel()
-                    st.toast("Cancelling after the current step…")
+                if st.button(":material/cancel: Cancel", key=f"{where}.cancel_recipe", disabled=job.cancel_requested):
+                    job.cancel()
+                    st.toast("Cancelling: the run's process is stopped and its folder removed…")
             if job.done:
                 st.rerun()
 

@@ -148,7 +148,8 @@ def html_report(artifact: Artifact, ref_info: dict, cand_info: dict, diff: Graph
 
     # -- recipe
     parts.append("<h2>Recipe</h2>")
-    parts.append("<p>Reproduce with the CLI:</p>" + _pre(recipe_cli_line(recipe)))
+    line = artifact.spec.cli_line() if artifact.spec is not None else recipe_cli_line(recipe)
+    parts.append("<p>Reproduce with the CLI:</p>" + _pre(line))
     parts.append(_pre(recipe.to_json()))
     timings = artifact.timings
     if timings:

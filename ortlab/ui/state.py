@@ -99,6 +99,17 @@ def set_dataset(ds, label: str, eval_ds=None) -> None:
     _set("dataset_label", label)
 
 
+def data_refs() -> tuple[Any, Any]:
+    """The (calibration, evaluation) ``runspec.DataRef`` of the data in use: where another process loads it."""
+    refs = _get("data_refs")
+    return tuple(refs) if refs else (None, None)
+
+
+def set_data_refs(calibration, evaluation) -> None:
+    """Remember where the calibration and evaluation data can be loaded from (``runspec.DataRef``)."""
+    _set("data_refs", (calibration, evaluation))
+
+
 def preprocess() -> PreprocessConfig | None:
     """The preprocessing applied to images (or None before one is known)."""
     return _get("preprocess")
