@@ -272,15 +272,21 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
 
     from .workspace import Workspace
 
+    from . import outputs
+
     ws = workspace if workspace is not None else Workspace()
     target: Path | None = None
     as_file = out is not None and Path(out).suffix.lower() == ".onnx" and not Path(out).is_dir()
+    if out is not None:  # refused before anything is written: OUT must not be the source or a file it needs
+        outputs.check_targets(spec.model, outputs.result_files(out, as_file=as_file))
     if out is None:
         run_dir, created = ws.new_artifact_dir(), True
+        (run_dir / outputs.OWNER_FILE).write_text(str(os.getpid()))
     elif as_file:
-        target = Path(out).expanduser().resolve()
+        target = Path(out).expanduser().absolute()
         target.parent.mkdir(parents=True, exist_ok=True)
-        run_dir, created = Path(tempfile.mkdtemp(prefix=".ortlab-", dir=target.parent)), True
+        outputs.clean_stale(folders=[target.parent])
+        run_dir, created = outputs.make_temp_dir(outputs.RUN_PREFIX, target.parent), True
     else:
         run_dir = Path(out).expanduser().resolve()
         created = not run_dir.exists()
@@ -336,7 +342,6 @@ def _recipe_child(args_json: str, fd: int) -> None:
     """Runs inside the child interpreter: run the spec, write and record the artifact, report over ``fd``."""
     from multiprocessing.connection import Connection
 
-    from .artifact import ARTIFACT_FILE, RECIPE_FILE
     from .history import History
 
     conn = Connection(fd)
@@ -354,27 +359,34 @@ def _recipe_child(args_json: str, fd: int) -> None:
 
         cap = int(float(limit) * (1 << 30))
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    os.umask(0o077)  # every file the run writes is private to its owner (0600)
     conn.send(("start", os.getpid()))
     spec = RunSpec.from_dict(args["spec"])
     run_dir = Path(args["run_dir"])
+    from . import outputs
+
+    owner = run_dir / outputs.OWNER_FILE
+    if owner.exists():
+        owner.write_text(str(os.getpid()))
+    # scratch files (quantization copies) go to a private temp folder named for clean_stale after a kill -9
+    scratch = outputs.make_temp_dir(outputs.TEMP_PREFIX, tempfile.gettempdir())
+    tempfile.tempdir = str(scratch)
 
     def report(ev: ProgressEvent) -> None:
         conn.send(("event", ev.stage, ev.done, ev.total, ev.message))
 
     try:
         artifact = run_recipe_spec(spec, run_dir, report)
-        if args.get("out_file"):  # just the model (and its external data) at OUT.onnx
+        if args.get("out_file"):  # just the model (and its external data, as OUT.onnx.data) at OUT.onnx
             target = Path(args["out_file"])
-            os.replace(artifact.model_path, target)
-            for extra in run_dir.iterdir():
-                if extra.is_file() and extra.name not in (RECIPE_FILE, ARTIFACT_FILE):
-                    os.replace(extra, target.parent / extra.name)
+            outputs.check_targets(spec.model, outputs.result_files(target, as_file=True))
+            artifact.model_path = outputs.install_model(artifact.model_path, target)
             shutil.rmtree(run_dir, ignore_errors=True)
-            artifact.model_path = target
         artifact.origin, artifact.spec = str(args.get("origin") or ""), spec
         History(args["db"]).add(artifact)
         if not args.get("out_file"):
             artifact.save()  # again, now with its run_id
+        owner.unlink(missing_ok=True)
         conn.send(("done", artifact.to_dict()))
     except MemoryError:
         conn.send(("error", "OrtlabError", _too_big(limit), None))
@@ -387,6 +399,7 @@ def _recipe_child(args_json: str, fd: int) -> None:
         conn.send(("error", "OrtlabError", f"Unexpected {type(exc).__name__}: {one_line(exc)}", None))
     finally:
         conn.close()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 # -- benchmarks: one at a time per process, each variant × batch size timed in its own child -----------------
@@ -512,3 +525,19 @@ def _bench_all(handle: BenchHandle, measure_memory: bool, profile_dir, timer) ->
         summaries.append(run.summary(peak_rss_mb=peak))
     handle._put(ProgressEvent("bench", len(plan), len(plan), "done"))
     return summaries
+
+
+# -- start-up ---------------------------------------------------------------------------------------------------
+
+
+def startup(workspace=None) -> list[OrtlabError]:
+    """When the app or a CLI command that uses the workspace starts: remove what killed runs left behind
+    (``outputs.clean_stale``), open the history (a damaged one is moved aside and rebuilt), and return the
+    notices to show the person once (``history.HistoryRecovered``)."""
+    from . import history, outputs
+    from .workspace import Workspace
+
+    ws = workspace if workspace is not None else Workspace()
+    outputs.clean_stale(ws)
+    ws.history()
+    return list(history.take_notices())
