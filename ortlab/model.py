@@ -400,12 +400,17 @@ def inspect_model(path) -> ModelInfo:
 
 # -- import -------------------------------------------------------------------------------------------
 
+MAX_STORED_NAME = 120  # characters of a stored model's file name (a longer upload name is shortened)
+
+
 def _safe_filename(name: str) -> str:
     base = PurePosixPath(str(name).replace("\\", "/")).name
     base = re.sub(r"[^A-Za-z0-9._-]+", "_", base).strip("._") or "model"
     if not base.lower().endswith(".onnx"):
         base = base.rsplit(".", 1)[0] if base.lower().endswith(".zip") else base
         base += ".onnx"
+    if len(base) > MAX_STORED_NAME:  # file systems refuse names over 255 bytes: keep the start and the .onnx
+        base = base[: MAX_STORED_NAME - 5].rstrip("._") + ".onnx"
     return base
 
 
@@ -455,7 +460,7 @@ def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, 
     if not is_bytes and not Path(source).is_file():
         raise ModelLoadError(f"'{source}' does not exist or is not a file.")
     name = _safe_filename(filename if (is_bytes or filename != "model.onnx") else Path(source).name)
-    with tempfile.TemporaryDirectory(prefix=".import-", dir=models_dir) as tmp:
+    with tempfile.TemporaryDirectory(prefix=f".import-{os.getpid()}-", dir=models_dir) as tmp:
         tmp = Path(tmp)
         if _is_zip(source):
             try:
@@ -483,7 +488,7 @@ def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, 
         else:
             model = load_model(onnx_path, check=True, load_external=False)
         files = external_data_files(model, src_dir) if src_dir is not None else {}
-        digest = sha256_file(onnx_path)
+        digest = model_sha = sha256_file(onnx_path)
         if files:
             h = hashlib.sha256(digest.encode())
             for loc in sorted(files):
@@ -494,6 +499,9 @@ def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, 
         final_path = final_dir / name
         if final_path.is_file():
             return final_path
+        for existing in sorted(final_dir.glob("*.onnx")) if final_dir.is_dir() else []:
+            if sha256_file(existing) == model_sha:  # the same content under another name: stored once
+                return existing
         stage = tmp / "stage"
         stage.mkdir()
         shutil.copyfile(onnx_path, stage / name)

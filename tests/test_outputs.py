@@ -211,3 +211,27 @@ def test_service_run_leaves_no_scratch_folders(tmp_path, monkeypatch, image_dir)
     art = service.start_recipe(spec, workspace=ws).follow()
     assert [p.name for p in scratch.iterdir() if "ortlab" in p.name] == []  # (onnxruntime writes its own .ses)
     assert sorted(p.name for p in art.dir.iterdir()) == ["artifact.json", "model.onnx", "recipe.json"]
+
+
+# -- imports: stored once, any name length -------------------------------------------------------------------
+
+
+def test_same_model_imported_again_is_stored_once(tmp_path):
+    from ortlab.model import import_model
+
+    data = conv_bn_model(tmp_path / "src.onnx").read_bytes()
+    models = tmp_path / "models"
+    first = import_model(data, models, filename="resnet.onnx")
+    again = import_model(data, models, filename="resnet.onnx")
+    renamed = import_model(data, models, filename="copy of resnet.onnx")
+    from_path = import_model(tmp_path / "src.onnx", models)
+    assert first == again == renamed == from_path
+    assert [p.relative_to(models) for p in models.rglob("*") if p.is_file()] == [first.relative_to(models)]
+
+
+def test_a_400_character_file_name_imports(tmp_path):
+    from ortlab.model import MAX_STORED_NAME, import_model
+
+    data = conv_bn_model(tmp_path / "src.onnx").read_bytes()
+    path = import_model(data, tmp_path / "models", filename="m" * 400 + ".onnx")
+    assert path.is_file() and path.suffix == ".onnx" and len(path.name) <= MAX_STORED_NAME
