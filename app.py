@@ -1,9 +1,12 @@
 """ortlab: quantize and graph-optimize ONNX models with ONNX Runtime. This file only routes and draws the sidebar."""
 
+import os
+
 import streamlit as st
 
 from ortlab.ui import router, sidebar
 
+os.umask(0o077)  # the workspace and every file the app writes are private to the user running it (0600/0700)
 st.set_page_config(layout="wide", page_title="ortlab", page_icon="⚡", initial_sidebar_state="expanded")
 
 pages = [

@@ -5,6 +5,7 @@ import streamlit as st
 from ortlab.text import format_bytes
 from ortlab.ui import actions, cards, charts, compare_data, state
 from ortlab.ui.guard import engine_errors
+from ortlab.ui.inert import md
 from ortlab.ui.progress_view import demo_button, recipe_job_panel, show_flash
 from ortlab.ui.viewers import diff_figure, netron
 from ortlab.ui.router import require_router, stop_page
@@ -42,7 +43,7 @@ if random_flag:
     cards.random_data_warning("This run")
 if cand.artifact is not None:
     for w in cand.artifact.warnings[:6]:
-        st.caption(f"⚠ {w}")
+        st.caption(f"⚠ {md(w)}")
 
 ref_info = cand_info = diff = None
 with engine_errors("Reading the two models"):
@@ -56,8 +57,9 @@ ev = compare_data.stored_evaluation(ref, cand)
 if ref_info and cand_info:
     ratio = cand_info.total_bytes / max(1, ref_info.total_bytes)
     cards.metric_row([
-        ("Reference size", format_bytes(ref_info.total_bytes), None, ref.name),
-        ("Candidate size", format_bytes(cand_info.total_bytes), f"{100 * (ratio - 1):+.1f}%", cand.name, "inverse"),
+        ("Reference size", format_bytes(ref_info.total_bytes), None, md(ref.name)),
+        ("Candidate size", format_bytes(cand_info.total_bytes), f"{100 * (ratio - 1):+.1f}%", md(cand.name),
+         "inverse"),
         ("Size ratio", f"{100 * ratio:.1f}%", None, "Candidate size as a share of the reference."),
         ("Nodes", f"{ref_info.node_count} → {cand_info.node_count}",
          f"{cand_info.node_count - ref_info.node_count:+d}", None, "off"),
@@ -78,7 +80,7 @@ with tabs[0]:
         m[2].metric("Changed nodes", len(diff.changed), border=True)
         m[3].metric("Unchanged nodes", diff.unchanged_count, border=True)
         if diff.fusions:
-            st.markdown("**Fusions and rewrites**\n" + "\n".join(f"- {f}" for f in diff.fusions))
+            st.markdown("**Fusions and rewrites**\n" + "\n".join(f"- {md(f)}" for f in diff.fusions))
         else:
             st.caption("No fusions found.")
         for n in diff.notes:
@@ -102,10 +104,10 @@ with tabs[1]:
     if st.toggle("Show both graphs in Netron", value=False, key="compare.netron"):
         n1, n2 = st.columns(2)
         with n1:
-            st.markdown(f"**{ref.name}**")
+            st.markdown(f"**{md(ref.name)}**")
             netron(ref.path, key="compare_netron_ref", height=700)
         with n2:
-            st.markdown(f"**{cand.name}**")
+            st.markdown(f"**{md(cand.name)}**")
             netron(cand.path, key="compare_netron_cand", height=700)
 
 with tabs[2]:

@@ -9,6 +9,7 @@ from ortlab.ui import actions, state
 from ortlab.ui.cards import random_data_warning
 from ortlab.ui.forms import dataclass_form
 from ortlab.ui.guard import engine_errors
+from ortlab.ui.inert import md
 from ortlab.ui.progress_view import show_flash
 from ortlab.ui.router import require_model, require_router, stop_page
 
@@ -76,7 +77,7 @@ with st.container(border=True):
                 ds = data.load_tensor_file(f.getvalue(), f.name)
                 data.check_tensor_inputs(ds, info.inputs)
                 actions.set_user_dataset(ds, f"{f.name} ({len(ds)})")
-                st.success(f"Loaded {len(ds)} samples from {f.name}.")
+                st.success(f"Loaded {len(ds)} samples from {md(f.name)}.")
     else:
         st.warning("Random inputs make calibration ranges and accuracy meaningless. Use them only to try the "
                    "pipeline on a model without data; every result will carry a warning.")
@@ -94,7 +95,7 @@ if ds is None:
 if ds.is_random:
     random_data_warning("This data set")
 
-st.subheader(f"Data in use: {state.dataset_label()}")
+st.subheader(f"Data in use: {md(state.dataset_label())}")
 ev_ds = state.eval_dataset()
 settings = state.data_settings()
 c1, c2, c3, c4 = st.columns(4)

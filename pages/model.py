@@ -5,6 +5,7 @@ import streamlit as st
 from ortlab.text import format_bytes
 from ortlab.ui import actions, cards, charts, state
 from ortlab.ui.guard import engine_errors
+from ortlab.ui.inert import md
 from ortlab.ui.progress_view import demo_button, recipe_job_panel, show_flash
 from ortlab.ui.viewers import netron
 from ortlab.ui.router import require_router
@@ -55,9 +56,9 @@ info = state.model_info()
 if info is None:
     st.info("Pick a sample or upload a model to start.")
 else:
-    st.subheader(f"{state.model_label()}")
-    st.caption(f"Producer {info.producer or '–'} {info.producer_version or ''} · graph “{info.graph_name}” · "
-               f"sha256 {info.sha256[:16]}…")
+    st.subheader(md(state.model_label()))
+    st.caption(f"Producer {md(info.producer or '–')} {md(info.producer_version or '')} · graph "
+               f"“{md(info.graph_name)}” · sha256 {info.sha256[:16]}…")
     cards.model_cards(info)
     for w in info.warnings:
         st.warning(w)

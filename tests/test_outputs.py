@@ -235,3 +235,67 @@ def test_a_400_character_file_name_imports(tmp_path):
     data = conv_bn_model(tmp_path / "src.onnx").read_bytes()
     path = import_model(data, tmp_path / "models", filename="m" * 400 + ".onnx")
     assert path.is_file() and path.suffix == ".onnx" and len(path.name) <= MAX_STORED_NAME
+
+
+# -- private files ----------------------------------------------------------------------------------------------
+
+
+def modes(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_mode & 0o777 for p in [root, *root.rglob("*")]}
+
+
+def test_everything_ortlab_writes_is_private(tmp_path, capsys):
+    import stat
+
+    old = os.umask(0o022)  # as a shell would have it
+    try:
+        src = conv_bn_model(tmp_path / "src.onnx")
+        ws = Workspace(tmp_path / "ws")
+        service.start_recipe(RunSpec(str(src), Recipe()), workspace=ws).follow()  # the child sets 0o077
+        found = modes(ws.root)
+        assert {k: v for k, v in found.items() if (ws.root / k).is_dir() and v != 0o700} == {}
+        assert {k: v for k, v in found.items() if (ws.root / k).is_file() and v != 0o600} == {}
+        assert any(k.endswith("model.onnx") for k in found) and "history.sqlite" in found
+
+        os.umask(0o022)
+        code, _, err = cli_run(["optimize", src, tmp_path / "cli" / "out.onnx"], capsys)  # main sets 0o077
+        assert code == 0, err
+        assert stat.S_IMODE((tmp_path / "cli" / "out.onnx").stat().st_mode) == 0o600
+        assert os.umask(0o022) == 0o077
+    finally:
+        os.umask(old)
+
+
+def test_kill_9_leftovers_are_cleaned_at_the_next_start(tmp_path, monkeypatch):
+    """A child killed while it calibrates leaves its scratch folder (quantization copies) in the temp folder and
+    the OUT folder's work folder; the next start removes both, and keeps a result that is there."""
+    import signal
+
+    from ortlab import samples
+    from ortlab.config import QuantConfig
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    big = samples.get_sample("efficientnet_lite0").model_path
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "model.onnx").write_bytes(b"an earlier result")
+    endless = Recipe(precision=Precision.INT8, allow_random_data=True, quant=QuantConfig(calibration_samples=10_000))
+    handle = service.start_recipe(RunSpec(str(big), endless), out, workspace=Workspace(tmp_path / "ws"))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (handle.pid and list(out.glob(".ortlab-work-*"))
+                                               and list(scratch.glob("ortlab-run-*/*"))):
+        time.sleep(0.05)
+    pid = handle.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    assert handle.wait(30) and handle.state == service.FAILED
+    left = list(scratch.glob(f"ortlab-run-{pid}-*")) + list(out.glob(f".ortlab-work-{pid}-*"))
+    assert len(left) == 2, left
+    assert outputs.clean_stale(None, [out, scratch]) == []  # too young: its owner might be starting
+    removed = outputs.clean_stale(None, [out, scratch], older_than_s=0)
+    assert sorted(removed) == sorted(left)
+    assert sorted(p.name for p in out.iterdir()) == ["model.onnx"] and (out / "model.onnx").read_bytes() == \
+        b"an earlier result"
+    assert [p.name for p in scratch.iterdir() if "ortlab" in p.name] == []

@@ -34,12 +34,38 @@ def history() -> History:
     return History(workspace().db_path)
 
 
+def delete_run(run_id: int):
+    """Delete History run ``run_id`` (``Workspace.delete_run``: its row, its folder in the workspace, the
+    benchmarks that timed it) and forget it in this session; returns the ``DeletedRun``."""
+    done = workspace().delete_run(run_id)
+    state.remove_artifact(run_id)
+    if state.last_benchmark() is not None and state.last_benchmark().id in done.benchmarks:
+        state.set_last_benchmark(None)
+    return done
+
+
+def start_session() -> None:
+    """When a session opens: remove what killed runs left behind and open the history (a damaged one is
+    moved aside and rebuilt); its notice is shown once as a warning."""
+    from .. import service
+
+    for notice in service.startup(workspace()):
+        state.flash(notice.message, "warning")
+
+
 # -- models -------------------------------------------------------------------------------------------
 def ensure_defaults() -> None:
-    """On first open select the default bundled sample with its data and manifest preprocessing."""
+    """On first open: the start-up housekeeping, then select the default bundled sample with its data and
+    manifest preprocessing."""
     if state.initialized():
         return
     state.set_initialized()
+    try:
+        start_session()
+    except Exception as exc:  # housekeeping never keeps the app from opening
+        import logging
+
+        logging.getLogger("ortlab.ui").warning("Start-up housekeeping failed: %s", exc)
     if state.model_path() is None:
         from .. import samples
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import streamlit as st
 
 from ortlab.errors import OrtlabError
+from ortlab.ui.inert import md
 from ortlab.ui.netron_server import NetronViewer
 
 
@@ -32,7 +33,7 @@ def show_netron(model_path: Path, key: str, height: int = 600) -> None:
         return
     with st.container(border=True):
         st.iframe(url, height=height)
-    st.caption(f"Netron · {Path(model_path).name} · [open in a new tab]({url}) · served on this machine only")
+    st.caption(f"Netron · {md(Path(model_path).name)} · [open in a new tab]({url}) · served on this machine only")
 
 
 def _fallback(model_path: Path, key: str, height: int) -> None:

@@ -6,6 +6,7 @@ import streamlit as st
 
 from . import actions, state
 from .guard import engine_errors, error_message, show_message
+from .inert import md
 from .jobs import CANCELLED, DONE, FAILED, Handle
 
 STAGE_TITLES = {
@@ -64,7 +65,7 @@ def _recipe_job(where: str) -> None:
         def poll() -> None:
             job.drain()
             with st.container(border=True):
-                st.markdown(f"**Running {job.meta['recipe'].label()} on {job.meta.get('model', '')}** "
+                st.markdown(f"**Running {md(job.meta['recipe'].label())} on {md(job.meta.get('model', ''))}** "
                             f"· {job.elapsed:.0f} s")
                 draw_stages(job)
                 if st.button(":material/cancel: Cancel", key=f"{where}.cancel_recipe", disabled=job.cancel_requested):
@@ -83,7 +84,7 @@ def _recipe_job(where: str) -> None:
             state.flash(f"Finished {job.meta['recipe'].label()} in {job.elapsed:.1f} s.")
             st.switch_page("pages/compare.py")
         if a is not None:
-            st.success(f"Finished {job.meta['recipe'].label()} in {job.elapsed:.1f} s — see Compare and History.")
+            st.success(f"Finished {md(job.meta['recipe'].label())} in {job.elapsed:.1f} s — see Compare and History.")
     elif job.state in (FAILED, CANCELLED):
         level, text = error_message("Running the recipe", job.error)
         show_message(level, text)
