@@ -511,9 +511,13 @@ def cmd_history(ns: argparse.Namespace) -> int:
         _print_json({"workspace": str(ws.root), "runs": runs, "benchmarks": benches})
         return 0
     print(f"workspace {ws.root}")
-    rows = [[str(r.run_id), r.created_at.replace("T", " ")[:19], r.origin or "?", r.recipe.label(), r.source_name,
-             r.sha256[:12], format_bytes(r.size_bytes)] for r in runs if isinstance(r, Artifact)]
-    print(_table(rows, ["run", "created", "from", "recipe", "source", "sha256", "size"]) if rows else "No runs yet.")
+    from .verdict import judge
+
+    rows = [[str(r.run_id), r.created_at.replace("T", " ")[:19], r.origin or "?",
+             (r.verdict if r.verdict is not None else judge(r.evaluation)).level.value, r.recipe.label(),
+             r.source_name, r.sha256[:12], format_bytes(r.size_bytes)] for r in runs if isinstance(r, Artifact)]
+    print(_table(rows, ["run", "created", "from", "verdict", "recipe", "source", "sha256", "size"])
+          if rows else "No runs yet.")
     for r in runs:
         if not isinstance(r, Artifact):
             print(f"run {r.id}  {r.created_at.replace('T', ' ')[:19]}  unreadable: {r.reason}")

@@ -52,7 +52,7 @@ def _guess(name: str, arr: np.ndarray, labeled: bool) -> tuple[Task, str]:
                                                                                     if labeled else "")
     if arr.ndim == 3:
         small, big = sorted(arr.shape[1:])
-        if _has(name, _BOXES) and small >= 5 or (5 <= small <= 400 and big >= 1000 and not _has(name, _EMBED)):
+        if (_has(name, _BOXES) and small >= 5) or (5 <= small <= 400 and big >= 1000 and not _has(name, _EMBED)):
             return Task.BOXES, f"'{name}' {shape} looks like YOLO-style boxes (anchors × 4+classes)"
         if _has(name, _MAPS):
             return Task.DENSE_MAP, f"'{name}' {shape} is named like a map"
@@ -72,6 +72,7 @@ def infer_roles(names: list[str], outputs: list[np.ndarray], labeled: bool,
         if arr.dtype.kind != "f":
             roles[name] = EXACT
             continue
+        role: Task
         if override != Task.AUTO:
             role = override if _fits(override, arr) else Task.GENERIC
             reason = f"given as {override.value}" + ("" if role == override else
