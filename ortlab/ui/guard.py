@@ -25,7 +25,7 @@ class Outcome:
         self.message = ""
 
 
-_ABS_PATH = re.compile(r"(?<![\w.~])(?:/[^\s'\"“”()<>,;]+)+")
+_ABS_PATH = re.compile(r"(?<![\w.~:/])(?:/[^\s'\"“”()<>,;]+)+")
 
 
 def public_paths(text: str, workspace_root: str | Path | None = None) -> str:

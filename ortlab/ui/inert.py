@@ -8,6 +8,7 @@ heading, a caption, a message, a widget label or help), pass it through :func:`m
 
 from __future__ import annotations
 
+import html
 import re
 
 import streamlit as st
@@ -22,6 +23,7 @@ _ALWAYS = re.compile(r"([\\`*\[\]<>#~$&|])")
 _UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 _COLON = re.compile(r":(?=\S)")
 _WWW = re.compile(r"(?i)\b(www)\.")
+_MD_CHARS = set("\\`*_{}[]()#+-.!|~$:=^")
 _LIST_START = re.compile(r"^(\s*)([-+=]|\d+(?=[.)]))")
 
 
@@ -33,6 +35,13 @@ def md(value: object) -> str:
     out = _WWW.sub(r"\1\\.", out)
     return _LIST_START.sub(lambda m: m.group(1) + (m.group(2) + "\\" if m.group(2)[0].isdigit() else "\\" + m.group(2)),
                            out)
+
+
+def html_text(value: object) -> str:
+    """``value`` for an HTML fragment that ``st.markdown(..., unsafe_allow_html=True)`` shows: HTML-escaped,
+    and every character Markdown reads written as a numeric entity, so no parser makes markup of it."""
+    return "".join(html.escape(c, quote=True) if c in "&<>\"'" else f"&#{ord(c)};" if c in _MD_CHARS else c
+                   for c in " ".join(str(value).split()))
 
 
 def text(value: object) -> None:
