@@ -23,7 +23,7 @@ _ALWAYS = re.compile(r"([\\`*\[\]<>#~$&|])")
 _UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 _COLON = re.compile(r":(?=\S)")
 _WWW = re.compile(r"(?i)\b(www)\.")
-_MD_CHARS = set("\\`*_{}[]()#+-.!|~$:=^")
+_MD_CHARS = set("\\`*[]~$")  # in an HTML fragment: what could still make a link, code or emphasis
 _LIST_START = re.compile(r"^(\s*)([-+=]|\d+(?=[.)]))")
 
 
