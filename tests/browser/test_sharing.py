@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import secrets
 import sqlite3
-import subprocess
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -179,15 +178,10 @@ def test_sign_in_gives_each_user_a_private_workspace(shared_app, browser, screen
 
 
 def interface_address() -> tuple[str, str]:
-    """A non-loopback IPv4 address of this machine (``ip -4 addr``), or 127.0.0.2 when it has none; and which."""
-    try:
-        out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True,
-                             timeout=10).stdout
-    except OSError:
-        out = ""
-    for addr in re.findall(r"\binet (\d+\.\d+\.\d+\.\d+)/", out):
-        if not addr.startswith("127."):
-            return addr, "interface"
+    """The address the app is opened by: 127.0.0.2, not the 127.0.0.1 the old viewer iframe was wired to.
+
+    Tests send traffic only to loopback addresses, so "another machine" is a second loopback address: a
+    viewer that only worked from 127.0.0.1 fails here as it failed from a colleague's laptop."""
     return "127.0.0.2", "second loopback address"
 
 
