@@ -290,12 +290,13 @@ def test_kill_9_leftovers_are_cleaned_at_the_next_start(tmp_path, monkeypatch):
     pid = handle.pid
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
-    assert handle.wait(30) and handle.state == service.FAILED
+    assert handle.wait(30) and handle.state == service.FAILED, (handle.state, handle.error)
     left = list(scratch.glob(f"ortlab-run-{pid}-*")) + list(out.glob(f".ortlab-work-{pid}-*"))
     assert len(left) == 2, left
-    assert outputs.clean_stale(None, [out, scratch]) == []  # too young: its owner might be starting
+    young = outputs.clean_stale(None, [out, scratch])
+    assert young == [], young  # too young: its owner might be starting
     removed = outputs.clean_stale(None, [out, scratch], older_than_s=0)
-    assert sorted(removed) == sorted(left)
+    assert sorted(removed) == sorted(left), (removed, left)
     assert sorted(p.name for p in out.iterdir()) == ["model.onnx"] and (out / "model.onnx").read_bytes() == \
         b"an earlier result"
     assert [p.name for p in scratch.iterdir() if "ortlab" in p.name] == []

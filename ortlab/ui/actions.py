@@ -25,8 +25,11 @@ DEFAULT_EVAL_SAMPLES = 64
 
 
 def workspace() -> Workspace:
-    """The workspace under ``$ORTLAB_HOME`` (or ``~/.ortlab``)."""
-    return Workspace()
+    """This session's workspace: ``$ORTLAB_HOME`` (or ``~/.ortlab``), or — when the app is shared with sign-in —
+    the signed-in user's private one under ``$ORTLAB_HOME/users/`` (see :mod:`ortlab.ui.auth`)."""
+    from .auth import workspace_root
+
+    return Workspace(workspace_root())
 
 
 def history() -> History:

@@ -44,12 +44,18 @@ def public_paths(text: str, workspace_root: str | Path | None = None) -> str:
 
 
 def _workspace_root() -> str | None:
+    """This session's workspace (the signed-in user's own when the app is shared)."""
     try:
-        from ..workspace import default_root
+        from .auth import workspace_root
 
-        return str(default_root().resolve())
-    except (OSError, RuntimeError):
-        return None
+        return str(Path(workspace_root()).resolve())
+    except Exception:  # no session (tests, bare mode): the default workspace
+        try:
+            from ..workspace import default_root
+
+            return str(default_root().resolve())
+        except (OSError, RuntimeError):
+            return None
 
 
 def error_message(step: str, exc: BaseException, hint: str = "") -> tuple[str, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import actions, state
+from . import actions, auth, state
 from ..text import format_bytes
 from .guard import engine_errors
 from .inert import md
@@ -71,4 +71,7 @@ def draw(slot=None) -> None:
             st.info(f"Running: {md(job.meta['recipe'].label())}")
         with engine_errors("Checking execution providers"):
             st.markdown(f"**Providers** · {providers_text()}")
-        st.caption("Workspace: " + md(home_relative(actions.workspace().root)))
+        if auth.sign_in_configured():
+            auth.account_box()
+        else:
+            st.caption("Workspace: " + md(home_relative(actions.workspace().root)))
