@@ -445,13 +445,15 @@ def _extract_zip(zf: zipfile.ZipFile, dest: Path, member: str | None) -> Path:
 UPLOAD_CHUNK = 8 << 20  # bytes copied at a time from an upload to the workspace
 
 
-def import_upload(fileobj, workspace_models_dir, filename: str = "model.onnx", *, member: str | None = None) -> Path:
+def import_upload(fileobj, workspace_models_dir, filename: str = "model.onnx", *, member: str | None = None,
+                  on_saved=None) -> Path:
     """:func:`import_model` for an uploaded file object (a Streamlit ``UploadedFile``, any binary stream):
     its bytes are written to a temp file in the workspace ``UPLOAD_CHUNK`` at a time and hashed while they are
-    written, then imported by path, so this process never holds another copy of the upload."""
+    written, then imported by path, so this process never holds another copy of the upload. ``on_saved()`` is
+    called once the bytes are on disk, before the model is validated: the caller can drop its copy there."""
     models_dir = Path(workspace_models_dir)
     models_dir.mkdir(parents=True, exist_ok=True)
-    if hasattr(fileobj, "seek"):
+    if getattr(fileobj, "seekable", lambda: False)():
         fileobj.seek(0)
     with tempfile.TemporaryDirectory(prefix=".upload-", dir=models_dir) as tmp:
         path = Path(tmp) / _safe_filename(filename)
@@ -461,6 +463,9 @@ def import_upload(fileobj, workspace_models_dir, filename: str = "model.onnx", *
                 h.update(chunk)
                 out.write(chunk)
                 del chunk
+        if on_saved is not None:
+            on_saved()
+            release_memory()
         result = import_model(path, models_dir, filename=filename or "model.onnx", member=member,
                               sha256=h.hexdigest())
     release_memory()

@@ -22,12 +22,14 @@ with right:
                           key="model_upload", help="The file is copied into the workspace; your file is never changed.")
     if up is not None:
         done = state.ui("upload")
-        if not done or done[0] != up.file_id:
+        file_id = up.file_id
+        if not done or done[0] != file_id:
             with engine_errors(f"Importing {up.name}", "The previously selected model is still selected.") as out:
-                actions.import_uploaded_model(up.name, up)  # streamed to the workspace, never copied in memory
+                # streamed to the workspace, never copied in memory; dropped from memory once it is on disk
+                actions.import_uploaded_model(up.name, up, on_saved=lambda: actions.release_upload(file_id, up))
                 state.set_widget("sample_select", None)
-            state.set_ui("upload", (up.file_id, out.message if out.failed else ""))
-            actions.release_upload(up.file_id)
+            state.set_ui("upload", (file_id, out.message if out.failed else ""))
+            actions.release_upload(file_id, up)
             del up
             show_flash()
         elif done[1]:

@@ -76,10 +76,11 @@ def use_sample_data(s, calibration: str = "calibration", evaluation: str = "eval
     state.set_data_settings(min(DEFAULT_EVAL_SAMPLES, n_ev) if n_ev else 0, True, 0)
 
 
-def import_uploaded_model(filename: str, data) -> Path:
+def import_uploaded_model(filename: str, data, on_saved=None) -> Path:
     """Import an uploaded .onnx or .zip into the workspace and make it current; returns the stored path.
     ``data`` is the ``UploadedFile`` (or any binary file object, or bytes): it is written to the workspace in
-    chunks and imported from there, never copied in memory. On any error nothing changes."""
+    chunks and imported from there, never copied in memory; ``on_saved()`` runs once it is on disk (the page
+    drops the upload there). On any error nothing changes."""
     import io
 
     from ..model import import_upload
@@ -87,7 +88,7 @@ def import_uploaded_model(filename: str, data) -> Path:
     name = Path(filename).name
     stored_name = name if name.lower().endswith(".onnx") else "model.onnx"
     stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
-    path = import_upload(stream, workspace().models_dir, filename=stored_name)
+    path = import_upload(stream, workspace().models_dir, filename=stored_name, on_saved=on_saved)
     del stream, data
     return _use_imported(path, name)
 
@@ -125,9 +126,11 @@ def import_local_model(path_text: str) -> Path:
     return _use_imported(path, src.name)
 
 
-def release_upload(file_id: str) -> None:
-    """Drop an imported upload from Streamlit's in-memory upload store, so its bytes do not stay resident for
-    the rest of the session (the uploader then shows nothing new to import)."""
+def release_upload(file_id: str, upload=None) -> None:
+    """Drop an upload from Streamlit's in-memory upload store (and close ``upload``, the ``UploadedFile``, whose
+    buffer holds the same bytes), so its bytes do not stay resident for the rest of the session."""
+    if upload is not None:
+        upload.close()
     try:
         from streamlit.runtime.scriptrunner import get_script_run_ctx
 
