@@ -123,8 +123,10 @@ def _check_image(src: Any, name: str) -> None:
     import warnings
 
     try:
-        with warnings.catch_warnings(), Image.open(src) as img:
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the pixel limit below decides
+            img = Image.open(src)
+        with img:
             size = img.size
             img.verify()
     except Image.DecompressionBombError as exc:  # PIL's own cap (2 × Image.MAX_IMAGE_PIXELS), hit at open
