@@ -311,9 +311,15 @@ class History:
         return [_benchmark(r) for r in self._newest("benchmarks", limit)]
 
     def delete_benchmark(self, bench_id: int) -> bool:
-        """Forget a benchmark. Returns whether a row was removed."""
+        """Forget a benchmark, and delete its ORT profiles kept in the workspace (``profiles/``). Returns whether
+        a row was removed."""
         with self._connect() as conn:
-            return conn.execute("DELETE FROM benchmarks WHERE id = ?", (int(bench_id),)).rowcount > 0
+            row = conn.execute("SELECT * FROM benchmarks WHERE id = ?", (int(bench_id),)).fetchone()
+            removed = conn.execute("DELETE FROM benchmarks WHERE id = ?", (int(bench_id),)).rowcount > 0
+        record = _benchmark(row) if row is not None else None
+        if isinstance(record, BenchmarkRecord):
+            _remove_profiles(self.db_path.parent / "profiles", record.summaries)
+        return removed
 
     def _newest(self, table: str, limit: int | None) -> builtins.list[sqlite3.Row]:
         sql = f"SELECT * FROM {table} ORDER BY id DESC"
@@ -397,6 +403,20 @@ def _run(row: sqlite3.Row) -> Artifact | UnreadableRun:
 def _benchmark_plain(record: BenchmarkRecord) -> dict[str, Any]:
     return {"schema_version": BENCHMARK_SCHEMA_VERSION, "variants": to_plain(record.variants),
             "config": to_plain(record.config), "summaries": to_plain(record.summaries), "origin": record.origin}
+
+
+def _remove_profiles(root: Path, summaries: Sequence[LatencySummary]) -> None:
+    """Delete the benchmark's profile folder (``root/<id>/``) named by the profile files of ``summaries``."""
+    import shutil
+
+    root = root.resolve()
+    for s in summaries:
+        if not s.profile_path:
+            continue
+        p = Path(s.profile_path).resolve()
+        if root not in p.parents:
+            continue  # a folder the user chose (ortlab bench --profile DIR) is theirs
+        shutil.rmtree(root / p.relative_to(root).parts[0], ignore_errors=True)
 
 
 def _benchmark(row: sqlite3.Row) -> BenchmarkRecord | UnreadableBenchmark:

@@ -447,12 +447,61 @@ def _extract_zip(zf: zipfile.ZipFile, dest: Path, member: str | None) -> Path:
     return dest / chosen
 
 
-def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, member: str | None = None) -> Path:
+UPLOAD_CHUNK = 8 << 20  # bytes copied at a time from an upload to the workspace
+
+
+def import_upload(fileobj, workspace_models_dir, filename: str = "model.onnx", *, member: str | None = None,
+                  on_saved=None) -> Path:
+    """:func:`import_model` for an uploaded file object (a Streamlit ``UploadedFile``, any binary stream):
+    its bytes are written to a temp file in the workspace ``UPLOAD_CHUNK`` at a time and hashed while they are
+    written, then imported by path, so this process never holds another copy of the upload. ``on_saved()`` is
+    called once the bytes are on disk, before the model is validated: the caller can drop its copy there."""
+    models_dir = Path(workspace_models_dir)
+    models_dir.mkdir(parents=True, exist_ok=True)
+    if getattr(fileobj, "seekable", lambda: False)():
+        fileobj.seek(0)
+    with tempfile.TemporaryDirectory(prefix=f".upload-{os.getpid()}-", dir=models_dir) as tmp:
+        path = Path(tmp) / _safe_filename(filename)
+        h = hashlib.sha256()
+        with open(path, "wb") as out:
+            while chunk := fileobj.read(UPLOAD_CHUNK):
+                h.update(chunk)
+                out.write(chunk)
+                del chunk
+        if on_saved is not None:
+            on_saved()
+            release_memory()
+        result = import_model(path, models_dir, filename=filename or "model.onnx", member=member,
+                              sha256=h.hexdigest())
+    release_memory()
+    return result
+
+
+def release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the system (glibc ``malloc_trim``), so that a big
+    import or inspection leaves no resident memory behind in a long-lived server."""
+    import ctypes
+    import gc
+    import sys
+
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+
+
+def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, member: str | None = None,
+                 sha256: str | None = None) -> Path:
     """Copy an uploaded .onnx (bytes or path) or a .zip (model + external data) into a new folder
     ``workspace_models_dir/<sha256 prefix>/``, validate it, and return the stored .onnx path.
 
     Zips with absolute paths, ``..``, symlinks, encrypted members or bomb-like sizes are refused;
-    a zip with several .onnx files needs ``member``. The source is never modified.
+    a zip with several .onnx files needs ``member``. The source is never modified. ``sha256``: the source
+    file's digest when the caller already computed it (a plain .onnx path is then not read again to hash it).
+    Files are copied (``shutil.copyfile``: a kernel-side copy, never held in this process), not hard-linked:
+    a link would share the inode, so re-exporting the model in place would change the stored copy too.
     """
     models_dir = Path(workspace_models_dir)
     models_dir.mkdir(parents=True, exist_ok=True)
@@ -488,7 +537,7 @@ def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, 
         else:
             model = load_model(onnx_path, check=True, load_external=False)
         files = external_data_files(model, src_dir) if src_dir is not None else {}
-        digest = model_sha = sha256_file(onnx_path)
+        digest = model_sha = sha256 if (sha256 and not is_bytes and onnx_path == Path(source)) else sha256_file(onnx_path)
         if files:
             h = hashlib.sha256(digest.encode())
             for loc in sorted(files):

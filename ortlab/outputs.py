@@ -30,7 +30,7 @@ TEMP_PREFIX = "ortlab-run-"      # a run child's private temp folder (quantizati
 OWNER_FILE = ".ortlab-owner"     # in a workspace run folder while its run is going: the owning pid
 STALE_AFTER_S = 300.0            # leftovers younger than this are never removed (their owner may be starting)
 
-_PID_NAME = re.compile(r"^(?:\.ortlab-work-|\.ortlab-run-|ortlab-run-|\.import-)(\d+)-")
+_PID_NAME = re.compile(r"^(?:\.ortlab-work-|\.ortlab-run-|ortlab-run-|\.import-|\.upload-)(\d+)-")
 
 
 class OutputError(OrtlabError):

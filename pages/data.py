@@ -115,7 +115,7 @@ if ds.kind == "images":
     k = min(24, len(ds))
     idx = [int(i) for i in np.linspace(0, len(ds) - 1, k)] if k else []
     with engine_errors("Reading the preview images"):
-        imgs = [ds.load_image(i) for i in idx]
+        imgs = [ds.load_preview(i) for i in idx]  # decoded reduced, never full-size
         caps = [ds.class_names[ds.samples[i].label] if ds.samples[i].label is not None and ds.class_names
                 else ds.samples[i].name for i in idx]
         st.image(imgs, caption=caps, width=88)
@@ -153,7 +153,7 @@ if ds.kind == "images":
         m[3].metric("min / max", f"{a32.min():.3g} / {a32.max():.3g}", border=True)
         m[4].metric("mean", f"{a32.mean():.3g}", border=True)
         pc = st.columns(6)
-        pc[0].image(ds.load_image(0), caption="original", width=140)
+        pc[0].image(ds.load_preview(0), caption="original", width=140)
         pc[1].image(data.tensor_preview(arr[0], cfg), caption=f"model input {cfg.size[0]}×{cfg.size[1]} (rescaled)",
                     width=140)
         data.check_fits(ds, cfg, info.inputs)
