@@ -83,7 +83,7 @@ def case(name: str, tmp: Path, upload_mb: int) -> str:
         elif name == "bench_over_cap":
             model = tmp / "big.onnx"
             handle = service.start_benchmark([BenchVariant("big", "big", str(model))],
-                                             BenchConfig(warmup=0, runs=2, batch_sizes=[4]),
+                                             BenchConfig(warmup=0, duration_s=0, runs=2, batch_sizes=[4]),
                                              workspace=Workspace(tmp / "ws"), memory_gb=1.2)
             handle.follow()
         elif name in ("upload_old", "upload_new", "upload_onnx_old", "upload_onnx_new"):

@@ -37,7 +37,8 @@ class LatencySample:
 
 @dataclass
 class LatencySummary:
-    """Statistics of one variant at one batch size (milliseconds; throughput in samples per second)."""
+    """Statistics of one variant at one batch size (milliseconds; throughput in samples per second, computed as
+    batch size ÷ p50, see :func:`throughput`)."""
 
     variant: str
     batch_size: int
@@ -255,9 +256,18 @@ def latency_samples(model_path, config: BenchConfig, batch_size: int, variant: s
     return LatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level)
 
 
+THROUGHPUT_METHOD = "batch size ÷ p50 latency"
+
+
+def throughput(batch_size: int, p50_ms: float) -> float:
+    """Samples per second at the median latency: ``batch_size × 1000 / p50_ms`` (inf for a 0 ms p50)."""
+    return batch_size * 1000.0 / p50_ms if p50_ms > 0 else float("inf")
+
+
 def summarize(samples: Sequence[LatencySample], *, providers: Sequence[str] = (), peak_rss_mb: float | None = None,
               profile_path: str | None = None) -> LatencySummary:
-    """p50/p90/p99, mean, std, min, max of the samples' latencies; throughput = batch × 1000 / mean ms."""
+    """p50/p90/p99, mean, std, min, max of the samples' latencies; throughput = batch × 1000 / p50 ms
+    (:data:`THROUGHPUT_METHOD`: the median, so that one slow outlier cannot flip which variant is faster)."""
     if not samples:
         raise BenchmarkError("No timed runs to summarize.")
     first = samples[0]
@@ -269,7 +279,7 @@ def summarize(samples: Sequence[LatencySample], *, providers: Sequence[str] = ()
     return LatencySummary(
         variant=first.variant, batch_size=first.batch_size, n=int(ms.size), p50=p50, p90=p90, p99=p99,
         mean=mean, std=float(ms.std()), min=float(ms.min()), max=float(ms.max()),
-        throughput_per_s=first.batch_size * 1000.0 / mean if mean > 0 else float("inf"),
+        throughput_per_s=throughput(first.batch_size, p50),
         peak_rss_mb=peak_rss_mb, providers=list(providers), profile_path=profile_path,
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
@@ -166,7 +167,11 @@ def recipe_from_args(ns: argparse.Namespace) -> Recipe:
 
 def bench_from_args(ns: argparse.Namespace) -> BenchConfig:
     """The BenchConfig that the parsed ``bench`` flags describe (profiling on when ``--profile DIR`` is given)."""
-    cfg = config_from_args(BenchConfig, ns, BenchConfig(profile=bool(ns.profile)), exclude=BENCH_FLAGS_EXCLUDED)
+    given = given_values(BenchConfig, ns, BENCH_FLAGS_EXCLUDED)
+    base = BenchConfig(profile=bool(ns.profile))
+    if "runs" in given and "duration_s" not in given:  # --runs N alone means N runs, not the default duration
+        base = replace(base, duration_s=0.0)
+    cfg = config_from_args(BenchConfig, ns, base, exclude=BENCH_FLAGS_EXCLUDED)
     problems = cfg.problems()
     if problems:
         raise UsageError(" ".join(problems))
@@ -430,7 +435,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     if ns.json:
         _print_json({"config": cfg, "baseline_rss_mb": baseline, "results": summaries})
         return 0
-    header = ["model", "batch", "runs", "p50 ms", "p90 ms", "p99 ms", "mean ms", "items/s", "providers"]
+    header = ["model", "batch", "runs", "p50 ms", "p90 ms", "p99 ms", "mean ms", "items/s (batch÷p50)", "providers"]
     if ns.memory:
         header.append("peak MB")
     rows = []

@@ -29,7 +29,7 @@ def fixed_batch(tmp_path_factory):
 
 
 def test_runs_count_indices_and_summary(conv):
-    cfg = BenchConfig(warmup=2, runs=25, intra_op_threads=1)
+    cfg = BenchConfig(warmup=2, duration_s=0, runs=25, intra_op_threads=1)
     run = latency_samples(conv, cfg, batch_size=4, variant="fp32")
     samples = list(run)
     assert len(samples) == 25
@@ -47,7 +47,7 @@ def test_runs_count_indices_and_summary(conv):
     assert s.p50 == pytest.approx(np.median(ms))
     assert s.min == pytest.approx(ms.min()) and s.max == pytest.approx(ms.max())
     assert s.min <= s.p50 <= s.p90 <= s.p99 <= s.max
-    assert s.throughput_per_s == pytest.approx(4 * 1000.0 / ms.mean())
+    assert s.throughput_per_s == pytest.approx(4 * 1000.0 / np.median(ms))  # batch ÷ p50
     assert s.providers == ["CPUExecutionProvider"] and s.profile_path is None
     assert json.loads(json.dumps(s.to_dict()))["n"] == 25
 
@@ -59,6 +59,17 @@ def test_summarize_exact_numbers():
     assert s.mean == pytest.approx(50.5) and s.min == 1.0 and s.max == 100.0
     assert s.std == pytest.approx(np.std(np.arange(1, 101)))
     assert s.throughput_per_s == pytest.approx(2 * 1000 / 50.5)
+
+
+def test_throughput_comes_from_the_median_so_one_outlier_cannot_flip_the_winner():
+    fast = [LatencySample("a", 1, i, 0.131, 0.0) for i in range(49)] + [LatencySample("a", 1, 49, 50.0, 0.0)]
+    slow = [LatencySample("b", 1, i, 0.133, 0.0) for i in range(50)]
+    a, b = summarize(fast), summarize(slow)
+    assert a.p50 < b.p50 and a.throughput_per_s > b.throughput_per_s
+
+
+def test_default_benchmark_runs_a_few_seconds():
+    assert BenchConfig().duration_s == 3.0
 
 
 def test_summarize_refuses_empty_and_mixed():
@@ -80,7 +91,7 @@ def test_duration_mode_stops_on_time(conv):
 
 def test_cancel_between_runs(conv):
     token = CancelToken()
-    run = latency_samples(conv, BenchConfig(warmup=0, runs=1000), 1, cancel=token)
+    run = latency_samples(conv, BenchConfig(warmup=0, duration_s=0, runs=1000), 1, cancel=token)
     got = []
     for s in run:
         got.append(s)
@@ -99,8 +110,8 @@ def test_session_created_lazily_and_errors_are_typed(tmp_path, conv, fixed_batch
     with pytest.raises(ModelLoadError, match="could not load the model"):
         next(latency_samples(junk, BenchConfig(), 1))
     with pytest.raises(BenchmarkError, match="fixed batch size of 2; batch size 8 cannot be timed"):
-        next(latency_samples(fixed_batch, BenchConfig(warmup=0, runs=1), 8))
-    assert len(list(latency_samples(fixed_batch, BenchConfig(warmup=0, runs=3), 2))) == 3
+        next(latency_samples(fixed_batch, BenchConfig(warmup=0, duration_s=0, runs=1), 8))
+    assert len(list(latency_samples(fixed_batch, BenchConfig(warmup=0, duration_s=0, runs=3), 2))) == 3
     with pytest.raises(BenchmarkError, match="at least 1"):
         next(latency_samples(conv, BenchConfig(), 0))
 
@@ -122,7 +133,7 @@ def test_make_inputs_dims_dtypes_and_seed():
 
 def test_session_options_are_applied_and_matmul_model_runs(tmp_path):
     path = matmul_model(tmp_path / "mm.onnx")
-    cfg = BenchConfig(warmup=1, runs=4, intra_op_threads=1, inter_op_threads=2,
+    cfg = BenchConfig(warmup=1, duration_s=0, runs=4, intra_op_threads=1, inter_op_threads=2,
                       execution_mode=ExecutionMode.PARALLEL, enable_mem_pattern=False, enable_cpu_mem_arena=False)
     run = latency_samples(path, cfg, 5)
     assert len(list(run)) == 4
@@ -130,7 +141,7 @@ def test_session_options_are_applied_and_matmul_model_runs(tmp_path):
 
 
 def test_profiling_writes_json_into_the_given_dir(conv, tmp_path):
-    cfg = BenchConfig(warmup=1, runs=3, profile=True)
+    cfg = BenchConfig(warmup=1, duration_s=0, runs=3, profile=True)
     run = latency_samples(conv, cfg, 2, variant="int8 static · cpu", profile_dir=tmp_path / "prof")
     list(run)
     path = run.summary().profile_path
@@ -184,7 +195,7 @@ def _gone(pid: int) -> bool:
 def test_isolated_samples_come_from_a_child_and_summarize_like_in_process(conv, tmp_path):
     import os
 
-    cfg = BenchConfig(warmup=2, runs=40, intra_op_threads=1, profile=True)
+    cfg = BenchConfig(warmup=2, duration_s=0, runs=40, intra_op_threads=1, profile=True)
     run = bench.latency_samples_isolated(conv, cfg, batch_size=4, variant="fp32", profile_dir=tmp_path / "prof")
     samples = list(run)
     assert run.child_pid is not None and run.child_pid != os.getpid()
@@ -252,14 +263,14 @@ def test_isolated_errors_come_back_typed_with_their_message(tmp_path, fixed_batc
         next(run)
     assert run.child_pid is not None and _gone(run.child_pid)
     with pytest.raises(BenchmarkError, match="fixed batch size of 2; batch size 8 cannot be timed"):
-        next(bench.latency_samples_isolated(fixed_batch, BenchConfig(warmup=0, runs=1), 8))
+        next(bench.latency_samples_isolated(fixed_batch, BenchConfig(warmup=0, duration_s=0, runs=1), 8))
 
 
 def test_isolated_cancel_reaches_the_child_during_warm_up(conv):
     import threading
 
     token = CancelToken()
-    run = bench.latency_samples_isolated(conv, BenchConfig(warmup=10**7, runs=1), 1, cancel=token)
+    run = bench.latency_samples_isolated(conv, BenchConfig(warmup=10**7, duration_s=0, runs=1), 1, cancel=token)
     threading.Timer(0.8, token.cancel).start()
     t0 = time.perf_counter()
     assert list(run) == []
@@ -271,7 +282,7 @@ def test_isolated_cancel_reaches_the_child_during_warm_up(conv):
 
 @pytest.mark.parametrize("level,expect_fused", [("disabled", False), ("all", True)])
 def test_session_opt_level_decides_which_graph_is_timed(conv, tmp_path, level, expect_fused):
-    cfg = BenchConfig(warmup=1, runs=2, profile=True, session_opt_level=level)
+    cfg = BenchConfig(warmup=1, duration_s=0, runs=2, profile=True, session_opt_level=level)
     run = latency_samples(conv, cfg, 1, variant=level, profile_dir=tmp_path)
     list(run)
     events = json.loads(open(run.summary().profile_path).read())

@@ -186,7 +186,7 @@ def test_benchmarks_queue_one_at_a_time_with_an_honest_position(ws):
     def timer(gate_name):
         return lambda path, cfg, bs, variant, cancel, profile_dir: _FakeRun(gates[gate_name], cancel)
 
-    cfg = BenchConfig(runs=1)
+    cfg = BenchConfig(duration_s=0, runs=1)
     v = [BenchVariant("x", "x", "x.onnx")]
     a = service.start_benchmark(v, cfg, workspace=ws, timer=timer("a"))
     until(lambda: a.state == service.RUNNING)
