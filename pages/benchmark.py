@@ -6,8 +6,10 @@ from ortlab.bench_compare import compare_benchmarks, running_stats
 from ortlab.config import BenchConfig
 from ortlab.ui import actions, bench_view, charts, jobs, state
 from ortlab.ui.bench_job import collect, start_benchmark
+from ortlab.ui.bench_view import THROUGHPUT_METHOD
 from ortlab.ui.forms import dataclass_form
 from ortlab.ui.guard import engine_errors, error_message, show_message
+from ortlab.ui.inert import md
 from ortlab.ui.progress_view import draw_stages, show_flash
 from ortlab.ui.router import require_model, require_router
 
@@ -15,19 +17,32 @@ require_router()
 st.title(":material/speed: Benchmark")
 show_flash()
 require_model()
-variants = actions.variants()
+job = state.job("bench")  # the current model's benchmark: another model's never shows here
+running = job is not None and not job.done
+others = actions.other_model_variants()
+include_other = bool(others) and st.toggle(
+    f"Also offer other models' artifacts ({len(others)})", key="bench.variants_other", disabled=running,
+    help="Only artifacts whose inputs and outputs (names, dtypes, ranks) match this model's can be timed "
+         "beside it; the others are listed with the reason.")
+variants = actions.variants(include_other=include_other)
 ids = [v.id for v in variants]
 by_id = {v.id: v for v in variants}
 colors = charts.variant_colors(ids)
 names = {v.id: v.name for v in variants}
+if job is not None:  # a job draws with the names it was started with
+    names.update({vid: name for vid, name, _ in job.meta["variants"]})
+if include_other:
+    for v, why in others:
+        if why is not None:
+            st.caption(f"Not offered: {md(v.name)}: {why}.")
 
-job = state.job("bench")
-running = job is not None and not job.done
 state.ensure_widget("bench.variants", ids[:1] + ([ids[-1]] if len(ids) > 1 else []))
+if any(i not in by_id for i in state.widget("bench.variants", [])):
+    state.set_widget("bench.variants", [i for i in state.widget("bench.variants", []) if i in by_id])
 chosen = st.multiselect("Variants (the first is the baseline for speedups)", ids, key="bench.variants",
                         format_func=names.get, disabled=running)
 MAIN = ["batch_sizes", "runs", "duration_s", "warmup", "intra_op_threads", "inter_op_threads"]
-default = BenchConfig(runs=50, warmup=5)
+default = BenchConfig(warmup=5)
 with st.container(border=True):
     cfg = dataclass_form(BenchConfig, default, "bench", only=MAIN, columns=3, disabled=running)
     with st.expander("More settings"):
@@ -41,10 +56,10 @@ if not cfg.batch_sizes or any(b < 1 for b in cfg.batch_sizes):
     problems.append("Batch sizes must be whole numbers ≥ 1, e.g. 1, 8.")
 for p in problems:
     st.error(p)
-ahead = jobs.busy()
+ahead = jobs.busy()  # this session's benchmark is in that count only while it runs or waits
 if ahead and not running:
-    st.info(f"Queued behind {ahead} benchmark{'s' if ahead != 1 else ''} from another session: yours starts when "
-            "it finishes.")
+    st.info(f"{ahead} benchmark{'s are' if ahead != 1 else ' is'} running or waiting in another session: one "
+            f"started here now begins when {'they finish' if ahead != 1 else 'it finishes'}.")
 if st.button("▶ Run benchmark", key="bench.run", type="primary", disabled=bool(problems) or running):
     with engine_errors("Starting the benchmark"):
         job = start_benchmark([by_id[i] for i in chosen], cfg, memory)
@@ -91,13 +106,10 @@ if last and (job is None or job.done):
     comparison = compare_benchmarks(last.summaries, baseline=last.variants[0].id if last.variants else None,
                                     precisions=precisions)
     rows = bench_view.result_rows(comparison, lnames)
-    st.dataframe(rows, hide_index=True, width="stretch")
-    for note in bench_view.slowdown_lines(comparison, lnames):
+    st.dataframe(rows, hide_index=True, width="stretch", column_config=bench_view.result_columns())
+    st.caption(f"Throughput = {THROUGHPUT_METHOD}; speed-ups compare p50 at the same batch size.")
+    for note in bench_view.slowdown_lines(comparison, {k: md(v) for k, v in lnames.items()}):
         st.markdown(note)
-    labels = [f"{r['variant']} · b{r['batch']}" for r in rows]
-    bar_colors = [colors.get(r.summary.variant, charts.PALETTE[0]) for r in comparison.rows]
-    c1, c2 = st.columns(2)
-    c1.plotly_chart(charts.bar(labels, [r.summary.p50 for r in comparison.rows], bar_colors, "p50 latency (ms)"),
-                    key="bench_p50", width="stretch")
-    c2.plotly_chart(charts.bar(labels, [r.summary.throughput_per_s for r in comparison.rows], bar_colors,
-                               "Throughput (samples/s)", "{:.0f}"), key="bench_tp", width="stretch")
+    last_colors = charts.variant_colors([v.id for v in last.variants])
+    st.plotly_chart(charts.latency_panels(last.summaries, lnames, last_colors), key="bench_p50", width="stretch")
+    st.plotly_chart(charts.throughput_panels(last.summaries, lnames, last_colors), key="bench_tp", width="stretch")

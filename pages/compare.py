@@ -18,7 +18,16 @@ verdict_slot = st.container()  # the verdict comes first; it is drawn once the p
 show_flash()
 recipe_job_panel("compare")
 
-variants = actions.variants()
+others = actions.other_model_variants()
+include_other = bool(others) and st.toggle(
+    f"Also offer other models' artifacts ({len(others)})", key="compare.other_models",
+    help="Only artifacts whose inputs and outputs (names, dtypes, ranks) match this model's can be compared "
+         "with it; the others are listed with the reason.")
+if include_other:
+    for v, why in others:
+        if why is not None:
+            st.caption(f"Not offered: {md(v.name)}: {why}.")
+variants = actions.variants(include_other=include_other)
 if len(variants) < 2:
     st.info("Nothing to compare yet: run a recipe (or the demo) first, or load a run from History.")
     demo_button()
@@ -92,7 +101,8 @@ if ev is not None:
         cards.random_data_warning("This evaluation")
     cards.eval_cards(ev, "reference", "candidate")
 
-tabs = st.tabs(["Graph diff", "Netron", "Size", "Accuracy", "Output error"])
+# keyed: the selected tab survives reruns (e.g. turning on Netron) instead of jumping back to the first
+tabs = st.tabs(["Graph diff", "Netron", "Size", "Accuracy", "Output error"], key="compare_tab")
 
 with tabs[0]:
     if diff is not None:

@@ -29,10 +29,17 @@ if not records:
 
 runs = [r for r in records if isinstance(r, Artifact)]
 unreadable = [r for r in records if not isinstance(r, Artifact)]
-table = [{"run": r.run_id, "time": r.created_at.replace("T", " ")[:19], "model": r.source_name,
-          **actions.run_summary(r), "sha256": r.sha256[:12], "random data": "⚠ yes" if r.random_data else ""}
-         for r in runs]
-st.dataframe(table, hide_index=True, width="stretch")
+titles = {r.run_id: actions.source_title(r) for r in runs}
+groups: dict[str, list[Artifact]] = {}
+for r in runs:  # grouped by source model (sha256), the model of the newest run first
+    groups.setdefault(r.source_sha256, []).append(r)
+for sha, group in groups.items():
+    if len(groups) > 1:
+        st.markdown(f"##### {md(titles[group[0].run_id])} · {len(group)} run{'s' if len(group) != 1 else ''}")
+    table = [{"run": r.run_id, "time": r.created_at.replace("T", " ")[:19], "model": titles[r.run_id],
+              **actions.run_summary(r), "sha256": r.sha256[:12], "random data": "⚠ yes" if r.random_data else ""}
+             for r in group]
+    st.dataframe(table, hide_index=True, width="stretch", key=f"history.table.{sha[:16]}")
 if unreadable:
     st.warning(f"{len(unreadable)} stored run{'s' if len(unreadable) != 1 else ''} cannot be read and "
                f"{'are' if len(unreadable) != 1 else 'is'} left out above:", icon=":material/warning:")
@@ -51,7 +58,7 @@ if not runs:
 
 by_id = {r.run_id: r for r in runs}
 run_id = st.selectbox("Run", list(by_id), key="history.run",
-                      format_func=lambda i: f"#{i} · {actions.recipe_label(by_id[i])} · {by_id[i].source_name}")
+                      format_func=lambda i: f"#{i} · {actions.recipe_label(by_id[i])} · {titles[i]}")
 r = by_id[run_id]
 recipe = r.recipe
 model_file = r.model_path

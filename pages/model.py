@@ -29,11 +29,14 @@ with right:
                 # streamed to the workspace, never copied in memory; dropped from memory once it is on disk
                 actions.import_uploaded_model(up.name, up, on_saved=lambda: actions.release_upload(file_id, up))
                 state.set_widget("sample_select", None)
-            state.set_ui("upload", (file_id, out.message if out.failed else ""))
+            # the message belongs to the model that stayed selected: it is not repeated once another is chosen
+            state.set_ui("upload", (file_id, out.message if out.failed else "", state.model_key()))
             actions.release_upload(file_id, up)
             del up
+            if not out.failed:  # draw the page again from the top for the new model (demo button, data, flash)
+                st.rerun()
             show_flash()
-        elif done[1]:
+        elif done[1] and done[2:] == (state.model_key(),):
             st.error(done[1])
     if actions.local_imports_allowed():
         with st.form("local_import", border=False):
@@ -43,9 +46,11 @@ with right:
                                        "beside it) or .zip is copied into the workspace. Only offered while the app "
                                        "listens on this machine alone.")
             if st.form_submit_button("Import") and local.strip():
-                with engine_errors(f"Importing {local.strip()}", "The previously selected model is still selected."):
+                with engine_errors(f"Importing {local.strip()}", "The previously selected model is still selected.") as out:
                     actions.import_local_model(local)
                     state.set_widget("sample_select", None)
+                if not out.failed:
+                    st.rerun()
                 show_flash()
 
 with left, engine_errors("Listing the bundled samples"):
@@ -62,8 +67,10 @@ with left, engine_errors("Listing the bundled samples"):
                           placeholder="— an uploaded model is selected —")
     if state.ui("sample_request") and choice:
         state.set_ui("sample_request", False)
-        with engine_errors(f"Opening sample {choice}"):
+        with engine_errors(f"Opening sample {choice}") as out:
             actions.select_sample(choice)
+        if not out.failed:  # draw the page again from the top for the new model
+            st.rerun()
     if choice and choice in options:
         s = options[choice]
         st.caption(f"{s.description}  \nLicense: {s.license} · {s.attribution}")
@@ -78,10 +85,10 @@ else:
     cards.model_cards(info)
     for w in info.warnings:
         st.warning(w)
+    st.markdown("#### Inputs and outputs")
+    st.dataframe(cards.io_rows(info), hide_index=True, width="stretch", column_config=cards.io_columns())
     c1, c2 = st.columns([2, 3])
     with c1:
-        st.markdown("#### Inputs and outputs")
-        st.dataframe(cards.io_rows(info), hide_index=True, width="stretch")
         st.markdown("#### Weights by dtype")
         st.dataframe([{"dtype": k, "bytes": format_bytes(v)} for k, v in info.initializer_bytes.items()],
                      hide_index=True, width="stretch")

@@ -68,9 +68,9 @@ if c1.button("▶ Run recipe", key="recipe.run", type="primary", disabled=bool(e
         st.rerun()
 c2.code(actions.run_spec(recipe).cli_line("OUT.onnx"), language="bash")
 
-arts = state.artifacts()
+arts = actions.model_artifacts()  # this model's runs only; other models' runs are on History
 if arts:
-    st.subheader("Runs in this session")
+    st.subheader(f"Runs of {md(state.model_label())} in this session")
     rows = [{"run": a.run_id, **actions.run_summary(a), "created": a.created_at}
             for a in reversed(arts)]
     st.dataframe(rows, hide_index=True, width="stretch")

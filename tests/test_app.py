@@ -160,7 +160,7 @@ def test_state_follows_between_pages_and_history_offers_downloads(demo_app):
     at.switch_page("pages/history.py").run()
     assert not at.exception
     listing = at.dataframe[0].value
-    assert len(listing) == 1 and listing["model"].iloc[0] == "model.onnx"
+    assert len(listing) == 1 and listing["model"].iloc[0] == "Digits ResNet (ours)"  # the sample's title
     keys = {b.key for b in at.download_button}
     assert {"history.dl_model", "history.dl_recipe", "history.dl_cli", "history.dl_report"} <= keys
     assert "ortlab optimize" in at.code[0].value and "--quant-mode static" in at.code[0].value
@@ -177,6 +177,8 @@ def test_benchmark_runs_and_is_stored(demo_app):
     at.switch_page("pages/benchmark.py").run()
     assert not at.exception
     assert len(at.multiselect(key="bench.variants").value) == 2
+    assert at.number_input(key="bench.duration_s").value == 3.0  # long enough to watch the chart grow
+    at.number_input(key="bench.duration_s").set_value(0.0).run()
     at.number_input(key="bench.runs").set_value(15)
     at.number_input(key="bench.warmup").set_value(2)
     at.toggle(key="bench.memory").set_value(False)
@@ -325,17 +327,67 @@ def test_upload_of_a_bundled_sample_keeps_its_manifest_preprocessing(home):
         ("copy_of_digits.onnx", sample.model_path.read_bytes(), "application/octet-stream")).run()
     assert not at.exception and not at.error
     assert any("same weights as the bundled sample" in m.value for m in at.info)
-    assert at.session_state["ortlab.preprocess"] == sample.preprocess
+    assert at.session_state[f"ortlab.m.{sample_sha(sample)}.preprocess"] == sample.preprocess
+    assert not at.button(key="demo_run").disabled  # a copy of a sample: the demo runs with the sample's images
 
 
-def test_upload_of_an_unknown_model_warns_that_preprocessing_was_guessed(home, tmp_path):
+def sample_sha(sample) -> str:
+    import hashlib
+
+    return hashlib.sha256(sample.model_path.read_bytes()).hexdigest()
+
+
+def test_upload_of_an_unknown_model_starts_without_data_and_without_the_demo(home, tmp_path):
+    """State belongs to a model: the digits images are not carried over to another model, the demo (which
+    needs a sample's images) is off and says why, and the digits choices are back when the sample is."""
     at = new_app()
     from tests.models import conv_bn_model
 
     data = conv_bn_model(tmp_path / "conv.onnx").read_bytes()
     at.file_uploader(key="model_upload").set_value(("mine.onnx", data, "")).run()
     assert not at.exception
-    assert any("Preprocessing was detected from the model input" in w.value for w in at.warning)
+    assert any("has no data yet" in m.value for m in at.info), [m.value for m in at.info]
+    assert at.button(key="demo_run").disabled and any("bundled samples" in c.value for c in at.caption)
+    assert "**Data** · no data" in sidebar_text(at)
+    at.switch_page("pages/data.py").run()
+    assert not at.exception and not at.success  # nothing is said to fit: there is no data yet
+    assert any("No data selected yet" in m.value for m in at.info)
+    at.switch_page("pages/recipe.py").run()
+    assert not at.dataframe  # no runs of this model
+    at.switch_page("pages/model.py").run()
+    at.selectbox(key="sample_select").set_value("digits_cnn").run()
+    assert "digits_cnn: calibration" in sidebar_text(at)
+    assert not at.button(key="demo_run").disabled
+
+
+def test_a_failed_upload_message_stays_with_its_model(home, tmp_path):
+    at = new_app()
+    bad = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
+    at.file_uploader(key="model_upload").set_value(("bad.onnx", bad, "application/octet-stream")).run()
+    assert at.error
+    at.selectbox(key="sample_select").set_value("efficientnet_lite0").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+
+
+def test_benchmark_queue_message_is_gone_once_the_run_left_the_queue():
+    from types import SimpleNamespace
+
+    from ortlab.progress import ProgressEvent
+    from ortlab.ui import progress_view
+
+    shown = []
+    job = SimpleNamespace(stages=["queued", "bench"], state="done",
+                          progress={"queued": ProgressEvent("queued", 0, None, "Queued behind 1 benchmark."),
+                                    "bench": ProgressEvent("bench", 1, 1, "")})
+    import streamlit as st
+
+    orig = st.progress
+    st.progress = lambda frac, text="": shown.append(text)  # type: ignore[assignment]
+    try:
+        progress_view.draw_stages(job)
+    finally:
+        st.progress = orig
+    assert shown and not any("Queued behind" in t for t in shown), shown
 
 
 def test_history_report_is_built_from_the_stored_run(demo_app):

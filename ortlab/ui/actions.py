@@ -184,14 +184,9 @@ def _use_imported(path: Path, name: str) -> Path:
         use_sample_data(same)
         state.flash(f"{name} has the same weights as the bundled sample '{same.title or same.name}': using its "
                     "preprocessing and images.", "info")
-    elif state.dataset() is not None and getattr(state.dataset(), "kind", "") == "images":
-        from ..data import resolve_preprocess
-
-        pre = resolve_preprocess(info, dataset=state.dataset())
-        state.set_preprocess(pre)
-        if pre is not None:
-            state.flash("Preprocessing was detected from the model input (size, layout, 0–1 scale, no mean/std). "
-                        "Accuracy depends on it: check it on the Data page.", "warning")
+    elif state.dataset() is None:  # data belongs to a model: another model's images are never carried over
+        state.flash(f"{name} has no data yet: choose its calibration and evaluation data on the Data page "
+                    "(images, tensors, or explicitly random data).", "info")
     return path
 
 
@@ -210,7 +205,11 @@ def set_user_dataset(ds, label: str) -> None:
     state.set_data_settings(min(DEFAULT_EVAL_SAMPLES, n), state.data_settings().get("stratify", True),
                             state.data_settings().get("seed", 0))
     if ds.kind == "images" and state.preprocess() is None and state.model_info() is not None:
-        state.set_preprocess(data.resolve_preprocess(state.model_info(), dataset=ds))
+        pre = data.resolve_preprocess(state.model_info(), dataset=ds)
+        state.set_preprocess(pre)
+        if pre is not None:
+            state.flash("Preprocessing was detected from the model input (size, layout, 0–1 scale, no mean/std). "
+                        "Accuracy depends on it: check it below.", "warning")
 
 
 def evaluation_subset(ds):
@@ -258,6 +257,18 @@ def run_summary(a: Artifact) -> dict:
             "seconds": round(a.total_seconds, 2)}
 
 
+def source_title(a: Artifact) -> str:
+    """What to call a run's source model: the bundled sample's title when it is one (by file, or by sha256 for
+    an uploaded copy), else the imported file's name."""
+    from .. import samples
+
+    try:
+        s = samples.find_by_path(a.source_path) or samples.find_by_sha256(a.source_sha256)
+    except Exception:  # a damaged sample folder: the file name still says which model it was
+        s = None
+    return (s.title or s.name) if s is not None else a.source_name
+
+
 def run_verdict(a: Artifact):
     """The verdict stored with a run; for runs recorded before verdicts, the default policy's verdict on its
     evaluation (unknown when it has none)."""
@@ -273,14 +284,61 @@ def verdict_policy():
     return state.ui("verdict_policy") or VerdictPolicy()
 
 
-def variants() -> list[Variant]:
-    """The original (current model) first, then this session's artifacts, oldest first."""
+def model_artifacts() -> list[Artifact]:
+    """This session's artifacts made from the current model (same sha256), oldest first."""
+    key = state.model_key()
+    return [a for a in state.artifacts() if a.source_sha256 == key]
+
+
+def _variant(a: Artifact, other: bool = False) -> Variant:
+    rid = f"#{a.run_id} " if a.run_id is not None else ""
+    return Variant(variant_id(a), f"{rid}{recipe_label(a)}" + (f" · other model {a.source_name}" if other else ""),
+                   Path(a.model_path), a)
+
+
+def variants(include_other: bool = False) -> list[Variant]:
+    """The original (current model) first, then this session's artifacts of the current model, oldest first;
+    with ``include_other`` also the artifacts of other models whose inputs and outputs match the current
+    model's (names, dtypes, ranks; see :func:`other_model_variants`)."""
     out = []
     if state.model_path() is not None:
         out.append(Variant(state.ORIGINAL, f"original · {state.model_label()}", state.model_path()))
+    out += [_variant(a) for a in model_artifacts()]
+    if include_other:
+        out += [v for v, why in other_model_variants() if why is None]
+    return out
+
+
+def io_signature(info) -> tuple:
+    """What must match for two models to stand in for each other: each input's and output's name, dtype and
+    rank."""
+    return (tuple((t.name, str(t.dtype), len(t.shape)) for t in info.inputs),
+            tuple((t.name, str(t.dtype), len(t.shape)) for t in info.outputs))
+
+
+def other_model_variants() -> list[tuple[Variant, str | None]]:
+    """This session's artifacts of other models, each with None when its I/O matches the current model's, or
+    the reason it cannot be compared with or timed against it."""
+    from . import compare_data
+
+    info = state.model_info()
+    if info is None:
+        return []
+    mine = io_signature(info)
+    out: list[tuple[Variant, str | None]] = []
     for a in state.artifacts():
-        rid = f"#{a.run_id} " if a.run_id is not None else ""
-        out.append(Variant(variant_id(a), f"{rid}{recipe_label(a)}", Path(a.model_path), a))
+        if a.source_sha256 == info.sha256:
+            continue
+        v = _variant(a, other=True)
+        try:
+            theirs = io_signature(compare_data.model_info(v.path))
+        except Exception as exc:  # a deleted or unreadable file: listed with the reason
+            out.append((v, f"cannot be read ({type(exc).__name__})"))
+            continue
+        if theirs != mine:
+            out.append((v, "its inputs/outputs (names, dtypes, ranks) differ from this model's"))
+        else:
+            out.append((v, None))
     return out
 
 
@@ -304,13 +362,54 @@ def run_spec(recipe: Recipe) -> RunSpec:
                    policy=None if policy == VerdictPolicy() else policy)
 
 
-def start_recipe_job(recipe: Recipe, *, land_on_compare: bool = False) -> RecipeHandle:
-    """Start the recipe on the current model and data through the run service (a child process that records
-    the result in the history itself); under tests wait for its end."""
+def demo_sample():
+    """The bundled sample the demo runs on: the current model when it is a bundled sample (or a copy of one with
+    the same sha256), else None — the demo needs a sample's own images."""
+    from .. import samples
+
+    info = state.model_info()
+    if info is None:
+        return None
+    if state.sample_name():
+        return samples.get_sample(state.sample_name())
+    return samples.find_by_sha256(info.sha256)
+
+
+def demo_spec(sample) -> RunSpec:
+    """The demo's RunSpec: :data:`DEMO_RECIPE` on the current model with the sample's own image sets and
+    preprocessing (whatever data the Data page holds)."""
+    from ..verdict import VerdictPolicy
+
+    cal_set = "calibration" if sample.calibration_dir else "evaluation"
+    ev_set = "evaluation" if sample.evaluation_dir else cal_set
+    n_ev = len(DataRef(sample=sample.name, set=ev_set).load())
+    n_verify = min(DEFAULT_EVAL_SAMPLES, n_ev)
+    policy = verdict_policy()
+    return RunSpec(model=str(state.model_path()), recipe=DEMO_RECIPE, sample=sample.name,
+                   calibration=DataRef(sample=sample.name, set=cal_set),
+                   evaluation=DataRef(sample=sample.name, set=ev_set, count=n_verify),
+                   preprocess=sample.preprocess, verify_samples=n_verify,
+                   policy=None if policy == VerdictPolicy() else policy)
+
+
+def start_demo_job() -> RecipeHandle:
+    """Run the demo on the current bundled sample with its own data and land on Compare."""
+    from ..errors import RecipeError
+
+    sample = demo_sample()
+    if sample is None:
+        raise RecipeError("The demo runs on the bundled samples only (it needs a sample's own images).")
+    return start_recipe_job(DEMO_RECIPE, land_on_compare=True, spec=demo_spec(sample))
+
+
+def start_recipe_job(recipe: Recipe, *, land_on_compare: bool = False, spec: RunSpec | None = None) -> RecipeHandle:
+    """Start the recipe on the current model and data (or ``spec``) through the run service (a child process
+    that records the result in the history itself); under tests wait for its end."""
     from .. import service
 
-    job = service.start_recipe(run_spec(recipe), workspace=workspace(), origin="app")
-    job.meta = {"recipe": recipe, "land_on_compare": land_on_compare, "model": state.model_label()}
+    job = service.start_recipe(spec or run_spec(recipe), workspace=workspace(), origin="app")
+    job.meta = {"recipe": recipe, "land_on_compare": land_on_compare, "model": state.model_label(),
+                "model_sha": state.model_key(), "page": state.current_page()}
     state.set_job("recipe", job)
     return started(job)  # type: ignore[return-value]
 
@@ -322,7 +421,7 @@ def finish_recipe_job(job: RecipeHandle) -> Artifact | None:
     job.handled = True
     artifact = job.result
     state.add_artifact(artifact)
-    state.set_compare_pair(state.ORIGINAL, variant_id(artifact))
+    state.set_compare_pair(state.ORIGINAL, variant_id(artifact), model=artifact.source_sha256)
     return artifact
 
 

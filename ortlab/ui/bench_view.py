@@ -4,7 +4,32 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ..bench import THROUGHPUT_METHOD
 from ..bench_compare import BenchComparison, LatencyStats
+
+THROUGHPUT_COLUMN = "throughput /s (batch ÷ p50)"
+
+
+def result_columns() -> dict:
+    """``st.dataframe`` column configs of :func:`result_rows`: widths that fit the values at 1280 px and what
+    each number means."""
+    import streamlit as st
+
+    num = st.column_config.NumberColumn
+    return {
+        "variant": st.column_config.TextColumn("variant", width="medium"),
+        "batch": num("batch", width="small"), "runs": num("runs", width="small"),
+        "p50 ms": num("p50 ms", width="small", help="Median latency of one run (ms)."),
+        "p90 ms": num("p90 ms", width="small"), "p99 ms": num("p99 ms", width="small"),
+        "mean ms": num("mean ms", width="small", help="Mean latency; one slow run moves it, p50 does not."),
+        THROUGHPUT_COLUMN: num(THROUGHPUT_COLUMN, width="medium", format="%.1f",
+                               help=f"Samples per second = {THROUGHPUT_METHOD} (the median, so one outlier "
+                                    "cannot flip which variant is faster)."),
+        "speedup (p50)": st.column_config.TextColumn("speedup (p50)", width="small",
+                                                     help="Baseline p50 ÷ this p50, at the same batch size."),
+        "peak memory MB": num("peak memory MB", width="small", format="%.1f"),
+        "providers": st.column_config.TextColumn("providers", width="small"),
+    }
 
 
 def live_rows(stats: Sequence[LatencyStats], names: Mapping[str, str]) -> list[dict]:
@@ -20,7 +45,7 @@ def result_rows(comparison: BenchComparison, names: Mapping[str, str]) -> list[d
         s = r.summary
         rows.append({"variant": names.get(s.variant, s.variant), "batch": s.batch_size, "runs": s.n,
                      "p50 ms": round(s.p50, 3), "p90 ms": round(s.p90, 3), "p99 ms": round(s.p99, 3),
-                     "mean ms": round(s.mean, 3), "throughput /s": round(s.throughput_per_s, 1),
+                     "mean ms": round(s.mean, 3), THROUGHPUT_COLUMN: round(s.throughput_per_s, 1),
                      "speedup (p50)": f"{r.speedup:.2f}×" if r.speedup is not None else "–",
                      "peak memory MB": None if s.peak_rss_mb is None else round(s.peak_rss_mb, 1),
                      "providers": ", ".join(p.replace("ExecutionProvider", "") for p in s.providers)})

@@ -7,7 +7,7 @@ import streamlit as st
 from ..eval_report import EvalReport, OutputError
 from ..text import format_bytes
 from ..verdict import Level, Verdict
-from .inert import html_text
+from .inert import html_text, md
 
 # background, text colour of the verdict banner: red broken, amber degraded, green ok, grey unknown
 VERDICT_COLORS = {Level.BROKEN: ("#b00020", "white"), Level.DEGRADED: ("#f0a000", "#1a1a1a"),
@@ -55,6 +55,9 @@ def sqnr_text(o: OutputError) -> str:
     return "identical" if o.identical else f"{o.sqnr_db:.1f} dB"
 
 
+LONG_VALUE = 10
+
+
 def metric_row(items: list[tuple]) -> None:
     """One row of bordered metric cards: (label, value, delta, help[, delta_color]); delta_color "inverse"
     makes a decrease green (sizes, latency), "off" makes it grey."""
@@ -62,6 +65,8 @@ def metric_row(items: list[tuple]) -> None:
     for col, item in zip(cols, items):
         label, value, delta, help_ = item[:4]
         color = item[4] if len(item) > 4 else "normal"
+        if len(str(value)) > LONG_VALUE:  # wraps on a narrow card; the hover says it in one piece
+            help_ = f"{md(value)}" + (f" — {help_}" if help_ else "")
         col.metric(label, value, delta=delta, help=help_, border=True, delta_color=color)
 
 
@@ -86,6 +91,15 @@ def io_rows(info) -> list[dict]:
         for t in items:
             rows.append({"": kind, "name": t.name, "dtype": t.dtype, "shape": shape_text(t.shape)})
     return rows
+
+
+def io_columns() -> dict:
+    """Column configs of :func:`io_rows`: the shape gets the room symbolic dimensions need."""
+    return {"": st.column_config.TextColumn("", width="small"),
+            "name": st.column_config.TextColumn("name", width="medium"),
+            "dtype": st.column_config.TextColumn("dtype", width="small"),
+            "shape": st.column_config.TextColumn("shape", width="large",
+                                                 help="? = a dimension the model leaves open.")}
 
 
 def eval_cards(ev: EvalReport, ref_name: str, cand_name: str) -> None:

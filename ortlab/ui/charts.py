@@ -25,12 +25,16 @@ def domain_color(domain: str) -> str:
 
 
 def style(fig: go.Figure, title: str = "", height: int = 420) -> go.Figure:
-    """Apply the shared look: template, fonts, margins, legend on top."""
+    """Apply the shared look: template, fonts, margins; the legend goes below the plot (under the x axis and its
+    labels), where more rows of series push the chart's bottom margin instead of covering the title."""
     fig.update_layout(
         template=TEMPLATE, title=dict(text=title, font=dict(size=FONT_SIZE + 4)), height=height,
         font=dict(size=FONT_SIZE), margin=dict(l=10, r=10, t=60 if title else 20, b=10),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+        legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0,
+                    font=dict(size=FONT_SIZE - 3)),
     )
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
     return fig
 
 
@@ -166,3 +170,58 @@ def bar(labels: Iterable[str], values: Iterable[float], colors: Iterable[str], t
     fig = go.Figure(go.Bar(x=list(labels), y=values, marker_color=list(colors),
                            text=[fmt.format(v) for v in values], textposition="auto"))
     return style(fig, title, height=360)
+
+
+def latency_panels(summaries, names: dict[str, str], colors: dict[str, str],
+                   title: str = "Latency per batch size · bar: p50 · whisker: p99 · ◆: p90 (ms)",
+                   height: int = 420) -> go.Figure:
+    """One panel per batch size (each with its own y axis, so a batch-1 bar is never dwarfed by batch 32):
+    a bar per variant at its p50, a whisker up to its p99 and a diamond at its p90. ``summaries`` are
+    ``LatencySummary``-like (variant, batch_size, p50, p90, p99)."""
+    from plotly.subplots import make_subplots
+
+    batches = sorted({int(s.batch_size) for s in summaries})
+    fig = make_subplots(rows=1, cols=max(1, len(batches)), subplot_titles=[f"batch {b}" for b in batches],
+                        horizontal_spacing=0.08 if len(batches) > 1 else 0.0)
+    shown: set[str] = set()
+    for col, b in enumerate(batches, start=1):
+        for s in (x for x in summaries if int(x.batch_size) == b):
+            name = names.get(s.variant, s.variant)
+            color = colors.get(s.variant, PALETTE[0])
+            fig.add_bar(x=[name], y=[s.p50], name=name, legendgroup=s.variant, showlegend=s.variant not in shown,
+                        marker_color=color, text=[f"{s.p50:.3g}"], textposition="inside", insidetextanchor="start",
+                        error_y=dict(type="data", symmetric=False, array=[max(0.0, s.p99 - s.p50)],
+                                     arrayminus=[0.0], thickness=2, width=8, color="#333"),
+                        customdata=[[s.p90, s.p99]],
+                        hovertemplate=(f"{name} · batch {b}<br>p50 %{{y:.3f}} ms<br>p90 %{{customdata[0]:.3f}} ms"
+                                       "<br>p99 %{customdata[1]:.3f} ms<extra></extra>"),
+                        row=1, col=col)
+            fig.add_scatter(x=[name], y=[s.p90], mode="markers", legendgroup=s.variant, showlegend=False,
+                            marker=dict(symbol="diamond", size=11, color="#333"), hoverinfo="skip", row=1, col=col)
+            shown.add(s.variant)
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(rangemode="tozero", title_text="ms", row=1, col=1)
+    fig.update_layout(bargap=0.25)
+    return style(fig, title, height=height)
+
+
+def throughput_panels(summaries, names: dict[str, str], colors: dict[str, str],
+                      title: str = "Throughput per batch size (samples/s = batch ÷ p50)", height: int = 380) -> go.Figure:
+    """One panel per batch size: a bar per variant at its throughput (batch size ÷ p50)."""
+    from plotly.subplots import make_subplots
+
+    batches = sorted({int(s.batch_size) for s in summaries})
+    fig = make_subplots(rows=1, cols=max(1, len(batches)), subplot_titles=[f"batch {b}" for b in batches],
+                        horizontal_spacing=0.08 if len(batches) > 1 else 0.0)
+    shown: set[str] = set()
+    for col, b in enumerate(batches, start=1):
+        for s in (x for x in summaries if int(x.batch_size) == b):
+            name = names.get(s.variant, s.variant)
+            fig.add_bar(x=[name], y=[s.throughput_per_s], name=name, legendgroup=s.variant,
+                        showlegend=s.variant not in shown, marker_color=colors.get(s.variant, PALETTE[0]),
+                        text=[f"{s.throughput_per_s:,.0f}"], textposition="auto",
+                        hovertemplate=f"{name} · batch {b}<br>%{{y:,.1f}} samples/s<extra></extra>", row=1, col=col)
+            shown.add(s.variant)
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(rangemode="tozero", title_text="samples/s", row=1, col=1)
+    return style(fig, title, height=height)

@@ -22,6 +22,10 @@ def draw_stages(job: Handle) -> None:
     """One progress bar per stage, all of a recipe's stages from the start (n/N where the stage counts units)."""
     for stage in job.stages:
         ev = job.progress.get(stage)
+        if stage == "queued" and job.state != "queued":  # it left the queue: the "queued behind" text is stale
+            if ev is not None:
+                st.progress(1.0, text=":material/check_circle: Waited for the benchmark slot")
+            continue
         if ev is None:
             st.progress(0.0, text=f":material/radio_button_unchecked: {STAGE_TITLES.get(stage, stage)}")
             continue
@@ -38,14 +42,25 @@ def recipe_running() -> bool:
     return job is not None and not job.done
 
 
+DEMO_ONLY_SAMPLES = ("The demo runs on the bundled samples, with their own images. For this model, choose its "
+                     "data on the Data page and run a recipe on the Recipe page.")
+
+
 def demo_button() -> None:
-    """The one primary button that runs the demo recipe on the current model and lands on Compare."""
-    if st.button(actions.DEMO_LABEL, key="demo_run", type="primary",
-                 disabled=recipe_running() or state.model_path() is None,
-                 help="Quantize the current model to int8 (static, QDQ, calibrated on its data), apply graph "
+    """The one primary button that runs the demo recipe on the current bundled sample (with the sample's own
+    data) and lands on Compare; for other models it is disabled and says why."""
+    with engine_errors("Looking up the bundled sample"):
+        sample = actions.demo_sample()
+    if sample is None:
+        st.button(actions.DEMO_LABEL, key="demo_run", type="primary", disabled=True, help=DEMO_ONLY_SAMPLES)
+        if state.model_info() is not None:
+            st.caption(DEMO_ONLY_SAMPLES)
+        return
+    if st.button(actions.DEMO_LABEL, key="demo_run", type="primary", disabled=recipe_running(),
+                 help="Quantize the sample to int8 (static, QDQ, calibrated on the sample's images), apply graph "
                       "optimization, verify it against the original and open Compare."):
         with engine_errors("Starting the demo"):
-            actions.start_recipe_job(actions.DEMO_RECIPE, land_on_compare=True)
+            actions.start_demo_job()
 
 
 def recipe_job_panel(where: str) -> None:
@@ -78,15 +93,19 @@ def _recipe_job(where: str) -> None:
         poll()
         return
     job.drain()
+    mine = job.meta.get("model_sha", state.model_key()) == state.model_key()
     if job.state == DONE:
         first_time = not job.handled
         a = actions.finish_recipe_job(job)
         level, text = finish_message(job.result, job.meta['recipe'].label(), job.elapsed)
-        if first_time and job.meta.get("land_on_compare"):
+        if first_time and job.meta.get("land_on_compare") and mine:
             state.flash(text, level)
             st.switch_page("pages/compare.py")
         if a is not None:
-            show_message(level, text + " — see Compare and History.")
+            where = "see Compare and History" if mine else f"select {job.meta.get('model', 'its model')} to compare it"
+            show_message(level, f"{text} — {where}.")
+    elif not mine:  # a failed or cancelled run of another model: its message stays with that model
+        state.set_job("recipe", None)
     elif job.state in (FAILED, CANCELLED):
         level, text = error_message("Running the recipe", job.error)
         show_message(level, text)

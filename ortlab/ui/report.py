@@ -98,11 +98,13 @@ def _figures(diff: GraphDiff, bench: list[LatencySummary] | None) -> list[go.Fig
             layout={"title": "Op-count change (after − before)", "height": max(260, 24 * len(deltas) + 100),
                     "margin": {"l": 220, "r": 20, "t": 50, "b": 40}},
         ))
-    if bench:
-        fig = go.Figure(layout={"title": "Latency by variant (ms)", "barmode": "group", "height": 380})
-        for stat in ("p50", "p90", "p99"):
-            fig.add_bar(name=stat, x=[f"{b.variant} · bs {b.batch_size}" for b in bench],
-                        y=[getattr(b, stat) for b in bench])
+    if bench:  # the app's form: p50 bars with p90/p99 whiskers, one panel per batch size
+        from .charts import latency_panels, variant_colors
+
+        ids = list(dict.fromkeys(b.variant for b in bench))
+        fig = latency_panels(bench, {}, variant_colors(ids), height=420)
+        fig.update_layout(title={"text": "Latency per batch size (ms) · bar: p50 · whisker: p99 · ◆: p90",
+                                 "font": {"size": 17}})
         figs.append(fig)
     return figs
 
@@ -210,7 +212,7 @@ def html_report(artifact: Artifact, ref_info: dict, cand_info: dict, diff: Graph
         parts.append("<h2>Benchmark (ms)</h2>")
         rows = [(_e(b.variant), _num(b.batch_size), _num(b.n), _num(b.p50, 3), _num(b.p90, 3), _num(b.p99, 3),
                  _num(b.mean, 3), _num(b.std, 3), _num(b.throughput_per_s, 1), _num(b.peak_rss_mb, 1)) for b in bench]
-        parts.append(_table(["Variant", "Batch", "Runs", "p50", "p90", "p99", "Mean", "Std", "Throughput /s",
+        parts.append(_table(["Variant", "Batch", "Runs", "p50", "p90", "p99", "Mean", "Std", "Throughput /s (batch ÷ p50)",
                              "Peak RSS MB"], rows, set(range(1, 10))))
 
     figs = _figures(diff, bench)

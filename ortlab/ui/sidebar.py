@@ -11,7 +11,11 @@ from .inert import md
 
 CSS = """
 <style>
-[data-testid="stMetricValue"] { font-size: 2.2rem; }
+[data-testid="stMetricValue"] { font-size: clamp(1.35rem, 1.9vw, 2.2rem); line-height: 1.15; }
+/* a long value wraps (at "/", "×", spaces) instead of ending in "…"; the card's help has it in one piece */
+[data-testid="stMetricValue"], [data-testid="stMetricValue"] * {
+    white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+    overflow-wrap: anywhere; }
 [data-testid="stMetricLabel"] p { font-size: 1.05rem; }
 </style>
 """
@@ -26,22 +30,31 @@ def home_relative(path) -> str:
 
 
 def providers_text() -> str:
-    """'CPU only: CUDA/TensorRT claimed by onnxruntime-gpu but not usable' or the working GPU providers."""
+    """Where models run, in words: "Running on CPU" or "Running on CUDA and CPU" (what works here)."""
     from .. import providers
 
     working = providers.working_providers()
+    short = {providers.TRT: "TensorRT", providers.CUDA: "CUDA", providers.CPU: "CPU"}
+    gpu_working = [short[p] for p in (providers.TRT, providers.CUDA) if p in working]
+    return "Running on " + (", ".join(gpu_working) + " and CPU" if gpu_working else "CPU")
+
+
+def provider_details() -> list[str]:
+    """What onnxruntime claims against what a probe found working, one line per provider (for the details)."""
+    from .. import providers
+
+    working = set(providers.working_providers())
     claimed = providers.claimed_providers()
     short = {providers.TRT: "TensorRT", providers.CUDA: "CUDA", providers.CPU: "CPU"}
-    gpu_claimed = [short[p] for p in (providers.TRT, providers.CUDA) if p in claimed and p not in working]
-    gpu_working = [short[p] for p in (providers.TRT, providers.CUDA) if p in working]
-    if gpu_working:
-        text = "Working: " + ", ".join(gpu_working + ["CPU"])
-        if gpu_claimed:
-            text += f" ({'/'.join(gpu_claimed)} claimed but not usable)"
-        return text
-    if gpu_claimed:
-        return f"CPU only: {'/'.join(gpu_claimed)} claimed by onnxruntime but not usable"
-    return "CPU only"
+    lines = []
+    for p in dict.fromkeys([*claimed, *working]):
+        name = short.get(p, p.replace("ExecutionProvider", ""))
+        if p in working:
+            lines.append(f"{name}: works (checked by running a tiny model)")
+        else:
+            lines.append(f"{name}: listed by onnxruntime, but a test run fell back to the CPU (no usable GPU or "
+                         "driver libraries here), so it is not used")
+    return lines
 
 
 def prepare():
@@ -71,6 +84,9 @@ def draw(slot=None) -> None:
             st.info(f"Running: {md(job.meta['recipe'].label())}")
         with engine_errors("Checking execution providers"):
             st.markdown(f"**Providers** · {providers_text()}")
+            with st.expander("Provider details", icon=":material/memory:"):
+                for line in provider_details():
+                    st.caption(line)
         if auth.sign_in_configured():
             auth.account_box()
         else:

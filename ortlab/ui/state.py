@@ -3,6 +3,11 @@
 Every page reads and writes ``st.session_state`` only through these functions, so the keys live in one place.
 Artifacts are typed ``Artifact`` records: runs loaded from the History DB and runs made in this session are the
 same kind of object.
+
+What belongs to a model lives under that model's sha256 (:func:`model_key`): the data chosen for it, its
+preprocessing, the Compare pair, the benchmark job and its results, one-shot messages. Changing the model never
+shows another model's numbers; coming back to a model finds its own choices again. The artifacts of every model
+stay in one list (each knows its source's sha256); pages ask :mod:`ortlab.ui.actions` for the current model's.
 """
 
 from __future__ import annotations
@@ -32,6 +37,28 @@ def _set(name: str, value: Any) -> None:
 
 def _pop(name: str) -> None:
     st.session_state.pop(_P + name, None)
+
+
+def model_key() -> str:
+    """The sha256 of the current model ("none" before one is chosen): what per-model state is stored under."""
+    info = _get("model_info")
+    return getattr(info, "sha256", None) or "none"
+
+
+def _mget(name: str, default: Any = None) -> Any:
+    return _get(f"m.{model_key()}.{name}", default)
+
+
+def _mset(name: str, value: Any) -> None:
+    _set(f"m.{model_key()}.{name}", value)
+
+
+def _mpop(name: str) -> None:
+    _pop(f"m.{model_key()}.{name}")
+
+
+# widgets whose values belong to the model on screen: drawn again from that model's state after a change
+MODEL_WIDGET_PREFIXES = ("data.", "pre.", "compare.", "bench.variants")
 
 
 def initialized() -> bool:
@@ -67,67 +94,93 @@ def model_label() -> str:
 
 
 def set_model(path: Path, info, *, sample: str | None, label: str) -> None:
-    """Make ``path`` the current model; artifacts of other models stay listed, the compare pair resets."""
+    """Make ``path`` the current model. Its data, pair, benchmark and messages are its own (see
+    :func:`model_key`); when the model changes, the widgets that showed the previous model's choices are reset
+    and a failed or cancelled run's message (about the previous model) is dropped."""
+    changed = model_key() != (getattr(info, "sha256", None) or "none")
     _set("model_path", str(path))
     _set("model_info", info)
     _set("sample_name", sample)
     _set("model_label", label)
-    _pop("compare_pair")
     _pop("cache")
+    if changed:
+        for prefix in MODEL_WIDGET_PREFIXES:
+            clear_widgets(prefix)
+        drop_finished_failure()
+
+
+def enter_page(name: str) -> None:
+    """Called by app.py before each page runs: a failed or cancelled run's message stays on the page (and
+    model) where it appeared, and is dropped when the user goes elsewhere."""
+    if _get("page") != name:
+        _set("page", name)
+        drop_finished_failure()
+
+
+def current_page() -> str | None:
+    """The page app.py last entered (its title)."""
+    return _get("page")
+
+
+def drop_finished_failure() -> None:
+    """Forget this session's recipe job when it ended failed or cancelled (its message was shown)."""
+    j = _get("job.recipe")
+    if j is not None and j.done and getattr(j, "state", None) in ("failed", "cancelled"):
+        _pop("job.recipe")
 
 
 # -- data ---------------------------------------------------------------------------------------------
 def dataset():
     """The ``Dataset`` used for calibration and evaluation (or None)."""
-    return _get("dataset")
+    return _mget("dataset")
 
 
 def dataset_label() -> str:
     """A short description of the data in use, for headers and the sidebar."""
-    return _get("dataset_label", "no data")
+    return _mget("dataset_label", "no data")
 
 
 def eval_dataset():
     """The ``Dataset`` used to verify and compare (defaults to the calibration dataset)."""
-    return _get("eval_dataset") or dataset()
+    return _mget("eval_dataset") or dataset()
 
 
 def set_dataset(ds, label: str, eval_ds=None) -> None:
     """Use ``ds`` for calibration and ``eval_ds`` (default: ``ds``) for evaluation."""
-    _set("dataset", ds)
-    _set("eval_dataset", eval_ds)
-    _set("dataset_label", label)
+    _mset("dataset", ds)
+    _mset("eval_dataset", eval_ds)
+    _mset("dataset_label", label)
 
 
 def data_refs() -> tuple[Any, Any]:
     """The (calibration, evaluation) ``runspec.DataRef`` of the data in use: where another process loads it."""
-    refs = _get("data_refs")
+    refs = _mget("data_refs")
     return tuple(refs) if refs else (None, None)
 
 
 def set_data_refs(calibration, evaluation) -> None:
     """Remember where the calibration and evaluation data can be loaded from (``runspec.DataRef``)."""
-    _set("data_refs", (calibration, evaluation))
+    _mset("data_refs", (calibration, evaluation))
 
 
 def preprocess() -> PreprocessConfig | None:
     """The preprocessing applied to images (or None before one is known)."""
-    return _get("preprocess")
+    return _mget("preprocess")
 
 
 def set_preprocess(cfg: PreprocessConfig) -> None:
     """Use ``cfg`` to turn images into model inputs."""
-    _set("preprocess", cfg)
+    _mset("preprocess", cfg)
 
 
 def data_settings() -> dict:
     """Sample count, stratification and seed chosen on the Data page."""
-    return _get("data_settings", {"n": 0, "stratify": True, "seed": 0})
+    return _mget("data_settings", {"n": 0, "stratify": True, "seed": 0})
 
 
 def set_data_settings(n: int, stratify: bool, seed: int) -> None:
     """Store the Data page's evaluation sample count, stratification and seed."""
-    _set("data_settings", {"n": int(n), "stratify": bool(stratify), "seed": int(seed)})
+    _mset("data_settings", {"n": int(n), "stratify": bool(stratify), "seed": int(seed)})
 
 
 # -- recipe -------------------------------------------------------------------------------------------
@@ -167,38 +220,41 @@ def _same_artifact(x: Artifact, y: Artifact) -> bool:
 
 def compare_pair() -> tuple[str, str] | None:
     """The (reference, candidate) variant ids chosen on Compare."""
-    pair = _get("compare_pair")
+    pair = _mget("compare_pair")
     return tuple(pair) if pair else None
 
 
-def set_compare_pair(ref: str, cand: str) -> None:
-    """Remember the (reference, candidate) variant ids chosen on Compare."""
-    _set("compare_pair", (ref, cand))
+def set_compare_pair(ref: str, cand: str, model: str | None = None) -> None:
+    """Remember the (reference, candidate) variant ids chosen on Compare for the current model (or for the
+    model whose sha256 is ``model``)."""
+    _set(f"m.{model or model_key()}.compare_pair", (ref, cand))
 
 
 # -- benchmark ----------------------------------------------------------------------------------------
 def last_benchmark() -> BenchmarkRecord | None:
     """The last finished benchmark of this session (its variants, config and summaries)."""
-    return _get("last_benchmark")
+    return _mget("last_benchmark")
 
 
 def set_last_benchmark(result: BenchmarkRecord | None) -> None:
     """Keep the result of the last finished benchmark (None forgets it)."""
-    _set("last_benchmark", result)
+    _mset("last_benchmark", result)
 
 
 # -- jobs and caches ----------------------------------------------------------------------------------
 def job(kind: str):
-    """The background job of ``kind`` ("recipe" or "bench") started in this session, or None."""
-    return _get("job." + kind)
+    """The background job of ``kind`` started in this session, or None: the recipe job (one per session,
+    whichever model it runs on: its ``meta["model_sha"]`` says which), or the current model's benchmark."""
+    return _mget("job.bench") if kind == "bench" else _get("job." + kind)
 
 
 def set_job(kind: str, j) -> None:
-    """Keep ``j`` as this session's job of ``kind`` (None forgets it)."""
+    """Keep ``j`` as this session's job of ``kind`` (None forgets it); a benchmark belongs to the current model."""
+    put, pop = (_mset, _mpop) if kind == "bench" else (_set, _pop)
     if j is None:
-        _pop("job." + kind)
+        pop("job." + kind)
     else:
-        _set("job." + kind, j)
+        put("job." + kind, j)
 
 
 def cache() -> dict:
@@ -211,13 +267,17 @@ def cache() -> dict:
 
 
 def flash(message: str | None = None, level: str = "success") -> tuple[str, str] | None:
-    """Store a one-shot message for the next page (with a message) or pop it (without)."""
+    """Store a one-shot message for the next page (with a message) or pop it (without). A message belongs to
+    the model that was current when it was stored: it is never shown with another model (one stored before any
+    model was open, e.g. at start-up, is shown with the first)."""
     if message is not None:
-        _set("flash", (level, message))
+        _set("flash", (level, message, model_key()))
         return None
     out = _get("flash")
     _pop("flash")
-    return out
+    if not out or out[2] not in ("none", model_key()):  # stored before any model was open: for every model
+        return None
+    return out[0], out[1]
 
 
 # -- widget defaults ----------------------------------------------------------------------------------

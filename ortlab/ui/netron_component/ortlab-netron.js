@@ -8,6 +8,31 @@
     var pending = null;
     var shown = null;
 
+    // Netron focuses its graph when a model opens. Inside Streamlit's page that focus scrolls the app down to
+    // the viewer and takes the keyboard away (a second after every visit). Until the person clicks or types in
+    // the viewer, focus() does nothing; after that it never scrolls the page.
+    var touched = false;
+    ['pointerdown', 'keydown', 'wheel', 'touchstart'].forEach(function (type) {
+        window.addEventListener(type, function () { touched = true; }, true);
+    });
+    [window.HTMLElement, window.SVGElement].forEach(function (kind) {
+        if (!kind || !kind.prototype || !kind.prototype.focus) {
+            return;
+        }
+        var focus = kind.prototype.focus;
+        kind.prototype.focus = function (options) {
+            if (!touched) {
+                return;
+            }
+            var opts = {};
+            for (var k in options || {}) {
+                opts[k] = options[k];
+            }
+            opts.preventScroll = true;
+            return focus.call(this, opts);
+        };
+    });
+
     function send(type, data) {
         var message = { isStreamlitMessage: true, type: type };
         for (var k in data || {}) {
