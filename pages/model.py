@@ -39,7 +39,8 @@ with right:
         elif done[1] and done[2:] == (state.model_key(),):
             st.error(done[1])
     if actions.local_imports_allowed():
-        with st.form("local_import", border=False):
+        with st.expander("…or import from a path on this machine", icon=":material/folder_open:"), \
+                st.form("local_import", border=False):
             local = st.text_input("Import from a path on this machine", key="model_local_path",
                                   placeholder="/path/to/model.onnx or model.zip",
                                   help="For models larger than the upload limit: the .onnx (with its external data "
@@ -73,7 +74,8 @@ with left, engine_errors("Listing the bundled samples"):
             st.rerun()
     if choice and choice in options:
         s = options[choice]
-        st.caption(f"{s.description}  \nLicense: {s.license} · {s.attribution}")
+        with st.expander("About this sample: what it is, licence", icon=":material/info:"):
+            st.caption(f"{s.description}  \nLicense: {s.license} · {s.attribution}")
 
 info = state.model_info()
 if info is None:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from ..bench import THROUGHPUT_METHOD
 from ..bench_compare import BenchComparison, LatencyStats
 
-THROUGHPUT_COLUMN = "throughput /s (batch ÷ p50)"
+THROUGHPUT_COLUMN = "samples/s (batch÷p50)"
 
 
 def result_columns() -> dict:
@@ -17,17 +17,17 @@ def result_columns() -> dict:
 
     num = st.column_config.NumberColumn
     return {
-        "variant": st.column_config.TextColumn("variant", width="medium"),
-        "batch": num("batch", width="small"), "runs": num("runs", width="small"),
+        "variant": st.column_config.TextColumn("variant", width="medium", help="Full name on hover."),
+        "batch": num("batch", width="small"), "runs": num("runs", width="small", format="%d"),
         "p50 ms": num("p50 ms", width="small", help="Median latency of one run (ms)."),
         "p90 ms": num("p90 ms", width="small"), "p99 ms": num("p99 ms", width="small"),
-        "mean ms": num("mean ms", width="small", help="Mean latency; one slow run moves it, p50 does not."),
-        THROUGHPUT_COLUMN: num(THROUGHPUT_COLUMN, width="medium", format="%.1f",
+        THROUGHPUT_COLUMN: num(THROUGHPUT_COLUMN, width="small", format="%.0f",
                                help=f"Samples per second = {THROUGHPUT_METHOD} (the median, so one outlier "
                                     "cannot flip which variant is faster)."),
-        "speedup (p50)": st.column_config.TextColumn("speedup (p50)", width="small",
+        "speedup (p50)": st.column_config.TextColumn("speedup", width="small",
                                                      help="Baseline p50 ÷ this p50, at the same batch size."),
-        "peak memory MB": num("peak memory MB", width="small", format="%.1f"),
+        "peak memory MB": num("peak MB", width="small", format="%.0f",
+                              help="Peak resident memory of the process that timed it (MB)."),
         "providers": st.column_config.TextColumn("providers", width="small"),
     }
 
@@ -45,7 +45,7 @@ def result_rows(comparison: BenchComparison, names: Mapping[str, str]) -> list[d
         s = r.summary
         rows.append({"variant": names.get(s.variant, s.variant), "batch": s.batch_size, "runs": s.n,
                      "p50 ms": round(s.p50, 3), "p90 ms": round(s.p90, 3), "p99 ms": round(s.p99, 3),
-                     "mean ms": round(s.mean, 3), THROUGHPUT_COLUMN: round(s.throughput_per_s, 1),
+                     THROUGHPUT_COLUMN: round(s.throughput_per_s, 1),
                      "speedup (p50)": f"{r.speedup:.2f}×" if r.speedup is not None else "–",
                      "peak memory MB": None if s.peak_rss_mb is None else round(s.peak_rss_mb, 1),
                      "providers": ", ".join(p.replace("ExecutionProvider", "") for p in s.providers)})

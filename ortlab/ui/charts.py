@@ -67,7 +67,11 @@ def op_counts_grouped(deltas: list[dict], names: tuple[str, str], colors: tuple[
     fig.add_bar(x=labels, y=[d["before"] for d in rows], name=names[0], marker_color=colors[0])
     fig.add_bar(x=labels, y=[d["after"] for d in rows], name=names[1], marker_color=colors[1])
     fig.update_layout(barmode="group", xaxis_tickangle=-35)
-    return style(fig, title, height=460)
+    style(fig, title, height=480)
+    # rotated op names take the room below the axis: the legend goes between the title and the plot
+    fig.update_layout(title=dict(y=0.98, yref="container", yanchor="top"), margin=dict(t=100),
+                      legend=dict(yanchor="bottom", y=1.02, yref="paper"))
+    return fig
 
 
 def size_bars(rows: list[dict], colors: dict[str, str], title: str = "File size (MB)") -> go.Figure:
@@ -185,9 +189,18 @@ def latency_panels(summaries, names: dict[str, str], colors: dict[str, str],
                         horizontal_spacing=0.08 if len(batches) > 1 else 0.0)
     shown: set[str] = set()
     for col, b in enumerate(batches, start=1):
-        for s in (x for x in summaries if int(x.batch_size) == b):
+        panel = [x for x in summaries if int(x.batch_size) == b]
+        # a few slow runs (p99) must not flatten the p50 bars: the axis ends above the highest p90, and a p99
+        # beyond it is written at the top of its whisker
+        top = 1.3 * max([max(x.p90, x.p50) for x in panel] + [1e-9])
+        fig.update_yaxes(range=[0, top], row=1, col=col)
+        for s in panel:
             name = names.get(s.variant, s.variant)
             color = colors.get(s.variant, PALETTE[0])
+            if s.p99 > top:
+                fig.add_scatter(x=[name], y=[top * 0.96], mode="text", text=[f"p99 {s.p99:.3g} ↑"],
+                                textposition="middle right", showlegend=False, hoverinfo="skip",
+                                textfont=dict(size=FONT_SIZE - 4, color="#333"), row=1, col=col)
             fig.add_bar(x=[name], y=[s.p50], name=name, legendgroup=s.variant, showlegend=s.variant not in shown,
                         marker_color=color, text=[f"{s.p50:.3g}"], textposition="inside", insidetextanchor="start",
                         error_y=dict(type="data", symmetric=False, array=[max(0.0, s.p99 - s.p50)],
@@ -200,7 +213,7 @@ def latency_panels(summaries, names: dict[str, str], colors: dict[str, str],
                             marker=dict(symbol="diamond", size=11, color="#333"), hoverinfo="skip", row=1, col=col)
             shown.add(s.variant)
     fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(rangemode="tozero", title_text="ms", row=1, col=1)
+    fig.update_yaxes(title_text="ms", row=1, col=1)
     fig.update_layout(bargap=0.25)
     return style(fig, title, height=height)
 

@@ -133,5 +133,6 @@ def finish_message(artifact, label: str, seconds: float) -> tuple[str, str]:
 def show_flash() -> None:
     """Show (once) a message stored by a previous page."""
     msg = state.flash()
-    if msg:
-        show_message(*msg)
+    with st.container():  # always one block, so what follows keeps its place (Netron is not reloaded)
+        if msg:
+            show_message(*msg)

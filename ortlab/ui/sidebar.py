@@ -17,6 +17,10 @@ CSS = """
     white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
     overflow-wrap: anywhere; }
 [data-testid="stMetricLabel"] p { font-size: 1.05rem; }
+[data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * {
+    white-space: normal !important; overflow: visible !important; text-overflow: clip !important; }
+/* the first view on a laptop screen: less empty space above the title */
+[data-testid="stMainBlockContainer"] { padding-top: 2.2rem; }
 </style>
 """
 
