@@ -52,6 +52,7 @@ class Artifact:
     notes: list[str] = field(default_factory=list)
     origin: str = ""  # "app" or "cli": where the run was started ("" when unknown)
     spec: RunSpec | None = None  # what made it, runnable again (None for runs recorded before run specs)
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)  # each input's shape as fed (one sample)
 
     @property
     def dir(self) -> Path:

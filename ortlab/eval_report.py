@@ -52,6 +52,7 @@ class EvalReport:
     random_data: bool = False
     providers_ref: list[str] = field(default_factory=list)
     providers_cand: list[str] = field(default_factory=list)
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)  # each input's shape as fed (one sample)
 
     def to_dict(self) -> dict:
         """``serial.to_plain`` of this report (SQNR of identical outputs is "inf")."""

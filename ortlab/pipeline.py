@@ -81,6 +81,7 @@ class _Run:
     verify_samples: int
     reporter: Reporter
     cancel: CancelToken | None
+    shapes: dict[str, list[int]] = field(default_factory=dict)  # the user's {input: shape} overrides
     work: Path = Path()
     current: Path = Path()  # the model the next stage reads
     info: Any = None
@@ -90,6 +91,8 @@ class _Run:
     random_data: bool = False
     evaluation: EvalReport | None = None
     providers: list[str] = field(default_factory=list)
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)
+    _feeds: dict[int, tuple[Any, list, Any]] = field(default_factory=dict)  # id(ds) → (pre, specs, ds)
 
     @property
     def final(self) -> Path:
@@ -101,11 +104,33 @@ class _Run:
                 self.warnings.append(str(w))
 
     def pre_for(self, ds) -> PreprocessConfig | None:
-        from .data import resolve_preprocess
+        return self.feed_for(ds)[0]
 
-        if self.preprocess is not None or ds is None:
-            return self.preprocess
-        return resolve_preprocess(self.info.inputs, dataset=ds)
+    def specs_for(self, ds) -> list:
+        return self.feed_for(ds)[1]
+
+    def feed_for(self, ds) -> tuple[PreprocessConfig | None, list]:
+        """The preprocessing and the input specs (:func:`ortlab.inputs.infer_specs`) that feed ``ds``."""
+        from .data import resolve_preprocess
+        from .inputs import default_notes, fit_preprocess, infer_specs
+
+        if ds is None:
+            return self.preprocess, []
+        key = id(ds)
+        if key not in self._feeds:
+            pre = self.preprocess if self.preprocess is not None else resolve_preprocess(self.info.inputs, dataset=ds)
+            specs = infer_specs(self.info.inputs, pre, ds, self.shapes)
+            fitted = fit_preprocess(pre, specs)
+            if fitted != pre:  # --shape gave an image input's size: images are resized to it
+                pre, specs = fitted, infer_specs(self.info.inputs, fitted, ds, self.shapes)
+            for note in default_notes(specs):
+                if note not in self.notes:
+                    self.notes.append(note)
+            if not self.input_shapes:
+                self.input_shapes = {s.name: list(s.shape) for s in specs}
+            self._feeds[key] = (pre, specs, ds)  # the dataset is kept, so its id is not reused
+        pre, specs, _ = self._feeds[key]
+        return pre, specs
 
     def next_path(self, name: str) -> Path:
         return self.work / name
@@ -126,13 +151,17 @@ def _validate(r: _Run) -> None:
         raise ModelLoadError(f"Model file not found: {r.source}.")
     r.info = inspect_model(r.source)
     r.warn(r.info.warnings)
+    from .inputs import infer_specs
+
+    infer_specs(r.info.inputs, overrides=r.shapes, strict=False)  # names and ranks of --shape, before any work
     if _is_static(r.recipe) and r.dataset is None and not r.recipe.allow_random_data:
         raise RecipeError(NO_CALIBRATION_DATA)
     if r.preprocess is not None and r.preprocess.problems():
         raise DataError(" ".join(r.preprocess.problems()))
     for ds in (r.dataset, r.verify_dataset):
         if ds is not None:
-            data_mod.check_fits(ds, r.pre_for(ds), r.info.inputs)
+            pre, specs = r.feed_for(ds)
+            data_mod.check_fits(ds, pre, r.info.inputs, specs or None)
     r.random_data = bool(r.dataset is not None and r.dataset.is_random)
 
 
@@ -171,7 +200,8 @@ def _calibrate(r: _Run) -> None:
     r.random_data = r.random_data or calib.is_random
     calib = data_mod.stratified_sample(calib, q.calibration_samples, q.seed)
     r.reporter(ProgressEvent("calibrate", 0, len(calib), f"Calibrating on {len(calib)} samples"))
-    reader = CalibrationReader(calib, r.pre_for(calib), r.info.inputs, r.reporter, r.cancel)
+    pre, specs = r.feed_for(calib)
+    reader = CalibrationReader(calib, pre, r.info.inputs, r.reporter, r.cancel, specs=specs)
     r.warn(calibrate_model(r.current, q, reader, r.next_path("calibration.json")))
 
 
@@ -209,8 +239,9 @@ def _verify(r: _Run) -> None:
         return
     sample = data_mod.stratified_sample(ver, r.verify_samples, q.seed)
     r.random_data = r.random_data or ver.is_random
-    report = evaluate(r.source, r.final, sample, r.pre_for(sample), target=r.recipe.target, reporter=r.reporter,
-                      cancel=r.cancel)
+    pre, specs = r.feed_for(sample)
+    report = evaluate(r.source, r.final, sample, pre, target=r.recipe.target, reporter=r.reporter,
+                      cancel=r.cancel, specs=specs)
     r.evaluation = report
     r.providers = list(report.providers_cand)
 
@@ -262,19 +293,21 @@ def _run_stage(r: _Run, stage: str, fn: Callable[[_Run], Any], message: str) -> 
 
 def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: PreprocessConfig | None = None,
                reporter: Reporter = null_reporter, cancel: CancelToken | None = None, verify_samples: int = 32,
-               *, verify_dataset=None) -> Artifact:
+               *, verify_dataset=None, shapes: dict[str, list[int]] | None = None) -> Artifact:
     """Apply ``recipe`` to the model at ``model_path`` and write the result into ``out_dir``.
 
     ``dataset`` (``ortlab.data.Dataset``) feeds calibration and, unless ``verify_dataset`` is given, the
     verification against the source. Without data, static int8 needs ``recipe.allow_random_data`` and
     verification is skipped. ``preprocess`` None means :func:`ortlab.data.resolve_preprocess` decides.
-    Each stage of :func:`plan` is reported to ``reporter``; ``cancel`` raises ``Cancelled``.
+    Each stage of :func:`plan` is reported to ``reporter``; ``cancel`` raises ``Cancelled``. ``shapes``
+    (``{input name: shape}``) sets dims the model leaves open (:func:`ortlab.inputs.infer_specs`); the
+    artifact's ``input_shapes`` says what was fed.
     """
     from .model import sha256_file
 
     source = Path(model_path)
     r = _Run(source, recipe, Path(out_dir), dataset, verify_dataset, preprocess, verify_samples, reporter, cancel,
-             current=source)
+             shapes={k: [int(x) for x in v] for k, v in (shapes or {}).items()}, current=source)
     stages = plan(recipe)
     _run_stage(r, "validate", _validate, "Checking the recipe, the model and the data")
     messages = _messages(r)
@@ -293,7 +326,7 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
         run_id=None, model_path=r.final, source_path=source.resolve(), source_sha256=r.info.sha256,
         sha256=sha256_file(r.final), recipe=recipe, timings=r.timings, warnings=r.warnings, providers=r.providers,
         size_bytes=file_bytes(r.final), source_size_bytes=int(r.info.total_bytes), random_data=r.random_data,
-        created_at=utc_timestamp(), evaluation=r.evaluation, notes=r.notes,
+        created_at=utc_timestamp(), evaluation=r.evaluation, notes=r.notes, input_shapes=r.input_shapes,
     )
     (r.out_dir / RECIPE_FILE).write_text(recipe.to_json(), encoding="utf-8")
     artifact.save()
