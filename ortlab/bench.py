@@ -69,14 +69,16 @@ class LatencySummary:
 def input_specs(session_inputs: Sequence[Any], shapes: Mapping[str, Sequence[int]] | None = None,
                 dims: Mapping[str, int] | None = None) -> list[InputSpec]:
     """The :class:`ortlab.inputs.InputSpec` of ``session.get_inputs()`` with the user's ``shapes`` (by input
-    name) and ``dims`` (by symbolic dim name); DataError naming any dim that stays open."""
+    name; names this model does not take are left for the other models of a benchmark) and ``dims`` (by
+    symbolic dim name); DataError naming any dim that stays open."""
     infos = []
     for arg in session_inputs:
         dtype = dtypes.from_ort(arg.type)
         if dtypes.to_numpy(dtype) is None:  # string, bfloat16, float8, int4…: no plain numpy array to fill
             raise BenchmarkError(f"Input {arg.name!r} has type {arg.type}, which the benchmark cannot generate.")
         infos.append(SimpleNamespace(name=arg.name, dtype=dtype, shape=tuple(arg.shape)))
-    return infer_specs(infos, overrides=shapes, dims=dims)
+    names = {i.name for i in infos}
+    return infer_specs(infos, overrides={k: v for k, v in (shapes or {}).items() if k in names}, dims=dims)
 
 
 def make_inputs(session_inputs: Sequence[Any], batch_size: int, seed: int = 0,

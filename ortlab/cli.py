@@ -428,13 +428,22 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     from .history import BenchVariant
     from .workspace import Workspace
 
+    shapes = shapes_from_args(ns)
+    if shapes:
+        from .model import inspect_model
+
+        taken = {t.name for p in paths for t in inspect_model(p).inputs}
+        unknown = [k for k in shapes if k not in taken]
+        if unknown:
+            raise UsageError(f"--shape names {', '.join(unknown)}, which none of the models takes "
+                             f"(inputs: {', '.join(sorted(taken))}).")
     workspace = Workspace()
     run_ids = {Path(r.model_path).resolve(): r.run_id for r in reversed(workspace.history().list())
                if isinstance(r, Artifact)}
     variants = [BenchVariant(name, name, str(path), run_ids.get(path.resolve()))
                 for path, name in zip(paths, _variant_names(paths))]
     handle = service.start_benchmark(variants, cfg, measure_memory=ns.memory, workspace=workspace, origin="cli",
-                                     profile_dir=ns.profile, shapes=shapes_from_args(ns))
+                                     profile_dir=ns.profile, shapes=shapes)
     summaries = handle.follow(_reporter(ns))
     baseline = handle.baseline_rss_mb
     if ns.json:

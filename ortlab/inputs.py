@@ -171,7 +171,9 @@ def _role(name: str, dtype: str, shape: Sequence[Any], batch_axis: int | None, o
     if _is_int(dtype) and dtype != "bool" and (_IDS_RE.search(low) or low in ("input", "x", "src")) \
             and len(shape) in (1, 2):
         return "token_ids"
-    if batch_axis not in (None, 0) or _STATE_RE.search(low) or (batch_axis is None and others_batched):
+    # a recurrent state by name (h0, initial_c, …_state), or an input left out of a batch the others have;
+    # an input whose batch axis is not first but has no such name (an RNN's [seq, batch, features]) is data
+    if _STATE_RE.search(low) or (batch_axis is None and others_batched and bool(shape)):
         return "state"
     if _image_axes(shape, dtype) is not None:
         return "image"
@@ -274,9 +276,13 @@ def _resolve(t: Any, shape: tuple, axis: int | None, role: str, override: list[i
     out: list[DimSpec] = []
     image = _image_axes(shape, t.dtype) if role == "image" else None
     per_sample = _data_shape(t, axis, dataset, kind)
+    seq_len = getattr(dataset, "seq_len", None) if kind == "text" and role in ("token_ids", "mask") else None
     for i, d in enumerate(shape):
         name = d if isinstance(d, str) else None
         fixed = _static(d)
+        if fixed is not None and seq_len and i != axis and seq_len != fixed:
+            raise DataError(f"The text's sequence length is {seq_len} but model input '{t.name}' takes exactly "
+                            f"{fixed} tokens; set the sequence length to {fixed} (--seq-len {fixed}).")
         if fixed is not None:
             if override is not None and override[i] != fixed:
                 raise DataError(f"--shape {t.name}={_shape_text(override)} sets axis {i} to {override[i]}, but the "
@@ -293,6 +299,8 @@ def _resolve(t: Any, shape: tuple, axis: int | None, role: str, override: list[i
             out.append(DimSpec(int(dims[name]), name, "user"))
         elif per_sample is not None:
             out.append(DimSpec(per_sample[i], name, "data"))
+        elif seq_len:
+            out.append(DimSpec(int(seq_len), name, "data", "the text's sequence length"))
         elif image is not None and pre_cfg is not None and pre_source != "default" and i in image:
             out.append(DimSpec(_image_dim(pre_cfg, image, i), name, pre_source))
         else:
