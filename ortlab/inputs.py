@@ -332,18 +332,24 @@ def _data_shape(t: Any, axis: int | None, dataset: Any, kind: str | None) -> lis
     return [*rest[:axis], 1, *rest[axis:]]
 
 
+_PRIORITY = {"user": 4, "data": 3, "manifest": 2, "preprocess": 2, "default": 1, "unresolved": 0}
+
+
 def _share_named(specs: list[InputSpec]) -> list[InputSpec]:
-    """A symbolic name resolved in one input (e.g. ``sequence`` by the data) resolves it in the others."""
+    """A symbolic name set in one input (e.g. ``sequence`` by ``--shape input_ids=…`` or by the data) sets it in
+    the others too; the strongest source wins (user, then data, then the preprocessing, then a default)."""
     known: dict[str, DimSpec] = {}
     for s in specs:
         for i, d in enumerate(s.dims):
-            if d.name and d.value is not None and d.source not in ("batch", "model") and i != s.batch_axis:
-                known.setdefault(d.name, d)
+            if d.name and d.value is not None and d.source in _PRIORITY and i != s.batch_axis:
+                if d.name not in known or _PRIORITY[d.source] > _PRIORITY[known[d.name].source]:
+                    known[d.name] = d
     if not known:
         return specs
     out = []
     for s in specs:
-        dims = tuple(known[d.name] if d.value is None and d.name in known else d for d in s.dims)
+        dims = tuple(known[d.name] if d.name in known and i != s.batch_axis and d.source in _PRIORITY
+                     and _PRIORITY[known[d.name].source] > _PRIORITY[d.source] else d for i, d in enumerate(s.dims))
         out.append(replace(s, dims=dims))
     return out
 

@@ -353,3 +353,9 @@ def test_run_spec_carries_shapes_and_text(files):
     line = spec.cli_line()
     assert f"--calibration {files['txt']}" in line and f"--tokenizer {files['tok']} --seq-len 32" in line
     assert "--shape input_ids=1,32" in line
+
+
+def test_a_shape_set_on_one_input_wins_over_the_data_for_the_same_dim_name(files):
+    ds = data.load_text_file(files["txt"], files["tok"], seq_len=20)
+    ids, mask = infer_specs(inspect_model(files["text"]), dataset=ds, overrides={"input_ids": [1, 33]})
+    assert ids.shape == mask.shape == (1, 33) and mask.dims[1].source == "user"
