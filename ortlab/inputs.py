@@ -341,9 +341,9 @@ def _share_named(specs: list[InputSpec]) -> list[InputSpec]:
     known: dict[str, DimSpec] = {}
     for s in specs:
         for i, d in enumerate(s.dims):
-            if d.name and d.value is not None and d.source in _PRIORITY and i != s.batch_axis:
-                if d.name not in known or _PRIORITY[d.source] > _PRIORITY[known[d.name].source]:
-                    known[d.name] = d
+            usable = d.name and d.value is not None and d.source in _PRIORITY and i != s.batch_axis
+            if usable and (d.name not in known or _PRIORITY[d.source] > _PRIORITY[known[d.name].source]):
+                known[str(d.name)] = d
     if not known:
         return specs
     out = []
