@@ -15,6 +15,7 @@ from typing import Any
 from .config import PreprocessConfig, Recipe, preprocess_cli_args, recipe_cli_args
 from .errors import DataError
 from .serial import dumps, from_plain, loads, to_plain
+from .verdict import VerdictPolicy
 
 DEFAULT_VERIFY_SAMPLES = 32
 
@@ -80,8 +81,8 @@ class DataRef:
 class RunSpec:
     """One recipe run: the source ``model`` (``sample`` names the bundled sample it is, when known), the
     ``recipe``, the ``calibration`` and ``evaluation`` data, the ``preprocess`` of images (None: decided by
-    :func:`ortlab.data.resolve_preprocess`), how many samples verify the result, and ``shapes``: the user's
-    ``{input name: shape}`` for dims the model leaves open (``--shape``)."""
+    :func:`ortlab.data.resolve_preprocess`), how many samples verify the result, the verdict ``policy`` and
+    ``shapes``: the user's ``{input name: shape}`` for dims the model leaves open (``--shape``)."""
 
     model: str
     recipe: Recipe
@@ -90,6 +91,7 @@ class RunSpec:
     evaluation: DataRef | None = None
     preprocess: PreprocessConfig | None = None
     verify_samples: int = DEFAULT_VERIFY_SAMPLES
+    policy: VerdictPolicy | None = None  # how the result is judged (None: the default policy)
     shapes: dict[str, list[int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -123,6 +125,10 @@ class RunSpec:
                 break
         if self.preprocess is not None and (cal or ev) is not None:
             parts += preprocess_cli_args(self.preprocess)
+        if self.policy is not None:
+            from .cli_args import config_cli_args
+
+            parts += config_cli_args(self.policy)
         for name, shape in self.shapes.items():
             parts += ["--shape", f"{name}={','.join(str(int(d)) for d in shape)}"]
         return " ".join(shlex.quote(p) for p in parts)

@@ -398,6 +398,38 @@ def test_the_demo_cli_line_reproduces_the_demo_and_both_show_in_history(demo_app
     assert by_origin["cli"]["size_bytes"] > 0
 
 
+def test_the_verdict_comes_first_on_compare_and_shows_in_history_and_the_report(demo_app):
+    at, home = demo_app
+    at.switch_page("pages/compare.py").run()
+    assert not at.exception
+    def flat(block):
+        for c in getattr(block, "children", {}).values():
+            if getattr(c, "children", None):
+                yield from flat(c)
+            else:
+                yield c
+
+    shown = [c for c in flat(at.main) if c.type not in ("markdown",) or "<style>" not in str(c.value)]
+    assert shown[0].type == "title" and "Compare" in shown[0].value
+    assert shown[1].type == "markdown" and "ortlab-verdict" in shown[1].value  # nothing comes before the verdict
+    banner = shown[1].value
+    assert "Verdict on #" in banner
+    from ortlab.history import History
+    from ortlab.ui.actions import run_report
+
+    run = History(home / "history.sqlite").list()[0]
+    assert run.verdict is not None and run.verdict.level.value in banner.lower()
+    # a stricter policy in the Compare form re-judges the stored evaluation at once
+    at.number_input(key="verdict.min_sqnr_db").set_value(150.0).run()
+    assert not at.exception
+    banner = next(m.value for m in at.markdown if "ortlab-verdict" in m.value)
+    assert "ortlab-verdict-broken" in banner and "SQNR" in banner
+    at.switch_page("pages/history.py").run()
+    listing = at.dataframe[0].value
+    assert listing.columns[0] == "run" and listing["verdict"].iloc[0].endswith(run.verdict.level.value)
+    assert any("ortlab-verdict" in m.value for m in at.markdown)
+    html = run_report(run)
+    assert 'id="verdict"' in html and f"verdict-{run.verdict.level.value}" in html
 def test_text_data_and_input_shapes_on_the_data_and_model_pages(home, tmp_path):
     from test_inputs import TEXT, make_tokenizer, text_model
 
@@ -410,7 +442,7 @@ def test_text_data_and_input_shapes_on_the_data_and_model_pages(home, tmp_path):
     sha = at.session_state["ortlab.model_info"].sha256[:8]
     seq_key = f"shape.{sha}.input_ids.1"
     assert at.number_input(key=seq_key).value is None  # open until the data or the user says
-    assert any("Set every open dim of 'input_ids'" in w.value for w in at.warning)
+    assert any("Set every open dim of 'input" in w.value for w in at.warning)
     at.radio(key="data.source").set_value("text").run()
     at.number_input(key="data.seq_len").set_value(20).run()
     at.file_uploader(key="text_upload").set_value(("lines.txt", "\n".join(TEXT).encode(), "text/plain")).run()
