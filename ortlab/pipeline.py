@@ -17,12 +17,15 @@ from typing import Any
 
 from . import config as cfg
 from .artifact import MODEL_FILE, RECIPE_FILE, Artifact, file_bytes
-from .config import OptLevel, PreprocessConfig, Precision, QuantMode, Recipe
+
+from .config import OptLevel, PreprocessConfig, Precision, QuantFormat, QuantMode, Recipe
 from .eval_report import EvalReport
 from .text import one_line, utc_timestamp
 from .errors import (DataError, ModelLoadError, OptimizationError, OrtlabError,
                      QuantizationError, RecipeError)
 from .progress import CancelToken, ProgressEvent, Reporter, null_reporter
+
+QDQ_FILE = "model.qdq.onnx"  # static int8: the QDQ model before graph optimization (what ``ortlab analyze`` reads)
 
 _STAGE_ERRORS: dict[str, type[OrtlabError]] = {
     "validate": ModelLoadError, "preprocess": QuantizationError, "calibrate": DataError,
@@ -90,6 +93,7 @@ class _Run:
     random_data: bool = False
     evaluation: EvalReport | None = None
     providers: list[str] = field(default_factory=list)
+    pre_optimize: Path | None = None  # the model the optimize stage read (for the parity check)
 
     @property
     def final(self) -> Path:
@@ -181,12 +185,15 @@ def _quantize_static(r: _Run) -> None:
     dst = r.next_path("quantized.onnx")
     r.warn(quantize_calibrated_model(r.current, dst, r.recipe.quant, r.next_path("calibration.json")))
     r.current = dst
+    if r.recipe.quant.quant_format == QuantFormat.QDQ and len(list(r.work.glob("quantized*"))) == 1:
+        shutil.copyfile(dst, r.out_dir / QDQ_FILE)  # kept for per-node analysis (no external data: one file)
 
 
 def _optimize(r: _Run) -> None:
     from .optimize import optimize_model
 
     r.warn(optimize_model(r.current, r.final, r.recipe.opt_level, r.recipe.target).warnings)
+    r.pre_optimize = r.current
     r.current = r.final
 
 
@@ -213,6 +220,12 @@ def _verify(r: _Run) -> None:
                       cancel=r.cancel)
     r.evaluation = report
     r.providers = list(report.providers_cand)
+    if r.pre_optimize is not None and r.recipe.opt_level != OptLevel.DISABLED:
+        from .parity import check_parity
+
+        parity = check_parity(r.pre_optimize, r.final, sample, r.pre_for(sample), r.recipe)
+        if not parity.ok:
+            r.warn([parity.message])
 
 
 def _messages(r: _Run) -> dict[str, str]:

@@ -338,6 +338,7 @@ def _recipe_child(args_json: str, fd: int) -> None:
 
     from .artifact import ARTIFACT_FILE, RECIPE_FILE
     from .history import History
+    from .pipeline import QDQ_FILE
 
     conn = Connection(fd)
     args = json.loads(args_json)
@@ -367,7 +368,7 @@ def _recipe_child(args_json: str, fd: int) -> None:
             target = Path(args["out_file"])
             os.replace(artifact.model_path, target)
             for extra in run_dir.iterdir():
-                if extra.is_file() and extra.name not in (RECIPE_FILE, ARTIFACT_FILE):
+                if extra.is_file() and extra.name not in (RECIPE_FILE, ARTIFACT_FILE, QDQ_FILE):
                     os.replace(extra, target.parent / extra.name)
             shutil.rmtree(run_dir, ignore_errors=True)
             artifact.model_path = target
