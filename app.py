@@ -2,9 +2,12 @@
 
 import streamlit as st
 
-from ortlab.ui import router, sidebar
+from ortlab.ui import auth, router, sidebar
 
 st.set_page_config(layout="wide", page_title="ortlab", page_icon="⚡", initial_sidebar_state="expanded")
+if auth.sign_in_configured() and not auth.signed_in():  # shared app: nothing but the sign-in page until then
+    st.navigation([st.Page(auth.sign_in_page, title="Sign in", icon=":material/login:")], position="hidden").run()
+    st.stop()
 
 pages = [
     st.Page("pages/model.py", title="Model", icon=":material/deployed_code:", url_path="model", default=True),

@@ -18,6 +18,7 @@ from .errors import OrtlabError
 from .eval_report import EvalReport
 from .runspec import RunSpec
 from .serial import PlainDataError, dumps, from_plain, loads, to_plain
+from .verdict import Verdict
 
 MODEL_FILE = "model.onnx"
 RECIPE_FILE = "recipe.json"
@@ -52,6 +53,7 @@ class Artifact:
     notes: list[str] = field(default_factory=list)
     origin: str = ""  # "app" or "cli": where the run was started ("" when unknown)
     spec: RunSpec | None = None  # what made it, runnable again (None for runs recorded before run specs)
+    verdict: Verdict | None = None  # ok/degraded/broken/unknown with reasons (None for runs recorded before verdicts)
 
     @property
     def dir(self) -> Path:

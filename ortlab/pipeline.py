@@ -94,6 +94,9 @@ class _Run:
     evaluation: EvalReport | None = None
     providers: list[str] = field(default_factory=list)
     pre_optimize: Path | None = None  # the model the optimize stage read (for the parity check)
+    policy: Any = None  # VerdictPolicy
+    verdict: Any = None  # Verdict
+    calibration_sources: set[str] = field(default_factory=set)
 
     @property
     def final(self) -> Path:
@@ -174,6 +177,8 @@ def _calibrate(r: _Run) -> None:
     calib = r.dataset if r.dataset is not None else data_mod.random_dataset(q.calibration_samples, seed=q.seed)
     r.random_data = r.random_data or calib.is_random
     calib = data_mod.stratified_sample(calib, q.calibration_samples, q.seed)
+    if not calib.is_random:
+        r.calibration_sources = {f"{s.source}#{s.index}" for s in calib.samples}
     r.reporter(ProgressEvent("calibrate", 0, len(calib), f"Calibrating on {len(calib)} samples"))
     reader = CalibrationReader(calib, r.pre_for(calib), r.info.inputs, r.reporter, r.cancel)
     r.warn(calibrate_model(r.current, q, reader, r.next_path("calibration.json")))
@@ -201,6 +206,7 @@ def _verify(r: _Run) -> None:
     from . import data as data_mod
     from . import providers
     from .evaluate import evaluate
+    from .verdict import judge, not_evaluated
 
     if r.current != r.final:  # no optimize stage: the last model is the result
         shutil.copyfile(r.current, r.final)
@@ -211,14 +217,18 @@ def _verify(r: _Run) -> None:
         ver = data_mod.random_dataset(max(1, r.verify_samples), seed=q.seed)
     if ver is None or r.verify_samples <= 0:
         r.notes.append("Verification skipped: no evaluation data was given.")
+        r.verdict = not_evaluated()
         _, used = providers.create_session(r.final, r.recipe.target)
         r.providers = list(used)
         return
     sample = data_mod.stratified_sample(ver, r.verify_samples, q.seed)
     r.random_data = r.random_data or ver.is_random
     report = evaluate(r.source, r.final, sample, r.pre_for(sample), target=r.recipe.target, reporter=r.reporter,
-                      cancel=r.cancel)
+                      cancel=r.cancel, policy=r.policy)
+    if r.calibration_sources:
+        report.calibration_overlap = sum(f"{s.source}#{s.index}" in r.calibration_sources for s in sample.samples)
     r.evaluation = report
+    r.verdict = judge(report, r.policy)
     r.providers = list(report.providers_cand)
     if r.pre_optimize is not None and r.recipe.opt_level != OptLevel.DISABLED:
         from .parity import check_parity
@@ -275,19 +285,21 @@ def _run_stage(r: _Run, stage: str, fn: Callable[[_Run], Any], message: str) -> 
 
 def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: PreprocessConfig | None = None,
                reporter: Reporter = null_reporter, cancel: CancelToken | None = None, verify_samples: int = 32,
-               *, verify_dataset=None) -> Artifact:
+               *, verify_dataset=None, policy=None) -> Artifact:
     """Apply ``recipe`` to the model at ``model_path`` and write the result into ``out_dir``.
 
     ``dataset`` (``ortlab.data.Dataset``) feeds calibration and, unless ``verify_dataset`` is given, the
     verification against the source. Without data, static int8 needs ``recipe.allow_random_data`` and
     verification is skipped. ``preprocess`` None means :func:`ortlab.data.resolve_preprocess` decides.
-    Each stage of :func:`plan` is reported to ``reporter``; ``cancel`` raises ``Cancelled``.
+    Each stage of :func:`plan` is reported to ``reporter``; ``cancel`` raises ``Cancelled``. The verify stage
+    judges the result with ``policy`` (``verdict.VerdictPolicy``, default when None) into ``Artifact.verdict``.
     """
+    from .verdict import VerdictPolicy
     from .model import sha256_file
 
     source = Path(model_path)
     r = _Run(source, recipe, Path(out_dir), dataset, verify_dataset, preprocess, verify_samples, reporter, cancel,
-             current=source)
+             current=source, policy=policy or VerdictPolicy())
     stages = plan(recipe)
     _run_stage(r, "validate", _validate, "Checking the recipe, the model and the data")
     messages = _messages(r)
@@ -306,7 +318,7 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
         run_id=None, model_path=r.final, source_path=source.resolve(), source_sha256=r.info.sha256,
         sha256=sha256_file(r.final), recipe=recipe, timings=r.timings, warnings=r.warnings, providers=r.providers,
         size_bytes=file_bytes(r.final), source_size_bytes=int(r.info.total_bytes), random_data=r.random_data,
-        created_at=utc_timestamp(), evaluation=r.evaluation, notes=r.notes,
+        created_at=utc_timestamp(), evaluation=r.evaluation, notes=r.notes, verdict=r.verdict,
     )
     (r.out_dir / RECIPE_FILE).write_text(recipe.to_json(), encoding="utf-8")
     artifact.save()

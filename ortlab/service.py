@@ -322,7 +322,7 @@ def run_recipe_spec(spec: RunSpec, out_dir, reporter=None, cancel: CancelToken |
 
         pre = resolve_preprocess(inspect_model(spec.model).inputs, sample, cal if cal is not None else ev)
     return run_recipe(spec.model, spec.recipe, out_dir, cal, pre, reporter or null_reporter, cancel,
-                      verify_samples=spec.verify_samples, verify_dataset=ev)
+                      verify_samples=spec.verify_samples, verify_dataset=ev, policy=spec.policy)
 
 
 def _too_big(limit) -> str:

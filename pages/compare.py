@@ -4,6 +4,8 @@ import streamlit as st
 
 from ortlab.text import format_bytes
 from ortlab.ui import actions, cards, charts, compare_data, state
+from ortlab.ui.forms import dataclass_form
+from ortlab.verdict import VerdictPolicy, judge, not_evaluated
 from ortlab.ui.guard import engine_errors
 from ortlab.ui.progress_view import demo_button, recipe_job_panel, show_flash
 from ortlab.ui.viewers import diff_figure, netron
@@ -11,6 +13,7 @@ from ortlab.ui.router import require_router, stop_page
 
 require_router()
 st.title(":material/compare: Compare")
+verdict_slot = st.container()  # the verdict comes first; it is drawn once the pair and its evaluation are known
 show_flash()
 recipe_job_panel("compare")
 
@@ -51,6 +54,26 @@ with engine_errors("Reading the two models"):
 with engine_errors("Computing the graph diff"):
     diff = compare_data.graph_diff(ref.path, cand.path)
 ev = compare_data.stored_evaluation(ref, cand)
+
+# -- verdict (drawn at the top of the page) -----------------------------------------------------------
+with verdict_slot:
+    policy = actions.verdict_policy()
+    if ref_id == cand_id:
+        verdict = not_evaluated("reference and candidate are the same model")
+    elif ev is None:
+        verdict = not_evaluated("not evaluated yet: press “Evaluate this pair” (Accuracy tab)")
+    else:
+        verdict = judge(ev, policy)
+    cards.verdict_banner(verdict, f"Verdict on {cand.name}")
+    with st.expander("Verdict policy", icon=":material/tune:"):
+        st.caption("Thresholds that turn the evaluation into ok / degraded / broken (the same as the CLI flags). "
+                   "Task and decision threshold apply to new evaluations and runs.")
+        new_policy = dataclass_form(VerdictPolicy, policy, "verdict", columns=3)
+        if new_policy.problems():
+            st.error(" ".join(new_policy.problems()))
+        elif new_policy != policy:
+            state.set_ui("verdict_policy", new_policy)
+            st.rerun()
 
 # -- headline -------------------------------------------------------------------------------------------
 if ref_info and cand_info:
@@ -132,7 +155,30 @@ with tabs[3]:
                                   ("top-5 accuracy", ev.top5_accuracy_ref, ev.top5_accuracy_cand))]
         acc.append({"metric": "top-1 agreement", "reference": "", "candidate": cards.pct(ev.top1_agreement)})
         acc.append({"metric": "top-5 containment", "reference": "", "candidate": cards.pct(ev.top5_containment)})
+        cm = ev.task.classification if ev.task is not None else None
+        if cm is not None:
+            acc.append({"metric": f"confident flips (margin ≥ {policy.margin:g})", "reference": "",
+                        "candidate": str(cm.confident_flips(policy.margin))})
+            acc.append({"metric": f"near-tie flips (margin < {policy.margin:g})", "reference": "",
+                        "candidate": str(cm.near_tie_flips(policy.margin))})
+        acc = [row for row in acc if row["reference"] not in ("", "–") or row["candidate"] != "–"]
+        if ev.task is not None:
+            st.caption(f"Task: **{ev.task.task.value}** "
+                       f"({'inferred: ' + ev.task.why if ev.task.inferred else 'given'})")
         st.dataframe(acc, hide_index=True)
+        if ev.task is not None:
+            tm = ev.task
+            rows = [{"output": d.output, "metric": f"elements crossing {d.threshold:g} ({d.scale})",
+                     "value": cards.pct(d.crossing_fraction, 2)} for d in tm.dense_maps]
+            rows += [{"output": b.output, "metric": f"detections changed (score > {b.threshold:g})",
+                      "value": cards.pct(b.changed_fraction, 2)} for b in tm.boxes]
+            rows += [{"output": e.output, "metric": "per-sample cosine min / mean · nearest-neighbour agreement",
+                      "value": f"{e.min_cosine:.4f} / {e.mean_cosine:.4f} · {cards.pct(e.nn_agreement)}"}
+                     for e in tm.embeddings]
+            rows += [{"output": x.output, "metric": f"{x.dtype}: values that differ (exact)",
+                      "value": f"{x.n_different:,} of {x.n_elements:,}"} for x in tm.exact]
+            if rows:
+                st.dataframe(rows, hide_index=True, width="stretch")
         st.caption(f"{ev.n_samples} samples · reference ran on {', '.join(ev.providers_ref)}"
                    f" · candidate on {', '.join(ev.providers_cand)}")
         if ev.per_class:

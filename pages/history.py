@@ -42,6 +42,7 @@ recipe = r.recipe
 model_file = r.model_path
 
 st.subheader(f"Run #{run_id}: {recipe.label()}")
+cards.verdict_banner(actions.run_verdict(r), f"Verdict on run #{run_id}")
 if r.random_data:
     cards.random_data_warning("This run")
 ev = r.evaluation

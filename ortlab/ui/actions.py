@@ -25,8 +25,11 @@ DEFAULT_EVAL_SAMPLES = 64
 
 
 def workspace() -> Workspace:
-    """The workspace under ``$ORTLAB_HOME`` (or ``~/.ortlab``)."""
-    return Workspace()
+    """This session's workspace: ``$ORTLAB_HOME`` (or ``~/.ortlab``), or — when the app is shared with sign-in —
+    the signed-in user's private one under ``$ORTLAB_HOME/users/`` (see :mod:`ortlab.ui.auth`)."""
+    from .auth import workspace_root
+
+    return Workspace(workspace_root())
 
 
 def history() -> History:
@@ -158,12 +161,28 @@ def recipe_label(a: Artifact) -> str:
 def run_summary(a: Artifact) -> dict:
     """The columns every table of runs shows: recipe, size, share of the source's size, accuracy, seconds."""
     from ..text import format_bytes
-    from .cards import pct
+    from .cards import pct, verdict_text
 
     ev = a.evaluation
-    return {"recipe": recipe_label(a), "size": format_bytes(a.size_bytes), "vs source": f"{a.size_ratio:.0%}",
+    return {"verdict": verdict_text(run_verdict(a)), "recipe": recipe_label(a),
+            "size": format_bytes(a.size_bytes), "vs source": f"{a.size_ratio:.0%}",
             "top-1": pct(ev.top1_accuracy_cand if ev else None), "agreement": pct(ev.top1_agreement if ev else None),
             "seconds": round(a.total_seconds, 2)}
+
+
+def run_verdict(a: Artifact):
+    """The verdict stored with a run; for runs recorded before verdicts, the default policy's verdict on its
+    evaluation (unknown when it has none)."""
+    from ..verdict import judge
+
+    return a.verdict if a.verdict is not None else judge(a.evaluation)
+
+
+def verdict_policy():
+    """The verdict policy chosen in this session (Compare page), default at first."""
+    from ..verdict import VerdictPolicy
+
+    return state.ui("verdict_policy") or VerdictPolicy()
 
 
 def variants() -> list[Variant]:
@@ -189,8 +208,12 @@ def run_spec(recipe: Recipe) -> RunSpec:
         st_ = state.data_settings()
         ev = replace(ev, count=n_verify, stratify=bool(st_.get("stratify", True)), seed=int(st_.get("seed", 0)))
     images = getattr(state.dataset(), "kind", "images") == "images"
+    from ..verdict import VerdictPolicy
+
+    policy = verdict_policy()
     return RunSpec(model=str(state.model_path()), recipe=recipe, sample=state.sample_name(), calibration=cal,
-                   evaluation=ev, preprocess=state.preprocess() if images else None, verify_samples=n_verify)
+                   evaluation=ev, preprocess=state.preprocess() if images else None, verify_samples=n_verify,
+                   policy=None if policy == VerdictPolicy() else policy)
 
 
 def start_recipe_job(recipe: Recipe, *, land_on_compare: bool = False) -> RecipeHandle:

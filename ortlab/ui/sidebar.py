@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import actions, state
+from . import actions, auth, state
 from ..text import format_bytes
 from .guard import engine_errors
 
@@ -62,4 +62,7 @@ def draw(slot=None) -> None:
             st.info(f"Running: {job.meta['recipe'].label()}")
         with engine_errors("Checking execution providers"):
             st.markdown(f"**Providers** · {providers_text()}")
-        st.caption(f"Workspace: {actions.workspace().root}")
+        if auth.sign_in_configured():
+            auth.account_box()
+        else:
+            st.caption(f"Workspace: {actions.workspace().root}")
