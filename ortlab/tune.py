@@ -88,7 +88,7 @@ def sqnr_policy(min_sqnr_db: float = DEFAULT_MIN_SQNR_DB, min_top1_agreement: fl
 class Trial:
     """One tried recipe: its evaluation against the source, latency and size, and whether the policy accepts
     it. ``latency_ms`` maps batch size (as text) → p50 ms; ``relative_latency`` is the geometric mean over the
-    batch sizes of p50 / the source's p50 (below 1 = faster). ``cost`` is what the objective minimises."""
+    batch sizes of p50 / the source's p50 timed in the same benchmark (below 1 = faster). ``cost`` is what the objective minimises."""
 
     index: int
     label: str
@@ -100,6 +100,7 @@ class Trial:
     sqnr_db: float | None = None  # worst output's SQNR
     top1_agreement: float | None = None
     latency_ms: dict[str, float] = field(default_factory=dict)
+    baseline_ms: dict[str, float] = field(default_factory=dict)  # the source's p50, timed in the same benchmark
     p50_ms: float | None = None  # at the first batch size
     relative_latency: float | None = None
     size_bytes: int | None = None
@@ -347,8 +348,8 @@ class Tuner:
                 t.sqnr_db = min(o.sqnr_db for o in report.outputs)
                 t.top1_agreement = report.top1_agreement
             t.latency_ms = self._bench(t.model_path, t.label, t.run_id, t)
-            ratios = [t.latency_ms[b] / self.baseline_ms[b] for b in t.latency_ms
-                      if self.baseline_ms.get(b)]
+            base = t.baseline_ms or self.baseline_ms
+            ratios = [t.latency_ms[b] / base[b] for b in t.latency_ms if base.get(b)]
             t.relative_latency = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else None
             t.p50_ms = t.latency_ms.get(str(self.settings.batch_sizes[0]))
             t.cost = t.relative_latency if self.settings.objective == "latency" else float(t.size_bytes or 0)
@@ -381,17 +382,22 @@ class Tuner:
         return handle.result
 
     def _bench(self, path: str, name: str, run_id: int | None, trial: Trial | None = None) -> dict[str, float]:
+        """p50 ms by batch size. A trial is timed in the same benchmark as the source, right after it, so its
+        ratio to the source is measured side by side (machine load changes between trials)."""
         from . import service
         from .history import BenchVariant
 
         s = self.settings
         cfg = BenchConfig(batch_sizes=tuple(s.batch_sizes), warmup=3, duration_s=s.bench_s, target=s.target)
-        self._handle = service.start_benchmark([BenchVariant(name, name, path, run_id)], cfg,
-                                               workspace=self.workspace, origin="tune")
+        variants = [BenchVariant("trial", name, path, run_id)]
+        if trial is not None:
+            variants.insert(0, BenchVariant("source", "source (fp32)", self.model, None))
+        self._handle = service.start_benchmark(variants, cfg, workspace=self.workspace, origin="tune")
         summaries = self._wait(self._handle)
         if trial is not None:
             trial.bench_id = self._handle.bench_id
-        return {str(x.batch_size): float(x.p50) for x in summaries}
+            trial.baseline_ms = {str(x.batch_size): float(x.p50) for x in summaries if x.variant == "source"}
+        return {str(x.batch_size): float(x.p50) for x in summaries if x.variant == "trial"}
 
     def _mark_pareto(self) -> None:
         done = [t for t in self.trials_done if t.status == "done"]
