@@ -34,6 +34,7 @@ from .verdict import Level, VerdictPolicy, judge
 DEFAULT_MIN_SQNR_DB = 20.0
 MIN_GAIN_DB = 0.1  # an exclusion step is kept only when it adds at least this much SQNR
 TRIALS_FILE = "trials.json"
+FAILURES_TO_STOP = 3  # consecutive trials failing with the same message end the search
 
 
 # -- accuracy policy -----------------------------------------------------------------------------------------
@@ -359,6 +360,10 @@ class Tuner:
             if self._cancel or self._out_of_time:
                 raise Cancelled() from None
             t.status, t.error, t.verdict = "failed", exc.message, f"failed: {exc.message}"
+            last = [x.error for x in self.trials_done[-(FAILURES_TO_STOP - 1):]]
+            if len(last) == FAILURES_TO_STOP - 1 and all(e == exc.message for e in last):
+                self._cancel = True  # the same failure again and again: the environment, not the recipe
+                self.notes.append(f"Stopped after {FAILURES_TO_STOP} trials failed alike: {exc.message}")
         finally:
             self._handle = None
             t.seconds = time.monotonic() - start
