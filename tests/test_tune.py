@@ -162,3 +162,27 @@ def test_cancel_stops_the_search(tmp_path):
     rest = list(it)
     assert first.index == 1 and rest == []
     assert tuner.result is not None and tuner.result.cancelled and len(tuner.result.trials) == 1
+
+
+def test_cli_analyze_and_tune(tmp_path, capsys):
+    from ortlab.cli import main
+    from ortlab.cli_tune import parse_shapes
+    from ortlab.samples import get_sample
+
+    assert parse_shapes(["1,32", "8x3x224x224"]) == (1, 32, 8) and parse_shapes(None) == (1,)
+    s = get_sample("digits_cnn")
+    out = tmp_path / "tuned"
+    assert main(["tune", str(s.model_path), "--budget", "120", "--max-trials", "2", "--exclusion-steps", "0",
+                 "--bench-seconds", "0.2", "--verify-samples", "8", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "#1" in text and "#2" in text and "ortlab optimize" in text
+    data = json.loads((out / TRIALS_FILE).read_text())
+    assert len(data["trials"]) == 2 and (out / "model.onnx").is_file()
+    run_dir = out / "trials" / "01"
+    assert main(["analyze", str(s.model_path), str(run_dir), "--data", str(s.evaluation_dir), "--n", "8",
+                 "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert plain["n_samples"] == 8 and plain["nodes"][0]["rank"] == 1 and plain["qdq"]
+    assert main(["analyze", str(s.model_path), str(run_dir), "--data", str(s.evaluation_dir), "--n", "8"]) == 0
+    assert "local dB" in capsys.readouterr().out
+    assert main(["tune", str(s.model_path), "--budget", "0", "--out", str(out)]) == 2
