@@ -89,7 +89,9 @@ def sqnr_policy(min_sqnr_db: float = DEFAULT_MIN_SQNR_DB, min_top1_agreement: fl
 class Trial:
     """One tried recipe: its evaluation against the source, latency and size, and whether the policy accepts
     it. ``latency_ms`` maps batch size (as text) → p50 ms; ``relative_latency`` is the geometric mean over the
-    batch sizes of p50 / the source's p50 timed in the same benchmark (below 1 = faster). ``cost`` is what the objective minimises."""
+    batch sizes of the trial's fastest run / the source's fastest run, both timed in the same benchmark (below
+    1 = faster): on a shared machine the fastest run is what other processes disturb least, p50 moved by 2-4×
+    between identical models here. ``cost`` is what the objective minimises."""
 
     index: int
     label: str
@@ -102,6 +104,8 @@ class Trial:
     top1_agreement: float | None = None
     latency_ms: dict[str, float] = field(default_factory=dict)
     baseline_ms: dict[str, float] = field(default_factory=dict)  # the source's p50, timed in the same benchmark
+    min_ms: dict[str, float] = field(default_factory=dict)  # fastest run by batch size
+    baseline_min_ms: dict[str, float] = field(default_factory=dict)
     p50_ms: float | None = None  # at the first batch size
     relative_latency: float | None = None
     size_bytes: int | None = None
@@ -349,8 +353,7 @@ class Tuner:
                 t.sqnr_db = min(o.sqnr_db for o in report.outputs)
                 t.top1_agreement = report.top1_agreement
             t.latency_ms = self._bench(t.model_path, t.label, t.run_id, t)
-            base = t.baseline_ms or self.baseline_ms
-            ratios = [t.latency_ms[b] / base[b] for b in t.latency_ms if base.get(b)]
+            ratios = [t.min_ms[b] / t.baseline_min_ms[b] for b in t.min_ms if t.baseline_min_ms.get(b)]
             t.relative_latency = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else None
             t.p50_ms = t.latency_ms.get(str(self.settings.batch_sizes[0]))
             t.cost = t.relative_latency if self.settings.objective == "latency" else float(t.size_bytes or 0)
@@ -402,6 +405,8 @@ class Tuner:
         if trial is not None:
             trial.bench_id = self._handle.bench_id
             trial.baseline_ms = {str(x.batch_size): float(x.p50) for x in summaries if x.variant == "source"}
+            trial.baseline_min_ms = {str(x.batch_size): float(x.min) for x in summaries if x.variant == "source"}
+            trial.min_ms = {str(x.batch_size): float(x.min) for x in summaries if x.variant == "trial"}
         return {str(x.batch_size): float(x.p50) for x in summaries if x.variant == "trial"}
 
     def _mark_pareto(self) -> None:
