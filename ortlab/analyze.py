@@ -38,13 +38,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from .artifact import QDQ_FILE
 from .config import PreprocessConfig
 from .errors import Cancelled, DataError
 from .progress import CancelToken, ProgressEvent, Reporter, null_reporter
 
 QUANT_OPS = ("QuantizeLinear", "DequantizeLinear")
 QUANT_INPUT_SUFFIX = "_QuantizeLinear_Input"
-QDQ_FILE = "model.qdq.onnx"  # = pipeline.QDQ_FILE (not imported: reading a model needs no pipeline)
 DEFAULT_SAMPLES = 32
 CHUNK = 8  # samples per session run: bounds the memory of all exposed intermediate tensors
 METHOD = ("accumulated = candidate tensor vs fp32 tensor of the same name; local = the node's quantized form "

@@ -108,3 +108,12 @@ def test_parity_flags_a_model_that_computes_something_else(tmp_path):
     assert ok.ok and ok.relative < 1e-3 and ok.n_samples == 4
     bad = check_parity(a, b, ds, None, Recipe())
     assert not bad.ok and "differs" in bad.message and bad.output == "logits"
+
+
+def test_a_later_run_into_the_same_folder_removes_a_stale_qdq_model(tmp_path):
+    s = get_sample("digits_cnn")
+    out = tmp_path / "run"
+    run_recipe(s.model_path, Recipe(precision=Precision.INT8), out, s.calibration_data(), s.preprocess, verify_samples=0)
+    assert (out / QDQ_FILE).is_file()
+    run_recipe(s.model_path, Recipe(), out, verify_samples=0)
+    assert not (out / QDQ_FILE).exists() and resolve_candidate(out) == out / "model.onnx"
