@@ -1,8 +1,9 @@
 """The tuning targets on EfficientNet-Lite0, measured side by side in one run.
 
-1. A tuned recipe (``--recipe recipe.json``, e.g. the one ``ortlab tune --out DIR`` wrote; default: int8 static
-   QDQ) and the default int8 recipe are built with ``ortlab.pipeline.run_recipe`` and timed against fp32 at
-   level all, at batch 1 and 32, in interleaved rounds (machine load hits them alike): speed ratio vs fp32.
+1. The default int8 recipe, with ``--trials DIR/trials.json`` (``ortlab tune --out DIR``) the tune's
+   recommendation and its most accurate static recipe, and any ``--recipe`` JSON are built with
+   ``ortlab.pipeline.run_recipe`` and timed against fp32 at level all, at batch 1 and 32, in interleaved rounds
+   (machine load hits them alike): speed ratio vs fp32.
 2. Accuracy on the held-out evaluation photos (never the calibration ones): logits SQNR, top-1 flips, and top-1
    flips where fp32's softmax top-1 vs top-2 margin is at least 0.1.
 3. Per-node analysis of the default int8 QDQ model on 32 samples: wall time (target under 10 s).
@@ -54,29 +55,42 @@ def accuracy(ref_path, cand_path, ds, pre, margin: float = 0.1) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--recipe", help="The tuned recipe JSON (default: int8 static QDQ).")
-    ap.add_argument("--trials", help="trials.json of an `ortlab tune` run, for trials per minute.")
+    ap.add_argument("--recipe", help="A tuned recipe JSON to measure too.")
+    ap.add_argument("--trials", help="trials.json of an `ortlab tune` run: its recommendation and its most accurate "
+                                     "static recipe are measured, and its trials per minute.")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runs", type=int, default=20)
     args = ap.parse_args()
     s = samples.get_sample("efficientnet_lite0")
     cal, ev = s.calibration_data(), s.evaluation_data()
-    tuned = Recipe.from_json(Path(args.recipe).read_text()) if args.recipe else Recipe(precision=Precision.INT8)
+    recipes = {"int8 default": Recipe(precision=Precision.INT8)}
+    if args.recipe:
+        recipes["tuned"] = Recipe.from_json(Path(args.recipe).read_text())
+    trials = json.loads(Path(args.trials).read_text()) if args.trials else None
+    if trials is not None:
+        from ortlab.serial import from_plain
+
+        if trials.get("best"):
+            recipes["recommended"] = from_plain(Recipe, trials["best"]["recipe"])
+        static = [t for t in trials["trials"] if t["status"] == "done" and t["recipe"]["precision"] == "int8"
+                  and t["recipe"]["quant"]["mode"] == "static" and isinstance(t["sqnr_db"], float)]
+        if static:
+            recipes["best static"] = from_plain(Recipe, max(static, key=lambda t: t["sqnr_db"])["recipe"])
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as tmp:
         built = {"fp32 all": s.model_path}
-        for name, recipe in (("int8 default", Recipe(precision=Precision.INT8)), ("tuned", tuned)):
+        for name, recipe in recipes.items():
             art = run_recipe(s.model_path, recipe, Path(tmp) / name.replace(" ", "_"), cal, s.preprocess,
                              verify_samples=0, verify_dataset=ev)
             built[name] = art.model_path
-        print(f"tuned recipe: {tuned.label()}  excluded nodes: {list(tuned.quant.nodes_to_exclude)}")
+            print(f"{name}: {recipe.label()}  kept in float: {list(recipe.quant.nodes_to_exclude)}")
         # 3. analysis time
         t = time.perf_counter()
         a = analyze(s.model_path, Path(tmp) / "int8_default", ev, s.preprocess, n=32)
         print(f"analyze: {len(a.nodes)} nodes, 32 samples, {time.perf_counter() - t:.1f} s wall "
               f"(target < 10 s); worst local: {a.nodes[0].name} {a.nodes[0].local_sqnr_db:.1f} dB")
         # 2. accuracy on all held-out photos
-        for name in ("int8 default", "tuned"):
+        for name in recipes:
             acc = accuracy(s.model_path, built[name], ev, s.preprocess)
             print(f"{name:>12}: logits SQNR {acc['sqnr_db']:.1f} dB, top-1 flips {acc['flips']}/{acc['n']}, "
                   f"confident (margin >= 0.1) flips {acc['confident_flips']}/{acc['confident']}")
@@ -91,8 +105,8 @@ def main() -> None:
             med = {n: statistics.median(v) for n, v in p50.items()}
             base = med["fp32 all"]
             print(f"batch {batch:>2}: " + ", ".join(f"{n} {m:.2f} ms ({base / m:.2f}×)" for n, m in med.items()))
-    if args.trials:
-        data = json.loads(Path(args.trials).read_text())
+    if trials is not None:
+        data = trials
         n, secs = len(data["trials"]), float(data["seconds"])
         print(f"tune: {n} trials in {secs:.0f} s = {60 * n / secs:.1f} trials/min → {600 * n / secs:.0f} in 10 min; "
               f"recommendation: {data['sentence']}")
