@@ -267,7 +267,7 @@ def _verify(r: _Run) -> None:
     if r.pre_optimize is not None and r.recipe.opt_level != OptLevel.DISABLED:
         from .parity import check_parity
 
-        parity = check_parity(r.pre_optimize, r.final, sample, r.pre_for(sample), r.recipe)
+        parity = check_parity(r.pre_optimize, r.final, sample, pre, r.recipe, specs=specs)
         if not parity.ok:
             r.warn([parity.message])
 
