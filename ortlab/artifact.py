@@ -22,6 +22,7 @@ from .verdict import Verdict
 
 MODEL_FILE = "model.onnx"
 RECIPE_FILE = "recipe.json"
+QDQ_FILE = "model.qdq.onnx"  # static int8 QDQ: the quantized graph before optimization (ortlab analyze)
 ARTIFACT_FILE = "artifact.json"
 SCHEMA_VERSION = 2  # of artifact.json and of an artifact's plain form; 1 = files without a version
 
@@ -54,6 +55,7 @@ class Artifact:
     origin: str = ""  # "app" or "cli": where the run was started ("" when unknown)
     spec: RunSpec | None = None  # what made it, runnable again (None for runs recorded before run specs)
     verdict: Verdict | None = None  # ok/degraded/broken/unknown with reasons (None for runs recorded before verdicts)
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)  # each input's shape as fed (one sample)
 
     @property
     def dir(self) -> Path:

@@ -5,6 +5,7 @@ leave behind is cleaned."""
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -210,7 +211,8 @@ def test_service_run_leaves_no_scratch_folders(tmp_path, monkeypatch, image_dir)
     spec = RunSpec(str(src), Recipe(precision=Precision.INT8, allow_random_data=True), verify_samples=0)
     art = service.start_recipe(spec, workspace=ws).follow()
     assert [p.name for p in scratch.iterdir() if "ortlab" in p.name] == []  # (onnxruntime writes its own .ses)
-    assert sorted(p.name for p in art.dir.iterdir()) == ["artifact.json", "model.onnx", "recipe.json"]
+    assert sorted(p.name for p in art.dir.iterdir()) == ["artifact.json", "model.onnx", "model.qdq.onnx",
+                                                         "recipe.json"]  # int8 static keeps its QDQ graph
 
 
 # -- imports: stored once, any name length -------------------------------------------------------------------
@@ -276,7 +278,8 @@ def test_kill_9_leftovers_are_cleaned_at_the_next_start(tmp_path, monkeypatch):
 
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setenv("TMPDIR", str(scratch))  # the child's temp folder
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # this process's (gettempdir() caches the first answer)
     big = samples.get_sample("efficientnet_lite0").model_path
     out = tmp_path / "out"
     out.mkdir()

@@ -173,6 +173,16 @@ def set_preprocess(cfg: PreprocessConfig) -> None:
     _mset("preprocess", cfg)
 
 
+def input_shapes() -> dict[str, list[int]]:
+    """The shapes the user set on the Data page, ``{input name: full shape}`` (for dims the model leaves open)."""
+    return dict(_mget("input_shapes") or {})
+
+
+def set_input_shapes(shapes: dict[str, list[int]]) -> None:
+    """Remember the user's ``{input name: shape}`` (an empty dict forgets them)."""
+    _mset("input_shapes", {k: [int(x) for x in v] for k, v in shapes.items()})
+
+
 def data_settings() -> dict:
     """Sample count, stratification and seed chosen on the Data page."""
     return _mget("data_settings", {"n": 0, "stratify": True, "seed": 0})
