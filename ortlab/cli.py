@@ -10,14 +10,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
 
 from . import __version__
 from .cli_args import UsageError, add_config_arguments, config_from_args, given_values
-from .config import BenchConfig, PreprocessConfig, Recipe, Target
+from .config import DEFAULT_BENCH_DURATION_S, BenchConfig, PreprocessConfig, Recipe, Target
 from .errors import OrtlabError, RecipeError
 from .outputs import OutputError
 from .progress import ProgressEvent
@@ -230,9 +229,9 @@ def recipe_from_args(ns: argparse.Namespace) -> Recipe:
 def bench_from_args(ns: argparse.Namespace) -> BenchConfig:
     """The BenchConfig that the parsed ``bench`` flags describe (profiling on when ``--profile DIR`` is given)."""
     given = given_values(BenchConfig, ns, BENCH_FLAGS_EXCLUDED)
-    base = BenchConfig(profile=bool(ns.profile))
-    if "runs" in given and "duration_s" not in given:  # --runs N alone means N runs, not the default duration
-        base = replace(base, duration_s=0.0)
+    # a few seconds per variant by default; --runs N alone means N runs
+    base = BenchConfig(profile=bool(ns.profile),
+                       duration_s=0.0 if "runs" in given and "duration_s" not in given else DEFAULT_BENCH_DURATION_S)
     cfg = config_from_args(BenchConfig, ns, base, exclude=BENCH_FLAGS_EXCLUDED)
     problems = cfg.problems()
     if problems:

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from ortlab.bench_compare import compare_benchmarks, running_stats
-from ortlab.config import BenchConfig
+from ortlab.config import DEFAULT_BENCH_DURATION_S, BenchConfig
 from ortlab.ui import actions, bench_view, charts, jobs, state
 from ortlab.ui.bench_job import collect, start_benchmark
 from ortlab.ui.bench_view import THROUGHPUT_METHOD
@@ -42,7 +42,7 @@ if any(i not in by_id for i in state.widget("bench.variants", [])):
 chosen = st.multiselect("Variants (the first is the baseline for speedups)", ids, key="bench.variants",
                         format_func=names.get, disabled=running)
 MAIN = ["batch_sizes", "runs", "duration_s", "warmup", "intra_op_threads", "inter_op_threads"]
-default = BenchConfig(warmup=5)
+default = BenchConfig(warmup=5, duration_s=DEFAULT_BENCH_DURATION_S)  # a few seconds: the live chart grows
 with st.container(border=True):
     cfg = dataclass_form(BenchConfig, default, "bench", only=MAIN, columns=3, disabled=running)
     with st.expander("More settings"):

@@ -68,8 +68,14 @@ def test_throughput_comes_from_the_median_so_one_outlier_cannot_flip_the_winner(
     assert a.p50 < b.p50 and a.throughput_per_s > b.throughput_per_s
 
 
-def test_default_benchmark_runs_a_few_seconds():
-    assert BenchConfig().duration_s == 3.0
+def test_cli_benchmark_runs_a_few_seconds_by_default_and_runs_alone_means_runs():
+    from ortlab import cli
+
+    parse = cli.build_parser().parse_args
+    assert cli.bench_from_args(parse(["bench", "m.onnx"])).duration_s == 3.0
+    cfg = cli.bench_from_args(parse(["bench", "m.onnx", "--runs", "7"]))
+    assert cfg.duration_s == 0.0 and cfg.runs == 7
+    assert BenchConfig(runs=7).duration_s == 0.0  # the engine's own default stays a run count
 
 
 def test_summarize_refuses_empty_and_mixed():
