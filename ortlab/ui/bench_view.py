@@ -28,7 +28,7 @@ def result_columns() -> dict:
                                                      help="Baseline p50 ÷ this p50, at the same batch size."),
         "peak memory MB": num("peak MB", width="small", format="%.0f",
                               help="Peak resident memory of the process that timed it (MB)."),
-        "providers": st.column_config.TextColumn("providers", width="small"),
+        "providers": None,  # said once under the table (the same for every row on one machine)
     }
 
 
