@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Precision, Recipe
+from .coverage import QuantCoverage
 from .errors import OrtlabError
 from .eval_report import EvalReport
 from .runspec import RunSpec
@@ -52,6 +53,7 @@ class Artifact:
     notes: list[str] = field(default_factory=list)
     origin: str = ""  # "app" or "cli": where the run was started ("" when unknown)
     spec: RunSpec | None = None  # what made it, runnable again (None for runs recorded before run specs)
+    coverage: QuantCoverage | None = None  # int8 runs: what was really quantized (None for other precisions)
 
     @property
     def dir(self) -> Path:

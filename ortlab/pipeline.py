@@ -18,6 +18,7 @@ from typing import Any
 from . import config as cfg
 from .artifact import MODEL_FILE, RECIPE_FILE, Artifact, file_bytes
 from .config import OptLevel, PreprocessConfig, Precision, QuantMode, Recipe
+from .coverage import QuantCoverage
 from .eval_report import EvalReport
 from .text import one_line, utc_timestamp
 from .errors import (DataError, ModelLoadError, OptimizationError, OrtlabError,
@@ -90,6 +91,7 @@ class _Run:
     random_data: bool = False
     evaluation: EvalReport | None = None
     providers: list[str] = field(default_factory=list)
+    coverage: QuantCoverage | None = None
 
     @property
     def final(self) -> Path:
@@ -99,6 +101,11 @@ class _Run:
         for w in items or ():
             if w and str(w) not in self.warnings:
                 self.warnings.append(str(w))
+
+    def note(self, items) -> None:
+        for n in items or ():
+            if n and str(n) not in self.notes:
+                self.notes.append(str(n))
 
     def pre_for(self, ds) -> PreprocessConfig | None:
         from .data import resolve_preprocess
@@ -146,10 +153,13 @@ def _convert(r: _Run) -> None:
 
 
 def _quantize_dynamic(r: _Run) -> None:
-    from .quantize import quantize_dynamic_model
+    from .quantize import quantize_dynamic_result
 
     dst = r.next_path("quantized.onnx")
-    r.warn(quantize_dynamic_model(r.current, dst, r.recipe.quant))
+    result = quantize_dynamic_result(r.current, dst, r.recipe.quant)
+    r.warn(result.warnings)
+    r.note(result.notes)
+    r.coverage = result.coverage
     r.current = dst
 
 
@@ -176,17 +186,22 @@ def _calibrate(r: _Run) -> None:
 
 
 def _quantize_static(r: _Run) -> None:
-    from .quantize import quantize_calibrated_model
+    from .quantize import quantize_calibrated_result
 
     dst = r.next_path("quantized.onnx")
-    r.warn(quantize_calibrated_model(r.current, dst, r.recipe.quant, r.next_path("calibration.json")))
+    result = quantize_calibrated_result(r.current, dst, r.recipe.quant, r.next_path("calibration.json"))
+    r.warn(result.warnings)
+    r.note(result.notes)
+    r.coverage = result.coverage
     r.current = dst
 
 
 def _optimize(r: _Run) -> None:
     from .optimize import optimize_model
 
-    r.warn(optimize_model(r.current, r.final, r.recipe.opt_level, r.recipe.target).warnings)
+    result = optimize_model(r.current, r.final, r.recipe.opt_level, r.recipe.target)
+    r.warn(result.warnings)
+    r.note(result.notes)
     r.current = r.final
 
 
@@ -293,7 +308,7 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
         run_id=None, model_path=r.final, source_path=source.resolve(), source_sha256=r.info.sha256,
         sha256=sha256_file(r.final), recipe=recipe, timings=r.timings, warnings=r.warnings, providers=r.providers,
         size_bytes=file_bytes(r.final), source_size_bytes=int(r.info.total_bytes), random_data=r.random_data,
-        created_at=utc_timestamp(), evaluation=r.evaluation, notes=r.notes,
+        created_at=utc_timestamp(), evaluation=r.evaluation, notes=r.notes, coverage=r.coverage,
     )
     (r.out_dir / RECIPE_FILE).write_text(recipe.to_json(), encoding="utf-8")
     artifact.save()

@@ -43,6 +43,13 @@ if random_flag:
 if cand.artifact is not None:
     for w in cand.artifact.warnings[:6]:
         st.caption(f"⚠ {w}")
+    coverage = getattr(cand.artifact, "coverage", None)
+    if coverage is not None:
+        with st.expander(f"int8 coverage · {coverage.summary()}", expanded=coverage.total == 0):
+            st.dataframe([{"op type": op, "quantized": q, "nodes": n} for op, q, n in coverage.rows()],
+                         hide_index=True)
+            if coverage.in_subgraphs:
+                st.caption(f"{coverage.in_subgraphs} of the quantized nodes are inside If/Loop/Scan subgraphs.")
 
 ref_info = cand_info = diff = None
 with engine_errors("Reading the two models"):
