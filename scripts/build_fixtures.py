@@ -207,8 +207,10 @@ class VadCore(nn.Module):
     def forward(self, x: torch.Tensor, state: torch.Tensor, sr: torch.Tensor):
         if bool(sr == 16000):
             feat = self.enc16(x)
+            feat = torch.maximum(feat, 0.1 * feat)  # Max: an op ORT's float16 converter keeps in float32
         else:
             feat = self.enc8(x[:, : x.shape[1] // 2])
+            feat = torch.cumsum(feat, dim=1) / 8.0  # CumSum: also kept in float32
         y, new_state = self.rnn(feat.unsqueeze(0), state)
         return torch.sigmoid(self.out(y[0])), new_state
 
