@@ -278,7 +278,9 @@ def preprocess_for_quantization(src, dst) -> list[str]:
         out = tmp / "preprocessed.onnx"
         messages: list[str] = []
         try:
-            with _ort_quiet() as log:
+            # ORT's symbolic shape inference saves "sym_shape_infer_temp.onnx" into the current directory when it
+            # gives up (recipes run in their own child process, so changing its directory is safe)
+            with _ort_quiet() as log, contextlib.chdir(tmp):
                 quant_pre_process(str(staged), str(out), skip_symbolic_shape=False)
             messages = log.messages
         except Exception as first:
