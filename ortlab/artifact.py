@@ -19,9 +19,11 @@ from .errors import OrtlabError
 from .eval_report import EvalReport
 from .runspec import RunSpec
 from .serial import PlainDataError, dumps, from_plain, loads, to_plain
+from .verdict import Verdict
 
 MODEL_FILE = "model.onnx"
 RECIPE_FILE = "recipe.json"
+QDQ_FILE = "model.qdq.onnx"  # static int8 QDQ: the quantized graph before optimization (ortlab analyze)
 ARTIFACT_FILE = "artifact.json"
 SCHEMA_VERSION = 2  # of artifact.json and of an artifact's plain form; 1 = files without a version
 
@@ -53,6 +55,7 @@ class Artifact:
     notes: list[str] = field(default_factory=list)
     origin: str = ""  # "app" or "cli": where the run was started ("" when unknown)
     spec: RunSpec | None = None  # what made it, runnable again (None for runs recorded before run specs)
+    verdict: Verdict | None = None  # ok/degraded/broken/unknown with reasons (None for runs recorded before verdicts)
     coverage: QuantCoverage | None = None  # int8 runs: what was really quantized (None for other precisions)
 
     @property

@@ -1,7 +1,8 @@
 """The ``ortlab`` command line: inspect, optimize, bench, compare, run and samples.
 
 Exit status: 0 success, 1 the work failed (bad model file, data that does not fit, ORT failure),
-2 bad usage (unknown flags, missing files, a recipe that cannot work). Errors print one line on stderr.
+2 bad usage (unknown flags, missing files, a recipe that cannot work), 3 the result's verdict is at or worse
+than ``--fail-on`` (optimize, compare, run). Errors print one line on stderr.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from . import __version__
 from .cli_args import UsageError, add_config_arguments, config_from_args, given_values
 from .config import BenchConfig, PreprocessConfig, Recipe, Target
 from .errors import OrtlabError, RecipeError
+from .outputs import OutputError
 from .progress import ProgressEvent
 from .text import format_bytes, one_line
+from .verdict import Level, VerdictPolicy, worse_or_equal
 
 PROG = "ortlab"
 BENCH_FLAGS_EXCLUDED = ("profile",)  # bench's --profile DIR both names the folder and turns profiling on
@@ -44,11 +47,43 @@ def add_preprocess_arguments(p: argparse.ArgumentParser) -> None:
                          title="image preprocessing (default: the sample's manifest, else detected from the model)")
 
 
+def add_verdict_arguments(p: argparse.ArgumentParser) -> None:
+    """The verdict policy's flags (``verdict.VerdictPolicy``) and ``--fail-on``."""
+    add_config_arguments(p, VerdictPolicy, title="verdict policy (ok / degraded / broken)")
+    p.add_argument("--fail-on", choices=[Level.DEGRADED.value, Level.BROKEN.value], default=None,
+                   help="Exit with status 3 when the verdict is this level or worse (unknown counts as worse "
+                        "than ok, better than degraded).")
+
+
+def policy_from_args(ns: argparse.Namespace) -> VerdictPolicy:
+    """The VerdictPolicy the parsed flags describe."""
+    policy = config_from_args(VerdictPolicy, ns)
+    if policy.problems():
+        raise UsageError(" ".join(policy.problems()))
+    return policy
+
+
+def _exit_for(verdict, ns: argparse.Namespace) -> int:
+    """3 when ``--fail-on`` is given and the verdict is at or worse than it, else 0."""
+    fail_on = getattr(ns, "fail_on", None)
+    if fail_on and verdict is not None and worse_or_equal(verdict.level, Level(fail_on)):
+        return 3
+    return 0
+
+
+def verdict_line(verdict) -> str:
+    """The first line of a result's text output: ``verdict   BROKEN  reason; reason``."""
+    if verdict is None:
+        return "verdict    UNKNOWN  not judged"
+    return f"verdict    {verdict.level.value.upper()}  " + "; ".join(verdict.reasons)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``ortlab`` argument parser (sub-commands inspect, optimize, bench, compare, run, samples)."""
     parser = _Parser(prog=PROG, description="Quantize and graph-optimize ONNX models with ONNX Runtime, "
                                             "and show why the result is safe to ship.",
-                     epilog="Exit status: 0 ok, 1 the work failed, 2 bad usage.")
+                     epilog="Exit status: 0 ok, 1 the work failed, 2 bad usage, 3 the verdict is at or worse "
+                            "than --fail-on.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument("--custom-op-library", action="append", default=[], metavar="PATH",
                         help="A custom-op shared library (.so/.dll/.dylib) registered in every ONNX Runtime session "
@@ -72,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Data to verify the result against the source (default: the calibration data).")
     g.add_argument("--verify-samples", type=int, default=32, help="Samples compared with the source (default: 32).")
     add_preprocess_arguments(p)
+    add_verdict_arguments(p)
     _add_output_flags(p)
     p.set_defaults(func=cmd_optimize)
 
@@ -91,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=int, help="Use at most N samples (stratified by class).")
     p.add_argument("--target", choices=_values(Target), default=Target.CPU.value, help="Run on cpu or gpu.")
     add_preprocess_arguments(p)
+    add_verdict_arguments(p)
     _add_output_flags(p)
     p.set_defaults(func=cmd_compare)
 
@@ -102,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "$ORTLAB_HOME or ~/.ortlab, recorded in its history).")
     p.add_argument("--verify-samples", type=int, default=32, help="Samples compared with the source (default: 32).")
     add_preprocess_arguments(p)
+    add_verdict_arguments(p)
     _add_output_flags(p)
     p.set_defaults(func=cmd_run)
 
@@ -113,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("samples", help="List the bundled sample models.")
     p.add_argument("--json", action="store_true", help="Print JSON on stdout.")
     p.set_defaults(func=cmd_samples)
+
+    from .cli_tune import add_commands as add_tune_commands
+
+    add_tune_commands(sub)  # analyze, tune
     return parser
 
 
@@ -255,13 +297,20 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
             print(f"  {kind:<9} {t.name}  {t.dtype}  {shape(t)}")
     ops = sorted(info.op_counts.items(), key=lambda kv: (-kv[1], op_key(*kv[0])))
     print("  ops       " + ", ".join(f"{op_key(*k)}×{n}" for k, n in ops))
+    from .hardware import advise, detect
+
+    cpu = detect()
+    print(f"  cpu       {cpu.summary()}")
+    for note in advise(cpu, model_bytes=info.total_bytes).notes:
+        print(f"  int8      {note}")
     for w in info.warnings:
         print(f"  warning   {w}")
     return 0
 
 
 def _artifact_text(artifact, out_path: Path) -> str:
-    lines = [f"wrote {out_path}  ({format_bytes(artifact.size_bytes)}, source {format_bytes(artifact.source_size_bytes)}, "
+    lines = [verdict_line(artifact.verdict),
+             f"wrote {out_path}  ({format_bytes(artifact.size_bytes)}, source {format_bytes(artifact.source_size_bytes)}, "
              f"{artifact.size_bytes / max(1, artifact.source_size_bytes):.0%})",
              f"  recipe     {artifact.recipe.label()}",
              f"  sha256     {artifact.sha256}",
@@ -270,10 +319,13 @@ def _artifact_text(artifact, out_path: Path) -> str:
     ev = artifact.evaluation
     if ev is not None:
         parts = [f"n={ev.n_samples}"]
+        if ev.task is not None:
+            parts.append(f"task {ev.task.task.value}")
         for value, label in ((ev.top1_accuracy_ref, "top-1 source"), (ev.top1_accuracy_cand, "top-1 result"),
                              (ev.top1_agreement, "top-1 agreement")):
             if value is not None:
                 parts.append(f"{label} {value:.2%}")
+        parts += task_lines(ev)
         for o in ev.outputs:
             sqnr_text = "identical" if o.identical else f"SQNR {o.sqnr_db:.1f} dB"
             parts.append(f"{o.name}: max|Δ| {o.max_abs:.3g}, {sqnr_text}")
@@ -288,6 +340,23 @@ def _artifact_text(artifact, out_path: Path) -> str:
     return "\n".join(lines)
 
 
+def task_lines(ev) -> list[str]:
+    """Short texts of the task metrics of an evaluation (flips, threshold crossings, neighbours, exact)."""
+    tm = ev.task
+    if tm is None:
+        return []
+    out = []
+    c = tm.classification
+    if c is not None:
+        out.append(f"flips {c.confident_flips()} confident / {c.near_tie_flips()} near-tie (margin < {c.margin:g})")
+    out += [f"{d.output}: {d.crossing_fraction:.2%} cross {d.threshold:g}" for d in tm.dense_maps]
+    out += [f"{b.output}: {b.changed_fraction:.2%} detections changed" for b in tm.boxes]
+    out += [f"{e.output}: cosine min {e.min_cosine:.3f}, NN agreement "
+            + (f"{e.nn_agreement:.0%}" if e.nn_agreement is not None else "–") for e in tm.embeddings]
+    out += [f"{x.output} ({x.dtype}): {x.n_different} of {x.n_elements} differ" for x in tm.exact]
+    return out
+
+
 def _run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: str | None,
               evaluation: str | None):
     """The RunSpec of a CLI run: data references (checked to exist) and the preprocessing policy."""
@@ -300,8 +369,9 @@ def _run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: st
     if pre is not None and all(ref is None or ref.path is None or Path(ref.path).suffix.lower() in (".npy", ".npz")
                                for ref in (cal, ev)):
         pre = None  # tensors need no image preprocessing
+    policy = policy_from_args(ns)
     return RunSpec(str(src.resolve()), recipe, sample.name if sample is not None else None, cal, ev, pre,
-                   ns.verify_samples)
+                   ns.verify_samples, None if policy == VerdictPolicy() else policy)
 
 
 def cmd_optimize(ns: argparse.Namespace) -> int:
@@ -312,8 +382,6 @@ def cmd_optimize(ns: argparse.Namespace) -> int:
     recipe = recipe_from_args(ns)
     src = _existing_file(ns.model, "Model")
     out = Path(ns.out).expanduser()
-    if out.resolve() == src.resolve():
-        raise UsageError("OUT must differ from MODEL: the source model is never overwritten.")
     config.require_valid(recipe, providers.working_providers())  # fail before loading any data
     spec = _run_spec(src, recipe, ns, ns.calibration, ns.eval_data)
     as_dir = out.is_dir() or out.suffix.lower() != ".onnx"
@@ -325,7 +393,7 @@ def cmd_optimize(ns: argparse.Namespace) -> int:
         if as_dir:
             print(f"  files      {out / ARTIFACT_FILE}, recipe.json")
         print(f"  history    run {artifact.run_id}")
-    return 0
+    return _exit_for(artifact.verdict, ns)
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
@@ -349,7 +417,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     else:
         print(_artifact_text(artifact, artifact.model_path))
         print(f"  history    run {artifact.run_id} in {workspace.db_path}")
-    return 0
+    return _exit_for(artifact.verdict, ns)
 
 
 def _variant_names(paths: list[Path]) -> list[str]:
@@ -407,7 +475,10 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     """`ortlab compare`: output error and accuracy of a candidate against a reference on the same data."""
     from .data import stratified_sample
     from .evaluate import evaluate
+    from .serial import to_plain
+    from .verdict import judge
 
+    policy = policy_from_args(ns)
     ref = _existing_file(ns.reference, "Reference model")
     cand = _existing_file(ns.candidate, "Candidate model")
     if ns.n is not None and ns.n < 1:
@@ -417,10 +488,12 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     if ns.n is not None and ns.n < len(dataset):
         dataset = stratified_sample(dataset, ns.n)
     pre = preprocess_from_args(ns, ref, sample) if dataset.kind == "images" else None
-    report = evaluate(ref, cand, dataset, pre, target=Target(ns.target), reporter=_reporter(ns))
+    report = evaluate(ref, cand, dataset, pre, target=Target(ns.target), reporter=_reporter(ns), policy=policy)
+    verdict = judge(report, policy)
     if ns.json:
-        _print_json(report)
-        return 0
+        _print_json({"verdict": verdict, **to_plain(report)})
+        return _exit_for(verdict, ns)
+    print(verdict_line(verdict))
     print(f"{cand.name} vs {ref.name} on {report.n_samples} samples"
           + (" (RANDOM DATA: accuracy is meaningless)" if report.random_data else ""))
     rows = [[o.name, f"{o.max_abs:.4g}", f"{o.mean_abs:.4g}", f"{o.cosine:.6f}", f"{o.sqnr_db:.1f}"]
@@ -434,7 +507,11 @@ def cmd_compare(ns: argparse.Namespace) -> int:
         value = getattr(report, key)
         if value is not None:
             print(f"{label:<28} {value:.2%}")
-    return 0
+    if report.task is not None:
+        print(f"{'task':<28} {report.task.task.value} ({'inferred: ' + report.task.why if report.task.inferred else 'given'})")
+        for text in task_lines(report):
+            print(f"  {text}")
+    return _exit_for(verdict, ns)
 
 
 def cmd_history(ns: argparse.Namespace) -> int:
@@ -452,9 +529,13 @@ def cmd_history(ns: argparse.Namespace) -> int:
         _print_json({"workspace": str(ws.root), "runs": runs, "benchmarks": benches})
         return 0
     print(f"workspace {ws.root}")
-    rows = [[str(r.run_id), r.created_at.replace("T", " ")[:19], r.origin or "?", r.recipe.label(), r.source_name,
-             r.sha256[:12], format_bytes(r.size_bytes)] for r in runs if isinstance(r, Artifact)]
-    print(_table(rows, ["run", "created", "from", "recipe", "source", "sha256", "size"]) if rows else "No runs yet.")
+    from .verdict import judge
+
+    rows = [[str(r.run_id), r.created_at.replace("T", " ")[:19], r.origin or "?",
+             (r.verdict if r.verdict is not None else judge(r.evaluation)).level.value, r.recipe.label(),
+             r.source_name, r.sha256[:12], format_bytes(r.size_bytes)] for r in runs if isinstance(r, Artifact)]
+    print(_table(rows, ["run", "created", "from", "verdict", "recipe", "source", "sha256", "size"])
+          if rows else "No runs yet.")
     for r in runs:
         if not isinstance(r, Artifact):
             print(f"run {r.id}  {r.created_at.replace('T', ' ')[:19]}  unreadable: {r.reason}")
@@ -492,20 +573,32 @@ def cmd_samples(ns: argparse.Namespace) -> int:
 # -- entry point -------------------------------------------------------------------------------------------
 
 
+def _start_service() -> None:
+    """Before a command that uses the workspace: remove what killed runs left, and say once on stderr when
+    the history database had to be rebuilt."""
+    from . import service
+
+    for notice in service.startup():
+        print(f"{PROG}: warning: {one_line(notice)}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 failure, 2 usage)."""
     from . import providers
 
     parser = build_parser()
+    os.umask(0o077)  # the workspace and every result ortlab writes are private to the user (0700/0600)
     saved_libraries = os.environ.get(providers.CUSTOM_OPS_ENV)
     try:
         ns = parser.parse_args(argv)
         if ns.custom_op_library:
             providers.set_custom_op_libraries([_existing_file(p, "Custom-op library") for p in ns.custom_op_library])
+        if ns.command in ("optimize", "run", "bench", "history"):
+            _start_service()
         return int(ns.func(ns) or 0)
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
-    except (UsageError, RecipeError) as exc:
+    except (UsageError, RecipeError, OutputError) as exc:
         print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except FileNotFoundError as exc:

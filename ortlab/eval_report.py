@@ -9,11 +9,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from .serial import from_plain, to_plain
 
-__all__ = ["EvalReport", "OutputError", "upgrade_v1"]
+__all__ = ["BoxesMetrics", "ClassificationMetrics", "DenseMapMetrics", "EmbeddingMetrics", "EvalReport",
+           "ExactMetrics", "OutputError", "Task", "TaskMetrics", "upgrade_v1"]
+
+
+class Task(StrEnum):
+    """What a model's outputs mean, which decides the metrics that are computed (``auto``: inferred)."""
+
+    AUTO = "auto"
+    CLASSIFICATION = "classification"
+    DENSE_MAP = "dense_map"
+    BOXES = "boxes"
+    EMBEDDING = "embedding"
+    GENERIC = "generic"
 
 
 @dataclass
@@ -25,6 +38,7 @@ class OutputError:
     mean_abs: float
     cosine: float
     sqnr_db: float  # +inf when the outputs are identical
+    nonfinite: int = 0  # candidate values that are NaN/inf where the reference's are finite (e.g. fp16 overflow)
 
     @property
     def identical(self) -> bool:
@@ -34,6 +48,107 @@ class OutputError:
     def to_dict(self) -> dict:
         """``serial.to_plain`` of this record (non-finite numbers as "inf"/"-inf"/"nan")."""
         return to_plain(self)
+
+
+@dataclass
+class ClassificationMetrics:
+    """Top-1 agreement of one classifier output, its flips split by the reference's confidence.
+
+    A flip is a sample whose candidate top-1 class differs from the reference's. ``flip_margins`` holds, for
+    each flip, the reference's (fp32) softmax margin between its top-1 and top-2 class: a flip with a margin
+    below the policy's threshold is a near-tie (the reference itself was undecided), above it a confident flip.
+    """
+
+    output: str
+    n_classes: int
+    n_samples: int
+    agreement: float
+    flip_margins: list[float] = field(default_factory=list)
+    margin: float = 0.1  # the threshold the counts below use (the evaluation's policy)
+    top5_containment: float | None = None  # None with 5 classes or fewer
+
+    def confident_flips(self, margin: float | None = None) -> int:
+        """Flips where the reference's softmax margin was at least ``margin`` (default: :attr:`margin`)."""
+        m = self.margin if margin is None else margin
+        return sum(1 for x in self.flip_margins if x >= m)
+
+    def near_tie_flips(self, margin: float | None = None) -> int:
+        """Flips where the reference's top-1 and top-2 were closer than ``margin`` (default: :attr:`margin`)."""
+        return len(self.flip_margins) - self.confident_flips(margin)
+
+    def confident_flip_rate(self, margin: float | None = None) -> float:
+        """Confident flips as a share of the samples."""
+        return self.confident_flips(margin) / max(1, self.n_samples)
+
+
+@dataclass
+class DenseMapMetrics:
+    """Decision changes of one heat-map/segmentation output: elements on different sides of ``threshold``.
+
+    ``scale`` says what was thresholded: "probability" (the reference lies in [0, 1]) or "logit" (sigmoid of the
+    values, i.e. values compared with logit(threshold))."""
+
+    output: str
+    threshold: float
+    scale: str
+    crossing_fraction: float  # elements above the threshold in one model and not in the other / all elements
+    ref_positive_fraction: float  # elements above the threshold in the reference / all elements
+
+
+@dataclass
+class BoxesMetrics:
+    """Detections of one YOLO-style output ([N, anchors, 4+classes] or [N, 4+classes, anchors]).
+
+    An anchor is a detection when its best class score is above ``threshold`` (sigmoid of logits when the
+    scores are not in [0, 1]). ``changed_fraction``: anchors detected by one model and not the other, as a
+    share of anchors detected by either (0 when neither detects anything)."""
+
+    output: str
+    threshold: float
+    scale: str
+    changed_fraction: float
+    ref_detections: float  # mean detections per sample
+    cand_detections: float
+
+
+@dataclass
+class EmbeddingMetrics:
+    """Per-sample cosine of one embedding output, and whether each sample's nearest neighbour among the
+    evaluation samples stays the same (``nn_agreement``; None with fewer than 3 samples). [N, T, D] outputs
+    are mean-pooled over T for the neighbours."""
+
+    output: str
+    min_cosine: float
+    mean_cosine: float
+    nn_agreement: float | None
+
+
+@dataclass
+class ExactMetrics:
+    """An integer or boolean output, compared exactly (no accuracy, no SQNR)."""
+
+    output: str
+    dtype: str
+    n_elements: int
+    n_different: int
+
+    @property
+    def different_fraction(self) -> float:
+        return self.n_different / max(1, self.n_elements)
+
+
+@dataclass
+class TaskMetrics:
+    """The task of the model (inferred from its outputs and labels, or given) and the metrics it calls for."""
+
+    task: Task
+    inferred: bool
+    why: str
+    classification: ClassificationMetrics | None = None
+    dense_maps: list[DenseMapMetrics] = field(default_factory=list)
+    boxes: list[BoxesMetrics] = field(default_factory=list)
+    embeddings: list[EmbeddingMetrics] = field(default_factory=list)
+    exact: list[ExactMetrics] = field(default_factory=list)
 
 
 @dataclass
@@ -52,6 +167,8 @@ class EvalReport:
     random_data: bool = False
     providers_ref: list[str] = field(default_factory=list)
     providers_cand: list[str] = field(default_factory=list)
+    task: TaskMetrics | None = None  # None in reports written before task-aware evaluation
+    calibration_overlap: int = 0  # evaluation samples that were also calibration samples
 
     def to_dict(self) -> dict:
         """``serial.to_plain`` of this report (SQNR of identical outputs is "inf")."""

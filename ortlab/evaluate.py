@@ -1,4 +1,4 @@
-"""How much a transformed model differs from its source: output error and classifier accuracy.
+"""How much a transformed model differs from its source: output error and the metrics of the model's task.
 
 Both models run sample by sample (batch of one) on the same feed. SQNR of identical outputs is
 ``float('inf')`` (``OutputError.identical``); ``serial.to_plain`` writes it as the string "inf".
@@ -20,6 +20,8 @@ from .eval_report import EvalReport, OutputError
 from .model import TensorInfo
 from .progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from .providers import create_session
+from .task_metrics import TaskAccumulator
+from .verdict import VerdictPolicy
 
 
 
@@ -57,6 +59,7 @@ class _Stats:
         self.max_abs = 0.0
         self.sum_abs = self.count = 0.0
         self.ref2 = self.diff2 = self.cand2 = self.dot = 0.0
+        self.nonfinite = 0
 
     def add(self, ref: np.ndarray, cand: np.ndarray) -> None:
         r = np.asarray(ref, dtype=np.float64).ravel()
@@ -64,35 +67,42 @@ class _Stats:
         if r.shape != c.shape:
             raise DataError(f"Output '{self.name}' has {r.size} values in the reference but {c.size} in the "
                             f"candidate; the models do not compute the same thing.")
-        d = r - c
-        if d.size:
-            self.max_abs = max(self.max_abs, float(np.max(np.abs(d))))
-        self.sum_abs += float(np.sum(np.abs(d)))
-        self.count += d.size
-        self.ref2 += float(r @ r)
-        self.cand2 += float(c @ c)
-        self.diff2 += float(d @ d)
-        self.dot += float(r @ c)
+        self.nonfinite += int(np.count_nonzero(np.isfinite(r) & ~np.isfinite(c)))
+        with np.errstate(all="ignore"):
+            d = r - c
+            if d.size:
+                self.max_abs = max(self.max_abs, float(np.max(np.abs(d))))
+            self.sum_abs += float(np.sum(np.abs(d)))
+            self.count += d.size
+            self.ref2 += float(r @ r)
+            self.cand2 += float(c @ c)
+            self.diff2 += float(d @ d)
+            self.dot += float(r @ c)
 
     def result(self) -> OutputError:
-        if self.ref2 == 0 and self.cand2 == 0:
-            cosine = 1.0
-        elif self.ref2 == 0 or self.cand2 == 0:
-            cosine = 0.0
+        if math.isnan(self.diff2) or math.isnan(self.dot):
+            cosine, sqnr = math.nan, math.nan
         else:
-            cosine = self.dot / math.sqrt(self.ref2 * self.cand2)
-        if self.diff2 == 0:
-            sqnr = math.inf
-        elif self.ref2 == 0:
-            sqnr = -math.inf
-        else:
-            sqnr = 10.0 * math.log10(self.ref2 / self.diff2)
+            if self.ref2 == 0 and self.cand2 == 0:
+                cosine = 1.0
+            elif self.ref2 == 0 or self.cand2 == 0:
+                cosine = 0.0
+            elif math.isinf(self.ref2) or math.isinf(self.cand2):
+                cosine = math.nan
+            else:
+                cosine = self.dot / math.sqrt(self.ref2 * self.cand2)
+            if self.diff2 == 0:
+                sqnr = math.inf
+            elif self.ref2 == 0 or math.isinf(self.diff2):
+                sqnr = -math.inf
+            else:
+                sqnr = 10.0 * math.log10(self.ref2 / self.diff2)
         mean_abs = self.sum_abs / self.count if self.count else 0.0
-        return OutputError(self.name, self.max_abs, mean_abs, cosine, sqnr)
+        return OutputError(self.name, self.max_abs, mean_abs, cosine, sqnr, nonfinite=self.nonfinite)
 
 
 def _is_classifier(output) -> bool:
-    return output.ndim == 2 and output.shape[0] == 1 and output.shape[1] >= 2
+    return output.ndim == 2 and output.shape[0] == 1 and output.shape[1] >= 2 and output.dtype.kind == "f"
 
 
 def _top5(row: np.ndarray) -> list[int]:
@@ -114,17 +124,22 @@ def _check_labels(ds: Dataset, n_classes: int) -> None:
                         f"{n_classes} scores; use the model's labels for the class folders.")
 
 
-def _accuracy(preds: list[list[int]], labels: list[int]) -> tuple[float, float | None]:
+def _accuracy(preds: list[list[int]], labels: list[int], n_classes: int = 6) -> tuple[float, float | None]:
     top1 = sum(p[0] == y for p, y in zip(preds, labels)) / len(labels)
-    top5 = sum(y in p for p, y in zip(preds, labels)) / len(labels) if len(preds[0]) >= 5 else None
+    # top-5 means something only with more than 5 classes (with 5 or fewer it is always 100%)
+    top5 = sum(y in p for p, y in zip(preds, labels)) / len(labels) if len(preds[0]) >= 5 and n_classes > 5 else None
     return top1, top5
 
 
 def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: PreprocessConfig | None, n: int | None = None,
              target: Target = Target.CPU, reporter: Reporter = null_reporter,
-             cancel: CancelToken | None = None) -> EvalReport:
-    """Run both models on the same samples; per-output error, and for classifiers ([N, C] first output)
-    accuracy vs labels (when labeled), top-1 agreement and top-5 containment. Reports "verify" progress."""
+             cancel: CancelToken | None = None, policy: VerdictPolicy | None = None) -> EvalReport:
+    """Run both models on the same samples: per-output error, and the metrics of the model's task
+    (``task_metrics``: inferred from the outputs and labels unless ``policy.task`` names it; ``policy.margin``
+    and ``policy.threshold`` set the near-tie margin and the decision threshold). For a classifier also
+    accuracy vs labels (when labeled), top-1 agreement and top-5 containment (more than 5 classes only).
+    Reports "verify" progress."""
+    policy = policy or VerdictPolicy()
     ds = _pick(dataset, n)
     ref, prov_ref = create_session(reference_path, target)
     cand, prov_cand = create_session(candidate_path, target)
@@ -136,9 +151,7 @@ def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: Prepr
         raise DataError(f"The reference has {len(ref_names)} outputs but the candidate has {len(cand_names)}.")
     pair = dict(zip(ref_names, ref_names if set(ref_names) == set(cand_names) else cand_names))
     stats = [_Stats(name) for name in ref_names]
-    ref_top: list[list[int]] = []
-    cand_top: list[list[int]] = []
-    classifier = True
+    acc: TaskAccumulator | None = None
     total = len(ds)
     for i in range(total):
         if cancel is not None and cancel.cancelled:
@@ -148,24 +161,26 @@ def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: Prepr
         c_out = _run(cand, [pair[nm] for nm in ref_names], _feed_for(cand_in, feed), "candidate", i)
         for s, r, c in zip(stats, r_out, c_out):
             s.add(r, c)
-        classifier = classifier and _is_classifier(np.asarray(r_out[0]))
-        if classifier:
-            ref_top.append(_top5(np.asarray(r_out[0], dtype=np.float64)[0]))
-            cand_top.append(_top5(np.asarray(c_out[0], dtype=np.float64)[0]))
+        if acc is None:
+            acc = TaskAccumulator(ref_names, list(r_out), ds.labeled(), policy.task, policy.margin, policy.threshold)
+        acc.add(list(r_out), list(c_out))
         reporter(ProgressEvent("verify", i + 1, total, f"sample {i + 1}/{total}"))
     report = EvalReport(total, [s.result() for s in stats], random_data=ds.is_random,
                         providers_ref=prov_ref, providers_cand=prov_cand)
-    if classifier and ref_top:
-        n_classes = int(ref.get_outputs()[0].shape[1]) if isinstance(ref.get_outputs()[0].shape[1], int) else None
-        report.top1_agreement = sum(a[0] == b[0] for a, b in zip(ref_top, cand_top)) / total
-        report.top5_containment = sum(a[0] in b for a, b in zip(ref_top, cand_top)) / total
+    if acc is None:
+        return report
+    report.task = acc.result()
+    classes = acc.classes
+    cm = report.task.classification
+    if classes is not None and cm is not None and classes.ref_top:
+        report.top1_agreement = cm.agreement
+        report.top5_containment = cm.top5_containment
         if ds.labeled():
-            if n_classes:
-                _check_labels(ds, n_classes)
-            labels = [int(s.label) for s in ds.samples]
-            report.top1_accuracy_ref, report.top5_accuracy_ref = _accuracy(ref_top, labels)
-            report.top1_accuracy_cand, report.top5_accuracy_cand = _accuracy(cand_top, labels)
-            report.per_class = _per_class(ds, labels, ref_top, cand_top)
+            _check_labels(ds, cm.n_classes)
+            labels = [int(s.label) for s in ds.samples]  # type: ignore[arg-type]
+            report.top1_accuracy_ref, report.top5_accuracy_ref = _accuracy(classes.ref_top, labels, cm.n_classes)
+            report.top1_accuracy_cand, report.top5_accuracy_cand = _accuracy(classes.cand_top, labels, cm.n_classes)
+            report.per_class = _per_class(ds, labels, classes.ref_top, classes.cand_top)
     return report
 
 
@@ -209,6 +224,6 @@ def accuracy(model_path, dataset: Dataset, preprocess: PreprocessConfig | None, 
     if ds.labeled():
         _check_labels(ds, int(logits.shape[1]))
         labels = [int(s.label) for s in ds.samples]
-        result["top1"], result["top5"] = _accuracy(tops, labels)
+        result["top1"], result["top5"] = _accuracy(tops, labels, int(logits.shape[1]))
         result["per_class"] = _per_class(ds, labels, tops, None)
     return result

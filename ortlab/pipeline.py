@@ -2,13 +2,16 @@
 
 :func:`plan` lists the stages a recipe runs, before anything runs; :func:`run_recipe` executes that plan, one
 small step function per stage, each timed by its own start and stop. The source model is read in place and
-never modified; everything is written into ``out_dir``: ``model.onnx``, ``recipe.json`` and ``artifact.json``.
+never modified; everything is written into ``out_dir``: ``model.onnx`` (its external data, if any, as
+``model.onnx.data``), ``recipe.json`` and ``artifact.json``. The stages work in a temporary folder inside
+``out_dir``; the result is renamed into place only when every stage succeeded (``ortlab.outputs``), so a failed
+run leaves ``out_dir`` as it was, and an ``out_dir`` that would overwrite the source is refused.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from . import config as cfg
-from .artifact import MODEL_FILE, RECIPE_FILE, Artifact, file_bytes
-from .config import OptLevel, PreprocessConfig, Precision, QuantMode, Recipe
+from .artifact import MODEL_FILE, QDQ_FILE, RECIPE_FILE, Artifact, file_bytes
+from .config import OptLevel, PreprocessConfig, Precision, QuantFormat, QuantMode, Recipe
 from .coverage import QuantCoverage
 from .eval_report import EvalReport
 from .text import one_line, utc_timestamp
@@ -92,10 +95,16 @@ class _Run:
     evaluation: EvalReport | None = None
     providers: list[str] = field(default_factory=list)
     coverage: QuantCoverage | None = None
+    pre_optimize: Path | None = None  # the model the optimize stage read (for the parity check)
+    qdq: Path | None = None  # static int8 QDQ: the quantized model before optimization, kept as QDQ_FILE
+    policy: Any = None  # VerdictPolicy
+    verdict: Any = None  # Verdict
+    calibration_sources: set[str] = field(default_factory=set)
 
     @property
     def final(self) -> Path:
-        return self.out_dir / MODEL_FILE
+        """The result while the run goes (in the work folder; installed into ``out_dir`` at the end)."""
+        return self.work / "result.onnx"
 
     def warn(self, items) -> None:
         for w in items or ():
@@ -180,6 +189,8 @@ def _calibrate(r: _Run) -> None:
     calib = r.dataset if r.dataset is not None else data_mod.random_dataset(q.calibration_samples, seed=q.seed)
     r.random_data = r.random_data or calib.is_random
     calib = data_mod.stratified_sample(calib, q.calibration_samples, q.seed)
+    if not calib.is_random:
+        r.calibration_sources = {f"{s.source}#{s.index}" for s in calib.samples}
     r.reporter(ProgressEvent("calibrate", 0, len(calib), f"Calibrating on {len(calib)} samples"))
     reader = CalibrationReader(calib, r.pre_for(calib), r.info.inputs, r.reporter, r.cancel)
     r.warn(calibrate_model(r.current, q, reader, r.next_path("calibration.json")))
@@ -194,6 +205,8 @@ def _quantize_static(r: _Run) -> None:
     r.note(result.notes)
     r.coverage = result.coverage
     r.current = dst
+    if r.recipe.quant.quant_format == QuantFormat.QDQ and len(list(r.work.glob("quantized*"))) == 1:
+        r.qdq = dst  # kept beside the result for per-node analysis (no external data: one file)
 
 
 def _optimize(r: _Run) -> None:
@@ -202,6 +215,7 @@ def _optimize(r: _Run) -> None:
     result = optimize_model(r.current, r.final, r.recipe.opt_level, r.recipe.target)
     r.warn(result.warnings)
     r.note(result.notes)
+    r.pre_optimize = r.current
     r.current = r.final
 
 
@@ -209,6 +223,7 @@ def _verify(r: _Run) -> None:
     from . import data as data_mod
     from . import providers
     from .evaluate import evaluate
+    from .verdict import judge, not_evaluated
 
     if r.current != r.final:  # no optimize stage: the last model is the result
         shutil.copyfile(r.current, r.final)
@@ -219,15 +234,25 @@ def _verify(r: _Run) -> None:
         ver = data_mod.random_dataset(max(1, r.verify_samples), seed=q.seed)
     if ver is None or r.verify_samples <= 0:
         r.notes.append("Verification skipped: no evaluation data was given.")
+        r.verdict = not_evaluated()
         _, used = providers.create_session(r.final, r.recipe.target)
         r.providers = list(used)
         return
     sample = data_mod.stratified_sample(ver, r.verify_samples, q.seed)
     r.random_data = r.random_data or ver.is_random
     report = evaluate(r.source, r.final, sample, r.pre_for(sample), target=r.recipe.target, reporter=r.reporter,
-                      cancel=r.cancel)
+                      cancel=r.cancel, policy=r.policy)
+    if r.calibration_sources:
+        report.calibration_overlap = sum(f"{s.source}#{s.index}" in r.calibration_sources for s in sample.samples)
     r.evaluation = report
+    r.verdict = judge(report, r.policy)
     r.providers = list(report.providers_cand)
+    if r.pre_optimize is not None and r.recipe.opt_level != OptLevel.DISABLED:
+        from .parity import check_parity
+
+        parity = check_parity(r.pre_optimize, r.final, sample, r.pre_for(sample), r.recipe)
+        if not parity.ok:
+            r.warn([parity.message])
 
 
 def _messages(r: _Run) -> dict[str, str]:
@@ -277,39 +302,53 @@ def _run_stage(r: _Run, stage: str, fn: Callable[[_Run], Any], message: str) -> 
 
 def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: PreprocessConfig | None = None,
                reporter: Reporter = null_reporter, cancel: CancelToken | None = None, verify_samples: int = 32,
-               *, verify_dataset=None) -> Artifact:
+               *, verify_dataset=None, policy=None) -> Artifact:
     """Apply ``recipe`` to the model at ``model_path`` and write the result into ``out_dir``.
 
     ``dataset`` (``ortlab.data.Dataset``) feeds calibration and, unless ``verify_dataset`` is given, the
     verification against the source. Without data, static int8 needs ``recipe.allow_random_data`` and
     verification is skipped. ``preprocess`` None means :func:`ortlab.data.resolve_preprocess` decides.
-    Each stage of :func:`plan` is reported to ``reporter``; ``cancel`` raises ``Cancelled``.
+    Each stage of :func:`plan` is reported to ``reporter``; ``cancel`` raises ``Cancelled``. The verify stage
+    judges the result with ``policy`` (``verdict.VerdictPolicy``, default when None) into ``Artifact.verdict``.
     """
+    from .verdict import VerdictPolicy
     from .model import sha256_file
 
+    from . import outputs
+
     source = Path(model_path)
+    outputs.check_targets(source, outputs.result_files(out_dir, as_file=False))
     r = _Run(source, recipe, Path(out_dir), dataset, verify_dataset, preprocess, verify_samples, reporter, cancel,
-             current=source)
+             current=source, policy=policy or VerdictPolicy())
     stages = plan(recipe)
     _run_stage(r, "validate", _validate, "Checking the recipe, the model and the data")
     messages = _messages(r)
+    created = not r.out_dir.exists()
     r.out_dir.mkdir(parents=True, exist_ok=True)
-    r.work = Path(tempfile.mkdtemp(prefix=".ortlab-work-", dir=r.out_dir))
+    r.work = outputs.make_temp_dir(outputs.WORK_PREFIX, r.out_dir)
+    target = r.out_dir / MODEL_FILE
     try:
         for stage in stages[1:]:
             _run_stage(r, stage.name, _step(stage.name, recipe), messages.get(stage.name, ""))
+        outputs.install_model(r.final, target)
+        if r.qdq is not None:
+            os.replace(r.qdq, r.out_dir / QDQ_FILE)
+        else:
+            (r.out_dir / QDQ_FILE).unlink(missing_ok=True)  # an earlier run's, which this result does not match
     except BaseException:
-        r.final.unlink(missing_ok=True)
-        raise
-    finally:
         shutil.rmtree(r.work, ignore_errors=True)
+        if created:  # a folder this run made holds nothing but what the run wrote: no empty run folders
+            shutil.rmtree(r.out_dir, ignore_errors=True)
+        raise
+    shutil.rmtree(r.work, ignore_errors=True)
 
     artifact = Artifact(
-        run_id=None, model_path=r.final, source_path=source.resolve(), source_sha256=r.info.sha256,
-        sha256=sha256_file(r.final), recipe=recipe, timings=r.timings, warnings=r.warnings, providers=r.providers,
-        size_bytes=file_bytes(r.final), source_size_bytes=int(r.info.total_bytes), random_data=r.random_data,
-        created_at=utc_timestamp(), evaluation=r.evaluation, notes=r.notes, coverage=r.coverage,
+        run_id=None, model_path=target, source_path=source.resolve(), source_sha256=r.info.sha256,
+        sha256=sha256_file(target), recipe=recipe, timings=r.timings, warnings=r.warnings, providers=r.providers,
+        size_bytes=file_bytes(target), source_size_bytes=int(r.info.total_bytes), random_data=r.random_data,
+        created_at=utc_timestamp(), evaluation=r.evaluation, notes=r.notes, verdict=r.verdict,
+        coverage=r.coverage,
     )
-    (r.out_dir / RECIPE_FILE).write_text(recipe.to_json(), encoding="utf-8")
+    outputs.write_text_atomic(r.out_dir / RECIPE_FILE, recipe.to_json())
     artifact.save()
     return artifact

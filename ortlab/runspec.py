@@ -15,6 +15,7 @@ from typing import Any
 from .config import PreprocessConfig, Recipe, preprocess_cli_args, recipe_cli_args
 from .errors import DataError
 from .serial import dumps, from_plain, loads, to_plain
+from .verdict import VerdictPolicy
 
 DEFAULT_VERIFY_SAMPLES = 32
 
@@ -77,7 +78,7 @@ class DataRef:
 class RunSpec:
     """One recipe run: the source ``model`` (``sample`` names the bundled sample it is, when known), the
     ``recipe``, the ``calibration`` and ``evaluation`` data, the ``preprocess`` of images (None: decided by
-    :func:`ortlab.data.resolve_preprocess`) and how many samples verify the result."""
+    :func:`ortlab.data.resolve_preprocess`), how many samples verify the result and the verdict ``policy``."""
 
     model: str
     recipe: Recipe
@@ -86,6 +87,7 @@ class RunSpec:
     evaluation: DataRef | None = None
     preprocess: PreprocessConfig | None = None
     verify_samples: int = DEFAULT_VERIFY_SAMPLES
+    policy: VerdictPolicy | None = None  # how the result is judged (None: the default policy)
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self)
@@ -114,4 +116,8 @@ class RunSpec:
             parts += ["--verify-samples", str(self.verify_samples)]
         if self.preprocess is not None and (cal or ev) is not None:
             parts += preprocess_cli_args(self.preprocess)
+        if self.policy is not None:
+            from .cli_args import config_cli_args
+
+            parts += config_cli_args(self.policy)
         return " ".join(shlex.quote(p) for p in parts)

@@ -4,13 +4,17 @@ import streamlit as st
 
 from ortlab.text import format_bytes
 from ortlab.ui import actions, cards, charts, compare_data, state
+from ortlab.ui.forms import dataclass_form
+from ortlab.verdict import VerdictPolicy, judge, not_evaluated
 from ortlab.ui.guard import engine_errors
+from ortlab.ui.inert import md
 from ortlab.ui.progress_view import demo_button, recipe_job_panel, show_flash
 from ortlab.ui.viewers import diff_figure, netron
 from ortlab.ui.router import require_router, stop_page
 
 require_router()
 st.title(":material/compare: Compare")
+verdict_slot = st.container()  # the verdict comes first; it is drawn once the pair and its evaluation are known
 show_flash()
 recipe_job_panel("compare")
 
@@ -42,7 +46,7 @@ if random_flag:
     cards.random_data_warning("This run")
 if cand.artifact is not None:
     for w in cand.artifact.warnings[:6]:
-        st.caption(f"⚠ {w}")
+        st.caption(f"⚠ {md(w)}")
     coverage = getattr(cand.artifact, "coverage", None)
     if coverage is not None:
         with st.expander(f"int8 coverage · {coverage.summary()}", expanded=coverage.total == 0):
@@ -59,12 +63,33 @@ with engine_errors("Computing the graph diff"):
     diff = compare_data.graph_diff(ref.path, cand.path)
 ev = compare_data.stored_evaluation(ref, cand)
 
+# -- verdict (drawn at the top of the page) -----------------------------------------------------------
+with verdict_slot:
+    policy = actions.verdict_policy()
+    if ref_id == cand_id:
+        verdict = not_evaluated("reference and candidate are the same model")
+    elif ev is None:
+        verdict = not_evaluated("not evaluated yet: press “Evaluate this pair” (Accuracy tab)")
+    else:
+        verdict = judge(ev, policy)
+    cards.verdict_banner(verdict, f"Verdict on {cand.name}")
+    with st.expander("Verdict policy", icon=":material/tune:"):
+        st.caption("Thresholds that turn the evaluation into ok / degraded / broken (the same as the CLI flags). "
+                   "Task and decision threshold apply to new evaluations and runs.")
+        new_policy = dataclass_form(VerdictPolicy, policy, "verdict", columns=3)
+        if new_policy.problems():
+            st.error(" ".join(new_policy.problems()))
+        elif new_policy != policy:
+            state.set_ui("verdict_policy", new_policy)
+            st.rerun()
+
 # -- headline -------------------------------------------------------------------------------------------
 if ref_info and cand_info:
     ratio = cand_info.total_bytes / max(1, ref_info.total_bytes)
     cards.metric_row([
-        ("Reference size", format_bytes(ref_info.total_bytes), None, ref.name),
-        ("Candidate size", format_bytes(cand_info.total_bytes), f"{100 * (ratio - 1):+.1f}%", cand.name, "inverse"),
+        ("Reference size", format_bytes(ref_info.total_bytes), None, md(ref.name)),
+        ("Candidate size", format_bytes(cand_info.total_bytes), f"{100 * (ratio - 1):+.1f}%", md(cand.name),
+         "inverse"),
         ("Size ratio", f"{100 * ratio:.1f}%", None, "Candidate size as a share of the reference."),
         ("Nodes", f"{ref_info.node_count} → {cand_info.node_count}",
          f"{cand_info.node_count - ref_info.node_count:+d}", None, "off"),
@@ -85,11 +110,11 @@ with tabs[0]:
         m[2].metric("Changed nodes", len(diff.changed), border=True)
         m[3].metric("Unchanged nodes", diff.unchanged_count, border=True)
         if diff.fusions:
-            st.markdown("**Fusions and rewrites**\n" + "\n".join(f"- {f}" for f in diff.fusions))
+            st.markdown("**Fusions and rewrites**\n" + "\n".join(f"- {md(f)}" for f in diff.fusions))
         else:
             st.caption("No fusions found.")
         for n in diff.notes:
-            st.caption(n)
+            st.caption(md(n))
         show_all = st.toggle("Show unchanged op types", value=False, key="compare.all_ops")
         rows = [{"op": d["key"], "domain": d["domain"] or "ai.onnx", "reference": d["before"],
                  "candidate": d["after"], "Δ": d["delta"]} for d in diff.op_deltas if show_all or d["delta"]]
@@ -109,10 +134,10 @@ with tabs[1]:
     if st.toggle("Show both graphs in Netron", value=False, key="compare.netron"):
         n1, n2 = st.columns(2)
         with n1:
-            st.markdown(f"**{ref.name}**")
+            st.markdown(f"**{md(ref.name)}**")
             netron(ref.path, key="compare_netron_ref", height=700)
         with n2:
-            st.markdown(f"**{cand.name}**")
+            st.markdown(f"**{md(cand.name)}**")
             netron(cand.path, key="compare_netron_cand", height=700)
 
 with tabs[2]:
@@ -139,7 +164,30 @@ with tabs[3]:
                                   ("top-5 accuracy", ev.top5_accuracy_ref, ev.top5_accuracy_cand))]
         acc.append({"metric": "top-1 agreement", "reference": "", "candidate": cards.pct(ev.top1_agreement)})
         acc.append({"metric": "top-5 containment", "reference": "", "candidate": cards.pct(ev.top5_containment)})
+        cm = ev.task.classification if ev.task is not None else None
+        if cm is not None:
+            acc.append({"metric": f"confident flips (margin ≥ {policy.margin:g})", "reference": "",
+                        "candidate": str(cm.confident_flips(policy.margin))})
+            acc.append({"metric": f"near-tie flips (margin < {policy.margin:g})", "reference": "",
+                        "candidate": str(cm.near_tie_flips(policy.margin))})
+        acc = [row for row in acc if row["reference"] not in ("", "–") or row["candidate"] != "–"]
+        if ev.task is not None:
+            st.caption(f"Task: **{ev.task.task.value}** "
+                       f"({'inferred: ' + md(ev.task.why) if ev.task.inferred else 'given'})")
         st.dataframe(acc, hide_index=True)
+        if ev.task is not None:
+            tm = ev.task
+            rows = [{"output": d.output, "metric": f"elements crossing {d.threshold:g} ({d.scale})",
+                     "value": cards.pct(d.crossing_fraction, 2)} for d in tm.dense_maps]
+            rows += [{"output": b.output, "metric": f"detections changed (score > {b.threshold:g})",
+                      "value": cards.pct(b.changed_fraction, 2)} for b in tm.boxes]
+            rows += [{"output": e.output, "metric": "per-sample cosine min / mean · nearest-neighbour agreement",
+                      "value": f"{e.min_cosine:.4f} / {e.mean_cosine:.4f} · {cards.pct(e.nn_agreement)}"}
+                     for e in tm.embeddings]
+            rows += [{"output": x.output, "metric": f"{x.dtype}: values that differ (exact)",
+                      "value": f"{x.n_different:,} of {x.n_elements:,}"} for x in tm.exact]
+            if rows:
+                st.dataframe(rows, hide_index=True, width="stretch")
         st.caption(f"{ev.n_samples} samples · reference ran on {', '.join(ev.providers_ref)}"
                    f" · candidate on {', '.join(ev.providers_cand)}")
         if ev.per_class:

@@ -396,3 +396,37 @@ def test_the_demo_cli_line_reproduces_the_demo_and_both_show_in_history(demo_app
     assert set(by_origin) == {"app", "cli"} and by_origin["cli"]["sha256"] == by_origin["app"]["sha256"]
     assert by_origin["app"]["recipe"] == by_origin["cli"]["recipe"] == DEMO_RECIPE.to_dict()
     assert by_origin["cli"]["size_bytes"] > 0
+
+
+def test_the_verdict_comes_first_on_compare_and_shows_in_history_and_the_report(demo_app):
+    at, home = demo_app
+    at.switch_page("pages/compare.py").run()
+    assert not at.exception
+    def flat(block):
+        for c in getattr(block, "children", {}).values():
+            if getattr(c, "children", None):
+                yield from flat(c)
+            else:
+                yield c
+
+    shown = [c for c in flat(at.main) if c.type not in ("markdown",) or "<style>" not in str(c.value)]
+    assert shown[0].type == "title" and "Compare" in shown[0].value
+    assert shown[1].type == "markdown" and "ortlab-verdict" in shown[1].value  # nothing comes before the verdict
+    banner = shown[1].value
+    assert "Verdict on #" in banner
+    from ortlab.history import History
+    from ortlab.ui.actions import run_report
+
+    run = History(home / "history.sqlite").list()[0]
+    assert run.verdict is not None and run.verdict.level.value in banner.lower()
+    # a stricter policy in the Compare form re-judges the stored evaluation at once
+    at.number_input(key="verdict.min_sqnr_db").set_value(150.0).run()
+    assert not at.exception
+    banner = next(m.value for m in at.markdown if "ortlab-verdict" in m.value)
+    assert "ortlab-verdict-broken" in banner and "SQNR" in banner
+    at.switch_page("pages/history.py").run()
+    listing = at.dataframe[0].value
+    assert listing.columns[0] == "run" and listing["verdict"].iloc[0].endswith(run.verdict.level.value)
+    assert any("ortlab-verdict" in m.value for m in at.markdown)
+    html = run_report(run)
+    assert 'id="verdict"' in html and f"verdict-{run.verdict.level.value}" in html

@@ -264,7 +264,9 @@ def test_isolated_cancel_reaches_the_child_during_warm_up(conv):
     t0 = time.perf_counter()
     assert list(run) == []
     assert run.cancelled and run.returncode == 0  # the child stopped by itself, not terminated
-    assert time.perf_counter() - t0 < 0.8 + 0.5
+    # 10**7 warm-up runs take minutes; stopping within seconds of the cancel shows the child saw it (the bound
+    # is loose on purpose: a shared, loaded machine must not fail a test about cancellation, not speed)
+    assert time.perf_counter() - t0 < 0.8 + 15
 
 
 @pytest.mark.parametrize("level,expect_fused", [("disabled", False), ("all", True)])

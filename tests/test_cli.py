@@ -103,7 +103,7 @@ def error_cases(src, tmp):
         (["optimize", src, tmp / "o.onnx", "--precision", "int8"], 2, NO_CALIBRATION_DATA),
         (["optimize", src, tmp / "o.onnx", "--precision", "fp16", "--quant-mode", "dynamic"], 2,
          "--quant-mode only applies with --precision int8."),
-        (["optimize", src, src], 2, "OUT must differ from MODEL"),
+        (["optimize", src, src], 2, "would overwrite the source model"),
         (["optimize", src, tmp / "o.onnx", "--precision", "int9"], 2, "argument --precision: invalid choice: 'int9'"),
         (["optimize", src, tmp / "o.onnx", "--precision", "int8", "--calibration", tmp / "nodata"], 2,
          f"Data not found: {tmp / 'nodata'}"),
@@ -153,7 +153,8 @@ def test_optimize_to_file_and_to_folder(src, image_dir, tmp_path, capsys, monkey
                          "--calibration-samples", "10", "--verify-samples", "5", "--json"], capsys)
     assert code == 0
     art = json.loads(text)
-    assert sorted(p.name for p in folder.iterdir()) == ["artifact.json", "model.onnx", "recipe.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["artifact.json", "model.onnx", "model.qdq.onnx",
+                                                        "recipe.json"]  # the QDQ graph, for ortlab analyze
     assert art["recipe"]["quant"]["calibration_samples"] == 10 and art["evaluation"]["n_samples"] == 5
     assert art["sha256"] == sha256_file(folder / "model.onnx")
     assert sha256_file(src) == digest

@@ -1,106 +1,71 @@
-"""The local Netron viewer: one private server per model, loopback only, nothing phoning home."""
+"""The Netron viewer as a Streamlit component: patched (nothing phoning home), served from the app's own origin,
+the model handed over as bytes; models above the cap and failures get the built-in drawing."""
 
 from __future__ import annotations
 
 import re
-import socket
+import shutil
 import sys
-import urllib.error
-import urllib.request
 
 import onnx
 import pytest
 
-from ortlab.errors import ExternalDataError, ModelLoadError
-from ortlab.ui.netron_server import (CSP, NetronUnavailable, NetronViewer, patch_viewer_sources, patched_viewer)
-from models import conv_bn_model, external_data_model, matmul_model
+from ortlab.ui.netron_assets import (BRIDGE_NAME, CSP, STAMP, NetronUnavailable, component_dir, patch_viewer_sources,
+                                     patched_viewer)
+from models import conv_bn_model, external_data_model
 
 ANALYTICS = (b"google-analytics", b"googletagmanager", b"analytics.google", b"ipinfo.io", b"sendBeacon")
-
-
-def get(url: str) -> tuple[int, bytes, dict]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status, r.read(), dict(r.headers)
-    except urllib.error.HTTPError as e:
-        return e.code, e.read(), dict(e.headers)
+COMPONENT = "ortlab.ui.netron.ortlab_netron"
 
 
 @pytest.fixture
-def viewer(tmp_path):
-    v = NetronViewer(max_servers=3, temp_root=tmp_path / "netron-tmp")
-    yield v
-    v.stop_all()
+def folder(tmp_path):
+    return component_dir(tmp_path / "viewer")
 
 
-@pytest.fixture
-def two_models(tmp_path):
-    a = conv_bn_model(tmp_path / "a" / "model.onnx")
-    b = matmul_model(tmp_path / "b" / "model.onnx")
-    (tmp_path / "a" / "secret.txt").write_text("do not serve me")
-    (tmp_path / "a" / "other.onnx").write_bytes(b.read_bytes())
-    return a, b
-
-
-def test_two_models_each_show_only_their_own(viewer, two_models):
-    a, b = two_models
-    ua, ub = viewer.serve(a), viewer.serve(b)
-    assert ua != ub
-    for url, path in ((ua, a), (ub, b)):
-        status, page, _ = get(url)
-        assert status == 200
-        assert b'<meta name="file" content="/data/model.onnx">' in page
-        status, data, _ = get(url + "data/model.onnx")
-        assert status == 200 and data == path.read_bytes()
-    assert a.read_bytes() != b.read_bytes()
-    # Nothing else of the model's folder is reachable, however the path is spelled.
-    for probe in ("data/secret.txt", "data/other.onnx", "data/../secret.txt", "data/%2e%2e/secret.txt",
-                  "data/..%2fsecret.txt", "secret.txt", "data/", "data/%2fetc%2fpasswd", "../data/model.onnx",
-                  "server.py", "__init__.py"):
-        status, body, _ = get(ua + probe)
-        assert status == 404, probe
-        assert b"do not serve me" not in body
-
-
-def test_binds_loopback_only(viewer, two_models):
-    url = viewer.serve(two_models[0])
-    assert url.startswith("http://127.0.0.1:")
-    (served,) = viewer.served()
-    assert served.server.server_address[0] == "127.0.0.1"
-    # Not reachable through another interface address, if the machine has one.
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        probe.connect(("10.255.255.255", 1))
-        other = probe.getsockname()[0]
-    except OSError:
-        other = None
-    finally:
-        probe.close()
-    if other and not other.startswith("127."):
-        with pytest.raises(OSError):
-            socket.create_connection((other, served.port), timeout=1).close()
-
-
-def test_patched_viewer_has_no_telemetry_consent_or_expiry(viewer, two_models):
-    url = viewer.serve(two_models[0])
-    status, page, headers = get(url)
-    assert headers["Content-Security-Policy"] == CSP
-    assert "connect-src 'self'" in CSP and "default-src 'self'" in CSP
-    assert b'name="date"' not in page and b"connect-src 'self'" in page
+def test_component_folder_holds_the_patched_viewer(folder):
     pv = patched_viewer()
     assert pv.version == "9.3.3"
-    served_files = [p.name for p in pv.directory.iterdir() if p.suffix in (".js", ".html", ".json", ".css")]
-    assert len(served_files) > 100
-    for name in served_files:
-        status, body, _ = get(url + name)
-        assert status == 200, name
+    names = sorted(p.name for p in folder.iterdir() if p.name != STAMP)
+    assert len(names) > 100 and "index.html" in names and BRIDGE_NAME in names
+    assert not any(n.endswith(".py") for n in names)  # netron's own server code is not part of the viewer
+    for name in names:
+        body = (folder / name).read_bytes()
         assert not any(bad in body for bad in ANALYTICS), name
-    _, browser_js, _ = get(url + "browser.js")
+    browser_js = (folder / "browser.js").read_bytes()
     assert b"days > 180" not in browser_js and b"Please update to the newest version" not in browser_js
     assert b"This app uses cookies" not in browser_js
-    assert b"packaged: false," in browser_js
-    _, base_js, _ = get(url + "base.js")
-    assert b"ortlab: telemetry removed" in base_js
+    assert b"packaged: false," in browser_js and b"ortlab-netron-ready" in browser_js
+    assert b"ortlab: telemetry removed" in (folder / "base.js").read_bytes()
+
+
+def test_component_files_load_nothing_from_another_host(folder):
+    index = (folder / "index.html").read_text("utf-8")
+    assert 'name="date"' not in index
+    # Every script, style and icon the page loads is a relative path: served by Streamlit next to index.html.
+    refs = [r for r in re.findall(r'(?:src|href)="([^"]*)"', index) if r != "javascript:void(0)"]
+    assert refs and all(re.fullmatch(r"[A-Za-z0-9_.-]+", r) for r in refs), refs
+    assert "http:" not in index and "https:" not in index and "//" not in index.replace("<!--", "")
+    assert f'<script type="text/javascript" src="{BRIDGE_NAME}"></script>' in index
+    # The CSP allows the page's own origin only (plus inline data: images/fonts and blob: workers).
+    (csp,) = re.findall(r'http-equiv="Content-Security-Policy" content="([^"]*)"', index)
+    assert csp == CSP
+    for directive in csp.split(";"):
+        sources = directive.split()[1:]
+        assert set(sources) <= {"'self'", "'none'", "'unsafe-inline'", "data:", "blob:"}, directive
+    assert "connect-src 'self'" in csp and "default-src 'self'" in csp
+    bridge = (folder / BRIDGE_NAME).read_text("utf-8")
+    assert "http" not in bridge and "fetch(" not in bridge and "XMLHttpRequest" not in bridge
+    assert "window.location.origin" in bridge  # postMessage only to the app page on the same origin
+
+
+def test_component_folder_is_written_again_when_removed(folder, tmp_path):
+    (folder / "view.js").unlink()  # e.g. a cleaner of old files
+    again = component_dir(tmp_path / "viewer")
+    assert again == folder and (folder / "view.js").is_file()
+    shutil.rmtree(folder)
+    assert component_dir(tmp_path / "viewer") == folder and (folder / "index.html").is_file()
+    assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # no build leftovers
 
 
 def test_patch_refuses_an_unknown_netron_version():
@@ -114,38 +79,103 @@ def test_patch_refuses_an_unknown_netron_version():
         patch_viewer_sources(index.replace('name="version"', 'name="v"'), browser, base)
 
 
-def test_missing_netron_package_is_typed(monkeypatch, viewer, tmp_path):
+def test_missing_netron_package_is_typed(monkeypatch, tmp_path):
     patched_viewer.cache_clear()
     monkeypatch.setitem(sys.modules, "netron", None)
     try:
         with pytest.raises(NetronUnavailable, match=r"The netron package is not installed"):
-            viewer.serve(conv_bn_model(tmp_path / "m.onnx"))
+            component_dir(tmp_path / "viewer")
     finally:
         patched_viewer.cache_clear()
 
 
-def test_missing_file_and_bad_model_are_typed(viewer, tmp_path):
-    with pytest.raises(ModelLoadError, match=r"^Model file not found: .*nope\.onnx$"):
-        viewer.serve(tmp_path / "nope.onnx")
+
+
+def _page(model: str, break_netron: bool = False, cap: int | None = None) -> None:
+    import sys
+    from pathlib import Path
+
+    from ortlab.ui import netron
+    from ortlab.ui.netron_assets import patched_viewer
+
+    original = sys.modules.get("netron")
+    if cap is not None:
+        netron.MAX_NETRON_BYTES = cap
+    if break_netron:
+        patched_viewer.cache_clear()
+        sys.modules["netron"] = None
+    try:
+        netron.show_netron(Path(model), key="t", height=300)
+    finally:
+        netron.MAX_NETRON_BYTES = 64 * 1024 * 1024
+        if break_netron:
+            sys.modules.pop("netron")
+            if original is not None:
+                sys.modules["netron"] = original
+            patched_viewer.cache_clear()
+
+
+def _run(monkeypatch, tmp_path, **kwargs):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
+    return AppTest.from_function(_page, kwargs=kwargs).run(timeout=30)
+
+
+def test_show_netron_hands_the_model_to_the_component(monkeypatch, tmp_path):
+    import json
+
+    model = conv_bn_model(tmp_path / "m.onnx")
+    at = _run(monkeypatch, tmp_path, model=str(model))
+    assert not at.exception and not at.warning
+    (el,) = at.get("component_instance")
+    proto = el.proto
+    assert proto.component_name == COMPONENT
+    assert proto.url == ""  # no URL of its own: the frontend loads /component/<name>/ from the app's origin
+    args = json.loads(proto.json_args)
+    assert args["names"] == ["m.onnx"] and args["height"] == 300 and len(args["digest"]) == 64
+    (special,) = proto.special_args
+    assert special.key == "f0" and special.bytes == model.read_bytes()
+    assert "drawn in your browser, served by this app" in at.caption[0].value
+
+
+def test_external_data_is_handed_over_with_the_model(monkeypatch, tmp_path):
+    import json
+
+    path = external_data_model(tmp_path / "ext")
+    (tmp_path / "ext" / "secret.txt").write_text("do not send me")
+    at = _run(monkeypatch, tmp_path, model=str(path))
+    assert not at.exception and not at.warning
+    proto = at.get("component_instance")[0].proto
+    assert json.loads(proto.json_args)["names"] == [path.name, "weights.bin"]
+    assert [s.bytes for s in proto.special_args] == [path.read_bytes(), (tmp_path / "ext" / "weights.bin").read_bytes()]
+
+
+def test_models_above_the_cap_get_the_built_in_drawing(monkeypatch, tmp_path):
+    model = conv_bn_model(tmp_path / "m.onnx")
+    at = _run(monkeypatch, tmp_path, model=str(model), cap=100)
+    assert not at.exception
+    assert not at.get("component_instance")
+    assert re.search(r"m\.onnx is .* more than the .* Netron is handed in the browser: showing the built-in graph",
+                     at.info[0].value)
+    assert len(at.get("plotly_chart")) == 1
+
+
+def test_missing_netron_falls_back_to_the_built_in_drawing(monkeypatch, tmp_path):
+    model = conv_bn_model(tmp_path / "m.onnx")
+    at = _run(monkeypatch, tmp_path, model=str(model), break_netron=True)
+    assert not at.exception
+    assert at.warning[0].value.startswith("Netron viewer unavailable: The netron package is not installed")
+    assert len(at.get("plotly_chart")) == 1  # the built-in drawing of the same model
+
+
+def test_bad_models_and_external_data_outside_the_folder_are_refused(monkeypatch, tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x07garbage" * 10)
-    with pytest.raises(ModelLoadError, match=r"not an ONNX model"):
-        viewer.serve(bad)
-    assert viewer.served() == []
+    at = _run(monkeypatch, tmp_path, model=str(bad))
+    assert not at.get("component_instance")
+    assert "not an ONNX model" in at.warning[0].value
 
-
-def test_external_data_is_served_with_the_model_only(viewer, tmp_path):
-    path = external_data_model(tmp_path / "ext")
-    (tmp_path / "ext" / "secret.txt").write_text("do not serve me")
-    url = viewer.serve(path)
-    status, data, _ = get(url + "data/weights.bin")
-    assert status == 200 and data == (tmp_path / "ext" / "weights.bin").read_bytes()
-    assert get(url + "data/secret.txt")[0] == 404
-    (served,) = viewer.served()
-    assert sorted(p.name for p in served.data_dir.iterdir()) == ["model.onnx", "weights.bin"]
-
-
-def test_external_data_outside_the_folder_is_refused(viewer, tmp_path):
     path = external_data_model(tmp_path / "ext")
     model = onnx.load(str(path), load_external_data=False)
     for t in model.graph.initializer:
@@ -155,76 +185,6 @@ def test_external_data_outside_the_folder_is_refused(viewer, tmp_path):
     (tmp_path / "outside.bin").write_bytes((tmp_path / "ext" / "weights.bin").read_bytes())
     evil = tmp_path / "ext" / "evil.onnx"
     evil.write_bytes(model.SerializeToString())
-    with pytest.raises(ExternalDataError, match=r"External data location '\.\./outside\.bin' .* points outside the model's folder"):
-        viewer.serve(evil)
-    (tmp_path / "ext" / "weights.bin").unlink()
-    with pytest.raises(ExternalDataError, match=r"External data file 'weights\.bin' is missing next to the model"):
-        viewer.serve(path)
-
-
-def test_reuse_lru_cap_and_stop_all(viewer, tmp_path):
-    paths = [conv_bn_model(tmp_path / f"m{i}" / "model.onnx", seed=i) for i in range(4)]
-    before = paths[0].read_bytes()
-    first = viewer.serve(paths[0])
-    assert viewer.serve(paths[0]) == first  # same path and content: same server
-    assert paths[0].read_bytes() == before
-    urls = [viewer.serve(p) for p in paths[1:]]  # cap is 3: the least recently used one stops
-    assert len(viewer.served()) == 3
-    with pytest.raises(OSError):
-        urllib.request.urlopen(first, timeout=2)
-    assert all(get(u)[0] == 200 for u in urls)
-    # New content at the same path gets a fresh server.
-    conv_bn_model(paths[3], seed=99)
-    fresh = viewer.serve(paths[3])
-    assert fresh != urls[-1] and get(fresh + "data/model.onnx")[1] == paths[3].read_bytes()
-    dirs = [s.data_dir for s in viewer.served()]
-    viewer.stop_all()
-    assert viewer.served() == [] and not any(d.exists() for d in dirs)
-    with pytest.raises(OSError):
-        urllib.request.urlopen(fresh, timeout=2)
-
-
-def test_index_meta_escapes_odd_names(viewer, tmp_path):
-    path = conv_bn_model(tmp_path / 'we"ird <name>.onnx')
-    url = viewer.serve(path)
-    page = get(url)[1].decode()
-    assert '<meta name="file" content="/data/we%22ird%20%3Cname%3E.onnx">' in page
-    assert "<name>" not in page
-    assert get(url + "data/we%22ird%20%3Cname%3E.onnx")[1] == path.read_bytes()
-    assert re.search(r'<meta name="identifier" content="we&quot;ird &lt;name&gt;\.onnx">', page)
-
-
-def _page(model: str, break_netron: bool) -> None:
-    import sys
-    from pathlib import Path
-
-    from ortlab.ui.netron_server import patched_viewer
-    from ortlab.ui.netron import netron_viewer, show_netron
-
-    original = sys.modules.get("netron")
-    if break_netron:
-        patched_viewer.cache_clear()
-        sys.modules["netron"] = None
-    try:
-        show_netron(Path(model), key="t", height=300)
-    finally:
-        if break_netron:
-            sys.modules.pop("netron")
-            if original is not None:
-                sys.modules["netron"] = original
-            patched_viewer.cache_clear()
-    netron_viewer().stop_all()
-
-
-def test_show_netron_embeds_or_falls_back(tmp_path):
-    from streamlit.testing.v1 import AppTest
-
-    model = conv_bn_model(tmp_path / "m.onnx")
-    at = AppTest.from_function(_page, kwargs={"model": str(model), "break_netron": False}).run(timeout=30)
-    assert not at.exception and not at.warning
-    assert "served on this machine only" in at.caption[0].value and "http://127.0.0.1:" in at.caption[0].value
-    at = AppTest.from_function(_page, kwargs={"model": str(model), "break_netron": True}).run(timeout=30)
-    assert not at.exception
-    assert at.warning[0].value.startswith("Netron viewer unavailable: The netron package is not installed")
-    charts = at.get("plotly_chart")
-    assert len(charts) == 1  # the built-in drawing of the same model
+    at = _run(monkeypatch, tmp_path, model=str(evil))
+    assert not at.get("component_instance")
+    assert "points outside the model's folder" in at.warning[0].value

@@ -6,6 +6,28 @@ import streamlit as st
 
 from ..eval_report import EvalReport, OutputError
 from ..text import format_bytes
+from ..verdict import Level, Verdict
+from .inert import html_text
+
+# background, text colour of the verdict banner: red broken, amber degraded, green ok, grey unknown
+VERDICT_COLORS = {Level.BROKEN: ("#b00020", "white"), Level.DEGRADED: ("#f0a000", "#1a1a1a"),
+                  Level.OK: ("#1b7f2a", "white"), Level.UNKNOWN: ("#6b6b6b", "white")}
+VERDICT_ICONS = {Level.BROKEN: "✖", Level.DEGRADED: "⚠", Level.OK: "✔", Level.UNKNOWN: "?"}
+
+
+def verdict_text(v: Verdict | None) -> str:
+    """A verdict in a table cell: "✖ broken" (— when there is none)."""
+    return "–" if v is None else f"{VERDICT_ICONS[v.level]} {v.level.value}"
+
+
+def verdict_banner(v: Verdict, what: str = "Verdict") -> None:
+    """A coloured banner with the level and the reasons as text."""
+    bg, fg = VERDICT_COLORS[v.level]
+    reasons = "".join(f"<li>{html_text(r)}</li>" for r in v.reasons)
+    st.markdown(f'<div class="ortlab-verdict ortlab-verdict-{v.level.value}" style="background:{bg};color:{fg};'
+                f'padding:.7rem 1rem;border-radius:6px;margin-bottom:.6rem">'
+                f"<b>{VERDICT_ICONS[v.level]} {html_text(what)}: {v.level.value.upper()}</b>"
+                f'<ul style="margin:.3rem 0 0 0">{reasons}</ul></div>', unsafe_allow_html=True)
 
 
 def human_count(n: int | None) -> str:

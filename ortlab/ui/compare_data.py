@@ -77,6 +77,6 @@ def evaluate_pair(ref: actions.Variant, cand: actions.Variant) -> EvalReport:
 
         raise DataError("No evaluation data: choose data on the Data page (or allow random data there).")
     pp = state.preprocess() if ds.kind == "images" else None
-    report = evaluate(ref.path, cand.path, ds, pp)
+    report = evaluate(ref.path, cand.path, ds, pp, policy=actions.verdict_policy())
     state.cache()[_key("eval", ref.path, cand.path)] = report
     return report

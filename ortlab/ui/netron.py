@@ -1,38 +1,100 @@
-"""Netron embedded in a page, with the app's own graph drawing as the fallback."""
+"""Netron embedded in a page as a Streamlit custom component, with the app's own graph drawing as the fallback.
+
+The viewer's files are served by Streamlit itself (``/component/…`` on the app's own address) and the model
+reaches the viewer as bytes through the app's WebSocket, so Netron works from any machine that can open the
+app, needs no other server or port, and shows each session only the models that session's pages pass in.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import streamlit as st
+import streamlit.components.v1 as components
 
 from ortlab.errors import OrtlabError
-from ortlab.ui.netron_server import NetronViewer
+from ortlab.text import format_bytes
+from ortlab.ui.inert import md
+from ortlab.ui.netron_assets import component_dir
+from ortlab.workspace import default_root
+
+# Models up to this size (the .onnx plus its external data) are handed to Netron in the browser. The bytes
+# travel in one WebSocket message (Streamlit allows 200 MB by default), the browser keeps them in Streamlit's
+# message cache, copies them into the viewer and Netron parses them: several copies in browser memory. 64 MiB
+# keeps that within a few hundred MB per view (the Compare page shows two) and a first load over a LAN within
+# seconds; larger models get the app's own drawing, which runs on the server.
+MAX_NETRON_BYTES = 64 * 1024 * 1024
+COMPONENT_NAME = "ortlab_netron"
+
+_declared: dict[Path, object] = {}
 
 
-@st.cache_resource(show_spinner=False)
-def netron_viewer() -> NetronViewer:
-    """The process-wide viewer pool (one private local server per model; no per-user state)."""
-    return NetronViewer()
+def viewer_parent() -> Path:
+    """Where the viewer component's files are written (shared by every user: netron's code only, no models)."""
+    return default_root() / "netron-viewer"
+
+
+def netron_component():
+    """The declared component over the (re)written viewer folder."""
+    folder = component_dir(viewer_parent())
+    comp = _declared.get(folder)
+    if comp is None:
+        comp = components.declare_component(COMPONENT_NAME, path=str(folder))
+        _declared[folder] = comp
+    return comp
+
+
+def model_files(model_path: Path) -> list[tuple[str, Path]]:
+    """(name the viewer sees, path): the model file, then its external-data files (checked: inside the model's
+    folder, present, long enough)."""
+    from ortlab.errors import ModelLoadError
+    from ortlab.model import external_data_files
+
+    path = Path(model_path)
+    if not path.is_file():
+        raise ModelLoadError(f"Model file not found: {model_path}")
+    return [(path.name, path), *external_data_files(path).items()]
+
+
+def _digest(files: list[tuple[str, Path]]) -> str:
+    """Identifies what the viewer shows (the bridge opens the model again only when this changes)."""
+    from ortlab.model import sha256_file_cached
+
+    h = hashlib.sha256()
+    for name, p in files:
+        st_ = p.stat()
+        h.update(f"{name}\0{st_.st_size}\0{st_.st_mtime_ns}\0".encode())
+    h.update(sha256_file_cached(files[0][1]).encode())
+    return h.hexdigest()
 
 
 def show_netron(model_path: Path, key: str, height: int = 600) -> None:
-    """Show ``model_path`` in an embedded Netron viewer.
+    """Show ``model_path`` (and its external data) in the embedded Netron viewer.
 
-    The viewer is served from ``http://127.0.0.1:<port>/`` and the iframe is loaded by the user's
-    browser, so it works when the browser runs on the same machine as the app (the normal case for
-    this tool). On failure (netron missing or unpatchable, unreadable model) a warning says why and the
-    app's own graph drawing is shown instead. ``key`` keeps widgets of several viewers apart.
+    Models above :data:`MAX_NETRON_BYTES` and failures (netron missing or unpatchable, unreadable model) get a
+    message that says why and the app's own graph drawing instead. ``key`` keeps several viewers apart.
     """
+    model_path = Path(model_path)
     try:
-        url = netron_viewer().serve(model_path)
-    except OrtlabError as exc:
-        st.warning(f"Netron viewer unavailable: {exc}. Showing the built-in graph view instead.")
-        _fallback(Path(model_path), key, height)
+        files = model_files(model_path)
+        total = sum(p.stat().st_size for _, p in files)
+        if total > MAX_NETRON_BYTES:
+            st.info(f"{md(model_path.name)} is {format_bytes(total)}, more than the {format_bytes(MAX_NETRON_BYTES)} "
+                    "Netron is handed in the browser: showing the built-in graph drawing instead.")
+            _fallback(model_path, key, height)
+            return
+        comp = netron_component()
+        digest = _digest(files)
+        data = {f"f{i}": p.read_bytes() for i, (_, p) in enumerate(files)}
+    except (OrtlabError, OSError) as exc:
+        st.warning(f"Netron viewer unavailable: {md(exc)}. Showing the built-in graph view instead.")
+        _fallback(model_path, key, height)
         return
+    names = [name for name, _ in files]
     with st.container(border=True):
-        st.iframe(url, height=height)
-    st.caption(f"Netron · {Path(model_path).name} · [open in a new tab]({url}) · served on this machine only")
+        comp(names=names, digest=digest, height=height, key=key, default=None, **data)
+    st.caption(f"Netron · {md(model_path.name)} · {format_bytes(total)} · drawn in your browser, served by this app")
 
 
 def _fallback(model_path: Path, key: str, height: int) -> None:
@@ -43,7 +105,7 @@ def _fallback(model_path: Path, key: str, height: int) -> None:
 
         fig = diff_graph_figure(graph_view(graph_description(model_path, model_path)))
     except (OrtlabError, ImportError) as exc:
-        st.info(f"No graph drawing available: {exc}")
+        st.info(f"No graph drawing available: {md(exc)}")
         return
     fig.update_layout(height=height, showlegend=False)
     st.plotly_chart(fig, key=f"{key}_graph_fallback", width="stretch")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ..verdict import Level
 from . import actions, state
 from .guard import engine_errors, error_message, show_message
+from .inert import md
 from .jobs import CANCELLED, DONE, FAILED, Handle
 
 STAGE_TITLES = {
@@ -64,7 +66,7 @@ def _recipe_job(where: str) -> None:
         def poll() -> None:
             job.drain()
             with st.container(border=True):
-                st.markdown(f"**Running {job.meta['recipe'].label()} on {job.meta.get('model', '')}** "
+                st.markdown(f"**Running {md(job.meta['recipe'].label())} on {md(job.meta.get('model', ''))}** "
                             f"· {job.elapsed:.0f} s")
                 draw_stages(job)
                 if st.button(":material/cancel: Cancel", key=f"{where}.cancel_recipe", disabled=job.cancel_requested):
@@ -79,17 +81,34 @@ def _recipe_job(where: str) -> None:
     if job.state == DONE:
         first_time = not job.handled
         a = actions.finish_recipe_job(job)
+        level, text = finish_message(job.result, job.meta['recipe'].label(), job.elapsed)
         if first_time and job.meta.get("land_on_compare"):
-            state.flash(f"Finished {job.meta['recipe'].label()} in {job.elapsed:.1f} s.")
+            state.flash(text, level)
             st.switch_page("pages/compare.py")
         if a is not None:
-            st.success(f"Finished {job.meta['recipe'].label()} in {job.elapsed:.1f} s — see Compare and History.")
+            show_message(level, text + " — see Compare and History.")
     elif job.state in (FAILED, CANCELLED):
         level, text = error_message("Running the recipe", job.error)
         show_message(level, text)
         if st.button("Dismiss", key=f"{where}.dismiss_recipe"):
             state.set_job("recipe", None)
             st.rerun()
+
+
+def finish_message(artifact, label: str, seconds: float) -> tuple[str, str]:
+    """(level, text) of a finished run by its verdict: only an ok result gets a green "Finished"; broken is red,
+    degraded amber, unknown (not evaluated) blue."""
+    v = actions.run_verdict(artifact) if artifact is not None else None
+    if v is None:
+        return "info", f"Run of {label} ended after {seconds:.1f} s."
+    reasons = "; ".join(v.reasons)
+    if v.level == Level.OK:
+        return "success", f"Finished {label} in {seconds:.1f} s: verdict OK ({reasons})"
+    if v.level == Level.BROKEN:
+        return "error", f"{label} ran in {seconds:.1f} s but the result is BROKEN — do not ship it: {reasons}"
+    if v.level == Level.DEGRADED:
+        return "warning", f"{label} ran in {seconds:.1f} s; the result is DEGRADED: {reasons}"
+    return "info", f"{label} ran in {seconds:.1f} s; verdict UNKNOWN: {reasons}"
 
 
 def show_flash() -> None:

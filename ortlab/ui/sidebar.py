@@ -6,9 +6,10 @@ import os
 
 import streamlit as st
 
-from . import actions, state
+from . import actions, auth, state
 from ..text import format_bytes
 from .guard import engine_errors
+from .inert import md
 
 CSS = """
 <style>
@@ -16,6 +17,14 @@ CSS = """
 [data-testid="stMetricLabel"] p { font-size: 1.05rem; }
 </style>
 """
+
+
+def home_relative(path) -> str:
+    """``path`` with the home folder written as ``~`` (the sidebar does not spell out server paths)."""
+    from pathlib import Path
+
+    p, home = Path(path), Path.home()
+    return "~/" + str(p.relative_to(home)) if p.is_relative_to(home) else p.name
 
 
 def providers_text() -> str:
@@ -51,29 +60,37 @@ def draw(slot=None) -> None:
     with slot if slot is not None else st.sidebar:
         st.markdown("### :material/tune: ortlab")
         info = state.model_info()
-        st.markdown(f"**Model** · {state.model_label()}")
+        st.markdown(f"**Model** · {md(state.model_label())}")
         if info is not None:
             st.caption(f"{format_bytes(info.total_bytes)} · {info.node_count} nodes · sha256 {info.sha256[:10]}")
-        st.markdown(f"**Data** · {state.dataset_label()}")
+        st.markdown(f"**Data** · {md(state.dataset_label())}")
         ds = state.dataset()
         if ds is not None and ds.is_random:
             st.warning("Random data: results are flagged.")
         st.markdown(f"**Artifacts** · {len(state.artifacts())}")
         job = state.job("recipe")
         if job is not None and not job.done:
-            st.info(f"Running: {job.meta['recipe'].label()}")
+            st.info(f"Running: {md(job.meta['recipe'].label())}")
         with engine_errors("Checking execution providers"):
             st.markdown(f"**Providers** · {providers_text()}")
-        st.caption(f"Workspace: {actions.workspace().root}")
+        if auth.sign_in_configured():
+            auth.account_box()
+        else:
+            st.caption("Workspace: " + md(home_relative(actions.workspace().root)))
         custom_op_settings()
 
 
 def custom_op_settings() -> None:
     """A text input for custom-op libraries already on the server (paths, never uploads), registered in every
-    ONNX Runtime session ortlab creates from now on (its runs' child processes included)."""
+    ONNX Runtime session ortlab creates from now on (its runs' child processes included). With sign-in configured
+    (a shared server) the libraries are only shown: the operator sets ``$ORTLAB_CUSTOM_OP_LIBRARIES``."""
     from .. import providers
 
     current = os.pathsep.join(providers.custom_op_libraries())
+    if auth.sign_in_configured():  # a shared server: loading native code is the operator's choice, not a user's
+        if current:
+            st.caption("Custom-op libraries: " + md(current))
+        return
     with st.expander("Settings", expanded=False):
         text = st.text_input("Custom-op libraries", value=current, key="settings.custom_op_libraries",
                              help="Paths on this server of shared libraries (.so/.dll/.dylib) that implement a "

@@ -5,6 +5,7 @@ Skipped when chromium or playwright is missing, except under CI (env ``CI`` set)
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import signal
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -55,26 +57,27 @@ def _fail_in_ci():
     pytest.fail(f"browser test cannot run under CI: {browser_missing()}", pytrace=False)
 
 
-def free_port() -> int:
+def free_port(address: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((address, 0))
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    """``streamlit run app.py`` on a free loopback port with its own ORTLAB_HOME; yields the base URL."""
-    home = tmp_path_factory.mktemp("ortlab_home")
-    log_path = home.parent / "streamlit.log"
-    port = free_port()
+@contextlib.contextmanager
+def start_app(home: Path, address: str = "127.0.0.1", extra_args: tuple[str, ...] = (),
+              port: int | None = None) -> Iterator[dict]:
+    """``streamlit run app.py`` on a free port of ``address`` with its own ORTLAB_HOME (``extra_args`` go to
+    streamlit, e.g. ``--secrets.files``); yields ``{"url", "home", "log"}`` once it is healthy."""
+    log_path = home.parent / f"streamlit-{home.name}.log"
+    port = port or free_port(address)
     env = dict(os.environ, ORTLAB_HOME=str(home), PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-           "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-           "--server.fileWatcherType", "none"]
+           "--server.address", address, "--server.headless", "true", "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none", *extra_args]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
+    base = f"http://{address}:{port}"
     deadline = time.monotonic() + 60
     try:
         while True:
@@ -101,6 +104,13 @@ def app(tmp_path_factory):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    """``streamlit run app.py`` on a free loopback port with its own ORTLAB_HOME; yields the base URL."""
+    with start_app(tmp_path_factory.mktemp("ortlab_home")) as info:
+        yield info
 
 
 @pytest.fixture(scope="module")
