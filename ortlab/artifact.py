@@ -56,6 +56,7 @@ class Artifact:
     origin: str = ""  # "app" or "cli": where the run was started ("" when unknown)
     spec: RunSpec | None = None  # what made it, runnable again (None for runs recorded before run specs)
     verdict: Verdict | None = None  # ok/degraded/broken/unknown with reasons (None for runs recorded before verdicts)
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)  # each input's shape as fed (one sample)
     coverage: QuantCoverage | None = None  # int8 runs: what was really quantized (None for other precisions)
 
     @property

@@ -12,6 +12,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -20,6 +21,7 @@ import numpy as np
 from . import dtypes, limits
 from .config import BenchConfig, OptLevel
 from .errors import BenchmarkError, OrtlabError
+from .inputs import InputSpec, infer_specs, random_array
 from .progress import CancelToken
 from .serial import from_plain, to_plain
 from .text import format_bytes, one_line
@@ -53,6 +55,7 @@ class LatencySummary:
     peak_rss_mb: float | None = None
     providers: list[str] = field(default_factory=list)
     profile_path: str | None = None
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)  # the shape of every input as timed
 
     def to_dict(self) -> dict:
         """``serial.to_plain`` of this summary (an infinite throughput is written as "inf")."""
@@ -63,43 +66,41 @@ class LatencySummary:
         return from_plain(cls, data)
 
 
-def make_inputs(session_inputs: Sequence[Any], batch_size: int, seed: int = 0,
-                dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
-    """Random feeds for ``session.get_inputs()``: a dynamic first dim is ``batch_size``, other symbolic dims
-    come from ``dims`` (by name) or default to 1; fixed dims stay (a fixed batch other than ``batch_size``
-    is refused unless batch_size is 1). Floats ~ N(0, 1), integers in {0, 1}."""
-    rng = np.random.default_rng(seed)
-    dims = dict(dims or {})
-    feeds: dict[str, np.ndarray] = {}
-    planned: dict[str, tuple[list[int], Any]] = {}
-    # an input with a fixed first dim is unbatched when another input has a dynamic one
-    batched = any(a.shape and not (isinstance(a.shape[0], int) and a.shape[0] > 0) for a in session_inputs)
+def input_specs(session_inputs: Sequence[Any], shapes: Mapping[str, Sequence[int]] | None = None,
+                dims: Mapping[str, int] | None = None) -> list[InputSpec]:
+    """The :class:`ortlab.inputs.InputSpec` of ``session.get_inputs()`` with the user's ``shapes`` (by input
+    name; names this model does not take are left for the other models of a benchmark) and ``dims`` (by
+    symbolic dim name); DataError naming any dim that stays open."""
+    infos = []
     for arg in session_inputs:
-        dtype = dtypes.to_numpy(dtypes.from_ort(arg.type))
-        if dtype is None:  # string, bfloat16, float8, int4…: no plain numpy array to fill with random values
+        dtype = dtypes.from_ort(arg.type)
+        if dtypes.to_numpy(dtype) is None:  # string, bfloat16, float8, int4…: no plain numpy array to fill
             raise BenchmarkError(f"Input {arg.name!r} has type {arg.type}, which the benchmark cannot generate.")
-        shape = []
-        for axis, d in enumerate(arg.shape):
-            if isinstance(d, int) and d > 0:
-                if axis == 0 and not batched and batch_size not in (1, d):
-                    raise BenchmarkError(f"Input {arg.name!r} has a fixed batch size of {d}; "
-                                         f"batch size {batch_size} cannot be timed. Use batch size 1 or {d}.")
-                shape.append(d)
-            elif isinstance(d, str) and d in dims:
-                shape.append(int(dims[d]))
-            elif axis == 0:
-                shape.append(batch_size)
-            else:
-                shape.append(1)
-        planned[arg.name] = (shape, dtype)
-        limits.check_generated_size(planned, batch_size, "Benchmark input", error=BenchmarkError,
-                                    hint="Give a smaller --shape (symbolic dims) or batch size.")
-        if np.issubdtype(dtype, np.floating):
-            value = rng.standard_normal(shape).astype(dtype)
-        else:
-            value = rng.integers(0, 2, size=shape).astype(dtype)
-        feeds[arg.name] = value
-    return feeds
+        infos.append(SimpleNamespace(name=arg.name, dtype=dtype, shape=tuple(arg.shape)))
+    names = {i.name for i in infos}
+    return infer_specs(infos, overrides={k: v for k, v in (shapes or {}).items() if k in names}, dims=dims)
+
+
+def make_inputs(session_inputs: Sequence[Any], batch_size: int, seed: int = 0,
+                dims: Mapping[str, int] | None = None,
+                shapes: Mapping[str, Sequence[int]] | None = None) -> dict[str, np.ndarray]:
+    """Random feeds for ``session.get_inputs()`` at ``batch_size`` on each input's batch axis (not always the
+    first: ``[layers, batch, hidden]`` states work); other symbolic dims come from ``shapes`` (by input name,
+    ``--shape``) or ``dims`` (by dim name) — never guessed: an open one raises DataError naming it. A fixed
+    batch other than ``batch_size`` is refused unless batch_size is 1. Floats ~ N(0, 1), token ids and other
+    integers in {0, 1}, attention masks ones, states zeros."""
+    specs = input_specs(session_inputs, shapes, dims)
+    for s in specs:
+        if s.batch_fixed and batch_size not in (1, s.shape[s.batch_axis]):  # type: ignore[index]
+            d = s.shape[s.batch_axis]  # type: ignore[index]
+            raise BenchmarkError(f"Input {s.name!r} has a fixed batch size of {d}; "
+                                 f"batch size {batch_size} cannot be timed. Use batch size 1 or {d}.")
+    at = {s.name: s.shape[s.batch_axis] if s.batch_fixed else batch_size for s in specs}  # type: ignore[index]
+    limits.check_generated_size({s.name: (list(s.at_batch(at[s.name])), dtypes.to_numpy(s.dtype)) for s in specs},
+                                batch_size, "Benchmark input", error=BenchmarkError,
+                                hint="Give a smaller --shape (symbolic dims) or batch size.")
+    rng = np.random.default_rng(seed)
+    return {s.name: random_array(s, rng, at[s.name]) for s in specs}
 
 
 class LatencyRun(Iterator[LatencySample]):
@@ -108,7 +109,8 @@ class LatencyRun(Iterator[LatencySample]):
     cancel token stopped it early."""
 
     def __init__(self, model_path, config: BenchConfig, batch_size: int, variant: str,
-                 cancel: CancelToken | None, profile_dir, dims, opt_level: OptLevel) -> None:
+                 cancel: CancelToken | None, profile_dir, dims, opt_level: OptLevel,
+                 shapes: Mapping[str, Sequence[int]] | None = None) -> None:
         self.model_path = Path(model_path)
         self.config = config
         self.batch_size = int(batch_size)
@@ -122,6 +124,7 @@ class LatencyRun(Iterator[LatencySample]):
         self._cancel = cancel
         self._profile_dir = Path(profile_dir) if profile_dir is not None else None
         self._dims = dims
+        self._shapes = {k: [int(x) for x in v] for k, v in (shapes or {}).items()}
         self._opt_level = OptLevel(opt_level or config.session_opt_level)
         self._keep = True  # False in the isolated child: samples go to the parent, not into a list
         self._gen = self._generate()
@@ -139,7 +142,7 @@ class LatencyRun(Iterator[LatencySample]):
     def summary(self, peak_rss_mb: float | None = None) -> LatencySummary:
         """Statistics of the samples yielded so far."""
         return summarize(self.samples, providers=self.providers, peak_rss_mb=peak_rss_mb,
-                         profile_path=self.profile_path)
+                         profile_path=self.profile_path, input_shapes=self.input_shapes)
 
     def _check(self) -> None:
         if self.batch_size < 1:
@@ -188,7 +191,7 @@ class LatencyRun(Iterator[LatencySample]):
         session, self.providers = self._open()
         profiling = bool(cfg.profile)
         profile_runs = int(limits.limit("PROFILE_MAX_RUNS"))  # warm-up included; then profiling stops
-        feeds = make_inputs(session.get_inputs(), self.batch_size, cfg.seed, self._dims)
+        feeds = make_inputs(session.get_inputs(), self.batch_size, cfg.seed, self._dims, self._shapes)
         self.input_shapes = {k: tuple(v.shape) for k, v in feeds.items()}
         run = session.run
         cancel = self._cancel
@@ -240,7 +243,8 @@ class LatencyRun(Iterator[LatencySample]):
 
 def latency_samples(model_path, config: BenchConfig, batch_size: int, variant: str = "",
                     cancel: CancelToken | None = None, *, profile_dir=None,
-                    dims: Mapping[str, int] | None = None, opt_level: OptLevel | None = None) -> LatencyRun:
+                    dims: Mapping[str, int] | None = None, opt_level: OptLevel | None = None,
+                    shapes: Mapping[str, Sequence[int]] | None = None) -> LatencyRun:
     """Time ``session.run`` on random inputs, yielding one :class:`LatencySample` per run.
 
     The session (threads, execution mode, memory pattern, arena, target from ``config``) is created on the
@@ -250,13 +254,15 @@ def latency_samples(model_path, config: BenchConfig, batch_size: int, variant: s
     ``LatencyRun.profile_path`` / ``summary().profile_path`` name the file. Only the first
     ``limits.PROFILE_MAX_RUNS`` runs (warm-up included) are profiled, and a profile over
     ``limits.PROFILE_MAX_BYTES`` is deleted (``profile_note`` says so). ``opt_level`` overrides
-    ``config.session_opt_level``, the optimization ORT applies when it loads the model.
+    ``config.session_opt_level``, the optimization ORT applies when it loads the model. ``shapes`` (input name →
+    shape, ``--shape``) sets the inputs' open dims (:func:`make_inputs`); ``input_shapes`` reports what ran.
     """
-    return LatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level)
+    return LatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level, shapes)
 
 
 def summarize(samples: Sequence[LatencySample], *, providers: Sequence[str] = (), peak_rss_mb: float | None = None,
-              profile_path: str | None = None) -> LatencySummary:
+              profile_path: str | None = None,
+              input_shapes: Mapping[str, Sequence[int]] | None = None) -> LatencySummary:
     """p50/p90/p99, mean, std, min, max of the samples' latencies; throughput = batch × 1000 / mean ms."""
     if not samples:
         raise BenchmarkError("No timed runs to summarize.")
@@ -271,6 +277,7 @@ def summarize(samples: Sequence[LatencySample], *, providers: Sequence[str] = ()
         mean=mean, std=float(ms.std()), min=float(ms.min()), max=float(ms.max()),
         throughput_per_s=first.batch_size * 1000.0 / mean if mean > 0 else float("inf"),
         peak_rss_mb=peak_rss_mb, providers=list(providers), profile_path=profile_path,
+        input_shapes={k: [int(x) for x in v] for k, v in (input_shapes or {}).items()},
     )
 
 
@@ -306,7 +313,7 @@ def _memory_child(args: dict) -> dict:
         config = BenchConfig.from_dict(args["config"])
         config = BenchConfig.from_dict({**config.to_dict(), "warmup": 0, "runs": int(args["runs"]),
                                         "duration_s": 0.0, "profile": False})
-        for _ in latency_samples(args["model_path"], config, int(args["batch_size"])):
+        for _ in latency_samples(args["model_path"], config, int(args["batch_size"]), shapes=args.get("shapes")):
             pass
     else:  # the baseline: the same imports (ORT, onnx, numpy, ortlab) as a timed child, no model
         importlib.import_module(f"{__package__}.providers")
@@ -345,12 +352,13 @@ def baseline_memory_mb() -> float:
     return _run_child({"model_path": None}, timeout=120)
 
 
-def peak_memory_mb(model_path, config: BenchConfig, batch_size: int, runs: int = 3, timeout: float = 300) -> float:
+def peak_memory_mb(model_path, config: BenchConfig, batch_size: int, runs: int = 3, timeout: float = 300,
+                   shapes: Mapping[str, Sequence[int]] | None = None) -> float:
     """Peak RSS (MB) of a child process that creates the session (as ``config`` says) and runs it ``runs`` times."""
     if not Path(model_path).is_file():
         raise BenchmarkError(f"Model file not found: {model_path}.")
     args = {"model_path": str(Path(model_path).resolve()), "config": config.to_dict(),
-            "batch_size": int(batch_size), "runs": max(1, int(runs))}
+            "batch_size": int(batch_size), "runs": max(1, int(runs)), "shapes": dict(shapes or {})}
     return _run_child(args, timeout)
 
 
@@ -393,7 +401,8 @@ def _isolated_child(args: dict, fd: int) -> None:
     try:
         config = BenchConfig.from_dict(args["config"])
         run = latency_samples(args["model_path"], config, int(args["batch_size"]), args["variant"], token,
-                              profile_dir=args["profile_dir"], dims=args["dims"], opt_level=OptLevel(args["opt_level"]))
+                              profile_dir=args["profile_dir"], dims=args["dims"], opt_level=OptLevel(args["opt_level"]),
+                              shapes=args.get("shapes"))
         run._keep = False
         ms_buf: list[float] = []
         t_buf: list[float] = []
@@ -469,7 +478,7 @@ class IsolatedLatencyRun(LatencyRun):
                 "batch_size": self.batch_size, "variant": self.variant,
                 "profile_dir": str(self._profile_dir.resolve()) if self._profile_dir is not None else None,
                 "dims": dict(self._dims) if self._dims else None, "opt_level": OptLevel(self._opt_level).value,
-                "memory_gb": self.memory_gb}
+                "shapes": self._shapes, "memory_gb": self.memory_gb}
         env, cwd = _child_env()
         ours, theirs = multiprocessing.Pipe(duplex=True)
         stderr = tempfile.TemporaryFile()
@@ -569,7 +578,8 @@ def _reap(proc: subprocess.Popen, grace: float = STOP_GRACE_S) -> int:
 def latency_samples_isolated(model_path, config: BenchConfig, batch_size: int, variant: str = "",
                              cancel: CancelToken | None = None, *, profile_dir=None,
                              dims: Mapping[str, int] | None = None,
-                             opt_level: OptLevel | None = None, memory_gb: float | None = None) -> IsolatedLatencyRun:
+                             opt_level: OptLevel | None = None, memory_gb: float | None = None,
+                             shapes: Mapping[str, Sequence[int]] | None = None) -> IsolatedLatencyRun:
     """Like :func:`latency_samples`, but the session is created and timed in a fresh child interpreter.
 
     Samples arrive in batches (at least every ``FLUSH_S`` seconds); ``cancel`` stops the child between two
@@ -578,5 +588,5 @@ def latency_samples_isolated(model_path, config: BenchConfig, batch_size: int, v
     resident memory (the same quantity :func:`peak_memory_mb` measures). ``memory_gb`` limits the child's
     address space (Linux); a run past it raises "Timing … needed more than X GB of memory". POSIX only.
     """
-    return IsolatedLatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level,
+    return IsolatedLatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level, shapes,
                               memory_gb=memory_gb)

@@ -18,16 +18,25 @@ from .errors import Cancelled
 from .progress import CancelToken, ProgressEvent, Reporter, null_reporter
 
 if TYPE_CHECKING:
+    from .inputs import InputSpec
     from .model import TensorInfo
 
 
 class CalibrationReader(CalibrationDataReader):
-    """Feeds ORT's calibrator one sample per ``get_next()``; reports "calibrate" progress and honours cancel."""
+    """Feeds ORT's calibrator one sample per ``get_next()``; reports "calibrate" progress and honours cancel.
+    ``specs`` (:func:`ortlab.inputs.infer_specs`) are the inputs' shapes; inferred from the model, ``cfg`` and
+    ``ds`` when None."""
 
     def __init__(self, ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence[TensorInfo],
-                 reporter: Reporter = null_reporter, cancel: CancelToken | None = None):
-        check_fits(ds, cfg, model_inputs)
+                 reporter: Reporter = null_reporter, cancel: CancelToken | None = None,
+                 specs: Sequence[InputSpec] | None = None):
+        if specs is None and ds.kind != "images":
+            from .inputs import infer_specs
+
+            specs = infer_specs(model_inputs, cfg, ds)
+        check_fits(ds, cfg, model_inputs, specs)
         self.ds, self.cfg, self.model_inputs = ds, cfg, list(model_inputs)
+        self.specs = list(specs) if specs is not None else None
         # checked once here, so each image goes straight from file to tensor
         self._image_input = check_image_input(cfg, model_inputs).name if ds.kind == "images" and cfg else None
         self.reporter, self.cancel = reporter, cancel
@@ -47,7 +56,7 @@ class CalibrationReader(CalibrationDataReader):
         if self._image_input is not None and self.cfg is not None:
             feed = {self._image_input: preprocess_image(self.ds.load_image(i), self.cfg)[None]}
         else:
-            feed = self.ds.inputs(i, self.cfg, self.model_inputs)
+            feed = self.ds.inputs(i, self.cfg, self.model_inputs, self.specs)
         self._pos += 1
         total = self._end - self._start
         self.reporter(ProgressEvent("calibrate", self._pos, total, f"calibration sample {self._pos}/{total}"))

@@ -101,11 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
                                               "recipe.json and artifact.json.")
     add_recipe_arguments(p)
     g = p.add_argument_group("data")
-    g.add_argument("--calibration", metavar="DIR", help="Calibration data: a folder of images (class sub-folders "
-                                                        "are labels), a .zip of images, or a .npy/.npz tensor file.")
+    g.add_argument("--calibration", "--data", metavar="DIR", dest="calibration",
+                   help="Calibration data: a folder of images (class sub-folders are labels), a .zip of images, a "
+                        ".npy/.npz tensor file, or a .txt file (one example per line; with --tokenizer).")
     g.add_argument("--eval", metavar="DIR", dest="eval_data",
                    help="Data to verify the result against the source (default: the calibration data).")
     g.add_argument("--verify-samples", type=int, default=32, help="Samples compared with the source (default: 32).")
+    add_input_arguments(p)
     add_preprocess_arguments(p)
     add_verdict_arguments(p)
     _add_output_flags(p)
@@ -116,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_arguments(p, BenchConfig, title="timing", exclude=BENCH_FLAGS_EXCLUDED)
     p.add_argument("--memory", action="store_true", help="Also measure peak memory (a child process per model).")
     p.add_argument("--profile", metavar="DIR", help="Write ORT's profiling JSON for each run into DIR.")
+    add_input_arguments(p, text=False)
     _add_output_flags(p)
     p.set_defaults(func=cmd_bench)
 
@@ -123,9 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("reference", metavar="REF", help="The reference .onnx (usually the fp32 source).")
     p.add_argument("candidate", metavar="CANDIDATE", help="The optimized .onnx.")
     p.add_argument("--data", metavar="DIR", required=True,
-                   help="Images folder (class sub-folders are labels), .zip of images, or .npy/.npz tensors.")
+                   help="Images folder (class sub-folders are labels), .zip of images, .npy/.npz tensors, or a .txt "
+                        "file (one example per line; with --tokenizer).")
     p.add_argument("--n", type=int, help="Use at most N samples (stratified by class).")
     p.add_argument("--target", choices=_values(Target), default=Target.CPU.value, help="Run on cpu or gpu.")
+    add_input_arguments(p)
     add_preprocess_arguments(p)
     add_verdict_arguments(p)
     _add_output_flags(p)
@@ -138,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="Artifact folder (default: a new folder in the workspace, "
                                                 "$ORTLAB_HOME or ~/.ortlab, recorded in its history).")
     p.add_argument("--verify-samples", type=int, default=32, help="Samples compared with the source (default: 32).")
+    add_input_arguments(p)
     add_preprocess_arguments(p)
     add_verdict_arguments(p)
     _add_output_flags(p)
@@ -156,6 +162,58 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_tune_commands(sub)  # analyze, tune
     return parser
+
+
+def add_input_arguments(p: argparse.ArgumentParser, text: bool = True) -> None:
+    """``--shape NAME=D0,D1,…`` (repeatable) and, for commands that read data, ``--tokenizer`` and ``--seq-len``."""
+    g = p.add_argument_group("model inputs")
+    g.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,…",
+                   help="The full shape of input NAME, for dims the model leaves open (e.g. images=1,3,640,640 or "
+                        "input_ids=1,128); repeat for each input. The batch axis follows the batch size.")
+    if text:
+        g.add_argument("--tokenizer", metavar="TOKENIZER.json",
+                       help="Hugging Face tokenizer.json for .txt data (default: tokenizer.json beside the .txt).")
+        g.add_argument("--seq-len", type=int, metavar="N",
+                       help="Sequence length of text data, padded or truncated (default: the model's fixed length, "
+                            "else 128).")
+
+
+def shapes_from_args(ns: argparse.Namespace) -> dict[str, list[int]]:
+    """``{input name: shape}`` of the ``--shape`` flags (UsageError when one is malformed or repeated)."""
+    from .errors import DataError
+    from .inputs import parse_shape
+
+    out: dict[str, list[int]] = {}
+    for text in getattr(ns, "shape", None) or []:
+        try:
+            name, shape = parse_shape(text)
+        except DataError as exc:
+            raise UsageError(exc.message) from None
+        if name in out:
+            raise UsageError(f"--shape {name} is given twice.")
+        out[name] = shape
+    return out
+
+
+def _text_options(ns: argparse.Namespace, path: Path) -> dict[str, Any]:
+    """tokenizer/seq_len of a .txt data path (UsageError without a tokenizer); {} for other data."""
+    from .data import TEXT_EXTENSIONS, TOKENIZER_FILE
+
+    seq_len = getattr(ns, "seq_len", None)
+    if seq_len is not None and seq_len < 1:
+        raise UsageError("--seq-len must be at least 1.")
+    if path.is_dir() or path.suffix.lower() not in TEXT_EXTENSIONS:
+        return {}
+    given = getattr(ns, "tokenizer", None)
+    tok = Path(given).expanduser() if given else path.parent / TOKENIZER_FILE
+    if not tok.is_file():
+        raise UsageError(f"Text data {path} needs a tokenizer: give --tokenizer TOKENIZER.json"
+                         + (f" ({given} not found)." if given else "."))
+    return {"tokenizer": str(tok.resolve()), "seq_len": seq_len}
+
+
+def _shapes_text(shapes: dict[str, list[int]]) -> str:
+    return ", ".join(f"{k} [{', '.join(str(d) for d in v)}]" for k, v in shapes.items())
 
 
 def _add_output_flags(p: argparse.ArgumentParser) -> None:
@@ -194,26 +252,33 @@ def _existing_file(path: str, what: str) -> Path:
     return p
 
 
-def load_dataset(path: str, class_names: Sequence[str] | None = None):
-    """A dataset from a folder of images, a .zip of images, or a .npy/.npz tensor file."""
+DATA_SUFFIXES = (".zip", ".npy", ".npz", ".txt", ".text")
+DATA_KINDS = "a folder of images, a .zip, a .npy/.npz file or a .txt file (with --tokenizer)"
+
+
+def load_dataset(path: str, class_names: Sequence[str] | None = None, ns: argparse.Namespace | None = None):
+    """A dataset from a folder of images, a .zip of images, a .npy/.npz tensor file or a .txt file (``ns`` gives
+    --tokenizer and --seq-len)."""
     from . import data
 
     p = _existing(path, "Data")
-    if not p.is_dir() and p.suffix.lower() not in (".zip", ".npy", ".npz"):
-        raise UsageError(f"Data must be a folder of images, a .zip or a .npy/.npz file: {path}")
-    return data.load_path(p, class_names)
+    if not p.is_dir() and p.suffix.lower() not in DATA_SUFFIXES:
+        raise UsageError(f"Data must be {DATA_KINDS}: {path}")
+    text = _text_options(ns, p) if ns is not None else {}
+    return data.load_path(p, class_names, **text)
 
 
-def _data_ref(path: str | None, **subset: Any):
+def _data_ref(path: str | None, ns: argparse.Namespace | None = None, **subset: Any):
     """A reference to the data at ``path`` for the run service (checked to exist, not loaded here)."""
     from .runspec import DataRef
 
     if path is None:
         return None
     p = _existing(path, "Data")
-    if not p.is_dir() and p.suffix.lower() not in (".zip", ".npy", ".npz"):
-        raise UsageError(f"Data must be a folder of images, a .zip or a .npy/.npz file: {path}")
-    return DataRef(path=str(p.resolve()), **subset)
+    if not p.is_dir() and p.suffix.lower() not in DATA_SUFFIXES:
+        raise UsageError(f"Data must be {DATA_KINDS}: {path}")
+    text = _text_options(ns, p) if ns is not None else {}
+    return DataRef(path=str(p.resolve()), **subset, **text)
 
 
 def find_sample(model_path: Path):
@@ -316,6 +381,8 @@ def _artifact_text(artifact, out_path: Path) -> str:
              f"  sha256     {artifact.sha256}",
              f"  providers  {', '.join(artifact.providers)}",
              "  timings    " + ", ".join(f"{k} {v:.2f}s" for k, v in artifact.timings.items())]
+    if artifact.input_shapes:
+        lines.append(f"  inputs     {_shapes_text(artifact.input_shapes)}")
     ev = artifact.evaluation
     if ev is not None:
         parts = [f"n={ev.n_samples}"]
@@ -363,15 +430,16 @@ def _run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: st
     from .runspec import RunSpec
 
     sample = find_sample(src)
-    cal = _data_ref(calibration)
-    ev = _data_ref(evaluation, count=ns.verify_samples, seed=recipe.quant.seed)
+    shapes = shapes_from_args(ns)
+    cal = _data_ref(calibration, ns)
+    ev = _data_ref(evaluation, ns, count=ns.verify_samples, seed=recipe.quant.seed)
     pre = preprocess_from_args(ns, src, sample) if (cal or ev) is not None else None
-    if pre is not None and all(ref is None or ref.path is None or Path(ref.path).suffix.lower() in (".npy", ".npz")
+    if pre is not None and all(ref is None or ref.path is None or Path(ref.path).suffix.lower() in DATA_SUFFIXES[1:]
                                for ref in (cal, ev)):
-        pre = None  # tensors need no image preprocessing
+        pre = None  # tensors and text need no image preprocessing
     policy = policy_from_args(ns)
     return RunSpec(str(src.resolve()), recipe, sample.name if sample is not None else None, cal, ev, pre,
-                   ns.verify_samples, None if policy == VerdictPolicy() else policy)
+                   ns.verify_samples, None if policy == VerdictPolicy() else policy, shapes=shapes)
 
 
 def cmd_optimize(ns: argparse.Namespace) -> int:
@@ -437,13 +505,22 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     from .history import BenchVariant
     from .workspace import Workspace
 
+    shapes = shapes_from_args(ns)
+    if shapes:
+        from .model import inspect_model
+
+        taken = {t.name for p in paths for t in inspect_model(p).inputs}
+        unknown = [k for k in shapes if k not in taken]
+        if unknown:
+            raise UsageError(f"--shape names {', '.join(unknown)}, which none of the models takes "
+                             f"(inputs: {', '.join(sorted(taken))}).")
     workspace = Workspace()
     run_ids = {Path(r.model_path).resolve(): r.run_id for r in reversed(workspace.history().list())
                if isinstance(r, Artifact)}
     variants = [BenchVariant(name, name, str(path), run_ids.get(path.resolve()))
                 for path, name in zip(paths, _variant_names(paths))]
     handle = service.start_benchmark(variants, cfg, measure_memory=ns.memory, workspace=workspace, origin="cli",
-                                     profile_dir=ns.profile)
+                                     profile_dir=ns.profile, shapes=shapes)
     summaries = handle.follow(_reporter(ns))
     baseline = handle.baseline_rss_mb
     if ns.json:
@@ -461,6 +538,9 @@ def cmd_bench(ns: argparse.Namespace) -> int:
             row.append(f"{s.peak_rss_mb:.1f}")
         rows.append(row)
     print(_table(rows, header))
+    for s in summaries:
+        if s.input_shapes:
+            print(f"inputs {s.variant} b{s.batch_size}: {_shapes_text(s.input_shapes)}")
     print(f"history    benchmark {handle.bench_id}")
     if ns.memory:
         print(f"peak MB is the whole process; an interpreter with ONNX Runtime and no model peaks at "
@@ -484,11 +564,23 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     if ns.n is not None and ns.n < 1:
         raise UsageError("--n must be at least 1.")
     sample = find_sample(ref)
-    dataset = load_dataset(ns.data, sample.labels if sample is not None and sample.labels else None)
+    shapes = shapes_from_args(ns)
+    dataset = load_dataset(ns.data, sample.labels if sample is not None and sample.labels else None, ns)
     if ns.n is not None and ns.n < len(dataset):
         dataset = stratified_sample(dataset, ns.n)
     pre = preprocess_from_args(ns, ref, sample) if dataset.kind == "images" else None
-    report = evaluate(ref, cand, dataset, pre, target=Target(ns.target), reporter=_reporter(ns), policy=policy)
+    specs = None
+    if shapes or dataset.kind != "images":
+        from .inputs import fit_preprocess, infer_specs
+        from .model import inspect_model
+
+        inputs = inspect_model(ref).inputs
+        specs = infer_specs(inputs, pre if pre is not None else sample, dataset, shapes)
+        if fit_preprocess(pre, specs) != pre:
+            pre = fit_preprocess(pre, specs)
+            specs = infer_specs(inputs, pre, dataset, shapes)
+    report = evaluate(ref, cand, dataset, pre, target=Target(ns.target), reporter=_reporter(ns), policy=policy,
+                      specs=specs)
     verdict = judge(report, policy)
     if ns.json:
         _print_json({"verdict": verdict, **to_plain(report)})
@@ -499,6 +591,8 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     rows = [[o.name, f"{o.max_abs:.4g}", f"{o.mean_abs:.4g}", f"{o.cosine:.6f}", f"{o.sqnr_db:.1f}"]
             for o in report.outputs]
     print(_table(rows, ["output", "max |Δ|", "mean |Δ|", "cosine", "SQNR dB"]))
+    if report.input_shapes:
+        print(f"inputs: {_shapes_text(report.input_shapes)}")
     for key, label in (("top1_accuracy_ref", "top-1 accuracy (reference)"),
                        ("top1_accuracy_cand", "top-1 accuracy (candidate)"),
                        ("top5_accuracy_ref", "top-5 accuracy (reference)"),

@@ -1,4 +1,4 @@
-"""Calibration and evaluation data: image folders, zips and uploads, tensor files, random inputs.
+"""Calibration and evaluation data: image folders, zips and uploads, tensor files, text files, random inputs.
 
 Also the image preprocessing (one exact recipe shared with the sample builder) and the one policy that
 decides which preprocessing a run uses (:func:`resolve_preprocess`).
@@ -23,12 +23,13 @@ from . import dtypes, limits, zipsafe
 from .text import one_line
 
 if TYPE_CHECKING:  # TensorInfo is only used for its .name / .dtype / .shape
+    from .inputs import InputSpec
     from .model import TensorInfo
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"})
 DEFAULT_DYNAMIC_SIZE = 224
-RANDOM_DYNAMIC_DIM = 8  # size used for unknown non-batch dims of random inputs
-
+TEXT_EXTENSIONS = frozenset({".txt", ".text"})
+TOKENIZER_FILE = "tokenizer.json"
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,9 @@ class Sample:
 
 @dataclass
 class Dataset:
-    """Samples of one kind ("images", "tensors" or "random"); labels index ``class_names``."""
+    """Samples of one kind ("images", "tensors", "text" or "random"); labels index ``class_names``. Text
+    datasets hold one line per sample, the tokenizer (``tokenizer.json`` text) and the sequence length
+    (None: the model's fixed length, else :data:`ortlab.inputs.DEFAULT_SEQ_LEN`)."""
 
     kind: str
     samples: list[Sample]
@@ -53,6 +56,10 @@ class Dataset:
     seed: int = 0
     _blobs: dict[str, bytes] = field(default_factory=dict, repr=False)  # in-memory image bytes by source
     _tensors: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # key "" = the single .npy
+    seq_len: int | None = None
+    _texts: list[str] = field(default_factory=list, repr=False)
+    _tokenizer_json: str = field(default="", repr=False)
+    _encoded: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
     def labeled(self) -> bool:
         """True when every sample has a label."""
@@ -91,9 +98,18 @@ class Dataset:
         side, decoded reduced where the format allows it."""
         return self.load_image(i, max_side=int(max_side or limits.limit("PREVIEW_MAX_SIDE")))
 
-    def inputs(self, i: int, preprocess: PreprocessConfig | None, model_inputs: Sequence[TensorInfo]) -> dict[str, np.ndarray]:
+    def inputs(self, i: int, preprocess: PreprocessConfig | None, model_inputs: Sequence[TensorInfo],
+               specs: Sequence[InputSpec] | None = None) -> dict[str, np.ndarray]:
         """The model feed for sample ``i`` as a batch of one."""
-        return batch_inputs(self, [i], preprocess, model_inputs)
+        return batch_inputs(self, [i], preprocess, model_inputs, specs)
+
+    def encoded(self, length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(input_ids, attention_mask, token_type_ids) of every line, padded/truncated to ``length`` (int64)."""
+        if self.kind != "text":
+            raise DataError(f"This dataset holds {self.kind}, not text.")
+        if length not in self._encoded:
+            self._encoded[length] = _tokenize(self._tokenizer_json, self._texts, length)
+        return self._encoded[length]
 
 
 # -- loading ------------------------------------------------------------------------------------------
@@ -313,6 +329,77 @@ def load_tensor_file(path_or_bytes, name: str | None = None) -> Dataset:
     return Dataset("tensors", samples, class_names, False, _tensors=arrays)
 
 
+def _read_source(path_or_bytes, what: str) -> tuple[bytes, str]:
+    if isinstance(path_or_bytes, (bytes, bytearray)):
+        return bytes(path_or_bytes), what
+    p = Path(path_or_bytes)
+    if not p.is_file():
+        raise DataError(f"{what[:1].upper() + what[1:]} {p} does not exist.")
+    return p.read_bytes(), str(p)
+
+
+def _load_tokenizer(text: str, label: str):
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:  # pragma: no cover - a dependency in requirements.txt
+        raise DataError("Text data needs the 'tokenizers' package (pip install tokenizers).") from None
+    try:
+        return Tokenizer.from_str(text)
+    except Exception as exc:
+        raise DataError(f"{label} is not a Hugging Face tokenizer.json ({one_line(exc)}).") from None
+
+
+def _tokenize(tokenizer_json: str, texts: Sequence[str], length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token ids, attention mask and token-type ids of ``texts`` padded/truncated to ``length``."""
+    tok = _load_tokenizer(tokenizer_json, "The tokenizer")
+    pad = tok.padding or {}
+    pad_id, pad_token = pad.get("pad_id"), pad.get("pad_token")
+    if pad_id is None or pad_token is None:
+        for cand in ("[PAD]", "<pad>", "<|pad|>", "<PAD>", "[pad]"):
+            if tok.token_to_id(cand) is not None:
+                pad_id, pad_token = tok.token_to_id(cand), cand
+                break
+        else:
+            pad_id, pad_token = 0, tok.id_to_token(0) or "[PAD]"
+    tok.enable_truncation(max_length=int(length))
+    tok.enable_padding(length=int(length), pad_id=int(pad_id), pad_token=str(pad_token))
+    enc = tok.encode_batch(list(texts))
+    ids = np.asarray([e.ids for e in enc], dtype=np.int64).reshape(len(enc), int(length))
+    mask = np.asarray([e.attention_mask for e in enc], dtype=np.int64).reshape(len(enc), int(length))
+    types = np.asarray([e.type_ids for e in enc], dtype=np.int64).reshape(len(enc), int(length))
+    return ids, mask, types
+
+
+def load_text_file(path_or_bytes, tokenizer, seq_len: int | None = None, name: str | None = None) -> Dataset:
+    """Text, one example per line (blank lines skipped), with a Hugging Face ``tokenizer.json`` (path or
+    bytes/str). The lines become ``input_ids``/``attention_mask``/``token_type_ids`` at ``seq_len`` (padded or
+    truncated; None: the model's fixed length, else 128) when a model is fed."""
+    raw, label = _read_source(path_or_bytes, "text file") if not isinstance(path_or_bytes, (bytes, bytearray)) \
+        else (bytes(path_or_bytes), name or "the uploaded text file")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise DataError(f"{label} is not UTF-8 text; save it as UTF-8, one example per line.") from None
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        raise DataError(f"{label} has no non-empty lines; put one example per line.")
+    if isinstance(tokenizer, str) and not tokenizer.lstrip().startswith("{"):
+        tokenizer = Path(tokenizer)
+    if isinstance(tokenizer, Path):
+        tok_raw, tok_label = _read_source(tokenizer, "tokenizer file")
+    else:
+        tok_raw = tokenizer.encode() if isinstance(tokenizer, str) else bytes(tokenizer)
+        tok_label = "the uploaded tokenizer"
+    try:
+        tok_text = tok_raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DataError(f"{tok_label} is not a tokenizer.json (not UTF-8 text).") from None
+    _load_tokenizer(tok_text, tok_label)  # fail now, not in the middle of a run
+    if seq_len is not None and int(seq_len) < 1:
+        raise DataError(f"The sequence length must be at least 1, got {seq_len}.")
+    samples = [Sample(f"line {i + 1}", None, f"text:{i}", i) for i in range(len(lines))]
+    return Dataset("text", samples, [], False, seq_len=int(seq_len) if seq_len else None, _texts=lines,
+                   _tokenizer_json=tok_text)
 def _npy_header(fh, what: str, label: str) -> tuple[np.dtype, int]:
     """(dtype, array bytes) that a .npy header declares, read without reading the array."""
     try:
@@ -555,9 +642,22 @@ def _cast_like(arr: np.ndarray, info: TensorInfo, what: str) -> np.ndarray:
     return arr.astype(target, copy=False)
 
 
-def check_tensor_inputs(ds: Dataset, model_inputs: Sequence[TensorInfo]) -> None:
-    """Raise DataError unless the dataset's arrays match the model inputs' names, ranks and static dims."""
+def _per_sample(info: TensorInfo, spec: InputSpec | None) -> tuple[tuple[Any, ...], str]:
+    """The model's dims of one sample (the batch axis left out) and a word on where the batch axis is."""
+    shape = tuple(info.shape)
+    axis = spec.batch_axis if spec is not None else (0 if shape else None)
+    if axis is None:
+        return shape, "no batch axis: each sample is the whole input"
+    rest = shape[:axis] + shape[axis + 1:]
+    return rest, "first axis = samples" if axis == 0 else f"first axis = samples, fed on the model's axis {axis}"
+
+
+def check_tensor_inputs(ds: Dataset, model_inputs: Sequence[TensorInfo],
+                        specs: Sequence[InputSpec] | None = None) -> None:
+    """Raise DataError unless the dataset's arrays match the model inputs' names, ranks and static dims
+    (the sample axis of an array is the first; the model's batch axis may be another, see ``specs``)."""
     expected = ", ".join(f"{t.name} {_shape_str(t.shape)}" for t in model_inputs)
+    by_name = {s.name: s for s in specs or ()}
     arrays = ds._tensors
     if "" in arrays:
         if len(model_inputs) != 1:
@@ -574,85 +674,119 @@ def check_tensor_inputs(ds: Dataset, model_inputs: Sequence[TensorInfo]) -> None
         pairs = [(t, arrays[t.name], f"Array '{t.name}'") for t in model_inputs]
     for info, arr, what in pairs:
         per_sample = arr.shape[1:]
-        model_rest = tuple(info.shape)[1:]
+        model_rest, where = _per_sample(info, by_name.get(info.name))
         if len(per_sample) != len(model_rest) or any(
             _static(m) is not None and m != a for m, a in zip(model_rest, per_sample)
         ):
             raise DataError(f"{what} has samples of shape {_shape_str(per_sample)} but model input '{info.name}' "
-                            f"expects {_shape_str(info.shape)} (first axis = samples); expected: {expected}.")
+                            f"expects {_shape_str(info.shape)} ({where}); expected: {expected}.")
         _cast_like(arr[:0], info, what)
 
 
-def _random_dims(info: TensorInfo, batch: int, cfg: PreprocessConfig | None) -> list[int]:
-    shape = list(info.shape)
-    fill: dict[int, int] = {}
-    if cfg is not None and len(shape) == 4:
-        if cfg.layout == Layout.NCHW:
-            fill = {1: cfg.channels, 2: cfg.size[0], 3: cfg.size[1]}
-        else:
-            fill = {1: cfg.size[0], 2: cfg.size[1], 3: cfg.channels}
-    return [batch if i == 0 else (_static(d) or fill.get(i, RANDOM_DYNAMIC_DIM)) for i, d in enumerate(shape)]
+def _specs(ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence[TensorInfo],
+           specs: Sequence[InputSpec] | None) -> list[InputSpec]:
+    from .inputs import infer_specs
+
+    return list(specs) if specs is not None else infer_specs(model_inputs, cfg, ds)
 
 
-def _random_array(info: TensorInfo, rng: np.random.Generator, batch: int, cfg: PreprocessConfig | None) -> np.ndarray:
-    dims = _random_dims(info, batch, cfg)
-    dtype = dtypes.to_numpy(info.dtype)
-    if dtype is None:
-        raise DataError(f"Cannot make random data for input '{info.name}' of type {info.dtype}.")
-    limits.check_generated_size({info.name: (dims, dtype)}, batch)
-    if np.dtype(dtype).kind == "f":
-        return rng.standard_normal(dims).astype(dtype)
-    if np.dtype(dtype).kind == "b":
-        return rng.integers(0, 2, size=dims).astype(bool)
-    return rng.integers(0, 100, size=dims).astype(dtype)
+def _text_feed(ds: Dataset, indices: Sequence[int], specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
+    """input_ids / attention_mask / token_type_ids (whichever the model takes) at the specs' sequence length;
+    states get zeros."""
+    from .inputs import random_array
+
+    n = len(indices)
+    text_specs = [s for s in specs if s.role in ("token_ids", "mask")]
+    if not any(s.role == "token_ids" for s in specs):
+        names = ", ".join(f"{s.name} ({s.role})" for s in specs)
+        raise DataError(f"Text data feeds token ids, but no model input looks like one ({names}); name it "
+                        f"input_ids, or use an .npz file with one array per input.")
+    others = [s for s in specs if s.role not in ("token_ids", "mask", "state")]
+    if others:
+        raise DataError(f"Text data gives input_ids, attention_mask and token_type_ids; model input "
+                        f"'{others[0].name}' ({others[0].role}) needs other data: use an .npz with one array per input.")
+    rows = [ds.samples[i].index for i in indices]
+    feed: dict[str, np.ndarray] = {}
+    for s in text_specs:
+        shape = s.at_batch(n)
+        seq_axes = [i for i in range(len(shape)) if i != s.batch_axis]
+        if len(seq_axes) != 1:
+            raise DataError(f"Model input '{s.name}' has shape {list(shape)}; text feeds [batch, sequence] inputs.")
+        length = shape[seq_axes[0]]
+        ids, mask, types = ds.encoded(length)
+        low = s.name.lower()
+        src = ids if s.role == "token_ids" else (types if ("type" in low or "segment" in low) else mask)
+        arr = src[rows]
+        if s.batch_axis is None:
+            if n != 1:
+                raise DataError(f"Model input '{s.name}' has no batch axis; feed one sample at a time.")
+            arr = arr[0]
+        elif s.batch_axis != 0:
+            arr = arr.T
+        info_dtype = dtypes.to_numpy(s.dtype)
+        feed[s.name] = arr.astype(info_dtype if info_dtype is not None else np.int64)
+    rng = np.random.default_rng(0)
+    for s in specs:
+        if s.role == "state":
+            feed[s.name] = random_array(s, rng, n)
+    return feed
 
 
 def batch_inputs(ds: Dataset, indices: Sequence[int], cfg: PreprocessConfig | None,
-                 model_inputs: Sequence[TensorInfo]) -> dict[str, np.ndarray]:
-    """Model feed for the samples at ``indices`` stacked on a new first axis."""
+                 model_inputs: Sequence[TensorInfo], specs: Sequence[InputSpec] | None = None) -> dict[str, np.ndarray]:
+    """Model feed for the samples at ``indices``, stacked on each input's batch axis (``specs``: the inputs'
+    resolved shapes, :func:`ortlab.inputs.infer_specs`; inferred from the model, ``cfg`` and ``ds`` when None)."""
+    from .inputs import random_array, stack
+
     if not indices:
         raise DataError("No samples selected.")
-    for t in model_inputs:
-        b = _static(tuple(t.shape)[0]) if len(t.shape) else None
-        if b is not None and b != len(indices):
-            raise DataError(f"Model input '{t.name}' has a fixed batch size of {b}; cannot feed {len(indices)} samples.")
     if ds.kind == "images":
         if cfg is None:
             cfg = detect_preprocess(model_inputs[0]) if len(model_inputs) == 1 else None
             if cfg is None:
                 raise DataError("Images need preprocessing settings for a model with several inputs.")
         info = check_image_input(cfg, model_inputs)
+        for s in _specs(ds, cfg, model_inputs, specs):
+            s.at_batch(len(indices))
         return {info.name: np.stack([preprocess_image(ds.load_image(i), cfg) for i in indices])}
+    specs = _specs(ds, cfg, model_inputs, specs)
+    for s in specs:
+        s.at_batch(len(indices))  # a fixed batch of another size raises here
     if ds.kind == "tensors":
-        check_tensor_inputs(ds, model_inputs)
+        check_tensor_inputs(ds, model_inputs, specs)
         rows = [ds.samples[i].index for i in indices]
-        if "" in ds._tensors:
-            info = model_inputs[0]
-            return {info.name: _cast_like(ds._tensors[""][rows], info, "The .npy array")}
-        return {t.name: _cast_like(ds._tensors[t.name][rows], t, f"Array '{t.name}'") for t in model_inputs}
+        infos = {t.name: t for t in model_inputs}
+        out = {}
+        for s in specs:
+            key = "" if "" in ds._tensors else s.name
+            what = "The .npy array" if key == "" else f"Array '{s.name}'"
+            arr = _cast_like(ds._tensors[key][rows], infos[s.name], what)
+            if s.batch_axis is None:
+                if len(rows) != 1:
+                    raise DataError(f"Model input '{s.name}' has no batch axis; feed one sample at a time.")
+                arr = arr[0]
+            elif s.batch_axis != 0:
+                arr = np.moveaxis(arr, 0, s.batch_axis)
+            out[s.name] = np.ascontiguousarray(arr)
+        return out
+    if ds.kind == "text":
+        return _text_feed(ds, indices, specs)
     if ds.kind == "random":
-        if len(model_inputs) == 1 and len(model_inputs[0].shape) == 4:
-            if cfg is None:
-                try:
-                    cfg = detect_preprocess(model_inputs[0])
-                except DataError:
-                    pass  # not image-shaped: plain random tensors
-            else:
-                check_image_input(cfg, model_inputs)
-        one = cfg if len(model_inputs) == 1 else None
-        limits.check_generated_size({t.name: (_random_dims(t, len(indices), one), dtypes.to_numpy(t.dtype) or np.uint8)
-                              for t in model_inputs}, len(indices))
-        out: dict[str, list[np.ndarray]] = {t.name: [] for t in model_inputs}
+        n = len(indices)
+        limits.check_generated_size({s.name: (list(s.at_batch(n)), dtypes.to_numpy(s.dtype) or np.uint8)
+                                     for s in specs}, n)
+        feeds = []
         for i in indices:
             rng = np.random.default_rng([ds.seed, int(ds.samples[i].index or 0)])
-            for t in model_inputs:
-                out[t.name].append(_random_array(t, rng, 1, cfg if len(model_inputs) == 1 else None))
-        return {k: np.concatenate(v) for k, v in out.items()}
+            feeds.append({s.name: random_array(s, rng, 1) for s in specs})
+        return stack(specs, feeds)
     raise DataError(f"Unknown dataset kind {ds.kind!r}.")
 
 
-def check_fits(ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence[TensorInfo]) -> None:
-    """Cheap up-front check (no decoding) that ``ds`` with ``cfg`` can feed the model; raises DataError."""
+def check_fits(ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence[TensorInfo],
+               specs: Sequence[InputSpec] | None = None) -> None:
+    """Cheap up-front check (no decoding) that ``ds`` with ``cfg`` can feed the model; raises DataError
+    (also when an input's shape cannot be resolved)."""
     if len(ds) == 0:
         raise DataError("The dataset is empty.")
     if ds.kind == "images":
@@ -661,9 +795,12 @@ def check_fits(ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence
         if cfg is None:
             raise DataError("Images need preprocessing settings for a model with several inputs.")
         check_image_input(cfg, model_inputs)
-    elif ds.kind == "tensors":
-        check_tensor_inputs(ds, model_inputs)
-
+        return
+    specs = _specs(ds, cfg, model_inputs, specs)
+    if ds.kind == "tensors":
+        check_tensor_inputs(ds, model_inputs, specs)
+    elif ds.kind == "text":
+        _text_feed(ds, [0], specs)
 
 # -- the preprocessing policy ---------------------------------------------------------------------------
 
@@ -710,6 +847,11 @@ def dataset_digest(ds: Dataset) -> str:
             arr = np.ascontiguousarray(ds._tensors[key])
             h.update(f"|{key}|{arr.dtype.str}|{arr.shape}".encode())
             h.update(arr.tobytes())
+    if ds.kind == "text":
+        h.update(f"|{ds.seq_len}|".encode())
+        h.update(ds._tokenizer_json.encode())
+        for line in ds._texts:
+            h.update(line.encode() + b"\n")
     for s in ds.samples:
         h.update(f"|{s.name}|{s.label}|{s.index}".encode())
         if ds.kind == "images":
@@ -719,7 +861,8 @@ def dataset_digest(ds: Dataset) -> str:
 
 def write_dataset(ds: Dataset, folder) -> Path:
     """Write ``ds`` under ``folder`` so it loads again elsewhere: images as files (class sub-folders kept),
-    tensors as ``data.npy``/``data.npz`` (with ``labels``). Returns the path to load (folder or file).
+    tensors as ``data.npy``/``data.npz`` (with ``labels``), text as ``data.txt`` with ``tokenizer.json`` beside it.
+    Returns the path to load (folder or file).
     Random datasets have nothing to write (DataError)."""
     import os
     import shutil
@@ -730,6 +873,8 @@ def write_dataset(ds: Dataset, folder) -> Path:
         raise DataError("Random data is regenerated from its count and seed; there is nothing to write.")
     if ds.kind == "tensors":
         name = "data.npy" if "" in ds._tensors else "data.npz"
+    elif ds.kind == "text":
+        name = "data.txt"
     else:
         name = "images"
     target = folder / name
@@ -747,6 +892,9 @@ def write_dataset(ds: Dataset, folder) -> Path:
                 if ds.labeled():
                     arrays["labels"] = np.asarray([s.label for s in ds.samples], dtype=np.int64)
                 np.savez(tmp / name, **arrays)  # type: ignore[arg-type]
+        elif ds.kind == "text":
+            (tmp / name).write_text("".join(ds._texts[s.index or 0] + "\n" for s in ds.samples), encoding="utf-8")
+            (folder / TOKENIZER_FILE).write_text(ds._tokenizer_json, encoding="utf-8")
         else:
             root = tmp / name
             for s in ds.samples:
@@ -766,8 +914,9 @@ def write_dataset(ds: Dataset, folder) -> Path:
     return target
 
 
-def load_path(path, class_names: Sequence[str] | None = None) -> Dataset:
-    """A dataset from a folder of images, a .zip of images, or a .npy/.npz tensor file."""
+def load_path(path, class_names: Sequence[str] | None = None, tokenizer=None, seq_len: int | None = None) -> Dataset:
+    """A dataset from a folder of images, a .zip of images, a .npy/.npz tensor file, or a .txt file (one example
+    per line) with ``tokenizer`` (default: a ``tokenizer.json`` beside it) at ``seq_len``."""
     p = Path(path).expanduser()
     if not p.exists():
         raise DataError(f"Data not found: {path}")
@@ -778,7 +927,13 @@ def load_path(path, class_names: Sequence[str] | None = None) -> Dataset:
         return load_image_zip(p, class_names=class_names)
     if suffix in (".npy", ".npz"):
         return load_tensor_file(p)
-    raise DataError(f"Data must be a folder of images, a .zip or a .npy/.npz file: {path}")
+    if suffix in TEXT_EXTENSIONS:
+        tok = Path(tokenizer).expanduser() if tokenizer else p.parent / TOKENIZER_FILE
+        if not tok.is_file():
+            raise DataError(f"Text data {path} needs a Hugging Face tokenizer.json: give --tokenizer PATH"
+                            + (f" ({tok} does not exist)." if tokenizer else "."))
+        return load_text_file(p, tok, seq_len)
+    raise DataError(f"Data must be a folder of images, a .zip, a .npy/.npz file or a .txt file: {path}")
 
 
 def pick_subset(ds: Dataset, n: int | None, stratify: bool = True, seed: int = 0) -> Dataset:

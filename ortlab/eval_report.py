@@ -169,6 +169,7 @@ class EvalReport:
     providers_cand: list[str] = field(default_factory=list)
     task: TaskMetrics | None = None  # None in reports written before task-aware evaluation
     calibration_overlap: int = 0  # evaluation samples that were also calibration samples
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)  # each input's shape as fed (one sample)
 
     def to_dict(self) -> dict:
         """``serial.to_plain`` of this report (SQNR of identical outputs is "inf")."""

@@ -17,6 +17,7 @@ from .config import PreprocessConfig, Target
 from .data import Dataset, batch_inputs, check_fits, stratified_sample
 from .errors import Cancelled, DataError
 from .eval_report import EvalReport, OutputError
+from .inputs import InputSpec, infer_specs
 from .model import TensorInfo
 from .progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from .providers import create_session
@@ -133,18 +134,22 @@ def _accuracy(preds: list[list[int]], labels: list[int], n_classes: int = 6) -> 
 
 def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: PreprocessConfig | None, n: int | None = None,
              target: Target = Target.CPU, reporter: Reporter = null_reporter,
-             cancel: CancelToken | None = None, policy: VerdictPolicy | None = None) -> EvalReport:
+             cancel: CancelToken | None = None, policy: VerdictPolicy | None = None,
+             specs: Sequence[InputSpec] | None = None) -> EvalReport:
     """Run both models on the same samples: per-output error, and the metrics of the model's task
     (``task_metrics``: inferred from the outputs and labels unless ``policy.task`` names it; ``policy.margin``
     and ``policy.threshold`` set the near-tie margin and the decision threshold). For a classifier also
     accuracy vs labels (when labeled), top-1 agreement and top-5 containment (more than 5 classes only).
-    Reports "verify" progress."""
+    Reports "verify" progress. ``specs``: the inputs' shapes (:func:`ortlab.inputs.infer_specs`; inferred
+    when None); the report's ``input_shapes`` says what was fed."""
     policy = policy or VerdictPolicy()
     ds = _pick(dataset, n)
     ref, prov_ref = create_session(reference_path, target)
     cand, prov_cand = create_session(candidate_path, target)
     ref_in, cand_in = session_inputs(ref), session_inputs(cand)
-    check_fits(ds, preprocess, ref_in)
+    if specs is None and ds.kind != "images":
+        specs = infer_specs(ref_in, preprocess, ds)
+    check_fits(ds, preprocess, ref_in, specs)
     ref_names = [o.name for o in ref.get_outputs()]
     cand_names = [o.name for o in cand.get_outputs()]
     if len(ref_names) != len(cand_names):
@@ -153,10 +158,12 @@ def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: Prepr
     stats = [_Stats(name) for name in ref_names]
     acc: TaskAccumulator | None = None
     total = len(ds)
+    shapes: dict[str, list[int]] = {}
     for i in range(total):
         if cancel is not None and cancel.cancelled:
             raise Cancelled(step="verify")
-        feed = batch_inputs(ds, [i], preprocess, ref_in)
+        feed = batch_inputs(ds, [i], preprocess, ref_in, specs)
+        shapes = shapes or {k: list(v.shape) for k, v in feed.items()}
         r_out = _run(ref, ref_names, feed, "reference", i)
         c_out = _run(cand, [pair[nm] for nm in ref_names], _feed_for(cand_in, feed), "candidate", i)
         for s, r, c in zip(stats, r_out, c_out):
@@ -166,7 +173,7 @@ def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: Prepr
         acc.add(list(r_out), list(c_out))
         reporter(ProgressEvent("verify", i + 1, total, f"sample {i + 1}/{total}"))
     report = EvalReport(total, [s.result() for s in stats], random_data=ds.is_random,
-                        providers_ref=prov_ref, providers_cand=prov_cand)
+                        providers_ref=prov_ref, providers_cand=prov_cand, input_shapes=shapes)
     if acc is None:
         return report
     report.task = acc.result()

@@ -35,10 +35,11 @@ class ParityResult:
 
 
 def check_parity(unoptimized, optimized, dataset, preprocess: PreprocessConfig | None, recipe: Recipe,
-                 n: int = PARITY_SAMPLES, tolerance: float | None = None) -> ParityResult:
+                 n: int = PARITY_SAMPLES, tolerance: float | None = None, specs=None) -> ParityResult:
     """Compare ``optimized`` (run at ``recipe.opt_level``) with ``unoptimized`` run with optimizations disabled,
     on up to ``n`` samples of ``dataset`` (batched). ``ok`` is False when the relative difference exceeds
-    ``tolerance`` (default: :data:`TOLERANCE` of the recipe's precision)."""
+    ``tolerance`` (default: :data:`TOLERANCE` of the recipe's precision). ``specs``: the inputs' shapes
+    (:func:`ortlab.inputs.infer_specs`; inferred when None)."""
     from .data import batch_inputs
     from .evaluate import _feed_for, session_inputs
     from .providers import create_session, session_options
@@ -58,7 +59,7 @@ def check_parity(unoptimized, optimized, dataset, preprocess: PreprocessConfig |
     max_abs = scale = 0.0
     step = count if _batchable(base_in) else 1
     for start in range(0, count, step):
-        feed = batch_inputs(dataset, list(range(start, min(count, start + step))), preprocess, base_in)
+        feed = batch_inputs(dataset, list(range(start, min(count, start + step))), preprocess, base_in, specs)
         a = base.run(names, feed)
         b = opt.run(opt_names, _feed_for(opt_in, feed))
         for name, x, y in zip(names, a, b):

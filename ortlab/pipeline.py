@@ -85,6 +85,7 @@ class _Run:
     verify_samples: int
     reporter: Reporter
     cancel: CancelToken | None
+    shapes: dict[str, list[int]] = field(default_factory=dict)  # the user's {input: shape} overrides
     work: Path = Path()
     current: Path = Path()  # the model the next stage reads
     info: Any = None
@@ -100,6 +101,8 @@ class _Run:
     policy: Any = None  # VerdictPolicy
     verdict: Any = None  # Verdict
     calibration_sources: set[str] = field(default_factory=set)
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)
+    _feeds: dict[int, tuple[Any, list, Any]] = field(default_factory=dict)  # id(ds) → (pre, specs, ds)
 
     @property
     def final(self) -> Path:
@@ -117,11 +120,33 @@ class _Run:
                 self.notes.append(str(n))
 
     def pre_for(self, ds) -> PreprocessConfig | None:
-        from .data import resolve_preprocess
+        return self.feed_for(ds)[0]
 
-        if self.preprocess is not None or ds is None:
-            return self.preprocess
-        return resolve_preprocess(self.info.inputs, dataset=ds)
+    def specs_for(self, ds) -> list:
+        return self.feed_for(ds)[1]
+
+    def feed_for(self, ds) -> tuple[PreprocessConfig | None, list]:
+        """The preprocessing and the input specs (:func:`ortlab.inputs.infer_specs`) that feed ``ds``."""
+        from .data import resolve_preprocess
+        from .inputs import default_notes, fit_preprocess, infer_specs
+
+        if ds is None:
+            return self.preprocess, []
+        key = id(ds)
+        if key not in self._feeds:
+            pre = self.preprocess if self.preprocess is not None else resolve_preprocess(self.info.inputs, dataset=ds)
+            specs = infer_specs(self.info.inputs, pre, ds, self.shapes)
+            fitted = fit_preprocess(pre, specs)
+            if fitted != pre:  # --shape gave an image input's size: images are resized to it
+                pre, specs = fitted, infer_specs(self.info.inputs, fitted, ds, self.shapes)
+            for note in default_notes(specs):
+                if note not in self.notes:
+                    self.notes.append(note)
+            if not self.input_shapes:
+                self.input_shapes = {s.name: list(s.shape) for s in specs}
+            self._feeds[key] = (pre, specs, ds)  # the dataset is kept, so its id is not reused
+        pre, specs, _ = self._feeds[key]
+        return pre, specs
 
     def next_path(self, name: str) -> Path:
         return self.work / name
@@ -142,13 +167,17 @@ def _validate(r: _Run) -> None:
         raise ModelLoadError(f"Model file not found: {r.source}.")
     r.info = inspect_model(r.source)
     r.warn(r.info.warnings)
+    from .inputs import infer_specs
+
+    infer_specs(r.info.inputs, overrides=r.shapes, strict=False)  # names and ranks of --shape, before any work
     if _is_static(r.recipe) and r.dataset is None and not r.recipe.allow_random_data:
         raise RecipeError(NO_CALIBRATION_DATA)
     if r.preprocess is not None and r.preprocess.problems():
         raise DataError(" ".join(r.preprocess.problems()))
     for ds in (r.dataset, r.verify_dataset):
         if ds is not None:
-            data_mod.check_fits(ds, r.pre_for(ds), r.info.inputs)
+            pre, specs = r.feed_for(ds)
+            data_mod.check_fits(ds, pre, r.info.inputs, specs or None)
     r.random_data = bool(r.dataset is not None and r.dataset.is_random)
 
 
@@ -192,7 +221,8 @@ def _calibrate(r: _Run) -> None:
     if not calib.is_random:
         r.calibration_sources = {f"{s.source}#{s.index}" for s in calib.samples}
     r.reporter(ProgressEvent("calibrate", 0, len(calib), f"Calibrating on {len(calib)} samples"))
-    reader = CalibrationReader(calib, r.pre_for(calib), r.info.inputs, r.reporter, r.cancel)
+    pre, specs = r.feed_for(calib)
+    reader = CalibrationReader(calib, pre, r.info.inputs, r.reporter, r.cancel, specs=specs)
     r.warn(calibrate_model(r.current, q, reader, r.next_path("calibration.json")))
 
 
@@ -240,8 +270,9 @@ def _verify(r: _Run) -> None:
         return
     sample = data_mod.stratified_sample(ver, r.verify_samples, q.seed)
     r.random_data = r.random_data or ver.is_random
-    report = evaluate(r.source, r.final, sample, r.pre_for(sample), target=r.recipe.target, reporter=r.reporter,
-                      cancel=r.cancel, policy=r.policy)
+    pre, specs = r.feed_for(sample)
+    report = evaluate(r.source, r.final, sample, pre, target=r.recipe.target, reporter=r.reporter,
+                      cancel=r.cancel, policy=r.policy, specs=specs)
     if r.calibration_sources:
         report.calibration_overlap = sum(f"{s.source}#{s.index}" in r.calibration_sources for s in sample.samples)
     r.evaluation = report
@@ -250,7 +281,7 @@ def _verify(r: _Run) -> None:
     if r.pre_optimize is not None and r.recipe.opt_level != OptLevel.DISABLED:
         from .parity import check_parity
 
-        parity = check_parity(r.pre_optimize, r.final, sample, r.pre_for(sample), r.recipe)
+        parity = check_parity(r.pre_optimize, r.final, sample, pre, r.recipe, specs=specs)
         if not parity.ok:
             r.warn([parity.message])
 
@@ -302,7 +333,7 @@ def _run_stage(r: _Run, stage: str, fn: Callable[[_Run], Any], message: str) -> 
 
 def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: PreprocessConfig | None = None,
                reporter: Reporter = null_reporter, cancel: CancelToken | None = None, verify_samples: int = 32,
-               *, verify_dataset=None, policy=None) -> Artifact:
+               *, verify_dataset=None, policy=None, shapes: dict[str, list[int]] | None = None) -> Artifact:
     """Apply ``recipe`` to the model at ``model_path`` and write the result into ``out_dir``.
 
     ``dataset`` (``ortlab.data.Dataset``) feeds calibration and, unless ``verify_dataset`` is given, the
@@ -310,6 +341,8 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
     verification is skipped. ``preprocess`` None means :func:`ortlab.data.resolve_preprocess` decides.
     Each stage of :func:`plan` is reported to ``reporter``; ``cancel`` raises ``Cancelled``. The verify stage
     judges the result with ``policy`` (``verdict.VerdictPolicy``, default when None) into ``Artifact.verdict``.
+    ``shapes`` (``{input name: shape}``) sets dims the model leaves open (:func:`ortlab.inputs.infer_specs`);
+    the artifact's ``input_shapes`` says what was fed.
     """
     from .verdict import VerdictPolicy
     from .model import sha256_file
@@ -319,7 +352,8 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
     source = Path(model_path)
     outputs.check_targets(source, outputs.result_files(out_dir, as_file=False))
     r = _Run(source, recipe, Path(out_dir), dataset, verify_dataset, preprocess, verify_samples, reporter, cancel,
-             current=source, policy=policy or VerdictPolicy())
+             current=source, policy=policy or VerdictPolicy(),
+             shapes={k: [int(x) for x in v] for k, v in (shapes or {}).items()})
     stages = plan(recipe)
     _run_stage(r, "validate", _validate, "Checking the recipe, the model and the data")
     messages = _messages(r)
@@ -348,6 +382,7 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
         size_bytes=file_bytes(target), source_size_bytes=int(r.info.total_bytes), random_data=r.random_data,
         created_at=utc_timestamp(), evaluation=r.evaluation, notes=r.notes, verdict=r.verdict,
         coverage=r.coverage,
+        input_shapes=r.input_shapes,
     )
     outputs.write_text_atomic(r.out_dir / RECIPE_FILE, recipe.to_json())
     artifact.save()

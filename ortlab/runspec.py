@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .config import PreprocessConfig, Recipe, preprocess_cli_args, recipe_cli_args
@@ -22,9 +22,10 @@ DEFAULT_VERIFY_SAMPLES = 32
 
 @dataclass(frozen=True)
 class DataRef:
-    """Data another process can load again: a ``path`` (image folder, .zip, .npy/.npz), a bundled sample's
-    named set (``sample`` + ``set``: "calibration"/"evaluation"), or ``random`` samples (a count, with
-    ``seed``). ``count``/``stratify``/``seed`` pick a subset (the evaluation samples)."""
+    """Data another process can load again: a ``path`` (image folder, .zip, .npy/.npz, or a .txt with its
+    ``tokenizer`` and ``seq_len``), a bundled sample's named set (``sample`` + ``set``: "calibration"/
+    "evaluation"), or ``random`` samples (a count, with ``seed``). ``count``/``stratify``/``seed`` pick a subset
+    (the evaluation samples)."""
 
     path: str | None = None
     sample: str | None = None
@@ -33,6 +34,8 @@ class DataRef:
     seed: int = 0
     count: int | None = None
     stratify: bool = True
+    tokenizer: str | None = None
+    seq_len: int | None = None
 
     def __post_init__(self) -> None:
         given = [x for x in (self.path, self.sample, self.random) if x is not None]
@@ -70,7 +73,7 @@ class DataRef:
             s = get_sample(self.sample)
             ds = s.evaluation_data() if self.set == "evaluation" else s.calibration_data()
         else:
-            ds = data.load_path(str(self.path), class_names)
+            ds = data.load_path(str(self.path), class_names, tokenizer=self.tokenizer, seq_len=self.seq_len)
         return data.pick_subset(ds, self.count, self.stratify, self.seed)
 
 
@@ -78,7 +81,8 @@ class DataRef:
 class RunSpec:
     """One recipe run: the source ``model`` (``sample`` names the bundled sample it is, when known), the
     ``recipe``, the ``calibration`` and ``evaluation`` data, the ``preprocess`` of images (None: decided by
-    :func:`ortlab.data.resolve_preprocess`), how many samples verify the result and the verdict ``policy``."""
+    :func:`ortlab.data.resolve_preprocess`), how many samples verify the result, the verdict ``policy`` and
+    ``shapes``: the user's ``{input name: shape}`` for dims the model leaves open (``--shape``)."""
 
     model: str
     recipe: Recipe
@@ -88,6 +92,7 @@ class RunSpec:
     preprocess: PreprocessConfig | None = None
     verify_samples: int = DEFAULT_VERIFY_SAMPLES
     policy: VerdictPolicy | None = None  # how the result is judged (None: the default policy)
+    shapes: dict[str, list[int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self)
@@ -114,10 +119,16 @@ class RunSpec:
             parts += ["--eval", ev]
         if self.verify_samples != DEFAULT_VERIFY_SAMPLES:
             parts += ["--verify-samples", str(self.verify_samples)]
+        for ref in (self.calibration, self.evaluation):
+            if ref is not None and ref.tokenizer is not None:
+                parts += ["--tokenizer", ref.tokenizer] + (["--seq-len", str(ref.seq_len)] if ref.seq_len else [])
+                break
         if self.preprocess is not None and (cal or ev) is not None:
             parts += preprocess_cli_args(self.preprocess)
         if self.policy is not None:
             from .cli_args import config_cli_args
 
             parts += config_cli_args(self.policy)
+        for name, shape in self.shapes.items():
+            parts += ["--shape", f"{name}={','.join(str(int(d)) for d in shape)}"]
         return " ".join(shlex.quote(p) for p in parts)

@@ -1,4 +1,5 @@
-"""Data: the images or tensors used for calibration and evaluation, and exactly how they become model inputs."""
+"""Data: the images, tensors or text used for calibration and evaluation, exactly how they become model inputs,
+and the shape of every input."""
 
 import numpy as np
 import streamlit as st
@@ -18,9 +19,10 @@ st.title(":material/photo_library: Data")
 show_flash()
 info = require_model()
 
-SOURCES = ["sample", "images", "tensors", "random"]
+SOURCES = ["sample", "images", "tensors", "text", "random"]
 SOURCE_NAMES = {"sample": "Bundled sample set", "images": "Upload images (files or a .zip)",
-                "tensors": "Upload tensors (.npy / .npz)", "random": "Random data"}
+                "tensors": "Upload tensors (.npy / .npz)", "text": "Upload text (.txt + tokenizer.json)",
+                "random": "Random data"}
 sample = state.sample_name()
 choices = SOURCES if sample else SOURCES[1:]
 state.ensure_widget("data.source", state.ui("data_source") if state.ui("data_source") in choices else choices[0])
@@ -75,9 +77,22 @@ with st.container(border=True):
         if f is not None and _new_files("tensor_upload", [f]):
             with engine_errors(f"Reading {f.name}"):
                 ds = data.load_tensor_file(f.getvalue(), f.name)
-                data.check_tensor_inputs(ds, info.inputs)
+                data.check_tensor_inputs(ds, info.inputs, actions.input_specs(info, overrides={}))
                 actions.set_user_dataset(ds, f"{f.name} ({len(ds)})")
                 st.success(f"Loaded {len(ds)} samples from {md(f.name)}.")
+    elif source == "text":
+        c1, c2, c3 = st.columns([2, 2, 1])
+        txt = c1.file_uploader("Text, one example per line (.txt)", key="text_upload", type=["txt"])
+        tok = c2.file_uploader("Hugging Face tokenizer.json", key="tokenizer_upload", type=["json"])
+        seq = c3.number_input("Sequence length", 0, 65536, 0, key="data.seq_len",
+                              help="Padded or truncated to this many tokens; 0 = the model's fixed length, else 128.")
+        if txt is not None and tok is not None and _new_files("text_upload", [txt, tok]) | (
+                state.ui("text_seq") != seq):
+            state.set_ui("text_seq", seq)
+            with engine_errors(f"Reading {txt.name} with {tok.name}"):
+                ds = data.load_text_file(txt.getvalue(), tok.getvalue(), int(seq) or None, txt.name)
+                actions.set_user_dataset(ds, f"{txt.name} ({len(ds)})")
+                st.success(f"Loaded {len(ds)} lines from {md(txt.name)}.")
     else:
         st.warning("Random inputs make calibration ranges and accuracy meaningless. Use them only to try the "
                    "pipeline on a model without data; every result will carry a warning.")
@@ -87,6 +102,59 @@ with st.container(border=True):
             with engine_errors("Making random data"):
                 actions.set_user_dataset(data.random_dataset(int(n_rand), seed=0), f"random ({n_rand})")
                 state.set_ui("random_applied", n_rand)
+
+
+def input_shapes_form() -> None:
+    """One small form per model input: its spec (dtype, role, the model's shape with symbolic names, where each
+    value came from) with the open dims editable; the user's shapes go into every run and benchmark."""
+    with engine_errors("Working out the input shapes"):
+        base = actions.input_specs(info, overrides={})
+        specs = actions.input_specs(info)
+        shapes = state.input_shapes()
+        shown = state.ui("shapes_shown") or {}
+        state.set_ui("shapes_shown", shown)
+        changed = False
+        for spec, plain in zip(specs, base):
+            with st.container(border=True):
+                batch = "no batch axis" if spec.batch_axis is None else f"batch axis {spec.batch_axis}"
+                st.text(f"{spec.name} · {spec.dtype} · {spec.role} · {batch} · model shape "
+                        f"[{', '.join(str(d) for d in spec.model_shape())}]")
+                cols = st.columns(max(1, len(spec.dims)))
+                values = []
+                for i, (d, col) in enumerate(zip(spec.dims, cols)):
+                    key = f"shape.{info.sha256[:8]}.{spec.name}.{i}"
+                    if shown.get(key) != (d.value, d.source):  # the data or another input changed it: redraw
+                        state.clear_widgets(key)
+                        shown[key] = (d.value, d.source)
+                    label = md(d.name or f"axis {i}")
+                    why = d.source + (f": {d.reason}" if d.reason else "")
+                    values.append(col.number_input(label, min_value=1, value=d.value, step=1, key=key,
+                                                   disabled=d.source == "model", help=f"from {why}"))
+                if any(v is None for v in values):
+                    st.warning(f"Set every open dim of '{md(spec.name)}' (the model does not fix them and the data does "
+                               f"not tell).")
+                    continue
+                shape = [int(v) for v in values]
+                if spec.resolved and shape == list(spec.shape):
+                    continue  # as shown: nothing changed here
+                if plain.resolved and shape == list(plain.shape):
+                    changed = changed or shapes.pop(spec.name, None) is not None
+                elif shapes.get(spec.name) != shape:
+                    shapes[spec.name] = shape
+                    changed = True
+        if changed:
+            state.set_input_shapes(shapes)
+            st.rerun()
+        if shapes and st.button("Reset input shapes", key="data.shapes_reset"):
+            state.set_input_shapes({})
+            state.clear_widgets(f"shape.{info.sha256[:8]}.")
+            st.rerun()
+
+
+st.markdown("#### Input shapes")
+st.caption("What every run, comparison and benchmark feeds each model input. Dims the model fixes are shown "
+           "greyed; the others come from the data, the preprocessing, or you.")
+input_shapes_form()
 
 ds = state.dataset()
 if ds is None:
@@ -158,9 +226,9 @@ if ds.kind == "images":
                     width=140)
         data.check_fits(ds, cfg, info.inputs)
         st.success("This data fits the model.")
-elif ds.kind == "tensors":
-    with engine_errors("Checking the tensors against the model"):
-        feed = data.batch_inputs(ds, [0], None, info.inputs)
+elif ds.kind in ("tensors", "text"):
+    with engine_errors("Checking the data against the model"):
+        feed = data.batch_inputs(ds, [0], None, info.inputs, actions.input_specs(info))
         st.dataframe([{"input": k, "shape": list(v.shape), "dtype": str(v.dtype), "min": float(v.min()),
                        "max": float(v.max()), "mean": float(v.astype(np.float64).mean())} for k, v in feed.items()],
                      hide_index=True)

@@ -85,6 +85,10 @@ else:
         st.markdown("#### Weights by dtype")
         st.dataframe([{"dtype": k, "bytes": format_bytes(v)} for k, v in info.initializer_bytes.items()],
                      hide_index=True, width="stretch")
+        st.markdown("#### Input shapes")
+        with engine_errors("Working out the input shapes"):
+            st.dataframe(actions.spec_rows(actions.input_specs(info)), hide_index=True, width="stretch")
+            st.caption("Dims the model leaves open are set on the Data page (or with --shape in the CLI).")
     with c2:
         st.plotly_chart(charts.op_histogram(info.op_counts, "Operators by (domain, op type)"), key="model_ops",
                         width="stretch")

@@ -430,3 +430,31 @@ def test_the_verdict_comes_first_on_compare_and_shows_in_history_and_the_report(
     assert any("ortlab-verdict" in m.value for m in at.markdown)
     html = run_report(run)
     assert 'id="verdict"' in html and f"verdict-{run.verdict.level.value}" in html
+def test_text_data_and_input_shapes_on_the_data_and_model_pages(home, tmp_path):
+    from test_inputs import TEXT, make_tokenizer, text_model
+
+    model = text_model(tmp_path / "text.onnx").read_bytes()
+    tok = make_tokenizer(tmp_path / "tokenizer.json").read_bytes()
+    at = new_app()
+    at.file_uploader(key="model_upload").set_value(("bert_like.onnx", model, "application/octet-stream")).run()
+    assert not at.exception
+    at.switch_page("pages/data.py").run()
+    sha = at.session_state["ortlab.model_info"].sha256[:8]
+    seq_key = f"shape.{sha}.input_ids.1"
+    assert at.number_input(key=seq_key).value is None  # open until the data or the user says
+    assert any("Set every open dim of 'input" in w.value for w in at.warning)
+    at.radio(key="data.source").set_value("text").run()
+    at.number_input(key="data.seq_len").set_value(20).run()
+    at.file_uploader(key="text_upload").set_value(("lines.txt", "\n".join(TEXT).encode(), "text/plain")).run()
+    at.file_uploader(key="tokenizer_upload").set_value(("tokenizer.json", tok, "application/json")).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert f"lines.txt ({len(TEXT)})" in sidebar_text(at)
+    assert at.number_input(key=seq_key).value == 20  # from the data
+    at.number_input(key=seq_key).set_value(33).run()
+    assert not at.exception
+    assert at.session_state["ortlab.input_shapes"] == {"input_ids": [1, 33]}
+    assert at.number_input(key=f"shape.{sha}.attention_mask.1").value == 33
+    at.switch_page("pages/model.py").run()
+    table = next(d.value for d in at.dataframe if "shape used" in d.value.columns)
+    assert list(table["input"]) == ["input_ids", "attention_mask"]
+    assert list(table["shape used"]) == ["[1, 33]", "[1, 33]"] and "user" in table["from"][0]

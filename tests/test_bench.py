@@ -12,7 +12,7 @@ import pytest
 from ortlab import bench
 from ortlab.bench import LatencySample, latency_samples, make_inputs, summarize
 from ortlab.config import BenchConfig, ExecutionMode
-from ortlab.errors import BenchmarkError, ModelLoadError
+from ortlab.errors import BenchmarkError, DataError, ModelLoadError
 from ortlab.progress import CancelToken
 
 from models import conv_bn_model, matmul_model
@@ -109,12 +109,14 @@ def test_make_inputs_dims_dtypes_and_seed():
     args = [SimpleNamespace(name="ids", type="tensor(int64)", shape=["batch", "seq"]),
             SimpleNamespace(name="x", type="tensor(float16)", shape=[None, 3, "h", "w"]),
             SimpleNamespace(name="m", type="tensor(bool)", shape=[4])]
-    feeds = make_inputs(args, 3, seed=7, dims={"seq": 12, "h": 5})
+    with pytest.raises(DataError, match=r"input 'x' .*'w' \(axis 3\).*--shape x=1,3,5,W"):  # never silently 1
+        make_inputs(args, 3, seed=7, dims={"seq": 12, "h": 5})
+    feeds = make_inputs(args, 3, seed=7, dims={"seq": 12, "h": 5}, shapes={"x": [1, 3, 5, 6]})
     assert feeds["ids"].shape == (3, 12) and feeds["ids"].dtype == np.int64
     assert set(np.unique(feeds["ids"])) <= {0, 1}
-    assert feeds["x"].shape == (3, 3, 5, 1) and feeds["x"].dtype == np.float16
+    assert feeds["x"].shape == (3, 3, 5, 6) and feeds["x"].dtype == np.float16  # the batch follows batch_size
     assert feeds["m"].shape == (4,) and feeds["m"].dtype == np.bool_
-    again = make_inputs(args, 3, seed=7, dims={"seq": 12, "h": 5})
+    again = make_inputs(args, 3, seed=7, dims={"seq": 12, "h": 5}, shapes={"x": [1, 3, 5, 6]})
     assert all(np.array_equal(feeds[k], again[k]) for k in feeds)
     with pytest.raises(BenchmarkError, match="tensor\\(string\\)"):
         make_inputs([SimpleNamespace(name="s", type="tensor(string)", shape=[1])], 1)

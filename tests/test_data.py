@@ -27,6 +27,7 @@ from ortlab.data import (
     stratified_sample,
 )
 from ortlab.errors import Cancelled, DataError
+from ortlab.inputs import infer_specs
 from ortlab.model import TensorInfo
 from ortlab.progress import CancelToken
 from reporting import CollectingReporter
@@ -228,10 +229,17 @@ def test_random_dataset_is_flagged_and_reproducible():
     assert sub.is_random  # the flag survives sub-sampling
     np.testing.assert_array_equal(sub.inputs(0, None, IMG_IN)["input"],
                                   ds.inputs(sub.samples[0].index, None, IMG_IN)["input"])
-    dyn = ds.inputs(0, None, (TensorInfo("x", "int64", ("batch", "seq")),))["x"]
-    assert dyn.shape == (1, 8) and dyn.dtype == np.int64
-    img = ds.inputs(0, None, (TensorInfo("x", "float32", ("N", "H", "W", 1)),))["x"]
-    assert img.shape == (1, 224, 224, 1)  # dynamic image dims get detect_preprocess's default size
+    # open dims are never guessed: they are named, with the flag that sets them
+    seq_in = (TensorInfo("x", "int64", ("batch", "seq")),)
+    with pytest.raises(DataError, match=r"'seq' \(axis 1\).*--shape x=1,SEQ"):
+        ds.inputs(0, None, seq_in)
+    dyn = ds.inputs(0, None, seq_in, infer_specs(seq_in, overrides={"x": [1, 12]}))["x"]
+    assert dyn.shape == (1, 12) and dyn.dtype == np.int64
+    img_in = (TensorInfo("x", "float32", ("N", "H", "W", 1)),)
+    with pytest.raises(DataError, match=r"'H' \(axis 1\), 'W' \(axis 2\).*--shape x=1,H,W,1"):
+        ds.inputs(0, None, img_in)
+    img = ds.inputs(0, None, img_in, infer_specs(img_in, overrides={"x": [1, 40, 30, 1]}))["x"]
+    assert img.shape == (1, 40, 30, 1)
 
 
 def test_stratified_sample_is_deterministic_and_balanced(tmp_path):

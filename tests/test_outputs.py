@@ -5,6 +5,7 @@ leave behind is cleaned."""
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -277,7 +278,8 @@ def test_kill_9_leftovers_are_cleaned_at_the_next_start(tmp_path, monkeypatch):
 
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setenv("TMPDIR", str(scratch))  # the child's temp folder
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # this process's (gettempdir() caches the first answer)
     big = samples.get_sample("efficientnet_lite0").model_path
     out = tmp_path / "out"
     out.mkdir()

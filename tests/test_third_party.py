@@ -138,7 +138,8 @@ def test_text_encoder(tmp_path, capsys):
     cov = art["coverage"]
     assert cov["quantized"]["MatMul"] >= 12 and cov["candidates"]["MatMul"] == 16
     assert not any("pre-processing" in w for w in art["warnings"])
-    code, art, err = optimize(TEXT, tmp_path / "static.onnx", STATIC, capsys)
+    code, art, err = optimize(TEXT, tmp_path / "static.onnx",
+                              [*STATIC, "--shape", "input_ids=1,16", "--shape", "attention_mask=1,16"], capsys)
     assert code == 0, err
     assert art["coverage"]["quantized"]["MatMul"] == 16
 
@@ -153,7 +154,7 @@ def test_db_detector_constant_weights(tmp_path, capsys):
     assert ("Nothing was quantized: the model has no Gemm, MatMul nodes (subgraphs included); the model was not "
             "changed. Use static quantization for Conv models.") in art["warnings"]
     assert any("weight tensor(s) held in Constant nodes were moved into initializers" in n for n in art["notes"])
-    code, art, err = optimize(DB, tmp_path / "static.onnx", STATIC, capsys)
+    code, art, err = optimize(DB, tmp_path / "static.onnx", [*STATIC, "--shape", "x=1,3,64,96"], capsys)
     assert code == 0, err
     assert art["coverage"]["quantized"]["Conv"] == 6 and art["coverage"]["quantized"]["ConvTranspose"] == 2
 
@@ -194,9 +195,10 @@ def test_vad_rnn_with_if(tmp_path, capsys):
     cov = art["coverage"]
     assert cov["quantized"] == {"MatMul": 5} and cov["candidates"] == {"MatMul": 5} and cov["in_subgraphs"] == 4
     assert _both_branches(VAD, tmp_path / "dyn.onnx") < 0.1
-    code, art, err = optimize(VAD, tmp_path / "static.onnx", STATIC, capsys)
-    if code != 0:  # random calibration data for a [layers, batch, hidden] state input
-        assert err.count("\n") == 0 and err.startswith("ortlab: error: calibrate:"), err
+    code, art, err = optimize(VAD, tmp_path / "static.onnx",
+                              [*STATIC, "--shape", "input=1,256", "--shape", "state=2,1,32"], capsys)
+    assert code == 0, err
+    assert art["coverage"]["quantized"]["Gemm"] >= 1  # static QDQ leaves the If branches' Gemms in float: counted
 
 
 def test_fp16_model(tmp_path, capsys):
@@ -221,7 +223,7 @@ def test_the_cli_prints_coverage(tmp_path, capsys):
 
 def _reshape_fails_at_run_time(folder: Path) -> tuple[Path, Path, Path]:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "n"])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])
     shape = onnx.numpy_helper.from_array(np.array([7, 3], dtype=np.int64), "shape")
     bad = helper.make_model(helper.make_graph([helper.make_node("Reshape", ["x", "shape"], ["y"])], "g", [x], [y],
                                               [shape]), opset_imports=[helper.make_opsetid("", 17)])

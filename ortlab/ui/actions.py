@@ -203,7 +203,9 @@ def set_user_dataset(ds, label: str) -> None:
     if ds.is_random:
         ref = DataRef(random=len(ds), seed=ds.seed)
     else:
-        ref = DataRef(path=str(data.write_dataset(ds, workspace().root / "data" / data.dataset_digest(ds)[:16])))
+        path = data.write_dataset(ds, workspace().root / "data" / data.dataset_digest(ds)[:16])
+        text = {"tokenizer": str(path.parent / data.TOKENIZER_FILE), "seq_len": ds.seq_len} if ds.kind == "text" else {}
+        ref = DataRef(path=str(path), **text)
     state.set_dataset(ds, label)
     state.set_data_refs(ref, ref)
     n = len(ds)
@@ -301,7 +303,53 @@ def run_spec(recipe: Recipe) -> RunSpec:
     policy = verdict_policy()
     return RunSpec(model=str(state.model_path()), recipe=recipe, sample=state.sample_name(), calibration=cal,
                    evaluation=ev, preprocess=state.preprocess() if images else None, verify_samples=n_verify,
-                   policy=None if policy == VerdictPolicy() else policy)
+                   policy=None if policy == VerdictPolicy() else policy,
+                   shapes=state.input_shapes())
+
+
+# -- input shapes -------------------------------------------------------------------------------------
+def input_specs(info, overrides: dict | None = None) -> list:
+    """The current model's :class:`ortlab.inputs.InputSpec` list with the data in use, its preprocessing and
+    ``overrides`` (default: the shapes set on the Data page); unresolved dims stay ``None`` (never raises for
+    them)."""
+    from .. import samples
+    from ..inputs import infer_specs
+
+    ds = state.dataset()
+    images = getattr(ds, "kind", None) == "images"
+    pre = state.preprocess() if images else None
+    if pre is None and state.sample_name():
+        pre = samples.get_sample(state.sample_name())
+    shapes = state.input_shapes() if overrides is None else overrides
+    return infer_specs(info, pre, ds, shapes, strict=False)
+
+
+def spec_rows(specs) -> list[dict]:
+    """One plain-text row per input spec: name, dtype, role, the model's shape, the shape used, where each
+    dim came from."""
+    rows = []
+    for s in specs:
+        rows.append({"input": s.name, "dtype": s.dtype, "role": s.role,
+                     "model shape": "[" + ", ".join(str(d) for d in s.model_shape()) + "]",
+                     "shape used": "[" + ", ".join("?" if d.value is None else str(d.value) for d in s.dims) + "]",
+                     "batch axis": "none" if s.batch_axis is None else str(s.batch_axis),
+                     "from": ", ".join(f"{d.name or i}: {d.source}" + (f" ({d.reason})" if d.source == "default" else "")
+                                       for i, d in enumerate(s.dims) if d.source != "model") or "model"})
+    return rows
+
+
+def bench_shapes() -> dict[str, list[int]]:
+    """The shapes a benchmark uses: every input the model leaves open, at the size the Data page resolved
+    (the user's shapes, the data's, the preprocessing's); inputs still open are left out (the benchmark then
+    says which dim to set)."""
+    info = state.model_info()
+    if info is None:
+        return state.input_shapes()
+    try:
+        specs = input_specs(info)
+    except Exception:  # a bad override is reported on the Data page
+        return state.input_shapes()
+    return {s.name: list(s.shape) for s in specs if s.resolved and any(d.source != "model" for d in s.dims)}
 
 
 def start_recipe_job(recipe: Recipe, *, land_on_compare: bool = False) -> RecipeHandle:

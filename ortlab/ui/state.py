@@ -74,6 +74,7 @@ def set_model(path: Path, info, *, sample: str | None, label: str) -> None:
     _set("model_label", label)
     _pop("compare_pair")
     _pop("cache")
+    _pop("input_shapes")
 
 
 # -- data ---------------------------------------------------------------------------------------------
@@ -118,6 +119,16 @@ def preprocess() -> PreprocessConfig | None:
 def set_preprocess(cfg: PreprocessConfig) -> None:
     """Use ``cfg`` to turn images into model inputs."""
     _set("preprocess", cfg)
+
+
+def input_shapes() -> dict[str, list[int]]:
+    """The shapes the user set on the Data page, ``{input name: full shape}`` (for dims the model leaves open)."""
+    return dict(_get("input_shapes") or {})
+
+
+def set_input_shapes(shapes: dict[str, list[int]]) -> None:
+    """Remember the user's ``{input name: shape}`` (an empty dict forgets them)."""
+    _set("input_shapes", {k: [int(x) for x in v] for k, v in shapes.items()})
 
 
 def data_settings() -> dict:

@@ -1,0 +1,361 @@
+"""Input specs: every input's shape, batch axis and role, never guessed; --shape; text data with a tokenizer.
+
+Real models built with onnx.helper: a conv net with dynamic H/W, a transformer-style model with int64
+input_ids/attention_mask of dynamic [batch, seq], and a bidirectional GRU whose initial state is [2, batch, 16].
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ortlab import cli, data
+from ortlab.bench import latency_samples, make_inputs
+from ortlab.calibration import CalibrationReader
+from ortlab.config import BenchConfig, PreprocessConfig, QuantConfig, QuantMode, Precision, Recipe
+from ortlab.errors import DataError
+from ortlab.inputs import fit_preprocess, infer_specs, parse_shape
+from ortlab.model import TensorInfo, inspect_model
+from ortlab.runspec import DataRef, RunSpec
+
+VOCAB = 64
+TEXT = ["the cat sat on the mat", "a dog ran in the park", "the bird sang a song", "cats and dogs play",
+        "the mat is red", "a song for the park"]
+
+
+def _save(model: onnx.ModelProto, path: Path) -> Path:
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save_model(model, str(path))
+    return path
+
+
+def _model(nodes, inputs, outputs, inits, opset=17) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="ortlab-tests")
+    m.ir_version = 8
+    return m
+
+
+def dynamic_hw_model(path: Path) -> Path:
+    """images [batch, 3, height, width] → Conv → GlobalAveragePool → Flatten → logits [batch, 4]."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.3, (4, 3, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.normal(0, 0.1, 4).astype(np.float32), "b")]
+    nodes = [helper.make_node("Conv", ["images", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["c"], ["p"]), helper.make_node("Flatten", ["p"], ["logits"])]
+    return _save(_model(nodes, [helper.make_tensor_value_info("images", TensorProto.FLOAT,
+                                                              ["batch", 3, "height", "width"])],
+                        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 4])], inits), path)
+
+
+def text_model(path: Path, seq: str | int = "sequence", token_types: bool = False) -> Path:
+    """input_ids, attention_mask (int64 [batch, seq]) → Gather embedding × mask → MatMul → ReduceMean → [batch, 8]."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.5, (VOCAB, 16)).astype(np.float32), "emb"),
+             numpy_helper.from_array(rng.normal(0, 0.3, (16, 8)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array([2], dtype=np.int64), "axis2")]
+    nodes = [helper.make_node("Gather", ["emb", "input_ids"], ["e"]),
+             helper.make_node("Cast", ["attention_mask"], ["mf"], to=TensorProto.FLOAT),
+             helper.make_node("Unsqueeze", ["mf", "axis2"], ["mu"]),
+             helper.make_node("Mul", ["e", "mu"], ["em"])]
+    ins = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", seq]),
+           helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", seq])]
+    last = "em"
+    if token_types:
+        inits.append(numpy_helper.from_array(rng.normal(0, 0.5, (2, 16)).astype(np.float32), "temb"))
+        nodes += [helper.make_node("Gather", ["temb", "token_type_ids"], ["te"]),
+                  helper.make_node("Add", ["em", "te"], ["et"])]
+        ins.append(helper.make_tensor_value_info("token_type_ids", TensorProto.INT64, ["batch", seq]))
+        last = "et"
+    nodes += [helper.make_node("MatMul", [last, "w"], ["h"]),
+              helper.make_node("ReduceMean", ["h"], ["pooled"], axes=[1], keepdims=0)]
+    return _save(_model(nodes, ins, [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["batch", 8])],
+                        inits), path)
+
+
+def rnn_model(path: Path) -> Path:
+    """x [batch, 5, 8] → Transpose → bidirectional GRU with initial_h = h0 [2, batch, 16] → MatMul → [2, batch, 4]."""
+    rng = np.random.default_rng(2)
+    h, f = 16, 8
+    inits = [numpy_helper.from_array(rng.normal(0, 0.3, (2, 3 * h, f)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.normal(0, 0.3, (2, 3 * h, h)).astype(np.float32), "R"),
+             numpy_helper.from_array(rng.normal(0, 0.1, (2, 6 * h)).astype(np.float32), "B"),
+             numpy_helper.from_array(rng.normal(0, 0.3, (h, 4)).astype(np.float32), "head")]
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0, 2]),
+             helper.make_node("GRU", ["xt", "W", "R", "B", "", "h0"], ["Y", "Y_h"], hidden_size=h,
+                              direction="bidirectional"),
+             helper.make_node("MatMul", ["Y_h", "head"], ["out"])]
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 5, f]),
+           helper.make_tensor_value_info("h0", TensorProto.FLOAT, [2, "batch", h])]
+    return _save(_model(nodes, ins, [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, "batch", 4])],
+                        inits), path)
+
+
+def make_tokenizer(path: Path) -> Path:
+    """A WordLevel tokenizer trained on TEXT, with [CLS] … [SEP] around each line and [PAD] = 0."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(TEXT, trainers.WordLevelTrainer(special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]"]))
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]",
+                                                       special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    assert tok.get_vocab_size() < VOCAB
+    tok.save(str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("inputs")
+    (root / "examples.txt").write_text("\n".join(TEXT) + "\n\n", encoding="utf-8")
+    return {"root": root, "hw": dynamic_hw_model(root / "hw.onnx"), "text": text_model(root / "text.onnx"),
+            "rnn": rnn_model(root / "rnn.onnx"), "tok": make_tokenizer(root / "tokenizer.json"),
+            "txt": root / "examples.txt"}
+
+
+def run(argv, capsys):
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- specs ------------------------------------------------------------------------------------------------------
+
+
+def test_specs_record_where_each_dim_came_from(files):
+    info = inspect_model(files["hw"])
+    with pytest.raises(DataError) as exc:
+        infer_specs(info)
+    msg = str(exc.value)
+    assert "'height' (axis 2)" in msg and "'width' (axis 3)" in msg and "--shape images=1,3,HEIGHT,WIDTH" in msg
+    (s,) = infer_specs(info, overrides={"images": [1, 3, 64, 48]})
+    assert s.shape == (1, 3, 64, 48) and s.role == "image" and s.batch_axis == 0
+    assert [d.source for d in s.dims] == ["user", "model", "user", "user"]
+    assert s.at_batch(8) == (8, 3, 64, 48)
+    # the sample manifest (a SampleModel has .preprocess) sizes an image input; a preprocessing someone set too
+    manifest = type("Sample", (), {"preprocess": PreprocessConfig(size=(40, 30))})()
+    (m,) = infer_specs(info, manifest)
+    assert m.shape == (1, 3, 40, 30) and m.dims[2].source == "manifest"
+    # images with the detected preprocessing (224 because the model is dynamic): a stated default, not silent
+    images = data.random_dataset(1)
+    images.kind = "images"
+    (d,) = infer_specs(info, data.detect_preprocess(info.inputs[0]), images)
+    assert d.shape == (1, 3, 224, 224) and d.dims[2].source == "default" and "dynamic" in d.dims[2].reason
+    # --shape gives the image size the preprocessing resizes to
+    assert fit_preprocess(PreprocessConfig(), [s]).size == (64, 48)
+    with pytest.raises(DataError, match="does not take; its inputs are images"):
+        infer_specs(info, overrides={"pixels": [1, 3, 8, 8]})
+    with pytest.raises(DataError, match="has 3 dimension"):
+        infer_specs(info, overrides={"images": [1, 3, 8]})
+    with pytest.raises(DataError, match="fixes it to 3"):
+        infer_specs(info, overrides={"images": [1, 4, 8, 8]})
+
+
+def test_roles_and_batch_axis_of_text_and_rnn_inputs(files):
+    ids, mask = infer_specs(inspect_model(files["text"]), overrides={"input_ids": [1, 32]})
+    assert (ids.role, mask.role) == ("token_ids", "mask")
+    assert ids.shape == mask.shape == (1, 32)  # 'sequence' set on input_ids resolves it in attention_mask too
+    x, h0 = infer_specs(inspect_model(files["rnn"]))
+    assert (x.role, x.batch_axis, x.shape) == ("other", 0, (1, 5, 8))
+    assert (h0.role, h0.batch_axis, h0.shape) == ("state", 1, (2, 1, 16))
+    assert h0.at_batch(3) == (2, 3, 16)
+    fixed = [TensorInfo("x", "float32", (1, 5, 8)), TensorInfo("h0", "float32", (2, 1, 16))]
+    assert [s.batch_axis for s in infer_specs(fixed)] == [0, None]  # a fixed state has no batch axis
+
+
+def test_parse_shape():
+    assert parse_shape("images=1,3,640,640") == ("images", [1, 3, 640, 640])
+    for bad in ("images", "images=", "=1,2", "images=1,a", "images=0,3"):
+        with pytest.raises(DataError):
+            parse_shape(bad)
+
+
+# -- random data, bench --------------------------------------------------------------------------------------
+
+
+def test_rnn_random_feeds_put_the_batch_on_axis_1_with_zero_state(files):
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(files["rnn"]), providers=["CPUExecutionProvider"])
+    feeds = make_inputs(sess.get_inputs(), 3)
+    assert feeds["x"].shape == (3, 5, 8) and feeds["h0"].shape == (2, 3, 16)
+    assert not feeds["h0"].any()
+    assert sess.run(None, feeds)[0].shape == (2, 3, 4)
+    ds = data.random_dataset(3)
+    specs = infer_specs(inspect_model(files["rnn"]))
+    feed = data.batch_inputs(ds, [0, 1], None, inspect_model(files["rnn"]).inputs, specs)
+    assert feed["x"].shape == (2, 5, 8) and feed["h0"].shape == (2, 2, 16) and not feed["h0"].any()
+
+
+def test_bench_dynamic_hw_needs_a_shape_and_runs_at_it(files):
+    with pytest.raises(DataError, match="--shape images=1,3,HEIGHT,WIDTH"):
+        next(latency_samples(files["hw"], BenchConfig(warmup=0, runs=1), 1))
+    run = latency_samples(files["hw"], BenchConfig(warmup=0, runs=2), 2, shapes={"images": [1, 3, 64, 64]})
+    assert len(list(run)) == 2
+    assert run.input_shapes == {"images": (2, 3, 64, 64)}
+    assert run.summary().input_shapes == {"images": [2, 3, 64, 64]}
+
+
+def test_bench_transformer_at_the_given_sequence_length(files):
+    run = latency_samples(files["text"], BenchConfig(warmup=0, runs=2), 2, shapes={"input_ids": [1, 48]})
+    list(run)
+    assert run.summary().input_shapes == {"input_ids": [2, 48], "attention_mask": [2, 48]}
+
+
+def test_cli_bench_shape_flag_and_json(files, capsys):
+    code, out, err = run(["bench", files["hw"], "--runs", "2", "--warmup", "0", "--json"], capsys)
+    assert code == 1 and "'height' (axis 2)" in err and "--shape images=1,3,HEIGHT,WIDTH" in err
+    code, out, err = run(["bench", files["hw"], files["rnn"], "--runs", "2", "--warmup", "0", "--batch-sizes", "3",
+                          "--shape", "images=1,3,64,64", "--json"], capsys)
+    assert code == 0, err
+    results = json.loads(out)["results"]
+    assert results[0]["input_shapes"] == {"images": [3, 3, 64, 64]}
+    assert results[1]["input_shapes"] == {"x": [3, 5, 8], "h0": [2, 3, 16]}
+    code, out, err = run(["bench", files["hw"], "--runs", "2", "--warmup", "0", "--shape", "images=1,3,32,40"], capsys)
+    assert code == 0 and "images [1, 3, 32, 40]" in out
+    code, out, err = run(["bench", files["hw"], "--shape", "images:1,3"], capsys)
+    assert code == 2 and "NAME=D0,D1" in err
+
+
+# -- text data --------------------------------------------------------------------------------------------------
+
+
+def test_text_data_becomes_the_inputs_the_model_takes_at_the_length(files):
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(files["tok"]))
+    ds = data.load_text_file(files["txt"], files["tok"], seq_len=6)
+    assert ds.kind == "text" and len(ds) == len(TEXT)
+    info = inspect_model(files["text"])
+    specs = infer_specs(info, dataset=ds)
+    assert [s.shape for s in specs] == [(1, 6), (1, 6)] and specs[0].dims[1].source == "data"
+    feed = data.batch_inputs(ds, [0, 3], None, info.inputs, specs)
+    assert set(feed) == {"input_ids", "attention_mask"}
+    assert feed["input_ids"].shape == (2, 6) and feed["input_ids"].dtype == np.int64
+    # "the cat sat on the mat" is 6 words + [CLS] [SEP]: truncated to 6 with [SEP] kept last
+    first = tok.encode(TEXT[0]).ids
+    assert feed["input_ids"][0, 0] == 2 and feed["input_ids"][0, -1] == 3 and list(feed["input_ids"][0, 1:5]) == first[1:5]
+    # "cats and dogs play" is 4 words + 2 = 6 tokens exactly; a shorter line is padded with [PAD] = 0, mask 0
+    short = data.load_text_file(files["txt"], files["tok"], seq_len=10)
+    f2 = data.batch_inputs(short, [3], None, info.inputs)
+    assert list(f2["attention_mask"][0]) == [1] * 6 + [0] * 4 and list(f2["input_ids"][0, 6:]) == [0] * 4
+    # no --seq-len and an open sequence dim: 128, stated as a default
+    default = infer_specs(info, dataset=data.load_text_file(files["txt"], files["tok"]))
+    assert default[0].shape == (1, 128) and default[0].dims[1].source == "default"
+    # a model with a fixed length and token_type_ids: the model's length, all three tensors
+    fixed = inspect_model(text_model(files["root"] / "fixed.onnx", seq=16, token_types=True))
+    f3 = data.batch_inputs(data.load_text_file(files["txt"], files["tok"]), [1], None, fixed.inputs)
+    assert {k: v.shape for k, v in f3.items()} == {"input_ids": (1, 16), "attention_mask": (1, 16),
+                                                  "token_type_ids": (1, 16)}
+    assert not f3["token_type_ids"].any()
+    # text cannot feed an image model; a tokenizer that is not one is refused
+    with pytest.raises(DataError, match="no model input looks like one"):
+        data.check_fits(ds, None, inspect_model(files["rnn"]).inputs, infer_specs(inspect_model(files["rnn"])))
+    bad = files["root"] / "bad.json"
+    bad.write_text("{}", encoding="utf-8")
+    with pytest.raises(DataError, match="not a Hugging Face tokenizer.json"):
+        data.load_text_file(files["txt"], bad)
+
+
+def test_text_dataset_round_trips_through_a_data_ref(files, tmp_path):
+    ds = data.load_text_file(files["txt"], files["tok"], seq_len=12)
+    path = data.write_dataset(ds, tmp_path / "d")
+    assert path.name == "data.txt" and (path.parent / "tokenizer.json").is_file()
+    ref = DataRef(path=str(path), tokenizer=str(path.parent / "tokenizer.json"), seq_len=12)
+    again = DataRef.from_dict(json.loads(json.dumps(ref.to_dict()))).load()
+    assert again.kind == "text" and again._texts == ds._texts and again.seq_len == 12
+    assert data.dataset_digest(again) == data.dataset_digest(ds)
+
+
+def test_calibration_reader_feeds_text_at_the_length(files):
+    ds = data.load_text_file(files["txt"], files["tok"], seq_len=7)
+    info = inspect_model(files["text"])
+    reader = CalibrationReader(ds, None, info.inputs)
+    feeds = list(iter(reader.get_next, None))
+    assert len(feeds) == len(TEXT) and all(f["input_ids"].shape == (1, 7) for f in feeds)
+
+
+# -- recipe runs through the CLI: calibrate, verify, compare ----------------------------------------------------
+
+
+def test_cli_optimize_text_model_calibrates_at_the_sequence_length(files, tmp_path, capsys):
+    code, out, err = run(["optimize", files["text"], tmp_path / "q", "--precision", "int8", "--quant-mode", "static",
+                          "--data", files["txt"], "--tokenizer", files["tok"], "--seq-len", "24", "--json"], capsys)
+    assert code == 0, err
+    art = json.loads(out)
+    assert art["input_shapes"] == {"input_ids": [1, 24], "attention_mask": [1, 24]}
+    assert art["evaluation"]["input_shapes"] == {"input_ids": [1, 24], "attention_mask": [1, 24]}
+    spec = RunSpec.from_dict(art["spec"])
+    assert spec.calibration is not None and spec.calibration.seq_len == 24
+    line = spec.cli_line("OUT")
+    assert "--tokenizer" in line and "--seq-len 24" in line
+    code, out, err = run(["compare", files["text"], tmp_path / "q" / "model.onnx", "--data", files["txt"],
+                          "--tokenizer", files["tok"], "--seq-len", "24", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["input_shapes"] == {"input_ids": [1, 24], "attention_mask": [1, 24]}
+    code, out, err = run(["compare", files["text"], tmp_path / "q" / "model.onnx", "--data", files["txt"]], capsys)
+    assert code == 0, err  # tokenizer.json beside the .txt; the open length defaults to 128, shown
+    assert "input_ids [1, 128]" in out
+
+
+def test_cli_optimize_random_data_with_shape_and_without(files, tmp_path, capsys):
+    code, out, err = run(["optimize", files["hw"], tmp_path / "a.onnx", "--precision", "int8", "--quant-mode",
+                          "static", "--allow-random-data", "--calibration-samples", "4", "--verify-samples", "2"],
+                         capsys)
+    assert code == 1 and "--shape images=1,3,HEIGHT,WIDTH" in err
+    code, out, err = run(["optimize", files["hw"], tmp_path / "b", "--precision", "int8", "--quant-mode", "static",
+                          "--allow-random-data", "--calibration-samples", "4", "--verify-samples", "2",
+                          "--shape", "images=1,3,40,40", "--json"], capsys)
+    assert code == 0, err
+    art = json.loads(out)
+    assert art["input_shapes"] == {"images": [1, 3, 40, 40]}
+    assert art["spec"]["shapes"] == {"images": [1, 3, 40, 40]}
+    assert "--shape images=1,3,40,40" in RunSpec.from_dict(art["spec"]).cli_line()
+
+
+def test_rnn_model_is_calibrated_compared_and_benchmarked(files, tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    npz = tmp_path / "rnn.npz"
+    np.savez(npz, x=rng.standard_normal((6, 5, 8)).astype(np.float32),
+             h0=np.zeros((6, 2, 16), dtype=np.float32))  # samples first; h0 fed as [2, batch, 16]
+    code, out, err = run(["optimize", files["rnn"], tmp_path / "r", "--precision", "int8", "--quant-mode", "static",
+                          "--calibration", npz, "--json"], capsys)
+    assert code == 0, err
+    art = json.loads(out)
+    assert art["input_shapes"] == {"x": [1, 5, 8], "h0": [2, 1, 16]}
+    code, out, err = run(["optimize", files["rnn"], tmp_path / "r2", "--precision", "int8", "--quant-mode", "static",
+                          "--allow-random-data", "--calibration-samples", "3", "--verify-samples", "2", "--json"],
+                         capsys)
+    assert code == 0, err  # random data: batch on axis 1, zero state
+    assert json.loads(out)["input_shapes"] == {"x": [1, 5, 8], "h0": [2, 1, 16]}
+    code, out, err = run(["compare", files["rnn"], tmp_path / "r" / "model.onnx", "--data", npz, "--json"], capsys)
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["n_samples"] == 6 and report["input_shapes"] == {"x": [1, 5, 8], "h0": [2, 1, 16]}
+    code, out, err = run(["bench", tmp_path / "r" / "model.onnx", "--runs", "2", "--warmup", "0", "--batch-sizes", "4",
+                          "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["results"][0]["input_shapes"] == {"x": [4, 5, 8], "h0": [2, 4, 16]}
+
+
+def test_run_spec_carries_shapes_and_text(files):
+    spec = RunSpec(str(files["text"]), Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.STATIC)),
+                   calibration=DataRef(path=str(files["txt"]), tokenizer=str(files["tok"]), seq_len=32),
+                   shapes={"input_ids": [1, 32]})
+    again = RunSpec.from_json(spec.to_json())
+    assert again == spec
+    line = spec.cli_line()
+    assert f"--calibration {files['txt']}" in line and f"--tokenizer {files['tok']} --seq-len 32" in line
+    assert "--shape input_ids=1,32" in line
+
+
+def test_a_shape_set_on_one_input_wins_over_the_data_for_the_same_dim_name(files):
+    ds = data.load_text_file(files["txt"], files["tok"], seq_len=20)
+    ids, mask = infer_specs(inspect_model(files["text"]), dataset=ds, overrides={"input_ids": [1, 33]})
+    assert ids.shape == mask.shape == (1, 33) and mask.dims[1].source == "user"
