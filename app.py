@@ -1,9 +1,12 @@
 """ortlab: quantize and graph-optimize ONNX models with ONNX Runtime. This file only routes and draws the sidebar."""
 
+import os
+
 import streamlit as st
 
 from ortlab.ui import auth, router, sidebar
 
+os.umask(0o077)  # the workspace and every file the app writes are private to the user running it (0600/0700)
 st.set_page_config(layout="wide", page_title="ortlab", page_icon="⚡", initial_sidebar_state="expanded")
 if auth.sign_in_configured() and not auth.signed_in():  # shared app: nothing but the sign-in page until then
     st.navigation([st.Page(auth.sign_in_page, title="Sign in", icon=":material/login:")], position="hidden").run()

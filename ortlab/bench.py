@@ -17,12 +17,12 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, limits
 from .config import BenchConfig, OptLevel
 from .errors import BenchmarkError, OrtlabError
 from .progress import CancelToken
 from .serial import from_plain, to_plain
-from .text import one_line
+from .text import format_bytes, one_line
 
 @dataclass(frozen=True)
 class LatencySample:
@@ -71,6 +71,7 @@ def make_inputs(session_inputs: Sequence[Any], batch_size: int, seed: int = 0,
     rng = np.random.default_rng(seed)
     dims = dict(dims or {})
     feeds: dict[str, np.ndarray] = {}
+    planned: dict[str, tuple[list[int], Any]] = {}
     # an input with a fixed first dim is unbatched when another input has a dynamic one
     batched = any(a.shape and not (isinstance(a.shape[0], int) and a.shape[0] > 0) for a in session_inputs)
     for arg in session_inputs:
@@ -90,6 +91,9 @@ def make_inputs(session_inputs: Sequence[Any], batch_size: int, seed: int = 0,
                 shape.append(batch_size)
             else:
                 shape.append(1)
+        planned[arg.name] = (shape, dtype)
+        limits.check_generated_size(planned, batch_size, "Benchmark input", error=BenchmarkError,
+                                    hint="Give a smaller --shape (symbolic dims) or batch size.")
         if np.issubdtype(dtype, np.floating):
             value = rng.standard_normal(shape).astype(dtype)
         else:
@@ -114,6 +118,7 @@ class LatencyRun(Iterator[LatencySample]):
         self.input_shapes: dict[str, tuple[int, ...]] = {}
         self.samples: list[LatencySample] = []
         self.cancelled = False
+        self.profile_note: str | None = None  # why there is no profile file although profiling was on
         self._cancel = cancel
         self._profile_dir = Path(profile_dir) if profile_dir is not None else None
         self._dims = dims
@@ -165,9 +170,24 @@ class LatencyRun(Iterator[LatencySample]):
         return BenchmarkError(f"{self.variant}: the model failed to run with inputs {self.input_shapes}: "
                               f"{one_line(exc)}")
 
+    def _end_profiling(self, session) -> None:
+        """Write the profile (ORT stops profiling then) and delete it when it is over ``PROFILE_MAX_BYTES``."""
+        path = session.end_profiling() or None
+        self.profile_path = path
+        cap = int(limits.limit("PROFILE_MAX_BYTES"))
+        if path and Path(path).is_file() and Path(path).stat().st_size > cap:
+            size = Path(path).stat().st_size
+            Path(path).unlink(missing_ok=True)
+            self.profile_path = None
+            self.profile_note = (f"The profile of {self.variant} at batch {self.batch_size} was {format_bytes(size)}, "
+                                 f"over the {format_bytes(cap)} limit ({limits.env_name('PROFILE_MAX_BYTES')}); it was "
+                                 f"deleted. Profile a smaller model or raise the limit.")
+
     def _generate(self) -> Iterator[LatencySample]:
         cfg = self.config
         session, self.providers = self._open()
+        profiling = bool(cfg.profile)
+        profile_runs = int(limits.limit("PROFILE_MAX_RUNS"))  # warm-up included; then profiling stops
         feeds = make_inputs(session.get_inputs(), self.batch_size, cfg.seed, self._dims)
         self.input_shapes = {k: tuple(v.shape) for k, v in feeds.items()}
         run = session.run
@@ -175,11 +195,14 @@ class LatencyRun(Iterator[LatencySample]):
         clock = time.perf_counter
         try:
             try:
-                for _ in range(cfg.warmup):
+                for w in range(cfg.warmup):
                     if cancel is not None and cancel.cancelled:
                         self.cancelled = True
                         return
                     run(None, feeds)
+                    if profiling and w + 1 >= profile_runs:
+                        self._end_profiling(session)
+                        profiling = False
             except Exception as exc:
                 raise self._run_error(exc) from exc
             duration = float(cfg.duration_s)
@@ -201,14 +224,17 @@ class LatencyRun(Iterator[LatencySample]):
                     self.samples.append(sample)
                 yield sample
                 i += 1
+                if profiling and cfg.warmup + i >= profile_runs:
+                    self._end_profiling(session)
+                    profiling = False
                 if limit is not None:
                     if i >= limit:
                         return
                 elif t1 - start >= duration:
                     return
         finally:
-            if cfg.profile:
-                self.profile_path = session.end_profiling() or None
+            if profiling:
+                self._end_profiling(session)
             del session
 
 
@@ -221,7 +247,9 @@ def latency_samples(model_path, config: BenchConfig, batch_size: int, variant: s
     first ``next()``; ``config.warmup`` untimed runs follow, then ``config.runs`` timed runs, or as many as fit
     in ``config.duration_s`` when it is set. ``cancel`` is checked between runs and ends the iteration early.
     With ``config.profile`` ORT's profile JSON is written into ``profile_dir`` (a new temp folder when None);
-    ``LatencyRun.profile_path`` / ``summary().profile_path`` name the file. ``opt_level`` overrides
+    ``LatencyRun.profile_path`` / ``summary().profile_path`` name the file. Only the first
+    ``limits.PROFILE_MAX_RUNS`` runs (warm-up included) are profiled, and a profile over
+    ``limits.PROFILE_MAX_BYTES`` is deleted (``profile_note`` says so). ``opt_level`` overrides
     ``config.session_opt_level``, the optimization ORT applies when it loads the model.
     """
     return LatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level)
@@ -358,6 +386,8 @@ def _isolated_child(args: dict, fd: int) -> None:
         token.cancel()
 
     threading.Thread(target=listen, daemon=True).start()
+    limit = args.get("memory_gb")
+    limits.apply_memory_limit(limit)
     conn.send(("start", os.getpid()))
     run = None
     try:
@@ -378,15 +408,29 @@ def _isolated_child(args: dict, fd: int) -> None:
             conn.send(("samples", ms_buf, t_buf))
         run.close()  # writes the profile now, so its path can be reported
         conn.send(("end", {"providers": run.providers, "input_shapes": run.input_shapes,
-                           "profile_path": run.profile_path, "cancelled": run.cancelled,
-                           "peak_rss_mb": _maxrss_mb()}))
+                           "profile_path": run.profile_path, "profile_note": run.profile_note,
+                           "cancelled": run.cancelled, "peak_rss_mb": _maxrss_mb()}))
+    except MemoryError:
+        conn.send(("error", "BenchmarkError", memory_message(limit, args.get("variant"), args["batch_size"]), None))
     except OrtlabError as exc:
-        conn.send(("error", type(exc).__name__, exc.message, exc.step))
+        message = exc.message
+        if limit and limits.is_alloc_failure(message):
+            message = memory_message(limit, args.get("variant"), args["batch_size"])
+        conn.send(("error", type(exc).__name__, message, exc.step))
     except BaseException as exc:
         conn.send(("error", "BenchmarkError", f"The timing process failed: {type(exc).__name__}: {one_line(exc)}",
                    None))
     finally:
         conn.close()
+
+
+def memory_message(limit_gb: float | None, variant: str | None, batch_size: int) -> str:
+    """The error of a timing child that hit its memory limit."""
+    what = f"Timing {variant or 'the model'} at batch {batch_size}"
+    if not limit_gb:
+        return f"{what} ran out of memory; use a smaller batch size."
+    return (f"{what} needed more than {float(limit_gb):g} GB of memory (the limit of its process, "
+            f"$ORTLAB_RUN_MEMORY_GB); use a smaller batch size or input shape, or raise the limit.")
 
 
 def _error_from_child(name: str, message: str, step: str | None) -> OrtlabError:
@@ -407,10 +451,11 @@ class IsolatedLatencyRun(LatencyRun):
     ``child_pid`` (reported by the child) and ``peak_rss_mb`` (the child's peak resident memory, read by the
     child itself after its last run)."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, memory_gb: float | None = None, **kwargs) -> None:
         self.child_pid: int | None = None
         self.peak_rss_mb: float | None = None
         self.returncode: int | None = None
+        self.memory_gb = memory_gb
         super().__init__(*args, **kwargs)
 
     def _generate(self) -> Iterator[LatencySample]:
@@ -423,7 +468,8 @@ class IsolatedLatencyRun(LatencyRun):
         args = {"model_path": str(self.model_path.resolve()), "config": self.config.to_dict(),
                 "batch_size": self.batch_size, "variant": self.variant,
                 "profile_dir": str(self._profile_dir.resolve()) if self._profile_dir is not None else None,
-                "dims": dict(self._dims) if self._dims else None, "opt_level": OptLevel(self._opt_level).value}
+                "dims": dict(self._dims) if self._dims else None, "opt_level": OptLevel(self._opt_level).value,
+                "memory_gb": self.memory_gb}
         env, cwd = _child_env()
         ours, theirs = multiprocessing.Pipe(duplex=True)
         stderr = tempfile.TemporaryFile()
@@ -480,6 +526,7 @@ class IsolatedLatencyRun(LatencyRun):
                 self.providers = list(info["providers"])
                 self.input_shapes = {k: tuple(v) for k, v in info["input_shapes"].items()}
                 self.profile_path = info["profile_path"]
+                self.profile_note = info.get("profile_note")
                 self.peak_rss_mb = info["peak_rss_mb"]
                 self.cancelled = bool(info["cancelled"]) or stop_at is not None
                 return
@@ -501,6 +548,8 @@ class IsolatedLatencyRun(LatencyRun):
         except OSError:
             lines = []
         reason = lines[-1].strip() if lines else f"exit status {proc.poll()}"
+        if self.memory_gb and any(limits.is_alloc_failure(ln) for ln in lines[-20:]):
+            return BenchmarkError(memory_message(self.memory_gb, self.variant, self.batch_size))
         return BenchmarkError(f"{self.variant}: the timing process stopped unexpectedly: {reason}")
 
 
@@ -520,12 +569,14 @@ def _reap(proc: subprocess.Popen, grace: float = STOP_GRACE_S) -> int:
 def latency_samples_isolated(model_path, config: BenchConfig, batch_size: int, variant: str = "",
                              cancel: CancelToken | None = None, *, profile_dir=None,
                              dims: Mapping[str, int] | None = None,
-                             opt_level: OptLevel | None = None) -> IsolatedLatencyRun:
+                             opt_level: OptLevel | None = None, memory_gb: float | None = None) -> IsolatedLatencyRun:
     """Like :func:`latency_samples`, but the session is created and timed in a fresh child interpreter.
 
     Samples arrive in batches (at least every ``FLUSH_S`` seconds); ``cancel`` stops the child between two
     runs (it is terminated if it does not stop within ``STOP_GRACE_S``); the child's errors are raised here
     as the same :class:`OrtlabError` subclass with the same message. ``peak_rss_mb`` is the child's peak
-    resident memory (the same quantity :func:`peak_memory_mb` measures). POSIX only.
+    resident memory (the same quantity :func:`peak_memory_mb` measures). ``memory_gb`` limits the child's
+    address space (Linux); a run past it raises "Timing … needed more than X GB of memory". POSIX only.
     """
-    return IsolatedLatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level)
+    return IsolatedLatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level,
+                              memory_gb=memory_gb)

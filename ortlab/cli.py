@@ -18,6 +18,7 @@ from . import __version__
 from .cli_args import UsageError, add_config_arguments, config_from_args, given_values
 from .config import BenchConfig, PreprocessConfig, Recipe, Target
 from .errors import OrtlabError, RecipeError
+from .outputs import OutputError
 from .progress import ProgressEvent
 from .text import format_bytes, one_line
 from .verdict import Level, VerdictPolicy, worse_or_equal
@@ -362,8 +363,6 @@ def cmd_optimize(ns: argparse.Namespace) -> int:
     recipe = recipe_from_args(ns)
     src = _existing_file(ns.model, "Model")
     out = Path(ns.out).expanduser()
-    if out.resolve() == src.resolve():
-        raise UsageError("OUT must differ from MODEL: the source model is never overwritten.")
     config.require_valid(recipe, providers.working_providers())  # fail before loading any data
     spec = _run_spec(src, recipe, ns, ns.calibration, ns.eval_data)
     as_dir = out.is_dir() or out.suffix.lower() != ".onnx"
@@ -555,15 +554,27 @@ def cmd_samples(ns: argparse.Namespace) -> int:
 # -- entry point -------------------------------------------------------------------------------------------
 
 
+def _start_service() -> None:
+    """Before a command that uses the workspace: remove what killed runs left, and say once on stderr when
+    the history database had to be rebuilt."""
+    from . import service
+
+    for notice in service.startup():
+        print(f"{PROG}: warning: {one_line(notice)}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 failure, 2 usage)."""
     parser = build_parser()
+    os.umask(0o077)  # the workspace and every result ortlab writes are private to the user (0700/0600)
     try:
         ns = parser.parse_args(argv)
+        if ns.command in ("optimize", "run", "bench", "history"):
+            _start_service()
         return int(ns.func(ns) or 0)
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
-    except (UsageError, RecipeError) as exc:
+    except (UsageError, RecipeError, OutputError) as exc:
         print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except FileNotFoundError as exc:

@@ -19,7 +19,7 @@ from PIL import Image, UnidentifiedImageError
 
 from .config import ChannelOrder, Layout, PixelScale, PreprocessConfig, ResizeMode
 from .errors import DataError
-from . import dtypes, zipsafe
+from . import dtypes, limits, zipsafe
 from .text import one_line
 
 if TYPE_CHECKING:  # TensorInfo is only used for its .name / .dtype / .shape
@@ -65,8 +65,10 @@ class Dataset:
         """A dataset with the samples at ``indices`` (sharing the loaded bytes/tensors)."""
         return replace(self, samples=[self.samples[i] for i in indices])
 
-    def load_image(self, i: int) -> Image.Image:
-        """Open sample ``i`` as a PIL image (images only)."""
+    def load_image(self, i: int, max_side: int | None = None) -> Image.Image:
+        """Open sample ``i`` as a PIL image (images only). Its size is checked from the header before it is
+        decoded (``limits.IMAGE_MAX_PIXELS``). With ``max_side`` the image is decoded reduced (JPEG draft
+        mode) and shrunk to fit ``max_side`` × ``max_side``: a preview never holds the full image."""
         if self.kind != "images":
             raise DataError(f"Sample {i} is {self.kind}, not an image.")
         s = self.samples[i]
@@ -75,10 +77,19 @@ class Dataset:
                 img = Image.open(io.BytesIO(self._blobs[s.source]))
             else:
                 img = Image.open(s.source)
+            check_image_pixels(img.size, s.name)
+            if max_side is not None:
+                img.draft("RGB" if img.mode not in ("L", "1") else "L", (max_side, max_side))
+                img.thumbnail((max_side, max_side))
             img.load()
-        except (OSError, UnidentifiedImageError, ValueError) as exc:
+        except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError) as exc:
             raise DataError(f"Cannot read image {s.name}: {one_line(exc)}.") from None
         return img
+
+    def load_preview(self, i: int, max_side: int | None = None) -> Image.Image:
+        """Sample ``i`` reduced to at most ``max_side`` (default ``limits.PREVIEW_MAX_SIDE``) on its longest
+        side, decoded reduced where the format allows it."""
+        return self.load_image(i, max_side=int(max_side or limits.limit("PREVIEW_MAX_SIDE")))
 
     def inputs(self, i: int, preprocess: PreprocessConfig | None, model_inputs: Sequence[TensorInfo]) -> dict[str, np.ndarray]:
         """The model feed for sample ``i`` as a batch of one."""
@@ -96,20 +107,43 @@ def _is_hidden(parts: Sequence[str]) -> bool:
     return any(p.startswith(".") or p == "__MACOSX" for p in parts)
 
 
-def _check_image_bytes(data: bytes, name: str) -> None:
+def check_image_pixels(size: tuple[int, int], name: str) -> None:
+    """Raise DataError when an image of ``size`` (width, height, from its header) has more pixels than
+    ``limits.IMAGE_MAX_PIXELS``: such an image is refused before it is decoded."""
+    cap = int(limits.limit("IMAGE_MAX_PIXELS"))
+    w, h = size
+    if w * h > cap:
+        raise DataError(f"Image {name} is {w}×{h} ({w * h / 1e6:.0f} megapixels, about "
+                        f"{limits.gb(w * h * 3)} decoded); at most {cap / 1e6:g} megapixels are accepted "
+                        f"(image pixel limit, {limits.env_name('IMAGE_MAX_PIXELS')}). Resize the images "
+                        f"(the model sees them at a few hundred pixels anyway) and load them again.")
+
+
+def _check_image(src: Any, name: str) -> None:
+    import warnings
+
     try:
-        with Image.open(io.BytesIO(data)) as img:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the pixel limit below decides
+            img = Image.open(src)
+        with img:
+            size = img.size
             img.verify()
+    except Image.DecompressionBombError as exc:  # PIL's own cap (2 × Image.MAX_IMAGE_PIXELS), hit at open
+        raise DataError(f"Image {name} is too large to decode ({one_line(exc)}); at most "
+                        f"{limits.limit('IMAGE_MAX_PIXELS') / 1e6:g} megapixels are accepted. Resize the images "
+                        f"and load them again.") from None
     except Exception as exc:  # PIL raises many types for broken files
         raise DataError(f"{name} has an image extension but cannot be opened as an image ({one_line(exc)}).") from None
+    check_image_pixels(size, name)
+
+
+def _check_image_bytes(data: bytes, name: str) -> None:
+    _check_image(io.BytesIO(data), name)
 
 
 def _check_image_path(path: Path, name: str) -> None:
-    try:
-        with Image.open(path) as img:
-            img.verify()
-    except Exception as exc:
-        raise DataError(f"{name} has an image extension but cannot be opened as an image ({one_line(exc)}).") from None
+    _check_image(path, name)
 
 
 def _build(entries: list[tuple[tuple[str, ...], str]], class_names: Sequence[str] | None, where: str,
@@ -177,7 +211,10 @@ def load_image_zip(path_or_bytes, class_names: Sequence[str] | None = None) -> D
     title = where[:1].upper() + where[1:]
     with zf:
         entries, blobs = [], {}
-        for parts, info in zipsafe.safe_members(zf, DataError, title):
+        cap = int(limits.limit("IMAGE_ZIP_MAX_BYTES"))
+        hint = (f"Images are held in memory, so an image zip may hold at most {limits.gb(cap)} (image zip limit, "
+                f"{limits.env_name('IMAGE_ZIP_MAX_BYTES')}); use fewer or smaller images.")
+        for parts, info in zipsafe.safe_members(zf, DataError, title, max_total=cap, total_hint=hint):
             if _is_hidden(parts) or not _is_image_name(parts[-1]):
                 continue
             try:
@@ -237,6 +274,7 @@ def load_tensor_file(path_or_bytes, name: str | None = None) -> Dataset:
             head = fh.read(6)
     if not (head.startswith(b"\x93NUMPY") or head.startswith(b"PK")):
         raise DataError(f"{label} is not a .npy or .npz file (NumPy's np.save/np.savez format).")
+    check_tensor_file(src, label)
     try:
         loaded = np.load(src, allow_pickle=False)
     except ValueError as exc:
@@ -273,6 +311,85 @@ def load_tensor_file(path_or_bytes, name: str | None = None) -> Dataset:
         class_names = [str(c) for c in range(int(labels.max()) + 1)]
     samples = [Sample(f"sample_{i}", label_list[i], f"tensors:{i}", i) for i in range(n)]
     return Dataset("tensors", samples, class_names, False, _tensors=arrays)
+
+
+def _npy_header(fh, what: str, label: str) -> tuple[np.dtype, int]:
+    """(dtype, array bytes) that a .npy header declares, read without reading the array."""
+    try:
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+        else:
+            shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+    except Exception as exc:
+        raise DataError(f"{what} in {label} is not a readable NumPy array ({one_line(exc)}).") from None
+    if dtype.hasobject:
+        raise DataError(f"{what} in {label} holds Python objects (dtype {dtype}), not plain numeric arrays; "
+                        f"save numeric arrays (np.save/np.savez of float or integer arrays).")
+    count = 1
+    for d in shape:
+        count *= int(d)
+    return dtype, count * dtype.itemsize
+
+
+def _tensor_cap_error(label: str, declared: int, cap: int) -> DataError:
+    return DataError(f"{label} holds {limits.gb(declared)} of arrays once loaded; at most {limits.gb(cap)} are "
+                     f"accepted (tensor file limit, {limits.env_name('TENSOR_FILE_MAX_BYTES')}). Use fewer "
+                     f"samples: calibration needs a few hundred.")
+
+
+def check_tensor_file(src: Any, label: str) -> None:
+    """Check a .npy/.npz (path or BytesIO) from its headers before ``np.load`` expands it: array bytes at most
+    ``limits.TENSOR_FILE_MAX_BYTES`` in all, every .npz member at most ``limits.TENSOR_FILE_MAX_RATIO`` times
+    its compressed size, no object arrays. Raises DataError naming the limit."""
+    cap = int(limits.limit("TENSOR_FILE_MAX_BYTES"))
+    ratio = float(limits.limit("TENSOR_FILE_MAX_RATIO"))
+    if isinstance(src, io.BytesIO):
+        src.seek(0)
+    try:
+        if zipfile.is_zipfile(src):
+            if isinstance(src, io.BytesIO):
+                src.seek(0)
+            with zipfile.ZipFile(src) as zf:
+                infos = zf.infolist()
+                if len(infos) > zipsafe.MAX_MEMBERS:
+                    raise DataError(f"{label} has {len(infos):,} arrays; at most {zipsafe.MAX_MEMBERS:,} are "
+                                    f"accepted.")
+                declared = sum(i.file_size for i in infos)
+                if declared > cap:
+                    raise _tensor_cap_error(label, declared, cap)
+                for info in infos:
+                    if info.flag_bits & 0x1:
+                        raise DataError(f"{label}: array {info.filename!r} is encrypted; save it with np.savez.")
+                    if info.file_size > ratio * max(info.compress_size, 1):
+                        raise DataError(
+                            f"{label}: array {info.filename!r} expands {info.file_size // max(info.compress_size, 1)}× "
+                            f"its compressed size (at most {ratio:g}× is accepted, tensor ratio limit, "
+                            f"{limits.env_name('TENSOR_FILE_MAX_RATIO')}); refusing it as a possible zip bomb. "
+                            f"Save real data with np.savez or np.savez_compressed.")
+                total = 0
+                for info in infos:
+                    with zf.open(info) as fh:
+                        _, nbytes = _npy_header(fh, f"Array {info.filename!r}", label)
+                    total += nbytes
+                    if total > cap:
+                        raise _tensor_cap_error(label, total, cap)
+        else:
+            if isinstance(src, io.BytesIO):
+                src.seek(0)
+                _, nbytes = _npy_header(src, "The array", label)
+            else:
+                with open(src, "rb") as fh:
+                    _, nbytes = _npy_header(fh, "The array", label)
+            if nbytes > cap:
+                raise _tensor_cap_error(label, nbytes, cap)
+    except DataError:
+        raise
+    except (zipfile.BadZipFile, OSError, RuntimeError, ValueError) as exc:
+        raise DataError(f"{label} is not a readable .npy or .npz file ({one_line(exc)}).") from None
+    finally:
+        if isinstance(src, io.BytesIO):
+            src.seek(0)
 
 
 def random_dataset(n: int, seed: int = 0) -> Dataset:
@@ -466,7 +583,7 @@ def check_tensor_inputs(ds: Dataset, model_inputs: Sequence[TensorInfo]) -> None
         _cast_like(arr[:0], info, what)
 
 
-def _random_array(info: TensorInfo, rng: np.random.Generator, batch: int, cfg: PreprocessConfig | None) -> np.ndarray:
+def _random_dims(info: TensorInfo, batch: int, cfg: PreprocessConfig | None) -> list[int]:
     shape = list(info.shape)
     fill: dict[int, int] = {}
     if cfg is not None and len(shape) == 4:
@@ -474,10 +591,15 @@ def _random_array(info: TensorInfo, rng: np.random.Generator, batch: int, cfg: P
             fill = {1: cfg.channels, 2: cfg.size[0], 3: cfg.size[1]}
         else:
             fill = {1: cfg.size[0], 2: cfg.size[1], 3: cfg.channels}
-    dims = [batch if i == 0 else (_static(d) or fill.get(i, RANDOM_DYNAMIC_DIM)) for i, d in enumerate(shape)]
+    return [batch if i == 0 else (_static(d) or fill.get(i, RANDOM_DYNAMIC_DIM)) for i, d in enumerate(shape)]
+
+
+def _random_array(info: TensorInfo, rng: np.random.Generator, batch: int, cfg: PreprocessConfig | None) -> np.ndarray:
+    dims = _random_dims(info, batch, cfg)
     dtype = dtypes.to_numpy(info.dtype)
     if dtype is None:
         raise DataError(f"Cannot make random data for input '{info.name}' of type {info.dtype}.")
+    limits.check_generated_size({info.name: (dims, dtype)}, batch)
     if np.dtype(dtype).kind == "f":
         return rng.standard_normal(dims).astype(dtype)
     if np.dtype(dtype).kind == "b":
@@ -517,6 +639,9 @@ def batch_inputs(ds: Dataset, indices: Sequence[int], cfg: PreprocessConfig | No
                     pass  # not image-shaped: plain random tensors
             else:
                 check_image_input(cfg, model_inputs)
+        one = cfg if len(model_inputs) == 1 else None
+        limits.check_generated_size({t.name: (_random_dims(t, len(indices), one), dtypes.to_numpy(t.dtype) or np.uint8)
+                              for t in model_inputs}, len(indices))
         out: dict[str, list[np.ndarray]] = {t.name: [] for t in model_inputs}
         for i in indices:
             rng = np.random.default_rng([ds.seed, int(ds.samples[i].index or 0)])

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 import sqlite3
+import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
@@ -25,7 +28,7 @@ from typing import Any
 from .artifact import Artifact
 from .bench import LatencySummary
 from .config import BenchConfig
-from .text import utc_timestamp
+from .text import one_line, utc_timestamp
 from .errors import OrtlabError
 from .serial import dumps, from_plain, loads, to_plain
 
@@ -57,6 +60,29 @@ _DECODE_ERRORS = (ValueError, TypeError, KeyError, OrtlabError)
 
 class HistoryError(OrtlabError):
     """The history database cannot be read or has no such entry."""
+
+
+class HistoryRecovered(HistoryError):
+    """Not a failure, a warning to show once: the history database was damaged (or of a schema this ortlab
+    cannot migrate), was moved aside to ``moved_to`` and rebuilt from the ``artifact.json`` files of the
+    workspace (``restored`` runs)."""
+
+    def __init__(self, message: str, moved_to: Path | None = None, restored: int = 0) -> None:
+        super().__init__(message)
+        self.moved_to = moved_to
+        self.restored = restored
+
+
+_NOTICES: builtins.list[HistoryRecovered] = []
+_NOTICES_LOCK = threading.Lock()
+
+
+def take_notices() -> builtins.list[HistoryRecovered]:
+    """The recoveries this process made since the last call (each is shown once)."""
+    with _NOTICES_LOCK:
+        out = list(_NOTICES)
+        _NOTICES.clear()
+    return out
 
 
 @dataclass(frozen=True)
@@ -138,18 +164,66 @@ class History:
     def __init__(self, db_path: str | Path) -> None:
         self.db_path = Path(db_path)
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        self.recovered: HistoryRecovered | None = None
+        if not self.db_path.exists():  # private to its owner, whatever the umask (SQLite's -wal/-shm follow)
+            os.close(os.open(self.db_path, os.O_CREAT | os.O_WRONLY, 0o600))
+        elif self.db_path.stat().st_mode & 0o077 and self.db_path.stat().st_uid == getattr(os, "getuid", int)():
+            os.chmod(self.db_path, 0o600)
         try:
             self._open()
+        except HistoryError:
+            raise
         except sqlite3.DatabaseError as exc:
-            raise HistoryError(f"Cannot open the history database {self.db_path}: {exc}.") from None
+            if not _damaged(exc):  # locked, disk I/O…: nothing to rebuild, try again later
+                raise HistoryError(f"Cannot open the history database {self.db_path.name}: {exc}.") from None
+            self._recover(exc)
 
-    def _open(self) -> None:
-        """Create schema 2, or migrate schema 1 to it, in one transaction (other processes wait)."""
+    def _recover(self, exc: BaseException) -> None:
+        """Move the damaged database aside (``history.sqlite.corrupt-<timestamp>``) and rebuild it from the
+        ``artifact.json`` files under the workspace's ``artifacts/``; remember the notice."""
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        moved: Path | None = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}")
+        n = 1
+        while moved is not None and moved.exists():
+            n += 1
+            moved = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}-{n}")
+        assert moved is not None
+        try:
+            os.replace(self.db_path, moved)
+        except FileNotFoundError:  # another process moved it aside first
+            moved = None
+        for suffix in ("-wal", "-shm", "-journal"):
+            side = Path(f"{self.db_path}{suffix}")
+            if side.exists():
+                if moved is not None:
+                    os.replace(side, Path(f"{moved}{suffix}"))
+                else:
+                    side.unlink(missing_ok=True)
+        os.close(os.open(self.db_path, os.O_CREAT | os.O_WRONLY, 0o600))
+        try:
+            restored = self._open(rebuild=True)
+        except sqlite3.DatabaseError as again:
+            raise HistoryError(f"Cannot open the history database: {again}.") from None
+        if moved is None:
+            return
+        self.recovered = HistoryRecovered(
+            f"The run history could not be read ({one_line(exc)}); it was moved aside to {moved.name} and "
+            f"rebuilt from the {restored} run{'s' if restored != 1 else ''} stored in the workspace (benchmarks "
+            "and runs written outside the workspace are not in the rebuilt history).", moved, restored)
+        with _NOTICES_LOCK:
+            _NOTICES.append(self.recovered)
+
+    def _open(self, rebuild: bool = False) -> int:
+        """Create schema 2, or migrate schema 1 to it, in one transaction (other processes wait). With
+        ``rebuild``, a newly created database is filled from the workspace's artifact folders; returns how
+        many runs that restored."""
+        restored = 0
         with closing(sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None)) as conn:
             conn.execute("PRAGMA busy_timeout=30000")
             conn.execute("PRAGMA journal_mode=WAL")
             if _user_version(conn) == SCHEMA_VERSION:
-                return
+                _probe(conn)
+                return 0
             conn.execute("BEGIN IMMEDIATE")
             try:
                 version = _user_version(conn)  # another process may have done it while we waited
@@ -164,11 +238,15 @@ class History:
                     else:
                         for stmt in _SCHEMA:
                             conn.execute(stmt)
+                        if rebuild:
+                            restored = _rebuild(conn, self.db_path.parent / "artifacts")
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                _probe(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+        return restored
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -181,11 +259,7 @@ class History:
     # -- runs ------------------------------------------------------------------------------------------
     def add(self, artifact: Artifact) -> int:
         """Store an :class:`ortlab.artifact.Artifact`; set and return its ``run_id``."""
-        created = artifact.created_at or utc_timestamp()
-        plain = artifact.to_dict()
-        plain.pop("run_id", None)
-        plain["created_at"] = created
-        row = (created, artifact.kind, artifact.source_name, artifact.source_sha256, artifact.sha256, dumps(plain))
+        row = _run_row(artifact)
         with self._connect() as conn:
             cur = conn.execute("INSERT INTO runs (created_at, kind, source_name, source_sha256, sha256, "
                                "artifact_json) VALUES (?, ?, ?, ?, ?, ?)", row)
@@ -237,9 +311,15 @@ class History:
         return [_benchmark(r) for r in self._newest("benchmarks", limit)]
 
     def delete_benchmark(self, bench_id: int) -> bool:
-        """Forget a benchmark. Returns whether a row was removed."""
+        """Forget a benchmark, and delete its ORT profiles kept in the workspace (``profiles/``). Returns whether
+        a row was removed."""
         with self._connect() as conn:
-            return conn.execute("DELETE FROM benchmarks WHERE id = ?", (int(bench_id),)).rowcount > 0
+            row = conn.execute("SELECT * FROM benchmarks WHERE id = ?", (int(bench_id),)).fetchone()
+            removed = conn.execute("DELETE FROM benchmarks WHERE id = ?", (int(bench_id),)).rowcount > 0
+        record = _benchmark(row) if row is not None else None
+        if isinstance(record, BenchmarkRecord):
+            _remove_profiles(self.db_path.parent / "profiles", record.summaries)
+        return removed
 
     def _newest(self, table: str, limit: int | None) -> builtins.list[sqlite3.Row]:
         sql = f"SELECT * FROM {table} ORDER BY id DESC"
@@ -258,6 +338,56 @@ def _user_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
+def _damaged(exc: sqlite3.DatabaseError) -> bool:
+    """Whether ``exc`` says the file is not a usable history (corrupt, not SQLite, tables or columns of an
+    unknown schema) rather than that it could not be reached right now (locked, I/O)."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return True
+    text = str(exc).lower()
+    return any(k in text for k in ("no such table", "no such column", "has no column", "malformed",
+                                   "not a database"))
+
+
+def _probe(conn: sqlite3.Connection) -> None:
+    """Raise ``sqlite3.DatabaseError`` when the schema-2 tables or columns are not there."""
+    conn.execute("SELECT id, created_at, kind, source_name, source_sha256, sha256, artifact_json, problem "
+                 "FROM runs LIMIT 0")
+    conn.execute("SELECT id, created_at, benchmark_json, problem FROM benchmarks LIMIT 0")
+
+
+def _run_row(artifact: Artifact) -> tuple:
+    created = artifact.created_at or utc_timestamp()
+    plain = artifact.to_dict()
+    plain.pop("run_id", None)
+    plain["created_at"] = created
+    return (created, artifact.kind, artifact.source_name, artifact.source_sha256, artifact.sha256, dumps(plain))
+
+
+def _rebuild(conn: sqlite3.Connection, artifacts_dir: Path) -> int:
+    """Insert every readable ``artifacts/*/artifact.json`` as a run (with its own run id when it has one and
+    that id is free), oldest first; returns how many."""
+    from .artifact import ARTIFACT_FILE, load_artifact
+
+    found = []
+    for path in sorted(artifacts_dir.glob(f"*/{ARTIFACT_FILE}")) if artifacts_dir.is_dir() else []:
+        try:
+            found.append(load_artifact(path.parent))
+        except (OrtlabError, OSError):
+            continue
+    found.sort(key=lambda a: (a.run_id is None, a.run_id or 0, a.created_at))
+    used: set[int] = set()
+    for a in found:
+        row = _run_row(a)
+        if a.run_id is not None and a.run_id not in used:
+            conn.execute("INSERT INTO runs (id, created_at, kind, source_name, source_sha256, sha256, artifact_json) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?)", (a.run_id, *row))
+            used.add(a.run_id)
+        else:
+            conn.execute("INSERT INTO runs (created_at, kind, source_name, source_sha256, sha256, artifact_json) "
+                         "VALUES (?, ?, ?, ?, ?, ?)", row)
+    return len(found)
+
+
 def _run(row: sqlite3.Row) -> Artifact | UnreadableRun:
     if row["problem"]:
         return UnreadableRun(int(row["id"]), row["created_at"], row["problem"])
@@ -273,6 +403,20 @@ def _run(row: sqlite3.Row) -> Artifact | UnreadableRun:
 def _benchmark_plain(record: BenchmarkRecord) -> dict[str, Any]:
     return {"schema_version": BENCHMARK_SCHEMA_VERSION, "variants": to_plain(record.variants),
             "config": to_plain(record.config), "summaries": to_plain(record.summaries), "origin": record.origin}
+
+
+def _remove_profiles(root: Path, summaries: Sequence[LatencySummary]) -> None:
+    """Delete the benchmark's profile folder (``root/<id>/``) named by the profile files of ``summaries``."""
+    import shutil
+
+    root = root.resolve()
+    for s in summaries:
+        if not s.profile_path:
+            continue
+        p = Path(s.profile_path).resolve()
+        if root not in p.parents:
+            continue  # a folder the user chose (ortlab bench --profile DIR) is theirs
+        shutil.rmtree(root / p.relative_to(root).parts[0], ignore_errors=True)
 
 
 def _benchmark(row: sqlite3.Row) -> BenchmarkRecord | UnreadableBenchmark:

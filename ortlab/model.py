@@ -400,12 +400,17 @@ def inspect_model(path) -> ModelInfo:
 
 # -- import -------------------------------------------------------------------------------------------
 
+MAX_STORED_NAME = 120  # characters of a stored model's file name (a longer upload name is shortened)
+
+
 def _safe_filename(name: str) -> str:
     base = PurePosixPath(str(name).replace("\\", "/")).name
     base = re.sub(r"[^A-Za-z0-9._-]+", "_", base).strip("._") or "model"
     if not base.lower().endswith(".onnx"):
         base = base.rsplit(".", 1)[0] if base.lower().endswith(".zip") else base
         base += ".onnx"
+    if len(base) > MAX_STORED_NAME:  # file systems refuse names over 255 bytes: keep the start and the .onnx
+        base = base[: MAX_STORED_NAME - 5].rstrip("._") + ".onnx"
     return base
 
 
@@ -442,12 +447,61 @@ def _extract_zip(zf: zipfile.ZipFile, dest: Path, member: str | None) -> Path:
     return dest / chosen
 
 
-def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, member: str | None = None) -> Path:
+UPLOAD_CHUNK = 8 << 20  # bytes copied at a time from an upload to the workspace
+
+
+def import_upload(fileobj, workspace_models_dir, filename: str = "model.onnx", *, member: str | None = None,
+                  on_saved=None) -> Path:
+    """:func:`import_model` for an uploaded file object (a Streamlit ``UploadedFile``, any binary stream):
+    its bytes are written to a temp file in the workspace ``UPLOAD_CHUNK`` at a time and hashed while they are
+    written, then imported by path, so this process never holds another copy of the upload. ``on_saved()`` is
+    called once the bytes are on disk, before the model is validated: the caller can drop its copy there."""
+    models_dir = Path(workspace_models_dir)
+    models_dir.mkdir(parents=True, exist_ok=True)
+    if getattr(fileobj, "seekable", lambda: False)():
+        fileobj.seek(0)
+    with tempfile.TemporaryDirectory(prefix=f".upload-{os.getpid()}-", dir=models_dir) as tmp:
+        path = Path(tmp) / _safe_filename(filename)
+        h = hashlib.sha256()
+        with open(path, "wb") as out:
+            while chunk := fileobj.read(UPLOAD_CHUNK):
+                h.update(chunk)
+                out.write(chunk)
+                del chunk
+        if on_saved is not None:
+            on_saved()
+            release_memory()
+        result = import_model(path, models_dir, filename=filename or "model.onnx", member=member,
+                              sha256=h.hexdigest())
+    release_memory()
+    return result
+
+
+def release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the system (glibc ``malloc_trim``), so that a big
+    import or inspection leaves no resident memory behind in a long-lived server."""
+    import ctypes
+    import gc
+    import sys
+
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+
+
+def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, member: str | None = None,
+                 sha256: str | None = None) -> Path:
     """Copy an uploaded .onnx (bytes or path) or a .zip (model + external data) into a new folder
     ``workspace_models_dir/<sha256 prefix>/``, validate it, and return the stored .onnx path.
 
     Zips with absolute paths, ``..``, symlinks, encrypted members or bomb-like sizes are refused;
-    a zip with several .onnx files needs ``member``. The source is never modified.
+    a zip with several .onnx files needs ``member``. The source is never modified. ``sha256``: the source
+    file's digest when the caller already computed it (a plain .onnx path is then not read again to hash it).
+    Files are copied (``shutil.copyfile``: a kernel-side copy, never held in this process), not hard-linked:
+    a link would share the inode, so re-exporting the model in place would change the stored copy too.
     """
     models_dir = Path(workspace_models_dir)
     models_dir.mkdir(parents=True, exist_ok=True)
@@ -455,7 +509,7 @@ def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, 
     if not is_bytes and not Path(source).is_file():
         raise ModelLoadError(f"'{source}' does not exist or is not a file.")
     name = _safe_filename(filename if (is_bytes or filename != "model.onnx") else Path(source).name)
-    with tempfile.TemporaryDirectory(prefix=".import-", dir=models_dir) as tmp:
+    with tempfile.TemporaryDirectory(prefix=f".import-{os.getpid()}-", dir=models_dir) as tmp:
         tmp = Path(tmp)
         if _is_zip(source):
             try:
@@ -483,7 +537,7 @@ def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, 
         else:
             model = load_model(onnx_path, check=True, load_external=False)
         files = external_data_files(model, src_dir) if src_dir is not None else {}
-        digest = sha256_file(onnx_path)
+        digest = model_sha = sha256 if (sha256 and not is_bytes and onnx_path == Path(source)) else sha256_file(onnx_path)
         if files:
             h = hashlib.sha256(digest.encode())
             for loc in sorted(files):
@@ -494,6 +548,9 @@ def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, 
         final_path = final_dir / name
         if final_path.is_file():
             return final_path
+        for existing in sorted(final_dir.glob("*.onnx")) if final_dir.is_dir() else []:
+            if sha256_file(existing) == model_sha:  # the same content under another name: stored once
+                return existing
         stage = tmp / "stage"
         stage.mkdir()
         shutil.copyfile(onnx_path, stage / name)

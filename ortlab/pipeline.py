@@ -2,13 +2,15 @@
 
 :func:`plan` lists the stages a recipe runs, before anything runs; :func:`run_recipe` executes that plan, one
 small step function per stage, each timed by its own start and stop. The source model is read in place and
-never modified; everything is written into ``out_dir``: ``model.onnx``, ``recipe.json`` and ``artifact.json``.
+never modified; everything is written into ``out_dir``: ``model.onnx`` (its external data, if any, as
+``model.onnx.data``), ``recipe.json`` and ``artifact.json``. The stages work in a temporary folder inside
+``out_dir``; the result is renamed into place only when every stage succeeded (``ortlab.outputs``), so a failed
+run leaves ``out_dir`` as it was, and an ``out_dir`` that would overwrite the source is refused.
 """
 
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -96,7 +98,8 @@ class _Run:
 
     @property
     def final(self) -> Path:
-        return self.out_dir / MODEL_FILE
+        """The result while the run goes (in the work folder; installed into ``out_dir`` at the end)."""
+        return self.work / "result.onnx"
 
     def warn(self, items) -> None:
         for w in items or ():
@@ -284,29 +287,36 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
     from .verdict import VerdictPolicy
     from .model import sha256_file
 
+    from . import outputs
+
     source = Path(model_path)
+    outputs.check_targets(source, outputs.result_files(out_dir, as_file=False))
     r = _Run(source, recipe, Path(out_dir), dataset, verify_dataset, preprocess, verify_samples, reporter, cancel,
              current=source, policy=policy or VerdictPolicy())
     stages = plan(recipe)
     _run_stage(r, "validate", _validate, "Checking the recipe, the model and the data")
     messages = _messages(r)
+    created = not r.out_dir.exists()
     r.out_dir.mkdir(parents=True, exist_ok=True)
-    r.work = Path(tempfile.mkdtemp(prefix=".ortlab-work-", dir=r.out_dir))
+    r.work = outputs.make_temp_dir(outputs.WORK_PREFIX, r.out_dir)
+    target = r.out_dir / MODEL_FILE
     try:
         for stage in stages[1:]:
             _run_stage(r, stage.name, _step(stage.name, recipe), messages.get(stage.name, ""))
+        outputs.install_model(r.final, target)
     except BaseException:
-        r.final.unlink(missing_ok=True)
-        raise
-    finally:
         shutil.rmtree(r.work, ignore_errors=True)
+        if created:  # a folder this run made holds nothing but what the run wrote: no empty run folders
+            shutil.rmtree(r.out_dir, ignore_errors=True)
+        raise
+    shutil.rmtree(r.work, ignore_errors=True)
 
     artifact = Artifact(
-        run_id=None, model_path=r.final, source_path=source.resolve(), source_sha256=r.info.sha256,
-        sha256=sha256_file(r.final), recipe=recipe, timings=r.timings, warnings=r.warnings, providers=r.providers,
-        size_bytes=file_bytes(r.final), source_size_bytes=int(r.info.total_bytes), random_data=r.random_data,
+        run_id=None, model_path=target, source_path=source.resolve(), source_sha256=r.info.sha256,
+        sha256=sha256_file(target), recipe=recipe, timings=r.timings, warnings=r.warnings, providers=r.providers,
+        size_bytes=file_bytes(target), source_size_bytes=int(r.info.total_bytes), random_data=r.random_data,
         created_at=utc_timestamp(), evaluation=r.evaluation, notes=r.notes, verdict=r.verdict,
     )
-    (r.out_dir / RECIPE_FILE).write_text(recipe.to_json(), encoding="utf-8")
+    outputs.write_text_atomic(r.out_dir / RECIPE_FILE, recipe.to_json())
     artifact.save()
     return artifact

@@ -37,7 +37,8 @@ from .text import one_line, utc_timestamp
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 STOP_GRACE_S = 3.0  # after terminate(), how long a child may take before it is killed
-MEMORY_ENV = "ORTLAB_RUN_MEMORY_GB"  # optional address-space limit of a recipe's child process
+PROFILES_DIR = "profiles"  # under the workspace: one folder of ORT profiles per benchmark
+MEMORY_ENV = "ORTLAB_RUN_MEMORY_GB"  # address-space limit (GB) of a recipe's or benchmark's child; 0 = none
 
 
 # -- handles ---------------------------------------------------------------------------------------------------
@@ -148,13 +149,26 @@ def _child_env() -> tuple[dict, str]:
 
 
 def memory_limit_gb() -> float | None:
-    """The address-space limit of a recipe's child (``$ORTLAB_RUN_MEMORY_GB``), None when unset."""
+    """The address-space limit (GB) of each recipe and benchmark child: ``$ORTLAB_RUN_MEMORY_GB`` when set
+    (``0`` = no limit), else ``limits.default_run_memory_gb()`` (min(8 GB, 60 % of the machine's RAM))."""
+    from . import limits
+
     text = os.environ.get(MEMORY_ENV, "").strip()
+    if not text:
+        return limits.default_run_memory_gb()
     try:
-        value = float(text) if text else 0.0
+        value = float(text)
     except ValueError:
-        return None
+        return limits.default_run_memory_gb()
     return value if value > 0 else None
+
+
+def _default_memory_gb(target: Any) -> float | None:
+    """The default limit for a run on ``target``: none for a GPU run (CUDA reserves far more address space
+    than it uses, so an address-space limit would break it), else :func:`memory_limit_gb`."""
+    if str(getattr(target, "value", target)).lower() == "gpu" and not os.environ.get(MEMORY_ENV, "").strip():
+        return None
+    return memory_limit_gb()
 
 
 class RecipeHandle(Handle):
@@ -266,28 +280,35 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
     ``out``: None = a new folder in the workspace; a folder = the artifact folder (model.onnx, recipe.json,
     artifact.json); a ``*.onnx`` path = just that model (and its external data) written there. Every run is
     recorded in the workspace history (``origin`` "app" or "cli") by the child when it ends. ``memory_gb``
-    (default ``$ORTLAB_RUN_MEMORY_GB``) limits the child's address space.
+    (default :func:`memory_limit_gb`: ``$ORTLAB_RUN_MEMORY_GB``, else min(8 GB, 60 % of RAM); none for a GPU
+    target unless the variable is set) limits the child's address space.
     """
     from multiprocessing import Pipe
 
     from .workspace import Workspace
 
+    from . import outputs
+
     ws = workspace if workspace is not None else Workspace()
     target: Path | None = None
     as_file = out is not None and Path(out).suffix.lower() == ".onnx" and not Path(out).is_dir()
+    if out is not None:  # refused before anything is written: OUT must not be the source or a file it needs
+        outputs.check_targets(spec.model, outputs.result_files(out, as_file=as_file))
     if out is None:
         run_dir, created = ws.new_artifact_dir(), True
+        (run_dir / outputs.OWNER_FILE).write_text(str(os.getpid()))
     elif as_file:
-        target = Path(out).expanduser().resolve()
+        target = Path(out).expanduser().absolute()
         target.parent.mkdir(parents=True, exist_ok=True)
-        run_dir, created = Path(tempfile.mkdtemp(prefix=".ortlab-", dir=target.parent)), True
+        outputs.clean_stale(folders=[target.parent])
+        run_dir, created = outputs.make_temp_dir(outputs.RUN_PREFIX, target.parent), True
     else:
         run_dir = Path(out).expanduser().resolve()
         created = not run_dir.exists()
     handle = RecipeHandle(spec, run_dir, remove_on_cancel=created)
     args = {"spec": spec.to_dict(), "run_dir": str(run_dir), "out_file": str(target) if target is not None else None,
             "db": str(ws.db_path), "origin": origin,
-            "memory_gb": memory_gb if memory_gb is not None else memory_limit_gb()}
+            "memory_gb": memory_gb if memory_gb is not None else _default_memory_gb(spec.recipe.target)}
     env, cwd = _child_env()
     ours, theirs = Pipe(duplex=False)
     handle._log = tempfile.TemporaryFile()
@@ -325,18 +346,17 @@ def run_recipe_spec(spec: RunSpec, out_dir, reporter=None, cancel: CancelToken |
                       verify_samples=spec.verify_samples, verify_dataset=ev, policy=spec.policy)
 
 
-def _too_big(limit) -> str:
+def _too_big(limit, what: str = "This run", todo: str = "use smaller inputs or fewer samples") -> str:
     if not limit:
-        return "This run ran out of memory."
-    return (f"This run needed more than {float(limit):g} GB of memory (the limit of its process, "
-            f"${MEMORY_ENV}); use smaller inputs or fewer samples, or raise the limit.")
+        return f"{what} ran out of memory."
+    return (f"{what} needed more than {float(limit):g} GB of memory (the limit of its process, "
+            f"${MEMORY_ENV}); {todo}, or raise the limit.")
 
 
 def _recipe_child(args_json: str, fd: int) -> None:
     """Runs inside the child interpreter: run the spec, write and record the artifact, report over ``fd``."""
     from multiprocessing.connection import Connection
 
-    from .artifact import ARTIFACT_FILE, RECIPE_FILE
     from .history import History
 
     conn = Connection(fd)
@@ -349,44 +369,50 @@ def _recipe_child(args_json: str, fd: int) -> None:
 
     signal.signal(signal.SIGTERM, terminated)
     limit = args.get("memory_gb")
-    if limit and sys.platform.startswith("linux"):
-        import resource
+    from .limits import apply_memory_limit, is_alloc_failure
 
-        cap = int(float(limit) * (1 << 30))
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    apply_memory_limit(limit)
+    os.umask(0o077)  # every file the run writes is private to its owner (0600)
     conn.send(("start", os.getpid()))
     spec = RunSpec.from_dict(args["spec"])
     run_dir = Path(args["run_dir"])
+    from . import outputs
+
+    owner = run_dir / outputs.OWNER_FILE
+    if owner.exists():
+        owner.write_text(str(os.getpid()))
+    # scratch files (quantization copies) go to a private temp folder named for clean_stale after a kill -9
+    scratch = outputs.make_temp_dir(outputs.TEMP_PREFIX, tempfile.gettempdir())
+    tempfile.tempdir = str(scratch)
 
     def report(ev: ProgressEvent) -> None:
         conn.send(("event", ev.stage, ev.done, ev.total, ev.message))
 
     try:
         artifact = run_recipe_spec(spec, run_dir, report)
-        if args.get("out_file"):  # just the model (and its external data) at OUT.onnx
+        if args.get("out_file"):  # just the model (and its external data, as OUT.onnx.data) at OUT.onnx
             target = Path(args["out_file"])
-            os.replace(artifact.model_path, target)
-            for extra in run_dir.iterdir():
-                if extra.is_file() and extra.name not in (RECIPE_FILE, ARTIFACT_FILE):
-                    os.replace(extra, target.parent / extra.name)
+            outputs.check_targets(spec.model, outputs.result_files(target, as_file=True))
+            artifact.model_path = outputs.install_model(artifact.model_path, target)
             shutil.rmtree(run_dir, ignore_errors=True)
-            artifact.model_path = target
         artifact.origin, artifact.spec = str(args.get("origin") or ""), spec
         History(args["db"]).add(artifact)
         if not args.get("out_file"):
             artifact.save()  # again, now with its run_id
+        owner.unlink(missing_ok=True)
         conn.send(("done", artifact.to_dict()))
     except MemoryError:
         conn.send(("error", "OrtlabError", _too_big(limit), None))
     except OrtlabError as exc:
         message = exc.message
-        if limit and any(k in message for k in ("bad_alloc", "Failed to allocate", "Unable to allocate")):
+        if limit and is_alloc_failure(message):
             message = _too_big(limit)
         conn.send(("error", type(exc).__name__, message, exc.step))
     except BaseException as exc:
         conn.send(("error", "OrtlabError", f"Unexpected {type(exc).__name__}: {one_line(exc)}", None))
     finally:
         conn.close()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 # -- benchmarks: one at a time per process, each variant × batch size timed in its own child -----------------
@@ -421,6 +447,7 @@ class BenchHandle(Handle):
         self.bench_id: int | None = None
         self.record: BenchmarkRecord | None = None
         self.baseline_rss_mb: float | None = None
+        self.profile_dir: Path | None = None  # the workspace folder of its profiles, when the service chose it
 
     @property
     def queue_position(self) -> int:
@@ -429,16 +456,26 @@ class BenchHandle(Handle):
 
 def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, measure_memory: bool = False,
                     workspace=None, origin: str = "app", profile_dir=None,
-                    timer: Callable | None = None) -> BenchHandle:
+                    timer: Callable | None = None, memory_gb: float | None = None) -> BenchHandle:
     """Time every variant at every batch size of ``config`` (each in its own child process, peak memory from
     that child when ``measure_memory``), after the benchmarks already queued in this process; record it in the
-    workspace history when it ends. Returns the handle at once."""
+    workspace history when it ends. Returns the handle at once.
+
+    ``memory_gb`` (default :func:`memory_limit_gb`, none for a GPU target unless ``$ORTLAB_RUN_MEMORY_GB`` is
+    set) limits each timing child's address space. With ``config.profile`` and no ``profile_dir`` the profiles
+    go into ``<workspace>/profiles/<handle id>/`` (:func:`profile_folder`), removed with the benchmark."""
     from .workspace import Workspace
 
     ws = workspace if workspace is not None else Workspace()
     handle = BenchHandle(variants, config)
+    own_profiles = bool(config.profile and profile_dir is None)
+    if own_profiles:
+        profile_dir = profile_folder(ws, handle.id)
+    if timer is None:
+        timer = _default_timer(memory_gb if memory_gb is not None else _default_memory_gb(config.target))
     with _BENCH:
         _BENCH_QUEUE.append(handle.id)
+    handle.profile_dir = Path(profile_dir) if own_profiles else None
     threading.Thread(target=_bench_worker, args=(handle, ws, origin, measure_memory, profile_dir, timer),
                      name=f"ortlab-bench-{handle.id}", daemon=True).start()
     return handle
@@ -465,17 +502,35 @@ def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, pr
         handle.record = record
         handle._finish(DONE, summaries)
     except Cancelled as exc:
+        _drop_profiles(handle, profile_dir)
         handle._finish(CANCELLED, error=exc)
     except OrtlabError as exc:
+        _drop_profiles(handle, profile_dir)
         handle._finish(FAILED, error=exc)
     except Exception as exc:
+        _drop_profiles(handle, profile_dir)
         handle._finish(FAILED, error=BenchmarkError(f"Unexpected {type(exc).__name__}: {one_line(exc)}"))
 
 
-def _default_timer():
+def _drop_profiles(handle: BenchHandle, profile_dir) -> None:
+    """A benchmark that records nothing keeps no profiles in the workspace (a folder the caller chose stays)."""
+    if handle.profile_dir is not None:
+        shutil.rmtree(handle.profile_dir, ignore_errors=True)
+
+
+def profile_folder(ws, bench_key: str) -> Path:
+    """Where a benchmark's ORT profiles go: ``<workspace>/profiles/<bench_key>/`` (not created here)."""
+    return Path(ws.root) / PROFILES_DIR / bench_key
+
+
+def _default_timer(memory_gb: float | None = None):
+    import functools
+
     from . import bench
 
-    return bench.latency_samples_isolated if os.name == "posix" else bench.latency_samples
+    if os.name != "posix":
+        return bench.latency_samples
+    return functools.partial(bench.latency_samples_isolated, memory_gb=memory_gb)
 
 
 def _wait_for_slot(handle: BenchHandle) -> None:
@@ -512,3 +567,19 @@ def _bench_all(handle: BenchHandle, measure_memory: bool, profile_dir, timer) ->
         summaries.append(run.summary(peak_rss_mb=peak))
     handle._put(ProgressEvent("bench", len(plan), len(plan), "done"))
     return summaries
+
+
+# -- start-up ---------------------------------------------------------------------------------------------------
+
+
+def startup(workspace=None) -> list[OrtlabError]:
+    """When the app or a CLI command that uses the workspace starts: remove what killed runs left behind
+    (``outputs.clean_stale``), open the history (a damaged one is moved aside and rebuilt), and return the
+    notices to show the person once (``history.HistoryRecovered``)."""
+    from . import history, outputs
+    from .workspace import Workspace
+
+    ws = workspace if workspace is not None else Workspace()
+    outputs.clean_stale(ws)
+    ws.history()
+    return list(history.take_notices())

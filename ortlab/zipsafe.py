@@ -10,16 +10,18 @@ for images, ``ModelLoadError`` for models) and say which limit was hit and what 
 
 from __future__ import annotations
 
+import os
 import re
 import stat
 import zipfile
 from pathlib import Path
 
+from . import limits
 from .errors import OrtlabError
 from .text import format_bytes
 
 MAX_MEMBERS = 50_000                 # entries in the central directory
-MAX_TOTAL_BYTES = 4 * 10**9          # sum of the declared uncompressed sizes of all members
+MAX_TOTAL_BYTES = limits.ZIP_MAX_TOTAL_BYTES  # sum of the declared uncompressed sizes (limits.py says why)
 MAX_RATIO = 200                      # uncompressed / compressed size of any one member
 MAX_NAME_BYTES = 255                 # UTF-8 bytes of one file or folder name
 MAX_DEPTH = 32                       # folders above a member
@@ -60,10 +62,25 @@ def member_parts(name: str, error: type[OrtlabError], where: str = "The zip") ->
     return parts
 
 
-def safe_members(zf: zipfile.ZipFile, error: type[OrtlabError], where: str = "The zip"
+def total_cap() -> int:
+    """The cap on a zip's uncompressed total: ``$ORTLAB_LIMIT_ZIP_MAX_TOTAL_BYTES`` when set, else
+    ``MAX_TOTAL_BYTES``."""
+    if os.environ.get(limits.env_name("ZIP_MAX_TOTAL_BYTES"), "").strip():
+        return int(limits.limit("ZIP_MAX_TOTAL_BYTES"))
+    return MAX_TOTAL_BYTES
+
+
+def safe_members(zf: zipfile.ZipFile, error: type[OrtlabError], where: str = "The zip", *,
+                 max_total: int | None = None, total_hint: str = "Split it into smaller zips."
                  ) -> list[tuple[tuple[str, ...], zipfile.ZipInfo]]:
     """(path parts, info) of every file member (folders left out), after checking every member and the
-    archive's totals against the limits above. Raises ``error`` naming the limit that was hit."""
+    archive's totals against the limits above (``max_total`` lowers the total for a caller that holds the
+    members in memory; ``total_hint`` says what to do then). Raises ``error`` naming the limit that was hit.
+    Only the central directory is read: nothing is decompressed or written before every check passed."""
+    cap = total_cap()
+    hint = "Split it into smaller zips."
+    if max_total is not None and max_total < cap:
+        cap, hint = max_total, total_hint
     infos = zf.infolist()
     if len(infos) > MAX_MEMBERS:
         raise error(f"{where} has {len(infos):,} members; at most {MAX_MEMBERS:,} are accepted. "
@@ -83,9 +100,10 @@ def safe_members(zf: zipfile.ZipFile, error: type[OrtlabError], where: str = "Th
                         f"{MAX_RATIO}× is accepted); refusing it as a possible zip bomb. Zip the files with "
                         "ordinary compression.")
         total += info.file_size
-        if total > MAX_TOTAL_BYTES:
-            raise error(f"{where} expands to more than {format_bytes(MAX_TOTAL_BYTES)} (the limit for one zip); "
-                        "refusing it as a possible zip bomb. Split it into smaller zips.")
+        if total > cap:
+            declared = sum(i.file_size for i in infos)
+            raise error(f"{where} expands to more than {format_bytes(cap)} (the limit for one zip); its members "
+                        f"declare {format_bytes(declared)}. Refusing it before extracting anything. {hint}")
         if not info.is_dir() and parts:
             out.append((parts, info))
     return out

@@ -7,6 +7,7 @@ from ortlab.ui import actions, cards, charts, compare_data, state
 from ortlab.ui.forms import dataclass_form
 from ortlab.verdict import VerdictPolicy, judge, not_evaluated
 from ortlab.ui.guard import engine_errors
+from ortlab.ui.inert import md
 from ortlab.ui.progress_view import demo_button, recipe_job_panel, show_flash
 from ortlab.ui.graph_view import counts_text, show_graph_diff
 from ortlab.ui.viewers import netron
@@ -46,7 +47,7 @@ if random_flag:
     cards.random_data_warning("This run")
 if cand.artifact is not None:
     for w in cand.artifact.warnings[:6]:
-        st.caption(f"⚠ {w}")
+        st.caption(f"⚠ {md(w)}")
 
 ref_info = cand_info = diff = None
 with engine_errors("Reading the two models"):
@@ -80,8 +81,9 @@ with verdict_slot:
 if ref_info and cand_info:
     ratio = cand_info.total_bytes / max(1, ref_info.total_bytes)
     cards.metric_row([
-        ("Reference size", format_bytes(ref_info.total_bytes), None, ref.name),
-        ("Candidate size", format_bytes(cand_info.total_bytes), f"{100 * (ratio - 1):+.1f}%", cand.name, "inverse"),
+        ("Reference size", format_bytes(ref_info.total_bytes), None, md(ref.name)),
+        ("Candidate size", format_bytes(cand_info.total_bytes), f"{100 * (ratio - 1):+.1f}%", md(cand.name),
+         "inverse"),
         ("Size ratio", f"{100 * ratio:.1f}%", None, "Candidate size as a share of the reference."),
         ("Nodes", f"{ref_info.node_count} → {cand_info.node_count}",
          f"{cand_info.node_count - ref_info.node_count:+d}", None, "off"),
@@ -106,11 +108,11 @@ with tabs[0]:
         m[2].metric("Changed nodes", counts.get("changed", 0), border=True, help="Matched, with new inputs or attributes")
         m[3].metric("Unchanged nodes", counts.get("unchanged", 0), border=True)
         if diff.fusions:
-            st.markdown("**Fusions and rewrites**\n" + "\n".join(f"- {f}" for f in diff.fusions))
+            st.markdown("**Fusions and rewrites**\n" + "\n".join(f"- {md(f)}" for f in diff.fusions))
         else:
             st.caption("No fusions found.")
         for n in diff.notes:
-            st.caption(n)
+            st.caption(md(n))
         show_all = st.toggle("Show unchanged op types", value=False, key="compare.all_ops")
         rows = [{"op": d["key"], "domain": d["domain"] or "ai.onnx", "reference": d["before"],
                  "candidate": d["after"], "Δ": d["delta"]} for d in diff.op_deltas if show_all or d["delta"]]
@@ -135,10 +137,10 @@ with tabs[1]:
     if st.toggle("Show both graphs in Netron", value=False, key="compare.netron"):
         n1, n2 = st.columns(2)
         with n1:
-            st.markdown(f"**{ref.name}**")
+            st.markdown(f"**{md(ref.name)}**")
             netron(ref.path, key="compare_netron_ref", height=700)
         with n2:
-            st.markdown(f"**{cand.name}**")
+            st.markdown(f"**{md(cand.name)}**")
             netron(cand.path, key="compare_netron_cand", height=700)
 
 with tabs[2]:
@@ -174,7 +176,7 @@ with tabs[3]:
         acc = [row for row in acc if row["reference"] not in ("", "–") or row["candidate"] != "–"]
         if ev.task is not None:
             st.caption(f"Task: **{ev.task.task.value}** "
-                       f"({'inferred: ' + ev.task.why if ev.task.inferred else 'given'})")
+                       f"({'inferred: ' + md(ev.task.why) if ev.task.inferred else 'given'})")
         st.dataframe(acc, hide_index=True)
         if ev.task is not None:
             tm = ev.task

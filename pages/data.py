@@ -9,6 +9,7 @@ from ortlab.ui import actions, state
 from ortlab.ui.cards import random_data_warning
 from ortlab.ui.forms import dataclass_form
 from ortlab.ui.guard import engine_errors
+from ortlab.ui.inert import md
 from ortlab.ui.progress_view import show_flash
 from ortlab.ui.router import require_model, require_router, stop_page
 
@@ -76,7 +77,7 @@ with st.container(border=True):
                 ds = data.load_tensor_file(f.getvalue(), f.name)
                 data.check_tensor_inputs(ds, info.inputs)
                 actions.set_user_dataset(ds, f"{f.name} ({len(ds)})")
-                st.success(f"Loaded {len(ds)} samples from {f.name}.")
+                st.success(f"Loaded {len(ds)} samples from {md(f.name)}.")
     else:
         st.warning("Random inputs make calibration ranges and accuracy meaningless. Use them only to try the "
                    "pipeline on a model without data; every result will carry a warning.")
@@ -94,7 +95,7 @@ if ds is None:
 if ds.is_random:
     random_data_warning("This data set")
 
-st.subheader(f"Data in use: {state.dataset_label()}")
+st.subheader(f"Data in use: {md(state.dataset_label())}")
 ev_ds = state.eval_dataset()
 settings = state.data_settings()
 c1, c2, c3, c4 = st.columns(4)
@@ -114,7 +115,7 @@ if ds.kind == "images":
     k = min(24, len(ds))
     idx = [int(i) for i in np.linspace(0, len(ds) - 1, k)] if k else []
     with engine_errors("Reading the preview images"):
-        imgs = [ds.load_image(i) for i in idx]
+        imgs = [ds.load_preview(i) for i in idx]  # decoded reduced, never full-size
         caps = [ds.class_names[ds.samples[i].label] if ds.samples[i].label is not None and ds.class_names
                 else ds.samples[i].name for i in idx]
         st.image(imgs, caption=caps, width=88)
@@ -152,7 +153,7 @@ if ds.kind == "images":
         m[3].metric("min / max", f"{a32.min():.3g} / {a32.max():.3g}", border=True)
         m[4].metric("mean", f"{a32.mean():.3g}", border=True)
         pc = st.columns(6)
-        pc[0].image(ds.load_image(0), caption="original", width=140)
+        pc[0].image(ds.load_preview(0), caption="original", width=140)
         pc[1].image(data.tensor_preview(arr[0], cfg), caption=f"model input {cfg.size[0]}×{cfg.size[1]} (rescaled)",
                     width=140)
         data.check_fits(ds, cfg, info.inputs)

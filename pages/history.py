@@ -5,8 +5,10 @@ import streamlit as st
 from ortlab.artifact import Artifact
 from ortlab.serial import to_plain
 from ortlab.text import format_bytes
-from ortlab.ui import actions, cards
-from ortlab.ui.guard import engine_errors
+from ortlab.ui import actions, cards, state
+from ortlab.history import take_notices
+from ortlab.ui.guard import engine_errors, error_message, show_message
+from ortlab.ui.inert import md
 from ortlab.ui.progress_view import show_flash
 from ortlab.ui.router import require_router, stop_page
 
@@ -16,6 +18,11 @@ show_flash()
 records = []
 with engine_errors("Reading the history"):
     records = actions.history().list()
+for notice in take_notices():  # the database was damaged and has just been rebuilt: say so (a warning)
+    show_message(*error_message("Reading the history", notice))
+with engine_errors("Measuring the workspace"):
+    st.caption(f"Storage used by the workspace (imported models, data, results, history): "
+               f"{format_bytes(actions.workspace().size_bytes())}")
 if not records:
     st.info("No runs yet. Run a recipe (or the demo) and it will be listed here, even after a restart.")
     stop_page()
@@ -31,6 +38,14 @@ if unreadable:
                f"{'are' if len(unreadable) != 1 else 'is'} left out above:", icon=":material/warning:")
     st.dataframe([{"run": u.id, "time": u.created_at.replace("T", " ")[:19], "why": u.reason} for u in unreadable],
                  hide_index=True, width="stretch")
+    if st.button(f"Remove the unreadable run{'s' if len(unreadable) != 1 else ''} from the history",
+                 key="history.forget_unreadable"):
+        with engine_errors("Removing unreadable runs"):
+            for u in unreadable:
+                actions.delete_run(u.id)
+            state.flash(f"Removed {len(unreadable)} unreadable run{'s' if len(unreadable) != 1 else ''} from the "
+                        "history.", "success")
+            st.rerun()
 if not runs:
     stop_page()
 
@@ -41,7 +56,7 @@ r = by_id[run_id]
 recipe = r.recipe
 model_file = r.model_path
 
-st.subheader(f"Run #{run_id}: {recipe.label()}")
+st.subheader(f"Run #{run_id}: {md(recipe.label())}")
 cards.verdict_banner(actions.run_verdict(r), f"Verdict on run #{run_id}")
 if r.random_data:
     cards.random_data_warning("This run")
@@ -53,10 +68,11 @@ cards.metric_row([
     ("Agreement", cards.pct(ev.top1_agreement if ev else None), None, None),
     ("Total time", f"{r.total_seconds:.1f} s", None, ", ".join(f"{k} {v:.2f}s" for k, v in r.timings.items())),
 ])
-st.caption(f"Source {r.source_path} (sha256 {r.source_sha256[:12]}) → {r.model_path} "
-           f"(sha256 {r.sha256[:12]}) · providers {', '.join(r.providers)}")
+ws = actions.workspace()
+st.caption(f"Source {md(ws.relative(r.source_path))} (sha256 {r.source_sha256[:12]}) → "
+           f"{md(ws.relative(r.model_path))} (sha256 {r.sha256[:12]}) · providers {md(', '.join(r.providers))}")
 for w in r.warnings:
-    st.caption(f"⚠ {w}")
+    st.caption(f"⚠ {md(w)}")
 
 cli = actions.cli_line(r, f"run{run_id}.onnx")
 st.code(cli, language="bash")
@@ -81,3 +97,27 @@ if d[4].button(":material/compare: Load into Compare", key="history.load", type=
         st.switch_page("pages/compare.py")
 with st.expander("Raw record"):
     st.json(to_plain(r))
+
+# -- delete, with a confirmation ------------------------------------------------------------------------
+inside = ws.contains(model_file)
+if state.ui("history.confirm_delete") != run_id:
+    if st.button(f":material/delete: Delete run #{run_id}", key="history.delete"):
+        state.set_ui("history.confirm_delete", run_id)
+        st.rerun()
+else:
+    what = ("its files in the workspace" if inside else
+            "nothing on disk: its model lies outside the workspace and stays where it is")
+    st.warning(f"Delete run #{run_id} from the history? This also deletes {what}, and the benchmarks that timed "
+               "it. It cannot be undone.", icon=":material/delete:")
+    yes, no = st.columns([1, 4])
+    if yes.button("Yes, delete", key="history.delete_yes", type="primary"):
+        state.set_ui("history.confirm_delete", None)
+        with engine_errors(f"Deleting run #{run_id}"):
+            done = actions.delete_run(run_id)
+            bench = f" and {len(done.benchmarks)} benchmark{'s' if len(done.benchmarks) != 1 else ''}" \
+                if done.benchmarks else ""
+            state.flash(f"Deleted run #{run_id}{bench}; {format_bytes(done.freed_bytes)} freed.", "success")
+            st.rerun()
+    if no.button("Keep it", key="history.delete_no"):
+        state.set_ui("history.confirm_delete", None)
+        st.rerun()

@@ -5,6 +5,7 @@ import streamlit as st
 from ortlab.text import format_bytes
 from ortlab.ui import actions, cards, charts, state
 from ortlab.ui.guard import engine_errors
+from ortlab.ui.inert import md
 from ortlab.ui.progress_view import demo_button, recipe_job_panel, show_flash
 from ortlab.ui.viewers import netron
 from ortlab.ui.router import require_router
@@ -22,14 +23,30 @@ with right:
                           key="model_upload", help="The file is copied into the workspace; your file is never changed.")
     if up is not None:
         done = state.ui("upload")
-        if not done or done[0] != up.file_id:
+        file_id = up.file_id
+        if not done or done[0] != file_id:
             with engine_errors(f"Importing {up.name}", "The previously selected model is still selected.") as out:
-                actions.import_uploaded_model(up.name, up.getvalue())
+                # streamed to the workspace, never copied in memory; dropped from memory once it is on disk
+                actions.import_uploaded_model(up.name, up, on_saved=lambda: actions.release_upload(file_id, up))
                 state.set_widget("sample_select", None)
-            state.set_ui("upload", (up.file_id, out.message if out.failed else ""))
+            state.set_ui("upload", (file_id, out.message if out.failed else ""))
+            actions.release_upload(file_id, up)
+            del up
             show_flash()
         elif done[1]:
             st.error(done[1])
+    if actions.local_imports_allowed():
+        with st.form("local_import", border=False):
+            local = st.text_input("Import from a path on this machine", key="model_local_path",
+                                  placeholder="/path/to/model.onnx or model.zip",
+                                  help="For models larger than the upload limit: the .onnx (with its external data "
+                                       "beside it) or .zip is copied into the workspace. Only offered while the app "
+                                       "listens on this machine alone.")
+            if st.form_submit_button("Import") and local.strip():
+                with engine_errors(f"Importing {local.strip()}", "The previously selected model is still selected."):
+                    actions.import_local_model(local)
+                    state.set_widget("sample_select", None)
+                show_flash()
 
 with left, engine_errors("Listing the bundled samples"):
     from ortlab import samples
@@ -55,9 +72,9 @@ info = state.model_info()
 if info is None:
     st.info("Pick a sample or upload a model to start.")
 else:
-    st.subheader(f"{state.model_label()}")
-    st.caption(f"Producer {info.producer or '–'} {info.producer_version or ''} · graph “{info.graph_name}” · "
-               f"sha256 {info.sha256[:16]}…")
+    st.subheader(md(state.model_label()))
+    st.caption(f"Producer {md(info.producer or '–')} {md(info.producer_version or '')} · graph "
+               f"“{md(info.graph_name)}” · sha256 {info.sha256[:16]}…")
     cards.model_cards(info)
     for w in info.warnings:
         st.warning(w)

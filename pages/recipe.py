@@ -8,6 +8,7 @@ from ortlab.pipeline import NO_CALIBRATION_DATA
 from ortlab.ui import actions, state
 from ortlab.ui.forms import dataclass_form
 from ortlab.ui.guard import engine_errors
+from ortlab.ui.inert import md
 from ortlab.ui.progress_view import demo_button, recipe_job_panel, recipe_running, show_flash
 from ortlab.ui.router import require_model, require_router
 
@@ -52,13 +53,13 @@ if is_static and ds is None and not recipe.allow_random_data:
     st.error(NO_CALIBRATION_DATA)
     errors.append(None)
 for f in findings:
-    {"error": st.error, "warning": st.warning}.get(f.level, st.info)(f"**{f.field}** — {f.message}")
+    {"error": st.error, "warning": st.warning}.get(f.level, st.info)(f"**{md(f.field)}** — {md(f.message)}")
 if ds is not None and ds.is_random:
     st.warning("The selected data set is RANDOM: calibration ranges and accuracy will be meaningless.")
 if not findings and not errors:
     st.success("This recipe is valid here.")
 
-st.markdown(f"**Data:** {state.dataset_label()}")
+st.markdown(f"**Data:** {md(state.dataset_label())}")
 c1, c2 = st.columns([1, 3])
 if c1.button("▶ Run recipe", key="recipe.run", type="primary", disabled=bool(errors) or recipe_running(),
              help="Fix the errors above first." if errors else "Runs in the background; you can keep browsing."):

@@ -103,7 +103,7 @@ def error_cases(src, tmp):
         (["optimize", src, tmp / "o.onnx", "--precision", "int8"], 2, NO_CALIBRATION_DATA),
         (["optimize", src, tmp / "o.onnx", "--precision", "fp16", "--quant-mode", "dynamic"], 2,
          "--quant-mode only applies with --precision int8."),
-        (["optimize", src, src], 2, "OUT must differ from MODEL"),
+        (["optimize", src, src], 2, "would overwrite the source model"),
         (["optimize", src, tmp / "o.onnx", "--precision", "int9"], 2, "argument --precision: invalid choice: 'int9'"),
         (["optimize", src, tmp / "o.onnx", "--precision", "int8", "--calibration", tmp / "nodata"], 2,
          f"Data not found: {tmp / 'nodata'}"),

@@ -120,7 +120,8 @@ def test_a_run_nobody_watches_is_recorded_with_its_model(src, image_dir, ws):
     rows = until(lambda: ws.history().list())
     model = Path(rows[0].model_path)
     assert model.is_file() and sha256_file(model) == rows[0].sha256
-    assert json.loads((model.parent / "artifact.json").read_text())["run_id"] == rows[0].run_id
+    # the child records the row, then re-saves artifact.json (atomically) with the row's id
+    until(lambda: json.loads((model.parent / "artifact.json").read_text())["run_id"] == rows[0].run_id)
 
 
 def test_errors_come_back_typed_with_their_step(src, ws):

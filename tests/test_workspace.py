@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -145,8 +147,134 @@ def test_concurrent_writers_threads_and_processes(tmp_path):
     assert len(History(db).list()) == 100
 
 
-def test_unreadable_database_is_a_typed_error(tmp_path):
-    bad = tmp_path / "h.sqlite"
-    bad.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(HistoryError, match="Cannot open the history database"):
-        History(bad)
+def stored_runs(ws: Workspace, n: int) -> list[Artifact]:
+    """``n`` runs recorded as the service records them: a folder under artifacts/ with artifact.json."""
+    h = ws.history()
+    runs = []
+    for i in range(n):
+        folder = ws.new_artifact_dir()
+        (folder / "model.onnx").write_bytes(b"model %d" % i)
+        a = make_artifact(i)
+        a.model_path = folder / "model.onnx"
+        h.add(a)
+        a.save()
+        runs.append(a)
+    return runs
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "unknown schema"])
+def test_damaged_database_is_moved_aside_and_rebuilt_from_the_artifacts(tmp_path, damage):
+    from ortlab import history as history_mod
+
+    ws = Workspace(tmp_path / "ws")
+    runs = stored_runs(ws, 3)
+    ws.history().delete(runs[1].run_id)  # a deleted run stays deleted… unless its folder is still there
+    import shutil
+
+    shutil.rmtree(runs[1].dir)
+    before = [(r.run_id, r.sha256, r.recipe) for r in ws.history().list() if isinstance(r, Artifact)]
+    if damage == "garbage":
+        ws.db_path.write_bytes(b"this is not sqlite" * 100)
+    elif damage == "truncated":
+        data = ws.db_path.read_bytes()
+        ws.db_path.write_bytes(data[:100] + b"\0" * 4000)
+    else:  # an old layout this ortlab cannot migrate: a table of that name, not the columns
+        ws.db_path.unlink()
+        with sqlite3.connect(ws.db_path) as conn:
+            conn.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, whatever TEXT)")
+            conn.execute("PRAGMA user_version=2")
+        conn.close()
+    history_mod.take_notices()
+    h = ws.history()
+    assert isinstance(h.recovered, history_mod.HistoryRecovered) and h.recovered.restored == 2
+    assert "moved aside to history.sqlite.corrupt-" in h.recovered.message and str(tmp_path) not in h.recovered.message
+    assert [n.moved_to for n in history_mod.take_notices()] == [h.recovered.moved_to]
+    assert h.recovered.moved_to.is_file() and h.recovered.moved_to.parent == ws.root
+    after = [(r.run_id, r.sha256, r.recipe) for r in h.list() if isinstance(r, Artifact)]
+    assert after == before  # the same runs, with their ids
+    assert ws.history().recovered is None and history_mod.take_notices() == []  # once
+    new = make_artifact(9)
+    assert h.add(new) == runs[-1].run_id + 1
+
+
+def test_busy_or_newer_database_is_not_moved_aside(tmp_path):
+    db = tmp_path / "h.sqlite"
+    History(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA user_version=3")
+    conn.close()
+    with pytest.raises(HistoryError, match="schema version 3"):
+        History(db)
+    assert sorted(p.name for p in tmp_path.iterdir() if "corrupt" in p.name) == []
+
+
+def test_cli_says_once_that_the_history_was_rebuilt(tmp_path, monkeypatch, capsys):
+    from ortlab import cli
+
+    ws = Workspace(tmp_path / "ws")
+    stored_runs(ws, 2)
+    ws.db_path.write_bytes(b"not a database" * 50)
+    monkeypatch.setenv("ORTLAB_HOME", str(ws.root))
+    assert cli.main(["history"]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("warning: The run history could not be read") == 1 and "rebuilt from the 2 runs" in err
+    assert str(ws.root) not in err
+    assert cli.main(["history"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+# -- delete and storage -----------------------------------------------------------------------------
+
+
+def test_delete_run_removes_row_files_and_benchmarks_never_files_outside(tmp_path):
+    ws = Workspace(tmp_path / "ws")
+    inside, other = stored_runs(ws, 2)
+    outside_file = tmp_path / "elsewhere" / "result.onnx"
+    outside_file.parent.mkdir()
+    outside_file.write_bytes(b"cli result")
+    outside = make_artifact(5)
+    outside.model_path = outside_file
+    h = ws.history()
+    h.add(outside)
+    b_inside = h.add_benchmark([BenchVariant("a", "a", str(inside.model_path), inside.run_id)], BenchConfig(), [])
+    b_other = h.add_benchmark([BenchVariant("b", "b", str(other.model_path), other.run_id)], BenchConfig(), [])
+    size = ws.size_bytes()
+    assert size > 0
+
+    done = ws.delete_run(inside.run_id)
+    assert done.removed == [inside.dir] and done.benchmarks == [b_inside] and done.freed_bytes > 0
+    assert not inside.dir.exists() and other.dir.exists() and ws.size_bytes() < size
+    assert [r.run_id for r in h.list()] == [outside.run_id, other.run_id]
+    assert [b.id for b in h.list_benchmarks()] == [b_other]
+
+    done = ws.delete_run(outside.run_id)  # only forgotten: the file outside the workspace stays
+    assert done.removed == [] and outside_file.read_bytes() == b"cli result"
+    assert [r.run_id for r in h.list()] == [other.run_id]
+    with pytest.raises(HistoryError, match="No run"):
+        ws.delete_run(outside.run_id)
+
+
+def test_delete_never_follows_a_run_pointing_outside_through_artifacts(tmp_path):
+    ws = Workspace(tmp_path / "ws")
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "model.onnx").write_bytes(b"keep")
+    (ws.artifacts_dir / "link").symlink_to(victim, target_is_directory=True)
+    a = make_artifact(1)
+    a.model_path = ws.artifacts_dir / "link" / "model.onnx"
+    ws.history().add(a)
+    assert ws.delete_run(a.run_id).removed == []
+    assert (victim / "model.onnx").read_bytes() == b"keep"
+
+
+def test_workspace_is_private(tmp_path):
+    old = os.umask(0o022)
+    try:
+        ws = Workspace(tmp_path / "ws")
+        ws.history()
+        run = ws.new_artifact_dir()
+    finally:
+        os.umask(old)
+    for folder in (ws.root, ws.models_dir, ws.artifacts_dir, run):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    assert stat.S_IMODE(ws.db_path.stat().st_mode) == 0o600

@@ -37,12 +37,38 @@ def history() -> History:
     return History(workspace().db_path)
 
 
+def delete_run(run_id: int):
+    """Delete History run ``run_id`` (``Workspace.delete_run``: its row, its folder in the workspace, the
+    benchmarks that timed it) and forget it in this session; returns the ``DeletedRun``."""
+    done = workspace().delete_run(run_id)
+    state.remove_artifact(run_id)
+    if state.last_benchmark() is not None and state.last_benchmark().id in done.benchmarks:
+        state.set_last_benchmark(None)
+    return done
+
+
+def start_session() -> None:
+    """When a session opens: remove what killed runs left behind and open the history (a damaged one is
+    moved aside and rebuilt); its notice is shown once as a warning."""
+    from .. import service
+
+    for notice in service.startup(workspace()):
+        state.flash(notice.message, "warning")
+
+
 # -- models -------------------------------------------------------------------------------------------
 def ensure_defaults() -> None:
-    """On first open select the default bundled sample with its data and manifest preprocessing."""
+    """On first open: the start-up housekeeping, then select the default bundled sample with its data and
+    manifest preprocessing."""
     if state.initialized():
         return
     state.set_initialized()
+    try:
+        start_session()
+    except Exception as exc:  # housekeeping never keeps the app from opening
+        import logging
+
+        logging.getLogger("ortlab.ui").warning("Start-up housekeeping failed: %s", exc)
     if state.model_path() is None:
         from .. import samples
 
@@ -79,14 +105,76 @@ def use_sample_data(s, calibration: str = "calibration", evaluation: str = "eval
     state.set_data_settings(min(DEFAULT_EVAL_SAMPLES, n_ev) if n_ev else 0, True, 0)
 
 
-def import_uploaded_model(filename: str, data: bytes) -> Path:
+def import_uploaded_model(filename: str, data, on_saved=None) -> Path:
     """Import an uploaded .onnx or .zip into the workspace and make it current; returns the stored path.
-    On any error nothing changes."""
-    from ..model import import_model, inspect_model
+    ``data`` is the ``UploadedFile`` (or any binary file object, or bytes): it is written to the workspace in
+    chunks and imported from there, never copied in memory; ``on_saved()`` runs once it is on disk (the page
+    drops the upload there). On any error nothing changes."""
+    import io
+
+    from ..model import import_upload
 
     name = Path(filename).name
     stored_name = name if name.lower().endswith(".onnx") else "model.onnx"
-    path = import_model(bytes(data), workspace().models_dir, filename=stored_name)
+    stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
+    path = import_upload(stream, workspace().models_dir, filename=stored_name, on_saved=on_saved)
+    del stream, data
+    return _use_imported(path, name)
+
+
+def local_imports_allowed() -> bool:
+    """True when the app only listens on this machine (``server.address`` is a loopback address): then a path
+    typed on the Model page is a path of the person at the keyboard, and importing it is theirs to do."""
+    import ipaddress
+
+    import streamlit as st
+
+    address = str(st.get_option("server.address") or "").strip().strip("[]")
+    if address in ("localhost",):
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def import_local_model(path_text: str) -> Path:
+    """Import a model from a path on this machine (an .onnx with its external data beside it, or a .zip):
+    copied into the workspace like an upload, for models too big to upload. Local mode only."""
+    from ..errors import ModelLoadError
+    from ..model import import_model, release_memory
+
+    if not local_imports_allowed():
+        raise ModelLoadError("Importing from a path is only possible when the app runs on this machine only "
+                             "(server.address is a loopback address). Upload the model instead.")
+    src = Path(path_text.strip().strip('"')).expanduser()
+    if not src.is_file():
+        raise ModelLoadError(f"'{src}' does not exist or is not a file. Give the path of an .onnx or .zip file.")
+    path = import_model(src.resolve(), workspace().models_dir)
+    release_memory()
+    return _use_imported(path, src.name)
+
+
+def release_upload(file_id: str, upload=None) -> None:
+    """Drop an upload from Streamlit's in-memory upload store (and close ``upload``, the ``UploadedFile``, whose
+    buffer holds the same bytes), so its bytes do not stay resident for the rest of the session."""
+    if upload is not None:
+        upload.close()
+    try:
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+        ctx = get_script_run_ctx()
+        if ctx is not None:
+            ctx.uploaded_file_mgr.remove_file(ctx.session_id, file_id)
+    except Exception:  # an internal API: losing it only costs memory
+        pass
+
+
+def _use_imported(path: Path, name: str) -> Path:
+    """Make the imported model at ``path`` current (shown as ``name``), with the sample's data when it is a
+    bundled sample's copy."""
+    from ..model import inspect_model
+
     info = inspect_model(path)
     state.set_model(path, info, sample=None, label=name)
     from .. import samples

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-import html
-
 from ..eval_report import EvalReport, OutputError
 from ..text import format_bytes
 from ..verdict import Level, Verdict
+from .inert import html_text
 
 # background, text colour of the verdict banner: red broken, amber degraded, green ok, grey unknown
 VERDICT_COLORS = {Level.BROKEN: ("#b00020", "white"), Level.DEGRADED: ("#f0a000", "#1a1a1a"),
@@ -24,10 +23,10 @@ def verdict_text(v: Verdict | None) -> str:
 def verdict_banner(v: Verdict, what: str = "Verdict") -> None:
     """A coloured banner with the level and the reasons as text."""
     bg, fg = VERDICT_COLORS[v.level]
-    reasons = "".join(f"<li>{html.escape(r)}</li>" for r in v.reasons)
+    reasons = "".join(f"<li>{html_text(r)}</li>" for r in v.reasons)
     st.markdown(f'<div class="ortlab-verdict ortlab-verdict-{v.level.value}" style="background:{bg};color:{fg};'
                 f'padding:.7rem 1rem;border-radius:6px;margin-bottom:.6rem">'
-                f"<b>{VERDICT_ICONS[v.level]} {html.escape(what)}: {v.level.value.upper()}</b>"
+                f"<b>{VERDICT_ICONS[v.level]} {html_text(what)}: {v.level.value.upper()}</b>"
                 f'<ul style="margin:.3rem 0 0 0">{reasons}</ul></div>', unsafe_allow_html=True)
 
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import logging
+import re
 from contextlib import contextmanager
 from collections.abc import Iterator
+from pathlib import Path
 
 import streamlit as st
 
 from ..errors import Cancelled, OrtlabError
 from ..text import one_line
+from .inert import md
 
 log = logging.getLogger("ortlab.ui")
 
@@ -22,10 +25,48 @@ class Outcome:
         self.message = ""
 
 
+_ABS_PATH = re.compile(r"(?<![\w.~:/])(?:/[^\s'\"“”()<>,;]+)+")
+
+
+def public_paths(text: str, workspace_root: str | Path | None = None) -> str:
+    """``text`` without server paths: a path in the workspace becomes ``workspace/…``, any other absolute path
+    its file name."""
+    root = str(workspace_root) if workspace_root is not None else ""
+
+    def shown(m: re.Match) -> str:
+        path = m.group(0).rstrip(".:")
+        tail = m.group(0)[len(path):]
+        if root and (path == root or path.startswith(root + "/")):
+            return "workspace" + path[len(root):] + tail
+        return (Path(path).name or path) + tail
+
+    return _ABS_PATH.sub(shown, text)
+
+
+def _workspace_root() -> str | None:
+    """This session's workspace (the signed-in user's own when the app is shared)."""
+    try:
+        from .auth import workspace_root
+
+        return str(Path(workspace_root()).resolve())
+    except Exception:  # no session (tests, bare mode): the default workspace
+        try:
+            from ..workspace import default_root
+
+            return str(default_root().resolve())
+        except (OSError, RuntimeError):
+            return None
+
+
 def error_message(step: str, exc: BaseException, hint: str = "") -> tuple[str, str]:
-    """(level, text) to show for an exception raised while doing ``step``; logs unexpected ones."""
+    """(level, text) to show for an exception raised while doing ``step``; logs unexpected ones. A
+    ``HistoryRecovered`` notice is a warning."""
+    from ..history import HistoryRecovered
+
     if isinstance(exc, Cancelled):
         return "warning", f"{step} was cancelled."
+    if isinstance(exc, HistoryRecovered):
+        return "warning", one_line(exc)
     if isinstance(exc, OrtlabError):
         text = f"{step} failed: {one_line(exc)}"
         return "error", text + (f" {hint}" if hint else "")
@@ -35,8 +76,10 @@ def error_message(step: str, exc: BaseException, hint: str = "") -> tuple[str, s
 
 
 def show_message(level: str, text: str) -> None:
-    """Show ``text`` as st.error / warning / info / success (``level``)."""
-    {"error": st.error, "warning": st.warning, "info": st.info, "success": st.success}[level](text)
+    """Show ``text`` as st.error / warning / info / success (``level``): as literal text (names in it are never
+    Markdown) with workspace-relative paths."""
+    shown = md(public_paths(text, _workspace_root()))
+    {"error": st.error, "warning": st.warning, "info": st.info, "success": st.success}[level](shown)
 
 
 @contextmanager

@@ -15,6 +15,7 @@ import streamlit.components.v1 as components
 
 from ortlab.errors import OrtlabError
 from ortlab.text import format_bytes
+from ortlab.ui.inert import md
 from ortlab.ui.netron_assets import component_dir
 from ortlab.workspace import default_root
 
@@ -79,7 +80,7 @@ def show_netron(model_path: Path, key: str, height: int = 600) -> None:
         files = model_files(model_path)
         total = sum(p.stat().st_size for _, p in files)
         if total > MAX_NETRON_BYTES:
-            st.info(f"{model_path.name} is {format_bytes(total)}, more than the {format_bytes(MAX_NETRON_BYTES)} "
+            st.info(f"{md(model_path.name)} is {format_bytes(total)}, more than the {format_bytes(MAX_NETRON_BYTES)} "
                     "Netron is handed in the browser: showing the built-in graph drawing instead.")
             _fallback(model_path, key, height)
             return
@@ -87,13 +88,13 @@ def show_netron(model_path: Path, key: str, height: int = 600) -> None:
         digest = _digest(files)
         data = {f"f{i}": p.read_bytes() for i, (_, p) in enumerate(files)}
     except (OrtlabError, OSError) as exc:
-        st.warning(f"Netron viewer unavailable: {exc}. Showing the built-in graph view instead.")
+        st.warning(f"Netron viewer unavailable: {md(exc)}. Showing the built-in graph view instead.")
         _fallback(model_path, key, height)
         return
     names = [name for name, _ in files]
     with st.container(border=True):
         comp(names=names, digest=digest, height=height, key=key, default=None, **data)
-    st.caption(f"Netron · {model_path.name} · {format_bytes(total)} · drawn in your browser, served by this app")
+    st.caption(f"Netron · {md(model_path.name)} · {format_bytes(total)} · drawn in your browser, served by this app")
 
 
 def _fallback(model_path: Path, key: str, height: int) -> None:
@@ -105,6 +106,6 @@ def _fallback(model_path: Path, key: str, height: int) -> None:
 
         description = graph_description(model_path, model_path)
     except (OrtlabError, ImportError) as exc:
-        st.info(f"No graph drawing available: {exc}")
+        st.info(f"No graph drawing available: {md(exc)}")
         return
     show_graph_diff(description, key=f"{key}_graph_fallback", height=height)

@@ -7,6 +7,7 @@ import streamlit as st
 from ..verdict import Level
 from . import actions, state
 from .guard import engine_errors, error_message, show_message
+from .inert import md
 from .jobs import CANCELLED, DONE, FAILED, Handle
 
 STAGE_TITLES = {
@@ -65,7 +66,7 @@ def _recipe_job(where: str) -> None:
         def poll() -> None:
             job.drain()
             with st.container(border=True):
-                st.markdown(f"**Running {job.meta['recipe'].label()} on {job.meta.get('model', '')}** "
+                st.markdown(f"**Running {md(job.meta['recipe'].label())} on {md(job.meta.get('model', ''))}** "
                             f"· {job.elapsed:.0f} s")
                 draw_stages(job)
                 if st.button(":material/cancel: Cancel", key=f"{where}.cancel_recipe", disabled=job.cancel_requested):

@@ -7,6 +7,7 @@ import streamlit as st
 from . import actions, auth, state
 from ..text import format_bytes
 from .guard import engine_errors
+from .inert import md
 
 CSS = """
 <style>
@@ -14,6 +15,14 @@ CSS = """
 [data-testid="stMetricLabel"] p { font-size: 1.05rem; }
 </style>
 """
+
+
+def home_relative(path) -> str:
+    """``path`` with the home folder written as ``~`` (the sidebar does not spell out server paths)."""
+    from pathlib import Path
+
+    p, home = Path(path), Path.home()
+    return "~/" + str(p.relative_to(home)) if p.is_relative_to(home) else p.name
 
 
 def providers_text() -> str:
@@ -49,20 +58,20 @@ def draw(slot=None) -> None:
     with slot if slot is not None else st.sidebar:
         st.markdown("### :material/tune: ortlab")
         info = state.model_info()
-        st.markdown(f"**Model** · {state.model_label()}")
+        st.markdown(f"**Model** · {md(state.model_label())}")
         if info is not None:
             st.caption(f"{format_bytes(info.total_bytes)} · {info.node_count} nodes · sha256 {info.sha256[:10]}")
-        st.markdown(f"**Data** · {state.dataset_label()}")
+        st.markdown(f"**Data** · {md(state.dataset_label())}")
         ds = state.dataset()
         if ds is not None and ds.is_random:
             st.warning("Random data: results are flagged.")
         st.markdown(f"**Artifacts** · {len(state.artifacts())}")
         job = state.job("recipe")
         if job is not None and not job.done:
-            st.info(f"Running: {job.meta['recipe'].label()}")
+            st.info(f"Running: {md(job.meta['recipe'].label())}")
         with engine_errors("Checking execution providers"):
             st.markdown(f"**Providers** · {providers_text()}")
         if auth.sign_in_configured():
             auth.account_box()
         else:
-            st.caption(f"Workspace: {actions.workspace().root}")
+            st.caption("Workspace: " + md(home_relative(actions.workspace().root)))

@@ -154,6 +154,11 @@ def add_artifact(a: Artifact) -> None:
     _set("artifacts", items)
 
 
+def remove_artifact(run_id: int) -> None:
+    """Forget the artifact of History run ``run_id`` in this session (after it was deleted)."""
+    _set("artifacts", [x for x in artifacts() if x.run_id != run_id])
+
+
 def _same_artifact(x: Artifact, y: Artifact) -> bool:
     if x.run_id is not None and x.run_id == y.run_id:
         return True
