@@ -102,7 +102,7 @@ with tabs[0]:
         st.caption(counts_text(counts))
         m = st.columns(4)
         m[0].metric("Removed nodes", counts.get("removed", 0), border=True,
-                    help=f"{counts.get('fused', 0)} of them fused into {counts.get('fused_into', 0)} new nodes")
+                    help=f"{counts.get('fused', 0)} of them replaced by fused or quantized nodes")
         m[1].metric("Added nodes", counts.get("added", 0), border=True,
                     help=f"{counts.get('quantized', 0)} of them quantization nodes")
         m[2].metric("Changed nodes", counts.get("changed", 0), border=True, help="Matched, with new inputs or attributes")
@@ -128,7 +128,7 @@ with tabs[0]:
             view = show_graph_diff(compare_data.graph_description(ref.path, cand.path),
                                    key=f"compare_graph_{ref_id}_{cand_id}", focus=focus.strip() or None)
             if view["focus"] and not view["focus_matches"]:
-                st.caption(f"No node matches “{view['focus']}”.")
+                st.caption(f"No node matches “{md(view['focus'])}”.")
             st.caption(f"Showing {view['visible']} boxes for {view['total_nodes']} nodes: layers grouped by name "
                        "scope, unchanged runs and long stretches folded; click a ▸ box to open it, a node for "
                        "its details.")
