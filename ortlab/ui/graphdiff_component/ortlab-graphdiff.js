@@ -171,10 +171,14 @@
         document.body.setAttribute('data-view', [cy.width(), cy.height(), cy.zoom().toFixed(2)].join(' '));
         if (cy.zoom() < 0.6) {  // too small to read: start at a readable size on the first nodes of the graph
             var leaves = cy.nodes().filter(function (n) { return !n.isParent(); });
-            var top = leaves.min(function (n) { return n.boundingBox().y1; }).ele;
-            var bb = top.boundingBox();
-            cy.zoom(0.85);
-            cy.pan({ x: cy.width() / 2 - (bb.x1 + bb.x2) / 2 * 0.85, y: 40 - bb.y1 * 0.85 });
+            var y0 = leaves.min(function (n) { return n.boundingBox().y1; }).value;
+            var z = 0.85;
+            // what fits in the first screen: centred when it is narrower than the view, else from its left edge
+            var first = leaves.filter(function (n) { return n.boundingBox().y1 < y0 + cy.height() / z; });
+            var bb = first.boundingBox();
+            cy.zoom(z);
+            var x = bb.w * z <= cy.width() - 32 ? cy.width() / 2 - (bb.x1 + bb.x2) / 2 * z : 16 - bb.x1 * z;
+            cy.pan({ x: x, y: 40 - y0 * z });
         }
     }
 
