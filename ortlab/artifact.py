@@ -22,6 +22,7 @@ from .verdict import Verdict
 
 MODEL_FILE = "model.onnx"
 RECIPE_FILE = "recipe.json"
+QDQ_FILE = "model.qdq.onnx"  # static int8 QDQ: the quantized graph before optimization (ortlab analyze)
 ARTIFACT_FILE = "artifact.json"
 SCHEMA_VERSION = 2  # of artifact.json and of an artifact's plain form; 1 = files without a version
 

@@ -148,6 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("samples", help="List the bundled sample models.")
     p.add_argument("--json", action="store_true", help="Print JSON on stdout.")
     p.set_defaults(func=cmd_samples)
+
+    from .cli_tune import add_commands as add_tune_commands
+
+    add_tune_commands(sub)  # analyze, tune
     return parser
 
 
@@ -287,6 +291,12 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
             print(f"  {kind:<9} {t.name}  {t.dtype}  {shape(t)}")
     ops = sorted(info.op_counts.items(), key=lambda kv: (-kv[1], op_key(*kv[0])))
     print("  ops       " + ", ".join(f"{op_key(*k)}×{n}" for k, n in ops))
+    from .hardware import advise, detect
+
+    cpu = detect()
+    print(f"  cpu       {cpu.summary()}")
+    for note in advise(cpu, model_bytes=info.total_bytes).notes:
+        print(f"  int8      {note}")
     for w in info.warnings:
         print(f"  warning   {w}")
     return 0

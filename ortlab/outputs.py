@@ -45,12 +45,12 @@ def data_name(model_path) -> str:
 def result_files(out, *, as_file: bool) -> list[Path]:
     """The files a run writes for ``out``: ``OUT.onnx`` and its data, or a folder's model, data, recipe.json
     and artifact.json."""
-    from .artifact import ARTIFACT_FILE, MODEL_FILE, RECIPE_FILE
+    from .artifact import ARTIFACT_FILE, MODEL_FILE, QDQ_FILE, RECIPE_FILE
 
     out = Path(out).expanduser()
     if as_file:
         return [out, out.with_name(data_name(out))]
-    return [out / MODEL_FILE, out / data_name(MODEL_FILE), out / RECIPE_FILE, out / ARTIFACT_FILE]
+    return [out / MODEL_FILE, out / data_name(MODEL_FILE), out / RECIPE_FILE, out / ARTIFACT_FILE, out / QDQ_FILE]
 
 
 def needed_files(source) -> list[Path]:

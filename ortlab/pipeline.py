@@ -10,6 +10,7 @@ run leaves ``out_dir`` as it was, and an ``out_dir`` that would overwrite the so
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -18,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from . import config as cfg
-from .artifact import MODEL_FILE, RECIPE_FILE, Artifact, file_bytes
-from .config import OptLevel, PreprocessConfig, Precision, QuantMode, Recipe
+from .artifact import MODEL_FILE, QDQ_FILE, RECIPE_FILE, Artifact, file_bytes
+
+from .config import OptLevel, PreprocessConfig, Precision, QuantFormat, QuantMode, Recipe
 from .eval_report import EvalReport
 from .text import one_line, utc_timestamp
 from .errors import (DataError, ModelLoadError, OptimizationError, OrtlabError,
@@ -92,6 +94,8 @@ class _Run:
     random_data: bool = False
     evaluation: EvalReport | None = None
     providers: list[str] = field(default_factory=list)
+    pre_optimize: Path | None = None  # the model the optimize stage read (for the parity check)
+    qdq: Path | None = None  # static int8 QDQ: the quantized model before optimization, kept as QDQ_FILE
     policy: Any = None  # VerdictPolicy
     verdict: Any = None  # Verdict
     calibration_sources: set[str] = field(default_factory=set)
@@ -189,12 +193,15 @@ def _quantize_static(r: _Run) -> None:
     dst = r.next_path("quantized.onnx")
     r.warn(quantize_calibrated_model(r.current, dst, r.recipe.quant, r.next_path("calibration.json")))
     r.current = dst
+    if r.recipe.quant.quant_format == QuantFormat.QDQ and len(list(r.work.glob("quantized*"))) == 1:
+        r.qdq = dst  # kept beside the result for per-node analysis (no external data: one file)
 
 
 def _optimize(r: _Run) -> None:
     from .optimize import optimize_model
 
     r.warn(optimize_model(r.current, r.final, r.recipe.opt_level, r.recipe.target).warnings)
+    r.pre_optimize = r.current
     r.current = r.final
 
 
@@ -226,6 +233,12 @@ def _verify(r: _Run) -> None:
     r.evaluation = report
     r.verdict = judge(report, r.policy)
     r.providers = list(report.providers_cand)
+    if r.pre_optimize is not None and r.recipe.opt_level != OptLevel.DISABLED:
+        from .parity import check_parity
+
+        parity = check_parity(r.pre_optimize, r.final, sample, r.pre_for(sample), r.recipe)
+        if not parity.ok:
+            r.warn([parity.message])
 
 
 def _messages(r: _Run) -> dict[str, str]:
@@ -304,6 +317,10 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
         for stage in stages[1:]:
             _run_stage(r, stage.name, _step(stage.name, recipe), messages.get(stage.name, ""))
         outputs.install_model(r.final, target)
+        if r.qdq is not None:
+            os.replace(r.qdq, r.out_dir / QDQ_FILE)
+        else:
+            (r.out_dir / QDQ_FILE).unlink(missing_ok=True)  # an earlier run's, which this result does not match
     except BaseException:
         shutil.rmtree(r.work, ignore_errors=True)
         if created:  # a folder this run made holds nothing but what the run wrote: no empty run folders

@@ -153,7 +153,8 @@ def test_optimize_to_file_and_to_folder(src, image_dir, tmp_path, capsys, monkey
                          "--calibration-samples", "10", "--verify-samples", "5", "--json"], capsys)
     assert code == 0
     art = json.loads(text)
-    assert sorted(p.name for p in folder.iterdir()) == ["artifact.json", "model.onnx", "recipe.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["artifact.json", "model.onnx", "model.qdq.onnx",
+                                                        "recipe.json"]  # the QDQ graph, for ortlab analyze
     assert art["recipe"]["quant"]["calibration_samples"] == 10 and art["evaluation"]["n_samples"] == 5
     assert art["sha256"] == sha256_file(folder / "model.onnx")
     assert sha256_file(src) == digest

@@ -210,7 +210,8 @@ def test_service_run_leaves_no_scratch_folders(tmp_path, monkeypatch, image_dir)
     spec = RunSpec(str(src), Recipe(precision=Precision.INT8, allow_random_data=True), verify_samples=0)
     art = service.start_recipe(spec, workspace=ws).follow()
     assert [p.name for p in scratch.iterdir() if "ortlab" in p.name] == []  # (onnxruntime writes its own .ses)
-    assert sorted(p.name for p in art.dir.iterdir()) == ["artifact.json", "model.onnx", "recipe.json"]
+    assert sorted(p.name for p in art.dir.iterdir()) == ["artifact.json", "model.onnx", "model.qdq.onnx",
+                                                         "recipe.json"]  # int8 static keeps its QDQ graph
 
 
 # -- imports: stored once, any name length -------------------------------------------------------------------

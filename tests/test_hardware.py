@@ -1,0 +1,65 @@
+"""CPU feature detection from /proc/cpuinfo texts, and the int8 defaults that follow."""
+
+from __future__ import annotations
+
+from ortlab.config import QuantType, Target
+from ortlab.hardware import TWO_GB, advise, detect, external_data_note, parse_cpuinfo
+
+X86_VNNI = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz
+flags\t\t: fpu vme sse sse2 ssse3 sse4_1 sse4_2 avx avx2 fma avx512f avx512dq avx512bw avx512vl avx512_vnni
+"""
+X86_AVX2 = """processor\t: 0
+model name\t: Intel(R) Core(TM) i7-6700 CPU @ 3.40GHz
+flags\t\t: fpu sse sse2 ssse3 sse4_1 sse4_2 avx avx2 fma
+"""
+X86_AVX_VNNI = "model name\t: 12th Gen Intel(R) Core(TM) i7-1260P\nflags\t\t: sse2 avx avx2 avx_vnni\n"
+ARM_DOT = """processor\t: 0
+BogoMIPS\t: 243.75
+Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp i8mm
+CPU implementer\t: 0x41
+"""
+ARM_PLAIN = "processor\t: 0\nFeatures\t: fp asimd evtstrm crc32 cpuid\n"
+
+
+def test_x86_with_vnni_gets_u8s8_at_full_range():
+    f = parse_cpuinfo(X86_VNNI)
+    assert (f.arch, f.avx2, f.avx512, f.vnni, f.int8_dot_product) == ("x86", True, True, True, True)
+    assert "Xeon" in f.model_name and "VNNI" in f.summary()
+    a = advise(f)
+    assert (a.activation_type, a.weight_type, a.reduce_range) == (QuantType.UINT8, QuantType.INT8, False)
+    assert parse_cpuinfo(X86_AVX_VNNI).vnni
+
+
+def test_x86_without_vnni_reduces_range():
+    f = parse_cpuinfo(X86_AVX2)
+    assert (f.arch, f.avx2, f.avx512, f.vnni, f.int8_dot_product) == ("x86", True, False, False, False)
+    a = advise(f)
+    assert a.activation_type == QuantType.UINT8 and a.reduce_range
+    assert "reduce-range" in " ".join(a.notes)
+    assert a.quant_overrides()["reduce_range"] is True
+
+
+def test_arm_gets_s8s8_and_dotprod_is_read():
+    f = parse_cpuinfo(ARM_DOT)
+    assert (f.arch, f.dotprod, f.i8mm, f.int8_dot_product) == ("arm", True, True, True)
+    assert advise(f).activation_type == QuantType.INT8
+    plain = parse_cpuinfo(ARM_PLAIN)
+    assert plain.arch == "arm" and not plain.dotprod
+    assert "no dot-product" in " ".join(advise(plain).notes)
+
+
+def test_gpu_target_is_s8s8_and_unknown_text_uses_the_machine():
+    assert advise(parse_cpuinfo(X86_VNNI), Target.GPU).activation_type == QuantType.INT8
+    f = parse_cpuinfo("", machine="aarch64")
+    assert f.arch == "arm" and f.source == "unknown"
+    assert parse_cpuinfo("", machine="x86_64").arch == "x86"
+    assert not advise(parse_cpuinfo("", machine="x86_64")).reduce_range  # unknown: no guess
+
+
+def test_external_data_note_and_detect():
+    assert external_data_note(100) is None and external_data_note(None) is None
+    assert "external data" in (external_data_note(TWO_GB + 1) or "")
+    assert any("2 GB" in n for n in advise(parse_cpuinfo(X86_VNNI), model_bytes=3 * 1024**3).notes)
+    assert detect().arch in ("x86", "arm", "other")
