@@ -10,6 +10,7 @@ from ortlab.ui.guard import engine_errors
 from ortlab.ui.inert import md
 from ortlab.ui.progress_view import demo_button, recipe_job_panel, show_flash
 from ortlab.ui.graph_view import counts_text, show_graph_diff
+from ortlab.ui import node_errors
 from ortlab.ui.viewers import netron
 from ortlab.ui.router import require_router, stop_page
 
@@ -100,7 +101,7 @@ if ev is not None:
         cards.random_data_warning("This evaluation")
     cards.eval_cards(ev, "reference", "candidate")
 
-tabs = st.tabs(["Graph diff", "Netron", "Size", "Accuracy", "Output error"])
+tabs = st.tabs(["Graph diff", "Netron", "Size", "Accuracy", "Output error", "Per-node error"])
 
 with tabs[0]:
     if diff is not None:
@@ -132,8 +133,11 @@ with tabs[0]:
         focus = st.text_input("Focus on a node name or op type (empty = whole graph)", key="compare.focus",
                               placeholder="e.g. Conv, QLinearConv, com.microsoft::FusedConv, block1/Conv")
         with engine_errors("Drawing the diff graph"):
+            overlay = node_errors.graph_overlay(cand.artifact)  # per-node SQNR, once analysed (Per-node error tab)
             view = show_graph_diff(compare_data.graph_description(ref.path, cand.path),
-                                   key=f"compare_graph_{ref_id}_{cand_id}", focus=focus.strip() or None)
+                                   key=f"compare_graph_{ref_id}_{cand_id}", focus=focus.strip() or None,
+                                   overlay=overlay["values"] if overlay else None,
+                                   overlay_label=overlay["label"] if overlay else "value", higher_is_worse=False)
             if view["focus"] and not view["focus_matches"]:
                 st.caption(f"No node matches “{md(view['focus'])}”.")
             st.caption(f"Showing {view['visible']} boxes for {view['total_nodes']} nodes: layers grouped by name "
@@ -212,3 +216,6 @@ with tabs[4]:
                      hide_index=True, width="stretch")
     else:
         st.info("Output errors appear once the pair is evaluated (Accuracy tab).")
+
+with tabs[5]:
+    node_errors.section(cand)
