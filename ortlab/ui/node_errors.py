@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,7 @@ def _num(x: float | None, digits: int = 1) -> float | None:
     return round(float(x), digits)
 
 
-def table_rows(analysis, keep: set[str] = frozenset(), top: int = TOP_ROWS) -> list[dict]:
+def table_rows(analysis, keep: Collection[str] = (), top: int = TOP_ROWS) -> list[dict]:
     """The worst ``top`` nodes as table rows (infinite SQNR shown as ±999 dB so the column sorts)."""
     return [{KEEP: e.name in keep, "node": e.name, "op": e.op_type, "accumulated SQNR dB": _num(e.sqnr_db),
              "local SQNR dB": _num(e.local_sqnr_db), "cosine": _num(e.cosine, 5), "max |Δ|": _num(e.max_abs, 4),
@@ -262,7 +263,8 @@ def _table(a: Artifact, res) -> None:
     if res.unmatched:
         st.caption(f"Not in the fp32 model (renamed by pre-processing): {md(', '.join(res.unmatched[:8]))}"
                    + (" …" if len(res.unmatched) > 8 else ""))
-    same_model = state.model_path() is not None and Path(a.source_path).resolve() == Path(state.model_path()).resolve()
+    current = state.model_path()
+    same_model = current is not None and Path(a.source_path).resolve() == Path(current).resolve()
     busy = state.job("recipe") is not None and not state.job("recipe").done
     if not same_model:
         st.caption("Re-running needs the candidate's source model to be the current model (load the run from "
