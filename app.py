@@ -20,6 +20,7 @@ pages = [
     st.Page("pages/data.py", title="Data", icon=":material/photo_library:", url_path="data"),
     st.Page("pages/recipe.py", title="Recipe", icon=":material/science:", url_path="recipe"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
+    st.Page("pages/tune.py", title="Tune", icon=":material/auto_awesome:", url_path="tune"),
     st.Page("pages/benchmark.py", title="Benchmark", icon=":material/speed:", url_path="benchmark"),
     st.Page("pages/history.py", title="History", icon=":material/history:", url_path="history"),
 ]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Precision, Recipe
+from .coverage import QuantCoverage
 from .errors import OrtlabError
 from .eval_report import EvalReport
 from .runspec import RunSpec
@@ -56,6 +57,7 @@ class Artifact:
     spec: RunSpec | None = None  # what made it, runnable again (None for runs recorded before run specs)
     verdict: Verdict | None = None  # ok/degraded/broken/unknown with reasons (None for runs recorded before verdicts)
     input_shapes: dict[str, list[int]] = field(default_factory=dict)  # each input's shape as fed (one sample)
+    coverage: QuantCoverage | None = None  # int8 runs: what was really quantized (None for other precisions)
 
     @property
     def dir(self) -> Path:

@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                      epilog="Exit status: 0 ok, 1 the work failed, 2 bad usage, 3 the verdict is at or worse "
                             "than --fail-on.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument("--custom-op-library", action="append", default=[], metavar="PATH",
+                        help="A custom-op shared library (.so/.dll/.dylib) registered in every ONNX Runtime session "
+                             "(repeatable; give it before the command).")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
 
     p = sub.add_parser("inspect", help="Show a model's inputs, outputs, opsets, ops and size.")
@@ -354,7 +357,10 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
     print(f"{info.path}\n  size      {format_bytes(info.total_bytes)}{' (with external data)' if info.has_external_data else ''}"
           f"\n  sha256    {info.sha256}\n  ir        {info.ir_version}   opsets: {opsets}"
           f"\n  producer  {info.producer} {info.producer_version}".rstrip()
-          + f"\n  params    {info.param_count:,}   nodes: {info.node_count}")
+          + f"\n  params    {info.param_count:,}"
+          + (f" ({info.constant_params:,} in Constant nodes)" if info.constant_params else "")
+          + f"   nodes: {info.node_count}"
+          + (f" ({info.subgraph_node_count} in subgraphs)" if info.subgraph_node_count else ""))
     for kind, tensors in (("input", info.inputs), ("output", info.outputs)):
         for t in tensors:
             print(f"  {kind:<9} {t.name}  {t.dtype}  {shape(t)}")
@@ -395,6 +401,9 @@ def _artifact_text(artifact, out_path: Path) -> str:
             sqnr_text = "identical" if o.identical else f"SQNR {o.sqnr_db:.1f} dB"
             parts.append(f"{o.name}: max|Δ| {o.max_abs:.3g}, {sqnr_text}")
         lines.append("  verify     " + "; ".join(parts))
+    coverage = getattr(artifact, "coverage", None)
+    if coverage is not None:
+        lines.append(f"  quantized  {coverage.summary()}")
     if artifact.random_data:
         lines.append("  RANDOM DATA was used: accuracy figures are meaningless.")
     lines += [f"  warning    {w}" for w in artifact.warnings]
@@ -673,10 +682,15 @@ def _start_service() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 failure, 2 usage)."""
+    from . import providers
+
     parser = build_parser()
     os.umask(0o077)  # the workspace and every result ortlab writes are private to the user (0700/0600)
+    saved_libraries = os.environ.get(providers.CUSTOM_OPS_ENV)
     try:
         ns = parser.parse_args(argv)
+        if ns.custom_op_library:
+            providers.set_custom_op_libraries([_existing_file(p, "Custom-op library") for p in ns.custom_op_library])
         if ns.command in ("optimize", "run", "bench", "history"):
             _start_service()
         return int(ns.func(ns) or 0)
@@ -700,6 +714,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: unexpected {type(exc).__name__}: {one_line(exc)} "
               f"(set ORTLAB_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
+    finally:  # in-process callers (tests, notebooks) get their environment back
+        if saved_libraries is None:
+            os.environ.pop(providers.CUSTOM_OPS_ENV, None)
+        else:
+            os.environ[providers.CUSTOM_OPS_ENV] = saved_libraries
 
 
 if __name__ == "__main__":  # pragma: no cover

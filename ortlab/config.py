@@ -436,8 +436,9 @@ def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUEx
         note("precision", "fp16 on CPU halves the file but gains no speed: most CPU kernels are fp32 and ORT "
                           "inserts Casts. Choose int8 for CPU speed.")
     if recipe.opt_level == OptLevel.ALL:
-        warn("opt_level", "Level 'all' writes hardware-specific ops (e.g. NCHWc layouts); the saved model "
-                          "should only run on this kind of machine. 'extended' is the portable choice.")
+        note("opt_level", "Level 'all' may write hardware-specific ops (e.g. NCHWc layouts) that suit only this kind "
+                          "of machine; the result is checked and warns when it does. 'extended' is the portable "
+                          "choice.")
     if recipe.opt_level == OptLevel.ALL and recipe.target == Target.GPU:
         note("opt_level", "For GPU the saved model is optimized with CUDA only (TensorRT's compiled nodes cannot "
                           "be saved).")

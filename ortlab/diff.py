@@ -1,5 +1,6 @@
-"""What changed between two versions of a model: op deltas, matched nodes, fusions, and the graph to draw
-(plain nodes and edges; ``ortlab.ui.graph_layout`` lays them out)."""
+"""What changed between two versions of a model: op deltas, matched nodes, fusions, one count of the changes
+(``GraphDiff.counts``), and the graph to draw as plain data (``graph_description``: nodes with their change
+kind, name scope, attributes, shapes and quantization parameters; ``ortlab.ui.graph_view`` groups it)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,15 @@ class GraphDiff:
     initializer_bytes_after: dict[str, int]
     fusions: list[str]
     notes: list[str] = field(default_factory=list)
+    # The one count of the changes every view shows (see :func:`change_counts`): removed, added, changed,
+    # unchanged, and within them fused (removed nodes folded into a fused one), fused_into (the nodes that
+    # replaced them) and quantized (added quantization nodes: Q/DQ, QLinear*, *Integer).
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.counts:  # a diff stored before counts existed: the four totals from its lists
+            self.counts = {"removed": len(self.removed), "added": len(self.added), "changed": len(self.changed),
+                           "unchanged": self.unchanged_count}
 
     def to_dict(self) -> dict:
         """``serial.to_plain`` of this diff."""
@@ -374,6 +384,8 @@ def graph_diff(before_path, after_path) -> GraphDiff:
     notes = []
     if any(a.nodes[j].op_type in ("If", "Loop", "Scan") for j in range(len(a.nodes))):
         notes.append("Nodes inside control-flow subgraphs are not compared.")
+    covers: dict[int, int] = {}
+    fusions = _fusions(b, a, pairs, removed, added, changed, covers)
     return GraphDiff(
         op_deltas=deltas,
         removed=[_node_dict(b.nodes[i]) for i in removed],
@@ -382,40 +394,288 @@ def graph_diff(before_path, after_path) -> GraphDiff:
         unchanged_count=len(pairs) - len(changed),
         initializer_bytes_before=_init_bytes(before.graph),
         initializer_bytes_after=_init_bytes(after.graph),
-        fusions=_fusions(b, a, pairs, removed, added, changed),
+        fusions=fusions,
         notes=notes,
+        counts=change_counts(a, pairs, removed, added, changed, covers),
     )
+
+
+# -- public: one count of the changes ----------------------------------------------------------------
+
+_QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger",
+              "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "MatMulNBits", "DynamicQuantizeLSTM"}
+
+
+def is_quantization_op(op_type: str) -> bool:
+    """Whether ``op_type`` computes on quantized values (Q/DQ, QLinear*, *Integer, ...)."""
+    return op_type in _QUANT_OPS or op_type.startswith("QLinear") or op_type.startswith("QGemm") \
+        or op_type.startswith("QAttention") or op_type.startswith("QOrdered")
+
+
+def _kinds(a: _Graph, pairs: dict[int, int], removed: list[int], added: list[int], changed: list[int],
+           covers: dict[int, int]) -> tuple[dict[int, str], dict[int, str]]:
+    """The change kind of every node: (before index → kind of removed nodes, after index → kind).
+
+    Removed nodes are "fused" (folded into a node that replaced them) or "removed"; added nodes are "quantized"
+    (a quantization op), "fused" (a node that replaced removed ones) or "added"; matched ones "changed" or
+    "unchanged"."""
+    fused_into = set(covers.values())
+    before = {i: "fused" if i in covers else "removed" for i in removed}
+    after: dict[int, str] = {}
+    set_changed = set(changed)
+    for j in range(len(a.nodes)):
+        after[j] = "changed" if j in set_changed else "unchanged"
+    for j in added:
+        after[j] = ("quantized" if is_quantization_op(a.nodes[j].op_type)
+                    else "fused" if j in fused_into else "added")
+    return before, after
+
+
+def change_counts(a: _Graph, pairs: dict[int, int], removed: list[int], added: list[int], changed: list[int],
+                  covers: dict[int, int]) -> dict[str, int]:
+    """The one count of the changes (``GraphDiff.counts``, also in ``graph_description``'s "counts")."""
+    kb, ka = _kinds(a, pairs, removed, added, changed, covers)
+    return {"removed": len(removed), "added": len(added), "changed": len(changed),
+            "unchanged": len(pairs) - len(changed),
+            "fused": sum(1 for k in kb.values() if k == "fused"),
+            "fused_into": sum(1 for j in added if ka[j] == "fused"),
+            "quantized": sum(1 for j in added if ka[j] == "quantized")}
 
 
 # -- public: the graph to draw --------------------------------------------------------------------------
 
-def graph_description(before_path, after_path) -> dict:
-    """The before/after graph as plain nodes and edges, for ``ortlab.ui.graph_layout.graph_view`` to lay out.
+_TEXT_CAP = 160
 
-    Returns ``{"nodes": {id: node}, "edges": [[source, target], ...], "affinity": {removed id: after id}}``:
-    the after graph (ids ``a<j>``) plus the removed nodes (``b<i>``), and the data edges between them. Each
-    node has id, label, name, op_type, domain, key (``op_key``), status (removed/added/changed/unchanged),
-    weight_only (computed from initializers/constants alone) and count (1). ``affinity`` maps a removed node
-    to the node that replaced it (a fusion).
+
+def _cap(text: str) -> str:
+    return text if len(text) <= _TEXT_CAP else text[: _TEXT_CAP - 1] + "…"
+
+
+def _attr_text(attr: onnx.AttributeProto) -> str:
+    """An attribute's value as short plain text (tensors and graphs summarised)."""
+    from onnx import helper
+
+    if attr.type == onnx.AttributeProto.TENSOR:
+        t = attr.t
+        return f"tensor {dtypes.from_onnx(t.data_type)}{list(t.dims)}"
+    if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+        return "subgraph"
+    try:
+        value = helper.get_attribute_value(attr)
+    except Exception:
+        return "?"
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    elif isinstance(value, list):
+        value = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in value]
+    return _cap(str(value))
+
+
+def _value_infos(model: onnx.ModelProto) -> dict[str, str]:
+    """Tensor name → "dtype[d0, d1, …]" from the graph's inputs, outputs, value_info and ONNX shape inference
+    (best effort: contrib ops and missing external data leave some tensors without a shape)."""
+    graph = model.graph
+    infos = list(graph.input) + list(graph.output) + list(graph.value_info)
+    if len(graph.node) <= 20_000:
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
+            infos += list(inferred.graph.value_info)
+        except Exception:
+            pass
+    out: dict[str, str] = {}
+    for v in infos:
+        tt = v.type.tensor_type
+        if not v.type.HasField("tensor_type") or v.name in out:
+            continue
+        dims = [d.dim_param or (str(d.dim_value) if d.HasField("dim_value") else "?") for d in tt.shape.dim] \
+            if tt.HasField("shape") else None
+        dtype = dtypes.from_onnx(tt.elem_type) if tt.elem_type else "?"
+        out[v.name] = dtype + (f"[{', '.join(dims)}]" if dims is not None else "")
+    for t in graph.initializer:
+        out.setdefault(t.name, f"{dtypes.from_onnx(t.data_type)}[{', '.join(str(d) for d in t.dims)}]")
+    return out
+
+
+def _small_values(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+    """Initializers and Constant outputs of at most 4,096 elements with their data in the file."""
+    out: dict[str, onnx.TensorProto] = {}
+    for t in model.graph.initializer:
+        n = 1
+        for d in t.dims:
+            n *= d
+        if n <= 4096 and t.data_location != onnx.TensorProto.EXTERNAL:
+            out[t.name] = t
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.output:
+            for attr in node.attribute:
+                if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
+                    out[node.output[0]] = attr.t
+    return out
+
+
+def _values_text(t: onnx.TensorProto) -> str:
+    from onnx import numpy_helper
+
+    try:
+        arr = numpy_helper.to_array(t)
+    except Exception:
+        return "?"
+    flat = arr.reshape(-1)
+    if flat.size == 1:
+        v = flat[0].item()
+        return f"{v:.6g}" if isinstance(v, float) else str(v)
+    if flat.size == 0:
+        return "[]"
+    lo, hi = flat.min().item(), flat.max().item()
+    fmt = (lambda x: f"{x:.4g}") if flat.dtype.kind == "f" else str
+    return f"{flat.size} values (per channel), {fmt(lo)} … {fmt(hi)}"
+
+
+_QLINEAR_SLOTS = {  # contrib QLinear ops (no ONNX schema): input slot → parameter name
+    "QLinearAdd": {1: "A_scale", 2: "A_zero_point", 4: "B_scale", 5: "B_zero_point", 6: "C_scale", 7: "C_zero_point"},
+    "QLinearMul": {1: "A_scale", 2: "A_zero_point", 4: "B_scale", 5: "B_zero_point", 6: "C_scale", 7: "C_zero_point"},
+    "QLinearGlobalAveragePool": {1: "x_scale", 2: "x_zero_point", 3: "y_scale", 4: "y_zero_point"},
+    "QLinearAveragePool": {1: "x_scale", 2: "x_zero_point", 3: "y_scale", 4: "y_zero_point"},
+    "QLinearSigmoid": {1: "X_scale", 2: "X_zero_point", 3: "Y_scale", 4: "Y_zero_point"},
+    "QLinearLeakyRelu": {1: "X_scale", 2: "X_zero_point", 3: "Y_scale", 4: "Y_zero_point"},
+    "QLinearSoftmax": {1: "X_scale", 2: "x_zero_point", 3: "y_scale", 4: "y_zero_point"},
+}
+
+
+@functools.lru_cache(maxsize=512)
+def _slot_names(domain: str, op_type: str) -> dict[int, str]:
+    if op_type in _QLINEAR_SLOTS:
+        return _QLINEAR_SLOTS[op_type]
+    try:
+        schema = onnx.defs.get_schema(op_type, domain=domain)
+    except Exception:
+        return {}
+    return {k: f.name for k, f in enumerate(schema.inputs)}
+
+
+def _quant_params(node: onnx.NodeProto, values: dict[str, onnx.TensorProto]) -> list[dict]:
+    """Scale and zero point inputs of a quantization node: [{"param", "tensor", "value"}]."""
+    if not is_quantization_op(node.op_type):
+        return []
+    slots = _slot_names(_dom(node), node.op_type)
+    out = []
+    for k, t in enumerate(node.input):
+        if not t:
+            continue
+        param = slots.get(k, "")
+        if not param:  # ORT's quantizer names these tensors <tensor>_scale / <tensor>_zero_point
+            param = "scale" if t.endswith("scale") else "zero_point" if t.endswith("zero_point") else ""
+        if "scale" not in param and "zero_point" not in param:
+            continue
+        out.append({"param": param, "tensor": t, "value": _values_text(values[t]) if t in values else "?"})
+    return out
+
+
+def _scope(node: onnx.NodeProto) -> list[str]:
+    """The node's name scope: its ``namespace`` metadata, else the ``/``-separated prefix of its name
+    (``/encoder/layer.0/attention/MatMul`` → ``["encoder", "layer.0", "attention"]``)."""
+    for prop in node.metadata_props:
+        if prop.key == "namespace" and prop.value.strip():
+            return [p for p in prop.value.replace(": ", "/").split("/") if p.strip()][:12]
+    parts = [p for p in node.name.split("/") if p]
+    return parts[:-1][:12]
+
+
+def _inherit_scopes(g: _Graph, scopes: list[list[str]]) -> None:
+    """Give unscoped nodes (ORT's added Q/DQ, weight DequantizeLinear) the scope of the node they feed, else of
+    the node that feeds them, when the graph has scopes at all."""
+    if not any(scopes):
+        return
+    for _ in range(3):
+        for i in reversed(range(len(g.nodes))):
+            if scopes[i]:
+                continue
+            cons = [c for t in g.nodes[i].output for c in g.consumers.get(t, ()) if scopes[c]]
+            if cons:
+                scopes[i] = list(scopes[cons[0]])
+                continue
+            prods = [g.producer[t] for t in g.nodes[i].input if t in g.producer and scopes[g.producer[t]]]
+            if prods:
+                scopes[i] = list(scopes[prods[0]])
+
+
+def graph_description(before_path, after_path) -> dict:
+    """The before/after graph as plain data for ``ortlab.ui.graph_view`` to group and draw.
+
+    Returns ``{"nodes": {id: node}, "edges": [[source, target], ...], "affinity": {removed id: after id},
+    "counts": GraphDiff.counts}``: the after graph (ids ``a<j>``) plus the removed nodes (``b<i>``), and the
+    data edges between them. Each node has id, label, name, op_type, domain, key (``op_key``), status
+    (removed/added/changed/unchanged), kind (removed/fused/quantized/added/changed/unchanged: the colour),
+    weight_only, scope (name-scope parts), order (position in the after graph's node order; removed nodes sit
+    next to the nodes around them), attributes ({name: text}), inputs/outputs ([[tensor, "dtype[shape]"]]),
+    quant ([{"param", "tensor", "value"}]: scale and zero point) and, for changed nodes, before (attributes,
+    inputs and outputs of the matched before-node) and changes. ``affinity`` maps a removed node to the node
+    that replaced it (a fusion).
     """
     before, after = _load(before_path), _load(after_path)
     b, a, pairs, removed, added, changed = _diff_parts(before, after)
     covers: dict[int, int] = {}
     _fusions(b, a, pairs, removed, added, changed, covers)
+    kinds_b, kinds_a = _kinds(a, pairs, removed, added, changed, covers)
     wb, wa = _weight_only(b), _weight_only(a)
     set_added, set_changed = set(added), set(changed)
+    shapes_b, shapes_a = _value_infos(before), _value_infos(after)
+    values_b, values_a = _small_values(before), _small_values(after)
+    scopes_a = [_scope(n) for n in a.nodes]
+    scopes_b = [_scope(n) for n in b.nodes]
+    fused_scope: dict[int, list[str]] = {}
+    for i, j in covers.items():  # a fused node belongs where the nodes it replaced were
+        common = scopes_b[i] if not scopes_a[j] or j not in fused_scope else fused_scope[j]
+        n = 0
+        while n < min(len(common), len(scopes_b[i])) and common[n] == scopes_b[i][n]:
+            n += 1
+        fused_scope[j] = common[:n]
+    for j, sc in fused_scope.items():
+        if sc:
+            scopes_a[j] = sc
+    _inherit_scopes(a, scopes_a)
+    _inherit_scopes(b, scopes_b)
+    rev = {j: i for i, j in pairs.items()}
 
-    def node(vid: str, n: onnx.NodeProto, status: str, weight_only: bool) -> dict:
+    def io(names, shapes: dict[str, str]) -> list[list[str]]:
+        return [[t, shapes.get(t, "")] for t in names if t]
+
+    def node(vid: str, n: onnx.NodeProto, status: str, kind: str, weight_only: bool, scope: list[str],
+             order: float, shapes: dict[str, str], values: dict[str, onnx.TensorProto]) -> dict:
         return {"id": vid, "label": _short(_dom(n), n.op_type), "name": n.name, "op_type": n.op_type,
-                "domain": _dom(n), "key": op_key(_dom(n), n.op_type), "status": status, "weight_only": weight_only,
-                "count": 1}
+                "domain": _dom(n), "key": op_key(_dom(n), n.op_type), "status": status, "kind": kind,
+                "weight_only": weight_only, "scope": scope, "order": order,
+                "attributes": {x.name: _attr_text(x) for x in n.attribute},
+                "inputs": io(n.input, shapes), "outputs": io(n.output, shapes),
+                "quant": _quant_params(n, values)}
 
     nodes: dict[str, dict] = {}
     for j, n in enumerate(a.nodes):
         status = "added" if j in set_added else "changed" if j in set_changed else "unchanged"
-        nodes[f"a{j}"] = node(f"a{j}", n, status, wa[j])
-    for i in removed:
-        nodes[f"b{i}"] = node(f"b{i}", b.nodes[i], "removed", wb[i])
+        d = node(f"a{j}", n, status, kinds_a[j], wa[j], scopes_a[j], float(j), shapes_a, values_a)
+        if j in rev:
+            nb = b.nodes[rev[j]]
+            d["matched"] = nb.name
+            if status == "changed":
+                d["changes"] = _changes(nb, n)
+                d["before"] = {"attributes": {x.name: _attr_text(x) for x in nb.attribute},
+                               "inputs": io(nb.input, shapes_b), "outputs": io(nb.output, shapes_b)}
+        nodes[f"a{j}"] = d
+    # a removed node sits just after the last matched before-node preceding it (or beside its replacement)
+    anchor = -1.0
+    anchors: dict[int, float] = {}
+    for i in range(len(b.nodes)):
+        if i in pairs:
+            anchor = float(pairs[i])
+        else:
+            anchors[i] = anchor
+    removed_set = set(removed)
+    for k, i in enumerate(removed):
+        order = float(covers[i]) - 0.5 if i in covers else anchors[i] + 0.5
+        nodes[f"b{i}"] = node(f"b{i}", b.nodes[i], "removed", kinds_b[i], wb[i], scopes_b[i],
+                              order + k * 1e-6, shapes_b, values_b)
+        if i in covers:
+            nodes[f"b{i}"]["replaced_by"] = f"a{covers[i]}"
     vid_b = {i: f"a{j}" for i, j in pairs.items()}
     vid_b.update({i: f"b{i}" for i in removed})
     edges: set[tuple[str, str]] = set()
@@ -423,14 +683,14 @@ def graph_description(before_path, after_path) -> dict:
         for t in n.input:
             if t in a.producer:
                 edges.add((f"a{a.producer[t]}", f"a{j}"))
-    removed_set = set(removed)
     for i, n in enumerate(b.nodes):
         for t in n.input:
             p = b.producer.get(t)
             if p is not None and (p in removed_set or i in removed_set):
                 edges.add((vid_b[p], vid_b[i]))
     return {"nodes": nodes, "edges": sorted([s, d] for s, d in edges if s != d),
-            "affinity": {f"b{i}": f"a{j}" for i, j in covers.items()}}
+            "affinity": {f"b{i}": f"a{j}" for i, j in covers.items()},
+            "counts": change_counts(a, pairs, removed, added, changed, covers)}
 
 
 def _weight_only(g: _Graph) -> list[bool]:

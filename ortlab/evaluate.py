@@ -26,6 +26,16 @@ from .verdict import VerdictPolicy
 
 
 
+def _run(sess, names: list[str], feed: dict[str, np.ndarray], which: str, index: int) -> list:
+    """``sess.run``; ORT's failure becomes one DataError line naming the model and the sample."""
+    try:
+        return sess.run(names, feed)
+    except Exception as exc:
+        from .providers import explain_ort_error
+
+        raise DataError(f"The {which} model failed to run on sample {index + 1}: {explain_ort_error(exc)}") from None
+
+
 def session_inputs(sess) -> list[TensorInfo]:
     """A session's inputs as TensorInfo."""
     return [TensorInfo(i.name, dtypes.from_ort(i.type), tuple(i.shape)) for i in sess.get_inputs()]
@@ -154,8 +164,8 @@ def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: Prepr
             raise Cancelled(step="verify")
         feed = batch_inputs(ds, [i], preprocess, ref_in, specs)
         shapes = shapes or {k: list(v.shape) for k, v in feed.items()}
-        r_out = ref.run(ref_names, feed)
-        c_out = cand.run([pair[nm] for nm in ref_names], _feed_for(cand_in, feed))
+        r_out = _run(ref, ref_names, feed, "reference", i)
+        c_out = _run(cand, [pair[nm] for nm in ref_names], _feed_for(cand_in, feed), "candidate", i)
         for s, r, c in zip(stats, r_out, c_out):
             s.add(r, c)
         if acc is None:

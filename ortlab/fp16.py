@@ -10,11 +10,59 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
+from . import graphs
 from .errors import ModelLoadError, QuantizationError
 from .model import PROTOBUF_LIMIT, load_model
 from .text import one_line
 
 _FP16_MAX = float(np.finfo(np.float16).max)
+
+
+_CONVERTER_CASTS = ("_cast_to_fp32_node", "_cast_to_fp16_node")
+
+
+def _relocate_casts(model: onnx.ModelProto) -> int:
+    """ORT's converter appends the Casts around the nodes it keeps in float32 to the *main* graph, even when such
+    a node sits inside an If/Loop/Scan body: the Cast then reads a value that only exists inside the subgraph
+    ("Nodes in a graph must be topologically sorted"). Move each such Cast into the graph where its input is
+    produced (once, even when the converter wrote it twice); returns how many moved."""
+    main = model.graph
+    produced_in: dict[str, onnx.GraphProto] = {}
+    for g in graphs.walk_graphs(main):
+        if g is not main:
+            for n in g.node:
+                for o in n.output:
+                    produced_in[o] = g
+    keep, moved, seen = [], 0, set()
+    moved_names: dict[str, onnx.GraphProto] = {}
+    for n in main.node:
+        if n.op_type == "Cast" and n.name.endswith(_CONVERTER_CASTS) and n.input[0] in produced_in:
+            target = produced_in[n.input[0]]
+            if n.output[0] not in seen:
+                target.node.append(n)
+                moved_names[n.output[0]] = target
+                moved += 1
+            seen.add(n.output[0])
+            continue
+        keep.append(n)
+    if moved:
+        del main.node[:]
+        main.node.extend(keep)
+        stay = []
+        for vi in main.value_info:
+            if vi.name in moved_names:
+                moved_names[vi.name].value_info.append(vi)
+            else:
+                stay.append(vi)
+        del main.value_info[:]
+        main.value_info.extend(stay)
+    return moved
+
+
+def _where_it_fails(model: onnx.ModelProto, message: str) -> str:
+    """" (at node 'x' (Max) in If '/If' then_branch)" when a node of ``model`` is named in ``message``."""
+    at = graphs.locate(model, message)
+    return f" (at {graphs.describe(at)})" if at is not None else ""
 
 
 def _all_initializers(graph: onnx.GraphProto):
@@ -49,7 +97,6 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
     Ops ORT keeps in float32 (its default block list) stay float32. ``src`` is never modified.
     """
     from onnxruntime.transformers.float16 import convert_float_to_float16
-    from onnxruntime.transformers.onnx_model import OnnxModel
 
     src, dst = Path(src), Path(dst)
     if src.resolve() == dst.resolve():
@@ -78,8 +125,10 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
         raise QuantizationError(f"ONNX Runtime could not convert the model to float16: "
                                 f"{one_line(exc)}", step="convert") from None
     try:
-        # the converter appends the I/O Casts at the end of the node list; ORT's own sort fixes the order
-        OnnxModel.graph_topological_sort(converted.graph, is_deterministic=True)
+        # the converter appends its Casts at the end of the main graph's node list, also those of nodes inside
+        # If/Loop/Scan bodies: move those into their subgraph, then order every graph
+        _relocate_casts(converted)
+        graphs.topological_sort(converted.graph)
     except Exception as exc:
         raise QuantizationError(f"The float16 graph could not be sorted: {one_line(exc)}",
                                 step="convert") from None
@@ -104,5 +153,5 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
         onnx.checker.check_model(str(dst), full_check=True)
     except Exception as exc:
         raise QuantizationError(f"The float16 model could not be saved or failed the ONNX check: "
-                                f"{one_line(exc)}", step="convert") from None
+                                f"{one_line(exc)}{_where_it_fails(converted, str(exc))}", step="convert") from None
     return warnings

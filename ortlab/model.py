@@ -66,6 +66,9 @@ class ModelInfo:
     initializer_bytes: dict[str, int]
     has_external_data: bool
     warnings: tuple[str, ...]
+    subgraph_node_count: int = 0   # of node_count, the nodes inside If/Loop/Scan bodies
+    constant_params: int = 0       # of param_count, the values of float tensors held in Constant nodes
+    constant_bytes: int = 0        # bytes of those tensors (not in initializer_bytes)
 
     def to_dict(self) -> dict:
         """JSON-safe dict; op_counts keys become ``op_key(domain, op_type)``."""
@@ -336,19 +339,44 @@ def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
     return TensorInfo(vi.name, dtypes.from_onnx(tt.tensor_type.elem_type), tuple(shape))
 
 
-def _has_subgraphs(graph: onnx.GraphProto) -> bool:
-    return any(a.HasField("g") or len(a.graphs) for n in graph.node for a in n.attribute)
+STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
+
+
+def _is_contrib(domain: str) -> bool:
+    return domain == "com.microsoft" or domain.startswith("com.microsoft.")
+
+
+def _check_runtime_loads(path: Path, custom: list[tuple[str, str]]) -> None:
+    """Ops outside ai.onnx, ai.onnx.ml and com.microsoft: ONNX Runtime must load the model (with the registered
+    custom-op libraries), else the upload is refused with the ops and their domains named."""
+    from . import providers
+    from .config import OptLevel
+
+    try:
+        providers.create_session(path, options=providers.session_options(opt_level=OptLevel.DISABLED))
+    except ModelLoadError as exc:
+        if "has no kernel for" in exc.message:
+            ops = sorted(set(custom))
+            raise ModelLoadError(providers.unknown_op_sentence(ops)) from None
+        raise
 
 
 def inspect_model(path) -> ModelInfo:
     """Validate a model file and summarise it.
 
-    ``node_count`` and ``op_counts`` cover the top-level graph only (nodes inside If/Loop/Scan
-    bodies are not counted; a warning says when there are any). ``param_count`` and
-    ``initializer_bytes`` cover top-level initializers (tensors in Constant nodes are not counted).
+    ``node_count`` and ``op_counts`` include the nodes inside If/Loop/Scan bodies (``subgraph_node_count`` says
+    how many). ``param_count`` covers initializers (subgraphs included) and float tensors held in Constant nodes
+    (``constant_params``); ``initializer_bytes`` covers initializers, ``constant_bytes`` the Constant tensors.
+    Raises ``ModelLoadError`` for a model this ONNX Runtime cannot read: an IR version newer than it reads, or
+    ops of a custom domain that no registered custom-op library implements.
     """
+    from . import graphs, providers
+
     path = Path(path)
     model = load_model(path, check=True, load_external=False)
+    problem = providers.ir_version_problem(int(model.ir_version))
+    if problem:
+        raise ModelLoadError(problem)
     files = external_data_files(model, path.parent)
     g = model.graph
     warnings: list[str] = []
@@ -366,35 +394,54 @@ def inspect_model(path) -> ModelInfo:
         if not info.shape and v.name in declared_out:
             info = _tensor_info(declared_out[v.name])
         outputs.append(info)
-    op_counts = Counter((n.domain if n.domain != "ai.onnx" else "", n.op_type) for n in g.node)
+    nodes = list(graphs.walk_nodes(g))
+    op_counts = Counter((at.node.domain if at.node.domain != "ai.onnx" else "", at.node.op_type) for at in nodes)
+    in_subgraphs = sum(1 for at in nodes if at.in_subgraph)
     param_count = 0
     init_bytes: Counter[str] = Counter()
-    for t in g.initializer:
-        param_count += int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
-        init_bytes[dtypes.from_onnx(t.data_type)] += _tensor_nbytes(t) or 0
-    for st in g.sparse_initializer:
-        param_count += int(np.prod(st.values.dims, dtype=np.int64)) if st.values.dims else 1
-        init_bytes[dtypes.from_onnx(st.values.data_type)] += _tensor_nbytes(st.values) or 0
-    if _has_subgraphs(g):
-        warnings.append("The model has control-flow subgraphs (If/Loop/Scan); node and op counts cover the "
-                        "top-level graph only.")
+    for sub in graphs.walk_graphs(g):
+        for t in sub.initializer:
+            param_count += int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
+            init_bytes[dtypes.from_onnx(t.data_type)] += _tensor_nbytes(t) or 0
+        for st in sub.sparse_initializer:
+            param_count += int(np.prod(st.values.dims, dtype=np.int64)) if st.values.dims else 1
+            init_bytes[dtypes.from_onnx(st.values.data_type)] += _tensor_nbytes(st.values) or 0
+    constants = list(graphs.constant_weights(g))
+    constant_params = sum(int(np.prod(t.dims, dtype=np.int64)) for t in constants)
+    constant_bytes = sum(_tensor_nbytes(t) or 0 for t in constants)
+    param_count += constant_params
+    if in_subgraphs:
+        warnings.append(f"The model has control-flow subgraphs (If/Loop/Scan): {in_subgraphs} of its {len(nodes)} "
+                        "nodes are in subgraphs (included in the node and op counts).")
+    if constant_params:
+        warnings.append(f"{constant_params:,} of the {param_count:,} parameters ({len(constants)} tensors) are held "
+                        "in Constant nodes rather than initializers (included in the parameter count); int8 "
+                        "quantization moves them into initializers first.")
     if any(d is None for t in inputs for d in t.shape):
         warnings.append("Some input dimensions are unknown (neither a number nor a name); benchmarks will use 1.")
     opsets = {(o.domain if o.domain != "ai.onnx" else ""): int(o.version) for o in model.opset_import}
     if opsets.get("", 99) < 13:
         warnings.append(f"Opset {opsets['']} is older than 13; int8 per-channel quantization converts it to 13 first.")
-    if any(d != "" for d, _ in op_counts):
-        warnings.append("The model already uses non-standard ops (e.g. com.microsoft); it may have been optimized "
-                        "for a specific runtime.")
+    contrib = sorted({d for d, _ in op_counts if _is_contrib(d)})
+    if contrib:
+        warnings.append(f"The model already uses ONNX Runtime contrib ops ({', '.join(contrib)}); it may have been "
+                        "optimized for a specific runtime.")
+    custom = [(d, op) for d, op in op_counts if d not in STANDARD_DOMAINS and not _is_contrib(d)]
+    if custom:
+        _check_runtime_loads(path, custom)
+        warnings.append("The model uses custom-domain ops ("
+                        + ", ".join(f"{op} ({d})" for d, op in sorted(set(custom)))
+                        + "); ONNX Runtime loads them from the registered custom-op libraries.")
     file_bytes = path.stat().st_size
     return ModelInfo(
         path=str(path), file_bytes=file_bytes,
         total_bytes=file_bytes + sum(p.stat().st_size for p in set(files.values())),
         sha256=sha256_file(path), ir_version=int(model.ir_version), opsets=opsets,
         producer=model.producer_name, producer_version=model.producer_version, graph_name=g.name,
-        inputs=inputs, outputs=tuple(outputs), node_count=len(g.node), op_counts=dict(op_counts),
+        inputs=inputs, outputs=tuple(outputs), node_count=len(nodes), op_counts=dict(op_counts),
         param_count=param_count, initializer_bytes=dict(init_bytes), has_external_data=bool(files),
-        warnings=tuple(warnings),
+        warnings=tuple(warnings), subgraph_node_count=in_subgraphs, constant_params=constant_params,
+        constant_bytes=constant_bytes,
     )
 
 

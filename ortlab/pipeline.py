@@ -20,8 +20,8 @@ from typing import Any
 
 from . import config as cfg
 from .artifact import MODEL_FILE, QDQ_FILE, RECIPE_FILE, Artifact, file_bytes
-
 from .config import OptLevel, PreprocessConfig, Precision, QuantFormat, QuantMode, Recipe
+from .coverage import QuantCoverage
 from .eval_report import EvalReport
 from .text import one_line, utc_timestamp
 from .errors import (DataError, ModelLoadError, OptimizationError, OrtlabError,
@@ -95,6 +95,7 @@ class _Run:
     random_data: bool = False
     evaluation: EvalReport | None = None
     providers: list[str] = field(default_factory=list)
+    coverage: QuantCoverage | None = None
     pre_optimize: Path | None = None  # the model the optimize stage read (for the parity check)
     qdq: Path | None = None  # static int8 QDQ: the quantized model before optimization, kept as QDQ_FILE
     policy: Any = None  # VerdictPolicy
@@ -112,6 +113,11 @@ class _Run:
         for w in items or ():
             if w and str(w) not in self.warnings:
                 self.warnings.append(str(w))
+
+    def note(self, items) -> None:
+        for n in items or ():
+            if n and str(n) not in self.notes:
+                self.notes.append(str(n))
 
     def pre_for(self, ds) -> PreprocessConfig | None:
         return self.feed_for(ds)[0]
@@ -185,10 +191,13 @@ def _convert(r: _Run) -> None:
 
 
 def _quantize_dynamic(r: _Run) -> None:
-    from .quantize import quantize_dynamic_model
+    from .quantize import quantize_dynamic_result
 
     dst = r.next_path("quantized.onnx")
-    r.warn(quantize_dynamic_model(r.current, dst, r.recipe.quant))
+    result = quantize_dynamic_result(r.current, dst, r.recipe.quant)
+    r.warn(result.warnings)
+    r.note(result.notes)
+    r.coverage = result.coverage
     r.current = dst
 
 
@@ -218,10 +227,13 @@ def _calibrate(r: _Run) -> None:
 
 
 def _quantize_static(r: _Run) -> None:
-    from .quantize import quantize_calibrated_model
+    from .quantize import quantize_calibrated_result
 
     dst = r.next_path("quantized.onnx")
-    r.warn(quantize_calibrated_model(r.current, dst, r.recipe.quant, r.next_path("calibration.json")))
+    result = quantize_calibrated_result(r.current, dst, r.recipe.quant, r.next_path("calibration.json"))
+    r.warn(result.warnings)
+    r.note(result.notes)
+    r.coverage = result.coverage
     r.current = dst
     if r.recipe.quant.quant_format == QuantFormat.QDQ and len(list(r.work.glob("quantized*"))) == 1:
         r.qdq = dst  # kept beside the result for per-node analysis (no external data: one file)
@@ -230,7 +242,9 @@ def _quantize_static(r: _Run) -> None:
 def _optimize(r: _Run) -> None:
     from .optimize import optimize_model
 
-    r.warn(optimize_model(r.current, r.final, r.recipe.opt_level, r.recipe.target).warnings)
+    result = optimize_model(r.current, r.final, r.recipe.opt_level, r.recipe.target)
+    r.warn(result.warnings)
+    r.note(result.notes)
     r.pre_optimize = r.current
     r.current = r.final
 
@@ -367,6 +381,7 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
         sha256=sha256_file(target), recipe=recipe, timings=r.timings, warnings=r.warnings, providers=r.providers,
         size_bytes=file_bytes(target), source_size_bytes=int(r.info.total_bytes), random_data=r.random_data,
         created_at=utc_timestamp(), evaluation=r.evaluation, notes=r.notes, verdict=r.verdict,
+        coverage=r.coverage,
         input_shapes=r.input_shapes,
     )
     outputs.write_text_atomic(r.out_dir / RECIPE_FILE, recipe.to_json())

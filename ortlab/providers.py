@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -26,10 +27,13 @@ from .text import one_line
 TRT, CUDA, CPU = "TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"
 GPU_PROVIDERS = (TRT, CUDA)
 
-# warnings about CUDA libraries, fallbacks and unused initializers are noise for our users
-ort.set_default_logger_severity(3)
+# warnings about CUDA libraries, fallbacks and unused initializers are noise for our users, and ORT's error
+# lines repeat the exception it raises anyway: only fatal messages are logged (ortlab shows the exception's text)
+ort.set_default_logger_severity(4)
 
 _STDERR_LOCK = threading.RLock()
+
+CUSTOM_OPS_ENV = "ORTLAB_CUSTOM_OP_LIBRARIES"  # custom-op libraries, os.pathsep-separated; children inherit it
 
 OPT_LEVELS = {
     OptLevel.DISABLED: ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
@@ -116,6 +120,109 @@ def runtime_providers(target: Target) -> list[str]:
     return [p for p in (TRT, CUDA, CPU) if p in _working()]
 
 
+def custom_op_libraries() -> list[str]:
+    """The custom-op libraries (shared objects) every session ortlab creates registers (``$ORTLAB_CUSTOM_OP_LIBRARIES``,
+    set by ``ortlab --custom-op-library PATH`` and the app's settings)."""
+    return [p for p in os.environ.get(CUSTOM_OPS_ENV, "").split(os.pathsep) if p.strip()]
+
+
+def set_custom_op_libraries(paths) -> list[str]:
+    """Register ``paths`` (server-side files) for every session created from now on, in this process and the
+    child processes it starts; an empty list clears them. Raises ``ModelLoadError`` for a path that is not a
+    file or that ONNX Runtime cannot load as a custom-op library."""
+    resolved = []
+    for p in paths:
+        text = str(p).strip()
+        if not text:
+            continue
+        path = Path(text).expanduser()
+        if not path.is_file():
+            raise ModelLoadError(f"Custom-op library '{text}' does not exist or is not a file.")
+        resolved.append(str(path.resolve()))
+    for lib in resolved:
+        try:
+            with quiet_native_stderr():
+                ort.SessionOptions().register_custom_ops_library(lib)
+        except Exception as exc:
+            raise ModelLoadError(f"ONNX Runtime cannot load custom-op library '{lib}': {one_line(exc)}") from None
+    if resolved:
+        os.environ[CUSTOM_OPS_ENV] = os.pathsep.join(resolved)
+    else:
+        os.environ.pop(CUSTOM_OPS_ENV, None)
+    return resolved
+
+
+def register_custom_ops(so: ort.SessionOptions) -> ort.SessionOptions:
+    """Register :func:`custom_op_libraries` on ``so``; returns it."""
+    for lib in custom_op_libraries():
+        try:
+            so.register_custom_ops_library(lib)
+        except Exception as exc:
+            raise ModelLoadError(f"ONNX Runtime cannot load custom-op library '{lib}': {one_line(exc)}") from None
+    return so
+
+
+@functools.lru_cache(maxsize=1)
+def max_ir_version() -> int:
+    """The newest ONNX IR version this ONNX Runtime reads (probed once with a tiny model)."""
+    import onnx
+
+    model = onnx.ModelProto.FromString(_probe_model())
+    for ir in range(max(int(onnx.IR_VERSION), 10) + 2, 3, -1):
+        model.ir_version = ir
+        try:
+            with quiet_native_stderr():
+                ort.InferenceSession(model.SerializeToString(), providers=[CPU])
+            return ir
+        except Exception:
+            continue
+    return 3
+
+
+def ir_version_problem(ir_version: int) -> str | None:
+    """The sentence for a model whose IR version this ONNX Runtime cannot read, None when it can."""
+    newest = max_ir_version()
+    if ir_version <= newest:
+        return None
+    return (f"This model has IR version {ir_version}; ONNX Runtime {ort.__version__} reads up to {newest}. Re-export "
+            f"it with an exporter that writes IR version {newest} or older (e.g. an older onnx/torch release, or "
+            f"set model.ir_version = {newest} with onnx if its opsets allow), or upgrade onnxruntime.")
+
+
+_ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*\w+\s*:\s*")
+_IR_TOO_NEW = re.compile(r"Unsupported model IR version:\s*(\d+),\s*max supported IR version:\s*(\d+)")
+# "/onnxruntime_src/…/reshape_helper.h:91 onnxruntime::ReshapeHelper::ReshapeHelper(const …&, bool) "
+_CPP_LOCATION = re.compile(r"/\S+?\.(?:cc|h|cpp|hpp|cu):\d+\s+(?:[\w:~<>]+\((?:[^()]|\([^()]*\))*\)\s*)?")
+_UNKNOWN_OP = re.compile(r"(?:Fatal error:\s*)?([\w.\-]*):(\w+)\((-?\d+)\) is not a registered function/op")
+
+
+def explain_ort_error(exc: BaseException | str) -> str:
+    """ONNX Runtime's error text as one line a person can act on: the IR-version and unknown-op cases become a
+    sentence naming both versions or the op and its domain; else ORT's text without its C++ source location
+    prefix (the reason is kept whole)."""
+    text = one_line(exc)
+    m = _IR_TOO_NEW.search(text)
+    if m:
+        newest = int(m.group(2))
+        return (f"This model has IR version {m.group(1)}; ONNX Runtime {ort.__version__} reads up to {newest}. "
+                f"Re-export it with an exporter that writes IR version {newest} or older, or upgrade onnxruntime.")
+    m = _UNKNOWN_OP.search(text)
+    if m:
+        return unknown_op_sentence([(m.group(1), m.group(2))])
+    text = _ORT_PREFIX.sub("", text)
+    return _CPP_LOCATION.sub("", text).strip() or one_line(exc)
+
+
+def unknown_op_sentence(ops) -> str:
+    """The sentence for ops (domain, op type) no registered kernel or custom-op library implements."""
+    names = ", ".join(f"{op} (domain '{dom or 'ai.onnx'}')" for dom, op in ops)
+    libs = custom_op_libraries()
+    where = (f"none of the registered custom-op libraries ({', '.join(Path(p).name for p in libs)}) implements it"
+             if libs else "no custom-op library is registered")
+    return (f"ONNX Runtime has no kernel for {names}: {where}. Register the library that implements it "
+            f"(ortlab --custom-op-library PATH, or the app's settings), or re-export the model with standard ops.")
+
+
 def session_options(bench: BenchConfig | None = None, opt_level: OptLevel = OptLevel.ALL, *,
                     profile_prefix: str | None = None) -> ort.SessionOptions:
     """SessionOptions from a BenchConfig (threads, execution mode, memory, profiling) and an opt level.
@@ -123,9 +230,9 @@ def session_options(bench: BenchConfig | None = None, opt_level: OptLevel = OptL
     Profiling writes ``<profile_prefix>_<timestamp>.json``; without a prefix it goes into a new temp
     folder, never the current directory.
     """
-    so = ort.SessionOptions()
+    so = register_custom_ops(ort.SessionOptions())
     so.graph_optimization_level = OPT_LEVELS[OptLevel(opt_level)]
-    so.log_severity_level = 3
+    so.log_severity_level = 4  # errors reach the caller as exceptions, not as native stderr lines
     if bench is not None:
         if bench.intra_op_threads:
             so.intra_op_num_threads = int(bench.intra_op_threads)
@@ -165,4 +272,4 @@ def create_session(model_path, target: Target = Target.CPU,
     assert error is not None
     if isinstance(error, OrtlabError):
         raise error
-    raise ModelLoadError(f"ONNX Runtime could not load the model: {one_line(error)}") from None
+    raise ModelLoadError(f"ONNX Runtime could not load the model: {explain_ort_error(error)}") from None

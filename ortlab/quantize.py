@@ -30,7 +30,9 @@ from onnxruntime.quantization import (
 from onnxruntime.quantization.calibrate import create_calibrator, save_tensors_data
 from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry, QLinearOpsRegistry
 
+from . import graphs
 from .config import DISTRIBUTION_MIN_BINS, CalibrationMethod, QuantConfig, QuantFormat, QuantMode, QuantType
+from .coverage import QuantCoverage, quant_coverage
 from .errors import Cancelled, OrtlabError, QuantizationError
 from .providers import quiet_native_stderr
 from .text import one_line
@@ -131,10 +133,21 @@ def _ort_quiet() -> Iterator[_ListHandler]:
         root.removeHandler(handler)
 
 
-def _log_warnings(messages: list[str]) -> list[str]:
+@dataclass(frozen=True)
+class QuantResult:
+    """What a quantize step wrote: its ``warnings``, ``notes`` and the :class:`QuantCoverage` of the result."""
+
+    warnings: list[str]
+    notes: list[str]
+    coverage: QuantCoverage
+
+
+def _log_warnings(messages: list[str], dynamic: bool = False) -> list[str]:
     out = []
     for m in messages:
         if "consider to run pre-processing" in m or "consider pre-processing" in m:
+            if dynamic:  # pre-processing is a static-mode setting: nothing a person can turn on here
+                continue
             m = ("The model was not pre-processed with quant_pre_process (shape inference, BatchNorm folding); "
                  "ONNX Runtime recommends it. Turn pre-processing on.")
         else:
@@ -198,6 +211,49 @@ def _stage_input(model: onnx.ModelProto, tmp: Path, name: str = "input.onnx") ->
     return path
 
 
+def _refuse_float16(model: onnx.ModelProto, step: str) -> None:
+    from onnx import TensorProto
+
+    weights = [*(t for g in graphs.walk_graphs(model.graph) for t in g.initializer), *graphs.constant_weights(model.graph)]
+    types = {t.data_type for t in weights}
+    if TensorProto.FLOAT16 in types and TensorProto.FLOAT not in types:
+        raise QuantizationError("int8 quantization needs a float32 model, and this one computes in float16 (its "
+                                "weights are float16): quantize the float32 original instead.", step=step)
+
+
+def _weights_to_initializers(model: onnx.ModelProto) -> list[str]:
+    """ORT's quantizers only quantize weights that are initializers: move Constant-node weights there (in the
+    staged copy); returns the note that says so."""
+    moved = graphs.constants_to_initializers(model)
+    if not moved:
+        return []
+    return [f"{moved} weight tensor(s) held in Constant nodes were moved into initializers before quantizing "
+            "(ONNX Runtime's quantizer only quantizes initializers); the source model is unchanged."]
+
+
+def _coverage_result(out: Path, source: onnx.ModelProto, targets: list[str], warnings: list[str],
+                     notes: list[str], mode: str) -> QuantResult:
+    quantized = onnx.load(str(out), load_external_data=False)
+    # ORT's dynamic quantizer rewrites Gemm (alpha = beta = 1, no transA) as MatMul + Add before quantizing
+    counted_as = {"Gemm": "MatMul"} if mode == "dynamic" and "MatMul" in targets else None
+    cov = quant_coverage(quantized, targets, source, counted_as)
+    if counted_as and any(at.node.op_type == "Gemm" for at in graphs.walk_nodes(source.graph)):
+        notes.append("ONNX Runtime's dynamic quantizer rewrites Gemm nodes as MatMul + Add; they count as MatMul.")
+    if cov.total == 0:
+        asked = ", ".join(sorted(targets)) if len(targets) <= 6 else "the supported op types"
+        if cov.total_candidates == 0:
+            why = f"the model has no {asked} nodes (subgraphs included)"
+        else:
+            ops = ", ".join(f"{n} {op}" for op, n in sorted(cov.candidates.items()) if n)
+            why = (f"ONNX Runtime quantized none of its {ops} nodes (their weights are not constant tensors, or "
+                   "their inputs' types or shapes are unknown)")
+        hint = " Use static quantization for Conv models." if mode == "dynamic" else ""
+        warnings.append(f"Nothing was quantized: {why}; the model was not changed.{hint}")
+    elif cov.in_subgraphs:
+        notes.append(f"{cov.in_subgraphs} of the {cov.total} quantized nodes are inside control-flow subgraphs.")
+    return QuantResult(warnings, notes, cov)
+
+
 def _finish(out: Path, dst: Path, step: str) -> None:
     if not out.is_file():
         raise QuantizationError("ONNX Runtime wrote no output model.", step=step)
@@ -222,7 +278,9 @@ def preprocess_for_quantization(src, dst) -> list[str]:
         out = tmp / "preprocessed.onnx"
         messages: list[str] = []
         try:
-            with _ort_quiet() as log:
+            # ORT's symbolic shape inference saves "sym_shape_infer_temp.onnx" into the current directory when it
+            # gives up (recipes run in their own child process, so changing its directory is safe)
+            with _ort_quiet() as log, contextlib.chdir(tmp):
                 quant_pre_process(str(staged), str(out), skip_symbolic_shape=False)
             messages = log.messages
         except Exception as first:
@@ -245,32 +303,42 @@ def preprocess_for_quantization(src, dst) -> list[str]:
 
 def quantize_dynamic_model(src, dst, q: QuantConfig) -> list[str]:
     """Dynamic int8 (weights ahead of time, activations at run time) of ``src`` into ``dst``; returns warnings."""
+    return quantize_dynamic_result(src, dst, q).warnings
+
+
+def quantize_dynamic_result(src, dst, q: QuantConfig) -> QuantResult:
+    """:func:`quantize_dynamic_model` with its notes and the :class:`QuantCoverage` of the result. Weights held in
+    Constant nodes are moved into initializers first (in the staged copy); nodes inside If/Loop/Scan bodies are
+    quantized and counted too. Nothing quantized is a warning that says why."""
     step = "quantize"
     args = ort_arguments(q if q.mode == QuantMode.DYNAMIC else _as_mode(q, QuantMode.DYNAMIC))
     model, warnings = _ensure_opset(_load(src, step), step)
+    _refuse_float16(model, step)
     dst = _check_dst(src, dst, step)
     ops = args.quantize["op_types_to_quantize"]
     if ops is None or "Conv" in ops:
         warnings.append("Dynamic quantization of Conv makes ConvInteger, which runs far slower than fp32 on CPU. "
                         "Leave Conv out (MatMul/Gemm only) or use static quantization.")
-    if ops is not None:
-        present = {n.op_type for n in model.graph.node}
-        if not present & set(ops):
-            warnings.append(f"The model has no {', '.join(ops)} nodes, so dynamic quantization changes nothing; "
-                            f"use static quantization for Conv models.")
+    targets = list(ops) if ops is not None else sorted(IntegerOpsRegistry)
+    notes = _weights_to_initializers(model)
+    kwargs = dict(args.quantize)
+    if graphs.has_subgraphs(model.graph):  # ORT leaves If/Loop/Scan bodies alone unless asked
+        kwargs["extra_options"] = {**(kwargs.get("extra_options") or {}), "EnableSubgraph": True}
     with tempfile.TemporaryDirectory(prefix="ortlab-quant-") as tmpdir:
         tmp = Path(tmpdir)
         staged = _stage_input(model, tmp)
         out = tmp / "quantized.onnx"
         try:
             with _ort_quiet() as log:
-                quantize_dynamic(str(staged), str(out), **args.quantize)
+                quantize_dynamic(str(staged), str(out), **kwargs)
         except OrtlabError:
             raise
         except Exception as exc:
             raise _fail(step, exc, "Exclude the failing op types or nodes, or try static quantization.") from None
+        result = _coverage_result(out, model, targets, warnings + _log_warnings(log.messages, dynamic=True), notes,
+                                  "dynamic")
         _finish(out, dst, step)
-    return warnings + _log_warnings(log.messages)
+    return result
 
 
 def _as_mode(q: QuantConfig, mode: QuantMode) -> QuantConfig:
@@ -295,6 +363,7 @@ def calibrate_model(src, q: QuantConfig, reader, cache) -> list[str]:
     """
     args = _static_args(q)
     model, warnings = _ensure_opset(_load(src, "calibrate"), "calibrate")
+    _refuse_float16(model, "calibrate")
     if getattr(reader, "is_random", False):
         warnings.append("Calibrated with random data: activation ranges do not represent real inputs, so the "
                         "quantized model's accuracy is meaningless.")
@@ -323,13 +392,22 @@ def calibrate_model(src, q: QuantConfig, reader, cache) -> list[str]:
 def quantize_calibrated_model(src, dst, q: QuantConfig, cache) -> list[str]:
     """Static int8 of ``src`` into ``dst`` from the ranges :func:`calibrate_model` wrote to ``cache``:
     ``quantize_static`` with no data reader, reading the calibration cache. Returns warnings."""
+    return quantize_calibrated_result(src, dst, q, cache).warnings
+
+
+def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
+    """:func:`quantize_calibrated_model` with its notes and the :class:`QuantCoverage` of the result."""
     args = _static_args(q)
     model, warnings = _ensure_opset(_load(src, "quantize"), "quantize")
     warnings = [w for w in warnings if not w.startswith("Converted the model from opset")]  # said by calibrate
+    _refuse_float16(model, "quantize")
     dst = _check_dst(src, dst, "quantize")
     cache = Path(cache)
     if not cache.is_file():
         raise QuantizationError(f"No calibration cache at {cache}: calibrate first.", step="quantize")
+    ops = args.quantize["op_types_to_quantize"]
+    targets = list(ops) if ops is not None else sorted(set(QLinearOpsRegistry) | set(QDQRegistry))
+    notes = _weights_to_initializers(model)
     with tempfile.TemporaryDirectory(prefix="ortlab-quant-") as tmpdir:
         tmp = Path(tmpdir)
         staged = _stage_input(model, tmp)
@@ -342,8 +420,9 @@ def quantize_calibrated_model(src, dst, q: QuantConfig, cache) -> list[str]:
             raise
         except Exception as exc:
             raise _fail("quantize", exc, _QUANTIZE_HINT) from None
+        result = _coverage_result(out, model, targets, warnings + _log_warnings(log.messages), notes, "static")
         _finish(out, dst, "quantize")
-    return warnings + _log_warnings(log.messages)
+    return result
 
 
 def quantize_static_model(src, dst, q: QuantConfig, reader) -> list[str]:

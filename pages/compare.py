@@ -9,7 +9,9 @@ from ortlab.verdict import VerdictPolicy, judge, not_evaluated
 from ortlab.ui.guard import engine_errors
 from ortlab.ui.inert import md
 from ortlab.ui.progress_view import demo_button, recipe_job_panel, show_flash
-from ortlab.ui.viewers import diff_figure, netron
+from ortlab.ui.graph_view import counts_text, show_graph_diff
+from ortlab.ui import node_errors
+from ortlab.ui.viewers import netron
 from ortlab.ui.router import require_router, stop_page
 
 require_router()
@@ -56,6 +58,13 @@ if random_flag:
 if cand.artifact is not None:
     for w in cand.artifact.warnings[:6]:
         st.caption(f"⚠ {md(w)}")
+    coverage = getattr(cand.artifact, "coverage", None)
+    if coverage is not None:
+        with st.expander(f"int8 coverage · {coverage.summary()}", expanded=coverage.total == 0):
+            st.dataframe([{"op type": op, "quantized": q, "nodes": n} for op, q, n in coverage.rows()],
+                         hide_index=True)
+            if coverage.in_subgraphs:
+                st.caption(f"{coverage.in_subgraphs} of the quantized nodes are inside If/Loop/Scan subgraphs.")
 
 ref_info = cand_info = diff = None
 with engine_errors("Reading the two models"):
@@ -102,16 +111,20 @@ if ev is not None:
     cards.eval_cards(ev, "reference", "candidate")
 
 # keyed: the selected tab survives reruns (e.g. turning on Netron) instead of jumping back to the first
-tabs = st.tabs(["Graph diff", "Netron", "Size", "Accuracy", "Output error"], key="compare_tab")
+tabs = st.tabs(["Graph diff", "Netron", "Size", "Accuracy", "Output error", "Per-node error"], key="compare_tab")
 
 with tabs[0]:
     if diff is not None:
+        counts = diff.counts  # the one count of the changes: these cards and the diff view's header read it
         st.markdown("#### What changed")
+        st.caption(counts_text(counts))
         m = st.columns(4)
-        m[0].metric("Removed nodes", len(diff.removed), border=True)
-        m[1].metric("Added nodes", len(diff.added), border=True)
-        m[2].metric("Changed nodes", len(diff.changed), border=True)
-        m[3].metric("Unchanged nodes", diff.unchanged_count, border=True)
+        m[0].metric("Removed nodes", counts.get("removed", 0), border=True,
+                    help=f"{counts.get('fused', 0)} of them replaced by fused or quantized nodes")
+        m[1].metric("Added nodes", counts.get("added", 0), border=True,
+                    help=f"{counts.get('quantized', 0)} of them quantization nodes")
+        m[2].metric("Changed nodes", counts.get("changed", 0), border=True, help="Matched, with new inputs or attributes")
+        m[3].metric("Unchanged nodes", counts.get("unchanged", 0), border=True)
         if diff.fusions:
             st.markdown("**Fusions and rewrites**\n" + "\n".join(f"- {md(f)}" for f in diff.fusions))
         else:
@@ -130,8 +143,16 @@ with tabs[0]:
         focus = st.text_input("Focus on a node name or op type (empty = whole graph)", key="compare.focus",
                               placeholder="e.g. Conv, QLinearConv, com.microsoft::FusedConv, block1/Conv")
         with engine_errors("Drawing the diff graph"):
-            fig = diff_figure(compare_data.graph_view(ref.path, cand.path, focus.strip() or None))
-            st.plotly_chart(fig, key="compare_graph", width="stretch")
+            overlay = node_errors.graph_overlay(cand.artifact)  # per-node SQNR, once analysed (Per-node error tab)
+            view = show_graph_diff(compare_data.graph_description(ref.path, cand.path),
+                                   key=f"compare_graph_{ref_id}_{cand_id}", focus=focus.strip() or None,
+                                   overlay=overlay["values"] if overlay else None,
+                                   overlay_label=overlay["label"] if overlay else "value", higher_is_worse=False)
+            if view["focus"] and not view["focus_matches"]:
+                st.caption(f"No node matches “{md(view['focus'])}”.")
+            st.caption(f"Showing {view['visible']} boxes for {view['total_nodes']} nodes: layers grouped by name "
+                       "scope, unchanged runs and long stretches folded; click a ▸ box to open it, a node for "
+                       "its details.")
 
 with tabs[1]:
     if st.toggle("Show both graphs in Netron", value=False, key="compare.netron"):
@@ -205,3 +226,6 @@ with tabs[4]:
                      hide_index=True, width="stretch")
     else:
         st.info("Output errors appear once the pair is evaluated (Accuracy tab).")
+
+with tabs[5]:
+    node_errors.section(cand)

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ortlab.artifact import Artifact
+from ortlab.artifact import QDQ_FILE, Artifact
 from ortlab.serial import to_plain
 from ortlab.text import format_bytes
 from ortlab.ui import actions, cards, state
@@ -94,7 +94,16 @@ for w in r.warnings:
 cli = actions.cli_line(r, f"run{run_id}.onnx")
 st.code(cli, language="bash")
 d = st.columns(5)
-if model_file.is_file():
+qdq_file = model_file.parent / QDQ_FILE
+if model_file.is_file() and r.kind == "int8-static" and qdq_file.is_file():
+    # the plain QDQ graph is the portable file (any QDQ-aware runtime); the optimized one suits ORT on this CPU
+    d[0].download_button("⬇ Model (QDQ, portable: ORT, TensorRT, OpenVINO)", qdq_file.read_bytes,
+                         file_name=f"run{run_id}_{QDQ_FILE}", mime="application/octet-stream", key="history.dl_qdq",
+                         type="primary")
+    d[0].download_button("⬇ ORT-only (optimized for this CPU)", model_file.read_bytes,
+                         file_name=f"run{run_id}_{model_file.name}", mime="application/octet-stream",
+                         key="history.dl_model")
+elif model_file.is_file():
     # files are read or built only when the button is clicked (a model can be tens of MB, a report ~5 MB)
     d[0].download_button("⬇ Model (.onnx)", model_file.read_bytes, file_name=f"run{run_id}_{model_file.name}",
                          mime="application/octet-stream", key="history.dl_model")

@@ -301,21 +301,44 @@ def test_random_data_needs_the_checkbox_and_is_flagged_everywhere(home):
     assert any("RANDOM" in w.value for w in at.warning)
 
 
-def test_compare_focus_zooms_the_diff_graph(demo_app):
+def graph_diff_args(at) -> dict:
+    """The arguments the Compare page handed to the graph-diff component (Cytoscape.js, in the browser)."""
     import json
 
-    def graph_points(a) -> int:
-        chart = next(c for c in a.get("plotly_chart") if c.key == "compare_graph")
-        spec = json.loads(chart.proto.spec)
-        return sum(len(t.get("x") or []) for t in spec["data"] if "markers" in (t.get("mode") or ""))
+    found = [e for e in at.get("component_instance") if "graphdiff" in e.proto.component_name]
+    assert len(found) == 1, [e.proto.component_name for e in at.get("component_instance")]
+    return json.loads(found[0].proto.json_args)
+
+
+def test_compare_focus_narrows_the_diff_graph(demo_app):
+    def graph_nodes(a) -> int:
+        return sum(1 for e in graph_diff_args(a)["elements"] if "source" not in e["data"])
 
     at, _ = demo_app
     at.switch_page("pages/compare.py").run()
-    whole = graph_points(at)
+    whole = graph_nodes(at)
     at.text_input(key="compare.focus").set_value("QLinearConv").run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    focused = graph_points(at)
+    focused = graph_nodes(at)
     assert 0 < focused < whole
+    at.text_input(key="compare.focus").set_value("").run()
+
+
+def test_compare_shows_one_count_of_changes_in_the_header_cards_and_graph(demo_app):
+    """The "What changed" cards, the line above them and the graph view's header read the same numbers
+    (GraphDiff.counts)."""
+    at, _ = demo_app
+    at.switch_page("pages/compare.py").run()
+    m = metrics(at)
+    cards = {k: int(m[f"{k.capitalize()} nodes"]) for k in ("removed", "added", "changed", "unchanged")}
+    assert cards["removed"] > 0 and cards["added"] > 0
+    header = graph_diff_args(at)["header"]
+    line = next(str(c.value) for c in at.caption if str(c.value).startswith(f"{cards['removed']} removed"))
+    assert line == header
+    said = {k: int(re.search(rf"(\d+) {k}", header).group(1)) for k in cards}
+    assert said == cards
+    total_nodes = sum(1 for _ in graph_diff_args(at)["elements"])
+    assert total_nodes > 0
 
 
 def test_upload_of_a_bundled_sample_keeps_its_manifest_preprocessing(home):

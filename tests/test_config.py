@@ -35,7 +35,7 @@ WARNINGS_AND_NOTES = [
     ({"precision": "int8", "quant.mode": "dynamic", "quant.op_types": ("Conv", "MatMul")}, "warning",
      "quant.op_types", "ConvInteger"),
     ({"precision": "fp16", "target": "cpu"}, "note", "precision", "gains no speed"),
-    ({"opt_level": "all"}, "warning", "opt_level", "'extended' is the portable choice"),
+    ({"opt_level": "all"}, "note", "opt_level", "'extended' is the portable choice"),
     ({"precision": "fp16", "target": "gpu"}, "warning", "target", "No working GPU provider"),
     ({"precision": "int8", "quant.preprocess": False}, "warning", "quant.preprocess", "BatchNormalization"),
     ({"precision": "int8", "allow_random_data": True}, "warning", "allow_random_data", "flagged"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 
 import numpy as np
 import onnx
@@ -12,17 +12,11 @@ from models import big_chain_model, conv_bn_model, matmul_model
 from ortlab.config import OptLevel
 from ortlab.diff import graph_description, graph_diff
 from ortlab.optimize import optimize_model
-from ortlab.ui.graph_layout import graph_view as layout
 
 
 def deltas(d) -> dict[str, int]:
     return {x["key"]: x["delta"] for x in d.op_deltas if x["delta"]}
 
-
-
-def view(before, after, **kw) -> dict:
-    """The drawable view the Compare page shows: the engine's description laid out by the UI layer."""
-    return layout(graph_description(before, after), **kw)
 
 
 @pytest.fixture(scope="module")
@@ -143,71 +137,47 @@ def test_qdq_insertions_are_named(tmp_path):
     assert any(line.startswith("DequantizeLinear on quantized weights added ×") for line in d.fusions)
 
 
-# -- view ---------------------------------------------------------------------------------------------
+# -- counts and description --------------------------------------------------------------------------
 
-def _check_view(v, max_nodes):
-    ids = {n["id"] for n in v["nodes"]}
-    assert len(ids) == len(v["nodes"]) <= max_nodes
-    pos = {n["id"]: (n["x"], n["y"]) for n in v["nodes"]}
-    assert len(set(pos.values())) == len(pos)  # no two nodes on one spot
-    for e in v["edges"]:
-        assert e["source"] in ids and e["target"] in ids and e["source"] != e["target"]
-    for n in v["nodes"]:
-        assert n["status"] in {"removed", "added", "changed", "unchanged", "collapsed"}
-        assert n["layer"] == n["x"] and n["count"] >= 1
+def test_one_count_of_changes_in_the_diff_and_the_description(conv_levels, big):
+    for src, out in ((conv_levels[0], conv_levels[1][OptLevel.EXTENDED]), big):
+        d = graph_diff(src, out)
+        desc = graph_description(src, out)
+        assert d.counts == desc["counts"]
+        assert d.counts["removed"] == len(d.removed) and d.counts["added"] == len(d.added)
+        assert d.counts["changed"] == len(d.changed) and d.counts["unchanged"] == d.unchanged_count
+        kinds = Counter(n["kind"] for n in desc["nodes"].values())
+        assert kinds["fused"] == d.counts["fused"] + d.counts["fused_into"]
+        assert kinds["removed"] + d.counts["fused"] == d.counts["removed"]
+    d = graph_diff(*big)
+    assert d.counts["fused"] == 1501 and d.counts["fused_into"] == 500
+    assert type(d).from_dict(d.to_dict()).counts == d.counts
 
 
-def test_view_of_extended_conv(conv_levels):
+def test_description_gives_attributes_shapes_scopes_and_fusion_links(conv_levels):
     src, out = conv_levels
-    v = view(src, out[OptLevel.EXTENDED])
-    _check_view(v, 400)
-    assert v["total_nodes"] == 8 + 9 and not v["truncated"]
-    assert v["counts"]["added"] == 3 and v["counts"]["removed"] == 9
-    assert sum(n["count"] for n in v["nodes"]) == v["total_nodes"]
-    layer = {n["id"]: n["x"] for n in v["nodes"]}
-    assert all(layer[e["source"]] < layer[e["target"]] for e in v["edges"])
-    head = [n for n in v["nodes"] if n["status"] == "collapsed"]
-    assert len(head) == 1 and head[0]["count"] == 3  # GlobalAveragePool → Flatten → Gemm
-    assert head[0]["ops"] == {"GlobalAveragePool": 1, "Flatten": 1, "Gemm": 1}
+    desc = graph_description(src, out[OptLevel.EXTENDED])
+    nodes = desc["nodes"]
+    fused = [n for n in nodes.values() if n["op_type"] == "FusedConv"]
+    assert len(fused) == 3 and all(n["kind"] == "fused" for n in fused)
+    assert {tuple(n["scope"]) for n in fused} == {("block0",), ("block1",), ("block2",)}
+    assert all("activation" in n["attributes"] for n in fused)
+    removed = [n for n in nodes.values() if n["status"] == "removed"]
+    assert all(n["replaced_by"] in nodes and nodes[n["replaced_by"]]["op_type"] == "FusedConv" for n in removed)
+    conv = next(n for n in removed if n["op_type"] == "Conv")
+    assert conv["inputs"][0][1].startswith("float32[")  # shapes from value_info / shape inference
+    assert conv["attributes"]["kernel_shape"] == "[3, 3]"
 
 
-def test_view_identical_collapses(conv_levels):
-    src, _ = conv_levels
-    v = view(src, src)
-    _check_view(v, 400)
-    assert sum(n["count"] for n in v["nodes"]) == 14 and v["counts"].get("collapsed", 0) >= 1
-    assert set(v["counts"]) <= {"unchanged", "collapsed"}
+def test_description_gives_scale_and_zero_point_of_quantized_nodes(digits_int8):
+    desc = graph_description(*digits_int8)
+    q = [n for n in desc["nodes"].values() if n["op_type"] == "QuantizeLinear"]
+    assert q and all(n["kind"] == "quantized" for n in q)
+    params = {p["param"]: p["value"] for p in q[0]["quant"]}
+    assert set(params) == {"y_scale", "y_zero_point"}
+    assert float(params["y_scale"]) > 0 and params["y_zero_point"].lstrip("-").isdigit()
+    assert desc["counts"]["quantized"] == sum(1 for n in desc["nodes"].values() if n["kind"] == "quantized")
 
-
-def test_view_big_model_stays_bounded(big):
-    src, opt = big
-    assert len(onnx.load(str(src)).graph.node) == 2001
-    d = graph_diff(src, opt)
-    assert d.fusions == ["MatMul+Add+Relu → FusedGemm ×500", "Add+Identity → Add ×1"]
-    for max_nodes in (400, 50):
-        v = view(src, opt, max_nodes=max_nodes)
-        _check_view(v, max_nodes)
-        assert v["truncated"] and sum(n["count"] for n in v["nodes"]) == v["total_nodes"] == 1000 + 1501
-    same = view(src, src)
-    assert len(same["nodes"]) == 1 and same["nodes"][0]["count"] == 2001 and not same["truncated"]
-
-
-def test_view_focus(big):
-    src, opt = big
-    v = view(src, opt, focus="l250/Relu", hops=2)
-    _check_view(v, 400)
-    assert v["focus_matches"] == 1
-    assert sorted(n["name"] for n in v["nodes"]) == sorted([
-        "l249/Residual", "fused l250/MatMul/MatMulAddFusion", "l250/MatMul", "l250/Add", "l250/Relu",
-        "l250/Residual", "fused l251/MatMul/MatMulAddFusion", "l251/MatMul", "l251/Residual"])
-    by_op = view(src, opt, focus="FusedGemm", max_nodes=100)
-    _check_view(by_op, 100)
-    assert by_op["focus_matches"] == 500 and by_op["truncated"]
-    none = view(src, opt, focus="NoSuchOp")
-    assert none["focus_matches"] == 0 and none["nodes"] == [] and none["edges"] == []
-
-
-# -- view layout --------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def digits_int8(tmp_path_factory):
@@ -222,93 +192,6 @@ def digits_int8(tmp_path_factory):
                      tmp_path_factory.mktemp("digits") / "int8", dataset=load_image_folder(sample.calibration_dir),
                      preprocess=sample.preprocess, verify_samples=4)
     return sample.model_path, art.model_path
-
-
-def _layout_ok(v):
-    _check_view(v, 400)
-    layer = {n["id"]: n["layer"] for n in v["nodes"]}
-    for e in v["edges"]:
-        assert layer[e["source"]] < layer[e["target"]]  # data flows left to right
-        xs = [p[0] for p in e["points"]]
-        assert xs == list(range(layer[e["source"]] + 1, layer[e["target"]]))  # one bend per crossed layer
-    assert sorted(set(layer.values())) == list(range(max(layer.values()) + 1))  # no empty layer
-    return layer
-
-
-def test_view_layout_of_quantized_digits(digits_int8):
-    src, q = digits_int8
-    v = view(src, q)
-    layer = _layout_ok(v)
-    sizes = Counter(layer.values())
-    assert max(sizes.values()) <= 0.2 * len(v["nodes"])  # weights no longer pile up in one column
-    weights = [n for n in v["nodes"] if n["weight_only"]]
-    assert len(weights) == 20 and {n["op_type"] for n in weights} == {"DequantizeLinear"}
-    consumers = defaultdict(list)
-    for e in v["edges"]:
-        consumers[e["source"]].append(layer[e["target"]])
-    for n in weights:
-        assert n["layer"] == min(consumers[n["id"]]) - 1, n["name"]
-    assert sizes[0] == 1  # only the input's QuantizeLinear starts the flow
-    assert {e["status"] for e in v["edges"]} == {"removed", "added"}  # every Conv now reads a DequantizeLinear
-
-
-def test_view_layout_keeps_a_chain_straight(tmp_path):
-    """A MatMul+Add+Relu chain before/after int8 QDQ: the new data path is one horizontal line, weights sit just
-    above their consumer one layer earlier, the removed nodes run in a parallel lane."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    from ortlab.config import Precision, Recipe
-    from ortlab.pipeline import run_recipe
-
-    rng = np.random.default_rng(0)
-    nodes, inits, prev = [], [], "input"
-    for i in range(5):
-        inits += [numpy_helper.from_array(rng.normal(0, 0.3, (8, 8)).astype(np.float32), f"w{i}"),
-                  numpy_helper.from_array(rng.normal(0, 0.1, (8,)).astype(np.float32), f"b{i}")]
-        nodes += [helper.make_node("MatMul", [prev, f"w{i}"], [f"m{i}"], name=f"l{i}/MatMul"),
-                  helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"], name=f"l{i}/Add"),
-                  helper.make_node("Relu", [f"a{i}"], [f"r{i}"], name=f"l{i}/Relu")]
-        prev = f"r{i}"
-    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 8])],
-                              [helper.make_tensor_value_info(prev, TensorProto.FLOAT, ["N", 8])], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save_model(model, str(tmp_path / "chain.onnx"))
-    art = run_recipe(tmp_path / "chain.onnx", Recipe(precision=Precision.INT8, opt_level=OptLevel.DISABLED,
-                                                     allow_random_data=True), tmp_path / "q")
-    v = view(tmp_path / "chain.onnx", art.model_path)
-    _layout_ok(v)
-    main = [n for n in v["nodes"] if n["status"] != "removed" and not n["weight_only"]]
-    assert len(main) >= 15 and {n["y"] for n in main} == {main[0]["y"]}
-    assert all(n["y"] < main[0]["y"] for n in v["nodes"] if n["weight_only"])
-    assert {n["y"] for n in v["nodes"] if n["status"] == "removed"} == {main[0]["y"] + 1}
-    same = view(tmp_path / "chain.onnx", tmp_path / "chain.onnx")
-    assert len(same["nodes"]) == 1 and same["nodes"][0]["y"] == 0
-
-
-def test_view_places_fused_node_amid_what_it_replaced(conv_levels):
-    src, out = conv_levels
-    v = view(src, out[OptLevel.EXTENDED])
-    layer = _layout_ok(v)
-    by_name = defaultdict(list)
-    for n in v["nodes"]:
-        by_name[n["name"].split("/")[0]].append(n)
-    for block in ("block0", "block1", "block2"):
-        fused = next(n for n in by_name[block] if n["op_type"] == "FusedConv")
-        old = sorted(n["layer"] for n in by_name[block] if n["status"] == "removed")
-        assert len(old) == 3 and old[0] <= fused["layer"] <= old[-1]
-        assert min(abs(fused["y"] - n["y"]) for n in by_name[block] if n["status"] == "removed") <= 2
-    assert len(layer) == len(v["nodes"])
-
-
-def test_view_layout_is_fast_on_big_model(big):
-    import time
-
-    src, opt = big
-    start = time.perf_counter()
-    v = view(src, opt)
-    assert time.perf_counter() - start < 1.0
-    _layout_ok(v)
 
 
 def test_a_rewritten_region_is_summarised_by_op_counts_not_spelled_node_by_node(tmp_path):

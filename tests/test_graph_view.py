@@ -1,178 +1,172 @@
-"""The Plotly drawing of a graph-diff view."""
+"""The graph-diff view: grouping, overlay, escaping and the Cytoscape.js component's files."""
 
 from __future__ import annotations
 
-import time
+import json
+import re
 from collections import Counter
 
-import plotly.graph_objects as go
 import pytest
 
-from ortlab.ui.graph_view import GL_THRESHOLD, STATUS_COLORS, diff_graph_figure
+from models import big_chain_model, conv_bn_model
+from ortlab.config import OptLevel
+from ortlab.diff import graph_description
+from ortlab.optimize import optimize_model
+from ortlab.ui.graph_view import COMPONENT_DIR, DEFAULT_BUDGET, build_view, component_args, overlay_color
 
 
 @pytest.fixture(scope="module")
-def digits_views(tmp_path_factory):
-    """graph_view of the bundled digits CNN against its int8 static QDQ copy (calibrated on the bundled images,
-    no graph optimization: every weight behind a DequantizeLinear) and its fp32 extended copy."""
-    from ortlab.config import OptLevel, Precision, Recipe
-    from ortlab.data import load_image_folder
-    from ortlab.diff import graph_description
-    from ortlab.ui.graph_layout import graph_view
-    from ortlab.optimize import optimize_model
-    from ortlab.pipeline import run_recipe
-    from ortlab.samples import get_sample
-
-    root = tmp_path_factory.mktemp("digits")
-    sample = get_sample("digits_cnn")
-    art = run_recipe(sample.model_path, Recipe(precision=Precision.INT8, opt_level=OptLevel.DISABLED), root / "int8",
-                     dataset=load_image_folder(sample.calibration_dir), preprocess=sample.preprocess, verify_samples=4)
-    fp32 = optimize_model(sample.model_path, root / "fp32.onnx", OptLevel.EXTENDED).path
-    return {"int8": graph_view(graph_description(sample.model_path, art.model_path)),
-            "fp32": graph_view(graph_description(sample.model_path, fp32))}
+def big(tmp_path_factory):
+    root = tmp_path_factory.mktemp("big")
+    src = big_chain_model(root / "big.onnx", n_nodes=2000)
+    return src, optimize_model(src, root / "ext.onnx", OptLevel.EXTENDED).path
 
 
-def synthetic_view(n_layers: int, per_layer: int = 1) -> dict:
-    """Layers top to bottom; statuses cycle so every kind appears; one collapsed run of 17 per 10 layers."""
-    cycle = ["unchanged", "removed", "added", "changed", "unchanged"]
-    nodes, edges = [], []
-    for layer in range(n_layers):
-        for k in range(per_layer):
-            i = layer * per_layer + k
-            status = "collapsed" if layer % 10 == 9 and k == 0 else cycle[i % len(cycle)]
-            label = "17 unchanged (Conv×9, Relu×8)" if status == "collapsed" else ("Conv" if i % 2 else "Relu")
-            nodes.append({"id": f"n{i}", "label": label, "op_type": "Conv" if i % 2 else "Relu",
-                          "domain": "com.microsoft" if status == "added" else "", "status": status,
-                          "layer": layer, "x": float(k), "y": float(layer), "count": 17 if status == "collapsed" else 1,
-                          "name": f"block{layer}/node{k}"})
-            if layer:
-                edges.append({"source": f"n{(layer - 1) * per_layer + k}", "target": f"n{i}"})
-    return {"nodes": nodes, "edges": edges}
+@pytest.fixture(scope="module")
+def conv(tmp_path_factory):
+    root = tmp_path_factory.mktemp("conv")
+    src = conv_bn_model(root / "conv.onnx")
+    return src, optimize_model(src, root / "ext.onnx", OptLevel.EXTENDED).path
 
 
-def traces_by_name(fig: go.Figure) -> dict[str, go.BaseTraceType]:
-    return {t.name.split(" (")[0]: t for t in fig.data}
+def nodes_of(view: dict) -> list[dict]:
+    return [e["data"] for e in view["elements"] if "source" not in e["data"]]
 
 
-def t_arrows(fig: go.Figure):
-    return traces_by_name(fig)["arrows"]
+def edges_of(view: dict) -> list[dict]:
+    return [e["data"] for e in view["elements"] if "source" in e["data"]]
 
 
-def test_colours_counts_edges_and_labels():
-    view = synthetic_view(20)
-    fig = diff_graph_figure(view)
-    t = traces_by_name(fig)
-    assert set(t) == {"unchanged edges", "arrows", "removed", "added", "changed", "unchanged", "collapsed"}
-    assert all(isinstance(tr, go.Scatter) for tr in fig.data)  # small graph: SVG traces
-    expected = {s: sum(1 for n in view["nodes"] if n["status"] == s) for s in STATUS_COLORS}
-    assert expected == {"removed": 4, "added": 4, "changed": 4, "unchanged": 6, "collapsed": 2}
-    for status, colour in STATUS_COLORS.items():
-        assert t[status].marker.color == colour
-        assert len(t[status].x) == expected[status]
-    assert t["removed"].name == "removed (4)"
-    assert t["collapsed"].name == "collapsed (34 nodes)"
-    assert list(t["collapsed"].text) == ["×17 unchanged", "×17 unchanged"]
-    # 19 edges, each leaving its source and entering its target along the flow: 4 points and a None
-    edges = t["unchanged edges"]
-    assert len(edges.x) == 19 * 5 and edges.y[4] is None and edges.showlegend is False
-    src, dst = view["nodes"][0], view["nodes"][1]
-    assert list(edges.x[:4]) == [src["x"]] * 4 and edges.y[0] == src["y"] < edges.y[1] < edges.y[2] < edges.y[3] == dst["y"]
-    assert len(t["arrows"].x) == 19 and t["arrows"].marker.symbol == "triangle-down"  # one arrowhead per edge
-    added = t["added"]
-    assert "com.microsoft" in added.hovertext[0] and "/node0" in added.hovertext[0]
-    assert "(ai.onnx)" in t["removed"].hovertext[0]
-    assert fig.layout.dragmode == "pan"
-    assert fig.layout.yaxis.autorange == "reversed"  # layer 0 at the top
-    assert fig.layout.title.text == "4 removed · 4 added · 4 changed · 6 unchanged · 2 collapsed"
+def check_elements(view: dict) -> None:
+    ids = [n["id"] for n in nodes_of(view)]
+    assert len(ids) == len(set(ids))
+    for n in nodes_of(view):
+        assert n.get("parent") is None or n["parent"] in ids
+    for e in edges_of(view):
+        assert e["source"] in ids and e["target"] in ids and e["source"] != e["target"]
+    json.dumps(view)  # plain data only
 
 
-def test_horizontal_layout_long_graph_starts_zoomed_with_range_slider():
-    view = synthetic_view(12)
-    for n in view["nodes"]:
-        n["x"], n["y"] = n["y"], n["x"]
-    fig = diff_graph_figure(view)
-    assert not fig.layout.xaxis.rangeslider.visible  # short graph: everything fits, no slider
-    assert fig.layout.xaxis.autorange is None and fig.layout.xaxis.range[0] < 0  # first layer on the left
-    lo, hi = fig.layout.yaxis.range
-    assert lo > hi  # first row on top
-    assert t_arrows(fig).marker.symbol == "triangle-right"
-    # graph_layout.graph_view's truncation node ("N more nodes") is not called unchanged
-    view["nodes"][-1].update(status="collapsed", count=250, label="250 more nodes (use focus to see them)")
-    t = traces_by_name(diff_graph_figure(view))
-    assert t["collapsed"].text[-1] == "×250 more"
-
-    long = synthetic_view(120)  # 120 layers, 120 nodes: SVG, labelled, starts on the first 40 layers
-    for n in long["nodes"]:
-        n["x"], n["y"] = n["y"], n["x"]
-    fig = diff_graph_figure(long)
-    assert fig.layout.xaxis.rangeslider.visible is True
-    lo, hi = fig.layout.xaxis.range
-    assert lo == -0.8 and 35 < hi < 45
+def test_a_2000_node_model_opens_grouped_with_a_bounded_number_of_elements(big):
+    desc = graph_description(*big)
+    assert len(desc["nodes"]) == 2501
+    for d in (desc, graph_description(big[0], big[0])):
+        view = build_view(d)
+        check_elements(view)
+        assert view["visible"] <= DEFAULT_BUDGET and len(edges_of(view)) <= 3 * DEFAULT_BUDGET
+        closed = [n for n in nodes_of(view) if n.get("group") and not n["open"]]
+        assert closed and sum(n["count"] for n in closed) > 2000 - DEFAULT_BUDGET  # the rest is folded, not dropped
+    # opening a group shows its members, still bounded
+    view = build_view(desc)
+    layer = next(n for n in nodes_of(view) if n.get("group") == "scope" and not n["open"])
+    opened = build_view(desc, overrides={layer["id"]: True})
+    inside = [n for n in nodes_of(opened) if n.get("parent") == layer["id"]]
+    assert {n["details"]["op_type"] for n in inside} >= {"FusedGemm", "MatMul", "Add", "Relu"}
+    assert opened["visible"] <= DEFAULT_BUDGET + 10
+    closed_again = build_view(desc, overrides={layer["id"]: False})
+    assert any(n["id"] == layer["id"] and not n["open"] for n in nodes_of(closed_again))
 
 
-def test_large_view_uses_webgl_and_stays_fast():
-    view = synthetic_view(400, per_layer=5)  # 2,000 nodes
-    assert len(view["nodes"]) > GL_THRESHOLD
-    start = time.perf_counter()
-    fig = diff_graph_figure(view)
-    fig.to_json()
-    assert time.perf_counter() - start < 3.0
-    assert all(isinstance(tr, go.Scattergl) for tr in fig.data)
-    t = traces_by_name(fig)
-    assert t["unchanged"].text is None  # no labels on big graphs, hover only
-    assert sum(len(tr.x) for name, tr in t.items() if name in STATUS_COLORS) == 2000
-    assert fig.layout.height <= 1100
+def test_focus_keeps_the_neighbourhood(big):
+    desc = graph_description(*big)
+    view = build_view(desc, focus="l250/Relu")
+    check_elements(view)
+    assert view["focus_matches"] == 1
+    names = {n["details"]["name"] for n in nodes_of(view) if "details" in n}
+    assert {"l250/MatMul", "l250/Add", "l250/Relu", "l250/Residual"} <= names
+    assert build_view(desc, focus="NoSuchOp")["elements"] == []
 
 
-def test_empty_view():
-    fig = diff_graph_figure({"nodes": [], "edges": []})
-    assert list(fig.data) == []
-    assert fig.layout.title.text == "empty graph"
+def test_small_model_is_shown_whole_with_scopes_and_fusion_links(conv):
+    desc = graph_description(*conv)
+    view = build_view(desc)
+    check_elements(view)
+    ops = [n for n in nodes_of(view) if "details" in n]
+    assert Counter(n["kind"] for n in ops)["fused"] == 9 + 3  # Conv+BN+Relu ×3 removed, FusedConv ×3
+    scopes = {n["id"]: n for n in nodes_of(view) if n.get("group") == "scope"}
+    assert {"s:block0", "s:block1", "s:block2"} <= set(scopes) and all(scopes[s]["open"] for s in scopes)
+    assert sum(1 for e in edges_of(view) if e["kind"] == "fused") == 9
+    labels = [n["label"] for n in ops]
+    assert all(1 <= len(x.split("\n")) <= 2 for x in labels)
+    # every op label fits its box: the box is as wide as its longest line
+    assert all(n["w"] >= 7 * max(len(x) for x in n["label"].split("\n")) for n in ops)
+    assert view["header"].startswith(f"{desc['counts']['removed']} removed")
 
 
-def test_real_diff_view(tmp_path):
-    """The view graph_layout.graph_view lays out for a model and its ORT-optimized copy draws with every status."""
-    from models import conv_bn_model
-    from ortlab.config import OptLevel
-    from ortlab.diff import graph_description
-    from ortlab.ui.graph_layout import graph_view
-    from ortlab.optimize import optimize_model
+def test_markup_in_node_names_stays_text(tmp_path):
+    """A node named like an HTML payload reaches the component as plain JSON text, and the component's code
+    only ever puts model text into the page with textContent (canvas labels otherwise)."""
+    import onnx
+    from onnx import TensorProto, helper
 
-    src = conv_bn_model(tmp_path / "m.onnx")
-    optimize_model(src, tmp_path / "opt.onnx", OptLevel.EXTENDED)
-    view = graph_view(graph_description(src, tmp_path / "opt.onnx"))
-    fig = diff_graph_figure(view)
-    t = traces_by_name(fig)
-    drawn = {name: len(tr.x) for name, tr in t.items() if name in STATUS_COLORS}
-    expected = Counter(n["status"] for n in view["nodes"])
-    assert drawn == dict(expected)
-    assert expected["removed"] > 0 and expected["added"] > 0  # BatchNormalization fused away
-    assert list(t["added"].text) == ["FusedConv"] * 3
-    bn = list(t["removed"].text).index("BN")
-    assert "<b>BatchNormalization</b>" in t["removed"].hovertext[bn]  # short label, full name on hover
-    assert t["removed edges"].line.dash == "dot" and t["added edges"].line.color != t["unchanged edges"].line.color
-    assert len(t["arrows"].x) == len(view["edges"]) and t["arrows"].marker.symbol == "triangle-right"
-    assert fig.layout.xaxis.autorange is None and fig.layout.yaxis.range[0] > fig.layout.yaxis.range[1]
+    evil = "<img src=x onerror=alert(1)>"
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name=evil), helper.make_node("Neg", ["y"], ["z"], name=f"a/{evil}")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save_model(model, str(tmp_path / "evil.onnx"))
+    view = build_view(graph_description(tmp_path / "evil.onnx", tmp_path / "evil.onnx"))
+    args = component_args(view, 600)
+    ops = [e["data"] for e in args["elements"] if "details" in e["data"]]
+    assert {n["details"]["name"] for n in ops} == {evil, f"a/{evil}"}
+    assert all(evil not in n["label"] or n["label"].endswith(evil[:28]) or "\n" in n["label"] for n in ops)
+    text = json.dumps(args)
+    assert json.loads(text) == args  # data, not markup: the iframe gets it through JSON
+    js = (COMPONENT_DIR / "ortlab-graphdiff.js").read_text()
+    assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|new Function", js)
+    assert "textContent" in js
 
 
-def test_quantized_digits_figure(digits_views):
-    """int8 QDQ digits CNN: weight DequantizeLinear nodes are small unlabelled diamonds, Q/DQ labels are short,
-    and the figure grows with the tallest layer."""
-    from ortlab.ui.graph_view import short_label
+def test_overlay_values_reach_the_component(conv):
+    desc = graph_description(*conv)
+    names = [n["name"] for n in desc["nodes"].values() if n["status"] != "removed"]
+    values = {name: float(k) for k, name in enumerate(names)}
+    view = build_view(desc, overlay=values, overlay_label="per-node error")
+    args = component_args(view, 600)
+    assert args["overlay"]["label"] == "per-node error" and args["overlay"]["n"] == len(names)
+    drawn = {e["data"]["details"]["name"]: e["data"] for e in args["elements"] if "details" in e["data"]
+             and "value" in e["data"]}
+    assert set(drawn) == set(names)
+    worst = max(values, key=lambda k: values[k])
+    assert drawn[worst]["value"] == values[worst] and drawn[worst]["value_color"] == overlay_color(1.0) == "#bd0026"
+    best = min(values, key=lambda k: values[k])
+    assert drawn[best]["value_color"] == overlay_color(0.0) == "#ffffcc"
+    # closed groups show the worst value of their members
+    folded = build_view(desc, overlay=values, overrides={"s:block0": False})
+    box = next(e["data"] for e in folded["elements"] if e["data"]["id"] == "s:block0")
+    inside = [v for n, v in values.items() if n.startswith("block0/") or "block0" in n]
+    assert box["value"] == max(inside)
+    # lower-is-worse values (e.g. SQNR): the lowest is red
+    low = build_view(desc, overlay=values, higher_is_worse=False)
+    drawn = {e["data"]["details"]["name"]: e["data"] for e in low["elements"] if "value" in e["data"]
+             and "details" in e["data"]}
+    assert drawn[best]["value_color"] == "#bd0026"
+    assert build_view(desc)["overlay"] is None
 
-    view = digits_views["int8"]
-    fig = diff_graph_figure(view)
-    t = traces_by_name(fig)
-    weights = [n for n in view["nodes"] if n["weight_only"]]
-    assert t["weights & constants"].name == f"weights & constants ({len(weights)})" and len(weights) == 20
-    assert t["weights & constants"].marker.symbol == "diamond" and t["weights & constants"].text is None
-    assert sum(len(tr.x) for name, tr in t.items() if name in STATUS_COLORS) + len(weights) == len(view["nodes"])
-    added = [x for x in t["added"].text if x]
-    assert "Q" in added and "DQ" in added and max(map(len, added)) <= len("QLinearGAP")
-    assert "BN" in t["removed"].text
-    assert short_label({"label": "com.microsoft::QuantizeLinear", "op_type": "QuantizeLinear"}) == "com.microsoft::Q"
-    positions = set(t["added"].textposition)
-    assert positions == {"top center", "bottom center"}  # alternating by column
-    fp32 = diff_graph_figure(digits_views["fp32"])
-    rows = lambda v: max(n["y"] for n in v["nodes"]) - min(n["y"] for n in v["nodes"])
-    assert rows(view) > rows(digits_views["fp32"]) and fig.layout.height > fp32.layout.height
+
+def test_component_files_reference_no_outside_host():
+    files = sorted(p.name for p in COMPONENT_DIR.iterdir())
+    assert files == ["LICENSES.txt", "cytoscape-dagre.min.js", "cytoscape.min.js", "index.html",
+                     "ortlab-graphdiff.css", "ortlab-graphdiff.js"]
+    html = (COMPONENT_DIR / "index.html").read_text()
+    assert "default-src 'self'" in html
+    for ref in re.findall(r'(?:src|href)="([^"]*)"', html):
+        assert "/" not in ref and ":" not in ref, ref  # files next to index.html only
+    # the only absolute URLs in the code are licence and project links inside comments
+    allowed = {"http://en.wikipedia.org/wiki/MIT_License", "http://engelschall.com",
+               "http://opensource.org/licenses/MIT", "https://github.com/cytoscape/cytoscape.js-dagre"}
+    for name in ("cytoscape.min.js", "cytoscape-dagre.min.js", "ortlab-graphdiff.js", "ortlab-graphdiff.css"):
+        text = (COMPONENT_DIR / name).read_text()
+        urls = set(re.findall(r"(?:https?:)?//[a-z0-9-]+\.[a-z0-9.-]+[^\s\"')]*", text, flags=re.I))
+        urls = {u for u in urls if u.startswith("http")}
+        assert urls <= allowed, (name, urls - allowed)
+        assert not re.search(r"fonts\.googleapis|cdn\.|unpkg|jsdelivr", text)
+
+
+def test_the_view_of_the_2000_node_model_is_built_quickly_enough_to_draw(big):
+    """Not a timing test (bench/bench_graph_diff.py measures); a guard against pathological growth."""
+    desc = graph_description(*big)
+    view = build_view(desc)
+    assert len(json.dumps(component_args(view, 700))) < 400_000

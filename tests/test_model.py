@@ -72,7 +72,7 @@ def test_to_dict_is_json_safe_with_op_keys(tmp_path):
     d = json.loads(json.dumps(M.inspect_model(tmp_path / "m.onnx").to_dict()))
     assert d["op_counts"]["com.microsoft::FusedConv"] == 1 and d["op_counts"]["Conv"] == 2
     assert d["inputs"] == [{"name": "input", "dtype": "float32", "shape": ["N", 3, 32, 32]}]
-    assert any("non-standard ops" in w for w in d["warnings"])
+    assert any("contrib ops (com.microsoft)" in w for w in d["warnings"])
 
 
 def test_matmul_model_counts(tmp_path):

@@ -16,6 +16,7 @@ from models import conv_bn_model, external_data_model
 
 ANALYTICS = (b"google-analytics", b"googletagmanager", b"analytics.google", b"ipinfo.io", b"sendBeacon")
 COMPONENT = "ortlab.ui.netron.ortlab_netron"
+GRAPH_VIEW = "ortlab.ui.graph_view.ortlab_graphdiff"
 
 
 @pytest.fixture
@@ -155,10 +156,10 @@ def test_models_above_the_cap_get_the_built_in_drawing(monkeypatch, tmp_path):
     model = conv_bn_model(tmp_path / "m.onnx")
     at = _run(monkeypatch, tmp_path, model=str(model), cap=100)
     assert not at.exception
-    assert not at.get("component_instance")
     assert re.search(r"m\.onnx is .* more than the .* Netron is handed in the browser: showing the built-in graph",
                      at.info[0].value)
-    assert len(at.get("plotly_chart")) == 1
+    # the app's own graph view of the same model instead (no model bytes handed over)
+    assert [e.proto.component_name for e in at.get("component_instance")] == [GRAPH_VIEW]
 
 
 def test_missing_netron_falls_back_to_the_built_in_drawing(monkeypatch, tmp_path):
@@ -166,7 +167,7 @@ def test_missing_netron_falls_back_to_the_built_in_drawing(monkeypatch, tmp_path
     at = _run(monkeypatch, tmp_path, model=str(model), break_netron=True)
     assert not at.exception
     assert at.warning[0].value.startswith("Netron viewer unavailable: The netron package is not installed")
-    assert len(at.get("plotly_chart")) == 1  # the built-in drawing of the same model
+    assert [e.proto.component_name for e in at.get("component_instance")] == [GRAPH_VIEW]  # the built-in view
 
 
 def test_bad_models_and_external_data_outside_the_folder_are_refused(monkeypatch, tmp_path):

@@ -38,18 +38,14 @@ def graph_diff(ref: Path, cand: Path) -> GraphDiff:
     return c[k]
 
 
-def graph_view(ref: Path, cand: Path, focus: str | None):
-    """The laid-out graph diff of two files around ``focus`` (``graph_layout.graph_view``), cached per session."""
-    from ..diff import graph_description
-    from .graph_layout import graph_view as _view
+def graph_description(ref: Path, cand: Path) -> dict:
+    """``diff.graph_description`` of two files (the merged before/after graph, as plain data), cached per session."""
+    from ..diff import graph_description as _description
 
     c = state.cache()
-    kd = _key("description", ref, cand)
-    if kd not in c:
-        c[kd] = graph_description(ref, cand)
-    k = _key("view", ref, cand, focus or "")
+    k = _key("description", ref, cand)
     if k not in c:
-        c[k] = _view(c[kd], focus=focus or None)
+        c[k] = _description(ref, cand)
     return c[k]
 
 

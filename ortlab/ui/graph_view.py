@@ -1,222 +1,484 @@
-"""Plotly drawing of the layered graph diff laid out by ``ortlab.ui.graph_layout.graph_view``."""
+"""The graph diff as the elements of an interactive Cytoscape.js view (``graphdiff_component/``).
+
+The engine (``ortlab.diff.graph_description``) gives the merged before/after graph as plain nodes and edges.
+This module only decides what is visible: nodes are grouped by name scope (``/encoder/layer.0/…`` or
+``namespace`` metadata), runs of unchanged nodes become one "n unchanged nodes" box, and a level with too many
+members is split into parts in graph order, so that any model opens with at most ``budget`` elements; groups
+expand on a click. Layout (dagre, layered top to bottom) and drawing happen in the browser, from files the app
+serves itself. Text from the model is handed over as JSON data and drawn as text (canvas labels, ``textContent``),
+never as HTML.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
+import hashlib
+import json
+import math
+from collections import Counter, defaultdict, deque
+from dataclasses import dataclass, field
+from pathlib import Path
 
-import plotly.graph_objects as go
-
-STATUS_COLORS = {
+KIND_COLORS = {
     "removed": "#d62728",
+    "fused": "#9467bd",
+    "quantized": "#1f77b4",
     "added": "#2ca02c",
     "changed": "#f0a000",
     "unchanged": "#9e9e9e",
-    "collapsed": "#d9d9d9",
 }
-EDGE_COLORS = {"removed": "#e8a0a0", "added": "#7fc97f", "unchanged": "#b8b8b8"}
-STATUS_ORDER = ("removed", "added", "changed", "unchanged", "collapsed")
-GL_THRESHOLD = 500
-LABEL_LIMIT = 150
-CROWDED_LAYER = 8  # layers with more nodes than this are labelled on hover only
-INITIAL_LAYERS = 40
-ROW_PX = 64
-ABBREVIATIONS = {
-    "QuantizeLinear": "Q",
-    "DequantizeLinear": "DQ",
-    "DynamicQuantizeLinear": "DynQ",
-    "BatchNormalization": "BN",
-    "GlobalAveragePool": "GAP",
-    "QLinearGlobalAveragePool": "QLinearGAP",
-    "LayerNormalization": "LayerNorm",
-    "SkipLayerNormalization": "SkipLayerNorm",
-    "SimplifiedLayerNormalization": "RMSNorm",
-    "InstanceNormalization": "InstanceNorm",
+KIND_TEXT = {
+    "removed": "removed",
+    "fused": "fused (replaced by a fused/quantized node, or the fused node)",
+    "quantized": "quantized (added quantization node)",
+    "added": "added",
+    "changed": "changed (inputs or attributes)",
+    "unchanged": "unchanged",
 }
+KIND_ORDER = ("removed", "fused", "quantized", "added", "changed", "unchanged")
+DEFAULT_BUDGET = 120  # visible elements (nodes, boxes and open groups) when the view opens
+MAX_CHILDREN = 24  # members of one level before it is split into parts
+RUN_MIN = 3  # unchanged nodes in a row that become one box
+FOCUS_HOPS = 2
+FUSED_LINKS = 6  # a replacement of more removed nodes than this gets no links drawn to them
+OVERLAY_STOPS = ("#ffffcc", "#fd8d3c", "#bd0026")  # best … worst
+_CHAR_PX = 7.4
+_TEXT_CAP = 60
 
 
-def short_label(n: dict) -> str:
-    """The op type as drawn: well-known long names shortened (QuantizeLinear → Q), domain prefix kept."""
-    label = str(n.get("label") or n.get("op_type") or "")
-    op = str(n.get("op_type") or "")
-    if op in ABBREVIATIONS and label.endswith(op):
-        return label[: len(label) - len(op)] + ABBREVIATIONS[op]
-    return label
+def clean_text(text: object, cap: int = _TEXT_CAP) -> str:
+    """Model text for a label: control characters dropped, capped. It stays text (never parsed as markup)."""
+    s = "".join(ch for ch in str(text) if ch >= " " and ch != "\x7f")
+    return s if len(s) <= cap else s[: cap - 1] + "…"
 
 
-def _flow(nodes: list[dict]) -> tuple[bool, bool]:
-    """(vertical, reversed): whether layers advance along y rather than x, and whether that axis must be
-    reversed so the first layer is at the top (or left)."""
-    by_layer: dict = {}
-    for n in nodes:
-        by_layer.setdefault(n.get("layer", 0), []).append(n)
-    ordered = [by_layer[k] for k in sorted(by_layer)]
-
-    def mean(group: list[dict], axis: str) -> float:
-        return sum(float(n.get(axis, 0.0)) for n in group) / len(group)
-
-    def span(axis: str) -> float:
-        means = [mean(g, axis) for g in ordered]
-        return max(means) - min(means)
-
-    vertical = span("y") > span("x")
-    axis = "y" if vertical else "x"
-    increasing = mean(ordered[-1], axis) >= mean(ordered[0], axis)
-    return vertical, increasing if vertical else not increasing
+@dataclass
+class _Group:
+    id: str
+    label: str
+    kind: str  # scope | part | run
+    children: list[str] = field(default_factory=list)
+    order: float = 0.0
 
 
-def _hover(n: dict) -> str:
-    domain = n.get("domain") or "ai.onnx"
-    if n.get("status") == "collapsed":
-        return f"{n.get('count', 1)} unchanged nodes<br>{n.get('label', '')}"
-    name = n.get("name") or n.get("label") or n.get("id", "")
-    extra = "<br>weights / constants only" if n.get("weight_only") else ""
-    return f"<b>{n.get('op_type', '')}</b> ({domain})<br>{name}<br>{n.get('status', '')}{extra}"
+def _summary(kinds: Counter) -> str:
+    n = sum(kinds.values())
+    parts = [f"{kinds[k]} {k}" for k in KIND_ORDER[:-1] if kinds.get(k)]
+    return f"{n} node{'s' if n != 1 else ''}" + (" · " + " · ".join(parts) if parts else " · unchanged")
 
 
-def _pill(n: dict) -> str:
-    label = str(n.get("label") or "")
-    kind = "unchanged" if not label or "unchanged" in label else "more"  # diff's truncation node says "more"
-    return f"×{int(n.get('count', 1))} {kind}"
+def _dominant(kinds: Counter) -> str:
+    changed = [(n, -KIND_ORDER.index(k), k) for k, n in kinds.items() if k != "unchanged"]
+    return max(changed)[2] if changed else "unchanged"
 
 
-def diff_graph_figure(view: dict) -> go.Figure:
-    """A Plotly figure of a graph-diff view, data flowing left to right: removed red, added green, changed
-    amber, unchanged grey, weight/constant nodes as small diamonds, collapsed unchanged runs as grey
-    "×N unchanged" pills. Edges leave a node on its right and enter the next on its left with an arrowhead;
-    edges of the old graph are dotted red. Short op labels; names on hover.
+class _Tree:
+    """Name-scope groups over the description's nodes, with unchanged runs and parts."""
 
-    Uses WebGL traces above ``GL_THRESHOLD`` points; drag pans, the wheel zooms.
+    def __init__(self, nodes: dict[str, dict]):
+        self.nodes = nodes
+        self.groups: dict[str, _Group] = {"": _Group("", "", "scope")}
+        self.parent: dict[str, str] = {}
+        for nid in sorted(nodes, key=lambda k: nodes[k]["order"]):
+            scope = [str(p) for p in nodes[nid].get("scope") or []]
+            gid = ""
+            for k in range(len(scope)):
+                child = "s:" + "/".join(scope[: k + 1])
+                if child not in self.groups:
+                    self.groups[child] = _Group(child, scope[k], "scope")
+                    self._add(gid, child)
+                gid = child
+            self._add(gid, nid)
+        self._compress("")
+        self._runs_and_parts("")
+        self.members: dict[str, list[str]] = {}
+        self._collect("")
+
+    def _add(self, gid: str, child: str) -> None:
+        self.groups[gid].children.append(child)
+        self.parent[child] = gid
+
+    def _compress(self, gid: str) -> None:
+        """A scope holding one other scope only becomes one group (``model/encoder``); a scope holding a single
+        node disappears (the node moves up)."""
+        g = self.groups[gid]
+        for c in list(g.children):
+            if c in self.groups:
+                self._compress(c)
+        if not gid:
+            return
+        while len(g.children) == 1 and g.children[0] in self.groups:
+            inner = self.groups.pop(g.children[0])
+            g.label = f"{g.label}/{inner.label}"
+            g.children = inner.children
+            for c in g.children:
+                self.parent[c] = gid
+        if len(g.children) == 1:
+            parent = self.groups[self.parent[gid]]
+            only = g.children[0]
+            parent.children[parent.children.index(gid)] = only
+            self.parent[only] = self.parent.pop(gid)
+            del self.groups[gid]
+
+    def _order(self, item: str) -> float:
+        if item in self.nodes:
+            return float(self.nodes[item]["order"])
+        return self.groups[item].order
+
+    def _runs_and_parts(self, gid: str) -> float:
+        g = self.groups[gid]
+        for c in g.children:
+            if c in self.groups:
+                self._runs_and_parts(c)
+        g.children.sort(key=self._order)
+        # unchanged runs
+        out: list[str] = []
+        run: list[str] = []
+
+        def flush() -> None:
+            if len(run) >= RUN_MIN and len(run) < len(g.children):
+                rid = f"r:{gid}:{run[0]}"
+                self.groups[rid] = _Group(rid, f"{len(run)} unchanged nodes", "run", list(run), self._order(run[0]))
+                for x in run:
+                    self.parent[x] = rid
+                self.parent[rid] = gid
+                out.append(rid)
+            else:
+                out.extend(run)
+            run.clear()
+
+        for c in g.children:
+            if c in self.nodes and self.nodes[c]["kind"] == "unchanged":
+                run.append(c)
+            else:
+                flush()
+                out.append(c)
+        flush()
+        g.children = self._parts(gid, out)
+        g.order = self._order(g.children[0]) if g.children else 0.0
+        return g.order
+
+    def _parts(self, gid: str, items: list[str]) -> list[str]:
+        """Split a level of more than MAX_CHILDREN members into consecutive parts of equal size (recursively),
+        each named by its first and last member."""
+        if len(items) <= MAX_CHILDREN:
+            return items
+        n_parts = min(MAX_CHILDREN, math.ceil(len(items) / MAX_CHILDREN))
+        size = math.ceil(len(items) / n_parts)
+        out = []
+        for k in range(n_parts):
+            chunk = items[k * size: (k + 1) * size]
+            if len(chunk) <= 1:
+                out.extend(chunk)
+                continue
+            pid = f"p:{gid}:{chunk[0]}"
+            name = f"{self._name(chunk[0])} … {self._name(chunk[-1])}"
+            part = _Group(pid, name, "part", [], self._order(chunk[0]))
+            self.groups[pid] = part
+            self.parent[pid] = gid
+            for x in chunk:
+                self.parent[x] = pid
+            part.children = self._parts(pid, chunk)
+            out.append(pid)
+        return out
+
+    def _name(self, item: str) -> str:
+        if item in self.groups:
+            g = self.groups[item]
+            return g.label.split(" … ")[0] if g.kind == "part" else g.label.split("/")[-1]
+        n = self.nodes[item]
+        return str(n.get("name") or n.get("label") or "?").rsplit("/", 1)[-1] or str(n.get("label"))
+
+    def _collect(self, gid: str) -> list[str]:
+        out: list[str] = []
+        for c in self.groups[gid].children:
+            out.extend(self._collect(c) if c in self.groups else [c])
+        self.members[gid] = out
+        return out
+
+    def kinds(self, gid: str) -> Counter:
+        return Counter(self.nodes[m]["kind"] for m in self.members[gid])
+
+
+def _expansion(tree: _Tree, overrides: dict[str, bool], budget: int) -> set[str]:
+    """Open groups: the root, what the person opened (with its ancestors), then, breadth first and groups with
+    changes first, every group whose members still fit in ``budget`` visible elements. Runs of unchanged nodes
+    and groups the person closed stay closed."""
+    opened = {""}
+    for gid, is_open in overrides.items():
+        if is_open and gid in tree.groups:
+            x = gid
+            while x:
+                opened.add(x)
+                x = tree.parent[x]
+    opened -= {g for g, is_open in overrides.items() if not is_open}
+    opened.add("")
+
+    def visible() -> int:
+        return sum(len(tree.groups[g].children) for g in opened) + len(opened) - 1
+
+    count = visible()
+    queue = deque([""])
+    while queue:
+        layer = []
+        while queue:
+            gid = queue.popleft()
+            if gid in opened:
+                layer.extend(c for c in tree.groups[gid].children if c in tree.groups)
+        layer.sort(key=lambda g: (tree.kinds(g).get("unchanged", 0) == len(tree.members[g]), tree.groups[g].order))
+        for g in layer:
+            grp = tree.groups[g]
+            if g in opened:
+                queue.append(g)
+                continue
+            if grp.kind == "run" or overrides.get(g) is False:
+                continue
+            if count + len(grp.children) <= budget:
+                opened.add(g)
+                count += len(grp.children)
+                queue.append(g)
+    return opened
+
+
+def _within_hops(hits: list[str], edges: list[list[str]], hops: int) -> set[str]:
+    adj: dict[str, set[str]] = defaultdict(set)
+    for s, d in edges:
+        adj[s].add(d)
+        adj[d].add(s)
+    keep = set(hits)
+    frontier = set(hits)
+    for _ in range(hops):
+        frontier = {n for f in frontier for n in adj[f]} - keep
+        keep |= frontier
+    return keep
+
+
+def overlay_color(t: float) -> str:
+    """Colour of a normalised overlay value (0 best … 1 worst)."""
+    t = min(1.0, max(0.0, t))
+    stops = [tuple(int(c[i: i + 2], 16) for i in (1, 3, 5)) for c in OVERLAY_STOPS]
+    seg = min(len(stops) - 2, int(t * (len(stops) - 1)))
+    f = t * (len(stops) - 1) - seg
+    rgb = [round(stops[seg][i] + (stops[seg + 1][i] - stops[seg][i]) * f) for i in range(3)]
+    return "#{:02x}{:02x}{:02x}".format(*rgb)
+
+
+def _size(lines: list[str]) -> tuple[int, int]:
+    return int(max(64, _CHAR_PX * max(len(x) for x in lines) + 22)), int(16 * len(lines) + 14)
+
+
+def _details(n: dict) -> dict:
+    """What the side panel shows for a node (plain text fields)."""
+    return {"name": clean_text(n.get("name") or "(unnamed)", 300), "op_type": clean_text(n.get("op_type", "")),
+            "domain": clean_text(n.get("domain") or "ai.onnx"), "status": n.get("status", ""),
+            "scope": clean_text("/".join(n.get("scope") or []), 300),
+            "attributes": [[clean_text(k), clean_text(v, 200)] for k, v in (n.get("attributes") or {}).items()],
+            "inputs": [[clean_text(t, 200), clean_text(s)] for t, s in n.get("inputs") or []],
+            "outputs": [[clean_text(t, 200), clean_text(s)] for t, s in n.get("outputs") or []],
+            "quant": [[clean_text(q["param"]), clean_text(q["tensor"], 200), clean_text(q["value"], 120)]
+                      for q in n.get("quant") or []],
+            "changes": list(n.get("changes") or []),
+            "matched": clean_text(n.get("matched") or "", 300),
+            "before": {"attributes": [[clean_text(k), clean_text(v, 200)]
+                                      for k, v in ((n.get("before") or {}).get("attributes") or {}).items()],
+                       "inputs": [[clean_text(t, 200), clean_text(s)]
+                                  for t, s in (n.get("before") or {}).get("inputs") or []]}
+            if n.get("before") else None}
+
+
+def counts_text(counts: dict) -> str:
+    """The one line of change counts (``GraphDiff.counts``) the page header and the view show."""
+    if not counts:
+        return ""
+    removed = f"{counts.get('removed', 0)} removed"
+    if counts.get("fused"):
+        removed += f" ({counts['fused']} replaced by fused or quantized nodes)"
+    added = f"{counts.get('added', 0)} added"
+    if counts.get("quantized"):
+        added += f" ({counts['quantized']} quantization)"
+    return f"{removed} · {added} · {counts.get('changed', 0)} changed · {counts.get('unchanged', 0)} unchanged"
+
+
+def build_view(description: dict, *, overrides: dict[str, bool] | None = None, focus: str | None = None,
+               overlay: dict[str, float] | None = None, overlay_label: str = "value", higher_is_worse: bool = True,
+               budget: int = DEFAULT_BUDGET) -> dict:
+    """The elements of the graph-diff view (``description`` from ``ortlab.diff.graph_description``).
+
+    ``overrides`` maps a group id to open (True) or closed (False), as the person clicked; ``focus`` (a node
+    name or part of one, an op type or op key) keeps the nodes within two hops of the matches; ``overlay``
+    ({node name: value}) colours the nodes by value, worst in red (the highest, unless ``higher_is_worse`` is
+    False); a closed group shows its members' worst value.
+
+    Returns ``{"elements": [{"data": {...}, "classes": str}], "counts", "header", "legend", "overlay", "visible",
+    "total_nodes", "focus", "focus_matches"}``: Cytoscape.js elements — leaf nodes (op label and short name,
+    change kind, details for the side panel), group boxes (closed: one node with a summary; open: a compound
+    parent) and edges between what is visible (``fused`` edges link a removed node to the node that replaced it).
     """
-    nodes: list[dict] = list(view.get("nodes", []))
-    edges: list[dict] = list(view.get("edges", []))
-    use_gl = len(nodes) > GL_THRESHOLD
-    scatter = go.Scattergl if use_gl else go.Scatter
-    pos = {n["id"]: (float(n.get("x", 0.0)), float(n.get("y", 0.0))) for n in nodes}
-    vertical, flip = _flow(nodes) if nodes else (False, False)
-    increasing = flip if vertical else not flip
-    step = 1.0 if increasing else -1.0  # one layer further along the flow, in axis units
+    nodes: dict[str, dict] = description.get("nodes") or {}
+    edges: list[list[str]] = list(description.get("edges") or [])
+    affinity: dict[str, str] = dict(description.get("affinity") or {})
+    counts = dict(description.get("counts") or {})
+    matches = None
+    if focus:
+        f = focus.strip().lower()
+        hits = [k for k, v in nodes.items()
+                if f in (str(v.get("op_type", "")).lower(), str(v.get("key", "")).lower())
+                or f in str(v.get("name", "")).lower()]
+        matches = len(hits)
+        keep = _within_hops(hits, edges + [[s, d] for s, d in affinity.items()], FOCUS_HOPS)
+        nodes = {k: v for k, v in nodes.items() if k in keep}
+        edges = [[s, d] for s, d in edges if s in keep and d in keep]
+        affinity = {s: d for s, d in affinity.items() if s in keep and d in keep}
+    tree = _Tree(nodes)
+    opened = _expansion(tree, overrides or {}, budget)
 
-    def along(p: tuple[float, float], d: float) -> tuple[float, float]:
-        return (p[0], p[1] + d * step) if vertical else (p[0] + d * step, p[1])
-
-    fig = go.Figure()
-    arrows: dict[str, tuple[list, list]] = {}
-    for kind in ("unchanged", "removed", "added"):
-        ex: list[float | None] = []
-        ey: list[float | None] = []
-        ax, ay = arrows.setdefault(kind, ([], []))
-        for e in edges:
-            if e.get("status", "unchanged") != kind:
+    values: dict[str, float] = {}
+    if overlay:
+        by_name: dict[str, list[str]] = defaultdict(list)
+        for k, v in nodes.items():
+            if v.get("name"):
+                by_name[str(v["name"])].append(k)
+        for name, ids in by_name.items():  # values belong to the candidate's nodes; a removed one only when alone
+            live = [k for k in ids if nodes[k].get("status") != "removed"]
+            by_name[name] = live or ids
+        for name, value in overlay.items():
+            try:
+                x = float(value)
+            except (TypeError, ValueError):
                 continue
-            a, b = pos.get(e.get("source")), pos.get(e.get("target"))
-            if a is None or b is None:
-                continue
-            bends = [tuple(p) for p in e.get("points") or []]
-            path = [a, along(a, 0.3), *bends, along(b, -0.3), b]
-            ex += [p[0] for p in path] + [None]
-            ey += [p[1] for p in path] + [None]
-            tip = along(b, -0.3)
-            ax.append(tip[0])
-            ay.append(tip[1])
-        if not ex:
+            if math.isfinite(x):
+                for k in by_name.get(str(name), []):
+                    values[k] = x if higher_is_worse else -x
+    lo, hi = (min(values.values()), max(values.values())) if values else (0.0, 0.0)
+
+    def norm(x: float) -> float:
+        return 0.5 if hi <= lo else (x - lo) / (hi - lo)
+
+    elements: list[dict] = []
+    rep: dict[str, str] = {}
+
+    def add_overlay(data: dict, ids: list[str]) -> None:
+        vals = [values[m] for m in ids if m in values]
+        if vals:
+            worst = max(vals)
+            data["value"] = worst if higher_is_worse else -worst
+            data["value_color"] = overlay_color(norm(worst))
+
+    def draw(gid: str) -> None:
+        parent = gid or None
+        for c in tree.groups[gid].children:
+            if c in tree.groups:
+                grp = tree.groups[c]
+                kinds = tree.kinds(c)
+                title = clean_text(grp.label, 48)
+                summary = _summary(kinds)
+                data: dict = {"id": c, "group": grp.kind, "kind": _dominant(kinds), "count": len(tree.members[c])}
+                if parent:
+                    data["parent"] = parent
+                if c in opened:
+                    data.update(label=f"{title} · {summary}", open=True)
+                    elements.append({"data": data, "classes": "group open"})
+                    draw(c)
+                else:
+                    lines = [f"▸ {title}", summary] if grp.kind != "run" else [f"▸ {title}"]
+                    data.update(label="\n".join(lines), open=False)
+                    data["w"], data["h"] = _size(lines)
+                    add_overlay(data, tree.members[c])
+                    elements.append({"data": data, "classes": "group closed"})
+                    for m in tree.members[c]:
+                        rep[m] = c
+            else:
+                n = nodes[c]
+                op = clean_text(n.get("label") or n.get("op_type") or "?", 40)
+                short = clean_text(str(n.get("name") or "").rsplit("/", 1)[-1], 28)
+                lines = [op, short] if short and short != op else [op]
+                data = {"id": c, "label": "\n".join(lines), "kind": n.get("kind", n.get("status", "unchanged")),
+                        "status": n.get("status", ""), "weight_only": bool(n.get("weight_only")),
+                        "details": _details(n)}
+                data["w"], data["h"] = _size(lines)
+                if parent:
+                    data["parent"] = parent
+                add_overlay(data, [c])
+                classes = "op" + (" weight" if n.get("weight_only") else "")
+                elements.append({"data": data, "classes": classes})
+                rep[c] = c
+
+    draw("")
+    seen: dict[tuple[str, str], str] = {}
+    for s, d in edges:
+        rs, rd = rep.get(s), rep.get(d)
+        if rs is None or rd is None or rs == rd:
             continue
-        line = {"width": 1.6 if kind == "added" else 1.3, "color": EDGE_COLORS[kind]}
-        if kind == "removed":
-            line["dash"] = "dot"
-        if not use_gl:
-            line.update(shape="spline", smoothing=0.6)
-        fig.add_trace(scatter(x=ex, y=ey, mode="lines", name=f"{kind} edges", hoverinfo="skip", showlegend=False,
-                              line=line))
-    symbol = "triangle-down" if vertical else "triangle-right"  # the axes are oriented so layers run down or right
-    ax = [v for k in arrows for v in arrows[k][0]]
-    ay = [v for k in arrows for v in arrows[k][1]]
-    if ax:
-        colours = [EDGE_COLORS[k] for k in arrows for _ in arrows[k][0]]
-        fig.add_trace(scatter(x=ax, y=ay, mode="markers", name="arrows", hoverinfo="skip", showlegend=False,
-                              marker={"symbol": symbol, "size": 9, "color": colours}))
-
-    layer_size = Counter(n.get("layer", 0) for n in nodes)
-    counts = Counter(n.get("status", "unchanged") for n in nodes)
-    show_labels = len(nodes) <= LABEL_LIMIT
-
-    def text_pos(group: list[dict]) -> list[str] | str:
-        if vertical:
-            return "middle right"
-        # alternate above/below by layer so labels of neighbouring columns do not overlap
-        return ["top center" if int(n.get("layer", 0)) % 2 == 0 else "bottom center" for n in group]
-
-    def labels(group: list[dict]) -> list[str]:
-        return [short_label(n) if layer_size[n.get("layer", 0)] <= CROWDED_LAYER else "" for n in group]
-
-    weights = [n for n in nodes if n.get("weight_only") and n.get("status") != "collapsed"]
-    for status in STATUS_ORDER:
-        group = [n for n in nodes if n.get("status", "unchanged") == status and not
-                 (n.get("weight_only") and status != "collapsed")]
-        if not group:
+        old = nodes[s].get("status") == "removed" or nodes[d].get("status") == "removed"
+        kind = "removed" if old else "data"
+        if seen.get((rs, rd)) in (None, "removed"):
+            seen[(rs, rd)] = kind
+    replaced = Counter(affinity.values())
+    for s, d in affinity.items():
+        if replaced[d] > FUSED_LINKS:  # a rewritten region: the panel names the replacement, no fan of links
             continue
-        color = STATUS_COLORS[status]
-        xs, ys = [pos[n["id"]][0] for n in group], [pos[n["id"]][1] for n in group]
-        if status == "collapsed":
-            hidden = sum(int(n.get("count", 1)) for n in group)
-            fig.add_trace(scatter(
-                x=xs, y=ys, mode="markers+text", name=f"collapsed ({hidden} nodes)",
-                marker={"symbol": "square", "size": 14, "color": color, "line": {"width": 1, "color": "#8c8c8c"}},
-                text=[_pill(n) for n in group], textposition=text_pos(group),
-                textfont={"size": 13, "color": "#555555"},
-                hovertext=[_hover(n) for n in group], hoverinfo="text",
-            ))
-            continue
-        big = status != "unchanged"
-        fig.add_trace(scatter(
-            x=xs, y=ys, mode="markers+text" if show_labels else "markers",
-            name=f"{status} ({counts[status]})",
-            marker={"size": 18 if big else 14, "color": color,
-                    "line": {"width": 1.5, "color": "#333333" if big else "#666666"}},
-            text=labels(group) if show_labels else None, textposition=text_pos(group),
-            textfont={"size": 15 if big else 14, "color": "#222222"},
-            hovertext=[_hover(n) for n in group], hoverinfo="text",
-        ))
-    if weights:
-        fig.add_trace(scatter(
-            x=[pos[n["id"]][0] for n in weights], y=[pos[n["id"]][1] for n in weights], mode="markers",
-            name=f"weights & constants ({len(weights)})",
-            marker={"symbol": "diamond", "size": 10, "color": [STATUS_COLORS[n.get("status", "unchanged")] for n in weights],
-                    "line": {"width": 1, "color": "#555555"}},
-            hovertext=[_hover(n) for n in weights], hoverinfo="text",
-        ))
+        rs, rd = rep.get(s), rep.get(d)
+        if rs and rd and rs != rd and (rs, rd) not in seen:
+            seen[(rs, rd)] = "fused"
+    for k, ((s, d), kind) in enumerate(sorted(seen.items())):
+        elements.append({"data": {"id": f"e{k}", "source": s, "target": d, "kind": kind}, "classes": kind})
 
-    summary = " · ".join(f"{counts[s]} {s}" for s in STATUS_ORDER if counts.get(s))
-    flow, cross = ("yaxis", "xaxis") if vertical else ("xaxis", "yaxis")
-    flow_values = [p[1] if vertical else p[0] for p in pos.values()] or [0.0]
-    cross_values = [p[0] if vertical else p[1] for p in pos.values()] or [0.0]
-    layers = len(layer_size) or 1
-    rows = max(cross_values) - min(cross_values) + 1
-    hidden_axis = {"showticklabels": False, "showgrid": False, "zeroline": False, "showline": False,
-                   "ticks": "", "title": None}
-    fig.update_layout(
-        title={"text": summary or "empty graph", "font": {"size": 18}},
-        dragmode="pan", hovermode="closest", plot_bgcolor="white", paper_bgcolor="white",
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0.0,
-                "font": {"size": 15}, "itemsizing": "constant"},
-        hoverlabel={"font": {"size": 14}},
-        margin={"l": 10, "r": 10, "t": 90, "b": 10},
-        height=int(min(1100, max(420, 30 * layers))) if vertical else int(min(1100, max(380, 190 + ROW_PX * rows))),
-        xaxis=hidden_axis, yaxis=hidden_axis, uirevision="graph-diff",
-    )
-    fig.layout[cross].autorange = "reversed"  # first row (or column) at the top (or left)
-    lo, hi = min(flow_values), max(flow_values)
-    long_graph = layers > INITIAL_LAYERS and hi > lo
-    if long_graph:
-        # Start zoomed on the first layers so labels stay readable; pan or the slider shows the rest.
-        end = lo + (hi - lo) * INITIAL_LAYERS / layers
-        fig.layout[flow].range = [end, lo - 0.8] if flip else [lo - 0.8, end]
-    elif flip:
-        fig.layout[flow].autorange = "reversed"
-    else:
-        fig.layout[flow].range = [lo - 0.8, hi + 1.2]
-    if not vertical:
-        pad = 0.9  # room for the labels above the top row and below the bottom one
-        fig.layout[cross].update(range=[max(cross_values) + pad, min(cross_values) - pad], autorange=None)  # top row first
-    if long_graph and not vertical and not use_gl:  # plotly's range slider does not draw WebGL traces
-        fig.update_layout(xaxis={"rangeslider": {"visible": True, "thickness": 0.07, "bgcolor": "#f4f4f4"}})
-    return fig
+    present = Counter(e["data"]["kind"] for e in elements if "source" not in e["data"] and e["classes"] != "group open")
+    legend = [{"kind": k, "color": KIND_COLORS[k], "text": KIND_TEXT[k]} for k in KIND_ORDER if present.get(k)]
+    return {
+        "elements": elements,
+        "counts": counts,
+        "header": counts_text(counts),
+        "legend": legend,
+        "overlay": {"label": clean_text(overlay_label), "min": lo if higher_is_worse else -hi,
+                    "max": hi if higher_is_worse else -lo, "colors": list(OVERLAY_STOPS),
+                    "higher_is_worse": higher_is_worse, "n": len(values)} if values else None,
+        "visible": sum(1 for e in elements if "source" not in e["data"]),
+        "total_nodes": len(nodes),
+        "focus": focus or None,
+        "focus_matches": matches,
+    }
+
+
+# -- the Streamlit component ------------------------------------------------------------------------------
+
+COMPONENT_DIR = Path(__file__).resolve().parent / "graphdiff_component"
+COMPONENT_NAME = "ortlab_graphdiff"
+_component: list = []
+
+
+def _declared():
+    if not _component:
+        import streamlit.components.v1 as components
+
+        _component.append(components.declare_component(COMPONENT_NAME, path=str(COMPONENT_DIR)))
+    return _component[0]
+
+
+def component_args(view: dict, height: int) -> dict:
+    """The arguments the component receives (JSON data only), with a revision that changes with the view."""
+    args = {k: view[k] for k in ("elements", "header", "legend", "overlay")}
+    args["height"] = int(height)
+    args["revision"] = hashlib.sha256(json.dumps(args, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return args
+
+
+def show_graph_diff(description: dict, key: str, *, focus: str | None = None,
+                    overlay: dict[str, float] | None = None, overlay_label: str = "value",
+                    higher_is_worse: bool = True, height: int = 720) -> dict:
+    """Draw the graph diff of ``description`` in the Cytoscape.js component and apply the person's clicks on
+    group boxes (kept per ``key`` in the session). ``overlay`` ({node name: value}) colours nodes by value.
+    Returns the view that was drawn (see :func:`build_view`)."""
+    import streamlit as st
+
+    from . import state
+
+    overrides: dict[str, bool] = dict(state.ui(f"{key}.groups") or {})
+    view = build_view(description, overrides=overrides, focus=focus, overlay=overlay, overlay_label=overlay_label,
+                      higher_is_worse=higher_is_worse)
+    event = _declared()(key=key, default=None, **component_args(view, height))
+    if isinstance(event, dict) and event.get("action") == "toggle" and event.get("nonce") != state.ui(f"{key}.nonce"):
+        state.set_ui(f"{key}.nonce", event.get("nonce"))
+        overrides[str(event.get("group"))] = bool(event.get("open"))
+        state.set_ui(f"{key}.groups", overrides)
+        st.rerun()
+    return view

@@ -98,14 +98,14 @@ def show_netron(model_path: Path, key: str, height: int = 600) -> None:
 
 
 def _fallback(model_path: Path, key: str, height: int) -> None:
+    """The model drawn by the app's own graph view (``graph_view``: grouped by name scope, laid out in the
+    browser), used when Netron cannot be."""
     try:
         from ortlab.diff import graph_description
-        from ortlab.ui.graph_layout import graph_view
-        from ortlab.ui.graph_view import diff_graph_figure
+        from ortlab.ui.graph_view import show_graph_diff
 
-        fig = diff_graph_figure(graph_view(graph_description(model_path, model_path)))
+        description = graph_description(model_path, model_path)
     except (OrtlabError, ImportError) as exc:
         st.info(f"No graph drawing available: {md(exc)}")
         return
-    fig.update_layout(height=height, showlegend=False)
-    st.plotly_chart(fig, key=f"{key}_graph_fallback", width="stretch")
+    show_graph_diff(description, key=f"{key}_graph_fallback", height=height)

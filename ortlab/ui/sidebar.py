@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import streamlit as st
 
 from . import actions, auth, state
@@ -95,3 +97,27 @@ def draw(slot=None) -> None:
             auth.account_box()
         else:
             st.caption("Workspace: " + md(home_relative(actions.workspace().root)))
+        custom_op_settings()
+
+
+def custom_op_settings() -> None:
+    """A text input for custom-op libraries already on the server (paths, never uploads), registered in every
+    ONNX Runtime session ortlab creates from now on (its runs' child processes included). With sign-in configured
+    (a shared server) the libraries are only shown: the operator sets ``$ORTLAB_CUSTOM_OP_LIBRARIES``."""
+    from .. import providers
+
+    current = os.pathsep.join(providers.custom_op_libraries())
+    if auth.sign_in_configured():  # a shared server: loading native code is the operator's choice, not a user's
+        if current:
+            st.caption("Custom-op libraries: " + md(current))
+        return
+    with st.expander("Settings", expanded=False):
+        text = st.text_input("Custom-op libraries", value=current, key="settings.custom_op_libraries",
+                             help="Paths on this server of shared libraries (.so/.dll/.dylib) that implement a "
+                                  f"model's custom ops, separated by '{os.pathsep}'. Registered in every ONNX Runtime "
+                                  "session ortlab creates; upload the model again after changing them.")
+        if text.strip() != current:
+            with engine_errors("Registering custom-op libraries"):
+                paths = [p.strip() for p in text.split(os.pathsep) if p.strip()]
+                providers.set_custom_op_libraries(paths)
+                st.caption(f"Registered {len(paths)} librar{'y' if len(paths) == 1 else 'ies'}.")

@@ -321,3 +321,17 @@ def clear_widgets(prefix: str) -> None:
     """Forget the values of every widget whose key starts with ``prefix`` (they redraw from defaults)."""
     for k in [k for k in st.session_state if isinstance(k, str) and k.startswith(prefix)]:
         del st.session_state[k]
+
+
+# -- per-node error overlay ---------------------------------------------------------------------------
+# Key "ortlab.node_overlay": the last per-node analysis (Compare → Per-node error), for the graph-diff view.
+# {"candidate": model path analysed, "label": what the values are, "values": {node name: SQNR dB}}.
+def node_overlay() -> dict | None:
+    """The per-node SQNR of the last analysis: ``{"candidate", "label", "values": {node name: dB}}`` or None."""
+    return _get("node_overlay")
+
+
+def set_node_overlay(candidate: str | Path, values: dict[str, float], label: str = "SQNR dB") -> None:
+    """Remember ``{node name: SQNR dB}`` of the analysis of ``candidate`` (None values left out)."""
+    _set("node_overlay", {"candidate": str(candidate), "label": label,
+                          "values": {str(k): float(v) for k, v in values.items() if v is not None}})

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .graph_view import diff_graph_figure
 from .guard import engine_errors
 from .netron import show_netron
 
@@ -14,8 +13,3 @@ def netron(model_path: Path, key: str, height: int = 600) -> None:
     """Embed Netron for exactly ``model_path``."""
     with engine_errors("Opening Netron"):
         show_netron(Path(model_path), key=key, height=height)
-
-
-def diff_figure(view: dict):
-    """Plotly figure of a ``graph_layout.graph_view`` dict."""
-    return diff_graph_figure(view)

@@ -1,0 +1,84 @@
+"""Engine work that runs in this server process on a thread (per-node analysis, a tune search), polled by a page.
+
+The worker never calls Streamlit: it only runs the engine function and records what it returns, what it yields
+(``items``, for generators) or the error it raised. A page keeps the :class:`Task` in the session state and polls
+it from a fragment. With ``ORTLAB_SYNC_JOBS=1`` (or under AppTest) :func:`start` runs the work before returning,
+so tests are deterministic.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..errors import Cancelled, OrtlabError
+from .jobs import CANCELLED, DONE, FAILED, RUNNING, sync_jobs
+
+
+class Task:
+    """One piece of work: ``state`` (running/done/failed/cancelled), ``result``, ``error`` (an ``OrtlabError``),
+    ``items`` (what a generator yielded so far), ``meta`` (the page's notes), ``elapsed``."""
+
+    def __init__(self, fn: Callable[[Task], Any], *, on_cancel: Callable[[], None] | None = None,
+                 meta: dict[str, Any] | None = None) -> None:
+        self._fn = fn
+        self._on_cancel = on_cancel
+        self.meta: dict[str, Any] = dict(meta or {})
+        self.state = RUNNING
+        self.result: Any = None
+        self.error: OrtlabError | None = None
+        self.items: list[Any] = []
+        self.cancelled = False
+        self.handled = False
+        self.started_at = time.time()
+        self.finished_at: float | None = None
+        self._done = threading.Event()
+
+    def _run(self) -> None:
+        try:
+            out = self._fn(self)
+            state = CANCELLED if self.cancelled else DONE
+        except Cancelled as exc:
+            out, state, self.error = None, CANCELLED, exc
+        except OrtlabError as exc:
+            out, state, self.error = None, FAILED, exc
+        except Exception as exc:  # an engine bug: shown as a failure, never lost in the thread
+            out, state, self.error = None, FAILED, OrtlabError(f"{type(exc).__name__}: {exc}")
+        self.result = out
+        self.finished_at = time.time()
+        self.state = state
+        self._done.set()
+
+    def follow(self, iterable: Iterable[Any]) -> None:
+        """For the worker: record every item ``iterable`` yields (pages read ``items`` while it runs)."""
+        for item in iterable:
+            self.items.append(item)
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self._on_cancel is not None:
+            self._on_cancel()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def elapsed(self) -> float:
+        return (self.finished_at or time.time()) - self.started_at
+
+
+def start(fn: Callable[[Task], Any], *, on_cancel: Callable[[], None] | None = None,
+          meta: dict[str, Any] | None = None, name: str = "ortlab-task") -> Task:
+    """Run ``fn(task)`` on a daemon thread (synchronously in sync mode) and return the task."""
+    task = Task(fn, on_cancel=on_cancel, meta=meta)
+    if sync_jobs():
+        task._run()
+    else:
+        threading.Thread(target=task._run, name=name, daemon=True).start()
+    return task

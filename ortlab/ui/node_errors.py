@@ -1,0 +1,286 @@
+"""Compare → Per-node error: rank an int8 static candidate's nodes by the error they add (``ortlab.analyze``),
+tick nodes to keep in float, re-run the candidate's recipe with them excluded and put the two results side by side.
+
+The analysis runs on a thread (:mod:`ortlab.ui.background`; synchronously under tests) and is kept per candidate
+model in the session. Its per-node SQNR goes to :func:`ortlab.ui.state.set_node_overlay` for the graph-diff view.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from ..artifact import QDQ_FILE, Artifact
+from ..config import Precision, QuantMode, Recipe
+from ..text import format_bytes
+from . import actions, background, cards, state
+from .guard import engine_errors, error_message, show_message
+from .inert import md
+from .jobs import DONE
+
+N_SAMPLES = 32
+TOP_ROWS = 25
+KEEP = "keep in float"
+_RESULTS = "node_errors.results"  # {candidate path: NodeAnalysis}
+_RERUN = "node_errors.rerun"  # {"base": variant id, "nodes": (..), "job": recipe handle id, "new": variant id | None}
+
+
+# -- engine side (no Streamlit) ---------------------------------------------------------------------------
+def qdq_model(a: Artifact | None) -> Path | None:
+    """The QDQ model of an int8 static artifact (``model.qdq.onnx`` in its folder), None for anything else."""
+    if a is None or a.recipe.precision != Precision.INT8 or a.recipe.quant.mode != QuantMode.STATIC:
+        return None
+    p = Path(a.model_path).parent / QDQ_FILE
+    return p if p.is_file() else None
+
+
+def _data_for(a: Artifact):
+    """(evaluation dataset, preprocess) the run was verified on (its RunSpec), else the session's."""
+    spec = a.spec
+    if spec is not None and spec.evaluation is not None:
+        return spec.evaluation.load(), spec.preprocess
+    ds = state.eval_dataset()
+    if ds is None:
+        from ..errors import DataError
+
+        raise DataError("No evaluation data: choose data on the Data page first.")
+    return ds, state.preprocess() if getattr(ds, "kind", "images") == "images" else None
+
+
+def start_analysis(a: Artifact, n: int = N_SAMPLES) -> background.Task:
+    """Analyse ``a``'s QDQ model against its fp32 source on ``n`` evaluation samples (a thread); the task's
+    result is the ``NodeAnalysis``."""
+    from ..progress import CancelToken
+
+    cand = qdq_model(a)
+    if cand is None:
+        from ..errors import OrtlabError
+
+        raise OrtlabError(f"Per-node analysis needs an int8 static run with its {QDQ_FILE}.")
+    token = CancelToken()
+    dataset, pre = _data_for(a)  # loaded here: the session's state is not read from the thread
+
+    def work(task: background.Task):
+        from ..analyze import analyze
+
+        return analyze(a.source_path, cand, dataset, pre, n=n, cancel=token)
+
+    task = background.start(work, on_cancel=token.cancel, meta={"candidate": str(cand), "label": a.recipe.label()},
+                            name="ortlab-analyze")
+    state.set_job("analyze", task)
+    return task
+
+
+def results() -> dict[str, Any]:
+    """The analyses of this session by candidate model path."""
+    out = state.ui(_RESULTS)
+    if out is None:
+        out = {}
+        state.set_ui(_RESULTS, out)
+    return out
+
+
+def collect(task: background.Task) -> None:
+    """Keep a finished analysis (once) and publish its per-node SQNR as the graph-diff overlay."""
+    if task.state != DONE or task.handled:
+        return
+    task.handled = True
+    res = task.result
+    results()[task.meta["candidate"]] = res
+    state.set_node_overlay(task.meta["candidate"], overlay_values(res), "local SQNR dB (accumulated where no local)")
+
+
+def overlay_values(analysis) -> dict[str, float]:
+    """``{node name: local SQNR dB, else accumulated}``, finite values only (what the graph view can colour)."""
+    out = {}
+    for e in analysis.nodes:
+        v = e.local_sqnr_db if e.local_sqnr_db is not None else e.sqnr_db
+        if v is not None and math.isfinite(v):
+            out[e.name] = float(v)
+    return out
+
+
+def _num(x: float | None, digits: int = 1) -> float | None:
+    if x is None:
+        return None
+    if math.isinf(x):
+        return 999.0 if x > 0 else -999.0
+    return round(float(x), digits)
+
+
+def table_rows(analysis, keep: Collection[str] = (), top: int = TOP_ROWS) -> list[dict]:
+    """The worst ``top`` nodes as table rows (infinite SQNR shown as ±999 dB so the column sorts)."""
+    return [{KEEP: e.name in keep, "node": e.name, "op": e.op_type, "accumulated SQNR dB": _num(e.sqnr_db),
+             "local SQNR dB": _num(e.local_sqnr_db), "cosine": _num(e.cosine, 5), "max |Δ|": _num(e.max_abs, 4),
+             "added dB": _num(e.added_db)} for e in analysis.worst(top)]
+
+
+def excluded_recipe(recipe: Recipe, nodes) -> Recipe:
+    """``recipe`` with ``nodes`` (added to any it already excludes) kept in float."""
+    merged = tuple(dict.fromkeys([*recipe.quant.nodes_to_exclude, *nodes]))
+    return replace(recipe, quant=replace(recipe.quant, nodes_to_exclude=merged), name="")
+
+
+def worst_sqnr(a: Artifact) -> float | None:
+    """The lowest output SQNR of a run's evaluation."""
+    ev = a.evaluation
+    if ev is None or not ev.outputs:
+        return None
+    return min(o.sqnr_db for o in ev.outputs)
+
+
+def _db(x: float | None) -> str:
+    if x is None:
+        return "–"
+    return "identical" if math.isinf(x) else f"{x:.1f} dB"
+
+
+def comparison_rows(base: Artifact, new: Artifact) -> list[dict]:
+    """Verdict, worst output SQNR, top-1 agreement, size and seconds of the two runs, one column each."""
+    def col(a: Artifact) -> dict[str, str]:
+        ev = a.evaluation
+        return {"verdict": cards.verdict_text(actions.run_verdict(a)), "logits SQNR (worst output)": _db(worst_sqnr(a)),
+                "top-1 agreement": cards.pct(ev.top1_agreement if ev else None), "size": format_bytes(a.size_bytes),
+                "kept in float": str(len(a.recipe.quant.nodes_to_exclude))}
+    b, n = col(base), col(new)
+    return [{"metric": k, f"before (#{base.run_id})": b[k], f"with exclusions (#{new.run_id})": n[k]} for k in b]
+
+
+def exclusion_sentence(base: Artifact, new: Artifact, nodes) -> str:
+    """One sentence: did keeping ``nodes`` in float help? (SQNR of the worst output, before → after)."""
+    names = ", ".join(nodes) if len(nodes) <= 3 else f"{', '.join(list(nodes)[:3])} and {len(nodes) - 3} more"
+    before, after = worst_sqnr(base), worst_sqnr(new)
+    if before is None or after is None:
+        return f"Keeping {names} in float: no evaluation to compare the SQNR with."
+    if after < before - 0.05:
+        return (f"Keeping {names} in float lowered SQNR from {_db(before)} to {_db(after)}: "
+                f"keep {'it' if len(nodes) == 1 else 'them'} quantized.")
+    if after > before + 0.05:
+        return f"Keeping {names} in float raised SQNR from {_db(before)} to {_db(after)}."
+    return f"Keeping {names} in float left SQNR unchanged ({_db(before)} → {_db(after)})."
+
+
+# -- page section ---------------------------------------------------------------------------------------------
+def _artifact_by_variant(vid: str | None) -> Artifact | None:
+    return next((v.artifact for v in actions.variants() if v.id == vid), None)
+
+
+def _rerun_panel() -> None:
+    """The last keep-in-float re-run next to the run it started from."""
+    rr = state.ui(_RERUN)
+    if not rr:
+        return
+    job = state.job("recipe")
+    if rr.get("new") is None and job is not None and job.id == rr.get("job") and job.state == DONE and job.result:
+        rr["new"] = actions.variant_id(job.result)
+        state.set_ui(_RERUN, rr)
+    base, new = _artifact_by_variant(rr.get("base")), _artifact_by_variant(rr.get("new"))
+    if base is None:
+        return
+    with st.container(border=True):
+        st.markdown(f"**Re-run with {len(rr['nodes'])} node{'s' if len(rr['nodes']) != 1 else ''} kept in float**")
+        if new is None:
+            if job is not None and job.id == rr.get("job") and job.done:
+                st.caption("The re-run did not finish (see the message above).")
+            else:
+                st.caption("Running… the result appears here when it finishes.")
+            return
+        st.dataframe(comparison_rows(base, new), hide_index=True, width="stretch")
+        sentence = exclusion_sentence(base, new, rr["nodes"])
+        (st.warning if "lowered" in sentence else st.info)(md(sentence))
+
+
+def section(cand) -> None:
+    """Compare's "Per-node error" tab for the candidate variant ``cand``."""
+    _rerun_panel()
+    a = cand.artifact
+    qdq = qdq_model(a)
+    if a is None or qdq is None:
+        st.info("Per-node error needs an int8 static run (its folder keeps the QDQ model, model.qdq.onnx): pick "
+                "one as the candidate.")
+        return
+    st.caption(f"Each quantized node's output in {QDQ_FILE} against the same tensor of the fp32 source, on "
+               f"{N_SAMPLES} evaluation samples. *Local*: the node alone on fp32 inputs; *accumulated*: in the "
+               "quantized model, with everything upstream; *added dB*: what upstream nodes add.")
+    task = state.job("analyze")
+    running = task is not None and not task.done
+    if st.button("Analyse per-node error", key="node_errors.analyse", disabled=running,
+                 type="primary" if str(qdq) not in results() else "secondary"):
+        with engine_errors("Starting the per-node analysis"):
+            task = start_analysis(a)
+            running = not task.done
+    if task is not None and not task.done:
+        _poll(task)
+        return
+    if task is not None and task.done:
+        collect(task)
+        if task.state != DONE and not task.handled and task.meta.get("candidate") == str(qdq):
+            show_message(*error_message("Analysing per-node error", task.error or Exception("cancelled")))
+    res = results().get(str(qdq))
+    if res is None:
+        return
+    _table(a, res)
+
+
+def _poll(task: background.Task) -> None:
+    @st.fragment(run_every=0.5)
+    def poll() -> None:
+        st.progress(0.0 if not task.done else 1.0, text=f"Analysing {md(task.meta.get('label', ''))} · "
+                                                        f"{task.elapsed:.0f} s")
+        if st.button(":material/cancel: Cancel", key="node_errors.cancel", disabled=task.cancelled):
+            task.cancel()
+        if task.done:
+            st.rerun()
+
+    poll()
+
+
+def _table(a: Artifact, res) -> None:
+    st.markdown(f"**{len(res.nodes)} quantized nodes** on {res.n_samples} samples, {res.seconds:.1f} s · worst "
+                f"{min(TOP_ROWS, len(res.nodes))} first" + ("" if res.qdq else " · no QDQ nodes: accumulated only"))
+    import pandas as pd
+
+    rows = table_rows(res)
+    if not rows:
+        st.info("No node to list.")
+        return
+    edited = st.data_editor(
+        pd.DataFrame(rows), key=f"node_errors.table.{actions.variant_id(a)}", hide_index=True, width="stretch",
+        disabled=[c for c in rows[0] if c != KEEP],
+        column_config={
+            KEEP: st.column_config.CheckboxColumn(KEEP, help="Leave this node in float in the re-run.", default=False),
+            "node": st.column_config.TextColumn("node", help="Node name in the QDQ model."),
+            "accumulated SQNR dB": st.column_config.NumberColumn(format="%.1f"),
+            "local SQNR dB": st.column_config.NumberColumn(format="%.1f"),
+            "added dB": st.column_config.NumberColumn(format="%.1f", help="local − accumulated: what upstream adds."),
+        })
+    keep = tuple(str(n) for n in edited.loc[edited[KEEP].astype(bool), "node"])
+    if res.unmatched:
+        st.caption(f"Not in the fp32 model (renamed by pre-processing): {md(', '.join(res.unmatched[:8]))}"
+                   + (" …" if len(res.unmatched) > 8 else ""))
+    current = state.model_path()
+    same_model = current is not None and Path(a.source_path).resolve() == Path(current).resolve()
+    busy = state.job("recipe") is not None and not state.job("recipe").done
+    if not same_model:
+        st.caption("Re-running needs the candidate's source model to be the current model (load the run from "
+                   "History).")
+    if st.button("Re-run with these nodes in float", key="node_errors.rerun", disabled=not keep or busy or not same_model,
+                 help="The candidate's recipe with the ticked nodes added to nodes_to_exclude, on the current data."):
+        with engine_errors("Starting the re-run"):
+            job = actions.start_recipe_job(excluded_recipe(a.recipe, keep))
+            state.set_ui(_RERUN, {"base": actions.variant_id(a), "nodes": keep, "job": job.id, "new": None})
+            st.rerun()
+
+
+def graph_overlay(a: Artifact | None) -> dict | None:
+    """The stored overlay (:func:`ortlab.ui.state.node_overlay`) when it belongs to ``a``'s QDQ model."""
+    ov = state.node_overlay()
+    qdq = qdq_model(a)
+    if not ov or qdq is None or ov.get("candidate") != str(qdq) or not ov.get("values"):
+        return None
+    return ov

@@ -1,0 +1,117 @@
+"""The Tune page's engine calls and drawing: a :class:`ortlab.tune.Tuner` search on a thread (synchronously under
+tests), its Pareto chart filled as trials finish, and the recommendation.
+
+The task (:mod:`ortlab.ui.background`) is this session's job ``"tune"``; its ``items`` are the finished
+``Trial``s (their Pareto flags are updated in place by the tuner), its result the ``TuneResult``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import plotly.graph_objects as go
+
+from ..config import Target
+from . import actions, background, charts, state
+
+OBJECTIVES = ("latency", "size")
+POLICIES = ("verdict", "min SQNR")
+
+
+@dataclass(frozen=True)
+class TuneChoice:
+    """What the person picked on the page."""
+
+    target: str = "cpu"
+    objective: str = "latency"
+    budget_s: float = 300.0
+    policy: str = "verdict"  # "verdict": the session's verdict policy (Compare); "min SQNR": only the SQNR bar
+    min_sqnr_db: float = 20.0
+    max_trials: int = 0  # 0: no limit
+    bench_s: float = 1.0
+    exclusion_steps: int = 6
+
+
+def start_tune(choice: TuneChoice) -> background.Task:
+    """Start the search on the current model with the session's calibration/evaluation data."""
+    from ..errors import DataError
+    from ..tune import Tuner, TuneSettings, sqnr_policy, verdict_policy
+
+    if state.model_path() is None:
+        raise DataError("Choose a model on the Model page first.")
+    spec = actions.run_spec(actions.DEMO_RECIPE)  # how the session's data is referenced for a child process
+    if spec.evaluation is None:
+        raise DataError("Tuning needs evaluation data to judge each recipe: choose data on the Data page.")
+    vp = replace(actions.verdict_policy(), min_sqnr_db=float(choice.min_sqnr_db))
+    policy = verdict_policy(vp) if choice.policy == "verdict" else sqnr_policy(float(choice.min_sqnr_db))
+    settings = TuneSettings(budget_s=float(choice.budget_s), objective=choice.objective, target=Target(choice.target),
+                            bench_s=float(choice.bench_s), exclusion_steps=int(choice.exclusion_steps),
+                            verify_samples=spec.verify_samples, max_trials=int(choice.max_trials) or None)
+    tuner = Tuner(spec.model, spec.calibration, spec.evaluation, settings=settings, policy=policy,
+                  preprocess=spec.preprocess, sample=spec.sample, workspace=actions.workspace())
+
+    def work(task: background.Task):
+        task.follow(tuner.trials())
+        return tuner.result
+
+    task = background.start(work, on_cancel=tuner.cancel, name="ortlab-tune",
+                            meta={"tuner": tuner, "choice": choice, "model": state.model_label()})
+    state.set_job("tune", task)
+    return task
+
+
+def _x(t, objective: str) -> float | None:
+    if objective == "size":
+        return (t.size_bytes or 0) / 1e6 if t.size_bytes else None
+    return t.speedup
+
+
+def pareto_figure(trials: Sequence, objective: str = "latency") -> go.Figure:
+    """Speed-up (or size in MB) against the worst output's SQNR; marker size grows with the file size,
+    Pareto-optimal trials drawn larger with an outline; hover: the recipe label and its numbers."""
+    done = [t for t in trials if t.status == "done" and _x(t, objective) is not None]
+    sizes = [t.size_bytes or 0 for t in done]
+    big = max(sizes) if sizes else 1
+
+    def y(t) -> float:
+        if t.sqnr_db is None:
+            return 0.0
+        return 99.0 if math.isinf(t.sqnr_db) else float(t.sqnr_db)
+
+    fig = go.Figure()
+    for pareto in (False, True):
+        pts = [t for t in done if bool(t.pareto) == pareto]
+        fig.add_trace(go.Scatter(
+            x=[_x(t, objective) for t in pts], y=[y(t) for t in pts], mode="markers",
+            name="Pareto front" if pareto else "other trials",
+            marker={"size": [10 + 18 * (t.size_bytes or 0) / max(1, big) for t in pts],
+                    "color": [charts.PALETTE[2] if t.accepted else charts.PALETTE[3] for t in pts],
+                    "symbol": "star" if pareto else "circle", "line": {"width": 2 if pareto else 0, "color": "#000"},
+                    "opacity": 0.9 if pareto else 0.55},
+            customdata=[[t.label, t.index, (t.size_bytes or 0) / 1e6, t.p50_ms or 0.0,
+                         "accepted" if t.accepted else "rejected"] for t in pts],
+            hovertemplate="#%{customdata[1]} %{customdata[0]}<br>SQNR %{y:.1f} dB · %{customdata[2]:.2f} MB · "
+                          "p50 %{customdata[3]:.2f} ms · %{customdata[4]}<extra></extra>"))
+    fig.update_layout(xaxis_title="speed-up vs fp32 (×)" if objective == "latency" else "file size (MB)",
+                      yaxis_title="SQNR of the worst output (dB)", legend={"orientation": "h"})
+    return charts.style(fig, "Trials: accuracy against " + ("speed" if objective == "latency" else "size"))
+
+
+def trial_rows(trials: Sequence) -> list[dict]:
+    """One row per trial for the table under the chart."""
+    return [{"#": t.index, "recipe": t.label, "stage": t.stage, "accepted": "yes" if t.accepted else "no",
+             "SQNR dB": None if t.sqnr_db is None else (999.0 if math.isinf(t.sqnr_db) else round(t.sqnr_db, 1)),
+             "speed-up": round(t.speedup, 2) if t.speedup else None, "p50 ms": t.p50_ms,
+             "MB": round((t.size_bytes or 0) / 1e6, 3), "Pareto": "★" if t.pareto else "",
+             "note": t.note or ("" if t.status == "done" else t.verdict)} for t in trials]
+
+
+def open_on_compare(trial) -> None:
+    """Add the trial's run (from History) to the session's artifacts and make it Compare's candidate."""
+    from ..errors import OrtlabError
+
+    if trial.run_id is None:
+        raise OrtlabError("This trial has no recorded run to open.")
+    actions.load_run(actions.history().get(trial.run_id))

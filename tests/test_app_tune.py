@@ -1,0 +1,101 @@
+"""AppTest of Compare's per-node error section (analyse, keep nodes in float, re-run, compare), the Tune page
+and History's portable QDQ download, on the bundled digits_cnn sample (jobs run synchronously)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest
+
+from tests.test_app import _navigation_mode_like_the_server
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+TIMEOUT = 300
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch):
+    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ORTLAB_SYNC_JOBS", "1")
+    monkeypatch.chdir(tmp_path)
+    _navigation_mode_like_the_server(monkeypatch)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _ok(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def _texts(at) -> str:
+    return "\n".join(str(x.value) for kind in ("markdown", "caption", "info", "warning", "success")
+                     for x in at.get(kind))
+
+
+def _figure(at, key: str) -> dict:
+    chart = next(c for c in at.get("plotly_chart") if key in c.proto.id)
+    return json.loads(chart.proto.spec)
+
+
+def test_per_node_error_keep_in_float_rerun_and_history_qdq_download(app):
+    at = app
+    at.button(key="demo_run").click().run()
+    _ok(at)
+    assert at.title[0].value.endswith("Compare")
+    at.button(key="node_errors.analyse").click().run()
+    _ok(at)
+    editors = at.data_editor
+    assert len(editors) == 1
+    table = editors[0].value
+    assert len(table) >= 3 and {"node", "op", "local SQNR dB", "accumulated SQNR dB", "keep in float"} <= set(table)
+    overlay = at.session_state["ortlab.node_overlay"]
+    assert overlay["values"] and overlay["candidate"].endswith("model.qdq.onnx")
+    node = str(table["node"][0])
+    at.session_state[editors[0].key] = {"edited_rows": {0: {"keep in float": True}}, "added_rows": [],
+                                        "deleted_rows": []}
+    at.run()  # the ticked box enables the button
+    at.button(key="node_errors.rerun").click().run()
+    _ok(at)
+    arts = at.session_state["ortlab.artifacts"]
+    assert len(arts) == 2
+    assert arts[0].recipe.quant.nodes_to_exclude == ()
+    assert arts[1].recipe.quant.nodes_to_exclude == (node,)
+    cmp_table = next(d.value for d in at.dataframe if "metric" in d.value.columns and "verdict" in list(d.value["metric"]))
+    assert list(cmp_table["metric"])[:3] == ["verdict", "logits SQNR (worst output)", "top-1 agreement"]
+    before, after = (c for c in cmp_table.columns if c != "metric")
+    assert cmp_table[before][0].strip() and cmp_table[after][0].strip() and cmp_table[after][0] != "–"
+    assert f"Keeping {node} in float" in _texts(at)
+
+    at.switch_page("pages/history.py").run()
+    _ok(at)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels[0] == "⬇ Model (QDQ, portable: ORT, TensorRT, OpenVINO)"
+    assert labels[1] == "⬇ ORT-only (optimized for this CPU)"
+
+
+def test_tune_page_fills_the_pareto_chart_and_recommends(app):
+    at = app
+    at.switch_page("pages/tune.py").run()
+    _ok(at)
+    assert at.title[0].value.endswith("Tune")
+    at.number_input(key="tune.budget").set_value(240)
+    at.number_input(key="tune.max_trials").set_value(2)
+    at.number_input(key="tune.bench_s").set_value(0.2)
+    at.number_input(key="tune.steps").set_value(0)
+    next(b for b in at.button if "Start tuning" in b.label).click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    fig = _figure(at, "tune_chart")
+    points = sum(len(tr.get("x") or []) for tr in fig["data"])
+    assert points >= 2
+    assert any(tr.get("name") == "Pareto front" and tr.get("x") for tr in fig["data"])
+    text = _texts(at)
+    assert "recipe the policy accepts" in text or "No candidate passed" in text
+    assert any("ortlab optimize" in c.value for c in at.code)
