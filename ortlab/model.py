@@ -417,8 +417,10 @@ def inspect_model(path) -> ModelInfo:
         warnings.append(f"{constant_params:,} of the {param_count:,} parameters ({len(constants)} tensors) are held "
                         "in Constant nodes rather than initializers (included in the parameter count); int8 "
                         "quantization moves them into initializers first.")
-    if any(d is None for t in inputs for d in t.shape):
-        warnings.append("Some input dimensions are unknown (neither a number nor a name); benchmarks will use 1.")
+    unknown = [t.name for t in inputs if any(d is None for d in t.shape)]
+    if unknown:
+        warnings.append(f"Input dimensions without a number or a name ({', '.join(unknown)}) are taken from the data, "
+                        "else they must be given: --shape NAME=D0,D1,… in the CLI, Input shapes on the Data page.")
     opsets = {(o.domain if o.domain != "ai.onnx" else ""): int(o.version) for o in model.opset_import}
     if opsets.get("", 99) < 13:
         warnings.append(f"Opset {opsets['']} is older than 13; int8 per-channel quantization converts it to 13 first.")
