@@ -493,11 +493,6 @@ def _from_plain(cls: type, data: dict[str, Any], where: str = "") -> Any:
     return from_plain(cls, data, error=RecipeError, where=where)
 
 
-def field_help(cls: type) -> dict[str, str]:
-    """Field name → help text, for the CLI and the UI."""
-    return {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls)}
-
-
 def replace(obj: Any, **changes: Any) -> Any:
     """``dataclasses.replace`` that also accepts dotted names for nested configs (``quant.mode``)."""
     return replace_path(obj, changes)

@@ -377,11 +377,6 @@ def _defaults(s: InputSpec, pre_cfg: Any, pre_source: str, kind: str | None, inf
 # -- using specs ---------------------------------------------------------------------------------------------
 
 
-def shapes_of(specs: Sequence[InputSpec], batch: int | None = None) -> dict[str, list[int]]:
-    """``{name: shape}`` of resolved specs (at ``batch`` when given)."""
-    return {s.name: list(s.at_batch(batch) if batch is not None else s.shape) for s in specs if s.resolved}
-
-
 def default_notes(specs: Sequence[InputSpec]) -> list[str]:
     """One note per input with defaulted dims, saying which and why."""
     notes = []

@@ -14,6 +14,7 @@ from typing import Any
 
 from .config import PreprocessConfig, Recipe, preprocess_cli_args, recipe_cli_args
 from .errors import DataError
+from .inputs import format_shape_arg
 from .serial import dumps, from_plain, loads, to_plain
 from .verdict import VerdictPolicy
 
@@ -130,5 +131,5 @@ class RunSpec:
 
             parts += config_cli_args(self.policy)
         for name, shape in self.shapes.items():
-            parts += ["--shape", f"{name}={','.join(str(int(d)) for d in shape)}"]
+            parts += ["--shape", format_shape_arg(name, [int(d) for d in shape])]
         return " ".join(shlex.quote(p) for p in parts)

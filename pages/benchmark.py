@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ortlab.bench_compare import compare_benchmarks, running_stats
+from ortlab.bench_compare import compare_benchmarks, running_stats, split_series_id
 from ortlab.config import DEFAULT_BENCH_DURATION_S, BenchConfig
 from ortlab.ui import actions, bench_view, charts, jobs, state
 from ortlab.ui.bench_job import collect, start_benchmark
@@ -71,8 +71,8 @@ def draw_live(job) -> None:
     if job.state == jobs.QUEUED and "queued" in job.progress:
         st.info(job.progress["queued"].message)
     draw_stages(job)
-    st.plotly_chart(charts.latency_lines(series, {f"{vid}@{bs}": f"{names.get(vid, vid)} · batch {bs}"
-                                                  for sid in series for vid, _, bs in [sid.partition('@')]},
+    st.plotly_chart(charts.latency_lines(series, {sid: f"{names.get(vid, vid)} · batch {bs}"
+                                                  for sid in series for vid, bs in [split_series_id(sid)]},
                                          colors), key="bench_live", width="stretch")
     rows = bench_view.live_rows(running_stats(series), names)
     if rows:

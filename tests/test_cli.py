@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 
 from ortlab import cli
 from ortlab.config import (CalibrationMethod, Layout, OptLevel, Precision, PreprocessConfig, QuantConfig,
-                           QuantFormat, QuantMode, QuantType, Recipe, Target, field_help, recipe_cli_line)
+                           QuantFormat, QuantMode, QuantType, Recipe, Target, recipe_cli_line)
 from ortlab.model import sha256_file
 from ortlab.pipeline import NO_CALIBRATION_DATA
 
@@ -79,8 +80,9 @@ def test_help_texts_come_from_the_config_fields(capsys):
     code, out, _ = run(["optimize", "--help"], capsys)
     assert code == 0
     flat = " ".join(out.split())
-    for text in (field_help(QuantConfig)["percentile"], field_help(Recipe)["opt_level"],
-                 field_help(PreprocessConfig)["resize_mode"]):
+    help_of = lambda cls, name: next(f.metadata["help"] for f in dataclasses.fields(cls) if f.name == name)
+    for text in (help_of(QuantConfig, "percentile"), help_of(Recipe, "opt_level"),
+                 help_of(PreprocessConfig, "resize_mode")):
         assert " ".join(text.split()) in flat
 
 

@@ -1,11 +1,12 @@
 """Recipe validation as tables of (recipe changes → expected finding), and recipe serialisation."""
 
+import dataclasses
 import json
 
 import pytest
 
 from ortlab.config import (BenchConfig, CalibrationMethod, Precision, PreprocessConfig, QuantConfig, QuantMode,
-                           Recipe, Target, field_help, recipe_cli_line, replace, require_valid, validate_recipe)
+                           Recipe, Target, recipe_cli_line, replace, require_valid, validate_recipe)
 from ortlab.errors import RecipeError
 
 CPU_ONLY = ("CPUExecutionProvider",)
@@ -111,7 +112,7 @@ def test_cli_line_names_the_non_default_flags():
 
 def test_every_setting_has_help_text():
     for cls in (Recipe, QuantConfig, PreprocessConfig, BenchConfig):
-        assert all(text for text in field_help(cls).values()), cls
+        assert all(f.metadata.get("help") for f in dataclasses.fields(cls)), cls
 
 
 def test_preprocess_problems():

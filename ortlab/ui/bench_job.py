@@ -4,6 +4,7 @@ tables the Benchmark page draws from its samples."""
 
 from __future__ import annotations
 
+from ..bench_compare import series_id
 from ..config import BenchConfig
 from ..history import BenchVariant
 from ..service import BenchHandle, start_benchmark as start_service_benchmark
@@ -28,5 +29,5 @@ def collect(job: BenchHandle) -> dict[str, list[float]]:
     """Move queued samples into ``job.meta['samples']`` (series id ``variant@batch`` → latencies in ms)."""
     series = job.meta["samples"]
     for s in job.drain():
-        series.setdefault(f"{s.variant}@{s.batch_size}", []).append(s.ms)
+        series.setdefault(series_id(s.variant, s.batch_size), []).append(s.ms)
     return series
