@@ -602,9 +602,12 @@ def _inherit_scopes(g: _Graph, scopes: list[list[str]]) -> None:
 def graph_description(before_path, after_path) -> dict:
     """The before/after graph as plain data for ``ortlab.ui.graph_view`` to group and draw.
 
-    Returns ``{"nodes": {id: node}, "edges": [[source, target], ...], "affinity": {removed id: after id},
-    "counts": GraphDiff.counts}``: the after graph (ids ``a<j>``) plus the removed nodes (``b<i>``), and the
-    data edges between them. Each node has id, label, name, op_type, domain, key (``op_key``), status
+    Returns ``{"nodes": {id: node}, "edges": [[source, target], ...], "edges_before", "edges_after",
+    "affinity": {removed id: after id}, "counts": GraphDiff.counts}``: the after graph (ids ``a<j>``) plus the
+    removed nodes (``b<i>``), and the data edges between them (``edges``: merged; ``edges_before``: the before
+    graph, a matched node under its after id; ``edges_after``: the after graph). A matched node also has
+    before_scope and before_order, a removed node before_order: where it sits in the before graph.
+    Each node has id, label, name, op_type, domain, key (``op_key``), status
     (removed/added/changed/unchanged), kind (removed/fused/quantized/added/changed/unchanged: the colour),
     weight_only, scope (name-scope parts), order (position in the after graph's node order; removed nodes sit
     next to the nodes around them), attributes ({name: text}), inputs/outputs ([[tensor, "dtype[shape]"]]),
@@ -656,6 +659,7 @@ def graph_description(before_path, after_path) -> dict:
         if j in rev:
             nb = b.nodes[rev[j]]
             d["matched"] = nb.name
+            d["before_scope"], d["before_order"] = scopes_b[rev[j]], float(rev[j])
             if status == "changed":
                 d["changes"] = _changes(nb, n)
                 d["before"] = {"attributes": {x.name: _attr_text(x) for x in nb.attribute},
@@ -669,26 +673,25 @@ def graph_description(before_path, after_path) -> dict:
             anchor = float(pairs[i])
         else:
             anchors[i] = anchor
-    removed_set = set(removed)
     for k, i in enumerate(removed):
         order = float(covers[i]) - 0.5 if i in covers else anchors[i] + 0.5
         nodes[f"b{i}"] = node(f"b{i}", b.nodes[i], "removed", kinds_b[i], wb[i], scopes_b[i],
                               order + k * 1e-6, shapes_b, values_b)
+        nodes[f"b{i}"]["before_order"] = float(i)
         if i in covers:
             nodes[f"b{i}"]["replaced_by"] = f"a{covers[i]}"
     vid_b = {i: f"a{j}" for i, j in pairs.items()}
     vid_b.update({i: f"b{i}" for i in removed})
-    edges: set[tuple[str, str]] = set()
-    for j, n in enumerate(a.nodes):
-        for t in n.input:
-            if t in a.producer:
-                edges.add((f"a{a.producer[t]}", f"a{j}"))
-    for i, n in enumerate(b.nodes):
-        for t in n.input:
-            p = b.producer.get(t)
-            if p is not None and (p in removed_set or i in removed_set):
-                edges.add((vid_b[p], vid_b[i]))
-    return {"nodes": nodes, "edges": sorted([s, d] for s, d in edges if s != d),
+    edges_after = {(f"a{a.producer[t]}", f"a{j}") for j, n in enumerate(a.nodes) for t in n.input if t in a.producer}
+    edges_before = {(vid_b[b.producer[t]], vid_b[i]) for i, n in enumerate(b.nodes) for t in n.input
+                    if t in b.producer}
+    edges = edges_after | {(s, d) for s, d in edges_before if s.startswith("b") or d.startswith("b")}
+
+    def listed(pairs: set[tuple[str, str]]) -> list[list[str]]:
+        return sorted([s, d] for s, d in pairs if s != d)
+
+    return {"nodes": nodes, "edges": listed(edges), "edges_before": listed(edges_before),
+            "edges_after": listed(edges_after),
             "affinity": {f"b{i}": f"a{j}" for i, j in covers.items()},
             "counts": change_counts(a, pairs, removed, added, changed, covers)}
 
@@ -705,3 +708,73 @@ def _weight_only(g: _Graph) -> list[bool]:
         if not grew:
             break
     return flags
+
+
+def map_node_names(source_path, target_path) -> dict[str, str]:
+    """Where each node of ``source`` (e.g. the plain QDQ model a per-node analysis ran on) is in ``target``
+    (e.g. ORT's optimized graph with QLinearConv and fused nodes): ``{source name: target name}``.
+
+    A node keeps its name through ORT's fusions (QDQ → QLinearConv keeps the Conv's name), else the target node
+    that produces its output tensor (directly or after its QuantizeLinear/DequantizeLinear) is it, else a node
+    folded away (a Clip or Relu fused into the Conv before it) lands on where its input's producer landed.
+    Q/DQ nodes of ``source`` are not mapped; nodes that leave no trace are left out."""
+    src, tgt = _Graph(_load(source_path).graph), _Graph(_load(target_path).graph)
+    names = {n.name for n in tgt.nodes if n.name}
+    out: dict[str, str] = {}
+
+    def through_qdq(tensors: list[str], step) -> list[str]:
+        seen, todo = [], list(tensors)
+        while todo and len(seen) < 16:
+            t = todo.pop(0)
+            seen.append(t)
+            todo += [x for k in step(t) if src.nodes[k].op_type in _QDQ for x in
+                     (src.nodes[k].output if step is consumers else src.nodes[k].input[:1])]
+        return seen
+
+    def consumers(t: str) -> list[int]:
+        return list(src.consumers.get(t, ()))
+
+    def producer(t: str) -> list[int]:
+        return [src.producer[t]] if t in src.producer else []
+
+    def place(i: int, depth: int = 0) -> str | None:
+        n = src.nodes[i]
+        if n.name in out:
+            return out[n.name]
+        if n.name and n.name in names:
+            return n.name
+        for t in through_qdq([t for t in n.output if t], consumers):
+            k = tgt.producer.get(t)
+            if k is not None and tgt.nodes[k].op_type not in _QDQ and tgt.nodes[k].name:
+                return tgt.nodes[k].name
+        if depth < 4:
+            for t in through_qdq([t for t in n.input if t], producer):
+                p = src.producer.get(t)
+                if p is not None and src.nodes[p].op_type not in _QDQ:
+                    hit = place(p, depth + 1)
+                    if hit:
+                        return hit
+        return None
+
+    for i, n in enumerate(src.nodes):
+        if n.op_type in _QDQ or not n.name:
+            continue
+        hit = place(i)
+        if hit:
+            out[n.name] = hit
+    return out
+
+
+def carry_values(values: dict[str, float], mapping: dict[str, str], lower_is_worse: bool = True) -> dict[str, float]:
+    """Per-node values (``{source name: value}``) plus the same values under the names ``mapping`` gives them
+    in another graph (:func:`map_node_names`); a node that several map onto keeps the worst."""
+    out = dict(values)
+    pick = min if lower_is_worse else max
+    carried: dict[str, float] = {}
+    for name, value in values.items():
+        dst = mapping.get(name)
+        if dst is not None and dst != name:
+            carried[dst] = pick(carried.get(dst, value), value)
+    for dst, value in carried.items():
+        out[dst] = pick(out.get(dst, value), value)
+    return out

@@ -145,14 +145,16 @@ with tabs[0]:
         with engine_errors("Drawing the diff graph"):
             overlay = node_errors.graph_overlay(cand.artifact)  # per-node SQNR, once analysed (Per-node error tab)
             view = show_graph_diff(compare_data.graph_description(ref.path, cand.path),
-                                   key=f"compare_graph_{ref_id}_{cand_id}", focus=focus.strip() or None,
+                                   key=f"compare_graph_{ref_id}_{cand_id}", titles=(ref.name, cand.name),
+                                   focus=focus.strip() or None,
                                    overlay=overlay["values"] if overlay else None,
                                    overlay_label=overlay["label"] if overlay else "value", higher_is_worse=False)
             if view["focus"] and not view["focus_matches"]:
                 st.caption(f"No node matches “{md(view['focus'])}”.")
-            st.caption(f"Showing {view['visible']} boxes for {view['total_nodes']} nodes: layers grouped by name "
-                       "scope, unchanged runs and long stretches folded; click a ▸ box to open it, a node for "
-                       "its details.")
+            st.caption(f"Before and after side by side, at most {view['visible']} boxes a side for "
+                       f"{view['total_nodes']} nodes: layers grouped by name scope, unchanged runs and long "
+                       "stretches folded; click a ▸ box to open it on both sides, a node for its details and "
+                       "its match on the other side.")
 
 with tabs[1]:
     if st.toggle("Show both graphs in Netron", value=False, key="compare.netron"):

@@ -1,12 +1,12 @@
-"""The graph diff as the elements of an interactive Cytoscape.js view (``graphdiff_component/``).
+"""The graph diff as two interactive Cytoscape.js panes, before and after side by side (``graphdiff_component/``).
 
-The engine (``ortlab.diff.graph_description``) gives the merged before/after graph as plain nodes and edges.
-This module only decides what is visible: nodes are grouped by name scope (``/encoder/layer.0/…`` or
-``namespace`` metadata), runs of unchanged nodes become one "n unchanged nodes" box, and a level with too many
-members is split into parts in graph order, so that any model opens with at most ``budget`` elements; groups
-expand on a click. Layout (dagre, layered top to bottom) and drawing happen in the browser, from files the app
-serves itself. Text from the model is handed over as JSON data and drawn as text (canvas labels, ``textContent``),
-never as HTML.
+The engine (``ortlab.diff.graph_description``) gives the before/after graph as plain nodes and edges. This module
+splits it into the two sides (a node matched across them keeps one id in both) and groups each side by name scope
+(``/encoder/layer.0/…`` or ``namespace`` metadata): runs of unchanged nodes become one "n unchanged nodes" box,
+and a level with too many members is split into parts in graph order. Each pane receives its whole group tree
+and which groups are open at first (at most ``budget`` boxes); the component opens and closes groups itself.
+Layout (dagre, layered top to bottom) and drawing happen in the browser, from files the app serves itself. Text
+from the model is handed over as JSON data and drawn as text (canvas labels, ``textContent``), never as HTML.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ DEFAULT_BUDGET = 120  # visible elements (nodes, boxes and open groups) when the
 MAX_CHILDREN = 24  # members of one level before it is split into parts
 RUN_MIN = 3  # unchanged nodes in a row that become one box
 FOCUS_HOPS = 2
-FUSED_LINKS = 6  # a replacement of more removed nodes than this gets no links drawn to them
 OVERLAY_STOPS = ("#ffffcc", "#fd8d3c", "#bd0026")  # best … worst
 _CHAR_PX = 7.4
 _TEXT_CAP = 60
@@ -298,142 +297,207 @@ def counts_text(counts: dict) -> str:
     return f"{removed} · {added} · {counts.get('changed', 0)} changed · {counts.get('unchanged', 0)} unchanged"
 
 
-def build_view(description: dict, *, overrides: dict[str, bool] | None = None, focus: str | None = None,
-               overlay: dict[str, float] | None = None, overlay_label: str = "value", higher_is_worse: bool = True,
-               budget: int = DEFAULT_BUDGET) -> dict:
-    """The elements of the graph-diff view (``description`` from ``ortlab.diff.graph_description``).
+SIDES = ("before", "after")
 
-    ``overrides`` maps a group id to open (True) or closed (False), as the person clicked; ``focus`` (a node
-    name or part of one, an op type or op key) keeps the nodes within two hops of the matches; ``overlay``
-    ({node name: value}) colours the nodes by value, worst in red (the highest, unless ``higher_is_worse`` is
-    False); a closed group shows its members' worst value.
 
-    Returns ``{"elements": [{"data": {...}, "classes": str}], "counts", "header", "legend", "overlay", "visible",
-    "total_nodes", "focus", "focus_matches"}``: Cytoscape.js elements — leaf nodes (op label and short name,
-    change kind, details for the side panel), group boxes (closed: one node with a summary; open: a compound
-    parent) and edges between what is visible (``fused`` edges link a removed node to the node that replaced it).
-    """
+def _side_nodes(description: dict, side: str, keep: set[str] | None) -> tuple[dict[str, dict], list[list[str]]]:
+    """The nodes and data edges of one side: ``after`` is the candidate graph (ids ``a<j>``); ``before`` is the
+    reference graph, a matched node under its after id with its before name, scope and position."""
     nodes: dict[str, dict] = description.get("nodes") or {}
-    edges: list[list[str]] = list(description.get("edges") or [])
-    affinity: dict[str, str] = dict(description.get("affinity") or {})
-    counts = dict(description.get("counts") or {})
-    matches = None
-    if focus:
-        f = focus.strip().lower()
-        hits = [k for k, v in nodes.items()
-                if f in (str(v.get("op_type", "")).lower(), str(v.get("key", "")).lower())
-                or f in str(v.get("name", "")).lower()]
-        matches = len(hits)
-        keep = _within_hops(hits, edges + [[s, d] for s, d in affinity.items()], FOCUS_HOPS)
-        nodes = {k: v for k, v in nodes.items() if k in keep}
-        edges = [[s, d] for s, d in edges if s in keep and d in keep]
-        affinity = {s: d for s, d in affinity.items() if s in keep and d in keep}
-    tree = _Tree(nodes)
-    opened = _expansion(tree, overrides or {}, budget)
+    out: dict[str, dict] = {}
+    for k, v in nodes.items():
+        if keep is not None and k not in keep:
+            continue
+        if side == "after" and k.startswith("a"):
+            out[k] = v
+        elif side == "before" and k.startswith("b"):
+            out[k] = {**v, "order": v.get("before_order", v.get("order", 0.0))}
+        elif side == "before" and v.get("matched") is not None:
+            out[k] = {**v, "name": v["matched"], "scope": v.get("before_scope", v.get("scope")),
+                      "order": v.get("before_order", v.get("order", 0.0))}
+    edges = description.get(f"edges_{side}")
+    if edges is None:  # a description without per-side edges: the merged edges between this side's nodes
+        edges = description.get("edges") or []
+    return out, [[s, d] for s, d in edges if s in out and d in out and s != d]
 
+
+def _overlay_values(nodes: dict[str, dict], overlay: dict[str, float] | None, higher_is_worse: bool
+                    ) -> dict[str, float]:
+    """{node id: value, oriented so that higher is worse} for the nodes whose name has a finite value."""
+    if not overlay:
+        return {}
+    by_name: dict[str, list[str]] = defaultdict(list)
+    for k, v in nodes.items():
+        if v.get("name"):
+            by_name[str(v["name"])].append(k)
     values: dict[str, float] = {}
-    if overlay:
-        by_name: dict[str, list[str]] = defaultdict(list)
-        for k, v in nodes.items():
-            if v.get("name"):
-                by_name[str(v["name"])].append(k)
-        for name, ids in by_name.items():  # values belong to the candidate's nodes; a removed one only when alone
-            live = [k for k in ids if nodes[k].get("status") != "removed"]
-            by_name[name] = live or ids
-        for name, value in overlay.items():
-            try:
-                x = float(value)
-            except (TypeError, ValueError):
-                continue
-            if math.isfinite(x):
-                for k in by_name.get(str(name), []):
-                    values[k] = x if higher_is_worse else -x
-    lo, hi = (min(values.values()), max(values.values())) if values else (0.0, 0.0)
+    for name, value in overlay.items():
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(x):
+            for k in by_name.get(str(name), []):
+                y = x if higher_is_worse else -x
+                values[k] = max(values.get(k, y), y)
+    return values
 
-    def norm(x: float) -> float:
-        return 0.5 if hi <= lo else (x - lo) / (hi - lo)
 
+def _pane(nodes: dict[str, dict], edges: list[list[str]], values: dict[str, float], color, budget: int,
+          higher_is_worse: bool) -> dict:
+    """One side's whole group tree as Cytoscape.js element data (every group and node, each with its parent),
+    the groups open at first, and the node-level edges: the component shows and hides groups itself."""
+    tree = _Tree(nodes)
+    opened = _expansion(tree, {}, budget)
     elements: list[dict] = []
-    rep: dict[str, str] = {}
 
     def add_overlay(data: dict, ids: list[str]) -> None:
         vals = [values[m] for m in ids if m in values]
         if vals:
             worst = max(vals)
             data["value"] = worst if higher_is_worse else -worst
-            data["value_color"] = overlay_color(norm(worst))
+            data["value_color"] = color(worst)
 
-    def draw(gid: str) -> None:
-        parent = gid or None
+    def walk(gid: str) -> None:
         for c in tree.groups[gid].children:
             if c in tree.groups:
                 grp = tree.groups[c]
                 kinds = tree.kinds(c)
                 title = clean_text(grp.label, 48)
                 summary = _summary(kinds)
-                data: dict = {"id": c, "group": grp.kind, "kind": _dominant(kinds), "count": len(tree.members[c])}
-                if parent:
-                    data["parent"] = parent
-                if c in opened:
-                    data.update(label=f"{title} · {summary}", open=True)
-                    elements.append({"data": data, "classes": "group open"})
-                    draw(c)
-                else:
-                    lines = [f"▸ {title}", summary] if grp.kind != "run" else [f"▸ {title}"]
-                    data.update(label="\n".join(lines), open=False)
-                    data["w"], data["h"] = _size(lines)
-                    add_overlay(data, tree.members[c])
-                    elements.append({"data": data, "classes": "group closed"})
-                    for m in tree.members[c]:
-                        rep[m] = c
+                lines = [f"▸ {title}", summary] if grp.kind != "run" else [f"▸ {title}"]
+                data: dict = {"id": c, "group": grp.kind, "kind": _dominant(kinds), "count": len(tree.members[c]),
+                              "label_open": f"▾ {title} · {summary}", "label_closed": "\n".join(lines)}
+                data["w"], data["h"] = _size(lines)
+                if gid:
+                    data["parent"] = gid
+                add_overlay(data, tree.members[c])
+                elements.append({"data": data})
+                walk(c)
             else:
                 n = nodes[c]
                 op = clean_text(n.get("label") or n.get("op_type") or "?", 40)
                 short = clean_text(str(n.get("name") or "").rsplit("/", 1)[-1], 28)
                 lines = [op, short] if short and short != op else [op]
                 data = {"id": c, "label": "\n".join(lines), "kind": n.get("kind", n.get("status", "unchanged")),
-                        "status": n.get("status", ""), "weight_only": bool(n.get("weight_only")),
-                        "details": _details(n)}
+                        "status": n.get("status", ""), "weight": bool(n.get("weight_only"))}
                 data["w"], data["h"] = _size(lines)
-                if parent:
-                    data["parent"] = parent
+                if gid:
+                    data["parent"] = gid
                 add_overlay(data, [c])
-                classes = "op" + (" weight" if n.get("weight_only") else "")
-                elements.append({"data": data, "classes": classes})
-                rep[c] = c
+                elements.append({"data": data})
 
-    draw("")
-    seen: dict[tuple[str, str], str] = {}
-    for s, d in edges:
-        rs, rd = rep.get(s), rep.get(d)
-        if rs is None or rd is None or rs == rd:
-            continue
-        old = nodes[s].get("status") == "removed" or nodes[d].get("status") == "removed"
-        kind = "removed" if old else "data"
-        if seen.get((rs, rd)) in (None, "removed"):
-            seen[(rs, rd)] = kind
-    replaced = Counter(affinity.values())
-    for s, d in affinity.items():
-        if replaced[d] > FUSED_LINKS:  # a rewritten region: the panel names the replacement, no fan of links
-            continue
-        rs, rd = rep.get(s), rep.get(d)
-        if rs and rd and rs != rd and (rs, rd) not in seen:
-            seen[(rs, rd)] = "fused"
-    for k, ((s, d), kind) in enumerate(sorted(seen.items())):
-        elements.append({"data": {"id": f"e{k}", "source": s, "target": d, "kind": kind}, "classes": kind})
+    walk("")
+    shown = [e["data"]["id"] for e in elements
+             if all(a in opened for a in _ancestors(tree, e["data"]["id"]))]
+    return {"elements": elements, "open": sorted(g for g in opened if g), "visible": len(shown),
+            "edges": [[s, d, "removed" if s.startswith("b") or d.startswith("b") else "data"] for s, d in edges],
+            "total_nodes": len(nodes),
+            "present": sorted({nodes[k].get("kind", "unchanged") for k in nodes})}
 
-    present = Counter(e["data"]["kind"] for e in elements if "source" not in e["data"] and e["classes"] != "group open")
-    legend = [{"kind": k, "color": KIND_COLORS[k], "text": KIND_TEXT[k]} for k in KIND_ORDER if present.get(k)]
+
+def _ancestors(tree: _Tree, item: str) -> list[str]:
+    out = []
+    x = tree.parent.get(item, "")
+    while x:
+        out.append(x)
+        x = tree.parent.get(x, "")
+    return out
+
+
+def visible_elements(pane: dict, opened: set[str] | None = None) -> list[dict]:
+    """What a pane draws with ``opened`` groups open (default: the groups open at first), as the component
+    computes it: the elements whose ancestors are all open (an open group as a box around its members, a closed
+    one as a node), and the edges between what is drawn, each ending at the innermost drawn box."""
+    opened = set(pane["open"]) if opened is None else opened
+    parent = {e["data"]["id"]: e["data"].get("parent") for e in pane["elements"]}
+
+    def rep(x: str) -> str:
+        chain = [x]
+        while parent.get(chain[-1]):
+            chain.append(parent[chain[-1]])
+        top = x
+        for g in chain[1:]:
+            if g not in opened:
+                top = g
+        return top
+
+    out = []
+    for e in pane["elements"]:
+        d = dict(e["data"])
+        if rep(d["id"]) != d["id"]:
+            continue
+        if "group" in d:
+            d["open"] = d["id"] in opened
+            d["label"] = d["label_open"] if d["open"] else d["label_closed"]
+        out.append(d)
+    seen = set()
+    for s, d, kind in pane["edges"]:
+        rs, rd = rep(s), rep(d)
+        if rs != rd and (rs, rd) not in seen:
+            seen.add((rs, rd))
+            out.append({"id": f"e{len(seen)}", "source": rs, "target": rd, "kind": kind})
+    return out
+
+
+def build_view(description: dict, *, focus: str | None = None, overlay: dict[str, float] | None = None,
+               overlay_label: str = "value", higher_is_worse: bool = True, budget: int = DEFAULT_BUDGET) -> dict:
+    """The two panes of the graph-diff view, before and after (``description`` from
+    ``ortlab.diff.graph_description``), drawn side by side by the component.
+
+    ``focus`` (a node name or part of one, an op type or op key) keeps the nodes within two hops of the
+    matches; ``overlay`` ({node name: value}; names of either side) colours the nodes by value, worst in red
+    (the highest, unless ``higher_is_worse`` is False); a closed group shows its members' worst value.
+
+    Returns ``{"panes": {"before": pane, "after": pane}, "details": {node id: panel fields}, "affinity",
+    "counts", "header", "legend", "overlay", "visible", "total_nodes", "focus", "focus_matches"}``. A pane
+    holds its whole group tree (``elements``: groups by name scope, runs of unchanged nodes, parts of long
+    levels; nodes; each with its parent), the groups ``open`` at first (at most ``budget`` boxes shown) and its
+    node-level ``edges``: the component opens and closes groups itself, without a round trip to Python. A node
+    matched across the two sides has the same id in both panes; ``affinity`` maps a removed node to the node
+    that replaced it.
+    """
+    nodes: dict[str, dict] = description.get("nodes") or {}
+    affinity: dict[str, str] = dict(description.get("affinity") or {})
+    counts = dict(description.get("counts") or {})
+    matches = None
+    keep: set[str] | None = None
+    if focus:
+        f = focus.strip().lower()
+        hits = [k for k, v in nodes.items()
+                if f in (str(v.get("op_type", "")).lower(), str(v.get("key", "")).lower())
+                or f in str(v.get("name", "")).lower() or f in str(v.get("matched") or "").lower()]
+        matches = len(hits)
+        merged = list(description.get("edges") or [])
+        keep = _within_hops(hits, merged + [[s, d] for s, d in affinity.items()], FOCUS_HOPS)
+        affinity = {s: d for s, d in affinity.items() if s in keep and d in keep}
+    sides = {side: _side_nodes(description, side, keep) for side in SIDES}
+    values = {side: _overlay_values(sides[side][0], overlay, higher_is_worse) for side in SIDES}
+    every = [x for v in values.values() for x in v.values()]
+    lo, hi = (min(every), max(every)) if every else (0.0, 0.0)
+
+    def color(x: float) -> str:
+        return overlay_color(0.5 if hi <= lo else (x - lo) / (hi - lo))
+
+    panes = {side: _pane(sides[side][0], sides[side][1], values[side], color, budget, higher_is_worse)
+             for side in SIDES}
+    shown = {k for side in SIDES for k in sides[side][0]}
+    details = {k: _details(nodes[k]) for k in nodes if k in shown}
+    present = {k for p in panes.values() for k in p.pop("present")}
+    legend = [{"kind": k, "color": KIND_COLORS[k], "text": KIND_TEXT[k]} for k in KIND_ORDER if k in present]
+    n_values = len({k for v in values.values() for k in v})
     return {
-        "elements": elements,
+        "panes": panes,
+        "details": details,
+        "affinity": affinity,
         "counts": counts,
         "header": counts_text(counts),
         "legend": legend,
         "overlay": {"label": clean_text(overlay_label), "min": lo if higher_is_worse else -hi,
                     "max": hi if higher_is_worse else -lo, "colors": list(OVERLAY_STOPS),
-                    "higher_is_worse": higher_is_worse, "n": len(values)} if values else None,
-        "visible": sum(1 for e in elements if "source" not in e["data"]),
-        "total_nodes": len(nodes),
+                    "higher_is_worse": higher_is_worse, "n": n_values} if every else None,
+        "visible": max(p["visible"] for p in panes.values()),
+        "total_nodes": len(shown),
         "focus": focus or None,
         "focus_matches": matches,
     }
@@ -454,31 +518,23 @@ def _declared():
     return _component[0]
 
 
-def component_args(view: dict, height: int) -> dict:
+def component_args(view: dict, height: int, titles: tuple[str, str] = ("Before", "After")) -> dict:
     """The arguments the component receives (JSON data only), with a revision that changes with the view."""
-    args = {k: view[k] for k in ("elements", "header", "legend", "overlay")}
+    args = {k: view[k] for k in ("panes", "details", "affinity", "header", "legend", "overlay")}
+    args["titles"] = [clean_text(t, 80) for t in titles]
     args["height"] = int(height)
     args["revision"] = hashlib.sha256(json.dumps(args, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return args
 
 
-def show_graph_diff(description: dict, key: str, *, focus: str | None = None,
-                    overlay: dict[str, float] | None = None, overlay_label: str = "value",
+def show_graph_diff(description: dict, key: str, *, titles: tuple[str, str] = ("Before", "After"),
+                    focus: str | None = None, overlay: dict[str, float] | None = None, overlay_label: str = "value",
                     higher_is_worse: bool = True, height: int = 720) -> dict:
-    """Draw the graph diff of ``description`` in the Cytoscape.js component and apply the person's clicks on
-    group boxes (kept per ``key`` in the session). ``overlay`` ({node name: value}) colours nodes by value.
-    Returns the view that was drawn (see :func:`build_view`)."""
-    import streamlit as st
-
-    from . import state
-
-    overrides: dict[str, bool] = dict(state.ui(f"{key}.groups") or {})
-    view = build_view(description, overrides=overrides, focus=focus, overlay=overlay, overlay_label=overlay_label,
+    """Draw the graph diff of ``description`` in the Cytoscape.js component: before and after side by side,
+    ``titles`` over the panes. Groups open and close inside the component (no rerun, the zoom stays), so it
+    sends nothing back. ``overlay`` ({node name: value}) colours nodes by value. Returns the view that was drawn
+    (see :func:`build_view`)."""
+    view = build_view(description, focus=focus, overlay=overlay, overlay_label=overlay_label,
                       higher_is_worse=higher_is_worse)
-    event = _declared()(key=key, default=None, **component_args(view, height))
-    if isinstance(event, dict) and event.get("action") == "toggle" and event.get("nonce") != state.ui(f"{key}.nonce"):
-        state.set_ui(f"{key}.nonce", event.get("nonce"))
-        overrides[str(event.get("group"))] = bool(event.get("open"))
-        state.set_ui(f"{key}.groups", overrides)
-        st.rerun()
+    _declared()(key=key, default=None, **component_args(view, height, titles))
     return view

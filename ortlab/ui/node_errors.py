@@ -278,9 +278,17 @@ def _table(a: Artifact, res) -> None:
 
 
 def graph_overlay(a: Artifact | None) -> dict | None:
-    """The stored overlay (:func:`ortlab.ui.state.node_overlay`) when it belongs to ``a``'s QDQ model."""
+    """The stored overlay (:func:`ortlab.ui.state.node_overlay`) when it belongs to ``a``'s QDQ model, its values
+    also under the names of ``a``'s own (ORT-optimized, fused) graph, so that they land on both the QDQ and the
+    fused nodes of the graph diff."""
     ov = state.node_overlay()
     qdq = qdq_model(a)
-    if not ov or qdq is None or ov.get("candidate") != str(qdq) or not ov.get("values"):
+    if a is None or not ov or qdq is None or ov.get("candidate") != str(qdq) or not ov.get("values"):
         return None
-    return ov
+    from ..diff import carry_values, map_node_names
+
+    c = state.cache()
+    k = ("node_names", str(qdq), str(a.model_path))
+    if k not in c:
+        c[k] = map_node_names(qdq, a.model_path)
+    return {**ov, "values": carry_values(ov["values"], c[k], lower_is_worse=True)}

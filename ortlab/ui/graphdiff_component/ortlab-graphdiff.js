@@ -1,17 +1,20 @@
 // ortlab: the graph diff drawn with Cytoscape.js and dagre (both vendored, served by the app itself), as a
-// Streamlit custom component (protocol API version 1). Python (ortlab/ui/graph_view.py) decides what is
-// visible; this file lays it out, draws it and reports clicks on group boxes. Text from the model is only
-// ever set with textContent or drawn as canvas labels: nothing here parses it as HTML.
+// Streamlit custom component (protocol API version 1): before and after side by side. Python
+// (ortlab/ui/graph_view.py) sends each side's whole group tree and which groups are open at first; this file
+// shows and hides groups itself (no round trip to Python, so the page does not rerun and the zoom stays),
+// lays out, draws, and links a node to its match on the other side. It sends nothing back to Python. Text
+// from the model is only ever set with textContent or drawn as canvas labels: nothing here parses it as HTML.
 (function () {
     'use strict';
     var KIND = {
         removed: ['#d62728', '#fde0e0'], fused: ['#9467bd', '#eee3f7'], quantized: ['#1f77b4', '#dcebf7'],
         added: ['#2ca02c', '#dff2df'], changed: ['#f0a000', '#fff0cc'], unchanged: ['#9e9e9e', '#f3f3f3']
     };
-    var cy = null;
+    var SIDES = ['before', 'after'];
+    var panes = {};
     var shown = null;
     var overlayOn = false;
-    var nonce = 0;
+    var reverseAffinity = {};
 
     function send(type, data) {
         var message = { isStreamlitMessage: true, type: type };
@@ -67,19 +70,244 @@
                 'shape': 'round-rectangle', 'background-color': '#fbfbfb', 'background-opacity': 0.6,
                 'border-width': 1.5, 'border-style': 'dashed', 'border-color': '#9a9a9a', 'text-valign': 'top',
                 'text-halign': 'center', 'text-margin-y': -2, 'font-size': 12, 'color': '#444', 'padding': 14,
-                'text-wrap': 'ellipsis', 'text-max-width': 420
+                'text-wrap': 'ellipsis', 'text-max-width': 300
             } },
             { selector: 'node:selected', style: { 'border-width': 5, 'border-color': '#000' } },
+            { selector: 'node.match', style: { 'underlay-color': '#00a0ff', 'underlay-opacity': 0.5, 'underlay-padding': 7 } },
             { selector: 'node.found', style: { 'underlay-color': '#ffd400', 'underlay-opacity': 0.6, 'underlay-padding': 6 } },
             { selector: 'edge', style: {
                 'width': 1.6, 'line-color': '#9a9a9a', 'target-arrow-color': '#9a9a9a', 'target-arrow-shape': 'triangle',
                 'curve-style': 'bezier', 'arrow-scale': 0.9
             } },
-            { selector: 'edge.removed', style: { 'line-style': 'dashed', 'line-color': '#e8a0a0', 'target-arrow-color': '#e8a0a0' } },
-            { selector: 'edge.fused', style: {
-                'line-style': 'dotted', 'line-color': '#9467bd', 'target-arrow-shape': 'none', 'width': 2
-            } }
+            { selector: 'edge.removed', style: { 'line-style': 'dashed', 'line-color': '#e8a0a0', 'target-arrow-color': '#e8a0a0' } }
         ];
+    }
+
+    // -- one side: its group tree, which groups are open, and the Cytoscape instance drawing what is visible --
+    function Pane(side, args) {
+        this.side = side;
+        this.box = document.getElementById('cy-' + side);
+        this.data = {};
+        this.order = [];
+        this.parent = {};
+        var self = this;
+        (args.elements || []).forEach(function (e) {
+            var d = e.data;
+            self.data[d.id] = d;
+            self.order.push(d.id);
+            self.parent[d.id] = d.parent || null;
+        });
+        this.opened = {};
+        (args.open || []).forEach(function (g) { self.opened[g] = true; });
+        this.edges = args.edges || [];
+        this.cy = null;
+        this.moved = false;
+    }
+
+    Pane.prototype.rep = function (id) {  // what stands for ``id`` on screen: its outermost closed group, or itself
+        var top = id;
+        var x = this.parent[id];
+        while (x) {
+            if (!this.opened[x]) {
+                top = x;
+            }
+            x = this.parent[x];
+        }
+        return top;
+    };
+
+    Pane.prototype.elements = function () {
+        var out = [];
+        var self = this;
+        this.order.forEach(function (id) {
+            if (self.rep(id) !== id) {
+                return;
+            }
+            var src = self.data[id];
+            var d = {};
+            for (var k in src) {
+                d[k] = src[k];
+            }
+            var cls = 'op' + (src.weight ? ' weight' : '');
+            if (src.group) {
+                d.open = !!self.opened[id];
+                d.label = d.open ? src.label_open : src.label_closed;
+                cls = d.open ? 'group open' : 'group closed';
+                if (d.open) {
+                    delete d.w;
+                    delete d.h;
+                }
+            }
+            out.push({ data: d, classes: cls });
+        });
+        var seen = {};
+        var n = 0;
+        this.edges.forEach(function (e) {
+            var s = self.rep(e[0]);
+            var t = self.rep(e[1]);
+            var key = s + '\u0000' + t;
+            if (s === t || seen[key]) {
+                return;
+            }
+            seen[key] = true;
+            n += 1;
+            out.push({ data: { id: 'e' + n, source: s, target: t, kind: e[2] }, classes: e[2] });
+        });
+        return out;
+    };
+
+    Pane.prototype.layout = function () {
+        this.cy.elements().layout({ name: 'dagre', rankDir: 'TB', nodeSep: 18, rankSep: 34, edgeSep: 8, fit: false,
+                                    animate: false, nodeDimensionsIncludeLabels: false }).run();
+    };
+
+    Pane.prototype.draw = function () {
+        var self = this;
+        if (this.cy) {
+            this.cy.destroy();
+        }
+        this.cy = cytoscape({
+            container: this.box, elements: this.elements(), style: style(),
+            minZoom: 0.05, maxZoom: 3, wheelSensitivity: 0.3, boxSelectionEnabled: false
+        });
+        this.layout();
+        this.moved = false;
+        this.firstView();
+        this.cy.on('scrollzoom', function () { self.moved = true; });
+        this.cy.on('dragpan', function () { self.moved = true; });
+        this.cy.on('tap', 'node', function (evt) { tapped(self, evt.target); });
+        this.cy.on('mouseover', 'node', function (evt) { highlight(self, evt.target.id(), false); });
+        this.cy.on('mouseout', 'node', function () { other(self).cy.nodes().removeClass('match'); });
+        this.publish();
+    };
+
+    // Open or close a group, drawn again in place: the zoom stays, and the group stays where it was on screen.
+    Pane.prototype.toggle = function (id, open) {
+        if (!this.data[id] || !this.data[id].group || !!this.opened[id] === open) {
+            return;
+        }
+        var cy = this.cy;
+        var anchor = cy.getElementById(this.rep(id));
+        var before = anchor.nonempty() ? anchor.renderedPosition() : null;
+        var top = anchor.nonempty() ? anchor.renderedBoundingBox().y1 : null;
+        if (open) {
+            var x = id;
+            while (x) {
+                this.opened[x] = true;
+                x = this.parent[x];
+            }
+        } else {
+            delete this.opened[id];
+        }
+        var zoom = cy.zoom();
+        cy.batch(function () {
+            cy.elements().remove();
+        });
+        cy.add(this.elements());
+        this.layout();
+        cy.zoom(zoom);
+        var now = cy.getElementById(this.rep(id));
+        if (before && now.nonempty()) {  // keep the group's top edge and centre where they were on screen
+            var p = now.position();
+            var bb = now.boundingBox();
+            cy.pan({ x: before.x - p.x * zoom, y: top - bb.y1 * zoom });
+        }
+        this.publish();
+    };
+
+    Pane.prototype.publish = function () {  // the drawn labels as text, for screen readers and tests
+        var list = document.getElementById('labels-' + this.side);
+        clear(list);
+        this.cy.nodes().forEach(function (n) { list.appendChild(el('li', String(n.data('label')).replace(/\n/g, ' · '))); });
+        document.body.setAttribute('data-nodes-' + this.side, String(this.cy.nodes().length));
+    };
+
+    Pane.prototype.firstView = function () {
+        var cy = this.cy;
+        cy.resize();
+        cy.fit(undefined, 12);
+        if (cy.zoom() < 0.6) {  // too small to read: start at a readable size on the first nodes of the graph
+            var leaves = cy.nodes().filter(function (n) { return !n.isParent(); });
+            if (!leaves.length) {
+                return;
+            }
+            var y0 = cy.nodes().boundingBox().y1;  // the top, with the labels of open groups
+            var z = 0.8;
+            var first = leaves.filter(function (n) { return n.boundingBox().y1 < y0 + cy.height() / z; });
+            var bb = first.boundingBox();
+            cy.zoom(z);
+            var x = bb.w * z <= cy.width() - 24 ? cy.width() / 2 - (bb.x1 + bb.x2) / 2 * z : 12 - bb.x1 * z;
+            cy.pan({ x: x, y: 8 - y0 * z });
+        }
+    };
+
+    function other(pane) {
+        return panes[pane.side === 'before' ? 'after' : 'before'];
+    }
+
+    // The nodes on the other side that ``id`` (a node of ``pane``) corresponds to: the same node when it was
+    // matched, the node that replaced a removed one, or the removed nodes a fused node replaced.
+    function matchesOf(pane, id) {
+        var o = other(pane);
+        var ids = [];
+        if (o.data[id] && !o.data[id].group) {
+            ids.push(id);
+        }
+        var aff = (shown && shown.affinity) || {};
+        if (pane.side === 'before' && aff[id]) {
+            ids.push(aff[id]);
+        }
+        if (pane.side === 'after' && reverseAffinity[id]) {
+            ids = ids.concat(reverseAffinity[id]);
+        }
+        if (pane.data[id] && pane.data[id].group && o.data[id]) {
+            ids.push(id);  // a name-scope group: the same scope on the other side
+        }
+        var reps = {};
+        ids.forEach(function (x) { if (o.data[x]) { reps[o.rep(x)] = true; } });
+        return Object.keys(reps);
+    }
+
+    function highlight(pane, id, jump) {
+        var o = other(pane);
+        o.cy.nodes().removeClass('match');
+        var hits = matchesOf(pane, id).map(function (x) { return o.cy.getElementById(x); })
+            .filter(function (n) { return n.nonempty(); });
+        var col = o.cy.collection();
+        hits.forEach(function (n) { col = col.union(n); });
+        col.addClass('match');
+        if (jump && col.length) {  // jump to the match, at the zoom the person chose
+            o.cy.stop();
+            o.cy.animate({ center: { eles: col } }, { duration: 200 });
+            o.moved = true;
+        }
+        var status = document.getElementById('match');
+        if (jump) {
+            status.textContent = col.length ? 'Its match is highlighted in the ' + o.side + ' graph.'
+                : 'It has no match in the ' + o.side + ' graph.';
+        }
+        return col.length;
+    }
+
+    function tapped(pane, n) {
+        var d = n.data();
+        if (d.group && !d.open) {
+            pane.toggle(d.id, true);
+            var o = other(pane);
+            if (o.data[d.id]) {
+                o.toggle(d.id, true);  // the same name scope opens on both sides
+            }
+            showGroup(pane, d.id);
+            return;
+        }
+        if (d.group) {
+            showGroup(pane, d.id);
+            return;
+        }
+        pane.cy.nodes().unselect();
+        n.select();
+        showNode(pane, d);
+        highlight(pane, d.id, true);
     }
 
     function row(table, key, value) {
@@ -99,46 +327,58 @@
         panel.appendChild(t);
     }
 
-    function showNode(n) {
-        var panel = document.getElementById('panel');
-        clear(panel);
-        var d = n.data();
-        if (n.hasClass('open') || n.hasClass('closed')) {
-            panel.appendChild(el('h3', d.label.replace(/^▸ /, '').split('\n')[0]));
-            panel.appendChild(el('p', d.count + ' nodes in this ' + (d.group === 'scope' ? 'name scope' : d.group === 'run' ? 'run of unchanged nodes' : 'part of the graph')));
-            if (d.value !== undefined) {
-                panel.appendChild(el('p', 'worst value: ' + Number(d.value).toPrecision(4)));
-            }
-            var b = el('button', d.open ? 'Close this group' : 'Open this group');
-            b.addEventListener('click', function () { toggle(d.id, !d.open); });
-            panel.appendChild(b);
-            return;
-        }
-        var x = d.details || {};
-        panel.appendChild(el('h3', x.op_type + (x.domain && x.domain !== 'ai.onnx' ? '  (' + x.domain + ')' : '')));
-        var badge = el('span', d.kind, 'kind');
-        badge.style.background = color(d.kind, 0);
-        panel.appendChild(badge);
-        var t = el('table');
-        row(t, 'name', x.name);
-        if (x.scope) { row(t, 'scope', x.scope); }
-        row(t, 'status', x.status + (x.changes && x.changes.length ? ' (' + x.changes.join(', ') + ')' : ''));
-        if (x.matched && x.matched !== x.name) { row(t, 'was', x.matched); }
-        if (d.value !== undefined) { row(t, (shown && shown.overlay && shown.overlay.label) || 'value', Number(d.value).toPrecision(4)); }
-        panel.appendChild(t);
-        section(panel, 'Quantization', x.quant);
-        section(panel, 'Attributes', x.attributes);
-        section(panel, 'Inputs', x.inputs);
-        section(panel, 'Outputs', x.outputs);
-        if (x.before) {
-            section(panel, 'Before: attributes', x.before.attributes);
-            section(panel, 'Before: inputs', x.before.inputs);
-        }
+    function panel() {
+        var p = document.getElementById('panel');
+        clear(p);
+        return p;
     }
 
-    function toggle(id, open) {
-        nonce += 1;
-        send('streamlit:setComponentValue', { value: { action: 'toggle', group: id, open: open, nonce: Date.now() + ':' + nonce }, dataType: 'json' });
+    function showGroup(pane, id) {
+        var p = panel();
+        var d = pane.data[id];
+        p.appendChild(el('h3', String(d.label_closed).replace(/^▸ /, '').split('\n')[0]));
+        p.appendChild(el('p', d.count + ' nodes in this ' + (d.group === 'scope' ? 'name scope' : d.group === 'run' ? 'run of unchanged nodes' : 'part of the graph') + ' (' + pane.side + ')'));
+        if (d.value !== undefined) {
+            p.appendChild(el('p', 'worst value: ' + Number(d.value).toPrecision(4)));
+        }
+        var open = !!pane.opened[id];
+        var b = el('button', open ? 'Close this group' : 'Open this group');
+        b.addEventListener('click', function () {
+            pane.toggle(id, !open);
+            if (other(pane).data[id]) {
+                other(pane).toggle(id, !open);
+            }
+            showGroup(pane, id);
+        });
+        p.appendChild(b);
+    }
+
+    function showNode(pane, d) {
+        var p = panel();
+        var x = (shown.details || {})[d.id] || {};
+        p.appendChild(el('h3', x.op_type + (x.domain && x.domain !== 'ai.onnx' ? '  (' + x.domain + ')' : '')));
+        var badge = el('span', d.kind, 'kind');
+        badge.style.background = color(d.kind, 0);
+        p.appendChild(badge);
+        p.appendChild(el('p', '', 'match')).id = 'match';
+        var t = el('table');
+        row(t, 'side', pane.side);
+        row(t, 'name', pane.side === 'before' && x.matched ? x.matched : x.name);
+        if (pane.side === 'before' && x.matched && x.matched !== x.name) { row(t, 'now', x.name); }
+        if (pane.side === 'after' && x.matched && x.matched !== x.name) { row(t, 'was', x.matched); }
+        if (x.scope) { row(t, 'scope', x.scope); }
+        row(t, 'status', x.status + (x.changes && x.changes.length ? ' (' + x.changes.join(', ') + ')' : ''));
+        if (d.value !== undefined) { row(t, (shown.overlay && shown.overlay.label) || 'value', Number(d.value).toPrecision(4)); }
+        p.appendChild(t);
+        var before = pane.side === 'before' && x.before;
+        section(p, 'Quantization (scale, zero point)', x.quant);
+        section(p, 'Attributes', before ? x.before.attributes : x.attributes);
+        section(p, 'Inputs', before ? x.before.inputs : x.inputs);
+        section(p, 'Outputs', x.outputs);
+        if (x.before && !before) {
+            section(p, 'Before: attributes', x.before.attributes);
+            section(p, 'Before: inputs', x.before.inputs);
+        }
     }
 
     function header(args) {
@@ -155,31 +395,23 @@
             legend.appendChild(chip);
         });
         var ov = args.overlay;
+        var toggle = document.getElementById('overlay-toggle');
+        toggle.style.display = ov ? '' : 'none';
         if (ov) {
             var chip2 = el('span', null, 'chip');
             chip2.appendChild(el('span', String(ov.label) + ': ' + Number(ov.higher_is_worse ? ov.min : ov.max).toPrecision(3)));
             var ramp = el('span', null, 'ramp');
             ramp.style.background = 'linear-gradient(to right, ' + ov.colors.join(', ') + ')';
             chip2.appendChild(ramp);
-            chip2.appendChild(el('span', Number(ov.higher_is_worse ? ov.max : ov.min).toPrecision(3) + ' (worst, red; fill = value, border = change)'));
+            chip2.appendChild(el('span', Number(ov.higher_is_worse ? ov.max : ov.min).toPrecision(3) + ' (worst, red; fill = value, border = change; ' + ov.n + ' nodes)'));
             legend.appendChild(chip2);
         }
-    }
-
-    function firstView() {
-        cy.fit(undefined, 16);
-        document.body.setAttribute('data-view', [cy.width(), cy.height(), cy.zoom().toFixed(2)].join(' '));
-        if (cy.zoom() < 0.6) {  // too small to read: start at a readable size on the first nodes of the graph
-            var leaves = cy.nodes().filter(function (n) { return !n.isParent(); });
-            var y0 = leaves.min(function (n) { return n.boundingBox().y1; }).value;
-            var z = 0.85;
-            // what fits in the first screen: centred when it is narrower than the view, else from its left edge
-            var first = leaves.filter(function (n) { return n.boundingBox().y1 < y0 + cy.height() / z; });
-            var bb = first.boundingBox();
-            cy.zoom(z);
-            var x = bb.w * z <= cy.width() - 32 ? cy.width() / 2 - (bb.x1 + bb.x2) / 2 * z : 16 - bb.x1 * z;
-            cy.pan({ x: x, y: 40 - y0 * z });
-        }
+        (args.titles || []).forEach(function (t, i) {
+            var title = document.getElementById('title-' + SIDES[i]);
+            if (title) {
+                title.textContent = (i ? 'After: ' : 'Before: ') + String(t);
+            }
+        });
     }
 
     function render(args) {
@@ -192,69 +424,75 @@
         }
         shown = args;
         overlayOn = !!args.overlay;
+        document.getElementById('overlay').checked = overlayOn;
+        reverseAffinity = {};
+        var aff = args.affinity || {};
+        Object.keys(aff).forEach(function (b) { (reverseAffinity[aff[b]] = reverseAffinity[aff[b]] || []).push(b); });
         header(args);
-        draw(args);
+        drawAll(args);
     }
 
-    function draw(args) {
-        var box = document.getElementById('cy');
+    function drawAll(args) {
+        var box = document.getElementById('cy-after');
         if (box.clientWidth < 10 || box.clientHeight < 10) {  // the frame is not sized yet: draw when it is
-            window.setTimeout(function () { if (shown === args) { draw(args); } }, 100);
+            window.setTimeout(function () { if (shown === args) { drawAll(args); } }, 100);
             return;
         }
-        var elements = Array.isArray(args.elements) ? args.elements : [];
-        if (cy) {
-            cy.destroy();
-        }
-        cy = cytoscape({
-            container: box, elements: elements, style: style(),
-            minZoom: 0.05, maxZoom: 3, wheelSensitivity: 0.3, boxSelectionEnabled: false
-        });
-        // the links from a removed node to its replacement are drawn but do not shape the layers
-        cy.elements().not('edge.fused').layout({ name: 'dagre', rankDir: 'TB', nodeSep: 18, rankSep: 34, edgeSep: 8, fit: false,
-                    animate: false, nodeDimensionsIncludeLabels: false }).run();
-        window.ortlabGraph = cy;  // for the browser test
-        moved = false;
-        firstView();
-        window.setTimeout(function () { if (cy && !moved) { cy.resize(); firstView(); } }, 250);
-        cy.on('scrollzoom', function () { moved = true; });
-        cy.on('dragpan', function () { moved = true; });
-        cy.on('tap', 'node', function (evt) {
-            var n = evt.target;
-            if (n.hasClass('closed')) {
-                toggle(n.id(), true);
+        SIDES.forEach(function (side) {
+            if (panes[side] && panes[side].cy) {
+                panes[side].cy.destroy();
             }
-            showNode(n);
+            panes[side] = new Pane(side, (args.panes || {})[side] || {});
         });
-        var list = document.getElementById('labels');  // the drawn labels as text, for screen readers and tests
-        clear(list);
-        cy.nodes().forEach(function (n) { list.appendChild(el('li', String(n.data('label')).replace(/\n/g, ' · '))); });
+        SIDES.forEach(function (side) { panes[side].draw(); });
+        window.ortlabPanes = { before: panes.before, after: panes.after };  // for the browser test
+        window.ortlabGraph = panes.after.cy;
         document.body.setAttribute('data-ortlab-graphdiff', 'ready');
-        document.body.setAttribute('data-nodes', String(cy.nodes().length));
+        window.setTimeout(function () {
+            SIDES.forEach(function (side) { if (panes[side].cy && !panes[side].moved) { panes[side].firstView(); } });
+        }, 250);
     }
 
-    var moved = false;  // the person panned or zoomed: a resize keeps their view
     window.addEventListener('resize', function () {
-        if (cy) {
-            cy.resize();
-            if (!moved) { firstView(); }
-        }
-    });
-    document.getElementById('fit').addEventListener('click', function () { if (cy) { cy.fit(undefined, 16); } });
-    document.getElementById('search').addEventListener('input', function (evt) {
-        if (!cy) { return; }
-        var q = String(evt.target.value || '').trim().toLowerCase();
-        cy.nodes().removeClass('found');
-        if (!q) { return; }
-        var hits = cy.nodes().filter(function (n) {
-            var d = n.data();
-            var name = d.details ? d.details.name : '';
-            return String(d.label).toLowerCase().indexOf(q) >= 0 || String(name).toLowerCase().indexOf(q) >= 0;
+        SIDES.forEach(function (side) {
+            var p = panes[side];
+            if (p && p.cy) {
+                p.cy.resize();
+                if (!p.moved) { p.firstView(); }
+            }
         });
-        hits.addClass('found');
-        if (hits.length) {
-            cy.animate({ center: { eles: hits[0] }, zoom: Math.max(cy.zoom(), 0.9) }, { duration: 200 });
-        }
+    });
+    document.getElementById('fit').addEventListener('click', function () {
+        SIDES.forEach(function (side) { if (panes[side] && panes[side].cy) { panes[side].cy.fit(undefined, 12); } });
+    });
+    document.getElementById('overlay').addEventListener('change', function (evt) {
+        overlayOn = !!evt.target.checked && !!(shown && shown.overlay);
+        SIDES.forEach(function (side) { if (panes[side] && panes[side].cy) { panes[side].cy.style(style()); } });
+    });
+    document.getElementById('search').addEventListener('input', function (evt) {
+        var q = String(evt.target.value || '').trim().toLowerCase();
+        SIDES.forEach(function (side) {
+            var p = panes[side];
+            if (!p || !p.cy) { return; }
+            p.cy.nodes().removeClass('found');
+            if (!q) { return; }
+            var reps = {};
+            p.order.forEach(function (id) {
+                var d = p.data[id];
+                if (d.group) { return; }
+                var x = (shown.details || {})[id] || {};
+                var name = side === 'before' && x.matched ? x.matched : x.name;
+                if (String(d.label).toLowerCase().indexOf(q) >= 0 || String(name || '').toLowerCase().indexOf(q) >= 0) {
+                    reps[p.rep(id)] = true;
+                }
+            });
+            var hits = p.cy.collection();
+            Object.keys(reps).forEach(function (id) { hits = hits.union(p.cy.getElementById(id)); });
+            hits.addClass('found');
+            if (hits.length) {
+                p.cy.animate({ center: { eles: hits[0] }, zoom: Math.max(p.cy.zoom(), 0.8) }, { duration: 200 });
+            }
+        });
     });
 
     window.addEventListener('message', function (event) {
