@@ -68,8 +68,9 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 
 def browser_times(args_json: str, repeat: int, screenshot: Path | None, width: int = 940,
-                  height: int = 720) -> list[tuple[float, float, float]]:
-    """(seconds to draw both panes, seconds to open a group, zoom kept: 1.0 or 0.0) per repeat."""
+                  height: int = 720, inspect=None) -> list[tuple[float, float, float]]:
+    """(seconds to draw both panes, seconds to open a group, zoom kept: 1.0 or 0.0) per repeat; ``inspect``
+    (frame → None) runs on the drawn view before the group is opened."""
     from playwright.sync_api import sync_playwright
 
     out = []
@@ -91,6 +92,8 @@ def browser_times(args_json: str, repeat: int, screenshot: Path | None, width: i
                     frame = page.frames[1]
                     frame.wait_for_selector("body[data-ortlab-graphdiff=ready]", state="attached", timeout=60_000)
                     drawn = (page.evaluate("() => Date.now()") - page.evaluate("() => window.t0")) / 1000
+                    if inspect:
+                        inspect(frame)
                     toggle = frame.evaluate("""() => {
                         const p = window.ortlabPanes.after;
                         const g = p.cy.nodes('.closed')[0];

@@ -573,10 +573,23 @@ def _quant_params(node: onnx.NodeProto, values: dict[str, onnx.TensorProto]) -> 
 
 def _scope(node: onnx.NodeProto) -> list[str]:
     """The node's name scope: its ``namespace`` metadata, else the ``/``-separated prefix of its name
-    (``/encoder/layer.0/attention/MatMul`` → ``["encoder", "layer.0", "attention"]``)."""
+    (``/encoder/layer.0/attention/MatMul`` → ``["encoder", "layer.0", "attention"]``). PyTorch's exporter
+    writes ``name: type`` segments ending with the op itself (``: Net/_blocks.4: MBConvBlock/_blocks.4._bn0:
+    BatchNorm2d/batch_norm: aten.batch_norm``): the module names are kept (``_blocks.4``, ``_bn0``)."""
     for prop in node.metadata_props:
         if prop.key == "namespace" and prop.value.strip():
-            return [p for p in prop.value.replace(": ", "/").split("/") if p.strip()][:12]
+            segs = prop.value.split("/")
+            typed = ": " in prop.value
+            if typed and len(segs) > 1:
+                segs = segs[:-1]  # the op itself
+            parts: list[str] = []
+            for seg in segs:
+                name = seg.split(": ", 1)[0].strip() if typed else seg.strip()
+                if parts and name.startswith(parts[-1] + "."):
+                    name = name[len(parts[-1]) + 1:]
+                if name:
+                    parts.append(name)
+            return parts[:12]
     parts = [p for p in node.name.split("/") if p]
     return parts[:-1][:12]
 
@@ -636,6 +649,10 @@ def graph_description(before_path, after_path) -> dict:
     for j, sc in fused_scope.items():
         if sc:
             scopes_a[j] = sc
+    by_name = {n.name: scopes_b[i] for i, n in enumerate(b.nodes) if n.name and scopes_b[i]}
+    for j, n in enumerate(a.nodes):  # ORT drops the metadata of the nodes it rewrites but keeps their names
+        if not scopes_a[j] and n.name in by_name:
+            scopes_a[j] = list(by_name[n.name])
     _inherit_scopes(a, scopes_a)
     _inherit_scopes(b, scopes_b)
     rev = {j: i for i, j in pairs.items()}

@@ -206,3 +206,70 @@ def test_a_rewritten_region_is_summarised_by_op_counts_not_spelled_node_by_node(
     assert all(len(line) < 200 for line in fusions), fusions
     region = [line for line in fusions if line.startswith("region of")]
     assert region and "Conv ×9" in region[0] and "QLinearConv ×9" in region[0]
+
+
+# -- per-node values across QDQ and fused graphs, layers on both sides (a real quantized sample) ------------
+
+@pytest.fixture(scope="module")
+def efficientnet_int8(tmp_path_factory):
+    """EfficientNet-Lite0 quantized with Conv/MatMul/Gemm only (a recipe the Tune page tries; its QDQ model keeps
+    the ReLU6 Clips that ORT then folds into QLinearConv): its fp32 model, ORT's fused graph and the plain QDQ
+    model, plus the per-node analysis of the QDQ model on 4 evaluation images."""
+    from ortlab.analyze import QDQ_FILE, analyze
+    from ortlab.config import Precision, QuantConfig, Recipe
+    from ortlab.pipeline import run_recipe
+    from ortlab.samples import get_sample
+
+    s = get_sample("efficientnet_lite0")
+    out = tmp_path_factory.mktemp("effnet") / "int8"
+    recipe = Recipe(precision=Precision.INT8, opt_level=OptLevel.EXTENDED,
+                    quant=QuantConfig(op_types=("Conv", "MatMul", "Gemm")))
+    art = run_recipe(s.model_path, recipe, out, s.calibration_data(), s.preprocess, verify_samples=0)
+    result = analyze(s.model_path, out / QDQ_FILE, s.evaluation_data(), s.preprocess, n=4)
+    return s.model_path, art.model_path, out / QDQ_FILE, result
+
+
+def test_per_node_errors_land_on_the_qdq_and_the_fused_graph(efficientnet_int8):
+    from ortlab.diff import carry_values, map_node_names
+    from ortlab.ui.graph_view import build_view
+
+    fp32, fused, qdq, result = efficientnet_int8
+    values = {n.name: n.sqnr_db for n in result.nodes}
+    assert len(values) >= 50
+    fused_model = onnx.load(str(fused), load_external_data=False)
+    assert any(n.op_type == "QLinearConv" for n in fused_model.graph.node)
+    for cand in (qdq, fused):
+        mapping = map_node_names(qdq, cand)
+        view = build_view(graph_description(fp32, cand), overlay=carry_values(values, mapping),
+                          higher_is_worse=False)
+        for side in ("before", "after"):
+            names = {(view["details"][e["data"]["id"]]["matched"] if side == "before"
+                      and view["details"][e["data"]["id"]]["matched"] else view["details"][e["data"]["id"]]["name"])
+                     for e in view["panes"][side]["elements"] if "value" in e["data"] and "group" not in e["data"]}
+            landed = {n for n in values if (mapping.get(n, n) if side == "after" else n) in names}
+            assert len(landed) >= 0.95 * len(values), (cand.name, side, sorted(set(values) - landed)[:5])
+        # the worst analysed node is red where it landed in the candidate
+        worst = min(values, key=lambda k: values[k])
+        red = [e["data"] for e in view["panes"]["after"]["elements"] if "group" not in e["data"]
+               and view["details"][e["data"]["id"]]["name"] == mapping[worst]]
+        assert red and red[0]["value_color"] == "#bd0026"
+    # every compute node of the QDQ model has a place in the fused graph, also those ORT folds away (Clip → Conv)
+    mapping = map_node_names(qdq, fused)
+    qdq_model = onnx.load(str(qdq), load_external_data=False)
+    compute = [n for n in qdq_model.graph.node if n.op_type not in ("QuantizeLinear", "DequantizeLinear")]
+    fused_names = {n.name for n in fused_model.graph.node}
+    assert all(mapping.get(n.name) in fused_names for n in compute)
+    clips = [n.name for n in compute if n.op_type == "Clip" and n.name not in fused_names]
+    assert clips and all(mapping[c] in {n.name for n in fused_model.graph.node if n.op_type == "QLinearConv"}
+                         for c in clips)
+
+
+def test_both_sides_get_the_same_layers_from_pytorch_namespaces(efficientnet_int8):
+    fp32, fused, _, _ = efficientnet_int8
+    desc = graph_description(fp32, fused)
+    conv = {n["name"]: n for n in desc["nodes"].values() if n["op_type"] == "Conv"}
+    qconv = {n["name"]: n for n in desc["nodes"].values() if n["op_type"] == "QLinearConv"}
+    assert len(qconv) >= 40 and set(qconv) <= set(conv)
+    # "name: type" segments → module names; ORT drops the metadata of what it rewrites, the names carry it over
+    assert conv["node_conv2d_12"]["scope"] == ["_blocks.4", "_expand_conv"]
+    assert all(qconv[k]["scope"] == conv[k]["scope"] for k in qconv)

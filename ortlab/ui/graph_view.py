@@ -77,12 +77,21 @@ class _Tree:
         self.nodes = nodes
         self.groups: dict[str, _Group] = {"": _Group("", "", "scope")}
         self.parent: dict[str, str] = {}
+        # A scope met again after other members of its parent (a module called in several places, such as a
+        # shared activation) starts a new group: a group holds one stretch of the graph, never a far-flung set.
+        current: dict[str, str] = {}  # "s:" + scope path → the group of its current stretch
+        seen: dict[str, int] = {}  # stretches of each scope path so far
         for nid in sorted(nodes, key=lambda k: nodes[k]["order"]):
             scope = [str(p) for p in nodes[nid].get("scope") or []]
             gid = ""
             for k in range(len(scope)):
-                child = "s:" + "/".join(scope[: k + 1])
-                if child not in self.groups:
+                path = "s:" + "/".join(scope[: k + 1])
+                child = current.get(path)
+                siblings = self.groups[gid].children
+                if child is None or not siblings or siblings[-1] != child:
+                    seen[path] = seen.get(path, 0) + 1
+                    child = path if seen[path] == 1 else f"{path}#{seen[path]}"
+                    current[path] = child
                     self.groups[child] = _Group(child, scope[k], "scope")
                     self._add(gid, child)
                 gid = child
@@ -343,7 +352,7 @@ def _overlay_values(nodes: dict[str, dict], overlay: dict[str, float] | None, hi
     return values
 
 
-def _pane(nodes: dict[str, dict], edges: list[list[str]], values: dict[str, float], color, budget: int,
+def _pane(nodes: dict[str, dict], edges: list[list[str]], values: dict[str, float], color, dark, budget: int,
           higher_is_worse: bool) -> dict:
     """One side's whole group tree as Cytoscape.js element data (every group and node, each with its parent),
     the groups open at first, and the node-level edges: the component shows and hides groups itself."""
@@ -357,6 +366,8 @@ def _pane(nodes: dict[str, dict], edges: list[list[str]], values: dict[str, floa
             worst = max(vals)
             data["value"] = worst if higher_is_worse else -worst
             data["value_color"] = color(worst)
+            if dark(worst):
+                data["value_ink"] = "#ffffff"  # light text on the dark end of the ramp
 
     def walk(gid: str) -> None:
         for c in tree.groups[gid].children:
@@ -476,16 +487,15 @@ def build_view(description: dict, *, focus: str | None = None, overlay: dict[str
     every = [x for v in values.values() for x in v.values()]
     lo, hi = (min(every), max(every)) if every else (0.0, 0.0)
 
-    def color(x: float) -> str:
-        return overlay_color(0.5 if hi <= lo else (x - lo) / (hi - lo))
+    def norm(x: float) -> float:
+        return 0.5 if hi <= lo else (x - lo) / (hi - lo)
 
-    panes = {side: _pane(sides[side][0], sides[side][1], values[side], color, budget, higher_is_worse)
-             for side in SIDES}
+    panes = {side: _pane(sides[side][0], sides[side][1], values[side], lambda x: overlay_color(norm(x)),
+                         lambda x: norm(x) > 0.6, budget, higher_is_worse) for side in SIDES}
     shown = {k for side in SIDES for k in sides[side][0]}
     details = {k: _details(nodes[k]) for k in nodes if k in shown}
     present = {k for p in panes.values() for k in p.pop("present")}
     legend = [{"kind": k, "color": KIND_COLORS[k], "text": KIND_TEXT[k]} for k in KIND_ORDER if k in present]
-    n_values = len({k for v in values.values() for k in v})
     return {
         "panes": panes,
         "details": details,
@@ -495,7 +505,8 @@ def build_view(description: dict, *, focus: str | None = None, overlay: dict[str
         "legend": legend,
         "overlay": {"label": clean_text(overlay_label), "min": lo if higher_is_worse else -hi,
                     "max": hi if higher_is_worse else -lo, "colors": list(OVERLAY_STOPS),
-                    "higher_is_worse": higher_is_worse, "n": n_values} if every else None,
+                    "higher_is_worse": higher_is_worse, "n": len(values["after"]),
+                    "n_before": len(values["before"])} if every else None,
         "visible": max(p["visible"] for p in panes.values()),
         "total_nodes": len(shown),
         "focus": focus or None,

@@ -51,7 +51,8 @@
             { selector: 'node', style: {
                 'shape': 'round-rectangle', 'label': 'data(label)',
                 'text-wrap': 'wrap', 'text-valign': 'center', 'text-halign': 'center', 'font-size': 12,
-                'line-height': 1.25, 'color': '#1e1e1e', 'border-width': 2.5,
+                'line-height': 1.25, 'border-width': 2.5,
+                'color': function (n) { return (overlayOn && n.data('value_ink')) || '#1e1e1e'; },
                 'border-color': function (n) { return color(n.data('kind'), 0); },
                 'background-color': function (n) {
                     if (overlayOn) {
@@ -403,7 +404,7 @@
             var ramp = el('span', null, 'ramp');
             ramp.style.background = 'linear-gradient(to right, ' + ov.colors.join(', ') + ')';
             chip2.appendChild(ramp);
-            chip2.appendChild(el('span', Number(ov.higher_is_worse ? ov.max : ov.min).toPrecision(3) + ' (worst, red; fill = value, border = change; ' + ov.n + ' nodes)'));
+            chip2.appendChild(el('span', Number(ov.higher_is_worse ? ov.max : ov.min).toPrecision(3) + ' (worst, red; fill = value, border = change; on ' + ov.n + ' nodes after, ' + ov.n_before + ' before)'));
             legend.appendChild(chip2);
         }
         (args.titles || []).forEach(function (t, i) {
