@@ -225,14 +225,41 @@ def graphdiff_frame(page, timeout_s: float = 30):
     raise AssertionError("the graph-diff view did not draw")
 
 
-def test_2b_compare_graph_diff_draws_readable_labelled_nodes(flow, screenshots):
+GROUP_STATE_JS = """() => {
+    const p = window.ortlabPanes.after;
+    return {zoom: p.cy.zoom(), renders: window.ortlabRenders || 0,
+            open: Object.keys(p.opened).filter(k => p.opened[k]),
+            closed: p.cy.nodes('.closed').map(n => n.id())};
+}"""
+
+
+def test_2b_compare_graph_diff_before_and_after_side_by_side(flow, screenshots):
     page = flow["page"]
     frame = graphdiff_frame(page)
-    labels = frame.locator("#labels li").all_inner_texts()
-    assert len(labels) >= 10, labels
-    assert any("QuantizeLinear" in t or "QLinearConv" in t for t in labels), labels
+    before = frame.locator("#labels-before li").all_inner_texts()
+    after = frame.locator("#labels-after li").all_inner_texts()
+    assert len(before) >= 10 and len(after) >= 10, (before, after)
+    assert any("Conv" in t for t in before) and not any("QLinearConv" in t for t in before), before
+    assert any("QuantizeLinear" in t or "QLinearConv" in t for t in after), after
     header = frame.locator("#header").inner_text()
     assert re.match(r"\d+ removed", header), header
+    # the one count of changes: the view's header is the line under "What changed" on the page
+    assert page.get_by_text(header.strip(), exact=True).count() >= 1
+    for side in ("before", "after"):  # both panes drawn, side by side, each with nodes
+        box = frame.locator(f"#cy-{side}").bounding_box()
+        assert box and box["width"] > 200 and box["height"] > 300, (side, box)
+        assert int(frame.locator("body").get_attribute(f"data-nodes-{side}")) >= 10
+    b, a = frame.locator("#cy-before").bounding_box(), frame.locator("#cy-after").bounding_box()
+    assert a["x"] >= b["x"] + b["width"] - 2 and abs(a["y"] - b["y"]) < 2  # after is to the right of before
+    # a node matched across the change: clicking it on one side lights up its match on the other
+    frame.evaluate("""() => {
+        const p = window.ortlabPanes.after;
+        const n = p.cy.nodes('.op').filter(x => window.ortlabPanes.before.data[x.id()])[0]
+              || p.cy.nodes('.op')[0];
+        n.emit('tap');
+    }""")
+    assert "highlighted in the before graph" in frame.locator("#panel").inner_text()
+    assert frame.evaluate("() => window.ortlabPanes.before.cy.nodes('.match').length") >= 1
     iframe = page.locator('iframe[src*="graphdiff"]').first
     size = page.viewport_size
     page.set_viewport_size({"width": 1280, "height": 720})
@@ -240,6 +267,63 @@ def test_2b_compare_graph_diff_draws_readable_labelled_nodes(flow, screenshots):
     page.wait_for_timeout(800)
     page.screenshot(path=str(screenshots / "compare_graph_diff_1280x720.png"))
     iframe.screenshot(path=str(screenshots / "compare_graph_diff_view.png"))
+    # opening a group with a real click: drawn in the component, no rerun of the page, the zoom stays
+    first = frame.evaluate(GROUP_STATE_JS)
+    if not first["closed"]:  # a small graph opens whole: close one layer to have something to open
+        frame.evaluate("() => { const p = window.ortlabPanes.after; p.toggle(Object.keys(p.opened)[0], false); }")
+    state = frame.evaluate(GROUP_STATE_JS)
+    group = state["closed"][0]
+    pos = frame.evaluate(f"""() => {{  // pan (not zoom) so that the box is on screen, then click it
+        const cy = window.ortlabPanes.after.cy, g = cy.getElementById({group!r});
+        cy.center(g);
+        return g.renderedPosition();
+    }}""")
+    box = iframe.bounding_box()
+    page.mouse.click(box["x"] + a["x"] + pos["x"], box["y"] + a["y"] + pos["y"])
+    page.wait_for_timeout(1500)
+    now = frame.evaluate(GROUP_STATE_JS)
+    assert group in now["open"], (group, now)
+    assert now["zoom"] == state["zoom"] and now["renders"] == state["renders"], (state, now)
+    page.set_viewport_size(size)
+
+
+def test_2c_per_node_error_is_drawn_on_the_graph_diff(flow, screenshots):
+    page = flow["page"]
+    size = page.viewport_size
+    page.get_by_role("tab", name="Per-node error").click()
+    button(page, ["node_errors.analyse"], re.compile("Analyse per-node error")).click()
+    page.get_by_text(re.compile("keep in float", re.I)).first.wait_for(timeout=120_000)
+    wait_quiet(page)
+    page.get_by_role("tab", name="Graph diff").click()
+    wait_quiet(page)
+    deadline = time.monotonic() + 30
+    coloured = {}
+    while time.monotonic() < deadline:
+        frame = graphdiff_frame(page)
+        coloured = frame.evaluate("""() => {
+            const out = {};
+            for (const side of ['before', 'after']) {
+                const cy = window.ortlabPanes[side].cy;
+                const rgb = h => 'rgb(' + [1, 3, 5].map(i => parseInt(h.slice(i, i + 2), 16)).join(',') + ')';
+                const v = cy.nodes('.op').filter(n => n.data('value_color'));
+                out[side] = {n: v.length,
+                             drawn: v.filter(n => n.style('background-color') === rgb(n.data('value_color'))).length,
+                             red: cy.nodes().filter(n => n.data('value_color') === '#bd0026').length};
+            }
+            out.legend = document.getElementById('legend').textContent;
+            return out;
+        }""")
+        if coloured["after"]["n"]:
+            break
+        page.wait_for_timeout(500)
+    assert coloured["after"]["n"] >= 5 and coloured["before"]["n"] >= 5, coloured
+    assert coloured["after"]["drawn"] == coloured["after"]["n"], coloured  # the fill shows the value
+    assert coloured["after"]["red"] + coloured["before"]["red"] >= 1 and "worst, red" in coloured["legend"]
+    page.set_viewport_size({"width": 1280, "height": 720})
+    iframe = page.locator('iframe[src*="graphdiff"]').first
+    iframe.scroll_into_view_if_needed()
+    page.wait_for_timeout(800)
+    page.screenshot(path=str(screenshots / "compare_graph_diff_overlay_1280x720.png"))
     page.set_viewport_size(size)
 
 

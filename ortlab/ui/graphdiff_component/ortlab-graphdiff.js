@@ -502,6 +502,7 @@
         }
         var data = event.data || {};
         if (data.type === 'streamlit:render' && data.args) {
+            window.ortlabRenders = (window.ortlabRenders || 0) + 1;  // each rerun of the page sends one
             render(data.args);
         }
     });
