@@ -395,6 +395,34 @@ def quantize_calibrated_model(src, dst, q: QuantConfig, cache) -> list[str]:
     return quantize_calibrated_result(src, dst, q, cache).warnings
 
 
+def _channels_axis0(node: onnx.NodeProto) -> bool:
+    """Whether a per-channel weight of ``node`` has its output channels on axis 0 (Conv; Gemm with transB)."""
+    if node.op_type == "Conv":
+        return True
+    return node.op_type == "Gemm" and any(a.name == "transB" and a.i == 1 for a in node.attribute)
+
+
+def int16_weight_overrides(model: onnx.ModelProto, nodes, per_channel: bool = True) -> tuple[dict[str, Any], list[str]]:
+    """ORT's ``TensorQuantOverrides`` giving the weight initializer (input 1) of each named node the int16 type
+    (one scale per output channel for Conv and transposed-Gemm weights when ``per_channel``, else one per tensor),
+    and the names that are not a node with an initializer weight."""
+    inits = {t.name: t for t in model.graph.initializer}
+    by_name = {n.name: n for n in model.graph.node}
+    overrides: dict[str, Any] = {}
+    missing = []
+    for name in nodes:
+        node = by_name.get(name)
+        if node is None or len(node.input) < 2 or node.input[1] not in inits:
+            missing.append(name)
+            continue
+        weight = inits[node.input[1]]
+        if per_channel and _channels_axis0(node) and weight.dims:
+            overrides[node.input[1]] = [{"quant_type": OrtQuantType.QInt16, "axis": 0}] + [{}] * (weight.dims[0] - 1)
+        else:
+            overrides[node.input[1]] = [{"quant_type": OrtQuantType.QInt16}]
+    return overrides, missing
+
+
 def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
     """:func:`quantize_calibrated_model` with its notes and the :class:`QuantCoverage` of the result."""
     args = _static_args(q)
@@ -408,6 +436,13 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
     ops = args.quantize["op_types_to_quantize"]
     targets = list(ops) if ops is not None else sorted(set(QLinearOpsRegistry) | set(QDQRegistry))
     notes = _weights_to_initializers(model)
+    kwargs = dict(args.quantize)
+    if q.int16_weight_nodes:
+        overrides, missing = int16_weight_overrides(model, q.int16_weight_nodes, q.per_channel)
+        if missing:
+            warnings.append(f"No weight to give 16 bits in node(s) {', '.join(missing)} (not in the model, or their "
+                            "weight is not a constant); they stay 8-bit.")
+        kwargs["extra_options"] = {**kwargs["extra_options"], "TensorQuantOverrides": overrides}
     with tempfile.TemporaryDirectory(prefix="ortlab-quant-") as tmpdir:
         tmp = Path(tmpdir)
         staged = _stage_input(model, tmp)
@@ -415,7 +450,7 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
         try:
             with _ort_quiet() as log:
                 quantize_static(str(staged), str(out), calibration_data_reader=None,
-                                calibration_cache_path=str(cache), **args.quantize)
+                                calibration_cache_path=str(cache), **kwargs)
         except (Cancelled, OrtlabError):
             raise
         except Exception as exc:
