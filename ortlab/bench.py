@@ -21,7 +21,7 @@ import numpy as np
 from . import dtypes, limits
 from .config import BenchConfig, OptLevel
 from .errors import BenchmarkError, OrtlabError
-from .inputs import InputSpec, infer_specs, random_array
+from .inputs import InputSpec, control_input_text, infer_specs, is_control_input, random_array
 from .progress import CancelToken
 from .serial import from_plain, to_plain
 from .text import format_bytes, one_line
@@ -91,6 +91,10 @@ def make_inputs(session_inputs: Sequence[Any], batch_size: int, seed: int = 0,
     batch other than ``batch_size`` is refused unless batch_size is 1. Floats ~ N(0, 1), token ids and other
     integers in {0, 1}, attention masks ones, states zeros."""
     specs = input_specs(session_inputs, shapes, dims)
+    control = next((s for s in specs if is_control_input(s)), None)
+    if control is not None:
+        raise BenchmarkError(control_input_text(control) + " A benchmark feeds random data, so it cannot time "
+                             "this model.")
     for s in specs:
         if s.batch_fixed and batch_size not in (1, s.shape[s.batch_axis]):  # type: ignore[index]
             d = s.shape[s.batch_axis]  # type: ignore[index]

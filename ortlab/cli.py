@@ -630,7 +630,7 @@ def cmd_history(ns: argparse.Namespace) -> int:
     from .verdict import judge
 
     rows = [[str(r.run_id), r.created_at.replace("T", " ")[:19], r.origin or "?",
-             (r.verdict if r.verdict is not None else judge(r.evaluation)).level.value, r.recipe.label(),
+             (r.verdict if r.verdict is not None else judge(r.evaluation, coverage=r.coverage)).level.value, r.recipe.label(),
              r.source_name, r.sha256[:12], format_bytes(r.size_bytes)] for r in runs if isinstance(r, Artifact)]
     print(_table(rows, ["run", "created", "from", "verdict", "recipe", "source", "sha256", "size"])
           if rows else "No runs yet.")

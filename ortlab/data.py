@@ -34,8 +34,9 @@ TOKENIZER_FILE = "tokenizer.json"
 
 @dataclass(frozen=True)
 class Sample:
-    """One item of a dataset. ``source`` is a file path, ``zip:member``, ``upload:name``, ``tensors:i`` or
-    ``random``; ``index`` is the row of a tensor or random sample."""
+    """One item of a dataset. ``source`` is a file path, ``zip:member``, ``upload:name``, ``tensors:FILE``,
+    ``text:FILE`` or ``random``; ``index`` is the row of a tensor, text or random sample (source and index
+    together tell two files' samples apart, e.g. calibration from evaluation)."""
 
     name: str
     label: int | None
@@ -325,7 +326,7 @@ def load_tensor_file(path_or_bytes, name: str | None = None) -> Dataset:
             raise DataError(f"'labels' in {label} must be {n} non-negative integers.")
         label_list = [int(v) for v in labels]
         class_names = [str(c) for c in range(int(labels.max()) + 1)]
-    samples = [Sample(f"sample_{i}", label_list[i], f"tensors:{i}", i) for i in range(n)]
+    samples = [Sample(f"sample_{i}", label_list[i], f"tensors:{label}", i) for i in range(n)]
     return Dataset("tensors", samples, class_names, False, _tensors=arrays)
 
 
@@ -397,7 +398,7 @@ def load_text_file(path_or_bytes, tokenizer, seq_len: int | None = None, name: s
     _load_tokenizer(tok_text, tok_label)  # fail now, not in the middle of a run
     if seq_len is not None and int(seq_len) < 1:
         raise DataError(f"The sequence length must be at least 1, got {seq_len}.")
-    samples = [Sample(f"line {i + 1}", None, f"text:{i}", i) for i in range(len(lines))]
+    samples = [Sample(f"line {i + 1}", None, f"text:{label}", i) for i in range(len(lines))]
     return Dataset("text", samples, [], False, seq_len=int(seq_len) if seq_len else None, _texts=lines,
                    _tokenizer_json=tok_text)
 def _npy_header(fh, what: str, label: str) -> tuple[np.dtype, int]:

@@ -169,9 +169,17 @@ def _validate(r: _Run) -> None:
     r.warn(r.info.warnings)
     from .inputs import infer_specs
 
-    infer_specs(r.info.inputs, overrides=r.shapes, strict=False)  # names and ranks of --shape, before any work
+    from .inputs import control_input_error, is_control_input
+
+    # names and ranks of --shape, before any work
+    specs = infer_specs(r.info.inputs, overrides=r.shapes, strict=False)
     if _is_static(r.recipe) and r.dataset is None and not r.recipe.allow_random_data:
         raise RecipeError(NO_CALIBRATION_DATA)
+    random_used = r.recipe.allow_random_data and r.dataset is None and (_is_static(r.recipe)
+                                                                         or r.verify_dataset is None)
+    control = next((s for s in specs if is_control_input(s)), None)
+    if random_used and control is not None:
+        raise control_input_error(control)
     if r.preprocess is not None and r.preprocess.problems():
         raise DataError(" ".join(r.preprocess.problems()))
     for ds in (r.dataset, r.verify_dataset):
@@ -253,7 +261,7 @@ def _verify(r: _Run) -> None:
     from . import data as data_mod
     from . import providers
     from .evaluate import evaluate
-    from .verdict import judge, not_evaluated
+    from .verdict import judge
 
     if r.current != r.final:  # no optimize stage: the last model is the result
         shutil.copyfile(r.current, r.final)
@@ -264,7 +272,7 @@ def _verify(r: _Run) -> None:
         ver = data_mod.random_dataset(max(1, r.verify_samples), seed=q.seed)
     if ver is None or r.verify_samples <= 0:
         r.notes.append("Verification skipped: no evaluation data was given.")
-        r.verdict = not_evaluated()
+        r.verdict = judge(None, r.policy, r.coverage)
         _, used = providers.create_session(r.final, r.recipe.target)
         r.providers = list(used)
         return
@@ -276,7 +284,7 @@ def _verify(r: _Run) -> None:
     if r.calibration_sources:
         report.calibration_overlap = sum(f"{s.source}#{s.index}" in r.calibration_sources for s in sample.samples)
     r.evaluation = report
-    r.verdict = judge(report, r.policy)
+    r.verdict = judge(report, r.policy, r.coverage)
     r.providers = list(report.providers_cand)
     if r.pre_optimize is not None and r.recipe.opt_level != OptLevel.DISABLED:
         from .parity import check_parity

@@ -4,6 +4,7 @@
 and whether the data is labeled; a task given by the user overrides the inference where the shape allows it:
 
 * integer/bool outputs → compared exactly (never "accuracy");
+* float outputs named like a recurrent state (``stateN``, ``h_n``, ``hn``) → generic, whatever their shape;
 * [1, C] float, C ≥ 2 → classification, unless the name says embedding (embed, hidden, pool, feature, …) and
   the data has no labels; [1, 1] → generic;
 * [1, A, B] float → boxes when the name says so (box, det, yolo) or one side is 5…400 and the other ≥ 1000
@@ -17,6 +18,7 @@ The model's task is the role of its first float output (generic when it has none
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -28,6 +30,8 @@ EXACT = "exact"  # the role of integer outputs
 _EMBED = ("embed", "hidden", "pool", "feature", "sentence", "vector", "encod", "token", "last_hidden")
 _MAPS = ("map", "mask", "seg", "heat")
 _BOXES = ("box", "det", "yolo", "anchor")
+# an RNN's returned state (stateN, new_state, h_n, hn, cn, present.*): neither an embedding nor a class score
+_STATE = re.compile(r"(?<!hidden_)state|(^|[^a-z])(h_?n|c_?n|hidden_?out|present)([^a-z]|$)")
 
 
 def _has(name: str, words: tuple[str, ...]) -> bool:
@@ -43,6 +47,8 @@ def _fits(task: Task, arr: np.ndarray) -> bool:
 
 def _guess(name: str, arr: np.ndarray, labeled: bool) -> tuple[Task, str]:
     shape = list(arr.shape)
+    if arr.ndim >= 2 and _STATE.search(name.lower()):
+        return Task.GENERIC, f"'{name}' {shape} is named like a recurrent state (compared as a tensor)"
     if arr.ndim == 2:
         if arr.shape[1] < 2:
             return Task.GENERIC, f"'{name}' {shape} has one value per sample"

@@ -276,7 +276,7 @@ def run_verdict(a: Artifact):
     evaluation (unknown when it has none)."""
     from ..verdict import judge
 
-    return a.verdict if a.verdict is not None else judge(a.evaluation)
+    return a.verdict if a.verdict is not None else judge(a.evaluation, coverage=a.coverage)
 
 
 def verdict_policy():
