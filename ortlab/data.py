@@ -768,7 +768,7 @@ def batch_inputs(ds: Dataset, indices: Sequence[int], cfg: PreprocessConfig | No
                 arr = arr[0]
             elif s.batch_axis != 0:
                 arr = np.moveaxis(arr, 0, s.batch_axis)
-            out[s.name] = np.ascontiguousarray(arr)
+            out[s.name] = np.ascontiguousarray(arr) if arr.ndim else np.asarray(arr)  # ascontiguousarray makes 0-d 1-d
         return out
     if ds.kind == "text":
         return _text_feed(ds, indices, specs)

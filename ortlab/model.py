@@ -361,6 +361,20 @@ def _check_runtime_loads(path: Path, custom: list[tuple[str, str]]) -> None:
         raise
 
 
+def _runtime_verdict(path: Path, checker_error: ModelLoadError) -> str:
+    """ONNX Runtime judges a model the ONNX checker rejects (e.g. the LayerNormalization it fuses into an opset-12
+    graph): the note to show when ORT loads it; ``checker_error`` again when ORT cannot load it either."""
+    from . import providers
+    from .config import OptLevel
+
+    try:
+        providers.create_session(path, options=providers.session_options(opt_level=OptLevel.DISABLED))
+    except Exception:
+        raise checker_error from None
+    return (f"The ONNX checker rejects this model ({checker_error.message.removeprefix('invalid model: ')}); "
+            "ONNX Runtime loads it, so it is used as it is.")
+
+
 def inspect_model(path) -> ModelInfo:
     """Validate a model file and summarise it.
 
@@ -373,13 +387,20 @@ def inspect_model(path) -> ModelInfo:
     from . import graphs, providers
 
     path = Path(path)
-    model = load_model(path, check=True, load_external=False)
+    checker_note = None
+    try:
+        model = load_model(path, check=True, load_external=False)
+    except ModelLoadError as exc:
+        if not exc.message.startswith("invalid model:"):
+            raise
+        model = load_model(path, check=False, load_external=False)
+        checker_note = _runtime_verdict(path, exc)
     problem = providers.ir_version_problem(int(model.ir_version))
     if problem:
         raise ModelLoadError(problem)
     files = external_data_files(model, path.parent)
     g = model.graph
-    warnings: list[str] = []
+    warnings: list[str] = [checker_note] if checker_note else []
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
     except Exception:
