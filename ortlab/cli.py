@@ -575,14 +575,10 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     pre = preprocess_from_args(ns, ref, sample) if dataset.kind == "images" else None
     specs = None
     if shapes or dataset.kind != "images":
-        from .inputs import fit_preprocess, infer_specs
+        from .inputs import resolve_feed
         from .model import inspect_model
 
-        inputs = inspect_model(ref).inputs
-        specs = infer_specs(inputs, pre if pre is not None else sample, dataset, shapes)
-        if fit_preprocess(pre, specs) != pre:
-            pre = fit_preprocess(pre, specs)
-            specs = infer_specs(inputs, pre, dataset, shapes)
+        pre, specs = resolve_feed(inspect_model(ref).inputs, pre, dataset, shapes, manifest=sample)
     report = evaluate(ref, cand, dataset, pre, target=Target(ns.target), reporter=_reporter(ns), policy=policy,
                       specs=specs)
     verdict = judge(report, policy)

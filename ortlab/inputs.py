@@ -448,6 +448,19 @@ def control_input_text(spec: InputSpec) -> str:
             f"decides what the model computes, so ortlab does not make one up at random.")
 
 
+def resolve_feed(model_inputs: Any, preprocess: Any, dataset: Any, shapes: Mapping[str, Sequence[int]] | None,
+                 manifest: Any = None) -> tuple[Any, list[InputSpec]]:
+    """The preprocessing and the input specs that feed ``dataset`` (the one path of optimize, compare, analyze and
+    tune): :func:`infer_specs` with the user's ``shapes``; when they give an image input's H and W, the
+    preprocessing's size follows them (:func:`fit_preprocess`). ``manifest``: the sample whose manifest sets
+    the dims when there is no preprocessing."""
+    specs = infer_specs(model_inputs, preprocess if preprocess is not None else manifest, dataset, shapes)
+    fitted = fit_preprocess(preprocess, specs)
+    if fitted != preprocess:  # --shape gave an image input's size: images are resized to it
+        return fitted, infer_specs(model_inputs, fitted, dataset, shapes)
+    return preprocess, specs
+
+
 def random_array(spec: InputSpec, rng: np.random.Generator, batch: int) -> np.ndarray:
     """Random data for one input at ``batch``: floats ~ N(0, 1), token ids in {0, 1}, masks of ones
     (token-type ids zeros), states zeros, other integers in {0, 1}. A control input

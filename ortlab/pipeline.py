@@ -128,17 +128,14 @@ class _Run:
     def feed_for(self, ds) -> tuple[PreprocessConfig | None, list]:
         """The preprocessing and the input specs (:func:`ortlab.inputs.infer_specs`) that feed ``ds``."""
         from .data import resolve_preprocess
-        from .inputs import default_notes, fit_preprocess, infer_specs
+        from .inputs import default_notes, resolve_feed
 
         if ds is None:
             return self.preprocess, []
         key = id(ds)
         if key not in self._feeds:
             pre = self.preprocess if self.preprocess is not None else resolve_preprocess(self.info.inputs, dataset=ds)
-            specs = infer_specs(self.info.inputs, pre, ds, self.shapes)
-            fitted = fit_preprocess(pre, specs)
-            if fitted != pre:  # --shape gave an image input's size: images are resized to it
-                pre, specs = fitted, infer_specs(self.info.inputs, fitted, ds, self.shapes)
+            pre, specs = resolve_feed(self.info.inputs, pre, ds, self.shapes)
             for note in default_notes(specs):
                 if note not in self.notes:
                     self.notes.append(note)

@@ -237,6 +237,7 @@ class TuneSettings:
     verify_samples: int = 32
     opt_level: OptLevel = OptLevel.EXTENDED
     max_trials: int | None = None
+    shapes: dict[str, list[int]] = field(default_factory=dict)  # --shape: {input name: shape} for open dims
 
 
 class Tuner:
@@ -331,7 +332,7 @@ class Tuner:
     def _spec(self, recipe: Recipe) -> RunSpec:
         vp = getattr(self.policy, "verdict_policy", None)
         return RunSpec(self.model, recipe, self.sample, self.calibration, self.evaluation, self.preprocess,
-                       self.settings.verify_samples, policy=vp)
+                       self.settings.verify_samples, policy=vp, shapes=dict(self.settings.shapes))
 
     def _trial(self, recipe: Recipe, stage: str, note: str = "") -> Trial:
         from . import service
@@ -400,7 +401,8 @@ class Tuner:
         variants = [BenchVariant("trial", name, path, run_id)]
         if trial is not None:
             variants.insert(0, BenchVariant("source", "source (fp32)", self.model, None))
-        self._handle = service.start_benchmark(variants, cfg, workspace=self.workspace, origin="tune")
+        self._handle = service.start_benchmark(variants, cfg, workspace=self.workspace, origin="tune",
+                                               shapes=self.settings.shapes)
         summaries = self._wait(self._handle)
         if trial is not None:
             trial.bench_id = self._handle.bench_id
@@ -471,7 +473,8 @@ class Tuner:
                 from .model import inspect_model
 
                 pre = resolve_preprocess(inspect_model(self.model).inputs, sample, ds)
-            result = analyze_fn(self.model, trial.model_path, ds, pre, n=min(32, self.settings.verify_samples))
+            result = analyze_fn(self.model, trial.model_path, ds, pre, n=min(32, self.settings.verify_samples),
+                                shapes=self.settings.shapes)
             cache[trial.index] = [e.name for e in result.nodes]
         return cache[trial.index]
 

@@ -140,7 +140,7 @@ class DBDetector(nn.Module):
 
     # fp16 of the measured PP-OCRv4 detector broke its map (SQNR -18 dB): float16 keeps 11 bits, so large constants
     # that nearly cancel lose their difference. The same arithmetic in small: two large offsets that differ by 1.0
-    # in float32 (both round to 3000 or 3002 in float16), so the float16 model's logits are all shifted.
+    # in float32 (they round to 3000 and 3002 in float16), so the float16 model's logits are all shifted by 1.
     OFFSETS = (3000.3, 3001.3)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -280,3 +280,32 @@ def test_inspect_reads_what_ort_wrote_although_the_checker_rejects_it(walk, caps
     out = capsys.readouterr().out
     assert ("warning   The ONNX checker rejects this model (No Op registered for LayerNormalization with "
             "domain_version of 12") in out and "ONNX Runtime loads it, so it is used as it is." in out
+
+
+def test_analyze_and_tune_take_the_same_shape_flag(data, tmp_path, capsys):
+    d = data["db_detector"]
+    run = tmp_path / "run"
+    assert cli.main(["optimize", str(FIXTURES / "db_detector.onnx"), str(run), *RECIPES["static"], "--calibration",
+                     str(d["cal"]), "--eval", str(d["eval"]), "--shape", "x=1,3,96,128", "--json"]) == 0
+    capsys.readouterr()
+    analyze = ["analyze", str(FIXTURES / "db_detector.onnx"), str(run), "--data", str(d["eval"]), "--n", "2"]
+    assert cli.main([*analyze, "--shape", "x=1,3,96,128", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["input_shapes"] == {"x": [1, 3, 96, 128]} and doc["n_samples"] == 2 and doc["nodes"]
+    assert cli.main([*analyze, "--shape", "x=1,3,64,64"]) == 0
+    assert "inputs: x [1, 3, 64, 64]" in capsys.readouterr().out
+    assert cli.main([*analyze, "--shape", "images=1,3,64,64"]) == 1
+    assert capsys.readouterr().err.strip() == ("ortlab: error: --shape names 'images', which the model does not take; "
+                                               "its inputs are x.")
+    out = tmp_path / "tuned"
+    assert cli.main(["tune", str(FIXTURES / "db_detector.onnx"), "--data", str(d["cal"]), "--eval", str(d["eval"]),
+                     "--shape", "x=1,3,96,128", "--max-trials", "1", "--exclusion-steps", "0", "--bench-seconds",
+                     "0.2", "--verify-samples", "4", "--out", str(out), "--json"]) in (0, 1)
+    capsys.readouterr()
+    (artifact,) = out.glob("trials/*/artifact.json")
+    assert json.loads(artifact.read_text())["input_shapes"] == {"x": [1, 3, 96, 128]}
+    from ortlab.history import History
+    import os
+
+    benches = History(Path(os.environ["ORTLAB_HOME"]) / "history.sqlite").list_benchmarks()
+    assert benches and all(s.input_shapes == {"x": [1, 3, 96, 128]} for s in benches[-1].summaries)
