@@ -98,18 +98,17 @@ def cmd_analyze(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _split(path: str, out: Path, labels) -> tuple[str, str]:
-    """Calibration and evaluation folders written under ``out/data``: every third sample is held out."""
+def _split(path: str, out: Path, labels, ns: argparse.Namespace) -> tuple[str, str]:
+    """Calibration and evaluation folders written under ``out/data`` (``data.split_dataset``)."""
     from .cli import load_dataset
-    from .data import write_dataset
+    from .data import split_dataset, write_dataset
 
-    ds = load_dataset(path, labels)
-    if len(ds) < 3:
+    ds = load_dataset(path, labels, ns)
+    cal, ev = split_dataset(ds)
+    if ev is cal:
         raise UsageError("--data needs at least 3 samples to hold some out for evaluation; or give --eval.")
-    ev = [i for i in range(len(ds)) if i % 3 == 2]
-    cal = [i for i in range(len(ds)) if i % 3 != 2]
-    return (str(write_dataset(ds.subset(cal), out / "data" / "calibration")),
-            str(write_dataset(ds.subset(ev), out / "data" / "evaluation")))
+    return (str(write_dataset(cal, out / "data" / "calibration")),
+            str(write_dataset(ev, out / "data" / "evaluation")))
 
 
 def cmd_tune(ns: argparse.Namespace) -> int:
@@ -128,7 +127,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     labels = sample.labels if sample is not None and sample.labels else None
     cal_path, ev_path = ns.data, ns.eval_data
     if cal_path is not None and ev_path is None and (sample is None or sample.evaluation_dir is None):
-        cal_path, ev_path = _split(cal_path, out, labels)
+        cal_path, ev_path = _split(cal_path, out, labels, ns)
     cal: DataRef | None
     if cal_path is not None:
         cal = _data_ref(cal_path, ns)

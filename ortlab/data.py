@@ -487,6 +487,27 @@ def random_dataset(n: int, seed: int = 0) -> Dataset:
     return Dataset("random", [Sample(f"random_{i}", None, "random", i) for i in range(n)], [], True, seed)
 
 
+EVAL_SHARE = 3  # split_dataset: every third sample (of each class) is held out for evaluation
+
+
+def split_dataset(ds: Dataset) -> tuple[Dataset, Dataset]:
+    """Disjoint (calibration, evaluation) parts of ``ds``: every third sample of each class (of all samples when
+    unlabeled), in order, is held out for evaluation, so evaluation never sees a calibration sample. A dataset of
+    fewer than 3 samples cannot be split: both parts are all of it (the verdict then says it was evaluated on
+    calibration samples)."""
+    if len(ds) < EVAL_SHARE:
+        return ds, ds
+    seen: dict[Any, int] = {}
+    cal, ev = [], []
+    for i, s in enumerate(ds.samples):
+        k = seen.get(s.label, 0)
+        seen[s.label] = k + 1
+        (ev if k % EVAL_SHARE == EVAL_SHARE - 1 else cal).append(i)
+    if not ev:
+        return ds, ds
+    return ds.subset(cal), ds.subset(ev)
+
+
 def stratified_sample(ds: Dataset, n: int, seed: int = 0) -> Dataset:
     """Deterministically pick ``n`` samples, keeping the class balance when labeled (original order kept)."""
     if n < 1:

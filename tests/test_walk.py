@@ -100,25 +100,29 @@ def walk(data, tmp_path_factory):
 # -- the independent check: our own feeds, both models in ORT, the policy's rules in numpy ------------------------
 
 
-def _feeds(fixture: str, data: dict) -> list[dict[str, np.ndarray]]:
+def _feeds(fixture: str, evaluation: Path) -> list[dict[str, np.ndarray]]:
+    """Our own feeds of the evaluation data at ``evaluation`` (a photo folder, a .txt with tokenizer.json or
+    text_tokenizer.json beside it, an .npz)."""
     if fixture == "text_encoder":
         from tokenizers import Tokenizer
 
-        tok = Tokenizer.from_file(str(FIXTURES / "text_tokenizer.json"))
+        tok_path = next(p for p in (evaluation.parent / "tokenizer.json", FIXTURES / "text_tokenizer.json")
+                        if p.is_file())
+        tok = Tokenizer.from_file(str(tok_path))
         tok.enable_truncation(max_length=SEQ)
         tok.enable_padding(length=SEQ, pad_id=0, pad_token="[PAD]")
-        lines = [ln for ln in (FIXTURES / "text_evaluation.txt").read_text().splitlines() if ln.strip()]
+        lines = [ln.strip() for ln in evaluation.read_text().splitlines() if ln.strip()]
         return [{"input_ids": np.array([e.ids], np.int64), "attention_mask": np.array([e.attention_mask], np.int64)}
                 for e in tok.encode_batch(lines)]
     if fixture == "vad_rnn":
-        arrays = np.load(FIXTURES / "vad_evaluation.npz")
+        arrays = np.load(evaluation)
         return [{"input": arrays["input"][i:i + 1], "state": arrays["state"][i][:, None, :],
                  "sr": np.array(arrays["sr"][i])} for i in range(len(arrays["input"]))]
     name, shape = next(iter(SHAPES[fixture].items()))
     h, w = shape[2:]
     dtype = np.float16 if fixture == "fp16_net" else np.float32
     feeds = []
-    for path in sorted(data[fixture]["images"].iterdir()):
+    for path in sorted(p for p in evaluation.rglob("*") if p.suffix.lower() in (".jpg", ".png")):
         x = np.asarray(Image.open(path).convert("RGB").resize((w, h), Image.BILINEAR), np.float32) / 255.0
         feeds.append({name: x.transpose(2, 0, 1)[None].astype(dtype)})
     return feeds
@@ -132,13 +136,14 @@ def _nn(vectors: list[np.ndarray]) -> np.ndarray:
     return np.argmax(sim, axis=1)
 
 
-def independent_check(fixture: str, src: Path, dst: Path, data: dict) -> tuple[str, dict[str, float]]:
-    """(the default policy's level, {output: SQNR dB}) from outputs this test computes itself."""
+def independent_check(fixture: str, src: Path, dst: Path, evaluation: Path) -> tuple[str, dict[str, float]]:
+    """(the default policy's level, {output: SQNR dB}) from outputs this test computes itself on the evaluation
+    data at ``evaluation``."""
     a, b = ort.InferenceSession(str(src)), ort.InferenceSession(str(dst))
     names = [o.name for o in a.get_outputs()]
     ref: dict[str, list[np.ndarray]] = {n: [] for n in names}
     cand: dict[str, list[np.ndarray]] = {n: [] for n in names}
-    for feed in _feeds(fixture, data):
+    for feed in _feeds(fixture, evaluation):
         for n, r, c in zip(names, a.run(None, feed), b.run(None, feed)):
             ref[n].append(r.astype(np.float64))
             cand[n].append(c.astype(np.float64))
@@ -189,7 +194,7 @@ def checked(fixture: str, recipe: str, walk, data, capsys) -> tuple[str, dict[st
     """:func:`independent_check` of one run's result, computed once."""
     if (fixture, recipe) not in _LEVELS:
         _LEVELS[fixture, recipe] = independent_check(fixture, FIXTURES / f"{fixture}.onnx",
-                                                     walk(fixture, recipe, capsys)[3], data)
+                                                     walk(fixture, recipe, capsys)[3], Path(data[fixture]["eval"]))
     return _LEVELS[fixture, recipe]
 
 
