@@ -805,6 +805,23 @@ def batch_inputs(ds: Dataset, indices: Sequence[int], cfg: PreprocessConfig | No
     raise DataError(f"Unknown dataset kind {ds.kind!r}.")
 
 
+def control_values(ds: Dataset | None, model_inputs: Sequence[TensorInfo]) -> dict[str, float]:
+    """The value each control input (``inputs.is_control_input``, e.g. a sample rate) has in the first sample of a
+    tensor dataset: what a benchmark feeds instead of making one up. Empty for other data."""
+    from .inputs import infer_specs, is_control_input
+
+    if ds is None or ds.kind != "tensors" or not len(ds):
+        return {}
+    specs = infer_specs(model_inputs, None, ds, strict=False)
+    out: dict[str, float] = {}
+    for s in specs:
+        arr = ds._tensors.get(s.name)
+        if is_control_input(s) and arr is not None and arr.size:
+            value = arr[ds.samples[0].index or 0].reshape(-1)[0].item()
+            out[s.name] = value
+    return out
+
+
 def check_fits(ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence[TensorInfo],
                specs: Sequence[InputSpec] | None = None) -> None:
     """Cheap up-front check (no decoding) that ``ds`` with ``cfg`` can feed the model; raises DataError
