@@ -327,6 +327,15 @@ def _coverage_result(out: Path, source: onnx.ModelProto, targets: list[str], war
     return QuantResult(warnings, notes, cov)
 
 
+def _sort_after_subgraph_quantization(path: Path) -> None:
+    """ORT's dynamic quantizer appends the DynamicQuantizeLinear of a value that If/Loop/Scan bodies read after the
+    node that holds them; ORT runs that, the ONNX checker refuses it ("Nodes in a graph must be topologically
+    sorted"). Put the producers first (``graphs.topological_sort``, outer-scope reads included)."""
+    model = onnx.load(str(path))
+    graphs.topological_sort(model.graph)
+    onnx.save_model(model, str(path))
+
+
 def _finish(out: Path, dst: Path, step: str) -> None:
     if not out.is_file():
         raise QuantizationError("ONNX Runtime wrote no output model.", step=step)
@@ -408,6 +417,8 @@ def quantize_dynamic_result(src, dst, q: QuantConfig) -> QuantResult:
             raise
         except Exception as exc:
             raise _fail(step, exc, "Exclude the failing op types or nodes, or try static quantization.") from None
+        if graphs.has_subgraphs(model.graph):
+            _sort_after_subgraph_quantization(out)
         result = _coverage_result(out, model, targets, warnings + _log_warnings(log.messages, dynamic=True), notes,
                                   "dynamic")
         _finish(out, dst, step)
