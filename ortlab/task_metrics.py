@@ -7,6 +7,7 @@ and whether the data is labeled; a task given by the user overrides the inferenc
 * float outputs named like a recurrent state (``stateN``, ``h_n``, ``hn``) → generic, whatever their shape;
 * [1, C] float, C ≥ 2 → classification, unless the name says embedding (embed, hidden, pool, feature, …) and
   the data has no labels; [1, 1] → generic;
+* [1, T, C] float whose rows are probabilities (non-negative, summing to 1: an OCR recognizer's softmax) → generic;
 * [1, A, B] float → boxes when the name says so (box, det, yolo) or one side is 5…400 and the other ≥ 1000
   (YOLO's [1, 84, 8400] / [1, 25200, 85]); dense_map when the name says map/mask/seg/heat; else embedding
   ([N, T, D] token embeddings);
@@ -58,6 +59,10 @@ def _guess(name: str, arr: np.ndarray, labeled: bool) -> tuple[Task, str]:
                                                                                     if labeled else "")
     if arr.ndim == 3:
         small, big = sorted(arr.shape[1:])
+        rows = np.asarray(arr[0], dtype=np.float64)
+        if rows.size and rows.min() >= 0 and np.allclose(rows.sum(axis=-1), 1.0, atol=1e-3):
+            # an OCR recognizer's [N, T, classes] softmax (CTC): per-position class probabilities, not boxes
+            return Task.GENERIC, f"'{name}' {shape} holds per-position class probabilities (rows sum to 1)"
         if (_has(name, _BOXES) and small >= 5) or (5 <= small <= 400 and big >= 1000 and not _has(name, _EMBED)):
             return Task.BOXES, f"'{name}' {shape} looks like YOLO-style boxes (anchors × 4+classes)"
         if _has(name, _MAPS):
