@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -32,7 +31,7 @@ from .config import BenchConfig
 from .history import BenchmarkRecord, BenchVariant
 from .runspec import RunSpec
 from .errors import BenchmarkError, Cancelled, OrtlabError
-from .progress import CancelToken, ProgressEvent
+from .progress import CancelToken, Completion, ProgressEvent
 from .text import one_line, utc_timestamp
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
@@ -44,13 +43,14 @@ MEMORY_ENV = "ORTLAB_RUN_MEMORY_GB"  # address-space limit (GB) of a recipe's or
 # -- handles ---------------------------------------------------------------------------------------------------
 
 
-class Handle:
+class Handle(Completion):
     """A running job: ``state`` (queued/running/done/failed/cancelled), ``progress`` (stage → latest event)
     with ``stages`` in order, ``drain()``, ``cancel()``, ``wait()``, ``result`` and ``error``."""
 
     kind = "job"
 
     def __init__(self, stages: Sequence[str] = ()) -> None:
+        super().__init__()
         self.id = uuid.uuid4().hex[:12]
         self.state = QUEUED
         self.stages: list[str] = list(stages)
@@ -59,10 +59,7 @@ class Handle:
         self.error: OrtlabError | None = None
         self.meta: dict[str, Any] = {}
         self.handled = False  # set by a page once it showed the result
-        self.started_at = time.time()
-        self.finished_at: float | None = None
         self._items: queue.Queue = queue.Queue()
-        self._done = threading.Event()
         self._cancel = CancelToken()
 
     # worker side
@@ -73,9 +70,8 @@ class Handle:
         if self._done.is_set():
             return
         self.result, self.error = result, error
-        self.finished_at = time.time()
         self.state = state
-        self._done.set()
+        self._ended()
 
     # watcher side
     def drain(self, on_event: Callable[[ProgressEvent], None] | None = None) -> list[Any]:
@@ -104,18 +100,6 @@ class Handle:
     @property
     def cancel_requested(self) -> bool:
         return self._cancel.cancelled
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the job ended (or ``timeout`` seconds passed); True when it ended."""
-        return self._done.wait(timeout)
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    @property
-    def elapsed(self) -> float:
-        return (self.finished_at or time.time()) - self.started_at
 
     def follow(self, on_event: Callable[[ProgressEvent], None] | None = None, poll_s: float = 0.1) -> Any:
         """Wait for the end, passing events to ``on_event``; return the result or raise the error. Ctrl-C

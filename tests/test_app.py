@@ -39,14 +39,6 @@ def _server_like_navigation(monkeypatch):
     _navigation_mode_like_the_server(monkeypatch)
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("ORTLAB_SYNC_JOBS", "1")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path / "home"
-
-
 def model_bytes(tmp_path) -> bytes:
     if SAMPLE.is_file():
         return SAMPLE.read_bytes()
