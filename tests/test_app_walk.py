@@ -30,14 +30,6 @@ def _server_like_navigation(monkeypatch):
     _navigation_mode_like_the_server(monkeypatch)
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("ORTLAB_SYNC_JOBS", "1")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path / "home"
-
-
 def _photos_zip() -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
