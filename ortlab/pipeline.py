@@ -155,7 +155,7 @@ class _Run:
 def _validate(r: _Run) -> None:
     from . import data as data_mod
     from . import providers
-    from .model import inspect_model
+    from .model import inspect_model, run_warnings
 
     findings = cfg.require_valid(r.recipe, providers.working_providers())
     r.warn(f.message for f in findings if f.level == "warning")
@@ -163,7 +163,7 @@ def _validate(r: _Run) -> None:
     if not r.source.is_file():
         raise ModelLoadError(f"Model file not found: {r.source}.")
     r.info = inspect_model(r.source)
-    r.warn(r.info.warnings)
+    r.warn(run_warnings(r.info.warnings, int8=r.recipe.precision == Precision.INT8))
     from .inputs import infer_specs
 
     from .inputs import control_input_error, is_control_input

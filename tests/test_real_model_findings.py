@@ -151,3 +151,15 @@ def test_per_position_class_probabilities_are_not_boxes():
     _, _, _, roles = infer_roles(["output0"], [np.random.default_rng(1).random((1, 8400, 85)).astype(np.float32)],
                                  labeled=False)
     assert roles == {"output0": Task.BOXES}
+
+
+def test_a_run_shows_only_the_inspection_warnings_that_hold_for_it():
+    from ortlab.model import inspect_model, run_warnings
+
+    info = inspect_model(Path(__file__).parent / "fixtures" / "db_detector.onnx")
+    int8_advice = [w for w in info.warnings if "int8" in w]
+    assert len(int8_advice) == 2 and any(w.startswith("Input dimensions without") for w in info.warnings) is False
+    assert not [w for w in run_warnings(info.warnings, int8=False) if "int8" in w]
+    assert [w for w in run_warnings(info.warnings, int8=True) if "int8" in w] == int8_advice
+    silero_like = ("Input dimensions without a number or a name (input) are taken from the data, else …",)
+    assert run_warnings(silero_like, int8=True) == []
