@@ -124,6 +124,8 @@ def test_the_app_walks_every_fixture(fixture, home):
         assert not at.exception, [e.value for e in at.exception]
         banner = next(m.value for m in at.markdown if "ortlab-verdict" in m.value)
         assert f"ortlab-verdict-{level}" in banner
+        if run.coverage is not None and not run.coverage.quantized:
+            assert "nothing was quantized" in banner
     assert done == (1 if fixture == "fp16_net" else 4)
     at.switch_page("pages/benchmark.py").run()
     assert not at.exception
