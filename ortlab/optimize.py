@@ -197,6 +197,9 @@ def optimize_model(src, dst, level: OptLevel, target: Target = Target.CPU) -> Op
         raise OptimizationError("ONNX Runtime did not write the optimized model.", step="optimize")
     notes: list[str] = []
     _check_output(dst, warnings, src, notes)
+    growth = _growth_warning(src, dst, list(external.values()))
+    if growth:
+        warnings.append(growth)
     if level == OptLevel.ALL:
         specific = hardware_specific_domains(dst)
         if specific:
@@ -206,6 +209,39 @@ def optimize_model(src, dst, level: OptLevel, target: Target = Target.CPU) -> Op
                          "model is as portable as at 'extended'.")
     return OptimizeResult(path=dst, level=level, target=target, providers=used, warnings=warnings, seconds=seconds,
                           notes=notes)
+
+
+# an optimized file more than 10% (and 16 kB) larger than its input gets a warning that says why
+GROWTH_WARN, GROWTH_MIN_BYTES = 1.1, 16_000
+
+
+def _growth_warning(src: Path, dst: Path, external: list[Path]) -> str | None:
+    """Why the optimized file is larger than its input (None when it is not much larger): the tensors ORT's
+    constant folding stored, and how many of them are the same data folded once per If/Loop/Scan branch."""
+    from .graphs import walk_graphs, walk_nodes
+    from .text import format_bytes
+
+    before = src.stat().st_size + sum(f.stat().st_size for f in external if f.is_file())
+    after = dst.stat().st_size + sum(f.stat().st_size for f in dst.parent.glob(dst.name + ".data"))
+    if after <= GROWTH_WARN * before or after - before < GROWTH_MIN_BYTES:
+        return None
+    old = onnx.load_model(str(src), load_external_data=False)
+    known = {t.name for g in walk_graphs(old.graph) for t in g.initializer}
+    known |= {o for at in walk_nodes(old.graph) if at.node.op_type == "Constant" for o in at.node.output}
+    del old
+    new = onnx.load_model(str(dst), load_external_data=False)
+    folded = [t for g in walk_graphs(new.graph) for t in g.initializer if t.name not in known]
+    seen: dict[bytes, int] = {}
+    for t in folded:
+        seen[t.raw_data] = seen.get(t.raw_data, 0) + 1
+    copies = sum(n for data, n in seen.items() if n > 1 and data)
+    text = (f"The optimized file is {after / max(1, before):.0%} of its input ({format_bytes(before)} → "
+            f"{format_bytes(after)}): ONNX Runtime's constant folding stored {len(folded)} precomputed tensor(s) "
+            f"({format_bytes(sum(len(t.raw_data) for t in folded))})")
+    if copies:
+        text += (f", {copies} of them copies of the same data folded once per If/Loop/Scan branch that uses it")
+    return text + (". ONNX Runtime folds the same in memory when it loads the model; --opt-level disabled keeps "
+                   "the file at its input's size.")
 
 
 HARDWARE_SPECIFIC_DOMAINS = ("com.microsoft.nchwc",)

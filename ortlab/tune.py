@@ -521,7 +521,8 @@ class Tuner:
                 from .model import inspect_model
 
                 pre = resolve_preprocess(inspect_model(self.model).inputs, sample, ds)
-            result = analyze_fn(self.model, trial.model_path, ds, pre, n=min(32, self.settings.verify_samples))
+            result = analyze_fn(self.model, trial.model_path, ds, pre, n=min(32, self.settings.verify_samples),
+                                shapes=self.settings.shapes)
             cache[trial.index] = [e.name for e in result.nodes]
         return cache[trial.index]
 

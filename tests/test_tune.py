@@ -230,10 +230,10 @@ def test_cancel_stops_the_search(tmp_path):
 
 def test_cli_analyze_and_tune(tmp_path, capsys):
     from ortlab.cli import main
-    from ortlab.cli_tune import parse_shapes
+    from ortlab.cli_tune import batch_sizes
     from ortlab.samples import get_sample
 
-    assert parse_shapes(["1,32", "8x3x224x224"]) == (1, 32, 8) and parse_shapes(None) == (1,)
+    assert batch_sizes([1, 32, 1, 8]) == (1, 32, 8)
     s = get_sample("digits_cnn")
     out = tmp_path / "tuned"
     assert main(["tune", str(s.model_path), "--budget", "120", "--max-trials", "2", "--exclusion-steps", "0",
