@@ -119,8 +119,10 @@ class LatencyRun(Iterator[LatencySample]):
 
     def __init__(self, model_path, config: BenchConfig, batch_size: int, variant: str,
                  cancel: CancelToken | None, profile_dir, dims, opt_level: OptLevel,
-                 shapes: Mapping[str, Sequence[int]] | None = None, values: Mapping[str, float] | None = None) -> None:
+                 shapes: Mapping[str, Sequence[int]] | None = None, values: Mapping[str, float] | None = None,
+                 runtime: str = "onnxruntime") -> None:
         self.model_path = Path(model_path)
+        self.runtime = runtime
         self.config = config
         self.batch_size = int(batch_size)
         self.variant = variant or self.model_path.stem
@@ -161,9 +163,11 @@ class LatencyRun(Iterator[LatencySample]):
             raise BenchmarkError(f"Model file not found: {self.model_path}.")
 
     def _open(self):
-        from . import providers
+        from . import openvino_runtime, providers
 
         self._check()
+        if self.runtime == openvino_runtime.RUNTIME:
+            return openvino_runtime.OpenVinoSession(self.model_path), [openvino_runtime.PROVIDER]
         prefix = None
         if self.config.profile and self._profile_dir is not None:
             pdir = self._profile_dir
@@ -199,7 +203,7 @@ class LatencyRun(Iterator[LatencySample]):
     def _generate(self) -> Iterator[LatencySample]:
         cfg = self.config
         session, self.providers = self._open()
-        profiling = bool(cfg.profile)
+        profiling = bool(cfg.profile) and self.runtime == "onnxruntime"  # ORT's profiler; OpenVINO has none here
         profile_runs = int(limits.limit("PROFILE_MAX_RUNS"))  # warm-up included; then profiling stops
         feeds = make_inputs(session.get_inputs(), self.batch_size, cfg.seed, self._dims, self._shapes, self._values)
         self.input_shapes = {k: tuple(v.shape) for k, v in feeds.items()}
@@ -255,7 +259,7 @@ def latency_samples(model_path, config: BenchConfig, batch_size: int, variant: s
                     cancel: CancelToken | None = None, *, profile_dir=None,
                     dims: Mapping[str, int] | None = None, opt_level: OptLevel | None = None,
                     shapes: Mapping[str, Sequence[int]] | None = None,
-                    values: Mapping[str, float] | None = None) -> LatencyRun:
+                    values: Mapping[str, float] | None = None, runtime: str = "onnxruntime") -> LatencyRun:
     """Time ``session.run`` on random inputs, yielding one :class:`LatencySample` per run.
 
     The session (threads, execution mode, memory pattern, arena, target from ``config``) is created on the
@@ -267,9 +271,11 @@ def latency_samples(model_path, config: BenchConfig, batch_size: int, variant: s
     ``limits.PROFILE_MAX_BYTES`` is deleted (``profile_note`` says so). ``opt_level`` overrides
     ``config.session_opt_level``, the optimization ORT applies when it loads the model. ``shapes`` (input name →
     shape, ``--shape``) sets the inputs' open dims and ``values`` the control inputs' values (:func:`make_inputs`);
-    ``input_shapes`` reports what ran.
+    ``input_shapes`` reports what ran. ``runtime="openvino"`` times the file under OpenVINO's CPU runtime instead
+    (:mod:`ortlab.openvino_runtime`; no profile).
     """
-    return LatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level, shapes, values)
+    return LatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level, shapes, values,
+                      runtime)
 
 
 THROUGHPUT_METHOD = "batch size ÷ p50 latency"
@@ -426,7 +432,8 @@ def _isolated_child(args: dict, fd: int) -> None:
         config = BenchConfig.from_dict(args["config"])
         run = latency_samples(args["model_path"], config, int(args["batch_size"]), args["variant"], token,
                               profile_dir=args["profile_dir"], dims=args["dims"], opt_level=OptLevel(args["opt_level"]),
-                              shapes=args.get("shapes"), values=args.get("values"))
+                              shapes=args.get("shapes"), values=args.get("values"),
+                              runtime=args.get("runtime", "onnxruntime"))
         run._keep = False
         ms_buf: list[float] = []
         t_buf: list[float] = []
@@ -502,7 +509,7 @@ class IsolatedLatencyRun(LatencyRun):
                 "batch_size": self.batch_size, "variant": self.variant,
                 "profile_dir": str(self._profile_dir.resolve()) if self._profile_dir is not None else None,
                 "dims": dict(self._dims) if self._dims else None, "opt_level": OptLevel(self._opt_level).value,
-                "shapes": self._shapes, "values": self._values, "memory_gb": self.memory_gb}
+                "shapes": self._shapes, "values": self._values, "memory_gb": self.memory_gb, "runtime": self.runtime}
         env, cwd = _child_env()
         ours, theirs = multiprocessing.Pipe(duplex=True)
         stderr = tempfile.TemporaryFile()
@@ -604,7 +611,8 @@ def latency_samples_isolated(model_path, config: BenchConfig, batch_size: int, v
                              dims: Mapping[str, int] | None = None,
                              opt_level: OptLevel | None = None, memory_gb: float | None = None,
                              shapes: Mapping[str, Sequence[int]] | None = None,
-                             values: Mapping[str, float] | None = None) -> IsolatedLatencyRun:
+                             values: Mapping[str, float] | None = None,
+                             runtime: str = "onnxruntime") -> IsolatedLatencyRun:
     """Like :func:`latency_samples`, but the session is created and timed in a fresh child interpreter.
 
     Samples arrive in batches (at least every ``FLUSH_S`` seconds); ``cancel`` stops the child between two
@@ -614,4 +622,4 @@ def latency_samples_isolated(model_path, config: BenchConfig, batch_size: int, v
     address space (Linux); a run past it raises "Timing … needed more than X GB of memory". POSIX only.
     """
     return IsolatedLatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level, shapes,
-                              values, memory_gb=memory_gb)
+                              values, runtime, memory_gb=memory_gb)

@@ -337,6 +337,9 @@ class BenchConfig:
                                          flag="--cpu-mem-arena")
     profile: bool = setting(False, "Write ORT's profiling JSON for each variant.", label="ORT profiling")
     target: Target = setting(Target.CPU, "Run on cpu or gpu (TensorRT > CUDA > CPU).", label="Target")
+    openvino: bool = setting(False, "Also time every model under OpenVINO's CPU runtime, beside ONNX Runtime (an int8 "
+                             "static run from its portable QDQ file). Needs the extra: pip install \"ortlab[openvino]\".",
+                             label="Also time under OpenVINO", flag="--openvino")
     session_opt_level: OptLevel = setting(
         OptLevel.ALL, "Graph optimization ORT applies when it loads each model for timing. 'all' is how ORT runs "
         "models by default, so a model saved at a lower level is optimized at load and times alike; choose "
@@ -355,6 +358,11 @@ class BenchConfig:
         out = [message for _, message in out_of_bounds(self)]
         if not self.batch_sizes:
             out.append("Give at least one batch size.")
+        if self.openvino:
+            from . import openvino_runtime
+
+            if not openvino_runtime.available():
+                out.append(f"OpenVINO is not installed. {openvino_runtime.INSTALL_HINT}")
         return out
 
 

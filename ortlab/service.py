@@ -457,7 +457,7 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
     from .workspace import Workspace
 
     ws = workspace if workspace is not None else Workspace()
-    handle = BenchHandle(variants, config)
+    handle = BenchHandle(timed_variants(variants, config), config)
     handle.shapes = {k: [int(x) for x in v] for k, v in (shapes or {}).items()}
     handle.values = dict(values or {})
     own_profiles = bool(config.profile and profile_dir is None)
@@ -471,6 +471,20 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
     threading.Thread(target=_bench_worker, args=(handle, ws, origin, measure_memory, profile_dir, timer),
                      name=f"ortlab-bench-{handle.id}", daemon=True).start()
     return handle
+
+
+def timed_variants(variants: Sequence[BenchVariant], config: BenchConfig) -> list[BenchVariant]:
+    """The variants a benchmark times: each as given (ONNX Runtime) and, with ``config.openvino``, each again
+    under OpenVINO, from its portable file (``openvino_runtime.portable_model``)."""
+    from dataclasses import replace
+
+    from . import openvino_runtime as ov
+
+    out = [v for v in variants if v.runtime != ov.RUNTIME]
+    if config.openvino:
+        out += [replace(v, id=f"{v.id} · OpenVINO", name=f"{v.name} · OpenVINO", runtime=ov.RUNTIME,
+                        path=str(ov.portable_model(v.path))) for v in list(out)]
+    return out
 
 
 def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, profile_dir, timer) -> None:
@@ -548,7 +562,9 @@ def _bench_all(handle: BenchHandle, measure_memory: bool, profile_dir, timer) ->
     summaries = []
     for k, (v, bs) in enumerate(plan):
         handle._put(ProgressEvent("bench", k, len(plan), f"{v.name} at batch {bs}"))
-        extra = {k: v for k, v in (("shapes", handle.shapes), ("values", handle.values)) if v}
+        extra: dict[str, Any] = {k: v for k, v in (("shapes", handle.shapes), ("values", handle.values)) if v}
+        if v.runtime != "onnxruntime":
+            extra["runtime"] = v.runtime
         run = timer(v.path, handle.config, bs, variant=v.id, cancel=handle._cancel, profile_dir=profile_dir, **extra)
         for sample in run:
             handle._put(sample)

@@ -186,6 +186,27 @@ def test_benchmark_runs_and_is_stored(demo_app):
     assert [v.id for v in stored[0].variants] == [s.variant for s in stored[0].summaries]
 
 
+def test_benchmark_times_under_openvino_beside_onnx_runtime(demo_app, monkeypatch):
+    at, home = demo_app
+    from ortlab import openvino_runtime
+
+    at.switch_page("pages/benchmark.py").run()
+    at.number_input(key="bench.duration_s").set_value(0.0).run()
+    at.number_input(key="bench.runs").set_value(10)
+    at.toggle(key="bench.memory").set_value(False)
+    at.toggle(key="bench.openvino").set_value(True)
+    at.button(key="bench.run").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    final = at.dataframe[-1].value
+    ov = final[final["variant"].str.endswith("· OpenVINO")]
+    assert len(final) == 4 and len(ov) == 2 and list(ov["runs"]) == [10, 10]
+    assert any("OpenVINO CPU" in c.value for c in at.caption)
+    monkeypatch.setattr(openvino_runtime, "available", lambda: False)
+    at.run()
+    assert not [t for t in at.toggle if t.key == "bench.openvino"]
+    assert any(openvino_runtime.INSTALL_HINT in c.value for c in at.caption)
+
+
 def test_upload_a_model(home, tmp_path):
     at = new_app()
     data = model_bytes(tmp_path)

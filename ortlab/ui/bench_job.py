@@ -23,7 +23,7 @@ def start_benchmark(variants: list[Variant], cfg: BenchConfig, measure_memory: b
     values = control_values(state.eval_dataset(), info.inputs) if info is not None else {}
     job = start_service_benchmark(plain, cfg, measure_memory=measure_memory, workspace=workspace(), origin="app",
                                   shapes=bench_shapes(), values=values)
-    job.meta = {"samples": {}, "config": cfg, "variants": [(v.id, v.name, str(v.path)) for v in variants]}
+    job.meta = {"samples": {}, "config": cfg, "variants": [(v.id, v.name, v.path) for v in job.variants]}
     state.set_job("bench", job)
     return started(job)  # type: ignore[return-value]
 
