@@ -93,30 +93,32 @@ for w in r.warnings:
 
 cli = actions.cli_line(r, f"run{run_id}.onnx")
 st.code(cli, language="bash")
-d = st.columns(5)
+# buttons as wide as their labels, wrapping onto a second line rather than cutting a label
+row = st.container(horizontal=True, key="history_actions")
 qdq_file = model_file.parent / QDQ_FILE
 if model_file.is_file() and r.kind == "int8-static" and qdq_file.is_file():
     # the plain QDQ graph is the portable file (any QDQ-aware runtime); the optimized one suits ORT on this CPU
-    d[0].download_button("⬇ Model (QDQ, portable: ORT, TensorRT, OpenVINO)", qdq_file.read_bytes,
+    row.download_button("⬇ Model (QDQ, portable)", qdq_file.read_bytes,
                          file_name=f"run{run_id}_{QDQ_FILE}", mime="application/octet-stream", key="history.dl_qdq",
-                         type="primary")
-    d[0].download_button("⬇ ORT-only (optimized for this CPU)", model_file.read_bytes,
+                         type="primary", help="Plain QDQ graph: runs in ORT, TensorRT, OpenVINO or any QDQ-aware runtime.")
+    row.download_button("⬇ ORT-only model", model_file.read_bytes,
                          file_name=f"run{run_id}_{model_file.name}", mime="application/octet-stream",
-                         key="history.dl_model")
+                         key="history.dl_model", help="Optimized for this CPU (QLinear and com.microsoft ops): "
+                                                      "for ONNX Runtime only.")
 elif model_file.is_file():
     # files are read or built only when the button is clicked (a model can be tens of MB, a report ~5 MB)
-    d[0].download_button("⬇ Model (.onnx)", model_file.read_bytes, file_name=f"run{run_id}_{model_file.name}",
+    row.download_button("⬇ Model (.onnx)", model_file.read_bytes, file_name=f"run{run_id}_{model_file.name}",
                          mime="application/octet-stream", key="history.dl_model")
 else:
-    d[0].warning("The model file is gone from the workspace.")
-d[1].download_button("⬇ Recipe (JSON)", recipe.to_json(), file_name=f"run{run_id}_recipe.json",
+    row.warning("The model file is gone from the workspace.")
+row.download_button("⬇ Recipe (JSON)", recipe.to_json(), file_name=f"run{run_id}_recipe.json",
                      mime="application/json", key="history.dl_recipe")
-d[2].download_button("⬇ CLI line", cli + "\n", file_name=f"run{run_id}_cli.sh", mime="text/x-shellscript",
+row.download_button("⬇ CLI line", cli + "\n", file_name=f"run{run_id}_cli.sh", mime="text/x-shellscript",
                      key="history.dl_cli")
 if model_file.is_file() and r.source_path.is_file():
-    d[3].download_button("⬇ HTML report", lambda: actions.run_report(r), file_name=f"run{run_id}_report.html",
+    row.download_button("⬇ HTML report", lambda: actions.run_report(r), file_name=f"run{run_id}_report.html",
                          mime="text/html", key="history.dl_report")
-if d[4].button(":material/compare: Load into Compare", key="history.load", type="primary",
+if row.button(":material/compare: Load into Compare", key="history.load", type="primary",
                disabled=not model_file.is_file()):
     with engine_errors("Loading the run"):
         actions.load_run(r)
