@@ -51,7 +51,7 @@ with st.container(border=True):
     if source == "sample":
         s = samples.get_sample(sample)
         sets = [n for n, d in (("calibration", s.calibration_dir), ("evaluation", s.evaluation_dir)) if d]
-        c1, c2, c3 = st.columns([2, 2, 1])
+        c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
         cal = c1.selectbox("Calibrate with", sets, key="data.sample_cal")
         ev = c2.selectbox("Evaluate with", sets, index=len(sets) - 1, key="data.sample_eval")
         if c3.button("Use these sets", key="data.use_sample"):

@@ -34,22 +34,22 @@ groups: dict[str, list[Artifact]] = {}
 for r in runs:  # grouped by source model (sha256), the model of the newest run first
     groups.setdefault(r.source_sha256, []).append(r)
 for sha, group in groups.items():
-    if len(groups) > 1:
-        st.markdown(f"##### {md(titles[group[0].run_id])} · {len(group)} run{'s' if len(group) != 1 else ''}")
+    # the model is said once, in the group's heading (its table has no model column, so every column fits 1280 px)
+    st.markdown(f"##### {md(titles[group[0].run_id])} · {len(group)} run{'s' if len(group) != 1 else ''}")
     table = [{"run": r.run_id, "time": r.created_at.replace("T", " ")[:16], "model": titles[r.run_id],
               **actions.run_summary(r), "sha256": r.sha256[:12], "random data": "⚠ yes" if r.random_data else ""}
              for r in group]
-    # what fits 1280 px: the hash and seconds are in the run's details below, "random data" only when it applies
-    order = ["run", "time", "model", "verdict", "recipe", "size", "vs source", "top-1", "agreement"]
+    # the hash and seconds are in the run's details below, "random data" only when it applies
+    order = ["run", "time", "verdict", "recipe", "size", "vs source", "top-1", "agreement"]
     if any(r.random_data for r in group):
         order.append("random data")
-    text, small = st.column_config.TextColumn, "small"
+    text = st.column_config.TextColumn
     st.dataframe(table, hide_index=True, width="stretch", key=f"history.table.{sha[:16]}", column_order=order,
-                 column_config={"run": st.column_config.NumberColumn("run", width=small),
-                                "time": text("time", width="medium"), "model": text("model", width="medium"),
-                                "verdict": text("verdict", width=small), "recipe": text("recipe", width="medium"),
-                                "size": text("size", width=small), "vs source": text("vs source", width=small),
-                                "top-1": text("top-1", width=small), "agreement": text("agreement", width=small)})
+                 column_config={"run": st.column_config.NumberColumn("run", width=45),
+                                "time": text("time", width=125), "verdict": text("verdict", width=85),
+                                "recipe": text("recipe", width=230), "size": text("size", width=80),
+                                "vs source": text("vs source", width=75), "top-1": text("top-1", width=60),
+                                "agreement": text("agreement", width=80)})
 if unreadable:
     st.warning(f"{len(unreadable)} stored run{'s' if len(unreadable) != 1 else ''} cannot be read and "
                f"{'are' if len(unreadable) != 1 else 'is'} left out above:", icon=":material/warning:")

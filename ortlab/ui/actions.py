@@ -179,9 +179,7 @@ def _use_imported(path: Path, name: str) -> Path:
 
     info = inspect_model(path)
     same = samples.find_by_sha256(info.sha256)
-    # a byte-identical copy of a sample is that sample (its data, its demo): it is called by the sample's
-    # title here as everywhere else (sidebar, Compare, History), not by the uploaded file's name
-    state.set_model(path, info, sample=None, label=model_title(path, info.sha256, name))
+    state.set_model(path, info, sample=None, label=name)
     if same is not None:
         use_sample_data(same)
         state.flash(f"{name} has the same weights as the bundled sample '{same.title or same.name}': using its "
@@ -261,21 +259,21 @@ def run_summary(a: Artifact) -> dict:
             "seconds": round(a.total_seconds, 2)}
 
 
-def model_title(path, sha256: str | None, file_name: str) -> str:
-    """The one name of a model on every page: the bundled sample's title when it is one (by file, or by sha256
-    for an uploaded copy), else ``file_name`` (the imported file's name)."""
+def model_title(path, file_name: str) -> str:
+    """The one name of a model on every page: a bundled sample's title when ``path`` is the sample's own file,
+    else ``file_name`` (an upload is called by its file's name, a byte-identical copy of a sample included)."""
     from .. import samples
 
     try:
-        s = samples.find_by_path(Path(path)) or (samples.find_by_sha256(sha256) if sha256 else None)
+        s = samples.find_by_path(Path(path))
     except Exception:  # a damaged sample folder: the file name still says which model it was
         s = None
     return (s.title or s.name) if s is not None else file_name
 
 
 def source_title(a: Artifact) -> str:
-    """What to call a run's source model (see :func:`model_title`)."""
-    return model_title(a.source_path, a.source_sha256, a.source_name)
+    """What to call a run's source model (see :func:`model_title`): the name its model had when it ran."""
+    return model_title(a.source_path, a.source_name)
 
 
 def run_verdict(a: Artifact):

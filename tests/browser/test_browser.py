@@ -423,6 +423,8 @@ def test_7_every_page_after_the_demo_at_1280x720(flow, screenshots):
             names.add(page.evaluate(SIDEBAR_MODEL_JS))
             if path == "model":
                 names.add(page.locator('[data-testid="stMain"] h3').first.inner_text().strip())
+            if path == "history":  # the heading of the run's group: "<model> · 1 run"
+                names.add(page.locator('[data-testid="stMain"] h5').first.inner_text().split(" · ")[0].strip())
         assert len(names) == 1, f"the current model goes by several names: {names}"
     finally:
         page.set_viewport_size(VIEWPORT_TALL)
