@@ -71,6 +71,6 @@ c2.code(actions.run_spec(recipe).cli_line("OUT.onnx"), language="bash")
 arts = actions.model_artifacts()  # this model's runs only; other models' runs are on History
 if arts:
     st.subheader(f"Runs of {md(state.model_label())} in this session")
-    rows = [{"run": a.run_id, **actions.run_summary(a), "created": a.created_at}
+    rows = [{"run": a.run_id, **actions.run_summary(a), "created": a.created_at.replace("T", " ")[:16]}  # as History
             for a in reversed(arts)]
     st.dataframe(rows, hide_index=True, width="stretch")
