@@ -176,6 +176,12 @@ class QuantConfig:
                                                    flag="--exclude-op-types", metavar="OP[,OP…]")
     nodes_to_exclude: tuple[str, ...] = setting((), "Node names left in float.", label="Nodes to exclude",
                                                 flag="--exclude-nodes", metavar="NODE[,NODE…]")
+    int16_weight_nodes: tuple[str, ...] = setting(
+        (), "Nodes (Conv, Gemm, MatMul) whose weights are quantized to int16 instead of int8 (ONNX Runtime's "
+        "TensorQuantOverrides), while their activations stay 8-bit: more accurate, but ORT's CPU runs those nodes in "
+        "float (no fused int8 kernel), so each costs speed.", label="16-bit weight nodes",
+        flag="--int16-weight-nodes", metavar="NODE[,NODE…]", when={"mode": ["static"], "quant_format": ["QDQ"]},
+    )
     preprocess: bool = setting(
         True, "Run ORT's quant_pre_process first (shape inference, BatchNorm folding). Recommended.",
         label="Pre-process", when={"mode": ["static"]},
@@ -410,6 +416,9 @@ def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUEx
                                        "fp32 on CPU. Leave Conv out (MatMul/Gemm only) or use static quantization.")
             if q.quant_format == QuantFormat.QDQ and q.mode == QuantMode.DYNAMIC:
                 pass  # dynamic always writes operator-style integer ops; the format knob does not apply
+            if q.int16_weight_nodes:
+                err("quant.int16_weight_nodes", "16-bit weights are a static QDQ setting; dynamic quantization "
+                                                "quantizes weights to 8 bits.")
         else:
             if 1 <= q.calibration_samples < 10:
                 warn("quant.calibration_samples", f"Only {q.calibration_samples} calibration samples: ranges may "
@@ -424,6 +433,12 @@ def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUEx
             if not q.preprocess:
                 warn("quant.preprocess", "Without pre-processing ORT warns and BatchNormalization stays unfused; "
                                          "accuracy and speed are usually worse.")
+            if q.int16_weight_nodes and q.quant_format != QuantFormat.QDQ:
+                err("quant.int16_weight_nodes", "16-bit weights need the QDQ format (QOperator has no int16 "
+                                                "QLinearConv/QLinearMatMul).")
+            if overlap := set(q.int16_weight_nodes) & set(q.nodes_to_exclude):
+                err("quant.int16_weight_nodes", f"Nodes both kept in float and given 16-bit weights: "
+                                                f"{', '.join(sorted(overlap))}.")
             if recipe.allow_random_data:
                 warn("allow_random_data", "Random calibration data gives meaningless ranges; every result will be "
                                           "flagged.")

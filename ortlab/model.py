@@ -361,6 +361,32 @@ def _check_runtime_loads(path: Path, custom: list[tuple[str, str]]) -> None:
         raise
 
 
+_INT8_CONSTANTS = "int8 quantization moves them into initializers first."
+_INT8_OPSET = "int8 per-channel quantization converts it to 13 first."
+_OPEN_DIMS = "Input dimensions without a number or a name"
+
+
+def run_warnings(warnings, int8: bool) -> list[str]:
+    """The inspection warnings that hold for a recipe run: the int8 advice (Constant-node weights, old opset) only
+    for int8 runs; never the open input dims (a run resolves them from the data or --shape, or stops and says so)."""
+    return [w for w in warnings if not w.startswith(_OPEN_DIMS)
+            and (int8 or not (w.endswith(_INT8_CONSTANTS) or w.endswith(_INT8_OPSET)))]
+
+
+def _runtime_verdict(path: Path, checker_error: ModelLoadError) -> str:
+    """ONNX Runtime judges a model the ONNX checker rejects (e.g. the LayerNormalization it fuses into an opset-12
+    graph): the note to show when ORT loads it; ``checker_error`` again when ORT cannot load it either."""
+    from . import providers
+    from .config import OptLevel
+
+    try:
+        providers.create_session(path, options=providers.session_options(opt_level=OptLevel.DISABLED))
+    except Exception:
+        raise checker_error from None
+    return (f"The ONNX checker rejects this model ({checker_error.message.removeprefix('invalid model: ')}); "
+            "ONNX Runtime loads it, so it is used as it is.")
+
+
 def inspect_model(path) -> ModelInfo:
     """Validate a model file and summarise it.
 
@@ -373,13 +399,20 @@ def inspect_model(path) -> ModelInfo:
     from . import graphs, providers
 
     path = Path(path)
-    model = load_model(path, check=True, load_external=False)
+    checker_note = None
+    try:
+        model = load_model(path, check=True, load_external=False)
+    except ModelLoadError as exc:
+        if not exc.message.startswith("invalid model:"):
+            raise
+        model = load_model(path, check=False, load_external=False)
+        checker_note = _runtime_verdict(path, exc)
     problem = providers.ir_version_problem(int(model.ir_version))
     if problem:
         raise ModelLoadError(problem)
     files = external_data_files(model, path.parent)
     g = model.graph
-    warnings: list[str] = []
+    warnings: list[str] = [checker_note] if checker_note else []
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
     except Exception:
@@ -415,15 +448,15 @@ def inspect_model(path) -> ModelInfo:
                         "nodes are in subgraphs (included in the node and op counts).")
     if constant_params:
         warnings.append(f"{constant_params:,} of the {param_count:,} parameters ({len(constants)} tensors) are held "
-                        "in Constant nodes rather than initializers (included in the parameter count); int8 "
-                        "quantization moves them into initializers first.")
+                        "in Constant nodes rather than initializers (included in the parameter count); "
+                        + _INT8_CONSTANTS)
     unknown = [t.name for t in inputs if any(d is None for d in t.shape)]
     if unknown:
-        warnings.append(f"Input dimensions without a number or a name ({', '.join(unknown)}) are taken from the data, "
+        warnings.append(f"{_OPEN_DIMS} ({', '.join(unknown)}) are taken from the data, "
                         "else they must be given: --shape NAME=D0,D1,… in the CLI, Input shapes on the Data page.")
     opsets = {(o.domain if o.domain != "ai.onnx" else ""): int(o.version) for o in model.opset_import}
     if opsets.get("", 99) < 13:
-        warnings.append(f"Opset {opsets['']} is older than 13; int8 per-channel quantization converts it to 13 first.")
+        warnings.append(f"Opset {opsets['']} is older than 13; {_INT8_OPSET}")
     contrib = sorted({d for d, _ in op_counts if _is_contrib(d)})
     if contrib:
         warnings.append(f"The model already uses ONNX Runtime contrib ops ({', '.join(contrib)}); it may have been "

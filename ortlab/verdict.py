@@ -17,7 +17,9 @@ The default policy (:class:`VerdictPolicy`; every threshold is a field and a CLI
   ``broken_confident_flips`` → broken;
 * evaluated on random data, or on samples that were also used for calibration: at best **degraded** ("not a
   verdict on accuracy");
-* no evaluation at all: **unknown**, never ok.
+* no evaluation at all: **unknown**, never ok;
+* an int8 run that quantized nothing (its ``QuantCoverage`` counts no node): at best **degraded**, "nothing was
+  quantized" first: the result is the float model, whatever its outputs say.
 
 This module needs neither numpy nor ONNX Runtime: stored evaluations can be judged again with another policy.
 """
@@ -26,12 +28,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 from enum import StrEnum
 
 from .config import setting
 from .eval_report import EvalReport, Task
 
-__all__ = ["DEFAULT_POLICY", "Level", "Verdict", "VerdictPolicy", "judge", "not_evaluated", "worse_or_equal"]
+__all__ = ["DEFAULT_POLICY", "NOTHING_QUANTIZED", "Level", "Verdict", "VerdictPolicy", "judge", "not_evaluated", "worse_or_equal"]
 
 
 class Level(StrEnum):
@@ -125,8 +128,21 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def judge(report: EvalReport | None, policy: VerdictPolicy = DEFAULT_POLICY) -> Verdict:
-    """The verdict on ``report`` under ``policy`` (see the module docstring for the rules)."""
+NOTHING_QUANTIZED = ("nothing was quantized: the result still computes in float like the source, so it is not an "
+                     "int8 model (see the int8 coverage warning for why)")
+
+
+def judge(report: EvalReport | None, policy: VerdictPolicy = DEFAULT_POLICY, coverage: Any = None) -> Verdict:
+    """The verdict on ``report`` under ``policy`` (see the module docstring for the rules). ``coverage``: an int8
+    run's ``QuantCoverage``; when it quantized nothing the verdict is at best degraded, that reason first."""
+    first = [NOTHING_QUANTIZED] if coverage is not None and not coverage.total else []
+    verdict = _judge(report, policy)
+    if first and verdict.level == Level.OK:
+        return Verdict(Level.DEGRADED, first + verdict.reasons)
+    return Verdict(verdict.level, first + verdict.reasons)
+
+
+def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
     if report is None:
         return not_evaluated()
     if report.n_samples <= 0:

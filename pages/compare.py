@@ -82,7 +82,7 @@ with verdict_slot:
     elif ev is None:
         verdict = not_evaluated("not evaluated yet: press “Evaluate this pair” (Accuracy tab)")
     else:
-        verdict = judge(ev, policy)
+        verdict = judge(ev, policy, getattr(cand.artifact, "coverage", None))
     cards.verdict_banner(verdict, f"Verdict on {cand.name}")
     with st.expander("Verdict policy", icon=":material/tune:"):
         st.caption("Thresholds that turn the evaluation into ok / degraded / broken (the same as the CLI flags). "

@@ -212,7 +212,8 @@ if ds.kind == "images":
 
     st.markdown("#### What the model receives")
     with engine_errors("Preprocessing a batch"):
-        b = list(range(min(4, len(ds))))
+        fixed = next((s.dims[s.batch_axis].value for s in actions.input_specs(info) if s.batch_fixed), None)
+        b = list(range(min(fixed or 4, len(ds))))  # a model with a fixed batch gets exactly that many
         feed = data.batch_inputs(ds, b, cfg, info.inputs)
         name, arr = next(iter(feed.items()))
         a32 = arr.astype(np.float32)

@@ -39,14 +39,6 @@ def _server_like_navigation(monkeypatch):
     _navigation_mode_like_the_server(monkeypatch)
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("ORTLAB_SYNC_JOBS", "1")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path / "home"
-
-
 def model_bytes(tmp_path) -> bytes:
     if SAMPLE.is_file():
         return SAMPLE.read_bytes()
@@ -288,7 +280,14 @@ def test_upload_images_as_a_zip_with_class_folders(home):
     at.file_uploader(key="data_upload").set_value([("digits.zip", buf.getvalue(), "application/zip")]).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert f"uploaded images ({len(files)})" in sidebar_text(at)
-    assert metrics(at)["Calibration samples available"] == str(len(files))
+    # split into disjoint parts, every third sample of each class held out for evaluation
+    from collections import Counter
+
+    held_out = sum(n // 3 for n in Counter(f.parent.name for f in files).values())
+    assert held_out >= 1 and f"{len(files) - held_out} to calibrate, {held_out} held out to evaluate" in \
+        sidebar_text(at)
+    assert metrics(at)["Calibration samples available"] == str(len(files) - held_out)
+    assert metrics(at)["Evaluation samples available"] == str(held_out)
     assert len(at.get("image")) >= 1
 
 

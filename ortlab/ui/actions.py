@@ -191,20 +191,29 @@ def _use_imported(path: Path, name: str) -> Path:
 
 
 def set_user_dataset(ds, label: str) -> None:
-    """Use an uploaded (or random) dataset for calibration and evaluation. Uploads are written into the
-    workspace (``data/<sha>/``) so a run's child process can load them again."""
+    """Use an uploaded (or random) dataset: uploads are split into disjoint calibration and evaluation parts
+    (``data.split_dataset``), each written into the workspace (``data/<sha>/calibration``, ``…/evaluation``) so
+    a run's child process can load them again."""
     from .. import data
 
     if ds.is_random:
-        ref = DataRef(random=len(ds), seed=ds.seed)
+        cal = ev = ds
+        cal_ref = ev_ref = DataRef(random=len(ds), seed=ds.seed)
     else:
-        path = data.write_dataset(ds, workspace().root / "data" / data.dataset_digest(ds)[:16])
-        text = {"tokenizer": str(path.parent / data.TOKENIZER_FILE), "seq_len": ds.seq_len} if ds.kind == "text" else {}
-        ref = DataRef(path=str(path), **text)
-    state.set_dataset(ds, label)
-    state.set_data_refs(ref, ref)
-    n = len(ds)
-    state.set_data_settings(min(DEFAULT_EVAL_SAMPLES, n), state.data_settings().get("stratify", True),
+        cal, ev = data.split_dataset(ds)  # disjoint: a verdict is never judged on calibration samples
+        folder = workspace().root / "data" / data.dataset_digest(ds)[:16]
+        refs = []
+        for part, name in ((cal, "calibration"), (ev, "evaluation")):
+            path = data.write_dataset(part, folder / name)
+            text = {"tokenizer": str(path.parent / data.TOKENIZER_FILE), "seq_len": ds.seq_len} \
+                if ds.kind == "text" else {}
+            refs.append(DataRef(path=str(path), **text))
+        cal_ref, ev_ref = refs
+        if ev is not cal:
+            label += f": {len(cal)} to calibrate, {len(ev)} held out to evaluate"
+    state.set_dataset(cal, label, eval_ds=ev)
+    state.set_data_refs(cal_ref, ev_ref)
+    state.set_data_settings(min(DEFAULT_EVAL_SAMPLES, len(ev)), state.data_settings().get("stratify", True),
                             state.data_settings().get("seed", 0))
     if ds.kind == "images" and state.preprocess() is None and state.model_info() is not None:
         pre = data.resolve_preprocess(state.model_info(), dataset=ds)
@@ -281,7 +290,7 @@ def run_verdict(a: Artifact):
     evaluation (unknown when it has none)."""
     from ..verdict import judge
 
-    return a.verdict if a.verdict is not None else judge(a.evaluation)
+    return a.verdict if a.verdict is not None else judge(a.evaluation, coverage=a.coverage)
 
 
 def verdict_policy():
