@@ -141,6 +141,10 @@ def test_demo_lands_on_compare_with_everything_filled_in(demo_app):
         any("QuantizeLinear" in str(d.value) for d in at.dataframe)
     assert len(list((home / "artifacts").glob("*/model.onnx"))) == 1
     assert "Artifacts** · 1" in sidebar_text(at)
+    # one name for the sample on every page: its title, never its file's name
+    assert "Model** · Digits ResNet (ours)" in sidebar_text(at)
+    assert at.selectbox(key="compare.ref").format_func(at.selectbox(key="compare.ref").value).endswith(
+        "Digits ResNet (ours)")
 
 
 def test_state_follows_between_pages_and_history_offers_downloads(demo_app):

@@ -175,11 +175,11 @@ def _use_imported(path: Path, name: str) -> Path:
     bundled sample's copy."""
     from ..model import inspect_model
 
-    info = inspect_model(path)
-    state.set_model(path, info, sample=None, label=name)
     from .. import samples
 
+    info = inspect_model(path)
     same = samples.find_by_sha256(info.sha256)
+    state.set_model(path, info, sample=None, label=name)
     if same is not None:
         use_sample_data(same)
         state.flash(f"{name} has the same weights as the bundled sample '{same.title or same.name}': using its "
@@ -268,16 +268,21 @@ def run_summary(a: Artifact) -> dict:
             "seconds": round(a.total_seconds, 2)}
 
 
-def source_title(a: Artifact) -> str:
-    """What to call a run's source model: the bundled sample's title when it is one (by file, or by sha256 for
-    an uploaded copy), else the imported file's name."""
+def model_title(path, file_name: str) -> str:
+    """The one name of a model on every page: a bundled sample's title when ``path`` is the sample's own file,
+    else ``file_name`` (an upload is called by its file's name, a byte-identical copy of a sample included)."""
     from .. import samples
 
     try:
-        s = samples.find_by_path(a.source_path) or samples.find_by_sha256(a.source_sha256)
+        s = samples.find_by_path(Path(path))
     except Exception:  # a damaged sample folder: the file name still says which model it was
         s = None
-    return (s.title or s.name) if s is not None else a.source_name
+    return (s.title or s.name) if s is not None else file_name
+
+
+def source_title(a: Artifact) -> str:
+    """What to call a run's source model (see :func:`model_title`): the name its model had when it ran."""
+    return model_title(a.source_path, a.source_name)
 
 
 def run_verdict(a: Artifact):
@@ -514,7 +519,7 @@ def load_run(run: Artifact) -> Artifact:
         if match is not None:
             select_sample(match.name)
         else:
-            state.set_model(src, inspect_model(src), sample=None, label=run.source_name)
+            state.set_model(src, inspect_model(src), sample=None, label=source_title(run))
     state.add_artifact(run)
     state.set_compare_pair(state.ORIGINAL, variant_id(run))
     return run
