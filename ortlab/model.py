@@ -6,6 +6,7 @@ external data, unsafe zip) raises ``ModelLoadError`` or ``ExternalDataError`` wi
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import io
@@ -78,6 +79,19 @@ class ModelInfo:
         d["op_counts"] = {op_key(dom, op): n for (dom, op), n in self.op_counts.items()}
         d["warnings"] = list(self.warnings)
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ModelInfo:
+        """The inverse of :meth:`to_dict`."""
+        def tensors(items) -> tuple[TensorInfo, ...]:
+            return tuple(TensorInfo(t["name"], t["dtype"], tuple(t["shape"])) for t in items)
+
+        ops: dict[tuple[str, str], int] = {}
+        for key, n in d["op_counts"].items():
+            domain, _, op = key.rpartition("::")
+            ops[(domain, op)] = int(n)
+        return cls(**{**d, "inputs": tensors(d["inputs"]), "outputs": tensors(d["outputs"]), "op_counts": ops,
+                      "warnings": tuple(d["warnings"])})
 
 
 def op_key(domain: str, op_type: str) -> str:
@@ -260,7 +274,7 @@ def external_data_files(model: onnx.ModelProto | str | os.PathLike, base_dir=Non
 
 def _check(model: onnx.ModelProto, path: Path | None, has_external: bool) -> None:
     try:
-        if path is not None and (has_external or path.stat().st_size > PROTOBUF_LIMIT // 2):
+        if path is not None:  # the checker reads the file itself: no serialized copy of the parsed model
             onnx.checker.check_model(str(path), full_check=True)
         else:
             onnx.checker.check_model(model, full_check=True)
@@ -361,6 +375,14 @@ def _check_runtime_loads(path: Path, custom: list[tuple[str, str]]) -> None:
         raise
 
 
+def _drop_weight_bytes(model: onnx.ModelProto, over: int = 1 << 20) -> None:
+    """Clear the bytes of every tensor held in ``model`` whose data is larger than ``over`` (its dims and type
+    stay): the values of weights that big are never needed to infer shapes."""
+    for t in _graph_tensors(model.graph):
+        if t.data_location != TensorProto.EXTERNAL and len(t.raw_data) > over:
+            t.ClearField("raw_data")
+
+
 def inspect_model(path) -> ModelInfo:
     """Validate a model file and summarise it.
 
@@ -380,6 +402,7 @@ def inspect_model(path) -> ModelInfo:
     files = external_data_files(model, path.parent)
     g = model.graph
     warnings: list[str] = []
+    _drop_weight_bytes(model)  # shape inference copies the model twice; it needs the weights' shapes, not values
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
     except Exception:
@@ -499,17 +522,16 @@ def _extract_zip(zf: zipfile.ZipFile, dest: Path, member: str | None) -> Path:
 UPLOAD_CHUNK = 8 << 20  # bytes copied at a time from an upload to the workspace
 
 
-def import_upload(fileobj, workspace_models_dir, filename: str = "model.onnx", *, member: str | None = None,
-                  on_saved=None) -> Path:
-    """:func:`import_model` for an uploaded file object (a Streamlit ``UploadedFile``, any binary stream):
-    its bytes are written to a temp file in the workspace ``UPLOAD_CHUNK`` at a time and hashed while they are
-    written, then imported by path, so this process never holds another copy of the upload. ``on_saved()`` is
-    called once the bytes are on disk, before the model is validated: the caller can drop its copy there."""
-    models_dir = Path(workspace_models_dir)
-    models_dir.mkdir(parents=True, exist_ok=True)
+@contextlib.contextmanager
+def saved_upload(fileobj, folder, filename: str = "model.onnx", *, on_saved=None) -> Iterator[tuple[Path, str]]:
+    """Write an uploaded file object (a Streamlit ``UploadedFile``, any binary stream) to a temp file in ``folder``
+    ``UPLOAD_CHUNK`` at a time, hashing it on the way, and yield (its path, its sha256); the temp file is removed
+    afterwards. ``on_saved()`` is called once the bytes are on disk: the caller can drop its copy there."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
     if getattr(fileobj, "seekable", lambda: False)():
         fileobj.seek(0)
-    with tempfile.TemporaryDirectory(prefix=f".upload-{os.getpid()}-", dir=models_dir) as tmp:
+    with tempfile.TemporaryDirectory(prefix=f".upload-{os.getpid()}-", dir=folder) as tmp:
         path = Path(tmp) / _safe_filename(filename)
         h = hashlib.sha256()
         with open(path, "wb") as out:
@@ -520,8 +542,17 @@ def import_upload(fileobj, workspace_models_dir, filename: str = "model.onnx", *
         if on_saved is not None:
             on_saved()
             release_memory()
-        result = import_model(path, models_dir, filename=filename or "model.onnx", member=member,
-                              sha256=h.hexdigest())
+        yield path, h.hexdigest()
+
+
+def import_upload(fileobj, workspace_models_dir, filename: str = "model.onnx", *, member: str | None = None,
+                  on_saved=None) -> Path:
+    """:func:`import_model` for an uploaded file object, streamed to the workspace first (:func:`saved_upload`),
+    so this process never holds another copy of the upload. (The app imports in a child process instead:
+    ``isolated.import_upload``.)"""
+    with saved_upload(fileobj, workspace_models_dir, filename, on_saved=on_saved) as (path, digest):
+        result = import_model(path, workspace_models_dir, filename=filename or "model.onnx", member=member,
+                              sha256=digest)
     release_memory()
     return result
 
