@@ -284,11 +284,13 @@ def _check(model: onnx.ModelProto, path: Path | None, has_external: bool) -> Non
         raise ModelLoadError(f"invalid model: {one_line(exc)}") from None
 
 
-def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True) -> onnx.ModelProto:
+def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True, weights=True) -> onnx.ModelProto:
     """Parse a model from a path or bytes, validate external data, run the full ONNX checker.
 
     ``base_dir`` is where external data lives (defaults to the file's folder; required for bytes
     that reference external data). ``load_external=False`` leaves external tensors on disk.
+    ``weights=False`` returns the structure only (:func:`drop_weight_bytes`), dropped as soon as a file is
+    parsed (its checker reads the file itself), so that at most two copies of the file are ever held.
     """
     path: Path | None = None
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
@@ -306,6 +308,8 @@ def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True) 
             base_dir = path.parent
     model = _parse(data)
     del data
+    if not weights and path is not None:
+        model = drop_weight_bytes(model)
     files = external_data_files(model, base_dir)
     if check and (path is not None or not files):
         _check(model, path, bool(files))
@@ -318,7 +322,7 @@ def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True) 
             raise ExternalDataError(f"Could not read external data: {one_line(exc)}") from None
         if check and path is None:
             _check(loaded, None, False)
-    return model
+    return model if weights else drop_weight_bytes(model)
 
 
 # -- inspection ---------------------------------------------------------------------------------------
@@ -375,12 +379,30 @@ def _check_runtime_loads(path: Path, custom: list[tuple[str, str]]) -> None:
         raise
 
 
-def _drop_weight_bytes(model: onnx.ModelProto, over: int = 1 << 20) -> None:
-    """Clear the bytes of every tensor held in ``model`` whose data is larger than ``over`` (its dims and type
-    stay): the values of weights that big are never needed to infer shapes."""
-    for t in _graph_tensors(model.graph):
-        if t.data_location != TensorProto.EXTERNAL and len(t.raw_data) > over:
-            t.ClearField("raw_data")
+_VALUE_FIELDS = ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data")
+
+
+def drop_weight_bytes(model: onnx.ModelProto, over: int = 1 << 20) -> onnx.ModelProto:
+    """``model`` without the values of its initializers (subgraphs included) that take more than ``over`` bytes;
+    names, types and dims stay. For reading a model's structure (shape inference, a graph diff), which never needs
+    the values of tensors that big, without holding or copying its weights. The values are cleared in ``model``
+    and a compact copy is returned: protobuf (upb) frees a message's memory only with the whole message, so the
+    caller drops ``model`` to get the memory back."""
+    from . import graphs
+
+    dropped = False
+    for g in graphs.walk_graphs(model.graph):
+        for t in g.initializer:
+            # its size from dims and type: reading raw_data or ByteSize() would copy the bytes
+            if t.data_location != TensorProto.EXTERNAL and (_tensor_nbytes(t) or 0) > over:
+                for name in _VALUE_FIELDS:
+                    t.ClearField(name)
+                dropped = True
+    if not dropped:
+        return model
+    compact = onnx.ModelProto()
+    compact.CopyFrom(model)
+    return compact
 
 
 def inspect_model(path) -> ModelInfo:
@@ -395,14 +417,14 @@ def inspect_model(path) -> ModelInfo:
     from . import graphs, providers
 
     path = Path(path)
-    model = load_model(path, check=True, load_external=False)
+    # shape inference copies the model twice, and nothing here needs the values of big weights (only dims)
+    model = load_model(path, check=True, load_external=False, weights=False)
     problem = providers.ir_version_problem(int(model.ir_version))
     if problem:
         raise ModelLoadError(problem)
     files = external_data_files(model, path.parent)
     g = model.graph
     warnings: list[str] = []
-    _drop_weight_bytes(model)  # shape inference copies the model twice; it needs the weights' shapes, not values
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
     except Exception:
@@ -615,7 +637,7 @@ def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, 
         if src_dir is None:  # bare bytes have no folder, so external-data references cannot be satisfied
             model = load_model(onnx_path.read_bytes(), check=True, load_external=False)
         else:
-            model = load_model(onnx_path, check=True, load_external=False)
+            model = load_model(onnx_path, check=True, load_external=False, weights=False)
         files = external_data_files(model, src_dir) if src_dir is not None else {}
         digest = model_sha = sha256 if (sha256 and not is_bytes and onnx_path == Path(source)) else sha256_file(onnx_path)
         if files:

@@ -116,3 +116,30 @@ def test_the_server_side_of_a_200_mb_upload_holds_only_the_upload(tmp_path):
     r = json.loads(out.stdout.strip().splitlines()[-1])
     assert r["params"] == size // 4
     assert r["peak"] - r["held"] < size // 10, r
+
+
+def test_structure_reads_drop_only_the_values_of_big_weights(tmp_path):
+    """inspect_model and the graph diff read a model without the values of weights over 1 MiB: shapes that
+    need a small initializer's values (Reshape's shape) are still inferred, and the counts come from dims."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((1024, 1024), np.float32), "w")  # 4 MiB
+    shape = numpy_helper.from_array(np.array([4, 512], np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Reshape", ["y", "shape"], ["z"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1024])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["a", "b"])], initializer=[w, shape])
+    path = tmp_path / "m.onnx"
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    info = model.inspect_model(path)
+    assert info.outputs[0].shape == (4, 512)
+    assert info.param_count == 1024 * 1024 + 2 and info.initializer_bytes == {"float32": 4 * 2**20, "int64": 16}
+    light = model.load_model(path, weights=False)
+    big, small = light.graph.initializer
+    assert list(big.dims) == [1024, 1024] and not big.raw_data and not big.float_data
+    assert numpy_helper.to_array(small).tolist() == [4, 512]
+    assert len(model.load_model(path).graph.initializer[0].raw_data) == 4 * 2**20  # the default keeps them
