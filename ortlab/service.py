@@ -181,7 +181,6 @@ class RecipeHandle(Handle):
             proc.terminate()
 
     def _watch(self, conn) -> None:
-        from . import errors as errors_mod
         from .artifact import Artifact
 
         result: Any = None
@@ -203,10 +202,7 @@ class RecipeHandle(Handle):
                 elif kind == "done":
                     result = Artifact.from_dict(msg[1])
                 elif kind == "error":
-                    cls = getattr(errors_mod, msg[1], None)
-                    if not (isinstance(cls, type) and issubclass(cls, OrtlabError)):
-                        cls = OrtlabError
-                    error = cls(msg[2], step=msg[3])
+                    error = _error_of(msg[1], msg[2], msg[3])
         finally:
             conn.close()
             self.returncode = _reap(proc)
@@ -231,6 +227,16 @@ class RecipeHandle(Handle):
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+def _error_of(kind: str, message: str, step: str | None) -> OrtlabError:
+    """The error a child reported (its class name, message and step), as that :class:`OrtlabError` subclass."""
+    from . import errors as errors_mod
+
+    cls = getattr(errors_mod, str(kind), None)
+    if not (isinstance(cls, type) and issubclass(cls, OrtlabError)):
+        cls = OrtlabError
+    return cls(message, step=step)
 
 
 def _last_line(log) -> str:

@@ -224,6 +224,30 @@ def test_upload_a_model(home, tmp_path):
     assert "my_model.onnx" in sidebar_text(at)
 
 
+def test_the_model_page_reads_uploads_and_imports_only_in_a_child_process(home, tmp_path, no_parsing_here,
+                                                                         monkeypatch):
+    """Uploading (or importing from a path) validates and inspects the model in a child process: nothing in the
+    server parses, checks or inspects it, and the page shows the child's summary."""
+    from ortlab.model import inspect_model
+    from ortlab.ui import actions
+    from tests.models import conv_bn_model, matmul_model
+
+    up, local = conv_bn_model(tmp_path / "conv.onnx"), matmul_model(tmp_path / "mm.onnx")
+    nodes = [str(inspect_model(p).node_count) for p in (up, local)]
+    monkeypatch.setattr(actions, "local_imports_allowed", lambda: True)  # the app listens on loopback only
+    at = new_app()
+    at.toggle(key="model_netron").set_value(False).run()  # Netron lists a small model's files by parsing it here
+    calls = no_parsing_here()
+    at.file_uploader(key="model_upload").set_value(("mine.onnx", up.read_bytes(), "")).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.subheader[0].value == "mine.onnx" and metrics(at)["Nodes"] == nodes[0]
+    at.text_input(key="model_local_path").set_value(str(local))
+    next(b for b in at.button if b.label == "Import").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.subheader[0].value == "mm.onnx" and metrics(at)["Nodes"] == nodes[1]
+    assert not calls
+
+
 @pytest.mark.parametrize("name,make,message", [
     ("model.onnx", lambda b: b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8, "not an ONNX model"),
     ("model.onnx", lambda b: b[: len(b) // 2], "truncated"),

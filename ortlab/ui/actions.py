@@ -108,18 +108,19 @@ def use_sample_data(s, calibration: str = "calibration", evaluation: str = "eval
 def import_uploaded_model(filename: str, data, on_saved=None) -> Path:
     """Import an uploaded .onnx or .zip into the workspace and make it current; returns the stored path.
     ``data`` is the ``UploadedFile`` (or any binary file object, or bytes): it is written to the workspace in
-    chunks and imported from there, never copied in memory; ``on_saved()`` runs once it is on disk (the page
-    drops the upload there). On any error nothing changes."""
+    chunks, never copied in memory, then validated and inspected in a child process (``isolated``), so the
+    server never parses it; ``on_saved()`` runs once it is on disk (the page drops the upload there). On any
+    error nothing changes."""
     import io
 
-    from ..model import import_upload
+    from ..isolated import import_upload
 
     name = Path(filename).name
     stored_name = name if name.lower().endswith(".onnx") else "model.onnx"
     stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
-    path = import_upload(stream, workspace().models_dir, filename=stored_name, on_saved=on_saved)
+    path, info = import_upload(stream, workspace().models_dir, filename=stored_name, on_saved=on_saved)
     del stream, data
-    return _use_imported(path, name)
+    return _use_imported(path, info, name)
 
 
 def local_imports_allowed() -> bool:
@@ -140,9 +141,10 @@ def local_imports_allowed() -> bool:
 
 def import_local_model(path_text: str) -> Path:
     """Import a model from a path on this machine (an .onnx with its external data beside it, or a .zip):
-    copied into the workspace like an upload, for models too big to upload. Local mode only."""
+    copied into the workspace like an upload (and read in a child process), for models too big to upload. Local
+    mode only."""
     from ..errors import ModelLoadError
-    from ..model import import_model, release_memory
+    from ..isolated import import_model
 
     if not local_imports_allowed():
         raise ModelLoadError("Importing from a path is only possible when the app runs on this machine only "
@@ -150,9 +152,8 @@ def import_local_model(path_text: str) -> Path:
     src = Path(path_text.strip().strip('"')).expanduser()
     if not src.is_file():
         raise ModelLoadError(f"'{src}' does not exist or is not a file. Give the path of an .onnx or .zip file.")
-    path = import_model(src.resolve(), workspace().models_dir)
-    release_memory()
-    return _use_imported(path, src.name)
+    path, info = import_model(src.resolve(), workspace().models_dir)
+    return _use_imported(path, info, src.name)
 
 
 def release_upload(file_id: str, upload=None) -> None:
@@ -170,14 +171,11 @@ def release_upload(file_id: str, upload=None) -> None:
         pass
 
 
-def _use_imported(path: Path, name: str) -> Path:
-    """Make the imported model at ``path`` current (shown as ``name``), with the sample's data when it is a
-    bundled sample's copy."""
-    from ..model import inspect_model
-
+def _use_imported(path: Path, info, name: str) -> Path:
+    """Make the imported model at ``path`` (summarised by ``info``) current, shown as ``name``, with the sample's
+    data when it is a bundled sample's copy."""
     from .. import samples
 
-    info = inspect_model(path)
     same = samples.find_by_sha256(info.sha256)
     state.set_model(path, info, sample=None, label=name)
     if same is not None:
@@ -510,7 +508,7 @@ def cli_line(run: Artifact, out: str) -> str:
 def load_run(run: Artifact) -> Artifact:
     """Put a History run (and its source model, when it is not current) into this session for Compare."""
     from .. import samples
-    from ..model import inspect_model
+    from ..isolated import model_info
 
     src = Path(run.source_path)
     current = state.model_path()
@@ -519,7 +517,7 @@ def load_run(run: Artifact) -> Artifact:
         if match is not None:
             select_sample(match.name)
         else:
-            state.set_model(src, inspect_model(src), sample=None, label=source_title(run))
+            state.set_model(src, model_info(src), sample=None, label=source_title(run))
     state.add_artifact(run)
     state.set_compare_pair(state.ORIGINAL, variant_id(run))
     return run
