@@ -10,7 +10,10 @@ Cases: zero_npz (3 MB npz → 3.1 GB), huge_png_zip (12 × 13000×13000 PNG), bi
 model calibrated on random data, child limit 1.5 GB), wide_zip (250 × 15 MiB declared), bench_over_cap (a
 benchmark child over a 1.2 GB limit), upload_old / upload_new (a model with --upload-mb MB of external data in a
 zip, imported from the bytes as before, and streamed from the upload as now; both hold the upload itself, as
-Streamlit does), and upload_onnx_old / upload_onnx_new (the same for a plain .onnx of --upload-mb MB).
+Streamlit does; "new" also draws the Model page's graph of it), upload_onnx_old / upload_onnx_new (the same for a
+plain .onnx of --upload-mb MB), and local_import (a plain .onnx of --upload-mb MB imported from a path, the way
+for models over the upload limit, and drawn). "child peak" is the largest peak RSS among the case's children
+(where the model is read now).
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ def prepare(name: str, tmp: Path, upload_mb: int) -> None:
         mc.external_data_zip(tmp / "up.zip", upload_mb * 10**6)
     elif name in ("upload_onnx_old", "upload_onnx_new"):
         mc.single_file_model(tmp / "up.zip", upload_mb * 10**6)  # a plain .onnx (the name does not matter)
+    elif name == "local_import":
+        mc.single_file_model(tmp / "up.onnx", upload_mb * 10**6)
 
 
 def case(name: str, tmp: Path, upload_mb: int) -> str:
@@ -87,23 +92,28 @@ def case(name: str, tmp: Path, upload_mb: int) -> str:
                                              workspace=Workspace(tmp / "ws"), memory_gb=1.2)
             handle.follow()
         elif name in ("upload_old", "upload_new", "upload_onnx_old", "upload_onnx_new"):
-            from ortlab.model import import_model, import_upload, inspect_model, release_memory
+            from ortlab import isolated
+            from ortlab.model import import_model, inspect_model
 
             raw = (tmp / "up.zip").read_bytes()  # what Streamlit holds
             print(f"  holding the upload ({len(raw) / 1e6:.0f} MB): VmRSS {_status('VmRSS'):.0f} MB", flush=True)
-            if name.endswith("_old"):  # as before: actions.import_uploaded_model(name, up.getvalue())
+            if name.endswith("_old"):  # as before: actions.import_uploaded_model(name, up.getvalue()), in-process
                 path = import_model(bytes(raw), tmp / "models", filename="model.onnx")
                 inspect_model(path)
-            else:  # now: the UploadedFile is streamed to the workspace and dropped once on disk (on_saved)
+            else:  # now: streamed to the workspace, dropped once on disk (on_saved), read in a child process
                 up = io.BytesIO(raw)
                 del raw
 
                 def drop() -> None:
                     up.close()
 
-                path = import_upload(up, tmp / "models", filename="model.onnx", on_saved=drop)
-                inspect_model(path)
-                release_memory()
+                path, _ = isolated.import_upload(up, tmp / "models", filename="model.onnx", on_saved=drop)
+                isolated.graph_description(path, path)  # the Model page's drawing of a model too big for Netron
+        elif name == "local_import":  # a model over the upload limit, imported from a path as the Model page does
+            from ortlab import isolated
+
+            path, _ = isolated.import_model(tmp / "up.onnx", tmp / "models")
+            isolated.graph_description(path, path)
         else:
             raise SystemExit(f"unknown case {name}")
         return "ok"
@@ -112,7 +122,7 @@ def case(name: str, tmp: Path, upload_mb: int) -> str:
 
 
 CASES = ["zero_npz", "huge_png_zip", "wide_zip", "big_input_recipe", "bench_over_cap", "upload_old", "upload_new",
-         "upload_onnx_old", "upload_onnx_new"]
+         "upload_onnx_old", "upload_onnx_new", "local_import"]
 
 
 def main() -> None:
@@ -129,11 +139,14 @@ def main() -> None:
     if ns._case:
         base = _status("VmRSS")
         outcome = case(ns._case, Path(ns._dir), ns.upload_mb)
-        print("RESULT " + json.dumps({"start_rss_mb": base, "peak_mb": _status("VmHWM"),
+        import resource
+
+        child_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        print("RESULT " + json.dumps({"start_rss_mb": base, "peak_mb": _status("VmHWM"), "child_mb": child_mb,
                                       "after_rss_mb": _status("VmRSS"), "outcome": outcome}), flush=True)
         return
     names = [c for c in ns.only.split(",") if c] or CASES
-    print(f"{'case':<18} {'start RSS':>10} {'peak (VmHWM)':>13} {'RSS after':>10}  outcome")
+    print(f"{'case':<18} {'start RSS':>10} {'peak (VmHWM)':>13} {'RSS after':>10} {'child peak':>11}  outcome")
     for name in names:
         with tempfile.TemporaryDirectory() as tmp:
             common = ["--upload-mb", str(ns.upload_mb), "--_dir", tmp]
@@ -147,8 +160,8 @@ def main() -> None:
             print(f"{name:<18} failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
             continue
         r = json.loads(lines[-1][len("RESULT "):])
-        print(f"{name:<18} {r['start_rss_mb']:>7.0f} MB {r['peak_mb']:>10.0f} MB {r['after_rss_mb']:>7.0f} MB  "
-              f"{r['outcome'][:150]}", flush=True)
+        print(f"{name:<18} {r['start_rss_mb']:>7.0f} MB {r['peak_mb']:>10.0f} MB {r['after_rss_mb']:>7.0f} MB "
+              f"{r['child_mb']:>8.0f} MB  {r['outcome'][:150]}", flush=True)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,7 @@ class NodeAnalysis:
     qdq: bool = True  # the candidate has QuantizeLinear/DequantizeLinear (local errors measured)
     seconds: float = 0.0
     method: str = METHOD
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)  # each input's shape as fed (one sample)
 
     def worst(self, k: int = 10) -> list[NodeError]:
         return self.nodes[:k]
@@ -347,12 +348,15 @@ def _session(model: bytes):
 
 
 def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfig | None, n: int | None = DEFAULT_SAMPLES,
-            *, chunk: int = CHUNK, reporter: Reporter = null_reporter, cancel: CancelToken | None = None) -> NodeAnalysis:
+            *, chunk: int = CHUNK, reporter: Reporter = null_reporter, cancel: CancelToken | None = None,
+            shapes: dict[str, list[int]] | None = None) -> NodeAnalysis:
     """Per-node error of ``candidate_path`` (an artifact folder, its model.onnx or any .onnx; see
     :func:`resolve_candidate`) against ``reference_path`` on ``n`` samples of ``dataset`` (stratified; all
-    when None), ``chunk`` samples per batched run. Reports "analyze" progress; honours ``cancel``."""
+    when None), ``chunk`` samples per batched run. ``shapes`` (``{input name: shape}``, ``--shape``) sets dims
+    the model leaves open (:func:`ortlab.inputs.resolve_feed`). Reports "analyze" progress; honours ``cancel``."""
     from .data import batch_inputs, check_fits, stratified_sample
     from .evaluate import session_inputs
+    from .inputs import resolve_feed
 
     start = time.perf_counter()
     cand_path = resolve_candidate(candidate_path)
@@ -369,9 +373,10 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
     del ref_model, cand_model
     ds = dataset if not n or n >= len(dataset) else stratified_sample(dataset, n, seed=0)
     inputs = session_inputs(ref_sess)
-    check_fits(ds, preprocess, inputs)
-    if any(len(t.shape) and isinstance(tuple(t.shape)[0], int) for t in inputs):
-        chunk = 1  # a fixed batch dimension: one sample per run
+    preprocess, specs = resolve_feed(inputs, preprocess, ds, shapes)
+    check_fits(ds, preprocess, inputs, specs)
+    if any(s.batch_axis is None or s.batch_fixed for s in specs):
+        chunk = 1  # a fixed batch dimension (or none): one sample per run
     acc = {k: _Acc() for k in range(len(plan.nodes))}
     local_acc = {k: _Acc() for k, nd in enumerate(plan.nodes) if nd[4] is not None}
     bad: set[int] = set()
@@ -382,7 +387,7 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
     for s in range(0, total, chunk):
         if cancel is not None and cancel.cancelled:
             raise Cancelled(step="analyze")
-        feed = batch_inputs(ds, list(range(s, min(total, s + chunk))), preprocess, inputs)
+        feed = batch_inputs(ds, list(range(s, min(total, s + chunk))), preprocess, inputs, specs)
         ref_vals = dict(zip(ref_names, ref_sess.run(ref_names, feed)))
         ref_vals.update(feed)
         cand_vals = dict(zip(cand_names, cand_sess.run(cand_names, {k: v for k, v in feed.items()
@@ -414,4 +419,4 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
     for i, e in enumerate(out, 1):
         e.rank = i
     return NodeAnalysis(str(reference_path), str(cand_path), total, out, plan.unmatched, plan.qdq,
-                        time.perf_counter() - start)
+                        time.perf_counter() - start, input_shapes={s.name: list(s.shape) for s in specs})

@@ -21,7 +21,7 @@ import numpy as np
 from . import dtypes, limits
 from .config import BenchConfig, OptLevel
 from .errors import BenchmarkError, OrtlabError
-from .inputs import InputSpec, infer_specs, random_array
+from .inputs import InputSpec, control_input_text, infer_specs, is_control_input, random_array
 from .progress import CancelToken
 from .serial import from_plain, to_plain
 from .text import format_bytes, one_line
@@ -84,13 +84,20 @@ def input_specs(session_inputs: Sequence[Any], shapes: Mapping[str, Sequence[int
 
 def make_inputs(session_inputs: Sequence[Any], batch_size: int, seed: int = 0,
                 dims: Mapping[str, int] | None = None,
-                shapes: Mapping[str, Sequence[int]] | None = None) -> dict[str, np.ndarray]:
+                shapes: Mapping[str, Sequence[int]] | None = None,
+                values: Mapping[str, float] | None = None) -> dict[str, np.ndarray]:
     """Random feeds for ``session.get_inputs()`` at ``batch_size`` on each input's batch axis (not always the
     first: ``[layers, batch, hidden]`` states work); other symbolic dims come from ``shapes`` (by input name,
     ``--shape``) or ``dims`` (by dim name) — never guessed: an open one raises DataError naming it. A fixed
     batch other than ``batch_size`` is refused unless batch_size is 1. Floats ~ N(0, 1), token ids and other
-    integers in {0, 1}, attention masks ones, states zeros."""
+    integers in {0, 1}, attention masks ones, states zeros. A control input (``inputs.is_control_input``, e.g.
+    a sample rate) is never random: it takes its value from ``values`` (``--input-value``), else BenchmarkError."""
     specs = input_specs(session_inputs, shapes, dims)
+    given = dict(values or {})
+    control = next((s for s in specs if is_control_input(s) and s.name not in given), None)
+    if control is not None:
+        raise BenchmarkError(control_input_text(control) + f" Give the value to time it with: --input-value "
+                             f"{control.name}=VALUE (the Benchmark page takes it from the data on the Data page).")
     for s in specs:
         if s.batch_fixed and batch_size not in (1, s.shape[s.batch_axis]):  # type: ignore[index]
             d = s.shape[s.batch_axis]  # type: ignore[index]
@@ -101,7 +108,8 @@ def make_inputs(session_inputs: Sequence[Any], batch_size: int, seed: int = 0,
                                 batch_size, "Benchmark input", error=BenchmarkError,
                                 hint="Give a smaller --shape (symbolic dims) or batch size.")
     rng = np.random.default_rng(seed)
-    return {s.name: random_array(s, rng, at[s.name]) for s in specs}
+    return {s.name: (np.full(s.at_batch(at[s.name]), given[s.name], dtype=dtypes.to_numpy(s.dtype))
+                     if s.name in given else random_array(s, rng, at[s.name])) for s in specs}
 
 
 class LatencyRun(Iterator[LatencySample]):
@@ -111,8 +119,10 @@ class LatencyRun(Iterator[LatencySample]):
 
     def __init__(self, model_path, config: BenchConfig, batch_size: int, variant: str,
                  cancel: CancelToken | None, profile_dir, dims, opt_level: OptLevel,
-                 shapes: Mapping[str, Sequence[int]] | None = None) -> None:
+                 shapes: Mapping[str, Sequence[int]] | None = None, values: Mapping[str, float] | None = None,
+                 runtime: str = "onnxruntime") -> None:
         self.model_path = Path(model_path)
+        self.runtime = runtime
         self.config = config
         self.batch_size = int(batch_size)
         self.variant = variant or self.model_path.stem
@@ -126,6 +136,7 @@ class LatencyRun(Iterator[LatencySample]):
         self._profile_dir = Path(profile_dir) if profile_dir is not None else None
         self._dims = dims
         self._shapes = {k: [int(x) for x in v] for k, v in (shapes or {}).items()}
+        self._values = dict(values or {})
         self._opt_level = OptLevel(opt_level or config.session_opt_level)
         self._keep = True  # False in the isolated child: samples go to the parent, not into a list
         self._gen = self._generate()
@@ -152,9 +163,11 @@ class LatencyRun(Iterator[LatencySample]):
             raise BenchmarkError(f"Model file not found: {self.model_path}.")
 
     def _open(self):
-        from . import providers
+        from . import openvino_runtime, providers
 
         self._check()
+        if self.runtime == openvino_runtime.RUNTIME:
+            return openvino_runtime.OpenVinoSession(self.model_path), [openvino_runtime.PROVIDER]
         prefix = None
         if self.config.profile and self._profile_dir is not None:
             pdir = self._profile_dir
@@ -190,9 +203,9 @@ class LatencyRun(Iterator[LatencySample]):
     def _generate(self) -> Iterator[LatencySample]:
         cfg = self.config
         session, self.providers = self._open()
-        profiling = bool(cfg.profile)
+        profiling = bool(cfg.profile) and self.runtime == "onnxruntime"  # ORT's profiler; OpenVINO has none here
         profile_runs = int(limits.limit("PROFILE_MAX_RUNS"))  # warm-up included; then profiling stops
-        feeds = make_inputs(session.get_inputs(), self.batch_size, cfg.seed, self._dims, self._shapes)
+        feeds = make_inputs(session.get_inputs(), self.batch_size, cfg.seed, self._dims, self._shapes, self._values)
         self.input_shapes = {k: tuple(v.shape) for k, v in feeds.items()}
         run = session.run
         cancel = self._cancel
@@ -245,7 +258,8 @@ class LatencyRun(Iterator[LatencySample]):
 def latency_samples(model_path, config: BenchConfig, batch_size: int, variant: str = "",
                     cancel: CancelToken | None = None, *, profile_dir=None,
                     dims: Mapping[str, int] | None = None, opt_level: OptLevel | None = None,
-                    shapes: Mapping[str, Sequence[int]] | None = None) -> LatencyRun:
+                    shapes: Mapping[str, Sequence[int]] | None = None,
+                    values: Mapping[str, float] | None = None, runtime: str = "onnxruntime") -> LatencyRun:
     """Time ``session.run`` on random inputs, yielding one :class:`LatencySample` per run.
 
     The session (threads, execution mode, memory pattern, arena, target from ``config``) is created on the
@@ -256,9 +270,12 @@ def latency_samples(model_path, config: BenchConfig, batch_size: int, variant: s
     ``limits.PROFILE_MAX_RUNS`` runs (warm-up included) are profiled, and a profile over
     ``limits.PROFILE_MAX_BYTES`` is deleted (``profile_note`` says so). ``opt_level`` overrides
     ``config.session_opt_level``, the optimization ORT applies when it loads the model. ``shapes`` (input name →
-    shape, ``--shape``) sets the inputs' open dims (:func:`make_inputs`); ``input_shapes`` reports what ran.
+    shape, ``--shape``) sets the inputs' open dims and ``values`` the control inputs' values (:func:`make_inputs`);
+    ``input_shapes`` reports what ran. ``runtime="openvino"`` times the file under OpenVINO's CPU runtime instead
+    (:mod:`ortlab.openvino_runtime`; no profile).
     """
-    return LatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level, shapes)
+    return LatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level, shapes, values,
+                      runtime)
 
 
 THROUGHPUT_METHOD = "batch size ÷ p50 latency"
@@ -323,7 +340,8 @@ def _memory_child(args: dict) -> dict:
         config = BenchConfig.from_dict(args["config"])
         config = BenchConfig.from_dict({**config.to_dict(), "warmup": 0, "runs": int(args["runs"]),
                                         "duration_s": 0.0, "profile": False})
-        for _ in latency_samples(args["model_path"], config, int(args["batch_size"]), shapes=args.get("shapes")):
+        for _ in latency_samples(args["model_path"], config, int(args["batch_size"]), shapes=args.get("shapes"),
+                                 values=args.get("values")):
             pass
     else:  # the baseline: the same imports (ORT, onnx, numpy, ortlab) as a timed child, no model
         importlib.import_module(f"{__package__}.providers")
@@ -363,12 +381,14 @@ def baseline_memory_mb() -> float:
 
 
 def peak_memory_mb(model_path, config: BenchConfig, batch_size: int, runs: int = 3, timeout: float = 300,
-                   shapes: Mapping[str, Sequence[int]] | None = None) -> float:
+                   shapes: Mapping[str, Sequence[int]] | None = None,
+                   values: Mapping[str, float] | None = None) -> float:
     """Peak RSS (MB) of a child process that creates the session (as ``config`` says) and runs it ``runs`` times."""
     if not Path(model_path).is_file():
         raise BenchmarkError(f"Model file not found: {model_path}.")
     args = {"model_path": str(Path(model_path).resolve()), "config": config.to_dict(),
-            "batch_size": int(batch_size), "runs": max(1, int(runs)), "shapes": dict(shapes or {})}
+            "batch_size": int(batch_size), "runs": max(1, int(runs)), "shapes": dict(shapes or {}),
+            "values": dict(values or {})}
     return _run_child(args, timeout)
 
 
@@ -412,7 +432,8 @@ def _isolated_child(args: dict, fd: int) -> None:
         config = BenchConfig.from_dict(args["config"])
         run = latency_samples(args["model_path"], config, int(args["batch_size"]), args["variant"], token,
                               profile_dir=args["profile_dir"], dims=args["dims"], opt_level=OptLevel(args["opt_level"]),
-                              shapes=args.get("shapes"))
+                              shapes=args.get("shapes"), values=args.get("values"),
+                              runtime=args.get("runtime", "onnxruntime"))
         run._keep = False
         ms_buf: list[float] = []
         t_buf: list[float] = []
@@ -488,7 +509,7 @@ class IsolatedLatencyRun(LatencyRun):
                 "batch_size": self.batch_size, "variant": self.variant,
                 "profile_dir": str(self._profile_dir.resolve()) if self._profile_dir is not None else None,
                 "dims": dict(self._dims) if self._dims else None, "opt_level": OptLevel(self._opt_level).value,
-                "shapes": self._shapes, "memory_gb": self.memory_gb}
+                "shapes": self._shapes, "values": self._values, "memory_gb": self.memory_gb, "runtime": self.runtime}
         env, cwd = _child_env()
         ours, theirs = multiprocessing.Pipe(duplex=True)
         stderr = tempfile.TemporaryFile()
@@ -589,7 +610,9 @@ def latency_samples_isolated(model_path, config: BenchConfig, batch_size: int, v
                              cancel: CancelToken | None = None, *, profile_dir=None,
                              dims: Mapping[str, int] | None = None,
                              opt_level: OptLevel | None = None, memory_gb: float | None = None,
-                             shapes: Mapping[str, Sequence[int]] | None = None) -> IsolatedLatencyRun:
+                             shapes: Mapping[str, Sequence[int]] | None = None,
+                             values: Mapping[str, float] | None = None,
+                             runtime: str = "onnxruntime") -> IsolatedLatencyRun:
     """Like :func:`latency_samples`, but the session is created and timed in a fresh child interpreter.
 
     Samples arrive in batches (at least every ``FLUSH_S`` seconds); ``cancel`` stops the child between two
@@ -599,4 +622,4 @@ def latency_samples_isolated(model_path, config: BenchConfig, batch_size: int, v
     address space (Linux); a run past it raises "Timing … needed more than X GB of memory". POSIX only.
     """
     return IsolatedLatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level, shapes,
-                              memory_gb=memory_gb)
+                              values, runtime, memory_gb=memory_gb)

@@ -8,6 +8,7 @@ than ``--fail-on`` (optimize, compare, run). Errors print one line on stderr.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -119,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory", action="store_true", help="Also measure peak memory (a child process per model).")
     p.add_argument("--profile", metavar="DIR", help="Write ORT's profiling JSON for each run into DIR.")
     add_input_arguments(p, text=False)
+    p.add_argument("--input-value", action="append", default=[], metavar="NAME=VALUE",
+                   help="The value of a control input (an integer scalar such as a sample rate), which random data "
+                        "never makes up; repeatable.")
     _add_output_flags(p)
     p.set_defaults(func=cmd_bench)
 
@@ -192,6 +196,23 @@ def shapes_from_args(ns: argparse.Namespace) -> dict[str, list[int]]:
         if name in out:
             raise UsageError(f"--shape {name} is given twice.")
         out[name] = shape
+    return out
+
+
+def values_from_args(ns: argparse.Namespace) -> dict[str, float]:
+    """``{input name: number}`` of the ``--input-value NAME=VALUE`` flags (UsageError when one is malformed)."""
+    out: dict[str, float] = {}
+    for text in getattr(ns, "input_value", None) or []:
+        name, sep, value = str(text).rpartition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not sep or not name or not math.isfinite(number):
+            raise UsageError(f"--input-value takes NAME=NUMBER (e.g. sr=16000), got {text!r}.")
+        if name in out:
+            raise UsageError(f"--input-value {name} is given twice.")
+        out[name] = int(number) if number.is_integer() else number
     return out
 
 
@@ -509,22 +530,23 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     from .history import BenchVariant
     from .workspace import Workspace
 
-    shapes = shapes_from_args(ns)
-    if shapes:
+    shapes, values = shapes_from_args(ns), values_from_args(ns)
+    if shapes or values:
         from .model import inspect_model
 
         taken = {t.name for p in paths for t in inspect_model(p).inputs}
-        unknown = [k for k in shapes if k not in taken]
-        if unknown:
-            raise UsageError(f"--shape names {', '.join(unknown)}, which none of the models takes "
-                             f"(inputs: {', '.join(sorted(taken))}).")
+        for flag, given in (("--shape", shapes), ("--input-value", values)):
+            unknown = [k for k in given if k not in taken]
+            if unknown:
+                raise UsageError(f"{flag} names {', '.join(unknown)}, which none of the models takes "
+                                 f"(inputs: {', '.join(sorted(taken))}).")
     workspace = Workspace()
     run_ids = {Path(r.model_path).resolve(): r.run_id for r in reversed(workspace.history().list())
                if isinstance(r, Artifact)}
     variants = [BenchVariant(name, name, str(path), run_ids.get(path.resolve()))
                 for path, name in zip(paths, _variant_names(paths))]
     handle = service.start_benchmark(variants, cfg, measure_memory=ns.memory, workspace=workspace, origin="cli",
-                                     profile_dir=ns.profile, shapes=shapes)
+                                     profile_dir=ns.profile, shapes=shapes, values=values)
     summaries = handle.follow(_reporter(ns))
     baseline = handle.baseline_rss_mb
     if ns.json:
@@ -575,14 +597,10 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     pre = preprocess_from_args(ns, ref, sample) if dataset.kind == "images" else None
     specs = None
     if shapes or dataset.kind != "images":
-        from .inputs import fit_preprocess, infer_specs
+        from .inputs import resolve_feed
         from .model import inspect_model
 
-        inputs = inspect_model(ref).inputs
-        specs = infer_specs(inputs, pre if pre is not None else sample, dataset, shapes)
-        if fit_preprocess(pre, specs) != pre:
-            pre = fit_preprocess(pre, specs)
-            specs = infer_specs(inputs, pre, dataset, shapes)
+        pre, specs = resolve_feed(inspect_model(ref).inputs, pre, dataset, shapes, manifest=sample)
     report = evaluate(ref, cand, dataset, pre, target=Target(ns.target), reporter=_reporter(ns), policy=policy,
                       specs=specs)
     verdict = judge(report, policy)
@@ -630,7 +648,7 @@ def cmd_history(ns: argparse.Namespace) -> int:
     from .verdict import judge
 
     rows = [[str(r.run_id), r.created_at.replace("T", " ")[:19], r.origin or "?",
-             (r.verdict if r.verdict is not None else judge(r.evaluation)).level.value, r.recipe.label(),
+             (r.verdict if r.verdict is not None else judge(r.evaluation, coverage=r.coverage)).level.value, r.recipe.label(),
              r.source_name, r.sha256[:12], format_bytes(r.size_bytes)] for r in runs if isinstance(r, Artifact)]
     print(_table(rows, ["run", "created", "from", "verdict", "recipe", "source", "sha256", "size"])
           if rows else "No runs yet.")

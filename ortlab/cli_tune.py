@@ -13,16 +13,18 @@ from .config import Target
 
 def add_commands(sub) -> None:
     """Add ``analyze`` and ``tune`` to the ``ortlab`` sub-command parsers."""
-    from .cli import _add_output_flags, add_preprocess_arguments
+    from .cli import _add_output_flags, add_input_arguments, add_preprocess_arguments
 
     p = sub.add_parser("analyze", help="Per-node error of a quantized model against its fp32 reference "
                                        "(worst nodes first).")
     p.add_argument("reference", metavar="REF", help="The fp32 reference .onnx.")
     p.add_argument("candidate", metavar="CANDIDATE", help="The quantized model: an artifact folder (its "
                    "model.qdq.onnx is used), a model.onnx beside a model.qdq.onnx, or any .onnx.")
-    p.add_argument("--data", metavar="DIR", required=True, help="Evaluation data: images folder, .zip or .npy/.npz.")
+    p.add_argument("--data", metavar="DIR", required=True, help="Evaluation data: images folder, .zip, .npy/.npz "
+                   "or a .txt file (one example per line; with --tokenizer).")
     p.add_argument("--n", type=int, default=32, help="Samples to run (default: 32).")
     p.add_argument("--top", type=int, default=15, help="How many nodes to print (default: 15).")
+    add_input_arguments(p)
     add_preprocess_arguments(p)
     _add_output_flags(p)
     p.set_defaults(func=cmd_analyze)
@@ -34,9 +36,8 @@ def add_commands(sub) -> None:
                    "calibration set). Without --eval a third of it is held out for evaluation.")
     p.add_argument("--eval", metavar="DIR", dest="eval_data", help="Evaluation data, never used to calibrate "
                                                                   "(default: the sample's evaluation set).")
-    p.add_argument("--shape", action="append", metavar="B|BxCxHxW",
-                   help="Batch size (or a full input shape whose first dimension is it) to time; repeat or "
-                        "comma-separate for several (default: 1).")
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=[1], metavar="N",
+                   help="Batch sizes each trial is timed at (default: 1).")
     p.add_argument("--budget", type=float, default=600.0, metavar="SECONDS", help="Wall-time budget (default 600).")
     p.add_argument("--objective", choices=("latency", "size"), default="latency")
     p.add_argument("--target", choices=("cpu", "gpu"), default="cpu")
@@ -49,24 +50,17 @@ def add_commands(sub) -> None:
     p.add_argument("--verify-samples", type=int, default=32, help="Evaluation samples per trial (default 32).")
     p.add_argument("--out", metavar="DIR", required=True,
                    help="Receives the best model.onnx, its recipe.json, trials.json and each trial's folder.")
+    add_input_arguments(p)
     add_preprocess_arguments(p)
     _add_output_flags(p)
     p.set_defaults(func=cmd_tune)
 
 
-def parse_shapes(values) -> tuple[int, ...]:
-    """Batch sizes from ``--shape`` values: "1", "1,32", "32x3x224x224"."""
-    out: list[int] = []
-    for v in values or ["1"]:
-        for part in str(v).split(","):
-            part = part.strip().lower()
-            if not part:
-                continue
-            head = part.split("x")[0]
-            if not head.isdigit() or int(head) < 1:
-                raise UsageError(f"--shape wants a batch size or a shape like 1x3x224x224, got {v!r}.")
-            out.append(int(head))
-    return tuple(dict.fromkeys(out)) or (1,)
+def batch_sizes(values) -> tuple[int, ...]:
+    """The distinct ``--batch-sizes`` in order (UsageError for one below 1)."""
+    if any(v < 1 for v in values):
+        raise UsageError("--batch-sizes must be at least 1.")
+    return tuple(dict.fromkeys(values)) or (1,)
 
 
 def _fmt(x: float | None, spec: str = ".1f") -> str:
@@ -78,22 +72,23 @@ def _fmt(x: float | None, spec: str = ".1f") -> str:
 def cmd_analyze(ns: argparse.Namespace) -> int:
     """`ortlab analyze`: rank a quantized model's nodes by the error they add."""
     from .analyze import analyze
-    from .cli import _existing, _existing_file, _print_json, _reporter, _table, find_sample, load_dataset, \
-        preprocess_from_args
+    from .cli import _existing, _existing_file, _print_json, _reporter, _shapes_text, _table, find_sample, \
+        load_dataset, preprocess_from_args, shapes_from_args
 
     ref = _existing_file(ns.reference, "Reference model")
     cand = _existing(ns.candidate, "Candidate model")
     if ns.n < 1:
         raise UsageError("--n must be at least 1.")
     sample = find_sample(ref)
-    dataset = load_dataset(ns.data, sample.labels if sample is not None and sample.labels else None)
+    dataset = load_dataset(ns.data, sample.labels if sample is not None and sample.labels else None, ns)
     pre = preprocess_from_args(ns, ref, sample) if dataset.kind == "images" else None
-    result = analyze(ref, cand, dataset, pre, n=ns.n, reporter=_reporter(ns))
+    result = analyze(ref, cand, dataset, pre, n=ns.n, reporter=_reporter(ns), shapes=shapes_from_args(ns))
     if ns.json:
         _print_json(result)
         return 0
     print(f"{result.candidate} vs {ref.name}: {len(result.nodes)} quantized nodes on {result.n_samples} samples "
           f"in {result.seconds:.1f} s" + ("" if result.qdq else " (no QDQ nodes: accumulated error only)"))
+    print(f"inputs: {_shapes_text(result.input_shapes)}")
     rows = [[str(e.rank), e.name, e.op_type, _fmt(e.local_sqnr_db), _fmt(e.sqnr_db), _fmt(e.cosine, ".4f"),
              _fmt(e.max_abs, ".3g")] for e in result.worst(ns.top)]
     print(_table(rows, ["#", "node", "op", "local dB", "accum. dB", "cosine", "max |Δ|"]))
@@ -103,23 +98,22 @@ def cmd_analyze(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _split(path: str, out: Path, labels) -> tuple[str, str]:
-    """Calibration and evaluation folders written under ``out/data``: every third sample is held out."""
+def _split(path: str, out: Path, labels, ns: argparse.Namespace) -> tuple[str, str]:
+    """Calibration and evaluation folders written under ``out/data`` (``data.split_dataset``)."""
     from .cli import load_dataset
-    from .data import write_dataset
+    from .data import split_dataset, write_dataset
 
-    ds = load_dataset(path, labels)
-    if len(ds) < 3:
+    ds = load_dataset(path, labels, ns)
+    cal, ev = split_dataset(ds)
+    if ev is cal:
         raise UsageError("--data needs at least 3 samples to hold some out for evaluation; or give --eval.")
-    ev = [i for i in range(len(ds)) if i % 3 == 2]
-    cal = [i for i in range(len(ds)) if i % 3 != 2]
-    return (str(write_dataset(ds.subset(cal), out / "data" / "calibration")),
-            str(write_dataset(ds.subset(ev), out / "data" / "evaluation")))
+    return (str(write_dataset(cal, out / "data" / "calibration")),
+            str(write_dataset(ev, out / "data" / "evaluation")))
 
 
 def cmd_tune(ns: argparse.Namespace) -> int:
     """`ortlab tune`: search recipes in child processes, print each trial, recommend one."""
-    from .cli import _data_ref, _existing_file, _print_json, find_sample, preprocess_from_args
+    from .cli import _data_ref, _existing_file, _print_json, find_sample, preprocess_from_args, shapes_from_args
     from .runspec import DataRef
     from .tune import Tuner, TuneSettings, verdict_policy
     from .verdict import VerdictPolicy
@@ -133,16 +127,16 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     labels = sample.labels if sample is not None and sample.labels else None
     cal_path, ev_path = ns.data, ns.eval_data
     if cal_path is not None and ev_path is None and (sample is None or sample.evaluation_dir is None):
-        cal_path, ev_path = _split(cal_path, out, labels)
+        cal_path, ev_path = _split(cal_path, out, labels, ns)
     cal: DataRef | None
     if cal_path is not None:
-        cal = _data_ref(cal_path)
+        cal = _data_ref(cal_path, ns)
     elif sample is not None and sample.calibration_dir is not None:
         cal = DataRef(sample=sample.name, set="calibration")
     else:
         cal = None
     if ev_path is not None:
-        ev = _data_ref(ev_path, count=ns.verify_samples)
+        ev = _data_ref(ev_path, ns, count=ns.verify_samples)
     elif sample is not None and sample.evaluation_dir is not None:
         ev = DataRef(sample=sample.name, set="evaluation", count=ns.verify_samples)
     else:
@@ -151,9 +145,9 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     if ns.data is not None or ns.eval_data is not None:
         pre = preprocess_from_args(ns, src, sample)
     settings = TuneSettings(budget_s=ns.budget, objective=ns.objective, target=Target(ns.target),
-                            batch_sizes=parse_shapes(ns.shape), bench_s=ns.bench_seconds,
+                            batch_sizes=batch_sizes(ns.batch_sizes), bench_s=ns.bench_seconds,
                             exclusion_steps=max(0, ns.exclusion_steps), verify_samples=ns.verify_samples,
-                            max_trials=ns.max_trials)
+                            max_trials=ns.max_trials, shapes=shapes_from_args(ns))
     policy = verdict_policy(VerdictPolicy(min_sqnr_db=ns.min_sqnr_db, margin=ns.margin))
     tuner = Tuner(src, cal, ev, settings=settings, policy=policy, preprocess=pre,
                   sample=sample.name if sample is not None else None, workspace=Workspace(), out_dir=out)

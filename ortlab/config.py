@@ -176,6 +176,12 @@ class QuantConfig:
                                                    flag="--exclude-op-types", metavar="OP[,OP…]")
     nodes_to_exclude: tuple[str, ...] = setting((), "Node names left in float.", label="Nodes to exclude",
                                                 flag="--exclude-nodes", metavar="NODE[,NODE…]")
+    int16_weight_nodes: tuple[str, ...] = setting(
+        (), "Nodes (Conv, Gemm, MatMul) whose weights are quantized to int16 instead of int8 (ONNX Runtime's "
+        "TensorQuantOverrides), while their activations stay 8-bit: more accurate, but ORT's CPU runs those nodes in "
+        "float (no fused int8 kernel), so each costs speed.", label="16-bit weight nodes",
+        flag="--int16-weight-nodes", metavar="NODE[,NODE…]", when={"mode": ["static"], "quant_format": ["QDQ"]},
+    )
     preprocess: bool = setting(
         True, "Run ORT's quant_pre_process first (shape inference, BatchNorm folding). Recommended.",
         label="Pre-process", when={"mode": ["static"]},
@@ -331,6 +337,9 @@ class BenchConfig:
                                          flag="--cpu-mem-arena")
     profile: bool = setting(False, "Write ORT's profiling JSON for each variant.", label="ORT profiling")
     target: Target = setting(Target.CPU, "Run on cpu or gpu (TensorRT > CUDA > CPU).", label="Target")
+    openvino: bool = setting(False, "Also time every model under OpenVINO's CPU runtime, beside ONNX Runtime (an int8 "
+                             "static run from its portable QDQ file). Needs the extra: pip install \"ortlab[openvino]\".",
+                             label="Also time under OpenVINO", flag="--openvino")
     session_opt_level: OptLevel = setting(
         OptLevel.ALL, "Graph optimization ORT applies when it loads each model for timing. 'all' is how ORT runs "
         "models by default, so a model saved at a lower level is optimized at load and times alike; choose "
@@ -349,6 +358,11 @@ class BenchConfig:
         out = [message for _, message in out_of_bounds(self)]
         if not self.batch_sizes:
             out.append("Give at least one batch size.")
+        if self.openvino:
+            from . import openvino_runtime
+
+            if not openvino_runtime.available():
+                out.append(f"OpenVINO is not installed. {openvino_runtime.INSTALL_HINT}")
         return out
 
 
@@ -410,6 +424,9 @@ def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUEx
                                        "fp32 on CPU. Leave Conv out (MatMul/Gemm only) or use static quantization.")
             if q.quant_format == QuantFormat.QDQ and q.mode == QuantMode.DYNAMIC:
                 pass  # dynamic always writes operator-style integer ops; the format knob does not apply
+            if q.int16_weight_nodes:
+                err("quant.int16_weight_nodes", "16-bit weights are a static QDQ setting; dynamic quantization "
+                                                "quantizes weights to 8 bits.")
         else:
             if 1 <= q.calibration_samples < 10:
                 warn("quant.calibration_samples", f"Only {q.calibration_samples} calibration samples: ranges may "
@@ -424,6 +441,12 @@ def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUEx
             if not q.preprocess:
                 warn("quant.preprocess", "Without pre-processing ORT warns and BatchNormalization stays unfused; "
                                          "accuracy and speed are usually worse.")
+            if q.int16_weight_nodes and q.quant_format != QuantFormat.QDQ:
+                err("quant.int16_weight_nodes", "16-bit weights need the QDQ format (QOperator has no int16 "
+                                                "QLinearConv/QLinearMatMul).")
+            if overlap := set(q.int16_weight_nodes) & set(q.nodes_to_exclude):
+                err("quant.int16_weight_nodes", f"Nodes both kept in float and given 16-bit weights: "
+                                                f"{', '.join(sorted(overlap))}.")
             if recipe.allow_random_data:
                 warn("allow_random_data", "Random calibration data gives meaningless ranges; every result will be "
                                           "flagged.")

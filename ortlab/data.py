@@ -34,8 +34,9 @@ TOKENIZER_FILE = "tokenizer.json"
 
 @dataclass(frozen=True)
 class Sample:
-    """One item of a dataset. ``source`` is a file path, ``zip:member``, ``upload:name``, ``tensors:i`` or
-    ``random``; ``index`` is the row of a tensor or random sample."""
+    """One item of a dataset. ``source`` is a file path, ``zip:member``, ``upload:name``, ``tensors:FILE``,
+    ``text:FILE`` or ``random``; ``index`` is the row of a tensor, text or random sample (source and index
+    together tell two files' samples apart, e.g. calibration from evaluation)."""
 
     name: str
     label: int | None
@@ -325,7 +326,7 @@ def load_tensor_file(path_or_bytes, name: str | None = None) -> Dataset:
             raise DataError(f"'labels' in {label} must be {n} non-negative integers.")
         label_list = [int(v) for v in labels]
         class_names = [str(c) for c in range(int(labels.max()) + 1)]
-    samples = [Sample(f"sample_{i}", label_list[i], f"tensors:{i}", i) for i in range(n)]
+    samples = [Sample(f"sample_{i}", label_list[i], f"tensors:{label}", i) for i in range(n)]
     return Dataset("tensors", samples, class_names, False, _tensors=arrays)
 
 
@@ -397,7 +398,7 @@ def load_text_file(path_or_bytes, tokenizer, seq_len: int | None = None, name: s
     _load_tokenizer(tok_text, tok_label)  # fail now, not in the middle of a run
     if seq_len is not None and int(seq_len) < 1:
         raise DataError(f"The sequence length must be at least 1, got {seq_len}.")
-    samples = [Sample(f"line {i + 1}", None, f"text:{i}", i) for i in range(len(lines))]
+    samples = [Sample(f"line {i + 1}", None, f"text:{label}", i) for i in range(len(lines))]
     return Dataset("text", samples, [], False, seq_len=int(seq_len) if seq_len else None, _texts=lines,
                    _tokenizer_json=tok_text)
 def _npy_header(fh, what: str, label: str) -> tuple[np.dtype, int]:
@@ -484,6 +485,27 @@ def random_dataset(n: int, seed: int = 0) -> Dataset:
     if n < 1:
         raise DataError(f"A random dataset needs at least 1 sample, got {n}.")
     return Dataset("random", [Sample(f"random_{i}", None, "random", i) for i in range(n)], [], True, seed)
+
+
+EVAL_SHARE = 3  # split_dataset: every third sample (of each class) is held out for evaluation
+
+
+def split_dataset(ds: Dataset) -> tuple[Dataset, Dataset]:
+    """Disjoint (calibration, evaluation) parts of ``ds``: every third sample of each class (of all samples when
+    unlabeled), in order, is held out for evaluation, so evaluation never sees a calibration sample. A dataset of
+    fewer than 3 samples cannot be split: both parts are all of it (the verdict then says it was evaluated on
+    calibration samples)."""
+    if len(ds) < EVAL_SHARE:
+        return ds, ds
+    seen: dict[Any, int] = {}
+    cal, ev = [], []
+    for i, s in enumerate(ds.samples):
+        k = seen.get(s.label, 0)
+        seen[s.label] = k + 1
+        (ev if k % EVAL_SHARE == EVAL_SHARE - 1 else cal).append(i)
+    if not ev:
+        return ds, ds
+    return ds.subset(cal), ds.subset(ev)
 
 
 def stratified_sample(ds: Dataset, n: int, seed: int = 0) -> Dataset:
@@ -767,7 +789,7 @@ def batch_inputs(ds: Dataset, indices: Sequence[int], cfg: PreprocessConfig | No
                 arr = arr[0]
             elif s.batch_axis != 0:
                 arr = np.moveaxis(arr, 0, s.batch_axis)
-            out[s.name] = np.ascontiguousarray(arr)
+            out[s.name] = np.ascontiguousarray(arr) if arr.ndim else np.asarray(arr)  # ascontiguousarray makes 0-d 1-d
         return out
     if ds.kind == "text":
         return _text_feed(ds, indices, specs)
@@ -781,6 +803,23 @@ def batch_inputs(ds: Dataset, indices: Sequence[int], cfg: PreprocessConfig | No
             feeds.append({s.name: random_array(s, rng, 1) for s in specs})
         return stack(specs, feeds)
     raise DataError(f"Unknown dataset kind {ds.kind!r}.")
+
+
+def control_values(ds: Dataset | None, model_inputs: Sequence[TensorInfo]) -> dict[str, float]:
+    """The value each control input (``inputs.is_control_input``, e.g. a sample rate) has in the first sample of a
+    tensor dataset: what a benchmark feeds instead of making one up. Empty for other data."""
+    from .inputs import infer_specs, is_control_input
+
+    if ds is None or ds.kind != "tensors" or not len(ds):
+        return {}
+    specs = infer_specs(model_inputs, None, ds, strict=False)
+    out: dict[str, float] = {}
+    for s in specs:
+        arr = ds._tensors.get(s.name)
+        if is_control_input(s) and arr is not None and arr.size:
+            value = arr[ds.samples[0].index or 0].reshape(-1)[0].item()
+            out[s.name] = value
+    return out
 
 
 def check_fits(ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence[TensorInfo],

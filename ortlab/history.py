@@ -106,12 +106,14 @@ class UnreadableBenchmark:
 @dataclass(frozen=True)
 class BenchVariant:
     """One timed model of a benchmark: its variant ``id`` (as in ``LatencySummary.variant``), display
-    ``name``, file ``path`` and History ``run_id`` when it is a stored run."""
+    ``name``, file ``path``, History ``run_id`` when it is a stored run, and the ``runtime`` that times it
+    ("onnxruntime", or "openvino" for the optional extra)."""
 
     id: str = ""
     name: str = ""
     path: str = ""
     run_id: int | None = None
+    runtime: str = "onnxruntime"
 
     @staticmethod
     def _upgrade_plain(data: Any) -> Any:

@@ -424,13 +424,53 @@ def fit_preprocess(cfg: Any, specs: Sequence[InputSpec]) -> Any:
     return cfg
 
 
+def is_control_input(spec: InputSpec) -> bool:
+    """An integer input that holds one value per run (a scalar such as a sample rate, a flag or a count, or a
+    single element): it steers what the model computes (an ``If`` on it, a loop count), so no value made up at
+    random stands for real use."""
+    dtype = dtypes.to_numpy(spec.dtype)
+    if dtype is None or np.dtype(dtype).kind not in "iu" or spec.role != "other":
+        return False
+    per_sample = [d.value for i, d in enumerate(spec.dims) if i != spec.batch_axis]
+    return all(v == 1 for v in per_sample)
+
+
+def control_input_error(spec: InputSpec) -> DataError:
+    """The sentence that refuses to make up a value for a control input (:func:`is_control_input`)."""
+    return DataError(f"{control_input_text(spec)} Give real data that holds it: an .npz with one array per input, "
+                     f"'{spec.name}' among them (one value per sample).")
+
+
+def control_input_text(spec: InputSpec) -> str:
+    """Why no random value is made up for a control input (the first sentence of the errors that say so)."""
+    what = f"an {spec.dtype} scalar" if not spec.dims else f"{spec.dtype} shaped {spec.model_shape()}"
+    return (f"Model input '{spec.name}' is {what}: a control value (such as a sample rate, a flag or a count) that "
+            f"decides what the model computes, so ortlab does not make one up at random.")
+
+
+def resolve_feed(model_inputs: Any, preprocess: Any, dataset: Any, shapes: Mapping[str, Sequence[int]] | None,
+                 manifest: Any = None) -> tuple[Any, list[InputSpec]]:
+    """The preprocessing and the input specs that feed ``dataset`` (the one path of optimize, compare, analyze and
+    tune): :func:`infer_specs` with the user's ``shapes``; when they give an image input's H and W, the
+    preprocessing's size follows them (:func:`fit_preprocess`). ``manifest``: the sample whose manifest sets
+    the dims when there is no preprocessing."""
+    specs = infer_specs(model_inputs, preprocess if preprocess is not None else manifest, dataset, shapes)
+    fitted = fit_preprocess(preprocess, specs)
+    if fitted != preprocess:  # --shape gave an image input's size: images are resized to it
+        return fitted, infer_specs(model_inputs, fitted, dataset, shapes)
+    return preprocess, specs
+
+
 def random_array(spec: InputSpec, rng: np.random.Generator, batch: int) -> np.ndarray:
     """Random data for one input at ``batch``: floats ~ N(0, 1), token ids in {0, 1}, masks of ones
-    (token-type ids zeros), states zeros, other integers in {0, 1}."""
+    (token-type ids zeros), states zeros, other integers in {0, 1}. A control input
+    (:func:`is_control_input`) raises :func:`control_input_error`: no value is made up for it."""
     shape = spec.at_batch(batch)
     dtype = dtypes.to_numpy(spec.dtype)
     if dtype is None:
         raise DataError(f"Cannot make data for input '{spec.name}' of type {spec.dtype}.")
+    if is_control_input(spec):
+        raise control_input_error(spec)
     kind = np.dtype(dtype).kind
     if spec.role == "state":
         return np.zeros(shape, dtype=dtype)

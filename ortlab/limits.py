@@ -50,6 +50,12 @@ GENERATED_INPUT_MAX_BYTES = 2 * 2**30
 only a part of what a run needs (activations come on top), so a feed above 2 GiB cannot finish within the run
 memory limit anyway; refusing it up front gives a clear message instead of an out-of-memory failure."""
 
+SERVER_MODEL_MAX_BYTES = 64 * 2**20
+"""Bytes of the model files (the .onnx and its external data) that the app's server process reads itself for
+Compare and History (model summary, graph diff); larger models are read in a one-shot child process
+(``ortlab.isolated``), because reading takes several times the file's size. Uploads and imports are always read
+in a child. 64 MiB keeps the server's share under ~350 MB; the child's start costs about a second."""
+
 PREVIEW_MAX_SIDE = 256
 """Longest side of a preview thumbnail; previews are decoded reduced (JPEG draft mode), never kept full-size."""
 
@@ -122,7 +128,7 @@ def check_generated_size(shapes: dict[str, tuple[list[int], Any]], batch: int, w
 # -- the memory limit of a run's child process ---------------------------------------------------------------
 
 ALLOC_FAILURES = ("bad_alloc", "Failed to allocate", "Unable to allocate", "MemoryError", "Cannot allocate memory",
-                  "out of memory")
+                  "out of memory", "failed to map segment", "Failed to serialize proto")
 """Text in an error (ORT, numpy, the C++ runtime) that means an allocation failed."""
 
 

@@ -6,6 +6,7 @@ external data, unsafe zip) raises ``ModelLoadError`` or ``ExternalDataError`` wi
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import io
@@ -78,6 +79,19 @@ class ModelInfo:
         d["op_counts"] = {op_key(dom, op): n for (dom, op), n in self.op_counts.items()}
         d["warnings"] = list(self.warnings)
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ModelInfo:
+        """The inverse of :meth:`to_dict`."""
+        def tensors(items) -> tuple[TensorInfo, ...]:
+            return tuple(TensorInfo(t["name"], t["dtype"], tuple(t["shape"])) for t in items)
+
+        ops: dict[tuple[str, str], int] = {}
+        for key, n in d["op_counts"].items():
+            domain, _, op = key.rpartition("::")
+            ops[(domain, op)] = int(n)
+        return cls(**{**d, "inputs": tensors(d["inputs"]), "outputs": tensors(d["outputs"]), "op_counts": ops,
+                      "warnings": tuple(d["warnings"])})
 
 
 def op_key(domain: str, op_type: str) -> str:
@@ -260,7 +274,7 @@ def external_data_files(model: onnx.ModelProto | str | os.PathLike, base_dir=Non
 
 def _check(model: onnx.ModelProto, path: Path | None, has_external: bool) -> None:
     try:
-        if path is not None and (has_external or path.stat().st_size > PROTOBUF_LIMIT // 2):
+        if path is not None:  # the checker reads the file itself: no serialized copy of the parsed model
             onnx.checker.check_model(str(path), full_check=True)
         else:
             onnx.checker.check_model(model, full_check=True)
@@ -270,11 +284,13 @@ def _check(model: onnx.ModelProto, path: Path | None, has_external: bool) -> Non
         raise ModelLoadError(f"invalid model: {one_line(exc)}") from None
 
 
-def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True) -> onnx.ModelProto:
+def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True, weights=True) -> onnx.ModelProto:
     """Parse a model from a path or bytes, validate external data, run the full ONNX checker.
 
     ``base_dir`` is where external data lives (defaults to the file's folder; required for bytes
     that reference external data). ``load_external=False`` leaves external tensors on disk.
+    ``weights=False`` returns the structure only (:func:`drop_weight_bytes`), dropped as soon as a file is
+    parsed (its checker reads the file itself), so that at most two copies of the file are ever held.
     """
     path: Path | None = None
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
@@ -292,6 +308,8 @@ def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True) 
             base_dir = path.parent
     model = _parse(data)
     del data
+    if not weights and path is not None:
+        model = drop_weight_bytes(model)
     files = external_data_files(model, base_dir)
     if check and (path is not None or not files):
         _check(model, path, bool(files))
@@ -304,7 +322,7 @@ def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True) 
             raise ExternalDataError(f"Could not read external data: {one_line(exc)}") from None
         if check and path is None:
             _check(loaded, None, False)
-    return model
+    return model if weights else drop_weight_bytes(model)
 
 
 # -- inspection ---------------------------------------------------------------------------------------
@@ -361,6 +379,58 @@ def _check_runtime_loads(path: Path, custom: list[tuple[str, str]]) -> None:
         raise
 
 
+_INT8_CONSTANTS = "int8 quantization moves them into initializers first."
+_INT8_OPSET = "int8 per-channel quantization converts it to 13 first."
+_OPEN_DIMS = "Input dimensions without a number or a name"
+
+
+def run_warnings(warnings, int8: bool) -> list[str]:
+    """The inspection warnings that hold for a recipe run: the int8 advice (Constant-node weights, old opset) only
+    for int8 runs; never the open input dims (a run resolves them from the data or --shape, or stops and says so)."""
+    return [w for w in warnings if not w.startswith(_OPEN_DIMS)
+            and (int8 or not (w.endswith(_INT8_CONSTANTS) or w.endswith(_INT8_OPSET)))]
+
+
+def _runtime_verdict(path: Path, checker_error: ModelLoadError) -> str:
+    """ONNX Runtime judges a model the ONNX checker rejects (e.g. the LayerNormalization it fuses into an opset-12
+    graph): the note to show when ORT loads it; ``checker_error`` again when ORT cannot load it either."""
+    from . import providers
+    from .config import OptLevel
+
+    try:
+        providers.create_session(path, options=providers.session_options(opt_level=OptLevel.DISABLED))
+    except Exception:
+        raise checker_error from None
+    return (f"The ONNX checker rejects this model ({checker_error.message.removeprefix('invalid model: ')}); "
+            "ONNX Runtime loads it, so it is used as it is.")
+
+
+_VALUE_FIELDS = ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data")
+
+
+def drop_weight_bytes(model: onnx.ModelProto, over: int = 1 << 20) -> onnx.ModelProto:
+    """``model`` without the values of its initializers (subgraphs included) that take more than ``over`` bytes;
+    names, types and dims stay. For reading a model's structure (shape inference, a graph diff), which never needs
+    the values of tensors that big, without holding or copying its weights. The values are cleared in ``model``
+    and a compact copy is returned: protobuf (upb) frees a message's memory only with the whole message, so the
+    caller drops ``model`` to get the memory back."""
+    from . import graphs
+
+    dropped = False
+    for g in graphs.walk_graphs(model.graph):
+        for t in g.initializer:
+            # its size from dims and type: reading raw_data or ByteSize() would copy the bytes
+            if t.data_location != TensorProto.EXTERNAL and (_tensor_nbytes(t) or 0) > over:
+                for name in _VALUE_FIELDS:
+                    t.ClearField(name)
+                dropped = True
+    if not dropped:
+        return model
+    compact = onnx.ModelProto()
+    compact.CopyFrom(model)
+    return compact
+
+
 def inspect_model(path) -> ModelInfo:
     """Validate a model file and summarise it.
 
@@ -373,13 +443,21 @@ def inspect_model(path) -> ModelInfo:
     from . import graphs, providers
 
     path = Path(path)
-    model = load_model(path, check=True, load_external=False)
+    checker_note = None
+    # shape inference copies the model twice, and nothing here needs the values of big weights (only dims)
+    try:
+        model = load_model(path, check=True, load_external=False, weights=False)
+    except ModelLoadError as exc:
+        if not exc.message.startswith("invalid model:"):
+            raise
+        model = load_model(path, check=False, load_external=False, weights=False)
+        checker_note = _runtime_verdict(path, exc)
     problem = providers.ir_version_problem(int(model.ir_version))
     if problem:
         raise ModelLoadError(problem)
     files = external_data_files(model, path.parent)
     g = model.graph
-    warnings: list[str] = []
+    warnings: list[str] = [checker_note] if checker_note else []
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
     except Exception:
@@ -415,15 +493,15 @@ def inspect_model(path) -> ModelInfo:
                         "nodes are in subgraphs (included in the node and op counts).")
     if constant_params:
         warnings.append(f"{constant_params:,} of the {param_count:,} parameters ({len(constants)} tensors) are held "
-                        "in Constant nodes rather than initializers (included in the parameter count); int8 "
-                        "quantization moves them into initializers first.")
+                        "in Constant nodes rather than initializers (included in the parameter count); "
+                        + _INT8_CONSTANTS)
     unknown = [t.name for t in inputs if any(d is None for d in t.shape)]
     if unknown:
-        warnings.append(f"Input dimensions without a number or a name ({', '.join(unknown)}) are taken from the data, "
+        warnings.append(f"{_OPEN_DIMS} ({', '.join(unknown)}) are taken from the data, "
                         "else they must be given: --shape NAME=D0,D1,… in the CLI, Input shapes on the Data page.")
     opsets = {(o.domain if o.domain != "ai.onnx" else ""): int(o.version) for o in model.opset_import}
     if opsets.get("", 99) < 13:
-        warnings.append(f"Opset {opsets['']} is older than 13; int8 per-channel quantization converts it to 13 first.")
+        warnings.append(f"Opset {opsets['']} is older than 13; {_INT8_OPSET}")
     contrib = sorted({d for d, _ in op_counts if _is_contrib(d)})
     if contrib:
         warnings.append(f"The model already uses ONNX Runtime contrib ops ({', '.join(contrib)}); it may have been "
@@ -499,17 +577,16 @@ def _extract_zip(zf: zipfile.ZipFile, dest: Path, member: str | None) -> Path:
 UPLOAD_CHUNK = 8 << 20  # bytes copied at a time from an upload to the workspace
 
 
-def import_upload(fileobj, workspace_models_dir, filename: str = "model.onnx", *, member: str | None = None,
-                  on_saved=None) -> Path:
-    """:func:`import_model` for an uploaded file object (a Streamlit ``UploadedFile``, any binary stream):
-    its bytes are written to a temp file in the workspace ``UPLOAD_CHUNK`` at a time and hashed while they are
-    written, then imported by path, so this process never holds another copy of the upload. ``on_saved()`` is
-    called once the bytes are on disk, before the model is validated: the caller can drop its copy there."""
-    models_dir = Path(workspace_models_dir)
-    models_dir.mkdir(parents=True, exist_ok=True)
+@contextlib.contextmanager
+def saved_upload(fileobj, folder, filename: str = "model.onnx", *, on_saved=None) -> Iterator[tuple[Path, str]]:
+    """Write an uploaded file object (a Streamlit ``UploadedFile``, any binary stream) to a temp file in ``folder``
+    ``UPLOAD_CHUNK`` at a time, hashing it on the way, and yield (its path, its sha256); the temp file is removed
+    afterwards. ``on_saved()`` is called once the bytes are on disk: the caller can drop its copy there."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
     if getattr(fileobj, "seekable", lambda: False)():
         fileobj.seek(0)
-    with tempfile.TemporaryDirectory(prefix=f".upload-{os.getpid()}-", dir=models_dir) as tmp:
+    with tempfile.TemporaryDirectory(prefix=f".upload-{os.getpid()}-", dir=folder) as tmp:
         path = Path(tmp) / _safe_filename(filename)
         h = hashlib.sha256()
         with open(path, "wb") as out:
@@ -520,8 +597,17 @@ def import_upload(fileobj, workspace_models_dir, filename: str = "model.onnx", *
         if on_saved is not None:
             on_saved()
             release_memory()
-        result = import_model(path, models_dir, filename=filename or "model.onnx", member=member,
-                              sha256=h.hexdigest())
+        yield path, h.hexdigest()
+
+
+def import_upload(fileobj, workspace_models_dir, filename: str = "model.onnx", *, member: str | None = None,
+                  on_saved=None) -> Path:
+    """:func:`import_model` for an uploaded file object, streamed to the workspace first (:func:`saved_upload`),
+    so this process never holds another copy of the upload. (The app imports in a child process instead:
+    ``isolated.import_upload``.)"""
+    with saved_upload(fileobj, workspace_models_dir, filename, on_saved=on_saved) as (path, digest):
+        result = import_model(path, workspace_models_dir, filename=filename or "model.onnx", member=member,
+                              sha256=digest)
     release_memory()
     return result
 
@@ -584,7 +670,7 @@ def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, 
         if src_dir is None:  # bare bytes have no folder, so external-data references cannot be satisfied
             model = load_model(onnx_path.read_bytes(), check=True, load_external=False)
         else:
-            model = load_model(onnx_path, check=True, load_external=False)
+            model = load_model(onnx_path, check=True, load_external=False, weights=False)
         files = external_data_files(model, src_dir) if src_dir is not None else {}
         digest = model_sha = sha256 if (sha256 and not is_bytes and onnx_path == Path(source)) else sha256_file(onnx_path)
         if files:

@@ -128,17 +128,14 @@ class _Run:
     def feed_for(self, ds) -> tuple[PreprocessConfig | None, list]:
         """The preprocessing and the input specs (:func:`ortlab.inputs.infer_specs`) that feed ``ds``."""
         from .data import resolve_preprocess
-        from .inputs import default_notes, fit_preprocess, infer_specs
+        from .inputs import default_notes, resolve_feed
 
         if ds is None:
             return self.preprocess, []
         key = id(ds)
         if key not in self._feeds:
             pre = self.preprocess if self.preprocess is not None else resolve_preprocess(self.info.inputs, dataset=ds)
-            specs = infer_specs(self.info.inputs, pre, ds, self.shapes)
-            fitted = fit_preprocess(pre, specs)
-            if fitted != pre:  # --shape gave an image input's size: images are resized to it
-                pre, specs = fitted, infer_specs(self.info.inputs, fitted, ds, self.shapes)
+            pre, specs = resolve_feed(self.info.inputs, pre, ds, self.shapes)
             for note in default_notes(specs):
                 if note not in self.notes:
                     self.notes.append(note)
@@ -158,7 +155,7 @@ class _Run:
 def _validate(r: _Run) -> None:
     from . import data as data_mod
     from . import providers
-    from .model import inspect_model
+    from .model import inspect_model, run_warnings
 
     findings = cfg.require_valid(r.recipe, providers.working_providers())
     r.warn(f.message for f in findings if f.level == "warning")
@@ -166,12 +163,20 @@ def _validate(r: _Run) -> None:
     if not r.source.is_file():
         raise ModelLoadError(f"Model file not found: {r.source}.")
     r.info = inspect_model(r.source)
-    r.warn(r.info.warnings)
+    r.warn(run_warnings(r.info.warnings, int8=r.recipe.precision == Precision.INT8))
     from .inputs import infer_specs
 
-    infer_specs(r.info.inputs, overrides=r.shapes, strict=False)  # names and ranks of --shape, before any work
+    from .inputs import control_input_error, is_control_input
+
+    # names and ranks of --shape, before any work
+    specs = infer_specs(r.info.inputs, overrides=r.shapes, strict=False)
     if _is_static(r.recipe) and r.dataset is None and not r.recipe.allow_random_data:
         raise RecipeError(NO_CALIBRATION_DATA)
+    random_used = r.recipe.allow_random_data and r.dataset is None and (_is_static(r.recipe)
+                                                                         or r.verify_dataset is None)
+    control = next((s for s in specs if is_control_input(s)), None)
+    if random_used and control is not None:
+        raise control_input_error(control)
     if r.preprocess is not None and r.preprocess.problems():
         raise DataError(" ".join(r.preprocess.problems()))
     for ds in (r.dataset, r.verify_dataset):
@@ -253,7 +258,7 @@ def _verify(r: _Run) -> None:
     from . import data as data_mod
     from . import providers
     from .evaluate import evaluate
-    from .verdict import judge, not_evaluated
+    from .verdict import judge
 
     if r.current != r.final:  # no optimize stage: the last model is the result
         shutil.copyfile(r.current, r.final)
@@ -264,7 +269,7 @@ def _verify(r: _Run) -> None:
         ver = data_mod.random_dataset(max(1, r.verify_samples), seed=q.seed)
     if ver is None or r.verify_samples <= 0:
         r.notes.append("Verification skipped: no evaluation data was given.")
-        r.verdict = not_evaluated()
+        r.verdict = judge(None, r.policy, r.coverage)
         _, used = providers.create_session(r.final, r.recipe.target)
         r.providers = list(used)
         return
@@ -276,7 +281,7 @@ def _verify(r: _Run) -> None:
     if r.calibration_sources:
         report.calibration_overlap = sum(f"{s.source}#{s.index}" in r.calibration_sources for s in sample.samples)
     r.evaluation = report
-    r.verdict = judge(report, r.policy)
+    r.verdict = judge(report, r.policy, r.coverage)
     r.providers = list(report.providers_cand)
     if r.pre_optimize is not None and r.recipe.opt_level != OptLevel.DISABLED:
         from .parity import check_parity

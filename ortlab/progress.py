@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -49,3 +50,28 @@ class CancelToken:
     def raise_if_cancelled(self, step: str | None = None) -> None:
         if self._event.is_set():
             raise Cancelled(step=step)
+
+
+class Completion:
+    """When a piece of work started and ended: ``wait()``, ``done``, ``elapsed``; the worker calls ``_ended()``."""
+
+    def __init__(self) -> None:
+        self.started_at = time.time()
+        self.finished_at: float | None = None
+        self._done = threading.Event()
+
+    def _ended(self) -> None:
+        self.finished_at = time.time()
+        self._done.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the work ended (or ``timeout`` seconds passed); True when it ended."""
+        return self._done.wait(timeout)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def elapsed(self) -> float:
+        return (self.finished_at or time.time()) - self.started_at

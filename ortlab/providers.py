@@ -193,6 +193,9 @@ _ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*\w+\s*:\s*")
 _IR_TOO_NEW = re.compile(r"Unsupported model IR version:\s*(\d+),\s*max supported IR version:\s*(\d+)")
 # "/onnxruntime_src/…/reshape_helper.h:91 onnxruntime::ReshapeHelper::ReshapeHelper(const …&, bool) "
 _CPP_LOCATION = re.compile(r"/\S+?\.(?:cc|h|cpp|hpp|cu):\d+\s+(?:[\w:~<>]+\((?:[^()]|\([^()]*\))*\)\s*)?")
+# a C++ function signature ORT puts before its reason without a source location ("onnxruntime::common::Status
+# onnxruntime::contrib::X::Compute(onnxruntime::OpKernelContext*, …) const")
+_CPP_SIGNATURE = re.compile(r"(?:onnxruntime::[\w:]+\s+)?onnxruntime::[\w:~<>]+\((?:[^()]|\([^()]*\))*\)(?:\s*const)?\s*")
 _UNKNOWN_OP = re.compile(r"(?:Fatal error:\s*)?([\w.\-]*):(\w+)\((-?\d+)\) is not a registered function/op")
 
 
@@ -210,7 +213,7 @@ def explain_ort_error(exc: BaseException | str) -> str:
     if m:
         return unknown_op_sentence([(m.group(1), m.group(2))])
     text = _ORT_PREFIX.sub("", text)
-    return _CPP_LOCATION.sub("", text).strip() or one_line(exc)
+    return _CPP_SIGNATURE.sub("", _CPP_LOCATION.sub("", text)).strip() or one_line(exc)
 
 
 def unknown_op_sentence(ops) -> str:

@@ -12,6 +12,7 @@ import io
 import logging
 import shutil
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -231,6 +232,66 @@ def _weights_to_initializers(model: onnx.ModelProto) -> list[str]:
             "(ONNX Runtime's quantizer only quantizes initializers); the source model is unchanged."]
 
 
+# the inputs of each weighted op type that hold its weights (the ones ORT quantizes only when stored as tensors)
+_WEIGHT_INPUTS = {"MatMul": (1,), "Gemm": (1,), "Conv": (1,), "ConvTranspose": (1,), "LSTM": (1, 2), "GRU": (1, 2),
+                  "RNN": (1, 2), "Attention": (1,)}
+_SUBGRAPHS_UNREACHED = ("inside If/Loop/Scan bodies, which ONNX Runtime's static quantizer does not enter (its "
+                        "dynamic quantizer does)")
+MAX_NAMED_NODES = 4
+
+
+def _count_text(counts: Counter) -> str:
+    return ", ".join(f"{n} {op}" for op, n in sorted(counts.items()))
+
+
+def _names(nodes: list[graphs.NodeAt]) -> str:
+    names = [at.node.name or at.node.output[0] for at in nodes[:MAX_NAMED_NODES]]
+    more = len(nodes) - len(names)
+    return ", ".join(names) + (f" and {more} more" if more > 0 else "")
+
+
+def _left_in_float(quantized: onnx.ModelProto, targets: list[str]) -> list[graphs.NodeAt]:
+    """The weighted nodes of the ``targets`` op types that ``quantized`` still computes in float."""
+    nodes = list(graphs.walk_nodes(quantized.graph))
+    dq = {o for at in nodes if at.node.op_type == "DequantizeLinear" for o in at.node.output}
+    return [at for at in nodes if at.node.op_type in targets and at.node.op_type in _WEIGHT_INPUTS
+            and at.node.domain in ("", "ai.onnx") and not any(i in dq for i in at.node.input)]
+
+
+def _why_float(model: onnx.ModelProto, left: list[graphs.NodeAt], mode: str) -> list[str]:
+    """Why each weighted node stayed float, grouped: inside subgraphs (static), weights computed by other
+    nodes, weights fed as graph inputs. ``model`` is the model that was quantized."""
+    stored = {t.name for g in graphs.walk_graphs(model.graph) for t in g.initializer}
+    producer = {o: at.node.op_type for at in graphs.walk_nodes(model.graph) for o in at.node.output}
+    in_sub: list[graphs.NodeAt] = []
+    computed: dict[str, list[graphs.NodeAt]] = {}
+    fed: list[graphs.NodeAt] = []
+    for at in left:
+        if mode == "static" and at.in_subgraph:
+            in_sub.append(at)
+            continue
+        weights = [at.node.input[i] for i in _WEIGHT_INPUTS[at.node.op_type]
+                   if i < len(at.node.input) and at.node.input[i]]
+        made_by = next((producer[w] for w in weights if w not in stored and w in producer), None)
+        if made_by is not None:
+            computed.setdefault(made_by, []).append(at)
+        elif any(w not in stored for w in weights):
+            fed.append(at)
+    out = []
+    if in_sub:
+        out.append(f"{_count_text(Counter(at.node.op_type for at in in_sub))} node(s) are {_SUBGRAPHS_UNREACHED} "
+                   f"({_names(in_sub)})")
+    for op, nodes in computed.items():
+        out.append(f"{_count_text(Counter(at.node.op_type for at in nodes))} node(s) take their weights from {op} "
+                   f"nodes rather than stored tensors, and ONNX Runtime quantizes stored weights only ({_names(nodes)}); "
+                   "fold the constants first (ortlab optimize MODEL folded.onnx --precision fp32 --opt-level basic) "
+                   "and quantize the folded model")
+    if fed:
+        out.append(f"{_count_text(Counter(at.node.op_type for at in fed))} node(s) take their second input from the "
+                   f"model's inputs or from activations, not from weights ({_names(fed)})")
+    return out
+
+
 def _coverage_result(out: Path, source: onnx.ModelProto, targets: list[str], warnings: list[str],
                      notes: list[str], mode: str) -> QuantResult:
     quantized = onnx.load(str(out), load_external_data=False)
@@ -239,19 +300,40 @@ def _coverage_result(out: Path, source: onnx.ModelProto, targets: list[str], war
     cov = quant_coverage(quantized, targets, source, counted_as)
     if counted_as and any(at.node.op_type == "Gemm" for at in graphs.walk_nodes(source.graph)):
         notes.append("ONNX Runtime's dynamic quantizer rewrites Gemm nodes as MatMul + Add; they count as MatMul.")
+    left = _left_in_float(quantized, targets)
+    reasons = _why_float(source, left, mode)
     if cov.total == 0:
         asked = ", ".join(sorted(targets)) if len(targets) <= 6 else "the supported op types"
         if cov.total_candidates == 0:
             why = f"the model has no {asked} nodes (subgraphs included)"
+            weighted = [at for at in graphs.walk_nodes(source.graph) if at.node.op_type in _WEIGHT_INPUTS]
+            if weighted:
+                where = " (inside If/Loop/Scan bodies)" if all(at.in_subgraph for at in weighted) else ""
+                why += f"; its weighted nodes are {_count_text(Counter(at.node.op_type for at in weighted))}{where}"
+                others = sorted({at.node.op_type for at in weighted} & set(IntegerOpsRegistry) - {"Conv"})
+                if mode == "dynamic" and others:
+                    why += f", which dynamic quantization takes when asked (--op-types {','.join(others)})"
         else:
-            ops = ", ".join(f"{n} {op}" for op, n in sorted(cov.candidates.items()) if n)
-            why = (f"ONNX Runtime quantized none of its {ops} nodes (their weights are not constant tensors, or "
-                   "their inputs' types or shapes are unknown)")
-        hint = " Use static quantization for Conv models." if mode == "dynamic" else ""
-        warnings.append(f"Nothing was quantized: {why}; the model was not changed.{hint}")
-    elif cov.in_subgraphs:
-        notes.append(f"{cov.in_subgraphs} of the {cov.total} quantized nodes are inside control-flow subgraphs.")
+            why = (f"ONNX Runtime quantized none of its {_count_text(Counter(cov.candidates))} nodes: "
+                   + ("; ".join(reasons) if reasons else "their inputs' types or shapes are unknown to it"))
+        hint = (" Use static quantization for Conv models." if mode == "dynamic"
+                and any(n.op_type == "Conv" for n in source.graph.node) else "")
+        warnings.append(f"Nothing was quantized: {why}; the result computes like the source model.{hint}")
+    else:
+        if reasons:
+            warnings.append(f"{len(left)} weighted node(s) stayed float: " + "; ".join(reasons) + ".")
+        if cov.in_subgraphs:
+            notes.append(f"{cov.in_subgraphs} of the {cov.total} quantized nodes are inside control-flow subgraphs.")
     return QuantResult(warnings, notes, cov)
+
+
+def _sort_after_subgraph_quantization(path: Path) -> None:
+    """ORT's dynamic quantizer appends the DynamicQuantizeLinear of a value that If/Loop/Scan bodies read after the
+    node that holds them; ORT runs that, the ONNX checker refuses it ("Nodes in a graph must be topologically
+    sorted"). Put the producers first (``graphs.topological_sort``, outer-scope reads included)."""
+    model = onnx.load(str(path))
+    graphs.topological_sort(model.graph)
+    onnx.save_model(model, str(path))
 
 
 def _finish(out: Path, dst: Path, step: str) -> None:
@@ -335,6 +417,8 @@ def quantize_dynamic_result(src, dst, q: QuantConfig) -> QuantResult:
             raise
         except Exception as exc:
             raise _fail(step, exc, "Exclude the failing op types or nodes, or try static quantization.") from None
+        if graphs.has_subgraphs(model.graph):
+            _sort_after_subgraph_quantization(out)
         result = _coverage_result(out, model, targets, warnings + _log_warnings(log.messages, dynamic=True), notes,
                                   "dynamic")
         _finish(out, dst, step)
@@ -395,6 +479,34 @@ def quantize_calibrated_model(src, dst, q: QuantConfig, cache) -> list[str]:
     return quantize_calibrated_result(src, dst, q, cache).warnings
 
 
+def _channels_axis0(node: onnx.NodeProto) -> bool:
+    """Whether a per-channel weight of ``node`` has its output channels on axis 0 (Conv; Gemm with transB)."""
+    if node.op_type == "Conv":
+        return True
+    return node.op_type == "Gemm" and any(a.name == "transB" and a.i == 1 for a in node.attribute)
+
+
+def int16_weight_overrides(model: onnx.ModelProto, nodes, per_channel: bool = True) -> tuple[dict[str, Any], list[str]]:
+    """ORT's ``TensorQuantOverrides`` giving the weight initializer (input 1) of each named node the int16 type
+    (one scale per output channel for Conv and transposed-Gemm weights when ``per_channel``, else one per tensor),
+    and the names that are not a node with an initializer weight."""
+    inits = {t.name: t for t in model.graph.initializer}
+    by_name = {n.name: n for n in model.graph.node}
+    overrides: dict[str, Any] = {}
+    missing = []
+    for name in nodes:
+        node = by_name.get(name)
+        if node is None or len(node.input) < 2 or node.input[1] not in inits:
+            missing.append(name)
+            continue
+        weight = inits[node.input[1]]
+        if per_channel and _channels_axis0(node) and weight.dims:
+            overrides[node.input[1]] = [{"quant_type": OrtQuantType.QInt16, "axis": 0}] + [{}] * (weight.dims[0] - 1)
+        else:
+            overrides[node.input[1]] = [{"quant_type": OrtQuantType.QInt16}]
+    return overrides, missing
+
+
 def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
     """:func:`quantize_calibrated_model` with its notes and the :class:`QuantCoverage` of the result."""
     args = _static_args(q)
@@ -408,6 +520,13 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
     ops = args.quantize["op_types_to_quantize"]
     targets = list(ops) if ops is not None else sorted(set(QLinearOpsRegistry) | set(QDQRegistry))
     notes = _weights_to_initializers(model)
+    kwargs = dict(args.quantize)
+    if q.int16_weight_nodes:
+        overrides, missing = int16_weight_overrides(model, q.int16_weight_nodes, q.per_channel)
+        if missing:
+            warnings.append(f"No weight to give 16 bits in node(s) {', '.join(missing)} (not in the model, or their "
+                            "weight is not a constant); they stay 8-bit.")
+        kwargs["extra_options"] = {**kwargs["extra_options"], "TensorQuantOverrides": overrides}
     with tempfile.TemporaryDirectory(prefix="ortlab-quant-") as tmpdir:
         tmp = Path(tmpdir)
         staged = _stage_input(model, tmp)
@@ -415,7 +534,7 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
         try:
             with _ort_quiet() as log:
                 quantize_static(str(staged), str(out), calibration_data_reader=None,
-                                calibration_cache_path=str(cache), **args.quantize)
+                                calibration_cache_path=str(cache), **kwargs)
         except (Cancelled, OrtlabError):
             raise
         except Exception as exc:

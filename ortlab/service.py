@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -32,7 +31,7 @@ from .config import BenchConfig
 from .history import BenchmarkRecord, BenchVariant
 from .runspec import RunSpec
 from .errors import BenchmarkError, Cancelled, OrtlabError
-from .progress import CancelToken, ProgressEvent
+from .progress import CancelToken, Completion, ProgressEvent
 from .text import one_line, utc_timestamp
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
@@ -44,13 +43,14 @@ MEMORY_ENV = "ORTLAB_RUN_MEMORY_GB"  # address-space limit (GB) of a recipe's or
 # -- handles ---------------------------------------------------------------------------------------------------
 
 
-class Handle:
+class Handle(Completion):
     """A running job: ``state`` (queued/running/done/failed/cancelled), ``progress`` (stage → latest event)
     with ``stages`` in order, ``drain()``, ``cancel()``, ``wait()``, ``result`` and ``error``."""
 
     kind = "job"
 
     def __init__(self, stages: Sequence[str] = ()) -> None:
+        super().__init__()
         self.id = uuid.uuid4().hex[:12]
         self.state = QUEUED
         self.stages: list[str] = list(stages)
@@ -59,10 +59,7 @@ class Handle:
         self.error: OrtlabError | None = None
         self.meta: dict[str, Any] = {}
         self.handled = False  # set by a page once it showed the result
-        self.started_at = time.time()
-        self.finished_at: float | None = None
         self._items: queue.Queue = queue.Queue()
-        self._done = threading.Event()
         self._cancel = CancelToken()
 
     # worker side
@@ -73,9 +70,8 @@ class Handle:
         if self._done.is_set():
             return
         self.result, self.error = result, error
-        self.finished_at = time.time()
         self.state = state
-        self._done.set()
+        self._ended()
 
     # watcher side
     def drain(self, on_event: Callable[[ProgressEvent], None] | None = None) -> list[Any]:
@@ -104,18 +100,6 @@ class Handle:
     @property
     def cancel_requested(self) -> bool:
         return self._cancel.cancelled
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the job ended (or ``timeout`` seconds passed); True when it ended."""
-        return self._done.wait(timeout)
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    @property
-    def elapsed(self) -> float:
-        return (self.finished_at or time.time()) - self.started_at
 
     def follow(self, on_event: Callable[[ProgressEvent], None] | None = None, poll_s: float = 0.1) -> Any:
         """Wait for the end, passing events to ``on_event``; return the result or raise the error. Ctrl-C
@@ -197,7 +181,6 @@ class RecipeHandle(Handle):
             proc.terminate()
 
     def _watch(self, conn) -> None:
-        from . import errors as errors_mod
         from .artifact import Artifact
 
         result: Any = None
@@ -219,10 +202,7 @@ class RecipeHandle(Handle):
                 elif kind == "done":
                     result = Artifact.from_dict(msg[1])
                 elif kind == "error":
-                    cls = getattr(errors_mod, msg[1], None)
-                    if not (isinstance(cls, type) and issubclass(cls, OrtlabError)):
-                        cls = OrtlabError
-                    error = cls(msg[2], step=msg[3])
+                    error = _error_of(msg[1], msg[2], msg[3])
         finally:
             conn.close()
             self.returncode = _reap(proc)
@@ -247,6 +227,16 @@ class RecipeHandle(Handle):
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+def _error_of(kind: str, message: str, step: str | None) -> OrtlabError:
+    """The error a child reported (its class name, message and step), as that :class:`OrtlabError` subclass."""
+    from . import errors as errors_mod
+
+    cls = getattr(errors_mod, str(kind), None)
+    if not (isinstance(cls, type) and issubclass(cls, OrtlabError)):
+        cls = OrtlabError
+    return cls(message, step=step)
 
 
 def _last_line(log) -> str:
@@ -448,6 +438,7 @@ class BenchHandle(Handle):
         self.record: BenchmarkRecord | None = None
         self.baseline_rss_mb: float | None = None
         self.shapes: dict[str, list[int]] = {}
+        self.values: dict[str, float] = {}  # control inputs' values (--input-value)
         self.profile_dir: Path | None = None  # the workspace folder of its profiles, when the service chose it
 
     @property
@@ -458,7 +449,8 @@ class BenchHandle(Handle):
 def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, measure_memory: bool = False,
                     workspace=None, origin: str = "app", profile_dir=None,
                     timer: Callable | None = None, memory_gb: float | None = None,
-                    shapes: dict[str, list[int]] | None = None) -> BenchHandle:
+                    shapes: dict[str, list[int]] | None = None,
+                    values: dict[str, float] | None = None) -> BenchHandle:
     """Time every variant at every batch size of ``config`` (each in its own child process, peak memory from
     that child when ``measure_memory``), after the benchmarks already queued in this process; record it in the
     workspace history when it ends. Returns the handle at once.
@@ -466,12 +458,14 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
     ``memory_gb`` (default :func:`memory_limit_gb`, none for a GPU target unless ``$ORTLAB_RUN_MEMORY_GB`` is
     set) limits each timing child's address space. With ``config.profile`` and no ``profile_dir`` the profiles
     go into ``<workspace>/profiles/<handle id>/`` (:func:`profile_folder`), removed with the benchmark.
-    ``shapes`` (``{input name: shape}``) sets dims the models leave open."""
+    ``shapes`` (``{input name: shape}``) sets dims the models leave open, ``values`` (``{input name: number}``) the
+    value of control inputs such as a sample rate (``bench.make_inputs``)."""
     from .workspace import Workspace
 
     ws = workspace if workspace is not None else Workspace()
-    handle = BenchHandle(variants, config)
+    handle = BenchHandle(timed_variants(variants, config), config)
     handle.shapes = {k: [int(x) for x in v] for k, v in (shapes or {}).items()}
+    handle.values = dict(values or {})
     own_profiles = bool(config.profile and profile_dir is None)
     if own_profiles:
         profile_dir = profile_folder(ws, handle.id)
@@ -483,6 +477,20 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
     threading.Thread(target=_bench_worker, args=(handle, ws, origin, measure_memory, profile_dir, timer),
                      name=f"ortlab-bench-{handle.id}", daemon=True).start()
     return handle
+
+
+def timed_variants(variants: Sequence[BenchVariant], config: BenchConfig) -> list[BenchVariant]:
+    """The variants a benchmark times: each as given (ONNX Runtime) and, with ``config.openvino``, each again
+    under OpenVINO, from its portable file (``openvino_runtime.portable_model``)."""
+    from dataclasses import replace
+
+    from . import openvino_runtime as ov
+
+    out = [v for v in variants if v.runtime != ov.RUNTIME]
+    if config.openvino:
+        out += [replace(v, id=f"{v.id} · OpenVINO", name=f"{v.name} · OpenVINO", runtime=ov.RUNTIME,
+                        path=str(ov.portable_model(v.path))) for v in list(out)]
+    return out
 
 
 def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, profile_dir, timer) -> None:
@@ -560,7 +568,9 @@ def _bench_all(handle: BenchHandle, measure_memory: bool, profile_dir, timer) ->
     summaries = []
     for k, (v, bs) in enumerate(plan):
         handle._put(ProgressEvent("bench", k, len(plan), f"{v.name} at batch {bs}"))
-        extra = {"shapes": handle.shapes} if handle.shapes else {}
+        extra: dict[str, Any] = {k: v for k, v in (("shapes", handle.shapes), ("values", handle.values)) if v}
+        if v.runtime != "onnxruntime":
+            extra["runtime"] = v.runtime
         run = timer(v.path, handle.config, bs, variant=v.id, cancel=handle._cancel, profile_dir=profile_dir, **extra)
         for sample in run:
             handle._put(sample)
@@ -568,7 +578,7 @@ def _bench_all(handle: BenchHandle, measure_memory: bool, profile_dir, timer) ->
             raise Cancelled(step="bench")
         peak = getattr(run, "peak_rss_mb", None) if measure_memory else None
         if measure_memory and peak is None:
-            peak = bench.peak_memory_mb(v.path, handle.config, bs, shapes=handle.shapes)
+            peak = bench.peak_memory_mb(v.path, handle.config, bs, shapes=handle.shapes, values=handle.values)
         summaries.append(run.summary(peak_rss_mb=peak))
     handle._put(ProgressEvent("bench", len(plan), len(plan), "done"))
     return summaries

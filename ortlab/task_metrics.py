@@ -4,8 +4,10 @@
 and whether the data is labeled; a task given by the user overrides the inference where the shape allows it:
 
 * integer/bool outputs → compared exactly (never "accuracy");
+* float outputs named like a recurrent state (``stateN``, ``h_n``, ``hn``) → generic, whatever their shape;
 * [1, C] float, C ≥ 2 → classification, unless the name says embedding (embed, hidden, pool, feature, …) and
   the data has no labels; [1, 1] → generic;
+* [1, T, C] float whose rows are probabilities (non-negative, summing to 1: an OCR recognizer's softmax) → generic;
 * [1, A, B] float → boxes when the name says so (box, det, yolo) or one side is 5…400 and the other ≥ 1000
   (YOLO's [1, 84, 8400] / [1, 25200, 85]); dense_map when the name says map/mask/seg/heat; else embedding
   ([N, T, D] token embeddings);
@@ -17,6 +19,7 @@ The model's task is the role of its first float output (generic when it has none
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -28,6 +31,8 @@ EXACT = "exact"  # the role of integer outputs
 _EMBED = ("embed", "hidden", "pool", "feature", "sentence", "vector", "encod", "token", "last_hidden")
 _MAPS = ("map", "mask", "seg", "heat")
 _BOXES = ("box", "det", "yolo", "anchor")
+# an RNN's returned state (stateN, new_state, h_n, hn, cn, present.*): neither an embedding nor a class score
+_STATE = re.compile(r"(?<!hidden_)state|(^|[^a-z])(h_?n|c_?n|hidden_?out|present)([^a-z]|$)")
 
 
 def _has(name: str, words: tuple[str, ...]) -> bool:
@@ -43,6 +48,8 @@ def _fits(task: Task, arr: np.ndarray) -> bool:
 
 def _guess(name: str, arr: np.ndarray, labeled: bool) -> tuple[Task, str]:
     shape = list(arr.shape)
+    if arr.ndim >= 2 and _STATE.search(name.lower()):
+        return Task.GENERIC, f"'{name}' {shape} is named like a recurrent state (compared as a tensor)"
     if arr.ndim == 2:
         if arr.shape[1] < 2:
             return Task.GENERIC, f"'{name}' {shape} has one value per sample"
@@ -52,6 +59,10 @@ def _guess(name: str, arr: np.ndarray, labeled: bool) -> tuple[Task, str]:
                                                                                     if labeled else "")
     if arr.ndim == 3:
         small, big = sorted(arr.shape[1:])
+        rows = np.asarray(arr[0], dtype=np.float64)
+        if rows.size and rows.min() >= 0 and np.allclose(rows.sum(axis=-1), 1.0, atol=1e-3):
+            # an OCR recognizer's [N, T, classes] softmax (CTC): per-position class probabilities, not boxes
+            return Task.GENERIC, f"'{name}' {shape} holds per-position class probabilities (rows sum to 1)"
         if (_has(name, _BOXES) and small >= 5) or (5 <= small <= 400 and big >= 1000 and not _has(name, _EMBED)):
             return Task.BOXES, f"'{name}' {shape} looks like YOLO-style boxes (anchors × 4+classes)"
         if _has(name, _MAPS):

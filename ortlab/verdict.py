@@ -8,7 +8,11 @@ The default policy (:class:`VerdictPolicy`; every threshold is a field and a CLI
   ``margin``, 0.1) above ``max_confident_flips`` (1%) → degraded, above ``broken_confident_flips`` (5%) →
   broken. Near-tie flips (margin below 0.1) are counted and shown but do not count against the model;
 * dense maps (heat maps, segmentation): the share of elements that land on the other side of the decision
-  threshold (``threshold``, 0.3) above ``max_crossing`` (1%) → degraded, above ``broken_crossing`` (5%) → broken;
+  threshold (``threshold``, 0.3) above ``max_crossing`` (1%) → degraded, above ``broken_crossing`` (5%) → broken.
+  A map on which the reference finds nothing (no element above the threshold in any evaluation sample) cannot
+  judge the result: its SQNR and cosine measure background noise, so they are shown but do not count, and the
+  verdict is at best **unknown** ("give evaluation data on which the model detects something"). A candidate
+  that finds things there still crosses the threshold and is graded as above;
 * boxes: the share of detections (anchors whose best score is above ``threshold``) that appear or disappear,
   above ``max_box_changes`` (5%) → degraded, above ``broken_box_changes`` (20%) → broken;
 * embeddings: nearest-neighbour agreement across the evaluation set below ``min_nn_agreement`` (90%) →
@@ -17,7 +21,9 @@ The default policy (:class:`VerdictPolicy`; every threshold is a field and a CLI
   ``broken_confident_flips`` → broken;
 * evaluated on random data, or on samples that were also used for calibration: at best **degraded** ("not a
   verdict on accuracy");
-* no evaluation at all: **unknown**, never ok.
+* no evaluation at all: **unknown**, never ok;
+* an int8 run that quantized nothing (its ``QuantCoverage`` counts no node): at best **degraded**, "nothing was
+  quantized" first: the result is the float model, whatever its outputs say.
 
 This module needs neither numpy nor ONNX Runtime: stored evaluations can be judged again with another policy.
 """
@@ -26,12 +32,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 from enum import StrEnum
 
 from .config import setting
 from .eval_report import EvalReport, Task
 
-__all__ = ["DEFAULT_POLICY", "Level", "Verdict", "VerdictPolicy", "judge", "not_evaluated", "worse_or_equal"]
+__all__ = ["DEFAULT_POLICY", "NOTHING_QUANTIZED", "Level", "Verdict", "VerdictPolicy", "judge", "not_evaluated", "worse_or_equal"]
 
 
 class Level(StrEnum):
@@ -125,8 +132,21 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def judge(report: EvalReport | None, policy: VerdictPolicy = DEFAULT_POLICY) -> Verdict:
-    """The verdict on ``report`` under ``policy`` (see the module docstring for the rules)."""
+NOTHING_QUANTIZED = ("nothing was quantized: the result still computes in float like the source, so it is not an "
+                     "int8 model (see the int8 coverage warning for why)")
+
+
+def judge(report: EvalReport | None, policy: VerdictPolicy = DEFAULT_POLICY, coverage: Any = None) -> Verdict:
+    """The verdict on ``report`` under ``policy`` (see the module docstring for the rules). ``coverage``: an int8
+    run's ``QuantCoverage``; when it quantized nothing the verdict is at best degraded, that reason first."""
+    first = [NOTHING_QUANTIZED] if coverage is not None and not coverage.total else []
+    verdict = _judge(report, policy)
+    if first and verdict.level == Level.OK:
+        return Verdict(Level.DEGRADED, first + verdict.reasons)
+    return Verdict(verdict.level, first + verdict.reasons)
+
+
+def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
     if report is None:
         return not_evaluated()
     if report.n_samples <= 0:
@@ -144,17 +164,25 @@ def judge(report: EvalReport | None, policy: VerdictPolicy = DEFAULT_POLICY) -> 
             degraded.append(f"{text} > {_pct(degraded_above)}")
 
     floats = [o for o in report.outputs if o.name not in exact_names]
+    empty_maps = {d.output: d for d in (tm.dense_maps if tm is not None else []) if d.ref_positive_fraction == 0}
+    unjudged = [f"{name}: the reference map finds nothing on this data (no element above the {d.threshold:g} "
+                f"threshold in any sample), so its SQNR/cosine measure background noise and cannot judge the "
+                f"result; give evaluation data on which the model detects something" for name, d in empty_maps.items()]
     for o in floats:
         if o.nonfinite:
             broken.append(f"{o.name}: {o.nonfinite:,} NaN/inf values where the reference is finite")
+        if o.name in empty_maps:
+            continue
         if math.isnan(o.sqnr_db) or o.sqnr_db < policy.min_sqnr_db:
             broken.append(f"{o.name}: SQNR {o.sqnr_db:.1f} dB < {policy.min_sqnr_db:g} dB")
         if math.isnan(o.cosine) or o.cosine < policy.min_cosine:
             broken.append(f"{o.name}: cosine {o.cosine:.3f} < {policy.min_cosine:g}")
-    if floats:
-        worst = min(floats, key=lambda o: o.sqnr_db if not math.isnan(o.sqnr_db) else -math.inf)
+    judged = [o for o in floats if o.name not in empty_maps]
+    if judged:
+        worst = min(judged, key=lambda o: o.sqnr_db if not math.isnan(o.sqnr_db) else -math.inf)
         checked.append("identical outputs" if worst.identical else
                        f"worst SQNR {worst.sqnr_db:.1f} dB ({worst.name})")
+    checked += [f"{o.name}: SQNR {o.sqnr_db:.1f} dB on background only" for o in floats if o.name in empty_maps]
     if tm is not None:
         c = tm.classification
         if c is not None:
@@ -196,6 +224,8 @@ def judge(report: EvalReport | None, policy: VerdictPolicy = DEFAULT_POLICY) -> 
     if broken:
         return Verdict(Level.BROKEN, broken + degraded + caveats)
     if degraded or caveats:
-        return Verdict(Level.DEGRADED, degraded + caveats)
+        return Verdict(Level.DEGRADED, degraded + caveats + unjudged)
+    if unjudged:
+        return Verdict(Level.UNKNOWN, unjudged + ["other checks passed: " + "; ".join(checked)])
     task = f"{tm.task.value} " if tm is not None else ""
     return Verdict(Level.OK, [f"{task}checks passed on {report.n_samples} samples: " + "; ".join(checked)])

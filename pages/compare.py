@@ -82,7 +82,7 @@ with verdict_slot:
     elif ev is None:
         verdict = not_evaluated("not evaluated yet: press “Evaluate this pair” (Accuracy tab)")
     else:
-        verdict = judge(ev, policy)
+        verdict = judge(ev, policy, getattr(cand.artifact, "coverage", None))
     cards.verdict_banner(verdict, f"Verdict on {cand.name}")
     with st.expander("Verdict policy", icon=":material/tune:"):
         st.caption("Thresholds that turn the evaluation into ok / degraded / broken (the same as the CLI flags). "
@@ -132,10 +132,9 @@ with tabs[0]:
         for n in diff.notes:
             st.caption(md(n))
         show_all = st.toggle("Show unchanged op types", value=False, key="compare.all_ops")
-        rows = [{"op": d["key"], "domain": d["domain"] or "ai.onnx", "reference": d["before"],
-                 "candidate": d["after"], "Δ": d["delta"]} for d in diff.op_deltas if show_all or d["delta"]]
-        cc = st.columns([2, 3])
-        cc[0].dataframe(rows, hide_index=True, width="stretch")
+        cc = st.columns([1, 1])
+        with cc[0]:
+            cards.op_delta_table(diff.op_deltas, ref.name, cand.name, show_all)
         cc[1].plotly_chart(charts.op_counts_grouped(diff.op_deltas, (ref.name, cand.name),
                                                     (colors[ref_id], colors[cand_id])),
                            key="compare_ops", width="stretch")

@@ -23,7 +23,9 @@ SOURCES = ["sample", "images", "tensors", "text", "random"]
 SOURCE_NAMES = {"sample": "Bundled sample set", "images": "Upload images (files or a .zip)",
                 "tensors": "Upload tensors (.npy / .npz)", "text": "Upload text (.txt + tokenizer.json)",
                 "random": "Random data"}
-sample = state.sample_name()
+# the bundled sample this model is (an uploaded byte-identical copy included): its image sets are offered
+_sample = actions.demo_sample()
+sample = _sample.name if _sample is not None else None
 choices = SOURCES if sample else SOURCES[1:]
 state.ensure_widget("data.source", state.ui("data_source") if state.ui("data_source") in choices else choices[0])
 source = st.radio("Where the calibration and evaluation data come from", choices, key="data.source",
@@ -49,7 +51,7 @@ with st.container(border=True):
     if source == "sample":
         s = samples.get_sample(sample)
         sets = [n for n, d in (("calibration", s.calibration_dir), ("evaluation", s.evaluation_dir)) if d]
-        c1, c2, c3 = st.columns([2, 2, 1])
+        c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
         cal = c1.selectbox("Calibrate with", sets, key="data.sample_cal")
         ev = c2.selectbox("Evaluate with", sets, index=len(sets) - 1, key="data.sample_eval")
         if c3.button("Use these sets", key="data.use_sample"):
@@ -210,7 +212,8 @@ if ds.kind == "images":
 
     st.markdown("#### What the model receives")
     with engine_errors("Preprocessing a batch"):
-        b = list(range(min(4, len(ds))))
+        fixed = next((s.dims[s.batch_axis].value for s in actions.input_specs(info) if s.batch_fixed), None)
+        b = list(range(min(fixed or 4, len(ds))))  # a model with a fixed batch gets exactly that many
         feed = data.batch_inputs(ds, b, cfg, info.inputs)
         name, arr = next(iter(feed.items()))
         a32 = arr.astype(np.float32)

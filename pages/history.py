@@ -34,22 +34,22 @@ groups: dict[str, list[Artifact]] = {}
 for r in runs:  # grouped by source model (sha256), the model of the newest run first
     groups.setdefault(r.source_sha256, []).append(r)
 for sha, group in groups.items():
-    if len(groups) > 1:
-        st.markdown(f"##### {md(titles[group[0].run_id])} · {len(group)} run{'s' if len(group) != 1 else ''}")
+    # the model is said once, in the group's heading (its table has no model column, so every column fits 1280 px)
+    st.markdown(f"##### {md(titles[group[0].run_id])} · {len(group)} run{'s' if len(group) != 1 else ''}")
     table = [{"run": r.run_id, "time": r.created_at.replace("T", " ")[:16], "model": titles[r.run_id],
               **actions.run_summary(r), "sha256": r.sha256[:12], "random data": "⚠ yes" if r.random_data else ""}
              for r in group]
-    # what fits 1280 px: the hash and seconds are in the run's details below, "random data" only when it applies
-    order = ["run", "time", "model", "verdict", "recipe", "size", "vs source", "top-1", "agreement"]
+    # the hash and seconds are in the run's details below, "random data" only when it applies
+    order = ["run", "time", "verdict", "recipe", "size", "vs source", "top-1", "agreement"]
     if any(r.random_data for r in group):
         order.append("random data")
-    text, small = st.column_config.TextColumn, "small"
+    text = st.column_config.TextColumn
     st.dataframe(table, hide_index=True, width="stretch", key=f"history.table.{sha[:16]}", column_order=order,
-                 column_config={"run": st.column_config.NumberColumn("run", width=small),
-                                "time": text("time", width="medium"), "model": text("model", width="medium"),
-                                "verdict": text("verdict", width=small), "recipe": text("recipe", width="medium"),
-                                "size": text("size", width=small), "vs source": text("vs source", width=small),
-                                "top-1": text("top-1", width=small), "agreement": text("agreement", width=small)})
+                 column_config={"run": st.column_config.NumberColumn("run", width=45),
+                                "time": text("time", width=125), "verdict": text("verdict", width=85),
+                                "recipe": text("recipe", width=230), "size": text("size", width=80),
+                                "vs source": text("vs source", width=75), "top-1": text("top-1", width=60),
+                                "agreement": text("agreement", width=80)})
 if unreadable:
     st.warning(f"{len(unreadable)} stored run{'s' if len(unreadable) != 1 else ''} cannot be read and "
                f"{'are' if len(unreadable) != 1 else 'is'} left out above:", icon=":material/warning:")
@@ -93,30 +93,32 @@ for w in r.warnings:
 
 cli = actions.cli_line(r, f"run{run_id}.onnx")
 st.code(cli, language="bash")
-d = st.columns(5)
+# buttons as wide as their labels, wrapping onto a second line rather than cutting a label
+row = st.container(horizontal=True, key="history_actions")
 qdq_file = model_file.parent / QDQ_FILE
 if model_file.is_file() and r.kind == "int8-static" and qdq_file.is_file():
     # the plain QDQ graph is the portable file (any QDQ-aware runtime); the optimized one suits ORT on this CPU
-    d[0].download_button("⬇ Model (QDQ, portable: ORT, TensorRT, OpenVINO)", qdq_file.read_bytes,
+    row.download_button("⬇ Model (QDQ, portable)", qdq_file.read_bytes,
                          file_name=f"run{run_id}_{QDQ_FILE}", mime="application/octet-stream", key="history.dl_qdq",
-                         type="primary")
-    d[0].download_button("⬇ ORT-only (optimized for this CPU)", model_file.read_bytes,
+                         type="primary", help="Plain QDQ graph: runs in ORT, TensorRT, OpenVINO or any QDQ-aware runtime.")
+    row.download_button("⬇ ORT-only model", model_file.read_bytes,
                          file_name=f"run{run_id}_{model_file.name}", mime="application/octet-stream",
-                         key="history.dl_model")
+                         key="history.dl_model", help="Optimized for this CPU (QLinear and com.microsoft ops): "
+                                                      "for ONNX Runtime only.")
 elif model_file.is_file():
     # files are read or built only when the button is clicked (a model can be tens of MB, a report ~5 MB)
-    d[0].download_button("⬇ Model (.onnx)", model_file.read_bytes, file_name=f"run{run_id}_{model_file.name}",
+    row.download_button("⬇ Model (.onnx)", model_file.read_bytes, file_name=f"run{run_id}_{model_file.name}",
                          mime="application/octet-stream", key="history.dl_model")
 else:
-    d[0].warning("The model file is gone from the workspace.")
-d[1].download_button("⬇ Recipe (JSON)", recipe.to_json(), file_name=f"run{run_id}_recipe.json",
+    row.warning("The model file is gone from the workspace.")
+row.download_button("⬇ Recipe (JSON)", recipe.to_json(), file_name=f"run{run_id}_recipe.json",
                      mime="application/json", key="history.dl_recipe")
-d[2].download_button("⬇ CLI line", cli + "\n", file_name=f"run{run_id}_cli.sh", mime="text/x-shellscript",
+row.download_button("⬇ CLI line", cli + "\n", file_name=f"run{run_id}_cli.sh", mime="text/x-shellscript",
                      key="history.dl_cli")
 if model_file.is_file() and r.source_path.is_file():
-    d[3].download_button("⬇ HTML report", lambda: actions.run_report(r), file_name=f"run{run_id}_report.html",
+    row.download_button("⬇ HTML report", lambda: actions.run_report(r), file_name=f"run{run_id}_report.html",
                          mime="text/html", key="history.dl_report")
-if d[4].button(":material/compare: Load into Compare", key="history.load", type="primary",
+if row.button(":material/compare: Load into Compare", key="history.load", type="primary",
                disabled=not model_file.is_file()):
     with engine_errors("Loading the run"):
         actions.load_run(r)

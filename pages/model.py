@@ -94,13 +94,13 @@ else:
         st.markdown("#### Weights by dtype")
         st.dataframe([{"dtype": k, "bytes": format_bytes(v)} for k, v in info.initializer_bytes.items()],
                      hide_index=True, width="stretch")
-        st.markdown("#### Input shapes")
-        with engine_errors("Working out the input shapes"):
-            st.dataframe(actions.spec_rows(actions.input_specs(info)), hide_index=True, width="stretch")
-            st.caption("Dims the model leaves open are set on the Data page (or with --shape in the CLI).")
     with c2:
         st.plotly_chart(charts.op_histogram(info.op_counts, "Operators by (domain, op type)"), key="model_ops",
                         width="stretch")
+    st.markdown("#### Input shapes")  # full width: symbolic shapes ("[batch, 3, height, width]") are long
+    with engine_errors("Working out the input shapes"):
+        st.dataframe(actions.spec_rows(actions.input_specs(info)), hide_index=True, width="stretch")
+        st.caption("Dims the model leaves open are set on the Data page (or with --shape in the CLI).")
     st.markdown("#### Graph")
     if st.toggle("Show the graph in Netron", value=True, key="model_netron"):
         netron(state.model_path(), key="model_netron_view", height=640)

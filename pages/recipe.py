@@ -6,7 +6,7 @@ from ortlab.config import (OptLevel, Precision, QuantConfig, QuantMode, Recipe, 
                            validate_recipe)
 from ortlab.pipeline import NO_CALIBRATION_DATA
 from ortlab.ui import actions, state
-from ortlab.ui.forms import dataclass_form
+from ortlab.ui.forms import dataclass_form, set_form_values
 from ortlab.ui.guard import engine_errors
 from ortlab.ui.inert import md
 from ortlab.ui.progress_view import demo_button, recipe_job_panel, recipe_running, show_flash
@@ -26,18 +26,18 @@ PRESETS = {
     "fp16 · gpu": Recipe(precision=Precision.FP16, target=Target.GPU),
     "fp32 · graph optimization only": Recipe(opt_level=OptLevel.EXTENDED),
 }
-c1, c2 = st.columns([3, 1])
+c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
 preset = c1.selectbox("Start from a preset", list(PRESETS), index=None, key="recipe_preset",
                       placeholder="Keep the settings below")
+model_ops = sorted({op for (_, op) in info.op_counts})
+form_options = {"quant.op_types": model_ops, "quant.op_types_to_exclude": model_ops}
 if c2.button("Load preset", key="recipe_load_preset", disabled=preset is None):
     state.set_recipe(PRESETS[preset])
-    state.clear_widgets("recipe.")
+    set_form_values(Recipe, PRESETS[preset], "recipe", options=form_options)
 
-model_ops = sorted({op for (_, op) in info.op_counts})
 with st.container(border=True):
     recipe = dataclass_form(
-        Recipe, state.recipe(), "recipe", columns=3,
-        options={"quant.op_types": model_ops, "quant.op_types_to_exclude": model_ops},
+        Recipe, state.recipe(), "recipe", columns=3, options=form_options,
         extra_when={"quant": {"precision": ["int8"]}}, nested_titles={"quant": "Quantization"},
     )
 state.set_recipe(recipe)
@@ -71,6 +71,6 @@ c2.code(actions.run_spec(recipe).cli_line("OUT.onnx"), language="bash")
 arts = actions.model_artifacts()  # this model's runs only; other models' runs are on History
 if arts:
     st.subheader(f"Runs of {md(state.model_label())} in this session")
-    rows = [{"run": a.run_id, **actions.run_summary(a), "created": a.created_at}
+    rows = [{"run": a.run_id, **actions.run_summary(a), "created": a.created_at.replace("T", " ")[:16]}  # as History
             for a in reversed(arts)]
     st.dataframe(rows, hide_index=True, width="stretch")

@@ -39,14 +39,6 @@ def _server_like_navigation(monkeypatch):
     _navigation_mode_like_the_server(monkeypatch)
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("ORTLAB_SYNC_JOBS", "1")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path / "home"
-
-
 def model_bytes(tmp_path) -> bytes:
     if SAMPLE.is_file():
         return SAMPLE.read_bytes()
@@ -149,6 +141,10 @@ def test_demo_lands_on_compare_with_everything_filled_in(demo_app):
         any("QuantizeLinear" in str(d.value) for d in at.dataframe)
     assert len(list((home / "artifacts").glob("*/model.onnx"))) == 1
     assert "Artifacts** · 1" in sidebar_text(at)
+    # one name for the sample on every page: its title, never its file's name
+    assert "Model** · Digits ResNet (ours)" in sidebar_text(at)
+    assert at.selectbox(key="compare.ref").format_func(at.selectbox(key="compare.ref").value).endswith(
+        "Digits ResNet (ours)")
 
 
 def test_state_follows_between_pages_and_history_offers_downloads(demo_app):
@@ -194,6 +190,27 @@ def test_benchmark_runs_and_is_stored(demo_app):
     assert [v.id for v in stored[0].variants] == [s.variant for s in stored[0].summaries]
 
 
+def test_benchmark_times_under_openvino_beside_onnx_runtime(demo_app, monkeypatch):
+    at, home = demo_app
+    from ortlab import openvino_runtime
+
+    at.switch_page("pages/benchmark.py").run()
+    at.number_input(key="bench.duration_s").set_value(0.0).run()
+    at.number_input(key="bench.runs").set_value(10)
+    at.toggle(key="bench.memory").set_value(False)
+    at.toggle(key="bench.openvino").set_value(True)
+    at.button(key="bench.run").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    final = at.dataframe[-1].value
+    ov = final[final["variant"].str.endswith("· OpenVINO")]
+    assert len(final) == 4 and len(ov) == 2 and list(ov["runs"]) == [10, 10]
+    assert any("OpenVINO CPU" in c.value for c in at.caption)
+    monkeypatch.setattr(openvino_runtime, "available", lambda: False)
+    at.run()
+    assert not [t for t in at.toggle if t.key == "bench.openvino"]
+    assert any(openvino_runtime.INSTALL_HINT in c.value for c in at.caption)
+
+
 def test_upload_a_model(home, tmp_path):
     at = new_app()
     data = model_bytes(tmp_path)
@@ -205,6 +222,30 @@ def test_upload_a_model(home, tmp_path):
     assert at.selectbox(key="sample_select").value is None
     at.switch_page("pages/recipe.py").run()
     assert "my_model.onnx" in sidebar_text(at)
+
+
+def test_the_model_page_reads_uploads_and_imports_only_in_a_child_process(home, tmp_path, no_parsing_here,
+                                                                         monkeypatch):
+    """Uploading (or importing from a path) validates and inspects the model in a child process: nothing in the
+    server parses, checks or inspects it, and the page shows the child's summary."""
+    from ortlab.model import inspect_model
+    from ortlab.ui import actions
+    from tests.models import conv_bn_model, matmul_model
+
+    up, local = conv_bn_model(tmp_path / "conv.onnx"), matmul_model(tmp_path / "mm.onnx")
+    nodes = [str(inspect_model(p).node_count) for p in (up, local)]
+    monkeypatch.setattr(actions, "local_imports_allowed", lambda: True)  # the app listens on loopback only
+    at = new_app()
+    at.toggle(key="model_netron").set_value(False).run()  # Netron lists a small model's files by parsing it here
+    calls = no_parsing_here()
+    at.file_uploader(key="model_upload").set_value(("mine.onnx", up.read_bytes(), "")).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.subheader[0].value == "mine.onnx" and metrics(at)["Nodes"] == nodes[0]
+    at.text_input(key="model_local_path").set_value(str(local))
+    next(b for b in at.button if b.label == "Import").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.subheader[0].value == "mm.onnx" and metrics(at)["Nodes"] == nodes[1]
+    assert not calls
 
 
 @pytest.mark.parametrize("name,make,message", [
@@ -284,7 +325,14 @@ def test_upload_images_as_a_zip_with_class_folders(home):
     at.file_uploader(key="data_upload").set_value([("digits.zip", buf.getvalue(), "application/zip")]).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert f"uploaded images ({len(files)})" in sidebar_text(at)
-    assert metrics(at)["Calibration samples available"] == str(len(files))
+    # split into disjoint parts, every third sample of each class held out for evaluation
+    from collections import Counter
+
+    held_out = sum(n // 3 for n in Counter(f.parent.name for f in files).values())
+    assert held_out >= 1 and f"{len(files) - held_out} to calibrate, {held_out} held out to evaluate" in \
+        sidebar_text(at)
+    assert metrics(at)["Calibration samples available"] == str(len(files) - held_out)
+    assert metrics(at)["Evaluation samples available"] == str(held_out)
     assert len(at.get("image")) >= 1
 
 

@@ -13,26 +13,13 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
 from ortlab.ui.inert import md
-from test_app import APP, TIMEOUT, _navigation_mode_like_the_server
+from test_app import APP, TIMEOUT, _server_like_navigation  # noqa: F401 (an autouse fixture)
 
 IMAGE = "![x](http://example.invalid/x.png)"
 TAG = "<img src=x>"
 PAYLOAD = f"{IMAGE} {TAG}"
 RENDERED = ("markdown", "caption", "subheader", "header", "title", "error", "warning", "info", "success",
             "toast", "exception")
-
-
-@pytest.fixture(autouse=True)
-def _server_like_navigation(monkeypatch):
-    _navigation_mode_like_the_server(monkeypatch)
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("ORTLAB_SYNC_JOBS", "1")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path / "home"
 
 
 def elements(block):

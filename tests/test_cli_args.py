@@ -275,7 +275,8 @@ def test_todays_flag_names_are_kept():
             "--quant-mode", "--quant-format", "--activation-type", "--weight-type", "--per-channel",
             "--no-per-channel", "--reduce-range", "--calibration-method", "--percentile", "--num-bins",
             "--num-quantized-bins", "--moving-average", "--averaging-constant", "--symmetric-activation",
-            "--no-symmetric-weight", "--op-types", "--exclude-op-types", "--exclude-nodes", "--no-preprocess",
+            "--no-symmetric-weight", "--op-types", "--exclude-op-types", "--exclude-nodes", "--int16-weight-nodes",
+            "--no-preprocess",
             "--calibration-samples", "--seed", "--size", "--mean", "--std", "--scale", "--layout", "--channels",
             "--channel-order", "--resize-mode", "--dtype"} == names
     bench = {fl.name for fl in flag_specs(BenchConfig, cli.BENCH_FLAGS_EXCLUDED)}

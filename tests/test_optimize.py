@@ -103,3 +103,22 @@ def test_refuses_to_overwrite_source_and_bad_input(conv, tmp_path):
         optimize_model(tmp_path / "bad.onnx", tmp_path / "o.onnx", OptLevel.BASIC)
     with pytest.raises(ValueError):
         optimize_model(conv, tmp_path / "o.onnx", "fastest")
+
+
+def test_runtime_check_tolerates_int8_rounding_only_for_quantized_sources(tmp_path):
+    """The check that ORT's own output runs like its input (used when the ONNX checker rejects it) allows the int8
+    parity tolerance for a quantized source — fused int8 kernels re-round activations — and fp32's otherwise."""
+    from ortlab.config import QuantConfig, QuantMode
+    from ortlab.optimize import _outputs_match, _runtime_tolerance
+    from ortlab.parity import TOLERANCE
+    from ortlab.config import Precision
+    from ortlab.quantize import quantize_dynamic_model
+
+    src = matmul_model(tmp_path / "m.onnx")
+    quantize_dynamic_model(src, tmp_path / "q.onnx", QuantConfig(mode=QuantMode.DYNAMIC))
+    assert _runtime_tolerance(src) == TOLERANCE[Precision.FP32] == 1e-3
+    assert _runtime_tolerance(tmp_path / "q.onnx") == TOLERANCE[Precision.INT8] == 0.1
+    ref = np.array([2.0, -4.0])
+    off = ref + np.array([0.13, 0.0])  # what dynamic int8 of a MiniLM-sized encoder moved by under fusion
+    assert not _outputs_match(ref, off)[0] and _outputs_match(ref, off, 0.1)[0]
+    assert not _outputs_match(ref, ref + 1.0, 0.1)[0]

@@ -230,6 +230,43 @@ def test_static_excludes_op_types_and_nodes(wide, tmp_path):
     assert by_name["conv2"].input[1] == "w2_DequantizeLinear_Output" and "w2" not in float_inits
 
 
+def test_int16_weight_nodes_reach_ort_as_tensor_overrides(wide, tmp_path):
+    """The named node's weight is stored as int16 (ORT's TensorQuantOverrides), the others stay int8, activations
+    stay 8-bit, and the 16-bit weight is closer to the float one than the int8 one is."""
+    q8, q16 = tmp_path / "q8.onnx", tmp_path / "q16.onnx"
+    quantize_static_model(wide, q8, QuantConfig(), reader(4))
+    warnings = quantize_static_model(wide, q16, QuantConfig(int16_weight_nodes=("conv2", "nope")), reader(4))
+    assert any("nope" in w and "stay 8-bit" in w for w in warnings)
+    m8, m16 = onnx.load(str(q8)), onnx.load(str(q16))
+    t8 = {i.name: i for i in m8.graph.initializer}
+    t16 = {i.name: i for i in m16.graph.initializer}
+    assert t8["w2_quantized"].data_type == TensorProto.INT8 and t16["w2_quantized"].data_type == TensorProto.INT16
+    assert t16["w1_quantized"].data_type == TensorProto.INT8  # other nodes keep 8-bit weights
+    assert list(t16["w2_scale"].dims) == [128]  # still one scale per output channel
+    acts = [i for n, i in t16.items() if n.endswith("_zero_point") and not n.startswith(("w1", "w2", "fc_", "b"))]
+    assert acts and all(i.data_type == TensorProto.UINT8 for i in acts)
+    w = numpy_helper.to_array(onnx.load(str(wide)).graph.initializer[2]).astype(np.float64)
+
+    def err(t, name):
+        scale = numpy_helper.to_array(t[name + "_scale"]).reshape(-1, 1, 1, 1)
+        return np.abs(numpy_helper.to_array(t[name + "_quantized"]) * scale - w).max()
+
+    assert err(t16, "w2") < err(t8, "w2") / 50
+
+
+def test_int16_weight_nodes_validation():
+    from ortlab.config import Precision, Recipe, validate_recipe
+
+    def errors(**q):
+        return [f.message for f in validate_recipe(Recipe(precision=Precision.INT8, quant=QuantConfig(**q)))
+                if f.level == "error"]
+
+    assert errors(int16_weight_nodes=("conv2",)) == []
+    assert "QDQ format" in errors(int16_weight_nodes=("conv2",), quant_format=QuantFormat.QOPERATOR)[0]
+    assert "static QDQ setting" in errors(int16_weight_nodes=("conv2",), mode=QuantMode.DYNAMIC)[0]
+    assert "both kept in float" in errors(int16_weight_nodes=("conv2",), nodes_to_exclude=("conv2",))[0]
+
+
 def test_cancel_during_calibration(wide, tmp_path):
     token = CancelToken()
 

@@ -29,3 +29,10 @@ def test_exactly_one_onnxruntime_package_per_platform(source, platform):
     chosen = [line.split(";")[0].split("==")[0] for line in requirement_sets()[source]
               if Marker(line.split(";", 1)[1]).evaluate(env)]
     assert chosen == (["onnxruntime-gpu"] if platform in GPU_WHEEL else ["onnxruntime"])
+
+
+def test_the_openvino_extra_and_the_test_environment_pin_the_same_wheel():
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["openvino"]
+    dev = [line.strip() for line in (ROOT / "requirements-dev.txt").read_text().splitlines()
+           if line.startswith("openvino")]
+    assert extra == dev and len(dev) == 1 and "==" in dev[0]

@@ -110,6 +110,70 @@ def test_greedy_exclusion_respects_the_step_limit(tmp_path):
     assert len(list(tuner._exclusions())) == 2
 
 
+class _FakeInt16Tuner(_FakeTuner):
+    """Greedy 16-bit weights with canned measurements: SQNR by the set of nodes given 16-bit weights."""
+
+    SQNR: ClassVar[dict[tuple[str, ...], float]] = {
+        (): 15.0, ("a", "c", "d", "e"): 14.0, ("f", "g", "h", "i"): 17.0, ("f", "g", "h", "i", "j", "k"): 21.0}
+
+    def _analyze(self, analyze_fn, trial):
+        return ["a", "act", "c", "d", "e", "f", "g", "h", "i", "j", "k"]
+
+    @staticmethod
+    def _weighted_nodes(trial):
+        return {"a", "c", "d", "e", "f", "g", "h", "i", "j", "k"}  # "act" has no weight
+
+    def _trial(self, recipe, stage, note=""):
+        key = tuple(sorted(recipe.quant.int16_weight_nodes))
+        sqnr = self.SQNR.get(key, 10.0)
+        t = Trial(len(self.trials_done) + 1, recipe.name, stage, recipe, sqnr_db=sqnr, accepted=sqnr >= 20,
+                  relative_latency=0.9, cost=0.9, note=note, model_path="x")
+        self.trials_done.append(t)
+        return t
+
+
+def test_greedy_int16_weights_grow_by_chunks_of_weighted_nodes_and_keep_only_gains(tmp_path):
+    from ortlab.tune import INT16_STEP
+
+    tuner = _FakeInt16Tuner(tmp_path, policy=sqnr_policy(20))
+    base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
+                 cost=0.5, model_path="x")
+    tuner.trials_done.append(base)
+    tuner._exclusion_base = lambda: base  # type: ignore[method-assign]
+    steps = list(tuner._int16_weights())
+    assert INT16_STEP == 4 and [t.stage for t in steps] == ["int16"] * 3
+    got = [(t.recipe.quant.int16_weight_nodes, t.note.split(": ")[1].split(" ")[0]) for t in steps]
+    # the first chunk (weighted nodes only) hurts: dropped; the second helps: kept; the third builds on the second
+    assert got == [(("a", "c", "d", "e"), "dropped"), (("f", "g", "h", "i"), "kept"),
+                   (("f", "g", "h", "i", "j", "k"), "kept")]
+    assert steps[-1].accepted and steps[-1].recipe.quant.nodes_to_exclude == ()
+    assert "int16 weights 6" in steps[-1].label
+
+
+def test_int16_weight_nodes_in_a_recipe_run_write_int16_weights(tmp_path):
+    """A recipe with int16_weight_nodes, run by the pipeline on digits_cnn: the QDQ model holds that node's
+    weight as int16 and every other weight as int8."""
+    import onnx
+    from onnx import TensorProto
+
+    from ortlab.pipeline import run_recipe
+    from ortlab.samples import get_sample
+
+    s = get_sample("digits_cnn")
+    q = onnx.load(str(run_recipe(s.model_path, Recipe(precision=Precision.INT8), tmp_path / "a", s.calibration_data(),
+                                 s.preprocess, verify_samples=0).model_path.parent / "model.qdq.onnx"))
+    convs = [n for n in q.graph.node if n.op_type == "Conv"]
+    name = convs[1].name
+    art = run_recipe(s.model_path, Recipe(precision=Precision.INT8, quant=QuantConfig(int16_weight_nodes=(name,))),
+                     tmp_path / "b", s.calibration_data(), s.preprocess, verify_samples=0)
+    m = onnx.load(str(art.model_path.parent / "model.qdq.onnx"))
+    inits = {i.name: i.data_type for i in m.graph.initializer}
+    producers = {n.output[0]: n for n in m.graph.node}
+    types = {n.name: inits.get(producers[n.input[1]].input[0]) for n in m.graph.node if n.op_type == "Conv"}
+    assert types[name] == TensorProto.INT16
+    assert {t for n, t in types.items() if n != name} == {TensorProto.INT8}
+
+
 def test_a_tiny_search_on_digits_records_trials_and_writes_the_files(tmp_path):
     from ortlab.history import History
     from ortlab.samples import get_sample
@@ -166,10 +230,10 @@ def test_cancel_stops_the_search(tmp_path):
 
 def test_cli_analyze_and_tune(tmp_path, capsys):
     from ortlab.cli import main
-    from ortlab.cli_tune import parse_shapes
+    from ortlab.cli_tune import batch_sizes
     from ortlab.samples import get_sample
 
-    assert parse_shapes(["1,32", "8x3x224x224"]) == (1, 32, 8) and parse_shapes(None) == (1,)
+    assert batch_sizes([1, 32, 1, 8]) == (1, 32, 8)
     s = get_sample("digits_cnn")
     out = tmp_path / "tuned"
     assert main(["tune", str(s.model_path), "--budget", "120", "--max-trials", "2", "--exclusion-steps", "0",

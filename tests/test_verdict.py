@@ -206,6 +206,39 @@ def test_fp16_of_a_large_logit_heatmap_is_broken_end_to_end(tmp_path, monkeypatc
     assert code == 0 and "broken" in capsys.readouterr().out
 
 
+def sigmoid_map_model(path: Path, bias: float) -> Path:
+    """x [N, 1, 8, 8] → x·0.1 + ``bias`` → Sigmoid → prob [N, 1, 8, 8]: with bias −10 it finds nothing (≈5e-5)."""
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "S"], ["m"]), helper.make_node("Add", ["m", "B"], ["a"]),
+         helper.make_node("Sigmoid", ["a"], ["prob"])], "map",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])],
+        [helper.make_tensor_value_info("prob", TensorProto.FLOAT, ["N", 1, 8, 8])],
+        [numpy_helper.from_array(np.array(0.1, np.float32), "S"), numpy_helper.from_array(np.array(bias, np.float32), "B")])
+    return _save(g, path)
+
+
+def test_a_map_that_finds_nothing_cannot_judge_the_result(tmp_path):
+    """On images without text a text detector's fp32 map is ≈0 everywhere: a candidate whose background moved
+    (SQNR ≈ 4 dB) is not "broken" but "unknown", with the reason; one that finds text there is broken."""
+    x = npy(tmp_path / "x.npy", np.random.default_rng(0).normal(0, 1, size=(6, 1, 8, 8)).astype(np.float32))
+    data = load_tensor_file(x)
+    ref = sigmoid_map_model(tmp_path / "ref.onnx", -10.0)
+    quiet = sigmoid_map_model(tmp_path / "quiet.onnx", -11.0)
+    loud = sigmoid_map_model(tmp_path / "loud.onnx", 10.0)
+    policy = VerdictPolicy(task=Task.DENSE_MAP)
+    report = evaluate(ref, quiet, data, None, policy=policy)
+    d = report.task.dense_maps[0]
+    assert d.ref_positive_fraction == 0 and d.crossing_fraction == 0 and report.outputs[0].sqnr_db < 10
+    v = judge(report, policy)
+    assert v.level == Level.UNKNOWN, v
+    assert v.reasons[0].startswith("prob: the reference map finds nothing on this data (no element above the 0.3")
+    assert any("on background only" in r for r in v.reasons)
+    v = judge(evaluate(ref, loud, data, None, policy=policy), policy)
+    assert v.level == Level.BROKEN and any("cross the 0.3 threshold" in r for r in v.reasons), v
+    v = judge(evaluate(ref, ref, data, None, policy=policy), policy)
+    assert v.level == Level.UNKNOWN  # even identical: this data cannot show what the model detects
+
+
 def test_no_evaluation_data_is_unknown_never_ok(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
     w = np.eye(4, dtype=np.float32)

@@ -108,18 +108,19 @@ def use_sample_data(s, calibration: str = "calibration", evaluation: str = "eval
 def import_uploaded_model(filename: str, data, on_saved=None) -> Path:
     """Import an uploaded .onnx or .zip into the workspace and make it current; returns the stored path.
     ``data`` is the ``UploadedFile`` (or any binary file object, or bytes): it is written to the workspace in
-    chunks and imported from there, never copied in memory; ``on_saved()`` runs once it is on disk (the page
-    drops the upload there). On any error nothing changes."""
+    chunks, never copied in memory, then validated and inspected in a child process (``isolated``), so the
+    server never parses it; ``on_saved()`` runs once it is on disk (the page drops the upload there). On any
+    error nothing changes."""
     import io
 
-    from ..model import import_upload
+    from ..isolated import import_upload
 
     name = Path(filename).name
     stored_name = name if name.lower().endswith(".onnx") else "model.onnx"
     stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
-    path = import_upload(stream, workspace().models_dir, filename=stored_name, on_saved=on_saved)
+    path, info = import_upload(stream, workspace().models_dir, filename=stored_name, on_saved=on_saved)
     del stream, data
-    return _use_imported(path, name)
+    return _use_imported(path, info, name)
 
 
 def local_imports_allowed() -> bool:
@@ -140,9 +141,10 @@ def local_imports_allowed() -> bool:
 
 def import_local_model(path_text: str) -> Path:
     """Import a model from a path on this machine (an .onnx with its external data beside it, or a .zip):
-    copied into the workspace like an upload, for models too big to upload. Local mode only."""
+    copied into the workspace like an upload (and read in a child process), for models too big to upload. Local
+    mode only."""
     from ..errors import ModelLoadError
-    from ..model import import_model, release_memory
+    from ..isolated import import_model
 
     if not local_imports_allowed():
         raise ModelLoadError("Importing from a path is only possible when the app runs on this machine only "
@@ -150,9 +152,8 @@ def import_local_model(path_text: str) -> Path:
     src = Path(path_text.strip().strip('"')).expanduser()
     if not src.is_file():
         raise ModelLoadError(f"'{src}' does not exist or is not a file. Give the path of an .onnx or .zip file.")
-    path = import_model(src.resolve(), workspace().models_dir)
-    release_memory()
-    return _use_imported(path, src.name)
+    path, info = import_model(src.resolve(), workspace().models_dir)
+    return _use_imported(path, info, src.name)
 
 
 def release_upload(file_id: str, upload=None) -> None:
@@ -170,16 +171,13 @@ def release_upload(file_id: str, upload=None) -> None:
         pass
 
 
-def _use_imported(path: Path, name: str) -> Path:
-    """Make the imported model at ``path`` current (shown as ``name``), with the sample's data when it is a
-    bundled sample's copy."""
-    from ..model import inspect_model
-
-    info = inspect_model(path)
-    state.set_model(path, info, sample=None, label=name)
+def _use_imported(path: Path, info, name: str) -> Path:
+    """Make the imported model at ``path`` (summarised by ``info``) current, shown as ``name``, with the sample's
+    data when it is a bundled sample's copy."""
     from .. import samples
 
     same = samples.find_by_sha256(info.sha256)
+    state.set_model(path, info, sample=None, label=name)
     if same is not None:
         use_sample_data(same)
         state.flash(f"{name} has the same weights as the bundled sample '{same.title or same.name}': using its "
@@ -191,20 +189,29 @@ def _use_imported(path: Path, name: str) -> Path:
 
 
 def set_user_dataset(ds, label: str) -> None:
-    """Use an uploaded (or random) dataset for calibration and evaluation. Uploads are written into the
-    workspace (``data/<sha>/``) so a run's child process can load them again."""
+    """Use an uploaded (or random) dataset: uploads are split into disjoint calibration and evaluation parts
+    (``data.split_dataset``), each written into the workspace (``data/<sha>/calibration``, ``…/evaluation``) so
+    a run's child process can load them again."""
     from .. import data
 
     if ds.is_random:
-        ref = DataRef(random=len(ds), seed=ds.seed)
+        cal = ev = ds
+        cal_ref = ev_ref = DataRef(random=len(ds), seed=ds.seed)
     else:
-        path = data.write_dataset(ds, workspace().root / "data" / data.dataset_digest(ds)[:16])
-        text = {"tokenizer": str(path.parent / data.TOKENIZER_FILE), "seq_len": ds.seq_len} if ds.kind == "text" else {}
-        ref = DataRef(path=str(path), **text)
-    state.set_dataset(ds, label)
-    state.set_data_refs(ref, ref)
-    n = len(ds)
-    state.set_data_settings(min(DEFAULT_EVAL_SAMPLES, n), state.data_settings().get("stratify", True),
+        cal, ev = data.split_dataset(ds)  # disjoint: a verdict is never judged on calibration samples
+        folder = workspace().root / "data" / data.dataset_digest(ds)[:16]
+        refs = []
+        for part, name in ((cal, "calibration"), (ev, "evaluation")):
+            path = data.write_dataset(part, folder / name)
+            text = {"tokenizer": str(path.parent / data.TOKENIZER_FILE), "seq_len": ds.seq_len} \
+                if ds.kind == "text" else {}
+            refs.append(DataRef(path=str(path), **text))
+        cal_ref, ev_ref = refs
+        if ev is not cal:
+            label += f": {len(cal)} to calibrate, {len(ev)} held out to evaluate"
+    state.set_dataset(cal, label, eval_ds=ev)
+    state.set_data_refs(cal_ref, ev_ref)
+    state.set_data_settings(min(DEFAULT_EVAL_SAMPLES, len(ev)), state.data_settings().get("stratify", True),
                             state.data_settings().get("seed", 0))
     if ds.kind == "images" and state.preprocess() is None and state.model_info() is not None:
         pre = data.resolve_preprocess(state.model_info(), dataset=ds)
@@ -259,16 +266,21 @@ def run_summary(a: Artifact) -> dict:
             "seconds": round(a.total_seconds, 2)}
 
 
-def source_title(a: Artifact) -> str:
-    """What to call a run's source model: the bundled sample's title when it is one (by file, or by sha256 for
-    an uploaded copy), else the imported file's name."""
+def model_title(path, file_name: str) -> str:
+    """The one name of a model on every page: a bundled sample's title when ``path`` is the sample's own file,
+    else ``file_name`` (an upload is called by its file's name, a byte-identical copy of a sample included)."""
     from .. import samples
 
     try:
-        s = samples.find_by_path(a.source_path) or samples.find_by_sha256(a.source_sha256)
+        s = samples.find_by_path(Path(path))
     except Exception:  # a damaged sample folder: the file name still says which model it was
         s = None
-    return (s.title or s.name) if s is not None else a.source_name
+    return (s.title or s.name) if s is not None else file_name
+
+
+def source_title(a: Artifact) -> str:
+    """What to call a run's source model (see :func:`model_title`): the name its model had when it ran."""
+    return model_title(a.source_path, a.source_name)
 
 
 def run_verdict(a: Artifact):
@@ -276,7 +288,7 @@ def run_verdict(a: Artifact):
     evaluation (unknown when it has none)."""
     from ..verdict import judge
 
-    return a.verdict if a.verdict is not None else judge(a.evaluation)
+    return a.verdict if a.verdict is not None else judge(a.evaluation, coverage=a.coverage)
 
 
 def verdict_policy():
@@ -496,7 +508,7 @@ def cli_line(run: Artifact, out: str) -> str:
 def load_run(run: Artifact) -> Artifact:
     """Put a History run (and its source model, when it is not current) into this session for Compare."""
     from .. import samples
-    from ..model import inspect_model
+    from ..isolated import model_info
 
     src = Path(run.source_path)
     current = state.model_path()
@@ -505,7 +517,7 @@ def load_run(run: Artifact) -> Artifact:
         if match is not None:
             select_sample(match.name)
         else:
-            state.set_model(src, inspect_model(src), sample=None, label=run.source_name)
+            state.set_model(src, model_info(src), sample=None, label=source_title(run))
     state.add_artifact(run)
     state.set_compare_pair(state.ORIGINAL, variant_id(run))
     return run

@@ -9,20 +9,21 @@ so tests are deterministic.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..errors import Cancelled, OrtlabError
+from ..progress import Completion
 from .jobs import CANCELLED, DONE, FAILED, RUNNING, sync_jobs
 
 
-class Task:
+class Task(Completion):
     """One piece of work: ``state`` (running/done/failed/cancelled), ``result``, ``error`` (an ``OrtlabError``),
     ``items`` (what a generator yielded so far), ``meta`` (the page's notes), ``elapsed``."""
 
     def __init__(self, fn: Callable[[Task], Any], *, on_cancel: Callable[[], None] | None = None,
                  meta: dict[str, Any] | None = None) -> None:
+        super().__init__()
         self._fn = fn
         self._on_cancel = on_cancel
         self.meta: dict[str, Any] = dict(meta or {})
@@ -32,9 +33,6 @@ class Task:
         self.items: list[Any] = []
         self.cancelled = False
         self.handled = False
-        self.started_at = time.time()
-        self.finished_at: float | None = None
-        self._done = threading.Event()
 
     def _run(self) -> None:
         try:
@@ -47,9 +45,8 @@ class Task:
         except Exception as exc:  # an engine bug: shown as a failure, never lost in the thread
             out, state, self.error = None, FAILED, OrtlabError(f"{type(exc).__name__}: {exc}")
         self.result = out
-        self.finished_at = time.time()
         self.state = state
-        self._done.set()
+        self._ended()
 
     def follow(self, iterable: Iterable[Any]) -> None:
         """For the worker: record every item ``iterable`` yields (pages read ``items`` while it runs)."""
@@ -60,17 +57,6 @@ class Task:
         self.cancelled = True
         if self._on_cancel is not None:
             self._on_cancel()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return self._done.wait(timeout)
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    @property
-    def elapsed(self) -> float:
-        return (self.finished_at or time.time()) - self.started_at
 
 
 def start(fn: Callable[[Task], Any], *, on_cancel: Callable[[], None] | None = None,

@@ -16,11 +16,14 @@ from .jobs import started
 def start_benchmark(variants: list[Variant], cfg: BenchConfig, measure_memory: bool) -> BenchHandle:
     """Start timing ``variants`` at every batch size of ``cfg``; peak memory is kept when ``measure_memory``."""
     plain = [BenchVariant(v.id, v.name, str(v.path), v.artifact.run_id if v.artifact else None) for v in variants]
+    from ..data import control_values
     from .actions import bench_shapes
 
+    info = state.model_info()
+    values = control_values(state.eval_dataset(), info.inputs) if info is not None else {}
     job = start_service_benchmark(plain, cfg, measure_memory=measure_memory, workspace=workspace(), origin="app",
-                                  shapes=bench_shapes())
-    job.meta = {"samples": {}, "config": cfg, "variants": [(v.id, v.name, str(v.path)) for v in variants]}
+                                  shapes=bench_shapes(), values=values)
+    job.meta = {"samples": {}, "config": cfg, "variants": [(v.id, v.name, v.path) for v in job.variants]}
     state.set_job("bench", job)
     return started(job)  # type: ignore[return-value]
 

@@ -15,18 +15,18 @@ def result_columns() -> dict:
     each number means."""
     import streamlit as st
 
-    num = st.column_config.NumberColumn
+    num, text = st.column_config.NumberColumn, st.column_config.TextColumn
+    # pixel widths: together about 760 px, the main column's width at 1280 px, with room for a variant's name
     return {
-        "variant": st.column_config.TextColumn("variant", width="medium", help="Full name on hover."),
-        "batch": num("batch", width="small"), "runs": num("runs", width="small", format="%d"),
-        "p50 ms": num("p50 ms", width="small", help="Median latency of one run (ms)."),
-        "p90 ms": num("p90 ms", width="small"), "p99 ms": num("p99 ms", width="small"),
-        THROUGHPUT_COLUMN: num(THROUGHPUT_COLUMN, width="small", format="%.0f",
+        "variant": text("variant", width=250, help="Full name on hover."),
+        "batch": num("batch", width=50), "runs": num("runs", width=55, format="%d"),
+        "p50 ms": num("p50 ms", width=65, help="Median latency of one run (ms)."),
+        "p90 ms": num("p90 ms", width=65), "p99 ms": num("p99 ms", width=65),
+        THROUGHPUT_COLUMN: num("samples/s", width=75, format="%.0f",
                                help=f"Samples per second = {THROUGHPUT_METHOD} (the median, so one outlier "
                                     "cannot flip which variant is faster)."),
-        "speedup (p50)": st.column_config.TextColumn("speedup", width="small",
-                                                     help="Baseline p50 ÷ this p50, at the same batch size."),
-        "peak memory MB": num("peak MB", width="small", format="%.0f",
+        "speedup (p50)": text("speedup", width=70, help="Baseline p50 ÷ this p50, at the same batch size."),
+        "peak memory MB": num("peak MB", width=65, format="%.0f",
                               help="Peak resident memory of the process that timed it (MB)."),
         "providers": None,  # said once under the table (the same for every row on one machine)
     }

@@ -125,3 +125,31 @@ def random_data_warning(where: str = "These results") -> None:
     """The visible warning every result made with random inputs carries."""
     st.warning(f"{where} used RANDOM input data: accuracy and ranges say nothing about real inputs.",
                icon=":material/warning:")
+
+
+def op_delta_table(op_deltas: list[dict], ref_name: str, cand_name: str, show_all: bool = False) -> None:
+    """Op counts before → after as a narrow HTML table (op, before, after, Δ) that fits half a 1280 px page:
+    long op names break after their domain, and the reference and candidate names are said once above it (and
+    on hover). Model text is escaped (:func:`html_text`)."""
+    rows = [d for d in op_deltas if show_all or d["delta"]]
+    if not rows:
+        st.caption("No op counts changed.")
+        return
+    ref, cand = html_text(ref_name), html_text(cand_name)
+    head = (f'<tr><th>op</th><th class="n" title="{ref}">before</th><th class="n" title="{cand}">after</th>'
+            '<th class="n">Δ</th></tr>')
+    body = "".join(
+        f'<tr><td title="{html_text(d["key"])}">'
+        + "::<wbr>".join(html_text(part) for part in str(d["key"]).split("::", 1))
+        + f'</td><td class="n">{int(d["before"])}</td><td class="n">{int(d["after"])}</td>'
+        f'<td class="n">{int(d["delta"]):+d}</td></tr>' for d in rows)
+    st.markdown(
+        "<style>.ortlab-op-deltas{max-height:26rem;overflow-y:auto}"
+        ".ortlab-op-deltas table{width:100%;border-collapse:collapse;font-size:.85rem}"
+        ".ortlab-op-deltas th,.ortlab-op-deltas td{padding:.2rem .45rem;border-bottom:1px solid #e6e6e6;"
+        "overflow-wrap:anywhere;text-align:left;vertical-align:top}"
+        ".ortlab-op-deltas th{position:sticky;top:0;background:#fafafa}"
+        ".ortlab-op-deltas .n{text-align:right;white-space:nowrap;width:3.6rem}</style>"
+        f'<div class="ortlab-op-deltas"><table><thead>{head}</thead><tbody>{body}</tbody></table></div>',
+        unsafe_allow_html=True)
+    st.caption(f"before: {md(ref_name)} · after: {md(cand_name)}")

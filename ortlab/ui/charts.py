@@ -54,21 +54,26 @@ def op_histogram(op_counts: dict, title: str = "Operators") -> go.Figure:
         part = [(op, n) for (d, op), n in rows if d == domain]
         names = [op if domain == "ai.onnx" else f"{op} ({domain})" for op, _ in part]
         fig.add_bar(y=names, x=[n for _, n in part], orientation="h", name=domain,
-                    marker_color=domain_color(domain), text=[n for _, n in part], textposition="auto")
+                    marker_color=domain_color(domain), text=[n for _, n in part], textposition="auto",
+                    textangle=0)
     return style(fig, title, height=max(320, 34 * len(rows) + 120))
 
 
 def op_counts_grouped(deltas: list[dict], names: tuple[str, str], colors: tuple[str, str],
                       title: str = "Op counts before and after") -> go.Figure:
-    """Grouped bars: count per op key for the reference and the candidate."""
-    rows = sorted(deltas, key=lambda d: (d.get("domain", ""), d.get("op_type", "")))
+    """Grouped horizontal bars: count per op key for the reference and the candidate, one row per op (names
+    read horizontally however many ops a model has; the chart grows with them)."""
+    rows = sorted(deltas, key=lambda d: (d.get("domain", ""), d.get("op_type", "")), reverse=True)
     labels = [d["op_type"] if not d.get("domain") else f"{d['op_type']} ({d['domain']})" for d in rows]
     fig = go.Figure()
-    fig.add_bar(x=labels, y=[d["before"] for d in rows], name=names[0], marker_color=colors[0])
-    fig.add_bar(x=labels, y=[d["after"] for d in rows], name=names[1], marker_color=colors[1])
-    fig.update_layout(barmode="group", xaxis_tickangle=-35)
-    style(fig, title, height=480)
-    # rotated op names take the room below the axis: the legend goes between the title and the plot
+    # plotly draws the first trace of a horizontal group at the bottom: the candidate goes first so the
+    # reference's bar sits above it, in the legend's order
+    fig.add_bar(y=labels, x=[d["after"] for d in rows], name=names[1], marker_color=colors[1], orientation="h")
+    fig.add_bar(y=labels, x=[d["before"] for d in rows], name=names[0], marker_color=colors[0], orientation="h")
+    fig.update_layout(barmode="group", legend_traceorder="reversed")
+    style(fig, title, height=max(360, 30 * len(rows) + 150))
+    fig.update_yaxes(automargin=True)
+    # the legend goes between the title and the plot
     fig.update_layout(title=dict(y=0.98, yref="container", yanchor="top"), margin=dict(t=100),
                       legend=dict(yanchor="bottom", y=1.02, yref="paper"))
     return fig

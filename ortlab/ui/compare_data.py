@@ -17,8 +17,8 @@ def _key(*parts) -> tuple:
 
 
 def model_info(path: Path):
-    """``inspect_model`` of ``path``, cached per session."""
-    from ..model import inspect_model
+    """``inspect_model`` of ``path`` (in a child process when it is large: ``isolated``), cached per session."""
+    from ..isolated import model_info as inspect_model
 
     c = state.cache()
     k = _key("info", path)
@@ -28,8 +28,9 @@ def model_info(path: Path):
 
 
 def graph_diff(ref: Path, cand: Path) -> GraphDiff:
-    """``diff.graph_diff`` of two files, cached per session."""
-    from ..diff import graph_diff as _diff
+    """``diff.graph_diff`` of two files (in a child process when they are large: ``isolated``), cached per
+    session."""
+    from ..isolated import graph_diff as _diff
 
     c = state.cache()
     k = _key("diff", ref, cand)
@@ -39,8 +40,9 @@ def graph_diff(ref: Path, cand: Path) -> GraphDiff:
 
 
 def graph_description(ref: Path, cand: Path) -> dict:
-    """``diff.graph_description`` of two files (the merged before/after graph, as plain data), cached per session."""
-    from ..diff import graph_description as _description
+    """``diff.graph_description`` of two files (the merged before/after graph, as plain data; in a child process
+    when they are large: ``isolated``), cached per session."""
+    from ..isolated import graph_description as _description
 
     c = state.cache()
     k = _key("description", ref, cand)

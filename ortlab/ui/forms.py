@@ -119,3 +119,25 @@ def dataclass_form(cls: type, value: Any, key: str, *, only: list[str] | None = 
         values[f.name] = dataclass_form(hints[f.name], values[f.name], f"{key}.{f.name}", options=sub_opts,
                                         extra_when=sub_when, columns=columns, disabled=disabled)
     return dataclasses.replace(value, **values)
+
+
+def set_form_values(cls: type, value: Any, key: str, *, options: dict[str, list[str]] | None = None) -> None:
+    """Put ``value`` into the widgets of ``dataclass_form(cls, ..., key, options=options)`` before they are drawn.
+    Deleting a keyed widget's state is not enough to change it: the browser keeps showing (and sends back) the
+    old choice; a value written to ``st.session_state`` is sent to the browser."""
+    hints = typing.get_type_hints(cls)
+    options = options or {}
+    for f in dataclasses.fields(cls):
+        tp, current, k = hints[f.name], getattr(value, f.name), f"{key}.{f.name}"
+        if dataclasses.is_dataclass(tp):
+            sub = {n.partition(".")[2]: v for n, v in options.items() if n.startswith(f.name + ".")}
+            set_form_values(tp, current, k, options=sub)
+        elif typing.get_origin(tp) is tuple:
+            inner = (typing.get_args(tp) or (str,))[0]
+            st.session_state[k] = list(current) if inner is str and f.name in options else ", ".join(map(str, current))
+        elif tp is int or tp is float:
+            st.session_state[k] = tp(current)
+        elif (isinstance(tp, type) and issubclass(tp, enum.Enum)) or tp is bool:
+            st.session_state[k] = current
+        else:
+            st.session_state[k] = "" if current is None else str(current)

@@ -77,7 +77,9 @@ def show_netron(model_path: Path, key: str, height: int = 600) -> None:
     """
     model_path = Path(model_path)
     try:
-        files = model_files(model_path)
+        # a file over the cap is never parsed here (listing its external data would read it whole)
+        big = model_path.is_file() and model_path.stat().st_size > MAX_NETRON_BYTES
+        files = [(model_path.name, model_path)] if big else model_files(model_path)
         total = sum(p.stat().st_size for _, p in files)
         if total > MAX_NETRON_BYTES:
             st.info(f"{md(model_path.name)} is {format_bytes(total)}, more than the {format_bytes(MAX_NETRON_BYTES)} "
@@ -101,7 +103,7 @@ def _fallback(model_path: Path, key: str, height: int) -> None:
     """The model drawn by the app's own graph view (``graph_view``: grouped by name scope, laid out in the
     browser), used when Netron cannot be."""
     try:
-        from ortlab.diff import graph_description
+        from ortlab.ui.compare_data import graph_description  # read in a child when large, cached per session
         from ortlab.ui.graph_view import show_graph_diff
 
         description = graph_description(model_path, model_path)

@@ -68,7 +68,7 @@ def start_analysis(a: Artifact, n: int = N_SAMPLES) -> background.Task:
     def work(task: background.Task):
         from ..analyze import analyze
 
-        return analyze(a.source_path, cand, dataset, pre, n=n, cancel=token)
+        return analyze(a.source_path, cand, dataset, pre, n=n, cancel=token, shapes=a.input_shapes or None)
 
     task = background.start(work, on_cancel=token.cancel, meta={"candidate": str(cand), "label": a.recipe.label()},
                             name="ortlab-analyze")

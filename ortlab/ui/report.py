@@ -131,7 +131,7 @@ def html_report(artifact: Artifact, ref_info: dict, cand_info: dict, diff: Graph
     when = artifact.created_at or datetime.now(UTC).isoformat(timespec="seconds")
     run = f"run #{_e(artifact.run_id)} · " if artifact.run_id is not None else ""
     parts.append(f'<p class="muted">{run}{_e(when)}</p>')
-    parts.append(_verdict(artifact.verdict if artifact.verdict is not None else judge(evaluation)))
+    parts.append(_verdict(artifact.verdict if artifact.verdict is not None else judge(evaluation, coverage=artifact.coverage)))
     if random_data:
         parts.append('<div class="alert">⚠ RANDOM DATA: calibration and/or evaluation used random inputs. '
                      "Accuracy and agreement numbers are meaningless; quantization ranges may be poor.</div>")

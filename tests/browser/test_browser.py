@@ -373,6 +373,7 @@ def test_4_every_request_stayed_on_this_machine(flow):
 LAPTOP = {"width": 1280, "height": 720}
 PAGES = [("Model", "model"), ("Data", "data"), ("Recipe", "recipe"), ("Compare", "compare"),
          ("Benchmark", "benchmark"), ("History", "history")]
+TUNE = ("Tune", "tune")
 
 SCROLL_JS = """() => ({window: window.scrollY,
     main: Math.max(0, ...[...document.querySelectorAll('[data-testid="stMain"], [data-testid="stAppViewContainer"], '
@@ -383,6 +384,33 @@ ELIDED_METRICS_JS = """() => [...document.querySelectorAll('[data-testid="stMetr
     .filter(e => e.scrollWidth > e.clientWidth + 1 || [...e.querySelectorAll('*')].some(c =>
         c.scrollWidth > c.clientWidth + 1) || e.innerText.includes('…'))
     .map(e => e.innerText)"""
+
+
+OP_TABLE_JS = """() => { const t = document.querySelector('.ortlab-op-deltas table');
+    if (!t || !t.getClientRects().length) return null;
+    const wrap = t.closest('.ortlab-op-deltas'), col = t.closest('[data-testid="stColumn"]') || wrap;
+    const limit = Math.min(window.innerWidth, col.getBoundingClientRect().right);
+    return {limit, overflow: wrap.scrollWidth - wrap.clientWidth,
+            headers: [...t.querySelectorAll('th')].map(th => ({text: th.innerText.trim(),
+                left: th.getBoundingClientRect().left, right: th.getBoundingClientRect().right}))}; }"""
+
+CUT_BUTTONS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] button')]
+    .filter(b => b.getClientRects().length && b.innerText.trim())
+    .filter(b => [b, ...b.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1))
+    .map(b => b.innerText.trim())"""
+
+SIDEBAR_MODEL_JS = r"""() => { const p = [...document.querySelectorAll('[data-testid="stSidebar"] p')]
+    .find(e => e.innerText.startsWith('Model ·')); return p ? p.innerText.replace(/^Model ·\s*/, '') : null; }"""
+
+
+def assert_op_table_fits(page) -> None:
+    """Compare's op-count table shows all its columns (op, before, after, Δ) inside its column and the viewport."""
+    table = page.evaluate(OP_TABLE_JS)
+    assert table is not None, "no op-count table on Compare"
+    assert [h["text"] for h in table["headers"]] == ["op", "before", "after", "Δ"], table
+    assert table["overflow"] <= 1, table
+    for h in table["headers"]:
+        assert h["right"] <= table["limit"] + 1 and h["right"] - h["left"] >= 16, table
 
 
 def no_page_not_found(page) -> None:
@@ -437,7 +465,7 @@ def test_5_model_page_at_1280x720_opens_and_stays_at_the_top(app, laptop, screen
 
 def test_6_every_page_opens_by_its_url(app, laptop, screenshots):
     page = laptop
-    for title, path in [*PAGES, ("Tune", "tune")]:
+    for title, path in [*PAGES, TUNE]:
         page.goto(f"{app['url']}/{path}")
         page.wait_for_selector('[data-testid="stSidebarNav"]', timeout=60_000)
         wait_quiet(page)
@@ -450,8 +478,9 @@ def test_7_every_page_after_the_demo_at_1280x720(flow, screenshots):
     """The first tab ran the demo and a benchmark: each page of that session, on a laptop screen."""
     page = flow["page"]
     page.set_viewport_size(LAPTOP)
+    names: set[str] = set()  # one name for the current model: the sidebar on every page, the Model page's header
     try:
-        for title, path in PAGES:
+        for title, path in [*PAGES, TUNE]:
             if path == "model":
                 page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Model").first.click()
                 wait_quiet(page)
@@ -470,9 +499,17 @@ def test_7_every_page_after_the_demo_at_1280x720(flow, screenshots):
                 wait_quiet(page)
                 page.get_by_role("tab", name="Graph diff").click()
                 wait_quiet(page)
-            laptop_shot(page, screenshots, f"{PAGES.index((title, path)) + 1:02d}_{path}_after_demo")
+                assert_op_table_fits(page)
+            laptop_shot(page, screenshots, f"{[*PAGES, TUNE].index((title, path)) + 1:02d}_{path}_after_demo")
             assert not page.locator('[data-testid="stException"]').count(), path
             assert page.evaluate(ELIDED_METRICS_JS) == [], path
+            assert page.evaluate(CUT_BUTTONS_JS) == [], path
+            names.add(page.evaluate(SIDEBAR_MODEL_JS))
+            if path == "model":
+                names.add(page.locator('[data-testid="stMain"] h3').first.inner_text().strip())
+            if path == "history":  # the heading of the run's group: "<model> · 1 run"
+                names.add(page.locator('[data-testid="stMain"] h5').first.inner_text().split(" · ")[0].strip())
+        assert len(names) == 1, f"the current model goes by several names: {names}"
     finally:
         page.set_viewport_size(VIEWPORT_TALL)
 
@@ -480,45 +517,25 @@ def test_7_every_page_after_the_demo_at_1280x720(flow, screenshots):
 VIEWPORT_TALL = {"width": 1600, "height": 2200}
 
 
-def heatmap_model(path: Path) -> Path:
-    """A detector-style model: image [N, 3, H, W] with dynamic H/W → Conv → Sigmoid heat map [N, 1, H, W]."""
-    import numpy as np
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-    w1 = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3, "w1")
-    b1 = numpy_helper.from_array(np.zeros(8, np.float32), "b1")
-    w2 = numpy_helper.from_array(rng.standard_normal((1, 8, 1, 1)).astype(np.float32) * 0.3, "w2")
-    nodes = [helper.make_node("Conv", ["image", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
-             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
-             helper.make_node("Conv", ["r1", "w2"], ["logits"], name="head"),
-             helper.make_node("Sigmoid", ["logits"], ["heatmap"], name="sigmoid")]
-    graph = helper.make_graph(nodes, "heatmap_detector",
-                              [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, "H", "W"])],
-                              [helper.make_tensor_value_info("heatmap", TensorProto.FLOAT, ["N", 1, "H", "W"])],
-                              [w1, b1, w2])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="ortlab-test")
-    model.ir_version = 8  # what onnxruntime reads (a newer onnx writes IR versions ORT may not know yet)
-    onnx.save(model, str(path))
-    return path
+DETECTOR = REPO / "tests" / "fixtures" / "yolo_detector.onnx"
+PHOTOS = REPO / "sample_models" / "efficientnet_lite0" / "evaluation"
 
 
-def test_8_uploaded_detector_gets_its_own_state(app, laptop, screenshots, tmp_path_factory):
+def test_8_uploaded_detector_gets_its_own_state(app, laptop, screenshots):
     """A detector uploaded after the digits sample: no digits data, no demo, its own runs on Compare."""
     try:
-        _detector_flow(app, laptop, screenshots, tmp_path_factory)
+        _detector_flow(app, laptop, screenshots)
     except Exception:
         laptop_shot(laptop, screenshots, "FAILED_detector")
         raise
 
 
-def _detector_flow(app, laptop, screenshots, tmp_path_factory):
+def _detector_flow(app, laptop, screenshots):
     page = laptop
-    model = heatmap_model(tmp_path_factory.mktemp("detector") / "heatmap_detector.onnx")
     page.goto(app["url"] + "/model")
     page.locator('[data-testid="stFileUploader"]').first.wait_for(timeout=60_000)
     wait_quiet(page)
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').first.set_input_files(str(model))
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').first.set_input_files(str(DETECTOR))
     page.get_by_text("has no data yet").first.wait_for()
     wait_quiet(page)
     assert button(page, ["demo_run"], re.compile("Run the demo")).is_disabled()
@@ -526,13 +543,23 @@ def _detector_flow(app, laptop, screenshots, tmp_path_factory):
     go_to(page, "Data", "data")
     assert not page.get_by_text("fits the model").count()
     assert page.get_by_text("No data selected yet").count()
+    # real photos (the EfficientNet sample's crops), resized by the Data page to the detector's 640×640 input
+    page.get_by_text("Upload images (files or a .zip)").click()
+    wait_quiet(page)
+    photos = sorted(PHOTOS.glob("*.jpg"))[:8]
+    assert len(photos) == 8
+    page.locator('.st-key-data_upload input[type="file"]').set_input_files([str(p) for p in photos])
+    page.locator('[data-testid="stSidebar"]').get_by_text("uploaded images (8)").first.wait_for()
+    wait_quiet(page)
     go_to(page, "Recipe", "recipe")
     page.locator(".st-key-recipe_preset").click()
-    page.get_by_role("option", name=re.compile("graph optimization only")).click()
+    page.get_by_role("option", name=re.compile("int8 static QDQ")).click()
+    wait_quiet(page)  # the choice reaches the server before the button is pressed
     button(page, ["recipe_load_preset"], re.compile("Load preset")).click()
     wait_quiet(page)
+    assert page.get_by_role("radio", name="int8", exact=True).first.is_checked()
     button(page, ["recipe.run"], re.compile("Run recipe")).click()
-    page.get_by_text(re.compile(r"fp32 · cpu · extended ran in|Finished fp32 · cpu · extended|recipe failed")
+    page.get_by_text(re.compile(r"int8 static QDQ · cpu · \w+ ran in|Finished int8 static QDQ|recipe failed")
                      ).first.wait_for(timeout=DEMO_TIMEOUT_MS)
     wait_quiet(page)
     assert not page.get_by_text("recipe failed").count(), page.locator('[data-testid="stAlert"]').all_inner_texts()
@@ -542,7 +569,9 @@ def _detector_flow(app, laptop, screenshots, tmp_path_factory):
     wait_quiet(page)
     text = page.locator('[data-testid="stMain"]').inner_text()
     assert "digits" not in text.lower(), "another model's artifact is offered on Compare"
+    assert "yolo_detector.onnx" in text
     assert page.evaluate(ELIDED_METRICS_JS) == []
+    assert_op_table_fits(page)
     laptop_shot(page, screenshots, "21_detector_compare")
     go_to(page, "Benchmark", "benchmark")
     laptop_shot(page, screenshots, "22_detector_benchmark")
