@@ -281,6 +281,9 @@ def graph_overlay(a: Artifact | None) -> dict | None:
     """The stored overlay (:func:`ortlab.ui.state.node_overlay`) when it belongs to ``a``'s QDQ model, its values
     also under the names of ``a``'s own (ORT-optimized, fused) graph, so that they land on both the QDQ and the
     fused nodes of the graph diff."""
+    task = state.job("analyze")
+    if task is not None and task.done:
+        collect(task)  # an analysis that ended since the last run: the graph tab is drawn before its own tab
     ov = state.node_overlay()
     qdq = qdq_model(a)
     if a is None or not ov or qdq is None or ov.get("candidate") != str(qdq) or not ov.get("values"):

@@ -273,13 +273,14 @@ def test_2b_compare_graph_diff_before_and_after_side_by_side(flow, screenshots):
         frame.evaluate("() => { const p = window.ortlabPanes.after; p.toggle(Object.keys(p.opened)[0], false); }")
     state = frame.evaluate(GROUP_STATE_JS)
     group = state["closed"][0]
-    pos = frame.evaluate(f"""() => {{  // pan (not zoom) so that the box is on screen, then click it
+    pos = frame.evaluate(f"""() => {{  // pan (not zoom) so that the box is on screen; where it is in the frame
         const cy = window.ortlabPanes.after.cy, g = cy.getElementById({group!r});
         cy.center(g);
-        return g.renderedPosition();
+        const r = cy.container().getBoundingClientRect(), p = g.renderedPosition();
+        return {{x: r.left + p.x, y: r.top + p.y}};
     }}""")
     box = iframe.bounding_box()
-    page.mouse.click(box["x"] + a["x"] + pos["x"], box["y"] + a["y"] + pos["y"])
+    page.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
     page.wait_for_timeout(1500)
     now = frame.evaluate(GROUP_STATE_JS)
     assert group in now["open"], (group, now)
@@ -292,7 +293,7 @@ def test_2c_per_node_error_is_drawn_on_the_graph_diff(flow, screenshots):
     size = page.viewport_size
     page.get_by_role("tab", name="Per-node error").click()
     button(page, ["node_errors.analyse"], re.compile("Analyse per-node error")).click()
-    page.get_by_text(re.compile("keep in float", re.I)).first.wait_for(timeout=120_000)
+    page.get_by_text(re.compile(r"quantized nodes on \d+ samples")).first.wait_for(timeout=120_000)
     wait_quiet(page)
     page.get_by_role("tab", name="Graph diff").click()
     wait_quiet(page)
