@@ -359,8 +359,8 @@ def graph_diff_args(at) -> dict:
 
 
 def test_compare_focus_narrows_the_diff_graph(demo_app):
-    def graph_nodes(a) -> int:
-        return sum(1 for e in graph_diff_args(a)["elements"] if "source" not in e["data"])
+    def graph_nodes(a) -> int:  # boxes of the after pane (the candidate's graph)
+        return sum(1 for e in graph_diff_args(a)["panes"]["after"]["elements"] if "source" not in e["data"])
 
     at, _ = demo_app
     at.switch_page("pages/compare.py").run()
@@ -385,8 +385,8 @@ def test_compare_shows_one_count_of_changes_in_the_header_cards_and_graph(demo_a
     assert line == header
     said = {k: int(re.search(rf"(\d+) {k}", header).group(1)) for k in cards}
     assert said == cards
-    total_nodes = sum(1 for _ in graph_diff_args(at)["elements"])
-    assert total_nodes > 0
+    panes = graph_diff_args(at)["panes"]
+    assert all(sum(1 for e in panes[side]["elements"] if "source" not in e["data"]) > 0 for side in ("before", "after"))
 
 
 def test_upload_of_a_bundled_sample_keeps_its_manifest_preprocessing(home):

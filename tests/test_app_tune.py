@@ -76,8 +76,9 @@ def test_per_node_error_keep_in_float_rerun_and_history_qdq_download(app):
     at.switch_page("pages/history.py").run()
     _ok(at)
     labels = [b.proto.label for b in at.get("download_button")]
-    assert labels[0] == "⬇ Model (QDQ, portable: ORT, TensorRT, OpenVINO)"
-    assert labels[1] == "⬇ ORT-only (optimized for this CPU)"
+    assert labels[0] == "⬇ Model (QDQ, portable)" and labels[1] == "⬇ ORT-only model"
+    helps = [b.proto.help for b in at.get("download_button")]
+    assert "TensorRT, OpenVINO" in helps[0] and "for ONNX Runtime only" in helps[1]
 
 
 def test_tune_page_fills_the_pareto_chart_and_recommends(app):
