@@ -453,12 +453,7 @@ class Tuner:
             q = replace(current.recipe.quant, nodes_to_exclude=tuple(sorted(excluded | {pick})))
             name = f"{current.label.split(' + float')[0]} + float {len(excluded) + 1}"
             t = self._trial(replace(current.recipe, quant=q, name=name), "exclude", f"keep {pick} in float")
-            gain = (t.sqnr_db or -math.inf) - (current.sqnr_db or -math.inf)
-            if t.status == "done" and gain >= MIN_GAIN_DB:
-                t.note += f": kept (+{gain:.1f} dB)"
-                current = t
-            else:
-                t.note += f": dropped ({gain:+.1f} dB)" if t.status == "done" else ": dropped (failed)"
+            current = _keep_if_gains(t, current)
             yield t
             if current.accepted:
                 return
@@ -484,12 +479,7 @@ class Tuner:
             q = replace(current.recipe.quant, int16_weight_nodes=nodes)
             name = f"{current.label.split(' + int16')[0]} + int16 weights {len(nodes)}"
             t = self._trial(replace(current.recipe, quant=q, name=name), "int16", f"16-bit weights in {', '.join(chunk)}")
-            gain = (t.sqnr_db or -math.inf) - (current.sqnr_db or -math.inf)
-            if t.status == "done" and gain >= MIN_GAIN_DB:
-                t.note += f": kept (+{gain:.1f} dB)"
-                current = t
-            else:
-                t.note += f": dropped ({gain:+.1f} dB)" if t.status == "done" else ": dropped (failed)"
+            current = _keep_if_gains(t, current)
             yield t
             if current.accepted:
                 return
@@ -584,3 +574,13 @@ def _sentence(best: Trial | None, accepted: bool, s: TuneSettings, n: int) -> st
 def tune(model, calibration: DataRef | None, evaluation: DataRef, **kwargs: Any) -> TuneResult:
     """Run a whole search (:class:`Tuner` arguments) and return its result."""
     return Tuner(model, calibration, evaluation, **kwargs).run()
+
+def _keep_if_gains(trial: Trial, current: Trial) -> Trial:
+    """The greedy step's choice: ``trial`` when it finished and adds at least ``MIN_GAIN_DB`` of SQNR over
+    ``current``, else ``current``; the trial's note says which."""
+    gain = (trial.sqnr_db or -math.inf) - (current.sqnr_db or -math.inf)
+    if trial.status == "done" and gain >= MIN_GAIN_DB:
+        trial.note += f": kept (+{gain:.1f} dB)"
+        return trial
+    trial.note += f": dropped ({gain:+.1f} dB)" if trial.status == "done" else ": dropped (failed)"
+    return current
