@@ -575,6 +575,7 @@ def tune(model, calibration: DataRef | None, evaluation: DataRef, **kwargs: Any)
     """Run a whole search (:class:`Tuner` arguments) and return its result."""
     return Tuner(model, calibration, evaluation, **kwargs).run()
 
+
 def _keep_if_gains(trial: Trial, current: Trial) -> Trial:
     """The greedy step's choice: ``trial`` when it finished and adds at least ``MIN_GAIN_DB`` of SQNR over
     ``current``, else ``current``; the trial's note says which."""
