@@ -2,7 +2,7 @@
 
 Before the run service, a calibration ran inside the Streamlit server: it held a process-wide lock and
 redirected fd 2 for its whole duration, and another session's model load waited 28 s behind a 600-image
-calibration. Now every recipe runs in a child process started by ``ortlab.service.start_recipe``.
+calibration. Now every recipe runs in a child process started by ``ortlab.runs.service.start_recipe``.
 
 This script starts int8 static quantization of EfficientNet-Lite0 calibrated on 600 images (the sample's 64
 calibration photos, repeated) through the run service, and while it calibrates, loads a model in this
@@ -25,11 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ortlab import samples, service
-from ortlab.config import Precision, QuantConfig, Recipe
-from ortlab.model import inspect_model
-from ortlab.runspec import DataRef, RunSpec
-from ortlab.workspace import Workspace
+from ortlab.data import samples
+from ortlab.runs import service
+from ortlab.settings.config import Precision, QuantConfig, Recipe
+from ortlab.model.inspect import inspect_model
+from ortlab.runs.runspec import DataRef, RunSpec
+from ortlab.runs.workspace import Workspace
 
 
 def load_like_the_model_page(name: str) -> float:

@@ -1,4 +1,4 @@
-"""Do ``ortlab.bench.latency_samples`` and ``latency_samples_isolated`` measure the same latency as a bare
+"""Do ``ortlab.timing.bench.latency_samples`` and ``latency_samples_isolated`` measure the same latency as a bare
 ``session.run`` loop?
 
 Interleaved rounds on one model (the digits_cnn sample; a small built-in Conv model when the sample is
@@ -27,13 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 import onnxruntime as ort
 
-from ortlab.bench import latency_samples, latency_samples_isolated
-from ortlab.config import BenchConfig
+from ortlab.timing.bench import latency_samples, latency_samples_isolated
+from ortlab.settings.config import BenchConfig
 
 
 def pick_model(tmp: Path) -> tuple[Path, str]:
     """A private copy of the digits_cnn sample, or a small Conv model built here when it is missing."""
-    from ortlab.samples import samples_root
+    from ortlab.data.samples import samples_root
 
     sample = samples_root() / "digits_cnn" / "model.onnx"
     if sample.is_file():

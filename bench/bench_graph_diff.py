@@ -32,9 +32,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from models import big_chain_model  # noqa: E402
-from ortlab.config import OptLevel  # noqa: E402
-from ortlab.diff import graph_description  # noqa: E402
-from ortlab.optimize import optimize_model  # noqa: E402
+from ortlab.settings.config import OptLevel  # noqa: E402
+from ortlab.model.diff import graph_description  # noqa: E402
+from ortlab.transforms.optimize import optimize_model  # noqa: E402
 from ortlab.ui.graph_view import COMPONENT_DIR, build_view, component_args  # noqa: E402
 
 # The parent page plays Streamlit's part of the component protocol: it posts one render message with the

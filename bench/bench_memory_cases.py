@@ -64,12 +64,13 @@ def prepare(name: str, tmp: Path, upload_mb: int) -> None:
 def case(name: str, tmp: Path, upload_mb: int) -> str:
     """Run one case in this process; returns what happened (the error message or "ok")."""
 
-    from ortlab import data, service
-    from ortlab.config import BenchConfig, Recipe
-    from ortlab.errors import OrtlabError
-    from ortlab.history import BenchVariant
-    from ortlab.runspec import DataRef, RunSpec
-    from ortlab.workspace import Workspace
+    from ortlab.data import dataset as data
+    from ortlab.runs import service
+    from ortlab.settings.config import BenchConfig, Recipe
+    from ortlab.core.errors import OrtlabError
+    from ortlab.runs.history import BenchVariant
+    from ortlab.runs.runspec import DataRef, RunSpec
+    from ortlab.runs.workspace import Workspace
 
     try:
         if name == "zero_npz":
@@ -77,7 +78,7 @@ def case(name: str, tmp: Path, upload_mb: int) -> str:
         elif name == "huge_png_zip":
             data.load_image_zip((tmp / "big.zip").read_bytes())
         elif name == "wide_zip":
-            from ortlab.model import import_model
+            from ortlab.model.inspect import import_model
 
             import_model(tmp / "wide.zip", tmp / "store")
         elif name == "big_input_recipe":
@@ -92,8 +93,8 @@ def case(name: str, tmp: Path, upload_mb: int) -> str:
                                              workspace=Workspace(tmp / "ws"), memory_gb=1.2)
             handle.follow()
         elif name in ("upload_old", "upload_new", "upload_onnx_old", "upload_onnx_new"):
-            from ortlab import isolated
-            from ortlab.model import import_model, inspect_model
+            from ortlab.model import isolated
+            from ortlab.model.inspect import import_model, inspect_model
 
             raw = (tmp / "up.zip").read_bytes()  # what Streamlit holds
             print(f"  holding the upload ({len(raw) / 1e6:.0f} MB): VmRSS {_status('VmRSS'):.0f} MB", flush=True)
@@ -110,7 +111,7 @@ def case(name: str, tmp: Path, upload_mb: int) -> str:
                 path, _ = isolated.import_upload(up, tmp / "models", filename="model.onnx", on_saved=drop)
                 isolated.graph_description(path, path)  # the Model page's drawing of a model too big for Netron
         elif name == "local_import":  # a model over the upload limit, imported from a path as the Model page does
-            from ortlab import isolated
+            from ortlab.model import isolated
 
             path, _ = isolated.import_model(tmp / "up.onnx", tmp / "models")
             isolated.graph_description(path, path)

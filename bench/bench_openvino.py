@@ -19,9 +19,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ortlab import cli  # noqa: E402
-from ortlab.bench import latency_samples_isolated  # noqa: E402
-from ortlab.config import BenchConfig  # noqa: E402
+from ortlab.cli import main as cli  # noqa: E402
+from ortlab.timing.bench import latency_samples_isolated  # noqa: E402
+from ortlab.settings.config import BenchConfig  # noqa: E402
 
 SAMPLE = REPO / "sample_models" / "efficientnet_lite0"
 

@@ -1,7 +1,7 @@
 """What does the engine's static quantization cost on top of ONNX Runtime's own call?
 
 Interleaved rounds on the digits_cnn sample (pre-processed once with the engine, so both sides quantize the
-same graph): (a) ``ortlab.quantize.quantize_static_model`` with the engine's ``CalibrationReader`` over the
+same graph): (a) ``ortlab.transforms.quantize.quantize_static_model`` with the engine's ``CalibrationReader`` over the
 sample's calibration images, (b) a bare ``onnxruntime.quantization.quantize_static`` call with the same
 settings and a plain reader that decodes the same PNGs into identical arrays. Prints median wall time of
 each, the ratio of the medians and the median of the per-round ratios (a paired figure that cancels drift
@@ -30,11 +30,11 @@ from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, 
                                       quantize_static)
 from PIL import Image  # noqa: E402
 
-from ortlab import data  # noqa: E402
-from ortlab.config import QuantConfig  # noqa: E402
-from ortlab.model import inspect_model, sha256_file  # noqa: E402
-from ortlab.calibration import CalibrationReader  # noqa: E402
-from ortlab.quantize import preprocess_for_quantization, quantize_static_model  # noqa: E402
+from ortlab.data import dataset as data  # noqa: E402
+from ortlab.settings.config import QuantConfig  # noqa: E402
+from ortlab.model.inspect import inspect_model, sha256_file  # noqa: E402
+from ortlab.transforms.calibration import CalibrationReader  # noqa: E402
+from ortlab.transforms.quantize import preprocess_for_quantization, quantize_static_model  # noqa: E402
 
 
 class PlainReader(CalibrationDataReader):
@@ -58,7 +58,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=11)
     args = ap.parse_args()
-    from ortlab.samples import get_sample, samples_root
+    from ortlab.data.samples import get_sample, samples_root
 
     if not (samples_root() / "digits_cnn" / "manifest.json").is_file():
         print(f"digits_cnn sample not found in {samples_root()}; nothing to compare.")

@@ -3,7 +3,7 @@
 A. EfficientNet-Lite0 (bundled sample):
    1. The default int8 recipe, with ``--trials DIR/trials.json`` (``ortlab tune --out DIR``) the tune's
       recommendation, its most accurate static recipe and its most accurate 16-bit-weight recipe, and any
-      ``--recipe`` JSON are built with ``ortlab.pipeline.run_recipe`` and timed against fp32 at level all, at batch
+      ``--recipe`` JSON are built with ``ortlab.runs.pipeline.run_recipe`` and timed against fp32 at level all, at batch
       1 and 32, in interleaved rounds (machine load hits them alike): speed ratio vs fp32 (median of the rounds'
       medians).
    2. Accuracy on the held-out evaluation photos (never the calibration ones): logits SQNR, top-1 flips, and
@@ -15,7 +15,7 @@ B. Transformer encoders with token inputs at sequence length 128: ``tests/fixtur
    ``--encoder`` (e.g. a MiniLM-sized one from ``bench/build_text_encoder.py``). Text = 90-word chunks of this
    repository's READMEs, alternate chunks for calibration and evaluation; tokenizer: ``--tokenizer`` (a
    tokenizer.json), else a WordLevel one trained on the calibration chunks (vocabulary 1000, which fits every
-   encoder here). A :class:`ortlab.tune.Tuner` search (``--text-budget`` seconds per model, shapes [1, 128]) picks
+   encoder here). A :class:`ortlab.runs.tune.Tuner` search (``--text-budget`` seconds per model, shapes [1, 128]) picks
    the recipe; the recommendation and plain dynamic int8 are then timed against fp32 (level all) at batch 1
    and 8, sequence 128, in interleaved rounds; their verdicts are the tune's (32 evaluation chunks at most).
 
@@ -40,14 +40,15 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from ortlab import bench, samples  # noqa: E402
-from ortlab.analyze import analyze  # noqa: E402
-from ortlab.config import BenchConfig, OptLevel, Precision, QuantMode, Recipe  # noqa: E402
-from ortlab.data import batch_inputs  # noqa: E402
-from ortlab.evaluate import session_inputs  # noqa: E402
-from ortlab.pipeline import run_recipe  # noqa: E402
-from ortlab.providers import create_session  # noqa: E402
-from ortlab.runspec import DataRef  # noqa: E402
+from ortlab.timing import bench  # noqa: E402
+from ortlab.data import samples  # noqa: E402
+from ortlab.checks.analyze import analyze  # noqa: E402
+from ortlab.settings.config import BenchConfig, OptLevel, Precision, QuantMode, Recipe  # noqa: E402
+from ortlab.data.dataset import batch_inputs  # noqa: E402
+from ortlab.checks.evaluate import session_inputs  # noqa: E402
+from ortlab.runs.pipeline import run_recipe  # noqa: E402
+from ortlab.runtime.providers import create_session  # noqa: E402
+from ortlab.runs.runspec import DataRef  # noqa: E402
 
 SEQ = 128
 TEXT_SOURCES = ("README.md", "sample_models/README.md", "tests/fixtures/README.md", "docs/ENGINE_API.md")
@@ -95,7 +96,7 @@ def print_speed(table: dict[int, dict[str, float]], base: str, what: str = "batc
 
 
 def image_target(args) -> None:
-    from ortlab.serial import from_plain
+    from ortlab.core.serial import from_plain
 
     s = samples.get_sample("efficientnet_lite0")
     cal, ev = s.calibration_data(), s.evaluation_data()
@@ -175,8 +176,8 @@ def text_files(folder: Path, tokenizer: str | None) -> tuple[Path, Path, Path]:
 
 
 def text_target(args) -> None:
-    from ortlab.tune import Tuner, TuneSettings
-    from ortlab.workspace import Workspace
+    from ortlab.runs.tune import Tuner, TuneSettings
+    from ortlab.runs.workspace import Workspace
 
     models = [str(REPO / "tests" / "fixtures" / "text_encoder.onnx"), *(args.encoder or [])]
     with tempfile.TemporaryDirectory() as tmp:

@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from ortlab.bench_compare import compare_benchmarks, running_stats, split_series_id
-from ortlab import openvino_runtime
-from ortlab.config import DEFAULT_BENCH_DURATION_S, BenchConfig
+from ortlab.timing.compare import compare_benchmarks, running_stats, split_series_id
+from ortlab.runtime import openvino as openvino_runtime
+from ortlab.settings.config import DEFAULT_BENCH_DURATION_S, BenchConfig
 from ortlab.ui import actions, bench_view, charts, jobs, state
 from ortlab.ui.bench_job import collect, start_benchmark
 from ortlab.ui.bench_view import THROUGHPUT_METHOD

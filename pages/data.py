@@ -4,8 +4,8 @@ and the shape of every input."""
 import numpy as np
 import streamlit as st
 
-from ortlab import data, samples
-from ortlab.config import PreprocessConfig
+from ortlab.data import dataset as data, samples
+from ortlab.settings.config import PreprocessConfig
 from ortlab.ui import actions, state
 from ortlab.ui.cards import random_data_warning
 from ortlab.ui.forms import dataclass_form

@@ -2,11 +2,12 @@
 
 import streamlit as st
 
-from ortlab.artifact import QDQ_FILE, Artifact
-from ortlab.serial import to_plain
-from ortlab.text import format_bytes
+from ortlab.core.layout import QDQ_FILE
+from ortlab.runs.artifact import Artifact
+from ortlab.core.serial import to_plain
+from ortlab.core.text import format_bytes
 from ortlab.ui import actions, cards, state
-from ortlab.history import take_notices
+from ortlab.runs.history import take_notices
 from ortlab.ui.guard import engine_errors, error_message, show_message
 from ortlab.ui.inert import md
 from ortlab.ui.progress_view import show_flash

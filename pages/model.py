@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ortlab.text import format_bytes
+from ortlab.core.text import format_bytes
 from ortlab.ui import actions, cards, charts, state
 from ortlab.ui.guard import engine_errors
 from ortlab.ui.inert import md
@@ -55,7 +55,7 @@ with right:
                 show_flash()
 
 with left, engine_errors("Listing the bundled samples"):
-    from ortlab import samples
+    from ortlab.data import samples
 
     options = {s.name: s for s in samples.list_samples(skip_broken=True)}
     state.ensure_widget("sample_select", state.sample_name())

@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from ortlab.config import (OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target, errors_of,
+from ortlab.settings.config import (OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target, errors_of,
                            validate_recipe)
-from ortlab.pipeline import NO_CALIBRATION_DATA
+from ortlab.runs.pipeline import NO_CALIBRATION_DATA
 from ortlab.ui import actions, state
 from ortlab.ui.forms import dataclass_form, set_form_values
 from ortlab.ui.guard import engine_errors
@@ -43,7 +43,7 @@ with st.container(border=True):
 state.set_recipe(recipe)
 
 with engine_errors("Checking the recipe"):
-    from ortlab import providers
+    from ortlab.runtime import providers
 
     findings = validate_recipe(recipe, providers.working_providers())
 is_static = recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.STATIC

@@ -25,11 +25,11 @@ def home(tmp_path, monkeypatch):
 @pytest.fixture
 def no_parsing_here(monkeypatch):
     """Call it (after building the test's models) to make any parse, check or inspection of a model in this
-    process fail the test (``ortlab.isolated`` reads them in a child process, which is not affected). Returns
+    process fail the test (``ortlab.model.isolated`` reads them in a child process, which is not affected). Returns
     the list of refused calls."""
     import onnx
 
-    from ortlab import diff, isolated, model
+    from ortlab.model import diff, isolated, inspect as model
 
     calls: list[str] = []
 

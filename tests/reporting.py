@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ortlab.progress import ProgressEvent
+from ortlab.core.progress import ProgressEvent
 
 
 class CollectingReporter:

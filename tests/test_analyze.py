@@ -10,11 +10,11 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from ortlab.analyze import QDQ_FILE, analyze, resolve_candidate
-from ortlab.config import Precision, Recipe
-from ortlab.parity import check_parity
-from ortlab.pipeline import run_recipe
-from ortlab.samples import get_sample
+from ortlab.checks.analyze import QDQ_FILE, analyze, resolve_candidate
+from ortlab.settings.config import Precision, Recipe
+from ortlab.checks.parity import check_parity
+from ortlab.runs.pipeline import run_recipe
+from ortlab.data.samples import get_sample
 from tests.models import conv_bn_model
 
 
@@ -89,7 +89,7 @@ def test_a_broken_node_ranks_first_and_local_differs_from_accumulated(digits_run
 
 
 def test_a_float_candidate_gets_accumulated_errors_only(tmp_path):
-    from ortlab.data import random_dataset
+    from ortlab.data.dataset import random_dataset
 
     ref = conv_bn_model(tmp_path / "a.onnx", seed=0)
     same = conv_bn_model(tmp_path / "b.onnx", seed=0)
@@ -99,7 +99,7 @@ def test_a_float_candidate_gets_accumulated_errors_only(tmp_path):
 
 
 def test_parity_flags_a_model_that_computes_something_else(tmp_path):
-    from ortlab.data import random_dataset
+    from ortlab.data.dataset import random_dataset
 
     a = conv_bn_model(tmp_path / "a.onnx", seed=0)
     b = conv_bn_model(tmp_path / "b.onnx", seed=1)

@@ -183,7 +183,7 @@ def test_benchmark_runs_and_is_stored(demo_app):
     final = at.dataframe[-1].value
     assert list(final["runs"]) == [15, 15]
     assert final["speedup (p50)"].iloc[0] == "1.00×"
-    from ortlab.history import History
+    from ortlab.runs.history import History
 
     stored = History(home / "history.sqlite").list_benchmarks()
     assert len(stored) == 1 and len(stored[0].summaries) == 2
@@ -192,7 +192,7 @@ def test_benchmark_runs_and_is_stored(demo_app):
 
 def test_benchmark_times_under_openvino_beside_onnx_runtime(demo_app, monkeypatch):
     at, home = demo_app
-    from ortlab import openvino_runtime
+    from ortlab.runtime import openvino as openvino_runtime
 
     at.switch_page("pages/benchmark.py").run()
     at.number_input(key="bench.duration_s").set_value(0.0).run()
@@ -228,7 +228,7 @@ def test_the_model_page_reads_uploads_and_imports_only_in_a_child_process(home, 
                                                                          monkeypatch):
     """Uploading (or importing from a path) validates and inspects the model in a child process: nothing in the
     server parses, checks or inspects it, and the page shows the child's summary."""
-    from ortlab.model import inspect_model
+    from ortlab.model.inspect import inspect_model
     from ortlab.ui import actions
     from tests.models import conv_bn_model, matmul_model
 
@@ -305,7 +305,7 @@ def test_recipe_page_runs_a_recipe_in_the_background_job(home):
     runs = at.dataframe[-1].value
     assert len(runs) == 1 and runs["recipe"].iloc[0] == "fp32 · cpu · basic"
     assert runs["top-1"].iloc[0] != "–"
-    from ortlab.history import History
+    from ortlab.runs.history import History
 
     assert [r.kind for r in History(home / "history.sqlite").list()] == ["fp32"]
 
@@ -390,7 +390,7 @@ def test_compare_shows_one_count_of_changes_in_the_header_cards_and_graph(demo_a
 
 
 def test_upload_of_a_bundled_sample_keeps_its_manifest_preprocessing(home):
-    from ortlab.samples import get_sample
+    from ortlab.data.samples import get_sample
 
     sample = get_sample("digits_cnn")
     at = new_app()
@@ -443,7 +443,7 @@ def test_a_failed_upload_message_stays_with_its_model(home, tmp_path):
 def test_benchmark_queue_message_is_gone_once_the_run_left_the_queue():
     from types import SimpleNamespace
 
-    from ortlab.progress import ProgressEvent
+    from ortlab.core.progress import ProgressEvent
     from ortlab.ui import progress_view
 
     shown = []
@@ -463,7 +463,7 @@ def test_benchmark_queue_message_is_gone_once_the_run_left_the_queue():
 
 def test_history_report_is_built_from_the_stored_run(demo_app):
     at, home = demo_app
-    from ortlab.history import History
+    from ortlab.runs.history import History
     from ortlab.ui.actions import run_report
 
     row = History(home / "history.sqlite").list()[0]
@@ -476,7 +476,7 @@ def test_history_report_is_built_from_the_stored_run(demo_app):
 def test_history_lists_an_unreadable_run_as_such_and_keeps_the_rest(demo_app):
     import sqlite3
 
-    from ortlab.history import History
+    from ortlab.runs.history import History
 
     at, home = demo_app
     db = home / "history.sqlite"
@@ -497,9 +497,9 @@ def test_the_demo_cli_line_reproduces_the_demo_and_both_show_in_history(demo_app
     import json
     import shlex
 
-    from ortlab import cli
-    from ortlab.history import History
-    from ortlab.model import sha256_file
+    from ortlab.cli import main as cli
+    from ortlab.runs.history import History
+    from ortlab.model.inspect import sha256_file
 
     at, home = demo_app
     row = History(home / "history.sqlite").list()[-1]  # the demo run
@@ -537,7 +537,7 @@ def test_the_verdict_comes_first_on_compare_and_shows_in_history_and_the_report(
     assert shown[1].type == "markdown" and "ortlab-verdict" in shown[1].value  # nothing comes before the verdict
     banner = shown[1].value
     assert "Verdict on #" in banner
-    from ortlab.history import History
+    from ortlab.runs.history import History
     from ortlab.ui.actions import run_report
 
     run = History(home / "history.sqlite").list()[0]

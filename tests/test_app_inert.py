@@ -88,7 +88,7 @@ def test_model_metadata_file_name_and_recipe_name_are_shown_as_text(home, tmp_pa
     assert not at.exception, [e.value for e in at.exception]
     assert_inert(at)
 
-    from ortlab.history import History
+    from ortlab.runs.history import History
     from ortlab.ui.actions import run_report
 
     html = run_report(History(home / "history.sqlite").list()[0])
@@ -103,7 +103,7 @@ def test_history_deletes_a_run_after_confirmation_and_shows_storage(home, tmp_pa
     at.switch_page("pages/history.py").run()
     assert not at.exception
     assert any("Storage used by the workspace" in c.value for c in at.caption)
-    from ortlab.history import History
+    from ortlab.runs.history import History
 
     [run] = History(home / "history.sqlite").list()
     folder = Path(run.model_path).parent
@@ -121,8 +121,8 @@ def test_history_deletes_a_run_after_confirmation_and_shows_storage(home, tmp_pa
 
 def test_error_messages_show_workspace_relative_paths(home):
     from ortlab.ui.guard import error_message, public_paths
-    from ortlab.errors import ModelLoadError
-    from ortlab.workspace import Workspace
+    from ortlab.core.errors import ModelLoadError
+    from ortlab.runs.workspace import Workspace
 
     ws = Workspace()
     path = ws.models_dir / "abc" / "m.onnx"
@@ -133,11 +133,11 @@ def test_error_messages_show_workspace_relative_paths(home):
 
 
 def test_a_damaged_history_is_rebuilt_and_the_app_says_so(home, tmp_path):
-    from ortlab import service
-    from ortlab.config import Recipe
-    from ortlab.history import History
-    from ortlab.runspec import RunSpec
-    from ortlab.workspace import Workspace
+    from ortlab.runs import service
+    from ortlab.settings.config import Recipe
+    from ortlab.runs.history import History
+    from ortlab.runs.runspec import RunSpec
+    from ortlab.runs.workspace import Workspace
     from models import conv_bn_model
 
     ws = Workspace(home)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from ortlab.bench import LatencySummary
-from ortlab.bench_compare import compare_benchmarks, running_stats
-from ortlab.config import QuantConfig, Recipe
-from ortlab.errors import Cancelled, QuantizationError
+from ortlab.timing.bench import LatencySummary
+from ortlab.timing.compare import compare_benchmarks, running_stats
+from ortlab.settings.config import QuantConfig, Recipe
+from ortlab.core.errors import Cancelled, QuantizationError
 from ortlab.ui import bench_view, charts, forms
 from ortlab.ui.guard import error_message
 
@@ -27,7 +27,7 @@ def test_when_rules_decide_which_quantization_fields_show(field, values, visible
     import dataclasses
 
     f = {x.name: x for x in dataclasses.fields(QuantConfig)}[field]
-    from ortlab.config import CalibrationMethod, QuantMode
+    from ortlab.settings.config import CalibrationMethod, QuantMode
 
     typed = {k: (QuantMode(v) if k == "mode" else CalibrationMethod(v) if k == "calibration_method" else v)
              for k, v in values.items()}

@@ -76,7 +76,7 @@ def _run(at, recipe: str) -> list[tuple[str, str]]:
 
 
 def _latest_run(home: Path):
-    from ortlab.history import History
+    from ortlab.runs.history import History
 
     runs = History(home / "history.sqlite").list()
     return max(runs, key=lambda r: r.run_id) if runs else None

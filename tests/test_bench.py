@@ -9,11 +9,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from ortlab import bench
-from ortlab.bench import LatencySample, latency_samples, make_inputs, summarize
-from ortlab.config import BenchConfig, ExecutionMode
-from ortlab.errors import BenchmarkError, DataError, ModelLoadError
-from ortlab.progress import CancelToken
+from ortlab.timing import bench
+from ortlab.timing.bench import LatencySample, latency_samples, make_inputs, summarize
+from ortlab.settings.config import BenchConfig, ExecutionMode
+from ortlab.core.errors import BenchmarkError, DataError, ModelLoadError
+from ortlab.core.progress import CancelToken
 
 from models import conv_bn_model, matmul_model
 
@@ -69,7 +69,7 @@ def test_throughput_comes_from_the_median_so_one_outlier_cannot_flip_the_winner(
 
 
 def test_cli_benchmark_runs_a_few_seconds_by_default_and_runs_alone_means_runs():
-    from ortlab import cli
+    from ortlab.cli import main as cli
 
     parse = cli.build_parser().parse_args
     assert cli.bench_from_args(parse(["bench", "m.onnx"])).duration_s == 3.0

@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from ortlab.bench import LatencySummary
-from ortlab.bench_compare import (BenchComparison, LatencyStats, compare_benchmarks, running_stats,
+from ortlab.timing.bench import LatencySummary
+from ortlab.timing.compare import (BenchComparison, LatencyStats, compare_benchmarks, running_stats,
                                   slowdown_explanation, split_series_id)
-from ortlab.data import Dataset, Sample, pick_subset, stratified_sample
-from ortlab.serial import dumps, from_plain, loads, to_plain
+from ortlab.data.dataset import Dataset, Sample, pick_subset, stratified_sample
+from ortlab.core.serial import dumps, from_plain, loads, to_plain
 
 
 def s(variant: str, batch: int, p50: float) -> LatencySummary:

@@ -12,11 +12,11 @@ from pathlib import Path
 import onnx
 import pytest
 
-from ortlab import cli
-from ortlab.config import (CalibrationMethod, Layout, OptLevel, Precision, PreprocessConfig, QuantConfig,
+from ortlab.cli import main as cli
+from ortlab.settings.config import (CalibrationMethod, Layout, OptLevel, Precision, PreprocessConfig, QuantConfig,
                            QuantFormat, QuantMode, QuantType, Recipe, Target, recipe_cli_line)
-from ortlab.model import sha256_file
-from ortlab.pipeline import NO_CALIBRATION_DATA
+from ortlab.model.inspect import sha256_file
+from ortlab.runs.pipeline import NO_CALIBRATION_DATA
 
 from models import conv_bn_model, random_image_folder
 
@@ -207,7 +207,7 @@ def test_sample_optimize_compare_and_samples(tmp_path, capsys):
 
 @needs_sample
 def test_preprocess_defaults_from_sample_manifest_then_flags(tmp_path):
-    from ortlab.samples import get_sample
+    from ortlab.data.samples import get_sample
 
     sample = get_sample("digits_cnn")
     parser = cli.build_parser()
@@ -245,7 +245,7 @@ def test_run_recipe_file_into_workspace_history(src, image_dir, tmp_path, capsys
     rfile.write_text(recipe.to_json())
     code, out, _ = run(["run", rfile, src, "--data", image_dir, "--verify-samples", "4"], capsys)
     assert code == 0 and "history    run 1" in out
-    from ortlab.workspace import Workspace
+    from ortlab.runs.workspace import Workspace
 
     rows = Workspace().history().list()
     assert len(rows) == 1 and rows[0].recipe == recipe and rows[0].run_id == 1

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from ortlab import cli
-from ortlab.cli_args import flag_specs
-from ortlab.config import (BenchConfig, PreprocessConfig, Recipe, errors_of, preprocess_cli_args, recipe_cli_line,
+from ortlab.cli import main as cli
+from ortlab.settings.flags import flag_specs
+from ortlab.settings.config import (BenchConfig, PreprocessConfig, Recipe, errors_of, preprocess_cli_args, recipe_cli_line,
                            replace, require_valid, validate_recipe)
-from ortlab.errors import RecipeError
+from ortlab.core.errors import RecipeError
 
 from models import conv_bn_model
 
@@ -129,7 +129,7 @@ def test_every_preprocess_field_round_trips_through_the_cli(path):
 
 @pytest.mark.parametrize("path", [fl.path for fl in flag_specs(BenchConfig, cli.BENCH_FLAGS_EXCLUDED)])
 def test_every_bench_flag_round_trips(path):
-    from ortlab.cli_args import config_cli_args
+    from ortlab.settings.flags import config_cli_args
 
     cfg = example(BenchConfig, path)
     args = config_cli_args(cfg, exclude=cli.BENCH_FLAGS_EXCLUDED)

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from ortlab.config import (BenchConfig, CalibrationMethod, Precision, PreprocessConfig, QuantConfig, QuantMode,
+from ortlab.settings.config import (BenchConfig, CalibrationMethod, Precision, PreprocessConfig, QuantConfig, QuantMode,
                            Recipe, Target, recipe_cli_line, replace, require_valid, validate_recipe)
-from ortlab.errors import RecipeError
+from ortlab.core.errors import RecipeError
 
 CPU_ONLY = ("CPUExecutionProvider",)
 WITH_TRT = ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider")
@@ -128,7 +128,7 @@ def test_distribution_needs_enough_bins():
 
 
 def test_s8s8_on_x86_cpu_gets_a_note_and_u8s8_is_the_default(monkeypatch):
-    import ortlab.config as config
+    import ortlab.settings.config as config
 
     assert QuantConfig().activation_type.value == "uint8"
     recipe = Recipe.from_dict({"precision": "int8", "quant": {"activation_type": "int8"}})

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from ortlab.config import PreprocessConfig
-from ortlab.calibration import CalibrationReader
-from ortlab.data import (
+from ortlab.settings.config import PreprocessConfig
+from ortlab.transforms.calibration import CalibrationReader
+from ortlab.data.dataset import (
     Dataset,
     Sample,
     batch_inputs,
@@ -26,10 +26,10 @@ from ortlab.data import (
     random_dataset,
     stratified_sample,
 )
-from ortlab.errors import Cancelled, DataError
-from ortlab.inputs import infer_specs
-from ortlab.model import TensorInfo
-from ortlab.progress import CancelToken
+from ortlab.core.errors import Cancelled, DataError
+from ortlab.data.inputs import infer_specs
+from ortlab.model.inspect import TensorInfo
+from ortlab.core.progress import CancelToken
 from reporting import CollectingReporter
 
 IMG_IN = (TensorInfo("input", "float32", ("N", 3, 32, 32)),)
@@ -151,7 +151,7 @@ def test_zip_bomb_and_caps(monkeypatch):
     bomb = zip_bytes({"a.png": b"\0" * 5_000_000})
     with pytest.raises(DataError, match="zip bomb"):
         load_image_zip(bomb)
-    monkeypatch.setattr("ortlab.zipsafe.MAX_MEMBERS", 2)
+    monkeypatch.setattr("ortlab.core.zipsafe.MAX_MEMBERS", 2)
     with pytest.raises(DataError, match="has 3 members; at most 2 are accepted"):
         load_image_zip(zip_bytes({f"{i}.png": png_bytes() for i in range(3)}))
 

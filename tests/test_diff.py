@@ -1,4 +1,4 @@
-"""ortlab.diff: graph diffs and drawable views on real optimization results."""
+"""ortlab.model.diff: graph diffs and drawable views on real optimization results."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import onnx
 import pytest
 
 from models import big_chain_model, conv_bn_model, matmul_model
-from ortlab.config import OptLevel
-from ortlab.diff import graph_description, graph_diff
-from ortlab.optimize import optimize_model
+from ortlab.settings.config import OptLevel
+from ortlab.model.diff import graph_description, graph_diff
+from ortlab.transforms.optimize import optimize_model
 
 
 def deltas(d) -> dict[str, int]:
@@ -182,10 +182,10 @@ def test_description_gives_scale_and_zero_point_of_quantized_nodes(digits_int8):
 @pytest.fixture(scope="module")
 def digits_int8(tmp_path_factory):
     """The bundled digits CNN and its int8 static QDQ copy (real calibration images, no graph optimization)."""
-    from ortlab.config import Precision, Recipe
-    from ortlab.data import load_image_folder
-    from ortlab.pipeline import run_recipe
-    from ortlab.samples import get_sample
+    from ortlab.settings.config import Precision, Recipe
+    from ortlab.data.dataset import load_image_folder
+    from ortlab.runs.pipeline import run_recipe
+    from ortlab.data.samples import get_sample
 
     sample = get_sample("digits_cnn")
     art = run_recipe(sample.model_path, Recipe(precision=Precision.INT8, opt_level=OptLevel.DISABLED),
@@ -195,9 +195,9 @@ def digits_int8(tmp_path_factory):
 
 
 def test_a_rewritten_region_is_summarised_by_op_counts_not_spelled_node_by_node(tmp_path):
-    from ortlab.config import Precision, Recipe
-    from ortlab.pipeline import run_recipe
-    from ortlab.samples import get_sample
+    from ortlab.settings.config import Precision, Recipe
+    from ortlab.runs.pipeline import run_recipe
+    from ortlab.data.samples import get_sample
 
     sample = get_sample("digits_cnn")
     art = run_recipe(sample.model_path, Recipe(precision=Precision.INT8), tmp_path / "int8",
@@ -215,10 +215,10 @@ def efficientnet_int8(tmp_path_factory):
     """EfficientNet-Lite0 quantized with Conv/MatMul/Gemm only (a recipe the Tune page tries; its QDQ model keeps
     the ReLU6 Clips that ORT then folds into QLinearConv): its fp32 model, ORT's fused graph and the plain QDQ
     model, plus the per-node analysis of the QDQ model on 4 evaluation images."""
-    from ortlab.analyze import QDQ_FILE, analyze
-    from ortlab.config import Precision, QuantConfig, Recipe
-    from ortlab.pipeline import run_recipe
-    from ortlab.samples import get_sample
+    from ortlab.checks.analyze import QDQ_FILE, analyze
+    from ortlab.settings.config import Precision, QuantConfig, Recipe
+    from ortlab.runs.pipeline import run_recipe
+    from ortlab.data.samples import get_sample
 
     s = get_sample("efficientnet_lite0")
     out = tmp_path_factory.mktemp("effnet") / "int8"
@@ -230,7 +230,7 @@ def efficientnet_int8(tmp_path_factory):
 
 
 def test_per_node_errors_land_on_the_qdq_and_the_fused_graph(efficientnet_int8):
-    from ortlab.diff import carry_values, map_node_names
+    from ortlab.model.diff import carry_values, map_node_names
     from ortlab.ui.graph_view import build_view
 
     fp32, fused, qdq, result = efficientnet_int8

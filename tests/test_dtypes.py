@@ -1,11 +1,11 @@
-"""ortlab.dtypes: one naming for ONNX element types, ONNX Runtime type strings and numpy dtypes."""
+"""ortlab.core.dtypes: one naming for ONNX element types, ONNX Runtime type strings and numpy dtypes."""
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from ortlab import dtypes
+from ortlab.core import dtypes
 
 
 @pytest.mark.parametrize(("elem", "ort_type", "name"), [

@@ -74,5 +74,5 @@ def test_pages_and_ui_do_not_import_onnx_or_onnxruntime():
 def test_the_import_check_sees_nested_and_from_imports(tmp_path):
     f = tmp_path / "page.py"
     f.write_text("import os\ndef f():\n    import onnx.helper\n    from onnxruntime import InferenceSession\n"
-                 "from ortlab.model import load_model\n")
+                 "from ortlab.model.inspect import load_model\n")
     assert [h.split(" imports ")[1] for h in _engine_imports(f)] == ["onnx.helper", "onnxruntime"]

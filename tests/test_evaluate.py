@@ -13,15 +13,15 @@ import pytest
 from PIL import Image
 
 from models import conv_bn_model, matmul_model
-from ortlab.config import QuantConfig
-from ortlab.calibration import CalibrationReader
-from ortlab.data import load_image_folder, load_tensor_file, preprocess_image, random_dataset
-from ortlab.errors import Cancelled, DataError
-from ortlab.evaluate import EvalReport, OutputError, accuracy, evaluate
-from ortlab.model import TensorInfo
-from ortlab.progress import CancelToken
+from ortlab.settings.config import QuantConfig
+from ortlab.transforms.calibration import CalibrationReader
+from ortlab.data.dataset import load_image_folder, load_tensor_file, preprocess_image, random_dataset
+from ortlab.core.errors import Cancelled, DataError
+from ortlab.checks.evaluate import EvalReport, OutputError, accuracy, evaluate
+from ortlab.model.inspect import TensorInfo
+from ortlab.core.progress import CancelToken
 from reporting import CollectingReporter
-from ortlab.quantize import quantize_static_model
+from ortlab.transforms.quantize import quantize_static_model
 
 CONV_IN = (TensorInfo("input", "float32", ("N", 3, 32, 32)),)
 
@@ -50,7 +50,7 @@ def images(tmp_path_factory):
 
 def manual_logits(path, ds):
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    from ortlab.data import detect_preprocess
+    from ortlab.data.dataset import detect_preprocess
 
     cfg = detect_preprocess(CONV_IN[0])
     return np.concatenate([sess.run(None, {"input": preprocess_image(ds.load_image(i), cfg)[None]})[0]

@@ -1,4 +1,4 @@
-"""ortlab.fp16: float16 conversion through onnxruntime.transformers.float16."""
+"""ortlab.transforms.fp16: float16 conversion through onnxruntime.transformers.float16."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from models import conv_bn_model, external_data_model, matmul_model
-from ortlab.errors import ModelLoadError, QuantizationError
-from ortlab.fp16 import convert_fp16
-from ortlab.model import inspect_model, sha256_file
+from ortlab.core.errors import ModelLoadError, QuantizationError
+from ortlab.transforms.fp16 import convert_fp16
+from ortlab.model.inspect import inspect_model, sha256_file
 
 
 def float_initializer_types(path) -> dict[int, int]:

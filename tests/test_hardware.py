@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ortlab.config import QuantType, Target
-from ortlab.hardware import TWO_GB, advise, detect, external_data_note, parse_cpuinfo
+from ortlab.settings.config import QuantType, Target
+from ortlab.runtime.hardware import TWO_GB, advise, detect, external_data_note, parse_cpuinfo
 
 X86_VNNI = """processor\t: 0
 vendor_id\t: GenuineIntel

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ortlab.artifact import Artifact
-from ortlab.bench import LatencySummary
-from ortlab.config import BenchConfig, Precision, QuantMode, Recipe
-from ortlab.history import (SCHEMA_VERSION, BenchmarkRecord, BenchVariant, History, HistoryError, UnreadableBenchmark,
+from ortlab.runs.artifact import Artifact
+from ortlab.timing.bench import LatencySummary
+from ortlab.settings.config import BenchConfig, Precision, QuantMode, Recipe
+from ortlab.runs.history import (SCHEMA_VERSION, BenchmarkRecord, BenchVariant, History, HistoryError, UnreadableBenchmark,
                             UnreadableRun)
 
 # the schema of the first release (user_version 1), as it was
@@ -134,7 +134,7 @@ def test_v1_database_is_migrated_and_reads_back_typed(tmp_path):
 
 def test_migration_is_one_transaction(tmp_path, monkeypatch):
     db = v1_database(tmp_path / "h.sqlite", [v1_run(1)])
-    import ortlab.history as history
+    import ortlab.runs.history as history
 
     def broken(*args):
         raise sqlite3.OperationalError("disk I/O error (simulated)")

@@ -14,14 +14,15 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ortlab import cli, data
-from ortlab.bench import latency_samples, make_inputs
-from ortlab.calibration import CalibrationReader
-from ortlab.config import BenchConfig, PreprocessConfig, QuantConfig, QuantMode, Precision, Recipe
-from ortlab.errors import DataError
-from ortlab.inputs import fit_preprocess, infer_specs, parse_shape
-from ortlab.model import TensorInfo, inspect_model
-from ortlab.runspec import DataRef, RunSpec
+from ortlab.cli import main as cli
+from ortlab.data import dataset as data
+from ortlab.timing.bench import latency_samples, make_inputs
+from ortlab.transforms.calibration import CalibrationReader
+from ortlab.settings.config import BenchConfig, PreprocessConfig, QuantConfig, QuantMode, Precision, Recipe
+from ortlab.core.errors import DataError
+from ortlab.data.inputs import fit_preprocess, infer_specs, parse_shape
+from ortlab.model.inspect import TensorInfo, inspect_model
+from ortlab.runs.runspec import DataRef, RunSpec
 
 VOCAB = 64
 TEXT = ["the cat sat on the mat", "a dog ran in the park", "the bird sang a song", "cats and dogs play",

@@ -1,4 +1,4 @@
-"""Uploads and imports are read in a one-shot child process (ortlab.isolated): the calling process (the app's
+"""Uploads and imports are read in a one-shot child process (ortlab.model.isolated): the calling process (the app's
 server) never parses the model, holds at most a chunk of the upload besides the upload itself, and gets the
 same typed results and the same one-line errors as an in-process read."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ortlab import isolated, model
-from ortlab.errors import ModelLoadError
-from ortlab.samples import default_sample
+from ortlab.model import isolated, inspect as model
+from ortlab.core.errors import ModelLoadError
+from ortlab.data.samples import default_sample
 
 from models import conv_bn_model, external_data_model, matmul_model
 
@@ -94,7 +94,7 @@ def test_the_server_side_of_a_200_mb_upload_holds_only_the_upload(tmp_path):
                     f"single_file_model(sys.argv[1], {size})", str(src)], check=True, cwd=REPO / "tests", timeout=300)
     script = textwrap.dedent("""
         import io, json, sys
-        from ortlab import isolated
+        from ortlab.model import isolated
 
         def hwm():
             for line in open("/proc/self/status"):

@@ -1,4 +1,4 @@
-"""Every input that can expand is checked against ortlab.limits before it is expanded, with a message naming the
+"""Every input that can expand is checked against ortlab.core.limits before it is expanded, with a message naming the
 limit, the value and what to do; runs' children have a memory limit; profiles stay small and in the workspace."""
 
 from __future__ import annotations
@@ -12,13 +12,17 @@ import zipfile
 import numpy as np
 import pytest
 
-from ortlab import bench, data, limits, service, zipsafe
-from ortlab.config import BenchConfig, Recipe
-from ortlab.errors import BenchmarkError, DataError, ModelLoadError
-from ortlab.history import BenchVariant
-from ortlab.model import import_model, import_upload
-from ortlab.runspec import DataRef, RunSpec
-from ortlab.workspace import Workspace
+from ortlab.timing import bench
+from ortlab.data import dataset as data
+from ortlab.core import limits, zipsafe
+from ortlab.runs import service
+from ortlab.runtime import child
+from ortlab.settings.config import BenchConfig, Recipe
+from ortlab.core.errors import BenchmarkError, DataError, ModelLoadError
+from ortlab.runs.history import BenchVariant
+from ortlab.model.inspect import import_model, import_upload
+from ortlab.runs.runspec import DataRef, RunSpec
+from ortlab.runs.workspace import Workspace
 
 from memory_cases import big_input_model, declared_zip, huge_png, huge_png_zip, zero_npz
 from models import conv_bn_model
@@ -177,7 +181,7 @@ def test_nesting_depth_is_still_checked():
 
 
 def test_random_data_that_would_need_gigabytes_is_refused_before_allocating(tmp_path):
-    from ortlab.model import inspect_model
+    from ortlab.model.inspect import inspect_model
 
     info = inspect_model(big_input_model(tmp_path / "big.onnx", shape=("N", 3, 40000, 40000)))
     before = vm_hwm_mb()
@@ -201,13 +205,13 @@ def test_benchmark_feeds_are_capped(tmp_path, monkeypatch):
 
 
 def test_the_default_child_memory_limit(monkeypatch):
-    monkeypatch.delenv(service.MEMORY_ENV, raising=False)
+    monkeypatch.delenv(child.MEMORY_ENV, raising=False)
     ram_gb = limits.physical_memory_bytes() / 2**30
-    assert service.memory_limit_gb() == round(min(8.0, 0.6 * ram_gb), 1)
-    monkeypatch.setenv(service.MEMORY_ENV, "2.5")
-    assert service.memory_limit_gb() == 2.5
-    monkeypatch.setenv(service.MEMORY_ENV, "0")
-    assert service.memory_limit_gb() is None
+    assert child.memory_limit_gb() == round(min(8.0, 0.6 * ram_gb), 1)
+    monkeypatch.setenv(child.MEMORY_ENV, "2.5")
+    assert child.memory_limit_gb() == 2.5
+    monkeypatch.setenv(child.MEMORY_ENV, "0")
+    assert child.memory_limit_gb() is None
 
 
 @linux_only

@@ -1,4 +1,4 @@
-"""ortlab.model: loading, validation errors, inspection, external data and safe import."""
+"""ortlab.model.inspect: loading, validation errors, inspection, external data and safe import."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from onnx import TensorProto, helper
 from PIL import Image
 
 from models import conv_bn_graph, conv_bn_model, external_data_model, matmul_model
-from ortlab import model as M
-from ortlab.errors import ExternalDataError, ModelLoadError
+from ortlab.model import inspect as M
+from ortlab.core.errors import ExternalDataError, ModelLoadError
 
 NOT_ONNX = ("This file is not an ONNX model (could not parse it as ONNX protobuf). "
             "Upload a .onnx file exported from your framework.")
@@ -308,6 +308,6 @@ def test_zip_bombs_are_refused(conv, tmp_path, monkeypatch):
     assert len(bomb) < 100_000
     with pytest.raises(ModelLoadError, match=r"expands \d+× its compressed size.*zip bomb"):
         M.import_model(bomb, tmp_path / "store")
-    monkeypatch.setattr("ortlab.zipsafe.MAX_TOTAL_BYTES", 1000)
+    monkeypatch.setattr("ortlab.core.zipsafe.MAX_TOTAL_BYTES", 1000)
     with pytest.raises(ModelLoadError, match="expands to more than"):
         M.import_model(_zip({"model.onnx": conv.read_bytes()}), tmp_path / "store")

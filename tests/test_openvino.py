@@ -13,10 +13,12 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from ortlab import cli, openvino_runtime
-from ortlab.config import BenchConfig
-from ortlab.errors import BenchmarkError
-from ortlab.workspace import Workspace
+from ortlab.cli import main as cli
+from ortlab.runtime import openvino as openvino_runtime
+from ortlab.timing import bench
+from ortlab.settings.config import BenchConfig
+from ortlab.core.errors import BenchmarkError
+from ortlab.runs.workspace import Workspace
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_models" / "digits_cnn"
 
@@ -89,8 +91,8 @@ def hook(event, args):
     if event in ("os.fork", "socket.connect", "socket.getaddrinfo", "urllib.Request", "http.client.connect"):
         events.append(event)
 sys.addaudithook(hook)
-from ortlab.bench import latency_samples
-from ortlab.config import BenchConfig
+from ortlab.timing.bench import latency_samples
+from ortlab.settings.config import BenchConfig
 run = latency_samples(sys.argv[1], BenchConfig(runs=5, warmup=1), 1, runtime="openvino")
 n = len(list(run))
 import time; time.sleep(1.0)  # openvino's telemetry sends from a thread after the import
@@ -110,7 +112,7 @@ def test_timing_under_openvino_sends_no_telemetry(int8_run):
 
 def test_without_the_extra_the_cli_and_the_settings_say_how_to_add_it(monkeypatch, capsys):
     monkeypatch.setattr(openvino_runtime, "available", lambda: False)
-    assert BenchConfig(openvino=True).problems() == [f"OpenVINO is not installed. {openvino_runtime.INSTALL_HINT}"]
+    assert bench.config_problems(BenchConfig(openvino=True)) == [f"OpenVINO is not installed. {openvino_runtime.INSTALL_HINT}"]
     code, out, err = run(["bench", SAMPLE / "model.onnx", "--openvino", "--runs", "3"], capsys)
     assert code != 0
     assert 'pip install "ortlab[openvino]"' in out + err and "Traceback" not in out + err

@@ -1,4 +1,4 @@
-"""ortlab.optimize: ORT graph optimization levels on real models."""
+"""ortlab.transforms.optimize: ORT graph optimization levels on real models."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import onnxruntime as ort
 import pytest
 
 from models import conv_bn_model, external_data_model, matmul_model
-from ortlab import providers as P
-from ortlab.config import OptLevel, Target
-from ortlab.errors import ModelLoadError, OptimizationError
-from ortlab.model import inspect_model, sha256_file
-from ortlab.optimize import ALL_LEVEL_WARNING, NO_GPU_WARNING, optimize_model
+from ortlab.runtime import providers as P
+from ortlab.settings.config import OptLevel, Target
+from ortlab.core.errors import ModelLoadError, OptimizationError
+from ortlab.model.inspect import inspect_model, sha256_file
+from ortlab.transforms.optimize import ALL_LEVEL_WARNING, NO_GPU_WARNING, optimize_model
 
 CONV_BEFORE = {("", "Conv"): 3, ("", "BatchNormalization"): 3, ("", "Relu"): 3, ("", "Add"): 2,
                ("", "GlobalAveragePool"): 1, ("", "Flatten"): 1, ("", "Gemm"): 1}
@@ -108,11 +108,11 @@ def test_refuses_to_overwrite_source_and_bad_input(conv, tmp_path):
 def test_runtime_check_tolerates_int8_rounding_only_for_quantized_sources(tmp_path):
     """The check that ORT's own output runs like its input (used when the ONNX checker rejects it) allows the int8
     parity tolerance for a quantized source — fused int8 kernels re-round activations — and fp32's otherwise."""
-    from ortlab.config import QuantConfig, QuantMode
-    from ortlab.optimize import _outputs_match, _runtime_tolerance
-    from ortlab.parity import TOLERANCE
-    from ortlab.config import Precision
-    from ortlab.quantize import quantize_dynamic_model
+    from ortlab.settings.config import QuantConfig, QuantMode
+    from ortlab.transforms.optimize import _outputs_match, _runtime_tolerance
+    from ortlab.checks.parity import TOLERANCE
+    from ortlab.settings.config import Precision
+    from ortlab.transforms.quantize import quantize_dynamic_model
 
     src = matmul_model(tmp_path / "m.onnx")
     quantize_dynamic_model(src, tmp_path / "q.onnx", QuantConfig(mode=QuantMode.DYNAMIC))

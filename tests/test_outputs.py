@@ -14,14 +14,15 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from ortlab import cli, outputs, service
-from ortlab.config import OptLevel, Precision, Recipe
-from ortlab.errors import OptimizationError
-from ortlab.model import sha256_file
-from ortlab.outputs import OutputError
-from ortlab.pipeline import run_recipe
-from ortlab.runspec import RunSpec
-from ortlab.workspace import Workspace
+from ortlab.cli import main as cli
+from ortlab.runs import outputs, service
+from ortlab.settings.config import OptLevel, Precision, Recipe
+from ortlab.core.errors import OptimizationError
+from ortlab.model.inspect import sha256_file
+from ortlab.runs.outputs import OutputError
+from ortlab.runs.pipeline import run_recipe
+from ortlab.runs.runspec import RunSpec
+from ortlab.runs.workspace import Workspace
 
 from models import conv_bn_model, external_data_model, random_image_folder
 
@@ -145,12 +146,12 @@ def test_a_failed_run_keeps_the_existing_result_and_leaves_nothing(tmp_path, mon
     run_recipe(src, Recipe(), out, verify_samples=0)
     before = digests(out)
 
-    import ortlab.optimize
+    import ortlab.transforms.optimize
 
     def broken(*args, **kwargs):
         raise OptimizationError("simulated", step="optimize")
 
-    monkeypatch.setattr(ortlab.optimize, "optimize_model", broken)
+    monkeypatch.setattr(ortlab.transforms.optimize, "optimize_model", broken)
     with pytest.raises(OptimizationError, match="simulated"):
         run_recipe(src, Recipe(precision=Precision.FP16), out, verify_samples=0)
     assert digests(out) == before and sorted(p.name for p in out.iterdir()) == sorted(before)
@@ -219,7 +220,7 @@ def test_service_run_leaves_no_scratch_folders(tmp_path, monkeypatch, image_dir)
 
 
 def test_same_model_imported_again_is_stored_once(tmp_path):
-    from ortlab.model import import_model
+    from ortlab.model.inspect import import_model
 
     data = conv_bn_model(tmp_path / "src.onnx").read_bytes()
     models = tmp_path / "models"
@@ -232,7 +233,7 @@ def test_same_model_imported_again_is_stored_once(tmp_path):
 
 
 def test_a_400_character_file_name_imports(tmp_path):
-    from ortlab.model import MAX_STORED_NAME, import_model
+    from ortlab.model.inspect import MAX_STORED_NAME, import_model
 
     data = conv_bn_model(tmp_path / "src.onnx").read_bytes()
     path = import_model(data, tmp_path / "models", filename="m" * 400 + ".onnx")
@@ -273,8 +274,8 @@ def test_kill_9_leftovers_are_cleaned_at_the_next_start(tmp_path, monkeypatch):
     the OUT folder's work folder; the next start removes both, and keeps a result that is there."""
     import signal
 
-    from ortlab import samples
-    from ortlab.config import QuantConfig
+    from ortlab.data import samples
+    from ortlab.settings.config import QuantConfig
 
     scratch = tmp_path / "tmp"
     scratch.mkdir()

@@ -9,14 +9,14 @@ from pathlib import Path
 import onnx
 import pytest
 
-from ortlab import data
-from ortlab.config import OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target
-from ortlab.errors import Cancelled, ModelLoadError, OptimizationError, RecipeError
-from ortlab.history import History
-from ortlab.model import sha256_file
-from ortlab.artifact import load_artifact
-from ortlab.pipeline import NO_CALIBRATION_DATA, run_recipe
-from ortlab.progress import CancelToken
+from ortlab.data import dataset as data
+from ortlab.settings.config import OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target
+from ortlab.core.errors import Cancelled, ModelLoadError, OptimizationError, RecipeError
+from ortlab.runs.history import History
+from ortlab.model.inspect import sha256_file
+from ortlab.runs.artifact import load_artifact
+from ortlab.runs.pipeline import NO_CALIBRATION_DATA, run_recipe
+from ortlab.core.progress import CancelToken
 from reporting import CollectingReporter
 
 from models import conv_bn_model, matmul_model, random_image_folder
@@ -212,12 +212,12 @@ def test_without_data_verification_is_skipped(src, tmp_path):
 
 
 def test_untyped_step_failure_becomes_a_typed_error(src, tmp_path, monkeypatch):
-    import ortlab.optimize
+    import ortlab.transforms.optimize
 
     def boom(*a, **k):
         raise ValueError("kaboom\nsecond line")
 
-    monkeypatch.setattr(ortlab.optimize, "optimize_model", boom)
+    monkeypatch.setattr(ortlab.transforms.optimize, "optimize_model", boom)
     with pytest.raises(OptimizationError) as err:
         run_recipe(src, Recipe(), tmp_path)
     assert str(err.value) == "optimize: kaboom second line"  # one line, the later lines of the reason kept
@@ -236,7 +236,7 @@ def test_artifact_goes_into_history(src, tmp_path):
 
 @pytest.mark.skipif(not SAMPLE_MANIFEST.is_file(), reason="digits_cnn sample not present")
 def test_digits_sample_int8_static_keeps_accuracy(tmp_path):
-    from ortlab.samples import get_sample
+    from ortlab.data.samples import get_sample
 
     sample = get_sample("digits_cnn")
     digest = sha256_file(sample.model_path)
@@ -254,8 +254,8 @@ def test_digits_sample_int8_static_keeps_accuracy(tmp_path):
 
 
 def test_data_that_does_not_fit_is_refused_in_validate(src, images, tmp_path):
-    from ortlab.config import PreprocessConfig
-    from ortlab.errors import DataError
+    from ortlab.settings.config import PreprocessConfig
+    from ortlab.core.errors import DataError
 
     gray = PreprocessConfig(size=(32, 32), channels=1, mean=(0.0,), std=(1.0,))
     with pytest.raises(DataError) as err:

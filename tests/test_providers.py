@@ -1,4 +1,4 @@
-"""ortlab.providers: real provider detection, quiet native stderr, sessions that report what ran."""
+"""ortlab.runtime.providers: real provider detection, quiet native stderr, sessions that report what ran."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import onnxruntime as ort
 import pytest
 
 from models import conv_bn_model
-from ortlab import providers as P
-from ortlab.config import BenchConfig, ExecutionMode, OptLevel, Target
-from ortlab.errors import ModelLoadError
+from ortlab.runtime import providers as P
+from ortlab.settings.config import BenchConfig, ExecutionMode, OptLevel, Target
+from ortlab.core.errors import ModelLoadError
 
 
 @pytest.fixture

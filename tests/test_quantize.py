@@ -13,14 +13,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from models import conv_bn_graph, conv_bn_model, matmul_model
-from ortlab.config import CalibrationMethod, QuantConfig, QuantFormat, QuantMode
-from ortlab.calibration import CalibrationReader
-from ortlab.data import detect_preprocess, random_dataset
-from ortlab.errors import Cancelled, QuantizationError
-from ortlab.model import TensorInfo
-from ortlab.progress import CancelToken
+from ortlab.settings.config import CalibrationMethod, QuantConfig, QuantFormat, QuantMode
+from ortlab.transforms.calibration import CalibrationReader
+from ortlab.data.dataset import detect_preprocess, random_dataset
+from ortlab.core.errors import Cancelled, QuantizationError
+from ortlab.model.inspect import TensorInfo
+from ortlab.core.progress import CancelToken
 from reporting import CollectingReporter
-from ortlab.quantize import (
+from ortlab.transforms.quantize import (
     ai_onnx_opset,
     ort_arguments,
     preprocess_for_quantization,
@@ -255,7 +255,7 @@ def test_int16_weight_nodes_reach_ort_as_tensor_overrides(wide, tmp_path):
 
 
 def test_int16_weight_nodes_validation():
-    from ortlab.config import Precision, Recipe, validate_recipe
+    from ortlab.settings.config import Precision, Recipe, validate_recipe
 
     def errors(**q):
         return [f.message for f in validate_recipe(Recipe(precision=Precision.INT8, quant=QuantConfig(**q)))

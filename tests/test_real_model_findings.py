@@ -13,12 +13,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ortlab import cli, data
-from ortlab.errors import DataError
-from ortlab.inputs import infer_specs, random_array
-from ortlab.model import TensorInfo
-from ortlab.task_metrics import infer_roles
-from ortlab.eval_report import Task
+from ortlab.cli import main as cli
+from ortlab.data import dataset as data
+from ortlab.core.errors import DataError
+from ortlab.data.inputs import infer_specs, random_array
+from ortlab.model.inspect import TensorInfo
+from ortlab.checks.task_metrics import infer_roles
+from ortlab.checks.eval_report import Task
 
 
 def if_shared_weight(path: Path) -> Path:
@@ -154,7 +155,7 @@ def test_per_position_class_probabilities_are_not_boxes():
 
 
 def test_a_run_shows_only_the_inspection_warnings_that_hold_for_it():
-    from ortlab.model import inspect_model, run_warnings
+    from ortlab.model.inspect import inspect_model, run_warnings
 
     info = inspect_model(Path(__file__).parent / "fixtures" / "db_detector.onnx")
     int8_advice = [w for w in info.warnings if "int8" in w]

@@ -8,12 +8,12 @@ from html.parser import HTMLParser
 import dataclasses
 from pathlib import Path
 
-from ortlab.artifact import Artifact
-from ortlab.bench import LatencySummary
-from ortlab.config import Precision, QuantConfig, QuantMode, Recipe, recipe_cli_line
-from ortlab.diff import GraphDiff
-from ortlab.eval_report import EvalReport
-from ortlab.serial import from_plain
+from ortlab.runs.artifact import Artifact
+from ortlab.timing.bench import LatencySummary
+from ortlab.settings.config import Precision, QuantConfig, QuantMode, Recipe, recipe_cli_line
+from ortlab.model.diff import GraphDiff
+from ortlab.checks.eval_report import EvalReport
+from ortlab.core.serial import from_plain
 from ortlab.ui.report import html_report
 
 REF_SHA = "a" * 63 + "1"

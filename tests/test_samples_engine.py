@@ -9,14 +9,14 @@ from collections import Counter
 
 import pytest
 
-from ortlab.config import QuantConfig
-from ortlab.calibration import CalibrationReader
-from ortlab.data import stratified_sample
-from ortlab.errors import DataError, ModelLoadError
-from ortlab.evaluate import accuracy, session_inputs
-from ortlab.providers import create_session
-from ortlab.quantize import preprocess_for_quantization, quantize_static_model
-from ortlab.samples import default_sample, get_sample, list_samples, load_manifest, samples_root
+from ortlab.settings.config import QuantConfig
+from ortlab.transforms.calibration import CalibrationReader
+from ortlab.data.dataset import stratified_sample
+from ortlab.core.errors import DataError, ModelLoadError
+from ortlab.checks.evaluate import accuracy, session_inputs
+from ortlab.runtime.providers import create_session
+from ortlab.transforms.quantize import preprocess_for_quantization, quantize_static_model
+from ortlab.data.samples import default_sample, get_sample, list_samples, load_manifest, samples_root
 
 ROOT = samples_root()
 needs_samples = pytest.mark.skipif(not ROOT.is_dir(), reason=f"sample_models/ not built yet ({ROOT})")

@@ -1,4 +1,4 @@
-"""ortlab.serial: the one converter between typed results and JSON, and the typed results through SQLite."""
+"""ortlab.core.serial: the one converter between typed results and JSON, and the typed results through SQLite."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ortlab.artifact import Artifact, load_artifact
-from ortlab.bench import LatencySummary
-from ortlab.config import BenchConfig, Precision, PreprocessConfig, QuantConfig, QuantMode, Recipe
-from ortlab.diff import GraphDiff
-from ortlab.errors import RecipeError
-from ortlab.eval_report import EvalReport, OutputError
-from ortlab.history import BenchmarkRecord, BenchVariant, History
-from ortlab.serial import PlainDataError, dumps, from_plain, loads, to_plain
+from ortlab.runs.artifact import Artifact, load_artifact
+from ortlab.timing.bench import LatencySummary
+from ortlab.settings.config import BenchConfig, Precision, PreprocessConfig, QuantConfig, QuantMode, Recipe
+from ortlab.model.diff import GraphDiff
+from ortlab.core.errors import RecipeError
+from ortlab.checks.eval_report import EvalReport, OutputError
+from ortlab.runs.history import BenchmarkRecord, BenchVariant, History
+from ortlab.core.serial import PlainDataError, dumps, from_plain, loads, to_plain
 
 
 class Colour(StrEnum):

@@ -16,15 +16,16 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from ortlab import cli, service
-from ortlab.config import (BenchConfig, CalibrationMethod, OptLevel, Precision, QuantConfig, QuantMode, Recipe)
-from ortlab.errors import OrtlabError
-from ortlab.model import sha256_file
-from ortlab.pipeline import plan, run_recipe
+from ortlab.cli import main as cli
+from ortlab.runs import service
+from ortlab.settings.config import (BenchConfig, CalibrationMethod, OptLevel, Precision, QuantConfig, QuantMode, Recipe)
+from ortlab.core.errors import OrtlabError
+from ortlab.model.inspect import sha256_file
+from ortlab.runs.pipeline import plan, run_recipe
 from reporting import CollectingReporter
-from ortlab.history import BenchVariant
-from ortlab.runspec import DataRef, RunSpec
-from ortlab.workspace import Workspace
+from ortlab.runs.history import BenchVariant
+from ortlab.runs.runspec import DataRef, RunSpec
+from ortlab.runs.workspace import Workspace
 
 from models import conv_bn_model, random_image_folder
 
@@ -63,7 +64,7 @@ ENDLESS = Recipe(precision=Precision.INT8, allow_random_data=True, quant=QuantCo
 
 @pytest.fixture(scope="module")
 def big_src():
-    from ortlab import samples
+    from ortlab.data import samples
 
     return samples.get_sample("efficientnet_lite0").model_path
 
@@ -125,7 +126,7 @@ def test_a_run_nobody_watches_is_recorded_with_its_model(src, image_dir, ws):
 
 
 def test_errors_come_back_typed_with_their_step(src, ws):
-    from ortlab.errors import RecipeError
+    from ortlab.core.errors import RecipeError
 
     handle = service.start_recipe(RunSpec(str(src), STATIC), workspace=ws)
     assert handle.wait(60) and handle.state == service.FAILED
@@ -175,7 +176,7 @@ class _FakeRun:
         yield from ()
 
     def summary(self, peak_rss_mb=None):
-        from ortlab.bench import LatencySummary
+        from ortlab.timing.bench import LatencySummary
 
         return LatencySummary("v", 1, 1, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1000.0)
 
@@ -218,7 +219,7 @@ def test_benchmarks_queue_one_at_a_time_with_an_honest_position(ws):
             quant=QuantConfig(preprocess=False, calibration_samples=4)), ["validate", "calibrate", "quantize", "verify"]),
 ])
 def test_plan_lists_exactly_the_stages_each_recipe_runs(recipe, stages, src, image_dir, tmp_path):
-    from ortlab.data import load_image_folder
+    from ortlab.data.dataset import load_image_folder
 
     assert [s.name for s in plan(recipe)] == stages and all(s.label for s in plan(recipe))
     rep = CollectingReporter()
@@ -234,10 +235,10 @@ def activation_scales(path) -> dict[str, float]:
 
 
 def test_calibration_methods_give_different_scales(src, image_dir, tmp_path):
-    from ortlab.calibration import CalibrationReader
-    from ortlab.data import detect_preprocess, load_image_folder
-    from ortlab.model import inspect_model
-    from ortlab.quantize import quantize_static_model
+    from ortlab.transforms.calibration import CalibrationReader
+    from ortlab.data.dataset import detect_preprocess, load_image_folder
+    from ortlab.model.inspect import inspect_model
+    from ortlab.transforms.quantize import quantize_static_model
 
     ds = load_image_folder(image_dir)
     inputs = inspect_model(src).inputs

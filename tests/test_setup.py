@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ortlab import samples
-from ortlab.quantize import preprocess_for_quantization
+from ortlab.data import samples
+from ortlab.transforms.quantize import preprocess_for_quantization
 
 
 @pytest.mark.parametrize("sample", [s.name for s in samples.list_samples()])

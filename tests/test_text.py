@@ -1,9 +1,9 @@
-"""ortlab.text: the one-line error text and the one byte format every layer shows."""
+"""ortlab.core.text: the one-line error text and the one byte format every layer shows."""
 
 import pytest
 
-from ortlab.errors import ModelLoadError
-from ortlab.text import MAX_ONE_LINE, format_bytes, one_line
+from ortlab.core.errors import ModelLoadError
+from ortlab.core.text import MAX_ONE_LINE, format_bytes, one_line
 
 
 def test_one_line_keeps_the_reason_on_later_lines():
@@ -37,7 +37,7 @@ def test_format_bytes_uses_decimal_si_units(n, text):
 
 
 def test_cli_app_and_report_share_the_byte_format():
-    from ortlab import cli
+    from ortlab.cli import main as cli
     from ortlab.ui import cards, report
 
     assert cli.format_bytes is format_bytes and cards.format_bytes is format_bytes

@@ -11,9 +11,10 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-from ortlab import cli, providers
-from ortlab.model import inspect_model
-from ortlab.optimize import hardware_specific_domains
+from ortlab.cli import main as cli
+from ortlab.runtime import providers
+from ortlab.model.inspect import inspect_model
+from ortlab.transforms.optimize import hardware_specific_domains
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TEXT, DB, YOLO, VAD, FP16 = (FIXTURES / f"{n}.onnx" for n in

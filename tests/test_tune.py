@@ -7,10 +7,10 @@ import math
 import time
 from typing import ClassVar
 
-from ortlab.config import OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target
-from ortlab.eval_report import EvalReport, OutputError
-from ortlab.runspec import DataRef
-from ortlab.tune import (TRIALS_FILE, Trial, Tuner, TuneSettings, pareto_front, search_space, sqnr_policy,
+from ortlab.settings.config import OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target
+from ortlab.checks.eval_report import EvalReport, OutputError
+from ortlab.runs.runspec import DataRef
+from ortlab.runs.tune import (TRIALS_FILE, Trial, Tuner, TuneSettings, pareto_front, search_space, sqnr_policy,
                          verdict_policy)
 
 
@@ -44,8 +44,8 @@ def test_policies():
 
 
 def test_search_space_is_valid_and_varied():
-    from ortlab.config import validate_recipe
-    from ortlab.hardware import parse_cpuinfo
+    from ortlab.settings.config import validate_recipe
+    from ortlab.runtime.hardware import parse_cpuinfo
 
     cpu = search_space(Target.CPU, parse_cpuinfo("flags : sse2 avx avx2 avx512f avx512bw avx512_vnni"),
                        model_ops=("Conv", "Gemm"))
@@ -133,7 +133,7 @@ class _FakeInt16Tuner(_FakeTuner):
 
 
 def test_greedy_int16_weights_grow_by_chunks_of_weighted_nodes_and_keep_only_gains(tmp_path):
-    from ortlab.tune import INT16_STEP
+    from ortlab.runs.tune import INT16_STEP
 
     tuner = _FakeInt16Tuner(tmp_path, policy=sqnr_policy(20))
     base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
@@ -156,8 +156,8 @@ def test_int16_weight_nodes_in_a_recipe_run_write_int16_weights(tmp_path):
     import onnx
     from onnx import TensorProto
 
-    from ortlab.pipeline import run_recipe
-    from ortlab.samples import get_sample
+    from ortlab.runs.pipeline import run_recipe
+    from ortlab.data.samples import get_sample
 
     s = get_sample("digits_cnn")
     q = onnx.load(str(run_recipe(s.model_path, Recipe(precision=Precision.INT8), tmp_path / "a", s.calibration_data(),
@@ -175,9 +175,9 @@ def test_int16_weight_nodes_in_a_recipe_run_write_int16_weights(tmp_path):
 
 
 def test_a_tiny_search_on_digits_records_trials_and_writes_the_files(tmp_path):
-    from ortlab.history import History
-    from ortlab.samples import get_sample
-    from ortlab.workspace import Workspace
+    from ortlab.runs.history import History
+    from ortlab.data.samples import get_sample
+    from ortlab.runs.workspace import Workspace
 
     s = get_sample("digits_cnn")
     ws = Workspace(tmp_path / "ws")
@@ -213,8 +213,8 @@ def test_a_tiny_search_on_digits_records_trials_and_writes_the_files(tmp_path):
 
 
 def test_cancel_stops_the_search(tmp_path):
-    from ortlab.samples import get_sample
-    from ortlab.workspace import Workspace
+    from ortlab.data.samples import get_sample
+    from ortlab.runs.workspace import Workspace
 
     s = get_sample("digits_cnn")
     tuner = Tuner(s.model_path, DataRef(sample=s.name, set="calibration"),
@@ -229,9 +229,9 @@ def test_cancel_stops_the_search(tmp_path):
 
 
 def test_cli_analyze_and_tune(tmp_path, capsys):
-    from ortlab.cli import main
-    from ortlab.cli_tune import batch_sizes
-    from ortlab.samples import get_sample
+    from ortlab.cli.main import main
+    from ortlab.cli.tune import batch_sizes
+    from ortlab.data.samples import get_sample
 
     assert batch_sizes([1, 32, 1, 8]) == (1, 32, 8)
     s = get_sample("digits_cnn")

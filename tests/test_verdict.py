@@ -14,12 +14,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ortlab import cli
-from ortlab.data import load_tensor_file
-from ortlab.eval_report import EvalReport, Task
-from ortlab.evaluate import evaluate
-from ortlab.serial import dumps, from_plain, loads
-from ortlab.verdict import Level, VerdictPolicy, judge
+from ortlab.cli import main as cli
+from ortlab.data.dataset import load_tensor_file
+from ortlab.checks.eval_report import EvalReport, Task
+from ortlab.checks.evaluate import evaluate
+from ortlab.core.serial import dumps, from_plain, loads
+from ortlab.checks.verdict import Level, VerdictPolicy, judge
 
 OPSET = 17
 
@@ -250,7 +250,7 @@ def test_no_evaluation_data_is_unknown_never_ok(tmp_path, monkeypatch, capsys):
 
 
 def test_random_data_caps_the_verdict_at_degraded(tmp_path):
-    from ortlab.data import random_dataset
+    from ortlab.data.dataset import random_dataset
 
     w = np.eye(4, dtype=np.float32)
     ref = gemm_model(tmp_path / "ref.onnx", w)
@@ -263,9 +263,9 @@ def test_random_data_caps_the_verdict_at_degraded(tmp_path):
 
 
 def test_policy_flags_round_trip_through_the_cli_and_the_run_spec():
-    from ortlab.cli_args import config_cli_args
-    from ortlab.config import Recipe
-    from ortlab.runspec import RunSpec
+    from ortlab.settings.flags import config_cli_args
+    from ortlab.settings.config import Recipe
+    from ortlab.runs.runspec import RunSpec
 
     policy = VerdictPolicy(task=Task.DENSE_MAP, margin=0.05, threshold=0.5, min_sqnr_db=20.0, min_cosine=0.99,
                            max_confident_flips=0.02, broken_confident_flips=0.1, min_nn_agreement=0.95)

@@ -20,7 +20,7 @@ import onnxruntime as ort
 import pytest
 from PIL import Image
 
-from ortlab import cli
+from ortlab.cli import main as cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PHOTOS = Path(__file__).resolve().parents[1] / "sample_models" / "efficientnet_lite0"
@@ -312,7 +312,7 @@ def test_analyze_and_tune_take_the_same_shape_flag(data, tmp_path, capsys):
     capsys.readouterr()
     (artifact,) = out.glob("trials/*/artifact.json")
     assert json.loads(artifact.read_text())["input_shapes"] == {"x": [1, 3, 96, 128]}
-    from ortlab.history import History
+    from ortlab.runs.history import History
     import os
 
     benches = History(Path(os.environ["ORTLAB_HOME"]) / "history.sqlite").list_benchmarks()

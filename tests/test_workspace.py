@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from ortlab.bench import LatencySummary
-from ortlab.config import BenchConfig, Precision, QuantConfig, QuantMode, Recipe
-from ortlab.history import BenchmarkRecord, BenchVariant, History, HistoryError
-from ortlab.artifact import Artifact
-from ortlab.eval_report import EvalReport
-from ortlab.workspace import Workspace
+from ortlab.timing.bench import LatencySummary
+from ortlab.settings.config import BenchConfig, Precision, QuantConfig, QuantMode, Recipe
+from ortlab.runs.history import BenchmarkRecord, BenchVariant, History, HistoryError
+from ortlab.runs.artifact import Artifact
+from ortlab.checks.eval_report import EvalReport
+from ortlab.runs.workspace import Workspace
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -126,7 +126,7 @@ def test_concurrent_writers_threads_and_processes(tmp_path):
         ids = list(pool.map(lambda i: h.add(make_artifact(i)), range(40)))
     assert len(set(ids)) == 40
     code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
-            "from test_workspace import make_artifact\nfrom ortlab.history import History\n"
+            "from test_workspace import make_artifact\nfrom ortlab.runs.history import History\n"
             "h = History(sys.argv[3])\n[h.add(make_artifact(i)) for i in range(20)]\n")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(REPO), str(REPO / "tests"), str(db)], cwd=tmp_path)
              for _ in range(3)]
@@ -164,7 +164,7 @@ def stored_runs(ws: Workspace, n: int) -> list[Artifact]:
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "unknown schema"])
 def test_damaged_database_is_moved_aside_and_rebuilt_from_the_artifacts(tmp_path, damage):
-    from ortlab import history as history_mod
+    from ortlab.runs import history as history_mod
 
     ws = Workspace(tmp_path / "ws")
     runs = stored_runs(ws, 3)
@@ -209,7 +209,7 @@ def test_busy_or_newer_database_is_not_moved_aside(tmp_path):
 
 
 def test_cli_says_once_that_the_history_was_rebuilt(tmp_path, monkeypatch, capsys):
-    from ortlab import cli
+    from ortlab.cli import main as cli
 
     ws = Workspace(tmp_path / "ws")
     stored_runs(ws, 2)

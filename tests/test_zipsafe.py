@@ -9,10 +9,10 @@ import zipfile
 
 import pytest
 
-from ortlab import zipsafe
-from ortlab.data import load_image_zip
-from ortlab.errors import DataError, ModelLoadError
-from ortlab.model import import_model
+from ortlab.core import zipsafe
+from ortlab.data.dataset import load_image_zip
+from ortlab.core.errors import DataError, ModelLoadError
+from ortlab.model.inspect import import_model
 
 
 def zip_of(entries: dict[str, bytes], compression: int = zipfile.ZIP_STORED) -> bytes:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from ..errors import OrtlabError
-from ..workspace import default_root
+from ortlab.core.errors import OrtlabError
+from ortlab.runs.workspace import default_root
 
 USERS_DIR = "users"
 

@@ -12,9 +12,9 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..errors import Cancelled, OrtlabError
-from ..progress import Completion
-from .jobs import CANCELLED, DONE, FAILED, RUNNING, sync_jobs
+from ortlab.core.errors import Cancelled, OrtlabError
+from ortlab.core.progress import Completion
+from ortlab.ui.jobs import CANCELLED, DONE, FAILED, RUNNING, sync_jobs
 
 
 class Task(Completion):

@@ -4,20 +4,20 @@ tables the Benchmark page draws from its samples."""
 
 from __future__ import annotations
 
-from ..bench_compare import series_id
-from ..config import BenchConfig
-from ..history import BenchVariant
-from ..service import BenchHandle, start_benchmark as start_service_benchmark
-from . import state
-from .actions import Variant, workspace
-from .jobs import started
+from ortlab.timing.compare import series_id
+from ortlab.settings.config import BenchConfig
+from ortlab.runs.history import BenchVariant
+from ortlab.runs.service import BenchHandle, start_benchmark as start_service_benchmark
+from ortlab.ui import state
+from ortlab.ui.actions import Variant, workspace
+from ortlab.ui.jobs import started
 
 
 def start_benchmark(variants: list[Variant], cfg: BenchConfig, measure_memory: bool) -> BenchHandle:
     """Start timing ``variants`` at every batch size of ``cfg``; peak memory is kept when ``measure_memory``."""
     plain = [BenchVariant(v.id, v.name, str(v.path), v.artifact.run_id if v.artifact else None) for v in variants]
-    from ..data import control_values
-    from .actions import bench_shapes
+    from ortlab.data.dataset import control_values
+    from ortlab.ui.actions import bench_shapes
 
     info = state.model_info()
     values = control_values(state.eval_dataset(), info.inputs) if info is not None else {}

@@ -1,11 +1,11 @@
-"""Tables of a benchmark for the page: the engine (``ortlab.bench_compare``) computes, this only formats."""
+"""Tables of a benchmark for the page: the engine (``ortlab.timing.compare``) computes, this only formats."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..bench import THROUGHPUT_METHOD
-from ..bench_compare import BenchComparison, LatencyStats
+from ortlab.timing.bench import THROUGHPUT_METHOD
+from ortlab.timing.compare import BenchComparison, LatencyStats
 
 THROUGHPUT_COLUMN = "samples/s (batch÷p50)"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..eval_report import EvalReport, OutputError
-from ..text import format_bytes
-from ..verdict import Level, Verdict
-from .inert import html_text, md
+from ortlab.checks.eval_report import EvalReport, OutputError
+from ortlab.core.text import format_bytes
+from ortlab.checks.verdict import Level, Verdict
+from ortlab.ui.inert import html_text, md
 
 # background, text colour of the verdict banner: red broken, amber degraded, green ok, grey unknown
 VERDICT_COLORS = {Level.BROKEN: ("#b00020", "white"), Level.DEGRADED: ("#f0a000", "#1a1a1a"),

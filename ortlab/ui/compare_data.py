@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..eval_report import EvalReport
-from . import actions, state
+from ortlab.checks.eval_report import EvalReport
+from ortlab.ui import actions, state
 
 if TYPE_CHECKING:
-    from ..diff import GraphDiff
+    from ortlab.model.diff import GraphDiff
 
 
 def _key(*parts) -> tuple:
@@ -18,7 +18,7 @@ def _key(*parts) -> tuple:
 
 def model_info(path: Path):
     """``inspect_model`` of ``path`` (in a child process when it is large: ``isolated``), cached per session."""
-    from ..isolated import model_info as inspect_model
+    from ortlab.model.isolated import model_info as inspect_model
 
     c = state.cache()
     k = _key("info", path)
@@ -30,7 +30,7 @@ def model_info(path: Path):
 def graph_diff(ref: Path, cand: Path) -> GraphDiff:
     """``diff.graph_diff`` of two files (in a child process when they are large: ``isolated``), cached per
     session."""
-    from ..isolated import graph_diff as _diff
+    from ortlab.model.isolated import graph_diff as _diff
 
     c = state.cache()
     k = _key("diff", ref, cand)
@@ -42,7 +42,7 @@ def graph_diff(ref: Path, cand: Path) -> GraphDiff:
 def graph_description(ref: Path, cand: Path) -> dict:
     """``diff.graph_description`` of two files (the merged before/after graph, as plain data; in a child process
     when they are large: ``isolated``), cached per session."""
-    from ..isolated import graph_description as _description
+    from ortlab.model.isolated import graph_description as _description
 
     c = state.cache()
     k = _key("description", ref, cand)
@@ -67,11 +67,11 @@ def stored_evaluation(ref: actions.Variant, cand: actions.Variant) -> EvalReport
 
 def evaluate_pair(ref: actions.Variant, cand: actions.Variant) -> EvalReport:
     """Evaluate the candidate against the reference on the chosen evaluation samples; cached."""
-    from ..evaluate import evaluate
+    from ortlab.checks.evaluate import evaluate
 
     ds = actions.evaluation_subset(state.eval_dataset())
     if ds is None:
-        from ..errors import DataError
+        from ortlab.core.errors import DataError
 
         raise DataError("No evaluation data: choose data on the Data page (or allow random data there).")
     pp = state.preprocess() if ds.kind == "images" else None

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from ..errors import Cancelled, OrtlabError
-from ..text import one_line
-from .inert import md
+from ortlab.core.errors import Cancelled, OrtlabError
+from ortlab.core.text import one_line
+from ortlab.ui.inert import md
 
 log = logging.getLogger("ortlab.ui")
 
@@ -46,12 +46,12 @@ def public_paths(text: str, workspace_root: str | Path | None = None) -> str:
 def _workspace_root() -> str | None:
     """This session's workspace (the signed-in user's own when the app is shared)."""
     try:
-        from .auth import workspace_root
+        from ortlab.ui.auth import workspace_root
 
         return str(Path(workspace_root()).resolve())
     except Exception:  # no session (tests, bare mode): the default workspace
         try:
-            from ..workspace import default_root
+            from ortlab.runs.workspace import default_root
 
             return str(default_root().resolve())
         except (OSError, RuntimeError):
@@ -61,7 +61,7 @@ def _workspace_root() -> str | None:
 def error_message(step: str, exc: BaseException, hint: str = "") -> tuple[str, str]:
     """(level, text) to show for an exception raised while doing ``step``; logs unexpected ones. A
     ``HistoryRecovered`` notice is a warning."""
-    from ..history import HistoryRecovered
+    from ortlab.runs.history import HistoryRecovered
 
     if isinstance(exc, Cancelled):
         return "warning", f"{step} was cancelled."

@@ -1,6 +1,6 @@
 """The pages' view of background work: the states of a run-service handle, and whether to wait for it.
 
-Recipes and benchmarks run through :mod:`ortlab.service` (recipes in a child process, benchmarks one at a time
+Recipes and benchmarks run through :mod:`ortlab.runs.service` (recipes in a child process, benchmarks one at a time
 per process, each variant × batch size in its own child). With ``ORTLAB_SYNC_JOBS=1`` (or under Streamlit's
 AppTest) the pages start a job and wait for its end before drawing, so tests finish deterministically; the work
 still runs in a child process.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from ..service import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Handle, bench_busy
+from ortlab.runs.service import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Handle, bench_busy
 
 __all__ = ["CANCELLED", "DONE", "FAILED", "QUEUED", "RUNNING", "Handle", "busy", "started", "sync_jobs"]
 

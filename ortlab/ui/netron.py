@@ -13,11 +13,11 @@ from pathlib import Path
 import streamlit as st
 import streamlit.components.v1 as components
 
-from ortlab.errors import OrtlabError
-from ortlab.text import format_bytes
+from ortlab.core.errors import OrtlabError
+from ortlab.core.text import format_bytes
 from ortlab.ui.inert import md
 from ortlab.ui.netron_assets import component_dir
-from ortlab.workspace import default_root
+from ortlab.runs.workspace import default_root
 
 # Models up to this size (the .onnx plus its external data) are handed to Netron in the browser. The bytes
 # travel in one WebSocket message (Streamlit allows 200 MB by default), the browser keeps them in Streamlit's
@@ -48,8 +48,8 @@ def netron_component():
 def model_files(model_path: Path) -> list[tuple[str, Path]]:
     """(name the viewer sees, path): the model file, then its external-data files (checked: inside the model's
     folder, present, long enough)."""
-    from ortlab.errors import ModelLoadError
-    from ortlab.model import external_data_files
+    from ortlab.core.errors import ModelLoadError
+    from ortlab.model.inspect import external_data_files
 
     path = Path(model_path)
     if not path.is_file():
@@ -59,7 +59,7 @@ def model_files(model_path: Path) -> list[tuple[str, Path]]:
 
 def _digest(files: list[tuple[str, Path]]) -> str:
     """Identifies what the viewer shows (the bridge opens the model again only when this changes)."""
-    from ortlab.model import sha256_file_cached
+    from ortlab.model.inspect import sha256_file_cached
 
     h = hashlib.sha256()
     for name, p in files:

@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import OrtlabError
+from ortlab.core.errors import OrtlabError
 
 BRIDGE = Path(__file__).resolve().parent / "netron_component" / "ortlab-netron.js"
 BRIDGE_NAME = BRIDGE.name

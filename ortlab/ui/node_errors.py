@@ -1,4 +1,4 @@
-"""Compare → Per-node error: rank an int8 static candidate's nodes by the error they add (``ortlab.analyze``),
+"""Compare → Per-node error: rank an int8 static candidate's nodes by the error they add (``ortlab.checks.analyze``),
 tick nodes to keep in float, re-run the candidate's recipe with them excluded and put the two results side by side.
 
 The analysis runs on a thread (:mod:`ortlab.ui.background`; synchronously under tests) and is kept per candidate
@@ -15,13 +15,14 @@ from typing import Any
 
 import streamlit as st
 
-from ..artifact import QDQ_FILE, Artifact
-from ..config import Precision, QuantMode, Recipe
-from ..text import format_bytes
-from . import actions, background, cards, state
-from .guard import engine_errors, error_message, show_message
-from .inert import md
-from .jobs import DONE
+from ortlab.core.layout import QDQ_FILE
+from ortlab.runs.artifact import Artifact
+from ortlab.settings.config import Precision, QuantMode, Recipe
+from ortlab.core.text import format_bytes
+from ortlab.ui import actions, background, cards, state
+from ortlab.ui.guard import engine_errors, error_message, show_message
+from ortlab.ui.inert import md
+from ortlab.ui.jobs import DONE
 
 N_SAMPLES = 32
 TOP_ROWS = 25
@@ -46,7 +47,7 @@ def _data_for(a: Artifact):
         return spec.evaluation.load(), spec.preprocess
     ds = state.eval_dataset()
     if ds is None:
-        from ..errors import DataError
+        from ortlab.core.errors import DataError
 
         raise DataError("No evaluation data: choose data on the Data page first.")
     return ds, state.preprocess() if getattr(ds, "kind", "images") == "images" else None
@@ -55,18 +56,18 @@ def _data_for(a: Artifact):
 def start_analysis(a: Artifact, n: int = N_SAMPLES) -> background.Task:
     """Analyse ``a``'s QDQ model against its fp32 source on ``n`` evaluation samples (a thread); the task's
     result is the ``NodeAnalysis``."""
-    from ..progress import CancelToken
+    from ortlab.core.progress import CancelToken
 
     cand = qdq_model(a)
     if cand is None:
-        from ..errors import OrtlabError
+        from ortlab.core.errors import OrtlabError
 
         raise OrtlabError(f"Per-node analysis needs an int8 static run with its {QDQ_FILE}.")
     token = CancelToken()
     dataset, pre = _data_for(a)  # loaded here: the session's state is not read from the thread
 
     def work(task: background.Task):
-        from ..analyze import analyze
+        from ortlab.checks.analyze import analyze
 
         return analyze(a.source_path, cand, dataset, pre, n=n, cancel=token, shapes=a.input_shapes or None)
 
@@ -288,7 +289,7 @@ def graph_overlay(a: Artifact | None) -> dict | None:
     qdq = qdq_model(a)
     if a is None or not ov or qdq is None or ov.get("candidate") != str(qdq) or not ov.get("values"):
         return None
-    from ..diff import carry_values, map_node_names
+    from ortlab.model.diff import carry_values, map_node_names
 
     c = state.cache()
     k = ("node_names", str(qdq), str(a.model_path))

@@ -13,15 +13,15 @@ from collections.abc import Iterable
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from ortlab.artifact import Artifact
-from ortlab.bench import LatencySummary
-from ortlab.config import recipe_cli_line
-from ortlab.eval_report import EvalReport
-from ortlab.text import format_bytes
-from ortlab.verdict import Level, Verdict, judge
+from ortlab.runs.artifact import Artifact
+from ortlab.timing.bench import LatencySummary
+from ortlab.settings.config import recipe_cli_line
+from ortlab.checks.eval_report import EvalReport
+from ortlab.core.text import format_bytes
+from ortlab.checks.verdict import Level, Verdict, judge
 
 if TYPE_CHECKING:
-    from ortlab.diff import GraphDiff
+    from ortlab.model.diff import GraphDiff
 
 _CSS = """
 body { font-family: -apple-system, "Segoe UI", Ubuntu, "DejaVu Sans", sans-serif; margin: 2rem auto;
@@ -99,7 +99,7 @@ def _figures(diff: GraphDiff, bench: list[LatencySummary] | None) -> list[go.Fig
                     "margin": {"l": 220, "r": 20, "t": 50, "b": 40}},
         ))
     if bench:  # the app's form: p50 bars with p90/p99 whiskers, one panel per batch size
-        from .charts import latency_panels, variant_colors
+        from ortlab.ui.charts import latency_panels, variant_colors
 
         ids = list(dict.fromkeys(b.variant for b in bench))
         fig = latency_panels(bench, {}, variant_colors(ids), height=420)

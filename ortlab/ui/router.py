@@ -58,7 +58,7 @@ def require_router() -> None:
 
 def require_model():
     """The current model's ModelInfo; without one, say where to choose it and end the page."""
-    from . import state
+    from ortlab.ui import state
 
     info = state.model_info()
     if info is None:

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from ..artifact import Artifact
-from ..config import PreprocessConfig, Recipe
+from ortlab.runs.artifact import Artifact
+from ortlab.settings.config import PreprocessConfig, Recipe
 
 if TYPE_CHECKING:
-    from ..history import BenchmarkRecord
+    from ortlab.runs.history import BenchmarkRecord
 
 _P = "ortlab."
 ORIGINAL = "original"

@@ -1,4 +1,4 @@
-"""The Tune page's engine calls and drawing: a :class:`ortlab.tune.Tuner` search on a thread (synchronously under
+"""The Tune page's engine calls and drawing: a :class:`ortlab.runs.tune.Tuner` search on a thread (synchronously under
 tests), its Pareto chart filled as trials finish, and the recommendation.
 
 The task (:mod:`ortlab.ui.background`) is this session's job ``"tune"``; its ``items`` are the finished
@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 
 import plotly.graph_objects as go
 
-from ..config import Target
-from . import actions, background, charts, state
+from ortlab.settings.config import Target
+from ortlab.ui import actions, background, charts, state
 
 OBJECTIVES = ("latency", "size")
 POLICIES = ("verdict", "min SQNR")
@@ -36,8 +36,8 @@ class TuneChoice:
 
 def start_tune(choice: TuneChoice) -> background.Task:
     """Start the search on the current model with the session's calibration/evaluation data."""
-    from ..errors import DataError
-    from ..tune import Tuner, TuneSettings, sqnr_policy, verdict_policy
+    from ortlab.core.errors import DataError
+    from ortlab.runs.tune import Tuner, TuneSettings, sqnr_policy, verdict_policy
 
     if state.model_path() is None:
         raise DataError("Choose a model on the Model page first.")
@@ -110,7 +110,7 @@ def trial_rows(trials: Sequence) -> list[dict]:
 
 def open_on_compare(trial) -> None:
     """Add the trial's run (from History) to the session's artifacts and make it Compare's candidate."""
-    from ..errors import OrtlabError
+    from ortlab.core.errors import OrtlabError
 
     if trial.run_id is None:
         raise OrtlabError("This trial has no recorded run to open.")

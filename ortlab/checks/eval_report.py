@@ -1,0 +1,204 @@
+"""The typed result of comparing a candidate model with its reference (``evaluate.evaluate`` makes it).
+
+Kept apart from ``evaluate`` so that reading stored results (``artifact.json``, the history) needs neither
+ONNX Runtime nor numpy. SQNR of identical outputs is ``float('inf')`` (``OutputError.identical``);
+``serial.to_plain`` writes it as the string "inf".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from ortlab.core.serial import from_plain, to_plain
+
+__all__ = ["BoxesMetrics", "ClassificationMetrics", "DenseMapMetrics", "EmbeddingMetrics", "EvalReport",
+           "ExactMetrics", "OutputError", "Task", "TaskMetrics", "upgrade_v1"]
+
+
+class Task(StrEnum):
+    """What a model's outputs mean, which decides the metrics that are computed (``auto``: inferred)."""
+
+    AUTO = "auto"
+    CLASSIFICATION = "classification"
+    DENSE_MAP = "dense_map"
+    BOXES = "boxes"
+    EMBEDDING = "embedding"
+    GENERIC = "generic"
+
+
+@dataclass
+class OutputError:
+    """Error of one output over all samples: max/mean |ref - cand|, cosine similarity, SQNR in dB."""
+
+    name: str
+    max_abs: float
+    mean_abs: float
+    cosine: float
+    sqnr_db: float  # +inf when the outputs are identical
+    nonfinite: int = 0  # candidate values that are NaN/inf where the reference's are finite (e.g. fp16 overflow)
+
+    @property
+    def identical(self) -> bool:
+        """True when the candidate's output equals the reference's exactly (SQNR is +inf)."""
+        return self.sqnr_db == math.inf
+
+    def to_dict(self) -> dict:
+        """``serial.to_plain`` of this record (non-finite numbers as "inf"/"-inf"/"nan")."""
+        return to_plain(self)
+
+
+@dataclass
+class ClassificationMetrics:
+    """Top-1 agreement of one classifier output, its flips split by the reference's confidence.
+
+    A flip is a sample whose candidate top-1 class differs from the reference's. ``flip_margins`` holds, for
+    each flip, the reference's (fp32) softmax margin between its top-1 and top-2 class: a flip with a margin
+    below the policy's threshold is a near-tie (the reference itself was undecided), above it a confident flip.
+    """
+
+    output: str
+    n_classes: int
+    n_samples: int
+    agreement: float
+    flip_margins: list[float] = field(default_factory=list)
+    margin: float = 0.1  # the threshold the counts below use (the evaluation's policy)
+    top5_containment: float | None = None  # None with 5 classes or fewer
+
+    def confident_flips(self, margin: float | None = None) -> int:
+        """Flips where the reference's softmax margin was at least ``margin`` (default: :attr:`margin`)."""
+        m = self.margin if margin is None else margin
+        return sum(1 for x in self.flip_margins if x >= m)
+
+    def near_tie_flips(self, margin: float | None = None) -> int:
+        """Flips where the reference's top-1 and top-2 were closer than ``margin`` (default: :attr:`margin`)."""
+        return len(self.flip_margins) - self.confident_flips(margin)
+
+    def confident_flip_rate(self, margin: float | None = None) -> float:
+        """Confident flips as a share of the samples."""
+        return self.confident_flips(margin) / max(1, self.n_samples)
+
+
+@dataclass
+class DenseMapMetrics:
+    """Decision changes of one heat-map/segmentation output: elements on different sides of ``threshold``.
+
+    ``scale`` says what was thresholded: "probability" (the reference lies in [0, 1]) or "logit" (sigmoid of the
+    values, i.e. values compared with logit(threshold))."""
+
+    output: str
+    threshold: float
+    scale: str
+    crossing_fraction: float  # elements above the threshold in one model and not in the other / all elements
+    ref_positive_fraction: float  # elements above the threshold in the reference / all elements
+
+
+@dataclass
+class BoxesMetrics:
+    """Detections of one YOLO-style output ([N, anchors, 4+classes] or [N, 4+classes, anchors]).
+
+    An anchor is a detection when its best class score is above ``threshold`` (sigmoid of logits when the
+    scores are not in [0, 1]). ``changed_fraction``: anchors detected by one model and not the other, as a
+    share of anchors detected by either (0 when neither detects anything)."""
+
+    output: str
+    threshold: float
+    scale: str
+    changed_fraction: float
+    ref_detections: float  # mean detections per sample
+    cand_detections: float
+
+
+@dataclass
+class EmbeddingMetrics:
+    """Per-sample cosine of one embedding output, and whether each sample's nearest neighbour among the
+    evaluation samples stays the same (``nn_agreement``; None with fewer than 3 samples). [N, T, D] outputs
+    are mean-pooled over T for the neighbours."""
+
+    output: str
+    min_cosine: float
+    mean_cosine: float
+    nn_agreement: float | None
+
+
+@dataclass
+class ExactMetrics:
+    """An integer or boolean output, compared exactly (no accuracy, no SQNR)."""
+
+    output: str
+    dtype: str
+    n_elements: int
+    n_different: int
+
+    @property
+    def different_fraction(self) -> float:
+        return self.n_different / max(1, self.n_elements)
+
+
+@dataclass
+class TaskMetrics:
+    """The task of the model (inferred from its outputs and labels, or given) and the metrics it calls for."""
+
+    task: Task
+    inferred: bool
+    why: str
+    classification: ClassificationMetrics | None = None
+    dense_maps: list[DenseMapMetrics] = field(default_factory=list)
+    boxes: list[BoxesMetrics] = field(default_factory=list)
+    embeddings: list[EmbeddingMetrics] = field(default_factory=list)
+    exact: list[ExactMetrics] = field(default_factory=list)
+
+
+@dataclass
+class EvalReport:
+    """Reference vs candidate over ``n_samples``; accuracies are None when not applicable."""
+
+    n_samples: int
+    outputs: list[OutputError]
+    top1_accuracy_ref: float | None = None
+    top1_accuracy_cand: float | None = None
+    top5_accuracy_ref: float | None = None
+    top5_accuracy_cand: float | None = None
+    top1_agreement: float | None = None
+    top5_containment: float | None = None
+    per_class: list[dict[str, Any]] = field(default_factory=list)
+    random_data: bool = False
+    providers_ref: list[str] = field(default_factory=list)
+    providers_cand: list[str] = field(default_factory=list)
+    task: TaskMetrics | None = None  # None in reports written before task-aware evaluation
+    calibration_overlap: int = 0  # evaluation samples that were also calibration samples
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)  # each input's shape as fed (one sample)
+
+    def to_dict(self) -> dict:
+        """``serial.to_plain`` of this report (SQNR of identical outputs is "inf")."""
+        return to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalReport:
+        """``serial.from_plain``: reads :meth:`to_dict`'s form back, and the form written before schema 2."""
+        return from_plain(cls, data)
+
+    @staticmethod
+    def _upgrade_plain(data: Any) -> Any:
+        """``serial.from_plain`` calls this first: an evaluation written before schema 2 (``to_dict`` then wrote
+        None for non-finite numbers and an ``identical`` flag per output) becomes today's form."""
+        return upgrade_v1(data)
+
+
+def upgrade_v1(data: Any) -> Any:
+    """An evaluation written before schema 2 in today's form: each output's ``identical`` flag goes, and a
+    None where a number must be becomes +inf (identical outputs' SQNR) or NaN."""
+    if not isinstance(data, dict) or not isinstance(data.get("outputs"), list):
+        return data
+    outputs = []
+    for o in data["outputs"]:
+        if isinstance(o, dict):
+            o = dict(o)
+            identical = bool(o.pop("identical", False))
+            for k in ("max_abs", "mean_abs", "cosine", "sqnr_db"):
+                if k in o and o[k] is None:
+                    o[k] = "inf" if k == "sqnr_db" and identical else "nan"
+        outputs.append(o)
+    return {**data, "outputs": outputs}

@@ -1,0 +1,236 @@
+"""How much a transformed model differs from its source: output error and the metrics of the model's task.
+
+Both models run sample by sample (batch of one) on the same feed. SQNR of identical outputs is
+``float('inf')`` (``OutputError.identical``); ``serial.to_plain`` writes it as the string "inf".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+from collections.abc import Sequence
+
+import numpy as np
+
+from ortlab.core import dtypes
+from ortlab.settings.config import PreprocessConfig, Target
+from ortlab.data.dataset import Dataset, batch_inputs, check_fits, stratified_sample
+from ortlab.core.errors import Cancelled, DataError
+from ortlab.checks.eval_report import EvalReport, OutputError
+from ortlab.data.inputs import InputSpec, infer_specs
+from ortlab.model.inspect import TensorInfo
+from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
+from ortlab.runtime.providers import create_session
+from ortlab.checks.task_metrics import TaskAccumulator
+from ortlab.checks.verdict import VerdictPolicy
+
+
+
+def _run(sess, names: list[str], feed: dict[str, np.ndarray], which: str, index: int) -> list:
+    """``sess.run``; ORT's failure becomes one DataError line naming the model and the sample."""
+    try:
+        return sess.run(names, feed)
+    except Exception as exc:
+        from ortlab.runtime.providers import explain_ort_error
+
+        raise DataError(f"The {which} model failed to run on sample {index + 1}: {explain_ort_error(exc)}") from None
+
+
+def session_inputs(sess) -> list[TensorInfo]:
+    """A session's inputs as TensorInfo."""
+    return [TensorInfo(i.name, dtypes.from_ort(i.type), tuple(i.shape)) for i in sess.get_inputs()]
+
+
+def _feed_for(sess_inputs: Sequence[TensorInfo], feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Cast float arrays to the session's float types (e.g. an fp16 model without kept I/O types)."""
+    out = {}
+    for t in sess_inputs:
+        arr = feed.get(t.name)
+        if arr is None:
+            raise DataError(f"The candidate model needs input '{t.name}', which the reference model does not have.")
+        if arr.dtype.kind == "f" and t.dtype in ("float32", "float16", "float64") and arr.dtype != np.dtype(t.dtype):
+            arr = arr.astype(t.dtype)
+        out[t.name] = arr
+    return out
+
+
+class _Stats:
+    def __init__(self, name: str):
+        self.name = name
+        self.max_abs = 0.0
+        self.sum_abs = self.count = 0.0
+        self.ref2 = self.diff2 = self.cand2 = self.dot = 0.0
+        self.nonfinite = 0
+
+    def add(self, ref: np.ndarray, cand: np.ndarray) -> None:
+        r = np.asarray(ref, dtype=np.float64).ravel()
+        c = np.asarray(cand, dtype=np.float64).ravel()
+        if r.shape != c.shape:
+            raise DataError(f"Output '{self.name}' has {r.size} values in the reference but {c.size} in the "
+                            f"candidate; the models do not compute the same thing.")
+        self.nonfinite += int(np.count_nonzero(np.isfinite(r) & ~np.isfinite(c)))
+        with np.errstate(all="ignore"):
+            d = r - c
+            if d.size:
+                self.max_abs = max(self.max_abs, float(np.max(np.abs(d))))
+            self.sum_abs += float(np.sum(np.abs(d)))
+            self.count += d.size
+            self.ref2 += float(r @ r)
+            self.cand2 += float(c @ c)
+            self.diff2 += float(d @ d)
+            self.dot += float(r @ c)
+
+    def result(self) -> OutputError:
+        if math.isnan(self.diff2) or math.isnan(self.dot):
+            cosine, sqnr = math.nan, math.nan
+        else:
+            if self.ref2 == 0 and self.cand2 == 0:
+                cosine = 1.0
+            elif self.ref2 == 0 or self.cand2 == 0:
+                cosine = 0.0
+            elif math.isinf(self.ref2) or math.isinf(self.cand2):
+                cosine = math.nan
+            else:
+                cosine = self.dot / math.sqrt(self.ref2 * self.cand2)
+            if self.diff2 == 0:
+                sqnr = math.inf
+            elif self.ref2 == 0 or math.isinf(self.diff2):
+                sqnr = -math.inf
+            else:
+                sqnr = 10.0 * math.log10(self.ref2 / self.diff2)
+        mean_abs = self.sum_abs / self.count if self.count else 0.0
+        return OutputError(self.name, self.max_abs, mean_abs, cosine, sqnr, nonfinite=self.nonfinite)
+
+
+def _is_classifier(output) -> bool:
+    return output.ndim == 2 and output.shape[0] == 1 and output.shape[1] >= 2 and output.dtype.kind == "f"
+
+
+def _top5(row: np.ndarray) -> list[int]:
+    k = min(5, row.size)
+    idx = np.argpartition(-row, k - 1)[:k]
+    return [int(i) for i in idx[np.argsort(-row[idx], kind="stable")]]
+
+
+def _pick(dataset: Dataset, n: int | None) -> Dataset:
+    if n is not None and n < len(dataset):
+        return stratified_sample(dataset, n, seed=0)
+    return dataset
+
+
+def _check_labels(ds: Dataset, n_classes: int) -> None:
+    top = max(s.label for s in ds.samples)
+    if top >= n_classes:
+        raise DataError(f"The dataset has labels up to {top} ({len(ds.class_names)} classes) but the model outputs "
+                        f"{n_classes} scores; use the model's labels for the class folders.")
+
+
+def _accuracy(preds: list[list[int]], labels: list[int], n_classes: int = 6) -> tuple[float, float | None]:
+    top1 = sum(p[0] == y for p, y in zip(preds, labels)) / len(labels)
+    # top-5 means something only with more than 5 classes (with 5 or fewer it is always 100%)
+    top5 = sum(y in p for p, y in zip(preds, labels)) / len(labels) if len(preds[0]) >= 5 and n_classes > 5 else None
+    return top1, top5
+
+
+def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: PreprocessConfig | None, n: int | None = None,
+             target: Target = Target.CPU, reporter: Reporter = null_reporter,
+             cancel: CancelToken | None = None, policy: VerdictPolicy | None = None,
+             specs: Sequence[InputSpec] | None = None) -> EvalReport:
+    """Run both models on the same samples: per-output error, and the metrics of the model's task
+    (``task_metrics``: inferred from the outputs and labels unless ``policy.task`` names it; ``policy.margin``
+    and ``policy.threshold`` set the near-tie margin and the decision threshold). For a classifier also
+    accuracy vs labels (when labeled), top-1 agreement and top-5 containment (more than 5 classes only).
+    Reports "verify" progress. ``specs``: the inputs' shapes (:func:`ortlab.data.inputs.infer_specs`; inferred
+    when None); the report's ``input_shapes`` says what was fed."""
+    policy = policy or VerdictPolicy()
+    ds = _pick(dataset, n)
+    ref, prov_ref = create_session(reference_path, target)
+    cand, prov_cand = create_session(candidate_path, target)
+    ref_in, cand_in = session_inputs(ref), session_inputs(cand)
+    if specs is None and ds.kind != "images":
+        specs = infer_specs(ref_in, preprocess, ds)
+    check_fits(ds, preprocess, ref_in, specs)
+    ref_names = [o.name for o in ref.get_outputs()]
+    cand_names = [o.name for o in cand.get_outputs()]
+    if len(ref_names) != len(cand_names):
+        raise DataError(f"The reference has {len(ref_names)} outputs but the candidate has {len(cand_names)}.")
+    pair = dict(zip(ref_names, ref_names if set(ref_names) == set(cand_names) else cand_names))
+    stats = [_Stats(name) for name in ref_names]
+    acc: TaskAccumulator | None = None
+    total = len(ds)
+    shapes: dict[str, list[int]] = {}
+    for i in range(total):
+        if cancel is not None and cancel.cancelled:
+            raise Cancelled(step="verify")
+        feed = batch_inputs(ds, [i], preprocess, ref_in, specs)
+        shapes = shapes or {k: list(v.shape) for k, v in feed.items()}
+        r_out = _run(ref, ref_names, feed, "reference", i)
+        c_out = _run(cand, [pair[nm] for nm in ref_names], _feed_for(cand_in, feed), "candidate", i)
+        for s, r, c in zip(stats, r_out, c_out):
+            s.add(r, c)
+        if acc is None:
+            acc = TaskAccumulator(ref_names, list(r_out), ds.labeled(), policy.task, policy.margin, policy.threshold)
+        acc.add(list(r_out), list(c_out))
+        reporter(ProgressEvent("verify", i + 1, total, f"sample {i + 1}/{total}"))
+    report = EvalReport(total, [s.result() for s in stats], random_data=ds.is_random,
+                        providers_ref=prov_ref, providers_cand=prov_cand, input_shapes=shapes)
+    if acc is None:
+        return report
+    report.task = acc.result()
+    classes = acc.classes
+    cm = report.task.classification
+    if classes is not None and cm is not None and classes.ref_top:
+        report.top1_agreement = cm.agreement
+        report.top5_containment = cm.top5_containment
+        if ds.labeled():
+            _check_labels(ds, cm.n_classes)
+            labels = [int(s.label) for s in ds.samples]  # type: ignore[arg-type]
+            report.top1_accuracy_ref, report.top5_accuracy_ref = _accuracy(classes.ref_top, labels, cm.n_classes)
+            report.top1_accuracy_cand, report.top5_accuracy_cand = _accuracy(classes.cand_top, labels, cm.n_classes)
+            report.per_class = _per_class(ds, labels, classes.ref_top, classes.cand_top)
+    return report
+
+
+def _per_class(ds: Dataset, labels: list[int], ref_top: list[list[int]], cand_top: list[list[int]] | None) -> list[dict]:
+    rows = []
+    for c in sorted(set(labels)):
+        idx = [i for i, y in enumerate(labels) if y == c]
+        row: dict[str, Any] = {
+            "class": ds.class_names[c] if c < len(ds.class_names) else str(c),
+            "n": len(idx),
+            "ref_acc": sum(ref_top[i][0] == c for i in idx) / len(idx),
+        }
+        if cand_top is not None:
+            row["cand_acc"] = sum(cand_top[i][0] == c for i in idx) / len(idx)
+        rows.append(row)
+    return rows
+
+
+def accuracy(model_path, dataset: Dataset, preprocess: PreprocessConfig | None, n: int | None = None,
+             target: Target = Target.CPU, reporter: Reporter = null_reporter,
+             cancel: CancelToken | None = None) -> dict:
+    """One classifier alone: {"n", "top1", "top5" (None when unlabeled), "predictions" (top-1 class per
+    sample), "per_class", "random_data", "providers"}."""
+    ds = _pick(dataset, n)
+    sess, providers = create_session(model_path, target)
+    inputs = session_inputs(sess)
+    check_fits(ds, preprocess, inputs)
+    out0 = sess.get_outputs()[0]
+    tops: list[list[int]] = []
+    for i in range(len(ds)):
+        if cancel is not None and cancel.cancelled:
+            raise Cancelled(step="verify")
+        logits = np.asarray(sess.run([out0.name], batch_inputs(ds, [i], preprocess, inputs))[0])
+        if not _is_classifier(logits):
+            raise DataError(f"Output '{out0.name}' has shape {list(logits.shape)}; accuracy needs a classifier "
+                            f"output [N, classes].")
+        tops.append(_top5(logits.astype(np.float64)[0]))
+        reporter(ProgressEvent("verify", i + 1, len(ds), f"sample {i + 1}/{len(ds)}"))
+    result: dict[str, Any] = {"n": len(ds), "top1": None, "top5": None, "predictions": [t[0] for t in tops],
+                              "per_class": [], "random_data": ds.is_random, "providers": providers}
+    if ds.labeled():
+        _check_labels(ds, int(logits.shape[1]))
+        labels = [int(s.label) for s in ds.samples]
+        result["top1"], result["top5"] = _accuracy(tops, labels, int(logits.shape[1]))
+        result["per_class"] = _per_class(ds, labels, tops, None)
+    return result

@@ -1,0 +1,87 @@
+"""Optimization-level parity: does ORT's graph optimization change what a model computes?
+
+:func:`check_parity` runs the model the optimize stage read with every optimization *disabled* and the saved,
+optimized model (``basic``/``extended``/``all``) on the same evaluation samples, and compares their outputs.
+A mismatch is flagged when the largest absolute difference exceeds a tolerance relative to the output's scale
+(the largest |value| of the unoptimized output): fused int8 kernels round differently from the QDQ graph run
+in float, and fp16 fusions accumulate differently, so the tolerance depends on the recipe's precision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ortlab.settings.config import OptLevel, Precision, PreprocessConfig, Recipe
+
+# max |disabled - optimized| / max |disabled| above which a mismatch is flagged
+TOLERANCE = {Precision.FP32: 1e-3, Precision.FP16: 2e-2, Precision.INT8: 0.1}
+PARITY_SAMPLES = 8
+
+
+@dataclass
+class ParityResult:
+    """Outputs of the optimized model vs the same graph with optimizations disabled."""
+
+    ok: bool
+    n_samples: int
+    max_abs: float  # largest |difference| over all outputs and samples
+    scale: float  # largest |value| of the unoptimized outputs
+    relative: float  # max_abs / scale
+    tolerance: float
+    output: str = ""  # the output with the largest relative difference
+    message: str = ""
+
+
+def check_parity(unoptimized, optimized, dataset, preprocess: PreprocessConfig | None, recipe: Recipe,
+                 n: int = PARITY_SAMPLES, tolerance: float | None = None, specs=None) -> ParityResult:
+    """Compare ``optimized`` (run at ``recipe.opt_level``) with ``unoptimized`` run with optimizations disabled,
+    on up to ``n`` samples of ``dataset`` (batched). ``ok`` is False when the relative difference exceeds
+    ``tolerance`` (default: :data:`TOLERANCE` of the recipe's precision). ``specs``: the inputs' shapes
+    (:func:`ortlab.data.inputs.infer_specs`; inferred when None)."""
+    from ortlab.data.dataset import batch_inputs
+    from ortlab.checks.evaluate import _feed_for, session_inputs
+    from ortlab.runtime.providers import create_session, session_options
+
+    tol = float(tolerance if tolerance is not None else TOLERANCE[recipe.precision])
+    base, _ = create_session(unoptimized, recipe.target, session_options(opt_level=OptLevel.DISABLED))
+    opt, _ = create_session(optimized, recipe.target, session_options(opt_level=recipe.opt_level))
+    base_in, opt_in = session_inputs(base), session_inputs(opt)
+    names = [o.name for o in base.get_outputs()]
+    opt_names = [o.name for o in opt.get_outputs()]
+    if set(names) != set(opt_names):
+        opt_names = opt_names[:len(names)]
+    else:
+        opt_names = names
+    count = min(n, len(dataset))
+    worst = (0.0, 0.0, 0.0, "")  # relative, max_abs, scale, output
+    max_abs = scale = 0.0
+    step = count if _batchable(base_in) else 1
+    for start in range(0, count, step):
+        feed = batch_inputs(dataset, list(range(start, min(count, start + step))), preprocess, base_in, specs)
+        a = base.run(names, feed)
+        b = opt.run(opt_names, _feed_for(opt_in, feed))
+        for name, x, y in zip(names, a, b):
+            x = np.asarray(x, dtype=np.float64)
+            y = np.asarray(y, dtype=np.float64)
+            if x.shape != y.shape or x.size == 0 or x.dtype.kind not in "fc":
+                continue
+            d = float(np.max(np.abs(x - y)))
+            s = float(np.max(np.abs(x)))
+            max_abs, scale = max(max_abs, d), max(scale, s)
+            rel = d / s if s > 0 else (0.0 if d == 0 else float("inf"))
+            if rel > worst[0]:
+                worst = (rel, d, s, name)
+    rel, d, s, name = worst
+    ok = rel <= tol
+    level = OptLevel(recipe.opt_level).value
+    message = "" if ok else (
+        f"Graph optimization changed the results: output '{name}' of the '{level}' model differs from the same "
+        f"graph with optimizations disabled by up to {d:.3g} ({rel:.1%} of its scale {s:.3g}, tolerance "
+        f"{tol:.1%}) on {count} samples. Try a lower optimization level and compare.")
+    return ParityResult(ok, count, max_abs, scale, rel, tol, name, message)
+
+
+def _batchable(inputs) -> bool:
+    return all(len(t.shape) and not isinstance(tuple(t.shape)[0], int) for t in inputs)

@@ -1,0 +1,231 @@
+"""Is a candidate safe to ship? A verdict — ok, degraded, broken or unknown — with the reasons, from an evaluation.
+
+The default policy (:class:`VerdictPolicy`; every threshold is a field and a CLI flag):
+
+* **broken** when any float output has SQNR below ``min_sqnr_db`` (10 dB) or cosine below ``min_cosine`` (0.9),
+  or NaN/inf values where the reference has finite ones (e.g. fp16 overflow);
+* classification: confident top-1 flips (the fp32 reference's top-1 vs top-2 softmax margin is at least
+  ``margin``, 0.1) above ``max_confident_flips`` (1%) → degraded, above ``broken_confident_flips`` (5%) →
+  broken. Near-tie flips (margin below 0.1) are counted and shown but do not count against the model;
+* dense maps (heat maps, segmentation): the share of elements that land on the other side of the decision
+  threshold (``threshold``, 0.3) above ``max_crossing`` (1%) → degraded, above ``broken_crossing`` (5%) → broken.
+  A map on which the reference finds nothing (no element above the threshold in any evaluation sample) cannot
+  judge the result: its SQNR and cosine measure background noise, so they are shown but do not count, and the
+  verdict is at best **unknown** ("give evaluation data on which the model detects something"). A candidate
+  that finds things there still crosses the threshold and is graded as above;
+* boxes: the share of detections (anchors whose best score is above ``threshold``) that appear or disappear,
+  above ``max_box_changes`` (5%) → degraded, above ``broken_box_changes`` (20%) → broken;
+* embeddings: nearest-neighbour agreement across the evaluation set below ``min_nn_agreement`` (90%) →
+  degraded, below ``broken_nn_agreement`` (70%) → broken; any sample's cosine below ``min_cosine`` → degraded;
+* integer outputs are compared exactly: differing elements above ``max_confident_flips`` → degraded, above
+  ``broken_confident_flips`` → broken;
+* evaluated on random data, or on samples that were also used for calibration: at best **degraded** ("not a
+  verdict on accuracy");
+* no evaluation at all: **unknown**, never ok;
+* an int8 run that quantized nothing (its ``QuantCoverage`` counts no node): at best **degraded**, "nothing was
+  quantized" first: the result is the float model, whatever its outputs say.
+
+This module needs neither numpy nor ONNX Runtime: stored evaluations can be judged again with another policy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+from enum import StrEnum
+
+from ortlab.settings.config import setting
+from ortlab.checks.eval_report import EvalReport, Task
+
+__all__ = ["DEFAULT_POLICY", "NOTHING_QUANTIZED", "Level", "Verdict", "VerdictPolicy", "judge", "not_evaluated", "worse_or_equal"]
+
+
+class Level(StrEnum):
+    OK = "ok"
+    DEGRADED = "degraded"
+    BROKEN = "broken"
+    UNKNOWN = "unknown"
+
+
+_RANK = {Level.OK: 0, Level.UNKNOWN: 1, Level.DEGRADED: 2, Level.BROKEN: 3}
+
+
+def worse_or_equal(level: Level, bar: Level) -> bool:
+    """Whether ``level`` is at ``bar`` or worse (ok < unknown < degraded < broken)."""
+    return _RANK[Level(level)] >= _RANK[Level(bar)]
+
+
+@dataclass(frozen=True)
+class VerdictPolicy:
+    """How an evaluation becomes a verdict, and the task settings the evaluation itself uses."""
+
+    task: Task = setting(Task.AUTO, "What the model's outputs mean: auto infers it from the outputs (and labels); "
+                         "classification, dense_map (heat maps, segmentation), boxes (YOLO-style), embedding, generic.",
+                         label="Task")
+    margin: float = setting(0.1, "A top-1 flip is a near-tie (not counted against the model) when the reference's "
+                            "softmax margin between its top-1 and top-2 classes is below this.",
+                            label="Near-tie margin", min=0.0, max=1.0, step=0.01)
+    threshold: float = setting(0.3, "Decision threshold of dense maps and detection scores (probabilities; "
+                               "logit outputs are passed through a sigmoid first).",
+                               label="Decision threshold", min=0.0, max=1.0, step=0.05)
+    min_sqnr_db: float = setting(10.0, "Broken when any float output's SQNR is below this (dB).",
+                                 label="Min SQNR (dB)", min=-100.0, max=200.0, step=1.0, flag="--min-sqnr-db")
+    min_cosine: float = setting(0.9, "Broken when any float output's cosine similarity is below this; degraded "
+                                "when one embedding sample's is.", label="Min cosine", min=-1.0, max=1.0,
+                                step=0.01)
+    max_confident_flips: float = setting(0.01, "Degraded when confident top-1 flips (or differing integer "
+                                         "elements) exceed this share of the samples.",
+                                         label="Max confident flips", min=0.0, max=1.0, step=0.01)
+    broken_confident_flips: float = setting(0.05, "Broken when confident top-1 flips (or differing integer "
+                                            "elements) exceed this share.", label="Broken confident flips",
+                                            min=0.0, max=1.0, step=0.01)
+    max_crossing: float = setting(0.01, "Degraded when more than this share of a dense map's elements cross the "
+                                  "decision threshold.", label="Max threshold crossings", min=0.0, max=1.0,
+                                  step=0.01)
+    broken_crossing: float = setting(0.05, "Broken when more than this share of a dense map's elements cross the "
+                                     "decision threshold.", label="Broken threshold crossings", min=0.0, max=1.0,
+                                     step=0.01)
+    max_box_changes: float = setting(0.05, "Degraded when more than this share of detections appear or disappear.",
+                                     label="Max detection changes", min=0.0, max=1.0, step=0.01)
+    broken_box_changes: float = setting(0.2, "Broken when more than this share of detections appear or disappear.",
+                                        label="Broken detection changes", min=0.0, max=1.0, step=0.01)
+    min_nn_agreement: float = setting(0.9, "Degraded when fewer embedding samples than this keep their nearest "
+                                      "neighbour.", label="Min NN agreement", min=0.0, max=1.0, step=0.01,
+                                      flag="--min-nn-agreement")
+    broken_nn_agreement: float = setting(0.7, "Broken when fewer embedding samples than this keep their nearest "
+                                         "neighbour.", label="Broken NN agreement", min=0.0, max=1.0, step=0.01,
+                                         flag="--broken-nn-agreement")
+
+    def problems(self) -> list[str]:
+        """What makes this policy inconsistent (empty when fine)."""
+        out = []
+        for lo, hi in (("max_confident_flips", "broken_confident_flips"), ("max_crossing", "broken_crossing"),
+                       ("max_box_changes", "broken_box_changes"), ("broken_nn_agreement", "min_nn_agreement")):
+            if getattr(self, lo) > getattr(self, hi):
+                out.append(f"{lo} ({getattr(self, lo)}) must not exceed {hi} ({getattr(self, hi)}).")
+        return out
+
+
+DEFAULT_POLICY = VerdictPolicy()
+
+
+@dataclass
+class Verdict:
+    """``level`` and the reasons for it, worst first (for ok: what was checked)."""
+
+    level: Level
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def headline(self) -> str:
+        """E.g. "BROKEN: logits SQNR -18.0 dB < 10 dB"."""
+        return f"{self.level.value.upper()}: " + ("; ".join(self.reasons) if self.reasons else "no reasons given")
+
+
+def not_evaluated(why: str = "not evaluated: no evaluation data was given") -> Verdict:
+    """The verdict of a result nobody compared with its source."""
+    return Verdict(Level.UNKNOWN, [why])
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+NOTHING_QUANTIZED = ("nothing was quantized: the result still computes in float like the source, so it is not an "
+                     "int8 model (see the int8 coverage warning for why)")
+
+
+def judge(report: EvalReport | None, policy: VerdictPolicy = DEFAULT_POLICY, coverage: Any = None) -> Verdict:
+    """The verdict on ``report`` under ``policy`` (see the module docstring for the rules). ``coverage``: an int8
+    run's ``QuantCoverage``; when it quantized nothing the verdict is at best degraded, that reason first."""
+    first = [NOTHING_QUANTIZED] if coverage is not None and not coverage.total else []
+    verdict = _judge(report, policy)
+    if first and verdict.level == Level.OK:
+        return Verdict(Level.DEGRADED, first + verdict.reasons)
+    return Verdict(verdict.level, first + verdict.reasons)
+
+
+def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
+    if report is None:
+        return not_evaluated()
+    if report.n_samples <= 0:
+        return not_evaluated("not evaluated: zero samples were compared")
+    broken: list[str] = []
+    degraded: list[str] = []
+    checked: list[str] = []
+    tm = report.task
+    exact_names = {e.output for e in tm.exact} if tm is not None else set()
+
+    def grade(value: float, degraded_above: float, broken_above: float, text: str) -> None:
+        if value > broken_above:
+            broken.append(f"{text} > {_pct(broken_above)}")
+        elif value > degraded_above:
+            degraded.append(f"{text} > {_pct(degraded_above)}")
+
+    floats = [o for o in report.outputs if o.name not in exact_names]
+    empty_maps = {d.output: d for d in (tm.dense_maps if tm is not None else []) if d.ref_positive_fraction == 0}
+    unjudged = [f"{name}: the reference map finds nothing on this data (no element above the {d.threshold:g} "
+                f"threshold in any sample), so its SQNR/cosine measure background noise and cannot judge the "
+                f"result; give evaluation data on which the model detects something" for name, d in empty_maps.items()]
+    for o in floats:
+        if o.nonfinite:
+            broken.append(f"{o.name}: {o.nonfinite:,} NaN/inf values where the reference is finite")
+        if o.name in empty_maps:
+            continue
+        if math.isnan(o.sqnr_db) or o.sqnr_db < policy.min_sqnr_db:
+            broken.append(f"{o.name}: SQNR {o.sqnr_db:.1f} dB < {policy.min_sqnr_db:g} dB")
+        if math.isnan(o.cosine) or o.cosine < policy.min_cosine:
+            broken.append(f"{o.name}: cosine {o.cosine:.3f} < {policy.min_cosine:g}")
+    judged = [o for o in floats if o.name not in empty_maps]
+    if judged:
+        worst = min(judged, key=lambda o: o.sqnr_db if not math.isnan(o.sqnr_db) else -math.inf)
+        checked.append("identical outputs" if worst.identical else
+                       f"worst SQNR {worst.sqnr_db:.1f} dB ({worst.name})")
+    checked += [f"{o.name}: SQNR {o.sqnr_db:.1f} dB on background only" for o in floats if o.name in empty_maps]
+    if tm is not None:
+        c = tm.classification
+        if c is not None:
+            conf, ties = c.confident_flips(policy.margin), c.near_tie_flips(policy.margin)
+            rate = conf / max(1, c.n_samples)
+            grade(rate, policy.max_confident_flips, policy.broken_confident_flips,
+                  f"{c.output}: {conf}/{c.n_samples} confident top-1 flips ({_pct(rate)})")
+            checked.append(f"{conf} confident top-1 flips, {ties} near-tie flips (reference softmax margin "
+                           f"< {policy.margin:g}) of {c.n_samples}")
+        for d in tm.dense_maps:
+            grade(d.crossing_fraction, policy.max_crossing, policy.broken_crossing,
+                  f"{d.output}: {_pct(d.crossing_fraction)} of elements cross the {d.threshold:g} threshold")
+            checked.append(f"{d.output}: {_pct(d.crossing_fraction)} threshold crossings")
+        for b in tm.boxes:
+            grade(b.changed_fraction, policy.max_box_changes, policy.broken_box_changes,
+                  f"{b.output}: {_pct(b.changed_fraction)} of detections appear or disappear")
+            checked.append(f"{b.output}: {_pct(b.changed_fraction)} detections changed")
+        for e in tm.embeddings:
+            if e.nn_agreement is not None:
+                text = f"{e.output}: nearest-neighbour agreement {_pct(e.nn_agreement)}"
+                if e.nn_agreement < policy.broken_nn_agreement:
+                    broken.append(f"{text} < {_pct(policy.broken_nn_agreement)}")
+                elif e.nn_agreement < policy.min_nn_agreement:
+                    degraded.append(f"{text} < {_pct(policy.min_nn_agreement)}")
+                checked.append(text)
+            if e.min_cosine < policy.min_cosine:
+                degraded.append(f"{e.output}: a sample's cosine is {e.min_cosine:.3f} < {policy.min_cosine:g}")
+        for x in tm.exact:
+            grade(x.different_fraction, policy.max_confident_flips, policy.broken_confident_flips,
+                  f"{x.output} ({x.dtype}): {x.n_different:,} of {x.n_elements:,} values differ "
+                  f"({_pct(x.different_fraction)})")
+            checked.append(f"{x.output}: {'identical' if not x.n_different else f'{x.n_different:,} values differ'}")
+    caveats = []
+    if report.random_data:
+        caveats.append("evaluated on random data: not a verdict on accuracy")
+    if report.calibration_overlap:
+        caveats.append(f"evaluated on {report.calibration_overlap} of {report.n_samples} samples that were also "
+                       "used for calibration: not a verdict on accuracy")
+    if broken:
+        return Verdict(Level.BROKEN, broken + degraded + caveats)
+    if degraded or caveats:
+        return Verdict(Level.DEGRADED, degraded + caveats + unjudged)
+    if unjudged:
+        return Verdict(Level.UNKNOWN, unjudged + ["other checks passed: " + "; ".join(checked)])
+    task = f"{tm.task.value} " if tm is not None else ""
+    return Verdict(Level.OK, [f"{task}checks passed on {report.n_samples} samples: " + "; ".join(checked)])

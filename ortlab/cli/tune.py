@@ -1,0 +1,174 @@
+"""The ``ortlab analyze`` and ``ortlab tune`` commands (registered by :mod:`ortlab.cli.main`)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from ortlab.settings.flags import UsageError
+from ortlab.settings.config import Target
+
+
+def add_commands(sub) -> None:
+    """Add ``analyze`` and ``tune`` to the ``ortlab`` sub-command parsers."""
+    from ortlab.cli.main import _add_output_flags, add_input_arguments, add_preprocess_arguments
+
+    p = sub.add_parser("analyze", help="Per-node error of a quantized model against its fp32 reference "
+                                       "(worst nodes first).")
+    p.add_argument("reference", metavar="REF", help="The fp32 reference .onnx.")
+    p.add_argument("candidate", metavar="CANDIDATE", help="The quantized model: an artifact folder (its "
+                   "model.qdq.onnx is used), a model.onnx beside a model.qdq.onnx, or any .onnx.")
+    p.add_argument("--data", metavar="DIR", required=True, help="Evaluation data: images folder, .zip, .npy/.npz "
+                   "or a .txt file (one example per line; with --tokenizer).")
+    p.add_argument("--n", type=int, default=32, help="Samples to run (default: 32).")
+    p.add_argument("--top", type=int, default=15, help="How many nodes to print (default: 15).")
+    add_input_arguments(p)
+    add_preprocess_arguments(p)
+    _add_output_flags(p)
+    p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("tune", help="Search recipes within a time budget; recommend the fastest (or smallest) "
+                                    "one the accuracy policy accepts.")
+    p.add_argument("model", metavar="MODEL", help="The source .onnx (never modified).")
+    p.add_argument("--data", metavar="DIR", help="Calibration data (default for a bundled sample: its "
+                   "calibration set). Without --eval a third of it is held out for evaluation.")
+    p.add_argument("--eval", metavar="DIR", dest="eval_data", help="Evaluation data, never used to calibrate "
+                                                                  "(default: the sample's evaluation set).")
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=[1], metavar="N",
+                   help="Batch sizes each trial is timed at (default: 1).")
+    p.add_argument("--budget", type=float, default=600.0, metavar="SECONDS", help="Wall-time budget (default 600).")
+    p.add_argument("--objective", choices=("latency", "size"), default="latency")
+    p.add_argument("--target", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--min-sqnr-db", type=float, default=20.0, help="Accuracy bar: every output's SQNR (default 20).")
+    p.add_argument("--margin", type=float, default=0.1, help="Classifiers: a top-1 flip where the fp32 softmax "
+                   "margin is at least this counts against a recipe (default 0.1).")
+    p.add_argument("--exclusion-steps", type=int, default=6, help="Greedy keep-in-float steps at most (default 6).")
+    p.add_argument("--bench-seconds", type=float, default=1.0, help="Timing per trial and batch size (default 1).")
+    p.add_argument("--max-trials", type=int, default=None, help="Stop after this many trials.")
+    p.add_argument("--verify-samples", type=int, default=32, help="Evaluation samples per trial (default 32).")
+    p.add_argument("--out", metavar="DIR", required=True,
+                   help="Receives the best model.onnx, its recipe.json, trials.json and each trial's folder.")
+    add_input_arguments(p)
+    add_preprocess_arguments(p)
+    _add_output_flags(p)
+    p.set_defaults(func=cmd_tune)
+
+
+def batch_sizes(values) -> tuple[int, ...]:
+    """The distinct ``--batch-sizes`` in order (UsageError for one below 1)."""
+    if any(v < 1 for v in values):
+        raise UsageError("--batch-sizes must be at least 1.")
+    return tuple(dict.fromkeys(values)) or (1,)
+
+
+def _fmt(x: float | None, spec: str = ".1f") -> str:
+    if x is None:
+        return "-"
+    return "inf" if math.isinf(x) else format(x, spec)
+
+
+def cmd_analyze(ns: argparse.Namespace) -> int:
+    """`ortlab analyze`: rank a quantized model's nodes by the error they add."""
+    from ortlab.checks.analyze import analyze
+    from ortlab.cli.main import (
+        _existing, _existing_file, _print_json, _reporter, _shapes_text, _table, find_sample, load_dataset,
+        preprocess_from_args, shapes_from_args,
+    )
+
+    ref = _existing_file(ns.reference, "Reference model")
+    cand = _existing(ns.candidate, "Candidate model")
+    if ns.n < 1:
+        raise UsageError("--n must be at least 1.")
+    sample = find_sample(ref)
+    dataset = load_dataset(ns.data, sample.labels if sample is not None and sample.labels else None, ns)
+    pre = preprocess_from_args(ns, ref, sample) if dataset.kind == "images" else None
+    result = analyze(ref, cand, dataset, pre, n=ns.n, reporter=_reporter(ns), shapes=shapes_from_args(ns))
+    if ns.json:
+        _print_json(result)
+        return 0
+    print(f"{result.candidate} vs {ref.name}: {len(result.nodes)} quantized nodes on {result.n_samples} samples "
+          f"in {result.seconds:.1f} s" + ("" if result.qdq else " (no QDQ nodes: accumulated error only)"))
+    print(f"inputs: {_shapes_text(result.input_shapes)}")
+    rows = [[str(e.rank), e.name, e.op_type, _fmt(e.local_sqnr_db), _fmt(e.sqnr_db), _fmt(e.cosine, ".4f"),
+             _fmt(e.max_abs, ".3g")] for e in result.worst(ns.top)]
+    print(_table(rows, ["#", "node", "op", "local dB", "accum. dB", "cosine", "max |Δ|"]))
+    print("local: the node's quantized form on fp32 inputs; accum.: the candidate's tensor vs fp32.")
+    if result.unmatched:
+        print(f"not in the reference: {', '.join(result.unmatched[:8])}" + (" …" if len(result.unmatched) > 8 else ""))
+    return 0
+
+
+def _split(path: str, out: Path, labels, ns: argparse.Namespace) -> tuple[str, str]:
+    """Calibration and evaluation folders written under ``out/data`` (``data.split_dataset``)."""
+    from ortlab.cli.main import load_dataset
+    from ortlab.data.dataset import split_dataset, write_dataset
+
+    ds = load_dataset(path, labels, ns)
+    cal, ev = split_dataset(ds)
+    if ev is cal:
+        raise UsageError("--data needs at least 3 samples to hold some out for evaluation; or give --eval.")
+    return (str(write_dataset(cal, out / "data" / "calibration")),
+            str(write_dataset(ev, out / "data" / "evaluation")))
+
+
+def cmd_tune(ns: argparse.Namespace) -> int:
+    """`ortlab tune`: search recipes in child processes, print each trial, recommend one."""
+    from ortlab.cli.main import _data_ref, _existing_file, _print_json, find_sample, preprocess_from_args, shapes_from_args
+    from ortlab.runs.runspec import DataRef
+    from ortlab.runs.tune import Tuner, TuneSettings, verdict_policy
+    from ortlab.checks.verdict import VerdictPolicy
+    from ortlab.runs.workspace import Workspace
+
+    src = _existing_file(ns.model, "Model")
+    out = Path(ns.out).expanduser().resolve()
+    if ns.budget <= 0:
+        raise UsageError("--budget must be positive.")
+    sample = find_sample(src)
+    labels = sample.labels if sample is not None and sample.labels else None
+    cal_path, ev_path = ns.data, ns.eval_data
+    if cal_path is not None and ev_path is None and (sample is None or sample.evaluation_dir is None):
+        cal_path, ev_path = _split(cal_path, out, labels, ns)
+    cal: DataRef | None
+    if cal_path is not None:
+        cal = _data_ref(cal_path, ns)
+    elif sample is not None and sample.calibration_dir is not None:
+        cal = DataRef(sample=sample.name, set="calibration")
+    else:
+        cal = None
+    if ev_path is not None:
+        ev = _data_ref(ev_path, ns, count=ns.verify_samples)
+    elif sample is not None and sample.evaluation_dir is not None:
+        ev = DataRef(sample=sample.name, set="evaluation", count=ns.verify_samples)
+    else:
+        raise UsageError("Give --data (and ideally --eval): tuning needs data to judge each recipe.")
+    pre = None
+    if ns.data is not None or ns.eval_data is not None:
+        pre = preprocess_from_args(ns, src, sample)
+    settings = TuneSettings(budget_s=ns.budget, objective=ns.objective, target=Target(ns.target),
+                            batch_sizes=batch_sizes(ns.batch_sizes), bench_s=ns.bench_seconds,
+                            exclusion_steps=max(0, ns.exclusion_steps), verify_samples=ns.verify_samples,
+                            max_trials=ns.max_trials, shapes=shapes_from_args(ns))
+    policy = verdict_policy(VerdictPolicy(min_sqnr_db=ns.min_sqnr_db, margin=ns.margin))
+    tuner = Tuner(src, cal, ev, settings=settings, policy=policy, preprocess=pre,
+                  sample=sample.name if sample is not None else None, workspace=Workspace(), out_dir=out)
+    try:
+        for t in tuner.trials():
+            if not ns.json:
+                speed = f"{t.speedup:.2f}×" if t.speedup else "-"
+                print(f"#{t.index:<3} {t.label:<34} {'ok ' if t.accepted else 'no '} SQNR {_fmt(t.sqnr_db):>5} dB  "
+                      f"{speed:>6}  {(t.size_bytes or 0) / 1e6:6.2f} MB  {'*' if t.pareto else ' '} "
+                      f"{t.note or ('' if t.status == 'done' else t.verdict)}", flush=True)
+    except KeyboardInterrupt:
+        tuner.cancel()
+        print("ortlab: interrupted; the result covers the finished trials.", file=sys.stderr)
+    r = tuner.result
+    assert r is not None
+    if ns.json:
+        _print_json(r)
+        return 0
+    print(f"\n{r.sentence}\n  {r.cli_line}" if r.cli_line else f"\n{r.sentence}")
+    print(f"  hardware   {r.hardware}\n  files      {out / 'model.onnx'}, recipe.json, trials.json "
+          f"(* = on the Pareto front)")
+    return 0 if r.best is not None else 1

@@ -1,0 +1,65 @@
+"""Typed errors the engine raises. Every message says what went wrong and what to do next."""
+
+from __future__ import annotations
+
+
+class OrtlabError(Exception):
+    """Base of every error the engine raises on purpose.
+
+    ``str(err)`` is one line a person can act on; ``step`` names the pipeline step that failed.
+    """
+
+    def __init__(self, message: str, *, step: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.step = step
+
+    def __str__(self) -> str:
+        return f"{self.step}: {self.message}" if self.step else self.message
+
+
+class ModelLoadError(OrtlabError):
+    """The file is not a loadable, valid ONNX model."""
+
+
+class ExternalDataError(ModelLoadError):
+    """External-data files are missing or point outside the model's folder."""
+
+
+class RecipeError(OrtlabError):
+    """The recipe is invalid or the combination of settings is not supported."""
+
+
+class DataError(OrtlabError):
+    """Images or tensors cannot be read or do not fit the model."""
+
+
+class OptimizationError(OrtlabError):
+    """ONNX Runtime could not optimize the model."""
+
+
+class QuantizationError(OrtlabError):
+    """ONNX Runtime could not quantize or convert the model."""
+
+
+class BenchmarkError(OrtlabError):
+    """A benchmark could not run."""
+
+
+class OutputError(OrtlabError):
+    """OUT would overwrite the source model or a file the source needs."""
+
+
+class PlainDataError(OrtlabError):
+    """Plain data (JSON) that does not fit the typed result it should become."""
+
+
+class HistoryError(OrtlabError):
+    """The history database cannot be read or has no such entry."""
+
+
+class Cancelled(OrtlabError):
+    """The user cancelled the work."""
+
+    def __init__(self, message: str = "Cancelled by the user.", *, step: str | None = None):
+        super().__init__(message, step=step)

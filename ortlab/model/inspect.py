@@ -1,0 +1,703 @@
+"""Load, validate, inspect and import ONNX models.
+
+Every failure a person can cause (wrong file, truncated upload, invalid graph, missing or unsafe
+external data, unsafe zip) raises ``ModelLoadError`` or ``ExternalDataError`` with one clear line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import io
+import os
+import re
+import shutil
+import tempfile
+import zipfile
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path, PurePosixPath
+from collections.abc import Iterator
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+from ortlab.core.errors import ExternalDataError, ModelLoadError
+from ortlab.core import dtypes, zipsafe
+from ortlab.core.text import one_line
+
+PROTOBUF_LIMIT = 2**31 - 1          # a single protobuf message cannot be larger than this
+
+_NOT_ONNX = ("This file is not an ONNX model (could not parse it as ONNX protobuf). "
+             "Upload a .onnx file exported from your framework.")
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A graph input or output: name, element type and shape (str = symbolic dim, None = unknown)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int | str | None, ...]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a person wants to know about a model before changing it."""
+
+    path: str
+    file_bytes: int
+    total_bytes: int
+    sha256: str
+    ir_version: int
+    opsets: dict[str, int]
+    producer: str
+    producer_version: str
+    graph_name: str
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+    node_count: int
+    op_counts: dict[tuple[str, str], int]
+    param_count: int
+    initializer_bytes: dict[str, int]
+    has_external_data: bool
+    warnings: tuple[str, ...]
+    subgraph_node_count: int = 0   # of node_count, the nodes inside If/Loop/Scan bodies
+    constant_params: int = 0       # of param_count, the values of float tensors held in Constant nodes
+    constant_bytes: int = 0        # bytes of those tensors (not in initializer_bytes)
+
+    def to_dict(self) -> dict:
+        """JSON-safe dict; op_counts keys become ``op_key(domain, op_type)``."""
+        d = asdict(self)
+        d["inputs"] = [t.to_dict() for t in self.inputs]
+        d["outputs"] = [t.to_dict() for t in self.outputs]
+        d["op_counts"] = {op_key(dom, op): n for (dom, op), n in self.op_counts.items()}
+        d["warnings"] = list(self.warnings)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ModelInfo:
+        """The inverse of :meth:`to_dict`."""
+        def tensors(items) -> tuple[TensorInfo, ...]:
+            return tuple(TensorInfo(t["name"], t["dtype"], tuple(t["shape"])) for t in items)
+
+        ops: dict[tuple[str, str], int] = {}
+        for key, n in d["op_counts"].items():
+            domain, _, op = key.rpartition("::")
+            ops[(domain, op)] = int(n)
+        return cls(**{**d, "inputs": tensors(d["inputs"]), "outputs": tensors(d["outputs"]), "op_counts": ops,
+                      "warnings": tuple(d["warnings"])})
+
+
+def op_key(domain: str, op_type: str) -> str:
+    """``"Conv"`` for ai.onnx ops, ``"com.microsoft::FusedConv"`` for other domains."""
+    return op_type if domain in ("", "ai.onnx") else f"{domain}::{op_type}"
+
+
+def sha256_file(path) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def sha256_file_cached(path) -> str:
+    """:func:`sha256_file`, remembered per (path, mtime, size): a file is read again only once it changed."""
+    st = os.stat(path)
+    return _sha256_of(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256_of(path: str, mtime_ns: int, size: int) -> str:
+    return sha256_file(path)
+
+
+# -- parsing ------------------------------------------------------------------------------------------
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(data):
+            raise EOFError
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _model_field_wire_types() -> dict[int, int]:
+    fd = onnx.ModelProto.DESCRIPTOR.fields
+    # protobuf FieldDescriptor types: 9 string, 11 message, 12 bytes → length-delimited (2); ints → varint (0)
+    return {f.number: (2 if f.type in (9, 11, 12) else 0) for f in fd}
+
+
+def _diagnose_bytes(data: bytes) -> str:
+    """Why ``data`` failed to parse: walks the top-level protobuf fields of a ModelProto."""
+    wire_types = _model_field_wire_types()
+    pos, fields_seen = 0, 0
+    try:
+        while pos < len(data):
+            tag, pos = _read_varint(data, pos)
+            number, wire = tag >> 3, tag & 7
+            if wire_types.get(number) != wire:
+                break
+            if wire == 0:
+                _, pos = _read_varint(data, pos)
+            else:
+                length, pos = _read_varint(data, pos)
+                if pos + length > len(data):
+                    if fields_seen:
+                        return (f"The file is truncated: a part of the model claims {length:,} bytes but only "
+                                f"{len(data) - pos:,} remain. Upload the complete file again.")
+                    break
+                pos += length
+            fields_seen += 1
+        else:
+            if fields_seen:
+                return "The file is truncated or corrupt (its last field is cut off). Upload the complete file again."
+    except EOFError:
+        if fields_seen:
+            return "The file is truncated (it ends in the middle of a field). Upload the complete file again."
+    except ValueError:
+        pass
+    return _NOT_ONNX
+
+
+def _parse(data: bytes) -> onnx.ModelProto:
+    if not data:
+        raise ModelLoadError("The file is empty (0 bytes). Upload a .onnx file exported from your framework.")
+    if len(data) > PROTOBUF_LIMIT:
+        raise ModelLoadError(f"The .onnx file is {len(data) / 2**30:.1f} GiB; a single ONNX protobuf cannot exceed "
+                             "2 GiB. Save the weights as external data and upload a .zip with both files.")
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception:  # protobuf raises DecodeError (upb) or RuntimeError depending on the backend
+        raise ModelLoadError(_diagnose_bytes(data)) from None
+    if not model.HasField("graph") or model.ir_version <= 0:
+        raise ModelLoadError("This file parses as protobuf but is not an ONNX model (it has no graph or no IR "
+                             "version). Upload a .onnx file exported from your framework.")
+    return model
+
+
+# -- external data -----------------------------------------------------------------------------------
+
+def _graph_tensors(graph: onnx.GraphProto) -> Iterator[TensorProto]:
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            if attr.HasField("g"):
+                yield from _graph_tensors(attr.g)
+            for g in attr.graphs:
+                yield from _graph_tensors(g)
+
+
+def _external_tensors(model: onnx.ModelProto) -> list[TensorProto]:
+    return [t for t in _graph_tensors(model.graph) if t.data_location == TensorProto.EXTERNAL]
+
+
+def _external_entries(tensor: TensorProto) -> dict[str, str]:
+    return {e.key: e.value for e in tensor.external_data}
+
+
+def external_data_files(model: onnx.ModelProto | str | os.PathLike, base_dir=None) -> dict[str, Path]:
+    """Validate every external-data reference and return location → resolved path.
+
+    ``model`` is a parsed model (its external data looked for in ``base_dir``) or the path of a .onnx file
+    (read without its external data; ``base_dir`` defaults to the file's folder). Raises
+    ``ExternalDataError`` for locations that are absolute, contain ``..``, resolve outside ``base_dir``
+    (symlinks included), are missing, or are shorter than the bytes the model claims.
+    """
+    if not isinstance(model, onnx.ModelProto):
+        path = Path(model)
+        return external_data_files(load_model(path, check=False, load_external=False),
+                                   path.parent if base_dir is None else base_dir)
+    tensors = _external_tensors(model)
+    if not tensors:
+        return {}
+    if base_dir is None:
+        first = _external_entries(tensors[0]).get("location", "?")
+        raise ExternalDataError(f"The model keeps its weights in external file '{first}', but only the .onnx bytes "
+                                "were given. Upload a .zip containing the .onnx and its weight files.")
+    root = Path(base_dir).resolve()
+    files: dict[str, Path] = {}
+    needed: dict[str, int] = {}
+    for t in tensors:
+        info = _external_entries(t)
+        loc = info.get("location", "")
+        if not loc:
+            raise ExternalDataError(f"Tensor '{t.name}' is marked as external data but names no file.")
+        if loc not in files:
+            norm = loc.replace("\\", "/")
+            parts = PurePosixPath(norm).parts
+            if norm.startswith("/") or re.match(r"^[A-Za-z]:", norm) or ".." in parts or "\x00" in norm:
+                raise ExternalDataError(f"External data location '{loc}' of tensor '{t.name}' points outside the "
+                                        "model's folder; only files in the model's folder are allowed.")
+            resolved = (root / norm).resolve()
+            if resolved != root and root not in resolved.parents:
+                raise ExternalDataError(f"External data file '{loc}' resolves outside the model's folder "
+                                        "(a symlink?); only files in the model's folder are allowed.")
+            if not resolved.is_file():
+                raise ExternalDataError(f"External data file '{loc}' is missing next to the model. Put it in the "
+                                        "model's folder (or upload a .zip with the .onnx and its weight files).")
+            files[loc] = resolved
+        try:
+            offset = int(info.get("offset", 0) or 0)
+            length = int(info["length"]) if "length" in info else _tensor_nbytes(t)
+        except ValueError:
+            raise ExternalDataError(f"Tensor '{t.name}' has a malformed external-data offset or length.") from None
+        if length is not None:
+            needed[loc] = max(needed.get(loc, 0), offset + length)
+    for loc, end in needed.items():
+        size = files[loc].stat().st_size
+        if end > size:
+            raise ExternalDataError(f"External data file '{loc}' has {size:,} bytes but the model needs {end:,}; "
+                                    "the file is truncated or belongs to another model.")
+    return files
+
+
+# -- loading ------------------------------------------------------------------------------------------
+
+def _check(model: onnx.ModelProto, path: Path | None, has_external: bool) -> None:
+    try:
+        if path is not None:  # the checker reads the file itself: no serialized copy of the parsed model
+            onnx.checker.check_model(str(path), full_check=True)
+        else:
+            onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        raise ModelLoadError(f"invalid model: {one_line(exc)}") from None
+    except Exception as exc:  # the C++ checker can raise plain RuntimeError/ValueError
+        raise ModelLoadError(f"invalid model: {one_line(exc)}") from None
+
+
+def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True, weights=True) -> onnx.ModelProto:
+    """Parse a model from a path or bytes, validate external data, run the full ONNX checker.
+
+    ``base_dir`` is where external data lives (defaults to the file's folder; required for bytes
+    that reference external data). ``load_external=False`` leaves external tensors on disk.
+    ``weights=False`` returns the structure only (:func:`drop_weight_bytes`), dropped as soon as a file is
+    parsed (its checker reads the file itself), so that at most two copies of the file are ever held.
+    """
+    path: Path | None = None
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        data = bytes(path_or_bytes)
+    else:
+        path = Path(path_or_bytes)
+        if not path.is_file():
+            raise ModelLoadError(f"Model file '{path}' does not exist or is not a file.")
+        size = path.stat().st_size
+        if size > PROTOBUF_LIMIT:
+            raise ModelLoadError(f"'{path.name}' is {size / 2**30:.1f} GiB; a single ONNX protobuf cannot exceed "
+                                 "2 GiB. Save the weights as external data next to the .onnx file.")
+        data = path.read_bytes()
+        if base_dir is None:
+            base_dir = path.parent
+    model = _parse(data)
+    del data
+    if not weights and path is not None:
+        model = drop_weight_bytes(model)
+    files = external_data_files(model, base_dir)
+    if check and (path is not None or not files):
+        _check(model, path, bool(files))
+    if files and (load_external or (check and path is None)):
+        # bytes have no file for the checker to resolve external data against: check them in memory
+        loaded = model if load_external else onnx.ModelProto.FromString(model.SerializeToString())
+        try:
+            onnx.external_data_helper.load_external_data_for_model(loaded, str(base_dir))
+        except Exception as exc:
+            raise ExternalDataError(f"Could not read external data: {one_line(exc)}") from None
+        if check and path is None:
+            _check(loaded, None, False)
+    return model if weights else drop_weight_bytes(model)
+
+
+# -- inspection ---------------------------------------------------------------------------------------
+
+def _tensor_nbytes(t: TensorProto) -> int | None:
+    n = int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
+    if t.data_type == TensorProto.STRING:
+        return sum(len(s) for s in t.string_data)
+    try:
+        item = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+    except Exception:
+        return None
+    if t.data_type in (TensorProto.INT4, TensorProto.UINT4):
+        return (n + 1) // 2
+    return n * item
+
+
+def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
+    tt = vi.type
+    kind = tt.WhichOneof("value")
+    if kind != "tensor_type":
+        return TensorInfo(vi.name, kind.replace("_type", "") if kind else "unknown", ())
+    shape: list[int | str | None] = []
+    if tt.tensor_type.HasField("shape"):
+        for d in tt.tensor_type.shape.dim:
+            if d.HasField("dim_value"):
+                shape.append(int(d.dim_value))
+            elif d.HasField("dim_param"):
+                shape.append(d.dim_param)
+            else:
+                shape.append(None)
+    return TensorInfo(vi.name, dtypes.from_onnx(tt.tensor_type.elem_type), tuple(shape))
+
+
+STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
+
+
+def _is_contrib(domain: str) -> bool:
+    return domain == "com.microsoft" or domain.startswith("com.microsoft.")
+
+
+def _check_runtime_loads(path: Path, custom: list[tuple[str, str]]) -> None:
+    """Ops outside ai.onnx, ai.onnx.ml and com.microsoft: ONNX Runtime must load the model (with the registered
+    custom-op libraries), else the upload is refused with the ops and their domains named."""
+    from ortlab.runtime import providers
+    from ortlab.settings.config import OptLevel
+
+    try:
+        providers.create_session(path, options=providers.session_options(opt_level=OptLevel.DISABLED))
+    except ModelLoadError as exc:
+        if "has no kernel for" in exc.message:
+            ops = sorted(set(custom))
+            raise ModelLoadError(providers.unknown_op_sentence(ops)) from None
+        raise
+
+
+_INT8_CONSTANTS = "int8 quantization moves them into initializers first."
+_INT8_OPSET = "int8 per-channel quantization converts it to 13 first."
+_OPEN_DIMS = "Input dimensions without a number or a name"
+
+
+def run_warnings(warnings, int8: bool) -> list[str]:
+    """The inspection warnings that hold for a recipe run: the int8 advice (Constant-node weights, old opset) only
+    for int8 runs; never the open input dims (a run resolves them from the data or --shape, or stops and says so)."""
+    return [w for w in warnings if not w.startswith(_OPEN_DIMS)
+            and (int8 or not (w.endswith(_INT8_CONSTANTS) or w.endswith(_INT8_OPSET)))]
+
+
+def _runtime_verdict(path: Path, checker_error: ModelLoadError) -> str:
+    """ONNX Runtime judges a model the ONNX checker rejects (e.g. the LayerNormalization it fuses into an opset-12
+    graph): the note to show when ORT loads it; ``checker_error`` again when ORT cannot load it either."""
+    from ortlab.runtime import providers
+    from ortlab.settings.config import OptLevel
+
+    try:
+        providers.create_session(path, options=providers.session_options(opt_level=OptLevel.DISABLED))
+    except Exception:
+        raise checker_error from None
+    return (f"The ONNX checker rejects this model ({checker_error.message.removeprefix('invalid model: ')}); "
+            "ONNX Runtime loads it, so it is used as it is.")
+
+
+_VALUE_FIELDS = ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data")
+
+
+def drop_weight_bytes(model: onnx.ModelProto, over: int = 1 << 20) -> onnx.ModelProto:
+    """``model`` without the values of its initializers (subgraphs included) that take more than ``over`` bytes;
+    names, types and dims stay. For reading a model's structure (shape inference, a graph diff), which never needs
+    the values of tensors that big, without holding or copying its weights. The values are cleared in ``model``
+    and a compact copy is returned: protobuf (upb) frees a message's memory only with the whole message, so the
+    caller drops ``model`` to get the memory back."""
+    from ortlab.model import graphs
+
+    dropped = False
+    for g in graphs.walk_graphs(model.graph):
+        for t in g.initializer:
+            # its size from dims and type: reading raw_data or ByteSize() would copy the bytes
+            if t.data_location != TensorProto.EXTERNAL and (_tensor_nbytes(t) or 0) > over:
+                for name in _VALUE_FIELDS:
+                    t.ClearField(name)
+                dropped = True
+    if not dropped:
+        return model
+    compact = onnx.ModelProto()
+    compact.CopyFrom(model)
+    return compact
+
+
+def inspect_model(path) -> ModelInfo:
+    """Validate a model file and summarise it.
+
+    ``node_count`` and ``op_counts`` include the nodes inside If/Loop/Scan bodies (``subgraph_node_count`` says
+    how many). ``param_count`` covers initializers (subgraphs included) and float tensors held in Constant nodes
+    (``constant_params``); ``initializer_bytes`` covers initializers, ``constant_bytes`` the Constant tensors.
+    Raises ``ModelLoadError`` for a model this ONNX Runtime cannot read: an IR version newer than it reads, or
+    ops of a custom domain that no registered custom-op library implements.
+    """
+    from ortlab.model import graphs
+    from ortlab.runtime import providers
+
+    path = Path(path)
+    checker_note = None
+    # shape inference copies the model twice, and nothing here needs the values of big weights (only dims)
+    try:
+        model = load_model(path, check=True, load_external=False, weights=False)
+    except ModelLoadError as exc:
+        if not exc.message.startswith("invalid model:"):
+            raise
+        model = load_model(path, check=False, load_external=False, weights=False)
+        checker_note = _runtime_verdict(path, exc)
+    problem = providers.ir_version_problem(int(model.ir_version))
+    if problem:
+        raise ModelLoadError(problem)
+    files = external_data_files(model, path.parent)
+    g = model.graph
+    warnings: list[str] = [checker_note] if checker_note else []
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
+    except Exception:
+        inferred = g
+        warnings.append("ONNX shape inference failed; output shapes are as declared in the file.")
+    init_names = {t.name for t in g.initializer}
+    inputs = tuple(_tensor_info(v) for v in g.input if v.name not in init_names)
+    declared_out = {v.name: v for v in g.output}
+    outputs = []
+    for v in inferred.output:
+        info = _tensor_info(v)
+        if not info.shape and v.name in declared_out:
+            info = _tensor_info(declared_out[v.name])
+        outputs.append(info)
+    nodes = list(graphs.walk_nodes(g))
+    op_counts = Counter((at.node.domain if at.node.domain != "ai.onnx" else "", at.node.op_type) for at in nodes)
+    in_subgraphs = sum(1 for at in nodes if at.in_subgraph)
+    param_count = 0
+    init_bytes: Counter[str] = Counter()
+    for sub in graphs.walk_graphs(g):
+        for t in sub.initializer:
+            param_count += int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
+            init_bytes[dtypes.from_onnx(t.data_type)] += _tensor_nbytes(t) or 0
+        for st in sub.sparse_initializer:
+            param_count += int(np.prod(st.values.dims, dtype=np.int64)) if st.values.dims else 1
+            init_bytes[dtypes.from_onnx(st.values.data_type)] += _tensor_nbytes(st.values) or 0
+    constants = list(graphs.constant_weights(g))
+    constant_params = sum(int(np.prod(t.dims, dtype=np.int64)) for t in constants)
+    constant_bytes = sum(_tensor_nbytes(t) or 0 for t in constants)
+    param_count += constant_params
+    if in_subgraphs:
+        warnings.append(f"The model has control-flow subgraphs (If/Loop/Scan): {in_subgraphs} of its {len(nodes)} "
+                        "nodes are in subgraphs (included in the node and op counts).")
+    if constant_params:
+        warnings.append(f"{constant_params:,} of the {param_count:,} parameters ({len(constants)} tensors) are held "
+                        "in Constant nodes rather than initializers (included in the parameter count); "
+                        + _INT8_CONSTANTS)
+    unknown = [t.name for t in inputs if any(d is None for d in t.shape)]
+    if unknown:
+        warnings.append(f"{_OPEN_DIMS} ({', '.join(unknown)}) are taken from the data, "
+                        "else they must be given: --shape NAME=D0,D1,… in the CLI, Input shapes on the Data page.")
+    opsets = {(o.domain if o.domain != "ai.onnx" else ""): int(o.version) for o in model.opset_import}
+    if opsets.get("", 99) < 13:
+        warnings.append(f"Opset {opsets['']} is older than 13; {_INT8_OPSET}")
+    contrib = sorted({d for d, _ in op_counts if _is_contrib(d)})
+    if contrib:
+        warnings.append(f"The model already uses ONNX Runtime contrib ops ({', '.join(contrib)}); it may have been "
+                        "optimized for a specific runtime.")
+    custom = [(d, op) for d, op in op_counts if d not in STANDARD_DOMAINS and not _is_contrib(d)]
+    if custom:
+        _check_runtime_loads(path, custom)
+        warnings.append("The model uses custom-domain ops ("
+                        + ", ".join(f"{op} ({d})" for d, op in sorted(set(custom)))
+                        + "); ONNX Runtime loads them from the registered custom-op libraries.")
+    file_bytes = path.stat().st_size
+    return ModelInfo(
+        path=str(path), file_bytes=file_bytes,
+        total_bytes=file_bytes + sum(p.stat().st_size for p in set(files.values())),
+        sha256=sha256_file(path), ir_version=int(model.ir_version), opsets=opsets,
+        producer=model.producer_name, producer_version=model.producer_version, graph_name=g.name,
+        inputs=inputs, outputs=tuple(outputs), node_count=len(nodes), op_counts=dict(op_counts),
+        param_count=param_count, initializer_bytes=dict(init_bytes), has_external_data=bool(files),
+        warnings=tuple(warnings), subgraph_node_count=in_subgraphs, constant_params=constant_params,
+        constant_bytes=constant_bytes,
+    )
+
+
+# -- import -------------------------------------------------------------------------------------------
+
+MAX_STORED_NAME = 120  # characters of a stored model's file name (a longer upload name is shortened)
+
+
+def _safe_filename(name: str) -> str:
+    base = PurePosixPath(str(name).replace("\\", "/")).name
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", base).strip("._") or "model"
+    if not base.lower().endswith(".onnx"):
+        base = base.rsplit(".", 1)[0] if base.lower().endswith(".zip") else base
+        base += ".onnx"
+    if len(base) > MAX_STORED_NAME:  # file systems refuse names over 255 bytes: keep the start and the .onnx
+        base = base[: MAX_STORED_NAME - 5].rstrip("._") + ".onnx"
+    return base
+
+
+def _is_zip(source) -> bool:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source[:4]) == b"PK\x03\x04"
+    with open(source, "rb") as f:
+        return f.read(4) == b"PK\x03\x04"
+
+
+def _is_junk(name: str) -> bool:
+    parts = name.split("/")
+    return parts[0] == "__MACOSX" or parts[-1].startswith("._")
+
+
+def _extract_zip(zf: zipfile.ZipFile, dest: Path, member: str | None) -> Path:
+    members = [("/".join(parts), info) for parts, info in zipsafe.safe_members(zf, ModelLoadError)]
+    members = [(rel, info) for rel, info in members if not _is_junk(rel)]
+    onnx_members = [rel for rel, _ in members if rel.lower().endswith(".onnx")]
+    if member is not None:
+        wanted = member.replace("\\", "/").strip("/")
+        if wanted not in onnx_members:
+            raise ModelLoadError(f"The zip has no .onnx member '{member}'. It contains: {', '.join(onnx_members) or 'none'}.")
+        chosen = wanted
+    elif not onnx_members:
+        raise ModelLoadError("The zip contains no .onnx file. Put the model (.onnx) and its weight files in the zip.")
+    elif len(onnx_members) > 1:
+        raise ModelLoadError(f"The zip contains {len(onnx_members)} .onnx files ({', '.join(sorted(onnx_members)[:5])}); "
+                             "pick one: upload a zip with a single model, or name the member to import.")
+    else:
+        chosen = onnx_members[0]
+    for rel, info in members:
+        zipsafe.extract_member(zf, info, dest / rel, ModelLoadError)
+    return dest / chosen
+
+
+UPLOAD_CHUNK = 8 << 20  # bytes copied at a time from an upload to the workspace
+
+
+@contextlib.contextmanager
+def saved_upload(fileobj, folder, filename: str = "model.onnx", *, on_saved=None) -> Iterator[tuple[Path, str]]:
+    """Write an uploaded file object (a Streamlit ``UploadedFile``, any binary stream) to a temp file in ``folder``
+    ``UPLOAD_CHUNK`` at a time, hashing it on the way, and yield (its path, its sha256); the temp file is removed
+    afterwards. ``on_saved()`` is called once the bytes are on disk: the caller can drop its copy there."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if getattr(fileobj, "seekable", lambda: False)():
+        fileobj.seek(0)
+    with tempfile.TemporaryDirectory(prefix=f".upload-{os.getpid()}-", dir=folder) as tmp:
+        path = Path(tmp) / _safe_filename(filename)
+        h = hashlib.sha256()
+        with open(path, "wb") as out:
+            while chunk := fileobj.read(UPLOAD_CHUNK):
+                h.update(chunk)
+                out.write(chunk)
+                del chunk
+        if on_saved is not None:
+            on_saved()
+            release_memory()
+        yield path, h.hexdigest()
+
+
+def import_upload(fileobj, workspace_models_dir, filename: str = "model.onnx", *, member: str | None = None,
+                  on_saved=None) -> Path:
+    """:func:`import_model` for an uploaded file object, streamed to the workspace first (:func:`saved_upload`),
+    so this process never holds another copy of the upload. (The app imports in a child process instead:
+    ``isolated.import_upload``.)"""
+    with saved_upload(fileobj, workspace_models_dir, filename, on_saved=on_saved) as (path, digest):
+        result = import_model(path, workspace_models_dir, filename=filename or "model.onnx", member=member,
+                              sha256=digest)
+    release_memory()
+    return result
+
+
+def release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the system (glibc ``malloc_trim``), so that a big
+    import or inspection leaves no resident memory behind in a long-lived server."""
+    import ctypes
+    import gc
+    import sys
+
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+
+
+def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, member: str | None = None,
+                 sha256: str | None = None) -> Path:
+    """Copy an uploaded .onnx (bytes or path) or a .zip (model + external data) into a new folder
+    ``workspace_models_dir/<sha256 prefix>/``, validate it, and return the stored .onnx path.
+
+    Zips with absolute paths, ``..``, symlinks, encrypted members or bomb-like sizes are refused;
+    a zip with several .onnx files needs ``member``. The source is never modified. ``sha256``: the source
+    file's digest when the caller already computed it (a plain .onnx path is then not read again to hash it).
+    Files are copied (``shutil.copyfile``: a kernel-side copy, never held in this process), not hard-linked:
+    a link would share the inode, so re-exporting the model in place would change the stored copy too.
+    """
+    models_dir = Path(workspace_models_dir)
+    models_dir.mkdir(parents=True, exist_ok=True)
+    is_bytes = isinstance(source, (bytes, bytearray, memoryview))
+    if not is_bytes and not Path(source).is_file():
+        raise ModelLoadError(f"'{source}' does not exist or is not a file.")
+    name = _safe_filename(filename if (is_bytes or filename != "model.onnx") else Path(source).name)
+    with tempfile.TemporaryDirectory(prefix=f".import-{os.getpid()}-", dir=models_dir) as tmp:
+        tmp = Path(tmp)
+        if _is_zip(source):
+            try:
+                zf = zipfile.ZipFile(io.BytesIO(bytes(source)) if is_bytes else source)
+            except zipfile.BadZipFile:
+                raise ModelLoadError("The file looks like a zip but cannot be read (truncated or corrupt). "
+                                     "Upload the complete .zip again.") from None
+            with zf:
+                try:
+                    onnx_path = _extract_zip(zf, tmp / "zip", member)
+                except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as exc:
+                    raise ModelLoadError(f"The zip cannot be extracted ({one_line(exc)}); upload it again.") from None
+            src_dir = onnx_path.parent
+            if filename == "model.onnx":
+                name = _safe_filename(onnx_path.name)
+        elif is_bytes:
+            onnx_path = tmp / "upload.onnx"
+            onnx_path.write_bytes(bytes(source))
+            src_dir = None
+        else:
+            onnx_path = Path(source)
+            src_dir = onnx_path.parent
+        if src_dir is None:  # bare bytes have no folder, so external-data references cannot be satisfied
+            model = load_model(onnx_path.read_bytes(), check=True, load_external=False)
+        else:
+            model = load_model(onnx_path, check=True, load_external=False, weights=False)
+        files = external_data_files(model, src_dir) if src_dir is not None else {}
+        digest = model_sha = sha256 if (sha256 and not is_bytes and onnx_path == Path(source)) else sha256_file(onnx_path)
+        if files:
+            h = hashlib.sha256(digest.encode())
+            for loc in sorted(files):
+                h.update(loc.encode() + b"\0" + sha256_file(files[loc]).encode())
+            digest = h.hexdigest()
+        digest = digest[:16]
+        final_dir = models_dir / digest
+        final_path = final_dir / name
+        if final_path.is_file():
+            return final_path
+        for existing in sorted(final_dir.glob("*.onnx")) if final_dir.is_dir() else []:
+            if sha256_file(existing) == model_sha:  # the same content under another name: stored once
+                return existing
+        stage = tmp / "stage"
+        stage.mkdir()
+        shutil.copyfile(onnx_path, stage / name)
+        for loc, p in files.items():
+            out = stage / loc.replace("\\", "/")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p, out)
+        if final_dir.exists():  # same content stored under another file name
+            for item in stage.iterdir():
+                if not (final_dir / item.name).exists():
+                    shutil.move(str(item), final_dir / item.name)
+        else:
+            os.replace(stage, final_dir)
+    return final_path

@@ -1,0 +1,497 @@
+"""Run and benchmark history in SQLite: one connection per call, WAL, safe across threads and processes.
+
+Schema 2 (``PRAGMA user_version = 2``): a run is one row whose ``artifact_json`` holds
+``Artifact.to_dict()`` (``serial.to_plain`` with the artifact's own ``schema_version``, without ``run_id``,
+which is the row id); a benchmark is one row whose ``benchmark_json`` holds the variants, the ``BenchConfig``
+and the ``LatencySummary`` list. A few columns (time, kind, source, hashes) are kept beside the JSON for
+queries. ``problem`` says why a row could not be migrated (its old columns are then kept in the JSON).
+
+Schema 1 (the first release: one JSON column per field, ``metrics_json`` for the evaluation) is migrated when
+the database is opened, in one transaction. Reading never fails because of one bad row: a row that cannot
+be decoded is listed as :class:`UnreadableRun` / :class:`UnreadableBenchmark` with the reason.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ortlab.runs.artifact import Artifact
+from ortlab.timing.bench import LatencySummary
+from ortlab.settings.config import BenchConfig
+from ortlab.core.text import one_line, utc_timestamp
+from ortlab.core.errors import HistoryError, OrtlabError
+from ortlab.core.serial import dumps, from_plain, loads, to_plain
+
+SCHEMA_VERSION = 2
+BENCHMARK_SCHEMA_VERSION = 2  # of the plain form in ``benchmark_json``
+
+_SCHEMA = (
+    """CREATE TABLE runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_at TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        source_name TEXT NOT NULL,
+        source_sha256 TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        artifact_json TEXT NOT NULL,
+        problem TEXT
+    )""",
+    """CREATE TABLE benchmarks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_at TEXT NOT NULL,
+        benchmark_json TEXT NOT NULL,
+        problem TEXT
+    )""",
+    "CREATE INDEX runs_created ON runs (created_at)",
+)
+
+_DECODE_ERRORS = (ValueError, TypeError, KeyError, OrtlabError)
+
+
+class HistoryRecovered(HistoryError):
+    """Not a failure, a warning to show once: the history database was damaged (or of a schema this ortlab
+    cannot migrate), was moved aside to ``moved_to`` and rebuilt from the ``artifact.json`` files of the
+    workspace (``restored`` runs)."""
+
+    def __init__(self, message: str, moved_to: Path | None = None, restored: int = 0) -> None:
+        super().__init__(message)
+        self.moved_to = moved_to
+        self.restored = restored
+
+
+_NOTICES: builtins.list[HistoryRecovered] = []
+_NOTICES_LOCK = threading.Lock()
+
+
+def take_notices() -> builtins.list[HistoryRecovered]:
+    """The recoveries this process made since the last call (each is shown once)."""
+    with _NOTICES_LOCK:
+        out = list(_NOTICES)
+        _NOTICES.clear()
+    return out
+
+
+@dataclass(frozen=True)
+class UnreadableRun:
+    """A stored run that cannot be decoded (damaged JSON, a recipe setting this version does not know…)."""
+
+    id: int
+    created_at: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class UnreadableBenchmark:
+    """A stored benchmark that cannot be decoded."""
+
+    id: int
+    created_at: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class BenchVariant:
+    """One timed model of a benchmark: its variant ``id`` (as in ``LatencySummary.variant``), display
+    ``name``, file ``path``, History ``run_id`` when it is a stored run, and the ``runtime`` that times it
+    ("onnxruntime", or "openvino" for the optional extra)."""
+
+    id: str = ""
+    name: str = ""
+    path: str = ""
+    run_id: int | None = None
+    runtime: str = "onnxruntime"
+
+    @staticmethod
+    def _upgrade_plain(data: Any) -> Any:
+        return _variant_plain(data)
+
+
+def _variant_plain(v: Any) -> Any:
+    """A run id, or a mapping with the schema-1 spellings (``label``, ``model_path``), as BenchVariant data."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return {"run_id": v}
+    if isinstance(v, Mapping):
+        d = dict(v)
+        if "label" in d and "name" not in d:
+            d["name"] = d.pop("label")
+        if "model_path" in d and "path" not in d:
+            d["path"] = d.pop("model_path")
+        if isinstance(d.get("path"), Path):
+            d["path"] = str(d["path"])
+        return d
+    return v
+
+
+@dataclass
+class BenchmarkRecord:
+    """One stored benchmark: what was timed, how, and the statistics of every variant × batch size."""
+
+    id: int | None
+    created_at: str
+    variants: list[BenchVariant]
+    config: BenchConfig
+    summaries: list[LatencySummary] = field(default_factory=list)
+    origin: str = ""  # "app" or "cli": where the benchmark was started ("" when unknown)
+
+    def names(self) -> dict[str, str]:
+        """Variant id → display name."""
+        return {v.id: v.name or v.id for v in self.variants if v.id}
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OrtlabError):
+        return exc.message
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON ({exc.msg} at line {exc.lineno})"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class History:
+    """Every optimization run (one row per artifact) and every benchmark, kept in ``db_path``."""
+
+    def __init__(self, db_path: str | Path) -> None:
+        self.db_path = Path(db_path)
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        self.recovered: HistoryRecovered | None = None
+        if not self.db_path.exists():  # private to its owner, whatever the umask (SQLite's -wal/-shm follow)
+            os.close(os.open(self.db_path, os.O_CREAT | os.O_WRONLY, 0o600))
+        elif self.db_path.stat().st_mode & 0o077 and self.db_path.stat().st_uid == getattr(os, "getuid", int)():
+            os.chmod(self.db_path, 0o600)
+        try:
+            self._open()
+        except HistoryError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            if not _damaged(exc):  # locked, disk I/O…: nothing to rebuild, try again later
+                raise HistoryError(f"Cannot open the history database {self.db_path.name}: {exc}.") from None
+            self._recover(exc)
+
+    def _recover(self, exc: BaseException) -> None:
+        """Move the damaged database aside (``history.sqlite.corrupt-<timestamp>``) and rebuild it from the
+        ``artifact.json`` files under the workspace's ``artifacts/``; remember the notice."""
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        moved: Path | None = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}")
+        n = 1
+        while moved is not None and moved.exists():
+            n += 1
+            moved = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}-{n}")
+        assert moved is not None
+        try:
+            os.replace(self.db_path, moved)
+        except FileNotFoundError:  # another process moved it aside first
+            moved = None
+        for suffix in ("-wal", "-shm", "-journal"):
+            side = Path(f"{self.db_path}{suffix}")
+            if side.exists():
+                if moved is not None:
+                    os.replace(side, Path(f"{moved}{suffix}"))
+                else:
+                    side.unlink(missing_ok=True)
+        os.close(os.open(self.db_path, os.O_CREAT | os.O_WRONLY, 0o600))
+        try:
+            restored = self._open(rebuild=True)
+        except sqlite3.DatabaseError as again:
+            raise HistoryError(f"Cannot open the history database: {again}.") from None
+        if moved is None:
+            return
+        self.recovered = HistoryRecovered(
+            f"The run history could not be read ({one_line(exc)}); it was moved aside to {moved.name} and "
+            f"rebuilt from the {restored} run{'s' if restored != 1 else ''} stored in the workspace (benchmarks "
+            "and runs written outside the workspace are not in the rebuilt history).", moved, restored)
+        with _NOTICES_LOCK:
+            _NOTICES.append(self.recovered)
+
+    def _open(self, rebuild: bool = False) -> int:
+        """Create schema 2, or migrate schema 1 to it, in one transaction (other processes wait). With
+        ``rebuild``, a newly created database is filled from the workspace's artifact folders; returns how
+        many runs that restored."""
+        restored = 0
+        with closing(sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None)) as conn:
+            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute("PRAGMA journal_mode=WAL")
+            if _user_version(conn) == SCHEMA_VERSION:
+                _probe(conn)
+                return 0
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                version = _user_version(conn)  # another process may have done it while we waited
+                if version > SCHEMA_VERSION:
+                    raise HistoryError(f"The history database {self.db_path} has schema version {version}; this "
+                                       f"ortlab knows up to {SCHEMA_VERSION}. Update ortlab or use another "
+                                       f"workspace ($ORTLAB_HOME).")
+                if version < SCHEMA_VERSION:
+                    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                    if "runs" in tables or "benchmarks" in tables:
+                        _migrate_v1(conn, tables)
+                    else:
+                        for stmt in _SCHEMA:
+                            conn.execute(stmt)
+                        if rebuild:
+                            restored = _rebuild(conn, self.db_path.parent / "artifacts")
+                    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                _probe(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return restored
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        with closing(sqlite3.connect(self.db_path, timeout=30.0)) as conn:
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA busy_timeout=30000")
+            with conn:  # one transaction: commit on success, roll back on error
+                yield conn
+
+    # -- runs ------------------------------------------------------------------------------------------
+    def add(self, artifact: Artifact) -> int:
+        """Store an :class:`ortlab.runs.artifact.Artifact`; set and return its ``run_id``."""
+        row = _run_row(artifact)
+        with self._connect() as conn:
+            cur = conn.execute("INSERT INTO runs (created_at, kind, source_name, source_sha256, sha256, "
+                               "artifact_json) VALUES (?, ?, ?, ?, ?, ?)", row)
+            run_id = int(cur.lastrowid or 0)
+        artifact.run_id = run_id
+        return run_id
+
+    def list(self, limit: int | None = None) -> list[Artifact | UnreadableRun]:
+        """All runs, newest first, as typed artifacts (``run_id`` set); rows that cannot be decoded come as
+        :class:`UnreadableRun`."""
+        return [_run(r) for r in self._newest("runs", limit)]
+
+    def get(self, run_id: int) -> Artifact:
+        """One run by id; ``HistoryError`` when there is none or it cannot be read."""
+        with self._connect() as conn:
+            row = conn.execute("SELECT * FROM runs WHERE id = ?", (int(run_id),)).fetchone()
+        if row is None:
+            raise HistoryError(f"No run with id {run_id} in the history.")
+        run = _run(row)
+        if isinstance(run, UnreadableRun):
+            raise HistoryError(f"Run {run_id} in the history cannot be read: {run.reason}")
+        return run
+
+    def delete(self, run_id: int) -> bool:
+        """Forget a run (its files stay where they are). Returns whether a row was removed."""
+        with self._connect() as conn:
+            return conn.execute("DELETE FROM runs WHERE id = ?", (int(run_id),)).rowcount > 0
+
+    # -- benchmarks ------------------------------------------------------------------------------------
+    def add_benchmark(self, variants: Sequence[Any], config: Any, summaries: Sequence[Any],
+                      created_at: str | None = None, *, origin: str = "") -> int:
+        """Store one benchmark: ``variants`` (:class:`BenchVariant`, run ids, or mappings with ``id``, ``name``,
+        ``path``, ``run_id``), the ``BenchConfig`` and the ``LatencySummary`` list. Returns the benchmark id."""
+        record = BenchmarkRecord(
+            id=None, created_at=created_at or utc_timestamp(),
+            variants=[v if isinstance(v, BenchVariant) else from_plain(BenchVariant, _variant_plain(v))
+                      for v in variants],
+            config=config if isinstance(config, BenchConfig) else BenchConfig.from_dict(config),
+            summaries=[s if isinstance(s, LatencySummary) else LatencySummary.from_dict(s) for s in summaries],
+            origin=origin,
+        )
+        with self._connect() as conn:
+            cur = conn.execute("INSERT INTO benchmarks (created_at, benchmark_json) VALUES (?, ?)",
+                               (record.created_at, dumps(_benchmark_plain(record))))
+            return int(cur.lastrowid or 0)
+
+    def list_benchmarks(self, limit: int | None = None) -> builtins.list[BenchmarkRecord | UnreadableBenchmark]:
+        """All benchmarks, newest first; rows that cannot be decoded come as :class:`UnreadableBenchmark`."""
+        return [_benchmark(r) for r in self._newest("benchmarks", limit)]
+
+    def delete_benchmark(self, bench_id: int) -> bool:
+        """Forget a benchmark, and delete its ORT profiles kept in the workspace (``profiles/``). Returns whether
+        a row was removed."""
+        with self._connect() as conn:
+            row = conn.execute("SELECT * FROM benchmarks WHERE id = ?", (int(bench_id),)).fetchone()
+            removed = conn.execute("DELETE FROM benchmarks WHERE id = ?", (int(bench_id),)).rowcount > 0
+        record = _benchmark(row) if row is not None else None
+        if isinstance(record, BenchmarkRecord):
+            _remove_profiles(self.db_path.parent / "profiles", record.summaries)
+        return removed
+
+    def _newest(self, table: str, limit: int | None) -> builtins.list[sqlite3.Row]:
+        sql = f"SELECT * FROM {table} ORDER BY id DESC"
+        params: tuple = ()
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = (int(limit),)
+        with self._connect() as conn:
+            return conn.execute(sql, params).fetchall()
+
+
+# -- rows ↔ typed records ---------------------------------------------------------------------------------
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _damaged(exc: sqlite3.DatabaseError) -> bool:
+    """Whether ``exc`` says the file is not a usable history (corrupt, not SQLite, tables or columns of an
+    unknown schema) rather than that it could not be reached right now (locked, I/O)."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return True
+    text = str(exc).lower()
+    return any(k in text for k in ("no such table", "no such column", "has no column", "malformed",
+                                   "not a database"))
+
+
+def _probe(conn: sqlite3.Connection) -> None:
+    """Raise ``sqlite3.DatabaseError`` when the schema-2 tables or columns are not there."""
+    conn.execute("SELECT id, created_at, kind, source_name, source_sha256, sha256, artifact_json, problem "
+                 "FROM runs LIMIT 0")
+    conn.execute("SELECT id, created_at, benchmark_json, problem FROM benchmarks LIMIT 0")
+
+
+def _run_row(artifact: Artifact) -> tuple:
+    created = artifact.created_at or utc_timestamp()
+    plain = artifact.to_dict()
+    plain.pop("run_id", None)
+    plain["created_at"] = created
+    return (created, artifact.kind, artifact.source_name, artifact.source_sha256, artifact.sha256, dumps(plain))
+
+
+def _rebuild(conn: sqlite3.Connection, artifacts_dir: Path) -> int:
+    """Insert every readable ``artifacts/*/artifact.json`` as a run (with its own run id when it has one and
+    that id is free), oldest first; returns how many."""
+    from ortlab.core.layout import ARTIFACT_FILE
+    from ortlab.runs.artifact import load_artifact
+
+    found = []
+    for path in sorted(artifacts_dir.glob(f"*/{ARTIFACT_FILE}")) if artifacts_dir.is_dir() else []:
+        try:
+            found.append(load_artifact(path.parent))
+        except (OrtlabError, OSError):
+            continue
+    found.sort(key=lambda a: (a.run_id is None, a.run_id or 0, a.created_at))
+    used: set[int] = set()
+    for a in found:
+        row = _run_row(a)
+        if a.run_id is not None and a.run_id not in used:
+            conn.execute("INSERT INTO runs (id, created_at, kind, source_name, source_sha256, sha256, artifact_json) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?)", (a.run_id, *row))
+            used.add(a.run_id)
+        else:
+            conn.execute("INSERT INTO runs (created_at, kind, source_name, source_sha256, sha256, artifact_json) "
+                         "VALUES (?, ?, ?, ?, ?, ?)", row)
+    return len(found)
+
+
+def _run(row: sqlite3.Row) -> Artifact | UnreadableRun:
+    if row["problem"]:
+        return UnreadableRun(int(row["id"]), row["created_at"], row["problem"])
+    try:
+        data = loads(row["artifact_json"])
+        if not isinstance(data, dict):
+            raise ValueError("the stored run is not a JSON object")
+        return Artifact.from_dict({**data, "run_id": int(row["id"])})
+    except _DECODE_ERRORS as exc:
+        return UnreadableRun(int(row["id"]), row["created_at"], _reason(exc))
+
+
+def _benchmark_plain(record: BenchmarkRecord) -> dict[str, Any]:
+    return {"schema_version": BENCHMARK_SCHEMA_VERSION, "variants": to_plain(record.variants),
+            "config": to_plain(record.config), "summaries": to_plain(record.summaries), "origin": record.origin}
+
+
+def _remove_profiles(root: Path, summaries: Sequence[LatencySummary]) -> None:
+    """Delete the benchmark's profile folder (``root/<id>/``) named by the profile files of ``summaries``."""
+    import shutil
+
+    root = root.resolve()
+    for s in summaries:
+        if not s.profile_path:
+            continue
+        p = Path(s.profile_path).resolve()
+        if root not in p.parents:
+            continue  # a folder the user chose (ortlab bench --profile DIR) is theirs
+        shutil.rmtree(root / p.relative_to(root).parts[0], ignore_errors=True)
+
+
+def _benchmark(row: sqlite3.Row) -> BenchmarkRecord | UnreadableBenchmark:
+    if row["problem"]:
+        return UnreadableBenchmark(int(row["id"]), row["created_at"], row["problem"])
+    try:
+        data = loads(row["benchmark_json"])
+        if not isinstance(data, dict):
+            raise ValueError("the stored benchmark is not a JSON object")
+        data = dict(data)
+        version = data.pop("schema_version", 1)
+        if not isinstance(version, int) or version > BENCHMARK_SCHEMA_VERSION:
+            raise ValueError(f"written with schema version {version!r}, newer than this ortlab reads")
+        return from_plain(BenchmarkRecord, {**data, "id": int(row["id"]), "created_at": row["created_at"]})
+    except _DECODE_ERRORS as exc:
+        return UnreadableBenchmark(int(row["id"]), row["created_at"], _reason(exc))
+
+
+# -- migration from schema 1 ------------------------------------------------------------------------------
+
+_V1_RUN_JSON = {"recipe_json": "recipe", "metrics_json": "evaluation", "timings_json": "timings",
+                "warnings_json": "warnings", "providers_json": "providers", "notes_json": "notes"}
+_V1_BENCH_JSON = {"variants_json": "variants", "config_json": "config", "summary_json": "summaries"}
+
+
+def _v1_plain(row: sqlite3.Row, json_cols: Mapping[str, str], plain_cols: Sequence[str]) -> tuple[dict, str | None]:
+    """A schema-1 row as the plain data of schema 2 (not checked against the types: a row that does not fit
+    is found when read). When a JSON column cannot be decoded, the row's columns are kept as they were and
+    the problem is returned."""
+    out: dict[str, Any] = {"schema_version": 1}
+    for col in plain_cols:
+        out[col] = row[col]
+    for col, key in json_cols.items():
+        raw = row[col]
+        try:
+            out[key] = json.loads(raw) if raw is not None else None
+        except (TypeError, ValueError) as exc:
+            problem = f"{col} of the schema-1 row is not valid JSON ({exc})"
+            return {"schema_version": 1, "v1_row": {k: row[k] for k in row.keys()}}, problem  # noqa: SIM118
+    return out, None
+
+
+def _migrate_v1(conn: sqlite3.Connection, tables: set[str]) -> None:
+    """Rewrite the schema-1 ``runs`` and ``benchmarks`` tables as schema 2 (inside the caller's transaction)."""
+    conn.row_factory = sqlite3.Row
+    seq: dict[str, int] = {}
+    if "sqlite_sequence" in tables:
+        seq = {r["name"]: int(r["seq"] or 0) for r in conn.execute("SELECT name, seq FROM sqlite_sequence")}
+    for name in ("runs", "benchmarks"):
+        if name in tables:
+            conn.execute(f"ALTER TABLE {name} RENAME TO {name}_v1")
+    conn.execute("DROP INDEX IF EXISTS runs_created")
+    for stmt in _SCHEMA:
+        conn.execute(stmt)
+    if "runs" in tables:
+        for row in conn.execute("SELECT * FROM runs_v1 ORDER BY id").fetchall():
+            plain, problem = _v1_plain(row, _V1_RUN_JSON, ("created_at", "source_path", "source_sha256",
+                                                           "model_path", "sha256", "size_bytes",
+                                                           "source_size_bytes"))
+            if problem is None:
+                plain["random_data"] = bool(row["random_data"])
+                if plain.get("notes") is None:
+                    plain["notes"] = []
+            conn.execute("INSERT INTO runs (id, created_at, kind, source_name, source_sha256, sha256, artifact_json, "
+                         "problem) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         (row["id"], row["created_at"], row["kind"], row["source_name"], row["source_sha256"],
+                          row["sha256"], dumps(plain), problem))
+        conn.execute("DROP TABLE runs_v1")
+    if "benchmarks" in tables:
+        for row in conn.execute("SELECT * FROM benchmarks_v1 ORDER BY id").fetchall():
+            plain, problem = _v1_plain(row, _V1_BENCH_JSON, ())
+            conn.execute("INSERT INTO benchmarks (id, created_at, benchmark_json, problem) VALUES (?, ?, ?, ?)",
+                         (row["id"], row["created_at"], dumps(plain), problem))
+        conn.execute("DROP TABLE benchmarks_v1")
+    # AUTOINCREMENT goes on from the old tables' counters: ids of deleted runs are not given out again
+    conn.execute("DELETE FROM sqlite_sequence WHERE name IN ('runs', 'benchmarks')")
+    for name in ("runs", "benchmarks"):
+        top = conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {name}").fetchone()[0]
+        conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (name, max(int(top), seq.get(name, 0))))

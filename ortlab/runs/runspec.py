@@ -1,0 +1,135 @@
+"""What one recipe run takes, in a form another process (or a person at a shell) can run again.
+
+A :class:`RunSpec` names the source model, the recipe, the calibration and evaluation data (as
+:class:`DataRef`) and the image preprocessing; :meth:`RunSpec.cli_line` renders the ``ortlab optimize`` line
+that runs the same spec.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ortlab.settings.config import PreprocessConfig, Recipe, preprocess_cli_args, recipe_cli_args
+from ortlab.core.errors import DataError
+from ortlab.data.inputs import format_shape_arg
+from ortlab.core.serial import dumps, from_plain, loads, to_plain
+from ortlab.checks.verdict import VerdictPolicy
+
+DEFAULT_VERIFY_SAMPLES = 32
+
+
+@dataclass(frozen=True)
+class DataRef:
+    """Data another process can load again: a ``path`` (image folder, .zip, .npy/.npz, or a .txt with its
+    ``tokenizer`` and ``seq_len``), a bundled sample's named set (``sample`` + ``set``: "calibration"/
+    "evaluation"), or ``random`` samples (a count, with ``seed``). ``count``/``stratify``/``seed`` pick a subset
+    (the evaluation samples)."""
+
+    path: str | None = None
+    sample: str | None = None
+    set: str | None = None
+    random: int | None = None
+    seed: int = 0
+    count: int | None = None
+    stratify: bool = True
+    tokenizer: str | None = None
+    seq_len: int | None = None
+
+    def __post_init__(self) -> None:
+        given = [x for x in (self.path, self.sample, self.random) if x is not None]
+        if len(given) != 1:
+            raise DataError("A data reference names exactly one of: a path, a sample's set, a random count.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DataRef:
+        return from_plain(cls, data, error=DataError)
+
+    def location(self) -> str | None:
+        """The file or folder this reference reads (None for random data)."""
+        if self.path is not None:
+            return self.path
+        if self.sample is not None:
+            from ortlab.data.samples import get_sample
+
+            s = get_sample(self.sample)
+            folder = s.evaluation_dir if self.set == "evaluation" else s.calibration_dir
+            return str(folder) if folder is not None else None
+        return None
+
+    def load(self, class_names: Sequence[str] | None = None):
+        """The dataset (its ``count`` subset when given)."""
+        from ortlab.data import dataset as data
+
+        if self.random is not None:
+            ds = data.random_dataset(int(self.random), seed=self.seed)
+        elif self.sample is not None:
+            from ortlab.data.samples import get_sample
+
+            s = get_sample(self.sample)
+            ds = s.evaluation_data() if self.set == "evaluation" else s.calibration_data()
+        else:
+            ds = data.load_path(str(self.path), class_names, tokenizer=self.tokenizer, seq_len=self.seq_len)
+        return data.pick_subset(ds, self.count, self.stratify, self.seed)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One recipe run: the source ``model`` (``sample`` names the bundled sample it is, when known), the
+    ``recipe``, the ``calibration`` and ``evaluation`` data, the ``preprocess`` of images (None: decided by
+    :func:`ortlab.data.dataset.resolve_preprocess`), how many samples verify the result, the verdict ``policy`` and
+    ``shapes``: the user's ``{input name: shape}`` for dims the model leaves open (``--shape``)."""
+
+    model: str
+    recipe: Recipe
+    sample: str | None = None
+    calibration: DataRef | None = None
+    evaluation: DataRef | None = None
+    preprocess: PreprocessConfig | None = None
+    verify_samples: int = DEFAULT_VERIFY_SAMPLES
+    policy: VerdictPolicy | None = None  # how the result is judged (None: the default policy)
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        return from_plain(cls, data, error=DataError)
+
+    def to_json(self) -> str:
+        return dumps(self)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        return cls.from_dict(loads(text))
+
+    def cli_line(self, out: str = "OUT.onnx") -> str:
+        """The ``ortlab optimize`` line that runs this spec (random data becomes ``--allow-random-data``)."""
+        parts = ["ortlab", "optimize", self.model, out, *recipe_cli_args(self.recipe)]
+        cal = self.calibration.location() if self.calibration is not None else None
+        ev = self.evaluation.location() if self.evaluation is not None else None
+        if cal is not None:
+            parts += ["--calibration", cal]
+        if ev is not None and ev != cal:
+            parts += ["--eval", ev]
+        if self.verify_samples != DEFAULT_VERIFY_SAMPLES:
+            parts += ["--verify-samples", str(self.verify_samples)]
+        for ref in (self.calibration, self.evaluation):
+            if ref is not None and ref.tokenizer is not None:
+                parts += ["--tokenizer", ref.tokenizer] + (["--seq-len", str(ref.seq_len)] if ref.seq_len else [])
+                break
+        if self.preprocess is not None and (cal or ev) is not None:
+            parts += preprocess_cli_args(self.preprocess)
+        if self.policy is not None:
+            from ortlab.settings.flags import config_cli_args
+
+            parts += config_cli_args(self.policy)
+        for name, shape in self.shapes.items():
+            parts += ["--shape", format_shape_arg(name, [int(d) for d in shape])]
+        return " ".join(shlex.quote(p) for p in parts)

@@ -1,0 +1,134 @@
+"""Where imported models, artifacts and the run history live on disk (folders 0700: only their owner reads
+them)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV_VAR = "ORTLAB_HOME"
+
+
+def default_root() -> Path:
+    """``$ORTLAB_HOME`` when set, else ``~/.ortlab``."""
+    env = os.environ.get(ENV_VAR, "").strip()
+    return Path(env).expanduser() if env else Path.home() / ".ortlab"
+
+
+def _private(folder: Path) -> None:
+    """Make a folder of the workspace 0700 (only its owner reads it), when it is ours."""
+    try:
+        if folder.stat().st_uid == os.getuid():
+            os.chmod(folder, 0o700)
+    except (OSError, AttributeError):  # no getuid on Windows
+        pass
+
+
+@dataclass(frozen=True)
+class DeletedRun:
+    """What :meth:`Workspace.delete_run` removed: the run id, the folders deleted (none for a result outside
+    the workspace), the benchmarks that timed it and the bytes freed."""
+
+    run_id: int
+    removed: list[Path]
+    benchmarks: list[int]
+    freed_bytes: int
+
+
+class Workspace:
+    """A folder holding ``models/``, ``artifacts/`` and ``history.sqlite``.
+
+    Each instance is independent: pass a different ``root`` per user or per test.
+    """
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = (Path(root).expanduser() if root is not None else default_root()).resolve()
+        self.models_dir = self.root / "models"
+        self.artifacts_dir = self.root / "artifacts"
+        self.db_path = self.root / "history.sqlite"
+        for folder in (self.root, self.models_dir, self.artifacts_dir):
+            existed = folder.is_dir()
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not existed or folder != self.root:  # an existing root chosen with $ORTLAB_HOME is left as it is
+                _private(folder)
+
+    def new_artifact_dir(self, prefix: str = "run") -> Path:
+        """Create and return a new, empty folder under ``artifacts/`` with a unique, sortable name."""
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        while True:
+            path = self.artifacts_dir / f"{prefix}-{stamp}-{secrets.token_hex(4)}"
+            try:
+                path.mkdir(mode=0o700, parents=True)
+                return path
+            except FileExistsError:
+                continue
+
+    def history(self):
+        """The :class:`ortlab.runs.history.History` stored in this workspace."""
+        from ortlab.runs.history import History
+
+        return History(self.db_path)
+
+    def contains(self, path) -> bool:
+        """Whether ``path`` (symbolic links resolved) lies inside this workspace."""
+        try:
+            resolved = Path(path).expanduser().resolve()
+        except (OSError, RuntimeError):
+            return False
+        return resolved != self.root and self.root in resolved.parents
+
+    def relative(self, path) -> str:
+        """``path`` as shown to a person: ``workspace/…`` inside the workspace, else just its file name."""
+        p = Path(path)
+        try:
+            return str(Path("workspace") / p.expanduser().resolve().relative_to(self.root))
+        except (ValueError, OSError, RuntimeError):
+            return p.name
+
+    def size_bytes(self) -> int:
+        """Bytes of every file in the workspace (imports, data, artifacts, history)."""
+        total = 0
+        for dirpath, _dirs, files in os.walk(self.root):
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(dirpath, name)).st_size
+                except OSError:
+                    pass
+        return total
+
+    def delete_run(self, run_id: int) -> DeletedRun:
+        """Delete a run: its History row, the benchmarks that timed it, and its folder when that lies under
+        ``artifacts/`` (a result written outside the workspace, e.g. ``ortlab optimize … OUT.onnx``, is only
+        forgotten, never deleted). ``HistoryError`` when there is no such run."""
+        import shutil
+
+        from ortlab.runs.artifact import Artifact
+        from ortlab.runs.history import BenchmarkRecord, HistoryError
+
+        history = self.history()
+        run = next((r for r in history.list() if (r.run_id if isinstance(r, Artifact) else r.id) == int(run_id)),
+                   None)
+        if run is None:
+            raise HistoryError(f"No run with id {run_id} in the history.")
+        removed: list[Path] = []
+        freed = 0
+        if isinstance(run, Artifact):
+            folder = Path(run.model_path).parent
+            inside = self.contains(folder) and folder.resolve().parent == self.artifacts_dir  # a run folder
+            if inside and folder.is_dir():
+                freed = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
+                shutil.rmtree(folder)
+                removed.append(folder)
+        benches = [b.id for b in history.list_benchmarks()
+                   if isinstance(b, BenchmarkRecord) and b.id is not None
+                   and any(v.run_id == int(run_id) for v in b.variants)]
+        for bench_id in benches:
+            history.delete_benchmark(bench_id)
+        history.delete(int(run_id))
+        return DeletedRun(int(run_id), removed, benches, freed)
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.root)!r})"

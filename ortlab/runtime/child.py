@@ -1,0 +1,91 @@
+"""What every ortlab child process shares: its environment, its memory limit, how it is reaped, how its error
+comes back as the same typed :class:`OrtlabError`, and the last line of its log when it dies.
+
+Recipe runs (:mod:`ortlab.runs.service`), timed benchmark children (:mod:`ortlab.timing.bench`) and isolated
+model reads (:mod:`ortlab.model.isolated`) all start their children through these.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import IO, Any
+
+from ortlab.core import errors, limits
+from ortlab.core.errors import OrtlabError
+
+STOP_GRACE_S = 3.0  # after a stop request or terminate(), how long a child may take before it is killed
+MEMORY_ENV = "ORTLAB_RUN_MEMORY_GB"  # address-space limit (GB) of a recipe's or benchmark's child; 0 = none
+
+
+def child_env() -> tuple[dict[str, str], str]:
+    """The environment and working folder of a child interpreter: it imports this same ortlab, wherever the
+    parent was started from."""
+    env = dict(os.environ)
+    pkg_parent = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env, pkg_parent
+
+
+def memory_limit_gb() -> float | None:
+    """The address-space limit (GB) of each recipe and benchmark child: ``$ORTLAB_RUN_MEMORY_GB`` when set
+    (``0`` = no limit), else ``limits.default_run_memory_gb()`` (min(8 GB, 60 % of the machine's RAM))."""
+    text = os.environ.get(MEMORY_ENV, "").strip()
+    if not text:
+        return limits.default_run_memory_gb()
+    try:
+        value = float(text)
+    except ValueError:
+        return limits.default_run_memory_gb()
+    return value if value > 0 else None
+
+
+def default_memory_gb(target: Any) -> float | None:
+    """The default limit for a run on ``target``: none for a GPU run (CUDA reserves far more address space
+    than it uses, so an address-space limit would break it), else :func:`memory_limit_gb`."""
+    if str(getattr(target, "value", target)).lower() == "gpu" and not os.environ.get(MEMORY_ENV, "").strip():
+        return None
+    return memory_limit_gb()
+
+
+def too_big(limit: float | None, what: str = "This run", todo: str = "use smaller inputs or fewer samples") -> str:
+    """The message of a child that ran out of memory under ``limit`` GB."""
+    if not limit:
+        return f"{what} ran out of memory."
+    return (f"{what} needed more than {float(limit):g} GB of memory (the limit of its process, "
+            f"${MEMORY_ENV}); {todo}, or raise the limit.")
+
+
+def error_of(kind: str, message: str, step: str | None) -> OrtlabError:
+    """The error a child reported (its class name, message and step), as that :class:`OrtlabError` subclass of
+    :mod:`ortlab.core.errors` (every error class the engine raises across a process lives there)."""
+    cls = getattr(errors, str(kind), None)
+    if not (isinstance(cls, type) and issubclass(cls, OrtlabError)):
+        cls = OrtlabError
+    return cls(message, step=step)
+
+
+def last_line(log: IO[bytes] | None) -> str:
+    """``": <the last non-empty line of the child's log>"`` (at most 300 characters), or ``""``."""
+    if log is None:
+        return ""
+    try:
+        log.seek(0)
+        lines = [ln.strip() for ln in log.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except (OSError, ValueError):
+        return ""
+    return f": {lines[-1][:300]}" if lines else ""
+
+
+def reap(proc: subprocess.Popen, grace: float = STOP_GRACE_S) -> int:
+    """Wait for the child ``grace`` seconds; then terminate it, then kill it. Never leaves a zombie."""
+    try:
+        return proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+    try:
+        return proc.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()

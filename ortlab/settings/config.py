@@ -1,0 +1,542 @@
+"""Recipe, quantization, preprocessing and benchmark settings as frozen dataclasses.
+
+Every field carries a ``help`` text in its metadata; the CLI and the Streamlit widgets both show it.
+Optional metadata: ``label`` (short UI name), ``min``/``max``/``step`` for numbers (for tuples: each element),
+and ``when`` (a mapping of sibling field → allowed values) that says when the field matters. The CLI flags come
+from the same fields (``ortlab.settings.flags``), which also reads ``flag`` (when the flag is not ``--field-name``),
+``negatable`` (a bool gets both ``--x`` and ``--no-x``), ``explicit`` (written in CLI lines even at its
+default), ``metavar`` and ``choices``.
+``validate_recipe`` checks a recipe before any work and returns findings a person can act on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from enum import StrEnum
+import json
+import platform
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+from collections.abc import Iterable, Sequence
+
+from ortlab.settings.flags import config_cli_args, replace_path
+from ortlab.core.errors import RecipeError
+from ortlab.core.serial import from_plain, to_plain
+
+
+class Precision(StrEnum):
+    FP32 = "fp32"
+    FP16 = "fp16"
+    INT8 = "int8"
+
+
+class Target(StrEnum):
+    CPU = "cpu"
+    GPU = "gpu"
+
+
+class OptLevel(StrEnum):
+    DISABLED = "disabled"
+    BASIC = "basic"
+    EXTENDED = "extended"
+    ALL = "all"
+
+
+class QuantMode(StrEnum):
+    STATIC = "static"
+    DYNAMIC = "dynamic"
+
+
+class QuantFormat(StrEnum):
+    QDQ = "QDQ"
+    QOPERATOR = "QOperator"
+
+
+class QuantType(StrEnum):
+    INT8 = "int8"
+    UINT8 = "uint8"
+
+
+class CalibrationMethod(StrEnum):
+    MINMAX = "MinMax"
+    ENTROPY = "Entropy"
+    PERCENTILE = "Percentile"
+    DISTRIBUTION = "Distribution"
+
+
+class ResizeMode(StrEnum):
+    STRETCH = "stretch"
+    CENTER_CROP = "center_crop"
+    LETTERBOX = "letterbox"
+
+
+class Layout(StrEnum):
+    NCHW = "NCHW"
+    NHWC = "NHWC"
+
+
+class ChannelOrder(StrEnum):
+    RGB = "RGB"
+    BGR = "BGR"
+
+
+class PixelScale(StrEnum):
+    UNIT = "0-1"
+    BYTE = "0-255"
+
+
+class ExecutionMode(StrEnum):
+    SEQUENTIAL = "sequential"
+    PARALLEL = "parallel"
+
+
+def setting(default: Any, help: str, **meta: Any) -> Any:
+    """A dataclass field with a default (copied when mutable) and help text for CLI and UI."""
+    meta["help"] = help
+    if isinstance(default, (list, dict, set)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+DYNAMIC_DEFAULT_OP_TYPES = ("MatMul", "Gemm")
+DISTRIBUTION_MIN_BINS = 512  # ORT's DistributionCalibrater refuses fewer
+PREPROCESS_DTYPES = ("float32", "float16", "uint8")
+
+
+@dataclass(frozen=True)
+class QuantConfig:
+    """How to quantize to int8 (used only when the recipe's precision is int8)."""
+
+    mode: QuantMode = setting(
+        QuantMode.STATIC,
+        "static: weights and activations quantized ahead of time from calibration data (fast CPU path). "
+        "dynamic: weights only; activations are quantized at run time (no data needed; best for MatMul-heavy models).",
+        label="Quantization mode", flag="--quant-mode", explicit=True,
+    )
+    quant_format: QuantFormat = setting(
+        QuantFormat.QDQ,
+        "QDQ inserts QuantizeLinear/DequantizeLinear pairs that ORT fuses (portable, TensorRT-readable). "
+        "QOperator writes QLinearConv/QLinearMatMul directly (CPU only).",
+        label="Format", when={"mode": ["static"]},
+    )
+    activation_type: QuantType = setting(
+        QuantType.UINT8, "Integer type of activations. uint8 (U8S8 with int8 weights) is the fast x86 CPU path; "
+        "int8 (S8S8) suits ARM and TensorRT and ran slower than fp32 on x86 here.",
+        label="Activation type", when={"mode": ["static"]},
+    )
+    weight_type: QuantType = setting(QuantType.INT8, "Integer type of weights.", label="Weight type")
+    per_channel: bool = setting(
+        True, "One scale per output channel of each weight instead of one per tensor: usually more accurate.",
+        label="Per-channel", negatable=True,
+    )
+    reduce_range: bool = setting(
+        False, "Quantize weights to 7 bits; avoids overflow on CPUs without VNNI at a small accuracy cost.",
+        label="Reduce range",
+    )
+    calibration_method: CalibrationMethod = setting(
+        CalibrationMethod.MINMAX,
+        "How activation ranges are chosen from calibration data: MinMax (observed range), Entropy (KL divergence), "
+        "Percentile (clip outliers), Distribution (histogram fit).",
+        label="Calibration method", when={"mode": ["static"]},
+    )
+    percentile: float = setting(
+        99.999, "Percentile of |activation| kept by the Percentile method.",
+        label="Percentile", min=90.0, max=100.0, step=0.001,
+        when={"mode": ["static"], "calibration_method": ["Percentile"]},
+    )
+    num_bins: int = setting(
+        2048, "Histogram bins collected for Entropy, Percentile and Distribution.",
+        label="Histogram bins", min=128, max=65536, step=128,
+        when={"mode": ["static"], "calibration_method": ["Entropy", "Percentile", "Distribution"]},
+    )
+    num_quantized_bins: int = setting(
+        128, "Target bins the Entropy method searches over.",
+        label="Quantized bins", min=16, max=2048, step=16,
+        when={"mode": ["static"], "calibration_method": ["Entropy"]},
+    )
+    moving_average: bool = setting(
+        False, "MinMax: average ranges over batches instead of taking the overall min/max.",
+        label="Moving average", when={"mode": ["static"], "calibration_method": ["MinMax"]},
+    )
+    averaging_constant: float = setting(
+        0.01, "MinMax moving-average constant.", label="Averaging constant", min=0.0001, max=1.0, step=0.001,
+        when={"mode": ["static"], "calibration_method": ["MinMax"], "moving_average": [True]},
+    )
+    symmetric_activation: bool = setting(
+        False, "Force activation ranges symmetric around zero.", label="Symmetric activations",
+        when={"mode": ["static"]},
+    )
+    symmetric_weight: bool = setting(True, "Force weight ranges symmetric around zero.", label="Symmetric weights")
+    op_types: tuple[str, ...] = setting(
+        (), "Op types to quantize. Empty: MatMul/Gemm for dynamic, every supported op for static.",
+        label="Op types to quantize", metavar="OP[,OP…]",
+    )
+    op_types_to_exclude: tuple[str, ...] = setting((), "Op types left in float.", label="Op types to exclude",
+                                                   flag="--exclude-op-types", metavar="OP[,OP…]")
+    nodes_to_exclude: tuple[str, ...] = setting((), "Node names left in float.", label="Nodes to exclude",
+                                                flag="--exclude-nodes", metavar="NODE[,NODE…]")
+    int16_weight_nodes: tuple[str, ...] = setting(
+        (), "Nodes (Conv, Gemm, MatMul) whose weights are quantized to int16 instead of int8 (ONNX Runtime's "
+        "TensorQuantOverrides), while their activations stay 8-bit: more accurate, but ORT's CPU runs those nodes in "
+        "float (no fused int8 kernel), so each costs speed.", label="16-bit weight nodes",
+        flag="--int16-weight-nodes", metavar="NODE[,NODE…]", when={"mode": ["static"], "quant_format": ["QDQ"]},
+    )
+    preprocess: bool = setting(
+        True, "Run ORT's quant_pre_process first (shape inference, BatchNorm folding). Recommended.",
+        label="Pre-process", when={"mode": ["static"]},
+    )
+    calibration_samples: int = setting(
+        100, "How many calibration samples to draw (stratified by class when labels exist).",
+        label="Calibration samples", min=1, max=10000, step=1, when={"mode": ["static"]},
+    )
+    seed: int = setting(0, "Seed for sampling calibration data.", label="Seed", min=0, max=2**31 - 1, step=1)
+
+    def effective_op_types(self) -> tuple[str, ...]:
+        """Op types that will be quantized ("()" = all supported)."""
+        if self.op_types:
+            return self.op_types
+        return DYNAMIC_DEFAULT_OP_TYPES if self.mode == QuantMode.DYNAMIC else ()
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What to do to a model: precision, target, graph-optimization level and quantization knobs."""
+
+    precision: Precision = setting(
+        Precision.FP32, "fp32 keeps weights as they are; fp16 halves them (GPU); int8 quantizes (CPU).",
+        label="Precision", explicit=True,
+    )
+    target: Target = setting(
+        Target.CPU, "Where the model will run. gpu uses TensorRT > CUDA > CPU; cpu uses the CPU provider.",
+        label="Target", explicit=True,
+    )
+    opt_level: OptLevel = setting(
+        OptLevel.EXTENDED,
+        "ORT graph optimization: disabled, basic (constant folding, redundant nodes), extended (fusions such as "
+        "Conv+BN+Relu, attention), all (adds hardware-specific layouts; the saved model only suits this machine).",
+        label="Graph optimization", explicit=True,
+    )
+    quant: QuantConfig = setting(QuantConfig(), "Quantization settings (int8 only).", label="int8 quantization",
+                                 when={"precision": ["int8"]})
+    keep_io_types: bool = setting(
+        True, "fp16: keep float32 inputs and outputs so callers need no change.", label="Keep I/O types",
+        when={"precision": ["fp16"]},
+    )
+    allow_random_data: bool = setting(
+        False, "Calibrate with random inputs when no data is given. Results are flagged; accuracy is meaningless.",
+        label="Allow random data",
+    )
+    name: str = setting("", "A short name for this recipe.", label="Name")
+
+    # -- serialisation -------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return _to_plain(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Recipe:
+        return _from_plain(cls, data)
+
+    @classmethod
+    def from_json(cls, text: str) -> Recipe:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise RecipeError(f"The recipe is not valid JSON ({exc.msg} at line {exc.lineno}).") from None
+        if not isinstance(data, dict):
+            raise RecipeError("The recipe must be a JSON object.")
+        return cls.from_dict(data)
+
+    def label(self) -> str:
+        """A short human name such as ``int8 static QDQ · cpu · extended``."""
+        if self.name:
+            return self.name
+        parts = [self.precision.value]
+        if self.precision == Precision.INT8:
+            q = self.quant
+            parts.append(q.mode.value)
+            if q.mode == QuantMode.STATIC:
+                parts.append(q.quant_format.value)
+        return " ".join(parts) + f" · {self.target.value} · {self.opt_level.value}"
+
+
+@dataclass(frozen=True)
+class PreprocessConfig:
+    """How an image becomes a model input tensor."""
+
+    size: tuple[int, int] = setting((224, 224), "Height and width the model expects.", label="Size (H, W)",
+                                    min=1, metavar=("H", "W"))
+    resize_mode: ResizeMode = setting(
+        ResizeMode.STRETCH,
+        "stretch: resize to size; center_crop: resize the short side to size×256/224 then crop the centre; "
+        "letterbox: fit inside and pad with zeros.", label="Resize mode",
+    )
+    layout: Layout = setting(Layout.NCHW, "Tensor layout (detected from the model input).", label="Layout")
+    channels: int = setting(3, "1 = grayscale, 3 = colour.", label="Channels", min=1, max=3, step=2)
+    channel_order: ChannelOrder = setting(ChannelOrder.RGB, "Channel order of colour images.", label="Channel order")
+    scale: PixelScale = setting(PixelScale.UNIT, "Pixel range before mean/std: 0-1 or 0-255.", label="Scale")
+    mean: tuple[float, ...] = setting((0.0, 0.0, 0.0), "Per-channel mean subtracted after scaling, in the model's "
+                                      "channel order (BGR models take BGR means).", label="Mean")
+    std: tuple[float, ...] = setting((1.0, 1.0, 1.0), "Per-channel std divided after subtracting the mean.", label="Std")
+    dtype: str = setting("float32", "Element type of the tensor: float32, float16 or uint8.", label="dtype",
+                         choices=PREPROCESS_DTYPES)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PreprocessConfig:
+        return _from_plain(cls, data)
+
+    def problems(self) -> list[str]:
+        """Messages for settings that cannot work; empty when the config is usable."""
+        out = [message for _, message in out_of_bounds(self)]
+        if self.channels == 2:
+            out.append(f"Channels must be 1 or 3, got {self.channels}.")
+        for name, values in (("mean", self.mean), ("std", self.std)):
+            if len(values) not in (1, self.channels):
+                out.append(f"{name} needs 1 or {self.channels} values, got {len(values)}.")
+        if any(s == 0 for s in self.std):
+            out.append("std must not contain 0.")
+        if self.dtype not in PREPROCESS_DTYPES:
+            out.append(f"dtype must be {', '.join(PREPROCESS_DTYPES[:-1])} or {PREPROCESS_DTYPES[-1]}, "
+                       f"got {self.dtype!r}.")
+        return out
+
+
+# What the Benchmark page and `ortlab bench` time by default: a few seconds per variant and batch size, long
+# enough to watch the live chart grow (BenchConfig() itself keeps a run count, so BenchConfig(runs=N) is N runs).
+DEFAULT_BENCH_DURATION_S = 3.0
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """How to time a model."""
+
+    batch_sizes: tuple[int, ...] = setting((1,), "Batch sizes to time.", label="Batch sizes", min=1)
+    warmup: int = setting(10, "Untimed runs before measuring.", label="Warm-up runs", min=0, max=1000, step=1)
+    duration_s: float = setting(0.0, "Time each batch size for this many seconds instead of a run count (0 = use "
+                                "the run count). The app and `ortlab bench` start at 3 s, long enough to watch the "
+                                "live chart grow.",
+                                label="Duration (s)", min=0.0, max=600.0, step=0.5, flag="--duration", metavar="S",
+                                explicit=True)  # always written: the CLI's default (3 s) is not this one
+    runs: int = setting(100, "Timed runs per batch size (ignored when a duration is set).", label="Runs",
+                        min=1, max=100000, step=1, when={"duration_s": [0.0]})
+    intra_op_threads: int = setting(0, "Threads inside one operator (0 = ORT default).", label="Intra-op threads",
+                                    min=0, max=256, step=1, flag="--threads")
+    inter_op_threads: int = setting(0, "Threads across operators in parallel mode (0 = ORT default).",
+                                    label="Inter-op threads", min=0, max=256, step=1)
+    execution_mode: ExecutionMode = setting(ExecutionMode.SEQUENTIAL, "Run operators one at a time or in parallel.",
+                                            label="Execution mode")
+    enable_mem_pattern: bool = setting(True, "Pre-plan memory from the first run's allocation pattern.",
+                                       label="Memory pattern", flag="--mem-pattern")
+    enable_cpu_mem_arena: bool = setting(True, "Use ORT's CPU memory arena.", label="CPU memory arena",
+                                         flag="--cpu-mem-arena")
+    profile: bool = setting(False, "Write ORT's profiling JSON for each variant.", label="ORT profiling")
+    target: Target = setting(Target.CPU, "Run on cpu or gpu (TensorRT > CUDA > CPU).", label="Target")
+    openvino: bool = setting(False, "Also time every model under OpenVINO's CPU runtime, beside ONNX Runtime (an int8 "
+                             "static run from its portable QDQ file). Needs the extra: pip install \"ortlab[openvino]\".",
+                             label="Also time under OpenVINO", flag="--openvino")
+    session_opt_level: OptLevel = setting(
+        OptLevel.ALL, "Graph optimization ORT applies when it loads each model for timing. 'all' is how ORT runs "
+        "models by default, so a model saved at a lower level is optimized at load and times alike; choose "
+        "'disabled' to time each saved graph exactly as it is.", label="Optimization at load")
+    seed: int = setting(0, "Seed of the random inputs used for timing.", label="Seed", min=0, max=2**31 - 1, step=1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BenchConfig:
+        return _from_plain(cls, data)
+
+    def problems(self) -> list[str]:
+        """Messages for settings that cannot work; empty when the config is usable (whether OpenVINO is installed is
+        the runtime's question: :func:`ortlab.timing.bench.config_problems`)."""
+        out = [message for _, message in out_of_bounds(self)]
+        if not self.batch_sizes:
+            out.append("Give at least one batch size.")
+        return out
+
+
+# -- validation ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One result of validating a recipe. ``level`` is "error" (cannot run), "warning" or "note"."""
+
+    level: str
+    field: str
+    message: str
+
+
+def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUExecutionProvider",)) -> list[Finding]:
+    """Check a recipe before any work. ``available_providers`` must be what really works here
+    (``ortlab.runtime.providers.working_providers()``), not what ORT claims."""
+    out = [Finding("error", path, message) for path, message in out_of_bounds(recipe)]
+    out_of_range = {f.field for f in out}
+    q = recipe.quant
+
+    def err(field: str, message: str) -> None:
+        if field not in out_of_range:  # a number out of its bounds already has its error
+            out.append(Finding("error", field, message))
+
+    warn = lambda f, m: out.append(Finding("warning", f, m))
+    note = lambda f, m: out.append(Finding("note", f, m))
+    has_trt = "TensorrtExecutionProvider" in available_providers
+    has_gpu = has_trt or "CUDAExecutionProvider" in available_providers
+
+    if recipe.target == Target.GPU and not has_gpu:
+        warn("target", "No working GPU provider here (CUDA/TensorRT); the model will be built for GPU but "
+                       "every run on this machine will use the CPU.")
+
+    if recipe.precision == Precision.INT8:
+        if recipe.target == Target.GPU:
+            if q.mode == QuantMode.DYNAMIC:
+                err("target", "int8 dynamic quantization has no GPU kernels (DynamicQuantizeLinear, "
+                              "MatMulInteger run on the CPU). Choose fp16 for GPU, or target cpu.")
+            elif q.quant_format == QuantFormat.QOPERATOR:
+                err("quant.quant_format", "int8 QOperator models (QLinearConv, QLinearMatMul) run only on the CPU. "
+                                          "Choose fp16 for GPU, or QDQ format with TensorRT.")
+            elif not has_trt:
+                err("target", "int8 on GPU needs TensorRT to run the QDQ graph, and TensorRT is not available here. "
+                              "Choose fp16 for GPU, or target cpu for int8.")
+            else:
+                note("target", "int8 QDQ on GPU runs through TensorRT's int8 kernels.")
+        if (q.mode == QuantMode.STATIC and recipe.target == Target.CPU and q.activation_type == QuantType.INT8
+                and q.weight_type == QuantType.INT8 and _is_x86()):
+            note("quant.activation_type", "On x86 CPUs ONNX Runtime's S8S8 kernels are slow (measured slower than "
+                                          "fp32 here); uint8 activations (U8S8) are the fast path.")
+        if q.activation_type == QuantType.INT8 and q.weight_type == QuantType.UINT8:
+            err("quant.weight_type", "int8 activations with uint8 weights (S8U8) are not supported by ONNX Runtime. "
+                                     "Use int8 weights, or uint8 activations.")
+        if q.mode == QuantMode.DYNAMIC:
+            if "Conv" in q.effective_op_types():
+                warn("quant.op_types", "Dynamic quantization of Conv makes ConvInteger, which runs far slower than "
+                                       "fp32 on CPU. Leave Conv out (MatMul/Gemm only) or use static quantization.")
+            if q.quant_format == QuantFormat.QDQ and q.mode == QuantMode.DYNAMIC:
+                pass  # dynamic always writes operator-style integer ops; the format knob does not apply
+            if q.int16_weight_nodes:
+                err("quant.int16_weight_nodes", "16-bit weights are a static QDQ setting; dynamic quantization "
+                                                "quantizes weights to 8 bits.")
+        else:
+            if 1 <= q.calibration_samples < 10:
+                warn("quant.calibration_samples", f"Only {q.calibration_samples} calibration samples: ranges may "
+                                                  "not represent real data. 100 or more is usual.")
+            if q.calibration_method == CalibrationMethod.DISTRIBUTION and q.num_bins < DISTRIBUTION_MIN_BINS:
+                err("quant.num_bins", f"The Distribution method needs at least {DISTRIBUTION_MIN_BINS} histogram "
+                                      f"bins (ONNX Runtime refuses fewer); got {q.num_bins}.")
+            if q.calibration_method == CalibrationMethod.ENTROPY and q.num_quantized_bins >= q.num_bins:
+                err("quant.num_quantized_bins", "Quantized bins must be fewer than histogram bins for Entropy.")
+            if q.moving_average and not (0.0 < q.averaging_constant < 1.0):
+                err("quant.averaging_constant", "Averaging constant must be in (0, 1).")
+            if not q.preprocess:
+                warn("quant.preprocess", "Without pre-processing ORT warns and BatchNormalization stays unfused; "
+                                         "accuracy and speed are usually worse.")
+            if q.int16_weight_nodes and q.quant_format != QuantFormat.QDQ:
+                err("quant.int16_weight_nodes", "16-bit weights need the QDQ format (QOperator has no int16 "
+                                                "QLinearConv/QLinearMatMul).")
+            if overlap := set(q.int16_weight_nodes) & set(q.nodes_to_exclude):
+                err("quant.int16_weight_nodes", f"Nodes both kept in float and given 16-bit weights: "
+                                                f"{', '.join(sorted(overlap))}.")
+            if recipe.allow_random_data:
+                warn("allow_random_data", "Random calibration data gives meaningless ranges; every result will be "
+                                          "flagged.")
+        if q.reduce_range and q.weight_type == QuantType.UINT8 and q.activation_type == QuantType.UINT8:
+            note("quant.reduce_range", "reduce_range matters mostly for U8S8 on CPUs without VNNI.")
+        overlap = set(q.op_types) & set(q.op_types_to_exclude)
+        if overlap:
+            err("quant.op_types_to_exclude", f"Op types both included and excluded: {', '.join(sorted(overlap))}.")
+    if recipe.precision == Precision.FP16 and recipe.target == Target.CPU:
+        note("precision", "fp16 on CPU halves the file but gains no speed: most CPU kernels are fp32 and ORT "
+                          "inserts Casts. Choose int8 for CPU speed.")
+    if recipe.opt_level == OptLevel.ALL:
+        note("opt_level", "Level 'all' may write hardware-specific ops (e.g. NCHWc layouts) that suit only this kind "
+                          "of machine; the result is checked and warns when it does. 'extended' is the portable "
+                          "choice.")
+    if recipe.opt_level == OptLevel.ALL and recipe.target == Target.GPU:
+        note("opt_level", "For GPU the saved model is optimized with CUDA only (TensorRT's compiled nodes cannot "
+                          "be saved).")
+    return out
+
+
+def out_of_bounds(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """(dotted field path, message) for each number of ``obj`` (nested configs and tuple elements included)
+    outside its field's ``min``/``max`` metadata."""
+    out: list[tuple[str, str]] = []
+    for f in dataclasses.fields(obj):
+        value, path = getattr(obj, f.name), prefix + f.name
+        if dataclasses.is_dataclass(value):
+            out += out_of_bounds(value, path + ".")
+            continue
+        lo, hi = f.metadata.get("min"), f.metadata.get("max")
+        if lo is None and hi is None:
+            continue
+        for v in value if isinstance(value, tuple) else (value,):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            if (lo is not None and v < lo) or (hi is not None and v > hi):
+                bounds = (f"between {lo} and {hi}" if lo is not None and hi is not None
+                          else f"at least {lo}" if lo is not None else f"at most {hi}")
+                each = "each " if isinstance(value, tuple) else ""
+                out.append((path, f"{f.metadata.get('label', f.name)} ({path}) must {each}be {bounds}; got {v}."))
+                break
+    return out
+
+
+def _is_x86() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
+def require_valid(recipe: Recipe, available_providers: Sequence[str] = ("CPUExecutionProvider",)) -> list[Finding]:
+    """Raise ``RecipeError`` on the first error finding; return the warnings and notes."""
+    findings = validate_recipe(recipe, available_providers)
+    errors = errors_of(findings)
+    if errors:
+        raise RecipeError(" ".join(f.message for f in errors), step="validate")
+    return findings
+
+
+# -- plain-data conversion (ortlab.core.serial, with RecipeError for bad settings) ---------------------------
+
+
+def _to_plain(obj: Any) -> Any:
+    return to_plain(obj)
+
+
+def _from_plain(cls: type, data: dict[str, Any], where: str = "") -> Any:
+    return from_plain(cls, data, error=RecipeError, where=where)
+
+
+def replace(obj: Any, **changes: Any) -> Any:
+    """``dataclasses.replace`` that also accepts dotted names for nested configs (``quant.mode``)."""
+    return replace_path(obj, changes)
+
+
+def recipe_cli_args(recipe: Recipe) -> list[str]:
+    """The ``ortlab optimize`` flags equivalent to a recipe (defaults and settings that do not apply omitted)."""
+    return config_cli_args(recipe)
+
+
+def preprocess_cli_args(cfg: PreprocessConfig) -> list[str]:
+    """The preprocessing flags that reproduce ``cfg``. Every field is written: the CLI starts from the sample's
+    manifest or the model's input, not from ``PreprocessConfig()``."""
+    return config_cli_args(cfg, complete=True)
+
+
+def recipe_cli_line(recipe: Recipe, model: str = "MODEL.onnx", out: str = "OUT.onnx",
+                    calibration: str | None = None) -> str:
+    """The shell line that reproduces a recipe with the ``ortlab`` CLI."""
+    parts = ["ortlab", "optimize", model, out, *recipe_cli_args(recipe)]
+    if calibration and recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.STATIC:
+        parts += ["--calibration", calibration]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def errors_of(findings: Iterable[Finding]) -> list[Finding]:
+    """The findings that block a run (level "error")."""
+    return [f for f in findings if f.level == "error"]

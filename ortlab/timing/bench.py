@@ -1,0 +1,617 @@
+"""Latency benchmarking: a generator of timed runs (in this process or isolated in a child process), a summary,
+and peak memory measured in a child process."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
+
+from ortlab.core import dtypes, limits
+from ortlab.settings.config import BenchConfig, OptLevel
+from ortlab.core.errors import BenchmarkError, OrtlabError
+from ortlab.data.inputs import InputSpec, control_input_text, infer_specs, is_control_input, random_array
+from ortlab.core.progress import CancelToken
+from ortlab.core.serial import from_plain, to_plain
+from ortlab.core.text import format_bytes, one_line
+from ortlab.runtime import openvino as openvino_runtime
+from ortlab.runtime.child import STOP_GRACE_S, child_env, reap
+
+@dataclass(frozen=True)
+class LatencySample:
+    """One timed ``session.run``: ``ms`` its latency, ``t`` seconds since timing began (end of this run)."""
+
+    variant: str
+    batch_size: int
+    index: int
+    ms: float
+    t: float
+
+
+@dataclass
+class LatencySummary:
+    """Statistics of one variant at one batch size (milliseconds; throughput in samples per second, computed as
+    batch size ÷ p50, see :func:`throughput`)."""
+
+    variant: str
+    batch_size: int
+    n: int
+    p50: float
+    p90: float
+    p99: float
+    mean: float
+    std: float
+    min: float
+    max: float
+    throughput_per_s: float
+    peak_rss_mb: float | None = None
+    providers: list[str] = field(default_factory=list)
+    profile_path: str | None = None
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)  # the shape of every input as timed
+
+    def to_dict(self) -> dict:
+        """``serial.to_plain`` of this summary (an infinite throughput is written as "inf")."""
+        return to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LatencySummary:
+        return from_plain(cls, data)
+
+
+def input_specs(session_inputs: Sequence[Any], shapes: Mapping[str, Sequence[int]] | None = None,
+                dims: Mapping[str, int] | None = None) -> list[InputSpec]:
+    """The :class:`ortlab.data.inputs.InputSpec` of ``session.get_inputs()`` with the user's ``shapes`` (by input
+    name; names this model does not take are left for the other models of a benchmark) and ``dims`` (by
+    symbolic dim name); DataError naming any dim that stays open."""
+    infos = []
+    for arg in session_inputs:
+        dtype = dtypes.from_ort(arg.type)
+        if dtypes.to_numpy(dtype) is None:  # string, bfloat16, float8, int4…: no plain numpy array to fill
+            raise BenchmarkError(f"Input {arg.name!r} has type {arg.type}, which the benchmark cannot generate.")
+        infos.append(SimpleNamespace(name=arg.name, dtype=dtype, shape=tuple(arg.shape)))
+    names = {i.name for i in infos}
+    return infer_specs(infos, overrides={k: v for k, v in (shapes or {}).items() if k in names}, dims=dims)
+
+
+def make_inputs(session_inputs: Sequence[Any], batch_size: int, seed: int = 0,
+                dims: Mapping[str, int] | None = None,
+                shapes: Mapping[str, Sequence[int]] | None = None,
+                values: Mapping[str, float] | None = None) -> dict[str, np.ndarray]:
+    """Random feeds for ``session.get_inputs()`` at ``batch_size`` on each input's batch axis (not always the
+    first: ``[layers, batch, hidden]`` states work); other symbolic dims come from ``shapes`` (by input name,
+    ``--shape``) or ``dims`` (by dim name) — never guessed: an open one raises DataError naming it. A fixed
+    batch other than ``batch_size`` is refused unless batch_size is 1. Floats ~ N(0, 1), token ids and other
+    integers in {0, 1}, attention masks ones, states zeros. A control input (``inputs.is_control_input``, e.g.
+    a sample rate) is never random: it takes its value from ``values`` (``--input-value``), else BenchmarkError."""
+    specs = input_specs(session_inputs, shapes, dims)
+    given = dict(values or {})
+    control = next((s for s in specs if is_control_input(s) and s.name not in given), None)
+    if control is not None:
+        raise BenchmarkError(control_input_text(control) + f" Give the value to time it with: --input-value "
+                             f"{control.name}=VALUE (the Benchmark page takes it from the data on the Data page).")
+    for s in specs:
+        if s.batch_fixed and batch_size not in (1, s.shape[s.batch_axis]):  # type: ignore[index]
+            d = s.shape[s.batch_axis]  # type: ignore[index]
+            raise BenchmarkError(f"Input {s.name!r} has a fixed batch size of {d}; "
+                                 f"batch size {batch_size} cannot be timed. Use batch size 1 or {d}.")
+    at = {s.name: s.shape[s.batch_axis] if s.batch_fixed else batch_size for s in specs}  # type: ignore[index]
+    limits.check_generated_size({s.name: (list(s.at_batch(at[s.name])), dtypes.to_numpy(s.dtype)) for s in specs},
+                                batch_size, "Benchmark input", error=BenchmarkError,
+                                hint="Give a smaller --shape (symbolic dims) or batch size.")
+    rng = np.random.default_rng(seed)
+    return {s.name: (np.full(s.at_batch(at[s.name]), given[s.name], dtype=dtypes.to_numpy(s.dtype))
+                     if s.name in given else random_array(s, rng, at[s.name])) for s in specs}
+
+
+class LatencyRun(Iterator[LatencySample]):
+    """Iterator of :class:`LatencySample`; after it is exhausted, ``summary()`` gives the statistics with the
+    providers that really ran and the profile file (when profiling was on). ``cancelled`` is True when the
+    cancel token stopped it early."""
+
+    def __init__(self, model_path, config: BenchConfig, batch_size: int, variant: str,
+                 cancel: CancelToken | None, profile_dir, dims, opt_level: OptLevel,
+                 shapes: Mapping[str, Sequence[int]] | None = None, values: Mapping[str, float] | None = None,
+                 runtime: str = "onnxruntime") -> None:
+        self.model_path = Path(model_path)
+        self.runtime = runtime
+        self.config = config
+        self.batch_size = int(batch_size)
+        self.variant = variant or self.model_path.stem
+        self.providers: list[str] = []
+        self.profile_path: str | None = None
+        self.input_shapes: dict[str, tuple[int, ...]] = {}
+        self.samples: list[LatencySample] = []
+        self.cancelled = False
+        self.profile_note: str | None = None  # why there is no profile file although profiling was on
+        self._cancel = cancel
+        self._profile_dir = Path(profile_dir) if profile_dir is not None else None
+        self._dims = dims
+        self._shapes = {k: [int(x) for x in v] for k, v in (shapes or {}).items()}
+        self._values = dict(values or {})
+        self._opt_level = OptLevel(opt_level or config.session_opt_level)
+        self._keep = True  # False in the isolated child: samples go to the parent, not into a list
+        self._gen = self._generate()
+
+    def __iter__(self) -> LatencyRun:
+        return self
+
+    def __next__(self) -> LatencySample:
+        return next(self._gen)
+
+    def close(self) -> None:
+        """Stop early and release the session (also writes the profile when profiling is on)."""
+        self._gen.close()
+
+    def summary(self, peak_rss_mb: float | None = None) -> LatencySummary:
+        """Statistics of the samples yielded so far."""
+        return summarize(self.samples, providers=self.providers, peak_rss_mb=peak_rss_mb,
+                         profile_path=self.profile_path, input_shapes=self.input_shapes)
+
+    def _check(self) -> None:
+        if self.batch_size < 1:
+            raise BenchmarkError(f"Batch size must be at least 1, got {self.batch_size}.")
+        if not self.model_path.is_file():
+            raise BenchmarkError(f"Model file not found: {self.model_path}.")
+
+    def _open(self):
+        from ortlab.runtime import openvino as openvino_runtime, providers
+
+        self._check()
+        if self.runtime == openvino_runtime.RUNTIME:
+            return openvino_runtime.OpenVinoSession(self.model_path), [openvino_runtime.PROVIDER]
+        prefix = None
+        if self.config.profile and self._profile_dir is not None:
+            pdir = self._profile_dir
+            pdir.mkdir(parents=True, exist_ok=True)
+            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.variant) or "model"
+            prefix = str(pdir / f"{safe}_b{self.batch_size}")
+        options = providers.session_options(self.config, self._opt_level, profile_prefix=prefix)
+        try:
+            session, used = providers.create_session(self.model_path, self.config.target, options)
+        except OrtlabError:
+            raise
+        except Exception as exc:
+            raise BenchmarkError(f"Could not load {self.model_path.name}: {one_line(exc)}") from exc
+        return session, list(used)
+
+    def _run_error(self, exc: Exception) -> BenchmarkError:
+        return BenchmarkError(f"{self.variant}: the model failed to run with inputs {self.input_shapes}: "
+                              f"{one_line(exc)}")
+
+    def _end_profiling(self, session) -> None:
+        """Write the profile (ORT stops profiling then) and delete it when it is over ``PROFILE_MAX_BYTES``."""
+        path = session.end_profiling() or None
+        self.profile_path = path
+        cap = int(limits.limit("PROFILE_MAX_BYTES"))
+        if path and Path(path).is_file() and Path(path).stat().st_size > cap:
+            size = Path(path).stat().st_size
+            Path(path).unlink(missing_ok=True)
+            self.profile_path = None
+            self.profile_note = (f"The profile of {self.variant} at batch {self.batch_size} was {format_bytes(size)}, "
+                                 f"over the {format_bytes(cap)} limit ({limits.env_name('PROFILE_MAX_BYTES')}); it was "
+                                 f"deleted. Profile a smaller model or raise the limit.")
+
+    def _generate(self) -> Iterator[LatencySample]:
+        cfg = self.config
+        session, self.providers = self._open()
+        profiling = bool(cfg.profile) and self.runtime == "onnxruntime"  # ORT's profiler; OpenVINO has none here
+        profile_runs = int(limits.limit("PROFILE_MAX_RUNS"))  # warm-up included; then profiling stops
+        feeds = make_inputs(session.get_inputs(), self.batch_size, cfg.seed, self._dims, self._shapes, self._values)
+        self.input_shapes = {k: tuple(v.shape) for k, v in feeds.items()}
+        run = session.run
+        cancel = self._cancel
+        clock = time.perf_counter
+        try:
+            try:
+                for w in range(cfg.warmup):
+                    if cancel is not None and cancel.cancelled:
+                        self.cancelled = True
+                        return
+                    run(None, feeds)
+                    if profiling and w + 1 >= profile_runs:
+                        self._end_profiling(session)
+                        profiling = False
+            except Exception as exc:
+                raise self._run_error(exc) from exc
+            duration = float(cfg.duration_s)
+            limit = None if duration > 0 else int(cfg.runs)
+            start = clock()
+            i = 0
+            while True:
+                if cancel is not None and cancel.cancelled:
+                    self.cancelled = True
+                    return
+                try:  # zero-cost unless it raises
+                    t0 = clock()
+                    run(None, feeds)
+                    t1 = clock()
+                except Exception as exc:
+                    raise self._run_error(exc) from exc
+                sample = LatencySample(self.variant, self.batch_size, i, (t1 - t0) * 1000.0, t1 - start)
+                if self._keep:
+                    self.samples.append(sample)
+                yield sample
+                i += 1
+                if profiling and cfg.warmup + i >= profile_runs:
+                    self._end_profiling(session)
+                    profiling = False
+                if limit is not None:
+                    if i >= limit:
+                        return
+                elif t1 - start >= duration:
+                    return
+        finally:
+            if profiling:
+                self._end_profiling(session)
+            del session
+
+
+def config_problems(config: BenchConfig) -> list[str]:
+    """Why ``config`` cannot run here: its own bounds, and OpenVINO when asked for but not installed."""
+    out = config.problems()
+    if config.openvino and not openvino_runtime.available():
+        out.append(f"OpenVINO is not installed. {openvino_runtime.INSTALL_HINT}")
+    return out
+
+
+def latency_samples(model_path, config: BenchConfig, batch_size: int, variant: str = "",
+                    cancel: CancelToken | None = None, *, profile_dir=None,
+                    dims: Mapping[str, int] | None = None, opt_level: OptLevel | None = None,
+                    shapes: Mapping[str, Sequence[int]] | None = None,
+                    values: Mapping[str, float] | None = None, runtime: str = "onnxruntime") -> LatencyRun:
+    """Time ``session.run`` on random inputs, yielding one :class:`LatencySample` per run.
+
+    The session (threads, execution mode, memory pattern, arena, target from ``config``) is created on the
+    first ``next()``; ``config.warmup`` untimed runs follow, then ``config.runs`` timed runs, or as many as fit
+    in ``config.duration_s`` when it is set. ``cancel`` is checked between runs and ends the iteration early.
+    With ``config.profile`` ORT's profile JSON is written into ``profile_dir`` (a new temp folder when None);
+    ``LatencyRun.profile_path`` / ``summary().profile_path`` name the file. Only the first
+    ``limits.PROFILE_MAX_RUNS`` runs (warm-up included) are profiled, and a profile over
+    ``limits.PROFILE_MAX_BYTES`` is deleted (``profile_note`` says so). ``opt_level`` overrides
+    ``config.session_opt_level``, the optimization ORT applies when it loads the model. ``shapes`` (input name →
+    shape, ``--shape``) sets the inputs' open dims and ``values`` the control inputs' values (:func:`make_inputs`);
+    ``input_shapes`` reports what ran. ``runtime="openvino"`` times the file under OpenVINO's CPU runtime instead
+    (:mod:`ortlab.runtime.openvino`; no profile).
+    """
+    return LatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level, shapes, values,
+                      runtime)
+
+
+THROUGHPUT_METHOD = "batch size ÷ p50 latency"
+
+
+def throughput(batch_size: int, p50_ms: float) -> float:
+    """Samples per second at the median latency: ``batch_size × 1000 / p50_ms`` (inf for a 0 ms p50)."""
+    return batch_size * 1000.0 / p50_ms if p50_ms > 0 else float("inf")
+
+
+def summarize(samples: Sequence[LatencySample], *, providers: Sequence[str] = (), peak_rss_mb: float | None = None,
+              profile_path: str | None = None,
+              input_shapes: Mapping[str, Sequence[int]] | None = None) -> LatencySummary:
+    """p50/p90/p99, mean, std, min, max of the samples' latencies; throughput = batch × 1000 / p50 ms
+    (:data:`THROUGHPUT_METHOD`: the median, so that one slow outlier cannot flip which variant is faster)."""
+    if not samples:
+        raise BenchmarkError("No timed runs to summarize.")
+    first = samples[0]
+    if any(s.variant != first.variant or s.batch_size != first.batch_size for s in samples):
+        raise BenchmarkError("Summarize one variant at one batch size at a time.")
+    ms = np.fromiter((s.ms for s in samples), dtype=np.float64, count=len(samples))
+    p50, p90, p99 = (float(v) for v in np.percentile(ms, [50, 90, 99]))
+    mean = float(ms.mean())
+    return LatencySummary(
+        variant=first.variant, batch_size=first.batch_size, n=int(ms.size), p50=p50, p90=p90, p99=p99,
+        mean=mean, std=float(ms.std()), min=float(ms.min()), max=float(ms.max()),
+        throughput_per_s=throughput(first.batch_size, p50),
+        peak_rss_mb=peak_rss_mb, providers=list(providers), profile_path=profile_path,
+        input_shapes={k: [int(x) for x in v] for k, v in (input_shapes or {}).items()},
+    )
+
+
+# -- peak memory ------------------------------------------------------------------------------------------
+
+_CHILD = r"""
+import json, sys
+args = json.loads(sys.argv[1])
+from ortlab.timing.bench import _memory_child
+print("ORTLAB_MEMORY " + json.dumps(_memory_child(args)), flush=True)
+"""
+
+
+def _maxrss_mb() -> float:
+    # Linux keeps ru_maxrss across fork+exec (a child of a big parent would report the parent's size);
+    # VmHWM belongs to the new address space, so it measures this interpreter alone.
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB on Linux
+
+
+def _memory_child(args: dict) -> dict:
+    """Runs inside the child interpreter: load the model and run it ``runs`` times (or do nothing)."""
+    if args.get("model_path"):
+        config = BenchConfig.from_dict(args["config"])
+        config = BenchConfig.from_dict({**config.to_dict(), "warmup": 0, "runs": int(args["runs"]),
+                                        "duration_s": 0.0, "profile": False})
+        for _ in latency_samples(args["model_path"], config, int(args["batch_size"]), shapes=args.get("shapes"),
+                                 values=args.get("values")):
+            pass
+    else:  # the baseline: the same imports (ORT, onnx, numpy, ortlab) as a timed child, no model
+        importlib.import_module("ortlab.runtime.providers")
+    return {"maxrss_mb": _maxrss_mb()}
+
+
+
+
+def _run_child(args: dict, timeout: float) -> float:
+    if sys.platform == "win32":
+        raise BenchmarkError("Peak memory is measured with the resource module, which Windows lacks.")
+    env, pkg_parent = child_env()
+    try:
+        proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(args)], capture_output=True, text=True,
+                              timeout=timeout, env=env, cwd=pkg_parent)
+    except subprocess.TimeoutExpired:
+        raise BenchmarkError(f"Measuring memory took longer than {timeout:.0f} s.") from None
+    for line in proc.stdout.splitlines():
+        if line.startswith("ORTLAB_MEMORY "):
+            return float(json.loads(line[len("ORTLAB_MEMORY "):])["maxrss_mb"])
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    reason = lines[-1] if lines else f"exit status {proc.returncode}"
+    raise BenchmarkError(f"Measuring memory failed: {reason}")
+
+
+@functools.lru_cache(maxsize=1)
+def baseline_memory_mb() -> float:
+    """Peak RSS (MB) of a fresh interpreter that imported ONNX Runtime (and the rest of what the measuring child
+    imports) but loaded no model; measured once per process."""
+    return _run_child({"model_path": None}, timeout=120)
+
+
+def peak_memory_mb(model_path, config: BenchConfig, batch_size: int, runs: int = 3, timeout: float = 300,
+                   shapes: Mapping[str, Sequence[int]] | None = None,
+                   values: Mapping[str, float] | None = None) -> float:
+    """Peak RSS (MB) of a child process that creates the session (as ``config`` says) and runs it ``runs`` times."""
+    if not Path(model_path).is_file():
+        raise BenchmarkError(f"Model file not found: {model_path}.")
+    args = {"model_path": str(Path(model_path).resolve()), "config": config.to_dict(),
+            "batch_size": int(batch_size), "runs": max(1, int(runs)), "shapes": dict(shapes or {}),
+            "values": dict(values or {})}
+    return _run_child(args, timeout)
+
+
+# -- timing isolated in a child process -------------------------------------------------------------------
+
+_ISOLATED_CHILD = r"""
+import json, sys
+from ortlab.timing.bench import _isolated_child
+_isolated_child(json.loads(sys.argv[1]), int(sys.argv[2]))
+"""
+FLUSH_S = 0.05     # the child sends its samples at least this often
+
+
+def _isolated_child(args: dict, fd: int) -> None:
+    """Runs inside the child interpreter: time the model and send samples to the parent over ``fd``.
+
+    Messages: ("start", pid), ("samples", [ms...], [t...]) every ``FLUSH_S``, then ("end", info) or
+    ("error", class name, message, step). Any message from the parent (or its end of the pipe closing)
+    cancels the run between two timed runs.
+    """
+    import threading
+    from multiprocessing.connection import Connection
+
+    conn = Connection(fd)
+    token = CancelToken()
+
+    def listen() -> None:  # blocked in recv, it takes no GIL from the timed loop until the parent speaks
+        try:
+            conn.recv()
+        except (EOFError, OSError):
+            pass
+        token.cancel()
+
+    threading.Thread(target=listen, daemon=True).start()
+    limit = args.get("memory_gb")
+    limits.apply_memory_limit(limit)
+    conn.send(("start", os.getpid()))
+    run = None
+    try:
+        config = BenchConfig.from_dict(args["config"])
+        run = latency_samples(args["model_path"], config, int(args["batch_size"]), args["variant"], token,
+                              profile_dir=args["profile_dir"], dims=args["dims"], opt_level=OptLevel(args["opt_level"]),
+                              shapes=args.get("shapes"), values=args.get("values"),
+                              runtime=args.get("runtime", "onnxruntime"))
+        run._keep = False
+        ms_buf: list[float] = []
+        t_buf: list[float] = []
+        last = 0.0
+        for s in run:
+            ms_buf.append(s.ms)
+            t_buf.append(s.t)
+            if s.t - last >= FLUSH_S:
+                conn.send(("samples", ms_buf, t_buf))
+                ms_buf, t_buf, last = [], [], s.t
+        if ms_buf:
+            conn.send(("samples", ms_buf, t_buf))
+        run.close()  # writes the profile now, so its path can be reported
+        conn.send(("end", {"providers": run.providers, "input_shapes": run.input_shapes,
+                           "profile_path": run.profile_path, "profile_note": run.profile_note,
+                           "cancelled": run.cancelled, "peak_rss_mb": _maxrss_mb()}))
+    except MemoryError:
+        conn.send(("error", "BenchmarkError", memory_message(limit, args.get("variant"), args["batch_size"]), None))
+    except OrtlabError as exc:
+        message = exc.message
+        if limit and limits.is_alloc_failure(message):
+            message = memory_message(limit, args.get("variant"), args["batch_size"])
+        conn.send(("error", type(exc).__name__, message, exc.step))
+    except BaseException as exc:
+        conn.send(("error", "BenchmarkError", f"The timing process failed: {type(exc).__name__}: {one_line(exc)}",
+                   None))
+    finally:
+        conn.close()
+
+
+def memory_message(limit_gb: float | None, variant: str | None, batch_size: int) -> str:
+    """The error of a timing child that hit its memory limit."""
+    what = f"Timing {variant or 'the model'} at batch {batch_size}"
+    if not limit_gb:
+        return f"{what} ran out of memory; use a smaller batch size."
+    return (f"{what} needed more than {float(limit_gb):g} GB of memory (the limit of its process, "
+            f"$ORTLAB_RUN_MEMORY_GB); use a smaller batch size or input shape, or raise the limit.")
+
+
+def _error_from_child(name: str, message: str, step: str | None) -> OrtlabError:
+    from ortlab.core import errors
+
+    cls = getattr(errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, OrtlabError)):
+        cls = BenchmarkError
+    try:
+        return cls(message, step=step)
+    except TypeError:  # a subclass with another signature
+        return BenchmarkError(message, step=step)
+
+
+class IsolatedLatencyRun(LatencyRun):
+    """A :class:`LatencyRun` whose session and timed loop live in a child interpreter, so nothing in this
+    process (a UI thread, the GIL) can disturb the timings. Same samples and end-of-run attributes, plus
+    ``child_pid`` (reported by the child) and ``peak_rss_mb`` (the child's peak resident memory, read by the
+    child itself after its last run)."""
+
+    def __init__(self, *args, memory_gb: float | None = None, **kwargs) -> None:
+        self.child_pid: int | None = None
+        self.peak_rss_mb: float | None = None
+        self.returncode: int | None = None
+        self.memory_gb = memory_gb
+        super().__init__(*args, **kwargs)
+
+    def _generate(self) -> Iterator[LatencySample]:
+        import multiprocessing
+        import tempfile
+
+        self._check()
+        if os.name != "posix":
+            raise BenchmarkError("Timing in a separate process needs Linux or macOS; use latency_samples().")
+        args = {"model_path": str(self.model_path.resolve()), "config": self.config.to_dict(),
+                "batch_size": self.batch_size, "variant": self.variant,
+                "profile_dir": str(self._profile_dir.resolve()) if self._profile_dir is not None else None,
+                "dims": dict(self._dims) if self._dims else None, "opt_level": OptLevel(self._opt_level).value,
+                "shapes": self._shapes, "values": self._values, "memory_gb": self.memory_gb, "runtime": self.runtime}
+        env, cwd = child_env()
+        ours, theirs = multiprocessing.Pipe(duplex=True)
+        stderr = tempfile.TemporaryFile()
+        try:
+            proc = subprocess.Popen([sys.executable, "-c", _ISOLATED_CHILD, json.dumps(args), str(theirs.fileno())],
+                                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=stderr, env=env, cwd=cwd)
+        except BaseException:
+            ours.close()
+            stderr.close()
+            raise
+        finally:
+            theirs.close()
+        try:
+            yield from self._receive(ours, proc, stderr)
+        finally:
+            ours.close()  # the child's listener sees EOF and cancels, if it still runs
+            self.returncode = reap(proc, STOP_GRACE_S)
+            stderr.close()
+
+    def _receive(self, conn, proc: subprocess.Popen, stderr) -> Iterator[LatencySample]:
+        cancel = self._cancel
+        stop_at: float | None = None
+        i = 0
+        while True:
+            if stop_at is None and cancel is not None and cancel.cancelled:
+                stop_at = self._request_stop(conn)
+            if stop_at is not None and time.monotonic() - stop_at > STOP_GRACE_S:
+                self.cancelled = True
+                return
+            try:
+                if not conn.poll(FLUSH_S):
+                    if proc.poll() is not None and not conn.poll(0):
+                        raise self._died(proc, stderr)
+                    continue
+                msg = conn.recv()
+            except (EOFError, OSError):
+                proc.wait(STOP_GRACE_S)
+                raise self._died(proc, stderr) from None
+            kind = msg[0]
+            if kind == "samples" and stop_at is None:
+                for ms, t in zip(msg[1], msg[2]):
+                    sample = LatencySample(self.variant, self.batch_size, i, ms, t)
+                    self.samples.append(sample)
+                    yield sample
+                    i += 1
+                    if cancel is not None and cancel.cancelled:
+                        stop_at = self._request_stop(conn)
+                        break
+            elif kind == "start":
+                self.child_pid = int(msg[1])
+            elif kind == "end":
+                info = msg[1]
+                self.providers = list(info["providers"])
+                self.input_shapes = {k: tuple(v) for k, v in info["input_shapes"].items()}
+                self.profile_path = info["profile_path"]
+                self.profile_note = info.get("profile_note")
+                self.peak_rss_mb = info["peak_rss_mb"]
+                self.cancelled = bool(info["cancelled"]) or stop_at is not None
+                return
+            elif kind == "error":
+                raise _error_from_child(*msg[1:])
+
+    @staticmethod
+    def _request_stop(conn) -> float:
+        try:
+            conn.send("stop")
+        except OSError:
+            pass
+        return time.monotonic()
+
+    def _died(self, proc: subprocess.Popen, stderr) -> BenchmarkError:
+        try:
+            stderr.seek(0)
+            lines = [ln for ln in stderr.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+        except OSError:
+            lines = []
+        reason = lines[-1].strip() if lines else f"exit status {proc.poll()}"
+        if self.memory_gb and any(limits.is_alloc_failure(ln) for ln in lines[-20:]):
+            return BenchmarkError(memory_message(self.memory_gb, self.variant, self.batch_size))
+        return BenchmarkError(f"{self.variant}: the timing process stopped unexpectedly: {reason}")
+
+
+
+
+def latency_samples_isolated(model_path, config: BenchConfig, batch_size: int, variant: str = "",
+                             cancel: CancelToken | None = None, *, profile_dir=None,
+                             dims: Mapping[str, int] | None = None,
+                             opt_level: OptLevel | None = None, memory_gb: float | None = None,
+                             shapes: Mapping[str, Sequence[int]] | None = None,
+                             values: Mapping[str, float] | None = None,
+                             runtime: str = "onnxruntime") -> IsolatedLatencyRun:
+    """Like :func:`latency_samples`, but the session is created and timed in a fresh child interpreter.
+
+    Samples arrive in batches (at least every ``FLUSH_S`` seconds); ``cancel`` stops the child between two
+    runs (it is terminated if it does not stop within ``STOP_GRACE_S``); the child's errors are raised here
+    as the same :class:`OrtlabError` subclass with the same message. ``peak_rss_mb`` is the child's peak
+    resident memory (the same quantity :func:`peak_memory_mb` measures). ``memory_gb`` limits the child's
+    address space (Linux); a run past it raises "Timing … needed more than X GB of memory". POSIX only.
+    """
+    return IsolatedLatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level, shapes,
+                              values, runtime, memory_gb=memory_gb)

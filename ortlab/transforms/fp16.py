@@ -1,0 +1,157 @@
+"""float32 → float16 conversion with ONNX Runtime's converter (onnxruntime.transformers.float16)."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper
+
+from ortlab.model import graphs
+from ortlab.core.errors import ModelLoadError, QuantizationError
+from ortlab.model.inspect import PROTOBUF_LIMIT, load_model
+from ortlab.core.text import one_line
+
+_FP16_MAX = float(np.finfo(np.float16).max)
+
+
+_CONVERTER_CASTS = ("_cast_to_fp32_node", "_cast_to_fp16_node")
+
+
+def _relocate_casts(model: onnx.ModelProto) -> int:
+    """ORT's converter appends the Casts around the nodes it keeps in float32 to the *main* graph, even when such
+    a node sits inside an If/Loop/Scan body: the Cast then reads a value that only exists inside the subgraph
+    ("Nodes in a graph must be topologically sorted"). Move each such Cast into the graph where its input is
+    produced (once, even when the converter wrote it twice); returns how many moved."""
+    main = model.graph
+    produced_in: dict[str, onnx.GraphProto] = {}
+    for g in graphs.walk_graphs(main):
+        if g is not main:
+            for n in g.node:
+                for o in n.output:
+                    produced_in[o] = g
+    keep, moved, seen = [], 0, set()
+    moved_names: dict[str, onnx.GraphProto] = {}
+    for n in main.node:
+        if n.op_type == "Cast" and n.name.endswith(_CONVERTER_CASTS) and n.input[0] in produced_in:
+            target = produced_in[n.input[0]]
+            if n.output[0] not in seen:
+                target.node.append(n)
+                moved_names[n.output[0]] = target
+                moved += 1
+            seen.add(n.output[0])
+            continue
+        keep.append(n)
+    if moved:
+        del main.node[:]
+        main.node.extend(keep)
+        stay = []
+        for vi in main.value_info:
+            if vi.name in moved_names:
+                moved_names[vi.name].value_info.append(vi)
+            else:
+                stay.append(vi)
+        del main.value_info[:]
+        main.value_info.extend(stay)
+    return moved
+
+
+def _where_it_fails(model: onnx.ModelProto, message: str) -> str:
+    """" (at node 'x' (Max) in If '/If' then_branch)" when a node of ``model`` is named in ``message``."""
+    at = graphs.locate(model, message)
+    return f" (at {graphs.describe(at)})" if at is not None else ""
+
+
+def _all_initializers(graph: onnx.GraphProto):
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                yield from _all_initializers(attr.g)
+            for g in attr.graphs:
+                yield from _all_initializers(g)
+
+
+def _out_of_range(model: onnx.ModelProto) -> int:
+    n = 0
+    for t in _all_initializers(model.graph):
+        if t.data_type == TensorProto.FLOAT:
+            a = numpy_helper.to_array(t)
+            n += int(np.count_nonzero(np.isfinite(a) & (np.abs(a) > _FP16_MAX)))
+    return n
+
+
+def _io_types(model: onnx.ModelProto) -> dict[str, int]:
+    inits = {t.name for t in model.graph.initializer}
+    return {v.name: v.type.tensor_type.elem_type for v in [*model.graph.input, *model.graph.output]
+            if v.name not in inits}
+
+
+def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
+    """Convert float32 weights and compute of ``src`` to float16 and save to ``dst``; return warnings.
+
+    ``keep_io_types`` leaves float32 inputs/outputs (Casts are inserted) so callers need no change.
+    Ops ORT keeps in float32 (its default block list) stay float32. ``src`` is never modified.
+    """
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    src, dst = Path(src), Path(dst)
+    if src.resolve() == dst.resolve():
+        raise QuantizationError("The fp16 model must go to a new file, not over the source.", step="convert")
+    try:
+        model = load_model(src, check=True)
+    except ModelLoadError as exc:
+        exc.step = exc.step or "convert"
+        raise
+    warnings: list[str] = []
+    before = Counter(t.data_type for t in _all_initializers(model.graph))
+    if before[TensorProto.FLOAT] == 0 and before[TensorProto.FLOAT16] > 0:
+        raise QuantizationError("The model already has float16 weights and no float32 ones; convert the original "
+                                "float32 model instead.", step="convert")
+    if before[TensorProto.FLOAT] == 0 and not any(t == TensorProto.FLOAT for t in _io_types(model).values()):
+        warnings.append("The model has no float32 weights or inputs; fp16 conversion changes nothing.")
+    clamped = _out_of_range(model)
+    if clamped:
+        warnings.append(f"{clamped:,} weight values exceed the float16 range (±65504) and are clamped; check accuracy.")
+    io_before = _io_types(model)
+    big = model.ByteSize() > PROTOBUF_LIMIT // 2
+    logging.getLogger("onnxruntime.transformers.float16").setLevel(logging.WARNING)
+    try:
+        converted = convert_float_to_float16(model, keep_io_types=keep_io_types, disable_shape_infer=big)
+    except Exception as exc:
+        raise QuantizationError(f"ONNX Runtime could not convert the model to float16: "
+                                f"{one_line(exc)}", step="convert") from None
+    try:
+        # the converter appends its Casts at the end of the main graph's node list, also those of nodes inside
+        # If/Loop/Scan bodies: move those into their subgraph, then order every graph
+        _relocate_casts(converted)
+        graphs.topological_sort(converted.graph)
+    except Exception as exc:
+        raise QuantizationError(f"The float16 graph could not be sorted: {one_line(exc)}",
+                                step="convert") from None
+    after = Counter(t.data_type for t in _all_initializers(converted.graph))
+    if after[TensorProto.FLOAT]:
+        warnings.append(f"{after[TensorProto.FLOAT]} initializer(s) stay float32 (used by ops ONNX Runtime keeps in "
+                        "float32, or shapes/indices).")
+    io_after = _io_types(converted)
+    changed_io = [n for n, t in io_after.items() if io_before.get(n) == TensorProto.FLOAT and t != TensorProto.FLOAT]
+    if changed_io:
+        warnings.append(f"Inputs/outputs {', '.join(changed_io)} are now float16: callers must pass and expect float16 "
+                        "arrays.")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if big or converted.ByteSize() > PROTOBUF_LIMIT:
+            data_name = dst.name + ".data"
+            onnx.save_model(converted, str(dst), save_as_external_data=True, all_tensors_to_one_file=True,
+                            location=data_name, size_threshold=1024)
+            warnings.append(f"The weights were saved next to the model in '{data_name}' (over 2 GiB in one file).")
+        else:
+            onnx.save_model(converted, str(dst))
+        onnx.checker.check_model(str(dst), full_check=True)
+    except Exception as exc:
+        raise QuantizationError(f"The float16 model could not be saved or failed the ONNX check: "
+                                f"{one_line(exc)}{_where_it_fails(converted, str(exc))}", step="convert") from None
+    return warnings

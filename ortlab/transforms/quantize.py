@@ -1,0 +1,560 @@
+"""int8 quantization with ONNX Runtime's own tools (the only module that calls onnxruntime.quantization).
+
+Every call works on a copy inside its own temp dir (ORT writes ``*-inferred.onnx`` next to its input and
+an augmented model during calibration) and copies the result to ``dst``: nothing lands in the current
+directory or next to the source. ORT's log lines become returned warnings instead of stderr noise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import shutil
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+from collections.abc import Iterator
+
+import onnx
+from onnx import version_converter
+from onnxruntime.quantization import (
+    CalibrationMethod as OrtCalibrationMethod,
+    QuantFormat as OrtQuantFormat,
+    QuantType as OrtQuantType,
+    quant_pre_process,
+    quantize_dynamic,
+    quantize_static,
+)
+from onnxruntime.quantization.calibrate import create_calibrator, save_tensors_data
+from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry, QLinearOpsRegistry
+
+from ortlab.model import graphs
+from ortlab.settings.config import DISTRIBUTION_MIN_BINS, CalibrationMethod, QuantConfig, QuantFormat, QuantMode, QuantType
+from ortlab.transforms.coverage import QuantCoverage, quant_coverage
+from ortlab.core.errors import Cancelled, OrtlabError, QuantizationError
+from ortlab.runtime.providers import quiet_native_stderr
+from ortlab.core.text import one_line
+
+MIN_OPSET = 13  # per-channel QDQ needs the `axis` attribute of QuantizeLinear/DequantizeLinear
+CALIBRATION_PROVIDERS = ["CPUExecutionProvider"]
+MAX_LOG_WARNINGS = 8
+
+_QUANT_TYPES = {QuantType.INT8: OrtQuantType.QInt8, QuantType.UINT8: OrtQuantType.QUInt8}
+_FORMATS = {QuantFormat.QDQ: OrtQuantFormat.QDQ, QuantFormat.QOPERATOR: OrtQuantFormat.QOperator}
+_METHODS = {m: getattr(OrtCalibrationMethod, m.value) for m in CalibrationMethod}
+
+
+@dataclass(frozen=True)
+class OrtArguments:
+    """What a QuantConfig becomes for ORT: ``quantize`` = kwargs of quantize_static/quantize_dynamic,
+    ``calibrator`` = kwargs of ``create_calibrator`` (static only; its ``extra_options`` carries num_bins etc.,
+    which quantize_static's own ``extra_options`` cannot forward)."""
+
+    quantize: dict[str, Any]
+    calibrator: dict[str, Any]
+
+
+def _op_types(q: QuantConfig, supported: set[str]) -> list[str] | None:
+    wanted = set(q.effective_op_types())
+    if not q.op_types_to_exclude:
+        return sorted(wanted) if wanted else None  # None = everything ORT supports
+    return sorted((wanted or supported) - set(q.op_types_to_exclude))
+
+
+def ort_arguments(q: QuantConfig) -> OrtArguments:
+    """The single mapping from a typed QuantConfig to ONNX Runtime's quantization arguments."""
+    extra: dict[str, Any] = {"WeightSymmetric": q.symmetric_weight}
+    common = {
+        "per_channel": q.per_channel,
+        "reduce_range": q.reduce_range,
+        "weight_type": _QUANT_TYPES[q.weight_type],
+        "nodes_to_exclude": list(q.nodes_to_exclude) or None,
+        "extra_options": extra,
+    }
+    if q.mode == QuantMode.DYNAMIC:
+        ops = _op_types(q, set(IntegerOpsRegistry))
+        return OrtArguments({**common, "op_types_to_quantize": ops}, {})
+    ops = _op_types(q, set(QLinearOpsRegistry) | set(QDQRegistry))
+    extra["ActivationSymmetric"] = q.symmetric_activation
+    method = _METHODS[q.calibration_method]
+    cal: dict[str, Any] = {}
+    if q.symmetric_activation:
+        cal["symmetric"] = True  # otherwise ORT's per-method default (Percentile is symmetric by default)
+    if q.calibration_method == CalibrationMethod.MINMAX:
+        cal.update(moving_average=q.moving_average, averaging_constant=q.averaging_constant)
+        extra.update(CalibMovingAverage=q.moving_average, CalibMovingAverageConstant=q.averaging_constant)
+        if q.symmetric_activation:
+            extra["CalibTensorRangeSymmetric"] = True
+    elif q.calibration_method == CalibrationMethod.ENTROPY:
+        cal.update(num_bins=q.num_bins, num_quantized_bins=q.num_quantized_bins)
+    elif q.calibration_method == CalibrationMethod.PERCENTILE:
+        cal.update(num_bins=q.num_bins, percentile=q.percentile)
+    else:
+        cal.update(num_bins=q.num_bins)
+    quantize = {**common, "quant_format": _FORMATS[q.quant_format], "activation_type": _QUANT_TYPES[q.activation_type],
+                "op_types_to_quantize": ops, "calibrate_method": method,
+                "calibration_providers": list(CALIBRATION_PROVIDERS)}
+    # ORT's own quantize_static calibrates only the outputs of quantizable op types, not every tensor.
+    calibrate = ops or sorted(set(QLinearOpsRegistry) | set(QDQRegistry))
+    calibrator = {"op_types_to_calibrate": calibrate, "calibrate_method": method,
+                  "providers": list(CALIBRATION_PROVIDERS), "extra_options": cal}
+    return OrtArguments(quantize, calibrator)
+
+
+# -- helpers --------------------------------------------------------------------------------------------
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = one_line(record.getMessage())
+        except Exception:
+            return
+        if text and text not in self.messages:
+            self.messages.append(text)
+
+
+@contextlib.contextmanager
+def _ort_quiet() -> Iterator[_ListHandler]:
+    """Capture ORT's Python log records, its stdout prints and native stderr while it works."""
+    handler = _ListHandler()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        with quiet_native_stderr(), contextlib.redirect_stdout(io.StringIO()):
+            yield handler
+    finally:
+        root.removeHandler(handler)
+
+
+@dataclass(frozen=True)
+class QuantResult:
+    """What a quantize step wrote: its ``warnings``, ``notes`` and the :class:`QuantCoverage` of the result."""
+
+    warnings: list[str]
+    notes: list[str]
+    coverage: QuantCoverage
+
+
+def _log_warnings(messages: list[str], dynamic: bool = False) -> list[str]:
+    out = []
+    for m in messages:
+        if "consider to run pre-processing" in m or "consider pre-processing" in m:
+            if dynamic:  # pre-processing is a static-mode setting: nothing a person can turn on here
+                continue
+            m = ("The model was not pre-processed with quant_pre_process (shape inference, BatchNorm folding); "
+                 "ONNX Runtime recommends it. Turn pre-processing on.")
+        else:
+            m = "ONNX Runtime: " + m
+        if m not in out:
+            out.append(m)
+    if len(out) > MAX_LOG_WARNINGS:
+        out = out[:MAX_LOG_WARNINGS] + [f"(+{len(out) - MAX_LOG_WARNINGS} more ONNX Runtime log messages)"]
+    return out
+
+
+def _fail(step: str, exc: BaseException, hint: str) -> QuantizationError:
+    return QuantizationError(f"ONNX Runtime failed ({type(exc).__name__}: {one_line(exc)}). {hint}", step=step)
+
+
+def _load(src, step: str) -> onnx.ModelProto:
+    path = Path(src)
+    if not path.is_file():
+        raise QuantizationError(f"Model file {path} does not exist.", step=step)
+    try:
+        return onnx.load(str(path))
+    except Exception as exc:
+        raise QuantizationError(f"Cannot load {path.name} as an ONNX model ({one_line(exc)}).", step=step) from None
+
+
+def _check_dst(src, dst, step: str) -> Path:
+    dst = Path(dst)
+    if dst.resolve() == Path(src).resolve():
+        raise QuantizationError("The output path is the source model; write the result to a new file.", step=step)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    return dst
+
+
+def ai_onnx_opset(model: onnx.ModelProto) -> int:
+    """The ai.onnx opset version the model imports (0 when none)."""
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def _ensure_opset(model: onnx.ModelProto, step: str) -> tuple[onnx.ModelProto, list[str]]:
+    opset = ai_onnx_opset(model)
+    if not opset or opset >= MIN_OPSET:
+        return model, []
+    try:
+        converted = version_converter.convert_version(model, MIN_OPSET)
+    except Exception as exc:
+        raise _fail(step, exc, f"The model's opset {opset} could not be converted to {MIN_OPSET}; re-export it "
+                               f"with opset {MIN_OPSET} or newer.") from None
+    return converted, [f"Converted the model from opset {opset} to {MIN_OPSET} first (per-channel quantization "
+                       f"needs opset {MIN_OPSET}+)."]
+
+
+def _stage_input(model: onnx.ModelProto, tmp: Path, name: str = "input.onnx") -> Path:
+    # Exporters may record value_info for initializers. ORT's dynamic quantizer transposes Gemm weights
+    # into MatMul weights but keeps that stale value_info, and its shape inference then fails.
+    initializers = {init.name for init in model.graph.initializer}
+    stale = [vi for vi in model.graph.value_info if vi.name in initializers]
+    for vi in stale:
+        model.graph.value_info.remove(vi)
+    path = tmp / name
+    onnx.save_model(model, str(path))
+    return path
+
+
+def _refuse_float16(model: onnx.ModelProto, step: str) -> None:
+    from onnx import TensorProto
+
+    weights = [*(t for g in graphs.walk_graphs(model.graph) for t in g.initializer), *graphs.constant_weights(model.graph)]
+    types = {t.data_type for t in weights}
+    if TensorProto.FLOAT16 in types and TensorProto.FLOAT not in types:
+        raise QuantizationError("int8 quantization needs a float32 model, and this one computes in float16 (its "
+                                "weights are float16): quantize the float32 original instead.", step=step)
+
+
+def _weights_to_initializers(model: onnx.ModelProto) -> list[str]:
+    """ORT's quantizers only quantize weights that are initializers: move Constant-node weights there (in the
+    staged copy); returns the note that says so."""
+    moved = graphs.constants_to_initializers(model)
+    if not moved:
+        return []
+    return [f"{moved} weight tensor(s) held in Constant nodes were moved into initializers before quantizing "
+            "(ONNX Runtime's quantizer only quantizes initializers); the source model is unchanged."]
+
+
+# the inputs of each weighted op type that hold its weights (the ones ORT quantizes only when stored as tensors)
+_WEIGHT_INPUTS = {"MatMul": (1,), "Gemm": (1,), "Conv": (1,), "ConvTranspose": (1,), "LSTM": (1, 2), "GRU": (1, 2),
+                  "RNN": (1, 2), "Attention": (1,)}
+_SUBGRAPHS_UNREACHED = ("inside If/Loop/Scan bodies, which ONNX Runtime's static quantizer does not enter (its "
+                        "dynamic quantizer does)")
+MAX_NAMED_NODES = 4
+
+
+def _count_text(counts: Counter) -> str:
+    return ", ".join(f"{n} {op}" for op, n in sorted(counts.items()))
+
+
+def _names(nodes: list[graphs.NodeAt]) -> str:
+    names = [at.node.name or at.node.output[0] for at in nodes[:MAX_NAMED_NODES]]
+    more = len(nodes) - len(names)
+    return ", ".join(names) + (f" and {more} more" if more > 0 else "")
+
+
+def _left_in_float(quantized: onnx.ModelProto, targets: list[str]) -> list[graphs.NodeAt]:
+    """The weighted nodes of the ``targets`` op types that ``quantized`` still computes in float."""
+    nodes = list(graphs.walk_nodes(quantized.graph))
+    dq = {o for at in nodes if at.node.op_type == "DequantizeLinear" for o in at.node.output}
+    return [at for at in nodes if at.node.op_type in targets and at.node.op_type in _WEIGHT_INPUTS
+            and at.node.domain in ("", "ai.onnx") and not any(i in dq for i in at.node.input)]
+
+
+def _why_float(model: onnx.ModelProto, left: list[graphs.NodeAt], mode: str) -> list[str]:
+    """Why each weighted node stayed float, grouped: inside subgraphs (static), weights computed by other
+    nodes, weights fed as graph inputs. ``model`` is the model that was quantized."""
+    stored = {t.name for g in graphs.walk_graphs(model.graph) for t in g.initializer}
+    producer = {o: at.node.op_type for at in graphs.walk_nodes(model.graph) for o in at.node.output}
+    in_sub: list[graphs.NodeAt] = []
+    computed: dict[str, list[graphs.NodeAt]] = {}
+    fed: list[graphs.NodeAt] = []
+    for at in left:
+        if mode == "static" and at.in_subgraph:
+            in_sub.append(at)
+            continue
+        weights = [at.node.input[i] for i in _WEIGHT_INPUTS[at.node.op_type]
+                   if i < len(at.node.input) and at.node.input[i]]
+        made_by = next((producer[w] for w in weights if w not in stored and w in producer), None)
+        if made_by is not None:
+            computed.setdefault(made_by, []).append(at)
+        elif any(w not in stored for w in weights):
+            fed.append(at)
+    out = []
+    if in_sub:
+        out.append(f"{_count_text(Counter(at.node.op_type for at in in_sub))} node(s) are {_SUBGRAPHS_UNREACHED} "
+                   f"({_names(in_sub)})")
+    for op, nodes in computed.items():
+        out.append(f"{_count_text(Counter(at.node.op_type for at in nodes))} node(s) take their weights from {op} "
+                   f"nodes rather than stored tensors, and ONNX Runtime quantizes stored weights only ({_names(nodes)}); "
+                   "fold the constants first (ortlab optimize MODEL folded.onnx --precision fp32 --opt-level basic) "
+                   "and quantize the folded model")
+    if fed:
+        out.append(f"{_count_text(Counter(at.node.op_type for at in fed))} node(s) take their second input from the "
+                   f"model's inputs or from activations, not from weights ({_names(fed)})")
+    return out
+
+
+def _coverage_result(out: Path, source: onnx.ModelProto, targets: list[str], warnings: list[str],
+                     notes: list[str], mode: str) -> QuantResult:
+    quantized = onnx.load(str(out), load_external_data=False)
+    # ORT's dynamic quantizer rewrites Gemm (alpha = beta = 1, no transA) as MatMul + Add before quantizing
+    counted_as = {"Gemm": "MatMul"} if mode == "dynamic" and "MatMul" in targets else None
+    cov = quant_coverage(quantized, targets, source, counted_as)
+    if counted_as and any(at.node.op_type == "Gemm" for at in graphs.walk_nodes(source.graph)):
+        notes.append("ONNX Runtime's dynamic quantizer rewrites Gemm nodes as MatMul + Add; they count as MatMul.")
+    left = _left_in_float(quantized, targets)
+    reasons = _why_float(source, left, mode)
+    if cov.total == 0:
+        asked = ", ".join(sorted(targets)) if len(targets) <= 6 else "the supported op types"
+        if cov.total_candidates == 0:
+            why = f"the model has no {asked} nodes (subgraphs included)"
+            weighted = [at for at in graphs.walk_nodes(source.graph) if at.node.op_type in _WEIGHT_INPUTS]
+            if weighted:
+                where = " (inside If/Loop/Scan bodies)" if all(at.in_subgraph for at in weighted) else ""
+                why += f"; its weighted nodes are {_count_text(Counter(at.node.op_type for at in weighted))}{where}"
+                others = sorted({at.node.op_type for at in weighted} & set(IntegerOpsRegistry) - {"Conv"})
+                if mode == "dynamic" and others:
+                    why += f", which dynamic quantization takes when asked (--op-types {','.join(others)})"
+        else:
+            why = (f"ONNX Runtime quantized none of its {_count_text(Counter(cov.candidates))} nodes: "
+                   + ("; ".join(reasons) if reasons else "their inputs' types or shapes are unknown to it"))
+        hint = (" Use static quantization for Conv models." if mode == "dynamic"
+                and any(n.op_type == "Conv" for n in source.graph.node) else "")
+        warnings.append(f"Nothing was quantized: {why}; the result computes like the source model.{hint}")
+    else:
+        if reasons:
+            warnings.append(f"{len(left)} weighted node(s) stayed float: " + "; ".join(reasons) + ".")
+        if cov.in_subgraphs:
+            notes.append(f"{cov.in_subgraphs} of the {cov.total} quantized nodes are inside control-flow subgraphs.")
+    return QuantResult(warnings, notes, cov)
+
+
+def _sort_after_subgraph_quantization(path: Path) -> None:
+    """ORT's dynamic quantizer appends the DynamicQuantizeLinear of a value that If/Loop/Scan bodies read after the
+    node that holds them; ORT runs that, the ONNX checker refuses it ("Nodes in a graph must be topologically
+    sorted"). Put the producers first (``graphs.topological_sort``, outer-scope reads included)."""
+    model = onnx.load(str(path))
+    graphs.topological_sort(model.graph)
+    onnx.save_model(model, str(path))
+
+
+def _finish(out: Path, dst: Path, step: str) -> None:
+    if not out.is_file():
+        raise QuantizationError("ONNX Runtime wrote no output model.", step=step)
+    shutil.copyfile(out, dst)
+
+
+# -- public API -----------------------------------------------------------------------------------------
+
+
+def preprocess_for_quantization(src, dst) -> list[str]:
+    """Run ORT's ``quant_pre_process`` (shape inference, BatchNorm folding) from ``src`` into ``dst``.
+
+    Opset < 13 is converted to 13 first; when symbolic shape inference fails it is retried without it.
+    Returns warnings.
+    """
+    step = "preprocess"
+    model, warnings = _ensure_opset(_load(src, step), step)
+    dst = _check_dst(src, dst, step)
+    with tempfile.TemporaryDirectory(prefix="ortlab-preprocess-") as tmpdir:
+        tmp = Path(tmpdir)
+        staged = _stage_input(model, tmp)
+        out = tmp / "preprocessed.onnx"
+        messages: list[str] = []
+        try:
+            # ORT's symbolic shape inference saves "sym_shape_infer_temp.onnx" into the current directory when it
+            # gives up (recipes run in their own child process, so changing its directory is safe)
+            with _ort_quiet() as log, contextlib.chdir(tmp):
+                quant_pre_process(str(staged), str(out), skip_symbolic_shape=False)
+            messages = log.messages
+        except Exception as first:
+            try:
+                with _ort_quiet() as log:
+                    quant_pre_process(str(staged), str(out), skip_symbolic_shape=True)
+                messages = log.messages
+            except Exception as exc:
+                raise _fail(step, exc, "Turn pre-processing off and quantize the model as it is.") from None
+            reason = one_line(first)
+            warnings.append(f"Symbolic shape inference failed ({type(first).__name__}: {reason}); pre-processed "
+                            f"with ONNX shape inference only (skip_symbolic_shape=True).")
+        _finish(out, dst, step)
+    for m in messages:
+        if "Model Optimization Failed" in m:
+            warnings.append("ORT's graph optimization inside pre-processing failed; the model was pre-processed "
+                            "without it (BatchNormalization may stay unfused).")
+    return warnings
+
+
+def quantize_dynamic_model(src, dst, q: QuantConfig) -> list[str]:
+    """Dynamic int8 (weights ahead of time, activations at run time) of ``src`` into ``dst``; returns warnings."""
+    return quantize_dynamic_result(src, dst, q).warnings
+
+
+def quantize_dynamic_result(src, dst, q: QuantConfig) -> QuantResult:
+    """:func:`quantize_dynamic_model` with its notes and the :class:`QuantCoverage` of the result. Weights held in
+    Constant nodes are moved into initializers first (in the staged copy); nodes inside If/Loop/Scan bodies are
+    quantized and counted too. Nothing quantized is a warning that says why."""
+    step = "quantize"
+    args = ort_arguments(q if q.mode == QuantMode.DYNAMIC else _as_mode(q, QuantMode.DYNAMIC))
+    model, warnings = _ensure_opset(_load(src, step), step)
+    _refuse_float16(model, step)
+    dst = _check_dst(src, dst, step)
+    ops = args.quantize["op_types_to_quantize"]
+    if ops is None or "Conv" in ops:
+        warnings.append("Dynamic quantization of Conv makes ConvInteger, which runs far slower than fp32 on CPU. "
+                        "Leave Conv out (MatMul/Gemm only) or use static quantization.")
+    targets = list(ops) if ops is not None else sorted(IntegerOpsRegistry)
+    notes = _weights_to_initializers(model)
+    kwargs = dict(args.quantize)
+    if graphs.has_subgraphs(model.graph):  # ORT leaves If/Loop/Scan bodies alone unless asked
+        kwargs["extra_options"] = {**(kwargs.get("extra_options") or {}), "EnableSubgraph": True}
+    with tempfile.TemporaryDirectory(prefix="ortlab-quant-") as tmpdir:
+        tmp = Path(tmpdir)
+        staged = _stage_input(model, tmp)
+        out = tmp / "quantized.onnx"
+        try:
+            with _ort_quiet() as log:
+                quantize_dynamic(str(staged), str(out), **kwargs)
+        except OrtlabError:
+            raise
+        except Exception as exc:
+            raise _fail(step, exc, "Exclude the failing op types or nodes, or try static quantization.") from None
+        if graphs.has_subgraphs(model.graph):
+            _sort_after_subgraph_quantization(out)
+        result = _coverage_result(out, model, targets, warnings + _log_warnings(log.messages, dynamic=True), notes,
+                                  "dynamic")
+        _finish(out, dst, step)
+    return result
+
+
+def _as_mode(q: QuantConfig, mode: QuantMode) -> QuantConfig:
+    return replace(q, mode=mode)
+
+
+def _static_args(q: QuantConfig) -> OrtArguments:
+    args = ort_arguments(q if q.mode == QuantMode.STATIC else _as_mode(q, QuantMode.STATIC))
+    if q.calibration_method == CalibrationMethod.DISTRIBUTION and q.num_bins < DISTRIBUTION_MIN_BINS:
+        raise QuantizationError(f"The Distribution method needs at least {DISTRIBUTION_MIN_BINS} histogram bins "
+                                f"(got {q.num_bins}); raise num_bins.", step="calibrate")
+    return args
+
+
+def calibrate_model(src, q: QuantConfig, reader, cache) -> list[str]:
+    """Calibrate ``src`` with ``reader`` (a :class:`ortlab.transforms.calibration.CalibrationReader`) and write the
+    activation ranges as ONNX Runtime's calibration cache ``cache`` (JSON); returns warnings.
+
+    The one calibration path for every method: ORT's ``create_calibrator`` → ``collect_data`` →
+    ``compute_data``, with the method's own options (histogram bins, percentile, moving average, symmetry).
+    Raises ``Cancelled`` when the reader's cancel token is set, ``QuantizationError`` else.
+    """
+    args = _static_args(q)
+    model, warnings = _ensure_opset(_load(src, "calibrate"), "calibrate")
+    _refuse_float16(model, "calibrate")
+    if getattr(reader, "is_random", False):
+        warnings.append("Calibrated with random data: activation ranges do not represent real inputs, so the "
+                        "quantized model's accuracy is meaningless.")
+    cache = Path(cache)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ortlab-calib-") as tmpdir:
+        tmp = Path(tmpdir)
+        staged = _stage_input(model, tmp)
+        if hasattr(reader, "rewind"):
+            reader.rewind()
+        try:
+            with _ort_quiet() as log:
+                calibrator = create_calibrator(staged, augmented_model_path=str(tmp / "augmented_model.onnx"),
+                                               **args.calibrator)
+                calibrator.collect_data(reader)
+                ranges = calibrator.compute_data()
+                save_tensors_data(ranges, cache)
+                del calibrator
+        except (Cancelled, OrtlabError):
+            raise
+        except Exception as exc:
+            raise _fail("calibrate", exc, _CALIBRATE_HINT) from None
+    return warnings + _log_warnings(log.messages)
+
+
+def quantize_calibrated_model(src, dst, q: QuantConfig, cache) -> list[str]:
+    """Static int8 of ``src`` into ``dst`` from the ranges :func:`calibrate_model` wrote to ``cache``:
+    ``quantize_static`` with no data reader, reading the calibration cache. Returns warnings."""
+    return quantize_calibrated_result(src, dst, q, cache).warnings
+
+
+def _channels_axis0(node: onnx.NodeProto) -> bool:
+    """Whether a per-channel weight of ``node`` has its output channels on axis 0 (Conv; Gemm with transB)."""
+    if node.op_type == "Conv":
+        return True
+    return node.op_type == "Gemm" and any(a.name == "transB" and a.i == 1 for a in node.attribute)
+
+
+def int16_weight_overrides(model: onnx.ModelProto, nodes, per_channel: bool = True) -> tuple[dict[str, Any], list[str]]:
+    """ORT's ``TensorQuantOverrides`` giving the weight initializer (input 1) of each named node the int16 type
+    (one scale per output channel for Conv and transposed-Gemm weights when ``per_channel``, else one per tensor),
+    and the names that are not a node with an initializer weight."""
+    inits = {t.name: t for t in model.graph.initializer}
+    by_name = {n.name: n for n in model.graph.node}
+    overrides: dict[str, Any] = {}
+    missing = []
+    for name in nodes:
+        node = by_name.get(name)
+        if node is None or len(node.input) < 2 or node.input[1] not in inits:
+            missing.append(name)
+            continue
+        weight = inits[node.input[1]]
+        if per_channel and _channels_axis0(node) and weight.dims:
+            overrides[node.input[1]] = [{"quant_type": OrtQuantType.QInt16, "axis": 0}] + [{}] * (weight.dims[0] - 1)
+        else:
+            overrides[node.input[1]] = [{"quant_type": OrtQuantType.QInt16}]
+    return overrides, missing
+
+
+def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
+    """:func:`quantize_calibrated_model` with its notes and the :class:`QuantCoverage` of the result."""
+    args = _static_args(q)
+    model, warnings = _ensure_opset(_load(src, "quantize"), "quantize")
+    warnings = [w for w in warnings if not w.startswith("Converted the model from opset")]  # said by calibrate
+    _refuse_float16(model, "quantize")
+    dst = _check_dst(src, dst, "quantize")
+    cache = Path(cache)
+    if not cache.is_file():
+        raise QuantizationError(f"No calibration cache at {cache}: calibrate first.", step="quantize")
+    ops = args.quantize["op_types_to_quantize"]
+    targets = list(ops) if ops is not None else sorted(set(QLinearOpsRegistry) | set(QDQRegistry))
+    notes = _weights_to_initializers(model)
+    kwargs = dict(args.quantize)
+    if q.int16_weight_nodes:
+        overrides, missing = int16_weight_overrides(model, q.int16_weight_nodes, q.per_channel)
+        if missing:
+            warnings.append(f"No weight to give 16 bits in node(s) {', '.join(missing)} (not in the model, or their "
+                            "weight is not a constant); they stay 8-bit.")
+        kwargs["extra_options"] = {**kwargs["extra_options"], "TensorQuantOverrides": overrides}
+    with tempfile.TemporaryDirectory(prefix="ortlab-quant-") as tmpdir:
+        tmp = Path(tmpdir)
+        staged = _stage_input(model, tmp)
+        out = tmp / "quantized.onnx"
+        try:
+            with _ort_quiet() as log:
+                quantize_static(str(staged), str(out), calibration_data_reader=None,
+                                calibration_cache_path=str(cache), **kwargs)
+        except (Cancelled, OrtlabError):
+            raise
+        except Exception as exc:
+            raise _fail("quantize", exc, _QUANTIZE_HINT) from None
+        result = _coverage_result(out, model, targets, warnings + _log_warnings(log.messages), notes, "static")
+        _finish(out, dst, "quantize")
+    return result
+
+
+def quantize_static_model(src, dst, q: QuantConfig, reader) -> list[str]:
+    """Static int8 in one call: :func:`calibrate_model` then :func:`quantize_calibrated_model` (the cache in
+    a temp dir). Nothing lands next to the source or in the current directory."""
+    with tempfile.TemporaryDirectory(prefix="ortlab-static-") as tmpdir:
+        cache = Path(tmpdir) / "calibration.json"
+        warnings = calibrate_model(src, q, reader, cache)
+        for w in quantize_calibrated_model(src, dst, q, cache):
+            if w not in warnings:
+                warnings.append(w)
+    return warnings
+
+
+_CALIBRATE_HINT = "Check that the preprocessing (size, layout, channels, dtype) matches the model input."
+_QUANTIZE_HINT = "Exclude the failing op types or nodes, try the other format, or turn pre-processing on."
