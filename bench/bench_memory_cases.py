@@ -64,7 +64,7 @@ def prepare(name: str, tmp: Path, upload_mb: int) -> None:
 def case(name: str, tmp: Path, upload_mb: int) -> str:
     """Run one case in this process; returns what happened (the error message or "ok")."""
 
-    from ortlab.data import dataset as data
+    from ortlab.data.loaders import load_image_zip, load_tensor_file
     from ortlab.runs import service
     from ortlab.settings.config import BenchConfig, Recipe
     from ortlab.core.errors import OrtlabError
@@ -74,9 +74,9 @@ def case(name: str, tmp: Path, upload_mb: int) -> str:
 
     try:
         if name == "zero_npz":
-            data.load_tensor_file(tmp / "z.npz")
+            load_tensor_file(tmp / "z.npz")
         elif name == "huge_png_zip":
-            data.load_image_zip((tmp / "big.zip").read_bytes())
+            load_image_zip((tmp / "big.zip").read_bytes())
         elif name == "wide_zip":
             from ortlab.model.inspect import import_model
 

@@ -30,7 +30,7 @@ from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, 
                                       quantize_static)
 from PIL import Image  # noqa: E402
 
-from ortlab.data import dataset as data  # noqa: E402
+from ortlab.data.loaders import load_image_folder  # noqa: E402
 from ortlab.settings.config import QuantConfig  # noqa: E402
 from ortlab.model.inspect import inspect_model, sha256_file  # noqa: E402
 from ortlab.transforms.calibration import CalibrationReader  # noqa: E402
@@ -78,7 +78,7 @@ def main() -> int:
         model = tmp / "preprocessed.onnx"
         preprocess_for_quantization(src, model)
         inputs = inspect_model(model).inputs
-        ds = data.load_image_folder(tmp / "calibration", class_names=sample.labels)
+        ds = load_image_folder(tmp / "calibration", class_names=sample.labels)
         files = [Path(s.source) for s in ds.samples]
         q = QuantConfig(calibration_samples=len(ds))
 

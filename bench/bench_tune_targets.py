@@ -44,7 +44,7 @@ from ortlab.timing import bench  # noqa: E402
 from ortlab.data import samples  # noqa: E402
 from ortlab.checks.analyze import analyze  # noqa: E402
 from ortlab.settings.config import BenchConfig, OptLevel, Precision, QuantMode, Recipe  # noqa: E402
-from ortlab.data.dataset import batch_inputs  # noqa: E402
+from ortlab.data.feeds import batch_inputs  # noqa: E402
 from ortlab.checks.evaluate import session_inputs  # noqa: E402
 from ortlab.runs.pipeline import run_recipe  # noqa: E402
 from ortlab.runtime.providers import create_session  # noqa: E402

@@ -4,7 +4,11 @@ and the shape of every input."""
 import numpy as np
 import streamlit as st
 
-from ortlab.data import dataset as data, samples
+from ortlab.data.dataset import random_dataset
+from ortlab.data.feeds import batch_inputs, check_fits, check_tensor_inputs
+from ortlab.data.loaders import load_image_files, load_image_zip, load_tensor_file, load_text_file
+from ortlab.data.preprocess import detect_preprocess, tensor_preview
+from ortlab.data import samples
 from ortlab.settings.config import PreprocessConfig
 from ortlab.ui import actions, state
 from ortlab.ui.cards import random_data_warning
@@ -68,9 +72,9 @@ with st.container(border=True):
                 zips = [f for f in files if f.name.lower().endswith(".zip")]
                 names = sample_labels() or None
                 if zips:
-                    ds = data.load_image_zip(zips[0].getvalue(), names)
+                    ds = load_image_zip(zips[0].getvalue(), names)
                 else:
-                    ds = data.load_image_files([(f.name, f.getvalue()) for f in files], names)
+                    ds = load_image_files([(f.name, f.getvalue()) for f in files], names)
                 actions.set_user_dataset(ds, f"uploaded images ({len(ds)})")
                 st.success(f"Loaded {len(ds)} images{' with labels' if ds.labeled() else ' (unlabeled)'}.")
     elif source == "tensors":
@@ -78,8 +82,8 @@ with st.container(border=True):
                              key="tensor_upload", type=["npy", "npz"])
         if f is not None and _new_files("tensor_upload", [f]):
             with engine_errors(f"Reading {f.name}"):
-                ds = data.load_tensor_file(f.getvalue(), f.name)
-                data.check_tensor_inputs(ds, info.inputs, actions.input_specs(info, overrides={}))
+                ds = load_tensor_file(f.getvalue(), f.name)
+                check_tensor_inputs(ds, info.inputs, actions.input_specs(info, overrides={}))
                 actions.set_user_dataset(ds, f"{f.name} ({len(ds)})")
                 st.success(f"Loaded {len(ds)} samples from {md(f.name)}.")
     elif source == "text":
@@ -92,7 +96,7 @@ with st.container(border=True):
                 state.ui("text_seq") != seq):
             state.set_ui("text_seq", seq)
             with engine_errors(f"Reading {txt.name} with {tok.name}"):
-                ds = data.load_text_file(txt.getvalue(), tok.getvalue(), int(seq) or None, txt.name)
+                ds = load_text_file(txt.getvalue(), tok.getvalue(), int(seq) or None, txt.name)
                 actions.set_user_dataset(ds, f"{txt.name} ({len(ds)})")
                 st.success(f"Loaded {len(ds)} lines from {md(txt.name)}.")
     else:
@@ -102,7 +106,7 @@ with st.container(border=True):
         n_rand = c1.number_input("Random samples", 1, 10000, 32, key="data.random_n")
         if c2.checkbox("I understand: use random data", key="data.random_ok") and state.ui("random_applied") != n_rand:
             with engine_errors("Making random data"):
-                actions.set_user_dataset(data.random_dataset(int(n_rand), seed=0), f"random ({n_rand})")
+                actions.set_user_dataset(random_dataset(int(n_rand), seed=0), f"random ({n_rand})")
                 state.set_ui("random_applied", n_rand)
 
 
@@ -199,7 +203,7 @@ if ds.kind == "images":
                 if sample:
                     current = samples.get_sample(sample).preprocess
                 else:
-                    current = data.detect_preprocess(info.inputs[0])
+                    current = detect_preprocess(info.inputs[0])
                 state.set_preprocess(current)
                 state.clear_widgets("pre.")
     with cols[0]:
@@ -214,7 +218,7 @@ if ds.kind == "images":
     with engine_errors("Preprocessing a batch"):
         fixed = next((s.dims[s.batch_axis].value for s in actions.input_specs(info) if s.batch_fixed), None)
         b = list(range(min(fixed or 4, len(ds))))  # a model with a fixed batch gets exactly that many
-        feed = data.batch_inputs(ds, b, cfg, info.inputs)
+        feed = batch_inputs(ds, b, cfg, info.inputs)
         name, arr = next(iter(feed.items()))
         a32 = arr.astype(np.float32)
         m = st.columns(5)
@@ -225,13 +229,13 @@ if ds.kind == "images":
         m[4].metric("mean", f"{a32.mean():.3g}", border=True)
         pc = st.columns(6)
         pc[0].image(ds.load_preview(0), caption="original", width=140)
-        pc[1].image(data.tensor_preview(arr[0], cfg), caption=f"model input {cfg.size[0]}×{cfg.size[1]} (rescaled)",
+        pc[1].image(tensor_preview(arr[0], cfg), caption=f"model input {cfg.size[0]}×{cfg.size[1]} (rescaled)",
                     width=140)
-        data.check_fits(ds, cfg, info.inputs)
+        check_fits(ds, cfg, info.inputs)
         st.success("This data fits the model.")
 elif ds.kind in ("tensors", "text"):
     with engine_errors("Checking the data against the model"):
-        feed = data.batch_inputs(ds, [0], None, info.inputs, actions.input_specs(info))
+        feed = batch_inputs(ds, [0], None, info.inputs, actions.input_specs(info))
         st.dataframe([{"input": k, "shape": list(v.shape), "dtype": str(v.dtype), "min": float(v.min()),
                        "max": float(v.max()), "mean": float(v.astype(np.float64).mean())} for k, v in feed.items()],
                      hide_index=True)

@@ -12,20 +12,10 @@ from PIL import Image
 
 from ortlab.settings.config import PreprocessConfig
 from ortlab.transforms.calibration import CalibrationReader
-from ortlab.data.dataset import (
-    Dataset,
-    Sample,
-    batch_inputs,
-    detect_preprocess,
-    load_image_files,
-    load_image_folder,
-    load_image_zip,
-    load_tensor_file,
-    preprocess_image,
-    tensor_preview,
-    random_dataset,
-    stratified_sample,
-)
+from ortlab.data.dataset import Dataset, Sample, random_dataset, stratified_sample
+from ortlab.data.feeds import batch_inputs
+from ortlab.data.loaders import load_image_files, load_image_folder, load_image_zip, load_tensor_file
+from ortlab.data.preprocess import detect_preprocess, preprocess_image, tensor_preview
 from ortlab.core.errors import Cancelled, DataError
 from ortlab.data.inputs import infer_specs
 from ortlab.model.inspect import TensorInfo
@@ -180,13 +170,13 @@ def test_npy_tensors_validate_against_model_inputs(tmp_path):
     np.save(tmp_path / "x.npy", arr)
     ds = load_tensor_file(tmp_path / "x.npy")
     assert ds.kind == "tensors" and len(ds) == 5 and not ds.labeled()
-    feed = ds.inputs(2, None, IMG_IN)
+    feed = batch_inputs(ds, [2], None, IMG_IN)
     assert feed["input"].shape == (1, 3, 32, 32) and feed["input"].dtype == np.float32
     np.testing.assert_allclose(feed["input"][0], arr[2].astype(np.float32))
     wrong = (TensorInfo("input", "float32", ("N", 3, 64, 64)),)
     with pytest.raises(DataError, match=r"The \.npy array has samples of shape \[3, 32, 32\] but model input "
                                         r"'input' expects \[N, 3, 64, 64\]"):
-        ds.inputs(0, None, wrong)
+        batch_inputs(ds, [0], None, wrong)
 
 
 def test_npz_keys_must_be_input_names_and_labels_are_read(tmp_path):
@@ -199,9 +189,9 @@ def test_npz_keys_must_be_input_names_and_labels_are_read(tmp_path):
     feed = batch_inputs(ds, [1, 3], None, inputs)
     np.testing.assert_array_equal(feed["ids"], ids[[1, 3]])
     with pytest.raises(DataError, match=r"The \.npz keys \(ids, mask\) must be the model's input names \(ids, tok\)"):
-        ds.inputs(0, None, (TensorInfo("ids", "int64", ("N", "seq")), TensorInfo("tok", "int64", ("N", "seq"))))
+        batch_inputs(ds, [0], None, (TensorInfo("ids", "int64", ("N", "seq")), TensorInfo("tok", "int64", ("N", "seq"))))
     with pytest.raises(DataError, match=r"Array 'ids' is int64 but model input 'ids' is float32"):
-        ds.inputs(0, None, (TensorInfo("ids", "float32", ("N", 3)), TensorInfo("mask", "int64", ("N", 3))))
+        batch_inputs(ds, [0], None, (TensorInfo("ids", "float32", ("N", 3)), TensorInfo("mask", "int64", ("N", 3))))
 
 
 def test_bad_tensor_files(tmp_path):
@@ -221,24 +211,24 @@ def test_bad_tensor_files(tmp_path):
 def test_random_dataset_is_flagged_and_reproducible():
     ds = random_dataset(4, seed=3)
     assert ds.is_random and ds.kind == "random" and len(ds) == 4
-    a = ds.inputs(1, None, IMG_IN)["input"]
+    a = batch_inputs(ds, [1], None, IMG_IN)["input"]
     assert a.shape == (1, 3, 32, 32) and a.dtype == np.float32
-    np.testing.assert_array_equal(a, random_dataset(4, seed=3).inputs(1, None, IMG_IN)["input"])
-    assert not np.array_equal(a, ds.inputs(2, None, IMG_IN)["input"])
+    np.testing.assert_array_equal(a, batch_inputs(random_dataset(4, seed=3), [1], None, IMG_IN)["input"])
+    assert not np.array_equal(a, batch_inputs(ds, [2], None, IMG_IN)["input"])
     sub = stratified_sample(ds, 2, seed=0)
     assert sub.is_random  # the flag survives sub-sampling
-    np.testing.assert_array_equal(sub.inputs(0, None, IMG_IN)["input"],
+    np.testing.assert_array_equal(batch_inputs(sub, [0], None, IMG_IN)["input"],
                                   ds.inputs(sub.samples[0].index, None, IMG_IN)["input"])
     # open dims are never guessed: they are named, with the flag that sets them
     seq_in = (TensorInfo("x", "int64", ("batch", "seq")),)
     with pytest.raises(DataError, match=r"'seq' \(axis 1\).*--shape x=1,SEQ"):
-        ds.inputs(0, None, seq_in)
-    dyn = ds.inputs(0, None, seq_in, infer_specs(seq_in, overrides={"x": [1, 12]}))["x"]
+        batch_inputs(ds, [0], None, seq_in)
+    dyn = batch_inputs(ds, [0], None, seq_in, infer_specs(seq_in, overrides={"x": [1, 12]}))["x"]
     assert dyn.shape == (1, 12) and dyn.dtype == np.int64
     img_in = (TensorInfo("x", "float32", ("N", "H", "W", 1)),)
     with pytest.raises(DataError, match=r"'H' \(axis 1\), 'W' \(axis 2\).*--shape x=1,H,W,1"):
-        ds.inputs(0, None, img_in)
-    img = ds.inputs(0, None, img_in, infer_specs(img_in, overrides={"x": [1, 40, 30, 1]}))["x"]
+        batch_inputs(ds, [0], None, img_in)
+    img = batch_inputs(ds, [0], None, img_in, infer_specs(img_in, overrides={"x": [1, 40, 30, 1]}))["x"]
     assert img.shape == (1, 40, 30, 1)
 
 
@@ -298,12 +288,12 @@ def test_wrong_images_for_the_model_say_what_it_expects(tmp_path):
     gray = PreprocessConfig(size=(32, 32), channels=1, mean=(0.0,), std=(1.0,))
     with pytest.raises(DataError, match=r"Preprocessing makes 1-channel NCHW images but the model expects "
                                         r"\[N, 3, 32, 32\] \(NCHW, 3 channel\(s\)\); set channels to 3"):
-        ds.inputs(0, gray, IMG_IN)
+        batch_inputs(ds, [0], gray, IMG_IN)
     with pytest.raises(DataError, match=r"resizes to 64×64 but the model expects .*; set size to 32×32"):
-        ds.inputs(0, PreprocessConfig(size=(64, 64)), IMG_IN)
+        batch_inputs(ds, [0], PreprocessConfig(size=(64, 64)), IMG_IN)
     with pytest.raises(DataError, match=r"not an image \(\[N, C, H, W\] or \[N, H, W, C\]\)"):
-        ds.inputs(0, None, (TensorInfo("tokens", "int64", ("N", 16)),))
-    feed = ds.inputs(0, None, IMG_IN)
+        batch_inputs(ds, [0], None, (TensorInfo("tokens", "int64", ("N", 16)),))
+    feed = batch_inputs(ds, [0], None, IMG_IN)
     assert feed["input"].shape == (1, 3, 32, 32)
 
 

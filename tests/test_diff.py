@@ -183,7 +183,7 @@ def test_description_gives_scale_and_zero_point_of_quantized_nodes(digits_int8):
 def digits_int8(tmp_path_factory):
     """The bundled digits CNN and its int8 static QDQ copy (real calibration images, no graph optimization)."""
     from ortlab.settings.config import Precision, Recipe
-    from ortlab.data.dataset import load_image_folder
+    from ortlab.data.loaders import load_image_folder
     from ortlab.runs.pipeline import run_recipe
     from ortlab.data.samples import get_sample
 

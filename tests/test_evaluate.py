@@ -15,7 +15,9 @@ from PIL import Image
 from models import conv_bn_model, matmul_model
 from ortlab.settings.config import QuantConfig
 from ortlab.transforms.calibration import CalibrationReader
-from ortlab.data.dataset import load_image_folder, load_tensor_file, preprocess_image, random_dataset
+from ortlab.data.dataset import random_dataset
+from ortlab.data.loaders import load_image_folder, load_tensor_file
+from ortlab.data.preprocess import preprocess_image
 from ortlab.core.errors import Cancelled, DataError
 from ortlab.checks.evaluate import EvalReport, OutputError, accuracy, evaluate
 from ortlab.model.inspect import TensorInfo
@@ -50,7 +52,7 @@ def images(tmp_path_factory):
 
 def manual_logits(path, ds):
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    from ortlab.data.dataset import detect_preprocess
+    from ortlab.data.preprocess import detect_preprocess
 
     cfg = detect_preprocess(CONV_IN[0])
     return np.concatenate([sess.run(None, {"input": preprocess_image(ds.load_image(i), cfg)[None]})[0]

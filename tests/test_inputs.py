@@ -15,7 +15,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ortlab.cli import main as cli
-from ortlab.data import dataset as data
+from ortlab.data.dataset import random_dataset
+from ortlab.data.feeds import batch_inputs, check_fits
+from ortlab.data.loaders import load_text_file
+from ortlab.data.preprocess import detect_preprocess
+from ortlab.data.store import dataset_digest, write_dataset
 from ortlab.timing.bench import latency_samples, make_inputs
 from ortlab.transforms.calibration import CalibrationReader
 from ortlab.settings.config import BenchConfig, PreprocessConfig, QuantConfig, QuantMode, Precision, Recipe
@@ -144,9 +148,9 @@ def test_specs_record_where_each_dim_came_from(files):
     (m,) = infer_specs(info, manifest)
     assert m.shape == (1, 3, 40, 30) and m.dims[2].source == "manifest"
     # images with the detected preprocessing (224 because the model is dynamic): a stated default, not silent
-    images = data.random_dataset(1)
+    images = random_dataset(1)
     images.kind = "images"
-    (d,) = infer_specs(info, data.detect_preprocess(info.inputs[0]), images)
+    (d,) = infer_specs(info, detect_preprocess(info.inputs[0]), images)
     assert d.shape == (1, 3, 224, 224) and d.dims[2].source == "default" and "dynamic" in d.dims[2].reason
     # --shape gives the image size the preprocessing resizes to
     assert fit_preprocess(PreprocessConfig(), [s]).size == (64, 48)
@@ -188,9 +192,9 @@ def test_rnn_random_feeds_put_the_batch_on_axis_1_with_zero_state(files):
     assert feeds["x"].shape == (3, 5, 8) and feeds["h0"].shape == (2, 3, 16)
     assert not feeds["h0"].any()
     assert sess.run(None, feeds)[0].shape == (2, 3, 4)
-    ds = data.random_dataset(3)
+    ds = random_dataset(3)
     specs = infer_specs(inspect_model(files["rnn"]))
-    feed = data.batch_inputs(ds, [0, 1], None, inspect_model(files["rnn"]).inputs, specs)
+    feed = batch_inputs(ds, [0, 1], None, inspect_model(files["rnn"]).inputs, specs)
     assert feed["x"].shape == (2, 5, 8) and feed["h0"].shape == (2, 2, 16) and not feed["h0"].any()
 
 
@@ -231,51 +235,51 @@ def test_text_data_becomes_the_inputs_the_model_takes_at_the_length(files):
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(files["tok"]))
-    ds = data.load_text_file(files["txt"], files["tok"], seq_len=6)
+    ds = load_text_file(files["txt"], files["tok"], seq_len=6)
     assert ds.kind == "text" and len(ds) == len(TEXT)
     info = inspect_model(files["text"])
     specs = infer_specs(info, dataset=ds)
     assert [s.shape for s in specs] == [(1, 6), (1, 6)] and specs[0].dims[1].source == "data"
-    feed = data.batch_inputs(ds, [0, 3], None, info.inputs, specs)
+    feed = batch_inputs(ds, [0, 3], None, info.inputs, specs)
     assert set(feed) == {"input_ids", "attention_mask"}
     assert feed["input_ids"].shape == (2, 6) and feed["input_ids"].dtype == np.int64
     # "the cat sat on the mat" is 6 words + [CLS] [SEP]: truncated to 6 with [SEP] kept last
     first = tok.encode(TEXT[0]).ids
     assert feed["input_ids"][0, 0] == 2 and feed["input_ids"][0, -1] == 3 and list(feed["input_ids"][0, 1:5]) == first[1:5]
     # "cats and dogs play" is 4 words + 2 = 6 tokens exactly; a shorter line is padded with [PAD] = 0, mask 0
-    short = data.load_text_file(files["txt"], files["tok"], seq_len=10)
-    f2 = data.batch_inputs(short, [3], None, info.inputs)
+    short = load_text_file(files["txt"], files["tok"], seq_len=10)
+    f2 = batch_inputs(short, [3], None, info.inputs)
     assert list(f2["attention_mask"][0]) == [1] * 6 + [0] * 4 and list(f2["input_ids"][0, 6:]) == [0] * 4
     # no --seq-len and an open sequence dim: 128, stated as a default
-    default = infer_specs(info, dataset=data.load_text_file(files["txt"], files["tok"]))
+    default = infer_specs(info, dataset=load_text_file(files["txt"], files["tok"]))
     assert default[0].shape == (1, 128) and default[0].dims[1].source == "default"
     # a model with a fixed length and token_type_ids: the model's length, all three tensors
     fixed = inspect_model(text_model(files["root"] / "fixed.onnx", seq=16, token_types=True))
-    f3 = data.batch_inputs(data.load_text_file(files["txt"], files["tok"]), [1], None, fixed.inputs)
+    f3 = batch_inputs(load_text_file(files["txt"], files["tok"]), [1], None, fixed.inputs)
     assert {k: v.shape for k, v in f3.items()} == {"input_ids": (1, 16), "attention_mask": (1, 16),
                                                   "token_type_ids": (1, 16)}
     assert not f3["token_type_ids"].any()
     # text cannot feed an image model; a tokenizer that is not one is refused
     with pytest.raises(DataError, match="no model input looks like one"):
-        data.check_fits(ds, None, inspect_model(files["rnn"]).inputs, infer_specs(inspect_model(files["rnn"])))
+        check_fits(ds, None, inspect_model(files["rnn"]).inputs, infer_specs(inspect_model(files["rnn"])))
     bad = files["root"] / "bad.json"
     bad.write_text("{}", encoding="utf-8")
     with pytest.raises(DataError, match="not a Hugging Face tokenizer.json"):
-        data.load_text_file(files["txt"], bad)
+        load_text_file(files["txt"], bad)
 
 
 def test_text_dataset_round_trips_through_a_data_ref(files, tmp_path):
-    ds = data.load_text_file(files["txt"], files["tok"], seq_len=12)
-    path = data.write_dataset(ds, tmp_path / "d")
+    ds = load_text_file(files["txt"], files["tok"], seq_len=12)
+    path = write_dataset(ds, tmp_path / "d")
     assert path.name == "data.txt" and (path.parent / "tokenizer.json").is_file()
     ref = DataRef(path=str(path), tokenizer=str(path.parent / "tokenizer.json"), seq_len=12)
     again = DataRef.from_dict(json.loads(json.dumps(ref.to_dict()))).load()
     assert again.kind == "text" and again._texts == ds._texts and again.seq_len == 12
-    assert data.dataset_digest(again) == data.dataset_digest(ds)
+    assert dataset_digest(again) == dataset_digest(ds)
 
 
 def test_calibration_reader_feeds_text_at_the_length(files):
-    ds = data.load_text_file(files["txt"], files["tok"], seq_len=7)
+    ds = load_text_file(files["txt"], files["tok"], seq_len=7)
     info = inspect_model(files["text"])
     reader = CalibrationReader(ds, None, info.inputs)
     feeds = list(iter(reader.get_next, None))
@@ -357,6 +361,6 @@ def test_run_spec_carries_shapes_and_text(files):
 
 
 def test_a_shape_set_on_one_input_wins_over_the_data_for_the_same_dim_name(files):
-    ds = data.load_text_file(files["txt"], files["tok"], seq_len=20)
+    ds = load_text_file(files["txt"], files["tok"], seq_len=20)
     ids, mask = infer_specs(inspect_model(files["text"]), dataset=ds, overrides={"input_ids": [1, 33]})
     assert ids.shape == mask.shape == (1, 33) and mask.dims[1].source == "user"

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from ortlab.timing import bench
-from ortlab.data import dataset as data
+from ortlab.data.dataset import random_dataset
+from ortlab.data.feeds import batch_inputs
+from ortlab.data.loaders import load_image_files, load_image_folder, load_image_zip, load_tensor_file
 from ortlab.core import limits, zipsafe
 from ortlab.runs import service
 from ortlab.runtime import child
@@ -73,11 +75,11 @@ def test_a_3_mb_npz_of_deflated_zeros_is_refused_from_its_headers(tmp_path, no_n
     before = vm_hwm_mb()
     with pytest.raises(DataError, match=r"zeros.npz holds 3.09 GB of arrays once loaded; at most 536.87 MB are "
                                         r"accepted \(tensor file limit, ORTLAB_LIMIT_TENSOR_FILE_MAX_BYTES\)"):
-        data.load_tensor_file(path)
+        load_tensor_file(path)
     monkeypatch.setenv("ORTLAB_LIMIT_TENSOR_FILE_MAX_BYTES", str(10**10))  # then the ratio refuses it
     with pytest.raises(DataError, match=r"zeros.npz: array 'x.npy' expands 10\d\d× its compressed size \(at most "
                                         r"1000× is accepted, tensor ratio limit, ORTLAB_LIMIT_TENSOR_FILE_MAX_RATIO\)"):
-        data.load_tensor_file(path.read_bytes(), "zeros.npz")
+        load_tensor_file(path.read_bytes(), "zeros.npz")
     assert vm_hwm_mb() - before < 100
 
 
@@ -85,16 +87,16 @@ def test_the_byte_cap_of_a_tensor_file(tmp_path, monkeypatch, no_np_load):
     monkeypatch.setenv("ORTLAB_LIMIT_TENSOR_FILE_MAX_BYTES", str(1_000_000))
     with pytest.raises(DataError, match=r"holds 4.19 MB of arrays once loaded; at most 1.00 MB are accepted "
                                         r"\(tensor file limit, ORTLAB_LIMIT_TENSOR_FILE_MAX_BYTES\)\. Use fewer"):
-        data.load_tensor_file(zero_npz(tmp_path / "z.npz", nbytes=4 << 20, chunk=1 << 20))
+        load_tensor_file(zero_npz(tmp_path / "z.npz", nbytes=4 << 20, chunk=1 << 20))
     buf = io.BytesIO()
     np.lib.format.write_array_header_1_0(buf, {"descr": "<f4", "fortran_order": False, "shape": (10**9,)})
     (tmp_path / "claims.npy").write_bytes(buf.getvalue() + b"\0" * 64)  # a header claiming 4 GB
     with pytest.raises(DataError, match="holds 4.00 GB of arrays"):
-        data.load_tensor_file(tmp_path / "claims.npy")
+        load_tensor_file(tmp_path / "claims.npy")
 
 
 def test_a_small_zero_npz_is_valid_and_loads_under_the_caps(tmp_path):
-    ds = data.load_tensor_file(zero_npz(tmp_path / "z.npz", nbytes=2 << 20, chunk=1 << 20))
+    ds = load_tensor_file(zero_npz(tmp_path / "z.npz", nbytes=2 << 20, chunk=1 << 20))
     assert len(ds) == (2 << 20) // 4 and not ds._tensors["x"].any()
 
 
@@ -104,7 +106,7 @@ def test_object_arrays_are_refused_before_loading(tmp_path, no_np_load):
     np.savez(tmp_path / "o.npz", x=arr)
     for p in (tmp_path / "o.npy", tmp_path / "o.npz"):
         with pytest.raises(DataError, match=r"holds Python objects \(dtype object\)"):
-            data.load_tensor_file(p)
+            load_tensor_file(p)
 
 
 # -- images ----------------------------------------------------------------------------------------------
@@ -116,9 +118,9 @@ def test_a_zip_of_13000x13000_pngs_is_refused_from_the_headers(tmp_path):
     before = vm_hwm_mb()
     with pytest.raises(DataError, match=r"is 13000×13000 \(169 megapixels, about 507.00 MB decoded\); at most 50 "
                                         r"megapixels are accepted \(image pixel limit, ORTLAB_LIMIT_IMAGE_MAX_PIXELS\)"):
-        data.load_image_zip(path)
+        load_image_zip(path)
     with pytest.raises(DataError, match="megapixels"):
-        data.load_image_files([("a.png", huge_png())])
+        load_image_files([("a.png", huge_png())])
     assert vm_hwm_mb() - before < 200  # nothing was decoded (the PNG's bits are 21 MB at most)
 
 
@@ -126,7 +128,7 @@ def test_a_large_image_loaded_earlier_is_checked_again_and_previews_decode_reduc
     from PIL import Image
 
     Image.new("RGB", (3000, 2000), (200, 10, 10)).save(tmp_path / "photo.jpg", quality=80)
-    ds = data.load_image_folder(tmp_path)
+    ds = load_image_folder(tmp_path)
     preview = ds.load_preview(0)
     assert max(preview.size) <= limits.PREVIEW_MAX_SIDE
     opened = []
@@ -152,7 +154,7 @@ def test_an_image_zip_is_held_in_memory_so_its_total_is_lower(monkeypatch):
         zf.writestr("a.png", b"x" * 600)
         zf.writestr("b.png", b"y" * 600)
     with pytest.raises(DataError, match=r"more than 1.00 kB .*image zip may hold at most 1.00 kB \(image zip limit"):
-        data.load_image_zip(buf.getvalue())
+        load_image_zip(buf.getvalue())
 
 
 # -- zips --------------------------------------------------------------------------------------------------
@@ -187,7 +189,7 @@ def test_random_data_that_would_need_gigabytes_is_refused_before_allocating(tmp_
     before = vm_hwm_mb()
     with pytest.raises(DataError, match=r"Random input 'x' \[4, 3, 40000, 40000\] would need 76.80 GB at batch 4; "
                                         r"at most 2.15 GB of generated inputs .*Give a smaller --shape or batch"):
-        data.batch_inputs(data.random_dataset(8), [0, 1, 2, 3], None, info.inputs)
+        batch_inputs(random_dataset(8), [0, 1, 2, 3], None, info.inputs)
     assert vm_hwm_mb() - before < 100
 
 

@@ -110,7 +110,7 @@ def test_runtime_check_tolerates_int8_rounding_only_for_quantized_sources(tmp_pa
     parity tolerance for a quantized source — fused int8 kernels re-round activations — and fp32's otherwise."""
     from ortlab.settings.config import QuantConfig, QuantMode
     from ortlab.transforms.optimize import _outputs_match, _runtime_tolerance
-    from ortlab.checks.parity import TOLERANCE
+    from ortlab.transforms.optimize import TOLERANCE
     from ortlab.settings.config import Precision
     from ortlab.transforms.quantize import quantize_dynamic_model
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from ortlab.data import dataset as data
+from ortlab.data.loaders import load_image_folder
 from ortlab.settings.config import OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target
 from ortlab.core.errors import Cancelled, ModelLoadError, OptimizationError, RecipeError
 from ortlab.runs.history import History
@@ -40,7 +40,7 @@ def src(tmp_path_factory):
 @pytest.fixture(scope="module")
 def images(tmp_path_factory):
     """40 random 32×32 RGB PNGs in 10 class folders."""
-    return data.load_image_folder(random_image_folder(tmp_path_factory.mktemp("images"), per_class=4))
+    return load_image_folder(random_image_folder(tmp_path_factory.mktemp("images"), per_class=4))
 
 
 @pytest.fixture(scope="module")

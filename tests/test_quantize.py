@@ -15,7 +15,8 @@ from onnx import TensorProto, helper, numpy_helper
 from models import conv_bn_graph, conv_bn_model, matmul_model
 from ortlab.settings.config import CalibrationMethod, QuantConfig, QuantFormat, QuantMode
 from ortlab.transforms.calibration import CalibrationReader
-from ortlab.data.dataset import detect_preprocess, random_dataset
+from ortlab.data.dataset import random_dataset
+from ortlab.data.preprocess import detect_preprocess
 from ortlab.core.errors import Cancelled, QuantizationError
 from ortlab.model.inspect import TensorInfo
 from ortlab.core.progress import CancelToken

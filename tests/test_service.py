@@ -219,7 +219,7 @@ def test_benchmarks_queue_one_at_a_time_with_an_honest_position(ws):
             quant=QuantConfig(preprocess=False, calibration_samples=4)), ["validate", "calibrate", "quantize", "verify"]),
 ])
 def test_plan_lists_exactly_the_stages_each_recipe_runs(recipe, stages, src, image_dir, tmp_path):
-    from ortlab.data.dataset import load_image_folder
+    from ortlab.data.loaders import load_image_folder
 
     assert [s.name for s in plan(recipe)] == stages and all(s.label for s in plan(recipe))
     rep = CollectingReporter()
@@ -236,7 +236,8 @@ def activation_scales(path) -> dict[str, float]:
 
 def test_calibration_methods_give_different_scales(src, image_dir, tmp_path):
     from ortlab.transforms.calibration import CalibrationReader
-    from ortlab.data.dataset import detect_preprocess, load_image_folder
+    from ortlab.data.loaders import load_image_folder
+    from ortlab.data.preprocess import detect_preprocess
     from ortlab.model.inspect import inspect_model
     from ortlab.transforms.quantize import quantize_static_model
 

@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ortlab.cli import main as cli
-from ortlab.data.dataset import load_tensor_file
+from ortlab.data.loaders import load_tensor_file
 from ortlab.checks.eval_report import EvalReport, Task
 from ortlab.checks.evaluate import evaluate
 from ortlab.core.serial import dumps, from_plain, loads

@@ -10,7 +10,7 @@ import zipfile
 import pytest
 
 from ortlab.core import zipsafe
-from ortlab.data.dataset import load_image_zip
+from ortlab.data.loaders import load_image_zip
 from ortlab.core.errors import DataError, ModelLoadError
 from ortlab.model.inspect import import_model
 

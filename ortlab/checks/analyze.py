@@ -354,7 +354,8 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
     :func:`resolve_candidate`) against ``reference_path`` on ``n`` samples of ``dataset`` (stratified; all
     when None), ``chunk`` samples per batched run. ``shapes`` (``{input name: shape}``, ``--shape``) sets dims
     the model leaves open (:func:`ortlab.data.inputs.resolve_feed`). Reports "analyze" progress; honours ``cancel``."""
-    from ortlab.data.dataset import batch_inputs, check_fits, stratified_sample
+    from ortlab.data.dataset import stratified_sample
+    from ortlab.data.feeds import batch_inputs, check_fits
     from ortlab.checks.evaluate import session_inputs
     from ortlab.data.inputs import resolve_feed
 

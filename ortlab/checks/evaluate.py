@@ -14,7 +14,8 @@ import numpy as np
 
 from ortlab.core import dtypes
 from ortlab.settings.config import PreprocessConfig, Target
-from ortlab.data.dataset import Dataset, batch_inputs, check_fits, stratified_sample
+from ortlab.data.dataset import Dataset, stratified_sample
+from ortlab.data.feeds import batch_inputs, check_fits
 from ortlab.core.errors import Cancelled, DataError
 from ortlab.checks.eval_report import EvalReport, OutputError
 from ortlab.data.inputs import InputSpec, infer_specs

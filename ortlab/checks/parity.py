@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ortlab.settings.config import OptLevel, Precision, PreprocessConfig, Recipe
+from ortlab.settings.config import OptLevel, PreprocessConfig, Recipe
+from ortlab.transforms.optimize import TOLERANCE
 
-# max |disabled - optimized| / max |disabled| above which a mismatch is flagged
-TOLERANCE = {Precision.FP32: 1e-3, Precision.FP16: 2e-2, Precision.INT8: 0.1}
 PARITY_SAMPLES = 8
 
 
@@ -40,7 +39,7 @@ def check_parity(unoptimized, optimized, dataset, preprocess: PreprocessConfig |
     on up to ``n`` samples of ``dataset`` (batched). ``ok`` is False when the relative difference exceeds
     ``tolerance`` (default: :data:`TOLERANCE` of the recipe's precision). ``specs``: the inputs' shapes
     (:func:`ortlab.data.inputs.infer_specs`; inferred when None)."""
-    from ortlab.data.dataset import batch_inputs
+    from ortlab.data.feeds import batch_inputs
     from ortlab.checks.evaluate import _feed_for, session_inputs
     from ortlab.runtime.providers import create_session, session_options
 

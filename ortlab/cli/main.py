@@ -219,7 +219,7 @@ def values_from_args(ns: argparse.Namespace) -> dict[str, float]:
 
 def _text_options(ns: argparse.Namespace, path: Path) -> dict[str, Any]:
     """tokenizer/seq_len of a .txt data path (UsageError without a tokenizer); {} for other data."""
-    from ortlab.data.dataset import TEXT_EXTENSIONS, TOKENIZER_FILE
+    from ortlab.data.loaders import TEXT_EXTENSIONS, TOKENIZER_FILE
 
     seq_len = getattr(ns, "seq_len", None)
     if seq_len is not None and seq_len < 1:
@@ -285,13 +285,13 @@ DATA_KINDS = "a folder of images, a .zip, a .npy/.npz file or a .txt file (with 
 def load_dataset(path: str, class_names: Sequence[str] | None = None, ns: argparse.Namespace | None = None):
     """A dataset from a folder of images, a .zip of images, a .npy/.npz tensor file or a .txt file (``ns`` gives
     --tokenizer and --seq-len)."""
-    from ortlab.data import dataset as data
+    from ortlab.data.loaders import load_path
 
     p = _existing(path, "Data")
     if not p.is_dir() and p.suffix.lower() not in DATA_SUFFIXES:
         raise UsageError(f"Data must be {DATA_KINDS}: {path}")
     text = _text_options(ns, p) if ns is not None else {}
-    return data.load_path(p, class_names, **text)
+    return load_path(p, class_names, **text)
 
 
 def _data_ref(path: str | None, ns: argparse.Namespace | None = None, **subset: Any):
@@ -316,15 +316,15 @@ def find_sample(model_path: Path):
 
 def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None) -> PreprocessConfig | None:
     """Preprocessing: the sample manifest's, else detected from the model's first input; flags override
-    (``data.resolve_preprocess``). None for models whose input is not an image and no flags were given."""
-    from ortlab.data import dataset as data
+    (``resolve_preprocess``). None for models whose input is not an image and no flags were given."""
+    from ortlab.data.preprocess import resolve_preprocess
     from ortlab.core.errors import DataError
     from ortlab.model.inspect import inspect_model
 
     overrides = given_values(PreprocessConfig, ns)
     try:
         inputs = inspect_model(model_path).inputs if sample is None else ()
-        return data.resolve_preprocess(inputs, sample, overrides=overrides)
+        return resolve_preprocess(inputs, sample, overrides=overrides)
     except DataError as exc:
         raise UsageError(exc.message) from None
 

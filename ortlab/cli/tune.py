@@ -103,7 +103,8 @@ def cmd_analyze(ns: argparse.Namespace) -> int:
 def _split(path: str, out: Path, labels, ns: argparse.Namespace) -> tuple[str, str]:
     """Calibration and evaluation folders written under ``out/data`` (``data.split_dataset``)."""
     from ortlab.cli.main import load_dataset
-    from ortlab.data.dataset import split_dataset, write_dataset
+    from ortlab.data.dataset import split_dataset
+    from ortlab.data.store import write_dataset
 
     ds = load_dataset(path, labels, ns)
     cal, ev = split_dataset(ds)

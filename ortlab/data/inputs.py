@@ -253,7 +253,7 @@ def _preprocess_source(preprocess: Any, infos: Sequence[Any]) -> tuple[Any, str]
     if hasattr(preprocess, "size") and hasattr(preprocess, "layout"):  # a PreprocessConfig
         cfg = preprocess
         if len(infos) == 1:
-            from ortlab.data.dataset import detect_preprocess
+            from ortlab.data.preprocess import detect_preprocess
 
             try:
                 detected = detect_preprocess(infos[0])

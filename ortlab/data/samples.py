@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ortlab.settings.config import PreprocessConfig
-from ortlab.data.dataset import Dataset, load_image_folder
+from ortlab.data.dataset import Dataset
+from ortlab.data.loaders import load_image_folder
 from ortlab.core.errors import DataError, ModelLoadError, OrtlabError
 from ortlab.model.inspect import sha256_file_cached
 

@@ -127,7 +127,7 @@ class _Run:
 
     def feed_for(self, ds) -> tuple[PreprocessConfig | None, list]:
         """The preprocessing and the input specs (:func:`ortlab.data.inputs.infer_specs`) that feed ``ds``."""
-        from ortlab.data.dataset import resolve_preprocess
+        from ortlab.data.preprocess import resolve_preprocess
         from ortlab.data.inputs import default_notes, resolve_feed
 
         if ds is None:
@@ -153,7 +153,7 @@ class _Run:
 
 
 def _validate(r: _Run) -> None:
-    from ortlab.data import dataset as data_mod
+    from ortlab.data.feeds import check_fits
     from ortlab.runtime import providers
     from ortlab.model.inspect import inspect_model, run_warnings
 
@@ -182,7 +182,7 @@ def _validate(r: _Run) -> None:
     for ds in (r.dataset, r.verify_dataset):
         if ds is not None:
             pre, specs = r.feed_for(ds)
-            data_mod.check_fits(ds, pre, r.info.inputs, specs or None)
+            check_fits(ds, pre, r.info.inputs, specs or None)
     r.random_data = bool(r.dataset is not None and r.dataset.is_random)
 
 
@@ -215,14 +215,14 @@ def _preprocess(r: _Run) -> None:
 
 
 def _calibrate(r: _Run) -> None:
-    from ortlab.data import dataset as data_mod
+    from ortlab.data.dataset import random_dataset, stratified_sample
     from ortlab.transforms.calibration import CalibrationReader
     from ortlab.transforms.quantize import calibrate_model
 
     q = r.recipe.quant
-    calib = r.dataset if r.dataset is not None else data_mod.random_dataset(q.calibration_samples, seed=q.seed)
+    calib = r.dataset if r.dataset is not None else random_dataset(q.calibration_samples, seed=q.seed)
     r.random_data = r.random_data or calib.is_random
-    calib = data_mod.stratified_sample(calib, q.calibration_samples, q.seed)
+    calib = stratified_sample(calib, q.calibration_samples, q.seed)
     if not calib.is_random:
         r.calibration_sources = {f"{s.source}#{s.index}" for s in calib.samples}
     r.reporter(ProgressEvent("calibrate", 0, len(calib), f"Calibrating on {len(calib)} samples"))
@@ -255,7 +255,7 @@ def _optimize(r: _Run) -> None:
 
 
 def _verify(r: _Run) -> None:
-    from ortlab.data import dataset as data_mod
+    from ortlab.data.dataset import random_dataset, stratified_sample
     from ortlab.runtime import providers
     from ortlab.checks.evaluate import evaluate
     from ortlab.checks.verdict import judge
@@ -266,14 +266,14 @@ def _verify(r: _Run) -> None:
     q = r.recipe.quant
     ver = r.verify_dataset if r.verify_dataset is not None else r.dataset
     if ver is None and r.recipe.allow_random_data:
-        ver = data_mod.random_dataset(max(1, r.verify_samples), seed=q.seed)
+        ver = random_dataset(max(1, r.verify_samples), seed=q.seed)
     if ver is None or r.verify_samples <= 0:
         r.notes.append("Verification skipped: no evaluation data was given.")
         r.verdict = judge(None, r.policy, r.coverage)
         _, used = providers.create_session(r.final, r.recipe.target)
         r.providers = list(used)
         return
-    sample = data_mod.stratified_sample(ver, r.verify_samples, q.seed)
+    sample = stratified_sample(ver, r.verify_samples, q.seed)
     r.random_data = r.random_data or ver.is_random
     pre, specs = r.feed_for(sample)
     report = evaluate(r.source, r.final, sample, pre, target=r.recipe.target, reporter=r.reporter,

@@ -64,18 +64,19 @@ class DataRef:
 
     def load(self, class_names: Sequence[str] | None = None):
         """The dataset (its ``count`` subset when given)."""
-        from ortlab.data import dataset as data
+        from ortlab.data.dataset import pick_subset, random_dataset
+        from ortlab.data.loaders import load_path
 
         if self.random is not None:
-            ds = data.random_dataset(int(self.random), seed=self.seed)
+            ds = random_dataset(int(self.random), seed=self.seed)
         elif self.sample is not None:
             from ortlab.data.samples import get_sample
 
             s = get_sample(self.sample)
             ds = s.evaluation_data() if self.set == "evaluation" else s.calibration_data()
         else:
-            ds = data.load_path(str(self.path), class_names, tokenizer=self.tokenizer, seq_len=self.seq_len)
-        return data.pick_subset(ds, self.count, self.stratify, self.seed)
+            ds = load_path(str(self.path), class_names, tokenizer=self.tokenizer, seq_len=self.seq_len)
+        return pick_subset(ds, self.count, self.stratify, self.seed)
 
 
 @dataclass(frozen=True)

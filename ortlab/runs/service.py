@@ -279,7 +279,7 @@ def run_recipe_spec(spec: RunSpec, out_dir, reporter=None, cancel: CancelToken |
     ev = spec.evaluation.load(labels) if spec.evaluation is not None else None
     pre = spec.preprocess
     if pre is None and (cal or ev) is not None and Path(spec.model).is_file():
-        from ortlab.data.dataset import resolve_preprocess
+        from ortlab.data.preprocess import resolve_preprocess
 
         pre = resolve_preprocess(inspect_model(spec.model).inputs, sample, cal if cal is not None else ev)
     return run_recipe(spec.model, spec.recipe, out_dir, cal, pre, reporter or null_reporter, cancel,

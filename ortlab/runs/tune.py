@@ -509,7 +509,7 @@ class Tuner:
             ds = self.evaluation.load(labels)
             pre = self.preprocess
             if pre is None and ds.kind == "images":
-                from ortlab.data.dataset import resolve_preprocess
+                from ortlab.data.preprocess import resolve_preprocess
                 from ortlab.model.inspect import inspect_model
 
                 pre = resolve_preprocess(inspect_model(self.model).inputs, sample, ds)

@@ -13,7 +13,9 @@ import numpy as np
 from onnxruntime.quantization import CalibrationDataReader
 
 from ortlab.settings.config import PreprocessConfig
-from ortlab.data.dataset import Dataset, check_fits, check_image_input, preprocess_image
+from ortlab.data.dataset import Dataset
+from ortlab.data.feeds import batch_inputs, check_fits, check_image_input
+from ortlab.data.preprocess import preprocess_image
 from ortlab.core.errors import Cancelled
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 
@@ -56,7 +58,7 @@ class CalibrationReader(CalibrationDataReader):
         if self._image_input is not None and self.cfg is not None:
             feed = {self._image_input: preprocess_image(self.ds.load_image(i), self.cfg)[None]}
         else:
-            feed = self.ds.inputs(i, self.cfg, self.model_inputs, self.specs)
+            feed = batch_inputs(self.ds, [i], self.cfg, self.model_inputs, self.specs)
         self._pos += 1
         total = self._end - self._start
         self.reporter(ProgressEvent("calibrate", self._pos, total, f"calibration sample {self._pos}/{total}"))

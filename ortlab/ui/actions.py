@@ -190,20 +190,23 @@ def _use_imported(path: Path, info, name: str) -> Path:
 
 def set_user_dataset(ds, label: str) -> None:
     """Use an uploaded (or random) dataset: uploads are split into disjoint calibration and evaluation parts
-    (``data.split_dataset``), each written into the workspace (``data/<sha>/calibration``, ``…/evaluation``) so
+    (``split_dataset``), each written into the workspace (``data/<sha>/calibration``, ``…/evaluation``) so
     a run's child process can load them again."""
-    from ortlab.data import dataset as data
+    from ortlab.data.dataset import split_dataset
+    from ortlab.data.loaders import TOKENIZER_FILE
+    from ortlab.data.preprocess import resolve_preprocess
+    from ortlab.data.store import dataset_digest, write_dataset
 
     if ds.is_random:
         cal = ev = ds
         cal_ref = ev_ref = DataRef(random=len(ds), seed=ds.seed)
     else:
-        cal, ev = data.split_dataset(ds)  # disjoint: a verdict is never judged on calibration samples
-        folder = workspace().root / "data" / data.dataset_digest(ds)[:16]
+        cal, ev = split_dataset(ds)  # disjoint: a verdict is never judged on calibration samples
+        folder = workspace().root / "data" / dataset_digest(ds)[:16]
         refs = []
         for part, name in ((cal, "calibration"), (ev, "evaluation")):
-            path = data.write_dataset(part, folder / name)
-            text = {"tokenizer": str(path.parent / data.TOKENIZER_FILE), "seq_len": ds.seq_len} \
+            path = write_dataset(part, folder / name)
+            text = {"tokenizer": str(path.parent / TOKENIZER_FILE), "seq_len": ds.seq_len} \
                 if ds.kind == "text" else {}
             refs.append(DataRef(path=str(path), **text))
         cal_ref, ev_ref = refs
@@ -214,7 +217,7 @@ def set_user_dataset(ds, label: str) -> None:
     state.set_data_settings(min(DEFAULT_EVAL_SAMPLES, len(ev)), state.data_settings().get("stratify", True),
                             state.data_settings().get("seed", 0))
     if ds.kind == "images" and state.preprocess() is None and state.model_info() is not None:
-        pre = data.resolve_preprocess(state.model_info(), dataset=ds)
+        pre = resolve_preprocess(state.model_info(), dataset=ds)
         state.set_preprocess(pre)
         if pre is not None:
             state.flash("Preprocessing was detected from the model input (size, layout, 0–1 scale, no mean/std). "
@@ -490,7 +493,7 @@ def preprocess_or_detect(info) -> PreprocessConfig | None:
     if state.preprocess() is not None:
         return state.preprocess()
     from ortlab.data import samples
-    from ortlab.data.dataset import resolve_preprocess
+    from ortlab.data.preprocess import resolve_preprocess
 
     sample = samples.get_sample(state.sample_name()) if state.sample_name() else None
     return resolve_preprocess(info, sample)

@@ -16,7 +16,7 @@ from ortlab.ui.jobs import started
 def start_benchmark(variants: list[Variant], cfg: BenchConfig, measure_memory: bool) -> BenchHandle:
     """Start timing ``variants`` at every batch size of ``cfg``; peak memory is kept when ``measure_memory``."""
     plain = [BenchVariant(v.id, v.name, str(v.path), v.artifact.run_id if v.artifact else None) for v in variants]
-    from ortlab.data.dataset import control_values
+    from ortlab.data.feeds import control_values
     from ortlab.ui.actions import bench_shapes
 
     info = state.model_info()

@@ -1,0 +1,229 @@
+"""What a model receives from a dataset: batches of preprocessed images, tensors or tokenized text shaped by
+the input specs, and whether a dataset fits a model at all."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+
+import numpy as np
+
+from ortlab.settings.config import Layout, PreprocessConfig
+from ortlab.core.errors import DataError
+from ortlab.core import dtypes, limits
+
+if TYPE_CHECKING:  # TensorInfo is only used for its .name / .dtype / .shape
+    from ortlab.model.inspect import TensorInfo
+
+from ortlab.data.dataset import Dataset
+from ortlab.data.inputs import InputSpec, infer_specs, is_control_input, random_array, stack
+from ortlab.data.preprocess import _shape_str, _static, detect_preprocess, preprocess_image
+
+
+def check_image_input(cfg: PreprocessConfig, model_inputs: Sequence[TensorInfo]) -> TensorInfo:
+    """The single image input of the model, after checking ``cfg`` produces what it expects."""
+    if len(model_inputs) != 1:
+        names = ", ".join(t.name for t in model_inputs)
+        raise DataError(f"Images can feed a model with one input; this model has {len(model_inputs)} ({names}). "
+                        f"Use an .npz file with one array per input.")
+    info = model_inputs[0]
+    expected = detect_preprocess(info)  # raises when the input is not image-shaped
+    shape = tuple(info.shape)
+    c_axis, hw = (1, shape[2:4]) if cfg.layout == Layout.NCHW else (3, shape[1:3])
+    want = f"the model expects {_shape_str(shape)} ({expected.layout.value}, {expected.channels} channel(s))"
+    if _static(shape[c_axis]) not in (None, cfg.channels):
+        raise DataError(f"Preprocessing makes {cfg.channels}-channel {cfg.layout.value} images but {want}; "
+                        f"set channels to {expected.channels} and layout to {expected.layout.value}.")
+    for got, dim in zip(cfg.size, hw):
+        if _static(dim) is not None and dim != got:
+            raise DataError(f"Preprocessing resizes to {cfg.size[0]}×{cfg.size[1]} but {want}; "
+                            f"set size to {expected.size[0]}×{expected.size[1]}.")
+    if cfg.dtype != info.dtype:
+        raise DataError(f"Preprocessing produces {cfg.dtype} but model input '{info.name}' is {info.dtype}; "
+                        f"set dtype to {info.dtype}.")
+    return info
+
+
+def _cast_like(arr: np.ndarray, info: TensorInfo, what: str) -> np.ndarray:
+    target = dtypes.to_numpy(info.dtype)
+    if target is None:
+        raise DataError(f"Model input '{info.name}' has type {info.dtype}, which ortlab cannot feed.")
+    kind_ok = (arr.dtype.kind == "f") == (np.dtype(target).kind == "f") or arr.dtype.kind == "b"
+    if not kind_ok:
+        raise DataError(f"{what} is {arr.dtype} but model input '{info.name}' is {info.dtype}; "
+                        f"save the array as {info.dtype}.")
+    return arr.astype(target, copy=False)
+
+
+def _per_sample(info: TensorInfo, spec: InputSpec | None) -> tuple[tuple[Any, ...], str]:
+    """The model's dims of one sample (the batch axis left out) and a word on where the batch axis is."""
+    shape = tuple(info.shape)
+    axis = spec.batch_axis if spec is not None else (0 if shape else None)
+    if axis is None:
+        return shape, "no batch axis: each sample is the whole input"
+    rest = shape[:axis] + shape[axis + 1:]
+    return rest, "first axis = samples" if axis == 0 else f"first axis = samples, fed on the model's axis {axis}"
+
+
+def check_tensor_inputs(ds: Dataset, model_inputs: Sequence[TensorInfo],
+                        specs: Sequence[InputSpec] | None = None) -> None:
+    """Raise DataError unless the dataset's arrays match the model inputs' names, ranks and static dims
+    (the sample axis of an array is the first; the model's batch axis may be another, see ``specs``)."""
+    expected = ", ".join(f"{t.name} {_shape_str(t.shape)}" for t in model_inputs)
+    by_name = {s.name: s for s in specs or ()}
+    arrays = ds._tensors
+    if "" in arrays:
+        if len(model_inputs) != 1:
+            raise DataError(f"A .npy file feeds one input, but the model has {len(model_inputs)} ({expected}); "
+                            f"use an .npz with one array per input name.")
+        pairs = [(model_inputs[0], arrays[""], "The .npy array")]
+    else:
+        names = [t.name for t in model_inputs]
+        missing = [n for n in names if n not in arrays]
+        extra = [k for k in arrays if k not in names]
+        if missing or extra:
+            raise DataError(f"The .npz keys ({', '.join(arrays) or 'none'}) must be the model's input names "
+                            f"({', '.join(names)}).")
+        pairs = [(t, arrays[t.name], f"Array '{t.name}'") for t in model_inputs]
+    for info, arr, what in pairs:
+        per_sample = arr.shape[1:]
+        model_rest, where = _per_sample(info, by_name.get(info.name))
+        if len(per_sample) != len(model_rest) or any(
+            _static(m) is not None and m != a for m, a in zip(model_rest, per_sample)
+        ):
+            raise DataError(f"{what} has samples of shape {_shape_str(per_sample)} but model input '{info.name}' "
+                            f"expects {_shape_str(info.shape)} ({where}); expected: {expected}.")
+        _cast_like(arr[:0], info, what)
+
+
+def _specs(ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence[TensorInfo],
+           specs: Sequence[InputSpec] | None) -> list[InputSpec]:
+
+    return list(specs) if specs is not None else infer_specs(model_inputs, cfg, ds)
+
+
+def _text_feed(ds: Dataset, indices: Sequence[int], specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
+    """input_ids / attention_mask / token_type_ids (whichever the model takes) at the specs' sequence length;
+    states get zeros."""
+
+    n = len(indices)
+    text_specs = [s for s in specs if s.role in ("token_ids", "mask")]
+    if not any(s.role == "token_ids" for s in specs):
+        names = ", ".join(f"{s.name} ({s.role})" for s in specs)
+        raise DataError(f"Text data feeds token ids, but no model input looks like one ({names}); name it "
+                        f"input_ids, or use an .npz file with one array per input.")
+    others = [s for s in specs if s.role not in ("token_ids", "mask", "state")]
+    if others:
+        raise DataError(f"Text data gives input_ids, attention_mask and token_type_ids; model input "
+                        f"'{others[0].name}' ({others[0].role}) needs other data: use an .npz with one array per input.")
+    rows = [ds.samples[i].index for i in indices]
+    feed: dict[str, np.ndarray] = {}
+    for s in text_specs:
+        shape = s.at_batch(n)
+        seq_axes = [i for i in range(len(shape)) if i != s.batch_axis]
+        if len(seq_axes) != 1:
+            raise DataError(f"Model input '{s.name}' has shape {list(shape)}; text feeds [batch, sequence] inputs.")
+        length = shape[seq_axes[0]]
+        ids, mask, types = ds.encoded(length)
+        low = s.name.lower()
+        src = ids if s.role == "token_ids" else (types if ("type" in low or "segment" in low) else mask)
+        arr = src[rows]
+        if s.batch_axis is None:
+            if n != 1:
+                raise DataError(f"Model input '{s.name}' has no batch axis; feed one sample at a time.")
+            arr = arr[0]
+        elif s.batch_axis != 0:
+            arr = arr.T
+        info_dtype = dtypes.to_numpy(s.dtype)
+        feed[s.name] = arr.astype(info_dtype if info_dtype is not None else np.int64)
+    rng = np.random.default_rng(0)
+    for s in specs:
+        if s.role == "state":
+            feed[s.name] = random_array(s, rng, n)
+    return feed
+
+
+def batch_inputs(ds: Dataset, indices: Sequence[int], cfg: PreprocessConfig | None,
+                 model_inputs: Sequence[TensorInfo], specs: Sequence[InputSpec] | None = None) -> dict[str, np.ndarray]:
+    """Model feed for the samples at ``indices``, stacked on each input's batch axis (``specs``: the inputs'
+    resolved shapes, :func:`ortlab.data.inputs.infer_specs`; inferred from the model, ``cfg`` and ``ds`` when None)."""
+
+    if not indices:
+        raise DataError("No samples selected.")
+    if ds.kind == "images":
+        if cfg is None:
+            cfg = detect_preprocess(model_inputs[0]) if len(model_inputs) == 1 else None
+            if cfg is None:
+                raise DataError("Images need preprocessing settings for a model with several inputs.")
+        info = check_image_input(cfg, model_inputs)
+        for s in _specs(ds, cfg, model_inputs, specs):
+            s.at_batch(len(indices))
+        return {info.name: np.stack([preprocess_image(ds.load_image(i), cfg) for i in indices])}
+    specs = _specs(ds, cfg, model_inputs, specs)
+    for s in specs:
+        s.at_batch(len(indices))  # a fixed batch of another size raises here
+    if ds.kind == "tensors":
+        check_tensor_inputs(ds, model_inputs, specs)
+        rows = [ds.samples[i].index for i in indices]
+        infos = {t.name: t for t in model_inputs}
+        out = {}
+        for s in specs:
+            key = "" if "" in ds._tensors else s.name
+            what = "The .npy array" if key == "" else f"Array '{s.name}'"
+            arr = _cast_like(ds._tensors[key][rows], infos[s.name], what)
+            if s.batch_axis is None:
+                if len(rows) != 1:
+                    raise DataError(f"Model input '{s.name}' has no batch axis; feed one sample at a time.")
+                arr = arr[0]
+            elif s.batch_axis != 0:
+                arr = np.moveaxis(arr, 0, s.batch_axis)
+            out[s.name] = np.ascontiguousarray(arr) if arr.ndim else np.asarray(arr)  # ascontiguousarray makes 0-d 1-d
+        return out
+    if ds.kind == "text":
+        return _text_feed(ds, indices, specs)
+    if ds.kind == "random":
+        n = len(indices)
+        limits.check_generated_size({s.name: (list(s.at_batch(n)), dtypes.to_numpy(s.dtype) or np.uint8)
+                                     for s in specs}, n)
+        feeds = []
+        for i in indices:
+            rng = np.random.default_rng([ds.seed, int(ds.samples[i].index or 0)])
+            feeds.append({s.name: random_array(s, rng, 1) for s in specs})
+        return stack(specs, feeds)
+    raise DataError(f"Unknown dataset kind {ds.kind!r}.")
+
+
+def control_values(ds: Dataset | None, model_inputs: Sequence[TensorInfo]) -> dict[str, float]:
+    """The value each control input (``inputs.is_control_input``, e.g. a sample rate) has in the first sample of a
+    tensor dataset: what a benchmark feeds instead of making one up. Empty for other data."""
+
+    if ds is None or ds.kind != "tensors" or not len(ds):
+        return {}
+    specs = infer_specs(model_inputs, None, ds, strict=False)
+    out: dict[str, float] = {}
+    for s in specs:
+        arr = ds._tensors.get(s.name)
+        if is_control_input(s) and arr is not None and arr.size:
+            value = arr[ds.samples[0].index or 0].reshape(-1)[0].item()
+            out[s.name] = value
+    return out
+
+
+def check_fits(ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence[TensorInfo],
+               specs: Sequence[InputSpec] | None = None) -> None:
+    """Cheap up-front check (no decoding) that ``ds`` with ``cfg`` can feed the model; raises DataError
+    (also when an input's shape cannot be resolved)."""
+    if len(ds) == 0:
+        raise DataError("The dataset is empty.")
+    if ds.kind == "images":
+        if cfg is None and len(model_inputs) == 1:
+            cfg = detect_preprocess(model_inputs[0])
+        if cfg is None:
+            raise DataError("Images need preprocessing settings for a model with several inputs.")
+        check_image_input(cfg, model_inputs)
+        return
+    specs = _specs(ds, cfg, model_inputs, specs)
+    if ds.kind == "tensors":
+        check_tensor_inputs(ds, model_inputs, specs)
+    elif ds.kind == "text":
+        _text_feed(ds, [0], specs)
