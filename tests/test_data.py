@@ -218,7 +218,7 @@ def test_random_dataset_is_flagged_and_reproducible():
     sub = stratified_sample(ds, 2, seed=0)
     assert sub.is_random  # the flag survives sub-sampling
     np.testing.assert_array_equal(batch_inputs(sub, [0], None, IMG_IN)["input"],
-                                  ds.inputs(sub.samples[0].index, None, IMG_IN)["input"])
+                                  batch_inputs(ds, [sub.samples[0].index], None, IMG_IN)["input"])
     # open dims are never guessed: they are named, with the flag that sets them
     seq_in = (TensorInfo("x", "int64", ("batch", "seq")),)
     with pytest.raises(DataError, match=r"'seq' \(axis 1\).*--shape x=1,SEQ"):
