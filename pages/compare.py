@@ -3,7 +3,7 @@
 import streamlit as st
 
 from ortlab.core.text import format_bytes
-from ortlab.ui import actions, cards, charts, compare_data, state
+from ortlab.ui import actions, cards, charts, compare_data, model_cache, state
 from ortlab.ui.forms import dataclass_form
 from ortlab.checks.verdict import VerdictPolicy, judge, not_evaluated
 from ortlab.ui.guard import engine_errors
@@ -68,10 +68,10 @@ if cand.artifact is not None:
 
 ref_info = cand_info = diff = None
 with engine_errors("Reading the two models"):
-    ref_info = compare_data.model_info(ref.path)
-    cand_info = compare_data.model_info(cand.path)
+    ref_info = model_cache.model_info(ref.path)
+    cand_info = model_cache.model_info(cand.path)
 with engine_errors("Computing the graph diff"):
-    diff = compare_data.graph_diff(ref.path, cand.path)
+    diff = model_cache.graph_diff(ref.path, cand.path)
 ev = compare_data.stored_evaluation(ref, cand)
 
 # -- verdict (drawn at the top of the page) -----------------------------------------------------------
@@ -143,7 +143,7 @@ with tabs[0]:
                               placeholder="e.g. Conv, QLinearConv, com.microsoft::FusedConv, block1/Conv")
         with engine_errors("Drawing the diff graph"):
             overlay = node_errors.graph_overlay(cand.artifact)  # per-node SQNR, once analysed (Per-node error tab)
-            view = show_graph_diff(compare_data.graph_description(ref.path, cand.path),
+            view = show_graph_diff(model_cache.graph_description(ref.path, cand.path),
                                    key=f"compare_graph_{ref_id}_{cand_id}", titles=(ref.name, cand.name),
                                    focus=focus.strip() or None,
                                    overlay=overlay["values"] if overlay else None,

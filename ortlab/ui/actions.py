@@ -15,7 +15,7 @@ from ortlab.runs.history import History
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runs.service import RecipeHandle
 from ortlab.runs.workspace import Workspace
-from ortlab.ui import state
+from ortlab.ui import model_cache, state
 from ortlab.ui.jobs import DONE, started
 
 DEMO_RECIPE = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.STATIC, quant_format=QuantFormat.QDQ),
@@ -336,8 +336,6 @@ def io_signature(info) -> tuple:
 def other_model_variants() -> list[tuple[Variant, str | None]]:
     """This session's artifacts of other models, each with None when its I/O matches the current model's, or
     the reason it cannot be compared with or timed against it."""
-    from ortlab.ui import compare_data
-
     info = state.model_info()
     if info is None:
         return []
@@ -348,7 +346,7 @@ def other_model_variants() -> list[tuple[Variant, str | None]]:
             continue
         v = _variant(a, other=True)
         try:
-            theirs = io_signature(compare_data.model_info(v.path))
+            theirs = io_signature(model_cache.model_info(v.path))
         except Exception as exc:  # a deleted or unreadable file: listed with the reason
             out.append((v, f"cannot be read ({type(exc).__name__})"))
             continue
@@ -529,11 +527,10 @@ def load_run(run: Artifact) -> Artifact:
 def run_report(run: Artifact) -> str:
     """The self-contained HTML report of a History run (with its benchmark, when one timed it)."""
     from ortlab.runs.history import BenchmarkRecord
-    from ortlab.ui import compare_data
     from ortlab.ui.report import html_report
 
     src, model = Path(run.source_path), Path(run.model_path)
     bench = next((b.summaries for b in history().list_benchmarks(limit=20)
                   if isinstance(b, BenchmarkRecord) and any(v.run_id == run.run_id for v in b.variants)), None)
-    return html_report(run, compare_data.model_info(src).to_dict(), compare_data.model_info(model).to_dict(),
-                       compare_data.graph_diff(src, model), run.evaluation, bench)
+    return html_report(run, model_cache.model_info(src).to_dict(), model_cache.model_info(model).to_dict(),
+                       model_cache.graph_diff(src, model), run.evaluation, bench)

@@ -1,54 +1,12 @@
-"""Cached comparisons of two variants (graph diff, model info, evaluation) for the Compare and History pages."""
+"""Cached evaluations of two variants for the Compare and History pages (model files: :mod:`ortlab.ui.model_cache`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ortlab.checks.eval_report import EvalReport
 from ortlab.ui import actions, state
-
-if TYPE_CHECKING:
-    from ortlab.model.diff import GraphDiff
-
-
-def _key(*parts) -> tuple:
-    return tuple(str(p) for p in parts)
-
-
-def model_info(path: Path):
-    """``inspect_model`` of ``path`` (in a child process when it is large: ``isolated``), cached per session."""
-    from ortlab.model.isolated import model_info as inspect_model
-
-    c = state.cache()
-    k = _key("info", path)
-    if k not in c:
-        c[k] = inspect_model(path)
-    return c[k]
-
-
-def graph_diff(ref: Path, cand: Path) -> GraphDiff:
-    """``diff.graph_diff`` of two files (in a child process when they are large: ``isolated``), cached per
-    session."""
-    from ortlab.model.isolated import graph_diff as _diff
-
-    c = state.cache()
-    k = _key("diff", ref, cand)
-    if k not in c:
-        c[k] = _diff(ref, cand)
-    return c[k]
-
-
-def graph_description(ref: Path, cand: Path) -> dict:
-    """``diff.graph_description`` of two files (the merged before/after graph, as plain data; in a child process
-    when they are large: ``isolated``), cached per session."""
-    from ortlab.model.isolated import graph_description as _description
-
-    c = state.cache()
-    k = _key("description", ref, cand)
-    if k not in c:
-        c[k] = _description(ref, cand)
-    return c[k]
+from ortlab.ui.model_cache import cache_key
 
 
 def stored_evaluation(ref: actions.Variant, cand: actions.Variant) -> EvalReport | None:
@@ -62,7 +20,7 @@ def stored_evaluation(ref: actions.Variant, cand: actions.Variant) -> EvalReport
             same = False
         if same:
             return a.evaluation
-    return state.cache().get(_key("eval", ref.path, cand.path))
+    return state.cache().get(cache_key("eval", ref.path, cand.path))
 
 
 def evaluate_pair(ref: actions.Variant, cand: actions.Variant) -> EvalReport:
@@ -76,5 +34,5 @@ def evaluate_pair(ref: actions.Variant, cand: actions.Variant) -> EvalReport:
         raise DataError("No evaluation data: choose data on the Data page (or allow random data there).")
     pp = state.preprocess() if ds.kind == "images" else None
     report = evaluate(ref.path, cand.path, ds, pp, policy=actions.verdict_policy())
-    state.cache()[_key("eval", ref.path, cand.path)] = report
+    state.cache()[cache_key("eval", ref.path, cand.path)] = report
     return report

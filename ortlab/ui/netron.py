@@ -103,7 +103,7 @@ def _fallback(model_path: Path, key: str, height: int) -> None:
     """The model drawn by the app's own graph view (``graph_view``: grouped by name scope, laid out in the
     browser), used when Netron cannot be."""
     try:
-        from ortlab.ui.compare_data import graph_description  # read in a child when large, cached per session
+        from ortlab.ui.model_cache import graph_description  # read in a child when large, cached per session
         from ortlab.ui.graph_view import show_graph_diff
 
         description = graph_description(model_path, model_path)
