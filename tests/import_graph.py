@@ -32,8 +32,8 @@ class ImportGraph:
         return {e.target for e in self.edges if e.source == module}
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
@@ -60,7 +60,7 @@ def _resolve(graph_modules: dict[str, Path], current: str, is_package: bool, nod
 
 
 def build(package: Path = PACKAGE) -> ImportGraph:
-    modules = {module_name(p): p for p in sorted(package.rglob("*.py"))}
+    modules = {module_name(p, package): p for p in sorted(package.rglob("*.py"))}
     graph = ImportGraph(modules)
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
@@ -133,6 +133,24 @@ def floors(graph: ImportGraph) -> dict[str, int]:
         return memo[v]
 
     return {v: floor(v) for v in graph.modules}
+
+
+def layer_floors(graph: ImportGraph) -> dict[str, int]:
+    """Each layer's floor in the graph of layers (one layer importing another is one step up)."""
+    deps: dict[str, set[str]] = {}
+    for e in graph.edges:
+        src, dst = layer(e.source), layer(e.target)
+        if src != dst:
+            deps.setdefault(src, set()).add(dst)
+    memo: dict[str, int] = {}
+
+    def floor(v: str) -> int:
+        if v not in memo:
+            memo[v] = 0
+            memo[v] = max((floor(w) + 1 for w in deps.get(v, ())), default=0)
+        return memo[v]
+
+    return {name: floor(name) for name in {layer(m) for m in graph.modules}}
 
 
 def upward(graph: ImportGraph) -> list[Edge]:

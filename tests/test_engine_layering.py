@@ -1,15 +1,16 @@
-"""The engine must import without Streamlit (or plotly): only ortlab.ui, pages/ and app.py may use them."""
+"""The package's architecture, checked: the engine imports without Streamlit (or plotly), the layers import only
+downwards with no circle, and pages/ and ortlab/ui/ never call onnx or onnxruntime themselves."""
 
-import pkgutil
 import subprocess
 import sys
 from pathlib import Path
 
-import ortlab
+import import_graph
 
-ENGINE_MODULES = sorted(
-    f"ortlab.{m.name}" for m in pkgutil.iter_modules(ortlab.__path__) if m.name != "ui"
-)
+GRAPH = import_graph.build()
+ENGINE_MODULES = sorted(m for m in GRAPH.modules if m != "ortlab.ui" and not m.startswith("ortlab.ui."))
+MAX_LAYER_FLOORS = 10  # the sub-packages: core … runs, then cli and ui on top (issue 15)
+MAX_FILE_FLOORS = 15  # the longest chain of files importing each other, measured when the layers were drawn
 
 BLOCKER = """
 import importlib.abc, sys
@@ -25,10 +26,52 @@ print('imported', len(sys.argv) - 1)
 """
 
 
-def test_engine_module_list_is_complete():
-    for expected in ("config", "model", "optimize", "quantize", "data", "evaluate", "bench", "diff",
-                     "providers", "pipeline", "cli"):
+def test_engine_module_list_is_complete_and_walks_sub_packages():
+    for expected in ("settings.config", "model.inspect", "transforms.optimize", "transforms.quantize",
+                     "data.dataset", "checks.evaluate", "timing.bench", "model.diff", "runtime.providers",
+                     "runs.pipeline", "cli.main", "core.errors"):
         assert f"ortlab.{expected}" in ENGINE_MODULES
+    assert len(ENGINE_MODULES) > 50
+
+
+def test_the_top_level_holds_only_the_layers():
+    top = sorted(p.name for p in import_graph.PACKAGE.iterdir() if not p.name.startswith((".", "__pycache__")))
+    layers = [name for name in import_graph.LAYERS if name != "api"]
+    allowed = {"__init__.py", "__main__.py", "api.py", *layers}
+    assert set(top) <= allowed, f"not a layer: {sorted(set(top) - allowed)}"
+    assert set(layers) <= set(top)
+
+
+def test_imports_point_down_the_layers():
+    bad = [f"{e.source}:{e.line} imports {e.target} ({import_graph.layer(e.source)} -> {import_graph.layer(e.target)})"
+           for e in import_graph.upward(GRAPH)]
+    assert bad == [], "imports from a lower layer to a higher one:\n" + "\n".join(bad)
+
+
+def test_no_import_circle_between_files():
+    assert import_graph.cycles(GRAPH) == []
+
+
+def test_at_most_ten_floors_of_layers_and_no_deeper_file_chains_than_measured():
+    layers = import_graph.layer_floors(GRAPH)
+    assert max(layers.values()) + 1 <= MAX_LAYER_FLOORS, layers
+    floors = import_graph.floors(GRAPH)
+    top = max(floors, key=floors.__getitem__)
+    assert floors[top] + 1 <= MAX_FILE_FLOORS, f"{floors[top] + 1} floors of files (the highest: {top})"
+
+
+def test_the_layer_checks_see_an_upward_import_and_a_circle(tmp_path):
+    pkg = tmp_path / "ortlab"
+    for folder, text in {"core": "from ortlab.runs import b\n", "runs": "def f():\n    from ortlab.core import a\n"}.items():
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core" / "a.py").write_text("from ortlab.runs import b\n")
+    (pkg / "runs" / "b.py").write_text("def f():\n    from ortlab.core import a\n")
+    graph = import_graph.build(pkg)
+    assert [(e.source, e.target) for e in import_graph.upward(graph)] == [("ortlab.core.a", "ortlab.runs.b")]
+    assert import_graph.cycles(graph) == [["ortlab.core.a", "ortlab.runs.b"]]
+    assert any(e.in_function for e in graph.edges)
 
 
 def test_every_engine_module_imports_without_streamlit_plotly_or_torch():
