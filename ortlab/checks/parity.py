@@ -15,6 +15,9 @@ import numpy as np
 
 from ortlab.settings.config import OptLevel, PreprocessConfig, Recipe
 from ortlab.transforms.optimize import TOLERANCE
+from ortlab.data.feeds import batch_inputs
+from ortlab.checks.evaluate import _feed_for, session_inputs
+from ortlab.runtime.providers import create_session, session_options
 
 PARITY_SAMPLES = 8
 
@@ -39,9 +42,6 @@ def check_parity(unoptimized, optimized, dataset, preprocess: PreprocessConfig |
     on up to ``n`` samples of ``dataset`` (batched). ``ok`` is False when the relative difference exceeds
     ``tolerance`` (default: :data:`TOLERANCE` of the recipe's precision). ``specs``: the inputs' shapes
     (:func:`ortlab.data.inputs.infer_specs`; inferred when None)."""
-    from ortlab.data.feeds import batch_inputs
-    from ortlab.checks.evaluate import _feed_for, session_inputs
-    from ortlab.runtime.providers import create_session, session_options
 
     tol = float(tolerance if tolerance is not None else TOLERANCE[recipe.precision])
     base, _ = create_session(unoptimized, recipe.target, session_options(opt_level=OptLevel.DISABLED))

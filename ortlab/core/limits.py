@@ -165,6 +165,16 @@ def apply_memory_limit(limit_gb: float | None) -> bool:
     return True
 
 
+def lacks_headroom(nbytes: int) -> bool:
+    """True when this process cannot allocate ``nbytes`` more (under its ``RLIMIT_AS``): a parser that failed
+    with little headroom left most likely ran out of memory, whatever its own message says."""
+    try:
+        bytearray(max(0, int(nbytes)))
+    except MemoryError:
+        return True
+    return False
+
+
 def is_alloc_failure(text: str) -> bool:
     """True when ``text`` (an error message or a log line) says an allocation failed."""
     return any(k in text for k in ALLOC_FAILURES)

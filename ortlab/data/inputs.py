@@ -21,6 +21,7 @@ import numpy as np
 
 from ortlab.core import dtypes
 from ortlab.core.errors import DataError
+from ortlab.data.preprocess import detect_preprocess
 
 ROLES = ("image", "token_ids", "mask", "state", "other")
 SOURCES = ("model", "batch", "manifest", "preprocess", "data", "user", "default", "unresolved")
@@ -253,7 +254,6 @@ def _preprocess_source(preprocess: Any, infos: Sequence[Any]) -> tuple[Any, str]
     if hasattr(preprocess, "size") and hasattr(preprocess, "layout"):  # a PreprocessConfig
         cfg = preprocess
         if len(infos) == 1:
-            from ortlab.data.preprocess import detect_preprocess
 
             try:
                 detected = detect_preprocess(infos[0])

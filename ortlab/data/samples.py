@@ -16,6 +16,7 @@ from ortlab.data.dataset import Dataset
 from ortlab.data.loaders import load_image_folder
 from ortlab.core.errors import DataError, ModelLoadError, OrtlabError
 from ortlab.model.inspect import sha256_file_cached
+from ortlab.model.inspect import sha256_file
 
 DEFAULT_SAMPLE = "digits_cnn"
 _REQUIRED = ("name", "model", "preprocess")
@@ -180,7 +181,6 @@ def find_by_sha256(sha256: str, root=None) -> SampleModel | None:
 
 def find_for_model(model_path) -> SampleModel | None:
     """The bundled sample whose model is ``model_path`` (the same file, or the same bytes elsewhere), or None."""
-    from ortlab.model.inspect import sha256_file
 
     try:
         same = find_by_path(model_path)

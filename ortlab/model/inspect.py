@@ -27,6 +27,9 @@ from onnx import TensorProto
 from ortlab.core.errors import ExternalDataError, ModelLoadError
 from ortlab.core import dtypes, zipsafe
 from ortlab.core.text import one_line
+from ortlab.runtime import providers
+from ortlab.settings.config import OptLevel
+from ortlab.model import graphs
 
 PROTOBUF_LIMIT = 2**31 - 1          # a single protobuf message cannot be larger than this
 
@@ -367,8 +370,6 @@ def _is_contrib(domain: str) -> bool:
 def _check_runtime_loads(path: Path, custom: list[tuple[str, str]]) -> None:
     """Ops outside ai.onnx, ai.onnx.ml and com.microsoft: ONNX Runtime must load the model (with the registered
     custom-op libraries), else the upload is refused with the ops and their domains named."""
-    from ortlab.runtime import providers
-    from ortlab.settings.config import OptLevel
 
     try:
         providers.create_session(path, options=providers.session_options(opt_level=OptLevel.DISABLED))
@@ -394,8 +395,6 @@ def run_warnings(warnings, int8: bool) -> list[str]:
 def _runtime_verdict(path: Path, checker_error: ModelLoadError) -> str:
     """ONNX Runtime judges a model the ONNX checker rejects (e.g. the LayerNormalization it fuses into an opset-12
     graph): the note to show when ORT loads it; ``checker_error`` again when ORT cannot load it either."""
-    from ortlab.runtime import providers
-    from ortlab.settings.config import OptLevel
 
     try:
         providers.create_session(path, options=providers.session_options(opt_level=OptLevel.DISABLED))
@@ -414,7 +413,6 @@ def drop_weight_bytes(model: onnx.ModelProto, over: int = 1 << 20) -> onnx.Model
     the values of tensors that big, without holding or copying its weights. The values are cleared in ``model``
     and a compact copy is returned: protobuf (upb) frees a message's memory only with the whole message, so the
     caller drops ``model`` to get the memory back."""
-    from ortlab.model import graphs
 
     dropped = False
     for g in graphs.walk_graphs(model.graph):
@@ -440,8 +438,6 @@ def inspect_model(path) -> ModelInfo:
     Raises ``ModelLoadError`` for a model this ONNX Runtime cannot read: an IR version newer than it reads, or
     ops of a custom domain that no registered custom-op library implements.
     """
-    from ortlab.model import graphs
-    from ortlab.runtime import providers
 
     path = Path(path)
     checker_note = None

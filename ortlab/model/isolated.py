@@ -25,6 +25,10 @@ from ortlab.core.errors import ModelLoadError, OrtlabError
 from ortlab.model.inspect import ModelInfo, external_data_files, inspect_model as _inspect, saved_upload
 from ortlab.core.text import one_line
 from ortlab.runtime.child import child_env, error_of, last_line, memory_limit_gb, reap, too_big
+from ortlab.model.inspect import import_model as _import
+from ortlab.core.limits import apply_memory_limit, is_alloc_failure, lacks_headroom
+from ortlab.model.diff import GraphDiff, graph_diff as _diff
+from ortlab.model.diff import graph_description as _description
 
 _CHILD = r"""
 import sys
@@ -40,7 +44,6 @@ def _task_inspect(path: str) -> dict:
 
 
 def _task_import(source: str, models_dir: str, filename: str, member: str | None, sha256: str | None) -> dict:
-    from ortlab.model.inspect import import_model as _import
 
     stored = _import(Path(source), models_dir, filename, member=member, sha256=sha256)
     return {"path": str(stored), "info": _inspect(stored).to_dict()}
@@ -63,11 +66,23 @@ _TASKS: dict[str, Callable[..., dict]] = {"inspect": _task_inspect, "import": _t
                                           "graph_description": _task_graph_description}
 
 
+_PARSE_HEADROOM = 3  # parsing a model takes about its size again, plus the parser's own copies
+
+
+def _input_bytes(args: dict) -> int:
+    """The size of the model files a task reads (its path arguments), at least 16 MB."""
+    total = 0
+    for key in ("path", "source", "ref", "cand"):
+        value = args.get(key)
+        if isinstance(value, str) and Path(value).is_file():
+            total += Path(value).stat().st_size
+    return max(total, 16 * 2**20)
+
+
 def _child(task: str, args_json: str, fd: int) -> None:
     """Runs inside the child interpreter: apply the memory limit, run ``task``, send its result over ``fd``."""
     from multiprocessing.connection import Connection
 
-    from ortlab.core.limits import apply_memory_limit, is_alloc_failure
 
     # what the tasks import is loaded before the limit, so that the limit measures the model, not Python
     importlib.import_module("ortlab.runtime.providers")
@@ -86,7 +101,9 @@ def _child(task: str, args_json: str, fd: int) -> None:
     except MemoryError:
         reply = fail("ModelLoadError", too_big(limit, what, todo))
     except OrtlabError as exc:
-        message = too_big(limit, what, todo) if limit and is_alloc_failure(exc.message) else exc.message
+        out_of_memory = is_alloc_failure(exc.message) or (
+            isinstance(exc, ModelLoadError) and lacks_headroom(_PARSE_HEADROOM * _input_bytes(args)))
+        message = too_big(limit, what, todo) if limit and out_of_memory else exc.message
         reply = fail(type(exc).__name__, message, exc.step)
     except BaseException as exc:  # whatever happens, the parent gets one sentence
         text = f"{type(exc).__name__}: {one_line(exc)}"
@@ -192,7 +209,6 @@ def model_info(path) -> ModelInfo:
 def graph_diff(ref, cand):
     """``diff.graph_diff`` of two models: in this process when they are small (:func:`in_server`), else in a
     child."""
-    from ortlab.model.diff import GraphDiff, graph_diff as _diff
 
     return _diff(ref, cand) if in_server(ref, cand) else GraphDiff.from_dict(run("graph_diff", ref=str(ref),
                                                                                    cand=str(cand)))
@@ -201,7 +217,6 @@ def graph_diff(ref, cand):
 def graph_description(ref, cand) -> dict:
     """``diff.graph_description`` of two models: in this process when they are small (:func:`in_server`), else in
     a child."""
-    from ortlab.model.diff import graph_description as _description
 
     if in_server(ref, cand):
         return _description(ref, cand)

@@ -21,6 +21,7 @@ from ortlab.checks.eval_report import EvalReport
 from ortlab.runs.runspec import RunSpec
 from ortlab.core.serial import PlainDataError, dumps, from_plain, loads, to_plain
 from ortlab.checks.verdict import Verdict
+from ortlab.model.inspect import external_data_files
 
 SCHEMA_VERSION = 2  # of artifact.json and of an artifact's plain form; 1 = files without a version
 
@@ -137,7 +138,6 @@ def file_bytes(path: Path) -> int:
     """Bytes of the model file plus its external-data files (without checking or hashing the model again)."""
     import onnx
 
-    from ortlab.model.inspect import external_data_files
 
     try:
         extra = external_data_files(onnx.load(str(path), load_external_data=False), path.parent).values()

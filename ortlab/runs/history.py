@@ -31,6 +31,8 @@ from ortlab.settings.config import BenchConfig
 from ortlab.core.text import one_line, utc_timestamp
 from ortlab.core.errors import HistoryError, OrtlabError
 from ortlab.core.serial import dumps, from_plain, loads, to_plain
+from ortlab.core.layout import ARTIFACT_FILE
+from ortlab.runs.artifact import load_artifact
 
 SCHEMA_VERSION = 2
 BENCHMARK_SCHEMA_VERSION = 2  # of the plain form in ``benchmark_json``
@@ -364,8 +366,6 @@ def _run_row(artifact: Artifact) -> tuple:
 def _rebuild(conn: sqlite3.Connection, artifacts_dir: Path) -> int:
     """Insert every readable ``artifacts/*/artifact.json`` as a run (with its own run id when it has one and
     that id is free), oldest first; returns how many."""
-    from ortlab.core.layout import ARTIFACT_FILE
-    from ortlab.runs.artifact import load_artifact
 
     found = []
     for path in sorted(artifacts_dir.glob(f"*/{ARTIFACT_FILE}")) if artifacts_dir.is_dir() else []:

@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ortlab.core.errors import OrtlabError, OutputError  # noqa: F401 (OutputError: raised here, defined with the others)
+from ortlab.core.layout import ARTIFACT_FILE, MODEL_FILE, QDQ_FILE, RECIPE_FILE
+from ortlab.model.inspect import external_data_files
 
 WORK_PREFIX = ".ortlab-work-"    # a run's stages, inside the folder that receives the result
 RUN_PREFIX = ".ortlab-run-"      # the artifact folder of a run whose result goes to a single OUT.onnx
@@ -41,7 +43,6 @@ def data_name(model_path) -> str:
 def result_files(out, *, as_file: bool) -> list[Path]:
     """The files a run writes for ``out``: ``OUT.onnx`` and its data, or a folder's model, data, recipe.json
     and artifact.json."""
-    from ortlab.core.layout import ARTIFACT_FILE, MODEL_FILE, QDQ_FILE, RECIPE_FILE
 
     out = Path(out).expanduser()
     if as_file:
@@ -55,7 +56,6 @@ def needed_files(source) -> list[Path]:
     files = [source]
     if source.is_file():
         try:
-            from ortlab.model.inspect import external_data_files
 
             files += list(external_data_files(source).values())
         except Exception:  # an unreadable source fails later, with its own message
@@ -107,7 +107,6 @@ def install_model(src, target) -> Path:
     """
     import onnx
 
-    from ortlab.model.inspect import external_data_files
 
     src, target = Path(src), Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -212,7 +211,6 @@ def clean_stale(workspace=None, folders: Iterable = (), *, older_than_s: float =
     (a killed or failed run) goes too. Only entries older than ``older_than_s`` seconds whose owning process
     no longer runs are touched.
     """
-    from ortlab.core.layout import ARTIFACT_FILE
 
     now = time.time()
     places = [Path(tempfile.gettempdir()), *(Path(f) for f in folders)]

@@ -17,6 +17,10 @@ from ortlab.core.errors import DataError
 from ortlab.data.inputs import format_shape_arg
 from ortlab.core.serial import dumps, from_plain, loads, to_plain
 from ortlab.checks.verdict import VerdictPolicy
+from ortlab.data.samples import get_sample
+from ortlab.data.dataset import pick_subset, random_dataset
+from ortlab.data.loaders import load_path
+from ortlab.settings.flags import config_cli_args
 
 DEFAULT_VERIFY_SAMPLES = 32
 
@@ -55,7 +59,6 @@ class DataRef:
         if self.path is not None:
             return self.path
         if self.sample is not None:
-            from ortlab.data.samples import get_sample
 
             s = get_sample(self.sample)
             folder = s.evaluation_dir if self.set == "evaluation" else s.calibration_dir
@@ -64,13 +67,10 @@ class DataRef:
 
     def load(self, class_names: Sequence[str] | None = None):
         """The dataset (its ``count`` subset when given)."""
-        from ortlab.data.dataset import pick_subset, random_dataset
-        from ortlab.data.loaders import load_path
 
         if self.random is not None:
             ds = random_dataset(int(self.random), seed=self.seed)
         elif self.sample is not None:
-            from ortlab.data.samples import get_sample
 
             s = get_sample(self.sample)
             ds = s.evaluation_data() if self.set == "evaluation" else s.calibration_data()
@@ -128,7 +128,6 @@ class RunSpec:
         if self.preprocess is not None and (cal or ev) is not None:
             parts += preprocess_cli_args(self.preprocess)
         if self.policy is not None:
-            from ortlab.settings.flags import config_cli_args
 
             parts += config_cli_args(self.policy)
         for name, shape in self.shapes.items():

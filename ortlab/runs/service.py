@@ -36,6 +36,19 @@ from ortlab.core.text import one_line, utc_timestamp
 from ortlab.runtime.child import (
     STOP_GRACE_S, child_env, default_memory_gb, error_of, last_line, reap, too_big,
 )
+from ortlab.runs.workspace import Workspace
+from ortlab.runs import outputs
+from ortlab.data import samples
+from ortlab.model.inspect import inspect_model
+from ortlab.runs.pipeline import run_recipe
+from ortlab.core.progress import null_reporter
+from ortlab.data.preprocess import resolve_preprocess
+from ortlab.runs.history import History
+from ortlab.core.limits import apply_memory_limit, is_alloc_failure
+from ortlab.runtime import openvino as ov
+from ortlab.timing import bench
+from ortlab.runs import history
+from ortlab.runs.artifact import Artifact
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 PROFILES_DIR = "profiles"  # under the workspace: one folder of ORT profiles per benchmark
@@ -159,7 +172,6 @@ class RecipeHandle(Handle):
             proc.terminate()
 
     def _watch(self, conn) -> None:
-        from ortlab.runs.artifact import Artifact
 
         result: Any = None
         error: OrtlabError | None = None
@@ -225,9 +237,7 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
     """
     from multiprocessing import Pipe
 
-    from ortlab.runs.workspace import Workspace
 
-    from ortlab.runs import outputs
 
     ws = workspace if workspace is not None else Workspace()
     target: Path | None = None
@@ -268,10 +278,6 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
 
 def run_recipe_spec(spec: RunSpec, out_dir, reporter=None, cancel: CancelToken | None = None):
     """Load what ``spec`` references and run it into ``out_dir`` in this process (the child's work)."""
-    from ortlab.data import samples
-    from ortlab.model.inspect import inspect_model
-    from ortlab.runs.pipeline import run_recipe
-    from ortlab.core.progress import null_reporter
 
     sample = samples.get_sample(spec.sample) if spec.sample else samples.find_for_model(spec.model)
     labels = sample.labels if sample is not None and sample.labels else None
@@ -279,7 +285,6 @@ def run_recipe_spec(spec: RunSpec, out_dir, reporter=None, cancel: CancelToken |
     ev = spec.evaluation.load(labels) if spec.evaluation is not None else None
     pre = spec.preprocess
     if pre is None and (cal or ev) is not None and Path(spec.model).is_file():
-        from ortlab.data.preprocess import resolve_preprocess
 
         pre = resolve_preprocess(inspect_model(spec.model).inputs, sample, cal if cal is not None else ev)
     return run_recipe(spec.model, spec.recipe, out_dir, cal, pre, reporter or null_reporter, cancel,
@@ -292,7 +297,6 @@ def _recipe_child(args_json: str, fd: int) -> None:
     """Runs inside the child interpreter: run the spec, write and record the artifact, report over ``fd``."""
     from multiprocessing.connection import Connection
 
-    from ortlab.runs.history import History
 
     conn = Connection(fd)
     args = json.loads(args_json)
@@ -304,14 +308,12 @@ def _recipe_child(args_json: str, fd: int) -> None:
 
     signal.signal(signal.SIGTERM, terminated)
     limit = args.get("memory_gb")
-    from ortlab.core.limits import apply_memory_limit, is_alloc_failure
 
     apply_memory_limit(limit)
     os.umask(0o077)  # every file the run writes is private to its owner (0600)
     conn.send(("start", os.getpid()))
     spec = RunSpec.from_dict(args["spec"])
     run_dir = Path(args["run_dir"])
-    from ortlab.runs import outputs
 
     owner = run_dir / outputs.OWNER_FILE
     if owner.exists():
@@ -405,7 +407,6 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
     go into ``<workspace>/profiles/<handle id>/`` (:func:`profile_folder`), removed with the benchmark.
     ``shapes`` (``{input name: shape}``) sets dims the models leave open, ``values`` (``{input name: number}``) the
     value of control inputs such as a sample rate (``bench.make_inputs``)."""
-    from ortlab.runs.workspace import Workspace
 
     ws = workspace if workspace is not None else Workspace()
     handle = BenchHandle(timed_variants(variants, config), config)
@@ -429,7 +430,6 @@ def timed_variants(variants: Sequence[BenchVariant], config: BenchConfig) -> lis
     under OpenVINO, from its portable file (``openvino_runtime.portable_model``)."""
     from dataclasses import replace
 
-    from ortlab.runtime import openvino as ov
 
     out = [v for v in variants if v.runtime != ov.RUNTIME]
     if config.openvino:
@@ -439,7 +439,6 @@ def timed_variants(variants: Sequence[BenchVariant], config: BenchConfig) -> lis
 
 
 def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, profile_dir, timer) -> None:
-    from ortlab.timing import bench
 
     try:
         try:
@@ -483,7 +482,6 @@ def profile_folder(ws, bench_key: str) -> Path:
 def _default_timer(memory_gb: float | None = None):
     import functools
 
-    from ortlab.timing import bench
 
     if os.name != "posix":
         return bench.latency_samples
@@ -507,7 +505,6 @@ def _wait_for_slot(handle: BenchHandle) -> None:
 
 
 def _bench_all(handle: BenchHandle, measure_memory: bool, profile_dir, timer) -> list:
-    from ortlab.timing import bench
 
     plan = [(v, bs) for v in handle.variants for bs in handle.config.batch_sizes]
     summaries = []
@@ -536,8 +533,6 @@ def startup(workspace=None) -> list[OrtlabError]:
     """When the app or a CLI command that uses the workspace starts: remove what killed runs left behind
     (``outputs.clean_stale``), open the history (a damaged one is moved aside and rebuilt), and return the
     notices to show the person once (``history.HistoryRecovered``)."""
-    from ortlab.runs import history, outputs
-    from ortlab.runs.workspace import Workspace
 
     ws = workspace if workspace is not None else Workspace()
     outputs.clean_stale(ws)

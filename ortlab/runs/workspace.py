@@ -8,6 +8,9 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from ortlab.runs.history import History
+from ortlab.runs.artifact import Artifact
+from ortlab.runs.history import BenchmarkRecord, HistoryError
 
 ENV_VAR = "ORTLAB_HOME"
 
@@ -68,7 +71,6 @@ class Workspace:
 
     def history(self):
         """The :class:`ortlab.runs.history.History` stored in this workspace."""
-        from ortlab.runs.history import History
 
         return History(self.db_path)
 
@@ -105,8 +107,6 @@ class Workspace:
         forgotten, never deleted). ``HistoryError`` when there is no such run."""
         import shutil
 
-        from ortlab.runs.artifact import Artifact
-        from ortlab.runs.history import BenchmarkRecord, HistoryError
 
         history = self.history()
         run = next((r for r in history.list() if (r.run_id if isinstance(r, Artifact) else r.id) == int(run_id)),

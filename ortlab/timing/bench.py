@@ -27,6 +27,7 @@ from ortlab.core.serial import from_plain, to_plain
 from ortlab.core.text import format_bytes, one_line
 from ortlab.runtime import openvino as openvino_runtime
 from ortlab.runtime.child import STOP_GRACE_S, child_env, reap
+from ortlab.core import errors
 
 @dataclass(frozen=True)
 class LatencySample:
@@ -477,7 +478,6 @@ def memory_message(limit_gb: float | None, variant: str | None, batch_size: int)
 
 
 def _error_from_child(name: str, message: str, step: str | None) -> OrtlabError:
-    from ortlab.core import errors
 
     cls = getattr(errors, name, None)
     if not (isinstance(cls, type) and issubclass(cls, OrtlabError)):

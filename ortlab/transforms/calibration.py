@@ -18,6 +18,7 @@ from ortlab.data.feeds import batch_inputs, check_fits, check_image_input
 from ortlab.data.preprocess import preprocess_image
 from ortlab.core.errors import Cancelled
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
+from ortlab.data.inputs import infer_specs
 
 if TYPE_CHECKING:
     from ortlab.data.inputs import InputSpec
@@ -33,7 +34,6 @@ class CalibrationReader(CalibrationDataReader):
                  reporter: Reporter = null_reporter, cancel: CancelToken | None = None,
                  specs: Sequence[InputSpec] | None = None):
         if specs is None and ds.kind != "images":
-            from ortlab.data.inputs import infer_specs
 
             specs = infer_specs(model_inputs, cfg, ds)
         check_fits(ds, cfg, model_inputs, specs)

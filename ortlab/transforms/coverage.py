@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+from ortlab.model.graphs import walk_nodes
 
 # integer op → the float op it replaces
 _WRAPS = {
@@ -71,7 +72,6 @@ def quant_coverage(model: Any, targets: Iterable[str] | None = None, source: Any
     """Count what ``model`` (an onnx ModelProto, quantized) has quantized. ``candidates`` counts the ``targets``
     op types in ``source`` (the model before quantizing; default ``model``'s float nodes plus the quantized ones);
     ``counted_as`` renames candidate op types the quantizer rewrites first (dynamic: Gemm → MatMul)."""
-    from ortlab.model.graphs import walk_nodes
 
     wanted = set(targets) if targets is not None else None
     rename = counted_as or {}

@@ -15,6 +15,8 @@ from ortlab.settings.config import OptLevel, Precision, Target
 from ortlab.core.errors import ModelLoadError, OptimizationError
 from ortlab.model.inspect import external_data_files, load_model
 from ortlab.core.text import one_line
+from ortlab.model.graphs import walk_graphs, walk_nodes
+from ortlab.core.text import format_bytes
 
 ALL_LEVEL_WARNING = ("Level 'all' wrote hardware-specific ops (e.g. com.microsoft.nchwc layouts): the saved model "
                      "only suits hardware like this machine's. Use 'extended' for a portable model.")
@@ -219,8 +221,6 @@ GROWTH_WARN, GROWTH_MIN_BYTES = 1.1, 16_000
 def _growth_warning(src: Path, dst: Path, external: list[Path]) -> str | None:
     """Why the optimized file is larger than its input (None when it is not much larger): the tensors ORT's
     constant folding stored, and how many of them are the same data folded once per If/Loop/Scan branch."""
-    from ortlab.model.graphs import walk_graphs, walk_nodes
-    from ortlab.core.text import format_bytes
 
     before = src.stat().st_size + sum(f.stat().st_size for f in external if f.is_file())
     after = dst.stat().st_size + sum(f.stat().st_size for f in dst.parent.glob(dst.name + ".data"))
@@ -250,7 +250,6 @@ HARDWARE_SPECIFIC_DOMAINS = ("com.microsoft.nchwc",)
 
 def hardware_specific_domains(path) -> list[str]:
     """The hardware-specific op domains (NCHWc layouts) a saved model really uses, subgraphs included."""
-    from ortlab.model.graphs import walk_nodes
 
     model = onnx.load_model(str(path), load_external_data=False)
     return sorted({at.node.domain for at in walk_nodes(model.graph) if at.node.domain in HARDWARE_SPECIFIC_DOMAINS})

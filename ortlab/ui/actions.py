@@ -17,6 +17,28 @@ from ortlab.runs.service import RecipeHandle
 from ortlab.runs.workspace import Workspace
 from ortlab.ui import model_cache, state
 from ortlab.ui.jobs import DONE, started
+from ortlab.ui.auth import workspace_root
+from ortlab.runs import service
+from ortlab.data import samples
+from ortlab.model.inspect import inspect_model
+from ortlab.model.isolated import import_upload
+from ortlab.core.errors import ModelLoadError
+from ortlab.model.isolated import import_model
+from ortlab.data.dataset import split_dataset
+from ortlab.data.loaders import TOKENIZER_FILE
+from ortlab.data.preprocess import resolve_preprocess
+from ortlab.data.store import dataset_digest, write_dataset
+from ortlab.data.dataset import pick_subset
+from ortlab.core.text import format_bytes
+from ortlab.ui.cards import pct, verdict_text
+from ortlab.checks.verdict import judge
+from ortlab.checks.verdict import VerdictPolicy
+from ortlab.data.inputs import infer_specs
+from ortlab.core.errors import RecipeError
+from ortlab.settings.config import recipe_cli_line
+from ortlab.model.isolated import model_info
+from ortlab.runs.history import BenchmarkRecord
+from ortlab.ui.report import html_report
 
 DEMO_RECIPE = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.STATIC, quant_format=QuantFormat.QDQ),
                      opt_level=OptLevel.EXTENDED)
@@ -27,7 +49,6 @@ DEFAULT_EVAL_SAMPLES = 64
 def workspace() -> Workspace:
     """This session's workspace: ``$ORTLAB_HOME`` (or ``~/.ortlab``), or — when the app is shared with sign-in —
     the signed-in user's private one under ``$ORTLAB_HOME/users/`` (see :mod:`ortlab.ui.auth`)."""
-    from ortlab.ui.auth import workspace_root
 
     return Workspace(workspace_root())
 
@@ -50,7 +71,6 @@ def delete_run(run_id: int):
 def start_session() -> None:
     """When a session opens: remove what killed runs left behind and open the history (a damaged one is
     moved aside and rebuilt); its notice is shown once as a warning."""
-    from ortlab.runs import service
 
     for notice in service.startup(workspace()):
         state.flash(notice.message, "warning")
@@ -70,15 +90,12 @@ def ensure_defaults() -> None:
 
         logging.getLogger("ortlab.ui").warning("Start-up housekeeping failed: %s", exc)
     if state.model_path() is None:
-        from ortlab.data import samples
 
         select_sample(samples.default_sample().name)
 
 
 def select_sample(name: str) -> None:
     """Make the bundled sample ``name`` current, with its calibration/evaluation sets and preprocessing."""
-    from ortlab.data import samples
-    from ortlab.model.inspect import inspect_model
 
     s = samples.get_sample(name)
     info = inspect_model(s.model_path)
@@ -113,7 +130,6 @@ def import_uploaded_model(filename: str, data, on_saved=None) -> Path:
     error nothing changes."""
     import io
 
-    from ortlab.model.isolated import import_upload
 
     name = Path(filename).name
     stored_name = name if name.lower().endswith(".onnx") else "model.onnx"
@@ -143,8 +159,6 @@ def import_local_model(path_text: str) -> Path:
     """Import a model from a path on this machine (an .onnx with its external data beside it, or a .zip):
     copied into the workspace like an upload (and read in a child process), for models too big to upload. Local
     mode only."""
-    from ortlab.core.errors import ModelLoadError
-    from ortlab.model.isolated import import_model
 
     if not local_imports_allowed():
         raise ModelLoadError("Importing from a path is only possible when the app runs on this machine only "
@@ -174,7 +188,6 @@ def release_upload(file_id: str, upload=None) -> None:
 def _use_imported(path: Path, info, name: str) -> Path:
     """Make the imported model at ``path`` (summarised by ``info``) current, shown as ``name``, with the sample's
     data when it is a bundled sample's copy."""
-    from ortlab.data import samples
 
     same = samples.find_by_sha256(info.sha256)
     state.set_model(path, info, sample=None, label=name)
@@ -192,10 +205,6 @@ def set_user_dataset(ds, label: str) -> None:
     """Use an uploaded (or random) dataset: uploads are split into disjoint calibration and evaluation parts
     (``split_dataset``), each written into the workspace (``data/<sha>/calibration``, ``…/evaluation``) so
     a run's child process can load them again."""
-    from ortlab.data.dataset import split_dataset
-    from ortlab.data.loaders import TOKENIZER_FILE
-    from ortlab.data.preprocess import resolve_preprocess
-    from ortlab.data.store import dataset_digest, write_dataset
 
     if ds.is_random:
         cal = ev = ds
@@ -229,7 +238,6 @@ def evaluation_subset(ds):
     with the page's settings."""
     if ds is None:
         return None
-    from ortlab.data.dataset import pick_subset
 
     st_ = state.data_settings()
     return pick_subset(ds, int(st_.get("n") or DEFAULT_EVAL_SAMPLES), bool(st_.get("stratify", True)),
@@ -259,8 +267,6 @@ def recipe_label(a: Artifact) -> str:
 
 def run_summary(a: Artifact) -> dict:
     """The columns every table of runs shows: recipe, size, share of the source's size, accuracy, seconds."""
-    from ortlab.core.text import format_bytes
-    from ortlab.ui.cards import pct, verdict_text
 
     ev = a.evaluation
     return {"verdict": verdict_text(run_verdict(a)), "recipe": recipe_label(a),
@@ -272,7 +278,6 @@ def run_summary(a: Artifact) -> dict:
 def model_title(path, file_name: str) -> str:
     """The one name of a model on every page: a bundled sample's title when ``path`` is the sample's own file,
     else ``file_name`` (an upload is called by its file's name, a byte-identical copy of a sample included)."""
-    from ortlab.data import samples
 
     try:
         s = samples.find_by_path(Path(path))
@@ -289,14 +294,12 @@ def source_title(a: Artifact) -> str:
 def run_verdict(a: Artifact):
     """The verdict stored with a run; for runs recorded before verdicts, the default policy's verdict on its
     evaluation (unknown when it has none)."""
-    from ortlab.checks.verdict import judge
 
     return a.verdict if a.verdict is not None else judge(a.evaluation, coverage=a.coverage)
 
 
 def verdict_policy():
     """The verdict policy chosen in this session (Compare page), default at first."""
-    from ortlab.checks.verdict import VerdictPolicy
 
     return state.ui("verdict_policy") or VerdictPolicy()
 
@@ -369,7 +372,6 @@ def run_spec(recipe: Recipe) -> RunSpec:
         st_ = state.data_settings()
         ev = replace(ev, count=n_verify, stratify=bool(st_.get("stratify", True)), seed=int(st_.get("seed", 0)))
     images = getattr(state.dataset(), "kind", "images") == "images"
-    from ortlab.checks.verdict import VerdictPolicy
 
     policy = verdict_policy()
     return RunSpec(model=str(state.model_path()), recipe=recipe, sample=state.sample_name(), calibration=cal,
@@ -383,8 +385,6 @@ def input_specs(info, overrides: dict | None = None) -> list:
     """The current model's :class:`ortlab.data.inputs.InputSpec` list with the data in use, its preprocessing and
     ``overrides`` (default: the shapes set on the Data page); unresolved dims stay ``None`` (never raises for
     them)."""
-    from ortlab.data import samples
-    from ortlab.data.inputs import infer_specs
 
     ds = state.dataset()
     images = getattr(ds, "kind", None) == "images"
@@ -426,7 +426,6 @@ def bench_shapes() -> dict[str, list[int]]:
 def demo_sample():
     """The bundled sample the demo runs on: the current model when it is a bundled sample (or a copy of one with
     the same sha256), else None — the demo needs a sample's own images."""
-    from ortlab.data import samples
 
     info = state.model_info()
     if info is None:
@@ -439,7 +438,6 @@ def demo_sample():
 def demo_spec(sample) -> RunSpec:
     """The demo's RunSpec: :data:`DEMO_RECIPE` on the current model with the sample's own image sets and
     preprocessing (whatever data the Data page holds)."""
-    from ortlab.checks.verdict import VerdictPolicy
 
     cal_set = "calibration" if sample.calibration_dir else "evaluation"
     ev_set = "evaluation" if sample.evaluation_dir else cal_set
@@ -455,7 +453,6 @@ def demo_spec(sample) -> RunSpec:
 
 def start_demo_job() -> RecipeHandle:
     """Run the demo on the current bundled sample with its own data and land on Compare."""
-    from ortlab.core.errors import RecipeError
 
     sample = demo_sample()
     if sample is None:
@@ -466,7 +463,6 @@ def start_demo_job() -> RecipeHandle:
 def start_recipe_job(recipe: Recipe, *, land_on_compare: bool = False, spec: RunSpec | None = None) -> RecipeHandle:
     """Start the recipe on the current model and data (or ``spec``) through the run service (a child process
     that records the result in the history itself); under tests wait for its end."""
-    from ortlab.runs import service
 
     job = service.start_recipe(spec or run_spec(recipe), workspace=workspace(), origin="app")
     job.meta = {"recipe": recipe, "land_on_compare": land_on_compare, "model": state.model_label(),
@@ -490,8 +486,6 @@ def preprocess_or_detect(info) -> PreprocessConfig | None:
     """The current preprocessing, or the policy's (manifest, else detected; None for non-image models)."""
     if state.preprocess() is not None:
         return state.preprocess()
-    from ortlab.data import samples
-    from ortlab.data.preprocess import resolve_preprocess
 
     sample = samples.get_sample(state.sample_name()) if state.sample_name() else None
     return resolve_preprocess(info, sample)
@@ -499,7 +493,6 @@ def preprocess_or_detect(info) -> PreprocessConfig | None:
 
 def cli_line(run: Artifact, out: str) -> str:
     """The runnable ``ortlab optimize`` line of a History run (its RunSpec; the recipe alone for older runs)."""
-    from ortlab.settings.config import recipe_cli_line
 
     if run.spec is not None:
         return run.spec.cli_line(out)
@@ -508,8 +501,6 @@ def cli_line(run: Artifact, out: str) -> str:
 
 def load_run(run: Artifact) -> Artifact:
     """Put a History run (and its source model, when it is not current) into this session for Compare."""
-    from ortlab.data import samples
-    from ortlab.model.isolated import model_info
 
     src = Path(run.source_path)
     current = state.model_path()
@@ -526,8 +517,6 @@ def load_run(run: Artifact) -> Artifact:
 
 def run_report(run: Artifact) -> str:
     """The self-contained HTML report of a History run (with its benchmark, when one timed it)."""
-    from ortlab.runs.history import BenchmarkRecord
-    from ortlab.ui.report import html_report
 
     src, model = Path(run.source_path), Path(run.model_path)
     bench = next((b.summaries for b in history().list_benchmarks(limit=20)

@@ -11,13 +11,13 @@ from ortlab.runs.service import BenchHandle, start_benchmark as start_service_be
 from ortlab.ui import state
 from ortlab.ui.actions import Variant, workspace
 from ortlab.ui.jobs import started
+from ortlab.data.feeds import control_values
+from ortlab.ui.actions import bench_shapes
 
 
 def start_benchmark(variants: list[Variant], cfg: BenchConfig, measure_memory: bool) -> BenchHandle:
     """Start timing ``variants`` at every batch size of ``cfg``; peak memory is kept when ``measure_memory``."""
     plain = [BenchVariant(v.id, v.name, str(v.path), v.artifact.run_id if v.artifact else None) for v in variants]
-    from ortlab.data.feeds import control_values
-    from ortlab.ui.actions import bench_shapes
 
     info = state.model_info()
     values = control_values(state.eval_dataset(), info.inputs) if info is not None else {}

@@ -7,6 +7,8 @@ from pathlib import Path
 from ortlab.checks.eval_report import EvalReport
 from ortlab.ui import actions, state
 from ortlab.ui.model_cache import cache_key
+from ortlab.checks.evaluate import evaluate
+from ortlab.core.errors import DataError
 
 
 def stored_evaluation(ref: actions.Variant, cand: actions.Variant) -> EvalReport | None:
@@ -25,11 +27,9 @@ def stored_evaluation(ref: actions.Variant, cand: actions.Variant) -> EvalReport
 
 def evaluate_pair(ref: actions.Variant, cand: actions.Variant) -> EvalReport:
     """Evaluate the candidate against the reference on the chosen evaluation samples; cached."""
-    from ortlab.checks.evaluate import evaluate
 
     ds = actions.evaluation_subset(state.eval_dataset())
     if ds is None:
-        from ortlab.core.errors import DataError
 
         raise DataError("No evaluation data: choose data on the Data page (or allow random data there).")
     pp = state.preprocess() if ds.kind == "images" else None

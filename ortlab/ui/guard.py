@@ -13,6 +13,8 @@ import streamlit as st
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.text import one_line
 from ortlab.ui.inert import md
+from ortlab.runs.workspace import default_root
+from ortlab.runs.history import HistoryRecovered
 
 log = logging.getLogger("ortlab.ui")
 
@@ -51,7 +53,6 @@ def _workspace_root() -> str | None:
         return str(Path(workspace_root()).resolve())
     except Exception:  # no session (tests, bare mode): the default workspace
         try:
-            from ortlab.runs.workspace import default_root
 
             return str(default_root().resolve())
         except (OSError, RuntimeError):
@@ -61,7 +62,6 @@ def _workspace_root() -> str | None:
 def error_message(step: str, exc: BaseException, hint: str = "") -> tuple[str, str]:
     """(level, text) to show for an exception raised while doing ``step``; logs unexpected ones. A
     ``HistoryRecovered`` notice is a warning."""
-    from ortlab.runs.history import HistoryRecovered
 
     if isinstance(exc, Cancelled):
         return "warning", f"{step} was cancelled."

@@ -18,6 +18,11 @@ from ortlab.core.text import format_bytes
 from ortlab.ui.inert import md
 from ortlab.ui.netron_assets import component_dir
 from ortlab.runs.workspace import default_root
+from ortlab.core.errors import ModelLoadError
+from ortlab.model.inspect import external_data_files
+from ortlab.model.inspect import sha256_file_cached
+from ortlab.ui.model_cache import graph_description
+from ortlab.ui.graph_view import show_graph_diff
 
 # Models up to this size (the .onnx plus its external data) are handed to Netron in the browser. The bytes
 # travel in one WebSocket message (Streamlit allows 200 MB by default), the browser keeps them in Streamlit's
@@ -48,8 +53,6 @@ def netron_component():
 def model_files(model_path: Path) -> list[tuple[str, Path]]:
     """(name the viewer sees, path): the model file, then its external-data files (checked: inside the model's
     folder, present, long enough)."""
-    from ortlab.core.errors import ModelLoadError
-    from ortlab.model.inspect import external_data_files
 
     path = Path(model_path)
     if not path.is_file():
@@ -59,7 +62,6 @@ def model_files(model_path: Path) -> list[tuple[str, Path]]:
 
 def _digest(files: list[tuple[str, Path]]) -> str:
     """Identifies what the viewer shows (the bridge opens the model again only when this changes)."""
-    from ortlab.model.inspect import sha256_file_cached
 
     h = hashlib.sha256()
     for name, p in files:
@@ -103,8 +105,6 @@ def _fallback(model_path: Path, key: str, height: int) -> None:
     """The model drawn by the app's own graph view (``graph_view``: grouped by name scope, laid out in the
     browser), used when Netron cannot be."""
     try:
-        from ortlab.ui.model_cache import graph_description  # read in a child when large, cached per session
-        from ortlab.ui.graph_view import show_graph_diff
 
         description = graph_description(model_path, model_path)
     except (OrtlabError, ImportError) as exc:

@@ -23,6 +23,11 @@ from ortlab.ui import actions, background, cards, state
 from ortlab.ui.guard import engine_errors, error_message, show_message
 from ortlab.ui.inert import md
 from ortlab.ui.jobs import DONE
+from ortlab.core.errors import DataError
+from ortlab.core.progress import CancelToken
+from ortlab.core.errors import OrtlabError
+from ortlab.checks.analyze import analyze
+from ortlab.model.diff import carry_values, map_node_names
 
 N_SAMPLES = 32
 TOP_ROWS = 25
@@ -47,7 +52,6 @@ def _data_for(a: Artifact):
         return spec.evaluation.load(), spec.preprocess
     ds = state.eval_dataset()
     if ds is None:
-        from ortlab.core.errors import DataError
 
         raise DataError("No evaluation data: choose data on the Data page first.")
     return ds, state.preprocess() if getattr(ds, "kind", "images") == "images" else None
@@ -56,18 +60,15 @@ def _data_for(a: Artifact):
 def start_analysis(a: Artifact, n: int = N_SAMPLES) -> background.Task:
     """Analyse ``a``'s QDQ model against its fp32 source on ``n`` evaluation samples (a thread); the task's
     result is the ``NodeAnalysis``."""
-    from ortlab.core.progress import CancelToken
 
     cand = qdq_model(a)
     if cand is None:
-        from ortlab.core.errors import OrtlabError
 
         raise OrtlabError(f"Per-node analysis needs an int8 static run with its {QDQ_FILE}.")
     token = CancelToken()
     dataset, pre = _data_for(a)  # loaded here: the session's state is not read from the thread
 
     def work(task: background.Task):
-        from ortlab.checks.analyze import analyze
 
         return analyze(a.source_path, cand, dataset, pre, n=n, cancel=token, shapes=a.input_shapes or None)
 
@@ -289,7 +290,6 @@ def graph_overlay(a: Artifact | None) -> dict | None:
     qdq = qdq_model(a)
     if a is None or not ov or qdq is None or ov.get("candidate") != str(qdq) or not ov.get("values"):
         return None
-    from ortlab.model.diff import carry_values, map_node_names
 
     c = state.cache()
     k = ("node_names", str(qdq), str(a.model_path))

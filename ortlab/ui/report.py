@@ -19,6 +19,7 @@ from ortlab.settings.config import recipe_cli_line
 from ortlab.checks.eval_report import EvalReport
 from ortlab.core.text import format_bytes
 from ortlab.checks.verdict import Level, Verdict, judge
+from ortlab.ui.charts import latency_panels, variant_colors
 
 if TYPE_CHECKING:
     from ortlab.model.diff import GraphDiff
@@ -99,7 +100,6 @@ def _figures(diff: GraphDiff, bench: list[LatencySummary] | None) -> list[go.Fig
                     "margin": {"l": 220, "r": 20, "t": 50, "b": 40}},
         ))
     if bench:  # the app's form: p50 bars with p90/p99 whiskers, one panel per batch size
-        from ortlab.ui.charts import latency_panels, variant_colors
 
         ids = list(dict.fromkeys(b.variant for b in bench))
         fig = latency_panels(bench, {}, variant_colors(ids), height=420)

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from collections.abc import Iterator
 
 import streamlit as st
+from ortlab.ui import state
 
 _local = threading.local()
 _MAX_REROUTES = 3
@@ -58,7 +59,6 @@ def require_router() -> None:
 
 def require_model():
     """The current model's ModelInfo; without one, say where to choose it and end the page."""
-    from ortlab.ui import state
 
     info = state.model_info()
     if info is None:

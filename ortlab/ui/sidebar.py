@@ -10,6 +10,7 @@ from ortlab.ui import actions, auth, state
 from ortlab.core.text import format_bytes
 from ortlab.ui.guard import engine_errors
 from ortlab.ui.inert import md
+from ortlab.runtime import providers
 
 CSS = """
 <style>
@@ -37,7 +38,6 @@ def home_relative(path) -> str:
 
 def providers_text() -> str:
     """Where models run, in words: "Running on CPU" or "Running on CUDA and CPU" (what works here)."""
-    from ortlab.runtime import providers
 
     working = providers.working_providers()
     short = {providers.TRT: "TensorRT", providers.CUDA: "CUDA", providers.CPU: "CPU"}
@@ -47,7 +47,6 @@ def providers_text() -> str:
 
 def provider_details() -> list[str]:
     """What onnxruntime claims against what a probe found working, one line per provider (for the details)."""
-    from ortlab.runtime import providers
 
     working = set(providers.working_providers())
     claimed = providers.claimed_providers()
@@ -104,7 +103,6 @@ def custom_op_settings() -> None:
     """A text input for custom-op libraries already on the server (paths, never uploads), registered in every
     ONNX Runtime session ortlab creates from now on (its runs' child processes included). With sign-in configured
     (a shared server) the libraries are only shown: the operator sets ``$ORTLAB_CUSTOM_OP_LIBRARIES``."""
-    from ortlab.runtime import providers
 
     current = os.pathsep.join(providers.custom_op_libraries())
     if auth.sign_in_configured():  # a shared server: loading native code is the operator's choice, not a user's

@@ -15,6 +15,9 @@ import plotly.graph_objects as go
 
 from ortlab.settings.config import Target
 from ortlab.ui import actions, background, charts, state
+from ortlab.core.errors import DataError
+from ortlab.runs.tune import Tuner, TuneSettings, sqnr_policy, verdict_policy
+from ortlab.core.errors import OrtlabError
 
 OBJECTIVES = ("latency", "size")
 POLICIES = ("verdict", "min SQNR")
@@ -36,8 +39,6 @@ class TuneChoice:
 
 def start_tune(choice: TuneChoice) -> background.Task:
     """Start the search on the current model with the session's calibration/evaluation data."""
-    from ortlab.core.errors import DataError
-    from ortlab.runs.tune import Tuner, TuneSettings, sqnr_policy, verdict_policy
 
     if state.model_path() is None:
         raise DataError("Choose a model on the Model page first.")
@@ -110,7 +111,6 @@ def trial_rows(trials: Sequence) -> list[dict]:
 
 def open_on_compare(trial) -> None:
     """Add the trial's run (from History) to the session's artifacts and make it Compare's candidate."""
-    from ortlab.core.errors import OrtlabError
 
     if trial.run_id is None:
         raise OrtlabError("This trial has no recorded run to open.")
