@@ -400,11 +400,14 @@ def _print_json(obj: Any) -> None:
     print(dumps(obj, indent=2))
 
 
-def _table(rows: list[list[str]], header: list[str]) -> str:
+def _table(rows: list[list[str]], header: list[str], right: Sequence[int] | None = None) -> str:
+    """A text table; the columns ``right`` (default: all but the first) are right-aligned, header included."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    right_cols = set(range(1, len(header)) if right is None else right)
 
     def fmt(row: list[str]) -> str:
-        return "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        return "  ".join(str(c).rjust(w) if i in right_cols else str(c).ljust(w)
+                         for i, (c, w) in enumerate(zip(row, widths))).rstrip()
 
     return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)])
 
@@ -707,10 +710,16 @@ def cmd_history(ns: argparse.Namespace) -> int:
     from ortlab.checks.verdict import judge
 
     rows = [[str(r.run_id), r.created_at.replace("T", " ")[:19], r.origin or "?",
-             (r.verdict if r.verdict is not None else judge(r.evaluation, coverage=r.coverage)).level.value, r.recipe.label(),
-             r.source_name, r.sha256[:12], format_bytes(r.size_bytes)] for r in runs if isinstance(r, Artifact)]
-    print(_table(rows, ["run", "created", "from", "verdict", "recipe", "source", "sha256", "size"])
-          if rows else "No runs yet.")
+             (r.verdict if r.verdict is not None else judge(r.evaluation, coverage=r.coverage)).level.value,
+             r.recipe.label(), _source_label(r), format_bytes(r.size_bytes), r.sha256[:12]]
+            for r in runs if isinstance(r, Artifact)]
+    if rows:
+        print(_table(rows, ["run", "created", "from", "verdict", "recipe", "source model", "result size",
+                            "result sha256"], right=(0, 6)))
+        print("result size and sha256 describe the optimized model file each run wrote "
+              f"({PROG} history --json has the paths).")
+    else:
+        print("No runs yet.")
     for r in runs:
         if not isinstance(r, Artifact):
             print(f"run {r.id}  {r.created_at.replace('T', ' ')[:19]}  unreadable: {r.reason}")
@@ -723,6 +732,16 @@ def cmd_history(ns: argparse.Namespace) -> int:
         timed = ", ".join(f"{names.get(s.variant, s.variant)}@{s.batch_size} p50 {s.p50:.3f} ms" for s in b.summaries)
         print(f"benchmark {b.id}  {when}  {b.origin or '?'}  {timed}")
     return 0
+
+
+def _source_label(artifact) -> str:
+    """How ``history`` names a run's source model: the bundled sample's name, else the file's name (with its
+    folder's when the file is a generic ``model.onnx``)."""
+    spec = getattr(artifact, "spec", None)
+    if spec is not None and spec.sample:
+        return spec.sample
+    path = Path(artifact.source_path)
+    return f"{path.parent.name}/{path.name}" if path.name == "model.onnx" and path.parent.name else path.name
 
 
 def cmd_samples(ns: argparse.Namespace) -> int:
