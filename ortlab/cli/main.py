@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -112,11 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="Time one or more models (latency percentiles, throughput, memory).")
     p.add_argument("models", metavar="MODEL", nargs="+", help="One or more .onnx files or bundled samples' names.")
     add_config_arguments(p, BenchConfig, title="timing", exclude=BENCH_FLAGS_EXCLUDED)
-    _set_help(p, "duration_s", f"Time each batch size for this many seconds (default: {DEFAULT_BENCH_DURATION_S:g}; "
-                               "0 = use --runs instead).")
-    _set_help(p, "runs", f"Time exactly this many runs per batch size instead of {DEFAULT_BENCH_DURATION_S:g} s "
-                         f"(default: not used; with --duration S, ignored unless S is 0, then "
-                         f"{BenchConfig().runs}).")
+    _set_default_help(p, "duration_s", f"{DEFAULT_BENCH_DURATION_S:g}")
+    _set_default_help(p, "runs", f"not used, the run is timed; --runs N alone times exactly N runs, and with "
+                                 f"--duration 0 it is {BenchConfig().runs}")
     p.add_argument("--memory", action="store_true", help="Also measure peak memory (a child process per model).")
     p.add_argument("--profile", metavar="DIR", help="Write ORT's profiling JSON for each run into DIR.")
     add_input_arguments(p, text=False)
@@ -178,11 +177,12 @@ def _add_data_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--verify-samples", type=int, default=32, help="Samples compared with the source (default: 32).")
 
 
-def _set_help(p: argparse.ArgumentParser, dest: str, text: str) -> None:
-    """Replace the help of ``p``'s flag that stores into ``dest`` (where the CLI's default differs from the
-    config class's, e.g. bench's 3 s duration)."""
+def _set_default_help(p: argparse.ArgumentParser, dest: str, default: str) -> None:
+    """Say ``default`` as the default in the help of ``p``'s flag that stores into ``dest``, where the CLI's
+    default is not the config field's (bench times 3 s, not a run count)."""
     action = next(a for a in p._actions if a.dest == dest)
-    action.help = text.replace("%", "%%")
+    text = re.sub(r"\s*\(default: [^()]*\)$", "", action.help or "")
+    action.help = f"{text} (default: {default})"  # the field's help is already %-escaped; ``default`` has no %
 
 
 def add_input_arguments(p: argparse.ArgumentParser, text: bool = True) -> None:
@@ -312,8 +312,9 @@ def model_file(text: str, what: str = "Model") -> Path:
     if not path.is_absolute() and path.parts[:1] == (root.name,) and (root.parent / path).is_file():
         return root.parent / path
     names = ", ".join(s.name for s in found)
-    raise UsageError(f"{what} not found: {text} (give an .onnx file's path"
-                     + (f", or a bundled sample's name: {names})" if names else ")"))
+    looks_like_a_name = len(path.parts) == 1 and not path.suffix
+    raise UsageError(f"{what} not found: {text}" + (f" (no file, nor a bundled sample: {names})"
+                                                    if looks_like_a_name and names else ""))
 
 
 def _display_path(path: Path) -> str:
