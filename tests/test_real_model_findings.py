@@ -163,6 +163,8 @@ def test_a_run_shows_only_the_inspection_warnings_that_hold_for_it():
     int8_advice = [w for w in info.warnings if "int8" in w]
     assert len(int8_advice) == 2 and any(w.startswith("Input dimensions without") for w in info.warnings) is False
     assert not [w for w in run_warnings(info.warnings, int8=False) if "int8" in w]
-    assert [w for w in run_warnings(info.warnings, int8=True) if "int8" in w] == int8_advice
+    # the old-opset advice is left to the quantize step, which says once what it converted
+    assert [w for w in run_warnings(info.warnings, int8=True) if "int8" in w] == [
+        w for w in int8_advice if "older than 13" not in w]
     silero_like = ("Input dimensions without a number or a name (input) are taken from the data, else …",)
     assert run_warnings(silero_like, int8=True) == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
 
     p = sub.add_parser("inspect", help="Show a model's inputs, outputs, opsets, ops and size.")
-    p.add_argument("model", metavar="MODEL", help="An .onnx file.")
+    p.add_argument("model", metavar="MODEL", help="An .onnx file or a bundled sample's name.")
     p.add_argument("--json", action="store_true", help="Print JSON on stdout.")
     p.set_defaults(func=cmd_inspect)
 
@@ -102,13 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("out", metavar="OUT", help="The result: a .onnx file, or a folder that receives model.onnx, "
                                               "recipe.json and artifact.json.")
     add_recipe_arguments(p)
-    g = p.add_argument_group("data")
-    g.add_argument("--calibration", "--data", metavar="DIR", dest="calibration",
-                   help="Calibration data: a folder of images (class sub-folders are labels), a .zip of images, a "
-                        ".npy/.npz tensor file, or a .txt file (one example per line; with --tokenizer).")
-    g.add_argument("--eval", metavar="DIR", dest="eval_data",
-                   help="Data to verify the result against the source (default: the calibration data).")
-    g.add_argument("--verify-samples", type=int, default=32, help="Samples compared with the source (default: 32).")
+    _add_data_arguments(p)
     add_input_arguments(p)
     add_preprocess_arguments(p)
     add_verdict_arguments(p)
@@ -116,8 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_optimize)
 
     p = sub.add_parser("bench", help="Time one or more models (latency percentiles, throughput, memory).")
-    p.add_argument("models", metavar="MODEL", nargs="+", help="One or more .onnx files.")
+    p.add_argument("models", metavar="MODEL", nargs="+", help="One or more .onnx files or bundled samples' names.")
     add_config_arguments(p, BenchConfig, title="timing", exclude=BENCH_FLAGS_EXCLUDED)
+    _set_default_help(p, "duration_s", f"{DEFAULT_BENCH_DURATION_S:g}")
+    _set_default_help(p, "runs", f"not used, the run is timed; --runs N alone times exactly N runs, and with "
+                                 f"--duration 0 it is {BenchConfig().runs}")
     p.add_argument("--memory", action="store_true", help="Also measure peak memory (a child process per model).")
     p.add_argument("--profile", metavar="DIR", help="Write ORT's profiling JSON for each run into DIR.")
     add_input_arguments(p, text=False)
@@ -143,11 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="Apply a saved recipe (JSON from the app or Recipe.to_json()).")
     p.add_argument("recipe", metavar="RECIPE.json")
-    p.add_argument("model", metavar="MODEL")
-    p.add_argument("--data", metavar="DIR", help="Calibration and verification data.")
+    p.add_argument("model", metavar="MODEL", help="An .onnx file or a bundled sample's name.")
+    _add_data_arguments(p)
     p.add_argument("--out", metavar="DIR", help="Artifact folder (default: a new folder in the workspace, "
                                                 "$ORTLAB_HOME or ~/.ortlab, recorded in its history).")
-    p.add_argument("--verify-samples", type=int, default=32, help="Samples compared with the source (default: 32).")
     add_input_arguments(p)
     add_preprocess_arguments(p)
     add_verdict_arguments(p)
@@ -167,6 +164,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_tune_commands(sub)  # analyze, tune
     return parser
+
+
+def _add_data_arguments(p: argparse.ArgumentParser) -> None:
+    """``--calibration``/``--data``, ``--eval`` and ``--verify-samples`` of ``optimize`` and ``run``."""
+    g = p.add_argument_group("data (default for a bundled sample: its calibration and evaluation images)")
+    g.add_argument("--calibration", "--data", metavar="DIR", dest="calibration",
+                   help="Calibration data: a folder of images (class sub-folders are labels), a .zip of images, a "
+                        ".npy/.npz tensor file, or a .txt file (one example per line; with --tokenizer).")
+    g.add_argument("--eval", metavar="DIR", dest="eval_data",
+                   help="Data to verify the result against the source (default: the calibration data).")
+    g.add_argument("--verify-samples", type=int, default=32, help="Samples compared with the source (default: 32).")
+
+
+def _set_default_help(p: argparse.ArgumentParser, dest: str, default: str) -> None:
+    """Say ``default`` as the default in the help of ``p``'s flag that stores into ``dest``, where the CLI's
+    default is not the config field's (bench times 3 s, not a run count)."""
+    action = next(a for a in p._actions if a.dest == dest)
+    text = re.sub(r"\s*\(default: [^()]*\)$", "", action.help or "")
+    action.help = f"{text} (default: {default})"  # the field's help is already %-escaped; ``default`` has no %
 
 
 def add_input_arguments(p: argparse.ArgumentParser, text: bool = True) -> None:
@@ -278,6 +294,37 @@ def _existing_file(path: str, what: str) -> Path:
     return p
 
 
+def model_file(text: str, what: str = "Model") -> Path:
+    """A MODEL argument: a path to an .onnx file (relative to the current folder, or absolute), or a bundled
+    sample's name (``digits_cnn``; ``ortlab samples`` lists them). A path such as ``sample_models/digits_cnn/model.onnx``
+    that is not there from the current folder is also looked up where the bundled samples live, so the README's
+    lines work from any folder."""
+    from ortlab.data.samples import list_samples, samples_root
+
+    path = Path(text).expanduser()
+    if path.exists():
+        return _existing_file(text, what)
+    found = list_samples(skip_broken=True)
+    sample = next((s for s in found if s.name == text), None)
+    if sample is not None:
+        return Path(sample.model_path)
+    root = samples_root()
+    if not path.is_absolute() and path.parts[:1] == (root.name,) and (root.parent / path).is_file():
+        return root.parent / path
+    names = ", ".join(s.name for s in found)
+    looks_like_a_name = len(path.parts) == 1 and not path.suffix
+    raise UsageError(f"{what} not found: {text}" + (f" (no file, nor a bundled sample: {names})"
+                                                    if looks_like_a_name and names else ""))
+
+
+def _display_path(path: Path) -> str:
+    """``path`` relative to the current folder when it is under it, else as given (absolute)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 DATA_SUFFIXES = (".zip", ".npy", ".npz", ".txt", ".text")
 DATA_KINDS = "a folder of images, a .zip, a .npy/.npz file or a .txt file (with --tokenizer)"
 
@@ -354,11 +401,14 @@ def _print_json(obj: Any) -> None:
     print(dumps(obj, indent=2))
 
 
-def _table(rows: list[list[str]], header: list[str]) -> str:
+def _table(rows: list[list[str]], header: list[str], right: Sequence[int] | None = None) -> str:
+    """A text table; the columns ``right`` (default: all but the first) are right-aligned, header included."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    right_cols = set(range(1, len(header)) if right is None else right)
 
     def fmt(row: list[str]) -> str:
-        return "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        return "  ".join(str(c).rjust(w) if i in right_cols else str(c).ljust(w)
+                         for i, (c, w) in enumerate(zip(row, widths))).rstrip()
 
     return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)])
 
@@ -370,7 +420,7 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
     """`ortlab inspect`: print what a model holds."""
     from ortlab.model.inspect import inspect_model, op_key
 
-    info = inspect_model(_existing_file(ns.model, "Model"))
+    info = inspect_model(model_file(ns.model))
     if ns.json:
         _print_json(info.to_dict())
         return 0
@@ -455,12 +505,22 @@ def _run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: st
     """The RunSpec of a CLI run: data references (checked to exist) and the preprocessing policy."""
     from ortlab.runs.runspec import RunSpec
 
+    from ortlab.runs.runspec import DataRef
+
     sample = find_sample(src)
     shapes = shapes_from_args(ns)
     cal = _data_ref(calibration, ns)
     ev = _data_ref(evaluation, ns, count=ns.verify_samples, seed=recipe.quant.seed)
+    if cal is None and ev is None and sample is not None and sample.calibration_dir is not None:
+        cal = DataRef(sample=sample.name, set="calibration")
+        if sample.evaluation_dir is not None:
+            ev = DataRef(sample=sample.name, set="evaluation", count=ns.verify_samples, seed=recipe.quant.seed)
+        print(f"{PROG}: using sample {sample.name}'s calibration"
+              + (" and evaluation" if ev is not None else "") + " images (give --calibration/--eval for others)",
+              file=sys.stderr)
     pre = preprocess_from_args(ns, src, sample) if (cal or ev) is not None else None
-    if pre is not None and all(ref is None or ref.path is None or Path(ref.path).suffix.lower() in DATA_SUFFIXES[1:]
+    if pre is not None and all(ref is None or (ref.path is None and ref.sample is None)
+                               or (ref.path is not None and Path(ref.path).suffix.lower() in DATA_SUFFIXES[1:])
                                for ref in (cal, ev)):
         pre = None  # tensors and text need no image preprocessing
     policy = policy_from_args(ns)
@@ -476,7 +536,7 @@ def cmd_optimize(ns: argparse.Namespace) -> int:
     from ortlab.core.layout import ARTIFACT_FILE
 
     recipe = recipe_from_args(ns)
-    src = _existing_file(ns.model, "Model")
+    src = model_file(ns.model)
     out = Path(ns.out).expanduser()
     config.require_valid(recipe, providers.working_providers())  # fail before loading any data
     spec = _run_spec(src, recipe, ns, ns.calibration, ns.eval_data)
@@ -503,8 +563,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
     except UnicodeDecodeError:
         raise RecipeError(f"{ns.recipe} is not a text file; give the recipe JSON.") from None
     recipe = Recipe.from_json(text)
-    src = _existing_file(ns.model, "Model")
-    spec = _run_spec(src, recipe, ns, ns.data, None)
+    src = model_file(ns.model)
+    spec = _run_spec(src, recipe, ns, ns.calibration, ns.eval_data)
     workspace = Workspace()
     out = Path(ns.out).expanduser() if ns.out else None
     artifact = service.start_recipe(spec, out, workspace=workspace, origin="cli").follow(_reporter(ns))
@@ -526,7 +586,7 @@ def _variant_names(paths: list[Path]) -> list[str]:
 def cmd_bench(ns: argparse.Namespace) -> int:
     """`ortlab bench`: time models side by side at each batch size."""
 
-    paths = [_existing_file(m, "Model") for m in ns.models]
+    paths = [model_file(m) for m in ns.models]
     cfg = bench_from_args(ns)
     from ortlab.runs import service
     from ortlab.runs.artifact import Artifact
@@ -588,8 +648,8 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     from ortlab.checks.verdict import judge
 
     policy = policy_from_args(ns)
-    ref = _existing_file(ns.reference, "Reference model")
-    cand = _existing_file(ns.candidate, "Candidate model")
+    ref = model_file(ns.reference, "Reference model")
+    cand = model_file(ns.candidate, "Candidate model")
     if ns.n is not None and ns.n < 1:
         raise UsageError("--n must be at least 1.")
     sample = find_sample(ref)
@@ -651,10 +711,16 @@ def cmd_history(ns: argparse.Namespace) -> int:
     from ortlab.checks.verdict import judge
 
     rows = [[str(r.run_id), r.created_at.replace("T", " ")[:19], r.origin or "?",
-             (r.verdict if r.verdict is not None else judge(r.evaluation, coverage=r.coverage)).level.value, r.recipe.label(),
-             r.source_name, r.sha256[:12], format_bytes(r.size_bytes)] for r in runs if isinstance(r, Artifact)]
-    print(_table(rows, ["run", "created", "from", "verdict", "recipe", "source", "sha256", "size"])
-          if rows else "No runs yet.")
+             (r.verdict if r.verdict is not None else judge(r.evaluation, coverage=r.coverage)).level.value,
+             r.recipe.label(), _source_label(r), format_bytes(r.size_bytes), r.sha256[:12]]
+            for r in runs if isinstance(r, Artifact)]
+    if rows:
+        print(_table(rows, ["run", "created", "from", "verdict", "recipe", "source model", "result size",
+                            "result sha256"], right=(0, 6)))
+        print("result size and sha256 describe the optimized model file each run wrote "
+              f"({PROG} history --json has the paths).")
+    else:
+        print("No runs yet.")
     for r in runs:
         if not isinstance(r, Artifact):
             print(f"run {r.id}  {r.created_at.replace('T', ' ')[:19]}  unreadable: {r.reason}")
@@ -667,6 +733,16 @@ def cmd_history(ns: argparse.Namespace) -> int:
         timed = ", ".join(f"{names.get(s.variant, s.variant)}@{s.batch_size} p50 {s.p50:.3f} ms" for s in b.summaries)
         print(f"benchmark {b.id}  {when}  {b.origin or '?'}  {timed}")
     return 0
+
+
+def _source_label(artifact) -> str:
+    """How ``history`` names a run's source model: the bundled sample's name, else the file's name (with its
+    folder's when the file is a generic ``model.onnx``)."""
+    spec = getattr(artifact, "spec", None)
+    if spec is not None and spec.sample:
+        return spec.sample
+    path = Path(artifact.source_path)
+    return f"{path.parent.name}/{path.name}" if path.name == "model.onnx" and path.parent.name else path.name
 
 
 def cmd_samples(ns: argparse.Namespace) -> int:
@@ -685,7 +761,10 @@ def cmd_samples(ns: argparse.Namespace) -> int:
         print("No bundled sample models.")
         return 0
     for s in found:
-        print(f"{s.name:<16} {s.title}\n{'':<16} {s.model_path}")
+        print(f"{s.name:<18} {s.title}\n{'':<18} {_display_path(s.model_path)}")
+    example = next((s.name for s in found if s.name == "digits_cnn"), found[0].name)
+    print(f"\nGive a sample's name wherever a model is asked for, from any folder (e.g. {PROG} inspect {example}); "
+          "its calibration and evaluation images are then the default data.")
     return 0
 
 
@@ -701,6 +780,19 @@ def _start_service() -> None:
         print(f"{PROG}: warning: {one_line(notice)}", file=sys.stderr)
 
 
+def _pipe_closed() -> int:
+    """The reader of stdout went away (``ortlab history | head -2``): stop quietly with status 0, as the reader got
+    all it asked for (141, "killed by SIGPIPE", would fail a ``set -o pipefail`` script for no fault). Stdout is
+    pointed at /dev/null so that Python's flush at exit does not print "Exception ignored … BrokenPipeError"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # an in-process caller's stdout without a file descriptor
+        pass
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 failure, 2 usage)."""
     from ortlab.runtime import providers
@@ -714,7 +806,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             providers.set_custom_op_libraries([_existing_file(p, "Custom-op library") for p in ns.custom_op_library])
         if ns.command in ("optimize", "run", "bench", "history"):
             _start_service()
-        return int(ns.func(ns) or 0)
+        code = int(ns.func(ns) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        return _pipe_closed()
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     except (UsageError, RecipeError, OutputError) as exc:

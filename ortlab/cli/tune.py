@@ -73,11 +73,11 @@ def cmd_analyze(ns: argparse.Namespace) -> int:
     """`ortlab analyze`: rank a quantized model's nodes by the error they add."""
     from ortlab.checks.analyze import analyze
     from ortlab.cli.main import (
-        _existing, _existing_file, _print_json, _reporter, _shapes_text, _table, find_sample, load_dataset,
+        _existing, _print_json, _reporter, _shapes_text, _table, find_sample, load_dataset, model_file,
         preprocess_from_args, shapes_from_args,
     )
 
-    ref = _existing_file(ns.reference, "Reference model")
+    ref = model_file(ns.reference, "Reference model")
     cand = _existing(ns.candidate, "Candidate model")
     if ns.n < 1:
         raise UsageError("--n must be at least 1.")
@@ -116,13 +116,15 @@ def _split(path: str, out: Path, labels, ns: argparse.Namespace) -> tuple[str, s
 
 def cmd_tune(ns: argparse.Namespace) -> int:
     """`ortlab tune`: search recipes in child processes, print each trial, recommend one."""
-    from ortlab.cli.main import _data_ref, _existing_file, _print_json, find_sample, preprocess_from_args, shapes_from_args
+    from ortlab.cli.main import (
+        _data_ref, _print_json, find_sample, model_file, preprocess_from_args, shapes_from_args,
+    )
     from ortlab.runs.runspec import DataRef
     from ortlab.runs.tune import Tuner, TuneSettings, verdict_policy
     from ortlab.checks.verdict import VerdictPolicy
     from ortlab.runs.workspace import Workspace
 
-    src = _existing_file(ns.model, "Model")
+    src = model_file(ns.model)
     out = Path(ns.out).expanduser().resolve()
     if ns.budget <= 0:
         raise UsageError("--budget must be positive.")

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import IO, Any
 
+from ortlab import NO_TELEMETRY_ENV
 from ortlab.core import errors, limits
 from ortlab.core.errors import OrtlabError
 
@@ -21,8 +22,9 @@ MEMORY_ENV = "ORTLAB_RUN_MEMORY_GB"  # address-space limit (GB) of a recipe's or
 
 def child_env() -> tuple[dict[str, str], str]:
     """The environment and working folder of a child interpreter: it imports this same ortlab, wherever the
-    parent was started from."""
-    env = dict(os.environ)
+    parent was started from, with ONNX Runtime's telemetry off (:data:`ortlab.NO_TELEMETRY_ENV`) before the child
+    loads it."""
+    env = {**os.environ, **NO_TELEMETRY_ENV}
     pkg_parent = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env, pkg_parent

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import re
 import shutil
 import tempfile
 from collections import Counter
@@ -143,9 +144,24 @@ class QuantResult:
     coverage: QuantCoverage
 
 
+_NO_CHANNEL_AXIS = re.compile(r"Axis -?\d+ is out-of-range for weight '(?P<name>.+)' with rank \d+")
+
+
+def _no_channel_axis(names: list[str]) -> str:
+    """One line for ORT's "Axis 1 is out-of-range for weight …" warnings (one per 1-D weight)."""
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return (f"{len(names)} weight{'s' if len(names) > 1 else ''} with no channel axis ({shown}; e.g. a "
+            "LayerNormalization scale) quantized per tensor instead of per channel, as ONNX Runtime does.")
+
+
 def _log_warnings(messages: list[str], dynamic: bool = False) -> list[str]:
     out = []
+    no_axis = [m_.group("name") for m_ in map(_NO_CHANNEL_AXIS.fullmatch, messages) if m_ is not None]
+    if no_axis:
+        out.append(_no_channel_axis(no_axis))
     for m in messages:
+        if _NO_CHANNEL_AXIS.fullmatch(m):
+            continue
         if "consider to run pre-processing" in m or "consider pre-processing" in m:
             if dynamic:  # pre-processing is a static-mode setting: nothing a person can turn on here
                 continue
