@@ -34,6 +34,7 @@ from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry, Q
 from ortlab.model import graphs
 from ortlab.settings.config import DISTRIBUTION_MIN_BINS, CalibrationMethod, QuantConfig, QuantFormat, QuantMode, QuantType
 from ortlab.transforms.coverage import QuantCoverage, quant_coverage
+from ortlab.transforms.range_split import find_range_splits, load_ranges
 from ortlab.core.errors import Cancelled, OrtlabError, QuantizationError
 from ortlab.runtime.providers import quiet_native_stderr
 from ortlab.core.text import one_line
@@ -527,6 +528,11 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
             warnings.append(f"No weight to give 16 bits in node(s) {', '.join(missing)} (not in the model, or their "
                             "weight is not a constant); they stay 8-bit.")
         kwargs["extra_options"] = {**kwargs["extra_options"], "TensorQuantOverrides": overrides}
+    if q.range_split:
+        splits = find_range_splits(model, load_ranges(cache), q.range_split_factor, tuple(q.nodes_to_exclude))
+        if splits:
+            kwargs["nodes_to_exclude"] = [*q.nodes_to_exclude, *(s.node for s in splits)]
+            notes.extend(s.note() for s in splits)
     with tempfile.TemporaryDirectory(prefix="ortlab-quant-") as tmpdir:
         tmp = Path(tmpdir)
         staged = _stage_input(model, tmp)
