@@ -294,11 +294,11 @@ def _why_float(model: onnx.ModelProto, left: list[graphs.NodeAt], mode: str) -> 
 
 
 def _coverage_result(out: Path, source: onnx.ModelProto, targets: list[str], warnings: list[str],
-                     notes: list[str], mode: str) -> QuantResult:
+                     notes: list[str], mode: str, excluded: list[str] | None = None) -> QuantResult:
     quantized = onnx.load(str(out), load_external_data=False)
     # ORT's dynamic quantizer rewrites Gemm (alpha = beta = 1, no transA) as MatMul + Add before quantizing
     counted_as = {"Gemm": "MatMul"} if mode == "dynamic" and "MatMul" in targets else None
-    cov = quant_coverage(quantized, targets, source, counted_as)
+    cov = quant_coverage(quantized, targets, source, counted_as, excluded or ())
     if counted_as and any(at.node.op_type == "Gemm" for at in graphs.walk_nodes(source.graph)):
         notes.append("ONNX Runtime's dynamic quantizer rewrites Gemm nodes as MatMul + Add; they count as MatMul.")
     left = _left_in_float(quantized, targets)
@@ -545,7 +545,8 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
             raise
         except Exception as exc:
             raise _fail("quantize", exc, _QUANTIZE_HINT) from None
-        result = _coverage_result(out, model, targets, warnings + _log_warnings(log.messages), notes, "static")
+        result = _coverage_result(out, model, targets, warnings + _log_warnings(log.messages), notes, "static",
+                                  kwargs["nodes_to_exclude"])
         _finish(out, dst, "quantize")
     return result
 
