@@ -20,7 +20,9 @@ import onnxruntime as ort
 import pytest
 from PIL import Image
 
+from ortlab.checks.analyze import analyze
 from ortlab.cli import main as cli
+from ortlab.data.dataset import load_image_folder
 from ortlab.transforms.range_split import JOINING_OPS, find_range_splits, width
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,3 +149,23 @@ def test_a_model_without_mixed_ranges_gets_no_exclusion(tmp_path, capsys):
     assert art["recipe"]["quant"]["range_split"] is True
     assert not any("range-split" in n for n in art["notes"]), art["notes"]
 
+
+
+def test_analysis_scored_per_output_group_ranks_the_concat_first(photos, tmp_path, capsys):
+    """Whole-tensor SQNR hides the crushed scores behind the box pixels (the Concat ranked 23rd of 31 that way);
+    scored by its worst output group (scores), it ranks among the top 3."""
+    out = tmp_path / "off"
+    code = cli.main(["optimize", str(FIXTURE), str(out), "--precision", "int8", "--no-range-split",
+                     "--calibration", str(photos["calibration"]), "--eval", str(photos["evaluation"]),
+                     "--verify-samples", "8", "--json"])
+    capsys.readouterr()
+    assert code == 0
+    res = analyze(FIXTURE, out, load_image_folder(photos["evaluation"]), None)
+    assert list(res.groups) == ["output0 [1, 12, 8400]"]
+    node = next(e for e in res.nodes if e.name == CONCAT)
+    assert node.rank <= 3 and node.group == "scores", [(e.rank, e.name, e.group) for e in res.nodes[:5]]
+    assert node.group_sqnr_db["scores"] < 5 < 30 < node.group_sqnr_db["boxes"]
+    assert node.local_sqnr_db is not None and node.local_sqnr_db > 30  # what the whole tensor said
+    whole = sorted(res.nodes, key=lambda e: e.local_sqnr_db if e.local_sqnr_db is not None else e.sqnr_db)
+    assert [e.name for e in whole].index(CONCAT) >= 3
+    assert all(e.group is None for e in res.nodes if e.name != CONCAT)
