@@ -400,7 +400,7 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
     local_acc = {k: _Acc() for k, nd in enumerate(plan.nodes) if nd[4] is not None}
     bad: set[int] = set()
     cand_names = plan.cand_outputs
-    layouts: list[tuple[int, int, dict[str, slice]]] | None = None  # the outputs' channel groups
+    layouts: list[_Layout] | None = None  # the outputs' channel groups
     grouped: dict[int, tuple[int, dict[str, slice]]] = {}  # node → (channel axis, groups)
     group_acc: dict[tuple[int, str], _Acc] = {}
     local_names = [nd[4] for nd in plan.nodes if nd[4] is not None]
@@ -418,7 +418,7 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
         if local_sess is not None:
             local_vals = dict(zip(local_names, local_sess.run(local_names, {k: ref_vals[k] for k in plan.local_inputs})))
         if layouts is None:
-            layouts, grouped = _grouping(graph_outputs, ref_vals, ds.labeled, plan.nodes)
+            layouts, grouped = _grouping(graph_outputs, ref_vals, ds.labeled(), plan.nodes)
         for k, (_, _, ry, cy, ly) in enumerate(plan.nodes):
             if k in bad:
                 continue
@@ -464,13 +464,17 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
                         groups=described)
 
 
+_Layout = tuple[str, list[int], tuple[int, int, dict[str, slice]]]  # output, its shape, channel_groups()
+
+
 def _grouping(outputs: list[str], ref_vals: dict[str, Any], labeled: bool,
-              nodes: list[tuple[str, str, str, str, str | None]]):
+              nodes: list[tuple[str, str, str, str, str | None]],
+              ) -> tuple[list[_Layout], dict[int, tuple[int, dict[str, slice]]]]:
     """The outputs whose task groups their channels (from the first chunk's reference values) as
     (name, shape, (axis, channels, groups)), and the nodes whose tensors share such a layout: node → (axis, groups)."""
     arrays = [np.asarray(ref_vals[n])[:1] for n in outputs]
     _, _, _, roles = infer_roles(outputs, arrays, labeled)
-    layouts = []
+    layouts: list[_Layout] = []
     for n, arr in zip(outputs, arrays):
         found = channel_groups(roles.get(n), arr.shape)
         if found is not None:
