@@ -346,3 +346,14 @@ def test_dynamic_quantizes_gemm_even_when_the_exporter_recorded_value_info_for_i
     ops = [n.op_type for n in onnx.load(str(dst)).graph.node]
     assert ops.count("MatMulInteger") == 1 and "Gemm" not in ops
     assert src.read_bytes() == before
+
+
+def test_attention_matmuls_are_named_activation_by_activation_not_folding_advice(tmp_path):
+    """Q·Kᵀ and A·V take both inputs from run-time tensors (via Transpose): nothing to fold, and the warning says so."""
+    src = Path(__file__).parent / "fixtures" / "text_encoder.onnx"
+    res = quantize_dynamic_result(src, tmp_path / "q.onnx", QuantConfig(mode=QuantMode.DYNAMIC))
+    warning = next(w for w in res.warnings if "stayed float" in w)
+    assert warning == ("4 weighted node(s) stayed float: 4 MatMul node(s) are activation × activation MatMuls "
+                       "(attention), which int8 dynamic quantization does not cover (/layers.0/MatMul, "
+                       "/layers.0/MatMul_1, /layers.1/MatMul, /layers.1/MatMul_1).")
+    assert not any("fold" in w or "Transpose" in w for w in res.warnings)

@@ -20,6 +20,12 @@ Two errors per node:
   dequantized weights, and the output is quantized/dequantized as in the candidate. All these copies sit in one
   graph and run batched, once per chunk of samples, so the local error costs about one more forward pass.
 
+Output groups. When the model's task splits its output into channel groups of very different ranges (a YOLO-style
+detector's box pixels 0..640 and class scores 0..1, :func:`ortlab.checks.task_metrics.channel_groups`), a whole-tensor
+SQNR is dominated by the wide group and hides a node that crushes the narrow one. Every node whose tensor has that
+output's layout (3-D, the same channel count on the same axis) is then also measured per group, and ranked by its
+worst group (``NodeError.group`` names it, ``group_sqnr_db`` holds each group's figure).
+
 Nodes are ranked worst local SQNR first (accumulated SQNR when a node has no local figure). A candidate with no
 QuantizeLinear/DequantizeLinear (dynamic, QOperator, fp16, an optimized model) gets accumulated errors for the
 tensors whose names match and no local errors.
@@ -42,6 +48,7 @@ from ortlab.core.layout import QDQ_FILE
 from ortlab.settings.config import PreprocessConfig
 from ortlab.core.errors import Cancelled, DataError
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
+from ortlab.checks.task_metrics import channel_groups, infer_roles
 
 QUANT_OPS = ("QuantizeLinear", "DequantizeLinear")
 QUANT_INPUT_SUFFIX = "_QuantizeLinear_Input"
@@ -66,6 +73,15 @@ class NodeError:
     local_cosine: float | None = None
     local_max_abs: float | None = None
     rank: int = 0
+    group: str | None = None  # the output group that ranks the node (its worst), when the task has groups
+    group_sqnr_db: dict[str, float] = field(default_factory=dict)  # each group's SQNR (local when measured)
+
+    @property
+    def score_db(self) -> float:
+        """What the node is ranked by: its worst group's SQNR, else its local SQNR, else its accumulated SQNR."""
+        if self.group is not None:
+            return self.group_sqnr_db[self.group]
+        return self.local_sqnr_db if self.local_sqnr_db is not None else self.sqnr_db
 
     @property
     def added_db(self) -> float | None:
@@ -88,6 +104,7 @@ class NodeAnalysis:
     seconds: float = 0.0
     method: str = METHOD
     input_shapes: dict[str, list[int]] = field(default_factory=dict)  # each input's shape as fed (one sample)
+    groups: dict[str, str] = field(default_factory=dict)  # output → how its channels are grouped, when they are
 
     def worst(self, k: int = 10) -> list[NodeError]:
         return self.nodes[:k]
@@ -368,7 +385,9 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
         raise DataError("No node of the candidate matches a float tensor of the reference; analyse the QDQ model "
                         "of a static int8 run (model.qdq.onnx) against its fp32 source.")
     ref_types, cand_types = _types(ref_model), _types(cand_model)
-    ref_sess = _session(_with_outputs(ref_model, plan.ref_outputs, ref_types))
+    graph_outputs = [o.name for o in ref_model.graph.output if ref_types.get(o.name) == TensorProto.FLOAT]
+    ref_names = sorted(set(plan.ref_outputs) | set(graph_outputs))
+    ref_sess = _session(_with_outputs(ref_model, ref_names, ref_types))
     cand_sess = _session(_with_outputs(cand_model, plan.cand_outputs, cand_types))
     local_sess = _session(plan.local_model) if plan.local_model is not None else None
     del ref_model, cand_model
@@ -381,7 +400,10 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
     acc = {k: _Acc() for k in range(len(plan.nodes))}
     local_acc = {k: _Acc() for k, nd in enumerate(plan.nodes) if nd[4] is not None}
     bad: set[int] = set()
-    ref_names, cand_names = plan.ref_outputs, plan.cand_outputs
+    cand_names = plan.cand_outputs
+    layouts: list[_Layout] | None = None  # the outputs' channel groups
+    grouped: dict[int, tuple[int, dict[str, slice]]] = {}  # node → (channel axis, groups)
+    group_acc: dict[tuple[int, str], _Acc] = {}
     local_names = [nd[4] for nd in plan.nodes if nd[4] is not None]
     cand_feed_names = {i.name for i in cand_sess.get_inputs()}
     total = len(ds)
@@ -396,6 +418,8 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
         local_vals: dict[str, Any] = {}
         if local_sess is not None:
             local_vals = dict(zip(local_names, local_sess.run(local_names, {k: ref_vals[k] for k in plan.local_inputs})))
+        if layouts is None:
+            layouts, grouped = _grouping(graph_outputs, ref_vals, ds.labeled(), plan.nodes)
         for k, (_, _, ry, cy, ly) in enumerate(plan.nodes):
             if k in bad:
                 continue
@@ -403,6 +427,13 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
                 acc[k].add(ref_vals[ry], cand_vals[cy])
                 if ly is not None:
                     local_acc[k].add(ref_vals[ry], local_vals[ly])
+                if k in grouped:
+                    axis, groups = grouped[k]
+                    theirs = local_vals[ly] if ly is not None else cand_vals[cy]
+                    for g, sl in groups.items():
+                        idx = np.arange(sl.start, sl.stop)
+                        group_acc.setdefault((k, g), _Acc()).add(np.take(ref_vals[ry], idx, axis=axis),
+                                                                 np.take(theirs, idx, axis=axis))
             except ValueError:
                 bad.add(k)
         del ref_vals, cand_vals, local_vals
@@ -413,11 +444,47 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
             continue
         a = acc[k]
         la = local_acc.get(k)
-        out.append(NodeError(name, op, ry, a.sqnr(), a.cosine(), a.max_abs,
-                             la.sqnr() if la is not None else None, la.cosine() if la is not None else None,
-                             la.max_abs if la is not None else None))
-    out.sort(key=lambda e: (e.local_sqnr_db if e.local_sqnr_db is not None else e.sqnr_db, e.sqnr_db))
+        e = NodeError(name, op, ry, a.sqnr(), a.cosine(), a.max_abs,
+                      la.sqnr() if la is not None else None, la.cosine() if la is not None else None,
+                      la.max_abs if la is not None else None)
+        if k in grouped:
+            e.group_sqnr_db = {g: group_acc[k, g].sqnr() for g in grouped[k][1] if (k, g) in group_acc}
+            whole = e.local_sqnr_db if e.local_sqnr_db is not None else e.sqnr_db
+            worst = min(e.group_sqnr_db, key=lambda g: e.group_sqnr_db[g], default=None)
+            if worst is not None and e.group_sqnr_db[worst] < whole:
+                e.group = worst
+        out.append(e)
+    out.sort(key=lambda e: (e.score_db, e.sqnr_db))
     for i, e in enumerate(out, 1):
         e.rank = i
+    described = {f"{n} [{', '.join(map(str, shape))}]": ", ".join(
+        f"{g} (channels {sl.start}–{sl.stop - 1} of axis {axis})" for g, sl in groups.items())
+        for n, shape, (axis, _, groups) in (layouts or [])}
     return NodeAnalysis(str(reference_path), str(cand_path), total, out, plan.unmatched, plan.qdq,
-                        time.perf_counter() - start, input_shapes={s.name: list(s.shape) for s in specs})
+                        time.perf_counter() - start, input_shapes={s.name: list(s.shape) for s in specs},
+                        groups=described)
+
+
+_Layout = tuple[str, list[int], tuple[int, int, dict[str, slice]]]  # output, its shape, channel_groups()
+
+
+def _grouping(outputs: list[str], ref_vals: dict[str, Any], labeled: bool,
+              nodes: list[tuple[str, str, str, str, str | None]],
+              ) -> tuple[list[_Layout], dict[int, tuple[int, dict[str, slice]]]]:
+    """The outputs whose task groups their channels (from the first chunk's reference values) as
+    (name, shape, (axis, channels, groups)), and the nodes whose tensors share such a layout: node → (axis, groups)."""
+    arrays = [np.asarray(ref_vals[n])[:1] for n in outputs]
+    _, _, _, roles = infer_roles(outputs, arrays, labeled)
+    layouts: list[_Layout] = []
+    for n, arr in zip(outputs, arrays):
+        found = channel_groups(roles.get(n), arr.shape)
+        if found is not None:
+            layouts.append((n, list(arr.shape), found))
+    grouped: dict[int, tuple[int, dict[str, slice]]] = {}
+    for k, nd in enumerate(nodes):
+        shape = np.shape(ref_vals[nd[2]])
+        for _, _, (axis, channels, groups) in layouts:
+            if len(shape) == 3 and shape[axis] == channels:
+                grouped[k] = (axis, groups)
+                break
+    return layouts, grouped

@@ -108,6 +108,20 @@ def infer_roles(names: list[str], outputs: list[np.ndarray], labeled: bool,
     return task, override == Task.AUTO, why, roles
 
 
+BOX_CHANNELS = 4  # a YOLO-style output's first channels: box centre x/y, width, height (input pixels)
+
+
+def channel_groups(role: Any, shape: tuple[int, ...] | list[int]) -> tuple[int, int, dict[str, slice]] | None:
+    """How a YOLO-style boxes output ([N, 4+classes, anchors] or [N, anchors, 4+classes]) splits into channel groups
+    of very different ranges: (channel axis, channel count, {"boxes": the 4 box channels, "scores": the rest}).
+    None for every other role or shape."""
+    if role != Task.BOXES or len(shape) != 3 or min(shape[1:]) <= BOX_CHANNELS:
+        return None
+    axis = 1 if shape[1] < shape[2] else 2  # as _Boxes reads it: the shorter side holds the channels
+    n = int(shape[axis])
+    return axis, n, {"boxes": slice(0, BOX_CHANNELS), "scores": slice(BOX_CHANNELS, n)}
+
+
 def _softmax(row: np.ndarray) -> np.ndarray:
     if row.min() >= 0 and abs(row.sum() - 1.0) < 1e-3:
         return row  # already probabilities

@@ -91,9 +91,13 @@ def cmd_analyze(ns: argparse.Namespace) -> int:
     print(f"{result.candidate} vs {ref.name}: {len(result.nodes)} quantized nodes on {result.n_samples} samples "
           f"in {result.seconds:.1f} s" + ("" if result.qdq else " (no QDQ nodes: accumulated error only)"))
     print(f"inputs: {_shapes_text(result.input_shapes)}")
+    for output, groups in result.groups.items():
+        print(f"output groups of {output}: {groups}; nodes with that layout rank by their worst group")
     rows = [[str(e.rank), e.name, e.op_type, _fmt(e.local_sqnr_db), _fmt(e.sqnr_db), _fmt(e.cosine, ".4f"),
-             _fmt(e.max_abs, ".3g")] for e in result.worst(ns.top)]
-    print(_table(rows, ["#", "node", "op", "local dB", "accum. dB", "cosine", "max |Δ|"]))
+             _fmt(e.max_abs, ".3g")] + ([f"{e.group} {_fmt(e.score_db)}" if e.group else "-"] if result.groups else [])
+            for e in result.worst(ns.top)]
+    print(_table(rows, ["#", "node", "op", "local dB", "accum. dB", "cosine", "max |Δ|"]
+                 + (["worst group dB"] if result.groups else [])))
     print("local: the node's quantized form on fp32 inputs; accum.: the candidate's tensor vs fp32.")
     if result.unmatched:
         print(f"not in the reference: {', '.join(result.unmatched[:8])}" + (" …" if len(result.unmatched) > 8 else ""))

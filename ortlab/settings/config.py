@@ -182,6 +182,16 @@ class QuantConfig:
         "float (no fused int8 kernel), so each costs speed.", label="16-bit weight nodes",
         flag="--int16-weight-nodes", metavar="NODE[,NODE…]", when={"mode": ["static"], "quant_format": ["QDQ"]},
     )
+    range_split: bool = setting(
+        True, "Keep in float the Concat/Add/Sub/Sum/Max/Min nodes whose inputs' calibrated ranges differ more than "
+        "the range-split factor (e.g. a detector's box pixels 0..640 joined with its scores 0..1, which one int8 "
+        "scale would crush), and the nodes that only move their output; each one is named in a note.",
+        label="Range-split", when={"mode": ["static"]},
+    )
+    range_split_factor: float = setting(
+        100.0, "Range-split: how many times wider one input's range must be than another's.",
+        label="Range-split factor", min=2.0, max=1e6, step=10.0, when={"mode": ["static"], "range_split": [True]},
+    )
     preprocess: bool = setting(
         True, "Run ORT's quant_pre_process first (shape inference, BatchNorm folding). Recommended.",
         label="Pre-process", when={"mode": ["static"]},

@@ -68,10 +68,11 @@ def wrapped_op(op_type: str) -> str | None:
 
 
 def quant_coverage(model: Any, targets: Iterable[str] | None = None, source: Any = None,
-                   counted_as: dict[str, str] | None = None) -> QuantCoverage:
+                   counted_as: dict[str, str] | None = None, excluded: Iterable[str] = ()) -> QuantCoverage:
     """Count what ``model`` (an onnx ModelProto, quantized) has quantized. ``candidates`` counts the ``targets``
     op types in ``source`` (the model before quantizing; default ``model``'s float nodes plus the quantized ones);
-    ``counted_as`` renames candidate op types the quantizer rewrites first (dynamic: Gemm → MatMul)."""
+    ``counted_as`` renames candidate op types the quantizer rewrites first (dynamic: Gemm → MatMul); the nodes
+    named in ``excluded`` (kept in float, though they may read DequantizeLinear outputs) never count."""
 
     wanted = set(targets) if targets is not None else None
     rename = counted_as or {}
@@ -79,8 +80,11 @@ def quant_coverage(model: Any, targets: Iterable[str] | None = None, source: Any
     dq_outputs = {o for at in nodes if at.node.op_type == "DequantizeLinear" for o in at.node.output}
     quantized: Counter[str] = Counter()
     in_sub = 0
+    kept = set(excluded)
     for at in nodes:
         n = at.node
+        if n.name and n.name in kept:
+            continue
         wrapped = wrapped_op(n.op_type)
         if (wrapped is None and n.domain in ("", "ai.onnx") and (wanted is None or n.op_type in wanted)
                 and any(i in dq_outputs for i in n.input)):

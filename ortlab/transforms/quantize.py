@@ -35,6 +35,7 @@ from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry, Q
 from ortlab.model import graphs
 from ortlab.settings.config import DISTRIBUTION_MIN_BINS, CalibrationMethod, QuantConfig, QuantFormat, QuantMode, QuantType
 from ortlab.transforms.coverage import QuantCoverage, quant_coverage
+from ortlab.transforms.range_split import find_range_splits, load_ranges
 from ortlab.core.errors import Cancelled, OrtlabError, QuantizationError
 from ortlab.runtime.providers import quiet_native_stderr
 from ortlab.core.text import one_line
@@ -279,8 +280,10 @@ def _why_float(model: onnx.ModelProto, left: list[graphs.NodeAt], mode: str) -> 
     nodes, weights fed as graph inputs. ``model`` is the model that was quantized."""
     stored = {t.name for g in graphs.walk_graphs(model.graph) for t in g.initializer}
     producer = {o: at.node.op_type for at in graphs.walk_nodes(model.graph) for o in at.node.output}
+    constant = _constant_tensors(model.graph)
     in_sub: list[graphs.NodeAt] = []
     computed: dict[str, list[graphs.NodeAt]] = {}
+    activations: list[graphs.NodeAt] = []
     fed: list[graphs.NodeAt] = []
     for at in left:
         if mode == "static" and at.in_subgraph:
@@ -289,7 +292,9 @@ def _why_float(model: onnx.ModelProto, left: list[graphs.NodeAt], mode: str) -> 
         weights = [at.node.input[i] for i in _WEIGHT_INPUTS[at.node.op_type]
                    if i < len(at.node.input) and at.node.input[i]]
         made_by = next((producer[w] for w in weights if w not in stored and w in producer), None)
-        if made_by is not None:
+        if made_by is not None and not at.in_subgraph and any(w not in constant for w in weights):
+            activations.append(at)  # both inputs computed at run time (attention's Q·Kᵀ, A·V): nothing to fold
+        elif made_by is not None:
             computed.setdefault(made_by, []).append(at)
         elif any(w not in stored for w in weights):
             fed.append(at)
@@ -302,18 +307,34 @@ def _why_float(model: onnx.ModelProto, left: list[graphs.NodeAt], mode: str) -> 
                    f"nodes rather than stored tensors, and ONNX Runtime quantizes stored weights only ({_names(nodes)}); "
                    "fold the constants first (ortlab optimize MODEL folded.onnx --precision fp32 --opt-level basic) "
                    "and quantize the folded model")
+    if activations:
+        which = ("which int8 dynamic quantization does not cover" if mode == "dynamic"
+                 else "which ONNX Runtime's quantizer left in float")
+        out.append(f"{_count_text(Counter(at.node.op_type for at in activations))} node(s) are activation × activation "
+                   f"{'MatMuls (attention)' if all(at.node.op_type == 'MatMul' for at in activations) else 'products'}, "
+                   f"{which} ({_names(activations)})")
     if fed:
         out.append(f"{_count_text(Counter(at.node.op_type for at in fed))} node(s) take their second input from the "
                    f"model's inputs or from activations, not from weights ({_names(fed)})")
     return out
 
 
+def _constant_tensors(graph: onnx.GraphProto) -> set[str]:
+    """The main graph's tensors computed from stored tensors only (initializers, Constant nodes and what nodes make
+    of them alone): what folding constants turns into weights."""
+    known = {t.name for t in graph.initializer}
+    for node in graph.node:  # nodes are topologically sorted
+        if node.op_type == "Constant" or (node.input and all(not i or i in known for i in node.input)):
+            known.update(o for o in node.output if o)
+    return known
+
+
 def _coverage_result(out: Path, source: onnx.ModelProto, targets: list[str], warnings: list[str],
-                     notes: list[str], mode: str) -> QuantResult:
+                     notes: list[str], mode: str, excluded: list[str] | None = None) -> QuantResult:
     quantized = onnx.load(str(out), load_external_data=False)
     # ORT's dynamic quantizer rewrites Gemm (alpha = beta = 1, no transA) as MatMul + Add before quantizing
     counted_as = {"Gemm": "MatMul"} if mode == "dynamic" and "MatMul" in targets else None
-    cov = quant_coverage(quantized, targets, source, counted_as)
+    cov = quant_coverage(quantized, targets, source, counted_as, excluded or ())
     if counted_as and any(at.node.op_type == "Gemm" for at in graphs.walk_nodes(source.graph)):
         notes.append("ONNX Runtime's dynamic quantizer rewrites Gemm nodes as MatMul + Add; they count as MatMul.")
     left = _left_in_float(quantized, targets)
@@ -543,6 +564,11 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
             warnings.append(f"No weight to give 16 bits in node(s) {', '.join(missing)} (not in the model, or their "
                             "weight is not a constant); they stay 8-bit.")
         kwargs["extra_options"] = {**kwargs["extra_options"], "TensorQuantOverrides": overrides}
+    if q.range_split:
+        splits = find_range_splits(model, load_ranges(cache), q.range_split_factor, tuple(q.nodes_to_exclude))
+        if splits:
+            kwargs["nodes_to_exclude"] = [*q.nodes_to_exclude, *(s.node for s in splits)]
+            notes.extend(s.note() for s in splits)
     with tempfile.TemporaryDirectory(prefix="ortlab-quant-") as tmpdir:
         tmp = Path(tmpdir)
         staged = _stage_input(model, tmp)
@@ -555,7 +581,8 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
             raise
         except Exception as exc:
             raise _fail("quantize", exc, _QUANTIZE_HINT) from None
-        result = _coverage_result(out, model, targets, warnings + _log_warnings(log.messages), notes, "static")
+        result = _coverage_result(out, model, targets, warnings + _log_warnings(log.messages), notes, "static",
+                                  kwargs["nodes_to_exclude"])
         _finish(out, dst, "quantize")
     return result
 

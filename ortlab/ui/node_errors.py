@@ -119,7 +119,10 @@ def table_rows(analysis, keep: Collection[str] = (), top: int = TOP_ROWS) -> lis
     """The worst ``top`` nodes as table rows (infinite SQNR shown as ±999 dB so the column sorts)."""
     return [{KEEP: e.name in keep, "node": e.name, "op": e.op_type, "accumulated SQNR dB": _num(e.sqnr_db),
              "local SQNR dB": _num(e.local_sqnr_db), "cosine": _num(e.cosine, 5), "max |Δ|": _num(e.max_abs, 4),
-             "added dB": _num(e.added_db)} for e in analysis.worst(top)]
+             "added dB": _num(e.added_db),
+             # a detector's score channels vs box channels: the group that ranks the node (ortlab.checks.analyze)
+             **({"worst group": f"{e.group} {_num(e.score_db)} dB" if e.group else ""}
+                if getattr(analysis, "groups", None) else {})} for e in analysis.worst(top)]
 
 
 def excluded_recipe(recipe: Recipe, nodes) -> Recipe:
