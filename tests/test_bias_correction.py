@@ -213,3 +213,16 @@ def test_cli_flag_refused_for_dynamic(capsys):
                      "--quant-mode", "dynamic", "--bias-correction"])
     _, err = capsys.readouterr()
     assert code == 2 and "--bias-correction" in err
+
+
+def test_tune_tries_bias_correction_on_static_qdq_only():
+    from ortlab.runtime.hardware import parse_cpuinfo
+    from ortlab.runs.tune import search_space
+    from ortlab.settings.config import Target
+
+    space = search_space(Target.CPU, parse_cpuinfo("flags : sse2 avx2 avx512_vnni"), model_ops=("Conv", "Gemm"))
+    with_bc = [r for r in space if r.quant.bias_correction]
+    assert [r.name for r in with_bc] == ["int8 bias correction"]
+    assert all(r.precision == Precision.INT8 and r.quant.mode == QuantMode.STATIC
+               and r.quant.quant_format == QuantFormat.QDQ and not errors_of(validate_recipe(r)) for r in with_bc)
+    assert not any(r.quant.bias_correction for r in search_space(Target.GPU))
