@@ -122,7 +122,7 @@ def main() -> None:
                 print(f"{name:20} skipped: {type(exc).__name__}: {str(exc)[:150]}")
                 continue
             a, b = summary(plain), summary(bc)
-            flips = lambda s: "n/a" if s["confident"] is None else f"{s['confident']}/{s['near_tie']}"  # noqa: E731
+            flips = lambda s: "n/a" if s["confident"] is None else f"{s['confident']}/{s['near_tie']}"
             print(f"{name:20} {a['n']:>4} {a['sqnr']:>10.2f} {b['sqnr']:>8.2f} {b['sqnr'] - a['sqnr']:>+6.2f} "
                   f"{flips(a):>22} {flips(b):>20} {b['bc_s'] or 0:>7.2f}s")
             if args.latency:
