@@ -1,4 +1,5 @@
-"""Run a recipe as a plan of stages: validate → (pre-process) → calibrate → quantize, or convert → optimize → verify.
+"""Run a recipe as a plan of stages: validate → (pre-process) → calibrate → quantize → (bias correction), or convert →
+optimize → verify.
 
 :func:`plan` lists the stages a recipe runs, before anything runs; :func:`run_recipe` executes that plan, one
 small step function per stage, each timed by its own start and stop. The source model is read in place and
@@ -27,13 +28,18 @@ from ortlab.checks.eval_report import EvalReport
 from ortlab.core.text import one_line, utc_timestamp
 from ortlab.core.errors import DataError, ModelLoadError, OptimizationError, OrtlabError, QuantizationError, RecipeError
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
+from ortlab.transforms import bias_correction
+from ortlab.transforms.calibration import CalibrationReader
 
 _STAGE_ERRORS: dict[str, type[OrtlabError]] = {
     "validate": ModelLoadError, "preprocess": QuantizationError, "calibrate": DataError,
-    "quantize": QuantizationError, "convert": QuantizationError, "optimize": OptimizationError,
+    "quantize": QuantizationError, bias_correction.STAGE: QuantizationError, "convert": QuantizationError, "optimize": OptimizationError,
     "verify": OrtlabError,
 }
 
+NO_BIAS_CORRECTION_DATA = ("Bias correction needs real calibration data (it matches the quantized model's per-channel "
+                           "output means to the float model's on it): give a folder of images or a tensor file, or "
+                           "turn bias correction off.")
 NO_CALIBRATION_DATA = ("Static quantization needs calibration data: give a folder of images or a tensor file, "
                        "use dynamic quantization, or allow random data (results will be flagged).")
 
@@ -48,13 +54,18 @@ class Stage:
 
 _LABELS = {
     "validate": "Check recipe, model and data", "preprocess": "Pre-process (shape inference, BatchNorm folding)",
-    "calibrate": "Calibrate", "quantize": "Quantize", "convert": "Convert to fp16", "optimize": "Graph optimization",
+    "calibrate": "Calibrate", "quantize": "Quantize", bias_correction.STAGE: "Bias correction",
+    "convert": "Convert to fp16", "optimize": "Graph optimization",
     "verify": "Verify against the original",
 }
 
 
 def _is_static(recipe: Recipe) -> bool:
     return recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.STATIC
+
+
+def _bias_correction(recipe: Recipe) -> bool:
+    return _is_static(recipe) and recipe.quant.bias_correction and recipe.quant.quant_format == QuantFormat.QDQ
 
 
 def plan(recipe: Recipe) -> list[Stage]:
@@ -66,6 +77,8 @@ def plan(recipe: Recipe) -> list[Stage]:
         names.append("quantize")
     elif _is_static(recipe):
         names += (["preprocess"] if recipe.quant.preprocess else []) + ["calibrate", "quantize"]
+        if _bias_correction(recipe):
+            names.append(bias_correction.STAGE)
     if not (_is_static(recipe) and recipe.opt_level == OptLevel.DISABLED):
         names.append("optimize")
     names.append("verify")
@@ -101,6 +114,8 @@ class _Run:
     policy: Any = None  # VerdictPolicy
     verdict: Any = None  # Verdict
     calibration_sources: set[str] = field(default_factory=set)
+    calibration: Any = None  # the calibration Dataset the calibrate stage used (bias correction reuses it)
+    quantized_from: Path | None = None  # the float model the quantize stage read
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
     _feeds: dict[int, tuple[Any, list, Any]] = field(default_factory=dict)  # id(ds) → (pre, specs, ds)
 
@@ -172,6 +187,8 @@ def _validate(r: _Run) -> None:
     specs = infer_specs(r.info.inputs, overrides=r.shapes, strict=False)
     if _is_static(r.recipe) and r.dataset is None and not r.recipe.allow_random_data:
         raise RecipeError(NO_CALIBRATION_DATA)
+    if _bias_correction(r.recipe) and (r.dataset is None or r.dataset.is_random):
+        raise RecipeError(NO_BIAS_CORRECTION_DATA)
     random_used = r.recipe.allow_random_data and r.dataset is None and (_is_static(r.recipe)
                                                                          or r.verify_dataset is None)
     control = next((s for s in specs if is_control_input(s)), None)
@@ -225,6 +242,7 @@ def _calibrate(r: _Run) -> None:
     calib = stratified_sample(calib, q.calibration_samples, q.seed)
     if not calib.is_random:
         r.calibration_sources = {f"{s.source}#{s.index}" for s in calib.samples}
+    r.calibration = calib
     r.reporter(ProgressEvent("calibrate", 0, len(calib), f"Calibrating on {len(calib)} samples"))
     pre, specs = r.feed_for(calib)
     reader = CalibrationReader(calib, pre, r.info.inputs, r.reporter, r.cancel, specs=specs)
@@ -235,6 +253,7 @@ def _quantize_static(r: _Run) -> None:
     from ortlab.transforms.quantize import quantize_calibrated_result
 
     dst = r.next_path("quantized.onnx")
+    r.quantized_from = r.current
     result = quantize_calibrated_result(r.current, dst, r.recipe.quant, r.next_path("calibration.json"))
     r.warn(result.warnings)
     r.note(result.notes)
@@ -242,6 +261,25 @@ def _quantize_static(r: _Run) -> None:
     r.current = dst
     if r.recipe.quant.quant_format == QuantFormat.QDQ and len(list(r.work.glob("quantized*"))) == 1:
         r.qdq = dst  # kept beside the result for per-node analysis (no external data: one file)
+
+
+def _correct_biases(r: _Run) -> None:
+    """Empirical bias correction of the static QDQ model (``ortlab.transforms.bias_correction``) on the samples the
+    calibrate stage used; reports its own "bias_correction" n/N events and honours cancel between runs."""
+    if r.calibration is None or r.quantized_from is None or r.calibration.is_random:
+        raise RecipeError(NO_BIAS_CORRECTION_DATA)
+    pre, specs = r.feed_for(r.calibration)
+    reader = CalibrationReader(r.calibration, pre, r.info.inputs, null_reporter, r.cancel, specs=specs)
+    feeds = []
+    while (feed := reader.get_next()) is not None:
+        feeds.append(feed)
+    dst = r.next_path("bias_corrected.onnx")
+    result = bias_correction.correct_biases(r.quantized_from, r.current, dst, feeds, r.reporter, r.cancel)
+    r.warn(result.warnings)
+    r.note(result.notes)
+    if r.qdq == r.current:
+        r.qdq = dst  # the QDQ file kept beside the result is the corrected one
+    r.current = dst
 
 
 def _optimize(r: _Run) -> None:
@@ -298,6 +336,7 @@ def _messages(r: _Run) -> dict[str, str]:
         "calibrate": f"Collecting activation ranges ({q.calibration_method.value})",
         "quantize": "Dynamic int8 quantization" if q.mode == QuantMode.DYNAMIC else
                     "Computing scales and writing the int8 model",
+        bias_correction.STAGE: "Correcting int32 biases node by node against the float model",
         "convert": "Converting weights to float16", "optimize": f"Graph optimization ({r.recipe.opt_level.value})",
         "verify": "Comparing with the source" if (r.verify_dataset or r.dataset) is not None or
                   r.recipe.allow_random_data else "Loading the result (no evaluation data)",
@@ -308,14 +347,17 @@ def _step(stage: str, recipe: Recipe) -> Callable[[_Run], Any]:
     if stage == "quantize":
         return _quantize_static if _is_static(recipe) else _quantize_dynamic
     return {"validate": _validate, "convert": _convert, "preprocess": _preprocess, "calibrate": _calibrate,
-            "optimize": _optimize, "verify": _verify}[stage]
+            bias_correction.STAGE: _correct_biases, "optimize": _optimize, "verify": _verify}[stage]
+
+
+_COUNTED = ("calibrate", bias_correction.STAGE)
 
 
 def _run_stage(r: _Run, stage: str, fn: Callable[[_Run], Any], message: str) -> None:
     """Report, time, type the errors of and honour cancel around one step."""
     if r.cancel is not None:
         r.cancel.raise_if_cancelled(stage)
-    if stage != "calibrate":  # calibrate reports its own n/N events
+    if stage not in _COUNTED:  # these report their own n/N events
         r.reporter(ProgressEvent(stage, 0, 1, message))
     start = time.perf_counter()
     try:
@@ -330,7 +372,7 @@ def _run_stage(r: _Run, stage: str, fn: Callable[[_Run], Any], message: str) -> 
         raise _STAGE_ERRORS[stage](one_line(exc), step=stage) from exc
     finally:
         r.timings[stage] = r.timings.get(stage, 0.0) + time.perf_counter() - start
-    if stage != "calibrate":
+    if stage not in _COUNTED:
         r.reporter(ProgressEvent(stage, 1, 1, message))
     if r.cancel is not None:
         r.cancel.raise_if_cancelled(stage)

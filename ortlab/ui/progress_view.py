@@ -13,7 +13,8 @@ from ortlab.ui.jobs import CANCELLED, DONE, FAILED, Handle
 STAGE_TITLES = {
     "queued": "Waiting for the benchmark slot", "validate": "Check recipe, model and data",
     "preprocess": "Pre-process (shape inference, BatchNorm folding)", "calibrate": "Calibrate",
-    "quantize": "Quantize", "convert": "Convert to fp16", "optimize": "Graph optimization",
+    "quantize": "Quantize", "bias_correction": "Bias correction", "convert": "Convert to fp16",
+    "optimize": "Graph optimization",
     "verify": "Verify against the original", "bench": "Benchmark", "memory": "Peak memory",
 }
 
