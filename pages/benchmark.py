@@ -41,7 +41,7 @@ state.ensure_widget("bench.variants", ids[:1] + ([ids[-1]] if len(ids) > 1 else 
 if any(i not in by_id for i in state.widget("bench.variants", [])):
     state.set_widget("bench.variants", [i for i in state.widget("bench.variants", []) if i in by_id])
 chosen = st.multiselect("Variants (the first is the baseline for speedups)", ids, key="bench.variants",
-                        format_func=names.get, disabled=running)
+                        format_func=lambda i: names[i], disabled=running)
 MAIN = ["batch_sizes", "runs", "duration_s", "warmup", "intra_op_threads", "inter_op_threads"]
 with_openvino = openvino_runtime.available()
 if with_openvino:

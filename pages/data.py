@@ -53,6 +53,7 @@ def _new_files(key: str, files) -> bool:
 
 with st.container(border=True):
     if source == "sample":
+        assert sample is not None  # the "sample" source is offered only when there is one
         s = samples.get_sample(sample)
         sets = [n for n, d in (("calibration", s.calibration_dir), ("evaluation", s.evaluation_dir)) if d]
         c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")

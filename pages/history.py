@@ -70,6 +70,7 @@ if not runs:
 by_id = {r.run_id: r for r in runs}
 run_id = st.selectbox("Run", list(by_id), key="history.run",
                       format_func=lambda i: f"#{i} · {actions.recipe_label(by_id[i])} · {titles[i]}")
+assert run_id is not None  # runs read from the history all have their id
 r = by_id[run_id]
 recipe = r.recipe
 model_file = r.model_path

@@ -103,4 +103,6 @@ else:
         st.caption("Dims the model leaves open are set on the Data page (or with --shape in the CLI).")
     st.markdown("#### Graph")
     if st.toggle("Show the graph in Netron", value=True, key="model_netron"):
-        netron(state.model_path(), key="model_netron_view", height=640)
+        path = state.model_path()
+        assert path is not None  # the model's info was read from it above
+        netron(path, key="model_netron_view", height=640)

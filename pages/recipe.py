@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ortlab.settings.config import (OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target, errors_of,
+from ortlab.settings.config import (Finding, OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target, errors_of,
                            validate_recipe)
 from ortlab.runs.pipeline import NO_CALIBRATION_DATA
 from ortlab.ui import actions, state
@@ -31,7 +31,7 @@ preset = c1.selectbox("Start from a preset", list(PRESETS), index=None, key="rec
                       placeholder="Keep the settings below")
 model_ops = sorted({op for (_, op) in info.op_counts})
 form_options = {"quant.op_types": model_ops, "quant.op_types_to_exclude": model_ops}
-if c2.button("Load preset", key="recipe_load_preset", disabled=preset is None):
+if c2.button("Load preset", key="recipe_load_preset", disabled=preset is None) and preset is not None:
     state.set_recipe(PRESETS[preset])
     set_form_values(Recipe, PRESETS[preset], "recipe", options=form_options)
 
@@ -48,7 +48,7 @@ with engine_errors("Checking the recipe"):
     findings = validate_recipe(recipe, providers.working_providers())
 is_static = recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.STATIC
 ds = state.dataset()
-errors = errors_of(findings)
+errors: list[Finding | None] = list(errors_of(findings))  # None: the missing calibration data
 if is_static and ds is None and not recipe.allow_random_data:
     st.error(NO_CALIBRATION_DATA)
     errors.append(None)

@@ -106,9 +106,9 @@ def external_data_zip(path, nbytes: int = 300 * 10**6) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[n])
     w.data_location = TensorProto.EXTERNAL
-    for k, v in (("location", "weights.bin"), ("offset", "0"), ("length", str(n * 4))):
+    for key, value in (("location", "weights.bin"), ("offset", "0"), ("length", str(n * 4))):
         entry = w.external_data.add()
-        entry.key, entry.value = k, v
+        entry.key, entry.value = key, value
     graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])], initializer=[w])

@@ -93,7 +93,7 @@ def matmul_graph(seed: int = 0, hidden: int = 32, seq: int = 16) -> onnx.ModelPr
     """
     rng = np.random.default_rng(seed)
     h, ff = hidden, hidden * 2
-    w = lambda *s: rng.normal(0, 0.2, size=s).astype(np.float32)
+    w = lambda *s: np.asarray(rng.normal(0, 0.2, size=s), dtype=np.float32)
     inits = [
         _init("wq", w(h, h)), _init("bq", w(h)), _init("wk", w(h, h)), _init("bk", w(h)),
         _init("wv", w(h, h)), _init("bv", w(h)), _init("wo", w(h, h)), _init("bo", w(h)),
@@ -162,7 +162,8 @@ def big_chain_graph(n_nodes: int = 2000, width: int = 8, seed: int = 0) -> onnx.
     Input "input" [N, width], output "output" [N, width].
     """
     rng = np.random.default_rng(seed)
-    nodes, inits = [], []
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
     prev = "input"
     i = 0
     while len(nodes) + 4 <= n_nodes:

@@ -442,8 +442,10 @@ def test_a_failed_upload_message_stays_with_its_model(home, tmp_path):
 
 def test_benchmark_queue_message_is_gone_once_the_run_left_the_queue():
     from types import SimpleNamespace
+    from typing import cast
 
     from ortlab.core.progress import ProgressEvent
+    from ortlab.runs.service import Handle
     from ortlab.ui import progress_view
 
     shown = []
@@ -452,10 +454,13 @@ def test_benchmark_queue_message_is_gone_once_the_run_left_the_queue():
                                     "bench": ProgressEvent("bench", 1, 1, "")})
     import streamlit as st
 
+    def progress(frac, text=""):
+        shown.append(text)
+
     orig = st.progress
-    st.progress = lambda frac, text="": shown.append(text)  # type: ignore[assignment]
+    st.progress = progress  # type: ignore[assignment]
     try:
-        progress_view.draw_stages(job)
+        progress_view.draw_stages(cast("Handle", job))  # a stand-in with the fields draw_stages reads
     finally:
         st.progress = orig
     assert shown and not any("Queued behind" in t for t in shown), shown
@@ -463,10 +468,12 @@ def test_benchmark_queue_message_is_gone_once_the_run_left_the_queue():
 
 def test_history_report_is_built_from_the_stored_run(demo_app):
     at, home = demo_app
+    from ortlab.runs.artifact import Artifact
     from ortlab.runs.history import History
     from ortlab.ui.actions import run_report
 
     row = History(home / "history.sqlite").list()[0]
+    assert isinstance(row, Artifact)
     html = run_report(row)
     assert row.sha256 in html and row.source_sha256 in html
     assert "QLinearConv" in html and "ortlab optimize" in html
@@ -481,6 +488,7 @@ def test_history_lists_an_unreadable_run_as_such_and_keeps_the_rest(demo_app):
     at, home = demo_app
     db = home / "history.sqlite"
     good = History(db).list()[0].run_id
+    assert good is not None
     broken = History(db).add(History(db).get(good))
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE runs SET artifact_json = json_set(artifact_json, '$.recipe.sparsity', 1) WHERE id = ?",
@@ -537,10 +545,12 @@ def test_the_verdict_comes_first_on_compare_and_shows_in_history_and_the_report(
     assert shown[1].type == "markdown" and "ortlab-verdict" in shown[1].value  # nothing comes before the verdict
     banner = shown[1].value
     assert "Verdict on #" in banner
+    from ortlab.runs.artifact import Artifact
     from ortlab.runs.history import History
     from ortlab.ui.actions import run_report
 
     run = History(home / "history.sqlite").list()[0]
+    assert isinstance(run, Artifact)
     assert run.verdict is not None and run.verdict.level.value in banner.lower()
     # a stricter policy in the Compare form re-judges the stored evaluation at once
     at.number_input(key="verdict.min_sqnr_db").set_value(150.0).run()

@@ -4,6 +4,7 @@ used; errors show workspace-relative paths."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import onnx
@@ -88,10 +89,13 @@ def test_model_metadata_file_name_and_recipe_name_are_shown_as_text(home, tmp_pa
     assert not at.exception, [e.value for e in at.exception]
     assert_inert(at)
 
+    from ortlab.runs.artifact import Artifact
     from ortlab.runs.history import History
     from ortlab.ui.actions import run_report
 
-    html = run_report(History(home / "history.sqlite").list()[0])
+    run = History(home / "history.sqlite").list()[0]
+    assert isinstance(run, Artifact)
+    html = run_report(run)
     assert TAG not in html and "&lt;img src=x&gt;" in html
 
 
@@ -149,7 +153,7 @@ def test_a_damaged_history_is_rebuilt_and_the_app_says_so(home, tmp_path):
     assert any("moved aside to history" in w.value and "rebuilt from the 2 runs" in w.value for w in at.warning), \
         [w.value for w in at.warning]
     assert not any(str(home) in w.value for w in at.warning)
-    assert sorted(r.run_id for r in History(ws.db_path).list()) == sorted(r.run_id for r in runs)
+    assert Counter(r.run_id for r in History(ws.db_path).list()) == Counter(r.run_id for r in runs)
     assert len(list(home.glob("history.sqlite.corrupt-*"))) == 1
     at.switch_page("pages/history.py").run()
     assert not at.exception and list(at.dataframe[0].value["run"]) == sorted((r.run_id for r in runs), reverse=True)

@@ -79,7 +79,7 @@ def _latest_run(home: Path):
     from ortlab.runs.history import History
 
     runs = History(home / "history.sqlite").list()
-    return max(runs, key=lambda r: r.run_id) if runs else None
+    return max(runs, key=lambda r: r.run_id or 0) if runs else None  # stored runs all have an id
 
 
 @pytest.mark.parametrize("fixture", list(SHAPES))

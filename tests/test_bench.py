@@ -207,7 +207,7 @@ def test_isolated_samples_come_from_a_child_and_summarize_like_in_process(conv, 
     run = bench.latency_samples_isolated(conv, cfg, batch_size=4, variant="fp32", profile_dir=tmp_path / "prof")
     samples = list(run)
     assert run.child_pid is not None and run.child_pid != os.getpid()
-    assert run.returncode == 0 and _gone(run.child_pid)
+    assert run.returncode == 0 and run.child_pid is not None and _gone(run.child_pid)
     assert [s.index for s in samples] == list(range(40))
     assert all(s.variant == "fp32" and s.batch_size == 4 and s.ms > 0 for s in samples)
     assert [s.t for s in samples] == sorted(s.t for s in samples)
@@ -218,9 +218,10 @@ def test_isolated_samples_come_from_a_child_and_summarize_like_in_process(conv, 
     assert s.n == 40 and s.p50 == pytest.approx(np.median(ms)) and s.max == pytest.approx(ms.max())
     assert s.providers == ["CPUExecutionProvider"]
     # the child's own peak memory: more than an interpreter with ORT, far less than the parent's test process
-    assert bench.baseline_memory_mb() < s.peak_rss_mb < 300
+    assert s.peak_rss_mb is not None and bench.baseline_memory_mb() < s.peak_rss_mb < 300
     from pathlib import Path
 
+    assert s.profile_path is not None
     assert Path(s.profile_path).parent == tmp_path / "prof" and Path(s.profile_path).is_file()
 
 
@@ -248,7 +249,7 @@ def test_isolated_cancel_stops_the_child_quickly(conv):
     stopped = time.perf_counter() - t0
     assert got == 200 and run.cancelled and run.summary().n == 200
     assert stopped < 0.5, stopped
-    assert run.returncode == 0 and _gone(run.child_pid)  # it stopped by itself, and was reaped
+    assert run.returncode == 0 and run.child_pid is not None and _gone(run.child_pid)  # it stopped by itself, and was reaped
 
 
 def test_isolated_closing_early_leaves_no_child(conv):
@@ -258,7 +259,7 @@ def test_isolated_closing_early_leaves_no_child(conv):
     t0 = time.perf_counter()
     run.close()
     assert time.perf_counter() - t0 < 1.0
-    assert run.returncode is not None and _gone(pid)
+    assert run.returncode is not None and pid is not None and _gone(pid)
 
 
 def test_isolated_errors_come_back_typed_with_their_message(tmp_path, fixed_batch):
@@ -293,7 +294,9 @@ def test_session_opt_level_decides_which_graph_is_timed(conv, tmp_path, level, e
     cfg = BenchConfig(warmup=1, duration_s=0, runs=2, profile=True, session_opt_level=level)
     run = latency_samples(conv, cfg, 1, variant=level, profile_dir=tmp_path)
     list(run)
-    events = json.loads(open(run.summary().profile_path).read())
+    profile = run.summary().profile_path
+    assert profile is not None
+    events = json.loads(open(profile).read())
     kernels = {e["args"]["op_name"] for e in events if e.get("cat") == "Node" and "op_name" in e.get("args", {})}
     assert ("BatchNormalization" not in kernels) is expect_fused
     assert ("ReorderOutput" in kernels) is expect_fused  # level all: NCHWc layout

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,7 +62,7 @@ METRICS_V1 = {"n_samples": 32, "top1_accuracy_ref": 0.96875, "top1_accuracy_cand
                            "identical": True}]}
 
 
-def v1_database(path: Path, runs: list[dict], benchmarks: list[dict] = ()) -> Path:
+def v1_database(path: Path, runs: list[dict], benchmarks: Sequence[dict] = ()) -> Path:
     with sqlite3.connect(path) as conn:
         conn.executescript(V1_SCHEMA)
         conn.execute("PRAGMA user_version=1")
@@ -84,7 +86,7 @@ def v1_run(i: int, **changes) -> dict:
     return row
 
 
-SUMMARY_V1 = {"variant": "original", "batch_size": 1, "n": 15, "p50": 0.5, "p90": 0.6, "p99": 0.7, "mean": 0.55,
+SUMMARY_V1: dict[str, Any] = {"variant": "original", "batch_size": 1, "n": 15, "p50": 0.5, "p90": 0.6, "p99": 0.7, "mean": 0.55,
               "std": 0.05, "min": 0.4, "max": 0.8, "throughput_per_s": 1818.2, "peak_rss_mb": None,
               "providers": ["CPUExecutionProvider"], "profile_path": None}
 

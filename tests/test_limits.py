@@ -59,7 +59,8 @@ def test_every_limit_has_a_reason_and_an_environment_override(monkeypatch):
     for i, node in enumerate(body):
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in names:
             doc = body[i + 1]
-            assert isinstance(doc, ast.Expr) and isinstance(doc.value.value, str) and len(doc.value.value) > 40
+            assert isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str) \
+                and len(doc.value.value) > 40
     monkeypatch.setenv("ORTLAB_LIMIT_IMAGE_MAX_PIXELS", "1000")
     assert limits.limit("IMAGE_MAX_PIXELS") == 1000
     monkeypatch.setenv("ORTLAB_LIMIT_IMAGE_MAX_PIXELS", "nonsense")
@@ -208,7 +209,9 @@ def test_benchmark_feeds_are_capped(tmp_path, monkeypatch):
 
 def test_the_default_child_memory_limit(monkeypatch):
     monkeypatch.delenv(child.MEMORY_ENV, raising=False)
-    ram_gb = limits.physical_memory_bytes() / 2**30
+    ram = limits.physical_memory_bytes()
+    assert ram is not None
+    ram_gb = ram / 2**30
     assert child.memory_limit_gb() == round(min(8.0, 0.6 * ram_gb), 1)
     monkeypatch.setenv(child.MEMORY_ENV, "2.5")
     assert child.memory_limit_gb() == 2.5
@@ -235,7 +238,7 @@ def test_a_benchmark_child_over_its_memory_limit_fails_clearly(tmp_path):
     model = big_input_model(tmp_path / "big.onnx", shape=("N", 3, 4000, 4000))
     before = vm_hwm_mb()
     handle = service.start_benchmark([BenchVariant("big", "big", str(model))], BenchConfig(warmup=0, duration_s=0, runs=2,
-                                     batch_sizes=[4]), workspace=ws, memory_gb=1.2)
+                                     batch_sizes=(4,)), workspace=ws, memory_gb=1.2)
     assert handle.wait(120) and handle.state == service.FAILED
     assert "Timing big at batch 4 needed more than 1.2 GB of memory" in str(handle.error)
     assert "smaller batch size" in str(handle.error)
@@ -252,12 +255,13 @@ def test_profiles_stop_after_the_run_cap_and_are_deleted_over_the_size_cap(tmp_p
     cfg = BenchConfig(warmup=1, duration_s=0, runs=30, profile=True)
     run = bench.latency_samples(model, cfg, 1, profile_dir=tmp_path / "prof")
     assert len(list(run)) == 30
+    assert run.profile_path is not None
     events = json.loads(open(run.profile_path).read())
     assert sum(1 for e in events if e.get("name") == "model_run") == 3
     monkeypatch.setenv("ORTLAB_LIMIT_PROFILE_MAX_BYTES", "100")
     run = bench.latency_samples(model, cfg, 1, profile_dir=tmp_path / "prof2")
     list(run)
-    assert run.profile_path is None and "over the 100 B limit" in run.profile_note
+    assert run.profile_path is None and run.profile_note is not None and "over the 100 B limit" in run.profile_note
     assert list((tmp_path / "prof2").iterdir()) == []
 
 
@@ -265,7 +269,7 @@ def test_benchmark_profiles_live_in_the_workspace_and_go_with_the_benchmark(tmp_
     ws = Workspace(tmp_path / "ws")
     model = conv_bn_model(tmp_path / "m.onnx", blocks=1)
     handle = service.start_benchmark([BenchVariant("m", "m", str(model))],
-                                     BenchConfig(warmup=1, duration_s=0, runs=5, batch_sizes=[1, 2], profile=True), workspace=ws)
+                                     BenchConfig(warmup=1, duration_s=0, runs=5, batch_sizes=(1, 2), profile=True), workspace=ws)
     assert handle.wait(120) and handle.state == service.DONE, handle.error
     paths = [s.profile_path for s in handle.result]
     folder = ws.root / "profiles" / handle.id

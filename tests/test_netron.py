@@ -104,7 +104,7 @@ def _page(model: str, break_netron: bool = False, cap: int | None = None) -> Non
         netron.MAX_NETRON_BYTES = cap
     if break_netron:
         patched_viewer.cache_clear()
-        sys.modules["netron"] = None
+        sys.modules["netron"] = None  # type: ignore[assignment]  # None makes the import fail (documented; typeshed allows modules only)
     try:
         netron.show_netron(Path(model), key="t", height=300)
     finally:

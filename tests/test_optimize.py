@@ -102,7 +102,7 @@ def test_refuses_to_overwrite_source_and_bad_input(conv, tmp_path):
     with pytest.raises(ModelLoadError, match="not an ONNX model"):
         optimize_model(tmp_path / "bad.onnx", tmp_path / "o.onnx", OptLevel.BASIC)
     with pytest.raises(ValueError):
-        optimize_model(conv, tmp_path / "o.onnx", "fastest")
+        optimize_model(conv, tmp_path / "o.onnx", "fastest")  # type: ignore[arg-type]  # not a level, on purpose
 
 
 def test_runtime_check_tolerates_int8_rounding_only_for_quantized_sources(tmp_path):

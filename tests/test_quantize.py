@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from models import conv_bn_graph, conv_bn_model, matmul_model
-from ortlab.settings.config import CalibrationMethod, QuantConfig, QuantFormat, QuantMode
+from ortlab.settings.config import CalibrationMethod, QuantConfig, QuantFormat, QuantMode, QuantType
 from ortlab.transforms.calibration import CalibrationReader
 from ortlab.data.dataset import random_dataset
 from ortlab.data.preprocess import detect_preprocess
@@ -85,7 +85,7 @@ def wide(tmp_path_factory):
 def test_ort_arguments_mapping():
     from onnxruntime.quantization import CalibrationMethod as M, QuantFormat as F, QuantType as T
 
-    q = QuantConfig(quant_format=QuantFormat.QOPERATOR, activation_type="uint8", per_channel=False,
+    q = QuantConfig(quant_format=QuantFormat.QOPERATOR, activation_type=QuantType.UINT8, per_channel=False,
                     reduce_range=True, calibration_method=CalibrationMethod.ENTROPY, num_bins=512,
                     num_quantized_bins=64, symmetric_activation=True, symmetric_weight=False,
                     op_types_to_exclude=("Gemm",), nodes_to_exclude=("conv1",))

@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 from ortlab.runs.artifact import Artifact
 from ortlab.timing.bench import LatencySummary
@@ -48,7 +49,7 @@ def inputs(random_data: bool = False):
            "param_count": 1_234_000, "opsets": {"": 17}, "warnings": []}
     cand = {"path": str(artifact.model_path), "sha256": CAND_SHA, "total_bytes": 1_234_567, "node_count": 88,
             "param_count": 1_234_000, "opsets": {"": 17, "com.microsoft": 1}, "warnings": []}
-    diff = GraphDiff(**{
+    diff_fields: dict[str, Any] = {
         "op_deltas": [
             {"key": "BatchNormalization", "domain": "", "op_type": "BatchNormalization", "before": 3, "after": 0, "delta": -3},
             {"key": "com.microsoft::FusedConv", "domain": "com.microsoft", "op_type": "FusedConv", "before": 0, "after": 3, "delta": 3},
@@ -58,7 +59,8 @@ def inputs(random_data: bool = False):
         "removed": [{"name": "bn0"}] * 3, "added": [{"name": "q"}] * 20, "changed": [], "unchanged_count": 12,
         "initializer_bytes_before": {"float32": 4_900_000}, "initializer_bytes_after": {"int8": 1_225_000},
         "fusions": [FUSION],
-    })
+    }
+    diff = GraphDiff(**diff_fields)
     evaluation = from_plain(EvalReport, {
         "n_samples": 32, "top1_accuracy_ref": 0.96875, "top1_accuracy_cand": 0.9375, "top5_accuracy_ref": None,
         "top5_accuracy_cand": None, "top1_agreement": 0.90625, "top5_containment": 1.0,
@@ -66,13 +68,14 @@ def inputs(random_data: bool = False):
         "per_class": [{"class": "cat", "n": 16, "ref_acc": 1.0, "cand_acc": 0.9375}],
         "random_data": random_data, "providers_ref": ["CPUExecutionProvider"], "providers_cand": ["CPUExecutionProvider"],
     })
-    bench = [{"variant": "reference", "batch_size": 1, "n": 100, "p50": 1.234, "p90": 1.5, "p99": 2.25, "mean": 1.3,
-              "std": 0.1, "min": 1.0, "max": 2.5, "throughput_per_s": 810.4, "peak_rss_mb": 55.5,
-              "providers": ["CPUExecutionProvider"]},
-             {"variant": "int8", "batch_size": 1, "n": 100, "p50": 0.612, "p90": 0.7, "p99": 0.9, "mean": 0.65,
-              "std": 0.05, "min": 0.5, "max": 1.0, "throughput_per_s": 1633.9, "peak_rss_mb": None,
-              "providers": ["CPUExecutionProvider"]}]
-    bench = [LatencySummary(**b) for b in bench]
+    bench_rows: list[dict[str, Any]] = [
+        {"variant": "reference", "batch_size": 1, "n": 100, "p50": 1.234, "p90": 1.5, "p99": 2.25, "mean": 1.3,
+         "std": 0.1, "min": 1.0, "max": 2.5, "throughput_per_s": 810.4, "peak_rss_mb": 55.5,
+         "providers": ["CPUExecutionProvider"]},
+        {"variant": "int8", "batch_size": 1, "n": 100, "p50": 0.612, "p90": 0.7, "p99": 0.9, "mean": 0.65,
+         "std": 0.05, "min": 0.5, "max": 1.0, "throughput_per_s": 1633.9, "peak_rss_mb": None,
+         "providers": ["CPUExecutionProvider"]}]
+    bench = [LatencySummary(**b) for b in bench_rows]
     return artifact, ref, cand, diff, evaluation, bench, recipe
 
 

@@ -54,17 +54,17 @@ def preprocess(path: Path, pp: dict) -> np.ndarray:
     img = Image.open(path).convert("L" if pp["channels"] == 1 else "RGB")
     h, w = pp["size"]
     if pp["resize_mode"] == "stretch":
-        img = img.resize((w, h), Image.BILINEAR)
+        img = img.resize((w, h), Image.Resampling.BILINEAR)
     elif pp["resize_mode"] == "center_crop":
         iw, ih = img.size
         s = round(min(h, w) * 256 / 224) / min(iw, ih)
         nw, nh = max(w, round(iw * s)), max(h, round(ih * s))
-        img = img.resize((nw, nh), Image.BILINEAR)
+        img = img.resize((nw, nh), Image.Resampling.BILINEAR)
         left, top = (nw - w) // 2, (nh - h) // 2
         img = img.crop((left, top, left + w, top + h))
     else:
         raise AssertionError(f"resize mode not covered here: {pp['resize_mode']}")
-    x = np.asarray(img, dtype=np.float32)
+    x: np.ndarray = np.asarray(img, dtype=np.float32)
     if x.ndim == 2:
         x = x[:, :, None]
     if pp["scale"] == "0-1":
@@ -110,7 +110,8 @@ def test_model_passes_full_check_and_is_one_file(name):
     m = onnx.load(str(path), load_external_data=False)
     assert not any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer)
     opset = {o.domain: o.version for o in m.opset_import}
-    assert opset.get("", opset.get("ai.onnx")) >= 13
+    version = opset.get("", opset.get("ai.onnx"))
+    assert version is not None and version >= 13
 
 
 @pytest.mark.parametrize("name", NAMES)

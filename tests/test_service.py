@@ -98,6 +98,7 @@ def test_cancel_terminates_the_child_and_removes_its_folder(big_src, ws):
     handle = service.start_recipe(RunSpec(str(big_src), ENDLESS), workspace=ws)
     until(lambda: handle.drain() is not None and "calibrate" in handle.progress)
     pid = handle.pid
+    assert pid is not None
     handle.cancel()
     assert handle.wait(30) and handle.state == service.CANCELLED
     assert not handle.run_dir.exists() and ws.history().list() == []
@@ -108,6 +109,7 @@ def test_cancel_terminates_the_child_and_removes_its_folder(big_src, ws):
 def test_a_child_that_dies_is_a_clear_error_not_a_hang(big_src, ws):
     handle = service.start_recipe(RunSpec(str(big_src), ENDLESS), workspace=ws)
     until(lambda: handle.pid)
+    assert handle.pid is not None
     os.kill(handle.pid, signal.SIGKILL)
     assert handle.wait(30) and handle.state == service.FAILED
     assert isinstance(handle.error, OrtlabError)

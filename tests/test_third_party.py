@@ -25,11 +25,11 @@ DYNAMIC = ["--precision", "int8", "--quant-mode", "dynamic"]
 STATIC = ["--precision", "int8", "--allow-random-data", "--calibration-samples", "2", "--verify-samples", "2"]
 
 
-def optimize(model: Path, out: Path, recipe: list[str], capsys) -> tuple[int, dict | None, str]:
-    """``ortlab optimize --json``: (exit status, the artifact as plain data or None, stderr)."""
+def optimize(model: Path, out: Path, recipe: list[str], capsys) -> tuple[int, dict, str]:
+    """``ortlab optimize --json``: (exit status, the artifact as plain data or {} when it failed, stderr)."""
     code = cli.main(["optimize", str(model), str(out), *recipe, "--json"])
     captured = capsys.readouterr()
-    return code, (json.loads(captured.out) if code == 0 else None), captured.err.strip()
+    return code, (json.loads(captured.out) if code == 0 else {}), captured.err.strip()
 
 
 def test_fixtures_are_small_and_valid():

@@ -124,7 +124,7 @@ def _feeds(fixture: str, evaluation: Path) -> list[dict[str, np.ndarray]]:
     dtype = np.float16 if fixture == "fp16_net" else np.float32
     feeds = []
     for path in sorted(p for p in evaluation.rglob("*") if p.suffix.lower() in (".jpg", ".png")):
-        x = np.asarray(Image.open(path).convert("RGB").resize((w, h), Image.BILINEAR), np.float32) / 255.0
+        x = np.asarray(Image.open(path).convert("RGB").resize((w, h), Image.Resampling.BILINEAR), np.float32) / 255.0
         feeds.append({name: x.transpose(2, 0, 1)[None].astype(dtype)})
     return feeds
 
@@ -148,7 +148,9 @@ def independent_check(fixture: str, src: Path, dst: Path, evaluation: Path) -> t
         for n, r, c in zip(names, a.run(None, feed), b.run(None, feed)):
             ref[n].append(r.astype(np.float64))
             cand[n].append(c.astype(np.float64))
-    broken, degraded, sqnr = [], [], {}
+    broken: list[str] = []
+    degraded: list[str] = []
+    sqnr: dict[str, float] = {}
     for n in names:
         r, c = np.concatenate([x.ravel() for x in ref[n]]), np.concatenate([x.ravel() for x in cand[n]])
         noise = float(np.sum((r - c) ** 2))

@@ -194,7 +194,8 @@ def test_damaged_database_is_moved_aside_and_rebuilt_from_the_artifacts(tmp_path
     assert after == before  # the same runs, with their ids
     assert ws.history().recovered is None and history_mod.take_notices() == []  # once
     new = make_artifact(9)
-    assert h.add(new) == runs[-1].run_id + 1
+    last_id = runs[-1].run_id
+    assert last_id is not None and h.add(new) == last_id + 1
 
 
 def test_busy_or_newer_database_is_not_moved_aside(tmp_path):
@@ -240,6 +241,7 @@ def test_delete_run_removes_row_files_and_benchmarks_never_files_outside(tmp_pat
     b_other = h.add_benchmark([BenchVariant("b", "b", str(other.model_path), other.run_id)], BenchConfig(), [])
     size = ws.size_bytes()
     assert size > 0
+    assert inside.run_id is not None and outside.run_id is not None
 
     done = ws.delete_run(inside.run_id)
     assert done.removed == [inside.dir] and done.benchmarks == [b_inside] and done.freed_bytes > 0
@@ -263,7 +265,7 @@ def test_delete_never_follows_a_run_pointing_outside_through_artifacts(tmp_path)
     a = make_artifact(1)
     a.model_path = ws.artifacts_dir / "link" / "model.onnx"
     ws.history().add(a)
-    assert ws.delete_run(a.run_id).removed == []
+    assert a.run_id is not None and ws.delete_run(a.run_id).removed == []
     assert (victim / "model.onnx").read_bytes() == b"keep"
 
 

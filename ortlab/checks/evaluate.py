@@ -119,8 +119,13 @@ def _pick(dataset: Dataset, n: int | None) -> Dataset:
     return dataset
 
 
+def _labels(ds: Dataset) -> list[int]:
+    """The samples' labels; callers check ``ds.labeled()`` (every sample has one) first."""
+    return [int(s.label) for s in ds.samples if s.label is not None]
+
+
 def _check_labels(ds: Dataset, n_classes: int) -> None:
-    top = max(s.label for s in ds.samples)
+    top = max(_labels(ds))
     if top >= n_classes:
         raise DataError(f"The dataset has labels up to {top} ({len(ds.class_names)} classes) but the model outputs "
                         f"{n_classes} scores; use the model's labels for the class folders.")
@@ -185,7 +190,7 @@ def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: Prepr
         report.top5_containment = cm.top5_containment
         if ds.labeled():
             _check_labels(ds, cm.n_classes)
-            labels = [int(s.label) for s in ds.samples]  # type: ignore[arg-type]
+            labels = _labels(ds)
             report.top1_accuracy_ref, report.top5_accuracy_ref = _accuracy(classes.ref_top, labels, cm.n_classes)
             report.top1_accuracy_cand, report.top5_accuracy_cand = _accuracy(classes.cand_top, labels, cm.n_classes)
             report.per_class = _per_class(ds, labels, classes.ref_top, classes.cand_top)
@@ -231,7 +236,7 @@ def accuracy(model_path, dataset: Dataset, preprocess: PreprocessConfig | None, 
                               "per_class": [], "random_data": ds.is_random, "providers": providers}
     if ds.labeled():
         _check_labels(ds, int(logits.shape[1]))
-        labels = [int(s.label) for s in ds.samples]
+        labels = _labels(ds)
         result["top1"], result["top5"] = _accuracy(tops, labels, int(logits.shape[1]))
         result["per_class"] = _per_class(ds, labels, tops, None)
     return result

@@ -108,7 +108,9 @@ def check_generated_size(shapes: dict[str, tuple[list[int], Any]], batch: int, w
     import numpy as np
 
     if error is None:
-        from ortlab.core.errors import DataError as error
+        from ortlab.core.errors import DataError
+
+        error = DataError
     cap = int(limit("GENERATED_INPUT_MAX_BYTES"))
     total = 0
     for name, (dims, dtype) in shapes.items():

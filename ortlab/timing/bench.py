@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -121,7 +121,7 @@ class LatencyRun(Iterator[LatencySample]):
     cancel token stopped it early."""
 
     def __init__(self, model_path, config: BenchConfig, batch_size: int, variant: str,
-                 cancel: CancelToken | None, profile_dir, dims, opt_level: OptLevel,
+                 cancel: CancelToken | None, profile_dir, dims, opt_level: OptLevel | None,
                  shapes: Mapping[str, Sequence[int]] | None = None, values: Mapping[str, float] | None = None,
                  runtime: str = "onnxruntime") -> None:
         self.model_path = Path(model_path)
@@ -203,7 +203,7 @@ class LatencyRun(Iterator[LatencySample]):
                                  f"over the {format_bytes(cap)} limit ({limits.env_name('PROFILE_MAX_BYTES')}); it was "
                                  f"deleted. Profile a smaller model or raise the limit.")
 
-    def _generate(self) -> Iterator[LatencySample]:
+    def _generate(self) -> Generator[LatencySample, None, None]:
         cfg = self.config
         session, self.providers = self._open()
         profiling = bool(cfg.profile) and self.runtime == "onnxruntime"  # ORT's profiler; OpenVINO has none here
@@ -501,7 +501,7 @@ class IsolatedLatencyRun(LatencyRun):
         self.memory_gb = memory_gb
         super().__init__(*args, **kwargs)
 
-    def _generate(self) -> Iterator[LatencySample]:
+    def _generate(self) -> Generator[LatencySample, None, None]:
         import multiprocessing
         import tempfile
 

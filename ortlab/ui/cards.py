@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import streamlit as st
 
 from ortlab.checks.eval_report import EvalReport, OutputError
 from ortlab.core.text import format_bytes
 from ortlab.checks.verdict import Level, Verdict
 from ortlab.ui.inert import html_text, md
+
+if TYPE_CHECKING:
+    from streamlit.elements.metric import DeltaColor
 
 # background, text colour of the verdict banner: red broken, amber degraded, green ok, grey unknown
 VERDICT_COLORS = {Level.BROKEN: ("#b00020", "white"), Level.DEGRADED: ("#f0a000", "#1a1a1a"),
@@ -64,7 +69,7 @@ def metric_row(items: list[tuple]) -> None:
     cols = st.columns(len(items))
     for col, item in zip(cols, items):
         label, value, delta, help_ = item[:4]
-        color = item[4] if len(item) > 4 else "normal"
+        color: DeltaColor = item[4] if len(item) > 4 else "normal"
         if len(str(value)) > LONG_VALUE:  # wraps on a narrow card; the hover says it in one piece
             help_ = f"{md(value)}" + (f" — {help_}" if help_ else "")
         col.metric(label, value, delta=delta, help=help_, border=True, delta_color=color)
@@ -104,7 +109,7 @@ def io_columns() -> dict:
 
 def eval_cards(ev: EvalReport, ref_name: str, cand_name: str) -> None:
     """Accuracy cards: top-1 of both, agreement, and the worst output's SQNR."""
-    items = []
+    items: list[tuple[str, str, str | None, str | None]] = []
     if ev.top1_accuracy_ref is not None:
         a, b = ev.top1_accuracy_ref, ev.top1_accuracy_cand
         items.append((f"Top-1 {ref_name}", pct(a), None, "Accuracy against the labels."))

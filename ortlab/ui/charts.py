@@ -125,8 +125,8 @@ def downsample_indices(n: int, cap: int = LIVE_POINT_CAP) -> np.ndarray:
     return np.append(idx, n - 1)
 
 
-def rolling_median(values: Sequence[float], window: int = MEDIAN_WINDOW,
-                   at: np.ndarray | None = None) -> np.ndarray:
+def rolling_median(values: Sequence[float] | np.ndarray, window: int = MEDIAN_WINDOW,
+                   at: np.ndarray | Sequence[int] | None = None) -> np.ndarray:
     """Median of each value and the ``window - 1`` before it (fewer at the start), for the indices ``at``
     (all by default): every median uses every raw value of its window, however sparsely it is drawn."""
     v = np.asarray(values, dtype=np.float64)

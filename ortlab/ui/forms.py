@@ -10,14 +10,14 @@ import dataclasses
 import enum
 import typing
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import streamlit as st
 
 RADIO_MAX = 4   # enums with at most this many choices are radios, others selectboxes
 
 
-def visible(meta: dict, values: dict[str, Any], extra: dict[str, list] | None = None) -> bool:
+def visible(meta: Mapping[str, Any], values: dict[str, Any], extra: dict[str, list] | None = None) -> bool:
     """Whether a field's ``when`` rule holds for the sibling ``values`` (enum values compared as text)."""
     rule = dict(meta.get("when") or {})
     rule.update(extra or {})
@@ -54,17 +54,18 @@ def field_widget(f: dataclasses.Field, tp: Any, current: Any, key: str, *, optio
         return st.toggle(label, value=bool(current), key=key, help=help_, disabled=disabled)
     if tp is int or tp is float:
         cast = int if tp is int else float
-        kw = {k: cast(meta[k]) for k in ("min", "max", "step") if k in meta}
-        value = cast(current)
+        # int or float, chosen at run time: st.number_input's int and float overloads each want one kind
+        kw: dict[str, Any] = {k: cast(meta[k]) for k in ("min", "max", "step") if k in meta}
+        value: Any = cast(current)
         if "min" in kw:
             value = max(value, kw["min"])
         if "max" in kw:
             value = min(value, kw["max"])
-        fmt = None
+        num_format: str | None = None
         if tp is float and "step" in kw and kw["step"] < 0.01:
-            fmt = "%.4f"
+            num_format = "%.4f"
         return cast(st.number_input(label, min_value=kw.get("min"), max_value=kw.get("max"), step=kw.get("step"),
-                                    value=value, key=key, help=help_, format=fmt, disabled=disabled))
+                                    value=value, key=key, help=help_, format=num_format, disabled=disabled))
     if typing.get_origin(tp) is tuple:
         inner = (typing.get_args(tp) or (str,))[0]
         if inner is str and options is not None:
@@ -129,7 +130,7 @@ def set_form_values(cls: type, value: Any, key: str, *, options: dict[str, list[
     options = options or {}
     for f in dataclasses.fields(cls):
         tp, current, k = hints[f.name], getattr(value, f.name), f"{key}.{f.name}"
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):  # a hint naming a dataclass is the class
             sub = {n.partition(".")[2]: v for n, v in options.items() if n.startswith(f.name + ".")}
             set_form_values(tp, current, k, options=sub)
         elif typing.get_origin(tp) is tuple:

@@ -227,7 +227,7 @@ def _expansion(tree: _Tree, overrides: dict[str, bool], budget: int) -> set[str]
     count = visible()
     queue = deque([""])
     while queue:
-        layer = []
+        layer: list[str] = []
         while queue:
             gid = queue.popleft()
             if gid in opened:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 from datetime import datetime, UTC
 from typing import TYPE_CHECKING, Any
-from collections.abc import Iterable
+from collections.abc import Iterable, Set as AbstractSet
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -76,7 +76,7 @@ def _num(x: Any, digits: int = 4) -> str:
     return _e(x)
 
 
-def _table(headers: Iterable[str], rows: Iterable[Iterable[Any]], numeric: set[int] = frozenset()) -> str:
+def _table(headers: Iterable[str], rows: Iterable[Iterable[Any]], numeric: AbstractSet[int] = frozenset()) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
     body = []
     for row in rows:
@@ -142,7 +142,7 @@ def html_report(artifact: Artifact, ref_info: dict, cand_info: dict, diff: Graph
     cand_sha = cand_info.get("sha256") or artifact.sha256
     src = ref_info.get("total_bytes") or artifact.source_size_bytes
     dst = cand_info.get("total_bytes") or artifact.size_bytes
-    rows = [
+    rows: list[tuple[str, ...]] = [
         ("Path", _e(ref_info.get("path") or artifact.source_path), _e(cand_info.get("path") or artifact.model_path)),
         ("sha256", f"<code>{_e(ref_sha)}</code>", f"<code>{_e(cand_sha)}</code>"),
         ("Size (incl. external data)", _bytes(src), _bytes(dst)),
@@ -244,7 +244,7 @@ def _accuracy(ev: EvalReport) -> str:
     if ev.random_data:
         parts.append('<div class="alert">Evaluated on RANDOM inputs: these numbers say nothing about real '
                      "accuracy.</div>")
-    rows = [("Samples", _num(ev.n_samples), "")]
+    rows: list[tuple[str, ...]] = [("Samples", _num(ev.n_samples), "")]
     for label, ref, cand in (("Top-1 accuracy", ev.top1_accuracy_ref, ev.top1_accuracy_cand),
                              ("Top-5 accuracy", ev.top5_accuracy_ref, ev.top5_accuracy_cand)):
         if ref is not None or cand is not None:

@@ -90,7 +90,11 @@ def sample_name() -> str | None:
 
 def model_label() -> str:
     """A short name for the current model, for headers and the sidebar."""
-    return _get("model_label") or (model_path().name if model_path() else "no model")
+    label = _get("model_label")
+    if label:
+        return label
+    path = model_path()
+    return path.name if path else "no model"
 
 
 def set_model(path: Path, info, *, sample: str | None, label: str) -> None:
