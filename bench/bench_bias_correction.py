@@ -29,7 +29,7 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
-from ortlab.data.dataset import load_image_folder, load_tensor_file, load_text_file  # noqa: E402
+from ortlab.data.loaders import load_image_folder, load_tensor_file, load_text_file  # noqa: E402
 from ortlab.data.samples import load_manifest  # noqa: E402
 from ortlab.runs.pipeline import run_recipe  # noqa: E402
 from ortlab.settings.config import Precision, QuantConfig, Recipe  # noqa: E402

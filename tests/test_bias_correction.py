@@ -18,7 +18,7 @@ from onnx import numpy_helper
 from ortlab.cli import main as cli
 from ortlab.core.errors import Cancelled, RecipeError
 from ortlab.core.progress import CancelToken, ProgressEvent
-from ortlab.data.dataset import batch_inputs
+from ortlab.data.feeds import batch_inputs
 from ortlab.data.samples import load_manifest
 from ortlab.model.inspect import inspect_model
 from ortlab.runs.pipeline import plan, run_recipe
@@ -48,7 +48,7 @@ def built(tmp_path_factory):
     q = QuantConfig()
     calibrate_model(pre, q, CalibrationReader(cal, s.preprocess, info.inputs), tmp / "cal.json")
     quantize_calibrated_model(pre, tmp / "qdq.onnx", q, tmp / "cal.json")
-    feeds = [cal.inputs(i, s.preprocess, info.inputs) for i in range(len(cal))]
+    feeds = [batch_inputs(cal, [i], s.preprocess, info.inputs) for i in range(len(cal))]
     events: list[ProgressEvent] = []
     result = correct_biases(pre, tmp / "qdq.onnx", tmp / "bc.onnx", feeds, reporter=events.append)
     return {"s": s, "info": info, "pre": pre, "qdq": tmp / "qdq.onnx", "bc": tmp / "bc.onnx", "feeds": feeds,

@@ -22,7 +22,7 @@ from PIL import Image
 
 from ortlab.checks.analyze import analyze
 from ortlab.cli import main as cli
-from ortlab.data.dataset import load_image_folder
+from ortlab.data.loaders import load_image_folder
 from ortlab.transforms.range_split import JOINING_OPS, find_range_splits, width
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -27,7 +27,7 @@ class ProgressEvent:
 
 
 class Reporter(Protocol):
-    def __call__(self, event: ProgressEvent) -> None: ...
+    def __call__(self, event: ProgressEvent, /) -> None: ...
 
 
 def null_reporter(event: ProgressEvent) -> None:

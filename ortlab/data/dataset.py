@@ -26,6 +26,13 @@ class Sample:
     source: str
     index: int | None = None
 
+    @property
+    def row(self) -> int:
+        """The row of a tensor, text or random sample (its ``index``); an image sample has none."""
+        if self.index is None:
+            raise DataError(f"Sample {self.name} is not a row of a tensor, text or random dataset.")
+        return self.index
+
 
 @dataclass
 class Dataset:
@@ -151,7 +158,8 @@ def split_dataset(ds: Dataset) -> tuple[Dataset, Dataset]:
     if len(ds) < EVAL_SHARE:
         return ds, ds
     seen: dict[Any, int] = {}
-    cal, ev = [], []
+    cal: list[int] = []
+    ev: list[int] = []
     for i, s in enumerate(ds.samples):
         k = seen.get(s.label, 0)
         seen[s.label] = k + 1
@@ -172,7 +180,7 @@ def stratified_sample(ds: Dataset, n: int, seed: int = 0) -> Dataset:
         return ds.subset(sorted(int(i) for i in rng.choice(len(ds), size=n, replace=False)))
     by_class: dict[int, list[int]] = {}
     for i, s in enumerate(ds.samples):
-        by_class.setdefault(int(s.label), []).append(i)
+        by_class.setdefault(int(s.label or 0), []).append(i)  # labeled(): every label is set
     classes = sorted(by_class)
     quota = {c: n * len(by_class[c]) / len(ds) for c in classes}
     take = {c: int(quota[c]) for c in classes}

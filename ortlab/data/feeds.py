@@ -116,7 +116,7 @@ def _text_feed(ds: Dataset, indices: Sequence[int], specs: Sequence[InputSpec]) 
     if others:
         raise DataError(f"Text data gives input_ids, attention_mask and token_type_ids; model input "
                         f"'{others[0].name}' ({others[0].role}) needs other data: use an .npz with one array per input.")
-    rows = [ds.samples[i].index for i in indices]
+    rows = [ds.samples[i].row for i in indices]
     feed: dict[str, np.ndarray] = {}
     for s in text_specs:
         shape = s.at_batch(n)
@@ -164,7 +164,7 @@ def batch_inputs(ds: Dataset, indices: Sequence[int], cfg: PreprocessConfig | No
         s.at_batch(len(indices))  # a fixed batch of another size raises here
     if ds.kind == "tensors":
         check_tensor_inputs(ds, model_inputs, specs)
-        rows = [ds.samples[i].index for i in indices]
+        rows = [ds.samples[i].row for i in indices]
         infos = {t.name: t for t in model_inputs}
         out = {}
         for s in specs:

@@ -100,7 +100,7 @@ def load_image_folder(path, class_names: Sequence[str] | None = None) -> Dataset
     root = Path(path)
     if not root.is_dir():
         raise DataError(f"Image folder {root} does not exist or is not a folder.")
-    entries = []
+    entries: list[tuple[tuple[str, ...], str]] = []
     for f in root.rglob("*"):
         rel = f.relative_to(root).parts
         if _is_hidden(rel) or not f.is_file() or not _is_image_name(f.name):
@@ -143,7 +143,8 @@ def load_image_zip(path_or_bytes, class_names: Sequence[str] | None = None) -> D
 
 def load_image_files(files: Sequence[tuple[str, bytes]] | Sequence[Path], class_names: Sequence[str] | None = None) -> Dataset:
     """Uploaded images as (name, bytes) pairs, or file paths. Names like ``cat/1.png`` give labels."""
-    entries, blobs = [], {}
+    entries: list[tuple[tuple[str, ...], str]] = []
+    blobs: dict[str, bytes] = {}
     for item in files:
         if isinstance(item, (str, Path)):
             p = Path(item)

@@ -48,7 +48,7 @@ def detect_preprocess(model_input: TensorInfo) -> PreprocessConfig:
     if model_input.dtype not in ("float32", "float16", "uint8"):
         raise DataError(f"Model input '{model_input.name}' is {model_input.dtype}; images can feed float32, "
                         f"float16 or uint8 inputs only. Use .npy/.npz tensors.")
-    size = tuple(_static(d) or DEFAULT_DYNAMIC_SIZE for d in hw)
+    size = (_static(hw[0]) or DEFAULT_DYNAMIC_SIZE, _static(hw[1]) or DEFAULT_DYNAMIC_SIZE)
     byte = model_input.dtype == "uint8"
     return PreprocessConfig(
         size=size, layout=layout, channels=channels,
@@ -60,19 +60,19 @@ def detect_preprocess(model_input: TensorInfo) -> PreprocessConfig:
 def _resize(img: Image.Image, cfg: PreprocessConfig) -> Image.Image:
     h, w = cfg.size
     if cfg.resize_mode == ResizeMode.STRETCH:
-        return img if img.size == (w, h) else img.resize((w, h), Image.BILINEAR)
+        return img if img.size == (w, h) else img.resize((w, h), Image.Resampling.BILINEAR)
     iw, ih = img.size
     if cfg.resize_mode == ResizeMode.CENTER_CROP:
         short = round(min(h, w) * 256 / 224)
         s = short / min(iw, ih)
         nw, nh = max(w, round(iw * s)), max(h, round(ih * s))
-        img = img.resize((nw, nh), Image.BILINEAR)
+        img = img.resize((nw, nh), Image.Resampling.BILINEAR)
         left, top = (nw - w) // 2, (nh - h) // 2
         return img.crop((left, top, left + w, top + h))
     scale = min(w / iw, h / ih)  # letterbox: fit inside, pad with zeros
     nw, nh = max(1, round(iw * scale)), max(1, round(ih * scale))
     canvas = Image.new(img.mode, (w, h))
-    canvas.paste(img.resize((nw, nh), Image.BILINEAR), ((w - nw) // 2, (h - nh) // 2))
+    canvas.paste(img.resize((nw, nh), Image.Resampling.BILINEAR), ((w - nw) // 2, (h - nh) // 2))
     return canvas
 
 
@@ -82,7 +82,7 @@ def preprocess_image(img: Image.Image, cfg: PreprocessConfig) -> np.ndarray:
     if problems:
         raise DataError("Preprocessing settings are invalid: " + " ".join(problems))
     img = img.convert("L" if cfg.channels == 1 else "RGB")
-    x = np.asarray(_resize(img, cfg), dtype=np.float32)
+    x: np.ndarray = np.asarray(_resize(img, cfg), dtype=np.float32)
     if x.ndim == 2:
         x = x[:, :, None]
     if cfg.channel_order == ChannelOrder.BGR and cfg.channels == 3:

@@ -59,7 +59,7 @@ def write_dataset(ds: Dataset, folder) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=".writing-", dir=folder))
     try:
         if ds.kind == "tensors":
-            rows = [s.index for s in ds.samples]
+            rows = [s.row for s in ds.samples]
             if "" in ds._tensors:
                 np.save(tmp / name, ds._tensors[""][rows], allow_pickle=False)
             else:
