@@ -11,19 +11,22 @@ from __future__ import annotations
 
 # -- models: inspect, import, compare graphs ------------------------------------------------------------------
 from ortlab.model.diff import carry_values, map_node_names
-from ortlab.model.inspect import external_data_files, inspect_model, sha256_file_cached
+from ortlab.model.inspect import external_data_files, inspect_model, op_key, sha256_file_cached
 from ortlab.model.isolated import graph_description, graph_diff, import_model, import_upload, model_info
 
 # -- data: load, preprocess, feed ---------------------------------------------------------------------------
-from ortlab.data.dataset import pick_subset, random_dataset, split_dataset
+from ortlab.data.dataset import pick_subset, random_dataset, split_dataset, stratified_sample
 from ortlab.data.feeds import batch_inputs, check_fits, check_tensor_inputs, control_values
-from ortlab.data.inputs import infer_specs
-from ortlab.data.loaders import load_image_files, load_image_zip, load_tensor_file, load_text_file
+from ortlab.data.inputs import infer_specs, parse_shape, resolve_feed
+from ortlab.data.loaders import load_image_files, load_image_zip, load_path, load_tensor_file, load_text_file
 from ortlab.data.preprocess import detect_preprocess, resolve_preprocess, tensor_preview
-from ortlab.data.samples import default_sample, find_by_path, find_by_sha256, get_sample, list_samples
+from ortlab.data.samples import (
+    default_sample, find_by_path, find_by_sha256, find_for_model, get_sample, list_samples, samples_root,
+)
 from ortlab.data.store import dataset_digest, write_dataset
 
 # -- what runs here -----------------------------------------------------------------------------------------
+from ortlab.runtime.hardware import advise as hardware_advice, detect as detect_hardware
 from ortlab.runtime.openvino import INSTALL_HINT as OPENVINO_INSTALL_HINT, available as openvino_available
 from ortlab.runtime.providers import (
     claimed_providers, custom_op_libraries, set_custom_op_libraries, working_providers,
@@ -32,9 +35,10 @@ from ortlab.runtime.providers import (
 # -- checks: evaluate, judge, analyze -----------------------------------------------------------------------
 from ortlab.checks.analyze import analyze
 from ortlab.checks.evaluate import evaluate
-from ortlab.checks.verdict import judge, not_evaluated
+from ortlab.checks.verdict import judge, not_evaluated, worse_or_equal
 
 # -- timing ---------------------------------------------------------------------------------------------------
+from ortlab.timing.bench import config_problems as bench_config_problems
 from ortlab.timing.compare import compare_benchmarks, running_stats, series_id, split_series_id
 
 # -- runs: recipes, benchmarks, tuning, history ------------------------------------------------------------
@@ -44,13 +48,69 @@ from ortlab.runs.tune import sqnr_policy, verdict_policy
 from ortlab.runs.workspace import default_root
 
 __all__ = [
-    "OPENVINO_INSTALL_HINT", "analyze", "batch_inputs", "bench_busy", "carry_values", "check_fits",
-    "check_tensor_inputs", "claimed_providers", "compare_benchmarks", "control_values", "custom_op_libraries",
-    "dataset_digest", "default_root", "default_sample", "detect_preprocess", "evaluate", "external_data_files",
-    "find_by_path", "find_by_sha256", "get_sample", "graph_description", "graph_diff", "import_model",
-    "import_upload", "infer_specs", "inspect_model", "judge", "list_samples", "load_image_files", "load_image_zip",
-    "load_tensor_file", "load_text_file", "map_node_names", "model_info", "not_evaluated", "openvino_available",
-    "pick_subset", "random_dataset", "resolve_preprocess", "running_stats", "series_id", "set_custom_op_libraries",
-    "sha256_file_cached", "split_dataset", "split_series_id", "sqnr_policy", "start_benchmark", "start_recipe",
-    "startup", "take_notices", "tensor_preview", "verdict_policy", "working_providers", "write_dataset",
+    "OPENVINO_INSTALL_HINT",
+    "analyze",
+    "batch_inputs",
+    "bench_busy",
+    "bench_config_problems",
+    "carry_values",
+    "check_fits",
+    "check_tensor_inputs",
+    "claimed_providers",
+    "compare_benchmarks",
+    "control_values",
+    "custom_op_libraries",
+    "dataset_digest",
+    "default_root",
+    "default_sample",
+    "detect_hardware",
+    "detect_preprocess",
+    "evaluate",
+    "external_data_files",
+    "find_by_path",
+    "find_by_sha256",
+    "find_for_model",
+    "get_sample",
+    "graph_description",
+    "graph_diff",
+    "hardware_advice",
+    "import_model",
+    "import_upload",
+    "infer_specs",
+    "inspect_model",
+    "judge",
+    "list_samples",
+    "load_image_files",
+    "load_image_zip",
+    "load_path",
+    "load_tensor_file",
+    "load_text_file",
+    "map_node_names",
+    "model_info",
+    "not_evaluated",
+    "op_key",
+    "openvino_available",
+    "parse_shape",
+    "pick_subset",
+    "random_dataset",
+    "resolve_feed",
+    "resolve_preprocess",
+    "running_stats",
+    "samples_root",
+    "series_id",
+    "set_custom_op_libraries",
+    "sha256_file_cached",
+    "split_dataset",
+    "split_series_id",
+    "sqnr_policy",
+    "start_benchmark",
+    "start_recipe",
+    "startup",
+    "stratified_sample",
+    "take_notices",
+    "tensor_preview",
+    "verdict_policy",
+    "working_providers",
+    "worse_or_equal",
+    "write_dataset",
 ]

@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from ortlab.timing.compare import compare_benchmarks, running_stats, split_series_id
-from ortlab.runtime import openvino as openvino_runtime
+from ortlab.api import compare_benchmarks, running_stats, split_series_id
+from ortlab import api
 from ortlab.settings.config import DEFAULT_BENCH_DURATION_S, BenchConfig
 from ortlab.ui import actions, bench_view, charts, jobs, state
 from ortlab.ui.bench_job import collect, start_benchmark
@@ -43,14 +43,14 @@ if any(i not in by_id for i in state.widget("bench.variants", [])):
 chosen = st.multiselect("Variants (the first is the baseline for speedups)", ids, key="bench.variants",
                         format_func=lambda i: names[i], disabled=running)
 MAIN = ["batch_sizes", "runs", "duration_s", "warmup", "intra_op_threads", "inter_op_threads"]
-with_openvino = openvino_runtime.available()
+with_openvino = api.openvino_available()
 if with_openvino:
     MAIN.append("openvino")
 default = BenchConfig(warmup=5, duration_s=DEFAULT_BENCH_DURATION_S)  # a few seconds: the live chart grows
 with st.container(border=True):
     cfg = dataclass_form(BenchConfig, default, "bench", only=MAIN, columns=3, disabled=running)
     if not with_openvino:
-        st.caption(openvino_runtime.INSTALL_HINT)
+        st.caption(api.OPENVINO_INSTALL_HINT)
     with st.expander("More settings"):
         cfg = dataclass_form(BenchConfig, cfg, "bench", exclude=(*MAIN, "openvino"), columns=3, disabled=running)
     memory = st.toggle("Show peak memory (of the separate process that times each variant and batch size)",

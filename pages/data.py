@@ -4,11 +4,11 @@ and the shape of every input."""
 import numpy as np
 import streamlit as st
 
-from ortlab.data.dataset import random_dataset
-from ortlab.data.feeds import batch_inputs, check_fits, check_tensor_inputs
-from ortlab.data.loaders import load_image_files, load_image_zip, load_tensor_file, load_text_file
-from ortlab.data.preprocess import detect_preprocess, tensor_preview
-from ortlab.data import samples
+from ortlab.api import random_dataset
+from ortlab.api import batch_inputs, check_fits, check_tensor_inputs
+from ortlab.api import load_image_files, load_image_zip, load_tensor_file, load_text_file
+from ortlab.api import detect_preprocess, tensor_preview
+from ortlab import api
 from ortlab.settings.config import PreprocessConfig
 from ortlab.ui import actions, state
 from ortlab.ui.cards import random_data_warning
@@ -40,7 +40,7 @@ state.set_ui("data_source", source)
 def sample_labels() -> list[str]:
     if not sample:
         return []
-    return list(samples.get_sample(sample).labels)
+    return list(api.get_sample(sample).labels)
 
 
 def _new_files(key: str, files) -> bool:
@@ -54,7 +54,7 @@ def _new_files(key: str, files) -> bool:
 with st.container(border=True):
     if source == "sample":
         assert sample is not None  # the "sample" source is offered only when there is one
-        s = samples.get_sample(sample)
+        s = api.get_sample(sample)
         sets = [n for n, d in (("calibration", s.calibration_dir), ("evaluation", s.evaluation_dir)) if d]
         c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
         cal = c1.selectbox("Calibrate with", sets, key="data.sample_cal")
@@ -202,7 +202,7 @@ if ds.kind == "images":
         if st.button("Reset to detected", key="pre.reset", help="Detected from the model input, or the sample's manifest."):
             with engine_errors("Detecting preprocessing"):
                 if sample:
-                    current = samples.get_sample(sample).preprocess
+                    current = api.get_sample(sample).preprocess
                 else:
                     current = detect_preprocess(info.inputs[0])
                 state.set_preprocess(current)

@@ -7,7 +7,7 @@ from ortlab.runs.artifact import Artifact
 from ortlab.core.serial import to_plain
 from ortlab.core.text import format_bytes
 from ortlab.ui import actions, cards, state
-from ortlab.runs.history import take_notices
+from ortlab.api import take_notices
 from ortlab.ui.guard import engine_errors, error_message, show_message
 from ortlab.ui.inert import md
 from ortlab.ui.progress_view import show_flash

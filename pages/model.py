@@ -55,9 +55,9 @@ with right:
                 show_flash()
 
 with left, engine_errors("Listing the bundled samples"):
-    from ortlab.data import samples
+    from ortlab import api
 
-    options = {s.name: s for s in samples.list_samples(skip_broken=True)}
+    options = {s.name: s for s in api.list_samples(skip_broken=True)}
     state.ensure_widget("sample_select", state.sample_name())
 
     def _picked() -> None:

@@ -43,9 +43,9 @@ with st.container(border=True):
 state.set_recipe(recipe)
 
 with engine_errors("Checking the recipe"):
-    from ortlab.runtime import providers
+    from ortlab import api
 
-    findings = validate_recipe(recipe, providers.working_providers())
+    findings = validate_recipe(recipe, api.working_providers())
 is_static = recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.STATIC
 ds = state.dataset()
 errors: list[Finding | None] = list(errors_of(findings))  # None: the missing calibration data

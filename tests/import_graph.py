@@ -135,6 +135,22 @@ def floors(graph: ImportGraph) -> dict[str, int]:
     return {v: floor(v) for v in graph.modules}
 
 
+def floors_inside_layers(graph: ImportGraph) -> dict[str, int]:
+    """For each layer, how many floors its own files stand on each other (1: none imports another)."""
+    memo: dict[str, int] = {}
+
+    def floor(v: str) -> int:
+        if v not in memo:
+            memo[v] = 0
+            memo[v] = max((floor(w) + 1 for w in graph.targets(v) if layer(w) == layer(v)), default=0)
+        return memo[v]
+
+    out: dict[str, int] = {}
+    for m in graph.modules:
+        out[layer(m)] = max(out.get(layer(m), 0), floor(m) + 1)
+    return out
+
+
 def layer_floors(graph: ImportGraph) -> dict[str, int]:
     """Each layer's floor in the graph of layers (one layer importing another is one step up)."""
     deps: dict[str, set[str]] = {}

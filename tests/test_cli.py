@@ -12,7 +12,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from ortlab.cli import main as cli
+from ortlab.cli import common as cli_common, main as cli
 from ortlab.settings.config import (CalibrationMethod, Layout, OptLevel, Precision, PreprocessConfig, QuantConfig,
                            QuantFormat, QuantMode, QuantType, Recipe, Target, recipe_cli_line)
 from ortlab.model.inspect import sha256_file
@@ -70,7 +70,7 @@ def test_recipe_cli_line_round_trip(recipe):
     argv = shlex.split(recipe_cli_line(recipe, model="in.onnx", out="out.onnx", calibration="calib dir"))
     assert argv[:2] == ["ortlab", "optimize"]
     ns = cli.build_parser().parse_args(argv[1:])
-    assert cli.recipe_from_args(ns) == recipe
+    assert cli_common.recipe_from_args(ns) == recipe
     assert (ns.model, ns.out) == ("in.onnx", "out.onnx")
     if recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.STATIC:
         assert ns.calibration == "calib dir"
@@ -212,21 +212,21 @@ def test_preprocess_defaults_from_sample_manifest_then_flags(tmp_path):
     sample = get_sample("digits_cnn")
     parser = cli.build_parser()
     ns = parser.parse_args(["compare", "a", "b", "--data", "d"])
-    assert cli.find_sample(SAMPLE / "model.onnx") == sample
+    assert cli_common.find_sample(SAMPLE / "model.onnx") == sample
     copy = tmp_path / "m.onnx"
     copy.write_bytes((SAMPLE / "model.onnx").read_bytes())
-    assert cli.find_sample(copy) == sample  # same bytes elsewhere
-    assert cli.preprocess_from_args(ns, copy, sample) == sample.preprocess
+    assert cli_common.find_sample(copy) == sample  # same bytes elsewhere
+    assert cli_common.preprocess_from_args(ns, copy, sample) == sample.preprocess
     ns = parser.parse_args(["compare", "a", "b", "--data", "d", "--mean", "0.5", "--std", "0.25",
                             "--size", "32", "32"])
-    pre = cli.preprocess_from_args(ns, copy, sample)
+    pre = cli_common.preprocess_from_args(ns, copy, sample)
     assert pre.mean == (0.5,) and pre.std == (0.25,) and pre.channels == 1
 
 
 def test_preprocess_detected_for_other_models(src):
     ns = cli.build_parser().parse_args(["compare", "a", "b", "--data", "d", "--layout", "NCHW", "--scale", "0-255"])
-    assert cli.find_sample(src) is None
-    pre = cli.preprocess_from_args(ns, src)
+    assert cli_common.find_sample(src) is None
+    pre = cli_common.preprocess_from_args(ns, src)
     assert pre.size == (32, 32) and pre.channels == 3 and pre.layout == Layout.NCHW and pre.scale.value == "0-255"
 
 

@@ -10,7 +10,7 @@ import import_graph
 GRAPH = import_graph.build()
 ENGINE_MODULES = sorted(m for m in GRAPH.modules if m != "ortlab.ui" and not m.startswith("ortlab.ui."))
 MAX_LAYER_FLOORS = 10  # the sub-packages: core … runs, then cli and ui on top (issue 15)
-MAX_FILE_FLOORS = 15  # the longest chain of files importing each other, measured when the layers were drawn
+MAX_FLOORS_IN_A_LAYER = 6  # files of one layer importing each other (runs: tune → pipeline → artifact → …)
 
 BLOCKER = """
 import importlib.abc, sys
@@ -52,12 +52,11 @@ def test_no_import_circle_between_files():
     assert import_graph.cycles(GRAPH) == []
 
 
-def test_at_most_ten_floors_of_layers_and_no_deeper_file_chains_than_measured():
+def test_at_most_ten_floors_of_layers_each_shallow_inside():
     layers = import_graph.layer_floors(GRAPH)
     assert max(layers.values()) + 1 <= MAX_LAYER_FLOORS, layers
-    floors = import_graph.floors(GRAPH)
-    top = max(floors, key=floors.__getitem__)
-    assert floors[top] + 1 <= MAX_FILE_FLOORS, f"{floors[top] + 1} floors of files (the highest: {top})"
+    inside = import_graph.floors_inside_layers(GRAPH)
+    assert max(inside.values()) <= MAX_FLOORS_IN_A_LAYER, inside
 
 
 def test_the_layer_checks_see_an_upward_import_and_a_circle(tmp_path):
@@ -119,3 +118,44 @@ def test_the_import_check_sees_nested_and_from_imports(tmp_path):
     f.write_text("import os\ndef f():\n    import onnx.helper\n    from onnxruntime import InferenceSession\n"
                  "from ortlab.model.inspect import load_model\n")
     assert [h.split(" imports ")[1] for h in _engine_imports(f)] == ["onnx.helper", "onnxruntime"]
+
+
+FRONT_ENDS = ("pages", "ortlab/ui", "ortlab/cli")
+BELOW_THE_API = ("model", "data", "transforms", "checks", "timing", "runs", "runtime")
+
+
+def _calls_below_the_api(path: Path) -> list[str]:
+    """Names a front-end file takes from the engine below ``ortlab.api`` that are not typed results (classes) or
+    constants: those calls must go through ``ortlab.api``."""
+    import ast
+    import importlib
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [f"{path}:{node.lineno} imports module {a.name}" for a in node.names
+                      if a.name.split(".")[:2][-1] in BELOW_THE_API and a.name.startswith("ortlab.")]
+        if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                and node.module.startswith("ortlab.") and node.module.split(".")[1] in BELOW_THE_API):
+            continue
+        module = importlib.import_module(node.module)
+        for alias in node.names:
+            value = getattr(module, alias.name, None)
+            if value is None or not (isinstance(value, type) or alias.name.isupper()):
+                found.append(f"{path}:{node.lineno} takes {node.module}.{alias.name}")
+    return found
+
+
+def test_the_app_and_the_cli_call_the_engine_through_its_api():
+    root = Path(__file__).resolve().parent.parent
+    files = [root / "app.py"] + [p for d in FRONT_ENDS for p in sorted((root / d).rglob("*.py"))]
+    bad = [hit for p in files for hit in _calls_below_the_api(p)]
+    assert bad == [], "call these through ortlab.api:\n" + "\n".join(bad)
+
+
+def test_the_api_check_sees_a_function_and_a_module(tmp_path):
+    f = tmp_path / "page.py"
+    f.write_text("from ortlab.runs.artifact import Artifact\nfrom ortlab.core.layout import QDQ_FILE\n"
+                 "def f():\n    from ortlab.checks.evaluate import evaluate\n    from ortlab.runs import service\n")
+    assert [h.split(" takes ")[1] for h in _calls_below_the_api(f)] == ["ortlab.checks.evaluate.evaluate",
+                                                                        "ortlab.runs.service"]

@@ -37,7 +37,7 @@ def test_format_bytes_uses_decimal_si_units(n, text):
 
 
 def test_cli_app_and_report_share_the_byte_format():
-    from ortlab.cli import main as cli
+    from ortlab.cli import render as cli
     from ortlab.ui import cards, report
 
     assert cli.format_bytes is format_bytes and cards.format_bytes is format_bytes

@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ortlab.cli import main as cli
+from ortlab.cli import common as cli_common, main as cli
 from ortlab.data.loaders import load_tensor_file
 from ortlab.checks.eval_report import EvalReport, Task
 from ortlab.checks.evaluate import evaluate
@@ -272,9 +272,9 @@ def test_policy_flags_round_trip_through_the_cli_and_the_run_spec():
     flags = config_cli_args(policy)
     assert {"--task", "--margin", "--threshold", "--min-sqnr-db", "--min-cosine", "--max-confident-flips"} <= set(flags)
     ns = cli.build_parser().parse_args(["compare", "a.onnx", "b.onnx", "--data", "d", *flags])
-    assert cli.policy_from_args(ns) == policy
+    assert cli_common.policy_from_args(ns) == policy
     ns = cli.build_parser().parse_args(["optimize", "a.onnx", "out", *flags, "--fail-on", "degraded"])
-    assert cli.policy_from_args(ns) == policy and ns.fail_on == "degraded"
+    assert cli_common.policy_from_args(ns) == policy and ns.fail_on == "degraded"
     spec = RunSpec("m.onnx", Recipe(), policy=policy)
     assert "--min-sqnr-db 20.0" in spec.cli_line() and RunSpec.from_json(spec.to_json()) == spec
     assert cli.main(["compare", "a.onnx", "b.onnx", "--data", "d", "--max-crossing", "0.5"]) == 2  # > broken

@@ -9,11 +9,20 @@ from pathlib import Path
 
 from ortlab.settings.flags import UsageError
 from ortlab.settings.config import Target
+from ortlab.cli.common import (
+    add_input_arguments, add_output_flags, add_preprocess_arguments, data_ref, existing, find_sample, load_dataset,
+    model_file, preprocess_from_args, reporter, shapes_from_args, shapes_text,
+)
+from ortlab.cli.render import print_json, table
+from ortlab.api import analyze, split_dataset, verdict_policy, write_dataset
+from ortlab.runs.runspec import DataRef
+from ortlab.runs.tune import Tuner, TuneSettings
+from ortlab.checks.verdict import VerdictPolicy
+from ortlab.runs.workspace import Workspace
 
 
-def add_commands(sub) -> None:
+def add_command(sub) -> None:
     """Add ``analyze`` and ``tune`` to the ``ortlab`` sub-command parsers."""
-    from ortlab.cli.main import _add_output_flags, add_input_arguments, add_preprocess_arguments
 
     p = sub.add_parser("analyze", help="Per-node error of a quantized model against its fp32 reference "
                                        "(worst nodes first).")
@@ -26,7 +35,7 @@ def add_commands(sub) -> None:
     p.add_argument("--top", type=int, default=15, help="How many nodes to print (default: 15).")
     add_input_arguments(p)
     add_preprocess_arguments(p)
-    _add_output_flags(p)
+    add_output_flags(p)
     p.set_defaults(func=cmd_analyze)
 
     p = sub.add_parser("tune", help="Search recipes within a time budget; recommend the fastest (or smallest) "
@@ -52,7 +61,7 @@ def add_commands(sub) -> None:
                    help="Receives the best model.onnx, its recipe.json, trials.json and each trial's folder.")
     add_input_arguments(p)
     add_preprocess_arguments(p)
-    _add_output_flags(p)
+    add_output_flags(p)
     p.set_defaults(func=cmd_tune)
 
 
@@ -71,32 +80,27 @@ def _fmt(x: float | None, spec: str = ".1f") -> str:
 
 def cmd_analyze(ns: argparse.Namespace) -> int:
     """`ortlab analyze`: rank a quantized model's nodes by the error they add."""
-    from ortlab.checks.analyze import analyze
-    from ortlab.cli.main import (
-        _existing, _print_json, _reporter, _shapes_text, _table, find_sample, load_dataset, model_file,
-        preprocess_from_args, shapes_from_args,
-    )
 
     ref = model_file(ns.reference, "Reference model")
-    cand = _existing(ns.candidate, "Candidate model")
+    cand = existing(ns.candidate, "Candidate model")
     if ns.n < 1:
         raise UsageError("--n must be at least 1.")
     sample = find_sample(ref)
     dataset = load_dataset(ns.data, sample.labels if sample is not None and sample.labels else None, ns)
     pre = preprocess_from_args(ns, ref, sample) if dataset.kind == "images" else None
-    result = analyze(ref, cand, dataset, pre, n=ns.n, reporter=_reporter(ns), shapes=shapes_from_args(ns))
+    result = analyze(ref, cand, dataset, pre, n=ns.n, reporter=reporter(ns), shapes=shapes_from_args(ns))
     if ns.json:
-        _print_json(result)
+        print_json(result)
         return 0
     print(f"{result.candidate} vs {ref.name}: {len(result.nodes)} quantized nodes on {result.n_samples} samples "
           f"in {result.seconds:.1f} s" + ("" if result.qdq else " (no QDQ nodes: accumulated error only)"))
-    print(f"inputs: {_shapes_text(result.input_shapes)}")
+    print(f"inputs: {shapes_text(result.input_shapes)}")
     for output, groups in result.groups.items():
         print(f"output groups of {output}: {groups}; nodes with that layout rank by their worst group")
     rows = [[str(e.rank), e.name, e.op_type, _fmt(e.local_sqnr_db), _fmt(e.sqnr_db), _fmt(e.cosine, ".4f"),
              _fmt(e.max_abs, ".3g")] + ([f"{e.group} {_fmt(e.score_db)}" if e.group else "-"] if result.groups else [])
             for e in result.worst(ns.top)]
-    print(_table(rows, ["#", "node", "op", "local dB", "accum. dB", "cosine", "max |Δ|"]
+    print(table(rows, ["#", "node", "op", "local dB", "accum. dB", "cosine", "max |Δ|"]
                  + (["worst group dB"] if result.groups else [])))
     print("local: the node's quantized form on fp32 inputs; accum.: the candidate's tensor vs fp32.")
     if result.unmatched:
@@ -106,9 +110,6 @@ def cmd_analyze(ns: argparse.Namespace) -> int:
 
 def _split(path: str, out: Path, labels, ns: argparse.Namespace) -> tuple[str, str]:
     """Calibration and evaluation folders written under ``out/data`` (``data.split_dataset``)."""
-    from ortlab.cli.main import load_dataset
-    from ortlab.data.dataset import split_dataset
-    from ortlab.data.store import write_dataset
 
     ds = load_dataset(path, labels, ns)
     cal, ev = split_dataset(ds)
@@ -120,13 +121,6 @@ def _split(path: str, out: Path, labels, ns: argparse.Namespace) -> tuple[str, s
 
 def cmd_tune(ns: argparse.Namespace) -> int:
     """`ortlab tune`: search recipes in child processes, print each trial, recommend one."""
-    from ortlab.cli.main import (
-        _data_ref, _print_json, find_sample, model_file, preprocess_from_args, shapes_from_args,
-    )
-    from ortlab.runs.runspec import DataRef
-    from ortlab.runs.tune import Tuner, TuneSettings, verdict_policy
-    from ortlab.checks.verdict import VerdictPolicy
-    from ortlab.runs.workspace import Workspace
 
     src = model_file(ns.model)
     out = Path(ns.out).expanduser().resolve()
@@ -139,13 +133,13 @@ def cmd_tune(ns: argparse.Namespace) -> int:
         cal_path, ev_path = _split(cal_path, out, labels, ns)
     cal: DataRef | None
     if cal_path is not None:
-        cal = _data_ref(cal_path, ns)
+        cal = data_ref(cal_path, ns)
     elif sample is not None and sample.calibration_dir is not None:
         cal = DataRef(sample=sample.name, set="calibration")
     else:
         cal = None
     if ev_path is not None:
-        ev = _data_ref(ev_path, ns, count=ns.verify_samples)
+        ev = data_ref(ev_path, ns, count=ns.verify_samples)
     elif sample is not None and sample.evaluation_dir is not None:
         ev = DataRef(sample=sample.name, set="evaluation", count=ns.verify_samples)
     else:
@@ -173,7 +167,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     r = tuner.result
     assert r is not None
     if ns.json:
-        _print_json(r)
+        print_json(r)
         return 0
     print(f"\n{r.sentence}\n  {r.cli_line}" if r.cli_line else f"\n{r.sentence}")
     print(f"  hardware   {r.hardware}\n  files      {out / 'model.onnx'}, recipe.json, trials.json "

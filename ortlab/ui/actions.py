@@ -18,25 +18,24 @@ from ortlab.runs.workspace import Workspace
 from ortlab.ui import model_cache, state
 from ortlab.ui.jobs import DONE, started
 from ortlab.ui.auth import workspace_root
-from ortlab.runs import service
-from ortlab.data import samples
-from ortlab.model.inspect import inspect_model
-from ortlab.model.isolated import import_upload
+from ortlab import api
+from ortlab.api import inspect_model
+from ortlab.api import import_upload
 from ortlab.core.errors import ModelLoadError
-from ortlab.model.isolated import import_model
-from ortlab.data.dataset import split_dataset
+from ortlab.api import import_model
+from ortlab.api import split_dataset
 from ortlab.data.loaders import TOKENIZER_FILE
-from ortlab.data.preprocess import resolve_preprocess
-from ortlab.data.store import dataset_digest, write_dataset
-from ortlab.data.dataset import pick_subset
+from ortlab.api import resolve_preprocess
+from ortlab.api import dataset_digest, write_dataset
+from ortlab.api import pick_subset
 from ortlab.core.text import format_bytes
 from ortlab.ui.cards import pct, verdict_text
-from ortlab.checks.verdict import judge
+from ortlab.api import judge
 from ortlab.checks.verdict import VerdictPolicy
-from ortlab.data.inputs import infer_specs
+from ortlab.api import infer_specs
 from ortlab.core.errors import RecipeError
 from ortlab.settings.config import recipe_cli_line
-from ortlab.model.isolated import model_info
+from ortlab.api import model_info
 from ortlab.runs.history import BenchmarkRecord
 from ortlab.ui.report import html_report
 
@@ -72,7 +71,7 @@ def start_session() -> None:
     """When a session opens: remove what killed runs left behind and open the history (a damaged one is
     moved aside and rebuilt); its notice is shown once as a warning."""
 
-    for notice in service.startup(workspace()):
+    for notice in api.startup(workspace()):
         state.flash(notice.message, "warning")
 
 
@@ -91,13 +90,13 @@ def ensure_defaults() -> None:
         logging.getLogger("ortlab.ui").warning("Start-up housekeeping failed: %s", exc)
     if state.model_path() is None:
 
-        select_sample(samples.default_sample().name)
+        select_sample(api.default_sample().name)
 
 
 def select_sample(name: str) -> None:
     """Make the bundled sample ``name`` current, with its calibration/evaluation sets and preprocessing."""
 
-    s = samples.get_sample(name)
+    s = api.get_sample(name)
     info = inspect_model(s.model_path)
     state.set_model(s.model_path, info, sample=s.name, label=s.title or s.name)
     use_sample_data(s)
@@ -189,7 +188,7 @@ def _use_imported(path: Path, info, name: str) -> Path:
     """Make the imported model at ``path`` (summarised by ``info``) current, shown as ``name``, with the sample's
     data when it is a bundled sample's copy."""
 
-    same = samples.find_by_sha256(info.sha256)
+    same = api.find_by_sha256(info.sha256)
     state.set_model(path, info, sample=None, label=name)
     if same is not None:
         use_sample_data(same)
@@ -280,7 +279,7 @@ def model_title(path, file_name: str) -> str:
     else ``file_name`` (an upload is called by its file's name, a byte-identical copy of a sample included)."""
 
     try:
-        s = samples.find_by_path(Path(path))
+        s = api.find_by_path(Path(path))
     except Exception:  # a damaged sample folder: the file name still says which model it was
         s = None
     return (s.title or s.name) if s is not None else file_name
@@ -390,7 +389,7 @@ def input_specs(info, overrides: dict | None = None) -> list:
     images = getattr(ds, "kind", None) == "images"
     pre = state.preprocess() if images else None
     if pre is None and state.sample_name():
-        pre = samples.get_sample(state.sample_name())
+        pre = api.get_sample(state.sample_name())
     shapes = state.input_shapes() if overrides is None else overrides
     return infer_specs(info, pre, ds, shapes, strict=False)
 
@@ -431,8 +430,8 @@ def demo_sample():
     if info is None:
         return None
     if state.sample_name():
-        return samples.get_sample(state.sample_name())
-    return samples.find_by_sha256(info.sha256)
+        return api.get_sample(state.sample_name())
+    return api.find_by_sha256(info.sha256)
 
 
 def demo_spec(sample) -> RunSpec:
@@ -464,7 +463,7 @@ def start_recipe_job(recipe: Recipe, *, land_on_compare: bool = False, spec: Run
     """Start the recipe on the current model and data (or ``spec``) through the run service (a child process
     that records the result in the history itself); under tests wait for its end."""
 
-    job = service.start_recipe(spec or run_spec(recipe), workspace=workspace(), origin="app")
+    job = api.start_recipe(spec or run_spec(recipe), workspace=workspace(), origin="app")
     job.meta = {"recipe": recipe, "land_on_compare": land_on_compare, "model": state.model_label(),
                 "model_sha": state.model_key(), "page": state.current_page()}
     state.set_job("recipe", job)
@@ -487,7 +486,7 @@ def preprocess_or_detect(info) -> PreprocessConfig | None:
     if state.preprocess() is not None:
         return state.preprocess()
 
-    sample = samples.get_sample(state.sample_name()) if state.sample_name() else None
+    sample = api.get_sample(state.sample_name()) if state.sample_name() else None
     return resolve_preprocess(info, sample)
 
 
@@ -505,7 +504,7 @@ def load_run(run: Artifact) -> Artifact:
     src = Path(run.source_path)
     current = state.model_path()
     if current is None or Path(current).resolve() != src.resolve():
-        match = samples.find_by_path(src)
+        match = api.find_by_path(src)
         if match is not None:
             select_sample(match.name)
         else:

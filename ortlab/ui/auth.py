@@ -16,7 +16,7 @@ from pathlib import Path
 import streamlit as st
 
 from ortlab.core.errors import OrtlabError
-from ortlab.runs.workspace import default_root
+from ortlab.api import default_root
 
 USERS_DIR = "users"
 

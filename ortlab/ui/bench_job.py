@@ -4,14 +4,15 @@ tables the Benchmark page draws from its samples."""
 
 from __future__ import annotations
 
-from ortlab.timing.compare import series_id
+from ortlab.api import series_id
 from ortlab.settings.config import BenchConfig
 from ortlab.runs.history import BenchVariant
-from ortlab.runs.service import BenchHandle, start_benchmark as start_service_benchmark
+from ortlab.runs.service import BenchHandle
+from ortlab.api import start_benchmark as start_service_benchmark
 from ortlab.ui import state
 from ortlab.ui.actions import Variant, workspace
 from ortlab.ui.jobs import started
-from ortlab.data.feeds import control_values
+from ortlab.api import control_values
 from ortlab.ui.actions import bench_shapes
 
 

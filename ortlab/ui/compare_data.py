@@ -7,7 +7,7 @@ from pathlib import Path
 from ortlab.checks.eval_report import EvalReport
 from ortlab.ui import actions, state
 from ortlab.ui.model_cache import cache_key
-from ortlab.checks.evaluate import evaluate
+from ortlab.api import evaluate
 from ortlab.core.errors import DataError
 
 

@@ -13,7 +13,7 @@ import streamlit as st
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.text import one_line
 from ortlab.ui.inert import md
-from ortlab.runs.workspace import default_root
+from ortlab.api import default_root
 from ortlab.runs.history import HistoryRecovered
 
 log = logging.getLogger("ortlab.ui")

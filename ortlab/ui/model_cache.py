@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ortlab.model.isolated import graph_description as _description, graph_diff as _diff, model_info as _model_info
+from ortlab.api import graph_description as _description, graph_diff as _diff, model_info as _model_info
 from ortlab.ui import state
 
 if TYPE_CHECKING:

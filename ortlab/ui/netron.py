@@ -17,10 +17,10 @@ from ortlab.core.errors import OrtlabError
 from ortlab.core.text import format_bytes
 from ortlab.ui.inert import md
 from ortlab.ui.netron_assets import component_dir
-from ortlab.runs.workspace import default_root
+from ortlab.api import default_root
 from ortlab.core.errors import ModelLoadError
-from ortlab.model.inspect import external_data_files
-from ortlab.model.inspect import sha256_file_cached
+from ortlab.api import external_data_files
+from ortlab.api import sha256_file_cached
 from ortlab.ui.model_cache import graph_description
 from ortlab.ui.graph_view import show_graph_diff
 

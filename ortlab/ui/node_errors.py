@@ -26,8 +26,8 @@ from ortlab.ui.jobs import DONE
 from ortlab.core.errors import DataError
 from ortlab.core.progress import CancelToken
 from ortlab.core.errors import OrtlabError
-from ortlab.checks.analyze import analyze
-from ortlab.model.diff import carry_values, map_node_names
+from ortlab.api import analyze
+from ortlab.api import carry_values, map_node_names
 
 N_SAMPLES = 32
 TOP_ROWS = 25

@@ -18,7 +18,8 @@ from ortlab.timing.bench import LatencySummary
 from ortlab.settings.config import recipe_cli_line
 from ortlab.checks.eval_report import EvalReport
 from ortlab.core.text import format_bytes
-from ortlab.checks.verdict import Level, Verdict, judge
+from ortlab.checks.verdict import Level, Verdict
+from ortlab.api import judge
 from ortlab.ui.charts import latency_panels, variant_colors
 
 if TYPE_CHECKING:

@@ -10,7 +10,8 @@ from ortlab.ui import actions, auth, state
 from ortlab.core.text import format_bytes
 from ortlab.ui.guard import engine_errors
 from ortlab.ui.inert import md
-from ortlab.runtime import providers
+from ortlab import api
+from ortlab.runtime.providers import CPU, CUDA, TRT
 
 CSS = """
 <style>
@@ -39,18 +40,18 @@ def home_relative(path) -> str:
 def providers_text() -> str:
     """Where models run, in words: "Running on CPU" or "Running on CUDA and CPU" (what works here)."""
 
-    working = providers.working_providers()
-    short = {providers.TRT: "TensorRT", providers.CUDA: "CUDA", providers.CPU: "CPU"}
-    gpu_working = [short[p] for p in (providers.TRT, providers.CUDA) if p in working]
+    working = api.working_providers()
+    short = {TRT: "TensorRT", CUDA: "CUDA", CPU: "CPU"}
+    gpu_working = [short[p] for p in (TRT, CUDA) if p in working]
     return "Running on " + (", ".join(gpu_working) + " and CPU" if gpu_working else "CPU")
 
 
 def provider_details() -> list[str]:
     """What onnxruntime claims against what a probe found working, one line per provider (for the details)."""
 
-    working = set(providers.working_providers())
-    claimed = providers.claimed_providers()
-    short = {providers.TRT: "TensorRT", providers.CUDA: "CUDA", providers.CPU: "CPU"}
+    working = set(api.working_providers())
+    claimed = api.claimed_providers()
+    short = {TRT: "TensorRT", CUDA: "CUDA", CPU: "CPU"}
     lines = []
     for p in dict.fromkeys([*claimed, *working]):
         name = short.get(p, p.replace("ExecutionProvider", ""))
@@ -104,7 +105,7 @@ def custom_op_settings() -> None:
     ONNX Runtime session ortlab creates from now on (its runs' child processes included). With sign-in configured
     (a shared server) the libraries are only shown: the operator sets ``$ORTLAB_CUSTOM_OP_LIBRARIES``."""
 
-    current = os.pathsep.join(providers.custom_op_libraries())
+    current = os.pathsep.join(api.custom_op_libraries())
     if auth.sign_in_configured():  # a shared server: loading native code is the operator's choice, not a user's
         if current:
             st.caption("Custom-op libraries: " + md(current))
@@ -117,5 +118,5 @@ def custom_op_settings() -> None:
         if text.strip() != current:
             with engine_errors("Registering custom-op libraries"):
                 paths = [p.strip() for p in text.split(os.pathsep) if p.strip()]
-                providers.set_custom_op_libraries(paths)
+                api.set_custom_op_libraries(paths)
                 st.caption(f"Registered {len(paths)} librar{'y' if len(paths) == 1 else 'ies'}.")

@@ -16,7 +16,8 @@ import plotly.graph_objects as go
 from ortlab.settings.config import Target
 from ortlab.ui import actions, background, charts, state
 from ortlab.core.errors import DataError
-from ortlab.runs.tune import Tuner, TuneSettings, sqnr_policy, verdict_policy
+from ortlab.runs.tune import Tuner, TuneSettings
+from ortlab.api import sqnr_policy, verdict_policy
 from ortlab.core.errors import OrtlabError
 
 OBJECTIVES = ("latency", "size")

@@ -1,0 +1,96 @@
+"""``ortlab bench``: time one or more models (latency percentiles, throughput, memory)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ortlab.settings.flags import UsageError, add_config_arguments
+from ortlab.settings.config import DEFAULT_BENCH_DURATION_S, BenchConfig
+from ortlab.cli.common import (
+    BENCH_FLAGS_EXCLUDED, add_input_arguments, add_output_flags, bench_from_args, model_file, reporter,
+    set_default_help, shapes_from_args, shapes_text, values_from_args,
+)
+from ortlab.cli.render import print_json, table
+from ortlab import api
+from ortlab.runs.artifact import Artifact
+from ortlab.runs.history import BenchVariant
+from ortlab.runs.workspace import Workspace
+from ortlab.api import inspect_model
+
+
+def add_command(sub) -> None:
+    """Register the command's parser."""
+    p = sub.add_parser("bench", help="Time one or more models (latency percentiles, throughput, memory).")
+    p.add_argument("models", metavar="MODEL", nargs="+", help="One or more .onnx files or bundled samples' names.")
+    add_config_arguments(p, BenchConfig, title="timing", exclude=BENCH_FLAGS_EXCLUDED)
+    set_default_help(p, "duration_s", f"{DEFAULT_BENCH_DURATION_S:g}")
+    set_default_help(p, "runs", f"not used, the run is timed; --runs N alone times exactly N runs, and with "
+                                 f"--duration 0 it is {BenchConfig().runs}")
+    p.add_argument("--memory", action="store_true", help="Also measure peak memory (a child process per model).")
+    p.add_argument("--profile", metavar="DIR", help="Write ORT's profiling JSON for each run into DIR.")
+    add_input_arguments(p, text=False)
+    p.add_argument("--input-value", action="append", default=[], metavar="NAME=VALUE",
+                   help="The value of a control input (an integer scalar such as a sample rate), which random data "
+                        "never makes up; repeatable.")
+    add_output_flags(p)
+    p.set_defaults(func=cmd_bench)
+
+
+def variant_names(paths: list[Path]) -> list[str]:
+    names = [p.name for p in paths]
+    if len(set(names)) == len(names):
+        return names
+    return [str(Path(p.parent.name) / p.name) if names.count(p.name) > 1 else p.name for p in paths]
+
+
+def cmd_bench(ns: argparse.Namespace) -> int:
+    """`ortlab bench`: time models side by side at each batch size."""
+
+    paths = [model_file(m) for m in ns.models]
+    cfg = bench_from_args(ns)
+
+    shapes, values = shapes_from_args(ns), values_from_args(ns)
+    if shapes or values:
+
+        taken = {t.name for p in paths for t in inspect_model(p).inputs}
+        for flag, given in (("--shape", shapes), ("--input-value", values)):
+            unknown = [k for k in given if k not in taken]
+            if unknown:
+                raise UsageError(f"{flag} names {', '.join(unknown)}, which none of the models takes "
+                                 f"(inputs: {', '.join(sorted(taken))}).")
+    workspace = Workspace()
+    run_ids = {Path(r.model_path).resolve(): r.run_id for r in reversed(workspace.history().list())
+               if isinstance(r, Artifact)}
+    variants = [BenchVariant(name, name, str(path), run_ids.get(path.resolve()))
+                for path, name in zip(paths, variant_names(paths))]
+    handle = api.start_benchmark(variants, cfg, measure_memory=ns.memory, workspace=workspace, origin="cli",
+                                     profile_dir=ns.profile, shapes=shapes, values=values)
+    summaries = handle.follow(reporter(ns))
+    baseline = handle.baseline_rss_mb
+    if ns.json:
+        print_json({"config": cfg, "baseline_rss_mb": baseline, "results": summaries})
+        return 0
+    header = ["model", "batch", "runs", "p50 ms", "p90 ms", "p99 ms", "mean ms", "items/s (batch÷p50)", "providers"]
+    if ns.memory:
+        header.append("peak MB")
+    rows = []
+    for s in summaries:
+        row = [s.variant, str(s.batch_size), str(s.n), f"{s.p50:.3f}", f"{s.p90:.3f}", f"{s.p99:.3f}",
+               f"{s.mean:.3f}", f"{s.throughput_per_s:,.1f}", ",".join(p.replace("ExecutionProvider", "")
+                                                                       for p in s.providers)]
+        if ns.memory:
+            row.append(f"{s.peak_rss_mb:.1f}")
+        rows.append(row)
+    print(table(rows, header))
+    for s in summaries:
+        if s.input_shapes:
+            print(f"inputs {s.variant} b{s.batch_size}: {shapes_text(s.input_shapes)}")
+    print(f"history    benchmark {handle.bench_id}")
+    if ns.memory:
+        print(f"peak MB is the whole process; an interpreter with ONNX Runtime and no model peaks at "
+              f"{baseline:.1f} MB.")
+    for s in summaries:
+        if s.profile_path:
+            print(f"profile {s.variant} b{s.batch_size}: {s.profile_path}")
+    return 0

@@ -1,0 +1,300 @@
+"""What the commands share: the parser's argument groups, turning flags into settings, finding models
+and data, progress on stderr, and touching the workspace before a command."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any
+from collections.abc import Sequence
+
+from ortlab.settings.flags import UsageError, add_config_arguments, config_from_args, given_values
+from ortlab.settings.config import DEFAULT_BENCH_DURATION_S, BenchConfig, PreprocessConfig, Recipe
+from ortlab.core.progress import ProgressEvent
+from ortlab.core.text import one_line
+from ortlab.checks.verdict import Level, VerdictPolicy
+from ortlab.api import (
+    bench_config_problems, find_for_model, inspect_model, list_samples, load_path, parse_shape, resolve_preprocess,
+    samples_root, worse_or_equal,
+)
+from ortlab.core.errors import DataError
+from ortlab.data.loaders import TEXT_EXTENSIONS, TOKENIZER_FILE
+from ortlab.runs.runspec import DataRef
+from ortlab import api
+from ortlab.core.progress import null_reporter
+
+
+PROG = "ortlab"
+
+
+BENCH_FLAGS_EXCLUDED = ("profile",)  # bench's --profile DIR both names the folder and turns profiling on
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, no usage dump
+        raise UsageError(message)
+
+
+def values(enum_cls) -> list[str]:
+    return [m.value for m in enum_cls]
+
+
+def add_recipe_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``ortlab optimize`` that describe a Recipe (the ones ``config.recipe_cli_args`` writes)."""
+    add_config_arguments(p, Recipe, title="recipe")
+
+
+def add_preprocess_arguments(p: argparse.ArgumentParser) -> None:
+    """Image preprocessing flags; unset ones come from the sample manifest or the model input."""
+    add_config_arguments(p, PreprocessConfig, show_defaults=False,
+                         title="image preprocessing (default: the sample's manifest, else detected from the model)")
+
+
+def add_verdict_arguments(p: argparse.ArgumentParser) -> None:
+    """The verdict policy's flags (``verdict.VerdictPolicy``) and ``--fail-on``."""
+    add_config_arguments(p, VerdictPolicy, title="verdict policy (ok / degraded / broken)")
+    p.add_argument("--fail-on", choices=[Level.DEGRADED.value, Level.BROKEN.value], default=None,
+                   help="Exit with status 3 when the verdict is this level or worse (unknown counts as worse "
+                        "than ok, better than degraded).")
+
+
+def policy_from_args(ns: argparse.Namespace) -> VerdictPolicy:
+    """The VerdictPolicy the parsed flags describe."""
+    policy = config_from_args(VerdictPolicy, ns)
+    if policy.problems():
+        raise UsageError(" ".join(policy.problems()))
+    return policy
+
+
+def exit_for(verdict, ns: argparse.Namespace) -> int:
+    """3 when ``--fail-on`` is given and the verdict is at or worse than it, else 0."""
+    fail_on = getattr(ns, "fail_on", None)
+    if fail_on and verdict is not None and worse_or_equal(verdict.level, Level(fail_on)):
+        return 3
+    return 0
+
+
+def add_data_arguments(p: argparse.ArgumentParser) -> None:
+    """``--calibration``/``--data``, ``--eval`` and ``--verify-samples`` of ``optimize`` and ``run``."""
+    g = p.add_argument_group("data (default for a bundled sample: its calibration and evaluation images)")
+    g.add_argument("--calibration", "--data", metavar="DIR", dest="calibration",
+                   help="Calibration data: a folder of images (class sub-folders are labels), a .zip of images, a "
+                        ".npy/.npz tensor file, or a .txt file (one example per line; with --tokenizer).")
+    g.add_argument("--eval", metavar="DIR", dest="eval_data",
+                   help="Data to verify the result against the source (default: the calibration data).")
+    g.add_argument("--verify-samples", type=int, default=32, help="Samples compared with the source (default: 32).")
+
+
+def set_default_help(p: argparse.ArgumentParser, dest: str, default: str) -> None:
+    """Say ``default`` as the default in the help of ``p``'s flag that stores into ``dest``, where the CLI's
+    default is not the config field's (bench times 3 s, not a run count)."""
+    action = next(a for a in p._actions if a.dest == dest)
+    text = re.sub(r"\s*\(default: [^()]*\)$", "", action.help or "")
+    action.help = f"{text} (default: {default})"  # the field's help is already %-escaped; ``default`` has no %
+
+
+def add_input_arguments(p: argparse.ArgumentParser, text: bool = True) -> None:
+    """``--shape NAME=D0,D1,…`` (repeatable) and, for commands that read data, ``--tokenizer`` and ``--seq-len``."""
+    g = p.add_argument_group("model inputs")
+    g.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,…",
+                   help="The full shape of input NAME, for dims the model leaves open (e.g. images=1,3,640,640 or "
+                        "input_ids=1,128); repeat for each input. The batch axis follows the batch size.")
+    if text:
+        g.add_argument("--tokenizer", metavar="TOKENIZER.json",
+                       help="Hugging Face tokenizer.json for .txt data (default: tokenizer.json beside the .txt).")
+        g.add_argument("--seq-len", type=int, metavar="N",
+                       help="Sequence length of text data, padded or truncated (default: the model's fixed length, "
+                            "else 128).")
+
+
+def shapes_from_args(ns: argparse.Namespace) -> dict[str, list[int]]:
+    """``{input name: shape}`` of the ``--shape`` flags (UsageError when one is malformed or repeated)."""
+
+    out: dict[str, list[int]] = {}
+    for text in getattr(ns, "shape", None) or []:
+        try:
+            name, shape = parse_shape(text)
+        except DataError as exc:
+            raise UsageError(exc.message) from None
+        if name in out:
+            raise UsageError(f"--shape {name} is given twice.")
+        out[name] = shape
+    return out
+
+
+def values_from_args(ns: argparse.Namespace) -> dict[str, float]:
+    """``{input name: number}`` of the ``--input-value NAME=VALUE`` flags (UsageError when one is malformed)."""
+    out: dict[str, float] = {}
+    for text in getattr(ns, "input_value", None) or []:
+        name, sep, value = str(text).rpartition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not sep or not name or not math.isfinite(number):
+            raise UsageError(f"--input-value takes NAME=NUMBER (e.g. sr=16000), got {text!r}.")
+        if name in out:
+            raise UsageError(f"--input-value {name} is given twice.")
+        out[name] = int(number) if number.is_integer() else number
+    return out
+
+
+def text_options(ns: argparse.Namespace, path: Path) -> dict[str, Any]:
+    """tokenizer/seq_len of a .txt data path (UsageError without a tokenizer); {} for other data."""
+
+    seq_len = getattr(ns, "seq_len", None)
+    if seq_len is not None and seq_len < 1:
+        raise UsageError("--seq-len must be at least 1.")
+    if path.is_dir() or path.suffix.lower() not in TEXT_EXTENSIONS:
+        return {}
+    given = getattr(ns, "tokenizer", None)
+    tok = Path(given).expanduser() if given else path.parent / TOKENIZER_FILE
+    if not tok.is_file():
+        raise UsageError(f"Text data {path} needs a tokenizer: give --tokenizer TOKENIZER.json"
+                         + (f" ({given} not found)." if given else "."))
+    return {"tokenizer": str(tok.resolve()), "seq_len": seq_len}
+
+
+def shapes_text(shapes: dict[str, list[int]]) -> str:
+    return ", ".join(f"{k} [{', '.join(str(d) for d in v)}]" for k, v in shapes.items())
+
+
+def add_output_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="Print JSON on stdout.")
+    p.add_argument("-v", "--verbose", action="store_true", help="Print progress on stderr.")
+
+
+def recipe_from_args(ns: argparse.Namespace) -> Recipe:
+    """The Recipe that the parsed ``optimize`` flags describe."""
+    return config_from_args(Recipe, ns)
+
+
+def bench_from_args(ns: argparse.Namespace) -> BenchConfig:
+    """The BenchConfig that the parsed ``bench`` flags describe (profiling on when ``--profile DIR`` is given)."""
+    given = given_values(BenchConfig, ns, BENCH_FLAGS_EXCLUDED)
+    # a few seconds per variant by default; --runs N alone means N runs
+    base = BenchConfig(profile=bool(ns.profile),
+                       duration_s=0.0 if "runs" in given and "duration_s" not in given else DEFAULT_BENCH_DURATION_S)
+    cfg = config_from_args(BenchConfig, ns, base, exclude=BENCH_FLAGS_EXCLUDED)
+    problems = bench_config_problems(cfg)
+    if problems:
+        raise UsageError(" ".join(problems))
+    return cfg
+
+
+def existing(path: str, what: str) -> Path:
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise UsageError(f"{what} not found: {path}")
+    return p
+
+
+def existing_file(path: str, what: str) -> Path:
+    p = existing(path, what)
+    if p.is_dir():
+        raise UsageError(f"{what} is a folder, not a file: {path}")
+    return p
+
+
+def model_file(text: str, what: str = "Model") -> Path:
+    """A MODEL argument: a path to an .onnx file (relative to the current folder, or absolute), or a bundled
+    sample's name (``digits_cnn``; ``ortlab samples`` lists them). A path such as ``sample_models/digits_cnn/model.onnx``
+    that is not there from the current folder is also looked up where the bundled samples live, so the README's
+    lines work from any folder."""
+
+    path = Path(text).expanduser()
+    if path.exists():
+        return existing_file(text, what)
+    found = list_samples(skip_broken=True)
+    sample = next((s for s in found if s.name == text), None)
+    if sample is not None:
+        return Path(sample.model_path)
+    root = samples_root()
+    if not path.is_absolute() and path.parts[:1] == (root.name,) and (root.parent / path).is_file():
+        return root.parent / path
+    names = ", ".join(s.name for s in found)
+    looks_like_a_name = len(path.parts) == 1 and not path.suffix
+    raise UsageError(f"{what} not found: {text}" + (f" (no file, nor a bundled sample: {names})"
+                                                    if looks_like_a_name and names else ""))
+
+
+def display_path(path: Path) -> str:
+    """``path`` relative to the current folder when it is under it, else as given (absolute)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+DATA_SUFFIXES = (".zip", ".npy", ".npz", ".txt", ".text")
+
+
+DATA_KINDS = "a folder of images, a .zip, a .npy/.npz file or a .txt file (with --tokenizer)"
+
+
+def load_dataset(path: str, class_names: Sequence[str] | None = None, ns: argparse.Namespace | None = None):
+    """A dataset from a folder of images, a .zip of images, a .npy/.npz tensor file or a .txt file (``ns`` gives
+    --tokenizer and --seq-len)."""
+
+    p = existing(path, "Data")
+    if not p.is_dir() and p.suffix.lower() not in DATA_SUFFIXES:
+        raise UsageError(f"Data must be {DATA_KINDS}: {path}")
+    text = text_options(ns, p) if ns is not None else {}
+    return load_path(p, class_names, **text)
+
+
+def data_ref(path: str | None, ns: argparse.Namespace | None = None, **subset: Any):
+    """A reference to the data at ``path`` for the run service (checked to exist, not loaded here)."""
+
+    if path is None:
+        return None
+    p = existing(path, "Data")
+    if not p.is_dir() and p.suffix.lower() not in DATA_SUFFIXES:
+        raise UsageError(f"Data must be {DATA_KINDS}: {path}")
+    text = text_options(ns, p) if ns is not None else {}
+    return DataRef(path=str(p.resolve()), **subset, **text)
+
+
+def find_sample(model_path: Path):
+    """The bundled sample whose model is ``model_path`` (same file or same bytes), or None."""
+    return find_for_model(model_path)
+
+
+def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None) -> PreprocessConfig | None:
+    """Preprocessing: the sample manifest's, else detected from the model's first input; flags override
+    (``resolve_preprocess``). None for models whose input is not an image and no flags were given."""
+
+    overrides = given_values(PreprocessConfig, ns)
+    try:
+        inputs = inspect_model(model_path).inputs if sample is None else ()
+        return resolve_preprocess(inputs, sample, overrides=overrides)
+    except DataError as exc:
+        raise UsageError(exc.message) from None
+
+
+def reporter(ns: argparse.Namespace):
+    if not getattr(ns, "verbose", False):
+
+        return null_reporter
+    last: list[str] = [""]
+
+    def report(event: ProgressEvent) -> None:
+        done = event.total is not None and event.done >= event.total
+        if event.stage != last[0] or done:
+            count = f" {event.done}/{event.total}" if event.total and event.total > 1 else ""
+            state = "done" if done else "…"
+            print(f"{PROG}: {event.stage}{count} {state} {event.message}".rstrip(), file=sys.stderr, flush=True)
+            last[0] = event.stage
+
+    return report
+
+
+def start_service() -> None:
+    """Before a command that uses the workspace: remove what killed runs left, and say once on stderr when
+    the history database had to be rebuilt."""
+
+    for notice in api.startup():
+        print(f"{PROG}: warning: {one_line(notice)}", file=sys.stderr)

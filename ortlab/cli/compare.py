@@ -1,0 +1,80 @@
+"""``ortlab compare``: a candidate model's outputs and accuracy against a reference, with its verdict."""
+
+from __future__ import annotations
+
+import argparse
+
+from ortlab.settings.flags import UsageError
+from ortlab.settings.config import Target
+from ortlab.cli.common import (
+    add_input_arguments, add_output_flags, add_preprocess_arguments, add_verdict_arguments, exit_for, find_sample,
+    load_dataset, model_file, policy_from_args, preprocess_from_args, reporter, shapes_from_args, shapes_text,
+    values,
+)
+from ortlab.cli.render import print_json, table, task_lines, verdict_line
+from ortlab.api import evaluate, inspect_model, judge, resolve_feed, stratified_sample
+from ortlab.core.serial import to_plain
+
+
+def add_command(sub) -> None:
+    """Register the command's parser."""
+    p = sub.add_parser("compare", help="Compare a candidate model's outputs and accuracy with a reference.")
+    p.add_argument("reference", metavar="REF", help="The reference .onnx (usually the fp32 source).")
+    p.add_argument("candidate", metavar="CANDIDATE", help="The optimized .onnx.")
+    p.add_argument("--data", metavar="DIR", required=True,
+                   help="Images folder (class sub-folders are labels), .zip of images, .npy/.npz tensors, or a .txt "
+                        "file (one example per line; with --tokenizer).")
+    p.add_argument("--n", type=int, help="Use at most N samples (stratified by class).")
+    p.add_argument("--target", choices=values(Target), default=Target.CPU.value, help="Run on cpu or gpu.")
+    add_input_arguments(p)
+    add_preprocess_arguments(p)
+    add_verdict_arguments(p)
+    add_output_flags(p)
+    p.set_defaults(func=cmd_compare)
+
+
+def cmd_compare(ns: argparse.Namespace) -> int:
+    """`ortlab compare`: output error and accuracy of a candidate against a reference on the same data."""
+
+    policy = policy_from_args(ns)
+    ref = model_file(ns.reference, "Reference model")
+    cand = model_file(ns.candidate, "Candidate model")
+    if ns.n is not None and ns.n < 1:
+        raise UsageError("--n must be at least 1.")
+    sample = find_sample(ref)
+    shapes = shapes_from_args(ns)
+    dataset = load_dataset(ns.data, sample.labels if sample is not None and sample.labels else None, ns)
+    if ns.n is not None and ns.n < len(dataset):
+        dataset = stratified_sample(dataset, ns.n)
+    pre = preprocess_from_args(ns, ref, sample) if dataset.kind == "images" else None
+    specs = None
+    if shapes or dataset.kind != "images":
+
+        pre, specs = resolve_feed(inspect_model(ref).inputs, pre, dataset, shapes, manifest=sample)
+    report = evaluate(ref, cand, dataset, pre, target=Target(ns.target), reporter=reporter(ns), policy=policy,
+                      specs=specs)
+    verdict = judge(report, policy)
+    if ns.json:
+        print_json({"verdict": verdict, **to_plain(report)})
+        return exit_for(verdict, ns)
+    print(verdict_line(verdict))
+    print(f"{cand.name} vs {ref.name} on {report.n_samples} samples"
+          + (" (RANDOM DATA: accuracy is meaningless)" if report.random_data else ""))
+    rows = [[o.name, f"{o.max_abs:.4g}", f"{o.mean_abs:.4g}", f"{o.cosine:.6f}", f"{o.sqnr_db:.1f}"]
+            for o in report.outputs]
+    print(table(rows, ["output", "max |Δ|", "mean |Δ|", "cosine", "SQNR dB"]))
+    if report.input_shapes:
+        print(f"inputs: {shapes_text(report.input_shapes)}")
+    for key, label in (("top1_accuracy_ref", "top-1 accuracy (reference)"),
+                       ("top1_accuracy_cand", "top-1 accuracy (candidate)"),
+                       ("top5_accuracy_ref", "top-5 accuracy (reference)"),
+                       ("top5_accuracy_cand", "top-5 accuracy (candidate)"),
+                       ("top1_agreement", "top-1 agreement"), ("top5_containment", "top-5 containment")):
+        value = getattr(report, key)
+        if value is not None:
+            print(f"{label:<28} {value:.2%}")
+    if report.task is not None:
+        print(f"{'task':<28} {report.task.task.value} ({'inferred: ' + report.task.why if report.task.inferred else 'given'})")
+        for text in task_lines(report):
+            print(f"  {text}")
+    return exit_for(verdict, ns)

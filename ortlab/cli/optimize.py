@@ -1,0 +1,118 @@
+"""``ortlab optimize`` and ``ortlab run``: a recipe applied to a model in a run-service child."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ortlab.settings.config import Recipe
+from ortlab.core.errors import RecipeError
+from ortlab.checks.verdict import VerdictPolicy
+from ortlab.cli.common import (
+    DATA_SUFFIXES, PROG, add_data_arguments, add_input_arguments, add_output_flags, add_preprocess_arguments,
+    add_recipe_arguments, add_verdict_arguments, data_ref, existing_file, exit_for, find_sample, model_file,
+    policy_from_args, preprocess_from_args, recipe_from_args, reporter, shapes_from_args,
+)
+from ortlab.cli.render import artifact_text, print_json
+from ortlab.runs.runspec import RunSpec
+from ortlab.runs.runspec import DataRef
+from ortlab.settings import config
+from ortlab import api
+from ortlab.core.layout import ARTIFACT_FILE
+from ortlab.runs.workspace import Workspace
+
+
+def add_command(sub) -> None:
+    """Register the command's parser."""
+    p = sub.add_parser("optimize", help="Apply a recipe (precision, target, optimization level, quantization).")
+    p.add_argument("model", metavar="MODEL", help="The source .onnx file (never modified).")
+    p.add_argument("out", metavar="OUT", help="The result: a .onnx file, or a folder that receives model.onnx, "
+                                              "recipe.json and artifact.json.")
+    add_recipe_arguments(p)
+    add_data_arguments(p)
+    add_input_arguments(p)
+    add_preprocess_arguments(p)
+    add_verdict_arguments(p)
+    add_output_flags(p)
+    p.set_defaults(func=cmd_optimize)
+
+    p = sub.add_parser("run", help="Apply a saved recipe (JSON from the app or Recipe.to_json()).")
+    p.add_argument("recipe", metavar="RECIPE.json")
+    p.add_argument("model", metavar="MODEL", help="An .onnx file or a bundled sample's name.")
+    add_data_arguments(p)
+    p.add_argument("--out", metavar="DIR", help="Artifact folder (default: a new folder in the workspace, "
+                                                "$ORTLAB_HOME or ~/.ortlab, recorded in its history).")
+    add_input_arguments(p)
+    add_preprocess_arguments(p)
+    add_verdict_arguments(p)
+    add_output_flags(p)
+    p.set_defaults(func=cmd_run)
+
+
+def run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: str | None,
+              evaluation: str | None):
+    """The RunSpec of a CLI run: data references (checked to exist) and the preprocessing policy."""
+
+
+    sample = find_sample(src)
+    shapes = shapes_from_args(ns)
+    cal = data_ref(calibration, ns)
+    ev = data_ref(evaluation, ns, count=ns.verify_samples, seed=recipe.quant.seed)
+    if cal is None and ev is None and sample is not None and sample.calibration_dir is not None:
+        cal = DataRef(sample=sample.name, set="calibration")
+        if sample.evaluation_dir is not None:
+            ev = DataRef(sample=sample.name, set="evaluation", count=ns.verify_samples, seed=recipe.quant.seed)
+        print(f"{PROG}: using sample {sample.name}'s calibration"
+              + (" and evaluation" if ev is not None else "") + " images (give --calibration/--eval for others)",
+              file=sys.stderr)
+    pre = preprocess_from_args(ns, src, sample) if (cal or ev) is not None else None
+    if pre is not None and all(ref is None or (ref.path is None and ref.sample is None)
+                               or (ref.path is not None and Path(ref.path).suffix.lower() in DATA_SUFFIXES[1:])
+                               for ref in (cal, ev)):
+        pre = None  # tensors and text need no image preprocessing
+    policy = policy_from_args(ns)
+    return RunSpec(str(src.resolve()), recipe, sample.name if sample is not None else None, cal, ev, pre,
+                   ns.verify_samples, None if policy == VerdictPolicy() else policy, shapes=shapes)
+
+
+def cmd_optimize(ns: argparse.Namespace) -> int:
+    """`ortlab optimize`: apply a recipe to one model in a child process, write the result, record it."""
+
+    recipe = recipe_from_args(ns)
+    src = model_file(ns.model)
+    out = Path(ns.out).expanduser()
+    config.require_valid(recipe, api.working_providers())  # fail before loading any data
+    spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data)
+    as_dir = out.is_dir() or out.suffix.lower() != ".onnx"
+    artifact = api.start_recipe(spec, out, origin="cli").follow(reporter(ns))
+    if ns.json:
+        print_json(artifact.to_dict())
+    else:
+        print(artifact_text(artifact, artifact.model_path))
+        if as_dir:
+            print(f"  files      {out / ARTIFACT_FILE}, recipe.json")
+        print(f"  history    run {artifact.run_id}")
+    return exit_for(artifact.verdict, ns)
+
+
+def cmd_run(ns: argparse.Namespace) -> int:
+    """`ortlab run`: apply a saved recipe JSON to a model (in a child process), recorded in the workspace."""
+
+    recipe_path = existing_file(ns.recipe, "Recipe")
+    try:
+        text = recipe_path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise RecipeError(f"{ns.recipe} is not a text file; give the recipe JSON.") from None
+    recipe = Recipe.from_json(text)
+    src = model_file(ns.model)
+    spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data)
+    workspace = Workspace()
+    out = Path(ns.out).expanduser() if ns.out else None
+    artifact = api.start_recipe(spec, out, workspace=workspace, origin="cli").follow(reporter(ns))
+    if ns.json:
+        print_json(artifact.to_dict())
+    else:
+        print(artifact_text(artifact, artifact.model_path))
+        print(f"  history    run {artifact.run_id} in {workspace.db_path}")
+    return exit_for(artifact.verdict, ns)

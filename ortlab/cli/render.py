@@ -1,0 +1,87 @@
+"""How the command line prints results: tables, JSON, an artifact's summary, the verdict line and task metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from collections.abc import Sequence
+
+from ortlab.core.text import format_bytes
+from ortlab.cli.common import shapes_text
+from ortlab.core.serial import dumps
+
+
+def verdict_line(verdict) -> str:
+    """The first line of a result's text output: ``verdict   BROKEN  reason; reason``."""
+    if verdict is None:
+        return "verdict    UNKNOWN  not judged"
+    return f"verdict    {verdict.level.value.upper()}  " + "; ".join(verdict.reasons)
+
+
+def print_json(obj: Any) -> None:
+    """``serial.to_plain`` of ``obj`` as JSON on stdout (non-finite numbers as "inf"/"-inf"/"nan")."""
+
+    print(dumps(obj, indent=2))
+
+
+def table(rows: list[list[str]], header: list[str], right: Sequence[int] | None = None) -> str:
+    """A text table; the columns ``right`` (default: all but the first) are right-aligned, header included."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    right_cols = set(range(1, len(header)) if right is None else right)
+
+    def fmt(row: list[str]) -> str:
+        return "  ".join(str(c).rjust(w) if i in right_cols else str(c).ljust(w)
+                         for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)])
+
+
+def artifact_text(artifact, out_path: Path) -> str:
+    lines = [verdict_line(artifact.verdict),
+             f"wrote {out_path}  ({format_bytes(artifact.size_bytes)}, source {format_bytes(artifact.source_size_bytes)}, "
+             f"{artifact.size_bytes / max(1, artifact.source_size_bytes):.0%})",
+             f"  recipe     {artifact.recipe.label()}",
+             f"  sha256     {artifact.sha256}",
+             f"  providers  {', '.join(artifact.providers)}",
+             "  timings    " + ", ".join(f"{k} {v:.2f}s" for k, v in artifact.timings.items())]
+    if artifact.input_shapes:
+        lines.append(f"  inputs     {shapes_text(artifact.input_shapes)}")
+    ev = artifact.evaluation
+    if ev is not None:
+        parts = [f"n={ev.n_samples}"]
+        if ev.task is not None:
+            parts.append(f"task {ev.task.task.value}")
+        for value, label in ((ev.top1_accuracy_ref, "top-1 source"), (ev.top1_accuracy_cand, "top-1 result"),
+                             (ev.top1_agreement, "top-1 agreement")):
+            if value is not None:
+                parts.append(f"{label} {value:.2%}")
+        parts += task_lines(ev)
+        for o in ev.outputs:
+            sqnr_text = "identical" if o.identical else f"SQNR {o.sqnr_db:.1f} dB"
+            parts.append(f"{o.name}: max|Δ| {o.max_abs:.3g}, {sqnr_text}")
+        lines.append("  verify     " + "; ".join(parts))
+    coverage = getattr(artifact, "coverage", None)
+    if coverage is not None:
+        lines.append(f"  quantized  {coverage.summary()}")
+    if artifact.random_data:
+        lines.append("  RANDOM DATA was used: accuracy figures are meaningless.")
+    lines += [f"  warning    {w}" for w in artifact.warnings]
+    lines += [f"  note       {n}" for n in artifact.notes]
+    return "\n".join(lines)
+
+
+def task_lines(ev) -> list[str]:
+    """Short texts of the task metrics of an evaluation (flips, threshold crossings, neighbours, exact)."""
+    tm = ev.task
+    if tm is None:
+        return []
+    out = []
+    c = tm.classification
+    if c is not None:
+        out.append(f"flips {c.confident_flips()} confident / {c.near_tie_flips()} near-tie (margin < {c.margin:g})")
+    out += [f"{d.output}: {d.crossing_fraction:.2%} cross {d.threshold:g}" for d in tm.dense_maps]
+    out += [f"{b.output}: {b.changed_fraction:.2%} detections changed" for b in tm.boxes]
+    out += [f"{e.output}: cosine min {e.min_cosine:.3f}, NN agreement "
+            + (f"{e.nn_agreement:.0%}" if e.nn_agreement is not None else "–") for e in tm.embeddings]
+    out += [f"{x.output} ({x.dtype}): {x.n_different} of {x.n_elements} differ" for x in tm.exact]
+    return out
