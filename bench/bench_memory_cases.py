@@ -78,7 +78,7 @@ def case(name: str, tmp: Path, upload_mb: int) -> str:
         elif name == "huge_png_zip":
             load_image_zip((tmp / "big.zip").read_bytes())
         elif name == "wide_zip":
-            from ortlab.model.inspect import import_model
+            from ortlab.model.importing import import_model
 
             import_model(tmp / "wide.zip", tmp / "store")
         elif name == "big_input_recipe":
@@ -94,7 +94,8 @@ def case(name: str, tmp: Path, upload_mb: int) -> str:
             handle.follow()
         elif name in ("upload_old", "upload_new", "upload_onnx_old", "upload_onnx_new"):
             from ortlab.model import isolated
-            from ortlab.model.inspect import import_model, inspect_model
+            from ortlab.model.inspect import inspect_model
+            from ortlab.model.importing import import_model
 
             raw = (tmp / "up.zip").read_bytes()  # what Streamlit holds
             print(f"  holding the upload ({len(raw) / 1e6:.0f} MB): VmRSS {_status('VmRSS'):.0f} MB", flush=True)

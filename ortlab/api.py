@@ -10,7 +10,7 @@ modules; no other engine function is called around this module (``tests/test_eng
 from __future__ import annotations
 
 # -- models: inspect, import, compare graphs ------------------------------------------------------------------
-from ortlab.model.diff import carry_values, map_node_names
+from ortlab.model.diff_view import carry_values, map_node_names
 from ortlab.model.inspect import external_data_files, inspect_model, op_key, sha256_file_cached
 from ortlab.model.isolated import graph_description, graph_diff, import_model, import_upload, model_info
 

@@ -29,7 +29,7 @@ def no_parsing_here(monkeypatch):
     the list of refused calls."""
     import onnx
 
-    from ortlab.model import diff, isolated, inspect as model
+    from ortlab.model import diff, diff_view, isolated, inspect as model
 
     calls: list[str] = []
 
@@ -47,7 +47,9 @@ def no_parsing_here(monkeypatch):
         monkeypatch.setattr(onnx.checker, "check_model", refuse("onnx.checker.check_model"))
         monkeypatch.setattr(onnx.shape_inference, "infer_shapes", refuse("onnx.shape_inference.infer_shapes"))
         monkeypatch.setattr(diff, "graph_diff", refuse("diff.graph_diff"))
-        monkeypatch.setattr(diff, "graph_description", refuse("diff.graph_description"))
+        monkeypatch.setattr(diff_view, "graph_description", refuse("diff.graph_description"))
+        monkeypatch.setattr(isolated, "_diff", refuse("diff.graph_diff"))
+        monkeypatch.setattr(isolated, "_description", refuse("diff.graph_description"))
         return calls
 
     return arm

@@ -10,7 +10,8 @@ import pytest
 
 from models import big_chain_model, conv_bn_model, matmul_model
 from ortlab.settings.config import OptLevel
-from ortlab.model.diff import graph_description, graph_diff
+from ortlab.model.diff import graph_diff
+from ortlab.model.diff_view import graph_description
 from ortlab.transforms.optimize import optimize_model
 
 
@@ -230,7 +231,7 @@ def efficientnet_int8(tmp_path_factory):
 
 
 def test_per_node_errors_land_on_the_qdq_and_the_fused_graph(efficientnet_int8):
-    from ortlab.model.diff import carry_values, map_node_names
+    from ortlab.model.diff_view import carry_values, map_node_names
     from ortlab.ui.graph_view import build_view
 
     fp32, fused, qdq, result = efficientnet_int8

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ortlab.model import isolated, inspect as model
+from ortlab.model import importing, isolated, inspect as model
 from ortlab.core.errors import ModelLoadError
 from ortlab.data.samples import default_sample
 
@@ -56,7 +56,7 @@ def test_a_local_import_keeps_its_external_data_and_is_read_in_a_child(tmp_path,
 ])
 def test_a_bad_upload_fails_in_the_child_with_the_in_process_sentence(tmp_path, payload, sentence):
     with pytest.raises(ModelLoadError) as here:
-        model.import_upload(io.BytesIO(payload), tmp_path / "a", "bad.onnx")
+        importing.import_upload(io.BytesIO(payload), tmp_path / "a", "bad.onnx")
     with pytest.raises(ModelLoadError) as there:
         isolated.import_upload(io.BytesIO(payload), tmp_path / "b", "bad.onnx")
     assert sentence in there.value.message and there.value.message == here.value.message

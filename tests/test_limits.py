@@ -22,7 +22,7 @@ from ortlab.runtime import child
 from ortlab.settings.config import BenchConfig, Recipe
 from ortlab.core.errors import BenchmarkError, DataError, ModelLoadError
 from ortlab.runs.history import BenchVariant
-from ortlab.model.inspect import import_model, import_upload
+from ortlab.model.importing import import_model, import_upload
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runs.workspace import Workspace
 

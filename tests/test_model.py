@@ -16,7 +16,7 @@ from onnx import TensorProto, helper
 from PIL import Image
 
 from models import conv_bn_graph, conv_bn_model, external_data_model, matmul_model
-from ortlab.model import inspect as M
+from ortlab.model import importing, inspect as M
 from ortlab.core.errors import ExternalDataError, ModelLoadError
 
 NOT_ONNX = ("This file is not an ONNX model (could not parse it as ONNX protobuf). "
@@ -220,8 +220,8 @@ def test_missing_path(tmp_path):
 def test_import_bytes_is_content_addressed(conv, tmp_path):
     store = tmp_path / "store"
     data = conv.read_bytes()
-    p1 = M.import_model(data, store, filename="My Model.onnx")
-    p2 = M.import_model(data, store, filename="My Model.onnx")
+    p1 = importing.import_model(data, store, filename="My Model.onnx")
+    p2 = importing.import_model(data, store, filename="My Model.onnx")
     assert p1 == p2 == store / hashlib.sha256(data).hexdigest()[:16] / "My_Model.onnx"
     assert p1.read_bytes() == data
     assert sorted(p.name for p in store.iterdir()) == [p1.parent.name]  # no temp folders left
@@ -230,7 +230,7 @@ def test_import_bytes_is_content_addressed(conv, tmp_path):
 def test_import_path_copies_external_data_and_keeps_source(tmp_path):
     src = external_data_model(tmp_path / "ext")
     before = M.sha256_file(src), M.sha256_file(tmp_path / "ext" / "weights.bin")
-    stored = M.import_model(src, tmp_path / "store")
+    stored = importing.import_model(src, tmp_path / "store")
     assert stored.name == "model.onnx" and (stored.parent / "weights.bin").is_file()
     assert M.inspect_model(stored).has_external_data
     assert (M.sha256_file(src), M.sha256_file(tmp_path / "ext" / "weights.bin")) == before
@@ -238,10 +238,10 @@ def test_import_path_copies_external_data_and_keeps_source(tmp_path):
 
 def test_import_rejects_bad_bytes(tmp_path):
     with pytest.raises(ModelLoadError, match="not an ONNX model"):
-        M.import_model(b"hello", tmp_path / "store")
+        importing.import_model(b"hello", tmp_path / "store")
     ext = external_data_model(tmp_path / "ext")
     with pytest.raises(ExternalDataError, match="Upload a .zip"):
-        M.import_model(ext.read_bytes(), tmp_path / "store")
+        importing.import_model(ext.read_bytes(), tmp_path / "store")
     assert [p for p in (tmp_path / "store").iterdir()] == []
 
 
@@ -258,7 +258,7 @@ def test_import_zip_with_external_data(tmp_path):
     data = _zip({"resnet/model.onnx": src.read_bytes(),
                  "resnet/weights.bin": (tmp_path / "ext" / "weights.bin").read_bytes(),
                  "__MACOSX/resnet/._model.onnx": b"junk", "README.txt": b"hi"})
-    stored = M.import_model(data, tmp_path / "store")
+    stored = importing.import_model(data, tmp_path / "store")
     assert stored.name == "model.onnx"
     assert sorted(p.name for p in stored.parent.iterdir()) == ["model.onnx", "weights.bin"]
     info = M.inspect_model(stored)
@@ -268,9 +268,9 @@ def test_import_zip_with_external_data(tmp_path):
 def test_zip_slip_absolute_and_symlink_members_are_refused(conv, tmp_path):
     good = conv.read_bytes()
     with pytest.raises(ModelLoadError, match=r"leaves its folder \('../evil.onnx'\)"):
-        M.import_model(_zip({"../evil.onnx": good}), tmp_path / "store")
+        importing.import_model(_zip({"../evil.onnx": good}), tmp_path / "store")
     with pytest.raises(ModelLoadError, match="absolute path"):
-        M.import_model(_zip({"/etc/model.onnx": good}), tmp_path / "store")
+        importing.import_model(_zip({"/etc/model.onnx": good}), tmp_path / "store")
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         zf.writestr("model.onnx", good)
@@ -278,7 +278,7 @@ def test_zip_slip_absolute_and_symlink_members_are_refused(conv, tmp_path):
         link.external_attr = (0o120777 << 16)
         zf.writestr(link, "/etc/passwd")
     with pytest.raises(ModelLoadError, match="symbolic link"):
-        M.import_model(buf.getvalue(), tmp_path / "store")
+        importing.import_model(buf.getvalue(), tmp_path / "store")
     assert not (tmp_path / "evil.onnx").exists()
     assert [p for p in (tmp_path / "store").iterdir()] == []
 
@@ -287,19 +287,19 @@ def test_zip_with_two_models_asks_to_pick_one(conv, tmp_path):
     mm = matmul_model(tmp_path / "mm.onnx")
     data = _zip({"a.onnx": conv.read_bytes(), "b/b.onnx": mm.read_bytes()})
     with pytest.raises(ModelLoadError) as err:
-        M.import_model(data, tmp_path / "store")
+        importing.import_model(data, tmp_path / "store")
     assert "2 .onnx files (a.onnx, b/b.onnx)" in str(err.value) and "pick one" in str(err.value)
-    stored = M.import_model(data, tmp_path / "store", member="b/b.onnx")
+    stored = importing.import_model(data, tmp_path / "store", member="b/b.onnx")
     assert M.sha256_file(stored) == M.sha256_file(mm)
     with pytest.raises(ModelLoadError, match="no .onnx member 'c.onnx'"):
-        M.import_model(data, tmp_path / "store", member="c.onnx")
+        importing.import_model(data, tmp_path / "store", member="c.onnx")
 
 
 def test_zip_without_model_and_corrupt_zip(tmp_path):
     with pytest.raises(ModelLoadError, match="contains no .onnx file"):
-        M.import_model(_zip({"x.txt": b"x"}), tmp_path / "store")
+        importing.import_model(_zip({"x.txt": b"x"}), tmp_path / "store")
     with pytest.raises(ModelLoadError, match="looks like a zip but cannot be read"):
-        M.import_model(b"PK\x03\x04" + b"\x00" * 20, tmp_path / "store")
+        importing.import_model(b"PK\x03\x04" + b"\x00" * 20, tmp_path / "store")
 
 
 def test_zip_bombs_are_refused(conv, tmp_path, monkeypatch):
@@ -307,7 +307,7 @@ def test_zip_bombs_are_refused(conv, tmp_path, monkeypatch):
                 compression=zipfile.ZIP_DEFLATED)
     assert len(bomb) < 100_000
     with pytest.raises(ModelLoadError, match=r"expands \d+× its compressed size.*zip bomb"):
-        M.import_model(bomb, tmp_path / "store")
+        importing.import_model(bomb, tmp_path / "store")
     monkeypatch.setattr("ortlab.core.zipsafe.MAX_TOTAL_BYTES", 1000)
     with pytest.raises(ModelLoadError, match="expands to more than"):
-        M.import_model(_zip({"model.onnx": conv.read_bytes()}), tmp_path / "store")
+        importing.import_model(_zip({"model.onnx": conv.read_bytes()}), tmp_path / "store")

@@ -220,7 +220,7 @@ def test_service_run_leaves_no_scratch_folders(tmp_path, monkeypatch, image_dir)
 
 
 def test_same_model_imported_again_is_stored_once(tmp_path):
-    from ortlab.model.inspect import import_model
+    from ortlab.model.importing import import_model
 
     data = conv_bn_model(tmp_path / "src.onnx").read_bytes()
     models = tmp_path / "models"
@@ -233,7 +233,7 @@ def test_same_model_imported_again_is_stored_once(tmp_path):
 
 
 def test_a_400_character_file_name_imports(tmp_path):
-    from ortlab.model.inspect import MAX_STORED_NAME, import_model
+    from ortlab.model.importing import MAX_STORED_NAME, import_model
 
     data = conv_bn_model(tmp_path / "src.onnx").read_bytes()
     path = import_model(data, tmp_path / "models", filename="m" * 400 + ".onnx")

@@ -12,7 +12,7 @@ import pytest
 from ortlab.core import zipsafe
 from ortlab.data.loaders import load_image_zip
 from ortlab.core.errors import DataError, ModelLoadError
-from ortlab.model.inspect import import_model
+from ortlab.model.importing import import_model
 
 
 def zip_of(entries: dict[str, bytes], compression: int = zipfile.ZIP_STORED) -> bytes:

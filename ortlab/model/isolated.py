@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from ortlab.core.errors import ModelLoadError, OrtlabError
-from ortlab.model.inspect import ModelInfo, external_data_files, inspect_model as _inspect, saved_upload
+from ortlab.model.inspect import ModelInfo, external_data_files, inspect_model as _inspect
+from ortlab.model.importing import saved_upload
 from ortlab.core.text import one_line
 from ortlab.runtime.child import child_env, error_of, last_line, memory_limit_gb, reap, too_big
-from ortlab.model.inspect import import_model as _import
+from ortlab.model.importing import import_model as _import
 from ortlab.core.limits import apply_memory_limit, is_alloc_failure, lacks_headroom
 from ortlab.model.diff import GraphDiff, graph_diff as _diff
-from ortlab.model.diff import graph_description as _description
+from ortlab.model.diff_view import graph_description as _description
 
 _CHILD = r"""
 import sys
@@ -50,15 +51,11 @@ def _task_import(source: str, models_dir: str, filename: str, member: str | None
 
 
 def _task_graph_diff(ref: str, cand: str) -> dict:
-    from ortlab.model.diff import graph_diff
-
-    return graph_diff(ref, cand).to_dict()
+    return _diff(ref, cand).to_dict()
 
 
 def _task_graph_description(ref: str, cand: str) -> dict:
-    from ortlab.model.diff import graph_description
-
-    return graph_description(ref, cand)
+    return _description(ref, cand)
 
 
 _TASKS: dict[str, Callable[..., dict]] = {"inspect": _task_inspect, "import": _task_import,

@@ -1,6 +1,6 @@
 """The graph diff as two interactive Cytoscape.js panes, before and after side by side (``graphdiff_component/``).
 
-The engine (``ortlab.model.diff.graph_description``) gives the before/after graph as plain nodes and edges. This module
+The engine (``ortlab.model.diff_view.graph_description``) gives the before/after graph as plain nodes and edges. This module
 splits it into the two sides (a node matched across them keeps one id in both) and groups each side by name scope
 (``/encoder/layer.0/…`` or ``namespace`` metadata): runs of unchanged nodes become one "n unchanged nodes" box,
 and a level with too many members is split into parts in graph order. Each pane receives its whole group tree
@@ -454,7 +454,7 @@ def visible_elements(pane: dict, opened: set[str] | None = None) -> list[dict]:
 def build_view(description: dict, *, focus: str | None = None, overlay: dict[str, float] | None = None,
                overlay_label: str = "value", higher_is_worse: bool = True, budget: int = DEFAULT_BUDGET) -> dict:
     """The two panes of the graph-diff view, before and after (``description`` from
-    ``ortlab.model.diff.graph_description``), drawn side by side by the component.
+    ``ortlab.model.diff_view.graph_description``), drawn side by side by the component.
 
     ``focus`` (a node name or part of one, an op type or op key) keeps the nodes within two hops of the
     matches; ``overlay`` ({node name: value}; names of either side) colours the nodes by value, worst in red
