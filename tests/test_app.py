@@ -192,7 +192,7 @@ def test_benchmark_runs_and_is_stored(demo_app):
 
 def test_benchmark_times_under_openvino_beside_onnx_runtime(demo_app, monkeypatch):
     at, home = demo_app
-    from ortlab.runtime import openvino as openvino_runtime
+    from ortlab import api
 
     at.switch_page("pages/benchmark.py").run()
     at.number_input(key="bench.duration_s").set_value(0.0).run()
@@ -205,10 +205,10 @@ def test_benchmark_times_under_openvino_beside_onnx_runtime(demo_app, monkeypatc
     ov = final[final["variant"].str.endswith("· OpenVINO")]
     assert len(final) == 4 and len(ov) == 2 and list(ov["runs"]) == [10, 10]
     assert any("OpenVINO CPU" in c.value for c in at.caption)
-    monkeypatch.setattr(openvino_runtime, "available", lambda: False)
+    monkeypatch.setattr(api, "openvino_available", lambda: False)
     at.run()
     assert not [t for t in at.toggle if t.key == "bench.openvino"]
-    assert any(openvino_runtime.INSTALL_HINT in c.value for c in at.caption)
+    assert any(api.OPENVINO_INSTALL_HINT in c.value for c in at.caption)
 
 
 def test_upload_a_model(home, tmp_path):
