@@ -45,6 +45,7 @@ from ortlab.timing.compare import compare_benchmarks, running_stats, series_id, 
 from ortlab.runs.history import take_notices
 from ortlab.runs.service import bench_busy, start_benchmark, start_recipe, startup
 from ortlab.runs.tune import sqnr_policy, verdict_policy
+from ortlab.runs.prepare import prepare_run
 from ortlab.runs.workspace import default_root
 
 __all__ = [
@@ -91,7 +92,7 @@ __all__ = [
     "op_key",
     "openvino_available",
     "parse_shape",
-    "pick_subset",
+    "pick_subset", "prepare_run",
     "random_dataset",
     "resolve_feed",
     "resolve_preprocess",

@@ -130,10 +130,11 @@ def test_a_run_nobody_watches_is_recorded_with_its_model(src, image_dir, ws):
 def test_errors_come_back_typed_with_their_step(src, ws):
     from ortlab.core.errors import RecipeError
 
-    handle = service.start_recipe(RunSpec(str(src), STATIC), workspace=ws)
-    assert handle.wait(60) and handle.state == service.FAILED
-    assert isinstance(handle.error, RecipeError) and handle.error.step == "validate"
-    assert not handle.run_dir.exists()
+    before = sorted(ws.root.rglob("*"))
+    with pytest.raises(RecipeError) as err:  # refused before a child or a run folder exists
+        service.start_recipe(RunSpec(str(src), STATIC), workspace=ws)
+    assert err.value.step == "validate"
+    assert sorted(ws.root.rglob("*")) == before
 
 
 def test_run_spec_round_trips_and_its_cli_line_runs(src, image_dir, tmp_path, capsys):

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
 
+from ortlab.model.inspect import ModelInfo
 from ortlab.settings.flags import UsageError, add_config_arguments, config_from_args, given_values
 from ortlab.settings.config import DEFAULT_BENCH_DURATION_S, BenchConfig, PreprocessConfig, Recipe
 from ortlab.core.progress import ProgressEvent
 from ortlab.core.text import one_line
 from ortlab.checks.verdict import Level, VerdictPolicy
 from ortlab.api import (
+    find_by_path, find_by_sha256,
     bench_config_problems, find_for_model, inspect_model, list_samples, load_path, parse_shape, resolve_preprocess,
     samples_root, worse_or_equal,
 )
@@ -258,18 +260,22 @@ def data_ref(path: str | None, ns: argparse.Namespace | None = None, **subset: A
     return DataRef(path=str(p.resolve()), **subset, **text)
 
 
-def find_sample(model_path: Path):
-    """The bundled sample whose model is ``model_path`` (same file or same bytes), or None."""
-    return find_for_model(model_path)
+def find_sample(model_path: Path, info: ModelInfo | None = None):
+    """The bundled sample whose model is ``model_path`` (same file or same bytes: ``info.sha256`` when the model
+    was already read), or None."""
+    if info is None:
+        return find_for_model(model_path)
+    return find_by_path(model_path) or find_by_sha256(info.sha256)
 
 
-def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None) -> PreprocessConfig | None:
+def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None,
+                         info: ModelInfo | None = None) -> PreprocessConfig | None:
     """Preprocessing: the sample manifest's, else detected from the model's first input; flags override
     (``resolve_preprocess``). None for models whose input is not an image and no flags were given."""
 
     overrides = given_values(PreprocessConfig, ns)
     try:
-        inputs = inspect_model(model_path).inputs if sample is None else ()
+        inputs = (info or inspect_model(model_path)).inputs if sample is None else ()
         return resolve_preprocess(inputs, sample, overrides=overrides)
     except DataError as exc:
         raise UsageError(exc.message) from None

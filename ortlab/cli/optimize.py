@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ortlab.model.inspect import ModelInfo
 from ortlab.settings.config import Recipe
 from ortlab.core.errors import RecipeError
 from ortlab.checks.verdict import VerdictPolicy
@@ -17,7 +18,6 @@ from ortlab.cli.common import (
 from ortlab.cli.render import artifact_text, print_json
 from ortlab.runs.runspec import RunSpec
 from ortlab.runs.runspec import DataRef
-from ortlab.settings import config
 from ortlab import api
 from ortlab.core.layout import ARTIFACT_FILE
 from ortlab.runs.workspace import Workspace
@@ -51,11 +51,10 @@ def add_command(sub) -> None:
 
 
 def run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: str | None,
-              evaluation: str | None):
-    """The RunSpec of a CLI run: data references (checked to exist) and the preprocessing policy."""
-
-
-    sample = find_sample(src)
+             evaluation: str | None, info: ModelInfo | None = None):
+    """The RunSpec of a CLI run: data references (checked to exist) and the preprocessing policy (``info``: the
+    model's facts, when already read)."""
+    sample = find_sample(src, info)
     shapes = shapes_from_args(ns)
     cal = data_ref(calibration, ns)
     ev = data_ref(evaluation, ns, count=ns.verify_samples, seed=recipe.quant.seed)
@@ -66,7 +65,7 @@ def run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: str
         print(f"{PROG}: using sample {sample.name}'s calibration"
               + (" and evaluation" if ev is not None else "") + " images (give --calibration/--eval for others)",
               file=sys.stderr)
-    pre = preprocess_from_args(ns, src, sample) if (cal or ev) is not None else None
+    pre = preprocess_from_args(ns, src, sample, info) if (cal or ev) is not None else None
     if pre is not None and all(ref is None or (ref.path is None and ref.sample is None)
                                or (ref.path is not None and Path(ref.path).suffix.lower() in DATA_SUFFIXES[1:])
                                for ref in (cal, ev)):
@@ -82,10 +81,10 @@ def cmd_optimize(ns: argparse.Namespace) -> int:
     recipe = recipe_from_args(ns)
     src = model_file(ns.model)
     out = Path(ns.out).expanduser()
-    config.require_valid(recipe, api.working_providers())  # fail before loading any data
-    spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data)
+    info = api.inspect_model(src)  # the one read of the model for this run (its sha256 hashes the whole file)
+    spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data, info)
     as_dir = out.is_dir() or out.suffix.lower() != ".onnx"
-    artifact = api.start_recipe(spec, out, origin="cli").follow(reporter(ns))
+    artifact = api.start_recipe(spec, out, origin="cli", info=info).follow(reporter(ns))
     if ns.json:
         print_json(artifact.to_dict())
     else:
@@ -106,10 +105,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
         raise RecipeError(f"{ns.recipe} is not a text file; give the recipe JSON.") from None
     recipe = Recipe.from_json(text)
     src = model_file(ns.model)
-    spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data)
+    info = api.inspect_model(src)
+    spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data, info)
     workspace = Workspace()
     out = Path(ns.out).expanduser() if ns.out else None
-    artifact = api.start_recipe(spec, out, workspace=workspace, origin="cli").follow(reporter(ns))
+    artifact = api.start_recipe(spec, out, workspace=workspace, origin="cli", info=info).follow(reporter(ns))
     if ns.json:
         print_json(artifact.to_dict())
     else:

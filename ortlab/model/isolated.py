@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,7 +22,7 @@ from ortlab.core.errors import ModelLoadError, OrtlabError
 from ortlab.model.inspect import ModelInfo, external_data_files, inspect_model as _inspect
 from ortlab.model.importing import saved_upload
 from ortlab.core.text import one_line
-from ortlab.runtime.child import child_env, error_of, last_line, memory_limit_gb, reap, too_big
+from ortlab.runtime.child import Child, error_of, memory_limit_gb, too_big
 from ortlab.model.importing import import_model as _import
 from ortlab.core.limits import apply_memory_limit, is_alloc_failure, lacks_headroom
 from ortlab.model.diff import GraphDiff, graph_diff as _diff
@@ -116,36 +113,20 @@ def run(task: str, memory_gb: float | None = None, **args: Any) -> Any:
     """Run ``task`` (one of the tasks above) with ``args`` in a fresh child interpreter limited to ``memory_gb``
     (default ``child.memory_limit_gb()``) and return its JSON result; the child's error is raised here as the
     same :class:`OrtlabError` subclass with the same message."""
-    from multiprocessing import Pipe
-
     if task not in _TASKS:
         raise ValueError(f"unknown task {task!r}")
     limit = memory_gb if memory_gb is not None else memory_limit_gb()
-    env, cwd = child_env()
-    ours, theirs = Pipe(duplex=False)
-    with tempfile.TemporaryFile() as log:
+    with Child(_CHILD, task, json.dumps({**args, "memory_gb": limit})) as child:
         try:
-            proc = subprocess.Popen([sys.executable, "-c", _CHILD, task, json.dumps({**args, "memory_gb": limit}),
-                                     str(theirs.fileno())], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                    stdout=log, stderr=log, env=env, cwd=cwd)
-        finally:
-            theirs.close()
-        try:
-            try:
-                payload: bytes | None = ours.recv_bytes()
-            except (EOFError, OSError):
-                payload = None
+            payload = child.receive_bytes()
         except BaseException:  # interrupted while waiting: the child goes too
-            proc.kill()
-            proc.wait()
+            child.kill()
             raise
-        finally:
-            ours.close()
-        code = reap(proc)
+        code = child.finish()
         if payload is None:
-            if code in (-9, 137) or "MemoryError" in last_line(log):
+            if code in (-9, 137) or "MemoryError" in child.last_line():
                 raise ModelLoadError(too_big(limit, "Reading this model", "import a smaller model"))
-            raise ModelLoadError(f"Reading the model stopped unexpectedly (exit code {code}){last_line(log)}.")
+            raise ModelLoadError(f"Reading the model stopped unexpectedly (exit code {code}){child.last_line()}.")
     reply = json.loads(payload)
     if "error" in reply:
         kind, message, step = reply["error"]

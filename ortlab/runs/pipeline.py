@@ -14,12 +14,11 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ortlab.settings import config as cfg
 from ortlab.core.layout import MODEL_FILE, QDQ_FILE, RECIPE_FILE
 from ortlab.runs.artifact import Artifact, file_bytes
 from ortlab.settings.config import OptLevel, PreprocessConfig, Precision, QuantFormat, QuantMode, Recipe
@@ -30,6 +29,8 @@ from ortlab.core.errors import DataError, ModelLoadError, OptimizationError, Ort
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.transforms import bias_correction
 from ortlab.transforms.calibration import CalibrationReader
+from ortlab.runs.prepare import NO_BIAS_CORRECTION_DATA, NO_CALIBRATION_DATA, check_recipe, corrects_biases, is_static  # noqa: F401 (NO_CALIBRATION_DATA: part of this module's API)
+from ortlab.model.inspect import ModelInfo
 
 _STAGE_ERRORS: dict[str, type[OrtlabError]] = {
     "validate": ModelLoadError, "preprocess": QuantizationError, "calibrate": DataError,
@@ -37,11 +38,6 @@ _STAGE_ERRORS: dict[str, type[OrtlabError]] = {
     "verify": OrtlabError,
 }
 
-NO_BIAS_CORRECTION_DATA = ("Bias correction needs real calibration data (it matches the quantized model's per-channel "
-                           "output means to the float model's on it): give a folder of images or a tensor file, or "
-                           "turn bias correction off.")
-NO_CALIBRATION_DATA = ("Static quantization needs calibration data: give a folder of images or a tensor file, "
-                       "use dynamic quantization, or allow random data (results will be flagged).")
 
 
 @dataclass(frozen=True)
@@ -60,14 +56,6 @@ _LABELS = {
 }
 
 
-def _is_static(recipe: Recipe) -> bool:
-    return recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.STATIC
-
-
-def _bias_correction(recipe: Recipe) -> bool:
-    return _is_static(recipe) and recipe.quant.bias_correction and recipe.quant.quant_format == QuantFormat.QDQ
-
-
 def plan(recipe: Recipe) -> list[Stage]:
     """The stages ``run_recipe`` runs for ``recipe``, in order (exactly those, known before anything runs)."""
     names = ["validate"]
@@ -75,11 +63,11 @@ def plan(recipe: Recipe) -> list[Stage]:
         names.append("convert")
     elif recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.DYNAMIC:
         names.append("quantize")
-    elif _is_static(recipe):
+    elif is_static(recipe):
         names += (["preprocess"] if recipe.quant.preprocess else []) + ["calibrate", "quantize"]
-        if _bias_correction(recipe):
+        if corrects_biases(recipe):
             names.append(bias_correction.STAGE)
-    if not (_is_static(recipe) and recipe.opt_level == OptLevel.DISABLED):
+    if not (is_static(recipe) and recipe.opt_level == OptLevel.DISABLED):
         names.append("optimize")
     names.append("verify")
     return [Stage(n, _LABELS[n]) for n in names]
@@ -169,15 +157,16 @@ class _Run:
 
 def _validate(r: _Run) -> None:
     from ortlab.data.feeds import check_fits
-    from ortlab.runtime import providers
     from ortlab.model.inspect import inspect_model, run_warnings
 
-    findings = cfg.require_valid(r.recipe, providers.working_providers())
-    r.warn(f.message for f in findings if f.level == "warning")
-    r.notes.extend(f.message for f in findings if f.level == "note")
-    if not r.source.is_file():
-        raise ModelLoadError(f"Model file not found: {r.source}.")
-    r.info = inspect_model(r.source)
+    if r.info is None:  # not prepared by ortlab.runs.prepare: decide here what it would have
+        if not r.source.is_file():
+            raise ModelLoadError(f"Model file not found: {r.source}.")
+        warnings, notes = check_recipe(r.recipe, has_data=r.dataset is not None,
+                                       real_data=r.dataset is not None and not r.dataset.is_random)
+        r.warn(warnings)
+        r.note(notes)
+        r.info = inspect_model(r.source)
     r.warn(run_warnings(r.info.warnings, int8=r.recipe.precision == Precision.INT8))
     from ortlab.data.inputs import infer_specs
 
@@ -185,11 +174,7 @@ def _validate(r: _Run) -> None:
 
     # names and ranks of --shape, before any work
     specs = infer_specs(r.info.inputs, overrides=r.shapes, strict=False)
-    if _is_static(r.recipe) and r.dataset is None and not r.recipe.allow_random_data:
-        raise RecipeError(NO_CALIBRATION_DATA)
-    if _bias_correction(r.recipe) and (r.dataset is None or r.dataset.is_random):
-        raise RecipeError(NO_BIAS_CORRECTION_DATA)
-    random_used = r.recipe.allow_random_data and r.dataset is None and (_is_static(r.recipe)
+    random_used = r.recipe.allow_random_data and r.dataset is None and (is_static(r.recipe)
                                                                          or r.verify_dataset is None)
     control = next((s for s in specs if is_control_input(s)), None)
     if random_used and control is not None:
@@ -345,7 +330,7 @@ def _messages(r: _Run) -> dict[str, str]:
 
 def _step(stage: str, recipe: Recipe) -> Callable[[_Run], Any]:
     if stage == "quantize":
-        return _quantize_static if _is_static(recipe) else _quantize_dynamic
+        return _quantize_static if is_static(recipe) else _quantize_dynamic
     return {"validate": _validate, "convert": _convert, "preprocess": _preprocess, "calibrate": _calibrate,
             bias_correction.STAGE: _correct_biases, "optimize": _optimize, "verify": _verify}[stage]
 
@@ -380,7 +365,8 @@ def _run_stage(r: _Run, stage: str, fn: Callable[[_Run], Any], message: str) -> 
 
 def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: PreprocessConfig | None = None,
                reporter: Reporter = null_reporter, cancel: CancelToken | None = None, verify_samples: int = 32,
-               *, verify_dataset=None, policy=None, shapes: dict[str, list[int]] | None = None) -> Artifact:
+               *, verify_dataset=None, policy=None, shapes: dict[str, list[int]] | None = None,
+               info: ModelInfo | None = None, decided: tuple[Sequence[str], Sequence[str]] = ((), ())) -> Artifact:
     """Apply ``recipe`` to the model at ``model_path`` and write the result into ``out_dir``.
 
     ``dataset`` (``ortlab.data.dataset.Dataset``) feeds calibration and, unless ``verify_dataset`` is given, the
@@ -389,7 +375,9 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
     Each stage of :func:`plan` is reported to ``reporter``; ``cancel`` raises ``Cancelled``. The verify stage
     judges the result with ``policy`` (``verdict.VerdictPolicy``, default when None) into ``Artifact.verdict``.
     ``shapes`` (``{input name: shape}``) sets dims the model leaves open (:func:`ortlab.data.inputs.infer_specs`);
-    the artifact's ``input_shapes`` says what was fed.
+    the artifact's ``input_shapes`` says what was fed. ``info`` and ``decided`` (the recipe's warnings and notes)
+    come from :func:`ortlab.runs.prepare.prepare_run`: given, the model is not inspected and the recipe not
+    validated again.
     """
     from ortlab.checks.verdict import VerdictPolicy
     from ortlab.model.inspect import sha256_file
@@ -400,7 +388,9 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
     outputs.check_targets(source, outputs.result_files(out_dir, as_file=False))
     r = _Run(source, recipe, Path(out_dir), dataset, verify_dataset, preprocess, verify_samples, reporter, cancel,
              current=source, policy=policy or VerdictPolicy(),
-             shapes={k: [int(x) for x in v] for k, v in (shapes or {}).items()})
+             shapes={k: [int(x) for x in v] for k, v in (shapes or {}).items()}, info=info)
+    r.warn(decided[0])
+    r.note(decided[1])
     stages = plan(recipe)
     _run_stage(r, "validate", _validate, "Checking the recipe, the model and the data")
     messages = _messages(r)

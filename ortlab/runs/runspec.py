@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ortlab.settings.config import PreprocessConfig, Recipe, preprocess_cli_args, recipe_cli_args
@@ -84,7 +84,8 @@ class RunSpec:
     """One recipe run: the source ``model`` (``sample`` names the bundled sample it is, when known), the
     ``recipe``, the ``calibration`` and ``evaluation`` data, the ``preprocess`` of images (None: decided by
     :func:`ortlab.data.dataset.resolve_preprocess`), how many samples verify the result, the verdict ``policy`` and
-    ``shapes``: the user's ``{input name: shape}`` for dims the model leaves open (``--shape``)."""
+    ``shapes``: the user's ``{input name: shape}`` for dims the model leaves open (``--shape``). ``model_info``
+    (``ModelInfo.to_dict()``), ``warnings`` and ``notes`` are set by :func:`ortlab.runs.prepare.prepare_run`."""
 
     model: str
     recipe: Recipe
@@ -95,9 +96,18 @@ class RunSpec:
     verify_samples: int = DEFAULT_VERIFY_SAMPLES
     policy: VerdictPolicy | None = None  # how the result is judged (None: the default policy)
     shapes: dict[str, list[int]] = field(default_factory=dict)
+    # decided once before the run (ortlab.runs.prepare): the model's facts and the recipe's warnings and notes
+    model_info: dict[str, Any] | None = None
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self)
+
+    def undecided(self) -> RunSpec:
+        """This spec as a person gave it: without what :func:`ortlab.runs.prepare.prepare_run` decided (a stored
+        spec is prepared again when it is run again)."""
+        return replace(self, model_info=None, warnings=(), notes=())
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:

@@ -30,6 +30,7 @@ from typing import Any
 from ortlab.settings.config import BenchConfig
 from ortlab.runs.history import BenchmarkRecord, BenchVariant
 from ortlab.runs.runspec import RunSpec
+from ortlab.runs.prepare import prepare_run
 from ortlab.core.errors import BenchmarkError, Cancelled, OrtlabError
 from ortlab.core.progress import CancelToken, Completion, ProgressEvent
 from ortlab.core.text import one_line, utc_timestamp
@@ -39,7 +40,7 @@ from ortlab.runtime.child import (
 from ortlab.runs.workspace import Workspace
 from ortlab.runs import outputs
 from ortlab.data import samples
-from ortlab.model.inspect import inspect_model
+from ortlab.model.inspect import ModelInfo
 from ortlab.runs.pipeline import run_recipe
 from ortlab.core.progress import null_reporter
 from ortlab.data.preprocess import resolve_preprocess
@@ -226,19 +227,22 @@ class RecipeHandle(Handle):
 
 
 def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app",
-                 memory_gb: float | None = None) -> RecipeHandle:
+                 memory_gb: float | None = None, info: ModelInfo | None = None) -> RecipeHandle:
     """Run ``spec`` in a child process and return its handle at once.
 
     ``out``: None = a new folder in the workspace; a folder = the artifact folder (model.onnx, recipe.json,
     artifact.json); a ``*.onnx`` path = just that model (and its external data) written there. Every run is
     recorded in the workspace history (``origin`` "app" or "cli") by the child when it ends. ``memory_gb``
     (default :func:`memory_limit_gb`: ``$ORTLAB_RUN_MEMORY_GB``, else min(8 GB, 60 % of RAM); none for a GPU
-    target unless the variable is set) limits the child's address space.
+    target unless the variable is set) limits the child's address space. The spec is prepared here, before the
+    child starts (:func:`ortlab.runs.prepare.prepare_run`; ``info``: the model's facts when the caller read them):
+    a model that cannot load or a recipe that cannot run is refused at once, and the child decides nothing again.
     """
     from multiprocessing import Pipe
 
 
 
+    spec = prepare_run(spec, info)
     ws = workspace if workspace is not None else Workspace()
     target: Path | None = None
     as_file = out is not None and Path(out).suffix.lower() == ".onnx" and not Path(out).is_dir()
@@ -279,16 +283,18 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
 def run_recipe_spec(spec: RunSpec, out_dir, reporter=None, cancel: CancelToken | None = None):
     """Load what ``spec`` references and run it into ``out_dir`` in this process (the child's work)."""
 
-    sample = samples.get_sample(spec.sample) if spec.sample else samples.find_for_model(spec.model)
+    spec = prepare_run(spec)  # a no-op for a spec its parent prepared (the child trusts it)
+    info = ModelInfo.from_dict(spec.model_info) if spec.model_info is not None else None
+    sample = samples.get_sample(spec.sample) if spec.sample else None
     labels = sample.labels if sample is not None and sample.labels else None
     cal = spec.calibration.load(labels) if spec.calibration is not None else None
     ev = spec.evaluation.load(labels) if spec.evaluation is not None else None
     pre = spec.preprocess
-    if pre is None and (cal or ev) is not None and Path(spec.model).is_file():
-
-        pre = resolve_preprocess(inspect_model(spec.model).inputs, sample, cal if cal is not None else ev)
+    if pre is None and (cal or ev) is not None and info is not None:
+        pre = resolve_preprocess(info.inputs, sample, cal if cal is not None else ev)
     return run_recipe(spec.model, spec.recipe, out_dir, cal, pre, reporter or null_reporter, cancel,
-                      verify_samples=spec.verify_samples, verify_dataset=ev, policy=spec.policy, shapes=spec.shapes)
+                      verify_samples=spec.verify_samples, verify_dataset=ev, policy=spec.policy, shapes=spec.shapes,
+                      info=info, decided=(spec.warnings, spec.notes))
 
 
 
@@ -332,7 +338,7 @@ def _recipe_child(args_json: str, fd: int) -> None:
             outputs.check_targets(spec.model, outputs.result_files(target, as_file=True))
             artifact.model_path = outputs.install_model(artifact.model_path, target)
             shutil.rmtree(run_dir, ignore_errors=True)
-        artifact.origin, artifact.spec = str(args.get("origin") or ""), spec
+        artifact.origin, artifact.spec = str(args.get("origin") or ""), spec.undecided()
         History(args["db"]).add(artifact)
         if not args.get("out_file"):
             artifact.save()  # again, now with its run_id

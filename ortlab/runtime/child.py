@@ -1,5 +1,6 @@
-"""What every ortlab child process shares: its environment, its memory limit, how it is reaped, how its error
-comes back as the same typed :class:`OrtlabError`, and the last line of its log when it dies.
+"""The one way ortlab starts a child process (:class:`Child`), and what every child shares: its environment, its
+memory limit, how it is reaped, how its error comes back as the same typed :class:`OrtlabError`, and the last
+line of its log when it dies.
 
 Recipe runs (:mod:`ortlab.runs.service`), timed benchmark children (:mod:`ortlab.timing.bench`) and isolated
 model reads (:mod:`ortlab.model.isolated`) all start their children through these.
@@ -9,6 +10,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+import tempfile
+from multiprocessing import Pipe
 from pathlib import Path
 from typing import IO, Any
 
@@ -91,3 +95,81 @@ def reap(proc: subprocess.Popen, grace: float = STOP_GRACE_S) -> int:
     except subprocess.TimeoutExpired:
         proc.kill()
         return proc.wait()
+
+
+class Child:
+    """A fresh interpreter running ``code`` (``python -c``) with ``args``, never a fork of this process: its
+    stdout and stderr go to a private temporary log, and a pipe (its file descriptor is the last argument) carries
+    messages back (``duplex``: both ways). Use it as a context manager, or call :meth:`close`."""
+
+    def __init__(self, code: str, *args: str, duplex: bool = False) -> None:
+        env, cwd = child_env()
+        self.conn, theirs = Pipe(duplex=duplex)
+        self.log: IO[bytes] | None = tempfile.TemporaryFile()
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-c", code, *args, str(theirs.fileno())],
+                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=self.log,
+                                         stderr=self.log, env=env, cwd=cwd)
+        except BaseException:
+            self.conn.close()
+            self.log.close()
+            raise
+        finally:
+            theirs.close()
+        self.returncode: int | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def receive(self) -> Any:
+        """The next message, or None once the child closed its end (it ended or died)."""
+        try:
+            return self.conn.recv()
+        except (EOFError, OSError):
+            return None
+
+    def receive_bytes(self) -> bytes | None:
+        """The next message as bytes, or None once the child closed its end."""
+        try:
+            return self.conn.recv_bytes()
+        except (EOFError, OSError):
+            return None
+
+    def terminate(self) -> None:
+        """Ask the child to stop (SIGTERM); :meth:`finish` kills it if it does not."""
+        if self.running():
+            self.proc.terminate()
+
+    def kill(self) -> None:
+        if self.running():
+            self.proc.kill()
+        self.proc.wait()
+
+    def finish(self, grace: float = STOP_GRACE_S) -> int:
+        """Close the pipe and reap the child (terminated, then killed, when it does not exit within ``grace``);
+        return its exit code. The log stays readable (:meth:`last_line`) until :meth:`close`."""
+        self.conn.close()
+        if self.returncode is None:
+            self.returncode = reap(self.proc, grace)
+        return self.returncode
+
+    def last_line(self) -> str:
+        return last_line(self.log)
+
+    def close(self) -> None:
+        """Reap the child if needed and drop its log."""
+        if self.returncode is None:
+            self.finish()
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+    def __enter__(self) -> Child:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -463,7 +463,10 @@ def start_recipe_job(recipe: Recipe, *, land_on_compare: bool = False, spec: Run
     """Start the recipe on the current model and data (or ``spec``) through the run service (a child process
     that records the result in the history itself); under tests wait for its end."""
 
-    job = api.start_recipe(spec or run_spec(recipe), workspace=workspace(), origin="app")
+    spec = spec or run_spec(recipe)
+    info = state.model_info()  # read when the model was chosen: the run does not read it again
+    same = info is not None and Path(info.path).resolve() == Path(spec.model).resolve()
+    job = api.start_recipe(spec, workspace=workspace(), origin="app", info=info if same else None)
     job.meta = {"recipe": recipe, "land_on_compare": land_on_compare, "model": state.model_label(),
                 "model_sha": state.model_key(), "page": state.current_page()}
     state.set_job("recipe", job)
