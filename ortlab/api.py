@@ -45,7 +45,7 @@ from ortlab.timing.compare import compare_benchmarks, running_stats, series_id, 
 from ortlab.runs.history import take_notices
 from ortlab.runs.service import bench_busy, start_benchmark, start_recipe, startup
 from ortlab.runs.tune import sqnr_policy, verdict_policy
-from ortlab.runs.workspace import default_root
+from ortlab.runs.workspace import default_root, import_roots, importable_path
 
 __all__ = [
     "OPENVINO_INSTALL_HINT",
@@ -75,7 +75,9 @@ __all__ = [
     "graph_diff",
     "hardware_advice",
     "import_model",
+    "import_roots",
     "import_upload",
+    "importable_path",
     "infer_specs",
     "inspect_model",
     "judge",

@@ -18,6 +18,7 @@ from ortlab.runs.workspace import Workspace
 from ortlab.ui import model_cache, state
 from ortlab.ui.jobs import DONE, started
 from ortlab.ui.auth import workspace_root
+from ortlab.ui import auth
 from ortlab import api
 from ortlab.api import inspect_model
 from ortlab.api import import_upload
@@ -139,12 +140,15 @@ def import_uploaded_model(filename: str, data, on_saved=None) -> Path:
 
 
 def local_imports_allowed() -> bool:
-    """True when the app only listens on this machine (``server.address`` is a loopback address): then a path
-    typed on the Model page is a path of the person at the keyboard, and importing it is theirs to do."""
+    """True when the app is used by one person at this machine: sign-in is off and it only listens on this
+    machine (``server.address`` is a loopback address). Then a path typed on the Model page is a path of the
+    person at the keyboard, and importing it (from a folder of ``$ORTLAB_IMPORT_ROOTS``) is theirs to do."""
     import ipaddress
 
     import streamlit as st
 
+    if auth.sign_in_configured():  # shared: a path on the server is never a user's to read
+        return False
     address = str(st.get_option("server.address") or "").strip().strip("[]")
     if address in ("localhost",):
         return True
@@ -154,18 +158,22 @@ def local_imports_allowed() -> bool:
         return False
 
 
+def import_roots() -> list[Path]:
+    """The folders a path import may read from (``$ORTLAB_IMPORT_ROOTS``)."""
+    return api.import_roots()
+
+
 def import_local_model(path_text: str) -> Path:
     """Import a model from a path on this machine (an .onnx with its external data beside it, or a .zip):
     copied into the workspace like an upload (and read in a child process), for models too big to upload. Local
-    mode only."""
+    single-user mode only, from the folders of ``$ORTLAB_IMPORT_ROOTS`` and never from ortlab's home; one message
+    for a path that is not allowed or not there."""
 
     if not local_imports_allowed():
-        raise ModelLoadError("Importing from a path is only possible when the app runs on this machine only "
-                             "(server.address is a loopback address). Upload the model instead.")
-    src = Path(path_text.strip().strip('"')).expanduser()
-    if not src.is_file():
-        raise ModelLoadError(f"'{src}' does not exist or is not a file. Give the path of an .onnx or .zip file.")
-    path, info = import_model(src.resolve(), workspace().models_dir)
+        raise ModelLoadError("Importing from a path is only possible when the app runs on this machine for one "
+                             "person (no sign-in, server.address a loopback address). Upload the model instead.")
+    src = api.importable_path(path_text)
+    path, info = import_model(src, workspace().models_dir)
     return _use_imported(path, info, src.name)
 
 
