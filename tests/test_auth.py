@@ -100,3 +100,31 @@ def test_a_path_import_reads_only_from_the_configured_folders(home, monkeypatch,
     for path in (elsewhere, mine / "link.onnx", mine / ".." / other.name / "m.onnx"):
         with pytest.raises(ModelLoadError):
             api.importable_path(str(path))
+
+
+def test_the_report_download_is_built_from_the_signed_in_users_workspace_outside_the_session(home, monkeypatch,
+                                                                                           tmp_path_factory):
+    """Streamlit builds a deferred download outside the user's session (no st.user, no session state): the
+    report callable must carry the user's workspace and cache, not look them up when clicked."""
+    from ortlab.runs.runspec import RunSpec
+    from ortlab.runs import service
+    from ortlab.settings.config import OptLevel, Recipe
+    from ortlab.ui import state
+    from tests.models import conv_bn_model
+
+    src = conv_bn_model(tmp_path_factory.mktemp("rep") / "conv.onnx")
+    signed_in_as(monkeypatch, iss="https://id.example", sub="alice")
+    ws = actions.workspace()
+    handle = service.start_recipe(RunSpec(str(src), Recipe(opt_level=OptLevel.BASIC)), workspace=ws)
+    handle.wait(120)
+    run = handle.result
+    cache: dict = {}
+    monkeypatch.setattr(state, "cache", lambda: cache)
+    build = actions.report_download(run)
+    # the click: no signed-in user and no session state any more
+    signed_in_as(monkeypatch)
+    monkeypatch.setattr(state, "cache", lambda: pytest.fail("session state is not reachable from a download"))
+    html = build()
+    assert html.lstrip().lower().startswith("<!doctype html") and f"run #{run.run_id} · " in html
+    with pytest.raises(auth.NotSignedIn):  # what the old deferred lambda met
+        actions.run_report(run)

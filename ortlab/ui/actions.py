@@ -522,11 +522,43 @@ def load_run(run: Artifact) -> Artifact:
     return run
 
 
-def run_report(run: Artifact) -> str:
-    """The self-contained HTML report of a History run (with its benchmark, when one timed it)."""
+def run_report(run: Artifact, ws: Workspace | None = None, cache: dict | None = None) -> str:
+    """The self-contained HTML report of a History run (with its benchmark, when one timed it), from the
+    workspace ``ws`` and the session cache ``cache`` (default: this session's)."""
 
     src, model = Path(run.source_path), Path(run.model_path)
-    bench = next((b.summaries for b in history().list_benchmarks(limit=20)
+    hist = History((ws or workspace()).db_path)
+    bench = next((b.summaries for b in hist.list_benchmarks(limit=20)
                   if isinstance(b, BenchmarkRecord) and any(v.run_id == run.run_id for v in b.variants)), None)
-    return html_report(run, model_cache.model_info(src).to_dict(), model_cache.model_info(model).to_dict(),
-                       model_cache.graph_diff(src, model), run.evaluation, bench)
+    return html_report(run, model_cache.model_info(src, cache).to_dict(), model_cache.model_info(model, cache).to_dict(),
+                       model_cache.graph_diff(src, model, cache), run.evaluation, bench)
+
+
+def report_download(run: Artifact):
+    """A callable that builds ``run``'s HTML report when its download is clicked. Streamlit calls it outside the
+    user's session (no ``st.user``, no session state), so this session's workspace and cache are taken now: in a
+    shared app the report is built from the signed-in user's own workspace."""
+    ws, cache = workspace(), state.cache()
+
+    def build() -> str:
+        return run_report(run, ws, cache)
+
+    return build
+
+
+def interrupted_runs() -> list:
+    """Runs the end of the server cut short (``service.InterruptedRun``), to run again or dismiss."""
+    return api.interrupted_runs(workspace())
+
+
+def rerun_interrupted(run) -> RecipeHandle:
+    """Start an interrupted run's spec again (its folder is then removed)."""
+    if run.spec is None:
+        raise RecipeError("This interrupted run's recipe cannot be read; set it up again on the Recipe page.")
+    job = start_recipe_job(run.spec.recipe, spec=run.spec)
+    api.dismiss_interrupted(run, workspace())
+    return job
+
+
+def dismiss_interrupted(run) -> None:
+    api.dismiss_interrupted(run, workspace())
