@@ -41,12 +41,13 @@ from ortlab.runtime.child import (
 from ortlab.runs.workspace import Workspace
 from ortlab.runs import outputs
 from ortlab.data import samples
-from ortlab.model.inspect import inspect_model
+from ortlab.model.inspect import external_data_files, inspect_model
 from ortlab.runs.pipeline import run_recipe
 from ortlab.core.progress import null_reporter
 from ortlab.data.preprocess import resolve_preprocess
 from ortlab.runs.history import History
 from ortlab.core.limits import apply_memory_limit, is_alloc_failure
+from ortlab.core.disk import check_space, disk_full_message, free_bytes, is_disk_full, run_space_needed, RUN_SPACE_MARGIN
 from ortlab.runtime import openvino as ov
 from ortlab.timing import bench
 from ortlab.runs import history
@@ -284,6 +285,10 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
 
     ws = workspace if workspace is not None else Workspace()
     target: Path | None = None
+    needed = run_space_needed(_model_bytes(spec.model))
+    check_space(ws.root, needed)
+    if out is not None:
+        check_space(Path(out).expanduser().absolute().parent, needed)
     as_file = out is not None and Path(out).suffix.lower() == ".onnx" and not Path(out).is_dir()
     if out is not None:  # refused before anything is written: OUT must not be the source or a file it needs
         outputs.check_targets(spec.model, outputs.result_files(out, as_file=as_file))
@@ -321,6 +326,19 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
         theirs.close()
     threading.Thread(target=handle._watch, args=(ours,), name=f"ortlab-recipe-{handle.id}", daemon=True).start()
     return handle
+
+
+def _model_bytes(model) -> int:
+    """The model file and its external data, in bytes (0 when it cannot be read: the run says why)."""
+    try:
+        total = Path(model).stat().st_size
+    except OSError:
+        return 0
+    try:
+        total += sum(f.stat().st_size for f in set(external_data_files(model).values()))
+    except (OSError, OrtlabError):
+        pass
+    return total
 
 
 def run_recipe_spec(spec: RunSpec, out_dir, reporter=None, cancel: CancelToken | None = None):
@@ -410,12 +428,32 @@ def _recipe_child(args_json: str, fd: int) -> None:
         message = exc.message
         if limit and is_alloc_failure(message):
             message = too_big(limit)
+        elif _out_of_space(exc, run_dir):
+            message = disk_full_message(_volume(args))
         conn.send(("error", type(exc).__name__, message, exc.step))
     except BaseException as exc:
-        conn.send(("error", "OrtlabError", f"Unexpected {type(exc).__name__}: {one_line(exc)}", None))
+        if _out_of_space(exc, run_dir):
+            conn.send(("error", "DiskFullError", disk_full_message(_volume(args)), None))
+        else:
+            conn.send(("error", "OrtlabError", f"Unexpected {type(exc).__name__}: {one_line(exc)}", None))
     finally:
         conn.close()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _out_of_space(exc: BaseException, run_dir: Path) -> bool:
+    """Whether a run failed because its disk is full: a "no space left" error, or a write that failed (ONNX
+    Runtime says only "Protobuf serialization failed") with almost nothing free on the run's volume."""
+    if is_disk_full(exc):
+        return True
+    text = str(exc).lower()
+    free = free_bytes(run_dir)
+    return ("serializ" in text or "write" in text) and free is not None and free < RUN_SPACE_MARGIN
+
+
+def _volume(args: dict) -> Path:
+    """The folder whose volume a run writes to: the workspace (or OUT's folder)."""
+    return Path(args["out_file"]).parent if args.get("out_file") else Path(args["db"]).parent
 
 
 # -- benchmarks: one at a time per process, each variant × batch size timed in its own child -----------------
