@@ -160,3 +160,32 @@ def test_a_run_the_server_lost_is_listed_as_interrupted_after_a_restart(src, tmp
     assert lost.folder == folder and lost.spec == spec and lost.origin == "app"
     service.dismiss_interrupted(lost, ws)
     assert not folder.exists() and service.interrupted_runs(ws) == []
+
+
+def test_a_run_past_its_time_limit_is_stopped_with_that_sentence(src, tmp_path, monkeypatch):
+    ws = Workspace(tmp_path / "home")
+    monkeypatch.setenv(service.RUN_TIMEOUT_VAR, "0.3")
+    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    assert handle.wait(60)
+    assert handle.state == service.FAILED and handle.timed_out
+    assert str(handle.error) == ("The run was stopped: it went past its time limit of 0.3 s (set "
+                                 "$ORTLAB_RUN_TIMEOUT_S to allow more).")
+    assert not handle.run_dir.exists() and ws.history().list() == []
+
+
+def test_the_default_time_limit_scales_with_the_work_and_is_in_the_notes(src, tmp_path, monkeypatch):
+    from ortlab.settings.config import Precision, QuantConfig
+
+    monkeypatch.delenv(service.RUN_TIMEOUT_VAR, raising=False)
+    small, why = service.run_timeout_s(RunSpec(str(src), BASIC, verify_samples=8), model_bytes=0)
+    assert small == service.RUN_TIMEOUT_BASE_S + 8 * service.RUN_TIMEOUT_PER_SAMPLE_S and "default" in why
+    big, _ = service.run_timeout_s(RunSpec(str(src), Recipe(precision=Precision.INT8, quant=QuantConfig(
+        calibration_samples=1000)), verify_samples=8), model_bytes=500_000_000)
+    assert big == small + 1000 * service.RUN_TIMEOUT_PER_SAMPLE_S + 5 * service.RUN_TIMEOUT_PER_100MB_S
+    (run,) = recorded_runs(Workspace(tmp_path / "home"), src, 1)
+    (note,) = [n for n in run.notes if n.startswith("Time limit: ")]
+    expected, _ = service.run_timeout_s(RunSpec(str(src), BASIC))
+    assert note.startswith(f"Time limit: {expected:g} s (the default: ")
+    monkeypatch.setenv(service.RUN_TIMEOUT_VAR, "soon")
+    with pytest.raises(service.OrtlabError, match="must be a number of seconds"):
+        service.run_timeout_s(RunSpec(str(src), BASIC))

@@ -54,6 +54,10 @@ from ortlab.runs import history
 from ortlab.runs.artifact import Artifact
 
 FAULT_VAR = "ORTLAB_TEST_FAULT"  # tests only: "after-record" kills a recipe child right after it recorded its run
+RUN_TIMEOUT_VAR = "ORTLAB_RUN_TIMEOUT_S"  # seconds a recipe run may take before it is stopped
+RUN_TIMEOUT_BASE_S = 600.0       # default: a generous base…
+RUN_TIMEOUT_PER_SAMPLE_S = 2.0   # …plus this per calibration and verification sample…
+RUN_TIMEOUT_PER_100MB_S = 60.0   # …and this per 100 MB of model
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 PROFILES_DIR = "profiles"  # under the workspace: one folder of ORT profiles per benchmark
 
@@ -169,6 +173,16 @@ class RecipeHandle(Handle):
         self._log: Any = None
         self._db: Path | None = None  # the history the child records the run in
         self._out_file: Path | None = None  # OUT.onnx of a run into a single file
+        self.timeout_s: float | None = None  # the run's time limit (run_timeout_s)
+        self.timed_out = False
+        self._timer: threading.Timer | None = None
+
+    def _time_out(self) -> None:
+        """The run went past its time limit: stop its child (the watcher reports why)."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None and not self.done:
+            self.timed_out = True
+            proc.terminate()
 
     def cancel(self) -> None:
         """Terminate the child (then kill it after a grace period) and remove the run folder it created."""
@@ -202,6 +216,11 @@ class RecipeHandle(Handle):
         finally:
             conn.close()
             self.returncode = reap(proc)
+            if self._timer is not None:
+                self._timer.cancel()
+        if result is None and self.timed_out:
+            error = OrtlabError(f"The run was stopped: it went past its time limit of {self.timeout_s:g} s (set "
+                                f"${RUN_TIMEOUT_VAR} to allow more).")
         if result is None:
             result = self._recorded()  # the child died after recording its run: the run is finished
         if result is not None:
@@ -285,7 +304,9 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
 
     ws = workspace if workspace is not None else Workspace()
     target: Path | None = None
-    needed = run_space_needed(_model_bytes(spec.model))
+    size = _model_bytes(spec.model)
+    timeout, timeout_why = run_timeout_s(spec, size)
+    needed = run_space_needed(size)
     check_space(ws.root, needed)
     if out is not None:
         check_space(Path(out).expanduser().absolute().parent, needed)
@@ -309,7 +330,7 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
     handle = RecipeHandle(spec, run_dir, remove_on_cancel=created)
     handle._db, handle._out_file = Path(ws.db_path), target
     args = {"spec": spec.to_dict(), "run_dir": str(run_dir), "out_file": str(target) if target is not None else None,
-            "db": str(ws.db_path), "origin": origin,
+            "db": str(ws.db_path), "origin": origin, "timeout_s": timeout, "timeout_why": timeout_why,
             "memory_gb": memory_gb if memory_gb is not None else default_memory_gb(spec.recipe.target)}
     env, cwd = child_env()
     ours, theirs = Pipe(duplex=False)
@@ -324,8 +345,33 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
         raise
     finally:
         theirs.close()
+    handle.timeout_s = timeout
+    handle._timer = threading.Timer(timeout, handle._time_out)
+    handle._timer.daemon = True
+    handle._timer.start()
     threading.Thread(target=handle._watch, args=(ours,), name=f"ortlab-recipe-{handle.id}", daemon=True).start()
     return handle
+
+
+def run_timeout_s(spec: RunSpec, model_bytes: int | None = None) -> tuple[float, str]:
+    """(seconds, how it was chosen) a run of ``spec`` may take: ``$ORTLAB_RUN_TIMEOUT_S`` when set, else a
+    generous base plus time per sample (calibration and verification) and per 100 MB of model."""
+    raw = os.environ.get(RUN_TIMEOUT_VAR, "").strip()
+    if raw:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise OrtlabError(f"${RUN_TIMEOUT_VAR} must be a number of seconds, not {raw!r}.") from None
+        if value > 0:
+            return value, f"${RUN_TIMEOUT_VAR}"
+    recipe = spec.recipe
+    calibrating = recipe.precision.value == "int8" and recipe.quant.mode.value == "static"
+    samples = (recipe.quant.calibration_samples if calibrating else 0) + max(0, int(spec.verify_samples))
+    size = _model_bytes(spec.model) if model_bytes is None else model_bytes
+    limit = RUN_TIMEOUT_BASE_S + RUN_TIMEOUT_PER_SAMPLE_S * samples + RUN_TIMEOUT_PER_100MB_S * size / 1e8
+    return round(limit), (f"the default: {RUN_TIMEOUT_BASE_S:.0f} s + {RUN_TIMEOUT_PER_SAMPLE_S:g} s × {samples} "
+                          f"samples + {RUN_TIMEOUT_PER_100MB_S:.0f} s per 100 MB of model; set ${RUN_TIMEOUT_VAR} "
+                          "to change it")
 
 
 def _model_bytes(model) -> int:
@@ -398,6 +444,8 @@ def _recipe_child(args_json: str, fd: int) -> None:
             outputs.check_targets(spec.model, outputs.result_files(target, as_file=True))
             artifact.model_path = outputs.install_model(artifact.model_path, target)
         artifact.origin, artifact.spec = str(args.get("origin") or ""), spec
+        if args.get("timeout_s"):
+            artifact.notes.append(f"Time limit: {float(args['timeout_s']):g} s ({args.get('timeout_why') or 'set'}).")
         if not out_file:
             artifact.save()  # complete, with its recipe, before the row that points at it
         try:  # the row is written last: the folder is the source of truth, the history its index
