@@ -43,10 +43,12 @@ from ortlab.timing.compare import compare_benchmarks, running_stats, series_id, 
 
 # -- runs: recipes, benchmarks, tuning, history ------------------------------------------------------------
 from ortlab.runs.history import take_notices
-from ortlab.runs.service import bench_busy, start_benchmark, start_recipe, startup
+from ortlab.runs.service import (
+    bench_busy, dismiss_interrupted, interrupted_runs, start_benchmark, start_recipe, startup,
+)
 from ortlab.runs.tune import sqnr_policy, verdict_policy
 from ortlab.runs.prepare import prepare_run
-from ortlab.runs.workspace import default_root
+from ortlab.runs.workspace import default_root, import_roots, importable_path
 
 __all__ = [
     "OPENVINO_INSTALL_HINT",
@@ -66,6 +68,7 @@ __all__ = [
     "default_sample",
     "detect_hardware",
     "detect_preprocess",
+    "dismiss_interrupted",
     "evaluate",
     "external_data_files",
     "find_by_path",
@@ -76,9 +79,12 @@ __all__ = [
     "graph_diff",
     "hardware_advice",
     "import_model",
+    "import_roots",
     "import_upload",
+    "importable_path",
     "infer_specs",
     "inspect_model",
+    "interrupted_runs",
     "judge",
     "list_samples",
     "load_image_files",

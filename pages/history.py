@@ -24,6 +24,19 @@ for notice in take_notices():  # the database was damaged and has just been rebu
 with engine_errors("Measuring the workspace"):
     st.caption(f"Storage used by the workspace (imported models, data, results, history): "
                f"{format_bytes(actions.workspace().size_bytes())}")
+with engine_errors("Listing interrupted runs"):
+    for k, lost in enumerate(actions.interrupted_runs()):  # the server stopped while these ran
+        box = st.container(border=True, horizontal=True, vertical_alignment="center")
+        recipe_text = lost.spec.recipe.label() if lost.spec is not None else "recipe unreadable"
+        box.warning(f"Interrupted: a run started {lost.started_at.replace('T', ' ')[:16] or 'earlier'} "
+                    f"({recipe_text}) was stopped when the server ended.", icon=":material/history_toggle_off:")
+        if box.button("Run again", key=f"history.rerun.{k}", disabled=lost.spec is None):
+            with engine_errors("Running the interrupted run again"):
+                actions.rerun_interrupted(lost)
+                st.rerun()
+        if box.button("Dismiss", key=f"history.dismiss.{k}"):
+            actions.dismiss_interrupted(lost)
+            st.rerun()
 if not records:
     st.info("No runs yet. Run a recipe (or the demo) and it will be listed here, even after a restart.")
     stop_page()
@@ -118,7 +131,7 @@ row.download_button("⬇ Recipe (JSON)", recipe.to_json(), file_name=f"run{run_i
 row.download_button("⬇ CLI line", cli + "\n", file_name=f"run{run_id}_cli.sh", mime="text/x-shellscript",
                      key="history.dl_cli")
 if model_file.is_file() and r.source_path.is_file():
-    row.download_button("⬇ HTML report", lambda: actions.run_report(r), file_name=f"run{run_id}_report.html",
+    row.download_button("⬇ HTML report", actions.report_download(r), file_name=f"run{run_id}_report.html",
                          mime="text/html", key="history.dl_report")
 if row.button(":material/compare: Load into Compare", key="history.load", type="primary",
                disabled=not model_file.is_file()):

@@ -1,5 +1,7 @@
 """Model: pick a bundled sample or upload an .onnx/.zip; see its summary, operators and graph."""
 
+import os
+
 import streamlit as st
 
 from ortlab.core.text import format_bytes
@@ -39,20 +41,28 @@ with right:
         elif done[1] and done[2:] == (state.model_key(),):
             st.error(done[1])
     if actions.local_imports_allowed():
-        with st.expander("…or import from a path on this machine", icon=":material/folder_open:"), \
-                st.form("local_import", border=False):
-            local = st.text_input("Import from a path on this machine", key="model_local_path",
-                                  placeholder="/path/to/model.onnx or model.zip",
-                                  help="For models larger than the upload limit: the .onnx (with its external data "
-                                       "beside it) or .zip is copied into the workspace. Only offered while the app "
-                                       "listens on this machine alone.")
-            if st.form_submit_button("Import") and local.strip():
-                with engine_errors(f"Importing {local.strip()}", "The previously selected model is still selected.") as out:
-                    actions.import_local_model(local)
-                    state.set_widget("sample_select", None)
-                if not out.failed:
-                    st.rerun()
-                show_flash()
+        with st.expander("…or import from a path on this machine", icon=":material/folder_open:"):
+            roots = actions.import_roots()
+            if not roots:
+                st.caption("Off: no import folders are set. To import models too big to upload, start the app "
+                           "with ORTLAB_IMPORT_ROOTS set to the folders to import from (separated by "
+                           f"'{os.pathsep}'), e.g. ORTLAB_IMPORT_ROOTS=~/models streamlit run app.py.")
+            else:
+                with st.form("local_import", border=False):
+                    local = st.text_input("Import from a path on this machine", key="model_local_path",
+                                          placeholder="/path/to/model.onnx or model.zip",
+                                          help="For models larger than the upload limit: the .onnx (with its "
+                                               "external data beside it) or .zip is copied into the workspace. "
+                                               "Only from the folders of ORTLAB_IMPORT_ROOTS: "
+                                               + ", ".join(str(r) for r in roots))
+                    if st.form_submit_button("Import") and local.strip():
+                        with engine_errors("Importing from a path",
+                                           "The previously selected model is still selected.") as out:
+                            actions.import_local_model(local)
+                            state.set_widget("sample_select", None)
+                        if not out.failed:
+                            st.rerun()
+                        show_flash()
 
 with left, engine_errors("Listing the bundled samples"):
     from ortlab import api

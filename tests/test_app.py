@@ -235,6 +235,7 @@ def test_the_model_page_reads_uploads_and_imports_only_in_a_child_process(home, 
     up, local = conv_bn_model(tmp_path / "conv.onnx"), matmul_model(tmp_path / "mm.onnx")
     nodes = [str(inspect_model(p).node_count) for p in (up, local)]
     monkeypatch.setattr(actions, "local_imports_allowed", lambda: True)  # the app listens on loopback only
+    monkeypatch.setenv("ORTLAB_IMPORT_ROOTS", str(tmp_path))
     at = new_app()
     at.toggle(key="model_netron").set_value(False).run()  # Netron lists a small model's files by parsing it here
     calls = no_parsing_here()

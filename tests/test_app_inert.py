@@ -164,3 +164,37 @@ def test_public_paths_leave_links_alone():
 
     assert public_paths("see http://example.invalid/x.png or /srv/a/b.onnx", "/srv/ws") == \
         "see http://example.invalid/x.png or b.onnx"
+
+
+def test_a_run_the_server_lost_is_listed_on_history_and_runs_again(home, tmp_path):
+    """After a restart, a run that was going when the server died is listed as interrupted with its recipe;
+    "Run again" runs its spec (and records it), the leftover folder goes."""
+    import json
+    import os
+    import time
+
+    from ortlab.runs import outputs
+    from ortlab.runs.runspec import RunSpec
+    from ortlab.runs.workspace import Workspace
+    from ortlab.settings.config import OptLevel, Recipe
+    from models import conv_bn_model
+
+    ws = Workspace(home)
+    spec = RunSpec(str(conv_bn_model(tmp_path / "src.onnx")), Recipe(opt_level=OptLevel.BASIC))
+    folder = ws.new_artifact_dir()  # what the killed server left: the spec, an owner that is gone
+    (folder / outputs.OWNER_FILE).write_text("999999999")
+    outputs.write_text_atomic(folder / outputs.RUNNING_FILE, json.dumps(
+        {"spec": spec.to_dict(), "origin": "app", "started_at": "2026-01-02T03:04:05+00:00"}))
+    old = time.time() - 3600
+    os.utime(folder, (old, old))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()  # the restarted server's first session
+    at.switch_page("pages/history.py").run()
+    assert not at.exception
+    (note,) = [w.value for w in at.warning if "Interrupted" in w.value]
+    assert "2026-01-02 03:04" in note and spec.recipe.label() in note
+    next(b for b in at.button if b.label == "Run again").click().run()
+    assert not at.exception
+    assert not folder.exists()
+    runs = ws.history().list()
+    assert len(runs) == 1 and runs[0].spec == spec
+    assert not [w.value for w in at.warning if "Interrupted" in w.value]

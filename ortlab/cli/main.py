@@ -17,7 +17,7 @@ from ortlab import __version__
 from ortlab.settings.flags import UsageError
 from ortlab.core.errors import OrtlabError, RecipeError
 from ortlab.core.errors import OutputError
-from ortlab.core.text import one_line
+from ortlab.core.text import escape_controls, one_line
 from ortlab.api import set_custom_op_libraries
 from ortlab.runtime.providers import CUSTOM_OPS_ENV
 from ortlab.cli.common import PROG, Parser, existing_file, start_service
@@ -78,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except FileNotFoundError as exc:
-        print(f"{PROG}: error: file not found: {exc.filename or one_line(exc)}", file=sys.stderr)
+        print(f"{PROG}: error: file not found: {escape_controls(str(exc.filename)) if exc.filename else one_line(exc)}",
+              file=sys.stderr)
         return 2
     except OrtlabError as exc:
         print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)

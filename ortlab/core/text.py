@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 MAX_ONE_LINE = 2000  # only pathological texts are capped, and only at the end
 
 
+# C0 and C1 control characters other than the whitespace one_line folds, DEL, and the bidirectional overrides
+# that reorder what a terminal or a page shows
+_CONTROL = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with control characters (NUL, escape sequences, bidi overrides…) written as escapes (``\\x00``,
+    ``\\u202e``): shown, never acted on by a terminal or a browser."""
+    def esc(m: re.Match) -> str:
+        c = ord(m.group(0))
+        return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+    return _CONTROL.sub(esc, text)
+
+
 def one_line(exc_or_text: BaseException | str | object) -> str:
-    """``exc_or_text`` as one line: every line of the message kept, runs of whitespace made one space.
+    """``exc_or_text`` as one line: every line of the message kept, runs of whitespace made one space, control
+    characters escaped (:func:`escape_controls`).
 
     An exception with an empty message gives its class name. The reason is never cut off: only a text longer
     than ``MAX_ONE_LINE`` characters is shortened, at its end (marked with "…").
     """
-    text = " ".join(str(exc_or_text).split())
+    text = escape_controls(" ".join(str(exc_or_text).split()))
     if not text and isinstance(exc_or_text, BaseException):
         text = type(exc_or_text).__name__
     if len(text) > MAX_ONE_LINE:

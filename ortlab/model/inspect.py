@@ -140,6 +140,49 @@ def _model_field_wire_types() -> dict[int, int]:
     return {f.number: (2 if f.type in (9, 11, 12) else 0) for f in fd}
 
 
+PROTOBUF_NESTING_LIMIT = 100  # upb's default recursion limit: deeper messages are refused when parsed
+NESTING_SCAN_MAX_BYTES = 64 * 2**20  # the nesting is measured (in Python) only in files up to this size
+
+
+def _nesting_depth(data: bytes, limit: int = PROTOBUF_NESTING_LIMIT) -> int:
+    """How deeply well-formed messages nest in ``data`` (a length-delimited field counts as a message when its
+    bytes read as fields to the end), measured up to ``limit + 1``."""
+
+    def walk(start: int, end: int, depth: int) -> int:
+        best, pos = depth, start
+        while pos < end:
+            tag, pos = _read_varint(data, pos)
+            wire = tag & 7
+            if tag >> 3 == 0:
+                raise ValueError("field number 0")
+            if wire == 0:
+                _, pos = _read_varint(data, pos)
+            elif wire == 1:
+                pos += 8
+            elif wire == 5:
+                pos += 4
+            elif wire == 2:
+                length, pos = _read_varint(data, pos)
+                if pos + length > end:
+                    raise ValueError("length past the end")
+                if length and best <= limit:
+                    try:
+                        best = max(best, walk(pos, pos + length, depth + 1))
+                    except (ValueError, EOFError):
+                        pass  # bytes or a string, not a message
+                pos += length
+            else:
+                raise ValueError("group or unknown wire type")
+        if pos != end:
+            raise ValueError("past the end")
+        return best
+
+    try:
+        return walk(0, len(data), 0)
+    except (ValueError, EOFError, RecursionError):
+        return 0
+
+
 def _diagnose_bytes(data: bytes) -> str:
     """Why ``data`` failed to parse: walks the top-level protobuf fields of a ModelProto."""
     wire_types = _model_field_wire_types()
@@ -162,6 +205,10 @@ def _diagnose_bytes(data: bytes) -> str:
                 pos += length
             fields_seen += 1
         else:
+            if fields_seen and len(data) <= NESTING_SCAN_MAX_BYTES and _nesting_depth(data) > PROTOBUF_NESTING_LIMIT:
+                return ("The model nests subgraphs (If/Loop/Scan bodies) too deeply: it exceeds protobuf's nesting "
+                        f"limit of {PROTOBUF_NESTING_LIMIT}, so no ONNX tool can read it. Export it with less deeply "
+                        "nested control flow.")
             if fields_seen:
                 return "The file is truncated or corrupt (its last field is cut off). Upload the complete file again."
     except EOFError:
@@ -268,9 +315,22 @@ def external_data_files(model: onnx.ModelProto | str | os.PathLike, base_dir=Non
     return files
 
 
+def _utf8_name(path) -> bool:
+    try:
+        str(path).encode("utf-8")
+        return True
+    except UnicodeEncodeError:  # undecodable bytes of the file system's name, kept as surrogates
+        return False
+
+
 # -- loading ------------------------------------------------------------------------------------------
 
 def _check(model: onnx.ModelProto, path: Path | None, has_external: bool) -> None:
+    if path is not None and not _utf8_name(path):
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        raise ModelLoadError(f"The file name '{Path(shown).name}' is not valid UTF-8, and ONNX's checker opens files "
+                             "by UTF-8 names only. Rename the file (and its folder, if needed) with plain characters "
+                             "and try again.")
     try:
         if path is not None:  # the checker reads the file itself: no serialized copy of the parsed model
             onnx.checker.check_model(str(path), full_check=True)

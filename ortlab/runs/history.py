@@ -33,6 +33,7 @@ from ortlab.core.errors import HistoryError, OrtlabError
 from ortlab.core.serial import dumps, from_plain, loads, to_plain
 from ortlab.core.layout import ARTIFACT_FILE
 from ortlab.runs.artifact import load_artifact
+from ortlab.runs.outputs import RUNNING_FILE, owner_alive
 
 SCHEMA_VERSION = 2
 BENCHMARK_SCHEMA_VERSION = 2  # of the plain form in ``benchmark_json``
@@ -221,6 +222,7 @@ class History:
         with closing(sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None)) as conn:
             conn.execute("PRAGMA busy_timeout=30000")
             conn.execute("PRAGMA journal_mode=WAL")
+            _quick_check(conn)
             if _user_version(conn) == SCHEMA_VERSION:
                 _probe(conn)
                 return 0
@@ -258,7 +260,18 @@ class History:
 
     # -- runs ------------------------------------------------------------------------------------------
     def add(self, artifact: Artifact) -> int:
-        """Store an :class:`ortlab.runs.artifact.Artifact`; set and return its ``run_id``."""
+        """Store an :class:`ortlab.runs.artifact.Artifact`; set and return its ``run_id``. A database found damaged
+        here is moved aside and rebuilt (as at open) and the run stored in the rebuilt one."""
+        try:
+            return self._add(artifact)
+        except sqlite3.DatabaseError as exc:
+            if not _damaged(exc):
+                raise HistoryError(f"Cannot write to the history database {self.db_path.name}: {one_line(exc)}.") \
+                    from None
+            self._recover(exc)
+            return self._add(artifact)
+
+    def _add(self, artifact: Artifact) -> int:
         row = _run_row(artifact)
         with self._connect() as conn:
             cur = conn.execute("INSERT INTO runs (created_at, kind, source_name, source_sha256, sha256, "
@@ -266,6 +279,49 @@ class History:
             run_id = int(cur.lastrowid or 0)
         artifact.run_id = run_id
         return run_id
+
+    def _own_folder(self, model_path) -> str | None:
+        """The run folder of ``model_path`` when it is one of this workspace's (``artifacts/<run>/``), else None."""
+        try:
+            folder = Path(model_path).expanduser().resolve().parent
+            artifacts = (self.db_path.parent / "artifacts").resolve()
+        except (OSError, RuntimeError):
+            return None
+        return str(folder) if folder.parent == artifacts else None
+
+    def find_folder(self, run_dir) -> int | None:
+        """The id of the run whose model lies in the folder ``run_dir``, or None."""
+        with self._connect() as conn:
+            return _row_for_folder(conn, str(Path(run_dir).resolve()))
+
+    def reindex(self, skip=None) -> builtins.list[int]:
+        """Store every run folder of the workspace that has a complete ``artifact.json`` and no row (a run whose
+        recording failed or was cut short: the folder is the source of truth); ``skip(folder)`` leaves out
+        folders still being written. Returns the new run ids."""
+        artifacts = self.db_path.parent / "artifacts"
+        if not artifacts.is_dir():
+            return []
+        with self._connect() as conn:
+            known = {Path(p).parent for (p,) in conn.execute(
+                "SELECT json_extract(artifact_json, '$.model_path') FROM runs WHERE problem IS NULL")
+                if isinstance(p, str)}
+        added: builtins.list[int] = []
+        for path in sorted(artifacts.glob(f"*/{ARTIFACT_FILE}")):
+            folder = path.parent
+            if folder in known or folder.resolve() in known or (skip is not None and skip(folder)):
+                continue
+            try:
+                artifact = load_artifact(folder)
+            except (OrtlabError, OSError):
+                continue
+            if self._own_folder(artifact.model_path) != str(folder.resolve()):
+                continue
+            added.append(self.add(artifact))
+            try:
+                artifact.save()  # with its run id
+            except OSError:
+                pass
+        return added
 
     def list(self, limit: int | None = None) -> list[Artifact | UnreadableRun]:
         """All runs, newest first, as typed artifacts (``run_id`` set); rows that cannot be decoded come as
@@ -348,6 +404,23 @@ def _damaged(exc: sqlite3.DatabaseError) -> bool:
                                    "not a database"))
 
 
+def _quick_check(conn: sqlite3.Connection) -> None:
+    """Raise ``sqlite3.DatabaseError`` ("malformed") when SQLite's ``quick_check`` finds damaged pages (a
+    header can be intact while later pages are not)."""
+    rows = conn.execute("PRAGMA quick_check").fetchall()
+    if not rows or rows[0][0] != "ok":
+        detail = "; ".join(str(r[0]) for r in rows[:3])
+        raise sqlite3.DatabaseError(f"database disk image is malformed ({detail})")
+
+
+def _row_for_folder(conn: sqlite3.Connection, folder: str) -> int | None:
+    for run_id, path in conn.execute("SELECT id, json_extract(artifact_json, '$.model_path') FROM runs "
+                                     "WHERE problem IS NULL ORDER BY id"):
+        if isinstance(path, str) and str(Path(path).parent) == folder:
+            return int(run_id)
+    return None
+
+
 def _probe(conn: sqlite3.Connection) -> None:
     """Raise ``sqlite3.DatabaseError`` when the schema-2 tables or columns are not there."""
     conn.execute("SELECT id, created_at, kind, source_name, source_sha256, sha256, artifact_json, problem "
@@ -369,6 +442,8 @@ def _rebuild(conn: sqlite3.Connection, artifacts_dir: Path) -> int:
 
     found = []
     for path in sorted(artifacts_dir.glob(f"*/{ARTIFACT_FILE}")) if artifacts_dir.is_dir() else []:
+        if (path.parent / RUNNING_FILE).exists() and owner_alive(path.parent):
+            continue  # a run still going (the one recording now, when its child rebuilds): it adds its own row
         try:
             found.append(load_artifact(path.parent))
         except (OrtlabError, OSError):

@@ -30,6 +30,8 @@ WORK_PREFIX = ".ortlab-work-"    # a run's stages, inside the folder that receiv
 RUN_PREFIX = ".ortlab-run-"      # the artifact folder of a run whose result goes to a single OUT.onnx
 TEMP_PREFIX = "ortlab-run-"      # a run child's private temp folder (quantization scratch copies) in /tmp
 OWNER_FILE = ".ortlab-owner"     # in a workspace run folder while its run is going: the owning pid
+RUNNING_FILE = ".ortlab-running.json"  # in a workspace run folder while its run is going: the spec, to run again
+RECORDED_FILE = ".ortlab-recorded"  # in a run folder once its run is in the history: the run id
 STALE_AFTER_S = 300.0            # leftovers younger than this are never removed (their owner may be starting)
 
 _PID_NAME = re.compile(r"^(?:\.ortlab-work-|\.ortlab-run-|ortlab-run-|\.import-|\.upload-)(\d+)-")
@@ -196,6 +198,12 @@ def _stale_named(folder: Path, older_than_s: float, now: float) -> list[Path]:
     return out
 
 
+def owner_alive(run_dir) -> bool:
+    """Whether the process named in ``run_dir``'s owner file (the run's child, or the server before it starts)
+    still runs."""
+    return _owner_alive(Path(run_dir))
+
+
 def _owner_alive(run_dir: Path) -> bool:
     try:
         return pid_alive(int((run_dir / OWNER_FILE).read_text().strip() or 0))
@@ -208,8 +216,9 @@ def clean_stale(workspace=None, folders: Iterable = (), *, older_than_s: float =
 
     Looks in the system temp folder, in ``folders`` and, with a ``workspace``, in its models, data and
     artifacts folders and inside each run folder; a run folder without ``artifact.json`` whose owner is gone
-    (a killed or failed run) goes too. Only entries older than ``older_than_s`` seconds whose owning process
-    no longer runs are touched.
+    (a killed or failed run) goes too, unless it holds its spec (:data:`RUNNING_FILE`: a run the server's end
+    interrupted, listed by ``service.interrupted_runs`` until the person runs it again or dismisses it). Only
+    entries older than ``older_than_s`` seconds whose owning process no longer runs are touched.
     """
 
     now = time.time()
@@ -227,7 +236,8 @@ def clean_stale(workspace=None, folders: Iterable = (), *, older_than_s: float =
                 continue
             old = _old(run, older_than_s, now)  # before removing what is inside changes its time
             removed += [p for p in _stale_named(run, older_than_s, now) if _remove(p)]
-            if (run / ARTIFACT_FILE).exists() or _owner_alive(run) or not old:
+            if (run / ARTIFACT_FILE).exists() or (run / RUNNING_FILE).exists() or _owner_alive(run) or not old:
+                # a folder with its spec is an interrupted run: listed on History to run again, not removed here
                 continue
             if not any(_PID_NAME.match(p.name) for p in run.iterdir()) and _remove(run):
                 removed.append(run)

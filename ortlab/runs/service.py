@@ -17,12 +17,14 @@ from __future__ import annotations
 import json
 import os
 import queue
+import sqlite3
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import uuid
+from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,17 +42,23 @@ from ortlab.runtime.child import (
 from ortlab.runs.workspace import Workspace
 from ortlab.runs import outputs
 from ortlab.data import samples
-from ortlab.model.inspect import ModelInfo
+from ortlab.model.inspect import ModelInfo, external_data_files
 from ortlab.runs.pipeline import run_recipe
 from ortlab.core.progress import null_reporter
 from ortlab.data.preprocess import resolve_preprocess
 from ortlab.runs.history import History
 from ortlab.core.limits import apply_memory_limit, is_alloc_failure
+from ortlab.core.disk import check_space, disk_full_message, free_bytes, is_disk_full, run_space_needed, RUN_SPACE_MARGIN
 from ortlab.runtime import openvino as ov
 from ortlab.timing import bench
 from ortlab.runs import history
 from ortlab.runs.artifact import Artifact
 
+FAULT_VAR = "ORTLAB_TEST_FAULT"  # tests only: "after-record" kills a recipe child right after it recorded its run
+RUN_TIMEOUT_VAR = "ORTLAB_RUN_TIMEOUT_S"  # seconds a recipe run may take before it is stopped
+RUN_TIMEOUT_BASE_S = 600.0       # default: a generous base…
+RUN_TIMEOUT_PER_SAMPLE_S = 2.0   # …plus this per calibration and verification sample…
+RUN_TIMEOUT_PER_100MB_S = 60.0   # …and this per 100 MB of model
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 PROFILES_DIR = "profiles"  # under the workspace: one folder of ORT profiles per benchmark
 
@@ -164,6 +172,18 @@ class RecipeHandle(Handle):
         self._remove_on_cancel = remove_on_cancel
         self._proc: subprocess.Popen | None = None
         self._log: Any = None
+        self._db: Path | None = None  # the history the child records the run in
+        self._out_file: Path | None = None  # OUT.onnx of a run into a single file
+        self.timeout_s: float | None = None  # the run's time limit (run_timeout_s)
+        self.timed_out = False
+        self._timer: threading.Timer | None = None
+
+    def _time_out(self) -> None:
+        """The run went past its time limit: stop its child (the watcher reports why)."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None and not self.done:
+            self.timed_out = True
+            proc.terminate()
 
     def cancel(self) -> None:
         """Terminate the child (then kill it after a grace period) and remove the run folder it created."""
@@ -197,22 +217,65 @@ class RecipeHandle(Handle):
         finally:
             conn.close()
             self.returncode = reap(proc)
+            if self._timer is not None:
+                self._timer.cancel()
+        if result is None and self.timed_out:
+            error = OrtlabError(f"The run was stopped: it went past its time limit of {self.timeout_s:g} s (set "
+                                f"${RUN_TIMEOUT_VAR} to allow more).")
+        if result is None:
+            result = self._recorded()  # the child died after recording its run: the run is finished
         if result is not None:
             self._close_log()
             self._finish(DONE, result)
         elif self.cancel_requested:
             self._close_log()
-            if self._remove_on_cancel:
-                shutil.rmtree(self.run_dir, ignore_errors=True)
+            self._drop_folder()
             self._finish(CANCELLED, error=Cancelled())
         else:
             if error is None:
                 error = OrtlabError(f"The run process ended unexpectedly (exit code {self.returncode})"
                                     f"{last_line(self._log)}.")
             self._close_log()
-            if self._remove_on_cancel:
-                shutil.rmtree(self.run_dir, ignore_errors=True)
+            self._drop_folder()
             self._finish(FAILED, error=error)
+
+    def _recorded(self) -> Artifact | None:
+        """The run the child recorded in the history before it ended without reporting (None when it did not):
+        read back from the history; the run folder's markers are tidied as the child would have."""
+        if self._db is None:
+            return None
+        run_id: int | None = None
+        try:
+            run_id = int((self.run_dir / outputs.RECORDED_FILE).read_text().strip())
+        except (OSError, ValueError):
+            pass
+        try:
+            hist = History(self._db)
+            if run_id is None and self._out_file is None:
+                run_id = hist.find_folder(self.run_dir)
+            if run_id is None:
+                return None
+            artifact = hist.get(run_id)
+        except (OrtlabError, OSError, sqlite3.Error):
+            return None
+        if self._out_file is not None:
+            shutil.rmtree(self.run_dir, ignore_errors=True)  # the temp folder of a run into OUT.onnx
+        else:
+            for name in (outputs.RUNNING_FILE, outputs.RECORDED_FILE, outputs.OWNER_FILE):
+                (self.run_dir / name).unlink(missing_ok=True)
+        return artifact
+
+    def _drop_folder(self) -> None:
+        """Remove the run folder this run created, unless a history row points at it."""
+        if not self._remove_on_cancel:
+            return
+        if self._db is not None and self._out_file is None:
+            try:
+                if History(self._db).find_folder(self.run_dir) is not None:
+                    return
+            except (OrtlabError, OSError, sqlite3.Error):
+                return  # cannot tell: keep it (a later start re-indexes or cleans it)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def _close_log(self) -> None:
         if self._log is not None:
@@ -245,12 +308,21 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
     spec = prepare_run(spec, info)
     ws = workspace if workspace is not None else Workspace()
     target: Path | None = None
+    size = _model_bytes(spec.model)
+    timeout, timeout_why = run_timeout_s(spec, size)
+    needed = run_space_needed(size)
+    check_space(ws.root, needed)
+    if out is not None:
+        check_space(Path(out).expanduser().absolute().parent, needed)
     as_file = out is not None and Path(out).suffix.lower() == ".onnx" and not Path(out).is_dir()
     if out is not None:  # refused before anything is written: OUT must not be the source or a file it needs
         outputs.check_targets(spec.model, outputs.result_files(out, as_file=as_file))
     if out is None:
         run_dir, created = ws.new_artifact_dir(), True
         (run_dir / outputs.OWNER_FILE).write_text(str(os.getpid()))
+        # what is running, to list it as interrupted (and run it again) if the server dies before it ends
+        outputs.write_text_atomic(run_dir / outputs.RUNNING_FILE, json.dumps(
+            {"spec": spec.to_dict(), "origin": origin, "started_at": utc_timestamp()}))
     elif as_file:
         target = Path(out).expanduser().absolute()
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -260,8 +332,9 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
         run_dir = Path(out).expanduser().resolve()
         created = not run_dir.exists()
     handle = RecipeHandle(spec, run_dir, remove_on_cancel=created)
+    handle._db, handle._out_file = Path(ws.db_path), target
     args = {"spec": spec.to_dict(), "run_dir": str(run_dir), "out_file": str(target) if target is not None else None,
-            "db": str(ws.db_path), "origin": origin,
+            "db": str(ws.db_path), "origin": origin, "timeout_s": timeout, "timeout_why": timeout_why,
             "memory_gb": memory_gb if memory_gb is not None else default_memory_gb(spec.recipe.target)}
     env, cwd = child_env()
     ours, theirs = Pipe(duplex=False)
@@ -276,8 +349,46 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
         raise
     finally:
         theirs.close()
+    handle.timeout_s = timeout
+    handle._timer = threading.Timer(timeout, handle._time_out)
+    handle._timer.daemon = True
+    handle._timer.start()
     threading.Thread(target=handle._watch, args=(ours,), name=f"ortlab-recipe-{handle.id}", daemon=True).start()
     return handle
+
+
+def run_timeout_s(spec: RunSpec, model_bytes: int | None = None) -> tuple[float, str]:
+    """(seconds, how it was chosen) a run of ``spec`` may take: ``$ORTLAB_RUN_TIMEOUT_S`` when set, else a
+    generous base plus time per sample (calibration and verification) and per 100 MB of model."""
+    raw = os.environ.get(RUN_TIMEOUT_VAR, "").strip()
+    if raw:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise OrtlabError(f"${RUN_TIMEOUT_VAR} must be a number of seconds, not {raw!r}.") from None
+        if value > 0:
+            return value, f"${RUN_TIMEOUT_VAR}"
+    recipe = spec.recipe
+    calibrating = recipe.precision.value == "int8" and recipe.quant.mode.value == "static"
+    samples = (recipe.quant.calibration_samples if calibrating else 0) + max(0, int(spec.verify_samples))
+    size = _model_bytes(spec.model) if model_bytes is None else model_bytes
+    limit = RUN_TIMEOUT_BASE_S + RUN_TIMEOUT_PER_SAMPLE_S * samples + RUN_TIMEOUT_PER_100MB_S * size / 1e8
+    return round(limit), (f"the default: {RUN_TIMEOUT_BASE_S:.0f} s + {RUN_TIMEOUT_PER_SAMPLE_S:g} s × {samples} "
+                          f"samples + {RUN_TIMEOUT_PER_100MB_S:.0f} s per 100 MB of model; set ${RUN_TIMEOUT_VAR} "
+                          "to change it")
+
+
+def _model_bytes(model) -> int:
+    """The model file and its external data, in bytes (0 when it cannot be read: the run says why)."""
+    try:
+        total = Path(model).stat().st_size
+    except OSError:
+        return 0
+    try:
+        total += sum(f.stat().st_size for f in set(external_data_files(model).values()))
+    except (OSError, OrtlabError):
+        pass
+    return total
 
 
 def run_recipe_spec(spec: RunSpec, out_dir, reporter=None, cancel: CancelToken | None = None):
@@ -332,16 +443,37 @@ def _recipe_child(args_json: str, fd: int) -> None:
         conn.send(("event", ev.stage, ev.done, ev.total, ev.message))
 
     try:
-        artifact = run_recipe_spec(spec, run_dir, report)
-        if args.get("out_file"):  # just the model (and its external data, as OUT.onnx.data) at OUT.onnx
-            target = Path(args["out_file"])
+        artifact = run_recipe_spec(spec, run_dir, report)  # the model and artifact.json, complete on disk
+        out_file = args.get("out_file")
+        if out_file:  # just the model (and its external data, as OUT.onnx.data) at OUT.onnx
+            target = Path(out_file)
             outputs.check_targets(spec.model, outputs.result_files(target, as_file=True))
             artifact.model_path = outputs.install_model(artifact.model_path, target)
-            shutil.rmtree(run_dir, ignore_errors=True)
         artifact.origin, artifact.spec = str(args.get("origin") or ""), spec.undecided()
-        History(args["db"]).add(artifact)
-        if not args.get("out_file"):
-            artifact.save()  # again, now with its run_id
+        if args.get("timeout_s"):
+            artifact.notes.append(f"Time limit: {float(args['timeout_s']):g} s ({args.get('timeout_why') or 'set'}).")
+        if not out_file:
+            artifact.save()  # complete, with its recipe, before the row that points at it
+        try:  # the row is written last: the folder is the source of truth, the history its index
+            hist = History(args["db"])
+            hist.add(artifact)
+            if hist.recovered is not None:  # found damaged while recording: the person hears it with the run
+                artifact.notes.append(hist.recovered.message)
+        except (OrtlabError, OSError, sqlite3.Error) as exc:
+            artifact.notes.append(f"Not recorded in the history ({one_line(exc)}); the result is kept"
+                                  + ("" if out_file else " and will be listed once the history opens again") + ".")
+        else:
+            outputs.write_text_atomic(run_dir / outputs.RECORDED_FILE, str(artifact.run_id))
+            if not out_file:
+                artifact.save()  # again, now with its run_id
+        fault = os.environ.get(FAULT_VAR, "")
+        if fault == "after-record":  # tests: the child dies between recording the run and reporting it
+            os._exit(9)
+        if out_file:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        else:
+            (run_dir / outputs.RUNNING_FILE).unlink(missing_ok=True)
+            (run_dir / outputs.RECORDED_FILE).unlink(missing_ok=True)
         owner.unlink(missing_ok=True)
         conn.send(("done", artifact.to_dict()))
     except MemoryError:
@@ -350,12 +482,32 @@ def _recipe_child(args_json: str, fd: int) -> None:
         message = exc.message
         if limit and is_alloc_failure(message):
             message = too_big(limit)
+        elif _out_of_space(exc, run_dir):
+            message = disk_full_message(_volume(args))
         conn.send(("error", type(exc).__name__, message, exc.step))
     except BaseException as exc:
-        conn.send(("error", "OrtlabError", f"Unexpected {type(exc).__name__}: {one_line(exc)}", None))
+        if _out_of_space(exc, run_dir):
+            conn.send(("error", "DiskFullError", disk_full_message(_volume(args)), None))
+        else:
+            conn.send(("error", "OrtlabError", f"Unexpected {type(exc).__name__}: {one_line(exc)}", None))
     finally:
         conn.close()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _out_of_space(exc: BaseException, run_dir: Path) -> bool:
+    """Whether a run failed because its disk is full: a "no space left" error, or a write that failed (ONNX
+    Runtime says only "Protobuf serialization failed") with almost nothing free on the run's volume."""
+    if is_disk_full(exc):
+        return True
+    text = str(exc).lower()
+    free = free_bytes(run_dir)
+    return ("serializ" in text or "write" in text) and free is not None and free < RUN_SPACE_MARGIN
+
+
+def _volume(args: dict) -> Path:
+    """The folder whose volume a run writes to: the workspace (or OUT's folder)."""
+    return Path(args["out_file"]).parent if args.get("out_file") else Path(args["db"]).parent
 
 
 # -- benchmarks: one at a time per process, each variant × batch size timed in its own child -----------------
@@ -537,10 +689,62 @@ def _bench_all(handle: BenchHandle, measure_memory: bool, profile_dir, timer) ->
 
 def startup(workspace=None) -> list[OrtlabError]:
     """When the app or a CLI command that uses the workspace starts: remove what killed runs left behind
-    (``outputs.clean_stale``), open the history (a damaged one is moved aside and rebuilt), and return the
-    notices to show the person once (``history.HistoryRecovered``)."""
+    (``outputs.clean_stale``), open the history (a damaged one is moved aside and rebuilt), store the run
+    folders that have a result but no row (``History.reindex``), and return the notices to show the person once
+    (``history.HistoryRecovered``)."""
 
     ws = workspace if workspace is not None else Workspace()
     outputs.clean_stale(ws)
-    ws.history()
+    hist = ws.history()
+    try:
+        hist.reindex(skip=outputs.owner_alive)
+    except (OrtlabError, OSError, sqlite3.Error):
+        pass  # the folders stay; the next start tries again
     return list(history.take_notices())
+
+
+@dataclass(frozen=True)
+class InterruptedRun:
+    """A run that was going when the server (or the machine) stopped: its folder, what it ran (``spec``, None
+    when the marker cannot be read), where it was started and when."""
+
+    folder: Path
+    spec: RunSpec | None
+    origin: str
+    started_at: str
+
+
+def interrupted_runs(workspace=None) -> list[InterruptedRun]:
+    """The workspace's run folders still marked as running (:data:`outputs.RUNNING_FILE`) whose process is gone
+    and that no history row points at: runs the end of the server cut short. Newest first."""
+    ws = workspace if workspace is not None else Workspace()
+    out: list[InterruptedRun] = []
+    hist: History | None = None
+    for marker in sorted(Path(ws.artifacts_dir).glob(f"*/{outputs.RUNNING_FILE}"), reverse=True):
+        folder = marker.parent
+        if outputs.owner_alive(folder):
+            continue
+        try:
+            hist = hist or ws.history()
+            if hist.find_folder(folder) is not None:
+                continue
+        except (OrtlabError, OSError, sqlite3.Error):
+            continue
+        spec: RunSpec | None = None
+        origin = started = ""
+        try:
+            data = json.loads(marker.read_text(encoding="utf-8"))
+            origin, started = str(data.get("origin") or ""), str(data.get("started_at") or "")
+            spec = RunSpec.from_dict(data["spec"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, OrtlabError):
+            pass
+        out.append(InterruptedRun(folder, spec, origin, started))
+    return out
+
+
+def dismiss_interrupted(run: InterruptedRun, workspace=None) -> None:
+    """Remove an interrupted run's folder (after it was run again, or when the person does not want it)."""
+    ws = workspace if workspace is not None else Workspace()
+    folder = Path(run.folder).resolve()
+    if folder.parent == Path(ws.artifacts_dir).resolve() and (folder / outputs.RUNNING_FILE).is_file():
+        shutil.rmtree(folder, ignore_errors=True)

@@ -11,14 +11,57 @@ from pathlib import Path
 from ortlab.runs.history import History
 from ortlab.runs.artifact import Artifact
 from ortlab.runs.history import BenchmarkRecord, HistoryError
+from ortlab.core.errors import ModelLoadError
 
 ENV_VAR = "ORTLAB_HOME"
+IMPORT_ROOTS_VAR = "ORTLAB_IMPORT_ROOTS"
+IMPORT_SUFFIXES = (".onnx", ".zip")
+IMPORT_REFUSED = ("That path cannot be imported: it is not an existing .onnx or .zip file inside a folder listed in "
+                  f"${IMPORT_ROOTS_VAR} (and outside ortlab's own workspace). Upload the model instead, or add its "
+                  "folder to that variable and restart the app.")
 
 
 def default_root() -> Path:
     """``$ORTLAB_HOME`` when set, else ``~/.ortlab``."""
     env = os.environ.get(ENV_VAR, "").strip()
     return Path(env).expanduser() if env else Path.home() / ".ortlab"
+
+
+def import_roots() -> list[Path]:
+    """The folders a path import may read from: ``$ORTLAB_IMPORT_ROOTS``, separated by ``os.pathsep`` (none when
+    unset). Folders that do not exist are left out."""
+    out: list[Path] = []
+    for part in os.environ.get(IMPORT_ROOTS_VAR, "").split(os.pathsep):
+        if not part.strip():
+            continue
+        try:
+            root = Path(part.strip()).expanduser().resolve(strict=True)
+        except (OSError, RuntimeError):
+            continue
+        if root.is_dir():
+            out.append(root)
+    return out
+
+
+def importable_path(path_text: str, roots=None, home=None) -> Path:
+    """The resolved file a path import may copy, or ``ModelLoadError`` with one message (:data:`IMPORT_REFUSED`)
+    whatever the reason: missing, not a regular .onnx/.zip file, outside every import root (``roots``, default
+    :func:`import_roots`) or inside ortlab's home (``home``, default :func:`default_root`, where every user's
+    workspace lives). The same words for all of them, so the answer never tells whether a path exists."""
+    allowed = [Path(r).resolve() for r in (import_roots() if roots is None else roots)]
+    try:
+        own = Path(home if home is not None else default_root()).expanduser().resolve()
+        src = Path(str(path_text).strip().strip('"')).expanduser()
+        resolved = src.resolve(strict=True) if src.is_absolute() else None
+        ok = (resolved is not None and resolved.suffix.lower() in IMPORT_SUFFIXES
+              and any(r in resolved.parents for r in allowed)
+              and resolved != own and own not in resolved.parents and resolved.is_file())
+    except (OSError, RuntimeError, ValueError):
+        ok = False
+    if not ok:
+        raise ModelLoadError(IMPORT_REFUSED)
+    assert resolved is not None
+    return resolved
 
 
 def _private(folder: Path) -> None:

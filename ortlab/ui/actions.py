@@ -18,6 +18,7 @@ from ortlab.runs.workspace import Workspace
 from ortlab.ui import model_cache, state
 from ortlab.ui.jobs import DONE, started
 from ortlab.ui.auth import workspace_root
+from ortlab.ui import auth
 from ortlab import api
 from ortlab.api import inspect_model
 from ortlab.api import import_upload
@@ -139,12 +140,15 @@ def import_uploaded_model(filename: str, data, on_saved=None) -> Path:
 
 
 def local_imports_allowed() -> bool:
-    """True when the app only listens on this machine (``server.address`` is a loopback address): then a path
-    typed on the Model page is a path of the person at the keyboard, and importing it is theirs to do."""
+    """True when the app is used by one person at this machine: sign-in is off and it only listens on this
+    machine (``server.address`` is a loopback address). Then a path typed on the Model page is a path of the
+    person at the keyboard, and importing it (from a folder of ``$ORTLAB_IMPORT_ROOTS``) is theirs to do."""
     import ipaddress
 
     import streamlit as st
 
+    if auth.sign_in_configured():  # shared: a path on the server is never a user's to read
+        return False
     address = str(st.get_option("server.address") or "").strip().strip("[]")
     if address in ("localhost",):
         return True
@@ -154,18 +158,22 @@ def local_imports_allowed() -> bool:
         return False
 
 
+def import_roots() -> list[Path]:
+    """The folders a path import may read from (``$ORTLAB_IMPORT_ROOTS``)."""
+    return api.import_roots()
+
+
 def import_local_model(path_text: str) -> Path:
     """Import a model from a path on this machine (an .onnx with its external data beside it, or a .zip):
     copied into the workspace like an upload (and read in a child process), for models too big to upload. Local
-    mode only."""
+    single-user mode only, from the folders of ``$ORTLAB_IMPORT_ROOTS`` and never from ortlab's home; one message
+    for a path that is not allowed or not there."""
 
     if not local_imports_allowed():
-        raise ModelLoadError("Importing from a path is only possible when the app runs on this machine only "
-                             "(server.address is a loopback address). Upload the model instead.")
-    src = Path(path_text.strip().strip('"')).expanduser()
-    if not src.is_file():
-        raise ModelLoadError(f"'{src}' does not exist or is not a file. Give the path of an .onnx or .zip file.")
-    path, info = import_model(src.resolve(), workspace().models_dir)
+        raise ModelLoadError("Importing from a path is only possible when the app runs on this machine for one "
+                             "person (no sign-in, server.address a loopback address). Upload the model instead.")
+    src = api.importable_path(path_text)
+    path, info = import_model(src, workspace().models_dir)
     return _use_imported(path, info, src.name)
 
 
@@ -517,11 +525,43 @@ def load_run(run: Artifact) -> Artifact:
     return run
 
 
-def run_report(run: Artifact) -> str:
-    """The self-contained HTML report of a History run (with its benchmark, when one timed it)."""
+def run_report(run: Artifact, ws: Workspace | None = None, cache: dict | None = None) -> str:
+    """The self-contained HTML report of a History run (with its benchmark, when one timed it), from the
+    workspace ``ws`` and the session cache ``cache`` (default: this session's)."""
 
     src, model = Path(run.source_path), Path(run.model_path)
-    bench = next((b.summaries for b in history().list_benchmarks(limit=20)
+    hist = History((ws or workspace()).db_path)
+    bench = next((b.summaries for b in hist.list_benchmarks(limit=20)
                   if isinstance(b, BenchmarkRecord) and any(v.run_id == run.run_id for v in b.variants)), None)
-    return html_report(run, model_cache.model_info(src).to_dict(), model_cache.model_info(model).to_dict(),
-                       model_cache.graph_diff(src, model), run.evaluation, bench)
+    return html_report(run, model_cache.model_info(src, cache).to_dict(), model_cache.model_info(model, cache).to_dict(),
+                       model_cache.graph_diff(src, model, cache), run.evaluation, bench)
+
+
+def report_download(run: Artifact):
+    """A callable that builds ``run``'s HTML report when its download is clicked. Streamlit calls it outside the
+    user's session (no ``st.user``, no session state), so this session's workspace and cache are taken now: in a
+    shared app the report is built from the signed-in user's own workspace."""
+    ws, cache = workspace(), state.cache()
+
+    def build() -> str:
+        return run_report(run, ws, cache)
+
+    return build
+
+
+def interrupted_runs() -> list:
+    """Runs the end of the server cut short (``service.InterruptedRun``), to run again or dismiss."""
+    return api.interrupted_runs(workspace())
+
+
+def rerun_interrupted(run) -> RecipeHandle:
+    """Start an interrupted run's spec again (its folder is then removed)."""
+    if run.spec is None:
+        raise RecipeError("This interrupted run's recipe cannot be read; set it up again on the Recipe page.")
+    job = start_recipe_job(run.spec.recipe, spec=run.spec)
+    api.dismiss_interrupted(run, workspace())
+    return job
+
+
+def dismiss_interrupted(run) -> None:
+    api.dismiss_interrupted(run, workspace())

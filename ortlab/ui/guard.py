@@ -12,6 +12,7 @@ import streamlit as st
 
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.text import one_line
+from ortlab.core.disk import disk_full_message, is_disk_full
 from ortlab.ui.inert import md
 from ortlab.api import default_root
 from ortlab.runs.history import HistoryRecovered
@@ -67,6 +68,8 @@ def error_message(step: str, exc: BaseException, hint: str = "") -> tuple[str, s
         return "warning", f"{step} was cancelled."
     if isinstance(exc, HistoryRecovered):
         return "warning", one_line(exc)
+    if is_disk_full(exc):  # an upload or a write that met a full disk: one line, whatever raised it
+        return "error", f"{step} failed: {disk_full_message(_workspace_root() or '.')}"
     if isinstance(exc, OrtlabError):
         text = f"{step} failed: {one_line(exc)}"
         return "error", text + (f" {hint}" if hint else "")

@@ -17,19 +17,20 @@ def cache_key(*parts) -> tuple:
     return tuple(str(p) for p in parts)
 
 
-def model_info(path: Path):
-    """``inspect_model`` of ``path`` (in a child process when it is large: ``isolated``), cached per session."""
-    c = state.cache()
+def model_info(path: Path, c: dict | None = None):
+    """``inspect_model`` of ``path`` (in a child process when it is large: ``isolated``), cached per session (or
+    in ``c``, a session's cache taken earlier, for work done outside the session such as a deferred download)."""
+    c = state.cache() if c is None else c
     k = cache_key("info", path)
     if k not in c:
         c[k] = _model_info(path)
     return c[k]
 
 
-def graph_diff(ref: Path, cand: Path) -> GraphDiff:
+def graph_diff(ref: Path, cand: Path, c: dict | None = None) -> GraphDiff:
     """``diff.graph_diff`` of two files (in a child process when they are large: ``isolated``), cached per
-    session."""
-    c = state.cache()
+    session (or in ``c``, as :func:`model_info`)."""
+    c = state.cache() if c is None else c
     k = cache_key("diff", ref, cand)
     if k not in c:
         c[k] = _diff(ref, cand)
