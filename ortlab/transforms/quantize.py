@@ -220,6 +220,12 @@ def _ensure_opset(model: onnx.ModelProto, step: str) -> tuple[onnx.ModelProto, l
 def _stage_input(model: onnx.ModelProto, tmp: Path, name: str = "input.onnx") -> Path:
     # Exporters may record value_info for initializers. ORT's dynamic quantizer transposes Gemm weights
     # into MatMul weights but keeps that stale value_info, and its shape inference then fails.
+    # ORT runs a graph whose nodes are out of order, but its quantizers' shape inference and the ONNX checker
+    # refuse it ("Nodes in a graph must be topologically sorted"): hand them the same graph in order
+    try:
+        graphs.topological_sort(model.graph)
+    except ValueError as exc:
+        raise QuantizationError(f"The graph cannot be put in order for quantization: {exc}.") from None
     initializers = {init.name for init in model.graph.initializer}
     stale = [vi for vi in model.graph.value_info if vi.name in initializers]
     for vi in stale:
@@ -581,6 +587,8 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
             raise
         except Exception as exc:
             raise _fail("quantize", exc, _QUANTIZE_HINT) from None
+        if graphs.has_subgraphs(model.graph):  # Q/DQ of values that If/Loop bodies read may land after the If
+            _sort_after_subgraph_quantization(out)
         result = _coverage_result(out, model, targets, warnings + _log_warnings(log.messages), notes, "static",
                                   kwargs["nodes_to_exclude"])
         _finish(out, dst, "quantize")
