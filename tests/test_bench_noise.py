@@ -113,6 +113,7 @@ def test_overlapping_intervals_say_no_clear_difference():
     assert rb.low is not None and rb.high is not None and rb.low < 1.0 < rb.high and not rb.clear
     assert rb.speedup_text().startswith(NO_CLEAR_DIFFERENCE)
     assert rf.clear and rf.speedup_text().startswith(f"{a.p50 / fast.p50:.2f}×")
+    assert a.p50_low is not None and fast.p50_high is not None
     assert rf.low == pytest.approx(a.p50_low / fast.p50_high) and not rf.paired
 
 
@@ -127,7 +128,7 @@ def test_round_plan():
 
 
 def test_speedup_comes_from_interleaved_rounds_despite_a_drifting_machine():
-    machine = {"load": 1.0, "order": []}
+    machine: dict = {"load": 1.0, "order": []}
     base, fast = FakeSeries("base", 1, 4.0, machine), FakeSeries("fast", 1, 2.0, machine)
     assert time_interleaved([base, fast], BenchConfig(duration_s=0, runs=30))
     # every round times both, in an order that alternates: base first in even rounds, fast first in odd ones

@@ -555,9 +555,11 @@ def _bench_interleaved(handle: BenchHandle, measure_memory: bool, profile_dir, b
                 handle._put(ProgressEvent("bench", j, len(sizes), f"batch {bs}: round {done} of ~{max(done, planned)} "
                                                                    f"(variants alternate block by block)"))
 
-            ok = bench.time_interleaved(series, handle.config, handle._cancel,
-                                        on_block=lambda samples: [handle._put(s) for s in samples],
-                                        on_round=on_round)
+            def on_block(samples: list) -> None:
+                for sample in samples:
+                    handle._put(sample)
+
+            ok = bench.time_interleaved(series, handle.config, handle._cancel, on_block=on_block, on_round=on_round)
             if not ok or handle.cancel_requested:
                 raise Cancelled(step="bench")
             for s in series:

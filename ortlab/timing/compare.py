@@ -162,14 +162,15 @@ def speedup_of(baseline: LatencySummary, other: LatencySummary) -> ComparisonRow
     """The :class:`ComparisonRow` of ``other`` against ``baseline`` (same batch size)."""
     rounds = round_speedups(baseline, other)
     if rounds:
-        low, high = median_interval(rounds)
-        return ComparisonRow(other, float(np.median(rounds)), low, high, paired=True)
+        r_lo, r_hi = median_interval(rounds)
+        return ComparisonRow(other, float(np.median(rounds)), r_lo, r_hi, paired=True)
     if not baseline.p50 or not other.p50:
         return ComparisonRow(other, None)
-    low = high = None
-    if None not in (baseline.p50_low, baseline.p50_high, other.p50_low, other.p50_high) and other.p50_low:
-        low = baseline.p50_low / other.p50_high  # type: ignore[operator]
-        high = baseline.p50_high / other.p50_low  # type: ignore[operator]
+    low: float | None = None
+    high: float | None = None
+    b_lo, b_hi, o_lo, o_hi = baseline.p50_low, baseline.p50_high, other.p50_low, other.p50_high
+    if b_lo is not None and b_hi is not None and o_lo and o_hi:
+        low, high = b_lo / o_hi, b_hi / o_lo
     return ComparisonRow(other, baseline.p50 / other.p50, low, high)
 
 
