@@ -39,7 +39,7 @@ from ortlab.checks.verdict import judge, not_evaluated, worse_or_equal
 
 # -- timing ---------------------------------------------------------------------------------------------------
 from ortlab.timing.bench import config_problems as bench_config_problems
-from ortlab.timing.compare import compare_benchmarks, running_stats, series_id, split_series_id
+from ortlab.timing.compare import compare_benchmarks, noise_warnings, running_stats, series_id, split_series_id
 
 # -- runs: recipes, benchmarks, tuning, history ------------------------------------------------------------
 from ortlab.runs.history import take_notices
@@ -94,6 +94,7 @@ __all__ = [
     "load_text_file",
     "map_node_names",
     "model_info",
+    "noise_warnings",
     "not_evaluated",
     "op_key",
     "openvino_available",

@@ -114,8 +114,12 @@ if last and (job is None or job.done):
     rows = bench_view.result_rows(comparison, lnames)
     st.dataframe(rows, hide_index=True, width="stretch", column_config=bench_view.result_columns())
     ran_on = sorted({row["providers"] for row in rows if row["providers"]})
-    st.caption(f"Throughput = {THROUGHPUT_METHOD}; speed-ups compare p50 at the same batch size. "
+    st.caption(f"Throughput = {THROUGHPUT_METHOD}; speed-ups compare p50 at the same batch size, round by round "
+               "(the variants ran in turn, block by block), with a 95 % interval: one that holds 1 is no clear "
+               "difference. "
                f"Ran on {md(' / '.join(ran_on) or '–')}.")
+    for note in bench_view.noise_lines(comparison, lnames):
+        st.warning(md(note), icon=":material/warning:")
     for note in bench_view.slowdown_lines(comparison, {k: md(v) for k, v in lnames.items()}):
         st.markdown(note)
     last_colors = charts.variant_colors([v.id for v in last.variants])

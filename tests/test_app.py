@@ -182,12 +182,15 @@ def test_benchmark_runs_and_is_stored(demo_app):
     assert not at.exception, [e.value for e in at.exception]
     final = at.dataframe[-1].value
     assert list(final["runs"]) == [15, 15]
-    assert final["speedup (p50)"].iloc[0] == "1.00×"
+    assert final["speedup (p50)"].iloc[0] == "baseline"
+    assert final["IQR ms"].iloc[1] != "–" and "–" in final["p50 95% interval"].iloc[1]  # spreads shown
     from ortlab.runs.history import History
 
     stored = History(home / "history.sqlite").list_benchmarks()
     assert len(stored) == 1 and len(stored[0].summaries) == 2
     assert [v.id for v in stored[0].variants] == [s.variant for s in stored[0].summaries]
+    # timed interleaved: both series in the same rounds (15 runs → 8 rounds of 2, the last of 1)
+    assert [len(s.round_p50s) for s in stored[0].summaries] == [8, 8]
 
 
 def test_benchmark_times_under_openvino_beside_onnx_runtime(demo_app, monkeypatch):

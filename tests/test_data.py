@@ -174,9 +174,26 @@ def test_npy_tensors_validate_against_model_inputs(tmp_path):
     assert feed["input"].shape == (1, 3, 32, 32) and feed["input"].dtype == np.float32
     np.testing.assert_allclose(feed["input"][0], arr[2].astype(np.float32))
     wrong = (TensorInfo("input", "float32", ("N", 3, 64, 64)),)
-    with pytest.raises(DataError, match=r"The \.npy array has samples of shape \[3, 32, 32\] but model input "
-                                        r"'input' expects \[N, 3, 64, 64\]"):
+    with pytest.raises(DataError) as err:
         batch_inputs(ds, [0], None, wrong)
+    assert err.value.message.startswith(
+        "The .npy array has shape [5, 3, 32, 32]: 5 samples of shape [3, 32, 32] (its first axis counts samples), "
+        "but model input 'input' [N, 3, 64, 64] takes samples of shape [3, 64, 64] (first axis = samples). "
+        "Per sample, axis 1: got 32, the model fixes 64; axis 2: got 32, the model fixes 64.")
+
+
+@pytest.mark.parametrize("array, model, hint", [
+    # the silero case: a fixed [1, 576] input, each sample saved with its own batch axis of 1
+    ((4, 1, 576), ("N", 576), "an extra axis of size 1 that the model does not take: save the array as [4, 576]."),
+    ((4, 576), ("N", 1, 576), "lack the model's axis 0 of size 1: save the array as [4, 1, 576]."),
+    ((4, 2, 3), ("N", 5), "A sample has 2 axes, the model's 1: save the array as [samples, 5]."),
+])
+def test_tensor_shape_messages_say_which_axis_differs(tmp_path, array, model, hint):
+    np.save(tmp_path / "x.npy", np.zeros(array, dtype=np.float32))
+    ds = load_tensor_file(tmp_path / "x.npy")
+    with pytest.raises(DataError) as err:
+        batch_inputs(ds, [0], None, (TensorInfo("input", "float32", model),))
+    assert err.value.message.endswith(hint), err.value.message
 
 
 def test_npz_keys_must_be_input_names_and_labels_are_read(tmp_path):

@@ -108,3 +108,29 @@ def test_errors(tmp_path):
     convert_fp16(src, tmp_path / "h.onnx")
     with pytest.raises(QuantizationError, match="already has float16 weights"):
         convert_fp16(tmp_path / "h.onnx", tmp_path / "hh.onnx")
+
+
+def test_float_meets_float16_in_a_subgraph_is_explained_in_one_line():
+    import numpy as np
+    from onnx import TensorProto as T, helper as h, numpy_helper as nh
+
+    from ortlab.transforms.fp16 import mixed_types_message
+
+    then_g = h.make_graph([h.make_node("Relu", ["x"], ["t"], name="/then/Relu")], "then", [],
+                          [h.make_tensor_value_info("t", T.FLOAT, [1])])
+    else_g = h.make_graph([h.make_node("Constant", [], ["e"], value=nh.from_array(np.ones(1, np.float32)))], "else",
+                          [], [h.make_tensor_value_info("e", T.FLOAT, [1])])
+    graph = h.make_graph([h.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g, name="/If")], "g",
+                         [h.make_tensor_value_info("c", T.BOOL, []), h.make_tensor_value_info("x", T.FLOAT, [1])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [1])])
+    model = h.make_model(graph)
+    # the error ONNX's type inference gave on silero_vad_op18_ifless after ORT's converter
+    error = ("[TypeInferenceError] Inferred elem type differs from existing elem type: (1) vs (10) "
+             "in node /then/Relu")
+    text = mixed_types_message(model, error)
+    assert text is not None and "\n" not in text
+    assert "(at node '/then/Relu' (Relu) in If '/If' then_branch)" in text
+    assert "known limit of that converter on models with If/Loop/Scan subgraphs" in text
+    assert "Keep this model in fp32" in text
+    assert mixed_types_message(model, "[TypeInferenceError] (1) vs (1)") is None
+    assert mixed_types_message(model, "[ShapeInferenceError] (1) vs (10)") is None

@@ -228,6 +228,20 @@ def test_cli_bench_shape_flag_and_json(files, capsys):
     assert code == 2 and "NAME=D0,D1" in err
 
 
+@pytest.mark.parametrize("shape, says", [
+    ("images:1,3", "NAME=D0,D1"),  # malformed
+    ("images=1,3,a,64", "whole numbers"),  # malformed
+    ("images=1,3,64", "has 3 dimension(s) but input 'images' has 4"),  # wrong rank
+    ("images=1,4,64,64", "sets axis 1 to 4, but the model fixes it to 3"),  # against a fixed dim
+])
+def test_every_bad_shape_exits_2_with_one_line(files, capsys, shape, says):
+    for command in (["bench", files["hw"], "--runs", "2", "--warmup", "0"],
+                    ["optimize", files["hw"], str(Path(files["hw"]).parent / "o.onnx"), "--allow-random-data"]):
+        code, out, err = run([*command, "--shape", shape], capsys)
+        assert code == 2, (command[0], err)
+        assert says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
 # -- text data --------------------------------------------------------------------------------------------------
 
 

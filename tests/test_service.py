@@ -192,10 +192,10 @@ def test_benchmarks_queue_one_at_a_time_with_an_honest_position(ws):
 
     cfg = BenchConfig(duration_s=0, runs=1)
     v = [BenchVariant("x", "x", "x.onnx")]
-    a = service.start_benchmark(v, cfg, workspace=ws, timer=timer("a"))
+    a = service.start_benchmark(v, cfg, workspace=ws, timer=timer("a"), interleave=False)
     until(lambda: a.state == service.RUNNING)
-    b = service.start_benchmark(v, cfg, workspace=ws, timer=timer("b"))
-    c = service.start_benchmark(v, cfg, workspace=ws, timer=timer("b"))
+    b = service.start_benchmark(v, cfg, workspace=ws, timer=timer("b"), interleave=False)
+    c = service.start_benchmark(v, cfg, workspace=ws, timer=timer("b"), interleave=False)
     assert service.bench_busy() == 3 and (a.queue_position, b.queue_position, c.queue_position) == (0, 1, 2)
     until(lambda: b.drain() is not None and "queued" in b.progress)
     assert b.progress["queued"].message == "Queued behind 1 benchmark."

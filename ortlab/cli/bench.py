@@ -44,6 +44,11 @@ def variant_names(paths: list[Path]) -> list[str]:
     return [str(Path(p.parent.name) / p.name) if names.count(p.name) > 1 else p.name for p in paths]
 
 
+def interval_text(low: float | None, high: float | None) -> str:
+    """"1.234–1.456" (ms), or "–" when the benchmark did not record it."""
+    return "–" if low is None or high is None else f"{low:.3f}–{high:.3f}"
+
+
 def cmd_bench(ns: argparse.Namespace) -> int:
     """`ortlab bench`: time models side by side at each batch size."""
 
@@ -68,21 +73,35 @@ def cmd_bench(ns: argparse.Namespace) -> int:
                                      profile_dir=ns.profile, shapes=shapes, values=values)
     summaries = handle.follow(reporter(ns))
     baseline = handle.baseline_rss_mb
+    comparison = api.compare_benchmarks(summaries, baseline=variants[0].id if variants else None)
     if ns.json:
-        print_json({"config": cfg, "baseline_rss_mb": baseline, "results": summaries})
+        speedups = [{"variant": r.summary.variant, "batch_size": r.summary.batch_size, "speedup": r.speedup,
+                     "low": r.low, "high": r.high, "interleaved": r.paired, "clear_difference": r.clear}
+                    for r in comparison.rows]
+        print_json({"config": cfg, "baseline_rss_mb": baseline, "results": summaries, "speedups": speedups,
+                    "warnings": comparison.warnings})
         return 0
-    header = ["model", "batch", "runs", "p50 ms", "p90 ms", "p99 ms", "mean ms", "items/s (batch÷p50)", "providers"]
+    first = variants[0].name if variants else ""
+    header = ["model", "batch", "runs", "p50 ms", "p50 95% interval", "IQR ms (p25–p75)", "p90 ms", "p99 ms",
+              "items/s (batch÷p50)", f"speed-up vs {first}", "providers"]
     if ns.memory:
         header.append("peak MB")
     rows = []
-    for s in summaries:
-        row = [s.variant, str(s.batch_size), str(s.n), f"{s.p50:.3f}", f"{s.p90:.3f}", f"{s.p99:.3f}",
-               f"{s.mean:.3f}", f"{s.throughput_per_s:,.1f}", ",".join(p.replace("ExecutionProvider", "")
-                                                                       for p in s.providers)]
+    for r in comparison.rows:
+        s = r.summary
+        row = [s.variant, str(s.batch_size), str(s.n), f"{s.p50:.3f}", interval_text(s.p50_low, s.p50_high),
+               interval_text(s.p25, s.p75), f"{s.p90:.3f}", f"{s.p99:.3f}", f"{s.throughput_per_s:,.1f}",
+               r.speedup_text(is_baseline=s.variant == comparison.baseline),
+               ",".join(p.replace("ExecutionProvider", "") for p in s.providers)]
         if ns.memory:
             row.append(f"{s.peak_rss_mb:.1f}")
         rows.append(row)
     print(table(rows, header))
+    if len(variants) > 1:
+        print(f"speed-up   {first} p50 ÷ this p50, the median over rounds in which the models ran in turn (interleaved), "
+              "with its 95% interval; an interval that holds 1 is no clear difference.")
+    for w in comparison.warnings:
+        print(f"warning    {w}")
     for s in summaries:
         if s.input_shapes:
             print(f"inputs {s.variant} b{s.batch_size}: {shapes_text(s.input_shapes)}")

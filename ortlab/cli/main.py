@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from ortlab import __version__
 from ortlab.settings.flags import UsageError
-from ortlab.core.errors import OrtlabError, RecipeError
+from ortlab.core.errors import OrtlabError, RecipeError, ShapeError
 from ortlab.core.errors import OutputError
 from ortlab.core.text import escape_controls, one_line
 from ortlab.api import set_custom_op_libraries
@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _pipe_closed()
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
-    except (UsageError, RecipeError, OutputError) as exc:
+    except (UsageError, RecipeError, OutputError, ShapeError) as exc:
         print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except FileNotFoundError as exc:

@@ -34,6 +34,11 @@ class DataError(OrtlabError):
     """Images or tensors cannot be read or do not fit the model."""
 
 
+class ShapeError(DataError):
+    """A ``--shape`` that is malformed or that the model cannot take (unknown input, wrong rank, a fixed dim set
+    otherwise): a usage error, exit code 2 in the CLI."""
+
+
 class OptimizationError(OrtlabError):
     """ONNX Runtime could not optimize the model."""
 

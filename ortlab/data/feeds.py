@@ -65,6 +65,29 @@ def _per_sample(info: TensorInfo, spec: InputSpec | None) -> tuple[tuple[Any, ..
     return rest, "first axis = samples" if axis == 0 else f"first axis = samples, fed on the model's axis {axis}"
 
 
+def sample_difference(array_shape: tuple, got: tuple, want: tuple) -> str:
+    """Which axis of one sample differs (``got`` from the array, ``want`` from the model, ``None``/names for open
+    dims) and what shape to save the array in."""
+    def fits(a: tuple, b: tuple) -> bool:
+        return len(a) == len(b) and all(_static(m) is None or m == x for m, x in zip(b, a))
+
+    n = array_shape[0] if array_shape else 0
+    if len(got) == len(want) + 1 and got[:1] == (1,) and fits(got[1:], want):
+        return (f"The samples have an extra axis of size 1 that the model does not take: save the array as "
+                f"{_shape_str((n, *got[1:]))}.")
+    if len(got) + 1 == len(want):
+        for i in range(len(want)):
+            if _static(want[i]) in (1, None) and fits(got[:i] + (1,) + got[i:], want):
+                return (f"The samples lack the model's axis {i} of size 1: save the array as "
+                        f"{_shape_str((n, *got[:i], 1, *got[i:]))}.")
+    if len(got) != len(want):
+        return (f"A sample has {len(got)} axes, the model's {len(want)}: save the array as "
+                f"[samples, {', '.join(str(d) if _static(d) is not None else '?' for d in want)}].")
+    diffs = [f"axis {i}: got {a}, the model fixes {m}" for i, (a, m) in enumerate(zip(got, want))
+             if _static(m) is not None and a != m]
+    return "Per sample, " + "; ".join(diffs) + "."
+
+
 def check_tensor_inputs(ds: Dataset, model_inputs: Sequence[TensorInfo],
                         specs: Sequence[InputSpec] | None = None) -> None:
     """Raise DataError unless the dataset's arrays match the model inputs' names, ranks and static dims
@@ -91,8 +114,10 @@ def check_tensor_inputs(ds: Dataset, model_inputs: Sequence[TensorInfo],
         if len(per_sample) != len(model_rest) or any(
             _static(m) is not None and m != a for m, a in zip(model_rest, per_sample)
         ):
-            raise DataError(f"{what} has samples of shape {_shape_str(per_sample)} but model input '{info.name}' "
-                            f"expects {_shape_str(info.shape)} ({where}); expected: {expected}.")
+            raise DataError(f"{what} has shape {_shape_str(arr.shape)}: {arr.shape[0]} samples of shape "
+                            f"{_shape_str(per_sample)} (its first axis counts samples), but model input "
+                            f"'{info.name}' {_shape_str(info.shape)} takes samples of shape {_shape_str(model_rest)} "
+                            f"({where}). {sample_difference(tuple(arr.shape), tuple(per_sample), tuple(model_rest))}")
         _cast_like(arr[:0], info, what)
 
 

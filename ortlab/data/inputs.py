@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ortlab.core import dtypes
-from ortlab.core.errors import DataError
+from ortlab.core.errors import DataError, ShapeError
 from ortlab.data.preprocess import detect_preprocess
 
 ROLES = ("image", "token_ids", "mask", "state", "other")
@@ -223,7 +223,7 @@ def infer_specs(model_inputs: Any, preprocess: Any = None, dataset: Any = None,
     names = [t.name for t in infos]
     unknown = [k for k in given if k not in names]
     if unknown:
-        raise DataError(f"--shape names {', '.join(repr(k) for k in unknown)}, which the model does not take; "
+        raise ShapeError(f"--shape names {', '.join(repr(k) for k in unknown)}, which the model does not take; "
                         f"its inputs are {', '.join(names) or 'none'}.")
     dims = {str(k): int(v) for k, v in (dims or {}).items()}
     pre_cfg, pre_source = _preprocess_source(preprocess, infos)
@@ -271,7 +271,7 @@ def _preprocess_source(preprocess: Any, infos: Sequence[Any]) -> tuple[Any, str]
 def _resolve(t: Any, shape: tuple, axis: int | None, role: str, override: list[int] | None, dims: Mapping[str, int],
              pre_cfg: Any, pre_source: str, dataset: Any, kind: str | None, batch: int) -> InputSpec:
     if override is not None and len(override) != len(shape):
-        raise DataError(f"--shape {t.name}={_shape_text(override)} has {len(override)} dimension(s) but input "
+        raise ShapeError(f"--shape {t.name}={_shape_text(override)} has {len(override)} dimension(s) but input "
                         f"'{t.name}' has {len(shape)}: {[d if d is not None else '?' for d in shape]}.")
     out: list[DimSpec] = []
     image = _image_axes(shape, t.dtype) if role == "image" else None
@@ -285,13 +285,13 @@ def _resolve(t: Any, shape: tuple, axis: int | None, role: str, override: list[i
                             f"{fixed} tokens; set the sequence length to {fixed} (--seq-len {fixed}).")
         if fixed is not None:
             if override is not None and override[i] != fixed:
-                raise DataError(f"--shape {t.name}={_shape_text(override)} sets axis {i} to {override[i]}, but the "
+                raise ShapeError(f"--shape {t.name}={_shape_text(override)} sets axis {i} to {override[i]}, but the "
                                 f"model fixes it to {fixed}.")
             out.append(DimSpec(fixed))
             continue
         if override is not None:
             if override[i] < 1:
-                raise DataError(f"--shape {t.name}: every dimension must be at least 1, got {override[i]}.")
+                raise ShapeError(f"--shape {t.name}: every dimension must be at least 1, got {override[i]}.")
             out.append(DimSpec(override[i], name, "user"))
         elif i == axis:
             out.append(DimSpec(batch, name, "batch", "samples per run"))
@@ -391,13 +391,13 @@ def parse_shape(text: str) -> tuple[str, list[int]]:
     """``"images=1,3,640,640"`` → ``("images", [1, 3, 640, 640])``; DataError for anything else."""
     name, sep, rest = str(text).rpartition("=")
     if not sep or not name or not rest:
-        raise DataError(f"--shape takes NAME=D0,D1,… (e.g. images=1,3,640,640), got {text!r}.")
+        raise ShapeError(f"--shape takes NAME=D0,D1,… (e.g. images=1,3,640,640), got {text!r}.")
     try:
         values = [int(x) for x in rest.replace("x", ",").split(",") if x.strip()]
     except ValueError:
-        raise DataError(f"--shape {text!r}: the dimensions must be whole numbers, e.g. {name}=1,3,640,640.") from None
+        raise ShapeError(f"--shape {text!r}: the dimensions must be whole numbers, e.g. {name}=1,3,640,640.") from None
     if not values or any(v < 1 for v in values):
-        raise DataError(f"--shape {text!r}: give at least one dimension, each at least 1.")
+        raise ShapeError(f"--shape {text!r}: give at least one dimension, each at least 1.")
     return name, values
 
 

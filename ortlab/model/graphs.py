@@ -111,16 +111,18 @@ def _implicit_inputs(node: onnx.NodeProto) -> set[str]:
     return names
 
 
-def topological_sort(graph: onnx.GraphProto) -> None:
+def topological_sort(graph: onnx.GraphProto) -> bool:
     """Order the nodes of ``graph`` and of every subgraph so each node follows the producers of its inputs
     (including the outer-scope values its subgraphs read), keeping the original order where it is free.
     Names not produced inside a graph (inputs, initializers, outer-scope values) are taken as available.
-    Raises ``ValueError`` naming a node on a cycle."""
+    Raises ``ValueError`` naming a node on a cycle. True when any graph's order changed."""
+    changed = False
     for g in walk_graphs(graph):
-        _sort_one(g)
+        changed = _sort_one(g) or changed
+    return changed
 
 
-def _sort_one(graph: onnx.GraphProto) -> None:
+def _sort_one(graph: onnx.GraphProto) -> bool:
     nodes = list(graph.node)
     producer: dict[str, int] = {}
     for i, n in enumerate(nodes):
@@ -151,6 +153,8 @@ def _sort_one(graph: onnx.GraphProto) -> None:
     if order != list(range(len(nodes))):
         del graph.node[:]
         graph.node.extend(nodes[i] for i in order)
+        return True
+    return False
 
 
 def locate(model: onnx.ModelProto, text: str) -> NodeAt | None:

@@ -14,6 +14,7 @@ Both return a handle (:class:`RecipeHandle`, :class:`BenchHandle`) with ``state`
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
@@ -555,10 +556,17 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
                     workspace=None, origin: str = "app", profile_dir=None,
                     timer: Callable | None = None, memory_gb: float | None = None,
                     shapes: dict[str, list[int]] | None = None,
-                    values: dict[str, float] | None = None) -> BenchHandle:
+                    values: dict[str, float] | None = None, interleave: bool = True,
+                    blocks: Callable | None = None) -> BenchHandle:
     """Time every variant at every batch size of ``config`` (each in its own child process, peak memory from
     that child when ``measure_memory``), after the benchmarks already queued in this process; record it in the
     workspace history when it ends. Returns the handle at once.
+
+    ``interleave`` (default): at each batch size the variants' children are all loaded and warmed up, then
+    timed in rounds of short blocks, one child at a time, in turn (``bench.time_interleaved``), so that every
+    speed-up is measured side by side with its baseline and can be taken round by round. ``blocks`` makes one
+    series (default ``bench.latency_blocks`` in a child). ``interleave=False`` times each variant × batch size
+    in one go, one after the other, with ``timer`` (default ``bench.latency_samples_isolated``).
 
     ``memory_gb`` (default :func:`memory_limit_gb`, none for a GPU target unless ``$ORTLAB_RUN_MEMORY_GB`` is
     set) limits each timing child's address space. With ``config.profile`` and no ``profile_dir`` the profiles
@@ -578,7 +586,10 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
     with _BENCH:
         _BENCH_QUEUE.append(handle.id)
     handle.profile_dir = Path(profile_dir) if own_profiles else None
-    threading.Thread(target=_bench_worker, args=(handle, ws, origin, measure_memory, profile_dir, timer),
+    if interleave:
+        limit = memory_gb if memory_gb is not None else default_memory_gb(config.target)
+        timer = blocks or functools.partial(bench.latency_blocks, memory_gb=limit)
+    threading.Thread(target=_bench_worker, args=(handle, ws, origin, measure_memory, profile_dir, timer, interleave),
                      name=f"ortlab-bench-{handle.id}", daemon=True).start()
     return handle
 
@@ -596,13 +607,17 @@ def timed_variants(variants: Sequence[BenchVariant], config: BenchConfig) -> lis
     return out
 
 
-def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, profile_dir, timer) -> None:
+def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, profile_dir, timer,
+                  interleave: bool = False) -> None:
 
     try:
         try:
             _wait_for_slot(handle)
             handle.state = RUNNING
-            summaries = _bench_all(handle, measure_memory, profile_dir, timer or _default_timer())
+            if interleave:
+                summaries = _bench_interleaved(handle, measure_memory, profile_dir, timer)
+            else:
+                summaries = _bench_all(handle, measure_memory, profile_dir, timer or _default_timer())
         finally:
             with _BENCH:
                 if handle.id in _BENCH_QUEUE:
@@ -638,8 +653,6 @@ def profile_folder(ws, bench_key: str) -> Path:
 
 
 def _default_timer(memory_gb: float | None = None):
-    import functools
-
 
     if os.name != "posix":
         return bench.latency_samples
@@ -682,6 +695,44 @@ def _bench_all(handle: BenchHandle, measure_memory: bool, profile_dir, timer) ->
         summaries.append(run.summary(peak_rss_mb=peak))
     handle._put(ProgressEvent("bench", len(plan), len(plan), "done"))
     return summaries
+
+
+def _bench_interleaved(handle: BenchHandle, measure_memory: bool, profile_dir, blocks) -> list:
+    """Each batch size: every variant in its own child, all warmed up, then timed in alternating rounds."""
+    summaries = []
+    sizes = list(handle.config.batch_sizes)
+    extra: dict[str, Any] = {k: v for k, v in (("shapes", handle.shapes), ("values", handle.values)) if v}
+    for j, bs in enumerate(sizes):
+        handle._put(ProgressEvent("bench", j, len(sizes), f"batch {bs}: loading {len(handle.variants)} "
+                                                            f"variant{'s' if len(handle.variants) != 1 else ''}"))
+        series = [blocks(v.path, handle.config, bs, variant=v.id, cancel=handle._cancel, profile_dir=profile_dir,
+                         **({**extra, "runtime": v.runtime} if v.runtime != "onnxruntime" else extra))
+                  for v in handle.variants]
+        try:
+            def on_round(done: int, planned: int, bs: int = bs, j: int = j) -> None:
+                handle._put(ProgressEvent("bench", j, len(sizes), f"batch {bs}: round {done} of ~{max(done, planned)} "
+                                                                   f"(variants alternate block by block)"))
+
+            def on_block(samples: list) -> None:
+                for sample in samples:
+                    handle._put(sample)
+
+            ok = bench.time_interleaved(series, handle.config, handle._cancel, on_block=on_block, on_round=on_round)
+            if not ok or handle.cancel_requested:
+                raise Cancelled(step="bench")
+            for s in series:
+                s.finish()
+        finally:
+            for s in series:
+                s.close()
+        for v, s in zip(handle.variants, series):
+            peak = s.peak_rss_mb if measure_memory else None
+            if measure_memory and peak is None:
+                peak = bench.peak_memory_mb(v.path, handle.config, bs, shapes=handle.shapes, values=handle.values)
+            summaries.append(s.summary(peak_rss_mb=peak))
+    handle._put(ProgressEvent("bench", len(sizes), len(sizes), "done"))
+    order = {v.id: k for k, v in enumerate(handle.variants)}
+    return sorted(summaries, key=lambda s: order.get(s.variant, 0))  # variant by variant, as timed apart
 
 
 # -- start-up ---------------------------------------------------------------------------------------------------

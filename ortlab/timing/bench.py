@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -38,6 +39,7 @@ class LatencySample:
     index: int
     ms: float
     t: float
+    round: int = -1  # the interleaving round it ran in (:func:`time_interleaved`); -1 outside one
 
 
 @dataclass
@@ -60,6 +62,19 @@ class LatencySummary:
     providers: list[str] = field(default_factory=list)
     profile_path: str | None = None
     input_shapes: dict[str, list[int]] = field(default_factory=dict)  # the shape of every input as timed
+    p25: float | None = None  # quartiles: the interquartile range p25–p75 is the spread of one run's latency
+    p75: float | None = None
+    p50_low: float | None = None  # 95 % interval of the p50 (order statistics, no assumption on the distribution)
+    p50_high: float | None = None
+    round_p50s: list[float] = field(default_factory=list)  # p50 of each interleaved round, in round order
+
+    @property
+    def spread(self) -> float | None:
+        """Interquartile range ÷ p50 (0.2 = the middle half of the runs spans 20 % of the median); None when the
+        quartiles were not recorded (older benchmarks)."""
+        if self.p25 is None or self.p75 is None or not self.p50:
+            return None
+        return (self.p75 - self.p25) / self.p50
 
     def to_dict(self) -> dict:
         """``serial.to_plain`` of this summary (an infinite throughput is written as "inf")."""
@@ -142,6 +157,11 @@ class LatencyRun(Iterator[LatencySample]):
         self._values = dict(values or {})
         self._opt_level = OptLevel(opt_level or config.session_opt_level)
         self._keep = True  # False in the isolated child: samples go to the parent, not into a list
+        self.unbounded = False  # True: run until closed (blocks of an interleaved benchmark), ignoring runs/duration
+        self.round = -1  # stamped on the samples: the interleaving round now timed
+        self._session: Any = None
+        self._feeds: Any = None
+        self._profiling = False
         self._gen = self._generate()
 
     def __iter__(self) -> LatencyRun:
@@ -203,30 +223,46 @@ class LatencyRun(Iterator[LatencySample]):
                                  f"over the {format_bytes(cap)} limit ({limits.env_name('PROFILE_MAX_BYTES')}); it was "
                                  f"deleted. Profile a smaller model or raise the limit.")
 
-    def _generate(self) -> Generator[LatencySample, None, None]:
+    def prepare(self) -> bool:
+        """Create the session, make the inputs and run the untimed warm-up (once; the first ``next()`` does it
+        otherwise). False when the cancel token stopped the warm-up."""
+        if self._session is not None:
+            return True
         cfg = self.config
         session, self.providers = self._open()
-        profiling = bool(cfg.profile) and self.runtime == "onnxruntime"  # ORT's profiler; OpenVINO has none here
+        self._profiling = bool(cfg.profile) and self.runtime == "onnxruntime"  # ORT's profiler; none in OpenVINO
         profile_runs = int(limits.limit("PROFILE_MAX_RUNS"))  # warm-up included; then profiling stops
         feeds = make_inputs(session.get_inputs(), self.batch_size, cfg.seed, self._dims, self._shapes, self._values)
         self.input_shapes = {k: tuple(v.shape) for k, v in feeds.items()}
-        run = session.run
+        self._session, self._feeds = session, feeds
         cancel = self._cancel
-        clock = time.perf_counter
         try:
-            try:
-                for w in range(cfg.warmup):
-                    if cancel is not None and cancel.cancelled:
-                        self.cancelled = True
-                        return
-                    run(None, feeds)
-                    if profiling and w + 1 >= profile_runs:
-                        self._end_profiling(session)
-                        profiling = False
-            except Exception as exc:
-                raise self._run_error(exc) from exc
+            for w in range(cfg.warmup):
+                if cancel is not None and cancel.cancelled:
+                    self.cancelled = True
+                    return False
+                session.run(None, feeds)
+                if self._profiling and w + 1 >= profile_runs:
+                    self._end_profiling(session)
+                    self._profiling = False
+        except Exception as exc:
+            raise self._run_error(exc) from exc
+        return True
+
+    def _generate(self) -> Generator[LatencySample, None, None]:
+        cfg = self.config
+        try:
+            if not self.prepare():
+                return
+            session, feeds = self._session, self._feeds
+            profile_runs = int(limits.limit("PROFILE_MAX_RUNS"))
+            run = session.run
+            cancel = self._cancel
+            clock = time.perf_counter
             duration = float(cfg.duration_s)
-            limit = None if duration > 0 else int(cfg.runs)
+            limit = None if self.unbounded or duration > 0 else int(cfg.runs)
+            if self.unbounded:
+                duration = math.inf
             start = clock()
             i = 0
             while True:
@@ -239,23 +275,24 @@ class LatencyRun(Iterator[LatencySample]):
                     t1 = clock()
                 except Exception as exc:
                     raise self._run_error(exc) from exc
-                sample = LatencySample(self.variant, self.batch_size, i, (t1 - t0) * 1000.0, t1 - start)
+                sample = LatencySample(self.variant, self.batch_size, i, (t1 - t0) * 1000.0, t1 - start, self.round)
                 if self._keep:
                     self.samples.append(sample)
                 yield sample
                 i += 1
-                if profiling and cfg.warmup + i >= profile_runs:
+                if self._profiling and cfg.warmup + i >= profile_runs:
                     self._end_profiling(session)
-                    profiling = False
+                    self._profiling = False
                 if limit is not None:
                     if i >= limit:
                         return
                 elif t1 - start >= duration:
                     return
         finally:
-            if profiling:
-                self._end_profiling(session)
-            del session
+            if self._profiling and self._session is not None:
+                self._end_profiling(self._session)
+                self._profiling = False
+            self._session = self._feeds = None
 
 
 def config_problems(config: BenchConfig) -> list[str]:
@@ -297,18 +334,57 @@ def throughput(batch_size: int, p50_ms: float) -> float:
     return batch_size * 1000.0 / p50_ms if p50_ms > 0 else float("inf")
 
 
+def median_rank(n: int, level: float = 0.95) -> int:
+    """The 1-based rank j such that the j-th smallest and the j-th largest of ``n`` values bound their median
+    with at least ``level`` confidence (binomial order statistics, exact up to 1000 values, normal above); 1
+    when ``n`` is too small for that level (then the interval is min–max and covers less)."""
+    if n < 1:
+        return 1
+    tail = (1.0 - level) / 2.0
+    if n > 1000:
+        return max(1, int(math.floor(n / 2.0 - 1.959964 * math.sqrt(n) / 2.0)))
+    total, acc, j = 2 ** n, 0, 0
+    while True:  # largest j with P(Binomial(n, 1/2) <= j - 1) <= tail
+        acc += math.comb(n, j)
+        if acc / total > tail:
+            return max(1, j)
+        j += 1
+
+
+def median_interval(values: Sequence[float] | np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """A distribution-free ``level`` interval of the median of ``values`` (:func:`median_rank`)."""
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    if not x.size:
+        raise BenchmarkError("No values to take a median of.")
+    j = median_rank(int(x.size), level)
+    return float(x[j - 1]), float(x[x.size - j])
+
+
+def round_medians(samples: Sequence[LatencySample]) -> list[float]:
+    """The p50 of each interleaving round, in round order; [] when the samples were not timed in rounds."""
+    by_round: dict[int, list[float]] = {}
+    for s in samples:
+        if s.round < 0:
+            return []
+        by_round.setdefault(s.round, []).append(s.ms)
+    return [float(np.median(by_round[r])) for r in sorted(by_round)]
+
+
 def summarize(samples: Sequence[LatencySample], *, providers: Sequence[str] = (), peak_rss_mb: float | None = None,
               profile_path: str | None = None,
               input_shapes: Mapping[str, Sequence[int]] | None = None) -> LatencySummary:
-    """p50/p90/p99, mean, std, min, max of the samples' latencies; throughput = batch × 1000 / p50 ms
-    (:data:`THROUGHPUT_METHOD`: the median, so that one slow outlier cannot flip which variant is faster)."""
+    """p50/p90/p99, mean, std, min, max of the samples' latencies, their quartiles, a 95 % interval of the p50
+    (:func:`median_interval`) and, for samples timed in interleaved rounds, each round's p50; throughput =
+    batch × 1000 / p50 ms (:data:`THROUGHPUT_METHOD`: the median, so that one slow outlier cannot flip which
+    variant is faster)."""
     if not samples:
         raise BenchmarkError("No timed runs to summarize.")
     first = samples[0]
     if any(s.variant != first.variant or s.batch_size != first.batch_size for s in samples):
         raise BenchmarkError("Summarize one variant at one batch size at a time.")
     ms = np.fromiter((s.ms for s in samples), dtype=np.float64, count=len(samples))
-    p50, p90, p99 = (float(v) for v in np.percentile(ms, [50, 90, 99]))
+    p25, p50, p75, p90, p99 = (float(v) for v in np.percentile(ms, [25, 50, 75, 90, 99]))
+    low, high = median_interval(ms)
     mean = float(ms.mean())
     return LatencySummary(
         variant=first.variant, batch_size=first.batch_size, n=int(ms.size), p50=p50, p90=p90, p99=p99,
@@ -316,6 +392,7 @@ def summarize(samples: Sequence[LatencySample], *, providers: Sequence[str] = ()
         throughput_per_s=throughput(first.batch_size, p50),
         peak_rss_mb=peak_rss_mb, providers=list(providers), profile_path=profile_path,
         input_shapes={k: [int(x) for x in v] for k, v in (input_shapes or {}).items()},
+        p25=p25, p75=p75, p50_low=low, p50_high=high, round_p50s=round_medians(samples),
     )
 
 
@@ -407,6 +484,60 @@ _isolated_child(json.loads(sys.argv[1]), int(sys.argv[2]))
 FLUSH_S = 0.05     # the child sends its samples at least this often
 
 
+def _child_stream(run: LatencyRun, conn) -> None:
+    """The child's timed loop of one series: samples sent every ``FLUSH_S``."""
+    ms_buf: list[float] = []
+    t_buf: list[float] = []
+    last = 0.0
+    for s in run:
+        ms_buf.append(s.ms)
+        t_buf.append(s.t)
+        if s.t - last >= FLUSH_S:
+            conn.send(("samples", ms_buf, t_buf))
+            ms_buf, t_buf, last = [], [], s.t
+    if ms_buf:
+        conn.send(("samples", ms_buf, t_buf))
+
+
+def _child_blocks(run: LatencyRun, conn) -> None:
+    """The child's side of an interleaved benchmark: warm up, say ("ready",), then time one block per
+    ("block", runs, seconds, round) order and answer ("block", [ms...], [t...], seconds taken); anything else
+    from the parent (or its end of the pipe closing) ends it. Nothing runs while the other children time."""
+    run.unbounded = True
+    if not run.prepare():
+        return
+    conn.send(("ready",))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if not (isinstance(msg, tuple) and msg and msg[0] == "block"):
+            return
+        _, runs, seconds, rnd = msg
+        ms, ts, took = time_block(run, runs, seconds, rnd)
+        conn.send(("block", ms, ts, took))
+
+
+def time_block(run: LatencyRun, runs: int | None, seconds: float, rnd: int) -> tuple[list[float], list[float], float]:
+    """Time one block of an unbounded ``run``: ``runs`` runs, or (``runs`` None) runs until ``seconds`` have
+    passed (at least one). Returns the latencies (ms), their end times and the seconds the block took."""
+    run.round = rnd
+    clock = time.perf_counter
+    ms: list[float] = []
+    ts: list[float] = []
+    t0 = clock()
+    for s in run:
+        ms.append(s.ms)
+        ts.append(s.t)
+        if runs is not None:
+            if len(ms) >= runs:
+                break
+        elif clock() - t0 >= seconds:
+            break
+    return ms, ts, clock() - t0
+
+
 def _isolated_child(args: dict, fd: int) -> None:
     """Runs inside the child interpreter: time the model and send samples to the parent over ``fd``.
 
@@ -427,7 +558,9 @@ def _isolated_child(args: dict, fd: int) -> None:
             pass
         token.cancel()
 
-    threading.Thread(target=listen, daemon=True).start()
+    blocks = bool(args.get("blocks"))
+    if not blocks:  # timed in blocks, the child reads the parent's orders itself between two blocks
+        threading.Thread(target=listen, daemon=True).start()
     limit = args.get("memory_gb")
     limits.apply_memory_limit(limit)
     conn.send(("start", os.getpid()))
@@ -439,17 +572,10 @@ def _isolated_child(args: dict, fd: int) -> None:
                               shapes=args.get("shapes"), values=args.get("values"),
                               runtime=args.get("runtime", "onnxruntime"))
         run._keep = False
-        ms_buf: list[float] = []
-        t_buf: list[float] = []
-        last = 0.0
-        for s in run:
-            ms_buf.append(s.ms)
-            t_buf.append(s.t)
-            if s.t - last >= FLUSH_S:
-                conn.send(("samples", ms_buf, t_buf))
-                ms_buf, t_buf, last = [], [], s.t
-        if ms_buf:
-            conn.send(("samples", ms_buf, t_buf))
+        if blocks:
+            _child_blocks(run, conn)
+        else:
+            _child_stream(run, conn)
         run.close()  # writes the profile now, so its path can be reported
         conn.send(("end", {"providers": run.providers, "input_shapes": run.input_shapes,
                            "profile_path": run.profile_path, "profile_note": run.profile_note,
@@ -615,3 +741,235 @@ def latency_samples_isolated(model_path, config: BenchConfig, batch_size: int, v
     """
     return IsolatedLatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level, shapes,
                               values, runtime, memory_gb=memory_gb)
+
+
+# -- interleaved timing: every variant of a batch size alternates with the others, block by block --------------
+
+MIN_ROUNDS = 10  # an interleaved benchmark times at least this many rounds (unless one run outlasts the time)
+MAX_BLOCK_S = 0.25  # and blocks no longer than this, so a change in the machine's load hits every variant alike
+OVERRUN = 2.0  # rounds stop once the whole takes this many times the time asked for (a very slow variant)
+
+
+class LatencyBlocks:
+    """One variant × batch size of an interleaved benchmark timed in this process: opened and warmed up once
+    (``ready``), then timed one block at a time (``block``). Same end-of-run attributes as :class:`LatencyRun`."""
+
+    def __init__(self, run: LatencyRun) -> None:
+        run.unbounded = True
+        self.run = run
+        self.variant, self.batch_size = run.variant, run.batch_size
+        self.cancelled = False
+        self.peak_rss_mb: float | None = None
+
+    @property
+    def samples(self) -> list[LatencySample]:
+        return self.run.samples
+
+    def start(self) -> None:
+        """Nothing to start in this process (the isolated kind starts its child here)."""
+
+    def ready(self, cancel: CancelToken | None = None) -> bool:
+        """Load and warm up; False when cancelled."""
+        ok = self.run.prepare()
+        self.cancelled = self.run.cancelled
+        return ok
+
+    def block(self, runs: int | None, seconds: float, rnd: int,
+              cancel: CancelToken | None = None) -> tuple[list[LatencySample], float] | None:
+        """Time ``runs`` runs (or, None, for ``seconds``) as round ``rnd``; the new samples and the block's
+        seconds, or None when cancelled."""
+        before = len(self.run.samples)
+        _, _, took = time_block(self.run, runs, seconds, rnd)
+        if self.run.cancelled:
+            self.cancelled = True
+            return None
+        return self.run.samples[before:], took
+
+    def finish(self) -> None:
+        """End the session (and write its profile)."""
+        self.run.close()
+
+    def close(self) -> None:
+        self.run.close()
+
+    def summary(self, peak_rss_mb: float | None = None) -> LatencySummary:
+        return summarize(self.run.samples, providers=self.run.providers, peak_rss_mb=peak_rss_mb,
+                         profile_path=self.run.profile_path, input_shapes=self.run.input_shapes)
+
+    @property
+    def providers(self) -> list[str]:
+        return self.run.providers
+
+
+class IsolatedLatencyBlocks(IsolatedLatencyRun):
+    """:class:`LatencyBlocks` whose session lives in a child interpreter that waits, idle, between its blocks
+    (``_child_blocks``): while one child times its block, the others sleep in ``recv``."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._conn: Any = None
+        self._proc: subprocess.Popen | None = None
+        self._stderr: Any = None
+
+    def start(self) -> None:
+        """Start the child (it loads the model and warms up while the others start)."""
+        import multiprocessing
+        import tempfile
+
+        if self._proc is not None:
+            return
+        self._check()
+        if os.name != "posix":
+            raise BenchmarkError("Timing in a separate process needs Linux or macOS; use LatencyBlocks.")
+        args = {"model_path": str(self.model_path.resolve()), "config": self.config.to_dict(),
+                "batch_size": self.batch_size, "variant": self.variant,
+                "profile_dir": str(self._profile_dir.resolve()) if self._profile_dir is not None else None,
+                "dims": dict(self._dims) if self._dims else None, "opt_level": OptLevel(self._opt_level).value,
+                "shapes": self._shapes, "values": self._values, "memory_gb": self.memory_gb, "runtime": self.runtime,
+                "blocks": True}
+        env, cwd = child_env()
+        ours, theirs = multiprocessing.Pipe(duplex=True)
+        self._stderr = tempfile.TemporaryFile()
+        try:
+            self._proc = subprocess.Popen([sys.executable, "-c", _ISOLATED_CHILD, json.dumps(args),
+                                           str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
+                                          env=env, cwd=cwd)
+        except BaseException:
+            ours.close()
+            self._stderr.close()
+            raise
+        finally:
+            theirs.close()
+        self._conn = ours
+
+    def _wait_for(self, want: str, cancel: CancelToken | None) -> tuple | None:
+        conn, proc = self._conn, self._proc
+        assert conn is not None and proc is not None
+        while True:
+            if cancel is not None and cancel.cancelled:
+                self.cancelled = True
+                return None
+            try:
+                if not conn.poll(FLUSH_S):
+                    if proc.poll() is not None and not conn.poll(0):
+                        raise self._died(proc, self._stderr)
+                    continue
+                msg = conn.recv()
+            except (EOFError, OSError):
+                proc.wait(STOP_GRACE_S)
+                raise self._died(proc, self._stderr) from None
+            if msg[0] == "start":
+                self.child_pid = int(msg[1])
+            elif msg[0] == "error":
+                raise _error_from_child(*msg[1:])
+            elif msg[0] == want:
+                return msg
+
+    def ready(self, cancel: CancelToken | None = None) -> bool:
+        self.start()
+        return self._wait_for("ready", cancel) is not None
+
+    def block(self, runs: int | None, seconds: float, rnd: int,
+              cancel: CancelToken | None = None) -> tuple[list[LatencySample], float] | None:
+        self._conn.send(("block", runs, seconds, rnd))
+        msg = self._wait_for("block", cancel)
+        if msg is None:
+            return None
+        i = len(self.samples)
+        new = [LatencySample(self.variant, self.batch_size, i + k, ms, t, rnd) for k, (ms, t) in enumerate(zip(msg[1], msg[2]))]
+        self.samples.extend(new)
+        return new, float(msg[3])
+
+    def finish(self) -> None:
+        """Tell the child to stop and take its end-of-run report (providers, shapes, profile, peak memory)."""
+        self._conn.send("stop")
+        msg = self._wait_for("end", None)
+        assert msg is not None
+        info = msg[1]
+        self.providers = list(info["providers"])
+        self.input_shapes = {k: tuple(v) for k, v in info["input_shapes"].items()}
+        self.profile_path = info["profile_path"]
+        self.profile_note = info.get("profile_note")
+        self.peak_rss_mb = info["peak_rss_mb"]
+
+    def close(self) -> None:
+        """Close the pipe and reap the child (terminated if it does not stop within ``STOP_GRACE_S``)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._proc is not None:
+            self.returncode = reap(self._proc, STOP_GRACE_S)
+            self._proc = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+
+def latency_blocks(model_path, config: BenchConfig, batch_size: int, variant: str = "",
+                   cancel: CancelToken | None = None, *, isolated: bool = True, memory_gb: float | None = None,
+                   **kwargs) -> LatencyBlocks | IsolatedLatencyBlocks:
+    """One series of an interleaved benchmark (:func:`time_interleaved`): in a child interpreter when
+    ``isolated`` (POSIX), else in this process. ``kwargs`` as for :func:`latency_samples`."""
+    keys = ("profile_dir", "dims", "opt_level", "shapes", "values", "runtime")
+    args = [kwargs.get(k) for k in keys[:-1]] + [kwargs.get("runtime") or "onnxruntime"]
+    if isolated and os.name == "posix":
+        return IsolatedLatencyBlocks(model_path, config, batch_size, variant, cancel, *args, memory_gb=memory_gb)
+    return LatencyBlocks(LatencyRun(model_path, config, batch_size, variant, cancel, *args))
+
+
+def round_plan(config: BenchConfig) -> tuple[int | None, float, int]:
+    """How an interleaved benchmark cuts each series: (runs per block or None for timed blocks, seconds per
+    block, rounds planned). With ``duration_s`` set: at least :data:`MIN_ROUNDS` rounds of at most
+    :data:`MAX_BLOCK_S` each; with ``runs``: that many runs in :data:`MIN_ROUNDS` blocks (fewer runs, fewer
+    blocks)."""
+    duration = float(config.duration_s)
+    if duration > 0:
+        rounds = max(MIN_ROUNDS, math.ceil(duration / MAX_BLOCK_S))
+        return None, duration / rounds, rounds
+    total = max(1, int(config.runs))
+    per = math.ceil(total / MIN_ROUNDS)
+    return per, math.inf, math.ceil(total / per)
+
+
+def time_interleaved(series: Sequence[Any], config: BenchConfig, cancel: CancelToken | None = None,
+                     on_block: Any = None, on_round: Any = None) -> bool:
+    """Time ``series`` (:class:`LatencyBlocks`-like: ``start``, ``ready``, ``block``) interleaved: in round r
+    every series times one block, in an order rotated by r, so a change of the machine's load between rounds hits
+    every series alike and a speed-up can be taken round by round (``compare.round_speedups``). Blocks per
+    :func:`round_plan`; with ``duration_s`` rounds go on until every series has timed that long (or the whole
+    has taken :data:`OVERRUN` × the time asked for), with ``runs`` every series times exactly that many.
+    ``on_block(samples)`` gets every block's samples, ``on_round(done, planned)`` every round's end. False when
+    cancelled. The caller ends the series (``finish``/``close``)."""
+    for s in series:
+        s.start()
+    for s in series:  # loaded in parallel, warmed up before any block is timed
+        if not s.ready(cancel):
+            return False
+    runs, seconds, planned = round_plan(config)
+    n = len(series)
+    duration = float(config.duration_s)
+    spent = [0.0] * n
+    left = max(1, int(config.runs))
+    began = time.monotonic()
+    rnd = 0
+    while True:
+        size = None if runs is None else min(runs, left)
+        for k in range(n):
+            idx = (k + rnd) % n
+            got = series[idx].block(size, seconds, rnd, cancel)
+            if got is None:
+                return False
+            samples, took = got
+            spent[idx] += took
+            if on_block is not None:
+                on_block(samples)
+        rnd += 1
+        if on_round is not None:
+            on_round(rnd, planned)
+        if runs is not None:
+            left -= size or 0
+            if left <= 0:
+                return True
+        elif min(spent) >= duration or time.monotonic() - began >= OVERRUN * n * duration:
+            return True

@@ -8,10 +8,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ortlab.timing.bench import LatencySummary
+from ortlab.timing.bench import LatencySummary, median_interval
 
 NOISE_RATIO = 0.95  # a variant within 5 % of the baseline is within run-to-run noise
 TINY_MODEL_MS = 1.0  # below this baseline p50 the int8 conversions cost more than the int8 arithmetic saves
+MIN_RUNS = 10  # fewer timed runs than this: a warning
+MAX_SPREAD = 0.20  # an interquartile range over this share of the p50: a warning
+NO_CLEAR_DIFFERENCE = "no clear difference"
 
 
 def series_id(variant: str, batch_size: int) -> str:
@@ -92,13 +95,83 @@ def slowdown_explanation(precision: str, ratio: float, baseline_p50_ms: float) -
     return "The graph changes did not pay off for this model on this machine."
 
 
+def noise_warnings(summary: LatencySummary, name: str | None = None) -> list[str]:
+    """Why ``summary``'s numbers should not be trusted: fewer than :data:`MIN_RUNS` runs, or an interquartile
+    range over :data:`MAX_SPREAD` of its p50 (a busy machine). [] when neither."""
+    who = f"{name or summary.variant} at batch {summary.batch_size}"
+    out = []
+    if summary.n < MIN_RUNS:
+        out.append(f"{who}: only {summary.n} timed run{'s' if summary.n != 1 else ''} (fewer than {MIN_RUNS}); "
+                   "its percentiles are not reliable — time it longer (--duration / --runs).")
+    spread = summary.spread
+    if spread is not None and spread > MAX_SPREAD:
+        out.append(f"{who}: the runs' spread (interquartile range {summary.p25:.3f}–{summary.p75:.3f} ms) is "
+                   f"{spread:.0%} of its p50 (over {MAX_SPREAD:.0%}): the machine was busy or the timing is noisy; "
+                   "repeat on a quieter machine before trusting a difference.")
+    return out
+
+
+def round_speedups(baseline: LatencySummary, other: LatencySummary) -> list[float]:
+    """Baseline p50 ÷ this p50, round by round, for two series timed interleaved in one loop (equal, non-empty
+    ``round_p50s``); [] otherwise."""
+    a, b = baseline.round_p50s, other.round_p50s
+    if not a or len(a) != len(b) or baseline.batch_size != other.batch_size:
+        return []
+    return [x / y for x, y in zip(a, b) if y > 0]
+
+
 @dataclass
 class ComparisonRow:
-    """One variant at one batch size with its speed-up (baseline p50 / this p50) against the baseline at the
-    same batch size; None when the baseline was not timed at that batch size."""
+    """One variant at one batch size with its speed-up against the baseline at the same batch size; None when
+    the baseline was not timed at that batch size.
+
+    Timed interleaved (``paired``): the speed-up is the median of the rounds' speed-ups (baseline round p50 ÷
+    this round p50) and ``low``–``high`` its 95 % interval over the rounds. Timed apart (older benchmarks): the
+    ratio of the p50s, and the interval the ratio of their 95 % intervals. ``clear`` is False when the interval
+    holds 1 (the intervals overlap): "no clear difference"."""
 
     summary: LatencySummary
     speedup: float | None
+    low: float | None = None
+    high: float | None = None
+    paired: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def clear(self) -> bool:
+        """True when the speed-up's interval lies wholly above or below 1 (False without an interval)."""
+        if self.low is None or self.high is None:
+            return False
+        return self.low > 1.0 or self.high < 1.0
+
+    def speedup_text(self, is_baseline: bool = False) -> str:
+        """"1.82× (1.75–1.90)", "no clear difference (0.97–1.04×)", "baseline" or "–"."""
+        if is_baseline:
+            return "baseline"
+        if self.speedup is None:
+            return "–"
+        if self.low is None or self.high is None:
+            return f"{self.speedup:.2f}×"
+        interval = f"{self.low:.2f}–{self.high:.2f}"
+        if not self.clear:
+            return f"{NO_CLEAR_DIFFERENCE} ({self.speedup:.2f}×, {interval})"
+        return f"{self.speedup:.2f}× ({interval})"
+
+
+def speedup_of(baseline: LatencySummary, other: LatencySummary) -> ComparisonRow:
+    """The :class:`ComparisonRow` of ``other`` against ``baseline`` (same batch size)."""
+    rounds = round_speedups(baseline, other)
+    if rounds:
+        r_lo, r_hi = median_interval(rounds)
+        return ComparisonRow(other, float(np.median(rounds)), r_lo, r_hi, paired=True)
+    if not baseline.p50 or not other.p50:
+        return ComparisonRow(other, None)
+    low: float | None = None
+    high: float | None = None
+    b_lo, b_hi, o_lo, o_hi = baseline.p50_low, baseline.p50_high, other.p50_low, other.p50_high
+    if b_lo is not None and b_hi is not None and o_lo and o_hi:
+        low, high = b_lo / o_hi, b_hi / o_lo
+    return ComparisonRow(other, baseline.p50 / other.p50, low, high)
 
 
 @dataclass
@@ -108,6 +181,11 @@ class BenchComparison:
     baseline: str
     rows: list[ComparisonRow] = field(default_factory=list)
     slowdowns: list[Slowdown] = field(default_factory=list)
+
+    @property
+    def warnings(self) -> list[str]:
+        """Every row's noise warnings, in row order."""
+        return [w for r in self.rows for w in r.warnings]
 
 
 def compare_benchmarks(summaries: Sequence[LatencySummary], baseline: str | None = None,
@@ -125,10 +203,13 @@ def compare_benchmarks(summaries: Sequence[LatencySummary], baseline: str | None
     out = BenchComparison(baseline)
     for s in summaries:
         b = base.get(s.batch_size)
-        speedup = b.p50 / s.p50 if b is not None and b.p50 and s.p50 else None
-        out.rows.append(ComparisonRow(s, speedup))
-        if b is None or s is b or not s.p50 or s.p50 <= b.p50:
-            continue
+        row = speedup_of(b, s) if b is not None else ComparisonRow(s, None)
+        if s is b:
+            row = ComparisonRow(s, 1.0)
+        row.warnings = noise_warnings(s)
+        out.rows.append(row)
+        if b is None or s is b or row.speedup is None or row.speedup >= 1.0 or (row.low is not None and not row.clear):
+            continue  # a "slower" variant whose interval holds 1 is not slower: no clear difference
         precision = precisions.get(s.variant, "")
         out.slowdowns.append(Slowdown(s.variant, b.variant, s.batch_size, s.p50, b.p50, precision,
                                       slowdown_explanation(precision, b.p50 / s.p50, b.p50)))

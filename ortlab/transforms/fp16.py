@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -122,8 +123,9 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
     try:
         converted = convert_float_to_float16(model, keep_io_types=keep_io_types, disable_shape_infer=big)
     except Exception as exc:
-        raise QuantizationError(f"ONNX Runtime could not convert the model to float16: "
-                                f"{one_line(exc)}", step="convert") from None
+        raise QuantizationError(mixed_types_message(model, str(exc)) or
+                                f"ONNX Runtime could not convert the model to float16: {one_line(exc)}",
+                                step="convert") from None
     try:
         # the converter appends its Casts at the end of the main graph's node list, also those of nodes inside
         # If/Loop/Scan bodies: move those into their subgraph, then order every graph
@@ -152,6 +154,23 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
             onnx.save_model(converted, str(dst))
         onnx.checker.check_model(str(dst), full_check=True)
     except Exception as exc:
-        raise QuantizationError(f"The float16 model could not be saved or failed the ONNX check: "
+        raise QuantizationError(mixed_types_message(converted, str(exc)) or
+                                f"The float16 model could not be saved or failed the ONNX check: "
                                 f"{one_line(exc)}{_where_it_fails(converted, str(exc))}", step="convert") from None
     return warnings
+
+
+_MIXED = re.compile(r"\((1|10)\) vs \((1|10)\)")
+
+
+def mixed_types_message(model: onnx.ModelProto, error: str) -> str | None:
+    """ortlab's words for the converter's known failure on If/Loop models: a TypeInferenceError "(1) vs (10)"
+    (float32 meets float16: a subgraph converted apart from the graph around it). None for other errors."""
+    m = _MIXED.search(error)
+    if "TypeInferenceError" not in error or m is None or m.group(1) == m.group(2):
+        return None
+    where = _where_it_fails(model, error)
+    bodies = "If/Loop/Scan subgraphs" if graphs.has_subgraphs(model.graph) else "parts of the graph"
+    return (f"fp16 cannot convert this model: ONNX Runtime's float16 converter left a float32 value meeting a "
+            f"float16 one{where} (type 1 vs 10), a known limit of that converter on models with {bodies}. "
+            f"Keep this model in fp32 (graph optimization) or use int8 dynamic instead.")

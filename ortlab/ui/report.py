@@ -19,7 +19,7 @@ from ortlab.settings.config import recipe_cli_line
 from ortlab.checks.eval_report import EvalReport
 from ortlab.core.text import format_bytes
 from ortlab.checks.verdict import Level, Verdict
-from ortlab.api import judge
+from ortlab.api import compare_benchmarks, judge
 from ortlab.ui.charts import latency_panels, variant_colors
 
 if TYPE_CHECKING:
@@ -211,11 +211,22 @@ def html_report(artifact: Artifact, ref_info: dict, cand_info: dict, diff: Graph
     # -- benchmark
     if bench:
         parts.append("<h2>Benchmark (ms)</h2>")
-        rows = [(_e(b.variant), _num(b.batch_size), _num(b.n), _num(b.p50, 3), _num(b.p90, 3), _num(b.p99, 3),
-                 _num(b.mean, 3), _num(b.std, 3), _num(b.throughput_per_s, 1), _num(b.peak_rss_mb, 1)) for b in bench]
-        parts.append(_table(["Variant", "Batch", "Runs", "p50", "p90", "p99", "Mean", "Std", "Throughput /s (batch ÷ p50)",
-                             "Peak RSS MB"], rows, set(range(1, 10))))
+        comparison = compare_benchmarks(bench)
 
+        def span(low: float | None, high: float | None) -> str:
+            return "–" if low is None or high is None else f"{low:.3f}–{high:.3f}"
+
+        rows = [(_e(r.summary.variant), _num(r.summary.batch_size), _num(r.summary.n), _num(r.summary.p50, 3),
+                 _e(span(r.summary.p50_low, r.summary.p50_high)), _e(span(r.summary.p25, r.summary.p75)),
+                 _num(r.summary.p90, 3), _num(r.summary.p99, 3), _num(r.summary.throughput_per_s, 1),
+                 _e(r.speedup_text(is_baseline=r.summary.variant == comparison.baseline)),
+                 _num(r.summary.peak_rss_mb, 1)) for r in comparison.rows]
+        parts.append(_table(["Variant", "Batch", "Runs", "p50", "p50 95% interval", "IQR (p25–p75)", "p90", "p99",
+                             "Throughput /s (batch ÷ p50)", f"Speed-up vs {comparison.baseline}",
+                             "Peak RSS MB"], rows, {1, 2, 3, 6, 7, 8, 10}))
+        parts.append("<p>Speed-up: the first variant's p50 ÷ this p50, the median over rounds in which the variants "
+                     "ran in turn, with its 95% interval; an interval that holds 1 is no clear difference.</p>")
+        parts.append("".join(f'<div class="warn">{_e(w)}</div>' for w in comparison.warnings))
     figs = _figures(diff, bench)
     if figs:
         parts.append("<h2>Charts</h2>" + _figure_html(figs))
