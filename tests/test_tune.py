@@ -8,7 +8,8 @@ import time
 from typing import ClassVar
 
 from ortlab.settings.config import OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target
-from ortlab.checks.eval_report import EvalReport, OutputError
+from ortlab.checks.eval_report import BoxesMetrics, EvalReport, OutputError, Task, TaskMetrics
+from ortlab.checks.verdict import Level, VerdictPolicy, judge
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.tune import (TRIALS_FILE, Trial, Tuner, TuneSettings, pareto_front, search_space, sqnr_policy,
                          verdict_policy)
@@ -40,7 +41,12 @@ def test_policies():
     assert not sqnr_policy(20, min_top1_agreement=0.9)(low_agree).accept
     v = verdict_policy(min_sqnr_db=20)
     assert v(good).accept and not v(bad).accept and "SQNR" in v(bad).reason
-    assert vars(v)["verdict_policy"].min_sqnr_db == 20  # the policy it was made from, kept on the function
+    # one verdict: the bar never relabels it; 15 dB is "ok" under optimize's policy, below this search's bar
+    assert vars(v)["verdict_policy"] == VerdictPolicy() and vars(v)["bar_db"] == 20
+    assert v(bad).level == "ok" and v(bad).reason == "ok, below this search's bar of 20 dB (worst output SQNR 15.0 dB)"
+    assert judge(bad, VerdictPolicy()).level == Level.OK
+    worse = EvalReport(8, [OutputError("y", 1.0, 0.1, 0.99, 5.0)])
+    assert v(worse).level == "broken" and v(worse).reason == judge(worse, VerdictPolicy()).headline
 
 
 def test_search_space_is_valid_and_varied():
@@ -93,7 +99,7 @@ def test_greedy_exclusion_keeps_only_steps_that_help(tmp_path):
     base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
                  cost=0.5, model_path="x")
     tuner.trials_done.append(base)
-    tuner._exclusion_base = lambda: base  # type: ignore[method-assign]
+    tuner._exclusion_base = lambda dynamic=False: base  # type: ignore[method-assign]
     steps = list(tuner._exclusions())
     notes = [(t.recipe.quant.nodes_to_exclude, t.note.split(": ")[1].split(" ")[0]) for t in steps]
     # a helps (kept), b hurts (dropped), c helps and reaches the bar: stop there
@@ -106,7 +112,7 @@ def test_greedy_exclusion_respects_the_step_limit(tmp_path):
     base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
                  cost=0.5, model_path="x")
     tuner.trials_done.append(base)
-    tuner._exclusion_base = lambda: base  # type: ignore[method-assign]
+    tuner._exclusion_base = lambda dynamic=False: base  # type: ignore[method-assign]
     assert len(list(tuner._exclusions())) == 2
 
 
@@ -139,7 +145,7 @@ def test_greedy_int16_weights_grow_by_chunks_of_weighted_nodes_and_keep_only_gai
     base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
                  cost=0.5, model_path="x")
     tuner.trials_done.append(base)
-    tuner._exclusion_base = lambda: base  # type: ignore[method-assign]
+    tuner._exclusion_base = lambda dynamic=False: base  # type: ignore[method-assign]
     steps = list(tuner._int16_weights())
     assert INT16_STEP == 4 and [t.stage for t in steps] == ["int16"] * 3
     got = [(t.recipe.quant.int16_weight_nodes, t.note.split(": ")[1].split(" ")[0]) for t in steps]
@@ -204,7 +210,12 @@ def test_a_tiny_search_on_digits_records_trials_and_writes_the_files(tmp_path):
     runs = History(ws.db_path).list()
     assert {a.run_id for a in runs} == {t.run_id for t in r.trials}
     assert all(a.origin == "tune" for a in runs)
-    assert len(History(ws.db_path).list_benchmarks()) == 4  # the source and each trial
+    for t in r.trials:  # timed interleaved with the source: the p50 ratio, with its interval
+        (sp,) = t.speed
+        assert sp.n >= 10 and sp.low <= sp.ratio <= sp.high
+        assert math.isclose(sp.ratio, sp.candidate_p50_ms / sp.reference_p50_ms)
+        assert math.isclose(t.relative_latency, sp.ratio)
+    assert r.best.level == "ok" and r.written == str(tmp_path / "out" / "model.onnx")
     data = json.loads((tmp_path / "out" / TRIALS_FILE).read_text())
     assert [t["label"] for t in data["trials"]] == ["int8 static", "int8 per-tensor", "fp32 all"]
     assert {"recipe", "verdict", "sqnr_db", "p50_ms", "size_bytes", "pareto", "accepted"} <= set(data["trials"][0])
