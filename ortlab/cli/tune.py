@@ -164,7 +164,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
                             batch_sizes=batch_sizes(ns.batch_sizes), bench_s=ns.bench_seconds,
                             exclusion_steps=max(0, ns.exclusion_steps), verify_samples=ns.verify_samples,
                             max_trials=ns.max_trials, shapes=shapes_from_args(ns))
-    policy = verdict_policy(VerdictPolicy(min_sqnr_db=ns.min_sqnr_db, margin=ns.margin))
+    policy = verdict_policy(VerdictPolicy(margin=ns.margin), ns.min_sqnr_db)  # the bar never relabels the verdict
     tuner = Tuner(src, cal, ev, settings=settings, policy=policy, preprocess=pre,
                   sample=sample.name if sample is not None else None, workspace=Workspace(), out_dir=out)
     try:
@@ -192,7 +192,8 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     print(f"  verdict    {r.best.verdict if r.best is not None else 'every finished trial is broken'}")
     print(f"  policy     {r.policy}")
     print(f"  hardware   {r.hardware}\n  files      "
-          + (f"{r.written}, " if r.written else "no model written, ") + "recipe.json, trials.json (* = on the Pareto front)")
+          + (f"{r.written}, its recipe.json, " if r.written else "no model written, ")
+          + f"{out / 'trials.json'} (* = on the Pareto front)")
     for note in r.notes:
         print(f"  note       {note}")
     return code
