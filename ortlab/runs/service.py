@@ -31,6 +31,7 @@ from ortlab.settings.config import BenchConfig
 from ortlab.runs.history import BenchmarkRecord, BenchVariant
 from ortlab.runs.runspec import RunSpec
 from ortlab.core.errors import BenchmarkError, Cancelled, OrtlabError
+from ortlab.core.layout import QDQ_FILE, qdq_path
 from ortlab.core.progress import CancelToken, Completion, ProgressEvent
 from ortlab.core.text import one_line, utc_timestamp
 from ortlab.runtime.child import (
@@ -331,6 +332,11 @@ def _recipe_child(args_json: str, fd: int) -> None:
             target = Path(args["out_file"])
             outputs.check_targets(spec.model, outputs.result_files(target, as_file=True))
             artifact.model_path = outputs.install_model(artifact.model_path, target)
+            qdq = qdq_path(target)
+            if (run_dir / QDQ_FILE).is_file():  # ortlab analyze M OUT.onnx reads it (static int8 QDQ)
+                outputs.install_model(run_dir / QDQ_FILE, qdq)
+            else:
+                qdq.unlink(missing_ok=True)  # an earlier run's, which this result does not match
             shutil.rmtree(run_dir, ignore_errors=True)
         artifact.origin, artifact.spec = str(args.get("origin") or ""), spec
         History(args["db"]).add(artifact)
