@@ -215,7 +215,7 @@ def test_a_tiny_search_on_digits_records_trials_and_writes_the_files(tmp_path):
         (sp,) = t.speed
         assert sp.n >= 10 and sp.low <= sp.ratio <= sp.high
         assert math.isclose(sp.ratio, sp.candidate_p50_ms / sp.reference_p50_ms)
-        assert math.isclose(t.relative_latency, sp.ratio)
+        assert t.relative_latency is not None and math.isclose(t.relative_latency, sp.ratio)
     assert r.best.level == "ok" and r.written == str(tmp_path / "out" / "model.onnx")
     data = json.loads((tmp_path / "out" / TRIALS_FILE).read_text())
     assert [t["label"] for t in data["trials"]] == ["int8 static", "int8 per-tensor", "fp32 all"]
@@ -279,7 +279,9 @@ def test_task_quality_ranks_a_detector_by_detections_then_score_channels():
     crushed = task_quality(_detector_report(0.9, 0.8, 40.0, 41.6), "broken")
     fine = task_quality(_detector_report(0.05, 27.0, 40.0, 41.6), "ok")
     assert (crushed.measure, crushed.sqnr_what, crushed.sqnr_db) == ("detections kept", "scores SQNR", 0.8)
-    assert math.isclose(crushed.value, 0.1) and math.isclose(fine.value, 0.95) and fine.sqnr_db == 27.0  # the whole tensor's 41.6 dB never decides
+    assert crushed.value is not None and fine.value is not None
+    assert math.isclose(crushed.value, 0.1) and math.isclose(fine.value, 0.95)
+    assert fine.sqnr_db == 27.0  # the whole tensor's 41.6 dB never decides
     # the bar is on the score channels: 41.6 dB whole-tensor, 18 dB scores → below a 20 dB bar
     d = verdict_policy(min_sqnr_db=20)(_detector_report(0.0, 18.0, 40.0, 41.6))
     assert not d.accept and d.level == "ok" and "scores SQNR 18.0 dB" in d.reason
@@ -417,12 +419,12 @@ def test_speed_is_the_interleaved_p50_ratio_not_the_min_ratio(tmp_path):
                       duration_s=0.0, min_rounds=12)
     assert (r, c) == (ref_ms, cand_ms) and "".join(order[:6]) == "rccrrc"  # alternating who runs first
     tuner = _out_tuner(tmp_path, [])
-    tuner._measure = lambda *a, **kw: measure(*a, stream=stream, **kw)  # type: ignore[method-assign]
+    tuner._measure = lambda *a, **kw: measure(*a, stream=stream, **kw)
     t = Trial(1, "t", "search", Recipe(precision=Precision.INT8), model_path="cand.onnx")
     tuner._time(t)
     (sp,) = t.speed
     expected = float(np.median(ref_ms)) / float(np.median(cand_ms))
-    assert math.isclose(t.speedup, expected) and math.isclose(sp.speedup, expected)
+    assert t.speedup is not None and math.isclose(t.speedup, expected) and math.isclose(sp.speedup, expected)
     assert not math.isclose(t.speedup, min(ref_ms) / min(cand_ms))  # 2.0 vs 1.65
     assert sp.n == 12 and sp.speedup_range[0] <= expected <= sp.speedup_range[1]
     assert t.latency_ms == {"1": float(np.median(cand_ms))} and t.baseline_ms == {"1": float(np.median(ref_ms))}
