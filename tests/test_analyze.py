@@ -117,3 +117,36 @@ def test_a_later_run_into_the_same_folder_removes_a_stale_qdq_model(tmp_path):
     assert (out / QDQ_FILE).is_file()
     run_recipe(s.model_path, Recipe(), out, verify_samples=0)
     assert not (out / QDQ_FILE).exists() and resolve_candidate(out) == out / "model.onnx"
+
+
+def test_analyze_finds_the_qdq_graph_of_an_int8_file_and_of_a_folder(tmp_path, capsys):
+    """``optimize M out.onnx --precision int8`` keeps the QDQ graph beside it as ``out.qdq.onnx``; analyze reads
+    it from the file form as from the folder form, with the same ranking; a later fp32 run into the same file
+    removes the stale QDQ graph."""
+    import json as _json
+
+    import onnx as _onnx
+
+    from ortlab.cli.main import main as _main
+    from ortlab.data.samples import get_sample
+
+    s = get_sample("digits_cnn")
+    common = ["--calibration", str(s.calibration_dir), "--eval", str(s.evaluation_dir), "--verify-samples", "8"]
+    out_file, out_dir = tmp_path / "out.onnx", tmp_path / "run"
+    assert _main(["optimize", str(s.model_path), str(out_file), "--precision", "int8", *common]) == 0
+    assert _main(["optimize", str(s.model_path), str(out_dir), "--precision", "int8", *common]) == 0
+    capsys.readouterr()
+    qdq = tmp_path / "out.qdq.onnx"
+    assert qdq.is_file() and (out_dir / "model.qdq.onnx").is_file()
+    ops = {n.op_type for n in _onnx.load(str(qdq)).graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= ops
+    ranks = []
+    for cand in (out_file, out_dir):
+        assert _main(["analyze", str(s.model_path), str(cand), "--data", str(s.evaluation_dir), "--n", "8",
+                      "--json"]) == 0
+        plain = _json.loads(capsys.readouterr().out)
+        assert plain["qdq"] and plain["nodes"] and plain["candidate"].endswith(".qdq.onnx")
+        ranks.append([n["name"] for n in plain["nodes"]])
+    assert ranks[0] == ranks[1]
+    assert _main(["optimize", str(s.model_path), str(out_file), "--precision", "fp32", *common]) == 0
+    assert not qdq.exists()

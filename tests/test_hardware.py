@@ -63,3 +63,37 @@ def test_external_data_note_and_detect():
     assert "external data" in (external_data_note(TWO_GB + 1) or "")
     assert any("2 GB" in n for n in advise(parse_cpuinfo(X86_VNNI), model_bytes=3 * 1024**3).notes)
     assert detect().arch in ("x86", "arm", "other")
+
+
+X86_AMX = """processor\t: 0
+model name\t: Intel(R) Xeon(R) Platinum 8488C
+flags\t\t: fpu sse2 avx avx2 avx512f avx512bw avx512_vnni avx512_bf16 amx_bf16 amx_tile amx_int8 avx_vnni
+"""
+
+
+def test_amx_and_bf16_are_listed_where_cpuinfo_has_them():
+
+    f = parse_cpuinfo(X86_AMX)
+    assert (f.amx_tile, f.amx_bf16, f.amx_int8, f.avx512_bf16) == (True, True, True, True)
+    assert f.summary() == ("x86 (Intel(R) Xeon(R) Platinum 8488C) · AVX2, AVX-512, VNNI, AVX-512 BF16, "
+                           "AMX (tile, bf16, int8) · int8 dot product")
+    plain = parse_cpuinfo(X86_VNNI)
+    assert not (plain.amx_tile or plain.amx_bf16 or plain.amx_int8 or plain.avx512_bf16)
+    assert "AMX" not in plain.summary() and "BF16" not in plain.summary()
+    only_tile = parse_cpuinfo("flags : sse2 avx2 amx_tile\n")
+    assert "AMX (tile)" in only_tile.summary()
+
+
+def test_inspect_prints_amx_from_a_fake_cpuinfo(monkeypatch, capsys):
+    import ortlab.runtime.hardware as hw
+    from ortlab.cli.main import main
+    from ortlab.data.samples import get_sample
+
+    monkeypatch.setattr(hw, "detect", lambda: parse_cpuinfo(X86_AMX))
+    import ortlab.api as api
+    import ortlab.cli.inspect as cli_inspect
+
+    monkeypatch.setattr(api, "detect_hardware", hw.detect)
+    monkeypatch.setattr(cli_inspect, "detect_hardware", hw.detect)
+    assert main(["inspect", str(get_sample("digits_cnn").model_path)]) == 0
+    assert "AMX (tile, bf16, int8)" in capsys.readouterr().out

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import math
 import time
+from pathlib import Path
 from typing import ClassVar
 
 from ortlab.settings.config import OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target
-from ortlab.checks.eval_report import EvalReport, OutputError
+from ortlab.checks.eval_report import BoxesMetrics, EvalReport, OutputError, Task, TaskMetrics
+from ortlab.checks.verdict import Level, VerdictPolicy, judge
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.tune import (TRIALS_FILE, Trial, Tuner, TuneSettings, pareto_front, search_space, sqnr_policy,
                          verdict_policy)
@@ -40,7 +42,12 @@ def test_policies():
     assert not sqnr_policy(20, min_top1_agreement=0.9)(low_agree).accept
     v = verdict_policy(min_sqnr_db=20)
     assert v(good).accept and not v(bad).accept and "SQNR" in v(bad).reason
-    assert vars(v)["verdict_policy"].min_sqnr_db == 20  # the policy it was made from, kept on the function
+    # one verdict: the bar never relabels it; 15 dB is "ok" under optimize's policy, below this search's bar
+    assert vars(v)["verdict_policy"] == VerdictPolicy() and vars(v)["bar_db"] == 20
+    assert v(bad).level == "ok" and v(bad).reason == "ok, below this search's bar of 20 dB (worst output SQNR 15.0 dB)"
+    assert judge(bad, VerdictPolicy()).level == Level.OK
+    worse = EvalReport(8, [OutputError("y", 1.0, 0.1, 0.99, 5.0)])
+    assert v(worse).level == "broken" and v(worse).reason == judge(worse, VerdictPolicy()).headline
 
 
 def test_search_space_is_valid_and_varied():
@@ -93,7 +100,7 @@ def test_greedy_exclusion_keeps_only_steps_that_help(tmp_path):
     base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
                  cost=0.5, model_path="x")
     tuner.trials_done.append(base)
-    tuner._exclusion_base = lambda: base  # type: ignore[method-assign]
+    tuner._exclusion_base = lambda dynamic=False: base  # type: ignore[method-assign]
     steps = list(tuner._exclusions())
     notes = [(t.recipe.quant.nodes_to_exclude, t.note.split(": ")[1].split(" ")[0]) for t in steps]
     # a helps (kept), b hurts (dropped), c helps and reaches the bar: stop there
@@ -106,7 +113,7 @@ def test_greedy_exclusion_respects_the_step_limit(tmp_path):
     base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
                  cost=0.5, model_path="x")
     tuner.trials_done.append(base)
-    tuner._exclusion_base = lambda: base  # type: ignore[method-assign]
+    tuner._exclusion_base = lambda dynamic=False: base  # type: ignore[method-assign]
     assert len(list(tuner._exclusions())) == 2
 
 
@@ -139,7 +146,7 @@ def test_greedy_int16_weights_grow_by_chunks_of_weighted_nodes_and_keep_only_gai
     base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
                  cost=0.5, model_path="x")
     tuner.trials_done.append(base)
-    tuner._exclusion_base = lambda: base  # type: ignore[method-assign]
+    tuner._exclusion_base = lambda dynamic=False: base  # type: ignore[method-assign]
     steps = list(tuner._int16_weights())
     assert INT16_STEP == 4 and [t.stage for t in steps] == ["int16"] * 3
     got = [(t.recipe.quant.int16_weight_nodes, t.note.split(": ")[1].split(" ")[0]) for t in steps]
@@ -204,7 +211,12 @@ def test_a_tiny_search_on_digits_records_trials_and_writes_the_files(tmp_path):
     runs = History(ws.db_path).list()
     assert {a.run_id for a in runs} == {t.run_id for t in r.trials}
     assert all(a.origin == "tune" for a in runs)
-    assert len(History(ws.db_path).list_benchmarks()) == 4  # the source and each trial
+    for t in r.trials:  # timed interleaved with the source: the p50 ratio, with its interval
+        (sp,) = t.speed
+        assert sp.n >= 10 and sp.low <= sp.ratio <= sp.high
+        assert math.isclose(sp.ratio, sp.candidate_p50_ms / sp.reference_p50_ms)
+        assert t.relative_latency is not None and math.isclose(t.relative_latency, sp.ratio)
+    assert r.best.level == "ok" and r.written == str(tmp_path / "out" / "model.onnx")
     data = json.loads((tmp_path / "out" / TRIALS_FILE).read_text())
     assert [t["label"] for t in data["trials"]] == ["int8 static", "int8 per-tensor", "fp32 all"]
     assert {"recipe", "verdict", "sqnr_db", "p50_ms", "size_bytes", "pareto", "accepted"} <= set(data["trials"][0])
@@ -250,3 +262,217 @@ def test_cli_analyze_and_tune(tmp_path, capsys):
     assert main(["analyze", str(s.model_path), str(run_dir), "--data", str(s.evaluation_dir), "--n", "8"]) == 0
     assert "local dB" in capsys.readouterr().out
     assert main(["tune", str(s.model_path), "--budget", "0", "--out", str(out)]) == 2
+
+
+# -- task-scored search, one verdict, closest, dedupe, --seq-len, interleaved timing ------------------------------
+
+
+def _detector_report(changed: float, scores_db: float, boxes_db: float, whole_db: float) -> EvalReport:
+    tm = TaskMetrics(Task.BOXES, True, "boxes", boxes=[BoxesMetrics("output0", 0.3, "probability", changed, 10.0, 9.0,
+                                                                    {"boxes": boxes_db, "scores": scores_db})])
+    return EvalReport(8, [OutputError("output0", 1.0, 0.1, 0.999, whole_db)], task=tm)
+
+
+def test_task_quality_ranks_a_detector_by_detections_then_score_channels():
+    from ortlab.runs.tune import task_quality
+
+    crushed = task_quality(_detector_report(0.9, 0.8, 40.0, 41.6), "broken")
+    fine = task_quality(_detector_report(0.05, 27.0, 40.0, 41.6), "ok")
+    assert (crushed.measure, crushed.sqnr_what, crushed.sqnr_db) == ("detections kept", "scores SQNR", 0.8)
+    assert crushed.value is not None and fine.value is not None
+    assert math.isclose(crushed.value, 0.1) and math.isclose(fine.value, 0.95)
+    assert fine.sqnr_db == 27.0  # the whole tensor's 41.6 dB never decides
+    # the bar is on the score channels: 41.6 dB whole-tensor, 18 dB scores → below a 20 dB bar
+    d = verdict_policy(min_sqnr_db=20)(_detector_report(0.0, 18.0, 40.0, 41.6))
+    assert not d.accept and d.level == "ok" and "scores SQNR 18.0 dB" in d.reason
+
+
+def test_greedy_steps_are_kept_by_verdict_then_task_measure_then_task_sqnr():
+    from ortlab.runs.tune import _keep_if_gains
+
+    def trial(level, value, score, whole=40.0):
+        return Trial(1, "t", "exclude", Recipe(precision=Precision.INT8), level=level, task_measure="detections kept",
+                     task_value=value, score_what="scores SQNR", score_db=score, sqnr_db=whole)
+
+    base = trial("broken", 0.0, 0.5, whole=41.6)
+    assert _keep_if_gains(step := trial("degraded", 0.93, 27.0, whole=41.6), base) is step
+    assert "verdict broken → degraded" in step.note
+    # the whole tensor's SQNR gains 5 dB but detections drop: dropped
+    assert _keep_if_gains(worse := trial("degraded", 0.90, 30.0, whole=46.6), step) is step
+    assert "dropped (detections kept 93.0% → 90.0%)" in worse.note
+    assert _keep_if_gains(better := trial("degraded", 0.93, 27.4), step) is better and "+0.4 dB scores SQNR" in better.note
+    assert _keep_if_gains(flat := trial("degraded", 0.93, 27.05), step) is step and "dropped" in flat.note
+
+
+def _finished(index, level, accepted, cost, score, path, label="t"):
+    return Trial(index, label, "search", Recipe(precision=Precision.INT8, name=label), level=level, accepted=accepted,
+                 cost=cost, relative_latency=cost, score_db=score, sqnr_db=score, model_path=str(path),
+                 verdict=f"{level}: canned")
+
+
+def _out_tuner(tmp_path, trials):
+    tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), out_dir=tmp_path / "out",
+                  settings=TuneSettings(budget_s=60, exclusion_steps=0))
+    tuner._retime = lambda trials: None  # type: ignore[method-assign]
+    tuner.trials_done.extend(trials)
+    return tuner
+
+
+def test_no_trial_meets_the_bar_the_closest_non_broken_one_is_written_under_closest(tmp_path):
+    from ortlab.runs.tune import CLOSEST_DIR
+
+    files = []
+    for i in range(3):
+        f = tmp_path / f"m{i}.onnx"
+        f.write_bytes(b"model %d" % i)
+        files.append(f)
+    # a fast broken trial with the best whole SQNR, an ok one below the bar, a degraded one
+    trials = [_finished(1, "broken", False, 0.3, 35.0, files[0], "broken"),
+              _finished(2, "ok", False, 0.6, 17.0, files[1], "ok below bar"),
+              _finished(3, "degraded", False, 0.4, 25.0, files[2], "degraded")]
+    r = _out_tuner(tmp_path, trials)._finish()
+    assert not r.accepted and r.best is not None and r.best.label == "ok below bar"
+    assert r.written == str(tmp_path / "out" / CLOSEST_DIR / "model.onnx")
+    assert (tmp_path / "out" / CLOSEST_DIR / "model.onnx").read_bytes() == b"model 1"
+    assert not (tmp_path / "out" / "model.onnx").exists()
+    assert "closest" in r.sentence and "not broken" in r.sentence
+
+
+def test_every_trial_broken_nothing_is_written(tmp_path):
+    f = tmp_path / "m.onnx"
+    f.write_bytes(b"x")
+    r = _out_tuner(tmp_path, [_finished(1, "broken", False, 0.3, 35.0, f)])._finish()
+    assert r.best is None and r.written is None and not r.accepted
+    assert not (tmp_path / "out" / "model.onnx").exists() and not (tmp_path / "out" / "closest").exists()
+    assert "broken" in r.sentence and (tmp_path / "out" / TRIALS_FILE).is_file()
+
+
+def test_cli_tune_below_the_bar_exits_4_and_writes_closest(tmp_path, capsys):
+    from ortlab.cli.main import main
+    from ortlab.cli.tune import EXIT_NO_RECOMMENDATION
+    from ortlab.data.samples import get_sample
+
+    s = get_sample("digits_cnn")
+    out = tmp_path / "tuned"
+    code = main(["tune", str(s.model_path), "--budget", "120", "--max-trials", "1", "--exclusion-steps", "0",
+                 "--bench-seconds", "0.2", "--verify-samples", "8", "--min-sqnr-db", "200", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == EXIT_NO_RECOMMENDATION == 4
+    assert "below this search's bar of 200 dB" in text and "ok" in text
+    assert (out / "closest" / "model.onnx").is_file() and not (out / "model.onnx").exists()
+    data = json.loads((out / TRIALS_FILE).read_text())
+    assert data["trials"][0]["level"] == "ok" and not data["accepted"]
+
+
+def test_duplicate_trials_run_once():
+    from ortlab.runtime.hardware import parse_cpuinfo
+    from ortlab.runs.tune import dedupe, effective_recipe
+
+    dyn = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.DYNAMIC), name="int8 dynamic")
+    dyn_pc = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.DYNAMIC, per_channel=True),
+                    name="int8 dynamic per-channel")
+    # calibration settings do not matter to a dynamic recipe
+    dyn_pct = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.DYNAMIC, percentile=99.9,
+                                                                 bias_correction=True), name="dyn pct")
+    static = Recipe(precision=Precision.INT8, name="int8 static")
+    kept, notes = dedupe([dyn, dyn_pc, static, dyn_pct, replace_name(static, "again")])
+    assert [r.name for r in kept] == ["int8 dynamic", "int8 static"]
+    assert notes[0] == "Skipped int8 dynamic per-channel: the same recipe as int8 dynamic." and len(notes) == 3
+    assert effective_recipe(dyn) != effective_recipe(Recipe(precision=Precision.INT8, quant=QuantConfig(
+        mode=QuantMode.DYNAMIC, per_channel=False)))
+    space = search_space(Target.CPU, parse_cpuinfo("flags : avx2 avx512_vnni"), model_ops=("MatMul", "Gather"))
+    keys = [effective_recipe(r) for r in space]
+    assert len(keys) == len(set(keys)) and "int8 dynamic per-channel" not in [r.name for r in space]
+    assert {r.quant.range_split for r in space if r.quant.mode == QuantMode.STATIC} == {True, False}
+    assert any(r.quant.bias_correction for r in space)
+    assert not any("Gather" in r.quant.op_types for r in space)
+    size = search_space(Target.CPU, parse_cpuinfo("flags : avx2 avx512_vnni"), model_ops=("MatMul", "Gather"),
+                        objective="size")
+    assert size[0].quant.op_types == ("MatMul", "Gemm", "Gather") and size[0].quant.mode == QuantMode.DYNAMIC
+
+
+def replace_name(r: Recipe, name: str) -> Recipe:
+    from dataclasses import replace
+
+    return replace(r, name=name)
+
+
+def test_speed_is_the_interleaved_p50_ratio_not_the_min_ratio(tmp_path):
+    """A fake timer: the source runs 10 ms with a 2 ms outlier, the candidate 6 ms with a 1 ms outlier, in
+    alternating order; the reported speed-up is p50(source) / p50(candidate) of those rounds."""
+    import numpy as np
+
+    from ortlab.timing.bench import LatencySample
+    from ortlab.timing.interleave import interleave, measure
+
+    order: list[str] = []
+    ref_ms = [10.0, 11.0, 2.0, 9.0, 10.5, 12.0, 10.0, 9.5, 10.0, 11.0, 10.0, 9.0]
+    cand_ms = [6.0, 1.0, 6.5, 5.5, 6.0, 7.0, 6.0, 6.2, 5.8, 6.0, 6.1, 6.0]
+
+    def stream(path, config, batch, variant, shapes):
+        values = ref_ms if variant == "reference" else cand_ms
+        for i, ms in enumerate(values):
+            order.append(variant[0])
+            yield LatencySample(variant, batch, i, ms, 0.0)
+
+    r, c = interleave(stream("a", None, 1, "reference", None), stream("b", None, 1, "candidate", None),
+                      duration_s=0.0, min_rounds=12)
+    assert (r, c) == (ref_ms, cand_ms) and "".join(order[:6]) == "rccrrc"  # alternating who runs first
+    tuner = _out_tuner(tmp_path, [])
+    tuner._measure = lambda *a, **kw: measure(*a, stream=stream, **kw)
+    t = Trial(1, "t", "search", Recipe(precision=Precision.INT8), model_path="cand.onnx")
+    tuner._time(t)
+    (sp,) = t.speed
+    expected = float(np.median(ref_ms)) / float(np.median(cand_ms))
+    assert t.speedup is not None and math.isclose(t.speedup, expected) and math.isclose(sp.speedup, expected)
+    assert not math.isclose(t.speedup, min(ref_ms) / min(cand_ms))  # 2.0 vs 1.65
+    assert sp.n == 12 and sp.speedup_range[0] <= expected <= sp.speedup_range[1]
+    assert t.latency_ms == {"1": float(np.median(cand_ms))} and t.baseline_ms == {"1": float(np.median(ref_ms))}
+
+
+def test_cli_tune_accepts_seq_len_like_optimize(tmp_path, capsys):
+    from ortlab.cli.main import main
+
+    fx = Path(__file__).parent / "fixtures"
+    out = tmp_path / "tuned"
+    code = main(["tune", str(fx / "text_encoder.onnx"), "--data", str(fx / "text_calibration.txt"),
+                 "--eval", str(fx / "text_evaluation.txt"), "--tokenizer", str(fx / "text_tokenizer.json"),
+                 "--seq-len", "16", "--max-trials", "1", "--exclusion-steps", "0", "--bench-seconds", "0.2",
+                 "--verify-samples", "12", "--out", str(out), "--json"])
+    cap = capsys.readouterr()
+    assert code in (0, 4), cap.err
+    data = json.loads(cap.out)
+    (t,) = data["trials"]
+    assert t["status"] == "done" and t["speed"][0]["n"] >= 10 and "--seq-len 16" in t["cli_line"]
+
+
+def test_keep_in_float_search_mends_the_detector_when_range_split_is_off(tmp_path):
+    """The yolov8 fixture with range-split forced off is broken (its final Concat crushes the scores); the
+    keep-in-float search, scored on detections and score channels, finds that Concat (or its chain) first and the
+    result is no longer broken."""
+    import shutil
+
+    from ortlab.runs.workspace import Workspace
+
+    fx = Path(__file__).parent / "fixtures"
+    photos = Path(__file__).resolve().parents[1] / "sample_models" / "efficientnet_lite0"
+    parts = {}
+    for part in ("calibration", "evaluation"):
+        folder = tmp_path / part
+        folder.mkdir()
+        for src in sorted((photos / part).glob("*.jpg"))[::8][:8]:
+            shutil.copy(src, folder / src.name)
+        parts[part] = folder
+    recipes = [Recipe(precision=Precision.INT8, quant=QuantConfig(range_split=False), name="int8 no range-split")]
+    tuner = Tuner(fx / "yolov8_detector.onnx", DataRef(path=str(parts["calibration"])),
+                  DataRef(path=str(parts["evaluation"]), count=8), workspace=Workspace(tmp_path / "ws"),
+                  out_dir=tmp_path / "out", recipes=recipes,
+                  settings=TuneSettings(budget_s=300, bench_s=0.1, exclusion_steps=1, int16_steps=0, verify_samples=8))
+    r = tuner.run()
+    first, step = r.trials
+    assert first.level == "broken" and first.task_measure == "detections kept" and first.score_what == "scores SQNR"
+    assert first.score_db is not None and first.score_db < 5 < 30 < (first.sqnr_db or 0)  # whole SQNR hides it
+    assert "/model.22/Concat_5" in step.note and ": kept (verdict broken →" in step.note
+    assert "/model.22/Concat_5" in step.recipe.quant.nodes_to_exclude and not step.broken
+    assert r.best is step and not r.best.broken and r.written is not None
+    assert step.task_value is not None and step.task_value > 0.9 and step.score_db is not None and step.score_db > 20

@@ -314,12 +314,9 @@ def test_analyze_and_tune_take_the_same_shape_flag(data, tmp_path, capsys):
     out = tmp_path / "tuned"
     assert cli.main(["tune", str(FIXTURES / "db_detector.onnx"), "--data", str(d["cal"]), "--eval", str(d["eval"]),
                      "--shape", "x=1,3,96,128", "--max-trials", "1", "--exclusion-steps", "0", "--bench-seconds",
-                     "0.2", "--verify-samples", "4", "--out", str(out), "--json"]) in (0, 1)
-    capsys.readouterr()
+                     "0.2", "--verify-samples", "4", "--out", str(out), "--json"]) in (0, 4)  # 4: none meets the bar
+    doc = json.loads(capsys.readouterr().out)
     (artifact,) = out.glob("trials/*/artifact.json")
     assert json.loads(artifact.read_text())["input_shapes"] == {"x": [1, 3, 96, 128]}
-    from ortlab.runs.history import History
-    import os
-
-    benches = History(Path(os.environ["ORTLAB_HOME"]) / "history.sqlite").list_benchmarks()
-    assert benches and all(s.input_shapes == {"x": [1, 3, 96, 128]} for s in benches[-1].summaries)
+    (trial,) = doc["trials"]  # timed interleaved with the source at the same --shape (it would not run without it)
+    assert trial["status"] == "done" and trial["speed"][0]["n"] >= 10

@@ -44,7 +44,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from ortlab.core.layout import QDQ_FILE
+from ortlab.core.layout import QDQ_FILE, qdq_path
 from ortlab.settings.config import PreprocessConfig
 from ortlab.core.errors import Cancelled, DataError
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
@@ -153,13 +153,13 @@ class _Acc:
 
 def resolve_candidate(path) -> Path:
     """The model to analyse for ``path``: an artifact folder or its ``model.onnx`` → ``model.qdq.onnx`` beside
-    it when the run kept one (static int8 QDQ), else the file itself."""
+    it, a result written as a file ``OUT.onnx`` → ``OUT.qdq.onnx`` beside it, when the run kept one (static int8
+    QDQ), else the file itself."""
     p = Path(path)
     if p.is_dir():
         return p / QDQ_FILE if (p / QDQ_FILE).is_file() else p / "model.onnx"
-    if p.name != QDQ_FILE and (p.parent / QDQ_FILE).is_file() and p.name == "model.onnx":
-        return p.parent / QDQ_FILE
-    return p
+    qdq = qdq_path(p)
+    return qdq if qdq.is_file() else p
 
 
 # -- graph plumbing ---------------------------------------------------------------------------------------

@@ -109,6 +109,9 @@ class BoxesMetrics:
     changed_fraction: float
     ref_detections: float  # mean detections per sample
     cand_detections: float
+    # SQNR of each channel group ("boxes": the 4 box channels, "scores": the class scores), which a whole-tensor
+    # SQNR hides (box pixels dominate it); empty in reports written before it was measured
+    group_sqnr_db: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

@@ -194,6 +194,7 @@ class _Boxes:
         self.scale: str | None = None
         self.cut = threshold
         self.changed = self.union = self.ref_det = self.cand_det = self.n = 0
+        self.energy: dict[str, list[float]] = {}  # group → [Σ ref², Σ (ref − cand)²]
 
     def _scores(self, arr: np.ndarray) -> np.ndarray:
         a = np.asarray(arr, dtype=np.float64)[0]
@@ -212,11 +213,34 @@ class _Boxes:
         self.ref_det += int(np.count_nonzero(rd))
         self.cand_det += int(np.count_nonzero(cd))
         self.n += 1
+        r, c = np.asarray(ref, dtype=np.float64), np.asarray(cand, dtype=np.float64)
+        found = channel_groups(Task.BOXES, r.shape)
+        if found is not None and r.shape == c.shape:
+            axis, _, groups = found
+            for g, sl in groups.items():
+                idx = np.arange(sl.start, sl.stop)
+                rg, cg = np.take(r, idx, axis=axis).ravel(), np.take(c, idx, axis=axis).ravel()
+                with np.errstate(all="ignore"):
+                    d = rg - cg
+                    e = self.energy.setdefault(g, [0.0, 0.0])
+                    e[0] += float(rg @ rg)
+                    e[1] += float(d @ d)
 
     def result(self) -> BoxesMetrics:
         return BoxesMetrics(self.name, self.threshold, self.scale or "probability",
                             self.changed / self.union if self.union else 0.0, self.ref_det / max(1, self.n),
-                            self.cand_det / max(1, self.n))
+                            self.cand_det / max(1, self.n), {g: _sqnr(*e) for g, e in self.energy.items()})
+
+
+def _sqnr(signal: float, noise: float) -> float:
+    """10·log10(Σ ref² / Σ (ref − cand)²): +inf when identical, −inf when the reference is all zero, nan on nan."""
+    if math.isnan(signal) or math.isnan(noise):
+        return math.nan
+    if noise == 0:
+        return math.inf
+    if signal == 0 or math.isinf(noise):
+        return -math.inf
+    return 10.0 * math.log10(signal / noise)
 
 
 class _Embeddings:

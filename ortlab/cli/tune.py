@@ -39,7 +39,8 @@ def add_command(sub) -> None:
     p.set_defaults(func=cmd_analyze)
 
     p = sub.add_parser("tune", help="Search recipes within a time budget; recommend the fastest (or smallest) "
-                                    "one the accuracy policy accepts.")
+                                    "one the accuracy policy accepts.",
+                       epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL", help="The source .onnx (never modified).")
     p.add_argument("--data", metavar="DIR", help="Calibration data (default for a bundled sample: its "
                    "calibration set). Without --eval a third of it is held out for evaluation.")
@@ -50,7 +51,11 @@ def add_command(sub) -> None:
     p.add_argument("--budget", type=float, default=600.0, metavar="SECONDS", help="Wall-time budget (default 600).")
     p.add_argument("--objective", choices=("latency", "size"), default="latency")
     p.add_argument("--target", choices=("cpu", "gpu"), default="cpu")
-    p.add_argument("--min-sqnr-db", type=float, default=20.0, help="Accuracy bar: every output's SQNR (default 20).")
+    p.add_argument("--min-sqnr-db", type=float, default=20.0,
+                   help="This search's bar, on top of verdict ok: the task's SQNR (a detector's score channels, else "
+                        "the worst output) must reach it (default 20). It never changes a verdict: the verdict uses "
+                        "optimize's policy (broken below 10 dB); a trial under the bar is 'ok, below this search's "
+                        "bar'.")
     p.add_argument("--margin", type=float, default=0.1, help="Classifiers: a top-1 flip where the fp32 softmax "
                    "margin is at least this counts against a recipe (default 0.1).")
     p.add_argument("--exclusion-steps", type=int, default=6, help="Greedy keep-in-float steps at most (default 6).")
@@ -58,11 +63,19 @@ def add_command(sub) -> None:
     p.add_argument("--max-trials", type=int, default=None, help="Stop after this many trials.")
     p.add_argument("--verify-samples", type=int, default=32, help="Evaluation samples per trial (default 32).")
     p.add_argument("--out", metavar="DIR", required=True,
-                   help="Receives the best model.onnx, its recipe.json, trials.json and each trial's folder.")
+                   help="Receives the recommended model.onnx and its recipe.json (or closest/model.onnx when no "
+                        "trial meets the bar), trials.json and each trial's folder.")
     add_input_arguments(p)
     add_preprocess_arguments(p)
     add_output_flags(p)
     p.set_defaults(func=cmd_tune)
+
+
+EXIT_NO_RECOMMENDATION = 4
+TUNE_EPILOG = f"""Exit status: 0 a recipe meets the verdict (ok) and the bar: OUT/model.onnx is the recommendation;
+{EXIT_NO_RECOMMENDATION} no trial meets them: the closest trial the verdict does not call broken is written as
+OUT/closest/model.onnx (nothing is written when every trial is broken); 1 no trial finished; 2 bad usage.
+Speed-ups are ratios of p50 latencies timed interleaved with the fp32 source, with a 90% interval."""
 
 
 def batch_sizes(values) -> tuple[int, ...]:
@@ -151,25 +164,36 @@ def cmd_tune(ns: argparse.Namespace) -> int:
                             batch_sizes=batch_sizes(ns.batch_sizes), bench_s=ns.bench_seconds,
                             exclusion_steps=max(0, ns.exclusion_steps), verify_samples=ns.verify_samples,
                             max_trials=ns.max_trials, shapes=shapes_from_args(ns))
-    policy = verdict_policy(VerdictPolicy(min_sqnr_db=ns.min_sqnr_db, margin=ns.margin))
+    policy = verdict_policy(VerdictPolicy(margin=ns.margin), ns.min_sqnr_db)  # the bar never relabels the verdict
     tuner = Tuner(src, cal, ev, settings=settings, policy=policy, preprocess=pre,
                   sample=sample.name if sample is not None else None, workspace=Workspace(), out_dir=out)
     try:
         for t in tuner.trials():
             if not ns.json:
                 speed = f"{t.speedup:.2f}×" if t.speedup else "-"
-                print(f"#{t.index:<3} {t.label:<34} {'ok ' if t.accepted else 'no '} SQNR {_fmt(t.sqnr_db):>5} dB  "
-                      f"{speed:>6}  {(t.size_bytes or 0) / 1e6:6.2f} MB  {'*' if t.pareto else ' '} "
-                      f"{t.note or ('' if t.status == 'done' else t.verdict)}", flush=True)
+                q = t.quality()
+                task = f"{q.measure} {q.value:.0%}" if q.value is not None else ""
+                print(f"#{t.index:<3} {t.label:<34} {(t.level or 'failed'):<8} {'bar ' if t.accepted else '    '}"
+                      f"{q.sqnr_what} {_fmt(q.sqnr_db):>5} dB  {task:<22} {speed:>6}  {(t.size_bytes or 0) / 1e6:6.2f} MB"
+                      f"  {'*' if t.pareto else ' '} {t.note or ('' if t.status == 'done' else t.verdict)}", flush=True)
     except KeyboardInterrupt:
         tuner.cancel()
         print("ortlab: interrupted; the result covers the finished trials.", file=sys.stderr)
     r = tuner.result
     assert r is not None
+    code = 0 if r.accepted else (1 if not any(t.status == "done" for t in r.trials) else EXIT_NO_RECOMMENDATION)
     if ns.json:
         print_json(r)
-        return 0
+        return code
     print(f"\n{r.sentence}\n  {r.cli_line}" if r.cli_line else f"\n{r.sentence}")
-    print(f"  hardware   {r.hardware}\n  files      {out / 'model.onnx'}, recipe.json, trials.json "
-          f"(* = on the Pareto front)")
-    return 0 if r.best is not None else 1
+    if r.best is not None and r.best.speed:
+        print(f"  speed      {r.best.speed_text()} (p50 ratio, interleaved with the source"
+              + (", re-timed at the end)" if r.best.retimed else ")"))
+    print(f"  verdict    {r.best.verdict if r.best is not None else 'every finished trial is broken'}")
+    print(f"  policy     {r.policy}")
+    print(f"  hardware   {r.hardware}\n  files      "
+          + (f"{r.written}, its recipe.json, " if r.written else "no model written, ")
+          + f"{out / 'trials.json'} (* = on the Pareto front)")
+    for note in r.notes:
+        print(f"  note       {note}")
+    return code

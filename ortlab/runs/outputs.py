@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ortlab.core.errors import OrtlabError, OutputError  # noqa: F401 (OutputError: raised here, defined with the others)
-from ortlab.core.layout import ARTIFACT_FILE, MODEL_FILE, QDQ_FILE, RECIPE_FILE
+from ortlab.core.layout import ARTIFACT_FILE, MODEL_FILE, QDQ_FILE, RECIPE_FILE, qdq_path
 from ortlab.model.inspect import external_data_files
 
 WORK_PREFIX = ".ortlab-work-"    # a run's stages, inside the folder that receives the result
@@ -43,12 +43,13 @@ def data_name(model_path) -> str:
 
 
 def result_files(out, *, as_file: bool) -> list[Path]:
-    """The files a run writes for ``out``: ``OUT.onnx`` and its data, or a folder's model, data, recipe.json
-    and artifact.json."""
+    """The files a run writes for ``out``: ``OUT.onnx`` and its data (and a static int8 run's QDQ graph
+    ``OUT.qdq.onnx`` with its data), or a folder's model, data, recipe.json, artifact.json and QDQ graph."""
 
     out = Path(out).expanduser()
     if as_file:
-        return [out, out.with_name(data_name(out))]
+        qdq = qdq_path(out)
+        return [out, out.with_name(data_name(out)), qdq, qdq.with_name(data_name(qdq))]
     return [out / MODEL_FILE, out / data_name(MODEL_FILE), out / RECIPE_FILE, out / ARTIFACT_FILE, out / QDQ_FILE]
 
 

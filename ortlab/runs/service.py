@@ -35,6 +35,7 @@ from ortlab.runs.history import BenchmarkRecord, BenchVariant
 from ortlab.runs.runspec import RunSpec
 from ortlab.runs.prepare import prepare_run
 from ortlab.core.errors import BenchmarkError, Cancelled, OrtlabError
+from ortlab.core.layout import QDQ_FILE, qdq_path
 from ortlab.core.progress import CancelToken, Completion, ProgressEvent
 from ortlab.core.text import one_line, utc_timestamp
 from ortlab.runtime.child import (
@@ -450,6 +451,11 @@ def _recipe_child(args_json: str, fd: int) -> None:
             target = Path(out_file)
             outputs.check_targets(spec.model, outputs.result_files(target, as_file=True))
             artifact.model_path = outputs.install_model(artifact.model_path, target)
+            qdq = qdq_path(target)
+            if (run_dir / QDQ_FILE).is_file():  # ortlab analyze M OUT.onnx reads it (static int8 QDQ)
+                outputs.install_model(run_dir / QDQ_FILE, qdq)
+            else:
+                qdq.unlink(missing_ok=True)  # an earlier run's, which this result does not match
         artifact.origin, artifact.spec = str(args.get("origin") or ""), spec.undecided()
         if args.get("timeout_s"):
             artifact.notes.append(f"Time limit: {float(args['timeout_s']):g} s ({args.get('timeout_why') or 'set'}).")

@@ -1,6 +1,14 @@
 """Automatic recipe search: try recipes within a time budget, keep those the accuracy policy accepts, and
 recommend the fastest (or smallest).
 
+One verdict: every trial is judged by the same :class:`ortlab.checks.verdict.VerdictPolicy` as ``optimize`` and
+``compare`` (ok / degraded / broken / unknown, never relabelled). The search's own SQNR bar (default 20 dB) is an
+extra objective on top of "ok": a trial can be "ok, below this search's bar of 20 dB". Trials are ranked by the task
+(:func:`task_quality`): the verdict level, then the task's own measure (detections kept, confident flips, nearest-
+neighbour agreement, threshold crossings), then the SQNR that matters for the task (a detector's worst channel group,
+i.e. its score channels, before any whole-tensor SQNR). Speed-ups are ratios of p50s timed interleaved with the fp32
+source (:mod:`ortlab.timing.interleave`), with their interval; the finalists are re-timed at the end.
+
 :class:`Tuner` runs every trial through the run service (a child process per recipe, recorded in the workspace
 history) and times it with the service's benchmark at the given batch sizes. The search space
 (:func:`search_space`) covers static vs dynamic, QDQ vs QOperator, U8S8/S8S8/U8U8, per-channel, the calibration
@@ -32,13 +40,19 @@ from ortlab.settings.config import (
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.checks.eval_report import EvalReport
 from ortlab.runs.runspec import DataRef, RunSpec
-from ortlab.checks.verdict import Level, VerdictPolicy, judge
+from ortlab.checks.verdict import Level, Verdict, VerdictPolicy, judge
+from ortlab.core.layout import QDQ_FILE
+from ortlab.timing.interleave import SpeedRatio, measure as measure_interleaved
 
 DEFAULT_MIN_SQNR_DB = 20.0
 MIN_GAIN_DB = 0.1  # an exclusion step is kept only when it adds at least this much SQNR
 TRIALS_FILE = "trials.json"
 INT16_STEP = 4  # weighted nodes given 16-bit weights per greedy step
 FAILURES_TO_STOP = 3  # consecutive trials failing with the same message end the search
+CLOSEST_DIR = "closest"  # where a search that met no bar writes its closest non-broken trial
+FINALISTS = 3  # trials re-timed at the end, interleaved with the source
+CHAIN_MAX = 4  # nodes in one keep-in-float step's producer chain
+_LEVEL_RANK = {"ok": 0, "unknown": 1, "": 1, "degraded": 2, "broken": 3}
 
 
 # -- accuracy policy -----------------------------------------------------------------------------------------
@@ -46,26 +60,91 @@ FAILURES_TO_STOP = 3  # consecutive trials failing with the same message end the
 
 @dataclass(frozen=True)
 class Decision:
-    """A policy's answer on one trial's evaluation."""
+    """A policy's answer on one trial's evaluation: ``accept`` and why; ``level`` the verdict's level when the
+    policy judged one (never changed by the search's bar)."""
 
     accept: bool
     reason: str
+    level: str = ""
 
 
 Policy = Callable[[EvalReport | None], Decision]
 
 
+@dataclass(frozen=True)
+class Quality:
+    """What a trial's accuracy is ranked by, task first: the verdict ``level``; the task's own ``measure`` and its
+    ``value`` (higher is better, a share in [0, 1]; None for plain tensors); the SQNR that matters for the task
+    (``sqnr_what``: a detector's worst channel group — its scores — else the worst output)."""
+
+    level: str
+    measure: str
+    value: float | None
+    sqnr_what: str
+    sqnr_db: float | None
+
+    def text(self) -> str:
+        bits = [f"{self.measure} {self.value:.1%}"] if self.value is not None else []
+        if self.sqnr_db is not None:
+            bits.append(f"{self.sqnr_what} {self.sqnr_db:.1f} dB")
+        return ", ".join(bits)
+
+
+def task_quality(report: EvalReport | None, level: str = "") -> Quality:
+    """The task's measure of ``report`` (see :class:`Quality`): detections kept (1 − the share that appear or
+    disappear), 1 − the confident top-1 flip rate, the lowest nearest-neighbour agreement, 1 − the threshold
+    crossings of dense maps; and the SQNR of a detector's worst channel group before the worst whole output's."""
+    if report is None or not report.outputs:
+        return Quality(level, "", None, "SQNR", None)
+    tm = report.task
+    measure, value = "", None
+    sqnrs: dict[str, float] = {o.name: o.sqnr_db for o in report.outputs}
+    what = "worst output SQNR"
+    if tm is not None:
+        if tm.boxes:
+            measure, value = "detections kept", min(1.0 - b.changed_fraction for b in tm.boxes)
+            for b in tm.boxes:
+                if b.group_sqnr_db:
+                    g = min(b.group_sqnr_db, key=lambda k: b.group_sqnr_db[k])
+                    sqnrs[b.output] = min(sqnrs.get(b.output, math.inf), b.group_sqnr_db[g])
+                    what = f"{g} SQNR"
+        elif tm.classification is not None:
+            c = tm.classification
+            measure = "no confident flip"
+            value = 1.0 - c.confident_flips(c.margin) / max(1, c.n_samples)
+        elif tm.embeddings and any(e.nn_agreement is not None for e in tm.embeddings):
+            measure = "NN agreement"
+            value = min(e.nn_agreement for e in tm.embeddings if e.nn_agreement is not None)
+        elif tm.dense_maps:
+            measure, value = "map elements kept", min(1.0 - d.crossing_fraction for d in tm.dense_maps)
+        exact = {e.output for e in tm.exact}
+        sqnrs = {k: v for k, v in sqnrs.items() if k not in exact}
+    finite = [v for v in sqnrs.values() if not math.isnan(v)]
+    worst = min(finite) if finite else None
+    return Quality(level, measure, value, what, worst)
+
+
 def verdict_policy(policy: VerdictPolicy | None = None, min_sqnr_db: float = DEFAULT_MIN_SQNR_DB) -> Policy:
-    """Accept when :func:`ortlab.checks.verdict.judge` says OK under ``policy`` (default: the verdict's defaults with
-    ``min_sqnr_db``): every float output at or above the SQNR bar, and for classifiers no more confident top-1
-    flips (reference softmax margin ≥ ``policy.margin``) than the policy allows."""
-    vp = policy if policy is not None else VerdictPolicy(min_sqnr_db=min_sqnr_db)
+    """Accept when :func:`ortlab.checks.verdict.judge` says OK under ``policy`` (default: the verdict's defaults,
+    the same as optimize's) **and** the task's SQNR (:func:`task_quality`: a detector's score channels, else the worst
+    output) reaches this search's bar ``min_sqnr_db``. The bar never changes the verdict: a trial below it is
+    "ok, below this search's bar of 20 dB"."""
+    vp = policy if policy is not None else VerdictPolicy()
+    bar = float(min_sqnr_db)
 
     def decide(report: EvalReport | None) -> Decision:
         v = judge(report, vp)
-        return Decision(v.level == Level.OK, v.headline)
+        if v.level != Level.OK:
+            return Decision(False, v.headline, v.level.value)
+        q = task_quality(report, v.level.value)
+        if q.sqnr_db is not None and q.sqnr_db < bar:
+            return Decision(False, f"ok, below this search's bar of {bar:g} dB ({q.sqnr_what} {q.sqnr_db:.1f} dB)",
+                            v.level.value)
+        got = f" ({q.sqnr_what} {q.sqnr_db:.1f} dB)" if q.sqnr_db is not None else ""
+        return Decision(True, f"ok, meets this search's bar of {bar:g} dB{got}", v.level.value)
 
     decide.verdict_policy = vp  # type: ignore[attr-defined]
+    decide.bar_db = bar  # type: ignore[attr-defined]
     return decide
 
 
@@ -92,10 +171,12 @@ def sqnr_policy(min_sqnr_db: float = DEFAULT_MIN_SQNR_DB, min_top1_agreement: fl
 @dataclass
 class Trial:
     """One tried recipe: its evaluation against the source, latency and size, and whether the policy accepts
-    it. ``latency_ms`` maps batch size (as text) → p50 ms; ``relative_latency`` is the geometric mean over the
-    batch sizes of the trial's fastest run / the source's fastest run, both timed in the same benchmark (below
-    1 = faster): on a shared machine the fastest run is what other processes disturb least, p50 moved by 2-4×
-    between identical models here. ``cost`` is what the objective minimises."""
+    it. ``level`` is the run's verdict (the same as optimize's for this recipe); ``task_measure``/``task_value`` and
+    ``score_what``/``score_db`` the task's own measure and SQNR (:func:`task_quality`). ``speed`` holds one
+    :class:`SpeedRatio` per batch size (p50s timed interleaved with the source, with their interval);
+    ``relative_latency`` is the geometric mean of their ratios (below 1 = faster); ``latency_ms`` / ``baseline_ms``
+    map batch size (as text) → the trial's / the source's p50 in those rounds. ``cost`` is what the objective
+    minimises."""
 
     index: int
     label: str
@@ -104,12 +185,17 @@ class Trial:
     status: str = "done"  # "done" or "failed"
     accepted: bool = False
     verdict: str = ""
+    level: str = ""  # ok / degraded / broken / unknown: the run's verdict
     sqnr_db: float | None = None  # worst output's SQNR
     top1_agreement: float | None = None
+    task_measure: str = ""
+    task_value: float | None = None
+    score_what: str = ""
+    score_db: float | None = None
     latency_ms: dict[str, float] = field(default_factory=dict)
-    baseline_ms: dict[str, float] = field(default_factory=dict)  # the source's p50, timed in the same benchmark
-    min_ms: dict[str, float] = field(default_factory=dict)  # fastest run by batch size
-    baseline_min_ms: dict[str, float] = field(default_factory=dict)
+    baseline_ms: dict[str, float] = field(default_factory=dict)  # the source's p50, timed interleaved with the trial
+    speed: list[SpeedRatio] = field(default_factory=list)
+    retimed: bool = False  # re-timed at the end as a finalist
     p50_ms: float | None = None  # at the first batch size
     relative_latency: float | None = None
     size_bytes: int | None = None
@@ -127,11 +213,36 @@ class Trial:
     def speedup(self) -> float | None:
         return 1.0 / self.relative_latency if self.relative_latency else None
 
+    @property
+    def broken(self) -> bool:
+        return self.level == Level.BROKEN.value
+
+    def quality(self) -> Quality:
+        return Quality(self.level, self.task_measure, self.task_value, self.score_what or "worst output SQNR",
+                       self.score_db if self.score_db is not None else self.sqnr_db)
+
+    def speed_text(self) -> str:
+        """``1.84× (1.71–1.95×, 48 rounds)`` at each batch size, or "-"."""
+        if not self.speed:
+            return "-"
+        if len(self.speed) == 1:
+            return self.speed[0].text()
+        return "; ".join(f"b{r.batch_size} {r.text()}" for r in self.speed)
+
+
+def _rank_key(t: Trial) -> tuple[float, float, float]:
+    """Higher is better: verdict level, then the task measure, then the task's SQNR."""
+    q = t.quality()
+    sq = q.sqnr_db if q.sqnr_db is not None and not math.isnan(q.sqnr_db) else -math.inf
+    return (-_LEVEL_RANK.get(t.level, 1), q.value if q.value is not None else 0.0, sq)
+
 
 @dataclass
 class TuneResult:
-    """The search's outcome: every trial, the recommendation (``best``: fastest/smallest accepted, or the
-    closest when none was accepted, with ``accepted`` False), one sentence why and the CLI line reproducing it."""
+    """The search's outcome: every trial and the recommendation. ``best``: the fastest/smallest accepted trial
+    (``accepted`` True, written as ``model.onnx``), or when none meets the bar the closest trial the verdict does not
+    call broken (``accepted`` False, written as ``closest/model.onnx``), or None when every trial is broken (nothing
+    written). ``written``: the model file written, if any. One sentence why and the CLI line reproducing it."""
 
     model: str
     objective: str
@@ -148,6 +259,7 @@ class TuneResult:
     seconds: float
     cancelled: bool = False
     notes: list[str] = field(default_factory=list)
+    written: str | None = None
 
 
 def pareto_front(points: Sequence[tuple[float | None, float | None]]) -> list[bool]:
@@ -173,9 +285,48 @@ def pareto_front(points: Sequence[tuple[float | None, float | None]]) -> list[bo
 # -- the search space ------------------------------------------------------------------------------------------
 
 
+def _effective(cfg: Any) -> Any:
+    """``cfg`` (a QuantConfig) with every field that does not matter under its other fields (its ``when`` metadata
+    is not met, e.g. calibration settings of a dynamic recipe) put back to its default, and op types made explicit."""
+    import dataclasses
+
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(cfg):
+        when = f.metadata.get("when") or {}
+        if any(str(getattr(getattr(cfg, k), "value", getattr(cfg, k))) not in [str(v) for v in allowed]
+               for k, allowed in when.items()):
+            changes[f.name] = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[operator]
+    out = replace(cfg, **changes) if changes else cfg
+    return replace(out, op_types=tuple(sorted(out.effective_op_types())))
+
+
+def effective_recipe(r: Recipe) -> Recipe:
+    """What ``r`` really does: no name, and quantization settings that cannot matter reset (fp32/fp16 recipes ignore
+    the whole QuantConfig). Two recipes with equal effective recipes produce the same model."""
+    q = _effective(r.quant) if r.precision == Precision.INT8 else QuantConfig()
+    return replace(r, name="", quant=q)
+
+
+def dedupe(recipes: Sequence[Recipe]) -> tuple[list[Recipe], list[str]]:
+    """``recipes`` without those whose :func:`effective_recipe` equals an earlier one's, and a note per dropped one."""
+    seen: dict[Recipe, str] = {}
+    out: list[Recipe] = []
+    notes: list[str] = []
+    for r in recipes:
+        key = effective_recipe(r)
+        if key in seen:
+            notes.append(f"Skipped {r.name or r.label()}: the same recipe as {seen[key]}.")
+            continue
+        seen[key] = r.name or r.label()
+        out.append(r)
+    return out, notes
+
+
 def search_space(target: Target = Target.CPU, features: Any = None, opt_level: OptLevel = OptLevel.EXTENDED,
-                 model_ops: Sequence[str] = ()) -> list[Recipe]:
-    """The recipes to try, most promising first for this CPU (``features``: :func:`ortlab.runtime.hardware.detect`)."""
+                 model_ops: Sequence[str] = (), objective: str = "latency") -> list[Recipe]:
+    """The recipes to try, most promising first for this CPU (``features``: :func:`ortlab.runtime.hardware.detect`),
+    without duplicates (:func:`dedupe`). Static trials include range-split off and bias correction; with the ``size``
+    objective and a model with Gather (embedding tables), weight-only int8 of Gather comes first."""
     from ortlab.runtime.hardware import advise, detect
 
     f = features if features is not None else detect()
@@ -194,6 +345,7 @@ def search_space(target: Target = Target.CPU, features: Any = None, opt_level: O
         ("static", base),
         ("percentile 99.999", replace(base, calibration_method=pct, percentile=99.999)),
         ("bias correction", replace(base, bias_correction=True)),  # +5 dB on EfficientNet-Lite0, same speed
+        ("no range-split", replace(base, range_split=False)),
         ("Conv/MatMul/Gemm only", replace(base, op_types=("Conv", "MatMul", "Gemm"))),
         ("dynamic", QuantConfig(mode=QuantMode.DYNAMIC, reduce_range=adv.reduce_range)),
         ("percentile 99.99", replace(base, calibration_method=pct, percentile=99.99)),
@@ -213,6 +365,9 @@ def search_space(target: Target = Target.CPU, features: Any = None, opt_level: O
                                      num_quantized_bins=128)),
     ]
     ops = set(model_ops)
+    if objective == "size" and "Gather" in ops:  # embedding tables are most of a transformer's bytes
+        quants.insert(0, ("dynamic + Gather", QuantConfig(mode=QuantMode.DYNAMIC, reduce_range=adv.reduce_range,
+                                                          op_types=("MatMul", "Gemm", "Gather"))))
     out = []
     for name, q in quants:
         if q.mode == QuantMode.DYNAMIC and ops and not ops & {"MatMul", "Gemm", "Attention", "LSTM", "GRU"}:
@@ -221,7 +376,7 @@ def search_space(target: Target = Target.CPU, features: Any = None, opt_level: O
         out[-1] = replace(out[-1], name=f"int8 {name}")
     out.insert(min(3, len(out)), replace(out[0], opt_level=OptLevel.ALL, name="int8 static, opt all"))
     out.append(Recipe(precision=Precision.FP32, target=Target.CPU, opt_level=OptLevel.ALL, name="fp32 opt all"))
-    return out
+    return dedupe(out)[0]
 
 
 # -- the tuner -------------------------------------------------------------------------------------------------
@@ -273,6 +428,9 @@ class Tuner:
         self.result: TuneResult | None = None
         self.notes: list[str] = []
         self._start = 0.0
+        self.verdict_policy: VerdictPolicy = getattr(self.policy, "verdict_policy", None) or VerdictPolicy()
+        self.timing_shapes: dict[str, list[int]] = dict(self.settings.shapes)  # --shape + dims the data sets
+        self._measure = measure_interleaved  # tests swap in a fake timer
 
     # -- control
     def cancel(self) -> None:
@@ -308,10 +466,12 @@ class Tuner:
         self._start = time.monotonic()
         info = inspect_model(self.model)
         ops = sorted({op for (_, op) in info.op_counts})
+        self.timing_shapes = self._data_shapes(info)
         try:
-            self.baseline_ms = self._bench(self.model, "source (fp32)", None)
             recipes = self._recipes if self._recipes is not None else search_space(
-                self.settings.target, detect(), self.settings.opt_level, ops)
+                self.settings.target, detect(), self.settings.opt_level, ops, self.settings.objective)
+            recipes, dropped = dedupe(recipes)
+            self.notes += dropped
             recipes = [r for r in recipes if self._valid(r)]
             queue = list(recipes)
             split = max(1, int(len(queue) * 0.6)) if self.settings.exclusion_steps else len(queue)
@@ -320,6 +480,8 @@ class Tuner:
                 yield self._trial(queue.pop(0), "search")
             if self.settings.exclusion_steps and not self._stop():
                 yield from self._exclusions()
+                if not self._stop():
+                    yield from self._exclusions(dynamic=True)
             if self.settings.int16_steps and not self._stop():
                 yield from self._int16_weights()
             while queue and not self._stop():
@@ -329,6 +491,22 @@ class Tuner:
                 self._cancel = True
         finally:
             self.result = self._finish()
+
+    def _data_shapes(self, info: Any) -> dict[str, list[int]]:
+        """``--shape`` plus the shapes the evaluation data gives the inputs' open dims (a text's sequence length,
+        ``--seq-len``; a tensor file's shapes), so the timing runs what the evaluation ran."""
+        from ortlab.data.inputs import infer_specs
+
+        out = dict(self.settings.shapes)
+        try:
+            ds = self.evaluation.load()
+            specs = infer_specs(info, self.preprocess, ds, self.settings.shapes, strict=False)
+        except (OrtlabError, OSError, ValueError):
+            return out
+        for spec in specs:
+            if spec.name not in out and spec.resolved and any(d.source not in ("model", "batch") for d in spec.dims):
+                out[spec.name] = list(spec.shape)
+        return out
 
     def _valid(self, r: Recipe) -> bool:
         from ortlab.runtime.providers import working_providers
@@ -356,17 +534,8 @@ class Tuner:
             self._handle = service.start_recipe(spec, out, workspace=self.workspace, origin="tune")
             artifact = self._wait(self._handle)
             t.run_id, t.model_path, t.size_bytes = artifact.run_id, str(artifact.model_path), artifact.size_bytes
-            report = artifact.evaluation
-            decision = self.policy(report)
-            t.accepted, t.verdict = decision.accept, decision.reason
-            if report is not None and report.outputs:
-                t.sqnr_db = min(o.sqnr_db for o in report.outputs)
-                t.top1_agreement = report.top1_agreement
-            t.latency_ms = self._bench(t.model_path, t.label, t.run_id, t)
-            ratios = [t.min_ms[b] / t.baseline_min_ms[b] for b in t.min_ms if t.baseline_min_ms.get(b)]
-            t.relative_latency = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else None
-            t.p50_ms = t.latency_ms.get(str(self.settings.batch_sizes[0]))
-            t.cost = t.relative_latency if self.settings.objective == "latency" else float(t.size_bytes or 0)
+            self._judge(t, artifact.evaluation, artifact.verdict)
+            self._time(t)
         except Cancelled:
             raise
         except OrtlabError as exc:
@@ -384,6 +553,44 @@ class Tuner:
         self._mark_pareto()
         return t
 
+    def _judge(self, t: Trial, report: EvalReport | None, verdict: Verdict | None) -> None:
+        """The run's own verdict (the one optimize prints for this recipe; judged here with the same policy when the
+        run has none), the task's measure, and the policy's answer, which can only add the search's bar to "ok"."""
+        v = verdict if verdict is not None else judge(report, self.verdict_policy)
+        decision = self.policy(report)
+        q = task_quality(report, v.level.value)
+        t.level = v.level.value
+        t.task_measure, t.task_value, t.score_what, t.score_db = q.measure, q.value, q.sqnr_what, q.sqnr_db
+        t.accepted = decision.accept and v.level == Level.OK
+        t.verdict = decision.reason if v.level == Level.OK else v.headline
+        if report is not None and report.outputs:
+            t.sqnr_db = min(o.sqnr_db for o in report.outputs)
+            t.top1_agreement = report.top1_agreement
+
+    def _time(self, t: Trial, duration_s: float | None = None) -> None:
+        """Time ``t`` interleaved with the source at every batch size; its speed-up is the ratio of the p50s."""
+        s = self.settings
+        cfg = BenchConfig(batch_sizes=tuple(s.batch_sizes), warmup=3, target=s.target)
+        ratios: list[SpeedRatio] = []
+        for b in s.batch_sizes:
+            try:
+                ratios.append(self._measure(self.model, t.model_path, cfg, b,
+                                            duration_s=duration_s if duration_s is not None else s.bench_s,
+                                            shapes=self.timing_shapes, cancel=lambda: self._cancel))
+            except OrtlabError:
+                raise
+            except Exception as exc:  # ORT's own errors while timing
+                raise OrtlabError(f"Timing {t.label} failed: {exc}") from exc
+        if self._cancel:
+            raise Cancelled()
+        t.speed = ratios
+        t.latency_ms = {str(r.batch_size): r.candidate_p50_ms for r in ratios}
+        t.baseline_ms = {str(r.batch_size): r.reference_p50_ms for r in ratios}
+        good = [r.ratio for r in ratios if r.ratio > 0 and math.isfinite(r.ratio)]
+        t.relative_latency = math.exp(sum(math.log(x) for x in good) / len(good)) if good else None
+        t.p50_ms = t.latency_ms.get(str(s.batch_sizes[0]))
+        t.cost = t.relative_latency if s.objective == "latency" else float(t.size_bytes or 0)
+
     def _wait(self, handle) -> Any:
         while not handle.wait(0.2):
             handle.drain()
@@ -399,67 +606,142 @@ class Tuner:
             raise handle.error
         return handle.result
 
-    def _bench(self, path: str, name: str, run_id: int | None, trial: Trial | None = None) -> dict[str, float]:
-        """p50 ms by batch size. A trial is timed in the same benchmark as the source, right after it, so its
-        ratio to the source is measured side by side (machine load changes between trials)."""
-        from ortlab.runs import service
-        from ortlab.runs.history import BenchVariant
-
-        s = self.settings
-        cfg = BenchConfig(batch_sizes=tuple(s.batch_sizes), warmup=3, duration_s=s.bench_s, target=s.target)
-        variants = [BenchVariant("trial", name, path, run_id)]
-        if trial is not None:
-            variants.insert(0, BenchVariant("source", "source (fp32)", self.model, None))
-        self._handle = service.start_benchmark(variants, cfg, workspace=self.workspace, origin="tune",
-                                               shapes=self.settings.shapes)
-        summaries = self._wait(self._handle)
-        if trial is not None:
-            trial.bench_id = self._handle.bench_id
-            trial.baseline_ms = {str(x.batch_size): float(x.p50) for x in summaries if x.variant == "source"}
-            trial.baseline_min_ms = {str(x.batch_size): float(x.min) for x in summaries if x.variant == "source"}
-            trial.min_ms = {str(x.batch_size): float(x.min) for x in summaries if x.variant == "trial"}
-        return {str(x.batch_size): float(x.p50) for x in summaries if x.variant == "trial"}
-
     def _mark_pareto(self) -> None:
         done = [t for t in self.trials_done if t.status == "done"]
-        flags = pareto_front([(t.cost, t.sqnr_db) for t in done])
+        flags = pareto_front([(t.cost, t.score_db if t.score_db is not None else t.sqnr_db) for t in done])
         for t, flag in zip(done, flags):
             t.pareto = flag
 
     # -- greedy keep-in-float sets
-    def _exclusion_base(self) -> Trial | None:
-        static = [t for t in self.trials_done if t.status == "done" and t.recipe.precision == Precision.INT8
-                  and t.recipe.quant.mode == QuantMode.STATIC and t.recipe.quant.quant_format == QuantFormat.QDQ
-                  and t.sqnr_db is not None and t.model_path]
-        static = [t for t in static if (Path(t.model_path or "").parent / "model.qdq.onnx").is_file()]
-        if not static:
-            return None
-        faster = [t for t in static if t.relative_latency is not None and t.relative_latency < 1.0] or static
-        return max(faster, key=lambda t: (t.sqnr_db or -math.inf, -(t.cost or 0)))
+    def _static_trials(self) -> list[Trial]:
+        return [t for t in self.trials_done if t.status == "done" and t.recipe.precision == Precision.INT8
+                and t.recipe.quant.mode == QuantMode.STATIC and t.recipe.quant.quant_format == QuantFormat.QDQ
+                and t.model_path and (Path(t.model_path).parent / QDQ_FILE).is_file()]
 
-    def _exclusions(self) -> Iterator[Trial]:
+    def _exclusion_base(self, dynamic: bool = False) -> Trial | None:
+        """The seed of a keep-in-float search: the best trial by the task (:func:`_rank_key`: verdict level, task
+        measure, task SQNR — never the whole-output SQNR alone), among the faster-than-fp32 ones when any. A broken
+        trial seeds a search only when every candidate is broken (the search may then mend it: e.g. a detector whose
+        score channels one node crushes); then a note says so. ``dynamic``: the best dynamic int8 trial instead."""
+        if dynamic:
+            pool = [t for t in self.trials_done if t.status == "done" and t.recipe.precision == Precision.INT8
+                    and t.recipe.quant.mode == QuantMode.DYNAMIC and not t.broken]
+        else:
+            pool = self._static_trials()
+        if not pool:
+            return None
+        fine = [t for t in pool if not t.broken]
+        if not fine and not dynamic:
+            self.notes.append("Every static int8 trial is broken; the keep-in-float search starts from the least "
+                              "broken by the task's measure.")
+        pool = fine or pool
+        faster = [t for t in pool if t.relative_latency is not None and t.relative_latency < 1.0] or pool
+        return max(faster, key=lambda t: (_rank_key(t), -(t.cost or 0)))
+
+    def _exclusions(self, dynamic: bool = False) -> Iterator[Trial]:
+        """Grow a keep-in-float set greedily along the per-node analysis of the best static QDQ trial: each step
+        keeps one more node (and, when that alone does not help, the node with its producer chain, e.g. Conv →
+        Sigmoid → Mul of a SiLU) in float; a step is kept only when the task ranks it better (:func:`_keep_if_gains`).
+        ``dynamic``: the same from the best dynamic int8 trial, over the MatMul/Gemm nodes the analysis ranks worst
+        (a transformer's second FFN MatMul, fed by GELU, is the usual one)."""
         from ortlab.checks.analyze import analyze
 
-        current = self._exclusion_base()
+        current = self._exclusion_base(dynamic)
         if current is None or current.accepted:
             return
-        tried: set[str] = set()
+        ranker = current if not dynamic else self._exclusion_base()
+        if ranker is None:
+            return
+        tried: set[tuple[str, ...]] = set()
         steps = 0
+        ops = self._node_ops(ranker) if dynamic else {}
         while steps < self.settings.exclusion_steps and not self._stop():
-            nodes = self._analyze(analyze, current)
+            nodes = self._analyze(analyze, ranker if dynamic else current)
+            if dynamic:
+                nodes = [n for n in nodes if ops.get(n) in ("MatMul", "Gemm")]
             excluded = set(current.recipe.quant.nodes_to_exclude)
-            pick = next((n for n in nodes if n not in tried and n not in excluded), None)
+            pick = next((n for n in nodes if (n,) not in tried and n not in excluded), None)
             if pick is None:
                 return
-            tried.add(pick)
-            steps += 1
-            q = replace(current.recipe.quant, nodes_to_exclude=tuple(sorted(excluded | {pick})))
-            name = f"{current.label.split(' + float')[0]} + float {len(excluded) + 1}"
-            t = self._trial(replace(current.recipe, quant=q, name=name), "exclude", f"keep {pick} in float")
-            current = _keep_if_gains(t, current)
-            yield t
+            for group in (self._chain_step(current, pick, excluded, tried, single=True),
+                          self._chain_step(current, pick, excluded, tried, single=False)):
+                if group is None or steps >= self.settings.exclusion_steps or self._stop():
+                    continue
+                tried.add(group)
+                steps += 1
+                q = replace(current.recipe.quant, nodes_to_exclude=tuple(sorted(excluded | set(group))))
+                name = f"{current.label.split(' + float')[0]} + float {len(q.nodes_to_exclude)}"
+                what = f"keep {pick} in float" if len(group) == 1 else \
+                    f"keep {pick} with its producers {', '.join(n for n in group if n != pick)} in float"
+                t = self._trial(replace(current.recipe, quant=q, name=name), "exclude", what)
+                before = current
+                current = _keep_if_gains(t, current)
+                yield t
+                if current.accepted or current is not before:
+                    break
             if current.accepted:
                 return
+
+    def _chain_step(self, current: Trial, pick: str, excluded: set[str], tried: set[tuple[str, ...]],
+                    single: bool) -> tuple[str, ...] | None:
+        if single:
+            return (pick,)
+        chain = tuple(n for n in self._chain(current, pick) if n not in excluded)
+        return chain if len(chain) > 1 and chain not in tried else None
+
+    def _chain(self, trial: Trial, name: str) -> list[str]:
+        """``name`` and the producers that feed only it (through Q/DQ pairs), up to :data:`CHAIN_MAX` nodes: a SiLU's
+        Mul brings its Sigmoid and Conv. Read from the QDQ model of the static trial that ranks the nodes."""
+        import onnx
+
+        base = trial if trial.recipe.quant.mode == QuantMode.STATIC else self._exclusion_base()
+        path = Path((base or trial).model_path or "").parent / QDQ_FILE
+        if not path.is_file():
+            return [name]
+        graph = onnx.load(str(path), load_external_data=False).graph
+        qdq = ("QuantizeLinear", "DequantizeLinear")
+        producer = {o: n for n in graph.node for o in n.output}
+        consumers: dict[str, list[Any]] = {}
+        for n in graph.node:
+            for i in n.input:
+                consumers.setdefault(i, []).append(n)
+
+        def real_producer(tensor: str) -> Any:
+            n = producer.get(tensor)
+            while n is not None and n.op_type in qdq and n.input:
+                n = producer.get(n.input[0])
+            return n
+
+        def real_consumers(tensor: str) -> list[Any]:
+            out = []
+            for c in consumers.get(tensor, []):
+                out += real_consumers(c.output[0]) if c.op_type in qdq else [c]
+            return out
+
+        nodes = {n.name: n for n in graph.node}
+        if name not in nodes:
+            return [name]
+        chain = [name]
+        grew = True
+        while grew and len(chain) < CHAIN_MAX:
+            grew = False
+            for member in list(chain):
+                for i in nodes[member].input:
+                    p = real_producer(i)
+                    if p is None or p.name in chain or not p.name:
+                        continue
+                    if all(c.name in chain for o in p.output for c in real_consumers(o)) and len(chain) < CHAIN_MAX:
+                        chain.append(p.name)
+                        grew = True
+        return chain
+
+    def _node_ops(self, trial: Trial) -> dict[str, str]:
+        import onnx
+
+        path = Path(trial.model_path or "").parent / QDQ_FILE
+        if not path.is_file():
+            return {}
+        return {n.name: n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node}
 
     def _int16_weights(self) -> Iterator[Trial]:
         """Grow the set of nodes with 16-bit weights along the per-node analysis ranking of the best static QDQ
@@ -520,28 +802,50 @@ class Tuner:
         return cache[trial.index]
 
     # -- the recommendation
+    def _retime(self, trials: list[Trial]) -> None:
+        """Re-time the finalists (the cheapest :data:`FINALISTS` of ``trials``) interleaved with the source, twice
+        as long as a trial's timing, so the recommendation's speed-up is not one noisy measurement."""
+        if self._cancel or self.settings.objective != "latency":
+            return
+        for t in sorted(trials, key=lambda t: t.cost if t.cost is not None else math.inf)[:FINALISTS]:
+            try:
+                self._time(t, 2 * self.settings.bench_s)
+                t.retimed = True
+            except (OrtlabError, Cancelled):
+                return
+
     def _finish(self) -> TuneResult:
         from ortlab.runtime.hardware import detect
 
         s = self.settings
         done = [t for t in self.trials_done if t.status == "done" and t.cost is not None]
         accepted = [t for t in done if t.accepted]
+        usable = [t for t in done if not t.broken]
         best: Trial | None = None
         if accepted:
-            best = min(accepted, key=lambda t: (t.cost, -(t.sqnr_db or -math.inf)))
-        elif done:
-            best = max(done, key=lambda t: (t.sqnr_db if t.sqnr_db is not None else -math.inf, -(t.cost or 0)))
-        sentence, line = _sentence(best, bool(accepted), s, len(self.trials_done)), ""
+            self._retime(accepted)
+            best = min(accepted, key=lambda t: (t.cost, tuple(-x for x in _rank_key(t))))
+        elif usable:
+            top = max(_rank_key(t) for t in usable)
+            close = [t for t in usable if _rank_key(t)[:2] == top[:2]]  # the best level and task measure
+            self._retime(close)
+            best = max(close, key=lambda t: (_rank_key(t), -(t.cost or 0)))
+        self._mark_pareto()
+        sentence, line = _sentence(best, bool(accepted), s, len(self.trials_done), bool(done)), ""
+        written = None
         if best is not None:
             line = best.cli_line
             if self.out_dir is not None:
-                self._write_out(best)
-        pol = getattr(self.policy, "verdict_policy", None)
+                written = self._write_out(best, bool(accepted))
+        pol = self.verdict_policy
+        bar = getattr(self.policy, "bar_db", None)
+        baseline = dict(best.baseline_ms) if best is not None else {}
         result = TuneResult(
             self.model, s.objective, Target(s.target).value,
-            f"verdict OK (min SQNR {pol.min_sqnr_db:g} dB, confident-flip margin {pol.margin:g})" if pol else
-            "custom policy", detect().summary(), list(s.batch_sizes), dict(self.baseline_ms), list(self.trials_done),
-            best, bool(accepted), sentence, line, self.elapsed, self._cancel, list(self.notes))
+            (f"verdict ok (the same policy as optimize: broken below {pol.min_sqnr_db:g} dB, confident-flip margin "
+             f"{pol.margin:g})" + (f" and this search's bar: task SQNR ≥ {bar:g} dB" if bar is not None else "")),
+            detect().summary(), list(s.batch_sizes), baseline, list(self.trials_done),
+            best, bool(accepted), sentence, line, self.elapsed, self._cancel, list(self.notes), written)
         if self.out_dir is not None:
             from ortlab.core.serial import dumps
 
@@ -549,29 +853,38 @@ class Tuner:
             (self.out_dir / TRIALS_FILE).write_text(dumps(result, indent=2), encoding="utf-8")
         return result
 
-    def _write_out(self, best: Trial) -> None:
+    def _write_out(self, best: Trial, accepted: bool) -> str | None:
+        """The recommendation as ``model.onnx`` + ``recipe.json``; a closest trial that did not meet the bar under
+        ``closest/`` instead, so it is never taken for a recommendation."""
         assert self.out_dir is not None
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        folder = self.out_dir if accepted else self.out_dir / CLOSEST_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        written = None
         if best.model_path and Path(best.model_path).is_file():
-            shutil.copyfile(best.model_path, self.out_dir / "model.onnx")
-        (self.out_dir / "recipe.json").write_text(best.recipe.to_json(), encoding="utf-8")
+            shutil.copyfile(best.model_path, folder / "model.onnx")
+            written = str(folder / "model.onnx")
+        (folder / "recipe.json").write_text(best.recipe.to_json(), encoding="utf-8")
+        return written
 
 
-def _sentence(best: Trial | None, accepted: bool, s: TuneSettings, n: int) -> str:
+def _sentence(best: Trial | None, accepted: bool, s: TuneSettings, n: int, any_done: bool = True) -> str:
     if best is None:
+        if any_done:
+            return (f"Every trial of {n} that finished is broken by the verdict; nothing is recommended and no model "
+                    f"was written.")
         return f"No trial finished ({n} started); nothing to recommend."
-    quality = f"keeps the outputs at {best.sqnr_db:.1f} dB SQNR" if best.sqnr_db is not None and math.isfinite(
-        best.sqnr_db) else "gives identical outputs"
+    q = best.quality()
+    quality = f"verdict {best.level or 'unknown'}" + (f", {q.text()}" if q.text() else "")
     if s.objective == "latency":
-        gain = (f"{best.speedup:.2f}× faster than the fp32 source at batch "
-                f"{', '.join(str(b) for b in s.batch_sizes)}") if best.speedup else "of unknown speed"
+        gain = (f"{best.speed_text()} faster than the fp32 source (p50s timed interleaved) at batch "
+                f"{', '.join(str(b) for b in s.batch_sizes)}") if best.speed else "of unknown speed"
     else:
         gain = f"{(best.size_bytes or 0) / 1e6:.1f} MB"
     if accepted:
         return f"{best.label} is the {'fastest' if s.objective == 'latency' else 'smallest'} recipe the policy " \
-               f"accepts of {n} tried: {gain}, it {quality}."
-    return f"No recipe of {n} tried passes the policy; the closest, {best.label}, is {gain} and {quality} " \
-           f"({best.verdict})."
+               f"accepts of {n} tried: {gain}; {quality}."
+    return f"No recipe of {n} tried meets the bar; the closest that is not broken, {best.label}, is {gain}; " \
+           f"{quality} ({best.verdict}). It is written under {CLOSEST_DIR}/, not as the recommendation."
 
 
 def tune(model, calibration: DataRef | None, evaluation: DataRef, **kwargs: Any) -> TuneResult:
@@ -580,11 +893,26 @@ def tune(model, calibration: DataRef | None, evaluation: DataRef, **kwargs: Any)
 
 
 def _keep_if_gains(trial: Trial, current: Trial) -> Trial:
-    """The greedy step's choice: ``trial`` when it finished and adds at least ``MIN_GAIN_DB`` of SQNR over
-    ``current``, else ``current``; the trial's note says which."""
-    gain = (trial.sqnr_db or -math.inf) - (current.sqnr_db or -math.inf)
-    if trial.status == "done" and gain >= MIN_GAIN_DB:
-        trial.note += f": kept (+{gain:.1f} dB)"
+    """The greedy step's choice, task first: ``trial`` when it finished and the verdict level improves; or the
+    level is the same and the task's measure improves; or both are the same and the task's SQNR (a detector's score
+    channels, else the worst output) gains at least ``MIN_GAIN_DB``. Else ``current``; the trial's note says which."""
+    if trial.status != "done":
+        trial.note += ": dropped (failed)"
+        return current
+    lt, lc = _LEVEL_RANK.get(trial.level, 1), _LEVEL_RANK.get(current.level, 1)
+    if lt != lc:
+        better = lt < lc
+        trial.note += f": {'kept' if better else 'dropped'} (verdict {current.level} → {trial.level})"
+        return trial if better else current
+    qt, qc = trial.quality(), current.quality()
+    if qt.value is not None and qc.value is not None and abs(qt.value - qc.value) > 1e-9:
+        better = qt.value > qc.value
+        trial.note += f": {'kept' if better else 'dropped'} ({qt.measure} {qc.value:.1%} → {qt.value:.1%})"
+        return trial if better else current
+    gain = (qt.sqnr_db if qt.sqnr_db is not None else -math.inf) - (qc.sqnr_db if qc.sqnr_db is not None else -math.inf)
+    what = qt.sqnr_what if qt.sqnr_what != "worst output SQNR" else "SQNR"
+    if gain >= MIN_GAIN_DB:
+        trial.note += f": kept (+{gain:.1f} dB {what})"
         return trial
-    trial.note += f": dropped ({gain:+.1f} dB)" if trial.status == "done" else ": dropped (failed)"
+    trial.note += f": dropped ({gain:+.1f} dB {what})"
     return current

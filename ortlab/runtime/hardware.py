@@ -32,6 +32,10 @@ class CpuFeatures:
     vnni: bool = False  # avx512_vnni or avx_vnni
     dotprod: bool = False  # Arm asimddp
     i8mm: bool = False  # Arm int8 matrix multiply
+    amx_tile: bool = False  # x86 Advanced Matrix Extensions: tile registers
+    amx_bf16: bool = False  # AMX bfloat16 tile multiply
+    amx_int8: bool = False  # AMX int8 tile multiply
+    avx512_bf16: bool = False  # AVX-512 bfloat16 dot products
     source: str = "unknown"  # where the flags came from
     flags: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
@@ -43,7 +47,11 @@ class CpuFeatures:
     def summary(self) -> str:
         """One line: e.g. ``x86 · AVX-512, VNNI (int8 dot product)``."""
         if self.arch == "x86":
-            feats = [n for n, ok in (("AVX2", self.avx2), ("AVX-512", self.avx512), ("VNNI", self.vnni)) if ok]
+            feats = [n for n, ok in (("AVX2", self.avx2), ("AVX-512", self.avx512), ("VNNI", self.vnni),
+                                     ("AVX-512 BF16", self.avx512_bf16)) if ok]
+            amx = [n for n, ok in (("tile", self.amx_tile), ("bf16", self.amx_bf16), ("int8", self.amx_int8)) if ok]
+            if amx:
+                feats.append(f"AMX ({', '.join(amx)})")
         elif self.arch == "arm":
             feats = [n for n, ok in (("dotprod", self.dotprod), ("i8mm", self.i8mm)) if ok]
         else:
@@ -85,7 +93,9 @@ def parse_cpuinfo(text: str, machine: str | None = None) -> CpuFeatures:
     return CpuFeatures(
         arch=arch, model_name=model, avx2="avx2" in flags, avx512={"avx512f", "avx512bw"} <= flags,
         vnni=bool({"avx512_vnni", "avx_vnni", "avx512vnni"} & flags), dotprod="asimddp" in flags,
-        i8mm="i8mm" in flags, source="/proc/cpuinfo" if flags else "unknown", flags=tuple(sorted(flags)))
+        i8mm="i8mm" in flags, amx_tile="amx_tile" in flags, amx_bf16="amx_bf16" in flags,
+        amx_int8="amx_int8" in flags, avx512_bf16="avx512_bf16" in flags,
+        source="/proc/cpuinfo" if flags else "unknown", flags=tuple(sorted(flags)))
 
 
 @functools.lru_cache(maxsize=1)

@@ -93,6 +93,7 @@ def draw(slot=None) -> None:
             with st.expander("Provider details", icon=":material/memory:"):
                 for line in provider_details():
                     st.caption(line)
+                st.caption("CPU: " + md(api.detect_hardware().summary()))  # AVX-512, VNNI, AMX, bf16 when present
         if auth.sign_in_configured():
             auth.account_box()
         else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
@@ -46,8 +46,9 @@ def start_tune(choice: TuneChoice) -> background.Task:
     spec = actions.run_spec(actions.DEMO_RECIPE)  # how the session's data is referenced for a child process
     if spec.evaluation is None:
         raise DataError("Tuning needs evaluation data to judge each recipe: choose data on the Data page.")
-    vp = replace(actions.verdict_policy(), min_sqnr_db=float(choice.min_sqnr_db))
-    policy = verdict_policy(vp) if choice.policy == "verdict" else sqnr_policy(float(choice.min_sqnr_db))
+    vp = actions.verdict_policy()  # the same verdict as Compare; the SQNR bar is this search's extra objective
+    policy = verdict_policy(vp, float(choice.min_sqnr_db)) if choice.policy == "verdict" else \
+        sqnr_policy(float(choice.min_sqnr_db))
     settings = TuneSettings(budget_s=float(choice.budget_s), objective=choice.objective, target=Target(choice.target),
                             bench_s=float(choice.bench_s), exclusion_steps=int(choice.exclusion_steps),
                             verify_samples=spec.verify_samples, max_trials=int(choice.max_trials) or None)
@@ -103,9 +104,12 @@ def pareto_figure(trials: Sequence, objective: str = "latency") -> go.Figure:
 
 def trial_rows(trials: Sequence) -> list[dict]:
     """One row per trial for the table under the chart."""
-    return [{"#": t.index, "recipe": t.label, "stage": t.stage, "accepted": "yes" if t.accepted else "no",
+    return [{"#": t.index, "recipe": t.label, "stage": t.stage, "verdict": t.level or t.status,
+             "meets bar": "yes" if t.accepted else "no",
+             "task": f"{t.task_measure} {t.task_value:.1%}" if t.task_value is not None else "",
              "SQNR dB": None if t.sqnr_db is None else (999.0 if math.isinf(t.sqnr_db) else round(t.sqnr_db, 1)),
-             "speed-up": round(t.speedup, 2) if t.speedup else None, "p50 ms": t.p50_ms,
+             "speed-up": round(t.speedup, 2) if t.speedup else None, "speed (interleaved p50)": t.speed_text(),
+             "p50 ms": t.p50_ms,
              "MB": round((t.size_bytes or 0) / 1e6, 3), "Pareto": "★" if t.pareto else "",
              "note": t.note or ("" if t.status == "done" else t.verdict)} for t in trials]
 
