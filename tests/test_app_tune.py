@@ -3,6 +3,7 @@ and History's portable QDQ download, on the bundled digits_cnn sample (jobs run 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,6 +12,9 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
+from ortlab.runs.tune import Trial, TuneResult
+from ortlab.settings.config import Recipe
+from ortlab.ui import tune_view as tv
 from tests.test_app import _navigation_mode_like_the_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,5 +102,52 @@ def test_tune_page_fills_the_pareto_chart_and_recommends(app):
     assert points >= 2
     assert any(tr.get("name") == "Pareto front" and tr.get("x") for tr in fig["data"])
     text = _texts(at)
-    assert "recipe the policy accepts" in text or "No candidate passed" in text
+    assert "recipe the policy accepts" in text or "passes the accuracy policy" in text \
+        or "No accepted recipe is faster" in text
+    assert "1 trials" not in text and ".." not in text
     assert any("ortlab optimize" in c.value for c in at.code)
+    task = at.session_state["ortlab.job.tune"]
+    result = task.result
+    best = result.best
+    if best is not None and best.speedup is not None and best.speedup < 1.0:
+        assert "faster than" not in text and "fastest" not in text
+    # the trials table says which History run each trial recorded
+    table = at.dataframe[0].value
+    assert "trial" in table and "History run" in table
+    assert [str(r) for r in table["History run"]] == [f"#{t.run_id}" for t in result.trials]
+
+    # a cancelled search ends in a neutral "Stopped after N trials", no error element, controls enabled again
+    task.result = dataclasses.replace(result, cancelled=True)
+    task.state = "cancelled"
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    n = len(result.trials)
+    assert any(f"Stopped after {n} trial" in i.value for i in at.info), [i.value for i in at.info]
+    assert not at.number_input(key="tune.budget").disabled
+
+
+def _trial(index: int, speedup: float, sqnr: float, accepted: bool = True) -> Trial:
+    return Trial(index=index, label=f"int8 static #{index}", stage="search", recipe=Recipe(), accepted=accepted,
+                 verdict="ok" if accepted else "broken", sqnr_db=sqnr, relative_latency=1.0 / speedup,
+                 cost=1.0 / speedup, run_id=index + 7)
+
+
+def _result(best: Trial, *trials: Trial, accepted: bool = True, cancelled: bool = False) -> TuneResult:
+    return TuneResult("m.onnx", "latency", "cpu", "verdict OK", "cpu", [1], {"1": 1.0}, [best, *trials], best,
+                      accepted, "engine sentence", "", 3.0, cancelled)
+
+
+def test_tune_headline_never_calls_a_slower_recipe_faster_and_cancel_is_neutral():
+    slow = _trial(4, 0.98, 35.0)
+    level, text = tv.headline(_result(slow))
+    assert level == "warning" and "faster than the fp32" in text and "0.98×" in text
+    assert "fastest" not in text and "No accepted recipe is faster" in text
+    fast = _trial(2, 1.84, 31.0)
+    level, text = tv.headline(_result(fast, slow))
+    assert level == "success" and "1.84× faster than the fp32 source" in text and "of 2 trials" in text
+    level, text = tv.headline(_result(fast, accepted=True, cancelled=True))
+    assert level == "info" and text.startswith("Stopped after 1 trial.") and "trial 2" in text
+    level, text = tv.headline(_result(slow, accepted=False, cancelled=True))
+    assert level == "info" and "Best so far" not in text and "No finished trial passed" in text
+    level, text = tv.headline(None, [])
+    assert (level, text) == ("info", "Stopped after 0 trials.")
