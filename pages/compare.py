@@ -144,11 +144,22 @@ with tabs[0]:
                               placeholder="e.g. Conv, QLinearConv, com.microsoft::FusedConv, block1/Conv")
         with engine_errors("Drawing the diff graph"):
             overlay = node_errors.graph_overlay(cand.artifact)  # per-node SQNR, once analysed (Per-node error tab)
+            bars = node_errors.thresholds()
+            if overlay:
+                mode = st.radio("Error overlay", node_errors.MODES, horizontal=True, key="compare.overlay_mode",
+                                help=f"Node fill on an absolute scale: red below {bars[0]:g} dB (the verdict "
+                                     f"policy's broken bar), amber up to {bars[1]:g} dB, green above. Accumulated: "
+                                     "with every upstream error; added by the node: the node alone (local SQNR).")
+                overlay = node_errors.graph_overlay(cand.artifact, mode)
+                sentence = node_errors.culprit_sentence(node_errors.analysis_for(cand.artifact))
+                if sentence:
+                    st.markdown(f"**{md(sentence)}**")
             view = show_graph_diff(model_cache.graph_description(ref.path, cand.path),
                                    key=f"compare_graph_{ref_id}_{cand_id}", titles=(ref.name, cand.name),
                                    focus=focus.strip() or None,
                                    overlay=overlay["values"] if overlay else None,
-                                   overlay_label=overlay["label"] if overlay else "value", higher_is_worse=False)
+                                   overlay_label=overlay["label"] if overlay else "value", higher_is_worse=False,
+                                   thresholds=bars)
             if view["focus"] and not view["focus_matches"]:
                 st.caption(f"No node matches “{md(view['focus'])}”.")
             st.caption(f"Before and after side by side, at most {view['visible']} boxes a side for "

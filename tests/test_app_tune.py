@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from ortlab.runs.tune import Trial, TuneResult
 from ortlab.settings.config import Recipe
 from ortlab.ui import tune_view as tv
-from tests.test_app import _navigation_mode_like_the_server
+from tests.test_app import _navigation_mode_like_the_server, graph_diff_args as _graph_args
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -61,6 +61,30 @@ def test_per_node_error_keep_in_float_rerun_and_history_qdq_download(app):
     assert len(table) >= 3 and {"node", "op", "local SQNR dB", "accumulated SQNR dB", "keep in float"} <= set(table)
     overlay = at.session_state["ortlab.node_overlay"]
     assert overlay["values"] and overlay["candidate"].endswith("model.qdq.onnx")
+    # ranked by accumulated SQNR first, by what each node adds alone on request
+    acc = [float(x) for x in table["accumulated SQNR dB"]]
+    assert acc == sorted(acc)
+    worst = str(table["node"][0])
+    assert f"Worst accumulated error: {worst} " in _texts(at)
+    # the overlay is on the verdict policy's absolute scale, with the numbers in its legend
+    args = _graph_args(at)
+    bands = [b["text"] for b in args["overlay"]["bands"]]
+    assert bands == ["≥ 20 dB (ok)", "10–20 dB", "< 10 dB (broken bar)"]
+    assert args["overlay"]["label"] == "accumulated SQNR"
+    fills = {e["data"]["id"]: e["data"]["value_color"] for e in args["panes"]["after"]["elements"]
+             if "value" in e["data"] and "group" not in e["data"]}
+    for e in args["panes"]["after"]["elements"]:
+        d = e["data"]
+        if d["id"] in fills:
+            want = "#f08080" if d["value"] < 10 else "#ffcc66" if d["value"] < 20 else "#a6dba0"
+            assert fills[d["id"]] == want, d
+    at.radio(key="compare.overlay_mode").set_value("added by the node").run()
+    assert _graph_args(at)["overlay"]["label"] == "SQNR added by the node (local)"
+    at.radio(key="node_errors.sort").set_value("added by the node").run()
+    local = [float(x) for x in at.data_editor[0].value["local SQNR dB"] if x == x]
+    assert local == sorted(local)
+    at.radio(key="node_errors.sort").set_value("accumulated").run()
+    table = at.data_editor[0].value
     node = str(table["node"][0])
     at.session_state[editors[0].key] = {"edited_rows": {0: {"keep in float": True}}, "added_rows": [],
                                         "deleted_rows": []}

@@ -94,17 +94,52 @@ def collect(task: background.Task) -> None:
     task.handled = True
     res = task.result
     results()[task.meta["candidate"]] = res
-    state.set_node_overlay(task.meta["candidate"], overlay_values(res), "local SQNR dB (accumulated where no local)")
+    state.set_node_overlay(task.meta["candidate"], overlay_values(res, ACCUMULATED), "accumulated SQNR",
+                           overlay_values(res, ADDED))
 
 
-def overlay_values(analysis) -> dict[str, float]:
-    """``{node name: local SQNR dB, else accumulated}``, finite values only (what the graph view can colour)."""
+ACCUMULATED = "accumulated"
+ADDED = "added by the node"
+MODES = (ACCUMULATED, ADDED)
+OK_MARGIN_DB = 10.0  # the overlay's ok bar: this far above the verdict policy's broken bar
+
+
+def thresholds(policy=None) -> tuple[float, float]:
+    """(broken bar, ok bar) in dB of the overlay's absolute scale: red below the verdict policy's min SQNR
+    (``VerdictPolicy.min_sqnr_db``, where a result is broken), green from ``OK_MARGIN_DB`` above it."""
+    p = policy if policy is not None else actions.verdict_policy()
+    return float(p.min_sqnr_db), float(p.min_sqnr_db) + OK_MARGIN_DB
+
+
+def overlay_values(analysis, mode: str = ACCUMULATED) -> dict[str, float]:
+    """``{node name: SQNR dB}``: accumulated (the quantized model with everything upstream) or added by the node
+    alone (its local SQNR, the accumulated one where no local was measured); finite values only."""
     out = {}
     for e in analysis.nodes:
-        v = e.local_sqnr_db if e.local_sqnr_db is not None else e.sqnr_db
+        v = e.sqnr_db if mode == ACCUMULATED or e.local_sqnr_db is None else e.local_sqnr_db
         if v is not None and math.isfinite(v):
             out[e.name] = float(v)
     return out
+
+
+def culprit(analysis):
+    """The node with the lowest accumulated SQNR (the first in the graph's order among equals), or None."""
+    nodes = [e for e in analysis.nodes if e.sqnr_db is not None and not math.isnan(e.sqnr_db)]
+    return min(nodes, key=lambda e: e.sqnr_db) if nodes else None
+
+
+def culprit_sentence(analysis, policy=None) -> str | None:
+    """One sentence naming the worst node by accumulated error, against the policy's bars."""
+    e = culprit(analysis)
+    if e is None:
+        return None
+    broken, ok = thresholds(policy)
+    if math.isinf(e.sqnr_db):
+        return "Every quantized node's output is identical to the fp32 model's."
+    where = ("below the verdict's broken bar of " + f"{broken:g} dB" if e.sqnr_db < broken else
+             f"under the ok bar of {ok:g} dB" if e.sqnr_db < ok else f"above the ok bar of {ok:g} dB")
+    local = f"; alone it adds {_db(e.local_sqnr_db)}" if e.local_sqnr_db is not None else ""
+    return f"Worst accumulated error: {e.name} ({e.op_type}) at {_db(e.sqnr_db)}, {where}{local}."
 
 
 def _num(x: float | None, digits: int = 1) -> float | None:
@@ -115,14 +150,19 @@ def _num(x: float | None, digits: int = 1) -> float | None:
     return round(float(x), digits)
 
 
-def table_rows(analysis, keep: Collection[str] = (), top: int = TOP_ROWS) -> list[dict]:
-    """The worst ``top`` nodes as table rows (infinite SQNR shown as ±999 dB so the column sorts)."""
+def table_rows(analysis, keep: Collection[str] = (), top: int = TOP_ROWS, by: str = ACCUMULATED) -> list[dict]:
+    """The worst ``top`` nodes by accumulated SQNR (``by``) or by what each adds alone (local SQNR), as table
+    rows (infinite SQNR shown as ±999 dB so the column sorts)."""
+    def key(e) -> float:
+        v = e.sqnr_db if by == ACCUMULATED or e.local_sqnr_db is None else e.local_sqnr_db
+        return math.inf if v is None or math.isnan(v) else v
+
+    worst = sorted(analysis.nodes, key=key)[:top]
     return [{KEEP: e.name in keep, "node": e.name, "op": e.op_type, "accumulated SQNR dB": _num(e.sqnr_db),
-             "local SQNR dB": _num(e.local_sqnr_db), "cosine": _num(e.cosine, 5), "max |Δ|": _num(e.max_abs, 4),
-             "added dB": _num(e.added_db),
+             "local SQNR dB": _num(e.local_sqnr_db), "added dB": _num(e.added_db), "cosine": _num(e.cosine, 4),
              # a detector's score channels vs box channels: the group that ranks the node (ortlab.checks.analyze)
              **({"worst group": f"{e.group} {_num(e.score_db)} dB" if e.group else ""}
-                if getattr(analysis, "groups", None) else {})} for e in analysis.worst(top)]
+                if getattr(analysis, "groups", None) else {})} for e in worst]
 
 
 def excluded_recipe(recipe: Recipe, nodes) -> Recipe:
@@ -219,6 +259,9 @@ def section(cand) -> None:
         with engine_errors("Starting the per-node analysis"):
             task = start_analysis(a)
             running = not task.done
+            if task.done:  # finished at once (tests): draw again so the graph above shows the overlay
+                collect(task)
+                st.rerun()
     if task is not None and not task.done:
         _poll(task)
         return
@@ -250,7 +293,10 @@ def _table(a: Artifact, res) -> None:
                 f"{min(TOP_ROWS, len(res.nodes))} first" + ("" if res.qdq else " · no QDQ nodes: accumulated only"))
     import pandas as pd
 
-    rows = table_rows(res)
+    by = st.radio("Rank by", MODES, horizontal=True, key="node_errors.sort",
+                  help="accumulated: the node's output in the quantized model, with every upstream error; added by "
+                       "the node: its local SQNR (the node alone on fp32 inputs). Click a column header to sort by it.")
+    rows = table_rows(res, by=by)
     if not rows:
         st.info("No node to list.")
         return
@@ -258,11 +304,17 @@ def _table(a: Artifact, res) -> None:
         pd.DataFrame(rows), key=f"node_errors.table.{actions.variant_id(a)}", hide_index=True, width="stretch",
         disabled=[c for c in rows[0] if c != KEEP],
         column_config={
-            KEEP: st.column_config.CheckboxColumn(KEEP, help="Leave this node in float in the re-run.", default=False),
-            "node": st.column_config.TextColumn("node", help="Node name in the QDQ model."),
-            "accumulated SQNR dB": st.column_config.NumberColumn(format="%.1f"),
-            "local SQNR dB": st.column_config.NumberColumn(format="%.1f"),
-            "added dB": st.column_config.NumberColumn(format="%.1f", help="local − accumulated: what upstream adds."),
+            KEEP: st.column_config.CheckboxColumn("keep", help="Leave this node in float in the re-run.", default=False,
+                                                  width="small"),
+            "node": st.column_config.TextColumn("node", help="Node name in the QDQ model.", width="medium"),
+            "op": st.column_config.TextColumn("op", width="small"),
+            "accumulated SQNR dB": st.column_config.NumberColumn("accum. dB", format="%.1f", width="small",
+                                                                 help="Accumulated SQNR: with everything upstream."),
+            "local SQNR dB": st.column_config.NumberColumn("local dB", format="%.1f", width="small",
+                                                           help="Local SQNR: the node alone on fp32 inputs."),
+            "added dB": st.column_config.NumberColumn(format="%.1f", width="small",
+                                                      help="local − accumulated: what upstream adds."),
+            "cosine": st.column_config.NumberColumn(format="%.4f", width="small"),
         })
     keep = tuple(str(n) for n in edited.loc[edited[KEEP].astype(bool), "node"])
     if res.unmatched:
@@ -282,7 +334,7 @@ def _table(a: Artifact, res) -> None:
             st.rerun()
 
 
-def graph_overlay(a: Artifact | None) -> dict | None:
+def graph_overlay(a: Artifact | None, mode: str = ACCUMULATED) -> dict | None:
     """The stored overlay (:func:`ortlab.ui.state.node_overlay`) when it belongs to ``a``'s QDQ model, its values
     also under the names of ``a``'s own (ORT-optimized, fused) graph, so that they land on both the QDQ and the
     fused nodes of the graph diff."""
@@ -298,4 +350,12 @@ def graph_overlay(a: Artifact | None) -> dict | None:
     k = ("node_names", str(qdq), str(a.model_path))
     if k not in c:
         c[k] = map_node_names(qdq, a.model_path)
-    return {**ov, "values": carry_values(ov["values"], c[k], lower_is_worse=True)}
+    values = ov["values"] if mode == ACCUMULATED or not ov.get("local") else ov["local"]
+    label = "accumulated SQNR" if mode == ACCUMULATED else "SQNR added by the node (local)"
+    return {**ov, "label": label, "values": carry_values(values, c[k], lower_is_worse=True)}
+
+
+def analysis_for(a: Artifact | None):
+    """The kept analysis of ``a``'s QDQ model, or None."""
+    qdq = qdq_model(a)
+    return results().get(str(qdq)) if qdq is not None else None

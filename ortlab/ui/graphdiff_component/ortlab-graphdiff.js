@@ -398,8 +398,22 @@
         var ov = args.overlay;
         var toggle = document.getElementById('overlay-toggle');
         toggle.style.display = ov ? '' : 'none';
-        if (ov) {
+        if (ov && ov.bands) {  // an absolute scale: the verdict policy's bars, with their numbers
+            var box = el('span', null, 'chip overlay-legend');
+            box.id = 'overlay-legend';
+            box.appendChild(el('span', String(ov.label) + ':'));
+            ov.bands.forEach(function (b) {
+                var sw2 = el('span', null, 'swatch');
+                sw2.style.background = b.color;
+                sw2.style.borderColor = b.color;
+                box.appendChild(sw2);
+                box.appendChild(el('span', String(b.text)));
+            });
+            box.appendChild(el('span', '(fill = value, border = change)', 'muted'));
+            legend.appendChild(box);
+        } else if (ov) {
             var chip2 = el('span', null, 'chip');
+            chip2.id = 'overlay-legend';
             chip2.appendChild(el('span', String(ov.label) + ': ' + Number(ov.higher_is_worse ? ov.min : ov.max).toPrecision(3)));
             var ramp = el('span', null, 'ramp');
             ramp.style.background = 'linear-gradient(to right, ' + ov.colors.join(', ') + ')';
