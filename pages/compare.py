@@ -11,7 +11,7 @@ from ortlab.ui.guard import engine_errors
 from ortlab.ui.inert import md
 from ortlab.ui.progress_view import demo_button, recipe_job_panel, show_flash
 from ortlab.ui.graph_view import counts_text, show_graph_diff
-from ortlab.ui import node_errors
+from ortlab.ui import node_errors, speed
 from ortlab.ui.viewers import netron
 from ortlab.ui.router import require_router, stop_page
 
@@ -106,6 +106,7 @@ if ref_info and cand_info:
         ("Nodes", f"{ref_info.node_count} → {cand_info.node_count}",
          f"{cand_info.node_count - ref_info.node_count:+d}", None, "off"),
     ])
+speed.section(ref, cand)
 if ev is not None:
     if ev.random_data and not random_flag:
         cards.random_data_warning("This evaluation")

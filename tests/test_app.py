@@ -145,6 +145,15 @@ def test_demo_lands_on_compare_with_everything_filled_in(demo_app):
     assert "Model** · Digits ResNet (ours)" in sidebar_text(at)
     assert at.selectbox(key="compare.ref").format_func(at.selectbox(key="compare.ref").value).endswith(
         "Digits ResNet (ours)")
+    # Compare shows speed: a batch-1 timing of the pair, run in the background and recorded in History
+    from ortlab.runs.history import BenchmarkRecord, History
+
+    recs = [r for r in History(home / "history.sqlite").list_benchmarks() if isinstance(r, BenchmarkRecord)]
+    assert len(recs) == 1 and recs[0].config.batch_sizes == (1,)
+    p50 = {s.variant: s.p50 for s in recs[0].summaries}
+    ref_id, cand_id = at.selectbox(key="compare.ref").value, at.selectbox(key="compare.cand").value
+    assert metrics(at)["Latency b1 · candidate (p50)"] == f"{p50[cand_id]:.2f} ms"
+    assert metrics(at)["Speed-up (p50)"].startswith(f"{p50[ref_id] / p50[cand_id]:.2f}×")
 
 
 def test_state_follows_between_pages_and_history_offers_downloads(demo_app):
@@ -186,7 +195,8 @@ def test_benchmark_runs_and_is_stored(demo_app):
     from ortlab.runs.history import History
 
     stored = History(home / "history.sqlite").list_benchmarks()
-    assert len(stored) == 1 and len(stored[0].summaries) == 2
+    # the newest first; the one before it is Compare's batch-1 timing of the pair after the demo
+    assert len(stored) == 2 and len(stored[0].summaries) == 2 and stored[1].config.batch_sizes == (1,)
     assert [v.id for v in stored[0].variants] == [s.variant for s in stored[0].summaries]
 
 
@@ -563,6 +573,9 @@ def test_the_verdict_comes_first_on_compare_and_shows_in_history_and_the_report(
     assert any("ortlab-verdict" in m.value for m in at.markdown)
     html = run_report(run)
     assert 'id="verdict"' in html and f"verdict-{run.verdict.level.value}" in html
+    # the report has the speed Compare measured, and no warning about ortlab's own output
+    assert "Speed at batch 1:" in html and " ms p50" in html
+    assert "already uses ONNX Runtime contrib ops" not in html
 def test_text_data_and_input_shapes_on_the_data_and_model_pages(home, tmp_path):
     from test_inputs import TEXT, make_tokenizer, text_model
 

@@ -95,8 +95,14 @@ def test_per_node_error_keep_in_float_rerun_and_history_qdq_download(app):
     assert len(arts) == 2
     assert arts[0].recipe.quant.nodes_to_exclude == ()
     assert arts[1].recipe.quant.nodes_to_exclude == (node,)
+    # the re-run's name says what changed
+    first, second = arts[0].run_id, arts[1].run_id
+    assert arts[1].recipe.label() == f"#{first} + 1 node kept in float"
+    names = list(at.selectbox(key="compare.cand").options)
+    assert f"#{second} = #{first} + 1 node kept in float" in names
     cmp_table = next(d.value for d in at.dataframe if "metric" in d.value.columns and "verdict" in list(d.value["metric"]))
     assert list(cmp_table["metric"])[:3] == ["verdict", "logits SQNR (worst output)", "top-1 agreement"]
+    assert "latency b1 p50" in list(cmp_table["metric"])
     before, after = (c for c in cmp_table.columns if c != "metric")
     assert cmp_table[before][0].strip() and cmp_table[after][0].strip() and cmp_table[after][0] != "–"
     assert f"Keeping {node} in float" in _texts(at)

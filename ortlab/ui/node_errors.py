@@ -19,7 +19,7 @@ from ortlab.core.layout import QDQ_FILE
 from ortlab.runs.artifact import Artifact
 from ortlab.settings.config import Precision, QuantMode, Recipe
 from ortlab.core.text import format_bytes
-from ortlab.ui import actions, background, cards, state
+from ortlab.ui import actions, background, cards, speed, state
 from ortlab.ui.guard import engine_errors, error_message, show_message
 from ortlab.ui.inert import md
 from ortlab.ui.jobs import DONE
@@ -165,10 +165,14 @@ def table_rows(analysis, keep: Collection[str] = (), top: int = TOP_ROWS, by: st
                 if getattr(analysis, "groups", None) else {})} for e in worst]
 
 
-def excluded_recipe(recipe: Recipe, nodes) -> Recipe:
-    """``recipe`` with ``nodes`` (added to any it already excludes) kept in float."""
+def excluded_recipe(recipe: Recipe, nodes, base_run_id: int | None = None) -> Recipe:
+    """``recipe`` with ``nodes`` (added to any it already excludes) kept in float, named after what changed
+    (``#1 + 3 nodes kept in float``)."""
     merged = tuple(dict.fromkeys([*recipe.quant.nodes_to_exclude, *nodes]))
-    return replace(recipe, quant=replace(recipe.quant, nodes_to_exclude=merged), name="")
+    added = len(merged) - len(recipe.quant.nodes_to_exclude)
+    base = f"#{base_run_id}" if base_run_id is not None else recipe.label()
+    name = f"{base} + {added} node{'s' if added != 1 else ''} kept in float"
+    return replace(recipe, quant=replace(recipe.quant, nodes_to_exclude=merged), name=name)
 
 
 def worst_sqnr(a: Artifact) -> float | None:
@@ -185,13 +189,16 @@ def _db(x: float | None) -> str:
     return "identical" if math.isinf(x) else f"{x:.1f} dB"
 
 
-def comparison_rows(base: Artifact, new: Artifact) -> list[dict]:
-    """Verdict, worst output SQNR, top-1 agreement, size and seconds of the two runs, one column each."""
+def comparison_rows(base: Artifact, new: Artifact, latency: dict | None = None) -> list[dict]:
+    """Verdict, worst output SQNR, top-1 agreement, size, batch-1 latency (``latency``: {run id: LatencySummary})
+    and nodes kept in float of the two runs, one column each."""
     def col(a: Artifact) -> dict[str, str]:
         ev = a.evaluation
         return {"verdict": cards.verdict_text(actions.run_verdict(a)), "logits SQNR (worst output)": _db(worst_sqnr(a)),
                 "top-1 agreement": cards.pct(ev.top1_agreement if ev else None), "size": format_bytes(a.size_bytes),
+                "latency b1 p50": speed.latency_text(latency.get(a.run_id)),
                 "kept in float": str(len(a.recipe.quant.nodes_to_exclude))}
+    latency = latency or {}
     b, n = col(base), col(new)
     return [{"metric": k, f"before (#{base.run_id})": b[k], f"with exclusions (#{new.run_id})": n[k]} for k in b]
 
@@ -235,7 +242,11 @@ def _rerun_panel() -> None:
             else:
                 st.caption("Running… the result appears here when it finishes.")
             return
-        st.dataframe(comparison_rows(base, new), hide_index=True, width="stretch")
+        timed = {x.run_id: speed.run_latency(x.run_id) for x in (base, new)}
+        st.dataframe(comparison_rows(base, new, timed), hide_index=True, width="stretch")
+        if any(v is None for v in timed.values()):
+            st.caption("Latency: not timed yet. Pick the two runs as reference and candidate above (Compare times "
+                       "them at batch 1), or time them on the Benchmark page.")
         sentence = exclusion_sentence(base, new, rr["nodes"])
         (st.warning if "lowered" in sentence else st.info)(md(sentence))
 
@@ -329,7 +340,7 @@ def _table(a: Artifact, res) -> None:
     if st.button("Re-run with these nodes in float", key="node_errors.rerun", disabled=not keep or busy or not same_model,
                  help="The candidate's recipe with the ticked nodes added to nodes_to_exclude, on the current data."):
         with engine_errors("Starting the re-run"):
-            job = actions.start_recipe_job(excluded_recipe(a.recipe, keep))
+            job = actions.start_recipe_job(excluded_recipe(a.recipe, keep, a.run_id))
             state.set_ui(_RERUN, {"base": actions.variant_id(a), "nodes": keep, "job": job.id, "new": None})
             st.rerun()
 
