@@ -303,6 +303,28 @@ def test_recipe_int8_on_gpu_is_explained_and_cannot_run(home):
     assert not at.error and not at.button(key="recipe.run").disabled
 
 
+def _flat(block):
+    for c in getattr(block, "children", {}).values():
+        if getattr(c, "children", None):
+            yield from _flat(c)
+        else:
+            yield c
+
+
+def test_int8_dynamic_with_nothing_to_quantize_says_so_before_the_run(home):
+    at = new_app()
+    at.switch_page("pages/recipe.py").run()
+    at.radio(key="recipe.precision").set_value(at.radio(key="recipe.precision").options[2]).run()
+    mode = at.radio(key="recipe.quant.mode")
+    mode.set_value(next(v for v in (mode.value.__class__) if v.value == "dynamic")).run()
+    assert not at.exception
+    assert not any("Nothing to quantize" in w.value for w in at.warning)  # digits_cnn has one Gemm
+    at.multiselect(key="recipe.quant.op_types_to_exclude").set_value(["Gemm"]).run()
+    assert any("Nothing to quantize" in w.value and "MatMul" in w.value for w in at.warning), \
+        [w.value for w in at.warning]
+    assert not any("This recipe is valid here" in s.value for s in at.success)
+
+
 def test_recipe_page_runs_a_recipe_in_the_background_job(home):
     at = new_app()
     at.switch_page("pages/recipe.py").run()
@@ -312,6 +334,11 @@ def test_recipe_page_runs_a_recipe_in_the_background_job(home):
     at.button(key="recipe.run").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("Finished fp32 · cpu · basic" in s.value for s in at.success), [s.value for s in at.success]
+    # the run's panel is drawn right below "Run recipe", where the person clicked, not at the top of the page
+    order = [(e.type, getattr(e, "key", None) or str(getattr(e, "value", ""))[:40]) for e in _flat(at.main)]
+    run_at = next(i for i, (t, k) in enumerate(order) if k == "recipe.run")
+    done_at = next(i for i, (t, k) in enumerate(order) if t == "success" and k.startswith("Finished fp32"))
+    assert done_at > run_at, order
     runs = at.dataframe[-1].value
     assert len(runs) == 1 and runs["recipe"].iloc[0] == "fp32 · cpu · basic"
     assert runs["top-1"].iloc[0] != "–"
