@@ -192,13 +192,14 @@ def _db(x: float | None) -> str:
 def comparison_rows(base: Artifact, new: Artifact, latency: dict | None = None) -> list[dict]:
     """Verdict, worst output SQNR, top-1 agreement, size, batch-1 latency (``latency``: {run id: LatencySummary})
     and nodes kept in float of the two runs, one column each."""
+    timed = latency or {}
+
     def col(a: Artifact) -> dict[str, str]:
         ev = a.evaluation
         return {"verdict": cards.verdict_text(actions.run_verdict(a)), "logits SQNR (worst output)": _db(worst_sqnr(a)),
                 "top-1 agreement": cards.pct(ev.top1_agreement if ev else None), "size": format_bytes(a.size_bytes),
-                "latency b1 p50": speed.latency_text(latency.get(a.run_id)),
+                "latency b1 p50": speed.latency_text(timed.get(a.run_id)),
                 "kept in float": str(len(a.recipe.quant.nodes_to_exclude))}
-    latency = latency or {}
     b, n = col(base), col(new)
     return [{"metric": k, f"before (#{base.run_id})": b[k], f"with exclusions (#{new.run_id})": n[k]} for k in b]
 
