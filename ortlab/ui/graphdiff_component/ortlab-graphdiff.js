@@ -450,6 +450,7 @@
 
     function header(args) {
         document.getElementById('header').textContent = String(args.header || '');
+        document.getElementById('header').title = String(args.header || '');  // whole, when the bar cuts it
         var legend = document.getElementById('legend');
         clear(legend);
         (args.legend || []).forEach(function (item) {
