@@ -79,7 +79,8 @@ def draw_live(job) -> None:
     draw_stages(job)
     st.plotly_chart(charts.latency_lines(series, {sid: f"{names.get(vid, vid)} · batch {bs}"
                                                   for sid in series for vid, bs in [split_series_id(sid)]},
-                                         colors), key="bench_live", width="stretch")
+                                         charts.variant_colors([split_series_id(sid)[0] for sid in series], known=colors)),
+                    key="bench_live", width="stretch")
     rows = bench_view.live_rows(running_stats(series), names)
     if rows:
         st.dataframe(rows, hide_index=True, width="stretch")
@@ -122,6 +123,6 @@ if last and (job is None or job.done):
         st.warning(md(note), icon=":material/warning:")
     for note in bench_view.slowdown_lines(comparison, {k: md(v) for k, v in lnames.items()}):
         st.markdown(note)
-    last_colors = charts.variant_colors([v.id for v in last.variants])
+    last_colors = charts.variant_colors([v.id for v in last.variants], known=colors)  # the page's colours
     st.plotly_chart(charts.latency_panels(last.summaries, lnames, last_colors), key="bench_p50", width="stretch")
     st.plotly_chart(charts.throughput_panels(last.summaries, lnames, last_colors), key="bench_tp", width="stretch")

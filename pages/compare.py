@@ -11,7 +11,7 @@ from ortlab.ui.guard import engine_errors
 from ortlab.ui.inert import md
 from ortlab.ui.progress_view import demo_button, recipe_job_panel, show_flash
 from ortlab.ui.graph_view import counts_text, show_graph_diff
-from ortlab.ui import node_errors
+from ortlab.ui import node_errors, speed
 from ortlab.ui.viewers import netron
 from ortlab.ui.router import require_router, stop_page
 
@@ -106,6 +106,7 @@ if ref_info and cand_info:
         ("Nodes", f"{ref_info.node_count} → {cand_info.node_count}",
          f"{cand_info.node_count - ref_info.node_count:+d}", None, "off"),
     ])
+speed.section(ref, cand)
 if ev is not None:
     if ev.random_data and not random_flag:
         cards.random_data_warning("This evaluation")
@@ -144,11 +145,22 @@ with tabs[0]:
                               placeholder="e.g. Conv, QLinearConv, com.microsoft::FusedConv, block1/Conv")
         with engine_errors("Drawing the diff graph"):
             overlay = node_errors.graph_overlay(cand.artifact)  # per-node SQNR, once analysed (Per-node error tab)
+            bars = node_errors.thresholds()
+            if overlay:
+                mode = st.radio("Error overlay", node_errors.MODES, horizontal=True, key="compare.overlay_mode",
+                                help=f"Node fill on an absolute scale: red below {bars[0]:g} dB (the verdict "
+                                     f"policy's broken bar), amber up to {bars[1]:g} dB, green above. Accumulated: "
+                                     "with every upstream error; added by the node: the node alone (local SQNR).")
+                overlay = node_errors.graph_overlay(cand.artifact, mode)
+                sentence = node_errors.culprit_sentence(node_errors.analysis_for(cand.artifact))
+                if sentence:
+                    st.markdown(f"**{md(sentence)}**")
             view = show_graph_diff(model_cache.graph_description(ref.path, cand.path),
                                    key=f"compare_graph_{ref_id}_{cand_id}", titles=(ref.name, cand.name),
                                    focus=focus.strip() or None,
                                    overlay=overlay["values"] if overlay else None,
-                                   overlay_label=overlay["label"] if overlay else "value", higher_is_worse=False)
+                                   overlay_label=overlay["label"] if overlay else "value", higher_is_worse=False,
+                                   thresholds=bars)
             if view["focus"] and not view["focus_matches"]:
                 st.caption(f"No node matches “{md(view['focus'])}”.")
             st.caption(f"Before and after side by side, at most {view['visible']} boxes a side for "

@@ -18,7 +18,7 @@ show_flash()
 info = require_model()
 
 demo_button()
-recipe_job_panel("recipe")
+recipe_job_panel("recipe", runs="demo")  # the demo's progress beside its button; a recipe's below "Run recipe"
 
 PRESETS = {
     "int8 static QDQ · cpu (fast CPU path)": actions.DEMO_RECIPE,
@@ -56,7 +56,13 @@ for f in findings:
     {"error": st.error, "warning": st.warning}.get(f.level, st.info)(f"**{md(f.field)}** — {md(f.message)}")
 if ds is not None and ds.is_random:
     st.warning("The selected data set is RANDOM: calibration ranges and accuracy will be meaningless.")
-if not findings and not errors:
+nothing = recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.DYNAMIC and not (
+    set(recipe.quant.effective_op_types()) - set(recipe.quant.op_types_to_exclude)) & set(model_ops)
+if nothing:
+    st.warning(f"Nothing to quantize: int8 dynamic quantizes {', '.join(recipe.quant.effective_op_types())} nodes "
+               "and this model has none. Use int8 static (QDQ) for Conv models, or pick op types under "
+               "Quantization.")
+if not findings and not errors and not nothing:
     st.success("This recipe is valid here.")
 
 st.markdown(f"**Data:** {md(state.dataset_label())}")
@@ -67,6 +73,7 @@ if c1.button("▶ Run recipe", key="recipe.run", type="primary", disabled=bool(e
         actions.start_recipe_job(recipe)
         st.rerun()
 c2.code(actions.run_spec(recipe).cli_line("OUT.onnx"), language="bash")
+recipe_job_panel("recipe_run", runs="recipe")  # the progress where the person just clicked
 
 arts = actions.model_artifacts()  # this model's runs only; other models' runs are on History
 if arts:

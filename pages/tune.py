@@ -7,7 +7,8 @@ from ortlab.ui import state
 from ortlab.ui import tune_view as tv
 from ortlab.ui.guard import engine_errors, error_message, show_message
 from ortlab.ui.inert import md
-from ortlab.ui.jobs import DONE
+from ortlab.core.errors import OrtlabError
+from ortlab.ui.background import CANCELLED, FAILED
 from ortlab.ui.progress_view import show_flash
 from ortlab.ui.router import require_model, require_router
 
@@ -23,22 +24,23 @@ task = state.job("tune")
 running = task is not None and not task.done
 with st.form("tune.form", border=True):
     c = st.columns(4)
-    target = c[0].selectbox("Target", ("cpu", "gpu"), key="tune.target")
-    objective = c[1].selectbox("Objective", tv.OBJECTIVES, key="tune.objective",
+    target = c[0].selectbox("Target", ("cpu", "gpu"), key="tune.target", disabled=running)
+    objective = c[1].selectbox("Objective", tv.OBJECTIVES, key="tune.objective", disabled=running,
                                help="latency: the fastest accepted recipe; size: the smallest.")
     budget = c[2].number_input("Time budget (s)", min_value=5, max_value=24 * 3600, value=300, step=30,
-                               key="tune.budget")
-    policy = c[3].selectbox("Accuracy policy", tv.POLICIES, key="tune.policy",
+                               key="tune.budget", disabled=running)
+    policy = c[3].selectbox("Accuracy policy", tv.POLICIES, key="tune.policy", disabled=running,
                             help="verdict: the verdict policy of Compare must say OK (with this SQNR bar); "
                                  "min SQNR: every output at or above the bar, nothing else.")
     c = st.columns(4)
     min_sqnr = c[0].number_input("Min SQNR (dB)", min_value=0.0, max_value=100.0, value=20.0, step=1.0,
-                                 key="tune.min_sqnr")
+                                 key="tune.min_sqnr", disabled=running)
     max_trials = c[1].number_input("Max trials (0 = budget only)", min_value=0, max_value=500, value=0,
-                                   key="tune.max_trials")
+                                   key="tune.max_trials", disabled=running)
     bench_s = c[2].number_input("Timing per trial (s)", min_value=0.1, max_value=30.0, value=1.0, step=0.5,
-                                key="tune.bench_s")
-    steps = c[3].number_input("Keep-in-float steps", min_value=0, max_value=20, value=6, key="tune.steps")
+                                key="tune.bench_s", disabled=running)
+    steps = c[3].number_input("Keep-in-float steps", min_value=0, max_value=20, value=6, key="tune.steps",
+                        disabled=running)
     submitted = st.form_submit_button(":material/play_arrow: Start tuning", type="primary", disabled=running)
 if submitted and not running:
     choice = tv.TuneChoice(target=target, objective=objective, budget_s=float(budget), policy=policy,
@@ -46,6 +48,8 @@ if submitted and not running:
                            exclusion_steps=int(steps))
     with engine_errors("Starting the search"):
         task = tv.start_tune(choice)
+        if not task.done:
+            st.rerun()  # redraw the form disabled while the search runs
 
 if task is None:
     st.info("Pick the target, objective, budget and accuracy policy, then start.")
@@ -55,7 +59,8 @@ else:
         def live() -> None:
             budget_s = task.meta["choice"].budget_s
             st.progress(min(1.0, task.elapsed / max(1.0, budget_s)),
-                        text=f"{task.elapsed:.0f} s of {budget_s:.0f} s · {len(task.items)} trials finished")
+                        text=f"{task.elapsed:.0f} s of {budget_s:.0f} s · {tv.plural(len(task.items), 'trial')} "
+                             "finished")
             if st.button(":material/cancel: Cancel", key="tune.cancel", disabled=task.cancelled):
                 task.cancel()
                 st.toast("Cancelling: the running trial is stopped; the result covers the finished ones.")
@@ -66,19 +71,14 @@ else:
 
         live()
     else:
-        result = task.result
-        if task.state != DONE or result is None:
-            show_message(*error_message("Tuning", task.error or Exception("The search ended without a result.")))
+        result = task.result if task.result is not None else task.meta["tuner"].result
+        if task.state == FAILED:
+            show_message(*error_message("Tuning", task.error or OrtlabError("the search ended without a result")))
+        elif task.state == CANCELLED or result is not None:
+            level, text = tv.headline(result, task.items)
+            show_message(level, text)
         if result is not None:
             best = result.best
-            if best is None:
-                st.warning(md(result.sentence))
-            elif result.accepted:
-                st.success(md(result.sentence), icon=":material/recommend:")
-            else:
-                st.warning("No candidate passed the accuracy policy. " + md(result.sentence))
-            if result.cancelled:
-                st.caption("The search was cancelled; the result covers the finished trials.")
             for note in result.notes:
                 st.caption(f"⚠ {md(note)}")
             if best is not None:
@@ -88,11 +88,12 @@ else:
                     with engine_errors("Opening the recommendation"):
                         tv.open_on_compare(best)
                         st.switch_page("pages/compare.py")
-                b[1].caption(f"{'Recommended' if result.accepted else 'Closest'}: #{best.index} {md(best.label)} · "
-                             f"{md(best.verdict)}")
+                run = f" · History run #{best.run_id}" if best.run_id is not None else ""
+                b[1].caption(f"{'Recommended' if result.accepted else 'Closest'}: trial {best.index}, "
+                             f"{md(best.label)}{run} · {md(best.verdict)}")
                 st.code(result.cli_line or best.cli_line, language="bash")
-            st.caption(f"{len(result.trials)} trials in {result.seconds:.0f} s · policy {md(result.policy)} · "
-                       f"{md(result.hardware)}")
+            st.caption(f"{tv.plural(len(result.trials), 'trial')} in {result.seconds:.0f} s · "
+                       f"policy {md(result.policy)} · {md(result.hardware)}")
         trials = list(result.trials) if result is not None else list(task.items)
         st.plotly_chart(tv.pareto_figure(trials, task.meta["choice"].objective), key="tune_chart", width="stretch")
         if trials:

@@ -145,6 +145,15 @@ def test_demo_lands_on_compare_with_everything_filled_in(demo_app):
     assert "Model** · Digits ResNet (ours)" in sidebar_text(at)
     assert at.selectbox(key="compare.ref").format_func(at.selectbox(key="compare.ref").value).endswith(
         "Digits ResNet (ours)")
+    # Compare shows speed: a batch-1 timing of the pair, run in the background and recorded in History
+    from ortlab.runs.history import BenchmarkRecord, History
+
+    recs = [r for r in History(home / "history.sqlite").list_benchmarks() if isinstance(r, BenchmarkRecord)]
+    assert len(recs) == 1 and recs[0].config.batch_sizes == (1,)
+    p50 = {s.variant: s.p50 for s in recs[0].summaries}
+    ref_id, cand_id = at.selectbox(key="compare.ref").value, at.selectbox(key="compare.cand").value
+    assert metrics(at)["Latency b1 · candidate (p50)"] == f"{p50[cand_id]:.2f} ms"
+    assert metrics(at)["Speed-up (p50)"].startswith(f"{p50[ref_id] / p50[cand_id]:.2f}×")
 
 
 def test_state_follows_between_pages_and_history_offers_downloads(demo_app):
@@ -187,7 +196,8 @@ def test_benchmark_runs_and_is_stored(demo_app):
     from ortlab.runs.history import History
 
     stored = History(home / "history.sqlite").list_benchmarks()
-    assert len(stored) == 1 and len(stored[0].summaries) == 2
+    # the newest first; the one before it is Compare's batch-1 timing of the pair after the demo
+    assert len(stored) == 2 and len(stored[0].summaries) == 2 and stored[1].config.batch_sizes == (1,)
     assert [v.id for v in stored[0].variants] == [s.variant for s in stored[0].summaries]
     # timed interleaved: both series in the same rounds (15 runs → 8 rounds of 2, the last of 1)
     assert [len(s.round_p50s) for s in stored[0].summaries] == [8, 8]
@@ -297,6 +307,28 @@ def test_recipe_int8_on_gpu_is_explained_and_cannot_run(home):
     assert not at.error and not at.button(key="recipe.run").disabled
 
 
+def _flat(block):
+    for c in getattr(block, "children", {}).values():
+        if getattr(c, "children", None):
+            yield from _flat(c)
+        else:
+            yield c
+
+
+def test_int8_dynamic_with_nothing_to_quantize_says_so_before_the_run(home):
+    at = new_app()
+    at.switch_page("pages/recipe.py").run()
+    at.radio(key="recipe.precision").set_value(at.radio(key="recipe.precision").options[2]).run()
+    mode = at.radio(key="recipe.quant.mode")
+    mode.set_value(next(v for v in (mode.value.__class__) if v.value == "dynamic")).run()
+    assert not at.exception
+    assert not any("Nothing to quantize" in w.value for w in at.warning)  # digits_cnn has one Gemm
+    at.multiselect(key="recipe.quant.op_types_to_exclude").set_value(["Gemm"]).run()
+    assert any("Nothing to quantize" in w.value and "MatMul" in w.value for w in at.warning), \
+        [w.value for w in at.warning]
+    assert not any("This recipe is valid here" in s.value for s in at.success)
+
+
 def test_recipe_page_runs_a_recipe_in_the_background_job(home):
     at = new_app()
     at.switch_page("pages/recipe.py").run()
@@ -306,6 +338,11 @@ def test_recipe_page_runs_a_recipe_in_the_background_job(home):
     at.button(key="recipe.run").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("Finished fp32 · cpu · basic" in s.value for s in at.success), [s.value for s in at.success]
+    # the run's panel is drawn right below "Run recipe", where the person clicked, not at the top of the page
+    order = [(e.type, getattr(e, "key", None) or str(getattr(e, "value", ""))[:40]) for e in _flat(at.main)]
+    run_at = next(i for i, (t, k) in enumerate(order) if k == "recipe.run")
+    done_at = next(i for i, (t, k) in enumerate(order) if t == "success" and k.startswith("Finished fp32"))
+    assert done_at > run_at, order
     runs = at.dataframe[-1].value
     assert len(runs) == 1 and runs["recipe"].iloc[0] == "fp32 · cpu · basic"
     assert runs["top-1"].iloc[0] != "–"
@@ -567,6 +604,9 @@ def test_the_verdict_comes_first_on_compare_and_shows_in_history_and_the_report(
     assert any("ortlab-verdict" in m.value for m in at.markdown)
     html = run_report(run)
     assert 'id="verdict"' in html and f"verdict-{run.verdict.level.value}" in html
+    # the report has the speed Compare measured, and no warning about ortlab's own output
+    assert "Speed at batch 1:" in html and " ms p50" in html
+    assert "already uses ONNX Runtime contrib ops" not in html
 def test_text_data_and_input_shapes_on_the_data_and_model_pages(home, tmp_path):
     from test_inputs import TEXT, make_tokenizer, text_model
 

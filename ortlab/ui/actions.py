@@ -319,7 +319,10 @@ def model_artifacts() -> list[Artifact]:
 
 def _variant(a: Artifact, other: bool = False) -> Variant:
     rid = f"#{a.run_id} " if a.run_id is not None else ""
-    return Variant(variant_id(a), f"{rid}{recipe_label(a)}" + (f" · other model {a.source_name}" if other else ""),
+    label = recipe_label(a)
+    if rid and label.startswith("#"):  # a re-run named after what changed: "#2 = #1 + 3 nodes kept in float"
+        rid += "= "
+    return Variant(variant_id(a), f"{rid}{label}" + (f" · other model {a.source_name}" if other else ""),
                    Path(a.model_path), a)
 
 
@@ -531,10 +534,11 @@ def run_report(run: Artifact, ws: Workspace | None = None, cache: dict | None = 
 
     src, model = Path(run.source_path), Path(run.model_path)
     hist = History((ws or workspace()).db_path)
-    bench = next((b.summaries for b in hist.list_benchmarks(limit=20)
-                  if isinstance(b, BenchmarkRecord) and any(v.run_id == run.run_id for v in b.variants)), None)
+    rec = next((b for b in hist.list_benchmarks(limit=50)
+                if isinstance(b, BenchmarkRecord) and any(v.run_id == run.run_id for v in b.variants)), None)
+    bench = rec.summaries if rec is not None else None
     return html_report(run, model_cache.model_info(src, cache).to_dict(), model_cache.model_info(model, cache).to_dict(),
-                       model_cache.graph_diff(src, model, cache), run.evaluation, bench)
+                       model_cache.graph_diff(src, model, cache), run.evaluation, bench, speed=_report_speed(rec, run))
 
 
 def report_download(run: Artifact):
@@ -565,3 +569,20 @@ def rerun_interrupted(run) -> RecipeHandle:
 
 def dismiss_interrupted(run) -> None:
     api.dismiss_interrupted(run, workspace())
+
+
+def _report_speed(rec: BenchmarkRecord | None, run: Artifact):
+    """(source, run) batch-1 ORT summaries of ``rec``, when it timed them."""
+    if rec is None:
+        return None
+
+    def find(pred) -> object:
+        ids = {v.id for v in rec.variants if v.runtime == "onnxruntime" and pred(v)}
+        return next((s for s in rec.summaries if s.variant in ids and s.batch_size == 1), None)
+
+    def is_source(v) -> bool:
+        try:
+            return v.run_id is None and Path(v.path).resolve() == Path(run.source_path).resolve()
+        except OSError:
+            return False
+    return find(is_source), find(lambda v: v.run_id == run.run_id)

@@ -14,9 +14,32 @@ FONT_SIZE = 18
 TEMPLATE = "plotly_white"
 
 
-def variant_colors(variant_ids: Sequence[str]) -> dict[str, str]:
-    """Stable colour per variant: the order of ``variant_ids`` (original first, then artifacts oldest first)."""
-    return {v: PALETTE[i % len(PALETTE)] for i, v in enumerate(variant_ids)}
+OPENVINO_SUFFIX = " · OpenVINO"  # the service's id of a variant timed again under OpenVINO
+
+
+def base_variant(vid: str) -> str:
+    """The variant a timed series belongs to (its OpenVINO twin shares its colour)."""
+    return vid[: -len(OPENVINO_SUFFIX)] if vid.endswith(OPENVINO_SUFFIX) else vid
+
+
+def is_openvino(vid: str) -> bool:
+    return vid.endswith(OPENVINO_SUFFIX)
+
+
+def variant_colors(variant_ids: Sequence[str], known: dict[str, str] | None = None) -> dict[str, str]:
+    """Stable colour per variant: the order of ``variant_ids`` (original first, then artifacts oldest first);
+    a variant timed under OpenVINO gets its model's colour (the runtime is drawn by pattern, dash and marker);
+    ``known`` colours (the page's) are kept, so every chart of a page colours a variant alike."""
+    out = dict(known or {})
+    free = [c for c in PALETTE if c not in set(out.values())] or PALETTE
+    new = 0
+    for vid in variant_ids:
+        b = base_variant(vid)
+        if b not in out:
+            out[b] = free[new % len(free)]
+            new += 1
+        out[vid] = out[b]
+    return out
 
 
 def domain_color(domain: str) -> str:
@@ -27,11 +50,18 @@ def domain_color(domain: str) -> str:
 def style(fig: go.Figure, title: str = "", height: int = 420) -> go.Figure:
     """Apply the shared look: template, fonts, margins; the legend goes below the plot (under the x axis and its
     labels), where more rows of series push the chart's bottom margin instead of covering the title."""
+    entries = sum(1 for t in fig.data if t.showlegend is not False and t.name)
+    rows = max(1, (entries + 1) // 2)
+    legend_px = 26 * rows + 10
     fig.update_layout(
-        template=TEMPLATE, title=dict(text=title, font=dict(size=FONT_SIZE + 4)), height=height,
-        font=dict(size=FONT_SIZE), margin=dict(l=10, r=10, t=60 if title else 20, b=10),
-        legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0,
-                    font=dict(size=FONT_SIZE - 3)),
+        # the title sits at the left, below the toolbar's row; the legend at the bottom of the figure, in a
+        # margin of its own, so it never covers the x axis or its title
+        template=TEMPLATE, title=dict(text=title, font=dict(size=FONT_SIZE + 2), x=0.01, xanchor="left",
+                                      y=1.0, yref="container", yanchor="top", pad=dict(t=34)),
+        height=height + legend_px, font=dict(size=FONT_SIZE),
+        margin=dict(l=10, r=10, t=88 if title else 36, b=legend_px + 10),
+        legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0,
+                    font=dict(size=FONT_SIZE - 4)),
     )
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
@@ -162,8 +192,10 @@ def latency_lines(series: dict[str, list[float]], names: dict[str, str], colors:
         fig.add_scatter(x=x, y=v[idx].tolist(), mode="markers", name=f"{name} · runs", legendgroup=sid,
                         showlegend=False, marker=dict(color=color, size=4, opacity=0.25),
                         hovertemplate="run %{x}: %{y:.3f} ms<extra></extra>", meta={"runs": int(v.size)})
-        fig.add_scatter(x=x, y=rolling_median(v, window, idx).tolist(), mode="lines", name=name, legendgroup=sid,
-                        line=dict(color=color, width=4, dash=dash),
+        ov = is_openvino(vid)
+        fig.add_scatter(x=x, y=rolling_median(v, window, idx).tolist(), mode="lines+markers" if ov else "lines",
+                        name=name, legendgroup=sid, line=dict(color=color, width=3 if ov else 4, dash=dash),
+                        marker=dict(symbol="diamond-open", size=9, maxdisplayed=14, color=color) if ov else None,
                         hovertemplate=f"run %{{x}}: median of {window} %{{y:.3f}} ms<extra>{name}</extra>",
                         meta={"runs": int(v.size)})
     fig.update_layout(xaxis_title="run", yaxis=dict(type="log", title="ms (log)", tickformat="~g"),
@@ -207,7 +239,8 @@ def latency_panels(summaries, names: dict[str, str], colors: dict[str, str],
                                 textposition="middle right", showlegend=False, hoverinfo="skip",
                                 textfont=dict(size=FONT_SIZE - 4, color="#333"), row=1, col=col)
             fig.add_bar(x=[name], y=[s.p50], name=name, legendgroup=s.variant, showlegend=s.variant not in shown,
-                        marker_color=color, text=[f"{s.p50:.3g}"], textposition="inside", insidetextanchor="start",
+                        marker_color=color, marker_pattern_shape="/" if is_openvino(s.variant) else "",
+                        text=[f"{s.p50:.3g}"], textposition="inside", insidetextanchor="start",
                         error_y=dict(type="data", symmetric=False, array=[max(0.0, s.p99 - s.p50)],
                                      arrayminus=[0.0], thickness=2, width=8, color="#333"),
                         customdata=[[s.p90, s.p99]],
@@ -237,6 +270,7 @@ def throughput_panels(summaries, names: dict[str, str], colors: dict[str, str],
             name = names.get(s.variant, s.variant)
             fig.add_bar(x=[name], y=[s.throughput_per_s], name=name, legendgroup=s.variant,
                         showlegend=s.variant not in shown, marker_color=colors.get(s.variant, PALETTE[0]),
+                        marker_pattern_shape="/" if is_openvino(s.variant) else "",
                         text=[f"{s.throughput_per_s:,.0f}"], textposition="auto",
                         hovertemplate=f"{name} · batch {b}<br>%{{y:,.1f}} samples/s<extra></extra>", row=1, col=col)
             shown.add(s.variant)

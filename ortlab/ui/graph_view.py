@@ -40,6 +40,8 @@ MAX_CHILDREN = 24  # members of one level before it is split into parts
 RUN_MIN = 3  # unchanged nodes in a row that become one box
 FOCUS_HOPS = 2
 OVERLAY_STOPS = ("#ffffcc", "#fd8d3c", "#bd0026")  # best … worst
+# Fills of an absolute SQNR scale (green at or above the ok bar, amber between, red below the broken bar).
+BAND_COLORS = {"ok": "#a6dba0", "amber": "#ffcc66", "bad": "#f08080"}
 _CHAR_PX = 7.4
 _TEXT_CAP = 60
 
@@ -270,6 +272,21 @@ def overlay_color(t: float) -> str:
     return "#{:02x}{:02x}{:02x}".format(*rgb)
 
 
+def band_color(value: float, broken_db: float, ok_db: float) -> str:
+    """Fill of an SQNR ``value`` (dB) on the absolute scale: red below ``broken_db``, amber below ``ok_db``,
+    green from ``ok_db`` up."""
+    if value < broken_db:
+        return BAND_COLORS["bad"]
+    return BAND_COLORS["amber"] if value < ok_db else BAND_COLORS["ok"]
+
+
+def band_legend(broken_db: float, ok_db: float, unit: str = "dB") -> list[dict]:
+    """The legend entries of the absolute scale, with the numbers."""
+    return [{"color": BAND_COLORS["ok"], "text": f"≥ {ok_db:g} {unit} (ok)"},
+            {"color": BAND_COLORS["amber"], "text": f"{broken_db:g}–{ok_db:g} {unit}"},
+            {"color": BAND_COLORS["bad"], "text": f"< {broken_db:g} {unit} (broken bar)"}]
+
+
 def _size(lines: list[str]) -> tuple[int, int]:
     return int(max(64, _CHAR_PX * max(len(x) for x in lines) + 22)), int(16 * len(lines) + 14)
 
@@ -452,13 +469,16 @@ def visible_elements(pane: dict, opened: set[str] | None = None) -> list[dict]:
 
 
 def build_view(description: dict, *, focus: str | None = None, overlay: dict[str, float] | None = None,
-               overlay_label: str = "value", higher_is_worse: bool = True, budget: int = DEFAULT_BUDGET) -> dict:
+               overlay_label: str = "value", higher_is_worse: bool = True, budget: int = DEFAULT_BUDGET,
+               thresholds: tuple[float, float] | None = None) -> dict:
     """The two panes of the graph-diff view, before and after (``description`` from
     ``ortlab.model.diff_view.graph_description``), drawn side by side by the component.
 
     ``focus`` (a node name or part of one, an op type or op key) keeps the nodes within two hops of the
     matches; ``overlay`` ({node name: value}; names of either side) colours the nodes by value, worst in red
-    (the highest, unless ``higher_is_worse`` is False); a closed group shows its members' worst value.
+    (the highest, unless ``higher_is_worse`` is False); a closed group shows its members' worst value. With
+    ``thresholds`` (broken bar, ok bar; lower is worse) the colours are absolute: red below the broken bar, amber
+    below the ok bar, green above, whatever the other values are.
 
     Returns ``{"panes": {"before": pane, "after": pane}, "details": {node id: panel fields}, "affinity",
     "counts", "header", "legend", "overlay", "visible", "total_nodes", "focus", "focus_matches"}``. A pane
@@ -490,8 +510,22 @@ def build_view(description: dict, *, focus: str | None = None, overlay: dict[str
     def norm(x: float) -> float:
         return 0.5 if hi <= lo else (x - lo) / (hi - lo)
 
-    panes = {side: _pane(sides[side][0], sides[side][1], values[side], lambda x: overlay_color(norm(x)),
-                         lambda x: norm(x) > 0.6, budget, higher_is_worse) for side in SIDES}
+    if thresholds is not None:
+        sign = 1.0 if higher_is_worse else -1.0
+
+        def fill(x: float) -> str:
+            return band_color(sign * x, *thresholds)
+
+        def dark(x: float) -> bool:
+            return False  # the band fills are light: dark text everywhere
+    else:
+        def fill(x: float) -> str:
+            return overlay_color(norm(x))
+
+        def dark(x: float) -> bool:
+            return norm(x) > 0.6
+    panes = {side: _pane(sides[side][0], sides[side][1], values[side], fill, dark, budget, higher_is_worse)
+             for side in SIDES}
     shown = {k for side in SIDES for k in sides[side][0]}
     details = {k: _details(nodes[k]) for k in nodes if k in shown}
     present = {k for p in panes.values() for k in p.pop("present")}
@@ -506,7 +540,8 @@ def build_view(description: dict, *, focus: str | None = None, overlay: dict[str
         "overlay": {"label": clean_text(overlay_label), "min": lo if higher_is_worse else -hi,
                     "max": hi if higher_is_worse else -lo, "colors": list(OVERLAY_STOPS),
                     "higher_is_worse": higher_is_worse, "n": len(values["after"]),
-                    "n_before": len(values["before"])} if every else None,
+                    "n_before": len(values["before"]),
+                    "bands": band_legend(*thresholds) if thresholds is not None else None} if every else None,
         "visible": max(p["visible"] for p in panes.values()),
         "total_nodes": len(shown),
         "focus": focus or None,
@@ -540,12 +575,13 @@ def component_args(view: dict, height: int, titles: tuple[str, str] = ("Before",
 
 def show_graph_diff(description: dict, key: str, *, titles: tuple[str, str] = ("Before", "After"),
                     focus: str | None = None, overlay: dict[str, float] | None = None, overlay_label: str = "value",
-                    higher_is_worse: bool = True, height: int = 720) -> dict:
+                    higher_is_worse: bool = True, height: int = 720,
+                    thresholds: tuple[float, float] | None = None) -> dict:
     """Draw the graph diff of ``description`` in the Cytoscape.js component: before and after side by side,
     ``titles`` over the panes. Groups open and close inside the component (no rerun, the zoom stays), so it
     sends nothing back. ``overlay`` ({node name: value}) colours nodes by value. Returns the view that was drawn
     (see :func:`build_view`)."""
     view = build_view(description, focus=focus, overlay=overlay, overlay_label=overlay_label,
-                      higher_is_worse=higher_is_worse)
+                      higher_is_worse=higher_is_worse, thresholds=thresholds)
     _declared()(key=key, default=None, **component_args(view, height, titles))
     return view

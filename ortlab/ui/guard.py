@@ -74,7 +74,7 @@ def error_message(step: str, exc: BaseException, hint: str = "") -> tuple[str, s
         text = f"{step} failed: {one_line(exc)}"
         return "error", text + (f" {hint}" if hint else "")
     log.error("Unexpected error in %s", step, exc_info=exc)
-    return "error", (f"Unexpected error in {step}: {type(exc).__name__}: {one_line(exc)}. The app is still usable; "
+    return "error", (f"Unexpected error in {step}: {type(exc).__name__}: {one_line(exc).rstrip('.')}. The app is still usable; "
                      "try again, or pick another model or data set.")
 
 

@@ -19,7 +19,7 @@ from ortlab.core.layout import QDQ_FILE
 from ortlab.runs.artifact import Artifact
 from ortlab.settings.config import Precision, QuantMode, Recipe
 from ortlab.core.text import format_bytes
-from ortlab.ui import actions, background, cards, state
+from ortlab.ui import actions, background, cards, speed, state
 from ortlab.ui.guard import engine_errors, error_message, show_message
 from ortlab.ui.inert import md
 from ortlab.ui.jobs import DONE
@@ -94,17 +94,52 @@ def collect(task: background.Task) -> None:
     task.handled = True
     res = task.result
     results()[task.meta["candidate"]] = res
-    state.set_node_overlay(task.meta["candidate"], overlay_values(res), "local SQNR dB (accumulated where no local)")
+    state.set_node_overlay(task.meta["candidate"], overlay_values(res, ACCUMULATED), "accumulated SQNR",
+                           overlay_values(res, ADDED))
 
 
-def overlay_values(analysis) -> dict[str, float]:
-    """``{node name: local SQNR dB, else accumulated}``, finite values only (what the graph view can colour)."""
+ACCUMULATED = "accumulated"
+ADDED = "added by the node"
+MODES = (ACCUMULATED, ADDED)
+OK_MARGIN_DB = 10.0  # the overlay's ok bar: this far above the verdict policy's broken bar
+
+
+def thresholds(policy=None) -> tuple[float, float]:
+    """(broken bar, ok bar) in dB of the overlay's absolute scale: red below the verdict policy's min SQNR
+    (``VerdictPolicy.min_sqnr_db``, where a result is broken), green from ``OK_MARGIN_DB`` above it."""
+    p = policy if policy is not None else actions.verdict_policy()
+    return float(p.min_sqnr_db), float(p.min_sqnr_db) + OK_MARGIN_DB
+
+
+def overlay_values(analysis, mode: str = ACCUMULATED) -> dict[str, float]:
+    """``{node name: SQNR dB}``: accumulated (the quantized model with everything upstream) or added by the node
+    alone (its local SQNR, the accumulated one where no local was measured); finite values only."""
     out = {}
     for e in analysis.nodes:
-        v = e.local_sqnr_db if e.local_sqnr_db is not None else e.sqnr_db
+        v = e.sqnr_db if mode == ACCUMULATED or e.local_sqnr_db is None else e.local_sqnr_db
         if v is not None and math.isfinite(v):
             out[e.name] = float(v)
     return out
+
+
+def culprit(analysis):
+    """The node with the lowest accumulated SQNR (the first in the graph's order among equals), or None."""
+    nodes = [e for e in analysis.nodes if e.sqnr_db is not None and not math.isnan(e.sqnr_db)]
+    return min(nodes, key=lambda e: e.sqnr_db) if nodes else None
+
+
+def culprit_sentence(analysis, policy=None) -> str | None:
+    """One sentence naming the worst node by accumulated error, against the policy's bars."""
+    e = culprit(analysis)
+    if e is None:
+        return None
+    broken, ok = thresholds(policy)
+    if math.isinf(e.sqnr_db):
+        return "Every quantized node's output is identical to the fp32 model's."
+    where = ("below the verdict's broken bar of " + f"{broken:g} dB" if e.sqnr_db < broken else
+             f"under the ok bar of {ok:g} dB" if e.sqnr_db < ok else f"above the ok bar of {ok:g} dB")
+    local = f"; alone it adds {_db(e.local_sqnr_db)}" if e.local_sqnr_db is not None else ""
+    return f"Worst accumulated error: {e.name} ({e.op_type}) at {_db(e.sqnr_db)}, {where}{local}."
 
 
 def _num(x: float | None, digits: int = 1) -> float | None:
@@ -115,20 +150,29 @@ def _num(x: float | None, digits: int = 1) -> float | None:
     return round(float(x), digits)
 
 
-def table_rows(analysis, keep: Collection[str] = (), top: int = TOP_ROWS) -> list[dict]:
-    """The worst ``top`` nodes as table rows (infinite SQNR shown as ±999 dB so the column sorts)."""
+def table_rows(analysis, keep: Collection[str] = (), top: int = TOP_ROWS, by: str = ACCUMULATED) -> list[dict]:
+    """The worst ``top`` nodes by accumulated SQNR (``by``) or by what each adds alone (local SQNR), as table
+    rows (infinite SQNR shown as ±999 dB so the column sorts)."""
+    def key(e) -> float:
+        v = e.sqnr_db if by == ACCUMULATED or e.local_sqnr_db is None else e.local_sqnr_db
+        return math.inf if v is None or math.isnan(v) else v
+
+    worst = sorted(analysis.nodes, key=key)[:top]
     return [{KEEP: e.name in keep, "node": e.name, "op": e.op_type, "accumulated SQNR dB": _num(e.sqnr_db),
-             "local SQNR dB": _num(e.local_sqnr_db), "cosine": _num(e.cosine, 5), "max |Δ|": _num(e.max_abs, 4),
-             "added dB": _num(e.added_db),
+             "local SQNR dB": _num(e.local_sqnr_db), "added dB": _num(e.added_db), "cosine": _num(e.cosine, 4),
              # a detector's score channels vs box channels: the group that ranks the node (ortlab.checks.analyze)
              **({"worst group": f"{e.group} {_num(e.score_db)} dB" if e.group else ""}
-                if getattr(analysis, "groups", None) else {})} for e in analysis.worst(top)]
+                if getattr(analysis, "groups", None) else {})} for e in worst]
 
 
-def excluded_recipe(recipe: Recipe, nodes) -> Recipe:
-    """``recipe`` with ``nodes`` (added to any it already excludes) kept in float."""
+def excluded_recipe(recipe: Recipe, nodes, base_run_id: int | None = None) -> Recipe:
+    """``recipe`` with ``nodes`` (added to any it already excludes) kept in float, named after what changed
+    (``#1 + 3 nodes kept in float``)."""
     merged = tuple(dict.fromkeys([*recipe.quant.nodes_to_exclude, *nodes]))
-    return replace(recipe, quant=replace(recipe.quant, nodes_to_exclude=merged), name="")
+    added = len(merged) - len(recipe.quant.nodes_to_exclude)
+    base = f"#{base_run_id}" if base_run_id is not None else recipe.label()
+    name = f"{base} + {added} node{'s' if added != 1 else ''} kept in float"
+    return replace(recipe, quant=replace(recipe.quant, nodes_to_exclude=merged), name=name)
 
 
 def worst_sqnr(a: Artifact) -> float | None:
@@ -145,12 +189,16 @@ def _db(x: float | None) -> str:
     return "identical" if math.isinf(x) else f"{x:.1f} dB"
 
 
-def comparison_rows(base: Artifact, new: Artifact) -> list[dict]:
-    """Verdict, worst output SQNR, top-1 agreement, size and seconds of the two runs, one column each."""
+def comparison_rows(base: Artifact, new: Artifact, latency: dict | None = None) -> list[dict]:
+    """Verdict, worst output SQNR, top-1 agreement, size, batch-1 latency (``latency``: {run id: LatencySummary})
+    and nodes kept in float of the two runs, one column each."""
+    timed = latency or {}
+
     def col(a: Artifact) -> dict[str, str]:
         ev = a.evaluation
         return {"verdict": cards.verdict_text(actions.run_verdict(a)), "logits SQNR (worst output)": _db(worst_sqnr(a)),
                 "top-1 agreement": cards.pct(ev.top1_agreement if ev else None), "size": format_bytes(a.size_bytes),
+                "latency b1 p50": speed.latency_text(timed.get(a.run_id)),
                 "kept in float": str(len(a.recipe.quant.nodes_to_exclude))}
     b, n = col(base), col(new)
     return [{"metric": k, f"before (#{base.run_id})": b[k], f"with exclusions (#{new.run_id})": n[k]} for k in b]
@@ -195,7 +243,11 @@ def _rerun_panel() -> None:
             else:
                 st.caption("Running… the result appears here when it finishes.")
             return
-        st.dataframe(comparison_rows(base, new), hide_index=True, width="stretch")
+        timed = {x.run_id: speed.run_latency(x.run_id) for x in (base, new)}
+        st.dataframe(comparison_rows(base, new, timed), hide_index=True, width="stretch")
+        if any(v is None for v in timed.values()):
+            st.caption("Latency: not timed yet. Pick the two runs as reference and candidate above (Compare times "
+                       "them at batch 1), or time them on the Benchmark page.")
         sentence = exclusion_sentence(base, new, rr["nodes"])
         (st.warning if "lowered" in sentence else st.info)(md(sentence))
 
@@ -219,6 +271,9 @@ def section(cand) -> None:
         with engine_errors("Starting the per-node analysis"):
             task = start_analysis(a)
             running = not task.done
+            if task.done:  # finished at once (tests): draw again so the graph above shows the overlay
+                collect(task)
+                st.rerun()
     if task is not None and not task.done:
         _poll(task)
         return
@@ -250,7 +305,10 @@ def _table(a: Artifact, res) -> None:
                 f"{min(TOP_ROWS, len(res.nodes))} first" + ("" if res.qdq else " · no QDQ nodes: accumulated only"))
     import pandas as pd
 
-    rows = table_rows(res)
+    by = st.radio("Rank by", MODES, horizontal=True, key="node_errors.sort",
+                  help="accumulated: the node's output in the quantized model, with every upstream error; added by "
+                       "the node: its local SQNR (the node alone on fp32 inputs). Click a column header to sort by it.")
+    rows = table_rows(res, by=by)
     if not rows:
         st.info("No node to list.")
         return
@@ -258,11 +316,17 @@ def _table(a: Artifact, res) -> None:
         pd.DataFrame(rows), key=f"node_errors.table.{actions.variant_id(a)}", hide_index=True, width="stretch",
         disabled=[c for c in rows[0] if c != KEEP],
         column_config={
-            KEEP: st.column_config.CheckboxColumn(KEEP, help="Leave this node in float in the re-run.", default=False),
-            "node": st.column_config.TextColumn("node", help="Node name in the QDQ model."),
-            "accumulated SQNR dB": st.column_config.NumberColumn(format="%.1f"),
-            "local SQNR dB": st.column_config.NumberColumn(format="%.1f"),
-            "added dB": st.column_config.NumberColumn(format="%.1f", help="local − accumulated: what upstream adds."),
+            KEEP: st.column_config.CheckboxColumn("keep", help="Leave this node in float in the re-run.", default=False,
+                                                  width="small"),
+            "node": st.column_config.TextColumn("node", help="Node name in the QDQ model.", width="medium"),
+            "op": st.column_config.TextColumn("op", width="small"),
+            "accumulated SQNR dB": st.column_config.NumberColumn("accum. dB", format="%.1f", width="small",
+                                                                 help="Accumulated SQNR: with everything upstream."),
+            "local SQNR dB": st.column_config.NumberColumn("local dB", format="%.1f", width="small",
+                                                           help="Local SQNR: the node alone on fp32 inputs."),
+            "added dB": st.column_config.NumberColumn(format="%.1f", width="small",
+                                                      help="local − accumulated: what upstream adds."),
+            "cosine": st.column_config.NumberColumn(format="%.4f", width="small"),
         })
     keep = tuple(str(n) for n in edited.loc[edited[KEEP].astype(bool), "node"])
     if res.unmatched:
@@ -277,12 +341,12 @@ def _table(a: Artifact, res) -> None:
     if st.button("Re-run with these nodes in float", key="node_errors.rerun", disabled=not keep or busy or not same_model,
                  help="The candidate's recipe with the ticked nodes added to nodes_to_exclude, on the current data."):
         with engine_errors("Starting the re-run"):
-            job = actions.start_recipe_job(excluded_recipe(a.recipe, keep))
+            job = actions.start_recipe_job(excluded_recipe(a.recipe, keep, a.run_id))
             state.set_ui(_RERUN, {"base": actions.variant_id(a), "nodes": keep, "job": job.id, "new": None})
             st.rerun()
 
 
-def graph_overlay(a: Artifact | None) -> dict | None:
+def graph_overlay(a: Artifact | None, mode: str = ACCUMULATED) -> dict | None:
     """The stored overlay (:func:`ortlab.ui.state.node_overlay`) when it belongs to ``a``'s QDQ model, its values
     also under the names of ``a``'s own (ORT-optimized, fused) graph, so that they land on both the QDQ and the
     fused nodes of the graph diff."""
@@ -298,4 +362,12 @@ def graph_overlay(a: Artifact | None) -> dict | None:
     k = ("node_names", str(qdq), str(a.model_path))
     if k not in c:
         c[k] = map_node_names(qdq, a.model_path)
-    return {**ov, "values": carry_values(ov["values"], c[k], lower_is_worse=True)}
+    values = ov["values"] if mode == ACCUMULATED or not ov.get("local") else ov["local"]
+    label = "accumulated SQNR" if mode == ACCUMULATED else "SQNR added by the node (local)"
+    return {**ov, "label": label, "values": carry_values(values, c[k], lower_is_worse=True)}
+
+
+def analysis_for(a: Artifact | None):
+    """The kept analysis of ``a``'s QDQ model, or None."""
+    qdq = qdq_model(a)
+    return results().get(str(qdq)) if qdq is not None else None

@@ -64,13 +64,17 @@ def demo_button() -> None:
             actions.start_demo_job()
 
 
-def recipe_job_panel(where: str) -> None:
+def recipe_job_panel(where: str, runs: str = "all") -> None:
     """Progress of this session's recipe run (polled every 0.5 s), then its outcome; after a demo run it
-    lands on Compare. ``where`` keeps widget keys unique per page."""
+    lands on Compare. ``where`` keeps widget keys unique per page; ``runs`` ("all", "demo" or "recipe") draws
+    only the demo's or only the other runs (so a page can show each beside the button that started it)."""
     # Always one container, so the elements below keep their place in the page and an embedded viewer
     # (Netron's iframe) is not reloaded when a run starts or ends.
     with st.container():
-        _recipe_job(where)
+        job = state.job("recipe")
+        demo = job is not None and bool(job.meta.get("land_on_compare"))
+        if runs == "all" or (runs == "demo") == demo:
+            _recipe_job(where)
 
 
 def _recipe_job(where: str) -> None:

@@ -335,7 +335,12 @@ def node_overlay() -> dict | None:
     return _get("node_overlay")
 
 
-def set_node_overlay(candidate: str | Path, values: dict[str, float], label: str = "SQNR dB") -> None:
-    """Remember ``{node name: SQNR dB}`` of the analysis of ``candidate`` (None values left out)."""
-    _set("node_overlay", {"candidate": str(candidate), "label": label,
-                          "values": {str(k): float(v) for k, v in values.items() if v is not None}})
+def set_node_overlay(candidate: str | Path, values: dict[str, float], label: str = "SQNR dB",
+                     local: dict[str, float] | None = None) -> None:
+    """Remember ``{node name: SQNR dB}`` of the analysis of ``candidate`` (None values left out): ``values`` the
+    accumulated SQNR, ``local`` what each node adds alone."""
+    def clean(d: dict[str, float]) -> dict[str, float]:
+        return {str(k): float(v) for k, v in d.items() if v is not None}
+
+    _set("node_overlay", {"candidate": str(candidate), "label": label, "values": clean(values),
+                          "local": clean(local or {})})

@@ -65,6 +65,62 @@ def start_tune(choice: TuneChoice) -> background.Task:
     return task
 
 
+def plural(n: int, word: str) -> str:
+    """``"1 trial"``, ``"3 trials"``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _quality(t) -> str:
+    if t.sqnr_db is None:
+        return "accuracy not measured"
+    if math.isinf(t.sqnr_db):
+        return "identical outputs"
+    return f"SQNR {t.sqnr_db:.1f} dB"
+
+
+def _speed(t) -> str:
+    """``1.84× faster than fp32`` / ``0.98× fp32's speed (slower)`` — never "faster" below 1×."""
+    s = t.speedup
+    if not s:
+        return "speed unknown"
+    if s >= 1.0:
+        return f"{s:.2f}× faster than the fp32 source"
+    return f"{s:.2f}× the fp32 source's speed, i.e. slower"
+
+
+def headline(result, items: Sequence = ()) -> tuple[str, str]:
+    """(level, text) of a finished, cancelled or empty search: a cancel is a neutral "Stopped after N trials";
+    a recommendation slower than fp32 is never called the fastest or faster."""
+    n = len(result.trials) if result is not None else len(items)
+    best = result.best if result is not None else None
+    latency = result is None or result.objective == "latency"
+    if result is None or result.cancelled:
+        text = f"Stopped after {plural(n, 'trial')}."
+        if best is not None and result is not None and result.accepted:
+            text += f" Best so far that the policy accepts: trial {best.index}, {best.label} — {_speed(best)}, " \
+                    f"{_quality(best)}."
+        elif n:
+            text += " No finished trial passed the accuracy policy yet."
+        return "info", text
+    if best is None:
+        return "warning", f"No trial finished ({plural(n, 'trial')} started); nothing to recommend."
+    if not result.accepted:
+        return "warning", (f"No recipe of {plural(n, 'trial')} passes the accuracy policy; the closest is trial "
+                           f"{best.index}, {best.label} — {_speed(best) if latency else _mb(best)}, {_quality(best)} "
+                           f"({best.verdict}).")
+    if latency and best.speedup is not None and best.speedup < 1.0:
+        return "warning", (f"No accepted recipe is faster than the fp32 source on this machine: the best accepted, "
+                           f"trial {best.index} ({best.label}), runs at {best.speedup:.2f}× fp32's speed with "
+                           f"{_quality(best)}. Keep the fp32 model for speed, or try another target.")
+    what = "fastest" if latency else "smallest"
+    return "success", (f"Trial {best.index}, {best.label}, is the {what} recipe the policy accepts of "
+                       f"{plural(n, 'trial')}: {_speed(best) if latency else _mb(best)}, {_quality(best)}.")
+
+
+def _mb(t) -> str:
+    return f"{(t.size_bytes or 0) / 1e6:.1f} MB"
+
+
 def _x(t, objective: str) -> float | None:
     if objective == "size":
         return (t.size_bytes or 0) / 1e6 if t.size_bytes else None
@@ -95,7 +151,7 @@ def pareto_figure(trials: Sequence, objective: str = "latency") -> go.Figure:
                     "opacity": 0.9 if pareto else 0.55},
             customdata=[[t.label, t.index, (t.size_bytes or 0) / 1e6, t.p50_ms or 0.0,
                          "accepted" if t.accepted else "rejected"] for t in pts],
-            hovertemplate="#%{customdata[1]} %{customdata[0]}<br>SQNR %{y:.1f} dB · %{customdata[2]:.2f} MB · "
+            hovertemplate="trial %{customdata[1]}: %{customdata[0]}<br>SQNR %{y:.1f} dB · %{customdata[2]:.2f} MB · "
                           "p50 %{customdata[3]:.2f} ms · %{customdata[4]}<extra></extra>"))
     fig.update_layout(xaxis_title="speed-up vs fp32 (×)" if objective == "latency" else "file size (MB)",
                       yaxis_title="SQNR of the worst output (dB)", legend={"orientation": "h"})
@@ -104,7 +160,8 @@ def pareto_figure(trials: Sequence, objective: str = "latency") -> go.Figure:
 
 def trial_rows(trials: Sequence) -> list[dict]:
     """One row per trial for the table under the chart."""
-    return [{"#": t.index, "recipe": t.label, "stage": t.stage, "verdict": t.level or t.status,
+    return [{"trial": t.index, "History run": f"#{t.run_id}" if t.run_id is not None else "",
+             "recipe": t.label, "stage": t.stage, "verdict": t.level or t.status,
              "meets bar": "yes" if t.accepted else "no",
              "task": f"{t.task_measure} {t.task_value:.1%}" if t.task_value is not None else "",
              "SQNR dB": None if t.sqnr_db is None else (999.0 if math.isinf(t.sqnr_db) else round(t.sqnr_db, 1)),

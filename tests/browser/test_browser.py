@@ -309,7 +309,8 @@ def test_2c_per_node_error_is_drawn_on_the_graph_diff(flow, screenshots):
                 const v = cy.nodes('.op').filter(n => n.data('value_color'));
                 out[side] = {n: v.length,
                              drawn: v.filter(n => n.style('background-color') === rgb(n.data('value_color'))).length,
-                             red: cy.nodes().filter(n => n.data('value_color') === '#bd0026').length};
+                             wrong: v.filter(n => n.data('value_color') !== (n.data('value') < 10 ? '#f08080'
+                                 : n.data('value') < 20 ? '#ffcc66' : '#a6dba0')).length};
             }
             out.legend = document.getElementById('legend').textContent;
             return out;
@@ -319,7 +320,9 @@ def test_2c_per_node_error_is_drawn_on_the_graph_diff(flow, screenshots):
         page.wait_for_timeout(500)
     assert coloured["after"]["n"] >= 5 and coloured["before"]["n"] >= 5, coloured
     assert coloured["after"]["drawn"] == coloured["after"]["n"], coloured  # the fill shows the value
-    assert coloured["after"]["red"] + coloured["before"]["red"] >= 1 and "worst, red" in coloured["legend"]
+    # an absolute scale from the verdict policy, its numbers in the legend
+    assert coloured["after"]["wrong"] == 0 and coloured["before"]["wrong"] == 0, coloured
+    assert "≥ 20 dB (ok)" in coloured["legend"] and "< 10 dB (broken bar)" in coloured["legend"], coloured
     page.set_viewport_size({"width": 1280, "height": 720})
     iframe = page.locator('iframe[src*="graphdiff"]').first
     iframe.scroll_into_view_if_needed()

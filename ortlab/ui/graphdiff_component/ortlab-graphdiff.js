@@ -14,6 +14,7 @@
     var panes = {};
     var shown = null;
     var overlayOn = false;
+    var READABLE = 0.55;  // the smallest zoom at which 12 px labels stay readable
     var reverseAffinity = {};
 
     function send(type, data) {
@@ -178,7 +179,7 @@
         this.cy.on('dragpan', function () { self.moved = true; });
         this.cy.on('tap', 'node', function (evt) { tapped(self, evt.target); });
         this.cy.on('mouseover', 'node', function (evt) { highlight(self, evt.target.id(), false); });
-        this.cy.on('mouseout', 'node', function () { other(self).cy.nodes().removeClass('match'); });
+        this.cy.on('mouseout', 'node', function () { unhover(); });
         this.publish();
     };
 
@@ -216,6 +217,14 @@
         this.publish();
     };
 
+    // Open every group that holds ``id`` (drawn again in place when one was closed).
+    Pane.prototype.reveal = function (id) {
+        var p = this.parent[id];
+        if (p && this.rep(id) !== id) {
+            this.toggle(p, true);
+        }
+    };
+
     Pane.prototype.publish = function () {  // the drawn labels as text, for screen readers and tests
         var list = document.getElementById('labels-' + this.side);
         clear(list);
@@ -233,7 +242,7 @@
                 return;
             }
             var y0 = cy.nodes().boundingBox().y1;  // the top, with the labels of open groups
-            var z = 0.8;
+            var z = Math.max(READABLE, 0.8);
             var first = leaves.filter(function (n) { return n.boundingBox().y1 < y0 + cy.height() / z; });
             var bb = first.boundingBox();
             cy.zoom(z);
@@ -247,8 +256,9 @@
     }
 
     // The nodes on the other side that ``id`` (a node of ``pane``) corresponds to: the same node when it was
-    // matched, the node that replaced a removed one, or the removed nodes a fused node replaced.
-    function matchesOf(pane, id) {
+    // matched, the node that replaced a removed one, or the removed nodes a fused node replaced (their own ids,
+    // not the groups that hold them).
+    function matchIds(pane, id) {
         var o = other(pane);
         var ids = [];
         if (o.data[id] && !o.data[id].group) {
@@ -264,28 +274,84 @@
         if (pane.data[id] && pane.data[id].group && o.data[id]) {
             ids.push(id);  // a name-scope group: the same scope on the other side
         }
+        var seen = {};
+        return ids.filter(function (x) {
+            var keep = o.data[x] && !seen[x];
+            seen[x] = true;
+            return keep;
+        });
+    }
+
+    function matchesOf(pane, id) {  // what stands for the matches on screen (a closed group, or the node itself)
+        var o = other(pane);
         var reps = {};
-        ids.forEach(function (x) { if (o.data[x]) { reps[o.rep(x)] = true; } });
+        matchIds(pane, id).forEach(function (x) { reps[o.rep(x)] = true; });
         return Object.keys(reps);
+    }
+
+    function nodeName(side, id) {
+        var x = (shown.details || {})[id] || {};
+        var d = (panes[side] && panes[side].data[id]) || {};
+        if (d.group) {
+            return String(d.label_closed || id).replace(/^▸ /, '').split('\n')[0];
+        }
+        var name = side === 'before' && x.matched ? x.matched : x.name;
+        return (x.op_type || '?') + ' ' + (name || id);
+    }
+
+    // Bring ``col`` into view in ``p`` at a readable zoom (no smaller than the person's own, nor than READABLE).
+    function inView(p, col) {
+        if (!col.length) { return; }
+        var cy = p.cy;
+        var bb = col.renderedBoundingBox();
+        var inside = bb.x1 >= 0 && bb.y1 >= 0 && bb.x2 <= cy.width() && bb.y2 <= cy.height();
+        var zoom = Math.max(cy.zoom(), READABLE);
+        if (inside && cy.zoom() >= READABLE) { return; }
+        cy.stop();
+        cy.zoom(zoom);
+        cy.center(col);
+        p.moved = true;
+    }
+
+    var pinned = null;  // the last clicked node's matches: {side, ids}, lit again after a hover ends
+
+    function unhover() {
+        SIDES.forEach(function (side) { if (panes[side] && panes[side].cy) { panes[side].cy.nodes().removeClass('match'); } });
+        if (pinned && panes[pinned.side] && panes[pinned.side].cy) {
+            var cy = panes[pinned.side].cy;
+            pinned.ids.forEach(function (x) { cy.getElementById(x).addClass('match'); });
+        }
     }
 
     function highlight(pane, id, jump) {
         var o = other(pane);
         o.cy.nodes().removeClass('match');
-        var hits = matchesOf(pane, id).map(function (x) { return o.cy.getElementById(x); })
-            .filter(function (n) { return n.nonempty(); });
-        var col = o.cy.collection();
-        hits.forEach(function (n) { col = col.union(n); });
-        col.addClass('match');
-        if (jump && col.length) {  // jump to the match, at the zoom the person chose
-            o.cy.stop();
-            o.cy.animate({ center: { eles: col } }, { duration: 200 });
-            o.moved = true;
+        var ids = matchIds(pane, id);
+        if (jump) {  // open the groups that hold the matches, so that exactly they light up
+            ids.forEach(function (x) { o.reveal(x); });
         }
-        var status = document.getElementById('match');
-        if (jump) {
-            status.textContent = col.length ? 'Its match is highlighted in the ' + o.side + ' graph.'
-                : 'It has no match in the ' + o.side + ' graph.';
+        var reps = {};
+        ids.forEach(function (x) { reps[o.rep(x)] = true; });
+        var col = o.cy.collection();
+        Object.keys(reps).forEach(function (x) {
+            var n = o.cy.getElementById(x);
+            if (n.nonempty()) { col = col.union(n); }
+        });
+        col.addClass('match');
+        if (jump) {  // both panes show the pair
+            inView(o, col);
+            inView(pane, pane.cy.getElementById(id));
+            var status = document.getElementById('match');
+            if (status) {
+                var names = ids.map(function (x) { return nodeName(o.side, x); });
+                var listed = names.slice(0, 6).join(', ') + (names.length > 6 ? ' and ' + (names.length - 6) + ' more' : '');
+                status.textContent = ids.length ? 'Matched in the ' + o.side + ' graph (highlighted): ' + listed + '.'
+                    : 'It has no match in the ' + o.side + ' graph.';
+            }
+            pinned = { side: o.side, ids: Object.keys(reps) };
+            pane.cy.nodes().removeClass('match');
+            document.body.setAttribute('data-match-count', String(col.length));
+            document.body.setAttribute('data-match-ids', Object.keys(reps).join(' '));
         }
         return col.length;
     }
@@ -314,7 +380,7 @@
     function row(table, key, value) {
         var tr = el('tr');
         tr.appendChild(el('td', key, 'k'));
-        tr.appendChild(el('td', value));
+        tr.appendChild(el('td', value, 'v'));
         table.appendChild(tr);
     }
 
@@ -384,6 +450,7 @@
 
     function header(args) {
         document.getElementById('header').textContent = String(args.header || '');
+        document.getElementById('header').title = String(args.header || '');  // whole, when the bar cuts it
         var legend = document.getElementById('legend');
         clear(legend);
         (args.legend || []).forEach(function (item) {
@@ -398,8 +465,22 @@
         var ov = args.overlay;
         var toggle = document.getElementById('overlay-toggle');
         toggle.style.display = ov ? '' : 'none';
-        if (ov) {
+        if (ov && ov.bands) {  // an absolute scale: the verdict policy's bars, with their numbers
+            var box = el('span', null, 'chip overlay-legend');
+            box.id = 'overlay-legend';
+            box.appendChild(el('span', String(ov.label) + ':'));
+            ov.bands.forEach(function (b) {
+                var sw2 = el('span', null, 'swatch');
+                sw2.style.background = b.color;
+                sw2.style.borderColor = b.color;
+                box.appendChild(sw2);
+                box.appendChild(el('span', String(b.text)));
+            });
+            box.appendChild(el('span', '(fill = value, border = change)', 'muted'));
+            legend.appendChild(box);
+        } else if (ov) {
             var chip2 = el('span', null, 'chip');
+            chip2.id = 'overlay-legend';
             chip2.appendChild(el('span', String(ov.label) + ': ' + Number(ov.higher_is_worse ? ov.min : ov.max).toPrecision(3)));
             var ramp = el('span', null, 'ramp');
             ramp.style.background = 'linear-gradient(to right, ' + ov.colors.join(', ') + ')';
@@ -411,6 +492,7 @@
             var title = document.getElementById('title-' + SIDES[i]);
             if (title) {
                 title.textContent = (i ? 'After: ' : 'Before: ') + String(t);
+                title.title = title.textContent;  // the full title when the pane cuts it
             }
         });
     }
@@ -424,6 +506,7 @@
             return;
         }
         shown = args;
+        pinned = null;
         overlayOn = !!args.overlay;
         document.getElementById('overlay').checked = overlayOn;
         reverseAffinity = {};
@@ -464,7 +547,16 @@
         });
     });
     document.getElementById('fit').addEventListener('click', function () {
-        SIDES.forEach(function (side) { if (panes[side] && panes[side].cy) { panes[side].cy.fit(undefined, 12); } });
+        SIDES.forEach(function (side) {
+            var p = panes[side];
+            if (p && p.cy) {
+                p.cy.fit(undefined, 12);
+                if (p.cy.zoom() < READABLE) {  // the whole graph would be unreadable: the top at a readable size
+                    p.moved = false;
+                    p.firstView();
+                }
+            }
+        });
     });
     document.getElementById('overlay').addEventListener('change', function (evt) {
         overlayOn = !!evt.target.checked && !!(shown && shown.overlay);

@@ -1,0 +1,36 @@
+"""The chart builders: one colour per variant across a page's charts (OpenVINO twins share it, drawn with a
+pattern), p50 bars readable under a long p99, legends in a margin of their own."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from ortlab.ui import charts
+
+
+def _s(variant: str, p50: float, p90: float, p99: float, batch: int = 1):
+    return SimpleNamespace(variant=variant, batch_size=batch, p50=p50, p90=p90, p99=p99, throughput_per_s=batch / p50)
+
+
+def test_every_variant_has_its_own_colour_and_its_openvino_twin_shares_it():
+    ids = ["original", "run1", "original · OpenVINO", "run1 · OpenVINO"]
+    colors = charts.variant_colors(ids)
+    assert colors["original"] == colors["original · OpenVINO"] != colors["run1"] == colors["run1 · OpenVINO"]
+    # the page's colours are kept for the charts drawn from a stored benchmark listing variants in another order
+    page = charts.variant_colors(["original", "run1", "run2"])
+    later = charts.variant_colors(["run2", "original", "run2 · OpenVINO", "run9"], known=page)
+    assert later["run2"] == later["run2 · OpenVINO"] == page["run2"] and later["original"] == page["original"]
+    assert later["run9"] not in page.values()
+    fig = charts.latency_panels([_s(i, 1.0 + k, 1.2 + k, 1.5 + k) for k, i in enumerate(ids)], {}, colors)
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert len({b.marker.color for b in bars}) == 2
+    assert [b.marker.pattern.shape for b in bars] == ["", "", "/", "/"]
+
+
+def test_a_long_p99_does_not_flatten_the_p50_bars_and_the_legend_has_its_own_margin():
+    fig = charts.latency_panels([_s("a", 1.0, 1.2, 40.0), _s("b", 2.0, 2.2, 2.5)], {}, {"a": "#000", "b": "#111"})
+    top = fig.layout.yaxis.range[1]
+    assert top < 5.0 and top > 2.2  # scaled to p90, not to the 40 ms p99
+    assert any(t.mode == "text" and "p99 40" in t.text[0] for t in fig.data if t.type == "scatter" and t.text)
+    assert fig.layout.legend.yref == "container" and fig.layout.margin.b >= 36
+    assert fig.layout.title.x < 0.1 and fig.layout.margin.t >= 80
