@@ -17,8 +17,7 @@ from ortlab.core.progress import ProgressEvent
 from ortlab.core.text import one_line
 from ortlab.checks.verdict import Level, VerdictPolicy
 from ortlab.api import (
-    bench_config_problems, find_for_model, inspect_model, list_samples, load_path, parse_shape, resolve_preprocess,
-    samples_root, worse_or_equal,
+    bench_config_problems, find_for_model, inspect_model, list_samples, load_path, parse_shape, samples_root, worse_or_equal,
 )
 from ortlab.core.errors import DataError
 from ortlab.data.loaders import TEXT_EXTENSIONS, TOKENIZER_FILE
@@ -48,9 +47,14 @@ def add_recipe_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_preprocess_arguments(p: argparse.ArgumentParser) -> None:
-    """Image preprocessing flags; unset ones come from the sample manifest or the model input."""
+    """Image preprocessing flags; unset ones come from the sample manifest or the model input; ``--preset``
+    names a known convention (applied only when chosen)."""
     add_config_arguments(p, PreprocessConfig, show_defaults=False,
                          title="image preprocessing (default: the sample's manifest, else detected from the model)")
+    p.add_argument("--preset", choices=list(api.PREPROCESS_PRESETS), default=None,
+                   help="A known preprocessing convention, applied before the flags above: "
+                        + "; ".join(f"{k}: {v.source}" for k, v in api.PREPROCESS_PRESETS.items())
+                        + ". Never applied unless given.")
 
 
 def add_verdict_arguments(p: argparse.ArgumentParser) -> None:
@@ -263,16 +267,40 @@ def find_sample(model_path: Path):
     return find_for_model(model_path)
 
 
-def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None) -> PreprocessConfig | None:
-    """Preprocessing: the sample manifest's, else detected from the model's first input; flags override
-    (``resolve_preprocess``). None for models whose input is not an image and no flags were given."""
+def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None, images: bool = True
+                         ) -> PreprocessConfig | None:
+    """Preprocessing: the sample manifest's, else detected from the model's first input; ``--preset``, then the
+    flags override (``explain_preprocess``). Says on stderr what it uses and where each value came from. For
+    ``images`` data on a model whose height/width are open, a size must be given (``--size`` or ``--shape``):
+    a UsageError asks for it instead of guessing. None for models whose input is not an image and no flags were
+    given."""
 
     overrides = given_values(PreprocessConfig, ns)
     try:
-        inputs = inspect_model(model_path).inputs if sample is None else ()
-        return resolve_preprocess(inputs, sample, overrides=overrides)
+        info = inspect_model(model_path)
+        inputs = info.inputs if sample is None else ()
+        shapes = shapes_from_args(ns)
+        if "size" not in overrides and len(info.inputs) == 1 and info.inputs[0].name in shapes:
+            hw = _size_from_shape(shapes[info.inputs[0].name])
+            if hw is not None:
+                overrides["size"] = hw
+        resolved = api.explain_preprocess(inputs, sample, overrides=overrides, preset=getattr(ns, "preset", None))
     except DataError as exc:
         raise UsageError(exc.message) from None
+    if resolved is None:
+        return None
+    if images and resolved.open_size:
+        raise UsageError(resolved.open_size_message())
+    if images:
+        print(f"{PROG}: preprocessing: " + "; ".join(resolved.lines()), file=sys.stderr)
+    return resolved.config
+
+
+def _size_from_shape(shape: Sequence[int]) -> tuple[int, int] | None:
+    """(H, W) of a 4-D image --shape (NCHW when axis 1 is 1 or 3, else NHWC)."""
+    if len(shape) != 4:
+        return None
+    return (int(shape[2]), int(shape[3])) if shape[1] in (1, 3) else (int(shape[1]), int(shape[2]))
 
 
 def reporter(ns: argparse.Namespace):
