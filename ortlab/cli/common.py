@@ -277,11 +277,10 @@ def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None, 
 
     overrides = given_values(PreprocessConfig, ns)
     try:
-        info = inspect_model(model_path)
-        inputs = info.inputs if sample is None else ()
+        inputs = inspect_model(model_path).inputs if sample is None else ()
         shapes = shapes_from_args(ns)
-        if "size" not in overrides and len(info.inputs) == 1 and info.inputs[0].name in shapes:
-            hw = _size_from_shape(shapes[info.inputs[0].name])
+        if "size" not in overrides and len(inputs) == 1 and inputs[0].name in shapes:
+            hw = _size_from_shape(shapes[inputs[0].name])
             if hw is not None:
                 overrides["size"] = hw
         resolved = api.explain_preprocess(inputs, sample, overrides=overrides, preset=getattr(ns, "preset", None))
