@@ -598,6 +598,7 @@ def test_the_first_card_on_compare_is_the_figure_that_decided_the_verdict(demo_a
     """The demo's classifier is decided by its confident top-1 flips: that card comes before SQNR and sizes."""
     at, home = demo_app
     at.switch_page("pages/compare.py").run()
+    at.number_input(key="verdict.min_sqnr_db").set_value(10.0).run()  # the default policy (another test changes it)
     assert not at.exception
     from ortlab.runs.history import History
 
@@ -607,3 +608,7 @@ def test_the_first_card_on_compare_is_the_figure_that_decided_the_verdict(demo_a
     assert first.label == run.verdict.deciding and first.value == run.verdict.deciding_text
     labels = [m.label for m in at.metric]
     assert labels.index("SQNR (worst output)") > 0 and labels.index("Reference size") > 0
+    # a policy under which SQNR breaks it: SQNR decided, so SQNR is the first card (and not repeated)
+    at.number_input(key="verdict.min_sqnr_db").set_value(150.0).run()
+    assert at.metric[0].label == "logits: SQNR" and "SQNR (worst output)" not in [m.label for m in at.metric]
+    at.number_input(key="verdict.min_sqnr_db").set_value(10.0).run()
