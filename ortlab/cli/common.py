@@ -288,7 +288,10 @@ def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None, 
         raise UsageError(exc.message) from None
     if resolved is None:
         return None
+    unknown = set(shapes) - {t.name for t in inputs}
     if images and resolved.open_size:
+        if inputs and unknown:  # a --shape for no input of the model: its own error follows
+            return resolved.config
         raise UsageError(resolved.open_size_message())
     if images:
         print(f"{PROG}: preprocessing: " + "; ".join(resolved.lines()), file=sys.stderr)
