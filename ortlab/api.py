@@ -19,7 +19,8 @@ from ortlab.data.dataset import pick_subset, random_dataset, split_dataset, stra
 from ortlab.data.feeds import batch_inputs, check_fits, check_tensor_inputs, control_values
 from ortlab.data.inputs import infer_specs, parse_shape, resolve_feed
 from ortlab.data.loaders import load_image_files, load_image_zip, load_path, load_tensor_file, load_text_file
-from ortlab.data.preprocess import detect_preprocess, resolve_preprocess, tensor_preview
+from ortlab.data.preprocess import PRESETS as PREPROCESS_PRESETS
+from ortlab.data.preprocess import ResolvedPreprocess, detect_preprocess, explain_preprocess, resolve_preprocess, tensor_preview
 from ortlab.data.samples import (
     default_sample, find_by_path, find_by_sha256, find_for_model, get_sample, list_samples, samples_root,
 )
@@ -52,6 +53,8 @@ from ortlab.runs.workspace import default_root, import_roots, importable_path
 
 __all__ = [
     "OPENVINO_INSTALL_HINT",
+    "PREPROCESS_PRESETS",
+    "ResolvedPreprocess",
     "analyze",
     "batch_inputs",
     "bench_busy",
@@ -70,6 +73,7 @@ __all__ = [
     "detect_preprocess",
     "dismiss_interrupted",
     "evaluate",
+    "explain_preprocess",
     "external_data_files",
     "find_by_path",
     "find_by_sha256",

@@ -95,7 +95,11 @@ with verdict_slot:
             state.set_ui("verdict_policy", new_policy)
             st.rerun()
 
-# -- headline -------------------------------------------------------------------------------------------
+# -- headline: the figure that decided the verdict first ----------------------------------------------
+if ev is not None:
+    if ev.random_data and not random_flag:
+        cards.random_data_warning("This evaluation")
+    cards.eval_cards(ev, "reference", "candidate", verdict)
 if ref_info and cand_info:
     ratio = cand_info.total_bytes / max(1, ref_info.total_bytes)
     cards.metric_row([
@@ -107,10 +111,6 @@ if ref_info and cand_info:
          f"{cand_info.node_count - ref_info.node_count:+d}", None, "off"),
     ])
 speed.section(ref, cand)
-if ev is not None:
-    if ev.random_data and not random_flag:
-        cards.random_data_warning("This evaluation")
-    cards.eval_cards(ev, "reference", "candidate")
 
 # keyed: the selected tab survives reruns (e.g. turning on Netron) instead of jumping back to the first
 tabs = st.tabs(["Graph diff", "Netron", "Size", "Accuracy", "Output error", "Per-node error"], key="compare_tab")
@@ -212,12 +212,24 @@ with tabs[3]:
         if ev.task is not None:
             st.caption(f"Task: **{ev.task.task.value}** "
                        f"({'inferred: ' + md(ev.task.why) if ev.task.inferred else 'given'})")
-        st.dataframe(acc, hide_index=True)
+        if acc:
+            st.dataframe(acc, hide_index=True)
         if ev.task is not None:
             tm = ev.task
-            rows = [{"output": d.output, "metric": f"elements crossing {d.threshold:g} ({d.scale})",
+            rows = [{"output": b.output, "metric": f"detections F1 vs reference (score > {b.threshold:g}, NMS, "
+                     f"class + IoU ≥ {b.match_iou:g})",
+                     "value": "–" if b.f1 is None else f"{b.f1:.3f} (precision {cards.pct(b.precision)}, recall "
+                                                      f"{cards.pct(b.recall)}; {b.matched}/{b.ref_total} matched)"}
+                    for b in tm.boxes]
+            rows += [{"output": b.output, "metric": "score channels SQNR · box channels SQNR",
+                      "value": f"{cards.sqnr_db_text(b.score_sqnr_db)} · {cards.sqnr_db_text(b.box_sqnr_db)}"}
+                     for b in tm.boxes]
+            rows += [{"output": q.output, "metric": "decoded strings changed (greedy CTC) · character error rate",
+                      "value": f"{q.changed}/{q.n_samples} ({cards.pct(q.changed_fraction)}) · {cards.pct(q.cer, 2)}"}
+                     for q in tm.sequences]
+            rows += [{"output": d.output, "metric": f"elements crossing {d.threshold:g} ({d.scale})",
                      "value": cards.pct(d.crossing_fraction, 2)} for d in tm.dense_maps]
-            rows += [{"output": b.output, "metric": f"detections changed (score > {b.threshold:g})",
+            rows += [{"output": b.output, "metric": f"anchors above {b.threshold:g} that changed (before NMS)",
                       "value": cards.pct(b.changed_fraction, 2)} for b in tm.boxes]
             rows += [{"output": e.output, "metric": "per-sample cosine min / mean · nearest-neighbour agreement",
                       "value": f"{e.min_cosine:.4f} / {e.mean_cosine:.4f} · {cards.pct(e.nn_agreement)}"}

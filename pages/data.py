@@ -196,6 +196,15 @@ if ds.kind == "images":
         st.image(imgs, caption=caps, width=88)
 
     st.markdown("#### Preprocessing")
+    presets = [None, *api.PREPROCESS_PRESETS]
+    chosen = state.ui("preprocess_preset")
+    picked = st.selectbox("Preset (a known convention; none is applied unless you pick it)", presets,
+                          index=presets.index(chosen) if chosen in presets else 0, key="data.preset",
+                          format_func=lambda k: "none: the manifest's or the model's values" if k is None else
+                          f"{api.PREPROCESS_PRESETS[k].label}: {api.PREPROCESS_PRESETS[k].source}")
+    if picked != chosen:
+        with engine_errors("Applying the preset"):
+            actions.apply_preset(info, picked)
     current = actions.preprocess_or_detect(info) or PreprocessConfig()
     cols = st.columns([4, 1])
     with cols[1]:
@@ -205,6 +214,8 @@ if ds.kind == "images":
                     current = api.get_sample(sample).preprocess
                 else:
                     current = detect_preprocess(info.inputs[0])
+                state.set_ui("preprocess_preset", None)
+                state.set_ui("preprocess_size_confirmed", False)
                 state.set_preprocess(current)
                 state.clear_widgets("pre.")
     with cols[0]:
@@ -214,6 +225,19 @@ if ds.kind == "images":
         st.error(p)
     if not problems:
         state.set_preprocess(cfg)
+    explained = actions.preprocess_explained(info, cfg) if not problems else None
+    if explained is not None:
+        st.caption("The preprocessing every run, comparison and calibration uses, and where each value came from:")
+        st.dataframe([{"setting": line.split(" (", 1)[0], "from": line.rsplit(" (", 1)[1].rstrip(")")}
+                      for line in explained.lines()], hide_index=True)
+        if explained.open_size:
+            st.error(f"Model input '{md(explained.input_name)}' leaves its height and width open: fill in Size (H, W) "
+                     "with the size it expects (ortlab never guesses it); "
+                     f"{cfg.size[0]}×{cfg.size[1]} is only a placeholder.")
+            if st.checkbox(f"Use {cfg.size[0]}×{cfg.size[1]}", key="data.size_ok"):
+                state.set_ui("preprocess_size_confirmed", True)
+                st.rerun()
+            stop_page()
 
     st.markdown("#### What the model receives")
     with engine_errors("Preprocessing a batch"):

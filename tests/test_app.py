@@ -636,3 +636,23 @@ def test_text_data_and_input_shapes_on_the_data_and_model_pages(home, tmp_path):
     table = next(d.value for d in at.dataframe if "shape used" in d.value.columns)
     assert list(table["input"]) == ["input_ids", "attention_mask"]
     assert list(table["shape used"]) == ["[1, 33]", "[1, 33]"] and "user" in table["from"][0]
+
+
+def test_the_first_card_on_compare_is_the_figure_that_decided_the_verdict(demo_app):
+    """The demo's classifier is decided by its confident top-1 flips: that card comes before SQNR and sizes."""
+    at, home = demo_app
+    at.switch_page("pages/compare.py").run()
+    at.number_input(key="verdict.min_sqnr_db").set_value(10.0).run()  # the default policy (another test changes it)
+    assert not at.exception
+    from ortlab.runs.history import History
+
+    run = History(home / "history.sqlite").list()[0]
+    assert run.verdict is not None and run.verdict.deciding == "logits: confident top-1 flips"
+    first = at.metric[0]
+    assert first.label == run.verdict.deciding and first.value == run.verdict.deciding_text
+    labels = [m.label for m in at.metric]
+    assert labels.index("SQNR (worst output)") > 0 and labels.index("Reference size") > 0
+    # a policy under which SQNR breaks it: SQNR decided, so SQNR is the first card (and not repeated)
+    at.number_input(key="verdict.min_sqnr_db").set_value(150.0).run()
+    assert at.metric[0].label == "logits: SQNR" and "SQNR (worst output)" not in [m.label for m in at.metric]
+    at.number_input(key="verdict.min_sqnr_db").set_value(10.0).run()

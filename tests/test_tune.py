@@ -269,7 +269,7 @@ def test_cli_analyze_and_tune(tmp_path, capsys):
 
 def _detector_report(changed: float, scores_db: float, boxes_db: float, whole_db: float) -> EvalReport:
     tm = TaskMetrics(Task.BOXES, True, "boxes", boxes=[BoxesMetrics("output0", 0.3, "probability", changed, 10.0, 9.0,
-                                                                    {"boxes": boxes_db, "scores": scores_db})])
+                                                                    score_sqnr_db=scores_db, box_sqnr_db=boxes_db)])
     return EvalReport(8, [OutputError("output0", 1.0, 0.1, 0.999, whole_db)], task=tm)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from ortlab.core.serial import from_plain, to_plain
 
 __all__ = ["BoxesMetrics", "ClassificationMetrics", "DenseMapMetrics", "EmbeddingMetrics", "EvalReport",
-           "ExactMetrics", "OutputError", "Task", "TaskMetrics", "upgrade_v1"]
+           "ExactMetrics", "OutputError", "SequenceMetrics", "Task", "TaskMetrics", "upgrade_v1"]
 
 
 class Task(StrEnum):
@@ -26,6 +26,7 @@ class Task(StrEnum):
     DENSE_MAP = "dense_map"
     BOXES = "boxes"
     EMBEDDING = "embedding"
+    SEQUENCE = "sequence"
     GENERIC = "generic"
 
 
@@ -97,33 +98,88 @@ class DenseMapMetrics:
 
 @dataclass
 class BoxesMetrics:
-    """Detections of one YOLO-style output ([N, anchors, 4+classes] or [N, 4+classes, anchors]).
+    """Detections of one YOLO-style output ([N, 4+classes, anchors] or [N, anchors, 5+classes] with objectness).
 
-    An anchor is a detection when its best class score is above ``threshold`` (sigmoid of logits when the
-    scores are not in [0, 1]). ``changed_fraction``: anchors detected by one model and not the other, as a
-    share of anchors detected by either (0 when neither detects anything)."""
+    Both models' outputs are decoded the same way: an anchor's score is its best class score (times its
+    objectness when the anchors are rows, as YOLOv5 writes them), anchors scoring above ``threshold`` (compared
+    with logit(threshold) when the scores are not in [0, 1]) are kept, then per-class non-maximum suppression
+    (IoU > ``nms_iou``). The candidate's detections are matched greedily, best score first, to the reference's
+    of the same class with IoU ≥ ``match_iou``: precision = matched / candidate detections, recall = matched /
+    reference detections, F1 their harmonic mean (None when neither model detects anything).
+    ``changed_fraction``: anchors above the threshold in one model and not the other, as a share of anchors
+    above it in either (0 when neither detects anything). ``score_sqnr_db`` / ``box_sqnr_db``: SQNR of the class
+    score channels and of the 4 box channels apart (the box pixels dominate the whole output's SQNR)."""
 
     output: str
     threshold: float
     scale: str
     changed_fraction: float
-    ref_detections: float  # mean detections per sample
+    ref_detections: float  # mean detections per sample (after NMS)
     cand_detections: float
-    # SQNR of each channel group ("boxes": the 4 box channels, "scores": the class scores), which a whole-tensor
-    # SQNR hides (box pixels dominate it); empty in reports written before it was measured
-    group_sqnr_db: dict[str, float] = field(default_factory=dict)
+    matched: int = 0
+    ref_total: int = 0
+    cand_total: int = 0
+    match_iou: float = 0.5
+    nms_iou: float = 0.45
+    score_sqnr_db: float = math.nan
+    box_sqnr_db: float = math.nan
+
+    @property
+    def precision(self) -> float | None:
+        return self.matched / self.cand_total if self.cand_total else (None if not self.ref_total else 0.0)
+
+    @property
+    def recall(self) -> float | None:
+        return self.matched / self.ref_total if self.ref_total else (None if not self.cand_total else 0.0)
+
+    @property
+    def f1(self) -> float | None:
+        """2·matched / (reference + candidate detections); None when neither detects anything."""
+        total = self.ref_total + self.cand_total
+        return 2 * self.matched / total if total else None
+
+    @property
+    def group_sqnr_db(self) -> dict[str, float]:
+        """SQNR of each channel group ("boxes": the 4 box channels, "scores": the class scores), which a
+        whole-tensor SQNR hides (box pixels dominate it); empty when not measured."""
+        return {k: v for k, v in (("boxes", self.box_sqnr_db), ("scores", self.score_sqnr_db)) if not math.isnan(v)}
+
+
+@dataclass
+class SequenceMetrics:
+    """Per-position class probabilities ([N, T, classes], an OCR recognizer's CTC softmax) decoded greedily
+    (argmax per position, repeats collapsed, blank ``blank`` dropped) in both models: the share of samples whose
+    decoded string changed, and the character error rate (edit distance / reference length, summed over the
+    samples)."""
+
+    output: str
+    n_samples: int
+    changed: int
+    edits: int
+    ref_chars: int
+    blank: int = 0
+
+    @property
+    def changed_fraction(self) -> float:
+        return self.changed / max(1, self.n_samples)
+
+    @property
+    def cer(self) -> float:
+        """Character error rate against the reference's strings (edits per reference character)."""
+        return self.edits / self.ref_chars if self.ref_chars else (0.0 if not self.edits else 1.0)
 
 
 @dataclass
 class EmbeddingMetrics:
     """Per-sample cosine of one embedding output, and whether each sample's nearest neighbour among the
     evaluation samples stays the same (``nn_agreement``; None with fewer than 3 samples). [N, T, D] outputs
-    are mean-pooled over T for the neighbours."""
+    (``tokens``) are mean-pooled over T for the neighbours."""
 
     output: str
     min_cosine: float
     mean_cosine: float
     nn_agreement: float | None
+    tokens: bool = False  # a per-token output [N, T, D]; one vector per sample (a sentence embedding) when False
 
 
 @dataclass
@@ -152,6 +208,7 @@ class TaskMetrics:
     boxes: list[BoxesMetrics] = field(default_factory=list)
     embeddings: list[EmbeddingMetrics] = field(default_factory=list)
     exact: list[ExactMetrics] = field(default_factory=list)
+    sequences: list[SequenceMetrics] = field(default_factory=list)
 
 
 @dataclass

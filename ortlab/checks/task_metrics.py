@@ -5,9 +5,11 @@ and whether the data is labeled; a task given by the user overrides the inferenc
 
 * integer/bool outputs → compared exactly (never "accuracy");
 * float outputs named like a recurrent state (``stateN``, ``h_n``, ``hn``) → generic, whatever their shape;
-* [1, C] float, C ≥ 2 → classification, unless the name says embedding (embed, hidden, pool, feature, …) and
-  the data has no labels; [1, 1] → generic;
-* [1, T, C] float whose rows are probabilities (non-negative, summing to 1: an OCR recognizer's softmax) → generic;
+* [1, C] float, C ≥ 2 → classification when the data is labeled, the row is a probability vector (non-negative,
+  summing to 1) or the name says so (logit, class, prob, score, …); otherwise, unlabeled, it is an embedding (a
+  sentence or image embedding: nearest-neighbour agreement and cosine, never "top-1"); [1, 1] → generic;
+* [1, T, C] float whose rows are probabilities (non-negative, summing to 1: an OCR recognizer's CTC softmax) →
+  sequence (greedy CTC decoding: changed strings and character error rate);
 * [1, A, B] float → boxes when the name says so (box, det, yolo) or one side is 5…400 and the other ≥ 1000
   (YOLO's [1, 84, 8400] / [1, 25200, 85]); dense_map when the name says map/mask/seg/heat; else embedding
   ([N, T, D] token embeddings);
@@ -25,13 +27,15 @@ from typing import Any
 import numpy as np
 
 from ortlab.checks.eval_report import (
-    BoxesMetrics, ClassificationMetrics, DenseMapMetrics, EmbeddingMetrics, ExactMetrics, Task, TaskMetrics,
+    BoxesMetrics, ClassificationMetrics, DenseMapMetrics, EmbeddingMetrics, ExactMetrics, SequenceMetrics, Task,
+    TaskMetrics,
 )
 
 EXACT = "exact"  # the role of integer outputs
 _EMBED = ("embed", "hidden", "pool", "feature", "sentence", "vector", "encod", "token", "last_hidden")
 _MAPS = ("map", "mask", "seg", "heat")
 _BOXES = ("box", "det", "yolo", "anchor")
+_CLASSES = ("logit", "class", "prob", "score", "cls", "label", "pred", "softmax")
 # an RNN's returned state (stateN, new_state, h_n, hn, cn, present.*): neither an embedding nor a class score
 _STATE = re.compile(r"(?<!hidden_)state|(^|[^a-z])(h_?n|c_?n|hidden_?out|present)([^a-z]|$)")
 
@@ -44,7 +48,13 @@ def _has(name: str, words: tuple[str, ...]) -> bool:
 def _fits(task: Task, arr: np.ndarray) -> bool:
     return {Task.CLASSIFICATION: arr.ndim == 2 and arr.shape[-1] >= 2, Task.EMBEDDING: arr.ndim in (2, 3),
             Task.DENSE_MAP: arr.ndim >= 3, Task.BOXES: arr.ndim == 3 and min(arr.shape[1:]) >= 5,
-            Task.GENERIC: True}.get(task, False)
+            Task.SEQUENCE: arr.ndim == 3 and arr.shape[-1] >= 2, Task.GENERIC: True}.get(task, False)
+
+
+def _probability_rows(arr: np.ndarray) -> bool:
+    """Whether every row (last axis) of the first sample is a probability vector (non-negative, sums to 1)."""
+    rows = np.asarray(arr[0], dtype=np.float64)
+    return bool(rows.size) and bool(rows.min() >= 0) and bool(np.allclose(rows.sum(axis=-1), 1.0, atol=1e-3))
 
 
 def _guess(name: str, arr: np.ndarray, labeled: bool) -> tuple[Task, str]:
@@ -54,16 +64,22 @@ def _guess(name: str, arr: np.ndarray, labeled: bool) -> tuple[Task, str]:
     if arr.ndim == 2:
         if arr.shape[1] < 2:
             return Task.GENERIC, f"'{name}' {shape} has one value per sample"
-        if _has(name, _EMBED) and not labeled:
+        if labeled:
+            return Task.CLASSIFICATION, f"'{name}' {shape} is one score per class and the data is labeled"
+        if _has(name, _EMBED):
             return Task.EMBEDDING, f"'{name}' {shape} is named like an embedding"
-        return Task.CLASSIFICATION, f"'{name}' {shape} is one score per class" + (" and the data is labeled"
-                                                                                    if labeled else "")
+        if _probability_rows(arr):
+            return Task.CLASSIFICATION, f"'{name}' {shape} is a probability vector (one score per class)"
+        if _has(name, _CLASSES):
+            return Task.CLASSIFICATION, f"'{name}' {shape} is named like class scores"
+        return Task.EMBEDDING, (f"'{name}' {shape} is a float vector that is not a probability vector, with no "
+                                "labels: an embedding (give the task as classification if it holds class scores)")
     if arr.ndim == 3:
         small, big = sorted(arr.shape[1:])
-        rows = np.asarray(arr[0], dtype=np.float64)
-        if rows.size and rows.min() >= 0 and np.allclose(rows.sum(axis=-1), 1.0, atol=1e-3):
+        if _probability_rows(arr):
             # an OCR recognizer's [N, T, classes] softmax (CTC): per-position class probabilities, not boxes
-            return Task.GENERIC, f"'{name}' {shape} holds per-position class probabilities (rows sum to 1)"
+            return Task.SEQUENCE, (f"'{name}' {shape} holds per-position class probabilities (rows sum to 1): "
+                                   "decoded as CTC text")
         if (_has(name, _BOXES) and small >= 5) or (5 <= small <= 400 and big >= 1000 and not _has(name, _EMBED)):
             return Task.BOXES, f"'{name}' {shape} looks like YOLO-style boxes (anchors × 4+classes)"
         if _has(name, _MAPS):
@@ -188,30 +204,127 @@ class _Dense:
                                self.positive / t)
 
 
+NMS_IOU = 0.45  # YOLO's usual non-maximum suppression overlap
+MATCH_IOU = 0.5  # a candidate detection matches a reference one of the same class at this IoU or more
+MAX_CANDIDATES = 3000  # anchors above the threshold kept for NMS (best first), as YOLO's own NMS caps them
+MAX_DETECTIONS = 300  # detections kept per image after NMS
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-x))
+
+
+def _anchor_rows(arr: np.ndarray) -> tuple[np.ndarray, bool]:
+    """A boxes output's first sample as [anchors, channels], and whether it came as anchor rows (YOLOv5's
+    [N, anchors, 5+classes], with objectness) rather than channel rows (YOLOv8's [N, 4+classes, anchors])."""
+    a = np.asarray(arr, dtype=np.float64)[0]
+    if a.shape[0] < a.shape[1]:
+        return a.T, False
+    return a, True
+
+
+def decode_detections(arr: np.ndarray, threshold: float, probabilities: bool | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One sample's YOLO-style output → (boxes [K, 4] x1 y1 x2 y2, scores [K], classes [K]) after the score
+    threshold and per-class NMS. Boxes are (cx, cy, w, h) in the first 4 channels; the score is the best class
+    score, times the objectness (channel 4) when the anchors are rows and there are at least 2 more channels.
+    ``probabilities``: whether the scores are already in [0, 1] (else a sigmoid is applied); None: judged from
+    this sample."""
+    a, rows = _anchor_rows(arr)
+    raw = np.nan_to_num(a[:, BOX_CHANNELS:], nan=-np.inf)
+    if probabilities is None:
+        finite = raw[np.isfinite(raw)]
+        probabilities = finite.size == 0 or bool(finite.min() >= 0 and finite.max() <= 1)
+    p = raw if probabilities else _sigmoid(raw)
+    if rows and p.shape[1] >= 2:
+        cls_p = p[:, 1:] * p[:, :1]
+    else:
+        cls_p = p
+    classes = np.argmax(cls_p, axis=1)
+    scores = cls_p[np.arange(len(cls_p)), classes]
+    keep = np.flatnonzero(scores > threshold)
+    if keep.size > MAX_CANDIDATES:
+        keep = keep[np.argsort(-scores[keep], kind="stable")[:MAX_CANDIDATES]]
+    b = np.nan_to_num(a[keep, :BOX_CHANNELS])
+    xyxy = np.stack([b[:, 0] - b[:, 2] / 2, b[:, 1] - b[:, 3] / 2, b[:, 0] + b[:, 2] / 2, b[:, 1] + b[:, 3] / 2],
+                    axis=1) if keep.size else np.zeros((0, 4))
+    s, c = scores[keep], classes[keep]
+    chosen: list[int] = []
+    for k in np.unique(c):
+        idx = np.flatnonzero(c == k)
+        idx = idx[np.argsort(-s[idx], kind="stable")]
+        while idx.size:
+            best, idx = idx[0], idx[1:]
+            chosen.append(int(best))
+            if idx.size:
+                idx = idx[iou(xyxy[best], xyxy[idx]) <= NMS_IOU]
+    order = sorted(chosen, key=lambda i: -s[i])[:MAX_DETECTIONS]
+    return xyxy[order], s[order], c[order]
+
+
+def iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """IoU of one x1 y1 x2 y2 box with each of ``boxes``."""
+    w = np.clip(np.minimum(box[2], boxes[:, 2]) - np.maximum(box[0], boxes[:, 0]), 0, None)
+    h = np.clip(np.minimum(box[3], boxes[:, 3]) - np.maximum(box[1], boxes[:, 1]), 0, None)
+    inter = w * h
+    area = lambda x: np.clip(x[..., 2] - x[..., 0], 0, None) * np.clip(x[..., 3] - x[..., 1], 0, None)
+    union = area(box) + area(boxes) - inter
+    with np.errstate(all="ignore"):
+        return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+
+
+def match_detections(ref: tuple[np.ndarray, np.ndarray, np.ndarray], cand: tuple[np.ndarray, np.ndarray, np.ndarray],
+                     min_iou: float = MATCH_IOU) -> int:
+    """How many candidate detections match a reference detection of the same class with IoU ≥ ``min_iou``
+    (greedy, the candidate's best score first, each reference detection used once)."""
+    rb, _, rc = ref
+    cb, cs, cc = cand
+    used = np.zeros(len(rb), dtype=bool)
+    matched = 0
+    for i in np.argsort(-cs, kind="stable"):
+        pool = np.flatnonzero((rc == cc[i]) & ~used)
+        if not pool.size:
+            continue
+        overlaps = iou(cb[i], rb[pool])
+        j = int(np.argmax(overlaps))
+        if overlaps[j] >= min_iou:
+            used[pool[j]] = True
+            matched += 1
+    return matched
+
+
 class _Boxes:
     def __init__(self, name: str, threshold: float):
         self.name, self.threshold = name, threshold
         self.scale: str | None = None
-        self.cut = threshold
-        self.changed = self.union = self.ref_det = self.cand_det = self.n = 0
-        self.energy: dict[str, list[float]] = {}  # group → [Σ ref², Σ (ref − cand)²]
-
-    def _scores(self, arr: np.ndarray) -> np.ndarray:
-        a = np.asarray(arr, dtype=np.float64)[0]
-        if a.shape[0] < a.shape[1]:  # [4+classes, anchors] → [anchors, 4+classes]
-            a = a.T
-        return a[:, 4:].max(axis=1)
+        self.probabilities: bool | None = None
+        self.changed = self.union = self.n = 0
+        self.matched = self.ref_total = self.cand_total = 0
+        self.energy = {"boxes": [0.0, 0.0], "scores": [0.0, 0.0]}  # [reference Σx², Σ(ref − cand)²]
 
     def add(self, ref: np.ndarray, cand: np.ndarray) -> None:
-        rs = self._scores(ref)
-        cs = np.nan_to_num(self._scores(cand), nan=-np.inf)
+        ra, rows = _anchor_rows(ref)
+        ca, _ = _anchor_rows(cand)
         if self.scale is None:
-            self.scale, self.cut = _scale(rs, self.threshold)
-        rd, cd = rs > self.cut, cs > self.cut
-        self.changed += int(np.count_nonzero(rd != cd))
-        self.union += int(np.count_nonzero(rd | cd))
-        self.ref_det += int(np.count_nonzero(rd))
-        self.cand_det += int(np.count_nonzero(cd))
+            finite = ra[:, BOX_CHANNELS:][np.isfinite(ra[:, BOX_CHANNELS:])]
+            self.probabilities = finite.size == 0 or bool(finite.min() >= 0 and finite.max() <= 1)
+            self.scale = "probability" if self.probabilities else "logit"
+        with np.errstate(all="ignore"):
+            for key, part in (("boxes", slice(0, BOX_CHANNELS)), ("scores", slice(BOX_CHANNELS, None))):
+                r, c = ra[:, part], ca[:, part]
+                self.energy[key][0] += float(np.sum(r * r))
+                self.energy[key][1] += float(np.sum((r - c) ** 2))
+        rd = decode_detections(ref, self.threshold, self.probabilities)
+        cd = decode_detections(cand, self.threshold, self.probabilities)
+        self.matched += match_detections(rd, cd)
+        self.ref_total += len(rd[1])
+        self.cand_total += len(cd[1])
+        # anchors above the threshold (before NMS) in one model and not the other
+        r_above = self._above(ra, rows)
+        c_above = self._above(ca, rows)
+        self.changed += int(np.count_nonzero(r_above != c_above))
+        self.union += int(np.count_nonzero(r_above | c_above))
         self.n += 1
         r, c = np.asarray(ref, dtype=np.float64), np.asarray(cand, dtype=np.float64)
         found = channel_groups(Task.BOXES, r.shape)
@@ -226,26 +339,71 @@ class _Boxes:
                     e[0] += float(rg @ rg)
                     e[1] += float(d @ d)
 
+    def _above(self, a: np.ndarray, rows: bool) -> np.ndarray:
+        raw = np.nan_to_num(a[:, BOX_CHANNELS:], nan=-np.inf)
+        p = raw if self.probabilities else _sigmoid(raw)
+        best = (p[:, 1:] * p[:, :1]).max(axis=1) if rows and p.shape[1] >= 2 else p.max(axis=1)
+        return best > self.threshold
+
+    @staticmethod
+    def _sqnr(signal: float, noise: float) -> float:
+        if noise == 0:
+            return math.inf
+        if signal == 0 or not math.isfinite(noise):
+            return -math.inf if not math.isnan(noise) else math.nan
+        return 10.0 * math.log10(signal / noise)
+
     def result(self) -> BoxesMetrics:
         return BoxesMetrics(self.name, self.threshold, self.scale or "probability",
-                            self.changed / self.union if self.union else 0.0, self.ref_det / max(1, self.n),
-                            self.cand_det / max(1, self.n), {g: _sqnr(*e) for g, e in self.energy.items()})
+                            self.changed / self.union if self.union else 0.0, self.ref_total / max(1, self.n),
+                            self.cand_total / max(1, self.n), self.matched, self.ref_total, self.cand_total,
+                            MATCH_IOU, NMS_IOU, self._sqnr(*self.energy["scores"]), self._sqnr(*self.energy["boxes"]))
 
 
-def _sqnr(signal: float, noise: float) -> float:
-    """10·log10(Σ ref² / Σ (ref − cand)²): +inf when identical, −inf when the reference is all zero, nan on nan."""
-    if math.isnan(signal) or math.isnan(noise):
-        return math.nan
-    if noise == 0:
-        return math.inf
-    if signal == 0 or math.isinf(noise):
-        return -math.inf
-    return 10.0 * math.log10(signal / noise)
+def ctc_greedy(probs: np.ndarray, blank: int = 0) -> list[int]:
+    """Greedy CTC decoding of one sample's [T, classes] scores: argmax per position, repeats collapsed, blanks
+    dropped."""
+    best = np.argmax(np.nan_to_num(np.asarray(probs, dtype=np.float64), nan=-np.inf), axis=-1)
+    out: list[int] = []
+    prev = -1
+    for k in best.tolist():
+        if k != prev and k != blank:
+            out.append(int(k))
+        prev = k
+    return out
+
+
+def edit_distance(a: list[int], b: list[int]) -> int:
+    """Levenshtein distance (insertions, deletions, substitutions) between two label sequences."""
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (x != y))
+    return row[-1]
+
+
+class _Sequences:
+    def __init__(self, name: str):
+        self.name = name
+        self.n = self.changed = self.edits = self.chars = 0
+
+    def add(self, ref: np.ndarray, cand: np.ndarray) -> None:
+        for r, c in zip(np.asarray(ref), np.asarray(cand)):
+            rs, cs = ctc_greedy(r), ctc_greedy(c)
+            self.n += 1
+            self.changed += int(rs != cs)
+            self.edits += edit_distance(rs, cs)
+            self.chars += len(rs)
+
+    def result(self) -> SequenceMetrics:
+        return SequenceMetrics(self.name, self.n, self.changed, self.edits, self.chars)
 
 
 class _Embeddings:
     def __init__(self, name: str):
         self.name = name
+        self.tokens = False
         self.cos: list[float] = []
         self.ref: list[np.ndarray] = []
         self.cand: list[np.ndarray] = []
@@ -262,6 +420,7 @@ class _Embeddings:
             nr, nc = float(np.linalg.norm(r)), float(np.linalg.norm(c))
             cos = 1.0 if nr == nc == 0 else (float(r @ c) / (nr * nc) if nr and nc else 0.0)
         self.cos.append(cos if math.isfinite(cos) else -1.0)
+        self.tokens = np.asarray(ref).ndim == 3
         self.ref.append(self._pool(ref).astype(np.float32))
         self.cand.append(self._pool(cand).astype(np.float32))
 
@@ -278,7 +437,7 @@ class _Embeddings:
         if len(self.ref) >= 3:
             nn = float(np.mean(self._neighbours(self.ref) == self._neighbours(self.cand)))
         return EmbeddingMetrics(self.name, min(self.cos, default=1.0), float(np.mean(self.cos)) if self.cos else 1.0,
-                                nn)
+                                nn, self.tokens)
 
 
 class _Exact:
@@ -323,6 +482,8 @@ class TaskAccumulator:
                 self.parts[name] = _Boxes(name, threshold)
             elif role == Task.EMBEDDING:
                 self.parts[name] = _Embeddings(name)
+            elif role == Task.SEQUENCE:
+                self.parts[name] = _Sequences(name)
 
     @property
     def classes(self) -> _Classes | None:
@@ -348,4 +509,7 @@ class TaskAccumulator:
                 tm.embeddings.append(res)
             elif isinstance(res, ExactMetrics):
                 tm.exact.append(res)
+            elif isinstance(res, SequenceMetrics):
+                tm.sequences.append(res)
+        tm.embeddings.sort(key=lambda e: e.tokens)  # one vector per sample (a sentence embedding) first
         return tm

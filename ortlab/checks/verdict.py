@@ -13,10 +13,16 @@ The default policy (:class:`VerdictPolicy`; every threshold is a field and a CLI
   judge the result: its SQNR and cosine measure background noise, so they are shown but do not count, and the
   verdict is at best **unknown** ("give evaluation data on which the model detects something"). A candidate
   that finds things there still crosses the threshold and is graded as above;
-* boxes: the share of detections (anchors whose best score is above ``threshold``) that appear or disappear,
-  above ``max_box_changes`` (5%) → degraded, above ``broken_box_changes`` (20%) → broken;
+* boxes (YOLO-style detectors): both models' detections are decoded (score above ``threshold``, per-class NMS)
+  and matched by class and IoU ≥ 0.5; F1 of the candidate's detections against the reference's below
+  ``min_det_f1`` (0.95) → degraded, below ``broken_det_f1`` (0.8) → broken. The score channels' and the box
+  channels' SQNR are reported apart (box pixels dominate the whole output's SQNR);
+* sequences (an OCR recognizer's per-position class probabilities, greedy CTC decoded): the share of samples
+  whose decoded string changed above ``max_changed_strings`` (2%) → degraded, above ``broken_changed_strings``
+  (10%) → broken; the character error rate is shown with it;
 * embeddings: nearest-neighbour agreement across the evaluation set below ``min_nn_agreement`` (90%) →
-  degraded, below ``broken_nn_agreement`` (70%) → broken; any sample's cosine below ``min_cosine`` → degraded;
+  degraded, below ``broken_nn_agreement`` (70%) → broken; any sample's cosine below ``min_cosine`` → degraded.
+  A vector per sample (a sentence embedding) is judged before per-token outputs;
 * integer outputs are compared exactly: differing elements above ``max_confident_flips`` → degraded, above
   ``broken_confident_flips`` → broken;
 * evaluated on random data, or on samples that were also used for calibration: at best **degraded** ("not a
@@ -24,6 +30,11 @@ The default policy (:class:`VerdictPolicy`; every threshold is a field and a CLI
 * no evaluation at all: **unknown**, never ok;
 * an int8 run that quantized nothing (its ``QuantCoverage`` counts no node): at best **degraded**, "nothing was
   quantized" first: the result is the float model, whatever its outputs say.
+
+Every verdict names the figure that decided it (:attr:`Verdict.deciding`, :attr:`Verdict.deciding_text`): the
+first reason at its level, task metrics before SQNR (the detections' F1, the changed strings, confident flips,
+nearest-neighbour agreement, threshold crossings; SQNR for plain tensors). The CLI, the Compare page and the
+report show that figure first.
 
 This module needs neither numpy nor ONNX Runtime: stored evaluations can be judged again with another policy.
 """
@@ -86,10 +97,17 @@ class VerdictPolicy:
     broken_crossing: float = setting(0.05, "Broken when more than this share of a dense map's elements cross the "
                                      "decision threshold.", label="Broken threshold crossings", min=0.0, max=1.0,
                                      step=0.01)
-    max_box_changes: float = setting(0.05, "Degraded when more than this share of detections appear or disappear.",
-                                     label="Max detection changes", min=0.0, max=1.0, step=0.01)
-    broken_box_changes: float = setting(0.2, "Broken when more than this share of detections appear or disappear.",
-                                        label="Broken detection changes", min=0.0, max=1.0, step=0.01)
+    min_det_f1: float = setting(0.95, "Degraded when the F1 of the candidate's detections against the reference's "
+                                "(matched by class and IoU ≥ 0.5) is below this.", label="Min detection F1",
+                                min=0.0, max=1.0, step=0.01)
+    broken_det_f1: float = setting(0.8, "Broken when the F1 of the candidate's detections against the reference's "
+                                   "is below this.", label="Broken detection F1", min=0.0, max=1.0, step=0.01)
+    max_changed_strings: float = setting(0.02, "Degraded when more than this share of decoded strings (CTC "
+                                         "recognizers) differ from the reference's.", label="Max changed strings",
+                                         min=0.0, max=1.0, step=0.01)
+    broken_changed_strings: float = setting(0.1, "Broken when more than this share of decoded strings differ "
+                                            "from the reference's.", label="Broken changed strings", min=0.0,
+                                            max=1.0, step=0.01)
     min_nn_agreement: float = setting(0.9, "Degraded when fewer embedding samples than this keep their nearest "
                                       "neighbour.", label="Min NN agreement", min=0.0, max=1.0, step=0.01,
                                       flag="--min-nn-agreement")
@@ -101,10 +119,19 @@ class VerdictPolicy:
         """What makes this policy inconsistent (empty when fine)."""
         out = []
         for lo, hi in (("max_confident_flips", "broken_confident_flips"), ("max_crossing", "broken_crossing"),
-                       ("max_box_changes", "broken_box_changes"), ("broken_nn_agreement", "min_nn_agreement")):
+                       ("max_changed_strings", "broken_changed_strings"), ("broken_det_f1", "min_det_f1"),
+                       ("broken_nn_agreement", "min_nn_agreement")):
             if getattr(self, lo) > getattr(self, hi):
                 out.append(f"{lo} ({getattr(self, lo)}) must not exceed {hi} ({getattr(self, hi)}).")
         return out
+
+    @staticmethod
+    def _upgrade_plain(data: Any) -> Any:
+        """A policy stored before detections were matched: its anchor-change thresholds are gone (detectors are
+        graded by the F1 of matched detections)."""
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k not in ("max_box_changes", "broken_box_changes")}
+        return data
 
 
 DEFAULT_POLICY = VerdictPolicy()
@@ -112,10 +139,15 @@ DEFAULT_POLICY = VerdictPolicy()
 
 @dataclass
 class Verdict:
-    """``level`` and the reasons for it, worst first (for ok: what was checked)."""
+    """``level`` and the reasons for it, worst first (for ok: what was checked). ``deciding`` names the figure
+    that decided the level (e.g. "output0: detections F1 vs reference"), ``deciding_value`` is its number and
+    ``deciding_text`` the number as shown ("31.0%", "24.3 dB"); empty when nothing was measured."""
 
     level: Level
     reasons: list[str] = field(default_factory=list)
+    deciding: str = ""
+    deciding_value: float | None = None
+    deciding_text: str = ""
 
     @property
     def headline(self) -> str:
@@ -141,9 +173,21 @@ def judge(report: EvalReport | None, policy: VerdictPolicy = DEFAULT_POLICY, cov
     run's ``QuantCoverage``; when it quantized nothing the verdict is at best degraded, that reason first."""
     first = [NOTHING_QUANTIZED] if coverage is not None and not coverage.total else []
     verdict = _judge(report, policy)
-    if first and verdict.level == Level.OK:
-        return Verdict(Level.DEGRADED, first + verdict.reasons)
-    return Verdict(verdict.level, first + verdict.reasons)
+    level = Level.DEGRADED if first and verdict.level == Level.OK else verdict.level
+    return Verdict(level, first + verdict.reasons, verdict.deciding, verdict.deciding_value, verdict.deciding_text)
+
+
+@dataclass
+class _Figure:
+    """One figure a verdict looked at: its name, number and text, and the reason when it fails."""
+
+    metric: str
+    value: float | None
+    text: str
+
+
+def _db(x: float) -> str:
+    return "identical" if x == math.inf else f"{x:.1f} dB"
 
 
 def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
@@ -151,81 +195,123 @@ def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
         return not_evaluated()
     if report.n_samples <= 0:
         return not_evaluated("not evaluated: zero samples were compared")
-    broken: list[str] = []
-    degraded: list[str] = []
-    checked: list[str] = []
+    # (reason, figure) pairs; task metrics are looked at before SQNR, so the first at a level decides it
+    broken: list[tuple[str, _Figure]] = []
+    degraded: list[tuple[str, _Figure]] = []
+    checked: list[tuple[str, _Figure]] = []
     tm = report.task
     exact_names = {e.output for e in tm.exact} if tm is not None else set()
 
-    def grade(value: float, degraded_above: float, broken_above: float, text: str) -> None:
+    def grade(value: float, degraded_above: float, broken_above: float, text: str, fig: _Figure) -> None:
         if value > broken_above:
-            broken.append(f"{text} > {_pct(broken_above)}")
+            broken.append((f"{text} > {_pct(broken_above)}", fig))
         elif value > degraded_above:
-            degraded.append(f"{text} > {_pct(degraded_above)}")
+            degraded.append((f"{text} > {_pct(degraded_above)}", fig))
+
+    def grade_low(value: float, degraded_below: float, broken_below: float, text: str, fig: _Figure,
+                  fmt=_pct) -> None:
+        if value < broken_below:
+            broken.append((f"{text} < {fmt(broken_below)}", fig))
+        elif value < degraded_below:
+            degraded.append((f"{text} < {fmt(degraded_below)}", fig))
 
     floats = [o for o in report.outputs if o.name not in exact_names]
     empty_maps = {d.output: d for d in (tm.dense_maps if tm is not None else []) if d.ref_positive_fraction == 0}
     unjudged = [f"{name}: the reference map finds nothing on this data (no element above the {d.threshold:g} "
                 f"threshold in any sample), so its SQNR/cosine measure background noise and cannot judge the "
                 f"result; give evaluation data on which the model detects something" for name, d in empty_maps.items()]
-    for o in floats:
-        if o.nonfinite:
-            broken.append(f"{o.name}: {o.nonfinite:,} NaN/inf values where the reference is finite")
-        if o.name in empty_maps:
-            continue
-        if math.isnan(o.sqnr_db) or o.sqnr_db < policy.min_sqnr_db:
-            broken.append(f"{o.name}: SQNR {o.sqnr_db:.1f} dB < {policy.min_sqnr_db:g} dB")
-        if math.isnan(o.cosine) or o.cosine < policy.min_cosine:
-            broken.append(f"{o.name}: cosine {o.cosine:.3f} < {policy.min_cosine:g}")
-    judged = [o for o in floats if o.name not in empty_maps]
-    if judged:
-        worst = min(judged, key=lambda o: o.sqnr_db if not math.isnan(o.sqnr_db) else -math.inf)
-        checked.append("identical outputs" if worst.identical else
-                       f"worst SQNR {worst.sqnr_db:.1f} dB ({worst.name})")
-    checked += [f"{o.name}: SQNR {o.sqnr_db:.1f} dB on background only" for o in floats if o.name in empty_maps]
     if tm is not None:
+        for b in tm.boxes:
+            f1 = b.f1
+            if f1 is None:
+                fig = _Figure(f"{b.output}: detections (score > {b.threshold:g})", 0.0, "none in either model")
+                checked.append((f"{b.output}: no detections above {b.threshold:g} in either model", fig))
+                continue
+            text = (f"{b.output}: detections F1 {f1:.2f} vs the reference (precision {b.precision or 0:.2f}, recall "
+                    f"{b.recall or 0:.2f}; {b.matched} of {b.ref_total} reference detections matched by class and "
+                    f"IoU ≥ {b.match_iou:g}, {b.cand_total} found)")
+            fig = _Figure(f"{b.output}: detections F1 vs reference", f1, f"{f1:.2f}")
+            grade_low(f1, policy.min_det_f1, policy.broken_det_f1, text, fig, fmt=lambda x: f"{x:g}")
+            checked.append((f"{b.output}: detections F1 {f1:.2f} (score SQNR {_db(b.score_sqnr_db)}, box SQNR "
+                            f"{_db(b.box_sqnr_db)})", fig))
+        for q in tm.sequences:
+            text = (f"{q.output}: {q.changed}/{q.n_samples} decoded strings changed ({_pct(q.changed_fraction)}), "
+                    f"character error rate {_pct(q.cer)}")
+            fig = _Figure(f"{q.output}: decoded strings changed", q.changed_fraction, _pct(q.changed_fraction))
+            grade(q.changed_fraction, policy.max_changed_strings, policy.broken_changed_strings, text, fig)
+            checked.append((text, fig))
         c = tm.classification
         if c is not None:
             conf, ties = c.confident_flips(policy.margin), c.near_tie_flips(policy.margin)
             rate = conf / max(1, c.n_samples)
+            fig = _Figure(f"{c.output}: confident top-1 flips", rate, f"{conf}/{c.n_samples} ({_pct(rate)})")
             grade(rate, policy.max_confident_flips, policy.broken_confident_flips,
-                  f"{c.output}: {conf}/{c.n_samples} confident top-1 flips ({_pct(rate)})")
-            checked.append(f"{conf} confident top-1 flips, {ties} near-tie flips (reference softmax margin "
-                           f"< {policy.margin:g}) of {c.n_samples}")
-        for d in tm.dense_maps:
-            grade(d.crossing_fraction, policy.max_crossing, policy.broken_crossing,
-                  f"{d.output}: {_pct(d.crossing_fraction)} of elements cross the {d.threshold:g} threshold")
-            checked.append(f"{d.output}: {_pct(d.crossing_fraction)} threshold crossings")
-        for b in tm.boxes:
-            grade(b.changed_fraction, policy.max_box_changes, policy.broken_box_changes,
-                  f"{b.output}: {_pct(b.changed_fraction)} of detections appear or disappear")
-            checked.append(f"{b.output}: {_pct(b.changed_fraction)} detections changed")
+                  f"{c.output}: {conf}/{c.n_samples} confident top-1 flips ({_pct(rate)})", fig)
+            checked.append((f"{conf} confident top-1 flips, {ties} near-tie flips (reference softmax margin "
+                            f"< {policy.margin:g}) of {c.n_samples}", fig))
         for e in tm.embeddings:
             if e.nn_agreement is not None:
                 text = f"{e.output}: nearest-neighbour agreement {_pct(e.nn_agreement)}"
-                if e.nn_agreement < policy.broken_nn_agreement:
-                    broken.append(f"{text} < {_pct(policy.broken_nn_agreement)}")
-                elif e.nn_agreement < policy.min_nn_agreement:
-                    degraded.append(f"{text} < {_pct(policy.min_nn_agreement)}")
-                checked.append(text)
+                fig = _Figure(f"{e.output}: nearest-neighbour agreement", e.nn_agreement, _pct(e.nn_agreement))
+                grade_low(e.nn_agreement, policy.min_nn_agreement, policy.broken_nn_agreement, text, fig)
+                checked.append((text + f", cosine min {e.min_cosine:.3f}", fig))
+            fig = _Figure(f"{e.output}: lowest per-sample cosine", e.min_cosine, f"{e.min_cosine:.3f}")
             if e.min_cosine < policy.min_cosine:
-                degraded.append(f"{e.output}: a sample's cosine is {e.min_cosine:.3f} < {policy.min_cosine:g}")
+                degraded.append((f"{e.output}: a sample's cosine is {e.min_cosine:.3f} < {policy.min_cosine:g}", fig))
+            elif e.nn_agreement is None:
+                checked.append((f"{e.output}: cosine min {e.min_cosine:.3f}", fig))
+        for d in tm.dense_maps:
+            fig = _Figure(f"{d.output}: elements crossing {d.threshold:g}", d.crossing_fraction,
+                          _pct(d.crossing_fraction))
+            grade(d.crossing_fraction, policy.max_crossing, policy.broken_crossing,
+                  f"{d.output}: {_pct(d.crossing_fraction)} of elements cross the {d.threshold:g} threshold", fig)
+            checked.append((f"{d.output}: {_pct(d.crossing_fraction)} threshold crossings", fig))
         for x in tm.exact:
+            fig = _Figure(f"{x.output}: values that differ", x.different_fraction, _pct(x.different_fraction))
             grade(x.different_fraction, policy.max_confident_flips, policy.broken_confident_flips,
                   f"{x.output} ({x.dtype}): {x.n_different:,} of {x.n_elements:,} values differ "
-                  f"({_pct(x.different_fraction)})")
-            checked.append(f"{x.output}: {'identical' if not x.n_different else f'{x.n_different:,} values differ'}")
+                  f"({_pct(x.different_fraction)})", fig)
+            checked.append((f"{x.output}: {'identical' if not x.n_different else f'{x.n_different:,} values differ'}",
+                            fig))
+    for o in floats:
+        if o.nonfinite:
+            broken.append((f"{o.name}: {o.nonfinite:,} NaN/inf values where the reference is finite",
+                           _Figure(f"{o.name}: NaN/inf values", float(o.nonfinite), f"{o.nonfinite:,}")))
+        if o.name in empty_maps:
+            continue
+        sqnr_fig = _Figure(f"{o.name}: SQNR", o.sqnr_db, _db(o.sqnr_db))
+        if math.isnan(o.sqnr_db) or o.sqnr_db < policy.min_sqnr_db:
+            broken.append((f"{o.name}: SQNR {o.sqnr_db:.1f} dB < {policy.min_sqnr_db:g} dB", sqnr_fig))
+        if math.isnan(o.cosine) or o.cosine < policy.min_cosine:
+            broken.append((f"{o.name}: cosine {o.cosine:.3f} < {policy.min_cosine:g}",
+                           _Figure(f"{o.name}: cosine", o.cosine, f"{o.cosine:.3f}")))
+    judged = [o for o in floats if o.name not in empty_maps]
+    if judged:
+        worst = min(judged, key=lambda o: o.sqnr_db if not math.isnan(o.sqnr_db) else -math.inf)
+        checked.append(("identical outputs" if worst.identical else f"worst SQNR {worst.sqnr_db:.1f} dB ({worst.name})",
+                        _Figure(f"{worst.name}: SQNR", worst.sqnr_db, _db(worst.sqnr_db))))
+    background = [f"{o.name}: SQNR {o.sqnr_db:.1f} dB on background only" for o in floats if o.name in empty_maps]
     caveats = []
     if report.random_data:
         caveats.append("evaluated on random data: not a verdict on accuracy")
     if report.calibration_overlap:
         caveats.append(f"evaluated on {report.calibration_overlap} of {report.n_samples} samples that were also "
                        "used for calibration: not a verdict on accuracy")
+
+    def verdict(level: Level, reasons: list[str], fig: _Figure | None) -> Verdict:
+        if fig is None:
+            return Verdict(level, reasons)
+        return Verdict(level, reasons, fig.metric, fig.value, fig.text)
+
+    headline = checked[0][1] if checked else None  # the task's own figure when there is one
     if broken:
-        return Verdict(Level.BROKEN, broken + degraded + caveats)
+        return verdict(Level.BROKEN, [r for r, _ in broken + degraded] + caveats, broken[0][1])
     if degraded or caveats:
-        return Verdict(Level.DEGRADED, degraded + caveats + unjudged)
+        return verdict(Level.DEGRADED, [r for r, _ in degraded] + caveats + unjudged,
+                       degraded[0][1] if degraded else headline)
     if unjudged:
-        return Verdict(Level.UNKNOWN, unjudged + ["other checks passed: " + "; ".join(checked)])
+        return Verdict(Level.UNKNOWN, unjudged + ["other checks passed: " + "; ".join(
+            [r for r, _ in checked] + background)], "reference map finds nothing", None, "cannot judge")
     task = f"{tm.task.value} " if tm is not None else ""
-    return Verdict(Level.OK, [f"{task}checks passed on {report.n_samples} samples: " + "; ".join(checked)])
+    return verdict(Level.OK, [f"{task}checks passed on {report.n_samples} samples: " + "; ".join(
+        [r for r, _ in checked] + background)], headline)

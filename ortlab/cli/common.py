@@ -18,9 +18,8 @@ from ortlab.core.progress import ProgressEvent
 from ortlab.core.text import one_line
 from ortlab.checks.verdict import Level, VerdictPolicy
 from ortlab.api import (
-    find_by_path, find_by_sha256,
-    bench_config_problems, find_for_model, inspect_model, list_samples, load_path, parse_shape, resolve_preprocess,
-    samples_root, worse_or_equal,
+    bench_config_problems, find_by_path, find_by_sha256, find_for_model, inspect_model, list_samples, load_path,
+    parse_shape, samples_root, worse_or_equal,
 )
 from ortlab.core.errors import DataError
 from ortlab.data.loaders import TEXT_EXTENSIONS, TOKENIZER_FILE
@@ -50,9 +49,14 @@ def add_recipe_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_preprocess_arguments(p: argparse.ArgumentParser) -> None:
-    """Image preprocessing flags; unset ones come from the sample manifest or the model input."""
+    """Image preprocessing flags; unset ones come from the sample manifest or the model input; ``--preset``
+    names a known convention (applied only when chosen)."""
     add_config_arguments(p, PreprocessConfig, show_defaults=False,
                          title="image preprocessing (default: the sample's manifest, else detected from the model)")
+    p.add_argument("--preset", choices=list(api.PREPROCESS_PRESETS), default=None,
+                   help="A known preprocessing convention, applied before the flags above: "
+                        + "; ".join(f"{k}: {v.source}" for k, v in api.PREPROCESS_PRESETS.items())
+                        + ". Never applied unless given.")
 
 
 def add_verdict_arguments(p: argparse.ArgumentParser) -> None:
@@ -268,17 +272,42 @@ def find_sample(model_path: Path, info: ModelInfo | None = None):
     return find_by_path(model_path) or find_by_sha256(info.sha256)
 
 
-def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None,
+def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None, images: bool = True,
                          info: ModelInfo | None = None) -> PreprocessConfig | None:
-    """Preprocessing: the sample manifest's, else detected from the model's first input; flags override
-    (``resolve_preprocess``). None for models whose input is not an image and no flags were given."""
+    """Preprocessing: the sample manifest's, else detected from the model's first input; ``--preset``, then the
+    flags override (``explain_preprocess``). Says on stderr what it uses and where each value came from. For
+    ``images`` data on a model whose height/width are open, a size must be given (``--size`` or ``--shape``):
+    a UsageError asks for it instead of guessing. None for models whose input is not an image and no flags were
+    given."""
 
     overrides = given_values(PreprocessConfig, ns)
     try:
         inputs = (info or inspect_model(model_path)).inputs if sample is None else ()
-        return resolve_preprocess(inputs, sample, overrides=overrides)
+        shapes = shapes_from_args(ns)
+        if "size" not in overrides and len(inputs) == 1 and inputs[0].name in shapes:
+            hw = _size_from_shape(shapes[inputs[0].name])
+            if hw is not None:
+                overrides["size"] = hw
+        resolved = api.explain_preprocess(inputs, sample, overrides=overrides, preset=getattr(ns, "preset", None))
     except DataError as exc:
         raise UsageError(exc.message) from None
+    if resolved is None:
+        return None
+    unknown = set(shapes) - {t.name for t in inputs}
+    if images and resolved.open_size:
+        if inputs and unknown:  # a --shape for no input of the model: its own error follows
+            return resolved.config
+        raise UsageError(resolved.open_size_message())
+    if images:
+        print(f"{PROG}: preprocessing: " + "; ".join(resolved.lines()), file=sys.stderr)
+    return resolved.config
+
+
+def _size_from_shape(shape: Sequence[int]) -> tuple[int, int] | None:
+    """(H, W) of a 4-D image --shape (NCHW when axis 1 is 1 or 3, else NHWC)."""
+    if len(shape) != 4:
+        return None
+    return (int(shape[2]), int(shape[3])) if shape[1] in (1, 3) else (int(shape[1]), int(shape[2]))
 
 
 def reporter(ns: argparse.Namespace):

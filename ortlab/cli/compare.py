@@ -11,7 +11,7 @@ from ortlab.cli.common import (
     load_dataset, model_file, policy_from_args, preprocess_from_args, reporter, shapes_from_args, shapes_text,
     values,
 )
-from ortlab.cli.render import print_json, table, task_lines, verdict_line
+from ortlab.cli.render import deciding_line, print_json, table, task_lines, verdict_line
 from ortlab.api import evaluate, inspect_model, judge, resolve_feed, stratified_sample
 from ortlab.core.serial import to_plain
 
@@ -58,6 +58,9 @@ def cmd_compare(ns: argparse.Namespace) -> int:
         print_json({"verdict": verdict, **to_plain(report)})
         return exit_for(verdict, ns)
     print(verdict_line(verdict))
+    decided = deciding_line(verdict)
+    if decided:
+        print(decided)
     print(f"{cand.name} vs {ref.name} on {report.n_samples} samples"
           + (" (RANDOM DATA: accuracy is meaningless)" if report.random_data else ""))
     rows = [[o.name, f"{o.max_abs:.4g}", f"{o.mean_abs:.4g}", f"{o.cosine:.6f}", f"{o.sqnr_db:.1f}"]
@@ -75,6 +78,6 @@ def cmd_compare(ns: argparse.Namespace) -> int:
             print(f"{label:<28} {value:.2%}")
     if report.task is not None:
         print(f"{'task':<28} {report.task.task.value} ({'inferred: ' + report.task.why if report.task.inferred else 'given'})")
-        for text in task_lines(report):
+        for text in task_lines(report, verdict):
             print(f"  {text}")
     return exit_for(verdict, ns)

@@ -65,11 +65,10 @@ def run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: str
         print(f"{PROG}: using sample {sample.name}'s calibration"
               + (" and evaluation" if ev is not None else "") + " images (give --calibration/--eval for others)",
               file=sys.stderr)
-    pre = preprocess_from_args(ns, src, sample, info) if (cal or ev) is not None else None
-    if pre is not None and all(ref is None or (ref.path is None and ref.sample is None)
-                               or (ref.path is not None and Path(ref.path).suffix.lower() in DATA_SUFFIXES[1:])
-                               for ref in (cal, ev)):
-        pre = None  # tensors and text need no image preprocessing
+    # tensors and text need no image preprocessing
+    images = any(ref is not None and (ref.sample is not None or (
+        ref.path is not None and Path(ref.path).suffix.lower() not in DATA_SUFFIXES[1:])) for ref in (cal, ev))
+    pre = preprocess_from_args(ns, src, sample, info=info) if images else None
     policy = policy_from_args(ns)
     return RunSpec(str(src.resolve()), recipe, sample.name if sample is not None else None, cal, ev, pre,
                    ns.verify_samples, None if policy == VerdictPolicy() else policy, shapes=shapes)

@@ -18,6 +18,14 @@ def verdict_line(verdict) -> str:
     return f"verdict    {verdict.level.value.upper()}  " + "; ".join(verdict.reasons)
 
 
+def deciding_line(verdict) -> str | None:
+    """The figure that decided the verdict, the first metric a result's text shows:
+    ``  decided by output0: detections F1 vs reference = 0.31``; None when nothing was measured."""
+    if verdict is None or not verdict.deciding:
+        return None
+    return f"  decided by {verdict.deciding} = {verdict.deciding_text}"
+
+
 def print_json(obj: Any) -> None:
     """``serial.to_plain`` of ``obj`` as JSON on stdout (non-finite numbers as "inf"/"-inf"/"nan")."""
 
@@ -37,7 +45,8 @@ def table(rows: list[list[str]], header: list[str], right: Sequence[int] | None 
 
 
 def artifact_text(artifact, out_path: Path) -> str:
-    lines = [verdict_line(artifact.verdict),
+    decided = deciding_line(artifact.verdict)
+    lines = [verdict_line(artifact.verdict), *([decided] if decided else []),
              f"wrote {out_path}  ({format_bytes(artifact.size_bytes)}, source {format_bytes(artifact.source_size_bytes)}, "
              f"{artifact.size_bytes / max(1, artifact.source_size_bytes):.0%})",
              f"  recipe     {artifact.recipe.label()}",
@@ -48,14 +57,15 @@ def artifact_text(artifact, out_path: Path) -> str:
         lines.append(f"  inputs     {shapes_text(artifact.input_shapes)}")
     ev = artifact.evaluation
     if ev is not None:
-        parts = [f"n={ev.n_samples}"]
+        task = task_lines(ev, artifact.verdict)
+        parts = task[:1] + [f"n={ev.n_samples}"]  # the deciding task metric first
         if ev.task is not None:
             parts.append(f"task {ev.task.task.value}")
         for value, label in ((ev.top1_accuracy_ref, "top-1 source"), (ev.top1_accuracy_cand, "top-1 result"),
                              (ev.top1_agreement, "top-1 agreement")):
             if value is not None:
                 parts.append(f"{label} {value:.2%}")
-        parts += task_lines(ev)
+        parts += task[1:]
         for o in ev.outputs:
             sqnr_text = "identical" if o.identical else f"SQNR {o.sqnr_db:.1f} dB"
             parts.append(f"{o.name}: max|Δ| {o.max_abs:.3g}, {sqnr_text}")
@@ -70,18 +80,37 @@ def artifact_text(artifact, out_path: Path) -> str:
     return "\n".join(lines)
 
 
-def task_lines(ev) -> list[str]:
-    """Short texts of the task metrics of an evaluation (flips, threshold crossings, neighbours, exact)."""
+def task_lines(ev, verdict=None) -> list[str]:
+    """Short texts of the task metrics of an evaluation (detections, decoded strings, flips, neighbours, threshold
+    crossings, exact); the one ``verdict`` was decided by first."""
     tm = ev.task
     if tm is None:
         return []
-    out = []
+    out: list[tuple[str, str]] = []  # (the verdict's name of the figure, text)
+    for b in tm.boxes:
+        f1 = "–" if b.f1 is None else f"{b.f1:.2f}"
+        out.append((f"{b.output}: detections F1 vs reference",
+                    f"{b.output}: detections F1 {f1} vs reference ({b.matched} of {b.ref_total} matched, "
+                    f"{b.cand_total} found; score SQNR {_db(b.score_sqnr_db)}, box SQNR {_db(b.box_sqnr_db)})"))
+    for q in tm.sequences:
+        out.append((f"{q.output}: decoded strings changed",
+                    f"{q.output}: decoded strings changed {q.changed}/{q.n_samples} ({q.changed_fraction:.1%}), "
+                    f"CER {q.cer:.2%}"))
     c = tm.classification
     if c is not None:
-        out.append(f"flips {c.confident_flips()} confident / {c.near_tie_flips()} near-tie (margin < {c.margin:g})")
-    out += [f"{d.output}: {d.crossing_fraction:.2%} cross {d.threshold:g}" for d in tm.dense_maps]
-    out += [f"{b.output}: {b.changed_fraction:.2%} detections changed" for b in tm.boxes]
-    out += [f"{e.output}: cosine min {e.min_cosine:.3f}, NN agreement "
-            + (f"{e.nn_agreement:.0%}" if e.nn_agreement is not None else "–") for e in tm.embeddings]
-    out += [f"{x.output} ({x.dtype}): {x.n_different} of {x.n_elements} differ" for x in tm.exact]
-    return out
+        out.append((f"{c.output}: confident top-1 flips",
+                    f"flips {c.confident_flips()} confident / {c.near_tie_flips()} near-tie (margin < {c.margin:g})"))
+    out += [(f"{e.output}: nearest-neighbour agreement", f"{e.output}: NN agreement "
+             + (f"{e.nn_agreement:.0%}" if e.nn_agreement is not None else "–") + f", cosine min {e.min_cosine:.3f}")
+            for e in tm.embeddings]
+    out += [(f"{d.output}: elements crossing {d.threshold:g}", f"{d.output}: {d.crossing_fraction:.2%} cross "
+             f"{d.threshold:g}") for d in tm.dense_maps]
+    out += [(f"{x.output}: values that differ", f"{x.output} ({x.dtype}): {x.n_different} of {x.n_elements} differ")
+            for x in tm.exact]
+    deciding = getattr(verdict, "deciding", "")
+    out.sort(key=lambda item: item[0] != deciding)
+    return [text for _, text in out]
+
+
+def _db(x: float) -> str:
+    return "identical" if x == float("inf") else f"{x:.1f} dB"

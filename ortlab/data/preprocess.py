@@ -3,6 +3,7 @@ for, and the one policy that decides which preprocessing a run uses (:func:`reso
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from collections.abc import Sequence
 
@@ -111,30 +112,158 @@ def tensor_preview(x: np.ndarray, cfg: PreprocessConfig) -> np.ndarray:
     return (x * 255).round().astype(np.uint8)
 
 
-def resolve_preprocess(model_inputs: Sequence[TensorInfo] | Any, sample: Any = None, dataset: Dataset | None = None,
-                       overrides: dict[str, Any] | None = None) -> PreprocessConfig | None:
-    """The preprocessing a run uses: the sample manifest's (``sample`` is a ``SampleModel`` or a
-    ``PreprocessConfig``), else detected from the model's image input, else None; ``overrides`` (field →
-    value, e.g. from CLI flags) are applied on top. ``model_inputs`` may be a ``ModelInfo`` (its ``inputs``).
+# where each preprocessing value came from (ResolvedPreprocess.sources)
+MANIFEST = "manifest"
+FIXED_SHAPE = "detected from a fixed input shape"
+DETECTED = "detected from the model input"
+FLAGS = "you (flags)"
+DEFAULT = "default"
+FIELDS = ("size", "resize_mode", "layout", "channels", "channel_order", "scale", "mean", "std", "dtype")
 
-    None when ``dataset`` holds no images (tensors and random data need no preprocessing), or when the model
-    input is not an image and nothing was overridden. Raises DataError for overrides that cannot work.
-    """
+
+@dataclass(frozen=True)
+class Preset:
+    """A known preprocessing convention, offered by name and never applied unless chosen. ``height``: the
+    height the convention fixes (Paddle's recognizer and classifier: 48), else the model's."""
+
+    name: str
+    label: str
+    source: str
+    values: dict[str, Any] = field(default_factory=dict)
+    height: int | None = None
+
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset("yolo", "YOLO (Ultralytics)", "Ultralytics YOLO exports: RGB, 0–1, no mean/std, letterbox at the model's "
+           "size", {"channel_order": ChannelOrder.RGB, "scale": PixelScale.UNIT, "resize_mode": ResizeMode.LETTERBOX,
+                    "mean": (0.0, 0.0, 0.0), "std": (1.0, 1.0, 1.0)}),
+    Preset("imagenet", "ImageNet mean/std", "torchvision/timm ImageNet classifiers: RGB, 0–1, mean (0.485, 0.456, "
+           "0.406), std (0.229, 0.224, 0.225), centre crop", {"channel_order": ChannelOrder.RGB,
+                                                               "scale": PixelScale.UNIT,
+                                                               "resize_mode": ResizeMode.CENTER_CROP,
+                                                               "mean": IMAGENET_MEAN, "std": IMAGENET_STD}),
+    Preset("paddle_det", "PaddleOCR text detector", "PaddleOCR det (DB): BGR, 0–1, ImageNet mean/std in BGR order "
+           "as PaddleOCR applies them", {"channel_order": ChannelOrder.BGR, "scale": PixelScale.UNIT,
+                                         "resize_mode": ResizeMode.STRETCH, "mean": IMAGENET_MEAN,
+                                         "std": IMAGENET_STD}),
+    Preset("paddle_rec", "PaddleOCR recognizer / classifier", "PaddleOCR rec and cls: BGR, (x/255 − 0.5)/0.5, "
+           "height 48 (width: the model's, or --size)", {"channel_order": ChannelOrder.BGR, "scale": PixelScale.UNIT,
+                                                          "resize_mode": ResizeMode.STRETCH, "mean": (0.5, 0.5, 0.5),
+                                                          "std": (0.5, 0.5, 0.5)}, height=48),
+)}
+
+
+@dataclass
+class ResolvedPreprocess:
+    """The preprocessing a run uses and where each value came from (``sources``: field → manifest, detected
+    from a fixed input shape, detected from the model input, preset NAME, you (flags), default). ``open_size``:
+    the model leaves height/width open and nobody gave a size, so :attr:`config`'s size is only a placeholder
+    (a run must ask for it, never guess)."""
+
+    config: PreprocessConfig
+    sources: dict[str, str]
+    open_size: bool = False
+    input_name: str = ""
+    input_shape: tuple[Any, ...] = ()
+
+    def lines(self) -> list[str]:
+        """One text per field: "size 640×640 (detected from a fixed input shape)"."""
+        c = self.config
+        shown = {"size": f"{c.size[0]}×{c.size[1]}", "resize_mode": c.resize_mode.value, "layout": c.layout.value,
+                 "channels": str(c.channels), "channel_order": c.channel_order.value, "scale": c.scale.value,
+                 "mean": ", ".join(f"{v:g}" for v in c.mean), "std": ", ".join(f"{v:g}" for v in c.std),
+                 "dtype": c.dtype}
+        names = {"resize_mode": "resize", "channel_order": "channel order"}
+        return [f"{names.get(k, k)} {shown[k]} ({self.sources.get(k, DEFAULT)})" for k in FIELDS]
+
+    def open_size_message(self) -> str:
+        """What to do when :attr:`open_size`: the one-line request for a size."""
+        return (f"Model input '{self.input_name}' {_shape_str(self.input_shape)} leaves its height and width open, "
+                f"and ortlab never guesses them: give the size its images must have, --size H W (e.g. --size 640 "
+                f"640), or --shape {self.input_name}=1,3,H,W.")
+
+
+def explain_preprocess(model_inputs: Sequence[TensorInfo] | Any, sample: Any = None,
+                       overrides: dict[str, Any] | None = None, preset: str | None = None) -> ResolvedPreprocess | None:
+    """The preprocessing of an image run with the source of every value: the sample manifest's (``sample`` is a
+    ``SampleModel`` or a ``PreprocessConfig``), else detected from the model's image input; then the ``preset``
+    (a name of :data:`PRESETS`) when one is chosen; then ``overrides`` (field → value, e.g. CLI flags). None when
+    the model input is not an image and nothing was given. Raises DataError for values that cannot work."""
     inputs = list(getattr(model_inputs, "inputs", model_inputs) or ())
-    overrides = {k: list(v) if isinstance(v, tuple) else v for k, v in (overrides or {}).items() if v is not None}
-    if dataset is not None and dataset.kind != "images" and not overrides:
-        return None
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if preset is not None and preset not in PRESETS:
+        raise DataError(f"Unknown preprocessing preset {preset!r}; known: {', '.join(PRESETS)}.")
     base: PreprocessConfig | None = getattr(sample, "preprocess", sample) if sample is not None else None
-    if base is None and len(inputs) == 1:
+    sources: dict[str, str] = {}
+    open_size = False
+    name: str = ""
+    shape: tuple[Any, ...] = ()
+    if len(inputs) == 1:
+        name, shape = inputs[0].name, tuple(inputs[0].shape)
+    if base is not None:
+        sources = dict.fromkeys(FIELDS, MANIFEST)
+    elif len(inputs) == 1:
         try:
             base = detect_preprocess(inputs[0])
         except DataError:
             base = None
-    if not overrides:
-        return base
-    merged = {**(base or PreprocessConfig()).to_dict(), **{k: list(v) if isinstance(v, (list, tuple)) else v
-                                                             for k, v in overrides.items()}}
-    cfg = PreprocessConfig.from_dict(merged)
+        if base is not None:
+            c1, c3 = _static(shape[1]), _static(shape[3])
+            hw = shape[2:4] if base.layout == Layout.NCHW else shape[1:3]
+            fixed_hw = all(_static(d) is not None for d in hw)
+            open_size = not fixed_hw
+            sources = dict.fromkeys(FIELDS, DEFAULT)
+            sources["size"] = FIXED_SHAPE if fixed_hw else DEFAULT
+            channel_known = c1 in (1, 3) or c3 in (1, 3)
+            sources["layout"] = sources["channels"] = DETECTED if channel_known else DEFAULT
+            sources["dtype"] = DETECTED
+            if base.scale == PixelScale.BYTE:
+                sources["scale"] = DETECTED
+    if base is None and preset is None and not overrides:
+        return None
+    merged = (base or PreprocessConfig()).to_dict()
+    if base is None:
+        sources = dict.fromkeys(FIELDS, DEFAULT)
+    if preset is not None:
+        p = PRESETS[preset]
+        for k, v in p.values.items():
+            merged[k] = list(v) if isinstance(v, tuple) else v
+            sources[k] = f"preset {p.name}"
+        if p.height is not None:
+            merged["size"] = [p.height, merged["size"][1]]
+            sources["size"] = f"preset {p.name} (height)" + ("" if not open_size else ", width open")
+    for k, v in overrides.items():
+        merged[k] = list(v) if isinstance(v, (list, tuple)) else v
+        sources[k] = FLAGS
+        if k == "size":
+            open_size = False
+    channels = int(merged.get("channels", 3))
+    for k in ("mean", "std"):  # a 3-channel preset on a 1-channel model: one value
+        if len(merged[k]) not in (1, channels) and sources.get(k, "").startswith("preset"):
+            merged[k] = merged[k][:1]
+    try:
+        cfg = PreprocessConfig.from_dict(merged)
+    except Exception as exc:  # a from_plain error names the field
+        raise DataError(str(exc)) from None
     if cfg.problems():
         raise DataError(" ".join(cfg.problems()))
-    return cfg
+    return ResolvedPreprocess(cfg, sources, open_size, name, shape)
+
+
+def resolve_preprocess(model_inputs: Sequence[TensorInfo] | Any, sample: Any = None, dataset: Dataset | None = None,
+                       overrides: dict[str, Any] | None = None) -> PreprocessConfig | None:
+    """The preprocessing a run uses (:func:`explain_preprocess`'s config, without the sources): the sample
+    manifest's (``sample`` is a ``SampleModel`` or a ``PreprocessConfig``), else detected from the model's image
+    input, else None; ``overrides`` (field → value, e.g. from CLI flags) are applied on top. ``model_inputs`` may
+    be a ``ModelInfo`` (its ``inputs``).
+
+    None when ``dataset`` holds no images (tensors and random data need no preprocessing), or when the model
+    input is not an image and nothing was overridden. Raises DataError for overrides that cannot work.
+    """
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if dataset is not None and dataset.kind != "images" and not overrides:
+        return None
+    resolved = explain_preprocess(model_inputs, sample, overrides)
+    return resolved.config if resolved is not None else None

@@ -91,8 +91,8 @@ class Quality:
 
 
 def task_quality(report: EvalReport | None, level: str = "") -> Quality:
-    """The task's measure of ``report`` (see :class:`Quality`): detections kept (1 − the share that appear or
-    disappear), 1 − the confident top-1 flip rate, the lowest nearest-neighbour agreement, 1 − the threshold
+    """The task's measure of ``report`` (see :class:`Quality`): the F1 of decoded detections against the reference
+    (else detections kept: 1 − the share that appear or disappear), 1 − the confident top-1 flip rate, the lowest nearest-neighbour agreement, 1 − the threshold
     crossings of dense maps; and the SQNR of a detector's worst channel group before the worst whole output's."""
     if report is None or not report.outputs:
         return Quality(level, "", None, "SQNR", None)
@@ -102,7 +102,11 @@ def task_quality(report: EvalReport | None, level: str = "") -> Quality:
     what = "worst output SQNR"
     if tm is not None:
         if tm.boxes:
-            measure, value = "detections kept", min(1.0 - b.changed_fraction for b in tm.boxes)
+            f1s = [b.f1 for b in tm.boxes if b.f1 is not None]
+            if f1s:  # decoded detections matched by class and IoU
+                measure, value = "detection F1", min(f1s)
+            else:
+                measure, value = "detections kept", min(1.0 - b.changed_fraction for b in tm.boxes)
             for b in tm.boxes:
                 if b.group_sqnr_db:
                     g = min(b.group_sqnr_db, key=lambda k: b.group_sqnr_db[k])

@@ -495,6 +495,35 @@ def finish_recipe_job(job: RecipeHandle) -> Artifact | None:
     return artifact
 
 
+def preprocess_explained(info, cfg: PreprocessConfig) -> api.ResolvedPreprocess | None:
+    """``cfg`` (the Data page's preprocessing) with the source of each value: the manifest's or the model's, the
+    chosen preset's (``state.ui("preprocess_preset")``), and "you" for every value changed on the page.
+    ``open_size``: the model leaves height/width open and the size is still the unchosen placeholder."""
+    sample = api.get_sample(state.sample_name()) if state.sample_name() else None
+    base = api.explain_preprocess(info, sample, preset=state.ui("preprocess_preset"))
+    if base is None:
+        return None
+    sources = dict(base.sources)
+    for name in sources:
+        if getattr(cfg, name) != getattr(base.config, name):
+            sources[name] = "you"
+    open_size = base.open_size and cfg.size == base.config.size and not state.ui("preprocess_size_confirmed")
+    return api.ResolvedPreprocess(cfg, sources, open_size, base.input_name, base.input_shape)
+
+
+def apply_preset(info, name: str | None) -> PreprocessConfig | None:
+    """Choose a preprocessing preset (None: none) and make its preprocessing the current one."""
+    state.set_ui("preprocess_preset", name)
+    sample = api.get_sample(state.sample_name()) if state.sample_name() else None
+    keep = {"size": state.preprocess().size} if state.preprocess() is not None and state.ui(
+        "preprocess_size_confirmed") else None
+    resolved = api.explain_preprocess(info, sample, overrides=keep, preset=name)
+    cfg = resolved.config if resolved is not None else None
+    state.set_preprocess(cfg)
+    state.clear_widgets("pre.")
+    return cfg
+
+
 def preprocess_or_detect(info) -> PreprocessConfig | None:
     """The current preprocessing, or the policy's (manifest, else detected; None for non-image models)."""
     if state.preprocess() is not None:

@@ -107,9 +107,15 @@ def io_columns() -> dict:
                                                  help="? = a dimension the model leaves open.")}
 
 
-def eval_cards(ev: EvalReport, ref_name: str, cand_name: str) -> None:
-    """Accuracy cards: top-1 of both, agreement, and the worst output's SQNR."""
+def eval_cards(ev: EvalReport, ref_name: str, cand_name: str, verdict: Verdict | None = None) -> None:
+    """Accuracy cards, the figure that decided ``verdict`` first (detections F1, changed strings, confident flips,
+    nearest-neighbour agreement, threshold crossings, or SQNR); then top-1 of both and agreement; SQNR (for
+    detectors the score and box channels apart, since box pixels dominate the whole output's SQNR)."""
     items: list[tuple[str, str, str | None, str | None]] = []
+    deciding = verdict.deciding if verdict is not None else ""
+    if deciding:
+        items.append((deciding, verdict.deciding_text if verdict is not None else "", None,
+                      f"The figure that decided the verdict ({verdict.level.value if verdict else ''})."))
     if ev.top1_accuracy_ref is not None:
         a, b = ev.top1_accuracy_ref, ev.top1_accuracy_cand
         items.append((f"Top-1 {ref_name}", pct(a), None, "Accuracy against the labels."))
@@ -118,12 +124,24 @@ def eval_cards(ev: EvalReport, ref_name: str, cand_name: str) -> None:
     if ev.top1_agreement is not None:
         items.append(("Top-1 agreement", pct(ev.top1_agreement), None,
                       "How often the candidate's top class equals the reference's."))
-    if ev.outputs:
-        worst = min(ev.outputs, key=lambda o: o.sqnr_db if o.sqnr_db == o.sqnr_db else float("-inf"))  # NaN first
+    boxes = ev.task.boxes if ev.task is not None else []
+    for bx in boxes[:1]:
+        items.append((f"Score SQNR ({bx.output})", sqnr_db_text(bx.score_sqnr_db), None,
+                      "SQNR of the class-score channels alone."))
+        items.append((f"Box SQNR ({bx.output})", sqnr_db_text(bx.box_sqnr_db), None,
+                      "SQNR of the 4 box channels (input pixels) alone."))
+    floats = [o for o in ev.outputs if o.name not in {bx.output for bx in boxes}]
+    if floats and not deciding.endswith(": SQNR"):
+        worst = min(floats, key=lambda o: o.sqnr_db if o.sqnr_db == o.sqnr_db else float("-inf"))  # NaN first
         items.append(("SQNR (worst output)", sqnr_text(worst), None,
                       "Signal-to-quantization-noise ratio: higher is closer to the reference; >30 dB is usually fine."))
     items.append(("Samples", str(ev.n_samples), None, None))
-    metric_row(items)
+    metric_row(items[:6])
+
+
+def sqnr_db_text(x: float) -> str:
+    """An SQNR in dB ("identical" for +inf)."""
+    return "identical" if x == float("inf") else f"{x:.1f} dB"
 
 
 def random_data_warning(where: str = "These results") -> None:

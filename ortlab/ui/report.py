@@ -135,7 +135,8 @@ def html_report(artifact: Artifact, ref_info: dict, cand_info: dict, diff: Graph
     when = artifact.created_at or datetime.now(UTC).isoformat(timespec="seconds")
     run = f"run #{_e(artifact.run_id)} · " if artifact.run_id is not None else ""
     parts.append(f'<p class="muted">{run}{_e(when)}</p>')
-    parts.append(_verdict(artifact.verdict if artifact.verdict is not None else judge(evaluation, coverage=artifact.coverage)))
+    verdict = artifact.verdict if artifact.verdict is not None else judge(evaluation, coverage=artifact.coverage)
+    parts.append(_verdict(verdict))
     parts.append(_speed(speed))
     if random_data:
         parts.append('<div class="alert">⚠ RANDOM DATA: calibration and/or evaluation used random inputs. '
@@ -207,7 +208,7 @@ def html_report(artifact: Artifact, ref_info: dict, cand_info: dict, diff: Graph
     # -- accuracy
     parts.append("<h2>Accuracy and output error</h2>")
     if evaluation is not None:
-        parts.append(_accuracy(evaluation))
+        parts.append(_accuracy(evaluation, verdict))
     else:
         parts.append("<p>Not evaluated.</p>")
 
@@ -258,8 +259,14 @@ def _verdict(v: Verdict) -> str:
     reasons = "".join(f"<li>{_e(r)}</li>" for r in v.reasons)
     word = {Level.BROKEN: "BROKEN — do not ship", Level.DEGRADED: "DEGRADED", Level.OK: "OK",
             Level.UNKNOWN: "UNKNOWN"}[v.level]
-    return (f'<div class="verdict verdict-{v.level.value}" id="verdict"><b>Verdict: {word}</b>'
+    decided = (f'<div id="deciding">Decided by <b>{_e(v.deciding)}</b> = {_e(v.deciding_text)}</div>'
+               if v.deciding else "")
+    return (f'<div class="verdict verdict-{v.level.value}" id="verdict"><b>Verdict: {word}</b>{decided}'
             f"<ul>{reasons}</ul></div>")
+
+
+def _db(x: float) -> str:
+    return "identical" if x == float("inf") else f"{x:.1f} dB"
 
 
 def _opsets(info: dict) -> str:
@@ -267,12 +274,16 @@ def _opsets(info: dict) -> str:
     return ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(opsets.items())) or "–"
 
 
-def _accuracy(ev: EvalReport) -> str:
+def _accuracy(ev: EvalReport, verdict: Verdict | None = None) -> str:
+    """The accuracy table: the figure that decided ``verdict`` in its first row."""
     parts = []
     if ev.random_data:
         parts.append('<div class="alert">Evaluated on RANDOM inputs: these numbers say nothing about real '
                      "accuracy.</div>")
-    rows: list[tuple[str, ...]] = [("Samples", _num(ev.n_samples), "")]
+    rows: list[tuple[str, ...]] = []
+    if verdict is not None and verdict.deciding:
+        rows.append((f"<b>{_e(verdict.deciding)}</b> (decided the verdict)", "", f"<b>{_e(verdict.deciding_text)}</b>"))
+    rows.append(("Samples", _num(ev.n_samples), ""))
     for label, ref, cand in (("Top-1 accuracy", ev.top1_accuracy_ref, ev.top1_accuracy_cand),
                              ("Top-5 accuracy", ev.top5_accuracy_ref, ev.top5_accuracy_cand)):
         if ref is not None or cand is not None:
@@ -289,7 +300,12 @@ def _accuracy(ev: EvalReport) -> str:
                          f"{c.confident_flips()} / {c.near_tie_flips()}"))
         rows += [(f"{_e(d.output)}: elements crossing {d.threshold:g}", "", _pct(d.crossing_fraction))
                  for d in tm.dense_maps]
-        rows += [(f"{_e(b.output)}: detections changed", "", _pct(b.changed_fraction)) for b in tm.boxes]
+        rows += [(f"{_e(b.output)}: detections F1 vs reference (precision / recall)", "",
+                  "–" if b.f1 is None else f"{b.f1:.3f} ({_pct(b.precision)} / {_pct(b.recall)})") for b in tm.boxes]
+        rows += [(f"{_e(b.output)}: score SQNR / box SQNR", "",
+                  f"{_e(_db(b.score_sqnr_db))} / {_e(_db(b.box_sqnr_db))}") for b in tm.boxes]
+        rows += [(f"{_e(q.output)}: decoded strings changed / CER", "",
+                  f"{q.changed}/{q.n_samples} ({_pct(q.changed_fraction)}) / {_pct(q.cer)}") for q in tm.sequences]
         rows += [(f"{_e(e.output)}: cosine min / NN agreement", "",
                   f"{_num(e.min_cosine)} / {_pct(e.nn_agreement)}") for e in tm.embeddings]
         rows += [(f"{_e(x.output)} ({_e(x.dtype)}): values that differ", "", f"{x.n_different:,} of {x.n_elements:,}")
