@@ -470,7 +470,7 @@ def test_keep_in_float_search_mends_the_detector_when_range_split_is_off(tmp_pat
                   settings=TuneSettings(budget_s=300, bench_s=0.1, exclusion_steps=1, int16_steps=0, verify_samples=8))
     r = tuner.run()
     first, step = r.trials
-    assert first.level == "broken" and first.task_measure == "detections kept" and first.score_what == "scores SQNR"
+    assert first.level == "broken" and first.task_measure == "detection F1" and first.score_what == "scores SQNR"
     assert first.score_db is not None and first.score_db < 5 < 30 < (first.sqnr_db or 0)  # whole SQNR hides it
     assert "/model.22/Concat_5" in step.note and ": kept (verdict broken →" in step.note
     assert "/model.22/Concat_5" in step.recipe.quant.nodes_to_exclude and not step.broken
