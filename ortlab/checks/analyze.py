@@ -49,6 +49,12 @@ from ortlab.settings.config import PreprocessConfig
 from ortlab.core.errors import Cancelled, DataError
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.checks.task_metrics import channel_groups, infer_roles
+from ortlab.runtime.providers import quiet_native_stderr
+from ortlab.data.dataset import stratified_sample
+from ortlab.data.feeds import batch_inputs, check_fits
+from ortlab.checks.evaluate import session_inputs
+from ortlab.data.inputs import resolve_feed
+from ortlab.core.serial import to_plain
 
 QUANT_OPS = ("QuantizeLinear", "DequantizeLinear")
 QUANT_INPUT_SUFFIX = "_QuantizeLinear_Input"
@@ -110,7 +116,6 @@ class NodeAnalysis:
         return self.nodes[:k]
 
     def to_dict(self) -> dict:
-        from ortlab.core.serial import to_plain
 
         return to_plain(self)
 
@@ -354,7 +359,6 @@ SESSION_LEVEL = "ORT_ENABLE_EXTENDED"  # fusions never remove an exposed tensor;
 def _session(model: bytes):
     import onnxruntime as ort
 
-    from ortlab.runtime.providers import quiet_native_stderr
 
     so = ort.SessionOptions()
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, SESSION_LEVEL)
@@ -371,10 +375,6 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
     :func:`resolve_candidate`) against ``reference_path`` on ``n`` samples of ``dataset`` (stratified; all
     when None), ``chunk`` samples per batched run. ``shapes`` (``{input name: shape}``, ``--shape``) sets dims
     the model leaves open (:func:`ortlab.data.inputs.resolve_feed`). Reports "analyze" progress; honours ``cancel``."""
-    from ortlab.data.dataset import stratified_sample
-    from ortlab.data.feeds import batch_inputs, check_fits
-    from ortlab.checks.evaluate import session_inputs
-    from ortlab.data.inputs import resolve_feed
 
     start = time.perf_counter()
     cand_path = resolve_candidate(candidate_path)

@@ -24,6 +24,7 @@ from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_repo
 from ortlab.runtime.providers import create_session
 from ortlab.checks.task_metrics import TaskAccumulator
 from ortlab.checks.verdict import VerdictPolicy
+from ortlab.runtime.providers import explain_ort_error
 
 
 
@@ -32,7 +33,6 @@ def _run(sess, names: list[str], feed: dict[str, np.ndarray], which: str, index:
     try:
         return sess.run(names, feed)
     except Exception as exc:
-        from ortlab.runtime.providers import explain_ort_error
 
         raise DataError(f"The {which} model failed to run on sample {index + 1}: {explain_ort_error(exc)}") from None
 

@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from ortlab.core.text import format_bytes
+from ortlab.core.errors import DataError
 
 ENV_PREFIX = "ORTLAB_LIMIT_"
 
@@ -108,7 +109,6 @@ def check_generated_size(shapes: dict[str, tuple[list[int], Any]], batch: int, w
     import numpy as np
 
     if error is None:
-        from ortlab.core.errors import DataError
 
         error = DataError
     cap = int(limit("GENERATED_INPUT_MAX_BYTES"))

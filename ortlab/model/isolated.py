@@ -24,6 +24,7 @@ from ortlab.model.importing import saved_upload
 from ortlab.core.text import one_line
 from ortlab.runtime.child import Child, error_of, memory_limit_gb, too_big
 from ortlab.model.importing import import_model as _import
+from ortlab.core import limits
 from ortlab.core.limits import apply_memory_limit, is_alloc_failure, lacks_headroom
 from ortlab.model.diff import GraphDiff, graph_diff as _diff
 from ortlab.model.diff_view import graph_description as _description
@@ -164,9 +165,7 @@ def in_server(*paths) -> bool:
     """True when the models at ``paths``, with their external data, total at most
     ``limits.SERVER_MODEL_MAX_BYTES``: small enough to read in this process. Only .onnx files under the limit are
     parsed to find their external data."""
-    from ortlab.core.limits import limit
-
-    cap = limit("SERVER_MODEL_MAX_BYTES")
+    cap = limits.limit("SERVER_MODEL_MAX_BYTES")
     try:
         total = sum(Path(p).stat().st_size for p in paths)
         if total > cap:

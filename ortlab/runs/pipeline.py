@@ -31,6 +31,26 @@ from ortlab.transforms import bias_correction
 from ortlab.transforms.calibration import CalibrationReader
 from ortlab.runs.prepare import NO_BIAS_CORRECTION_DATA, NO_CALIBRATION_DATA, check_recipe, corrects_biases, is_static  # noqa: F401 (NO_CALIBRATION_DATA: part of this module's API)
 from ortlab.model.inspect import ModelInfo
+from ortlab.data.feeds import check_fits
+from ortlab.model.inspect import inspect_model, run_warnings
+from ortlab.data.inputs import infer_specs
+from ortlab.data.inputs import control_input_error, is_control_input
+from ortlab.transforms.fp16 import convert_fp16
+from ortlab.transforms.quantize import quantize_dynamic_result
+from ortlab.transforms.quantize import preprocess_for_quantization
+from ortlab.data.dataset import random_dataset, stratified_sample
+from ortlab.transforms.quantize import calibrate_model
+from ortlab.transforms.quantize import quantize_calibrated_result
+from ortlab.transforms.optimize import optimize_model
+from ortlab.runtime import providers
+from ortlab.checks.evaluate import evaluate
+from ortlab.checks.verdict import judge
+from ortlab.checks.parity import check_parity
+from ortlab.checks.verdict import VerdictPolicy
+from ortlab.model.inspect import sha256_file
+from ortlab.runs import outputs
+from ortlab.data.preprocess import resolve_preprocess
+from ortlab.data.inputs import default_notes, resolve_feed
 
 _STAGE_ERRORS: dict[str, type[OrtlabError]] = {
     "validate": ModelLoadError, "preprocess": QuantizationError, "calibrate": DataError,
@@ -130,8 +150,6 @@ class _Run:
 
     def feed_for(self, ds) -> tuple[PreprocessConfig | None, list]:
         """The preprocessing and the input specs (:func:`ortlab.data.inputs.infer_specs`) that feed ``ds``."""
-        from ortlab.data.preprocess import resolve_preprocess
-        from ortlab.data.inputs import default_notes, resolve_feed
 
         if ds is None:
             return self.preprocess, []
@@ -156,8 +174,6 @@ class _Run:
 
 
 def _validate(r: _Run) -> None:
-    from ortlab.data.feeds import check_fits
-    from ortlab.model.inspect import inspect_model, run_warnings
 
     if r.info is None:  # not prepared by ortlab.runs.prepare: decide here what it would have
         if not r.source.is_file():
@@ -168,9 +184,7 @@ def _validate(r: _Run) -> None:
         r.note(notes)
         r.info = inspect_model(r.source)
     r.warn(run_warnings(r.info.warnings, int8=r.recipe.precision == Precision.INT8))
-    from ortlab.data.inputs import infer_specs
 
-    from ortlab.data.inputs import control_input_error, is_control_input
 
     # names and ranks of --shape, before any work
     specs = infer_specs(r.info.inputs, overrides=r.shapes, strict=False)
@@ -190,7 +204,6 @@ def _validate(r: _Run) -> None:
 
 
 def _convert(r: _Run) -> None:
-    from ortlab.transforms.fp16 import convert_fp16
 
     dst = r.next_path("fp16.onnx")
     r.warn(convert_fp16(r.current, dst, r.recipe.keep_io_types))
@@ -198,7 +211,6 @@ def _convert(r: _Run) -> None:
 
 
 def _quantize_dynamic(r: _Run) -> None:
-    from ortlab.transforms.quantize import quantize_dynamic_result
 
     dst = r.next_path("quantized.onnx")
     result = quantize_dynamic_result(r.current, dst, r.recipe.quant)
@@ -209,7 +221,6 @@ def _quantize_dynamic(r: _Run) -> None:
 
 
 def _preprocess(r: _Run) -> None:
-    from ortlab.transforms.quantize import preprocess_for_quantization
 
     dst = r.next_path("preprocessed.onnx")
     r.warn(preprocess_for_quantization(r.current, dst))
@@ -217,9 +228,6 @@ def _preprocess(r: _Run) -> None:
 
 
 def _calibrate(r: _Run) -> None:
-    from ortlab.data.dataset import random_dataset, stratified_sample
-    from ortlab.transforms.calibration import CalibrationReader
-    from ortlab.transforms.quantize import calibrate_model
 
     q = r.recipe.quant
     calib = r.dataset if r.dataset is not None else random_dataset(q.calibration_samples, seed=q.seed)
@@ -235,7 +243,6 @@ def _calibrate(r: _Run) -> None:
 
 
 def _quantize_static(r: _Run) -> None:
-    from ortlab.transforms.quantize import quantize_calibrated_result
 
     dst = r.next_path("quantized.onnx")
     r.quantized_from = r.current
@@ -268,7 +275,6 @@ def _correct_biases(r: _Run) -> None:
 
 
 def _optimize(r: _Run) -> None:
-    from ortlab.transforms.optimize import optimize_model
 
     result = optimize_model(r.current, r.final, r.recipe.opt_level, r.recipe.target)
     r.warn(result.warnings)
@@ -278,10 +284,6 @@ def _optimize(r: _Run) -> None:
 
 
 def _verify(r: _Run) -> None:
-    from ortlab.data.dataset import random_dataset, stratified_sample
-    from ortlab.runtime import providers
-    from ortlab.checks.evaluate import evaluate
-    from ortlab.checks.verdict import judge
 
     if r.current != r.final:  # no optimize stage: the last model is the result
         shutil.copyfile(r.current, r.final)
@@ -307,7 +309,6 @@ def _verify(r: _Run) -> None:
     r.verdict = judge(report, r.policy, r.coverage)
     r.providers = list(report.providers_cand)
     if r.pre_optimize is not None and r.recipe.opt_level != OptLevel.DISABLED:
-        from ortlab.checks.parity import check_parity
 
         parity = check_parity(r.pre_optimize, r.final, sample, pre, r.recipe, specs=specs)
         if not parity.ok:
@@ -379,10 +380,7 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
     come from :func:`ortlab.runs.prepare.prepare_run`: given, the model is not inspected and the recipe not
     validated again.
     """
-    from ortlab.checks.verdict import VerdictPolicy
-    from ortlab.model.inspect import sha256_file
 
-    from ortlab.runs import outputs
 
     source = Path(model_path)
     outputs.check_targets(source, outputs.result_files(out_dir, as_file=False))

@@ -45,6 +45,7 @@ from ortlab.runs.workspace import Workspace
 from ortlab.runs import outputs
 from ortlab.data import samples
 from ortlab.model.inspect import ModelInfo, external_data_files
+from ortlab.runs import pipeline
 from ortlab.runs.pipeline import run_recipe
 from ortlab.core.progress import null_reporter
 from ortlab.data.preprocess import resolve_preprocess
@@ -163,9 +164,7 @@ class RecipeHandle(Handle):
     kind = "recipe"
 
     def __init__(self, spec: RunSpec, run_dir: Path, *, remove_on_cancel: bool) -> None:
-        from ortlab.runs.pipeline import plan
-
-        self.plan = plan(spec.recipe)
+        self.plan = pipeline.plan(spec.recipe)
         super().__init__([s.name for s in self.plan])
         self.spec = spec
         self.run_dir = run_dir

@@ -43,6 +43,16 @@ from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.checks.verdict import Level, Verdict, VerdictPolicy, judge
 from ortlab.core.layout import QDQ_FILE
 from ortlab.timing.interleave import SpeedRatio, measure as measure_interleaved
+from ortlab.runtime.hardware import advise, detect
+from ortlab.runs.workspace import Workspace
+from ortlab.model.inspect import inspect_model
+from ortlab.data.inputs import infer_specs
+from ortlab.runtime.providers import working_providers
+from ortlab.runs import service
+from ortlab.checks.analyze import analyze
+from ortlab.data import samples
+from ortlab.data.preprocess import resolve_preprocess
+from ortlab.core.serial import dumps
 
 DEFAULT_MIN_SQNR_DB = 20.0
 MIN_GAIN_DB = 0.1  # an exclusion step is kept only when it adds at least this much SQNR
@@ -92,8 +102,9 @@ class Quality:
 
 def task_quality(report: EvalReport | None, level: str = "") -> Quality:
     """The task's measure of ``report`` (see :class:`Quality`): the F1 of decoded detections against the reference
-    (else detections kept: 1 − the share that appear or disappear), 1 − the confident top-1 flip rate, the lowest nearest-neighbour agreement, 1 − the threshold
-    crossings of dense maps; and the SQNR of a detector's worst channel group before the worst whole output's."""
+    (else detections kept: 1 − the share that appear or disappear), 1 − the confident top-1 flip rate, the lowest
+    nearest-neighbour agreement, 1 − the threshold crossings of dense maps; and the SQNR of a detector's worst
+    channel group before the worst whole output's."""
     if report is None or not report.outputs:
         return Quality(level, "", None, "SQNR", None)
     tm = report.task
@@ -331,7 +342,6 @@ def search_space(target: Target = Target.CPU, features: Any = None, opt_level: O
     """The recipes to try, most promising first for this CPU (``features``: :func:`ortlab.runtime.hardware.detect`),
     without duplicates (:func:`dedupe`). Static trials include range-split off and bias correction; with the ``size``
     objective and a model with Gather (embedding tables), weight-only int8 of Gather comes first."""
-    from ortlab.runtime.hardware import advise, detect
 
     f = features if features is not None else detect()
     adv = advise(f, target)
@@ -412,7 +422,6 @@ class Tuner:
     def __init__(self, model, calibration: DataRef | None, evaluation: DataRef, *, settings: TuneSettings | None = None,
                  policy: Policy | None = None, preprocess=None, sample: str | None = None, workspace=None,
                  out_dir=None, recipes: Sequence[Recipe] | None = None) -> None:
-        from ortlab.runs.workspace import Workspace
 
         self.model = str(Path(model).resolve())
         self.calibration, self.evaluation = calibration, evaluation
@@ -464,8 +473,6 @@ class Tuner:
     # -- the search
     def trials(self) -> Iterator[Trial]:
         """Run the search; yield each finished trial. ``result`` is set when the generator ends."""
-        from ortlab.runtime.hardware import detect
-        from ortlab.model.inspect import inspect_model
 
         self._start = time.monotonic()
         info = inspect_model(self.model)
@@ -499,7 +506,6 @@ class Tuner:
     def _data_shapes(self, info: Any) -> dict[str, list[int]]:
         """``--shape`` plus the shapes the evaluation data gives the inputs' open dims (a text's sequence length,
         ``--seq-len``; a tensor file's shapes), so the timing runs what the evaluation ran."""
-        from ortlab.data.inputs import infer_specs
 
         out = dict(self.settings.shapes)
         try:
@@ -513,7 +519,6 @@ class Tuner:
         return out
 
     def _valid(self, r: Recipe) -> bool:
-        from ortlab.runtime.providers import working_providers
 
         errors = [f for f in validate_recipe(r, working_providers()) if f.level == "error"]
         if errors:
@@ -526,7 +531,6 @@ class Tuner:
                        self.settings.verify_samples, policy=vp, shapes=dict(self.settings.shapes))
 
     def _trial(self, recipe: Recipe, stage: str, note: str = "") -> Trial:
-        from ortlab.runs import service
 
         index = len(self.trials_done) + 1
         t = Trial(index, recipe.name or recipe.label(), stage, recipe, note=note)
@@ -648,7 +652,6 @@ class Tuner:
         Sigmoid → Mul of a SiLU) in float; a step is kept only when the task ranks it better (:func:`_keep_if_gains`).
         ``dynamic``: the same from the best dynamic int8 trial, over the MatMul/Gemm nodes the analysis ranks worst
         (a transformer's second FFN MatMul, fed by GELU, is the usual one)."""
-        from ortlab.checks.analyze import analyze
 
         current = self._exclusion_base(dynamic)
         if current is None or current.accepted:
@@ -752,7 +755,6 @@ class Tuner:
         trial, :data:`INT16_STEP` weighted nodes a step; a step is kept only when it adds SQNR. On
         EfficientNet-Lite0 int8 weights alone cap the logits at about 18.5 dB (activations at 16 bits), so no
         activation or calibration setting reaches 20 dB; 16-bit weights do, but ORT runs those nodes in float."""
-        from ortlab.checks.analyze import analyze
 
         current = self._exclusion_base()
         if current is None or current.accepted:
@@ -789,15 +791,12 @@ class Tuner:
         cache = getattr(self, "_analysis_cache", {})
         self._analysis_cache = cache
         if trial.index not in cache:
-            from ortlab.data import samples
 
             sample = samples.get_sample(self.sample) if self.sample else samples.find_for_model(self.model)
             labels = sample.labels if sample is not None and sample.labels else None
             ds = self.evaluation.load(labels)
             pre = self.preprocess
             if pre is None and ds.kind == "images":
-                from ortlab.data.preprocess import resolve_preprocess
-                from ortlab.model.inspect import inspect_model
 
                 pre = resolve_preprocess(inspect_model(self.model).inputs, sample, ds)
             result = analyze_fn(self.model, trial.model_path, ds, pre, n=min(32, self.settings.verify_samples),
@@ -819,7 +818,6 @@ class Tuner:
                 return
 
     def _finish(self) -> TuneResult:
-        from ortlab.runtime.hardware import detect
 
         s = self.settings
         done = [t for t in self.trials_done if t.status == "done" and t.cost is not None]
@@ -851,7 +849,6 @@ class Tuner:
             detect().summary(), list(s.batch_sizes), baseline, list(self.trials_done),
             best, bool(accepted), sentence, line, self.elapsed, self._cancel, list(self.notes), written)
         if self.out_dir is not None:
-            from ortlab.core.serial import dumps
 
             self.out_dir.mkdir(parents=True, exist_ok=True)
             (self.out_dir / TRIALS_FILE).write_text(dumps(result, indent=2), encoding="utf-8")

@@ -26,7 +26,7 @@ from ortlab.data.inputs import InputSpec, control_input_text, infer_specs, is_co
 from ortlab.core.progress import CancelToken
 from ortlab.core.serial import from_plain, to_plain
 from ortlab.core.text import format_bytes, one_line
-from ortlab.runtime import openvino as openvino_runtime
+from ortlab.runtime import openvino as openvino_runtime, providers as runtime_providers
 from ortlab.runtime.child import STOP_GRACE_S, child_env, reap
 from ortlab.core import errors
 
@@ -186,8 +186,6 @@ class LatencyRun(Iterator[LatencySample]):
             raise BenchmarkError(f"Model file not found: {self.model_path}.")
 
     def _open(self):
-        from ortlab.runtime import openvino as openvino_runtime, providers
-
         self._check()
         if self.runtime == openvino_runtime.RUNTIME:
             return openvino_runtime.OpenVinoSession(self.model_path), [openvino_runtime.PROVIDER]
@@ -197,9 +195,9 @@ class LatencyRun(Iterator[LatencySample]):
             pdir.mkdir(parents=True, exist_ok=True)
             safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.variant) or "model"
             prefix = str(pdir / f"{safe}_b{self.batch_size}")
-        options = providers.session_options(self.config, self._opt_level, profile_prefix=prefix)
+        options = runtime_providers.session_options(self.config, self._opt_level, profile_prefix=prefix)
         try:
-            session, used = providers.create_session(self.model_path, self.config.target, options)
+            session, used = runtime_providers.create_session(self.model_path, self.config.target, options)
         except OrtlabError:
             raise
         except Exception as exc:

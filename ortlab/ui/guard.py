@@ -16,6 +16,7 @@ from ortlab.core.disk import disk_full_message, is_disk_full
 from ortlab.ui.inert import md
 from ortlab.api import default_root
 from ortlab.runs.history import HistoryRecovered
+from ortlab.ui.auth import workspace_root
 
 log = logging.getLogger("ortlab.ui")
 
@@ -49,8 +50,6 @@ def public_paths(text: str, workspace_root: str | Path | None = None) -> str:
 def _workspace_root() -> str | None:
     """This session's workspace (the signed-in user's own when the app is shared)."""
     try:
-        from ortlab.ui.auth import workspace_root
-
         return str(Path(workspace_root()).resolve())
     except Exception:  # no session (tests, bare mode): the default workspace
         try:
