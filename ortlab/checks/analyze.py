@@ -116,7 +116,6 @@ class NodeAnalysis:
         return self.nodes[:k]
 
     def to_dict(self) -> dict:
-
         return to_plain(self)
 
 
@@ -358,7 +357,6 @@ SESSION_LEVEL = "ORT_ENABLE_EXTENDED"  # fusions never remove an exposed tensor;
 
 def _session(model: bytes):
     import onnxruntime as ort
-
 
     so = ort.SessionOptions()
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, SESSION_LEVEL)

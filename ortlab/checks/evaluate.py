@@ -27,7 +27,6 @@ from ortlab.checks.verdict import VerdictPolicy
 from ortlab.runtime.providers import explain_ort_error
 
 
-
 def _run(sess, names: list[str], feed: dict[str, np.ndarray], which: str, index: int) -> list:
     """``sess.run``; ORT's failure becomes one DataError line naming the model and the sample."""
     try:

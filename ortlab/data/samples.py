@@ -178,7 +178,6 @@ def find_by_sha256(sha256: str, root=None) -> SampleModel | None:
     return None
 
 
-
 def find_for_model(model_path) -> SampleModel | None:
     """The bundled sample whose model is ``model_path`` (the same file, or the same bytes elsewhere), or None."""
 

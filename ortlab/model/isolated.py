@@ -43,7 +43,6 @@ def _task_inspect(path: str) -> dict:
 
 
 def _task_import(source: str, models_dir: str, filename: str, member: str | None, sha256: str | None) -> dict:
-
     stored = _import(Path(source), models_dir, filename, member=member, sha256=sha256)
     return {"path": str(stored), "info": _inspect(stored).to_dict()}
 
@@ -77,7 +76,6 @@ def _input_bytes(args: dict) -> int:
 def _child(task: str, args_json: str, fd: int) -> None:
     """Runs inside the child interpreter: apply the memory limit, run ``task``, send its result over ``fd``."""
     from multiprocessing.connection import Connection
-
 
     # what the tasks import is loaded before the limit, so that the limit measures the model, not Python
     importlib.import_module("ortlab.runtime.providers")

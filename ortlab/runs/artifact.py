@@ -138,7 +138,6 @@ def file_bytes(path: Path) -> int:
     """Bytes of the model file plus its external-data files (without checking or hashing the model again)."""
     import onnx
 
-
     try:
         extra = external_data_files(onnx.load(str(path), load_external_data=False), path.parent).values()
     except (OrtlabError, OSError, ValueError):

@@ -110,7 +110,6 @@ def install_model(src, target) -> Path:
     """
     import onnx
 
-
     src, target = Path(src), Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     external = external_data_files(src)

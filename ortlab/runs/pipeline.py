@@ -59,7 +59,6 @@ _STAGE_ERRORS: dict[str, type[OrtlabError]] = {
 }
 
 
-
 @dataclass(frozen=True)
 class Stage:
     """One step of a recipe run: ``name`` (the key of its progress events and timing) and a human label."""
@@ -174,7 +173,6 @@ class _Run:
 
 
 def _validate(r: _Run) -> None:
-
     if r.info is None:  # not prepared by ortlab.runs.prepare: decide here what it would have
         if not r.source.is_file():
             raise ModelLoadError(f"Model file not found: {r.source}.")
@@ -184,7 +182,6 @@ def _validate(r: _Run) -> None:
         r.note(notes)
         r.info = inspect_model(r.source)
     r.warn(run_warnings(r.info.warnings, int8=r.recipe.precision == Precision.INT8))
-
 
     # names and ranks of --shape, before any work
     specs = infer_specs(r.info.inputs, overrides=r.shapes, strict=False)
@@ -202,16 +199,13 @@ def _validate(r: _Run) -> None:
     r.random_data = bool(r.dataset is not None and r.dataset.is_random)
 
 
-
 def _convert(r: _Run) -> None:
-
     dst = r.next_path("fp16.onnx")
     r.warn(convert_fp16(r.current, dst, r.recipe.keep_io_types))
     r.current = dst
 
 
 def _quantize_dynamic(r: _Run) -> None:
-
     dst = r.next_path("quantized.onnx")
     result = quantize_dynamic_result(r.current, dst, r.recipe.quant)
     r.warn(result.warnings)
@@ -221,14 +215,12 @@ def _quantize_dynamic(r: _Run) -> None:
 
 
 def _preprocess(r: _Run) -> None:
-
     dst = r.next_path("preprocessed.onnx")
     r.warn(preprocess_for_quantization(r.current, dst))
     r.current = dst
 
 
 def _calibrate(r: _Run) -> None:
-
     q = r.recipe.quant
     calib = r.dataset if r.dataset is not None else random_dataset(q.calibration_samples, seed=q.seed)
     r.random_data = r.random_data or calib.is_random
@@ -243,7 +235,6 @@ def _calibrate(r: _Run) -> None:
 
 
 def _quantize_static(r: _Run) -> None:
-
     dst = r.next_path("quantized.onnx")
     r.quantized_from = r.current
     result = quantize_calibrated_result(r.current, dst, r.recipe.quant, r.next_path("calibration.json"))
@@ -275,7 +266,6 @@ def _correct_biases(r: _Run) -> None:
 
 
 def _optimize(r: _Run) -> None:
-
     result = optimize_model(r.current, r.final, r.recipe.opt_level, r.recipe.target)
     r.warn(result.warnings)
     r.note(result.notes)
@@ -284,7 +274,6 @@ def _optimize(r: _Run) -> None:
 
 
 def _verify(r: _Run) -> None:
-
     if r.current != r.final:  # no optimize stage: the last model is the result
         shutil.copyfile(r.current, r.final)
         r.current = r.final
@@ -380,7 +369,6 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
     come from :func:`ortlab.runs.prepare.prepare_run`: given, the model is not inspected and the recipe not
     validated again.
     """
-
 
     source = Path(model_path)
     outputs.check_targets(source, outputs.result_files(out_dir, as_file=False))

@@ -152,12 +152,6 @@ _recipe_child(sys.argv[1], int(sys.argv[2]))
 """
 
 
-
-
-
-
-
-
 class RecipeHandle(Handle):
     """A recipe running in a child process; ``result`` is the recorded :class:`ortlab.runs.artifact.Artifact`."""
 
@@ -194,7 +188,6 @@ class RecipeHandle(Handle):
             proc.terminate()
 
     def _watch(self, conn) -> None:
-
         result: Any = None
         error: OrtlabError | None = None
         proc = self._proc
@@ -284,12 +277,6 @@ class RecipeHandle(Handle):
             self._log = None
 
 
-
-
-
-
-
-
 def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app",
                  memory_gb: float | None = None, info: ModelInfo | None = None) -> RecipeHandle:
     """Run ``spec`` in a child process and return its handle at once.
@@ -303,8 +290,6 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
     a model that cannot load or a recipe that cannot run is refused at once, and the child decides nothing again.
     """
     from multiprocessing import Pipe
-
-
 
     spec = prepare_run(spec, info)
     ws = workspace if workspace is not None else Workspace()
@@ -409,12 +394,9 @@ def run_recipe_spec(spec: RunSpec, out_dir, reporter=None, cancel: CancelToken |
                       info=info, decided=(spec.warnings, spec.notes))
 
 
-
-
 def _recipe_child(args_json: str, fd: int) -> None:
     """Runs inside the child interpreter: run the spec, write and record the artifact, report over ``fd``."""
     from multiprocessing.connection import Connection
-
 
     conn = Connection(fd)
     args = json.loads(args_json)
@@ -604,7 +586,6 @@ def timed_variants(variants: Sequence[BenchVariant], config: BenchConfig) -> lis
     under OpenVINO, from its portable file (``openvino_runtime.portable_model``)."""
     from dataclasses import replace
 
-
     out = [v for v in variants if v.runtime != ov.RUNTIME]
     if config.openvino:
         out += [replace(v, id=f"{v.id} · OpenVINO", name=f"{v.name} · OpenVINO", runtime=ov.RUNTIME,
@@ -658,7 +639,6 @@ def profile_folder(ws, bench_key: str) -> Path:
 
 
 def _default_timer(memory_gb: float | None = None):
-
     if os.name != "posix":
         return bench.latency_samples
     return functools.partial(bench.latency_samples_isolated, memory_gb=memory_gb)
@@ -681,7 +661,6 @@ def _wait_for_slot(handle: BenchHandle) -> None:
 
 
 def _bench_all(handle: BenchHandle, measure_memory: bool, profile_dir, timer) -> list:
-
     plan = [(v, bs) for v in handle.variants for bs in handle.config.batch_sizes]
     summaries = []
     for k, (v, bs) in enumerate(plan):

@@ -519,7 +519,6 @@ class Tuner:
         return out
 
     def _valid(self, r: Recipe) -> bool:
-
         errors = [f for f in validate_recipe(r, working_providers()) if f.level == "error"]
         if errors:
             self.notes.append(f"Skipped {r.label()}: {errors[0].message}")
@@ -531,7 +530,6 @@ class Tuner:
                        self.settings.verify_samples, policy=vp, shapes=dict(self.settings.shapes))
 
     def _trial(self, recipe: Recipe, stage: str, note: str = "") -> Trial:
-
         index = len(self.trials_done) + 1
         t = Trial(index, recipe.name or recipe.label(), stage, recipe, note=note)
         start = time.monotonic()
@@ -818,7 +816,6 @@ class Tuner:
                 return
 
     def _finish(self) -> TuneResult:
-
         s = self.settings
         done = [t for t in self.trials_done if t.status == "done" and t.cost is not None]
         accepted = [t for t in done if t.accepted]

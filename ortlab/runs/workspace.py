@@ -150,7 +150,6 @@ class Workspace:
         forgotten, never deleted). ``HistoryError`` when there is no such run."""
         import shutil
 
-
         history = self.history()
         run = next((r for r in history.list() if (r.run_id if isinstance(r, Artifact) else r.id) == int(run_id)),
                    None)

@@ -434,8 +434,6 @@ def _memory_child(args: dict) -> dict:
     return {"maxrss_mb": _maxrss_mb()}
 
 
-
-
 def _run_child(args: dict, timeout: float) -> float:
     if sys.platform == "win32":
         raise BenchmarkError("Peak memory is measured with the resource module, which Windows lacks.")
@@ -602,7 +600,6 @@ def memory_message(limit_gb: float | None, variant: str | None, batch_size: int)
 
 
 def _error_from_child(name: str, message: str, step: str | None) -> OrtlabError:
-
     cls = getattr(errors, name, None)
     if not (isinstance(cls, type) and issubclass(cls, OrtlabError)):
         cls = BenchmarkError
@@ -718,8 +715,6 @@ class IsolatedLatencyRun(LatencyRun):
         if self.memory_gb and any(limits.is_alloc_failure(ln) for ln in lines[-20:]):
             return BenchmarkError(memory_message(self.memory_gb, self.variant, self.batch_size))
         return BenchmarkError(f"{self.variant}: the timing process stopped unexpectedly: {reason}")
-
-
 
 
 def latency_samples_isolated(model_path, config: BenchConfig, batch_size: int, variant: str = "",

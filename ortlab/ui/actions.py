@@ -130,7 +130,6 @@ def import_uploaded_model(filename: str, data, on_saved=None) -> Path:
     error nothing changes."""
     import io
 
-
     name = Path(filename).name
     stored_name = name if name.lower().endswith(".onnx") else "model.onnx"
     stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data

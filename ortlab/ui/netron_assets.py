@@ -192,8 +192,6 @@ def patched_viewer() -> PatchedViewer:
     return PatchedViewer(directory, version, overrides)
 
 
-
-
 # -- the component folder ------------------------------------------------------------------------------
 
 _build_lock = threading.Lock()

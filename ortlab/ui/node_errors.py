@@ -69,7 +69,6 @@ def start_analysis(a: Artifact, n: int = N_SAMPLES) -> background.Task:
     dataset, pre = _data_for(a)  # loaded here: the session's state is not read from the thread
 
     def work(task: background.Task):
-
         return analyze(a.source_path, cand, dataset, pre, n=n, cancel=token, shapes=a.input_shapes or None)
 
     task = background.start(work, on_cancel=token.cancel, meta={"candidate": str(cand), "label": a.recipe.label()},
