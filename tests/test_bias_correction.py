@@ -16,12 +16,13 @@ import pytest
 from onnx import numpy_helper
 
 from ortlab.cli import main as cli
-from ortlab.core.errors import Cancelled, RecipeError
+from ortlab.core.errors import Cancelled
 from ortlab.core.progress import CancelToken, ProgressEvent
 from ortlab.data.feeds import batch_inputs
 from ortlab.data.samples import load_manifest
 from ortlab.model.inspect import inspect_model
 from ortlab.runs.pipeline import plan, run_recipe
+from ortlab.runs.prepare import BIAS_CORRECTION_SKIPPED
 from ortlab.settings.config import (Precision, QuantConfig, QuantFormat, QuantMode, Recipe, errors_of,
                                     recipe_cli_line, validate_recipe)
 from ortlab.transforms.bias_correction import STAGE, correct_biases
@@ -154,17 +155,18 @@ def test_plan_has_the_stage_only_for_static_qdq_with_the_option():
     def names(**q):
         return [st.name for st in plan(Recipe(precision=Precision.INT8, quant=QuantConfig(**q)))]
 
-    assert names(bias_correction=True) == ["validate", "preprocess", "calibrate", "quantize", STAGE, "optimize",
-                                           "verify"]
-    assert STAGE not in names()
+    assert names() == ["validate", "preprocess", "calibrate", "quantize", STAGE, "optimize", "verify"]  # on by default
+    assert STAGE not in names(bias_correction=False)
+    assert STAGE not in names(quant_format=QuantFormat.QOPERATOR)
+    assert STAGE not in names(mode=QuantMode.DYNAMIC)
     assert STAGE not in [st.name for st in plan(Recipe(quant=QuantConfig(bias_correction=True)))]  # fp32
 
 
 @pytest.mark.parametrize("quant, allow_random, level, expected", [
     (QuantConfig(bias_correction=True), False, None, None),
-    (QuantConfig(bias_correction=True, mode=QuantMode.DYNAMIC), False, "error", "needs static int8 with calibration"),
-    (QuantConfig(bias_correction=True, quant_format=QuantFormat.QOPERATOR), False, "error", "works on the QDQ format"),
-    (QuantConfig(bias_correction=True), True, "warning", "needs real calibration data"),
+    (QuantConfig(bias_correction=True, mode=QuantMode.DYNAMIC), False, None, None),  # does not apply: nothing said
+    (QuantConfig(bias_correction=True, quant_format=QuantFormat.QOPERATOR), False, "note", "works on the QDQ format"),
+    (QuantConfig(bias_correction=True), True, "note", "skipped when the calibration data is random"),
 ])
 def test_validation_explains_bad_combinations(quant, allow_random, level, expected):
     findings = [f for f in validate_recipe(Recipe(precision=Precision.INT8, quant=quant,
@@ -176,16 +178,19 @@ def test_validation_explains_bad_combinations(quant, allow_random, level, expect
         assert [f.level for f in findings] == [level] and expected in findings[0].message
 
 
-def test_random_data_is_refused(tmp_path):
+def test_random_data_skips_it_with_a_note(tmp_path):
     s = load_manifest(SAMPLE / "manifest.json")
-    recipe = Recipe(precision=Precision.INT8, allow_random_data=True, quant=QuantConfig(bias_correction=True))
-    with pytest.raises(RecipeError, match="Bias correction needs real calibration data"):
-        run_recipe(s.model_path, recipe, tmp_path / "out", preprocess=s.preprocess, verify_samples=0)
+    recipe = Recipe(precision=Precision.INT8, allow_random_data=True, quant=QuantConfig(calibration_samples=8))
+    events: list[ProgressEvent] = []
+    art = run_recipe(s.model_path, recipe, tmp_path / "out", preprocess=s.preprocess, verify_samples=0,
+                     reporter=events.append)
+    assert BIAS_CORRECTION_SKIPPED in art.notes and STAGE in art.timings
+    assert [(e.done, e.total) for e in events if e.stage == STAGE] == [(1, 1)]
 
 
 def test_cli_flag_end_to_end_and_recipe_round_trip(tmp_path, capsys):
     out = tmp_path / "out"
-    code = cli.main(["optimize", str(SAMPLE / "model.onnx"), str(out), "--precision", "int8", "--bias-correction",
+    code = cli.main(["optimize", str(SAMPLE / "model.onnx"), str(out), "--precision", "int8",
                      "--calibration", str(SAMPLE / "calibration"), "--eval", str(SAMPLE / "evaluation")])
     text, err = capsys.readouterr()
     assert code == 0, err
@@ -196,7 +201,7 @@ def test_cli_flag_end_to_end_and_recipe_round_trip(tmp_path, capsys):
     recipe = Recipe.from_json((out / "recipe.json").read_text())
     assert recipe.quant.bias_correction is True
     line = recipe_cli_line(recipe)
-    assert "--bias-correction" in shlex.split(line)
+    assert "bias-correction" not in line  # the default is not spelled out
     # the rendered line parses back into the same recipe
     code = cli.main(["optimize", str(SAMPLE / "model.onnx"), str(tmp_path / "again"), *shlex.split(line)[4:],
                      "--calibration", str(SAMPLE / "calibration"), "--verify-samples", "0"])
@@ -208,11 +213,15 @@ def test_cli_flag_end_to_end_and_recipe_round_trip(tmp_path, capsys):
     assert (out / "model.qdq.onnx").is_file()
 
 
-def test_cli_flag_refused_for_dynamic(capsys):
-    code = cli.main(["optimize", str(SAMPLE / "model.onnx"), "/nonexistent/out", "--precision", "int8",
-                     "--quant-mode", "dynamic", "--bias-correction"])
-    _, err = capsys.readouterr()
-    assert code == 2 and "--bias-correction" in err
+def test_cli_flag_turns_it_off_and_round_trips(tmp_path, capsys):
+    out = tmp_path / "off"
+    code = cli.main(["optimize", str(SAMPLE / "model.onnx"), str(out), "--precision", "int8", "--no-bias-correction",
+                     "--calibration", str(SAMPLE / "calibration"), "--verify-samples", "0"])
+    text, err = capsys.readouterr()
+    assert code == 0, err
+    assert "Bias correction" not in text and "bias_correction" not in text
+    recipe = Recipe.from_json((out / "recipe.json").read_text())
+    assert recipe.quant.bias_correction is False and "--no-bias-correction" in shlex.split(recipe_cli_line(recipe))
 
 
 def test_tune_tries_bias_correction_on_static_qdq_only():
@@ -221,8 +230,7 @@ def test_tune_tries_bias_correction_on_static_qdq_only():
     from ortlab.settings.config import Target
 
     space = search_space(Target.CPU, parse_cpuinfo("flags : sse2 avx2 avx512_vnni"), model_ops=("Conv", "Gemm"))
-    with_bc = [r for r in space if r.quant.bias_correction]
-    assert [r.name for r in with_bc] == ["int8 bias correction"]
-    assert all(r.precision == Precision.INT8 and r.quant.mode == QuantMode.STATIC
-               and r.quant.quant_format == QuantFormat.QDQ and not errors_of(validate_recipe(r)) for r in with_bc)
-    assert not any(r.quant.bias_correction for r in search_space(Target.GPU))
+    without = [r for r in space if r.precision == Precision.INT8 and r.quant.mode == QuantMode.STATIC
+               and r.quant.quant_format == QuantFormat.QDQ and not r.quant.bias_correction]
+    assert [r.name for r in without] == ["int8 no bias correction"]  # on by default: the trial turns it off
+    assert not errors_of(validate_recipe(without[0]))

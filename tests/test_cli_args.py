@@ -276,7 +276,7 @@ def test_todays_flag_names_are_kept():
             "--no-per-channel", "--reduce-range", "--calibration-method", "--percentile", "--num-bins",
             "--num-quantized-bins", "--moving-average", "--averaging-constant", "--symmetric-activation",
             "--no-symmetric-weight", "--op-types", "--exclude-op-types", "--exclude-nodes", "--int16-weight-nodes",
-            "--bias-correction", "--no-preprocess",
+            "--no-bias-correction", "--no-preprocess",
             "--no-range-split", "--range-split-factor",
             "--calibration-samples", "--seed", "--size", "--mean", "--std", "--scale", "--layout", "--channels",
             "--channel-order", "--resize-mode", "--dtype"} == names

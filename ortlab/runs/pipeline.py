@@ -25,11 +25,11 @@ from ortlab.settings.config import OptLevel, PreprocessConfig, Precision, QuantF
 from ortlab.transforms.coverage import QuantCoverage
 from ortlab.checks.eval_report import EvalReport
 from ortlab.core.text import one_line, utc_timestamp
-from ortlab.core.errors import DataError, ModelLoadError, OptimizationError, OrtlabError, QuantizationError, RecipeError
+from ortlab.core.errors import DataError, ModelLoadError, OptimizationError, OrtlabError, QuantizationError
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.transforms import bias_correction
 from ortlab.transforms.calibration import CalibrationReader
-from ortlab.runs.prepare import NO_BIAS_CORRECTION_DATA, NO_CALIBRATION_DATA, check_recipe, corrects_biases, is_static  # noqa: F401 (NO_CALIBRATION_DATA: part of this module's API)
+from ortlab.runs.prepare import BIAS_CORRECTION_SKIPPED, NO_CALIBRATION_DATA, check_recipe, corrects_biases, is_static  # noqa: F401 (NO_CALIBRATION_DATA: part of this module's API)
 from ortlab.model.inspect import ModelInfo
 from ortlab.data.feeds import check_fits
 from ortlab.model.inspect import inspect_model, run_warnings
@@ -176,8 +176,7 @@ def _validate(r: _Run) -> None:
     if r.info is None:  # not prepared by ortlab.runs.prepare: decide here what it would have
         if not r.source.is_file():
             raise ModelLoadError(f"Model file not found: {r.source}.")
-        warnings, notes = check_recipe(r.recipe, has_data=r.dataset is not None,
-                                       real_data=r.dataset is not None and not r.dataset.is_random)
+        warnings, notes = check_recipe(r.recipe, has_data=r.dataset is not None)
         r.warn(warnings)
         r.note(notes)
         r.info = inspect_model(r.source)
@@ -250,7 +249,9 @@ def _correct_biases(r: _Run) -> None:
     """Empirical bias correction of the static QDQ model (``ortlab.transforms.bias_correction``) on the samples the
     calibrate stage used; reports its own "bias_correction" n/N events and honours cancel between runs."""
     if r.calibration is None or r.quantized_from is None or r.calibration.is_random:
-        raise RecipeError(NO_BIAS_CORRECTION_DATA)
+        r.note([BIAS_CORRECTION_SKIPPED])
+        r.reporter(ProgressEvent(bias_correction.STAGE, 1, 1, "skipped: the calibration data is random"))
+        return
     pre, specs = r.feed_for(r.calibration)
     reader = CalibrationReader(r.calibration, pre, r.info.inputs, null_reporter, r.cancel, specs=specs)
     feeds = []

@@ -18,9 +18,8 @@ from ortlab.runs.runspec import RunSpec
 from ortlab.runtime.providers import working_providers
 from ortlab.settings.config import Precision, QuantFormat, QuantMode, Recipe, require_valid
 
-NO_BIAS_CORRECTION_DATA = ("Bias correction needs real calibration data (it matches the quantized model's per-channel "
-                           "output means to the float model's on it): give a folder of images or a tensor file, or "
-                           "turn bias correction off.")
+BIAS_CORRECTION_SKIPPED = ("Bias correction skipped: the calibration data is random, and fitting the biases to noise "
+                           "would not help; give real calibration data to have it.")
 NO_CALIBRATION_DATA = ("Static quantization needs calibration data: give a folder of images or a tensor file, "
                        "use dynamic quantization, or allow random data (results will be flagged).")
 
@@ -35,14 +34,12 @@ def corrects_biases(recipe: Recipe) -> bool:
     return is_static(recipe) and recipe.quant.bias_correction and recipe.quant.quant_format == QuantFormat.QDQ
 
 
-def check_recipe(recipe: Recipe, *, has_data: bool, real_data: bool) -> tuple[list[str], list[str]]:
+def check_recipe(recipe: Recipe, *, has_data: bool) -> tuple[list[str], list[str]]:
     """Validate ``recipe`` for this machine and its data (``RecipeError`` when it cannot run); return its
     (warnings, notes)."""
     findings = require_valid(recipe, working_providers())
     if is_static(recipe) and not has_data and not recipe.allow_random_data:
         raise RecipeError(NO_CALIBRATION_DATA, step="validate")
-    if corrects_biases(recipe) and not real_data:
-        raise RecipeError(NO_BIAS_CORRECTION_DATA, step="validate")
     return ([f.message for f in findings if f.level == "warning"], [f.message for f in findings if f.level == "note"])
 
 
@@ -63,9 +60,7 @@ def prepare_run(spec: RunSpec, info: ModelInfo | None = None) -> RunSpec:
     if not Path(spec.model).is_file():
         raise ModelLoadError(f"Model file not found: {spec.model}.")
     info = info if info is not None else inspect_model(spec.model)
-    has_data = spec.calibration is not None
-    real = has_data and spec.calibration is not None and spec.calibration.random is None
-    warnings, notes = check_recipe(spec.recipe, has_data=has_data, real_data=real)
+    warnings, notes = check_recipe(spec.recipe, has_data=spec.calibration is not None)
     sample = get_sample(spec.sample) if spec.sample else (find_by_path(spec.model) or find_by_sha256(info.sha256))
     return replace(spec, model_info=info.to_dict(), sample=sample.name if sample is not None else None,
                    warnings=tuple(warnings), notes=tuple(notes))

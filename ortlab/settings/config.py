@@ -193,10 +193,12 @@ class QuantConfig:
         label="Range-split factor", min=2.0, max=1e6, step=10.0, when={"mode": ["static"], "range_split": [True]},
     )
     bias_correction: bool = setting(
-        False, "After static QDQ quantization, shift each Conv/Gemm's int32 bias so that its output's per-channel mean "
+        True, "After static QDQ quantization, shift each Conv/Gemm's int32 bias so that its output's per-channel mean "
         "on the calibration data matches the float model's (empirical bias correction, Nagel et al. 2019), node by "
-        "node in graph order. Only bias values change: same graph, same speed. Takes one extra pass per corrected "
-        "node (about 10 s on EfficientNet-Lite0); measure the gain, it is not guaranteed.",
+        "node in graph order. Only bias values change: same graph, same speed. On by default: on the bundled samples "
+        "and test models it never lowered accuracy and gained up to +5.6 dB (EfficientNet-Lite0); it costs about two "
+        "extra passes of the quantized model over the calibration data (about 10 s on EfficientNet-Lite0). Skipped, "
+        "with a note, for QOperator and on random calibration data.",
         label="Bias correction", when={"mode": ["static"], "quant_format": ["QDQ"]},
     )
     preprocess: bool = setting(
@@ -440,10 +442,6 @@ def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUEx
             if q.int16_weight_nodes:
                 err("quant.int16_weight_nodes", "16-bit weights are a static QDQ setting; dynamic quantization "
                                                 "quantizes weights to 8 bits.")
-            if q.bias_correction:
-                err("quant.bias_correction", "Bias correction needs static int8 with calibration data: it corrects "
-                                             "the int32 biases static quantization writes, and dynamic quantization "
-                                             "writes none. Use static mode, or turn bias correction off.")
         else:
             if 1 <= q.calibration_samples < 10:
                 warn("quant.calibration_samples", f"Only {q.calibration_samples} calibration samples: ranges may "
@@ -465,12 +463,12 @@ def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUEx
                 err("quant.int16_weight_nodes", f"Nodes both kept in float and given 16-bit weights: "
                                                 f"{', '.join(sorted(overlap))}.")
             if q.bias_correction and q.quant_format != QuantFormat.QDQ:
-                err("quant.bias_correction", "Bias correction works on the QDQ format (it edits the int32 bias of "
-                                             "each DequantizeLinear); QOperator folds biases into QLinearConv. Choose "
-                                             "QDQ, or turn bias correction off.")
+                note("quant.bias_correction", "Bias correction works on the QDQ format (it edits the int32 bias of "
+                                              "each DequantizeLinear; QOperator folds biases into QLinearConv): this "
+                                              "QOperator run is not corrected.")
             if q.bias_correction and recipe.allow_random_data:
-                warn("quant.bias_correction", "Bias correction needs real calibration data: a run that falls back "
-                                              "to random data is refused.")
+                note("quant.bias_correction", "Bias correction is skipped when the calibration data is random (it "
+                                              "would fit the biases to noise).")
             if recipe.allow_random_data:
                 warn("allow_random_data", "Random calibration data gives meaningless ranges; every result will be "
                                           "flagged.")
