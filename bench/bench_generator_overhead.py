@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 import onnxruntime as ort
 
-from ortlab.timing.bench import latency_samples, latency_samples_isolated
+from ortlab.timing.bench import latency_samples
+from ortlab.timing.child_runs import latency_samples_isolated
 from ortlab.settings.config import BenchConfig
 
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from ortlab.timing import bench
+from ortlab.timing import bench, child_runs
 from ortlab.timing.bench import LatencySample, latency_samples, make_inputs, summarize
 from ortlab.settings.config import BenchConfig, ExecutionMode
 from ortlab.core.errors import BenchmarkError, DataError, ModelLoadError
@@ -204,7 +204,7 @@ def test_isolated_samples_come_from_a_child_and_summarize_like_in_process(conv, 
     import os
 
     cfg = BenchConfig(warmup=2, duration_s=0, runs=40, intra_op_threads=1, profile=True)
-    run = bench.latency_samples_isolated(conv, cfg, batch_size=4, variant="fp32", profile_dir=tmp_path / "prof")
+    run = child_runs.latency_samples_isolated(conv, cfg, batch_size=4, variant="fp32", profile_dir=tmp_path / "prof")
     samples = list(run)
     assert run.child_pid is not None and run.child_pid != os.getpid()
     assert run.returncode == 0 and run.child_pid is not None and _gone(run.child_pid)
@@ -227,7 +227,7 @@ def test_isolated_samples_come_from_a_child_and_summarize_like_in_process(conv, 
 
 def test_isolated_duration_mode_streams_samples_in_batches(conv):
     cfg = BenchConfig(warmup=0, duration_s=0.4)
-    run = bench.latency_samples_isolated(conv, cfg, 1)
+    run = child_runs.latency_samples_isolated(conv, cfg, 1)
     arrivals = []
     for s in run:
         arrivals.append((time.perf_counter(), s.t))
@@ -239,7 +239,7 @@ def test_isolated_duration_mode_streams_samples_in_batches(conv):
 
 def test_isolated_cancel_stops_the_child_quickly(conv):
     token = CancelToken()
-    run = bench.latency_samples_isolated(conv, BenchConfig(warmup=0, duration_s=30), 1, cancel=token)
+    run = child_runs.latency_samples_isolated(conv, BenchConfig(warmup=0, duration_s=30), 1, cancel=token)
     got = 0
     for _ in run:
         got += 1
@@ -253,7 +253,7 @@ def test_isolated_cancel_stops_the_child_quickly(conv):
 
 
 def test_isolated_closing_early_leaves_no_child(conv):
-    run = bench.latency_samples_isolated(conv, BenchConfig(warmup=0, duration_s=30), 1)
+    run = child_runs.latency_samples_isolated(conv, BenchConfig(warmup=0, duration_s=30), 1)
     next(run)
     pid = run.child_pid
     t0 = time.perf_counter()
@@ -264,22 +264,22 @@ def test_isolated_closing_early_leaves_no_child(conv):
 
 def test_isolated_errors_come_back_typed_with_their_message(tmp_path, fixed_batch):
     with pytest.raises(BenchmarkError, match="Model file not found"):
-        next(bench.latency_samples_isolated(tmp_path / "missing.onnx", BenchConfig(), 1))
+        next(child_runs.latency_samples_isolated(tmp_path / "missing.onnx", BenchConfig(), 1))
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"not a model")
-    run = bench.latency_samples_isolated(junk, BenchConfig(), 1)
+    run = child_runs.latency_samples_isolated(junk, BenchConfig(), 1)
     with pytest.raises(ModelLoadError, match="could not load the model"):
         next(run)
     assert run.child_pid is not None and _gone(run.child_pid)
     with pytest.raises(BenchmarkError, match="fixed batch size of 2; batch size 8 cannot be timed"):
-        next(bench.latency_samples_isolated(fixed_batch, BenchConfig(warmup=0, duration_s=0, runs=1), 8))
+        next(child_runs.latency_samples_isolated(fixed_batch, BenchConfig(warmup=0, duration_s=0, runs=1), 8))
 
 
 def test_isolated_cancel_reaches_the_child_during_warm_up(conv):
     import threading
 
     token = CancelToken()
-    run = bench.latency_samples_isolated(conv, BenchConfig(warmup=10**7, duration_s=0, runs=1), 1, cancel=token)
+    run = child_runs.latency_samples_isolated(conv, BenchConfig(warmup=10**7, duration_s=0, runs=1), 1, cancel=token)
     threading.Timer(0.8, token.cancel).start()
     t0 = time.perf_counter()
     assert list(run) == []

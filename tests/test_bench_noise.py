@@ -15,8 +15,9 @@ from ortlab.runs import service
 from ortlab.runs.history import BenchVariant
 from ortlab.runs.workspace import Workspace
 from ortlab.settings.config import BenchConfig
-from ortlab.timing import bench
-from ortlab.timing.bench import LatencySample, median_interval, median_rank, round_plan, summarize, time_interleaved
+from ortlab.timing import bench, child_runs
+from ortlab.timing.bench import LatencySample, median_interval, median_rank, summarize
+from ortlab.timing.child_runs import round_plan, time_interleaved
 from ortlab.timing.compare import NO_CLEAR_DIFFERENCE, compare_benchmarks, noise_warnings
 
 
@@ -182,7 +183,7 @@ def test_cli_bench_shows_spread_warning_and_no_clear_difference(tmp_path, capsys
         # a steady machine, the same model twice, but every run swings by ±50 %
         return FakeSeries(variant, bs, 5.0, machine, noise=0.5, seed=len(variant), drift=1.0)
 
-    monkeypatch.setattr(bench, "latency_blocks", noisy)
+    monkeypatch.setattr(child_runs, "latency_blocks", noisy)
     code = cli.main(["bench", str(a), str(b), "--duration", "0", "--runs", "40"])
     out = capsys.readouterr().out
     assert code == 0
@@ -196,7 +197,7 @@ def test_cli_bench_shows_spread_warning_and_no_clear_difference(tmp_path, capsys
 def test_real_interleaved_children_time_two_models(tmp_path):
     """Two real child processes, loaded at once and timed in turn (a short run: 6 runs each)."""
     m = conv_bn_model(tmp_path / "m.onnx")
-    make = functools.partial(bench.latency_blocks, memory_gb=None)
+    make = functools.partial(child_runs.latency_blocks, memory_gb=None)
     series = [make(m, BenchConfig(duration_s=0, runs=6, warmup=1), 1, variant=v) for v in ("x", "y")]
     try:
         assert time_interleaved(series, BenchConfig(duration_s=0, runs=6, warmup=1))

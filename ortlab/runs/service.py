@@ -6,7 +6,7 @@ child interpreter (never a fork of the caller, whose threads, memory, locks, std
 the child's stdout/stderr go to a temp log, its progress comes back over a pipe, and the child itself writes
 the artifact and records it in the workspace history, so a run is recorded when it ends whether or not anybody
 is watching. :func:`start_benchmark` times each variant × batch size in its own child
-(``bench.latency_samples_isolated``), one benchmark per process at a time, and records the result.
+(``child_runs.latency_samples_isolated``), one benchmark per process at a time, and records the result.
 
 Both return a handle (:class:`RecipeHandle`, :class:`BenchHandle`) with ``state``, ``progress``, ``drain()``,
 ``cancel()``, ``wait()``, ``result`` and ``error``.
@@ -53,7 +53,7 @@ from ortlab.runs.history import History
 from ortlab.core.limits import apply_memory_limit, is_alloc_failure
 from ortlab.core.disk import check_space, disk_full_message, free_bytes, is_disk_full, run_space_needed, RUN_SPACE_MARGIN
 from ortlab.runtime import openvino as ov
-from ortlab.timing import bench
+from ortlab.timing import bench, child_runs
 from ortlab.runs import history
 from ortlab.runs.artifact import Artifact
 
@@ -550,10 +550,10 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
     workspace history when it ends. Returns the handle at once.
 
     ``interleave`` (default): at each batch size the variants' children are all loaded and warmed up, then
-    timed in rounds of short blocks, one child at a time, in turn (``bench.time_interleaved``), so that every
+    timed in rounds of short blocks, one child at a time, in turn (``child_runs.time_interleaved``), so that every
     speed-up is measured side by side with its baseline and can be taken round by round. ``blocks`` makes one
-    series (default ``bench.latency_blocks`` in a child). ``interleave=False`` times each variant × batch size
-    in one go, one after the other, with ``timer`` (default ``bench.latency_samples_isolated``).
+    series (default ``child_runs.latency_blocks`` in a child). ``interleave=False`` times each variant × batch size
+    in one go, one after the other, with ``timer`` (default ``child_runs.latency_samples_isolated``).
 
     ``memory_gb`` (default :func:`memory_limit_gb`, none for a GPU target unless ``$ORTLAB_RUN_MEMORY_GB`` is
     set) limits each timing child's address space. With ``config.profile`` and no ``profile_dir`` the profiles
@@ -575,7 +575,7 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
     handle.profile_dir = Path(profile_dir) if own_profiles else None
     if interleave:
         limit = memory_gb if memory_gb is not None else default_memory_gb(config.target)
-        timer = blocks or functools.partial(bench.latency_blocks, memory_gb=limit)
+        timer = blocks or functools.partial(child_runs.latency_blocks, memory_gb=limit)
     threading.Thread(target=_bench_worker, args=(handle, ws, origin, measure_memory, profile_dir, timer, interleave),
                      name=f"ortlab-bench-{handle.id}", daemon=True).start()
     return handle
@@ -641,7 +641,7 @@ def profile_folder(ws, bench_key: str) -> Path:
 def _default_timer(memory_gb: float | None = None):
     if os.name != "posix":
         return bench.latency_samples
-    return functools.partial(bench.latency_samples_isolated, memory_gb=memory_gb)
+    return functools.partial(child_runs.latency_samples_isolated, memory_gb=memory_gb)
 
 
 def _wait_for_slot(handle: BenchHandle) -> None:
@@ -701,7 +701,7 @@ def _bench_interleaved(handle: BenchHandle, measure_memory: bool, profile_dir, b
                 for sample in samples:
                     handle._put(sample)
 
-            ok = bench.time_interleaved(series, handle.config, handle._cancel, on_block=on_block, on_round=on_round)
+            ok = child_runs.time_interleaved(series, handle.config, handle._cancel, on_block=on_block, on_round=on_round)
             if not ok or handle.cancel_requested:
                 raise Cancelled(step="bench")
             for s in series:

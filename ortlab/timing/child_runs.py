@@ -1,0 +1,521 @@
+"""Timing in child processes: each variant × batch size in its own fresh interpreter, under the run memory limit,
+streamed (:func:`latency_samples_isolated`) or in short blocks that the parent interleaves across variants round by
+round (:func:`latency_blocks`, :func:`time_interleaved`), so that a change in the machine's load hits every variant
+alike."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+from collections.abc import Generator, Iterator, Mapping, Sequence
+
+
+from ortlab.core import limits
+from ortlab.settings.config import BenchConfig, OptLevel
+from ortlab.core.errors import BenchmarkError, OrtlabError
+from ortlab.core.progress import CancelToken
+from ortlab.core.text import one_line
+from ortlab.runtime.child import STOP_GRACE_S, child_env, reap
+from ortlab.core import errors
+from ortlab.timing.bench import LatencyRun, LatencySample, LatencySummary, _maxrss_mb, latency_samples, summarize
+
+
+_ISOLATED_CHILD = r"""
+import json, sys
+from ortlab.timing.child_runs import _isolated_child
+_isolated_child(json.loads(sys.argv[1]), int(sys.argv[2]))
+"""
+FLUSH_S = 0.05     # the child sends its samples at least this often
+
+
+def _child_stream(run: LatencyRun, conn) -> None:
+    """The child's timed loop of one series: samples sent every ``FLUSH_S``."""
+    ms_buf: list[float] = []
+    t_buf: list[float] = []
+    last = 0.0
+    for s in run:
+        ms_buf.append(s.ms)
+        t_buf.append(s.t)
+        if s.t - last >= FLUSH_S:
+            conn.send(("samples", ms_buf, t_buf))
+            ms_buf, t_buf, last = [], [], s.t
+    if ms_buf:
+        conn.send(("samples", ms_buf, t_buf))
+
+
+def _child_blocks(run: LatencyRun, conn) -> None:
+    """The child's side of an interleaved benchmark: warm up, say ("ready",), then time one block per
+    ("block", runs, seconds, round) order and answer ("block", [ms...], [t...], seconds taken); anything else
+    from the parent (or its end of the pipe closing) ends it. Nothing runs while the other children time."""
+    run.unbounded = True
+    if not run.prepare():
+        return
+    conn.send(("ready",))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if not (isinstance(msg, tuple) and msg and msg[0] == "block"):
+            return
+        _, runs, seconds, rnd = msg
+        ms, ts, took = time_block(run, runs, seconds, rnd)
+        conn.send(("block", ms, ts, took))
+
+
+def time_block(run: LatencyRun, runs: int | None, seconds: float, rnd: int) -> tuple[list[float], list[float], float]:
+    """Time one block of an unbounded ``run``: ``runs`` runs, or (``runs`` None) runs until ``seconds`` have
+    passed (at least one). Returns the latencies (ms), their end times and the seconds the block took."""
+    run.round = rnd
+    clock = time.perf_counter
+    ms: list[float] = []
+    ts: list[float] = []
+    t0 = clock()
+    for s in run:
+        ms.append(s.ms)
+        ts.append(s.t)
+        if runs is not None:
+            if len(ms) >= runs:
+                break
+        elif clock() - t0 >= seconds:
+            break
+    return ms, ts, clock() - t0
+
+
+def _isolated_child(args: dict, fd: int) -> None:
+    """Runs inside the child interpreter: time the model and send samples to the parent over ``fd``.
+
+    Messages: ("start", pid), ("samples", [ms...], [t...]) every ``FLUSH_S``, then ("end", info) or
+    ("error", class name, message, step). Any message from the parent (or its end of the pipe closing)
+    cancels the run between two timed runs.
+    """
+    import threading
+    from multiprocessing.connection import Connection
+
+    conn = Connection(fd)
+    token = CancelToken()
+
+    def listen() -> None:  # blocked in recv, it takes no GIL from the timed loop until the parent speaks
+        try:
+            conn.recv()
+        except (EOFError, OSError):
+            pass
+        token.cancel()
+
+    blocks = bool(args.get("blocks"))
+    if not blocks:  # timed in blocks, the child reads the parent's orders itself between two blocks
+        threading.Thread(target=listen, daemon=True).start()
+    limit = args.get("memory_gb")
+    limits.apply_memory_limit(limit)
+    conn.send(("start", os.getpid()))
+    run = None
+    try:
+        config = BenchConfig.from_dict(args["config"])
+        run = latency_samples(args["model_path"], config, int(args["batch_size"]), args["variant"], token,
+                              profile_dir=args["profile_dir"], dims=args["dims"], opt_level=OptLevel(args["opt_level"]),
+                              shapes=args.get("shapes"), values=args.get("values"),
+                              runtime=args.get("runtime", "onnxruntime"))
+        run._keep = False
+        if blocks:
+            _child_blocks(run, conn)
+        else:
+            _child_stream(run, conn)
+        run.close()  # writes the profile now, so its path can be reported
+        conn.send(("end", {"providers": run.providers, "input_shapes": run.input_shapes,
+                           "profile_path": run.profile_path, "profile_note": run.profile_note,
+                           "cancelled": run.cancelled, "peak_rss_mb": _maxrss_mb()}))
+    except MemoryError:
+        conn.send(("error", "BenchmarkError", memory_message(limit, args.get("variant"), args["batch_size"]), None))
+    except OrtlabError as exc:
+        message = exc.message
+        if limit and limits.is_alloc_failure(message):
+            message = memory_message(limit, args.get("variant"), args["batch_size"])
+        conn.send(("error", type(exc).__name__, message, exc.step))
+    except BaseException as exc:
+        conn.send(("error", "BenchmarkError", f"The timing process failed: {type(exc).__name__}: {one_line(exc)}",
+                   None))
+    finally:
+        conn.close()
+
+
+def memory_message(limit_gb: float | None, variant: str | None, batch_size: int) -> str:
+    """The error of a timing child that hit its memory limit."""
+    what = f"Timing {variant or 'the model'} at batch {batch_size}"
+    if not limit_gb:
+        return f"{what} ran out of memory; use a smaller batch size."
+    return (f"{what} needed more than {float(limit_gb):g} GB of memory (the limit of its process, "
+            f"$ORTLAB_RUN_MEMORY_GB); use a smaller batch size or input shape, or raise the limit.")
+
+
+def _error_from_child(name: str, message: str, step: str | None) -> OrtlabError:
+    cls = getattr(errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, OrtlabError)):
+        cls = BenchmarkError
+    try:
+        return cls(message, step=step)
+    except TypeError:  # a subclass with another signature
+        return BenchmarkError(message, step=step)
+
+
+class IsolatedLatencyRun(LatencyRun):
+    """A :class:`LatencyRun` whose session and timed loop live in a child interpreter, so nothing in this
+    process (a UI thread, the GIL) can disturb the timings. Same samples and end-of-run attributes, plus
+    ``child_pid`` (reported by the child) and ``peak_rss_mb`` (the child's peak resident memory, read by the
+    child itself after its last run)."""
+
+    def __init__(self, *args, memory_gb: float | None = None, **kwargs) -> None:
+        self.child_pid: int | None = None
+        self.peak_rss_mb: float | None = None
+        self.returncode: int | None = None
+        self.memory_gb = memory_gb
+        super().__init__(*args, **kwargs)
+
+    def _generate(self) -> Generator[LatencySample, None, None]:
+        import multiprocessing
+        import tempfile
+
+        self._check()
+        if os.name != "posix":
+            raise BenchmarkError("Timing in a separate process needs Linux or macOS; use latency_samples().")
+        args = {"model_path": str(self.model_path.resolve()), "config": self.config.to_dict(),
+                "batch_size": self.batch_size, "variant": self.variant,
+                "profile_dir": str(self._profile_dir.resolve()) if self._profile_dir is not None else None,
+                "dims": dict(self._dims) if self._dims else None, "opt_level": OptLevel(self._opt_level).value,
+                "shapes": self._shapes, "values": self._values, "memory_gb": self.memory_gb, "runtime": self.runtime}
+        env, cwd = child_env()
+        ours, theirs = multiprocessing.Pipe(duplex=True)
+        stderr = tempfile.TemporaryFile()
+        try:
+            proc = subprocess.Popen([sys.executable, "-c", _ISOLATED_CHILD, json.dumps(args), str(theirs.fileno())],
+                                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=stderr, env=env, cwd=cwd)
+        except BaseException:
+            ours.close()
+            stderr.close()
+            raise
+        finally:
+            theirs.close()
+        try:
+            yield from self._receive(ours, proc, stderr)
+        finally:
+            ours.close()  # the child's listener sees EOF and cancels, if it still runs
+            self.returncode = reap(proc, STOP_GRACE_S)
+            stderr.close()
+
+    def _receive(self, conn, proc: subprocess.Popen, stderr) -> Iterator[LatencySample]:
+        cancel = self._cancel
+        stop_at: float | None = None
+        i = 0
+        while True:
+            if stop_at is None and cancel is not None and cancel.cancelled:
+                stop_at = self._request_stop(conn)
+            if stop_at is not None and time.monotonic() - stop_at > STOP_GRACE_S:
+                self.cancelled = True
+                return
+            try:
+                if not conn.poll(FLUSH_S):
+                    if proc.poll() is not None and not conn.poll(0):
+                        raise self._died(proc, stderr)
+                    continue
+                msg = conn.recv()
+            except (EOFError, OSError):
+                proc.wait(STOP_GRACE_S)
+                raise self._died(proc, stderr) from None
+            kind = msg[0]
+            if kind == "samples" and stop_at is None:
+                for ms, t in zip(msg[1], msg[2]):
+                    sample = LatencySample(self.variant, self.batch_size, i, ms, t)
+                    self.samples.append(sample)
+                    yield sample
+                    i += 1
+                    if cancel is not None and cancel.cancelled:
+                        stop_at = self._request_stop(conn)
+                        break
+            elif kind == "start":
+                self.child_pid = int(msg[1])
+            elif kind == "end":
+                info = msg[1]
+                self.providers = list(info["providers"])
+                self.input_shapes = {k: tuple(v) for k, v in info["input_shapes"].items()}
+                self.profile_path = info["profile_path"]
+                self.profile_note = info.get("profile_note")
+                self.peak_rss_mb = info["peak_rss_mb"]
+                self.cancelled = bool(info["cancelled"]) or stop_at is not None
+                return
+            elif kind == "error":
+                raise _error_from_child(*msg[1:])
+
+    @staticmethod
+    def _request_stop(conn) -> float:
+        try:
+            conn.send("stop")
+        except OSError:
+            pass
+        return time.monotonic()
+
+    def _died(self, proc: subprocess.Popen, stderr) -> BenchmarkError:
+        try:
+            stderr.seek(0)
+            lines = [ln for ln in stderr.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+        except OSError:
+            lines = []
+        reason = lines[-1].strip() if lines else f"exit status {proc.poll()}"
+        if self.memory_gb and any(limits.is_alloc_failure(ln) for ln in lines[-20:]):
+            return BenchmarkError(memory_message(self.memory_gb, self.variant, self.batch_size))
+        return BenchmarkError(f"{self.variant}: the timing process stopped unexpectedly: {reason}")
+
+
+def latency_samples_isolated(model_path, config: BenchConfig, batch_size: int, variant: str = "",
+                             cancel: CancelToken | None = None, *, profile_dir=None,
+                             dims: Mapping[str, int] | None = None,
+                             opt_level: OptLevel | None = None, memory_gb: float | None = None,
+                             shapes: Mapping[str, Sequence[int]] | None = None,
+                             values: Mapping[str, float] | None = None,
+                             runtime: str = "onnxruntime") -> IsolatedLatencyRun:
+    """Like :func:`latency_samples`, but the session is created and timed in a fresh child interpreter.
+
+    Samples arrive in batches (at least every ``FLUSH_S`` seconds); ``cancel`` stops the child between two
+    runs (it is terminated if it does not stop within ``STOP_GRACE_S``); the child's errors are raised here
+    as the same :class:`OrtlabError` subclass with the same message. ``peak_rss_mb`` is the child's peak
+    resident memory (the same quantity :func:`peak_memory_mb` measures). ``memory_gb`` limits the child's
+    address space (Linux); a run past it raises "Timing … needed more than X GB of memory". POSIX only.
+    """
+    return IsolatedLatencyRun(model_path, config, batch_size, variant, cancel, profile_dir, dims, opt_level, shapes,
+                              values, runtime, memory_gb=memory_gb)
+
+
+# -- interleaved timing: every variant of a batch size alternates with the others, block by block --------------
+
+MIN_ROUNDS = 10  # an interleaved benchmark times at least this many rounds (unless one run outlasts the time)
+MAX_BLOCK_S = 0.25  # and blocks no longer than this, so a change in the machine's load hits every variant alike
+OVERRUN = 2.0  # rounds stop once the whole takes this many times the time asked for (a very slow variant)
+
+
+class LatencyBlocks:
+    """One variant × batch size of an interleaved benchmark timed in this process: opened and warmed up once
+    (``ready``), then timed one block at a time (``block``). Same end-of-run attributes as :class:`LatencyRun`."""
+
+    def __init__(self, run: LatencyRun) -> None:
+        run.unbounded = True
+        self.run = run
+        self.variant, self.batch_size = run.variant, run.batch_size
+        self.cancelled = False
+        self.peak_rss_mb: float | None = None
+
+    @property
+    def samples(self) -> list[LatencySample]:
+        return self.run.samples
+
+    def start(self) -> None:
+        """Nothing to start in this process (the isolated kind starts its child here)."""
+
+    def ready(self, cancel: CancelToken | None = None) -> bool:
+        """Load and warm up; False when cancelled."""
+        ok = self.run.prepare()
+        self.cancelled = self.run.cancelled
+        return ok
+
+    def block(self, runs: int | None, seconds: float, rnd: int,
+              cancel: CancelToken | None = None) -> tuple[list[LatencySample], float] | None:
+        """Time ``runs`` runs (or, None, for ``seconds``) as round ``rnd``; the new samples and the block's
+        seconds, or None when cancelled."""
+        before = len(self.run.samples)
+        _, _, took = time_block(self.run, runs, seconds, rnd)
+        if self.run.cancelled:
+            self.cancelled = True
+            return None
+        return self.run.samples[before:], took
+
+    def finish(self) -> None:
+        """End the session (and write its profile)."""
+        self.run.close()
+
+    def close(self) -> None:
+        self.run.close()
+
+    def summary(self, peak_rss_mb: float | None = None) -> LatencySummary:
+        return summarize(self.run.samples, providers=self.run.providers, peak_rss_mb=peak_rss_mb,
+                         profile_path=self.run.profile_path, input_shapes=self.run.input_shapes)
+
+    @property
+    def providers(self) -> list[str]:
+        return self.run.providers
+
+
+class IsolatedLatencyBlocks(IsolatedLatencyRun):
+    """:class:`LatencyBlocks` whose session lives in a child interpreter that waits, idle, between its blocks
+    (``_child_blocks``): while one child times its block, the others sleep in ``recv``."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._conn: Any = None
+        self._proc: subprocess.Popen | None = None
+        self._stderr: Any = None
+
+    def start(self) -> None:
+        """Start the child (it loads the model and warms up while the others start)."""
+        import multiprocessing
+        import tempfile
+
+        if self._proc is not None:
+            return
+        self._check()
+        if os.name != "posix":
+            raise BenchmarkError("Timing in a separate process needs Linux or macOS; use LatencyBlocks.")
+        args = {"model_path": str(self.model_path.resolve()), "config": self.config.to_dict(),
+                "batch_size": self.batch_size, "variant": self.variant,
+                "profile_dir": str(self._profile_dir.resolve()) if self._profile_dir is not None else None,
+                "dims": dict(self._dims) if self._dims else None, "opt_level": OptLevel(self._opt_level).value,
+                "shapes": self._shapes, "values": self._values, "memory_gb": self.memory_gb, "runtime": self.runtime,
+                "blocks": True}
+        env, cwd = child_env()
+        ours, theirs = multiprocessing.Pipe(duplex=True)
+        self._stderr = tempfile.TemporaryFile()
+        try:
+            self._proc = subprocess.Popen([sys.executable, "-c", _ISOLATED_CHILD, json.dumps(args),
+                                           str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
+                                          env=env, cwd=cwd)
+        except BaseException:
+            ours.close()
+            self._stderr.close()
+            raise
+        finally:
+            theirs.close()
+        self._conn = ours
+
+    def _wait_for(self, want: str, cancel: CancelToken | None) -> tuple | None:
+        conn, proc = self._conn, self._proc
+        assert conn is not None and proc is not None
+        while True:
+            if cancel is not None and cancel.cancelled:
+                self.cancelled = True
+                return None
+            try:
+                if not conn.poll(FLUSH_S):
+                    if proc.poll() is not None and not conn.poll(0):
+                        raise self._died(proc, self._stderr)
+                    continue
+                msg = conn.recv()
+            except (EOFError, OSError):
+                proc.wait(STOP_GRACE_S)
+                raise self._died(proc, self._stderr) from None
+            if msg[0] == "start":
+                self.child_pid = int(msg[1])
+            elif msg[0] == "error":
+                raise _error_from_child(*msg[1:])
+            elif msg[0] == want:
+                return msg
+
+    def ready(self, cancel: CancelToken | None = None) -> bool:
+        self.start()
+        return self._wait_for("ready", cancel) is not None
+
+    def block(self, runs: int | None, seconds: float, rnd: int,
+              cancel: CancelToken | None = None) -> tuple[list[LatencySample], float] | None:
+        self._conn.send(("block", runs, seconds, rnd))
+        msg = self._wait_for("block", cancel)
+        if msg is None:
+            return None
+        i = len(self.samples)
+        new = [LatencySample(self.variant, self.batch_size, i + k, ms, t, rnd) for k, (ms, t) in enumerate(zip(msg[1], msg[2]))]
+        self.samples.extend(new)
+        return new, float(msg[3])
+
+    def finish(self) -> None:
+        """Tell the child to stop and take its end-of-run report (providers, shapes, profile, peak memory)."""
+        self._conn.send("stop")
+        msg = self._wait_for("end", None)
+        assert msg is not None
+        info = msg[1]
+        self.providers = list(info["providers"])
+        self.input_shapes = {k: tuple(v) for k, v in info["input_shapes"].items()}
+        self.profile_path = info["profile_path"]
+        self.profile_note = info.get("profile_note")
+        self.peak_rss_mb = info["peak_rss_mb"]
+
+    def close(self) -> None:
+        """Close the pipe and reap the child (terminated if it does not stop within ``STOP_GRACE_S``)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._proc is not None:
+            self.returncode = reap(self._proc, STOP_GRACE_S)
+            self._proc = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+
+def latency_blocks(model_path, config: BenchConfig, batch_size: int, variant: str = "",
+                   cancel: CancelToken | None = None, *, isolated: bool = True, memory_gb: float | None = None,
+                   **kwargs) -> LatencyBlocks | IsolatedLatencyBlocks:
+    """One series of an interleaved benchmark (:func:`time_interleaved`): in a child interpreter when
+    ``isolated`` (POSIX), else in this process. ``kwargs`` as for :func:`latency_samples`."""
+    keys = ("profile_dir", "dims", "opt_level", "shapes", "values", "runtime")
+    args = [kwargs.get(k) for k in keys[:-1]] + [kwargs.get("runtime") or "onnxruntime"]
+    if isolated and os.name == "posix":
+        return IsolatedLatencyBlocks(model_path, config, batch_size, variant, cancel, *args, memory_gb=memory_gb)
+    return LatencyBlocks(LatencyRun(model_path, config, batch_size, variant, cancel, *args))
+
+
+def round_plan(config: BenchConfig) -> tuple[int | None, float, int]:
+    """How an interleaved benchmark cuts each series: (runs per block or None for timed blocks, seconds per
+    block, rounds planned). With ``duration_s`` set: at least :data:`MIN_ROUNDS` rounds of at most
+    :data:`MAX_BLOCK_S` each; with ``runs``: that many runs in :data:`MIN_ROUNDS` blocks (fewer runs, fewer
+    blocks)."""
+    duration = float(config.duration_s)
+    if duration > 0:
+        rounds = max(MIN_ROUNDS, math.ceil(duration / MAX_BLOCK_S))
+        return None, duration / rounds, rounds
+    total = max(1, int(config.runs))
+    per = math.ceil(total / MIN_ROUNDS)
+    return per, math.inf, math.ceil(total / per)
+
+
+def time_interleaved(series: Sequence[Any], config: BenchConfig, cancel: CancelToken | None = None,
+                     on_block: Any = None, on_round: Any = None) -> bool:
+    """Time ``series`` (:class:`LatencyBlocks`-like: ``start``, ``ready``, ``block``) interleaved: in round r
+    every series times one block, in an order rotated by r, so a change of the machine's load between rounds hits
+    every series alike and a speed-up can be taken round by round (``compare.round_speedups``). Blocks per
+    :func:`round_plan`; with ``duration_s`` rounds go on until every series has timed that long (or the whole
+    has taken :data:`OVERRUN` × the time asked for), with ``runs`` every series times exactly that many.
+    ``on_block(samples)`` gets every block's samples, ``on_round(done, planned)`` every round's end. False when
+    cancelled. The caller ends the series (``finish``/``close``)."""
+    for s in series:
+        s.start()
+    for s in series:  # loaded in parallel, warmed up before any block is timed
+        if not s.ready(cancel):
+            return False
+    runs, seconds, planned = round_plan(config)
+    n = len(series)
+    duration = float(config.duration_s)
+    spent = [0.0] * n
+    left = max(1, int(config.runs))
+    began = time.monotonic()
+    rnd = 0
+    while True:
+        size = None if runs is None else min(runs, left)
+        for k in range(n):
+            idx = (k + rnd) % n
+            got = series[idx].block(size, seconds, rnd, cancel)
+            if got is None:
+                return False
+            samples, took = got
+            spent[idx] += took
+            if on_block is not None:
+                on_block(samples)
+        rnd += 1
+        if on_round is not None:
+            on_round(rnd, planned)
+        if runs is not None:
+            left -= size or 0
+            if left <= 0:
+                return True
+        elif min(spent) >= duration or time.monotonic() - began >= OVERRUN * n * duration:
+            return True
