@@ -47,7 +47,7 @@ from ortlab.runs.history import take_notices
 from ortlab.runs.service import (
     bench_busy, dismiss_interrupted, interrupted_runs, start_benchmark, start_recipe, startup,
 )
-from ortlab.runs.tune import sqnr_policy, verdict_policy
+from ortlab.runs.tune_policy import sqnr_policy, verdict_policy
 from ortlab.runs.prepare import prepare_run
 from ortlab.runs.workspace import default_root, import_roots, importable_path
 

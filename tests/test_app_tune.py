@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
-from ortlab.runs.tune import Trial, TuneResult
+from ortlab.runs.tune_policy import Trial, TuneResult
 from ortlab.settings.config import Recipe
 from ortlab.ui import tune_view as tv
 from tests.test_app import _navigation_mode_like_the_server, graph_diff_args as _graph_args

@@ -15,7 +15,7 @@ from ortlab.runs import service
 from ortlab.runs.history import BenchVariant
 from ortlab.runs.workspace import Workspace
 from ortlab.settings.config import BenchConfig
-from ortlab.timing import bench, child_runs
+from ortlab.timing import child_runs
 from ortlab.timing.bench import LatencySample, median_interval, median_rank, summarize
 from ortlab.timing.child_runs import round_plan, time_interleaved
 from ortlab.timing.compare import NO_CLEAR_DIFFERENCE, compare_benchmarks, noise_warnings

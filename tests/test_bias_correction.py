@@ -226,7 +226,7 @@ def test_cli_flag_turns_it_off_and_round_trips(tmp_path, capsys):
 
 def test_tune_tries_bias_correction_on_static_qdq_only():
     from ortlab.runtime.hardware import parse_cpuinfo
-    from ortlab.runs.tune import search_space
+    from ortlab.runs.tune_space import search_space
     from ortlab.settings.config import Target
 
     space = search_space(Target.CPU, parse_cpuinfo("flags : sse2 avx2 avx512_vnni"), model_ops=("Conv", "Gemm"))

@@ -12,8 +12,9 @@ from ortlab.settings.config import OptLevel, Precision, QuantConfig, QuantMode, 
 from ortlab.checks.eval_report import BoxesMetrics, EvalReport, OutputError, Task, TaskMetrics
 from ortlab.checks.verdict import Level, VerdictPolicy, judge
 from ortlab.runs.runspec import DataRef
-from ortlab.runs.tune import (TRIALS_FILE, Trial, Tuner, TuneSettings, pareto_front, search_space, sqnr_policy,
-                         verdict_policy)
+from ortlab.runs.tune_policy import TRIALS_FILE, Trial, pareto_front, sqnr_policy, verdict_policy
+from ortlab.runs.tune import Tuner, TuneSettings
+from ortlab.runs.tune_space import search_space
 
 
 def test_pareto_front_on_a_table():
@@ -140,7 +141,7 @@ class _FakeInt16Tuner(_FakeTuner):
 
 
 def test_greedy_int16_weights_grow_by_chunks_of_weighted_nodes_and_keep_only_gains(tmp_path):
-    from ortlab.runs.tune import INT16_STEP
+    from ortlab.runs.tune_policy import INT16_STEP
 
     tuner = _FakeInt16Tuner(tmp_path, policy=sqnr_policy(20))
     base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
@@ -274,7 +275,7 @@ def _detector_report(changed: float, scores_db: float, boxes_db: float, whole_db
 
 
 def test_task_quality_ranks_a_detector_by_detections_then_score_channels():
-    from ortlab.runs.tune import task_quality
+    from ortlab.runs.tune_policy import task_quality
 
     crushed = task_quality(_detector_report(0.9, 0.8, 40.0, 41.6), "broken")
     fine = task_quality(_detector_report(0.05, 27.0, 40.0, 41.6), "ok")
@@ -319,7 +320,7 @@ def _out_tuner(tmp_path, trials):
 
 
 def test_no_trial_meets_the_bar_the_closest_non_broken_one_is_written_under_closest(tmp_path):
-    from ortlab.runs.tune import CLOSEST_DIR
+    from ortlab.runs.tune_policy import CLOSEST_DIR
 
     files = []
     for i in range(3):
@@ -366,7 +367,7 @@ def test_cli_tune_below_the_bar_exits_4_and_writes_closest(tmp_path, capsys):
 
 def test_duplicate_trials_run_once():
     from ortlab.runtime.hardware import parse_cpuinfo
-    from ortlab.runs.tune import dedupe, effective_recipe
+    from ortlab.runs.tune_space import dedupe, effective_recipe
 
     dyn = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.DYNAMIC), name="int8 dynamic")
     dyn_pc = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.DYNAMIC, per_channel=True),

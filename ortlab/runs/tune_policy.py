@@ -1,0 +1,257 @@
+"""What a tune search judges and keeps: the accuracy policy (one verdict, an extra bar), the task's own
+measure of a trial, the trials and the search's result, the Pareto front."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ortlab.settings.config import (
+    Recipe,
+)
+from ortlab.checks.eval_report import EvalReport
+from ortlab.checks.verdict import Level, VerdictPolicy, judge
+from ortlab.timing.interleave import SpeedRatio
+
+DEFAULT_MIN_SQNR_DB = 20.0
+MIN_GAIN_DB = 0.1  # an exclusion step is kept only when it adds at least this much SQNR
+TRIALS_FILE = "trials.json"
+INT16_STEP = 4  # weighted nodes given 16-bit weights per greedy step
+FAILURES_TO_STOP = 3  # consecutive trials failing with the same message end the search
+CLOSEST_DIR = "closest"  # where a search that met no bar writes its closest non-broken trial
+FINALISTS = 3  # trials re-timed at the end, interleaved with the source
+CHAIN_MAX = 4  # nodes in one keep-in-float step's producer chain
+_LEVEL_RANK = {"ok": 0, "unknown": 1, "": 1, "degraded": 2, "broken": 3}
+
+
+# -- accuracy policy -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A policy's answer on one trial's evaluation: ``accept`` and why; ``level`` the verdict's level when the
+    policy judged one (never changed by the search's bar)."""
+
+    accept: bool
+    reason: str
+    level: str = ""
+
+
+Policy = Callable[[EvalReport | None], Decision]
+
+
+@dataclass(frozen=True)
+class Quality:
+    """What a trial's accuracy is ranked by, task first: the verdict ``level``; the task's own ``measure`` and its
+    ``value`` (higher is better, a share in [0, 1]; None for plain tensors); the SQNR that matters for the task
+    (``sqnr_what``: a detector's worst channel group — its scores — else the worst output)."""
+
+    level: str
+    measure: str
+    value: float | None
+    sqnr_what: str
+    sqnr_db: float | None
+
+    def text(self) -> str:
+        bits = [f"{self.measure} {self.value:.1%}"] if self.value is not None else []
+        if self.sqnr_db is not None:
+            bits.append(f"{self.sqnr_what} {self.sqnr_db:.1f} dB")
+        return ", ".join(bits)
+
+
+def task_quality(report: EvalReport | None, level: str = "") -> Quality:
+    """The task's measure of ``report`` (see :class:`Quality`): the F1 of decoded detections against the reference
+    (else detections kept: 1 − the share that appear or disappear), 1 − the confident top-1 flip rate, the lowest
+    nearest-neighbour agreement, 1 − the threshold crossings of dense maps; and the SQNR of a detector's worst
+    channel group before the worst whole output's."""
+    if report is None or not report.outputs:
+        return Quality(level, "", None, "SQNR", None)
+    tm = report.task
+    measure, value = "", None
+    sqnrs: dict[str, float] = {o.name: o.sqnr_db for o in report.outputs}
+    what = "worst output SQNR"
+    if tm is not None:
+        if tm.boxes:
+            f1s = [b.f1 for b in tm.boxes if b.f1 is not None]
+            if f1s:  # decoded detections matched by class and IoU
+                measure, value = "detection F1", min(f1s)
+            else:
+                measure, value = "detections kept", min(1.0 - b.changed_fraction for b in tm.boxes)
+            for b in tm.boxes:
+                if b.group_sqnr_db:
+                    g = min(b.group_sqnr_db, key=lambda k: b.group_sqnr_db[k])
+                    sqnrs[b.output] = min(sqnrs.get(b.output, math.inf), b.group_sqnr_db[g])
+                    what = f"{g} SQNR"
+        elif tm.classification is not None:
+            c = tm.classification
+            measure = "no confident flip"
+            value = 1.0 - c.confident_flips(c.margin) / max(1, c.n_samples)
+        elif tm.embeddings and any(e.nn_agreement is not None for e in tm.embeddings):
+            measure = "NN agreement"
+            value = min(e.nn_agreement for e in tm.embeddings if e.nn_agreement is not None)
+        elif tm.dense_maps:
+            measure, value = "map elements kept", min(1.0 - d.crossing_fraction for d in tm.dense_maps)
+        exact = {e.output for e in tm.exact}
+        sqnrs = {k: v for k, v in sqnrs.items() if k not in exact}
+    finite = [v for v in sqnrs.values() if not math.isnan(v)]
+    worst = min(finite) if finite else None
+    return Quality(level, measure, value, what, worst)
+
+
+def verdict_policy(policy: VerdictPolicy | None = None, min_sqnr_db: float = DEFAULT_MIN_SQNR_DB) -> Policy:
+    """Accept when :func:`ortlab.checks.verdict.judge` says OK under ``policy`` (default: the verdict's defaults,
+    the same as optimize's) **and** the task's SQNR (:func:`task_quality`: a detector's score channels, else the worst
+    output) reaches this search's bar ``min_sqnr_db``. The bar never changes the verdict: a trial below it is
+    "ok, below this search's bar of 20 dB"."""
+    vp = policy if policy is not None else VerdictPolicy()
+    bar = float(min_sqnr_db)
+
+    def decide(report: EvalReport | None) -> Decision:
+        v = judge(report, vp)
+        if v.level != Level.OK:
+            return Decision(False, v.headline, v.level.value)
+        q = task_quality(report, v.level.value)
+        if q.sqnr_db is not None and q.sqnr_db < bar:
+            return Decision(False, f"ok, below this search's bar of {bar:g} dB ({q.sqnr_what} {q.sqnr_db:.1f} dB)",
+                            v.level.value)
+        got = f" ({q.sqnr_what} {q.sqnr_db:.1f} dB)" if q.sqnr_db is not None else ""
+        return Decision(True, f"ok, meets this search's bar of {bar:g} dB{got}", v.level.value)
+
+    decide.verdict_policy = vp  # type: ignore[attr-defined]
+    decide.bar_db = bar  # type: ignore[attr-defined]
+    return decide
+
+
+def sqnr_policy(min_sqnr_db: float = DEFAULT_MIN_SQNR_DB, min_top1_agreement: float | None = None) -> Policy:
+    """Accept when every output's SQNR ≥ ``min_sqnr_db`` and (when given) top-1 agreement ≥ the threshold."""
+
+    def decide(report: EvalReport | None) -> Decision:
+        if report is None or not report.outputs:
+            return Decision(False, "not evaluated")
+        worst = min(report.outputs, key=lambda o: o.sqnr_db)
+        if not worst.sqnr_db >= min_sqnr_db:
+            return Decision(False, f"{worst.name}: SQNR {worst.sqnr_db:.1f} dB < {min_sqnr_db:g} dB")
+        if min_top1_agreement is not None and report.top1_agreement is not None \
+                and report.top1_agreement < min_top1_agreement:
+            return Decision(False, f"top-1 agreement {report.top1_agreement:.1%} < {min_top1_agreement:.1%}")
+        return Decision(True, f"SQNR {worst.sqnr_db:.1f} dB ≥ {min_sqnr_db:g} dB")
+
+    return decide
+
+
+# -- results -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Trial:
+    """One tried recipe: its evaluation against the source, latency and size, and whether the policy accepts
+    it. ``level`` is the run's verdict (the same as optimize's for this recipe); ``task_measure``/``task_value`` and
+    ``score_what``/``score_db`` the task's own measure and SQNR (:func:`task_quality`). ``speed`` holds one
+    :class:`SpeedRatio` per batch size (p50s timed interleaved with the source, with their interval);
+    ``relative_latency`` is the geometric mean of their ratios (below 1 = faster); ``latency_ms`` / ``baseline_ms``
+    map batch size (as text) → the trial's / the source's p50 in those rounds. ``cost`` is what the objective
+    minimises."""
+
+    index: int
+    label: str
+    stage: str  # "search", "exclude" or "int16"
+    recipe: Recipe
+    status: str = "done"  # "done" or "failed"
+    accepted: bool = False
+    verdict: str = ""
+    level: str = ""  # ok / degraded / broken / unknown: the run's verdict
+    sqnr_db: float | None = None  # worst output's SQNR
+    top1_agreement: float | None = None
+    task_measure: str = ""
+    task_value: float | None = None
+    score_what: str = ""
+    score_db: float | None = None
+    latency_ms: dict[str, float] = field(default_factory=dict)
+    baseline_ms: dict[str, float] = field(default_factory=dict)  # the source's p50, timed interleaved with the trial
+    speed: list[SpeedRatio] = field(default_factory=list)
+    retimed: bool = False  # re-timed at the end as a finalist
+    p50_ms: float | None = None  # at the first batch size
+    relative_latency: float | None = None
+    size_bytes: int | None = None
+    cost: float | None = None
+    pareto: bool = False
+    run_id: int | None = None
+    bench_id: int | None = None
+    model_path: str | None = None
+    cli_line: str = ""
+    note: str = ""
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def speedup(self) -> float | None:
+        return 1.0 / self.relative_latency if self.relative_latency else None
+
+    @property
+    def broken(self) -> bool:
+        return self.level == Level.BROKEN.value
+
+    def quality(self) -> Quality:
+        return Quality(self.level, self.task_measure, self.task_value, self.score_what or "worst output SQNR",
+                       self.score_db if self.score_db is not None else self.sqnr_db)
+
+    def speed_text(self) -> str:
+        """``1.84× (1.71–1.95×, 48 rounds)`` at each batch size, or "-"."""
+        if not self.speed:
+            return "-"
+        if len(self.speed) == 1:
+            return self.speed[0].text()
+        return "; ".join(f"b{r.batch_size} {r.text()}" for r in self.speed)
+
+
+def _rank_key(t: Trial) -> tuple[float, float, float]:
+    """Higher is better: verdict level, then the task measure, then the task's SQNR."""
+    q = t.quality()
+    sq = q.sqnr_db if q.sqnr_db is not None and not math.isnan(q.sqnr_db) else -math.inf
+    return (-_LEVEL_RANK.get(t.level, 1), q.value if q.value is not None else 0.0, sq)
+
+
+@dataclass
+class TuneResult:
+    """The search's outcome: every trial and the recommendation. ``best``: the fastest/smallest accepted trial
+    (``accepted`` True, written as ``model.onnx``), or when none meets the bar the closest trial the verdict does not
+    call broken (``accepted`` False, written as ``closest/model.onnx``), or None when every trial is broken (nothing
+    written). ``written``: the model file written, if any. One sentence why and the CLI line reproducing it."""
+
+    model: str
+    objective: str
+    target: str
+    policy: str
+    hardware: str
+    batch_sizes: list[int]
+    baseline_ms: dict[str, float]
+    trials: list[Trial]
+    best: Trial | None
+    accepted: bool
+    sentence: str
+    cli_line: str
+    seconds: float
+    cancelled: bool = False
+    notes: list[str] = field(default_factory=list)
+    written: str | None = None
+
+
+def pareto_front(points: Sequence[tuple[float | None, float | None]]) -> list[bool]:
+    """For each (cost, quality) point — cost minimised, quality maximised — whether no other point is at least
+    as good in both and strictly better in one. Points with a None are never on the front; equal points are
+    both on it."""
+    flags = []
+    for i, (c, q) in enumerate(points):
+        if c is None or q is None or math.isnan(c) or math.isnan(q):
+            flags.append(False)
+            continue
+        dominated = False
+        for j, (c2, q2) in enumerate(points):
+            if j == i or c2 is None or q2 is None or math.isnan(c2) or math.isnan(q2):
+                continue
+            if c2 <= c and q2 >= q and (c2 < c or q2 > q):
+                dominated = True
+                break
+        flags.append(not dominated)
+    return flags
