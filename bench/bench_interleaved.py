@@ -26,8 +26,8 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 from ortlab.data import samples  # noqa: E402
-from ortlab.runs import service  # noqa: E402
 from ortlab.runs.history import BenchVariant  # noqa: E402
+from ortlab.runs import bench_service  # noqa: E402
 from ortlab.runs.workspace import Workspace  # noqa: E402
 from ortlab.settings.config import BenchConfig  # noqa: E402
 from ortlab.timing.compare import compare_benchmarks  # noqa: E402
@@ -35,7 +35,7 @@ from ortlab.timing.compare import compare_benchmarks  # noqa: E402
 
 def measure(a: Path, b: Path, cfg: BenchConfig, ws: Workspace, interleave: bool) -> tuple[float, float, float]:
     variants = [BenchVariant("a", "a", str(a)), BenchVariant("b", "b", str(b))]
-    summaries = service.start_benchmark(variants, cfg, workspace=ws, origin="bench", interleave=interleave).follow()
+    summaries = bench_service.start_benchmark(variants, cfg, workspace=ws, origin="bench", interleave=interleave).follow()
     row = compare_benchmarks(summaries, baseline="a").rows[-1]
     assert row.speedup is not None
     return row.speedup, row.low or float("nan"), row.high or float("nan")

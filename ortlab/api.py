@@ -44,9 +44,8 @@ from ortlab.timing.compare import compare_benchmarks, noise_warnings, running_st
 
 # -- runs: recipes, benchmarks, tuning, history ------------------------------------------------------------
 from ortlab.runs.history import take_notices
-from ortlab.runs.service import (
-    bench_busy, dismiss_interrupted, interrupted_runs, start_benchmark, start_recipe, startup,
-)
+from ortlab.runs.bench_service import bench_busy, start_benchmark
+from ortlab.runs.service import dismiss_interrupted, interrupted_runs, start_recipe, startup
 from ortlab.runs.tune_policy import sqnr_policy, verdict_policy
 from ortlab.runs.prepare import prepare_run
 from ortlab.runs.workspace import default_root, import_roots, importable_path

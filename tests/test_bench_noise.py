@@ -11,7 +11,7 @@ import pytest
 
 from models import conv_bn_model
 from ortlab.cli import main as cli
-from ortlab.runs import service
+from ortlab.runs import bench_service
 from ortlab.runs.history import BenchVariant
 from ortlab.runs.workspace import Workspace
 from ortlab.settings.config import BenchConfig
@@ -162,7 +162,7 @@ def test_service_times_interleaved_and_records_round_speedups(ws, tmp_path):
         return FakeSeries(variant, bs, {"a": 3.0, "b": 1.0}[variant], machine)
 
     variants = [BenchVariant("a", "A", str(tmp_path / "a.onnx")), BenchVariant("b", "B", str(tmp_path / "b.onnx"))]
-    h = service.start_benchmark(variants, BenchConfig(duration_s=0, runs=20, batch_sizes=(1, 4)), workspace=ws,
+    h = bench_service.start_benchmark(variants, BenchConfig(duration_s=0, runs=20, batch_sizes=(1, 4)), workspace=ws,
                                 blocks=blocks)
     summaries = h.follow()
     assert made == [("a", 1), ("b", 1), ("a", 4), ("b", 4)]  # one batch size at a time, every variant at once

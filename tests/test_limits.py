@@ -17,7 +17,7 @@ from ortlab.data.dataset import random_dataset
 from ortlab.data.feeds import batch_inputs
 from ortlab.data.loaders import load_image_files, load_image_folder, load_image_zip, load_tensor_file
 from ortlab.core import limits, zipsafe
-from ortlab.runs import service
+from ortlab.runs import service, bench_service
 from ortlab.runtime import child
 from ortlab.settings.config import BenchConfig, Recipe
 from ortlab.core.errors import BenchmarkError, DataError, ModelLoadError
@@ -237,7 +237,7 @@ def test_a_benchmark_child_over_its_memory_limit_fails_clearly(tmp_path):
     ws = Workspace(tmp_path / "ws")
     model = big_input_model(tmp_path / "big.onnx", shape=("N", 3, 4000, 4000))
     before = vm_hwm_mb()
-    handle = service.start_benchmark([BenchVariant("big", "big", str(model))], BenchConfig(warmup=0, duration_s=0, runs=2,
+    handle = bench_service.start_benchmark([BenchVariant("big", "big", str(model))], BenchConfig(warmup=0, duration_s=0, runs=2,
                                      batch_sizes=(4,)), workspace=ws, memory_gb=1.2)
     assert handle.wait(120) and handle.state == service.FAILED
     assert "Timing big at batch 4 needed more than 1.2 GB of memory" in str(handle.error)
@@ -268,7 +268,7 @@ def test_profiles_stop_after_the_run_cap_and_are_deleted_over_the_size_cap(tmp_p
 def test_benchmark_profiles_live_in_the_workspace_and_go_with_the_benchmark(tmp_path):
     ws = Workspace(tmp_path / "ws")
     model = conv_bn_model(tmp_path / "m.onnx", blocks=1)
-    handle = service.start_benchmark([BenchVariant("m", "m", str(model))],
+    handle = bench_service.start_benchmark([BenchVariant("m", "m", str(model))],
                                      BenchConfig(warmup=1, duration_s=0, runs=5, batch_sizes=(1, 2), profile=True), workspace=ws)
     assert handle.wait(120) and handle.state == service.DONE, handle.error
     paths = [s.profile_path for s in handle.result]

@@ -17,7 +17,7 @@ import pytest
 from onnx import numpy_helper
 
 from ortlab.cli import main as cli
-from ortlab.runs import service
+from ortlab.runs import service, bench_service
 from ortlab.settings.config import (BenchConfig, CalibrationMethod, OptLevel, Precision, QuantConfig, QuantMode, Recipe)
 from ortlab.core.errors import OrtlabError
 from ortlab.model.inspect import sha256_file
@@ -192,11 +192,11 @@ def test_benchmarks_queue_one_at_a_time_with_an_honest_position(ws):
 
     cfg = BenchConfig(duration_s=0, runs=1)
     v = [BenchVariant("x", "x", "x.onnx")]
-    a = service.start_benchmark(v, cfg, workspace=ws, timer=timer("a"), interleave=False)
+    a = bench_service.start_benchmark(v, cfg, workspace=ws, timer=timer("a"), interleave=False)
     until(lambda: a.state == service.RUNNING)
-    b = service.start_benchmark(v, cfg, workspace=ws, timer=timer("b"), interleave=False)
-    c = service.start_benchmark(v, cfg, workspace=ws, timer=timer("b"), interleave=False)
-    assert service.bench_busy() == 3 and (a.queue_position, b.queue_position, c.queue_position) == (0, 1, 2)
+    b = bench_service.start_benchmark(v, cfg, workspace=ws, timer=timer("b"), interleave=False)
+    c = bench_service.start_benchmark(v, cfg, workspace=ws, timer=timer("b"), interleave=False)
+    assert bench_service.bench_busy() == 3 and (a.queue_position, b.queue_position, c.queue_position) == (0, 1, 2)
     until(lambda: b.drain() is not None and "queued" in b.progress)
     assert b.progress["queued"].message == "Queued behind 1 benchmark."
     c.cancel()
@@ -205,7 +205,7 @@ def test_benchmarks_queue_one_at_a_time_with_an_honest_position(ws):
     assert a.wait(10) and a.state == service.DONE
     assert until(lambda: b.state == service.RUNNING) and b.queue_position == 0
     gates["b"].set()
-    assert b.wait(10) and b.state == service.DONE and service.bench_busy() == 0
+    assert b.wait(10) and b.state == service.DONE and bench_service.bench_busy() == 0
     assert len(ws.history().list_benchmarks()) == 2
 
 
@@ -217,9 +217,10 @@ def test_benchmarks_queue_one_at_a_time_with_an_honest_position(ws):
     (Recipe(precision=Precision.FP16), ["validate", "convert", "optimize", "verify"]),
     (Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.DYNAMIC)),
      ["validate", "quantize", "optimize", "verify"]),
-    (STATIC, ["validate", "preprocess", "calibrate", "quantize", "optimize", "verify"]),
+    (STATIC, ["validate", "preprocess", "calibrate", "quantize", "bias_correction", "optimize", "verify"]),
     (Recipe(precision=Precision.INT8, opt_level=OptLevel.DISABLED,
-            quant=QuantConfig(preprocess=False, calibration_samples=4)), ["validate", "calibrate", "quantize", "verify"]),
+            quant=QuantConfig(preprocess=False, calibration_samples=4, bias_correction=False)),
+     ["validate", "calibrate", "quantize", "verify"]),
 ])
 def test_plan_lists_exactly_the_stages_each_recipe_runs(recipe, stages, src, image_dir, tmp_path):
     from ortlab.data.loaders import load_image_folder

@@ -14,7 +14,6 @@ Both return a handle (:class:`RecipeHandle`, :class:`BenchHandle`) with ``state`
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import queue
@@ -30,11 +29,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ortlab.settings.config import BenchConfig
-from ortlab.runs.history import BenchmarkRecord, BenchVariant
 from ortlab.runs.runspec import RunSpec
 from ortlab.runs.prepare import prepare_run
-from ortlab.core.errors import BenchmarkError, Cancelled, OrtlabError
+from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.layout import QDQ_FILE, qdq_path
 from ortlab.core.progress import CancelToken, Completion, ProgressEvent
 from ortlab.core.text import one_line, utc_timestamp
@@ -52,8 +49,6 @@ from ortlab.data.preprocess import resolve_preprocess
 from ortlab.runs.history import History
 from ortlab.core.limits import apply_memory_limit, is_alloc_failure
 from ortlab.core.disk import check_space, disk_full_message, free_bytes, is_disk_full, run_space_needed, RUN_SPACE_MARGIN
-from ortlab.runtime import openvino as ov
-from ortlab.timing import bench, child_runs
 from ortlab.runs import history
 from ortlab.runs.artifact import Artifact
 
@@ -63,7 +58,6 @@ RUN_TIMEOUT_BASE_S = 600.0       # default: a generous base…
 RUN_TIMEOUT_PER_SAMPLE_S = 2.0   # …plus this per calibration and verification sample…
 RUN_TIMEOUT_PER_100MB_S = 60.0   # …and this per 100 MB of model
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
-PROFILES_DIR = "profiles"  # under the workspace: one folder of ORT profiles per benchmark
 
 
 # -- handles ---------------------------------------------------------------------------------------------------
@@ -496,227 +490,6 @@ def _out_of_space(exc: BaseException, run_dir: Path) -> bool:
 def _volume(args: dict) -> Path:
     """The folder whose volume a run writes to: the workspace (or OUT's folder)."""
     return Path(args["out_file"]).parent if args.get("out_file") else Path(args["db"]).parent
-
-
-# -- benchmarks: one at a time per process, each variant × batch size timed in its own child -----------------
-
-
-_BENCH = threading.Condition()
-_BENCH_QUEUE: list[str] = []  # handle ids; the first one runs
-
-
-def bench_busy() -> int:
-    """Benchmarks running or waiting in this process."""
-    with _BENCH:
-        return len(_BENCH_QUEUE)
-
-
-def bench_queue_position(handle_id: str) -> int:
-    """How many benchmarks run or wait ahead of ``handle_id`` (0 = it runs, or has ended)."""
-    with _BENCH:
-        return _BENCH_QUEUE.index(handle_id) if handle_id in _BENCH_QUEUE else 0
-
-
-class BenchHandle(Handle):
-    """A benchmark; drained items are ``LatencySample``; ``result`` is the list of ``LatencySummary`` and
-    ``record`` the :class:`ortlab.runs.history.BenchmarkRecord` stored in the history when it ended."""
-
-    kind = "bench"
-
-    def __init__(self, variants: Sequence[BenchVariant], config: BenchConfig) -> None:
-        super().__init__()
-        self.variants = list(variants)
-        self.config = config
-        self.bench_id: int | None = None
-        self.record: BenchmarkRecord | None = None
-        self.baseline_rss_mb: float | None = None
-        self.shapes: dict[str, list[int]] = {}
-        self.values: dict[str, float] = {}  # control inputs' values (--input-value)
-        self.profile_dir: Path | None = None  # the workspace folder of its profiles, when the service chose it
-
-    @property
-    def queue_position(self) -> int:
-        return bench_queue_position(self.id)
-
-
-def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, measure_memory: bool = False,
-                    workspace=None, origin: str = "app", profile_dir=None,
-                    timer: Callable | None = None, memory_gb: float | None = None,
-                    shapes: dict[str, list[int]] | None = None,
-                    values: dict[str, float] | None = None, interleave: bool = True,
-                    blocks: Callable | None = None) -> BenchHandle:
-    """Time every variant at every batch size of ``config`` (each in its own child process, peak memory from
-    that child when ``measure_memory``), after the benchmarks already queued in this process; record it in the
-    workspace history when it ends. Returns the handle at once.
-
-    ``interleave`` (default): at each batch size the variants' children are all loaded and warmed up, then
-    timed in rounds of short blocks, one child at a time, in turn (``child_runs.time_interleaved``), so that every
-    speed-up is measured side by side with its baseline and can be taken round by round. ``blocks`` makes one
-    series (default ``child_runs.latency_blocks`` in a child). ``interleave=False`` times each variant × batch size
-    in one go, one after the other, with ``timer`` (default ``child_runs.latency_samples_isolated``).
-
-    ``memory_gb`` (default :func:`memory_limit_gb`, none for a GPU target unless ``$ORTLAB_RUN_MEMORY_GB`` is
-    set) limits each timing child's address space. With ``config.profile`` and no ``profile_dir`` the profiles
-    go into ``<workspace>/profiles/<handle id>/`` (:func:`profile_folder`), removed with the benchmark.
-    ``shapes`` (``{input name: shape}``) sets dims the models leave open, ``values`` (``{input name: number}``) the
-    value of control inputs such as a sample rate (``bench.make_inputs``)."""
-
-    ws = workspace if workspace is not None else Workspace()
-    handle = BenchHandle(timed_variants(variants, config), config)
-    handle.shapes = {k: [int(x) for x in v] for k, v in (shapes or {}).items()}
-    handle.values = dict(values or {})
-    own_profiles = bool(config.profile and profile_dir is None)
-    if own_profiles:
-        profile_dir = profile_folder(ws, handle.id)
-    if timer is None:
-        timer = _default_timer(memory_gb if memory_gb is not None else default_memory_gb(config.target))
-    with _BENCH:
-        _BENCH_QUEUE.append(handle.id)
-    handle.profile_dir = Path(profile_dir) if own_profiles else None
-    if interleave:
-        limit = memory_gb if memory_gb is not None else default_memory_gb(config.target)
-        timer = blocks or functools.partial(child_runs.latency_blocks, memory_gb=limit)
-    threading.Thread(target=_bench_worker, args=(handle, ws, origin, measure_memory, profile_dir, timer, interleave),
-                     name=f"ortlab-bench-{handle.id}", daemon=True).start()
-    return handle
-
-
-def timed_variants(variants: Sequence[BenchVariant], config: BenchConfig) -> list[BenchVariant]:
-    """The variants a benchmark times: each as given (ONNX Runtime) and, with ``config.openvino``, each again
-    under OpenVINO, from its portable file (``openvino_runtime.portable_model``)."""
-    from dataclasses import replace
-
-    out = [v for v in variants if v.runtime != ov.RUNTIME]
-    if config.openvino:
-        out += [replace(v, id=f"{v.id} · OpenVINO", name=f"{v.name} · OpenVINO", runtime=ov.RUNTIME,
-                        path=str(ov.portable_model(v.path))) for v in list(out)]
-    return out
-
-
-def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, profile_dir, timer,
-                  interleave: bool = False) -> None:
-
-    try:
-        try:
-            _wait_for_slot(handle)
-            handle.state = RUNNING
-            if interleave:
-                summaries = _bench_interleaved(handle, measure_memory, profile_dir, timer)
-            else:
-                summaries = _bench_all(handle, measure_memory, profile_dir, timer or _default_timer())
-        finally:
-            with _BENCH:
-                if handle.id in _BENCH_QUEUE:
-                    _BENCH_QUEUE.remove(handle.id)
-                _BENCH.notify_all()
-        if measure_memory:
-            handle.baseline_rss_mb = bench.baseline_memory_mb()
-        record = BenchmarkRecord(None, utc_timestamp(), list(handle.variants), handle.config, list(summaries), origin=origin)
-        record.id = handle.bench_id = ws.history().add_benchmark(record.variants, record.config, record.summaries,
-                                                                 record.created_at, origin=origin)
-        handle.record = record
-        handle._finish(DONE, summaries)
-    except Cancelled as exc:
-        _drop_profiles(handle, profile_dir)
-        handle._finish(CANCELLED, error=exc)
-    except OrtlabError as exc:
-        _drop_profiles(handle, profile_dir)
-        handle._finish(FAILED, error=exc)
-    except Exception as exc:
-        _drop_profiles(handle, profile_dir)
-        handle._finish(FAILED, error=BenchmarkError(f"Unexpected {type(exc).__name__}: {one_line(exc)}"))
-
-
-def _drop_profiles(handle: BenchHandle, profile_dir) -> None:
-    """A benchmark that records nothing keeps no profiles in the workspace (a folder the caller chose stays)."""
-    if handle.profile_dir is not None:
-        shutil.rmtree(handle.profile_dir, ignore_errors=True)
-
-
-def profile_folder(ws, bench_key: str) -> Path:
-    """Where a benchmark's ORT profiles go: ``<workspace>/profiles/<bench_key>/`` (not created here)."""
-    return Path(ws.root) / PROFILES_DIR / bench_key
-
-
-def _default_timer(memory_gb: float | None = None):
-    if os.name != "posix":
-        return bench.latency_samples
-    return functools.partial(child_runs.latency_samples_isolated, memory_gb=memory_gb)
-
-
-def _wait_for_slot(handle: BenchHandle) -> None:
-    said = -1
-    with _BENCH:
-        while _BENCH_QUEUE[0] != handle.id:
-            ahead = _BENCH_QUEUE.index(handle.id)
-            if ahead != said:
-                handle._put(ProgressEvent("queued", 0, None, f"Queued behind {ahead} benchmark"
-                                                             f"{'s' if ahead != 1 else ''}."))
-                said = ahead
-            if handle.cancel_requested:
-                raise Cancelled(step="queued")
-            _BENCH.wait(0.2)
-    if said >= 0:
-        handle._put(ProgressEvent("queued", 1, 1, "Started."))
-
-
-def _bench_all(handle: BenchHandle, measure_memory: bool, profile_dir, timer) -> list:
-    plan = [(v, bs) for v in handle.variants for bs in handle.config.batch_sizes]
-    summaries = []
-    for k, (v, bs) in enumerate(plan):
-        handle._put(ProgressEvent("bench", k, len(plan), f"{v.name} at batch {bs}"))
-        extra: dict[str, Any] = {k: v for k, v in (("shapes", handle.shapes), ("values", handle.values)) if v}
-        if v.runtime != "onnxruntime":
-            extra["runtime"] = v.runtime
-        run = timer(v.path, handle.config, bs, variant=v.id, cancel=handle._cancel, profile_dir=profile_dir, **extra)
-        for sample in run:
-            handle._put(sample)
-        if run.cancelled or handle.cancel_requested:
-            raise Cancelled(step="bench")
-        peak = getattr(run, "peak_rss_mb", None) if measure_memory else None
-        if measure_memory and peak is None:
-            peak = bench.peak_memory_mb(v.path, handle.config, bs, shapes=handle.shapes, values=handle.values)
-        summaries.append(run.summary(peak_rss_mb=peak))
-    handle._put(ProgressEvent("bench", len(plan), len(plan), "done"))
-    return summaries
-
-
-def _bench_interleaved(handle: BenchHandle, measure_memory: bool, profile_dir, blocks) -> list:
-    """Each batch size: every variant in its own child, all warmed up, then timed in alternating rounds."""
-    summaries = []
-    sizes = list(handle.config.batch_sizes)
-    extra: dict[str, Any] = {k: v for k, v in (("shapes", handle.shapes), ("values", handle.values)) if v}
-    for j, bs in enumerate(sizes):
-        handle._put(ProgressEvent("bench", j, len(sizes), f"batch {bs}: loading {len(handle.variants)} "
-                                                            f"variant{'s' if len(handle.variants) != 1 else ''}"))
-        series = [blocks(v.path, handle.config, bs, variant=v.id, cancel=handle._cancel, profile_dir=profile_dir,
-                         **({**extra, "runtime": v.runtime} if v.runtime != "onnxruntime" else extra))
-                  for v in handle.variants]
-        try:
-            def on_round(done: int, planned: int, bs: int = bs, j: int = j) -> None:
-                handle._put(ProgressEvent("bench", j, len(sizes), f"batch {bs}: round {done} of ~{max(done, planned)} "
-                                                                   f"(variants alternate block by block)"))
-
-            def on_block(samples: list) -> None:
-                for sample in samples:
-                    handle._put(sample)
-
-            ok = child_runs.time_interleaved(series, handle.config, handle._cancel, on_block=on_block, on_round=on_round)
-            if not ok or handle.cancel_requested:
-                raise Cancelled(step="bench")
-            for s in series:
-                s.finish()
-        finally:
-            for s in series:
-                s.close()
-        for v, s in zip(handle.variants, series):
-            peak = s.peak_rss_mb if measure_memory else None
-            if measure_memory and peak is None:
-                peak = bench.peak_memory_mb(v.path, handle.config, bs, shapes=handle.shapes, values=handle.values)
-            summaries.append(s.summary(peak_rss_mb=peak))
-    handle._put(ProgressEvent("bench", len(sizes), len(sizes), "done"))
-    order = {v.id: k for k, v in enumerate(handle.variants)}
-    return sorted(summaries, key=lambda s: order.get(s.variant, 0))  # variant by variant, as timed apart
 
 
 # -- start-up ---------------------------------------------------------------------------------------------------

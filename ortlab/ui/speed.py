@@ -10,7 +10,7 @@ from pathlib import Path
 import streamlit as st
 
 from ortlab.runs.history import BenchmarkRecord, BenchVariant
-from ortlab.runs.service import BenchHandle
+from ortlab.runs.bench_service import BenchHandle
 from ortlab.settings.config import BenchConfig
 from ortlab.timing.bench import LatencySummary
 from ortlab.api import control_values, start_benchmark
