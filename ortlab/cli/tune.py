@@ -41,22 +41,24 @@ def add_command(sub) -> None:
     p = sub.add_parser("tune", help="Search recipes within a time budget; recommend the fastest (or smallest) "
                                     "one the accuracy policy accepts.")
     p.add_argument("model", metavar="MODEL", help="The source .onnx (never modified).")
-    p.add_argument("--data", metavar="DIR", help="Calibration data (default for a bundled sample: its "
+    p.add_argument("--data", metavar="DIR", help="Calibration data (default: a bundled sample's "
                    "calibration set). Without --eval a third of it is held out for evaluation.")
     p.add_argument("--eval", metavar="DIR", dest="eval_data", help="Evaluation data, never used to calibrate "
                                                                   "(default: the sample's evaluation set).")
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[1], metavar="N",
                    help="Batch sizes each trial is timed at (default: 1).")
-    p.add_argument("--budget", type=float, default=600.0, metavar="SECONDS", help="Wall-time budget (default 600).")
-    p.add_argument("--objective", choices=("latency", "size"), default="latency")
-    p.add_argument("--target", choices=("cpu", "gpu"), default="cpu")
-    p.add_argument("--min-sqnr-db", type=float, default=20.0, help="Accuracy bar: every output's SQNR (default 20).")
+    p.add_argument("--budget", type=float, default=600.0, metavar="SECONDS", help="Wall-time budget (default: 600).")
+    p.add_argument("--objective", choices=("latency", "size"), default="latency",
+                   help="Recommend the fastest accepted recipe, or the smallest (default: latency).")
+    p.add_argument("--target", choices=("cpu", "gpu"), default="cpu",
+                   help="Tune for cpu or gpu (default: cpu).")
+    p.add_argument("--min-sqnr-db", type=float, default=20.0, help="Accuracy bar: every output's SQNR (default: 20).")
     p.add_argument("--margin", type=float, default=0.1, help="Classifiers: a top-1 flip where the fp32 softmax "
-                   "margin is at least this counts against a recipe (default 0.1).")
-    p.add_argument("--exclusion-steps", type=int, default=6, help="Greedy keep-in-float steps at most (default 6).")
-    p.add_argument("--bench-seconds", type=float, default=1.0, help="Timing per trial and batch size (default 1).")
+                   "margin is at least this counts against a recipe (default: 0.1).")
+    p.add_argument("--exclusion-steps", type=int, default=6, help="Greedy keep-in-float steps at most (default: 6).")
+    p.add_argument("--bench-seconds", type=float, default=1.0, help="Timing per trial and batch size (default: 1).")
     p.add_argument("--max-trials", type=int, default=None, help="Stop after this many trials.")
-    p.add_argument("--verify-samples", type=int, default=32, help="Evaluation samples per trial (default 32).")
+    p.add_argument("--verify-samples", type=int, default=32, help="Evaluation samples per trial (default: 32).")
     p.add_argument("--out", metavar="DIR", required=True,
                    help="Receives the best model.onnx, its recipe.json, trials.json and each trial's folder.")
     add_input_arguments(p)
