@@ -145,3 +145,16 @@ def test_a_result_says_the_preprocessing_and_the_text_settings_it_used(tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert f"\n  text       --tokenizer {fixtures / 'text_tokenizer.json'} --seq-len 24\n" in proc.stdout, proc.stdout
     assert "input_ids [1, 24]" in proc.stdout and "\n  preprocess " not in proc.stdout
+
+
+def test_tune_on_text_data_times_each_trial_at_the_data_sequence_length(tmp_path):
+    """The encoder's seq dim is open: tune takes it from the text data (--seq-len), with no --shape to give."""
+    fixtures = REPO / "tests" / "fixtures"
+    proc = ortlab(["tune", fixtures / "text_encoder.onnx", "--data", fixtures / "text_calibration.txt",
+                   "--eval", fixtures / "text_evaluation.txt", "--tokenizer", fixtures / "text_tokenizer.json",
+                   "--seq-len", "24", "--max-trials", "1", "--bench-seconds", "0.2", "--out", "tuned"],
+                  tmp_path, tmp_path / "home")
+    assert proc.returncode in (0, 1) and "error" not in proc.stderr, proc.stderr  # 1: the one trial did not pass
+    trials = json.loads((tmp_path / "tuned" / "trials.json").read_text())
+    assert "#1 " in proc.stdout and "--shape input_ids=1,24 --shape attention_mask=1,24" in proc.stdout, proc.stdout
+    assert trials

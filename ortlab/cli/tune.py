@@ -14,7 +14,7 @@ from ortlab.cli.common import (
     model_file, preprocess_from_args, reporter, shapes_from_args, shapes_text,
 )
 from ortlab.cli.render import print_json, table
-from ortlab.api import analyze, split_dataset, verdict_policy, write_dataset
+from ortlab.api import analyze, inspect_model, resolve_feed, split_dataset, verdict_policy, write_dataset
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.tune import Tuner, TuneSettings
 from ortlab.checks.verdict import VerdictPolicy
@@ -149,10 +149,14 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     pre = None
     if ns.data is not None or ns.eval_data is not None:
         pre = preprocess_from_args(ns, src, sample)
+    shapes = shapes_from_args(ns)
+    if ev.path is not None and ev.tokenizer is not None:  # text: each trial is timed at the data's sequence length
+        _, specs = resolve_feed(inspect_model(src).inputs, None, load_dataset(ev.path, None, ns), shapes)
+        shapes = {s.name: [d.value for d in s.dims if d.value is not None] for s in specs if s.resolved} | shapes
     settings = TuneSettings(budget_s=ns.budget, objective=ns.objective, target=Target(ns.target),
                             batch_sizes=batch_sizes(ns.batch_sizes), bench_s=ns.bench_seconds,
                             exclusion_steps=max(0, ns.exclusion_steps), verify_samples=ns.verify_samples,
-                            max_trials=ns.max_trials, shapes=shapes_from_args(ns))
+                            max_trials=ns.max_trials, shapes=shapes)
     policy = verdict_policy(VerdictPolicy(min_sqnr_db=ns.min_sqnr_db, margin=ns.margin))
     tuner = Tuner(src, cal, ev, settings=settings, policy=policy, preprocess=pre,
                   sample=sample.name if sample is not None else None, workspace=Workspace(), out_dir=out)
