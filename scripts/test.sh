@@ -18,4 +18,41 @@ python3 -m venv --clear "$VENV"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 "$VENV/bin/python" -m ruff check .
 "$VENV/bin/python" -m mypy
+
+# The CPU-only install (requirements-cpu.txt: onnxruntime instead of onnxruntime-gpu, every other pin the same) in
+# a second venv. Installing its 800 MB from scratch took 2-3 min on the loaded 2-core machine, so the venv starts
+# as a hard-linked copy of the one above (no second download or unpack), loses the GPU wheel through pip (never
+# both wheels in one venv: they overwrite each other's files), then pip installs requirements-cpu.txt (the CPU
+# wheel; it must find every other pin already satisfied) and the project with --no-deps, as the README says.
+# It must import the api and run one int8 recipe. 13-30 s here (the from-scratch install: 135-180 s).
+CPU_VENV="$VENV-cpu"
+rm -rf "$CPU_VENV"
+python3 -m venv --without-pip "$CPU_VENV"
+CPU_VENV=$(cd "$CPU_VENV" && pwd)
+SITE_TEST=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+SITE_CPU=$("$CPU_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+cp -al "$SITE_TEST/." "$SITE_CPU/" 2>/dev/null || { rm -rf "$SITE_CPU"; mkdir -p "$SITE_CPU"; cp -a "$SITE_TEST/." "$SITE_CPU/"; }
+"$CPU_VENV/bin/python" -m pip uninstall -q -y onnxruntime-gpu
+"$CPU_VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-cpu.txt
+"$CPU_VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e .
+CPU_TMP=$(mktemp -d)
+(cd "$CPU_TMP" && ORTLAB_HOME="$CPU_TMP/home" "$CPU_VENV/bin/python" - <<'PY'
+import importlib.metadata as md
+import subprocess
+import sys
+
+import ortlab.api  # noqa: F401  (first: it sets ORT_DISABLE_TELEMETRY before ONNX Runtime loads)
+import onnxruntime
+
+names = {d.metadata["Name"] for d in md.distributions()}
+assert "onnxruntime-gpu" not in names and md.version("onnxruntime") == "1.31.1", sorted(n for n in names if "onnx" in n)
+assert "CUDAExecutionProvider" not in onnxruntime.get_available_providers(), onnxruntime.get_available_providers()
+run = subprocess.run([sys.executable, "-m", "ortlab", "optimize", "digits_cnn", "x.onnx", "--precision", "int8"],
+                     capture_output=True, text=True, timeout=300)
+assert run.returncode == 0 and "CPUExecutionProvider" in run.stdout, run.stdout + run.stderr
+print("CPU-only install (requirements-cpu.txt): ortlab.api imports,", run.stdout.splitlines()[0])
+PY
+)
+rm -rf "$CPU_TMP" "$CPU_VENV"
+
 "$VENV/bin/python" -m pytest "$@"

@@ -122,3 +122,39 @@ def test_onnx_runtime_warnings_are_summarized_once(tmp_path, capsys):
     assert not [w for w in art["warnings"] if "out-of-range" in w]
     assert len([w for w in art["warnings"] if "no channel axis" in w]) == 1
     assert "out-of-range" not in captured.err and "using sample digits_attention's" in captured.err
+
+
+@needs("digits_cnn")
+def test_a_result_says_the_preprocessing_and_the_text_settings_it_used(tmp_path):
+    """The optimize output prints the images' preprocessing as the flags that repeat it (here the manifest's), and
+    for text data the tokenizer and length."""
+    pre = json.loads((SAMPLES / "digits_cnn" / "manifest.json").read_text())["preprocess"]
+    expected = (f"--size {pre['size'][0]} {pre['size'][1]} --resize-mode {pre['resize_mode']} --layout {pre['layout']} "
+                f"--channels {pre['channels']} --channel-order {pre['channel_order']} --scale {pre['scale']} "
+                f"--mean {' '.join(map(repr, map(float, pre['mean'])))} --std {' '.join(map(repr, map(float, pre['std'])))} "
+                f"--dtype {pre['dtype']}")
+    proc = ortlab(["optimize", "digits_cnn", "fp32.onnx", "--precision", "fp32"], tmp_path, tmp_path / "home")
+    assert proc.returncode == 0, proc.stderr
+    assert f"\n  preprocess {expected}\n" in proc.stdout, proc.stdout
+    assert "\n  text " not in proc.stdout
+
+    fixtures = REPO / "tests" / "fixtures"
+    proc = ortlab(["optimize", fixtures / "text_encoder.onnx", "enc.onnx", "--precision", "fp32",
+                   "--calibration", fixtures / "text_calibration.txt", "--tokenizer", fixtures / "text_tokenizer.json",
+                   "--seq-len", "24"], tmp_path, tmp_path / "home")
+    assert proc.returncode == 0, proc.stderr
+    assert f"\n  text       --tokenizer {fixtures / 'text_tokenizer.json'} --seq-len 24\n" in proc.stdout, proc.stdout
+    assert "input_ids [1, 24]" in proc.stdout and "\n  preprocess " not in proc.stdout
+
+
+def test_tune_on_text_data_times_each_trial_at_the_data_sequence_length(tmp_path):
+    """The encoder's seq dim is open: tune takes it from the text data (--seq-len), with no --shape to give."""
+    fixtures = REPO / "tests" / "fixtures"
+    proc = ortlab(["tune", fixtures / "text_encoder.onnx", "--data", fixtures / "text_calibration.txt",
+                   "--eval", fixtures / "text_evaluation.txt", "--tokenizer", fixtures / "text_tokenizer.json",
+                   "--seq-len", "24", "--max-trials", "1", "--bench-seconds", "0.2", "--out", "tuned"],
+                  tmp_path, tmp_path / "home")
+    assert proc.returncode in (0, 1) and "error" not in proc.stderr, proc.stderr  # 1: the one trial did not pass
+    trials = json.loads((tmp_path / "tuned" / "trials.json").read_text())
+    assert "#1 " in proc.stdout and "--shape input_ids=1,24 --shape attention_mask=1,24" in proc.stdout, proc.stdout
+    assert trials

@@ -36,3 +36,26 @@ def test_the_openvino_extra_and_the_test_environment_pin_the_same_wheel():
     dev = [line.strip() for line in (ROOT / "requirements-dev.txt").read_text().splitlines()
            if line.startswith("openvino")]
     assert extra == dev and len(dev) == 1 and "==" in dev[0]
+
+
+def pins(name):
+    lines = [line.split("#")[0].strip() for line in (ROOT / name).read_text().splitlines()]
+    return [line for line in lines if line]
+
+
+def test_the_cpu_only_requirements_swap_only_the_onnxruntime_wheel():
+    default, cpu = pins("requirements.txt"), pins("requirements-cpu.txt")
+    gpu_pin = next(line.split(";")[0].strip() for line in default if line.startswith("onnxruntime-gpu=="))
+    assert "onnxruntime==" + gpu_pin.split("==")[1] in cpu
+    assert not [line for line in cpu if line.startswith("onnxruntime-gpu")]
+    # The project line would pull the GPU wheel back in through pyproject.toml: the README installs it with --no-deps.
+    assert not [line for line in cpu if line.startswith("-e") or line == "."]
+    rest = {line for line in default if not line.startswith(("onnxruntime", "-e"))}
+    assert rest == {line for line in cpu if not line.startswith("onnxruntime")}
+
+
+def test_the_readme_and_the_test_script_use_the_cpu_only_install_as_documented():
+    readme = (ROOT / "README.md").read_text()
+    assert "pip install -r requirements-cpu.txt && pip install --no-deps -e ." in readme
+    script = (ROOT / "scripts" / "test.sh").read_text()
+    assert "-r requirements-cpu.txt" in script and "pip uninstall -q -y onnxruntime-gpu" in script

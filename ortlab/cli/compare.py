@@ -24,8 +24,8 @@ def add_command(sub) -> None:
     p.add_argument("--data", metavar="DIR", required=True,
                    help="Images folder (class sub-folders are labels), .zip of images, .npy/.npz tensors, or a .txt "
                         "file (one example per line; with --tokenizer).")
-    p.add_argument("--n", type=int, help="Use at most N samples (stratified by class).")
-    p.add_argument("--target", choices=values(Target), default=Target.CPU.value, help="Run on cpu or gpu.")
+    p.add_argument("--n", type=int, help="Use at most N samples, stratified by class (default: all).")
+    p.add_argument("--target", choices=values(Target), default=Target.CPU.value, help="Run on cpu or gpu (default: cpu).")
     add_input_arguments(p)
     add_preprocess_arguments(p)
     add_verdict_arguments(p)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from ortlab.core.text import format_bytes
 from ortlab.cli.common import shapes_text
 from ortlab.core.serial import dumps
+from ortlab.settings.config import preprocess_cli_args
 
 
 def verdict_line(verdict) -> str:
@@ -55,6 +56,14 @@ def artifact_text(artifact, out_path: Path) -> str:
              "  timings    " + ", ".join(f"{k} {v:.2f}s" for k, v in artifact.timings.items())]
     if artifact.input_shapes:
         lines.append(f"  inputs     {shapes_text(artifact.input_shapes)}")
+    spec = getattr(artifact, "spec", None)
+    if spec is not None and spec.preprocess is not None:  # the images' preprocessing, as the flags that repeat it
+        lines.append("  preprocess " + " ".join(preprocess_cli_args(spec.preprocess)))
+    text_ref = next((r for r in ((spec.calibration, spec.evaluation) if spec is not None else ())
+                     if r is not None and r.tokenizer), None)
+    if text_ref is not None:  # text data: the tokenizer and length used (the length is in the inputs line too)
+        lines.append(f"  text       --tokenizer {text_ref.tokenizer}"
+                     + (f" --seq-len {text_ref.seq_len}" if text_ref.seq_len else ""))
     ev = artifact.evaluation
     if ev is not None:
         task = task_lines(ev, artifact.verdict)

@@ -14,7 +14,7 @@ from ortlab.cli.common import (
     model_file, preprocess_from_args, reporter, shapes_from_args, shapes_text,
 )
 from ortlab.cli.render import print_json, table
-from ortlab.api import analyze, split_dataset, verdict_policy, write_dataset
+from ortlab.api import analyze, inspect_model, resolve_feed, split_dataset, verdict_policy, write_dataset
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.tune import Tuner, TuneSettings
 from ortlab.checks.verdict import VerdictPolicy
@@ -42,26 +42,28 @@ def add_command(sub) -> None:
                                     "one the accuracy policy accepts.",
                        epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL", help="The source .onnx (never modified).")
-    p.add_argument("--data", metavar="DIR", help="Calibration data (default for a bundled sample: its "
+    p.add_argument("--data", metavar="DIR", help="Calibration data (default: a bundled sample's "
                    "calibration set). Without --eval a third of it is held out for evaluation.")
     p.add_argument("--eval", metavar="DIR", dest="eval_data", help="Evaluation data, never used to calibrate "
                                                                   "(default: the sample's evaluation set).")
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[1], metavar="N",
                    help="Batch sizes each trial is timed at (default: 1).")
-    p.add_argument("--budget", type=float, default=600.0, metavar="SECONDS", help="Wall-time budget (default 600).")
-    p.add_argument("--objective", choices=("latency", "size"), default="latency")
-    p.add_argument("--target", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--budget", type=float, default=600.0, metavar="SECONDS", help="Wall-time budget (default: 600).")
+    p.add_argument("--objective", choices=("latency", "size"), default="latency",
+                   help="Recommend the fastest accepted recipe, or the smallest (default: latency).")
+    p.add_argument("--target", choices=("cpu", "gpu"), default="cpu",
+                   help="Tune for cpu or gpu (default: cpu).")
     p.add_argument("--min-sqnr-db", type=float, default=20.0,
                    help="This search's bar, on top of verdict ok: the task's SQNR (a detector's score channels, else "
-                        "the worst output) must reach it (default 20). It never changes a verdict: the verdict uses "
+                        "the worst output) must reach it (default: 20). It never changes a verdict: the verdict uses "
                         "optimize's policy (broken below 10 dB); a trial under the bar is 'ok, below this search's "
                         "bar'.")
     p.add_argument("--margin", type=float, default=0.1, help="Classifiers: a top-1 flip where the fp32 softmax "
-                   "margin is at least this counts against a recipe (default 0.1).")
-    p.add_argument("--exclusion-steps", type=int, default=6, help="Greedy keep-in-float steps at most (default 6).")
-    p.add_argument("--bench-seconds", type=float, default=1.0, help="Timing per trial and batch size (default 1).")
+                   "margin is at least this counts against a recipe (default: 0.1).")
+    p.add_argument("--exclusion-steps", type=int, default=6, help="Greedy keep-in-float steps at most (default: 6).")
+    p.add_argument("--bench-seconds", type=float, default=1.0, help="Timing per trial and batch size (default: 1).")
     p.add_argument("--max-trials", type=int, default=None, help="Stop after this many trials.")
-    p.add_argument("--verify-samples", type=int, default=32, help="Evaluation samples per trial (default 32).")
+    p.add_argument("--verify-samples", type=int, default=32, help="Evaluation samples per trial (default: 32).")
     p.add_argument("--out", metavar="DIR", required=True,
                    help="Receives the recommended model.onnx and its recipe.json (or closest/model.onnx when no "
                         "trial meets the bar), trials.json and each trial's folder.")
@@ -160,10 +162,14 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     pre = None
     if ns.data is not None or ns.eval_data is not None:
         pre = preprocess_from_args(ns, src, sample)
+    shapes = shapes_from_args(ns)
+    if ev.path is not None and ev.tokenizer is not None:  # text: each trial is timed at the data's sequence length
+        _, specs = resolve_feed(inspect_model(src).inputs, None, load_dataset(ev.path, None, ns), shapes)
+        shapes = {s.name: [d.value for d in s.dims if d.value is not None] for s in specs if s.resolved} | shapes
     settings = TuneSettings(budget_s=ns.budget, objective=ns.objective, target=Target(ns.target),
                             batch_sizes=batch_sizes(ns.batch_sizes), bench_s=ns.bench_seconds,
                             exclusion_steps=max(0, ns.exclusion_steps), verify_samples=ns.verify_samples,
-                            max_trials=ns.max_trials, shapes=shapes_from_args(ns))
+                            max_trials=ns.max_trials, shapes=shapes)
     policy = verdict_policy(VerdictPolicy(margin=ns.margin), ns.min_sqnr_db)  # the bar never relabels the verdict
     tuner = Tuner(src, cal, ev, settings=settings, policy=policy, preprocess=pre,
                   sample=sample.name if sample is not None else None, workspace=Workspace(), out_dir=out)
