@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ortlab.runs.artifact import Artifact
 from ortlab.settings.config import OptLevel, PreprocessConfig, Precision, QuantConfig, QuantFormat, QuantMode, Recipe
@@ -63,7 +64,8 @@ def delete_run(run_id: int):
     benchmarks that timed it) and forget it in this session; returns the ``DeletedRun``."""
     done = workspace().delete_run(run_id)
     state.remove_artifact(run_id)
-    if state.last_benchmark() is not None and state.last_benchmark().id in done.benchmarks:
+    last = state.last_benchmark()
+    if last is not None and last.id is not None and last.id in done.benchmarks:
         state.set_last_benchmark(None)
     return done
 
@@ -186,7 +188,8 @@ def release_upload(file_id: str, upload=None) -> None:
 
         ctx = get_script_run_ctx()
         if ctx is not None:
-            ctx.uploaded_file_mgr.remove_file(ctx.session_id, file_id)
+            remove = getattr(ctx.uploaded_file_mgr, "remove_file")  # noqa: B009 (not in Streamlit's type stubs)
+            remove(ctx.session_id, file_id)
     except Exception:  # an internal API: losing it only costs memory
         pass
 
@@ -330,8 +333,9 @@ def variants(include_other: bool = False) -> list[Variant]:
     with ``include_other`` also the artifacts of other models whose inputs and outputs match the current
     model's (names, dtypes, ranks; see :func:`other_model_variants`)."""
     out = []
-    if state.model_path() is not None:
-        out.append(Variant(state.ORIGINAL, f"original · {state.model_label()}", state.model_path()))
+    path = state.model_path()
+    if path is not None:
+        out.append(Variant(state.ORIGINAL, f"original · {state.model_label()}", path))
     out += [_variant(a) for a in model_artifacts()]
     if include_other:
         out += [v for v, why in other_model_variants() if why is None]
@@ -397,9 +401,10 @@ def input_specs(info, overrides: dict | None = None) -> list:
 
     ds = state.dataset()
     images = getattr(ds, "kind", None) == "images"
-    pre = state.preprocess() if images else None
-    if pre is None and state.sample_name():
-        pre = api.get_sample(state.sample_name())
+    pre: Any = state.preprocess() if images else None  # a PreprocessConfig, or the sample (its manifest's)
+    name = state.sample_name()
+    if pre is None and name:
+        pre = api.get_sample(name)
     shapes = state.input_shapes() if overrides is None else overrides
     return infer_specs(info, pre, ds, shapes, strict=False)
 
@@ -439,8 +444,9 @@ def demo_sample():
     info = state.model_info()
     if info is None:
         return None
-    if state.sample_name():
-        return api.get_sample(state.sample_name())
+    name = state.sample_name()
+    if name:
+        return api.get_sample(name)
     return api.find_by_sha256(info.sha256)
 
 
@@ -498,7 +504,8 @@ def preprocess_explained(info, cfg: PreprocessConfig) -> api.ResolvedPreprocess 
     """``cfg`` (the Data page's preprocessing) with the source of each value: the manifest's or the model's, the
     chosen preset's (``state.ui("preprocess_preset")``), and "you" for every value changed on the page.
     ``open_size``: the model leaves height/width open and the size is still the unchosen placeholder."""
-    sample = api.get_sample(state.sample_name()) if state.sample_name() else None
+    name = state.sample_name()
+    sample = api.get_sample(name) if name else None
     base = api.explain_preprocess(info, sample, preset=state.ui("preprocess_preset"))
     if base is None:
         return None
@@ -513,9 +520,10 @@ def preprocess_explained(info, cfg: PreprocessConfig) -> api.ResolvedPreprocess 
 def apply_preset(info, name: str | None) -> PreprocessConfig | None:
     """Choose a preprocessing preset (None: none) and make its preprocessing the current one."""
     state.set_ui("preprocess_preset", name)
-    sample = api.get_sample(state.sample_name()) if state.sample_name() else None
-    keep = {"size": state.preprocess().size} if state.preprocess() is not None and state.ui(
-        "preprocess_size_confirmed") else None
+    name = state.sample_name()
+    sample = api.get_sample(name) if name else None
+    current = state.preprocess()
+    keep = {"size": current.size} if current is not None and state.ui("preprocess_size_confirmed") else None
     resolved = api.explain_preprocess(info, sample, overrides=keep, preset=name)
     cfg = resolved.config if resolved is not None else None
     state.set_preprocess(cfg)
@@ -525,10 +533,12 @@ def apply_preset(info, name: str | None) -> PreprocessConfig | None:
 
 def preprocess_or_detect(info) -> PreprocessConfig | None:
     """The current preprocessing, or the policy's (manifest, else detected; None for non-image models)."""
-    if state.preprocess() is not None:
-        return state.preprocess()
+    current = state.preprocess()
+    if current is not None:
+        return current
 
-    sample = api.get_sample(state.sample_name()) if state.sample_name() else None
+    name = state.sample_name()
+    sample = api.get_sample(name) if name else None
     return resolve_preprocess(info, sample)
 
 

@@ -172,8 +172,8 @@ def preprocess() -> PreprocessConfig | None:
     return _mget("preprocess")
 
 
-def set_preprocess(cfg: PreprocessConfig) -> None:
-    """Use ``cfg`` to turn images into model inputs."""
+def set_preprocess(cfg: PreprocessConfig | None) -> None:
+    """Use ``cfg`` to turn images into model inputs (None: none chosen yet, the policy decides)."""
     _mset("preprocess", cfg)
 
 
