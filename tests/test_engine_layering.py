@@ -159,3 +159,16 @@ def test_the_api_check_sees_a_function_and_a_module(tmp_path):
                  "def f():\n    from ortlab.checks.evaluate import evaluate\n    from ortlab.runs import service\n")
     assert [h.split(" takes ")[1] for h in _calls_below_the_api(f)] == ["ortlab.checks.evaluate.evaluate",
                                                                         "ortlab.runs.service"]
+
+
+def test_a_module_over_500_lines_says_why_in_its_docstring():
+    import ast
+
+    long = []
+    for name, path in GRAPH.modules.items():
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > 500:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if "Size:" not in doc:
+                long.append(f"{name} ({text.count(chr(10))} lines)")
+    assert long == [], "split these, or give the reason in a 'Size:' line of the docstring: " + ", ".join(long)

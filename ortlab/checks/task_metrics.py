@@ -16,6 +16,9 @@ and whether the data is labeled; a task given by the user overrides the inferenc
 * 4-D and more float → dense_map (spatial dims); anything else → generic.
 
 The model's task is the role of its first float output (generic when it has none).
+
+Size: one accumulator per task (classes, embeddings, CTC strings, detections, dense maps), all fed by the
+same sample loop; splitting them would scatter the task rules above.
 """
 
 from __future__ import annotations

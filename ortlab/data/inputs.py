@@ -8,6 +8,9 @@ input. Nothing is guessed silently: every dimension records its source (``model`
 
 The same specs feed calibration, verification, random data and benchmarks (:func:`random_feed`).
 No ONNX or ONNX Runtime import here: the app's pages use this module too.
+
+Size: one concern, every way a dimension is resolved (model, sample, data, flags, defaults) and the message
+for each that is not, kept together so the rules read in one place.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 Every failure a person can cause (wrong file, truncated upload, invalid graph, missing or unsafe
 external data, unsafe zip) raises ``ModelLoadError`` or ``ExternalDataError`` with one clear line.
+
+Size: loading, the byte-level diagnosis of files protobuf refuses, external data and inspection share the
+parsing helpers; importing lives in :mod:`ortlab.model.importing`.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ queries. ``problem`` says why a row could not be migrated (its old columns are t
 Schema 1 (the first release: one JSON column per field, ``metrics_json`` for the evaluation) is migrated when
 the database is opened, in one transaction. Reading never fails because of one bad row: a row that cannot
 be decoded is listed as :class:`UnreadableRun` / :class:`UnreadableBenchmark` with the reason.
+
+Size: the SQLite schema, its migrations, recovery from damage and the typed reads are one storage format.
 """
 
 from __future__ import annotations

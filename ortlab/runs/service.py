@@ -10,6 +10,9 @@ is watching. :func:`start_benchmark` times each variant × batch size in its own
 
 Both return a handle (:class:`RecipeHandle`, :class:`BenchHandle`) with ``state``, ``progress``, ``drain()``,
 ``cancel()``, ``wait()``, ``result`` and ``error``.
+
+Size: the handle, the recipe child and its parent's watcher are one protocol (messages both ways, crash
+consistency, interrupted runs); benchmarks are in :mod:`ortlab.runs.bench_service`.
 """
 
 from __future__ import annotations

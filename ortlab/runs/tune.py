@@ -21,6 +21,10 @@ the analysis's worst weighted nodes, grown the same way.
 :meth:`Tuner.trials` yields each finished :class:`Trial` (Pareto flags of all trials are updated in place), so
 a UI can draw the front live; :meth:`Tuner.cancel` stops after the running trial is terminated.
 Evaluation always uses the evaluation data, never the calibration samples.
+
+Size: the :class:`Tuner` is one search loop (trials, keep-in-float steps, 16-bit weights, finalists), kept
+whole so a search reads top to bottom; its space is :mod:`ortlab.runs.tune_space`, what it judges
+:mod:`ortlab.runs.tune_policy`.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ from the same fields (``ortlab.settings.flags``), which also reads ``flag`` (whe
 ``negatable`` (a bool gets both ``--x`` and ``--no-x``), ``explicit`` (written in CLI lines even at its
 default), ``metavar`` and ``choices``.
 ``validate_recipe`` checks a recipe before any work and returns findings a person can act on.
+
+Size: the settings dataclasses are the schema both the CLI and the app are generated from, with their
+validation; they are kept in one file so a field, its help and its checks are read together.
 """
 
 from __future__ import annotations

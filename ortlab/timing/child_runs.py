@@ -1,7 +1,11 @@
 """Timing in child processes: each variant × batch size in its own fresh interpreter, under the run memory limit,
 streamed (:func:`latency_samples_isolated`) or in short blocks that the parent interleaves across variants round by
 round (:func:`latency_blocks`, :func:`time_interleaved`), so that a change in the machine's load hits every variant
-alike."""
+alike.
+
+Size: the child's side and the parent's side of the same two protocols (streamed and blocks) stay
+together so that a change to one side is seen beside the other.
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,9 @@
 Every call works on a copy inside its own temp dir (ORT writes ``*-inferred.onnx`` next to its input and
 an augmented model during calibration) and copies the result to ``dst``: nothing lands in the current
 directory or next to the source. ORT's log lines become returned warnings instead of stderr noise.
+
+Size: it is the only module that calls ``onnxruntime.quantization`` (both modes, calibration, overrides,
+the copies ORT needs and its log lines), by design.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 Functions here raise ``OrtlabError`` (pages wrap them in ``engine_errors``) and keep the session state
 consistent: a failed import or data load leaves the previous selection untouched.
+
+Size: every page's calls into the engine in one module, so that session-state consistency (what a failed
+import leaves) is checked in one place.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ and a level with too many members is split into parts in graph order. Each pane 
 and which groups are open at first (at most ``budget`` boxes); the component opens and closes groups itself.
 Layout (dagre, layered top to bottom) and drawing happen in the browser, from files the app serves itself. Text
 from the model is handed over as JSON data and drawn as text (canvas labels, ``textContent``), never as HTML.
+
+Size: the grouping of the merged graph and the component's data contract (ids, groups, overlay) change
+together with the JavaScript in ``graphdiff_component/``.
 """
 
 from __future__ import annotations
