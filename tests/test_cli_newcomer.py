@@ -154,7 +154,7 @@ def test_tune_on_text_data_times_each_trial_at_the_data_sequence_length(tmp_path
                    "--eval", fixtures / "text_evaluation.txt", "--tokenizer", fixtures / "text_tokenizer.json",
                    "--seq-len", "24", "--max-trials", "1", "--bench-seconds", "0.2", "--out", "tuned"],
                   tmp_path, tmp_path / "home")
-    assert proc.returncode in (0, 1) and "error" not in proc.stderr, proc.stderr  # 1: the one trial did not pass
+    assert proc.returncode in (0, 4) and "error" not in proc.stderr, proc.stderr  # 4: the one trial met no bar
     trials = json.loads((tmp_path / "tuned" / "trials.json").read_text())
     assert "#1 " in proc.stdout and "--shape input_ids=1,24 --shape attention_mask=1,24" in proc.stdout, proc.stdout
     assert trials

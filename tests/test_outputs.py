@@ -146,12 +146,12 @@ def test_a_failed_run_keeps_the_existing_result_and_leaves_nothing(tmp_path, mon
     run_recipe(src, Recipe(), out, verify_samples=0)
     before = digests(out)
 
-    import ortlab.transforms.optimize
+    import ortlab.runs.pipeline
 
     def broken(*args, **kwargs):
         raise OptimizationError("simulated", step="optimize")
 
-    monkeypatch.setattr(ortlab.transforms.optimize, "optimize_model", broken)
+    monkeypatch.setattr(ortlab.runs.pipeline, "optimize_model", broken)
     with pytest.raises(OptimizationError, match="simulated"):
         run_recipe(src, Recipe(precision=Precision.FP16), out, verify_samples=0)
     assert digests(out) == before and sorted(p.name for p in out.iterdir()) == sorted(before)

@@ -91,7 +91,7 @@ def test_fp16_converts_weights(src, images, tmp_path):
 def test_int8_static_quantizes_and_verifies(src, images, tmp_path):
     rep = CollectingReporter()
     art = run_recipe(src, STATIC, tmp_path, images, reporter=rep, verify_samples=10)
-    assert rep.stages() == ["validate", "preprocess", "calibrate", "quantize", "optimize", "verify"]
+    assert rep.stages() == ["validate", "preprocess", "calibrate", "quantize", "bias_correction", "optimize", "verify"]
     calib = [e for e in rep.events if e.stage == "calibrate"]
     assert calib[-1].done == calib[-1].total == 20
     after = ops(art.model_path)
@@ -212,12 +212,12 @@ def test_without_data_verification_is_skipped(src, tmp_path):
 
 
 def test_untyped_step_failure_becomes_a_typed_error(src, tmp_path, monkeypatch):
-    import ortlab.transforms.optimize
+    import ortlab.runs.pipeline
 
     def boom(*a, **k):
         raise ValueError("kaboom\nsecond line")
 
-    monkeypatch.setattr(ortlab.transforms.optimize, "optimize_model", boom)
+    monkeypatch.setattr(ortlab.runs.pipeline, "optimize_model", boom)
     with pytest.raises(OptimizationError) as err:
         run_recipe(src, Recipe(), tmp_path)
     assert str(err.value) == "optimize: kaboom second line"  # one line, the later lines of the reason kept

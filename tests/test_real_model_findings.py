@@ -146,11 +146,12 @@ def test_the_hint_works_fold_then_quantize_the_branches(tmp_path, capsys):
 
 
 def test_per_position_class_probabilities_are_not_boxes():
-    """PP-OCRv4's recognizer outputs softmax [N, 40, 6625]: its shape looks like YOLO's, its rows are probabilities."""
+    """PP-OCRv4's recognizer outputs softmax [N, 40, 6625]: its shape looks like YOLO's, its rows are probabilities
+    per position, which CTC decodes into text (judged as strings, not boxes)."""
     logits = np.random.default_rng(0).normal(size=(1, 40, 6625))
     probs = (np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True)).astype(np.float32)
     _, _, _, roles = infer_roles(["softmax_11.tmp_0"], [probs], labeled=False)
-    assert roles == {"softmax_11.tmp_0": Task.GENERIC}
+    assert roles == {"softmax_11.tmp_0": Task.SEQUENCE}
     _, _, _, roles = infer_roles(["output0"], [np.random.default_rng(1).random((1, 8400, 85)).astype(np.float32)],
                                  labeled=False)
     assert roles == {"output0": Task.BOXES}

@@ -259,7 +259,7 @@ def test_2b_compare_graph_diff_before_and_after_side_by_side(flow, screenshots):
               || p.cy.nodes('.op')[0];
         n.emit('tap');
     }""")
-    assert "highlighted in the before graph" in frame.locator("#panel").inner_text()
+    assert "Matched in the before graph (highlighted)" in frame.locator("#panel").inner_text()
     assert frame.evaluate("() => window.ortlabPanes.before.cy.nodes('.match').length") >= 1
     iframe = page.locator('iframe[src*="graphdiff"]').first
     size = page.viewport_size
