@@ -575,11 +575,15 @@ def run_report(run: Artifact, ws: Workspace | None = None, cache: dict | None = 
 
     src, model = Path(run.source_path), Path(run.model_path)
     hist = History((ws or workspace()).db_path)
-    rec = next((b for b in hist.list_benchmarks(limit=50)
-                if isinstance(b, BenchmarkRecord) and any(v.run_id == run.run_id for v in b.variants)), None)
-    bench = rec.summaries if rec is not None else None
+    timed = [b for b in hist.list_benchmarks(limit=50)
+             if isinstance(b, BenchmarkRecord) and any(v.run_id == run.run_id for v in b.variants)]
+    # the speed line: the newest benchmark that timed this run at batch 1 under ORT (with its source when one did)
+    speeds = [(b, _report_speed(b, run)) for b in timed]
+    with_run = [(b, s) for b, s in speeds if s is not None and s[1] is not None]
+    rec, speed = next(((b, s) for b, s in with_run if s[0] is not None), with_run[0] if with_run else (None, None))
+    bench = rec.summaries if rec is not None else (timed[0].summaries if timed else None)
     return html_report(run, model_cache.model_info(src, cache).to_dict(), model_cache.model_info(model, cache).to_dict(),
-                       model_cache.graph_diff(src, model, cache), run.evaluation, bench, speed=_report_speed(rec, run))
+                       model_cache.graph_diff(src, model, cache), run.evaluation, bench, speed=speed)
 
 
 def report_download(run: Artifact):
