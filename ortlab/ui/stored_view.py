@@ -37,7 +37,7 @@ def stored_section() -> None:
     with st.expander(label, icon=":material/inventory_2:", expanded=state.ui(CONFIRM) is not None):
         for k, item in enumerate(items):
             key = str(item.folder)
-            row = st.container(horizontal=True, vertical_alignment="center", key=f"history_stored_{k}")
+            row = st.container(horizontal=True, vertical_alignment="center")
             row.markdown(f"**{item.kind.capitalize()}** {md(item.name)} · {format_bytes(item.size_bytes)} on disk "
                          f"· {_runs(len(item.run_ids))}")
             if state.ui(CONFIRM) != key:
