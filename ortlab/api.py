@@ -48,6 +48,7 @@ from ortlab.runs.bench_service import bench_busy, start_benchmark
 from ortlab.runs.service import dismiss_interrupted, interrupted_runs, start_recipe, startup
 from ortlab.runs.tune_policy import sqnr_policy, verdict_policy
 from ortlab.runs.prepare import prepare_run
+from ortlab.runs.stored import delete_dataset, delete_model, stored_items
 from ortlab.runs.workspace import default_root, import_roots, importable_path
 
 __all__ = [
@@ -68,6 +69,8 @@ __all__ = [
     "dataset_digest",
     "default_root",
     "default_sample",
+    "delete_dataset",
+    "delete_model",
     "detect_hardware",
     "detect_preprocess",
     "dismiss_interrupted",
@@ -117,6 +120,7 @@ __all__ = [
     "start_benchmark",
     "start_recipe",
     "startup",
+    "stored_items",
     "stratified_sample",
     "take_notices",
     "tensor_preview",

@@ -12,6 +12,7 @@ from ortlab.ui.guard import engine_errors, error_message, show_message
 from ortlab.ui.inert import md
 from ortlab.ui.progress_view import show_flash
 from ortlab.ui.router import require_router, stop_page
+from ortlab.ui.stored_view import stored_section
 
 require_router()
 st.title(":material/history: History")
@@ -24,6 +25,7 @@ for notice in take_notices():  # the database was damaged and has just been rebu
 with engine_errors("Measuring the workspace"):
     st.caption(f"Storage used by the workspace (imported models, data, results, history): "
                f"{format_bytes(actions.workspace().size_bytes())}")
+stored_section()  # imported models and uploaded data sets: their size, runs and a Delete
 with engine_errors("Listing interrupted runs"):
     for k, lost in enumerate(actions.interrupted_runs()):  # the server stopped while these ran
         box = st.container(border=True, horizontal=True, vertical_alignment="center")

@@ -73,6 +73,34 @@ def delete_run(run_id: int):
     return done
 
 
+def stored_items():
+    """The imported models and uploaded data sets of this workspace, each with its size and runs
+    (``StoredItem``)."""
+    return api.stored_items(workspace())
+
+
+def delete_stored(item):
+    """Delete an imported model or uploaded data set (``StoredItem``) with its runs; returns the ``DeletedItem``.
+    The session forgets the deleted runs, and the model or data in use when they were the deleted ones (the
+    default sample comes back for a deleted current model)."""
+    ws = workspace()
+    done = (api.delete_model if item.kind == "model" else api.delete_dataset)(ws, item.folder)
+    for run_id in done.run_ids:
+        state.remove_artifact(run_id)
+    bench = state.last_benchmark()
+    if bench is not None and any(v.run_id in done.run_ids for v in bench.variants):
+        state.set_last_benchmark(None)
+    current = state.model_path()
+    if item.kind == "model" and current is not None and done.folder in Path(current).resolve().parents:
+        select_sample(api.default_sample().name)
+    elif item.kind != "model" and any(ref is not None and ref.path is not None
+                                      and done.folder in Path(ref.path).resolve().parents
+                                      for ref in state.data_refs()):
+        state.set_dataset(None, "no data")
+        state.set_data_refs(None, None)
+    return done
+
+
 def start_session() -> None:
     """When a session opens: remove what killed runs left behind and open the history (a damaged one is
     moved aside and rebuilt); its notice is shown once as a warning."""
