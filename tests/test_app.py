@@ -130,6 +130,11 @@ def test_demo_lands_on_compare_with_everything_filled_in(demo_app):
     at, home = demo_app
     assert not at.exception
     assert at.title[0].value.endswith("Compare")
+    # the verdict is shown once, in Compare's banner; the landing note says only what ran
+    banners = [m.value for m in at.markdown if "ortlab-verdict" in m.value]
+    assert len(banners) == 1
+    assert not [a.value for a in [*at.success, *at.info, *at.warning, *at.error] if "verdict" in str(a.value).lower()]
+    assert any(c.value.startswith("Ran ") and "its verdict is above" in c.value for c in at.caption)
     m = metrics(at)
     assert percent(m["Size ratio"]) < 40.0          # int8 weights: about a quarter of fp32
     assert percent(m["Top-1 reference"]) >= 90.0
