@@ -161,6 +161,17 @@ def test_demo_lands_on_compare_with_everything_filled_in(demo_app):
     assert metrics(at)["Speed-up (p50)"].startswith(f"{p50[ref_id] / p50[cand_id]:.2f}×")
 
 
+def test_the_sidebar_counts_the_current_models_artifacts(demo_app):
+    """The demo made one artifact of digits_cnn: another model has none of its own (the other's is named apart)."""
+    at, _ = demo_app
+    at.switch_page("pages/model.py").run()
+    at.selectbox(key="sample_select").set_value("digits_attention").run()
+    assert not at.exception
+    assert "Artifacts** · 0 (+1 of other models)" in sidebar_text(at)
+    at.selectbox(key="sample_select").set_value("digits_cnn").run()
+    assert "Artifacts** · 1\n" in sidebar_text(at) + "\n" and "other models" not in sidebar_text(at)
+
+
 def test_state_follows_between_pages_and_history_offers_downloads(demo_app):
     at, home = demo_app
     at.switch_page("pages/recipe.py").run()
