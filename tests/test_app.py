@@ -672,3 +672,26 @@ def test_the_first_card_on_compare_is_the_figure_that_decided_the_verdict(demo_a
     at.number_input(key="verdict.min_sqnr_db").set_value(150.0).run()
     assert at.metric[0].label == "logits: SQNR" and "SQNR (worst output)" not in [m.label for m in at.metric]
     at.number_input(key="verdict.min_sqnr_db").set_value(10.0).run()
+
+
+def test_a_model_with_its_weights_in_constant_nodes_shows_them_and_its_shapes_uncut(home, tmp_path):
+    """PP-OCR style: no initializers, the weights in Constant nodes; open dims with the exporter's long names."""
+    import json
+
+    from ortlab.core.text import format_bytes
+    from tests.models import constant_weights_model
+
+    at = new_app()
+    data = constant_weights_model(tmp_path / "ppocr.onnx").read_bytes()
+    at.file_uploader(key="model_upload").set_value(("ppocr.onnx", data, "")).run()
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    weights = next(d.value for d in at.dataframe if "stored in" in d.value.columns)
+    constant = (8 * 3 * 3 * 3 + 8) * 4  # the Conv's weight and bias, float32
+    assert weights.to_dict("records") == [{"dtype": "float", "stored in": "Constant nodes",
+                                           "bytes": format_bytes(constant)}]
+    assert any(f"stored in Constant nodes ({format_bytes(constant)})" in c.value for c in at.caption)
+    io = next(d for d in at.dataframe if "shape" in d.value.columns)
+    shape = io.value["shape"][0]
+    assert "p2o.DynamicDimension.1" in shape
+    width = json.loads(io.proto.columns)["shape"]["width"]
+    assert width >= 8 * len(shape)  # as wide as the longest shape: never cut
