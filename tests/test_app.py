@@ -695,3 +695,20 @@ def test_a_model_with_its_weights_in_constant_nodes_shows_them_and_its_shapes_un
     assert "p2o.DynamicDimension.1" in shape
     width = json.loads(io.proto.columns)["shape"]["width"]
     assert width >= 8 * len(shape)  # as wide as the longest shape: never cut
+
+
+def test_the_per_node_caption_names_the_real_number_of_evaluation_samples(demo_app):
+    at, home = demo_app
+    at.switch_page("pages/compare.py").run()
+    from ortlab.runs.history import History
+
+    run = History(home / "history.sqlite").list()[0]
+    n = min(32, run.evaluation.n_samples)
+    caption = next(c.value for c in at.caption if "evaluation samples" in c.value and "quantized node" in c.value)
+    assert f"on {n} evaluation samples" in caption, (n, caption)
+    # a run verified on 14 samples (the case) is analysed on those 14, not "32"
+    from dataclasses import replace
+
+    from ortlab.ui.node_errors import sample_count_text
+
+    assert sample_count_text(replace(run, evaluation=replace(run.evaluation, n_samples=14))) == "14"
