@@ -246,12 +246,14 @@ if ds.kind == "images":
         feed = batch_inputs(ds, b, cfg, info.inputs)
         name, arr = next(iter(feed.items()))
         a32 = arr.astype(np.float32)
-        m = st.columns(5)
-        m[0].metric("Input", name, border=True)
-        m[1].metric("Batch shape", "×".join(map(str, arr.shape)), border=True)
-        m[2].metric("dtype", str(arr.dtype), border=True)
-        m[3].metric("min / max", f"{a32.min():.3g} / {a32.max():.3g}", border=True)
-        m[4].metric("mean", f"{a32.mean():.3g}", border=True)
+        # the whole shape goes in a caption: as a card's big figure "4×3×224×224" wraps in a fifth of the page
+        st.caption(f"Input {md(name)} · batch shape {list(arr.shape)}")
+        m = st.columns(4)
+        m[0].metric("Batch size", str(arr.shape[0]) if arr.ndim else "1", border=True,
+                    help="Samples in this preview batch (a model with a fixed batch gets exactly that many).")
+        m[1].metric("dtype", str(arr.dtype), border=True)
+        m[2].metric("min / max", f"{a32.min():.3g} / {a32.max():.3g}", border=True)
+        m[3].metric("mean", f"{a32.mean():.3g}", border=True)
         pc = st.columns(6)
         pc[0].image(ds.load_preview(0), caption="original", width=140)
         pc[1].image(tensor_preview(arr[0], cfg), caption=f"model input {cfg.size[0]}×{cfg.size[1]} (rescaled)",

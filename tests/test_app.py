@@ -122,7 +122,8 @@ def test_every_page_opens_with_the_default_sample(home):
     # the Data page shows the sample's images with their labels and what the model receives
     at.switch_page("pages/data.py").run()
     m = metrics(at)
-    assert m["Batch shape"] == "4×1×32×32" and m["dtype"] == "float32"
+    assert m["Batch size"] == "4" and m["dtype"] == "float32"
+    assert "Input input · batch shape [4, 1, 32, 32]" in [c.value for c in at.caption]  # a caption: never wraps
     assert int(m["Calibration samples available"]) >= 10
 
 
