@@ -14,6 +14,7 @@ from ortlab.ui.router import require_router
 
 require_router()
 st.title(":material/deployed_code: Model")
+st.caption(actions.WHAT_ORTLAB_DOES)
 show_flash()
 demo_button()
 recipe_job_panel("model")

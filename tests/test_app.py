@@ -107,6 +107,9 @@ def test_a_page_opened_first_outside_the_router_reroutes_through_app_py(home, mo
 def test_every_page_opens_with_the_default_sample(home):
     at = new_app()
     assert at.title[0].value.endswith("Model")
+    # the first view says in one line what ortlab does, right under the title
+    assert at.caption[0].value.startswith("ortlab makes an ONNX model smaller and faster")
+    assert "ok, degraded or broken" in at.caption[0].value
     m = metrics(at)
     assert m["Opset"] == "17" and m["Inputs / outputs"] == "1 / 1"
     assert int(m["Nodes"].replace(",", "")) > 5

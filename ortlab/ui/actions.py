@@ -44,6 +44,8 @@ DEMO_RECIPE = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.
                      opt_level=OptLevel.EXTENDED)
 DEMO_LABEL = "▶ Run the demo: int8 static QDQ + graph optimization"
 DEFAULT_EVAL_SAMPLES = 64
+WHAT_ORTLAB_DOES = ("ortlab makes an ONNX model smaller and faster with ONNX Runtime (graph optimization, fp16, "
+                    "int8) and tells you whether each result is still ok, degraded or broken on your data.")
 
 
 def workspace() -> Workspace:
