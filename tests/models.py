@@ -220,7 +220,7 @@ def constant_weights_model(path, seed: int = 0) -> Path:
     nodes = [helper.make_node("Constant", [], ["w"], value=numpy_helper.from_array(w, "w")),
              helper.make_node("Constant", [], ["b"], value=numpy_helper.from_array(b, "b")),
              helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])]
-    dims = ["p2o.DynamicDimension.0", 3, "p2o.DynamicDimension.1", "p2o.DynamicDimension.2"]
+    dims: list[str | int | None] = ["p2o.DynamicDimension.0", 3, "p2o.DynamicDimension.1", "p2o.DynamicDimension.2"]
     graph = helper.make_graph(nodes, "ppocr_like", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [dims[0], 8, dims[2], dims[3]])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])

@@ -81,8 +81,10 @@ def show_message(level: str, text: str) -> None:
     """Show ``text`` as st.error / warning / info / success / caption (``level``): as literal text (names in it are
     never Markdown) with workspace-relative paths."""
     shown = md(public_paths(text, _workspace_root()))
-    {"error": st.error, "warning": st.warning, "info": st.info, "success": st.success,
-     "caption": st.caption}[level](shown)
+    if level == "caption":
+        st.caption(shown)
+        return
+    {"error": st.error, "warning": st.warning, "info": st.info, "success": st.success}[level](shown)
 
 
 @contextmanager
