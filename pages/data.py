@@ -133,13 +133,23 @@ def input_shapes_form() -> None:
                     if shown.get(key) != (d.value, d.source):  # the data or another input changed it: redraw
                         state.clear_widgets(key)
                         shown[key] = (d.value, d.source)
-                    label = md(d.name or f"axis {i}")
-                    why = d.source + (f": {d.reason}" if d.reason else "")
-                    values.append(col.number_input(label, min_value=1, value=d.value, step=1, key=key,
-                                                   disabled=d.source == "model", help=f"from {why}"))
+                    # labelled by input and axis; the exporter's name ("p2o.DynamicDimension.1") only in the help
+                    label = md(api.axis_label(spec, i))
+                    fixed = d.source == "model"
+                    sizes = "" if fixed else ", ".join(map(str, api.suggested_sizes(spec, i)))
+                    named = f"The model calls this dim “{d.name}”. " if d.name else ""
+                    why = ("Fixed by the model." if fixed else "Open: nothing sets it yet." if d.value is None
+                           else f"Set from {d.source}" + (f": {d.reason}." if d.reason else "."))
+                    values.append(col.number_input(
+                        label, min_value=1, value=d.value, step=1, key=key, disabled=fixed,
+                        placeholder=f"e.g. {sizes}" if sizes else "a size",
+                        help=md(f"{named}{why}" + (f" Common sizes: {sizes}." if sizes else ""))))
                 if any(v is None for v in values):
-                    st.warning(f"Set every open dim of '{md(spec.name)}' (the model does not fix them and the data does "
-                               f"not tell).")
+                    open_dims = [api.axis_label(spec, i) + (f": e.g. {', '.join(map(str, sz))}" if sz else "")
+                                 for i, v in enumerate(values) if v is None
+                                 for sz in [api.suggested_sizes(spec, i)]]
+                    st.warning(md(f"Set every open dim of '{spec.name}' (the model does not fix them and the data "
+                                  f"does not tell): {'; '.join(open_dims)}."))
                     continue
                 shape = [int(v) for v in values]
                 if spec.resolved and shape == list(spec.shape):

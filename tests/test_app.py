@@ -706,7 +706,10 @@ def test_the_per_node_caption_names_the_real_number_of_evaluation_samples(demo_a
     at.switch_page("pages/compare.py").run()
     from ortlab.runs.history import History
 
+    from ortlab.runs.artifact import Artifact
+
     run = History(home / "history.sqlite").list()[0]
+    assert isinstance(run, Artifact) and run.evaluation is not None
     n = min(32, run.evaluation.n_samples)
     caption = next(c.value for c in at.caption if "evaluation samples" in c.value and "quantized node" in c.value)
     assert f"on {n} evaluation samples" in caption, (n, caption)
@@ -716,3 +719,23 @@ def test_the_per_node_caption_names_the_real_number_of_evaluation_samples(demo_a
     from ortlab.ui.node_errors import sample_count_text
 
     assert sample_count_text(replace(run, evaluation=replace(run.evaluation, n_samples=14))) == "14"
+
+
+def test_open_dims_are_labelled_by_input_and_axis_with_suggested_sizes(home, tmp_path):
+    """An exporter's dim names ("p2o.DynamicDimension.1") go to the help; the label says input, axis and meaning."""
+    from tests.models import constant_weights_model
+
+    at = new_app()
+    data = constant_weights_model(tmp_path / "ppocr.onnx").read_bytes()
+    at.file_uploader(key="model_upload").set_value(("ppocr.onnx", data, "")).run()
+    at.switch_page("pages/data.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    fields = {n.label: n for n in at.number_input if n.key and n.key.startswith("shape.")}
+    assert list(fields) == ["input x, axis 0 (batch)", "input x, axis 1 (channels)", "input x, axis 2 (height)",
+                            "input x, axis 3 (width)"], list(fields)
+    assert not any("p2o" in label for label in fields)
+    height = fields["input x, axis 2 (height)"]
+    assert "p2o.DynamicDimension.1" in height.help and "224, 320, 640" in height.help
+    assert "p2o.DynamicDimension" not in fields["input x, axis 1 (channels)"].help  # the model fixes it: no name
+    assert height.value is None and height.proto.placeholder == "e.g. 224, 320, 640"
+    assert any("axis 2 (height): e.g. 224, 320, 640" in w.value for w in at.warning), [w.value for w in at.warning]
