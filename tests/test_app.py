@@ -699,6 +699,10 @@ def test_a_model_with_its_weights_in_constant_nodes_shows_them_and_its_shapes_un
     assert "p2o.DynamicDimension.1" in shape
     width = json.loads(io.proto.columns)["shape"]["width"]
     assert width >= 8 * len(shape)  # as wide as the longest shape: never cut
+    # the input-shapes table says where each open dim came from by axis, not by the exporter's name
+    shapes = next(d.value for d in at.dataframe if "from" in d.value.columns)
+    assert shapes["from"][0].startswith("axis 0 (batch): batch") and "axis 2 (height): unresolved" in shapes["from"][0]
+    assert "p2o" not in shapes["from"][0] and "p2o.DynamicDimension.1" in shapes["model shape"][0]
 
 
 def test_the_per_node_caption_names_the_real_number_of_evaluation_samples(demo_app):
