@@ -17,7 +17,7 @@ from ortlab.model.isolated import graph_description, graph_diff, import_model, i
 # -- data: load, preprocess, feed ---------------------------------------------------------------------------
 from ortlab.data.dataset import pick_subset, random_dataset, split_dataset, stratified_sample
 from ortlab.data.feeds import batch_inputs, check_fits, check_tensor_inputs, control_values
-from ortlab.data.inputs import infer_specs, parse_shape, resolve_feed
+from ortlab.data.inputs import axis_label, infer_specs, parse_shape, resolve_feed, suggested_sizes
 from ortlab.data.loaders import load_image_files, load_image_zip, load_path, load_tensor_file, load_text_file
 from ortlab.data.preprocess import PRESETS as PREPROCESS_PRESETS
 from ortlab.data.preprocess import ResolvedPreprocess, detect_preprocess, explain_preprocess, resolve_preprocess, tensor_preview
@@ -56,6 +56,7 @@ __all__ = [
     "PREPROCESS_PRESETS",
     "ResolvedPreprocess",
     "analyze",
+    "axis_label",
     "batch_inputs",
     "bench_busy",
     "bench_config_problems",
@@ -105,7 +106,8 @@ __all__ = [
     "op_key",
     "openvino_available",
     "parse_shape",
-    "pick_subset", "prepare_run",
+    "pick_subset",
+    "prepare_run",
     "random_dataset",
     "resolve_feed",
     "resolve_preprocess",
@@ -122,6 +124,7 @@ __all__ = [
     "startup",
     "stored_items",
     "stratified_sample",
+    "suggested_sizes",
     "take_notices",
     "tensor_preview",
     "verdict_policy",

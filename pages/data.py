@@ -133,13 +133,23 @@ def input_shapes_form() -> None:
                     if shown.get(key) != (d.value, d.source):  # the data or another input changed it: redraw
                         state.clear_widgets(key)
                         shown[key] = (d.value, d.source)
-                    label = md(d.name or f"axis {i}")
-                    why = d.source + (f": {d.reason}" if d.reason else "")
-                    values.append(col.number_input(label, min_value=1, value=d.value, step=1, key=key,
-                                                   disabled=d.source == "model", help=f"from {why}"))
+                    # labelled by input and axis; the exporter's name ("p2o.DynamicDimension.1") only in the help
+                    label = md(api.axis_label(spec, i))
+                    fixed = d.source == "model"
+                    sizes = "" if fixed else ", ".join(map(str, api.suggested_sizes(spec, i)))
+                    named = f"The model calls this dim “{d.name}”. " if d.name else ""
+                    why = ("Fixed by the model." if fixed else "Open: nothing sets it yet." if d.value is None
+                           else f"Set from {d.source}" + (f": {d.reason}." if d.reason else "."))
+                    values.append(col.number_input(
+                        label, min_value=1, value=d.value, step=1, key=key, disabled=fixed,
+                        placeholder=f"e.g. {sizes}" if sizes else "a size",
+                        help=md(f"{named}{why}" + (f" Common sizes: {sizes}." if sizes else ""))))
                 if any(v is None for v in values):
-                    st.warning(f"Set every open dim of '{md(spec.name)}' (the model does not fix them and the data does "
-                               f"not tell).")
+                    open_dims = [api.axis_label(spec, i) + (f": e.g. {', '.join(map(str, sz))}" if sz else "")
+                                 for i, v in enumerate(values) if v is None
+                                 for sz in [api.suggested_sizes(spec, i)]]
+                    st.warning(md(f"Set every open dim of '{spec.name}' (the model does not fix them and the data "
+                                  f"does not tell): {'; '.join(open_dims)}."))
                     continue
                 shape = [int(v) for v in values]
                 if spec.resolved and shape == list(spec.shape):
@@ -246,12 +256,14 @@ if ds.kind == "images":
         feed = batch_inputs(ds, b, cfg, info.inputs)
         name, arr = next(iter(feed.items()))
         a32 = arr.astype(np.float32)
-        m = st.columns(5)
-        m[0].metric("Input", name, border=True)
-        m[1].metric("Batch shape", "×".join(map(str, arr.shape)), border=True)
-        m[2].metric("dtype", str(arr.dtype), border=True)
-        m[3].metric("min / max", f"{a32.min():.3g} / {a32.max():.3g}", border=True)
-        m[4].metric("mean", f"{a32.mean():.3g}", border=True)
+        # the whole shape goes in a caption: as a card's big figure "4×3×224×224" wraps in a fifth of the page
+        st.caption(f"Input {md(name)} · batch shape {list(arr.shape)}")
+        m = st.columns(4)
+        m[0].metric("Batch size", str(arr.shape[0]) if arr.ndim else "1", border=True,
+                    help="Samples in this preview batch (a model with a fixed batch gets exactly that many).")
+        m[1].metric("dtype", str(arr.dtype), border=True)
+        m[2].metric("min / max", f"{a32.min():.3g} / {a32.max():.3g}", border=True)
+        m[3].metric("mean", f"{a32.mean():.3g}", border=True)
         pc = st.columns(6)
         pc[0].image(ds.load_preview(0), caption="original", width=140)
         pc[1].image(tensor_preview(arr[0], cfg), caption=f"model input {cfg.size[0]}×{cfg.size[1]} (rescaled)",

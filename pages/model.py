@@ -14,6 +14,7 @@ from ortlab.ui.router import require_router
 
 require_router()
 st.title(":material/deployed_code: Model")
+st.caption(actions.WHAT_ORTLAB_DOES)
 show_flash()
 demo_button()
 recipe_job_panel("model")
@@ -98,18 +99,26 @@ else:
     for w in info.warnings:
         st.warning(w)
     st.markdown("#### Inputs and outputs")
-    st.dataframe(cards.io_rows(info), hide_index=True, width="stretch", column_config=cards.io_columns())
+    io = cards.io_rows(info)
+    st.dataframe(io, hide_index=True, width="stretch", column_config=cards.io_columns(io))
     c1, c2 = st.columns([2, 3])
     with c1:
         st.markdown("#### Weights by dtype")
-        st.dataframe([{"dtype": k, "bytes": format_bytes(v)} for k, v in info.initializer_bytes.items()],
-                     hide_index=True, width="stretch")
+        weights = cards.weight_rows(info)
+        if weights:
+            st.dataframe(weights, hide_index=True, width="stretch")
+        if info.constant_bytes and not info.initializer_bytes:
+            st.caption(f"The weights are stored in Constant nodes ({format_bytes(info.constant_bytes)}), "
+                       "not as initializers.")
+        elif not weights:
+            st.caption("This model has no weights (no initializers, no float Constant nodes).")
     with c2:
         st.plotly_chart(charts.op_histogram(info.op_counts, "Operators by (domain, op type)"), key="model_ops",
                         width="stretch")
     st.markdown("#### Input shapes")  # full width: symbolic shapes ("[batch, 3, height, width]") are long
     with engine_errors("Working out the input shapes"):
-        st.dataframe(actions.spec_rows(actions.input_specs(info)), hide_index=True, width="stretch")
+        spec_rows = actions.spec_rows(actions.input_specs(info))
+        st.dataframe(spec_rows, hide_index=True, width="stretch", column_config=cards.spec_columns(spec_rows))
         st.caption("Dims the model leaves open are set on the Data page (or with --shape in the CLI).")
     st.markdown("#### Graph")
     if st.toggle("Show the graph in Netron", value=True, key="model_netron"):

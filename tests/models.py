@@ -209,3 +209,20 @@ def random_image_folder(root, per_class: int, classes: int = 10, prefix: str = "
             Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(root / f"{prefix}{c}" / f"{i}.png")
     return root
 
+
+
+def constant_weights_model(path, seed: int = 0) -> Path:
+    """A Paddle-exported (PP-OCR style) Conv net: its weights are Constant nodes, not initializers, and its
+    input's open dims carry the exporter's names (``p2o.DynamicDimension.N``)."""
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    nodes = [helper.make_node("Constant", [], ["w"], value=numpy_helper.from_array(w, "w")),
+             helper.make_node("Constant", [], ["b"], value=numpy_helper.from_array(b, "b")),
+             helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])]
+    dims: list[str | int | None] = ["p2o.DynamicDimension.0", 3, "p2o.DynamicDimension.1", "p2o.DynamicDimension.2"]
+    graph = helper.make_graph(nodes, "ppocr_like", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [dims[0], 8, dims[2], dims[3]])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    return _save(model, path)

@@ -107,6 +107,9 @@ def test_a_page_opened_first_outside_the_router_reroutes_through_app_py(home, mo
 def test_every_page_opens_with_the_default_sample(home):
     at = new_app()
     assert at.title[0].value.endswith("Model")
+    # the first view says in one line what ortlab does, right under the title
+    assert at.caption[0].value.startswith("ortlab makes an ONNX model smaller and faster")
+    assert "ok, degraded or broken" in at.caption[0].value
     m = metrics(at)
     assert m["Opset"] == "17" and m["Inputs / outputs"] == "1 / 1"
     assert int(m["Nodes"].replace(",", "")) > 5
@@ -122,7 +125,8 @@ def test_every_page_opens_with_the_default_sample(home):
     # the Data page shows the sample's images with their labels and what the model receives
     at.switch_page("pages/data.py").run()
     m = metrics(at)
-    assert m["Batch shape"] == "4×1×32×32" and m["dtype"] == "float32"
+    assert m["Batch size"] == "4" and m["dtype"] == "float32"
+    assert "Input input · batch shape [4, 1, 32, 32]" in [c.value for c in at.caption]  # a caption: never wraps
     assert int(m["Calibration samples available"]) >= 10
 
 
@@ -130,6 +134,11 @@ def test_demo_lands_on_compare_with_everything_filled_in(demo_app):
     at, home = demo_app
     assert not at.exception
     assert at.title[0].value.endswith("Compare")
+    # the verdict is shown once, in Compare's banner; the landing note says only what ran
+    banners = [m.value for m in at.markdown if "ortlab-verdict" in m.value]
+    assert len(banners) == 1
+    assert not [a.value for a in [*at.success, *at.info, *at.warning, *at.error] if "verdict" in str(a.value).lower()]
+    assert any(c.value.startswith("Ran ") and "its verdict is above" in c.value for c in at.caption)
     m = metrics(at)
     assert percent(m["Size ratio"]) < 40.0          # int8 weights: about a quarter of fp32
     assert percent(m["Top-1 reference"]) >= 90.0
@@ -154,6 +163,17 @@ def test_demo_lands_on_compare_with_everything_filled_in(demo_app):
     ref_id, cand_id = at.selectbox(key="compare.ref").value, at.selectbox(key="compare.cand").value
     assert metrics(at)["Latency b1 · candidate (p50)"] == f"{p50[cand_id]:.2f} ms"
     assert metrics(at)["Speed-up (p50)"].startswith(f"{p50[ref_id] / p50[cand_id]:.2f}×")
+
+
+def test_the_sidebar_counts_the_current_models_artifacts(demo_app):
+    """The demo made one artifact of digits_cnn: another model has none of its own (the other's is named apart)."""
+    at, _ = demo_app
+    at.switch_page("pages/model.py").run()
+    at.selectbox(key="sample_select").set_value("digits_attention").run()
+    assert not at.exception
+    assert "Artifacts** · 0 (+1 of other models)" in sidebar_text(at)
+    at.selectbox(key="sample_select").set_value("digits_cnn").run()
+    assert "Artifacts** · 1\n" in sidebar_text(at) + "\n" and "other models" not in sidebar_text(at)
 
 
 def test_state_follows_between_pages_and_history_offers_downloads(demo_app):
@@ -656,3 +676,70 @@ def test_the_first_card_on_compare_is_the_figure_that_decided_the_verdict(demo_a
     at.number_input(key="verdict.min_sqnr_db").set_value(150.0).run()
     assert at.metric[0].label == "logits: SQNR" and "SQNR (worst output)" not in [m.label for m in at.metric]
     at.number_input(key="verdict.min_sqnr_db").set_value(10.0).run()
+
+
+def test_a_model_with_its_weights_in_constant_nodes_shows_them_and_its_shapes_uncut(home, tmp_path):
+    """PP-OCR style: no initializers, the weights in Constant nodes; open dims with the exporter's long names."""
+    import json
+
+    from ortlab.core.text import format_bytes
+    from tests.models import constant_weights_model
+
+    at = new_app()
+    data = constant_weights_model(tmp_path / "ppocr.onnx").read_bytes()
+    at.file_uploader(key="model_upload").set_value(("ppocr.onnx", data, "")).run()
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    weights = next(d.value for d in at.dataframe if "stored in" in d.value.columns)
+    constant = (8 * 3 * 3 * 3 + 8) * 4  # the Conv's weight and bias, float32
+    assert weights.to_dict("records") == [{"dtype": "float", "stored in": "Constant nodes",
+                                           "bytes": format_bytes(constant)}]
+    assert any(f"stored in Constant nodes ({format_bytes(constant)})" in c.value for c in at.caption)
+    io = next(d for d in at.dataframe if "shape" in d.value.columns)
+    shape = io.value["shape"][0]
+    assert "p2o.DynamicDimension.1" in shape
+    width = json.loads(io.proto.columns)["shape"]["width"]
+    assert width >= 8 * len(shape)  # as wide as the longest shape: never cut
+    # the input-shapes table says where each open dim came from by axis, not by the exporter's name
+    shapes = next(d.value for d in at.dataframe if "from" in d.value.columns)
+    assert shapes["from"][0].startswith("axis 0 (batch): batch") and "axis 2 (height): unresolved" in shapes["from"][0]
+    assert "p2o" not in shapes["from"][0] and "p2o.DynamicDimension.1" in shapes["model shape"][0]
+
+
+def test_the_per_node_caption_names_the_real_number_of_evaluation_samples(demo_app):
+    at, home = demo_app
+    at.switch_page("pages/compare.py").run()
+    from ortlab.runs.history import History
+
+    from ortlab.runs.artifact import Artifact
+
+    run = History(home / "history.sqlite").list()[0]
+    assert isinstance(run, Artifact) and run.evaluation is not None
+    n = min(32, run.evaluation.n_samples)
+    caption = next(c.value for c in at.caption if "evaluation samples" in c.value and "quantized node" in c.value)
+    assert f"on {n} evaluation samples" in caption, (n, caption)
+    # a run verified on 14 samples (the issue's case) is analysed on those 14, not "32"
+    from dataclasses import replace
+
+    from ortlab.ui.node_errors import sample_count_text
+
+    assert sample_count_text(replace(run, evaluation=replace(run.evaluation, n_samples=14))) == "14"
+
+
+def test_open_dims_are_labelled_by_input_and_axis_with_suggested_sizes(home, tmp_path):
+    """An exporter's dim names ("p2o.DynamicDimension.1") go to the help; the label says input, axis and meaning."""
+    from tests.models import constant_weights_model
+
+    at = new_app()
+    data = constant_weights_model(tmp_path / "ppocr.onnx").read_bytes()
+    at.file_uploader(key="model_upload").set_value(("ppocr.onnx", data, "")).run()
+    at.switch_page("pages/data.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    fields = {n.label: n for n in at.number_input if n.key and n.key.startswith("shape.")}
+    assert list(fields) == ["input x, axis 0 (batch)", "input x, axis 1 (channels)", "input x, axis 2 (height)",
+                            "input x, axis 3 (width)"], list(fields)
+    assert not any("p2o" in label for label in fields)
+    height = fields["input x, axis 2 (height)"]
+    assert "p2o.DynamicDimension.1" in height.help and "224, 320, 640" in height.help
+    assert "p2o.DynamicDimension" not in fields["input x, axis 1 (channels)"].help  # the model fixes it: no name
+    assert height.value is None and height.proto.placeholder == "e.g. 224, 320, 640"
+    assert any("axis 2 (height): e.g. 224, 320, 640" in w.value for w in at.warning), [w.value for w in at.warning]

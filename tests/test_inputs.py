@@ -378,3 +378,17 @@ def test_a_shape_set_on_one_input_wins_over_the_data_for_the_same_dim_name(files
     ds = load_text_file(files["txt"], files["tok"], seq_len=20)
     ids, mask = infer_specs(inspect_model(files["text"]), dataset=ds, overrides={"input_ids": [1, 33]})
     assert ids.shape == mask.shape == (1, 33) and mask.dims[1].source == "user"
+
+
+def test_open_dims_are_named_by_axis_and_suggest_sizes_a_square_image_first():
+    from ortlab.data.inputs import DimSpec, InputSpec, axis_label, suggested_sizes
+
+    spec = InputSpec("x", "float32", (DimSpec(1, "p2o.DynamicDimension.0", "batch"), DimSpec(3),
+                                      DimSpec(320, "p2o.DynamicDimension.1", "user"),
+                                      DimSpec(None, "p2o.DynamicDimension.2", "unresolved")), 0, "image")
+    assert [axis_label(spec, i) for i in range(4)] == [
+        "input x, axis 0 (batch)", "input x, axis 1 (channels)", "input x, axis 2 (height)", "input x, axis 3 (width)"]
+    assert suggested_sizes(spec, 3) == (320, 224, 640)  # the height set: a square image first
+    ids = InputSpec("input_ids", "int64", (DimSpec(1, "batch", "batch"), DimSpec(None, "seq", "unresolved")),
+                    0, "token_ids")
+    assert axis_label(ids, 1) == "input input_ids, axis 1 (sequence)" and suggested_sizes(ids, 1) == (128, 256, 512)

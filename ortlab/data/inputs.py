@@ -115,6 +115,41 @@ class InputSpec:
         return f"{self.name} {self.dtype} [{', '.join(d.label() for d in self.dims)}] {self.role}{batch}"
 
 
+COMMON_SIZES = {"batch": (1, 4, 8, 16), "height": (224, 320, 640), "width": (224, 320, 640),
+                "sequence": (128, 256, 512), "channels": (1, 3)}
+
+
+def axis_meaning(spec: InputSpec, i: int) -> str:
+    """What axis ``i`` of ``spec`` is: "batch", "channels", "height", "width" (image inputs), "sequence" (the
+    axis after the batch of token ids and masks), else ""."""
+    if spec.batch_axis == i:
+        return "batch"
+    if spec.role == "image":
+        axes = _image_axes(spec.model_shape(), spec.dtype)
+        if axes is not None and i in axes:
+            return ("channels", "height", "width")[axes.index(i)]
+    if spec.role in ("token_ids", "mask") and spec.batch_axis is not None and i == spec.batch_axis + 1:
+        return "sequence"
+    return ""
+
+
+def axis_label(spec: InputSpec, i: int) -> str:
+    """A dim's label by input and axis, never by the exporter's name: ``input x, axis 2 (height)``."""
+    meaning = axis_meaning(spec, i)
+    return f"input {spec.name}, axis {i}" + (f" ({meaning})" if meaning else "")
+
+
+def suggested_sizes(spec: InputSpec, i: int) -> tuple[int, ...]:
+    """Sizes to suggest for an open dim: the value another dim of the same meaning already has (a square image:
+    width = height), then the common sizes of its kind."""
+    meaning = axis_meaning(spec, i)
+    same = [d.value for j, d in enumerate(spec.dims)
+            if j != i and d.value is not None and meaning in ("height", "width")
+            and axis_meaning(spec, j) in ("height", "width")]
+    out = list(dict.fromkeys([*same, *COMMON_SIZES.get(meaning, ())]))
+    return tuple(out)
+
+
 # -- inference -------------------------------------------------------------------------------------------------
 
 

@@ -48,6 +48,8 @@ DEMO_RECIPE = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.
                      opt_level=OptLevel.EXTENDED)
 DEMO_LABEL = "▶ Run the demo: int8 static QDQ + graph optimization"
 DEFAULT_EVAL_SAMPLES = 64
+WHAT_ORTLAB_DOES = ("ortlab makes an ONNX model smaller and faster with ONNX Runtime (graph optimization, fp16, "
+                    "int8) and tells you whether each result is still ok, degraded or broken on your data.")
 
 
 def workspace() -> Workspace:
@@ -449,7 +451,9 @@ def spec_rows(specs) -> list[dict]:
                      "model shape": "[" + ", ".join(str(d) for d in s.model_shape()) + "]",
                      "shape used": "[" + ", ".join("?" if d.value is None else str(d.value) for d in s.dims) + "]",
                      "batch axis": "none" if s.batch_axis is None else str(s.batch_axis),
-                     "from": ", ".join(f"{d.name or i}: {d.source}" + (f" ({d.reason})" if d.source == "default" else "")
+                     # by axis, not by the exporter's name ("p2o.DynamicDimension.1"; the model shape has it)
+                     "from": ", ".join(f"{api.axis_label(s, i).split(', ', 1)[1]}: {d.source}"
+                                       + (f" ({d.reason})" if d.source == "default" else "")
                                        for i, d in enumerate(s.dims) if d.source != "model") or "model"})
     return rows
 

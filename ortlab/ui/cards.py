@@ -98,13 +98,36 @@ def io_rows(info) -> list[dict]:
     return rows
 
 
-def io_columns() -> dict:
-    """Column configs of :func:`io_rows`: the shape gets the room symbolic dimensions need."""
+def weight_rows(info) -> list[dict]:
+    """Rows of the model's weights by dtype and where they are stored: initializers, and (PP-OCR style exports)
+    the float tensors held in Constant nodes."""
+    rows = [{"dtype": k, "stored in": "initializers", "bytes": format_bytes(v)}
+            for k, v in info.initializer_bytes.items()]
+    if info.constant_bytes:
+        rows.append({"dtype": "float", "stored in": "Constant nodes", "bytes": format_bytes(info.constant_bytes)})
+    return rows
+
+
+def text_width(rows: list[dict], column: str, minimum: int = 120) -> int:
+    """Pixels a table column needs to show its longest value uncut (about 8 px a character, plus padding)."""
+    longest = max((len(str(r.get(column, ""))) for r in rows), default=0)
+    return max(minimum, 8 * max(longest, len(column)) + 24)
+
+
+def io_columns(rows: list[dict] | None = None) -> dict:
+    """Column configs of :func:`io_rows`: the shape column is as wide as its longest shape (symbolic dims such
+    as "p2o.DynamicDimension.1" are long), so it is never cut; the table scrolls sideways instead."""
     return {"": st.column_config.TextColumn("", width="small"),
             "name": st.column_config.TextColumn("name", width="medium"),
             "dtype": st.column_config.TextColumn("dtype", width="small"),
-            "shape": st.column_config.TextColumn("shape", width="large",
+            "shape": st.column_config.TextColumn("shape", width=text_width(rows or [], "shape", 300),
                                                  help="? = a dimension the model leaves open.")}
+
+
+def spec_columns(rows: list[dict]) -> dict:
+    """Column configs of the input-shapes table: the shapes and their sources are never cut."""
+    return {c: st.column_config.TextColumn(c, width=text_width(rows, c))
+            for c in ("model shape", "shape used", "from")}
 
 
 def eval_cards(ev: EvalReport, ref_name: str, cand_name: str, verdict: Verdict | None = None) -> None:

@@ -78,9 +78,12 @@ def error_message(step: str, exc: BaseException, hint: str = "") -> tuple[str, s
 
 
 def show_message(level: str, text: str) -> None:
-    """Show ``text`` as st.error / warning / info / success (``level``): as literal text (names in it are never
-    Markdown) with workspace-relative paths."""
+    """Show ``text`` as st.error / warning / info / success / caption (``level``): as literal text (names in it are
+    never Markdown) with workspace-relative paths."""
     shown = md(public_paths(text, _workspace_root()))
+    if level == "caption":
+        st.caption(shown)
+        return
     {"error": st.error, "warning": st.warning, "info": st.info, "success": st.success}[level](shown)
 
 

@@ -251,6 +251,15 @@ def _rerun_panel() -> None:
         (st.warning if "lowered" in sentence else st.info)(md(sentence))
 
 
+def sample_count_text(a: Artifact) -> str:
+    """How many evaluation samples the analysis will run on: the run's own evaluation set (at most
+    ``N_SAMPLES``) when it was verified on one, else "up to N"."""
+    ev = a.evaluation
+    if a.spec is not None and a.spec.evaluation is not None and ev is not None and ev.n_samples:
+        return str(min(N_SAMPLES, ev.n_samples))
+    return f"up to {N_SAMPLES}"
+
+
 def section(cand) -> None:
     """Compare's "Per-node error" tab for the candidate variant ``cand``."""
     _rerun_panel()
@@ -261,7 +270,7 @@ def section(cand) -> None:
                 "one as the candidate.")
         return
     st.caption(f"Each quantized node's output in {QDQ_FILE} against the same tensor of the fp32 source, on "
-               f"{N_SAMPLES} evaluation samples. *Local*: the node alone on fp32 inputs; *accumulated*: in the "
+               f"{sample_count_text(a)} evaluation samples. *Local*: the node alone on fp32 inputs; *accumulated*: in the "
                "quantized model, with everything upstream; *added dB*: what upstream nodes add.")
     task = state.job("analyze")
     running = task is not None and not task.done

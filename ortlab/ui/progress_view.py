@@ -104,7 +104,8 @@ def _recipe_job(where: str) -> None:
         a = actions.finish_recipe_job(job)
         level, text = finish_message(job.result, job.meta['recipe'].label(), job.elapsed)
         if first_time and job.meta.get("land_on_compare") and mine:
-            state.flash(text, level)
+            # Compare draws the verdict itself (its banner, first): the landing note says only what ran, once
+            state.flash(f"Ran {job.meta['recipe'].label()} in {job.elapsed:.1f} s; its verdict is above.", "caption")
             st.switch_page("pages/compare.py")
         if a is not None:
             where = "see Compare and History" if mine else f"select {job.meta.get('model', 'its model')} to compare it"

@@ -84,7 +84,10 @@ def draw(slot=None) -> None:
         ds = state.dataset()
         if ds is not None and ds.is_random:
             st.warning("Random data: results are flagged.")
-        st.markdown(f"**Artifacts** · {len(state.artifacts())}")
+        mine = len(actions.model_artifacts())
+        others = len(state.artifacts()) - mine
+        st.markdown(f"**Artifacts** · {mine}" + (f" (+{others} of other models)" if others > 0 else ""),
+                    help="This session's runs of the current model; other models' runs are on History.")
         job = state.job("recipe")
         if job is not None and not job.done:
             st.info(f"Running: {md(job.meta['recipe'].label())}")
