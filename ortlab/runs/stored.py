@@ -15,7 +15,7 @@ from ortlab.core.errors import OrtlabError
 from ortlab.data.samples import samples_root
 from ortlab.runs.artifact import Artifact
 from ortlab.runs.runspec import DataRef
-from ortlab.runs.workspace import Workspace
+from ortlab.runs.workspace import Workspace, folder_bytes
 
 DATA_DIR = "data"  # uploaded data sets: ``<workspace>/data/<digest>/{calibration,evaluation}``
 MODEL = "model"
@@ -49,18 +49,6 @@ class DeletedItem:
     name: str
     run_ids: list[int]
     freed_bytes: int
-
-
-def folder_bytes(folder: Path) -> int:
-    """Bytes of the files under ``folder``, symbolic links neither followed nor counted beyond their own size."""
-    total = 0
-    for dirpath, _dirs, files in os.walk(folder):  # os.walk does not descend into linked folders
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                pass
-    return total
 
 
 def _children(parent: Path) -> list[Path]:

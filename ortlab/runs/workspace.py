@@ -84,6 +84,18 @@ class DeletedRun:
     freed_bytes: int
 
 
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of the files under ``folder``, symbolic links neither followed nor counted beyond their own size."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(folder):  # os.walk does not descend into linked folders
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
+    return total
+
 class Workspace:
     """A folder holding ``models/``, ``artifacts/`` and ``history.sqlite``.
 
@@ -135,14 +147,7 @@ class Workspace:
 
     def size_bytes(self) -> int:
         """Bytes of every file in the workspace (imports, data, artifacts, history)."""
-        total = 0
-        for dirpath, _dirs, files in os.walk(self.root):
-            for name in files:
-                try:
-                    total += os.lstat(os.path.join(dirpath, name)).st_size
-                except OSError:
-                    pass
-        return total
+        return folder_bytes(self.root)
 
     def delete_run(self, run_id: int) -> DeletedRun:
         """Delete a run: its History row, the benchmarks that timed it, and its folder when that lies under

@@ -172,6 +172,14 @@ class IsolatedLatencyRun(LatencyRun):
     ``child_pid`` (reported by the child) and ``peak_rss_mb`` (the child's peak resident memory, read by the
     child itself after its last run)."""
 
+
+    def _child_args(self) -> dict:
+        """What the timing child needs to build the same run (JSON-safe)."""
+        return {"model_path": str(self.model_path.resolve()), "config": self.config.to_dict(),
+                "batch_size": self.batch_size, "variant": self.variant,
+                "profile_dir": str(self._profile_dir.resolve()) if self._profile_dir is not None else None,
+                "dims": dict(self._dims) if self._dims else None, "opt_level": OptLevel(self._opt_level).value,
+                "shapes": self._shapes, "values": self._values, "memory_gb": self.memory_gb, "runtime": self.runtime}
     def __init__(self, *args, memory_gb: float | None = None, **kwargs) -> None:
         self.child_pid: int | None = None
         self.peak_rss_mb: float | None = None
@@ -186,11 +194,7 @@ class IsolatedLatencyRun(LatencyRun):
         self._check()
         if os.name != "posix":
             raise BenchmarkError("Timing in a separate process needs Linux or macOS; use latency_samples().")
-        args = {"model_path": str(self.model_path.resolve()), "config": self.config.to_dict(),
-                "batch_size": self.batch_size, "variant": self.variant,
-                "profile_dir": str(self._profile_dir.resolve()) if self._profile_dir is not None else None,
-                "dims": dict(self._dims) if self._dims else None, "opt_level": OptLevel(self._opt_level).value,
-                "shapes": self._shapes, "values": self._values, "memory_gb": self.memory_gb, "runtime": self.runtime}
+        args = self._child_args()
         env, cwd = child_env()
         ours, theirs = multiprocessing.Pipe(duplex=True)
         stderr = tempfile.TemporaryFile()
@@ -371,12 +375,7 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
         self._check()
         if os.name != "posix":
             raise BenchmarkError("Timing in a separate process needs Linux or macOS; use LatencyBlocks.")
-        args = {"model_path": str(self.model_path.resolve()), "config": self.config.to_dict(),
-                "batch_size": self.batch_size, "variant": self.variant,
-                "profile_dir": str(self._profile_dir.resolve()) if self._profile_dir is not None else None,
-                "dims": dict(self._dims) if self._dims else None, "opt_level": OptLevel(self._opt_level).value,
-                "shapes": self._shapes, "values": self._values, "memory_gb": self.memory_gb, "runtime": self.runtime,
-                "blocks": True}
+        args = {**self._child_args(), "blocks": True}
         env, cwd = child_env()
         ours, theirs = multiprocessing.Pipe(duplex=True)
         self._stderr = tempfile.TemporaryFile()
