@@ -111,9 +111,30 @@ def start_quick(ref, cand) -> BenchHandle:
     return started(handle)  # type: ignore[return-value]
 
 
+def _draw(found) -> None:
+    s = found.speedup
+    c = st.columns(3)
+    c[0].metric("Latency b1 · reference (p50)", f"{found.ref.p50:.2f} ms", border=True,
+                help=f"p90 {found.ref.p90:.2f} ms · p99 {found.ref.p99:.2f} ms · {found.ref.n} runs")
+    c[1].metric("Latency b1 · candidate (p50)", f"{found.cand.p50:.2f} ms",
+                f"{100 * (found.cand.p50 / found.ref.p50 - 1):+.0f}%", delta_color="inverse", border=True,
+                help=f"p90 {found.cand.p90:.2f} ms · p99 {found.cand.p99:.2f} ms · {found.cand.n} runs")
+    c[2].metric("Speed-up (p50)", f"{s:.2f}×" if s >= 1 else f"{s:.2f}× (slower)", border=True,
+                help="Reference p50 ÷ candidate p50, both timed in the same benchmark.")
+    st.caption(found.sentence() + " Time more batch sizes and threads on the Benchmark page.")
+
+
+def _failed(handle) -> None:
+    if handle.state != DONE and not handle.handled:
+        handle.handled = True
+        level, text = error_message("Timing the pair", handle.error or Exception("it did not finish"))
+        show_message("warning" if level == "error" else level, text)
+
+
 def section(ref, cand) -> None:
-    """Compare's speed line: the latest benchmark of the pair, else a quick timing started in the background
-    (polled until it ends)."""
+    """Compare's speed line: the latest benchmark of the pair, else a quick timing started in the background,
+    polled in a fragment that draws the speed when it ends (only the fragment reruns: the graph view and its
+    zoom stay as they are)."""
     if ref.id == cand.id:
         return
     found = latest_pair(ref, cand)
@@ -124,31 +145,25 @@ def section(ref, cand) -> None:
             if handle.done:  # finished at once (tests): it is in History now
                 found = latest_pair(ref, cand)
     if found is not None:
-        s = found.speedup
-        c = st.columns(3)
-        c[0].metric("Latency b1 · reference (p50)", f"{found.ref.p50:.2f} ms", border=True,
-                    help=f"p90 {found.ref.p90:.2f} ms · p99 {found.ref.p99:.2f} ms · {found.ref.n} runs")
-        c[1].metric("Latency b1 · candidate (p50)", f"{found.cand.p50:.2f} ms",
-                    f"{100 * (found.cand.p50 / found.ref.p50 - 1):+.0f}%", delta_color="inverse", border=True,
-                    help=f"p90 {found.cand.p90:.2f} ms · p99 {found.cand.p99:.2f} ms · {found.cand.n} runs")
-        c[2].metric("Speed-up (p50)", f"{s:.2f}×" if s >= 1 else f"{s:.2f}× (slower)", border=True,
-                    help="Reference p50 ÷ candidate p50, both timed in the same benchmark.")
-        st.caption(found.sentence() + " Time more batch sizes and threads on the Benchmark page.")
+        _draw(found)
         return
     if handle is None:
         return
-    if not handle.done:
-        @st.fragment(run_every=1.0)
-        def poll() -> None:
-            handle.drain()
+    if handle.done:
+        _failed(handle)
+        return
+
+    @st.fragment(run_every=1.0)
+    def poll() -> None:
+        handle.drain()
+        if not handle.done:
             st.caption(f":material/timer: Timing both models at batch 1 in the background "
                        f"({QUICK.duration_s:g} s each)… the speed appears here when it ends.")
-            if handle.done:
-                st.rerun()
+            return
+        got = latest_pair(ref, cand)
+        if got is not None:
+            _draw(got)
+        else:
+            _failed(handle)
 
-        poll()
-        return
-    if handle.state != DONE and not handle.handled:
-        handle.handled = True
-        level, text = error_message("Timing the pair", handle.error or Exception("it did not finish"))
-        show_message("warning" if level == "error" else level, text)
+    poll()
