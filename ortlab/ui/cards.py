@@ -63,6 +63,9 @@ def sqnr_text(o: OutputError) -> str:
 LONG_VALUE = 10
 
 
+CARDS_PER_ROW = 4
+
+
 def metric_row(items: list[tuple]) -> None:
     """One row of bordered metric cards: (label, value, delta, help[, delta_color]); delta_color "inverse"
     makes a decrease green (sizes, latency), "off" makes it grey."""
@@ -159,7 +162,8 @@ def eval_cards(ev: EvalReport, ref_name: str, cand_name: str, verdict: Verdict |
         items.append(("SQNR (worst output)", sqnr_text(worst), None,
                       "Signal-to-quantization-noise ratio: higher is closer to the reference; >30 dB is usually fine."))
     items.append(("Samples", str(ev.n_samples), None, None))
-    metric_row(items[:6])
+    for i in range(0, min(len(items), 8), CARDS_PER_ROW):  # at most 4 a row: labels stay on one or two lines at 1280 px
+        metric_row(items[i:i + CARDS_PER_ROW])
 
 
 def sqnr_db_text(x: float) -> str:
