@@ -12,7 +12,6 @@ second) would cost more than the read.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -77,9 +76,6 @@ def _child(task: str, args_json: str, fd: int) -> None:
     """Runs inside the child interpreter: apply the memory limit, run ``task``, send its result over ``fd``."""
     from multiprocessing.connection import Connection
 
-    # what the tasks import is loaded before the limit, so that the limit measures the model, not Python
-    importlib.import_module("ortlab.runtime.providers")
-    importlib.import_module("ortlab.settings.config")
     conn = Connection(fd)
     args = json.loads(args_json)
     limit = args.pop("memory_gb", None)

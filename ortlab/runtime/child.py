@@ -63,13 +63,18 @@ def too_big(limit: float | None, what: str = "This run", todo: str = "use smalle
             f"${MEMORY_ENV}); {todo}, or raise the limit.")
 
 
-def error_of(kind: str, message: str, step: str | None) -> OrtlabError:
+def error_of(kind: str, message: str, step: str | None,
+             default: type[OrtlabError] = OrtlabError) -> OrtlabError:
     """The error a child reported (its class name, message and step), as that :class:`OrtlabError` subclass of
-    :mod:`ortlab.core.errors` (every error class the engine raises across a process lives there)."""
+    :mod:`ortlab.core.errors` (every error class the engine raises across a process lives there); ``default`` for
+    a name that is not one, or a subclass that takes other arguments."""
     cls = getattr(errors, str(kind), None)
     if not (isinstance(cls, type) and issubclass(cls, OrtlabError)):
-        cls = OrtlabError
-    return cls(message, step=step)
+        cls = default
+    try:
+        return cls(message, step=step)
+    except TypeError:  # a subclass with another signature
+        return default(message, step=step)
 
 
 def last_line(log: IO[bytes] | None) -> str:

@@ -24,8 +24,7 @@ from ortlab.settings.config import BenchConfig, OptLevel
 from ortlab.core.errors import BenchmarkError, OrtlabError
 from ortlab.core.progress import CancelToken
 from ortlab.core.text import one_line
-from ortlab.runtime.child import STOP_GRACE_S, child_env, reap
-from ortlab.core import errors
+from ortlab.runtime.child import STOP_GRACE_S, child_env, error_of, reap
 from ortlab.timing.bench import LatencyRun, LatencySample, LatencySummary, _maxrss_mb, latency_samples, summarize
 
 
@@ -156,22 +155,26 @@ def memory_message(limit_gb: float | None, variant: str | None, batch_size: int)
             f"$ORTLAB_RUN_MEMORY_GB); use a smaller batch size or input shape, or raise the limit.")
 
 
-def _error_from_child(name: str, message: str, step: str | None) -> OrtlabError:
-    cls = getattr(errors, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, OrtlabError)):
-        cls = BenchmarkError
-    try:
-        return cls(message, step=step)
-    except TypeError:  # a subclass with another signature
-        return BenchmarkError(message, step=step)
-
-
 class IsolatedLatencyRun(LatencyRun):
     """A :class:`LatencyRun` whose session and timed loop live in a child interpreter, so nothing in this
     process (a UI thread, the GIL) can disturb the timings. Same samples and end-of-run attributes, plus
     ``child_pid`` (reported by the child) and ``peak_rss_mb`` (the child's peak resident memory, read by the
     child itself after its last run)."""
 
+    def __init__(self, *args, memory_gb: float | None = None, **kwargs) -> None:
+        self.child_pid: int | None = None
+        self.peak_rss_mb: float | None = None
+        self.returncode: int | None = None
+        self.memory_gb = memory_gb
+        super().__init__(*args, **kwargs)
+
+    def _take_end(self, info: dict) -> None:
+        """The child's end-of-run report: providers, input shapes, profile, peak memory."""
+        self.providers = list(info["providers"])
+        self.input_shapes = {k: tuple(v) for k, v in info["input_shapes"].items()}
+        self.profile_path = info["profile_path"]
+        self.profile_note = info.get("profile_note")
+        self.peak_rss_mb = info["peak_rss_mb"]
 
     def _child_args(self) -> dict:
         """What the timing child needs to build the same run (JSON-safe)."""
@@ -180,12 +183,6 @@ class IsolatedLatencyRun(LatencyRun):
                 "profile_dir": str(self._profile_dir.resolve()) if self._profile_dir is not None else None,
                 "dims": dict(self._dims) if self._dims else None, "opt_level": OptLevel(self._opt_level).value,
                 "shapes": self._shapes, "values": self._values, "memory_gb": self.memory_gb, "runtime": self.runtime}
-    def __init__(self, *args, memory_gb: float | None = None, **kwargs) -> None:
-        self.child_pid: int | None = None
-        self.peak_rss_mb: float | None = None
-        self.returncode: int | None = None
-        self.memory_gb = memory_gb
-        super().__init__(*args, **kwargs)
 
     def _generate(self) -> Generator[LatencySample, None, None]:
         import multiprocessing
@@ -247,16 +244,11 @@ class IsolatedLatencyRun(LatencyRun):
             elif kind == "start":
                 self.child_pid = int(msg[1])
             elif kind == "end":
-                info = msg[1]
-                self.providers = list(info["providers"])
-                self.input_shapes = {k: tuple(v) for k, v in info["input_shapes"].items()}
-                self.profile_path = info["profile_path"]
-                self.profile_note = info.get("profile_note")
-                self.peak_rss_mb = info["peak_rss_mb"]
-                self.cancelled = bool(info["cancelled"]) or stop_at is not None
+                self._take_end(msg[1])
+                self.cancelled = bool(msg[1]["cancelled"]) or stop_at is not None
                 return
             elif kind == "error":
-                raise _error_from_child(*msg[1:])
+                raise error_of(msg[1], msg[2], msg[3], default=BenchmarkError)
 
     @staticmethod
     def _request_stop(conn) -> float:
@@ -411,7 +403,7 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
             if msg[0] == "start":
                 self.child_pid = int(msg[1])
             elif msg[0] == "error":
-                raise _error_from_child(*msg[1:])
+                raise error_of(msg[1], msg[2], msg[3], default=BenchmarkError)
             elif msg[0] == want:
                 return msg
 
@@ -435,12 +427,7 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
         self._conn.send("stop")
         msg = self._wait_for("end", None)
         assert msg is not None
-        info = msg[1]
-        self.providers = list(info["providers"])
-        self.input_shapes = {k: tuple(v) for k, v in info["input_shapes"].items()}
-        self.profile_path = info["profile_path"]
-        self.profile_note = info.get("profile_note")
-        self.peak_rss_mb = info["peak_rss_mb"]
+        self._take_end(msg[1])
 
     def close(self) -> None:
         """Close the pipe and reap the child (terminated if it does not stop within ``STOP_GRACE_S``)."""
