@@ -18,7 +18,7 @@ from ortlab.core.progress import ProgressEvent
 from ortlab.core.text import one_line
 from ortlab.checks.verdict import Level, VerdictPolicy
 from ortlab.api import (
-    bench_config_problems, find_by_path, find_by_sha256, find_for_model, inspect_model, list_samples, load_path,
+    bench_config_problems, find_for_model, inspect_model, list_samples, load_path,
     parse_shape, samples_root, worse_or_equal,
 )
 from ortlab.core.errors import DataError
@@ -267,9 +267,7 @@ def data_ref(path: str | None, ns: argparse.Namespace | None = None, **subset: A
 def find_sample(model_path: Path, info: ModelInfo | None = None):
     """The bundled sample whose model is ``model_path`` (same file or same bytes: ``info.sha256`` when the model
     was already read), or None."""
-    if info is None:
-        return find_for_model(model_path)
-    return find_by_path(model_path) or find_by_sha256(info.sha256)
+    return find_for_model(model_path, info.sha256 if info is not None else None)
 
 
 def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None, images: bool = True,

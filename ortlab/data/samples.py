@@ -178,9 +178,9 @@ def find_by_sha256(sha256: str, root=None) -> SampleModel | None:
     return None
 
 
-def find_for_model(model_path) -> SampleModel | None:
-    """The bundled sample whose model is ``model_path`` (the same file, or the same bytes elsewhere), or None."""
-
+def find_for_model(model_path, sha256: str | None = None) -> SampleModel | None:
+    """The bundled sample whose model is ``model_path`` (the same file, or the same bytes elsewhere), or None.
+    ``sha256``: the model's hash when the caller already has it (the file is then not read again)."""
     try:
         same = find_by_path(model_path)
         if same is not None:
@@ -188,6 +188,6 @@ def find_for_model(model_path) -> SampleModel | None:
         size = Path(model_path).stat().st_size
         if not any(s.model_path.stat().st_size == size for s in list_samples(skip_broken=True)):
             return None  # no sample can have the same bytes: skip hashing the model
-        return find_by_sha256(sha256_file(model_path))
+        return find_by_sha256(sha256 or sha256_file(model_path))
     except (OrtlabError, OSError):
         return None

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ortlab.core.errors import ModelLoadError, RecipeError
-from ortlab.data.samples import find_by_path, find_by_sha256, get_sample
+from ortlab.data.samples import find_for_model, get_sample
 from ortlab.model.inspect import ModelInfo, inspect_model
 from ortlab.runs.runspec import RunSpec
 from ortlab.runtime.providers import working_providers
@@ -61,6 +61,6 @@ def prepare_run(spec: RunSpec, info: ModelInfo | None = None) -> RunSpec:
         raise ModelLoadError(f"Model file not found: {spec.model}.")
     info = info if info is not None else inspect_model(spec.model)
     warnings, notes = check_recipe(spec.recipe, has_data=spec.calibration is not None)
-    sample = get_sample(spec.sample) if spec.sample else (find_by_path(spec.model) or find_by_sha256(info.sha256))
+    sample = get_sample(spec.sample) if spec.sample else find_for_model(spec.model, info.sha256)
     return replace(spec, model_info=info.to_dict(), sample=sample.name if sample is not None else None,
                    warnings=tuple(warnings), notes=tuple(notes))
