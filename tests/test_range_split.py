@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from reference import photo_parts
 from PIL import Image
 
 from ortlab.checks.analyze import analyze
@@ -27,7 +27,6 @@ from ortlab.transforms.range_split import JOINING_OPS, find_range_splits, width
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "yolov8_detector.onnx"
-PHOTOS = ROOT / "sample_models" / "efficientnet_lite0"
 DIGITS = ROOT / "sample_models" / "digits_cnn"
 N_IMAGES = 8
 CONCAT = "/model.22/Concat_5"
@@ -37,15 +36,7 @@ F1_GAIN = 0.8  # measured: anchor-level F1 vs fp32 0.00 with range-split off, 0.
 
 @pytest.fixture(scope="module")
 def photos(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("range_split_photos")
-    parts = {}
-    for part in ("calibration", "evaluation"):
-        folder = root / part
-        folder.mkdir()
-        for src in sorted((PHOTOS / part).glob("*.jpg"))[::8][:N_IMAGES]:
-            shutil.copy(src, folder / src.name)
-        parts[part] = folder
-    return parts
+    return photo_parts(tmp_path_factory.mktemp("range_split_photos"), N_IMAGES)
 
 
 def _feed(folder: Path) -> list[np.ndarray]:

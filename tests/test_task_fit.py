@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from reference import matches, nms
 from onnx import TensorProto, helper, numpy_helper
 from PIL import Image
 
@@ -177,47 +178,9 @@ def _scaled_detector(path: Path, score_scale: float, box_shift: float) -> Path:
     return path
 
 
-def _detections(out: np.ndarray, threshold: float = 0.3, nms: float = 0.45):
+def _detections(out: np.ndarray, threshold: float = 0.3, overlap: float = 0.45):
     a = out[0].astype(np.float64).T  # [8400, 12]
-    cls = a[:, 4:].argmax(1)
-    score = a[:, 4:].max(1)
-    keep = score > threshold
-    cx, cy, w, h = a[keep, 0], a[keep, 1], a[keep, 2], a[keep, 3]
-    boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], 1)
-    score, cls = score[keep], cls[keep]
-    kept = []
-    for k in set(cls.tolist()):
-        idx = sorted(np.flatnonzero(cls == k), key=lambda i: -score[i])
-        while idx:
-            i = idx.pop(0)
-            kept.append(i)
-            idx = [j for j in idx if _iou(boxes[i], boxes[j]) <= nms]
-    return boxes[kept], score[kept], cls[kept]
-
-
-def _iou(a, b) -> float:
-    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - w * h
-    return w * h / union if union > 0 else 0.0
-
-
-def _matches(ref, cand) -> int:
-    rb, _, rc = ref
-    cb, cs, cc = cand
-    used: set[int] = set()
-    n = 0
-    for i in np.argsort(-cs, kind="stable"):
-        best, best_j = 0.0, None
-        for j in range(len(rb)):
-            if j not in used and rc[j] == cc[i]:
-                o = _iou(cb[i], rb[j])
-                if o > best:
-                    best, best_j = o, j
-        if best_j is not None and best >= 0.5:
-            used.add(best_j)
-            n += 1
-    return n
+    return nms(a[:, :4], a[:, 4:].max(1), a[:, 4:].argmax(1), threshold, overlap)
 
 
 def _sqnr(r: np.ndarray, c: np.ndarray) -> float:
@@ -244,7 +207,7 @@ def test_detections_are_decoded_and_matched_by_class_and_iou(tmp_path, photos):
     r_out, c_out = _outputs(YOLOV8, x, "output0"), _outputs(cand, x, "output0")
     ref_d = [_detections(o) for o in r_out]
     cand_d = [_detections(o) for o in c_out]
-    matched = sum(_matches(r, c) for r, c in zip(ref_d, cand_d))
+    matched = sum(matches(r, c) for r, c in zip(ref_d, cand_d))
     n_ref, n_cand = sum(len(d[1]) for d in ref_d), sum(len(d[1]) for d in cand_d)
     assert (b.matched, b.ref_total, b.cand_total) == (matched, n_ref, n_cand)
     f1 = 2 * matched / (n_ref + n_cand)

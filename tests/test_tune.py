@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
+from reference import photo_parts
+
 from ortlab.settings.config import OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target
 from ortlab.checks.eval_report import BoxesMetrics, EvalReport, OutputError, Task, TaskMetrics
 from ortlab.checks.verdict import Level, VerdictPolicy, judge
@@ -451,19 +453,10 @@ def test_keep_in_float_search_mends_the_detector_when_range_split_is_off(tmp_pat
     """The yolov8 fixture with range-split forced off is broken (its final Concat crushes the scores); the
     keep-in-float search, scored on detections and score channels, finds that Concat (or its chain) first and the
     result is no longer broken."""
-    import shutil
-
     from ortlab.runs.workspace import Workspace
 
     fx = Path(__file__).parent / "fixtures"
-    photos = Path(__file__).resolve().parents[1] / "sample_models" / "efficientnet_lite0"
-    parts = {}
-    for part in ("calibration", "evaluation"):
-        folder = tmp_path / part
-        folder.mkdir()
-        for src in sorted((photos / part).glob("*.jpg"))[::8][:8]:
-            shutil.copy(src, folder / src.name)
-        parts[part] = folder
+    parts = photo_parts(tmp_path)
     recipes = [Recipe(precision=Precision.INT8, quant=QuantConfig(range_split=False), name="int8 no range-split")]
     tuner = Tuner(fx / "yolov8_detector.onnx", DataRef(path=str(parts["calibration"])),
                   DataRef(path=str(parts["evaluation"]), count=8), workspace=Workspace(tmp_path / "ws"),

@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 import pytest
+from reference import matches, nms, photo_parts
 from PIL import Image
 
 from ortlab.cli import main as cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
-PHOTOS = Path(__file__).resolve().parents[1] / "sample_models" / "efficientnet_lite0"
 N_IMAGES = 8  # per part: calibration and evaluation photos (the detectors run at 256² and 640²); all are verified
 SEQ = 16
 RECIPES = {
@@ -55,13 +54,7 @@ KNOWN_BROKEN = {("db_detector", "fp16"), ("db_detector", "static")}
 def data(tmp_path_factory) -> dict[str, dict]:
     """Each fixture's data flags (calibration and a disjoint evaluation part) and shape flags."""
     root = tmp_path_factory.mktemp("walk_data")
-    parts = {}
-    for part in ("calibration", "evaluation"):
-        folder = root / part
-        folder.mkdir()
-        for src in sorted((PHOTOS / part).glob("*.jpg"))[::8][:N_IMAGES]:
-            shutil.copy(src, folder / src.name)
-        parts[part] = folder
+    parts = photo_parts(root, N_IMAGES)
     images = {"cal": parts["calibration"], "eval": parts["evaluation"], "images": parts["evaluation"], "extra": []}
     text = {"cal": FIXTURES / "text_calibration.txt", "eval": FIXTURES / "text_evaluation.txt",
             "extra": ["--tokenizer", str(FIXTURES / "text_tokenizer.json"), "--seq-len", str(SEQ)]}
@@ -171,7 +164,7 @@ def independent_check(fixture: str, src: Path, dst: Path, evaluation: Path) -> t
         matched = n_ref = n_cand = 0
         for r, c in zip(ref["output0"], cand["output0"]):
             rd, cd = _yolo_detections(r[0]), _yolo_detections(c[0])
-            matched += _yolo_matches(rd, cd)
+            matched += matches(rd, cd)
             n_ref, n_cand = n_ref + len(rd[1]), n_cand + len(cd[1])
         if n_ref + n_cand:
             f1 = 2 * matched / (n_ref + n_cand)
@@ -210,41 +203,10 @@ def checked(fixture: str, recipe: str, walk, data, capsys) -> tuple[str, dict[st
 # -- the matrix -----------------------------------------------------------------------------------------------------
 
 
-def _yolo_detections(a: np.ndarray, threshold: float = 0.3, nms: float = 0.45):
+def _yolo_detections(a: np.ndarray, threshold: float = 0.3, overlap: float = 0.45):
     """[anchors, 4 box + objectness + classes] → boxes (x1 y1 x2 y2), scores, classes after per-class NMS."""
     score_all = a[:, 5:] * a[:, 4:5]
-    cls, score = score_all.argmax(1), score_all.max(1)
-    keep = score > threshold
-    cx, cy, w, h = (a[keep, i] for i in range(4))
-    boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], 1)
-    score, cls = score[keep], cls[keep]
-    kept: list[int] = []
-    for k in set(cls.tolist()):
-        idx = sorted(np.flatnonzero(cls == k), key=lambda i: -score[i])
-        while idx:
-            i = idx.pop(0)
-            kept.append(int(i))
-            idx = [j for j in idx if _iou(boxes[i], boxes[j]) <= nms]
-    return boxes[kept], score[kept], cls[kept]
-
-
-def _iou(a, b) -> float:
-    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - w * h
-    return w * h / union if union > 0 else 0.0
-
-
-def _yolo_matches(ref, cand) -> int:
-    used: set[int] = set()
-    n = 0
-    for i in np.argsort(-cand[1], kind="stable"):
-        pairs = [(_iou(cand[0][i], ref[0][j]), j) for j in range(len(ref[1])) if j not in used and ref[2][j] == cand[2][i]]
-        best = max(pairs, default=(0.0, -1))
-        if best[0] >= 0.5:
-            used.add(best[1])
-            n += 1
-    return n
+    return nms(a[:, :4], score_all.max(1), score_all.argmax(1), threshold, overlap)
 
 
 @pytest.mark.parametrize("recipe", list(RECIPES))
