@@ -121,43 +121,9 @@ def cycles(graph: ImportGraph) -> list[list[str]]:
     return found
 
 
-def floors(graph: ImportGraph) -> dict[str, int]:
-    """Each module's floor: 0 for a module that imports no ortlab module, else one above its highest import.
-    Only defined on a graph without cycles."""
-    memo: dict[str, int] = {}
-
-    def floor(v: str) -> int:
-        if v not in memo:
-            memo[v] = 0
-            memo[v] = max((floor(w) + 1 for w in graph.targets(v)), default=0)
-        return memo[v]
-
-    return {v: floor(v) for v in graph.modules}
-
-
-def floors_inside_layers(graph: ImportGraph) -> dict[str, int]:
-    """For each layer, how many floors its own files stand on each other (1: none imports another)."""
-    memo: dict[str, int] = {}
-
-    def floor(v: str) -> int:
-        if v not in memo:
-            memo[v] = 0
-            memo[v] = max((floor(w) + 1 for w in graph.targets(v) if layer(w) == layer(v)), default=0)
-        return memo[v]
-
-    out: dict[str, int] = {}
-    for m in graph.modules:
-        out[layer(m)] = max(out.get(layer(m), 0), floor(m) + 1)
-    return out
-
-
-def layer_floors(graph: ImportGraph) -> dict[str, int]:
-    """Each layer's floor in the graph of layers (one layer importing another is one step up)."""
-    deps: dict[str, set[str]] = {}
-    for e in graph.edges:
-        src, dst = layer(e.source), layer(e.target)
-        if src != dst:
-            deps.setdefault(src, set()).add(dst)
+def _floors(nodes: set[str], deps: dict[str, set[str]]) -> dict[str, int]:
+    """Each node's floor: 0 for one that depends on nothing, else one above its highest dependency (the graph
+    has no cycles: ``cycles`` checks that first)."""
     memo: dict[str, int] = {}
 
     def floor(v: str) -> int:
@@ -166,7 +132,28 @@ def layer_floors(graph: ImportGraph) -> dict[str, int]:
             memo[v] = max((floor(w) + 1 for w in deps.get(v, ())), default=0)
         return memo[v]
 
-    return {name: floor(name) for name in {layer(m) for m in graph.modules}}
+    return {v: floor(v) for v in nodes}
+
+
+def floors_inside_layers(graph: ImportGraph) -> dict[str, int]:
+    """For each layer, how many floors its own files stand on each other (1: none imports another)."""
+    deps: dict[str, set[str]] = {}
+    for e in graph.edges:
+        if layer(e.source) == layer(e.target):
+            deps.setdefault(e.source, set()).add(e.target)
+    out: dict[str, int] = {}
+    for m, f in _floors(set(graph.modules), deps).items():
+        out[layer(m)] = max(out.get(layer(m), 0), f + 1)
+    return out
+
+
+def layer_floors(graph: ImportGraph) -> dict[str, int]:
+    """Each layer's floor in the graph of layers (one layer importing another is one step up)."""
+    deps: dict[str, set[str]] = {}
+    for e in graph.edges:
+        if layer(e.source) != layer(e.target):
+            deps.setdefault(layer(e.source), set()).add(layer(e.target))
+    return _floors({layer(m) for m in graph.modules}, deps)
 
 
 def upward(graph: ImportGraph) -> list[Edge]:
