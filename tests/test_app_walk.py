@@ -18,7 +18,8 @@ import pytest
 
 pytest.importorskip("streamlit")
 from test_app import _navigation_mode_like_the_server, new_app
-from test_walk import FIXTURES, FP16_FAILS, KNOWN_BROKEN, PHOTOS, SEQ, SHAPES, independent_check
+from reference import PHOTOS
+from test_walk import FIXTURES, FP16_FAILS, KNOWN_BROKEN, SEQ, SHAPES, independent_check
 
 RECIPES = {"fp32": ("fp32", None), "fp16": ("fp16", None), "dynamic": ("int8", "dynamic"),
            "static": ("int8", "static")}
