@@ -27,8 +27,14 @@ REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("ORTLAB_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-default-apps",
-                 "--disable-domain-reliability", "--no-pings", "--metrics-recording-only"]
+                 "--disable-domain-reliability", "--no-pings", "--metrics-recording-only",
+                 # the tests talk only to the app; a proxy from the environment (https_proxy) would otherwise carry
+                 # the app's websocket when it is opened by a non-loopback address, and the page never connects
+                 "--no-proxy-server"]
 VIEWPORT: ViewportSize = {"width": 1600, "height": 2200}
+
+
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the app is local: never via a proxy
 
 
 def browser_missing() -> str | None:
@@ -74,7 +80,9 @@ def start_app(home: Path, address: str = "127.0.0.1", extra_args: tuple[str, ...
     streamlit, e.g. ``--secrets.files``); yields ``{"url", "home", "log"}`` once it is healthy."""
     log_path = home.parent / f"streamlit-{home.name}.log"
     port = port or free_port(address)
-    env = dict(os.environ, ORTLAB_HOME=str(home), PYTHONUNBUFFERED="1")
+    # everything these tests reach (the app, a mock sign-in provider) is on this machine: no proxy from the environment
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env.update(ORTLAB_HOME=str(home), PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
            "--server.address", address, "--server.headless", "true", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none", *extra_args]
@@ -88,7 +96,7 @@ def start_app(home: Path, address: str = "127.0.0.1", extra_args: tuple[str, ...
             if proc.poll() is not None:
                 pytest.fail(f"streamlit exited ({proc.returncode}):\n{log_path.read_text()[-3000:]}", pytrace=False)
             try:
-                with urllib.request.urlopen(base + "/_stcore/health", timeout=1) as r:
+                with _DIRECT.open(base + "/_stcore/health", timeout=1) as r:
                     if r.read().strip() == b"ok":
                         break
             except OSError:
