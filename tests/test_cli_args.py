@@ -283,3 +283,14 @@ def test_todays_flag_names_are_kept():
     bench = {fl.name for fl in flag_specs(BenchConfig, cli_common.BENCH_FLAGS_EXCLUDED)}
     assert {"--batch-sizes", "--runs", "--duration", "--warmup", "--threads", "--target",
             "--session-opt-level"} <= bench
+
+
+@pytest.mark.parametrize("command", [["optimize", "m.onnx", "out.onnx"], ["run", "recipe.json", "m.onnx"],
+                                     ["tune", "m.onnx", "--out", "o"]])
+def test_calibration_data_is_given_the_same_way_to_every_command_that_calibrates(command):
+    """``--calibration DIR`` and ``--data DIR`` both name the calibration data of optimize, run and tune (a user
+    who learned one command's flag is not told "unrecognized arguments" by the next)."""
+    parser = cli.build_parser()
+    dest = "data" if command[0] == "tune" else "calibration"
+    for flag in ("--calibration", "--data"):
+        assert getattr(parser.parse_args(command + [flag, "photos"]), dest) == "photos"
