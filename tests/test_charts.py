@@ -27,6 +27,16 @@ def test_every_variant_has_its_own_colour_and_its_openvino_twin_shares_it():
     assert [b.marker.pattern.shape for b in bars] == ["", "", "/", "/"]
 
 
+
+def test_runs_under_openvino_are_diamonds_in_the_variants_colour_and_every_hover_names_its_series():
+    names = {"original@1": "orig · batch 1", "original · OpenVINO@1": "orig · OpenVINO · batch 1"}
+    colors = charts.variant_colors(["original", "original · OpenVINO"])
+    fig = charts.latency_lines({sid: [1.0, 1.1, 0.9] for sid in names}, names, colors)
+    runs = {t.legendgroup: t for t in fig.data if t.mode == "markers"}
+    ort, ov = runs["original@1"], runs["original · OpenVINO@1"]
+    assert ort.marker.color == ov.marker.color and ort.marker.symbol != ov.marker.symbol
+    assert all(t.hovertemplate.endswith("</extra>") and "<extra></extra>" not in t.hovertemplate for t in fig.data)
+
 def test_a_long_p99_does_not_flatten_the_p50_bars_and_the_legend_has_its_own_margin():
     fig = charts.latency_panels([_s("a", 1.0, 1.2, 40.0), _s("b", 2.0, 2.2, 2.5)], {}, {"a": "#000", "b": "#111"})
     top = fig.layout.yaxis.range[1]

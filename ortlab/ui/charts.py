@@ -103,9 +103,10 @@ def op_counts_grouped(deltas: list[dict], names: tuple[str, str], colors: tuple[
     fig.update_layout(barmode="group", legend_traceorder="reversed")
     style(fig, title, height=max(360, 30 * len(rows) + 150))
     fig.update_yaxes(automargin=True)
-    # the legend goes between the title and the plot
-    fig.update_layout(title=dict(y=0.98, yref="container", yanchor="top"), margin=dict(t=100),
-                      legend=dict(yanchor="bottom", y=1.02, yref="paper"))
+    # the legend goes between the title and the plot: hung from a fixed place under the title, so a legend that
+    # wraps on a narrow screen grows down into the top margin (which it pushes) instead of up over the title
+    fig.update_layout(margin=dict(t=100), legend=dict(yanchor="top", y=1 - 68 / fig.layout.height,
+                                                      yref="container"))
     return fig
 
 
@@ -176,7 +177,8 @@ def latency_lines(series: dict[str, list[float]], names: dict[str, str], colors:
                   window: int = MEDIAN_WINDOW) -> go.Figure:
     """Per series (``variant@batch``): faint markers of the raw runs (at most ``cap``, the newest always
     included) and a bold rolling median of ``window`` runs, in the variant's colour with one dash per batch
-    size, on a log y axis so that rare spikes do not flatten everything else. x is the run number."""
+    size (a series under OpenVINO: diamonds on its line and for its runs), on a log y axis so that rare spikes
+    do not flatten everything else. x is the run number."""
     fig = go.Figure()
     batches = sorted({int(sid.partition("@")[2] or 1) for sid in series})
     for sid, values in series.items():
@@ -189,10 +191,13 @@ def latency_lines(series: dict[str, list[float]], names: dict[str, str], colors:
         v = np.asarray(values, dtype=np.float64)
         idx = downsample_indices(v.size, cap)
         x = (idx + 1).tolist()
-        fig.add_scatter(x=x, y=v[idx].tolist(), mode="markers", name=f"{name} · runs", legendgroup=sid,
-                        showlegend=False, marker=dict(color=color, size=4, opacity=0.25),
-                        hovertemplate="run %{x}: %{y:.3f} ms<extra></extra>", meta={"runs": int(v.size)})
         ov = is_openvino(vid)
+        # a run under OpenVINO is a small diamond, under ORT a dot: one colour per variant, the runtime by shape
+        fig.add_scatter(x=x, y=v[idx].tolist(), mode="markers", name=f"{name} · runs", legendgroup=sid,
+                        showlegend=False, marker=dict(color=color, size=5 if ov else 4, opacity=0.25,
+                                                      symbol="diamond" if ov else "circle"),
+                        hovertemplate="run %{x}: %{y:.3f} ms<extra>%{fullData.name}</extra>",
+                        meta={"runs": int(v.size)})
         fig.add_scatter(x=x, y=rolling_median(v, window, idx).tolist(), mode="lines+markers" if ov else "lines",
                         name=name, legendgroup=sid, line=dict(color=color, width=3 if ov else 4, dash=dash),
                         marker=dict(symbol="diamond-open", size=9, maxdisplayed=14, color=color) if ov else None,
@@ -228,14 +233,14 @@ def latency_panels(summaries, names: dict[str, str], colors: dict[str, str],
     for col, b in enumerate(batches, start=1):
         panel = [x for x in summaries if int(x.batch_size) == b]
         # a few slow runs (p99) must not flatten the p50 bars: the axis ends above the highest p90, and a p99
-        # beyond it is written at the top of its whisker
+        # beyond it is written at the top of its whisker (after a no-break space, which keeps it off the line)
         top = 1.3 * max([max(x.p90, x.p50) for x in panel] + [1e-9])
         fig.update_yaxes(range=[0, top], row=1, col=col)
         for s in panel:
             name = names.get(s.variant, s.variant)
             color = colors.get(s.variant, PALETTE[0])
             if s.p99 > top:
-                fig.add_scatter(x=[name], y=[top * 0.96], mode="text", text=[f"p99 {s.p99:.3g} ↑"],
+                fig.add_scatter(x=[name], y=[top * 0.96], mode="text", text=[f"\u00a0p99 {s.p99:.3g} ↑"],
                                 textposition="middle right", showlegend=False, hoverinfo="skip",
                                 textfont=dict(size=FONT_SIZE - 4, color="#333"), row=1, col=col)
             fig.add_bar(x=[name], y=[s.p50], name=name, legendgroup=s.variant, showlegend=s.variant not in shown,
