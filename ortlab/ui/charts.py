@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -15,6 +16,13 @@ TEMPLATE = "plotly_white"
 
 
 OPENVINO_SUFFIX = " · OpenVINO"  # the service's id of a variant timed again under OpenVINO
+
+
+def plain(value: object) -> str:
+    """``value`` for a Plotly label, legend entry, tick or hover text, shown as exactly its characters: Plotly reads
+    a few HTML tags (``<b>``, ``<a href>``, ``<br>``) and entities in all of them, and ``%{…}`` in hover templates,
+    so ``& < > % {`` are written as entities Plotly turns back into the characters (it knows no ``&quot;``)."""
+    return html.escape(str(value), quote=False).replace("%", "&#37;").replace("{", "&#123;")
 
 
 def base_variant(vid: str) -> str:
@@ -82,8 +90,8 @@ def op_histogram(op_counts: dict, title: str = "Operators") -> go.Figure:
     fig = go.Figure()
     for domain in sorted({d for (d, _), _ in rows}):
         part = [(op, n) for (d, op), n in rows if d == domain]
-        names = [op if domain == "ai.onnx" else f"{op} ({domain})" for op, _ in part]
-        fig.add_bar(y=names, x=[n for _, n in part], orientation="h", name=domain,
+        names = [plain(op if domain == "ai.onnx" else f"{op} ({domain})") for op, _ in part]
+        fig.add_bar(y=names, x=[n for _, n in part], orientation="h", name=plain(domain),
                     marker_color=domain_color(domain), text=[n for _, n in part], textposition="auto",
                     textangle=0)
     return style(fig, title, height=max(320, 34 * len(rows) + 120))
@@ -94,12 +102,12 @@ def op_counts_grouped(deltas: list[dict], names: tuple[str, str], colors: tuple[
     """Grouped horizontal bars: count per op key for the reference and the candidate, one row per op (names
     read horizontally however many ops a model has; the chart grows with them)."""
     rows = sorted(deltas, key=lambda d: (d.get("domain", ""), d.get("op_type", "")), reverse=True)
-    labels = [d["op_type"] if not d.get("domain") else f"{d['op_type']} ({d['domain']})" for d in rows]
+    labels = [plain(d["op_type"] if not d.get("domain") else f"{d['op_type']} ({d['domain']})") for d in rows]
     fig = go.Figure()
     # plotly draws the first trace of a horizontal group at the bottom: the candidate goes first so the
     # reference's bar sits above it, in the legend's order
-    fig.add_bar(y=labels, x=[d["after"] for d in rows], name=names[1], marker_color=colors[1], orientation="h")
-    fig.add_bar(y=labels, x=[d["before"] for d in rows], name=names[0], marker_color=colors[0], orientation="h")
+    fig.add_bar(y=labels, x=[d["after"] for d in rows], name=plain(names[1]), marker_color=colors[1], orientation="h")
+    fig.add_bar(y=labels, x=[d["before"] for d in rows], name=plain(names[0]), marker_color=colors[0], orientation="h")
     fig.update_layout(barmode="group", legend_traceorder="reversed")
     style(fig, title, height=max(360, 30 * len(rows) + 150))
     fig.update_yaxes(automargin=True)
@@ -112,7 +120,7 @@ def op_counts_grouped(deltas: list[dict], names: tuple[str, str], colors: tuple[
 
 def size_bars(rows: list[dict], colors: dict[str, str], title: str = "File size (MB)") -> go.Figure:
     """One bar per variant: rows are {"id", "name", "mb"}."""
-    fig = go.Figure(go.Bar(x=[r["name"] for r in rows], y=[r["mb"] for r in rows],
+    fig = go.Figure(go.Bar(x=[plain(r["name"]) for r in rows], y=[r["mb"] for r in rows],
                            marker_color=[colors.get(r["id"], PALETTE[0]) for r in rows],
                            text=[f"{r['mb']:.3f}" for r in rows], textposition="auto"))
     return style(fig, title, height=360)
@@ -124,7 +132,7 @@ def initializer_bytes_bars(by_variant: dict[str, dict[str, int]], names: dict[st
     dtypes = sorted({d for v in by_variant.values() for d in v})
     fig = go.Figure()
     for vid, per in by_variant.items():
-        fig.add_bar(x=dtypes, y=[per.get(d, 0) / 1e3 for d in dtypes], name=names.get(vid, vid),
+        fig.add_bar(x=[plain(d) for d in dtypes], y=[per.get(d, 0) / 1e3 for d in dtypes], name=plain(names.get(vid, vid)),
                     marker_color=colors.get(vid, PALETTE[0]))
     fig.update_layout(barmode="group")
     return style(fig, title, height=360)
@@ -133,10 +141,10 @@ def initializer_bytes_bars(by_variant: dict[str, dict[str, int]], names: dict[st
 def per_class_bars(per_class: list[dict], names: tuple[str, str], colors: tuple[str, str],
                    title: str = "Accuracy per class") -> go.Figure:
     """Grouped bars of reference vs candidate accuracy for every class."""
-    cls = [str(r["class"]) for r in per_class]
+    cls = [plain(r["class"]) for r in per_class]
     fig = go.Figure()
-    fig.add_bar(x=cls, y=[r.get("ref_acc") for r in per_class], name=names[0], marker_color=colors[0])
-    fig.add_bar(x=cls, y=[r.get("cand_acc") for r in per_class], name=names[1], marker_color=colors[1])
+    fig.add_bar(x=cls, y=[r.get("ref_acc") for r in per_class], name=plain(names[0]), marker_color=colors[0])
+    fig.add_bar(x=cls, y=[r.get("cand_acc") for r in per_class], name=plain(names[1]), marker_color=colors[1])
     fig.update_layout(barmode="group", yaxis=dict(range=[0, 1.05], tickformat=".0%"))
     return style(fig, title, height=380)
 
@@ -187,7 +195,7 @@ def latency_lines(series: dict[str, list[float]], names: dict[str, str], colors:
         vid, _, bs = sid.partition("@")
         color = colors.get(vid, PALETTE[0])
         dash = BATCH_DASHES[batches.index(int(bs or 1)) % len(BATCH_DASHES)]
-        name = names.get(sid, sid)
+        name = plain(names.get(sid, sid))
         v = np.asarray(values, dtype=np.float64)
         idx = downsample_indices(v.size, cap)
         x = (idx + 1).tolist()
@@ -213,7 +221,7 @@ def latency_lines(series: dict[str, list[float]], names: dict[str, str], colors:
 def bar(labels: Iterable[str], values: Iterable[float], colors: Iterable[str], title: str, fmt: str = "{:.2f}") -> go.Figure:
     """A bar per label, coloured per bar, values written on the bars with ``fmt``."""
     values = list(values)
-    fig = go.Figure(go.Bar(x=list(labels), y=values, marker_color=list(colors),
+    fig = go.Figure(go.Bar(x=[plain(x) for x in labels], y=values, marker_color=list(colors),
                            text=[fmt.format(v) for v in values], textposition="auto"))
     return style(fig, title, height=360)
 
@@ -237,7 +245,7 @@ def latency_panels(summaries, names: dict[str, str], colors: dict[str, str],
         top = 1.3 * max([max(x.p90, x.p50) for x in panel] + [1e-9])
         fig.update_yaxes(range=[0, top], row=1, col=col)
         for s in panel:
-            name = names.get(s.variant, s.variant)
+            name = plain(names.get(s.variant, s.variant))
             color = colors.get(s.variant, PALETTE[0])
             if s.p99 > top:
                 fig.add_scatter(x=[name], y=[top * 0.96], mode="text", text=[f"\u00a0p99 {s.p99:.3g} ↑"],
@@ -272,7 +280,7 @@ def throughput_panels(summaries, names: dict[str, str], colors: dict[str, str],
     shown: set[str] = set()
     for col, b in enumerate(batches, start=1):
         for s in (x for x in summaries if int(x.batch_size) == b):
-            name = names.get(s.variant, s.variant)
+            name = plain(names.get(s.variant, s.variant))
             fig.add_bar(x=[name], y=[s.throughput_per_s], name=name, legendgroup=s.variant,
                         showlegend=s.variant not in shown, marker_color=colors.get(s.variant, PALETTE[0]),
                         marker_pattern_shape="/" if is_openvino(s.variant) else "",

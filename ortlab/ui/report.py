@@ -20,7 +20,7 @@ from ortlab.checks.eval_report import EvalReport
 from ortlab.core.text import format_bytes
 from ortlab.checks.verdict import Level, Verdict
 from ortlab.api import compare_benchmarks, judge
-from ortlab.ui.charts import latency_panels, variant_colors
+from ortlab.ui.charts import latency_panels, plain, variant_colors
 
 if TYPE_CHECKING:
     from ortlab.model.diff import GraphDiff
@@ -95,7 +95,7 @@ def _figures(diff: GraphDiff, bench: list[LatencySummary] | None) -> list[go.Fig
     if deltas:
         deltas = sorted(deltas, key=lambda d: d["delta"])
         figs.append(go.Figure(
-            go.Bar(x=[d["delta"] for d in deltas], y=[d["key"] for d in deltas], orientation="h",
+            go.Bar(x=[d["delta"] for d in deltas], y=[plain(d["key"]) for d in deltas], orientation="h",
                    marker_color=["#d62728" if d["delta"] < 0 else "#2ca02c" for d in deltas]),
             layout={"title": "Op-count change (after − before)", "height": max(260, 24 * len(deltas) + 100),
                     "margin": {"l": 220, "r": 20, "t": 50, "b": 40}},

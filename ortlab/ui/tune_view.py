@@ -149,7 +149,7 @@ def pareto_figure(trials: Sequence, objective: str = "latency") -> go.Figure:
                     "color": [charts.PALETTE[2] if t.accepted else charts.PALETTE[3] for t in pts],
                     "symbol": "star" if pareto else "circle", "line": {"width": 2 if pareto else 0, "color": "#000"},
                     "opacity": 0.9 if pareto else 0.55},
-            customdata=[[t.label, t.index, (t.size_bytes or 0) / 1e6, t.p50_ms or 0.0,
+            customdata=[[charts.plain(t.label), t.index, (t.size_bytes or 0) / 1e6, t.p50_ms or 0.0,
                          "accepted" if t.accepted else "rejected"] for t in pts],
             hovertemplate="trial %{customdata[1]}: %{customdata[0]}<br>SQNR %{y:.1f} dB · %{customdata[2]:.2f} MB · "
                           "p50 %{customdata[3]:.2f} ms · %{customdata[4]}<extra></extra>"))
