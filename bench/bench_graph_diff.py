@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from models import big_chain_model  # noqa: E402
 from ortlab.settings.config import OptLevel  # noqa: E402
-from ortlab.model.diff import graph_description  # noqa: E402
+from ortlab.model.diff_view import graph_description  # noqa: E402
 from ortlab.transforms.optimize import optimize_model  # noqa: E402
 from ortlab.ui.graph_view import COMPONENT_DIR, build_view, component_args  # noqa: E402
 

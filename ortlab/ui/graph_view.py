@@ -3,8 +3,11 @@
 The engine (``ortlab.model.diff_view.graph_description``) gives the before/after graph as plain nodes and edges. This module
 splits it into the two sides (a node matched across them keeps one id in both) and groups each side by name scope
 (``/encoder/layer.0/…`` or ``namespace`` metadata): runs of unchanged nodes become one "n unchanged nodes" box,
-and a level with too many members is split into parts in graph order. Each pane receives its whole group tree
-and which groups are open at first (at most ``budget`` boxes); the component opens and closes groups itself.
+and a level with too many members is split into parts in graph order. A group of one side is paired with its
+twin on the other (the same name scope or part of the graph, by shared members), and which groups are open at
+first is decided once for both sides (at most ``budget`` boxes a side): twins are open or closed together. Each
+pane receives its whole group tree, the twins and the open groups; the component opens and closes groups itself
+(a group with its twin) and lines matched groups up side by side.
 Layout (dagre, layered top to bottom) and drawing happen in the browser, from files the app serves itself. Text
 from the model is handed over as JSON data and drawn as text (canvas labels, ``textContent``), never as HTML.
 
@@ -17,7 +20,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections import Counter, defaultdict, deque
+import re
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +45,7 @@ KIND_ORDER = ("removed", "fused", "quantized", "added", "changed", "unchanged")
 DEFAULT_BUDGET = 120  # visible elements (nodes, boxes and open groups) when the view opens
 MAX_CHILDREN = 24  # members of one level before it is split into parts
 RUN_MIN = 3  # unchanged nodes in a row that become one box
+_FUSED_MAX = 8  # removed nodes one fused node may stand for when groups are paired (more: a rewritten region)
 FOCUS_HOPS = 2
 OVERLAY_STOPS = ("#ffffcc", "#fd8d3c", "#bd0026")  # best … worst
 # Fills of an absolute SQNR scale (green at or above the ok bar, amber between, red below the broken bar).
@@ -212,44 +217,97 @@ class _Tree:
         return Counter(self.nodes[m]["kind"] for m in self.members[gid])
 
 
-def _expansion(tree: _Tree, overrides: dict[str, bool], budget: int) -> set[str]:
-    """Open groups: the root, what the person opened (with its ancestors), then, breadth first and groups with
-    changes first, every group whose members still fit in ``budget`` visible elements. Runs of unchanged nodes
-    and groups the person closed stay closed."""
-    opened = {""}
-    for gid, is_open in overrides.items():
-        if is_open and gid in tree.groups:
-            x = gid
-            while x:
-                opened.add(x)
-                x = tree.parent[x]
-    opened -= {g for g, is_open in overrides.items() if not is_open}
-    opened.add("")
+def _twins(trees: tuple[_Tree, _Tree], affinity: dict[str, str]) -> dict[str, str]:
+    """{before group: after group} for the groups that stand for the same part of the graph on both sides: the
+    same kind (and for a name scope, the same scope path), paired one to one by the most shared members (a
+    removed node counts as the node that replaced it, unless that node stands for a whole rewritten region),
+    else by the same id. A scope met in several stretches
+    (``s:layer2``, ``s:layer2#2``) pairs with the stretch that holds its nodes, not the one of the same number."""
+    before, after = trees
+    claims = Counter(affinity.values())
+    key_before: dict[str, str] = {}
+    for k in before.nodes:
+        if k in after.nodes:
+            key_before[k] = k
+        elif affinity.get(k) in after.nodes and claims[affinity[k]] <= _FUSED_MAX:
+            key_before[k] = affinity[k]
+    linked = set(key_before.values())
+    keys = ({k: v for k, v in key_before.items()}, {k: k for k in after.nodes if k in linked})
 
-    def visible() -> int:
-        return sum(len(tree.groups[g].children) for g in opened) + len(opened) - 1
+    def base(gid: str) -> str:
+        return re.sub(r"#\d+$", "", gid)
 
-    count = visible()
-    queue = deque([""])
-    while queue:
-        layer: list[str] = []
-        while queue:
-            gid = queue.popleft()
-            if gid in opened:
-                layer.extend(c for c in tree.groups[gid].children if c in tree.groups)
-        layer.sort(key=lambda g: (tree.kinds(g).get("unchanged", 0) == len(tree.members[g]), tree.groups[g].order))
-        for g in layer:
-            grp = tree.groups[g]
-            if g in opened:
-                queue.append(g)
+    def compatible(a: str, b: str) -> bool:
+        ka, kb = before.groups[a].kind, after.groups[b].kind
+        return ka == kb and (ka != "scope" or base(a) == base(b))
+
+    sets = [{g: {keys[s][m] for m in t.members[g] if m in keys[s]} for g in t.groups if g}
+            for s, t in enumerate(trees)]
+    holders: dict[str, list[str]] = defaultdict(list)  # member key → after groups holding it
+    for g, ks in sets[1].items():
+        for k in ks:
+            holders[k].append(g)
+    shared: Counter = Counter()
+    for a, ks in sets[0].items():
+        for k in ks:
+            for b in holders[k]:
+                if compatible(a, b):
+                    shared[(a, b)] += 1
+    for g in before.groups:
+        if g and g in after.groups and compatible(g, g):
+            shared[(g, g)] += 0
+    ranked = sorted(shared, key=lambda p: (-shared[p] / max(1, len(sets[0][p[0]] | sets[1][p[1]])),
+                                           p[0] != p[1], before.groups[p[0]].order, p))
+    twins: dict[str, str] = {}
+    taken: set[str] = set()
+    for a, b in ranked:
+        if a not in twins and b not in taken and (shared[(a, b)] or a == b):
+            twins[a] = b
+            taken.add(b)
+    return twins
+
+
+def _shared_expansion(trees: tuple[_Tree, _Tree], twins: dict[str, str], budget: int
+                      ) -> tuple[set[str], set[str]]:
+    """The groups open at first on each side, decided once for both: a group and its twin are open together or
+    closed together. Breadth first (groups with changes first), a group opens with its ancestors and their
+    twins when every side still draws at most ``budget`` elements; runs of unchanged nodes stay closed."""
+    twin = (twins, {b: a for a, b in twins.items()})
+    opened: tuple[set[str], set[str]] = ({""}, {""})
+    count = [len(t.groups[""].children) for t in trees]
+    seen: set[tuple[int, str]] = set()
+
+    def closure(side: int, gid: str) -> tuple[set[str], set[str]]:
+        add: tuple[set[str], set[str]] = (set(), set())
+        todo = [(side, gid)]
+        while todo:
+            s, g = todo.pop()
+            while g and g not in opened[s] and g not in add[s]:
+                add[s].add(g)
+                if g in twin[s]:
+                    todo.append((1 - s, twin[s][g]))
+                g = trees[s].parent[g]
+        return add
+
+    def unchanged(s: int, g: str) -> bool:
+        return trees[s].kinds(g).get("unchanged", 0) == len(trees[s].members[g])
+
+    while True:
+        layer = [(s, c) for s in (0, 1) for g in opened[s] for c in trees[s].groups[g].children
+                 if c in trees[s].groups and c not in opened[s] and (s, c) not in seen]
+        if not layer:
+            return opened
+        layer.sort(key=lambda x: (unchanged(*x), trees[x[0]].groups[x[1]].order, x))
+        for s, g in layer:
+            seen.add((s, g))
+            if g in opened[s] or trees[s].groups[g].kind == "run":
                 continue
-            if grp.kind == "run" or overrides.get(g) is False:
-                continue
-            if count + len(grp.children) <= budget:
-                opened.add(g)
-                count += len(grp.children)
-                queue.append(g)
-    return opened
+            add = closure(s, g)
+            cost = [sum(len(trees[k].groups[x].children) for x in add[k]) for k in (0, 1)]
+            if all(count[k] + cost[k] <= budget for k in (0, 1)):
+                for k in (0, 1):
+                    opened[k].update(add[k])
+                    count[k] += cost[k]
 
 
 def _within_hops(hits: list[str], edges: list[list[str]], hops: int) -> set[str]:
@@ -372,12 +430,12 @@ def _overlay_values(nodes: dict[str, dict], overlay: dict[str, float] | None, hi
     return values
 
 
-def _pane(nodes: dict[str, dict], edges: list[list[str]], values: dict[str, float], color, dark, budget: int,
-          higher_is_worse: bool) -> dict:
-    """One side's whole group tree as Cytoscape.js element data (every group and node, each with its parent),
-    the groups open at first, and the node-level edges: the component shows and hides groups itself."""
-    tree = _Tree(nodes)
-    opened = _expansion(tree, {}, budget)
+def _pane(tree: _Tree, opened: set[str], twin: dict[str, str], edges: list[list[str]], values: dict[str, float],
+          color, dark, higher_is_worse: bool) -> dict:
+    """One side's whole group tree as Cytoscape.js element data (every group and node, each with its parent; a
+    group with its ``twin`` on the other side), the groups open at first, and the node-level edges: the
+    component shows and hides groups itself."""
+    nodes = tree.nodes
     elements: list[dict] = []
 
     def add_overlay(data: dict, ids: list[str]) -> None:
@@ -402,6 +460,8 @@ def _pane(nodes: dict[str, dict], edges: list[list[str]], values: dict[str, floa
                 data["w"], data["h"] = _size(lines)
                 if gid:
                     data["parent"] = gid
+                if c in twin:
+                    data["twin"] = twin[c]
                 add_overlay(data, tree.members[c])
                 elements.append({"data": data})
                 walk(c)
@@ -486,8 +546,9 @@ def build_view(description: dict, *, focus: str | None = None, overlay: dict[str
     Returns ``{"panes": {"before": pane, "after": pane}, "details": {node id: panel fields}, "affinity",
     "counts", "header", "legend", "overlay", "visible", "total_nodes", "focus", "focus_matches"}``. A pane
     holds its whole group tree (``elements``: groups by name scope, runs of unchanged nodes, parts of long
-    levels; nodes; each with its parent), the groups ``open`` at first (at most ``budget`` boxes shown) and its
-    node-level ``edges``: the component opens and closes groups itself, without a round trip to Python. A node
+    levels; nodes; each with its parent, a group with its ``twin`` on the other side), the groups ``open`` at
+    first (at most ``budget`` boxes shown; the same on both sides for twins) and its node-level ``edges``: the
+    component opens and closes groups itself, without a round trip to Python. A node
     matched across the two sides has the same id in both panes; ``affinity`` maps a removed node to the node
     that replaced it.
     """
@@ -527,8 +588,12 @@ def build_view(description: dict, *, focus: str | None = None, overlay: dict[str
 
         def dark(x: float) -> bool:
             return norm(x) > 0.6
-    panes = {side: _pane(sides[side][0], sides[side][1], values[side], fill, dark, budget, higher_is_worse)
-             for side in SIDES}
+    trees = (_Tree(sides["before"][0]), _Tree(sides["after"][0]))
+    twins = _twins(trees, affinity)
+    opened = _shared_expansion(trees, twins, budget)
+    twin = {"before": twins, "after": {b: a for a, b in twins.items()}}
+    panes = {side: _pane(trees[k], opened[k], twin[side], sides[side][1], values[side], fill, dark, higher_is_worse)
+             for k, side in enumerate(SIDES)}
     shown = {k for side in SIDES for k in sides[side][0]}
     details = {k: _details(nodes[k]) for k in nodes if k in shown}
     present = {k for p in panes.values() for k in p.pop("present")}

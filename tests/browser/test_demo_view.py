@@ -1,5 +1,6 @@
-"""Issue 20 at 1280×720 in a real browser: after the demo, Compare shows a speed figure; a node click in the graph
-diff lights exactly its match, both in view; after "Run recipe" its progress panel is in the viewport; a cancelled
+"""Issue 20 at 1280×720 in a real browser: after the demo, Compare shows a speed figure; the graph diff's two
+panes open the same groups and keep matched groups side by side; a node click in the graph diff lights exactly
+its match, both in view; after "Run recipe" its progress panel is in the viewport; a cancelled
 tune search ends without an error element and with its controls enabled again. Screenshots go to
 $ORTLAB_SHOTS (default: the test's screenshot folder)."""
 
@@ -42,6 +43,94 @@ def test_a_compare_shows_a_speed_figure_after_the_demo(demo):
     speed.first.wait_for(timeout=60_000)
     assert re.search(r"\d+\.\d\d×", speed.first.inner_text())
     page.screenshot(path=str(shots / "compare_1280x720.png"))
+
+
+# Every matched group (its twin, or the same name scope) whose top is on screen in the before pane: its top on
+# the page in each pane; and each pane's vertical pan.
+MATCHED_GROUPS_JS = """() => {
+    const L = window.ortlabPanes.before, R = window.ortlabPanes.after;
+    const top = (p, n) => p.cy.container().getBoundingClientRect().top + n.renderedBoundingBox().y1;
+    const pairs = [];
+    L.cy.nodes('.group').forEach(n => {
+        const m = R.cy.getElementById(n.data('twin') || n.id());
+        const y = n.renderedBoundingBox().y1;
+        if (m.nonempty() && m.data('group') && y >= 0 && y < L.cy.height() - 20) {
+            pairs.push([n.id(), top(L, n), top(R, m)]);
+        }
+    });
+    return {pairs, pan: [L.cy.pan().y, R.cy.pan().y]};
+}"""
+
+
+def _drag_up(page, frame, side: str, dy: int) -> None:
+    """A real mouse drag upwards by ``dy`` pixels in the ``side`` pane (a drag pans, also over a box)."""
+    box = frame.locator(f"#cy-{side}").bounding_box()
+    assert box is not None
+    bottom = min(box["y"] + box["height"], LAPTOP["height"]) - 30
+    assert bottom - dy > max(box["y"], 0) + 10, (box, dy)  # the whole drag on the visible part of the pane
+    x = box["x"] + box["width"] * 0.3
+    page.mouse.move(x, bottom)
+    page.mouse.down()
+    page.mouse.move(x, bottom - dy / 2, steps=4)
+    page.mouse.move(x, bottom - dy, steps=4)
+    page.mouse.up()
+    page.wait_for_timeout(300)
+
+
+def _assert_lined_up(state: dict, where: str) -> None:
+    assert state["pairs"], (where, state)  # some matched group is on screen
+    for gid, left, right in state["pairs"]:
+        assert abs(left - right) < 3, (where, gid, left, right, state)
+
+
+def test_a2_both_panes_share_groups_and_line_up_matched_groups(demo):
+    """Issue 20: the same groups open on both sides (closing or opening one on the left does it on the right
+    too), and a matched group starts at the same screen height in both panes at first and after a pan."""
+    page, shots = demo
+    page.locator('iframe[src*="graphdiff"]').first.scroll_into_view_if_needed()
+    frame = graphdiff_frame(page)
+    page.wait_for_timeout(600)
+    first = frame.evaluate(MATCHED_GROUPS_JS)
+    _assert_lined_up(first, "first view")
+    assert frame.locator("#link").is_checked()  # "link panes", on by default
+    page.screenshot(path=str(shots / "compare_graph_linked_1280x720.png"))
+    # a pan of the left pane with the mouse: the right pane follows, matched groups stay side by side
+    _drag_up(page, frame, "before", 250)
+    moved = frame.evaluate(MATCHED_GROUPS_JS)
+    assert moved["pan"][0] < first["pan"][0] - 200, (first, moved)
+    _assert_lined_up(moved, "after a pan of the left pane")
+    page.screenshot(path=str(shots / "compare_graph_linked_panned_1280x720.png"))
+    # a group open on both sides: closed on the left, it closes on the right; a click on its box on the left
+    # opens it on both sides again
+    group, twin = frame.evaluate("""() => {
+        const L = window.ortlabPanes.before, R = window.ortlabPanes.after;
+        const n = L.cy.nodes('.group.open').filter(g => R.cy.getElementById(g.data('twin') || g.id()).nonempty()
+            && g.renderedBoundingBox().y1 > 0 && g.renderedBoundingBox().y1 < L.cy.height() - 80)[0];
+        return [n.id(), n.data('twin') || n.id()];
+    }""")
+    state_js = """([g, t]) => ({left: !!window.ortlabPanes.before.opened[g], right: !!window.ortlabPanes.after.opened[t],
+        drawnRight: window.ortlabPanes.after.cy.getElementById(t).hasClass('open')})"""
+    frame.evaluate("(g) => window.ortlabPanes.before.toggle(g, false)", group)
+    assert frame.evaluate(state_js, [group, twin]) == {"left": False, "right": False, "drawnRight": False}
+    pos = frame.evaluate("""(g) => {
+        const cy = window.ortlabPanes.before.cy, n = cy.getElementById(g);
+        const r = cy.container().getBoundingClientRect(), p = n.renderedPosition();
+        return {x: r.left + p.x, y: r.top + p.y, inside: p.y > 10 && p.y < cy.height() - 10};
+    }""", group)
+    assert pos["inside"], pos  # closed in place: still on screen where it was
+    box = page.locator('iframe[src*="graphdiff"]').first.bounding_box()
+    page.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
+    page.wait_for_timeout(500)
+    assert frame.evaluate(state_js, [group, twin]) == {"left": True, "right": True, "drawnRight": True}
+    _assert_lined_up(frame.evaluate(MATCHED_GROUPS_JS), "after opening a group")
+    # unlinked, a pane pans alone
+    frame.locator("#link").uncheck()
+    alone = frame.evaluate(MATCHED_GROUPS_JS)
+    _drag_up(page, frame, "before", 120)
+    after = frame.evaluate(MATCHED_GROUPS_JS)
+    assert after["pan"][0] < alone["pan"][0] - 80 and after["pan"][1] == alone["pan"][1], (alone, after)
+    frame.locator("#link").check()  # linked again: the right pane comes back in line with the left
+    _assert_lined_up(frame.evaluate(MATCHED_GROUPS_JS), "linked again")
 
 
 def test_b_a_node_click_lights_exactly_its_match_and_both_are_in_view(demo):

@@ -1,9 +1,11 @@
 // ortlab: the graph diff drawn with Cytoscape.js and dagre (both vendored, served by the app itself), as a
 // Streamlit custom component (protocol API version 1): before and after side by side. Python
 // (ortlab/ui/graph_view.py) sends each side's whole group tree and which groups are open at first; this file
-// shows and hides groups itself (no round trip to Python, so the page does not rerun and the zoom stays),
-// lays out, draws, and links a node to its match on the other side. It sends nothing back to Python. Text
-// from the model is only ever set with textContent or drawn as canvas labels: nothing here parses it as HTML.
+// shows and hides groups itself (no round trip to Python, so the page does not rerun and the zoom stays), a
+// group together with its twin on the other side, lays out, lines matched groups up across the two panes,
+// pans and zooms them together ("link panes"), and links a node to its match on the other side. It sends
+// nothing back to Python. Text from the model is only ever set with textContent or drawn as canvas labels:
+// nothing here parses it as HTML.
 (function () {
     'use strict';
     var KIND = {
@@ -16,6 +18,9 @@
     var overlayOn = false;
     var READABLE = 0.55;  // the smallest zoom at which 12 px labels stay readable
     var reverseAffinity = {};
+    // linked panes: on, a guard against following the pane being moved, the pane the person moved last, and
+    // the matched pairs [before id, after id] that start at the same height in both layouts
+    var link = { on: true, busy: false, last: null, chain: [] };
 
     function send(type, data) {
         var message = { isStreamlitMessage: true, type: type };
@@ -140,7 +145,7 @@
                     delete d.h;
                 }
             }
-            out.push({ data: d, classes: cls });
+            out.push({ data: d, classes: cls, grabbable: false, pannable: true });  // a drag pans, never moves a box
         });
         var seen = {};
         var n = 0;
@@ -172,50 +177,94 @@
             container: this.box, elements: this.elements(), style: style(),
             minZoom: 0.05, maxZoom: 3, wheelSensitivity: 0.3, boxSelectionEnabled: false
         });
-        this.layout();
         this.moved = false;
-        this.firstView();
-        this.cy.on('scrollzoom', function () { self.moved = true; });
-        this.cy.on('dragpan', function () { self.moved = true; });
+        // only what the person does moves the other pane (programmatic moves call follow themselves)
+        this.cy.on('dragpan scrollzoom pinchzoom', function () {
+            self.moved = true;
+            link.last = self;
+            follow(self);
+        });
         this.cy.on('tap', 'node', function (evt) { tapped(self, evt.target); });
         this.cy.on('mouseover', 'node', function (evt) { highlight(self, evt.target.id(), false); });
         this.cy.on('mouseout', 'node', function () { unhover(); });
-        this.publish();
     };
 
-    // Open or close a group, drawn again in place: the zoom stays, and the group stays where it was on screen.
+    // The groups whose state changes when ``id`` opens (with its closed ancestors) or closes.
+    Pane.prototype.change = function (id, open) {
+        var changed = [];
+        if (!open) {
+            if (this.opened[id]) {
+                delete this.opened[id];
+                changed.push(id);
+            }
+            return changed;
+        }
+        for (var x = id; x; x = this.parent[x]) {
+            if (!this.opened[x]) {
+                this.opened[x] = true;
+                changed.push(x);
+            }
+        }
+        return changed;
+    };
+
+    Pane.prototype.place = function (id) {  // where ``id`` (or what stands for it) is on screen
+        var n = this.cy.getElementById(this.rep(id));
+        return n.nonempty() ? { id: id, x: n.renderedPosition().x, top: n.renderedBoundingBox().y1 } : null;
+    };
+
+    Pane.prototype.putBack = function (place) {  // pan so that ``place`` is where it was on screen
+        var n = place ? this.cy.getElementById(this.rep(place.id)) : null;
+        if (n && n.nonempty()) {
+            var z = this.cy.zoom();
+            this.cy.pan({ x: place.x - n.position().x * z, y: place.top - n.boundingBox().y1 * z });
+        }
+    };
+
+    // Open or close a group, and its twin on the other side (the same name scope), both drawn again in place:
+    // the zoom stays and the group stays where it was on screen; the other pane follows when linked.
     Pane.prototype.toggle = function (id, open) {
         if (!this.data[id] || !this.data[id].group || !!this.opened[id] === open) {
             return;
         }
-        var cy = this.cy;
-        var anchor = cy.getElementById(this.rep(id));
-        var before = anchor.nonempty() ? anchor.renderedPosition() : null;
-        var top = anchor.nonempty() ? anchor.renderedBoundingBox().y1 : null;
-        if (open) {
-            var x = id;
-            while (x) {
-                this.opened[x] = true;
-                x = this.parent[x];
+        var self = this;
+        var o = other(this);
+        var twin = this.data[id].twin;
+        var here = this.place(id);
+        var there = twin && o.data[twin] ? o.place(twin) : null;
+        var changed = [];
+        this.change(id, open).forEach(function (g) {
+            var t = self.data[g].twin;
+            if (t && o.data[t]) {
+                changed = changed.concat(o.change(t, open));
             }
-        } else {
-            delete this.opened[id];
-        }
-        var zoom = cy.zoom();
-        cy.batch(function () {
-            cy.elements().remove();
         });
-        cy.add(this.elements());
-        this.layout();
-        cy.zoom(zoom);
-        var now = cy.getElementById(this.rep(id));
-        if (before && now.nonempty()) {  // keep the group's top edge and centre where they were on screen
-            var p = now.position();
-            var bb = now.boundingBox();
-            cy.pan({ x: before.x - p.x * zoom, y: top - bb.y1 * zoom });
+        redraw(this, changed.length > 0);
+        this.putBack(here);
+        if (link.on) {
+            follow(this);
+        } else {
+            o.putBack(there);
         }
         this.publish();
+        o.publish();
     };
+
+    // Draw ``pane`` again with its groups as they are now (and the other pane when ``both``), lay both out and
+    // align them. The zoom stays.
+    function redraw(pane, both) {
+        [pane, other(pane)].forEach(function (p, i) {
+            var cy = p.cy;
+            var zoom = cy.zoom();
+            if (i === 0 || both) {
+                cy.batch(function () { cy.elements().remove(); });
+                cy.add(p.elements());
+            }
+            p.layout();
+            cy.zoom(zoom);
+        });
+        align();
+    }
 
     // Open every group that holds ``id`` (drawn again in place when one was closed).
     Pane.prototype.reveal = function (id) {
@@ -237,19 +286,223 @@
         cy.resize();
         cy.fit(undefined, 12);
         if (cy.zoom() < 0.6) {  // too small to read: start at a readable size on the first nodes of the graph
-            var leaves = cy.nodes().filter(function (n) { return !n.isParent(); });
-            if (!leaves.length) {
-                return;
-            }
-            var y0 = cy.nodes().boundingBox().y1;  // the top, with the labels of open groups
             var z = Math.max(READABLE, 0.8);
-            var first = leaves.filter(function (n) { return n.boundingBox().y1 < y0 + cy.height() / z; });
-            var bb = first.boundingBox();
+            var y0 = cy.nodes().boundingBox().y1;  // the top, with the labels of open groups
             cy.zoom(z);
-            var x = bb.w * z <= cy.width() - 24 ? cy.width() / 2 - (bb.x1 + bb.x2) / 2 * z : 12 - bb.x1 * z;
-            cy.pan({ x: x, y: 8 - y0 * z });
+            cy.pan({ x: this.startX(z, y0), y: 8 - y0 * z });
         }
     };
+
+    // The horizontal pan at zoom ``z`` with the graph's top at ``y0``: the first screenful of nodes centred;
+    // when they are wider than the pane, centred on ``centre`` (a matched element there), else from the left.
+    Pane.prototype.startX = function (z, y0, centre) {
+        var cy = this.cy;
+        var first = cy.nodes().filter(function (n) { return !n.isParent() && n.boundingBox().y1 < y0 + cy.height() / z; });
+        if (!first.length) {
+            return cy.pan().x;
+        }
+        var bb = first.boundingBox();
+        if (bb.w * z <= cy.width() - 24) {
+            return cy.width() / 2 - (bb.x1 + bb.x2) / 2 * z;
+        }
+        if (centre && centre.nonempty() && centre.boundingBox().y1 < y0 + cy.height() / z) {
+            return cy.width() / 2 - centre.position().x * z;
+        }
+        return 12 - bb.x1 * z;
+    };
+
+    // -- the two panes side by side: aligned layouts and a linked viewport --------------------------------------
+    // After both layouts, the higher side of each matched pair is pushed down (everything from the pair's top
+    // on), so that matched groups and nodes start at the same height in both panes: with one zoom and one
+    // vertical pan they then sit side by side wherever the person scrolls.
+
+    // The elements drawn on both sides that stand for the same thing, as [before node, after node]: a group and
+    // its twin, a node matched across the change, a removed node and the node that replaced it.
+    function pairs() {
+        var L = panes.before;
+        var R = panes.after;
+        var aff = (shown && shown.affinity) || {};
+        var out = [];
+        L.cy.nodes().forEach(function (n) {
+            var d = L.data[n.id()];
+            var t = d.group ? d.twin : (R.data[d.id] ? d.id : aff[d.id]);
+            var m = t ? R.cy.getElementById(t) : null;
+            if (m && m.nonempty()) {
+                out.push([n, m]);
+            }
+        });
+        return out;
+    }
+
+    function leafTops(cy) {  // the top of every drawn box that is not an open group (those follow their members)
+        var tops = {};
+        cy.nodes().forEach(function (n) {
+            if (!n.isParent()) {
+                tops[n.id()] = n.boundingBox().y1;
+            }
+        });
+        return tops;
+    }
+
+    // An element's top, kept as its highest leaf and the distance above it (an open group's label and padding).
+    function anchor(n, tops) {
+        var ids = n.isParent() ? n.descendants().filter(function (x) { return !x.isParent(); }).map(function (x) { return x.id(); })
+            : [n.id()];
+        var a = { ids: ids, lift: 0 };
+        a.lift = level(a, tops) - n.boundingBox().y1;
+        return a;
+    }
+
+    function level(a, tops) {
+        var y = Infinity;
+        a.ids.forEach(function (x) { y = Math.min(y, tops[x]); });
+        return y - a.lift;
+    }
+
+    function align() {
+        var L = panes.before;
+        var R = panes.after;
+        link.chain = [];
+        if (!L || !R || !L.cy || !R.cy) {
+            return;
+        }
+        var tops = [leafTops(L.cy), leafTops(R.cy)];
+        var start = [leafTops(L.cy), leafTops(R.cy)];
+        var cand = pairs().map(function (p) {
+            var a = [anchor(p[0], tops[0]), anchor(p[1], tops[1])];
+            var y = [level(a[0], tops[0]), level(a[1], tops[1])];
+            return { ids: [p[0].id(), p[1].id()], a: a, y: y, first: [y[0] + a[0].lift, y[1] + a[1].lift],
+                     weight: p[0].data('group') ? 3 : 1 };
+        });
+        cand.sort(function (p, q) { return p.y[0] - q.y[0] || p.y[1] - q.y[1]; });
+        // The heaviest chain of pairs in the same order on both sides (groups count more than nodes), each
+        // below the one before, and below its highest member too: pushing that member down would move the group.
+        var best = [];
+        var prev = [];
+        var end = -1;
+        cand.forEach(function (c, i) {
+            best[i] = c.weight;
+            prev[i] = -1;
+            for (var j = 0; j < i; j++) {
+                if (best[j] + c.weight > best[i] && cand[j].first[0] + 2 < c.y[0] && cand[j].first[1] + 2 < c.y[1]) {
+                    best[i] = best[j] + c.weight;
+                    prev[i] = j;
+                }
+            }
+            if (end < 0 || best[i] > best[end]) {
+                end = i;
+            }
+        });
+        var chain = [];
+        for (var i = end; i >= 0; i = prev[i]) {
+            chain.unshift(cand[i]);
+        }
+        chain.forEach(function (c) {  // push the higher side down from the pair's top
+            var y = [level(c.a[0], tops[0]), level(c.a[1], tops[1])];
+            var s = y[0] < y[1] ? 0 : 1;
+            var dy = Math.abs(y[0] - y[1]);
+            if (dy < 0.5) {
+                return;
+            }
+            for (var k in tops[s]) {
+                if (tops[s][k] >= y[s] - 0.5) {
+                    tops[s][k] += dy;
+                }
+            }
+        });
+        [L, R].forEach(function (p, s) {
+            p.cy.batch(function () {
+                p.cy.nodes().forEach(function (n) {
+                    var dy = n.isParent() ? 0 : tops[s][n.id()] - start[s][n.id()];
+                    if (dy) {
+                        n.position('y', n.position().y + dy);
+                    }
+                });
+            });
+        });
+        link.chain = chain.map(function (c) { return c.ids; });
+    }
+
+    // Move the other pane to ``src``'s zoom and height: the aligned pair nearest the top of ``src`` (the
+    // highest whose top is on screen) at the same screen height on both sides; its horizontal centre stays.
+    function follow(src) {
+        var dst = other(src);
+        if (!link.on || link.busy || !dst || !dst.cy || !src.cy) {
+            return;
+        }
+        var s = src.side === 'before' ? 0 : 1;
+        var z = src.cy.zoom();
+        var h = src.cy.height();
+        var best = null;
+        link.chain.forEach(function (ids) {
+            var n = src.cy.getElementById(ids[s]);
+            var m = dst.cy.getElementById(ids[1 - s]);
+            if (n.empty() || m.empty()) {
+                return;
+            }
+            var top = n.renderedBoundingBox().y1;
+            var bottom = n.renderedBoundingBox().y2;
+            if (bottom < 0 || top > h) {
+                return;
+            }
+            var score = top >= 0 ? top : h - top;  // on screen first, highest first; else the least cut off
+            if (!best || score < best.score) {
+                best = { score: score, top: top, other: m };
+            }
+        });
+        var pan = dst.cy.pan();
+        var mx = (dst.cy.width() / 2 - pan.x) / dst.cy.zoom();
+        var y = best ? best.top - best.other.boundingBox().y1 * z : src.cy.pan().y;
+        link.busy = true;
+        try {
+            dst.cy.viewport({ zoom: z, pan: { x: dst.cy.width() / 2 - mx * z, y: y } });
+        } finally {
+            link.busy = false;
+        }
+        dst.moved = src.moved;
+    }
+
+    // Both panes at first: one zoom for both (the whole of both when readable, else the top of both at a
+    // readable size) and one vertical pan, each pane centred on its own nodes. Unlinked, each pane on its own.
+    function firstViews() {
+        var L = panes.before;
+        var R = panes.after;
+        if (!L || !R || !L.cy || !R.cy) {
+            return;
+        }
+        L.moved = R.moved = false;
+        if (!link.on || !L.cy.nodes().length || !R.cy.nodes().length) {
+            L.firstView();
+            R.firstView();
+            return;
+        }
+        var both = [L, R];
+        var z = Infinity;
+        var y0 = Infinity;
+        var y1 = -Infinity;
+        both.forEach(function (p) {
+            p.cy.resize();
+            var bb = p.cy.elements().boundingBox();
+            z = Math.min(z, (p.cy.width() - 24) / bb.w, (p.cy.height() - 24) / bb.h);
+            y0 = Math.min(y0, bb.y1);
+            y1 = Math.max(y1, bb.y2);
+        });
+        z = Math.min(z, L.cy.maxZoom());
+        if (z < 0.6) {  // too small to read: the top of both at a readable size
+            z = Math.max(READABLE, 0.8);
+            var top = link.chain.length ? link.chain[0] : [null, null];  // the highest matched pair
+            both.forEach(function (p, i) {
+                p.cy.zoom(z);
+                p.cy.pan({ x: p.startX(z, y0, top[i] && p.cy.getElementById(top[i])), y: 8 - y0 * z });
+            });
+        } else {
+            both.forEach(function (p) {
+                var bb = p.cy.elements().boundingBox();
+                p.cy.zoom(z);
+                p.cy.pan({ x: p.cy.width() / 2 - (bb.x1 + bb.x2) / 2 * z, y: p.cy.height() / 2 - (y0 + y1) / 2 * z });
+            });
+        }
+    }
 
     function other(pane) {
         return panes[pane.side === 'before' ? 'after' : 'before'];
@@ -313,6 +566,27 @@
         p.moved = true;
     }
 
+    // Both panes show the clicked node ``n`` of ``pane`` and its matches ``col`` in ``o``. Linked, the other pane
+    // follows and only pans sideways to them, unless they are not on its screen at that height.
+    function showPair(pane, n, o, col) {
+        if (!link.on) {
+            inView(o, col);
+            inView(pane, n);
+            return;
+        }
+        inView(pane, n);
+        follow(pane);
+        if (!col.length) {
+            return;
+        }
+        var bb = col.renderedBoundingBox();
+        if (bb.y2 < 0 || bb.y1 > o.cy.height()) {
+            inView(o, col);
+        } else if (bb.x1 < 0 || bb.x2 > o.cy.width()) {
+            o.cy.panBy({ x: o.cy.width() / 2 - (bb.x1 + bb.x2) / 2, y: 0 });
+        }
+    }
+
     var pinned = null;  // the last clicked node's matches: {side, ids}, lit again after a hover ends
 
     function unhover() {
@@ -339,8 +613,7 @@
         });
         col.addClass('match');
         if (jump) {  // both panes show the pair
-            inView(o, col);
-            inView(pane, pane.cy.getElementById(id));
+            showPair(pane, pane.cy.getElementById(id), o, col);
             var status = document.getElementById('match');
             if (status) {
                 var names = ids.map(function (x) { return nodeName(o.side, x); });
@@ -359,11 +632,7 @@
     function tapped(pane, n) {
         var d = n.data();
         if (d.group && !d.open) {
-            pane.toggle(d.id, true);
-            var o = other(pane);
-            if (o.data[d.id]) {
-                o.toggle(d.id, true);  // the same name scope opens on both sides
-            }
+            pane.toggle(d.id, true);  // with its twin on the other side
             showGroup(pane, d.id);
             return;
         }
@@ -371,10 +640,10 @@
             showGroup(pane, d.id);
             return;
         }
-        pane.cy.nodes().unselect();
-        n.select();
         showNode(pane, d);
         highlight(pane, d.id, true);
+        pane.cy.nodes().unselect();
+        pane.cy.getElementById(d.id).select();  // after highlight: opening its match's groups draws both again
     }
 
     function row(table, key, value) {
@@ -412,9 +681,6 @@
         var b = el('button', open ? 'Close this group' : 'Open this group');
         b.addEventListener('click', function () {
             pane.toggle(id, !open);
-            if (other(pane).data[id]) {
-                other(pane).toggle(id, !open);
-            }
             showGroup(pane, id);
         });
         p.appendChild(b);
@@ -529,24 +795,30 @@
             panes[side] = new Pane(side, (args.panes || {})[side] || {});
         });
         SIDES.forEach(function (side) { panes[side].draw(); });
+        SIDES.forEach(function (side) { panes[side].layout(); });
+        align();
+        firstViews();
+        SIDES.forEach(function (side) { panes[side].publish(); });
         window.ortlabPanes = { before: panes.before, after: panes.after };  // for the browser test
         window.ortlabGraph = panes.after.cy;
+        window.ortlabLink = link;  // the matched pairs lined up, for tests
         document.body.setAttribute('data-ortlab-graphdiff', 'ready');
         window.setTimeout(function () {
-            SIDES.forEach(function (side) { if (panes[side].cy && !panes[side].moved) { panes[side].firstView(); } });
+            if (panes.before.cy && !panes.before.moved && !panes.after.moved) { firstViews(); }
         }, 250);
     }
 
     window.addEventListener('resize', function () {
-        SIDES.forEach(function (side) {
-            var p = panes[side];
-            if (p && p.cy) {
-                p.cy.resize();
-                if (!p.moved) { p.firstView(); }
-            }
-        });
+        SIDES.forEach(function (side) { if (panes[side] && panes[side].cy) { panes[side].cy.resize(); } });
+        if (panes.before && panes.before.cy && !panes.before.moved && !panes.after.moved) {
+            firstViews();
+        }
     });
     document.getElementById('fit').addEventListener('click', function () {
+        if (link.on) {
+            firstViews();
+            return;
+        }
         SIDES.forEach(function (side) {
             var p = panes[side];
             if (p && p.cy) {
@@ -557,6 +829,13 @@
                 }
             }
         });
+    });
+    document.getElementById('link').addEventListener('change', function (evt) {
+        link.on = !!evt.target.checked;
+        var lead = link.last || panes.before;
+        if (link.on && lead && lead.cy) {
+            follow(lead);
+        }
     });
     document.getElementById('overlay').addEventListener('change', function (evt) {
         overlayOn = !!evt.target.checked && !!(shown && shown.overlay);
