@@ -208,6 +208,24 @@ def test_a_rewritten_region_is_summarised_by_op_counts_not_spelled_node_by_node(
     region = [line for line in fusions if line.startswith("region of")]
     assert region and "Conv ×9" in region[0] and "QLinearConv ×9" in region[0]
 
+    # inside the region each removed node is linked to the node that took its place, not all 29 to the first one:
+    # a Conv (or Add, GlobalAveragePool) to its QLinear twin, a BatchNormalization or Relu to the twin of the
+    # Conv/Add that feeds it (walked up here by op type alone)
+    before = onnx.load(str(sample.model_path)).graph
+    producer = {t: n for n in before.node for t in n.output}
+
+    def head(n: onnx.NodeProto) -> onnx.NodeProto:
+        while n.op_type in ("BatchNormalization", "Relu"):
+            n = producer[n.input[0]]
+        return n
+
+    nodes = graph_description(sample.model_path, art.model_path)["nodes"]
+    linked = {n["name"]: nodes[n["replaced_by"]]["name"] for n in nodes.values() if n.get("replaced_by")}
+    expected = {n.name: head(n).name for n in before.node if n.name in linked}
+    assert len(linked) == 29 and linked == expected
+    assert {nodes[n["replaced_by"]]["op_type"] for n in nodes.values() if n.get("replaced_by")} == {
+        "QLinearConv", "QLinearAdd", "QLinearGlobalAveragePool"}
+
 
 # -- per-node values across QDQ and fused graphs, layers on both sides (a real quantized sample) ------------
 

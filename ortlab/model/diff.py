@@ -288,7 +288,7 @@ def _fusions(b: _Graph, a: _Graph, pairs: dict[int, int], removed: list[int], ad
             tracer.claimed |= set(cov) - {tracer.rev.get(j) for j in group}
             explained |= set(group)
             if covers is not None:
-                covers.update({i: group[0] for i in cov if i in tracer.removed})
+                covers.update(_replacements(b, a, [i for i in cov if i in tracer.removed], group))
             lines[label(cov, group)] += 1
     # groups of connected added nodes that replace removed ones together (e.g. dynamic quantization)
     left = [j for j in rest if j not in explained]
@@ -300,7 +300,7 @@ def _fusions(b: _Graph, a: _Graph, pairs: dict[int, int], removed: list[int], ad
             tracer.claimed |= set(cov)
             explained |= set(comp)
             if covers is not None:
-                covers.update({i: comp[0] for i in cov if i in tracer.removed})
+                covers.update(_replacements(b, a, [i for i in cov if i in tracer.removed], comp))
             lines[label(cov, comp)] += 1
     out = [f"{k} ×{n}" for k, n in sorted(lines.items(), key=lambda kv: (-kv[1], kv[0]))]
     if qdq:
@@ -321,6 +321,27 @@ def _fusions(b: _Graph, a: _Graph, pairs: dict[int, int], removed: list[int], ad
     dropped = Counter(_short(*b.key(i)) for i in removed if i not in tracer.claimed)
     for k, n in sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0])):
         out.append(f"{k} removed ×{n}")
+    return out
+
+
+def _replacements(b: _Graph, a: _Graph, replaced: list[int], group: list[int]) -> dict[int, int]:
+    """Which node of ``group`` (after-indices) stands for each of the ``replaced`` before-nodes: the one of the same
+    name (ONNX Runtime keeps a Conv's name on its QLinearConv), else the one its input's producer went to (a
+    BatchNormalization or Relu folded into the Conv before it), else the one its first consumer went to, else the
+    group's first node."""
+    if len(group) == 1:
+        return {i: group[0] for i in replaced}
+    by_name = {a.nodes[j].name: j for j in group if a.nodes[j].name}
+    out = {i: by_name[b.nodes[i].name] for i in replaced if b.nodes[i].name in by_name}
+    todo = sorted(set(replaced) - set(out))  # ONNX nodes are stored in topological order
+    for i in todo:
+        ups = [out[p] for t in b.nodes[i].input if (p := b.producer.get(t)) is not None and p in out]
+        if ups:
+            out[i] = ups[0]
+    for i in reversed(todo):
+        if i not in out:
+            downs = [out[c] for t in b.nodes[i].output for c in b.consumers.get(t, ()) if c in out]
+            out[i] = downs[0] if downs else group[0]
     return out
 
 
