@@ -166,7 +166,9 @@ with tabs[0]:
             st.caption(f"Before and after side by side, at most {view['visible']} boxes a side for "
                        f"{view['total_nodes']} nodes: layers grouped by name scope, unchanged runs and long "
                        "stretches folded; click a ▸ box to open it on both sides, a node for its details and "
-                       "its match on the other side.")
+                       "its match on the other side."
+                       + (f" {view['constants_hidden']} Constant nodes (weights held as nodes) are not drawn; "
+                          "type Constant in the focus box to see them." if view["constants_hidden"] else ""))
 
 with tabs[1]:
     if st.toggle("Show both graphs in Netron", value=False, key="compare.netron"):

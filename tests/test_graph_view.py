@@ -205,3 +205,29 @@ def test_the_component_opens_groups_itself_and_sends_nothing_back():
     assert "Pane.prototype.toggle" in js and "cy.zoom(zoom)" in js
     html = (COMPONENT_DIR / "index.html").read_text()
     assert 'id="cy-before"' in html and 'id="cy-after"' in html
+
+
+def test_constant_nodes_are_data_and_not_drawn_unless_asked_for(tmp_path):
+    """A Paddle-style export holds every weight in a Constant node; int8 quantization moves them into initializers.
+    The panes leave Constant nodes out (a count says so), and a focus on "Constant" shows them."""
+    from onnx import TensorProto, helper, numpy_helper
+    import numpy as np
+
+    consts = [helper.make_node("Constant", [], [f"w{k}"], name=f"const{k}",
+                               value=numpy_helper.from_array(np.full((4, 4), k, np.float32))) for k in range(5)]
+    mats = [helper.make_node("MatMul", ["x" if k == 0 else f"h{k - 1}", f"w{k}"], [f"h{k}" if k < 4 else "y"],
+                             name=f"mm{k}") for k in range(5)]
+    g = helper.make_graph(consts + mats, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    src = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), src)
+    desc = graph_description(src, src)
+    assert sum(n["op_type"] == "Constant" for n in desc["nodes"].values()) == 5
+    view = build_view(desc)
+    drawn = {side: [e["data"] for e in view["panes"][side]["elements"] if not e["data"].get("group")] for side in SIDES}
+    names = {side: {d.get("label", "") for d in drawn[side]} for side in SIDES}
+    assert view["constants_hidden"] == 5 and view["total_nodes"] == 5
+    assert all(not any("Constant" in x for x in names[side]) for side in SIDES), names
+    focused = build_view(desc, focus="Constant")
+    assert focused["focus_matches"] == 5 and focused["constants_hidden"] == 0
+    assert any("const" in json.dumps(focused["panes"][side]["elements"]) for side in SIDES)

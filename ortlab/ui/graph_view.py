@@ -387,13 +387,22 @@ def counts_text(counts: dict) -> str:
 SIDES = ("before", "after")
 
 
+def is_constant(node: dict) -> bool:
+    """An ONNX ``Constant`` node: data (a weight in node form), drawn no more than an initializer is."""
+    return node.get("op_type") == "Constant" and node.get("domain", "ai.onnx") in ("", "ai.onnx")
+
+
 def _side_nodes(description: dict, side: str, keep: set[str] | None) -> tuple[dict[str, dict], list[list[str]]]:
     """The nodes and data edges of one side: ``after`` is the candidate graph (ids ``a<j>``); ``before`` is the
-    reference graph, a matched node under its after id with its before name, scope and position."""
+    reference graph, a matched node under its after id with its before name, scope and position. ``Constant``
+    nodes are left out (exporters such as Paddle's hold every weight in one; quantization moves them into
+    initializers, and hundreds of removed boxes with an edge each hid the graph), unless ``keep`` names them."""
     nodes: dict[str, dict] = description.get("nodes") or {}
     out: dict[str, dict] = {}
     for k, v in nodes.items():
         if keep is not None and k not in keep:
+            continue
+        if keep is None and is_constant(v):
             continue
         if side == "after" and k.startswith("a"):
             out[k] = v
@@ -544,7 +553,8 @@ def build_view(description: dict, *, focus: str | None = None, overlay: dict[str
     below the ok bar, green above, whatever the other values are.
 
     Returns ``{"panes": {"before": pane, "after": pane}, "details": {node id: panel fields}, "affinity",
-    "counts", "header", "legend", "overlay", "visible", "total_nodes", "focus", "focus_matches"}``. A pane
+    "counts", "header", "legend", "overlay", "visible", "constants_hidden", "total_nodes", "focus",
+    "focus_matches"}``. A pane
     holds its whole group tree (``elements``: groups by name scope, runs of unchanged nodes, parts of long
     levels; nodes; each with its parent, a group with its ``twin`` on the other side), the groups ``open`` at
     first (at most ``budget`` boxes shown; the same on both sides for twins) and its node-level ``edges``: the
@@ -611,6 +621,7 @@ def build_view(description: dict, *, focus: str | None = None, overlay: dict[str
                     "n_before": len(values["before"]),
                     "bands": band_legend(*thresholds) if thresholds is not None else None} if every else None,
         "visible": max(p["visible"] for p in panes.values()),
+        "constants_hidden": sum(1 for v in nodes.values() if is_constant(v)) if keep is None else 0,
         "total_nodes": len(shown),
         "focus": focus or None,
         "focus_matches": matches,
