@@ -49,7 +49,7 @@ from ortlab.runs.service import dismiss_interrupted, interrupted_runs, start_rec
 from ortlab.runs.tune_policy import sqnr_policy, verdict_policy
 from ortlab.runs.prepare import prepare_run
 from ortlab.runs.stored import delete_dataset, delete_model, stored_items
-from ortlab.runs.workspace import default_root, import_roots, importable_path
+from ortlab.runs.workspace import cache_dirs, default_root, import_roots, importable_path
 
 __all__ = [
     "OPENVINO_INSTALL_HINT",
@@ -60,6 +60,7 @@ __all__ = [
     "batch_inputs",
     "bench_busy",
     "bench_config_problems",
+    "cache_dirs",
     "carry_values",
     "check_fits",
     "check_tensor_inputs",

@@ -112,29 +112,32 @@ cli = actions.cli_line(r, f"run{run_id}.onnx")
 st.code(cli, language="bash")
 # buttons as wide as their labels, wrapping onto a second line rather than cutting a label
 row = st.container(horizontal=True, key="history_actions")
+# on_click="ignore": a download needs no rerun. A click's rerun registers new deferred files and drops the old
+# ones, at times before the browser asks for the file it clicked ("Failed to generate file for download").
 qdq_file = model_file.parent / QDQ_FILE
 if model_file.is_file() and r.kind == "int8-static" and qdq_file.is_file():
     # the plain QDQ graph is the portable file (any QDQ-aware runtime); the optimized one suits ORT on this CPU
     row.download_button("⬇ Model (QDQ, portable)", qdq_file.read_bytes,
                          file_name=f"run{run_id}_{QDQ_FILE}", mime="application/octet-stream", key="history.dl_qdq",
-                         type="primary", help="Plain QDQ graph: runs in ORT, TensorRT, OpenVINO or any QDQ-aware runtime.")
+                         type="primary", help="Plain QDQ graph: runs in ORT, TensorRT, OpenVINO or any QDQ-aware runtime.",
+                         on_click="ignore")
     row.download_button("⬇ ORT-only model", model_file.read_bytes,
                          file_name=f"run{run_id}_{model_file.name}", mime="application/octet-stream",
                          key="history.dl_model", help="Optimized for this CPU (QLinear and com.microsoft ops): "
-                                                      "for ONNX Runtime only.")
+                                                      "for ONNX Runtime only.", on_click="ignore")
 elif model_file.is_file():
     # files are read or built only when the button is clicked (a model can be tens of MB, a report ~5 MB)
     row.download_button("⬇ Model (.onnx)", model_file.read_bytes, file_name=f"run{run_id}_{model_file.name}",
-                         mime="application/octet-stream", key="history.dl_model")
+                         mime="application/octet-stream", key="history.dl_model", on_click="ignore")
 else:
     row.warning("The model file is gone from the workspace.")
 row.download_button("⬇ Recipe (JSON)", recipe.to_json(), file_name=f"run{run_id}_recipe.json",
-                     mime="application/json", key="history.dl_recipe")
+                     mime="application/json", key="history.dl_recipe", on_click="ignore")
 row.download_button("⬇ CLI line", cli + "\n", file_name=f"run{run_id}_cli.sh", mime="text/x-shellscript",
-                     key="history.dl_cli")
+                     key="history.dl_cli", on_click="ignore")
 if model_file.is_file() and r.source_path.is_file():
     row.download_button("⬇ HTML report", actions.report_download(r), file_name=f"run{run_id}_report.html",
-                         mime="text/html", key="history.dl_report")
+                         mime="text/html", key="history.dl_report", on_click="ignore")
 if row.button(":material/compare: Load into Compare", key="history.load", type="primary",
                disabled=not model_file.is_file()):
     with engine_errors("Loading the run"):

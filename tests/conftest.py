@@ -1,10 +1,18 @@
-"""Every test gets its own workspace: runs recorded by the service never land in the real ~/.ortlab."""
+"""Every test gets its own workspace: runs recorded by the service never land in the real ~/.ortlab, and ortlab's
+cache (the Netron viewer's files) is a temporary folder, never the user's ~/.cache."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:  # session-wide: app servers started by module fixtures inherit it
+        mp.setenv("ORTLAB_CACHE_DIR", str(tmp_path_factory.mktemp("ortlab_cache")))
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -188,6 +188,8 @@ def test_state_follows_between_pages_and_history_offers_downloads(demo_app):
     assert len(listing) == 1 and listing["model"].iloc[0] == "Digits ResNet (ours)"  # the sample's title
     keys = {b.key for b in at.download_button}
     assert {"history.dl_model", "history.dl_recipe", "history.dl_cli", "history.dl_report"} <= keys
+    # a download does not rerun the page (its rerun could drop the deferred file before the browser asks for it)
+    assert all(b.proto.ignore_rerun for b in at.download_button)
     assert "ortlab optimize" in at.code[0].value and "--quant-mode static" in at.code[0].value
     at.button(key="history.load").click().run()
     assert not at.exception

@@ -3,15 +3,21 @@ the model handed over as bytes; models above the cap and failures get the built-
 
 from __future__ import annotations
 
+import errno
+import json
+import os
 import re
 import shutil
 import sys
+from pathlib import Path
 
 import onnx
 import pytest
 
-from ortlab.ui.netron_assets import (BRIDGE_NAME, CSP, STAMP, NetronUnavailable, component_dir, patch_viewer_sources,
-                                     patched_viewer)
+from ortlab.runs.workspace import HOME_CACHE, Workspace, folder_bytes
+from ortlab.ui.netron_assets import (BRIDGE_NAME, CSP, STAMP, NetronUnavailable, component_dir, load_viewer,
+                                     patch_viewer_sources, patched_viewer)
+from ortlab.ui.netron_files import modules_for_onnx, needed_files, registered
 from models import conv_bn_model, external_data_model
 
 ANALYTICS = (b"google-analytics", b"googletagmanager", b"analytics.google", b"ipinfo.io", b"sendBeacon")
@@ -28,7 +34,7 @@ def test_component_folder_holds_the_patched_viewer(folder):
     pv = patched_viewer()
     assert pv.version == "9.3.3"
     names = sorted(p.name for p in folder.iterdir() if p.name != STAMP)
-    assert len(names) > 100 and "index.html" in names and BRIDGE_NAME in names
+    assert len(names) > 20 and "index.html" in names and BRIDGE_NAME in names
     assert not any(n.endswith(".py") for n in names)  # netron's own server code is not part of the viewer
     for name in names:
         body = (folder / name).read_bytes()
@@ -72,12 +78,17 @@ def test_component_folder_is_written_again_when_removed(folder, tmp_path):
 def test_patch_refuses_an_unknown_netron_version():
     d = patched_viewer().directory
     index, browser, base = ((d / n).read_text("utf-8") for n in ("index.html", "browser.js", "base.js"))
+    served = frozenset({"view.js"})
     with pytest.raises(NetronUnavailable, match=r"Cannot patch netron's browser\.js: expected code not found"):
-        patch_viewer_sources(index, browser.replace("const age = async", "const age2 = async"), base)
+        patch_viewer_sources(index, browser.replace("const age = async", "const age2 = async"), base, served=served)
+    with pytest.raises(NetronUnavailable, match=r"Cannot patch netron's browser\.js: expected code not found"):
+        patch_viewer_sources(index, browser.replace("    async require(id) {", "    async req(id) {"), base,
+                             served=served)
     with pytest.raises(NetronUnavailable, match=r"Cannot patch netron's base\.js"):
-        patch_viewer_sources(index, browser, base.replace("base.Telemetry = class {", "base.Tele = class {"))
+        patch_viewer_sources(index, browser, base.replace("base.Telemetry = class {", "base.Tele = class {"),
+                             served=served)
     with pytest.raises(NetronUnavailable, match="no version tag"):
-        patch_viewer_sources(index.replace('name="version"', 'name="v"'), browser, base)
+        patch_viewer_sources(index.replace('name="version"', 'name="v"'), browser, base, served=served)
 
 
 def test_missing_netron_package_is_typed(monkeypatch, tmp_path):
@@ -90,6 +101,116 @@ def test_missing_netron_package_is_typed(monkeypatch, tmp_path):
         patched_viewer.cache_clear()
 
 
+
+
+# -- which of netron's files, and where --------------------------------------------------------------------
+
+ONNX_FILES = {"index.js", "view.js", "base.js", "grapher.js", "grapher.css", "protobuf.js", "python.js", "onnx.js",
+              "onnx-proto.js", "onnx-schema.js", "onnx-metadata.json", "tflite.js", "tflite-schema.js",
+              "worker.js", "dagre.js", "icon.png"}
+OTHER_FORMATS = {"pytorch.js", "pytorch-metadata.json", "keras.js", "keras-metadata.json", "tf.js", "caffe.js",
+                 "message.js", "mlnet.js"}
+SAMPLES = os.path.join(os.path.dirname(__file__), "..", "sample_models")
+
+
+def test_the_served_files_are_read_from_netrons_sources():
+    pv = patched_viewer()
+    onnx_modules = modules_for_onnx((pv.directory / "view.js").read_text("utf-8"))
+    assert onnx_modules[0] == "onnx.js" and {"tflite.js", "tensorrt.js", "rknn.js"} <= set(onnx_modules)
+    assert pv.served >= ONNX_FILES and not pv.served & OTHER_FORMATS
+    assert not any(n.endswith(".py") for n in pv.served)
+    for name in sorted(n for n in pv.served if n.endswith(".js")):  # every static import of a served module
+        for ref in re.findall(r"from '\./([\w-]+\.js)'", (pv.directory / name).read_text("utf-8")):
+            assert ref in pv.served, (name, ref)
+    assert set(pv.names()) == pv.served | {BRIDGE_NAME}
+
+
+def test_no_module_left_out_claims_an_onnx_file_by_its_content(tmp_path):
+    """netron also tries a module on any file whose first bytes fit the module's content patterns."""
+    pv = patched_viewer()
+    modules = registered((pv.directory / "view.js").read_text("utf-8"))
+    models = [conv_bn_model(tmp_path / "a.onnx"), external_data_model(tmp_path / "ext"),
+              *sorted(p for p in Path(SAMPLES).glob("*/*.onnx"))]
+    for path in models:
+        with open(path, "rb") as f:
+            head = f.read(4096).decode("latin-1")
+        claimed = {f"{m[2:]}.js" for m, (_, content) in modules.items() if any(p.search(head) for p in content)}
+        assert "onnx.js" in claimed and claimed <= pv.served, (path.name, claimed)
+
+
+def _package_copy(tmp_path) -> Path:
+    """The netron files the viewer uses, copied (not linked) into ``tmp_path``: on the test's own filesystem."""
+    pkg = tmp_path / "netron"
+    pkg.mkdir()
+    for name in patched_viewer().served:
+        shutil.copyfile(patched_viewer().directory / name, pkg / name)
+    return pkg
+
+
+def test_the_served_files_follow_a_change_of_netrons_registry(tmp_path):
+    pkg = _package_copy(tmp_path)
+    for name in ("keras.js", "keras-metadata.json", "keras-proto.js", "pytorch.js"):
+        shutil.copyfile(patched_viewer().directory / name, pkg / name)
+    view = (pkg / "view.js").read_text("utf-8")
+    assert "keras.js" not in needed_files(pkg)
+    (pkg / "view.js").write_text(view.replace("this.register('./keras', [", "this.register('./keras', ['.onnx', "))
+    assert {"keras.js", "keras-metadata.json", "keras-proto.js"} <= needed_files(pkg)
+    assert "pytorch.js" not in needed_files(pkg)
+    (pkg / "view.js").write_text(view.replace("this.register('./onnx',", "this.register('./onnx2',"))
+    with pytest.raises(NetronUnavailable, match="Cannot tell which of netron's files ONNX models need: view.js "
+                                                "registers no './onnx' module"):
+        load_viewer(pkg)
+
+
+def test_the_folder_is_a_fraction_of_the_package(folder):
+    package = [p for p in patched_viewer().directory.iterdir() if p.is_file()]
+    ours = [p for p in folder.iterdir() if p.name != STAMP]
+    assert len(ours) < 50 < 150 < len(package)
+    assert sum(p.stat().st_size for p in ours) < 0.4 * sum(p.stat().st_size for p in package)
+
+
+def test_the_browser_host_loads_only_the_served_files(folder):
+    browser_js = (folder / "browser.js").read_text("utf-8")
+    (listed,) = re.findall(r"browser\.served = new Set\((\[.*\])\);", browser_js)
+    assert set(json.loads(listed)) == {p.name for p in folder.iterdir() if p.name != STAMP}
+    # require() and asset() refuse anything else with a message the viewer shows
+    assert browser_js.count("throw browser.notServed(") == 2
+    assert "is not part of this viewer: ortlab serves only the files Netron needs for ONNX models" in browser_js
+
+
+def test_hard_links_on_the_same_filesystem(tmp_path):
+    pkg = _package_copy(tmp_path)
+    viewer = load_viewer(pkg)
+    folder = component_dir(tmp_path / "cache", viewer=viewer)
+    linked = [n for n in viewer.names() if n not in viewer.overrides]
+    assert len(linked) > 20
+    for name in linked:
+        assert os.path.samefile(folder / name, pkg / name) and (folder / name).stat().st_nlink == 2, name
+    for name in viewer.overrides:
+        assert (folder / name).stat().st_nlink == 1 and (folder / name).read_bytes() == viewer.overrides[name]
+
+
+def test_copies_across_filesystems(tmp_path, monkeypatch):
+    pkg = _package_copy(tmp_path)
+    viewer = load_viewer(pkg)
+
+    def cross_device(src, dst, *args, **kwargs):
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), str(src), None, str(dst))
+
+    monkeypatch.setattr(os, "link", cross_device)
+    folder = component_dir(tmp_path / "cache", viewer=viewer)
+    for name in (n for n in viewer.names() if n not in viewer.overrides):
+        assert not os.path.samefile(folder / name, pkg / name) and (folder / name).stat().st_nlink == 1, name
+        assert (folder / name).read_bytes() == (pkg / name).read_bytes()
+
+
+def test_an_unwritable_cache_falls_back_to_the_next_folder(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    folder = component_dir(blocker / "cache", tmp_path / "home" / HOME_CACHE)
+    assert folder.parent == tmp_path / "home" / HOME_CACHE and (folder / "onnx.js").is_file()
+    with pytest.raises(NetronUnavailable, match=r"Cannot write the Netron viewer's files to .*a-file/cache"):
+        component_dir(blocker / "cache")
 
 
 def _page(model: str, break_netron: bool = False, cap: int | None = None) -> None:
@@ -189,3 +310,29 @@ def test_bad_models_and_external_data_outside_the_folder_are_refused(monkeypatch
     at = _run(monkeypatch, tmp_path, model=str(evil))
     assert not at.get("component_instance")
     assert "points outside the model's folder" in at.warning[0].value
+
+
+def test_the_viewer_lives_in_the_cache_and_the_old_copy_in_the_workspace_goes(monkeypatch, tmp_path):
+    home = tmp_path / "home"
+    old = home / HOME_CACHE / "netron-9.3.2-0123456789ab"  # written by an older version of ortlab
+    old.mkdir(parents=True)
+    (old / "view.js").write_text("old")
+    (home / HOME_CACHE / ".build-x1y2").mkdir()
+    (home / HOME_CACHE / "notes.txt").write_text("not ours")
+    monkeypatch.setenv("ORTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    at = _run(monkeypatch, tmp_path, model=str(conv_bn_model(tmp_path / "m.onnx")))
+    assert not at.exception and not at.warning and at.get("component_instance")
+    (folder,) = (tmp_path / "cache").iterdir()
+    assert folder.name.startswith("netron-9.3.3-") and (folder / "onnx.js").is_file()
+    assert [p.name for p in (home / HOME_CACHE).iterdir()] == ["notes.txt"]
+
+
+def test_without_a_writable_cache_the_viewer_is_in_the_workspace_but_not_counted(monkeypatch, tmp_path):
+    home = tmp_path / "home"
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("ORTLAB_CACHE_DIR", str(tmp_path / "a-file" / "cache"))
+    at = _run(monkeypatch, tmp_path, model=str(conv_bn_model(tmp_path / "m.onnx")))
+    assert not at.exception and not at.warning and at.get("component_instance")
+    (folder,) = (home / HOME_CACHE).iterdir()
+    assert (folder / "onnx.js").is_file() and folder_bytes(home / HOME_CACHE) > 1_000_000
+    assert Workspace(home).size_bytes() == folder_bytes(home) - folder_bytes(home / HOME_CACHE)

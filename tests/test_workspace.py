@@ -18,7 +18,7 @@ from ortlab.settings.config import BenchConfig, Precision, QuantConfig, QuantMod
 from ortlab.runs.history import BenchmarkRecord, BenchVariant, History, HistoryError
 from ortlab.runs.artifact import Artifact
 from ortlab.checks.eval_report import EvalReport
-from ortlab.runs.workspace import Workspace
+from ortlab.runs.workspace import HOME_CACHE, Workspace, cache_dirs, folder_bytes
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -55,6 +55,31 @@ def test_workspace_root_from_env_then_home(tmp_path, monkeypatch):
     # the argument wins over the environment
     monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "from-env"))
     assert Workspace(tmp_path / "arg").root == (tmp_path / "arg").resolve()
+
+
+def test_cache_from_env_then_xdg_then_home_and_the_workspace_fallback(tmp_path, monkeypatch):
+    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "ws"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ORTLAB_CACHE_DIR", str(tmp_path / "mine"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dirs() == (tmp_path / "mine", tmp_path / "ws" / HOME_CACHE)
+    monkeypatch.delenv("ORTLAB_CACHE_DIR")
+    assert cache_dirs()[0] == tmp_path / "xdg" / "ortlab"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # the XDG spec: ignored
+    assert cache_dirs()[0] == tmp_path / "home" / ".cache" / "ortlab"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert cache_dirs()[0] == tmp_path / "home" / ".cache" / "ortlab"
+
+
+def test_the_fallback_cache_in_the_workspace_is_not_counted_as_workspace(tmp_path):
+    ws = Workspace(tmp_path / "ws")
+    (ws.models_dir / "m.onnx").write_bytes(b"x" * 1000)
+    size = ws.size_bytes()
+    (ws.root / HOME_CACHE / "netron-1.2.3-0123456789ab").mkdir(parents=True)
+    (ws.root / HOME_CACHE / "netron-1.2.3-0123456789ab" / "view.js").write_bytes(b"y" * 50_000)
+    (ws.models_dir / HOME_CACHE).mkdir()  # only the folder at the top is the cache
+    (ws.models_dir / HOME_CACHE / "f").write_bytes(b"z" * 10)
+    assert ws.size_bytes() == size + 10 == folder_bytes(ws.root) - 50_000
 
 
 def test_two_workspaces_are_independent(tmp_path):

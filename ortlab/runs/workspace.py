@@ -14,6 +14,8 @@ from ortlab.runs.history import BenchmarkRecord, HistoryError
 from ortlab.core.errors import ModelLoadError
 
 ENV_VAR = "ORTLAB_HOME"
+CACHE_VAR = "ORTLAB_CACHE_DIR"
+HOME_CACHE = "netron-viewer"  # under $ORTLAB_HOME: the cache when no cache directory can be written; not workspace
 IMPORT_ROOTS_VAR = "ORTLAB_IMPORT_ROOTS"
 IMPORT_SUFFIXES = (".onnx", ".zip")
 IMPORT_REFUSED = ("That path cannot be imported: it is not an existing .onnx or .zip file inside a folder listed in "
@@ -25,6 +27,21 @@ def default_root() -> Path:
     """``$ORTLAB_HOME`` when set, else ``~/.ortlab``."""
     env = os.environ.get(ENV_VAR, "").strip()
     return Path(env).expanduser() if env else Path.home() / ".ortlab"
+
+
+def cache_dirs() -> tuple[Path, Path]:
+    """Where ortlab keeps files it can rebuild that belong to no workspace (the Netron viewer's), first choice
+    first: ``$ORTLAB_CACHE_DIR``, else ``$XDG_CACHE_HOME/ortlab``, else ``~/.cache/ortlab``; then
+    ``$ORTLAB_HOME/netron-viewer`` (where versions before kept them), for when the first cannot be written."""
+    env = os.environ.get(CACHE_VAR, "").strip()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    if env:
+        first = Path(env).expanduser()
+    elif xdg and Path(xdg).is_absolute():  # the XDG spec: a relative value is to be ignored
+        first = Path(xdg) / "ortlab"
+    else:
+        first = Path.home() / ".cache" / "ortlab"
+    return first, default_root() / HOME_CACHE
 
 
 def import_roots() -> list[Path]:
@@ -85,10 +102,13 @@ class DeletedRun:
 
 
 
-def folder_bytes(folder: Path) -> int:
-    """Bytes of the files under ``folder``, symbolic links neither followed nor counted beyond their own size."""
+def folder_bytes(folder: Path, skip: tuple[str, ...] = ()) -> int:
+    """Bytes of the files under ``folder``, symbolic links neither followed nor counted beyond their own size;
+    the folders named in ``skip`` directly under ``folder`` are left out."""
     total = 0
-    for dirpath, _dirs, files in os.walk(folder):  # os.walk does not descend into linked folders
+    for dirpath, dirs, files in os.walk(folder):  # os.walk does not descend into linked folders
+        if dirpath == str(folder):
+            dirs[:] = [d for d in dirs if d not in skip]
         for name in files:
             try:
                 total += os.lstat(os.path.join(dirpath, name)).st_size
@@ -146,8 +166,8 @@ class Workspace:
             return p.name
 
     def size_bytes(self) -> int:
-        """Bytes of every file in the workspace (imports, data, artifacts, history)."""
-        return folder_bytes(self.root)
+        """Bytes of every file in the workspace (imports, data, artifacts, history; not the fallback cache)."""
+        return folder_bytes(self.root, skip=(HOME_CACHE,))
 
     def delete_run(self, run_id: int) -> DeletedRun:
         """Delete a run: its History row, the benchmarks that timed it, and its folder when that lies under

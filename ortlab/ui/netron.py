@@ -1,8 +1,9 @@
 """Netron embedded in a page as a Streamlit custom component, with the app's own graph drawing as the fallback.
 
-The viewer's files are served by Streamlit itself (``/component/…`` on the app's own address) and the model
-reaches the viewer as bytes through the app's WebSocket, so Netron works from any machine that can open the
-app, needs no other server or port, and shows each session only the models that session's pages pass in.
+The viewer's files are served by Streamlit itself (``/component/…`` on the app's own address) from ortlab's
+cache directory, outside every workspace, and the model reaches the viewer as bytes through the app's WebSocket,
+so Netron works from any machine that can open the app, needs no other server or port, and shows each session
+only the models that session's pages pass in.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import streamlit.components.v1 as components
 from ortlab.core.errors import OrtlabError
 from ortlab.core.text import format_bytes
 from ortlab.ui.inert import md
-from ortlab.ui.netron_assets import component_dir
-from ortlab.api import default_root
+from ortlab.ui.netron_assets import component_dir, remove_viewer_folders
+from ortlab.api import cache_dirs
 from ortlab.core.errors import ModelLoadError
 from ortlab.api import external_data_files
 from ortlab.api import sha256_file_cached
@@ -35,16 +36,15 @@ COMPONENT_NAME = "ortlab_netron"
 _declared: dict[Path, object] = {}
 
 
-def viewer_parent() -> Path:
-    """Where the viewer component's files are written (shared by every user: netron's code only, no models)."""
-    return default_root() / "netron-viewer"
-
-
 def netron_component():
-    """The declared component over the (re)written viewer folder."""
-    folder = component_dir(viewer_parent())
+    """The declared component over the (re)written viewer folder: in the cache directory, or under
+    ``$ORTLAB_HOME`` when the cache cannot be written (shared by every user: netron's code only, no models)."""
+    cache, fallback = cache_dirs()
+    folder = component_dir(cache, fallback)
     comp = _declared.get(folder)
     if comp is None:
+        if folder.parent != fallback:  # the copy versions before kept in the workspace is no longer used
+            remove_viewer_folders(fallback)
         comp = components.declare_component(COMPONENT_NAME, path=str(folder))
         _declared[folder] = comp
     return comp

@@ -83,6 +83,7 @@ def start_app(home: Path, address: str = "127.0.0.1", extra_args: tuple[str, ...
     # everything these tests reach (the app, a mock sign-in provider) is on this machine: no proxy from the environment
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env.update(ORTLAB_HOME=str(home), PYTHONUNBUFFERED="1")
+    env.setdefault("ORTLAB_CACHE_DIR", str(home.parent / "ortlab_cache"))  # tests/conftest.py sets one per session
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
            "--server.address", address, "--server.headless", "true", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none", *extra_args]

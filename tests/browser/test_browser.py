@@ -159,6 +159,40 @@ def test_0_netron_viewer_runs_offline_past_its_expiry(app, browser_page, model_f
         page.close()
 
 
+NOT_SERVED_JS = """() => {
+    // A Keras file handed to the viewer the way Streamlit hands it a model (netron's window.eval is disabled, so
+    // this runs in the app's page): netron would need keras.js, which ortlab does not serve.
+    const frame = [...document.querySelectorAll('iframe')].filter(f => f.src.includes('ortlab_netron')).pop();
+    const f0 = new Uint8Array([0x89, 0x48, 0x44, 0x46, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0]);
+    const args = { names: ['weights.keras'], digest: 'not-served', height: 400, f0 };
+    frame.contentWindow.postMessage({ type: 'streamlit:render', args }, location.origin);
+}"""
+
+
+def test_0b_netron_says_which_file_it_does_not_serve(app, browser_page, screenshots):
+    """The viewer holds only netron's files for ONNX models: a file of another format gets a message in the
+    viewer (not a blank pane), and the module it would need is never asked of the server."""
+    page, requests = browser_page[0].context.new_page(), browser_page[1]
+    try:
+        page.goto(app["url"])
+        page.wait_for_selector('[data-testid="stSidebarNav"]', timeout=60_000)
+        assert netron_nodes(page, 60) > 0, "Netron drew no graph"
+        frame = netron_frames(page)[-1]
+        page.evaluate(NOT_SERVED_JS)
+        message = frame.locator("#message-text")
+        message.filter(has_text="keras.js").wait_for(timeout=STEP_TIMEOUT_MS)
+        assert message.inner_text() == ("Netron's 'keras.js' is not part of this viewer: ortlab serves only the files "
+                                        "Netron needs for ONNX models.")
+        assert frame.locator("#message-text").is_visible()
+        page.locator("iframe").last.scroll_into_view_if_needed()
+        page.screenshot(path=str(screenshots / "00b_netron_not_served.png"))
+        served = [u for u in requests if "/component/" in u and "netron" in u]
+        assert any(u.split("?")[0].endswith("/onnx.js") for u in served)
+        assert not any(re.search(r"/(keras|pytorch|message|mlnet)[.-]", u) for u in served), served
+    finally:
+        page.close()
+
+
 def test_1_upload_model_shows_summary_and_netron(flow, model_file):
     page, shot = flow["page"], flow["shot"]
     page.locator('[data-testid="stFileUploader"]').first.wait_for(timeout=60_000)

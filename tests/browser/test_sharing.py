@@ -1,9 +1,11 @@
 """The shared app in a real browser: OpenID Connect sign-in (a local mock provider), one private workspace per
-user, and Netron drawing when the app is opened by a non-loopback address. No request leaves the app's origin
-and the loopback provider."""
+user whose downloads are built from that workspace, and Netron drawing when the app is opened by a non-loopback
+address. No request leaves the app's origin and the loopback provider."""
 
 from __future__ import annotations
 
+import hashlib
+import html
 import re
 import secrets
 import sqlite3
@@ -126,6 +128,56 @@ def assert_local(requests: list[str], allowed_netlocs: set[str]) -> None:
     assert outside == []
 
 
+# every download button History offers for an int8 static run, and what its file must be
+DOWNLOADS = {"⬇ Model (QDQ, portable)": "model", "⬇ ORT-only model": "model", "⬇ Recipe (JSON)": "recipe",
+             "⬇ CLI line": "cli", "⬇ HTML report": "report"}
+
+
+def download_everything(page, run_dir: Path) -> dict[str, bytes]:
+    """Click every download button of the History run shown (``run_dir``: that run's folder in the signed-in
+    user's workspace) and check each file: the models are the run's own ONNX files, byte for byte."""
+    import onnx
+
+    from ortlab.settings.config import Recipe
+
+    widgets = page.locator('.st-key-history_actions [data-testid="stDownloadButton"]')
+    buttons = {w.inner_text().strip(): w.locator("button").first for w in widgets.all()}
+    labels = sorted(buttons)
+    assert labels == sorted(DOWNLOADS) and widgets.count() == len(DOWNLOADS), labels  # a new one needs a check
+    title = page.get_by_role("heading", name=re.compile(r"^Run #\d+: ")).first.inner_text()
+    heading = re.match(r"Run #(\d+): (.*)", title.strip())
+    assert heading, title
+    run_id, label = heading.groups()
+    got: dict[str, bytes] = {}
+    for name in labels:
+        with page.expect_download(timeout=60_000) as info:
+            buttons[name].click()
+        download = info.value
+        assert download.failure() is None, (name, download.failure())
+        data = Path(download.path()).read_bytes()
+        assert data, f"{name}: empty download"
+        assert download.suggested_filename.startswith(f"run{run_id}_"), (name, download.suggested_filename)
+        got[download.suggested_filename] = data
+        kind = DOWNLOADS[name]
+        if kind == "model":
+            model = onnx.ModelProto.FromString(data)  # a valid ONNX protobuf
+            assert model.ir_version > 0 and len(model.graph.node) > 0
+            on_disk = run_dir / download.suggested_filename.removeprefix(f"run{run_id}_")
+            assert data == on_disk.read_bytes(), f"{name} is not the run's {on_disk.name}"
+        elif kind == "recipe":
+            assert Recipe.from_json(data.decode("utf-8")).label() == label
+        elif kind == "cli":
+            assert data.decode("utf-8").startswith("ortlab optimize ") and f"run{run_id}.onnx" in data.decode()
+        else:
+            text = data.decode("utf-8")
+            assert text.startswith("<!DOCTYPE html>") and download.suggested_filename.endswith(".html")
+            assert f"<title>ortlab report — {html.escape(label)}</title>" in text and f"run #{run_id}" in text
+            # built from this user's run: the report names the hash of the model in their workspace
+            assert hashlib.sha256((run_dir / "model.onnx").read_bytes()).hexdigest() in text
+    assert not page.locator('[data-testid="stDownloadButtonError"]').count()
+    return got
+
+
 def test_sign_in_gives_each_user_a_private_workspace(shared_app, browser, screenshots):
     app_url, home, issuer = shared_app["url"], shared_app["home"], shared_app["issuer"]
     requests: list[str] = []
@@ -152,6 +204,10 @@ def test_sign_in_gives_each_user_a_private_workspace(shared_app, browser, screen
     a.get_by_role("button", name=re.compile("Load into Compare")).wait_for()  # A sees and may load A's run
     a.screenshot(path=str(screenshots / "sharing_2_alice_history.png"), full_page=True)
     a_text = a.locator("body").inner_text()
+    # Every download of A's run, signed in: built in A's session from A's workspace.
+    (run_folder,) = (home / "users" / user_key(issuer, "alice") / "artifacts").iterdir()
+    files = download_everything(a, run_folder)
+    assert len(files) == len(DOWNLOADS)
 
     # User B, in another browser context, sees none of it: empty History, nothing to load or compare.
     b = new_page(browser, requests)
@@ -168,8 +224,8 @@ def test_sign_in_gives_each_user_a_private_workspace(shared_app, browser, screen
     assert "alice" in a_text
     assert run_count(home, key_b) == 0
     assert sorted(p.name for p in (home / "users").iterdir()) == sorted([key_a, key_b])
-    # Nothing was written to the shared top-level workspace (the Netron viewer's own files aside).
-    assert not (home / "history.sqlite").exists() and not (home / "artifacts").exists()
+    # Nothing was written to the shared top-level workspace, not even the Netron viewer's files (in the cache).
+    assert sorted(p.name for p in home.iterdir()) == ["users"]
     a.context.close()
     b.context.close()
 
