@@ -42,7 +42,7 @@ def add_command(sub) -> None:
                                     "one the accuracy policy accepts.",
                        epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL", help="The source .onnx (never modified).")
-    p.add_argument("--data", "--calibration", metavar="DIR", dest="data",
+    p.add_argument("--calibration", "--data", metavar="DIR", dest="data",
                    help="Calibration data, as for optimize (default: a bundled sample's "
                    "calibration set). Without --eval a third of it is held out for evaluation.")
     p.add_argument("--eval", metavar="DIR", dest="eval_data", help="Evaluation data, never used to calibrate "

@@ -29,8 +29,17 @@ def main(address: str) -> None:
             context.on("request", lambda r: requests.append(r.url))
             context.on("websocket", lambda ws: requests.append(ws.url))  # type: ignore[call-overload]  # TODO(issue 15): a BrowserContext never emits "websocket" (a Page does), so this never runs
             page = context.pages[0] if context.pages else context.new_page()
+            failed: list[str] = []
+            page.on("requestfailed", lambda r: failed.append(f"{r.url}: {r.failure}"))
+            page.on("console", lambda m: failed.append(f"console {m.type}: {m.text}"))
             page.goto(app["url"])
-            page.wait_for_selector('[data-testid="stSidebarNav"]', timeout=60_000)
+            try:
+                page.wait_for_selector('[data-testid="stSidebarNav"]', timeout=60_000)
+            except Exception:  # say what the app and the page showed, then fail
+                print("app log:\n" + Path(app["log"]).read_text(errors="replace")[-3000:], file=sys.stderr)
+                print("page text:\n" + page.inner_text("body")[:1500], file=sys.stderr)
+                print("failed requests and console:\n" + "\n".join(failed[-30:]), file=sys.stderr)
+                raise
             nodes = netron_nodes(page, 60)
             frames = [f.url for f in netron_frames(page)]
             context.close()

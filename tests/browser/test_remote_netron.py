@@ -17,8 +17,13 @@ import pytest
 
 DRIVER = Path(__file__).with_name("remote_netron_driver.py")
 ADDRESS = "10.77.0.1"
-SETUP = (f"ip link set lo up && ip link add v0 type veth peer name v1 && ip addr add {ADDRESS}/24 dev v0 && "
-         f"ip link set v1 up && ip link set v0 up && exec \"$0\" \"$@\"")
+# No IPv6 in the namespace, and exec only once v0 is up: a link-local address or a carrier arriving while the page
+# loads is a network change to chromium, which then aborts the page's requests (net::ERR_NETWORK_CHANGED).
+SETUP = ("for f in all default; do p=/proc/sys/net/ipv6/conf/$f/disable_ipv6; [ ! -e $p ] || echo 1 > $p; done && "
+         f"ip link set lo up && ip link add v0 type veth peer name v1 && ip addr add {ADDRESS}/24 dev v0 && "
+         "ip link set v1 up && ip link set v0 up && "
+         "for i in $(seq 50); do ip -o link show v0 | grep -q 'state UP' && break; sleep 0.1; done && "
+         "exec \"$0\" \"$@\"")
 
 
 def namespace_command() -> list[str]:
