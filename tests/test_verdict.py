@@ -287,3 +287,29 @@ def test_reports_written_before_task_metrics_still_load_and_are_judged():
     report = EvalReport.from_dict(old)
     assert report.task is None and report.outputs[0].nonfinite == 0
     assert judge(report).level == Level.OK
+
+
+def test_a_map_that_finds_almost_nothing_is_judged_and_says_why_its_sqnr_is_fragile(tmp_path):
+    """PP-OCR's text detector on photos without text: the fp32 map is above 0.3 on a handful of elements, so one
+    invented blob decides SQNR. The verdict stays as the policy says and adds why, with what to evaluate on."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(0, 1, size=(20, 1, 8, 8)).astype(np.float32)
+    x[0, 0, 0, 0] = 95.0  # one element of 1280 above the threshold in the reference (x·0.1 − 10 = −0.5 → 0.38)
+    data = load_tensor_file(npy(tmp_path / "x.npy", x))
+    ref = sigmoid_map_model(tmp_path / "ref.onnx", -10.0)
+    loud = sigmoid_map_model(tmp_path / "loud.onnx", -8.0)  # its background rises e² times: SQNR falls
+    policy = VerdictPolicy(task=Task.DENSE_MAP)
+    report = evaluate(ref, loud, data, None, policy=policy)
+    d = report.task.dense_maps[0]
+    assert d.ref_positive_fraction == 1 / x.size and d.crossing_fraction < 0.01
+    v = judge(report, policy)
+    assert v.level == Level.BROKEN and v.reasons[0].startswith("prob: SQNR"), v
+    assert v.reasons[-1] == ("prob: the reference map is above the 0.3 threshold on only 0.078% of elements on this "
+                             "data, so its SQNR and cosine are decided by those few; judge it on data where the model "
+                             "detects something (for a text detector: images with text, such as "
+                             "sample_models/text_photos)"), v.reasons
+    # a map the reference fills is judged without the remark
+    busy = evaluate(ref, loud, load_tensor_file(npy(tmp_path / "b.npy", np.full((2, 1, 8, 8), 120, np.float32))),
+                    None, policy=policy)
+    assert busy.task.dense_maps[0].ref_positive_fraction == 1.0
+    assert not [r for r in judge(busy, policy).reasons if "threshold on only" in r]

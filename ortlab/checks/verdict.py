@@ -12,7 +12,9 @@ The default policy (:class:`VerdictPolicy`; every threshold is a field and a CLI
   A map on which the reference finds nothing (no element above the threshold in any evaluation sample) cannot
   judge the result: its SQNR and cosine measure background noise, so they are shown but do not count, and the
   verdict is at best **unknown** ("give evaluation data on which the model detects something"). A candidate
-  that finds things there still crosses the threshold and is graded as above;
+  that finds things there still crosses the threshold and is graded as above. A map the reference finds almost
+  nothing on (above the threshold on fewer than 0.1% of elements) is judged as usual, and the verdict says that
+  its SQNR and cosine are decided by those few elements;
 * boxes (YOLO-style detectors): both models' detections are decoded (score above ``threshold``, per-class NMS)
   and matched by class and IoU ≥ 0.5; F1 of the candidate's detections against the reference's below
   ``min_det_f1`` (0.95) → degraded, below ``broken_det_f1`` (0.8) → broken. The score channels' and the box
@@ -160,6 +162,9 @@ def not_evaluated(why: str = "not evaluated: no evaluation data was given") -> V
     return Verdict(Level.UNKNOWN, [why])
 
 
+SPARSE_MAP = 0.001  # a reference map above its threshold on fewer elements than this: SQNR measures a handful
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
@@ -220,6 +225,11 @@ def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
     unjudged = [f"{name}: the reference map finds nothing on this data (no element above the {d.threshold:g} "
                 f"threshold in any sample), so its SQNR/cosine measure background noise and cannot judge the "
                 f"result; give evaluation data on which the model detects something" for name, d in empty_maps.items()]
+    sparse = [f"{d.output}: the reference map is above the {d.threshold:g} threshold on only "
+              f"{100 * d.ref_positive_fraction:.2g}% of elements on this data, so its SQNR and cosine are decided by "
+              f"those few; judge it on data where the model detects something (for a text detector: images with "
+              f"text, such as sample_models/text_photos)"
+              for d in (tm.dense_maps if tm is not None else []) if 0 < d.ref_positive_fraction < SPARSE_MAP]
     if tm is not None:
         for b in tm.boxes:
             f1 = b.f1
@@ -305,9 +315,9 @@ def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
 
     headline = checked[0][1] if checked else None  # the task's own figure when there is one
     if broken:
-        return verdict(Level.BROKEN, [r for r, _ in broken + degraded] + caveats, broken[0][1])
+        return verdict(Level.BROKEN, [r for r, _ in broken + degraded] + caveats + sparse, broken[0][1])
     if degraded or caveats:
-        return verdict(Level.DEGRADED, [r for r, _ in degraded] + caveats + unjudged,
+        return verdict(Level.DEGRADED, [r for r, _ in degraded] + caveats + unjudged + sparse,
                        degraded[0][1] if degraded else headline)
     if unjudged:
         return Verdict(Level.UNKNOWN, unjudged + ["other checks passed: " + "; ".join(
