@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "sample_models"
 SEED = 20240611
 ALL = ("digits_cnn", "digits_attention", "efficientnet_lite0")
+DATA_ONLY = ("text_photos",)  # data sets with no model (no manifest.json)
 
 
 def log(*a):
@@ -739,6 +740,47 @@ def build_efficientnet_lite0():
 
 
 # ---------------------------------------------------------------------------------------------
+# 4. text_photos: images with text, for text detectors (no model: data only)
+# ---------------------------------------------------------------------------------------------
+TEXT_SOURCES = [
+    ("page", "page.png", "a scanned page of printed text; no copyright restrictions stated (skimage.data.page)"),
+    ("text", "text.png", "a photograph of text, from Wikipedia's File:Corner.png; no known copyright restrictions, "
+                         "released into the public domain (skimage.data.text docstring)"),
+]
+TEXT_N_IMAGES = 32  # alternate calibration / evaluation -> 16 + 16
+TEXT_SIDE = 320
+
+
+def build_text_photos():
+    """TEXT_N_IMAGES deterministic square crops of scikit-image's two images of text (side 60-100% of the short
+    side, random position, never flipped: mirrored text is not text), resized to 320x320 (LANCZOS), saved as RGB
+    JPEG q90. Crop k comes from source k % 2 and goes to calibration/ if k // 2 is even, else evaluation/. A text
+    detector's evaluation needs images it finds text on: on the photos above PP-OCR's fp32 map is empty."""
+    folder = fresh_dir(OUT / "text_photos")
+    rng = np.random.RandomState(SEED)
+    base = package_dir("skimage") / "data"
+    images = {name: Image.open(base / fn).convert("RGB") for name, fn, _ in TEXT_SOURCES}
+    records = []
+    for k in range(TEXT_N_IMAGES):
+        name = TEXT_SOURCES[k % len(TEXT_SOURCES)][0]
+        img = images[name]
+        w, h = img.size
+        side = int(round(min(w, h) * rng.uniform(0.6, 1.0)))
+        x0, y0 = int(rng.randint(0, w - side + 1)), int(rng.randint(0, h - side + 1))
+        crop = img.crop((x0, y0, x0 + side, y0 + side)).resize((TEXT_SIDE, TEXT_SIDE), Image.LANCZOS)
+        split = "calibration" if (k // 2) % 2 == 0 else "evaluation"
+        out = folder / split / f"{name}_{k:03d}.jpg"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        crop.save(out, "JPEG", quality=90, optimize=True)
+        records.append({"file": f"{split}/{out.name}", "source": name, "box": [x0, y0, x0 + side, y0 + side]})
+    write_json(folder / "images.json", {
+        "note": "images with text for text detectors (e.g. PP-OCR det): square crops of scikit-image's page.png "
+                "and text.png, resized to 320x320; data only, no model",
+        "sources": {name: licence for name, _, licence in TEXT_SOURCES}, "images": records})
+    publish(folder)
+
+
+# ---------------------------------------------------------------------------------------------
 def size_report() -> str:
     lines, total = [], 0
     for sample in ALL:
@@ -756,13 +798,14 @@ def size_report() -> str:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--only", nargs="+", choices=ALL, default=list(ALL), help="samples to (re)build")
+    ap.add_argument("--only", nargs="+", choices=ALL + DATA_ONLY, default=list(ALL + DATA_ONLY),
+                    help="samples to (re)build")
     args = ap.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     os.environ.setdefault("PYTHONHASHSEED", "0")
     builders = {"digits_cnn": build_digits_cnn, "digits_attention": build_digits_attention,
-                "efficientnet_lite0": build_efficientnet_lite0}
-    for name in ALL:
+                "efficientnet_lite0": build_efficientnet_lite0, "text_photos": build_text_photos}
+    for name in ALL + DATA_ONLY:
         if name in args.only:
             t0 = time.time()
             builders[name]()

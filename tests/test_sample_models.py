@@ -220,3 +220,21 @@ def test_efficientnet_runs_on_a_batch_and_agrees_with_recorded_predictions():
     recorded = Counter(m["reference"]["fp32_top1_predictions"])
     # identical on the build machine; allow one near-tie flip on a CPU with other kernels
     assert sum((pred & recorded).values()) >= len(ev) - 1, (pred, recorded)
+
+
+def test_text_photos_are_real_crops_of_text_split_without_overlap():
+    """``text_photos``: data for text detectors (no model, so not a sample): 16 + 16 real crops of scikit-image's
+    page and text images, each listed with its box, none in both splits, none blank."""
+    folder = SAMPLES / "text_photos"
+    listed = json.loads((folder / "images.json").read_text(encoding="utf-8"))
+    assert set(listed["sources"]) == {"page", "text"} and all(listed["sources"].values())
+    files = {split: sorted(p.name for p in (folder / split).iterdir() if p.suffix.lower() in IMAGE_EXT)
+             for split in ("calibration", "evaluation")}
+    assert len(files["calibration"]) == len(files["evaluation"]) == 16
+    assert not set(files["calibration"]) & set(files["evaluation"])
+    assert sorted(r["file"] for r in listed["images"]) == sorted(f"{s}/{n}" for s, names in files.items() for n in names)
+    assert Counter(r["source"] for r in listed["images"]) == {"page": 16, "text": 16}
+    for r in listed["images"]:
+        img = np.asarray(Image.open(folder / r["file"]).convert("L"), dtype=np.float32)
+        assert img.shape == (320, 320) and img.std() > 20, (r["file"], img.std())  # ink on paper, not a blank crop
+    assert not (folder / "manifest.json").exists()
