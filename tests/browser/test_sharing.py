@@ -140,7 +140,10 @@ def download_everything(page, run_dir: Path) -> dict[str, bytes]:
 
     from ortlab.settings.config import Recipe
 
+    from playwright.sync_api import expect
+
     widgets = page.locator('.st-key-history_actions [data-testid="stDownloadButton"]')
+    expect(widgets).to_have_count(len(DOWNLOADS), timeout=60_000)  # the page may still be drawing them
     buttons = {w.inner_text().strip(): w.locator("button").first for w in widgets.all()}
     labels = sorted(buttons)
     assert labels == sorted(DOWNLOADS) and widgets.count() == len(DOWNLOADS), labels  # a new one needs a check
