@@ -153,6 +153,10 @@ def test_a_ctc_recognizer_is_decoded_and_judged_by_its_strings(tmp_path):
     assert v.deciding == "probs: decoded strings changed" and v.deciding_value == pytest.approx(share)
     assert v.level == (Level.BROKEN if share > 0.1 else Level.DEGRADED if share > 0.02 else Level.OK)
     assert any(f"character error rate {100 * cer:.1f}%" in r for r in v.reasons)
+    if v.level != Level.OK:  # the bar follows the share of changed strings it applies to, never the CER
+        reason = next(r for r in v.reasons if "decoded strings changed" in r)
+        bar = "10.0%" if v.level == Level.BROKEN else "2.0%"
+        assert reason.endswith(f"{changed}/20 decoded strings changed ({100 * share:.1f}%) > {bar}"), reason
     # identical strings: ok, with the strings named in what was checked
     same = evaluate(ref, ref, load_tensor_file(tmp_path / "x.npy"), None)
     assert judge(same).level == Level.OK and same.task.sequences[0].changed == 0

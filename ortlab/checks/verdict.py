@@ -245,8 +245,9 @@ def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
             checked.append((f"{b.output}: detections F1 {f1:.2f} (score SQNR {_db(b.score_sqnr_db)}, box SQNR "
                             f"{_db(b.box_sqnr_db)})", fig))
         for q in tm.sequences:
-            text = (f"{q.output}: {q.changed}/{q.n_samples} decoded strings changed ({_pct(q.changed_fraction)}), "
-                    f"character error rate {_pct(q.cer)}")
+            # the bar grade() appends follows the share it judges (after the CER it read "CER 6.6% > 10.0%")
+            text = (f"{q.output}: character error rate {_pct(q.cer)}; {q.changed}/{q.n_samples} decoded strings "
+                    f"changed ({_pct(q.changed_fraction)})")
             fig = _Figure(f"{q.output}: decoded strings changed", q.changed_fraction, _pct(q.changed_fraction))
             grade(q.changed_fraction, policy.max_changed_strings, policy.broken_changed_strings, text, fig)
             checked.append((text, fig))
