@@ -11,7 +11,7 @@ from typing import ClassVar
 from reference import photo_parts
 
 from ortlab.settings.config import OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target
-from ortlab.checks.eval_report import BoxesMetrics, EvalReport, OutputError, Task, TaskMetrics
+from ortlab.checks.eval_report import BoxesMetrics, EvalReport, OutputError, SequenceMetrics, Task, TaskMetrics
 from ortlab.checks.verdict import Level, VerdictPolicy, judge
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.tune_policy import TRIALS_FILE, Trial, pareto_front, sqnr_policy, verdict_policy
@@ -288,6 +288,21 @@ def test_task_quality_ranks_a_detector_by_detections_then_score_channels():
     # the bar is on the score channels: 41.6 dB whole-tensor, 18 dB scores → below a 20 dB bar
     d = verdict_policy(min_sqnr_db=20)(_detector_report(0.0, 18.0, 40.0, 41.6))
     assert not d.accept and d.level == "ok" and "scores SQNR 18.0 dB" in d.reason
+
+
+def test_task_quality_ranks_a_recognizer_by_the_decoded_strings_it_keeps():
+    """PP-OCR's recognizer: tune searched it by SQNR alone (the task column was empty); the verdict's measure,
+    decoded strings that stay the same, now ranks its trials."""
+    from ortlab.runs.tune_policy import task_quality
+
+    def report(changed: int, sqnr: float) -> EvalReport:
+        tm = TaskMetrics(Task.SEQUENCE, True, "CTC", sequences=[SequenceMetrics("probs", 14, changed, changed, 200)])
+        return EvalReport(14, [OutputError("probs", 1.0, 0.1, 0.99, sqnr)], task=tm)
+
+    dynamic, static = task_quality(report(5, 30.9), "broken"), task_quality(report(11, 13.4), "broken")
+    assert dynamic.measure == static.measure == "strings kept"
+    assert dynamic.value is not None and static.value is not None
+    assert math.isclose(dynamic.value, 9 / 14) and math.isclose(static.value, 3 / 14) and dynamic.value > static.value
 
 
 def test_greedy_steps_are_kept_by_verdict_then_task_measure_then_task_sqnr():

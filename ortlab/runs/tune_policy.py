@@ -63,7 +63,8 @@ class Quality:
 def task_quality(report: EvalReport | None, level: str = "") -> Quality:
     """The task's measure of ``report`` (see :class:`Quality`): the F1 of decoded detections against the reference
     (else detections kept: 1 − the share that appear or disappear), 1 − the confident top-1 flip rate, the lowest
-    nearest-neighbour agreement, 1 − the threshold crossings of dense maps; and the SQNR of a detector's worst
+    nearest-neighbour agreement, 1 − the share of a recognizer's decoded strings that changed, 1 − the threshold
+    crossings of dense maps; and the SQNR of a detector's worst
     channel group before the worst whole output's."""
     if report is None or not report.outputs:
         return Quality(level, "", None, "SQNR", None)
@@ -90,6 +91,8 @@ def task_quality(report: EvalReport | None, level: str = "") -> Quality:
         elif tm.embeddings and any(e.nn_agreement is not None for e in tm.embeddings):
             measure = "NN agreement"
             value = min(e.nn_agreement for e in tm.embeddings if e.nn_agreement is not None)
+        elif tm.sequences:  # a recognizer: the verdict's own measure, decoded strings that stay the same
+            measure, value = "strings kept", min(1.0 - q.changed_fraction for q in tm.sequences)
         elif tm.dense_maps:
             measure, value = "map elements kept", min(1.0 - d.crossing_fraction for d in tm.dense_maps)
         exact = {e.output for e in tm.exact}
