@@ -485,3 +485,14 @@ def test_keep_in_float_search_mends_the_detector_when_range_split_is_off(tmp_pat
     assert "/model.22/Concat_5" in step.recipe.quant.nodes_to_exclude and not step.broken
     assert r.best is step and not r.best.broken and r.written is not None
     assert step.task_value is not None and step.task_value > 0.9 and step.score_db is not None and step.score_db > 20
+
+
+def test_the_note_that_a_broken_trial_seeds_the_search_is_written_once(tmp_path):
+    """Each search stage asks for its seed again: the note that every static trial is broken was printed twice."""
+    tuner = _FakeTuner(tmp_path, policy=sqnr_policy(20))
+    broken = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=5.0, level="broken",
+                   relative_latency=0.5, cost=0.5, model_path="x")
+    tuner.trials_done.append(broken)
+    tuner._static_trials = lambda: [broken]  # type: ignore[method-assign]
+    assert tuner._exclusion_base() is broken and tuner._exclusion_base() is broken
+    assert sum("Every static int8 trial is broken" in n for n in tuner.notes) == 1

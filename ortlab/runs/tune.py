@@ -308,9 +308,10 @@ class Tuner:
         if not pool:
             return None
         fine = [t for t in pool if not t.broken]
-        if not fine and not dynamic:
-            self.notes.append("Every static int8 trial is broken; the keep-in-float search starts from the least "
-                              "broken by the task's measure.")
+        seeded = ("Every static int8 trial is broken; the keep-in-float search starts from the least broken by the "
+                  "task's measure.")
+        if not fine and not dynamic and seeded not in self.notes:  # asked again for each later search stage
+            self.notes.append(seeded)
         pool = fine or pool
         faster = [t for t in pool if t.relative_latency is not None and t.relative_latency < 1.0] or pool
         return max(faster, key=lambda t: (_rank_key(t), -(t.cost or 0)))
