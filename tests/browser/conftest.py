@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -142,6 +143,28 @@ def browser_page(tmp_path_factory):
         page.set_default_timeout(30_000)
         yield page, requests
         context.close()
+
+
+LAPTOP: ViewportSize = {"width": 1280, "height": 720}
+
+
+@pytest.fixture(scope="module")
+def demo(app, browser_page, screenshots):
+    """The page at 1280×720 on Compare after the demo ran, and the folder for screenshots ($ORTLAB_SHOTS or
+    ``screenshots``)."""
+    from tests.browser.test_browser import STEP_TIMEOUT_MS, button, wait_quiet
+
+    page, _ = browser_page
+    page.set_viewport_size(LAPTOP)
+    page.goto(app["url"])
+    page.wait_for_selector('[data-testid="stSidebarNav"]', timeout=STEP_TIMEOUT_MS)
+    wait_quiet(page)
+    button(page, ["demo_run"], re.compile("demo", re.I)).click()
+    page.wait_for_url(re.compile(r"/compare/?$"), timeout=120_000)
+    wait_quiet(page)
+    shots = Path(os.environ.get("ORTLAB_SHOTS") or screenshots)
+    shots.mkdir(parents=True, exist_ok=True)
+    return page, shots
 
 
 @pytest.fixture(scope="module")

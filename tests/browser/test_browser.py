@@ -15,6 +15,8 @@ from pathlib import Path
 import onnx
 import pytest
 
+from tests.browser.conftest import LAPTOP
+
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.browser
@@ -416,7 +418,6 @@ def test_4_every_request_stayed_on_this_machine(flow):
 
 
 # -- a laptop screen (1280×720): first view, direct URLs, every page after the demo, an uploaded detector --------
-LAPTOP = {"width": 1280, "height": 720}
 PAGES = [("Model", "model"), ("Data", "data"), ("Recipe", "recipe"), ("Compare", "compare"),
          ("Benchmark", "benchmark"), ("History", "history")]
 TUNE = ("Tune", "tune")

@@ -6,30 +6,12 @@ $ORTLAB_SHOTS (default: the test's screenshot folder)."""
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
-
-import pytest
-
-from tests.browser.test_browser import STEP_TIMEOUT_MS, button, go_to, graphdiff_frame, wait_quiet
-
-LAPTOP = {"width": 1280, "height": 720}
 
 
-@pytest.fixture(scope="module")
-def demo(app, browser_page, screenshots):
-    page, _ = browser_page
-    page.set_viewport_size(LAPTOP)
-    page.goto(app["url"])
-    page.wait_for_selector('[data-testid="stSidebarNav"]', timeout=STEP_TIMEOUT_MS)
-    wait_quiet(page)
-    button(page, ["demo_run"], re.compile("demo", re.I)).click()
-    page.wait_for_url(re.compile(r"/compare/?$"), timeout=120_000)
-    wait_quiet(page)
-    shots = Path(os.environ.get("ORTLAB_SHOTS") or screenshots)
-    shots.mkdir(parents=True, exist_ok=True)
-    return page, shots
+from tests.browser.conftest import LAPTOP
+from tests.browser.test_browser import button, go_to, graphdiff_frame, wait_quiet
+
 
 
 def _in_viewport(page, locator) -> bool:

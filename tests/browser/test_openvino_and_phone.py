@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser.conftest import LAPTOP
 from tests.browser.test_browser import STEP_TIMEOUT_MS, TALLEST_JS, button, go_to, graphdiff_frame, wait_quiet
 
 pytestmark = pytest.mark.browser
 
-LAPTOP = {"width": 1280, "height": 720}
 PHONE = {"width": 390, "height": 844}
 
 # every chart's traces as drawn: name, the colour it is drawn in and what else tells it apart
@@ -54,21 +54,6 @@ OVERFLOW_JS = """() => ({width: innerWidth, page: document.scrollingElement.scro
 BOXES_JS = """(ids) => Object.fromEntries(ids.map(id => { const e = document.getElementById(id), r = e.getBoundingClientRect();
     return [id, {left: r.left, top: r.top, right: r.right, bottom: r.bottom, width: r.width, height: r.height,
                  cut: e.scrollWidth > e.clientWidth + 1}]; }))"""
-
-
-@pytest.fixture(scope="module")
-def demo(app, browser_page, screenshots):
-    page, _ = browser_page
-    page.set_viewport_size(LAPTOP)
-    page.goto(app["url"])
-    page.wait_for_selector('[data-testid="stSidebarNav"]', timeout=STEP_TIMEOUT_MS)
-    wait_quiet(page)
-    button(page, ["demo_run"], re.compile("demo", re.I)).click()
-    page.wait_for_url(re.compile(r"/compare/?$"), timeout=120_000)
-    wait_quiet(page)
-    shots = Path(os.environ.get("ORTLAB_SHOTS") or screenshots)
-    shots.mkdir(parents=True, exist_ok=True)
-    return page, shots
 
 
 def full_shot(page, path: Path) -> None:
