@@ -604,6 +604,12 @@ def load_photo(pkg: str, filename: str) -> Image.Image:
     return Image.open(base / filename).convert("RGB")
 
 
+def random_square(rng: np.random.RandomState, w: int, h: int, low: float) -> tuple[int, int, int]:
+    """A random square box in a w x h image: its left, top and side (``low``-100% of the short side)."""
+    side = int(round(min(w, h) * rng.uniform(low, 1.0)))
+    return int(rng.randint(0, w - side + 1)), int(rng.randint(0, h - side + 1)), side
+
+
 def make_photo_pool(folder: Path):
     """EFF_N_IMAGES deterministic square crops (random side 55-100% of the short side, random
     position, horizontal flip with p=0.5), each resized to 256x256 (LANCZOS) and saved as JPEG q90.
@@ -617,8 +623,7 @@ def make_photo_pool(folder: Path):
         name = PHOTO_SOURCES[k % len(PHOTO_SOURCES)][0]
         img = photos[name]
         w, h = img.size
-        side = int(round(min(w, h) * rng.uniform(0.55, 1.0)))
-        x0, y0 = int(rng.randint(0, w - side + 1)), int(rng.randint(0, h - side + 1))
+        x0, y0, side = random_square(rng, w, h, 0.55)
         flip = bool(rng.rand() < 0.5)
         crop = img.crop((x0, y0, x0 + side, y0 + side)).resize((EFF_SIDE, EFF_SIDE), Image.LANCZOS)
         if flip:
@@ -758,15 +763,13 @@ def build_text_photos():
     detector's evaluation needs images it finds text on: on the photos above PP-OCR's fp32 map is empty."""
     folder = fresh_dir(OUT / "text_photos")
     rng = np.random.RandomState(SEED)
-    base = package_dir("skimage") / "data"
-    images = {name: Image.open(base / fn).convert("RGB") for name, fn, _ in TEXT_SOURCES}
+    images = {name: load_photo("skimage", fn) for name, fn, _ in TEXT_SOURCES}
     records = []
     for k in range(TEXT_N_IMAGES):
         name = TEXT_SOURCES[k % len(TEXT_SOURCES)][0]
         img = images[name]
         w, h = img.size
-        side = int(round(min(w, h) * rng.uniform(0.6, 1.0)))
-        x0, y0 = int(rng.randint(0, w - side + 1)), int(rng.randint(0, h - side + 1))
+        x0, y0, side = random_square(rng, w, h, 0.6)
         crop = img.crop((x0, y0, x0 + side, y0 + side)).resize((TEXT_SIDE, TEXT_SIDE), Image.LANCZOS)
         split = "calibration" if (k // 2) % 2 == 0 else "evaluation"
         out = folder / split / f"{name}_{k:03d}.jpg"
