@@ -329,10 +329,11 @@ def test_recipe_int8_on_gpu_is_explained_and_cannot_run(home):
     assert not at.error and not at.button(key="recipe.run").disabled
 
 
-def _flat(block):
+def leaves(block):
+    """Every element under an AppTest block, containers opened, in page order."""
     for c in getattr(block, "children", {}).values():
         if getattr(c, "children", None):
-            yield from _flat(c)
+            yield from leaves(c)
         else:
             yield c
 
@@ -361,7 +362,7 @@ def test_recipe_page_runs_a_recipe_in_the_background_job(home):
     assert not at.exception, [e.value for e in at.exception]
     assert any("Finished fp32 · cpu · basic" in s.value for s in at.success), [s.value for s in at.success]
     # the run's panel is drawn right below "Run recipe", where the person clicked, not at the top of the page
-    order = [(e.type, getattr(e, "key", None) or str(getattr(e, "value", ""))[:40]) for e in _flat(at.main)]
+    order = [(e.type, getattr(e, "key", None) or str(getattr(e, "value", ""))[:40]) for e in leaves(at.main)]
     run_at = next(i for i, (t, k) in enumerate(order) if k == "recipe.run")
     done_at = next(i for i, (t, k) in enumerate(order) if t == "success" and k.startswith("Finished fp32"))
     assert done_at > run_at, order
@@ -596,14 +597,7 @@ def test_the_verdict_comes_first_on_compare_and_shows_in_history_and_the_report(
     at, home = demo_app
     at.switch_page("pages/compare.py").run()
     assert not at.exception
-    def flat(block):
-        for c in getattr(block, "children", {}).values():
-            if getattr(c, "children", None):
-                yield from flat(c)
-            else:
-                yield c
-
-    shown = [c for c in flat(at.main) if c.type not in ("markdown",) or "<style>" not in str(c.value)]
+    shown = [c for c in leaves(at.main) if c.type not in ("markdown",) or "<style>" not in str(c.value)]
     assert shown[0].type == "title" and "Compare" in shown[0].value
     assert shown[1].type == "markdown" and "ortlab-verdict" in shown[1].value  # nothing comes before the verdict
     banner = shown[1].value

@@ -14,7 +14,7 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
 from ortlab.ui.inert import md
-from test_app import APP, TIMEOUT, _server_like_navigation  # noqa: F401 (an autouse fixture)
+from test_app import APP, TIMEOUT, _server_like_navigation, leaves  # noqa: F401 (an autouse fixture)
 
 IMAGE = "![x](http://example.invalid/x.png)"
 TAG = "<img src=x>"
@@ -23,19 +23,11 @@ RENDERED = ("markdown", "caption", "subheader", "header", "title", "error", "war
             "toast", "exception")
 
 
-def elements(block):
-    for c in getattr(block, "children", {}).values():
-        if getattr(c, "children", None):
-            yield from elements(c)
-        else:
-            yield c
-
-
 def shown(at) -> list[tuple[str, str]]:
     """(element type, value) of every element of the page and the sidebar."""
     out = []
     for block in (at.main, at.sidebar):
-        for e in elements(block):
+        for e in leaves(block):
             value = getattr(e, "value", None)
             out.append((e.type, str(value) if value is not None else ""))
     return out
