@@ -535,13 +535,6 @@
         });
     }
 
-    function matchesOf(pane, id) {  // what stands for the matches on screen (a closed group, or the node itself)
-        var o = other(pane);
-        var reps = {};
-        matchIds(pane, id).forEach(function (x) { reps[o.rep(x)] = true; });
-        return Object.keys(reps);
-    }
-
     function nodeName(side, id) {
         var x = (shown.details || {})[id] || {};
         var d = (panes[side] && panes[side].data[id]) || {};
