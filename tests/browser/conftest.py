@@ -141,6 +141,7 @@ def browser_page(tmp_path_factory):
         context.on("websocket", lambda ws: requests.append(ws.url))  # type: ignore[call-overload]  # TODO(issue 15): a BrowserContext never emits "websocket" (a Page does), so this never runs
         page = context.pages[0] if context.pages else context.new_page()
         page.set_default_timeout(30_000)
+        watch_page(page)
         yield page, requests
         context.close()
 
@@ -175,11 +176,62 @@ def screenshots() -> Path:
     return out
 
 
+PAGE_EVENTS: dict[int, list[str]] = {}  # id(page) -> what the page said or did that a failure should show
+
+
+def watch_page(page) -> None:
+    """Record the page's errors, crashes, main-frame navigations and failed requests for :func:`diagnose`."""
+    events = PAGE_EVENTS.setdefault(id(page), [])
+
+    def note(text: str) -> None:
+        events.append(f"{time.strftime('%H:%M:%S')} {text[:300]}")
+        del events[:-40]
+
+    page.on("console", lambda m: (m.type == "error" or m.text.startswith("ortlab")) and note(f"console.{m.type}: {m.text}"))
+    page.on("pageerror", lambda e: note(f"page error: {e}"))
+    page.on("crash", lambda _: note("the page CRASHED (renderer gone)"))
+    page.on("framenavigated", lambda f: f == page.main_frame and note(f"navigated to {f.url}"))
+    page.on("requestfailed", lambda r: note(f"request failed: {r.url} ({r.failure})"))
+
+
+def diagnose(page, app_info: dict | None) -> str:
+    """What a failed browser step needs to be understood where only CI's log is left: whether the page still
+    answers (a busy main thread makes every locator time out), its URL and text, what it logged, the app's log."""
+    lines = [f"page url: {page.url}"]
+    try:
+        page.wait_for_function("() => true", timeout=5_000)
+        answers = True
+    except Exception as e:  # any failure is the diagnosis
+        answers = False
+        lines.append(f"the page does not answer within 5 s ({type(e).__name__}): its main thread is busy or gone")
+    if answers:
+        text = page.evaluate("() => document.body ? document.body.innerText : ''")
+        lines.append("page text: " + " | ".join(t for t in str(text).split("\n") if t.strip())[:1200])
+        lines.append(f"graph diff frames: {page.locator('iframe[src*=graphdiff]').count()}, "
+                     f"status widget: {page.locator('[data-testid=stStatusWidget]').all_inner_texts()}")
+    lines += PAGE_EVENTS.get(id(page), [])[-15:]
+    if app_info and Path(app_info["log"]).exists():
+        log = Path(app_info["log"]).read_text(errors="replace").splitlines()
+        lines.append(f"app log ({len(log)} lines), last 25:")
+        lines += log[-25:]
+    return "\n".join(lines)
+
+
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     setattr(item, f"rep_{rep.when}", rep)
+    if rep.when == "call" and rep.failed and "browser_page" in item.funcargs:
+        page, _ = item.funcargs["browser_page"]
+        try:
+            text = diagnose(page, item.funcargs.get("app"))
+        except Exception as e:
+            text = f"no diagnosis: {type(e).__name__}: {e}"
+        rep.sections.append(("browser diagnosis", text))
+        crash = getattr(rep.longrepr, "reprcrash", None)
+        if crash is not None:  # the short summary at the end of CI's log shows this message
+            crash.message += "\n[browser diagnosis]\n" + text
 
 
 @pytest.fixture(autouse=True)

@@ -787,10 +787,12 @@
             }
             panes[side] = new Pane(side, (args.panes || {})[side] || {});
         });
+        console.debug('ortlab graph diff: laying out revision ' + args.revision);  // a hang shows in the browser log
         SIDES.forEach(function (side) { panes[side].draw(); });
         SIDES.forEach(function (side) { panes[side].layout(); });
         align();
         firstViews();
+        console.debug('ortlab graph diff: drawn, ' + panes.before.cy.nodes().length + ' and ' + panes.after.cy.nodes().length + ' boxes');
         SIDES.forEach(function (side) { panes[side].publish(); });
         window.ortlabPanes = { before: panes.before, after: panes.after };  // for the browser test
         window.ortlabGraph = panes.after.cy;
