@@ -187,10 +187,18 @@ def watch_page(page) -> None:
         events.append(f"{time.strftime('%H:%M:%S')} {text[:300]}")
         del events[:-40]
 
-    page.on("console", lambda m: (m.type == "error" or m.text.startswith("ortlab")) and note(f"console.{m.type}: {m.text}"))
+    def console(m) -> None:
+        if m.type == "error" or m.text.startswith("ortlab"):
+            note(f"console.{m.type}: {m.text}")
+
+    def navigated(frame) -> None:
+        if frame == page.main_frame:
+            note(f"navigated to {frame.url}")
+
+    page.on("console", console)
     page.on("pageerror", lambda e: note(f"page error: {e}"))
     page.on("crash", lambda _: note("the page CRASHED (renderer gone)"))
-    page.on("framenavigated", lambda f: f == page.main_frame and note(f"navigated to {f.url}"))
+    page.on("framenavigated", navigated)
     page.on("requestfailed", lambda r: note(f"request failed: {r.url} ({r.failure})"))
 
 
