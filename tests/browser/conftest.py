@@ -31,7 +31,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-domain-reliability", "--no-pings", "--metrics-recording-only",
                  # the tests talk only to the app; a proxy from the environment (https_proxy) would otherwise carry
                  # the app's websocket when it is opened by a non-loopback address, and the page never connects
-                 "--no-proxy-server"]
+                 "--no-proxy-server",
+                 # shared memory in /tmp: a container's /dev/shm (64 MB by default) is too small for a large page
+                 "--disable-dev-shm-usage"]
 VIEWPORT: ViewportSize = {"width": 1600, "height": 2200}
 
 
