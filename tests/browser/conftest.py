@@ -140,8 +140,8 @@ def browser_page(tmp_path_factory):
             str(tmp_path_factory.mktemp("chromium_profile")), executable_path=CHROMIUM, headless=True,
             args=CHROMIUM_ARGS, viewport=VIEWPORT, service_workers="block")
         context.on("request", lambda r: requests.append(r.url))
-        context.on("websocket", lambda ws: requests.append(ws.url))  # type: ignore[call-overload]  # TODO(issue 15): a BrowserContext never emits "websocket" (a Page does), so this never runs
         page = context.pages[0] if context.pages else context.new_page()
+        page.on("websocket", lambda ws: requests.append(ws.url))  # a page emits it; a BrowserContext never does
         page.set_default_timeout(30_000)
         watch_page(page)
         yield page, requests

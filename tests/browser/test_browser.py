@@ -415,6 +415,7 @@ def test_4_every_request_stayed_on_this_machine(flow):
     hosts = {urllib.parse.urlparse(u).netloc for u in requests if u.startswith(("http", "ws"))}
     assert hosts == {urllib.parse.urlparse(flow["app"]["url"]).netloc}, f"expected the app's origin only, saw {hosts}"
     assert any("/component/" in u and u.endswith(".js") for u in requests)  # Netron, from the app itself
+    assert any(u.startswith("ws://") and u.endswith("/_stcore/stream") for u in requests)  # the app's websocket was seen
 
 
 # -- a laptop screen (1280×720): first view, direct URLs, every page after the demo, an uploaded detector --------
