@@ -142,6 +142,36 @@ def test_b_a_node_click_lights_exactly_its_match_and_both_are_in_view(demo):
     page.screenshot(path=str(shots / "compare_graph_click_1280x720.png"))
 
 
+FOUND_JS = """() => {
+    const out = {};
+    for (const side of ['before', 'after']) {
+        const cy = window.ortlabPanes[side].cy, n = cy.nodes('.found')[0];
+        const b = n && n.renderedBoundingBox();
+        out[side] = n ? {id: n.id(), x: (b.x1 + b.x2) / 2, width: cy.width(),
+                         inside: b.x2 > 0 && b.y2 > 0 && b.x1 < cy.width() && b.y1 < cy.height()} : null;
+    }
+    return out;
+}"""
+
+
+def test_b2_a_search_keeps_the_linked_panes_in_line(demo):
+    """Linked panes: a search centres the first pane with a hit on it, and the other pane follows, matched groups
+    side by side and its own hit in the middle across."""
+    page, shots = demo
+    page.locator('iframe[src*="graphdiff"]').first.scroll_into_view_if_needed()
+    frame = graphdiff_frame(page)
+    assert frame.locator("#link").is_checked()
+    frame.locator("#search").fill("gemm")
+    page.wait_for_timeout(800)
+    got = frame.evaluate(FOUND_JS)
+    assert got["before"] and got["after"], got
+    for side in ("before", "after"):
+        assert got[side]["inside"] and abs(got[side]["x"] - got[side]["width"] / 2) < 3, (side, got)
+    _assert_lined_up(frame.evaluate(MATCHED_GROUPS_JS), "after a search")
+    page.screenshot(path=str(shots / "compare_graph_search_1280x720.png"))
+    frame.locator("#search").fill("")
+
+
 def test_c_the_progress_panel_is_in_view_right_after_run_recipe(demo):
     page, shots = demo
     go_to(page, "Recipe", "recipe")

@@ -836,8 +836,12 @@
         overlayOn = !!evt.target.checked && !!(shown && shown.overlay);
         SIDES.forEach(function (side) { if (panes[side] && panes[side].cy) { panes[side].cy.style(style()); } });
     });
+    // Light the nodes whose label or name holds the text. Unlinked, each pane centres on its first hit; linked,
+    // the first pane with a hit centres on it and the other follows it (matched groups stay side by side),
+    // centred across on its own first hit.
     document.getElementById('search').addEventListener('input', function (evt) {
         var q = String(evt.target.value || '').trim().toLowerCase();
+        var found = {};
         SIDES.forEach(function (side) {
             var p = panes[side];
             if (!p || !p.cy) { return; }
@@ -856,9 +860,35 @@
             var hits = p.cy.collection();
             Object.keys(reps).forEach(function (id) { hits = hits.union(p.cy.getElementById(id)); });
             hits.addClass('found');
-            if (hits.length) {
-                p.cy.animate({ center: { eles: hits[0] }, zoom: Math.max(p.cy.zoom(), 0.8) }, { duration: 200 });
+            found[side] = hits;
+        });
+        var lead = SIDES.map(function (side) { return panes[side]; }).filter(function (p) {
+            return found[p.side] && found[p.side].length;
+        })[0];
+        if (!lead) {
+            return;
+        }
+        SIDES.forEach(function (side) {
+            var p = panes[side];
+            if (!found[side] || !found[side].length || (link.on && p !== lead)) {
+                return;
             }
+            p.cy.stop(true);
+            p.cy.animate({ center: { eles: found[side][0] }, zoom: Math.max(p.cy.zoom(), 0.8) }, {
+                duration: 200,
+                complete: function () {
+                    if (!link.on || p !== lead) {
+                        return;
+                    }
+                    p.moved = true;
+                    follow(p);
+                    var o = other(p);
+                    var hit = found[o.side] && found[o.side][0];
+                    if (hit && o.cy) {  // the other pane's hit in the middle across; the height stays in line
+                        o.cy.pan({ x: o.cy.width() / 2 - hit.position().x * o.cy.zoom(), y: o.cy.pan().y });
+                    }
+                }
+            });
         });
     });
 
