@@ -216,7 +216,7 @@ def diagnose(page, app_info: dict | None) -> str:
         lines.append(f"the page does not answer within 5 s ({type(e).__name__}): its main thread is busy or gone")
     if answers:
         text = page.evaluate("() => document.body ? document.body.innerText : ''")
-        lines.append("page text: " + " | ".join(t for t in str(text).split("\n") if t.strip())[:1200])
+        lines.append("page text: " + " | ".join(t for t in str(text).split("\n") if t.strip())[:2500])
         lines.append(f"graph diff frames: {page.locator('iframe[src*=graphdiff]').count()}, "
                      f"status widget: {page.locator('[data-testid=stStatusWidget]').all_inner_texts()}")
     lines += PAGE_EVENTS.get(id(page), [])[-15:]

@@ -75,6 +75,9 @@ def test_a2_both_panes_share_groups_and_line_up_matched_groups(demo):
     first = frame.evaluate(MATCHED_GROUPS_JS)
     _assert_lined_up(first, "first view")
     assert frame.locator("#link").is_checked()  # "link panes", on by default
+    # the whole count of changes is shown (on two lines at 1280 px), not cut after the first
+    assert frame.evaluate("() => { const h = document.getElementById('header');"
+                          " return h.scrollWidth <= h.clientWidth + 1 && h.scrollHeight <= h.clientHeight + 1; }")
     page.screenshot(path=str(shots / "compare_graph_linked_1280x720.png"))
     # a pan of the left pane with the mouse: the right pane follows, matched groups stay side by side
     _drag_up(page, frame, "before", 250)
