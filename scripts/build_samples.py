@@ -610,6 +610,21 @@ def random_square(rng: np.random.RandomState, w: int, h: int, low: float) -> tup
     return int(rng.randint(0, w - side + 1)), int(rng.randint(0, h - side + 1)), side
 
 
+def square_crop(rng: np.random.RandomState, img: Image.Image, low: float, size: int) -> tuple[Image.Image, list[int]]:
+    """A random square of ``img`` (:func:`random_square`) resized to size x size (LANCZOS), and its box."""
+    x0, y0, side = random_square(rng, img.size[0], img.size[1], low)
+    box = [x0, y0, x0 + side, y0 + side]
+    return img.crop((x0, y0, x0 + side, y0 + side)).resize((size, size), Image.LANCZOS), box
+
+
+def save_crop(folder: Path, split: str, stem: str, crop: Image.Image) -> str:
+    """Save ``crop`` as ``folder/split/stem.jpg`` (JPEG q90); returns that path relative to ``folder``."""
+    out = folder / split / f"{stem}.jpg"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    crop.save(out, "JPEG", quality=90, optimize=True)
+    return f"{split}/{out.name}"
+
+
 def make_photo_pool(folder: Path):
     """EFF_N_IMAGES deterministic square crops (random side 55-100% of the short side, random
     position, horizontal flip with p=0.5), each resized to 256x256 (LANCZOS) and saved as JPEG q90.
@@ -621,19 +636,13 @@ def make_photo_pool(folder: Path):
     records = []
     for k in range(EFF_N_IMAGES):
         name = PHOTO_SOURCES[k % len(PHOTO_SOURCES)][0]
-        img = photos[name]
-        w, h = img.size
-        x0, y0, side = random_square(rng, w, h, 0.55)
+        crop, box = square_crop(rng, photos[name], 0.55, EFF_SIDE)
         flip = bool(rng.rand() < 0.5)
-        crop = img.crop((x0, y0, x0 + side, y0 + side)).resize((EFF_SIDE, EFF_SIDE), Image.LANCZOS)
         if flip:
             crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
         split = "calibration" if k % 2 == 0 else "evaluation"
-        out = folder / split / f"{name}_{k:03d}.jpg"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        crop.save(out, "JPEG", quality=90, optimize=True)
         counts[split] += 1
-        records.append({"file": f"{split}/{out.name}", "source": name, "box": [x0, y0, x0 + side, y0 + side],
+        records.append({"file": save_crop(folder, split, f"{name}_{k:03d}", crop), "source": name, "box": box,
                         "hflip": flip})
     return counts, records
 
@@ -767,15 +776,9 @@ def build_text_photos():
     records = []
     for k in range(TEXT_N_IMAGES):
         name = TEXT_SOURCES[k % len(TEXT_SOURCES)][0]
-        img = images[name]
-        w, h = img.size
-        x0, y0, side = random_square(rng, w, h, 0.6)
-        crop = img.crop((x0, y0, x0 + side, y0 + side)).resize((TEXT_SIDE, TEXT_SIDE), Image.LANCZOS)
+        crop, box = square_crop(rng, images[name], 0.6, TEXT_SIDE)
         split = "calibration" if (k // 2) % 2 == 0 else "evaluation"
-        out = folder / split / f"{name}_{k:03d}.jpg"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        crop.save(out, "JPEG", quality=90, optimize=True)
-        records.append({"file": f"{split}/{out.name}", "source": name, "box": [x0, y0, x0 + side, y0 + side]})
+        records.append({"file": save_crop(folder, split, f"{name}_{k:03d}", crop), "source": name, "box": box})
     write_json(folder / "images.json", {
         "note": "images with text for text detectors (e.g. PP-OCR det): square crops of scikit-image's page.png "
                 "and text.png, resized to 320x320; data only, no model",
