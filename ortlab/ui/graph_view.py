@@ -232,7 +232,7 @@ def _twins(trees: tuple[_Tree, _Tree], affinity: dict[str, str]) -> dict[str, st
         elif affinity.get(k) in after.nodes and claims[affinity[k]] <= _FUSED_MAX:
             key_before[k] = affinity[k]
     linked = set(key_before.values())
-    keys = ({k: v for k, v in key_before.items()}, {k: k for k in after.nodes if k in linked})
+    keys = (key_before, {k: k for k in after.nodes if k in linked})
 
     def base(gid: str) -> str:
         return re.sub(r"#\d+$", "", gid)
@@ -267,12 +267,12 @@ def _twins(trees: tuple[_Tree, _Tree], affinity: dict[str, str]) -> dict[str, st
     return twins
 
 
-def _shared_expansion(trees: tuple[_Tree, _Tree], twins: dict[str, str], budget: int
+def _shared_expansion(trees: tuple[_Tree, _Tree], twin: tuple[dict[str, str], dict[str, str]], budget: int
                       ) -> tuple[set[str], set[str]]:
-    """The groups open at first on each side, decided once for both: a group and its twin are open together or
-    closed together. Breadth first (groups with changes first), a group opens with its ancestors and their
-    twins when every side still draws at most ``budget`` elements; runs of unchanged nodes stay closed."""
-    twin = (twins, {b: a for a, b in twins.items()})
+    """The groups open at first on each side, decided once for both: a group and its twin (``twin[side]``: that
+    side's group → the other side's) are open together or closed together. Breadth first (groups with changes
+    first), a group opens with its ancestors and their twins when every side still draws at most ``budget``
+    elements; runs of unchanged nodes stay closed."""
     opened: tuple[set[str], set[str]] = ({""}, {""})
     count = [len(t.groups[""].children) for t in trees]
     seen: set[tuple[int, str]] = set()
@@ -600,9 +600,9 @@ def build_view(description: dict, *, focus: str | None = None, overlay: dict[str
             return norm(x) > 0.6
     trees = (_Tree(sides["before"][0]), _Tree(sides["after"][0]))
     twins = _twins(trees, affinity)
-    opened = _shared_expansion(trees, twins, budget)
-    twin = {"before": twins, "after": {b: a for a, b in twins.items()}}
-    panes = {side: _pane(trees[k], opened[k], twin[side], sides[side][1], values[side], fill, dark, higher_is_worse)
+    twin = (twins, {b: a for a, b in twins.items()})
+    opened = _shared_expansion(trees, twin, budget)
+    panes = {side: _pane(trees[k], opened[k], twin[k], sides[side][1], values[side], fill, dark, higher_is_worse)
              for k, side in enumerate(SIDES)}
     shown = {k for side in SIDES for k in sides[side][0]}
     details = {k: _details(nodes[k]) for k in nodes if k in shown}
