@@ -13,8 +13,8 @@ The default policy (:class:`VerdictPolicy`; every threshold is a field and a CLI
   judge the result: its SQNR and cosine measure background noise, so they are shown but do not count, and the
   verdict is at best **unknown** ("give evaluation data on which the model detects something"). A candidate
   that finds things there still crosses the threshold and is graded as above. A map the reference finds almost
-  nothing on (above the threshold on fewer than 0.1% of elements) is judged as usual, and the verdict says that
-  its SQNR and cosine are decided by those few elements;
+  nothing on (above the threshold on fewer than 0.1% of elements) is judged as usual, and a degraded or broken
+  verdict says that its SQNR and cosine are decided by those few elements;
 * boxes (YOLO-style detectors): both models' detections are decoded (score above ``threshold``, per-class NMS)
   and matched by class and IoU ≥ 0.5; F1 of the candidate's detections against the reference's below
   ``min_det_f1`` (0.95) → degraded, below ``broken_det_f1`` (0.8) → broken. The score channels' and the box
