@@ -366,8 +366,8 @@
         if (!L || !R || !L.cy || !R.cy) {
             return;
         }
-        var tops = [leafTops(L.cy), leafTops(R.cy)];
         var start = [leafTops(L.cy), leafTops(R.cy)];
+        var tops = start.map(function (t) { return Object.assign({}, t); });  // moved below; ``start`` stays
         var cand = pairs().map(function (p) {
             var a = [anchor(p[0], tops[0]), anchor(p[1], tops[1])];
             var y = [level(a[0], tops[0]), level(a[1], tops[1])];
