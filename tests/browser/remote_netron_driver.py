@@ -13,7 +13,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, start_app  # noqa: E402
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, diagnose, start_app, watch_page  # noqa: E402
 from tests.browser.test_browser import netron_frames, netron_nodes  # noqa: E402
 
 
@@ -27,18 +27,14 @@ def main(address: str) -> None:
                                                            headless=True, args=CHROMIUM_ARGS, viewport=VIEWPORT,
                                                            service_workers="block")
             context.on("request", lambda r: requests.append(r.url))
-            context.on("websocket", lambda ws: requests.append(ws.url))  # type: ignore[call-overload]  # TODO(issue 15): a BrowserContext never emits "websocket" (a Page does), so this never runs
             page = context.pages[0] if context.pages else context.new_page()
-            failed: list[str] = []
-            page.on("requestfailed", lambda r: failed.append(f"{r.url}: {r.failure}"))
-            page.on("console", lambda m: failed.append(f"console {m.type}: {m.text}"))
+            page.on("websocket", lambda ws: requests.append(ws.url))  # a page emits it; a BrowserContext never does
+            watch_page(page)
             page.goto(app["url"])
             try:
                 page.wait_for_selector('[data-testid="stSidebarNav"]', timeout=60_000)
             except Exception:  # say what the app and the page showed, then fail
-                print("app log:\n" + Path(app["log"]).read_text(errors="replace")[-3000:], file=sys.stderr)
-                print("page text:\n" + page.inner_text("body")[:1500], file=sys.stderr)
-                print("failed requests and console:\n" + "\n".join(failed[-30:]), file=sys.stderr)
+                print(diagnose(page, app), file=sys.stderr)
                 raise
             nodes = netron_nodes(page, 60)
             frames = [f.url for f in netron_frames(page)]
