@@ -4,6 +4,7 @@ after recording is a finished run, and a run the server's end cut short is liste
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -34,6 +35,33 @@ def recorded_runs(ws: Workspace, src: Path, n: int) -> list[Artifact]:
         assert handle.state == service.DONE, handle.error
         out.append(handle.result)
     return out
+
+
+FAULT_HOOK = """
+import os
+from ortlab.runs import service
+
+_real = service.{function}
+
+
+def _dies(*args, **kwargs):  # exit code 9, as a kill would: no unwinding, no message to the parent
+    if "{when}" == "before":
+        os._exit(9)
+    _real(*args, **kwargs)
+    os._exit(9)
+
+
+service.{function} = _dies
+"""
+
+
+def recipe_child_dies(monkeypatch, tmp_path: Path, function: str, when: str) -> None:
+    """Every recipe child this test starts dies (exit code 9) right ``when`` ("before"/"after") it calls
+    ``service.<function>``: a ``sitecustomize`` on the child's PYTHONPATH (kept by ``child_env``) wraps it."""
+    hook = tmp_path / "fault_hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(FAULT_HOOK.format(function=function, when=when))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
 
 
 def damage_pages(db: Path, start: int = 8192) -> None:
@@ -117,7 +145,7 @@ def test_a_run_folder_whose_recording_failed_is_indexed_at_the_next_start(src, t
 
 def test_a_child_killed_after_recording_is_a_finished_run(src, tmp_path, monkeypatch):
     ws = Workspace(tmp_path / "home")
-    monkeypatch.setenv(service.FAULT_VAR, "after-record")
+    recipe_child_dies(monkeypatch, tmp_path, "_record_run", "after")
     handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
     handle.wait(120)
     assert handle.returncode == 9
@@ -131,13 +159,24 @@ def test_a_child_killed_after_recording_is_a_finished_run(src, tmp_path, monkeyp
 
 def test_a_run_into_a_file_killed_after_recording_is_finished(src, tmp_path, monkeypatch):
     ws = Workspace(tmp_path / "home")
-    monkeypatch.setenv(service.FAULT_VAR, "after-record")
+    recipe_child_dies(monkeypatch, tmp_path, "_record_run", "after")
     out = tmp_path / "o.onnx"
     handle = service.start_recipe(RunSpec(str(src), BASIC), out, workspace=ws)
     handle.wait(120)
     assert handle.state == service.DONE, handle.error
     assert Path(handle.result.model_path) == out.resolve() and out.is_file()
     assert not handle.run_dir.exists()  # its temporary folder is gone
+
+
+def test_a_child_killed_before_recording_is_a_failed_run_that_leaves_no_folder(src, tmp_path, monkeypatch):
+    ws = Workspace(tmp_path / "home")
+    recipe_child_dies(monkeypatch, tmp_path, "_record_run", "before")
+    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    handle.wait(120)
+    assert handle.returncode == 9
+    assert handle.state == service.FAILED and "ended unexpectedly (exit code 9)" in handle.error.message
+    assert not handle.run_dir.exists()  # its model was written, but no row points at it: the folder goes
+    assert ws.history().list() == [] and service.interrupted_runs(ws) == []
 
 
 def test_a_run_the_server_lost_is_listed_as_interrupted_after_a_restart(src, tmp_path, monkeypatch):

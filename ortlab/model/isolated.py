@@ -28,13 +28,6 @@ from ortlab.core.limits import apply_memory_limit, is_alloc_failure, lacks_headr
 from ortlab.model.diff import GraphDiff, graph_diff as _diff
 from ortlab.model.diff_view import graph_description as _description
 
-_CHILD = r"""
-import sys
-from ortlab.model.isolated import _child
-_child(sys.argv[1], sys.argv[2], int(sys.argv[3]))
-"""
-
-
 # -- the tasks a child runs (JSON in, JSON out) ---------------------------------------------------------------
 
 def _task_inspect(path: str) -> dict:
@@ -111,7 +104,7 @@ def run(task: str, memory_gb: float | None = None, **args: Any) -> Any:
     if task not in _TASKS:
         raise ValueError(f"unknown task {task!r}")
     limit = memory_gb if memory_gb is not None else memory_limit_gb()
-    with Child(_CHILD, task, json.dumps({**args, "memory_gb": limit})) as child:
+    with Child.run(_child, task, json.dumps({**args, "memory_gb": limit})) as child:
         try:
             payload = child.receive_bytes()
         except BaseException:  # interrupted while waiting: the child goes too

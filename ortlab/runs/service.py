@@ -22,8 +22,7 @@ import os
 import queue
 import sqlite3
 import shutil
-import subprocess
-import sys
+import signal
 import tempfile
 import threading
 import uuid
@@ -38,9 +37,7 @@ from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.layout import QDQ_FILE, qdq_path
 from ortlab.core.progress import CancelToken, Completion, ProgressEvent
 from ortlab.core.text import one_line, utc_timestamp
-from ortlab.runtime.child import (
-    STOP_GRACE_S, child_env, default_memory_gb, error_of, last_line, reap, too_big,
-)
+from ortlab.runtime.child import STOP_GRACE_S, Child, default_memory_gb, error_of, too_big
 from ortlab.runs.workspace import Workspace
 from ortlab.runs import outputs
 from ortlab.data import samples
@@ -55,7 +52,6 @@ from ortlab.core.disk import check_space, disk_full_message, free_bytes, is_disk
 from ortlab.runs import history
 from ortlab.runs.artifact import Artifact
 
-FAULT_VAR = "ORTLAB_TEST_FAULT"  # tests only: "after-record" kills a recipe child right after it recorded its run
 RUN_TIMEOUT_VAR = "ORTLAB_RUN_TIMEOUT_S"  # seconds a recipe run may take before it is stopped
 RUN_TIMEOUT_BASE_S = 600.0       # default: a generous base…
 RUN_TIMEOUT_PER_SAMPLE_S = 2.0   # …plus this per calibration and verification sample…
@@ -142,13 +138,6 @@ class Handle(Completion):
 
 # -- recipes in a child process --------------------------------------------------------------------------------
 
-_CHILD = r"""
-import sys
-from ortlab.runs.service import _recipe_child
-_recipe_child(sys.argv[1], int(sys.argv[2]))
-"""
-
-
 class RecipeHandle(Handle):
     """A recipe running in a child process; ``result`` is the recorded :class:`ortlab.runs.artifact.Artifact`."""
 
@@ -162,8 +151,7 @@ class RecipeHandle(Handle):
         self.pid: int | None = None
         self.returncode: int | None = None
         self._remove_on_cancel = remove_on_cancel
-        self._proc: subprocess.Popen | None = None
-        self._log: Any = None
+        self._child: Child | None = None
         self._db: Path | None = None  # the history the child records the run in
         self._out_file: Path | None = None  # OUT.onnx of a run into a single file
         self.timeout_s: float | None = None  # the run's time limit (run_timeout_s)
@@ -172,29 +160,25 @@ class RecipeHandle(Handle):
 
     def _time_out(self) -> None:
         """The run went past its time limit: stop its child (the watcher reports why)."""
-        proc = self._proc
-        if proc is not None and proc.poll() is None and not self.done:
+        child = self._child
+        if child is not None and child.running() and not self.done:
             self.timed_out = True
-            proc.terminate()
+            child.terminate()
 
     def cancel(self) -> None:
         """Terminate the child (then kill it after a grace period) and remove the run folder it created."""
         super().cancel()
-        proc = self._proc
-        if proc is not None and proc.poll() is None and not self.done:
-            proc.terminate()
+        child = self._child
+        if child is not None and child.running() and not self.done:
+            child.terminate()
 
-    def _watch(self, conn) -> None:
+    def _watch(self) -> None:
         result: Any = None
         error: OrtlabError | None = None
-        proc = self._proc
-        assert proc is not None
+        child = self._child
+        assert child is not None
         try:
-            while True:
-                try:
-                    msg = conn.recv()
-                except (EOFError, OSError):
-                    break
+            while (msg := child.receive()) is not None:
                 kind = msg[0]
                 if kind == "start":
                     self.pid = int(msg[1])
@@ -206,8 +190,7 @@ class RecipeHandle(Handle):
                 elif kind == "error":
                     error = error_of(msg[1], msg[2], msg[3])
         finally:
-            conn.close()
-            self.returncode = reap(proc)
+            self.returncode = child.finish()
             if self._timer is not None:
                 self._timer.cancel()
         if result is None and self.timed_out:
@@ -225,7 +208,7 @@ class RecipeHandle(Handle):
         else:
             if error is None:
                 error = OrtlabError(f"The run process ended unexpectedly (exit code {self.returncode})"
-                                    f"{last_line(self._log)}.")
+                                    f"{child.last_line()}.")
             self._close_log()
             self._drop_folder()
             self._finish(FAILED, error=error)
@@ -269,9 +252,8 @@ class RecipeHandle(Handle):
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def _close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        if self._child is not None:
+            self._child.close()
 
 
 def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app",
@@ -286,8 +268,6 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
     child starts (:func:`ortlab.runs.prepare.prepare_run`; ``info``: the model's facts when the caller read them):
     a model that cannot load or a recipe that cannot run is refused at once, and the child decides nothing again.
     """
-    from multiprocessing import Pipe
-
     spec = prepare_run(spec, info)
     ws = workspace if workspace is not None else Workspace()
     target: Path | None = None
@@ -319,24 +299,12 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
     args = {"spec": spec.to_dict(), "run_dir": str(run_dir), "out_file": str(target) if target is not None else None,
             "db": str(ws.db_path), "origin": origin, "timeout_s": timeout, "timeout_why": timeout_why,
             "memory_gb": memory_gb if memory_gb is not None else default_memory_gb(spec.recipe.target)}
-    env, cwd = child_env()
-    ours, theirs = Pipe(duplex=False)
-    handle._log = tempfile.TemporaryFile()
-    try:
-        handle._proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(args), str(theirs.fileno())],
-                                        pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=handle._log,
-                                        stderr=handle._log, env=env, cwd=cwd)
-    except BaseException:
-        ours.close()
-        handle._close_log()
-        raise
-    finally:
-        theirs.close()
+    handle._child = Child.run(_recipe_child, json.dumps(args))
     handle.timeout_s = timeout
     handle._timer = threading.Timer(timeout, handle._time_out)
     handle._timer.daemon = True
     handle._timer.start()
-    threading.Thread(target=handle._watch, args=(ours,), name=f"ortlab-recipe-{handle.id}", daemon=True).start()
+    threading.Thread(target=handle._watch, name=f"ortlab-recipe-{handle.id}", daemon=True).start()
     return handle
 
 
@@ -397,87 +365,127 @@ def _recipe_child(args_json: str, fd: int) -> None:
 
     conn = Connection(fd)
     args = json.loads(args_json)
-
-    def terminated(signum, frame):  # cancel: unwind, so temp files and folders are removed on the way out
-        raise Cancelled()
-
-    import signal
-
-    signal.signal(signal.SIGTERM, terminated)
-    limit = args.get("memory_gb")
-
-    apply_memory_limit(limit)
-    os.umask(0o077)  # every file the run writes is private to its owner (0600)
+    _confine(args.get("memory_gb"))
     conn.send(("start", os.getpid()))
     spec = RunSpec.from_dict(args["spec"])
     run_dir = Path(args["run_dir"])
-
-    owner = run_dir / outputs.OWNER_FILE
-    if owner.exists():
-        owner.write_text(str(os.getpid()))
-    # scratch files (quantization copies) go to a private temp folder named for clean_stale after a kill -9
-    scratch = outputs.make_temp_dir(outputs.TEMP_PREFIX, tempfile.gettempdir())
-    tempfile.tempdir = str(scratch)
+    owner = _claim(run_dir)
+    scratch = _private_scratch()
 
     def report(ev: ProgressEvent) -> None:
         conn.send(("event", ev.stage, ev.done, ev.total, ev.message))
 
     try:
         artifact = run_recipe_spec(spec, run_dir, report)  # the model and artifact.json, complete on disk
-        out_file = args.get("out_file")
-        if out_file:  # just the model (and its external data, as OUT.onnx.data) at OUT.onnx
-            target = Path(out_file)
-            outputs.check_targets(spec.model, outputs.result_files(target, as_file=True))
-            artifact.model_path = outputs.install_model(artifact.model_path, target)
-            qdq = qdq_path(target)
-            if (run_dir / QDQ_FILE).is_file():  # ortlab analyze M OUT.onnx reads it (static int8 QDQ)
-                outputs.install_model(run_dir / QDQ_FILE, qdq)
-            else:
-                qdq.unlink(missing_ok=True)  # an earlier run's, which this result does not match
-        artifact.origin, artifact.spec = str(args.get("origin") or ""), spec.undecided()
-        if args.get("timeout_s"):
-            artifact.notes.append(f"Time limit: {float(args['timeout_s']):g} s ({args.get('timeout_why') or 'set'}).")
-        if not out_file:
-            artifact.save()  # complete, with its recipe, before the row that points at it
-        try:  # the row is written last: the folder is the source of truth, the history its index
-            hist = History(args["db"])
-            hist.add(artifact)
-            if hist.recovered is not None:  # found damaged while recording: the person hears it with the run
-                artifact.notes.append(hist.recovered.message)
-        except (OrtlabError, OSError, sqlite3.Error) as exc:
-            artifact.notes.append(f"Not recorded in the history ({one_line(exc)}); the result is kept"
-                                  + ("" if out_file else " and will be listed once the history opens again") + ".")
-        else:
-            outputs.write_text_atomic(run_dir / outputs.RECORDED_FILE, str(artifact.run_id))
-            if not out_file:
-                artifact.save()  # again, now with its run_id
-        fault = os.environ.get(FAULT_VAR, "")
-        if fault == "after-record":  # tests: the child dies between recording the run and reporting it
-            os._exit(9)
-        if out_file:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        else:
-            (run_dir / outputs.RUNNING_FILE).unlink(missing_ok=True)
-            (run_dir / outputs.RECORDED_FILE).unlink(missing_ok=True)
-        owner.unlink(missing_ok=True)
+        _install(artifact, spec, run_dir, args.get("out_file"))
+        _describe(artifact, spec, args)
+        _record_run(artifact, run_dir, args)
+        _tidy(run_dir, args.get("out_file"), owner)
         conn.send(("done", artifact.to_dict()))
-    except MemoryError:
-        conn.send(("error", "OrtlabError", too_big(limit), None))
-    except OrtlabError as exc:
+    except BaseException as exc:
+        conn.send(("error", *_reported_error(exc, run_dir, args)))
+    finally:
+        conn.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _confine(memory_gb: float | None) -> None:
+    """What the recipe child sets up before it runs anything: a stop request (SIGTERM) unwinds the run (temp
+    files and folders are removed on the way out), its address space is limited to ``memory_gb``, and every file
+    it writes is private to its owner (0600)."""
+
+    def terminated(signum, frame):
+        raise Cancelled()
+
+    signal.signal(signal.SIGTERM, terminated)
+    apply_memory_limit(memory_gb)
+    os.umask(0o077)
+
+
+def _claim(run_dir: Path) -> Path:
+    """The run folder's owner marker, now naming this child (when the parent wrote one)."""
+    owner = run_dir / outputs.OWNER_FILE
+    if owner.exists():
+        owner.write_text(str(os.getpid()))
+    return owner
+
+
+def _private_scratch() -> Path:
+    """A private temp folder for the run's scratch files (quantization copies), named so that
+    ``outputs.clean_stale`` removes it after a kill -9; this process's temp files go there from now on."""
+    scratch = outputs.make_temp_dir(outputs.TEMP_PREFIX, tempfile.gettempdir())
+    tempfile.tempdir = str(scratch)
+    return scratch
+
+
+def _install(artifact: Artifact, spec: RunSpec, run_dir: Path, out_file: str | None) -> None:
+    """For a run into a single file: the model (and its external data, as OUT.onnx.data) installed at OUT.onnx,
+    with the QDQ model beside it when the run made one."""
+    if not out_file:
+        return
+    target = Path(out_file)
+    outputs.check_targets(spec.model, outputs.result_files(target, as_file=True))
+    artifact.model_path = outputs.install_model(artifact.model_path, target)
+    qdq = qdq_path(target)
+    if (run_dir / QDQ_FILE).is_file():  # ortlab analyze M OUT.onnx reads it (static int8 QDQ)
+        outputs.install_model(run_dir / QDQ_FILE, qdq)
+    else:
+        qdq.unlink(missing_ok=True)  # an earlier run's, which this result does not match
+
+
+def _describe(artifact: Artifact, spec: RunSpec, args: dict) -> None:
+    """Where the run was started, what was asked for, and the time limit it ran under."""
+    artifact.origin, artifact.spec = str(args.get("origin") or ""), spec.undecided()
+    if args.get("timeout_s"):
+        artifact.notes.append(f"Time limit: {float(args['timeout_s']):g} s ({args.get('timeout_why') or 'set'}).")
+
+
+def _record_run(artifact: Artifact, run_dir: Path, args: dict) -> None:
+    """Save the artifact, then add its row to the history (last: the folder is the source of truth, the history
+    its index) and mark the folder as recorded. A history that cannot be written leaves a note, not a failure."""
+    out_file = args.get("out_file")
+    if not out_file:
+        artifact.save()  # complete, with its recipe, before the row that points at it
+    try:
+        hist = History(args["db"])
+        hist.add(artifact)
+        if hist.recovered is not None:  # found damaged while recording: the person hears it with the run
+            artifact.notes.append(hist.recovered.message)
+    except (OrtlabError, OSError, sqlite3.Error) as exc:
+        artifact.notes.append(f"Not recorded in the history ({one_line(exc)}); the result is kept"
+                              + ("" if out_file else " and will be listed once the history opens again") + ".")
+        return
+    outputs.write_text_atomic(run_dir / outputs.RECORDED_FILE, str(artifact.run_id))
+    if not out_file:
+        artifact.save()  # again, now with its run_id
+
+
+def _tidy(run_dir: Path, out_file: str | None, owner: Path) -> None:
+    """After a recorded run: the temp folder of a run into OUT.onnx goes; a workspace folder loses its markers."""
+    if out_file:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    else:
+        (run_dir / outputs.RUNNING_FILE).unlink(missing_ok=True)
+        (run_dir / outputs.RECORDED_FILE).unlink(missing_ok=True)
+    owner.unlink(missing_ok=True)
+
+
+def _reported_error(exc: BaseException, run_dir: Path, args: dict) -> tuple[str, str, str | None]:
+    """What the child reports for a run that failed with ``exc``: (error class name, message, step). Running out
+    of memory under the limit and a full disk are said as such."""
+    limit = args.get("memory_gb")
+    if isinstance(exc, MemoryError):
+        return "OrtlabError", too_big(limit), None
+    if isinstance(exc, OrtlabError):
         message = exc.message
         if limit and is_alloc_failure(message):
             message = too_big(limit)
         elif _out_of_space(exc, run_dir):
             message = disk_full_message(_volume(args))
-        conn.send(("error", type(exc).__name__, message, exc.step))
-    except BaseException as exc:
-        if _out_of_space(exc, run_dir):
-            conn.send(("error", "DiskFullError", disk_full_message(_volume(args)), None))
-        else:
-            conn.send(("error", "OrtlabError", f"Unexpected {type(exc).__name__}: {one_line(exc)}", None))
-    finally:
-        conn.close()
-        shutil.rmtree(scratch, ignore_errors=True)
+        return type(exc).__name__, message, exc.step
+    if _out_of_space(exc, run_dir):
+        return "DiskFullError", disk_full_message(_volume(args)), None
+    return "OrtlabError", f"Unexpected {type(exc).__name__}: {one_line(exc)}", None
 
 
 def _out_of_space(exc: BaseException, run_dir: Path) -> bool:

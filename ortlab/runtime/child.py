@@ -2,16 +2,19 @@
 memory limit, how it is reaped, how its error comes back as the same typed :class:`OrtlabError`, and the last
 line of its log when it dies.
 
-Recipe runs (:mod:`ortlab.runs.service`), timed benchmark children (:mod:`ortlab.timing.bench`) and isolated
-model reads (:mod:`ortlab.model.isolated`) all start their children through these.
+Recipe runs (:mod:`ortlab.runs.service`), timed benchmark children (:mod:`ortlab.timing`) and isolated model reads
+(:mod:`ortlab.model.isolated`) all start their children through these; no other module of ortlab starts a process
+(``tests/test_child_runner.py`` checks it).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Mapping
 from multiprocessing import Pipe
 from pathlib import Path
 from typing import IO, Any
@@ -102,19 +105,57 @@ def reap(proc: subprocess.Popen, grace: float = STOP_GRACE_S) -> int:
         return proc.wait()
 
 
-class Child:
-    """A fresh interpreter running ``code`` (``python -c``) with ``args``, never a fork of this process: its
-    stdout and stderr go to a private temporary log, and a pipe (its file descriptor is the last argument) carries
-    messages back (``duplex``: both ways). Use it as a context manager, or call :meth:`close`."""
+_CALL = r"""
+import importlib, sys
+module, _, name = sys.argv[1].partition(":")
+getattr(importlib.import_module(module), name)(*sys.argv[2:-1], int(sys.argv[-1]))
+"""
 
-    def __init__(self, code: str, *args: str, duplex: bool = False) -> None:
-        env, cwd = child_env()
+
+def dotted_name(function: str | Callable[..., Any]) -> str:
+    """``"package.module:function"`` for a function defined at the top level of a module (a string is returned
+    as it is)."""
+    if isinstance(function, str):
+        return function
+    name, module = getattr(function, "__qualname__", ""), getattr(function, "__module__", None)
+    if not module or module == "__main__" or not name or "." in name or "<" in name:
+        raise ValueError(f"a child can only call a function defined at a module's top level, not {function!r}")
+    return f"{module}:{name}"
+
+
+class Child:
+    """A fresh interpreter, never a fork of this process: its stdout and stderr go to a private temporary log, and
+    a pipe (its file descriptor is the last argument) carries messages back (``duplex``: both ways). Use it as a
+    context manager, or call :meth:`close`.
+
+    Two ways to start one:
+
+    - ``Child(code, *args)`` runs ``python -c code *args fd``.
+    - ``Child.run(function, *args)`` imports ``function`` in the child (``"package.module:function"``, or the
+      function itself when it is defined at a module's top level) and calls ``function(*args, fd)``: the ``args``
+      are strings, ``fd`` the child's end of the pipe as an int (``multiprocessing.connection.Connection(fd)``).
+
+    Keyword options of both: ``duplex``; ``env``, variables set in the child on top of :func:`child_env`;
+    ``new_session``, the child leads a session and process group of its own, so that :meth:`terminate`,
+    :meth:`kill`, :meth:`stop` and :meth:`finish` reach every process it started, and a Ctrl-C in the terminal
+    reaches only this process, which decides what to stop.
+
+    Stopping it: :meth:`terminate` asks (SIGTERM), :meth:`kill` forces (SIGKILL), :meth:`stop` asks and forces
+    after a grace period, :meth:`finish` closes the pipe and gives the child a grace period to exit on its own
+    before it stops it. Each reaps the child: none leaves a zombie.
+    """
+
+    def __init__(self, code: str, *args: str, duplex: bool = False, new_session: bool = False,
+                 env: Mapping[str, str] | None = None) -> None:
+        child_vars, cwd = child_env()
+        child_vars.update(env or {})
+        self.new_session = new_session
         self.conn, theirs = Pipe(duplex=duplex)
         self.log: IO[bytes] | None = tempfile.TemporaryFile()
         try:
             self.proc = subprocess.Popen([sys.executable, "-c", code, *args, str(theirs.fileno())],
                                          pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=self.log,
-                                         stderr=self.log, env=env, cwd=cwd)
+                                         stderr=self.log, env=child_vars, cwd=cwd, start_new_session=new_session)
         except BaseException:
             self.conn.close()
             self.log.close()
@@ -122,6 +163,12 @@ class Child:
         finally:
             theirs.close()
         self.returncode: int | None = None
+
+    @classmethod
+    def run(cls, function: str | Callable[..., Any], *args: str, duplex: bool = False, new_session: bool = False,
+            env: Mapping[str, str] | None = None) -> Child:
+        """A child that calls ``function(*args, fd)`` (see the class docstring)."""
+        return cls(_CALL, dotted_name(function), *args, duplex=duplex, new_session=new_session, env=env)
 
     @property
     def pid(self) -> int:
@@ -147,20 +194,55 @@ class Child:
     def terminate(self) -> None:
         """Ask the child to stop (SIGTERM); :meth:`finish` kills it if it does not."""
         if self.running():
-            self.proc.terminate()
+            self._signal(signal.SIGTERM)
 
     def kill(self) -> None:
         if self.running():
-            self.proc.kill()
+            self._signal(signal.SIGKILL)
         self.proc.wait()
+
+    def stop(self, grace: float = STOP_GRACE_S) -> int:
+        """Stop the child now: SIGTERM, then SIGKILL when it has not exited within ``grace`` seconds; return its
+        exit code. The pipe stays open (what the child sent before it stopped can still be received)."""
+        if self.returncode is None:
+            self.terminate()
+            try:
+                self.returncode = self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                self.returncode = self.proc.wait()
+        return self.returncode
 
     def finish(self, grace: float = STOP_GRACE_S) -> int:
         """Close the pipe and reap the child (terminated, then killed, when it does not exit within ``grace``);
         return its exit code. The log stays readable (:meth:`last_line`) until :meth:`close`."""
         self.conn.close()
         if self.returncode is None:
-            self.returncode = reap(self.proc, grace)
+            try:
+                self.returncode = self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.returncode = self.stop()
         return self.returncode
+
+    def _signal(self, signum: int) -> None:
+        if not self.new_session:
+            self.proc.send_signal(signum)
+            return
+        if self.proc.returncode is None:  # not reaped yet, so the group's id is still this child's
+            try:
+                os.killpg(self.proc.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def log_text(self) -> str:
+        """Everything the child wrote to stdout and stderr so far (``""`` once closed)."""
+        if self.log is None:
+            return ""
+        try:
+            self.log.seek(0)
+            return self.log.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
 
     def last_line(self) -> str:
         return last_line(self.log)
