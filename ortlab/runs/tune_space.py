@@ -1,32 +1,57 @@
-"""The recipes a tune search tries, most promising first for this CPU, without two that do the same."""
+"""The recipes a tune search tries, most promising first for this CPU, without two that do the same.
+
+The space comes from the settings' own metadata (as Olive's ``search_defaults``): each field's ``search`` lists the
+values tried for it (:class:`ortlab.settings.config.Try`), one setting away from a starting recipe; a field without
+``search`` is never varied. What is decided here: the starting recipe (this CPU's int8 flavour, or fp16 on GPU), and
+that dynamic int8 is tried only on models with ops it quantizes.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ortlab.settings.config import (
-    CalibrationMethod, OptLevel, Precision, QuantConfig, QuantFormat, QuantMode, QuantType, Recipe,
-    Target, replace,
+    OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target, Try, replace,
 )
 from ortlab.runtime.hardware import advise, detect
+
+# the op types dynamic int8 quantizes: a model with none of them gains nothing from it
+DYNAMIC_OPS = frozenset({"MatMul", "Gemm", "Attention", "LSTM", "GRU"})
 
 
 # -- the search space ------------------------------------------------------------------------------------------
 
 
-def _effective(cfg: Any) -> Any:
-    """``cfg`` (a QuantConfig) with every field that does not matter under its other fields (its ``when`` metadata
-    is not met, e.g. calibration settings of a dynamic recipe) put back to its default, and op types made explicit."""
-    import dataclasses
+def _meets(cfg: Any, when: Mapping[str, Sequence[Any]] | None) -> bool:
+    """Whether ``cfg``'s fields hold one of the allowed values of each sibling a ``when`` metadata names."""
+    return all(str(getattr(getattr(cfg, k), "value", getattr(cfg, k))) in [str(v) for v in allowed]
+               for k, allowed in (when or {}).items())
 
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    return f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[operator]
+
+
+def _defaults_where_unmet(cfg: Any) -> Any:
+    """``cfg`` with every field that does not matter under its other fields (its ``when`` metadata is not met, e.g.
+    calibration settings of a dynamic recipe, or the QuantConfig of an fp32 one) put back to its default; nested
+    configs alike."""
     changes: dict[str, Any] = {}
     for f in dataclasses.fields(cfg):
-        when = f.metadata.get("when") or {}
-        if any(str(getattr(getattr(cfg, k), "value", getattr(cfg, k))) not in [str(v) for v in allowed]
-               for k, allowed in when.items()):
-            changes[f.name] = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[operator]
-    out = replace(cfg, **changes) if changes else cfg
+        value = getattr(cfg, f.name)
+        if not _meets(cfg, f.metadata.get("when")):
+            changes[f.name] = _default(f)
+        elif dataclasses.is_dataclass(value):
+            changes[f.name] = _defaults_where_unmet(value)
+    return dataclasses.replace(cfg, **changes) if changes else cfg
+
+
+def _effective(cfg: Any) -> Any:
+    """``cfg`` (a QuantConfig) with the fields that cannot matter reset (:func:`_defaults_where_unmet`) and op types
+    made explicit."""
+    out = _defaults_where_unmet(cfg)
     return replace(out, op_types=tuple(sorted(out.effective_op_types())))
 
 
@@ -52,58 +77,65 @@ def dedupe(recipes: Sequence[Recipe]) -> tuple[list[Recipe], list[str]]:
     return out, notes
 
 
+def searched_fields(cls: type = Recipe, prefix: str = "") -> Iterator[tuple[str, Try]]:
+    """(dotted field path, :class:`Try`) for every ``search`` entry of ``cls``'s fields and its nested configs'."""
+    for f in dataclasses.fields(cls):
+        path = prefix + f.name
+        for t in f.metadata.get("search", ()):
+            yield path, t
+        default = _default(f)
+        if dataclasses.is_dataclass(default):
+            yield from searched_fields(type(default), path + ".")
+
+
+def _applies(recipe: Recipe, path: str) -> bool:
+    """Whether the field at ``path`` matters in ``recipe``: its ``when`` and those of the configs holding it are met."""
+    obj: Any = recipe
+    for name in path.split("."):
+        f = next(f for f in dataclasses.fields(obj) if f.name == name)
+        if not _meets(obj, f.metadata.get("when")):
+            return False
+        obj = getattr(obj, name)
+    return True
+
+
+def trial(start: Recipe, path: str, t: Try) -> Recipe | None:
+    """``start`` with the field at ``path`` set to ``t.value`` and ``t.also`` set beside it, the fields that then do
+    not matter reset to their defaults, named after ``t``; None where the field does not matter in that recipe."""
+    parent = path.rpartition(".")[0]
+    changes = {path: t.value, **{(parent + "." if parent else "") + k: v for k, v in t.also.items()}}
+    recipe = replace(start, **changes)
+    if not _applies(recipe, path):
+        return None
+    recipe = _defaults_where_unmet(recipe)
+    return replace(recipe, name=f"{recipe.precision.value} {t.name}" if t.name else "")
+
+
 def search_space(target: Target = Target.CPU, features: Any = None, opt_level: OptLevel = OptLevel.EXTENDED,
                  model_ops: Sequence[str] = (), objective: str = "latency") -> list[Recipe]:
     """The recipes to try, most promising first for this CPU (``features``: :func:`ortlab.runtime.hardware.detect`),
-    without duplicates (:func:`dedupe`). Static trials include range-split off and bias correction off (both are
-    on by default); with the ``size`` objective and a model with Gather (embedding tables), weight-only int8 of
-    Gather comes first."""
+    without duplicates (:func:`dedupe`): the starting recipe (int8 static in this CPU's flavour; gpu: fp16 with kept
+    I/O types), then one trial per ``search`` entry of the settings' metadata that applies to ``target``,
+    ``objective`` and the model's ops (``model_ops``), in the entries' ``order``. Dynamic int8 is left out for a model
+    with none of the ops it quantizes (:data:`DYNAMIC_OPS`)."""
 
-    f = features if features is not None else detect()
-    adv = advise(f, target)
     if Target(target) == Target.GPU:
-        s8 = QuantConfig(activation_type=QuantType.INT8, weight_type=QuantType.INT8, symmetric_activation=True)
-        return [Recipe(precision=Precision.FP16, target=Target.GPU, opt_level=opt_level, keep_io_types=True),
-                Recipe(precision=Precision.FP16, target=Target.GPU, opt_level=opt_level, keep_io_types=False),
-                Recipe(precision=Precision.INT8, target=Target.GPU, opt_level=opt_level, quant=s8),
-                Recipe(precision=Precision.INT8, target=Target.GPU, opt_level=opt_level,
-                       quant=replace(s8, per_channel=False))]
-    base = QuantConfig(activation_type=adv.activation_type, weight_type=adv.weight_type, reduce_range=adv.reduce_range)
-    other_act = QuantType.INT8 if adv.activation_type == QuantType.UINT8 else QuantType.UINT8
-    pct = CalibrationMethod.PERCENTILE
-    quants: list[tuple[str, QuantConfig]] = [
-        ("static", base),
-        ("percentile 99.999", replace(base, calibration_method=pct, percentile=99.999)),
-        ("no bias correction", replace(base, bias_correction=False)),  # on by default: +5 dB on EfficientNet-Lite0
-        ("no range-split", replace(base, range_split=False)),
-        ("Conv/MatMul/Gemm only", replace(base, op_types=("Conv", "MatMul", "Gemm"))),
-        ("dynamic", QuantConfig(mode=QuantMode.DYNAMIC, reduce_range=adv.reduce_range)),
-        ("percentile 99.99", replace(base, calibration_method=pct, percentile=99.99)),
-        ("symmetric activations", replace(base, symmetric_activation=True)),
-        ("QOperator", replace(base, quant_format=QuantFormat.QOPERATOR)),
-        ("reduce-range" if not adv.reduce_range else "full range", replace(base, reduce_range=not adv.reduce_range)),
-        ("per-tensor", replace(base, per_channel=False)),
-        (f"{other_act.value} activations", replace(base, activation_type=other_act)),
-        ("MinMax moving average", replace(base, moving_average=True, averaging_constant=0.01)),
-        ("percentile 99.9", replace(base, calibration_method=pct, percentile=99.9)),
-        ("U8U8", replace(base, activation_type=QuantType.UINT8, weight_type=QuantType.UINT8)),
-        ("dynamic per-channel", QuantConfig(mode=QuantMode.DYNAMIC, per_channel=True, reduce_range=adv.reduce_range)),
-        # histogram methods calibrate far slower (minutes on an ImageNet CNN): last
-        ("entropy", replace(base, calibration_method=CalibrationMethod.ENTROPY)),
-        ("distribution", replace(base, calibration_method=CalibrationMethod.DISTRIBUTION)),
-        ("entropy 512 bins", replace(base, calibration_method=CalibrationMethod.ENTROPY, num_bins=512,
-                                     num_quantized_bins=128)),
-    ]
+        start = Recipe(precision=Precision.FP16, target=Target.GPU, opt_level=opt_level, keep_io_types=True)
+    else:
+        adv = advise(features if features is not None else detect(), target)
+        start = Recipe(precision=Precision.INT8, target=Target.CPU, opt_level=opt_level, name="int8 static",
+                       quant=QuantConfig(activation_type=adv.activation_type, weight_type=adv.weight_type,
+                                         reduce_range=adv.reduce_range))
     ops = set(model_ops)
-    if objective == "size" and "Gather" in ops:  # embedding tables are most of a transformer's bytes
-        quants.insert(0, ("dynamic + Gather", QuantConfig(mode=QuantMode.DYNAMIC, reduce_range=adv.reduce_range,
-                                                          op_types=("MatMul", "Gemm", "Gather"))))
-    out = []
-    for name, q in quants:
-        if q.mode == QuantMode.DYNAMIC and ops and not ops & {"MatMul", "Gemm", "Attention", "LSTM", "GRU"}:
+    ordered: list[tuple[int, Recipe]] = [(0, start)]
+    for path, t in searched_fields():
+        if (t.target != Target(target) or t.objective not in (None, objective)
+                or (t.ops and not ops & set(t.ops))):
             continue
-        out.append(Recipe(precision=Precision.INT8, target=Target.CPU, opt_level=opt_level, quant=q, name=""))
-        out[-1] = replace(out[-1], name=f"int8 {name}")
-    out.insert(min(3, len(out)), replace(out[0], opt_level=OptLevel.ALL, name="int8 static, opt all"))
-    out.append(Recipe(precision=Precision.FP32, target=Target.CPU, opt_level=OptLevel.ALL, name="fp32 opt all"))
+        recipe = trial(start, path, t)
+        if recipe is not None:
+            ordered.append((t.order, recipe))
+    ordered.sort(key=lambda pair: pair[0])  # stable: equal orders keep the fields' order
+    out = [r for _, r in ordered
+           if not (r.precision == Precision.INT8 and r.quant.mode == QuantMode.DYNAMIC and ops and not ops & DYNAMIC_OPS)]
     return dedupe(out)[0]

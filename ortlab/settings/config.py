@@ -5,7 +5,8 @@ Optional metadata: ``label`` (short UI name), ``min``/``max``/``step`` for numbe
 and ``when`` (a mapping of sibling field → allowed values) that says when the field matters. The CLI flags come
 from the same fields (``ortlab.settings.flags``), which also reads ``flag`` (when the flag is not ``--field-name``),
 ``negatable`` (a bool gets both ``--x`` and ``--no-x``), ``explicit`` (written in CLI lines even at its
-default), ``metavar`` and ``choices``.
+default), ``metavar`` and ``choices``. ``search`` (a tuple of :class:`Try`) lists the values ``ortlab tune`` tries
+for the field (``ortlab.runs.tune_space``); a field without it is never varied by the search.
 ``validate_recipe`` checks a recipe before any work and returns findings a person can act on.
 
 Size: the settings dataclasses are the schema both the CLI and the app are generated from, with their
@@ -102,6 +103,23 @@ def setting(default: Any, help: str, **meta: Any) -> Any:
     return field(default=default, metadata=meta)
 
 
+@dataclass(frozen=True)
+class Try:
+    """One value that tune's search tries for a setting (an entry of the field's ``search`` metadata, as Olive's
+    ``search_defaults``): the trial is tune's starting recipe with the field set to ``value`` and the sibling fields in
+    ``also`` set too, named ``<precision> <name>`` (no name: its label). ``order`` places it among all trials (the
+    starting recipe is 0; lower first). It is tried where the field's ``when`` holds, on ``target``, for
+    ``objective`` (None: any) and, when ``ops`` is given, only on models with one of those op types."""
+
+    value: Any
+    name: str = ""
+    order: int = 0
+    also: dict[str, Any] = field(default_factory=dict, hash=False)
+    target: str = "cpu"
+    objective: str | None = None
+    ops: tuple[str, ...] = ()
+
+
 DYNAMIC_DEFAULT_OP_TYPES = ("MatMul", "Gemm")
 DISTRIBUTION_MIN_BINS = 512  # ORT's DistributionCalibrater refuses fewer
 PREPROCESS_DTYPES = ("float32", "float16", "uint8")
@@ -116,42 +134,53 @@ class QuantConfig:
         "static: weights and activations quantized ahead of time from calibration data (fast CPU path). "
         "dynamic: weights only; activations are quantized at run time (no data needed; best for MatMul-heavy models).",
         label="Quantization mode", flag="--quant-mode", explicit=True,
+        search=(Try(QuantMode.DYNAMIC, "dynamic", order=60),),
     )
     quant_format: QuantFormat = setting(
         QuantFormat.QDQ,
         "QDQ inserts QuantizeLinear/DequantizeLinear pairs that ORT fuses (portable, TensorRT-readable). "
         "QOperator writes QLinearConv/QLinearMatMul directly (CPU only).",
-        label="Format", when={"mode": ["static"]},
+        label="Format", when={"mode": ["static"]}, search=(Try(QuantFormat.QOPERATOR, "QOperator", order=90),),
     )
     activation_type: QuantType = setting(
         QuantType.UINT8, "Integer type of activations. uint8 (U8S8 with int8 weights) is the fast x86 CPU path; "
         "int8 (S8S8) suits ARM and TensorRT and ran slower than fp32 on x86 here.",
         label="Activation type", when={"mode": ["static"]},
+        search=(Try(QuantType.INT8, "int8 activations", order=120), Try(QuantType.UINT8, "uint8 activations", order=120)),
     )
-    weight_type: QuantType = setting(QuantType.INT8, "Integer type of weights.", label="Weight type")
+    weight_type: QuantType = setting(
+        QuantType.INT8, "Integer type of weights.", label="Weight type",
+        search=(Try(QuantType.UINT8, "U8U8", order=150, also={"activation_type": QuantType.UINT8}),),
+    )
     per_channel: bool = setting(
         True, "One scale per output channel of each weight instead of one per tensor: usually more accurate.",
-        label="Per-channel", negatable=True,
+        label="Per-channel", negatable=True, search=(Try(False, "per-tensor", order=110),),
     )
     reduce_range: bool = setting(
         False, "Quantize weights to 7 bits; avoids overflow on CPUs without VNNI at a small accuracy cost.",
-        label="Reduce range",
+        label="Reduce range", search=(Try(True, "reduce-range", order=100), Try(False, "full range", order=100)),
     )
     calibration_method: CalibrationMethod = setting(
         CalibrationMethod.MINMAX,
         "How activation ranges are chosen from calibration data: MinMax (observed range), Entropy (KL divergence), "
         "Percentile (clip outliers), Distribution (histogram fit).",
         label="Calibration method", when={"mode": ["static"]},
+        # histogram methods calibrate far slower (minutes on an ImageNet CNN): last
+        search=(Try(CalibrationMethod.ENTROPY, "entropy", order=160),
+                Try(CalibrationMethod.DISTRIBUTION, "distribution", order=170)),
     )
     percentile: float = setting(
         99.999, "Percentile of |activation| kept by the Percentile method.",
         label="Percentile", min=90.0, max=100.0, step=0.001,
         when={"mode": ["static"], "calibration_method": ["Percentile"]},
+        search=tuple(Try(p, f"percentile {p}", order=o, also={"calibration_method": CalibrationMethod.PERCENTILE})
+                     for p, o in ((99.999, 10), (99.99, 70), (99.9, 140))),
     )
     num_bins: int = setting(
         2048, "Histogram bins collected for Entropy, Percentile and Distribution.",
         label="Histogram bins", min=128, max=65536, step=128,
         when={"mode": ["static"], "calibration_method": ["Entropy", "Percentile", "Distribution"]},
+        search=(Try(512, "entropy 512 bins", order=180, also={"calibration_method": CalibrationMethod.ENTROPY}),),
     )
     num_quantized_bins: int = setting(
         128, "Target bins the Entropy method searches over.",
@@ -161,6 +190,7 @@ class QuantConfig:
     moving_average: bool = setting(
         False, "MinMax: average ranges over batches instead of taking the overall min/max.",
         label="Moving average", when={"mode": ["static"], "calibration_method": ["MinMax"]},
+        search=(Try(True, "MinMax moving average", order=130),),
     )
     averaging_constant: float = setting(
         0.01, "MinMax moving-average constant.", label="Averaging constant", min=0.0001, max=1.0, step=0.001,
@@ -168,12 +198,16 @@ class QuantConfig:
     )
     symmetric_activation: bool = setting(
         False, "Force activation ranges symmetric around zero.", label="Symmetric activations",
-        when={"mode": ["static"]},
+        when={"mode": ["static"]}, search=(Try(True, "symmetric activations", order=80),),
     )
     symmetric_weight: bool = setting(True, "Force weight ranges symmetric around zero.", label="Symmetric weights")
     op_types: tuple[str, ...] = setting(
         (), "Op types to quantize. Empty: MatMul/Gemm for dynamic, every supported op for static.",
         label="Op types to quantize", metavar="OP[,OP…]",
+        search=(Try(("Conv", "MatMul", "Gemm"), "Conv/MatMul/Gemm only", order=50),
+                # embedding tables are most of a transformer's bytes: first when optimizing for size
+                Try(("MatMul", "Gemm", "Gather"), "dynamic + Gather", order=-10, also={"mode": QuantMode.DYNAMIC},
+                    objective="size", ops=("Gather",))),
     )
     op_types_to_exclude: tuple[str, ...] = setting((), "Op types left in float.", label="Op types to exclude",
                                                    flag="--exclude-op-types", metavar="OP[,OP…]")
@@ -189,7 +223,7 @@ class QuantConfig:
         True, "Keep in float the Concat/Add/Sub/Sum/Max/Min nodes whose inputs' calibrated ranges differ more than "
         "the range-split factor (e.g. a detector's box pixels 0..640 joined with its scores 0..1, which one int8 "
         "scale would crush), and the nodes that only move their output; each one is named in a note.",
-        label="Range-split", when={"mode": ["static"]},
+        label="Range-split", when={"mode": ["static"]}, search=(Try(False, "no range-split", order=40),),
     )
     range_split_factor: float = setting(
         100.0, "Range-split: how many times wider one input's range must be than another's.",
@@ -203,6 +237,7 @@ class QuantConfig:
         "extra passes of the quantized model over the calibration data (about 10 s on EfficientNet-Lite0). Skipped, "
         "with a note, for QOperator and on random calibration data.",
         label="Bias correction", when={"mode": ["static"], "quant_format": ["QDQ"]},
+        search=(Try(False, "no bias correction", order=20),),  # on by default: +5 dB on EfficientNet-Lite0
     )
     preprocess: bool = setting(
         True, "Run ORT's quant_pre_process first (shape inference, BatchNorm folding). Recommended.",
@@ -221,6 +256,10 @@ class QuantConfig:
         return DYNAMIC_DEFAULT_OP_TYPES if self.mode == QuantMode.DYNAMIC else ()
 
 
+# int8 on GPU runs through TensorRT, which takes symmetric int8 (S8S8) QDQ models: what tune tries there
+TENSORRT_INT8 = QuantConfig(activation_type=QuantType.INT8, weight_type=QuantType.INT8, symmetric_activation=True)
+
+
 @dataclass(frozen=True)
 class Recipe:
     """What to do to a model: precision, target, graph-optimization level and quantization knobs."""
@@ -228,6 +267,10 @@ class Recipe:
     precision: Precision = setting(
         Precision.FP32, "fp32 keeps weights as they are; fp16 halves them (GPU); int8 quantizes (CPU).",
         label="Precision", explicit=True,
+        search=(Try(Precision.INT8, order=20, target="gpu", also={"quant": TENSORRT_INT8}),
+                Try(Precision.INT8, order=30, target="gpu",
+                    also={"quant": dataclasses.replace(TENSORRT_INT8, per_channel=False)}),
+                Try(Precision.FP32, "opt all", order=1000, also={"opt_level": OptLevel.ALL})),
     )
     target: Target = setting(
         Target.CPU, "Where the model will run. gpu uses TensorRT > CUDA > CPU; cpu uses the CPU provider.",
@@ -237,13 +280,13 @@ class Recipe:
         OptLevel.EXTENDED,
         "ORT graph optimization: disabled, basic (constant folding, redundant nodes), extended (fusions such as "
         "Conv+BN+Relu, attention), all (adds hardware-specific layouts; the saved model only suits this machine).",
-        label="Graph optimization", explicit=True,
+        label="Graph optimization", explicit=True, search=(Try(OptLevel.ALL, "static, opt all", order=30),),
     )
     quant: QuantConfig = setting(QuantConfig(), "Quantization settings (int8 only).", label="int8 quantization",
                                  when={"precision": ["int8"]})
     keep_io_types: bool = setting(
         True, "fp16: keep float32 inputs and outputs so callers need no change.", label="Keep I/O types",
-        when={"precision": ["fp16"]},
+        when={"precision": ["fp16"]}, search=(Try(False, order=10, target="gpu"),),
     )
     allow_random_data: bool = setting(
         False, "Calibrate with random inputs when no data is given. Results are flagged; accuracy is meaningless.",
