@@ -213,48 +213,71 @@ class _Plan:
     qdq: bool
 
 
-def _plan(ref: onnx.ModelProto, cand: onnx.ModelProto) -> _Plan:
-    ref_types, cand_types = _types(ref), _types(cand)
-    ref_inputs = {i.name for i in ref.graph.input}
-    ref_known = set(ref_types) | ref_inputs
-    g = cand.graph
-    inits = {i.name: i for i in g.initializer}
-    producer: dict[str, onnx.NodeProto] = {}
-    consumers: dict[str, list[onnx.NodeProto]] = {}
-    for node in g.node:
-        for o in node.output:
-            producer[o] = node
-        for i in node.input:
-            consumers.setdefault(i, []).append(node)
-    qdq = any(n.op_type in QUANT_OPS for n in g.node)
+def _is_float(name: str, types: dict[str, int]) -> bool:
+    return types.get(name) in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE)
 
-    def fake_quant_of(t: str) -> tuple[onnx.NodeProto, onnx.NodeProto] | None:
+
+class _CandidateGraph:
+    """The candidate graph indexed: its initializers, each tensor's producer and consumers."""
+
+    def __init__(self, g: onnx.GraphProto) -> None:
+        self.graph = g
+        self.inits = {i.name: i for i in g.initializer}
+        self.producer: dict[str, onnx.NodeProto] = {}
+        self.consumers: dict[str, list[onnx.NodeProto]] = {}
+        for node in g.node:
+            for o in node.output:
+                self.producer[o] = node
+            for i in node.input:
+                self.consumers.setdefault(i, []).append(node)
+        self.qdq = any(n.op_type in QUANT_OPS for n in g.node)
+
+    def produced_by(self, name: str, op_type: str) -> onnx.NodeProto | None:
+        p = self.producer.get(name)
+        return p if p is not None and p.op_type == op_type else None
+
+    def fake_quant_of(self, t: str) -> tuple[onnx.NodeProto, onnx.NodeProto] | None:
         """(Q, DQ) that turn float tensor ``t`` into its dequantized form, when the candidate has them."""
-        for q in consumers.get(t, []):
+        for q in self.consumers.get(t, []):
             if q.op_type == "QuantizeLinear" and q.input[0] == t:
-                for dq in consumers.get(q.output[0], []):
+                for dq in self.consumers.get(q.output[0], []):
                     if dq.op_type == "DequantizeLinear":
                         return q, dq
         return None
 
-    def is_float(name: str, types: dict[str, int]) -> bool:
-        return types.get(name) in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE)
+    def compared_nodes(self) -> list[onnx.NodeProto]:
+        """The nodes whose output is compared: every computing node, only the quantized ones in a QDQ graph."""
+        out = []
+        for node in self.graph.node:
+            if node.op_type in QUANT_OPS or not node.output:
+                continue
+            quantized = any(self.produced_by(i, "DequantizeLinear") is not None for i in node.input)
+            if self.qdq and not quantized:
+                continue
+            out.append(node)
+        return out
 
-    nodes: list[tuple[str, str, str, str, str | None]] = []
-    unmatched: list[str] = []
-    # the local model
-    l_nodes: list[onnx.NodeProto] = []
-    l_inits: dict[str, onnx.TensorProto] = {}
-    l_inputs: dict[str, int] = {}
-    l_outputs: list[str] = []
-    done_weights: set[str] = set()
-    fq_cache: dict[str, str] = {}
 
-    def add_init(name: str) -> None:
-        if name and name in inits and name not in l_inits:
-            l_inits[name] = inits[name]
+class _LocalModel:
+    """The local model being built: each quantized node's copy fed with the reference's fp32 inputs."""
 
-    def add_copy(node: onnx.NodeProto, inputs: list[str], outputs: list[str], tag: str) -> None:
+    def __init__(self, cand: _CandidateGraph, ref_types: dict[str, int], ref_inputs: set[str]) -> None:
+        self.cand = cand
+        self.ref_types = ref_types
+        self.ref_inputs = ref_inputs
+        self.ref_known = set(ref_types) | ref_inputs
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: dict[str, onnx.TensorProto] = {}
+        self.inputs: dict[str, int] = {}
+        self.outputs: list[str] = []
+        self._weights: set[str] = set()
+        self._fake_quantized: dict[str, str] = {}
+
+    def _add_init(self, name: str) -> None:
+        if name and name in self.cand.inits and name not in self.inits:
+            self.inits[name] = self.cand.inits[name]
+
+    def _add_copy(self, node: onnx.NodeProto, inputs: list[str], outputs: list[str], tag: str) -> None:
         c = onnx.NodeProto()
         c.CopyFrom(node)
         c.name = f"{node.name or node.op_type}{tag}"
@@ -262,90 +285,115 @@ def _plan(ref: onnx.ModelProto, cand: onnx.ModelProto) -> _Plan:
         c.input.extend(inputs)
         del c.output[:]
         c.output.extend(outputs)
-        l_nodes.append(c)
+        self.nodes.append(c)
 
-    def local_input(x: str) -> str | None:
+    def _input(self, x: str) -> str | None:
         """The local model's tensor for candidate input ``x`` of a quantized node (None: not possible)."""
-        if not x or x in inits:
-            add_init(x)
+        if not x or x in self.cand.inits:
+            self._add_init(x)
             return x
-        p = producer.get(x)
-        if p is not None and p.op_type == "DequantizeLinear":
-            qin = p.input[0]
-            if qin in inits:  # a quantized weight: its DequantizeLinear as it is
-                if x not in done_weights:
-                    for i in p.input:
-                        add_init(i)
-                    l_nodes.append(p)
-                    done_weights.add(x)
-                return x
-            q = producer.get(qin)
-            if q is None or q.op_type != "QuantizeLinear":
-                return None
-            t = q.input[0]
-            if t not in ref_known or (not is_float(t, ref_types) and t not in ref_inputs):
-                return None
-            if x not in fq_cache:
-                for i in list(q.input[1:]) + list(p.input[1:]):
-                    add_init(i)
-                if any(i and i not in inits for i in list(q.input[1:]) + list(p.input[1:])):
-                    return None  # scales computed at run time: not reproducible here
-                l_inputs[t] = ref_types.get(t, TensorProto.FLOAT)
-                add_copy(q, [t, *q.input[1:]], [f"{x}__lq"], "__lq")
-                add_copy(p, [f"{x}__lq", *p.input[1:]], [f"{x}__l"], "__ldq")
-                fq_cache[x] = f"{x}__l"
-            return fq_cache[x]
-        if x in ref_known:  # a float activation the candidate does not quantize here
-            l_inputs[x] = ref_types.get(x, TensorProto.FLOAT)
+        dq = self.cand.produced_by(x, "DequantizeLinear")
+        if dq is not None:
+            if dq.input[0] in self.cand.inits:
+                return self._weight(x, dq)
+            return self._fake_quantized_input(x, dq)
+        if x in self.ref_known:  # a float activation the candidate does not quantize here
+            self.inputs[x] = self.ref_types.get(x, TensorProto.FLOAT)
             return x
         return None
 
-    for node in g.node:
-        if node.op_type in QUANT_OPS or not node.output:
-            continue
-        y = node.output[0]
-        quantized = any(producer.get(i) is not None and producer[i].op_type == "DequantizeLinear" for i in node.input)
-        if qdq and not quantized:
-            continue
-        ry = y  # a graph output keeps its name on the DequantizeLinear; the node writes "<name>_QuantizeLinear_Input"
-        if y not in ref_types and y.endswith(QUANT_INPUT_SUFFIX):
-            ry = y[:-len(QUANT_INPUT_SUFFIX)]
-        if ry not in ref_types or not is_float(ry, ref_types):
-            if qdq and ry not in ref_types:
-                unmatched.append(node.name or y)
-            continue
-        fq = fake_quant_of(y)
-        cand_tensor = fq[1].output[0] if fq is not None else y
-        local_out: str | None = None
-        if qdq:
-            ins = [local_input(x) for x in node.input]
-            if all(i is not None for i in ins):
-                outs = [f"{o}__lout" if o else "" for o in node.output]
-                add_copy(node, [i or "" for i in ins], outs, "__local")
-                local_out = outs[0]
-                if fq is not None:
-                    q, dq = fq
-                    for i in list(q.input[1:]) + list(dq.input[1:]):
-                        add_init(i)
-                    add_copy(q, [local_out, *q.input[1:]], [f"{y}__loq"], "__loq")
-                    add_copy(dq, [f"{y}__loq", *dq.input[1:]], [f"{y}__lodq"], "__lodq")
-                    local_out = f"{y}__lodq"
-                l_outputs.append(local_out)
-        nodes.append((node.name or y, node.op_type, ry, cand_tensor, local_out))
-    local_model = None
-    if l_outputs:
+    def _weight(self, x: str, dq: onnx.NodeProto) -> str:
+        """A quantized weight: its DequantizeLinear as it is."""
+        if x not in self._weights:
+            for i in dq.input:
+                self._add_init(i)
+            self.nodes.append(dq)
+            self._weights.add(x)
+        return x
+
+    def _fake_quantized_input(self, x: str, dq: onnx.NodeProto) -> str | None:
+        """A quantized activation: the reference's fp32 tensor through the candidate's own Q/DQ."""
+        q = self.cand.produced_by(dq.input[0], "QuantizeLinear")
+        if q is None:
+            return None
+        t = q.input[0]
+        if t not in self.ref_known or (not _is_float(t, self.ref_types) and t not in self.ref_inputs):
+            return None
+        if x not in self._fake_quantized:
+            params = list(q.input[1:]) + list(dq.input[1:])
+            for i in params:
+                self._add_init(i)
+            if any(i and i not in self.cand.inits for i in params):
+                return None  # scales computed at run time: not reproducible here
+            self.inputs[t] = self.ref_types.get(t, TensorProto.FLOAT)
+            self._add_copy(q, [t, *q.input[1:]], [f"{x}__lq"], "__lq")
+            self._add_copy(dq, [f"{x}__lq", *dq.input[1:]], [f"{x}__l"], "__ldq")
+            self._fake_quantized[x] = f"{x}__l"
+        return self._fake_quantized[x]
+
+    def add_node(self, node: onnx.NodeProto, fq: tuple[onnx.NodeProto, onnx.NodeProto] | None) -> str | None:
+        """Copies ``node`` (and its output's Q/DQ ``fq``) into the local model; its local output, or None
+        when an input cannot be reproduced."""
+        ins = [self._input(x) for x in node.input]
+        if not all(i is not None for i in ins):
+            return None
+        outs = [f"{o}__lout" if o else "" for o in node.output]
+        self._add_copy(node, [i or "" for i in ins], outs, "__local")
+        local_out = outs[0]
+        if fq is not None:
+            y = node.output[0]
+            q, dq = fq
+            for i in list(q.input[1:]) + list(dq.input[1:]):
+                self._add_init(i)
+            self._add_copy(q, [local_out, *q.input[1:]], [f"{y}__loq"], "__loq")
+            self._add_copy(dq, [f"{y}__loq", *dq.input[1:]], [f"{y}__lodq"], "__lodq")
+            local_out = f"{y}__lodq"
+        self.outputs.append(local_out)
+        return local_out
+
+    def serialised(self, cand: onnx.ModelProto) -> bytes | None:
+        """The local model with ``cand``'s opsets and IR version, or None when it computes nothing."""
+        if not self.outputs:
+            return None
         graph = helper.make_graph(
-            l_nodes, "ortlab_local",
-            [helper.make_tensor_value_info(n, t, None) for n, t in l_inputs.items()],
-            [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in l_outputs],
-            list(l_inits.values()))
+            self.nodes, "ortlab_local",
+            [helper.make_tensor_value_info(n, t, None) for n, t in self.inputs.items()],
+            [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in self.outputs],
+            list(self.inits.values()))
         lm = helper.make_model(graph, opset_imports=list(cand.opset_import))
         lm.ir_version = cand.ir_version
-        local_model = lm.SerializeToString()
-    ref_outputs = sorted({n[2] for n in nodes} | (set(l_inputs) - ref_inputs))
+        return lm.SerializeToString()
+
+
+def _reference_name(y: str, ref_types: dict[str, int]) -> str:
+    """The reference tensor of candidate tensor ``y``: a graph output keeps its name on the DequantizeLinear;
+    the node writes "<name>_QuantizeLinear_Input"."""
+    if y not in ref_types and y.endswith(QUANT_INPUT_SUFFIX):
+        return y[:-len(QUANT_INPUT_SUFFIX)]
+    return y
+
+
+def _plan(ref: onnx.ModelProto, cand: onnx.ModelProto) -> _Plan:
+    ref_types = _types(ref)
+    ref_inputs = {i.name for i in ref.graph.input}
+    graph = _CandidateGraph(cand.graph)
+    local = _LocalModel(graph, ref_types, ref_inputs)
+    nodes: list[tuple[str, str, str, str, str | None]] = []
+    unmatched: list[str] = []
+    for node in graph.compared_nodes():
+        y = node.output[0]
+        ry = _reference_name(y, ref_types)
+        if not _is_float(ry, ref_types):
+            if graph.qdq and ry not in ref_types:
+                unmatched.append(node.name or y)
+            continue
+        fq = graph.fake_quant_of(y)
+        cand_tensor = fq[1].output[0] if fq is not None else y
+        local_out = local.add_node(node, fq) if graph.qdq else None
+        nodes.append((node.name or y, node.op_type, ry, cand_tensor, local_out))
+    ref_outputs = sorted({n[2] for n in nodes} | (set(local.inputs) - ref_inputs))
     cand_outputs = sorted({n[3] for n in nodes})
-    del cand_types
-    return _Plan(nodes, ref_outputs, cand_outputs, local_model, list(l_inputs), unmatched, qdq)
+    return _Plan(nodes, ref_outputs, cand_outputs, local.serialised(cand), list(local.inputs), unmatched, graph.qdq)
 
 
 # -- running ------------------------------------------------------------------------------------------------
@@ -395,13 +443,9 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
     check_fits(ds, preprocess, inputs, specs)
     if any(s.batch_axis is None or s.batch_fixed for s in specs):
         chunk = 1  # a fixed batch dimension (or none): one sample per run
-    acc = {k: _Acc() for k in range(len(plan.nodes))}
-    local_acc = {k: _Acc() for k, nd in enumerate(plan.nodes) if nd[4] is not None}
-    bad: set[int] = set()
+    errors = _Errors(plan)
     cand_names = plan.cand_outputs
     layouts: list[_Layout] | None = None  # the outputs' channel groups
-    grouped: dict[int, tuple[int, dict[str, slice]]] = {}  # node → (channel axis, groups)
-    group_acc: dict[tuple[int, str], _Acc] = {}
     local_names = [nd[4] for nd in plan.nodes if nd[4] is not None]
     cand_feed_names = {i.name for i in cand_sess.get_inputs()}
     total = len(ds)
@@ -417,41 +461,11 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
         if local_sess is not None:
             local_vals = dict(zip(local_names, local_sess.run(local_names, {k: ref_vals[k] for k in plan.local_inputs})))
         if layouts is None:
-            layouts, grouped = _grouping(graph_outputs, ref_vals, ds.labeled(), plan.nodes)
-        for k, (_, _, ry, cy, ly) in enumerate(plan.nodes):
-            if k in bad:
-                continue
-            try:
-                acc[k].add(ref_vals[ry], cand_vals[cy])
-                if ly is not None:
-                    local_acc[k].add(ref_vals[ry], local_vals[ly])
-                if k in grouped:
-                    axis, groups = grouped[k]
-                    theirs = local_vals[ly] if ly is not None else cand_vals[cy]
-                    for g, sl in groups.items():
-                        idx = np.arange(sl.start, sl.stop)
-                        group_acc.setdefault((k, g), _Acc()).add(np.take(ref_vals[ry], idx, axis=axis),
-                                                                 np.take(theirs, idx, axis=axis))
-            except ValueError:
-                bad.add(k)
+            layouts, errors.grouped = _grouping(graph_outputs, ref_vals, ds.labeled(), plan.nodes)
+        errors.add(ref_vals, cand_vals, local_vals)
         del ref_vals, cand_vals, local_vals
         reporter(ProgressEvent("analyze", min(total, s + chunk), total, f"samples {min(total, s + chunk)}/{total}"))
-    out: list[NodeError] = []
-    for k, (name, op, ry, _, _ly) in enumerate(plan.nodes):
-        if k in bad:
-            continue
-        a = acc[k]
-        la = local_acc.get(k)
-        e = NodeError(name, op, ry, a.sqnr(), a.cosine(), a.max_abs,
-                      la.sqnr() if la is not None else None, la.cosine() if la is not None else None,
-                      la.max_abs if la is not None else None)
-        if k in grouped:
-            e.group_sqnr_db = {g: group_acc[k, g].sqnr() for g in grouped[k][1] if (k, g) in group_acc}
-            whole = e.local_sqnr_db if e.local_sqnr_db is not None else e.sqnr_db
-            worst = min(e.group_sqnr_db, key=lambda g: e.group_sqnr_db[g], default=None)
-            if worst is not None and e.group_sqnr_db[worst] < whole:
-                e.group = worst
-        out.append(e)
+    out = errors.node_errors()
     out.sort(key=lambda e: (e.score_db, e.sqnr_db))
     for i, e in enumerate(out, 1):
         e.rank = i
@@ -464,6 +478,62 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
 
 
 _Layout = tuple[str, list[int], tuple[int, int, dict[str, slice]]]  # output, its shape, channel_groups()
+
+
+class _Errors:
+    """The streaming errors of every planned node: accumulated, local and per output group."""
+
+    def __init__(self, plan: _Plan) -> None:
+        self.plan = plan
+        self.acc = {k: _Acc() for k in range(len(plan.nodes))}
+        self.local_acc = {k: _Acc() for k, nd in enumerate(plan.nodes) if nd[4] is not None}
+        self.bad: set[int] = set()  # nodes whose tensors do not compare (shapes differ)
+        self.grouped: dict[int, tuple[int, dict[str, slice]]] = {}  # node → (channel axis, groups)
+        self.group_acc: dict[tuple[int, str], _Acc] = {}
+
+    def add(self, ref_vals: dict[str, Any], cand_vals: dict[str, Any], local_vals: dict[str, Any]) -> None:
+        """Adds one chunk's tensors of every node still comparable."""
+        for k, (_, _, ry, cy, ly) in enumerate(self.plan.nodes):
+            if k in self.bad:
+                continue
+            try:
+                self.acc[k].add(ref_vals[ry], cand_vals[cy])
+                if ly is not None:
+                    self.local_acc[k].add(ref_vals[ry], local_vals[ly])
+                if k in self.grouped:
+                    self._add_groups(k, ref_vals[ry], local_vals[ly] if ly is not None else cand_vals[cy])
+            except ValueError:
+                self.bad.add(k)
+
+    def _add_groups(self, k: int, ref: Any, theirs: Any) -> None:
+        axis, groups = self.grouped[k]
+        for g, sl in groups.items():
+            idx = np.arange(sl.start, sl.stop)
+            self.group_acc.setdefault((k, g), _Acc()).add(np.take(ref, idx, axis=axis), np.take(theirs, idx, axis=axis))
+
+    def node_errors(self) -> list[NodeError]:
+        """One :class:`NodeError` per comparable node, in plan order."""
+        out: list[NodeError] = []
+        for k, (name, op, ry, _, _ly) in enumerate(self.plan.nodes):
+            if k in self.bad:
+                continue
+            a = self.acc[k]
+            la = self.local_acc.get(k)
+            e = NodeError(name, op, ry, a.sqnr(), a.cosine(), a.max_abs,
+                          la.sqnr() if la is not None else None, la.cosine() if la is not None else None,
+                          la.max_abs if la is not None else None)
+            if k in self.grouped:
+                self._rank_by_group(k, e)
+            out.append(e)
+        return out
+
+    def _rank_by_group(self, k: int, e: NodeError) -> None:
+        """Fills ``e``'s per-group SQNR and names its worst group when that is worse than the whole tensor."""
+        e.group_sqnr_db = {g: self.group_acc[k, g].sqnr() for g in self.grouped[k][1] if (k, g) in self.group_acc}
+        whole = e.local_sqnr_db if e.local_sqnr_db is not None else e.sqnr_db
+        worst = min(e.group_sqnr_db, key=lambda g: e.group_sqnr_db[g], default=None)
+        if worst is not None and e.group_sqnr_db[worst] < whole:
+            e.group = worst
 
 
 def _grouping(outputs: list[str], ref_vals: dict[str, Any], labeled: bool,
