@@ -53,11 +53,10 @@ from ortlab.runtime.providers import quiet_native_stderr
 from ortlab.data.dataset import stratified_sample
 from ortlab.data.feeds import batch_inputs, check_fits
 from ortlab.checks.evaluate import session_inputs
+from ortlab.checks.node_plan import NodePlan, plan_nodes, tensor_types
 from ortlab.data.inputs import resolve_feed
 from ortlab.core.serial import to_plain
 
-QUANT_OPS = ("QuantizeLinear", "DequantizeLinear")
-QUANT_INPUT_SUFFIX = "_QuantizeLinear_Input"
 DEFAULT_SAMPLES = 32
 CHUNK = 8  # samples per session run: bounds the memory of all exposed intermediate tensors
 METHOD = ("accumulated = candidate tensor vs fp32 tensor of the same name; local = the node's quantized form "
@@ -169,18 +168,6 @@ def resolve_candidate(path) -> Path:
 # -- graph plumbing ---------------------------------------------------------------------------------------
 
 
-def _types(model: onnx.ModelProto) -> dict[str, int]:
-    """Tensor name → ONNX element type, from inputs, outputs, value_info and initializers."""
-    g = model.graph
-    out: dict[str, int] = {}
-    for vi in list(g.input) + list(g.output) + list(g.value_info):
-        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-            out[vi.name] = vi.type.tensor_type.elem_type
-    for init in g.initializer:
-        out[init.name] = init.data_type
-    return out
-
-
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         return onnx.shape_inference.infer_shapes(model)
@@ -198,154 +185,6 @@ def _with_outputs(model: onnx.ModelProto, names: Sequence[str], types: dict[str,
             m.graph.output.append(helper.make_tensor_value_info(n, types.get(n, TensorProto.FLOAT), None))
             have.add(n)
     return m.SerializeToString()
-
-
-@dataclass
-class _Plan:
-    """What to run and compare: per node (name, op, ref tensor, candidate tensor, local output or None)."""
-
-    nodes: list[tuple[str, str, str, str, str | None]]
-    ref_outputs: list[str]
-    cand_outputs: list[str]
-    local_model: bytes | None
-    local_inputs: list[str]
-    unmatched: list[str]
-    qdq: bool
-
-
-def _plan(ref: onnx.ModelProto, cand: onnx.ModelProto) -> _Plan:
-    ref_types, cand_types = _types(ref), _types(cand)
-    ref_inputs = {i.name for i in ref.graph.input}
-    ref_known = set(ref_types) | ref_inputs
-    g = cand.graph
-    inits = {i.name: i for i in g.initializer}
-    producer: dict[str, onnx.NodeProto] = {}
-    consumers: dict[str, list[onnx.NodeProto]] = {}
-    for node in g.node:
-        for o in node.output:
-            producer[o] = node
-        for i in node.input:
-            consumers.setdefault(i, []).append(node)
-    qdq = any(n.op_type in QUANT_OPS for n in g.node)
-
-    def fake_quant_of(t: str) -> tuple[onnx.NodeProto, onnx.NodeProto] | None:
-        """(Q, DQ) that turn float tensor ``t`` into its dequantized form, when the candidate has them."""
-        for q in consumers.get(t, []):
-            if q.op_type == "QuantizeLinear" and q.input[0] == t:
-                for dq in consumers.get(q.output[0], []):
-                    if dq.op_type == "DequantizeLinear":
-                        return q, dq
-        return None
-
-    def is_float(name: str, types: dict[str, int]) -> bool:
-        return types.get(name) in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE)
-
-    nodes: list[tuple[str, str, str, str, str | None]] = []
-    unmatched: list[str] = []
-    # the local model
-    l_nodes: list[onnx.NodeProto] = []
-    l_inits: dict[str, onnx.TensorProto] = {}
-    l_inputs: dict[str, int] = {}
-    l_outputs: list[str] = []
-    done_weights: set[str] = set()
-    fq_cache: dict[str, str] = {}
-
-    def add_init(name: str) -> None:
-        if name and name in inits and name not in l_inits:
-            l_inits[name] = inits[name]
-
-    def add_copy(node: onnx.NodeProto, inputs: list[str], outputs: list[str], tag: str) -> None:
-        c = onnx.NodeProto()
-        c.CopyFrom(node)
-        c.name = f"{node.name or node.op_type}{tag}"
-        del c.input[:]
-        c.input.extend(inputs)
-        del c.output[:]
-        c.output.extend(outputs)
-        l_nodes.append(c)
-
-    def local_input(x: str) -> str | None:
-        """The local model's tensor for candidate input ``x`` of a quantized node (None: not possible)."""
-        if not x or x in inits:
-            add_init(x)
-            return x
-        p = producer.get(x)
-        if p is not None and p.op_type == "DequantizeLinear":
-            qin = p.input[0]
-            if qin in inits:  # a quantized weight: its DequantizeLinear as it is
-                if x not in done_weights:
-                    for i in p.input:
-                        add_init(i)
-                    l_nodes.append(p)
-                    done_weights.add(x)
-                return x
-            q = producer.get(qin)
-            if q is None or q.op_type != "QuantizeLinear":
-                return None
-            t = q.input[0]
-            if t not in ref_known or (not is_float(t, ref_types) and t not in ref_inputs):
-                return None
-            if x not in fq_cache:
-                for i in list(q.input[1:]) + list(p.input[1:]):
-                    add_init(i)
-                if any(i and i not in inits for i in list(q.input[1:]) + list(p.input[1:])):
-                    return None  # scales computed at run time: not reproducible here
-                l_inputs[t] = ref_types.get(t, TensorProto.FLOAT)
-                add_copy(q, [t, *q.input[1:]], [f"{x}__lq"], "__lq")
-                add_copy(p, [f"{x}__lq", *p.input[1:]], [f"{x}__l"], "__ldq")
-                fq_cache[x] = f"{x}__l"
-            return fq_cache[x]
-        if x in ref_known:  # a float activation the candidate does not quantize here
-            l_inputs[x] = ref_types.get(x, TensorProto.FLOAT)
-            return x
-        return None
-
-    for node in g.node:
-        if node.op_type in QUANT_OPS or not node.output:
-            continue
-        y = node.output[0]
-        quantized = any(producer.get(i) is not None and producer[i].op_type == "DequantizeLinear" for i in node.input)
-        if qdq and not quantized:
-            continue
-        ry = y  # a graph output keeps its name on the DequantizeLinear; the node writes "<name>_QuantizeLinear_Input"
-        if y not in ref_types and y.endswith(QUANT_INPUT_SUFFIX):
-            ry = y[:-len(QUANT_INPUT_SUFFIX)]
-        if ry not in ref_types or not is_float(ry, ref_types):
-            if qdq and ry not in ref_types:
-                unmatched.append(node.name or y)
-            continue
-        fq = fake_quant_of(y)
-        cand_tensor = fq[1].output[0] if fq is not None else y
-        local_out: str | None = None
-        if qdq:
-            ins = [local_input(x) for x in node.input]
-            if all(i is not None for i in ins):
-                outs = [f"{o}__lout" if o else "" for o in node.output]
-                add_copy(node, [i or "" for i in ins], outs, "__local")
-                local_out = outs[0]
-                if fq is not None:
-                    q, dq = fq
-                    for i in list(q.input[1:]) + list(dq.input[1:]):
-                        add_init(i)
-                    add_copy(q, [local_out, *q.input[1:]], [f"{y}__loq"], "__loq")
-                    add_copy(dq, [f"{y}__loq", *dq.input[1:]], [f"{y}__lodq"], "__lodq")
-                    local_out = f"{y}__lodq"
-                l_outputs.append(local_out)
-        nodes.append((node.name or y, node.op_type, ry, cand_tensor, local_out))
-    local_model = None
-    if l_outputs:
-        graph = helper.make_graph(
-            l_nodes, "ortlab_local",
-            [helper.make_tensor_value_info(n, t, None) for n, t in l_inputs.items()],
-            [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in l_outputs],
-            list(l_inits.values()))
-        lm = helper.make_model(graph, opset_imports=list(cand.opset_import))
-        lm.ir_version = cand.ir_version
-        local_model = lm.SerializeToString()
-    ref_outputs = sorted({n[2] for n in nodes} | (set(l_inputs) - ref_inputs))
-    cand_outputs = sorted({n[3] for n in nodes})
-    del cand_types
-    return _Plan(nodes, ref_outputs, cand_outputs, local_model, list(l_inputs), unmatched, qdq)
 
 
 # -- running ------------------------------------------------------------------------------------------------
@@ -378,11 +217,11 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
     cand_path = resolve_candidate(candidate_path)
     ref_model = _infer(onnx.load(str(reference_path)))
     cand_model = _infer(onnx.load(str(cand_path)))
-    plan = _plan(ref_model, cand_model)
+    plan = plan_nodes(ref_model, cand_model)
     if not plan.nodes:
         raise DataError("No node of the candidate matches a float tensor of the reference; analyse the QDQ model "
                         "of a static int8 run (model.qdq.onnx) against its fp32 source.")
-    ref_types, cand_types = _types(ref_model), _types(cand_model)
+    ref_types, cand_types = tensor_types(ref_model), tensor_types(cand_model)
     graph_outputs = [o.name for o in ref_model.graph.output if ref_types.get(o.name) == TensorProto.FLOAT]
     ref_names = sorted(set(plan.ref_outputs) | set(graph_outputs))
     ref_sess = _session(_with_outputs(ref_model, ref_names, ref_types))
@@ -395,13 +234,9 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
     check_fits(ds, preprocess, inputs, specs)
     if any(s.batch_axis is None or s.batch_fixed for s in specs):
         chunk = 1  # a fixed batch dimension (or none): one sample per run
-    acc = {k: _Acc() for k in range(len(plan.nodes))}
-    local_acc = {k: _Acc() for k, nd in enumerate(plan.nodes) if nd[4] is not None}
-    bad: set[int] = set()
+    errors = _Errors(plan)
     cand_names = plan.cand_outputs
     layouts: list[_Layout] | None = None  # the outputs' channel groups
-    grouped: dict[int, tuple[int, dict[str, slice]]] = {}  # node → (channel axis, groups)
-    group_acc: dict[tuple[int, str], _Acc] = {}
     local_names = [nd[4] for nd in plan.nodes if nd[4] is not None]
     cand_feed_names = {i.name for i in cand_sess.get_inputs()}
     total = len(ds)
@@ -417,41 +252,11 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
         if local_sess is not None:
             local_vals = dict(zip(local_names, local_sess.run(local_names, {k: ref_vals[k] for k in plan.local_inputs})))
         if layouts is None:
-            layouts, grouped = _grouping(graph_outputs, ref_vals, ds.labeled(), plan.nodes)
-        for k, (_, _, ry, cy, ly) in enumerate(plan.nodes):
-            if k in bad:
-                continue
-            try:
-                acc[k].add(ref_vals[ry], cand_vals[cy])
-                if ly is not None:
-                    local_acc[k].add(ref_vals[ry], local_vals[ly])
-                if k in grouped:
-                    axis, groups = grouped[k]
-                    theirs = local_vals[ly] if ly is not None else cand_vals[cy]
-                    for g, sl in groups.items():
-                        idx = np.arange(sl.start, sl.stop)
-                        group_acc.setdefault((k, g), _Acc()).add(np.take(ref_vals[ry], idx, axis=axis),
-                                                                 np.take(theirs, idx, axis=axis))
-            except ValueError:
-                bad.add(k)
+            layouts, errors.grouped = _grouping(graph_outputs, ref_vals, ds.labeled(), plan.nodes)
+        errors.add(ref_vals, cand_vals, local_vals)
         del ref_vals, cand_vals, local_vals
         reporter(ProgressEvent("analyze", min(total, s + chunk), total, f"samples {min(total, s + chunk)}/{total}"))
-    out: list[NodeError] = []
-    for k, (name, op, ry, _, _ly) in enumerate(plan.nodes):
-        if k in bad:
-            continue
-        a = acc[k]
-        la = local_acc.get(k)
-        e = NodeError(name, op, ry, a.sqnr(), a.cosine(), a.max_abs,
-                      la.sqnr() if la is not None else None, la.cosine() if la is not None else None,
-                      la.max_abs if la is not None else None)
-        if k in grouped:
-            e.group_sqnr_db = {g: group_acc[k, g].sqnr() for g in grouped[k][1] if (k, g) in group_acc}
-            whole = e.local_sqnr_db if e.local_sqnr_db is not None else e.sqnr_db
-            worst = min(e.group_sqnr_db, key=lambda g: e.group_sqnr_db[g], default=None)
-            if worst is not None and e.group_sqnr_db[worst] < whole:
-                e.group = worst
-        out.append(e)
+    out = errors.node_errors()
     out.sort(key=lambda e: (e.score_db, e.sqnr_db))
     for i, e in enumerate(out, 1):
         e.rank = i
@@ -464,6 +269,62 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
 
 
 _Layout = tuple[str, list[int], tuple[int, int, dict[str, slice]]]  # output, its shape, channel_groups()
+
+
+class _Errors:
+    """The streaming errors of every planned node: accumulated, local and per output group."""
+
+    def __init__(self, plan: NodePlan) -> None:
+        self.plan = plan
+        self.acc = {k: _Acc() for k in range(len(plan.nodes))}
+        self.local_acc = {k: _Acc() for k, nd in enumerate(plan.nodes) if nd[4] is not None}
+        self.bad: set[int] = set()  # nodes whose tensors do not compare (shapes differ)
+        self.grouped: dict[int, tuple[int, dict[str, slice]]] = {}  # node → (channel axis, groups)
+        self.group_acc: dict[tuple[int, str], _Acc] = {}
+
+    def add(self, ref_vals: dict[str, Any], cand_vals: dict[str, Any], local_vals: dict[str, Any]) -> None:
+        """Adds one chunk's tensors of every node still comparable."""
+        for k, (_, _, ry, cy, ly) in enumerate(self.plan.nodes):
+            if k in self.bad:
+                continue
+            try:
+                self.acc[k].add(ref_vals[ry], cand_vals[cy])
+                if ly is not None:
+                    self.local_acc[k].add(ref_vals[ry], local_vals[ly])
+                if k in self.grouped:
+                    self._add_groups(k, ref_vals[ry], local_vals[ly] if ly is not None else cand_vals[cy])
+            except ValueError:
+                self.bad.add(k)
+
+    def _add_groups(self, k: int, ref: Any, theirs: Any) -> None:
+        axis, groups = self.grouped[k]
+        for g, sl in groups.items():
+            idx = np.arange(sl.start, sl.stop)
+            self.group_acc.setdefault((k, g), _Acc()).add(np.take(ref, idx, axis=axis), np.take(theirs, idx, axis=axis))
+
+    def node_errors(self) -> list[NodeError]:
+        """One :class:`NodeError` per comparable node, in plan order."""
+        out: list[NodeError] = []
+        for k, (name, op, ry, _, _ly) in enumerate(self.plan.nodes):
+            if k in self.bad:
+                continue
+            a = self.acc[k]
+            la = self.local_acc.get(k)
+            e = NodeError(name, op, ry, a.sqnr(), a.cosine(), a.max_abs,
+                          la.sqnr() if la is not None else None, la.cosine() if la is not None else None,
+                          la.max_abs if la is not None else None)
+            if k in self.grouped:
+                self._rank_by_group(k, e)
+            out.append(e)
+        return out
+
+    def _rank_by_group(self, k: int, e: NodeError) -> None:
+        """Fills ``e``'s per-group SQNR and names its worst group when that is worse than the whole tensor."""
+        e.group_sqnr_db = {g: self.group_acc[k, g].sqnr() for g in self.grouped[k][1] if (k, g) in self.group_acc}
+        whole = e.local_sqnr_db if e.local_sqnr_db is not None else e.sqnr_db
+        worst = min(e.group_sqnr_db, key=lambda g: e.group_sqnr_db[g], default=None)
+        if worst is not None and e.group_sqnr_db[worst] < whole:
+            e.group = worst
 
 
 def _grouping(outputs: list[str], ref_vals: dict[str, Any], labeled: bool,

@@ -49,7 +49,7 @@ from typing import Any
 from enum import StrEnum
 
 from ortlab.settings.config import setting
-from ortlab.checks.eval_report import EvalReport, Task
+from ortlab.checks.eval_report import DenseMapMetrics, EvalReport, OutputError, Task, TaskMetrics
 
 __all__ = ["DEFAULT_POLICY", "NOTHING_QUANTIZED", "Level", "Verdict", "VerdictPolicy", "judge", "not_evaluated", "worse_or_equal"]
 
@@ -195,33 +195,137 @@ def _db(x: float) -> str:
     return "identical" if x == math.inf else f"{x:.1f} dB"
 
 
-def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
-    if report is None:
-        return not_evaluated()
-    if report.n_samples <= 0:
-        return not_evaluated("not evaluated: zero samples were compared")
-    # (reason, figure) pairs; task metrics are looked at before SQNR, so the first at a level decides it
-    broken: list[tuple[str, _Figure]] = []
-    degraded: list[tuple[str, _Figure]] = []
-    checked: list[tuple[str, _Figure]] = []
-    tm = report.task
-    exact_names = {e.output for e in tm.exact} if tm is not None else set()
+class _Findings:
+    """(reason, figure) pairs at each level; task metrics are looked at before SQNR, so the first at a level
+    decides it."""
 
-    def grade(value: float, degraded_above: float, broken_above: float, text: str, fig: _Figure) -> None:
+    def __init__(self) -> None:
+        self.broken: list[tuple[str, _Figure]] = []
+        self.degraded: list[tuple[str, _Figure]] = []
+        self.checked: list[tuple[str, _Figure]] = []
+
+    def grade(self, value: float, degraded_above: float, broken_above: float, text: str, fig: _Figure) -> None:
         if value > broken_above:
-            broken.append((f"{text} > {_pct(broken_above)}", fig))
+            self.broken.append((f"{text} > {_pct(broken_above)}", fig))
         elif value > degraded_above:
-            degraded.append((f"{text} > {_pct(degraded_above)}", fig))
+            self.degraded.append((f"{text} > {_pct(degraded_above)}", fig))
 
-    def grade_low(value: float, degraded_below: float, broken_below: float, text: str, fig: _Figure,
+    def grade_low(self, value: float, degraded_below: float, broken_below: float, text: str, fig: _Figure,
                   fmt=_pct) -> None:
         if value < broken_below:
-            broken.append((f"{text} < {fmt(broken_below)}", fig))
+            self.broken.append((f"{text} < {fmt(broken_below)}", fig))
         elif value < degraded_below:
-            degraded.append((f"{text} < {fmt(degraded_below)}", fig))
+            self.degraded.append((f"{text} < {fmt(degraded_below)}", fig))
 
-    floats = [o for o in report.outputs if o.name not in exact_names]
-    empty_maps = {d.output: d for d in (tm.dense_maps if tm is not None else []) if d.ref_positive_fraction == 0}
+
+def _judge_boxes(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings) -> None:
+    """Detections: F1 of the candidate's matched detections against the reference's."""
+    for b in tm.boxes:
+        f1 = b.f1
+        if f1 is None:
+            fig = _Figure(f"{b.output}: detections (score > {b.threshold:g})", 0.0, "none in either model")
+            f.checked.append((f"{b.output}: no detections above {b.threshold:g} in either model", fig))
+            continue
+        text = (f"{b.output}: detections F1 {f1:.2f} vs the reference (precision {b.precision or 0:.2f}, recall "
+                f"{b.recall or 0:.2f}; {b.matched} of {b.ref_total} reference detections matched by class and "
+                f"IoU ≥ {b.match_iou:g}, {b.cand_total} found)")
+        fig = _Figure(f"{b.output}: detections F1 vs reference", f1, f"{f1:.2f}")
+        f.grade_low(f1, policy.min_det_f1, policy.broken_det_f1, text, fig, fmt=lambda x: f"{x:g}")
+        f.checked.append((f"{b.output}: detections F1 {f1:.2f} (score SQNR {_db(b.score_sqnr_db)}, box SQNR "
+                          f"{_db(b.box_sqnr_db)})", fig))
+
+
+def _judge_sequences(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings) -> None:
+    """Decoded sequences: the share of strings that changed."""
+    for q in tm.sequences:
+        # the bar grade() appends follows the share it judges (after the CER it read "CER 6.6% > 10.0%")
+        text = (f"{q.output}: character error rate {_pct(q.cer)}; {q.changed}/{q.n_samples} decoded strings "
+                f"changed ({_pct(q.changed_fraction)})")
+        fig = _Figure(f"{q.output}: decoded strings changed", q.changed_fraction, _pct(q.changed_fraction))
+        f.grade(q.changed_fraction, policy.max_changed_strings, policy.broken_changed_strings, text, fig)
+        f.checked.append((text, fig))
+
+
+def _judge_flips(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings) -> None:
+    """Classification: confident top-1 flips (near-tie flips shown, not counted)."""
+    c = tm.classification
+    if c is None:
+        return
+    conf, ties = c.confident_flips(policy.margin), c.near_tie_flips(policy.margin)
+    rate = conf / max(1, c.n_samples)
+    fig = _Figure(f"{c.output}: confident top-1 flips", rate, f"{conf}/{c.n_samples} ({_pct(rate)})")
+    f.grade(rate, policy.max_confident_flips, policy.broken_confident_flips,
+            f"{c.output}: {conf}/{c.n_samples} confident top-1 flips ({_pct(rate)})", fig)
+    f.checked.append((f"{conf} confident top-1 flips, {ties} near-tie flips (reference softmax margin "
+                      f"< {policy.margin:g}) of {c.n_samples}", fig))
+
+
+def _judge_embeddings(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings) -> None:
+    """Embeddings: nearest-neighbour agreement and the lowest per-sample cosine."""
+    for e in tm.embeddings:
+        if e.nn_agreement is not None:
+            text = f"{e.output}: nearest-neighbour agreement {_pct(e.nn_agreement)}"
+            fig = _Figure(f"{e.output}: nearest-neighbour agreement", e.nn_agreement, _pct(e.nn_agreement))
+            f.grade_low(e.nn_agreement, policy.min_nn_agreement, policy.broken_nn_agreement, text, fig)
+            f.checked.append((text + f", cosine min {e.min_cosine:.3f}", fig))
+        fig = _Figure(f"{e.output}: lowest per-sample cosine", e.min_cosine, f"{e.min_cosine:.3f}")
+        if e.min_cosine < policy.min_cosine:
+            f.degraded.append((f"{e.output}: a sample's cosine is {e.min_cosine:.3f} < {policy.min_cosine:g}", fig))
+        elif e.nn_agreement is None:
+            f.checked.append((f"{e.output}: cosine min {e.min_cosine:.3f}", fig))
+
+
+def _judge_crossings(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings) -> None:
+    """Dense maps: the share of elements crossing the decision threshold."""
+    for d in tm.dense_maps:
+        fig = _Figure(f"{d.output}: elements crossing {d.threshold:g}", d.crossing_fraction,
+                      _pct(d.crossing_fraction))
+        f.grade(d.crossing_fraction, policy.max_crossing, policy.broken_crossing,
+                f"{d.output}: {_pct(d.crossing_fraction)} of elements cross the {d.threshold:g} threshold", fig)
+        f.checked.append((f"{d.output}: {_pct(d.crossing_fraction)} threshold crossings", fig))
+
+
+def _judge_exact(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings) -> None:
+    """Integer outputs: the share of values that differ."""
+    for x in tm.exact:
+        fig = _Figure(f"{x.output}: values that differ", x.different_fraction, _pct(x.different_fraction))
+        f.grade(x.different_fraction, policy.max_confident_flips, policy.broken_confident_flips,
+                f"{x.output} ({x.dtype}): {x.n_different:,} of {x.n_elements:,} values differ "
+                f"({_pct(x.different_fraction)})", fig)
+        f.checked.append((f"{x.output}: {'identical' if not x.n_different else f'{x.n_different:,} values differ'}",
+                          fig))
+
+
+_TASK_JUDGEMENTS = (_judge_boxes, _judge_sequences, _judge_flips, _judge_embeddings, _judge_crossings, _judge_exact)
+
+
+def _judge_tensors(floats: list[OutputError], empty_maps: dict[str, DenseMapMetrics], policy: VerdictPolicy, f: _Findings) -> None:
+    """Float outputs: NaN/inf values, SQNR and cosine (not on maps the reference finds nothing on), and the
+    worst SQNR as a checked figure."""
+    for o in floats:
+        if o.nonfinite:
+            f.broken.append((f"{o.name}: {o.nonfinite:,} NaN/inf values where the reference is finite",
+                             _Figure(f"{o.name}: NaN/inf values", float(o.nonfinite), f"{o.nonfinite:,}")))
+        if o.name in empty_maps:
+            continue
+        sqnr_fig = _Figure(f"{o.name}: SQNR", o.sqnr_db, _db(o.sqnr_db))
+        if math.isnan(o.sqnr_db) or o.sqnr_db < policy.min_sqnr_db:
+            f.broken.append((f"{o.name}: SQNR {o.sqnr_db:.1f} dB < {policy.min_sqnr_db:g} dB", sqnr_fig))
+        if math.isnan(o.cosine) or o.cosine < policy.min_cosine:
+            f.broken.append((f"{o.name}: cosine {o.cosine:.3f} < {policy.min_cosine:g}",
+                             _Figure(f"{o.name}: cosine", o.cosine, f"{o.cosine:.3f}")))
+    judged = [o for o in floats if o.name not in empty_maps]
+    if judged:
+        worst = min(judged, key=lambda o: o.sqnr_db if not math.isnan(o.sqnr_db) else -math.inf)
+        f.checked.append(("identical outputs" if worst.identical else f"worst SQNR {worst.sqnr_db:.1f} dB ({worst.name})",
+                          _Figure(f"{worst.name}: SQNR", worst.sqnr_db, _db(worst.sqnr_db))))
+
+
+def _map_remarks(tm: TaskMetrics | None) -> tuple[dict[str, DenseMapMetrics], list[str], list[str]]:
+    """The dense maps the reference finds nothing on (by output), the remark on each, and the remark on each map
+    it finds almost nothing on (sparse)."""
+    maps = tm.dense_maps if tm is not None else []
+    empty_maps = {d.output: d for d in maps if d.ref_positive_fraction == 0}
     unjudged = [f"{name}: the reference map finds nothing on this data (no element above the {d.threshold:g} "
                 f"threshold in any sample), so its SQNR/cosine measure background noise and cannot judge the "
                 f"result; give evaluation data on which the model detects something" for name, d in empty_maps.items()]
@@ -229,100 +333,52 @@ def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
               f"{100 * d.ref_positive_fraction:.2g}% of elements on this data, so its SQNR and cosine are decided by "
               f"those few; judge it on data where the model detects something (for a text detector: images with "
               f"text, such as sample_models/text_photos)"
-              for d in (tm.dense_maps if tm is not None else []) if 0 < d.ref_positive_fraction < SPARSE_MAP]
-    if tm is not None:
-        for b in tm.boxes:
-            f1 = b.f1
-            if f1 is None:
-                fig = _Figure(f"{b.output}: detections (score > {b.threshold:g})", 0.0, "none in either model")
-                checked.append((f"{b.output}: no detections above {b.threshold:g} in either model", fig))
-                continue
-            text = (f"{b.output}: detections F1 {f1:.2f} vs the reference (precision {b.precision or 0:.2f}, recall "
-                    f"{b.recall or 0:.2f}; {b.matched} of {b.ref_total} reference detections matched by class and "
-                    f"IoU ≥ {b.match_iou:g}, {b.cand_total} found)")
-            fig = _Figure(f"{b.output}: detections F1 vs reference", f1, f"{f1:.2f}")
-            grade_low(f1, policy.min_det_f1, policy.broken_det_f1, text, fig, fmt=lambda x: f"{x:g}")
-            checked.append((f"{b.output}: detections F1 {f1:.2f} (score SQNR {_db(b.score_sqnr_db)}, box SQNR "
-                            f"{_db(b.box_sqnr_db)})", fig))
-        for q in tm.sequences:
-            # the bar grade() appends follows the share it judges (after the CER it read "CER 6.6% > 10.0%")
-            text = (f"{q.output}: character error rate {_pct(q.cer)}; {q.changed}/{q.n_samples} decoded strings "
-                    f"changed ({_pct(q.changed_fraction)})")
-            fig = _Figure(f"{q.output}: decoded strings changed", q.changed_fraction, _pct(q.changed_fraction))
-            grade(q.changed_fraction, policy.max_changed_strings, policy.broken_changed_strings, text, fig)
-            checked.append((text, fig))
-        c = tm.classification
-        if c is not None:
-            conf, ties = c.confident_flips(policy.margin), c.near_tie_flips(policy.margin)
-            rate = conf / max(1, c.n_samples)
-            fig = _Figure(f"{c.output}: confident top-1 flips", rate, f"{conf}/{c.n_samples} ({_pct(rate)})")
-            grade(rate, policy.max_confident_flips, policy.broken_confident_flips,
-                  f"{c.output}: {conf}/{c.n_samples} confident top-1 flips ({_pct(rate)})", fig)
-            checked.append((f"{conf} confident top-1 flips, {ties} near-tie flips (reference softmax margin "
-                            f"< {policy.margin:g}) of {c.n_samples}", fig))
-        for e in tm.embeddings:
-            if e.nn_agreement is not None:
-                text = f"{e.output}: nearest-neighbour agreement {_pct(e.nn_agreement)}"
-                fig = _Figure(f"{e.output}: nearest-neighbour agreement", e.nn_agreement, _pct(e.nn_agreement))
-                grade_low(e.nn_agreement, policy.min_nn_agreement, policy.broken_nn_agreement, text, fig)
-                checked.append((text + f", cosine min {e.min_cosine:.3f}", fig))
-            fig = _Figure(f"{e.output}: lowest per-sample cosine", e.min_cosine, f"{e.min_cosine:.3f}")
-            if e.min_cosine < policy.min_cosine:
-                degraded.append((f"{e.output}: a sample's cosine is {e.min_cosine:.3f} < {policy.min_cosine:g}", fig))
-            elif e.nn_agreement is None:
-                checked.append((f"{e.output}: cosine min {e.min_cosine:.3f}", fig))
-        for d in tm.dense_maps:
-            fig = _Figure(f"{d.output}: elements crossing {d.threshold:g}", d.crossing_fraction,
-                          _pct(d.crossing_fraction))
-            grade(d.crossing_fraction, policy.max_crossing, policy.broken_crossing,
-                  f"{d.output}: {_pct(d.crossing_fraction)} of elements cross the {d.threshold:g} threshold", fig)
-            checked.append((f"{d.output}: {_pct(d.crossing_fraction)} threshold crossings", fig))
-        for x in tm.exact:
-            fig = _Figure(f"{x.output}: values that differ", x.different_fraction, _pct(x.different_fraction))
-            grade(x.different_fraction, policy.max_confident_flips, policy.broken_confident_flips,
-                  f"{x.output} ({x.dtype}): {x.n_different:,} of {x.n_elements:,} values differ "
-                  f"({_pct(x.different_fraction)})", fig)
-            checked.append((f"{x.output}: {'identical' if not x.n_different else f'{x.n_different:,} values differ'}",
-                            fig))
-    for o in floats:
-        if o.nonfinite:
-            broken.append((f"{o.name}: {o.nonfinite:,} NaN/inf values where the reference is finite",
-                           _Figure(f"{o.name}: NaN/inf values", float(o.nonfinite), f"{o.nonfinite:,}")))
-        if o.name in empty_maps:
-            continue
-        sqnr_fig = _Figure(f"{o.name}: SQNR", o.sqnr_db, _db(o.sqnr_db))
-        if math.isnan(o.sqnr_db) or o.sqnr_db < policy.min_sqnr_db:
-            broken.append((f"{o.name}: SQNR {o.sqnr_db:.1f} dB < {policy.min_sqnr_db:g} dB", sqnr_fig))
-        if math.isnan(o.cosine) or o.cosine < policy.min_cosine:
-            broken.append((f"{o.name}: cosine {o.cosine:.3f} < {policy.min_cosine:g}",
-                           _Figure(f"{o.name}: cosine", o.cosine, f"{o.cosine:.3f}")))
-    judged = [o for o in floats if o.name not in empty_maps]
-    if judged:
-        worst = min(judged, key=lambda o: o.sqnr_db if not math.isnan(o.sqnr_db) else -math.inf)
-        checked.append(("identical outputs" if worst.identical else f"worst SQNR {worst.sqnr_db:.1f} dB ({worst.name})",
-                        _Figure(f"{worst.name}: SQNR", worst.sqnr_db, _db(worst.sqnr_db))))
-    background = [f"{o.name}: SQNR {o.sqnr_db:.1f} dB on background only" for o in floats if o.name in empty_maps]
+              for d in maps if 0 < d.ref_positive_fraction < SPARSE_MAP]
+    return empty_maps, unjudged, sparse
+
+
+def _caveats(report: EvalReport) -> list[str]:
+    """Why the evaluation is not a verdict on accuracy (random data, calibration samples)."""
     caveats = []
     if report.random_data:
         caveats.append("evaluated on random data: not a verdict on accuracy")
     if report.calibration_overlap:
         caveats.append(f"evaluated on {report.calibration_overlap} of {report.n_samples} samples that were also "
                        "used for calibration: not a verdict on accuracy")
+    return caveats
 
-    def verdict(level: Level, reasons: list[str], fig: _Figure | None) -> Verdict:
-        if fig is None:
-            return Verdict(level, reasons)
-        return Verdict(level, reasons, fig.metric, fig.value, fig.text)
 
-    headline = checked[0][1] if checked else None  # the task's own figure when there is one
-    if broken:
-        return verdict(Level.BROKEN, [r for r, _ in broken + degraded] + caveats + sparse, broken[0][1])
-    if degraded or caveats:
-        return verdict(Level.DEGRADED, [r for r, _ in degraded] + caveats + unjudged + sparse,
-                       degraded[0][1] if degraded else headline)
+def _verdict(level: Level, reasons: list[str], fig: _Figure | None) -> Verdict:
+    if fig is None:
+        return Verdict(level, reasons)
+    return Verdict(level, reasons, fig.metric, fig.value, fig.text)
+
+
+def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
+    if report is None:
+        return not_evaluated()
+    if report.n_samples <= 0:
+        return not_evaluated("not evaluated: zero samples were compared")
+    f = _Findings()
+    tm = report.task
+    exact_names = {e.output for e in tm.exact} if tm is not None else set()
+    floats = [o for o in report.outputs if o.name not in exact_names]
+    empty_maps, unjudged, sparse = _map_remarks(tm)
+    if tm is not None:
+        for judgement in _TASK_JUDGEMENTS:
+            judgement(tm, policy, f)
+    _judge_tensors(floats, empty_maps, policy, f)
+    background = [f"{o.name}: SQNR {o.sqnr_db:.1f} dB on background only" for o in floats if o.name in empty_maps]
+    caveats = _caveats(report)
+    headline = f.checked[0][1] if f.checked else None  # the task's own figure when there is one
+    if f.broken:
+        return _verdict(Level.BROKEN, [r for r, _ in f.broken + f.degraded] + caveats + sparse, f.broken[0][1])
+    if f.degraded or caveats:
+        return _verdict(Level.DEGRADED, [r for r, _ in f.degraded] + caveats + unjudged + sparse,
+                        f.degraded[0][1] if f.degraded else headline)
     if unjudged:
         return Verdict(Level.UNKNOWN, unjudged + ["other checks passed: " + "; ".join(
-            [r for r, _ in checked] + background)], "reference map finds nothing", None, "cannot judge")
+            [r for r, _ in f.checked] + background)], "reference map finds nothing", None, "cannot judge")
     task = f"{tm.task.value} " if tm is not None else ""
-    return verdict(Level.OK, [f"{task}checks passed on {report.n_samples} samples: " + "; ".join(
-        [r for r, _ in checked] + background)], headline)
+    return _verdict(Level.OK, [f"{task}checks passed on {report.n_samples} samples: " + "; ".join(
+        [r for r, _ in f.checked] + background)], headline)

@@ -126,71 +126,117 @@ def _show(value: Any) -> str:
 def _coerce(tp: Any, value: Any, where: str, error: type[OrtlabError]) -> Any:
     if tp is Any or tp is object:
         return value
+    coercer = _coercer(tp)
+    return value if coercer is None else coercer(tp, value, where, error)
+
+
+_Coercer = typing.Callable[[Any, Any, str, type[OrtlabError]], Any]
+
+
+def _coercer(tp: Any) -> _Coercer | None:
+    """How a value of type ``tp`` is read: by the generic's origin (``X | None``, ``list[X]``…), else by the
+    class (dataclasses, enums, paths, the JSON scalars); None: taken as it is."""
     origin = typing.get_origin(tp)
+    if origin is not None:
+        return _BY_ORIGIN.get(origin)
+    if not isinstance(tp, type):
+        return None
+    if dataclasses.is_dataclass(tp):
+        return _dataclass
+    if issubclass(tp, enum.Enum):
+        return _enum
+    if issubclass(tp, PurePath):
+        return _path
+    return _BY_CLASS.get(tp)
+
+
+def _union(tp: Any, value: Any, where: str, error: type[OrtlabError]) -> Any:
     args = typing.get_args(tp)
-    if origin is typing.Union or origin is types.UnionType:
-        if value is None and type(None) in args:
-            return None
-        rest = [a for a in args if a is not type(None)]
-        if len(rest) == 1:
-            return _coerce(rest[0], value, where, error)
-        for a in rest:  # the first member that accepts the value
-            try:
-                return _coerce(a, value, where, error)
-            except OrtlabError:
-                continue
-        raise error(f"{where} has an unexpected value {_show(value)}.")
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        return _dataclass(tp, value, where, error)
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+    if value is None and type(None) in args:
+        return None
+    rest = [a for a in args if a is not type(None)]
+    if len(rest) == 1:
+        return _coerce(rest[0], value, where, error)
+    for a in rest:  # the first member that accepts the value
         try:
-            return tp(value)
-        except ValueError:
-            choices = ", ".join(str(m.value) for m in tp)
-            raise error(f"{where} must be one of {choices}; got {value!r}.") from None
-    if origin is tuple:
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        if not isinstance(value, (list, tuple)):
-            raise error(f"{where} must be a list.")
-        if not args or (len(args) == 2 and args[1] is Ellipsis):
-            inner = args[0] if args else Any
-            return tuple(_coerce(inner, v, where, error) for v in value)
-        if len(args) != len(value):
-            raise error(f"{where} must have {len(args)} values; got {len(value)}.")
-        return tuple(_coerce(a, v, where, error) for a, v in zip(args, value))
-    if origin is list or tp is list:
-        if not isinstance(value, (list, tuple)):
-            raise error(f"{where} must be a list; got {_show(value)}.")
+            return _coerce(a, value, where, error)
+        except OrtlabError:
+            continue
+    raise error(f"{where} has an unexpected value {_show(value)}.")
+
+
+def _enum(tp: Any, value: Any, where: str, error: type[OrtlabError]) -> Any:
+    try:
+        return tp(value)
+    except ValueError:
+        choices = ", ".join(str(m.value) for m in tp)
+        raise error(f"{where} must be one of {choices}; got {value!r}.") from None
+
+
+def _tuple(tp: Any, value: Any, where: str, error: type[OrtlabError]) -> Any:
+    args = typing.get_args(tp)
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, (list, tuple)):
+        raise error(f"{where} must be a list.")
+    if not args or (len(args) == 2 and args[1] is Ellipsis):
         inner = args[0] if args else Any
-        return [_coerce(inner, v, f"{where}[{i}]", error) for i, v in enumerate(value)]
-    if origin is dict or tp is dict:
-        if not isinstance(value, dict):
-            raise error(f"{where} must be an object; got {_show(value)}.")
-        kt, vt = args if args else (Any, Any)
-        if kt is int:  # JSON object keys are text
-            value = {int(k) if isinstance(k, str) and k.lstrip("-").isdigit() else k: v for k, v in value.items()}
-        return {_coerce(kt, k, where, error): _coerce(vt, v, f"{where}[{k!r}]", error) for k, v in value.items()}
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise error(f"{where} must be true or false; got {value!r}.")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-            raise error(f"{where} must be a whole number; got {value!r}.")
-        return int(value)
-    if tp is float:
-        if isinstance(value, str) and value in _NON_FINITE:
-            return _NON_FINITE[value]
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise error(f"{where} must be a number; got {value!r}.")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise error(f"{where} must be text; got {value!r}.")
-        return value
-    if isinstance(tp, type) and issubclass(tp, PurePath):
-        if not isinstance(value, (str, PurePath)):
-            raise error(f"{where} must be a path; got {value!r}.")
-        return Path(value)
+        return tuple(_coerce(inner, v, where, error) for v in value)
+    if len(args) != len(value):
+        raise error(f"{where} must have {len(args)} values; got {len(value)}.")
+    return tuple(_coerce(a, v, where, error) for a, v in zip(args, value))
+
+
+def _list(tp: Any, value: Any, where: str, error: type[OrtlabError]) -> Any:
+    args = typing.get_args(tp)
+    if not isinstance(value, (list, tuple)):
+        raise error(f"{where} must be a list; got {_show(value)}.")
+    inner = args[0] if args else Any
+    return [_coerce(inner, v, f"{where}[{i}]", error) for i, v in enumerate(value)]
+
+
+def _dict(tp: Any, value: Any, where: str, error: type[OrtlabError]) -> Any:
+    args = typing.get_args(tp)
+    if not isinstance(value, dict):
+        raise error(f"{where} must be an object; got {_show(value)}.")
+    kt, vt = args if args else (Any, Any)
+    if kt is int:  # JSON object keys are text
+        value = {int(k) if isinstance(k, str) and k.lstrip("-").isdigit() else k: v for k, v in value.items()}
+    return {_coerce(kt, k, where, error): _coerce(vt, v, f"{where}[{k!r}]", error) for k, v in value.items()}
+
+
+def _bool(tp: Any, value: Any, where: str, error: type[OrtlabError]) -> Any:
+    if not isinstance(value, bool):
+        raise error(f"{where} must be true or false; got {value!r}.")
     return value
+
+
+def _int(tp: Any, value: Any, where: str, error: type[OrtlabError]) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        raise error(f"{where} must be a whole number; got {value!r}.")
+    return int(value)
+
+
+def _float(tp: Any, value: Any, where: str, error: type[OrtlabError]) -> Any:
+    if isinstance(value, str) and value in _NON_FINITE:
+        return _NON_FINITE[value]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise error(f"{where} must be a number; got {value!r}.")
+    return float(value)
+
+
+def _str(tp: Any, value: Any, where: str, error: type[OrtlabError]) -> Any:
+    if not isinstance(value, str):
+        raise error(f"{where} must be text; got {value!r}.")
+    return value
+
+
+def _path(tp: Any, value: Any, where: str, error: type[OrtlabError]) -> Any:
+    if not isinstance(value, (str, PurePath)):
+        raise error(f"{where} must be a path; got {value!r}.")
+    return Path(value)
+
+
+_BY_ORIGIN: dict[Any, _Coercer] = {typing.Union: _union, types.UnionType: _union, tuple: _tuple, list: _list,
+                                   dict: _dict}
+_BY_CLASS: dict[type, _Coercer] = {list: _list, dict: _dict, bool: _bool, int: _int, float: _float, str: _str}

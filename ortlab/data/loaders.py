@@ -202,6 +202,14 @@ def load_tensor_file(path_or_bytes, name: str | None = None) -> Dataset:
     labels = arrays.pop("labels", None) if len(arrays) > 1 else None
     if not arrays:
         raise DataError(f"{label} contains no arrays.")
+    n = _sample_count(arrays, label)
+    label_list, class_names = _tensor_labels(labels, n, label)
+    samples = [Sample(f"sample_{i}", label_list[i], f"tensors:{label}", i) for i in range(n)]
+    return Dataset("tensors", samples, class_names, False, _tensors=arrays)
+
+
+def _sample_count(arrays: dict[str, np.ndarray], label: str) -> int:
+    """The samples the arrays of a tensor file hold: numeric arrays with the same first axis, not empty."""
     lengths = {}
     for key, arr in arrays.items():
         if arr.ndim == 0:
@@ -215,15 +223,16 @@ def load_tensor_file(path_or_bytes, name: str | None = None) -> Dataset:
     n = next(iter(lengths.values()))
     if n == 0:
         raise DataError(f"{label} has 0 samples.")
-    class_names: list[str] = []
-    label_list: list[int | None] = [None] * n
-    if labels is not None:
-        if labels.ndim != 1 or labels.shape[0] != n or labels.dtype.kind not in "iu" or (labels < 0).any():
-            raise DataError(f"'labels' in {label} must be {n} non-negative integers.")
-        label_list = [int(v) for v in labels]
-        class_names = [str(c) for c in range(int(labels.max()) + 1)]
-    samples = [Sample(f"sample_{i}", label_list[i], f"tensors:{label}", i) for i in range(n)]
-    return Dataset("tensors", samples, class_names, False, _tensors=arrays)
+    return n
+
+
+def _tensor_labels(labels: np.ndarray | None, n: int, label: str) -> tuple[list[int | None], list[str]]:
+    """Each sample's label and the class names from a tensor file's ``labels`` array (none: no labels)."""
+    if labels is None:
+        return [None] * n, []
+    if labels.ndim != 1 or labels.shape[0] != n or labels.dtype.kind not in "iu" or (labels < 0).any():
+        raise DataError(f"'labels' in {label} must be {n} non-negative integers.")
+    return [int(v) for v in labels], [str(c) for c in range(int(labels.max()) + 1)]
 
 
 def _read_source(path_or_bytes, what: str) -> tuple[bytes, str]:
@@ -302,38 +311,9 @@ def check_tensor_file(src: Any, label: str) -> None:
             if isinstance(src, io.BytesIO):
                 src.seek(0)
             with zipfile.ZipFile(src) as zf:
-                infos = zf.infolist()
-                if len(infos) > zipsafe.MAX_MEMBERS:
-                    raise DataError(f"{label} has {len(infos):,} arrays; at most {zipsafe.MAX_MEMBERS:,} are "
-                                    f"accepted.")
-                declared = sum(i.file_size for i in infos)
-                if declared > cap:
-                    raise _tensor_cap_error(label, declared, cap)
-                for info in infos:
-                    if info.flag_bits & 0x1:
-                        raise DataError(f"{label}: array {info.filename!r} is encrypted; save it with np.savez.")
-                    if info.file_size > ratio * max(info.compress_size, 1):
-                        raise DataError(
-                            f"{label}: array {info.filename!r} expands {info.file_size // max(info.compress_size, 1)}× "
-                            f"its compressed size (at most {ratio:g}× is accepted, tensor ratio limit, "
-                            f"{limits.env_name('TENSOR_FILE_MAX_RATIO')}); refusing it as a possible zip bomb. "
-                            f"Save real data with np.savez or np.savez_compressed.")
-                total = 0
-                for info in infos:
-                    with zf.open(info) as fh:
-                        _, nbytes = _npy_header(fh, f"Array {info.filename!r}", label)
-                    total += nbytes
-                    if total > cap:
-                        raise _tensor_cap_error(label, total, cap)
+                _check_npz(zf, label, cap, ratio)
         else:
-            if isinstance(src, io.BytesIO):
-                src.seek(0)
-                _, nbytes = _npy_header(src, "The array", label)
-            else:
-                with open(src, "rb") as fh:
-                    _, nbytes = _npy_header(fh, "The array", label)
-            if nbytes > cap:
-                raise _tensor_cap_error(label, nbytes, cap)
+            _check_npy(src, label, cap)
     except DataError:
         raise
     except (zipfile.BadZipFile, OSError, RuntimeError, ValueError) as exc:
@@ -341,6 +321,45 @@ def check_tensor_file(src: Any, label: str) -> None:
     finally:
         if isinstance(src, io.BytesIO):
             src.seek(0)
+
+
+def _check_npz(zf: zipfile.ZipFile, label: str, cap: int, ratio: float) -> None:
+    """An .npz's members: how many, their declared bytes in all, none encrypted or expanding past ``ratio``."""
+    infos = zf.infolist()
+    if len(infos) > zipsafe.MAX_MEMBERS:
+        raise DataError(f"{label} has {len(infos):,} arrays; at most {zipsafe.MAX_MEMBERS:,} are "
+                        f"accepted.")
+    declared = sum(i.file_size for i in infos)
+    if declared > cap:
+        raise _tensor_cap_error(label, declared, cap)
+    for info in infos:
+        if info.flag_bits & 0x1:
+            raise DataError(f"{label}: array {info.filename!r} is encrypted; save it with np.savez.")
+        if info.file_size > ratio * max(info.compress_size, 1):
+            raise DataError(
+                f"{label}: array {info.filename!r} expands {info.file_size // max(info.compress_size, 1)}× "
+                f"its compressed size (at most {ratio:g}× is accepted, tensor ratio limit, "
+                f"{limits.env_name('TENSOR_FILE_MAX_RATIO')}); refusing it as a possible zip bomb. "
+                f"Save real data with np.savez or np.savez_compressed.")
+    total = 0
+    for info in infos:
+        with zf.open(info) as fh:
+            _, nbytes = _npy_header(fh, f"Array {info.filename!r}", label)
+        total += nbytes
+        if total > cap:
+            raise _tensor_cap_error(label, total, cap)
+
+
+def _check_npy(src: Any, label: str, cap: int) -> None:
+    """A .npy's declared bytes (path or BytesIO)."""
+    if isinstance(src, io.BytesIO):
+        src.seek(0)
+        _, nbytes = _npy_header(src, "The array", label)
+    else:
+        with open(src, "rb") as fh:
+            _, nbytes = _npy_header(fh, "The array", label)
+    if nbytes > cap:
+        raise _tensor_cap_error(label, nbytes, cap)
 
 
 def load_path(path, class_names: Sequence[str] | None = None, tokenizer=None, seq_len: int | None = None) -> Dataset:

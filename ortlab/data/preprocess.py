@@ -185,6 +185,32 @@ class ResolvedPreprocess:
                 f"640), or --shape {self.input_name}=1,3,H,W.")
 
 
+def _detected_sources(base: PreprocessConfig, shape: tuple[Any, ...]) -> tuple[dict[str, str], bool]:
+    """The source of each field of ``base``, detected from an image input of ``shape``, and whether that
+    input leaves its height and width open."""
+    c1, c3 = _static(shape[1]), _static(shape[3])
+    hw = shape[2:4] if base.layout == Layout.NCHW else shape[1:3]
+    fixed_hw = all(_static(d) is not None for d in hw)
+    sources = dict.fromkeys(FIELDS, DEFAULT)
+    sources["size"] = FIXED_SHAPE if fixed_hw else DEFAULT
+    channel_known = c1 in (1, 3) or c3 in (1, 3)
+    sources["layout"] = sources["channels"] = DETECTED if channel_known else DEFAULT
+    sources["dtype"] = DETECTED
+    if base.scale == PixelScale.BYTE:
+        sources["scale"] = DETECTED
+    return sources, not fixed_hw
+
+
+def _apply_preset(p: Preset, merged: dict[str, Any], sources: dict[str, str], open_size: bool) -> None:
+    """Sets ``p``'s values (and height) in ``merged``, each with its source."""
+    for k, v in p.values.items():
+        merged[k] = list(v) if isinstance(v, tuple) else v
+        sources[k] = f"preset {p.name}"
+    if p.height is not None:
+        merged["size"] = [p.height, merged["size"][1]]
+        sources["size"] = f"preset {p.name} (height)" + ("" if not open_size else ", width open")
+
+
 def explain_preprocess(model_inputs: Sequence[TensorInfo] | Any, sample: Any = None,
                        overrides: dict[str, Any] | None = None, preset: str | None = None) -> ResolvedPreprocess | None:
     """The preprocessing of an image run with the source of every value: the sample manifest's (``sample`` is a
@@ -210,35 +236,25 @@ def explain_preprocess(model_inputs: Sequence[TensorInfo] | Any, sample: Any = N
         except DataError:
             base = None
         if base is not None:
-            c1, c3 = _static(shape[1]), _static(shape[3])
-            hw = shape[2:4] if base.layout == Layout.NCHW else shape[1:3]
-            fixed_hw = all(_static(d) is not None for d in hw)
-            open_size = not fixed_hw
-            sources = dict.fromkeys(FIELDS, DEFAULT)
-            sources["size"] = FIXED_SHAPE if fixed_hw else DEFAULT
-            channel_known = c1 in (1, 3) or c3 in (1, 3)
-            sources["layout"] = sources["channels"] = DETECTED if channel_known else DEFAULT
-            sources["dtype"] = DETECTED
-            if base.scale == PixelScale.BYTE:
-                sources["scale"] = DETECTED
+            sources, open_size = _detected_sources(base, shape)
     if base is None and preset is None and not overrides:
         return None
     merged = (base or PreprocessConfig()).to_dict()
     if base is None:
         sources = dict.fromkeys(FIELDS, DEFAULT)
     if preset is not None:
-        p = PRESETS[preset]
-        for k, v in p.values.items():
-            merged[k] = list(v) if isinstance(v, tuple) else v
-            sources[k] = f"preset {p.name}"
-        if p.height is not None:
-            merged["size"] = [p.height, merged["size"][1]]
-            sources["size"] = f"preset {p.name} (height)" + ("" if not open_size else ", width open")
+        _apply_preset(PRESETS[preset], merged, sources, open_size)
     for k, v in overrides.items():
         merged[k] = list(v) if isinstance(v, (list, tuple)) else v
         sources[k] = FLAGS
         if k == "size":
             open_size = False
+    return ResolvedPreprocess(_checked_config(merged, sources), sources, open_size, name, shape)
+
+
+def _checked_config(merged: dict[str, Any], sources: dict[str, str]) -> PreprocessConfig:
+    """``merged`` read as a config (a preset's 3-channel mean/std cut to one value for a 1-channel model);
+    DataError when it cannot work."""
     channels = int(merged.get("channels", 3))
     for k in ("mean", "std"):  # a 3-channel preset on a 1-channel model: one value
         if len(merged[k]) not in (1, channels) and sources.get(k, "").startswith("preset"):
@@ -249,7 +265,7 @@ def explain_preprocess(model_inputs: Sequence[TensorInfo] | Any, sample: Any = N
         raise DataError(str(exc)) from None
     if cfg.problems():
         raise DataError(" ".join(cfg.problems()))
-    return ResolvedPreprocess(cfg, sources, open_size, name, shape)
+    return cfg
 
 
 def resolve_preprocess(model_inputs: Sequence[TensorInfo] | Any, sample: Any = None, dataset: Dataset | None = None,

@@ -304,23 +304,31 @@ def _fusions(b: _Graph, a: _Graph, pairs: dict[int, int], removed: list[int], ad
             lines[label(cov, comp)] += 1
     out = [f"{k} ×{n}" for k, n in sorted(lines.items(), key=lambda kv: (-kv[1], kv[0]))]
     if qdq:
-        q_ids = {j for j in qdq if a.nodes[j].op_type == "QuantizeLinear"}
-        dq_ids = {j for j in qdq if a.nodes[j].op_type == "DequantizeLinear"}
-        n_pairs = sum(1 for j in q_ids if any(c in dq_ids for t in a.nodes[j].output for c in a.consumers.get(t, ())))
-        weight_dq = sum(1 for j in dq_ids if a.nodes[j].input and a.nodes[j].input[0] in a.initializers)
-        if n_pairs:
-            out.append(f"QuantizeLinear/DequantizeLinear pairs added ×{n_pairs}")
-        if weight_dq:
-            out.append(f"DequantizeLinear on quantized weights added ×{weight_dq}")
-        other = len(qdq) - 2 * n_pairs - weight_dq
-        if other > 0:
-            out.append(f"Other QuantizeLinear/DequantizeLinear nodes added ×{other}")
+        out += _qdq_lines(a, qdq)
     inserted = Counter(_short(*a.key(j)) for j in rest if j not in explained)
     for k, n in sorted(inserted.items(), key=lambda kv: (-kv[1], kv[0])):
         out.append(f"{k} inserted ×{n}")
     dropped = Counter(_short(*b.key(i)) for i in removed if i not in tracer.claimed)
     for k, n in sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0])):
         out.append(f"{k} removed ×{n}")
+    return out
+
+
+def _qdq_lines(a: _Graph, qdq: list[int]) -> list[str]:
+    """The QuantizeLinear/DequantizeLinear nodes added (``qdq``: after-indices), counted as pairs, weight
+    DequantizeLinears and others."""
+    out = []
+    q_ids = {j for j in qdq if a.nodes[j].op_type == "QuantizeLinear"}
+    dq_ids = {j for j in qdq if a.nodes[j].op_type == "DequantizeLinear"}
+    n_pairs = sum(1 for j in q_ids if any(c in dq_ids for t in a.nodes[j].output for c in a.consumers.get(t, ())))
+    weight_dq = sum(1 for j in dq_ids if a.nodes[j].input and a.nodes[j].input[0] in a.initializers)
+    if n_pairs:
+        out.append(f"QuantizeLinear/DequantizeLinear pairs added ×{n_pairs}")
+    if weight_dq:
+        out.append(f"DequantizeLinear on quantized weights added ×{weight_dq}")
+    other = len(qdq) - 2 * n_pairs - weight_dq
+    if other > 0:
+        out.append(f"Other QuantizeLinear/DequantizeLinear nodes added ×{other}")
     return out
 
 

@@ -184,6 +184,30 @@ def _inherit_scopes(g: _Graph, scopes: list[list[str]]) -> None:
                 scopes[i] = list(scopes[prods[0]])
 
 
+def _scopes(b: _Graph, a: _Graph, covers: dict[int, int]) -> tuple[list[list[str]], list[list[str]]]:
+    """Each node's name scope in the before and the after graph: a fused node's where the nodes it replaced were,
+    a rewritten node's by its name, else inherited from its neighbours."""
+    scopes_a = [_scope(n) for n in a.nodes]
+    scopes_b = [_scope(n) for n in b.nodes]
+    fused_scope: dict[int, list[str]] = {}
+    for i, j in covers.items():  # a fused node belongs where the nodes it replaced were
+        common = scopes_b[i] if not scopes_a[j] or j not in fused_scope else fused_scope[j]
+        n = 0
+        while n < min(len(common), len(scopes_b[i])) and common[n] == scopes_b[i][n]:
+            n += 1
+        fused_scope[j] = common[:n]
+    for j, sc in fused_scope.items():
+        if sc:
+            scopes_a[j] = sc
+    by_name = {n.name: scopes_b[i] for i, n in enumerate(b.nodes) if n.name and scopes_b[i]}
+    for j, node in enumerate(a.nodes):  # ORT drops the metadata of the nodes it rewrites but keeps their names
+        if not scopes_a[j] and node.name in by_name:
+            scopes_a[j] = list(by_name[node.name])
+    _inherit_scopes(a, scopes_a)
+    _inherit_scopes(b, scopes_b)
+    return scopes_b, scopes_a
+
+
 def graph_description(before_path, after_path) -> dict:
     """The before/after graph as plain data for ``ortlab.ui.graph_view`` to group and draw.
 
@@ -209,24 +233,7 @@ def graph_description(before_path, after_path) -> dict:
     set_added, set_changed = set(added), set(changed)
     shapes_b, shapes_a = _value_infos(before), _value_infos(after)
     values_b, values_a = _small_values(before), _small_values(after)
-    scopes_a = [_scope(n) for n in a.nodes]
-    scopes_b = [_scope(n) for n in b.nodes]
-    fused_scope: dict[int, list[str]] = {}
-    for i, j in covers.items():  # a fused node belongs where the nodes it replaced were
-        common = scopes_b[i] if not scopes_a[j] or j not in fused_scope else fused_scope[j]
-        n = 0
-        while n < min(len(common), len(scopes_b[i])) and common[n] == scopes_b[i][n]:
-            n += 1
-        fused_scope[j] = common[:n]
-    for j, sc in fused_scope.items():
-        if sc:
-            scopes_a[j] = sc
-    by_name = {n.name: scopes_b[i] for i, n in enumerate(b.nodes) if n.name and scopes_b[i]}
-    for j, n in enumerate(a.nodes):  # ORT drops the metadata of the nodes it rewrites but keeps their names
-        if not scopes_a[j] and n.name in by_name:
-            scopes_a[j] = list(by_name[n.name])
-    _inherit_scopes(a, scopes_a)
-    _inherit_scopes(b, scopes_b)
+    scopes_b, scopes_a = _scopes(b, a, covers)
     rev = {j: i for i, j in pairs.items()}
 
     def io(names, shapes: dict[str, str]) -> list[list[str]]:
@@ -307,52 +314,66 @@ def map_node_names(source_path, target_path) -> dict[str, str]:
     that produces its output tensor (directly or after its QuantizeLinear/DequantizeLinear) is it, else a node
     folded away (a Clip or Relu fused into the Conv before it) lands on where its input's producer landed.
     Q/DQ nodes of ``source`` are not mapped; nodes that leave no trace are left out."""
-    src, tgt = _Graph(_load(source_path).graph), _Graph(_load(target_path).graph)
-    names = {n.name for n in tgt.nodes if n.name}
-    out: dict[str, str] = {}
+    placer = _NamePlacer(_Graph(_load(source_path).graph), _Graph(_load(target_path).graph))
+    for i, n in enumerate(placer.src.nodes):
+        if n.op_type in _QDQ or not n.name:
+            continue
+        hit = placer.place(i)
+        if hit:
+            placer.out[n.name] = hit
+    return placer.out
 
-    def through_qdq(tensors: list[str], step) -> list[str]:
+
+class _NamePlacer:
+    """Finds where a node of ``src`` is in ``tgt`` (:func:`map_node_names`); ``out`` holds the names placed so far."""
+
+    def __init__(self, src: _Graph, tgt: _Graph) -> None:
+        self.src, self.tgt = src, tgt
+        self.names = {n.name for n in tgt.nodes if n.name}
+        self.out: dict[str, str] = {}
+
+    def _through_qdq(self, tensors: list[str], downstream: bool) -> list[str]:
+        """``tensors`` and the tensors their Q/DQ nodes lead to (downstream: outputs of consumers; else: first
+        inputs of producers)."""
+        src = self.src
         seen: list[str] = []
         todo = list(tensors)
         while todo and len(seen) < 16:
             t = todo.pop(0)
             seen.append(t)
-            todo += [x for k in step(t) if src.nodes[k].op_type in _QDQ for x in
-                     (src.nodes[k].output if step is consumers else src.nodes[k].input[:1])]
+            steps = src.consumers.get(t, ()) if downstream else ([src.producer[t]] if t in src.producer else [])
+            todo += [x for k in steps if src.nodes[k].op_type in _QDQ for x in
+                     (src.nodes[k].output if downstream else src.nodes[k].input[:1])]
         return seen
 
-    def consumers(t: str) -> list[int]:
-        return list(src.consumers.get(t, ()))
-
-    def producer(t: str) -> list[int]:
-        return [src.producer[t]] if t in src.producer else []
-
-    def place(i: int, depth: int = 0) -> str | None:
-        n = src.nodes[i]
-        if n.name in out:
-            return out[n.name]
-        if n.name and n.name in names:
-            return n.name
-        for t in through_qdq([t for t in n.output if t], consumers):
-            k = tgt.producer.get(t)
-            if k is not None and tgt.nodes[k].op_type not in _QDQ and tgt.nodes[k].name:
-                return tgt.nodes[k].name
-        if depth < 4:
-            for t in through_qdq([t for t in n.input if t], producer):
-                p = src.producer.get(t)
-                if p is not None and src.nodes[p].op_type not in _QDQ:
-                    hit = place(p, depth + 1)
-                    if hit:
-                        return hit
+    def _by_output(self, n: onnx.NodeProto) -> str | None:
+        """The target node that produces ``n``'s output (directly or after its Q/DQ)."""
+        for t in self._through_qdq([t for t in n.output if t], downstream=True):
+            k = self.tgt.producer.get(t)
+            if k is not None and self.tgt.nodes[k].op_type not in _QDQ and self.tgt.nodes[k].name:
+                return self.tgt.nodes[k].name
         return None
 
-    for i, n in enumerate(src.nodes):
-        if n.op_type in _QDQ or not n.name:
-            continue
-        hit = place(i)
-        if hit:
-            out[n.name] = hit
-    return out
+    def _by_input(self, n: onnx.NodeProto, depth: int) -> str | None:
+        """Where ``n``'s input's producer landed (a node folded away)."""
+        for t in self._through_qdq([t for t in n.input if t], downstream=False):
+            p = self.src.producer.get(t)
+            if p is not None and self.src.nodes[p].op_type not in _QDQ:
+                hit = self.place(p, depth + 1)
+                if hit:
+                    return hit
+        return None
+
+    def place(self, i: int, depth: int = 0) -> str | None:
+        n = self.src.nodes[i]
+        if n.name in self.out:
+            return self.out[n.name]
+        if n.name and n.name in self.names:
+            return n.name
+        hit = self._by_output(n)
+        if hit is None and depth < 4:
+            hit = self._by_input(n, depth)
+        return hit
 
 
 def carry_values(values: dict[str, float], mapping: dict[str, str], lower_is_worse: bool = True) -> dict[str, float]:

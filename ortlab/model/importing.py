@@ -13,6 +13,7 @@ import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 from collections.abc import Iterator
+from typing import Any
 
 
 from ortlab.core.errors import ModelLoadError
@@ -121,6 +122,41 @@ def release_memory() -> None:
             pass
 
 
+def _unzip(file: Any, dest: Path, member: str | None) -> Path:
+    """The model .onnx of zip ``file`` (a path or a file object), extracted safely into ``dest``."""
+    try:
+        zf = zipfile.ZipFile(file)
+    except zipfile.BadZipFile:
+        raise ModelLoadError("The file looks like a zip but cannot be read (truncated or corrupt). "
+                             "Upload the complete .zip again.") from None
+    with zf:
+        try:
+            return _extract_zip(zf, dest, member)
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as exc:
+            raise ModelLoadError(f"The zip cannot be extracted ({one_line(exc)}); upload it again.") from None
+
+
+def _with_external_data(digest: str, files: dict[str, Path]) -> str:
+    """The model's ``digest`` extended with its external data files' (location and content), when it has any."""
+    if not files:
+        return digest
+    h = hashlib.sha256(digest.encode())
+    for loc in sorted(files):
+        h.update(loc.encode() + b"\0" + sha256_file(files[loc]).encode())
+    return h.hexdigest()
+
+
+def _stored_copy(final_path: Path, model_sha: str) -> Path | None:
+    """The model already stored: at ``final_path``, or the same content under another name in its folder."""
+    if final_path.is_file():
+        return final_path
+    final_dir = final_path.parent
+    for existing in sorted(final_dir.glob("*.onnx")) if final_dir.is_dir() else []:
+        if sha256_file(existing) == model_sha:  # the same content under another name: stored once
+            return existing
+    return None
+
+
 def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, member: str | None = None,
                  sha256: str | None = None) -> Path:
     """Copy an uploaded .onnx (bytes or path) or a .zip (model + external data) into a new folder
@@ -141,16 +177,7 @@ def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, 
     with tempfile.TemporaryDirectory(prefix=f".import-{os.getpid()}-", dir=models_dir) as tmp_name:
         tmp = Path(tmp_name)
         if _is_zip(source):
-            try:
-                zf = zipfile.ZipFile(io.BytesIO(bytes(source)) if is_bytes else source)
-            except zipfile.BadZipFile:
-                raise ModelLoadError("The file looks like a zip but cannot be read (truncated or corrupt). "
-                                     "Upload the complete .zip again.") from None
-            with zf:
-                try:
-                    onnx_path = _extract_zip(zf, tmp / "zip", member)
-                except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as exc:
-                    raise ModelLoadError(f"The zip cannot be extracted ({one_line(exc)}); upload it again.") from None
+            onnx_path = _unzip(io.BytesIO(bytes(source)) if is_bytes else source, tmp / "zip", member)
             src_dir = onnx_path.parent
             if filename == "model.onnx":
                 name = _safe_filename(onnx_path.name)
@@ -167,19 +194,11 @@ def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, 
             model = load_model(onnx_path, check=True, load_external=False, weights=False)
         files = external_data_files(model, src_dir) if src_dir is not None else {}
         digest = model_sha = sha256 if (sha256 and not is_bytes and onnx_path == Path(source)) else sha256_file(onnx_path)
-        if files:
-            h = hashlib.sha256(digest.encode())
-            for loc in sorted(files):
-                h.update(loc.encode() + b"\0" + sha256_file(files[loc]).encode())
-            digest = h.hexdigest()
-        digest = digest[:16]
-        final_dir = models_dir / digest
+        final_dir = models_dir / _with_external_data(digest, files)[:16]
         final_path = final_dir / name
-        if final_path.is_file():
-            return final_path
-        for existing in sorted(final_dir.glob("*.onnx")) if final_dir.is_dir() else []:
-            if sha256_file(existing) == model_sha:  # the same content under another name: stored once
-                return existing
+        stored = _stored_copy(final_path, model_sha)
+        if stored is not None:
+            return stored
         stage = tmp / "stage"
         stage.mkdir()
         shutil.copyfile(onnx_path, stage / name)

@@ -488,6 +488,32 @@ def drop_weight_bytes(model: onnx.ModelProto, over: int = 1 << 20) -> onnx.Model
     return compact
 
 
+def _outputs(g: onnx.GraphProto, inferred: onnx.GraphProto) -> list[TensorInfo]:
+    """The graph outputs as inferred, or as declared where inference left an output's shape empty."""
+    declared_out = {v.name: v for v in g.output}
+    outputs = []
+    for v in inferred.output:
+        info = _tensor_info(v)
+        if not info.shape and v.name in declared_out:
+            info = _tensor_info(declared_out[v.name])
+        outputs.append(info)
+    return outputs
+
+
+def _initializer_params(g: onnx.GraphProto) -> tuple[int, Counter[str]]:
+    """The parameters the initializers (sparse ones and subgraphs' included) hold, and their bytes per dtype."""
+    param_count = 0
+    init_bytes: Counter[str] = Counter()
+    for sub in graphs.walk_graphs(g):
+        for t in sub.initializer:
+            param_count += int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
+            init_bytes[dtypes.from_onnx(t.data_type)] += _tensor_nbytes(t) or 0
+        for st in sub.sparse_initializer:
+            param_count += int(np.prod(st.values.dims, dtype=np.int64)) if st.values.dims else 1
+            init_bytes[dtypes.from_onnx(st.values.data_type)] += _tensor_nbytes(st.values) or 0
+    return param_count, init_bytes
+
+
 def inspect_model(path) -> ModelInfo:
     """Validate a model file and summarise it.
 
@@ -521,25 +547,11 @@ def inspect_model(path) -> ModelInfo:
         warnings.append("ONNX shape inference failed; output shapes are as declared in the file.")
     init_names = {t.name for t in g.initializer}
     inputs = tuple(_tensor_info(v) for v in g.input if v.name not in init_names)
-    declared_out = {v.name: v for v in g.output}
-    outputs = []
-    for v in inferred.output:
-        info = _tensor_info(v)
-        if not info.shape and v.name in declared_out:
-            info = _tensor_info(declared_out[v.name])
-        outputs.append(info)
+    outputs = _outputs(g, inferred)
     nodes = list(graphs.walk_nodes(g))
     op_counts = Counter((at.node.domain if at.node.domain != "ai.onnx" else "", at.node.op_type) for at in nodes)
     in_subgraphs = sum(1 for at in nodes if at.in_subgraph)
-    param_count = 0
-    init_bytes: Counter[str] = Counter()
-    for sub in graphs.walk_graphs(g):
-        for t in sub.initializer:
-            param_count += int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
-            init_bytes[dtypes.from_onnx(t.data_type)] += _tensor_nbytes(t) or 0
-        for st in sub.sparse_initializer:
-            param_count += int(np.prod(st.values.dims, dtype=np.int64)) if st.values.dims else 1
-            init_bytes[dtypes.from_onnx(st.values.data_type)] += _tensor_nbytes(st.values) or 0
+    param_count, init_bytes = _initializer_params(g)
     constants = list(graphs.constant_weights(g))
     constant_params = sum(int(np.prod(t.dims, dtype=np.int64)) for t in constants)
     constant_bytes = sum(_tensor_nbytes(t) or 0 for t in constants)

@@ -22,7 +22,7 @@ import platform
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from ortlab.settings.flags import config_cli_args, replace_path
 from ortlab.core.errors import RecipeError
@@ -439,100 +439,190 @@ class Finding:
     message: str
 
 
+@dataclass(frozen=True)
+class _Providers:
+    """What the machine validating a recipe can run."""
+
+    has_trt: bool
+    has_gpu: bool
+
+    @classmethod
+    def of(cls, available_providers: Sequence[str]) -> _Providers:
+        has_trt = "TensorrtExecutionProvider" in available_providers
+        return cls(has_trt, has_trt or "CUDAExecutionProvider" in available_providers)
+
+
+def _error(field: str, message: str) -> Finding:
+    return Finding("error", field, message)
+
+
+def _warning(field: str, message: str) -> Finding:
+    return Finding("warning", field, message)
+
+
+def _note(field: str, message: str) -> Finding:
+    return Finding("note", field, message)
+
+
+def _is_int8(recipe: Recipe) -> bool:
+    return recipe.precision == Precision.INT8
+
+
+def _is_int8_static(recipe: Recipe) -> bool:
+    return _is_int8(recipe) and recipe.quant.mode != QuantMode.DYNAMIC
+
+
+def _gpu_target_without_gpu(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    if recipe.target == Target.GPU and not here.has_gpu:
+        yield _warning("target", "No working GPU provider here (CUDA/TensorRT); the model will be built for GPU but "
+                                 "every run on this machine will use the CPU.")
+
+
+def _int8_on_gpu(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    if not _is_int8(recipe) or recipe.target != Target.GPU:
+        return
+    q = recipe.quant
+    if q.mode == QuantMode.DYNAMIC:
+        yield _error("target", "int8 dynamic quantization has no GPU kernels (DynamicQuantizeLinear, "
+                               "MatMulInteger run on the CPU). Choose fp16 for GPU, or target cpu.")
+    elif q.quant_format == QuantFormat.QOPERATOR:
+        yield _error("quant.quant_format", "int8 QOperator models (QLinearConv, QLinearMatMul) run only on the CPU. "
+                                           "Choose fp16 for GPU, or QDQ format with TensorRT.")
+    elif not here.has_trt:
+        yield _error("target", "int8 on GPU needs TensorRT to run the QDQ graph, and TensorRT is not available here. "
+                               "Choose fp16 for GPU, or target cpu for int8.")
+    else:
+        yield _note("target", "int8 QDQ on GPU runs through TensorRT's int8 kernels.")
+
+
+def _int8_types(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    """The activation/weight type pair: S8S8 slow on x86, S8U8 unsupported."""
+    if not _is_int8(recipe):
+        return
+    q = recipe.quant
+    if (q.mode == QuantMode.STATIC and recipe.target == Target.CPU and q.activation_type == QuantType.INT8
+            and q.weight_type == QuantType.INT8 and _is_x86()):
+        yield _note("quant.activation_type", "On x86 CPUs ONNX Runtime's S8S8 kernels are slow (measured slower than "
+                                             "fp32 here); uint8 activations (U8S8) are the fast path.")
+    if q.activation_type == QuantType.INT8 and q.weight_type == QuantType.UINT8:
+        yield _error("quant.weight_type", "int8 activations with uint8 weights (S8U8) are not supported by ONNX "
+                                          "Runtime. Use int8 weights, or uint8 activations.")
+
+
+def _int8_dynamic(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    """Dynamic quantization: Conv is slow, weights are 8-bit. (It always writes operator-style integer ops: the
+    format knob does not apply.)"""
+    q = recipe.quant
+    if not _is_int8(recipe) or q.mode != QuantMode.DYNAMIC:
+        return
+    if "Conv" in q.effective_op_types():
+        yield _warning("quant.op_types", "Dynamic quantization of Conv makes ConvInteger, which runs far slower than "
+                                         "fp32 on CPU. Leave Conv out (MatMul/Gemm only) or use static quantization.")
+    if q.int16_weight_nodes:
+        yield _error("quant.int16_weight_nodes", "16-bit weights are a static QDQ setting; dynamic quantization "
+                                                 "quantizes weights to 8 bits.")
+
+
+def _calibration(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    """Static int8: the calibration samples and the method's own options."""
+    if not _is_int8_static(recipe):
+        return
+    q = recipe.quant
+    if 1 <= q.calibration_samples < 10:
+        yield _warning("quant.calibration_samples", f"Only {q.calibration_samples} calibration samples: ranges may "
+                                                    "not represent real data. 100 or more is usual.")
+    if q.calibration_method == CalibrationMethod.DISTRIBUTION and q.num_bins < DISTRIBUTION_MIN_BINS:
+        yield _error("quant.num_bins", f"The Distribution method needs at least {DISTRIBUTION_MIN_BINS} histogram "
+                                       f"bins (ONNX Runtime refuses fewer); got {q.num_bins}.")
+    if q.calibration_method == CalibrationMethod.ENTROPY and q.num_quantized_bins >= q.num_bins:
+        yield _error("quant.num_quantized_bins", "Quantized bins must be fewer than histogram bins for Entropy.")
+    if q.moving_average and not (0.0 < q.averaging_constant < 1.0):
+        yield _error("quant.averaging_constant", "Averaging constant must be in (0, 1).")
+
+
+def _no_preprocess(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    if _is_int8_static(recipe) and not recipe.quant.preprocess:
+        yield _warning("quant.preprocess", "Without pre-processing ORT warns and BatchNormalization stays unfused; "
+                                           "accuracy and speed are usually worse.")
+
+
+def _int16_weights(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    """Static int8: 16-bit weights need QDQ, and a node kept in float cannot have them."""
+    if not _is_int8_static(recipe):
+        return
+    q = recipe.quant
+    if q.int16_weight_nodes and q.quant_format != QuantFormat.QDQ:
+        yield _error("quant.int16_weight_nodes", "16-bit weights need the QDQ format (QOperator has no int16 "
+                                                 "QLinearConv/QLinearMatMul).")
+    if overlap := set(q.int16_weight_nodes) & set(q.nodes_to_exclude):
+        yield _error("quant.int16_weight_nodes", f"Nodes both kept in float and given 16-bit weights: "
+                                                 f"{', '.join(sorted(overlap))}.")
+
+
+def _bias_correction(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    """Static int8: when bias correction does not apply."""
+    q = recipe.quant
+    if not _is_int8_static(recipe) or not q.bias_correction:
+        return
+    if q.quant_format != QuantFormat.QDQ:
+        yield _note("quant.bias_correction", "Bias correction works on the QDQ format (it edits the int32 bias of "
+                                             "each DequantizeLinear; QOperator folds biases into QLinearConv): this "
+                                             "QOperator run is not corrected.")
+    if recipe.allow_random_data:
+        yield _note("quant.bias_correction", "Bias correction is skipped when the calibration data is random (it "
+                                             "would fit the biases to noise).")
+
+
+def _random_calibration(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    if _is_int8_static(recipe) and recipe.allow_random_data:
+        yield _warning("allow_random_data", "Random calibration data gives meaningless ranges; every result will be "
+                                            "flagged.")
+
+
+def _int8_op_choice(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    """Any int8: reduce_range's use, op types both included and excluded."""
+    if not _is_int8(recipe):
+        return
+    q = recipe.quant
+    if q.reduce_range and q.weight_type == QuantType.UINT8 and q.activation_type == QuantType.UINT8:
+        yield _note("quant.reduce_range", "reduce_range matters mostly for U8S8 on CPUs without VNNI.")
+    overlap = set(q.op_types) & set(q.op_types_to_exclude)
+    if overlap:
+        yield _error("quant.op_types_to_exclude", f"Op types both included and excluded: {', '.join(sorted(overlap))}.")
+
+
+def _fp16_on_cpu(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    if recipe.precision == Precision.FP16 and recipe.target == Target.CPU:
+        yield _note("precision", "fp16 on CPU halves the file but gains no speed: most CPU kernels are fp32 and ORT "
+                                 "inserts Casts. Choose int8 for CPU speed.")
+
+
+def _opt_level_all(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    if recipe.opt_level != OptLevel.ALL:
+        return
+    yield _note("opt_level", "Level 'all' may write hardware-specific ops (e.g. NCHWc layouts) that suit only this "
+                             "kind of machine; the result is checked and warns when it does. 'extended' is the "
+                             "portable choice.")
+    if recipe.target == Target.GPU:
+        yield _note("opt_level", "For GPU the saved model is optimized with CUDA only (TensorRT's compiled nodes "
+                                 "cannot be saved).")
+
+
+# The rules of validate_recipe, in the order their findings are listed.
+_RECIPE_RULES: tuple[Callable[[Recipe, _Providers], Iterator[Finding]], ...] = (
+    _gpu_target_without_gpu, _int8_on_gpu, _int8_types, _int8_dynamic, _calibration, _no_preprocess,
+    _int16_weights, _bias_correction, _random_calibration, _int8_op_choice, _fp16_on_cpu, _opt_level_all)
+
+
 def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUExecutionProvider",)) -> list[Finding]:
     """Check a recipe before any work. ``available_providers`` must be what really works here
     (``ortlab.runtime.providers.working_providers()``), not what ORT claims."""
-    out = [Finding("error", path, message) for path, message in out_of_bounds(recipe)]
+    out = [_error(path, message) for path, message in out_of_bounds(recipe)]
     out_of_range = {f.field for f in out}
-    q = recipe.quant
-
-    def err(field: str, message: str) -> None:
-        if field not in out_of_range:  # a number out of its bounds already has its error
-            out.append(Finding("error", field, message))
-
-    warn = lambda f, m: out.append(Finding("warning", f, m))
-    note = lambda f, m: out.append(Finding("note", f, m))
-    has_trt = "TensorrtExecutionProvider" in available_providers
-    has_gpu = has_trt or "CUDAExecutionProvider" in available_providers
-
-    if recipe.target == Target.GPU and not has_gpu:
-        warn("target", "No working GPU provider here (CUDA/TensorRT); the model will be built for GPU but "
-                       "every run on this machine will use the CPU.")
-
-    if recipe.precision == Precision.INT8:
-        if recipe.target == Target.GPU:
-            if q.mode == QuantMode.DYNAMIC:
-                err("target", "int8 dynamic quantization has no GPU kernels (DynamicQuantizeLinear, "
-                              "MatMulInteger run on the CPU). Choose fp16 for GPU, or target cpu.")
-            elif q.quant_format == QuantFormat.QOPERATOR:
-                err("quant.quant_format", "int8 QOperator models (QLinearConv, QLinearMatMul) run only on the CPU. "
-                                          "Choose fp16 for GPU, or QDQ format with TensorRT.")
-            elif not has_trt:
-                err("target", "int8 on GPU needs TensorRT to run the QDQ graph, and TensorRT is not available here. "
-                              "Choose fp16 for GPU, or target cpu for int8.")
-            else:
-                note("target", "int8 QDQ on GPU runs through TensorRT's int8 kernels.")
-        if (q.mode == QuantMode.STATIC and recipe.target == Target.CPU and q.activation_type == QuantType.INT8
-                and q.weight_type == QuantType.INT8 and _is_x86()):
-            note("quant.activation_type", "On x86 CPUs ONNX Runtime's S8S8 kernels are slow (measured slower than "
-                                          "fp32 here); uint8 activations (U8S8) are the fast path.")
-        if q.activation_type == QuantType.INT8 and q.weight_type == QuantType.UINT8:
-            err("quant.weight_type", "int8 activations with uint8 weights (S8U8) are not supported by ONNX Runtime. "
-                                     "Use int8 weights, or uint8 activations.")
-        if q.mode == QuantMode.DYNAMIC:
-            if "Conv" in q.effective_op_types():
-                warn("quant.op_types", "Dynamic quantization of Conv makes ConvInteger, which runs far slower than "
-                                       "fp32 on CPU. Leave Conv out (MatMul/Gemm only) or use static quantization.")
-            if q.quant_format == QuantFormat.QDQ and q.mode == QuantMode.DYNAMIC:
-                pass  # dynamic always writes operator-style integer ops; the format knob does not apply
-            if q.int16_weight_nodes:
-                err("quant.int16_weight_nodes", "16-bit weights are a static QDQ setting; dynamic quantization "
-                                                "quantizes weights to 8 bits.")
-        else:
-            if 1 <= q.calibration_samples < 10:
-                warn("quant.calibration_samples", f"Only {q.calibration_samples} calibration samples: ranges may "
-                                                  "not represent real data. 100 or more is usual.")
-            if q.calibration_method == CalibrationMethod.DISTRIBUTION and q.num_bins < DISTRIBUTION_MIN_BINS:
-                err("quant.num_bins", f"The Distribution method needs at least {DISTRIBUTION_MIN_BINS} histogram "
-                                      f"bins (ONNX Runtime refuses fewer); got {q.num_bins}.")
-            if q.calibration_method == CalibrationMethod.ENTROPY and q.num_quantized_bins >= q.num_bins:
-                err("quant.num_quantized_bins", "Quantized bins must be fewer than histogram bins for Entropy.")
-            if q.moving_average and not (0.0 < q.averaging_constant < 1.0):
-                err("quant.averaging_constant", "Averaging constant must be in (0, 1).")
-            if not q.preprocess:
-                warn("quant.preprocess", "Without pre-processing ORT warns and BatchNormalization stays unfused; "
-                                         "accuracy and speed are usually worse.")
-            if q.int16_weight_nodes and q.quant_format != QuantFormat.QDQ:
-                err("quant.int16_weight_nodes", "16-bit weights need the QDQ format (QOperator has no int16 "
-                                                "QLinearConv/QLinearMatMul).")
-            if overlap := set(q.int16_weight_nodes) & set(q.nodes_to_exclude):
-                err("quant.int16_weight_nodes", f"Nodes both kept in float and given 16-bit weights: "
-                                                f"{', '.join(sorted(overlap))}.")
-            if q.bias_correction and q.quant_format != QuantFormat.QDQ:
-                note("quant.bias_correction", "Bias correction works on the QDQ format (it edits the int32 bias of "
-                                              "each DequantizeLinear; QOperator folds biases into QLinearConv): this "
-                                              "QOperator run is not corrected.")
-            if q.bias_correction and recipe.allow_random_data:
-                note("quant.bias_correction", "Bias correction is skipped when the calibration data is random (it "
-                                              "would fit the biases to noise).")
-            if recipe.allow_random_data:
-                warn("allow_random_data", "Random calibration data gives meaningless ranges; every result will be "
-                                          "flagged.")
-        if q.reduce_range and q.weight_type == QuantType.UINT8 and q.activation_type == QuantType.UINT8:
-            note("quant.reduce_range", "reduce_range matters mostly for U8S8 on CPUs without VNNI.")
-        overlap = set(q.op_types) & set(q.op_types_to_exclude)
-        if overlap:
-            err("quant.op_types_to_exclude", f"Op types both included and excluded: {', '.join(sorted(overlap))}.")
-    if recipe.precision == Precision.FP16 and recipe.target == Target.CPU:
-        note("precision", "fp16 on CPU halves the file but gains no speed: most CPU kernels are fp32 and ORT "
-                          "inserts Casts. Choose int8 for CPU speed.")
-    if recipe.opt_level == OptLevel.ALL:
-        note("opt_level", "Level 'all' may write hardware-specific ops (e.g. NCHWc layouts) that suit only this kind "
-                          "of machine; the result is checked and warns when it does. 'extended' is the portable "
-                          "choice.")
-    if recipe.opt_level == OptLevel.ALL and recipe.target == Target.GPU:
-        note("opt_level", "For GPU the saved model is optimized with CUDA only (TensorRT's compiled nodes cannot "
-                          "be saved).")
+    here = _Providers.of(available_providers)
+    for rule in _RECIPE_RULES:
+        # a number out of its bounds already has its error
+        out.extend(f for f in rule(recipe, here) if f.level != "error" or f.field not in out_of_range)
     return out
 
 

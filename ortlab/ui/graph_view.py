@@ -223,6 +223,24 @@ def _twins(trees: tuple[_Tree, _Tree], affinity: dict[str, str]) -> dict[str, st
     removed node counts as the node that replaced it, unless that node stands for a whole rewritten region),
     else by the same id. A scope met in several stretches
     (``s:layer2``, ``s:layer2#2``) pairs with the stretch that holds its nodes, not the one of the same number."""
+    keys = _member_keys(trees, affinity)
+    sets = [{g: {keys[s][m] for m in t.members[g] if m in keys[s]} for g in t.groups if g}
+            for s, t in enumerate(trees)]
+    shared = _shared_members(trees, sets)
+    ranked = sorted(shared, key=lambda p: (-shared[p] / max(1, len(sets[0][p[0]] | sets[1][p[1]])),
+                                           p[0] != p[1], trees[0].groups[p[0]].order, p))
+    twins: dict[str, str] = {}
+    taken: set[str] = set()
+    for a, b in ranked:
+        if a not in twins and b not in taken and (shared[(a, b)] or a == b):
+            twins[a] = b
+            taken.add(b)
+    return twins
+
+
+def _member_keys(trees: tuple[_Tree, _Tree], affinity: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Per side, node → the key it is compared by: its own id when both sides have it, a removed node's
+    replacement (unless that replaces a whole region); nodes with no counterpart have none."""
     before, after = trees
     claims = Counter(affinity.values())
     key_before: dict[str, str] = {}
@@ -232,17 +250,22 @@ def _twins(trees: tuple[_Tree, _Tree], affinity: dict[str, str]) -> dict[str, st
         elif affinity.get(k) in after.nodes and claims[affinity[k]] <= _FUSED_MAX:
             key_before[k] = affinity[k]
     linked = set(key_before.values())
-    keys = (key_before, {k: k for k in after.nodes if k in linked})
+    return key_before, {k: k for k in after.nodes if k in linked}
 
-    def base(gid: str) -> str:
-        return re.sub(r"#\d+$", "", gid)
 
-    def compatible(a: str, b: str) -> bool:
-        ka, kb = before.groups[a].kind, after.groups[b].kind
-        return ka == kb and (ka != "scope" or base(a) == base(b))
+def _scope_base(gid: str) -> str:
+    return re.sub(r"#\d+$", "", gid)
 
-    sets = [{g: {keys[s][m] for m in t.members[g] if m in keys[s]} for g in t.groups if g}
-            for s, t in enumerate(trees)]
+
+def _compatible(trees: tuple[_Tree, _Tree], a: str, b: str) -> bool:
+    """Whether before group ``a`` may pair with after group ``b``: the same kind, a scope with the same path."""
+    ka, kb = trees[0].groups[a].kind, trees[1].groups[b].kind
+    return ka == kb and (ka != "scope" or _scope_base(a) == _scope_base(b))
+
+
+def _shared_members(trees: tuple[_Tree, _Tree], sets: list[dict[str, set[str]]]) -> Counter:
+    """(before group, after group) → how many member keys they share, for every compatible pair that shares one
+    and every compatible pair with the same id."""
     holders: dict[str, list[str]] = defaultdict(list)  # member key → after groups holding it
     for g, ks in sets[1].items():
         for k in ks:
@@ -251,20 +274,12 @@ def _twins(trees: tuple[_Tree, _Tree], affinity: dict[str, str]) -> dict[str, st
     for a, ks in sets[0].items():
         for k in ks:
             for b in holders[k]:
-                if compatible(a, b):
+                if _compatible(trees, a, b):
                     shared[(a, b)] += 1
-    for g in before.groups:
-        if g and g in after.groups and compatible(g, g):
+    for g in trees[0].groups:
+        if g and g in trees[1].groups and _compatible(trees, g, g):
             shared[(g, g)] += 0
-    ranked = sorted(shared, key=lambda p: (-shared[p] / max(1, len(sets[0][p[0]] | sets[1][p[1]])),
-                                           p[0] != p[1], before.groups[p[0]].order, p))
-    twins: dict[str, str] = {}
-    taken: set[str] = set()
-    for a, b in ranked:
-        if a not in twins and b not in taken and (shared[(a, b)] or a == b):
-            twins[a] = b
-            taken.add(b)
-    return twins
+    return shared
 
 
 def _shared_expansion(trees: tuple[_Tree, _Tree], twin: tuple[dict[str, str], dict[str, str]], budget: int
