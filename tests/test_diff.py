@@ -69,12 +69,20 @@ def test_extended_fusedconv(conv_levels):
 
 
 def test_all_level_nchwc(conv_levels):
+    """Level all lays the convolutions out in NCHWc blocks. Which other ops join the blocked layout depends on the
+    CPU's vector width (AVX2: a GlobalAveragePool too, and one ReorderOutput; AVX-512: three), so only the Convs and
+    the kind of every other change are fixed."""
     src, out = conv_levels
     d = graph_diff(src, out[OptLevel.ALL])
-    assert deltas(d) == {"Conv": -3, "BatchNormalization": -3, "Relu": -3,
-                         "com.microsoft.nchwc::Conv": 3, "com.microsoft.nchwc::ReorderOutput": 3}
-    assert d.fusions == ["Conv+BatchNormalization+Relu → com.microsoft.nchwc::Conv ×3",
-                         "com.microsoft.nchwc::ReorderOutput inserted ×3"]
+    got = deltas(d)
+    assert {k: got.pop(k) for k in ("Conv", "BatchNormalization", "Relu", "com.microsoft.nchwc::Conv")} == {
+        "Conv": -3, "BatchNormalization": -3, "Relu": -3, "com.microsoft.nchwc::Conv": 3}
+    assert got.pop("com.microsoft.nchwc::ReorderOutput") >= 1
+    moved = {k.split("::")[1] for k in got if k.startswith("com.microsoft.nchwc::")}
+    assert got == {**{op: -1 for op in moved}, **{f"com.microsoft.nchwc::{op}": 1 for op in moved}}, got
+    assert d.fusions[0] == "Conv+BatchNormalization+Relu → com.microsoft.nchwc::Conv ×3"
+    assert all("com.microsoft.nchwc::" in f for f in d.fusions[1:]), d.fusions
+    assert any("com.microsoft.nchwc::ReorderOutput" in f for f in d.fusions[1:]), d.fusions
 
 
 def test_matmul_extended_fusions(tmp_path):
