@@ -4,7 +4,7 @@ import streamlit as st
 
 from ortlab.api import compare_benchmarks, running_stats, split_series_id
 from ortlab import api
-from ortlab.settings.config import DEFAULT_BENCH_DURATION_S, BenchConfig
+from ortlab.api import DEFAULT_BENCH_DURATION_S, BenchConfig
 from ortlab.ui import actions, bench_view, charts, jobs, state
 from ortlab.ui.bench_job import collect, start_benchmark
 from ortlab.ui.bench_view import THROUGHPUT_METHOD

@@ -5,7 +5,7 @@ import streamlit as st
 from ortlab.core.text import format_bytes
 from ortlab.ui import actions, cards, charts, compare_data, model_cache, state
 from ortlab.ui.forms import dataclass_form
-from ortlab.checks.verdict import VerdictPolicy
+from ortlab.api import VerdictPolicy
 from ortlab.api import judge, not_evaluated
 from ortlab.ui.guard import engine_errors
 from ortlab.ui.inert import md

@@ -9,7 +9,7 @@ from ortlab.api import batch_inputs, check_fits, check_tensor_inputs
 from ortlab.api import load_image_files, load_image_zip, load_tensor_file, load_text_file
 from ortlab.api import detect_preprocess, tensor_preview
 from ortlab import api
-from ortlab.settings.config import PreprocessConfig
+from ortlab.api import PreprocessConfig
 from ortlab.ui import actions, state
 from ortlab.ui.cards import random_data_warning
 from ortlab.ui.forms import dataclass_form

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from ortlab.core.layout import QDQ_FILE
-from ortlab.runs.artifact import Artifact
+from ortlab.api import Artifact
 from ortlab.core.serial import to_plain
 from ortlab.core.text import format_bytes
 from ortlab.ui import actions, cards, state

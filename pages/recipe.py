@@ -2,9 +2,8 @@
 
 import streamlit as st
 
-from ortlab.settings.config import (Finding, OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target, errors_of,
-                           validate_recipe)
-from ortlab.runs.pipeline import NO_CALIBRATION_DATA
+from ortlab.api import Finding, OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target, errors_of, validate_recipe
+from ortlab.api import NO_CALIBRATION_DATA
 from ortlab.ui import actions, state
 from ortlab.ui.forms import dataclass_form, set_form_values
 from ortlab.ui.guard import engine_errors

@@ -8,7 +8,7 @@ from ortlab.ui import tune_view as tv
 from ortlab.ui.guard import engine_errors, error_message, show_message
 from ortlab.ui.inert import md
 from ortlab.core.errors import OrtlabError
-from ortlab.ui.background import CANCELLED, FAILED
+from ortlab.ui.jobs import CANCELLED, FAILED
 from ortlab.ui.progress_view import show_flash
 from ortlab.ui.router import require_model, require_router
 
@@ -57,6 +57,7 @@ else:
     if not task.done:
         @st.fragment(run_every=1.0)
         def live() -> None:
+            task.drain()
             budget_s = task.meta["choice"].budget_s
             st.progress(min(1.0, task.elapsed / max(1.0, budget_s)),
                         text=f"{task.elapsed:.0f} s of {budget_s:.0f} s · {tv.plural(len(task.items), 'trial')} "
@@ -71,7 +72,8 @@ else:
 
         live()
     else:
-        result = task.result if task.result is not None else task.meta["tuner"].result
+        task.drain()
+        result = task.result
         if task.state == FAILED:
             show_message(*error_message("Tuning", task.error or OrtlabError("the search ended without a result")))
         elif task.state == CANCELLED or result is not None:

@@ -5,9 +5,9 @@ tables the Benchmark page draws from its samples."""
 from __future__ import annotations
 
 from ortlab.api import series_id
-from ortlab.settings.config import BenchConfig
-from ortlab.runs.history import BenchVariant
-from ortlab.runs.bench_service import BenchHandle
+from ortlab.api import BenchConfig
+from ortlab.api import BenchVariant
+from ortlab.api import BenchHandle
 from ortlab.api import start_benchmark as start_service_benchmark
 from ortlab.ui import state
 from ortlab.ui.actions import Variant, workspace

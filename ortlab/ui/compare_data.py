@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ortlab.checks.eval_report import EvalReport
+from ortlab.api import EvalReport
 from ortlab.ui import actions, state
 from ortlab.ui.model_cache import cache_key
 from ortlab.api import evaluate

@@ -15,7 +15,7 @@ from ortlab.core.text import one_line
 from ortlab.core.disk import disk_full_message, is_disk_full
 from ortlab.ui.inert import md
 from ortlab.api import default_root
-from ortlab.runs.history import HistoryRecovered
+from ortlab.api import HistoryRecovered
 from ortlab.ui.auth import workspace_root
 
 log = logging.getLogger("ortlab.ui")

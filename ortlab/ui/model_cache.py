@@ -10,7 +10,7 @@ from ortlab.api import graph_description as _description, graph_diff as _diff, m
 from ortlab.ui import state
 
 if TYPE_CHECKING:
-    from ortlab.model.diff import GraphDiff
+    from ortlab.api import GraphDiff
 
 
 def cache_key(*parts) -> tuple:

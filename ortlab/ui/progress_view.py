@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ortlab.checks.verdict import Level
+from ortlab.api import Level
 from ortlab.ui import actions, state
 from ortlab.ui.guard import engine_errors, error_message, show_message
 from ortlab.ui.inert import md

@@ -11,7 +11,7 @@ from ortlab.core.text import format_bytes
 from ortlab.ui.guard import engine_errors
 from ortlab.ui.inert import md
 from ortlab import api
-from ortlab.runtime.providers import CPU, CUDA, TRT
+from ortlab.api import CPU, CUDA, TRT
 
 CSS = """
 <style>

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from ortlab.runs.artifact import Artifact
-from ortlab.settings.config import PreprocessConfig, Recipe
+from ortlab.api import Artifact
+from ortlab.api import PreprocessConfig, Recipe
 
 if TYPE_CHECKING:
-    from ortlab.runs.history import BenchmarkRecord
+    from ortlab.api import BenchmarkRecord
 
 _P = "ortlab."
 ORIGINAL = "original"
