@@ -3,14 +3,14 @@ one the accuracy policy accepts, with the Pareto front filling in as trials fini
 
 import streamlit as st
 
-from ortlab.ui import state
-from ortlab.ui import tune_view as tv
-from ortlab.ui.guard import engine_errors, error_message, show_message
-from ortlab.ui.inert import md
+from ortlab.ui.session import state
+from ortlab.ui.views import tune_view as tv
+from ortlab.ui.session.guard import engine_errors, error_message, show_message
+from ortlab.ui.session.inert import md
 from ortlab.core.errors import OrtlabError
-from ortlab.ui.jobs import CANCELLED, FAILED
-from ortlab.ui.progress_view import show_flash
-from ortlab.ui.router import require_model, require_router
+from ortlab.ui.jobs.status import CANCELLED, FAILED
+from ortlab.ui.jobs.progress_view import show_flash
+from ortlab.ui.session.router import require_model, require_router
 
 require_router()
 st.title(":material/auto_awesome: Tune")

@@ -1,7 +1,7 @@
 """One self-contained HTML report of a run: recipe, hashes, sizes, graph diff, accuracy, benchmark.
 
 The page is built here without drawing: its charts come in as ready HTML (``charts_html``; the app draws them
-with plotly, :mod:`ortlab.ui.report`, embedding plotly.js once). The file fetches nothing: it opens offline and
+with plotly, :mod:`ortlab.ui.views.report`, embedding plotly.js once). The file fetches nothing: it opens offline and
 can be mailed as is.
 """
 

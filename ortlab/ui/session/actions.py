@@ -18,10 +18,10 @@ from ortlab.api import OptLevel, PreprocessConfig, Precision, QuantConfig, Quant
 from ortlab.api import DataRef, RunSpec
 from ortlab.api import RecipeHandle
 from ortlab.api import Workspace
-from ortlab.ui import model_cache, state
-from ortlab.ui.jobs import DONE, started
-from ortlab.ui.auth import workspace_root
-from ortlab.ui import auth
+from ortlab.ui.session import model_cache, state
+from ortlab.ui.jobs.status import DONE, started
+from ortlab.ui.session.auth import workspace_root
+from ortlab.ui.session import auth
 from ortlab import api
 from ortlab.api import inspect_model
 from ortlab.api import import_upload
@@ -33,14 +33,14 @@ from ortlab.api import resolve_preprocess
 from ortlab.api import dataset_digest, write_dataset
 from ortlab.api import pick_subset
 from ortlab.core.text import format_bytes
-from ortlab.ui.cards import pct, verdict_text
+from ortlab.ui.views.cards import pct, verdict_text
 from ortlab.api import judge
 from ortlab.api import VerdictPolicy
 from ortlab.api import infer_specs
 from ortlab.core.errors import RecipeError
 from ortlab.api import recipe_cli_line
 from ortlab.api import model_info
-from ortlab.ui.report import html_report
+from ortlab.ui.views.report import html_report
 
 DEMO_RECIPE = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.STATIC, quant_format=QuantFormat.QDQ),
                      opt_level=OptLevel.EXTENDED)
@@ -52,7 +52,7 @@ WHAT_ORTLAB_DOES = ("ortlab makes an ONNX model smaller and faster with ONNX Run
 
 def workspace() -> Workspace:
     """This session's workspace: ``$ORTLAB_HOME`` (or ``~/.ortlab``), or — when the app is shared with sign-in —
-    the signed-in user's private one under ``$ORTLAB_HOME/users/`` (see :mod:`ortlab.ui.auth`)."""
+    the signed-in user's private one under ``$ORTLAB_HOME/users/`` (see :mod:`ortlab.ui.session.auth`)."""
 
     return api.open_workspace(workspace_root())
 

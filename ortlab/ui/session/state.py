@@ -7,7 +7,7 @@ same kind of object.
 What belongs to a model lives under that model's sha256 (:func:`model_key`): the data chosen for it, its
 preprocessing, the Compare pair, the benchmark job and its results, one-shot messages. Changing the model never
 shows another model's numbers; coming back to a model finds its own choices again. The artifacts of every model
-stay in one list (each knows its source's sha256); pages ask :mod:`ortlab.ui.actions` for the current model's.
+stay in one list (each knows its source's sha256); pages ask :mod:`ortlab.ui.session.actions` for the current model's.
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@ import plotly.graph_objects as go
 
 from ortlab import api
 from ortlab.api import Target, TuneJob, TuneSettings, sqnr_policy, verdict_policy
-from ortlab.ui import actions, charts, state
-from ortlab.ui.jobs import sync_jobs
+from ortlab.ui.session import actions, state
+from ortlab.ui.views import charts
+from ortlab.ui.jobs.status import sync_jobs
 from ortlab.core.errors import DataError
 from ortlab.core.errors import OrtlabError
 

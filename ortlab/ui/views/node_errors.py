@@ -1,8 +1,8 @@
 """Compare → Per-node error: rank an int8 static candidate's nodes by the error they add (``ortlab.checks.analyze``),
 tick nodes to keep in float, re-run the candidate's recipe with them excluded and put the two results side by side.
 
-The analysis runs on a thread (:mod:`ortlab.ui.background`; synchronously under tests) and is kept per candidate
-model in the session. Its per-node SQNR goes to :func:`ortlab.ui.state.set_node_overlay` for the graph-diff view.
+The analysis runs on a thread (:mod:`ortlab.ui.jobs.background`; synchronously under tests) and is kept per candidate
+model in the session. Its per-node SQNR goes to :func:`ortlab.ui.session.state.set_node_overlay` for the graph-diff view.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from ortlab.core.layout import QDQ_FILE
 from ortlab.api import Artifact
 from ortlab.api import Precision, QuantMode
 from ortlab.core.text import format_bytes
-from ortlab.ui import actions, background, cards, speed, state
-from ortlab.ui.guard import engine_errors, error_message, show_message
-from ortlab.ui.inert import md
-from ortlab.ui.jobs import DONE
+from ortlab.ui.session import actions, state
+from ortlab.ui.jobs import background
+from ortlab.ui.views import cards, speed
+from ortlab.ui.session.guard import engine_errors, error_message, show_message
+from ortlab.ui.session.inert import md
+from ortlab.ui.jobs.status import DONE
 from ortlab.core.errors import DataError
 from ortlab.core.progress import CancelToken
 from ortlab.core.errors import OrtlabError
@@ -291,7 +293,7 @@ def _table(a: Artifact, res) -> None:
 
 
 def graph_overlay(a: Artifact | None, mode: str = ACCUMULATED) -> dict | None:
-    """The stored overlay (:func:`ortlab.ui.state.node_overlay`) when it belongs to ``a``'s QDQ model, its values
+    """The stored overlay (:func:`ortlab.ui.session.state.node_overlay`) when it belongs to ``a``'s QDQ model, its values
     also under the names of ``a``'s own (ORT-optimized, fused) graph, so that they land on both the QDQ and the
     fused nodes of the graph diff."""
     task = state.job("analyze")

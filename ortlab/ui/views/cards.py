@@ -9,7 +9,7 @@ import streamlit as st
 from ortlab.api import EvalReport, OutputErrorMetrics as OutputError
 from ortlab.core.text import format_bytes
 from ortlab.api import Level, Verdict
-from ortlab.ui.inert import html_text, md
+from ortlab.ui.session.inert import html_text, md
 
 if TYPE_CHECKING:
     from streamlit.elements.metric import DeltaColor

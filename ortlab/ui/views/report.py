@@ -8,7 +8,7 @@ import plotly.io as pio
 
 from ortlab import api
 from ortlab.api import Artifact, EvalReport, GraphDiff, LatencySummary
-from ortlab.ui.charts import latency_panels, plain, variant_colors
+from ortlab.ui.views.charts import latency_panels, plain, variant_colors
 
 
 def _figures(diff: GraphDiff, bench: list[LatencySummary] | None) -> list[go.Figure]:

@@ -8,9 +8,9 @@ import streamlit as st
 
 from ortlab import api
 from ortlab.api import BenchConfig, BenchHandle, BenchVariant, LatencySummary, PairSpeed, control_values, start_benchmark
-from ortlab.ui import actions, state
-from ortlab.ui.guard import engine_errors, error_message, show_message
-from ortlab.ui.jobs import DONE, started
+from ortlab.ui.session import actions, state
+from ortlab.ui.session.guard import engine_errors, error_message, show_message
+from ortlab.ui.jobs.status import DONE, started
 
 QUICK = BenchConfig(batch_sizes=(1,), warmup=5, duration_s=1.5)  # a short batch-1 timing of the pair
 
