@@ -88,7 +88,7 @@ from ortlab.runs.workspace import Workspace
 
 
 def open_workspace(root=None) -> Workspace:
-    """The workspace at ``root`` (default: ``$ORTLAB_HOME``, else ``~/.ortlab``), its folders made on first use."""
+    """The workspace at ``root`` (default: ``$ORTLAB_HOME``, else ``~/.ortlab``); its folders are made if missing."""
     return Workspace(root)
 
 
