@@ -4,7 +4,7 @@ import os
 
 import streamlit as st
 
-from ortlab.ui import auth, router, sidebar, state
+from ortlab.ui.session import auth, router, sidebar, state
 
 os.umask(0o077)  # the workspace and every file the app writes are private to the user running it (0600/0700)
 st.set_page_config(layout="wide", page_title="ortlab", page_icon="⚡", initial_sidebar_state="expanded")

@@ -114,7 +114,7 @@ class UiLoad:
         self.thread = threading.Thread(target=self._work, daemon=True)
 
     def _work(self) -> None:
-        from ortlab.ui import charts
+        from ortlab.ui.views import charts
 
         rng = np.random.default_rng(0)
         series = {"a@1": list(rng.random(20_000)), "b@1": list(rng.random(20_000))}

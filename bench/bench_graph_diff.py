@@ -35,7 +35,7 @@ from models import big_chain_model  # noqa: E402
 from ortlab.settings.config import OptLevel  # noqa: E402
 from ortlab.model.diff_view import graph_description  # noqa: E402
 from ortlab.transforms.optimize import optimize_model  # noqa: E402
-from ortlab.ui.graph_view import COMPONENT_DIR, build_view, component_args  # noqa: E402
+from ortlab.ui.graph.graph_view import COMPONENT_DIR, build_view, component_args  # noqa: E402
 
 # The parent page plays Streamlit's part of the component protocol: it posts one render message with the
 # arguments, as the app does, and the component draws.

@@ -1,10 +1,12 @@
-"""The engine's front door: what the app (``pages/``, ``ortlab/ui``) and the command line call.
+"""The engine's front door: what the app (``pages/``, ``ortlab/ui``) and the command line call and the types they
+read.
 
 Everything a person can do with ortlab is one of these calls; the modules below it (see ``docs/ENGINE_API.md``
-for the map of the layers) are free to change shape as long as these stay. Typed results (dataclasses and
+for the map of the layers) are free to change shape as long as these stay. The typed results (dataclasses and
 enums such as :class:`~ortlab.runs.artifact.Artifact`, :class:`~ortlab.checks.eval_report.EvalReport`,
-:class:`~ortlab.checks.verdict.Verdict`) and the settings (:mod:`ortlab.settings`) are imported from their own
-modules; no other engine function is called around this module (``tests/test_engine_layering.py`` checks it).
+:class:`~ortlab.checks.verdict.Verdict`) and the settings (:mod:`ortlab.settings`) are re-exported here too:
+``ortlab/ui``, ``ortlab/cli``, ``pages/`` and ``app.py`` import the engine only from this module and from
+``ortlab.core``'s foundation helpers (``tests/test_engine_layering.py`` checks it).
 """
 
 from __future__ import annotations
@@ -50,11 +52,124 @@ from ortlab.runs.tune_policy import sqnr_policy, verdict_policy
 from ortlab.runs.prepare import prepare_run
 from ortlab.runs.stored import delete_dataset, delete_model, stored_items
 from ortlab.runs.workspace import cache_dirs, default_root, import_roots, importable_path
+from ortlab.runs.stored_timing import latest_pair, report_timing, run_latency
+from ortlab.runs.report import html_report
+from ortlab.checks.node_findings import (
+    ACCUMULATED, ADDED, MODES as NODE_ERROR_MODES, culprit, culprit_sentence, db_text, excluded_recipe,
+    exclusion_sentence, overlay_values, ranked_nodes, sqnr_bars, worst_output_sqnr,
+)
+
+# -- typed results, settings and their constants (what the calls above take and return) ---------------------
+from ortlab.settings.config import (
+    DEFAULT_BENCH_DURATION_S, BenchConfig, Finding, OptLevel, Precision, PreprocessConfig, QuantConfig, QuantFormat,
+    QuantMode, Recipe, Target, errors_of, preprocess_cli_args, recipe_cli_line, validate_recipe,
+)
+from ortlab.settings.flags import UsageError, add_config_arguments, config_from_args, given_values
+from ortlab.runtime.providers import CPU, CUDA, CUSTOM_OPS_ENV, TRT
+from ortlab.model.inspect import ModelInfo
+from ortlab.model.diff import GraphDiff
+from ortlab.data.loaders import TEXT_EXTENSIONS, TOKENIZER_FILE
+from ortlab.checks.eval_report import EvalReport, OutputError as OutputErrorMetrics
+from ortlab.checks.verdict import Level, Verdict, VerdictPolicy
+from ortlab.checks.node_findings import SqnrBars
+from ortlab.timing.bench import THROUGHPUT_METHOD, LatencySummary
+from ortlab.timing.compare import BenchComparison, LatencyStats
+from ortlab.runs.artifact import Artifact
+from ortlab.runs.bench_service import BenchHandle
+from ortlab.runs.history import BenchmarkRecord, BenchVariant, History, HistoryRecovered
+from ortlab.runs.pipeline import NO_CALIBRATION_DATA
+from ortlab.runs.runspec import DataRef, RunSpec
+from ortlab.runs.service import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Handle, RecipeHandle
+from ortlab.runs.stored import MODEL as STORED_MODEL
+from ortlab.runs.stored_timing import PairSpeed, ReportTiming, TimedModel
+from ortlab.runs.tune import Tuner, TuneSettings
+from ortlab.runs.tune_job import TuneJob
+from ortlab.runs.workspace import Workspace
+
+
+def open_workspace(root=None) -> Workspace:
+    """The workspace at ``root`` (default: ``$ORTLAB_HOME``, else ``~/.ortlab``); its folders are made if missing."""
+    return Workspace(root)
+
+
+def open_history(workspace: Workspace) -> History:
+    """The run and benchmark History of ``workspace``."""
+    return History(workspace.db_path)
+
+
+def start_tune(model, calibration: DataRef | None, evaluation: DataRef, settings: TuneSettings, policy, *,
+               preprocess=None, sample: str | None = None, workspace: Workspace | None = None, out_dir=None,
+               background: bool = True, meta: dict | None = None) -> TuneJob:
+    """A tune search of ``model`` on the calibration and evaluation data (the app's and the command line's one
+    way to start one). ``background``: it runs on a thread now (the caller drains its trials); else the caller
+    runs it with :meth:`TuneJob.follow`."""
+    tuner = Tuner(model, calibration, evaluation, settings=settings, policy=policy, preprocess=preprocess,
+                  sample=sample, workspace=workspace, out_dir=out_dir)
+    job = TuneJob(tuner, meta)
+    return job.start() if background else job
+
 
 __all__ = [
+    "ACCUMULATED",
+    "ADDED",
+    "CANCELLED",
+    "CPU",
+    "CUDA",
+    "CUSTOM_OPS_ENV",
+    "DEFAULT_BENCH_DURATION_S",
+    "DONE",
+    "FAILED",
+    "NODE_ERROR_MODES",
+    "NO_CALIBRATION_DATA",
     "OPENVINO_INSTALL_HINT",
     "PREPROCESS_PRESETS",
+    "QUEUED",
+    "RUNNING",
+    "STORED_MODEL",
+    "TEXT_EXTENSIONS",
+    "THROUGHPUT_METHOD",
+    "TOKENIZER_FILE",
+    "TRT",
+    "Artifact",
+    "BenchComparison",
+    "BenchConfig",
+    "BenchHandle",
+    "BenchVariant",
+    "BenchmarkRecord",
+    "DataRef",
+    "EvalReport",
+    "Finding",
+    "GraphDiff",
+    "Handle",
+    "History",
+    "HistoryRecovered",
+    "LatencyStats",
+    "LatencySummary",
+    "Level",
+    "ModelInfo",
+    "OptLevel",
+    "OutputErrorMetrics",
+    "PairSpeed",
+    "Precision",
+    "PreprocessConfig",
+    "QuantConfig",
+    "QuantFormat",
+    "QuantMode",
+    "Recipe",
+    "RecipeHandle",
+    "ReportTiming",
     "ResolvedPreprocess",
+    "RunSpec",
+    "SqnrBars",
+    "Target",
+    "TimedModel",
+    "TuneJob",
+    "TuneSettings",
+    "UsageError",
+    "Verdict",
+    "VerdictPolicy",
+    "Workspace",
+    "add_config_arguments",
     "analyze",
     "axis_label",
     "batch_inputs",
@@ -66,9 +181,13 @@ __all__ = [
     "check_tensor_inputs",
     "claimed_providers",
     "compare_benchmarks",
+    "config_from_args",
     "control_values",
+    "culprit",
+    "culprit_sentence",
     "custom_op_libraries",
     "dataset_digest",
+    "db_text",
     "default_root",
     "default_sample",
     "delete_dataset",
@@ -76,16 +195,21 @@ __all__ = [
     "detect_hardware",
     "detect_preprocess",
     "dismiss_interrupted",
+    "errors_of",
     "evaluate",
+    "excluded_recipe",
+    "exclusion_sentence",
     "explain_preprocess",
     "external_data_files",
     "find_by_path",
     "find_by_sha256",
     "find_for_model",
     "get_sample",
+    "given_values",
     "graph_description",
     "graph_diff",
     "hardware_advice",
+    "html_report",
     "import_model",
     "import_roots",
     "import_upload",
@@ -94,6 +218,7 @@ __all__ = [
     "inspect_model",
     "interrupted_runs",
     "judge",
+    "latest_pair",
     "list_samples",
     "load_image_files",
     "load_image_zip",
@@ -105,13 +230,21 @@ __all__ = [
     "noise_warnings",
     "not_evaluated",
     "op_key",
+    "open_history",
+    "open_workspace",
     "openvino_available",
+    "overlay_values",
     "parse_shape",
     "pick_subset",
     "prepare_run",
+    "preprocess_cli_args",
     "random_dataset",
+    "ranked_nodes",
+    "recipe_cli_line",
+    "report_timing",
     "resolve_feed",
     "resolve_preprocess",
+    "run_latency",
     "running_stats",
     "samples_root",
     "series_id",
@@ -119,17 +252,21 @@ __all__ = [
     "sha256_file_cached",
     "split_dataset",
     "split_series_id",
+    "sqnr_bars",
     "sqnr_policy",
     "start_benchmark",
     "start_recipe",
+    "start_tune",
     "startup",
     "stored_items",
     "stratified_sample",
     "suggested_sizes",
     "take_notices",
     "tensor_preview",
+    "validate_recipe",
     "verdict_policy",
     "working_providers",
     "worse_or_equal",
+    "worst_output_sqnr",
     "write_dataset",
 ]

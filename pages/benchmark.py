@@ -4,15 +4,17 @@ import streamlit as st
 
 from ortlab.api import compare_benchmarks, running_stats, split_series_id
 from ortlab import api
-from ortlab.settings.config import DEFAULT_BENCH_DURATION_S, BenchConfig
-from ortlab.ui import actions, bench_view, charts, jobs, state
-from ortlab.ui.bench_job import collect, start_benchmark
-from ortlab.ui.bench_view import THROUGHPUT_METHOD
-from ortlab.ui.forms import dataclass_form
-from ortlab.ui.guard import engine_errors, error_message, show_message
-from ortlab.ui.inert import md
-from ortlab.ui.progress_view import draw_stages, show_flash
-from ortlab.ui.router import require_model, require_router
+from ortlab.api import DEFAULT_BENCH_DURATION_S, BenchConfig
+from ortlab.ui.session import actions, state
+from ortlab.ui.views import bench_view, charts
+from ortlab.ui.jobs import status as jobs
+from ortlab.ui.jobs.bench_job import collect, start_benchmark
+from ortlab.ui.views.bench_view import THROUGHPUT_METHOD
+from ortlab.ui.views.forms import dataclass_form
+from ortlab.ui.session.guard import engine_errors, error_message, show_message
+from ortlab.ui.session.inert import md
+from ortlab.ui.jobs.progress_view import draw_stages, show_flash
+from ortlab.ui.session.router import require_model, require_router
 
 require_router()
 st.title(":material/speed: Benchmark")

@@ -3,17 +3,18 @@
 import streamlit as st
 
 from ortlab.core.text import format_bytes
-from ortlab.ui import actions, cards, charts, compare_data, model_cache, state
-from ortlab.ui.forms import dataclass_form
-from ortlab.checks.verdict import VerdictPolicy
+from ortlab.ui.session import actions, compare_data, model_cache, state
+from ortlab.ui.views import cards, charts
+from ortlab.ui.views.forms import dataclass_form
+from ortlab.api import VerdictPolicy
 from ortlab.api import judge, not_evaluated
-from ortlab.ui.guard import engine_errors
-from ortlab.ui.inert import md
-from ortlab.ui.progress_view import demo_button, recipe_job_panel, show_flash
-from ortlab.ui.graph_view import counts_text, show_graph_diff
-from ortlab.ui import node_errors, speed
-from ortlab.ui.viewers import netron
-from ortlab.ui.router import require_router, stop_page
+from ortlab.ui.session.guard import engine_errors
+from ortlab.ui.session.inert import md
+from ortlab.ui.jobs.progress_view import demo_button, recipe_job_panel, show_flash
+from ortlab.ui.graph.graph_view import counts_text, show_graph_diff
+from ortlab.ui.views import node_errors, speed
+from ortlab.ui.views.viewers import netron
+from ortlab.ui.session.router import require_router, stop_page
 
 require_router()
 st.title(":material/compare: Compare")

@@ -9,14 +9,14 @@ from ortlab.api import batch_inputs, check_fits, check_tensor_inputs
 from ortlab.api import load_image_files, load_image_zip, load_tensor_file, load_text_file
 from ortlab.api import detect_preprocess, tensor_preview
 from ortlab import api
-from ortlab.settings.config import PreprocessConfig
-from ortlab.ui import actions, state
-from ortlab.ui.cards import random_data_warning
-from ortlab.ui.forms import dataclass_form
-from ortlab.ui.guard import engine_errors
-from ortlab.ui.inert import md
-from ortlab.ui.progress_view import show_flash
-from ortlab.ui.router import require_model, require_router, stop_page
+from ortlab.api import PreprocessConfig
+from ortlab.ui.session import actions, state
+from ortlab.ui.views.cards import random_data_warning
+from ortlab.ui.views.forms import dataclass_form
+from ortlab.ui.session.guard import engine_errors
+from ortlab.ui.session.inert import md
+from ortlab.ui.jobs.progress_view import show_flash
+from ortlab.ui.session.router import require_model, require_router, stop_page
 
 require_router()
 st.title(":material/photo_library: Data")

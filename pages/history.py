@@ -3,16 +3,17 @@
 import streamlit as st
 
 from ortlab.core.layout import QDQ_FILE
-from ortlab.runs.artifact import Artifact
+from ortlab.api import Artifact
 from ortlab.core.serial import to_plain
 from ortlab.core.text import format_bytes
-from ortlab.ui import actions, cards, state
+from ortlab.ui.session import actions, state
+from ortlab.ui.views import cards
 from ortlab.api import take_notices
-from ortlab.ui.guard import engine_errors, error_message, show_message
-from ortlab.ui.inert import md
-from ortlab.ui.progress_view import show_flash
-from ortlab.ui.router import require_router, stop_page
-from ortlab.ui.stored_view import stored_section
+from ortlab.ui.session.guard import engine_errors, error_message, show_message
+from ortlab.ui.session.inert import md
+from ortlab.ui.jobs.progress_view import show_flash
+from ortlab.ui.session.router import require_router, stop_page
+from ortlab.ui.views.stored_view import stored_section
 
 require_router()
 st.title(":material/history: History")

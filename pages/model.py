@@ -5,12 +5,13 @@ import os
 import streamlit as st
 
 from ortlab.core.text import format_bytes
-from ortlab.ui import actions, cards, charts, state
-from ortlab.ui.guard import engine_errors
-from ortlab.ui.inert import md
-from ortlab.ui.progress_view import demo_button, recipe_job_panel, show_flash
-from ortlab.ui.viewers import netron
-from ortlab.ui.router import require_router
+from ortlab.ui.session import actions, state
+from ortlab.ui.views import cards, charts
+from ortlab.ui.session.guard import engine_errors
+from ortlab.ui.session.inert import md
+from ortlab.ui.jobs.progress_view import demo_button, recipe_job_panel, show_flash
+from ortlab.ui.views.viewers import netron
+from ortlab.ui.session.router import require_router
 
 require_router()
 st.title(":material/deployed_code: Model")

@@ -2,15 +2,14 @@
 
 import streamlit as st
 
-from ortlab.settings.config import (Finding, OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target, errors_of,
-                           validate_recipe)
-from ortlab.runs.pipeline import NO_CALIBRATION_DATA
-from ortlab.ui import actions, state
-from ortlab.ui.forms import dataclass_form, set_form_values
-from ortlab.ui.guard import engine_errors
-from ortlab.ui.inert import md
-from ortlab.ui.progress_view import demo_button, recipe_job_panel, recipe_running, show_flash
-from ortlab.ui.router import require_model, require_router
+from ortlab.api import Finding, OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target, errors_of, validate_recipe
+from ortlab.api import NO_CALIBRATION_DATA
+from ortlab.ui.session import actions, state
+from ortlab.ui.views.forms import dataclass_form, set_form_values
+from ortlab.ui.session.guard import engine_errors
+from ortlab.ui.session.inert import md
+from ortlab.ui.jobs.progress_view import demo_button, recipe_job_panel, recipe_running, show_flash
+from ortlab.ui.session.router import require_model, require_router
 
 require_router()
 st.title(":material/science: Recipe")

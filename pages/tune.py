@@ -3,14 +3,14 @@ one the accuracy policy accepts, with the Pareto front filling in as trials fini
 
 import streamlit as st
 
-from ortlab.ui import state
-from ortlab.ui import tune_view as tv
-from ortlab.ui.guard import engine_errors, error_message, show_message
-from ortlab.ui.inert import md
+from ortlab.ui.session import state
+from ortlab.ui.views import tune_view as tv
+from ortlab.ui.session.guard import engine_errors, error_message, show_message
+from ortlab.ui.session.inert import md
 from ortlab.core.errors import OrtlabError
-from ortlab.ui.background import CANCELLED, FAILED
-from ortlab.ui.progress_view import show_flash
-from ortlab.ui.router import require_model, require_router
+from ortlab.ui.jobs.status import CANCELLED, FAILED
+from ortlab.ui.jobs.progress_view import show_flash
+from ortlab.ui.session.router import require_model, require_router
 
 require_router()
 st.title(":material/auto_awesome: Tune")
@@ -57,6 +57,7 @@ else:
     if not task.done:
         @st.fragment(run_every=1.0)
         def live() -> None:
+            task.drain()
             budget_s = task.meta["choice"].budget_s
             st.progress(min(1.0, task.elapsed / max(1.0, budget_s)),
                         text=f"{task.elapsed:.0f} s of {budget_s:.0f} s · {tv.plural(len(task.items), 'trial')} "
@@ -71,7 +72,8 @@ else:
 
         live()
     else:
-        result = task.result if task.result is not None else task.meta["tuner"].result
+        task.drain()
+        result = task.result
         if task.state == FAILED:
             show_message(*error_message("Tuning", task.error or OrtlabError("the search ended without a result")))
         elif task.state == CANCELLED or result is not None:

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
-from ortlab.ui.actions import DEMO_RECIPE
+from ortlab.ui.session.actions import DEMO_RECIPE
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -20,7 +20,7 @@ TIMEOUT = 120
 
 def _navigation_mode_like_the_server(mp) -> None:
     """AppTest resets ``PagesManager.uses_pages_directory`` before EVERY run, so (pages being in ``pages/``)
-    each run would start in Streamlit's old pages-folder mode; ``ortlab.ui.router`` then reroutes through
+    each run would start in Streamlit's old pages-folder mode; ``ortlab.ui.session.router`` then reroutes through
     app.py, but a rerun drops the button click of that run. A real server leaves that mode for good once
     app.py has called ``st.navigation``; keep it off here too."""
     from streamlit.runtime.pages_manager import PagesManager
@@ -264,7 +264,7 @@ def test_the_model_page_reads_uploads_and_imports_only_in_a_child_process(home, 
     """Uploading (or importing from a path) validates and inspects the model in a child process: nothing in the
     server parses, checks or inspects it, and the page shows the child's summary."""
     from ortlab.model.inspect import inspect_model
-    from ortlab.ui import actions
+    from ortlab.ui.session import actions
     from tests.models import conv_bn_model, matmul_model
 
     up, local = conv_bn_model(tmp_path / "conv.onnx"), matmul_model(tmp_path / "mm.onnx")
@@ -510,7 +510,7 @@ def test_benchmark_queue_message_is_gone_once_the_run_left_the_queue():
 
     from ortlab.core.progress import ProgressEvent
     from ortlab.runs.service import Handle
-    from ortlab.ui import progress_view
+    from ortlab.ui.jobs import progress_view
 
     shown = []
     job = SimpleNamespace(stages=["queued", "bench"], state="done",
@@ -534,7 +534,7 @@ def test_history_report_is_built_from_the_stored_run(demo_app):
     at, home = demo_app
     from ortlab.runs.artifact import Artifact
     from ortlab.runs.history import History
-    from ortlab.ui.actions import run_report
+    from ortlab.ui.session.actions import run_report
 
     row = History(home / "history.sqlite").list()[0]
     assert isinstance(row, Artifact)
@@ -604,7 +604,7 @@ def test_the_verdict_comes_first_on_compare_and_shows_in_history_and_the_report(
     assert "Verdict on #" in banner
     from ortlab.runs.artifact import Artifact
     from ortlab.runs.history import History
-    from ortlab.ui.actions import run_report
+    from ortlab.ui.session.actions import run_report
 
     # the demo's run (the shared session may also hold runs other tests added, e.g. the demo's CLI line)
     run = next(r for r in History(home / "history.sqlite").list() if isinstance(r, Artifact) and r.origin == "app")
@@ -716,7 +716,7 @@ def test_the_per_node_caption_names_the_real_number_of_evaluation_samples(demo_a
     # a run verified on 14 samples (the issue's case) is analysed on those 14, not "32"
     from dataclasses import replace
 
-    from ortlab.ui.node_errors import sample_count_text
+    from ortlab.ui.views.node_errors import sample_count_text
 
     assert sample_count_text(replace(run, evaluation=replace(run.evaluation, n_samples=14))) == "14"
 

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
-from ortlab.ui.inert import md
+from ortlab.ui.session.inert import md
 from test_app import APP, TIMEOUT, _server_like_navigation, leaves  # noqa: F401 (an autouse fixture)
 
 IMAGE = "![x](http://example.invalid/x.png)"
@@ -83,7 +83,7 @@ def test_model_metadata_file_name_and_recipe_name_are_shown_as_text(home, tmp_pa
 
     from ortlab.runs.artifact import Artifact
     from ortlab.runs.history import History
-    from ortlab.ui.actions import run_report
+    from ortlab.ui.session.actions import run_report
 
     run = History(home / "history.sqlite").list()[0]
     assert isinstance(run, Artifact)
@@ -116,7 +116,7 @@ def test_history_deletes_a_run_after_confirmation_and_shows_storage(home, tmp_pa
 
 
 def test_error_messages_show_workspace_relative_paths(home):
-    from ortlab.ui.guard import error_message, public_paths
+    from ortlab.ui.session.guard import error_message, public_paths
     from ortlab.core.errors import ModelLoadError
     from ortlab.runs.workspace import Workspace
 
@@ -152,7 +152,7 @@ def test_a_damaged_history_is_rebuilt_and_the_app_says_so(home, tmp_path):
 
 
 def test_public_paths_leave_links_alone():
-    from ortlab.ui.guard import public_paths
+    from ortlab.ui.session.guard import public_paths
 
     assert public_paths("see http://example.invalid/x.png or /srv/a/b.onnx", "/srv/ws") == \
         "see http://example.invalid/x.png or b.onnx"

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from ortlab.core.text import format_bytes
 from ortlab.model.importing import import_model
 from ortlab.runs.workspace import Workspace
-from ortlab.ui.inert import md
+from ortlab.ui.session.inert import md
 from tests.test_app import APP, TIMEOUT, sidebar_text, _server_like_navigation  # noqa: F401 (an autouse fixture)
 from tests.test_stored import _bytes, _run
 from tests.models import conv_bn_model

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from ortlab.runs.tune_policy import Trial, TuneResult
 from ortlab.settings.config import Recipe
-from ortlab.ui import tune_view as tv
+from ortlab.ui.views import tune_view as tv
 from tests.test_app import _navigation_mode_like_the_server, graph_diff_args as _graph_args
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,8 +10,8 @@ from ortlab.timing.bench import LatencySummary
 from ortlab.timing.compare import compare_benchmarks, running_stats
 from ortlab.settings.config import QuantConfig, Recipe
 from ortlab.core.errors import Cancelled, QuantizationError
-from ortlab.ui import bench_view, charts, forms
-from ortlab.ui.guard import error_message
+from ortlab.ui.views import bench_view, charts, forms
+from ortlab.ui.session.guard import error_message
 
 
 @pytest.mark.parametrize("field,values,visible", [

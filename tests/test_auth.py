@@ -1,4 +1,4 @@
-"""Sign-in and per-user workspaces (ortlab.ui.auth); the real sign-in flow is in tests/browser/test_sharing.py."""
+"""Sign-in and per-user workspaces (ortlab.ui.session.auth); the real sign-in flow is in tests/browser/test_sharing.py."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from ortlab.ui import actions, auth
+from ortlab.ui.session import actions, auth
 
 
 @pytest.fixture
@@ -109,7 +109,7 @@ def test_the_report_download_is_built_from_the_signed_in_users_workspace_outside
     from ortlab.runs.runspec import RunSpec
     from ortlab.runs import service
     from ortlab.settings.config import OptLevel, Recipe
-    from ortlab.ui import state
+    from ortlab.ui.session import state
     from tests.models import conv_bn_model
 
     src = conv_bn_model(tmp_path_factory.mktemp("rep") / "conv.onnx")

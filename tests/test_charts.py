@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from ortlab.ui import charts
+from ortlab.ui.views import charts
 
 
 def _s(variant: str, p50: float, p90: float, p99: float, batch: int = 1):

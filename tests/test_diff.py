@@ -258,7 +258,7 @@ def efficientnet_int8(tmp_path_factory):
 
 def test_per_node_errors_land_on_the_qdq_and_the_fused_graph(efficientnet_int8):
     from ortlab.model.diff_view import carry_values, map_node_names
-    from ortlab.ui.graph_view import build_view
+    from ortlab.ui.graph.graph_view import build_view
 
     fp32, fused, qdq, result = efficientnet_int8
     values = {n.name: n.sqnr_db for n in result.nodes}

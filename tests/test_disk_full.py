@@ -32,7 +32,7 @@ def test_a_run_is_refused_before_it_starts_when_the_workspace_disk_is_nearly_ful
 
 
 def test_enospc_in_a_writer_becomes_the_one_line(tmp_path, monkeypatch):
-    from ortlab.ui.guard import error_message
+    from ortlab.ui.session.guard import error_message
 
     def full_writer(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device", "/srv/ortlab/models/.upload-1-x")

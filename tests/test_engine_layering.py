@@ -172,3 +172,58 @@ def test_a_module_over_500_lines_says_why_in_its_docstring():
             if "Size:" not in doc:
                 long.append(f"{name} ({text.count(chr(10))} lines)")
     assert long == [], "split these, or give the reason in a 'Size:' line of the docstring: " + ", ".join(long)
+
+
+FRONT_END_LAYERS = ("ui", "cli")
+THROUGH = ("api", "core", "ui", "cli")  # what a front end may import: the front door, the foundation, itself
+
+
+def _front_end_edges(graph: import_graph.ImportGraph) -> list[str]:
+    """Imports (function-level ones included) from ``ortlab/ui`` or ``ortlab/cli`` of an engine layer other than
+    ``ortlab.api`` and ``ortlab.core``."""
+    return [f"{e.source}:{e.line} imports {e.target}" for e in graph.edges
+            if import_graph.layer(e.source) in FRONT_END_LAYERS and import_graph.layer(e.target) not in THROUGH]
+
+
+def _page_imports(path: Path) -> list[str]:
+    """The same for a file outside the package (``pages/``, ``app.py``): its ``ortlab.…`` imports, parsed."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [f"{node.module}.{a.name}" if node.module == "ortlab" else node.module for a in node.names]
+        else:
+            continue
+        found += [f"{path.name}:{node.lineno} imports {n}" for n in names
+                  if n.split(".")[0] == "ortlab" and len(n.split(".")) > 1 and n.split(".")[1] not in THROUGH]
+    return found
+
+
+def test_ui_cli_and_pages_import_the_engine_only_through_its_api():
+    root = Path(__file__).resolve().parent.parent
+    pages = [root / "app.py", *sorted((root / "pages").glob("*.py"))]
+    assert len(pages) > 5 and any(import_graph.layer(m) == "ui" for m in GRAPH.modules)
+    bad = _front_end_edges(GRAPH) + [hit for p in pages for hit in _page_imports(p)]
+    assert bad == [], "import these from ortlab.api (or ortlab.core):\n" + "\n".join(bad)
+
+
+def test_the_front_end_check_sees_a_lower_layer_import(tmp_path):
+    pkg = tmp_path / "ortlab"
+    for folder in ("core", "runs", "ui"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "api.py").write_text("")
+    (pkg / "runs" / "history.py").write_text("")
+    (pkg / "ui" / "view.py").write_text("from ortlab import api\nfrom ortlab.core import x\nfrom ortlab.ui import y\n"
+                                        "def f():\n    from ortlab.runs.history import History\n")
+    assert _front_end_edges(import_graph.build(pkg)) == ["ortlab.ui.view:5 imports ortlab.runs.history"]
+    page = tmp_path / "page.py"
+    page.write_text("from ortlab import api\nfrom ortlab.core.text import one_line\nfrom ortlab.ui import state\n"
+                    "def f():\n    from ortlab.settings.config import Recipe\n    from ortlab import runs\n"
+                    "    import ortlab.timing.bench\n")
+    assert [h.split(" imports ")[1] for h in _page_imports(page)] == ["ortlab.settings.config", "ortlab.runs",
+                                                                      "ortlab.timing.bench"]

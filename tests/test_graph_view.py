@@ -13,7 +13,7 @@ from models import big_chain_model, conv_bn_model
 from ortlab.settings.config import OptLevel
 from ortlab.model.diff_view import graph_description
 from ortlab.transforms.optimize import optimize_model
-from ortlab.ui.graph_view import (COMPONENT_DIR, DEFAULT_BUDGET, SIDES, build_view, component_args, overlay_color,
+from ortlab.ui.graph.graph_view import (COMPONENT_DIR, DEFAULT_BUDGET, SIDES, build_view, component_args, overlay_color,
                                   visible_elements)
 
 

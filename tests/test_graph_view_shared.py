@@ -9,7 +9,7 @@ from models import big_chain_model, conv_bn_model
 from ortlab.model.diff_view import graph_description
 from ortlab.settings.config import OptLevel
 from ortlab.transforms.optimize import optimize_model
-from ortlab.ui.graph_view import SIDES, build_view, visible_elements
+from ortlab.ui.graph.graph_view import SIDES, build_view, visible_elements
 
 
 def describe(before: list[tuple[str, str]], after: list[tuple[str, str, bool]], affinity: dict | None = None

@@ -15,14 +15,14 @@ import onnx
 import pytest
 
 from ortlab.runs.workspace import HOME_CACHE, Workspace, folder_bytes
-from ortlab.ui.netron_assets import (BRIDGE_NAME, CSP, STAMP, NetronUnavailable, component_dir, load_viewer,
+from ortlab.ui.netron.assets import (BRIDGE_NAME, CSP, STAMP, NetronUnavailable, component_dir, load_viewer,
                                      patch_viewer_sources, patched_viewer)
-from ortlab.ui.netron_files import modules_for_onnx, needed_files, registered
+from ortlab.ui.netron.files import modules_for_onnx, needed_files, registered
 from models import conv_bn_model, external_data_model
 
 ANALYTICS = (b"google-analytics", b"googletagmanager", b"analytics.google", b"ipinfo.io", b"sendBeacon")
-COMPONENT = "ortlab.ui.netron.ortlab_netron"
-GRAPH_VIEW = "ortlab.ui.graph_view.ortlab_graphdiff"
+COMPONENT = "ortlab.ui.netron.viewer.ortlab_netron"
+GRAPH_VIEW = "ortlab.ui.graph.graph_view.ortlab_graphdiff"
 
 
 @pytest.fixture
@@ -217,8 +217,8 @@ def _page(model: str, break_netron: bool = False, cap: int | None = None) -> Non
     import sys
     from pathlib import Path
 
-    from ortlab.ui import netron
-    from ortlab.ui.netron_assets import patched_viewer
+    from ortlab.ui.netron import viewer as netron
+    from ortlab.ui.netron.assets import patched_viewer
 
     original = sys.modules.get("netron")
     if cap is not None:

@@ -15,7 +15,7 @@ from ortlab.settings.config import Precision, QuantConfig, QuantMode, Recipe, re
 from ortlab.model.diff import GraphDiff
 from ortlab.checks.eval_report import EvalReport
 from ortlab.core.serial import from_plain
-from ortlab.ui.report import html_report
+from ortlab.ui.views.report import html_report
 
 REF_SHA = "a" * 63 + "1"
 CAND_SHA = "b" * 63 + "2"

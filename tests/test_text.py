@@ -38,7 +38,8 @@ def test_format_bytes_uses_decimal_si_units(n, text):
 
 def test_cli_app_and_report_share_the_byte_format():
     from ortlab.cli import render as cli
-    from ortlab.ui import cards, report
+    from ortlab.runs import report
+    from ortlab.ui.views import cards
 
     assert cli.format_bytes is format_bytes and cards.format_bytes is format_bytes
     assert report._bytes(4_938_268) == "4.94 MB (4,938,268 bytes)"

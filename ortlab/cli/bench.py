@@ -5,17 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ortlab.settings.flags import UsageError, add_config_arguments
-from ortlab.settings.config import DEFAULT_BENCH_DURATION_S, BenchConfig
+from ortlab.api import UsageError, add_config_arguments
+from ortlab.api import DEFAULT_BENCH_DURATION_S, BenchConfig
 from ortlab.cli.common import (
     BENCH_FLAGS_EXCLUDED, add_input_arguments, add_output_flags, bench_from_args, model_file, reporter,
     set_default_help, shapes_from_args, shapes_text, values_from_args,
 )
 from ortlab.cli.render import print_json, table
 from ortlab import api
-from ortlab.runs.artifact import Artifact
-from ortlab.runs.history import BenchVariant
-from ortlab.runs.workspace import Workspace
+from ortlab.api import Artifact
+from ortlab.api import BenchVariant
 from ortlab.api import inspect_model
 
 
@@ -64,7 +63,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
             if unknown:
                 raise UsageError(f"{flag} names {', '.join(unknown)}, which none of the models takes "
                                  f"(inputs: {', '.join(sorted(taken))}).")
-    workspace = Workspace()
+    workspace = api.open_workspace()
     run_ids = {Path(r.model_path).resolve(): r.run_id for r in reversed(workspace.history().list())
                if isinstance(r, Artifact)}
     variants = [BenchVariant(name, name, str(path), run_ids.get(path.resolve()))

@@ -11,19 +11,19 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
 
-from ortlab.model.inspect import ModelInfo
-from ortlab.settings.flags import UsageError, add_config_arguments, config_from_args, given_values
-from ortlab.settings.config import DEFAULT_BENCH_DURATION_S, BenchConfig, PreprocessConfig, Recipe
+from ortlab.api import ModelInfo
+from ortlab.api import UsageError, add_config_arguments, config_from_args, given_values
+from ortlab.api import DEFAULT_BENCH_DURATION_S, BenchConfig, PreprocessConfig, Recipe
 from ortlab.core.progress import ProgressEvent
 from ortlab.core.text import one_line
-from ortlab.checks.verdict import Level, VerdictPolicy
+from ortlab.api import Level, VerdictPolicy
 from ortlab.api import (
     bench_config_problems, find_for_model, inspect_model, list_samples, load_path,
     parse_shape, samples_root, worse_or_equal,
 )
 from ortlab.core.errors import DataError
-from ortlab.data.loaders import TEXT_EXTENSIONS, TOKENIZER_FILE
-from ortlab.runs.runspec import DataRef
+from ortlab.api import TEXT_EXTENSIONS, TOKENIZER_FILE
+from ortlab.api import DataRef
 from ortlab import api
 from ortlab.core.progress import null_reporter
 

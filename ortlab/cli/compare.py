@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ortlab.settings.flags import UsageError
-from ortlab.settings.config import Target
+from ortlab.api import UsageError
+from ortlab.api import Target
 from ortlab.cli.common import (
     add_input_arguments, add_output_flags, add_preprocess_arguments, add_verdict_arguments, exit_for, find_sample,
     load_dataset, model_file, policy_from_args, preprocess_from_args, reporter, shapes_from_args, shapes_text,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ortlab.settings.flags import UsageError
+from ortlab.api import UsageError
 from ortlab.core.text import format_bytes
 from ortlab.cli.common import PROG
 from ortlab.cli.render import print_json, table
-from ortlab.runs.artifact import Artifact
-from ortlab.runs.history import BenchmarkRecord
-from ortlab.runs.workspace import Workspace
+from ortlab.api import Artifact
+from ortlab.api import BenchmarkRecord
 from ortlab.api import judge
+from ortlab import api
 
 
 def add_command(sub) -> None:
@@ -28,7 +28,7 @@ def cmd_history(ns: argparse.Namespace) -> int:
 
     if ns.limit is not None and ns.limit < 1:
         raise UsageError("--limit must be at least 1.")
-    ws = Workspace()
+    ws = api.open_workspace()
     h = ws.history()
     runs, benches = h.list(ns.limit), h.list_benchmarks(ns.limit)
     if ns.json:

@@ -14,12 +14,12 @@ import sys
 from collections.abc import Sequence
 
 from ortlab import __version__
-from ortlab.settings.flags import UsageError
+from ortlab.api import UsageError
 from ortlab.core.errors import OrtlabError, RecipeError, ShapeError
 from ortlab.core.errors import OutputError
 from ortlab.core.text import escape_controls, one_line
 from ortlab.api import set_custom_op_libraries
-from ortlab.runtime.providers import CUSTOM_OPS_ENV
+from ortlab.api import CUSTOM_OPS_ENV
 from ortlab.cli.common import PROG, Parser, existing_file, start_service
 from ortlab.cli import bench, compare, history, inspect, optimize, samples, tune
 

@@ -6,21 +6,20 @@ import argparse
 import sys
 from pathlib import Path
 
-from ortlab.model.inspect import ModelInfo
-from ortlab.settings.config import Recipe
+from ortlab.api import ModelInfo
+from ortlab.api import Recipe
 from ortlab.core.errors import RecipeError
-from ortlab.checks.verdict import VerdictPolicy
+from ortlab.api import VerdictPolicy
 from ortlab.cli.common import (
     DATA_SUFFIXES, PROG, add_data_arguments, add_input_arguments, add_output_flags, add_preprocess_arguments,
     add_recipe_arguments, add_verdict_arguments, data_ref, existing_file, exit_for, find_sample, model_file,
     policy_from_args, preprocess_from_args, recipe_from_args, reporter, shapes_from_args,
 )
 from ortlab.cli.render import artifact_text, print_json
-from ortlab.runs.runspec import RunSpec
-from ortlab.runs.runspec import DataRef
+from ortlab.api import RunSpec
+from ortlab.api import DataRef
 from ortlab import api
 from ortlab.core.layout import ARTIFACT_FILE
-from ortlab.runs.workspace import Workspace
 
 
 def add_command(sub) -> None:
@@ -106,7 +105,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     src = model_file(ns.model)
     info = api.inspect_model(src)
     spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data, info)
-    workspace = Workspace()
+    workspace = api.open_workspace()
     out = Path(ns.out).expanduser() if ns.out else None
     artifact = api.start_recipe(spec, out, workspace=workspace, origin="cli", info=info).follow(reporter(ns))
     if ns.json:

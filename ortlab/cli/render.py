@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from ortlab.core.text import format_bytes
 from ortlab.cli.common import shapes_text
 from ortlab.core.serial import dumps
-from ortlab.settings.config import preprocess_cli_args
+from ortlab.api import preprocess_cli_args
 
 
 def verdict_line(verdict) -> str:

@@ -7,18 +7,18 @@ import math
 import sys
 from pathlib import Path
 
-from ortlab.settings.flags import UsageError
-from ortlab.settings.config import Target
+from ortlab.api import UsageError
+from ortlab.api import Target
 from ortlab.cli.common import (
     add_input_arguments, add_output_flags, add_preprocess_arguments, data_ref, existing, find_sample, load_dataset,
     model_file, preprocess_from_args, reporter, shapes_from_args, shapes_text,
 )
 from ortlab.cli.render import print_json, table
+from ortlab import api
 from ortlab.api import analyze, inspect_model, resolve_feed, split_dataset, verdict_policy, write_dataset
-from ortlab.runs.runspec import DataRef
-from ortlab.runs.tune import Tuner, TuneSettings
-from ortlab.checks.verdict import VerdictPolicy
-from ortlab.runs.workspace import Workspace
+from ortlab.api import DataRef
+from ortlab.api import TuneSettings
+from ortlab.api import VerdictPolicy
 
 
 def add_command(sub) -> None:
@@ -172,10 +172,11 @@ def cmd_tune(ns: argparse.Namespace) -> int:
                             exclusion_steps=max(0, ns.exclusion_steps), verify_samples=ns.verify_samples,
                             max_trials=ns.max_trials, shapes=shapes)
     policy = verdict_policy(VerdictPolicy(margin=ns.margin), ns.min_sqnr_db)  # the bar never relabels the verdict
-    tuner = Tuner(src, cal, ev, settings=settings, policy=policy, preprocess=pre,
-                  sample=sample.name if sample is not None else None, workspace=Workspace(), out_dir=out)
+    job = api.start_tune(src, cal, ev, settings, policy, preprocess=pre, sample=sample.name if sample is not None else None,
+                         workspace=api.open_workspace(), out_dir=out, background=False)
+    trials = job.follow()
     try:
-        for t in tuner.trials():
+        for t in trials:
             if not ns.json:
                 speed = f"{t.speedup:.2f}×" if t.speedup else "-"
                 q = t.quality()
@@ -184,9 +185,10 @@ def cmd_tune(ns: argparse.Namespace) -> int:
                       f"{q.sqnr_what} {_fmt(q.sqnr_db):>5} dB  {task:<22} {speed:>6}  {(t.size_bytes or 0) / 1e6:6.2f} MB"
                       f"  {'*' if t.pareto else ' '} {t.note or ('' if t.status == 'done' else t.verdict)}", flush=True)
     except KeyboardInterrupt:
-        tuner.cancel()
+        job.cancel()
+        trials.close()
         print("ortlab: interrupted; the result covers the finished trials.", file=sys.stderr)
-    r = tuner.result
+    r = job.result
     assert r is not None
     code = 0 if r.accepted else (1 if not any(t.status == "done" for t in r.trials) else EXIT_NO_RECOMMENDATION)
     if ns.json:

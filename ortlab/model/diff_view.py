@@ -1,5 +1,5 @@
 """The before/after graph to draw, as plain data (:func:`graph_description`: nodes with their change kind, name
-scope, attributes, shapes and quantization parameters; ``ortlab.ui.graph_view`` groups it), and carrying per-node
+scope, attributes, shapes and quantization parameters; ``ortlab.ui.graph.graph_view`` groups it), and carrying per-node
 values (e.g. the per-node int8 error, keyed by QDQ names) over to the fused graph (:func:`map_node_names`,
 :func:`carry_values`). The diff itself is :mod:`ortlab.model.diff`."""
 
@@ -209,7 +209,7 @@ def _scopes(b: _Graph, a: _Graph, covers: dict[int, int]) -> tuple[list[list[str
 
 
 def graph_description(before_path, after_path) -> dict:
-    """The before/after graph as plain data for ``ortlab.ui.graph_view`` to group and draw.
+    """The before/after graph as plain data for ``ortlab.ui.graph.graph_view`` to group and draw.
 
     Returns ``{"nodes": {id: node}, "edges": [[source, target], ...], "edges_before", "edges_after",
     "affinity": {removed id: after id}, "counts": GraphDiff.counts}``: the after graph (ids ``a<j>``) plus the

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import plotly.io as pio
 import pytest
 
-from ortlab.ui import charts
+from ortlab.ui.views import charts
 
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 

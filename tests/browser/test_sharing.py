@@ -108,7 +108,7 @@ def sign_in(page, app_url: str, subject: str) -> None:
 
 
 def user_key(issuer: str, subject: str) -> str:
-    from ortlab.ui.auth import user_key as key
+    from ortlab.ui.session.auth import user_key as key
 
     return key(issuer, subject)
 

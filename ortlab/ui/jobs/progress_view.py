@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ortlab.checks.verdict import Level
-from ortlab.ui import actions, state
-from ortlab.ui.guard import engine_errors, error_message, show_message
-from ortlab.ui.inert import md
-from ortlab.ui.jobs import CANCELLED, DONE, FAILED, Handle
+from ortlab.api import Level
+from ortlab.ui.session import actions, state
+from ortlab.ui.session.guard import engine_errors, error_message, show_message
+from ortlab.ui.session.inert import md
+from ortlab.ui.jobs.status import CANCELLED, DONE, FAILED, Handle
 
 STAGE_TITLES = {
     "queued": "Waiting for the benchmark slot", "validate": "Check recipe, model and data",

@@ -5,15 +5,15 @@ tables the Benchmark page draws from its samples."""
 from __future__ import annotations
 
 from ortlab.api import series_id
-from ortlab.settings.config import BenchConfig
-from ortlab.runs.history import BenchVariant
-from ortlab.runs.bench_service import BenchHandle
+from ortlab.api import BenchConfig
+from ortlab.api import BenchVariant
+from ortlab.api import BenchHandle
 from ortlab.api import start_benchmark as start_service_benchmark
-from ortlab.ui import state
-from ortlab.ui.actions import Variant, workspace
-from ortlab.ui.jobs import started
+from ortlab.ui.session import state
+from ortlab.ui.session.actions import Variant, workspace
+from ortlab.ui.jobs.status import started
 from ortlab.api import control_values
-from ortlab.ui.actions import bench_shapes
+from ortlab.ui.session.actions import bench_shapes
 
 
 def start_benchmark(variants: list[Variant], cfg: BenchConfig, measure_memory: bool) -> BenchHandle:

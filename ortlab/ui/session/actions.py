@@ -13,36 +13,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ortlab.runs.artifact import Artifact
-from ortlab.settings.config import OptLevel, PreprocessConfig, Precision, QuantConfig, QuantFormat, QuantMode, Recipe
-from ortlab.runs.history import History
-from ortlab.runs.runspec import DataRef, RunSpec
-from ortlab.runs.service import RecipeHandle
-from ortlab.runs.workspace import Workspace
-from ortlab.ui import model_cache, state
-from ortlab.ui.jobs import DONE, started
-from ortlab.ui.auth import workspace_root
-from ortlab.ui import auth
+from ortlab.api import Artifact
+from ortlab.api import OptLevel, PreprocessConfig, Precision, QuantConfig, QuantFormat, QuantMode, Recipe
+from ortlab.api import DataRef, RunSpec
+from ortlab.api import RecipeHandle
+from ortlab.api import Workspace
+from ortlab.ui.session import model_cache, state
+from ortlab.ui.jobs.status import DONE, started
+from ortlab.ui.session.auth import workspace_root
+from ortlab.ui.session import auth
 from ortlab import api
 from ortlab.api import inspect_model
 from ortlab.api import import_upload
 from ortlab.core.errors import ModelLoadError
 from ortlab.api import import_model
 from ortlab.api import split_dataset
-from ortlab.data.loaders import TOKENIZER_FILE
+from ortlab.api import TOKENIZER_FILE
 from ortlab.api import resolve_preprocess
 from ortlab.api import dataset_digest, write_dataset
 from ortlab.api import pick_subset
 from ortlab.core.text import format_bytes
-from ortlab.ui.cards import pct, verdict_text
+from ortlab.ui.views.cards import pct, verdict_text
 from ortlab.api import judge
-from ortlab.checks.verdict import VerdictPolicy
+from ortlab.api import VerdictPolicy
 from ortlab.api import infer_specs
 from ortlab.core.errors import RecipeError
-from ortlab.settings.config import recipe_cli_line
+from ortlab.api import recipe_cli_line
 from ortlab.api import model_info
-from ortlab.runs.history import BenchmarkRecord
-from ortlab.ui.report import html_report
+from ortlab.ui.views.report import html_report
 
 DEMO_RECIPE = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.STATIC, quant_format=QuantFormat.QDQ),
                      opt_level=OptLevel.EXTENDED)
@@ -54,14 +52,14 @@ WHAT_ORTLAB_DOES = ("ortlab makes an ONNX model smaller and faster with ONNX Run
 
 def workspace() -> Workspace:
     """This session's workspace: ``$ORTLAB_HOME`` (or ``~/.ortlab``), or — when the app is shared with sign-in —
-    the signed-in user's private one under ``$ORTLAB_HOME/users/`` (see :mod:`ortlab.ui.auth`)."""
+    the signed-in user's private one under ``$ORTLAB_HOME/users/`` (see :mod:`ortlab.ui.session.auth`)."""
 
-    return Workspace(workspace_root())
+    return api.open_workspace(workspace_root())
 
 
-def history() -> History:
+def history() -> api.History:
     """The History database of the workspace."""
-    return History(workspace().db_path)
+    return api.open_history(workspace())
 
 
 def delete_run(run_id: int):
@@ -606,16 +604,9 @@ def run_report(run: Artifact, ws: Workspace | None = None, cache: dict | None = 
     workspace ``ws`` and the session cache ``cache`` (default: this session's)."""
 
     src, model = Path(run.source_path), Path(run.model_path)
-    hist = History((ws or workspace()).db_path)
-    timed = [b for b in hist.list_benchmarks(limit=50)
-             if isinstance(b, BenchmarkRecord) and any(v.run_id == run.run_id for v in b.variants)]
-    # the speed line: the newest benchmark that timed this run at batch 1 under ORT (with its source when one did)
-    speeds = [(b, _report_speed(b, run)) for b in timed]
-    with_run = [(b, s) for b, s in speeds if s is not None and s[1] is not None]
-    rec, speed = next(((b, s) for b, s in with_run if s[0] is not None), with_run[0] if with_run else (None, None))
-    bench = rec.summaries if rec is not None else (timed[0].summaries if timed else None)
+    timing = api.report_timing(api.open_history(ws or workspace()), run)
     return html_report(run, model_cache.model_info(src, cache).to_dict(), model_cache.model_info(model, cache).to_dict(),
-                       model_cache.graph_diff(src, model, cache), run.evaluation, bench, speed=speed)
+                       model_cache.graph_diff(src, model, cache), run.evaluation, timing.bench, speed=timing.speed)
 
 
 def report_download(run: Artifact):
@@ -646,20 +637,3 @@ def rerun_interrupted(run) -> RecipeHandle:
 
 def dismiss_interrupted(run) -> None:
     api.dismiss_interrupted(run, workspace())
-
-
-def _report_speed(rec: BenchmarkRecord | None, run: Artifact):
-    """(source, run) batch-1 ORT summaries of ``rec``, when it timed them."""
-    if rec is None:
-        return None
-
-    def find(pred) -> object:
-        ids = {v.id for v in rec.variants if v.runtime == "onnxruntime" and pred(v)}
-        return next((s for s in rec.summaries if s.variant in ids and s.batch_size == 1), None)
-
-    def is_source(v) -> bool:
-        try:
-            return v.run_id is None and Path(v.path).resolve() == Path(run.source_path).resolve()
-        except OSError:
-            return False
-    return find(is_source), find(lambda v: v.run_id == run.run_id)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import streamlit as st
 
 from ortlab.core.text import format_bytes
-from ortlab.runs.stored import MODEL
-from ortlab.ui import actions, state
-from ortlab.ui.guard import engine_errors
-from ortlab.ui.inert import md
+from ortlab.api import STORED_MODEL as MODEL
+from ortlab.ui.session import actions, state
+from ortlab.ui.session.guard import engine_errors
+from ortlab.ui.session.inert import md
 
 CONFIRM = "history.stored.confirm"  # the folder waiting for "Yes, delete"
 

@@ -1,6 +1,8 @@
 """One self-contained HTML report of a run: recipe, hashes, sizes, graph diff, accuracy, benchmark.
 
-The file embeds plotly.js once and fetches nothing: it opens offline and can be mailed as is.
+The page is built here without drawing: its charts come in as ready HTML (``charts_html``; the app draws them
+with plotly, :mod:`ortlab.ui.views.report`, embedding plotly.js once). The file fetches nothing: it opens offline and
+can be mailed as is.
 """
 
 from __future__ import annotations
@@ -10,17 +12,13 @@ from datetime import datetime, UTC
 from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable, Set as AbstractSet
 
-import plotly.graph_objects as go
-import plotly.io as pio
-
 from ortlab.runs.artifact import Artifact
 from ortlab.timing.bench import LatencySummary
+from ortlab.timing.compare import compare_benchmarks
 from ortlab.settings.config import recipe_cli_line
 from ortlab.checks.eval_report import EvalReport
 from ortlab.core.text import format_bytes
-from ortlab.checks.verdict import Level, Verdict
-from ortlab.api import compare_benchmarks, judge
-from ortlab.ui.charts import latency_panels, plain, variant_colors
+from ortlab.checks.verdict import Level, Verdict, judge
 
 if TYPE_CHECKING:
     from ortlab.model.diff import GraphDiff
@@ -89,43 +87,15 @@ def _table(headers: Iterable[str], rows: Iterable[Iterable[Any]], numeric: Abstr
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _figures(diff: GraphDiff, bench: list[LatencySummary] | None) -> list[go.Figure]:
-    figs = []
-    deltas = [d for d in diff.op_deltas if d.get("delta")]
-    if deltas:
-        deltas = sorted(deltas, key=lambda d: d["delta"])
-        figs.append(go.Figure(
-            go.Bar(x=[d["delta"] for d in deltas], y=[plain(d["key"]) for d in deltas], orientation="h",
-                   marker_color=["#d62728" if d["delta"] < 0 else "#2ca02c" for d in deltas]),
-            layout={"title": "Op-count change (after − before)", "height": max(260, 24 * len(deltas) + 100),
-                    "margin": {"l": 220, "r": 20, "t": 50, "b": 40}},
-        ))
-    if bench:  # the app's form: p50 bars with p90/p99 whiskers, one panel per batch size
-
-        ids = list(dict.fromkeys(b.variant for b in bench))
-        fig = latency_panels(bench, {}, variant_colors(ids), height=420)
-        fig.update_layout(title={"text": "Latency per batch size (ms) · bar: p50 · whisker: p99 · ◆: p90",
-                                 "font": {"size": 17}})
-        figs.append(fig)
-    return figs
-
-
-def _figure_html(figs: list[go.Figure]) -> str:
-    out = []
-    for i, fig in enumerate(figs):
-        fig.update_layout(template="plotly_white", font={"size": 13})
-        out.append(pio.to_html(fig, include_plotlyjs=(i == 0), full_html=False,
-                               config={"displaylogo": False, "responsive": True}))
-    return "\n".join(out)
-
-
 def html_report(artifact: Artifact, ref_info: dict, cand_info: dict, diff: GraphDiff, evaluation: EvalReport | None,
                 bench: list[LatencySummary] | None, *, title: str | None = None,
-                speed: tuple[LatencySummary | None, LatencySummary | None] | None = None) -> str:
-    """A self-contained HTML report (plotly.js inlined once, no external links) of one run.
+                speed: tuple[LatencySummary | None, LatencySummary | None] | None = None,
+                charts_html: str = "") -> str:
+    """A self-contained HTML report (no external links) of one run.
 
     ``ref_info``/``cand_info`` are ``ModelInfo.to_dict()``; ``bench`` the summaries of a benchmark that timed it;
-    ``speed`` the (reference, candidate) summaries at batch 1 of that benchmark. Warnings are the run's and the
+    ``speed`` the (reference, candidate) summaries at batch 1 of that benchmark; ``charts_html`` the charts,
+    drawn by the caller, under their own heading (none when empty). Warnings are the run's and the
     source model's, never the inspection of ortlab's own output (which uses contrib ops by design).
     """
     recipe = artifact.recipe
@@ -231,9 +201,8 @@ def html_report(artifact: Artifact, ref_info: dict, cand_info: dict, diff: Graph
         parts.append("<p>Speed-up: the first variant's p50 ÷ this p50, the median over rounds in which the variants "
                      "ran in turn, with its 95% interval; an interval that holds 1 is no clear difference.</p>")
         parts.append("".join(f'<div class="warn">{_e(w)}</div>' for w in comparison.warnings))
-    figs = _figures(diff, bench)
-    if figs:
-        parts.append("<h2>Charts</h2>" + _figure_html(figs))
+    if charts_html:
+        parts.append("<h2>Charts</h2>" + charts_html)
 
     body = "\n".join(parts)
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from collections.abc import Iterator
 
 import streamlit as st
-from ortlab.ui import state
+from ortlab.ui.session import state
 
 _local = threading.local()
 _MAX_REROUTES = 3

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ortlab.timing.bench import THROUGHPUT_METHOD
+from ortlab.api import THROUGHPUT_METHOD
 from ortlab.api import noise_warnings
-from ortlab.timing.compare import BenchComparison, LatencyStats
+from ortlab.api import BenchComparison, LatencyStats
 
 THROUGHPUT_COLUMN = "samples/s (batch÷p50)"
 

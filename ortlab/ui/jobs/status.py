@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from ortlab.runs.service import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Handle
+from ortlab.api import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Handle
 from ortlab.api import bench_busy
 
 __all__ = ["CANCELLED", "DONE", "FAILED", "QUEUED", "RUNNING", "Handle", "busy", "started", "sync_jobs"]

@@ -7,7 +7,7 @@ same kind of object.
 What belongs to a model lives under that model's sha256 (:func:`model_key`): the data chosen for it, its
 preprocessing, the Compare pair, the benchmark job and its results, one-shot messages. Changing the model never
 shows another model's numbers; coming back to a model finds its own choices again. The artifacts of every model
-stay in one list (each knows its source's sha256); pages ask :mod:`ortlab.ui.actions` for the current model's.
+stay in one list (each knows its source's sha256); pages ask :mod:`ortlab.ui.session.actions` for the current model's.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from ortlab.runs.artifact import Artifact
-from ortlab.settings.config import PreprocessConfig, Recipe
+from ortlab.api import Artifact
+from ortlab.api import PreprocessConfig, Recipe
 
 if TYPE_CHECKING:
-    from ortlab.runs.history import BenchmarkRecord
+    from ortlab.api import BenchmarkRecord
 
 _P = "ortlab."
 ORIGINAL = "original"

@@ -13,10 +13,10 @@ import streamlit as st
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.text import one_line
 from ortlab.core.disk import disk_full_message, is_disk_full
-from ortlab.ui.inert import md
+from ortlab.ui.session.inert import md
 from ortlab.api import default_root
-from ortlab.runs.history import HistoryRecovered
-from ortlab.ui.auth import workspace_root
+from ortlab.api import HistoryRecovered
+from ortlab.ui.session.auth import workspace_root
 
 log = logging.getLogger("ortlab.ui")
 

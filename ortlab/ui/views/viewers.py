@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ortlab.ui.guard import engine_errors
-from ortlab.ui.netron import show_netron
+from ortlab.ui.session.guard import engine_errors
+from ortlab.ui.netron.viewer import show_netron
 
 
 def netron(model_path: Path, key: str, height: int = 600) -> None:

@@ -6,12 +6,12 @@ import os
 
 import streamlit as st
 
-from ortlab.ui import actions, auth, state
+from ortlab.ui.session import actions, auth, state
 from ortlab.core.text import format_bytes
-from ortlab.ui.guard import engine_errors
-from ortlab.ui.inert import md
+from ortlab.ui.session.guard import engine_errors
+from ortlab.ui.session.inert import md
 from ortlab import api
-from ortlab.runtime.providers import CPU, CUDA, TRT
+from ortlab.api import CPU, CUDA, TRT
 
 CSS = """
 <style>

@@ -79,7 +79,7 @@
         open();
     });
 
-    // Raised by the patched browser.js once Netron's host has started (see ortlab/ui/netron_assets.py).
+    // Raised by the patched browser.js once Netron's host has started (see ortlab/ui/netron/assets.py).
     window.addEventListener('ortlab-netron-ready', function (event) {
         host = event.detail;
         document.body.setAttribute('data-ortlab-netron', 'ready');

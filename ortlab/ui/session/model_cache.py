@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ortlab.api import graph_description as _description, graph_diff as _diff, model_info as _model_info
-from ortlab.ui import state
+from ortlab.ui.session import state
 
 if TYPE_CHECKING:
-    from ortlab.model.diff import GraphDiff
+    from ortlab.api import GraphDiff
 
 
 def cache_key(*parts) -> tuple:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ortlab.core.errors import OrtlabError
-from ortlab.ui.netron_files import NetronSourceError, needed_files
+from ortlab.ui.netron.files import NetronSourceError, needed_files
 
 BRIDGE = Path(__file__).resolve().parent / "netron_component" / "ortlab-netron.js"
 BRIDGE_NAME = BRIDGE.name
@@ -179,7 +179,7 @@ def patch_viewer_sources(index: str, browser: str, base: str, bridge: str | None
     browser = _replace_once(
         browser, "const browser = {};\n",
         "const browser = {};\n\n// ortlab: the files this viewer serves (netron's files for ONNX models, see "
-        f"ortlab/ui/netron_files.py).\nbrowser.served = new Set({listed});\n"
+        f"ortlab/ui/netron/files.py).\nbrowser.served = new Set({listed});\n"
         "browser.notServed = (name) => new Error(`Netron's '${name}' is not part of this viewer: ortlab serves "
         "only the files Netron needs for ONNX models.`);\n", "browser.js")
     browser = _replace_once(

@@ -1,8 +1,8 @@
-"""The Tune page's engine calls and drawing: a :class:`ortlab.runs.tune.Tuner` search on a thread (synchronously under
-tests), its Pareto chart filled as trials finish, and the recommendation.
+"""The Tune page's drawing: a search started through :func:`ortlab.api.start_tune` (on a thread; synchronously
+under tests), its Pareto chart filled as trials finish, and the recommendation.
 
-The task (:mod:`ortlab.ui.background`) is this session's job ``"tune"``; its ``items`` are the finished
-``Trial``s (their Pareto flags are updated in place by the tuner), its result the ``TuneResult``.
+The job (:class:`ortlab.api.TuneJob`) is this session's job ``"tune"``; the page drains its finished ``Trial``s
+into ``items`` (their Pareto flags are updated in place by the tuner); its result is the ``TuneResult``.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from ortlab.settings.config import Target
-from ortlab.ui import actions, background, charts, state
+from ortlab import api
+from ortlab.api import Target, TuneJob, TuneSettings, sqnr_policy, verdict_policy
+from ortlab.ui.session import actions, state
+from ortlab.ui.views import charts
+from ortlab.ui.jobs.status import sync_jobs
 from ortlab.core.errors import DataError
-from ortlab.runs.tune import Tuner, TuneSettings
-from ortlab.api import sqnr_policy, verdict_policy
 from ortlab.core.errors import OrtlabError
 
 OBJECTIVES = ("latency", "size")
@@ -38,7 +39,7 @@ class TuneChoice:
     exclusion_steps: int = 6
 
 
-def start_tune(choice: TuneChoice) -> background.Task:
+def start_tune(choice: TuneChoice) -> TuneJob:
     """Start the search on the current model with the session's calibration/evaluation data."""
 
     if state.model_path() is None:
@@ -52,17 +53,15 @@ def start_tune(choice: TuneChoice) -> background.Task:
     settings = TuneSettings(budget_s=float(choice.budget_s), objective=choice.objective, target=Target(choice.target),
                             bench_s=float(choice.bench_s), exclusion_steps=int(choice.exclusion_steps),
                             verify_samples=spec.verify_samples, max_trials=int(choice.max_trials) or None)
-    tuner = Tuner(spec.model, spec.calibration, spec.evaluation, settings=settings, policy=policy,
-                  preprocess=spec.preprocess, sample=spec.sample, workspace=actions.workspace())
-
-    def work(task: background.Task):
-        task.follow(tuner.trials())
-        return tuner.result
-
-    task = background.start(work, on_cancel=tuner.cancel, name="ortlab-tune",
-                            meta={"tuner": tuner, "choice": choice, "model": state.model_label()})
-    state.set_job("tune", task)
-    return task
+    job = api.start_tune(spec.model, spec.calibration, spec.evaluation, settings, policy, preprocess=spec.preprocess,
+                         sample=spec.sample, workspace=actions.workspace(), background=not sync_jobs(),
+                         meta={"choice": choice, "model": state.model_label()})
+    if sync_jobs():
+        for _ in job.follow():
+            pass
+    job.drain()
+    state.set_job("tune", job)
+    return job
 
 
 def plural(n: int, word: str) -> str:

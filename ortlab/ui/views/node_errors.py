@@ -1,14 +1,13 @@
 """Compare → Per-node error: rank an int8 static candidate's nodes by the error they add (``ortlab.checks.analyze``),
 tick nodes to keep in float, re-run the candidate's recipe with them excluded and put the two results side by side.
 
-The analysis runs on a thread (:mod:`ortlab.ui.background`; synchronously under tests) and is kept per candidate
-model in the session. Its per-node SQNR goes to :func:`ortlab.ui.state.set_node_overlay` for the graph-diff view.
+The analysis runs on a thread (:mod:`ortlab.ui.jobs.background`; synchronously under tests) and is kept per candidate
+model in the session. Its per-node SQNR goes to :func:`ortlab.ui.session.state.set_node_overlay` for the graph-diff view.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -16,16 +15,19 @@ from typing import Any
 import streamlit as st
 
 from ortlab.core.layout import QDQ_FILE
-from ortlab.runs.artifact import Artifact
-from ortlab.settings.config import Precision, QuantMode, Recipe
+from ortlab.api import Artifact
+from ortlab.api import Precision, QuantMode
 from ortlab.core.text import format_bytes
-from ortlab.ui import actions, background, cards, speed, state
-from ortlab.ui.guard import engine_errors, error_message, show_message
-from ortlab.ui.inert import md
-from ortlab.ui.jobs import DONE
+from ortlab.ui.session import actions, state
+from ortlab.ui.jobs import background
+from ortlab.ui.views import cards, speed
+from ortlab.ui.session.guard import engine_errors, error_message, show_message
+from ortlab.ui.session.inert import md
+from ortlab.ui.jobs.status import DONE
 from ortlab.core.errors import DataError
 from ortlab.core.progress import CancelToken
 from ortlab.core.errors import OrtlabError
+from ortlab import api
 from ortlab.api import analyze
 from ortlab.api import carry_values, map_node_names
 
@@ -93,52 +95,23 @@ def collect(task: background.Task) -> None:
     task.handled = True
     res = task.result
     results()[task.meta["candidate"]] = res
-    state.set_node_overlay(task.meta["candidate"], overlay_values(res, ACCUMULATED), "accumulated SQNR",
-                           overlay_values(res, ADDED))
+    state.set_node_overlay(task.meta["candidate"], api.overlay_values(res, ACCUMULATED), "accumulated SQNR",
+                           api.overlay_values(res, ADDED))
 
 
-ACCUMULATED = "accumulated"
-ADDED = "added by the node"
-MODES = (ACCUMULATED, ADDED)
-OK_MARGIN_DB = 10.0  # the overlay's ok bar: this far above the verdict policy's broken bar
+ACCUMULATED, ADDED, MODES = api.ACCUMULATED, api.ADDED, api.NODE_ERROR_MODES
 
 
 def thresholds(policy=None) -> tuple[float, float]:
-    """(broken bar, ok bar) in dB of the overlay's absolute scale: red below the verdict policy's min SQNR
-    (``VerdictPolicy.min_sqnr_db``, where a result is broken), green from ``OK_MARGIN_DB`` above it."""
-    p = policy if policy is not None else actions.verdict_policy()
-    return float(p.min_sqnr_db), float(p.min_sqnr_db) + OK_MARGIN_DB
-
-
-def overlay_values(analysis, mode: str = ACCUMULATED) -> dict[str, float]:
-    """``{node name: SQNR dB}``: accumulated (the quantized model with everything upstream) or added by the node
-    alone (its local SQNR, the accumulated one where no local was measured); finite values only."""
-    out = {}
-    for e in analysis.nodes:
-        v = e.sqnr_db if mode == ACCUMULATED or e.local_sqnr_db is None else e.local_sqnr_db
-        if v is not None and math.isfinite(v):
-            out[e.name] = float(v)
-    return out
-
-
-def culprit(analysis):
-    """The node with the lowest accumulated SQNR (the first in the graph's order among equals), or None."""
-    nodes = [e for e in analysis.nodes if e.sqnr_db is not None and not math.isnan(e.sqnr_db)]
-    return min(nodes, key=lambda e: e.sqnr_db) if nodes else None
+    """(broken bar, ok bar) in dB of the overlay's absolute scale (:func:`ortlab.api.sqnr_bars` of the session's
+    verdict policy, or of ``policy``)."""
+    bars = api.sqnr_bars(policy if policy is not None else actions.verdict_policy())
+    return bars.broken, bars.ok
 
 
 def culprit_sentence(analysis, policy=None) -> str | None:
     """One sentence naming the worst node by accumulated error, against the policy's bars."""
-    e = culprit(analysis)
-    if e is None:
-        return None
-    broken, ok = thresholds(policy)
-    if math.isinf(e.sqnr_db):
-        return "Every quantized node's output is identical to the fp32 model's."
-    where = ("below the verdict's broken bar of " + f"{broken:g} dB" if e.sqnr_db < broken else
-             f"under the ok bar of {ok:g} dB" if e.sqnr_db < ok else f"above the ok bar of {ok:g} dB")
-    local = f"; alone it adds {_db(e.local_sqnr_db)}" if e.local_sqnr_db is not None else ""
-    return f"Worst accumulated error: {e.name} ({e.op_type}) at {_db(e.sqnr_db)}, {where}{local}."
+    return api.culprit_sentence(analysis, api.sqnr_bars(policy if policy is not None else actions.verdict_policy()))
 
 
 def _num(x: float | None, digits: int = 1) -> float | None:
@@ -152,40 +125,12 @@ def _num(x: float | None, digits: int = 1) -> float | None:
 def table_rows(analysis, keep: Collection[str] = (), top: int = TOP_ROWS, by: str = ACCUMULATED) -> list[dict]:
     """The worst ``top`` nodes by accumulated SQNR (``by``) or by what each adds alone (local SQNR), as table
     rows (infinite SQNR shown as ±999 dB so the column sorts)."""
-    def key(e) -> float:
-        v = e.sqnr_db if by == ACCUMULATED or e.local_sqnr_db is None else e.local_sqnr_db
-        return math.inf if v is None or math.isnan(v) else v
-
-    worst = sorted(analysis.nodes, key=key)[:top]
+    worst = api.ranked_nodes(analysis, by, top)
     return [{KEEP: e.name in keep, "node": e.name, "op": e.op_type, "accumulated SQNR dB": _num(e.sqnr_db),
              "local SQNR dB": _num(e.local_sqnr_db), "added dB": _num(e.added_db), "cosine": _num(e.cosine, 4),
              # a detector's score channels vs box channels: the group that ranks the node (ortlab.checks.analyze)
              **({"worst group": f"{e.group} {_num(e.score_db)} dB" if e.group else ""}
                 if getattr(analysis, "groups", None) else {})} for e in worst]
-
-
-def excluded_recipe(recipe: Recipe, nodes, base_run_id: int | None = None) -> Recipe:
-    """``recipe`` with ``nodes`` (added to any it already excludes) kept in float, named after what changed
-    (``#1 + 3 nodes kept in float``)."""
-    merged = tuple(dict.fromkeys([*recipe.quant.nodes_to_exclude, *nodes]))
-    added = len(merged) - len(recipe.quant.nodes_to_exclude)
-    base = f"#{base_run_id}" if base_run_id is not None else recipe.label()
-    name = f"{base} + {added} node{'s' if added != 1 else ''} kept in float"
-    return replace(recipe, quant=replace(recipe.quant, nodes_to_exclude=merged), name=name)
-
-
-def worst_sqnr(a: Artifact) -> float | None:
-    """The lowest output SQNR of a run's evaluation."""
-    ev = a.evaluation
-    if ev is None or not ev.outputs:
-        return None
-    return min(o.sqnr_db for o in ev.outputs)
-
-
-def _db(x: float | None) -> str:
-    if x is None:
-        return "–"
-    return "identical" if math.isinf(x) else f"{x:.1f} dB"
 
 
 def comparison_rows(base: Artifact, new: Artifact, latency: dict | None = None) -> list[dict]:
@@ -195,7 +140,8 @@ def comparison_rows(base: Artifact, new: Artifact, latency: dict | None = None) 
 
     def col(a: Artifact) -> dict[str, str]:
         ev = a.evaluation
-        return {"verdict": cards.verdict_text(actions.run_verdict(a)), "logits SQNR (worst output)": _db(worst_sqnr(a)),
+        return {"verdict": cards.verdict_text(actions.run_verdict(a)),
+                "logits SQNR (worst output)": api.db_text(api.worst_output_sqnr(ev)),
                 "top-1 agreement": cards.pct(ev.top1_agreement if ev else None), "size": format_bytes(a.size_bytes),
                 "latency b1 p50": speed.latency_text(timed.get(a.run_id)),
                 "kept in float": str(len(a.recipe.quant.nodes_to_exclude))}
@@ -205,16 +151,8 @@ def comparison_rows(base: Artifact, new: Artifact, latency: dict | None = None) 
 
 def exclusion_sentence(base: Artifact, new: Artifact, nodes) -> str:
     """One sentence: did keeping ``nodes`` in float help? (SQNR of the worst output, before → after)."""
-    names = ", ".join(nodes) if len(nodes) <= 3 else f"{', '.join(list(nodes)[:3])} and {len(nodes) - 3} more"
-    before, after = worst_sqnr(base), worst_sqnr(new)
-    if before is None or after is None:
-        return f"Keeping {names} in float: no evaluation to compare the SQNR with."
-    if after < before - 0.05:
-        return (f"Keeping {names} in float lowered SQNR from {_db(before)} to {_db(after)}: "
-                f"keep {'it' if len(nodes) == 1 else 'them'} quantized.")
-    if after > before + 0.05:
-        return f"Keeping {names} in float raised SQNR from {_db(before)} to {_db(after)}."
-    return f"Keeping {names} in float left SQNR unchanged ({_db(before)} → {_db(after)})."
+    return api.exclusion_sentence(api.worst_output_sqnr(base.evaluation), api.worst_output_sqnr(new.evaluation),
+                                  list(nodes))
 
 
 # -- page section ---------------------------------------------------------------------------------------------
@@ -349,13 +287,13 @@ def _table(a: Artifact, res) -> None:
     if st.button("Re-run with these nodes in float", key="node_errors.rerun", disabled=not keep or busy or not same_model,
                  help="The candidate's recipe with the ticked nodes added to nodes_to_exclude, on the current data."):
         with engine_errors("Starting the re-run"):
-            job = actions.start_recipe_job(excluded_recipe(a.recipe, keep, a.run_id))
+            job = actions.start_recipe_job(api.excluded_recipe(a.recipe, keep, a.run_id))
             state.set_ui(_RERUN, {"base": actions.variant_id(a), "nodes": keep, "job": job.id, "new": None})
             st.rerun()
 
 
 def graph_overlay(a: Artifact | None, mode: str = ACCUMULATED) -> dict | None:
-    """The stored overlay (:func:`ortlab.ui.state.node_overlay`) when it belongs to ``a``'s QDQ model, its values
+    """The stored overlay (:func:`ortlab.ui.session.state.node_overlay`) when it belongs to ``a``'s QDQ model, its values
     also under the names of ``a``'s own (ORT-optimized, fused) graph, so that they land on both the QDQ and the
     fused nodes of the graph diff."""
     task = state.job("analyze")

@@ -14,7 +14,7 @@ from typing import Any
 
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.progress import Completion
-from ortlab.ui.jobs import CANCELLED, DONE, FAILED, RUNNING, sync_jobs
+from ortlab.ui.jobs.status import CANCELLED, DONE, FAILED, RUNNING, sync_jobs
 
 
 class Task(Completion):

@@ -1,12 +1,12 @@
-"""Cached evaluations of two variants for the Compare and History pages (model files: :mod:`ortlab.ui.model_cache`)."""
+"""Cached evaluations of two variants for the Compare and History pages (model files: :mod:`ortlab.ui.session.model_cache`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ortlab.checks.eval_report import EvalReport
-from ortlab.ui import actions, state
-from ortlab.ui.model_cache import cache_key
+from ortlab.api import EvalReport
+from ortlab.ui.session import actions, state
+from ortlab.ui.session.model_cache import cache_key
 from ortlab.api import evaluate
 from ortlab.core.errors import DataError
 

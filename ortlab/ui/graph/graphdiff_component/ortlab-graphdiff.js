@@ -1,6 +1,6 @@
 // ortlab: the graph diff drawn with Cytoscape.js and dagre (both vendored, served by the app itself), as a
 // Streamlit custom component (protocol API version 1): before and after side by side. Python
-// (ortlab/ui/graph_view.py) sends each side's whole group tree and which groups are open at first; this file
+// (ortlab/ui/graph/graph_view.py) sends each side's whole group tree and which groups are open at first; this file
 // shows and hides groups itself (no round trip to Python, so the page does not rerun and the zoom stays), a
 // group together with its twin on the other side, lays out, lines matched groups up across the two panes,
 // pans and zooms them together ("link panes"), and links a node to its match on the other side. It sends

@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from ortlab.checks.eval_report import EvalReport, OutputError
+from ortlab.api import EvalReport, OutputErrorMetrics as OutputError
 from ortlab.core.text import format_bytes
-from ortlab.checks.verdict import Level, Verdict
-from ortlab.ui.inert import html_text, md
+from ortlab.api import Level, Verdict
+from ortlab.ui.session.inert import html_text, md
 
 if TYPE_CHECKING:
     from streamlit.elements.metric import DeltaColor

@@ -1,87 +1,34 @@
-"""Speed on Compare: the latest benchmark in History that timed both models of the pair at batch 1, else a short
-batch-1 timing of the two started in the background through the run service (recorded in History when it ends).
-Also the per-run latency of the keep-in-float table and the HTML report."""
+"""Speed on Compare: the latest benchmark in History that timed both models of the pair at batch 1 (the engine
+chooses it: :func:`ortlab.api.latest_pair`), else a short batch-1 timing of the two started in the background
+through the run service (recorded in History when it ends). Also the per-run latency of the keep-in-float table."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 import streamlit as st
 
-from ortlab.runs.history import BenchmarkRecord, BenchVariant
-from ortlab.runs.bench_service import BenchHandle
-from ortlab.settings.config import BenchConfig
-from ortlab.timing.bench import LatencySummary
-from ortlab.api import control_values, start_benchmark
-from ortlab.ui import actions, state
-from ortlab.ui.guard import engine_errors, error_message, show_message
-from ortlab.ui.jobs import DONE, started
+from ortlab import api
+from ortlab.api import BenchConfig, BenchHandle, BenchVariant, LatencySummary, PairSpeed, control_values, start_benchmark
+from ortlab.ui.session import actions, state
+from ortlab.ui.session.guard import engine_errors, error_message, show_message
+from ortlab.ui.jobs.status import DONE, started
 
 QUICK = BenchConfig(batch_sizes=(1,), warmup=5, duration_s=1.5)  # a short batch-1 timing of the pair
-SCAN = 50  # how many recent benchmarks to look through
 
 
-@dataclass(frozen=True)
-class PairSpeed:
-    """Batch-1 latency of the reference and the candidate from one benchmark (``bench_id`` in History)."""
-
-    ref: LatencySummary
-    cand: LatencySummary
-    bench_id: int | None
-    created_at: str = ""
-
-    @property
-    def speedup(self) -> float:
-        """Reference p50 ÷ candidate p50 (above 1: the candidate is faster)."""
-        return self.ref.p50 / self.cand.p50 if self.cand.p50 > 0 else float("inf")
-
-    def sentence(self) -> str:
-        s = self.speedup
-        how = f"{s:.2f}× faster" if s >= 1.0 else f"{1 / s:.2f}× slower"
-        return (f"Batch 1 on this machine: {self.cand.p50:.2f} ms p50 (p90 {self.cand.p90:.2f}) against "
-                f"{self.ref.p50:.2f} ms (p90 {self.ref.p90:.2f}): the candidate is {how}; benchmark "
-                f"#{self.bench_id}, {self.ref.n} and {self.cand.n} runs.")
-
-
-def _same(bv: BenchVariant, v) -> bool:
-    """Whether the timed ``bv`` is the variant ``v`` (its History run, else its file)."""
-    if v.artifact is not None and v.artifact.run_id is not None:
-        return bv.run_id == v.artifact.run_id
-    try:
-        return bv.run_id is None and bv.runtime == "onnxruntime" and Path(bv.path).resolve() == Path(v.path).resolve()
-    except OSError:
-        return False
-
-
-def _summary(record: BenchmarkRecord, v, batch: int = 1) -> LatencySummary | None:
-    ids = [bv.id for bv in record.variants if _same(bv, v)]
-    return next((s for s in record.summaries if s.variant in ids and s.batch_size == batch and s.p50 > 0), None)
+def _timed(v) -> api.TimedModel:
+    """A Variant as benchmarks record it: its History run, else its file."""
+    run_id = v.artifact.run_id if v.artifact is not None else None
+    return api.TimedModel(run_id, str(v.path))
 
 
 def latest_pair(ref, cand) -> PairSpeed | None:
     """The newest History benchmark that timed both ``ref`` and ``cand`` (Variants) at batch 1 under ORT."""
-    for rec in actions.history().list_benchmarks(limit=SCAN):
-        if not isinstance(rec, BenchmarkRecord):
-            continue
-        a, b = _summary(rec, ref), _summary(rec, cand)
-        if a is not None and b is not None:
-            return PairSpeed(a, b, rec.id, rec.created_at)
-    return None
+    return api.latest_pair(actions.history(), _timed(ref), _timed(cand))
 
 
 def run_latency(run_id: int | None) -> LatencySummary | None:
     """Batch-1 latency (ORT) of a History run from the newest benchmark that timed it."""
-    if run_id is None:
-        return None
-    for rec in actions.history().list_benchmarks(limit=SCAN):
-        if not isinstance(rec, BenchmarkRecord):
-            continue
-        ids = [bv.id for bv in rec.variants if bv.run_id == run_id and bv.runtime == "onnxruntime"]
-        s = next((s for s in rec.summaries if s.variant in ids and s.batch_size == 1 and s.p50 > 0), None)
-        if s is not None:
-            return s
-    return None
+    return api.run_latency(actions.history(), run_id)
 
 
 def latency_text(s: LatencySummary | None) -> str:

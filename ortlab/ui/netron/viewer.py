@@ -16,14 +16,14 @@ import streamlit.components.v1 as components
 
 from ortlab.core.errors import OrtlabError
 from ortlab.core.text import format_bytes
-from ortlab.ui.inert import md
-from ortlab.ui.netron_assets import component_dir, remove_viewer_folders
+from ortlab.ui.session.inert import md
+from ortlab.ui.netron.assets import component_dir, remove_viewer_folders
 from ortlab.api import cache_dirs
 from ortlab.core.errors import ModelLoadError
 from ortlab.api import external_data_files
 from ortlab.api import sha256_file_cached
-from ortlab.ui.model_cache import graph_description
-from ortlab.ui.graph_view import show_graph_diff
+from ortlab.ui.session.model_cache import graph_description
+from ortlab.ui.graph.graph_view import show_graph_diff
 
 # Models up to this size (the .onnx plus its external data) are handed to Netron in the browser. The bytes
 # travel in one WebSocket message (Streamlit allows 200 MB by default), the browser keeps them in Streamlit's

@@ -1,0 +1,120 @@
+"""Which stored benchmark speaks for a model: the batch-1 ONNX Runtime timings History already holds for a pair of
+models (Compare's speed line), for one run (the keep-in-float table) and for a run's report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ortlab.runs.artifact import Artifact
+from ortlab.runs.history import BenchmarkRecord, BenchVariant, History
+from ortlab.timing.bench import LatencySummary
+
+SCAN = 50  # how many recent benchmarks to look through
+
+
+@dataclass(frozen=True)
+class TimedModel:
+    """A model as a benchmark records it: its History run (``run_id``), else its file (``path``)."""
+
+    run_id: int | None
+    path: str
+
+
+@dataclass(frozen=True)
+class PairSpeed:
+    """Batch-1 latency of the reference and the candidate from one benchmark (``bench_id`` in History)."""
+
+    ref: LatencySummary
+    cand: LatencySummary
+    bench_id: int | None
+    created_at: str = ""
+
+    @property
+    def speedup(self) -> float:
+        """Reference p50 ÷ candidate p50 (above 1: the candidate is faster)."""
+        return self.ref.p50 / self.cand.p50 if self.cand.p50 > 0 else float("inf")
+
+    def sentence(self) -> str:
+        s = self.speedup
+        how = f"{s:.2f}× faster" if s >= 1.0 else f"{1 / s:.2f}× slower"
+        return (f"Batch 1 on this machine: {self.cand.p50:.2f} ms p50 (p90 {self.cand.p90:.2f}) against "
+                f"{self.ref.p50:.2f} ms (p90 {self.ref.p90:.2f}): the candidate is {how}; benchmark "
+                f"#{self.bench_id}, {self.ref.n} and {self.cand.n} runs.")
+
+
+@dataclass(frozen=True)
+class ReportTiming:
+    """What a run's report shows of speed: ``bench``, the summaries of the benchmark that timed the run (None when
+    none did), and ``speed``, the (source, run) batch-1 summaries of that benchmark (None when it has no run's)."""
+
+    bench: list[LatencySummary] | None
+    speed: tuple[LatencySummary | None, LatencySummary | None] | None
+
+
+def _benchmarks(history: History) -> Iterator[BenchmarkRecord]:
+    for rec in history.list_benchmarks(limit=SCAN):
+        if isinstance(rec, BenchmarkRecord):
+            yield rec
+
+
+def _same_file(bv: BenchVariant, path: str | Path) -> bool:
+    try:
+        return bv.run_id is None and Path(bv.path).resolve() == Path(path).resolve()
+    except OSError:
+        return False
+
+
+def _is(bv: BenchVariant, m: TimedModel) -> bool:
+    """Whether the timed ``bv`` is ``m`` (its History run, else its file under ORT)."""
+    if m.run_id is not None:
+        return bv.run_id == m.run_id
+    return bv.runtime == "onnxruntime" and _same_file(bv, m.path)
+
+
+def _batch1(rec: BenchmarkRecord, pick: Callable[[BenchVariant], bool], timed_only: bool = True) -> LatencySummary | None:
+    ids = {bv.id for bv in rec.variants if pick(bv)}
+    return next((s for s in rec.summaries if s.variant in ids and s.batch_size == 1 and (s.p50 > 0 or not timed_only)),
+                None)
+
+
+def latest_pair(history: History, ref: TimedModel, cand: TimedModel) -> PairSpeed | None:
+    """The newest History benchmark that timed both ``ref`` and ``cand`` at batch 1 under ORT."""
+    for rec in _benchmarks(history):
+        a, b = _batch1(rec, lambda bv: _is(bv, ref)), _batch1(rec, lambda bv: _is(bv, cand))
+        if a is not None and b is not None:
+            return PairSpeed(a, b, rec.id, rec.created_at)
+    return None
+
+
+def run_latency(history: History, run_id: int | None) -> LatencySummary | None:
+    """Batch-1 latency (ORT) of a History run from the newest benchmark that timed it."""
+    if run_id is None:
+        return None
+    for rec in _benchmarks(history):
+        s = _batch1(rec, lambda bv: bv.run_id == run_id and bv.runtime == "onnxruntime")
+        if s is not None:
+            return s
+    return None
+
+
+def _report_speed(rec: BenchmarkRecord, run: Artifact) -> tuple[LatencySummary | None, LatencySummary | None]:
+    """(source, run) batch-1 ORT summaries of ``rec``, when it timed them."""
+    def ort(pred: Callable[[BenchVariant], bool]) -> Callable[[BenchVariant], bool]:
+        return lambda bv: bv.runtime == "onnxruntime" and pred(bv)
+
+    return (_batch1(rec, ort(lambda bv: _same_file(bv, run.source_path)), timed_only=False),
+            _batch1(rec, ort(lambda bv: bv.run_id == run.run_id), timed_only=False))
+
+
+def report_timing(history: History, run: Artifact) -> ReportTiming:
+    """The benchmark a run's report shows: the newest that timed the run at batch 1 under ORT together with its
+    source, else the newest that timed the run at batch 1, else the newest that timed it at all."""
+    timed = [b for b in history.list_benchmarks(limit=SCAN)
+             if isinstance(b, BenchmarkRecord) and any(v.run_id == run.run_id for v in b.variants)]
+    with_run = [(b, s) for b in timed if (s := _report_speed(b, run))[1] is not None]
+    rec, speed = next(((b, s) for b, s in with_run if s[0] is not None), with_run[0] if with_run else (None, None))
+    bench = rec.summaries if rec is not None else (timed[0].summaries if timed else None)
+    return ReportTiming(bench, speed)

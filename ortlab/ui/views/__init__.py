@@ -1,0 +1,1 @@
+"""What the pages draw: cards, charts, tables and the sections of Benchmark, Compare, History and Tune."""
