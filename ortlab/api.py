@@ -47,6 +47,7 @@ from ortlab.runs.history import take_notices
 from ortlab.runs.bench_service import bench_busy, start_benchmark
 from ortlab.runs.service import dismiss_interrupted, interrupted_runs, start_recipe, startup
 from ortlab.runs.tune_policy import sqnr_policy, verdict_policy
+from ortlab.runs.pipeline import stage_labels
 from ortlab.runs.prepare import prepare_run
 from ortlab.runs.stored import delete_dataset, delete_model, stored_items
 from ortlab.runs.workspace import cache_dirs, default_root, import_roots, importable_path
@@ -109,6 +110,7 @@ __all__ = [
     "parse_shape",
     "pick_subset",
     "prepare_run",
+    "stage_labels",
     "random_dataset",
     "resolve_feed",
     "resolve_preprocess",

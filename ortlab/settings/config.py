@@ -251,6 +251,17 @@ class Recipe:
     )
     name: str = setting("", "A short name for this recipe.", label="Name")
 
+    # -- what the recipe does (each decided here, once) ---------------------------------------------------
+    @property
+    def is_static(self) -> bool:
+        """Static int8: quantized with activation ranges calibrated on data."""
+        return self.precision == Precision.INT8 and self.quant.mode == QuantMode.STATIC
+
+    @property
+    def corrects_biases(self) -> bool:
+        """Whether a run has a bias-correction stage (static QDQ int8 with ``quant.bias_correction`` on)."""
+        return self.is_static and self.quant.bias_correction and self.quant.quant_format == QuantFormat.QDQ
+
     # -- serialisation -------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return _to_plain(self)
@@ -278,10 +289,9 @@ class Recipe:
             return self.name
         parts = [self.precision.value]
         if self.precision == Precision.INT8:
-            q = self.quant
-            parts.append(q.mode.value)
-            if q.mode == QuantMode.STATIC:
-                parts.append(q.quant_format.value)
+            parts.append(self.quant.mode.value)
+            if self.is_static:
+                parts.append(self.quant.quant_format.value)
         return " ".join(parts) + f" · {self.target.value} · {self.opt_level.value}"
 
 
@@ -465,11 +475,11 @@ def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUEx
             if overlap := set(q.int16_weight_nodes) & set(q.nodes_to_exclude):
                 err("quant.int16_weight_nodes", f"Nodes both kept in float and given 16-bit weights: "
                                                 f"{', '.join(sorted(overlap))}.")
-            if q.bias_correction and q.quant_format != QuantFormat.QDQ:
+            if q.bias_correction and not recipe.corrects_biases:
                 note("quant.bias_correction", "Bias correction works on the QDQ format (it edits the int32 bias of "
                                               "each DequantizeLinear; QOperator folds biases into QLinearConv): this "
                                               "QOperator run is not corrected.")
-            if q.bias_correction and recipe.allow_random_data:
+            if recipe.corrects_biases and recipe.allow_random_data:
                 note("quant.bias_correction", "Bias correction is skipped when the calibration data is random (it "
                                               "would fit the biases to noise).")
             if recipe.allow_random_data:
@@ -561,7 +571,7 @@ def recipe_cli_line(recipe: Recipe, model: str = "MODEL.onnx", out: str = "OUT.o
                     calibration: str | None = None) -> str:
     """The shell line that reproduces a recipe with the ``ortlab`` CLI."""
     parts = ["ortlab", "optimize", model, out, *recipe_cli_args(recipe)]
-    if calibration and recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.STATIC:
+    if calibration and recipe.is_static:
         parts += ["--calibration", calibration]
     return " ".join(shlex.quote(p) for p in parts)
 

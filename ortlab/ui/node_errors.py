@@ -17,7 +17,7 @@ import streamlit as st
 
 from ortlab.core.layout import QDQ_FILE
 from ortlab.runs.artifact import Artifact
-from ortlab.settings.config import Precision, QuantMode, Recipe
+from ortlab.settings.config import Recipe
 from ortlab.core.text import format_bytes
 from ortlab.ui import actions, background, cards, speed, state
 from ortlab.ui.guard import engine_errors, error_message, show_message
@@ -39,7 +39,7 @@ _RERUN = "node_errors.rerun"  # {"base": variant id, "nodes": (..), "job": recip
 # -- engine side (no Streamlit) ---------------------------------------------------------------------------
 def qdq_model(a: Artifact | None) -> Path | None:
     """The QDQ model of an int8 static artifact (``model.qdq.onnx`` in its folder), None for anything else."""
-    if a is None or a.recipe.precision != Precision.INT8 or a.recipe.quant.mode != QuantMode.STATIC:
+    if a is None or not a.recipe.is_static:
         return None
     p = Path(a.model_path).parent / QDQ_FILE
     return p if p.is_file() else None
