@@ -14,7 +14,7 @@ from ortlab.runs import pipeline, service
 from ortlab.runs.calibration_cache import REUSED, CalibrationCache
 from ortlab.runs.pipeline import plan, run_recipe
 from ortlab.runs.runspec import DataRef, RunSpec
-from ortlab.runs.workspace import Workspace, default_root
+from ortlab.runs.workspace import Workspace
 from ortlab.settings.config import CalibrationMethod, OptLevel, Precision, QuantConfig, QuantFormat, QuantMode, Recipe
 
 from models import conv_bn_model, random_image_folder
@@ -46,15 +46,26 @@ def calibrations(monkeypatch) -> list[str]:
     return calls
 
 
-def _cache_files() -> list[Path]:
-    return sorted((default_root() / "calibration").glob("*.json"))
+@pytest.fixture()
+def kept(tmp_path) -> CalibrationCache:
+    """A workspace's calibration folder."""
+    return CalibrationCache.in_workspace(tmp_path / "ws")
 
 
-def test_a_second_run_with_the_same_model_data_and_method_reuses_the_calibration(src, image_dir, tmp_path,
+def _run(src, recipe, out, images, kept, preprocess=None, verify_samples=0):
+    return run_recipe(src, recipe, out, load_image_folder(images), preprocess, verify_samples=verify_samples,
+                      calibrations=kept)
+
+
+def _files(kept: CalibrationCache) -> list[Path]:
+    return sorted(kept.folder.glob("*.json"))
+
+
+def test_a_second_run_with_the_same_model_data_and_method_reuses_the_calibration(src, image_dir, tmp_path, kept,
                                                                                   calibrations):
-    first = run_recipe(src, STATIC, tmp_path / "a", load_image_folder(image_dir), verify_samples=4)
-    assert len(calibrations) == 1 and len(_cache_files()) == 1 and REUSED not in first.notes
-    second = run_recipe(src, STATIC, tmp_path / "b", load_image_folder(image_dir), verify_samples=4)
+    first = _run(src, STATIC, tmp_path / "a", image_dir, kept, verify_samples=4)
+    assert len(calibrations) == 1 and len(_files(kept)) == 1 and REUSED not in first.notes
+    second = _run(src, STATIC, tmp_path / "b", image_dir, kept, verify_samples=4)
     assert len(calibrations) == 1  # ORT's calibrator did not run again
     assert REUSED in second.notes
     assert second.sha256 == first.sha256  # the same ranges: the same model, byte for byte
@@ -64,11 +75,17 @@ def test_a_second_run_with_the_same_model_data_and_method_reuses_the_calibration
     assert (tmp_path / "b" / "model.qdq.onnx").is_file()
 
 
-def test_settings_that_do_not_change_the_ranges_still_reuse_them(src, image_dir, tmp_path, calibrations):
-    run_recipe(src, STATIC, tmp_path / "a", load_image_folder(image_dir), verify_samples=0)
+def test_without_a_cache_every_run_calibrates(src, image_dir, tmp_path, calibrations):
+    _run(src, STATIC, tmp_path / "a", image_dir, None)
+    art = _run(src, STATIC, tmp_path / "b", image_dir, None)
+    assert len(calibrations) == 2 and REUSED not in art.notes
+
+
+def test_settings_that_do_not_change_the_ranges_still_reuse_them(src, image_dir, tmp_path, kept, calibrations):
+    _run(src, STATIC, tmp_path / "a", image_dir, kept)
     other = replace(STATIC, opt_level=OptLevel.BASIC, quant=replace(STATIC.quant, bias_correction=False,
                                                                      per_channel=not STATIC.quant.per_channel))
-    art = run_recipe(src, other, tmp_path / "b", load_image_folder(image_dir), verify_samples=0)
+    art = _run(src, other, tmp_path / "b", image_dir, kept)
     assert len(calibrations) == 1 and REUSED in art.notes
 
 
@@ -79,44 +96,40 @@ def test_settings_that_do_not_change_the_ranges_still_reuse_them(src, image_dir,
     {"seed": 3},  # other samples drawn
     {"preprocess": False},  # another model calibrated (not the pre-processed one)
 ])
-def test_a_changed_method_option_or_data_calibrates_again(change, src, image_dir, tmp_path, calibrations):
-    run_recipe(src, STATIC, tmp_path / "a", load_image_folder(image_dir), verify_samples=0)
-    changed = replace(STATIC, quant=replace(STATIC.quant, **change))
-    art = run_recipe(src, changed, tmp_path / "b", load_image_folder(image_dir), verify_samples=0)
+def test_a_changed_method_option_or_data_calibrates_again(change, src, image_dir, tmp_path, kept, calibrations):
+    _run(src, STATIC, tmp_path / "a", image_dir, kept)
+    art = _run(src, replace(STATIC, quant=replace(STATIC.quant, **change)), tmp_path / "b", image_dir, kept)
     assert len(calibrations) == 2 and REUSED not in art.notes
-    assert len(_cache_files()) == 2
+    assert len(_files(kept)) == 2
 
 
-def test_other_preprocessing_of_the_same_images_calibrates_again(src, image_dir, tmp_path, calibrations):
+def test_other_preprocessing_of_the_same_images_calibrates_again(src, image_dir, tmp_path, kept, calibrations):
     from ortlab.settings.config import PreprocessConfig
 
     base = PreprocessConfig(size=(32, 32))
-    run_recipe(src, STATIC, tmp_path / "a", load_image_folder(image_dir), base, verify_samples=0)
-    art = run_recipe(src, STATIC, tmp_path / "b", load_image_folder(image_dir),
-                     replace(base, mean=(0.5, 0.5, 0.5)), verify_samples=0)
+    _run(src, STATIC, tmp_path / "a", image_dir, kept, base)
+    art = _run(src, STATIC, tmp_path / "b", image_dir, kept, replace(base, mean=(0.5, 0.5, 0.5)))
     assert len(calibrations) == 2 and REUSED not in art.notes
 
 
 @pytest.mark.parametrize("damage", [b"", b"{not json", b'{"key": "other", "ranges": "{}"}', b'{"ranges": 3}',
                                     b'["a list"]'])
-def test_a_corrupt_cache_file_is_ignored(damage, src, image_dir, tmp_path, calibrations):
-    first = run_recipe(src, STATIC, tmp_path / "a", load_image_folder(image_dir), verify_samples=0)
-    [entry] = _cache_files()
+def test_a_corrupt_cache_file_is_ignored(damage, src, image_dir, tmp_path, kept, calibrations):
+    first = _run(src, STATIC, tmp_path / "a", image_dir, kept)
+    [entry] = _files(kept)
     entry.write_bytes(damage)
-    second = run_recipe(src, STATIC, tmp_path / "b", load_image_folder(image_dir), verify_samples=0)
+    second = _run(src, STATIC, tmp_path / "b", image_dir, kept)
     assert len(calibrations) == 2 and REUSED not in second.notes  # calibrated again, no crash
     assert second.sha256 == first.sha256
-    assert CalibrationCache(entry.parent).get(entry.stem) is not None  # and written anew
-    third = run_recipe(src, STATIC, tmp_path / "c", load_image_folder(image_dir), verify_samples=0)
+    assert kept.get(entry.stem) is not None  # and written anew
+    third = _run(src, STATIC, tmp_path / "c", image_dir, kept)
     assert len(calibrations) == 2 and REUSED in third.notes
 
 
 def test_an_unwritable_cache_does_not_fail_the_run(src, image_dir, tmp_path, calibrations):
     blocked = tmp_path / "blocked"
-    blocked.write_text("a file where the cache folder would be")
-    art = pipeline.run_prepared(
-        pipeline.prepare_recipe_run(src, STATIC, load_image_folder(image_dir), verify_samples=0), tmp_path / "a",
-        calibrations=CalibrationCache(blocked / "calibration"))
+    blocked.write_text("a file where the workspace folder would be")
+    art = _run(src, STATIC, tmp_path / "a", image_dir, CalibrationCache.in_workspace(blocked))
     assert art.model_path.is_file() and len(calibrations) == 1
 
 

@@ -23,7 +23,6 @@ import onnxruntime
 
 from ortlab.model.inspect import external_data_files
 from ortlab.runs import outputs
-from ortlab.runs.workspace import default_root
 
 FOLDER = "calibration"  # under the workspace root
 FORMAT = 1  # the entry's layout; part of the key, so an old layout is never read
@@ -85,7 +84,7 @@ class CalibrationCache:
 
     @classmethod
     def in_workspace(cls, root) -> CalibrationCache:
-        """The cache of the workspace at ``root``."""
+        """The cache of the workspace at ``root`` (``Workspace.root``: the run service hands it to each run)."""
         return cls(Path(root) / FOLDER)
 
     def _file(self, key: str) -> Path:
@@ -112,9 +111,4 @@ class CalibrationCache:
                 {"key": key, "ranges": entry.ranges, "warnings": list(entry.warnings)}))
         except OSError:
             pass
-
-
-def workspace_cache() -> CalibrationCache:
-    """The cache of the default workspace (``$ORTLAB_HOME``)."""
-    return CalibrationCache.in_workspace(default_root())
 

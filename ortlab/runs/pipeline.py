@@ -41,7 +41,7 @@ from ortlab.model.inspect import run_warnings, sha256_file
 from ortlab.runs import outputs
 from ortlab.runs.artifact import Artifact, file_bytes
 from ortlab.runs.calibration_cache import (
-    REUSED, CachedCalibration, CalibrationCache, calibration_key, feeds_digest, model_digest, workspace_cache,
+    REUSED, CachedCalibration, CalibrationCache, calibration_key, feeds_digest, model_digest,
 )
 from ortlab.runs.prepare import (  # noqa: F401 (NO_CALIBRATION_DATA: part of this module's API)
     BIAS_CORRECTION_SKIPPED, NO_CALIBRATION_DATA, PreparedRun, prepare_recipe_run,
@@ -132,13 +132,14 @@ class Findings:
 @dataclass(frozen=True)
 class RunContext:
     """What every stage may read: the prepared ``run``, the ``work`` folder, the ``result`` path, the reporter and
-    cancel token, the calibrations kept in the workspace, and the ``findings`` it adds its warnings and notes to."""
+    cancel token, the calibrations kept in the workspace (None: none kept) and the ``findings`` it adds its warnings
+    and notes to."""
 
     run: PreparedRun
     work: Path
     reporter: Reporter
     cancel: CancelToken | None
-    calibrations: CalibrationCache
+    calibrations: CalibrationCache | None
     findings: Findings
 
     @property
@@ -236,9 +237,11 @@ def _calibrate(ctx: RunContext, m: Model) -> Calibrated:
     ctx.reporter(ProgressEvent("calibrate", 0, len(calib), f"Calibrating on {len(calib)} samples"))
     pre, specs = ctx.feed(calib)
     ranges = ctx.work / "calibration.json"
-    data = CalibrationReader(calib, pre, run.info.inputs, null_reporter, ctx.cancel, specs=specs)
-    key = calibration_key(model_digest(m.path), feeds_digest(data.get_next), calibration_settings(q))
-    cached = ctx.calibrations.get(key)
+    kept, key = ctx.calibrations, ""
+    if kept is not None:  # the key reads every feed once, without progress (the calibration reports it)
+        data = CalibrationReader(calib, pre, run.info.inputs, null_reporter, ctx.cancel, specs=specs)
+        key = calibration_key(model_digest(m.path), feeds_digest(data.get_next), calibration_settings(q))
+    cached = kept.get(key) if kept is not None else None
     if cached is not None:
         outputs.write_text_atomic(ranges, cached.ranges)
         ctx.findings.warn(cached.warnings)
@@ -248,7 +251,8 @@ def _calibrate(ctx: RunContext, m: Model) -> Calibrated:
         reader = CalibrationReader(calib, pre, run.info.inputs, ctx.reporter, ctx.cancel, specs=specs)
         warnings = calibrate_model(m.path, q, reader, ranges)
         ctx.findings.warn(warnings)
-        ctx.calibrations.put(key, CachedCalibration(ranges.read_text(encoding="utf-8"), tuple(warnings)))
+        if kept is not None:
+            kept.put(key, CachedCalibration(ranges.read_text(encoding="utf-8"), tuple(warnings)))
     model = replace(m, random_data=random_data, calibration_sources=sources,
                     input_shapes=m.input_shapes or _shapes(specs))
     return Calibrated(model, ranges, calib, pre, specs, reused=cached is not None)
@@ -413,7 +417,7 @@ def run_prepared(run: PreparedRun, out_dir, reporter: Reporter = null_reporter, 
 
     Each stage is reported to ``reporter``; ``cancel`` raises ``Cancelled``. The verify stage judges the result with
     the run's policy into ``Artifact.verdict``; the artifact's ``input_shapes`` says what was fed. ``calibrations``:
-    where calibrated ranges are kept and reused (default: the workspace's, ``$ORTLAB_HOME/calibration``).
+    where calibrated ranges are kept and reused (the run service passes its workspace's); None: calibrate afresh.
     """
     source, out = Path(run.model), Path(out_dir)
     outputs.check_targets(source, outputs.result_files(out, as_file=False))
@@ -422,8 +426,7 @@ def run_prepared(run: PreparedRun, out_dir, reporter: Reporter = null_reporter, 
     findings.note(run.notes)
     timings: dict[str, float] = {}
     stages = plan(run.recipe)
-    ctx = RunContext(run, Path(), reporter, cancel, calibrations if calibrations is not None else workspace_cache(),
-                     findings)
+    ctx = RunContext(run, Path(), reporter, cancel, calibrations, findings)
     value: Any = _run_stage(stages[0], ctx, source, timings)  # validate: before anything is written
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
@@ -460,7 +463,8 @@ def run_prepared(run: PreparedRun, out_dir, reporter: Reporter = null_reporter, 
 
 def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: PreprocessConfig | None = None,
                reporter: Reporter = null_reporter, cancel: CancelToken | None = None, verify_samples: int = 32,
-               *, verify_dataset=None, policy=None, shapes: dict[str, list[int]] | None = None) -> Artifact:
+               *, verify_dataset=None, policy=None, shapes: dict[str, list[int]] | None = None,
+               calibrations: CalibrationCache | None = None) -> Artifact:
     """Prepare (:func:`ortlab.runs.prepare.prepare_recipe_run`: the recipe validated, the model read) and run
     ``recipe`` on the model at ``model_path`` into ``out_dir`` in this process (scripts and tests; the app and the
     CLI run a prepared spec in a child process, ``ortlab.runs.service``).
@@ -468,8 +472,9 @@ def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: Pr
     ``dataset`` feeds calibration and, unless ``verify_dataset`` is given, the verification against the source.
     Without data, static int8 needs ``recipe.allow_random_data`` and verification is skipped. ``preprocess`` None
     means :func:`ortlab.data.preprocess.resolve_preprocess` decides. ``shapes`` (``{input name: shape}``) sets dims
-    the model leaves open (:func:`ortlab.data.inputs.infer_specs`).
+    the model leaves open (:func:`ortlab.data.inputs.infer_specs`). ``calibrations``: where calibrated ranges are
+    kept and reused (:class:`ortlab.runs.calibration_cache.CalibrationCache`; None: calibrate afresh).
     """
     run = prepare_recipe_run(model_path, recipe, dataset, preprocess, verify_samples, verify_dataset=verify_dataset,
                              policy=policy, shapes=shapes)
-    return run_prepared(run, out_dir, reporter, cancel)
+    return run_prepared(run, out_dir, reporter, cancel, calibrations=calibrations)

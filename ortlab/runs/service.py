@@ -375,7 +375,7 @@ def _model_bytes(model) -> int:
 def run_recipe_spec(spec: RunSpec, out_dir, reporter=None, cancel: CancelToken | None = None, *,
                     calibrations: CalibrationCache | None = None):
     """Load what ``spec`` references and run it into ``out_dir`` in this process (the child's work; a prepared spec
-    is trusted). ``calibrations``: the workspace's kept calibrations (default: ``$ORTLAB_HOME``'s)."""
+    is trusted). ``calibrations``: the workspace's kept calibrations (None: calibrate afresh)."""
     return run_prepared(load_run(spec), out_dir, reporter or null_reporter, cancel, calibrations=calibrations)
 
 
