@@ -85,9 +85,9 @@ def prepare_run(spec: RunSpec, info: ModelInfo | None = None) -> RunSpec:
 
 def load_run(spec: RunSpec) -> PreparedRun:
     """The run a prepared ``spec`` describes, its data loaded (the child's part: the spec's decisions are trusted,
-    nothing is validated or inspected again). A spec nobody prepared is prepared here first."""
-    if spec.model_info is None:
-        spec = prepare_run(spec)
+    nothing is validated or inspected again). A spec nobody prepared, or whose model changed size since, is
+    prepared here first."""
+    spec = prepare_run(spec)  # a no-op for a spec its parent prepared
     info = ModelInfo.from_dict(spec.model_info or {})
     sample = get_sample(spec.sample) if spec.sample else None
     labels = sample.labels if sample is not None and sample.labels else None

@@ -439,7 +439,7 @@ def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUEx
                               "Choose fp16 for GPU, or target cpu for int8.")
             else:
                 note("target", "int8 QDQ on GPU runs through TensorRT's int8 kernels.")
-        if (q.mode == QuantMode.STATIC and recipe.target == Target.CPU and q.activation_type == QuantType.INT8
+        if (recipe.is_static and recipe.target == Target.CPU and q.activation_type == QuantType.INT8
                 and q.weight_type == QuantType.INT8 and _is_x86()):
             note("quant.activation_type", "On x86 CPUs ONNX Runtime's S8S8 kernels are slow (measured slower than "
                                           "fp32 here); uint8 activations (U8S8) are the fast path.")
