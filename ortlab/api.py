@@ -49,6 +49,7 @@ from ortlab.runs.history import take_notices
 from ortlab.runs.bench_service import bench_busy, start_benchmark
 from ortlab.runs.service import dismiss_interrupted, interrupted_runs, start_recipe, startup
 from ortlab.runs.tune_policy import sqnr_policy, verdict_policy
+from ortlab.runs.pipeline import stage_labels
 from ortlab.runs.prepare import prepare_run
 from ortlab.runs.stored import delete_dataset, delete_model, stored_items
 from ortlab.runs.workspace import cache_dirs, default_root, import_roots, importable_path
@@ -254,6 +255,7 @@ __all__ = [
     "split_series_id",
     "sqnr_bars",
     "sqnr_policy",
+    "stage_labels",
     "start_benchmark",
     "start_recipe",
     "start_tune",

@@ -45,10 +45,9 @@ with engine_errors("Checking the recipe"):
     from ortlab import api
 
     findings = validate_recipe(recipe, api.working_providers())
-is_static = recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.STATIC
 ds = state.dataset()
 errors: list[Finding | None] = list(errors_of(findings))  # None: the missing calibration data
-if is_static and ds is None and not recipe.allow_random_data:
+if recipe.is_static and ds is None and not recipe.allow_random_data:
     st.error(NO_CALIBRATION_DATA)
     errors.append(None)
 for f in findings:

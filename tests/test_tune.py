@@ -14,6 +14,7 @@ from ortlab.settings.config import OptLevel, Precision, QuantConfig, QuantMode, 
 from ortlab.checks.eval_report import BoxesMetrics, EvalReport, OutputError, SequenceMetrics, Task, TaskMetrics
 from ortlab.checks.verdict import Level, VerdictPolicy, judge
 from ortlab.runs.runspec import DataRef
+from ortlab.runs.calibration_cache import REUSED
 from ortlab.runs.tune_policy import TRIALS_FILE, Trial, pareto_front, sqnr_policy, verdict_policy
 from ortlab.runs.tune import Tuner, TuneSettings
 from ortlab.runs.tune_space import search_space
@@ -214,6 +215,8 @@ def test_a_tiny_search_on_digits_records_trials_and_writes_the_files(tmp_path):
     runs = History(ws.db_path).list()
     assert {a.run_id for a in runs} == {t.run_id for t in r.trials}
     assert all(a.origin == "tune" for a in runs)
+    notes = {a.run_id: a.notes for a in runs}  # per-tensor weights calibrate like per-channel: the ranges are reused
+    assert REUSED not in notes[r.trials[0].run_id] and REUSED in notes[r.trials[1].run_id]
     for t in r.trials:  # timed interleaved with the source: the p50 ratio, with its interval
         (sp,) = t.speed
         assert sp.n >= 10 and sp.low <= sp.ratio <= sp.high

@@ -1,12 +1,18 @@
-"""Run a recipe as a plan of stages: validate → (pre-process) → calibrate → quantize → (bias correction), or convert →
-optimize → verify.
+"""Run a prepared recipe as a plan of stages: validate → (pre-process) → calibrate → quantize → (bias correction),
+or convert → optimize → verify.
 
-:func:`plan` lists the stages a recipe runs, before anything runs; :func:`run_recipe` executes that plan, one
-small step function per stage, each timed by its own start and stop. The source model is read in place and
-never modified; everything is written into ``out_dir``: ``model.onnx`` (its external data, if any, as
-``model.onnx.data``), ``recipe.json`` and ``artifact.json``. The stages work in a temporary folder inside
-``out_dir``; the result is renamed into place only when every stage succeeded (``ortlab.runs.outputs``), so a failed
-run leaves ``out_dir`` as it was, and an ``out_dir`` that would overwrite the source is refused.
+Each stage is one :class:`Stage` object: its name (the key of its progress events and timing), its label, the error
+type its untyped failures become, its progress message and its function from a typed input (the output of the stage
+before it) to a typed output (:class:`Model`, :class:`Calibrated`, :class:`Quantized`, :class:`Verified`).
+:func:`plan` decides once, from the recipe, which stages run; :func:`run_prepared` runs them in order, reporting and
+timing each. The calibrate stage reuses the ranges an earlier run computed for the same model, data and calibration
+settings (:mod:`ortlab.runs.calibration_cache`).
+
+The source model is read in place and never modified; everything is written into ``out_dir``: ``model.onnx`` (its
+external data, if any, as ``model.onnx.data``), ``recipe.json`` and ``artifact.json``. The stages work in a temporary
+folder inside ``out_dir``; the result is renamed into place only when every stage succeeded
+(``ortlab.runs.outputs``), so a failed run leaves ``out_dir`` as it was, and an ``out_dir`` that would overwrite the
+source is refused.
 """
 
 from __future__ import annotations
@@ -14,400 +20,461 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from ortlab.core.layout import MODEL_FILE, QDQ_FILE, RECIPE_FILE
-from ortlab.runs.artifact import Artifact, file_bytes
-from ortlab.settings.config import OptLevel, PreprocessConfig, Precision, QuantFormat, QuantMode, Recipe
-from ortlab.transforms.coverage import QuantCoverage
 from ortlab.checks.eval_report import EvalReport
-from ortlab.core.text import one_line, utc_timestamp
+from ortlab.checks.evaluate import evaluate
+from ortlab.checks.parity import check_parity
+from ortlab.checks.verdict import Verdict, judge
 from ortlab.core.errors import DataError, ModelLoadError, OptimizationError, OrtlabError, QuantizationError
+from ortlab.core.layout import MODEL_FILE, QDQ_FILE, RECIPE_FILE
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
+from ortlab.core.text import one_line, utc_timestamp
+from ortlab.data.dataset import Dataset, random_dataset, stratified_sample
+from ortlab.data.feeds import check_fits
+from ortlab.data.inputs import control_input_error, default_notes, infer_specs, is_control_input, resolve_feed
+from ortlab.data.preprocess import resolve_preprocess
+from ortlab.model.inspect import run_warnings, sha256_file
+from ortlab.runs import outputs
+from ortlab.runs.artifact import Artifact, file_bytes
+from ortlab.runs.calibration_cache import (
+    REUSED, CachedCalibration, CalibrationCache, calibration_key, feeds_digest, model_digest,
+)
+from ortlab.runs.prepare import (  # noqa: F401 (NO_CALIBRATION_DATA: part of this module's API)
+    BIAS_CORRECTION_SKIPPED, NO_CALIBRATION_DATA, PreparedRun, prepare_recipe_run,
+)
+from ortlab.runtime import providers
+from ortlab.settings.config import OptLevel, Precision, PreprocessConfig, QuantFormat, QuantMode, Recipe
 from ortlab.transforms import bias_correction
 from ortlab.transforms.calibration import CalibrationReader
-from ortlab.runs.prepare import BIAS_CORRECTION_SKIPPED, NO_CALIBRATION_DATA, check_recipe, corrects_biases, is_static  # noqa: F401 (NO_CALIBRATION_DATA: part of this module's API)
-from ortlab.model.inspect import ModelInfo
-from ortlab.data.feeds import check_fits
-from ortlab.model.inspect import inspect_model, run_warnings
-from ortlab.data.inputs import infer_specs
-from ortlab.data.inputs import control_input_error, is_control_input
+from ortlab.transforms.coverage import QuantCoverage
 from ortlab.transforms.fp16 import convert_fp16
-from ortlab.transforms.quantize import quantize_dynamic_result
-from ortlab.transforms.quantize import preprocess_for_quantization
-from ortlab.data.dataset import random_dataset, stratified_sample
-from ortlab.transforms.quantize import calibrate_model
-from ortlab.transforms.quantize import quantize_calibrated_result
 from ortlab.transforms.optimize import optimize_model
-from ortlab.runtime import providers
-from ortlab.checks.evaluate import evaluate
-from ortlab.checks.verdict import judge
-from ortlab.checks.parity import check_parity
-from ortlab.checks.verdict import VerdictPolicy
-from ortlab.model.inspect import sha256_file
-from ortlab.runs import outputs
-from ortlab.data.preprocess import resolve_preprocess
-from ortlab.data.inputs import default_notes, resolve_feed
+from ortlab.transforms.quantize import (
+    calibrate_model, calibration_settings, preprocess_for_quantization, quantize_calibrated_result,
+    quantize_dynamic_result,
+)
 
-_STAGE_ERRORS: dict[str, type[OrtlabError]] = {
-    "validate": ModelLoadError, "preprocess": QuantizationError, "calibrate": DataError,
-    "quantize": QuantizationError, bias_correction.STAGE: QuantizationError, "convert": QuantizationError, "optimize": OptimizationError,
-    "verify": OrtlabError,
-}
+# -- what the stages hand on ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Stage:
-    """One step of a recipe run: ``name`` (the key of its progress events and timing) and a human label."""
+class Model:
+    """A model a stage wrote (``path``; the source after validate) and what the stages after it need to know:
+    the ``input_shapes`` fed, whether random data was used, the quantize stage's ``coverage``, the ``qdq`` model to
+    keep beside the result (static QDQ int8), the calibration samples (``calibration_sources``, "source#index", to
+    count their overlap with the verification samples) and the model the optimize stage read."""
 
-    name: str
-    label: str
+    path: Path
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)
+    random_data: bool = False
+    coverage: QuantCoverage | None = None
+    qdq: Path | None = None
+    calibration_sources: frozenset[str] = frozenset()
+    optimized_from: Path | None = None
 
 
-_LABELS = {
-    "validate": "Check recipe, model and data", "preprocess": "Pre-process (shape inference, BatchNorm folding)",
-    "calibrate": "Calibrate", "quantize": "Quantize", bias_correction.STAGE: "Bias correction",
-    "convert": "Convert to fp16", "optimize": "Graph optimization",
-    "verify": "Verify against the original",
-}
+@dataclass(frozen=True)
+class Calibrated:
+    """The calibrate stage's output: the ``model`` it calibrated, the activation ``ranges`` (ONNX Runtime's
+    calibration cache file), the samples it used (``dataset``, with the ``preprocess`` and input ``specs`` that feed
+    them: bias correction runs on them) and whether the ranges were ``reused`` from an earlier run."""
+
+    model: Model
+    ranges: Path
+    dataset: Dataset
+    preprocess: PreprocessConfig | None
+    specs: list
+    reused: bool
 
 
-def plan(recipe: Recipe) -> list[Stage]:
-    """The stages ``run_recipe`` runs for ``recipe``, in order (exactly those, known before anything runs)."""
-    names = ["validate"]
-    if recipe.precision == Precision.FP16:
-        names.append("convert")
-    elif recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.DYNAMIC:
-        names.append("quantize")
-    elif is_static(recipe):
-        names += (["preprocess"] if recipe.quant.preprocess else []) + ["calibrate", "quantize"]
-        if corrects_biases(recipe):
-            names.append(bias_correction.STAGE)
-    if not (is_static(recipe) and recipe.opt_level == OptLevel.DISABLED):
-        names.append("optimize")
-    names.append("verify")
-    return [Stage(n, _LABELS[n]) for n in names]
+@dataclass(frozen=True)
+class Quantized:
+    """The quantize stage's output: the int8 ``model``, the ``float_model`` it was quantized from and, for static
+    int8, the calibration it used."""
+
+    model: Model
+    float_model: Path
+    calibrated: Calibrated | None = None
+
+
+@dataclass(frozen=True)
+class Verified:
+    """The verify stage's output: the result ``model`` and how it compares with the source."""
+
+    model: Model
+    evaluation: EvalReport | None
+    verdict: Verdict
+    providers: list[str]
 
 
 @dataclass
-class _Run:
-    """The state one ``run_recipe`` call carries from stage to stage."""
+class Findings:
+    """The warnings and notes a run collects, in order, each once (every stage may add to them)."""
 
-    source: Path
-    recipe: Recipe
-    out_dir: Path
-    dataset: Any
-    verify_dataset: Any
-    preprocess: PreprocessConfig | None
-    verify_samples: int
-    reporter: Reporter
-    cancel: CancelToken | None
-    shapes: dict[str, list[int]] = field(default_factory=dict)  # the user's {input: shape} overrides
-    work: Path = Path()
-    current: Path = Path()  # the model the next stage reads
-    info: Any = None
-    timings: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    random_data: bool = False
-    evaluation: EvalReport | None = None
-    providers: list[str] = field(default_factory=list)
-    coverage: QuantCoverage | None = None
-    pre_optimize: Path | None = None  # the model the optimize stage read (for the parity check)
-    qdq: Path | None = None  # static int8 QDQ: the quantized model before optimization, kept as QDQ_FILE
-    policy: Any = None  # VerdictPolicy
-    verdict: Any = None  # Verdict
-    calibration_sources: set[str] = field(default_factory=set)
-    calibration: Any = None  # the calibration Dataset the calibrate stage used (bias correction reuses it)
-    quantized_from: Path | None = None  # the float model the quantize stage read
-    input_shapes: dict[str, list[int]] = field(default_factory=dict)
-    _feeds: dict[int, tuple[Any, list, Any]] = field(default_factory=dict)  # id(ds) → (pre, specs, ds)
 
-    @property
-    def final(self) -> Path:
-        """The result while the run goes (in the work folder; installed into ``out_dir`` at the end)."""
-        return self.work / "result.onnx"
-
-    def warn(self, items) -> None:
+    def warn(self, items: Iterable[Any] | None) -> None:
         for w in items or ():
             if w and str(w) not in self.warnings:
                 self.warnings.append(str(w))
 
-    def note(self, items) -> None:
+    def note(self, items: Iterable[Any] | None) -> None:
         for n in items or ():
             if n and str(n) not in self.notes:
                 self.notes.append(str(n))
 
-    def pre_for(self, ds) -> PreprocessConfig | None:
-        return self.feed_for(ds)[0]
 
-    def specs_for(self, ds) -> list:
-        return self.feed_for(ds)[1]
+@dataclass(frozen=True)
+class RunContext:
+    """What every stage may read: the prepared ``run``, the ``work`` folder, the ``result`` path, the reporter and
+    cancel token, the calibrations kept in the workspace (None: none kept) and the ``findings`` it adds its warnings
+    and notes to."""
 
-    def feed_for(self, ds) -> tuple[PreprocessConfig | None, list]:
-        """The preprocessing and the input specs (:func:`ortlab.data.inputs.infer_specs`) that feed ``ds``."""
+    run: PreparedRun
+    work: Path
+    reporter: Reporter
+    cancel: CancelToken | None
+    calibrations: CalibrationCache | None
+    findings: Findings
 
-        if ds is None:
-            return self.preprocess, []
-        key = id(ds)
-        if key not in self._feeds:
-            pre = self.preprocess if self.preprocess is not None else resolve_preprocess(self.info.inputs, dataset=ds)
-            pre, specs = resolve_feed(self.info.inputs, pre, ds, self.shapes)
-            for note in default_notes(specs):
-                if note not in self.notes:
-                    self.notes.append(note)
-            if not self.input_shapes:
-                self.input_shapes = {s.name: list(s.shape) for s in specs}
-            self._feeds[key] = (pre, specs, ds)  # the dataset is kept, so its id is not reused
-        pre, specs, _ = self._feeds[key]
-        return pre, specs
+    @property
+    def result(self) -> Path:
+        """The result while the run goes (in the work folder; installed into ``out_dir`` at the end)."""
+        return self.work / "result.onnx"
 
-    def next_path(self, name: str) -> Path:
-        return self.work / name
-
-
-# -- the step functions: each reads and writes the _Run; the stage wrapper times and reports it ----------------
+    def feed(self, ds: Dataset) -> tuple[PreprocessConfig | None, list]:
+        """The preprocessing and the input specs (:func:`ortlab.data.inputs.resolve_feed`) that feed ``ds``."""
+        run = self.run
+        pre = run.preprocess if run.preprocess is not None else resolve_preprocess(run.info.inputs, dataset=ds)
+        pre, specs = resolve_feed(run.info.inputs, pre, ds, run.shapes)
+        self.findings.note(default_notes(specs))
+        return pre, list(specs)
 
 
-def _validate(r: _Run) -> None:
-    if r.info is None:  # not prepared by ortlab.runs.prepare: decide here what it would have
-        if not r.source.is_file():
-            raise ModelLoadError(f"Model file not found: {r.source}.")
-        warnings, notes = check_recipe(r.recipe, has_data=r.dataset is not None)
-        r.warn(warnings)
-        r.note(notes)
-        r.info = inspect_model(r.source)
-    r.warn(run_warnings(r.info.warnings, int8=r.recipe.precision == Precision.INT8))
+In = TypeVar("In")
+Out = TypeVar("Out")
 
-    # names and ranks of --shape, before any work
-    specs = infer_specs(r.info.inputs, overrides=r.shapes, strict=False)
-    random_used = r.recipe.allow_random_data and r.dataset is None and (is_static(r.recipe)
-                                                                         or r.verify_dataset is None)
+
+@dataclass(frozen=True)
+class Stage(Generic[In, Out]):
+    """One step of a recipe run: ``name`` (the key of its progress events and timing), a human ``label``, the
+    ``error`` type its untyped failures become, its progress ``message`` (text, or made from the prepared run) and
+    ``run``, its work from a typed input to a typed output. A ``counted`` stage reports its own n/N events."""
+
+    name: str
+    label: str
+    error: type[OrtlabError]
+    run: Callable[[RunContext, In], Out]
+    message: str | Callable[[PreparedRun], str] = ""
+    counted: bool = False
+
+    def message_for(self, run: PreparedRun) -> str:
+        return self.message(run) if callable(self.message) else self.message
+
+
+def _shapes(specs) -> dict[str, list[int]]:
+    return {s.name: list(s.shape) for s in specs}
+
+
+# -- the stages' work ---------------------------------------------------------------------------------------------
+
+
+def _validate(ctx: RunContext, source: Path) -> Model:
+    """The checks that need the loaded data: the model's warnings, the inputs' names and ranks, and that each
+    dataset fits the model (the recipe itself was validated when the run was prepared)."""
+    run = ctx.run
+    ctx.findings.warn(run_warnings(run.info.warnings, int8=run.recipe.precision == Precision.INT8))
+    specs = infer_specs(run.info.inputs, overrides=run.shapes, strict=False)  # names and ranks of --shape
+    random_used = run.recipe.allow_random_data and run.dataset is None and (run.recipe.is_static
+                                                                            or run.verify_dataset is None)
     control = next((s for s in specs if is_control_input(s)), None)
     if random_used and control is not None:
         raise control_input_error(control)
-    if r.preprocess is not None and r.preprocess.problems():
-        raise DataError(" ".join(r.preprocess.problems()))
-    for ds in (r.dataset, r.verify_dataset):
+    if run.preprocess is not None and run.preprocess.problems():
+        raise DataError(" ".join(run.preprocess.problems()))
+    shapes: dict[str, list[int]] = {}
+    for ds in (run.dataset, run.verify_dataset):
         if ds is not None:
-            pre, specs = r.feed_for(ds)
-            check_fits(ds, pre, r.info.inputs, specs or None)
-    r.random_data = bool(r.dataset is not None and r.dataset.is_random)
+            pre, fed = ctx.feed(ds)
+            check_fits(ds, pre, run.info.inputs, fed or None)
+            shapes = shapes or _shapes(fed)
+    return Model(source, input_shapes=shapes, random_data=bool(run.dataset is not None and run.dataset.is_random))
 
 
-def _convert(r: _Run) -> None:
-    dst = r.next_path("fp16.onnx")
-    r.warn(convert_fp16(r.current, dst, r.recipe.keep_io_types))
-    r.current = dst
+def _convert(ctx: RunContext, m: Model) -> Model:
+    dst = ctx.work / "fp16.onnx"
+    ctx.findings.warn(convert_fp16(m.path, dst, ctx.run.recipe.keep_io_types))
+    return replace(m, path=dst)
 
 
-def _quantize_dynamic(r: _Run) -> None:
-    dst = r.next_path("quantized.onnx")
-    result = quantize_dynamic_result(r.current, dst, r.recipe.quant)
-    r.warn(result.warnings)
-    r.note(result.notes)
-    r.coverage = result.coverage
-    r.current = dst
+def _quantize_dynamic(ctx: RunContext, m: Model) -> Quantized:
+    dst = ctx.work / "quantized.onnx"
+    result = quantize_dynamic_result(m.path, dst, ctx.run.recipe.quant)
+    ctx.findings.warn(result.warnings)
+    ctx.findings.note(result.notes)
+    return Quantized(replace(m, path=dst, coverage=result.coverage), float_model=m.path)
 
 
-def _preprocess(r: _Run) -> None:
-    dst = r.next_path("preprocessed.onnx")
-    r.warn(preprocess_for_quantization(r.current, dst))
-    r.current = dst
+def _preprocess(ctx: RunContext, m: Model) -> Model:
+    dst = ctx.work / "preprocessed.onnx"
+    ctx.findings.warn(preprocess_for_quantization(m.path, dst))
+    return replace(m, path=dst)
 
 
-def _calibrate(r: _Run) -> None:
-    q = r.recipe.quant
-    calib = r.dataset if r.dataset is not None else random_dataset(q.calibration_samples, seed=q.seed)
-    r.random_data = r.random_data or calib.is_random
+def _calibrate(ctx: RunContext, m: Model) -> Calibrated:
+    """The activation ranges of ``m`` on the sampled calibration data: reused from the workspace when an earlier
+    run calibrated the same model on the same feeds with the same settings, else computed (and kept there)."""
+    run, q = ctx.run, ctx.run.recipe.quant
+    calib = run.dataset if run.dataset is not None else random_dataset(q.calibration_samples, seed=q.seed)
+    random_data = m.random_data or calib.is_random
     calib = stratified_sample(calib, q.calibration_samples, q.seed)
-    if not calib.is_random:
-        r.calibration_sources = {f"{s.source}#{s.index}" for s in calib.samples}
-    r.calibration = calib
-    r.reporter(ProgressEvent("calibrate", 0, len(calib), f"Calibrating on {len(calib)} samples"))
-    pre, specs = r.feed_for(calib)
-    reader = CalibrationReader(calib, pre, r.info.inputs, r.reporter, r.cancel, specs=specs)
-    r.warn(calibrate_model(r.current, q, reader, r.next_path("calibration.json")))
+    sources = frozenset() if calib.is_random else frozenset(f"{s.source}#{s.index}" for s in calib.samples)
+    ctx.reporter(ProgressEvent("calibrate", 0, len(calib), f"Calibrating on {len(calib)} samples"))
+    pre, specs = ctx.feed(calib)
+    ranges = ctx.work / "calibration.json"
+    kept, key = ctx.calibrations, ""
+    if kept is not None:  # the key reads every feed once, without progress (the calibration reports it)
+        data = CalibrationReader(calib, pre, run.info.inputs, null_reporter, ctx.cancel, specs=specs)
+        key = calibration_key(model_digest(m.path), feeds_digest(data.get_next), calibration_settings(q))
+    cached = kept.get(key) if kept is not None else None
+    if cached is not None:
+        outputs.write_text_atomic(ranges, cached.ranges)
+        ctx.findings.warn(cached.warnings)
+        ctx.findings.note([REUSED])
+        ctx.reporter(ProgressEvent("calibrate", len(calib), len(calib), REUSED))
+    else:
+        reader = CalibrationReader(calib, pre, run.info.inputs, ctx.reporter, ctx.cancel, specs=specs)
+        warnings = calibrate_model(m.path, q, reader, ranges)
+        ctx.findings.warn(warnings)
+        if kept is not None:
+            kept.put(key, CachedCalibration(ranges.read_text(encoding="utf-8"), tuple(warnings)))
+    model = replace(m, random_data=random_data, calibration_sources=sources,
+                    input_shapes=m.input_shapes or _shapes(specs))
+    return Calibrated(model, ranges, calib, pre, specs, reused=cached is not None)
 
 
-def _quantize_static(r: _Run) -> None:
-    dst = r.next_path("quantized.onnx")
-    r.quantized_from = r.current
-    result = quantize_calibrated_result(r.current, dst, r.recipe.quant, r.next_path("calibration.json"))
-    r.warn(result.warnings)
-    r.note(result.notes)
-    r.coverage = result.coverage
-    r.current = dst
-    if r.recipe.quant.quant_format == QuantFormat.QDQ and len(list(r.work.glob("quantized*"))) == 1:
-        r.qdq = dst  # kept beside the result for per-node analysis (no external data: one file)
+def _quantize_static(ctx: RunContext, c: Calibrated) -> Quantized:
+    dst = ctx.work / "quantized.onnx"
+    q = ctx.run.recipe.quant
+    result = quantize_calibrated_result(c.model.path, dst, q, c.ranges)
+    ctx.findings.warn(result.warnings)
+    ctx.findings.note(result.notes)
+    # a QDQ model (one file: ORT writes no external data here) is kept beside the result for per-node analysis
+    qdq = dst if q.quant_format == QuantFormat.QDQ else None
+    return Quantized(replace(c.model, path=dst, coverage=result.coverage, qdq=qdq), c.model.path, c)
 
 
-def _correct_biases(r: _Run) -> None:
+def _correct_biases(ctx: RunContext, qz: Quantized) -> Quantized:
     """Empirical bias correction of the static QDQ model (``ortlab.transforms.bias_correction``) on the samples the
     calibrate stage used; reports its own "bias_correction" n/N events and honours cancel between runs."""
-    if r.calibration is None or r.quantized_from is None or r.calibration.is_random:
-        r.note([BIAS_CORRECTION_SKIPPED])
-        r.reporter(ProgressEvent(bias_correction.STAGE, 1, 1, "skipped: the calibration data is random"))
-        return
-    pre, specs = r.feed_for(r.calibration)
-    reader = CalibrationReader(r.calibration, pre, r.info.inputs, null_reporter, r.cancel, specs=specs)
+    c = qz.calibrated
+    if c is None or c.dataset.is_random:
+        ctx.findings.note([BIAS_CORRECTION_SKIPPED])
+        ctx.reporter(ProgressEvent(bias_correction.STAGE, 1, 1, "skipped: the calibration data is random"))
+        return qz
+    reader = CalibrationReader(c.dataset, c.preprocess, ctx.run.info.inputs, null_reporter, ctx.cancel,
+                               specs=c.specs)
     feeds = []
     while (feed := reader.get_next()) is not None:
         feeds.append(feed)
-    dst = r.next_path("bias_corrected.onnx")
-    result = bias_correction.correct_biases(r.quantized_from, r.current, dst, feeds, r.reporter, r.cancel)
-    r.warn(result.warnings)
-    r.note(result.notes)
-    if r.qdq == r.current:
-        r.qdq = dst  # the QDQ file kept beside the result is the corrected one
-    r.current = dst
+    dst = ctx.work / "bias_corrected.onnx"
+    result = bias_correction.correct_biases(qz.float_model, qz.model.path, dst, feeds, ctx.reporter, ctx.cancel)
+    ctx.findings.warn(result.warnings)
+    ctx.findings.note(result.notes)
+    qdq = dst if qz.model.qdq == qz.model.path else qz.model.qdq  # the QDQ file kept is the corrected one
+    return replace(qz, model=replace(qz.model, path=dst, qdq=qdq))
 
 
-def _optimize(r: _Run) -> None:
-    result = optimize_model(r.current, r.final, r.recipe.opt_level, r.recipe.target)
-    r.warn(result.warnings)
-    r.note(result.notes)
-    r.pre_optimize = r.current
-    r.current = r.final
+def _made(x: Model | Quantized) -> Model:
+    return x.model if isinstance(x, Quantized) else x
 
 
-def _verify(r: _Run) -> None:
-    if r.current != r.final:  # no optimize stage: the last model is the result
-        shutil.copyfile(r.current, r.final)
-        r.current = r.final
-    q = r.recipe.quant
-    ver = r.verify_dataset if r.verify_dataset is not None else r.dataset
-    if ver is None and r.recipe.allow_random_data:
-        ver = random_dataset(max(1, r.verify_samples), seed=q.seed)
-    if ver is None or r.verify_samples <= 0:
-        r.notes.append("Verification skipped: no evaluation data was given.")
-        r.verdict = judge(None, r.policy, r.coverage)
-        _, used = providers.create_session(r.final, r.recipe.target)
-        r.providers = list(used)
-        return
-    sample = stratified_sample(ver, r.verify_samples, q.seed)
-    r.random_data = r.random_data or ver.is_random
-    pre, specs = r.feed_for(sample)
-    report = evaluate(r.source, r.final, sample, pre, target=r.recipe.target, reporter=r.reporter,
-                      cancel=r.cancel, policy=r.policy, specs=specs)
-    if r.calibration_sources:
-        report.calibration_overlap = sum(f"{s.source}#{s.index}" in r.calibration_sources for s in sample.samples)
-    r.evaluation = report
-    r.verdict = judge(report, r.policy, r.coverage)
-    r.providers = list(report.providers_cand)
-    if r.pre_optimize is not None and r.recipe.opt_level != OptLevel.DISABLED:
+def _optimize(ctx: RunContext, x: Model | Quantized) -> Model:
+    m = _made(x)
+    result = optimize_model(m.path, ctx.result, ctx.run.recipe.opt_level, ctx.run.recipe.target)
+    ctx.findings.warn(result.warnings)
+    ctx.findings.note(result.notes)
+    return replace(m, path=ctx.result, optimized_from=m.path)
 
-        parity = check_parity(r.pre_optimize, r.final, sample, pre, r.recipe, specs=specs)
+
+def _verify(ctx: RunContext, x: Model | Quantized) -> Verified:
+    run, m = ctx.run, _made(x)
+    if m.path != ctx.result:  # no optimize stage: the last model is the result
+        shutil.copyfile(m.path, ctx.result)
+        m = replace(m, path=ctx.result)
+    q = run.recipe.quant
+    ver = run.verify_dataset if run.verify_dataset is not None else run.dataset
+    if ver is None and run.recipe.allow_random_data:
+        ver = random_dataset(max(1, run.verify_samples), seed=q.seed)
+    if ver is None or run.verify_samples <= 0:
+        ctx.findings.notes.append("Verification skipped: no evaluation data was given.")
+        _, used = providers.create_session(m.path, run.recipe.target)
+        return Verified(m, None, judge(None, run.policy, m.coverage), list(used))
+    sample = stratified_sample(ver, run.verify_samples, q.seed)
+    pre, specs = ctx.feed(sample)
+    m = replace(m, random_data=m.random_data or ver.is_random, input_shapes=m.input_shapes or _shapes(specs))
+    report = evaluate(run.model, m.path, sample, pre, target=run.recipe.target, reporter=ctx.reporter,
+                      cancel=ctx.cancel, policy=run.policy, specs=specs)
+    if m.calibration_sources:
+        report.calibration_overlap = sum(f"{s.source}#{s.index}" in m.calibration_sources for s in sample.samples)
+    if m.optimized_from is not None and run.recipe.opt_level != OptLevel.DISABLED:
+        parity = check_parity(m.optimized_from, m.path, sample, pre, run.recipe, specs=specs)
         if not parity.ok:
-            r.warn([parity.message])
+            ctx.findings.warn([parity.message])
+    return Verified(m, report, judge(report, run.policy, m.coverage), list(report.providers_cand))
 
 
-def _messages(r: _Run) -> dict[str, str]:
-    q = r.recipe.quant
-    return {
-        "preprocess": "Shape inference and BatchNorm folding (quant_pre_process)",
-        "calibrate": f"Collecting activation ranges ({q.calibration_method.value})",
-        "quantize": "Dynamic int8 quantization" if q.mode == QuantMode.DYNAMIC else
-                    "Computing scales and writing the int8 model",
-        bias_correction.STAGE: "Correcting int32 biases node by node against the float model",
-        "convert": "Converting weights to float16", "optimize": f"Graph optimization ({r.recipe.opt_level.value})",
-        "verify": "Comparing with the source" if (r.verify_dataset or r.dataset) is not None or
-                  r.recipe.allow_random_data else "Loading the result (no evaluation data)",
-    }
+# -- the stages: each defined here, once ---------------------------------------------------------------------------
+
+VALIDATE: Stage[Path, Model] = Stage(
+    "validate", "Check recipe, model and data", ModelLoadError, _validate,
+    "Checking the recipe, the model and the data")
+PREPROCESS: Stage[Model, Model] = Stage(
+    "preprocess", "Pre-process (shape inference, BatchNorm folding)", QuantizationError, _preprocess,
+    "Shape inference and BatchNorm folding (quant_pre_process)")
+CALIBRATE: Stage[Model, Calibrated] = Stage("calibrate", "Calibrate", DataError, _calibrate, counted=True)
+QUANTIZE_STATIC: Stage[Calibrated, Quantized] = Stage(
+    "quantize", "Quantize", QuantizationError, _quantize_static, "Computing scales and writing the int8 model")
+QUANTIZE_DYNAMIC: Stage[Model, Quantized] = Stage(
+    "quantize", "Quantize", QuantizationError, _quantize_dynamic, "Dynamic int8 quantization")
+CORRECT_BIASES: Stage[Quantized, Quantized] = Stage(
+    bias_correction.STAGE, "Bias correction", QuantizationError, _correct_biases, counted=True)
+CONVERT: Stage[Model, Model] = Stage(
+    "convert", "Convert to fp16", QuantizationError, _convert, "Converting weights to float16")
+OPTIMIZE: Stage[Any, Model] = Stage(
+    "optimize", "Graph optimization", OptimizationError, _optimize,
+    lambda run: f"Graph optimization ({run.recipe.opt_level.value})")
+VERIFY: Stage[Any, Verified] = Stage(
+    "verify", "Verify against the original", OrtlabError, _verify,
+    lambda run: "Comparing with the source" if (run.verify_dataset or run.dataset) is not None
+    or run.recipe.allow_random_data else "Loading the result (no evaluation data)")
+
+STAGES: tuple[Stage[Any, Any], ...] = (VALIDATE, PREPROCESS, CALIBRATE, QUANTIZE_STATIC, QUANTIZE_DYNAMIC,
+                                       CORRECT_BIASES, CONVERT, OPTIMIZE, VERIFY)
 
 
-def _step(stage: str, recipe: Recipe) -> Callable[[_Run], Any]:
-    if stage == "quantize":
-        return _quantize_static if is_static(recipe) else _quantize_dynamic
-    return {"validate": _validate, "convert": _convert, "preprocess": _preprocess, "calibrate": _calibrate,
-            bias_correction.STAGE: _correct_biases, "optimize": _optimize, "verify": _verify}[stage]
+def stage_labels() -> dict[str, str]:
+    """Every stage's name → its label (what a progress view shows)."""
+    return {s.name: s.label for s in STAGES}
 
 
-_COUNTED = ("calibrate", bias_correction.STAGE)
+def plan(recipe: Recipe) -> list[Stage[Any, Any]]:
+    """The stages :func:`run_prepared` runs for ``recipe``, in order (exactly those, known before anything runs)."""
+    stages: list[Stage[Any, Any]] = [VALIDATE]
+    if recipe.precision == Precision.FP16:
+        stages.append(CONVERT)
+    elif recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.DYNAMIC:
+        stages.append(QUANTIZE_DYNAMIC)
+    elif recipe.is_static:
+        stages += ([PREPROCESS] if recipe.quant.preprocess else []) + [CALIBRATE, QUANTIZE_STATIC]
+        if recipe.corrects_biases:
+            stages.append(CORRECT_BIASES)
+    if not (recipe.is_static and recipe.opt_level == OptLevel.DISABLED):
+        stages.append(OPTIMIZE)
+    stages.append(VERIFY)
+    return stages
 
 
-def _run_stage(r: _Run, stage: str, fn: Callable[[_Run], Any], message: str) -> None:
-    """Report, time, type the errors of and honour cancel around one step."""
-    if r.cancel is not None:
-        r.cancel.raise_if_cancelled(stage)
-    if stage not in _COUNTED:  # these report their own n/N events
-        r.reporter(ProgressEvent(stage, 0, 1, message))
+# -- the runner ----------------------------------------------------------------------------------------------------
+
+
+def _run_stage(stage: Stage[Any, Any], ctx: RunContext, value: Any, timings: dict[str, float]) -> Any:
+    """Run one stage on ``value``: report it (unless it counts its own events), time it, type its errors and
+    honour cancel around it; return its output."""
+    if ctx.cancel is not None:
+        ctx.cancel.raise_if_cancelled(stage.name)
+    message = stage.message_for(ctx.run)
+    if not stage.counted:
+        ctx.reporter(ProgressEvent(stage.name, 0, 1, message))
     start = time.perf_counter()
     try:
-        fn(r)
+        out = stage.run(ctx, value)
     except OrtlabError as exc:
         if exc.step is None:
-            exc.step = stage
+            exc.step = stage.name
         raise
     except MemoryError:
         raise  # the run service turns it into "this run needed more than X GB"
     except Exception as exc:
-        raise _STAGE_ERRORS[stage](one_line(exc), step=stage) from exc
+        raise stage.error(one_line(exc), step=stage.name) from exc
     finally:
-        r.timings[stage] = r.timings.get(stage, 0.0) + time.perf_counter() - start
-    if stage not in _COUNTED:
-        r.reporter(ProgressEvent(stage, 1, 1, message))
-    if r.cancel is not None:
-        r.cancel.raise_if_cancelled(stage)
+        timings[stage.name] = timings.get(stage.name, 0.0) + time.perf_counter() - start
+    if not stage.counted:
+        ctx.reporter(ProgressEvent(stage.name, 1, 1, message))
+    if ctx.cancel is not None:
+        ctx.cancel.raise_if_cancelled(stage.name)
+    return out
+
+
+def run_prepared(run: PreparedRun, out_dir, reporter: Reporter = null_reporter, cancel: CancelToken | None = None,
+                 *, calibrations: CalibrationCache | None = None) -> Artifact:
+    """Run the stages of :func:`plan` for the prepared ``run`` and write the result into ``out_dir``.
+
+    Each stage is reported to ``reporter``; ``cancel`` raises ``Cancelled``. The verify stage judges the result with
+    the run's policy into ``Artifact.verdict``; the artifact's ``input_shapes`` says what was fed. ``calibrations``:
+    where calibrated ranges are kept and reused (the run service passes its workspace's); None: calibrate afresh.
+    """
+    source, out = Path(run.model), Path(out_dir)
+    outputs.check_targets(source, outputs.result_files(out, as_file=False))
+    findings = Findings()
+    findings.warn(run.warnings)
+    findings.note(run.notes)
+    timings: dict[str, float] = {}
+    stages = plan(run.recipe)
+    ctx = RunContext(run, Path(), reporter, cancel, calibrations, findings)
+    value: Any = _run_stage(stages[0], ctx, source, timings)  # validate: before anything is written
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    ctx = replace(ctx, work=outputs.make_temp_dir(outputs.WORK_PREFIX, out))
+    target = out / MODEL_FILE
+    try:
+        for stage in stages[1:]:
+            value = _run_stage(stage, ctx, value, timings)
+        verified: Verified = value
+        outputs.install_model(verified.model.path, target)
+        if verified.model.qdq is not None:
+            os.replace(verified.model.qdq, out / QDQ_FILE)
+        else:
+            (out / QDQ_FILE).unlink(missing_ok=True)  # an earlier run's, which this result does not match
+    except BaseException:
+        shutil.rmtree(ctx.work, ignore_errors=True)
+        if created:  # a folder this run made holds nothing but what the run wrote: no empty run folders
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    shutil.rmtree(ctx.work, ignore_errors=True)
+
+    made = verified.model
+    artifact = Artifact(
+        run_id=None, model_path=target, source_path=source.resolve(), source_sha256=run.info.sha256,
+        sha256=sha256_file(target), recipe=run.recipe, timings=timings, warnings=findings.warnings,
+        providers=verified.providers, size_bytes=file_bytes(target), source_size_bytes=int(run.info.total_bytes),
+        random_data=made.random_data, created_at=utc_timestamp(), evaluation=verified.evaluation,
+        notes=findings.notes, verdict=verified.verdict, coverage=made.coverage, input_shapes=made.input_shapes,
+    )
+    outputs.write_text_atomic(out / RECIPE_FILE, run.recipe.to_json())
+    artifact.save()
+    return artifact
 
 
 def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: PreprocessConfig | None = None,
                reporter: Reporter = null_reporter, cancel: CancelToken | None = None, verify_samples: int = 32,
                *, verify_dataset=None, policy=None, shapes: dict[str, list[int]] | None = None,
-               info: ModelInfo | None = None, decided: tuple[Sequence[str], Sequence[str]] = ((), ())) -> Artifact:
-    """Apply ``recipe`` to the model at ``model_path`` and write the result into ``out_dir``.
+               calibrations: CalibrationCache | None = None) -> Artifact:
+    """Prepare (:func:`ortlab.runs.prepare.prepare_recipe_run`: the recipe validated, the model read) and run
+    ``recipe`` on the model at ``model_path`` into ``out_dir`` in this process (scripts and tests; the app and the
+    CLI run a prepared spec in a child process, ``ortlab.runs.service``).
 
-    ``dataset`` (``ortlab.data.dataset.Dataset``) feeds calibration and, unless ``verify_dataset`` is given, the
-    verification against the source. Without data, static int8 needs ``recipe.allow_random_data`` and
-    verification is skipped. ``preprocess`` None means :func:`ortlab.data.dataset.resolve_preprocess` decides.
-    Each stage of :func:`plan` is reported to ``reporter``; ``cancel`` raises ``Cancelled``. The verify stage
-    judges the result with ``policy`` (``verdict.VerdictPolicy``, default when None) into ``Artifact.verdict``.
-    ``shapes`` (``{input name: shape}``) sets dims the model leaves open (:func:`ortlab.data.inputs.infer_specs`);
-    the artifact's ``input_shapes`` says what was fed. ``info`` and ``decided`` (the recipe's warnings and notes)
-    come from :func:`ortlab.runs.prepare.prepare_run`: given, the model is not inspected and the recipe not
-    validated again.
+    ``dataset`` feeds calibration and, unless ``verify_dataset`` is given, the verification against the source.
+    Without data, static int8 needs ``recipe.allow_random_data`` and verification is skipped. ``preprocess`` None
+    means :func:`ortlab.data.preprocess.resolve_preprocess` decides. ``shapes`` (``{input name: shape}``) sets dims
+    the model leaves open (:func:`ortlab.data.inputs.infer_specs`). ``calibrations``: where calibrated ranges are
+    kept and reused (:class:`ortlab.runs.calibration_cache.CalibrationCache`; None: calibrate afresh).
     """
-
-    source = Path(model_path)
-    outputs.check_targets(source, outputs.result_files(out_dir, as_file=False))
-    r = _Run(source, recipe, Path(out_dir), dataset, verify_dataset, preprocess, verify_samples, reporter, cancel,
-             current=source, policy=policy or VerdictPolicy(),
-             shapes={k: [int(x) for x in v] for k, v in (shapes or {}).items()}, info=info)
-    r.warn(decided[0])
-    r.note(decided[1])
-    stages = plan(recipe)
-    _run_stage(r, "validate", _validate, "Checking the recipe, the model and the data")
-    messages = _messages(r)
-    created = not r.out_dir.exists()
-    r.out_dir.mkdir(parents=True, exist_ok=True)
-    r.work = outputs.make_temp_dir(outputs.WORK_PREFIX, r.out_dir)
-    target = r.out_dir / MODEL_FILE
-    try:
-        for stage in stages[1:]:
-            _run_stage(r, stage.name, _step(stage.name, recipe), messages.get(stage.name, ""))
-        outputs.install_model(r.final, target)
-        if r.qdq is not None:
-            os.replace(r.qdq, r.out_dir / QDQ_FILE)
-        else:
-            (r.out_dir / QDQ_FILE).unlink(missing_ok=True)  # an earlier run's, which this result does not match
-    except BaseException:
-        shutil.rmtree(r.work, ignore_errors=True)
-        if created:  # a folder this run made holds nothing but what the run wrote: no empty run folders
-            shutil.rmtree(r.out_dir, ignore_errors=True)
-        raise
-    shutil.rmtree(r.work, ignore_errors=True)
-
-    artifact = Artifact(
-        run_id=None, model_path=target, source_path=source.resolve(), source_sha256=r.info.sha256,
-        sha256=sha256_file(target), recipe=recipe, timings=r.timings, warnings=r.warnings, providers=r.providers,
-        size_bytes=file_bytes(target), source_size_bytes=int(r.info.total_bytes), random_data=r.random_data,
-        created_at=utc_timestamp(), evaluation=r.evaluation, notes=r.notes, verdict=r.verdict,
-        coverage=r.coverage,
-        input_shapes=r.input_shapes,
-    )
-    outputs.write_text_atomic(r.out_dir / RECIPE_FILE, recipe.to_json())
-    artifact.save()
-    return artifact
+    run = prepare_recipe_run(model_path, recipe, dataset, preprocess, verify_samples, verify_dataset=verify_dataset,
+                             policy=policy, shapes=shapes)
+    return run_prepared(run, out_dir, reporter, cancel, calibrations=calibrations)

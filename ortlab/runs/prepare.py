@@ -3,20 +3,26 @@
 :func:`prepare_run` reads the model's facts once (:func:`ortlab.model.inspect.inspect_model`, which hashes the
 whole file), validates the recipe against the providers that work here, checks that static int8 has data, and
 names the bundled sample the model is (by that same hash). The prepared :class:`RunSpec` carries all of it to
-the run's child process, which trusts it: the child neither inspects the model nor validates the recipe again.
+the run's child process, which trusts it: the child neither inspects the model nor validates the recipe again;
+:func:`load_run` turns it into the :class:`PreparedRun` the pipeline runs. :func:`prepare_recipe_run` prepares a
+run in this process from a model and loaded data (scripts and tests). What the recipe does (static int8, bias
+correction) is the recipe's own answer (:attr:`Recipe.is_static`, :attr:`Recipe.corrects_biases`).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ortlab.checks.verdict import VerdictPolicy
 from ortlab.core.errors import ModelLoadError, RecipeError
+from ortlab.data.dataset import Dataset
+from ortlab.data.preprocess import resolve_preprocess
 from ortlab.data.samples import find_for_model, get_sample
 from ortlab.model.inspect import ModelInfo, inspect_model
-from ortlab.runs.runspec import RunSpec
+from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, RunSpec
 from ortlab.runtime.providers import working_providers
-from ortlab.settings.config import Precision, QuantFormat, QuantMode, Recipe, require_valid
+from ortlab.settings.config import PreprocessConfig, Recipe, require_valid
 
 BIAS_CORRECTION_SKIPPED = ("Bias correction skipped: the calibration data is random, and fitting the biases to noise "
                            "would not help; give real calibration data to have it.")
@@ -24,21 +30,32 @@ NO_CALIBRATION_DATA = ("Static quantization needs calibration data: give a folde
                        "use dynamic quantization, or allow random data (results will be flagged).")
 
 
-def is_static(recipe: Recipe) -> bool:
-    """Static int8: calibrated on data."""
-    return recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.STATIC
+@dataclass(frozen=True)
+class PreparedRun:
+    """A run with its decisions made, ready for :func:`ortlab.runs.pipeline.run_prepared`: the source ``model``
+    and its facts (``info``), the validated ``recipe`` with its ``warnings`` and ``notes``, the calibration
+    ``dataset`` and the ``verify_dataset`` (loaded), the image ``preprocess`` (None: decided per dataset by
+    :func:`ortlab.data.preprocess.resolve_preprocess`), how many samples verify the result, the verdict ``policy``
+    and ``shapes`` (``{input name: shape}`` for dims the model leaves open)."""
 
-
-def corrects_biases(recipe: Recipe) -> bool:
-    """Whether the run has a bias-correction stage (static QDQ int8 with ``bias_correction`` on)."""
-    return is_static(recipe) and recipe.quant.bias_correction and recipe.quant.quant_format == QuantFormat.QDQ
+    model: Path
+    recipe: Recipe
+    info: ModelInfo
+    dataset: Dataset | None = None
+    verify_dataset: Dataset | None = None
+    preprocess: PreprocessConfig | None = None
+    verify_samples: int = DEFAULT_VERIFY_SAMPLES
+    policy: VerdictPolicy = field(default_factory=VerdictPolicy)
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 def check_recipe(recipe: Recipe, *, has_data: bool) -> tuple[list[str], list[str]]:
     """Validate ``recipe`` for this machine and its data (``RecipeError`` when it cannot run); return its
     (warnings, notes)."""
     findings = require_valid(recipe, working_providers())
-    if is_static(recipe) and not has_data and not recipe.allow_random_data:
+    if recipe.is_static and not has_data and not recipe.allow_random_data:
         raise RecipeError(NO_CALIBRATION_DATA, step="validate")
     return ([f.message for f in findings if f.level == "warning"], [f.message for f in findings if f.level == "note"])
 
@@ -64,3 +81,40 @@ def prepare_run(spec: RunSpec, info: ModelInfo | None = None) -> RunSpec:
     sample = get_sample(spec.sample) if spec.sample else find_for_model(spec.model, info.sha256)
     return replace(spec, model_info=info.to_dict(), sample=sample.name if sample is not None else None,
                    warnings=tuple(warnings), notes=tuple(notes))
+
+
+def load_run(spec: RunSpec) -> PreparedRun:
+    """The run a prepared ``spec`` describes, its data loaded (the child's part: the spec's decisions are trusted,
+    nothing is validated or inspected again). A spec nobody prepared, or whose model changed size since, is
+    prepared here first."""
+    spec = prepare_run(spec)  # a no-op for a spec its parent prepared
+    info = ModelInfo.from_dict(spec.model_info or {})
+    sample = get_sample(spec.sample) if spec.sample else None
+    labels = sample.labels if sample is not None and sample.labels else None
+    cal = spec.calibration.load(labels) if spec.calibration is not None else None
+    ev = spec.evaluation.load(labels) if spec.evaluation is not None else None
+    pre = spec.preprocess
+    if pre is None and (cal or ev) is not None:
+        pre = resolve_preprocess(info.inputs, sample, cal if cal is not None else ev)
+    return PreparedRun(Path(spec.model), spec.recipe, info, cal, ev, pre, spec.verify_samples,
+                       spec.policy or VerdictPolicy(), _int_shapes(spec.shapes), spec.warnings, spec.notes)
+
+
+def prepare_recipe_run(model, recipe: Recipe, dataset: Dataset | None = None,
+                       preprocess: PreprocessConfig | None = None, verify_samples: int = DEFAULT_VERIFY_SAMPLES, *,
+                       verify_dataset: Dataset | None = None, policy: VerdictPolicy | None = None,
+                       shapes: dict[str, list[int]] | None = None, info: ModelInfo | None = None) -> PreparedRun:
+    """A run of ``recipe`` on the model at ``model`` with loaded data, prepared in this process: the recipe
+    validated (``RecipeError``), the model read (``ModelLoadError``; ``info`` when the caller already read it).
+    ``dataset`` calibrates and, unless ``verify_dataset`` is given, verifies."""
+    path = Path(model)
+    if not path.is_file():
+        raise ModelLoadError(f"Model file not found: {path}.", step="validate")
+    warnings, notes = check_recipe(recipe, has_data=dataset is not None)
+    info = info if info is not None else inspect_model(path)
+    return PreparedRun(path, recipe, info, dataset, verify_dataset, preprocess, verify_samples,
+                       policy or VerdictPolicy(), _int_shapes(shapes), tuple(warnings), tuple(notes))
+
+
+def _int_shapes(shapes: dict[str, list[int]] | None) -> dict[str, list[int]]:
+    return {k: [int(x) for x in v] for k, v in (shapes or {}).items()}

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from ortlab.runs.runspec import RunSpec
-from ortlab.runs.prepare import prepare_run
+from ortlab.runs.calibration_cache import CalibrationCache
+from ortlab.runs.prepare import load_run, prepare_run
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.layout import QDQ_FILE, qdq_path
 from ortlab.core.progress import CancelToken, Completion, ProgressEvent
@@ -40,12 +41,10 @@ from ortlab.core.text import one_line, utc_timestamp
 from ortlab.runtime.child import STOP_GRACE_S, Child, default_memory_gb, error_of, too_big
 from ortlab.runs.workspace import Workspace
 from ortlab.runs import outputs
-from ortlab.data import samples
 from ortlab.model.inspect import ModelInfo, external_data_files
 from ortlab.runs import pipeline
-from ortlab.runs.pipeline import run_recipe
+from ortlab.runs.pipeline import run_prepared
 from ortlab.core.progress import null_reporter
-from ortlab.data.preprocess import resolve_preprocess
 from ortlab.runs.history import History
 from ortlab.core.limits import apply_memory_limit, is_alloc_failure
 from ortlab.core.disk import check_space, disk_full_message, free_bytes, is_disk_full, run_space_needed, RUN_SPACE_MARGIN
@@ -320,8 +319,7 @@ def run_timeout_s(spec: RunSpec, model_bytes: int | None = None) -> tuple[float,
         if value > 0:
             return value, f"${RUN_TIMEOUT_VAR}"
     recipe = spec.recipe
-    calibrating = recipe.precision.value == "int8" and recipe.quant.mode.value == "static"
-    samples = (recipe.quant.calibration_samples if calibrating else 0) + max(0, int(spec.verify_samples))
+    samples = (recipe.quant.calibration_samples if recipe.is_static else 0) + max(0, int(spec.verify_samples))
     size = _model_bytes(spec.model) if model_bytes is None else model_bytes
     limit = RUN_TIMEOUT_BASE_S + RUN_TIMEOUT_PER_SAMPLE_S * samples + RUN_TIMEOUT_PER_100MB_S * size / 1e8
     return round(limit), (f"the default: {RUN_TIMEOUT_BASE_S:.0f} s + {RUN_TIMEOUT_PER_SAMPLE_S:g} s × {samples} "
@@ -342,21 +340,11 @@ def _model_bytes(model) -> int:
     return total
 
 
-def run_recipe_spec(spec: RunSpec, out_dir, reporter=None, cancel: CancelToken | None = None):
-    """Load what ``spec`` references and run it into ``out_dir`` in this process (the child's work)."""
-
-    spec = prepare_run(spec)  # a no-op for a spec its parent prepared (the child trusts it)
-    info = ModelInfo.from_dict(spec.model_info) if spec.model_info is not None else None
-    sample = samples.get_sample(spec.sample) if spec.sample else None
-    labels = sample.labels if sample is not None and sample.labels else None
-    cal = spec.calibration.load(labels) if spec.calibration is not None else None
-    ev = spec.evaluation.load(labels) if spec.evaluation is not None else None
-    pre = spec.preprocess
-    if pre is None and (cal or ev) is not None and info is not None:
-        pre = resolve_preprocess(info.inputs, sample, cal if cal is not None else ev)
-    return run_recipe(spec.model, spec.recipe, out_dir, cal, pre, reporter or null_reporter, cancel,
-                      verify_samples=spec.verify_samples, verify_dataset=ev, policy=spec.policy, shapes=spec.shapes,
-                      info=info, decided=(spec.warnings, spec.notes))
+def run_recipe_spec(spec: RunSpec, out_dir, reporter=None, cancel: CancelToken | None = None, *,
+                    calibrations: CalibrationCache | None = None):
+    """Load what ``spec`` references and run it into ``out_dir`` in this process (the child's work; a prepared spec
+    is trusted). ``calibrations``: the workspace's kept calibrations (None: calibrate afresh)."""
+    return run_prepared(load_run(spec), out_dir, reporter or null_reporter, cancel, calibrations=calibrations)
 
 
 def _recipe_child(args_json: str, fd: int) -> None:
@@ -376,7 +364,8 @@ def _recipe_child(args_json: str, fd: int) -> None:
         conn.send(("event", ev.stage, ev.done, ev.total, ev.message))
 
     try:
-        artifact = run_recipe_spec(spec, run_dir, report)  # the model and artifact.json, complete on disk
+        artifact = run_recipe_spec(spec, run_dir, report,  # the model and artifact.json, complete on disk
+                                   calibrations=CalibrationCache.in_workspace(Path(args["db"]).parent))
         _install(artifact, spec, run_dir, args.get("out_file"))
         _describe(artifact, spec, args)
         _record_run(artifact, run_dir, args)

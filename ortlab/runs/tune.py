@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ortlab.settings.config import (
-    BenchConfig, OptLevel, Precision, QuantFormat, QuantMode, Recipe,
+    BenchConfig, OptLevel, Precision, QuantMode, Recipe,
     Target, replace, validate_recipe,
 )
 from ortlab.core.errors import Cancelled, OrtlabError
@@ -291,9 +291,8 @@ class Tuner:
 
     # -- greedy keep-in-float sets
     def _static_trials(self) -> list[Trial]:
-        return [t for t in self.trials_done if t.status == "done" and t.recipe.precision == Precision.INT8
-                and t.recipe.quant.mode == QuantMode.STATIC and t.recipe.quant.quant_format == QuantFormat.QDQ
-                and t.model_path and (Path(t.model_path).parent / QDQ_FILE).is_file()]
+        return [t for t in self.trials_done if t.status == "done" and t.recipe.is_static
+                and t.model_path and (Path(t.model_path).parent / QDQ_FILE).is_file()]  # a QDQ file: static QDQ
 
     def _exclusion_base(self, dynamic: bool = False) -> Trial | None:
         """The seed of a keep-in-float search: the best trial by the task (:func:`_rank_key`: verdict level, task
@@ -371,7 +370,7 @@ class Tuner:
         Mul brings its Sigmoid and Conv. Read from the QDQ model of the static trial that ranks the nodes."""
         import onnx
 
-        base = trial if trial.recipe.quant.mode == QuantMode.STATIC else self._exclusion_base()
+        base = trial if trial.recipe.is_static else self._exclusion_base()
         path = Path((base or trial).model_path or "").parent / QDQ_FILE
         if not path.is_file():
             return [name]

@@ -294,6 +294,17 @@ class Recipe:
     )
     name: str = setting("", "A short name for this recipe.", label="Name")
 
+    # -- what the recipe does (each decided here, once) ---------------------------------------------------
+    @property
+    def is_static(self) -> bool:
+        """Static int8: quantized with activation ranges calibrated on data."""
+        return self.precision == Precision.INT8 and self.quant.mode == QuantMode.STATIC
+
+    @property
+    def corrects_biases(self) -> bool:
+        """Whether a run has a bias-correction stage (static QDQ int8 with ``quant.bias_correction`` on)."""
+        return self.is_static and self.quant.bias_correction and self.quant.quant_format == QuantFormat.QDQ
+
     # -- serialisation -------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return _to_plain(self)
@@ -321,10 +332,9 @@ class Recipe:
             return self.name
         parts = [self.precision.value]
         if self.precision == Precision.INT8:
-            q = self.quant
-            parts.append(q.mode.value)
-            if q.mode == QuantMode.STATIC:
-                parts.append(q.quant_format.value)
+            parts.append(self.quant.mode.value)
+            if self.is_static:
+                parts.append(self.quant.quant_format.value)
         return " ".join(parts) + f" · {self.target.value} · {self.opt_level.value}"
 
 
@@ -468,9 +478,6 @@ def _is_int8(recipe: Recipe) -> bool:
     return recipe.precision == Precision.INT8
 
 
-def _is_int8_static(recipe: Recipe) -> bool:
-    return _is_int8(recipe) and recipe.quant.mode != QuantMode.DYNAMIC
-
 
 def _gpu_target_without_gpu(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
     if recipe.target == Target.GPU and not here.has_gpu:
@@ -500,7 +507,7 @@ def _int8_types(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
     if not _is_int8(recipe):
         return
     q = recipe.quant
-    if (q.mode == QuantMode.STATIC and recipe.target == Target.CPU and q.activation_type == QuantType.INT8
+    if (recipe.is_static and recipe.target == Target.CPU and q.activation_type == QuantType.INT8
             and q.weight_type == QuantType.INT8 and _is_x86()):
         yield _note("quant.activation_type", "On x86 CPUs ONNX Runtime's S8S8 kernels are slow (measured slower than "
                                              "fp32 here); uint8 activations (U8S8) are the fast path.")
@@ -525,7 +532,7 @@ def _int8_dynamic(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
 
 def _calibration(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
     """Static int8: the calibration samples and the method's own options."""
-    if not _is_int8_static(recipe):
+    if not recipe.is_static:
         return
     q = recipe.quant
     if 1 <= q.calibration_samples < 10:
@@ -541,14 +548,14 @@ def _calibration(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
 
 
 def _no_preprocess(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
-    if _is_int8_static(recipe) and not recipe.quant.preprocess:
+    if recipe.is_static and not recipe.quant.preprocess:
         yield _warning("quant.preprocess", "Without pre-processing ORT warns and BatchNormalization stays unfused; "
                                            "accuracy and speed are usually worse.")
 
 
 def _int16_weights(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
     """Static int8: 16-bit weights need QDQ, and a node kept in float cannot have them."""
-    if not _is_int8_static(recipe):
+    if not recipe.is_static:
         return
     q = recipe.quant
     if q.int16_weight_nodes and q.quant_format != QuantFormat.QDQ:
@@ -561,20 +568,19 @@ def _int16_weights(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
 
 def _bias_correction(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
     """Static int8: when bias correction does not apply."""
-    q = recipe.quant
-    if not _is_int8_static(recipe) or not q.bias_correction:
+    if not recipe.is_static or not recipe.quant.bias_correction:
         return
-    if q.quant_format != QuantFormat.QDQ:
+    if not recipe.corrects_biases:
         yield _note("quant.bias_correction", "Bias correction works on the QDQ format (it edits the int32 bias of "
                                              "each DequantizeLinear; QOperator folds biases into QLinearConv): this "
                                              "QOperator run is not corrected.")
-    if recipe.allow_random_data:
+    if recipe.corrects_biases and recipe.allow_random_data:
         yield _note("quant.bias_correction", "Bias correction is skipped when the calibration data is random (it "
                                              "would fit the biases to noise).")
 
 
 def _random_calibration(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
-    if _is_int8_static(recipe) and recipe.allow_random_data:
+    if recipe.is_static and recipe.allow_random_data:
         yield _warning("allow_random_data", "Random calibration data gives meaningless ranges; every result will be "
                                             "flagged.")
 
@@ -694,7 +700,7 @@ def recipe_cli_line(recipe: Recipe, model: str = "MODEL.onnx", out: str = "OUT.o
                     calibration: str | None = None) -> str:
     """The shell line that reproduces a recipe with the ``ortlab`` CLI."""
     parts = ["ortlab", "optimize", model, out, *recipe_cli_args(recipe)]
-    if calibration and recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.STATIC:
+    if calibration and recipe.is_static:
         parts += ["--calibration", calibration]
     return " ".join(shlex.quote(p) for p in parts)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import re
 import shutil
@@ -441,7 +442,7 @@ def quantize_dynamic_result(src, dst, q: QuantConfig) -> QuantResult:
     Constant nodes are moved into initializers first (in the staged copy); nodes inside If/Loop/Scan bodies are
     quantized and counted too. Nothing quantized is a warning that says why."""
     step = "quantize"
-    args = ort_arguments(q if q.mode == QuantMode.DYNAMIC else _as_mode(q, QuantMode.DYNAMIC))
+    args = ort_arguments(_as_mode(q, QuantMode.DYNAMIC))
     model, warnings = _ensure_opset(_load(src, step), step)
     _refuse_float16(model, step)
     dst = _check_dst(src, dst, step)
@@ -478,7 +479,7 @@ def _as_mode(q: QuantConfig, mode: QuantMode) -> QuantConfig:
 
 
 def _static_args(q: QuantConfig) -> OrtArguments:
-    args = ort_arguments(q if q.mode == QuantMode.STATIC else _as_mode(q, QuantMode.STATIC))
+    args = ort_arguments(_as_mode(q, QuantMode.STATIC))
     if q.calibration_method == CalibrationMethod.DISTRIBUTION and q.num_bins < DISTRIBUTION_MIN_BINS:
         raise QuantizationError(f"The Distribution method needs at least {DISTRIBUTION_MIN_BINS} histogram bins "
                                 f"(got {q.num_bins}); raise num_bins.", step="calibrate")
@@ -554,6 +555,12 @@ def calibrate_model(src, q: QuantConfig, reader, cache) -> list[str]:
         except Exception as exc:
             raise _fail("calibrate", exc, _CALIBRATE_HINT) from None
     return warnings + _log_warnings(log.messages)
+
+
+def calibration_settings(q: QuantConfig) -> str:
+    """Everything of ``q`` that changes the ranges :func:`calibrate_model` computes, as one canonical JSON text:
+    ONNX Runtime's calibrator arguments (method, its options, the op types calibrated, the providers)."""
+    return json.dumps(_static_args(q).calibrator, sort_keys=True, default=str)
 
 
 def quantize_calibrated_model(src, dst, q: QuantConfig, cache) -> list[str]:

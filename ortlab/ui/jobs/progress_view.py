@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ortlab.api import Level
+from ortlab.api import Level, stage_labels
 from ortlab.ui.session import actions, state
 from ortlab.ui.session.guard import engine_errors, error_message, show_message
 from ortlab.ui.session.inert import md
 from ortlab.ui.jobs.status import CANCELLED, DONE, FAILED, Handle
 
-STAGE_TITLES = {
-    "queued": "Waiting for the benchmark slot", "validate": "Check recipe, model and data",
-    "preprocess": "Pre-process (shape inference, BatchNorm folding)", "calibrate": "Calibrate",
-    "quantize": "Quantize", "bias_correction": "Bias correction", "convert": "Convert to fp16",
-    "optimize": "Graph optimization",
-    "verify": "Verify against the original", "bench": "Benchmark", "memory": "Peak memory",
-}
+# a recipe's stages are labelled by the engine (ortlab.runs.pipeline); a benchmark job's here
+STAGE_TITLES = {"queued": "Waiting for the benchmark slot", **stage_labels(), "bench": "Benchmark",
+                "memory": "Peak memory"}
 
 
 def draw_stages(job: Handle) -> None:

@@ -16,7 +16,6 @@ import streamlit as st
 
 from ortlab.core.layout import QDQ_FILE
 from ortlab.api import Artifact
-from ortlab.api import Precision, QuantMode
 from ortlab.core.text import format_bytes
 from ortlab.ui.session import actions, state
 from ortlab.ui.jobs import background
@@ -41,7 +40,7 @@ _RERUN = "node_errors.rerun"  # {"base": variant id, "nodes": (..), "job": recip
 # -- engine side (no Streamlit) ---------------------------------------------------------------------------
 def qdq_model(a: Artifact | None) -> Path | None:
     """The QDQ model of an int8 static artifact (``model.qdq.onnx`` in its folder), None for anything else."""
-    if a is None or a.recipe.precision != Precision.INT8 or a.recipe.quant.mode != QuantMode.STATIC:
+    if a is None or not a.recipe.is_static:
         return None
     p = Path(a.model_path).parent / QDQ_FILE
     return p if p.is_file() else None
