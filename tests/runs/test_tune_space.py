@@ -203,7 +203,7 @@ def test_a_setting_without_search_is_never_varied():
 def test_the_readmes_account_of_what_tune_tries_holds():
     from pathlib import Path
 
-    text = " ".join(Path(__file__).resolve().parents[1].joinpath("README.md").read_text().split())
+    text = " ".join(Path(__file__).resolve().parents[2].joinpath("README.md").read_text().split())
     said = text[text.index("`ortlab tune MODEL` tries recipes ("):][:520]
     for axis in ("static/dynamic", "QDQ/QOperator", "U8S8/S8S8/U8U8", "per-channel", "MinMax/Percentile/ Entropy/"
                  "Distribution", "reduce-range", "range-split on/off", "bias correction on/off", "op types",

@@ -13,7 +13,7 @@ import pytest
 
 from ortlab.runtime.child import Child, dotted_name
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUNNER = "ortlab/runtime/child.py"
 # Timed children still start their own processes until they move onto Child (issue 23, point 4, done in parallel):
 # remove this once ortlab/timing/ is converted.
