@@ -119,6 +119,7 @@ def test_a_later_run_into_the_same_folder_removes_a_stale_qdq_model(tmp_path):
     assert not (out / QDQ_FILE).exists() and resolve_candidate(out) == out / "model.onnx"
 
 
+@pytest.mark.slow
 def test_analyze_finds_the_qdq_graph_of_an_int8_file_and_of_a_folder(tmp_path, capsys):
     """``optimize M out.onnx --precision int8`` keeps the QDQ graph beside it as ``out.qdq.onnx``; analyze reads
     it from the file form as from the folder form, with the same ranking; a later fp32 run into the same file

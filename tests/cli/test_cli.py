@@ -139,6 +139,7 @@ def test_inspect_human_and_json(src, capsys):
     assert code == 0 and info["op_counts"]["Conv"] == 3 and info["inputs"][0]["shape"] == ["N", 3, 32, 32]
 
 
+@pytest.mark.slow
 def test_optimize_to_file_and_to_folder(src, image_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     digest = sha256_file(src)
@@ -174,6 +175,7 @@ def test_optimize_static_with_random_data_is_flagged(src, tmp_path, capsys):
     assert code == 0 and "RANDOM DATA was used" in text
 
 
+@pytest.mark.slow
 def test_bench_json_and_table(src, tmp_path, capsys):
     copy = tmp_path / "copy" / "conv.onnx"
     copy.parent.mkdir()
@@ -192,6 +194,7 @@ def test_bench_json_and_table(src, tmp_path, capsys):
 
 
 @needs_sample
+@pytest.mark.slow
 def test_sample_optimize_compare_and_samples(tmp_path, capsys):
     code, out, _ = run(["samples", "--json"], capsys)
     assert code == 0 and "digits_cnn" in [s["name"] for s in json.loads(out)]
@@ -243,6 +246,7 @@ def test_compare_on_image_folder(src, image_dir, tmp_path, capsys):
     assert code == 0 and rep["n_samples"] == 20 and rep["top1_agreement"] == 1.0
 
 
+@pytest.mark.slow
 def test_run_recipe_file_into_workspace_history(src, image_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
     recipe = Recipe(precision=Precision.INT8, quant=QuantConfig(calibration_samples=10), name="static10")

@@ -21,6 +21,8 @@ from tests.ui.test_app import _navigation_mode_like_the_server, new_app
 from tests.support.reference import PHOTOS
 from tests.integration.test_walk import FIXTURES, FP16_FAILS, KNOWN_BROKEN, SEQ, SHAPES, independent_check
 
+pytestmark = pytest.mark.slow  # every fixture × every recipe through the app
+
 RECIPES = {"fp32": ("fp32", None), "fp16": ("fp16", None), "dynamic": ("int8", "dynamic"),
            "static": ("int8", "static")}
 N_PHOTOS = 12  # uploaded; the app holds every third out: 8 calibrate, 4 evaluate

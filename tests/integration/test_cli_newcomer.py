@@ -32,6 +32,7 @@ def ortlab(args, cwd: Path, home: Path) -> subprocess.CompletedProcess:
 
 
 @needs("digits_cnn")
+@pytest.mark.slow
 def test_a_model_by_sample_name_or_repo_path_from_another_folder(tmp_path):
     for model in ("digits_cnn", "sample_models/digits_cnn/model.onnx", SAMPLES / "digits_cnn" / "model.onnx"):
         proc = ortlab(["inspect", model], tmp_path, tmp_path / "home")
@@ -125,6 +126,7 @@ def test_onnx_runtime_warnings_are_summarized_once(tmp_path, capsys):
 
 
 @needs("digits_cnn")
+@pytest.mark.slow
 def test_a_result_says_the_preprocessing_and_the_text_settings_it_used(tmp_path):
     """The optimize output prints the images' preprocessing as the flags that repeat it (here the manifest's), and
     for text data the tokenizer and length."""

@@ -70,6 +70,7 @@ def _strace_works() -> str | None:
     return None if probe.returncode == 0 else "strace cannot trace here (ptrace not allowed)"
 
 
+@pytest.mark.slow
 def test_a_cli_benchmark_longer_than_the_first_telemetry_attempt_makes_no_dns_query(tmp_path):
     why = _strace_works()
     if why:

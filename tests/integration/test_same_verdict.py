@@ -12,6 +12,8 @@ from ortlab.cli import main as cli
 from tests.cli.test_deciding_cli import _photos
 from tests.checks.test_task_fit import YOLOV8
 
+pytestmark = pytest.mark.slow  # three CLI commands on each model
+
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = ROOT / "sample_models" / "digits_cnn"
 

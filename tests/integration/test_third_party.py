@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper
 
 from ortlab.cli import main as cli
@@ -126,6 +127,7 @@ def test_sessions_register_the_custom_op_libraries(monkeypatch):
 # -- optimize: fp32, fp16, int8 dynamic and static ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_text_encoder(tmp_path, capsys):
     code, art, err = optimize(TEXT, tmp_path / "fp32.onnx", FP32, capsys)
     assert code == 0, err
@@ -145,6 +147,7 @@ def test_text_encoder(tmp_path, capsys):
     assert art["coverage"]["quantized"]["MatMul"] == 16
 
 
+@pytest.mark.slow
 def test_db_detector_constant_weights(tmp_path, capsys):
     for name, recipe in (("fp32", FP32), ("fp16", FP16_RECIPE)):
         code, _, err = optimize(DB, tmp_path / f"{name}.onnx", recipe, capsys)
@@ -163,6 +166,7 @@ def test_db_detector_constant_weights(tmp_path, capsys):
     assert art["coverage"]["quantized"]["Conv"] == 6 and art["coverage"]["quantized"]["ConvTranspose"] == 2
 
 
+@pytest.mark.slow
 def test_yolo_detector(tmp_path, capsys):
     code, art, err = optimize(YOLO, tmp_path / "fp16.onnx", FP16_RECIPE, capsys)
     assert code == 0, err
@@ -188,6 +192,7 @@ def _both_branches(src: Path, out: Path) -> float:
     return worst
 
 
+@pytest.mark.slow
 def test_vad_rnn_with_if(tmp_path, capsys):
     code, _, err = optimize(VAD, tmp_path / "fp32.onnx", FP32, capsys)
     assert code == 0, err

@@ -22,6 +22,8 @@ from PIL import Image
 
 from ortlab.cli import main as cli
 
+pytestmark = pytest.mark.slow  # every fixture × every recipe through the CLI
+
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 N_IMAGES = 8  # per part: calibration and evaluation photos (the detectors run at 256² and 640²); all are verified
 SEQ = 16

@@ -256,6 +256,7 @@ def efficientnet_int8(tmp_path_factory):
     return s.model_path, art.model_path, out / QDQ_FILE, result
 
 
+@pytest.mark.slow
 def test_per_node_errors_land_on_the_qdq_and_the_fused_graph(efficientnet_int8):
     from ortlab.model.diff_view import carry_values, map_node_names
     from ortlab.ui.graph.graph_view import build_view
@@ -291,6 +292,7 @@ def test_per_node_errors_land_on_the_qdq_and_the_fused_graph(efficientnet_int8):
                          for c in clips)
 
 
+@pytest.mark.slow
 def test_both_sides_get_the_same_layers_from_pytorch_namespaces(efficientnet_int8):
     fp32, fused, _, _ = efficientnet_int8
     desc = graph_description(fp32, fused)

@@ -84,6 +84,7 @@ def test_large_workspace_models_are_read_in_a_child_small_ones_here(tmp_path, mo
 
 
 @linux_only
+@pytest.mark.slow
 def test_the_server_side_of_a_200_mb_upload_holds_only_the_upload(tmp_path):
     """A fresh interpreter holds a 200 MB upload (as Streamlit does) and imports it as the Model page does:
     its peak resident memory may grow by at most a tenth of the upload beyond that. Parsing and checking it

@@ -106,6 +106,7 @@ def test_a_folder_whose_data_file_name_the_source_uses_is_refused(tmp_path, caps
 # -- external data named after OUT -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_external_data_is_named_after_out_and_two_results_share_a_folder(tmp_path, capsys):
     src = external_data_model(tmp_path / "src", location="model.onnx.data")
     expected = outputs_of(src)

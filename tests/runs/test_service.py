@@ -137,6 +137,7 @@ def test_errors_come_back_typed_with_their_step(src, ws):
     assert sorted(ws.root.rglob("*")) == before
 
 
+@pytest.mark.slow
 def test_run_spec_round_trips_and_its_cli_line_runs(src, image_dir, tmp_path, capsys):
     spec = RunSpec(str(src), STATIC, calibration=DataRef(path=str(image_dir)),
                    evaluation=DataRef(path=str(image_dir), count=6), verify_samples=6)

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
+import pytest
+
 from tests.support.reference import photo_parts
 
 from ortlab.settings.config import OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target
@@ -161,6 +163,7 @@ def test_greedy_int16_weights_grow_by_chunks_of_weighted_nodes_and_keep_only_gai
     assert "int16 weights 6" in steps[-1].label
 
 
+@pytest.mark.slow
 def test_int16_weight_nodes_in_a_recipe_run_write_int16_weights(tmp_path):
     """A recipe with int16_weight_nodes, run by the pipeline on digits_cnn: the QDQ model holds that node's
     weight as int16 and every other weight as int8."""
@@ -185,6 +188,7 @@ def test_int16_weight_nodes_in_a_recipe_run_write_int16_weights(tmp_path):
     assert {t for n, t in types.items() if n != name} == {TensorProto.INT8}
 
 
+@pytest.mark.slow
 def test_a_tiny_search_on_digits_records_trials_and_writes_the_files(tmp_path):
     from ortlab.runs.history import History
     from ortlab.data.samples import get_sample
@@ -230,6 +234,7 @@ def test_a_tiny_search_on_digits_records_trials_and_writes_the_files(tmp_path):
     assert Recipe.from_json((tmp_path / "out" / "recipe.json").read_text()) == r.best.recipe
 
 
+@pytest.mark.slow
 def test_cancel_stops_the_search(tmp_path):
     from ortlab.data.samples import get_sample
     from ortlab.runs.workspace import Workspace
@@ -246,6 +251,7 @@ def test_cancel_stops_the_search(tmp_path):
     assert tuner.result is not None and tuner.result.cancelled and len(tuner.result.trials) == 1
 
 
+@pytest.mark.slow
 def test_cli_analyze_and_tune(tmp_path, capsys):
     from ortlab.cli.main import main
     from ortlab.cli.tune import batch_sizes
@@ -368,6 +374,7 @@ def test_every_trial_broken_nothing_is_written(tmp_path):
     assert "broken" in r.sentence and (tmp_path / "out" / TRIALS_FILE).is_file()
 
 
+@pytest.mark.slow
 def test_cli_tune_below_the_bar_exits_4_and_writes_closest(tmp_path, capsys):
     from ortlab.cli.main import main
     from ortlab.cli.tune import EXIT_NO_RECOMMENDATION
@@ -451,6 +458,7 @@ def test_speed_is_the_interleaved_p50_ratio_not_the_min_ratio(tmp_path):
     assert t.latency_ms == {"1": float(np.median(cand_ms))} and t.baseline_ms == {"1": float(np.median(ref_ms))}
 
 
+@pytest.mark.slow
 def test_cli_tune_accepts_seq_len_like_optimize(tmp_path, capsys):
     from ortlab.cli.main import main
 
@@ -467,6 +475,7 @@ def test_cli_tune_accepts_seq_len_like_optimize(tmp_path, capsys):
     assert t["status"] == "done" and t["speed"][0]["n"] >= 10 and "--seq-len 16" in t["cli_line"]
 
 
+@pytest.mark.slow
 def test_keep_in_float_search_mends_the_detector_when_range_split_is_off(tmp_path):
     """The yolov8 fixture with range-split forced off is broken (its final Concat crushes the scores); the
     keep-in-float search, scored on detections and score channels, finds that Concat (or its chain) first and the

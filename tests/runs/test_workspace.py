@@ -144,6 +144,7 @@ def test_benchmarks_round_trip(tmp_path):
     assert h.delete_benchmark(bid) and h.list_benchmarks() == []
 
 
+@pytest.mark.slow
 def test_concurrent_writers_threads_and_processes(tmp_path):
     db = tmp_path / "h.sqlite"
     h = History(db)

@@ -40,6 +40,7 @@ def int8_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_bench_times_each_model_under_openvino_too_from_the_portable_file(int8_run, capsys):
     src = SAMPLE / "model.onnx"
     code, out, _ = run(["bench", src, int8_run / "model.onnx", "--openvino", "--batch-sizes", "1", "4",

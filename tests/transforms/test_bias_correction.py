@@ -188,6 +188,7 @@ def test_random_data_skips_it_with_a_note(tmp_path):
     assert [(e.done, e.total) for e in events if e.stage == STAGE] == [(1, 1)]
 
 
+@pytest.mark.slow
 def test_cli_flag_end_to_end_and_recipe_round_trip(tmp_path, capsys):
     out = tmp_path / "out"
     code = cli.main(["optimize", str(SAMPLE / "model.onnx"), str(out), "--precision", "int8",

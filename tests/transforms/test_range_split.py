@@ -76,6 +76,7 @@ def test_the_fixture_joins_pixels_and_scores_in_its_last_concat():
     assert FIXTURE.stat().st_size < 1_000_000
 
 
+@pytest.mark.slow
 def test_range_split_keeps_the_concat_and_the_detector_is_no_longer_broken(photos, tmp_path, capsys):
     images = _feed(photos["evaluation"])
     off, off_path = _run(photos, tmp_path / "off", capsys, "--no-range-split")
@@ -142,6 +143,7 @@ def test_a_model_without_mixed_ranges_gets_no_exclusion(tmp_path, capsys):
 
 
 
+@pytest.mark.slow
 def test_analysis_scored_per_output_group_ranks_the_concat_first(photos, tmp_path, capsys):
     """Whole-tensor SQNR hides the crushed scores behind the box pixels (the Concat ranked 23rd of 31 that way);
     scored by its worst output group (scores), it ranks among the top 3."""

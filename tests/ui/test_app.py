@@ -12,6 +12,8 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 from ortlab.ui.session.actions import DEMO_RECIPE
 
+pytestmark = pytest.mark.slow  # AppTest walks of the app on the real sample: the demo runs a recipe and a benchmark
+
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 SAMPLE = ROOT / "sample_models" / "digits_cnn" / "model.onnx"

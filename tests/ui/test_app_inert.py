@@ -52,6 +52,7 @@ def evil_model(tmp_path) -> bytes:
     return path.read_bytes()
 
 
+@pytest.mark.slow
 def test_model_metadata_file_name_and_recipe_name_are_shown_as_text(home, tmp_path):
     at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     name = f"{TAG} ![x](x.png) **bold**.onnx"  # (a file name holds no "/")

@@ -17,6 +17,8 @@ from ortlab.settings.config import Recipe
 from ortlab.ui.views import tune_view as tv
 from tests.ui.test_app import _navigation_mode_like_the_server, graph_diff_args as _graph_args
 
+pytestmark = pytest.mark.slow  # AppTest of the per-node analysis and of Tune on the digits sample
+
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 TIMEOUT = 300
