@@ -17,7 +17,7 @@ from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runs.workspace import Workspace
 from ortlab.settings.config import CalibrationMethod, OptLevel, Precision, QuantConfig, QuantFormat, QuantMode, Recipe
 
-from models import conv_bn_model, random_image_folder
+from tests.support.models import conv_bn_model, random_image_folder
 
 STATIC = Recipe(precision=Precision.INT8, quant=QuantConfig(calibration_samples=12))  # bias correction on (QDQ)
 
