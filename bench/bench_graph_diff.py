@@ -29,9 +29,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
 
-from models import big_chain_model  # noqa: E402
+from tests.support.models import big_chain_model  # noqa: E402
 from ortlab.settings.config import OptLevel  # noqa: E402
 from ortlab.model.diff_view import graph_description  # noqa: E402
 from ortlab.transforms.optimize import optimize_model  # noqa: E402

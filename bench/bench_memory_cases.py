@@ -28,7 +28,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
 
 
 def _status(field: str) -> float:
@@ -41,7 +40,7 @@ def _status(field: str) -> float:
 
 def prepare(name: str, tmp: Path, upload_mb: int) -> None:
     """Build the case's files (in another process than the one measured)."""
-    import memory_cases as mc
+    from tests.support import memory_cases as mc
 
     if name == "zero_npz":
         mc.zero_npz(tmp / "z.npz")

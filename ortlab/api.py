@@ -6,7 +6,7 @@ for the map of the layers) are free to change shape as long as these stay. The t
 enums such as :class:`~ortlab.runs.artifact.Artifact`, :class:`~ortlab.checks.eval_report.EvalReport`,
 :class:`~ortlab.checks.verdict.Verdict`) and the settings (:mod:`ortlab.settings`) are re-exported here too:
 ``ortlab/ui``, ``ortlab/cli``, ``pages/`` and ``app.py`` import the engine only from this module and from
-``ortlab.core``'s foundation helpers (``tests/test_engine_layering.py`` checks it).
+``ortlab.core``'s foundation helpers (``tests/integration/test_engine_layering.py`` checks it).
 """
 
 from __future__ import annotations

@@ -54,15 +54,17 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    browser_items = [item for item in items if Path(str(item.fspath)).parent == Path(__file__).parent]
+    for item in browser_items:
+        item.add_marker(pytest.mark.slow)  # each starts the app and drives Chromium
     why = browser_missing()
     if why is None:
         return
-    for item in items:
-        if Path(str(item.fspath)).parent == Path(__file__).parent:
-            if os.environ.get("CI"):
-                item.add_marker(pytest.mark.usefixtures("_fail_in_ci"))
-            else:
-                item.add_marker(pytest.mark.skip(reason=f"browser test skipped: {why}"))
+    for item in browser_items:
+        if os.environ.get("CI"):
+            item.add_marker(pytest.mark.usefixtures("_fail_in_ci"))
+        else:
+            item.add_marker(pytest.mark.skip(reason=f"browser test skipped: {why}"))
 
 
 @pytest.fixture

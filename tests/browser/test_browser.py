@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
-import sys
 import time
 import urllib.parse
 from datetime import datetime
@@ -57,8 +56,7 @@ def model_file(tmp_path_factory) -> Path:
         dst = tmp_path_factory.mktemp("upload") / "model.onnx"
         shutil.copyfile(sample, dst)
         return dst
-    sys.path.insert(0, str(REPO / "tests"))
-    from models import conv_bn_model
+    from tests.support.models import conv_bn_model
 
     return conv_bn_model(tmp_path_factory.mktemp("upload") / "model.onnx")
 

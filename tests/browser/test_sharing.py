@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, free_port, start_app
-from test_browser import DEMO_TIMEOUT_MS, STEP_TIMEOUT_MS, button, go_to, netron_frames, netron_nodes, wait_quiet
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, free_port, start_app
+from tests.browser.test_browser import DEMO_TIMEOUT_MS, STEP_TIMEOUT_MS, button, go_to, netron_frames, netron_nodes, wait_quiet
 
 pytestmark = pytest.mark.browser
 

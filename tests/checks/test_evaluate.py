@@ -1,0 +1,148 @@
+"""Output error and accuracy of a candidate model against its reference, on real tiny models."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import shutil
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from PIL import Image
+
+from tests.support.models import conv_bn_model, matmul_model
+from ortlab.settings.config import QuantConfig
+from ortlab.transforms.calibration import CalibrationReader
+from ortlab.data.dataset import random_dataset
+from ortlab.data.loaders import load_image_folder, load_tensor_file
+from ortlab.data.preprocess import preprocess_image
+from ortlab.core.errors import Cancelled, DataError
+from ortlab.checks.evaluate import EvalReport, OutputError, accuracy, evaluate
+from ortlab.model.inspect import TensorInfo
+from ortlab.core.progress import CancelToken
+from tests.support.reporting import CollectingReporter
+from ortlab.transforms.quantize import quantize_static_model
+
+CONV_IN = (TensorInfo("input", "float32", ("N", 3, 32, 32)),)
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("models")
+    src = conv_bn_model(d / "fp32.onnx")
+    shutil.copyfile(src, d / "copy.onnx")
+    quantize_static_model(src, d / "int8.onnx", QuantConfig(), CalibrationReader(random_dataset(8), None, CONV_IN))
+    return d
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    root = tmp_path_factory.mktemp("imgs")
+    rng = np.random.default_rng(0)
+    for c in ("a", "b", "c"):
+        (root / c).mkdir()
+        for i in range(4):
+            buf = io.BytesIO()
+            Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(buf, format="PNG")
+            (root / c / f"{i}.png").write_bytes(buf.getvalue())
+    return load_image_folder(root)
+
+
+def manual_logits(path, ds):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    from ortlab.data.preprocess import detect_preprocess
+
+    cfg = detect_preprocess(CONV_IN[0])
+    return np.concatenate([sess.run(None, {"input": preprocess_image(ds.load_image(i), cfg)[None]})[0]
+                           for i in range(len(ds))])
+
+
+def test_identical_models_have_infinite_sqnr_and_json_safe_report(models_dir, images):
+    rep = evaluate(models_dir / "fp32.onnx", models_dir / "copy.onnx", images, None)
+    out = rep.outputs[0]
+    assert out.name == "logits" and out.max_abs == 0.0 and out.mean_abs == 0.0 and out.cosine == pytest.approx(1.0)
+    assert out.sqnr_db == math.inf
+    d = json.loads(json.dumps(rep.to_dict(), allow_nan=False))
+    assert d["outputs"][0]["sqnr_db"] == "inf" and out.identical
+    assert EvalReport.from_dict(d) == rep
+    assert rep.top1_agreement == 1.0 and rep.top5_containment == 1.0
+    assert rep.top1_accuracy_ref == rep.top1_accuracy_cand
+    assert rep.providers_ref == ["CPUExecutionProvider"] and rep.random_data is False
+
+
+def test_int8_error_and_accuracy_match_a_manual_computation(models_dir, images):
+    events = CollectingReporter()
+    rep = evaluate(models_dir / "fp32.onnx", models_dir / "int8.onnx", images, None, reporter=events)
+    ref, cand = manual_logits(models_dir / "fp32.onnx", images), manual_logits(models_dir / "int8.onnx", images)
+    labels = np.array([s.label for s in images.samples])
+    out = rep.outputs[0]
+    assert out.max_abs == pytest.approx(np.abs(ref - cand).max(), rel=1e-6)
+    assert out.mean_abs == pytest.approx(np.abs(ref - cand).mean(), rel=1e-6)
+    assert out.sqnr_db == pytest.approx(10 * np.log10((ref.astype(np.float64) ** 2).sum()
+                                                      / ((ref - cand).astype(np.float64) ** 2).sum()), rel=1e-5)
+    cos = (ref * cand).sum() / np.sqrt((ref ** 2).sum() * (cand ** 2).sum())
+    assert out.cosine == pytest.approx(cos, rel=1e-5) and 0.9 < out.cosine <= 1.0
+    assert rep.n_samples == 12
+    assert rep.top1_accuracy_ref == pytest.approx(float((ref.argmax(1) == labels).mean()))
+    assert rep.top1_accuracy_cand == pytest.approx(float((cand.argmax(1) == labels).mean()))
+    assert rep.top1_agreement == pytest.approx(float((ref.argmax(1) == cand.argmax(1)).mean()))
+    top5 = np.argsort(-ref, axis=1)[:, :5]
+    assert rep.top5_accuracy_ref == pytest.approx(float(np.mean([y in t for y, t in zip(labels, top5)])))
+    assert [(r["class"], r["n"]) for r in rep.per_class] == [("a", 4), ("b", 4), ("c", 4)]
+    assert rep.per_class[0]["ref_acc"] == pytest.approx(float((ref.argmax(1)[:4] == 0).mean()))
+    assert [(e.stage, e.done, e.total) for e in events.events] == [("verify", i, 12) for i in range(1, 13)]
+
+
+def test_random_data_is_flagged_and_unlabeled_has_no_accuracy(models_dir):
+    rep = evaluate(models_dir / "fp32.onnx", models_dir / "int8.onnx", random_dataset(5), None)
+    assert rep.random_data is True and rep.to_dict()["random_data"] is True
+    assert rep.top1_accuracy_ref is None and rep.per_class == []
+    assert rep.top1_agreement is not None
+    acc = accuracy(models_dir / "fp32.onnx", random_dataset(5), None)
+    assert acc["random_data"] is True and acc["top1"] is None and len(acc["predictions"]) == 5
+
+
+def test_n_subsamples_and_cancel(models_dir, images):
+    rep = evaluate(models_dir / "fp32.onnx", models_dir / "int8.onnx", images, None, n=6)
+    assert rep.n_samples == 6 and [r["n"] for r in rep.per_class] == [2, 2, 2]
+    token = CancelToken()
+    stop = lambda e: token.cancel() if e.done == 2 else None
+    with pytest.raises(Cancelled) as info:
+        evaluate(models_dir / "fp32.onnx", models_dir / "int8.onnx", images, None, reporter=stop, cancel=token)
+    assert info.value.step == "verify"
+
+
+def test_accuracy_alone(models_dir, images):
+    acc = accuracy(models_dir / "fp32.onnx", images, None)
+    ref = manual_logits(models_dir / "fp32.onnx", images)
+    labels = np.array([s.label for s in images.samples])
+    assert acc["n"] == 12 and acc["predictions"] == ref.argmax(1).tolist()
+    assert acc["top1"] == pytest.approx(float((ref.argmax(1) == labels).mean()))
+    assert acc["providers"] == ["CPUExecutionProvider"]
+
+
+def test_non_classifier_outputs_and_tensor_data(tmp_path):
+    src = matmul_model(tmp_path / "mm.onnx")
+    x = np.random.default_rng(0).standard_normal((3, 16, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    ds = load_tensor_file(tmp_path / "x.npy")
+    rep = evaluate(src, src, ds, None)
+    assert rep.n_samples == 3 and rep.top1_agreement is None and rep.outputs[0].name == "output"
+    with pytest.raises(DataError, match=r"Output 'output' has shape \[1, 16, 32\]; accuracy needs a classifier"):
+        accuracy(src, ds, None)
+
+
+def test_labels_beyond_the_model_outputs(models_dir, tmp_path):
+    x = np.zeros((2, 3, 32, 32), dtype=np.float32)
+    np.savez(tmp_path / "t.npz", input=x, labels=np.array([0, 12]))
+    with pytest.raises(DataError, match=r"labels up to 12 \(13 classes\) but the model outputs 10 scores"):
+        accuracy(models_dir / "fp32.onnx", load_tensor_file(tmp_path / "t.npz"), None)
+
+
+def test_output_error_to_dict_writes_non_finite_numbers_as_text():
+    d = OutputError("y", float("nan"), 1.0, 0.5, -math.inf).to_dict()
+    assert d == {"name": "y", "max_abs": "nan", "mean_abs": 1.0, "cosine": 0.5, "sqnr_db": "-inf", "nonfinite": 0}
+    assert json.loads(json.dumps(d, allow_nan=False)) == d
+

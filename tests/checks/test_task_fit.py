@@ -1,0 +1,241 @@
+"""Task metrics that fit the task: a sentence embedding, a CTC text recognizer and a YOLO-style detector.
+
+Each model is run through ``evaluate`` and the figures it reports are checked against figures computed here,
+independently, with onnxruntime + numpy (own greedy CTC decoder and edit distance, own NMS and IoU matching).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from tests.support.reference import matches, nms
+from onnx import TensorProto, helper, numpy_helper
+from PIL import Image
+
+from ortlab.checks.eval_report import Task
+from ortlab.checks.evaluate import evaluate
+from ortlab.checks.verdict import Level, VerdictPolicy, judge
+from ortlab.data.loaders import load_tensor_file
+
+ROOT = Path(__file__).resolve().parents[2]
+YOLOV8 = ROOT / "tests" / "fixtures" / "yolov8_detector.onnx"
+PHOTOS = ROOT / "sample_models" / "efficientnet_lite0" / "evaluation"
+
+
+def _save(graph: onnx.GraphProto, path: Path) -> Path:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save_model(model, str(path))
+    return path
+
+
+def _outputs(path: Path, x: np.ndarray, name: str) -> list[np.ndarray]:
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    inp = sess.get_inputs()[0].name
+    return [sess.run([name], {inp: x[i:i + 1]})[0] for i in range(len(x))]
+
+
+# -- a sentence embedding [N, 384] ------------------------------------------------------------------------
+
+
+def encoder(path: Path, w: np.ndarray) -> Path:
+    """x [N, 32] → Gemm → Tanh → ``output`` [N, 384]: a vector per sample, named like nothing in particular."""
+    g = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "W"], ["h"]), helper.make_node("Tanh", ["h"], ["output"])], "enc",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 32])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 384])],
+        [numpy_helper.from_array(w.astype(np.float32), "W")])
+    return _save(g, path)
+
+
+def test_an_unlabeled_float_vector_is_an_embedding_judged_by_its_neighbours(tmp_path):
+    rng = np.random.default_rng(8)
+    w = rng.normal(0, 0.2, size=(32, 384)).astype(np.float32)
+    ref = encoder(tmp_path / "ref.onnx", w)
+    # SQNR ≈ 11 dB (passes the SQNR floor) while a few samples change their nearest neighbour
+    cand = encoder(tmp_path / "cand.onnx", w + rng.normal(0, 0.05, size=w.shape).astype(np.float32))
+    x = rng.normal(size=(24, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    report = evaluate(ref, cand, load_tensor_file(tmp_path / "x.npy"), None)
+    tm = report.task
+    assert tm is not None and tm.task == Task.EMBEDDING and tm.classification is None
+    assert report.top1_agreement is None  # never "top-1 agreement" of a 384-"class" classifier
+    e = tm.embeddings[0]
+
+    r = np.concatenate(_outputs(ref, x, "output")).astype(np.float64)
+    c = np.concatenate(_outputs(cand, x, "output")).astype(np.float64)
+    cos = (r * c).sum(1) / np.linalg.norm(r, axis=1) / np.linalg.norm(c, axis=1)
+
+    def nearest(m):
+        m = m / np.linalg.norm(m, axis=1, keepdims=True)
+        s = m @ m.T
+        np.fill_diagonal(s, -np.inf)
+        return s.argmax(1)
+
+    nn = float(np.mean(nearest(r) == nearest(c)))
+    assert e.nn_agreement == pytest.approx(nn) and e.min_cosine == pytest.approx(cos.min(), abs=1e-6)
+    assert e.mean_cosine == pytest.approx(cos.mean(), abs=1e-6) and not e.tokens
+    v = judge(report)
+    assert v.deciding == "output: nearest-neighbour agreement" and v.deciding_value == pytest.approx(nn)
+    expected = Level.BROKEN if nn < 0.7 else Level.DEGRADED if nn < 0.9 or cos.min() < 0.9 else Level.OK
+    assert v.level == expected, (v, nn, cos.min())
+    assert 0.5 <= nn < 1.0  # the fixture exercises a real difference
+
+
+def test_a_named_classifier_and_a_probability_vector_stay_classifiers(tmp_path):
+    w = np.random.default_rng(1).normal(size=(32, 384)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "W"], ["h"]), helper.make_node("Softmax", ["h"], ["y"])],
+                          "cls", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 32])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 384])],
+                          [numpy_helper.from_array(w, "W")])
+    src = _save(g, tmp_path / "soft.onnx")
+    np.save(tmp_path / "x.npy", np.random.default_rng(2).normal(size=(4, 32)).astype(np.float32))
+    report = evaluate(src, src, load_tensor_file(tmp_path / "x.npy"), None)
+    assert report.task.task == Task.CLASSIFICATION and "probability vector" in report.task.why
+
+
+# -- a CTC recognizer [N, T, C] with softmax -----------------------------------------------------------------
+
+
+T, C = 24, 12
+
+
+def recognizer(path: Path, w: np.ndarray) -> Path:
+    """x [N, T, 16] → MatMul → Softmax(axis −1) → ``probs`` [N, T, C] (class 0 is the CTC blank)."""
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Softmax", ["h"], ["probs"], axis=-1)],
+        "rec", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", T, 16])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["N", T, C])],
+        [numpy_helper.from_array(w.astype(np.float32), "W")])
+    return _save(g, path)
+
+
+def _ctc(p: np.ndarray) -> list[int]:
+    best = p.argmax(-1)
+    keep = np.r_[True, best[1:] != best[:-1]] & (best != 0)
+    return best[keep].tolist()
+
+
+def _levenshtein(a: list[int], b: list[int]) -> int:
+    d = np.zeros((len(a) + 1, len(b) + 1), dtype=int)
+    d[:, 0], d[0, :] = np.arange(len(a) + 1), np.arange(len(b) + 1)
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i, j] = min(d[i - 1, j] + 1, d[i, j - 1] + 1, d[i - 1, j - 1] + (a[i - 1] != b[j - 1]))
+    return int(d[-1, -1])
+
+
+def test_a_ctc_recognizer_is_decoded_and_judged_by_its_strings(tmp_path):
+    rng = np.random.default_rng(11)
+    w = rng.normal(0, 4.0, size=(16, C)).astype(np.float32)
+    ref = recognizer(tmp_path / "ref.onnx", w)
+    cand = recognizer(tmp_path / "cand.onnx", w + rng.normal(0, 0.1, size=w.shape).astype(np.float32))
+    x = rng.normal(size=(20, T, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    report = evaluate(ref, cand, load_tensor_file(tmp_path / "x.npy"), None)
+    assert report.task.task == Task.SEQUENCE and "CTC" in report.task.why
+    q = report.task.sequences[0]
+
+    rs = [_ctc(p[0].astype(np.float64)) for p in _outputs(ref, x, "probs")]
+    cs = [_ctc(p[0].astype(np.float64)) for p in _outputs(cand, x, "probs")]
+    changed = sum(a != b for a, b in zip(rs, cs))
+    cer = sum(_levenshtein(a, b) for a, b in zip(rs, cs)) / sum(len(a) for a in rs)
+    assert q.n_samples == 20 and q.changed == changed and q.cer == pytest.approx(cer)
+    assert 0 < changed < 20 and 0 < cer < 0.5  # some strings change, most characters stay
+    v = judge(report)
+    share = changed / 20
+    assert v.deciding == "probs: decoded strings changed" and v.deciding_value == pytest.approx(share)
+    assert v.level == (Level.BROKEN if share > 0.1 else Level.DEGRADED if share > 0.02 else Level.OK)
+    assert any(f"character error rate {100 * cer:.1f}%" in r for r in v.reasons)
+    if v.level != Level.OK:  # the bar follows the share of changed strings it applies to, never the CER
+        reason = next(r for r in v.reasons if "decoded strings changed" in r)
+        bar = "10.0%" if v.level == Level.BROKEN else "2.0%"
+        assert reason.endswith(f"{changed}/20 decoded strings changed ({100 * share:.1f}%) > {bar}"), reason
+    # identical strings: ok, with the strings named in what was checked
+    same = evaluate(ref, ref, load_tensor_file(tmp_path / "x.npy"), None)
+    assert judge(same).level == Level.OK and same.task.sequences[0].changed == 0
+
+
+# -- a YOLOv8-style detector: decoded, NMS, matched by class and IoU ----------------------------------------
+
+
+def _scaled_detector(path: Path, score_scale: float, box_shift: float) -> Path:
+    """The fixture with its scores multiplied by ``score_scale`` and its box centres moved by ``box_shift`` px."""
+    m = onnx.load(str(YOLOV8))
+    out = m.graph.output[0].name
+    for node in m.graph.node:
+        node.output[:] = [o if o != out else "raw" for o in node.output]
+    mul = np.ones((1, 12, 1), np.float32)
+    mul[0, 4:, 0] = score_scale
+    add = np.zeros((1, 12, 1), np.float32)
+    add[0, 0:2, 0] = box_shift
+    m.graph.initializer.extend([numpy_helper.from_array(mul, "cand_mul"), numpy_helper.from_array(add, "cand_add")])
+    m.graph.node.extend([helper.make_node("Mul", ["raw", "cand_mul"], ["moved"]),
+                         helper.make_node("Add", ["moved", "cand_add"], [out])])
+    onnx.save_model(m, str(path))
+    return path
+
+
+def _detections(out: np.ndarray, threshold: float = 0.3, overlap: float = 0.45):
+    a = out[0].astype(np.float64).T  # [8400, 12]
+    return nms(a[:, :4], a[:, 4:].max(1), a[:, 4:].argmax(1), threshold, overlap)
+
+
+def _sqnr(r: np.ndarray, c: np.ndarray) -> float:
+    return 10 * math.log10(float(np.sum(r ** 2)) / float(np.sum((r - c) ** 2)))
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory) -> tuple[Path, np.ndarray]:
+    files = sorted(PHOTOS.glob("*.jpg"))[::6][:5]
+    x = np.concatenate([np.asarray(Image.open(f).convert("RGB").resize((640, 640)), np.float32).transpose(2, 0, 1)[None]
+                        / 255 for f in files])
+    path = tmp_path_factory.mktemp("yolo") / "photos.npy"
+    np.save(path, x)
+    return path, x
+
+
+def test_detections_are_decoded_and_matched_by_class_and_iou(tmp_path, photos):
+    data, x = photos
+    cand = _scaled_detector(tmp_path / "cand.onnx", 0.8, 6.0)
+    report = evaluate(YOLOV8, cand, load_tensor_file(data), None)
+    assert report.task.task == Task.BOXES
+    b = report.task.boxes[0]
+
+    r_out, c_out = _outputs(YOLOV8, x, "output0"), _outputs(cand, x, "output0")
+    ref_d = [_detections(o) for o in r_out]
+    cand_d = [_detections(o) for o in c_out]
+    matched = sum(matches(r, c) for r, c in zip(ref_d, cand_d))
+    n_ref, n_cand = sum(len(d[1]) for d in ref_d), sum(len(d[1]) for d in cand_d)
+    assert (b.matched, b.ref_total, b.cand_total) == (matched, n_ref, n_cand)
+    f1 = 2 * matched / (n_ref + n_cand)
+    assert b.f1 == pytest.approx(f1) and b.precision == pytest.approx(matched / n_cand)
+    assert b.recall == pytest.approx(matched / n_ref)
+    assert n_ref > 0 and n_cand < n_ref and 0 < f1 < 0.95  # weaker scores lose detections
+    r = np.concatenate([o.astype(np.float64) for o in r_out])
+    c = np.concatenate([o.astype(np.float64) for o in c_out])
+    assert b.score_sqnr_db == pytest.approx(_sqnr(r[:, 4:], c[:, 4:]), abs=1e-6)
+    assert b.box_sqnr_db == pytest.approx(_sqnr(r[:, :4], c[:, :4]), abs=1e-6)
+    whole = report.outputs[0].sqnr_db
+    assert whole > b.score_sqnr_db + 10  # box pixels hide the scores' damage in the whole-output SQNR
+    v = judge(report)
+    assert v.deciding == "output0: detections F1 vs reference" and v.deciding_value == pytest.approx(f1)
+    policy = VerdictPolicy()
+    assert v.level == (Level.BROKEN if f1 < policy.broken_det_f1 else Level.DEGRADED)
+    assert v.reasons[0].startswith(f"output0: detections F1 {f1:.2f} vs the reference")
+
+
+def test_a_detector_whose_boxes_only_move_a_little_keeps_its_detections(tmp_path, photos):
+    data, _ = photos
+    cand = _scaled_detector(tmp_path / "cand.onnx", 1.0, 0.5)
+    report = evaluate(YOLOV8, cand, load_tensor_file(data), None)
+    b = report.task.boxes[0]
+    assert b.f1 == 1.0 and b.score_sqnr_db == math.inf and b.box_sqnr_db < 80
+    v = judge(report)
+    assert v.level == Level.OK and v.deciding == "output0: detections F1 vs reference" and v.deciding_text == "1.00"

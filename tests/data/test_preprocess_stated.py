@@ -1,0 +1,85 @@
+"""Preprocessing stated, never assumed: the sources of every value, named presets, and a model with open
+height/width fed images without a size is asked for one instead of running at 224."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ortlab.cli import main as cli
+from ortlab.data.preprocess import IMAGENET_MEAN, IMAGENET_STD, PRESETS, explain_preprocess
+from ortlab.model.inspect import TensorInfo
+from ortlab.settings.config import ChannelOrder, PixelScale, ResizeMode
+
+ROOT = Path(__file__).resolve().parents[2]
+DB = ROOT / "tests" / "fixtures" / "db_detector.onnx"  # x [batch, 3, height, width]
+YOLOV8 = ROOT / "tests" / "fixtures" / "yolov8_detector.onnx"  # images [1, 3, 640, 640]
+PHOTOS = ROOT / "sample_models" / "efficientnet_lite0" / "evaluation"
+
+
+@pytest.fixture()
+def images(tmp_path) -> Path:
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    for f in sorted(PHOTOS.glob("*.jpg"))[:2]:
+        shutil.copy(f, folder / f.name)
+    return folder
+
+
+def test_open_height_and_width_with_images_and_no_size_is_asked_not_guessed(tmp_path, images, capsys, monkeypatch):
+    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
+    for argv in (["compare", str(DB), str(DB), "--data", str(images)],
+                 ["optimize", str(DB), str(tmp_path / "o"), "--precision", "fp16", "--eval", str(images)]):
+        code = cli.main(argv)
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert err.strip() == ("ortlab: error: Model input 'x' [batch, 3, height, width] leaves its height and width "
+                               "open, and ortlab never guesses them: give the size its images must have, --size H W "
+                               "(e.g. --size 640 640), or --shape x=1,3,H,W.")
+    assert not (tmp_path / "o").exists()
+    # with a size it runs, and says the size is yours
+    code = cli.main(["compare", str(DB), str(DB), "--data", str(images), "--size", "64", "96"])
+    captured = capsys.readouterr()
+    assert code == 0 and captured.out.startswith("verdict    ")
+    assert captured.err.splitlines()[0].startswith("ortlab: preprocessing: size 64×96 (you (flags)); resize stretch "
+                                                   "(default); layout NCHW (detected from the model input)")
+
+
+def test_every_run_states_its_preprocessing_and_sources_first(tmp_path, images, capsys, monkeypatch):
+    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
+    code = cli.main(["optimize", str(YOLOV8), str(tmp_path / "o"), "--precision", "fp16", "--eval", str(images),
+                     "--mean", "0.1", "0.2", "0.3"])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 0
+    assert err[0] == ("ortlab: preprocessing: size 640×640 (detected from a fixed input shape); resize stretch "
+                      "(default); layout NCHW (detected from the model input); channels 3 (detected from the model "
+                      "input); channel order RGB (default); scale 0-1 (default); mean 0.1, 0.2, 0.3 (you (flags)); "
+                      "std 1, 1, 1 (default); dtype float32 (detected from the model input)")
+
+
+def test_a_preset_is_a_visible_choice_with_its_source(tmp_path, images, capsys):
+    dyn = [TensorInfo("x", "float32", ("batch", 3, "height", "width"))]
+    assert explain_preprocess(dyn).open_size  # nobody said a size: the run must ask
+    r = explain_preprocess(dyn, preset="paddle_rec", overrides={"size": (48, 320)})
+    assert r is not None and not r.open_size
+    c = r.config
+    assert (c.channel_order, c.scale, c.mean, c.std) == (ChannelOrder.BGR, PixelScale.UNIT, (0.5,) * 3, (0.5,) * 3)
+    assert r.sources["mean"] == "preset paddle_rec" and r.sources["size"] == "you (flags)"
+    det = explain_preprocess(dyn, preset="paddle_det").config
+    assert det.channel_order == ChannelOrder.BGR and det.mean == IMAGENET_MEAN and det.std == IMAGENET_STD
+    fixed = [TensorInfo("images", "float32", (1, 3, 640, 640))]
+    yolo = explain_preprocess(fixed, preset="yolo")
+    assert yolo.config.resize_mode == ResizeMode.LETTERBOX and yolo.config.size == (640, 640)
+    assert yolo.sources["size"] == "detected from a fixed input shape" and yolo.sources["resize_mode"] == "preset yolo"
+    # never applied unless chosen
+    plain = explain_preprocess(fixed)
+    assert plain.config.resize_mode == ResizeMode.STRETCH and "preset" not in " ".join(plain.sources.values())
+    assert set(PRESETS) == {"yolo", "imagenet", "paddle_det", "paddle_rec"}
+    # through the CLI: the preset and its values are stated
+    code = cli.main(["compare", str(DB), str(DB), "--data", str(images), "--preset", "paddle_det", "--size", "64",
+                     "64"])
+    err = capsys.readouterr().err
+    assert code == 0 and "channel order BGR (preset paddle_det)" in err and "mean 0.485, 0.456, 0.406 (preset " \
+                                                                           "paddle_det)" in err

@@ -1,0 +1,260 @@
+"""Third-party-like models (tests/fixtures, built by scripts/build_fixtures.py) through the CLI: each recipe either
+succeeds with its coverage and notes, or fails with one clear sentence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from ortlab.cli import main as cli
+from ortlab.runtime import providers
+from ortlab.model.inspect import inspect_model
+from ortlab.transforms.optimize import hardware_specific_domains
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+TEXT, DB, YOLO, VAD, FP16 = (FIXTURES / f"{n}.onnx" for n in
+                             ("text_encoder", "db_detector", "yolo_detector", "vad_rnn", "fp16_net"))
+FP32 = ["--precision", "fp32"]
+FP16_RECIPE = ["--precision", "fp16"]
+DYNAMIC = ["--precision", "int8", "--quant-mode", "dynamic"]
+STATIC = ["--precision", "int8", "--allow-random-data", "--calibration-samples", "2", "--verify-samples", "2"]
+
+
+def optimize(model: Path, out: Path, recipe: list[str], capsys) -> tuple[int, dict, str]:
+    """``ortlab optimize --json``: (exit status, the artifact as plain data or {} when it failed, stderr)."""
+    code = cli.main(["optimize", str(model), str(out), *recipe, "--json"])
+    captured = capsys.readouterr()
+    return code, (json.loads(captured.out) if code == 0 else {}), captured.err.strip()
+
+
+def test_fixtures_are_small_and_valid():
+    for path in (TEXT, DB, YOLO, VAD, FP16):
+        assert path.stat().st_size < 5 * 2**20
+        onnx.checker.check_model(str(path), full_check=True)
+
+
+# -- inspect -----------------------------------------------------------------------------------------------------
+
+
+def test_inspect_counts_constant_node_weights_and_subgraphs():
+    db = inspect_model(DB)
+    assert db.constant_params == db.param_count == 8517 and db.constant_bytes == 4 * 8517
+    assert any("held in Constant nodes" in w for w in db.warnings)
+    vad = inspect_model(VAD)
+    assert vad.param_count == vad.constant_params > 40_000
+    assert vad.subgraph_node_count > 0 and vad.node_count > len(onnx.load(str(VAD)).graph.node)
+    # the Gemm and Max/CumSum nodes inside the If branches are counted
+    assert vad.op_counts[("", "Gemm")] == 5 and vad.op_counts[("", "Max")] == 1 and vad.op_counts[("", "CumSum")] == 1
+    assert any(f"{vad.subgraph_node_count} of its {vad.node_count} nodes are in subgraphs" in w for w in vad.warnings)
+    text = inspect_model(TEXT)
+    assert text.constant_params == 0 and text.param_count > 100_000
+
+
+def test_inspect_cli_says_constant_and_subgraph_counts(capsys):
+    assert cli.main(["inspect", str(VAD)]) == 0
+    out = capsys.readouterr().out
+    assert "in Constant nodes)" in out and "in subgraphs)" in out
+
+
+def test_ir_version_newer_than_the_runtime_names_both_versions(tmp_path, capsys):
+    newest = providers.max_ir_version()
+    m = onnx.load(str(FP16))
+    m.ir_version = newest + 1
+    path = tmp_path / "new_ir.onnx"
+    onnx.save(m, str(path))
+    assert cli.main(["inspect", str(path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert f"This model has IR version {newest + 1}; ONNX Runtime {ort.__version__} reads up to {newest}" in err
+    assert err.count("\n") == 0 and "onnxruntime_src" not in err
+
+
+def test_explain_ort_error_keeps_the_reason_without_cpp_locations():
+    text = ("[ONNXRuntimeError] : 1 : FAIL : /onnxruntime_src/onnxruntime/core/graph/model.cc:256 onnxruntime::Model"
+            "::Model(onnx::ModelProto&&, const onnxruntime::PathString&) Unsupported model IR version: 14, max "
+            "supported IR version: 13")
+    assert providers.explain_ort_error(text).startswith("This model has IR version 14; ONNX Runtime")
+    run = ("[ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running Reshape node. Status Message: "
+           "/onnxruntime_src/onnxruntime/core/providers/cpu/tensor/reshape_helper.h:91 onnxruntime::ReshapeHelper::"
+           "ReshapeHelper(const onnxruntime::TensorShape&, bool) The input tensor cannot be reshaped.")
+    assert providers.explain_ort_error(run) == ("Non-zero status code returned while running Reshape node. Status "
+                                                "Message: The input tensor cannot be reshaped.")
+
+
+def _custom_op_model(path: Path) -> Path:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    g = helper.make_graph([helper.make_node("FancyOp", ["x"], ["y"], domain="my.custom", name="fancy")], "g", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("my.custom", 1)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return path
+
+
+def test_unknown_custom_domain_op_is_named_at_upload(tmp_path, capsys):
+    path = _custom_op_model(tmp_path / "custom.onnx")
+    assert cli.main(["inspect", str(path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "ONNX Runtime has no kernel for FancyOp (domain 'my.custom'): no custom-op library is registered" in err
+    assert "--custom-op-library" in err
+
+
+def test_custom_op_library_flag(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv(providers.CUSTOM_OPS_ENV, raising=False)
+    assert cli.main(["--custom-op-library", str(tmp_path / "missing.so"), "inspect", str(FP16)]) == 2
+    assert "Custom-op library not found" in capsys.readouterr().err
+    not_a_library = tmp_path / "lib.so"
+    not_a_library.write_bytes(b"not a shared object")
+    assert cli.main(["--custom-op-library", str(not_a_library), "inspect", str(FP16)]) == 1
+    assert "cannot load custom-op library" in capsys.readouterr().err
+    assert providers.CUSTOM_OPS_ENV not in __import__("os").environ  # the CLI gives the environment back
+
+
+def test_sessions_register_the_custom_op_libraries(monkeypatch):
+    registered: list[str] = []
+    monkeypatch.setenv(providers.CUSTOM_OPS_ENV, "/opt/a.so")
+    monkeypatch.setattr(ort.SessionOptions, "register_custom_ops_library",
+                        lambda self, path: registered.append(path), raising=False)
+    providers.session_options()
+    assert registered == ["/opt/a.so"]
+
+
+# -- optimize: fp32, fp16, int8 dynamic and static ---------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_text_encoder(tmp_path, capsys):
+    code, art, err = optimize(TEXT, tmp_path / "fp32.onnx", FP32, capsys)
+    assert code == 0, err
+    note = next(n for n in art["notes"] if "ONNX checker rejects" in n)
+    assert "LayerNormalization" in note and "outputs match the source's on a random input" in note
+    assert not any("checker" in w for w in art["warnings"])
+    code, art, err = optimize(TEXT, tmp_path / "fp16.onnx", FP16_RECIPE, capsys)
+    assert code == 0, err
+    code, art, err = optimize(TEXT, tmp_path / "dyn.onnx", DYNAMIC, capsys)
+    assert code == 0, err
+    cov = art["coverage"]
+    assert cov["quantized"]["MatMul"] >= 12 and cov["candidates"]["MatMul"] == 16
+    assert not any("pre-processing" in w for w in art["warnings"])
+    code, art, err = optimize(TEXT, tmp_path / "static.onnx",
+                              [*STATIC, "--shape", "input_ids=1,16", "--shape", "attention_mask=1,16"], capsys)
+    assert code == 0, err
+    assert art["coverage"]["quantized"]["MatMul"] == 16
+
+
+@pytest.mark.slow
+def test_db_detector_constant_weights(tmp_path, capsys):
+    for name, recipe in (("fp32", FP32), ("fp16", FP16_RECIPE)):
+        code, _, err = optimize(DB, tmp_path / f"{name}.onnx", recipe, capsys)
+        assert code == 0, err
+    code, art, err = optimize(DB, tmp_path / "dyn.onnx", DYNAMIC, capsys)
+    assert code == 0, err
+    assert art["coverage"]["quantized"] == {}
+    assert ("Nothing was quantized: the model has no Gemm, MatMul nodes (subgraphs included); its weighted nodes are "
+            "6 Conv, 2 ConvTranspose; the result computes like the source model. Use static quantization for Conv "
+            "models.") in art["warnings"]
+    assert art["verdict"]["level"] == "unknown"  # no evaluation data; the first reason still says what happened
+    assert art["verdict"]["reasons"][0].startswith("nothing was quantized")
+    assert any("weight tensor(s) held in Constant nodes were moved into initializers" in n for n in art["notes"])
+    code, art, err = optimize(DB, tmp_path / "static.onnx", [*STATIC, "--shape", "x=1,3,64,96"], capsys)
+    assert code == 0, err
+    assert art["coverage"]["quantized"]["Conv"] == 6 and art["coverage"]["quantized"]["ConvTranspose"] == 2
+
+
+@pytest.mark.slow
+def test_yolo_detector(tmp_path, capsys):
+    code, art, err = optimize(YOLO, tmp_path / "fp16.onnx", FP16_RECIPE, capsys)
+    assert code == 0, err
+    code, art, err = optimize(YOLO, tmp_path / "static.onnx", STATIC, capsys)
+    assert code == 0, err
+    assert art["coverage"]["quantized"]["Conv"] == 8 == art["coverage"]["candidates"]["Conv"]
+    code, art, err = optimize(YOLO, tmp_path / "all.onnx", ["--precision", "fp32", "--opt-level", "all"], capsys)
+    assert code == 0, err
+    wrote_nchwc = bool(hardware_specific_domains(tmp_path / "all.onnx"))
+    assert any("wrote hardware-specific ops" in w for w in art["warnings"]) == wrote_nchwc
+    assert any("wrote no hardware-specific ops" in n for n in art["notes"]) != wrote_nchwc
+
+
+def _both_branches(src: Path, out: Path) -> float:
+    a, b = ort.InferenceSession(str(src)), ort.InferenceSession(str(out))
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for sr in (16000, 8000):
+        feed = {"input": rng.random((1, 256), dtype=np.float32), "state": np.zeros((2, 1, 32), np.float32),
+                "sr": np.array(sr, dtype=np.int64)}
+        for x, y in zip(a.run(None, feed), b.run(None, feed)):
+            worst = max(worst, float(np.abs(x.astype(np.float32) - y.astype(np.float32)).max()))
+    return worst
+
+
+@pytest.mark.slow
+def test_vad_rnn_with_if(tmp_path, capsys):
+    code, _, err = optimize(VAD, tmp_path / "fp32.onnx", FP32, capsys)
+    assert code == 0, err
+    code, art, err = optimize(VAD, tmp_path / "fp16.onnx", FP16_RECIPE, capsys)
+    assert code == 0, err
+    assert _both_branches(VAD, tmp_path / "fp16.onnx") < 0.01
+    code, art, err = optimize(VAD, tmp_path / "dyn.onnx", DYNAMIC, capsys)
+    assert code == 0, err
+    cov = art["coverage"]
+    assert cov["quantized"] == {"MatMul": 5} and cov["candidates"] == {"MatMul": 5} and cov["in_subgraphs"] == 4
+    assert _both_branches(VAD, tmp_path / "dyn.onnx") < 0.1
+    # random data for the int64 scalar 'sr' would pick an If branch at random: refused, before any work
+    code, art, err = optimize(VAD, tmp_path / "static.onnx",
+                              [*STATIC, "--shape", "input=1,256", "--shape", "state=2,1,32"], capsys)
+    assert code == 1 and err == ("ortlab: error: validate: Model input 'sr' is an int64 scalar: a control value (such "
+                                 "as a sample rate, a flag or a count) that decides what the model computes, so "
+                                 "ortlab does not make one up at random. Give real data that holds it: an .npz with "
+                                 "one array per input, 'sr' among them (one value per sample).")
+
+
+def test_fp16_model(tmp_path, capsys):
+    code, _, err = optimize(FP16, tmp_path / "fp32.onnx", FP32, capsys)
+    assert code == 0, err
+    code, _, err = optimize(FP16, tmp_path / "fp16.onnx", FP16_RECIPE, capsys)
+    assert code == 1 and err == ("ortlab: error: convert: The model already has float16 weights and no float32 ones; "
+                                 "convert the original float32 model instead.")
+    code, _, err = optimize(FP16, tmp_path / "dyn.onnx", DYNAMIC, capsys)
+    assert code == 1 and err == ("ortlab: error: quantize: int8 quantization needs a float32 model, and this one "
+                                 "computes in float16 (its weights are float16): quantize the float32 original "
+                                 "instead.")
+
+
+def test_the_cli_prints_coverage(tmp_path, capsys):
+    assert cli.main(["optimize", str(VAD), str(tmp_path / "q.onnx"), *DYNAMIC]) == 0
+    assert "  quantized  MatMul 5/5 (4 in subgraphs)" in capsys.readouterr().out.splitlines()
+
+
+# -- no native stderr on failures --------------------------------------------------------------------------------
+
+
+def _reshape_fails_at_run_time(folder: Path) -> tuple[Path, Path, Path]:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "n"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])
+    shape = onnx.numpy_helper.from_array(np.array([7, 3], dtype=np.int64), "shape")
+    bad = helper.make_model(helper.make_graph([helper.make_node("Reshape", ["x", "shape"], ["y"])], "g", [x], [y],
+                                              [shape]), opset_imports=[helper.make_opsetid("", 17)])
+    good = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y]),
+                             opset_imports=[helper.make_opsetid("", 17)])
+    bad.ir_version = good.ir_version = 8
+    onnx.save(bad, str(folder / "bad.onnx"))
+    onnx.save(good, str(folder / "good.onnx"))
+    np.save(folder / "data.npy", np.random.default_rng(0).random((2, 5), dtype=np.float32))
+    return folder / "good.onnx", folder / "bad.onnx", folder / "data.npy"
+
+
+def test_failing_compare_and_bench_print_one_line_and_no_ort_stderr(tmp_path, capfd):
+    good, bad, data = _reshape_fails_at_run_time(tmp_path)
+    assert cli.main(["compare", str(good), str(bad), "--data", str(data)]) == 1
+    out, err = capfd.readouterr()
+    assert err.startswith("ortlab: error: The candidate model failed to run on sample 1: Non-zero status code "
+                          "returned while running Reshape node.")
+    assert err.count("\n") == 1 and "onnxruntime_src" not in err and "[E:onnxruntime" not in err
+    assert cli.main(["bench", str(bad), "--runs", "2", "--warmup", "1"]) == 1
+    out, err = capfd.readouterr()
+    assert err.startswith("ortlab: error:") and err.count("\n") == 1 and "[E:onnxruntime" not in err

@@ -1,0 +1,304 @@
+"""ortlab.model.diff: graph diffs and drawable views on real optimization results."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import onnx
+import pytest
+
+from tests.support.models import big_chain_model, conv_bn_model, matmul_model
+from ortlab.settings.config import OptLevel
+from ortlab.model.diff import graph_diff
+from ortlab.model.diff_view import graph_description
+from ortlab.transforms.optimize import optimize_model
+
+
+def deltas(d) -> dict[str, int]:
+    return {x["key"]: x["delta"] for x in d.op_deltas if x["delta"]}
+
+
+
+@pytest.fixture(scope="module")
+def conv_levels(tmp_path_factory):
+    root = tmp_path_factory.mktemp("conv")
+    src = conv_bn_model(root / "conv.onnx")
+    return src, {lvl: optimize_model(src, root / f"{lvl.value}.onnx", lvl).path for lvl in OptLevel}
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    root = tmp_path_factory.mktemp("big")
+    src = big_chain_model(root / "big.onnx", n_nodes=2000)
+    return src, optimize_model(src, root / "ext.onnx", OptLevel.EXTENDED).path
+
+
+def test_disabled_is_identical(conv_levels):
+    src, out = conv_levels
+    d = graph_diff(src, out[OptLevel.DISABLED])
+    assert deltas(d) == {} and d.removed == d.added == d.changed == [] and d.unchanged_count == 14
+    assert d.fusions == []
+    assert d.initializer_bytes_before == d.initializer_bytes_after == {"float32": 6312}
+
+
+def test_basic_folds_batchnorm(conv_levels):
+    src, out = conv_levels
+    d = graph_diff(src, out[OptLevel.BASIC])
+    assert deltas(d) == {"BatchNormalization": -3}
+    assert sorted(n["name"] for n in d.removed) == [f"block{i}/BatchNormalization" for i in range(3)]
+    assert d.added == []
+    conv_changes = {c["name"]: c["changes"] for c in d.changed if c["op_type"] == "Conv"}
+    assert conv_changes == {f"block{i}/Conv": ["inputs", "outputs"] for i in range(3)}
+    assert d.fusions == ["Conv+BatchNormalization → Conv ×3"]
+    assert d.initializer_bytes_after == {"float32": 6312 - 3 * 4 * 8 * 4}  # BN scale/bias/mean/var folded
+    json_ok = d.to_dict()
+    assert json_ok["fusions"] == d.fusions and len(json_ok["removed"]) == 3
+
+
+def test_extended_fusedconv(conv_levels):
+    src, out = conv_levels
+    d = graph_diff(src, out[OptLevel.EXTENDED])
+    assert deltas(d) == {"Conv": -3, "BatchNormalization": -3, "Relu": -3, "com.microsoft::FusedConv": 3}
+    assert d.fusions == ["Conv+BatchNormalization+Relu → FusedConv ×3"]
+    assert [(n["domain"], n["op_type"]) for n in d.added] == [("com.microsoft", "FusedConv")] * 3
+    assert len(d.removed) == 9
+    fused = next(x for x in d.op_deltas if x["key"] == "com.microsoft::FusedConv")
+    assert fused == {"key": "com.microsoft::FusedConv", "domain": "com.microsoft", "op_type": "FusedConv",
+                     "before": 0, "after": 3, "delta": 3}
+
+
+def test_all_level_nchwc(conv_levels):
+    """Level all lays the convolutions out in NCHWc blocks. Which other ops join the blocked layout depends on the
+    CPU's vector width (AVX2: a GlobalAveragePool too, and one ReorderOutput; AVX-512: three), so only the Convs and
+    the kind of every other change are fixed."""
+    src, out = conv_levels
+    d = graph_diff(src, out[OptLevel.ALL])
+    got = deltas(d)
+    assert {k: got.pop(k) for k in ("Conv", "BatchNormalization", "Relu", "com.microsoft.nchwc::Conv")} == {
+        "Conv": -3, "BatchNormalization": -3, "Relu": -3, "com.microsoft.nchwc::Conv": 3}
+    assert got.pop("com.microsoft.nchwc::ReorderOutput") >= 1
+    moved = {k.split("::")[1] for k in got if k.startswith("com.microsoft.nchwc::")}
+    assert got == {**{op: -1 for op in moved}, **{f"com.microsoft.nchwc::{op}": 1 for op in moved}}, got
+    assert d.fusions[0] == "Conv+BatchNormalization+Relu → com.microsoft.nchwc::Conv ×3"
+    assert all("com.microsoft.nchwc::" in f for f in d.fusions[1:]), d.fusions
+    assert any("com.microsoft.nchwc::ReorderOutput" in f for f in d.fusions[1:]), d.fusions
+
+
+def test_matmul_extended_fusions(tmp_path):
+    src = matmul_model(tmp_path / "mm.onnx")
+    opt = optimize_model(src, tmp_path / "ext.onnx", OptLevel.EXTENDED).path
+    d = graph_diff(src, opt)
+    assert d.fusions == ["Add+Add+LayerNormalization → SkipLayerNormalization ×2",
+                         "Add+Div+Erf+Add+Mul+Mul → BiasGelu ×1",
+                         "Transpose+MatMul+Mul → FusedMatMul ×1"]
+    assert deltas(d)["com.microsoft::SkipLayerNormalization"] == 2 and deltas(d)["LayerNormalization"] == -2
+
+
+def _rewrite(src, dst, rename_nodes=True, rename_tensors=False):
+    m = onnx.load(str(src))
+    io = {v.name for v in [*m.graph.input, *m.graph.output]} | {t.name for t in m.graph.initializer}
+    ren = lambda t: t if (not rename_tensors or not t or t in io) else f"t_{t}"
+    for i, n in enumerate(m.graph.node):
+        n.name = f"node_{len(m.graph.node) - i}" if rename_nodes else n.name
+        n.input[:] = [ren(t) for t in n.input]
+        n.output[:] = [ren(t) for t in n.output]
+    onnx.save_model(m, str(dst))
+    return dst
+
+
+def test_renamed_nodes_match_by_structure(conv_levels, tmp_path):
+    src, _ = conv_levels
+    d = graph_diff(src, _rewrite(src, tmp_path / "renamed.onnx"))
+    assert d.removed == d.added == [] and deltas(d) == {}
+    assert len(d.changed) == 14 and all(c["changes"] == ["name"] for c in d.changed)
+    assert d.fusions == []
+
+
+def test_renamed_nodes_and_tensors_match_by_position(conv_levels, tmp_path):
+    src, _ = conv_levels
+    d = graph_diff(src, _rewrite(src, tmp_path / "renamed.onnx", rename_nodes=True, rename_tensors=True))
+    assert d.removed == d.added == [] and d.unchanged_count == 0 and len(d.changed) == 14
+    pairs = {c["before"]["name"]: c["op_type"] for c in d.changed}
+    assert all(name.endswith("/" + op) for name, op in pairs.items())
+
+
+def test_qdq_insertions_are_named(tmp_path):
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+    src = conv_bn_model(tmp_path / "conv.onnx", batch=1)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(0)
+            self.data = iter([{"input": rng.normal(size=(1, 3, 32, 32)).astype(np.float32)} for _ in range(2)])
+
+        def get_next(self):
+            return next(self.data, None)
+
+    quantize_static(str(src), str(tmp_path / "q.onnx"), Reader(), quant_format=QuantFormat.QDQ)
+    d = graph_diff(src, tmp_path / "q.onnx")
+    q = onnx.load(str(tmp_path / "q.onnx")).graph
+    n_q = sum(n.op_type == "QuantizeLinear" for n in q.node)
+    assert n_q > 0
+    assert f"QuantizeLinear/DequantizeLinear pairs added ×{n_q}" in d.fusions
+    assert deltas(d)["QuantizeLinear"] == n_q
+    assert any(line.startswith("DequantizeLinear on quantized weights added ×") for line in d.fusions)
+
+
+# -- counts and description --------------------------------------------------------------------------
+
+def test_one_count_of_changes_in_the_diff_and_the_description(conv_levels, big):
+    for src, out in ((conv_levels[0], conv_levels[1][OptLevel.EXTENDED]), big):
+        d = graph_diff(src, out)
+        desc = graph_description(src, out)
+        assert d.counts == desc["counts"]
+        assert d.counts["removed"] == len(d.removed) and d.counts["added"] == len(d.added)
+        assert d.counts["changed"] == len(d.changed) and d.counts["unchanged"] == d.unchanged_count
+        kinds = Counter(n["kind"] for n in desc["nodes"].values())
+        assert kinds["fused"] == d.counts["fused"] + d.counts["fused_into"]
+        assert kinds["removed"] + d.counts["fused"] == d.counts["removed"]
+    d = graph_diff(*big)
+    assert d.counts["fused"] == 1501 and d.counts["fused_into"] == 500
+    assert type(d).from_dict(d.to_dict()).counts == d.counts
+
+
+def test_description_gives_attributes_shapes_scopes_and_fusion_links(conv_levels):
+    src, out = conv_levels
+    desc = graph_description(src, out[OptLevel.EXTENDED])
+    nodes = desc["nodes"]
+    fused = [n for n in nodes.values() if n["op_type"] == "FusedConv"]
+    assert len(fused) == 3 and all(n["kind"] == "fused" for n in fused)
+    assert {tuple(n["scope"]) for n in fused} == {("block0",), ("block1",), ("block2",)}
+    assert all("activation" in n["attributes"] for n in fused)
+    removed = [n for n in nodes.values() if n["status"] == "removed"]
+    assert all(n["replaced_by"] in nodes and nodes[n["replaced_by"]]["op_type"] == "FusedConv" for n in removed)
+    conv = next(n for n in removed if n["op_type"] == "Conv")
+    assert conv["inputs"][0][1].startswith("float32[")  # shapes from value_info / shape inference
+    assert conv["attributes"]["kernel_shape"] == "[3, 3]"
+
+
+def test_description_gives_scale_and_zero_point_of_quantized_nodes(digits_int8):
+    desc = graph_description(*digits_int8)
+    q = [n for n in desc["nodes"].values() if n["op_type"] == "QuantizeLinear"]
+    assert q and all(n["kind"] == "quantized" for n in q)
+    params = {p["param"]: p["value"] for p in q[0]["quant"]}
+    assert set(params) == {"y_scale", "y_zero_point"}
+    assert float(params["y_scale"]) > 0 and params["y_zero_point"].lstrip("-").isdigit()
+    assert desc["counts"]["quantized"] == sum(1 for n in desc["nodes"].values() if n["kind"] == "quantized")
+
+
+@pytest.fixture(scope="module")
+def digits_int8(tmp_path_factory):
+    """The bundled digits CNN and its int8 static QDQ copy (real calibration images, no graph optimization)."""
+    from ortlab.settings.config import Precision, Recipe
+    from ortlab.data.loaders import load_image_folder
+    from ortlab.runs.pipeline import run_recipe
+    from ortlab.data.samples import get_sample
+
+    sample = get_sample("digits_cnn")
+    art = run_recipe(sample.model_path, Recipe(precision=Precision.INT8, opt_level=OptLevel.DISABLED),
+                     tmp_path_factory.mktemp("digits") / "int8", dataset=load_image_folder(sample.calibration_dir),
+                     preprocess=sample.preprocess, verify_samples=4)
+    return sample.model_path, art.model_path
+
+
+def test_a_rewritten_region_is_summarised_by_op_counts_not_spelled_node_by_node(tmp_path):
+    from ortlab.settings.config import Precision, Recipe
+    from ortlab.runs.pipeline import run_recipe
+    from ortlab.data.samples import get_sample
+
+    sample = get_sample("digits_cnn")
+    art = run_recipe(sample.model_path, Recipe(precision=Precision.INT8), tmp_path / "int8",
+                     dataset=sample.calibration_data(), preprocess=sample.preprocess, verify_samples=0)
+    fusions = graph_diff(sample.model_path, art.model_path).fusions
+    assert all(len(line) < 200 for line in fusions), fusions
+    region = [line for line in fusions if line.startswith("region of")]
+    assert region and "Conv ×9" in region[0] and "QLinearConv ×9" in region[0]
+
+    # inside the region each removed node is linked to the node that took its place, not all 29 to the first one:
+    # a Conv (or Add, GlobalAveragePool) to its QLinear twin, a BatchNormalization or Relu to the twin of the
+    # Conv/Add that feeds it (walked up here by op type alone)
+    before = onnx.load(str(sample.model_path)).graph
+    producer = {t: n for n in before.node for t in n.output}
+
+    def head(n: onnx.NodeProto) -> onnx.NodeProto:
+        while n.op_type in ("BatchNormalization", "Relu"):
+            n = producer[n.input[0]]
+        return n
+
+    nodes = graph_description(sample.model_path, art.model_path)["nodes"]
+    linked = {n["name"]: nodes[n["replaced_by"]]["name"] for n in nodes.values() if n.get("replaced_by")}
+    expected = {n.name: head(n).name for n in before.node if n.name in linked}
+    assert len(linked) == 29 and linked == expected
+    assert {nodes[n["replaced_by"]]["op_type"] for n in nodes.values() if n.get("replaced_by")} == {
+        "QLinearConv", "QLinearAdd", "QLinearGlobalAveragePool"}
+
+
+# -- per-node values across QDQ and fused graphs, layers on both sides (a real quantized sample) ------------
+
+@pytest.fixture(scope="module")
+def efficientnet_int8(tmp_path_factory):
+    """EfficientNet-Lite0 quantized with Conv/MatMul/Gemm only (a recipe the Tune page tries; its QDQ model keeps
+    the ReLU6 Clips that ORT then folds into QLinearConv): its fp32 model, ORT's fused graph and the plain QDQ
+    model, plus the per-node analysis of the QDQ model on 4 evaluation images."""
+    from ortlab.checks.analyze import QDQ_FILE, analyze
+    from ortlab.settings.config import Precision, QuantConfig, Recipe
+    from ortlab.runs.pipeline import run_recipe
+    from ortlab.data.samples import get_sample
+
+    s = get_sample("efficientnet_lite0")
+    out = tmp_path_factory.mktemp("effnet") / "int8"
+    recipe = Recipe(precision=Precision.INT8, opt_level=OptLevel.EXTENDED,
+                    quant=QuantConfig(op_types=("Conv", "MatMul", "Gemm")))
+    art = run_recipe(s.model_path, recipe, out, s.calibration_data(), s.preprocess, verify_samples=0)
+    result = analyze(s.model_path, out / QDQ_FILE, s.evaluation_data(), s.preprocess, n=4)
+    return s.model_path, art.model_path, out / QDQ_FILE, result
+
+
+@pytest.mark.slow
+def test_per_node_errors_land_on_the_qdq_and_the_fused_graph(efficientnet_int8):
+    from ortlab.model.diff_view import carry_values, map_node_names
+    from ortlab.ui.graph.graph_view import build_view
+
+    fp32, fused, qdq, result = efficientnet_int8
+    values = {n.name: n.sqnr_db for n in result.nodes}
+    assert len(values) >= 50
+    fused_model = onnx.load(str(fused), load_external_data=False)
+    assert any(n.op_type == "QLinearConv" for n in fused_model.graph.node)
+    for cand in (qdq, fused):
+        mapping = map_node_names(qdq, cand)
+        view = build_view(graph_description(fp32, cand), overlay=carry_values(values, mapping),
+                          higher_is_worse=False)
+        for side in ("before", "after"):
+            names = {(view["details"][e["data"]["id"]]["matched"] if side == "before"
+                      and view["details"][e["data"]["id"]]["matched"] else view["details"][e["data"]["id"]]["name"])
+                     for e in view["panes"][side]["elements"] if "value" in e["data"] and "group" not in e["data"]}
+            landed = {n for n in values if (mapping.get(n, n) if side == "after" else n) in names}
+            assert len(landed) >= 0.95 * len(values), (cand.name, side, sorted(set(values) - landed)[:5])
+        # the worst analysed node is red where it landed in the candidate
+        worst = min(values, key=lambda k: values[k])
+        red = [e["data"] for e in view["panes"]["after"]["elements"] if "group" not in e["data"]
+               and view["details"][e["data"]["id"]]["name"] == mapping[worst]]
+        assert red and red[0]["value_color"] == "#bd0026"
+    # every compute node of the QDQ model has a place in the fused graph, also those ORT folds away (Clip → Conv)
+    mapping = map_node_names(qdq, fused)
+    qdq_model = onnx.load(str(qdq), load_external_data=False)
+    compute = [n for n in qdq_model.graph.node if n.op_type not in ("QuantizeLinear", "DequantizeLinear")]
+    fused_names = {n.name for n in fused_model.graph.node}
+    assert all(mapping.get(n.name) in fused_names for n in compute)
+    clips = [n.name for n in compute if n.op_type == "Clip" and n.name not in fused_names]
+    assert clips and all(mapping[c] in {n.name for n in fused_model.graph.node if n.op_type == "QLinearConv"}
+                         for c in clips)
+
+
+@pytest.mark.slow
+def test_both_sides_get_the_same_layers_from_pytorch_namespaces(efficientnet_int8):
+    fp32, fused, _, _ = efficientnet_int8
+    desc = graph_description(fp32, fused)
+    conv = {n["name"]: n for n in desc["nodes"].values() if n["op_type"] == "Conv"}
+    qconv = {n["name"]: n for n in desc["nodes"].values() if n["op_type"] == "QLinearConv"}
+    assert len(qconv) >= 40 and set(qconv) <= set(conv)
+    # "name: type" segments → module names; ORT drops the metadata of what it rewrites, the names carry it over
+    assert conv["node_conv2d_12"]["scope"] == ["_blocks.4", "_expand_conv"]
+    assert all(qconv[k]["scope"] == conv[k]["scope"] for k in qconv)

@@ -1,0 +1,65 @@
+"""ortlab.runs.prepare: a run's decisions are made once, before its child starts; the child trusts them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from ortlab.cli import main as cli
+from ortlab.core.errors import ModelLoadError, RecipeError
+from ortlab.model import inspect as inspect_module
+from ortlab.runs import service
+from ortlab.runs.prepare import NO_CALIBRATION_DATA, prepare_run
+from ortlab.runs.runspec import DataRef, RunSpec
+from ortlab.settings.config import Precision, QuantConfig, QuantMode, Recipe
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_models" / "digits_cnn"
+STATIC = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.STATIC, calibration_samples=8))
+
+
+@pytest.fixture()
+def inspections(monkeypatch) -> list[str]:
+    """Every call of ``inspect_model`` in this process, wherever a module bound the name."""
+    original = inspect_module.inspect_model
+    calls: list[str] = []
+
+    def counting(path, *args, **kwargs):
+        calls.append(str(path))
+        return original(path, *args, **kwargs)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("ortlab") and getattr(module, "inspect_model", None) is original:
+            monkeypatch.setattr(module, "inspect_model", counting)
+    return calls
+
+
+def test_one_cli_run_reads_the_model_once(inspections, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
+    code = cli.main(["optimize", str(SAMPLE / "model.onnx"), str(tmp_path / "out"), "--precision", "int8",
+                     "--calibration-samples", "8", "--verify-samples", "8"])
+    assert code == 0, capsys.readouterr().err
+    assert inspections == [str(SAMPLE / "model.onnx")]  # the parent's one read; the child reads it zero times
+
+
+def test_the_child_trusts_a_prepared_spec(inspections, tmp_path):
+    spec = RunSpec(str(SAMPLE / "model.onnx"), STATIC, calibration=DataRef(path=str(SAMPLE / "calibration")),
+                   evaluation=DataRef(path=str(SAMPLE / "evaluation"), count=8), verify_samples=8)
+    prepared = prepare_run(spec)
+    assert len(inspections) == 1 and prepared.sample == "digits_cnn" and prepared.model_info is not None
+    assert prepare_run(prepared) is prepared  # preparing twice decides nothing again
+    again = RunSpec.from_json(prepared.to_json())  # as the child receives it
+    assert again == prepared
+    artifact = service.run_recipe_spec(again, tmp_path / "run")
+    assert len(inspections) == 1  # the run itself read nothing again
+    assert artifact.source_sha256 == prepared.model_info["sha256"] and artifact.verdict is not None
+
+
+def test_a_run_that_cannot_start_is_refused_before_its_child(tmp_path):
+    no_data = RunSpec(str(SAMPLE / "model.onnx"), STATIC)
+    with pytest.raises(RecipeError) as err:
+        service.start_recipe(no_data, tmp_path / "out")
+    assert err.value.message == NO_CALIBRATION_DATA and not (tmp_path / "out").exists()
+    with pytest.raises(ModelLoadError, match="not found"):
+        prepare_run(RunSpec(str(tmp_path / "missing.onnx"), Recipe()))

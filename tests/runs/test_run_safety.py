@@ -1,0 +1,230 @@
+"""Runs are never lost: a damaged history is rebuilt (app and CLI), the row is written last, a child that dies
+after recording is a finished run, and a run the server's end cut short is listed as interrupted."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ortlab.cli import main as cli
+from ortlab.runs import history as history_mod, outputs, service
+from ortlab.runs.artifact import Artifact
+from ortlab.runs.runspec import RunSpec
+from ortlab.runs.workspace import Workspace
+from ortlab.settings.config import OptLevel, Recipe
+from tests.support.models import conv_bn_model
+
+BASIC = Recipe(opt_level=OptLevel.BASIC)
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory):
+    return conv_bn_model(tmp_path_factory.mktemp("safety") / "conv.onnx")
+
+
+def recorded_runs(ws: Workspace, src: Path, n: int) -> list[Artifact]:
+    """``n`` real runs of ``src`` through the service (each with its folder and artifact.json)."""
+    out = []
+    for _ in range(n):
+        handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+        handle.wait(120)
+        assert handle.state == service.DONE, handle.error
+        out.append(handle.result)
+    return out
+
+
+FAULT_HOOK = """
+import os
+from ortlab.runs import service
+
+_real = service.{function}
+
+
+def _dies(*args, **kwargs):  # exit code 9, as a kill would: no unwinding, no message to the parent
+    if "{when}" == "before":
+        os._exit(9)
+    _real(*args, **kwargs)
+    os._exit(9)
+
+
+service.{function} = _dies
+"""
+
+
+def recipe_child_dies(monkeypatch, tmp_path: Path, function: str, when: str) -> None:
+    """Every recipe child this test starts dies (exit code 9) right ``when`` ("before"/"after") it calls
+    ``service.<function>``: a ``sitecustomize`` on the child's PYTHONPATH (kept by ``child_env``) wraps it."""
+    hook = tmp_path / "fault_hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(FAULT_HOOK.format(function=function, when=when))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+
+
+def damage_pages(db: Path, start: int = 8192) -> None:
+    """Keep the header page(s), XOR every byte from ``start`` on (as a disk error would)."""
+    conn = sqlite3.connect(db, isolation_level=None)  # everything in the main file, spanning the damage
+    conn.execute("CREATE TABLE IF NOT EXISTS padding (x TEXT)")
+    conn.executemany("INSERT INTO padding VALUES (?)", [("p" * 500,) for _ in range(40)])
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = bytearray(db.read_bytes())
+    assert len(data) > start + 4096
+    for i in range(start, len(data)):
+        data[i] ^= 0xA5
+    db.write_bytes(bytes(data))
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+
+
+def test_a_damaged_page_is_found_at_open_and_the_history_rebuilt(src, tmp_path):
+    ws = Workspace(tmp_path / "home")
+    runs = recorded_runs(ws, src, 2)
+    damage_pages(ws.db_path)
+    with sqlite3.connect(ws.db_path) as conn:  # the header still reads: only a check finds the damage
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == history_mod.SCHEMA_VERSION
+    conn.close()
+    history_mod.take_notices()
+    h = ws.history()
+    assert h.recovered is not None and h.recovered.restored == 2
+    assert "malformed" in h.recovered.message and "rebuilt from the 2 runs" in h.recovered.message
+    assert h.recovered.moved_to is not None and h.recovered.moved_to.is_file()
+    assert h.recovered.moved_to.name.startswith("history.sqlite.corrupt-")
+    assert sorted(r.run_id or 0 for r in h.list() if isinstance(r, Artifact)) == sorted(r.run_id or 0 for r in runs)
+
+
+def test_a_new_run_with_a_damaged_history_is_kept_and_recorded(src, tmp_path):
+    ws = Workspace(tmp_path / "home")
+    recorded_runs(ws, src, 2)
+    damage_pages(ws.db_path)
+    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    handle.wait(120)
+    assert handle.state == service.DONE, handle.error
+    art = handle.result
+    assert art.model_path.is_file() and art.run_id is not None
+    assert any("moved aside to history.sqlite.corrupt-" in n for n in art.notes)
+    rows = [r for r in ws.history().list() if isinstance(r, Artifact)]
+    assert len(rows) == 3 and art.run_id in [r.run_id for r in rows]
+    assert len({Path(r.model_path).parent for r in rows}) == 3  # the new run once, not twice
+    assert list(ws.root.glob("history.sqlite.corrupt-*"))
+
+
+def test_the_cli_writes_records_and_exits_0_with_a_damaged_history(src, tmp_path, monkeypatch, capsys):
+    ws = Workspace(tmp_path / "home")
+    recorded_runs(ws, src, 2)
+    damage_pages(ws.db_path)
+    monkeypatch.setenv("ORTLAB_HOME", str(ws.root))
+    out = tmp_path / "out.onnx"
+    code = cli.main(["optimize", str(src), str(out), "--opt-level", "basic"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert out.is_file()
+    assert "could not be read" in err and "rebuilt from the 2 runs" in err
+    rows = [r for r in ws.history().list() if isinstance(r, Artifact)]
+    assert len(rows) == 3 and Path(rows[0].model_path) == out.resolve()
+
+
+def test_a_run_folder_whose_recording_failed_is_indexed_at_the_next_start(src, tmp_path):
+    ws = Workspace(tmp_path / "home")
+    (run,) = recorded_runs(ws, src, 1)
+    folder = run.dir
+    with sqlite3.connect(ws.db_path) as conn:  # as if the row had never been written (recording failed)
+        conn.execute("DELETE FROM runs")
+    conn.close()
+    assert ws.history().list() == [] and folder.is_dir()
+    service.startup(ws)
+    rows = ws.history().list()
+    assert len(rows) == 1 and isinstance(rows[0], Artifact) and rows[0].dir == folder
+    assert json.loads((folder / "artifact.json").read_text())["run_id"] == rows[0].run_id
+    service.startup(ws)
+    assert len(ws.history().list()) == 1  # indexed once
+
+
+def test_a_child_killed_after_recording_is_a_finished_run(src, tmp_path, monkeypatch):
+    ws = Workspace(tmp_path / "home")
+    recipe_child_dies(monkeypatch, tmp_path, "_record_run", "after")
+    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    handle.wait(120)
+    assert handle.returncode == 9
+    assert handle.state == service.DONE, handle.error
+    art = handle.result
+    assert art.model_path.is_file() and art.dir.is_dir()
+    assert ws.history().get(art.run_id).sha256 == art.sha256
+    assert not (art.dir / outputs.RUNNING_FILE).exists() and not (art.dir / outputs.RECORDED_FILE).exists()
+    assert service.interrupted_runs(ws) == []
+
+
+def test_a_run_into_a_file_killed_after_recording_is_finished(src, tmp_path, monkeypatch):
+    ws = Workspace(tmp_path / "home")
+    recipe_child_dies(monkeypatch, tmp_path, "_record_run", "after")
+    out = tmp_path / "o.onnx"
+    handle = service.start_recipe(RunSpec(str(src), BASIC), out, workspace=ws)
+    handle.wait(120)
+    assert handle.state == service.DONE, handle.error
+    assert Path(handle.result.model_path) == out.resolve() and out.is_file()
+    assert not handle.run_dir.exists()  # its temporary folder is gone
+
+
+def test_a_child_killed_before_recording_is_a_failed_run_that_leaves_no_folder(src, tmp_path, monkeypatch):
+    ws = Workspace(tmp_path / "home")
+    recipe_child_dies(monkeypatch, tmp_path, "_record_run", "before")
+    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    handle.wait(120)
+    assert handle.returncode == 9
+    assert handle.state == service.FAILED and "ended unexpectedly (exit code 9)" in handle.error.message
+    assert not handle.run_dir.exists()  # its model was written, but no row points at it: the folder goes
+    assert ws.history().list() == [] and service.interrupted_runs(ws) == []
+
+
+def test_a_run_the_server_lost_is_listed_as_interrupted_after_a_restart(src, tmp_path, monkeypatch):
+    ws = Workspace(tmp_path / "home")
+    spec = RunSpec(str(src), BASIC)
+    # what a server killed mid-run leaves: the folder with its spec and a dead owner, a half-written stage
+    folder = ws.new_artifact_dir()
+    (folder / outputs.OWNER_FILE).write_text("999999999")
+    outputs.write_text_atomic(folder / outputs.RUNNING_FILE, json.dumps(
+        {"spec": spec.to_dict(), "origin": "app", "started_at": "2026-01-01T00:00:00+00:00"}))
+    (folder / "partial.onnx").write_bytes(b"half")
+    import os
+    import time
+
+    old = time.time() - 3600
+    os.utime(folder, (old, old))
+    service.startup(ws)  # the restarted server's first session: the folder is reported, not cleaned
+    assert folder.is_dir()
+    (lost,) = service.interrupted_runs(ws)
+    assert lost.folder == folder and lost.spec == spec and lost.origin == "app"
+    service.dismiss_interrupted(lost, ws)
+    assert not folder.exists() and service.interrupted_runs(ws) == []
+
+
+def test_a_run_past_its_time_limit_is_stopped_with_that_sentence(src, tmp_path, monkeypatch):
+    ws = Workspace(tmp_path / "home")
+    monkeypatch.setenv(service.RUN_TIMEOUT_VAR, "0.3")
+    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    assert handle.wait(60)
+    assert handle.state == service.FAILED and handle.timed_out
+    assert str(handle.error) == ("The run was stopped: it went past its time limit of 0.3 s (set "
+                                 "$ORTLAB_RUN_TIMEOUT_S to allow more).")
+    assert not handle.run_dir.exists() and ws.history().list() == []
+
+
+def test_the_default_time_limit_scales_with_the_work_and_is_in_the_notes(src, tmp_path, monkeypatch):
+    from ortlab.settings.config import Precision, QuantConfig
+
+    monkeypatch.delenv(service.RUN_TIMEOUT_VAR, raising=False)
+    small, why = service.run_timeout_s(RunSpec(str(src), BASIC, verify_samples=8), model_bytes=0)
+    assert small == service.RUN_TIMEOUT_BASE_S + 8 * service.RUN_TIMEOUT_PER_SAMPLE_S and "default" in why
+    big, _ = service.run_timeout_s(RunSpec(str(src), Recipe(precision=Precision.INT8, quant=QuantConfig(
+        calibration_samples=1000)), verify_samples=8), model_bytes=500_000_000)
+    assert big == small + 1000 * service.RUN_TIMEOUT_PER_SAMPLE_S + 5 * service.RUN_TIMEOUT_PER_100MB_S
+    (run,) = recorded_runs(Workspace(tmp_path / "home"), src, 1)
+    (note,) = [n for n in run.notes if n.startswith("Time limit: ")]
+    expected, _ = service.run_timeout_s(RunSpec(str(src), BASIC))
+    assert note.startswith(f"Time limit: {expected:g} s (the default: ")
+    monkeypatch.setenv(service.RUN_TIMEOUT_VAR, "soon")
+    with pytest.raises(service.OrtlabError, match="must be a number of seconds"):
+        service.run_timeout_s(RunSpec(str(src), BASIC))

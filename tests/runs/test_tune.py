@@ -1,0 +1,510 @@
+"""The recipe search: Pareto front, greedy keep-in-float steps, and a tiny real search on digits_cnn."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from tests.support.reference import photo_parts
+
+from ortlab.settings.config import OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target
+from ortlab.checks.eval_report import BoxesMetrics, EvalReport, OutputError, SequenceMetrics, Task, TaskMetrics
+from ortlab.checks.verdict import Level, VerdictPolicy, judge
+from ortlab.runs.runspec import DataRef
+from ortlab.runs.calibration_cache import REUSED
+from ortlab.runs.tune_policy import TRIALS_FILE, Trial, pareto_front, sqnr_policy, verdict_policy
+from ortlab.runs.tune import Tuner, TuneSettings
+from ortlab.runs.tune_space import search_space
+
+
+def test_pareto_front_on_a_table():
+    # (cost to minimise, quality to maximise)
+    table = [
+        (1.0, 30.0),   # 0 front: the most accurate
+        (0.5, 20.0),   # 1 front
+        (0.6, 19.0),   # 2 dominated by 1
+        (0.3, 10.0),   # 3 front: the fastest
+        (0.5, 20.0),   # 4 equal to 1: both on the front
+        (None, 40.0),  # 5 failed: never on the front
+        (0.4, math.inf),  # 6 identical outputs and fast: dominates 1, 2, 4 and 0
+        (0.3, 5.0),    # 7 dominated by 3 (same cost, worse)
+    ]
+    assert pareto_front(table) == [False, False, False, True, False, False, True, False]
+    assert pareto_front(table[:5]) == [True, True, False, True, True]
+    assert pareto_front([]) == []
+
+
+def test_policies():
+    good = EvalReport(8, [OutputError("y", 0.1, 0.01, 0.999, 25.0)])
+    bad = EvalReport(8, [OutputError("y", 1.0, 0.1, 0.99, 15.0)])
+    assert sqnr_policy(20)(good).accept and not sqnr_policy(20)(bad).accept
+    assert not sqnr_policy(20)(None).accept
+    low_agree = EvalReport(8, [OutputError("y", 0.1, 0.01, 0.999, 25.0)], top1_agreement=0.5)
+    assert not sqnr_policy(20, min_top1_agreement=0.9)(low_agree).accept
+    v = verdict_policy(min_sqnr_db=20)
+    assert v(good).accept and not v(bad).accept and "SQNR" in v(bad).reason
+    # one verdict: the bar never relabels it; 15 dB is "ok" under optimize's policy, below this search's bar
+    assert vars(v)["verdict_policy"] == VerdictPolicy() and vars(v)["bar_db"] == 20
+    assert v(bad).level == "ok" and v(bad).reason == "ok, below this search's bar of 20 dB (worst output SQNR 15.0 dB)"
+    assert judge(bad, VerdictPolicy()).level == Level.OK
+    worse = EvalReport(8, [OutputError("y", 1.0, 0.1, 0.99, 5.0)])
+    assert v(worse).level == "broken" and v(worse).reason == judge(worse, VerdictPolicy()).headline
+
+
+def test_search_space_is_valid_and_varied():
+    from ortlab.settings.config import validate_recipe
+    from ortlab.runtime.hardware import parse_cpuinfo
+
+    cpu = search_space(Target.CPU, parse_cpuinfo("flags : sse2 avx avx2 avx512f avx512bw avx512_vnni"),
+                       model_ops=("Conv", "Gemm"))
+    assert len(cpu) >= 15
+    assert not [r for r in cpu if any(f.level == "error" for f in validate_recipe(r))]
+    quants = {r.quant for r in cpu if r.precision == Precision.INT8}
+    assert len(quants) >= 15
+    assert {q.mode for q in quants} == {QuantMode.STATIC, QuantMode.DYNAMIC}
+    assert len({(q.calibration_method, q.percentile) for q in quants}) >= 5
+    assert {r.opt_level for r in cpu} >= {OptLevel.EXTENDED, OptLevel.ALL}
+    no_vnni = search_space(Target.CPU, parse_cpuinfo("flags : sse2 avx avx2"))
+    assert no_vnni[0].quant.reduce_range
+    conv_only = search_space(Target.CPU, parse_cpuinfo("flags : sse2 avx2 avx512_vnni"), model_ops=("Conv",))
+    assert all(r.quant.mode != QuantMode.DYNAMIC for r in conv_only)
+    gpu = search_space(Target.GPU)
+    assert {r.keep_io_types for r in gpu if r.precision == Precision.FP16} == {True, False}
+
+
+class _FakeTuner(Tuner):
+    """Greedy keep-in-float with canned measurements: SQNR by the set of nodes kept in float."""
+
+    SQNR: ClassVar[dict[tuple[str, ...], float]] = {(): 15.0, ("a",): 17.0, ("a", "b"): 16.0, ("a", "c"): 21.0, ("a", "c", "d"): 25.0}
+
+    def __init__(self, tmp_path, **kw):
+        super().__init__(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(),
+                         settings=TuneSettings(budget_s=60, exclusion_steps=kw.pop("steps", 6)), **kw)
+        self._start = time.monotonic()
+        self.analysed = 0
+
+    def _analyze(self, analyze_fn, trial):
+        self.analysed += 1
+        return ["a", "b", "c", "d"]
+
+    def _trial(self, recipe, stage, note=""):
+        key = tuple(sorted(recipe.quant.nodes_to_exclude))
+        sqnr = self.SQNR.get(key, 10.0)
+        t = Trial(len(self.trials_done) + 1, recipe.name, stage, recipe, sqnr_db=sqnr, accepted=sqnr >= 20,
+                  relative_latency=0.5, cost=0.5, note=note, model_path="x")
+        self.trials_done.append(t)
+        return t
+
+
+def test_greedy_exclusion_keeps_only_steps_that_help(tmp_path):
+    tuner = _FakeTuner(tmp_path, policy=sqnr_policy(20))
+    base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
+                 cost=0.5, model_path="x")
+    tuner.trials_done.append(base)
+    tuner._exclusion_base = lambda dynamic=False: base  # type: ignore[method-assign]
+    steps = list(tuner._exclusions())
+    notes = [(t.recipe.quant.nodes_to_exclude, t.note.split(": ")[1].split(" ")[0]) for t in steps]
+    # a helps (kept), b hurts (dropped), c helps and reaches the bar: stop there
+    assert notes == [(("a",), "kept"), (("a", "b"), "dropped"), (("a", "c"), "kept")]
+    assert steps[-1].accepted and "+4.0 dB" in steps[-1].note
+
+
+def test_greedy_exclusion_respects_the_step_limit(tmp_path):
+    tuner = _FakeTuner(tmp_path, policy=sqnr_policy(30), steps=2)
+    base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
+                 cost=0.5, model_path="x")
+    tuner.trials_done.append(base)
+    tuner._exclusion_base = lambda dynamic=False: base  # type: ignore[method-assign]
+    assert len(list(tuner._exclusions())) == 2
+
+
+class _FakeInt16Tuner(_FakeTuner):
+    """Greedy 16-bit weights with canned measurements: SQNR by the set of nodes given 16-bit weights."""
+
+    SQNR: ClassVar[dict[tuple[str, ...], float]] = {
+        (): 15.0, ("a", "c", "d", "e"): 14.0, ("f", "g", "h", "i"): 17.0, ("f", "g", "h", "i", "j", "k"): 21.0}
+
+    def _analyze(self, analyze_fn, trial):
+        return ["a", "act", "c", "d", "e", "f", "g", "h", "i", "j", "k"]
+
+    @staticmethod
+    def _weighted_nodes(trial):
+        return {"a", "c", "d", "e", "f", "g", "h", "i", "j", "k"}  # "act" has no weight
+
+    def _trial(self, recipe, stage, note=""):
+        key = tuple(sorted(recipe.quant.int16_weight_nodes))
+        sqnr = self.SQNR.get(key, 10.0)
+        t = Trial(len(self.trials_done) + 1, recipe.name, stage, recipe, sqnr_db=sqnr, accepted=sqnr >= 20,
+                  relative_latency=0.9, cost=0.9, note=note, model_path="x")
+        self.trials_done.append(t)
+        return t
+
+
+def test_greedy_int16_weights_grow_by_chunks_of_weighted_nodes_and_keep_only_gains(tmp_path):
+    from ortlab.runs.tune_policy import INT16_STEP
+
+    tuner = _FakeInt16Tuner(tmp_path, policy=sqnr_policy(20))
+    base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
+                 cost=0.5, model_path="x")
+    tuner.trials_done.append(base)
+    tuner._exclusion_base = lambda dynamic=False: base  # type: ignore[method-assign]
+    steps = list(tuner._int16_weights())
+    assert INT16_STEP == 4 and [t.stage for t in steps] == ["int16"] * 3
+    got = [(t.recipe.quant.int16_weight_nodes, t.note.split(": ")[1].split(" ")[0]) for t in steps]
+    # the first chunk (weighted nodes only) hurts: dropped; the second helps: kept; the third builds on the second
+    assert got == [(("a", "c", "d", "e"), "dropped"), (("f", "g", "h", "i"), "kept"),
+                   (("f", "g", "h", "i", "j", "k"), "kept")]
+    assert steps[-1].accepted and steps[-1].recipe.quant.nodes_to_exclude == ()
+    assert "int16 weights 6" in steps[-1].label
+
+
+@pytest.mark.slow
+def test_int16_weight_nodes_in_a_recipe_run_write_int16_weights(tmp_path):
+    """A recipe with int16_weight_nodes, run by the pipeline on digits_cnn: the QDQ model holds that node's
+    weight as int16 and every other weight as int8."""
+    import onnx
+    from onnx import TensorProto
+
+    from ortlab.runs.pipeline import run_recipe
+    from ortlab.data.samples import get_sample
+
+    s = get_sample("digits_cnn")
+    q = onnx.load(str(run_recipe(s.model_path, Recipe(precision=Precision.INT8), tmp_path / "a", s.calibration_data(),
+                                 s.preprocess, verify_samples=0).model_path.parent / "model.qdq.onnx"))
+    convs = [n for n in q.graph.node if n.op_type == "Conv"]
+    name = convs[1].name
+    art = run_recipe(s.model_path, Recipe(precision=Precision.INT8, quant=QuantConfig(int16_weight_nodes=(name,))),
+                     tmp_path / "b", s.calibration_data(), s.preprocess, verify_samples=0)
+    m = onnx.load(str(art.model_path.parent / "model.qdq.onnx"))
+    inits = {i.name: i.data_type for i in m.graph.initializer}
+    producers = {n.output[0]: n for n in m.graph.node}
+    types = {n.name: inits.get(producers[n.input[1]].input[0]) for n in m.graph.node if n.op_type == "Conv"}
+    assert types[name] == TensorProto.INT16
+    assert {t for n, t in types.items() if n != name} == {TensorProto.INT8}
+
+
+@pytest.mark.slow
+def test_a_tiny_search_on_digits_records_trials_and_writes_the_files(tmp_path):
+    from ortlab.runs.history import History
+    from ortlab.data.samples import get_sample
+    from ortlab.runs.workspace import Workspace
+
+    s = get_sample("digits_cnn")
+    ws = Workspace(tmp_path / "ws")
+    recipes = [Recipe(precision=Precision.INT8, name="int8 static", opt_level=OptLevel.EXTENDED),
+               Recipe(precision=Precision.INT8, name="int8 per-tensor",
+                      quant=QuantConfig(per_channel=False)),
+               Recipe(precision=Precision.FP32, opt_level=OptLevel.ALL, name="fp32 all")]
+    tuner = Tuner(s.model_path, DataRef(sample=s.name, set="calibration"),
+                  DataRef(sample=s.name, set="evaluation", count=16), sample=s.name, workspace=ws,
+                  out_dir=tmp_path / "out", recipes=recipes,
+                  settings=TuneSettings(budget_s=120, bench_s=0.2, exclusion_steps=0, verify_samples=16))
+    seen = []
+    for t in tuner.trials():
+        seen.append(t.index)
+        assert t.status == "done", t.error
+    r = tuner.result
+    assert r is not None and len(r.trials) == 3 and seen == [1, 2, 3]
+    assert r.best is not None and r.accepted and r.best.accepted
+    assert r.cli_line.startswith("ortlab optimize ") and r.sentence
+    flags = pareto_front([(t.cost, t.sqnr_db) for t in r.trials])
+    assert [t.pareto for t in r.trials] == flags and any(flags)
+    fp32 = r.trials[2]
+    assert fp32.sqnr_db == math.inf and fp32.pareto  # identical outputs are always on the front
+    runs = History(ws.db_path).list()
+    assert {a.run_id for a in runs} == {t.run_id for t in r.trials}
+    assert all(a.origin == "tune" for a in runs)
+    notes = {a.run_id: a.notes for a in runs}  # per-tensor weights calibrate like per-channel: the ranges are reused
+    assert REUSED not in notes[r.trials[0].run_id] and REUSED in notes[r.trials[1].run_id]
+    for t in r.trials:  # timed interleaved with the source: the p50 ratio, with its interval
+        (sp,) = t.speed
+        assert sp.n >= 10 and sp.low <= sp.ratio <= sp.high
+        assert math.isclose(sp.ratio, sp.candidate_p50_ms / sp.reference_p50_ms)
+        assert t.relative_latency is not None and math.isclose(t.relative_latency, sp.ratio)
+    assert r.best.level == "ok" and r.written == str(tmp_path / "out" / "model.onnx")
+    data = json.loads((tmp_path / "out" / TRIALS_FILE).read_text())
+    assert [t["label"] for t in data["trials"]] == ["int8 static", "int8 per-tensor", "fp32 all"]
+    assert {"recipe", "verdict", "sqnr_db", "p50_ms", "size_bytes", "pareto", "accepted"} <= set(data["trials"][0])
+    assert (tmp_path / "out" / "model.onnx").is_file()
+    assert Recipe.from_json((tmp_path / "out" / "recipe.json").read_text()) == r.best.recipe
+
+
+@pytest.mark.slow
+def test_cancel_stops_the_search(tmp_path):
+    from ortlab.data.samples import get_sample
+    from ortlab.runs.workspace import Workspace
+
+    s = get_sample("digits_cnn")
+    tuner = Tuner(s.model_path, DataRef(sample=s.name, set="calibration"),
+                  DataRef(sample=s.name, set="evaluation", count=8), sample=s.name,
+                  workspace=Workspace(tmp_path / "ws"), settings=TuneSettings(budget_s=120, bench_s=0.2))
+    it = tuner.trials()
+    first = next(it)
+    tuner.cancel()
+    rest = list(it)
+    assert first.index == 1 and rest == []
+    assert tuner.result is not None and tuner.result.cancelled and len(tuner.result.trials) == 1
+
+
+@pytest.mark.slow
+def test_cli_analyze_and_tune(tmp_path, capsys):
+    from ortlab.cli.main import main
+    from ortlab.cli.tune import batch_sizes
+    from ortlab.data.samples import get_sample
+
+    assert batch_sizes([1, 32, 1, 8]) == (1, 32, 8)
+    s = get_sample("digits_cnn")
+    out = tmp_path / "tuned"
+    assert main(["tune", str(s.model_path), "--budget", "120", "--max-trials", "2", "--exclusion-steps", "0",
+                 "--bench-seconds", "0.2", "--verify-samples", "8", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "#1" in text and "#2" in text and "ortlab optimize" in text
+    data = json.loads((out / TRIALS_FILE).read_text())
+    assert len(data["trials"]) == 2 and (out / "model.onnx").is_file()
+    run_dir = out / "trials" / "01"
+    assert main(["analyze", str(s.model_path), str(run_dir), "--data", str(s.evaluation_dir), "--n", "8",
+                 "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert plain["n_samples"] == 8 and plain["nodes"][0]["rank"] == 1 and plain["qdq"]
+    assert main(["analyze", str(s.model_path), str(run_dir), "--data", str(s.evaluation_dir), "--n", "8"]) == 0
+    assert "local dB" in capsys.readouterr().out
+    assert main(["tune", str(s.model_path), "--budget", "0", "--out", str(out)]) == 2
+
+
+# -- task-scored search, one verdict, closest, dedupe, --seq-len, interleaved timing ------------------------------
+
+
+def _detector_report(changed: float, scores_db: float, boxes_db: float, whole_db: float) -> EvalReport:
+    tm = TaskMetrics(Task.BOXES, True, "boxes", boxes=[BoxesMetrics("output0", 0.3, "probability", changed, 10.0, 9.0,
+                                                                    score_sqnr_db=scores_db, box_sqnr_db=boxes_db)])
+    return EvalReport(8, [OutputError("output0", 1.0, 0.1, 0.999, whole_db)], task=tm)
+
+
+def test_task_quality_ranks_a_detector_by_detections_then_score_channels():
+    from ortlab.runs.tune_policy import task_quality
+
+    crushed = task_quality(_detector_report(0.9, 0.8, 40.0, 41.6), "broken")
+    fine = task_quality(_detector_report(0.05, 27.0, 40.0, 41.6), "ok")
+    assert (crushed.measure, crushed.sqnr_what, crushed.sqnr_db) == ("detections kept", "scores SQNR", 0.8)
+    assert crushed.value is not None and fine.value is not None
+    assert math.isclose(crushed.value, 0.1) and math.isclose(fine.value, 0.95)
+    assert fine.sqnr_db == 27.0  # the whole tensor's 41.6 dB never decides
+    # the bar is on the score channels: 41.6 dB whole-tensor, 18 dB scores → below a 20 dB bar
+    d = verdict_policy(min_sqnr_db=20)(_detector_report(0.0, 18.0, 40.0, 41.6))
+    assert not d.accept and d.level == "ok" and "scores SQNR 18.0 dB" in d.reason
+
+
+def test_task_quality_ranks_a_recognizer_by_the_decoded_strings_it_keeps():
+    """PP-OCR's recognizer: tune searched it by SQNR alone (the task column was empty); the verdict's measure,
+    decoded strings that stay the same, now ranks its trials."""
+    from ortlab.runs.tune_policy import task_quality
+
+    def report(changed: int, sqnr: float) -> EvalReport:
+        tm = TaskMetrics(Task.SEQUENCE, True, "CTC", sequences=[SequenceMetrics("probs", 14, changed, changed, 200)])
+        return EvalReport(14, [OutputError("probs", 1.0, 0.1, 0.99, sqnr)], task=tm)
+
+    dynamic, static = task_quality(report(5, 30.9), "broken"), task_quality(report(11, 13.4), "broken")
+    assert dynamic.measure == static.measure == "strings kept"
+    assert dynamic.value is not None and static.value is not None
+    assert math.isclose(dynamic.value, 9 / 14) and math.isclose(static.value, 3 / 14) and dynamic.value > static.value
+
+
+def test_greedy_steps_are_kept_by_verdict_then_task_measure_then_task_sqnr():
+    from ortlab.runs.tune import _keep_if_gains
+
+    def trial(level, value, score, whole=40.0):
+        return Trial(1, "t", "exclude", Recipe(precision=Precision.INT8), level=level, task_measure="detections kept",
+                     task_value=value, score_what="scores SQNR", score_db=score, sqnr_db=whole)
+
+    base = trial("broken", 0.0, 0.5, whole=41.6)
+    assert _keep_if_gains(step := trial("degraded", 0.93, 27.0, whole=41.6), base) is step
+    assert "verdict broken → degraded" in step.note
+    # the whole tensor's SQNR gains 5 dB but detections drop: dropped
+    assert _keep_if_gains(worse := trial("degraded", 0.90, 30.0, whole=46.6), step) is step
+    assert "dropped (detections kept 93.0% → 90.0%)" in worse.note
+    assert _keep_if_gains(better := trial("degraded", 0.93, 27.4), step) is better and "+0.4 dB scores SQNR" in better.note
+    assert _keep_if_gains(flat := trial("degraded", 0.93, 27.05), step) is step and "dropped" in flat.note
+
+
+def _finished(index, level, accepted, cost, score, path, label="t"):
+    return Trial(index, label, "search", Recipe(precision=Precision.INT8, name=label), level=level, accepted=accepted,
+                 cost=cost, relative_latency=cost, score_db=score, sqnr_db=score, model_path=str(path),
+                 verdict=f"{level}: canned")
+
+
+def _out_tuner(tmp_path, trials):
+    tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), out_dir=tmp_path / "out",
+                  settings=TuneSettings(budget_s=60, exclusion_steps=0))
+    tuner._retime = lambda trials: None  # type: ignore[method-assign]
+    tuner.trials_done.extend(trials)
+    return tuner
+
+
+def test_no_trial_meets_the_bar_the_closest_non_broken_one_is_written_under_closest(tmp_path):
+    from ortlab.runs.tune_policy import CLOSEST_DIR
+
+    files = []
+    for i in range(3):
+        f = tmp_path / f"m{i}.onnx"
+        f.write_bytes(b"model %d" % i)
+        files.append(f)
+    # a fast broken trial with the best whole SQNR, an ok one below the bar, a degraded one
+    trials = [_finished(1, "broken", False, 0.3, 35.0, files[0], "broken"),
+              _finished(2, "ok", False, 0.6, 17.0, files[1], "ok below bar"),
+              _finished(3, "degraded", False, 0.4, 25.0, files[2], "degraded")]
+    r = _out_tuner(tmp_path, trials)._finish()
+    assert not r.accepted and r.best is not None and r.best.label == "ok below bar"
+    assert r.written == str(tmp_path / "out" / CLOSEST_DIR / "model.onnx")
+    assert (tmp_path / "out" / CLOSEST_DIR / "model.onnx").read_bytes() == b"model 1"
+    assert not (tmp_path / "out" / "model.onnx").exists()
+    assert "closest" in r.sentence and "not broken" in r.sentence
+
+
+def test_every_trial_broken_nothing_is_written(tmp_path):
+    f = tmp_path / "m.onnx"
+    f.write_bytes(b"x")
+    r = _out_tuner(tmp_path, [_finished(1, "broken", False, 0.3, 35.0, f)])._finish()
+    assert r.best is None and r.written is None and not r.accepted
+    assert not (tmp_path / "out" / "model.onnx").exists() and not (tmp_path / "out" / "closest").exists()
+    assert "broken" in r.sentence and (tmp_path / "out" / TRIALS_FILE).is_file()
+
+
+@pytest.mark.slow
+def test_cli_tune_below_the_bar_exits_4_and_writes_closest(tmp_path, capsys):
+    from ortlab.cli.main import main
+    from ortlab.cli.tune import EXIT_NO_RECOMMENDATION
+    from ortlab.data.samples import get_sample
+
+    s = get_sample("digits_cnn")
+    out = tmp_path / "tuned"
+    code = main(["tune", str(s.model_path), "--budget", "120", "--max-trials", "1", "--exclusion-steps", "0",
+                 "--bench-seconds", "0.2", "--verify-samples", "8", "--min-sqnr-db", "200", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == EXIT_NO_RECOMMENDATION == 4
+    assert "below this search's bar of 200 dB" in text and "ok" in text
+    assert (out / "closest" / "model.onnx").is_file() and not (out / "model.onnx").exists()
+    data = json.loads((out / TRIALS_FILE).read_text())
+    assert data["trials"][0]["level"] == "ok" and not data["accepted"]
+
+
+def test_duplicate_trials_run_once():
+    from ortlab.runtime.hardware import parse_cpuinfo
+    from ortlab.runs.tune_space import dedupe, effective_recipe
+
+    dyn = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.DYNAMIC), name="int8 dynamic")
+    dyn_pc = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.DYNAMIC, per_channel=True),
+                    name="int8 dynamic per-channel")
+    # calibration settings do not matter to a dynamic recipe
+    dyn_pct = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.DYNAMIC, percentile=99.9,
+                                                                 bias_correction=True), name="dyn pct")
+    static = Recipe(precision=Precision.INT8, name="int8 static")
+    kept, notes = dedupe([dyn, dyn_pc, static, dyn_pct, replace_name(static, "again")])
+    assert [r.name for r in kept] == ["int8 dynamic", "int8 static"]
+    assert notes[0] == "Skipped int8 dynamic per-channel: the same recipe as int8 dynamic." and len(notes) == 3
+    assert effective_recipe(dyn) != effective_recipe(Recipe(precision=Precision.INT8, quant=QuantConfig(
+        mode=QuantMode.DYNAMIC, per_channel=False)))
+    space = search_space(Target.CPU, parse_cpuinfo("flags : avx2 avx512_vnni"), model_ops=("MatMul", "Gather"))
+    keys = [effective_recipe(r) for r in space]
+    assert len(keys) == len(set(keys)) and "int8 dynamic per-channel" not in [r.name for r in space]
+    assert {r.quant.range_split for r in space if r.quant.mode == QuantMode.STATIC} == {True, False}
+    assert any(r.quant.bias_correction for r in space)
+    assert not any("Gather" in r.quant.op_types for r in space)
+    size = search_space(Target.CPU, parse_cpuinfo("flags : avx2 avx512_vnni"), model_ops=("MatMul", "Gather"),
+                        objective="size")
+    assert size[0].quant.op_types == ("MatMul", "Gemm", "Gather") and size[0].quant.mode == QuantMode.DYNAMIC
+
+
+def replace_name(r: Recipe, name: str) -> Recipe:
+    from dataclasses import replace
+
+    return replace(r, name=name)
+
+
+def test_speed_is_the_interleaved_p50_ratio_not_the_min_ratio(tmp_path):
+    """A fake timer: the source runs 10 ms with a 2 ms outlier, the candidate 6 ms with a 1 ms outlier, in
+    alternating order; the reported speed-up is p50(source) / p50(candidate) of those rounds."""
+    import numpy as np
+
+    from ortlab.timing.bench import LatencySample
+    from ortlab.timing.interleave import interleave, measure
+
+    order: list[str] = []
+    ref_ms = [10.0, 11.0, 2.0, 9.0, 10.5, 12.0, 10.0, 9.5, 10.0, 11.0, 10.0, 9.0]
+    cand_ms = [6.0, 1.0, 6.5, 5.5, 6.0, 7.0, 6.0, 6.2, 5.8, 6.0, 6.1, 6.0]
+
+    def stream(path, config, batch, variant, shapes):
+        values = ref_ms if variant == "reference" else cand_ms
+        for i, ms in enumerate(values):
+            order.append(variant[0])
+            yield LatencySample(variant, batch, i, ms, 0.0)
+
+    r, c = interleave(stream("a", None, 1, "reference", None), stream("b", None, 1, "candidate", None),
+                      duration_s=0.0, min_rounds=12)
+    assert (r, c) == (ref_ms, cand_ms) and "".join(order[:6]) == "rccrrc"  # alternating who runs first
+    tuner = _out_tuner(tmp_path, [])
+    tuner._measure = lambda *a, **kw: measure(*a, stream=stream, **kw)
+    t = Trial(1, "t", "search", Recipe(precision=Precision.INT8), model_path="cand.onnx")
+    tuner._time(t)
+    (sp,) = t.speed
+    expected = float(np.median(ref_ms)) / float(np.median(cand_ms))
+    assert t.speedup is not None and math.isclose(t.speedup, expected) and math.isclose(sp.speedup, expected)
+    assert not math.isclose(t.speedup, min(ref_ms) / min(cand_ms))  # 2.0 vs 1.65
+    assert sp.n == 12 and sp.speedup_range[0] <= expected <= sp.speedup_range[1]
+    assert t.latency_ms == {"1": float(np.median(cand_ms))} and t.baseline_ms == {"1": float(np.median(ref_ms))}
+
+
+@pytest.mark.slow
+def test_cli_tune_accepts_seq_len_like_optimize(tmp_path, capsys):
+    from ortlab.cli.main import main
+
+    fx = Path(__file__).parents[1] / "fixtures"
+    out = tmp_path / "tuned"
+    code = main(["tune", str(fx / "text_encoder.onnx"), "--data", str(fx / "text_calibration.txt"),
+                 "--eval", str(fx / "text_evaluation.txt"), "--tokenizer", str(fx / "text_tokenizer.json"),
+                 "--seq-len", "16", "--max-trials", "1", "--exclusion-steps", "0", "--bench-seconds", "0.2",
+                 "--verify-samples", "12", "--out", str(out), "--json"])
+    cap = capsys.readouterr()
+    assert code in (0, 4), cap.err
+    data = json.loads(cap.out)
+    (t,) = data["trials"]
+    assert t["status"] == "done" and t["speed"][0]["n"] >= 10 and "--seq-len 16" in t["cli_line"]
+
+
+@pytest.mark.slow
+def test_keep_in_float_search_mends_the_detector_when_range_split_is_off(tmp_path):
+    """The yolov8 fixture with range-split forced off is broken (its final Concat crushes the scores); the
+    keep-in-float search, scored on detections and score channels, finds that Concat (or its chain) first and the
+    result is no longer broken."""
+    from ortlab.runs.workspace import Workspace
+
+    fx = Path(__file__).parents[1] / "fixtures"
+    parts = photo_parts(tmp_path)
+    recipes = [Recipe(precision=Precision.INT8, quant=QuantConfig(range_split=False), name="int8 no range-split")]
+    tuner = Tuner(fx / "yolov8_detector.onnx", DataRef(path=str(parts["calibration"])),
+                  DataRef(path=str(parts["evaluation"]), count=8), workspace=Workspace(tmp_path / "ws"),
+                  out_dir=tmp_path / "out", recipes=recipes,
+                  settings=TuneSettings(budget_s=300, bench_s=0.1, exclusion_steps=1, int16_steps=0, verify_samples=8))
+    r = tuner.run()
+    first, step = r.trials
+    assert first.level == "broken" and first.task_measure == "detection F1" and first.score_what == "scores SQNR"
+    assert first.score_db is not None and first.score_db < 5 < 30 < (first.sqnr_db or 0)  # whole SQNR hides it
+    assert "/model.22/Concat_5" in step.note and ": kept (verdict broken →" in step.note
+    assert "/model.22/Concat_5" in step.recipe.quant.nodes_to_exclude and not step.broken
+    assert r.best is step and not r.best.broken and r.written is not None
+    assert step.task_value is not None and step.task_value > 0.9 and step.score_db is not None and step.score_db > 20
+
+
+def test_the_note_that_a_broken_trial_seeds_the_search_is_written_once(tmp_path):
+    """Each search stage asks for its seed again: the note that every static trial is broken was printed twice."""
+    tuner = _FakeTuner(tmp_path, policy=sqnr_policy(20))
+    broken = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=5.0, level="broken",
+                   relative_latency=0.5, cost=0.5, model_path="x")
+    tuner.trials_done.append(broken)
+    tuner._static_trials = lambda: [broken]  # type: ignore[method-assign]
+    assert tuner._exclusion_base() is broken and tuner._exclusion_base() is broken
+    assert sum("Every static int8 trial is broken" in n for n in tuner.notes) == 1

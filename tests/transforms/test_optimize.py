@@ -1,0 +1,124 @@
+"""ortlab.transforms.optimize: ORT graph optimization levels on real models."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from tests.support.models import conv_bn_model, external_data_model, matmul_model
+from ortlab.runtime import providers as P
+from ortlab.settings.config import OptLevel, Target
+from ortlab.core.errors import ModelLoadError, OptimizationError
+from ortlab.model.inspect import inspect_model, sha256_file
+from ortlab.transforms.optimize import ALL_LEVEL_WARNING, NO_GPU_WARNING, optimize_model
+
+CONV_BEFORE = {("", "Conv"): 3, ("", "BatchNormalization"): 3, ("", "Relu"): 3, ("", "Add"): 2,
+               ("", "GlobalAveragePool"): 1, ("", "Flatten"): 1, ("", "Gemm"): 1}
+HEAD = {("", "Add"): 2, ("", "GlobalAveragePool"): 1, ("", "Flatten"): 1, ("", "Gemm"): 1}
+CONV_EXPECTED = {
+    OptLevel.DISABLED: CONV_BEFORE,
+    OptLevel.BASIC: {("", "Conv"): 3, ("", "Relu"): 3, **HEAD},  # BatchNormalization folded into Conv
+    OptLevel.EXTENDED: {("com.microsoft", "FusedConv"): 3, **HEAD},  # Conv+Relu fused
+    OptLevel.ALL: {("com.microsoft.nchwc", "Conv"): 3, ("com.microsoft.nchwc", "ReorderOutput"): 3, **HEAD},
+}
+
+
+def ops(path) -> dict:
+    return dict(Counter((n.domain, n.op_type) for n in onnx.load(str(path), load_external_data=False).graph.node))
+
+
+def run(path, x):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return sess.run(None, {"input": x})[0]
+
+
+@pytest.fixture(scope="module")
+def conv(tmp_path_factory):
+    return conv_bn_model(tmp_path_factory.mktemp("conv") / "conv.onnx")
+
+
+@pytest.mark.parametrize("level", list(OptLevel))
+def test_conv_bn_levels(conv, tmp_path, level):
+    digest = sha256_file(conv)
+    res = optimize_model(conv, tmp_path / "out.onnx", level)
+    assert res.path == tmp_path / "out.onnx" and res.level == level and res.target == Target.CPU
+    assert res.providers == [P.CPU] and res.seconds > 0
+    assert ops(res.path) == CONV_EXPECTED[level]
+    onnx.checker.check_model(str(res.path), full_check=True)
+    x = np.random.default_rng(1).normal(size=(2, 3, 32, 32)).astype(np.float32)
+    np.testing.assert_allclose(run(res.path, x), run(conv, x), atol=1e-4, rtol=1e-4)
+    assert sha256_file(conv) == digest
+    if level == OptLevel.ALL:
+        assert res.warnings == [ALL_LEVEL_WARNING]
+        assert "hardware" in res.warnings[0] and "'extended'" in res.warnings[0]
+    else:
+        assert res.warnings == []
+
+
+def test_matmul_extended_fusions(tmp_path):
+    src = matmul_model(tmp_path / "mm.onnx")
+    res = optimize_model(src, tmp_path / "mm_ext.onnx", OptLevel.EXTENDED)
+    counts = ops(res.path)
+    assert counts == {("", "MatMul"): 7, ("", "Add"): 3, ("", "Softmax"): 1,
+                      ("com.microsoft", "FusedMatMul"): 1,             # Transpose+MatMul+Mul(scale)
+                      ("com.microsoft", "SkipLayerNormalization"): 2,  # bias Add + residual Add + LayerNorm
+                      ("com.microsoft", "BiasGelu"): 1}                # bias Add + Erf-form Gelu
+    x = np.random.default_rng(2).normal(size=(3, 16, 32)).astype(np.float32)
+    np.testing.assert_allclose(run(res.path, x), run(src, x), atol=1e-4, rtol=1e-4)
+    assert ops(optimize_model(src, tmp_path / "mm_basic.onnx", OptLevel.BASIC).path) == ops(src)
+
+
+def test_gpu_target_without_gpu_warns(conv, tmp_path):
+    res = optimize_model(conv, tmp_path / "gpu.onnx", OptLevel.EXTENDED, Target.GPU)
+    if P.CUDA in P.working_providers():
+        assert res.providers[0] == P.CUDA and NO_GPU_WARNING not in res.warnings
+    else:
+        assert res.providers == [P.CPU]
+        assert res.warnings == [NO_GPU_WARNING]
+        assert "GPU-specific fusions could not be applied" in res.warnings[0]
+    assert P.TRT not in res.providers
+
+
+def test_external_data_source_stays_loadable(tmp_path):
+    src = external_data_model(tmp_path / "ext")
+    before = sha256_file(tmp_path / "ext" / "weights.bin")
+    res = optimize_model(src, tmp_path / "out" / "opt.onnx", OptLevel.EXTENDED)
+    info = inspect_model(res.path)
+    assert info.op_counts[("com.microsoft", "FusedConv")] == 3
+    assert info.has_external_data and (tmp_path / "out" / "opt.onnx.data").is_file()
+    x = np.random.default_rng(3).normal(size=(1, 3, 32, 32)).astype(np.float32)
+    np.testing.assert_allclose(run(res.path, x), run(src, x), atol=1e-4, rtol=1e-4)
+    assert sha256_file(tmp_path / "ext" / "weights.bin") == before
+
+
+def test_refuses_to_overwrite_source_and_bad_input(conv, tmp_path):
+    with pytest.raises(OptimizationError, match="must go to a new file"):
+        optimize_model(conv, conv, OptLevel.BASIC)
+    (tmp_path / "bad.onnx").write_bytes(b"\x89PNG\r\n\x1a\n")
+    with pytest.raises(ModelLoadError, match="not an ONNX model"):
+        optimize_model(tmp_path / "bad.onnx", tmp_path / "o.onnx", OptLevel.BASIC)
+    with pytest.raises(ValueError):
+        optimize_model(conv, tmp_path / "o.onnx", "fastest")  # type: ignore[arg-type]  # not a level, on purpose
+
+
+def test_runtime_check_tolerates_int8_rounding_only_for_quantized_sources(tmp_path):
+    """The check that ORT's own output runs like its input (used when the ONNX checker rejects it) allows the int8
+    parity tolerance for a quantized source — fused int8 kernels re-round activations — and fp32's otherwise."""
+    from ortlab.settings.config import QuantConfig, QuantMode
+    from ortlab.transforms.optimize import _outputs_match, _runtime_tolerance
+    from ortlab.transforms.optimize import TOLERANCE
+    from ortlab.settings.config import Precision
+    from ortlab.transforms.quantize import quantize_dynamic_model
+
+    src = matmul_model(tmp_path / "m.onnx")
+    quantize_dynamic_model(src, tmp_path / "q.onnx", QuantConfig(mode=QuantMode.DYNAMIC))
+    assert _runtime_tolerance(src) == TOLERANCE[Precision.FP32] == 1e-3
+    assert _runtime_tolerance(tmp_path / "q.onnx") == TOLERANCE[Precision.INT8] == 0.1
+    ref = np.array([2.0, -4.0])
+    off = ref + np.array([0.13, 0.0])  # what dynamic int8 of a MiniLM-sized encoder moved by under fusion
+    assert not _outputs_match(ref, off)[0] and _outputs_match(ref, off, 0.1)[0]
+    assert not _outputs_match(ref, ref + 1.0, 0.1)[0]

@@ -1,0 +1,185 @@
+"""AppTest of Compare's per-node error section (analyse, keep nodes in float, re-run, compare), the Tune page
+and History's portable QDQ download, on the bundled digits_cnn sample (jobs run synchronously)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest
+
+from ortlab.runs.tune_policy import Trial, TuneResult
+from ortlab.settings.config import Recipe
+from ortlab.ui.views import tune_view as tv
+from tests.ui.test_app import _navigation_mode_like_the_server, graph_diff_args as _graph_args
+
+pytestmark = pytest.mark.slow  # AppTest of the per-node analysis and of Tune on the digits sample
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = str(ROOT / "app.py")
+TIMEOUT = 300
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch):
+    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ORTLAB_SYNC_JOBS", "1")
+    monkeypatch.chdir(tmp_path)
+    _navigation_mode_like_the_server(monkeypatch)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _ok(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def _texts(at) -> str:
+    return "\n".join(str(x.value) for kind in ("markdown", "caption", "info", "warning", "success")
+                     for x in at.get(kind))
+
+
+def _figure(at, key: str) -> dict:
+    chart = next(c for c in at.get("plotly_chart") if key in c.proto.id)
+    return json.loads(chart.proto.spec)
+
+
+def test_per_node_error_keep_in_float_rerun_and_history_qdq_download(app):
+    at = app
+    at.button(key="demo_run").click().run()
+    _ok(at)
+    assert at.title[0].value.endswith("Compare")
+    at.button(key="node_errors.analyse").click().run()
+    _ok(at)
+    editors = at.data_editor
+    assert len(editors) == 1
+    table = editors[0].value
+    assert len(table) >= 3 and {"node", "op", "local SQNR dB", "accumulated SQNR dB", "keep in float"} <= set(table)
+    overlay = at.session_state["ortlab.node_overlay"]
+    assert overlay["values"] and overlay["candidate"].endswith("model.qdq.onnx")
+    # ranked by accumulated SQNR first, by what each node adds alone on request
+    acc = [float(x) for x in table["accumulated SQNR dB"]]
+    assert acc == sorted(acc)
+    worst = str(table["node"][0])
+    assert f"Worst accumulated error: {worst} " in _texts(at)
+    # the overlay is on the verdict policy's absolute scale, with the numbers in its legend
+    args = _graph_args(at)
+    bands = [b["text"] for b in args["overlay"]["bands"]]
+    assert bands == ["≥ 20 dB (ok)", "10–20 dB", "< 10 dB (broken bar)"]
+    assert args["overlay"]["label"] == "accumulated SQNR"
+    fills = {e["data"]["id"]: e["data"]["value_color"] for e in args["panes"]["after"]["elements"]
+             if "value" in e["data"] and "group" not in e["data"]}
+    for e in args["panes"]["after"]["elements"]:
+        d = e["data"]
+        if d["id"] in fills:
+            want = "#f08080" if d["value"] < 10 else "#ffcc66" if d["value"] < 20 else "#a6dba0"
+            assert fills[d["id"]] == want, d
+    at.radio(key="compare.overlay_mode").set_value("added by the node").run()
+    assert _graph_args(at)["overlay"]["label"] == "SQNR added by the node (local)"
+    at.radio(key="node_errors.sort").set_value("added by the node").run()
+    local = [float(x) for x in at.data_editor[0].value["local SQNR dB"] if x == x]
+    assert local == sorted(local)
+    at.radio(key="node_errors.sort").set_value("accumulated").run()
+    table = at.data_editor[0].value
+    node = str(table["node"][0])
+    at.session_state[editors[0].key] = {"edited_rows": {0: {"keep in float": True}}, "added_rows": [],
+                                        "deleted_rows": []}
+    at.run()  # the ticked box enables the button
+    at.button(key="node_errors.rerun").click().run()
+    _ok(at)
+    arts = at.session_state["ortlab.artifacts"]
+    assert len(arts) == 2
+    assert arts[0].recipe.quant.nodes_to_exclude == ()
+    assert arts[1].recipe.quant.nodes_to_exclude == (node,)
+    # the re-run's name says what changed
+    first, second = arts[0].run_id, arts[1].run_id
+    assert arts[1].recipe.label() == f"#{first} + 1 node kept in float"
+    names = list(at.selectbox(key="compare.cand").options)
+    assert f"#{second} = #{first} + 1 node kept in float" in names
+    cmp_table = next(d.value for d in at.dataframe if "metric" in d.value.columns and "verdict" in list(d.value["metric"]))
+    assert list(cmp_table["metric"])[:3] == ["verdict", "logits SQNR (worst output)", "top-1 agreement"]
+    assert "latency b1 p50" in list(cmp_table["metric"])
+    before, after = (c for c in cmp_table.columns if c != "metric")
+    assert cmp_table[before][0].strip() and cmp_table[after][0].strip() and cmp_table[after][0] != "–"
+    assert f"Keeping {node} in float" in _texts(at)
+
+    at.switch_page("pages/history.py").run()
+    _ok(at)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels[0] == "⬇ Model (QDQ, portable)" and labels[1] == "⬇ ORT-only model"
+    helps = [b.proto.help for b in at.get("download_button")]
+    assert "TensorRT, OpenVINO" in helps[0] and "for ONNX Runtime only" in helps[1]
+
+
+def test_tune_page_fills_the_pareto_chart_and_recommends(app):
+    at = app
+    at.switch_page("pages/tune.py").run()
+    _ok(at)
+    assert at.title[0].value.endswith("Tune")
+    at.number_input(key="tune.budget").set_value(240)
+    at.number_input(key="tune.max_trials").set_value(2)
+    at.number_input(key="tune.bench_s").set_value(0.2)
+    at.number_input(key="tune.steps").set_value(0)
+    next(b for b in at.button if "Start tuning" in b.label).click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    fig = _figure(at, "tune_chart")
+    points = sum(len(tr.get("x") or []) for tr in fig["data"])
+    assert points >= 2
+    assert any(tr.get("name") == "Pareto front" and tr.get("x") for tr in fig["data"])
+    text = _texts(at)
+    assert "recipe the policy accepts" in text or "passes the accuracy policy" in text \
+        or "No accepted recipe is faster" in text
+    assert "1 trials" not in text and ".." not in text
+    assert any("ortlab optimize" in c.value for c in at.code)
+    task = at.session_state["ortlab.job.tune"]
+    result = task.result
+    best = result.best
+    if best is not None and best.speedup is not None and best.speedup < 1.0:
+        assert "faster than" not in text and "fastest" not in text
+    # the trials table says which History run each trial recorded
+    table = at.dataframe[0].value
+    assert "trial" in table and "History run" in table
+    assert [str(r) for r in table["History run"]] == [f"#{t.run_id}" for t in result.trials]
+
+    # a cancelled search ends in a neutral "Stopped after N trials", no error element, controls enabled again
+    task.result = dataclasses.replace(result, cancelled=True)
+    task.state = "cancelled"
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    n = len(result.trials)
+    assert any(f"Stopped after {n} trial" in i.value for i in at.info), [i.value for i in at.info]
+    assert not at.number_input(key="tune.budget").disabled
+
+
+def _trial(index: int, speedup: float, sqnr: float, accepted: bool = True) -> Trial:
+    return Trial(index=index, label=f"int8 static #{index}", stage="search", recipe=Recipe(), accepted=accepted,
+                 verdict="ok" if accepted else "broken", sqnr_db=sqnr, relative_latency=1.0 / speedup,
+                 cost=1.0 / speedup, run_id=index + 7)
+
+
+def _result(best: Trial, *trials: Trial, accepted: bool = True, cancelled: bool = False) -> TuneResult:
+    return TuneResult("m.onnx", "latency", "cpu", "verdict OK", "cpu", [1], {"1": 1.0}, [best, *trials], best,
+                      accepted, "engine sentence", "", 3.0, cancelled)
+
+
+def test_tune_headline_never_calls_a_slower_recipe_faster_and_cancel_is_neutral():
+    slow = _trial(4, 0.98, 35.0)
+    level, text = tv.headline(_result(slow))
+    assert level == "warning" and "faster than the fp32" in text and "0.98×" in text
+    assert "fastest" not in text and "No accepted recipe is faster" in text
+    fast = _trial(2, 1.84, 31.0)
+    level, text = tv.headline(_result(fast, slow))
+    assert level == "success" and "1.84× faster than the fp32 source" in text and "of 2 trials" in text
+    level, text = tv.headline(_result(fast, accepted=True, cancelled=True))
+    assert level == "info" and text.startswith("Stopped after 1 trial.") and "trial 2" in text
+    level, text = tv.headline(_result(slow, accepted=False, cancelled=True))
+    assert level == "info" and "Best so far" not in text and "No finished trial passed" in text
+    level, text = tv.headline(None, [])
+    assert (level, text) == ("info", "Stopped after 0 trials.")
