@@ -7,7 +7,6 @@ import functools
 import importlib
 import json
 import math
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from ortlab.core.progress import CancelToken
 from ortlab.core.serial import from_plain, to_plain
 from ortlab.core.text import format_bytes, one_line
 from ortlab.runtime import openvino as openvino_runtime, providers as runtime_providers
-from ortlab.runtime.child import child_env
+from ortlab.runtime.child import Child
 
 @dataclass(frozen=True)
 class LatencySample:
@@ -396,9 +395,10 @@ def summarize(samples: Sequence[LatencySample], *, providers: Sequence[str] = ()
 
 _CHILD = r"""
 import json, sys
-args = json.loads(sys.argv[1])
+from multiprocessing.connection import Connection
+args, conn = json.loads(sys.argv[1]), Connection(int(sys.argv[2]))
 from ortlab.timing.bench import _memory_child
-print("ORTLAB_MEMORY " + json.dumps(_memory_child(args)), flush=True)
+conn.send(_memory_child(args))
 """
 
 
@@ -435,18 +435,15 @@ def _memory_child(args: dict) -> dict:
 def _run_child(args: dict, timeout: float) -> float:
     if sys.platform == "win32":
         raise BenchmarkError("Peak memory is measured with the resource module, which Windows lacks.")
-    env, pkg_parent = child_env()
-    try:
-        proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(args)], capture_output=True, text=True,
-                              timeout=timeout, env=env, cwd=pkg_parent)
-    except subprocess.TimeoutExpired:
-        raise BenchmarkError(f"Measuring memory took longer than {timeout:.0f} s.") from None
-    for line in proc.stdout.splitlines():
-        if line.startswith("ORTLAB_MEMORY "):
-            return float(json.loads(line[len("ORTLAB_MEMORY "):])["maxrss_mb"])
-    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-    reason = lines[-1] if lines else f"exit status {proc.returncode}"
-    raise BenchmarkError(f"Measuring memory failed: {reason}")
+    with Child(_CHILD, json.dumps(args)) as child:
+        if not child.conn.poll(timeout):
+            child.kill()
+            raise BenchmarkError(f"Measuring memory took longer than {timeout:.0f} s.")
+        got = child.receive()
+        if isinstance(got, dict) and "maxrss_mb" in got:
+            return float(got["maxrss_mb"])
+        code = child.finish()
+        raise BenchmarkError(f"Measuring memory failed{child.last_line() or f': exit status {code}'}")
 
 
 @functools.lru_cache(maxsize=1)

@@ -12,20 +12,20 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
-import sys
 import time
-from typing import Any
+from typing import IO, Any
 from collections.abc import Generator, Iterator, Mapping, Sequence
 
 
 from ortlab.core import limits
 from ortlab.settings.config import BenchConfig, OptLevel
-from ortlab.core.errors import BenchmarkError, OrtlabError
+from ortlab.core.errors import BenchmarkError, Cancelled, OrtlabError
 from ortlab.core.progress import CancelToken
 from ortlab.core.text import one_line
-from ortlab.runtime.child import STOP_GRACE_S, child_env, error_of, reap
+from ortlab.runtime.child import STOP_GRACE_S, Child, default_memory_gb, error_of
+from ortlab.timing import stats
 from ortlab.timing.bench import LatencyRun, LatencySample, LatencySummary, _maxrss_mb, latency_samples, summarize
+from ortlab.timing.stats import MIN_ROUNDS, SpeedUp
 
 
 _ISOLATED_CHILD = r"""
@@ -185,34 +185,18 @@ class IsolatedLatencyRun(LatencyRun):
                 "shapes": self._shapes, "values": self._values, "memory_gb": self.memory_gb, "runtime": self.runtime}
 
     def _generate(self) -> Generator[LatencySample, None, None]:
-        import multiprocessing
-        import tempfile
-
         self._check()
         if os.name != "posix":
             raise BenchmarkError("Timing in a separate process needs Linux or macOS; use latency_samples().")
-        args = self._child_args()
-        env, cwd = child_env()
-        ours, theirs = multiprocessing.Pipe(duplex=True)
-        stderr = tempfile.TemporaryFile()
+        child = Child(_ISOLATED_CHILD, json.dumps(self._child_args()), duplex=True)
         try:
-            proc = subprocess.Popen([sys.executable, "-c", _ISOLATED_CHILD, json.dumps(args), str(theirs.fileno())],
-                                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=stderr, env=env, cwd=cwd)
-        except BaseException:
-            ours.close()
-            stderr.close()
-            raise
+            yield from self._receive(child)
         finally:
-            theirs.close()
-        try:
-            yield from self._receive(ours, proc, stderr)
-        finally:
-            ours.close()  # the child's listener sees EOF and cancels, if it still runs
-            self.returncode = reap(proc, STOP_GRACE_S)
-            stderr.close()
+            self.returncode = child.finish(STOP_GRACE_S)  # the child's listener sees EOF and cancels, if it still runs
+            child.close()
 
-    def _receive(self, conn, proc: subprocess.Popen, stderr) -> Iterator[LatencySample]:
+    def _receive(self, child: Child) -> Iterator[LatencySample]:
+        conn, proc, stderr = child.conn, child.proc, child.log
         cancel = self._cancel
         stop_at: float | None = None
         i = 0
@@ -258,11 +242,12 @@ class IsolatedLatencyRun(LatencyRun):
             pass
         return time.monotonic()
 
-    def _died(self, proc: subprocess.Popen, stderr) -> BenchmarkError:
+    def _died(self, proc: Any, stderr: IO[bytes] | None) -> BenchmarkError:
         try:
+            assert stderr is not None
             stderr.seek(0)
             lines = [ln for ln in stderr.read().decode("utf-8", "replace").splitlines() if ln.strip()]
-        except OSError:
+        except (OSError, AssertionError):
             lines = []
         reason = lines[-1].strip() if lines else f"exit status {proc.poll()}"
         if self.memory_gb and any(limits.is_alloc_failure(ln) for ln in lines[-20:]):
@@ -291,7 +276,6 @@ def latency_samples_isolated(model_path, config: BenchConfig, batch_size: int, v
 
 # -- interleaved timing: every variant of a batch size alternates with the others, block by block --------------
 
-MIN_ROUNDS = 10  # an interleaved benchmark times at least this many rounds (unless one run outlasts the time)
 MAX_BLOCK_S = 0.25  # and blocks no longer than this, so a change in the machine's load hits every variant alike
 OVERRUN = 2.0  # rounds stop once the whole takes this many times the time asked for (a very slow variant)
 
@@ -353,40 +337,20 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._conn: Any = None
-        self._proc: subprocess.Popen | None = None
-        self._stderr: Any = None
+        self._child: Child | None = None
 
     def start(self) -> None:
         """Start the child (it loads the model and warms up while the others start)."""
-        import multiprocessing
-        import tempfile
-
-        if self._proc is not None:
+        if self._child is not None:
             return
         self._check()
         if os.name != "posix":
             raise BenchmarkError("Timing in a separate process needs Linux or macOS; use LatencyBlocks.")
-        args = {**self._child_args(), "blocks": True}
-        env, cwd = child_env()
-        ours, theirs = multiprocessing.Pipe(duplex=True)
-        self._stderr = tempfile.TemporaryFile()
-        try:
-            self._proc = subprocess.Popen([sys.executable, "-c", _ISOLATED_CHILD, json.dumps(args),
-                                           str(theirs.fileno())], pass_fds=(theirs.fileno(),),
-                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
-                                          env=env, cwd=cwd)
-        except BaseException:
-            ours.close()
-            self._stderr.close()
-            raise
-        finally:
-            theirs.close()
-        self._conn = ours
+        self._child = Child(_ISOLATED_CHILD, json.dumps({**self._child_args(), "blocks": True}), duplex=True)
 
     def _wait_for(self, want: str, cancel: CancelToken | None) -> tuple | None:
-        conn, proc = self._conn, self._proc
-        assert conn is not None and proc is not None
+        assert self._child is not None
+        conn, proc, log = self._child.conn, self._child.proc, self._child.log
         while True:
             if cancel is not None and cancel.cancelled:
                 self.cancelled = True
@@ -394,12 +358,12 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
             try:
                 if not conn.poll(FLUSH_S):
                     if proc.poll() is not None and not conn.poll(0):
-                        raise self._died(proc, self._stderr)
+                        raise self._died(proc, log)
                     continue
                 msg = conn.recv()
             except (EOFError, OSError):
                 proc.wait(STOP_GRACE_S)
-                raise self._died(proc, self._stderr) from None
+                raise self._died(proc, log) from None
             if msg[0] == "start":
                 self.child_pid = int(msg[1])
             elif msg[0] == "error":
@@ -413,7 +377,8 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
 
     def block(self, runs: int | None, seconds: float, rnd: int,
               cancel: CancelToken | None = None) -> tuple[list[LatencySample], float] | None:
-        self._conn.send(("block", runs, seconds, rnd))
+        assert self._child is not None
+        self._child.conn.send(("block", runs, seconds, rnd))
         msg = self._wait_for("block", cancel)
         if msg is None:
             return None
@@ -424,22 +389,18 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
 
     def finish(self) -> None:
         """Tell the child to stop and take its end-of-run report (providers, shapes, profile, peak memory)."""
-        self._conn.send("stop")
+        assert self._child is not None
+        self._child.conn.send("stop")
         msg = self._wait_for("end", None)
         assert msg is not None
         self._take_end(msg[1])
 
     def close(self) -> None:
         """Close the pipe and reap the child (terminated if it does not stop within ``STOP_GRACE_S``)."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        if self._proc is not None:
-            self.returncode = reap(self._proc, STOP_GRACE_S)
-            self._proc = None
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
+        if self._child is not None:
+            self.returncode = self._child.finish(STOP_GRACE_S)
+            self._child.close()
+            self._child = None
 
 
 def latency_blocks(model_path, config: BenchConfig, batch_size: int, variant: str = "",
@@ -472,9 +433,10 @@ def time_interleaved(series: Sequence[Any], config: BenchConfig, cancel: CancelT
                      on_block: Any = None, on_round: Any = None) -> bool:
     """Time ``series`` (:class:`LatencyBlocks`-like: ``start``, ``ready``, ``block``) interleaved: in round r
     every series times one block, in an order rotated by r, so a change of the machine's load between rounds hits
-    every series alike and a speed-up can be taken round by round (``compare.round_speedups``). Blocks per
-    :func:`round_plan`; with ``duration_s`` rounds go on until every series has timed that long (or the whole
-    has taken :data:`OVERRUN` × the time asked for), with ``runs`` every series times exactly that many.
+    every series alike and a speed-up can be taken round by round (:func:`ortlab.timing.stats.of_summaries`).
+    Blocks per :func:`round_plan`; with ``duration_s`` rounds go on until every series has timed that long and at
+    least :data:`MIN_ROUNDS` rounds ran (or the whole has taken :data:`OVERRUN` × the time asked for), with
+    ``runs`` every series times exactly that many.
     ``on_block(samples)`` gets every block's samples, ``on_round(done, planned)`` every round's end. False when
     cancelled. The caller ends the series (``finish``/``close``)."""
     for s in series:
@@ -507,5 +469,33 @@ def time_interleaved(series: Sequence[Any], config: BenchConfig, cancel: CancelT
             left -= size or 0
             if left <= 0:
                 return True
-        elif min(spent) >= duration or time.monotonic() - began >= OVERRUN * n * duration:
+        elif (min(spent) >= duration and rnd >= MIN_ROUNDS) or time.monotonic() - began >= OVERRUN * n * duration:
             return True
+
+
+def time_pair(reference_path, candidate_path, config: BenchConfig, batch_size: int, *,
+              cancel: CancelToken | None = None, memory_gb: float | None = None, blocks: Any = None,
+              **kwargs: Any) -> SpeedUp:
+    """Time ``candidate_path`` against ``reference_path`` at ``batch_size`` the way a benchmark does: each in its own
+    child, warmed up, then timed in interleaved rounds of short blocks (:func:`time_interleaved`, for
+    ``config.duration_s`` or ``config.runs``); their :class:`ortlab.timing.stats.SpeedUp`. ``memory_gb`` limits each
+    child (default: the run limit for ``config.target``); ``kwargs`` as for :func:`latency_blocks`; ``blocks`` makes
+    one series instead of :func:`latency_blocks` (tests). Cancelled when ``cancel`` stops it."""
+    make = blocks or latency_blocks
+    if blocks is None:
+        kwargs["memory_gb"] = memory_gb if memory_gb is not None else default_memory_gb(config.target)
+    series = [make(path, config, batch_size, variant=variant, cancel=cancel, **kwargs)
+              for path, variant in ((reference_path, "reference"), (candidate_path, "candidate"))]
+    try:
+        if not time_interleaved(series, config, cancel):
+            raise Cancelled(step="bench")
+        for s in series:
+            s.finish()
+    finally:
+        for s in series:
+            s.close()
+    reference, candidate = (s.summary() for s in series)
+    speed = stats.of_summaries(reference, candidate)
+    if speed is None:
+        raise BenchmarkError(f"Timing at batch {batch_size} gave no latencies to compare.")
+    return speed
