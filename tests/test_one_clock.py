@@ -84,4 +84,4 @@ def test_benchmark_tune_and_compare_agree_on_a_pair_of_known_cost_ratio(tmp_path
         assert overlap(ranges[name], (2.0, 6.0)), (name, sp.text())  # the cost ratio is 4; the runs' overhead lowers it
     for a in ranges:
         for b in ranges:
-            assert overlap(ranges[a], ranges[b]), (a, speeds[a].text(), b, speeds[b].text())  # type: ignore[union-attr]
+            assert overlap(ranges[a], ranges[b]), (a, speeds[a].text(), b, speeds[b].text())
