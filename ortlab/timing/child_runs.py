@@ -1,7 +1,9 @@
 """Timing in child processes: each variant × batch size in its own fresh interpreter, under the run memory limit,
 streamed (:func:`latency_samples_isolated`) or in short blocks that the parent interleaves across variants round by
 round (:func:`latency_blocks`, :func:`time_interleaved`), so that a change in the machine's load hits every variant
-alike.
+alike. This is ortlab's one interleaved timer: Benchmark (and Compare's quick timing of a pair) time through it in
+the run service, Tune through :func:`time_pair`; every speed-up is :mod:`ortlab.timing.stats`'s. Each child starts
+through :class:`ortlab.runtime.child.Child`.
 
 Size: the child's side and the parent's side of the same two protocols (streamed and blocks) stay
 together so that a change to one side is seen beside the other.

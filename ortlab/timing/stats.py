@@ -57,11 +57,6 @@ class SpeedUp:
             return True
         return (self.high - self.low) / 2 > NOISY_SPREAD * self.ratio
 
-    @property
-    def clear(self) -> bool:
-        """True when the interval lies wholly on one side of 1 (a clear difference)."""
-        return self.high < 1.0 or self.low > 1.0
-
     def text(self) -> str:
         """``1.84× (1.71–1.95×, 48 rounds)``, with `` noisy`` when :attr:`noisy`."""
         lo, hi = self.speedup_range
