@@ -81,7 +81,7 @@ def test_benchmark_tune_and_compare_agree_on_a_pair_of_known_cost_ratio(tmp_path
         assert sp is not None and sp.paired and sp.rounds >= 10, name
         assert sp.candidate_runs >= sp.rounds and sp.reference_runs >= sp.rounds
         ranges[name] = sp.speedup_range
-        assert overlap(ranges[name], (2.0, 6.0)), (name, sp.text())  # the cost ratio is 4; the runs' overhead lowers it
+        assert overlap(ranges[name], (2.0, 8.0)), (name, sp.text())  # the cost ratio is 4: within a factor 2
     for a in ranges:
         for b in ranges:
             assert overlap(ranges[a], ranges[b]), (a, speeds[a].text(), b, speeds[b].text())
