@@ -393,15 +393,6 @@ def summarize(samples: Sequence[LatencySample], *, providers: Sequence[str] = ()
 
 # -- peak memory ------------------------------------------------------------------------------------------
 
-_CHILD = r"""
-import json, sys
-from multiprocessing.connection import Connection
-args, conn = json.loads(sys.argv[1]), Connection(int(sys.argv[2]))
-from ortlab.timing.bench import _memory_child
-conn.send(_memory_child(args))
-"""
-
-
 def _maxrss_mb() -> float:
     # Linux keeps ru_maxrss across fork+exec (a child of a big parent would report the parent's size);
     # VmHWM belongs to the new address space, so it measures this interpreter alone.
@@ -418,8 +409,12 @@ def _maxrss_mb() -> float:
     return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB on Linux
 
 
-def _memory_child(args: dict) -> dict:
-    """Runs inside the child interpreter: load the model and run it ``runs`` times (or do nothing)."""
+def _memory_child(args_json: str, fd: int) -> None:
+    """Runs inside the child interpreter (``Child.run``): load the model and run it ``runs`` times (or do nothing),
+    then send ``{"maxrss_mb": …}`` over ``fd``."""
+    from multiprocessing.connection import Connection
+
+    args = json.loads(args_json)
     if args.get("model_path"):
         config = BenchConfig.from_dict(args["config"])
         config = BenchConfig.from_dict({**config.to_dict(), "warmup": 0, "runs": int(args["runs"]),
@@ -429,13 +424,14 @@ def _memory_child(args: dict) -> dict:
             pass
     else:  # the baseline: the same imports (ORT, onnx, numpy, ortlab) as a timed child, no model
         importlib.import_module("ortlab.runtime.providers")
-    return {"maxrss_mb": _maxrss_mb()}
+    with Connection(fd) as conn:
+        conn.send({"maxrss_mb": _maxrss_mb()})
 
 
 def _run_child(args: dict, timeout: float) -> float:
     if sys.platform == "win32":
         raise BenchmarkError("Peak memory is measured with the resource module, which Windows lacks.")
-    with Child(_CHILD, json.dumps(args)) as child:
+    with Child.run(_memory_child, json.dumps(args)) as child:
         if not child.conn.poll(timeout):
             child.kill()
             raise BenchmarkError(f"Measuring memory took longer than {timeout:.0f} s.")

@@ -30,11 +30,6 @@ from ortlab.timing.bench import LatencyRun, LatencySample, LatencySummary, _maxr
 from ortlab.timing.stats import MIN_ROUNDS, SpeedUp
 
 
-_ISOLATED_CHILD = r"""
-import json, sys
-from ortlab.timing.child_runs import _isolated_child
-_isolated_child(json.loads(sys.argv[1]), int(sys.argv[2]))
-"""
 FLUSH_S = 0.05     # the child sends its samples at least this often
 
 
@@ -92,8 +87,9 @@ def time_block(run: LatencyRun, runs: int | None, seconds: float, rnd: int) -> t
     return ms, ts, clock() - t0
 
 
-def _isolated_child(args: dict, fd: int) -> None:
-    """Runs inside the child interpreter: time the model and send samples to the parent over ``fd``.
+def _isolated_child(args_json: str, fd: int) -> None:
+    """Runs inside the child interpreter (``Child.run``): time the model ``args_json`` describes
+    (:meth:`IsolatedLatencyRun._child_args`) and send samples to the parent over ``fd``.
 
     Messages: ("start", pid), ("samples", [ms...], [t...]) every ``FLUSH_S``, then ("end", info) or
     ("error", class name, message, step). Any message from the parent (or its end of the pipe closing)
@@ -102,6 +98,7 @@ def _isolated_child(args: dict, fd: int) -> None:
     import threading
     from multiprocessing.connection import Connection
 
+    args = json.loads(args_json)
     conn = Connection(fd)
     token = CancelToken()
 
@@ -190,7 +187,7 @@ class IsolatedLatencyRun(LatencyRun):
         self._check()
         if os.name != "posix":
             raise BenchmarkError("Timing in a separate process needs Linux or macOS; use latency_samples().")
-        child = Child(_ISOLATED_CHILD, json.dumps(self._child_args()), duplex=True)
+        child = Child.run(_isolated_child, json.dumps(self._child_args()), duplex=True)
         try:
             yield from self._receive(child)
         finally:
@@ -348,7 +345,7 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
         self._check()
         if os.name != "posix":
             raise BenchmarkError("Timing in a separate process needs Linux or macOS; use LatencyBlocks.")
-        self._child = Child(_ISOLATED_CHILD, json.dumps({**self._child_args(), "blocks": True}), duplex=True)
+        self._child = Child.run(_isolated_child, json.dumps({**self._child_args(), "blocks": True}), duplex=True)
 
     def _wait_for(self, want: str, cancel: CancelToken | None) -> tuple | None:
         assert self._child is not None
