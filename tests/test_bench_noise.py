@@ -212,3 +212,19 @@ def test_real_interleaved_children_time_two_models(tmp_path):
     sx, sy = (s.summary(s.peak_rss_mb) for s in series)
     assert sx.n == sy.n == 6 and len(sx.round_p50s) == 6 and sx.peak_rss_mb and sx.peak_rss_mb > 20
     assert [smp.round for smp in series[0].samples] == list(range(6)) and sx.providers
+
+
+def test_a_pair_timer_keeps_the_reference_child_loaded_between_candidates(tmp_path):
+    """Tune's clock: two candidates timed in turn against one reference, whose child (one per batch size) is started
+    once; each speed-up comes from that call's rounds alone, and closing the timer ends the reference's child."""
+    a, b = conv_bn_model(tmp_path / "a.onnx"), conv_bn_model(tmp_path / "b.onnx")
+    cfg = BenchConfig(duration_s=0, runs=10, warmup=1)
+    with child_runs.PairTimer(a, memory_gb=None) as timer:
+        first = timer(b, cfg, 1)
+        (reference,) = timer._references.values()
+        pid = reference.child_pid
+        second = timer(a, cfg, 1)
+        assert timer._references[1] is reference and reference.child_pid == pid
+        assert len(reference.samples) == 20
+    assert first.rounds == second.rounds == 10 and first.reference_runs == second.reference_runs == 10
+    assert reference.returncode == 0 and timer._references == {}

@@ -66,7 +66,10 @@ def test_benchmark_tune_and_compare_agree_on_a_pair_of_known_cost_ratio(tmp_path
     # Tune: a trial timed against the source
     tuner = Tuner(ref, None, DataRef(random=4), workspace=ws, settings=TuneSettings(bench_s=SECONDS))
     trial = Trial(1, "short", "search", Recipe(), model_path=str(cand))
-    tuner._time(trial)
+    try:
+        tuner._time(trial)
+    finally:
+        tuner.release_timing()
     (tune,) = trial.speed
 
     # Compare: its quick batch-1 timing of the pair, read back as Compare reads it

@@ -419,7 +419,7 @@ def replace_name(r: Recipe, name: str) -> Recipe:
 
 
 def test_speed_is_the_median_of_interleaved_round_ratios_not_the_min_ratio(tmp_path):
-    """Tune times with the benchmark's clock (``time_pair``): fake series, the source 10 ms a round with a 2 ms
+    """Tune times with the benchmark's clock (``PairTimer``, here ``time_pair``): fake series, the source 10 ms a round with a 2 ms
     outlier, the candidate 6 ms with a 1 ms outlier; the reported speed-up is 1 ÷ the median of the per-round
     ratios candidate ÷ source, never the ratio of the minima; an identical graph is not timed again."""
     import numpy as np

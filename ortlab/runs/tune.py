@@ -7,7 +7,7 @@ extra objective on top of "ok": a trial can be "ok, below this search's bar of 2
 (:func:`task_quality`): the verdict level, then the task's own measure (detections kept, confident flips, nearest-
 neighbour agreement, threshold crossings), then the SQNR that matters for the task (a detector's worst channel group,
 i.e. its score channels, before any whole-tensor SQNR). Speed-ups come from the benchmark's clock: each trial and
-the fp32 source timed in child processes, interleaved block by block (:func:`ortlab.timing.child_runs.time_pair`),
+the fp32 source timed in child processes, interleaved block by block (:class:`ortlab.timing.child_runs.PairTimer`),
 summarised by the one statistic (:mod:`ortlab.timing.stats`: the median of the per-round ratios with its 95 %
 interval); identical graphs (same sha256) are timed once; the finalists are re-timed at the end.
 
@@ -49,7 +49,7 @@ from ortlab.checks.eval_report import EvalReport
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.checks.verdict import Level, Verdict, VerdictPolicy, judge
 from ortlab.core.layout import QDQ_FILE
-from ortlab.timing.child_runs import time_pair
+from ortlab.timing.child_runs import PairTimer
 from ortlab.timing.stats import SpeedUp
 from ortlab.runtime.hardware import detect
 from ortlab.runs.workspace import Workspace
@@ -118,7 +118,8 @@ class Tuner:
         self._start = 0.0
         self.verdict_policy: VerdictPolicy = getattr(self.policy, "verdict_policy", None) or VerdictPolicy()
         self.timing_shapes: dict[str, list[int]] = dict(self.settings.shapes)  # --shape + dims the data sets
-        self._measure = time_pair  # tests swap in a fake timer
+        self._pair_timer: PairTimer | None = None  # the source's timing child stays loaded from trial to trial
+        self._measure = self._time_against_source  # tests swap in a fake timer
         self._token = CancelToken()
         self._timed: dict[tuple[str, int, float], SpeedUp] = {}  # (sha256, batch, seconds): identical graphs timed once
 
@@ -179,7 +180,22 @@ class Tuner:
             if not self._out_of_time:
                 self._cancel = True
         finally:
-            self.result = self._finish()
+            try:
+                self.result = self._finish()
+            finally:
+                self.release_timing()
+
+    def release_timing(self) -> None:
+        """End the source's timing children (the search does when it ends)."""
+        if self._pair_timer is not None:
+            self._pair_timer.close()
+            self._pair_timer = None
+
+    def _time_against_source(self, reference, candidate, cfg: BenchConfig, batch_size: int, *,
+                             shapes: dict[str, list[int]], cancel: CancelToken) -> SpeedUp:
+        if self._pair_timer is None:
+            self._pair_timer = PairTimer(reference, shapes=shapes)
+        return self._pair_timer(candidate, cfg, batch_size, cancel=cancel)
 
     def _data_shapes(self, info: Any) -> dict[str, list[int]]:
         """``--shape`` plus the shapes the evaluation data gives the inputs' open dims (a text's sequence length,
@@ -252,8 +268,8 @@ class Tuner:
             t.top1_agreement = report.top1_agreement
 
     def _time(self, t: Trial, duration_s: float | None = None) -> None:
-        """Time ``t`` against the source at every batch size with the benchmark's clock (:func:`time_pair`); a graph
-        already timed for as long (the same sha256) keeps that measurement."""
+        """Time ``t`` against the source at every batch size with the benchmark's clock (:class:`PairTimer`); a
+        graph already timed for as long (the same sha256) keeps that measurement."""
         s = self.settings
         seconds = float(duration_s if duration_s is not None else s.bench_s)
         cfg = BenchConfig(batch_sizes=tuple(s.batch_sizes), warmup=3, target=s.target, duration_s=seconds)

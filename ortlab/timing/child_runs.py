@@ -337,6 +337,7 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._child: Child | None = None
+        self._ready = False
 
     def start(self) -> None:
         """Start the child (it loads the model and warms up while the others start)."""
@@ -371,8 +372,11 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
                 return msg
 
     def ready(self, cancel: CancelToken | None = None) -> bool:
+        """Start the child and wait until it is loaded and warmed up (at once when it already was)."""
         self.start()
-        return self._wait_for("ready", cancel) is not None
+        if not self._ready:
+            self._ready = self._wait_for("ready", cancel) is not None
+        return self._ready
 
     def block(self, runs: int | None, seconds: float, rnd: int,
               cancel: CancelToken | None = None) -> tuple[list[LatencySample], float] | None:
@@ -472,29 +476,73 @@ def time_interleaved(series: Sequence[Any], config: BenchConfig, cancel: CancelT
             return True
 
 
+class PairTimer:
+    """Candidates timed one after another against one reference, the way a benchmark times them (each in its own
+    child, warmed up, then interleaved rounds of short blocks: :func:`time_interleaved`), summarised by
+    :mod:`ortlab.timing.stats`. The reference's child stays loaded between calls (one per batch size), so a search
+    that times many candidates starts one child per candidate. Close it (or use it as a context manager) when done.
+    ``kwargs`` as for :func:`latency_blocks`; ``blocks`` makes one series instead of :func:`latency_blocks` (tests)."""
+
+    def __init__(self, reference_path, *, memory_gb: float | None = None, blocks: Any = None, **kwargs: Any) -> None:
+        self.reference_path = reference_path
+        self._make = blocks or latency_blocks
+        self._memory_gb, self._own = memory_gb, blocks is None
+        self._kwargs = kwargs
+        self._references: dict[int, Any] = {}
+
+    def __call__(self, candidate_path, config: BenchConfig, batch_size: int, *,
+                 cancel: CancelToken | None = None) -> SpeedUp:
+        """``candidate_path`` against the reference at ``batch_size`` for ``config.duration_s`` (or ``config.runs``);
+        Cancelled when ``cancel`` stops it."""
+        kwargs = dict(self._kwargs)
+        if self._own:
+            kwargs["memory_gb"] = self._memory_gb if self._memory_gb is not None else default_memory_gb(config.target)
+        reference = self._references.get(batch_size)
+        if reference is None:
+            reference = self._make(self.reference_path, config, batch_size, variant="reference", cancel=cancel,
+                                   **kwargs)
+            self._references[batch_size] = reference
+        candidate = self._make(candidate_path, config, batch_size, variant="candidate", cancel=cancel, **kwargs)
+        before = len(reference.samples)
+        try:
+            if not time_interleaved([reference, candidate], config, cancel):
+                raise Cancelled(step="bench")
+            candidate.finish()
+        except BaseException:
+            self._drop(batch_size)  # a reference stopped mid-block, or dead: the next call starts a fresh one
+            raise
+        finally:
+            candidate.close()
+        speed = stats.of_summaries(summarize(reference.samples[before:]), summarize(candidate.samples))
+        if speed is None:
+            raise BenchmarkError(f"Timing at batch {batch_size} gave no latencies to compare.")
+        return speed
+
+    def _drop(self, batch_size: int) -> None:
+        reference = self._references.pop(batch_size, None)
+        if reference is not None:
+            reference.close()
+
+    def close(self) -> None:
+        """End every reference child."""
+        for batch_size in list(self._references):
+            reference = self._references[batch_size]
+            try:
+                reference.finish()
+            except OrtlabError:
+                pass  # it died: closing reaps it
+            self._drop(batch_size)
+
+    def __enter__(self) -> PairTimer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def time_pair(reference_path, candidate_path, config: BenchConfig, batch_size: int, *,
-              cancel: CancelToken | None = None, memory_gb: float | None = None, blocks: Any = None,
-              **kwargs: Any) -> SpeedUp:
-    """Time ``candidate_path`` against ``reference_path`` at ``batch_size`` the way a benchmark does: each in its own
-    child, warmed up, then timed in interleaved rounds of short blocks (:func:`time_interleaved`, for
-    ``config.duration_s`` or ``config.runs``); their :class:`ortlab.timing.stats.SpeedUp`. ``memory_gb`` limits each
-    child (default: the run limit for ``config.target``); ``kwargs`` as for :func:`latency_blocks`; ``blocks`` makes
-    one series instead of :func:`latency_blocks` (tests). Cancelled when ``cancel`` stops it."""
-    make = blocks or latency_blocks
-    if blocks is None:
-        kwargs["memory_gb"] = memory_gb if memory_gb is not None else default_memory_gb(config.target)
-    series = [make(path, config, batch_size, variant=variant, cancel=cancel, **kwargs)
-              for path, variant in ((reference_path, "reference"), (candidate_path, "candidate"))]
-    try:
-        if not time_interleaved(series, config, cancel):
-            raise Cancelled(step="bench")
-        for s in series:
-            s.finish()
-    finally:
-        for s in series:
-            s.close()
-    reference, candidate = (s.summary() for s in series)
-    speed = stats.of_summaries(reference, candidate)
-    if speed is None:
-        raise BenchmarkError(f"Timing at batch {batch_size} gave no latencies to compare.")
-    return speed
+              cancel: CancelToken | None = None, **kwargs: Any) -> SpeedUp:
+    """Time ``candidate_path`` against ``reference_path`` at ``batch_size`` once (:class:`PairTimer`, whose
+    arguments ``kwargs`` are)."""
+    with PairTimer(reference_path, **kwargs) as timer:
+        return timer(candidate_path, config, batch_size, cancel=cancel)
