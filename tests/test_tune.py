@@ -490,7 +490,7 @@ def test_cli_tune_accepts_seq_len_like_optimize(tmp_path, capsys):
     assert code in (0, 4), cap.err
     data = json.loads(cap.out)
     (t,) = data["trials"]
-    assert t["status"] == "done" and t["speed"][0]["n"] >= 10 and "--seq-len 16" in t["cli_line"]
+    assert t["status"] == "done" and t["speed"][0]["rounds"] >= 10 and "--seq-len 16" in t["cli_line"]
 
 
 def test_keep_in_float_search_mends_the_detector_when_range_split_is_off(tmp_path):
