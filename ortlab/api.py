@@ -46,7 +46,7 @@ from ortlab.timing.compare import compare_benchmarks, noise_warnings, running_st
 
 # -- runs: recipes, benchmarks, tuning, history ------------------------------------------------------------
 from ortlab.runs.history import take_notices
-from ortlab.runs.bench_service import bench_busy, start_benchmark
+from ortlab.runs.bench_service import PAIR_TIMING, bench_busy, start_benchmark
 from ortlab.runs.service import dismiss_interrupted, interrupted_runs, start_recipe, startup
 from ortlab.runs.tune_policy import sqnr_policy, verdict_policy
 from ortlab.runs.pipeline import stage_labels
@@ -123,6 +123,7 @@ __all__ = [
     "NODE_ERROR_MODES",
     "NO_CALIBRATION_DATA",
     "OPENVINO_INSTALL_HINT",
+    "PAIR_TIMING",
     "PREPROCESS_PRESETS",
     "QUEUED",
     "RUNNING",

@@ -196,7 +196,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
         return code
     print(f"\n{r.sentence}\n  {r.cli_line}" if r.cli_line else f"\n{r.sentence}")
     if r.best is not None and r.best.speed:
-        print(f"  speed      {r.best.speed_text()} (p50 ratio, interleaved with the source"
+        print(f"  speed      {r.best.speed_text()} (median of the rounds' ratios, timed interleaved with the source"
               + (", re-timed at the end)" if r.best.retimed else ")"))
     print(f"  verdict    {r.best.verdict if r.best is not None else 'every finished trial is broken'}")
     print(f"  policy     {r.policy}")

@@ -25,6 +25,7 @@ from ortlab.timing import bench, child_runs
 from ortlab.runs.service import CANCELLED, DONE, FAILED, RUNNING, Handle
 
 PROFILES_DIR = "profiles"  # under the workspace: one folder of ORT profiles per benchmark
+PAIR_TIMING = BenchConfig(batch_sizes=(1,), warmup=5, duration_s=1.5)  # Compare's short batch-1 timing of a pair
 
 
 # -- benchmarks: one at a time per process, each variant × batch size timed in its own child -----------------

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Set as AbstractSet
 from ortlab.runs.artifact import Artifact
 from ortlab.timing.bench import LatencySummary
 from ortlab.timing.compare import compare_benchmarks
+from ortlab.timing.stats import of_summaries
 from ortlab.settings.config import recipe_cli_line
 from ortlab.checks.eval_report import EvalReport
 from ortlab.core.text import format_bytes
@@ -217,10 +218,13 @@ def _speed(speed: tuple[LatencySummary | None, LatencySummary | None] | None) ->
         return ('<p class="speed"><b>Speed:</b> not timed yet (time it on the Compare or Benchmark page, or '
                 "<code>ortlab bench</code>).</p>")
     text = f"<b>Speed at batch 1:</b> {cand.p50:.2f} ms p50 (p90 {cand.p90:.2f}, {cand.n} runs)"
-    if ref is not None and ref.p50 > 0 and cand.p50 > 0:
-        s = ref.p50 / cand.p50
+    sp = of_summaries(ref, cand) if ref is not None else None
+    if ref is not None and sp is not None:
+        s = sp.speedup
         how = f"{s:.2f}× faster" if s >= 1 else f"{1 / s:.2f}× slower"
-        text += f" against {ref.p50:.2f} ms (p90 {ref.p90:.2f}) for the source: <b>{how}</b>"
+        lo, hi = sp.speedup_range
+        interval = f" (95% interval {lo:.2f}–{hi:.2f}×, {sp.rounds} interleaved rounds)" if sp.paired else ""
+        text += f" against {ref.p50:.2f} ms (p90 {ref.p90:.2f}) for the source: <b>{how}</b>{_e(interval)}"
     return f'<p class="speed">{text}.</p>'
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from ortlab.runs.artifact import Artifact
 from ortlab.runs.history import BenchmarkRecord, BenchVariant, History
 from ortlab.timing.bench import LatencySummary
+from ortlab.timing.stats import SpeedUp, of_summaries
 
 SCAN = 50  # how many recent benchmarks to look through
 
@@ -33,13 +34,25 @@ class PairSpeed:
     created_at: str = ""
 
     @property
+    def speed(self) -> SpeedUp | None:
+        """The one statistic (:func:`ortlab.timing.stats.of_summaries`): the median of the rounds' ratios with its
+        interval when the pair was timed interleaved, else the ratio of the p50s."""
+        return of_summaries(self.ref, self.cand)
+
+    @property
     def speedup(self) -> float:
-        """Reference p50 ÷ candidate p50 (above 1: the candidate is faster)."""
-        return self.ref.p50 / self.cand.p50 if self.cand.p50 > 0 else float("inf")
+        """Reference ÷ candidate (above 1: the candidate is faster), from :attr:`speed`."""
+        sp = self.speed
+        return sp.speedup if sp is not None else float("inf")
 
     def sentence(self) -> str:
         s = self.speedup
         how = f"{s:.2f}× faster" if s >= 1.0 else f"{1 / s:.2f}× slower"
+        sp = self.speed
+        if sp is not None and sp.paired:
+            lo, hi = sp.speedup_range
+            how += f" (95% interval {lo:.2f}–{hi:.2f}×, {sp.rounds} interleaved rounds)" + \
+                ("; noisy: the machine was busy" if sp.noisy else "")
         return (f"Batch 1 on this machine: {self.cand.p50:.2f} ms p50 (p90 {self.cand.p90:.2f}) against "
                 f"{self.ref.p50:.2f} ms (p90 {self.ref.p90:.2f}): the candidate is {how}; benchmark "
                 f"#{self.bench_id}, {self.ref.n} and {self.cand.n} runs.")

@@ -6,11 +6,13 @@ One verdict: every trial is judged by the same :class:`ortlab.checks.verdict.Ver
 extra objective on top of "ok": a trial can be "ok, below this search's bar of 20 dB". Trials are ranked by the task
 (:func:`task_quality`): the verdict level, then the task's own measure (detections kept, confident flips, nearest-
 neighbour agreement, threshold crossings), then the SQNR that matters for the task (a detector's worst channel group,
-i.e. its score channels, before any whole-tensor SQNR). Speed-ups are ratios of p50s timed interleaved with the fp32
-source (:mod:`ortlab.timing.interleave`), with their interval; the finalists are re-timed at the end.
+i.e. its score channels, before any whole-tensor SQNR). Speed-ups come from the benchmark's clock: each trial and
+the fp32 source timed in child processes, interleaved block by block (:class:`ortlab.timing.child_runs.PairTimer`),
+summarised by the one statistic (:mod:`ortlab.timing.stats`: the median of the per-round ratios with its 95 %
+interval); identical graphs (same sha256) are timed once; the finalists are re-timed at the end.
 
 :class:`Tuner` runs every trial through the run service (a child process per recipe, recorded in the workspace
-history) and times it with the service's benchmark at the given batch sizes. The search space
+history) and times it against the source, as Benchmark and Compare do, at the given batch sizes. The search space
 (:func:`search_space`) covers static vs dynamic, QDQ vs QOperator, U8S8/S8S8/U8U8, per-channel, the calibration
 method and its parameters, reduce-range, op types and the graph-optimization level (gpu: fp16 with and without
 kept I/O types), ordered by what this CPU favours (:mod:`ortlab.runtime.hardware`). Then keep-in-float sets grow
@@ -42,14 +44,16 @@ from ortlab.settings.config import (
     Target, replace, validate_recipe,
 )
 from ortlab.core.errors import Cancelled, OrtlabError
+from ortlab.core.progress import CancelToken
 from ortlab.checks.eval_report import EvalReport
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.checks.verdict import Level, Verdict, VerdictPolicy, judge
 from ortlab.core.layout import QDQ_FILE
-from ortlab.timing.interleave import SpeedRatio, measure as measure_interleaved
+from ortlab.timing.child_runs import PairTimer
+from ortlab.timing.stats import SpeedUp
 from ortlab.runtime.hardware import detect
 from ortlab.runs.workspace import Workspace
-from ortlab.model.inspect import inspect_model
+from ortlab.model.inspect import inspect_model, sha256_file_cached
 from ortlab.data.inputs import infer_specs
 from ortlab.runtime.providers import working_providers
 from ortlab.runs import service
@@ -114,12 +118,16 @@ class Tuner:
         self._start = 0.0
         self.verdict_policy: VerdictPolicy = getattr(self.policy, "verdict_policy", None) or VerdictPolicy()
         self.timing_shapes: dict[str, list[int]] = dict(self.settings.shapes)  # --shape + dims the data sets
-        self._measure = measure_interleaved  # tests swap in a fake timer
+        self._pair_timer: PairTimer | None = None  # the source's timing child stays loaded from trial to trial
+        self._measure = self._time_against_source  # tests swap in a fake timer
+        self._token = CancelToken()
+        self._timed: dict[tuple[str, int, float], SpeedUp] = {}  # (sha256, batch, seconds): identical graphs timed once
 
     # -- control
     def cancel(self) -> None:
         """Stop: the running recipe or benchmark is cancelled and no further trial starts."""
         self._cancel = True
+        self._token.cancel()
         h = self._handle
         if h is not None:
             h.cancel()
@@ -172,7 +180,22 @@ class Tuner:
             if not self._out_of_time:
                 self._cancel = True
         finally:
-            self.result = self._finish()
+            try:
+                self.result = self._finish()
+            finally:
+                self.release_timing()
+
+    def release_timing(self) -> None:
+        """End the source's timing children (the search does when it ends)."""
+        if self._pair_timer is not None:
+            self._pair_timer.close()
+            self._pair_timer = None
+
+    def _time_against_source(self, reference, candidate, cfg: BenchConfig, batch_size: int, *,
+                             shapes: dict[str, list[int]], cancel: CancelToken) -> SpeedUp:
+        if self._pair_timer is None:
+            self._pair_timer = PairTimer(reference, shapes=shapes)
+        return self._pair_timer(candidate, cfg, batch_size, cancel=cancel)
 
     def _data_shapes(self, info: Any) -> dict[str, list[int]]:
         """``--shape`` plus the shapes the evaluation data gives the inputs' open dims (a text's sequence length,
@@ -245,19 +268,24 @@ class Tuner:
             t.top1_agreement = report.top1_agreement
 
     def _time(self, t: Trial, duration_s: float | None = None) -> None:
-        """Time ``t`` interleaved with the source at every batch size; its speed-up is the ratio of the p50s."""
+        """Time ``t`` against the source at every batch size with the benchmark's clock (:class:`PairTimer`); a
+        graph already timed for as long (the same sha256) keeps that measurement."""
         s = self.settings
-        cfg = BenchConfig(batch_sizes=tuple(s.batch_sizes), warmup=3, target=s.target)
-        ratios: list[SpeedRatio] = []
+        seconds = float(duration_s if duration_s is not None else s.bench_s)
+        cfg = BenchConfig(batch_sizes=tuple(s.batch_sizes), warmup=3, target=s.target, duration_s=seconds)
+        sha = sha256_file_cached(t.model_path)
+        ratios: list[SpeedUp] = []
         for b in s.batch_sizes:
-            try:
-                ratios.append(self._measure(self.model, t.model_path, cfg, b,
-                                            duration_s=duration_s if duration_s is not None else s.bench_s,
-                                            shapes=self.timing_shapes, cancel=lambda: self._cancel))
-            except OrtlabError:
-                raise
-            except Exception as exc:  # ORT's own errors while timing
-                raise OrtlabError(f"Timing {t.label} failed: {exc}") from exc
+            key = (sha, int(b), seconds)
+            if key not in self._timed:
+                try:
+                    self._timed[key] = self._measure(self.model, t.model_path, cfg, b, shapes=self.timing_shapes,
+                                                     cancel=self._token)
+                except OrtlabError:
+                    raise
+                except Exception as exc:  # ORT's own errors while timing
+                    raise OrtlabError(f"Timing {t.label} failed: {exc}") from exc
+            ratios.append(self._timed[key])
         if self._cancel:
             raise Cancelled()
         t.speed = ratios
@@ -545,7 +573,7 @@ def _sentence(best: Trial | None, accepted: bool, s: TuneSettings, n: int, any_d
     q = best.quality()
     quality = f"verdict {best.level or 'unknown'}" + (f", {q.text()}" if q.text() else "")
     if s.objective == "latency":
-        gain = (f"{best.speed_text()} faster than the fp32 source (p50s timed interleaved) at batch "
+        gain = (f"{best.speed_text()} faster than the fp32 source (timed interleaved) at batch "
                 f"{', '.join(str(b) for b in s.batch_sizes)}") if best.speed else "of unknown speed"
     else:
         gain = f"{(best.size_bytes or 0) / 1e6:.1f} MB"

@@ -12,7 +12,7 @@ from ortlab.settings.config import (
 )
 from ortlab.checks.eval_report import EvalReport
 from ortlab.checks.verdict import Level, VerdictPolicy, judge
-from ortlab.timing.interleave import SpeedRatio
+from ortlab.timing.stats import SpeedUp
 
 DEFAULT_MIN_SQNR_DB = 20.0
 MIN_GAIN_DB = 0.1  # an exclusion step is kept only when it adds at least this much SQNR
@@ -151,9 +151,10 @@ class Trial:
     """One tried recipe: its evaluation against the source, latency and size, and whether the policy accepts
     it. ``level`` is the run's verdict (the same as optimize's for this recipe); ``task_measure``/``task_value`` and
     ``score_what``/``score_db`` the task's own measure and SQNR (:func:`task_quality`). ``speed`` holds one
-    :class:`SpeedRatio` per batch size (p50s timed interleaved with the source, with their interval);
-    ``relative_latency`` is the geometric mean of their ratios (below 1 = faster); ``latency_ms`` / ``baseline_ms``
-    map batch size (as text) → the trial's / the source's p50 in those rounds. ``cost`` is what the objective
+    :class:`SpeedUp` per batch size (timed interleaved with the source by the benchmark's clock: the median of the
+    per-round latency ratios, with its interval); ``relative_latency`` is the geometric mean of their ratios (below
+    1 = faster); ``latency_ms`` / ``baseline_ms`` map batch size (as text) → the trial's / the source's p50 in
+    those rounds. ``cost`` is what the objective
     minimises."""
 
     index: int
@@ -172,7 +173,7 @@ class Trial:
     score_db: float | None = None
     latency_ms: dict[str, float] = field(default_factory=dict)
     baseline_ms: dict[str, float] = field(default_factory=dict)  # the source's p50, timed interleaved with the trial
-    speed: list[SpeedRatio] = field(default_factory=list)
+    speed: list[SpeedUp] = field(default_factory=list)
     retimed: bool = False  # re-timed at the end as a finalist
     p50_ms: float | None = None  # at the first batch size
     relative_latency: float | None = None

@@ -7,7 +7,6 @@ import functools
 import importlib
 import json
 import math
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from ortlab.core.progress import CancelToken
 from ortlab.core.serial import from_plain, to_plain
 from ortlab.core.text import format_bytes, one_line
 from ortlab.runtime import openvino as openvino_runtime, providers as runtime_providers
-from ortlab.runtime.child import child_env
+from ortlab.runtime.child import Child
 
 @dataclass(frozen=True)
 class LatencySample:
@@ -394,14 +393,6 @@ def summarize(samples: Sequence[LatencySample], *, providers: Sequence[str] = ()
 
 # -- peak memory ------------------------------------------------------------------------------------------
 
-_CHILD = r"""
-import json, sys
-args = json.loads(sys.argv[1])
-from ortlab.timing.bench import _memory_child
-print("ORTLAB_MEMORY " + json.dumps(_memory_child(args)), flush=True)
-"""
-
-
 def _maxrss_mb() -> float:
     # Linux keeps ru_maxrss across fork+exec (a child of a big parent would report the parent's size);
     # VmHWM belongs to the new address space, so it measures this interpreter alone.
@@ -418,8 +409,12 @@ def _maxrss_mb() -> float:
     return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB on Linux
 
 
-def _memory_child(args: dict) -> dict:
-    """Runs inside the child interpreter: load the model and run it ``runs`` times (or do nothing)."""
+def _memory_child(args_json: str, fd: int) -> None:
+    """Runs inside the child interpreter (``Child.run``): load the model and run it ``runs`` times (or do nothing),
+    then send ``{"maxrss_mb": …}`` over ``fd``."""
+    from multiprocessing.connection import Connection
+
+    args = json.loads(args_json)
     if args.get("model_path"):
         config = BenchConfig.from_dict(args["config"])
         config = BenchConfig.from_dict({**config.to_dict(), "warmup": 0, "runs": int(args["runs"]),
@@ -429,24 +424,22 @@ def _memory_child(args: dict) -> dict:
             pass
     else:  # the baseline: the same imports (ORT, onnx, numpy, ortlab) as a timed child, no model
         importlib.import_module("ortlab.runtime.providers")
-    return {"maxrss_mb": _maxrss_mb()}
+    with Connection(fd) as conn:
+        conn.send({"maxrss_mb": _maxrss_mb()})
 
 
 def _run_child(args: dict, timeout: float) -> float:
     if sys.platform == "win32":
         raise BenchmarkError("Peak memory is measured with the resource module, which Windows lacks.")
-    env, pkg_parent = child_env()
-    try:
-        proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(args)], capture_output=True, text=True,
-                              timeout=timeout, env=env, cwd=pkg_parent)
-    except subprocess.TimeoutExpired:
-        raise BenchmarkError(f"Measuring memory took longer than {timeout:.0f} s.") from None
-    for line in proc.stdout.splitlines():
-        if line.startswith("ORTLAB_MEMORY "):
-            return float(json.loads(line[len("ORTLAB_MEMORY "):])["maxrss_mb"])
-    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-    reason = lines[-1] if lines else f"exit status {proc.returncode}"
-    raise BenchmarkError(f"Measuring memory failed: {reason}")
+    with Child.run(_memory_child, json.dumps(args)) as child:
+        if not child.conn.poll(timeout):
+            child.kill()
+            raise BenchmarkError(f"Measuring memory took longer than {timeout:.0f} s.")
+        got = child.receive()
+        if isinstance(got, dict) and "maxrss_mb" in got:
+            return float(got["maxrss_mb"])
+        code = child.finish()
+        raise BenchmarkError(f"Measuring memory failed{child.last_line() or f': exit status {code}'}")
 
 
 @functools.lru_cache(maxsize=1)

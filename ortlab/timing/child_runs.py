@@ -1,7 +1,9 @@
 """Timing in child processes: each variant × batch size in its own fresh interpreter, under the run memory limit,
 streamed (:func:`latency_samples_isolated`) or in short blocks that the parent interleaves across variants round by
 round (:func:`latency_blocks`, :func:`time_interleaved`), so that a change in the machine's load hits every variant
-alike.
+alike. This is ortlab's one interleaved timer: Benchmark (and Compare's quick timing of a pair) time through it in
+the run service, Tune through :func:`time_pair`; every speed-up is :mod:`ortlab.timing.stats`'s. Each child starts
+through :class:`ortlab.runtime.child.Child`.
 
 Size: the child's side and the parent's side of the same two protocols (streamed and blocks) stay
 together so that a change to one side is seen beside the other.
@@ -12,27 +14,22 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
-import sys
 import time
-from typing import Any
+from typing import IO, Any
 from collections.abc import Generator, Iterator, Mapping, Sequence
 
 
 from ortlab.core import limits
 from ortlab.settings.config import BenchConfig, OptLevel
-from ortlab.core.errors import BenchmarkError, OrtlabError
+from ortlab.core.errors import BenchmarkError, Cancelled, OrtlabError
 from ortlab.core.progress import CancelToken
 from ortlab.core.text import one_line
-from ortlab.runtime.child import STOP_GRACE_S, child_env, error_of, reap
+from ortlab.runtime.child import STOP_GRACE_S, Child, default_memory_gb, error_of
+from ortlab.timing import stats
 from ortlab.timing.bench import LatencyRun, LatencySample, LatencySummary, _maxrss_mb, latency_samples, summarize
+from ortlab.timing.stats import MIN_ROUNDS, SpeedUp
 
 
-_ISOLATED_CHILD = r"""
-import json, sys
-from ortlab.timing.child_runs import _isolated_child
-_isolated_child(json.loads(sys.argv[1]), int(sys.argv[2]))
-"""
 FLUSH_S = 0.05     # the child sends its samples at least this often
 
 
@@ -90,8 +87,9 @@ def time_block(run: LatencyRun, runs: int | None, seconds: float, rnd: int) -> t
     return ms, ts, clock() - t0
 
 
-def _isolated_child(args: dict, fd: int) -> None:
-    """Runs inside the child interpreter: time the model and send samples to the parent over ``fd``.
+def _isolated_child(args_json: str, fd: int) -> None:
+    """Runs inside the child interpreter (``Child.run``): time the model ``args_json`` describes
+    (:meth:`IsolatedLatencyRun._child_args`) and send samples to the parent over ``fd``.
 
     Messages: ("start", pid), ("samples", [ms...], [t...]) every ``FLUSH_S``, then ("end", info) or
     ("error", class name, message, step). Any message from the parent (or its end of the pipe closing)
@@ -100,6 +98,7 @@ def _isolated_child(args: dict, fd: int) -> None:
     import threading
     from multiprocessing.connection import Connection
 
+    args = json.loads(args_json)
     conn = Connection(fd)
     token = CancelToken()
 
@@ -185,34 +184,18 @@ class IsolatedLatencyRun(LatencyRun):
                 "shapes": self._shapes, "values": self._values, "memory_gb": self.memory_gb, "runtime": self.runtime}
 
     def _generate(self) -> Generator[LatencySample, None, None]:
-        import multiprocessing
-        import tempfile
-
         self._check()
         if os.name != "posix":
             raise BenchmarkError("Timing in a separate process needs Linux or macOS; use latency_samples().")
-        args = self._child_args()
-        env, cwd = child_env()
-        ours, theirs = multiprocessing.Pipe(duplex=True)
-        stderr = tempfile.TemporaryFile()
+        child = Child.run(_isolated_child, json.dumps(self._child_args()), duplex=True)
         try:
-            proc = subprocess.Popen([sys.executable, "-c", _ISOLATED_CHILD, json.dumps(args), str(theirs.fileno())],
-                                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=stderr, env=env, cwd=cwd)
-        except BaseException:
-            ours.close()
-            stderr.close()
-            raise
+            yield from self._receive(child)
         finally:
-            theirs.close()
-        try:
-            yield from self._receive(ours, proc, stderr)
-        finally:
-            ours.close()  # the child's listener sees EOF and cancels, if it still runs
-            self.returncode = reap(proc, STOP_GRACE_S)
-            stderr.close()
+            self.returncode = child.finish(STOP_GRACE_S)  # the child's listener sees EOF and cancels, if it still runs
+            child.close()
 
-    def _receive(self, conn, proc: subprocess.Popen, stderr) -> Iterator[LatencySample]:
+    def _receive(self, child: Child) -> Iterator[LatencySample]:
+        conn, proc, stderr = child.conn, child.proc, child.log
         cancel = self._cancel
         stop_at: float | None = None
         i = 0
@@ -258,11 +241,12 @@ class IsolatedLatencyRun(LatencyRun):
             pass
         return time.monotonic()
 
-    def _died(self, proc: subprocess.Popen, stderr) -> BenchmarkError:
+    def _died(self, proc: Any, stderr: IO[bytes] | None) -> BenchmarkError:
         try:
+            assert stderr is not None
             stderr.seek(0)
             lines = [ln for ln in stderr.read().decode("utf-8", "replace").splitlines() if ln.strip()]
-        except OSError:
+        except (OSError, AssertionError):
             lines = []
         reason = lines[-1].strip() if lines else f"exit status {proc.poll()}"
         if self.memory_gb and any(limits.is_alloc_failure(ln) for ln in lines[-20:]):
@@ -291,7 +275,6 @@ def latency_samples_isolated(model_path, config: BenchConfig, batch_size: int, v
 
 # -- interleaved timing: every variant of a batch size alternates with the others, block by block --------------
 
-MIN_ROUNDS = 10  # an interleaved benchmark times at least this many rounds (unless one run outlasts the time)
 MAX_BLOCK_S = 0.25  # and blocks no longer than this, so a change in the machine's load hits every variant alike
 OVERRUN = 2.0  # rounds stop once the whole takes this many times the time asked for (a very slow variant)
 
@@ -353,40 +336,21 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._conn: Any = None
-        self._proc: subprocess.Popen | None = None
-        self._stderr: Any = None
+        self._child: Child | None = None
+        self._ready = False
 
     def start(self) -> None:
         """Start the child (it loads the model and warms up while the others start)."""
-        import multiprocessing
-        import tempfile
-
-        if self._proc is not None:
+        if self._child is not None:
             return
         self._check()
         if os.name != "posix":
             raise BenchmarkError("Timing in a separate process needs Linux or macOS; use LatencyBlocks.")
-        args = {**self._child_args(), "blocks": True}
-        env, cwd = child_env()
-        ours, theirs = multiprocessing.Pipe(duplex=True)
-        self._stderr = tempfile.TemporaryFile()
-        try:
-            self._proc = subprocess.Popen([sys.executable, "-c", _ISOLATED_CHILD, json.dumps(args),
-                                           str(theirs.fileno())], pass_fds=(theirs.fileno(),),
-                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
-                                          env=env, cwd=cwd)
-        except BaseException:
-            ours.close()
-            self._stderr.close()
-            raise
-        finally:
-            theirs.close()
-        self._conn = ours
+        self._child = Child.run(_isolated_child, json.dumps({**self._child_args(), "blocks": True}), duplex=True)
 
     def _wait_for(self, want: str, cancel: CancelToken | None) -> tuple | None:
-        conn, proc = self._conn, self._proc
-        assert conn is not None and proc is not None
+        assert self._child is not None
+        conn, proc, log = self._child.conn, self._child.proc, self._child.log
         while True:
             if cancel is not None and cancel.cancelled:
                 self.cancelled = True
@@ -394,12 +358,12 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
             try:
                 if not conn.poll(FLUSH_S):
                     if proc.poll() is not None and not conn.poll(0):
-                        raise self._died(proc, self._stderr)
+                        raise self._died(proc, log)
                     continue
                 msg = conn.recv()
             except (EOFError, OSError):
                 proc.wait(STOP_GRACE_S)
-                raise self._died(proc, self._stderr) from None
+                raise self._died(proc, log) from None
             if msg[0] == "start":
                 self.child_pid = int(msg[1])
             elif msg[0] == "error":
@@ -408,12 +372,16 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
                 return msg
 
     def ready(self, cancel: CancelToken | None = None) -> bool:
+        """Start the child and wait until it is loaded and warmed up (at once when it already was)."""
         self.start()
-        return self._wait_for("ready", cancel) is not None
+        if not self._ready:
+            self._ready = self._wait_for("ready", cancel) is not None
+        return self._ready
 
     def block(self, runs: int | None, seconds: float, rnd: int,
               cancel: CancelToken | None = None) -> tuple[list[LatencySample], float] | None:
-        self._conn.send(("block", runs, seconds, rnd))
+        assert self._child is not None
+        self._child.conn.send(("block", runs, seconds, rnd))
         msg = self._wait_for("block", cancel)
         if msg is None:
             return None
@@ -424,22 +392,18 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
 
     def finish(self) -> None:
         """Tell the child to stop and take its end-of-run report (providers, shapes, profile, peak memory)."""
-        self._conn.send("stop")
+        assert self._child is not None
+        self._child.conn.send("stop")
         msg = self._wait_for("end", None)
         assert msg is not None
         self._take_end(msg[1])
 
     def close(self) -> None:
         """Close the pipe and reap the child (terminated if it does not stop within ``STOP_GRACE_S``)."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        if self._proc is not None:
-            self.returncode = reap(self._proc, STOP_GRACE_S)
-            self._proc = None
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
+        if self._child is not None:
+            self.returncode = self._child.finish(STOP_GRACE_S)
+            self._child.close()
+            self._child = None
 
 
 def latency_blocks(model_path, config: BenchConfig, batch_size: int, variant: str = "",
@@ -472,9 +436,10 @@ def time_interleaved(series: Sequence[Any], config: BenchConfig, cancel: CancelT
                      on_block: Any = None, on_round: Any = None) -> bool:
     """Time ``series`` (:class:`LatencyBlocks`-like: ``start``, ``ready``, ``block``) interleaved: in round r
     every series times one block, in an order rotated by r, so a change of the machine's load between rounds hits
-    every series alike and a speed-up can be taken round by round (``compare.round_speedups``). Blocks per
-    :func:`round_plan`; with ``duration_s`` rounds go on until every series has timed that long (or the whole
-    has taken :data:`OVERRUN` × the time asked for), with ``runs`` every series times exactly that many.
+    every series alike and a speed-up can be taken round by round (:func:`ortlab.timing.stats.of_summaries`).
+    Blocks per :func:`round_plan`; with ``duration_s`` rounds go on until every series has timed that long and at
+    least :data:`MIN_ROUNDS` rounds ran (or the whole has taken :data:`OVERRUN` × the time asked for), with
+    ``runs`` every series times exactly that many.
     ``on_block(samples)`` gets every block's samples, ``on_round(done, planned)`` every round's end. False when
     cancelled. The caller ends the series (``finish``/``close``)."""
     for s in series:
@@ -507,5 +472,77 @@ def time_interleaved(series: Sequence[Any], config: BenchConfig, cancel: CancelT
             left -= size or 0
             if left <= 0:
                 return True
-        elif min(spent) >= duration or time.monotonic() - began >= OVERRUN * n * duration:
+        elif (min(spent) >= duration and rnd >= MIN_ROUNDS) or time.monotonic() - began >= OVERRUN * n * duration:
             return True
+
+
+class PairTimer:
+    """Candidates timed one after another against one reference, the way a benchmark times them (each in its own
+    child, warmed up, then interleaved rounds of short blocks: :func:`time_interleaved`), summarised by
+    :mod:`ortlab.timing.stats`. The reference's child stays loaded between calls (one per batch size), so a search
+    that times many candidates starts one child per candidate. Close it (or use it as a context manager) when done.
+    ``kwargs`` as for :func:`latency_blocks`; ``blocks`` makes one series instead of :func:`latency_blocks` (tests)."""
+
+    def __init__(self, reference_path, *, memory_gb: float | None = None, blocks: Any = None, **kwargs: Any) -> None:
+        self.reference_path = reference_path
+        self._make = blocks or latency_blocks
+        self._memory_gb, self._own = memory_gb, blocks is None
+        self._kwargs = kwargs
+        self._references: dict[int, Any] = {}
+
+    def __call__(self, candidate_path, config: BenchConfig, batch_size: int, *,
+                 cancel: CancelToken | None = None) -> SpeedUp:
+        """``candidate_path`` against the reference at ``batch_size`` for ``config.duration_s`` (or ``config.runs``);
+        Cancelled when ``cancel`` stops it."""
+        kwargs = dict(self._kwargs)
+        if self._own:
+            kwargs["memory_gb"] = self._memory_gb if self._memory_gb is not None else default_memory_gb(config.target)
+        reference = self._references.get(batch_size)
+        if reference is None:
+            reference = self._make(self.reference_path, config, batch_size, variant="reference", cancel=cancel,
+                                   **kwargs)
+            self._references[batch_size] = reference
+        candidate = self._make(candidate_path, config, batch_size, variant="candidate", cancel=cancel, **kwargs)
+        before = len(reference.samples)
+        try:
+            if not time_interleaved([reference, candidate], config, cancel):
+                raise Cancelled(step="bench")
+            candidate.finish()
+        except BaseException:
+            self._drop(batch_size)  # a reference stopped mid-block, or dead: the next call starts a fresh one
+            raise
+        finally:
+            candidate.close()
+        speed = stats.of_summaries(summarize(reference.samples[before:]), summarize(candidate.samples))
+        if speed is None:
+            raise BenchmarkError(f"Timing at batch {batch_size} gave no latencies to compare.")
+        return speed
+
+    def _drop(self, batch_size: int) -> None:
+        reference = self._references.pop(batch_size, None)
+        if reference is not None:
+            reference.close()
+
+    def close(self) -> None:
+        """End every reference child."""
+        for batch_size in list(self._references):
+            reference = self._references[batch_size]
+            try:
+                reference.finish()
+            except OrtlabError:
+                pass  # it died: closing reaps it
+            self._drop(batch_size)
+
+    def __enter__(self) -> PairTimer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def time_pair(reference_path, candidate_path, config: BenchConfig, batch_size: int, *,
+              cancel: CancelToken | None = None, **kwargs: Any) -> SpeedUp:
+    """Time ``candidate_path`` against ``reference_path`` at ``batch_size`` once (:class:`PairTimer`, whose
+    arguments ``kwargs`` are)."""
+    with PairTimer(reference_path, **kwargs) as timer:
+        return timer(candidate_path, config, batch_size, cancel=cancel)

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ortlab.timing.bench import LatencySummary, median_interval
+from ortlab.timing import stats
+from ortlab.timing.bench import LatencySummary
+from ortlab.timing.stats import SpeedUp
 
 NOISE_RATIO = 0.95  # a variant within 5 % of the baseline is within run-to-run noise
 TINY_MODEL_MS = 1.0  # below this baseline p50 the int8 conversions cost more than the int8 arithmetic saves
@@ -111,24 +113,15 @@ def noise_warnings(summary: LatencySummary, name: str | None = None) -> list[str
     return out
 
 
-def round_speedups(baseline: LatencySummary, other: LatencySummary) -> list[float]:
-    """Baseline p50 ÷ this p50, round by round, for two series timed interleaved in one loop (equal, non-empty
-    ``round_p50s``); [] otherwise."""
-    a, b = baseline.round_p50s, other.round_p50s
-    if not a or len(a) != len(b) or baseline.batch_size != other.batch_size:
-        return []
-    return [x / y for x, y in zip(a, b) if y > 0]
-
-
 @dataclass
 class ComparisonRow:
     """One variant at one batch size with its speed-up against the baseline at the same batch size; None when
     the baseline was not timed at that batch size.
 
-    Timed interleaved (``paired``): the speed-up is the median of the rounds' speed-ups (baseline round p50 ÷
-    this round p50) and ``low``–``high`` its 95 % interval over the rounds. Timed apart (older benchmarks): the
-    ratio of the p50s, and the interval the ratio of their 95 % intervals. ``clear`` is False when the interval
-    holds 1 (the intervals overlap): "no clear difference"."""
+    ``speed`` is the one statistic (:class:`ortlab.timing.stats.SpeedUp`): timed interleaved (``paired``), the
+    median of the rounds' latency ratios with its 95 % bootstrap interval; timed apart (older benchmarks), the
+    ratio of the p50s and the ratio of their 95 % intervals. ``speedup``/``low``/``high`` are its speed-up and
+    interval (baseline ÷ this). ``clear`` is False when the interval holds 1: "no clear difference"."""
 
     summary: LatencySummary
     speedup: float | None
@@ -136,6 +129,7 @@ class ComparisonRow:
     high: float | None = None
     paired: bool = False
     warnings: list[str] = field(default_factory=list)
+    speed: SpeedUp | None = None
 
     @property
     def clear(self) -> bool:
@@ -159,19 +153,15 @@ class ComparisonRow:
 
 
 def speedup_of(baseline: LatencySummary, other: LatencySummary) -> ComparisonRow:
-    """The :class:`ComparisonRow` of ``other`` against ``baseline`` (same batch size)."""
-    rounds = round_speedups(baseline, other)
-    if rounds:
-        r_lo, r_hi = median_interval(rounds)
-        return ComparisonRow(other, float(np.median(rounds)), r_lo, r_hi, paired=True)
-    if not baseline.p50 or not other.p50:
+    """The :class:`ComparisonRow` of ``other`` against ``baseline`` (same batch size), from
+    :func:`ortlab.timing.stats.of_summaries`."""
+    speed = stats.of_summaries(baseline, other)
+    if speed is None:
         return ComparisonRow(other, None)
-    low: float | None = None
-    high: float | None = None
-    b_lo, b_hi, o_lo, o_hi = baseline.p50_low, baseline.p50_high, other.p50_low, other.p50_high
-    if b_lo is not None and b_hi is not None and o_lo and o_hi:
-        low, high = b_lo / o_hi, b_hi / o_lo
-    return ComparisonRow(other, baseline.p50 / other.p50, low, high)
+    if not speed.paired and (baseline.p50_low is None or other.p50_low is None):
+        return ComparisonRow(other, speed.speedup, speed=speed)  # stored without intervals: a bare ratio
+    low, high = speed.speedup_range
+    return ComparisonRow(other, speed.speedup, low, high, paired=speed.paired, speed=speed)
 
 
 @dataclass

@@ -221,10 +221,10 @@ def test_a_tiny_search_on_digits_records_trials_and_writes_the_files(tmp_path):
     assert all(a.origin == "tune" for a in runs)
     notes = {a.run_id: a.notes for a in runs}  # per-tensor weights calibrate like per-channel: the ranges are reused
     assert REUSED not in notes[r.trials[0].run_id] and REUSED in notes[r.trials[1].run_id]
-    for t in r.trials:  # timed interleaved with the source: the p50 ratio, with its interval
+    for t in r.trials:  # timed interleaved with the source: the median round ratio, with its interval
         (sp,) = t.speed
-        assert sp.n >= 10 and sp.low <= sp.ratio <= sp.high
-        assert math.isclose(sp.ratio, sp.candidate_p50_ms / sp.reference_p50_ms)
+        assert sp.rounds >= 10 and sp.low <= sp.ratio <= sp.high and sp.paired
+        assert sp.reference_runs >= sp.rounds and sp.candidate_runs >= sp.rounds
         assert t.relative_latency is not None and math.isclose(t.relative_latency, sp.ratio)
     assert r.best.level == "ok" and r.written == str(tmp_path / "out" / "model.onnx")
     data = json.loads((tmp_path / "out" / TRIALS_FILE).read_text())
@@ -425,37 +425,63 @@ def replace_name(r: Recipe, name: str) -> Recipe:
     return replace(r, name=name)
 
 
-def test_speed_is_the_interleaved_p50_ratio_not_the_min_ratio(tmp_path):
-    """A fake timer: the source runs 10 ms with a 2 ms outlier, the candidate 6 ms with a 1 ms outlier, in
-    alternating order; the reported speed-up is p50(source) / p50(candidate) of those rounds."""
+def test_speed_is_the_median_of_interleaved_round_ratios_not_the_min_ratio(tmp_path):
+    """Tune times with the benchmark's clock (``PairTimer``, here ``time_pair``): fake series, the source 10 ms a round with a 2 ms
+    outlier, the candidate 6 ms with a 1 ms outlier; the reported speed-up is 1 ÷ the median of the per-round
+    ratios candidate ÷ source, never the ratio of the minima; an identical graph is not timed again."""
     import numpy as np
 
-    from ortlab.timing.bench import LatencySample
-    from ortlab.timing.interleave import interleave, measure
+    from ortlab.timing.bench import LatencySample, summarize
+    from ortlab.timing.child_runs import time_pair
 
-    order: list[str] = []
-    ref_ms = [10.0, 11.0, 2.0, 9.0, 10.5, 12.0, 10.0, 9.5, 10.0, 11.0, 10.0, 9.0]
-    cand_ms = [6.0, 1.0, 6.5, 5.5, 6.0, 7.0, 6.0, 6.2, 5.8, 6.0, 6.1, 6.0]
+    ref_ms = [10.0, 11.0, 2.0, 9.0, 10.5, 12.0, 10.0, 9.5, 10.0, 11.0]
+    cand_ms = [6.0, 1.0, 6.5, 5.5, 6.0, 7.0, 6.0, 6.2, 5.8, 6.0]
+    order: list[tuple[int, str]] = []
 
-    def stream(path, config, batch, variant, shapes):
-        values = ref_ms if variant == "reference" else cand_ms
-        for i, ms in enumerate(values):
-            order.append(variant[0])
-            yield LatencySample(variant, batch, i, ms, 0.0)
+    class Series:
+        def __init__(self, path, config, batch, variant, cancel=None, **kw):
+            self.variant, self.batch, self.samples = variant, batch, []
+            self.values = ref_ms if variant == "reference" else cand_ms
 
-    r, c = interleave(stream("a", None, 1, "reference", None), stream("b", None, 1, "candidate", None),
-                      duration_s=0.0, min_rounds=12)
-    assert (r, c) == (ref_ms, cand_ms) and "".join(order[:6]) == "rccrrc"  # alternating who runs first
+        def start(self): pass
+        def ready(self, cancel=None): return True
+        def finish(self): pass
+        def close(self): pass
+
+        def block(self, runs, seconds, rnd, cancel=None):
+            order.append((rnd, self.variant[0]))
+            new = [LatencySample(self.variant, self.batch, rnd, self.values[rnd], 0.0, rnd)]
+            self.samples += new
+            return new, 0.001
+
+        def summary(self, peak_rss_mb=None):
+            return summarize(self.samples)
+
+    calls = []
+
+    def measure(*a, **kw):
+        calls.append(a[1])
+        return time_pair(*a, blocks=Series, **{**kw, "cancel": None})
+
     tuner = _out_tuner(tmp_path, [])
-    tuner._measure = lambda *a, **kw: measure(*a, stream=stream, **kw)
-    t = Trial(1, "t", "search", Recipe(precision=Precision.INT8), model_path="cand.onnx")
+    tuner._measure = measure
+    tuner.settings.bench_s = 0.0  # a run count instead: 10 rounds, one block each (the fake times one run a block)
+    model = tmp_path / "cand.onnx"
+    model.write_bytes(b"graph")
+    t = Trial(1, "t", "search", Recipe(precision=Precision.INT8), model_path=str(model))
     tuner._time(t)
+    assert [v for _, v in order[:4]] == ["r", "c", "c", "r"]  # alternating who runs first
     (sp,) = t.speed
-    expected = float(np.median(ref_ms)) / float(np.median(cand_ms))
+    expected = 1 / float(np.exp(np.median(np.log(np.array(cand_ms) / np.array(ref_ms)))))
     assert t.speedup is not None and math.isclose(t.speedup, expected) and math.isclose(sp.speedup, expected)
     assert not math.isclose(t.speedup, min(ref_ms) / min(cand_ms))  # 2.0 vs 1.65
-    assert sp.n == 12 and sp.speedup_range[0] <= expected <= sp.speedup_range[1]
+    assert sp.rounds == 10 and sp.speedup_range[0] <= expected <= sp.speedup_range[1]
     assert t.latency_ms == {"1": float(np.median(cand_ms))} and t.baseline_ms == {"1": float(np.median(ref_ms))}
+    twin = tmp_path / "twin.onnx"
+    twin.write_bytes(b"graph")  # the same graph under another name: one measurement
+    t2 = Trial(2, "t2", "search", Recipe(precision=Precision.INT8), model_path=str(twin))
+    tuner._time(t2)
+    assert calls == [str(model)] and t2.speed == t.speed
 
 
 @pytest.mark.slow
@@ -472,7 +498,7 @@ def test_cli_tune_accepts_seq_len_like_optimize(tmp_path, capsys):
     assert code in (0, 4), cap.err
     data = json.loads(cap.out)
     (t,) = data["trials"]
-    assert t["status"] == "done" and t["speed"][0]["n"] >= 10 and "--seq-len 16" in t["cli_line"]
+    assert t["status"] == "done" and t["speed"][0]["rounds"] >= 10 and "--seq-len 16" in t["cli_line"]
 
 
 @pytest.mark.slow

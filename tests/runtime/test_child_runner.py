@@ -15,9 +15,6 @@ from ortlab.runtime.child import Child, dotted_name
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = "ortlab/runtime/child.py"
-# Timed children still start their own processes until they move onto Child (issue 23, point 4, done in parallel):
-# remove this once ortlab/timing/ is converted.
-PENDING = {"ortlab/timing/child_runs.py", "ortlab/timing/bench.py"}
 
 PROCESS_STARTS = {
     *(f"subprocess.{f}" for f in ("Popen", "run", "call", "check_call", "check_output", "getoutput",
@@ -74,7 +71,7 @@ def test_only_the_child_runner_starts_processes():
     starts = {str(p.relative_to(ROOT)): process_starts(p.read_text(encoding="utf-8"), str(p.relative_to(ROOT)))
               for p in files}
     assert starts[RUNNER], "the runner itself starts its children"
-    bad = [hit for path, hits in starts.items() if path != RUNNER and path not in PENDING for hit in hits]
+    bad = [hit for path, hits in starts.items() if path != RUNNER for hit in hits]
     assert bad == [], "processes started outside ortlab/runtime/child.py:\n" + "\n".join(bad)
 
 

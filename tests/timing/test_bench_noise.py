@@ -141,8 +141,11 @@ def test_speedup_comes_from_interleaved_rounds_despite_a_drifting_machine():
     ratios = [b / f for b, f in zip(sb.round_p50s, sf.round_p50s)]
     assert sorted({round(r, 6) for r in ratios}) == [round(2 / 1.5, 6), round(2 * 1.5, 6)]
     row = compare_benchmarks([sb, sf]).rows[1]
-    assert row.paired and row.speedup == pytest.approx(float(np.median(ratios)))
-    assert row.speedup == pytest.approx(2.0 * (1 / 1.5 + 1.5) / 2)  # the alternating order halves the drift's bias
+    # the median of the rounds' ratios (an even count: the geometric mean of the middle two)
+    assert row.paired and row.speedup == pytest.approx(float(np.exp(np.median(np.log(ratios)))))
+    assert row.speedup == pytest.approx(2.0)  # the alternating order cancels the drift's bias
+    assert row.speed is not None and row.speed.rounds == 10 and row.speed.reference_runs == 30
+    assert row.low is not None and row.high is not None and row.low <= 2.0 <= row.high
     # timed apart (all of base's blocks, then all of fast's) on the same drifting machine: far from 2
     machine = {"load": 1.0, "order": []}
     base, fast = FakeSeries("base", 1, 4.0, machine), FakeSeries("fast", 1, 2.0, machine)
@@ -170,7 +173,7 @@ def test_service_times_interleaved_and_records_round_speedups(ws, tmp_path):
     assert all(len(s.round_p50s) == 10 and s.n == 20 for s in summaries)
     c = compare_benchmarks(summaries)
     assert [r.paired for r in c.rows] == [False, False, True, True]  # the baseline against itself is 1.0
-    assert [r.speedup for r in c.rows][2:] == [pytest.approx(3.0 * (1 / 1.5 + 1.5) / 2)] * 2
+    assert [r.speedup for r in c.rows][2:] == [pytest.approx(3.0)] * 2
     stored = ws.history().list_benchmarks()[0]
     assert stored.summaries[2].round_p50s == summaries[2].round_p50s
 
@@ -209,3 +212,19 @@ def test_real_interleaved_children_time_two_models(tmp_path):
     sx, sy = (s.summary(s.peak_rss_mb) for s in series)
     assert sx.n == sy.n == 6 and len(sx.round_p50s) == 6 and sx.peak_rss_mb and sx.peak_rss_mb > 20
     assert [smp.round for smp in series[0].samples] == list(range(6)) and sx.providers
+
+
+def test_a_pair_timer_keeps_the_reference_child_loaded_between_candidates(tmp_path):
+    """Tune's clock: two candidates timed in turn against one reference, whose child (one per batch size) is started
+    once; each speed-up comes from that call's rounds alone, and closing the timer ends the reference's child."""
+    a, b = conv_bn_model(tmp_path / "a.onnx"), conv_bn_model(tmp_path / "b.onnx")
+    cfg = BenchConfig(duration_s=0, runs=10, warmup=1)
+    with child_runs.PairTimer(a, memory_gb=None) as timer:
+        first = timer(b, cfg, 1)
+        (reference,) = timer._references.values()
+        pid = reference.child_pid
+        second = timer(a, cfg, 1)
+        assert timer._references[1] is reference and reference.child_pid == pid
+        assert len(reference.samples) == 20
+    assert first.rounds == second.rounds == 10 and first.reference_runs == second.reference_runs == 10
+    assert reference.returncode == 0 and timer._references == {}

@@ -161,10 +161,14 @@ def test_demo_lands_on_compare_with_everything_filled_in(demo_app):
 
     recs = [r for r in History(home / "history.sqlite").list_benchmarks() if isinstance(r, BenchmarkRecord)]
     assert len(recs) == 1 and recs[0].config.batch_sizes == (1,)
-    p50 = {s.variant: s.p50 for s in recs[0].summaries}
+    from ortlab.timing.stats import of_summaries
+
+    timed = {s.variant: s for s in recs[0].summaries}
     ref_id, cand_id = at.selectbox(key="compare.ref").value, at.selectbox(key="compare.cand").value
-    assert metrics(at)["Latency b1 · candidate (p50)"] == f"{p50[cand_id]:.2f} ms"
-    assert metrics(at)["Speed-up (p50)"].startswith(f"{p50[ref_id] / p50[cand_id]:.2f}×")
+    assert metrics(at)["Latency b1 · candidate (p50)"] == f"{timed[cand_id].p50:.2f} ms"
+    speed = of_summaries(timed[ref_id], timed[cand_id])  # the one statistic: the median of the rounds' ratios
+    assert speed is not None and speed.paired
+    assert metrics(at)["Speed-up (p50)"].startswith(f"{speed.speedup:.2f}×")
 
 
 def test_the_sidebar_counts_the_current_models_artifacts(demo_app):

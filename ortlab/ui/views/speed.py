@@ -7,12 +7,12 @@ from __future__ import annotations
 import streamlit as st
 
 from ortlab import api
-from ortlab.api import BenchConfig, BenchHandle, BenchVariant, LatencySummary, PairSpeed, control_values, start_benchmark
+from ortlab.api import BenchHandle, BenchVariant, LatencySummary, PairSpeed, control_values, start_benchmark
 from ortlab.ui.session import actions, state
 from ortlab.ui.session.guard import engine_errors, error_message, show_message
 from ortlab.ui.jobs.status import DONE, started
 
-QUICK = BenchConfig(batch_sizes=(1,), warmup=5, duration_s=1.5)  # a short batch-1 timing of the pair
+QUICK = api.PAIR_TIMING  # a short batch-1 timing of the pair
 
 
 def _timed(v) -> api.TimedModel:
@@ -67,7 +67,8 @@ def _draw(found) -> None:
                 f"{100 * (found.cand.p50 / found.ref.p50 - 1):+.0f}%", delta_color="inverse", border=True,
                 help=f"p90 {found.cand.p90:.2f} ms · p99 {found.cand.p99:.2f} ms · {found.cand.n} runs")
     c[2].metric("Speed-up (p50)", f"{s:.2f}×" if s >= 1 else f"{s:.2f}× (slower)", border=True,
-                help="Reference p50 ÷ candidate p50, both timed in the same benchmark.")
+                help="The median of the rounds' latency ratios (reference ÷ candidate), both timed in the same "
+                     "benchmark, block by block in turn; its 95% interval is below.")
     st.caption(found.sentence() + " Time more batch sizes and threads on the Benchmark page.")
 
 
