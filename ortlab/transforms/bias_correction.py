@@ -442,7 +442,8 @@ def _output_parts(ref: Sequence[Mapping[str, np.ndarray]],
     """What the whole step is judged on: label → (output, channel axis, channels), one per output or, where
     ``output_groups`` splits it, per channel group ("output0 scores")."""
     names = list(ref[0]) if ref else []
-    groups = dict(output_groups(names, [ref[0][n][:1] for n in names])) if output_groups and names else {}
+    first = [ref[0][n][:1] if np.ndim(ref[0][n]) else ref[0][n] for n in names]  # one sample's values
+    groups = dict(output_groups(names, first)) if output_groups and names else {}
     parts: dict[str, tuple[str, int, slice | None]] = {}
     for n in names:
         if n in groups:

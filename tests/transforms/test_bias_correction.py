@@ -26,8 +26,8 @@ from ortlab.data.feeds import batch_inputs
 from ortlab.data.samples import load_manifest
 from ortlab.model.inspect import inspect_model
 from ortlab.runs.pipeline import plan, run_recipe
-from ortlab.runtime.hardware import advise, detect
 from ortlab.runs.prepare import BIAS_CORRECTION_SKIPPED
+from ortlab.runtime.hardware import advise, detect
 from ortlab.settings.config import (Precision, QuantConfig, QuantFormat, QuantMode, Recipe, errors_of,
                                     recipe_cli_line, validate_recipe)
 from ortlab.transforms.bias_correction import STAGE, correct_biases, correct_model
