@@ -2,8 +2,8 @@
 and whether it keeps it equal an independent computation on the fitting and held-back calibration samples, it gains
 SQNR on held-out digits with the graph unchanged, the CLI flag runs end to end and round-trips through recipe JSON,
 validation explains bad combinations, and cancel stops it. On hand-built models: a correction fitted on an
-unrepresentative part of the calibration data is reverted, a step that makes the model's outputs worse is dropped,
-and too few samples skip it — each with a note."""
+unrepresentative part of the calibration data is reverted, a step that makes the model's outputs (or a detector's score
+channels alone) worse is dropped, and too few samples skip it — each with a note."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
+from ortlab.checks.task_metrics import output_channel_groups
 from ortlab.cli import main as cli
 from ortlab.core.errors import Cancelled
 from ortlab.core.progress import CancelToken, ProgressEvent
@@ -304,7 +305,9 @@ def _gemm_pair(weights_q: dict[str, list[int]], relu: bool = False) -> tuple[onn
 
 
 def _bias(model: onnx.ModelProto, name: str) -> int:
-    return int(next(numpy_helper.to_array(t) for t in model.graph.initializer if t.name == f"{name}_bq")[0])
+    """The first int32 value of node ``name``'s bias ("" for the one-node detector's)."""
+    bias = f"{name}_bq" if name else "bq"
+    return int(next(numpy_helper.to_array(t) for t in model.graph.initializer if t.name == bias)[0])
 
 
 def _feeds(rows: np.ndarray) -> list[dict[str, np.ndarray]]:
@@ -365,3 +368,52 @@ def test_too_few_samples_skip_it_with_a_note():
     assert "skipped: 7 calibration sample(s) are too few" in result.notes[0]
     model, result = correct_model(fp32, qdq, _feeds(np.concatenate([rows, rows[:1]])))  # 8 are enough
     assert result.corrected == ["steady"] and _bias(model, "steady") == 1024
+
+
+def _detector_pair() -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """(float, QDQ) models of x [N, 4, 1, 16] → 1×1 Conv (4 box + 8 score channels) → Relu → Squeeze → "boxes"
+    [N, 12, 16]. Inputs: a score signal s in (-1, 1), the indicator s < 0, a box signal in (1, 2), a constant 1.
+    Box channels are 100·box; the QDQ twin's weight also takes -5 × the constant (a steady error of -5). Score
+    channels are s; the QDQ twin's weight also takes -1 × the indicator, an error only where Relu clips anyway."""
+    h = onnx.helper
+    w = np.zeros((12, 4, 1, 1), np.float32)
+    w[:4, 2], w[4:, 0] = 100.0, 1.0
+    wq = w.copy()
+    wq[:4, 3], wq[4:, 1] = -5.0, -1.0
+
+    def build(quantized: bool) -> onnx.ModelProto:
+        if quantized:
+            inits = [numpy_helper.from_array(wq.astype(np.int8), "wq"), numpy_helper.from_array(np.float32(1.0), "ws"),
+                     numpy_helper.from_array(np.zeros(12, np.int32), "bq"),
+                     numpy_helper.from_array(np.float32(BIAS_SCALE), "bs")]
+            nodes = [h.make_node("DequantizeLinear", ["wq", "ws"], ["w"]),
+                     h.make_node("DequantizeLinear", ["bq", "bs"], ["b"])]
+        else:
+            inits, nodes = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.zeros(12, np.float32), "b")], []
+        inits.append(numpy_helper.from_array(np.array([2], np.int64), "axes"))
+        nodes += [h.make_node("Conv", ["x", "w", "b"], ["conv"], name="head"),
+                  h.make_node("Relu", ["conv"], ["act"], name="act"),
+                  h.make_node("Squeeze", ["act", "axes"], ["boxes"], name="squeeze")]
+        g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 4, 1, 16])],
+                         [h.make_tensor_value_info("boxes", onnx.TensorProto.FLOAT, ["N", 12, 16])], inits)
+        return h.make_model(g, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+
+    return build(False), build(True)
+
+
+def test_worse_score_channels_drop_the_step_though_the_whole_output_improves():
+    rng = np.random.default_rng(2)
+    s = rng.uniform(-1, 1, (40, 1, 1, 16))
+    x = np.concatenate([s, (s < 0).astype(np.float64), rng.uniform(1, 2, s.shape), np.ones_like(s)], axis=1)
+    feeds = [{"x": r[None].astype(np.float32)} for r in x]
+    fp32, qdq = _detector_pair()
+    # judged on the whole tensor, the box channels' gain (error 5 → 0) hides the scores' loss (exact → 0.5 off)
+    model, whole = correct_model(fp32, qdq, feeds)
+    assert whole.corrected == ["head"] and not whole.dropped and _bias(model, "") != 0
+    (before, after), = whole.step_sqnr_db.values()
+    assert after > before + 10
+    # judged per channel group, as analyze and the verdict score a detector, the step is dropped
+    model, grouped = correct_model(fp32, qdq, feeds, output_groups=output_channel_groups)
+    assert set(grouped.step_sqnr_db) == {"boxes boxes", "boxes scores"}
+    assert grouped.dropped and "boxes scores" in grouped.dropped and _bias(model, "") == 0
+    assert grouped.step_sqnr_db["boxes boxes"][1] > grouped.step_sqnr_db["boxes boxes"][0] + 10
