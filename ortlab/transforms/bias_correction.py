@@ -34,9 +34,10 @@ average) or an unrepresentative fitting part. A lower error at each node does no
 outputs (clipping and non-linearities follow), so the whole step is judged too: the model's outputs on the
 held-back samples are compared with the float model's, per output and, where ``output_groups`` splits an output
 into channel groups (a detector's box and score channels), per group; if any of them loses more than
-:data:`STEP_TOLERANCE_DB` of SQNR, every correction is dropped and the model is left as quantized, with a note.
-With fewer than :data:`MIN_SAMPLES` calibration samples nothing can be checked, and bias correction is skipped
-with a note rather than applied unchecked.
+:data:`STEP_TOLERANCE_DB` of SQNR, every correction is dropped and the model is left as quantized, with a note
+(this costs one pass each of the float, QDQ and corrected models over the held-back quarter). With fewer than
+:data:`MIN_SAMPLES` calibration samples nothing can be checked, and bias correction is skipped with a note rather
+than applied unchecked.
 """
 
 from __future__ import annotations

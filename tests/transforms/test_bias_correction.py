@@ -383,9 +383,9 @@ def _detector_pair() -> tuple[onnx.ModelProto, onnx.ModelProto]:
 
     def build(quantized: bool) -> onnx.ModelProto:
         if quantized:
-            inits = [numpy_helper.from_array(wq.astype(np.int8), "wq"), numpy_helper.from_array(np.float32(1.0), "ws"),
+            inits = [numpy_helper.from_array(wq.astype(np.int8), "wq"), numpy_helper.from_array(np.array(1.0, np.float32), "ws"),
                      numpy_helper.from_array(np.zeros(12, np.int32), "bq"),
-                     numpy_helper.from_array(np.float32(BIAS_SCALE), "bs")]
+                     numpy_helper.from_array(np.array(BIAS_SCALE, np.float32), "bs")]
             nodes = [h.make_node("DequantizeLinear", ["wq", "ws"], ["w"]),
                      h.make_node("DequantizeLinear", ["bq", "bs"], ["b"])]
         else:
