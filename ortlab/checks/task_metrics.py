@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -139,6 +140,15 @@ def channel_groups(role: Any, shape: tuple[int, ...] | list[int]) -> tuple[int, 
     axis = 1 if shape[1] < shape[2] else 2  # as _Boxes reads it: the shorter side holds the channels
     n = int(shape[axis])
     return axis, n, {"boxes": slice(0, BOX_CHANNELS), "scores": slice(BOX_CHANNELS, n)}
+
+
+def output_channel_groups(names: Sequence[str], arrays: Sequence[np.ndarray],
+                          ) -> dict[str, tuple[int, dict[str, slice]]]:
+    """The outputs (from one sample's values) that split into channel groups of very different ranges, as
+    name → (channel axis, {"boxes": …, "scores": …}): the groups analyze and the verdict score apart."""
+    _, _, _, roles = infer_roles(list(names), list(arrays), labeled=False)
+    found = {n: channel_groups(roles.get(n), np.shape(a)) for n, a in zip(names, arrays)}
+    return {n: (g[0], g[2]) for n, g in found.items() if g is not None}
 
 
 def _softmax(row: np.ndarray) -> np.ndarray:

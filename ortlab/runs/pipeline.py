@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar
 from ortlab.checks.eval_report import EvalReport
 from ortlab.checks.evaluate import evaluate
 from ortlab.checks.parity import check_parity
+from ortlab.checks.task_metrics import output_channel_groups
 from ortlab.checks.verdict import Verdict, judge
 from ortlab.core.errors import DataError, ModelLoadError, OptimizationError, OrtlabError, QuantizationError
 from ortlab.core.layout import MODEL_FILE, QDQ_FILE, RECIPE_FILE
@@ -283,7 +284,8 @@ def _correct_biases(ctx: RunContext, qz: Quantized) -> Quantized:
     while (feed := reader.get_next()) is not None:
         feeds.append(feed)
     dst = ctx.work / "bias_corrected.onnx"
-    result = bias_correction.correct_biases(qz.float_model, qz.model.path, dst, feeds, ctx.reporter, ctx.cancel)
+    result = bias_correction.correct_biases(qz.float_model, qz.model.path, dst, feeds, ctx.reporter, ctx.cancel,
+                                            output_groups=output_channel_groups)
     ctx.findings.warn(result.warnings)
     ctx.findings.note(result.notes)
     qdq = dst if qz.model.qdq == qz.model.path else qz.model.qdq  # the QDQ file kept is the corrected one

@@ -21,12 +21,30 @@ to the nodes that output depends on, with the samples in batches where the input
 Only bias values change: the graph, its nodes and its speed stay as they were. Nodes without a bias (or whose
 bias is not an int32 DequantizeLinear of an initializer, e.g. MatMul+Add, where ORT quantizes the Add's constant
 as an activation) are skipped and counted; no bias is added.
+
+A correction is kept only where it helps on samples it was not fitted on. Every 4th calibration sample is held
+back; ``d`` is measured on the others (the fitting part), and the node keeps its correction only if it lowers the
+node's output error against the float model on the held-back part, otherwise its bias is reverted. The error is
+the mean squared error of the node's own output, which is what the correction targets: shifting channel ``c`` by
+``d_c`` turns a held-back error ``e`` into ``e + d_c``, so the MSE changes by ``2·d_c·m_c + d_c²`` per element,
+``m_c`` the held-back mean error of that channel (every channel has the same number of elements). The check
+therefore needs only the per-channel means the correction already measures — no extra pass — and it reverts
+corrections that fitted sampling noise (then ``m`` and ``d`` are independent and ``(m + d)²`` is larger on
+average) or an unrepresentative fitting part. A lower error at each node does not guarantee better model
+outputs (clipping and non-linearities follow), so the whole step is judged too: the model's outputs on the
+held-back samples are compared with the float model's, per output and, where ``output_groups`` splits an output
+into channel groups (a detector's box and score channels), per group; if any of them loses more than
+:data:`STEP_TOLERANCE_DB` of SQNR, every correction is dropped and the model is left as quantized, with a note
+(this costs one pass each of the float, QDQ and corrected models over the held-back quarter). With fewer than
+:data:`MIN_SAMPLES` calibration samples nothing can be checked, and bias correction is skipped with a note rather
+than applied unchecked.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +59,15 @@ from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_repo
 STAGE = "bias_correction"
 CORRECTED_OPS = ("Conv", "Gemm")
 DEFAULT_BATCH = 16
+HELD_BACK_EVERY = 4  # every 4th calibration sample is held back to check the corrections on
+MIN_FIT, MIN_HELD_BACK = 6, 2
+MIN_SAMPLES = 8  # the fewest samples that give MIN_FIT fitting and MIN_HELD_BACK held-back samples
+STEP_TOLERANCE_DB = 0.1  # an output (group) whose held-back SQNR falls by more than this drops the whole step
 _INT32 = np.iinfo(np.int32)
+_FIT, _HELD = 0, 1
+
+# output name → (channel axis, {group name: channel slice}) for outputs whose channel groups are judged apart
+OutputGroups = Callable[[Sequence[str], Sequence[np.ndarray]], Mapping[str, tuple[int, Mapping[str, slice]]]]
 
 
 @dataclass(frozen=True)
@@ -59,28 +85,64 @@ class BiasTarget:
 
 @dataclass
 class BiasCorrectionResult:
-    """What :func:`correct_biases` did: the ``corrected`` node names (in order), the int32 ``shifts`` it added to
-    each, the weighted nodes it ``skipped`` with the reason, ``seconds`` and ``warnings``."""
+    """What :func:`correct_biases` did: the ``corrected`` node names (in order; their correction lowered their
+    error on the held-back samples), the int32 ``shifts`` added to each, the nodes that ``kept`` their bias with
+    their held-back output MSE (without, with the correction), the weighted nodes ``skipped`` with the reason, the
+    held-back SQNR of each output (group) ``step_sqnr_db`` as (without, with) correction, ``dropped`` (why the
+    whole step was undone; then no bias changed), ``too_few`` (not enough samples to check: nothing was done),
+    ``seconds`` and ``warnings``."""
 
     corrected: list[str] = field(default_factory=list)
     shifts: dict[str, np.ndarray] = field(default_factory=dict)
+    kept: dict[str, tuple[float, float]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    step_sqnr_db: dict[str, tuple[float, float]] = field(default_factory=dict)
+    dropped: str = ""
+    too_few: bool = False
     seconds: float = 0.0
     samples: int = 0
+    held_back: int = 0
     warnings: list[str] = field(default_factory=list)
 
     @property
+    def targets(self) -> int:
+        """How many nodes had a bias to correct (corrected + kept their bias)."""
+        return len(self.corrected) + len(self.kept)
+
+    @property
+    def applied(self) -> list[str]:
+        """The nodes whose bias differs in the written model: ``corrected`` unless the step was dropped."""
+        return [] if self.dropped or self.too_few else list(self.corrected)
+
+    @property
     def notes(self) -> list[str]:
-        text = (f"Bias correction (Nagel et al. 2019) adjusted the int32 biases of {len(self.corrected)} node(s) "
-                f"from {self.samples} calibration samples in {self.seconds:.1f} s")
-        if self.shifts:
+        head = "Bias correction (Nagel et al. 2019)"
+        if self.too_few:
+            return [f"{head} skipped: {self.samples} calibration sample(s) are too few to check each correction on "
+                    f"held-back samples (it needs at least {MIN_SAMPLES}); the biases are as quantized."]
+        text = f"{head}: {len(self.corrected)} of {self.targets} node(s) corrected"
+        if self.kept:
+            text += (f" ({len(self.kept)} kept their bias: the correction did not lower their error on held-back "
+                     "calibration samples)")
+        text += (f", fitted on {self.samples - self.held_back} calibration samples and checked on {self.held_back} "
+                 f"held back, in {self.seconds:.1f} s")
+        if self.shifts and not self.dropped:
             moved = sum(int(np.count_nonzero(s)) for s in self.shifts.values())
             total = sum(int(s.size) for s in self.shifts.values())
             text += f" ({moved} of {total} channel biases changed)"
         text += "."
+        if self.dropped:
+            text += f" The step was dropped and the biases are as quantized: {self.dropped}."
+        elif self.step_sqnr_db:
+            text += " Held-back output SQNR without → with it: " + ", ".join(
+                f"{k} {_db(a)} → {_db(b)} dB" for k, (a, b) in self.step_sqnr_db.items()) + "."
         if self.skipped:
             text += f" {len(self.skipped)} node(s) have no int32 bias to correct and were left as they were."
         return [text]
+
+
+def _db(x: float) -> str:
+    return "inf" if math.isinf(x) and x > 0 else f"{x:.1f}"
 
 
 # -- finding the targets ------------------------------------------------------------------------------------
@@ -181,8 +243,10 @@ class _Segments:
     pieces that follow. Node ``k`` itself is recomputed by the next piece that needs it, with its corrected bias.
     In all, the QDQ model runs about twice over the samples instead of once per corrected node."""
 
-    def __init__(self, model: onnx.ModelProto, batches: Sequence[Mapping[str, np.ndarray]]) -> None:
+    def __init__(self, model: onnx.ModelProto, batches: Sequence[Mapping[str, np.ndarray]],
+                 parts: Sequence[int]) -> None:
         self.model = model
+        self.parts = list(parts)
         g = model.graph
         self.producer = {o: i for i, n in enumerate(g.node) for o in n.output if o}
         self.consumers: dict[str, set[int]] = {}
@@ -215,7 +279,8 @@ class _Segments:
         return seen
 
     def run(self, k: int, output: str, channels: int, cancel: CancelToken | None) -> np.ndarray:
-        """The per-channel mean of node ``k``'s ``output`` over every batch, with the model as it is now."""
+        """The per-channel means ([part, channel]) of node ``k``'s ``output`` over the fitting and the held-back
+        batches, with the model as it is now."""
         g = self.model.graph
         new = self.ancestors(k)
         piece = sorted(new | {k})
@@ -242,19 +307,18 @@ class _Segments:
         m.graph.output.extend(onnx.ValueInfoProto(name=x) for x in keep if x != output)
         sess = _session(m)
         names = [o.name for o in sess.get_outputs()]
-        total, count = np.zeros(channels, np.float64), 0
-        for cached in self.cache:
+        sums = _PartSums(channels)
+        for cached, part in zip(self.cache, self.parts, strict=True):
             if cancel is not None and cancel.cancelled:
                 raise Cancelled(step=STAGE)
             values = dict(zip(names, sess.run(names, {x: cached[x] for x in reads}), strict=True))
-            s, n = _channel_sum(values[output], output, channels)
-            total, count = total + s, count + n
+            sums.add(part, values[output], output)
             cached.update((x, values[x]) for x in keep)
         self.done |= new - self.static
         for cached in self.cache:  # drop what no piece reads any more
             for x in [x for x in cached if not (self.consumers.get(x, set()) - self.done)]:
                 del cached[x]
-        return total / max(1, count)
+        return sums.means()
 
 
 def _has_subgraphs(graph: onnx.GraphProto) -> bool:
@@ -304,22 +368,55 @@ def _channel_sum(y: np.ndarray, name: str, c: int) -> tuple[np.ndarray, int]:
     return moved.sum(axis=1, dtype=np.float64), moved.shape[1]
 
 
-def _channel_means(sess: ort.InferenceSession, batches: Sequence[Mapping[str, np.ndarray]],
+class _PartSums:
+    """Per-channel sums and element counts of one tensor, kept apart for the fitting and the held-back part."""
+
+    def __init__(self, channels: int) -> None:
+        self.channels = channels
+        self.sums = np.zeros((2, channels), np.float64)
+        self.counts = [0, 0]
+
+    def add(self, part: int, y: np.ndarray, name: str) -> None:
+        total, n = _channel_sum(y, name, self.channels)
+        self.sums[part] += total
+        self.counts[part] += n
+
+    def means(self) -> np.ndarray:
+        return self.sums / np.maximum(1, np.asarray(self.counts, np.float64))[:, None]
+
+
+def _channel_means(sess: ort.InferenceSession, batches: Sequence[Mapping[str, np.ndarray]], parts: Sequence[int],
                    outputs: Sequence[tuple[str, str, int]], cancel: CancelToken | None) -> dict[str, np.ndarray]:
-    """Per-output-channel means of ``outputs`` ((tensor, op type, channels)) over every sample."""
+    """Per-output-channel means ([part, channel]) of ``outputs`` ((tensor, op type, channels)) over the samples of
+    each part (``parts[i]`` is batch ``i``'s)."""
     wanted = {i.name for i in sess.get_inputs()}
-    sums = {name: np.zeros(c, np.float64) for name, _, c in outputs}
-    counts = dict.fromkeys(sums, 0)
-    names = [name for name, _, _ in outputs]
-    for feed in batches:
+    sums = {name: _PartSums(c) for name, _, c in outputs}
+    names = list(sums)
+    for feed, part in zip(batches, parts, strict=True):
         if cancel is not None and cancel.cancelled:
             raise Cancelled(step=STAGE)
         values = sess.run(names, {k: v for k, v in feed.items() if k in wanted})
-        for (name, _, c), y in zip(outputs, values, strict=True):
-            total, n = _channel_sum(y, name, c)
-            sums[name] += total
-            counts[name] += n
-    return {k: sums[k] / max(1, counts[k]) for k in sums}
+        for name, y in zip(names, values, strict=True):
+            sums[name].add(part, y, name)
+    return {k: v.means() for k, v in sums.items()}
+
+
+def held_back_indices(n: int) -> tuple[list[int], list[int]]:
+    """(fitting, held-back) sample indices of ``n`` calibration samples: every 4th (index 3, 7, …) is held back."""
+    held = [i for i in range(n) if i % HELD_BACK_EVERY == HELD_BACK_EVERY - 1]
+    return [i for i in range(n) if i % HELD_BACK_EVERY != HELD_BACK_EVERY - 1], held
+
+
+def lowers_error(shift: np.ndarray, scale: np.ndarray, fp32_held: np.ndarray, qdq_held: np.ndarray,
+                 ) -> tuple[bool, float, float]:
+    """Whether adding ``shift`` (int32 units of ``scale``) to a bias lowers the node's output MSE vs the float
+    model on the held-back samples, and that MSE's change-relevant part before and after: the mean over channels
+    of the squared held-back mean error, ``m_c²`` and ``(m_c + d_c)²`` (the within-channel variance, equal in
+    both, is left out). An all-zero shift changes nothing and is not kept."""
+    d = np.asarray(shift, np.float64) * np.broadcast_to(np.asarray(scale, np.float64), np.shape(shift))
+    m = np.asarray(qdq_held, np.float64) - np.asarray(fp32_held, np.float64)
+    before, after = float(np.mean(m * m)), float(np.mean((m + d) ** 2))
+    return bool(np.any(shift != 0) and after < before), before, after
 
 
 def bias_shift(fp32_mean: np.ndarray, qdq_mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -327,12 +424,66 @@ def bias_shift(fp32_mean: np.ndarray, qdq_mean: np.ndarray, scale: np.ndarray) -
     return np.rint((np.asarray(fp32_mean, np.float64) - np.asarray(qdq_mean, np.float64)) / scale).astype(np.int64)
 
 
+def _float_outputs(model: onnx.ModelProto, batches: Sequence[Mapping[str, np.ndarray]],
+                   cancel: CancelToken | None) -> list[dict[str, np.ndarray]]:
+    """The model's float graph outputs on each batch."""
+    sess = _session(model)
+    wanted = {i.name for i in sess.get_inputs()}
+    names = [o.name for o in sess.get_outputs() if o.type == "tensor(float)"]
+    out = []
+    for feed in batches:
+        if cancel is not None and cancel.cancelled:
+            raise Cancelled(step=STAGE)
+        out.append(dict(zip(names, sess.run(names, {k: v for k, v in feed.items() if k in wanted}), strict=True)))
+    return out
+
+
+def _output_parts(ref: Sequence[Mapping[str, np.ndarray]],
+                  output_groups: OutputGroups | None) -> dict[str, tuple[str, int, slice | None]]:
+    """What the whole step is judged on: label → (output, channel axis, channels), one per output or, where
+    ``output_groups`` splits it, per channel group ("output0 scores")."""
+    names = list(ref[0]) if ref else []
+    first = [ref[0][n][:1] if np.ndim(ref[0][n]) else ref[0][n] for n in names]  # one sample's values
+    groups = dict(output_groups(names, first)) if output_groups and names else {}
+    parts: dict[str, tuple[str, int, slice | None]] = {}
+    for n in names:
+        if n in groups:
+            axis, split = groups[n]
+            parts.update((f"{n} {g}", (n, axis, sl)) for g, sl in split.items())
+        else:
+            parts[n] = (n, 0, None)
+    return parts
+
+
+def _sqnr_db(parts: Mapping[str, tuple[str, int, slice | None]], ref: Sequence[Mapping[str, np.ndarray]],
+             cand: Sequence[Mapping[str, np.ndarray]]) -> dict[str, float]:
+    """SQNR (dB) of ``cand`` against ``ref`` over every batch, per output part; -inf where ``cand`` is not finite."""
+    out: dict[str, float] = {}
+    for label, (name, axis, sl) in parts.items():
+        signal = noise = 0.0
+        for r, c in zip(ref, cand, strict=True):
+            x, y = np.asarray(r[name], np.float64), np.asarray(c[name], np.float64)
+            if sl is not None:
+                idx = np.arange(x.shape[axis])[sl]
+                x, y = np.take(x, idx, axis=axis), np.take(y, idx, axis=axis)
+            signal += float(np.sum(x * x))
+            noise += float(np.sum((x - y) ** 2))
+        if not math.isfinite(noise):
+            out[label] = -math.inf
+        else:
+            out[label] = math.inf if noise == 0 else 10 * math.log10(max(signal, 1e-300) / noise)
+    return out
+
+
 def correct_model(fp32: onnx.ModelProto, qdq: onnx.ModelProto, feeds: Sequence[Mapping[str, np.ndarray]],
                   reporter: Reporter = null_reporter, cancel: CancelToken | None = None,
-                  batch: int = DEFAULT_BATCH) -> tuple[onnx.ModelProto, BiasCorrectionResult]:
+                  batch: int = DEFAULT_BATCH, output_groups: OutputGroups | None = None,
+                  ) -> tuple[onnx.ModelProto, BiasCorrectionResult]:
     """The bias-corrected copy of ``qdq`` (``fp32`` is the float model it was quantized from) and what was done.
-    ``feeds`` are the calibration samples as model inputs; progress goes to ``reporter`` as
-    ``"bias_correction"`` n/N events and ``cancel`` raises ``Cancelled`` between runs."""
+    ``feeds`` are the calibration samples as model inputs (every 4th is held back to check the corrections on);
+    ``output_groups`` splits outputs into the channel groups the whole step is judged on (each output whole when
+    None). Progress goes to ``reporter`` as ``"bias_correction"`` n/N events and ``cancel`` raises ``Cancelled``
+    between runs."""
     start = time.perf_counter()
     result = BiasCorrectionResult(samples=len(feeds))
     out = onnx.ModelProto()
@@ -340,44 +491,79 @@ def correct_model(fp32: onnx.ModelProto, qdq: onnx.ModelProto, feeds: Sequence[M
     targets, result.skipped = find_targets(fp32, out)
     total = len(targets)
     reporter(ProgressEvent(STAGE, 0, max(total, 1), f"bias correction 0/{total}"))
-    if not targets or not feeds:
+    fit, held = held_back_indices(len(feeds))
+    if not targets or len(fit) < MIN_FIT or len(held) < MIN_HELD_BACK:
         if not feeds:
             result.warnings.append("Bias correction had no calibration samples; nothing was corrected.")
+        elif targets:
+            result.too_few = True
         result.seconds = time.perf_counter() - start
         reporter(ProgressEvent(STAGE, max(total, 1), max(total, 1), f"bias correction {total}/{total}"))
         return out, result
-    batches = _batches(feeds, batch, _open_batch_axis(fp32) and _open_batch_axis(qdq))
+    result.held_back = len(held)
+    batchable = _open_batch_axis(fp32) and _open_batch_axis(qdq)
+    fit_batches = _batches([feeds[i] for i in fit], batch, batchable)
+    held_batches = _batches([feeds[i] for i in held], batch, batchable)
+    batches = fit_batches + held_batches
+    parts = [_FIT] * len(fit_batches) + [_HELD] * len(held_batches)
     inits = _initializers(out.graph)
 
     def channels(t: BiasTarget) -> int:
         return int(inits[t.bias].dims[0])
 
-    ref = _channel_means(_session(_with_outputs(fp32, [t.fp32_output for t in targets])), batches,
+    ref = _channel_means(_session(_with_outputs(fp32, [t.fp32_output for t in targets])), batches, parts,
                          [(t.fp32_output, t.op_type, channels(t)) for t in targets], cancel)
     index = {n.name: i for i, n in enumerate(out.graph.node) if n.name}
-    pieces = None if _has_subgraphs(out.graph) else _Segments(out, batches)
+    pieces = None if _has_subgraphs(out.graph) else _Segments(out, batches, parts)
     for k, t in enumerate(targets):
         if cancel is not None and cancel.cancelled:
             raise Cancelled(step=STAGE)
         if pieces is not None:
             cur = pieces.run(index[t.name], t.qdq_output, channels(t), cancel)
         else:  # If/Loop/Scan bodies read outer tensors implicitly: run the whole model each time
-            cur = _channel_means(_session(_with_outputs(out, [t.qdq_output])), batches,
+            cur = _channel_means(_session(_with_outputs(out, [t.qdq_output])), batches, parts,
                                  [(t.qdq_output, t.op_type, channels(t))], cancel)[t.qdq_output]
-        shift = bias_shift(ref[t.fp32_output], cur, t.scale)
-        init = inits[t.bias]
-        new = np.clip(numpy_helper.to_array(init).astype(np.int64) + shift, _INT32.min, _INT32.max).astype(np.int32)
-        init.CopyFrom(numpy_helper.from_array(new, t.bias))
-        result.corrected.append(t.name)
-        result.shifts[t.name] = shift
+        shift = bias_shift(ref[t.fp32_output][_FIT], cur[_FIT], t.scale)
+        keep, before, after = lowers_error(shift, t.scale, ref[t.fp32_output][_HELD], cur[_HELD])
+        if keep:
+            init = inits[t.bias]
+            new = np.clip(numpy_helper.to_array(init).astype(np.int64) + shift, _INT32.min,
+                          _INT32.max).astype(np.int32)
+            init.CopyFrom(numpy_helper.from_array(new, t.bias))
+            result.corrected.append(t.name)
+            result.shifts[t.name] = shift
+        else:
+            result.kept[t.name] = (before, after)
         reporter(ProgressEvent(STAGE, k + 1, total, f"bias correction {k + 1}/{total}"))
+    if result.corrected:
+        out = _judge_step(fp32, qdq, out, held_batches, output_groups, cancel, result)
     result.seconds = time.perf_counter() - start
     return out, result
 
 
+def _judge_step(fp32: onnx.ModelProto, qdq: onnx.ModelProto, corrected: onnx.ModelProto,
+                held_batches: Sequence[Mapping[str, np.ndarray]], output_groups: OutputGroups | None,
+                cancel: CancelToken | None, result: BiasCorrectionResult) -> onnx.ModelProto:
+    """``corrected``, or ``qdq`` unchanged (with ``result.dropped`` saying why) when an output (group) of the
+    corrected model is further from the float model's on the held-back samples than without the correction."""
+    ref = _float_outputs(fp32, held_batches, cancel)
+    parts = _output_parts(ref, output_groups)
+    before = _sqnr_db(parts, ref, _float_outputs(qdq, held_batches, cancel))
+    after = _sqnr_db(parts, ref, _float_outputs(corrected, held_batches, cancel))
+    result.step_sqnr_db = {k: (before[k], after[k]) for k in parts}
+    worse = [k for k in parts if after[k] < before[k] - STEP_TOLERANCE_DB]
+    if not worse:
+        return corrected
+    result.dropped = "it lowered the held-back SQNR of " + ", ".join(
+        f"{k} ({_db(before[k])} → {_db(after[k])} dB)" for k in worse)
+    out = onnx.ModelProto()
+    out.CopyFrom(qdq)
+    return out
+
+
 def correct_biases(fp32_path, qdq_path, dst, feeds: Iterable[Mapping[str, np.ndarray]],
                    reporter: Reporter = null_reporter, cancel: CancelToken | None = None,
-                   batch: int = DEFAULT_BATCH) -> BiasCorrectionResult:
+                   batch: int = DEFAULT_BATCH, output_groups: OutputGroups | None = None) -> BiasCorrectionResult:
     """:func:`correct_model` from files: reads the float model ``fp32_path`` and the QDQ model ``qdq_path``,
     writes the corrected QDQ model to ``dst`` (never over either input)."""
     dst = Path(dst)
@@ -389,7 +575,7 @@ def correct_biases(fp32_path, qdq_path, dst, feeds: Iterable[Mapping[str, np.nda
     except Exception as exc:
         raise QuantizationError(f"Cannot load the models to correct ({type(exc).__name__}: {exc}).",
                                 step=STAGE) from None
-    model, result = correct_model(fp32, qdq, list(feeds), reporter, cancel, batch)
+    model, result = correct_model(fp32, qdq, list(feeds), reporter, cancel, batch, output_groups)
     dst.parent.mkdir(parents=True, exist_ok=True)
     onnx.save_model(model, str(dst))
     return result

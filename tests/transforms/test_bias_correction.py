@@ -1,10 +1,14 @@
 """Empirical bias correction (ortlab.transforms.bias_correction) on the bundled digits_cnn sample: the shift it writes
-equals an independent computation, it gains SQNR on held-out digits with the graph unchanged, the CLI flag runs end to
-end and round-trips through recipe JSON, validation explains bad combinations, and cancel stops it."""
+and whether it keeps it equal an independent computation on the fitting and held-back calibration samples, it gains
+SQNR on held-out digits with the graph unchanged, the CLI flag runs end to end and round-trips through recipe JSON,
+validation explains bad combinations, and cancel stops it. On hand-built models: a correction fitted on an
+unrepresentative part of the calibration data is reverted, a step that makes the model's outputs (or a detector's score
+channels alone) worse is dropped, and too few samples skip it — each with a note."""
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections import Counter
 from pathlib import Path
@@ -15,6 +19,7 @@ import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
+from ortlab.checks.task_metrics import output_channel_groups
 from ortlab.cli import main as cli
 from ortlab.core.errors import Cancelled
 from ortlab.core.progress import CancelToken, ProgressEvent
@@ -23,9 +28,10 @@ from ortlab.data.samples import load_manifest
 from ortlab.model.inspect import inspect_model
 from ortlab.runs.pipeline import plan, run_recipe
 from ortlab.runs.prepare import BIAS_CORRECTION_SKIPPED
+from ortlab.runtime.hardware import advise, detect
 from ortlab.settings.config import (Precision, QuantConfig, QuantFormat, QuantMode, Recipe, errors_of,
                                     recipe_cli_line, validate_recipe)
-from ortlab.transforms.bias_correction import STAGE, correct_biases
+from ortlab.transforms.bias_correction import STAGE, correct_biases, correct_model
 from ortlab.transforms.calibration import CalibrationReader
 from ortlab.transforms.quantize import calibrate_model, preprocess_for_quantization, quantize_calibrated_model
 
@@ -46,7 +52,7 @@ def built(tmp_path_factory):
     cal = s.calibration_data()
     pre = tmp / "pre.onnx"
     preprocess_for_quantization(s.model_path, pre)
-    q = QuantConfig()
+    q = QuantConfig(reduce_range=advise(detect()).reduce_range)  # accurate int8 on any x86 CPU (no VNNI: 7-bit)
     calibrate_model(pre, q, CalibrationReader(cal, s.preprocess, info.inputs), tmp / "cal.json")
     quantize_calibrated_model(pre, tmp / "qdq.onnx", q, tmp / "cal.json")
     feeds = [batch_inputs(cal, [i], s.preprocess, info.inputs) for i in range(len(cal))]
@@ -65,7 +71,16 @@ def _output_of(path: Path, tensor: str, feeds) -> np.ndarray:
     return np.concatenate([sess.run([tensor], f)[0] for f in feeds], axis=0)
 
 
-def test_first_corrected_node_gets_the_independently_computed_shift(built):
+def _with_bias(path: Path, bias_name: str, values: np.ndarray, dst: Path) -> Path:
+    m = onnx.load(str(path))
+    for t in m.graph.initializer:
+        if t.name == bias_name:
+            t.CopyFrom(numpy_helper.from_array(values.astype(np.int32), bias_name))
+    onnx.save(m, str(dst))
+    return dst
+
+
+def test_first_node_shift_and_keep_decision_match_an_independent_computation(built, tmp_path):
     qdq = onnx.load(str(built["qdq"]))
     inits = {t.name: t for t in qdq.graph.initializer}
     producer = {o: n for n in qdq.graph.node for o in n.output}
@@ -78,16 +93,29 @@ def test_first_corrected_node_gets_the_independently_computed_shift(built):
     assert bias.dtype == np.int32
     fp32 = onnx.load(str(built["pre"]))
     ref_node = next(n for n in fp32.graph.node if n.name == first.name)
-    y_ref = _output_of(built["pre"], ref_node.output[0], built["feeds"]).astype(np.float64)
-    y_q = _output_of(built["qdq"], first.output[0], built["feeds"]).astype(np.float64)
-    d = y_ref.mean(axis=(0, 2, 3)) - y_q.mean(axis=(0, 2, 3))
-    expected = np.rint(d / scale).astype(np.int64)
+    feeds = built["feeds"]
+    fit = [f for i, f in enumerate(feeds) if i % 4 != 3]
+    held = [f for i, f in enumerate(feeds) if i % 4 == 3]
+    assert len(fit) == 75 and len(held) == 25
+    # the shift: from the fitting samples only
+    y_ref = _output_of(built["pre"], ref_node.output[0], fit).astype(np.float64)
+    y_q = _output_of(built["qdq"], first.output[0], fit).astype(np.float64)
+    expected = np.rint((y_ref.mean(axis=(0, 2, 3)) - y_q.mean(axis=(0, 2, 3))) / scale).astype(np.int64)
     assert np.count_nonzero(expected) >= len(expected) // 2  # a real shift, not a no-op
+    # the decision: the node's output MSE vs float on the held-back samples, with the shifted bias really run
+    shifted = _with_bias(built["qdq"], dq.input[0], bias.astype(np.int64) + expected, tmp_path / "shifted.onnx")
+    h_ref = _output_of(built["pre"], ref_node.output[0], held).astype(np.float64)
+    mse_before = np.mean((_output_of(built["qdq"], first.output[0], held) - h_ref) ** 2)
+    mse_after = np.mean((_output_of(shifted, first.output[0], held) - h_ref) ** 2)
+    keep = mse_after < mse_before
     written = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(built["bc"])).graph.initializer}[dq.input[0]]
     assert written.dtype == np.int32
-    np.testing.assert_array_equal(written.astype(np.int64) - bias.astype(np.int64), expected)
-    assert built["result"].corrected[0] == first.name
-    np.testing.assert_array_equal(built["result"].shifts[first.name], expected)
+    assert (first.name in built["result"].corrected) == keep
+    assert (first.name in built["result"].kept) == (not keep)
+    np.testing.assert_array_equal(written.astype(np.int64) - bias.astype(np.int64), expected if keep else 0)
+    if keep:
+        assert built["result"].corrected[0] == first.name
+        np.testing.assert_array_equal(built["result"].shifts[first.name], expected)
 
 
 def _sqnr(ref: np.ndarray, y: np.ndarray) -> float:
@@ -114,18 +142,19 @@ def test_sqnr_improves_on_held_out_digits_and_only_bias_values_change(built):
     ib = {t.name: numpy_helper.to_array(t) for t in b.graph.initializer}
     assert ia.keys() == ib.keys()
     changed = {k for k in ia if ia[k].dtype != ib[k].dtype or not np.array_equal(ia[k], ib[k])}
+    assert not built["result"].dropped
     corrected = set(built["result"].corrected)
     conv_biases = {n.input[2] for n in a.graph.node if n.name in corrected}
     producer = {o: n for n in a.graph.node for o in n.output}
     assert changed and changed <= {producer[x].input[0] for x in conv_biases}
     assert all(ib[k].dtype == np.int32 for k in changed)
-    # every weighted node of digits_cnn (9 Conv + 1 Gemm) has an int32 bias: all corrected, in graph order
-    assert len(corrected) == 10 and not built["result"].skipped
+    # every weighted node of digits_cnn (9 Conv + 1 Gemm) has an int32 bias: each corrected or kept, in graph order
+    assert built["result"].targets == 10 and not built["result"].skipped and len(corrected) >= 5
 
 
 def test_progress_counts_each_node(built):
     events = [e for e in built["events"] if e.stage == STAGE]
-    n = len(built["result"].corrected)
+    n = built["result"].targets
     assert [(e.done, e.total) for e in events] == [(k, n) for k in range(n + 1)]
     assert events[-1].message == f"bias correction {n}/{n}"
 
@@ -195,7 +224,7 @@ def test_cli_flag_end_to_end_and_recipe_round_trip(tmp_path, capsys):
                      "--calibration", str(SAMPLE / "calibration"), "--eval", str(SAMPLE / "evaluation")])
     text, err = capsys.readouterr()
     assert code == 0, err
-    assert "Bias correction (Nagel et al. 2019) adjusted the int32 biases of 10 node(s)" in text
+    assert re.search(r"Bias correction \(Nagel et al\. 2019\): \d+ of 10 node\(s\) corrected", text), text
     assert "bias_correction" in text  # its own timing
     data = json.loads((out / "recipe.json").read_text())
     assert data["quant"]["bias_correction"] is True
@@ -235,3 +264,156 @@ def test_tune_tries_bias_correction_on_static_qdq_only():
                and r.quant.quant_format == QuantFormat.QDQ and not r.quant.bias_correction]
     assert [r.name for r in without] == ["int8 no bias correction"]  # on by default: the trial turns it off
     assert not errors_of(validate_recipe(without[0]))
+
+
+# -- hand-built models: float Gemm nodes beside "quantized" twins whose int8 weights err on one input ------------
+
+BIAS_SCALE = 1 / 1024
+
+
+def _gemm_pair(weights_q: dict[str, list[int]], relu: bool = False) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """(float, QDQ) models of x [N, 3] → one Gemm per entry of ``weights_q`` (→ Relu when ``relu``), each an
+    output. The float Gemm computes y = x[:, 0]; the QDQ twin's weight is DequantizeLinear(int8 ``weights_q``,
+    1/127), so its error is the weight error times x[:, 1] or x[:, 2]; its bias is DequantizeLinear(int32 0,
+    1/1024)."""
+    h = onnx.helper
+    x = h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3])
+
+    def build(quantized: bool) -> onnx.ModelProto:
+        nodes, inits, outs = [], [], []
+        for name, wq in weights_q.items():
+            y = f"{name}_out"
+            if quantized:
+                inits += [numpy_helper.from_array(np.array(wq, np.int8).reshape(3, 1), f"{name}_wq"),
+                          numpy_helper.from_array(np.array(1 / 127, np.float32), f"{name}_ws"),
+                          numpy_helper.from_array(np.zeros(1, np.int32), f"{name}_bq"),
+                          numpy_helper.from_array(np.array(BIAS_SCALE, np.float32), f"{name}_bs")]
+                nodes += [h.make_node("DequantizeLinear", [f"{name}_wq", f"{name}_ws"], [f"{name}_w"]),
+                          h.make_node("DequantizeLinear", [f"{name}_bq", f"{name}_bs"], [f"{name}_b"])]
+            else:
+                inits += [numpy_helper.from_array(np.array([[1.0], [0.0], [0.0]], np.float32), f"{name}_w"),
+                          numpy_helper.from_array(np.zeros(1, np.float32), f"{name}_b")]
+            nodes.append(h.make_node("Gemm", ["x", f"{name}_w", f"{name}_b"], [y], name=name))
+            if relu:
+                nodes.append(h.make_node("Relu", [y], [f"{name}_relu"], name=f"{name}_relu"))
+                y = f"{name}_relu"
+            outs.append(h.make_tensor_value_info(y, onnx.TensorProto.FLOAT, ["N", 1]))
+        g = h.make_graph(nodes, "g", [x], outs, inits)
+        return h.make_model(g, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+
+    return build(False), build(True)
+
+
+def _bias(model: onnx.ModelProto, name: str) -> int:
+    """The first int32 value of node ``name``'s bias ("" for the one-node detector's)."""
+    bias = f"{name}_bq" if name else "bq"
+    return int(next(numpy_helper.to_array(t) for t in model.graph.initializer if t.name == bias)[0])
+
+
+def _feeds(rows: np.ndarray) -> list[dict[str, np.ndarray]]:
+    return [{"x": r.reshape(1, 3).astype(np.float32)} for r in rows]
+
+
+def test_a_correction_fitted_on_unrepresentative_samples_is_reverted_with_a_note():
+    rng = np.random.default_rng(0)
+    n = 40
+    x1 = rng.uniform(-1, 1, n)
+    held = np.arange(n) % 4 == 3
+    # "steady" errs by -x[:, 1] = -1 on every sample: its correction (+1) helps on the held-back samples too.
+    # "shifty" errs by -x[:, 2], which is +1 on the fitting samples but -1 on the held-back ones: its correction
+    # (+1, fitted) doubles the held-back error (+1 → +2)
+    x3 = np.where(held, -1.0, 1.0)
+    rows = np.stack([x1, np.ones(n), x3], axis=1)
+    fp32, qdq = _gemm_pair({"steady": [127, -127, 0], "shifty": [127, 0, -127]})
+    model, result = correct_model(fp32, qdq, _feeds(rows))
+    assert result.corrected == ["steady"] and list(result.kept) == ["shifty"] and not result.dropped
+    assert _bias(model, "steady") == 1024 and _bias(model, "shifty") == 0
+    before, after = result.kept["shifty"]
+    assert after > before  # held-back squared mean error: 1 → 4
+    assert result.held_back == 10
+    assert ("1 of 2 node(s) corrected (1 kept their bias: the correction did not lower their error on held-back "
+            "calibration samples)") in result.notes[0]
+    assert "Held-back output SQNR without → with it: steady_out" in result.notes[0]
+    # the same model with a representative fitting part (x[:, 2] = -1 everywhere) keeps both corrections
+    rows[:, 2] = -1.0
+    model, result = correct_model(fp32, qdq, _feeds(rows))
+    assert result.corrected == ["steady", "shifty"] and not result.kept
+    assert _bias(model, "shifty") == -1024
+
+
+def test_a_step_that_makes_the_outputs_worse_is_dropped_with_a_note():
+    # y = x1 → Relu. The quantized twin errs by -x[:, 1], and x[:, 1] = 1 exactly where x1 < 0, so its error
+    # lies where Relu clips it anyway: the output is exact. The mean-shift correction (+0.5) lowers the Gemm
+    # output's MSE (0.5 → 0.25) and is kept by the node check, but it moves every positive output by +0.5.
+    rng = np.random.default_rng(1)
+    x1 = rng.uniform(-1, 1, 40)
+    x1[:4] = [-0.5, 0.5, -0.5, 0.5]
+    rows = np.stack([x1, (x1 < 0).astype(np.float64), np.zeros_like(x1)], axis=1)
+    fp32, qdq = _gemm_pair({"clipped": [127, -127, 0]}, relu=True)
+    model, result = correct_model(fp32, qdq, _feeds(rows))
+    assert result.corrected == ["clipped"] and not result.kept  # the node check alone would keep it
+    assert result.dropped and result.applied == []
+    assert _bias(model, "clipped") == 0  # the model is left as quantized
+    before, after = result.step_sqnr_db["clipped_relu"]
+    assert before > 100 and after < 20  # exact but for float rounding → off by 0.5 on half the samples
+    assert "The step was dropped and the biases are as quantized: it lowered the held-back SQNR of clipped_relu" \
+        in result.notes[0]
+
+
+def test_too_few_samples_skip_it_with_a_note():
+    fp32, qdq = _gemm_pair({"steady": [127, -127, 0]})
+    rows = np.stack([np.linspace(-1, 1, 7), np.ones(7), np.zeros(7)], axis=1)
+    model, result = correct_model(fp32, qdq, _feeds(rows))
+    assert result.too_few and result.corrected == [] and _bias(model, "steady") == 0
+    assert "skipped: 7 calibration sample(s) are too few" in result.notes[0]
+    model, result = correct_model(fp32, qdq, _feeds(np.concatenate([rows, rows[:1]])))  # 8 are enough
+    assert result.corrected == ["steady"] and _bias(model, "steady") == 1024
+
+
+def _detector_pair() -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """(float, QDQ) models of x [N, 4, 1, 16] → 1×1 Conv (4 box + 8 score channels) → Relu → Squeeze → "boxes"
+    [N, 12, 16]. Inputs: a score signal s in (-1, 1), the indicator s < 0, a box signal in (1, 2), a constant 1.
+    Box channels are 100·box; the QDQ twin's weight also takes -5 × the constant (a steady error of -5). Score
+    channels are s; the QDQ twin's weight also takes -1 × the indicator, an error only where Relu clips anyway."""
+    h = onnx.helper
+    w = np.zeros((12, 4, 1, 1), np.float32)
+    w[:4, 2], w[4:, 0] = 100.0, 1.0
+    wq = w.copy()
+    wq[:4, 3], wq[4:, 1] = -5.0, -1.0
+
+    def build(quantized: bool) -> onnx.ModelProto:
+        if quantized:
+            inits = [numpy_helper.from_array(wq.astype(np.int8), "wq"), numpy_helper.from_array(np.array(1.0, np.float32), "ws"),
+                     numpy_helper.from_array(np.zeros(12, np.int32), "bq"),
+                     numpy_helper.from_array(np.array(BIAS_SCALE, np.float32), "bs")]
+            nodes = [h.make_node("DequantizeLinear", ["wq", "ws"], ["w"]),
+                     h.make_node("DequantizeLinear", ["bq", "bs"], ["b"])]
+        else:
+            inits, nodes = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.zeros(12, np.float32), "b")], []
+        inits.append(numpy_helper.from_array(np.array([2], np.int64), "axes"))
+        nodes += [h.make_node("Conv", ["x", "w", "b"], ["conv"], name="head"),
+                  h.make_node("Relu", ["conv"], ["act"], name="act"),
+                  h.make_node("Squeeze", ["act", "axes"], ["boxes"], name="squeeze")]
+        g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 4, 1, 16])],
+                         [h.make_tensor_value_info("boxes", onnx.TensorProto.FLOAT, ["N", 12, 16])], inits)
+        return h.make_model(g, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+
+    return build(False), build(True)
+
+
+def test_worse_score_channels_drop_the_step_though_the_whole_output_improves():
+    rng = np.random.default_rng(2)
+    s = rng.uniform(-1, 1, (40, 1, 1, 16))
+    x = np.concatenate([s, (s < 0).astype(np.float64), rng.uniform(1, 2, s.shape), np.ones_like(s)], axis=1)
+    feeds = [{"x": r[None].astype(np.float32)} for r in x]
+    fp32, qdq = _detector_pair()
+    # judged on the whole tensor, the box channels' gain (error 5 → 0) hides the scores' loss (exact → 0.5 off)
+    model, whole = correct_model(fp32, qdq, feeds)
+    assert whole.corrected == ["head"] and not whole.dropped and _bias(model, "") != 0
+    (before, after), = whole.step_sqnr_db.values()
+    assert after > before + 10
+    # judged per channel group, as analyze and the verdict score a detector, the step is dropped
+    model, grouped = correct_model(fp32, qdq, feeds, output_groups=output_channel_groups)
+    assert set(grouped.step_sqnr_db) == {"boxes boxes", "boxes scores"}
+    assert grouped.dropped and "boxes scores" in grouped.dropped and _bias(model, "") == 0
+    assert grouped.step_sqnr_db["boxes boxes"][1] > grouped.step_sqnr_db["boxes boxes"][0] + 10
