@@ -54,6 +54,7 @@ from ortlab.timing.stats import SpeedUp
 from ortlab.runtime.hardware import detect
 from ortlab.runs.workspace import Workspace
 from ortlab.model.inspect import inspect_model, sha256_file_cached
+from ortlab.model.patterns import ENCODER_NOTE, is_encoder_file
 from ortlab.data.inputs import infer_specs
 from ortlab.runtime.providers import working_providers
 from ortlab.runs import service
@@ -158,8 +159,10 @@ class Tuner:
         ops = sorted({op for (_, op) in info.op_counts})
         self.timing_shapes = self._data_shapes(info)
         try:
+            encoder = self._recipes is None and self.settings.target == Target.CPU and is_encoder_file(self.model)
             recipes = self._recipes if self._recipes is not None else search_space(
-                self.settings.target, detect(), self.settings.opt_level, ops, self.settings.objective)
+                self.settings.target, detect(), self.settings.opt_level, ops, self.settings.objective, encoder)
+            self.notes += [ENCODER_NOTE] if encoder else []
             recipes, dropped = dedupe(recipes)
             self.notes += dropped
             recipes = [r for r in recipes if self._valid(r)]
