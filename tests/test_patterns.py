@@ -77,6 +77,66 @@ def test_the_head_is_found_by_structure_not_by_names():
     assert "DFL" not in again.parts  # its Sigmoid+Mul is DFL only by name here; a Softmax+Conv DFL is found as such
 
 
+def ultralytics_head(bins: int = 16, classes: int = 3) -> onnx.ModelProto:
+    """A one-level head in the form of Ultralytics' YOLOv8 export, SiLU backbone (Mul(x, Sigmoid(x))) included:
+    box Conv (4×bins channels) → Reshape [1, 4, bins, A] → Transpose → Softmax over the bins → the DFL's 1×1 Conv
+    (weight 0..bins-1) → Reshape [1, 4, A] → Split → anchors − lt, anchors + rb → centre (Add, Div 2) and size (Sub)
+    → Concat → × stride; class Conv → Reshape → Sigmoid; Concat of boxes and scores → output0 [1, 4 + classes, A]."""
+    rng = np.random.default_rng(0)
+    a = 8 * 8
+
+    def t(name, value):
+        return numpy_helper.from_array(np.asarray(value), name)
+
+    inits = [t("stem.w", rng.standard_normal((8, 3, 3, 3)).astype(np.float32)),
+             t("box.w", rng.standard_normal((4 * bins, 8, 1, 1)).astype(np.float32)),
+             t("cls.w", rng.standard_normal((classes, 8, 1, 1)).astype(np.float32)),
+             t("dfl.w", np.arange(bins, dtype=np.float32).reshape(1, bins, 1, 1)),
+             t("dist_shape", np.array([1, 4, bins, a], np.int64)), t("box_shape", np.array([1, 4, a], np.int64)),
+             t("cls_shape", np.array([1, classes, a], np.int64)), t("split", np.array([2, 2], np.int64)),
+             t("anchors", rng.random((1, 2, a)).astype(np.float32) * 8), t("two", np.array(2.0, np.float32)),
+             t("stride", np.array(8.0, np.float32))]
+    node = helper.make_node
+    nodes = [node("Conv", ["images", "stem.w"], ["s"], "/model.0/conv/Conv", strides=[4, 4], pads=[1, 1, 1, 1]),
+             node("Sigmoid", ["s"], ["s_sig"], "/model.0/act/Sigmoid"),
+             node("Mul", ["s", "s_sig"], ["f"], "/model.0/act/Mul"),
+             node("Conv", ["f", "box.w"], ["box"], "/model.22/cv2.0/Conv"),
+             node("Conv", ["f", "cls.w"], ["cls"], "/model.22/cv3.0/Conv"),
+             node("Reshape", ["box", "dist_shape"], ["dist"], "/model.22/dfl/Reshape"),
+             node("Transpose", ["dist"], ["dist_t"], "/model.22/dfl/Transpose", perm=[0, 2, 1, 3]),
+             node("Softmax", ["dist_t"], ["prob"], "/model.22/dfl/Softmax", axis=1),
+             node("Conv", ["prob", "dfl.w"], ["ltrb4"], "/model.22/dfl/conv/Conv"),
+             node("Reshape", ["ltrb4", "box_shape"], ["ltrb"], "/model.22/dfl/Reshape_1"),
+             node("Split", ["ltrb", "split"], ["lt", "rb"], "/model.22/Split", axis=1),
+             node("Sub", ["anchors", "lt"], ["x1y1"], "/model.22/Sub"),
+             node("Add", ["anchors", "rb"], ["x2y2"], "/model.22/Add_1"),
+             node("Add", ["x1y1", "x2y2"], ["sum"], "/model.22/Add_2"),
+             node("Div", ["sum", "two"], ["cxy"], "/model.22/Div"),
+             node("Sub", ["x2y2", "x1y1"], ["wh"], "/model.22/Sub_1"),
+             node("Concat", ["cxy", "wh"], ["cells"], "/model.22/Concat_4", axis=1),
+             node("Mul", ["cells", "stride"], ["dbox"], "/model.22/Mul_2"),
+             node("Reshape", ["cls", "cls_shape"], ["cls_flat"], "/model.22/Reshape_2"),
+             node("Sigmoid", ["cls_flat"], ["scores"], "/model.22/Sigmoid"),
+             node("Concat", ["dbox", "scores"], ["output0"], "/model.22/Concat_5", axis=1)]
+    graph = helper.make_graph(nodes, "yolov8", [helper.make_tensor_value_info("images", TensorProto.FLOAT,
+                                                                              [1, 3, 32, 32])],
+                              [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 4 + classes, a])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def test_an_ultralytics_form_head_with_its_softmax_dfl_is_found_without_names():
+    model, names = _renamed(ultralytics_head())
+    (head,) = detect_patterns(model)
+    assert head.kind == PatternKind.YOLO_HEAD and head.parts[0] == "DFL"  # the Softmax → 1×1 Conv over 16 bins
+    expected = [names[n.name] for n in ultralytics_head().graph.node
+                if n.name.startswith("/model.22/") and not n.name.startswith(("/model.22/cv2", "/model.22/cv3"))]
+    assert list(head.nodes) == expected and len(expected) == 16  # the DFL Conv in, the box/class Convs out
+    assert names["/model.0/act/Sigmoid"] not in head.nodes  # the backbone's SiLU is no score Sigmoid
+    assert "DFL" not in detect_patterns(_renamed(ultralytics_head(bins=4))[0])[0].parts  # 4 bins: no DFL
+
+
 def test_the_other_yolo_fixture_has_a_head_too():
     model = onnx.load(str(FIXTURES / "yolo_detector.onnx"))
     (head,) = detect_patterns(model)
