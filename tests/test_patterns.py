@@ -27,6 +27,7 @@ from ortlab.model.patterns import PatternKind, detect_patterns, float_scope, is_
 from ortlab.runs.tune_space import search_space
 from ortlab.runtime.hardware import parse_cpuinfo
 from ortlab.settings.config import QuantConfig, QuantMode, Target
+from ortlab.transforms.quantize import quantize_static_model
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -221,6 +222,29 @@ def test_a_ctc_head_is_its_per_step_softmax_and_class_projection(op):
     assert ctc.nodes == ("/head/MatMul", "/head/Add", f"/head/{op}")
     assert ctc.note().startswith(f"CTC head: 3 nodes ({op} over the classes of each time step; the class projection "
                                  "(MatMul) feeding it) kept in float")
+
+
+class _Lines:
+    """Eight random line images, as an ONNX Runtime calibration reader."""
+
+    def __init__(self) -> None:
+        rng = np.random.default_rng(1)
+        self.feeds = iter([{"image": rng.random((1, 1, 32, 80), np.float32)} for _ in range(8)])
+
+    def get_next(self):
+        return next(self.feeds, None)
+
+
+@pytest.mark.parametrize("known_patterns", [True, False])
+def test_static_int8_of_a_recognizer_keeps_its_ctc_head_in_float(tmp_path, known_patterns):
+    src, dst = tmp_path / "ctc.onnx", tmp_path / "int8.onnx"
+    onnx.save(ctc_model(), str(src))
+    quantize_static_model(src, dst, QuantConfig(known_patterns=known_patterns, range_split=False), _Lines())
+    g = onnx.load(str(dst)).graph
+    dq_out = {o for n in g.node if n.op_type == "DequantizeLinear" for o in n.output}
+    int8 = {n.name for n in g.node if any(i in dq_out for i in n.input)}
+    assert "/backbone/Conv" in int8
+    assert ("/head/MatMul" in int8) is not known_patterns
 
 
 def test_a_classifier_softmax_is_not_a_ctc_head():
