@@ -249,13 +249,8 @@ def _layer_norm(g: _Graph, sub: onnx.NodeProto) -> list[onnx.NodeProto]:
     if mean is None or mean.op_type != "ReduceMean" or mean.input[0] != sub.input[0]:
         return []
     for div in (c for c in g.down(sub) if c.op_type == "Div" and c.input[0] == sub.output[0]):
-        variance, n = [], g.producer.get(div.input[1])
-        while n is not None and n.op_type in ("Sqrt", "Add", "ReduceMean", "Pow", "Mul") and len(variance) < MAX_LN_STEPS:
-            variance.append(n)
-            if sub.output[0] in n.input:
-                break
-            n = g.producer.get(g.activations(n)[0]) if g.activations(n) else None
-        if not variance or sub.output[0] not in variance[-1].input:
+        variance = _std_of(g, div.input[1], sub.output[0])
+        if not variance:
             continue
         nodes, n = [mean, sub, *variance, div], div
         for op in ("Mul", "Add"):  # the affine γ·x + β
@@ -265,6 +260,19 @@ def _layer_norm(g: _Graph, sub: onnx.NodeProto) -> list[onnx.NodeProto]:
             n = nxt[0]
             nodes.append(n)
         return nodes
+    return []
+
+
+def _std_of(g: _Graph, std: str, centred: str) -> list[onnx.NodeProto]:
+    """The nodes computing ``std`` from ``centred`` (Sqrt ← Add ε ← ReduceMean ← Pow/Mul), or [] if it is not so."""
+    chain: list[onnx.NodeProto] = []
+    n = g.producer.get(std)
+    while n is not None and n.op_type in ("Sqrt", "Add", "ReduceMean", "Pow", "Mul") and len(chain) < MAX_LN_STEPS:
+        chain.append(n)
+        if centred in n.input:
+            return chain
+        ins = g.activations(n)
+        n = g.producer.get(ins[0]) if ins else None
     return []
 
 
