@@ -251,6 +251,15 @@ def test_a_classifier_softmax_is_not_a_ctc_head():
     assert detect_patterns(ctc_model(per_step=False)) == []
 
 
+def test_a_softmax_over_the_steps_is_not_a_ctc_head():
+    model = ctc_model()
+    softmax = model.graph.node[-1]
+    softmax.attribute[0].i = 1  # over the time steps
+    assert detect_patterns(model) == []
+    del softmax.attribute[:]  # the default axis: -1 from opset 13
+    assert _kinds(model) == [PatternKind.CTC_HEAD]
+
+
 def test_the_scope_leaves_out_nodes_already_excluded():
     found = detect_patterns(ctc_model())
     assert float_scope(found, skip=["/head/Add"]) == ("/head/MatMul", "/head/Softmax")

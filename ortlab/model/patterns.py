@@ -95,6 +95,7 @@ class _Graph:
                 self.const.update(o for o in n.output if o)
         self.outputs = {o.name: o for o in g.output}
         self.has_conv = any(n.op_type == "Conv" for n in self.nodes)
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
     def computes(self, n: onnx.NodeProto) -> bool:
         """Whether ``n`` computes on activations (not a constant or shape-only node)."""
@@ -308,7 +309,7 @@ def _ctc_heads(g: _Graph) -> Iterator[KnownPattern]:
         rank = _rank(value)
         if n is None or n.op_type not in ("Softmax", "LogSoftmax") or rank != 3:
             continue
-        if _attr(n, "axis", -1) not in (-1, 2):  # over each step's classes
+        if _attr(n, "axis", -1 if g.opset >= 13 else 1) not in (-1, 2):  # over each step's classes (opset < 13: 1)
             continue
         softmax, before, p = n, [], g.producer.get(n.input[0])
         while p is not None and (p.op_type in CARRIERS or (p.op_type == "Add" and len(g.activations(p)) == 1)):
