@@ -338,3 +338,16 @@ def test_tune_starts_from_the_scope_and_an_encoder_from_dynamic_int8():
     encoder = search_space(Target.CPU, vnni, model_ops=ops, encoder=True)
     assert encoder[0].quant.mode == QuantMode.DYNAMIC and encoder[1] == plain[0]
     assert sorted(map(repr, encoder)) == sorted(map(repr, plain))  # the same trials, reordered
+
+
+def test_tune_tries_dynamic_int8_first_on_the_text_encoder(tmp_path, capsys):
+    code = cli.main(["tune", str(TEXT), "--data", str(FIXTURES / "text_calibration.txt"),
+                     "--eval", str(FIXTURES / "text_evaluation.txt"), "--tokenizer", str(FIXTURES / "text_tokenizer.json"),
+                     "--seq-len", "16", "--max-trials", "1", "--exclusion-steps", "0", "--bench-seconds", "0.2",
+                     "--verify-samples", "8", "--out", str(tmp_path / "tuned"), "--json"])
+    cap = capsys.readouterr()
+    assert code in (0, 4), cap.err
+    data = json.loads(cap.out)
+    (first,) = data["trials"]
+    assert first["recipe"]["quant"]["mode"] == "dynamic" and "--quant-mode dynamic" in first["cli_line"]
+    assert any(n.startswith("A transformer encoder (attention found, no Conv)") for n in data["notes"]), data["notes"]

@@ -34,6 +34,8 @@ MAX_LN_STEPS = 12
 MAX_SCORE_STEPS = 6
 SCORE_OPS = CARRIERS | {"Add", "Sub", "Mul", "Div", "Where"}  # between Q·Kᵀ and the Softmax: scale, mask
 OFF_FLAG = "--no-known-patterns"
+ENCODER_NOTE = ("A transformer encoder (attention found, no Conv): dynamic int8, the known answer for encoders, is "
+                "tried first.")
 
 
 class PatternKind(StrEnum):
@@ -59,8 +61,9 @@ class KnownPattern:
             return (f"YOLO-style detection head: {n} nodes of post-processing ({', '.join(self.parts)}) kept in "
                     "float, as Ultralytics' int8 export does")
         if self.kind == PatternKind.ATTENTION:
-            return (f"Transformer attention: {n} nodes ({'; '.join(self.parts)}) kept in float, the parts of a "
-                    "transformer that static int8 quantizes worst")
+            return (f"Transformer attention: {n} nodes ({'; '.join(self.parts)}) kept in float: their ranges move "
+                    "with each input (attention scores, softmax probabilities, normalized activations), which one "
+                    "calibrated int8 scale fits badly")
         return (f"CTC head: {n} nodes ({'; '.join(self.parts)}) kept in float: uint8 probabilities (steps of "
                 "1/255) flip near-tied characters")
 
@@ -343,10 +346,6 @@ def is_encoder(model: onnx.ModelProto, patterns: Iterable[KnownPattern] | None =
     """A transformer encoder: attention found and no Conv (dynamic int8 is its known answer)."""
     found = detect_patterns(model) if patterns is None else list(patterns)
     return any(p.kind == PatternKind.ATTENTION for p in found) and not _Graph(model).has_conv
-
-
-ENCODER_NOTE = ("A transformer encoder (attention found, no Conv): dynamic int8, the known answer for encoders, is "
-                "tried first.")
 
 
 def is_encoder_file(path) -> bool:
