@@ -54,7 +54,6 @@ from ortlab.timing.stats import SpeedUp
 from ortlab.runtime.hardware import detect
 from ortlab.runs.workspace import Workspace
 from ortlab.model.inspect import inspect_model, sha256_file_cached
-from ortlab.model.patterns import ENCODER_NOTE, is_encoder_file
 from ortlab.data.inputs import infer_specs
 from ortlab.runtime.providers import working_providers
 from ortlab.runs import service
@@ -67,6 +66,7 @@ from ortlab.runs.tune_policy import (
     TuneResult, _rank_key, pareto_front, task_quality, verdict_policy,
 )
 from ortlab.runs.tune_space import dedupe, search_space
+from ortlab.model.patterns import ENCODER_NOTE, is_encoder_file
 
 
 # -- the tuner -------------------------------------------------------------------------------------------------
