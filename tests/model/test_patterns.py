@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from reference import photo_parts
+from tests.support.reference import photo_parts
 
 from ortlab.cli import main as cli
 from ortlab.core.layout import QDQ_FILE
@@ -29,7 +29,7 @@ from ortlab.runtime.hardware import parse_cpuinfo
 from ortlab.settings.config import QuantConfig, QuantMode, Target
 from ortlab.transforms.quantize import quantize_static_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 YOLOV8 = FIXTURES / "yolov8_detector.onnx"
 TEXT = FIXTURES / "text_encoder.onnx"
