@@ -66,6 +66,7 @@ from ortlab.runs.tune_policy import (
     TuneResult, _rank_key, pareto_front, task_quality, verdict_policy,
 )
 from ortlab.runs.tune_space import dedupe, search_space
+from ortlab.model.patterns import ENCODER_NOTE, is_encoder_file
 
 
 # -- the tuner -------------------------------------------------------------------------------------------------
@@ -158,8 +159,10 @@ class Tuner:
         ops = sorted({op for (_, op) in info.op_counts})
         self.timing_shapes = self._data_shapes(info)
         try:
+            encoder = self._recipes is None and self.settings.target == Target.CPU and is_encoder_file(self.model)
             recipes = self._recipes if self._recipes is not None else search_space(
-                self.settings.target, detect(), self.settings.opt_level, ops, self.settings.objective)
+                self.settings.target, detect(), self.settings.opt_level, ops, self.settings.objective, encoder)
+            self.notes += [ENCODER_NOTE] if encoder else []
             recipes, dropped = dedupe(recipes)
             self.notes += dropped
             recipes = [r for r in recipes if self._valid(r)]

@@ -19,6 +19,7 @@ from ortlab.runtime.hardware import advise, detect
 
 # the op types dynamic int8 quantizes: a model with none of them gains nothing from it
 DYNAMIC_OPS = frozenset({"MatMul", "Gemm", "Attention", "LSTM", "GRU"})
+ENCODER_FIRST = -100  # the order of the dynamic trial for an encoder: before the static starting recipe
 
 
 # -- the search space ------------------------------------------------------------------------------------------
@@ -112,12 +113,13 @@ def trial(start: Recipe, path: str, t: Try) -> Recipe | None:
 
 
 def search_space(target: Target = Target.CPU, features: Any = None, opt_level: OptLevel = OptLevel.EXTENDED,
-                 model_ops: Sequence[str] = (), objective: str = "latency") -> list[Recipe]:
+                 model_ops: Sequence[str] = (), objective: str = "latency", encoder: bool = False) -> list[Recipe]:
     """The recipes to try, most promising first for this CPU (``features``: :func:`ortlab.runtime.hardware.detect`),
     without duplicates (:func:`dedupe`): the starting recipe (int8 static in this CPU's flavour; gpu: fp16 with kept
     I/O types), then one trial per ``search`` entry of the settings' metadata that applies to ``target``,
     ``objective`` and the model's ops (``model_ops``), in the entries' ``order``. Dynamic int8 is left out for a model
-    with none of the ops it quantizes (:data:`DYNAMIC_OPS`)."""
+    with none of the ops it quantizes (:data:`DYNAMIC_OPS`). For an ``encoder`` (attention and no Conv,
+    :func:`ortlab.model.patterns.is_encoder`) dynamic int8, its known answer, comes first."""
 
     if Target(target) == Target.GPU:
         start = Recipe(precision=Precision.FP16, target=Target.GPU, opt_level=opt_level, keep_io_types=True)
@@ -134,7 +136,8 @@ def search_space(target: Target = Target.CPU, features: Any = None, opt_level: O
             continue
         recipe = trial(start, path, t)
         if recipe is not None:
-            ordered.append((t.order, recipe))
+            first = encoder and path == "quant.mode" and t.value == QuantMode.DYNAMIC
+            ordered.append((ENCODER_FIRST if first else t.order, recipe))
     ordered.sort(key=lambda pair: pair[0])  # stable: equal orders keep the fields' order
     out = [r for _, r in ordered
            if not (r.precision == Precision.INT8 and r.quant.mode == QuantMode.DYNAMIC and ops and not ops & DYNAMIC_OPS)]

@@ -229,6 +229,14 @@ class QuantConfig:
         100.0, "Range-split: how many times wider one input's range must be than another's.",
         label="Range-split factor", min=2.0, max=1e6, step=10.0, when={"mode": ["static"], "range_split": [True]},
     )
+    known_patterns: bool = setting(
+        True, "Keep in float the known patterns found in the graph: a YOLO-style detection head's post-processing "
+        "(DFL, box decode, score Sigmoid, the final box+score Concat, as Ultralytics' int8 export does), transformer "
+        "attention (Softmax between activation × activation MatMuls, LayerNorms) and a CTC text recognizer's final "
+        "per-step Softmax with its class projection; each pattern and its nodes are listed in a note (add nodes "
+        "with --exclude-nodes).",
+        label="Known patterns", when={"mode": ["static"]},
+    )
     bias_correction: bool = setting(
         True, "After static QDQ quantization, shift each Conv/Gemm's int32 bias so that its output's per-channel mean "
         "on the calibration data matches the float model's (empirical bias correction, Nagel et al. 2019), node by "

@@ -39,6 +39,7 @@ from onnxruntime.quantization.calibrate import (
 from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry, QLinearOpsRegistry
 
 from ortlab.model import graphs
+from ortlab.model.patterns import detect_patterns, float_scope
 from ortlab.settings.config import DISTRIBUTION_MIN_BINS, CalibrationMethod, QuantConfig, QuantFormat, QuantMode, QuantType
 from ortlab.transforms.coverage import QuantCoverage, quant_coverage
 from ortlab.transforms.range_split import find_range_splits, load_ranges
@@ -349,7 +350,7 @@ def _coverage_result(out: Path, source: onnx.ModelProto, targets: list[str], war
     cov = quant_coverage(quantized, targets, source, counted_as, excluded or ())
     if counted_as and any(at.node.op_type == "Gemm" for at in graphs.walk_nodes(source.graph)):
         notes.append("ONNX Runtime's dynamic quantizer rewrites Gemm nodes as MatMul + Add; they count as MatMul.")
-    left = _left_in_float(quantized, targets)
+    left = [at for at in _left_in_float(quantized, targets) if at.node.name not in set(excluded or ())]
     reasons = _why_float(source, left, mode)
     if cov.total == 0:
         asked = ", ".join(sorted(targets)) if len(targets) <= 6 else "the supported op types"
@@ -617,11 +618,16 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
             warnings.append(f"No weight to give 16 bits in node(s) {', '.join(missing)} (not in the model, or their "
                             "weight is not a constant); they stay 8-bit.")
         kwargs["extra_options"] = {**kwargs["extra_options"], "TensorQuantOverrides": overrides}
+    excluded = list(q.nodes_to_exclude)
+    if q.known_patterns:  # the starting float scope: each pattern stated in a note
+        found = detect_patterns(model)
+        excluded += float_scope(found, skip=[*excluded, *q.int16_weight_nodes])
+        notes.extend(p.note() for p in found)
     if q.range_split:
-        splits = find_range_splits(model, load_ranges(cache), q.range_split_factor, tuple(q.nodes_to_exclude))
-        if splits:
-            kwargs["nodes_to_exclude"] = [*q.nodes_to_exclude, *(s.node for s in splits)]
-            notes.extend(s.note() for s in splits)
+        splits = find_range_splits(model, load_ranges(cache), q.range_split_factor, tuple(excluded))
+        excluded += [s.node for s in splits]
+        notes.extend(s.note() for s in splits)
+    kwargs["nodes_to_exclude"] = excluded or None
     with tempfile.TemporaryDirectory(prefix="ortlab-quant-") as tmpdir:
         tmp = Path(tmpdir)
         staged = _stage_input(model, tmp)

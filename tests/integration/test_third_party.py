@@ -144,7 +144,9 @@ def test_text_encoder(tmp_path, capsys):
     code, art, err = optimize(TEXT, tmp_path / "static.onnx",
                               [*STATIC, "--shape", "input_ids=1,16", "--shape", "attention_mask=1,16"], capsys)
     assert code == 0, err
-    assert art["coverage"]["quantized"]["MatMul"] == 16
+    assert art["coverage"]["quantized"]["MatMul"] == 12  # the 4 attention MatMuls: the known-pattern scope
+    (attention,) = [n for n in art["notes"] if n.startswith("Transformer attention:")]
+    assert all(f" /layers.{i}/MatMul{s}," in attention for i in (0, 1) for s in ("", "_1")), attention
 
 
 @pytest.mark.slow

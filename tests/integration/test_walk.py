@@ -5,7 +5,8 @@ Each run either succeeds, shows the input shapes it used and gets a verdict that
 (the test feeds the evaluation data itself, runs both models in ONNX Runtime and applies the default policy's
 rules with numpy), or ends in one clear sentence. The known-broken conversions (fp16 and static int8 of the dense-map
 detector whose logits pass large offsets) must say "broken"; static int8 of the YOLO head that concatenates pixel boxes
-with scores was broken too until range-split kept those Concats in float (on by default), and must now say why.
+with scores was broken too until range-split kept those Concats in float (on by default); now the head's known-pattern
+scope keeps them (and the rest of its post-processing) in float, and must say why.
 """
 
 from __future__ import annotations
@@ -234,10 +235,11 @@ def test_optimize_gives_shapes_and_a_verdict_an_independent_check_agrees_with(fi
     assert art["evaluation"]["calibration_overlap"] == 0  # evaluated on the part calibration never saw
     if (fixture, recipe) in KNOWN_BROKEN:
         assert level == "broken"
-    if (fixture, recipe) == ("yolo_detector", "static"):  # range-split kept the pixels-with-scores Concats in float
-        assert level != "broken"
-        kept = [n for n in art["notes"] if n.startswith("Kept /Concat_") and "(range-split)" in n]
-        assert len(kept) == 3 and all("would crush the smaller" in n for n in kept), art["notes"]
+    if (fixture, recipe) == ("yolo_detector", "static"):  # the head's known-pattern scope kept the pixels-with-scores
+        assert level != "broken"                            # Concats in float (range-split did without it)
+        (head,) = [n for n in art["notes"] if n.startswith("YOLO-style detection head:")]
+        assert all(f"/Concat_{i}," in head for i in (1, 3, 5)) and head.endswith("/Concat_6."), art["notes"]
+        assert not any("(range-split)" in n for n in art["notes"])
 
 
 def test_coverage_says_what_stayed_float_and_why(walk, capsys):

@@ -510,7 +510,8 @@ def test_keep_in_float_search_mends_the_detector_when_range_split_is_off(tmp_pat
 
     fx = Path(__file__).parents[1] / "fixtures"
     parts = photo_parts(tmp_path)
-    recipes = [Recipe(precision=Precision.INT8, quant=QuantConfig(range_split=False), name="int8 no range-split")]
+    recipes = [Recipe(precision=Precision.INT8, quant=QuantConfig(range_split=False, known_patterns=False),
+                      name="int8 no range-split")]
     tuner = Tuner(fx / "yolov8_detector.onnx", DataRef(path=str(parts["calibration"])),
                   DataRef(path=str(parts["evaluation"]), count=8), workspace=Workspace(tmp_path / "ws"),
                   out_dir=tmp_path / "out", recipes=recipes,

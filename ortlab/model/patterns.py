@@ -1,0 +1,353 @@
+"""Known model patterns whose int8 quantization is known to hurt, found from the graph's structure: the float scope
+a static int8 run starts from (``QuantConfig.known_patterns``), each stated in a note a person can read and edit.
+
+* **YOLO-style detection head**: the post-processing between the head's last Convs and the output — DFL (a Softmax
+  over the box-distribution bins and its 1×1 Conv), the box decode's Add/Sub/Mul/Div with the anchor and stride
+  tables, the score Sigmoid and the final Concat that joins box pixels with scores. Ultralytics' int8 export keeps
+  this part in float (NNCF's ignored scope).
+* **Transformer attention**: a Softmax between two activation × activation MatMuls (Q·Kᵀ, with its scale and mask,
+  and A·V) and the model's LayerNorms (``LayerNormalization`` or its exported decomposition).
+* **CTC head**: a text recognizer's last Softmax/LogSoftmax over the classes of each time step (a rank-3 output)
+  and the class projection that feeds it: uint8 probabilities (steps of 1/255) flip near-tied characters.
+
+Found by op types and connectivity; node names only add a hint (a head Sigmoid named ``dfl``). Only the main graph
+is read, and only named nodes are listed (ONNX Runtime excludes nodes by name).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+import onnx
+
+# ops that only move or reshape data
+CARRIERS = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Cast", "Dropout"})
+# what a detection head's post-processing is made of (besides the DFL Conv)
+HEAD_OPS = CARRIERS | {"Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Add", "Sub", "Mul", "Div", "Pow",
+                       "Exp", "Sigmoid", "Softmax", "ReduceSum"}
+SHAPE_OPS = frozenset({"Shape", "Size"})
+DFL_BINS = range(8, 33)  # Ultralytics' reg_max is 16
+PROJECTIONS = frozenset({"MatMul", "Gemm", "Conv"})
+MAX_LN_STEPS = 12
+MAX_SCORE_STEPS = 6
+SCORE_OPS = CARRIERS | {"Add", "Sub", "Mul", "Div", "Where"}  # between Q·Kᵀ and the Softmax: scale, mask
+OFF_FLAG = "--no-known-patterns"
+ENCODER_NOTE = ("A transformer encoder (attention found, no Conv): dynamic int8, the known answer for encoders, is "
+                "tried first.")
+
+
+class PatternKind(StrEnum):
+    YOLO_HEAD = "yolo_head"
+    ATTENTION = "attention"
+    CTC_HEAD = "ctc_head"
+
+
+@dataclass(frozen=True)
+class KnownPattern:
+    """A pattern found in a model: its ``kind``, the names of the nodes kept in float (its scope, graph order),
+    the ``parts`` found (e.g. "DFL", "box decode") and ``count`` (attention blocks, LayerNorms, heads)."""
+
+    kind: PatternKind
+    nodes: tuple[str, ...]
+    parts: tuple[str, ...]
+    count: int = 1
+
+    def summary(self) -> str:
+        """One line: what was found and why it stays float."""
+        n = len(self.nodes)
+        if self.kind == PatternKind.YOLO_HEAD:
+            return (f"YOLO-style detection head: {n} nodes of post-processing ({', '.join(self.parts)}) kept in "
+                    "float, as Ultralytics' int8 export does")
+        if self.kind == PatternKind.ATTENTION:
+            return (f"Transformer attention: {n} nodes ({'; '.join(self.parts)}) kept in float: their ranges move "
+                    "with each input (attention scores, softmax probabilities, normalized activations), which one "
+                    "calibrated int8 scale fits badly")
+        return (f"CTC head: {n} nodes ({'; '.join(self.parts)}) kept in float: uint8 probabilities (steps of "
+                "1/255) flip near-tied characters")
+
+    def note(self) -> str:
+        """The summary, how to turn it off, and every node of the scope (to copy into --exclude-nodes)."""
+        return (f"{self.summary()} (known patterns; {OFF_FLAG} quantizes them, --exclude-nodes adds to them): "
+                + ", ".join(self.nodes) + ".")
+
+
+# -- the graph, indexed ----------------------------------------------------------------------------------------
+
+
+class _Graph:
+    """The main graph's producers, consumers and the tensors that are constant (weights, Constant nodes, shapes
+    and whatever is computed from them only)."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        g = model.graph
+        self.nodes = list(g.node)
+        self.order = {id(n): i for i, n in enumerate(self.nodes)}
+        self.producer = {o: n for n in self.nodes for o in n.output if o}
+        self.consumers: dict[str, list[onnx.NodeProto]] = {}
+        for n in self.nodes:
+            for i in n.input:
+                if i:
+                    self.consumers.setdefault(i, []).append(n)
+        self.initializers = {t.name: t for t in g.initializer}
+        self.const: set[str] = set(self.initializers)
+        for n in self.nodes:  # graph order: a producer before its consumers
+            ins = [i for i in n.input if i]
+            if n.op_type == "Constant" or n.op_type in SHAPE_OPS or (ins and all(i in self.const for i in ins)):
+                self.const.update(o for o in n.output if o)
+        self.outputs = {o.name: o for o in g.output}
+        self.has_conv = any(n.op_type == "Conv" for n in self.nodes)
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+    def computes(self, n: onnx.NodeProto) -> bool:
+        """Whether ``n`` computes on activations (not a constant or shape-only node)."""
+        return any(o not in self.const for o in n.output if o)
+
+    def activations(self, n: onnx.NodeProto) -> list[str]:
+        return [i for i in n.input if i and i not in self.const]
+
+    def up(self, n: onnx.NodeProto) -> list[onnx.NodeProto]:
+        return [self.producer[i] for i in self.activations(n) if i in self.producer]
+
+    def down(self, n: onnx.NodeProto) -> list[onnx.NodeProto]:
+        return [c for o in n.output for c in self.consumers.get(o, [])]
+
+    def named(self, nodes: Iterable[onnx.NodeProto]) -> tuple[str, ...]:
+        """The names of ``nodes`` that compute, once each, in graph order."""
+        chosen = {id(n): n for n in nodes if n.name and self.computes(n)}
+        return tuple(n.name for n in sorted(chosen.values(), key=lambda n: self.order[id(n)]))
+
+
+def _attr(n: onnx.NodeProto, name: str, default: int) -> int:
+    return next((a.i for a in n.attribute if a.name == name), default)
+
+
+# -- YOLO-style detection head ---------------------------------------------------------------------------------
+
+
+def _is_silu(g: _Graph, n: onnx.NodeProto) -> bool:
+    """A Mul(x, Sigmoid(x)): an activation (SiLU/Swish) of the network, not post-processing."""
+    if n.op_type != "Mul" or len(n.input) != 2:
+        return False
+    for a, b in (n.input, reversed(n.input)):
+        p = g.producer.get(a)
+        if p is not None and p.op_type == "Sigmoid" and p.input[0] == b:
+            return True
+    return False
+
+
+def _is_dfl_conv(g: _Graph, n: onnx.NodeProto) -> bool:
+    """DFL's 1×1 Conv: one output channel over the bins of a Softmax (its weight ``[1, bins, 1, 1]``)."""
+    if n.op_type != "Conv" or len(n.input) < 2 or n.input[1] not in g.initializers:
+        return False
+    dims = list(g.initializers[n.input[1]].dims)
+    fed = g.producer.get(n.input[0])
+    while fed is not None and fed.op_type in CARRIERS:
+        fed = g.producer.get(fed.input[0])
+    return (len(dims) == 4 and dims[0] == 1 and dims[1] in DFL_BINS and dims[2:] == [1, 1]
+            and fed is not None and fed.op_type == "Softmax")
+
+
+def _head_scope(g: _Graph, last: onnx.NodeProto) -> tuple[list[onnx.NodeProto], bool]:
+    """The post-processing nodes upstream of ``last`` (up to the head's Convs) and whether a network Conv feeds
+    them."""
+    scope: dict[int, onnx.NodeProto] = {}
+    todo, fed_by_conv = [last], False
+    while todo:
+        n = todo.pop()
+        if id(n) in scope or not g.computes(n):
+            continue
+        if not (n.op_type in HEAD_OPS or _is_dfl_conv(g, n)) or _is_silu(g, n):
+            fed_by_conv = fed_by_conv or n.op_type == "Conv"
+            continue
+        scope[id(n)] = n
+        todo.extend(g.up(n))
+    return list(scope.values()), fed_by_conv
+
+
+def _within(g: _Graph, start: onnx.NodeProto, scope: dict[int, onnx.NodeProto]) -> list[onnx.NodeProto]:
+    """``start`` and its ancestors inside ``scope``."""
+    seen: dict[int, onnx.NodeProto] = {}
+    todo = [start]
+    while todo:
+        n = todo.pop()
+        if id(n) in scope and id(n) not in seen:
+            seen[id(n)] = n
+            todo.extend(g.up(n))
+    return list(seen.values())
+
+
+def _box_decode(nodes: list[onnx.NodeProto]) -> bool:
+    ops = {n.op_type for n in nodes}
+    return bool(ops & {"Add", "Sub"}) and bool(ops & {"Mul", "Div"})
+
+
+def _score_sigmoid(g: _Graph, nodes: list[onnx.NodeProto]) -> bool:
+    return any(n.op_type == "Sigmoid" and not any(_is_silu(g, c) for c in g.down(n)) for n in nodes)
+
+
+def _yolo_heads(g: _Graph) -> Iterator[KnownPattern]:
+    """One head per graph output whose post-processing, fed by Convs, joins boxes and scores in a Concat."""
+    seen: set[int] = set()
+    for name in g.outputs:
+        last = g.producer.get(name)
+        if last is None or id(last) in seen:
+            continue
+        nodes, fed_by_conv = _head_scope(g, last)
+        scope = {id(n): n for n in nodes}
+        if not fed_by_conv or not any(n.op_type == "Concat" and _joins_boxes_and_scores(g, n, scope) for n in nodes):
+            continue
+        seen.update(scope)
+        # DFL: a Softmax over the bins into a 1×1 Conv; a node named "dfl" is a hint for other forms
+        dfl = any(_is_dfl_conv(g, n) or "dfl" in n.name.lower() for n in nodes)
+        parts = ("DFL",) * dfl + ("box decode", "score Sigmoid", "final Concat")
+        yield KnownPattern(PatternKind.YOLO_HEAD, g.named(nodes), parts)
+
+
+def _joins_boxes_and_scores(g: _Graph, join: onnx.NodeProto, scope: dict[int, onnx.NodeProto]) -> bool:
+    """Whether one input of ``join`` comes from a score Sigmoid and another from box-decode arithmetic."""
+    branches = [_within(g, p, scope) for p in g.up(join)]
+    for i, a in enumerate(branches):
+        for j, b in enumerate(branches):
+            if i != j and _score_sigmoid(g, a) and _box_decode(b):
+                return True
+    return False
+
+
+# -- transformer attention ---------------------------------------------------------------------------------------
+
+
+def _act_matmul(g: _Graph, n: onnx.NodeProto) -> bool:
+    return n.op_type == "MatMul" and len(g.activations(n)) == 2
+
+
+def _attention_block(g: _Graph, softmax: onnx.NodeProto) -> list[onnx.NodeProto]:
+    """Q·Kᵀ → (scale, mask) → ``softmax`` → A·V, when both MatMuls multiply two activations; else []."""
+    after, n = [softmax], softmax
+    while not _act_matmul(g, n):  # down to A·V, through carriers only
+        nxt = g.down(n)
+        if len(nxt) != 1 or not (nxt[0].op_type in CARRIERS or _act_matmul(g, nxt[0])):
+            return []
+        n = nxt[0]
+        after.append(n)
+    paths: list[list[onnx.NodeProto]] = [[softmax]]
+    for _ in range(MAX_SCORE_STEPS):  # up to Q·Kᵀ, through the scale, the mask and carriers
+        longer = []
+        for path in paths:
+            for u in g.up(path[-1]):
+                if _act_matmul(g, u):
+                    return [u, *reversed(path[1:]), *after]
+                if u.op_type in SCORE_OPS:
+                    longer.append([*path, u])
+        paths = longer
+    return []
+
+
+def _layer_norm(g: _Graph, sub: onnx.NodeProto) -> list[onnx.NodeProto]:
+    """The exported decomposition of a LayerNorm around ``sub`` = x − ReduceMean(x): the variance
+    (Pow/Mul, ReduceMean, Add ε, Sqrt), the Div by it and the affine Mul/Add with constants; [] when it is not one."""
+    if sub.op_type != "Sub" or len(sub.input) != 2:
+        return []
+    mean = g.producer.get(sub.input[1])
+    if mean is None or mean.op_type != "ReduceMean" or mean.input[0] != sub.input[0]:
+        return []
+    for div in (c for c in g.down(sub) if c.op_type == "Div" and c.input[0] == sub.output[0]):
+        variance = _std_of(g, div.input[1], sub.output[0])
+        if not variance:
+            continue
+        nodes, n = [mean, sub, *variance, div], div
+        for op in ("Mul", "Add"):  # the affine γ·x + β
+            nxt = g.down(n)
+            if len(nxt) != 1 or nxt[0].op_type != op or len(g.activations(nxt[0])) != 1:
+                break
+            n = nxt[0]
+            nodes.append(n)
+        return nodes
+    return []
+
+
+def _std_of(g: _Graph, std: str, centred: str) -> list[onnx.NodeProto]:
+    """The nodes computing ``std`` from ``centred`` (Sqrt ← Add ε ← ReduceMean ← Pow/Mul), or [] if it is not so."""
+    chain: list[onnx.NodeProto] = []
+    n = g.producer.get(std)
+    while n is not None and n.op_type in ("Sqrt", "Add", "ReduceMean", "Pow", "Mul") and len(chain) < MAX_LN_STEPS:
+        chain.append(n)
+        if centred in n.input:
+            return chain
+        ins = g.activations(n)
+        n = g.producer.get(ins[0]) if ins else None
+    return []
+
+
+def _attention(g: _Graph) -> Iterator[KnownPattern]:
+    blocks = [b for n in g.nodes if n.op_type == "Softmax" for b in [_attention_block(g, n)] if b]
+    if not blocks:
+        return
+    norms = [[n] for n in g.nodes if n.op_type == "LayerNormalization"]
+    norms += [ln for n in g.nodes if n.op_type == "Sub" for ln in [_layer_norm(g, n)] if ln]
+    parts = [f"{len(blocks)} attention block{'s' * (len(blocks) > 1)}: Softmax between activation × activation "
+             "MatMuls"]
+    if norms:
+        parts.append(f"{len(norms)} LayerNorm{'s' * (len(norms) > 1)}")
+    nodes = [n for b in blocks for n in b] + [n for ln in norms for n in ln]
+    yield KnownPattern(PatternKind.ATTENTION, g.named(nodes), tuple(parts), count=len(blocks))
+
+
+# -- CTC head --------------------------------------------------------------------------------------------------
+
+
+def _rank(value: onnx.ValueInfoProto) -> int:
+    t = value.type.tensor_type
+    return len(t.shape.dim) if t.HasField("shape") else -1
+
+
+def _ctc_heads(g: _Graph) -> Iterator[KnownPattern]:
+    for name, value in g.outputs.items():
+        n = g.producer.get(name)
+        after = []
+        while n is not None and n.op_type in CARRIERS:
+            after.append(n)
+            n = g.producer.get(n.input[0])
+        rank = _rank(value)
+        if n is None or n.op_type not in ("Softmax", "LogSoftmax") or rank != 3:
+            continue
+        if _attr(n, "axis", -1 if g.opset >= 13 else 1) not in (-1, 2):  # over each step's classes (opset < 13: 1)
+            continue
+        softmax, before, p = n, [], g.producer.get(n.input[0])
+        while p is not None and (p.op_type in CARRIERS or (p.op_type == "Add" and len(g.activations(p)) == 1)):
+            before.append(p)
+            p = g.producer.get(g.activations(p)[0]) if g.activations(p) else None
+        parts = [f"{softmax.op_type} over the classes of each time step"]
+        if p is not None and p.op_type in PROJECTIONS and len(g.activations(p)) == 1:
+            before.append(p)
+            parts.append(f"the class projection ({p.op_type}) feeding it")
+        yield KnownPattern(PatternKind.CTC_HEAD, g.named([*before, softmax, *after]), tuple(parts))
+
+
+# -- public API ------------------------------------------------------------------------------------------------
+
+
+def detect_patterns(model: onnx.ModelProto) -> list[KnownPattern]:
+    """The known patterns of ``model``'s main graph (YOLO-style heads, attention, CTC heads), each with its scope;
+    [] when there is none."""
+    g = _Graph(model)
+    found = [*_yolo_heads(g), *_attention(g), *_ctc_heads(g)]
+    return [p for p in found if p.nodes]
+
+
+def float_scope(patterns: Iterable[KnownPattern], skip: Iterable[str] = ()) -> tuple[str, ...]:
+    """The node names the ``patterns`` keep in float, once each, without those in ``skip`` (already excluded)."""
+    skipped = set(skip)
+    return tuple(dict.fromkeys(n for p in patterns for n in p.nodes if n not in skipped))
+
+
+def is_encoder(model: onnx.ModelProto, patterns: Iterable[KnownPattern] | None = None) -> bool:
+    """A transformer encoder: attention found and no Conv (dynamic int8 is its known answer)."""
+    found = detect_patterns(model) if patterns is None else list(patterns)
+    return any(p.kind == PatternKind.ATTENTION for p in found) and not _Graph(model).has_conv
+
+
+def is_encoder_file(path) -> bool:
+    """:func:`is_encoder` of the model at ``path`` (its graph only; external weights are not read)."""
+    return is_encoder(onnx.load(str(path), load_external_data=False))

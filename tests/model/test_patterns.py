@@ -1,0 +1,353 @@
+"""Known patterns found from the graph's structure (a YOLO-style head, transformer attention, a CTC head) and the
+float scope they give the default static int8 recipe.
+
+Each fixture's expected scope is written here from its structure (the yolov8 fixture: every node of the head
+``/model.22/`` but its cv2/cv3 Convs; the text encoder: its four activation × activation MatMuls, two Softmaxes and
+the decomposed LayerNorms), the same model with every node renamed must give the same scope (names are not what is
+matched), and models without the patterns get none. The run test counts the QuantizeLinear/DequantizeLinear around
+the scope's nodes in the kept QDQ model, with the setting on (none) and off (most of them); no int8 accuracy number
+is asserted (they differ between CPUs with and without VNNI).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from tests.support.reference import photo_parts
+
+from ortlab.cli import main as cli
+from ortlab.core.layout import QDQ_FILE
+from ortlab.model.patterns import PatternKind, detect_patterns, float_scope, is_encoder
+from ortlab.runs.tune_space import search_space
+from ortlab.runtime.hardware import parse_cpuinfo
+from ortlab.settings.config import QuantConfig, QuantMode, Target
+from ortlab.transforms.quantize import quantize_static_model
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+YOLOV8 = FIXTURES / "yolov8_detector.onnx"
+TEXT = FIXTURES / "text_encoder.onnx"
+SAMPLES = ROOT / "sample_models"
+
+
+def _kinds(model: onnx.ModelProto) -> list[PatternKind]:
+    return [p.kind for p in detect_patterns(model)]
+
+
+def _renamed(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, str]]:
+    """A copy of ``model`` with every node named ``n<i>`` (no name says "dfl", "head" or "attention")."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    names = {}
+    for i, n in enumerate(out.graph.node):
+        names[n.name] = f"n{i}"
+        n.name = f"n{i}"
+    return out, names
+
+
+# -- detection on the fixtures and samples -----------------------------------------------------------------------
+
+
+def test_the_yolov8_head_is_its_post_processing_without_the_head_convs():
+    model = onnx.load(str(YOLOV8))
+    (head,) = detect_patterns(model)
+    assert head.kind == PatternKind.YOLO_HEAD
+    expected = [n.name for n in model.graph.node if n.name.startswith("/model.22/") and n.op_type != "Conv"]
+    assert list(head.nodes) == expected and len(expected) == 20
+    assert "/model.22/Concat_5" in head.nodes and "/model.22/Sigmoid" in head.nodes
+    assert head.parts == ("DFL", "box decode", "score Sigmoid", "final Concat")  # DFL: named so (a hint)
+    note = head.note()
+    assert note.startswith("YOLO-style detection head: 20 nodes of post-processing (DFL, box decode, score Sigmoid, "
+                           "final Concat) kept in float, as Ultralytics' int8 export does")
+    assert "--no-known-patterns" in note and note.endswith(", ".join(expected) + ".")
+    assert not is_encoder(model)
+
+
+def test_the_head_is_found_by_structure_not_by_names():
+    model = onnx.load(str(YOLOV8))
+    (head,) = detect_patterns(model)
+    renamed, names = _renamed(model)
+    (again,) = detect_patterns(renamed)
+    assert again.kind == PatternKind.YOLO_HEAD and list(again.nodes) == [names[n] for n in head.nodes]
+    assert "DFL" not in again.parts  # its Sigmoid+Mul is DFL only by name here; a Softmax+Conv DFL is found as such
+
+
+def ultralytics_head(bins: int = 16, classes: int = 3) -> onnx.ModelProto:
+    """A one-level head in the form of Ultralytics' YOLOv8 export, SiLU backbone (Mul(x, Sigmoid(x))) included:
+    box Conv (4×bins channels) → Reshape [1, 4, bins, A] → Transpose → Softmax over the bins → the DFL's 1×1 Conv
+    (weight 0..bins-1) → Reshape [1, 4, A] → Split → anchors − lt, anchors + rb → centre (Add, Div 2) and size (Sub)
+    → Concat → × stride; class Conv → Reshape → Sigmoid; Concat of boxes and scores → output0 [1, 4 + classes, A]."""
+    rng = np.random.default_rng(0)
+    a = 8 * 8
+
+    def t(name, value):
+        return numpy_helper.from_array(np.asarray(value), name)
+
+    inits = [t("stem.w", rng.standard_normal((8, 3, 3, 3)).astype(np.float32)),
+             t("box.w", rng.standard_normal((4 * bins, 8, 1, 1)).astype(np.float32)),
+             t("cls.w", rng.standard_normal((classes, 8, 1, 1)).astype(np.float32)),
+             t("dfl.w", np.arange(bins, dtype=np.float32).reshape(1, bins, 1, 1)),
+             t("dist_shape", np.array([1, 4, bins, a], np.int64)), t("box_shape", np.array([1, 4, a], np.int64)),
+             t("cls_shape", np.array([1, classes, a], np.int64)), t("split", np.array([2, 2], np.int64)),
+             t("anchors", rng.random((1, 2, a)).astype(np.float32) * 8), t("two", np.array(2.0, np.float32)),
+             t("stride", np.array(8.0, np.float32))]
+    node = helper.make_node
+    nodes = [node("Conv", ["images", "stem.w"], ["s"], "/model.0/conv/Conv", strides=[4, 4], pads=[1, 1, 1, 1]),
+             node("Sigmoid", ["s"], ["s_sig"], "/model.0/act/Sigmoid"),
+             node("Mul", ["s", "s_sig"], ["f"], "/model.0/act/Mul"),
+             node("Conv", ["f", "box.w"], ["box"], "/model.22/cv2.0/Conv"),
+             node("Conv", ["f", "cls.w"], ["cls"], "/model.22/cv3.0/Conv"),
+             node("Reshape", ["box", "dist_shape"], ["dist"], "/model.22/dfl/Reshape"),
+             node("Transpose", ["dist"], ["dist_t"], "/model.22/dfl/Transpose", perm=[0, 2, 1, 3]),
+             node("Softmax", ["dist_t"], ["prob"], "/model.22/dfl/Softmax", axis=1),
+             node("Conv", ["prob", "dfl.w"], ["ltrb4"], "/model.22/dfl/conv/Conv"),
+             node("Reshape", ["ltrb4", "box_shape"], ["ltrb"], "/model.22/dfl/Reshape_1"),
+             node("Split", ["ltrb", "split"], ["lt", "rb"], "/model.22/Split", axis=1),
+             node("Sub", ["anchors", "lt"], ["x1y1"], "/model.22/Sub"),
+             node("Add", ["anchors", "rb"], ["x2y2"], "/model.22/Add_1"),
+             node("Add", ["x1y1", "x2y2"], ["sum"], "/model.22/Add_2"),
+             node("Div", ["sum", "two"], ["cxy"], "/model.22/Div"),
+             node("Sub", ["x2y2", "x1y1"], ["wh"], "/model.22/Sub_1"),
+             node("Concat", ["cxy", "wh"], ["cells"], "/model.22/Concat_4", axis=1),
+             node("Mul", ["cells", "stride"], ["dbox"], "/model.22/Mul_2"),
+             node("Reshape", ["cls", "cls_shape"], ["cls_flat"], "/model.22/Reshape_2"),
+             node("Sigmoid", ["cls_flat"], ["scores"], "/model.22/Sigmoid"),
+             node("Concat", ["dbox", "scores"], ["output0"], "/model.22/Concat_5", axis=1)]
+    graph = helper.make_graph(nodes, "yolov8", [helper.make_tensor_value_info("images", TensorProto.FLOAT,
+                                                                              [1, 3, 32, 32])],
+                              [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 4 + classes, a])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def test_an_ultralytics_form_head_with_its_softmax_dfl_is_found_without_names():
+    model, names = _renamed(ultralytics_head())
+    (head,) = detect_patterns(model)
+    assert head.kind == PatternKind.YOLO_HEAD and head.parts[0] == "DFL"  # the Softmax → 1×1 Conv over 16 bins
+    expected = [names[n.name] for n in ultralytics_head().graph.node
+                if n.name.startswith("/model.22/") and not n.name.startswith(("/model.22/cv2", "/model.22/cv3"))]
+    assert list(head.nodes) == expected and len(expected) == 16  # the DFL Conv in, the box/class Convs out
+    assert names["/model.0/act/Sigmoid"] not in head.nodes  # the backbone's SiLU is no score Sigmoid
+    assert "DFL" not in detect_patterns(_renamed(ultralytics_head(bins=4))[0])[0].parts  # 4 bins: no DFL
+
+
+def test_the_other_yolo_fixture_has_a_head_too():
+    model = onnx.load(str(FIXTURES / "yolo_detector.onnx"))
+    (head,) = detect_patterns(model)
+    assert head.kind == PatternKind.YOLO_HEAD
+    ops = {n.name: n.op_type for n in model.graph.node}
+    assert {"Sigmoid", "Concat", "Mul", "Add", "Sub"} <= {ops[n] for n in head.nodes}
+    assert not {"Conv", "Relu", "Constant"} & {ops[n] for n in head.nodes}
+    assert model.graph.node[-1].name in head.nodes  # the final Concat
+
+
+def test_the_text_encoder_has_attention_and_is_an_encoder():
+    model = onnx.load(str(TEXT))
+    (att,) = detect_patterns(model)
+    assert att.kind == PatternKind.ATTENTION and att.count == 2
+    ops = {n.name: n.op_type for n in model.graph.node}
+    scope = set(att.nodes)
+    act_matmuls = {"/layers.0/MatMul", "/layers.0/MatMul_1", "/layers.1/MatMul", "/layers.1/MatMul_1"}
+    assert {n for n in scope if ops[n] == "MatMul"} == act_matmuls  # Q·Kᵀ and A·V, no weight MatMul
+    assert {n for n in ops if ops[n] in ("Softmax", "ReduceMean", "Sqrt", "Pow")} <= scope  # 5 LayerNorms
+    assert {"/layers.0/Div", "/layers.0/Add"} <= scope  # the scale and the mask
+    assert not any(ops[n] in ("Erf", "Gather", "Shape", "Constant") for n in scope)
+    assert att.parts == ("2 attention blocks: Softmax between activation × activation MatMuls", "5 LayerNorms")
+    assert is_encoder(model)
+    renamed, names = _renamed(model)
+    assert detect_patterns(renamed)[0].nodes == tuple(names[n] for n in att.nodes)
+
+
+def test_digits_attention_has_attention_but_is_not_an_encoder():
+    model = onnx.load(str(SAMPLES / "digits_attention" / "model.onnx"))
+    (att,) = detect_patterns(model)
+    ops = {n.name: n.op_type for n in model.graph.node}
+    assert att.kind == PatternKind.ATTENTION
+    assert sum(ops[n] == "LayerNormalization" for n in att.nodes) == 5 and sum(ops[n] == "Softmax" for n in att.nodes) == 2
+    assert not is_encoder(model)  # its patch embedding is a Conv
+
+
+@pytest.mark.parametrize("sample", ["digits_cnn", "efficientnet_lite0"])
+def test_image_classifiers_have_no_known_pattern(sample):
+    model = onnx.load(str(SAMPLES / sample / "model.onnx"))
+    assert detect_patterns(model) == [] and not is_encoder(model)
+
+
+@pytest.mark.parametrize("fixture", ["db_detector", "vad_rnn", "fp16_net"])
+def test_other_fixtures_have_no_known_pattern(fixture):
+    assert detect_patterns(onnx.load(str(FIXTURES / f"{fixture}.onnx"))) == []
+
+
+# -- a CTC head, built here --------------------------------------------------------------------------------------
+
+
+def ctc_model(op: str = "Softmax", classes: int = 37, per_step: bool = True) -> onnx.ModelProto:
+    """A small text recognizer: Conv (stride 4 along the width) + Relu over a 1×32×80 line image, its height averaged
+    into 20 time steps of 16 features ([1, 20, 16]), a class projection (MatMul + Add) and ``op`` over the classes of
+    each step; ``per_step=False`` pools the steps away first (a classifier: [1, classes])."""
+    rng = np.random.default_rng(0)
+    shapes = {"conv.w": (16, 1, 3, 3), "conv.b": (16,), "proj.w": (16, classes), "proj.b": (classes,)}
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32) * 0.1, name)
+             for name, s in shapes.items()]
+    nodes = [helper.make_node("Conv", ["image", "conv.w", "conv.b"], ["c"], "/backbone/Conv", pads=[1, 1, 1, 1],
+                              strides=[1, 4]),
+             helper.make_node("Relu", ["c"], ["r"], "/backbone/Relu"),
+             helper.make_node("ReduceMean", ["r"], ["m"], "/neck/ReduceMean", axes=[2], keepdims=0),
+             helper.make_node("Transpose", ["m"], ["seq"], "/neck/Transpose", perm=[0, 2, 1])]
+    if not per_step:
+        nodes.append(helper.make_node("ReduceMean", ["seq"], ["pooled"], "/neck/Pool", axes=[1], keepdims=0))
+    feat = "seq" if per_step else "pooled"
+    nodes += [helper.make_node("MatMul", [feat, "proj.w"], ["logits0"], "/head/MatMul"),
+              helper.make_node("Add", ["logits0", "proj.b"], ["logits"], "/head/Add"),
+              helper.make_node(op, ["logits"], ["probs"], f"/head/{op}", axis=-1)]
+    out_shape = [1, 20, classes] if per_step else [1, classes]
+    graph = helper.make_graph(nodes, "ctc", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 1, 32, 80])],
+                              [helper.make_tensor_value_info("probs", TensorProto.FLOAT, out_shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_a_ctc_head_is_its_per_step_softmax_and_class_projection(op):
+    (ctc,) = detect_patterns(ctc_model(op))
+    assert ctc.kind == PatternKind.CTC_HEAD
+    assert ctc.nodes == ("/head/MatMul", "/head/Add", f"/head/{op}")
+    assert ctc.note().startswith(f"CTC head: 3 nodes ({op} over the classes of each time step; the class projection "
+                                 "(MatMul) feeding it) kept in float")
+
+
+class _Lines:
+    """Eight random line images, as an ONNX Runtime calibration reader."""
+
+    def __init__(self) -> None:
+        rng = np.random.default_rng(1)
+        self.feeds = iter([{"image": rng.random((1, 1, 32, 80), np.float32)} for _ in range(8)])
+
+    def get_next(self):
+        return next(self.feeds, None)
+
+
+@pytest.mark.parametrize("known_patterns", [True, False])
+def test_static_int8_of_a_recognizer_keeps_its_ctc_head_in_float(tmp_path, known_patterns):
+    src, dst = tmp_path / "ctc.onnx", tmp_path / "int8.onnx"
+    onnx.save(ctc_model(), str(src))
+    quantize_static_model(src, dst, QuantConfig(known_patterns=known_patterns, range_split=False), _Lines())
+    g = onnx.load(str(dst)).graph
+    dq_out = {o for n in g.node if n.op_type == "DequantizeLinear" for o in n.output}
+    int8 = {n.name for n in g.node if any(i in dq_out for i in n.input)}
+    assert "/backbone/Conv" in int8
+    assert ("/head/MatMul" in int8) is not known_patterns
+
+
+def test_a_classifier_softmax_is_not_a_ctc_head():
+    assert detect_patterns(ctc_model(per_step=False)) == []
+
+
+def test_a_softmax_over_the_steps_is_not_a_ctc_head():
+    model = ctc_model()
+    softmax = model.graph.node[-1]
+    softmax.attribute[0].i = 1  # over the time steps
+    assert detect_patterns(model) == []
+    del softmax.attribute[:]  # the default axis: -1 from opset 13
+    assert _kinds(model) == [PatternKind.CTC_HEAD]
+
+
+def test_the_scope_leaves_out_nodes_already_excluded():
+    found = detect_patterns(ctc_model())
+    assert float_scope(found, skip=["/head/Add"]) == ("/head/MatMul", "/head/Softmax")
+
+
+# -- the starting scope of a run and of tune --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory) -> dict[str, Path]:
+    return photo_parts(tmp_path_factory.mktemp("pattern_photos"), 4)
+
+
+def _optimize(photos, out: Path, capsys, *flags) -> dict:
+    code = cli.main(["optimize", str(YOLOV8), str(out), "--precision", "int8", *flags,
+                     "--calibration", str(photos["calibration"]), "--eval", str(photos["evaluation"]),
+                     "--verify-samples", "4", "--json"])
+    cap = capsys.readouterr()
+    assert code in (0, 4), cap.err  # 4: a verdict worse than ok (CPU-dependent), not what is tested here
+    return json.loads(cap.out)
+
+
+def _quantized_around(qdq: Path, nodes: tuple[str, ...]) -> list[str]:
+    """The ``nodes`` of the QDQ model whose output is quantized (feeds a QuantizeLinear) or that read a
+    QuantizeLinear → DequantizeLinear pair of another of ``nodes`` (the scope's edge reads the int8 Convs' outputs)."""
+    g = onnx.load(str(qdq)).graph
+    producer = {o: n for n in g.node for o in n.output}
+    q_in = {n.input[0] for n in g.node if n.op_type == "QuantizeLinear"}
+
+    def from_scope(t: str) -> bool:
+        dq = producer.get(t)
+        q = producer.get(dq.input[0]) if dq is not None and dq.op_type == "DequantizeLinear" else None
+        src = producer.get(q.input[0]) if q is not None and q.op_type == "QuantizeLinear" else None
+        return src is not None and src.name in nodes
+
+    return [n.name for n in g.node if n.name in nodes
+            and (any(o in q_in for o in n.output) or any(from_scope(i) for i in n.input))]
+
+
+def test_the_default_static_run_keeps_the_head_in_float_and_says_so(photos, tmp_path, capsys):
+    head = detect_patterns(onnx.load(str(YOLOV8)))[0].nodes
+    on = _optimize(photos, tmp_path / "on", capsys)
+    assert on["recipe"]["quant"]["known_patterns"] is True
+    (note,) = [n for n in on["notes"] if n.startswith("YOLO-style detection head:")]
+    listed = re.search(r"export does \(known patterns; .*\): (.*)\.$", note)
+    assert listed is not None and sorted(listed.group(1).split(", ")) == sorted(head)
+    assert _quantized_around(tmp_path / "on" / QDQ_FILE, head) == []
+    assert on["coverage"]["quantized"]["Conv"] == 11  # the backbone and the head's Convs stay int8
+    assert not any("(range-split)" in n for n in on["notes"])  # the final Concat was in the scope already
+
+    off = _optimize(photos, tmp_path / "off", capsys, "--no-known-patterns")
+    assert off["recipe"]["quant"]["known_patterns"] is False
+    assert not any(n.startswith("YOLO-style") for n in off["notes"])
+    around = _quantized_around(tmp_path / "off" / QDQ_FILE, head)
+    assert sorted(around) == sorted(head)  # range-split keeps the final Concat float, but it reads int8 branches
+
+
+def test_optimize_prints_the_scope_and_exclude_nodes_adds_to_it(photos, tmp_path, capsys):
+    code = cli.main(["optimize", str(YOLOV8), str(tmp_path / "out"), "--precision", "int8",
+                     "--calibration", str(photos["calibration"]), "--eval", str(photos["evaluation"]),
+                     "--verify-samples", "2", "--exclude-nodes", "/model.4/Conv"])
+    out = capsys.readouterr().out
+    assert code in (0, 4)
+    line = next(ln for ln in out.splitlines() if "note" in ln and "YOLO-style detection head" in ln)
+    assert "20 nodes" in line and line.endswith("/model.22/Concat_5.") and "/model.4/Conv" not in line
+    qdq = onnx.load(str(tmp_path / "out" / QDQ_FILE)).graph
+    conv = next(n for n in qdq.node if n.name == "/model.4/Conv")
+    assert conv.input[1] == "/model.4.weight"  # its weight read as float, not through a DequantizeLinear
+
+
+def test_tune_starts_from_the_scope_and_an_encoder_from_dynamic_int8():
+    vnni = parse_cpuinfo("flags : sse2 avx2 avx512_vnni")
+    ops = ("Add", "MatMul", "Softmax")
+    plain = search_space(Target.CPU, vnni, model_ops=ops)
+    assert plain[0].quant == QuantConfig(reduce_range=False) and plain[0].quant.known_patterns
+    encoder = search_space(Target.CPU, vnni, model_ops=ops, encoder=True)
+    assert encoder[0].quant.mode == QuantMode.DYNAMIC and encoder[1] == plain[0]
+    assert sorted(map(repr, encoder)) == sorted(map(repr, plain))  # the same trials, reordered
+
+
+def test_tune_tries_dynamic_int8_first_on_the_text_encoder(tmp_path, capsys):
+    code = cli.main(["tune", str(TEXT), "--data", str(FIXTURES / "text_calibration.txt"),
+                     "--eval", str(FIXTURES / "text_evaluation.txt"), "--tokenizer", str(FIXTURES / "text_tokenizer.json"),
+                     "--seq-len", "16", "--max-trials", "1", "--exclusion-steps", "0", "--bench-seconds", "0.2",
+                     "--verify-samples", "8", "--out", str(tmp_path / "tuned"), "--json"])
+    cap = capsys.readouterr()
+    assert code in (0, 4), cap.err
+    data = json.loads(cap.out)
+    (first,) = data["trials"]
+    assert first["recipe"]["quant"]["mode"] == "dynamic" and "--quant-mode dynamic" in first["cli_line"]
+    assert any(n.startswith("A transformer encoder (attention found, no Conv)") for n in data["notes"]), data["notes"]
