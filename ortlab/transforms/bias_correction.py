@@ -38,6 +38,9 @@ into channel groups (a detector's box and score channels), per group; if any of 
 (this costs one pass each of the float, QDQ and corrected models over the held-back quarter). With fewer than
 :data:`MIN_SAMPLES` calibration samples nothing can be checked, and bias correction is skipped with a note rather
 than applied unchecked.
+
+Size: one algorithm and the two checks that decide whether its result is kept; the checks read the per-channel means
+and the cut-down models the correction itself builds, so they stay beside it.
 """
 
 from __future__ import annotations
