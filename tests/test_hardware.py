@@ -119,7 +119,7 @@ def test_the_default_recipe_follows_the_cpus_advice_except_where_a_person_chose(
     assert advised_recipe(gpu, avx2) == gpu
 
 
-def test_the_cli_default_int8_recipe_follows_this_cpu_and_says_so(capsys):
+def test_the_cli_default_int8_recipe_follows_this_cpu_and_its_line_says_so():
     import shlex
 
     from ortlab.cli import common, main as cli
@@ -130,11 +130,26 @@ def test_the_cli_default_int8_recipe_follows_this_cpu_and_says_so(capsys):
 
     recipe = parse("--precision", "int8")
     assert recipe.quant.reduce_range is advise().reduce_range
-    said = capsys.readouterr().err
-    assert ("reduce-range" in said and "--no-reduce-range" in said) is advise().reduce_range
     assert parse("--precision", "int8", "--no-reduce-range").quant.reduce_range is False
     assert parse("--precision", "int8", "--reduce-range").quant.reduce_range is True
     assert parse("--precision", "fp32").quant.reduce_range is False
     # its line says the choice, so it rebuilds the same recipe on any CPU
     line = recipe_cli_line(recipe)
     assert ("--reduce-range" if recipe.quant.reduce_range else "--no-reduce-range") in shlex.split(line)
+
+
+def test_a_run_notes_reduce_range_and_warns_of_full_range_u8s8_on_x86_without_vnni():
+    from ortlab.runtime.hardware import int8_findings
+    from ortlab.settings.config import Precision, QuantConfig, Recipe
+
+    avx2, vnni = parse_cpuinfo(X86_AVX2), parse_cpuinfo(X86_VNNI)
+    full = Recipe(precision=Precision.INT8)
+    reduced = Recipe(precision=Precision.INT8, quant=QuantConfig(reduce_range=True))
+    warnings, notes = int8_findings(full, avx2)
+    assert not notes and len(warnings) == 1 and "saturate" in warnings[0] and "i7-6700" in warnings[0]
+    warnings, notes = int8_findings(reduced, avx2)
+    assert not warnings and len(notes) == 1 and "Reduce-range" in notes[0]
+    assert int8_findings(full, vnni) == ([], []) == int8_findings(reduced, vnni)
+    assert int8_findings(Recipe(), avx2) == ([], [])  # fp32
+    assert int8_findings(Recipe(precision=Precision.INT8, quant=QuantConfig(weight_type=QuantType.UINT8)),
+                         avx2) == ([], [])  # U8U8 does not saturate

@@ -174,17 +174,12 @@ def add_output_flags(p: argparse.ArgumentParser) -> None:
 
 
 def recipe_from_args(ns: argparse.Namespace) -> Recipe:
-    """The Recipe that the parsed ``optimize`` flags describe; the int8 settings not given follow this CPU's advice
-    (``api.advised_recipe``: reduce-range on x86 without VNNI), said on stderr when that changes the recipe."""
+    """The Recipe that the parsed ``optimize`` flags describe; for int8 the settings not given follow this CPU's
+    advice (``api.advised_recipe``: reduce-range on x86 without VNNI; the run's notes say so)."""
     recipe = config_from_args(Recipe, ns)
     if recipe.precision != api.Precision.INT8:
         return recipe
-    advised = api.advised_recipe(recipe, given=given_values(Recipe, ns))
-    if advised.quant != recipe.quant:
-        notes = " ".join(api.hardware_advice().notes)
-        print(f"{PROG}: {notes} (this CPU: {api.detect_hardware().summary()}; give --no-reduce-range for full "
-              "8-bit weights)", file=sys.stderr)
-    return advised
+    return api.advised_recipe(recipe, given=given_values(Recipe, ns))
 
 
 def bench_from_args(ns: argparse.Namespace) -> BenchConfig:
