@@ -29,7 +29,7 @@ from ortlab.data.samples import (
 from ortlab.data.store import dataset_digest, write_dataset
 
 # -- what runs here -----------------------------------------------------------------------------------------
-from ortlab.runtime.hardware import advise as hardware_advice, detect as detect_hardware
+from ortlab.runtime.hardware import advise as hardware_advice, advised_recipe, detect as detect_hardware
 from ortlab.runtime.openvino import INSTALL_HINT as OPENVINO_INSTALL_HINT, available as openvino_available
 from ortlab.runtime.providers import (
     claimed_providers, custom_op_libraries, set_custom_op_libraries, working_providers,
@@ -172,6 +172,7 @@ __all__ = [
     "VerdictPolicy",
     "Workspace",
     "add_config_arguments",
+    "advised_recipe",
     "analyze",
     "axis_label",
     "batch_inputs",

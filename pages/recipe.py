@@ -3,7 +3,7 @@
 import streamlit as st
 
 from ortlab.api import Finding, OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target, errors_of, validate_recipe
-from ortlab.api import NO_CALIBRATION_DATA
+from ortlab.api import NO_CALIBRATION_DATA, advised_recipe
 from ortlab.ui.session import actions, state
 from ortlab.ui.views.forms import dataclass_form, set_form_values
 from ortlab.ui.session.guard import engine_errors
@@ -21,7 +21,8 @@ recipe_job_panel("recipe", runs="demo")  # the demo's progress beside its button
 
 PRESETS = {
     "int8 static QDQ · cpu (fast CPU path)": actions.DEMO_RECIPE,
-    "int8 dynamic · MatMul/Gemm only": Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.DYNAMIC)),
+    "int8 dynamic · MatMul/Gemm only": advised_recipe(Recipe(precision=Precision.INT8,
+                                                             quant=QuantConfig(mode=QuantMode.DYNAMIC))),
     "fp16 · gpu": Recipe(precision=Precision.FP16, target=Target.GPU),
     "fp32 · graph optimization only": Recipe(opt_level=OptLevel.EXTENDED),
 }
@@ -50,6 +51,8 @@ errors: list[Finding | None] = list(errors_of(findings))  # None: the missing ca
 if recipe.is_static and ds is None and not recipe.allow_random_data:
     st.error(NO_CALIBRATION_DATA)
     errors.append(None)
+if recipe.precision == Precision.INT8 and recipe.target == Target.CPU:  # why reduce-range starts on or off here
+    st.caption("This CPU: " + md(" ".join(api.hardware_advice().notes)))
 for f in findings:
     {"error": st.error, "warning": st.warning}.get(f.level, st.info)(f"**{md(f.field)}** — {md(f.message)}")
 if ds is not None and ds.is_random:

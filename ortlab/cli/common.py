@@ -174,8 +174,12 @@ def add_output_flags(p: argparse.ArgumentParser) -> None:
 
 
 def recipe_from_args(ns: argparse.Namespace) -> Recipe:
-    """The Recipe that the parsed ``optimize`` flags describe."""
-    return config_from_args(Recipe, ns)
+    """The Recipe that the parsed ``optimize`` flags describe; for int8 the settings not given follow this CPU's
+    advice (``api.advised_recipe``: reduce-range on x86 without VNNI; the run's notes say so)."""
+    recipe = config_from_args(Recipe, ns)
+    if recipe.precision != api.Precision.INT8:
+        return recipe
+    return api.advised_recipe(recipe, given=given_values(Recipe, ns))
 
 
 def bench_from_args(ns: argparse.Namespace) -> BenchConfig:

@@ -21,6 +21,7 @@ from ortlab.data.preprocess import resolve_preprocess
 from ortlab.data.samples import find_for_model, get_sample
 from ortlab.model.inspect import ModelInfo, inspect_model
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, RunSpec
+from ortlab.runtime.hardware import int8_findings
 from ortlab.runtime.providers import working_providers
 from ortlab.settings.config import PreprocessConfig, Recipe, require_valid
 
@@ -57,7 +58,9 @@ def check_recipe(recipe: Recipe, *, has_data: bool) -> tuple[list[str], list[str
     findings = require_valid(recipe, working_providers())
     if recipe.is_static and not has_data and not recipe.allow_random_data:
         raise RecipeError(NO_CALIBRATION_DATA, step="validate")
-    return ([f.message for f in findings if f.level == "warning"], [f.message for f in findings if f.level == "note"])
+    cpu_warnings, cpu_notes = int8_findings(recipe)  # reduce-range on x86 without VNNI
+    return ([f.message for f in findings if f.level == "warning"] + cpu_warnings,
+            [f.message for f in findings if f.level == "note"] + cpu_notes)
 
 
 def _still_the_same(spec: RunSpec) -> bool:

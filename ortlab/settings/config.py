@@ -157,8 +157,10 @@ class QuantConfig:
         label="Per-channel", negatable=True, search=(Try(False, "per-tensor", order=110),),
     )
     reduce_range: bool = setting(
-        False, "Quantize weights to 7 bits; avoids overflow on CPUs without VNNI at a small accuracy cost.",
-        label="Reduce range", search=(Try(True, "reduce-range", order=100), Try(False, "full range", order=100)),
+        False, "Quantize weights to 7 bits; avoids overflow on x86 CPUs without VNNI at a small accuracy cost. The CLI "
+        "and the app turn it on by default on such a CPU (U8S8 weights).",
+        label="Reduce range", negatable=True, explicit=True,  # the CLI's default follows the CPU: always written
+        search=(Try(True, "reduce-range", order=100), Try(False, "full range", order=100)),
     )
     calibration_method: CalibrationMethod = setting(
         CalibrationMethod.MINMAX,

@@ -110,7 +110,8 @@ def test_cli_line_names_the_main_choices_even_at_their_defaults():
     assert recipe_cli_line(Recipe()) == "ortlab optimize MODEL.onnx OUT.onnx --precision fp32 --target cpu " \
                                         "--opt-level extended"
     int8 = recipe_cli_line(Recipe.from_dict({"precision": "int8"}))
-    assert int8.endswith("--precision int8 --target cpu --opt-level extended --quant-mode static")
+    # reduce-range too: the CLI's default for it follows the CPU (on without VNNI), so a line must say it
+    assert int8.endswith("--precision int8 --target cpu --opt-level extended --quant-mode static --no-reduce-range")
 
 
 # channels=1 needs one mean/std value (PreprocessConfig.problems)
@@ -273,8 +274,8 @@ def test_todays_flag_names_are_kept():
     names = {option for cls in (Recipe, PreprocessConfig) for fl in flag_specs(cls) for option in fl.options}
     assert {"--precision", "--target", "--opt-level", "--no-keep-io-types", "--allow-random-data", "--name",
             "--quant-mode", "--quant-format", "--activation-type", "--weight-type", "--per-channel",
-            "--no-per-channel", "--reduce-range", "--calibration-method", "--percentile", "--num-bins",
-            "--num-quantized-bins", "--moving-average", "--averaging-constant", "--symmetric-activation",
+            "--no-per-channel", "--reduce-range", "--no-reduce-range", "--calibration-method", "--percentile",
+            "--num-bins", "--num-quantized-bins", "--moving-average", "--averaging-constant", "--symmetric-activation",
             "--no-symmetric-weight", "--op-types", "--exclude-op-types", "--exclude-nodes", "--int16-weight-nodes",
             "--no-bias-correction", "--no-preprocess",
             "--no-range-split", "--range-split-factor", "--no-known-patterns",

@@ -20,6 +20,7 @@ from ortlab.runs.calibration_cache import REUSED
 from ortlab.runs.tune_policy import TRIALS_FILE, Trial, pareto_front, sqnr_policy, verdict_policy
 from ortlab.runs.tune import Tuner, TuneSettings
 from ortlab.runs.tune_space import search_space
+from ortlab.runtime.hardware import advised_recipe
 
 
 def test_pareto_front_on_a_table():
@@ -510,8 +511,9 @@ def test_keep_in_float_search_mends_the_detector_when_range_split_is_off(tmp_pat
 
     fx = Path(__file__).parents[1] / "fixtures"
     parts = photo_parts(tmp_path)
-    recipes = [Recipe(precision=Precision.INT8, quant=QuantConfig(range_split=False, known_patterns=False),
-                      name="int8 no range-split")]
+    # in this CPU's advised flavour, as tune's own starting recipe (reduce-range without VNNI)
+    recipes = [advised_recipe(Recipe(precision=Precision.INT8, quant=QuantConfig(range_split=False, known_patterns=False),
+                                     name="int8 no range-split"))]
     tuner = Tuner(fx / "yolov8_detector.onnx", DataRef(path=str(parts["calibration"])),
                   DataRef(path=str(parts["evaluation"]), count=8), workspace=Workspace(tmp_path / "ws"),
                   out_dir=tmp_path / "out", recipes=recipes,

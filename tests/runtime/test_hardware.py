@@ -97,3 +97,59 @@ def test_inspect_prints_amx_from_a_fake_cpuinfo(monkeypatch, capsys):
     monkeypatch.setattr(cli_inspect, "detect_hardware", hw.detect)
     assert main(["inspect", str(get_sample("digits_cnn").model_path)]) == 0
     assert "AMX (tile, bf16, int8)" in capsys.readouterr().out
+
+
+def test_the_default_recipe_follows_the_cpus_advice_except_where_a_person_chose():
+    from ortlab.runtime.hardware import advised_recipe
+    from ortlab.settings.config import Precision, QuantConfig, QuantMode, Recipe
+
+    int8 = Recipe(precision=Precision.INT8)
+    avx2, vnni, arm = parse_cpuinfo(X86_AVX2), parse_cpuinfo(X86_VNNI), parse_cpuinfo(ARM_DOT)
+    assert advised_recipe(int8, avx2).quant.reduce_range is True
+    assert advised_recipe(int8, vnni) == int8  # U8S8 at full range: the class default
+    assert advised_recipe(int8, arm).quant.activation_type == QuantType.INT8  # S8S8
+    dynamic = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.DYNAMIC))
+    assert advised_recipe(dynamic, avx2).quant.reduce_range is True  # MatMulInteger multiplies U8S8 too
+    assert advised_recipe(dynamic, arm).quant.activation_type == QuantType.UINT8  # not a dynamic setting
+    # what a person gave stays: full range, or U8U8 (no 16-bit saturation, so no reduce-range)
+    assert advised_recipe(int8, avx2, given={"quant.reduce_range"}).quant.reduce_range is False
+    u8u8 = Recipe(precision=Precision.INT8, quant=QuantConfig(weight_type=QuantType.UINT8))
+    assert advised_recipe(u8u8, avx2, given={"quant.weight_type"}) == u8u8
+    gpu = Recipe(precision=Precision.INT8, target=Target.GPU)
+    assert advised_recipe(gpu, avx2) == gpu
+
+
+def test_the_cli_default_int8_recipe_follows_this_cpu_and_its_line_says_so():
+    import shlex
+
+    from ortlab.cli import common, main as cli
+    from ortlab.settings.config import recipe_cli_line
+
+    def parse(*flags: str):
+        return common.recipe_from_args(cli.build_parser().parse_args(["optimize", "m.onnx", "out", *flags]))
+
+    recipe = parse("--precision", "int8")
+    assert recipe.quant.reduce_range is advise().reduce_range
+    assert parse("--precision", "int8", "--no-reduce-range").quant.reduce_range is False
+    assert parse("--precision", "int8", "--reduce-range").quant.reduce_range is True
+    assert parse("--precision", "fp32").quant.reduce_range is False
+    # its line says the choice, so it rebuilds the same recipe on any CPU
+    line = recipe_cli_line(recipe)
+    assert ("--reduce-range" if recipe.quant.reduce_range else "--no-reduce-range") in shlex.split(line)
+
+
+def test_a_run_notes_reduce_range_and_warns_of_full_range_u8s8_on_x86_without_vnni():
+    from ortlab.runtime.hardware import int8_findings
+    from ortlab.settings.config import Precision, QuantConfig, Recipe
+
+    avx2, vnni = parse_cpuinfo(X86_AVX2), parse_cpuinfo(X86_VNNI)
+    full = Recipe(precision=Precision.INT8)
+    reduced = Recipe(precision=Precision.INT8, quant=QuantConfig(reduce_range=True))
+    warnings, notes = int8_findings(full, avx2)
+    assert not notes and len(warnings) == 1 and "saturate" in warnings[0] and "i7-6700" in warnings[0]
+    warnings, notes = int8_findings(reduced, avx2)
+    assert not warnings and len(notes) == 1 and "Reduce-range" in notes[0]
+    assert int8_findings(full, vnni) == ([], []) == int8_findings(reduced, vnni)
+    assert int8_findings(Recipe(), avx2) == ([], [])  # fp32
+    assert int8_findings(Recipe(precision=Precision.INT8, quant=QuantConfig(weight_type=QuantType.UINT8)),
+                         avx2) == ([], [])  # U8U8 does not saturate

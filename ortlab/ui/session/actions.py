@@ -42,8 +42,8 @@ from ortlab.api import recipe_cli_line
 from ortlab.api import model_info
 from ortlab.ui.views.report import html_report
 
-DEMO_RECIPE = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.STATIC, quant_format=QuantFormat.QDQ),
-                     opt_level=OptLevel.EXTENDED)
+DEMO_RECIPE = api.advised_recipe(Recipe(precision=Precision.INT8, opt_level=OptLevel.EXTENDED,
+                                         quant=QuantConfig(mode=QuantMode.STATIC, quant_format=QuantFormat.QDQ)))
 DEMO_LABEL = "▶ Run the demo: int8 static QDQ + graph optimization"
 DEFAULT_EVAL_SAMPLES = 64
 WHAT_ORTLAB_DOES = ("ortlab makes an ONNX model smaller and faster with ONNX Runtime (graph optimization, fp16, "
