@@ -525,7 +525,10 @@ def test_keep_in_float_search_mends_the_detector_when_range_split_is_off(tmp_pat
     assert "/model.22/Concat_5" in step.note and ": kept (verdict broken →" in step.note
     assert "/model.22/Concat_5" in step.recipe.quant.nodes_to_exclude and not step.broken
     assert r.best is step and not r.best.broken and r.written is not None
-    assert step.task_value is not None and step.task_value > 0.9 and step.score_db is not None and step.score_db > 20
+    # F1 on 8 photos moves by ~0.05 a detection (bias correction's held-back check can shift one): mended means far
+    # above the broken first trial and near the reference, with the score channels back
+    assert first.task_value is not None and step.task_value is not None and step.task_value >= 0.85
+    assert step.task_value > first.task_value + 0.4 and step.score_db is not None and step.score_db > 20
 
 
 def test_the_note_that_a_broken_trial_seeds_the_search_is_written_once(tmp_path):
