@@ -24,7 +24,7 @@ from ortlab.data.loaders import load_image_files, load_image_zip, load_path, loa
 from ortlab.data.preprocess import PRESETS as PREPROCESS_PRESETS
 from ortlab.data.preprocess import ResolvedPreprocess, detect_preprocess, explain_preprocess, resolve_preprocess, tensor_preview
 from ortlab.data.samples import (
-    default_sample, find_by_path, find_by_sha256, find_for_model, get_sample, list_samples, samples_root,
+    SampleModel, default_sample, find_by_path, find_by_sha256, find_for_model, get_sample, list_samples, samples_root,
 )
 from ortlab.data.store import dataset_digest, write_dataset
 
@@ -75,7 +75,7 @@ from ortlab.checks.verdict import Level, Verdict, VerdictPolicy
 from ortlab.checks.node_findings import SqnrBars
 from ortlab.timing.bench import THROUGHPUT_METHOD, LatencySummary
 from ortlab.timing.compare import BenchComparison, LatencyStats
-from ortlab.runs.artifact import Artifact
+from ortlab.runs.artifact import Artifact, artifact_sample
 from ortlab.runs.bench_service import BenchHandle
 from ortlab.runs.history import BenchmarkRecord, BenchVariant, History, HistoryRecovered
 from ortlab.runs.pipeline import NO_CALIBRATION_DATA
@@ -162,6 +162,7 @@ __all__ = [
     "ReportTiming",
     "ResolvedPreprocess",
     "RunSpec",
+    "SampleModel",
     "SqnrBars",
     "Target",
     "TimedModel",
@@ -174,6 +175,7 @@ __all__ = [
     "add_config_arguments",
     "advised_recipe",
     "analyze",
+    "artifact_sample",
     "axis_label",
     "batch_inputs",
     "bench_busy",

@@ -21,7 +21,8 @@ from ortlab.api import inspect_model
 def add_command(sub) -> None:
     """Register the command's parser."""
     p = sub.add_parser("bench", help="Time one or more models (latency percentiles, throughput, memory).")
-    p.add_argument("models", metavar="MODEL", nargs="+", help="One or more .onnx files or bundled samples' names.")
+    p.add_argument("models", metavar="MODEL", nargs="+", help="One or more .onnx files, bundled samples' names, "
+                                                                 "or folders that ortlab optimize wrote.")
     add_config_arguments(p, BenchConfig, title="timing", exclude=BENCH_FLAGS_EXCLUDED)
     set_default_help(p, "duration_s", f"{DEFAULT_BENCH_DURATION_S:g}")
     set_default_help(p, "runs", f"not used, the run is timed; --runs N alone times exactly N runs, and with "

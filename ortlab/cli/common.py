@@ -4,6 +4,7 @@ and data, progress on stderr, and touching the workspace before a command."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import re
 import sys
@@ -23,7 +24,8 @@ from ortlab.api import (
 )
 from ortlab.core.errors import DataError
 from ortlab.api import TEXT_EXTENSIONS, TOKENIZER_FILE
-from ortlab.api import DataRef
+from ortlab.api import DataRef, SampleModel
+from ortlab.core.layout import MODEL_FILE
 from ortlab import api
 from ortlab.core.progress import null_reporter
 
@@ -209,26 +211,103 @@ def existing_file(path: str, what: str) -> Path:
     return p
 
 
+def _sample_named(text: str, found: Sequence[SampleModel] | None = None) -> SampleModel | None:
+    """The bundled sample called exactly ``text``, or None."""
+    return next((s for s in (found if found is not None else list_samples(skip_broken=True)) if s.name == text),
+                None)
+
+
+def _not_found(text: str, what: str, found: Sequence[SampleModel]) -> UsageError:
+    """``what not found: text``, with the samples whose names are close to ``text`` (or all of them) when ``text``
+    looks like a sample's name rather than a path."""
+    path = Path(text)
+    if len(path.parts) != 1 or path.suffix or not found:
+        return UsageError(f"{what} not found: {text}")
+    names = [s.name for s in found]
+    close = difflib.get_close_matches(text, names, n=3, cutoff=0.6)
+    if close:
+        return UsageError(f"{what} not found: {text} (no such file or folder here; did you mean the sample "
+                          f"{' or '.join(close)}?)")
+    return UsageError(f"{what} not found: {text} (no file, nor a bundled sample: {', '.join(names)})")
+
+
+def _readme_path(path: Path) -> Path | None:
+    """``sample_models/…`` where the bundled samples live, for a relative path that names it but is not here (the
+    README's lines work from any folder); else None."""
+    root = samples_root()
+    if not path.is_absolute() and path.parts[:1] == (root.name,) and (root.parent / path).exists():
+        return root.parent / path
+    return None
+
+
+def _shadow_note(text: str, path: Path, sample: SampleModel, instead: Path) -> None:
+    """Say on stderr that ``text``, a sample's name, is the file or folder ``path`` here, not the sample."""
+    kind = "folder" if path.is_dir() else "file"
+    print(f"{PROG}: note: {text} is the {kind} {path.resolve()} here, which shadows the bundled sample {sample.name} "
+          f"(for the sample, give {instead})", file=sys.stderr)
+
+
 def model_file(text: str, what: str = "Model") -> Path:
-    """A MODEL argument: a path to an .onnx file (relative to the current folder, or absolute), or a bundled
-    sample's name (``digits_cnn``; ``ortlab samples`` lists them). A path such as ``sample_models/digits_cnn/model.onnx``
-    that is not there from the current folder is also looked up where the bundled samples live, so the README's
-    lines work from any folder."""
+    """The model file of a MODEL argument: a path to an .onnx file (relative to the current folder, or absolute), a
+    folder that ``ortlab optimize`` wrote (its ``model.onnx``), or a bundled sample's name (``digits_cnn``;
+    ``ortlab samples`` lists them). A file or folder here named like a sample is used, with a note that it
+    shadows the sample. A path such as ``sample_models/digits_cnn/model.onnx`` that is not there from the
+    current folder is also looked up where the bundled samples live, so the README's lines work from any folder."""
 
     path = Path(text).expanduser()
-    if path.exists():
-        return existing_file(text, what)
     found = list_samples(skip_broken=True)
-    sample = next((s for s in found if s.name == text), None)
+    sample = _sample_named(text, found)
+    if path.exists():
+        if sample is not None:
+            _shadow_note(text, path, sample, Path(sample.model_path))
+        if path.is_dir():
+            if (path / MODEL_FILE).is_file():
+                return path / MODEL_FILE
+            raise UsageError(f"{what} is a folder with no {MODEL_FILE} in it (give an .onnx file, or a folder that "
+                             f"ortlab optimize wrote): {text}")
+        return path
     if sample is not None:
         return Path(sample.model_path)
-    root = samples_root()
-    if not path.is_absolute() and path.parts[:1] == (root.name,) and (root.parent / path).is_file():
-        return root.parent / path
-    names = ", ".join(s.name for s in found)
-    looks_like_a_name = len(path.parts) == 1 and not path.suffix
-    raise UsageError(f"{what} not found: {text}" + (f" (no file, nor a bundled sample: {names})"
-                                                    if looks_like_a_name and names else ""))
+    readme = _readme_path(path)
+    if readme is not None and readme.is_file():
+        return readme
+    raise _not_found(text, what, found)
+
+
+def model_sample(model_path: Path) -> SampleModel | None:
+    """The bundled sample ``model_path`` is (``find_sample``), or the one it was made from when it is the
+    ``model.onnx`` of a folder that ``ortlab optimize`` wrote (its ``artifact.json``); else None."""
+    sample = find_sample(model_path)
+    if sample is not None:
+        return sample
+    folder = Path(model_path).parent
+    name = api.artifact_sample(folder) if Path(model_path).name == MODEL_FILE else None
+    return _sample_named(name) if name else None
+
+
+def data_path(text: str, sample_set: str = "evaluation") -> tuple[Path, SampleModel | None]:
+    """The data a ``--data``/``--calibration``/``--eval`` argument names, and the sample it is of (else None): a
+    path from the current folder, or a bundled sample's name for its ``sample_set`` ("calibration" or
+    "evaluation") images. A file or folder here named like a sample is used, with a note that it shadows the
+    sample; an unknown name gets the samples' names that are close to it."""
+
+    path = Path(text).expanduser()
+    found = list_samples(skip_broken=True)
+    sample = _sample_named(text, found)
+    folder = None if sample is None else (sample.calibration_dir if sample_set == "calibration"
+                                          else sample.evaluation_dir)
+    if path.exists():
+        if sample is not None and folder is not None:
+            _shadow_note(text, path, sample, Path(folder))
+        return path, None
+    if sample is not None:
+        if folder is None:
+            raise UsageError(f"The sample {sample.name} has no {sample_set} data; give {DATA_KINDS}.")
+        return Path(folder), sample
+    readme = _readme_path(path)
+    if readme is not None:
+        return readme, None
+    raise _not_found(text, "Data", found)
 
 
 def display_path(path: Path) -> str:
@@ -245,27 +324,48 @@ DATA_SUFFIXES = (".zip", ".npy", ".npz", ".txt", ".text")
 DATA_KINDS = "a folder of images, a .zip, a .npy/.npz file or a .txt file (with --tokenizer)"
 
 
-def load_dataset(path: str, class_names: Sequence[str] | None = None, ns: argparse.Namespace | None = None):
-    """A dataset from a folder of images, a .zip of images, a .npy/.npz tensor file or a .txt file (``ns`` gives
-    --tokenizer and --seq-len)."""
+def load_dataset(path: str, class_names: Sequence[str] | None = None, ns: argparse.Namespace | None = None,
+                 sample_set: str = "evaluation"):
+    """A dataset from a folder of images, a .zip of images, a .npy/.npz tensor file, a .txt file (``ns`` gives
+    --tokenizer and --seq-len) or a bundled sample's name (its ``sample_set`` images, ``data_path``)."""
 
-    p = existing(path, "Data")
+    p, sample = data_path(path, sample_set)
+    if sample is not None:
+        return sample.calibration_data() if sample_set == "calibration" else sample.evaluation_data()
     if not p.is_dir() and p.suffix.lower() not in DATA_SUFFIXES:
         raise UsageError(f"Data must be {DATA_KINDS}: {path}")
     text = text_options(ns, p) if ns is not None else {}
     return load_path(p, class_names, **text)
 
 
-def data_ref(path: str | None, ns: argparse.Namespace | None = None, **subset: Any):
-    """A reference to the data at ``path`` for the run service (checked to exist, not loaded here)."""
+def data_ref(path: str | None, ns: argparse.Namespace | None = None, sample_set: str = "evaluation", **subset: Any):
+    """A reference to the data at ``path`` for the run service (checked to exist, not loaded here); a bundled
+    sample's name refers to its ``sample_set`` images."""
 
     if path is None:
         return None
-    p = existing(path, "Data")
+    p, sample = data_path(path, sample_set)
+    if sample is not None:
+        return DataRef(sample=sample.name, set=sample_set, **subset)
     if not p.is_dir() and p.suffix.lower() not in DATA_SUFFIXES:
         raise UsageError(f"Data must be {DATA_KINDS}: {path}")
     text = text_options(ns, p) if ns is not None else {}
     return DataRef(path=str(p.resolve()), **subset, **text)
+
+
+def evaluation_data(ns: argparse.Namespace, sample: SampleModel | None, command: str):
+    """The dataset of ``--data``, else ``sample``'s evaluation images, said in one line on stderr; a UsageError
+    naming ``--data`` when there is neither."""
+
+    if ns.data is not None:
+        return load_dataset(ns.data, sample.labels if sample is not None and sample.labels else None, ns)
+    if sample is None or sample.evaluation_dir is None:
+        raise UsageError(f"{command} needs evaluation data: give --data with {DATA_KINDS}, or a bundled sample's "
+                         "name (the reference model is not a bundled sample, nor made from one).")
+    dataset = sample.evaluation_data()
+    print(f"{PROG}: evaluation data: the {sample.name} sample's {len(dataset)} held-out images (give --data to use "
+          "others)", file=sys.stderr)
+    return dataset
 
 
 def find_sample(model_path: Path, info: ModelInfo | None = None):

@@ -7,9 +7,9 @@ import argparse
 from ortlab.api import UsageError
 from ortlab.api import Target
 from ortlab.cli.common import (
-    add_input_arguments, add_output_flags, add_preprocess_arguments, add_verdict_arguments, exit_for, find_sample,
-    load_dataset, model_file, policy_from_args, preprocess_from_args, reporter, shapes_from_args, shapes_text,
-    values,
+    add_input_arguments, add_output_flags, add_preprocess_arguments, add_verdict_arguments, evaluation_data,
+    exit_for, model_file, model_sample, policy_from_args, preprocess_from_args, reporter, shapes_from_args,
+    shapes_text, values,
 )
 from ortlab.cli.render import deciding_line, print_json, table, task_lines, verdict_line
 from ortlab.api import evaluate, inspect_model, judge, resolve_feed, stratified_sample
@@ -19,11 +19,14 @@ from ortlab.core.serial import to_plain
 def add_command(sub) -> None:
     """Register the command's parser."""
     p = sub.add_parser("compare", help="Compare a candidate model's outputs and accuracy with a reference.")
-    p.add_argument("reference", metavar="REF", help="The reference .onnx (usually the fp32 source).")
-    p.add_argument("candidate", metavar="CANDIDATE", help="The optimized .onnx.")
-    p.add_argument("--data", metavar="DIR", required=True,
-                   help="Images folder (class sub-folders are labels), .zip of images, .npy/.npz tensors, or a .txt "
-                        "file (one example per line; with --tokenizer).")
+    p.add_argument("reference", metavar="REF", help="The reference .onnx (usually the fp32 source), a bundled "
+                                                    "sample's name, or a folder that ortlab optimize wrote.")
+    p.add_argument("candidate", metavar="CANDIDATE", help="The optimized .onnx, or the folder ortlab optimize "
+                                                          "wrote.")
+    p.add_argument("--data", metavar="DIR",
+                   help="Images folder (class sub-folders are labels), .zip of images, .npy/.npz tensors, a .txt "
+                        "file (one example per line; with --tokenizer), or a bundled sample's name (default: the "
+                        "evaluation images of the sample REF is, or was made from).")
     p.add_argument("--n", type=int, help="Use at most N samples, stratified by class (default: all).")
     p.add_argument("--target", choices=values(Target), default=Target.CPU.value, help="Run on cpu or gpu (default: cpu).")
     add_input_arguments(p)
@@ -41,9 +44,9 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     cand = model_file(ns.candidate, "Candidate model")
     if ns.n is not None and ns.n < 1:
         raise UsageError("--n must be at least 1.")
-    sample = find_sample(ref)
+    sample = model_sample(ref) or model_sample(cand)
     shapes = shapes_from_args(ns)
-    dataset = load_dataset(ns.data, sample.labels if sample is not None and sample.labels else None, ns)
+    dataset = evaluation_data(ns, sample, "compare")
     if ns.n is not None and ns.n < len(dataset):
         dataset = stratified_sample(dataset, ns.n)
     pre = preprocess_from_args(ns, ref, sample) if dataset.kind == "images" else None

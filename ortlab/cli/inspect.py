@@ -13,7 +13,8 @@ from ortlab.api import detect_hardware, hardware_advice, inspect_model, op_key
 def add_command(sub) -> None:
     """Register the command's parser."""
     p = sub.add_parser("inspect", help="Show a model's inputs, outputs, opsets, ops and size.")
-    p.add_argument("model", metavar="MODEL", help="An .onnx file or a bundled sample's name.")
+    p.add_argument("model", metavar="MODEL", help="An .onnx file, a bundled sample's name, or a "
+                                                  "folder that ortlab optimize wrote.")
     p.add_argument("--json", action="store_true", help="Print JSON on stdout.")
     p.set_defaults(func=cmd_inspect)
 

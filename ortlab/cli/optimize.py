@@ -55,7 +55,7 @@ def run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: str
     model's facts, when already read)."""
     sample = find_sample(src, info)
     shapes = shapes_from_args(ns)
-    cal = data_ref(calibration, ns)
+    cal = data_ref(calibration, ns, sample_set="calibration")
     ev = data_ref(evaluation, ns, count=ns.verify_samples, seed=recipe.quant.seed)
     if cal is None and ev is None and sample is not None and sample.calibration_dir is not None:
         cal = DataRef(sample=sample.name, set="calibration")

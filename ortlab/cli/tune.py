@@ -10,8 +10,8 @@ from pathlib import Path
 from ortlab.api import UsageError
 from ortlab.api import Target
 from ortlab.cli.common import (
-    add_input_arguments, add_output_flags, add_preprocess_arguments, data_ref, existing, find_sample, load_dataset,
-    model_file, preprocess_from_args, reporter, shapes_from_args, shapes_text,
+    add_input_arguments, add_output_flags, add_preprocess_arguments, data_ref, evaluation_data, find_sample,
+    load_dataset, model_file, model_sample, preprocess_from_args, reporter, shapes_from_args, shapes_text,
 )
 from ortlab.cli.render import print_json, table
 from ortlab import api
@@ -26,11 +26,12 @@ def add_command(sub) -> None:
 
     p = sub.add_parser("analyze", help="Per-node error of a quantized model against its fp32 reference "
                                        "(worst nodes first).")
-    p.add_argument("reference", metavar="REF", help="The fp32 reference .onnx.")
+    p.add_argument("reference", metavar="REF", help="The fp32 reference .onnx, or a bundled sample's name.")
     p.add_argument("candidate", metavar="CANDIDATE", help="The quantized model: an artifact folder (its "
                    "model.qdq.onnx is used), a model.onnx beside a model.qdq.onnx, or any .onnx.")
-    p.add_argument("--data", metavar="DIR", required=True, help="Evaluation data: images folder, .zip, .npy/.npz "
-                   "or a .txt file (one example per line; with --tokenizer).")
+    p.add_argument("--data", metavar="DIR", help="Evaluation data: images folder, .zip, .npy/.npz, a .txt file (one "
+                   "example per line; with --tokenizer), or a bundled sample's name (default: the evaluation images "
+                   "of the sample REF is, or was made from).")
     p.add_argument("--n", type=int, default=32, help="Samples to run (default: 32).")
     p.add_argument("--top", type=int, default=15, help="How many nodes to print (default: 15).")
     add_input_arguments(p)
@@ -41,7 +42,8 @@ def add_command(sub) -> None:
     p = sub.add_parser("tune", help="Search recipes within a time budget; recommend the fastest (or smallest) "
                                     "one the accuracy policy accepts.",
                        epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", metavar="MODEL", help="The source .onnx (never modified).")
+    p.add_argument("model", metavar="MODEL", help="The source .onnx (never modified), a bundled sample's name, or a "
+                                                  "folder that ortlab optimize wrote.")
     p.add_argument("--calibration", "--data", metavar="DIR", dest="data",
                    help="Calibration data, as for optimize (default: a bundled sample's "
                    "calibration set). Without --eval a third of it is held out for evaluation.")
@@ -98,11 +100,11 @@ def cmd_analyze(ns: argparse.Namespace) -> int:
     """`ortlab analyze`: rank a quantized model's nodes by the error they add."""
 
     ref = model_file(ns.reference, "Reference model")
-    cand = existing(ns.candidate, "Candidate model")
+    cand = model_file(ns.candidate, "Candidate model")
     if ns.n < 1:
         raise UsageError("--n must be at least 1.")
-    sample = find_sample(ref)
-    dataset = load_dataset(ns.data, sample.labels if sample is not None and sample.labels else None, ns)
+    sample = model_sample(ref) or model_sample(cand)
+    dataset = evaluation_data(ns, sample, "analyze")
     pre = preprocess_from_args(ns, ref, sample) if dataset.kind == "images" else None
     result = analyze(ref, cand, dataset, pre, n=ns.n, reporter=reporter(ns), shapes=shapes_from_args(ns))
     if ns.json:
@@ -127,7 +129,7 @@ def cmd_analyze(ns: argparse.Namespace) -> int:
 def _split(path: str, out: Path, labels, ns: argparse.Namespace) -> tuple[str, str]:
     """Calibration and evaluation folders written under ``out/data`` (``data.split_dataset``)."""
 
-    ds = load_dataset(path, labels, ns)
+    ds = load_dataset(path, labels, ns, sample_set="calibration")
     cal, ev = split_dataset(ds)
     if ev is cal:
         raise UsageError("--data needs at least 3 samples to hold some out for evaluation; or give --eval.")
@@ -149,7 +151,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
         cal_path, ev_path = _split(cal_path, out, labels, ns)
     cal: DataRef | None
     if cal_path is not None:
-        cal = data_ref(cal_path, ns)
+        cal = data_ref(cal_path, ns, sample_set="calibration")
     elif sample is not None and sample.calibration_dir is not None:
         cal = DataRef(sample=sample.name, set="calibration")
     else:

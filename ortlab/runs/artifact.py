@@ -134,6 +134,17 @@ def load_artifact(out_dir) -> Artifact:
         raise OrtlabError(f"{path} is damaged ({exc.message}).") from None
 
 
+def artifact_sample(out_dir) -> str | None:
+    """The bundled sample's name the artifact folder ``out_dir`` was made from (its ``artifact.json`` run spec),
+    or None: no sample, no ``artifact.json``, or one that cannot be read."""
+    try:
+        spec = loads((Path(out_dir) / ARTIFACT_FILE).read_text(encoding="utf-8")).get("spec")
+    except (OSError, ValueError, AttributeError):
+        return None
+    sample = spec.get("sample") if isinstance(spec, dict) else None
+    return sample if isinstance(sample, str) and sample else None
+
+
 def file_bytes(path: Path) -> int:
     """Bytes of the model file plus its external-data files (without checking or hashing the model again)."""
     import onnx

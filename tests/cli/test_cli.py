@@ -111,7 +111,7 @@ def error_cases(src, tmp):
          f"Data not found: {tmp / 'nodata'}"),
         (["bench", src, "--batch-sizes", "1", "0"], 2, "Batch sizes (batch_sizes) must each be at least 1; got 0."),
         (["bench", src, "--runs", "5", "--duration", "1"], 2, "--runs only applies with --duration 0.0."),
-        (["compare", src, src], 2, "the following arguments are required: --data"),
+        (["compare", src, src], 2, "compare needs evaluation data: give --data with a folder of images"),
         (["run", bad_recipe, src], 2, "The recipe is not valid JSON"),
         (["frobnicate"], 2, "invalid choice: 'frobnicate'"),
         ([], 2, "the following arguments are required: COMMAND"),

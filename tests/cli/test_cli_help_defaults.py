@@ -42,6 +42,7 @@ PROSE = {
     ("tune", "--eval"): "the sample's evaluation set",
     ("history", "--limit"): "all",
     ("compare", "--n"): "all",
+    **{(cmd, "--data"): "the evaluation images of the sample REF is, or was made from" for cmd in ("compare", "analyze")},
     ("bench", "--runs"): "with --duration 0 it is {runs_without_duration}",
     **{(cmd, "--tokenizer"): "tokenizer.json beside the .txt" for cmd in ("optimize", "run", "compare", "analyze", "tune")},
     **{(cmd, "--seq-len"): f"the model's fixed length, else {DEFAULT_SEQ_LEN}"
