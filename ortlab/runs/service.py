@@ -25,6 +25,7 @@ import shutil
 import signal
 import tempfile
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
@@ -74,7 +75,7 @@ class Handle(Completion):
         self.stages: list[str] = list(stages)
         self.progress: dict[str, ProgressEvent] = {}
         self.result: Any = None
-        self.error: OrtlabError | None = None
+        self.error: OrtlabError | Cancelled | None = None
         self.meta: dict[str, Any] = {}
         self.handled = False  # set by a page once it showed the result
         self._items: queue.Queue = queue.Queue()
@@ -84,7 +85,7 @@ class Handle(Completion):
     def _put(self, item: Any) -> None:
         self._items.put(item)
 
-    def _finish(self, state: str, result: Any = None, error: OrtlabError | None = None) -> None:
+    def _finish(self, state: str, result: Any = None, error: OrtlabError | Cancelled | None = None) -> None:
         if self._done.is_set():
             return
         self.result, self.error = result, error
@@ -156,24 +157,30 @@ class RecipeHandle(Handle):
         self.timeout_s: float | None = None  # the run's time limit (run_timeout_s)
         self.timed_out = False
         self._timer: threading.Timer | None = None
+        self._started = time.monotonic()
+        self._stopped_after: float | None = None  # seconds from the start to the end of a timed-out child
 
     def _time_out(self) -> None:
-        """The run went past its time limit: stop its child (the watcher reports why)."""
+        """The run went past its time limit: stop its child and its process group (SIGTERM, then SIGKILL after
+        :data:`STOP_GRACE_S`); the watcher reports why."""
         child = self._child
         if child is not None and child.running() and not self.done:
             self.timed_out = True
-            child.terminate()
+            child.stop(STOP_GRACE_S)
+            self._stopped_after = time.monotonic() - self._started
 
     def cancel(self) -> None:
-        """Terminate the child (then kill it after a grace period) and remove the run folder it created."""
+        """Stop the child and its process group (SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`, in the
+        background) and remove the run folder it created."""
         super().cancel()
         child = self._child
         if child is not None and child.running() and not self.done:
-            child.terminate()
+            threading.Thread(target=child.stop, args=(STOP_GRACE_S,), name=f"ortlab-stop-{self.id}",
+                             daemon=True).start()
 
     def _watch(self) -> None:
         result: Any = None
-        error: OrtlabError | None = None
+        error: OrtlabError | Cancelled | None = None
         child = self._child
         assert child is not None
         try:
@@ -193,17 +200,18 @@ class RecipeHandle(Handle):
             if self._timer is not None:
                 self._timer.cancel()
         if result is None and self.timed_out:
-            error = OrtlabError(f"The run was stopped: it went past its time limit of {self.timeout_s:g} s (set "
-                                f"${RUN_TIMEOUT_VAR} to allow more).")
+            after = self._stopped_after if self._stopped_after is not None else time.monotonic() - self._started
+            error = OrtlabError(f"The run was stopped after {after:.0f} s (limit {self.timeout_s:g} s): it went "
+                                f"past its time limit (set ${RUN_TIMEOUT_VAR} to allow more).")
         if result is None:
             result = self._recorded()  # the child died after recording its run: the run is finished
         if result is not None:
             self._close_log()
             self._finish(DONE, result)
-        elif self.cancel_requested:
+        elif self.cancel_requested or isinstance(error, Cancelled):
             self._close_log()
             self._drop_folder()
-            self._finish(CANCELLED, error=Cancelled())
+            self._finish(CANCELLED, error=error if isinstance(error, Cancelled) else Cancelled())
         else:
             if error is None:
                 error = OrtlabError(f"The run process ended unexpectedly (exit code {self.returncode})"
@@ -298,7 +306,9 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
     args = {"spec": spec.to_dict(), "run_dir": str(run_dir), "out_file": str(target) if target is not None else None,
             "db": str(ws.db_path), "origin": origin, "timeout_s": timeout, "timeout_why": timeout_why,
             "memory_gb": memory_gb if memory_gb is not None else default_memory_gb(spec.recipe.target)}
-    handle._child = Child.run(_recipe_child, json.dumps(args))
+    # a process group of its own: a time limit or Cancel stops every process the run started
+    handle._child = Child.run(_recipe_child, json.dumps(args), new_session=True)
+    handle._started = time.monotonic()
     handle.timeout_s = timeout
     handle._timer = threading.Timer(timeout, handle._time_out)
     handle._timer.daemon = True
@@ -463,6 +473,8 @@ def _reported_error(exc: BaseException, run_dir: Path, args: dict) -> tuple[str,
     """What the child reports for a run that failed with ``exc``: (error class name, message, step). Running out
     of memory under the limit and a full disk are said as such."""
     limit = args.get("memory_gb")
+    if isinstance(exc, Cancelled):
+        return "Cancelled", exc.message, exc.step
     if isinstance(exc, MemoryError):
         return "OrtlabError", too_big(limit), None
     if isinstance(exc, OrtlabError):

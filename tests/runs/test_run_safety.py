@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from ortlab.cli import main as cli
+from ortlab.core.errors import Cancelled
+from ortlab.runtime.child import STOP_GRACE_S
 from ortlab.runs import history as history_mod, outputs, service
 from ortlab.runs.artifact import Artifact
 from ortlab.runs.runspec import RunSpec
@@ -207,9 +214,116 @@ def test_a_run_past_its_time_limit_is_stopped_with_that_sentence(src, tmp_path, 
     handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
     assert handle.wait(60)
     assert handle.state == service.FAILED and handle.timed_out
-    assert str(handle.error) == ("The run was stopped: it went past its time limit of 0.3 s (set "
-                                 "$ORTLAB_RUN_TIMEOUT_S to allow more).")
+    assert re.fullmatch(r"The run was stopped after \d+ s \(limit 0\.3 s\): it went past its time limit \(set "
+                        r"\$ORTLAB_RUN_TIMEOUT_S to allow more\)\.", str(handle.error)), str(handle.error)
     assert not handle.run_dir.exists() and ws.history().list() == []
+
+
+STUBBORN_HOOK = """
+import os, signal, subprocess, sys, time
+from ortlab.runs import service
+
+_confine = service._confine
+
+
+def _deaf(*args, **kwargs):  # a child that swallows its stop request, with a process of its own in its group
+    _confine(*args, **kwargs)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _busy(*args, **kwargs):
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    with open({pids!r}, "w") as f:
+        f.write(f"{{os.getpid()}} {{helper.pid}}")
+    time.sleep(300)
+
+
+service._confine, service.run_recipe_spec = _deaf, _busy
+"""
+
+
+def stubborn_child(monkeypatch, tmp_path: Path) -> Path:
+    """Every recipe child this test starts ignores SIGTERM and starts a helper process, then works for 300 s; the
+    file returned gets "<child pid> <helper pid>"."""
+    hook, pids = tmp_path / "stubborn_hook", tmp_path / "pids"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(STUBBORN_HOOK.format(pids=str(pids)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+    return pids
+
+
+def gone(pid: int) -> bool:
+    """No such process, or only its exit status left (a zombie whose parent is not this process)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def started(pids: Path, timeout: float = 60) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = pids.read_text().split() if pids.exists() else []
+        if len(text) == 2:
+            return [int(p) for p in text]
+        time.sleep(0.05)
+    raise AssertionError("the child never started its work")
+
+
+def test_a_child_that_ignores_its_stop_is_killed_with_its_group_at_the_time_limit(src, tmp_path, monkeypatch):
+    ws = Workspace(tmp_path / "home")
+    pids = stubborn_child(monkeypatch, tmp_path)
+    monkeypatch.setenv(service.RUN_TIMEOUT_VAR, "6")  # time for the child to start and reach its work under load
+    begin = time.monotonic()
+    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    child, helper = started(pids)
+    assert handle.wait(6 + STOP_GRACE_S + 30), "the run went on past its limit"
+    took = time.monotonic() - begin
+    assert handle.state == service.FAILED and handle.timed_out and took < 6 + STOP_GRACE_S + 10, took
+    assert "stopped after" in str(handle.error) and "(limit 6 s)" in str(handle.error)
+    assert handle.returncode == -signal.SIGKILL and gone(child) and gone(helper)
+    assert not handle.run_dir.exists() and ws.history().list() == []
+
+
+def test_cancel_kills_a_child_that_ignores_its_stop(src, tmp_path, monkeypatch):
+    ws = Workspace(tmp_path / "home")
+    pids = stubborn_child(monkeypatch, tmp_path)
+    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    child, helper = started(pids)
+    begin = time.monotonic()
+    handle.cancel()
+    assert handle.wait(STOP_GRACE_S + 30)
+    assert time.monotonic() - begin < STOP_GRACE_S + 10
+    assert handle.state == service.CANCELLED and isinstance(handle.error, Cancelled)
+    assert gone(child) and gone(helper) and not handle.run_dir.exists()
+
+
+EFFICIENTNET = Path(__file__).resolve().parents[2] / "sample_models" / "efficientnet_lite0" / "model.onnx"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not EFFICIENTNET.is_file(), reason="the EfficientNet sample is not here")
+def test_the_cli_stops_an_int8_run_at_a_3_second_limit(tmp_path):
+    """The issue's reproduction: a static int8 EfficientNet run under a 3 s limit ends within 10 s of it, exits
+    non-zero with "stopped after N s (limit 3 s)", and leaves no process behind."""
+    env = {**os.environ, "ORTLAB_HOME": str(tmp_path / "home"), service.RUN_TIMEOUT_VAR: "3",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(EFFICIENTNET.parents[2]), os.environ.get("PYTHONPATH")]))}
+    begin = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "ortlab", "optimize", str(EFFICIENTNET), str(tmp_path / "out.onnx"),
+                           "--precision", "int8", "--no-bias-correction"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    took = time.monotonic() - begin
+    assert proc.returncode == 1, proc.stderr
+    assert re.search(r"stopped after \d+ s \(limit 3 s\)", proc.stderr), proc.stderr
+    assert took < 3 + 10 + 10, took  # the limit counts from the child's start; the CLI loads the model first
+    assert not (tmp_path / "out.onnx").exists()
+    leftovers = subprocess.run(["pgrep", "-f", "_recipe_child"], capture_output=True, text=True).stdout.split()
+    mine = [p for p in leftovers if str(tmp_path) in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
+    assert mine == []
 
 
 def test_the_default_time_limit_scales_with_the_work_and_is_in_the_notes(src, tmp_path, monkeypatch):
