@@ -36,13 +36,13 @@ from ortlab.runs.runspec import RunSpec
 from ortlab.runs.calibration_cache import CalibrationCache
 from ortlab.runs.prepare import load_run, prepare_run
 from ortlab.core.errors import Cancelled, OrtlabError
-from ortlab.core.layout import QDQ_FILE, qdq_path
+from ortlab.core.layout import ARTIFACT_FILE, MODEL_FILE, QDQ_FILE, qdq_path
 from ortlab.core.progress import CancelToken, Completion, ProgressEvent
 from ortlab.core.text import one_line, utc_timestamp
 from ortlab.runtime.child import STOP_GRACE_S, Child, default_memory_gb, error_of, too_big
 from ortlab.runs.workspace import Workspace
 from ortlab.runs import outputs
-from ortlab.model.inspect import ModelInfo, external_data_files
+from ortlab.model.inspect import ModelInfo, external_data_files, sha256_file
 from ortlab.runs import pipeline
 from ortlab.runs.pipeline import run_prepared
 from ortlab.core.progress import null_reporter
@@ -50,12 +50,13 @@ from ortlab.runs.history import History
 from ortlab.core.limits import apply_memory_limit, is_alloc_failure
 from ortlab.core.disk import check_space, disk_full_message, free_bytes, is_disk_full, run_space_needed, RUN_SPACE_MARGIN
 from ortlab.runs import history
-from ortlab.runs.artifact import Artifact
+from ortlab.runs.artifact import Artifact, load_artifact
 
 RUN_TIMEOUT_VAR = "ORTLAB_RUN_TIMEOUT_S"  # seconds a recipe run may take before it is stopped
 RUN_TIMEOUT_BASE_S = 600.0       # default: a generous base…
 RUN_TIMEOUT_PER_SAMPLE_S = 2.0   # …plus this per calibration and verification sample…
 RUN_TIMEOUT_PER_100MB_S = 60.0   # …and this per 100 MB of model
+ADOPTED_NOTE = "The run process died after its result was complete; the result was checked and recorded."
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 
 
@@ -153,6 +154,7 @@ class RecipeHandle(Handle):
         self._remove_on_cancel = remove_on_cancel
         self._child: Child | None = None
         self._db: Path | None = None  # the history the child records the run in
+        self._args: dict | None = None  # what the child was given
         self._out_file: Path | None = None  # OUT.onnx of a run into a single file
         self.timeout_s: float | None = None  # the run's time limit (run_timeout_s)
         self.timed_out = False
@@ -205,6 +207,9 @@ class RecipeHandle(Handle):
                                 f"past its time limit (set ${RUN_TIMEOUT_VAR} to allow more).")
         if result is None:
             result = self._recorded()  # the child died after recording its run: the run is finished
+        dropped = ""
+        if result is None and error is None and not self.timed_out and not self.cancel_requested:
+            result, dropped = self._adopted()  # the child died after its result was complete: checked and kept
         if result is not None:
             self._close_log()
             self._finish(DONE, result)
@@ -215,7 +220,7 @@ class RecipeHandle(Handle):
         else:
             if error is None:
                 error = OrtlabError(f"The run process ended unexpectedly (exit code {self.returncode})"
-                                    f"{child.last_line()}.")
+                                    f"{child.last_line()}.{dropped}")
             self._close_log()
             self._drop_folder()
             self._finish(FAILED, error=error)
@@ -245,6 +250,32 @@ class RecipeHandle(Handle):
             for name in (outputs.RUNNING_FILE, outputs.RECORDED_FILE, outputs.OWNER_FILE):
                 (self.run_dir / name).unlink(missing_ok=True)
         return artifact
+
+    def _adopted(self) -> tuple[Artifact | None, str]:
+        """A workspace run whose child died after its result was complete on disk: its ``artifact.json`` parses
+        and names this folder's model, whose sha256 matches; then it is recorded as the child would have, with a
+        note saying so. Else (None, the reason its folder is removed, as a sentence to add to the error)."""
+        if self._args is None or self._out_file is not None or not self._remove_on_cancel:
+            return None, ""
+        try:
+            artifact = load_artifact(self.run_dir)
+        except (OrtlabError, OSError) as exc:
+            return None, (f" Its folder was removed: the result was not complete ({one_line(exc)})."
+                          if (self.run_dir / ARTIFACT_FILE).exists() else
+                          f" Its folder was removed: the run had not finished (no {ARTIFACT_FILE}).")
+        model = self.run_dir / MODEL_FILE
+        try:
+            same = (Path(artifact.model_path).resolve() == model.resolve() and model.is_file()
+                    and sha256_file(model) == artifact.sha256)
+        except OSError:
+            same = False
+        if not same:
+            return None, f" Its folder was removed: its {MODEL_FILE} does not match {ARTIFACT_FILE}."
+        _describe(artifact, self.spec, self._args)
+        artifact.notes.append(ADOPTED_NOTE)
+        _record_run(artifact, self.run_dir, self._args)
+        _tidy(self.run_dir, None, self.run_dir / outputs.OWNER_FILE)
+        return artifact, ""
 
     def _drop_folder(self) -> None:
         """Remove the run folder this run created, unless a history row points at it."""
@@ -303,7 +334,7 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
         created = not run_dir.exists()
     handle = RecipeHandle(spec, run_dir, remove_on_cancel=created)
     handle._db, handle._out_file = Path(ws.db_path), target
-    args = {"spec": spec.to_dict(), "run_dir": str(run_dir), "out_file": str(target) if target is not None else None,
+    handle._args = args = {"spec": spec.to_dict(), "run_dir": str(run_dir), "out_file": str(target) if target is not None else None,
             "db": str(ws.db_path), "origin": origin, "timeout_s": timeout, "timeout_why": timeout_why,
             "memory_gb": memory_gb if memory_gb is not None else default_memory_gb(spec.recipe.target)}
     # a process group of its own: a time limit or Cancel stops every process the run started

@@ -175,14 +175,46 @@ def test_a_run_into_a_file_killed_after_recording_is_finished(src, tmp_path, mon
     assert not handle.run_dir.exists()  # its temporary folder is gone
 
 
-def test_a_child_killed_before_recording_is_a_failed_run_that_leaves_no_folder(src, tmp_path, monkeypatch):
+def test_a_child_killed_before_recording_a_complete_result_has_it_checked_and_recorded(src, tmp_path, monkeypatch):
     ws = Workspace(tmp_path / "home")
     recipe_child_dies(monkeypatch, tmp_path, "_record_run", "before")
+    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws, origin="cli")
+    handle.wait(120)
+    assert handle.returncode == 9
+    assert handle.state == service.DONE, handle.error
+    art = handle.result
+    assert service.ADOPTED_NOTE in art.notes and art.origin == "cli" and art.run_id is not None
+    (row,) = ws.history().list()
+    assert row.run_id == art.run_id and row.dir == handle.run_dir and service.ADOPTED_NOTE in row.notes
+    assert art.model_path.is_file() and (handle.run_dir / "artifact.json").is_file()
+    assert json.loads((handle.run_dir / "artifact.json").read_text())["run_id"] == art.run_id
+    assert not (handle.run_dir / outputs.RUNNING_FILE).exists() and service.interrupted_runs(ws) == []
+
+
+def test_a_child_killed_with_a_result_that_does_not_match_leaves_no_folder(src, tmp_path, monkeypatch):
+    ws = Workspace(tmp_path / "home")
+    hook = tmp_path / "fault_hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(FAULT_HOOK.format(function="_record_run", when="before").replace(
+        'os._exit(9)', 'open(args[1] / "model.onnx", "ab").write(b"x"); os._exit(9)', 1))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    handle.wait(120)
+    assert handle.state == service.FAILED, handle.result
+    assert handle.error.message.endswith("Its folder was removed: its model.onnx does not match artifact.json.")
+    assert not handle.run_dir.exists() and ws.history().list() == []
+
+
+def test_a_child_killed_before_its_result_was_complete_leaves_no_folder(src, tmp_path, monkeypatch):
+    ws = Workspace(tmp_path / "home")
+    recipe_child_dies(monkeypatch, tmp_path, "run_recipe_spec", "before")
     handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
     handle.wait(120)
     assert handle.returncode == 9
     assert handle.state == service.FAILED and "ended unexpectedly (exit code 9)" in handle.error.message
-    assert not handle.run_dir.exists()  # its model was written, but no row points at it: the folder goes
+    assert "Its folder was removed: the run had not finished (no artifact.json)." in handle.error.message
+    assert "\n" not in handle.error.message
+    assert not handle.run_dir.exists()
     assert ws.history().list() == [] and service.interrupted_runs(ws) == []
 
 
