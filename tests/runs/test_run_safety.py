@@ -134,6 +134,59 @@ def test_the_cli_writes_records_and_exits_0_with_a_damaged_history(src, tmp_path
     assert len(rows) == 3 and Path(rows[0].model_path) == out.resolve()
 
 
+def history_as_a_directory(ws: Workspace) -> None:
+    """Replace the workspace's history.sqlite by a directory (with a file in it, as a mistaken copy leaves)."""
+    ws.db_path.unlink()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{ws.db_path}{suffix}").unlink(missing_ok=True)
+    ws.db_path.mkdir()
+    (ws.db_path / "stray.txt").write_text("not a database")
+
+
+def test_a_history_that_is_a_directory_is_named_moved_aside_and_rebuilt(src, tmp_path):
+    ws = Workspace(tmp_path / "home")
+    runs = recorded_runs(ws, src, 2)
+    history_as_a_directory(ws)
+    history_mod.take_notices()
+    h = history_mod.History(ws.db_path)
+    assert h.recovered is not None and ws.db_path.is_file()
+    assert "it is a directory, not a database file" in h.recovered.message
+    assert "rebuilt from the 2 runs" in h.recovered.message
+    moved = h.recovered.moved_to
+    assert moved is not None and moved.name.startswith("history.sqlite.broken-") and (moved / "stray.txt").is_file()
+    assert sorted(r.run_id or 0 for r in h.list() if isinstance(r, Artifact)) == sorted(r.run_id or 0 for r in runs)
+    assert history_mod.take_notices() == [h.recovered]
+
+
+def test_a_history_that_is_a_fifo_is_named_and_rebuilt(tmp_path):
+    db = tmp_path / "home" / "history.sqlite"
+    db.parent.mkdir()
+    os.mkfifo(db)
+    h = history_mod.History(db)
+    assert h.recovered is not None and "it is not a regular file" in h.recovered.message and db.is_file()
+    assert h.list() == []
+
+
+DIGITS = Path(__file__).resolve().parents[2] / "sample_models" / "digits_cnn" / "model.onnx"
+
+
+@pytest.mark.skipif(not DIGITS.is_file(), reason="the digits sample is not here")
+def test_the_cli_run_that_meets_a_directory_as_history_succeeds_and_is_listed(src, tmp_path, monkeypatch, capsys):
+    ws = Workspace(tmp_path / "home")
+    earlier = recorded_runs(ws, src, 2)
+    history_as_a_directory(ws)
+    monkeypatch.setenv("ORTLAB_HOME", str(ws.root))
+    out = tmp_path / "out.onnx"
+    code = cli.main(["optimize", "digits_cnn", str(out), "--precision", "int8"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert out.is_file()
+    assert "it is a directory, not a database file" in err and "history.sqlite.broken-" in err
+    rows = [r for r in ws.history().list() if isinstance(r, Artifact)]
+    assert len(rows) == 3 and Path(rows[0].model_path) == out.resolve()
+    assert {r.run_id for r in earlier} <= {r.run_id for r in rows}
+
+
 def test_a_run_folder_whose_recording_failed_is_indexed_at_the_next_start(src, tmp_path):
     ws = Workspace(tmp_path / "home")
     (run,) = recorded_runs(ws, src, 1)
