@@ -279,7 +279,7 @@ class History:
             if not _damaged(exc):
                 raise HistoryError(f"Cannot write to the history database {self.db_path.name}: {one_line(exc)}.") \
                     from None
-            self._recover(exc)
+            self._recover(one_line(exc))
             return self._add(artifact)
 
     def _add(self, artifact: Artifact) -> int:
