@@ -252,10 +252,12 @@ class RecipeHandle(Handle):
         return artifact
 
     def _adopted(self) -> tuple[Artifact | None, str]:
-        """A workspace run whose child died after its result was complete on disk: its ``artifact.json`` parses
-        and names this folder's model, whose sha256 matches; then it is recorded as the child would have, with a
-        note saying so. Else (None, the reason its folder is removed, as a sentence to add to the error)."""
-        if self._args is None or self._out_file is not None or not self._remove_on_cancel:
+        """A run whose child died after its result was complete on disk: its ``artifact.json`` parses and names
+        this folder's model, whose sha256 matches (for a run into OUT.onnx: the model still in the folder, then
+        installed here, or the one the child already installed at OUT.onnx); then it is recorded as the child
+        would have, with a note saying so. Else (None, the reason its folder is removed, as a sentence to add to
+        the error)."""
+        if self._args is None or not self._remove_on_cancel:
             return None, ""
         try:
             artifact = load_artifact(self.run_dir)
@@ -263,18 +265,29 @@ class RecipeHandle(Handle):
             return None, (f" Its folder was removed: the result was not complete ({one_line(exc)})."
                           if (self.run_dir / ARTIFACT_FILE).exists() else
                           f" Its folder was removed: the run had not finished (no {ARTIFACT_FILE}).")
-        model = self.run_dir / MODEL_FILE
+        model, target = self.run_dir / MODEL_FILE, self._out_file
+        installed = target is not None and not model.exists()  # the child moved it to OUT.onnx before it died
         try:
-            same = (Path(artifact.model_path).resolve() == model.resolve() and model.is_file()
-                    and sha256_file(model) == artifact.sha256)
+            same = (Path(artifact.model_path).resolve() == model.resolve()
+                    and sha256_file(target if installed and target is not None else model) == artifact.sha256)
         except OSError:
             same = False
         if not same:
             return None, f" Its folder was removed: its {MODEL_FILE} does not match {ARTIFACT_FILE}."
+        if target is not None:
+            try:
+                if installed:
+                    artifact.model_path = target
+                    if (self.run_dir / QDQ_FILE).is_file():
+                        outputs.install_model(self.run_dir / QDQ_FILE, qdq_path(target))
+                else:
+                    _install(artifact, self.spec, self.run_dir, str(target))
+            except (OrtlabError, OSError) as exc:
+                return None, f" Its folder was removed: its result could not be installed ({one_line(exc)})."
         _describe(artifact, self.spec, self._args)
         artifact.notes.append(ADOPTED_NOTE)
         _record_run(artifact, self.run_dir, self._args)
-        _tidy(self.run_dir, None, self.run_dir / outputs.OWNER_FILE)
+        _tidy(self.run_dir, self._args.get("out_file"), self.run_dir / outputs.OWNER_FILE)
         return artifact, ""
 
     def _drop_folder(self) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ortlab.model.inspect import sha256_file
 from ortlab.cli import main as cli
 from ortlab.core.errors import Cancelled
 from ortlab.runtime.child import STOP_GRACE_S
@@ -242,6 +243,23 @@ def test_a_child_killed_before_recording_a_complete_result_has_it_checked_and_re
     assert art.model_path.is_file() and (handle.run_dir / "artifact.json").is_file()
     assert json.loads((handle.run_dir / "artifact.json").read_text())["run_id"] == art.run_id
     assert not (handle.run_dir / outputs.RUNNING_FILE).exists() and service.interrupted_runs(ws) == []
+
+
+@pytest.mark.parametrize("function", ["_install", "_record_run"])
+def test_a_run_into_a_file_killed_before_recording_has_its_result_installed_and_recorded(src, tmp_path, monkeypatch,
+                                                                                          function):
+    ws = Workspace(tmp_path / "home")
+    recipe_child_dies(monkeypatch, tmp_path, function, "before")
+    out = tmp_path / "o.onnx"
+    handle = service.start_recipe(RunSpec(str(src), BASIC), out, workspace=ws)
+    handle.wait(120)
+    assert handle.returncode == 9
+    assert handle.state == service.DONE, handle.error
+    art = handle.result
+    assert Path(art.model_path) == out.resolve() and out.is_file() and service.ADOPTED_NOTE in art.notes
+    assert sha256_file(out) == art.sha256 and not handle.run_dir.exists()
+    (row,) = ws.history().list()
+    assert row.run_id == art.run_id and Path(row.model_path) == out.resolve()
 
 
 def test_a_child_killed_with_a_result_that_does_not_match_leaves_no_folder(src, tmp_path, monkeypatch):
