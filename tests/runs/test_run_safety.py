@@ -168,6 +168,20 @@ def test_a_history_that_is_a_fifo_is_named_and_rebuilt(tmp_path):
     assert h.list() == []
 
 
+def test_a_history_this_user_may_not_open_is_named_moved_aside_and_rebuilt(src, tmp_path, monkeypatch):
+    """As a non-root user meets a history.sqlite of another owner (mode 000): root ignores permissions, so the
+    permission check is answered "no" for that one file."""
+    ws = Workspace(tmp_path / "home")
+    recorded_runs(ws, src, 1)
+    real_access = os.access
+    monkeypatch.setattr(history_mod.os, "access", lambda p, mode, *a, **k: False if Path(p) == ws.db_path
+                        else real_access(p, mode, *a, **k))
+    h = history_mod.History(ws.db_path)
+    assert h.recovered is not None and "this user may not read and write it: permission denied" in h.recovered.message
+    assert h.recovered.moved_to is not None and h.recovered.moved_to.name.startswith("history.sqlite.broken-")
+    assert len(h.list()) == 1
+
+
 DIGITS = Path(__file__).resolve().parents[2] / "sample_models" / "digits_cnn" / "model.onnx"
 
 
