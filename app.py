@@ -4,9 +4,10 @@ import os
 
 import streamlit as st
 
-from ortlab.ui.session import auth, router, sidebar, state
+from ortlab.ui.session import auth, router, sidebar, state, uploads
 
 os.umask(0o077)  # the workspace and every file the app writes are private to the user running it (0600/0700)
+uploads.install()  # upload names with NUL, control characters or slashes are cleaned as they arrive
 st.set_page_config(layout="wide", page_title="ortlab", page_icon="⚡", initial_sidebar_state="expanded")
 if auth.sign_in_configured() and not auth.signed_in():  # shared app: nothing but the sign-in page until then
     st.navigation([st.Page(auth.sign_in_page, title="Sign in", icon=":material/login:")], position="hidden").run()

@@ -29,7 +29,8 @@ with right:
         done = state.ui("upload")
         file_id = up.file_id
         if not done or done[0] != file_id:
-            with engine_errors(f"Importing {up.name}", "The previously selected model is still selected.") as out:
+            up_name = actions.upload_name(up.name)[0]  # a name with NUL, controls or slashes: cleaned first
+            with engine_errors(f"Importing {up_name}", "The previously selected model is still selected.") as out:
                 # streamed to the workspace, never copied in memory; dropped from memory once it is on disk
                 actions.import_uploaded_model(up.name, up, on_saved=lambda: actions.release_upload(file_id, up))
                 state.set_widget("sample_select", None)

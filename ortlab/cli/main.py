@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from ortlab import __version__
 from ortlab.api import UsageError
-from ortlab.core.errors import OrtlabError, RecipeError, ShapeError
+from ortlab.core.errors import Cancelled, OrtlabError, RecipeError, ShapeError
 from ortlab.core.errors import OutputError
 from ortlab.core.text import escape_controls, one_line
 from ortlab.api import set_custom_op_libraries
@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: file not found: {escape_controls(str(exc.filename)) if exc.filename else one_line(exc)}",
               file=sys.stderr)
         return 2
-    except OrtlabError as exc:
+    except (OrtlabError, Cancelled) as exc:
         print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

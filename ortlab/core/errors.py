@@ -63,8 +63,15 @@ class HistoryError(OrtlabError):
     """The history database cannot be read or has no such entry."""
 
 
-class Cancelled(OrtlabError):
-    """The user cancelled the work."""
+class Cancelled(BaseException):
+    """The work was stopped (Cancel, a time limit, SIGTERM). Like ``KeyboardInterrupt`` it is not an
+    ``Exception``, so that no ``except Exception`` on the way can swallow it; it carries the same ``message`` and
+    ``step`` as an :class:`OrtlabError`."""
 
     def __init__(self, message: str = "Cancelled by the user.", *, step: str | None = None):
-        super().__init__(message, step=step)
+        super().__init__(message)
+        self.message = message
+        self.step = step
+
+    def __str__(self) -> str:
+        return f"{self.step}: {self.message}" if self.step else self.message

@@ -23,6 +23,25 @@ def escape_controls(text: str) -> str:
     return _CONTROL.sub(esc, text)
 
 
+_UNSAFE_IN_NAME = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+MAX_UPLOAD_NAME = 200  # characters kept of an uploaded file's name
+
+
+def upload_name(raw: object) -> tuple[str, str | None]:
+    """(the name to use for an uploaded file, a one-line note when ``raw`` had to be cleaned): the last part of any
+    path (``/`` or ``\\``), control and invisible characters (NUL, bidi overrides…) replaced by ``_``, at most
+    :data:`MAX_UPLOAD_NAME` characters; ``"upload"`` when nothing is left. Cleaned before anything else sees it."""
+    text = str(raw)
+    base = text.replace("\\", "/").rsplit("/", 1)[-1]
+    clean = _UNSAFE_IN_NAME.sub("_", base).strip(" .")[:MAX_UPLOAD_NAME] or "upload"
+    if clean == text:
+        return clean, None
+    shown = escape_controls(text).replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return clean, (f"The file name '{shown}' had control characters or path separators in it; it is used as "
+                   f"'{clean}'.")
+
+
 def one_line(exc_or_text: BaseException | str | object) -> str:
     """``exc_or_text`` as one line: every line of the message kept, runs of whitespace made one space, control
     characters escaped (:func:`escape_controls`).

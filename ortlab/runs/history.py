@@ -19,6 +19,7 @@ import builtins
 import json
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -168,6 +169,10 @@ class History:
         self.db_path = Path(db_path)
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         self.recovered: HistoryRecovered | None = None
+        unusable = _unusable(self.db_path)
+        if unusable is not None:  # a directory, a special file, one this user may not open: set aside, rebuilt
+            self._recover(unusable, tag="broken")
+            return
         if not self.db_path.exists():  # private to its owner, whatever the umask (SQLite's -wal/-shm follow)
             os.close(os.open(self.db_path, os.O_CREAT | os.O_WRONLY, 0o600))
         elif self.db_path.stat().st_mode & 0o077 and self.db_path.stat().st_uid == getattr(os, "getuid", int)():
@@ -179,22 +184,26 @@ class History:
         except sqlite3.DatabaseError as exc:
             if not _damaged(exc):  # locked, disk I/O…: nothing to rebuild, try again later
                 raise HistoryError(f"Cannot open the history database {self.db_path.name}: {exc}.") from None
-            self._recover(exc)
+            self._recover(one_line(exc))
 
-    def _recover(self, exc: BaseException) -> None:
-        """Move the damaged database aside (``history.sqlite.corrupt-<timestamp>``) and rebuild it from the
-        ``artifact.json`` files under the workspace's ``artifacts/``; remember the notice."""
+    def _recover(self, reason: str, tag: str = "corrupt") -> None:
+        """Move the damaged (or unusable: ``tag`` "broken") database aside (``history.sqlite.<tag>-<timestamp>``)
+        and rebuild it from the ``artifact.json`` files under the workspace's ``artifacts/``; remember the notice.
+        ``reason`` says what is wrong with it."""
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-        moved: Path | None = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}")
+        moved: Path | None = self.db_path.with_name(f"{self.db_path.name}.{tag}-{stamp}")
         n = 1
         while moved is not None and moved.exists():
             n += 1
-            moved = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}-{n}")
+            moved = self.db_path.with_name(f"{self.db_path.name}.{tag}-{stamp}-{n}")
         assert moved is not None
         try:
             os.replace(self.db_path, moved)
         except FileNotFoundError:  # another process moved it aside first
             moved = None
+        except OSError as exc:
+            raise HistoryError(f"The history database {self.db_path.name} cannot be used ({reason}) and could not "
+                               f"be moved aside ({exc.strerror or exc}): move or remove {self.db_path}.") from None
         for suffix in ("-wal", "-shm", "-journal"):
             side = Path(f"{self.db_path}{suffix}")
             if side.exists():
@@ -210,7 +219,7 @@ class History:
         if moved is None:
             return
         self.recovered = HistoryRecovered(
-            f"The run history could not be read ({one_line(exc)}); it was moved aside to {moved.name} and "
+            f"The run history could not be read ({reason}); it was moved aside to {moved.name} and "
             f"rebuilt from the {restored} run{'s' if restored != 1 else ''} stored in the workspace (benchmarks "
             "and runs written outside the workspace are not in the rebuilt history).", moved, restored)
         with _NOTICES_LOCK:
@@ -270,7 +279,7 @@ class History:
             if not _damaged(exc):
                 raise HistoryError(f"Cannot write to the history database {self.db_path.name}: {one_line(exc)}.") \
                     from None
-            self._recover(exc)
+            self._recover(one_line(exc))
             return self._add(artifact)
 
     def _add(self, artifact: Artifact) -> int:
@@ -394,6 +403,24 @@ class History:
 
 def _user_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _unusable(path: Path) -> str | None:
+    """What makes ``path`` unusable as the history database before SQLite tries it (it is a directory, not a
+    regular file, or this user may not read and write it), or None (it is a usable file, or there is none)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"it cannot be reached: {exc.strerror or exc}"
+    if stat.S_ISDIR(mode):
+        return "it is a directory, not a database file"
+    if not stat.S_ISREG(mode):
+        return "it is not a regular file"
+    if not os.access(path, os.R_OK | os.W_OK):
+        return "this user may not read and write it: permission denied"
+    return None
 
 
 def _damaged(exc: sqlite3.DatabaseError) -> bool:

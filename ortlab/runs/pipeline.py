@@ -30,7 +30,7 @@ from ortlab.checks.evaluate import evaluate
 from ortlab.checks.parity import check_parity
 from ortlab.checks.task_metrics import output_channel_groups
 from ortlab.checks.verdict import Verdict, judge
-from ortlab.core.errors import DataError, ModelLoadError, OptimizationError, OrtlabError, QuantizationError
+from ortlab.core.errors import Cancelled, DataError, ModelLoadError, OptimizationError, OrtlabError, QuantizationError
 from ortlab.core.layout import MODEL_FILE, QDQ_FILE, RECIPE_FILE
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.core.text import one_line, utc_timestamp
@@ -396,7 +396,7 @@ def _run_stage(stage: Stage[Any, Any], ctx: RunContext, value: Any, timings: dic
     start = time.perf_counter()
     try:
         out = stage.run(ctx, value)
-    except OrtlabError as exc:
+    except (OrtlabError, Cancelled) as exc:
         if exc.step is None:
             exc.step = stage.name
         raise

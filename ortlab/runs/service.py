@@ -25,6 +25,7 @@ import shutil
 import signal
 import tempfile
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
@@ -35,13 +36,13 @@ from ortlab.runs.runspec import RunSpec
 from ortlab.runs.calibration_cache import CalibrationCache
 from ortlab.runs.prepare import load_run, prepare_run
 from ortlab.core.errors import Cancelled, OrtlabError
-from ortlab.core.layout import QDQ_FILE, qdq_path
+from ortlab.core.layout import ARTIFACT_FILE, MODEL_FILE, QDQ_FILE, qdq_path
 from ortlab.core.progress import CancelToken, Completion, ProgressEvent
 from ortlab.core.text import one_line, utc_timestamp
 from ortlab.runtime.child import STOP_GRACE_S, Child, default_memory_gb, error_of, too_big
 from ortlab.runs.workspace import Workspace
 from ortlab.runs import outputs
-from ortlab.model.inspect import ModelInfo, external_data_files
+from ortlab.model.inspect import ModelInfo, external_data_files, sha256_file
 from ortlab.runs import pipeline
 from ortlab.runs.pipeline import run_prepared
 from ortlab.core.progress import null_reporter
@@ -49,12 +50,13 @@ from ortlab.runs.history import History
 from ortlab.core.limits import apply_memory_limit, is_alloc_failure
 from ortlab.core.disk import check_space, disk_full_message, free_bytes, is_disk_full, run_space_needed, RUN_SPACE_MARGIN
 from ortlab.runs import history
-from ortlab.runs.artifact import Artifact
+from ortlab.runs.artifact import Artifact, load_artifact
 
 RUN_TIMEOUT_VAR = "ORTLAB_RUN_TIMEOUT_S"  # seconds a recipe run may take before it is stopped
 RUN_TIMEOUT_BASE_S = 600.0       # default: a generous base…
 RUN_TIMEOUT_PER_SAMPLE_S = 2.0   # …plus this per calibration and verification sample…
 RUN_TIMEOUT_PER_100MB_S = 60.0   # …and this per 100 MB of model
+ADOPTED_NOTE = "The run process died after its result was complete; the result was checked and recorded."
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 
 
@@ -74,7 +76,7 @@ class Handle(Completion):
         self.stages: list[str] = list(stages)
         self.progress: dict[str, ProgressEvent] = {}
         self.result: Any = None
-        self.error: OrtlabError | None = None
+        self.error: OrtlabError | Cancelled | None = None
         self.meta: dict[str, Any] = {}
         self.handled = False  # set by a page once it showed the result
         self._items: queue.Queue = queue.Queue()
@@ -84,7 +86,7 @@ class Handle(Completion):
     def _put(self, item: Any) -> None:
         self._items.put(item)
 
-    def _finish(self, state: str, result: Any = None, error: OrtlabError | None = None) -> None:
+    def _finish(self, state: str, result: Any = None, error: OrtlabError | Cancelled | None = None) -> None:
         if self._done.is_set():
             return
         self.result, self.error = result, error
@@ -152,28 +154,35 @@ class RecipeHandle(Handle):
         self._remove_on_cancel = remove_on_cancel
         self._child: Child | None = None
         self._db: Path | None = None  # the history the child records the run in
+        self._args: dict | None = None  # what the child was given
         self._out_file: Path | None = None  # OUT.onnx of a run into a single file
         self.timeout_s: float | None = None  # the run's time limit (run_timeout_s)
         self.timed_out = False
         self._timer: threading.Timer | None = None
+        self._started = time.monotonic()
+        self._stopped_after: float | None = None  # seconds from the start to the end of a timed-out child
 
     def _time_out(self) -> None:
-        """The run went past its time limit: stop its child (the watcher reports why)."""
+        """The run went past its time limit: stop its child and its process group (SIGTERM, then SIGKILL after
+        :data:`STOP_GRACE_S`); the watcher reports why."""
         child = self._child
         if child is not None and child.running() and not self.done:
             self.timed_out = True
-            child.terminate()
+            child.stop(STOP_GRACE_S)
+            self._stopped_after = time.monotonic() - self._started
 
     def cancel(self) -> None:
-        """Terminate the child (then kill it after a grace period) and remove the run folder it created."""
+        """Stop the child and its process group (SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`, in the
+        background) and remove the run folder it created."""
         super().cancel()
         child = self._child
         if child is not None and child.running() and not self.done:
-            child.terminate()
+            threading.Thread(target=child.stop, args=(STOP_GRACE_S,), name=f"ortlab-stop-{self.id}",
+                             daemon=True).start()
 
     def _watch(self) -> None:
         result: Any = None
-        error: OrtlabError | None = None
+        error: OrtlabError | Cancelled | None = None
         child = self._child
         assert child is not None
         try:
@@ -193,21 +202,25 @@ class RecipeHandle(Handle):
             if self._timer is not None:
                 self._timer.cancel()
         if result is None and self.timed_out:
-            error = OrtlabError(f"The run was stopped: it went past its time limit of {self.timeout_s:g} s (set "
-                                f"${RUN_TIMEOUT_VAR} to allow more).")
+            after = self._stopped_after if self._stopped_after is not None else time.monotonic() - self._started
+            error = OrtlabError(f"The run was stopped after {after:.0f} s (limit {self.timeout_s:g} s): it went "
+                                f"past its time limit (set ${RUN_TIMEOUT_VAR} to allow more).")
         if result is None:
             result = self._recorded()  # the child died after recording its run: the run is finished
+        dropped = ""
+        if result is None and error is None and not self.timed_out and not self.cancel_requested:
+            result, dropped = self._adopted()  # the child died after its result was complete: checked and kept
         if result is not None:
             self._close_log()
             self._finish(DONE, result)
-        elif self.cancel_requested:
+        elif self.cancel_requested or isinstance(error, Cancelled):
             self._close_log()
             self._drop_folder()
-            self._finish(CANCELLED, error=Cancelled())
+            self._finish(CANCELLED, error=error if isinstance(error, Cancelled) else Cancelled())
         else:
             if error is None:
                 error = OrtlabError(f"The run process ended unexpectedly (exit code {self.returncode})"
-                                    f"{child.last_line()}.")
+                                    f"{child.last_line()}.{dropped}")
             self._close_log()
             self._drop_folder()
             self._finish(FAILED, error=error)
@@ -237,6 +250,45 @@ class RecipeHandle(Handle):
             for name in (outputs.RUNNING_FILE, outputs.RECORDED_FILE, outputs.OWNER_FILE):
                 (self.run_dir / name).unlink(missing_ok=True)
         return artifact
+
+    def _adopted(self) -> tuple[Artifact | None, str]:
+        """A run whose child died after its result was complete on disk: its ``artifact.json`` parses and names
+        this folder's model, whose sha256 matches (for a run into OUT.onnx: the model still in the folder, then
+        installed here, or the one the child already installed at OUT.onnx); then it is recorded as the child
+        would have, with a note saying so. Else (None, the reason its folder is removed, as a sentence to add to
+        the error)."""
+        if self._args is None or not self._remove_on_cancel:
+            return None, ""
+        try:
+            artifact = load_artifact(self.run_dir)
+        except (OrtlabError, OSError) as exc:
+            return None, (f" Its folder was removed: the result was not complete ({one_line(exc)})."
+                          if (self.run_dir / ARTIFACT_FILE).exists() else
+                          f" Its folder was removed: the run had not finished (no {ARTIFACT_FILE}).")
+        model, target = self.run_dir / MODEL_FILE, self._out_file
+        installed = target is not None and not model.exists()  # the child moved it to OUT.onnx before it died
+        try:
+            same = (Path(artifact.model_path).resolve() == model.resolve()
+                    and sha256_file(target if installed and target is not None else model) == artifact.sha256)
+        except OSError:
+            same = False
+        if not same:
+            return None, f" Its folder was removed: its {MODEL_FILE} does not match {ARTIFACT_FILE}."
+        if target is not None:
+            try:
+                if installed:
+                    artifact.model_path = target
+                    if (self.run_dir / QDQ_FILE).is_file():
+                        outputs.install_model(self.run_dir / QDQ_FILE, qdq_path(target))
+                else:
+                    _install(artifact, self.spec, self.run_dir, str(target))
+            except (OrtlabError, OSError) as exc:
+                return None, f" Its folder was removed: its result could not be installed ({one_line(exc)})."
+        _describe(artifact, self.spec, self._args)
+        artifact.notes.append(ADOPTED_NOTE)
+        _record_run(artifact, self.run_dir, self._args)
+        _tidy(self.run_dir, self._args.get("out_file"), self.run_dir / outputs.OWNER_FILE)
+        return artifact, ""
 
     def _drop_folder(self) -> None:
         """Remove the run folder this run created, unless a history row points at it."""
@@ -295,10 +347,12 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
         created = not run_dir.exists()
     handle = RecipeHandle(spec, run_dir, remove_on_cancel=created)
     handle._db, handle._out_file = Path(ws.db_path), target
-    args = {"spec": spec.to_dict(), "run_dir": str(run_dir), "out_file": str(target) if target is not None else None,
+    handle._args = args = {"spec": spec.to_dict(), "run_dir": str(run_dir), "out_file": str(target) if target is not None else None,
             "db": str(ws.db_path), "origin": origin, "timeout_s": timeout, "timeout_why": timeout_why,
             "memory_gb": memory_gb if memory_gb is not None else default_memory_gb(spec.recipe.target)}
-    handle._child = Child.run(_recipe_child, json.dumps(args))
+    # a process group of its own: a time limit or Cancel stops every process the run started
+    handle._child = Child.run(_recipe_child, json.dumps(args), new_session=True)
+    handle._started = time.monotonic()
     handle.timeout_s = timeout
     handle._timer = threading.Timer(timeout, handle._time_out)
     handle._timer.daemon = True
@@ -463,6 +517,8 @@ def _reported_error(exc: BaseException, run_dir: Path, args: dict) -> tuple[str,
     """What the child reports for a run that failed with ``exc``: (error class name, message, step). Running out
     of memory under the limit and a full disk are said as such."""
     limit = args.get("memory_gb")
+    if isinstance(exc, Cancelled):
+        return "Cancelled", exc.message, exc.step
     if isinstance(exc, MemoryError):
         return "OrtlabError", too_big(limit), None
     if isinstance(exc, OrtlabError):

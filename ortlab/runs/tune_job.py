@@ -29,7 +29,7 @@ class TuneJob(Completion):
         self.meta: dict[str, Any] = dict(meta or {})
         self.state = RUNNING
         self.result: Any = None
-        self.error: OrtlabError | None = None
+        self.error: OrtlabError | Cancelled | None = None
         self.items: list[Any] = []
         self.cancelled = False
         self.handled = False
@@ -55,7 +55,7 @@ class TuneJob(Completion):
             if not self.done:  # the caller stopped iterating (an interrupt): what finished is the result
                 self._end(CANCELLED if self.cancelled else DONE)
 
-    def _end(self, state: str, error: OrtlabError | None = None) -> None:
+    def _end(self, state: str, error: OrtlabError | Cancelled | None = None) -> None:
         self.state, self.error = state, error
         self.result = self.tuner.result
         self._ended()

@@ -67,10 +67,13 @@ def too_big(limit: float | None, what: str = "This run", todo: str = "use smalle
 
 
 def error_of(kind: str, message: str, step: str | None,
-             default: type[OrtlabError] = OrtlabError) -> OrtlabError:
+             default: type[OrtlabError] = OrtlabError) -> OrtlabError | errors.Cancelled:
     """The error a child reported (its class name, message and step), as that :class:`OrtlabError` subclass of
-    :mod:`ortlab.core.errors` (every error class the engine raises across a process lives there); ``default`` for
-    a name that is not one, or a subclass that takes other arguments."""
+    :mod:`ortlab.core.errors` (every error class the engine raises across a process lives there), or
+    :class:`~ortlab.core.errors.Cancelled`; ``default`` for a name that is not one, or a subclass that takes other
+    arguments."""
+    if kind == "Cancelled":
+        return errors.Cancelled(message, step=step)
     cls = getattr(errors, str(kind), None)
     if not (isinstance(cls, type) and issubclass(cls, OrtlabError)):
         cls = default

@@ -138,6 +138,8 @@ def _isolated_child(args_json: str, fd: int) -> None:
         if limit and limits.is_alloc_failure(message):
             message = memory_message(limit, args.get("variant"), args["batch_size"])
         conn.send(("error", type(exc).__name__, message, exc.step))
+    except Cancelled as exc:  # stopped (SIGTERM): said as such, not as a failure
+        conn.send(("error", "Cancelled", exc.message, exc.step))
     except BaseException as exc:
         conn.send(("error", "BenchmarkError", f"The timing process failed: {type(exc).__name__}: {one_line(exc)}",
                    None))

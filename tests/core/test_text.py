@@ -3,7 +3,7 @@
 import pytest
 
 from ortlab.core.errors import ModelLoadError
-from ortlab.core.text import MAX_ONE_LINE, format_bytes, one_line
+from ortlab.core.text import MAX_ONE_LINE, format_bytes, one_line, upload_name
 
 
 def test_one_line_keeps_the_reason_on_later_lines():
@@ -43,3 +43,23 @@ def test_cli_app_and_report_share_the_byte_format():
 
     assert cli.format_bytes is format_bytes and cards.format_bytes is format_bytes
     assert report._bytes(4_938_268) == "4.94 MB (4,938,268 bytes)"
+
+
+@pytest.mark.parametrize("raw, clean", [
+    ("a\x00b.onnx", "a_b.onnx"),
+    ("../../etc/passwd", "passwd"),
+    ("C:\\models\\m.zip", "m.zip"),
+    ("\u202egnp.onnx", "_gnp.onnx"),
+    ("line\nbreak.onnx", "line_break.onnx"),
+    ("..", "upload"),
+])
+def test_a_hostile_upload_name_is_cleaned_with_a_one_line_note(raw, clean):
+    name, note = upload_name(raw)
+    assert name == clean
+    assert note is not None and "\n" not in note and "\x00" not in note and "\u202e" not in note
+    assert note.endswith(f"it is used as '{clean}'.")
+
+
+def test_a_plain_upload_name_is_kept_without_a_note():
+    assert upload_name("my model-1.onnx") == ("my model-1.onnx", None)
+

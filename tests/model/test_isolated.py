@@ -42,6 +42,12 @@ def test_an_upload_is_imported_and_inspected_in_a_child(tmp_path, no_parsing_her
     assert info.path == str(path) and info.node_count > 0 and info.sha256 == model.sha256_file(path)
 
 
+def test_an_upload_whose_name_has_a_nul_is_stored_under_a_clean_name(tmp_path):
+    raw = conv_bn_model(tmp_path / "m.onnx").read_bytes()
+    path, info = isolated.import_upload(io.BytesIO(raw), tmp_path / "store", "../x\x00y\u202e.onnx")
+    assert path.name == "x_y_.onnx" and path.read_bytes() == raw and info.node_count > 0
+
+
 def test_a_local_import_keeps_its_external_data_and_is_read_in_a_child(tmp_path, no_parsing_here):
     src = external_data_model(tmp_path / "ext")
     calls = no_parsing_here()

@@ -196,6 +196,20 @@ def test_cancel_during_verification_leaves_no_model(src, images, tmp_path):
     assert err.value.step == "verify" and list(tmp_path.iterdir()) == []
 
 
+def test_a_stop_inside_a_stage_propagates_with_the_stage_named(src, tmp_path, monkeypatch):
+    """``Cancelled`` raised deep inside a stage (a SIGTERM mid-call) passes every ``except Exception`` on the way:
+    the run ends cancelled at that stage, not as a failure of it, and leaves nothing behind."""
+    from ortlab.transforms import quantize
+
+    def stopped(*a, **k):
+        raise Cancelled()
+
+    monkeypatch.setattr(quantize, "quantize_dynamic", stopped)
+    with pytest.raises(Cancelled) as err:
+        run_recipe(matmul_model(tmp_path / "mm.onnx"), DYNAMIC, tmp_path / "out")
+    assert err.value.step == "quantize" and not (tmp_path / "out").exists()
+
+
 def test_cancel_before_start(src, tmp_path):
     token = CancelToken()
     token.cancel()

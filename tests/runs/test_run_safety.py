@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from ortlab.model.inspect import sha256_file
 from ortlab.cli import main as cli
+from ortlab.core.errors import Cancelled
+from ortlab.runtime.child import STOP_GRACE_S
 from ortlab.runs import history as history_mod, outputs, service
 from ortlab.runs.artifact import Artifact
 from ortlab.runs.runspec import RunSpec
@@ -127,6 +135,73 @@ def test_the_cli_writes_records_and_exits_0_with_a_damaged_history(src, tmp_path
     assert len(rows) == 3 and Path(rows[0].model_path) == out.resolve()
 
 
+def history_as_a_directory(ws: Workspace) -> None:
+    """Replace the workspace's history.sqlite by a directory (with a file in it, as a mistaken copy leaves)."""
+    ws.db_path.unlink()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{ws.db_path}{suffix}").unlink(missing_ok=True)
+    ws.db_path.mkdir()
+    (ws.db_path / "stray.txt").write_text("not a database")
+
+
+def test_a_history_that_is_a_directory_is_named_moved_aside_and_rebuilt(src, tmp_path):
+    ws = Workspace(tmp_path / "home")
+    runs = recorded_runs(ws, src, 2)
+    history_as_a_directory(ws)
+    history_mod.take_notices()
+    h = history_mod.History(ws.db_path)
+    assert h.recovered is not None and ws.db_path.is_file()
+    assert "it is a directory, not a database file" in h.recovered.message
+    assert "rebuilt from the 2 runs" in h.recovered.message
+    moved = h.recovered.moved_to
+    assert moved is not None and moved.name.startswith("history.sqlite.broken-") and (moved / "stray.txt").is_file()
+    assert sorted(r.run_id or 0 for r in h.list() if isinstance(r, Artifact)) == sorted(r.run_id or 0 for r in runs)
+    assert history_mod.take_notices() == [h.recovered]
+
+
+def test_a_history_that_is_a_fifo_is_named_and_rebuilt(tmp_path):
+    db = tmp_path / "home" / "history.sqlite"
+    db.parent.mkdir()
+    os.mkfifo(db)
+    h = history_mod.History(db)
+    assert h.recovered is not None and "it is not a regular file" in h.recovered.message and db.is_file()
+    assert h.list() == []
+
+
+def test_a_history_this_user_may_not_open_is_named_moved_aside_and_rebuilt(src, tmp_path, monkeypatch):
+    """As a non-root user meets a history.sqlite of another owner (mode 000): root ignores permissions, so the
+    permission check is answered "no" for that one file."""
+    ws = Workspace(tmp_path / "home")
+    recorded_runs(ws, src, 1)
+    real_access = os.access
+    monkeypatch.setattr(history_mod.os, "access", lambda p, mode, *a, **k: False if Path(p) == ws.db_path
+                        else real_access(p, mode, *a, **k))
+    h = history_mod.History(ws.db_path)
+    assert h.recovered is not None and "this user may not read and write it: permission denied" in h.recovered.message
+    assert h.recovered.moved_to is not None and h.recovered.moved_to.name.startswith("history.sqlite.broken-")
+    assert len(h.list()) == 1
+
+
+DIGITS = Path(__file__).resolve().parents[2] / "sample_models" / "digits_cnn" / "model.onnx"
+
+
+@pytest.mark.skipif(not DIGITS.is_file(), reason="the digits sample is not here")
+def test_the_cli_run_that_meets_a_directory_as_history_succeeds_and_is_listed(src, tmp_path, monkeypatch, capsys):
+    ws = Workspace(tmp_path / "home")
+    earlier = recorded_runs(ws, src, 2)
+    history_as_a_directory(ws)
+    monkeypatch.setenv("ORTLAB_HOME", str(ws.root))
+    out = tmp_path / "out.onnx"
+    code = cli.main(["optimize", "digits_cnn", str(out), "--precision", "int8"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert out.is_file()
+    assert "it is a directory, not a database file" in err and "history.sqlite.broken-" in err
+    rows = [r for r in ws.history().list() if isinstance(r, Artifact)]
+    assert len(rows) == 3 and Path(rows[0].model_path) == out.resolve()
+    assert {r.run_id for r in earlier} <= {r.run_id for r in rows}
+
+
 def test_a_run_folder_whose_recording_failed_is_indexed_at_the_next_start(src, tmp_path):
     ws = Workspace(tmp_path / "home")
     (run,) = recorded_runs(ws, src, 1)
@@ -168,14 +243,63 @@ def test_a_run_into_a_file_killed_after_recording_is_finished(src, tmp_path, mon
     assert not handle.run_dir.exists()  # its temporary folder is gone
 
 
-def test_a_child_killed_before_recording_is_a_failed_run_that_leaves_no_folder(src, tmp_path, monkeypatch):
+def test_a_child_killed_before_recording_a_complete_result_has_it_checked_and_recorded(src, tmp_path, monkeypatch):
     ws = Workspace(tmp_path / "home")
     recipe_child_dies(monkeypatch, tmp_path, "_record_run", "before")
+    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws, origin="cli")
+    handle.wait(120)
+    assert handle.returncode == 9
+    assert handle.state == service.DONE, handle.error
+    art = handle.result
+    assert service.ADOPTED_NOTE in art.notes and art.origin == "cli" and art.run_id is not None
+    (row,) = ws.history().list()
+    assert row.run_id == art.run_id and row.dir == handle.run_dir and service.ADOPTED_NOTE in row.notes
+    assert art.model_path.is_file() and (handle.run_dir / "artifact.json").is_file()
+    assert json.loads((handle.run_dir / "artifact.json").read_text())["run_id"] == art.run_id
+    assert not (handle.run_dir / outputs.RUNNING_FILE).exists() and service.interrupted_runs(ws) == []
+
+
+@pytest.mark.parametrize("function", ["_install", "_record_run"])
+def test_a_run_into_a_file_killed_before_recording_has_its_result_installed_and_recorded(src, tmp_path, monkeypatch,
+                                                                                          function):
+    ws = Workspace(tmp_path / "home")
+    recipe_child_dies(monkeypatch, tmp_path, function, "before")
+    out = tmp_path / "o.onnx"
+    handle = service.start_recipe(RunSpec(str(src), BASIC), out, workspace=ws)
+    handle.wait(120)
+    assert handle.returncode == 9
+    assert handle.state == service.DONE, handle.error
+    art = handle.result
+    assert Path(art.model_path) == out.resolve() and out.is_file() and service.ADOPTED_NOTE in art.notes
+    assert sha256_file(out) == art.sha256 and not handle.run_dir.exists()
+    (row,) = ws.history().list()
+    assert row.run_id == art.run_id and Path(row.model_path) == out.resolve()
+
+
+def test_a_child_killed_with_a_result_that_does_not_match_leaves_no_folder(src, tmp_path, monkeypatch):
+    ws = Workspace(tmp_path / "home")
+    hook = tmp_path / "fault_hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(FAULT_HOOK.format(function="_record_run", when="before").replace(
+        'os._exit(9)', 'open(args[1] / "model.onnx", "ab").write(b"x"); os._exit(9)', 1))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    handle.wait(120)
+    assert handle.state == service.FAILED, handle.result
+    assert handle.error.message.endswith("Its folder was removed: its model.onnx does not match artifact.json.")
+    assert not handle.run_dir.exists() and ws.history().list() == []
+
+
+def test_a_child_killed_before_its_result_was_complete_leaves_no_folder(src, tmp_path, monkeypatch):
+    ws = Workspace(tmp_path / "home")
+    recipe_child_dies(monkeypatch, tmp_path, "run_recipe_spec", "before")
     handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
     handle.wait(120)
     assert handle.returncode == 9
     assert handle.state == service.FAILED and "ended unexpectedly (exit code 9)" in handle.error.message
-    assert not handle.run_dir.exists()  # its model was written, but no row points at it: the folder goes
+    assert "Its folder was removed: the run had not finished (no artifact.json)." in handle.error.message
+    assert "\n" not in handle.error.message
+    assert not handle.run_dir.exists()
     assert ws.history().list() == [] and service.interrupted_runs(ws) == []
 
 
@@ -207,9 +331,116 @@ def test_a_run_past_its_time_limit_is_stopped_with_that_sentence(src, tmp_path, 
     handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
     assert handle.wait(60)
     assert handle.state == service.FAILED and handle.timed_out
-    assert str(handle.error) == ("The run was stopped: it went past its time limit of 0.3 s (set "
-                                 "$ORTLAB_RUN_TIMEOUT_S to allow more).")
+    assert re.fullmatch(r"The run was stopped after \d+ s \(limit 0\.3 s\): it went past its time limit \(set "
+                        r"\$ORTLAB_RUN_TIMEOUT_S to allow more\)\.", str(handle.error)), str(handle.error)
     assert not handle.run_dir.exists() and ws.history().list() == []
+
+
+STUBBORN_HOOK = """
+import os, signal, subprocess, sys, time
+from ortlab.runs import service
+
+_confine = service._confine
+
+
+def _deaf(*args, **kwargs):  # a child that swallows its stop request, with a process of its own in its group
+    _confine(*args, **kwargs)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _busy(*args, **kwargs):
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    with open({pids!r}, "w") as f:
+        f.write(f"{{os.getpid()}} {{helper.pid}}")
+    time.sleep(300)
+
+
+service._confine, service.run_recipe_spec = _deaf, _busy
+"""
+
+
+def stubborn_child(monkeypatch, tmp_path: Path) -> Path:
+    """Every recipe child this test starts ignores SIGTERM and starts a helper process, then works for 300 s; the
+    file returned gets "<child pid> <helper pid>"."""
+    hook, pids = tmp_path / "stubborn_hook", tmp_path / "pids"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(STUBBORN_HOOK.format(pids=str(pids)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+    return pids
+
+
+def gone(pid: int) -> bool:
+    """No such process, or only its exit status left (a zombie whose parent is not this process)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def started(pids: Path, timeout: float = 60) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = pids.read_text().split() if pids.exists() else []
+        if len(text) == 2:
+            return [int(p) for p in text]
+        time.sleep(0.05)
+    raise AssertionError("the child never started its work")
+
+
+def test_a_child_that_ignores_its_stop_is_killed_with_its_group_at_the_time_limit(src, tmp_path, monkeypatch):
+    ws = Workspace(tmp_path / "home")
+    pids = stubborn_child(monkeypatch, tmp_path)
+    monkeypatch.setenv(service.RUN_TIMEOUT_VAR, "6")  # time for the child to start and reach its work under load
+    begin = time.monotonic()
+    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    child, helper = started(pids)
+    assert handle.wait(6 + STOP_GRACE_S + 30), "the run went on past its limit"
+    took = time.monotonic() - begin
+    assert handle.state == service.FAILED and handle.timed_out and took < 6 + STOP_GRACE_S + 10, took
+    assert "stopped after" in str(handle.error) and "(limit 6 s)" in str(handle.error)
+    assert handle.returncode == -signal.SIGKILL and gone(child) and gone(helper)
+    assert not handle.run_dir.exists() and ws.history().list() == []
+
+
+def test_cancel_kills_a_child_that_ignores_its_stop(src, tmp_path, monkeypatch):
+    ws = Workspace(tmp_path / "home")
+    pids = stubborn_child(monkeypatch, tmp_path)
+    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    child, helper = started(pids)
+    begin = time.monotonic()
+    handle.cancel()
+    assert handle.wait(STOP_GRACE_S + 30)
+    assert time.monotonic() - begin < STOP_GRACE_S + 10
+    assert handle.state == service.CANCELLED and isinstance(handle.error, Cancelled)
+    assert gone(child) and gone(helper) and not handle.run_dir.exists()
+
+
+EFFICIENTNET = Path(__file__).resolve().parents[2] / "sample_models" / "efficientnet_lite0" / "model.onnx"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not EFFICIENTNET.is_file(), reason="the EfficientNet sample is not here")
+def test_the_cli_stops_an_int8_run_at_a_3_second_limit(tmp_path):
+    """The issue's reproduction: a static int8 EfficientNet run under a 3 s limit ends within 10 s of it, exits
+    non-zero with "stopped after N s (limit 3 s)", and leaves no process behind."""
+    env = {**os.environ, "ORTLAB_HOME": str(tmp_path / "home"), service.RUN_TIMEOUT_VAR: "3",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(EFFICIENTNET.parents[2]), os.environ.get("PYTHONPATH")]))}
+    begin = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "ortlab", "optimize", str(EFFICIENTNET), str(tmp_path / "out.onnx"),
+                           "--precision", "int8", "--no-bias-correction"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    took = time.monotonic() - begin
+    assert proc.returncode == 1, proc.stderr
+    assert re.search(r"stopped after \d+ s \(limit 3 s\)", proc.stderr), proc.stderr
+    assert took < 3 + 10 + 10, took  # the limit counts from the child's start; the CLI loads the model first
+    assert not (tmp_path / "out.onnx").exists()
+    leftovers = subprocess.run(["pgrep", "-f", "_recipe_child"], capture_output=True, text=True).stdout.split()
+    mine = [p for p in leftovers if str(tmp_path) in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
+    assert mine == []
 
 
 def test_the_default_time_limit_scales_with_the_work_and_is_in_the_notes(src, tmp_path, monkeypatch):

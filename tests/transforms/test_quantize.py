@@ -141,6 +141,28 @@ def test_preprocess_falls_back_without_symbolic_shape_inference(tmp_path, monkey
     assert ops(tmp_path / "pre.onnx")["BatchNormalization"] == 0
 
 
+def test_a_stop_inside_a_broad_handler_is_not_swallowed(tmp_path, monkeypatch):
+    """A SIGTERM's ``Cancelled`` raised inside ORT's call is not caught by the ``except Exception`` that retries
+    pre-processing without symbolic shapes, nor turned into a QuantizationError by the dynamic quantizer."""
+    from ortlab.transforms import quantize
+
+    calls = []
+
+    def stopped(*a, **k):
+        calls.append(k)
+        raise Cancelled()
+
+    monkeypatch.setattr(quantize, "quant_pre_process", stopped)
+    src = conv_bn_model(tmp_path / "m.onnx")
+    with pytest.raises(Cancelled):
+        preprocess_for_quantization(src, tmp_path / "pre.onnx")
+    assert len(calls) == 1  # no retry
+    monkeypatch.setattr(quantize, "quantize_dynamic", stopped)
+    with pytest.raises(Cancelled):
+        quantize_dynamic_model(matmul_model(tmp_path / "mm.onnx"), tmp_path / "q.onnx", QuantConfig())
+    assert not isinstance(Cancelled(), Exception) and str(Cancelled(step="quantize")) == "quantize: Cancelled by the user."
+
+
 def test_preprocess_errors(tmp_path):
     with pytest.raises(QuantizationError, match=r"^preprocess: Model file .* does not exist"):
         preprocess_for_quantization(tmp_path / "missing.onnx", tmp_path / "out.onnx")

@@ -265,6 +265,21 @@ def test_upload_a_model(home, tmp_path):
     assert "my_model.onnx" in sidebar_text(at)
 
 
+def test_an_upload_whose_name_has_a_nul_and_slashes_is_imported_under_a_clean_name(home, tmp_path):
+    at = new_app()
+    data = model_bytes(tmp_path)
+    at.file_uploader(key="model_upload").set_value(("../evil\x00name\u202e.onnx", data, "")).run()
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    assert at.subheader[0].value.replace("\\", "") == "evil_name_.onnx"  # as shown: markdown escapes "_"
+    (warning,) = [w.value for w in at.warning if "control characters or path separators" in w.value]
+    assert "\n" not in warning and "\x00" not in warning and "evil_name_.onnx" in warning.replace("\\", "")
+    stored = list((home / "models").glob("*/*.onnx"))
+    assert len(stored) == 1 and stored[0].read_bytes() == data and "\x00" not in str(stored[0])
+    assert at.file_uploader(key="model_upload")  # the uploader is still there
+    at.file_uploader(key="model_upload").set_value(("second.onnx", model_bytes(tmp_path / "b"), "")).run()
+    assert not at.exception and at.subheader[0].value == "second.onnx"
+
+
 def test_the_model_page_reads_uploads_and_imports_only_in_a_child_process(home, tmp_path, no_parsing_here,
                                                                          monkeypatch):
     """Uploading (or importing from a path) validates and inspects the model in a child process: nothing in the

@@ -29,7 +29,7 @@ class Task(Completion):
         self.meta: dict[str, Any] = dict(meta or {})
         self.state = RUNNING
         self.result: Any = None
-        self.error: OrtlabError | None = None
+        self.error: OrtlabError | Cancelled | None = None
         self.items: list[Any] = []
         self.cancelled = False
         self.handled = False

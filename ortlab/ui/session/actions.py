@@ -18,7 +18,7 @@ from ortlab.api import OptLevel, PreprocessConfig, Precision, QuantConfig, Quant
 from ortlab.api import DataRef, RunSpec
 from ortlab.api import RecipeHandle
 from ortlab.api import Workspace
-from ortlab.ui.session import model_cache, state
+from ortlab.ui.session import model_cache, state, uploads
 from ortlab.ui.jobs.status import DONE, started
 from ortlab.ui.session.auth import workspace_root
 from ortlab.ui.session import auth
@@ -32,7 +32,7 @@ from ortlab.api import TOKENIZER_FILE
 from ortlab.api import resolve_preprocess
 from ortlab.api import dataset_digest, write_dataset
 from ortlab.api import pick_subset
-from ortlab.core.text import format_bytes
+from ortlab.core.text import format_bytes, upload_name
 from ortlab.ui.views.cards import pct, verdict_text
 from ortlab.api import judge
 from ortlab.api import VerdictPolicy
@@ -160,15 +160,21 @@ def import_uploaded_model(filename: str, data, on_saved=None) -> Path:
     ``data`` is the ``UploadedFile`` (or any binary file object, or bytes): it is written to the workspace in
     chunks, never copied in memory, then validated and inspected in a child process (``isolated``), so the
     server never parses it; ``on_saved()`` runs once it is on disk (the page drops the upload there). On any
-    error nothing changes."""
+    error nothing changes. A name with control characters or path separators is cleaned first (``upload_name``)
+    and the person is told so with the result."""
     import io
 
-    name = Path(filename).name
+    name, cleaned = upload_name(filename)
+    cleaned = uploads.cleaned_note(data) or cleaned
     stored_name = name if name.lower().endswith(".onnx") else "model.onnx"
     stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
     path, info = import_upload(stream, workspace().models_dir, filename=stored_name, on_saved=on_saved)
     del stream, data
-    return _use_imported(path, info, name)
+    _use_imported(path, info, name)
+    if cleaned:
+        prior = state.flash()
+        state.flash(cleaned + (f" {prior[1]}" if prior else ""), "warning")
+    return path
 
 
 def local_imports_allowed() -> bool:

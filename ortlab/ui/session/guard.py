@@ -94,7 +94,7 @@ def engine_errors(step: str, hint: str = "") -> Iterator[Outcome]:
     outcome = Outcome()
     try:
         yield outcome
-    except Exception as exc:
+    except (Exception, Cancelled) as exc:  # Cancelled is not an Exception: shown as a warning all the same
         level, text = error_message(step, exc, hint)
         outcome.failed, outcome.message = True, text
         show_message(level, text)
