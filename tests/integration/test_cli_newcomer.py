@@ -115,8 +115,9 @@ def test_run_with_calibration_and_eval_is_ok_and_history_reads_well(tmp_path, ca
 
 @needs("digits_attention")
 def test_onnx_runtime_warnings_are_summarized_once(tmp_path, capsys):
+    # --no-known-patterns: the attention scope would keep the LayerNorms, whose weights raise the warning, in float
     code = cli.main(["optimize", "digits_attention", str(tmp_path / "out"), "--precision", "int8",
-                     "--verify-samples", "8", "--json"])
+                     "--no-known-patterns", "--verify-samples", "8", "--json"])
     captured = capsys.readouterr()
     art = json.loads(captured.out)
     assert code == 0
