@@ -328,4 +328,4 @@ def test_analyze_and_tune_take_the_same_shape_flag(data, tmp_path, capsys):
     (artifact,) = out.glob("trials/*/artifact.json")
     assert json.loads(artifact.read_text())["input_shapes"] == {"x": [1, 3, 96, 128]}
     (trial,) = doc["trials"]  # timed interleaved with the source at the same --shape (it would not run without it)
-    assert trial["status"] == "done" and trial["speed"][0]["n"] >= 10
+    assert trial["status"] == "done" and trial["speed"][0]["rounds"] >= 10
