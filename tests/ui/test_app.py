@@ -171,6 +171,18 @@ def test_demo_lands_on_compare_with_everything_filled_in(demo_app):
     assert metrics(at)["Speed-up (p50)"].startswith(f"{speed.speedup:.2f}×")
 
 
+def test_the_demo_verifies_on_as_many_samples_as_the_cli_by_default(demo_app):
+    """The app and the CLI judge the same recipe on the same number of samples (they were 64 and 32)."""
+    from ortlab.cli.main import build_parser
+    from ortlab.runs.artifact import load_artifact
+
+    _, home = demo_app
+    (model,) = (home / "artifacts").glob("*/model.onnx")
+    app_n = load_artifact(model.parent).spec.verify_samples
+    cli_n = build_parser().parse_args(["optimize", "model.onnx", "out.onnx"]).verify_samples
+    assert app_n == cli_n == 64
+
+
 def test_the_sidebar_counts_the_current_models_artifacts(demo_app):
     """The demo made one artifact of digits_cnn: another model has none of its own (the other's is named apart)."""
     at, _ = demo_app
