@@ -75,6 +75,7 @@ from ortlab.checks.verdict import Level, Verdict, VerdictPolicy
 from ortlab.checks.node_findings import SqnrBars
 from ortlab.timing.bench import THROUGHPUT_METHOD, LatencySummary
 from ortlab.timing.compare import BenchComparison, LatencyStats
+from ortlab.timing.stats import SpeedUp
 from ortlab.runs.artifact import Artifact, artifact_sample
 from ortlab.runs.bench_service import BenchHandle
 from ortlab.runs.history import BenchmarkRecord, BenchVariant, History, HistoryRecovered
@@ -164,6 +165,7 @@ __all__ = [
     "ResolvedPreprocess",
     "RunSpec",
     "SampleModel",
+    "SpeedUp",
     "SqnrBars",
     "Target",
     "TimedModel",

@@ -169,6 +169,11 @@ def test_demo_lands_on_compare_with_everything_filled_in(demo_app):
     speed = of_summaries(timed[ref_id], timed[cand_id])  # the one statistic: the median of the rounds' ratios
     assert speed is not None and speed.paired
     assert metrics(at)["Speed-up (p50)"].startswith(f"{speed.speedup:.2f}×")
+    # never a bare number: the card's delta is its interval or its caveat, its help the interval and the rounds
+    card = next(m for m in at.metric if m.label == "Speed-up (p50)")
+    lo, hi = speed.speedup_range
+    interval = f"95% interval {lo:.2f}–{hi:.2f}×, {speed.rounds} rounds"
+    assert card.delta == (speed.caveat() or interval) and card.help.startswith(interval)
 
 
 def test_the_demo_verifies_on_as_many_samples_as_the_cli_by_default(demo_app):
