@@ -75,11 +75,12 @@ from ortlab.checks.verdict import Level, Verdict, VerdictPolicy
 from ortlab.checks.node_findings import SqnrBars
 from ortlab.timing.bench import THROUGHPUT_METHOD, LatencySummary
 from ortlab.timing.compare import BenchComparison, LatencyStats
+from ortlab.timing.stats import SpeedUp
 from ortlab.runs.artifact import Artifact, artifact_sample
 from ortlab.runs.bench_service import BenchHandle
 from ortlab.runs.history import BenchmarkRecord, BenchVariant, History, HistoryRecovered
 from ortlab.runs.pipeline import NO_CALIBRATION_DATA
-from ortlab.runs.runspec import DataRef, RunSpec
+from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, DataRef, RunSpec
 from ortlab.runs.service import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Handle, RecipeHandle
 from ortlab.runs.stored import MODEL as STORED_MODEL
 from ortlab.runs.stored_timing import PairSpeed, ReportTiming, TimedModel
@@ -118,6 +119,7 @@ __all__ = [
     "CUDA",
     "CUSTOM_OPS_ENV",
     "DEFAULT_BENCH_DURATION_S",
+    "DEFAULT_VERIFY_SAMPLES",
     "DONE",
     "FAILED",
     "NODE_ERROR_MODES",
@@ -163,6 +165,7 @@ __all__ = [
     "ResolvedPreprocess",
     "RunSpec",
     "SampleModel",
+    "SpeedUp",
     "SqnrBars",
     "Target",
     "TimedModel",

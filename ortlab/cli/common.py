@@ -93,7 +93,8 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
                         ".npy/.npz tensor file, or a .txt file (one example per line; with --tokenizer).")
     g.add_argument("--eval", metavar="DIR", dest="eval_data",
                    help="Data to verify the result against the source (default: the calibration data).")
-    g.add_argument("--verify-samples", type=int, default=32, help="Samples compared with the source (default: 32).")
+    g.add_argument("--verify-samples", type=int, default=api.DEFAULT_VERIFY_SAMPLES,
+                   help=f"Samples compared with the source (default: {api.DEFAULT_VERIFY_SAMPLES}).")
 
 
 def set_default_help(p: argparse.ArgumentParser, dest: str, default: str) -> None:

@@ -66,7 +66,8 @@ def add_command(sub) -> None:
     p.add_argument("--exclusion-steps", type=int, default=6, help="Greedy keep-in-float steps at most (default: 6).")
     p.add_argument("--bench-seconds", type=float, default=1.0, help="Timing per trial and batch size (default: 1).")
     p.add_argument("--max-trials", type=int, default=None, help="Stop after this many trials.")
-    p.add_argument("--verify-samples", type=int, default=32, help="Evaluation samples per trial (default: 32).")
+    p.add_argument("--verify-samples", type=int, default=api.DEFAULT_VERIFY_SAMPLES,
+                   help=f"Evaluation samples per trial (default: {api.DEFAULT_VERIFY_SAMPLES}).")
     p.add_argument("--out", metavar="DIR", required=True,
                    help="Receives the recommended model.onnx and its recipe.json (or closest/model.onnx when no "
                         "trial meets the bar), trials.json and each trial's folder.")

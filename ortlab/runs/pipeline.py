@@ -45,7 +45,7 @@ from ortlab.runs.calibration_cache import (
     REUSED, CachedCalibration, CalibrationCache, calibration_key, feeds_digest, model_digest,
 )
 from ortlab.runs.prepare import (  # noqa: F401 (NO_CALIBRATION_DATA: part of this module's API)
-    BIAS_CORRECTION_SKIPPED, NO_CALIBRATION_DATA, PreparedRun, prepare_recipe_run,
+    BIAS_CORRECTION_SKIPPED, DEFAULT_VERIFY_SAMPLES, NO_CALIBRATION_DATA, PreparedRun, prepare_recipe_run,
 )
 from ortlab.runtime import providers
 from ortlab.settings.config import OptLevel, Precision, PreprocessConfig, QuantFormat, QuantMode, Recipe
@@ -464,7 +464,8 @@ def run_prepared(run: PreparedRun, out_dir, reporter: Reporter = null_reporter, 
 
 
 def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: PreprocessConfig | None = None,
-               reporter: Reporter = null_reporter, cancel: CancelToken | None = None, verify_samples: int = 32,
+               reporter: Reporter = null_reporter, cancel: CancelToken | None = None,
+               verify_samples: int = DEFAULT_VERIFY_SAMPLES,
                *, verify_dataset=None, policy=None, shapes: dict[str, list[int]] | None = None,
                calibrations: CalibrationCache | None = None) -> Artifact:
     """Prepare (:func:`ortlab.runs.prepare.prepare_recipe_run`: the recipe validated, the model read) and run

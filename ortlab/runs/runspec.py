@@ -22,7 +22,7 @@ from ortlab.data.dataset import pick_subset, random_dataset
 from ortlab.data.loaders import load_path
 from ortlab.settings.flags import config_cli_args
 
-DEFAULT_VERIFY_SAMPLES = 32
+DEFAULT_VERIFY_SAMPLES = 64  # samples a run is verified on, in the app and the CLI alike
 
 
 @dataclass(frozen=True)

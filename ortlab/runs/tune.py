@@ -46,7 +46,7 @@ from ortlab.settings.config import (
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.progress import CancelToken
 from ortlab.checks.eval_report import EvalReport
-from ortlab.runs.runspec import DataRef, RunSpec
+from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, DataRef, RunSpec
 from ortlab.checks.verdict import Level, Verdict, VerdictPolicy, judge
 from ortlab.core.layout import QDQ_FILE
 from ortlab.timing.child_runs import PairTimer
@@ -85,7 +85,7 @@ class TuneSettings:
     batch_sizes: tuple[int, ...] = (1,)
     bench_s: float = 1.0
     exclusion_steps: int = 6
-    verify_samples: int = 32
+    verify_samples: int = DEFAULT_VERIFY_SAMPLES
     opt_level: OptLevel = OptLevel.EXTENDED
     max_trials: int | None = None
     int16_steps: int = 3

@@ -25,6 +25,8 @@ from ortlab.core.text import one_line
 
 RUNTIME = "openvino"
 PROVIDER = "OpenVINO CPU"  # how its rows name what ran
+# OpenVINO's CPU plugin picks bf16 by default where the CPU has AVX-512 BF16 or AMX: a row meant as fp32 says so.
+PRECISIONS = {"fp32": "f32", "bf16": "bf16"}  # our precision name -> INFERENCE_PRECISION_HINT
 INSTALL_HINT = 'Install the extra to time models under OpenVINO too: pip install "ortlab[openvino]".'
 
 
@@ -72,10 +74,25 @@ def _graph_inputs(path: Path) -> list[SimpleNamespace]:
     return out
 
 
-class OpenVinoSession:
-    """An OpenVINO compiled model with the two methods the timing loop calls on an ORT session."""
+def compiled_precision(compiled: Any) -> str:
+    """The inference precision a compiled OpenVINO model reports: "fp32", "bf16", "fp16", or OpenVINO's own name."""
+    hint = compiled.get_property("INFERENCE_PRECISION_HINT")
+    name = hint.get_type_name() if hasattr(hint, "get_type_name") else str(hint)
+    return {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}.get(name, name)
 
-    def __init__(self, path: str | Path) -> None:
+
+def bf16_supported(cpu: Any) -> bool:
+    """True when ``cpu`` (:class:`ortlab.runtime.hardware` CPU features) runs bf16 natively (AVX-512 BF16 or AMX)."""
+    return bool(getattr(cpu, "avx512_bf16", False) or getattr(cpu, "amx_bf16", False))
+
+
+class OpenVinoSession:
+    """An OpenVINO compiled model with the two methods the timing loop calls on an ORT session, compiled at
+    ``precision`` ("fp32" or "bf16"); :attr:`precision` is the precision the compiled model reports back."""
+
+    def __init__(self, path: str | Path, precision: str = "fp32") -> None:
+        if precision not in PRECISIONS:
+            raise BenchmarkError(f"OpenVINO precision must be one of {', '.join(PRECISIONS)}, got {precision!r}.")
         if not available():
             raise BenchmarkError(f"OpenVINO is not installed. {INSTALL_HINT}")
         ov = _openvino()
@@ -84,10 +101,12 @@ class OpenVinoSession:
         self._inputs = _graph_inputs(self.path)
         try:
             core = ov.Core()
-            self._compiled = core.compile_model(core.read_model(str(self.path)), "CPU")
+            self._compiled = core.compile_model(core.read_model(str(self.path)), "CPU",
+                                                {"INFERENCE_PRECISION_HINT": PRECISIONS[precision]})
         except Exception as exc:
             raise BenchmarkError(f"OpenVINO cannot read {self.path.name}: {one_line(exc)}. It reads plain ONNX and "
                                  f"QDQ int8 files, not ORT-only graphs (QLinearConv, com.microsoft ops).") from exc
+        self.precision = compiled_precision(self._compiled)
         self._request = self._compiled.create_infer_request()
         self._outputs = list(self._compiled.outputs)
 

@@ -57,6 +57,21 @@ class SpeedUp:
             return True
         return (self.high - self.low) / 2 > NOISY_SPREAD * self.ratio
 
+    @property
+    def clear(self) -> bool:
+        """True when the 95 % interval of a paired speed-up lies wholly above or wholly below 1."""
+        lo, hi = self.speedup_range
+        return self.paired and (lo > 1.0 or hi < 1.0)
+
+    def caveat(self) -> str:
+        """What a reader must know before trusting the figure: "noisy: the machine was busy", "no clear
+        difference" (the interval contains 1), "timed apart: no interval" (not paired), else ""."""
+        if not self.paired:
+            return "timed apart: no interval"
+        if self.noisy:
+            return "noisy: the machine was busy"
+        return "" if self.clear else "no clear difference"
+
     def text(self) -> str:
         """``1.84× (1.71–1.95×, 48 rounds)``, with `` noisy`` when :attr:`noisy`."""
         lo, hi = self.speedup_range

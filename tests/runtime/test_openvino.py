@@ -14,6 +14,7 @@ import onnxruntime as ort
 import pytest
 
 from ortlab.cli import main as cli
+from ortlab.runtime import hardware
 from ortlab.runtime import openvino as openvino_runtime
 from ortlab.timing import bench
 from ortlab.settings.config import BenchConfig
@@ -127,3 +128,45 @@ def test_portable_model_is_the_qdq_file_only_beside_an_artifact_model(int8_run, 
     other.write_bytes(b"")
     assert openvino_runtime.portable_model(other) == other
     assert openvino_runtime.portable_model(SAMPLE / "model.onnx") == SAMPLE / "model.onnx"
+
+
+def _compile_configs(monkeypatch):
+    """The config of every ``compile_model`` call, recorded while the real call goes on."""
+    ov = openvino_runtime._openvino()
+    seen: list = []
+    real_core = ov.Core
+
+    class Core:
+        def __init__(self) -> None:
+            self._core = real_core()
+
+        def read_model(self, *args):
+            return self._core.read_model(*args)
+
+        def compile_model(self, model, device=None, config=None):
+            seen.append(dict(config or {}))
+            return self._core.compile_model(model, device, config or {})
+
+    monkeypatch.setattr(ov, "Core", Core)
+    return seen
+
+
+def test_an_fp32_row_is_compiled_at_f32_whatever_the_cpu_would_pick(monkeypatch):
+    # OpenVINO's CPU default is bf16 where the CPU has AVX-512 BF16/AMX; the hint makes an fp32 row fp32 there too
+    seen = _compile_configs(monkeypatch)
+    session = openvino_runtime.OpenVinoSession(SAMPLE / "model.onnx")
+    assert seen == [{"INFERENCE_PRECISION_HINT": "f32"}]
+    assert session.precision == "fp32"
+    assert openvino_runtime.compiled_precision(session._compiled) == "fp32"
+
+
+def test_an_unknown_openvino_precision_is_refused_in_one_sentence():
+    with pytest.raises(BenchmarkError, match="must be one of fp32, bf16"):
+        openvino_runtime.OpenVinoSession(SAMPLE / "model.onnx", precision="int4")
+
+
+@pytest.mark.skipif(not openvino_runtime.bf16_supported(hardware.detect()),
+                    reason="this CPU has neither AVX-512 BF16 nor AMX bf16: OpenVINO compiles bf16 as f32 here")
+def test_a_bf16_row_is_compiled_and_reported_as_bf16_where_the_cpu_has_it():
+    session = openvino_runtime.OpenVinoSession(SAMPLE / "model.onnx", precision="bf16")
+    assert session.precision == "bf16"

@@ -169,6 +169,23 @@ def test_demo_lands_on_compare_with_everything_filled_in(demo_app):
     speed = of_summaries(timed[ref_id], timed[cand_id])  # the one statistic: the median of the rounds' ratios
     assert speed is not None and speed.paired
     assert metrics(at)["Speed-up (p50)"].startswith(f"{speed.speedup:.2f}×")
+    # never a bare number: the card's delta is its interval or its caveat, its help the interval and the rounds
+    card = next(m for m in at.metric if m.label == "Speed-up (p50)")
+    lo, hi = speed.speedup_range
+    interval = f"95% interval {lo:.2f}–{hi:.2f}×, {speed.rounds} rounds"
+    assert card.delta == (speed.caveat() or interval) and card.help.startswith(interval)
+
+
+def test_the_demo_verifies_on_as_many_samples_as_the_cli_by_default(demo_app):
+    """The app and the CLI judge the same recipe on the same number of samples (they were 64 and 32)."""
+    from ortlab.cli.main import build_parser
+    from ortlab.runs.artifact import load_artifact
+
+    _, home = demo_app
+    (model,) = (home / "artifacts").glob("*/model.onnx")
+    app_n = load_artifact(model.parent).spec.verify_samples
+    cli_n = build_parser().parse_args(["optimize", "model.onnx", "out.onnx"]).verify_samples
+    assert app_n == cli_n == 64
 
 
 def test_the_sidebar_counts_the_current_models_artifacts(demo_app):

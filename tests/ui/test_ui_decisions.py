@@ -130,3 +130,29 @@ def test_a_tune_job_in_the_foreground_fails_or_stops_with_the_tuners_result():
     stopped.cancel()
     trials.close()  # the command line on Ctrl-C
     assert stopped.done and stopped.state == api.CANCELLED and stopped.result == "5 trials"
+
+
+def _speed(ratio: float, low: float, high: float, rounds: int = 23, paired: bool = True) -> api.SpeedUp:
+    """A SpeedUp with the candidate ÷ reference ``ratio`` and its interval (``low``–``high``)."""
+    return api.SpeedUp(1, ratio, low, high, rounds, rounds, rounds, 0.0, 10.0, 10.0 * ratio, paired=paired)
+
+
+def test_the_speedup_card_is_never_a_bare_number():
+    from ortlab.ui.views.speed import speedup_card
+
+    # a clear speed-up: the interval in the delta and the help, with the rounds
+    value, delta, help_ = speedup_card(_speed(1 / 1.07, 1 / 1.36, 1 / 1.02))
+    assert value == "1.07×" and delta == "95% interval 1.02–1.36×, 23 rounds"
+    assert help_.startswith("95% interval 1.02–1.36×, 23 rounds.")
+    # an interval that contains 1: said, and the figure is not called slower
+    value, delta, help_ = speedup_card(_speed(1 / 0.97, 1 / 1.05, 1 / 0.9))
+    assert value == "0.97×" and delta == "no clear difference" and "0.90–1.05×" in help_
+    # a clearly slower candidate
+    value, delta, _ = speedup_card(_speed(1 / 0.82, 1 / 0.85, 1 / 0.80))
+    assert value == "0.82× (slower)" and delta.startswith("95% interval 0.80–0.85×")
+    # too few rounds or a wide interval: noisy
+    _, delta, help_ = speedup_card(_speed(1 / 2.56, 1 / 4.96, 1 / 2.48, rounds=10))
+    assert delta == "noisy: the machine was busy" and "2.48–4.96×, 10 rounds: noisy" in help_
+    # an older benchmark's ratio of p50s: no interval, and it says so
+    _, delta, help_ = speedup_card(_speed(0.5, 0.5, 0.5, paired=False))
+    assert delta == "timed apart: no interval" and "no interval" in help_

@@ -45,7 +45,7 @@ from ortlab.ui.views.report import html_report
 DEMO_RECIPE = api.advised_recipe(Recipe(precision=Precision.INT8, opt_level=OptLevel.EXTENDED,
                                          quant=QuantConfig(mode=QuantMode.STATIC, quant_format=QuantFormat.QDQ)))
 DEMO_LABEL = "▶ Run the demo: int8 static QDQ + graph optimization"
-DEFAULT_EVAL_SAMPLES = 64
+DEFAULT_EVAL_SAMPLES = api.DEFAULT_VERIFY_SAMPLES  # the CLI verifies on as many
 WHAT_ORTLAB_DOES = ("ortlab makes an ONNX model smaller and faster with ONNX Runtime (graph optimization, fp16, "
                     "int8) and tells you whether each result is still ok, degraded or broken on your data.")
 

@@ -58,17 +58,33 @@ def start_quick(ref, cand) -> BenchHandle:
     return started(handle)  # type: ignore[return-value]
 
 
+def speedup_card(sp: api.SpeedUp) -> tuple[str, str, str]:
+    """Compare's "Speed-up" card as (value, delta, help): never a bare number — the delta is the caveat ("no clear
+    difference", "noisy: …") or else the 95% interval; the help has the interval and the rounds."""
+    s = sp.speedup
+    value = f"{s:.2f}× (slower)" if sp.clear and s < 1 else f"{s:.2f}×"
+    if not sp.paired:
+        return value, sp.caveat(), (f"The ratio of the p50s of {sp.reference_runs} and {sp.candidate_runs} runs "
+                                    "timed apart (an older benchmark): no interval. Time the pair again for one.")
+    lo, hi = sp.speedup_range
+    interval = f"95% interval {lo:.2f}–{hi:.2f}×, {sp.rounds} rounds"
+    caveat = sp.caveat()
+    return value, caveat or interval, (f"{interval}" + (f": {caveat}" if caveat else "") + ". The median of the "
+                                       "rounds' latency ratios (reference ÷ candidate), both timed in the same "
+                                       "benchmark, block by block in turn.")
+
+
 def _draw(found) -> None:
-    s = found.speedup
     c = st.columns(3)
     c[0].metric("Latency b1 · reference (p50)", f"{found.ref.p50:.2f} ms", border=True,
                 help=f"p90 {found.ref.p90:.2f} ms · p99 {found.ref.p99:.2f} ms · {found.ref.n} runs")
     c[1].metric("Latency b1 · candidate (p50)", f"{found.cand.p50:.2f} ms",
                 f"{100 * (found.cand.p50 / found.ref.p50 - 1):+.0f}%", delta_color="inverse", border=True,
                 help=f"p90 {found.cand.p90:.2f} ms · p99 {found.cand.p99:.2f} ms · {found.cand.n} runs")
-    c[2].metric("Speed-up (p50)", f"{s:.2f}×" if s >= 1 else f"{s:.2f}× (slower)", border=True,
-                help="The median of the rounds' latency ratios (reference ÷ candidate), both timed in the same "
-                     "benchmark, block by block in turn; its 95% interval is below.")
+    sp = found.speed
+    if sp is not None:
+        value, delta, help_ = speedup_card(sp)
+        c[2].metric("Speed-up (p50)", value, delta, delta_color="off", delta_arrow="off", border=True, help=help_)
     st.caption(found.sentence() + " Time more batch sizes and threads on the Benchmark page.")
 
 
