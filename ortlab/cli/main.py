@@ -19,7 +19,7 @@ from ortlab.core.errors import Cancelled, OrtlabError, RecipeError, ShapeError
 from ortlab.core.errors import OutputError
 from ortlab.core.text import escape_controls, one_line
 from ortlab.api import set_custom_op_libraries
-from ortlab.api import CUSTOM_OPS_ENV
+from ortlab.api import CUSTOM_OPS_ENV, NO_CALIBRATION_DATA
 from ortlab.cli.common import PROG, Parser, existing_file, start_service
 from ortlab.cli import bench, compare, history, inspect, optimize, samples, tune
 
@@ -41,6 +41,26 @@ def build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS:
         command.add_command(sub)
     return parser
+
+
+NO_CALIBRATION_DATA_CLI = ("int8 static quantization needs calibration data: give --calibration DIR (a folder of "
+                           "images, a .npy/.npz tensor file or a .txt file), or use --quant-mode dynamic, or "
+                           "--allow-random-data (the result is then flagged).")
+"""What the CLI says in place of the engine's :data:`NO_CALIBRATION_DATA`: the flags that fix it."""
+
+# the engine's wording for the app, and the CLI's
+_CLI_WORDS = (("Upload a .onnx file", "Give a .onnx file"),)
+
+
+def error_text(exc: BaseException) -> str:
+    """The one line the CLI prints for an engine error: in the CLI's words (its flags, not the app's buttons), and
+    without the "validate" step name, which says nothing to a user (the checks before any work)."""
+    message = exc.message if isinstance(exc, (OrtlabError, Cancelled)) and exc.step == "validate" else str(exc)
+    if message == NO_CALIBRATION_DATA:
+        message = NO_CALIBRATION_DATA_CLI
+    for app_words, cli_words in _CLI_WORDS:
+        message = message.replace(app_words, cli_words)
+    return one_line(message) if message else one_line(exc)
 
 
 def _pipe_closed() -> int:
@@ -75,14 +95,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     except (UsageError, RecipeError, OutputError, ShapeError) as exc:
-        print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
+        print(f"{PROG}: error: {error_text(exc)}", file=sys.stderr)
         return 2
     except FileNotFoundError as exc:
         print(f"{PROG}: error: file not found: {escape_controls(str(exc.filename)) if exc.filename else one_line(exc)}",
               file=sys.stderr)
         return 2
     except (OrtlabError, Cancelled) as exc:
-        print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
+        print(f"{PROG}: error: {error_text(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{PROG}: error: interrupted", file=sys.stderr)
