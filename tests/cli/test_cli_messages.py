@@ -6,7 +6,7 @@ import pytest
 
 from ortlab.cli import main as cli
 
-from tests.support.models import conv_bn_model
+from tests.support.models import conv_bn_model, random_image_folder
 
 
 def run(argv, capsys):
@@ -34,3 +34,20 @@ def test_an_empty_model_file_is_asked_for_in_cli_words(tmp_path, capsys):
     empty.write_bytes(b"")
     code, _, err = run(["inspect", empty], capsys)
     assert code == 1 and "Give a .onnx file exported from your framework." in err and "Upload" not in err
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    return random_image_folder(tmp_path_factory.mktemp("images"), per_class=1, classes=4)
+
+
+def test_an_existing_out_is_replaced_with_a_word_and_the_qdq_file_beside_it_is_listed(src, images, tmp_path,
+                                                                                       capsys):
+    out = tmp_path / "o.onnx"
+    argv = ["optimize", src, out, "--precision", "int8", "--calibration", images, "--verify-samples", "2"]
+    code, first, err = run(argv, capsys)
+    assert code == 0, err
+    assert "Replaced" not in err
+    assert f"  files      {out}, {tmp_path / 'o.qdq.onnx'} (the QDQ graph, for ortlab analyze)" in first
+    code, _, err = run(argv, capsys)
+    assert code == 0 and f"ortlab: Replaced the earlier result at {out}\n" in err
