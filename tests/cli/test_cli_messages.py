@@ -51,3 +51,12 @@ def test_an_existing_out_is_replaced_with_a_word_and_the_qdq_file_beside_it_is_l
     assert f"  files      {out}, {tmp_path / 'o.qdq.onnx'} (the QDQ graph, for ortlab analyze)" in first
     code, _, err = run(argv, capsys)
     assert code == 0 and f"ortlab: Replaced the earlier result at {out}\n" in err
+
+
+def test_the_time_limit_note_says_the_samples_really_used_beside_the_caps(src, images, tmp_path, capsys):
+    code, out, err = run(["optimize", src, tmp_path / "o.onnx", "--precision", "int8", "--calibration", images,
+                          "--verify-samples", "3"], capsys)
+    assert code == 0, err
+    (note,) = [line for line in out.splitlines() if "Time limit" in line]
+    assert "2 s per sample for up to 100 calibration + 3 verification samples" in note
+    assert note.endswith("; this run used 4 calibration + 3 verification samples.")
