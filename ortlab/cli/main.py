@@ -1,9 +1,10 @@
 """The ``ortlab`` command line: inspect, optimize, bench, compare, run, history, samples, analyze and tune (one
 module each in this package; :mod:`ortlab.cli.common` holds what they share, :mod:`ortlab.cli.render` how they print).
 
-Exit status: 0 success, 1 the work failed (bad model file, data that does not fit, ORT failure),
-2 bad usage (unknown flags, missing files, a recipe that cannot work), 3 the result's verdict is at or worse
-than ``--fail-on`` (optimize, compare, run). Errors print one line on stderr.
+Exit status (:data:`EXIT_STATUS`): 0 success, 1 the work failed (bad model file, data that does not fit, ORT
+failure), 2 bad usage (unknown flags, missing files or ``--shape``, a recipe that cannot work), 3 the result's
+verdict is at or worse than ``--fail-on`` (optimize, compare, run), 4 tune found no recipe that meets the verdict
+and the bar, 130 interrupted. Errors print one line on stderr.
 """
 
 from __future__ import annotations
@@ -24,14 +25,16 @@ from ortlab.cli.common import PROG, Parser, existing_file, start_service
 from ortlab.cli import bench, compare, history, inspect, optimize, samples, tune
 
 COMMANDS = (inspect, optimize, bench, compare, history, samples, tune)
+EXIT_STATUS = ("Exit status: 0 ok, 1 the work failed, 2 bad usage (a missing --shape included), 3 the verdict is at "
+               f"or worse than --fail-on, {tune.EXIT_NO_RECOMMENDATION} tune found no recipe that meets the verdict "
+               "and the bar, 130 interrupted.")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``ortlab`` argument parser, one sub-command per module of :data:`COMMANDS`."""
     parser = Parser(prog=PROG, description="Quantize and graph-optimize ONNX models with ONNX Runtime, "
                                             "and show why the result is safe to ship.",
-                     epilog="Exit status: 0 ok, 1 the work failed, 2 bad usage, 3 the verdict is at or worse "
-                            "than --fail-on.")
+                     epilog=EXIT_STATUS)
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument("--custom-op-library", action="append", default=[], metavar="PATH",
                         help="A custom-op shared library (.so/.dll/.dylib) registered in every ONNX Runtime session "
@@ -77,7 +80,7 @@ def _pipe_closed() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (0 ok, 1 failure, 2 usage)."""
+    """Run the CLI; returns the exit status (:data:`EXIT_STATUS`)."""
     parser = build_parser()
     os.umask(0o077)  # the workspace and every result ortlab writes are private to the user (0700/0600)
     saved_libraries = os.environ.get(CUSTOM_OPS_ENV)

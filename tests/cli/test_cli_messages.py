@@ -60,3 +60,21 @@ def test_the_time_limit_note_says_the_samples_really_used_beside_the_caps(src, i
     (note,) = [line for line in out.splitlines() if "Time limit" in line]
     assert "2 s per sample for up to 100 calibration + 3 verification samples" in note
     assert note.endswith("; this run used 4 calibration + 3 verification samples.")
+
+
+def test_a_missing_shape_is_bad_usage_exit_2(tmp_path, capsys):
+    from tests.data.test_inputs import dynamic_hw_model
+
+    code, _, err = run(["bench", dynamic_hw_model(tmp_path / "hw.onnx"), "--runs", "2", "--warmup", "0"], capsys)
+    assert code == 2 and "--shape images=1,3,HEIGHT,WIDTH" in err
+
+
+def test_help_lists_every_exit_status_the_cli_returns(capsys):
+    from ortlab.cli import tune
+
+    code, out, _ = run(["--help"], capsys)
+    text = " ".join(out.split())
+    assert code == 0
+    for status in ("0 ok", "1 the work failed", "2 bad usage", "3 the verdict", f"{tune.EXIT_NO_RECOMMENDATION} tune",
+                   "130 interrupted"):
+        assert status in text, status
