@@ -200,7 +200,12 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     if r.best is not None and r.best.speed:
         print(f"  speed      {r.best.speed_text()} (median of the rounds' ratios, timed interleaved with the source"
               + (", re-timed at the end)" if r.best.retimed else ")"))
-    print(f"  verdict    {r.best.verdict if r.best is not None else 'every finished trial is broken'}")
+    if r.budget_hint_s is not None:
+        print(f"  budget     {ns.budget:g} s was too short for a usable trial: give --budget {r.budget_hint_s:g} or more")
+    elif r.best is None:
+        print("  verdict    every finished trial is broken")
+    else:
+        print(f"  verdict    {r.best.verdict}")
     print(f"  policy     {r.policy}")
     print(f"  hardware   {r.hardware}\n  files      "
           + (f"{r.written}, its recipe.json, " if r.written else "no model written, ")

@@ -78,3 +78,18 @@ def test_help_lists_every_exit_status_the_cli_returns(capsys):
     for status in ("0 ok", "1 the work failed", "2 bad usage", "3 the verdict", f"{tune.EXIT_NO_RECOMMENDATION} tune",
                    "130 interrupted"):
         assert status in text, status
+
+
+def test_a_tune_budget_too_short_for_any_trial_says_so_and_suggests_one(src, images, tmp_path, capsys):
+    code, out, err = run(["tune", src, "--data", images, "--eval", images, "--budget", "0.5", "--out",
+                          tmp_path / "t"], capsys)
+    assert code == 1, err
+    assert "The time budget of 0.5 s was too short: give 120 s or more." in out
+    assert "  budget     0.5 s was too short for a usable trial: give --budget 120 or more" in out
+    assert "every finished trial is broken" not in out
+
+
+def test_budget_hint_grows_with_the_budget_given():
+    from ortlab.runs.tune import budget_hint_s
+
+    assert budget_hint_s(5) == 120 and budget_hint_s(60) == 240 and budget_hint_s(100) == 420
