@@ -78,7 +78,7 @@ from ortlab.timing.compare import BenchComparison, LatencyStats
 from ortlab.runs.artifact import Artifact, artifact_sample
 from ortlab.runs.bench_service import BenchHandle
 from ortlab.runs.history import BenchmarkRecord, BenchVariant, History, HistoryRecovered
-from ortlab.runs.pipeline import NO_CALIBRATION_DATA
+from ortlab.runs.pipeline import NO_CALIBRATION_DATA, VERIFICATION_SKIPPED
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runs.service import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Handle, RecipeHandle
 from ortlab.runs.stored import MODEL as STORED_MODEL
@@ -169,6 +169,7 @@ __all__ = [
     "TuneJob",
     "TuneSettings",
     "UsageError",
+    "VERIFICATION_SKIPPED",
     "Verdict",
     "VerdictPolicy",
     "Workspace",

@@ -93,3 +93,10 @@ def test_budget_hint_grows_with_the_budget_given():
     from ortlab.runs.tune import budget_hint_s
 
     assert budget_hint_s(5) == 120 and budget_hint_s(60) == 240 and budget_hint_s(100) == 420
+
+
+def test_optimize_without_data_suggests_eval_in_the_note_that_verification_was_skipped(src, tmp_path, capsys):
+    code, out, err = run(["optimize", src, tmp_path / "o.onnx"], capsys)
+    assert code == 0, err
+    assert ("  note       Verification skipped: no evaluation data was given. Give --eval DIR (or --calibration DIR, "
+            "which verification also uses) to check the result against the source.") in out
