@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from ortlab.cli import main as cli
 
-from tests.support.models import conv_bn_model, random_image_folder
+from tests.support.models import conv_bn_model, matmul_model, random_image_folder
 
 
 def run(argv, capsys):
@@ -100,3 +101,15 @@ def test_optimize_without_data_suggests_eval_in_the_note_that_verification_was_s
     assert code == 0, err
     assert ("  note       Verification skipped: no evaluation data was given. Give --eval DIR (or --calibration DIR, "
             "which verification also uses) to check the result against the source.") in out
+
+
+def test_bias_correction_on_an_encoder_without_conv_or_gemm_says_it_found_nothing(tmp_path, capsys):
+    encoder = matmul_model(tmp_path / "encoder.onnx")
+    data = tmp_path / "tokens.npy"
+    np.save(data, np.random.default_rng(0).normal(size=(24, 16, 32)).astype(np.float32))
+    code, out, err = run(["optimize", encoder, tmp_path / "o.onnx", "--precision", "int8", "--calibration", data,
+                          "--verify-samples", "4"], capsys)
+    assert code == 0, err
+    assert ("  note       Bias correction (Nagel et al. 2019) found nothing to correct: the quantized model has no "
+            "Conv or Gemm with a bias; the biases are as quantized.") in out
+    assert "0 of 0 node(s)" not in out
