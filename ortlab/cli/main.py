@@ -52,7 +52,13 @@ NO_CALIBRATION_DATA_CLI = ("int8 static quantization needs calibration data: giv
 """What the CLI says in place of the engine's :data:`NO_CALIBRATION_DATA`: the flags that fix it."""
 
 # the engine's wording for the app, and the CLI's
-_CLI_WORDS = (("Upload a .onnx file", "Give a .onnx file"),)
+_CLI_WORDS = (
+    ("Upload a .onnx file", "Give a .onnx file"),
+    ("Upload the complete file again.", "Export or copy the complete file again."),
+    ("and upload a .zip with both files.", "beside the .onnx file, and give the .onnx file."),
+    ("Upload a .zip containing the .onnx and its weight files.",
+     "Give the .onnx file in the folder that holds its weight files."),
+)
 
 
 def error_text(exc: BaseException) -> str:

@@ -113,3 +113,10 @@ def test_bias_correction_on_an_encoder_without_conv_or_gemm_says_it_found_nothin
     assert ("  note       Bias correction (Nagel et al. 2019) found nothing to correct: the quantized model has no "
             "Conv or Gemm with a bias; the biases are as quantized.") in out
     assert "0 of 0 node(s)" not in out
+
+
+def test_a_truncated_model_file_is_asked_for_again_in_cli_words(src, tmp_path, capsys):
+    cut = tmp_path / "cut.onnx"
+    cut.write_bytes(src.read_bytes()[:3000])
+    code, _, err = run(["inspect", cut], capsys)
+    assert code == 1 and err.endswith("Export or copy the complete file again.\n") and "pload" not in err, err
