@@ -79,7 +79,7 @@ from ortlab.timing.stats import SpeedUp
 from ortlab.runs.artifact import Artifact, artifact_sample
 from ortlab.runs.bench_service import BenchHandle
 from ortlab.runs.history import BenchmarkRecord, BenchVariant, History, HistoryRecovered
-from ortlab.runs.pipeline import NO_CALIBRATION_DATA
+from ortlab.runs.pipeline import NO_CALIBRATION_DATA, VERIFICATION_SKIPPED
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, DataRef, RunSpec
 from ortlab.runs.service import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Handle, RecipeHandle
 from ortlab.runs.stored import MODEL as STORED_MODEL
@@ -134,6 +134,7 @@ __all__ = [
     "THROUGHPUT_METHOD",
     "TOKENIZER_FILE",
     "TRT",
+    "VERIFICATION_SKIPPED",
     "Artifact",
     "BenchComparison",
     "BenchConfig",

@@ -1,9 +1,10 @@
 """The ``ortlab`` command line: inspect, optimize, bench, compare, run, history, samples, analyze and tune (one
 module each in this package; :mod:`ortlab.cli.common` holds what they share, :mod:`ortlab.cli.render` how they print).
 
-Exit status: 0 success, 1 the work failed (bad model file, data that does not fit, ORT failure),
-2 bad usage (unknown flags, missing files, a recipe that cannot work), 3 the result's verdict is at or worse
-than ``--fail-on`` (optimize, compare, run). Errors print one line on stderr.
+Exit status (:data:`EXIT_STATUS`): 0 success, 1 the work failed (bad model file, data that does not fit, ORT
+failure), 2 bad usage (unknown flags, missing files or ``--shape``, a recipe that cannot work), 3 the result's
+verdict is at or worse than ``--fail-on`` (optimize, compare, run), 4 tune found no recipe that meets the verdict
+and the bar, 130 interrupted. Errors print one line on stderr.
 """
 
 from __future__ import annotations
@@ -19,19 +20,21 @@ from ortlab.core.errors import Cancelled, OrtlabError, RecipeError, ShapeError
 from ortlab.core.errors import OutputError
 from ortlab.core.text import escape_controls, one_line
 from ortlab.api import set_custom_op_libraries
-from ortlab.api import CUSTOM_OPS_ENV
+from ortlab.api import CUSTOM_OPS_ENV, NO_CALIBRATION_DATA
 from ortlab.cli.common import PROG, Parser, existing_file, start_service
 from ortlab.cli import bench, compare, history, inspect, optimize, samples, tune
 
 COMMANDS = (inspect, optimize, bench, compare, history, samples, tune)
+EXIT_STATUS = ("Exit status: 0 ok, 1 the work failed, 2 bad usage (a missing --shape included), 3 the verdict is at "
+               f"or worse than --fail-on, {tune.EXIT_NO_RECOMMENDATION} tune found no recipe that meets the verdict "
+               "and the bar, 130 interrupted.")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``ortlab`` argument parser, one sub-command per module of :data:`COMMANDS`."""
     parser = Parser(prog=PROG, description="Quantize and graph-optimize ONNX models with ONNX Runtime, "
                                             "and show why the result is safe to ship.",
-                     epilog="Exit status: 0 ok, 1 the work failed, 2 bad usage, 3 the verdict is at or worse "
-                            "than --fail-on.")
+                     epilog=EXIT_STATUS)
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument("--custom-op-library", action="append", default=[], metavar="PATH",
                         help="A custom-op shared library (.so/.dll/.dylib) registered in every ONNX Runtime session "
@@ -41,6 +44,32 @@ def build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS:
         command.add_command(sub)
     return parser
+
+
+NO_CALIBRATION_DATA_CLI = ("int8 static quantization needs calibration data: give --calibration DIR (a folder of "
+                           "images, a .npy/.npz tensor file or a .txt file), or use --quant-mode dynamic, or "
+                           "--allow-random-data (the result is then flagged).")
+"""What the CLI says in place of the engine's :data:`NO_CALIBRATION_DATA`: the flags that fix it."""
+
+# the engine's wording for the app, and the CLI's
+_CLI_WORDS = (
+    ("Upload a .onnx file", "Give a .onnx file"),
+    ("Upload the complete file again.", "Export or copy the complete file again."),
+    ("and upload a .zip with both files.", "beside the .onnx file, and give the .onnx file."),
+    ("Upload a .zip containing the .onnx and its weight files.",
+     "Give the .onnx file in the folder that holds its weight files."),
+)
+
+
+def error_text(exc: BaseException) -> str:
+    """The one line the CLI prints for an engine error: in the CLI's words (its flags, not the app's buttons), and
+    without the "validate" step name, which says nothing to a user (the checks before any work)."""
+    message = exc.message if isinstance(exc, (OrtlabError, Cancelled)) and exc.step == "validate" else str(exc)
+    if message == NO_CALIBRATION_DATA:
+        message = NO_CALIBRATION_DATA_CLI
+    for app_words, cli_words in _CLI_WORDS:
+        message = message.replace(app_words, cli_words)
+    return one_line(message) if message else one_line(exc)
 
 
 def _pipe_closed() -> int:
@@ -57,7 +86,7 @@ def _pipe_closed() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (0 ok, 1 failure, 2 usage)."""
+    """Run the CLI; returns the exit status (:data:`EXIT_STATUS`)."""
     parser = build_parser()
     os.umask(0o077)  # the workspace and every result ortlab writes are private to the user (0700/0600)
     saved_libraries = os.environ.get(CUSTOM_OPS_ENV)
@@ -75,14 +104,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     except (UsageError, RecipeError, OutputError, ShapeError) as exc:
-        print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
+        print(f"{PROG}: error: {error_text(exc)}", file=sys.stderr)
         return 2
     except FileNotFoundError as exc:
         print(f"{PROG}: error: file not found: {escape_controls(str(exc.filename)) if exc.filename else one_line(exc)}",
               file=sys.stderr)
         return 2
     except (OrtlabError, Cancelled) as exc:
-        print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
+        print(f"{PROG}: error: {error_text(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{PROG}: error: interrupted", file=sys.stderr)

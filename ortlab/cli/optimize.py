@@ -19,7 +19,7 @@ from ortlab.cli.render import artifact_text, print_json
 from ortlab.api import RunSpec
 from ortlab.api import DataRef
 from ortlab import api
-from ortlab.core.layout import ARTIFACT_FILE
+from ortlab.core.layout import ARTIFACT_FILE, qdq_path
 
 
 def add_command(sub) -> None:
@@ -82,13 +82,19 @@ def cmd_optimize(ns: argparse.Namespace) -> int:
     info = api.inspect_model(src)  # the one read of the model for this run (its sha256 hashes the whole file)
     spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data, info)
     as_dir = out.is_dir() or out.suffix.lower() != ".onnx"
+    replaced = out.exists()
     artifact = api.start_recipe(spec, out, origin="cli", info=info).follow(reporter(ns))
+    if replaced:
+        print(f"{PROG}: Replaced the earlier result at {out}", file=sys.stderr)
     if ns.json:
         print_json(artifact.to_dict())
     else:
         print(artifact_text(artifact, artifact.model_path))
+        qdq = qdq_path(artifact.model_path)
         if as_dir:
-            print(f"  files      {out / ARTIFACT_FILE}, recipe.json")
+            print(f"  files      {out / ARTIFACT_FILE}, recipe.json" + (f", {qdq.name}" if qdq.is_file() else ""))
+        elif qdq.is_file():
+            print(f"  files      {out}, {out.parent / qdq.name} (the QDQ graph, for ortlab analyze)")
         print(f"  history    run {artifact.run_id}")
     return exit_for(artifact.verdict, ns)
 

@@ -9,7 +9,11 @@ from collections.abc import Sequence
 from ortlab.core.text import format_bytes
 from ortlab.cli.common import shapes_text
 from ortlab.core.serial import dumps
-from ortlab.api import preprocess_cli_args
+from ortlab.api import VERIFICATION_SKIPPED, preprocess_cli_args
+
+VERIFY_HINT = (" Give --eval DIR (or --calibration DIR, which verification also uses) to check the result against "
+               "the source.")
+"""What the CLI adds to the note that verification was skipped: the flag that verifies."""
 
 
 def verdict_line(verdict) -> str:
@@ -85,7 +89,7 @@ def artifact_text(artifact, out_path: Path) -> str:
     if artifact.random_data:
         lines.append("  RANDOM DATA was used: accuracy figures are meaningless.")
     lines += [f"  warning    {w}" for w in artifact.warnings]
-    lines += [f"  note       {n}" for n in artifact.notes]
+    lines += [f"  note       {n}" + (VERIFY_HINT if n == VERIFICATION_SKIPPED else "") for n in artifact.notes]
     return "\n".join(lines)
 
 

@@ -197,15 +197,26 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     if ns.json:
         print_json(r)
         return code
+    _print_result(r, ns.budget, out)
+    return code
+
+
+def _print_result(r, budget_s: float, out: Path) -> None:
+    """The search's outcome under the trials' table: the recommendation, its speed and verdict (or the budget to
+    give when this one was too short), the policy, the hardware, the files and the notes."""
     print(f"\n{r.sentence}\n  {r.cli_line}" if r.cli_line else f"\n{r.sentence}")
     if r.best is not None and r.best.speed:
         print(f"  speed      {r.best.speed_text()} (median of the rounds' ratios, timed interleaved with the source"
               + (", re-timed at the end)" if r.best.retimed else ")"))
-    print(f"  verdict    {r.best.verdict if r.best is not None else 'every finished trial is broken'}")
+    if r.budget_hint_s is not None:
+        print(f"  budget     {budget_s:g} s was too short for a usable trial: give --budget {r.budget_hint_s:g} or more")
+    elif r.best is None:
+        print("  verdict    every finished trial is broken")
+    else:
+        print(f"  verdict    {r.best.verdict}")
     print(f"  policy     {r.policy}")
     print(f"  hardware   {r.hardware}\n  files      "
           + (f"{r.written}, its recipe.json, " if r.written else "no model written, ")
           + f"{out / 'trials.json'} (* = on the Pareto front)")
     for note in r.notes:
         print(f"  note       {note}")
-    return code

@@ -35,8 +35,8 @@ class DataError(OrtlabError):
 
 
 class ShapeError(DataError):
-    """A ``--shape`` that is malformed or that the model cannot take (unknown input, wrong rank, a fixed dim set
-    otherwise): a usage error, exit code 2 in the CLI."""
+    """A ``--shape`` that is malformed, that the model cannot take (unknown input, wrong rank, a fixed dim set
+    otherwise) or that is missing (open dims nothing else sets): a usage error, exit code 2 in the CLI."""
 
 
 class OptimizationError(OrtlabError):

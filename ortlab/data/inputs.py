@@ -227,8 +227,9 @@ def _shape_text(values: Iterable[Any]) -> str:
     return ",".join(str(v) for v in values)
 
 
-def unresolved_error(specs: Sequence[InputSpec]) -> DataError:
-    """The DataError for the unresolved dims of ``specs``: each input, each dim (name, axis) and the flag."""
+def unresolved_error(specs: Sequence[InputSpec]) -> ShapeError:
+    """The error for the unresolved dims of ``specs`` (a missing ``--shape``: a usage error, exit 2 in the CLI):
+    each input, each dim (name, axis) and the flag."""
     parts, hints = [], []
     for s in specs:
         missing = [(i, d) for i, d in enumerate(s.dims) if d.value is None]
@@ -238,9 +239,9 @@ def unresolved_error(specs: Sequence[InputSpec]) -> DataError:
         parts.append(f"input '{s.name}' {s.model_shape()}: {names}")
         hints.append(f"--shape {s.name}=" + _shape_text(
             d.value if d.value is not None else (d.name or f"D{i}").upper() for i, d in enumerate(s.dims)))
-    return DataError("The model leaves these input dimensions open and neither the preprocessing nor the data "
-                     "set them: " + "; ".join(parts) + ". Give the shape: in the CLI " + " ".join(hints)
-                     + "; in the app, on the Data page under Input shapes.")
+    return ShapeError("The model leaves these input dimensions open and neither the preprocessing nor the data "
+                      "set them: " + "; ".join(parts) + ". Give the shape: in the CLI " + " ".join(hints)
+                      + "; in the app, on the Data page under Input shapes.")
 
 
 def infer_specs(model_inputs: Any, preprocess: Any = None, dataset: Any = None,

@@ -59,6 +59,10 @@ from ortlab.transforms.quantize import (
     quantize_dynamic_result,
 )
 
+
+VERIFICATION_SKIPPED = "Verification skipped: no evaluation data was given."  # a note of the run's artifact
+
+
 # -- what the stages hand on ------------------------------------------------------------------------------------
 
 
@@ -314,7 +318,7 @@ def _verify(ctx: RunContext, x: Model | Quantized) -> Verified:
     if ver is None and run.recipe.allow_random_data:
         ver = random_dataset(max(1, run.verify_samples), seed=q.seed)
     if ver is None or run.verify_samples <= 0:
-        ctx.findings.notes.append("Verification skipped: no evaluation data was given.")
+        ctx.findings.notes.append(VERIFICATION_SKIPPED)
         _, used = providers.create_session(m.path, run.recipe.target)
         return Verified(m, None, judge(None, run.policy, m.coverage), list(used))
     sample = stratified_sample(ver, run.verify_samples, q.seed)

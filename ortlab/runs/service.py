@@ -373,12 +373,15 @@ def run_timeout_s(spec: RunSpec, model_bytes: int | None = None) -> tuple[float,
         if value > 0:
             return value, f"${RUN_TIMEOUT_VAR}"
     recipe = spec.recipe
-    samples = (recipe.quant.calibration_samples if recipe.is_static else 0) + max(0, int(spec.verify_samples))
+    calibration = recipe.quant.calibration_samples if recipe.is_static else 0
+    verification = max(0, int(spec.verify_samples))
+    samples = calibration + verification
     size = _model_bytes(spec.model) if model_bytes is None else model_bytes
     limit = RUN_TIMEOUT_BASE_S + RUN_TIMEOUT_PER_SAMPLE_S * samples + RUN_TIMEOUT_PER_100MB_S * size / 1e8
-    return round(limit), (f"the default: {RUN_TIMEOUT_BASE_S:.0f} s + {RUN_TIMEOUT_PER_SAMPLE_S:g} s × {samples} "
-                          f"samples + {RUN_TIMEOUT_PER_100MB_S:.0f} s per 100 MB of model; set ${RUN_TIMEOUT_VAR} "
-                          "to change it")
+    caps = f"{calibration} calibration + {verification} verification" if calibration else f"{verification} verification"
+    return round(limit), (f"the default: {RUN_TIMEOUT_BASE_S:.0f} s + {RUN_TIMEOUT_PER_SAMPLE_S:g} s per sample for "
+                          f"up to {caps} samples + {RUN_TIMEOUT_PER_100MB_S:.0f} s per 100 MB of model; set "
+                          f"${RUN_TIMEOUT_VAR} to change it")
 
 
 def _model_bytes(model) -> int:
@@ -414,14 +417,18 @@ def _recipe_child(args_json: str, fd: int) -> None:
     owner = _claim(run_dir)
     scratch = _private_scratch()
 
+    calibrated_on: list[int] = []
+
     def report(ev: ProgressEvent) -> None:
+        if ev.stage == "calibrate" and ev.total and not calibrated_on:
+            calibrated_on.append(ev.total)
         conn.send(("event", ev.stage, ev.done, ev.total, ev.message))
 
     try:
         artifact = run_recipe_spec(spec, run_dir, report,  # the model and artifact.json, complete on disk
                                    calibrations=CalibrationCache.in_workspace(Path(args["db"]).parent))
         _install(artifact, spec, run_dir, args.get("out_file"))
-        _describe(artifact, spec, args)
+        _describe(artifact, spec, args, calibrated_on[0] if calibrated_on else None)
         _record_run(artifact, run_dir, args)
         _tidy(run_dir, args.get("out_file"), owner)
         conn.send(("done", artifact.to_dict()))
@@ -476,11 +483,16 @@ def _install(artifact: Artifact, spec: RunSpec, run_dir: Path, out_file: str | N
         qdq.unlink(missing_ok=True)  # an earlier run's, which this result does not match
 
 
-def _describe(artifact: Artifact, spec: RunSpec, args: dict) -> None:
-    """Where the run was started, what was asked for, and the time limit it ran under."""
+def _describe(artifact: Artifact, spec: RunSpec, args: dict, calibrated_on: int | None = None) -> None:
+    """Where the run was started, what was asked for, and the time limit it ran under (with the samples really
+    used: ``calibrated_on`` calibration samples, when known, and the verification's)."""
     artifact.origin, artifact.spec = str(args.get("origin") or ""), spec.undecided()
     if args.get("timeout_s"):
-        artifact.notes.append(f"Time limit: {float(args['timeout_s']):g} s ({args.get('timeout_why') or 'set'}).")
+        used = [f"{calibrated_on} calibration"] if calibrated_on else []
+        if artifact.evaluation is not None:
+            used.append(f"{artifact.evaluation.n_samples} verification")
+        artifact.notes.append(f"Time limit: {float(args['timeout_s']):g} s ({args.get('timeout_why') or 'set'})"
+                              + (f"; this run used {' + '.join(used)} samples." if used else "."))
 
 
 def _record_run(artifact: Artifact, run_dir: Path, args: dict) -> None:

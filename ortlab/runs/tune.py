@@ -533,6 +533,9 @@ class Tuner:
             best = max(close, key=lambda t: (_rank_key(t), -(t.cost or 0)))
         self._mark_pareto()
         sentence, line = _sentence(best, bool(accepted), s, len(self.trials_done), bool(done)), ""
+        hint = budget_hint_s(s.budget_s) if best is None and not self._cancel and self._left() <= 0 else None
+        if hint is not None:
+            sentence += f" The time budget of {s.budget_s:g} s was too short: give {hint:g} s or more."
         written = None
         if best is not None:
             line = best.cli_line
@@ -546,7 +549,7 @@ class Tuner:
             (f"verdict ok (the same policy as optimize: broken below {pol.min_sqnr_db:g} dB, confident-flip margin "
              f"{pol.margin:g})" + (f" and this search's bar: task SQNR ≥ {bar:g} dB" if bar is not None else "")),
             detect().summary(), list(s.batch_sizes), baseline, list(self.trials_done),
-            best, bool(accepted), sentence, line, self.elapsed, self._cancel, list(self.notes), written)
+            best, bool(accepted), sentence, line, self.elapsed, self._cancel, list(self.notes), written, hint)
         if self.out_dir is not None:
 
             self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -565,6 +568,15 @@ class Tuner:
             written = str(folder / "model.onnx")
         (folder / "recipe.json").write_text(best.recipe.to_json(), encoding="utf-8")
         return written
+
+
+MIN_USEFUL_BUDGET_S = 120.0  # a few trials of a small model, each verified and timed
+
+
+def budget_hint_s(budget_s: float) -> float:
+    """The budget to suggest after ``budget_s`` ran out before a usable trial: four times as much, rounded up to
+    whole minutes, and at least :data:`MIN_USEFUL_BUDGET_S`."""
+    return max(MIN_USEFUL_BUDGET_S, 60.0 * math.ceil(4 * budget_s / 60.0))
 
 
 def _sentence(best: Trial | None, accepted: bool, s: TuneSettings, n: int, any_done: bool = True) -> str:

@@ -239,6 +239,7 @@ class TuneResult:
     cancelled: bool = False
     notes: list[str] = field(default_factory=list)
     written: str | None = None
+    budget_hint_s: float | None = None  # the budget to give when this one ran out before a usable trial
 
 
 def pareto_front(points: Sequence[tuple[float | None, float | None]]) -> list[bool]:

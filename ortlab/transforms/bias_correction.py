@@ -123,6 +123,10 @@ class BiasCorrectionResult:
         if self.too_few:
             return [f"{head} skipped: {self.samples} calibration sample(s) are too few to check each correction on "
                     f"held-back samples (it needs at least {MIN_SAMPLES}); the biases are as quantized."]
+        if not self.targets and not self.dropped:
+            found = (f"{len(self.skipped)} {'/'.join(CORRECTED_OPS)} node(s) have no int32 bias to correct"
+                     if self.skipped else f"the quantized model has no {' or '.join(CORRECTED_OPS)} with a bias")
+            return [f"{head} found nothing to correct: {found}; the biases are as quantized."]
         text = f"{head}: {len(self.corrected)} of {self.targets} node(s) corrected"
         if self.kept:
             text += (f" ({len(self.kept)} kept their bias: the correction did not lower their error on held-back "

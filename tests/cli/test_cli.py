@@ -13,10 +13,10 @@ import onnx
 import pytest
 
 from ortlab.cli import common as cli_common, main as cli
+from ortlab.cli.main import NO_CALIBRATION_DATA_CLI
 from ortlab.settings.config import (CalibrationMethod, Layout, OptLevel, Precision, PreprocessConfig, QuantConfig,
                            QuantFormat, QuantMode, QuantType, Recipe, Target, recipe_cli_line)
 from ortlab.model.inspect import sha256_file
-from ortlab.runs.pipeline import NO_CALIBRATION_DATA
 
 from tests.support.models import conv_bn_model, random_image_folder
 
@@ -102,7 +102,7 @@ def error_cases(src, tmp):
          "int8 on GPU needs TensorRT to run the QDQ graph, and TensorRT is not available here. Choose fp16 for GPU"),
         (["optimize", src, tmp / "o.onnx", "--precision", "int8", "--quant-mode", "dynamic", "--target", "gpu"], 2,
          "Choose fp16 for GPU, or target cpu"),
-        (["optimize", src, tmp / "o.onnx", "--precision", "int8"], 2, NO_CALIBRATION_DATA),
+        (["optimize", src, tmp / "o.onnx", "--precision", "int8"], 2, NO_CALIBRATION_DATA_CLI),
         (["optimize", src, tmp / "o.onnx", "--precision", "fp16", "--quant-mode", "dynamic"], 2,
          "--quant-mode only applies with --precision int8."),
         (["optimize", src, src], 2, "would overwrite the source model"),

@@ -215,7 +215,7 @@ def test_bench_transformer_at_the_given_sequence_length(files):
 
 def test_cli_bench_shape_flag_and_json(files, capsys):
     code, out, err = run(["bench", files["hw"], "--runs", "2", "--warmup", "0", "--json"], capsys)
-    assert code == 1 and "'height' (axis 2)" in err and "--shape images=1,3,HEIGHT,WIDTH" in err
+    assert code == 2 and "'height' (axis 2)" in err and "--shape images=1,3,HEIGHT,WIDTH" in err
     code, out, err = run(["bench", files["hw"], files["rnn"], "--runs", "2", "--warmup", "0", "--batch-sizes", "3",
                           "--shape", "images=1,3,64,64", "--json"], capsys)
     assert code == 0, err
@@ -327,7 +327,7 @@ def test_cli_optimize_random_data_with_shape_and_without(files, tmp_path, capsys
     code, out, err = run(["optimize", files["hw"], tmp_path / "a.onnx", "--precision", "int8", "--quant-mode",
                           "static", "--allow-random-data", "--calibration-samples", "4", "--verify-samples", "2"],
                          capsys)
-    assert code == 1 and "--shape images=1,3,HEIGHT,WIDTH" in err
+    assert code == 2 and "--shape images=1,3,HEIGHT,WIDTH" in err
     code, out, err = run(["optimize", files["hw"], tmp_path / "b", "--precision", "int8", "--quant-mode", "static",
                           "--allow-random-data", "--calibration-samples", "4", "--verify-samples", "2",
                           "--shape", "images=1,3,40,40", "--json"], capsys)

@@ -209,7 +209,7 @@ def test_vad_rnn_with_if(tmp_path, capsys):
     # random data for the int64 scalar 'sr' would pick an If branch at random: refused, before any work
     code, art, err = optimize(VAD, tmp_path / "static.onnx",
                               [*STATIC, "--shape", "input=1,256", "--shape", "state=2,1,32"], capsys)
-    assert code == 1 and err == ("ortlab: error: validate: Model input 'sr' is an int64 scalar: a control value (such "
+    assert code == 1 and err == ("ortlab: error: Model input 'sr' is an int64 scalar: a control value (such "
                                  "as a sample rate, a flag or a count) that decides what the model computes, so "
                                  "ortlab does not make one up at random. Give real data that holds it: an .npz with "
                                  "one array per input, 'sr' among them (one value per sample).")
