@@ -5,15 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ortlab.cli import main as cli
-
+from tests.cli.test_cli import run
 from tests.support.models import conv_bn_model, matmul_model, random_image_folder
-
-
-def run(argv, capsys):
-    code = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")
