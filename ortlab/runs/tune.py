@@ -170,7 +170,9 @@ class Tuner:
             split = max(1, int(len(queue) * 0.6)) if self.settings.exclusion_steps else len(queue)
             # 1: most of the search space; 2: greedy keep-in-float; 3: what is left of the search space
             while queue and not self._stop() and (len(self.trials_done) < split or not self.settings.exclusion_steps):
-                yield self._trial(queue.pop(0), "search")
+                t = self._trial(queue.pop(0), "search")
+                queue = self._reorder(t, queue)
+                yield t
             if self.settings.exclusion_steps and not self._stop():
                 yield from self._exclusions()
                 if not self._stop():
@@ -178,7 +180,9 @@ class Tuner:
             if self.settings.int16_steps and not self._stop():
                 yield from self._int16_weights()
             while queue and not self._stop():
-                yield self._trial(queue.pop(0), "search")
+                t = self._trial(queue.pop(0), "search")
+                queue = self._reorder(t, queue)
+                yield t
         except Cancelled:
             if not self._out_of_time:
                 self._cancel = True
@@ -187,6 +191,20 @@ class Tuner:
                 self.result = self._finish()
             finally:
                 self.release_timing()
+
+    def _reorder(self, trial: Trial, queue: list[Recipe]) -> list[Recipe]:
+        """The trials still to run, by what is likely to pass: when ``trial`` is the model's first finished static
+        int8 trial and the verdict calls it broken, the dynamic int8 recipes move ahead of the remaining static ones
+        (as for a recognised encoder), and a note says so."""
+        static = [t for t in self.trials_done if t.status == "done" and t.recipe.is_static]
+        if not (trial.broken and static == [trial]):
+            return queue
+        dynamic = [r for r in queue if r.precision == Precision.INT8 and r.quant.mode == QuantMode.DYNAMIC]
+        if not dynamic or queue[:len(dynamic)] == dynamic:
+            return queue
+        self.notes.append(f"The first static int8 trial ({trial.label}) is broken: the {len(dynamic)} dynamic int8 "
+                          "trial(s) run before the remaining static ones.")
+        return dynamic + [r for r in queue if not any(r is d for d in dynamic)]
 
     def release_timing(self) -> None:
         """End the source's timing children (the search does when it ends)."""
@@ -520,19 +538,25 @@ class Tuner:
     def _finish(self) -> TuneResult:
         s = self.settings
         done = [t for t in self.trials_done if t.status == "done" and t.cost is not None]
-        accepted = [t for t in done if t.accepted]
-        usable = [t for t in done if not t.broken]
+        accepted = [t for t in done if t.accepted and not slower_than_source(t)]
+        usable = [t for t in done if not t.broken and not slower_than_source(t)]
         best: Trial | None = None
         if accepted:
             self._retime(accepted)
+            accepted = [t for t in accepted if not slower_than_source(t)]  # the finalists' longer timing may say so
+        if accepted:
             best = min(accepted, key=lambda t: (t.cost, tuple(-x for x in _rank_key(t))))
         elif usable:
             top = max(_rank_key(t) for t in usable)
             close = [t for t in usable if _rank_key(t)[:2] == top[:2]]  # the best level and task measure
             self._retime(close)
-            best = max(close, key=lambda t: (_rank_key(t), -(t.cost or 0)))
+            close = [t for t in close if not slower_than_source(t)]
+            best = max(close, key=lambda t: (_rank_key(t), -(t.cost or 0))) if close else None
         self._mark_pareto()
-        sentence, line = _sentence(best, bool(accepted), s, len(self.trials_done), bool(done)), ""
+        slow = [t for t in done if slower_than_source(t)]
+        if slow:
+            self.notes.append(slower_note(slow))
+        sentence, line = _sentence(best, bool(accepted), s, len(self.trials_done), bool(done), bool(slow)), ""
         hint = budget_hint_s(s.budget_s) if best is None and not self._cancel and self._left() <= 0 else None
         if hint is not None:
             sentence += f" The time budget of {s.budget_s:g} s was too short: give {hint:g} s or more."
@@ -579,8 +603,25 @@ def budget_hint_s(budget_s: float) -> float:
     return max(MIN_USEFUL_BUDGET_S, 60.0 * math.ceil(4 * budget_s / 60.0))
 
 
-def _sentence(best: Trial | None, accepted: bool, s: TuneSettings, n: int, any_done: bool = True) -> str:
+def slower_than_source(t: Trial) -> bool:
+    """Whether a trial's timing says it runs slower than the fp32 source at some batch size: the whole 95 %
+    interval of its speed-up lies below 1. Such a trial is never recommended, nor written as the closest."""
+    return any(sp.paired and sp.speedup_range[1] < 1.0 for sp in t.speed)
+
+
+def slower_note(trials: Sequence[Trial]) -> str:
+    """The note that names the trials left out of the recommendation for running slower than the source."""
+    names = ", ".join(f"#{t.index} {t.label} ({t.speed_text()})" for t in trials[:4]) + (" …" if len(trials) > 4 else "")
+    return (f"Never recommended: {len(trials)} trial(s) ran slower than the fp32 source (the speed-up's 95% interval "
+            f"lies below 1×): {names}.")
+
+
+def _sentence(best: Trial | None, accepted: bool, s: TuneSettings, n: int, any_done: bool = True,
+              any_slower: bool = False) -> str:
     if best is None:
+        if any_slower:
+            return (f"No trial of {n} is both usable by the verdict and at least as fast as the fp32 source; nothing "
+                    f"is recommended and no model was written.")
         if any_done:
             return (f"Every trial of {n} that finished is broken by the verdict; nothing is recommended and no model "
                     f"was written.")
