@@ -79,7 +79,7 @@ class _OrderTuner(Tuner):
         return t
 
     def _finish(self):
-        return None  # type: ignore[return-value]
+        return None
 
 
 def _recipes():
