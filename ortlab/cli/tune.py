@@ -54,8 +54,8 @@ def add_command(sub) -> None:
     p.add_argument("--budget", default="600", metavar="SECONDS[cpu]",
                    help="When the search stops starting trials: seconds of wall time (600, or 600s), or seconds of "
                         "CPU time used by tune and every process it starts (300cpu: the same work on a busy machine "
-                        "as on a quiet one; no wall-time limit then). Default: 600. --max-trials caps the trials "
-                        "too; the first limit reached ends the search.")
+                        "as on a quiet one; no wall-time limit then). --max-trials caps the trials too; the first "
+                        "limit reached ends the search (default: 600).")
     p.add_argument("--objective", choices=("latency", "size"), default="latency",
                    help="Recommend the fastest accepted recipe, or the smallest (default: latency).")
     p.add_argument("--target", choices=("cpu", "gpu"), default="cpu",
