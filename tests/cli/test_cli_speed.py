@@ -47,3 +47,21 @@ def test_no_timing_skips_it(src, tmp_path, capsys):
 def test_timing_seconds_must_be_positive(src, tmp_path, capsys):
     code, _, err = run(["optimize", src, tmp_path / "x.onnx", "--timing-s", "0"], capsys)
     assert code == 2 and "--timing-s must be a positive number of seconds" in err and "Traceback" not in err
+
+
+def test_a_failed_timing_keeps_the_verdict_and_says_why(src, tmp_path, capsys, monkeypatch):
+    from ortlab.core.errors import BenchmarkError
+    from ortlab.runs import result_speed
+
+    def broken(*args, **kwargs):
+        raise BenchmarkError("candidate: the timing process stopped unexpectedly: exit status -9")
+
+    monkeypatch.setattr(result_speed, "time_pair", broken)  # the timing runs in this (the parent) process
+    out = tmp_path / "fp32"
+    code, text, _ = run(["optimize", src, out, "--timing-s", "1"], capsys)
+    assert code == 0 and text.startswith("verdict ")
+    assert ("  Speed: not timed (candidate: the timing process stopped unexpectedly: exit status -9); the verdict "
+            "stands.") in text.splitlines()
+    artifact = json.loads((out / "artifact.json").read_text())
+    assert artifact["verdict"] is not None and artifact["speed"]["speed"] is None and "exit status -9" in \
+        artifact["speed"]["error"]
