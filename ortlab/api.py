@@ -77,6 +77,7 @@ from ortlab.timing.bench import THROUGHPUT_METHOD, LatencySummary
 from ortlab.timing.compare import BenchComparison, LatencyStats
 from ortlab.timing.stats import SpeedUp
 from ortlab.runs.artifact import Artifact, artifact_sample
+from ortlab.runs.result_speed import ResultSpeed, SpeedCheck, default_check as default_speed_check
 from ortlab.runs.bench_service import BenchHandle
 from ortlab.runs.history import BenchmarkRecord, BenchVariant, History, HistoryRecovered
 from ortlab.runs.pipeline import NO_CALIBRATION_DATA, VERIFICATION_SKIPPED
@@ -164,8 +165,10 @@ __all__ = [
     "RecipeHandle",
     "ReportTiming",
     "ResolvedPreprocess",
+    "ResultSpeed",
     "RunSpec",
     "SampleModel",
+    "SpeedCheck",
     "SpeedUp",
     "SqnrBars",
     "Target",
@@ -199,6 +202,7 @@ __all__ = [
     "db_text",
     "default_root",
     "default_sample",
+    "default_speed_check",
     "delete_dataset",
     "delete_model",
     "detect_hardware",

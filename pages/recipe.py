@@ -67,6 +67,12 @@ if not findings and not errors and not nothing:
     st.success("This recipe is valid here.")
 
 st.markdown(f"**Data:** {md(state.dataset_label())}")
+check = actions.speed_check()
+timed = st.checkbox("Time the result against its source after the verdict", value=check.enabled,
+                    key="recipe.time_result",
+                    help=f"Both models timed interleaved at batch 1 for {check.seconds:g} s in all, so a result slower "
+                         "than its source is named so (ortlab optimize does the same; --no-timing skips it).")
+state.set_ui("time_result", timed)
 c1, c2 = st.columns([1, 3])
 if c1.button("▶ Run recipe", key="recipe.run", type="primary", disabled=bool(errors) or recipe_running(),
              help="Fix the errors above first." if errors else "Runs in the background; you can keep browsing."):

@@ -12,6 +12,8 @@ import pytest
 def _private_cache(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:  # session-wide: app servers started by module fixtures inherit it
         mp.setenv("ORTLAB_CACHE_DIR", str(tmp_path_factory.mktemp("ortlab_cache")))
+        if not os.environ.get("ORTLAB_SPEED_CHECK_S"):  # runs are not timed against their source unless a test asks
+            mp.setenv("ORTLAB_SPEED_CHECK_S", "0")
         yield
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from ortlab.api import ModelInfo
 from ortlab.api import Recipe
 from ortlab.core.errors import RecipeError
+from ortlab.api import UsageError
 from ortlab.api import VerdictPolicy
 from ortlab.cli.common import (
     DATA_SUFFIXES, PROG, add_data_arguments, add_input_arguments, add_output_flags, add_preprocess_arguments,
@@ -33,6 +34,7 @@ def add_command(sub) -> None:
     add_input_arguments(p)
     add_preprocess_arguments(p)
     add_verdict_arguments(p)
+    add_timing_arguments(p)
     add_output_flags(p)
     p.set_defaults(func=cmd_optimize)
 
@@ -45,8 +47,31 @@ def add_command(sub) -> None:
     add_input_arguments(p)
     add_preprocess_arguments(p)
     add_verdict_arguments(p)
+    add_timing_arguments(p)
     add_output_flags(p)
     p.set_defaults(func=cmd_run)
+
+
+def add_timing_arguments(p: argparse.ArgumentParser) -> None:
+    """``--no-timing`` and ``--timing-s``: the result timed against its source after the verdict."""
+    g = p.add_argument_group("speed against the source (after the verdict)")
+    g.add_argument("--no-timing", action="store_true",
+                   help="Do not time the result against its source. By default both are timed interleaved at batch "
+                        "1 after the verdict, and a result slower than its source is named so.")
+    g.add_argument("--timing-s", type=float, default=None, metavar="SECONDS",
+                   help="Seconds of that timing in all, shared by the two models (default: $ORTLAB_SPEED_CHECK_S, "
+                        "else 3).")
+
+
+def speed_check_from_args(ns: argparse.Namespace) -> api.SpeedCheck:
+    """The speed check ``--no-timing``/``--timing-s`` ask for (else the default)."""
+    if ns.no_timing:
+        return api.SpeedCheck(enabled=False)
+    if ns.timing_s is None:
+        return api.default_speed_check()
+    if not ns.timing_s > 0:
+        raise UsageError(f"--timing-s must be a positive number of seconds, not {ns.timing_s:g} (or give --no-timing).")
+    return api.SpeedCheck(seconds=float(ns.timing_s))
 
 
 def run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: str | None,
@@ -83,7 +108,8 @@ def cmd_optimize(ns: argparse.Namespace) -> int:
     spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data, info)
     as_dir = out.is_dir() or out.suffix.lower() != ".onnx"
     replaced = out.exists()
-    artifact = api.start_recipe(spec, out, origin="cli", info=info).follow(reporter(ns))
+    artifact = api.start_recipe(spec, out, origin="cli", info=info,
+                                speed_check=speed_check_from_args(ns)).follow(reporter(ns))
     if replaced:
         print(f"{PROG}: Replaced the earlier result at {out}", file=sys.stderr)
     if ns.json:
@@ -113,7 +139,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
     spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data, info)
     workspace = api.open_workspace()
     out = Path(ns.out).expanduser() if ns.out else None
-    artifact = api.start_recipe(spec, out, workspace=workspace, origin="cli", info=info).follow(reporter(ns))
+    artifact = api.start_recipe(spec, out, workspace=workspace, origin="cli", info=info,
+                                speed_check=speed_check_from_args(ns)).follow(reporter(ns))
     if ns.json:
         print_json(artifact.to_dict())
     else:

@@ -51,7 +51,9 @@ def table(rows: list[list[str]], header: list[str], right: Sequence[int] | None 
 
 def artifact_text(artifact, out_path: Path) -> str:
     decided = deciding_line(artifact.verdict)
+    speed = getattr(artifact, "speed", None)
     lines = [verdict_line(artifact.verdict), *([decided] if decided else []),
+             *([f"  {speed.sentence()}"] if speed is not None else []),
              f"wrote {out_path}  ({format_bytes(artifact.size_bytes)}, source {format_bytes(artifact.source_size_bytes)}, "
              f"{artifact.size_bytes / max(1, artifact.source_size_bytes):.0%})",
              f"  recipe     {artifact.recipe.label()}",

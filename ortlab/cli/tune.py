@@ -51,7 +51,11 @@ def add_command(sub) -> None:
                                                                   "(default: the sample's evaluation set).")
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[1], metavar="N",
                    help="Batch sizes each trial is timed at (default: 1).")
-    p.add_argument("--budget", type=float, default=600.0, metavar="SECONDS", help="Wall-time budget (default: 600).")
+    p.add_argument("--budget", default="600", metavar="SECONDS[cpu]",
+                   help="When the search stops starting trials: seconds of wall time (600, or 600s), or seconds of "
+                        "CPU time used by tune and every process it starts (300cpu: the same work on a busy machine "
+                        "as on a quiet one; no wall-time limit then). --max-trials caps the trials too; the first "
+                        "limit reached ends the search (default: 600).")
     p.add_argument("--objective", choices=("latency", "size"), default="latency",
                    help="Recommend the fastest accepted recipe, or the smallest (default: latency).")
     p.add_argument("--target", choices=("cpu", "gpu"), default="cpu",
@@ -65,7 +69,7 @@ def add_command(sub) -> None:
                    "margin is at least this counts against a recipe (default: 0.1).")
     p.add_argument("--exclusion-steps", type=int, default=6, help="Greedy keep-in-float steps at most (default: 6).")
     p.add_argument("--bench-seconds", type=float, default=1.0, help="Timing per trial and batch size (default: 1).")
-    p.add_argument("--max-trials", type=int, default=None, help="Stop after this many trials.")
+    p.add_argument("--max-trials", type=int, default=None, metavar="N", help="Stop after this many trials.")
     p.add_argument("--verify-samples", type=int, default=api.DEFAULT_VERIFY_SAMPLES,
                    help=f"Evaluation samples per trial (default: {api.DEFAULT_VERIFY_SAMPLES}).")
     p.add_argument("--out", metavar="DIR", required=True,
@@ -82,6 +86,24 @@ TUNE_EPILOG = f"""Exit status: 0 a recipe meets the verdict (ok) and the bar: OU
 {EXIT_NO_RECOMMENDATION} no trial meets them: the closest trial the verdict does not call broken is written as
 OUT/closest/model.onnx (nothing is written when every trial is broken); 1 no trial finished; 2 bad usage.
 Speed-ups are ratios of p50 latencies timed interleaved with the fp32 source, with a 90% interval."""
+
+
+def parse_budget(text: str) -> tuple[float, float | None]:
+    """``--budget``: (wall seconds, CPU seconds or None) from ``600``, ``600s`` (wall time) or ``300cpu`` (CPU time,
+    no wall-time limit); UsageError for anything else."""
+    raw = str(text).strip().lower().replace(" ", "")
+    cpu = raw.endswith("cpu")
+    number = raw[:-3] if cpu else raw[:-1] if raw.endswith("s") else raw
+    try:
+        value = float(number)
+    except ValueError:
+        value = math.nan
+    if math.isnan(value) or math.isinf(value):
+        raise UsageError(f"--budget must be a number of seconds: 600 (or 600s) of wall time, or 300cpu of CPU time; "
+                         f"not {text!r}.")
+    if value <= 0:
+        raise UsageError("--budget must be positive.")
+    return (math.inf, value) if cpu else (value, None)
 
 
 def batch_sizes(values) -> tuple[int, ...]:
@@ -143,8 +165,9 @@ def cmd_tune(ns: argparse.Namespace) -> int:
 
     src = model_file(ns.model)
     out = Path(ns.out).expanduser().resolve()
-    if ns.budget <= 0:
-        raise UsageError("--budget must be positive.")
+    budget_s, budget_cpu_s = parse_budget(ns.budget)
+    if ns.max_trials is not None and ns.max_trials < 1:
+        raise UsageError("--max-trials must be at least 1.")
     sample = find_sample(src)
     labels = sample.labels if sample is not None and sample.labels else None
     cal_path, ev_path = ns.data, ns.eval_data
@@ -170,7 +193,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     if ev.path is not None and ev.tokenizer is not None:  # text: each trial is timed at the data's sequence length
         _, specs = resolve_feed(inspect_model(src).inputs, None, load_dataset(ev.path, None, ns), shapes)
         shapes = {s.name: [d.value for d in s.dims if d.value is not None] for s in specs if s.resolved} | shapes
-    settings = TuneSettings(budget_s=ns.budget, objective=ns.objective, target=Target(ns.target),
+    settings = TuneSettings(budget_s=budget_s, budget_cpu_s=budget_cpu_s, objective=ns.objective, target=Target(ns.target),
                             batch_sizes=batch_sizes(ns.batch_sizes), bench_s=ns.bench_seconds,
                             exclusion_steps=max(0, ns.exclusion_steps), verify_samples=ns.verify_samples,
                             max_trials=ns.max_trials, shapes=shapes)
@@ -197,11 +220,11 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     if ns.json:
         print_json(r)
         return code
-    _print_result(r, ns.budget, out)
+    _print_result(r, budget_cpu_s if budget_cpu_s is not None else budget_s, out, cpu=budget_cpu_s is not None)
     return code
 
 
-def _print_result(r, budget_s: float, out: Path) -> None:
+def _print_result(r, budget_s: float, out: Path, cpu: bool = False) -> None:
     """The search's outcome under the trials' table: the recommendation, its speed and verdict (or the budget to
     give when this one was too short), the policy, the hardware, the files and the notes."""
     print(f"\n{r.sentence}\n  {r.cli_line}" if r.cli_line else f"\n{r.sentence}")
@@ -209,7 +232,9 @@ def _print_result(r, budget_s: float, out: Path) -> None:
         print(f"  speed      {r.best.speed_text()} (median of the rounds' ratios, timed interleaved with the source"
               + (", re-timed at the end)" if r.best.retimed else ")"))
     if r.budget_hint_s is not None:
-        print(f"  budget     {budget_s:g} s was too short for a usable trial: give --budget {r.budget_hint_s:g} or more")
+        unit = "cpu" if cpu else ""
+        print(f"  budget     {budget_s:g} {'CPU ' if cpu else ''}s was too short for a usable trial: give --budget "
+              f"{r.budget_hint_s:g}{unit} or more")
     elif r.best is None:
         print("  verdict    every finished trial is broken")
     else:

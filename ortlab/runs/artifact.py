@@ -18,6 +18,7 @@ from ortlab.transforms.coverage import QuantCoverage
 from ortlab.core.errors import OrtlabError
 from ortlab.core.layout import ARTIFACT_FILE
 from ortlab.checks.eval_report import EvalReport
+from ortlab.runs.result_speed import ResultSpeed
 from ortlab.runs.runspec import RunSpec
 from ortlab.core.serial import PlainDataError, dumps, from_plain, loads, to_plain
 from ortlab.checks.verdict import Verdict
@@ -56,6 +57,7 @@ class Artifact:
     verdict: Verdict | None = None  # ok/degraded/broken/unknown with reasons (None for runs recorded before verdicts)
     input_shapes: dict[str, list[int]] = field(default_factory=dict)  # each input's shape as fed (one sample)
     coverage: QuantCoverage | None = None  # int8 runs: what was really quantized (None for other precisions)
+    speed: ResultSpeed | None = None  # timed against its source after the verdict (None: not timed)
 
     @property
     def dir(self) -> Path:

@@ -291,6 +291,16 @@ class History:
         artifact.run_id = run_id
         return run_id
 
+    def update(self, artifact: Artifact) -> bool:
+        """Store ``artifact`` again under its ``run_id`` (what was learned after it was recorded, e.g. its speed
+        against the source). Returns whether a row was changed."""
+        if artifact.run_id is None:
+            return False
+        row = _run_row(artifact)
+        with self._connect() as conn:
+            return conn.execute("UPDATE runs SET created_at = ?, kind = ?, source_name = ?, source_sha256 = ?, "
+                                "sha256 = ?, artifact_json = ? WHERE id = ?", (*row, int(artifact.run_id))).rowcount > 0
+
     def _own_folder(self, model_path) -> str | None:
         """The run folder of ``model_path`` when it is one of this workspace's (``artifacts/<run>/``), else None."""
         try:

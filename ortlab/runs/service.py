@@ -51,6 +51,8 @@ from ortlab.core.limits import apply_memory_limit, is_alloc_failure
 from ortlab.core.disk import check_space, disk_full_message, free_bytes, is_disk_full, run_space_needed, RUN_SPACE_MARGIN
 from ortlab.runs import history
 from ortlab.runs.artifact import Artifact, load_artifact
+from ortlab.runs import result_speed
+from ortlab.runs.result_speed import SKIP, SpeedCheck
 
 RUN_TIMEOUT_VAR = "ORTLAB_RUN_TIMEOUT_S"  # seconds a recipe run may take before it is stopped
 RUN_TIMEOUT_BASE_S = 600.0       # default: a generous base…
@@ -144,9 +146,11 @@ class RecipeHandle(Handle):
 
     kind = "recipe"
 
-    def __init__(self, spec: RunSpec, run_dir: Path, *, remove_on_cancel: bool) -> None:
+    def __init__(self, spec: RunSpec, run_dir: Path, *, remove_on_cancel: bool,
+                 speed_check: SpeedCheck = SKIP) -> None:
         self.plan = pipeline.plan(spec.recipe)
-        super().__init__([s.name for s in self.plan])
+        super().__init__([s.name for s in self.plan] + ([result_speed.STAGE] if speed_check.enabled else []))
+        self.speed_check = speed_check
         self.spec = spec
         self.run_dir = run_dir
         self.pid: int | None = None
@@ -212,6 +216,7 @@ class RecipeHandle(Handle):
             result, dropped = self._adopted()  # the child died after its result was complete: checked and kept
         if result is not None:
             self._close_log()
+            self._time_result(result)
             self._finish(DONE, result)
         elif self.cancel_requested or isinstance(error, Cancelled):
             self._close_log()
@@ -224,6 +229,27 @@ class RecipeHandle(Handle):
             self._close_log()
             self._drop_folder()
             self._finish(FAILED, error=error)
+
+    def _time_result(self, artifact: Artifact) -> None:
+        """After the verdict, here in the parent: time the result against its source (:attr:`speed_check`), keep
+        the figure with the run (its ``artifact.json`` and History row) and say it as the stage's last event. A
+        timing that fails or is cancelled leaves the run as it is, with the reason in its record."""
+        check = self.speed_check
+        if not check.enabled:
+            return
+        stage = result_speed.STAGE
+        self._put(ProgressEvent(stage, 0, 1, f"timing the result against its source for {check.seconds:g} s"))
+        artifact.speed = result_speed.time_result(
+            artifact.source_path, artifact.model_path, check, target=artifact.recipe.target,
+            shapes=result_speed.shapes_of(artifact), cancel=self._cancel)
+        try:
+            if self._out_file is None and (Path(artifact.model_path).parent / ARTIFACT_FILE).is_file():
+                artifact.save()
+            if self._db is not None and artifact.run_id is not None:
+                History(self._db).update(artifact)
+        except (OrtlabError, OSError, sqlite3.Error) as exc:
+            artifact.notes.append(f"The speed figure was not stored ({one_line(exc)}).")
+        self._put(ProgressEvent(stage, 1, 1, artifact.speed.sentence()))
 
     def _recorded(self) -> Artifact | None:
         """The run the child recorded in the history before it ended without reporting (None when it did not):
@@ -308,12 +334,15 @@ class RecipeHandle(Handle):
 
 
 def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app",
-                 memory_gb: float | None = None, info: ModelInfo | None = None) -> RecipeHandle:
+                 memory_gb: float | None = None, info: ModelInfo | None = None,
+                 speed_check: SpeedCheck = SKIP) -> RecipeHandle:
     """Run ``spec`` in a child process and return its handle at once.
 
     ``out``: None = a new folder in the workspace; a folder = the artifact folder (model.onnx, recipe.json,
     artifact.json); a ``*.onnx`` path = just that model (and its external data) written there. Every run is
-    recorded in the workspace history (``origin`` "app" or "cli") by the child when it ends. ``memory_gb``
+    recorded in the workspace history (``origin`` "app" or "cli") by the child when it ends; then, with
+    ``speed_check`` enabled, the parent times the result against its source (:mod:`ortlab.runs.result_speed`)
+    and stores the figure with the run before the handle is done. ``memory_gb``
     (default :func:`memory_limit_gb`: ``$ORTLAB_RUN_MEMORY_GB``, else min(8 GB, 60 % of RAM); none for a GPU
     target unless the variable is set) limits the child's address space. The spec is prepared here, before the
     child starts (:func:`ortlab.runs.prepare.prepare_run`; ``info``: the model's facts when the caller read them):
@@ -345,7 +374,7 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
     else:
         run_dir = Path(out).expanduser().resolve()
         created = not run_dir.exists()
-    handle = RecipeHandle(spec, run_dir, remove_on_cancel=created)
+    handle = RecipeHandle(spec, run_dir, remove_on_cancel=created, speed_check=speed_check)
     handle._db, handle._out_file = Path(ws.db_path), target
     handle._args = args = {"spec": spec.to_dict(), "run_dir": str(run_dir), "out_file": str(target) if target is not None else None,
             "db": str(ws.db_path), "origin": origin, "timeout_s": timeout, "timeout_why": timeout_why,

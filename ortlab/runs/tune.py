@@ -51,6 +51,7 @@ from ortlab.checks.verdict import Level, Verdict, VerdictPolicy, judge
 from ortlab.core.layout import QDQ_FILE
 from ortlab.timing.child_runs import PairTimer
 from ortlab.timing.stats import SpeedUp
+from ortlab.runtime import cpu_time
 from ortlab.runtime.hardware import detect
 from ortlab.runs.workspace import Workspace
 from ortlab.model.inspect import inspect_model, sha256_file_cached
@@ -74,7 +75,10 @@ from ortlab.model.patterns import ENCODER_NOTE, is_encoder_file
 
 @dataclass
 class TuneSettings:
-    """How long and what for: ``budget_s`` wall seconds, ``objective`` "latency" or "size", ``target``,
+    """How long and what for: ``budget_s`` wall seconds, ``budget_cpu_s`` CPU seconds (this process and every
+    process it starts, :func:`ortlab.runtime.cpu_time.cpu_seconds`; None: no CPU budget), ``max_trials`` trials at
+    most (None: no limit) — the search stops at the first limit it reaches —, ``objective`` "latency" or "size",
+    ``target``,
     ``batch_sizes`` timed per trial for ``bench_s`` seconds each, ``exclusion_steps`` greedy keep-in-float
     steps at most, ``int16_steps`` greedy 16-bit-weight steps at most (:data:`INT16_STEP` nodes each),
     ``verify_samples`` evaluation samples per trial."""
@@ -90,6 +94,7 @@ class TuneSettings:
     max_trials: int | None = None
     int16_steps: int = 3
     shapes: dict[str, list[int]] = field(default_factory=dict)  # --shape: {input name: shape} for open dims
+    budget_cpu_s: float | None = None
 
 
 class Tuner:
@@ -121,6 +126,8 @@ class Tuner:
         self.timing_shapes: dict[str, list[int]] = dict(self.settings.shapes)  # --shape + dims the data sets
         self._pair_timer: PairTimer | None = None  # the source's timing child stays loaded from trial to trial
         self._measure = self._time_against_source  # tests swap in a fake timer
+        self._cpu_clock = cpu_time.cpu_seconds  # tests swap in a fake CPU clock
+        self._cpu_start = self._machine_start = 0.0
         self._token = CancelToken()
         self._timed: dict[tuple[str, int, float], SpeedUp] = {}  # (sha256, batch, seconds): identical graphs timed once
 
@@ -140,9 +147,19 @@ class Tuner:
     def _left(self) -> float:
         return self.settings.budget_s - self.elapsed
 
+    @property
+    def cpu_used(self) -> float:
+        """CPU seconds the search has used so far (this process and the processes it started)."""
+        return self._cpu_clock() - self._cpu_start
+
+    def _out_of_budget(self) -> bool:
+        """The wall-time budget or the CPU budget is spent."""
+        cpu = self.settings.budget_cpu_s
+        return self._left() <= 0 or (cpu is not None and self.cpu_used >= cpu)
+
     def _stop(self) -> bool:
         s = self.settings
-        return self._cancel or self._left() <= 0 or (s.max_trials is not None and len(self.trials_done) >= s.max_trials)
+        return self._cancel or self._out_of_budget() or (s.max_trials is not None and len(self.trials_done) >= s.max_trials)
 
     def run(self) -> TuneResult:
         for _ in self.trials():
@@ -155,6 +172,8 @@ class Tuner:
         """Run the search; yield each finished trial. ``result`` is set when the generator ends."""
 
         self._start = time.monotonic()
+        self._cpu_start = self._cpu_clock()
+        self._machine_start = cpu_time.machine_busy_s() or 0.0
         info = inspect_model(self.model)
         ops = sorted({op for (_, op) in info.op_counts})
         self.timing_shapes = self._data_shapes(info)
@@ -170,7 +189,9 @@ class Tuner:
             split = max(1, int(len(queue) * 0.6)) if self.settings.exclusion_steps else len(queue)
             # 1: most of the search space; 2: greedy keep-in-float; 3: what is left of the search space
             while queue and not self._stop() and (len(self.trials_done) < split or not self.settings.exclusion_steps):
-                yield self._trial(queue.pop(0), "search")
+                t = self._trial(queue.pop(0), "search")
+                queue = self._reorder(t, queue)
+                yield t
             if self.settings.exclusion_steps and not self._stop():
                 yield from self._exclusions()
                 if not self._stop():
@@ -178,7 +199,9 @@ class Tuner:
             if self.settings.int16_steps and not self._stop():
                 yield from self._int16_weights()
             while queue and not self._stop():
-                yield self._trial(queue.pop(0), "search")
+                t = self._trial(queue.pop(0), "search")
+                queue = self._reorder(t, queue)
+                yield t
         except Cancelled:
             if not self._out_of_time:
                 self._cancel = True
@@ -187,6 +210,20 @@ class Tuner:
                 self.result = self._finish()
             finally:
                 self.release_timing()
+
+    def _reorder(self, trial: Trial, queue: list[Recipe]) -> list[Recipe]:
+        """The trials still to run, by what is likely to pass: when ``trial`` is the model's first finished static
+        int8 trial and the verdict calls it broken, the dynamic int8 recipes move ahead of the remaining static ones
+        (as for a recognised encoder), and a note says so."""
+        static = [t for t in self.trials_done if t.status == "done" and t.recipe.is_static]
+        if not (trial.broken and static == [trial]):
+            return queue
+        dynamic = [r for r in queue if r.precision == Precision.INT8 and r.quant.mode == QuantMode.DYNAMIC]
+        if not dynamic or queue[:len(dynamic)] == dynamic:
+            return queue
+        self.notes.append(f"The first static int8 trial ({trial.label}) is broken: the {len(dynamic)} dynamic int8 "
+                          "trial(s) run before the remaining static ones.")
+        return dynamic + [r for r in queue if not any(r is d for d in dynamic)]
 
     def release_timing(self) -> None:
         """End the source's timing children (the search does when it ends)."""
@@ -302,8 +339,8 @@ class Tuner:
     def _wait(self, handle) -> Any:
         while not handle.wait(0.2):
             handle.drain()
-            if self._cancel or self._left() < 0:
-                if self._left() < 0 and not self._cancel:
+            if self._cancel or self._out_of_budget():
+                if not self._cancel:
                     self._out_of_time = True
                     self.notes.append("The budget ran out during a trial; it was stopped and is not counted.")
                 handle.cancel()
@@ -520,22 +557,34 @@ class Tuner:
     def _finish(self) -> TuneResult:
         s = self.settings
         done = [t for t in self.trials_done if t.status == "done" and t.cost is not None]
-        accepted = [t for t in done if t.accepted]
-        usable = [t for t in done if not t.broken]
+        accepted = [t for t in done if t.accepted and not slower_than_source(t)]
+        usable = [t for t in done if not t.broken and not slower_than_source(t)]
         best: Trial | None = None
         if accepted:
             self._retime(accepted)
+            accepted = [t for t in accepted if not slower_than_source(t)]  # the finalists' longer timing may say so
+        if accepted:
             best = min(accepted, key=lambda t: (t.cost, tuple(-x for x in _rank_key(t))))
         elif usable:
             top = max(_rank_key(t) for t in usable)
             close = [t for t in usable if _rank_key(t)[:2] == top[:2]]  # the best level and task measure
             self._retime(close)
-            best = max(close, key=lambda t: (_rank_key(t), -(t.cost or 0)))
+            close = [t for t in close if not slower_than_source(t)]
+            best = max(close, key=lambda t: (_rank_key(t), -(t.cost or 0))) if close else None
         self._mark_pareto()
-        sentence, line = _sentence(best, bool(accepted), s, len(self.trials_done), bool(done)), ""
-        hint = budget_hint_s(s.budget_s) if best is None and not self._cancel and self._left() <= 0 else None
+        slow = [t for t in done if slower_than_source(t)]
+        if slow:
+            self.notes.append(slower_note(slow))
+        sentence, line = _sentence(best, bool(accepted), s, len(self.trials_done), bool(done), bool(slow)), ""
+        cpu = s.budget_cpu_s is not None and self.cpu_used >= s.budget_cpu_s
+        spent = s.budget_cpu_s if cpu and s.budget_cpu_s is not None else s.budget_s
+        hint = budget_hint_s(spent) if best is None and not self._cancel and self._out_of_budget() else None
         if hint is not None:
-            sentence += f" The time budget of {s.budget_s:g} s was too short: give {hint:g} s or more."
+            sentence += (f" The {'CPU' if cpu else 'time'} budget of {spent:g} s was too short: give {hint:g} "
+                         f"{'CPU ' if cpu else ''}s or more.")
+        busy = self.cpu_share().busy_note()
+        if busy is not None:
+            self.notes.append(busy)
         written = None
         if best is not None:
             line = best.cli_line
@@ -555,6 +604,14 @@ class Tuner:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             (self.out_dir / TRIALS_FILE).write_text(dumps(result, indent=2), encoding="utf-8")
         return result
+
+    def cpu_share(self) -> cpu_time.CpuShare:
+        """What the search got of the machine so far: its CPU seconds over its wall time, and what other processes
+        used meanwhile (when the machine says)."""
+        mine = self.cpu_used
+        machine = cpu_time.machine_busy_s()
+        others = max(0.0, machine - self._machine_start - mine) if machine is not None and self._machine_start else None
+        return cpu_time.CpuShare(mine, self.elapsed, cpu_time.cores(), others)
 
     def _write_out(self, best: Trial, accepted: bool) -> str | None:
         """The recommendation as ``model.onnx`` + ``recipe.json``; a closest trial that did not meet the bar under
@@ -579,8 +636,25 @@ def budget_hint_s(budget_s: float) -> float:
     return max(MIN_USEFUL_BUDGET_S, 60.0 * math.ceil(4 * budget_s / 60.0))
 
 
-def _sentence(best: Trial | None, accepted: bool, s: TuneSettings, n: int, any_done: bool = True) -> str:
+def slower_than_source(t: Trial) -> bool:
+    """Whether a trial's timing says it runs slower than the fp32 source at some batch size: the whole 95 %
+    interval of its speed-up lies below 1. Such a trial is never recommended, nor written as the closest."""
+    return any(sp.paired and sp.speedup_range[1] < 1.0 for sp in t.speed)
+
+
+def slower_note(trials: Sequence[Trial]) -> str:
+    """The note that names the trials left out of the recommendation for running slower than the source."""
+    names = ", ".join(f"#{t.index} {t.label} ({t.speed_text()})" for t in trials[:4]) + (" …" if len(trials) > 4 else "")
+    return (f"Never recommended: {len(trials)} trial(s) ran slower than the fp32 source (the speed-up's 95% interval "
+            f"lies below 1×): {names}.")
+
+
+def _sentence(best: Trial | None, accepted: bool, s: TuneSettings, n: int, any_done: bool = True,
+              any_slower: bool = False) -> str:
     if best is None:
+        if any_slower:
+            return (f"No trial of {n} is both usable by the verdict and at least as fast as the fp32 source; nothing "
+                    f"is recommended and no model was written.")
         if any_done:
             return (f"Every trial of {n} that finished is broken by the verdict; nothing is recommended and no model "
                     f"was written.")

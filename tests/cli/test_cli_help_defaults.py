@@ -38,6 +38,8 @@ PROSE = {
     ("optimize", "--eval"): "the calibration data",
     ("run", "--eval"): "the calibration data",
     ("run", "--out"): "a new folder in the workspace",
+    ("optimize", "--timing-s"): "$ORTLAB_SPEED_CHECK_S, else 3",
+    ("run", "--timing-s"): "$ORTLAB_SPEED_CHECK_S, else 3",
     ("tune", "--data"): "a bundled sample's calibration set",
     ("tune", "--eval"): "the sample's evaluation set",
     ("history", "--limit"): "all",

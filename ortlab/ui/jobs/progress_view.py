@@ -12,7 +12,7 @@ from ortlab.ui.jobs.status import CANCELLED, DONE, FAILED, Handle
 
 # a recipe's stages are labelled by the engine (ortlab.runs.pipeline); a benchmark job's here
 STAGE_TITLES = {"queued": "Waiting for the benchmark slot", **stage_labels(), "bench": "Benchmark",
-                "memory": "Peak memory"}
+                "memory": "Peak memory", "speed": "Speed against the source"}
 
 
 def draw_stages(job: Handle) -> None:
@@ -106,6 +106,9 @@ def _recipe_job(where: str) -> None:
         if a is not None:
             where = "see Compare and History" if mine else f"select {job.meta.get('model', 'its model')} to compare it"
             show_message(level, f"{text} — {where}.")
+        speed = getattr(job.result, "speed", None)
+        if speed is not None:  # after the verdict: a result slower than its source is said as a warning
+            show_message("warning" if speed.slower else "info", speed.sentence())
     elif not mine:  # a failed or cancelled run of another model: its message stays with that model
         state.set_job("recipe", None)
     elif job.state in (FAILED, CANCELLED):

@@ -521,11 +521,22 @@ def start_recipe_job(recipe: Recipe, *, land_on_compare: bool = False, spec: Run
     spec = spec or run_spec(recipe)
     info = state.model_info()  # read when the model was chosen: the run does not read it again
     same = info is not None and Path(info.path).resolve() == Path(spec.model).resolve()
-    job = api.start_recipe(spec, workspace=workspace(), origin="app", info=info if same else None)
+    job = api.start_recipe(spec, workspace=workspace(), origin="app", info=info if same else None,
+                           speed_check=speed_check())
     job.meta = {"recipe": recipe, "land_on_compare": land_on_compare, "model": state.model_label(),
                 "model_sha": state.model_key(), "page": state.current_page()}
     state.set_job("recipe", job)
     return started(job)  # type: ignore[return-value]
+
+
+def speed_check() -> api.SpeedCheck:
+    """How a Run times its result against its source after the verdict: the engine's default, unless the Recipe
+    page's "time the result" setting (``state.ui("time_result")``) turned it on or off."""
+    default = api.default_speed_check()
+    on = state.ui("time_result")
+    if on is None or bool(on) == default.enabled:
+        return default
+    return api.SpeedCheck(enabled=bool(on))
 
 
 def finish_recipe_job(job: RecipeHandle) -> Artifact | None:

@@ -1,8 +1,11 @@
 """Speed on Compare: the latest benchmark in History that timed both models of the pair at batch 1 (the engine
-chooses it: :func:`ortlab.api.latest_pair`), else a short batch-1 timing of the two started in the background
+chooses it: :func:`ortlab.api.latest_pair`), else the figure the run stored when it was timed against its source
+after its verdict, else a short batch-1 timing of the two started in the background
 through the run service (recorded in History when it ends). Also the per-run latency of the keep-in-float table."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import streamlit as st
 
@@ -10,6 +13,7 @@ from ortlab import api
 from ortlab.api import BenchHandle, BenchVariant, LatencySummary, PairSpeed, control_values, start_benchmark
 from ortlab.ui.session import actions, state
 from ortlab.ui.session.guard import engine_errors, error_message, show_message
+from ortlab.ui.session.inert import md
 from ortlab.ui.jobs.status import DONE, started
 
 QUICK = api.PAIR_TIMING  # a short batch-1 timing of the pair
@@ -88,6 +92,35 @@ def _draw(found) -> None:
     st.caption(found.sentence() + " Time more batch sizes and threads on the Benchmark page.")
 
 
+def stored_speed(ref, cand) -> api.ResultSpeed | None:
+    """The speed the run ``cand`` stored when it was timed against its source after its verdict (optimize, the
+    Run), when ``ref`` is that source and the timing gave a figure."""
+    a = cand.artifact
+    rs = getattr(a, "speed", None) if a is not None else None
+    if rs is None or rs.speed is None or ref.artifact is not None:
+        return None
+    try:
+        same = Path(ref.path).resolve() == Path(a.source_path).resolve()
+    except OSError:
+        return None
+    return rs if same else None
+
+
+def _draw_stored(rs: api.ResultSpeed) -> None:
+    sp = rs.speed
+    assert sp is not None
+    c = st.columns(3)
+    c[0].metric("Latency b1 · reference (p50)", f"{sp.reference_p50_ms:.2f} ms", border=True,
+                help=f"{sp.reference_runs} runs, timed with the candidate after its verdict")
+    c[1].metric("Latency b1 · candidate (p50)", f"{sp.candidate_p50_ms:.2f} ms",
+                f"{100 * (sp.candidate_p50_ms / sp.reference_p50_ms - 1):+.0f}%", delta_color="inverse", border=True,
+                help=f"{sp.candidate_runs} runs")
+    value, delta, help_ = speedup_card(sp)
+    c[2].metric("Speed-up (p50)", value, delta, delta_color="off", delta_arrow="off", border=True, help=help_)
+    (st.warning if rs.slower else st.caption)(md(rs.sentence()) + " (timed when the run ended; time more batch "
+                                              "sizes and threads on the Benchmark page).")
+
+
 def _failed(handle) -> None:
     if handle.state != DONE and not handle.handled:
         handle.handled = True
@@ -103,6 +136,10 @@ def section(ref, cand) -> None:
         return
     found = latest_pair(ref, cand)
     handle = job(ref, cand)
+    stored = stored_speed(ref, cand) if found is None and handle is None else None
+    if stored is not None:
+        _draw_stored(stored)
+        return
     if found is None and handle is None:
         with engine_errors("Timing the pair"):
             handle = start_quick(ref, cand)

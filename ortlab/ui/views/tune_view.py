@@ -101,6 +101,8 @@ def headline(result, items: Sequence = ()) -> tuple[str, str]:
         elif n:
             text += " No finished trial passed the accuracy policy yet."
         return "info", text
+    if best is None and any(t.status == "done" for t in result.trials):  # all broken, or slower than fp32
+        return "warning", result.sentence
     if best is None:
         return "warning", f"No trial finished ({plural(n, 'trial')} started); nothing to recommend."
     if not result.accepted:
