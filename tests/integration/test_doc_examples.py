@@ -37,7 +37,9 @@ def test_every_shell_block_runs_or_says_why_not(doc):
 
 def test_the_own_model_guide_runs_every_block():
     examples = parse(ROOT / "docs" / "OWN_MODEL.md")
-    assert [e.where for e in examples if e.not_run is not None and "your clone" not in e.not_run] == []
+    # only the line that sets $R and the download (the stand-in after it runs) are illustrations
+    assert [e.not_run.split(";")[0] for e in examples if e.not_run is not None] == [
+        "sets R to your clone", "downloads a wheel (the test has no network)"]
     shown = [e for e in examples if e.output is not None]
     for command in ("inspect", "optimize", "analyze", "--exclude-nodes", "tune", "compare"):
         assert any(command in e.command for e in shown), f"the guide shows the output of {command}"
