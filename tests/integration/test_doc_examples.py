@@ -67,6 +67,10 @@ def test_the_shown_output_is_what_the_cli_prints(doc, tmp_path):
     ("F1 0.93 vs", "F1 0.92 vs", True),                            # half a unit of the last digit … or 2%
     ("F1 0.93 vs", "F1 0.90 vs", False),
     ("#  node  op", "#      node        op", True),                # spaces re-align
+    ("params    78,330   nodes: 31", "params 78,331 nodes: 31", True),  # one number with its thousands
+    ("params    78,330   nodes: 31", "params 79,330 nodes: 31", True),
+    ("params    78,330   nodes: 31", "params 98,330 nodes: 31", False),
+    ("--shape images=1,3,640,640", "--shape images=1,3,640,641", False),
     ("digits_cnn 1.09× …", "digits_cnn 1.31× (1.2–1.4)", False),   # a speed-up is cut with … where it varies
     ("digits_cnn …× (…)", "digits_cnn 1.31× (1.2–1.4)", True),
 ])

@@ -39,7 +39,8 @@ ELLIPSIS = "…"
 REL_TOL = 0.02
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _MARKER = re.compile(r"^<!--\s*(not run|exit)\s*:?\s*(.*?)\s*-->\s*$")
-_NUMBER = re.compile(r"(?<![\d.])-?\d+(?:\.\d+)?(?![\d])")
+_NUMBER_RE = r"(?<![\d.,])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d])"  # 78,330 is one number
+_NUMBER = re.compile(_NUMBER_RE)
 SHELLS = ("bash", "sh", "shell", "console")
 
 
@@ -130,7 +131,7 @@ def line_pattern(shown: str) -> re.Pattern[str]:
         pos = 0
         for m in _NUMBER.finditer(piece):
             parts.append(re.escape(piece[pos:m.start()]))
-            parts.append(r"(?<![\d.])(-?\d+(?:\.\d+)?)(?![\d])")
+            parts.append(f"({_NUMBER_RE})")
             pos = m.end()
         parts.append(re.escape(piece[pos:]))
     return re.compile("".join(parts).replace(r"\ ", " "))
@@ -138,7 +139,7 @@ def line_pattern(shown: str) -> re.Pattern[str]:
 
 def _close(got: str, shown: str) -> bool:
     decimals = len(shown.split(".")[1]) if "." in shown else 0
-    a, b = float(got), float(shown)
+    a, b = float(got.replace(",", "")), float(shown.replace(",", ""))
     return abs(a - b) <= max(REL_TOL * abs(b), 0.5 * 10 ** -decimals + 1e-12)
 
 
