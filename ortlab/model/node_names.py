@@ -15,14 +15,7 @@ from pathlib import Path
 import onnx
 
 from ortlab.core.errors import RecipeError
-
-
-def _graph_nodes(g: onnx.GraphProto):
-    for node in g.node:
-        yield node
-        for attr in node.attribute:
-            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-                yield from _graph_nodes(sub)
+from ortlab.model.graphs import walk_nodes
 
 
 def _quoted(nodes: Sequence[onnx.NodeProto]) -> str:
@@ -53,7 +46,7 @@ def check_node_names(model_path, names: Sequence[str], flag: str) -> list[str]:
     if not names:
         return []
     model = onnx.load(str(Path(model_path)), load_external_data=False)
-    nodes = list(_graph_nodes(model.graph))
+    nodes = [at.node for at in walk_nodes(model.graph)]
     node_names = {n.name for n in nodes if n.name}
     tensors = {t for n in nodes for t in (*n.input, *n.output) if t} | {i.name for i in model.graph.input}
     warnings: list[str] = []
