@@ -15,6 +15,7 @@ from __future__ import annotations
 from ortlab.model.diff_view import carry_values, map_node_names
 from ortlab.model.inspect import external_data_files, inspect_model, op_key, sha256_file_cached
 from ortlab.model.isolated import graph_description, graph_diff, import_model, import_upload, model_info
+from ortlab.model.node_names import check_node_names
 
 # -- data: load, preprocess, feed ---------------------------------------------------------------------------
 from ortlab.data.dataset import pick_subset, random_dataset, split_dataset, stratified_sample
@@ -190,6 +191,7 @@ __all__ = [
     "cache_dirs",
     "carry_values",
     "check_fits",
+    "check_node_names",
     "check_tensor_inputs",
     "claimed_providers",
     "compare_benchmarks",

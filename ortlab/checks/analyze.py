@@ -110,6 +110,19 @@ class NodeAnalysis:
     method: str = METHOD
     input_shapes: dict[str, list[int]] = field(default_factory=dict)  # each input's shape as fed (one sample)
     groups: dict[str, str] = field(default_factory=dict)  # output → how its channels are grouped, when they are
+    # rows named by their output tensor because the candidate's node has no name (ONNX Runtime's pre-processing
+    # adds such nodes) → the reference's node that writes that tensor ("" when none): what --exclude-nodes takes
+    unnamed: dict[str, str] = field(default_factory=dict)
+
+    def unnamed_note(self, e: NodeError) -> str | None:
+        """What to say of row ``e`` when its name is a tensor's (its node has no name), else None."""
+        if e.name not in self.unnamed:
+            return None
+        writer = self.unnamed[e.name]
+        return (f"{e.name} is a tensor, not a node: the {e.op_type} node that writes it in the quantized graph has no "
+                "name, so --exclude-nodes cannot name it; " + (
+                    f"in the fp32 model node {writer} writes it: give --exclude-nodes {writer}" if writer
+                    else "no named node of the fp32 model writes it"))
 
     def worst(self, k: int = 10) -> list[NodeError]:
         return self.nodes[:k]
@@ -227,6 +240,8 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
     ref_sess = _session(_with_outputs(ref_model, ref_names, ref_types))
     cand_sess = _session(_with_outputs(cand_model, plan.cand_outputs, cand_types))
     local_sess = _session(plan.local_model) if plan.local_model is not None else None
+    writers = {o: n.name for n in ref_model.graph.node for o in n.output if n.name}
+    unnamed = {row: writers.get(ry, "") for row, _, ry, _, _ in plan.nodes if row in plan.unnamed}
     del ref_model, cand_model
     ds = dataset if not n or n >= len(dataset) else stratified_sample(dataset, n, seed=0)
     inputs = session_inputs(ref_sess)
@@ -265,7 +280,7 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
         for n, shape, (axis, _, groups) in (layouts or [])}
     return NodeAnalysis(str(reference_path), str(cand_path), total, out, plan.unmatched, plan.qdq,
                         time.perf_counter() - start, input_shapes={s.name: list(s.shape) for s in specs},
-                        groups=described)
+                        groups=described, unnamed=unnamed)
 
 
 _Layout = tuple[str, list[int], tuple[int, int, dict[str, slice]]]  # output, its shape, channel_groups()

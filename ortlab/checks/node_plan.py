@@ -4,7 +4,7 @@ fp32 inputs (see :mod:`ortlab.checks.analyze` for the matching rules)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import onnx
 from onnx import TensorProto, helper
@@ -36,6 +36,7 @@ class NodePlan:
     local_inputs: list[str]
     unmatched: list[str]
     qdq: bool
+    unnamed: dict[str, str] = field(default_factory=dict)  # rows named by their output tensor → their node's op
 
 
 def _is_float(name: str, types: dict[str, int]) -> bool:
@@ -206,6 +207,7 @@ def plan_nodes(ref: onnx.ModelProto, cand: onnx.ModelProto) -> NodePlan:
     local = _LocalModel(graph, ref_types, ref_inputs)
     nodes: list[tuple[str, str, str, str, str | None]] = []
     unmatched: list[str] = []
+    unnamed: dict[str, str] = {}
     for node in graph.compared_nodes():
         y = node.output[0]
         ry = _reference_name(y, ref_types)
@@ -217,6 +219,9 @@ def plan_nodes(ref: onnx.ModelProto, cand: onnx.ModelProto) -> NodePlan:
         cand_tensor = fq[1].output[0] if fq is not None else y
         local_out = local.add_node(node, fq) if graph.qdq else None
         nodes.append((node.name or y, node.op_type, ry, cand_tensor, local_out))
+        if not node.name:
+            unnamed[y] = node.op_type
     ref_outputs = sorted({n[2] for n in nodes} | (set(local.inputs) - ref_inputs))
     cand_outputs = sorted({n[3] for n in nodes})
-    return NodePlan(nodes, ref_outputs, cand_outputs, local.serialised(cand), list(local.inputs), unmatched, graph.qdq)
+    return NodePlan(nodes, ref_outputs, cand_outputs, local.serialised(cand), list(local.inputs), unmatched, graph.qdq,
+                    unnamed)

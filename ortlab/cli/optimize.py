@@ -79,6 +79,10 @@ def run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: str
     """The RunSpec of a CLI run: data references (checked to exist) and the preprocessing policy (``info``: the
     model's facts, when already read)."""
     sample = find_sample(src, info)
+    for names, flag in ((recipe.quant.nodes_to_exclude, "--exclude-nodes"),
+                        (recipe.quant.int16_weight_nodes, "--int16-weight-nodes")):
+        for warning in api.check_node_names(src, names, flag):
+            print(f"{PROG}: warning: {warning}", file=sys.stderr)
     shapes = shapes_from_args(ns)
     cal = data_ref(calibration, ns, sample_set="calibration")
     ev = data_ref(evaluation, ns, count=ns.verify_samples, seed=recipe.quant.seed)

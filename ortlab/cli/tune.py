@@ -144,6 +144,9 @@ def cmd_analyze(ns: argparse.Namespace) -> int:
     print(table(rows, ["#", "node", "op", "local dB", "accum. dB", "cosine", "max |Δ|"]
                  + (["worst group dB"] if result.groups else [])))
     print("local: the node's quantized form on fp32 inputs; accum.: the candidate's tensor vs fp32.")
+    for e in result.worst(ns.top):
+        if (note := result.unnamed_note(e)) is not None:
+            print(note)
     if result.unmatched:
         print(f"not in the reference: {', '.join(result.unmatched[:8])}" + (" …" if len(result.unmatched) > 8 else ""))
     return 0
