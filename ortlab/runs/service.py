@@ -507,12 +507,24 @@ def _record_run(artifact: Artifact, run_dir: Path, args: dict) -> None:
         if hist.recovered is not None:  # found damaged while recording: the person hears it with the run
             artifact.notes.append(hist.recovered.message)
     except (OrtlabError, OSError, sqlite3.Error) as exc:
-        artifact.notes.append(f"Not recorded in the history ({one_line(exc)}); the result is kept"
-                              + ("" if out_file else " and will be listed once the history opens again") + ".")
+        artifact.notes.append(_not_recorded(artifact, args, exc))
         return
     outputs.write_text_atomic(run_dir / outputs.RECORDED_FILE, str(artifact.run_id))
     if not out_file:
         artifact.save()  # again, now with its run_id
+
+
+def _not_recorded(artifact: Artifact, args: dict, exc: BaseException) -> str:
+    """The note of a finished run the history could not take: why, where the result is, and when it will be
+    listed: a workspace folder is indexed at the next start; a run into OUT.onnx is kept for it beside the
+    history (``history.defer_run``)."""
+    later = " and will be listed when ortlab next starts (the app, or any ortlab command that uses the workspace)"
+    if args.get("out_file"):
+        try:
+            history.defer_run(args["db"], artifact)
+        except OSError:
+            later = ""
+    return f"Not recorded in the history yet: {one_line(exc).rstrip('.')}. The result is kept{later}."
 
 
 def _tidy(run_dir: Path, out_file: str | None, owner: Path) -> None:
@@ -566,17 +578,24 @@ def _volume(args: dict) -> Path:
 def startup(workspace=None) -> list[OrtlabError]:
     """When the app or a CLI command that uses the workspace starts: remove what killed runs left behind
     (``outputs.clean_stale``), open the history (a damaged one is moved aside and rebuilt), store the run
-    folders that have a result but no row (``History.reindex``), and return the notices to show the person once
-    (``history.HistoryRecovered``)."""
+    folders that have a result but no row and the runs kept while the history was busy (``History.reindex``), and
+    return the notices to show the person once (``history.HistoryRecovered``, and how many runs were listed late)."""
 
     ws = workspace if workspace is not None else Workspace()
     outputs.clean_stale(ws)
     hist = ws.history()
     try:
-        hist.reindex(skip=outputs.owner_alive)
+        added = hist.reindex(skip=outputs.owner_alive)
     except (OrtlabError, OSError, sqlite3.Error):
-        pass  # the folders stay; the next start tries again
-    return list(history.take_notices())
+        added = []  # the folders stay; the next start tries again
+    notices: list[OrtlabError] = list(history.take_notices())
+    if added:
+        n = len(added)
+        notices.append(OrtlabError(
+            f"{n} finished run{'s' if n != 1 else ''} that could not be recorded when {'they' if n != 1 else 'it'} "
+            f"ended (the history was busy, or the run process died first) {'are' if n != 1 else 'is'} now listed "
+            f"in History (run{'s' if n != 1 else ''} {', '.join(str(i) for i in added)})."))
+    return notices
 
 
 @dataclass(frozen=True)
