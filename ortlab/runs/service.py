@@ -35,7 +35,7 @@ from typing import Any
 from ortlab.runs.runspec import RunSpec
 from ortlab.runs.calibration_cache import CalibrationCache
 from ortlab.runs.prepare import load_run, prepare_run
-from ortlab.core.errors import Cancelled, OrtlabError
+from ortlab.core.errors import Cancelled, HistoryError, OrtlabError
 from ortlab.core.layout import ARTIFACT_FILE, MODEL_FILE, QDQ_FILE, qdq_path
 from ortlab.core.progress import CancelToken, Completion, ProgressEvent
 from ortlab.core.text import one_line, utc_timestamp
@@ -351,7 +351,15 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
             "db": str(ws.db_path), "origin": origin, "timeout_s": timeout, "timeout_why": timeout_why,
             "memory_gb": memory_gb if memory_gb is not None else default_memory_gb(spec.recipe.target)}
     # a process group of its own: a time limit or Cancel stops every process the run started
-    handle._child = Child.run(_recipe_child, json.dumps(args), new_session=True)
+    try:
+        handle._child = Child.run(_recipe_child, json.dumps(args), new_session=True)
+    except BaseException as exc:  # no folder is left behind by a run that never started
+        if created:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise OrtlabError(f"The run's process could not be started ({exc.strerror or exc}: "
+                              f"{exc.filename or 'python'}).") from None
+        raise
     handle._started = time.monotonic()
     handle.timeout_s = timeout
     handle._timer = threading.Timer(timeout, handle._time_out)
@@ -583,9 +591,10 @@ def startup(workspace=None) -> list[OrtlabError]:
 
     ws = workspace if workspace is not None else Workspace()
     outputs.clean_stale(ws)
-    hist = ws.history()
     try:
-        added = hist.reindex(skip=outputs.owner_alive)
+        added = ws.history().reindex(skip=outputs.owner_alive)
+    except HistoryError as exc:  # unusable and not even movable aside: said, and runs go on unrecorded
+        return [*history.take_notices(), exc]
     except (OrtlabError, OSError, sqlite3.Error):
         added = []  # the folders stay; the next start tries again
     notices: list[OrtlabError] = list(history.take_notices())
