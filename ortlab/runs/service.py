@@ -201,15 +201,17 @@ class RecipeHandle(Handle):
             self.returncode = child.finish()
             if self._timer is not None:
                 self._timer.cancel()
+        if result is None:
+            result = self._recorded()  # the child died after recording its run: the run is finished
+        dropped = ""
+        if result is None and (error is None or self.timed_out) and not self.cancel_requested:
+            # the child died (or met its time limit while recording) after its result was complete: checked and kept
+            result, dropped = self._adopted(f"The time limit ({self.timeout_s:g} s) was reached after the result was "
+                                            "complete, while it was being recorded." if self.timed_out else "")
         if result is None and self.timed_out:
             after = self._stopped_after if self._stopped_after is not None else time.monotonic() - self._started
             error = OrtlabError(f"The run was stopped after {after:.0f} s (limit {self.timeout_s:g} s): it went "
                                 f"past its time limit (set ${RUN_TIMEOUT_VAR} to allow more).")
-        if result is None:
-            result = self._recorded()  # the child died after recording its run: the run is finished
-        dropped = ""
-        if result is None and error is None and not self.timed_out and not self.cancel_requested:
-            result, dropped = self._adopted()  # the child died after its result was complete: checked and kept
         if result is not None:
             self._close_log()
             self._finish(DONE, result)
@@ -251,12 +253,12 @@ class RecipeHandle(Handle):
                 (self.run_dir / name).unlink(missing_ok=True)
         return artifact
 
-    def _adopted(self) -> tuple[Artifact | None, str]:
+    def _adopted(self, note: str = "") -> tuple[Artifact | None, str]:
         """A run whose child died after its result was complete on disk: its ``artifact.json`` parses and names
         this folder's model, whose sha256 matches (for a run into OUT.onnx: the model still in the folder, then
         installed here, or the one the child already installed at OUT.onnx); then it is recorded as the child
-        would have, with a note saying so. Else (None, the reason its folder is removed, as a sentence to add to
-        the error)."""
+        would have, with a note saying so (and ``note``). Else (None, the reason its folder is removed, as a
+        sentence to add to the error)."""
         if self._args is None or not self._remove_on_cancel:
             return None, ""
         try:
@@ -285,7 +287,7 @@ class RecipeHandle(Handle):
             except (OrtlabError, OSError) as exc:
                 return None, f" Its folder was removed: its result could not be installed ({one_line(exc)})."
         _describe(artifact, self.spec, self._args)
-        artifact.notes.append(ADOPTED_NOTE)
+        artifact.notes.extend([ADOPTED_NOTE, note] if note else [ADOPTED_NOTE])
         _record_run(artifact, self.run_dir, self._args)
         _tidy(self.run_dir, self._args.get("out_file"), self.run_dir / outputs.OWNER_FILE)
         return artifact, ""
