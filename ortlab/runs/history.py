@@ -314,10 +314,10 @@ class History:
             return _row_for_folder(conn, str(Path(run_dir).resolve()))
 
     def reindex(self, skip=None) -> builtins.list[int]:
-        """Store every run folder of the workspace that has a complete ``artifact.json`` and no row (a run whose
-        recording failed or was cut short: the folder is the source of truth), and every run into OUT.onnx that
-        finished while the history was busy (:func:`defer_run`); ``skip(folder)`` leaves out folders still being
-        written. Returns the new run ids."""
+        """Store every run folder of the workspace that has a complete ``artifact.json``, a model whose sha256
+        matches it, and no row (a run whose recording failed or was cut short: the folder is the source of truth),
+        and every run into OUT.onnx that finished while the history was busy (:func:`defer_run`); ``skip(folder)``
+        leaves out folders still being written. Returns the new run ids."""
         added = self._add_deferred()
         artifacts = self.db_path.parent / "artifacts"
         if not artifacts.is_dir():
@@ -335,6 +335,11 @@ class History:
             except (OrtlabError, OSError):
                 continue
             if self._own_folder(artifact.model_path) != str(folder.resolve()):
+                continue
+            try:
+                if sha256_file(artifact.model_path) != artifact.sha256:
+                    continue  # not the model its artifact.json describes: not a result to list
+            except OSError:
                 continue
             added.append(self.add(artifact))
             try:

@@ -218,6 +218,17 @@ def test_a_run_folder_whose_recording_failed_is_indexed_at_the_next_start(src, t
     assert len(ws.history().list()) == 1  # indexed once
 
 
+def test_a_run_folder_whose_model_does_not_match_its_artifact_is_not_indexed(src, tmp_path):
+    ws = Workspace(tmp_path / "home")
+    (run,) = recorded_runs(ws, src, 1)
+    with sqlite3.connect(ws.db_path) as conn:
+        conn.execute("DELETE FROM runs")
+    conn.close()
+    with open(run.model_path, "ab") as f:  # changed after artifact.json was written
+        f.write(b"x")
+    assert service.startup(ws) == [] and ws.history().list() == []
+
+
 def test_a_child_killed_after_recording_is_a_finished_run(src, tmp_path, monkeypatch):
     ws = Workspace(tmp_path / "home")
     recipe_child_dies(monkeypatch, tmp_path, "_record_run", "after")
