@@ -125,7 +125,8 @@ def cmd_optimize(ns: argparse.Namespace) -> int:
             print(f"  files      {out / ARTIFACT_FILE}, recipe.json" + (f", {qdq.name}" if qdq.is_file() else ""))
         elif qdq.is_file():
             print(f"  files      {out}, {out.parent / qdq.name} (the QDQ graph, for ortlab analyze)")
-        print(f"  history    run {artifact.run_id}")
+        print(f"  history    run {artifact.run_id}" if artifact.run_id is not None else
+              "  history    not recorded yet (see the note above)")
     return exit_for(artifact.verdict, ns)
 
 
@@ -149,5 +150,6 @@ def cmd_run(ns: argparse.Namespace) -> int:
         print_json(artifact.to_dict())
     else:
         print(artifact_text(artifact, artifact.model_path))
-        print(f"  history    run {artifact.run_id} in {workspace.db_path}")
+        print(f"  history    run {artifact.run_id} in {workspace.db_path}" if artifact.run_id is not None else
+              "  history    not recorded yet (see the note above)")
     return exit_for(artifact.verdict, ns)

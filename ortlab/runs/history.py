@@ -22,6 +22,7 @@ import sqlite3
 import stat
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
@@ -36,9 +37,12 @@ from ortlab.core.errors import HistoryError, OrtlabError
 from ortlab.core.serial import dumps, from_plain, loads, to_plain
 from ortlab.core.layout import ARTIFACT_FILE
 from ortlab.runs.artifact import load_artifact
+from ortlab.model.inspect import sha256_file
 from ortlab.runs.outputs import RUNNING_FILE, owner_alive
 
 SCHEMA_VERSION = 2
+BUSY_TIMEOUT_S = 30.0  # how long a call waits for another process's lock on the history before it gives up
+PENDING_DIR = "pending"  # beside history.sqlite: runs into OUT.onnx finished while the history was busy
 BENCHMARK_SCHEMA_VERSION = 2  # of the plain form in ``benchmark_json``
 
 _SCHEMA = (
@@ -182,7 +186,9 @@ class History:
         except HistoryError:
             raise
         except sqlite3.DatabaseError as exc:
-            if not _damaged(exc):  # locked, disk I/O…: nothing to rebuild, try again later
+            if _busy(exc):
+                raise HistoryError(busy_message(self.db_path)) from None
+            if not _damaged(exc):  # disk I/O…: nothing to rebuild, try again later
                 raise HistoryError(f"Cannot open the history database {self.db_path.name}: {exc}.") from None
             self._recover(one_line(exc))
 
@@ -230,8 +236,8 @@ class History:
         ``rebuild``, a newly created database is filled from the workspace's artifact folders; returns how
         many runs that restored."""
         restored = 0
-        with closing(sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None)) as conn:
-            conn.execute("PRAGMA busy_timeout=30000")
+        with closing(sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_S, isolation_level=None)) as conn:
+            conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             conn.execute("PRAGMA journal_mode=WAL")
             _quick_check(conn)
             if _user_version(conn) == SCHEMA_VERSION:
@@ -263,9 +269,9 @@ class History:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        with closing(sqlite3.connect(self.db_path, timeout=30.0)) as conn:
+        with closing(sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_S)) as conn:
             conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             with conn:  # one transaction: commit on success, roll back on error
                 yield conn
 
@@ -276,6 +282,8 @@ class History:
         try:
             return self._add(artifact)
         except sqlite3.DatabaseError as exc:
+            if _busy(exc):
+                raise HistoryError(busy_message(self.db_path)) from None
             if not _damaged(exc):
                 raise HistoryError(f"Cannot write to the history database {self.db_path.name}: {one_line(exc)}.") \
                     from None
@@ -316,17 +324,18 @@ class History:
             return _row_for_folder(conn, str(Path(run_dir).resolve()))
 
     def reindex(self, skip=None) -> builtins.list[int]:
-        """Store every run folder of the workspace that has a complete ``artifact.json`` and no row (a run whose
-        recording failed or was cut short: the folder is the source of truth); ``skip(folder)`` leaves out
-        folders still being written. Returns the new run ids."""
+        """Store every run folder of the workspace that has a complete ``artifact.json``, a model whose sha256
+        matches it, and no row (a run whose recording failed or was cut short: the folder is the source of truth),
+        and every run into OUT.onnx that finished while the history was busy (:func:`defer_run`); ``skip(folder)``
+        leaves out folders still being written. Returns the new run ids."""
+        added = self._add_deferred()
         artifacts = self.db_path.parent / "artifacts"
         if not artifacts.is_dir():
-            return []
+            return added
         with self._connect() as conn:
             known = {Path(p).parent for (p,) in conn.execute(
                 "SELECT json_extract(artifact_json, '$.model_path') FROM runs WHERE problem IS NULL")
                 if isinstance(p, str)}
-        added: builtins.list[int] = []
         for path in sorted(artifacts.glob(f"*/{ARTIFACT_FILE}")):
             folder = path.parent
             if folder in known or folder.resolve() in known or (skip is not None and skip(folder)):
@@ -337,11 +346,32 @@ class History:
                 continue
             if self._own_folder(artifact.model_path) != str(folder.resolve()):
                 continue
+            try:
+                if sha256_file(artifact.model_path) != artifact.sha256:
+                    continue  # not the model its artifact.json describes: not a result to list
+            except OSError:
+                continue
             added.append(self.add(artifact))
             try:
                 artifact.save()  # with its run id
             except OSError:
                 pass
+        return added
+
+    def _add_deferred(self) -> builtins.list[int]:
+        """Store the runs :func:`defer_run` kept while the history was busy, when their model is still the one
+        they made (same sha256); a record whose model is gone or was replaced since is dropped."""
+        added: builtins.list[int] = []
+        pending = self.db_path.parent / PENDING_DIR
+        for path in sorted(pending.glob("*.json")) if pending.is_dir() else []:
+            try:
+                artifact = Artifact.from_dict(loads(path.read_text(encoding="utf-8")))
+                current = sha256_file(artifact.model_path) == artifact.sha256
+            except (OrtlabError, OSError, ValueError, TypeError, KeyError):
+                current = False
+            if current:
+                added.append(self.add(artifact))
+            path.unlink(missing_ok=True)
         return added
 
     def list(self, limit: int | None = None) -> list[Artifact | UnreadableRun]:
@@ -431,6 +461,31 @@ def _unusable(path: Path) -> str | None:
     if not os.access(path, os.R_OK | os.W_OK):
         return "this user may not read and write it: permission denied"
     return None
+
+
+def busy_message(db_path: Path) -> str:
+    """What a run hears when another process held the history locked longer than :data:`BUSY_TIMEOUT_S`."""
+    return (f"The history database {Path(db_path).name} was busy: another process held it locked for more than "
+            f"{BUSY_TIMEOUT_S:g} s.")
+
+
+def defer_run(db_path: str | Path, artifact: Artifact) -> Path:
+    """Keep a finished run that could not be recorded (the history was busy) beside the history database, to be
+    stored by the next :meth:`History.reindex` (every start of the app or of a CLI command); returns the file."""
+    pending = Path(db_path).parent / PENDING_DIR
+    pending.mkdir(mode=0o700, parents=True, exist_ok=True)
+    plain = {**artifact.to_dict(), "run_id": None, "created_at": artifact.created_at or utc_timestamp()}
+    path = pending / f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(dumps(plain), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def _busy(exc: sqlite3.DatabaseError) -> bool:
+    """Whether ``exc`` says another connection held the database locked past the wait."""
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
 
 
 def _damaged(exc: sqlite3.DatabaseError) -> bool:

@@ -35,7 +35,7 @@ from typing import Any
 from ortlab.runs.runspec import RunSpec
 from ortlab.runs.calibration_cache import CalibrationCache
 from ortlab.runs.prepare import load_run, prepare_run
-from ortlab.core.errors import Cancelled, OrtlabError
+from ortlab.core.errors import Cancelled, HistoryError, OrtlabError
 from ortlab.core.layout import ARTIFACT_FILE, MODEL_FILE, QDQ_FILE, qdq_path
 from ortlab.core.progress import CancelToken, Completion, ProgressEvent
 from ortlab.core.text import one_line, utc_timestamp
@@ -205,15 +205,17 @@ class RecipeHandle(Handle):
             self.returncode = child.finish()
             if self._timer is not None:
                 self._timer.cancel()
+        if result is None:
+            result = self._recorded()  # the child died after recording its run: the run is finished
+        dropped = ""
+        if result is None and (error is None or self.timed_out) and not self.cancel_requested:
+            # the child died (or met its time limit while recording) after its result was complete: checked and kept
+            result, dropped = self._adopted(f"The time limit ({self.timeout_s:g} s) was reached after the result was "
+                                            "complete, while it was being recorded." if self.timed_out else "")
         if result is None and self.timed_out:
             after = self._stopped_after if self._stopped_after is not None else time.monotonic() - self._started
             error = OrtlabError(f"The run was stopped after {after:.0f} s (limit {self.timeout_s:g} s): it went "
                                 f"past its time limit (set ${RUN_TIMEOUT_VAR} to allow more).")
-        if result is None:
-            result = self._recorded()  # the child died after recording its run: the run is finished
-        dropped = ""
-        if result is None and error is None and not self.timed_out and not self.cancel_requested:
-            result, dropped = self._adopted()  # the child died after its result was complete: checked and kept
         if result is not None:
             self._close_log()
             self._time_result(result)
@@ -277,12 +279,12 @@ class RecipeHandle(Handle):
                 (self.run_dir / name).unlink(missing_ok=True)
         return artifact
 
-    def _adopted(self) -> tuple[Artifact | None, str]:
+    def _adopted(self, note: str = "") -> tuple[Artifact | None, str]:
         """A run whose child died after its result was complete on disk: its ``artifact.json`` parses and names
         this folder's model, whose sha256 matches (for a run into OUT.onnx: the model still in the folder, then
         installed here, or the one the child already installed at OUT.onnx); then it is recorded as the child
-        would have, with a note saying so. Else (None, the reason its folder is removed, as a sentence to add to
-        the error)."""
+        would have, with a note saying so (and ``note``). Else (None, the reason its folder is removed, as a
+        sentence to add to the error)."""
         if self._args is None or not self._remove_on_cancel:
             return None, ""
         try:
@@ -311,7 +313,7 @@ class RecipeHandle(Handle):
             except (OrtlabError, OSError) as exc:
                 return None, f" Its folder was removed: its result could not be installed ({one_line(exc)})."
         _describe(artifact, self.spec, self._args)
-        artifact.notes.append(ADOPTED_NOTE)
+        artifact.notes.extend([ADOPTED_NOTE, note] if note else [ADOPTED_NOTE])
         _record_run(artifact, self.run_dir, self._args)
         _tidy(self.run_dir, self._args.get("out_file"), self.run_dir / outputs.OWNER_FILE)
         return artifact, ""
@@ -380,7 +382,15 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
             "db": str(ws.db_path), "origin": origin, "timeout_s": timeout, "timeout_why": timeout_why,
             "memory_gb": memory_gb if memory_gb is not None else default_memory_gb(spec.recipe.target)}
     # a process group of its own: a time limit or Cancel stops every process the run started
-    handle._child = Child.run(_recipe_child, json.dumps(args), new_session=True)
+    try:
+        handle._child = Child.run(_recipe_child, json.dumps(args), new_session=True)
+    except BaseException as exc:  # no folder is left behind by a run that never started
+        if created:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise OrtlabError(f"The run's process could not be started ({exc.strerror or exc}: "
+                              f"{exc.filename or 'python'}).") from None
+        raise
     handle._started = time.monotonic()
     handle.timeout_s = timeout
     handle._timer = threading.Timer(timeout, handle._time_out)
@@ -536,12 +546,24 @@ def _record_run(artifact: Artifact, run_dir: Path, args: dict) -> None:
         if hist.recovered is not None:  # found damaged while recording: the person hears it with the run
             artifact.notes.append(hist.recovered.message)
     except (OrtlabError, OSError, sqlite3.Error) as exc:
-        artifact.notes.append(f"Not recorded in the history ({one_line(exc)}); the result is kept"
-                              + ("" if out_file else " and will be listed once the history opens again") + ".")
+        artifact.notes.append(_not_recorded(artifact, args, exc))
         return
     outputs.write_text_atomic(run_dir / outputs.RECORDED_FILE, str(artifact.run_id))
     if not out_file:
         artifact.save()  # again, now with its run_id
+
+
+def _not_recorded(artifact: Artifact, args: dict, exc: BaseException) -> str:
+    """The note of a finished run the history could not take: why, where the result is, and when it will be
+    listed: a workspace folder is indexed at the next start; a run into OUT.onnx is kept for it beside the
+    history (``history.defer_run``)."""
+    later = " and will be listed when ortlab next starts (the app, or any ortlab command that uses the workspace)"
+    if args.get("out_file"):
+        try:
+            history.defer_run(args["db"], artifact)
+        except OSError:
+            later = ""
+    return f"Not recorded in the history yet: {one_line(exc).rstrip('.')}. The result is kept{later}."
 
 
 def _tidy(run_dir: Path, out_file: str | None, owner: Path) -> None:
@@ -595,17 +617,25 @@ def _volume(args: dict) -> Path:
 def startup(workspace=None) -> list[OrtlabError]:
     """When the app or a CLI command that uses the workspace starts: remove what killed runs left behind
     (``outputs.clean_stale``), open the history (a damaged one is moved aside and rebuilt), store the run
-    folders that have a result but no row (``History.reindex``), and return the notices to show the person once
-    (``history.HistoryRecovered``)."""
+    folders that have a result but no row and the runs kept while the history was busy (``History.reindex``), and
+    return the notices to show the person once (``history.HistoryRecovered``, and how many runs were listed late)."""
 
     ws = workspace if workspace is not None else Workspace()
     outputs.clean_stale(ws)
-    hist = ws.history()
     try:
-        hist.reindex(skip=outputs.owner_alive)
+        added = ws.history().reindex(skip=outputs.owner_alive)
+    except HistoryError as exc:  # unusable and not even movable aside: said, and runs go on unrecorded
+        return [*history.take_notices(), exc]
     except (OrtlabError, OSError, sqlite3.Error):
-        pass  # the folders stay; the next start tries again
-    return list(history.take_notices())
+        added = []  # the folders stay; the next start tries again
+    notices: list[OrtlabError] = list(history.take_notices())
+    if added:
+        n = len(added)
+        notices.append(OrtlabError(
+            f"{n} finished run{'s' if n != 1 else ''} that could not be recorded when {'they' if n != 1 else 'it'} "
+            f"ended (the history was busy, or the run process died first) {'are' if n != 1 else 'is'} now listed "
+            f"in History (run{'s' if n != 1 else ''} {', '.join(str(i) for i in added)})."))
+    return notices
 
 
 @dataclass(frozen=True)

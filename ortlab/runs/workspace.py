@@ -81,6 +81,22 @@ def importable_path(path_text: str, roots=None, home=None) -> Path:
     return resolved
 
 
+def _unusable_workspace(root: Path, folder: Path, exc: OSError) -> str:
+    """Why the workspace at ``root`` cannot be used (``folder`` of it met ``exc``), and what to do."""
+    import getpass
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid
+        user = f"uid {getattr(os, 'getuid', lambda: '?')()}"
+    where = "" if folder == root else f" ({folder.name}/ in it)"
+    if isinstance(exc, PermissionError):
+        return (f"The workspace {root} cannot be used: this user ({user}) may not read and write it{where}. Set "
+                f"${ENV_VAR} to a folder this user owns, or give this user access to that one.")
+    return (f"The workspace {root} cannot be used{where}: {exc.strerror or exc}. Set ${ENV_VAR} to another folder, "
+            "or fix that one.")
+
+
 def _private(folder: Path) -> None:
     """Make a folder of the workspace 0700 (only its owner reads it), when it is ours."""
     try:
@@ -128,8 +144,13 @@ class Workspace:
         self.artifacts_dir = self.root / "artifacts"
         self.db_path = self.root / "history.sqlite"
         for folder in (self.root, self.models_dir, self.artifacts_dir):
-            existed = folder.is_dir()
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            try:
+                existed = folder.is_dir()
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                if not os.access(folder, os.R_OK | os.W_OK | os.X_OK):
+                    raise PermissionError(13, "Permission denied", str(folder))
+            except OSError as exc:
+                raise HistoryError(_unusable_workspace(self.root, folder, exc)) from None
             if not existed or folder != self.root:  # an existing root chosen with $ORTLAB_HOME is left as it is
                 _private(folder)
 

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from multiprocessing import Pipe
 from pathlib import Path
@@ -24,6 +25,7 @@ from ortlab.core import errors, limits
 from ortlab.core.errors import OrtlabError
 
 STOP_GRACE_S = 3.0  # after a stop request or terminate(), how long a child may take before it is killed
+_POLL_S = 0.2  # how often a waiting parent looks whether its child is still there
 MEMORY_ENV = "ORTLAB_RUN_MEMORY_GB"  # address-space limit (GB) of a recipe's or benchmark's child; 0 = none
 
 
@@ -115,6 +117,31 @@ getattr(importlib.import_module(module), name)(*sys.argv[2:-1], int(sys.argv[-1]
 """
 
 
+def group_members(pgid: int) -> list[int]:
+    """The running (not zombie) processes of process group ``pgid``: read from ``/proc`` where there is one, else
+    ``[pgid]`` while the system still knows the group and ``[]`` once it does not."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return []
+        except PermissionError:
+            pass
+        return [pgid]
+    members = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # it ended while we looked
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
 def dotted_name(function: str | Callable[..., Any]) -> str:
     """``"package.module:function"`` for a function defined at the top level of a module (a string is returned
     as it is)."""
@@ -181,8 +208,12 @@ class Child:
         return self.proc.poll() is None
 
     def receive(self) -> Any:
-        """The next message, or None once the child closed its end (it ended or died)."""
+        """The next message, or None once the child closed its end (it ended or died; also when a process it
+        forked still holds its end open after the child itself exited)."""
         try:
+            while not self.conn.poll(_POLL_S):
+                if self.proc.poll() is not None and not self.conn.poll(0):
+                    return None
             return self.conn.recv()
         except (EOFError, OSError):
             return None
@@ -195,18 +226,21 @@ class Child:
             return None
 
     def terminate(self) -> None:
-        """Ask the child to stop (SIGTERM); :meth:`finish` kills it if it does not."""
-        if self.running():
+        """Ask the child to stop (SIGTERM), and with ``new_session`` every process of its group, also when the
+        child itself has exited; :meth:`finish` kills them if they do not."""
+        if self.running() or self.new_session:
             self._signal(signal.SIGTERM)
 
     def kill(self) -> None:
-        if self.running():
+        if self.running() or self.new_session:
             self._signal(signal.SIGKILL)
         self.proc.wait()
 
     def stop(self, grace: float = STOP_GRACE_S) -> int:
         """Stop the child now: SIGTERM, then SIGKILL when it has not exited within ``grace`` seconds; return its
-        exit code. The pipe stays open (what the child sent before it stopped can still be received)."""
+        exit code. With ``new_session`` the same reaches every process of its group, also those left running after
+        the child itself exited (a grandchild it started). The pipe stays open (what the child sent before it
+        stopped can still be received)."""
         if self.returncode is None:
             self.terminate()
             try:
@@ -214,28 +248,52 @@ class Child:
             except subprocess.TimeoutExpired:
                 self.kill()
                 self.returncode = self.proc.wait()
+        if self.new_session:
+            self._stop_group(grace)
         return self.returncode
 
     def finish(self, grace: float = STOP_GRACE_S) -> int:
         """Close the pipe and reap the child (terminated, then killed, when it does not exit within ``grace``);
-        return its exit code. The log stays readable (:meth:`last_line`) until :meth:`close`."""
+        return its exit code. With ``new_session`` processes of its group still running after it exited are
+        stopped too. The log stays readable (:meth:`last_line`) until :meth:`close`."""
         self.conn.close()
         if self.returncode is None:
             try:
                 self.returncode = self.proc.wait(grace)
             except subprocess.TimeoutExpired:
                 self.returncode = self.stop()
+        if self.new_session:
+            self._stop_group(grace)
         return self.returncode
+
+    def group_members(self) -> list[int]:
+        """The processes still running in the child's process group (``new_session`` only; zombies, which only
+        wait to be reaped, are not counted): the child itself while it runs, and what it started."""
+        if not self.new_session:
+            return []
+        return group_members(self.proc.pid)
+
+    def _stop_group(self, grace: float) -> None:
+        """After the child exited: SIGTERM what is left of its group, SIGKILL what is still there after ``grace``."""
+        if not self.group_members():
+            return
+        self._signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while self.group_members() and time.monotonic() < deadline:
+            time.sleep(_POLL_S / 4)
+        if self.group_members():
+            self._signal(signal.SIGKILL)
 
     def _signal(self, signum: int) -> None:
         if not self.new_session:
             self.proc.send_signal(signum)
             return
-        if self.proc.returncode is None:  # not reaped yet, so the group's id is still this child's
-            try:
-                os.killpg(self.proc.pid, signum)
-            except (ProcessLookupError, PermissionError):
-                pass
+        # the group's id is the child's pid; the system does not give that number to another process while any
+        # process of the group exists, so the group is signalled also after the child itself was reaped
+        try:
+            os.killpg(self.proc.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def log_text(self) -> str:
         """Everything the child wrote to stdout and stderr so far (``""`` once closed)."""

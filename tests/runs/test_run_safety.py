@@ -218,6 +218,17 @@ def test_a_run_folder_whose_recording_failed_is_indexed_at_the_next_start(src, t
     assert len(ws.history().list()) == 1  # indexed once
 
 
+def test_a_run_folder_whose_model_does_not_match_its_artifact_is_not_indexed(src, tmp_path):
+    ws = Workspace(tmp_path / "home")
+    (run,) = recorded_runs(ws, src, 1)
+    with sqlite3.connect(ws.db_path) as conn:
+        conn.execute("DELETE FROM runs")
+    conn.close()
+    with open(run.model_path, "ab") as f:  # changed after artifact.json was written
+        f.write(b"x")
+    assert service.startup(ws) == [] and ws.history().list() == []
+
+
 def test_a_child_killed_after_recording_is_a_finished_run(src, tmp_path, monkeypatch):
     ws = Workspace(tmp_path / "home")
     recipe_child_dies(monkeypatch, tmp_path, "_record_run", "after")
@@ -417,6 +428,47 @@ def test_cancel_kills_a_child_that_ignores_its_stop(src, tmp_path, monkeypatch):
     assert time.monotonic() - begin < STOP_GRACE_S + 10
     assert handle.state == service.CANCELLED and isinstance(handle.error, Cancelled)
     assert gone(child) and gone(helper) and not handle.run_dir.exists()
+
+
+HANGS_WHILE_RECORDING = """
+import signal, time
+from ortlab.runs import service
+
+
+def _hangs(*args, **kwargs):  # the result is complete; recording hangs (a history held locked) and ignores SIGTERM
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    open({marker!r}, "w").close()
+    time.sleep(300)
+
+
+service._record_run = _hangs
+"""
+
+
+@pytest.mark.parametrize("into_file", [False, True])
+def test_a_time_limit_reached_while_a_complete_result_is_recorded_keeps_the_run(src, tmp_path, monkeypatch,
+                                                                                into_file):
+    ws = Workspace(tmp_path / "home")
+    hook, marker = tmp_path / "hang_hook", tmp_path / "recording"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(HANGS_WHILE_RECORDING.format(marker=str(marker)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+    out = tmp_path / "o.onnx" if into_file else None
+    handle = service.start_recipe(RunSpec(str(src), BASIC), out, workspace=ws)
+    deadline = time.monotonic() + 120
+    while not marker.exists() and not handle.done and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), (handle.state, handle.error)
+    handle._time_out()  # what the run's timer calls at its limit: here, while the finished run is being recorded
+    assert handle.wait(STOP_GRACE_S + 30)
+    assert handle.returncode == -signal.SIGKILL and handle.timed_out
+    assert handle.state == service.DONE, handle.error
+    art = handle.result
+    assert service.ADOPTED_NOTE in art.notes and any(n.startswith("The time limit (") for n in art.notes)
+    (row,) = ws.history().list()
+    assert row.run_id == art.run_id and any(n.startswith("The time limit (") for n in row.notes)
+    assert Path(row.model_path).is_file() and sha256_file(row.model_path) == row.sha256
+    assert Path(row.model_path) == (out.resolve() if out is not None else handle.run_dir / "model.onnx")
 
 
 EFFICIENTNET = Path(__file__).resolve().parents[2] / "sample_models" / "efficientnet_lite0" / "model.onnx"

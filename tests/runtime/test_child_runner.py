@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ortlab.runtime.child import Child, dotted_name
+from ortlab.runtime.child import Child, dotted_name, group_members
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = "ortlab/runtime/child.py"
@@ -117,6 +117,24 @@ def sleeps_with_a_grandchild(fd):
     conn = Connection(fd)
     conn.send(grandchild.pid)
     time.sleep(60)
+
+
+def forks_and_exits(how, fd):
+    """Start a grandchild that outlives this process (by os.fork, which also keeps the pipe open, or by
+    subprocess), report its pid, and exit at once."""
+    conn = Connection(fd)
+    if how == "fork":
+        pid = os.fork()
+        if pid == 0:  # the grandchild: ignores SIGTERM, holds the pipe, sleeps
+            import signal
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            time.sleep(60)
+            os._exit(0)
+    else:
+        import subprocess
+        pid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]).pid
+    conn.send(pid)
+    os._exit(0)
 '''
 
 
@@ -149,6 +167,43 @@ def test_a_new_session_child_is_stopped_with_everything_it_started(helper):
     if _alive(grandchild):
         os.kill(grandchild, signal.SIGKILL)
         pytest.fail("the grandchild outlived its group's stop")
+
+
+def _group_left(group: int, timeout: float = 5) -> list[int]:
+    """The running processes of ``group`` once they are gone or ``timeout`` passed (then they are killed here, so
+    that a failing test leaves nothing behind)."""
+    deadline = time.monotonic() + timeout
+    while (left := group_members(group)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return left
+
+
+@pytest.mark.parametrize("how", ["fork", "subprocess"])
+def test_stop_ends_the_whole_group_after_the_child_itself_exited(helper, how):
+    with Child.run(f"{helper}:forks_and_exits", how, new_session=True) as child:
+        grandchild = child.receive()
+        group = child.pid
+        deadline = time.monotonic() + 10
+        while child.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not child.running()  # the group's leader has exited and been reaped…
+        assert group_members(group) == [grandchild] and os.getpgid(grandchild) == group  # …its grandchild runs on
+        started = time.monotonic()
+        assert child.stop(grace=1.0) == 0
+        assert time.monotonic() - started < 5
+        assert _group_left(group, timeout=2) == []
+
+
+def test_receive_ends_when_the_child_exited_though_a_forked_grandchild_holds_the_pipe(helper):
+    with Child.run(f"{helper}:forks_and_exits", "fork", new_session=True) as child:
+        grandchild = child.receive()
+        started = time.monotonic()
+        assert child.receive() is None  # no EOF comes while the grandchild lives: the child's exit ends the wait
+        assert time.monotonic() - started < 5
+        assert child.finish(grace=1.0) == 0  # and finishing the child stops what it left in its group
+        assert _group_left(child.pid, timeout=2) == [] and not _alive(grandchild)
 
 
 def _alive(pid: int) -> bool:
