@@ -142,7 +142,8 @@ with tabs[0]:
                                                     (colors[ref_id], colors[cand_id])),
                            key="compare_ops", width="stretch")
         st.markdown("#### Diff graph")
-        focus = st.text_input("Focus on a node name or op type (empty = whole graph)", key="compare.focus",
+        # the diff's one search box: both panes narrow to the hits and their neighbours, each hit in view
+        focus = st.text_input("Find a node: name or op type (empty = whole graph)", key="compare.focus",
                               placeholder="e.g. Conv, QLinearConv, com.microsoft::FusedConv, block1/Conv")
         with engine_errors("Drawing the diff graph"):
             overlay = node_errors.graph_overlay(cand.artifact)  # per-node SQNR, once analysed (Per-node error tab)
@@ -169,7 +170,7 @@ with tabs[0]:
                        "stretches folded; click a ▸ box to open it on both sides, a node for its details and "
                        "its match on the other side."
                        + (f" {view['constants_hidden']} Constant nodes (weights held as nodes) are not drawn; "
-                          "type Constant in the focus box to see them." if view["constants_hidden"] else ""))
+                          "type Constant in the search box to see them." if view["constants_hidden"] else ""))
 
 with tabs[1]:
     if st.toggle("Show both graphs in Netron", value=False, key="compare.netron"):

@@ -231,3 +231,21 @@ def test_constant_nodes_are_data_and_not_drawn_unless_asked_for(tmp_path):
     focused = build_view(desc, focus="Constant")
     assert focused["focus_matches"] == 5 and focused["constants_hidden"] == 0
     assert any("const" in json.dumps(focused["panes"][side]["elements"]) for side in SIDES)
+
+
+def test_a_search_names_its_hits_on_each_side_for_the_component(conv):
+    """The component lights and fits the view to ``found``: a side's own hits, else what stands for them across
+    a fusion (a removed BatchNormalization: the FusedConv that replaced it)."""
+    desc = graph_description(*conv)
+    view = build_view(desc, focus="BatchNormalization")
+    ops = {side: {view["details"][k]["op_type"] for k in view["found"][side]} for side in SIDES}
+    assert ops == {"before": {"BatchNormalization"}, "after": {"FusedConv"}}, ops
+    for side in SIDES:  # every hit is a drawn node of its pane
+        ids = {e["data"]["id"] for e in view["panes"][side]["elements"] if "group" not in e["data"]}
+        assert set(view["found"][side]) <= ids
+    args = component_args(view, 600)
+    assert args["found"] == view["found"] and args["search"] == "BatchNormalization"
+    conv_hits = build_view(desc, focus="Conv")["found"]
+    assert all(conv_hits[side] for side in SIDES)
+    whole = component_args(build_view(desc), 600)
+    assert whole["found"] == {"before": [], "after": []} and whole["search"] is None

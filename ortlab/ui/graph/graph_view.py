@@ -569,7 +569,7 @@ def build_view(description: dict, *, focus: str | None = None, overlay: dict[str
 
     Returns ``{"panes": {"before": pane, "after": pane}, "details": {node id: panel fields}, "affinity",
     "counts", "header", "legend", "overlay", "visible", "constants_hidden", "total_nodes", "focus",
-    "focus_matches"}``. A pane
+    "focus_matches", "found"}`` (``found``: {side: the ids of the focus's hits drawn there}). A pane
     holds its whole group tree (``elements``: groups by name scope, runs of unchanged nodes, parts of long
     levels; nodes; each with its parent, a group with its ``twin`` on the other side), the groups ``open`` at
     first (at most ``budget`` boxes shown; the same on both sides for twins) and its node-level ``edges``: the
@@ -582,6 +582,7 @@ def build_view(description: dict, *, focus: str | None = None, overlay: dict[str
     counts = dict(description.get("counts") or {})
     matches = None
     keep: set[str] | None = None
+    hits: list[str] = []
     if focus:
         f = focus.strip().lower()
         hits = [k for k, v in nodes.items()
@@ -592,6 +593,7 @@ def build_view(description: dict, *, focus: str | None = None, overlay: dict[str
         keep = _within_hops(hits, merged + [[s, d] for s, d in affinity.items()], FOCUS_HOPS)
         affinity = {s: d for s, d in affinity.items() if s in keep and d in keep}
     sides = {side: _side_nodes(description, side, keep) for side in SIDES}
+    found = _found(hits, affinity, sides["before"][0], sides["after"][0])
     values = {side: _overlay_values(sides[side][0], overlay, higher_is_worse) for side in SIDES}
     every = [x for v in values.values() for x in v.values()]
     lo, hi = (min(every), max(every)) if every else (0.0, 0.0)
@@ -640,7 +642,18 @@ def build_view(description: dict, *, focus: str | None = None, overlay: dict[str
         "total_nodes": len(shown),
         "focus": focus or None,
         "focus_matches": matches,
+        "found": found,
     }
+
+
+def _found(hits: list[str], affinity: dict[str, str], before: dict, after: dict) -> dict[str, list[str]]:
+    """The search's hits drawn on each side: the hits that side has; on a side with none, the nodes that stand
+    for them across a fusion (after: what replaced a removed hit; before: the removed nodes a new hit replaced)."""
+    hit = set(hits)
+    own = {side: sorted(h for h in hit if h in nodes) for side, nodes in (("before", before), ("after", after))}
+    across = {"before": sorted({b for b, a in affinity.items() if a in hit and b in before}),
+              "after": sorted({a for b, a in affinity.items() if b in hit and a in after})}
+    return {side: own[side] or across[side] for side in ("before", "after")}
 
 
 # -- the Streamlit component ------------------------------------------------------------------------------
@@ -661,6 +674,8 @@ def _declared():
 def component_args(view: dict, height: int, titles: tuple[str, str] = ("Before", "After")) -> dict:
     """The arguments the component receives (JSON data only), with a revision that changes with the view."""
     args = {k: view[k] for k in ("panes", "details", "affinity", "header", "legend", "overlay")}
+    args["found"] = view.get("found") or {}
+    args["search"] = clean_text(view["focus"]) if view.get("focus") else None
     args["titles"] = [clean_text(t, 80) for t in titles]
     args["height"] = int(height)
     args["revision"] = hashlib.sha256(json.dumps(args, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -12,7 +12,11 @@
         removed: ['#d62728', '#fde0e0'], fused: ['#9467bd', '#eee3f7'], quantized: ['#1f77b4', '#dcebf7'],
         added: ['#2ca02c', '#dff2df'], changed: ['#f0a000', '#fff0cc'], unchanged: ['#9e9e9e', '#f3f3f3']
     };
+    var FOUND = '#e600e6';  // the search highlight: magenta, unlike every change colour and the blue of a match
     var SIDES = ['before', 'after'];
+    var OPEN_HITS = 80;  // at most this many hits (both sides) are drawn one by one, their groups opened
+    var HINT = 'Click a node for its op, attributes, shapes and quantization scale and zero point; its match lights '
+        + 'up on the other side. Click a ▸ box to open that layer on both sides.';
     var panes = {};
     var shown = null;
     var overlayOn = false;
@@ -39,6 +43,19 @@
         if (cls) {
             e.className = cls;
         }
+        return e;
+    }
+
+    // ``text`` as an element whose long names break after a '/', '_' or '.' first (a <wbr> there), anywhere
+    // else only when a piece alone is too long for its cell
+    function names(tag, text, cls) {
+        var e = el(tag, null, cls);
+        String(text === undefined || text === null ? '' : text).split(/(?<=[\/_.])/).forEach(function (piece, i) {
+            if (i) {
+                e.appendChild(document.createElement('wbr'));
+            }
+            e.appendChild(document.createTextNode(piece));
+        });
         return e;
     }
 
@@ -81,7 +98,7 @@
             } },
             { selector: 'node:selected', style: { 'border-width': 5, 'border-color': '#000' } },
             { selector: 'node.match', style: { 'underlay-color': '#00a0ff', 'underlay-opacity': 0.5, 'underlay-padding': 7 } },
-            { selector: 'node.found', style: { 'underlay-color': '#ffd400', 'underlay-opacity': 0.6, 'underlay-padding': 6 } },
+            { selector: 'node.found', style: { 'underlay-color': FOUND, 'underlay-opacity': 0.55, 'underlay-padding': 7 } },
             { selector: 'edge', style: {
                 'width': 1.6, 'line-color': '#9a9a9a', 'target-arrow-color': '#9a9a9a', 'target-arrow-shape': 'triangle',
                 'curve-style': 'bezier', 'arrow-scale': 0.9
@@ -264,6 +281,7 @@
             cy.zoom(zoom);
         });
         align();
+        markFound();
     }
 
     // Open every group that holds ``id`` (drawn again in place when one was closed).
@@ -462,6 +480,89 @@
         dst.moved = src.moved;
     }
 
+    // The search's hits of each side (``shown.found``, sent by Python with the narrowed graph): the groups that
+    // hold them open, with their twins on the other side, before the first layout. Too many hits to draw one by
+    // one (a whole detector head): the groups stay as Python opened them and a closed group holding a hit is lit.
+    function openFound() {
+        var found = (shown && shown.found) || {};
+        if ((found.before || []).length + (found.after || []).length > OPEN_HITS) {
+            return;
+        }
+        SIDES.forEach(function (side) {
+            var p = panes[side];
+            var o = other(p);
+            (found[side] || []).forEach(function (id) {
+                var up = p.parent[id];
+                if (!up || !p.data[id]) {
+                    return;
+                }
+                p.change(up, true).forEach(function (g) {
+                    var t = p.data[g].twin;
+                    if (t && o.data[t]) {
+                        o.change(t, true);
+                    }
+                });
+            });
+        });
+    }
+
+    // {side: the drawn boxes of the search's hits}, lit in the search colour; empty without a search.
+    function markFound() {
+        var found = (shown && shown.found) || {};
+        var out = {};
+        SIDES.forEach(function (side) {
+            var p = panes[side];
+            var col = p.cy.collection();
+            (found[side] || []).forEach(function (id) {
+                if (p.data[id]) {
+                    col = col.union(p.cy.getElementById(p.rep(id)));
+                }
+            });
+            p.cy.nodes().removeClass('found');
+            col.addClass('found');
+            out[side] = col;
+        });
+        return out;
+    }
+
+    function foundCount() {
+        return SIDES.reduce(function (n, side) {
+            return n + (panes[side] && panes[side].cy ? panes[side].cy.nodes('.found').length : 0);
+        }, 0);
+    }
+
+    // Fit ``cols`` ({side: collection}; a side without one: its whole graph) into the panes, at most ``cap``
+    // zoom. Linked: one zoom and one vertical pan for both (so matched pairs stay side by side), each pane
+    // centred across on its own part; unlinked, each pane on its own.
+    function fitTo(cols, cap) {
+        var ps = SIDES.map(function (side) { return panes[side]; }).filter(function (p) { return p && p.cy; });
+        var boxes = ps.map(function (p) {
+            p.cy.resize();
+            var c = cols[p.side] && cols[p.side].length ? cols[p.side] : p.cy.elements();
+            return c.boundingBox();
+        });
+        var fit = function (p, bb, y1, y2) {
+            var z = Math.min(cap, (p.cy.width() - 24) / Math.max(bb.w, 1), (p.cy.height() - 24) / Math.max(y2 - y1, 1));
+            return Math.max(p.cy.minZoom(), z);
+        };
+        if (link.on && ps.length === 2) {
+            var y1 = Math.min(boxes[0].y1, boxes[1].y1);
+            var y2 = Math.max(boxes[0].y2, boxes[1].y2);
+            var z = Math.min(fit(ps[0], boxes[0], y1, y2), fit(ps[1], boxes[1], y1, y2));
+            ps.forEach(function (p, i) {
+                p.cy.viewport({ zoom: z, pan: { x: p.cy.width() / 2 - (boxes[i].x1 + boxes[i].x2) / 2 * z,
+                                                y: p.cy.height() / 2 - (y1 + y2) / 2 * z } });
+            });
+        } else {
+            ps.forEach(function (p, i) {
+                var zz = fit(p, boxes[i], boxes[i].y1, boxes[i].y2);
+                p.cy.viewport({ zoom: zz, pan: { x: p.cy.width() / 2 - (boxes[i].x1 + boxes[i].x2) / 2 * zz,
+                                                 y: p.cy.height() / 2 - (boxes[i].y1 + boxes[i].y2) / 2 * zz } });
+            });
+        }
+        ps.forEach(function (p) { p.moved = false; });
+    }
+
     // Both panes at first: one zoom for both (the whole of both when readable, else the top of both at a
     // readable size) and one vertical pan, each pane centred on its own nodes. Unlinked, each pane on its own.
     function firstViews() {
@@ -471,6 +572,10 @@
             return;
         }
         L.moved = R.moved = false;
+        if (foundCount()) {  // a search: every hit in view, in both panes
+            fitTo({ before: L.cy.nodes('.found'), after: R.cy.nodes('.found') }, 1.2);
+            return;
+        }
         if (!link.on || !L.cy.nodes().length || !R.cy.nodes().length) {
             L.firstView();
             R.firstView();
@@ -639,27 +744,78 @@
         pane.cy.getElementById(d.id).select();  // after highlight: opening its match's groups draws both again
     }
 
-    function row(table, key, value) {
-        var tr = el('tr');
-        tr.appendChild(el('td', key, 'k'));
-        tr.appendChild(el('td', value, 'v'));
-        table.appendChild(tr);
+    function table() {  // two fixed columns: names (40%, at least 84 px) and values; both wrap inside their cell
+        var t = el('table');
+        var cols = el('colgroup');
+        cols.appendChild(el('col', null, 'kc'));
+        cols.appendChild(el('col', null, 'vc'));
+        t.appendChild(cols);
+        return t;
     }
 
-    function section(panel, title, rows) {
+    function row(t, key, value, sub) {
+        var tr = el('tr');
+        tr.appendChild(names('td', key, 'k'));
+        var v = names('td', value, 'v');
+        if (sub) {
+            v.appendChild(names('div', sub, 'sub'));
+        }
+        tr.appendChild(v);
+        t.appendChild(tr);
+    }
+
+    function wideRow(t, name, sub) {  // a tensor name across the whole width, its shape under it
+        var tr = el('tr');
+        var td = names('td', name, 'wide');
+        td.colSpan = 2;
+        if (sub) {
+            td.appendChild(el('div', sub, 'sub'));
+        }
+        tr.appendChild(td);
+        t.appendChild(tr);
+    }
+
+    // ``how``: 'pairs' (name, value), 'quant' (parameter, tensor, value: the value beside the parameter, the
+    // tensor's name under it) or 'tensors' (tensor name, shape: one wide row each)
+    function section(p, title, rows, how) {
         if (!rows || !rows.length) {
             return;
         }
-        panel.appendChild(el('h4', title));
-        var t = el('table');
-        rows.forEach(function (r) { row(t, r[0], r.slice(1).filter(function (x) { return x; }).join('  ')); });
-        panel.appendChild(t);
+        p.appendChild(el('h4', title));
+        var t = table();
+        rows.forEach(function (r) {
+            if (how === 'quant') {
+                row(t, r[0], r[2], r[1]);
+            } else if (how === 'tensors') {
+                wideRow(t, r[0], r[1]);
+            } else {
+                row(t, r[0], r.slice(1).filter(function (x) { return x; }).join('  '));
+            }
+        });
+        p.appendChild(t);
     }
 
+    // Open the details column (the panes give it their width) and return its emptied body.
     function panel() {
-        var p = document.getElementById('panel');
+        var p = document.getElementById('details');
         clear(p);
+        setDetailsOpen(true);
         return p;
+    }
+
+    function setDetailsOpen(open) {
+        if (document.body.classList.contains('details-open') === open) {
+            return;
+        }
+        document.body.classList.toggle('details-open', open);
+        SIDES.forEach(function (side) {  // narrower or wider: what was in the middle of a pane stays there
+            var cy = panes[side] && panes[side].cy;
+            if (cy) {
+                var w = cy.width();
+                cy.resize();
+                cy.panBy({ x: (cy.width() - w) / 2, y: 0 });
+            }
+        });
     }
 
     function showGroup(pane, id) {
@@ -682,12 +838,15 @@
     function showNode(pane, d) {
         var p = panel();
         var x = (shown.details || {})[d.id] || {};
-        p.appendChild(el('h3', x.op_type + (x.domain && x.domain !== 'ai.onnx' ? '  (' + x.domain + ')' : '')));
+        var h = p.appendChild(el('h3', x.op_type));
+        if (x.domain && x.domain !== 'ai.onnx') {
+            h.appendChild(el('span', ' (' + x.domain + ')', 'domain'));
+        }
         var badge = el('span', d.kind, 'kind');
         badge.style.background = color(d.kind, 0);
         p.appendChild(badge);
         p.appendChild(el('p', '', 'match')).id = 'match';
-        var t = el('table');
+        var t = table();
         row(t, 'side', pane.side);
         row(t, 'name', pane.side === 'before' && x.matched ? x.matched : x.name);
         if (pane.side === 'before' && x.matched && x.matched !== x.name) { row(t, 'now', x.name); }
@@ -697,19 +856,18 @@
         if (d.value !== undefined) { row(t, (shown.overlay && shown.overlay.label) || 'value', Number(d.value).toPrecision(4)); }
         p.appendChild(t);
         var before = pane.side === 'before' && x.before;
-        section(p, 'Quantization (scale, zero point)', x.quant);
-        section(p, 'Attributes', before ? x.before.attributes : x.attributes);
-        section(p, 'Inputs', before ? x.before.inputs : x.inputs);
-        section(p, 'Outputs', x.outputs);
+        section(p, 'Quantization (scale, zero point)', x.quant, 'quant');
+        section(p, 'Attributes', before ? x.before.attributes : x.attributes, 'pairs');
+        section(p, 'Inputs', before ? x.before.inputs : x.inputs, 'tensors');
+        section(p, 'Outputs', x.outputs, 'tensors');
         if (x.before && !before) {
-            section(p, 'Before: attributes', x.before.attributes);
-            section(p, 'Before: inputs', x.before.inputs);
+            section(p, 'Before: attributes', x.before.attributes, 'pairs');
+            section(p, 'Before: inputs', x.before.inputs, 'tensors');
         }
     }
 
     function header(args) {
         document.getElementById('header').textContent = String(args.header || '');
-        document.getElementById('header').title = String(args.header || '');  // whole, when the bar cuts it
         var legend = document.getElementById('legend');
         clear(legend);
         (args.legend || []).forEach(function (item) {
@@ -747,11 +905,25 @@
             chip2.appendChild(el('span', Number(ov.higher_is_worse ? ov.max : ov.min).toPrecision(3) + ' (worst, red; fill = value, border = change; on ' + ov.n + ' nodes after, ' + ov.n_before + ' before)'));
             legend.appendChild(chip2);
         }
+        var found = args.found || {};
+        var hits = (found.before || []).length + (found.after || []).length;
+        if (args.search) {
+            var chip3 = el('span', null, 'chip');
+            chip3.id = 'found-legend';
+            var sw3 = el('span', null, 'swatch');
+            sw3.style.borderColor = FOUND;
+            sw3.style.background = FOUND;
+            chip3.appendChild(sw3);
+            chip3.appendChild(el('span', hits ? 'found “' + String(args.search) + '” (' + (found.before || []).length
+                + ' before, ' + (found.after || []).length + ' after; with their neighbours)'
+                : 'nothing found for “' + String(args.search) + '”'));
+            legend.appendChild(chip3);
+        }
+        legend.appendChild(el('span', 'Click a node for its details and its match; a ▸ box opens that layer on both sides.', 'chip hint'));
         (args.titles || []).forEach(function (t, i) {
             var title = document.getElementById('title-' + SIDES[i]);
             if (title) {
                 title.textContent = (i ? 'After: ' : 'Before: ') + String(t);
-                title.title = title.textContent;  // the full title when the pane cuts it
             }
         });
     }
@@ -766,6 +938,10 @@
         }
         shown = args;
         pinned = null;
+        var details = document.getElementById('details');  // a new view: the details of the old one go
+        clear(details);
+        details.appendChild(el('p', HINT, 'hint'));
+        setDetailsOpen(false);
         overlayOn = !!args.overlay;
         document.getElementById('overlay').checked = overlayOn;
         reverseAffinity = {};
@@ -788,9 +964,11 @@
             panes[side] = new Pane(side, (args.panes || {})[side] || {});
         });
         console.debug('ortlab graph diff: laying out revision ' + args.revision);  // a hang shows in the browser log
+        openFound();
         SIDES.forEach(function (side) { panes[side].draw(); });
         SIDES.forEach(function (side) { panes[side].layout(); });
         align();
+        markFound();
         firstViews();
         console.debug('ortlab graph diff: drawn, ' + panes.before.cy.nodes().length + ' and ' + panes.after.cy.nodes().length + ' boxes');
         SIDES.forEach(function (side) { panes[side].publish(); });
@@ -809,22 +987,11 @@
             firstViews();
         }
     });
+    // Fit: the whole graph of both panes in view (an overview, however small its boxes get).
     document.getElementById('fit').addEventListener('click', function () {
-        if (link.on) {
-            firstViews();
-            return;
-        }
-        SIDES.forEach(function (side) {
-            var p = panes[side];
-            if (p && p.cy) {
-                p.cy.fit(undefined, 12);
-                if (p.cy.zoom() < READABLE) {  // the whole graph would be unreadable: the top at a readable size
-                    p.moved = false;
-                    p.firstView();
-                }
-            }
-        });
+        fitTo({}, 1.2);
     });
+    document.getElementById('close-panel').addEventListener('click', function () { setDetailsOpen(false); });
     document.getElementById('link').addEventListener('change', function (evt) {
         link.on = !!evt.target.checked;
         var lead = link.last || panes.before;
@@ -836,62 +1003,6 @@
         overlayOn = !!evt.target.checked && !!(shown && shown.overlay);
         SIDES.forEach(function (side) { if (panes[side] && panes[side].cy) { panes[side].cy.style(style()); } });
     });
-    // Light the nodes whose label or name holds the text. Unlinked, each pane centres on its first hit; linked,
-    // the first pane with a hit centres on it and the other follows it (matched groups stay side by side),
-    // centred across on its own first hit.
-    document.getElementById('search').addEventListener('input', function (evt) {
-        var q = String(evt.target.value || '').trim().toLowerCase();
-        var found = {};
-        SIDES.forEach(function (side) {
-            var p = panes[side];
-            if (!p || !p.cy) { return; }
-            p.cy.nodes().removeClass('found');
-            if (!q) { return; }
-            var reps = {};
-            p.order.forEach(function (id) {
-                var d = p.data[id];
-                if (d.group) { return; }
-                var x = (shown.details || {})[id] || {};
-                var name = side === 'before' && x.matched ? x.matched : x.name;
-                if (String(d.label).toLowerCase().indexOf(q) >= 0 || String(name || '').toLowerCase().indexOf(q) >= 0) {
-                    reps[p.rep(id)] = true;
-                }
-            });
-            var hits = p.cy.collection();
-            Object.keys(reps).forEach(function (id) { hits = hits.union(p.cy.getElementById(id)); });
-            hits.addClass('found');
-            found[side] = hits;
-        });
-        var lead = SIDES.map(function (side) { return panes[side]; }).filter(function (p) {
-            return found[p.side] && found[p.side].length;
-        })[0];
-        if (!lead) {
-            return;
-        }
-        SIDES.forEach(function (side) {
-            var p = panes[side];
-            if (!found[side] || !found[side].length || (link.on && p !== lead)) {
-                return;
-            }
-            p.cy.stop(true);
-            p.cy.animate({ center: { eles: found[side][0] }, zoom: Math.max(p.cy.zoom(), 0.8) }, {
-                duration: 200,
-                complete: function () {
-                    if (!link.on || p !== lead) {
-                        return;
-                    }
-                    p.moved = true;
-                    follow(p);
-                    var o = other(p);
-                    var hit = found[o.side] && found[o.side][0];
-                    if (hit && o.cy) {  // the other pane's hit in the middle across; the height stays in line
-                        o.cy.pan({ x: o.cy.width() / 2 - hit.position().x * o.cy.zoom(), y: o.cy.pan().y });
-                    }
-                }
-            });
-        });
-    });
-
     window.addEventListener('message', function (event) {
         if (event.source !== window.parent || event.origin !== window.location.origin) {
             return;
