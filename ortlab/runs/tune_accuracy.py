@@ -27,7 +27,7 @@ from ortlab.checks.analyze import analyze
 from ortlab.checks.eval_report import EvalReport
 from ortlab.checks.revert_screen import SCREEN_SAMPLES, RevertScreen, Screened
 from ortlab.checks.verdict import Level, judge
-from ortlab.core.errors import Cancelled, OrtlabError
+from ortlab.core.errors import OrtlabError
 from ortlab.core.layout import QDQ_FILE
 from ortlab.runs.tune_policy import _LEVEL_RANK, CHAIN_MAX, Trial, task_quality
 from ortlab.settings.config import replace
@@ -93,12 +93,21 @@ class AccuracySearch:
             ranking = screen.rank(units, lambda r: screen_score(r, t), self._limit())
             helps = [u for u in ranking.units if u.score > ranking.base.score]
             t.notes.append(
-                f"Accuracy-controlled search from {base.label}: screened {ranking.screened} of {ranking.candidates} "
+                f"Accuracy-controlled search from {base.label}{self._bias_text(base)}: screened {ranking.screened} of {ranking.candidates} "
                 f"units (the worst nodes by local error, each with its producer chain) in float one at a time on "
                 f"{screen.n} evaluation samples in {ranking.seconds:.1f} s; {len(helps)} improve the task's metric"
                 + (f", best {_unit_text(helps[0].unit)}" if helps else "") + ".")
             if helps:
                 yield from self._grow(base, screen, ranking.base, helps)
+
+    def _bias_text(self, base: Trial) -> str:
+        """Says that the base won over its twin with bias correction the other way, when that twin ran."""
+        q = base.recipe.quant
+        other = replace(q, bias_correction=not q.bias_correction)
+        if not any(x.recipe.quant == other for x in self.tuner._static_trials()):
+            return ""
+        return (f" (bias correction {'on' if q.bias_correction else 'off'}: the better by the task's measure of "
+                f"bias correction on and off)")
 
     def _limit(self) -> float:
         return max(5.0, min(SCREEN_MAX_S, SCREEN_SHARE * self.tuner._left()))
@@ -145,9 +154,7 @@ class AccuracySearch:
             trial_units = [*chosen, s.unit]
             try:
                 report = screen.report(n for u in trial_units for n in u)
-            except (OrtlabError, Cancelled):
-                if t._cancel:
-                    raise
+            except OrtlabError:
                 continue
             score = screen_score(report, t)
             if score <= current.score:

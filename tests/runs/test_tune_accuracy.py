@@ -79,6 +79,9 @@ def _search(tuner: _Tuner, screen: _Screen) -> list[Trial]:
 
 def test_units_are_reverted_cumulatively_in_the_order_of_the_task_metric_and_confirmed_by_trials(tmp_path):
     tuner, screen = _Tuner(tmp_path), _Screen()
+    twin = Trial(2, "int8 no bias correction", "search",
+                 Recipe(precision=Precision.INT8, quant=QuantConfig(bias_correction=False)), level="ok", sqnr_db=11.0)
+    tuner._static_trials = lambda: [tuner.base, twin]  # type: ignore[method-assign]
     trials = _search(tuner, screen)
     # alone: a 17, b 15, c 14, e(+e2) 13.5 help; d 11 hurts. Cumulative: {a} 17; {a, b} 20 the screen accepts →
     # trial at 19, not accepted; the set must grow to 3 units: {a, b, c} 18 is worse than {a, b}, skipped;
@@ -91,6 +94,8 @@ def test_units_are_reverted_cumulatively_in_the_order_of_the_task_metric_and_con
     assert "20.0 dB" in trials[0].note and "e (+1)" in trials[1].note
     assert trials[1].label == "int8 static + float 4"
     (note,) = [n for n in tuner.notes if n.startswith("Accuracy-controlled search")]
+    assert note.startswith("Accuracy-controlled search from int8 static (bias correction on: the better by the "
+                           "task's measure of bias correction on and off): screened 5 of 5 units")
     assert "screened 5 of 5 units" in note and "4 improve" in note and "best a" in note
 
 
