@@ -80,8 +80,8 @@ from ortlab.model.patterns import ENCODER_NOTE, is_encoder_file
 class TuneSettings:
     """How long and what for: ``budget_s`` wall seconds, ``objective`` "latency" or "size", ``target``,
     ``batch_sizes`` timed per trial for ``bench_s`` seconds each, ``exclusion_steps`` keep-in-float trials at most
-    per stage (accuracy-controlled, dynamic greedy), ``int16_steps`` greedy 16-bit-weight steps at most (:data:`INT16_STEP` nodes each),
-    ``verify_samples`` evaluation samples per trial."""
+    per stage (accuracy-controlled, dynamic greedy), ``int16_steps`` greedy 16-bit-weight steps at most
+    (:data:`INT16_STEP` nodes each), ``verify_samples`` evaluation samples per trial."""
 
     budget_s: float = 600.0
     objective: str = "latency"
