@@ -93,10 +93,30 @@ def test_units_are_reverted_cumulatively_in_the_order_of_the_task_metric_and_con
     assert trials[0].note.startswith("keep 2 unit(s) in float (2 nodes): a, b; screened on 16 samples: ok, ")
     assert "20.0 dB" in trials[0].note and "e (+1)" in trials[1].note
     assert trials[1].label == "int8 static + float 4"
-    (note,) = [n for n in tuner.notes if n.startswith("Accuracy-controlled search")]
-    assert note.startswith("Accuracy-controlled search from int8 static (bias correction on: the better by the "
-                           "task's measure of bias correction on and off): screened 5 of 5 units")
-    assert "screened 5 of 5 units" in note and "4 improve" in note and "best a" in note
+    note, twin_note = [n for n in tuner.notes if n.startswith("Accuracy-controlled search")]
+    assert twin_note.startswith("Accuracy-controlled search from int8 no bias correction (bias correction off)")
+    assert "the sets are confirmed from int8 static, whose screen reaches furthest" in tuner.notes[-1]
+    assert note.startswith("Accuracy-controlled search from int8 static (bias correction on): screened 5 of 5 units")
+    assert "4 improve" in note and "best a" in note
+
+
+def test_the_sets_are_confirmed_from_the_bias_correction_twin_when_its_screen_reaches_further(tmp_path):
+    """On a bias-corrected model a node put back in float alone rarely helps (the corrections after it were fitted
+    to its error); the twin without correction is screened too, and confirmed from when it reaches further."""
+    tuner = _Tuner(tmp_path)
+    twin = Trial(2, "int8 no bias correction", "search",
+                 Recipe(precision=Precision.INT8, quant=QuantConfig(bias_correction=False)), level="ok", sqnr_db=11.0)
+    tuner._static_trials = lambda: [tuner.base, twin]  # type: ignore[method-assign]
+
+    class _Flat(_Screen):
+        def report(self, nodes=()):  # nothing helps on the corrected model
+            return EvalReport(16, [OutputError("y", 0.1, 0.01, 0.999, BASE_DB - 0.1 * len(set(nodes)))])
+
+    search = AccuracySearch(tuner)
+    search._screen = lambda base, tmp: _Flat() if base is tuner.base else _Screen()  # type: ignore[method-assign]
+    trials = list(search.trials())
+    assert search.base is twin and trials and all(not t.recipe.quant.bias_correction for t in trials)
+    assert trials[0].recipe.quant.nodes_to_exclude == ("a", "b") and trials[0].label == "int8 no bias correction + float 2"
 
 
 def test_the_stage_confirms_at_most_exclusion_steps_trials_and_nothing_when_the_base_is_accepted(tmp_path):
@@ -145,4 +165,4 @@ def test_the_accuracy_stage_mends_the_detector_when_range_split_is_off(tmp_path)
     assert not step.broken and r.best is step and r.written is not None
     assert first.task_value is not None and step.task_value is not None and step.task_value >= 0.85
     assert step.score_db is not None and step.score_db > 20
-    assert any(n.startswith("Accuracy-controlled search from int8 no range-split: screened") for n in r.notes)
+    assert any(n.startswith("Accuracy-controlled search from int8 no range-split (bias correction on): screened") for n in r.notes)
