@@ -42,7 +42,7 @@ CANDIDATES = 40  # the worst nodes by local error screened as units
 SCREEN_SHARE = 0.3  # of the budget left that one screening pass may take
 SCREEN_MAX_S = 120.0
 STAGE = "accuracy"
-GROWTH = 1.5  # after a confirmed trial that is not accepted, the set grows to this many times its units
+GROWTH = 1.5  # a set confirmed after one the screen accepted holds at least this many times its units
 
 
 def screen_score(report: EvalReport | None, tuner: Tuner) -> tuple[float, float, float]:
