@@ -18,7 +18,7 @@ show_flash()
 require_model()
 st.caption(f"Model **{md(state.model_label())}** · data {md(state.dataset_label())}. Each trial is a recipe run "
            "(recorded in History), verified on the evaluation samples and timed against the fp32 source; then "
-           "keep-in-float sets grow from the per-node analysis of the best static trial.")
+           "nodes are kept in float in the order the task's metric ranks them (screened in memory, confirmed by trials).")
 
 task = state.job("tune")
 running = task is not None and not task.done

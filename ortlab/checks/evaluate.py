@@ -137,6 +137,41 @@ def _accuracy(preds: list[list[int]], labels: list[int], n_classes: int = 6) -> 
     return top1, top5
 
 
+class OutputComparison:
+    """The reference's and a candidate's outputs, sample by sample (a batch of one each): the error of every output
+    and the metrics of the model's task (``policy``: its task, near-tie margin and threshold). :meth:`report` is the
+    :class:`EvalReport` of what was added (also the screening of :mod:`ortlab.checks.revert_screen`)."""
+
+    def __init__(self, names: Sequence[str], labeled: bool, policy: VerdictPolicy | None = None) -> None:
+        self.names = list(names)
+        self.labeled = labeled
+        self.policy = policy or VerdictPolicy()
+        self.stats = [_Stats(name) for name in self.names]
+        self.task: TaskAccumulator | None = None
+        self.samples = 0
+
+    def add(self, ref_outputs: Sequence[Any], cand_outputs: Sequence[Any]) -> None:
+        for s, r, c in zip(self.stats, ref_outputs, cand_outputs):
+            s.add(r, c)
+        if self.task is None:
+            p = self.policy
+            self.task = TaskAccumulator(self.names, list(ref_outputs), self.labeled, p.task, p.margin, p.threshold)
+        self.task.add(list(ref_outputs), list(cand_outputs))
+        self.samples += 1
+
+    def report(self, **kwargs: Any) -> EvalReport:
+        """The :class:`EvalReport` so far (``kwargs``: its other fields), with the task's metrics and, for a
+        classifier, top-1 agreement and top-5 containment."""
+        report = EvalReport(self.samples, [s.result() for s in self.stats], **kwargs)
+        if self.task is not None:
+            report.task = self.task.result()
+            cm = report.task.classification
+            if self.task.classes is not None and cm is not None and self.task.classes.ref_top:
+                report.top1_agreement = cm.agreement
+                report.top5_containment = cm.top5_containment
+        return report
+
+
 def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: PreprocessConfig | None, n: int | None = None,
              target: Target = Target.CPU, reporter: Reporter = null_reporter,
              cancel: CancelToken | None = None, policy: VerdictPolicy | None = None,
@@ -160,8 +195,7 @@ def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: Prepr
     if len(ref_names) != len(cand_names):
         raise DataError(f"The reference has {len(ref_names)} outputs but the candidate has {len(cand_names)}.")
     pair = dict(zip(ref_names, ref_names if set(ref_names) == set(cand_names) else cand_names))
-    stats = [_Stats(name) for name in ref_names]
-    acc: TaskAccumulator | None = None
+    comparison = OutputComparison(ref_names, ds.labeled(), policy)
     total = len(ds)
     shapes: dict[str, list[int]] = {}
     for i in range(total):
@@ -171,28 +205,21 @@ def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: Prepr
         shapes = shapes or {k: list(v.shape) for k, v in feed.items()}
         r_out = _run(ref, ref_names, feed, "reference", i)
         c_out = _run(cand, [pair[nm] for nm in ref_names], _feed_for(cand_in, feed), "candidate", i)
-        for s, r, c in zip(stats, r_out, c_out):
-            s.add(r, c)
-        if acc is None:
-            acc = TaskAccumulator(ref_names, list(r_out), ds.labeled(), policy.task, policy.margin, policy.threshold)
-        acc.add(list(r_out), list(c_out))
+        comparison.add(r_out, c_out)
         reporter(ProgressEvent("verify", i + 1, total, f"sample {i + 1}/{total}"))
-    report = EvalReport(total, [s.result() for s in stats], random_data=ds.is_random,
-                        providers_ref=prov_ref, providers_cand=prov_cand, input_shapes=shapes)
+    report = comparison.report(random_data=ds.is_random, providers_ref=prov_ref, providers_cand=prov_cand,
+                               input_shapes=shapes)
+    acc = comparison.task
     if acc is None:
         return report
-    report.task = acc.result()
     classes = acc.classes
-    cm = report.task.classification
-    if classes is not None and cm is not None and classes.ref_top:
-        report.top1_agreement = cm.agreement
-        report.top5_containment = cm.top5_containment
-        if ds.labeled():
-            _check_labels(ds, cm.n_classes)
-            labels = _labels(ds)
-            report.top1_accuracy_ref, report.top5_accuracy_ref = _accuracy(classes.ref_top, labels, cm.n_classes)
-            report.top1_accuracy_cand, report.top5_accuracy_cand = _accuracy(classes.cand_top, labels, cm.n_classes)
-            report.per_class = _per_class(ds, labels, classes.ref_top, classes.cand_top)
+    cm = report.task.classification if report.task is not None else None
+    if classes is not None and cm is not None and classes.ref_top and ds.labeled():
+        _check_labels(ds, cm.n_classes)
+        labels = _labels(ds)
+        report.top1_accuracy_ref, report.top5_accuracy_ref = _accuracy(classes.ref_top, labels, cm.n_classes)
+        report.top1_accuracy_cand, report.top5_accuracy_cand = _accuracy(classes.cand_top, labels, cm.n_classes)
+        report.per_class = _per_class(ds, labels, classes.ref_top, classes.cand_top)
     return report
 
 

@@ -67,7 +67,9 @@ def add_command(sub) -> None:
                         "bar'.")
     p.add_argument("--margin", type=float, default=0.1, help="Classifiers: a top-1 flip where the fp32 softmax "
                    "margin is at least this counts against a recipe (default: 0.1).")
-    p.add_argument("--exclusion-steps", type=int, default=6, help="Greedy keep-in-float steps at most (default: 6).")
+    p.add_argument("--exclusion-steps", type=int, default=6,
+                   help="Keep-in-float trials at most per stage (the screened accuracy-controlled stage; the greedy "
+                        "one of a dynamic trial) (default: 6).")
     p.add_argument("--bench-seconds", type=float, default=1.0, help="Timing per trial and batch size (default: 1).")
     p.add_argument("--max-trials", type=int, default=None, metavar="N", help="Stop after this many trials.")
     p.add_argument("--verify-samples", type=int, default=api.DEFAULT_VERIFY_SAMPLES,

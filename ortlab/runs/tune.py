@@ -15,10 +15,12 @@ interval); identical graphs (same sha256) are timed once; the finalists are re-t
 history) and times it against the source, as Benchmark and Compare do, at the given batch sizes. The search space
 (:func:`search_space`) covers static vs dynamic, QDQ vs QOperator, U8S8/S8S8/U8U8, per-channel, the calibration
 method and its parameters, reduce-range, op types and the graph-optimization level (gpu: fp16 with and without
-kept I/O types), ordered by what this CPU favours (:mod:`ortlab.runtime.hardware`). Then keep-in-float sets grow
-greedily from the per-node analysis (:mod:`ortlab.checks.analyze`) of the best static QDQ trial: each step is a
-measured trial, kept only when it improves the output SQNR; then 16-bit weights (ORT's TensorQuantOverrides) on
-the analysis's worst weighted nodes, grown the same way.
+kept I/O types), ordered by what this CPU favours (:mod:`ortlab.runtime.hardware`). Once the starting recipe and its
+twin without bias correction ran, the accuracy-controlled stage (:mod:`ortlab.runs.tune_accuracy`) keeps nodes in
+float in the order the task's metric ranks them, screened in memory and confirmed by trials; a dynamic int8 trial's
+keep-in-float set grows greedily from the per-node analysis (:mod:`ortlab.checks.analyze`), each step a measured
+trial kept only when it helps; then 16-bit weights (ORT's TensorQuantOverrides) on the analysis's worst weighted
+nodes, grown the same way.
 
 :meth:`Tuner.trials` yields each finished :class:`Trial` (Pareto flags of all trials are updated in place), so
 a UI can draw the front live; :meth:`Tuner.cancel` stops after the running trial is terminated.
@@ -26,7 +28,7 @@ Evaluation always uses the evaluation data, never the calibration samples.
 
 Size: the :class:`Tuner` is one search loop (trials, keep-in-float steps, 16-bit weights, finalists), kept
 whole so a search reads top to bottom; its space is :mod:`ortlab.runs.tune_space`, what it judges
-:mod:`ortlab.runs.tune_policy`.
+:mod:`ortlab.runs.tune_policy`, its accuracy-controlled stage :mod:`ortlab.runs.tune_accuracy`.
 """
 
 from __future__ import annotations
@@ -66,7 +68,9 @@ from ortlab.runs.tune_policy import (
     _LEVEL_RANK, CHAIN_MAX, CLOSEST_DIR, FAILURES_TO_STOP, FINALISTS, INT16_STEP, MIN_GAIN_DB, TRIALS_FILE, Policy, Trial,
     TuneResult, _rank_key, pareto_front, task_quality, verdict_policy,
 )
+from ortlab.runs.tune_accuracy import AccuracySearch
 from ortlab.runs.tune_space import dedupe, search_space
+from ortlab.transforms.float_revert import producer_chain
 from ortlab.model.patterns import ENCODER_NOTE, is_encoder_file
 
 
@@ -78,10 +82,9 @@ class TuneSettings:
     """How long and what for: ``budget_s`` wall seconds, ``budget_cpu_s`` CPU seconds (this process and every
     process it starts, :func:`ortlab.runtime.cpu_time.cpu_seconds`; None: no CPU budget), ``max_trials`` trials at
     most (None: no limit) — the search stops at the first limit it reaches —, ``objective`` "latency" or "size",
-    ``target``,
-    ``batch_sizes`` timed per trial for ``bench_s`` seconds each, ``exclusion_steps`` greedy keep-in-float
-    steps at most, ``int16_steps`` greedy 16-bit-weight steps at most (:data:`INT16_STEP` nodes each),
-    ``verify_samples`` evaluation samples per trial."""
+    ``target``, ``batch_sizes`` timed per trial for ``bench_s`` seconds each, ``exclusion_steps`` keep-in-float
+    trials at most per stage (accuracy-controlled, dynamic greedy), ``int16_steps`` greedy 16-bit-weight steps at
+    most (:data:`INT16_STEP` nodes each), ``verify_samples`` evaluation samples per trial."""
 
     budget_s: float = 600.0
     objective: str = "latency"
@@ -186,16 +189,16 @@ class Tuner:
             self.notes += dropped
             recipes = [r for r in recipes if self._valid(r)]
             queue = list(recipes)
-            split = max(1, int(len(queue) * 0.6)) if self.settings.exclusion_steps else len(queue)
-            # 1: most of the search space; 2: greedy keep-in-float; 3: what is left of the search space
+            split = _keep_in_float_after(queue) if self.settings.exclusion_steps else len(queue)
+            # 1: the start of the search space; 2: keep-in-float; 3: what is left of the search space
             while queue and not self._stop() and (len(self.trials_done) < split or not self.settings.exclusion_steps):
                 t = self._trial(queue.pop(0), "search")
                 queue = self._reorder(t, queue)
                 yield t
             if self.settings.exclusion_steps and not self._stop():
-                yield from self._exclusions()
+                yield from AccuracySearch(self).trials()
                 if not self._stop():
-                    yield from self._exclusions(dynamic=True)
+                    yield from self._exclusions()
             if self.settings.int16_steps and not self._stop():
                 yield from self._int16_weights()
             while queue and not self._stop():
@@ -383,32 +386,30 @@ class Tuner:
         faster = [t for t in pool if t.relative_latency is not None and t.relative_latency < 1.0] or pool
         return max(faster, key=lambda t: (_rank_key(t), -(t.cost or 0)))
 
-    def _exclusions(self, dynamic: bool = False) -> Iterator[Trial]:
-        """Grow a keep-in-float set greedily along the per-node analysis of the best static QDQ trial: each step
-        keeps one more node (and, when that alone does not help, the node with its producer chain, e.g. Conv →
-        Sigmoid → Mul of a SiLU) in float; a step is kept only when the task ranks it better (:func:`_keep_if_gains`).
-        ``dynamic``: the same from the best dynamic int8 trial, over the MatMul/Gemm nodes the analysis ranks worst
-        (a transformer's second FFN MatMul, fed by GELU, is the usual one)."""
+    def _exclusions(self) -> Iterator[Trial]:
+        """Grow a keep-in-float set of the best dynamic int8 trial greedily, over the MatMul/Gemm nodes the per-node
+        analysis of the best static QDQ trial ranks worst (a transformer's second FFN MatMul, fed by GELU, is the
+        usual one): each step keeps one more node (and, when that alone does not help, the node with its producer
+        chain) in float; a step is kept only when the task ranks it better (:func:`_keep_if_gains`). A dynamic graph
+        has no Q/DQ pairs to screen in memory: each step is a trial."""
 
-        current = self._exclusion_base(dynamic)
+        current = self._exclusion_base(dynamic=True)
         if current is None or current.accepted:
             return
-        ranker = current if not dynamic else self._exclusion_base()
+        ranker = self._exclusion_base()
         if ranker is None:
             return
         tried: set[tuple[str, ...]] = set()
         steps = 0
-        ops = self._node_ops(ranker) if dynamic else {}
+        ops = self._node_ops(ranker)
         while steps < self.settings.exclusion_steps and not self._stop():
-            nodes = self._analyze(analyze, ranker if dynamic else current)
-            if dynamic:
-                nodes = [n for n in nodes if ops.get(n) in ("MatMul", "Gemm")]
+            nodes = [n for n in self._analyze(analyze, ranker) if ops.get(n) in ("MatMul", "Gemm")]
             excluded = set(current.recipe.quant.nodes_to_exclude)
             pick = next((n for n in nodes if (n,) not in tried and n not in excluded), None)
             if pick is None:
                 return
-            for group in (self._chain_step(current, pick, excluded, tried, single=True),
-                          self._chain_step(current, pick, excluded, tried, single=False)):
+            for group in (self._chain_step(ranker, pick, excluded, tried, single=True),
+                          self._chain_step(ranker, pick, excluded, tried, single=False)):
                 if group is None or steps >= self.settings.exclusion_steps or self._stop():
                     continue
                 tried.add(group)
@@ -426,58 +427,22 @@ class Tuner:
             if current.accepted:
                 return
 
-    def _chain_step(self, current: Trial, pick: str, excluded: set[str], tried: set[tuple[str, ...]],
+    def _chain_step(self, ranker: Trial, pick: str, excluded: set[str], tried: set[tuple[str, ...]],
                     single: bool) -> tuple[str, ...] | None:
         if single:
             return (pick,)
-        chain = tuple(n for n in self._chain(current, pick) if n not in excluded)
+        chain = tuple(n for n in self._chain(ranker, pick) if n not in excluded)
         return chain if len(chain) > 1 and chain not in tried else None
 
     def _chain(self, trial: Trial, name: str) -> list[str]:
-        """``name`` and the producers that feed only it (through Q/DQ pairs), up to :data:`CHAIN_MAX` nodes: a SiLU's
-        Mul brings its Sigmoid and Conv. Read from the QDQ model of the static trial that ranks the nodes."""
+        """``name`` and the producers that feed only it in ``trial``'s QDQ model
+        (:func:`ortlab.transforms.float_revert.producer_chain`, up to :data:`CHAIN_MAX` nodes)."""
         import onnx
 
-        base = trial if trial.recipe.is_static else self._exclusion_base()
-        path = Path((base or trial).model_path or "").parent / QDQ_FILE
+        path = Path(trial.model_path or "").parent / QDQ_FILE
         if not path.is_file():
             return [name]
-        graph = onnx.load(str(path), load_external_data=False).graph
-        qdq = ("QuantizeLinear", "DequantizeLinear")
-        producer = {o: n for n in graph.node for o in n.output}
-        consumers: dict[str, list[Any]] = {}
-        for n in graph.node:
-            for i in n.input:
-                consumers.setdefault(i, []).append(n)
-
-        def real_producer(tensor: str) -> Any:
-            n = producer.get(tensor)
-            while n is not None and n.op_type in qdq and n.input:
-                n = producer.get(n.input[0])
-            return n
-
-        def real_consumers(tensor: str) -> list[Any]:
-            out = []
-            for c in consumers.get(tensor, []):
-                out += real_consumers(c.output[0]) if c.op_type in qdq else [c]
-            return out
-
-        nodes = {n.name: n for n in graph.node}
-        if name not in nodes:
-            return [name]
-        chain = [name]
-        grew = True
-        while grew and len(chain) < CHAIN_MAX:
-            grew = False
-            for member in list(chain):
-                for i in nodes[member].input:
-                    p = real_producer(i)
-                    if p is None or p.name in chain or not p.name:
-                        continue
-                    if all(c.name in chain for o in p.output for c in real_consumers(o)) and len(chain) < CHAIN_MAX:
-                        chain.append(p.name)
-                        grew = True
-        return chain
+        return producer_chain(onnx.load(str(path), load_external_data=False).graph, name, CHAIN_MAX)
 
     def _node_ops(self, trial: Trial) -> dict[str, str]:
         import onnx
@@ -523,19 +488,22 @@ class Tuner:
         return {n.name for n in model.graph.node if n.op_type in ("Conv", "Gemm", "MatMul") and len(n.input) > 1
                 and n.input[1] in dq_outputs}
 
+    def _eval_data(self) -> tuple[Any, Any]:
+        """The evaluation data set (with the sample's labels) and the preprocessing that feeds it."""
+        sample = samples.get_sample(self.sample) if self.sample else samples.find_for_model(self.model)
+        labels = sample.labels if sample is not None and sample.labels else None
+        ds = self.evaluation.load(labels)
+        pre = self.preprocess
+        if pre is None and ds.kind == "images":
+            pre = resolve_preprocess(inspect_model(self.model).inputs, sample, ds)
+        return ds, pre
+
     def _analyze(self, analyze_fn, trial: Trial) -> list[str]:
         """Node names of ``trial``'s QDQ model, worst local error first (cached per trial)."""
         cache = getattr(self, "_analysis_cache", {})
         self._analysis_cache = cache
         if trial.index not in cache:
-
-            sample = samples.get_sample(self.sample) if self.sample else samples.find_for_model(self.model)
-            labels = sample.labels if sample is not None and sample.labels else None
-            ds = self.evaluation.load(labels)
-            pre = self.preprocess
-            if pre is None and ds.kind == "images":
-
-                pre = resolve_preprocess(inspect_model(self.model).inputs, sample, ds)
+            ds, pre = self._eval_data()
             result = analyze_fn(self.model, trial.model_path, ds, pre, n=min(32, self.settings.verify_samples),
                                 shapes=self.settings.shapes)
             cache[trial.index] = [e.name for e in result.nodes]
@@ -671,6 +639,16 @@ def _sentence(best: Trial | None, accepted: bool, s: TuneSettings, n: int, any_d
                f"accepts of {n} tried: {gain}; {quality}."
     return f"No recipe of {n} tried meets the bar; the closest that is not broken, {best.label}, is {gain}; " \
            f"{quality} ({best.verdict}). It is written under {CLOSEST_DIR}/, not as the recommendation."
+
+
+def _keep_in_float_after(queue: Sequence[Recipe]) -> int:
+    """How many search trials run before the keep-in-float stages: up to the first static recipe without bias
+    correction, so the stages start from the better of bias correction on and off (the two interact with what is
+    kept in float: on a YOLOv8n the best float scope gave F1 0.85 with it, 0.94 without); a space without one: 60%."""
+    for i, r in enumerate(queue):
+        if r.is_static and not r.quant.bias_correction:
+            return i + 1
+    return max(1, int(len(queue) * 0.6))
 
 
 def tune(model, calibration: DataRef | None, evaluation: DataRef, **kwargs: Any) -> TuneResult:

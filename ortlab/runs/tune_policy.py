@@ -159,7 +159,7 @@ class Trial:
 
     index: int
     label: str
-    stage: str  # "search", "exclude" or "int16"
+    stage: str  # "search", "accuracy" (screened keep-in-float), "exclude" (greedy, dynamic) or "int16"
     recipe: Recipe
     status: str = "done"  # "done" or "failed"
     accepted: bool = False

@@ -1,0 +1,213 @@
+"""The accuracy-controlled stage of a tune search: which nodes to keep in float, ranked by the task's metric they
+cost, as NNCF's ``quantize_with_accuracy_control`` does, on ORT's QDQ output.
+
+From the best static QDQ trial by the task, and from its twin with bias correction the other way when that ran (the
+two interact: the corrections downstream of a node were fitted to its int8 error, so on a corrected model a node put
+back in float alone rarely helps — 1 of 12 units on the yolov8 fixture, 6 of 12 without the correction), the
+per-node analysis names the :data:`CANDIDATES` worst nodes by their local error; each, with its producer chain
+(a SiLU's Conv → Sigmoid → Mul is one unit), is reverted to float alone in memory and screened on a small split of
+the evaluation data (:class:`ortlab.checks.revert_screen.RevertScreen`), scored as a trial is ranked (verdict level,
+the task's measure, the task's SQNR). The units that help are then reverted cumulatively in that order — a unit that
+makes the set worse on the screen is skipped — until the screened evaluation is one the search accepts (verdict ok
+and its bar); that set is confirmed by one real trial through the run service (quantize with
+``nodes_to_exclude``, verify on the full split, timed against the source with the one clock), stage "accuracy".
+When the trial is not accepted, the set grows by half again before the next confirmation, within the search's
+``exclusion_steps`` trials. Of the two bases, the sets are confirmed from the one whose screen reaches furthest.
+Screening time is bounded (:data:`SCREEN_SHARE` of the budget left, at most :data:`SCREEN_MAX_S` seconds per pass,
+shared by the bases) and stated in a note.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ortlab.checks.analyze import analyze
+from ortlab.checks.eval_report import EvalReport
+from ortlab.checks.revert_screen import SCREEN_SAMPLES, RevertScreen, Screened
+from ortlab.checks.verdict import Level, judge
+from ortlab.core.errors import OrtlabError
+from ortlab.core.layout import QDQ_FILE
+from ortlab.runs.tune_policy import _LEVEL_RANK, CHAIN_MAX, Trial, task_quality
+from ortlab.settings.config import replace
+from ortlab.transforms.quantize import ort_arguments, preprocess_for_quantization
+
+Tuner = Any  # ortlab.runs.tune.Tuner, which imports this module: its search state, trials and budget
+
+CANDIDATES = 40  # the worst nodes by local error screened as units
+SCREEN_SHARE = 0.3  # of the budget left that one screening pass may take
+SCREEN_MAX_S = 120.0
+STAGE = "accuracy"
+GROWTH = 1.5  # a set confirmed after one the screen accepted holds at least this many times its units
+
+
+def screen_score(report: EvalReport | None, tuner: Tuner) -> tuple[float, float, float]:
+    """A screened evaluation ranked as a trial is (:func:`ortlab.runs.tune_policy._rank_key`), higher is better:
+    the verdict level, the task's measure, the task's SQNR."""
+    level = judge(report, tuner.verdict_policy).level.value
+    q = task_quality(report, level)
+    sq = q.sqnr_db if q.sqnr_db is not None and not math.isnan(q.sqnr_db) else -math.inf
+    return (-_LEVEL_RANK.get(level, 1), q.value if q.value is not None else 0.0, sq)
+
+
+def screen_accepts(report: EvalReport | None, tuner: Tuner) -> bool:
+    """Whether the search would accept a trial with this evaluation: verdict ok and the policy's bar."""
+    return judge(report, tuner.verdict_policy).level == Level.OK and tuner.policy(report).accept
+
+
+def _quality_text(report: EvalReport, tuner: Tuner) -> str:
+    v = judge(report, tuner.verdict_policy)
+    text = task_quality(report, v.level.value).text()
+    return f"{v.level.value}" + (f", {text}" if text else "")
+
+
+_Step = tuple[list[tuple[str, ...]], Screened]  # the units of a set to confirm, and its screened evaluation
+
+
+def _unit_text(unit: tuple[str, ...]) -> str:
+    return unit[0] + (f" (+{len(unit) - 1})" if len(unit) > 1 else "")
+
+
+class AccuracySearch:
+    """One accuracy-controlled stage of ``tuner``'s search; iterate :meth:`trials`."""
+
+    def __init__(self, tuner: Tuner) -> None:
+        self.tuner = tuner
+        self.base: Trial | None = None
+
+    def trials(self) -> Iterator[Trial]:
+        """The confirmed trials, each yielded when it finished (none when the best static trial is accepted)."""
+        t = self.tuner
+        base = t._exclusion_base()
+        if base is None or base.accepted:
+            return
+        bases = [base, *self._bias_twin(base)]
+        plans: list[tuple[Trial, Screened, list[_Step]]] = []
+        with tempfile.TemporaryDirectory(prefix="ortlab-screen-") as tmp:
+            for b in bases:
+                if t._stop():
+                    break
+                planned = self._plan(b, Path(tmp) / str(b.index), len(bases))
+                if planned is not None:
+                    plans.append((b, *planned))
+        plans = [p for p in plans if p[2]]
+        if not plans:
+            return
+        chosen, start, steps = max(plans, key=lambda p: p[2][-1][1].score)  # the best set either base reaches
+        self.base = chosen
+        if len(plans) > 1:
+            t.notes.append(f"Screened from {chosen.label} and its twin with bias correction "
+                           f"{'off' if chosen.recipe.quant.bias_correction else 'on'}: the sets are confirmed from "
+                           f"{chosen.label}, whose screen reaches furthest.")
+        for units, screened in steps:
+            if t._stop():
+                return
+            trial = self._confirm(chosen, units, start, screened)
+            yield trial
+            if trial.accepted:
+                return
+
+    def _bias_twin(self, base: Trial) -> list[Trial]:
+        """The static trial that differs from ``base`` only in bias correction, when it ran: bias correction and
+        the float scope interact (the corrections downstream of a node were fitted to its int8 error), so both are
+        screened."""
+        other = replace(base.recipe.quant, bias_correction=not base.recipe.quant.bias_correction)
+        return [x for x in self.tuner._static_trials() if x.recipe.quant == other and x is not base][:1]
+
+    def _plan(self, base: Trial, tmp: Path, shares: int) -> tuple[Screened, list[_Step]] | None:
+        """Screens ``base``'s units (one ``shares``-th of the screening time) and the cumulative sets; the sets to
+        confirm, in order, and the base's own screened evaluation. None when it cannot be screened."""
+        t = self.tuner
+        try:
+            tmp.mkdir(parents=True, exist_ok=True)
+            screen = self._screen(base, tmp)
+            units = self._units(base, screen)
+        except (OrtlabError, OSError, ValueError) as exc:
+            t.notes.append(f"The accuracy-controlled search could not screen {base.label}: "
+                           f"{getattr(exc, 'message', str(exc))}")
+            return None
+        if not units:
+            return None
+        limit = self._limit() / shares
+        ranking = screen.rank(units, lambda r: screen_score(r, t), limit)
+        helps = [u for u in ranking.units if u.score > ranking.base.score]
+        bias = f" (bias correction {'on' if base.recipe.quant.bias_correction else 'off'})"
+        t.notes.append(
+            f"Accuracy-controlled search from {base.label}{bias}: screened {ranking.screened} of {ranking.candidates} "
+            f"units (the worst nodes by local error, each with its producer chain) in float one at a time on "
+            f"{screen.n} evaluation samples in {ranking.seconds:.1f} s; {len(helps)} improve the task's metric"
+            + (f", best {_unit_text(helps[0].unit)}" if helps else "") + ".")
+        return ranking.base, self._grow(screen, ranking.base, helps, limit)
+
+    def _limit(self) -> float:
+        return max(5.0, min(SCREEN_MAX_S, SCREEN_SHARE * self.tuner._left()))
+
+    def _screen(self, base: Trial, tmp: Path) -> RevertScreen:
+        t = self.tuner
+        qdq = Path(base.model_path or "").parent / QDQ_FILE
+        float_path = None
+        if base.recipe.quant.preprocess:  # the float weights the QDQ model was quantized from: BatchNorm folded
+            float_path = tmp / "preprocessed.onnx"
+            preprocess_for_quantization(t.model, float_path)
+        ds, pre = t._eval_data()
+        op_types = ort_arguments(base.recipe.quant).quantize["op_types_to_quantize"]
+        return RevertScreen(t.model, qdq, ds, pre, min(SCREEN_SAMPLES, t.settings.verify_samples),
+                            shapes=t.settings.shapes, policy=t.verdict_policy, cancel=t._token, float_path=float_path,
+                            op_types=op_types)
+
+    def _units(self, base: Trial, screen: RevertScreen) -> list[tuple[str, ...]]:
+        """The :data:`CANDIDATES` worst nodes by local error, each with its producer chain; a node already in an
+        earlier unit, or already kept in float by the recipe, is not screened again."""
+        excluded = set(base.recipe.quant.nodes_to_exclude)
+        covered: set[str] = set()
+        units = []
+        for name in self.tuner._analyze(analyze, base)[:CANDIDATES]:
+            if name in covered or name in excluded:
+                continue
+            unit = tuple(n for n in screen.chain(name, CHAIN_MAX) if n not in excluded and n not in covered)
+            covered.update(unit)
+            units.append(unit)
+        return units
+
+    def _grow(self, screen: RevertScreen, start: Screened, helps: list[Screened], limit: float) -> list[_Step]:
+        """Reverts ``helps`` cumulatively on the screen (a unit that makes the set worse is skipped): the sets to
+        confirm — each the screen accepts, the next at least :data:`GROWTH` times as many units — then the best."""
+        t = self.tuner
+        chosen: list[tuple[str, ...]] = []
+        current = start
+        grow_to = 1
+        steps: list[_Step] = []
+        deadline = time.perf_counter() + limit
+        for s in helps:
+            if t._stop() or len(steps) >= t.settings.exclusion_steps or time.perf_counter() > deadline:
+                break
+            trial_units = [*chosen, s.unit]
+            try:
+                report = screen.report(n for u in trial_units for n in u)
+            except OrtlabError:
+                continue
+            score = screen_score(report, t)
+            if score <= current.score:
+                continue  # helps alone, not with the others
+            chosen, current = trial_units, Screened(s.unit, report, score)
+            if len(chosen) >= grow_to and screen_accepts(report, t):
+                steps.append((chosen, current))
+                grow_to = max(len(chosen) + 1, math.ceil(len(chosen) * GROWTH))
+        if chosen and (not steps or steps[-1][0] is not chosen) and len(steps) < t.settings.exclusion_steps:
+            steps.append((chosen, current))  # the best the screen found
+        return steps
+
+    def _confirm(self, base: Trial, units: list[tuple[str, ...]], start: Screened, screened: Screened) -> Trial:
+        """One real trial of ``base``'s recipe with ``units`` kept in float; its note says which and the screen."""
+        nodes = tuple(sorted({*base.recipe.quant.nodes_to_exclude, *(x for u in units for x in u)}))
+        q = replace(base.recipe.quant, nodes_to_exclude=nodes)
+        name = f"{base.label.split(' + float')[0]} + float {len(nodes)}"
+        t = self.tuner
+        note = (f"keep {len(units)} unit(s) in float ({sum(len(u) for u in units)} nodes): "
+                f"{', '.join(_unit_text(u) for u in units)}; screened on {start.report.n_samples} samples: "
+                f"{_quality_text(start.report, t)} → {_quality_text(screened.report, t)}")
+        return t._trial(replace(base.recipe, quant=q, name=name), STAGE, note)
