@@ -240,34 +240,27 @@ def latency_panels(summaries, names: dict[str, str], colors: dict[str, str],
     shown: set[str] = set()
     for col, b in enumerate(batches, start=1):
         panel = [x for x in summaries if int(x.batch_size) == b]
-        # a few slow runs must not flatten the p50 bars: the axis ends above the highest p90, or at 3× the highest
-        # p50 when a noisy p90 lies beyond that; a p90 or p99 above the axis is written at the top of its whisker
-        # (after a no-break space, which keeps it off the line)
-        high_p50 = max([x.p50 for x in panel] + [1e-9])
-        top = 1.3 * min(max([max(x.p90, x.p50) for x in panel] + [1e-9]), 3 * high_p50)
+        # the axis holds every whisker (p99), so nothing is drawn past it and no note has to say what lies above;
+        # each bar's p50 is written under it (a tick label: full size however short the bar, never under a whisker)
+        top = 1.08 * max([max(x.p99, x.p90, x.p50) for x in panel] + [1e-9])
         fig.update_yaxes(range=[0, top], row=1, col=col)
+        fig.update_xaxes(tickmode="array", tickvals=[plain(names.get(x.variant, x.variant)) for x in panel],
+                         ticktext=[f"{x.p50:.3g}" for x in panel], title_text="p50 (ms)",
+                         title_font=dict(size=FONT_SIZE - 4), tickfont=dict(size=FONT_SIZE - 4), row=1, col=col)
         for s in panel:
             name = plain(names.get(s.variant, s.variant))
             color = colors.get(s.variant, PALETTE[0])
-            if s.p99 > top:
-                above = f"p90 {s.p90:.3g} · p99 {s.p99:.3g}" if s.p90 > top else f"p99 {s.p99:.3g}"
-                fig.add_scatter(x=[name], y=[top * 0.96], mode="text", text=[f"\u00a0{above} ↑"],
-                                textposition="middle right", showlegend=False, hoverinfo="skip",
-                                textfont=dict(size=FONT_SIZE - 4, color="#333"), row=1, col=col)
             fig.add_bar(x=[name], y=[s.p50], name=name, legendgroup=s.variant, showlegend=s.variant not in shown,
                         marker_color=color, marker_pattern_shape="/" if is_openvino(s.variant) else "",
-                        text=[f"{s.p50:.3g}"], textposition="inside", insidetextanchor="start",
                         error_y=dict(type="data", symmetric=False, array=[max(0.0, s.p99 - s.p50)],
                                      arrayminus=[0.0], thickness=2, width=8, color="#333"),
                         customdata=[[s.p90, s.p99]],
                         hovertemplate=(f"{name} · batch {b}<br>p50 %{{y:.3f}} ms<br>p90 %{{customdata[0]:.3f}} ms"
                                        "<br>p99 %{customdata[1]:.3f} ms<extra></extra>"),
                         row=1, col=col)
-            if s.p90 <= top:
-                fig.add_scatter(x=[name], y=[s.p90], mode="markers", legendgroup=s.variant, showlegend=False,
-                                marker=dict(symbol="diamond", size=11, color="#333"), hoverinfo="skip", row=1, col=col)
+            fig.add_scatter(x=[name], y=[s.p90], mode="markers", legendgroup=s.variant, showlegend=False,
+                            marker=dict(symbol="diamond", size=11, color="#333"), hoverinfo="skip", row=1, col=col)
             shown.add(s.variant)
-    fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(title_text="ms", row=1, col=1)
     fig.update_layout(bargap=0.25)
     return style(fig, title, height=height)
@@ -293,4 +286,5 @@ def throughput_panels(summaries, names: dict[str, str], colors: dict[str, str],
             shown.add(s.variant)
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(rangemode="tozero", title_text="samples/s", row=1, col=1)
+    fig.update_layout(uniformtext=dict(minsize=FONT_SIZE - 4, mode="show"))
     return style(fig, title, height=height)
