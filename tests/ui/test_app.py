@@ -248,6 +248,30 @@ def test_benchmark_runs_and_is_stored(demo_app):
     assert [len(s.round_p50s) for s in stored[0].summaries] == [8, 8]
 
 
+def test_benchmark_results_come_in_one_table_with_one_noise_note_and_the_live_chart_draws_one_batch_size(demo_app):
+    """Issue 28: once the benchmark is done its numbers are in one table (the live table is gone), noise is said in
+    at most one warning, and the per-run chart draws the first batch size with the others in its legend."""
+    import json
+
+    at, _ = demo_app
+    at.switch_page("pages/benchmark.py").run()
+    at.text_input(key="bench.batch_sizes").set_value("1, 2").run()
+    at.number_input(key="bench.duration_s").set_value(0.0).run()
+    at.number_input(key="bench.runs").set_value(12)
+    at.number_input(key="bench.warmup").set_value(1)
+    at.toggle(key="bench.memory").set_value(False)
+    at.button(key="bench.run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.dataframe) == 1 and len(at.dataframe[0].value) == 4  # 2 variants × 2 batch sizes, once
+    assert len(at.warning) <= 1, [w.value for w in at.warning]
+    live = next(c for c in at.get("plotly_chart") if "bench_live" in c.proto.id)
+    traces = json.loads(live.proto.spec)["data"]
+    drawn = {t["legendgroup"] for t in traces if t.get("visible", True) is True}
+    hidden = {t["legendgroup"] for t in traces if t.get("visible") == "legendonly"}
+    assert drawn and all(g.endswith("@1") for g in drawn) and hidden and all(g.endswith("@2") for g in hidden)
+    at.text_input(key="bench.batch_sizes").set_value("1").run()  # the tests after this one time batch 1 only
+
+
 def test_benchmark_times_under_openvino_beside_onnx_runtime(demo_app, monkeypatch):
     at, home = demo_app
     from ortlab import api

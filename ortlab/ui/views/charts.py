@@ -182,17 +182,20 @@ def rolling_median(values: Sequence[float] | np.ndarray, window: int = MEDIAN_WI
 
 def latency_lines(series: dict[str, list[float]], names: dict[str, str], colors: dict[str, str],
                   title: str | None = None, *, cap: int = LIVE_POINT_CAP,
-                  window: int = MEDIAN_WINDOW) -> go.Figure:
+                  window: int = MEDIAN_WINDOW, batches_shown: Iterable[int] | None = None) -> go.Figure:
     """Per series (``variant@batch``): faint markers of the raw runs (at most ``cap``, the newest always
     included) and a bold rolling median of ``window`` runs, in the variant's colour with one dash per batch
     size (a series under OpenVINO: diamonds on its line and for its runs), on a log y axis so that rare spikes
-    do not flatten everything else. x is the run number."""
+    do not flatten everything else. x is the run number. With ``batches_shown``, the series of other batch sizes
+    are only in the legend (a click there draws them): a few lines to read instead of a tangle of all of them."""
     fig = go.Figure()
     batches = sorted({int(sid.partition("@")[2] or 1) for sid in series})
+    shown = None if batches_shown is None else {int(b) for b in batches_shown}
     for sid, values in series.items():
         if not len(values):
             continue
         vid, _, bs = sid.partition("@")
+        visible = True if shown is None or int(bs or 1) in shown else "legendonly"
         color = colors.get(vid, PALETTE[0])
         dash = BATCH_DASHES[batches.index(int(bs or 1)) % len(BATCH_DASHES)]
         name = plain(names.get(sid, sid))
@@ -205,12 +208,12 @@ def latency_lines(series: dict[str, list[float]], names: dict[str, str], colors:
                         showlegend=False, marker=dict(color=color, size=5 if ov else 4, opacity=0.25,
                                                       symbol="diamond" if ov else "circle"),
                         hovertemplate="run %{x}: %{y:.3f} ms<extra>%{fullData.name}</extra>",
-                        meta={"runs": int(v.size)})
+                        meta={"runs": int(v.size)}, visible=visible)
         fig.add_scatter(x=x, y=rolling_median(v, window, idx).tolist(), mode="lines+markers" if ov else "lines",
                         name=name, legendgroup=sid, line=dict(color=color, width=3 if ov else 4, dash=dash),
                         marker=dict(symbol="diamond-open", size=9, maxdisplayed=14, color=color) if ov else None,
                         hovertemplate=f"run %{{x}}: median of {window} %{{y:.3f}} ms<extra>{name}</extra>",
-                        meta={"runs": int(v.size)})
+                        meta={"runs": int(v.size)}, visible=visible)
     fig.update_layout(xaxis_title="run", yaxis=dict(type="log", title="ms (log)", tickformat="~g"),
                       uirevision="latency")
     if title is None:
