@@ -115,6 +115,8 @@ def start_tune(model, calibration: DataRef | None, evaluation: DataRef, settings
 __all__ = [
     "ACCUMULATED",
     "ADDED",
+    "BENCH_MAX_SPREAD",
+    "BENCH_MIN_RUNS",
     "CANCELLED",
     "CPU",
     "CUDA",
@@ -137,8 +139,6 @@ __all__ = [
     "TRT",
     "VERIFICATION_SKIPPED",
     "Artifact",
-    "BENCH_MAX_SPREAD",
-    "BENCH_MIN_RUNS",
     "BenchComparison",
     "BenchConfig",
     "BenchHandle",

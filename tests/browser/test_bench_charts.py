@@ -30,7 +30,8 @@ GEOMETRY_JS = """() => {
     const el = document.getElementById('chart');
     const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
     const shown = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
-    const texts = [...el.querySelectorAll('.annotation, .bartext, .textpoint, .gtitle, .xaxislayer-above text, .g-xtitle, .g-x2title')].filter(shown)
+    const sel = '.annotation, .bartext, .textpoint, .gtitle, .xaxislayer-above text, .g-xtitle, .g-x2title';
+    const texts = [...el.querySelectorAll(sel)].filter(shown)
         .map(e => ({text: e.textContent, box: box(e), font: parseFloat(getComputedStyle(e).fontSize || '0'),
                     height: e.getBoundingClientRect().height}));
     const plots = [...el.querySelectorAll('.draglayer .nsewdrag')].map(box);
