@@ -801,3 +801,39 @@ def test_open_dims_are_labelled_by_input_and_axis_with_suggested_sizes(home, tmp
     assert "p2o.DynamicDimension" not in fields["input x, axis 1 (channels)"].help  # the model fixes it: no name
     assert height.value is None and height.proto.placeholder == "e.g. 224, 320, 640"
     assert any("axis 2 (height): e.g. 224, 320, 640" in w.value for w in at.warning), [w.value for w in at.warning]
+
+
+def test_a_fresh_session_opens_compare_on_the_latest_run_and_the_address_keeps_the_pair(demo_app):
+    """Issue 28: a new browser session (a reload is one) over a workspace with runs shows the newest run on Compare,
+    not "Nothing to compare yet"; the pair on Compare is in the address, so a reload comes back to it."""
+    import dataclasses
+    import shutil
+
+    from ortlab.runs.history import History
+
+    _, home = demo_app
+    history = History(home / "history.sqlite")
+    first = history.list()[-1]
+    # a second run (a copy of the demo's files): the newest, and not the pair the address names below
+    folder = Path(first.model_path).parent
+    copy = folder.with_name(folder.name + "-copy")
+    shutil.copytree(folder, copy)
+    newest = history.add(dataclasses.replace(first, run_id=None, model_path=copy / Path(first.model_path).name))
+    fresh = new_app()
+    fresh.switch_page("pages/compare.py").run()
+    assert not fresh.exception, [e.value for e in fresh.exception]
+    assert not any("Nothing to compare yet" in i.value for i in fresh.info)
+    assert fresh.selectbox(key="compare.cand").value == f"run{newest}"
+    assert fresh.selectbox(key="compare.ref").value == "original"
+    assert "Artifacts** · 1" in sidebar_text(fresh)
+    assert (fresh.query_params["ref"], fresh.query_params["cand"]) == ("original", f"run{newest}")
+    # a reload of a page whose address names another pair opens that pair
+    reload = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    reload.query_params.update(ref=f"run{newest}", cand=f"run{first.run_id}")
+    reload.run()
+    reload.switch_page("pages/compare.py").run()
+    assert not reload.exception, [e.value for e in reload.exception]
+    assert (reload.selectbox(key="compare.ref").value, reload.selectbox(key="compare.cand").value) == \
+        (f"run{newest}", f"run{first.run_id}")
+    history.delete(newest)
+    shutil.rmtree(copy)

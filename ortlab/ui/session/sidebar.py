@@ -6,7 +6,7 @@ import os
 
 import streamlit as st
 
-from ortlab.ui.session import actions, auth, state
+from ortlab.ui.session import actions, auth, resume, state
 from ortlab.core.text import format_bytes
 from ortlab.ui.session.guard import engine_errors
 from ortlab.ui.session.inert import md
@@ -67,8 +67,12 @@ def prepare():
     """Before a page runs: shared CSS, the first-open defaults (default sample, its data), and the sidebar's
     slot (returned; filled by :func:`draw` after the page)."""
     st.markdown(CSS, unsafe_allow_html=True)
+    fresh = not state.initialized()
     with engine_errors("Opening the default sample"):
         actions.ensure_defaults()
+    if fresh:  # a new browser session (or a reload): back to the pair in the address, else the newest run
+        with engine_errors("Opening the latest run"):
+            resume.resume(st.query_params.to_dict())
     return st.sidebar.container()
 
 
