@@ -171,3 +171,14 @@ def test_the_live_chart_draws_one_batch_size_and_keeps_the_others_in_the_legend(
     legend_only = {t.legendgroup for t in fig.data if t.visible == "legendonly"}
     assert drawn == {sid for sid in series if sid.endswith("@1")} and legend_only == set(series) - drawn
     assert all(t.visible in (None, True) for t in charts.latency_lines(series, {}, colors).data)
+
+
+def test_a_stage_bar_does_not_say_its_title_twice():
+    from ortlab.runs.pipeline import stage_labels
+    from ortlab.ui.jobs.progress_view import stage_text
+
+    labels = stage_labels()
+    assert stage_text(labels["bias_correction"], " 10/10", "bias correction 10/10") == "Bias correction 10/10"
+    assert stage_text(labels["validate"], "", "Checking the recipe, the model and the data") == labels["validate"]
+    assert stage_text("Calibrate", " 3/8", "batch 3 of 8 (24 images)") == "Calibrate 3/8 — batch 3 of 8 (24 images)"
+    assert stage_text("Quantize", "", None) == "Quantize"

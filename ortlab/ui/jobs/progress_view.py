@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
 from ortlab.api import Level, stage_labels
@@ -13,6 +15,19 @@ from ortlab.ui.jobs.status import CANCELLED, DONE, FAILED, Handle
 # a recipe's stages are labelled by the engine (ortlab.runs.pipeline); a benchmark job's here
 STAGE_TITLES = {"queued": "Waiting for the benchmark slot", **stage_labels(), "bench": "Benchmark",
                 "memory": "Peak memory"}
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:4] for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 3}
+
+
+def stage_text(title: str, count: str, message: str | None) -> str:
+    """A stage bar's text: its title, its n/N and the event's message, unless the message only says the title
+    again ("Bias correction 10/10 — bias correction 10/10", "Check recipe — Checking the recipe…")."""
+    text = f"{title}{count}"
+    if not message or _stems(message) <= _stems(title):
+        return text
+    return f"{text} — {message}"
 
 
 def draw_stages(job: Handle) -> None:
@@ -29,8 +44,7 @@ def draw_stages(job: Handle) -> None:
         frac = ev.fraction or 0.0
         count = f" {ev.done}/{ev.total}" if ev.total and ev.total > 1 else ""
         mark = ":material/check_circle:" if frac >= 1.0 else ":material/hourglass_top:"
-        text = f"{mark} {STAGE_TITLES.get(stage, stage)}{count}"
-        st.progress(frac, text=f"{text} — {ev.message}" if ev.message else text)
+        st.progress(frac, text=f"{mark} {stage_text(STAGE_TITLES.get(stage, stage), count, ev.message)}")
 
 
 def recipe_running() -> bool:
