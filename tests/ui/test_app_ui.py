@@ -182,3 +182,25 @@ def test_a_stage_bar_does_not_say_its_title_twice():
     assert stage_text(labels["validate"], "", "Checking the recipe, the model and the data") == labels["validate"]
     assert stage_text("Calibrate", " 3/8", "batch 3 of 8 (24 images)") == "Calibrate 3/8 — batch 3 of 8 (24 images)"
     assert stage_text("Quantize", "", None) == "Quantize"
+
+
+def test_no_change_in_accuracy_is_a_grey_card_delta_without_an_arrow():
+    from streamlit.testing.v1 import AppTest
+
+    from ortlab.ui.views.cards import signed_delta
+
+    assert [signed_delta(v, "pts") for v in (0.0, -0.04, 0.04, 1.26, -2.0)] == \
+        ["±0.0 pts", "±0.0 pts", "±0.0 pts", "+1.3 pts", "-2.0 pts"]
+
+    def page():
+        from ortlab.ui.views.cards import metric_row, signed_delta
+
+        metric_row([("Top-1 same", "97.5%", signed_delta(0.0, "pts"), None),
+                    ("Top-1 better", "98.5%", signed_delta(1.0, "pts"), None)])
+
+    at = AppTest.from_function(page).run()
+    from streamlit.proto.Metric_pb2 import Metric
+
+    same, better = at.metric
+    assert (same.proto.color, same.proto.direction) == (Metric.MetricColor.GRAY, Metric.MetricDirection.NONE)
+    assert (better.proto.color, better.proto.direction) == (Metric.MetricColor.GREEN, Metric.MetricDirection.UP)
