@@ -187,7 +187,7 @@ with tabs[1]:
 with tabs[2]:
     if ref_info and cand_info:
         sc = st.columns(2)
-        rows = [{"id": v.id, "name": v.name, "mb": i.total_bytes / 1e6} for v, i in ((ref, ref_info), (cand, cand_info))]
+        rows = [{"id": v.id, "name": v.name, "bytes": i.total_bytes} for v, i in ((ref, ref_info), (cand, cand_info))]
         sc[0].plotly_chart(charts.size_bars(rows, colors), key="compare_size", width="stretch")
         sc[1].plotly_chart(charts.initializer_bytes_bars({ref_id: ref_info.initializer_bytes,
                                                           cand_id: cand_info.initializer_bytes},

@@ -51,3 +51,19 @@ def test_a_long_p99_stays_on_the_axis_and_every_p50_is_written_under_its_bar():
     assert fig.layout.yaxis.range[1] >= 72.0 and 3.0 <= fig.layout.yaxis2.range[1] < 4.0  # each panel its own
     assert list(fig.layout.xaxis.ticktext) == ["0.23", "0.27"] and list(fig.layout.xaxis2.ticktext) == ["2"]
     assert [t.y[0] for t in fig.data if t.type == "scatter" and t.mode == "markers"] == [0.41, 3.53, 2.1]
+
+
+def test_size_charts_speak_the_unit_of_the_size_cards():
+    """Issue 28: Compare's size cards say "322.02 kB"; its charts beside them say kB too (not 0.322 MB)."""
+    from ortlab.core.text import format_bytes
+
+    colors = {"a": "#000", "b": "#111"}
+    fig = charts.size_bars([{"id": "a", "name": "a", "bytes": 322_020}, {"id": "b", "name": "b", "bytes": 98_000}],
+                           colors)
+    assert fig.layout.title.text == "File size (kB)" and list(fig.data[0].y) == [322.02, 98.0]
+    assert list(fig.data[0].text) == [format_bytes(322_020), format_bytes(98_000)] == ["322.02 kB", "98.00 kB"]
+    big = charts.size_bars([{"id": "a", "name": "a", "bytes": 24_500_000}], colors)
+    assert big.layout.title.text == "File size (MB)" and list(big.data[0].y) == [24.5]
+    w = charts.initializer_bytes_bars({"a": {"float32": 300_000}, "b": {"int8": 75_000, "float32": 1_200}},
+                                      {"a": "a", "b": "b"}, colors)
+    assert w.layout.title.text == "Weights by dtype (kB)" and list(w.data[0].y) == [300.0, 0.0]

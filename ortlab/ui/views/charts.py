@@ -8,6 +8,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from ortlab.core.text import BYTE_UNITS, format_bytes
+
 # Okabe-Ito (colour-blind safe). The original model is always the first colour.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#8C6D31", "#000000"]
 DOMAIN_COLORS = {"ai.onnx": "#0072B2", "com.microsoft": "#D55E00", "com.microsoft.nchwc": "#CC79A7"}
@@ -118,24 +120,37 @@ def op_counts_grouped(deltas: list[dict], names: tuple[str, str], colors: tuple[
     return fig
 
 
-def size_bars(rows: list[dict], colors: dict[str, str], title: str = "File size (MB)") -> go.Figure:
-    """One bar per variant: rows are {"id", "name", "mb"}."""
-    fig = go.Figure(go.Bar(x=[plain(r["name"]) for r in rows], y=[r["mb"] for r in rows],
+def byte_unit(largest: float) -> tuple[str, float]:
+    """The unit (name, bytes) :func:`ortlab.core.text.format_bytes` writes ``largest`` in, so that a chart's axis
+    speaks the same unit as the cards beside it."""
+    for unit, size in ((u, float(z)) for u, z in BYTE_UNITS):
+        if abs(largest) >= size:
+            return unit, size
+    return "B", 1.0
+
+
+def size_bars(rows: list[dict], colors: dict[str, str], title: str = "File size") -> go.Figure:
+    """One bar per variant: rows are {"id", "name", "bytes"} (or "mb"); the axis in the unit the size cards use
+    (kB for a small model, MB for a large one), each bar labelled as the cards write it."""
+    sizes = [float(r["bytes"]) if "bytes" in r else float(r["mb"]) * 1e6 for r in rows]
+    unit, scale = byte_unit(max(sizes, default=0.0))
+    fig = go.Figure(go.Bar(x=[plain(r["name"]) for r in rows], y=[b / scale for b in sizes],
                            marker_color=[colors.get(r["id"], PALETTE[0]) for r in rows],
-                           text=[f"{r['mb']:.3f}" for r in rows], textposition="auto"))
-    return style(fig, title, height=360)
+                           text=[format_bytes(b) for b in sizes], textposition="auto"))
+    return style(fig, f"{title} ({unit})", height=360)
 
 
 def initializer_bytes_bars(by_variant: dict[str, dict[str, int]], names: dict[str, str], colors: dict[str, str],
-                           title: str = "Weights by dtype (kB)") -> go.Figure:
-    """Grouped bars: initializer bytes per dtype for each variant."""
+                           title: str = "Weights by dtype") -> go.Figure:
+    """Grouped bars: initializer bytes per dtype for each variant, in the unit of the largest (as the cards)."""
     dtypes = sorted({d for v in by_variant.values() for d in v})
+    unit, scale = byte_unit(max((b for v in by_variant.values() for b in v.values()), default=0))
     fig = go.Figure()
     for vid, per in by_variant.items():
-        fig.add_bar(x=[plain(d) for d in dtypes], y=[per.get(d, 0) / 1e3 for d in dtypes], name=plain(names.get(vid, vid)),
-                    marker_color=colors.get(vid, PALETTE[0]))
+        fig.add_bar(x=[plain(d) for d in dtypes], y=[per.get(d, 0) / scale for d in dtypes],
+                    name=plain(names.get(vid, vid)), marker_color=colors.get(vid, PALETTE[0]))
     fig.update_layout(barmode="group")
-    return style(fig, title, height=360)
+    return style(fig, f"{title} ({unit})", height=360)
 
 
 def per_class_bars(per_class: list[dict], names: tuple[str, str], colors: tuple[str, str],
