@@ -204,3 +204,21 @@ def test_no_change_in_accuracy_is_a_grey_card_delta_without_an_arrow():
     same, better = at.metric
     assert (same.proto.color, same.proto.direction) == (Metric.MetricColor.GRAY, Metric.MetricDirection.NONE)
     assert (better.proto.color, better.proto.direction) == (Metric.MetricColor.GREEN, Metric.MetricDirection.UP)
+
+
+@pytest.mark.parametrize("key", ["history.delete_yes", "history.stored.yes.model-abc123"])
+def test_the_delete_confirmations_are_styled_red(key):
+    """Streamlit marks a widget's container with the class ``st-key-<key>`` (characters outside [A-Za-z0-9_-] as
+    "-"); the shared CSS colours the "Yes, delete" buttons' containers red."""
+    import re
+
+    from ortlab.ui.session.sidebar import CSS
+
+    cls = "st-key-" + re.sub(r"[^A-Za-z0-9_-]", "-", key)
+    css = re.sub(r"/\*.*?\*/", "", CSS, flags=re.S)
+    red = [rule for rule in re.findall(r"([^{}]+)\{([^}]*)\}", css) if "#b3261e" in rule[1]]
+    assert red, CSS
+    selectors = [s.strip() for sel, _ in red for s in sel.split(",")]
+    matched = [s for s in selectors if s.startswith(f".{cls} ")
+               or any(cls.startswith(p) for p in re.findall(r'\[class\*="([^"]+)"\]', s))]
+    assert matched, (cls, selectors)

@@ -23,6 +23,11 @@ CSS = """
 [data-testid="stMetricLabel"] p { font-size: 1.05rem; }
 [data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * {
     white-space: normal !important; overflow: visible !important; text-overflow: clip !important; }
+/* a button that deletes for good is red, not the theme's blue: History's "Yes, delete" confirmations */
+.st-key-history-delete_yes button, [class*="st-key-history-stored-yes-"] button {
+    background-color: #b3261e !important; border-color: #b3261e !important; color: #fff !important; }
+.st-key-history-delete_yes button:hover, [class*="st-key-history-stored-yes-"] button:hover {
+    background-color: #8c1d18 !important; border-color: #8c1d18 !important; }
 /* the first view on a laptop screen: less empty space above the title */
 [data-testid="stMainBlockContainer"] { padding-top: 2.2rem; }
 </style>
