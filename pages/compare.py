@@ -50,9 +50,7 @@ c1, c2 = st.columns(2)
 ref_id = c1.selectbox("Reference", ids, key="compare.ref", format_func=lambda i: by_id[i].name)
 cand_id = c2.selectbox("Candidate", ids, key="compare.cand", format_func=lambda i: by_id[i].name)
 state.set_compare_pair(ref_id, cand_id)
-for name, value in resume.pair_params(ref_id, cand_id).items():  # in the address: a reload comes back to this pair
-    if st.query_params.get(name) != value:
-        st.query_params[name] = value
+resume.remember(ref_id, cand_id)  # a reload (a new session) comes back to this pair
 state.set_ui("compare_pair_seen", (ref_id, cand_id))
 ref, cand = by_id[ref_id], by_id[cand_id]
 if ref_id == cand_id:

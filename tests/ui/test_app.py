@@ -803,9 +803,9 @@ def test_open_dims_are_labelled_by_input_and_axis_with_suggested_sizes(home, tmp
     assert any("axis 2 (height): e.g. 224, 320, 640" in w.value for w in at.warning), [w.value for w in at.warning]
 
 
-def test_a_fresh_session_opens_compare_on_the_latest_run_and_the_address_keeps_the_pair(demo_app):
+def test_a_fresh_session_opens_compare_on_the_latest_run_and_a_reload_keeps_the_pair(demo_app):
     """Issue 28: a new browser session (a reload is one) over a workspace with runs shows the newest run on Compare,
-    not "Nothing to compare yet"; the pair on Compare is in the address, so a reload comes back to it."""
+    not "Nothing to compare yet"; the pair viewed last on Compare is kept in the workspace, so a reload returns."""
     import dataclasses
     import shutil
 
@@ -814,11 +814,12 @@ def test_a_fresh_session_opens_compare_on_the_latest_run_and_the_address_keeps_t
     _, home = demo_app
     history = History(home / "history.sqlite")
     first = history.list()[-1]
-    # a second run (a copy of the demo's files): the newest, and not the pair the address names below
+    # a second run (a copy of the demo's files): the newest
     folder = Path(first.model_path).parent
     copy = folder.with_name(folder.name + "-copy")
     shutil.copytree(folder, copy)
     newest = history.add(dataclasses.replace(first, run_id=None, model_path=copy / Path(first.model_path).name))
+    (home / "compare_pair.json").unlink(missing_ok=True)  # the demo session's own pair: not this test's
     fresh = new_app()
     fresh.switch_page("pages/compare.py").run()
     assert not fresh.exception, [e.value for e in fresh.exception]
@@ -826,14 +827,21 @@ def test_a_fresh_session_opens_compare_on_the_latest_run_and_the_address_keeps_t
     assert fresh.selectbox(key="compare.cand").value == f"run{newest}"
     assert fresh.selectbox(key="compare.ref").value == "original"
     assert "Artifacts** · 1" in sidebar_text(fresh)
-    assert (fresh.query_params["ref"], fresh.query_params["cand"]) == ("original", f"run{newest}")
-    # a reload of a page whose address names another pair opens that pair
-    reload = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    reload.query_params.update(ref=f"run{newest}", cand=f"run{first.run_id}")
-    reload.run()
+    # another pair viewed there: a reload (a new session) opens that pair
+    fresh.switch_page("pages/history.py").run()
+    fresh.selectbox(key="history.run").set_value(first.run_id).run()
+    fresh.button(key="history.load").click().run()  # the older run joins the session: Compare offers both
+    at = fresh
+    at.switch_page("pages/compare.py").run()
+    ids = at.selectbox(key="compare.ref").options
+    at.selectbox(key="compare.ref").set_value(f"run{newest}").run()
+    at.selectbox(key="compare.cand").set_value(f"run{first.run_id}").run()
+    assert not at.exception, [e.value for e in at.exception]
+    reload = new_app()
     reload.switch_page("pages/compare.py").run()
     assert not reload.exception, [e.value for e in reload.exception]
     assert (reload.selectbox(key="compare.ref").value, reload.selectbox(key="compare.cand").value) == \
-        (f"run{newest}", f"run{first.run_id}")
+        (f"run{newest}", f"run{first.run_id}"), ids
     history.delete(newest)
     shutil.rmtree(copy)
+    (home / "compare_pair.json").unlink(missing_ok=True)

@@ -1,18 +1,20 @@
-"""A new browser session (a reload included) starts where the workspace left off: the Compare pair named in the
-page's address (``?ref=…&cand=…``), else the newest History run, is loaded with its model, so Compare is never
-empty while History holds runs."""
+"""A new browser session (a reload included) starts where the workspace left off: the Compare pair viewed last
+in this workspace, else the newest History run, is loaded with its model, so Compare is never empty while History
+holds runs and a reload comes back to the pair it showed."""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
-from collections.abc import Mapping
 from pathlib import Path
 
 from ortlab.api import Artifact
 from ortlab.ui.session import actions, state
 
 RUN_ID = re.compile(r"run(\d+)")
+PAIR_FILE = "compare_pair.json"  # in the workspace's root: {"ref": variant id, "cand": variant id}
+log = logging.getLogger("ortlab.ui")
 
 
 def _usable(run) -> bool:
@@ -31,17 +33,35 @@ def _named(history, vid: str | None) -> Artifact | None:
     return run if _usable(run) else None
 
 
-def pair_params(ref: str, cand: str) -> dict[str, str]:
-    """The address parameters that bring a reload back to this Compare pair (variant ids)."""
-    return {"ref": ref, "cand": cand}
+def remember(ref: str, cand: str) -> None:
+    """Keep Compare's pair (variant ids) in the workspace for the next session; written only when it changed."""
+    if state.ui("resume.saved") == (ref, cand):
+        return
+    path = actions.workspace().root / PAIR_FILE
+    try:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({"ref": ref, "cand": cand}), "utf-8")
+        tmp.replace(path)
+    except OSError as exc:  # a read-only workspace only loses this convenience
+        log.warning("Could not keep the Compare pair: %s", exc)
+    state.set_ui("resume.saved", (ref, cand))
 
 
-def resume(params: Mapping[str, str]) -> Artifact | None:
-    """Load the pair named by ``params`` (``ref``/``cand`` variant ids from the address) or else the newest usable
-    History run into this fresh session; returns the candidate run, or None when History has none."""
+def _last_pair() -> dict:
+    try:
+        data = json.loads((actions.workspace().root / PAIR_FILE).read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def resume() -> Artifact | None:
+    """Load the Compare pair viewed last in this workspace, or else the newest usable History run, into this fresh
+    session; returns the candidate run, or None when History has none."""
     history = actions.history()
-    cand = _named(history, params.get("cand"))
-    ref = _named(history, params.get("ref"))
+    pair = _last_pair()
+    cand = _named(history, pair.get("cand"))
+    ref = _named(history, pair.get("ref"))
     if cand is None:
         cand = next((r for r in history.list(limit=50) if _usable(r)), None)
         ref = None
@@ -50,7 +70,7 @@ def resume(params: Mapping[str, str]) -> Artifact | None:
     try:
         actions.load_run(cand)
     except Exception as exc:  # a run that cannot be opened any more never keeps the app from opening
-        logging.getLogger("ortlab.ui").warning("Could not reopen History run %s: %s", cand.run_id, exc)
+        log.warning("Could not reopen History run %s: %s", cand.run_id, exc)
         return None
     if ref is not None and ref.source_sha256 == cand.source_sha256 and ref.run_id != cand.run_id:
         state.add_artifact(ref)

@@ -75,9 +75,9 @@ def prepare():
     fresh = not state.initialized()
     with engine_errors("Opening the default sample"):
         actions.ensure_defaults()
-    if fresh:  # a new browser session (or a reload): back to the pair in the address, else the newest run
+    if fresh:  # a new browser session (or a reload): back to the last Compare pair, else the newest run
         with engine_errors("Opening the latest run"):
-            resume.resume(st.query_params.to_dict())
+            resume.resume()
     return st.sidebar.container()
 
 
