@@ -82,10 +82,11 @@ def draw_live(job) -> None:
     batches = sorted({int(b) for b in job.meta["config"].batch_sizes})
     shown = None
     if len(batches) > 1:  # one batch size at a time: a few lines to read, not a tangle of every series
-        pick = st.segmented_control("Runs drawn", [*batches, "all"], default=batches[0], key="bench.live_batch",
+        pick = st.segmented_control("Runs drawn", [*map(str, batches), "all"], default=str(batches[0]),
+                                    key="bench.live_batch",
                                     format_func=lambda b: "every batch size" if b == "all" else f"batch {b}",
                                     help="The other series stay in the legend: a click there draws them too.")
-        shown = None if pick in (None, "all") else [pick]
+        shown = None if pick in (None, "all") else [int(pick)]
     st.plotly_chart(charts.latency_lines(series, {sid: f"{names.get(vid, vid)} · batch {bs}"
                                                   for sid in series for vid, bs in [split_series_id(sid)]},
                                          charts.variant_colors([split_series_id(sid)[0] for sid in series], known=colors),

@@ -809,11 +809,13 @@ def test_a_fresh_session_opens_compare_on_the_latest_run_and_a_reload_keeps_the_
     import dataclasses
     import shutil
 
+    from ortlab.runs.artifact import Artifact
     from ortlab.runs.history import History
 
     _, home = demo_app
     history = History(home / "history.sqlite")
     first = history.list()[-1]
+    assert isinstance(first, Artifact)
     # a second run (a copy of the demo's files): the newest
     folder = Path(first.model_path).parent
     copy = folder.with_name(folder.name + "-copy")

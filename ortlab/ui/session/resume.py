@@ -63,7 +63,7 @@ def resume() -> Artifact | None:
     cand = _named(history, pair.get("cand"))
     ref = _named(history, pair.get("ref"))
     if cand is None:
-        cand = next((r for r in history.list(limit=50) if _usable(r)), None)
+        cand = next((r for r in history.list(limit=50) if isinstance(r, Artifact) and _usable(r)), None)
         ref = None
     if cand is None:
         return None

@@ -20,7 +20,7 @@ def result_columns(memory: bool = False) -> dict:
 
     num, text = st.column_config.NumberColumn, st.column_config.TextColumn
 
-    def hidden(config: dict) -> dict:
+    def hidden(config: Mapping[str, object]) -> dict[str, object]:
         return {**config, "hidden": True}
 
     return {

@@ -8,7 +8,7 @@ into ``items`` (their Pareto flags are updated in place by the tuner); its resul
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -191,7 +191,7 @@ def trial_columns() -> dict:
 
     num, text = st.column_config.NumberColumn, st.column_config.TextColumn
 
-    def hidden(config: dict) -> dict:
+    def hidden(config: Mapping[str, object]) -> dict[str, object]:
         return {**config, "hidden": True}
 
     return {
