@@ -847,3 +847,16 @@ def test_a_fresh_session_opens_compare_on_the_latest_run_and_a_reload_keeps_the_
     history.delete(newest)
     shutil.rmtree(copy)
     (home / "compare_pair.json").unlink(missing_ok=True)
+
+
+def test_a_preset_picked_on_the_data_page_is_applied(home):
+    """Issue 28: picking a preset applied the sample's name as the preset (an error on a sample, nothing on an
+    upload): the form now shows the preset's values, e.g. ImageNet's centre crop and mean/std."""
+    at = new_app()
+    at.switch_page("pages/data.py").run()
+    at.selectbox(key="data.preset").set_value("imagenet").run()
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    widgets = {w.key: w.value for kind in ("selectbox", "radio", "text_input", "segmented_control")
+               for w in at.get(kind) if getattr(w, "key", None)}
+    assert widgets["pre.resize_mode"].value == "center_crop" and widgets["pre.scale"].value == "0-1"
+    assert widgets["pre.channel_order"].value == "RGB"
