@@ -34,7 +34,7 @@ if include_other:
 variants = actions.variants(include_other=include_other)
 if len(variants) < 2:
     st.info("Nothing to compare yet: run a recipe (or the demo) first, or load a run from History.")
-    demo_button()
+    demo_button("compare")
     stop_page()
 
 ids = [v.id for v in variants]

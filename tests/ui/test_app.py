@@ -544,13 +544,18 @@ def test_upload_of_an_unknown_model_starts_without_data_and_without_the_demo(hom
     at.file_uploader(key="model_upload").set_value(("mine.onnx", data, "")).run()
     assert not at.exception
     assert any("has no data yet" in m.value for m in at.info), [m.value for m in at.info]
-    assert at.button(key="demo_run").disabled and any("bundled samples" in c.value for c in at.caption)
+    # no grey demo button that offers nothing: a note with the next steps, none of them the page it is on
+    assert not [b for b in at.button if b.key == "demo_run"]
+    assert any("bundled samples" in c.value and "on the Data page" in c.value and "on the Recipe page" in c.value
+               for c in at.caption), [c.value for c in at.caption]
     assert "**Data** · no data" in sidebar_text(at)
     at.switch_page("pages/data.py").run()
     assert not at.exception and not at.success  # nothing is said to fit: there is no data yet
     assert any("No data selected yet" in m.value for m in at.info)
     at.switch_page("pages/recipe.py").run()
     assert not at.dataframe  # no runs of this model
+    notes = [c.value for c in at.caption if "bundled samples" in c.value]
+    assert notes and all("Recipe page" not in n and "run a recipe here" in n for n in notes), notes
     at.switch_page("pages/model.py").run()
     at.selectbox(key="sample_select").set_value("digits_cnn").run()
     assert "digits_cnn: calibration" in sidebar_text(at)

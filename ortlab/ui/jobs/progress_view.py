@@ -53,19 +53,26 @@ def recipe_running() -> bool:
     return job is not None and not job.done
 
 
-DEMO_ONLY_SAMPLES = ("The demo runs on the bundled samples, with their own images. For this model, choose its "
-                     "data on the Data page and run a recipe on the Recipe page.")
+DEMO_ONLY_SAMPLES = "The demo runs on the bundled samples, with their own images."
+NEXT_STEPS = {"data": "choose its data on the Data page", "recipe": "run a recipe on the Recipe page"}
 
 
-def demo_button() -> None:
+def demo_note(here: str | None) -> str:
+    """What the demo is and, for a model that is not a bundled sample, the next steps, without sending the user
+    to the page ``here`` ("model", "recipe", "compare") they are on."""
+    steps = [text if page != here else "run a recipe here" for page, text in NEXT_STEPS.items()]
+    return f"{DEMO_ONLY_SAMPLES} For this model, {' and '.join(steps)}."
+
+
+def demo_button(here: str | None = None) -> None:
     """The one primary button that runs the demo recipe on the current bundled sample (with the sample's own
-    data) and lands on Compare; for other models it is disabled and says why."""
+    data) and lands on Compare; for other models no button (a grey one would offer nothing), a note with the
+    next steps instead. ``here``: the page it is drawn on."""
     with engine_errors("Looking up the bundled sample"):
         sample = actions.demo_sample()
     if sample is None:
-        st.button(actions.DEMO_LABEL, key="demo_run", type="primary", disabled=True, help=DEMO_ONLY_SAMPLES)
         if state.model_info() is not None:
-            st.caption(DEMO_ONLY_SAMPLES)
+            st.caption(demo_note(here))
         return
     if st.button(actions.DEMO_LABEL, key="demo_run", type="primary", disabled=recipe_running(),
                  help="Quantize the sample to int8 (static, QDQ, calibrated on the sample's images), apply graph "
