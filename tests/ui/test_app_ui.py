@@ -149,7 +149,7 @@ def test_the_results_area_says_noise_once_names_the_winner_and_fits_the_main_col
                                  names) is None
     # the clear winner at batch 1 gets its sentence; at batch 8 the interval holds 1: no winner
     assert bench_view.winner_lines(comparison, names) == [
-        "**#1 int8** is the fastest at batch 1: 1.40× **original** (95 % interval 1.30–1.50×): p50 0.420 ms vs "
+        "**#1 int8** is the fastest at batch 1: 1.40× as fast as **original** (95 % interval 1.30–1.50×): p50 0.420 ms vs "
         "0.590 ms."]
     rows = bench_view.result_rows(comparison, names)
     assert [r["speedup (p50)"] for r in rows] == ["baseline", "1.40× (1.30–1.50)", "baseline", "≈ 1.05× (0.90–1.20)"]

@@ -126,7 +126,7 @@ def winner_lines(comparison: BenchComparison, names: Mapping[str, str]) -> list[
     for batch, r in sorted(best.items()):
         s, b = r.summary, base.get(batch)
         vs = f": p50 {s.p50:.3f} ms vs {b.p50:.3f} ms" if b is not None else ""
-        out.append(f"**{names.get(s.variant, s.variant)}** is the fastest at batch {batch}: {r.speedup:.2f}× "
+        out.append(f"**{names.get(s.variant, s.variant)}** is the fastest at batch {batch}: {r.speedup:.2f}× as fast as "
                    f"**{names.get(comparison.baseline, comparison.baseline)}** (95 % interval {r.low:.2f}–"
                    f"{r.high:.2f}×){vs}.")
     return out
