@@ -196,14 +196,14 @@ def trial_columns() -> dict:
 
     return {
         "trial": num("trial", width=45, pinned=True), "History run": text("run", width=50),
-        "recipe": text("recipe", width=190, help="Full recipe on hover."), "stage": hidden(text("stage")),
+        "recipe": text("recipe", width=160, help="Full recipe on hover."), "stage": hidden(text("stage")),
         "verdict": text("verdict", width=75), "meets bar": text("bar", width=45, help="Meets this search's bar."),
         "task": hidden(text("task")), "SQNR dB": num("SQNR dB", width=70, format="%.1f"),
         "speed-up": hidden(num("speed-up")),
-        "speed (interleaved p50)": text("speed vs fp32", width=185, help="Interleaved p50 ratio against the fp32 "
+        "speed (interleaved p50)": text("speed vs fp32", width=230, help="Interleaved p50 ratio against the fp32 "
                                                                           "source with its 95 % interval."),
         "p50 ms": hidden(num("p50 ms")), "MB": num("MB", width=55, format="%.2f"),
-        "Pareto": hidden(text("Pareto")), "note": text("note", width=105, help="Why a trial failed or was skipped."),
+        "Pareto": hidden(text("Pareto")), "note": text("note", width=90, help="Why a trial failed or was skipped."),
     }
 
 
