@@ -158,33 +158,6 @@ def test_tune_page_fills_the_pareto_chart_and_recommends(app):
     assert not at.number_input(key="tune.budget").disabled
 
 
-def _trial(index: int, speedup: float, sqnr: float, accepted: bool = True) -> Trial:
-    return Trial(index=index, label=f"int8 static #{index}", stage="search", recipe=Recipe(), accepted=accepted,
-                 verdict="ok" if accepted else "broken", sqnr_db=sqnr, relative_latency=1.0 / speedup,
-                 cost=1.0 / speedup, run_id=index + 7)
-
-
-def _result(best: Trial, *trials: Trial, accepted: bool = True, cancelled: bool = False) -> TuneResult:
-    return TuneResult("m.onnx", "latency", "cpu", "verdict OK", "cpu", [1], {"1": 1.0}, [best, *trials], best,
-                      accepted, "engine sentence", "", 3.0, cancelled)
-
-
-def test_tune_headline_never_calls_a_slower_recipe_faster_and_cancel_is_neutral():
-    slow = _trial(4, 0.98, 35.0)
-    level, text = tv.headline(_result(slow))
-    assert level == "warning" and "faster than the fp32" in text and "0.98×" in text
-    assert "fastest" not in text and "No accepted recipe is faster" in text
-    fast = _trial(2, 1.84, 31.0)
-    level, text = tv.headline(_result(fast, slow))
-    assert level == "success" and "1.84× faster than the fp32 source" in text and "of 2 trials" in text
-    level, text = tv.headline(_result(fast, accepted=True, cancelled=True))
-    assert level == "info" and text.startswith("Stopped after 1 trial.") and "trial 2" in text
-    level, text = tv.headline(_result(slow, accepted=False, cancelled=True))
-    assert level == "info" and "Best so far" not in text and "No finished trial passed" in text
-    level, text = tv.headline(None, [])
-    assert (level, text) == ("info", "Stopped after 0 trials.")
-
-
 class _RunningSearch:
     """A search still running, as the page sees it (the real one runs synchronously under tests)."""
 
@@ -239,3 +212,31 @@ def test_the_pareto_chart_rings_the_recommended_trial_and_draws_circles_over_sta
     cols = tv.trial_columns()
     shown = [c for c in cols.values() if c is not None and not c.get("hidden")]
     assert sum(c["width"] for c in shown) <= 820 and set(cols) == set(tv.trial_rows([a])[0])
+
+
+def _trial(index: int, speedup: float, sqnr: float, accepted: bool = True) -> Trial:
+    return Trial(index=index, label=f"int8 static #{index}", stage="search", recipe=Recipe(), accepted=accepted,
+                 verdict="ok" if accepted else "broken", sqnr_db=sqnr, relative_latency=1.0 / speedup,
+                 cost=1.0 / speedup, run_id=index + 7)
+
+
+def _result(best: Trial, *trials: Trial, accepted: bool = True, cancelled: bool = False) -> TuneResult:
+    return TuneResult("m.onnx", "latency", "cpu", "verdict OK", "cpu", [1], {"1": 1.0}, [best, *trials], best,
+                      accepted, "engine sentence", "", 3.0, cancelled)
+
+
+def test_tune_headline_never_calls_a_slower_recipe_faster_and_cancel_is_neutral():
+    slow = _trial(4, 0.98, 35.0)
+    level, text = tv.headline(_result(slow))
+    assert level == "warning" and "faster than the fp32" in text and "0.98×" in text
+    assert "fastest" not in text and "No accepted recipe is faster" in text
+    fast = _trial(2, 1.84, 31.0)
+    level, text = tv.headline(_result(fast, slow))
+    assert level == "success" and "1.84× faster than the fp32 source" in text and "of 2 trials" in text
+    level, text = tv.headline(_result(fast, accepted=True, cancelled=True))
+    assert level == "info" and text.startswith("Stopped after 1 trial.") and "trial 2" in text
+    level, text = tv.headline(_result(slow, accepted=False, cancelled=True))
+    assert level == "info" and "Best so far" not in text and "No finished trial passed" in text
+    level, text = tv.headline(None, [])
+    assert (level, text) == ("info", "Stopped after 0 trials.")
+
