@@ -239,4 +239,3 @@ def test_tune_headline_never_calls_a_slower_recipe_faster_and_cancel_is_neutral(
     assert level == "info" and "Best so far" not in text and "No finished trial passed" in text
     level, text = tv.headline(None, [])
     assert (level, text) == ("info", "Stopped after 0 trials.")
-
