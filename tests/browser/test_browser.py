@@ -605,6 +605,10 @@ def _detector_flow(app, laptop, screenshots):
     wait_quiet(page)  # the choice reaches the server before the button is pressed
     button(page, ["recipe_load_preset"], re.compile("Load preset")).click()
     wait_quiet(page)
+    # the preset's rerun may start after wait_quiet saw a quiet page (a loaded machine): wait for its outcome
+    page.wait_for_function("""() => [...document.querySelectorAll('input[type=radio]')].some(
+        r => r.checked && r.closest('label') && r.closest('label').innerText.trim() === 'int8')""",
+                           timeout=STEP_TIMEOUT_MS)
     assert page.get_by_role("radio", name="int8", exact=True).first.is_checked()
     button(page, ["recipe.run"], re.compile("Run recipe")).click()
     page.get_by_text(re.compile(r"int8 static QDQ · cpu · \w+ ran in|Finished int8 static QDQ|recipe failed")
