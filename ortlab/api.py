@@ -44,6 +44,7 @@ from ortlab.checks.verdict import judge, not_evaluated, worse_or_equal
 # -- timing ---------------------------------------------------------------------------------------------------
 from ortlab.timing.bench import config_problems as bench_config_problems
 from ortlab.timing.compare import compare_benchmarks, noise_warnings, running_stats, series_id, split_series_id
+from ortlab.timing.compare import MAX_SPREAD as BENCH_MAX_SPREAD, MIN_RUNS as BENCH_MIN_RUNS
 
 # -- runs: recipes, benchmarks, tuning, history ------------------------------------------------------------
 from ortlab.runs.history import take_notices
@@ -116,6 +117,8 @@ def start_tune(model, calibration: DataRef | None, evaluation: DataRef, settings
 __all__ = [
     "ACCUMULATED",
     "ADDED",
+    "BENCH_MAX_SPREAD",
+    "BENCH_MIN_RUNS",
     "CANCELLED",
     "CPU",
     "CUDA",

@@ -79,12 +79,21 @@ def draw_live(job) -> None:
     if job.state == jobs.QUEUED and "queued" in job.progress:
         st.info(job.progress["queued"].message)
     draw_stages(job)
+    batches = sorted({int(b) for b in job.meta["config"].batch_sizes})
+    shown = None
+    if len(batches) > 1:  # one batch size at a time: a few lines to read, not a tangle of every series
+        pick = st.segmented_control("Runs drawn", [*map(str, batches), "all"], default=str(batches[0]),
+                                    key="bench.live_batch",
+                                    format_func=lambda b: "every batch size" if b == "all" else f"batch {b}",
+                                    help="The other series stay in the legend: a click there draws them too.")
+        shown = None if pick in (None, "all") else [int(pick)]
     st.plotly_chart(charts.latency_lines(series, {sid: f"{names.get(vid, vid)} · batch {bs}"
                                                   for sid in series for vid, bs in [split_series_id(sid)]},
-                                         charts.variant_colors([split_series_id(sid)[0] for sid in series], known=colors)),
+                                         charts.variant_colors([split_series_id(sid)[0] for sid in series], known=colors),
+                                         batches_shown=shown),
                     key="bench_live", width="stretch")
     rows = bench_view.live_rows(running_stats(series), names)
-    if rows:
+    if rows and not job.done:  # once done, the results table below has these numbers (and more)
         st.dataframe(rows, hide_index=True, width="stretch")
 
 
@@ -115,15 +124,20 @@ if last and (job is None or job.done):
     comparison = compare_benchmarks(last.summaries, baseline=last.variants[0].id if last.variants else None,
                                     precisions=precisions)
     rows = bench_view.result_rows(comparison, lnames)
-    st.dataframe(rows, hide_index=True, width="stretch", column_config=bench_view.result_columns())
+    measured = any(row["peak memory MB"] is not None for row in rows)
+    st.dataframe(rows, hide_index=True, width="stretch", column_config=bench_view.result_columns(memory=measured))
     ran_on = sorted({row["providers"] for row in rows if row["providers"]})
     st.caption(f"Throughput = {THROUGHPUT_METHOD}; speed-ups compare p50 at the same batch size, round by round "
                "(the variants ran in turn, block by block), with a 95 % interval: one that holds 1 is no clear "
-               "difference. "
+               "difference (≈). Runs and IQR: the table's column menu. "
                f"Ran on {md(' / '.join(ran_on) or '–')}.")
-    for note in bench_view.noise_lines(comparison, lnames):
-        st.warning(md(note), icon=":material/warning:")
-    for note in bench_view.slowdown_lines(comparison, {k: md(v) for k, v in lnames.items()}):
+    bold = {k: md(v) for k, v in lnames.items()}
+    for note in bench_view.winner_lines(comparison, bold):
+        st.markdown(f":material/trophy: {note}")
+    noise = bench_view.noise_note(comparison, lnames)
+    if noise:
+        st.warning(md(noise), icon=":material/warning:")
+    for note in bench_view.slowdown_lines(comparison, bold):
         st.markdown(note)
     last_colors = charts.variant_colors([v.id for v in last.variants], known=colors)  # the page's colours
     st.plotly_chart(charts.latency_panels(last.summaries, lnames, last_colors), key="bench_p50", width="stretch")

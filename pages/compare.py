@@ -3,7 +3,7 @@
 import streamlit as st
 
 from ortlab.core.text import format_bytes
-from ortlab.ui.session import actions, compare_data, model_cache, state
+from ortlab.ui.session import actions, compare_data, model_cache, resume, state
 from ortlab.ui.views import cards, charts
 from ortlab.ui.views.forms import dataclass_form
 from ortlab.api import VerdictPolicy
@@ -34,7 +34,7 @@ if include_other:
 variants = actions.variants(include_other=include_other)
 if len(variants) < 2:
     st.info("Nothing to compare yet: run a recipe (or the demo) first, or load a run from History.")
-    demo_button()
+    demo_button("compare")
     stop_page()
 
 ids = [v.id for v in variants]
@@ -50,6 +50,7 @@ c1, c2 = st.columns(2)
 ref_id = c1.selectbox("Reference", ids, key="compare.ref", format_func=lambda i: by_id[i].name)
 cand_id = c2.selectbox("Candidate", ids, key="compare.cand", format_func=lambda i: by_id[i].name)
 state.set_compare_pair(ref_id, cand_id)
+resume.remember(ref_id, cand_id)  # a reload (a new session) comes back to this pair
 state.set_ui("compare_pair_seen", (ref_id, cand_id))
 ref, cand = by_id[ref_id], by_id[cand_id]
 if ref_id == cand_id:
@@ -185,7 +186,7 @@ with tabs[1]:
 with tabs[2]:
     if ref_info and cand_info:
         sc = st.columns(2)
-        rows = [{"id": v.id, "name": v.name, "mb": i.total_bytes / 1e6} for v, i in ((ref, ref_info), (cand, cand_info))]
+        rows = [{"id": v.id, "name": v.name, "bytes": i.total_bytes} for v, i in ((ref, ref_info), (cand, cand_info))]
         sc[0].plotly_chart(charts.size_bars(rows, colors), key="compare_size", width="stretch")
         sc[1].plotly_chart(charts.initializer_bytes_bars({ref_id: ref_info.initializer_bytes,
                                                           cand_id: cand_info.initializer_bytes},

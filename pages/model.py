@@ -17,7 +17,7 @@ require_router()
 st.title(":material/deployed_code: Model")
 st.caption(actions.WHAT_ORTLAB_DOES)
 show_flash()
-demo_button()
+demo_button("model")
 recipe_job_panel("model")
 
 left, right = st.columns(2)

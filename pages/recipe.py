@@ -16,7 +16,7 @@ st.title(":material/science: Recipe")
 show_flash()
 info = require_model()
 
-demo_button()
+demo_button("recipe")
 recipe_job_panel("recipe", runs="demo")  # the demo's progress beside its button; a recipe's below "Run recipe"
 
 PRESETS = {

@@ -22,25 +22,28 @@ st.caption(f"Model **{md(state.model_label())}** · data {md(state.dataset_label
 
 task = state.job("tune")
 running = task is not None and not task.done
+# the form shows the settings of the search that runs (or ran last): never a default beside "16 s of 60 s"
+for key, value in tv.form_values(task.meta["choice"] if task is not None else tv.TuneChoice()).items():
+    (state.set_widget if running else state.ensure_widget)(key, value)
 with st.form("tune.form", border=True):
     c = st.columns(4)
     target = c[0].selectbox("Target", ("cpu", "gpu"), key="tune.target", disabled=running)
     objective = c[1].selectbox("Objective", tv.OBJECTIVES, key="tune.objective", disabled=running,
                                help="latency: the fastest accepted recipe; size: the smallest.")
-    budget = c[2].number_input("Time budget (s)", min_value=5, max_value=24 * 3600, value=300, step=30,
+    budget = c[2].number_input("Time budget (s)", min_value=5, max_value=24 * 3600, step=30,
                                key="tune.budget", disabled=running)
     policy = c[3].selectbox("Accuracy policy", tv.POLICIES, key="tune.policy", disabled=running,
                             help="verdict: the verdict policy of Compare must say OK (with this SQNR bar); "
                                  "min SQNR: every output at or above the bar, nothing else.")
     c = st.columns(4)
-    min_sqnr = c[0].number_input("Min SQNR (dB)", min_value=0.0, max_value=100.0, value=20.0, step=1.0,
+    min_sqnr = c[0].number_input("Min SQNR (dB)", min_value=0.0, max_value=100.0, step=1.0,
                                  key="tune.min_sqnr", disabled=running)
-    max_trials = c[1].number_input("Max trials (0 = budget only)", min_value=0, max_value=500, value=0,
+    max_trials = c[1].number_input("Max trials (0 = budget only)", min_value=0, max_value=500,
                                    key="tune.max_trials", disabled=running)
-    bench_s = c[2].number_input("Timing per trial (s)", min_value=0.1, max_value=30.0, value=1.0, step=0.5,
+    bench_s = c[2].number_input("Timing per trial (s)", min_value=0.1, max_value=30.0, step=0.5,
                                 key="tune.bench_s", disabled=running)
-    steps = c[3].number_input("Keep-in-float steps", min_value=0, max_value=20, value=6, key="tune.steps",
-                        disabled=running)
+    steps = c[3].number_input("Keep-in-float steps", min_value=0, max_value=20, key="tune.steps",
+                              disabled=running)
     submitted = st.form_submit_button(":material/play_arrow: Start tuning", type="primary", disabled=running)
 if submitted and not running:
     choice = tv.TuneChoice(target=target, objective=objective, budget_s=float(budget), policy=policy,
@@ -97,6 +100,8 @@ else:
             st.caption(f"{tv.plural(len(result.trials), 'trial')} in {result.seconds:.0f} s · "
                        f"policy {md(result.policy)} · {md(result.hardware)}")
         trials = list(result.trials) if result is not None else list(task.items)
-        st.plotly_chart(tv.pareto_figure(trials, task.meta["choice"].objective), key="tune_chart", width="stretch")
+        best = result.best if result is not None else None
+        st.plotly_chart(tv.pareto_figure(trials, task.meta["choice"].objective, recommended=best), key="tune_chart",
+                        width="stretch")
         if trials:
-            st.dataframe(tv.trial_rows(trials), hide_index=True, width="stretch")
+            st.dataframe(tv.trial_rows(trials), hide_index=True, width="stretch", column_config=tv.trial_columns())

@@ -57,7 +57,8 @@ def one_line(exc_or_text: BaseException | str | object) -> str:
     return text
 
 
-_UNITS = (("GB", 10**9), ("MB", 10**6), ("kB", 10**3))
+BYTE_UNITS = (("GB", 10**9), ("MB", 10**6), ("kB", 10**3))  # decimal SI, largest first
+_UNITS = BYTE_UNITS
 
 
 def format_bytes(n: float | int | None) -> str:

@@ -97,6 +97,17 @@ def slowdown_explanation(precision: str, ratio: float, baseline_p50_ms: float) -
     return "The graph changes did not pay off for this model on this machine."
 
 
+def runtime_of(summary: LatencySummary) -> str:
+    """The runtime that timed ``summary``, from the providers it records: "OpenVINO" or "ONNX Runtime"."""
+    return "OpenVINO" if any(str(p).startswith("OpenVINO") for p in summary.providers) else "ONNX Runtime"
+
+
+def runtime_explanation(runtime: str, baseline_runtime: str) -> str:
+    """Why a variant timed under another runtime than its baseline came out slower: not a graph change."""
+    return (f"It ran under {runtime} and the baseline under {baseline_runtime}: this gap is a runtime difference "
+            f"on this model and machine, not a graph change's; compare it with its own {baseline_runtime} row.")
+
+
 def noise_warnings(summary: LatencySummary, name: str | None = None) -> list[str]:
     """Why ``summary``'s numbers should not be trusted: fewer than :data:`MIN_RUNS` runs, or an interquartile
     range over :data:`MAX_SPREAD` of its p50 (a busy machine). [] when neither."""
@@ -201,6 +212,8 @@ def compare_benchmarks(summaries: Sequence[LatencySummary], baseline: str | None
         if b is None or s is b or row.speedup is None or row.speedup >= 1.0 or (row.low is not None and not row.clear):
             continue  # a "slower" variant whose interval holds 1 is not slower: no clear difference
         precision = precisions.get(s.variant, "")
-        out.slowdowns.append(Slowdown(s.variant, b.variant, s.batch_size, s.p50, b.p50, precision,
-                                      slowdown_explanation(precision, b.p50 / s.p50, b.p50)))
+        why = slowdown_explanation(precision, b.p50 / s.p50, b.p50)
+        if runtime_of(s) != runtime_of(b) and b.p50 / s.p50 <= NOISE_RATIO:
+            why = runtime_explanation(runtime_of(s), runtime_of(b))
+        out.slowdowns.append(Slowdown(s.variant, b.variant, s.batch_size, s.p50, b.p50, precision, why))
     return out

@@ -248,6 +248,30 @@ def test_benchmark_runs_and_is_stored(demo_app):
     assert [len(s.round_p50s) for s in stored[0].summaries] == [8, 8]
 
 
+def test_benchmark_results_come_in_one_table_with_one_noise_note_and_the_live_chart_draws_one_batch_size(demo_app):
+    """Issue 28: once the benchmark is done its numbers are in one table (the live table is gone), noise is said in
+    at most one warning, and the per-run chart draws the first batch size with the others in its legend."""
+    import json
+
+    at, _ = demo_app
+    at.switch_page("pages/benchmark.py").run()
+    at.text_input(key="bench.batch_sizes").set_value("1, 2").run()
+    at.number_input(key="bench.duration_s").set_value(0.0).run()
+    at.number_input(key="bench.runs").set_value(12)
+    at.number_input(key="bench.warmup").set_value(1)
+    at.toggle(key="bench.memory").set_value(False)
+    at.button(key="bench.run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.dataframe) == 1 and len(at.dataframe[0].value) == 4  # 2 variants × 2 batch sizes, once
+    assert len(at.warning) <= 1, [w.value for w in at.warning]
+    live = next(c for c in at.get("plotly_chart") if "bench_live" in c.proto.id)
+    traces = json.loads(live.proto.spec)["data"]
+    drawn = {t["legendgroup"] for t in traces if t.get("visible", True) is True}
+    hidden = {t["legendgroup"] for t in traces if t.get("visible") == "legendonly"}
+    assert drawn and all(g.endswith("@1") for g in drawn) and hidden and all(g.endswith("@2") for g in hidden)
+    at.text_input(key="bench.batch_sizes").set_value("1").run()  # the tests after this one time batch 1 only
+
+
 def test_benchmark_times_under_openvino_beside_onnx_runtime(demo_app, monkeypatch):
     at, home = demo_app
     from ortlab import api
@@ -520,13 +544,18 @@ def test_upload_of_an_unknown_model_starts_without_data_and_without_the_demo(hom
     at.file_uploader(key="model_upload").set_value(("mine.onnx", data, "")).run()
     assert not at.exception
     assert any("has no data yet" in m.value for m in at.info), [m.value for m in at.info]
-    assert at.button(key="demo_run").disabled and any("bundled samples" in c.value for c in at.caption)
+    # no grey demo button that offers nothing: a note with the next steps, none of them the page it is on
+    assert not [b for b in at.button if b.key == "demo_run"]
+    assert any("bundled samples" in c.value and "on the Data page" in c.value and "on the Recipe page" in c.value
+               for c in at.caption), [c.value for c in at.caption]
     assert "**Data** · no data" in sidebar_text(at)
     at.switch_page("pages/data.py").run()
     assert not at.exception and not at.success  # nothing is said to fit: there is no data yet
     assert any("No data selected yet" in m.value for m in at.info)
     at.switch_page("pages/recipe.py").run()
     assert not at.dataframe  # no runs of this model
+    notes = [c.value for c in at.caption if "bundled samples" in c.value]
+    assert notes and all("Recipe page" not in n and "run a recipe here" in n for n in notes), notes
     at.switch_page("pages/model.py").run()
     at.selectbox(key="sample_select").set_value("digits_cnn").run()
     assert "digits_cnn: calibration" in sidebar_text(at)
@@ -777,3 +806,62 @@ def test_open_dims_are_labelled_by_input_and_axis_with_suggested_sizes(home, tmp
     assert "p2o.DynamicDimension" not in fields["input x, axis 1 (channels)"].help  # the model fixes it: no name
     assert height.value is None and height.proto.placeholder == "e.g. 224, 320, 640"
     assert any("axis 2 (height): e.g. 224, 320, 640" in w.value for w in at.warning), [w.value for w in at.warning]
+
+
+def test_a_fresh_session_opens_compare_on_the_latest_run_and_a_reload_keeps_the_pair(demo_app):
+    """Issue 28: a new browser session (a reload is one) over a workspace with runs shows the newest run on Compare,
+    not "Nothing to compare yet"; the pair viewed last on Compare is kept in the workspace, so a reload returns."""
+    import dataclasses
+    import shutil
+
+    from ortlab.runs.artifact import Artifact
+    from ortlab.runs.history import History
+
+    _, home = demo_app
+    history = History(home / "history.sqlite")
+    first = history.list()[-1]
+    assert isinstance(first, Artifact)
+    # a second run (a copy of the demo's files): the newest
+    folder = Path(first.model_path).parent
+    copy = folder.with_name(folder.name + "-copy")
+    shutil.copytree(folder, copy)
+    newest = history.add(dataclasses.replace(first, run_id=None, model_path=copy / Path(first.model_path).name))
+    (home / "compare_pair.json").unlink(missing_ok=True)  # the demo session's own pair: not this test's
+    fresh = new_app()
+    fresh.switch_page("pages/compare.py").run()
+    assert not fresh.exception, [e.value for e in fresh.exception]
+    assert not any("Nothing to compare yet" in i.value for i in fresh.info)
+    assert fresh.selectbox(key="compare.cand").value == f"run{newest}"
+    assert fresh.selectbox(key="compare.ref").value == "original"
+    assert "Artifacts** · 1" in sidebar_text(fresh)
+    # another pair viewed there: a reload (a new session) opens that pair
+    fresh.switch_page("pages/history.py").run()
+    fresh.selectbox(key="history.run").set_value(first.run_id).run()
+    fresh.button(key="history.load").click().run()  # the older run joins the session: Compare offers both
+    at = fresh
+    at.switch_page("pages/compare.py").run()
+    ids = at.selectbox(key="compare.ref").options
+    at.selectbox(key="compare.ref").set_value(f"run{newest}").run()
+    at.selectbox(key="compare.cand").set_value(f"run{first.run_id}").run()
+    assert not at.exception, [e.value for e in at.exception]
+    reload = new_app()
+    reload.switch_page("pages/compare.py").run()
+    assert not reload.exception, [e.value for e in reload.exception]
+    assert (reload.selectbox(key="compare.ref").value, reload.selectbox(key="compare.cand").value) == \
+        (f"run{newest}", f"run{first.run_id}"), ids
+    history.delete(newest)
+    shutil.rmtree(copy)
+    (home / "compare_pair.json").unlink(missing_ok=True)
+
+
+def test_a_preset_picked_on_the_data_page_is_applied(home):
+    """Issue 28: picking a preset applied the sample's name as the preset (an error on a sample, nothing on an
+    upload): the form now shows the preset's values, e.g. ImageNet's centre crop and mean/std."""
+    at = new_app()
+    at.switch_page("pages/data.py").run()
+    at.selectbox(key="data.preset").set_value("imagenet").run()
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    widgets = {w.key: w.value for kind in ("selectbox", "radio", "text_input", "segmented_control")
+               for w in at.get(kind) if getattr(w, "key", None)}
+    assert widgets["pre.resize_mode"].value == "center_crop" and widgets["pre.scale"].value == "0-1"
+    assert widgets["pre.channel_order"].value == "RGB"

@@ -162,6 +162,62 @@ def test_tune_page_fills_the_pareto_chart_and_recommends(app):
     assert not at.number_input(key="tune.budget").disabled
 
 
+class _RunningSearch:
+    """A search still running, as the page sees it (the real one runs synchronously under tests)."""
+
+    def __init__(self, choice):
+        self.meta = {"choice": choice, "model": "m"}
+        self.items: list = []
+        self.done = self.cancelled = False
+        self.elapsed = 16.0
+        self.state = "running"
+
+    def drain(self):
+        return []
+
+
+def test_the_tune_form_shows_the_running_searchs_settings_and_keeps_them_afterwards(app):
+    """Issue 28: while a search of 60 s runs, the greyed form says 60, not the default 300 (a widget redrawn
+    disabled can lose its value); afterwards it keeps the settings of the search that ran."""
+    at = app
+    at.switch_page("pages/tune.py").run()
+    _ok(at)
+    choice = tv.TuneChoice(objective="size", budget_s=60.0, min_sqnr_db=25.0, max_trials=3, bench_s=0.5,
+                           exclusion_steps=2)
+    at.session_state["tune.budget"] = 300  # what the form showed in the browser: the default again
+    at.session_state["ortlab.job.tune"] = _RunningSearch(choice)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    budget = at.number_input(key="tune.budget")
+    assert budget.disabled and budget.value == 60
+    assert at.selectbox(key="tune.objective").value == "size"
+    assert (at.number_input(key="tune.min_sqnr").value, at.number_input(key="tune.max_trials").value,
+            at.number_input(key="tune.bench_s").value, at.number_input(key="tune.steps").value) == (25.0, 3, 0.5, 2)
+    assert any("16 s of 60 s" in str(p.proto) for p in at.get("progress"))
+    task = at.session_state["ortlab.job.tune"]
+    task.done, task.state, task.result, task.error = True, "failed", None, None
+    at.run()
+    assert not at.number_input(key="tune.budget").disabled and at.number_input(key="tune.budget").value == 60
+
+
+def test_the_pareto_chart_rings_the_recommended_trial_and_draws_circles_over_stars():
+    import plotly.io as pio
+
+    a, b, c = _trial(1, 1.8, 30.0), _trial(2, 1.8, 30.0), _trial(3, 1.2, 35.0)
+    a.pareto, a.status, b.pareto, b.status, c.pareto, c.status = True, "done", False, "done", True, "done"
+    fig = tv.pareto_figure([a, b, c], "latency", recommended=a)
+    names = [t.name for t in fig.data]
+    assert names == ["Pareto front", "other trials", "recommended: trial 1"]  # circles drawn after the stars
+    ring = fig.data[2]
+    assert (round(ring.x[0], 6), ring.y[0]) == (1.8, 30.0) and ring.marker.symbol == "circle-open"
+    assert all("trial %{customdata[1]}" in t.hovertemplate for t in fig.data)
+    assert "recommended" not in " ".join(str(t.name) for t in tv.pareto_figure([a, b, c], "latency").data)
+    pio.to_json(fig)  # a valid figure
+    cols = tv.trial_columns()
+    shown = [c for c in cols.values() if c is not None and not c.get("hidden")]
+    assert sum(c["width"] for c in shown) <= 820 and set(cols) == set(tv.trial_rows([a])[0])
+
+
 def _trial(index: int, speedup: float, sqnr: float, accepted: bool = True) -> Trial:
     return Trial(index=index, label=f"int8 static #{index}", stage="search", recipe=Recipe(), accepted=accepted,
                  verdict="ok" if accepted else "broken", sqnr_db=sqnr, relative_latency=1.0 / speedup,

@@ -119,3 +119,106 @@ def test_live_latency_chart_is_log_scale_with_a_median_per_series_and_capped_mar
     assert len(big_markers.x) <= charts.LIVE_POINT_CAP and big_markers.x[-1] == 10_000
     assert big_markers.marker.opacity < 0.5 and big_markers.meta["runs"] == 10_000
     assert max(by_group["original@1"].y) < 0.3  # the spike is among the raw runs, not in the median
+
+
+def _timed(variant, batch, p50, *, n=40, spread=0.05, providers=("CPUExecutionProvider",), low=None, high=None):
+    from dataclasses import replace
+
+    s = LatencySummary(variant, batch, n, p50, p50 * 1.1, p50 * 1.2, p50, 0.0, p50 * 0.95, p50 * 1.05,
+                       batch * 1000 / p50, None, list(providers))
+    return replace(s, p25=p50 * (1 - spread / 2), p75=p50 * (1 + spread / 2))
+
+
+def test_the_results_area_says_noise_once_names_the_winner_and_fits_the_main_column():
+    """Issue 28: one compact noise note instead of one paragraph per row; the clearly fastest row gets a sentence;
+    the table's shown columns fit the main column at 1280 px (about 820 px)."""
+    from ortlab.timing.compare import ComparisonRow, BenchComparison
+
+    noisy = [_timed("original", 1, 0.59, spread=0.8), _timed("run1", 1, 0.42, spread=0.6, n=7),
+             _timed("original", 8, 38.0, spread=1.0), _timed("run1", 8, 36.0, spread=0.4)]
+    comparison = BenchComparison("original", [ComparisonRow(noisy[0], 1.0),
+                                              ComparisonRow(noisy[1], 1.4, 1.3, 1.5, paired=True),
+                                              ComparisonRow(noisy[2], 1.0),
+                                              ComparisonRow(noisy[3], 1.05, 0.9, 1.2, paired=True)])
+    names = {"original": "original", "run1": "#1 int8"}
+    note = bench_view.noise_note(comparison, names)
+    assert note is not None and note.startswith("Noisy timing: 4 of 4 rows spread over 20% of their p50 "
+                                                "(widest: original at batch 8, 100%); 1 of 4 rows had fewer "
+                                                "than 10 runs."), note
+    assert bench_view.noise_note(BenchComparison("original", [ComparisonRow(_timed("original", 1, 1.0), 1.0)]),
+                                 names) is None
+    # the clear winner at batch 1 gets its sentence; at batch 8 the interval holds 1: no winner
+    assert bench_view.winner_lines(comparison, names) == [
+        "**#1 int8** is the fastest at batch 1: 1.40× as fast as **original** (95 % interval 1.30–1.50×): p50 0.420 ms vs "
+        "0.590 ms."]
+    rows = bench_view.result_rows(comparison, names)
+    assert [r["speedup (p50)"] for r in rows] == ["baseline", "1.40× (1.30–1.50)", "baseline", "≈ 1.05× (0.90–1.20)"]
+    for memory in (False, True):
+        cols = bench_view.result_columns(memory=memory)
+        shown = {k: c for k, c in cols.items() if c is not None and not c.get("hidden")}
+        assert sum(c["width"] for c in shown.values()) <= 820, shown
+        assert {"variant", "p50 ms", "p50 95% interval", "speedup (p50)"} <= set(shown)
+        assert ("peak memory MB" in shown) == memory
+        assert cols["variant"]["width"] >= 290  # "#1 int8 static QDQ · cpu · extended · OpenVINO" whole
+
+
+def test_the_live_chart_draws_one_batch_size_and_keeps_the_others_in_the_legend():
+    colors = charts.variant_colors(["original", "run1"])
+    series = {f"{v}@{b}": [1.0, 1.1] for v in ("original", "run1", "original · OpenVINO", "run1 · OpenVINO")
+              for b in (1, 8)}
+    fig = charts.latency_lines(series, {}, colors, batches_shown=[1])
+    drawn = {t.legendgroup for t in fig.data if t.visible in (None, True)}
+    legend_only = {t.legendgroup for t in fig.data if t.visible == "legendonly"}
+    assert drawn == {sid for sid in series if sid.endswith("@1")} and legend_only == set(series) - drawn
+    assert all(t.visible in (None, True) for t in charts.latency_lines(series, {}, colors).data)
+
+
+def test_a_stage_bar_does_not_say_its_title_twice():
+    from ortlab.runs.pipeline import stage_labels
+    from ortlab.ui.jobs.progress_view import stage_text
+
+    labels = stage_labels()
+    assert stage_text(labels["bias_correction"], " 10/10", "bias correction 10/10") == "Bias correction 10/10"
+    assert stage_text(labels["validate"], "", "Checking the recipe, the model and the data") == labels["validate"]
+    assert stage_text("Calibrate", " 3/8", "batch 3 of 8 (24 images)") == "Calibrate 3/8 — batch 3 of 8 (24 images)"
+    assert stage_text("Quantize", "", None) == "Quantize"
+
+
+def test_no_change_in_accuracy_is_a_grey_card_delta_without_an_arrow():
+    from streamlit.testing.v1 import AppTest
+
+    from ortlab.ui.views.cards import signed_delta
+
+    assert [signed_delta(v, "pts") for v in (0.0, -0.04, 0.04, 1.26, -2.0)] == \
+        ["±0.0 pts", "±0.0 pts", "±0.0 pts", "+1.3 pts", "-2.0 pts"]
+
+    def page():
+        from ortlab.ui.views.cards import metric_row, signed_delta
+
+        metric_row([("Top-1 same", "97.5%", signed_delta(0.0, "pts"), None),
+                    ("Top-1 better", "98.5%", signed_delta(1.0, "pts"), None)])
+
+    at = AppTest.from_function(page).run()
+    from streamlit.proto.Metric_pb2 import Metric
+
+    same, better = at.metric
+    assert (same.proto.color, same.proto.direction) == (Metric.MetricColor.GRAY, Metric.MetricDirection.NONE)
+    assert (better.proto.color, better.proto.direction) == (Metric.MetricColor.GREEN, Metric.MetricDirection.UP)
+
+
+@pytest.mark.parametrize("key", ["history.delete_yes", "history.stored.yes.model-abc123"])
+def test_the_delete_confirmations_are_styled_red(key):
+    """Streamlit marks a widget's container with the class ``st-key-<key>`` (characters outside [A-Za-z0-9_-] as
+    "-"); the shared CSS colours the "Yes, delete" buttons' containers red."""
+    import re
+
+    from ortlab.ui.session.sidebar import CSS
+
+    cls = "st-key-" + re.sub(r"[^A-Za-z0-9_-]", "-", key)
+    css = re.sub(r"/\*.*?\*/", "", CSS, flags=re.S)
+    red = [rule for rule in re.findall(r"([^{}]+)\{([^}]*)\}", css) if "#b3261e" in rule[1]]
+    assert red, CSS
+    selectors = [s.strip() for sel, _ in red for s in sel.split(",")]
+    matched = [s for s in selectors if s.startswith(f".{cls} ")
+               or any(cls.startswith(p) for p in re.findall(r'\[class\*="([^"]+)"\]', s))]
+    assert matched, (cls, selectors)

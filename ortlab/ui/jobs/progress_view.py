@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
 from ortlab.api import Level, stage_labels
@@ -13,6 +15,19 @@ from ortlab.ui.jobs.status import CANCELLED, DONE, FAILED, Handle
 # a recipe's stages are labelled by the engine (ortlab.runs.pipeline); a benchmark job's here
 STAGE_TITLES = {"queued": "Waiting for the benchmark slot", **stage_labels(), "bench": "Benchmark",
                 "memory": "Peak memory", "speed": "Speed against the source"}
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:4] for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 3}
+
+
+def stage_text(title: str, count: str, message: str | None) -> str:
+    """A stage bar's text: its title, its n/N and the event's message, unless the message only says the title
+    again ("Bias correction 10/10 — bias correction 10/10", "Check recipe — Checking the recipe…")."""
+    text = f"{title}{count}"
+    if not message or _stems(message) <= _stems(title):
+        return text
+    return f"{text} — {message}"
 
 
 def draw_stages(job: Handle) -> None:
@@ -29,8 +44,7 @@ def draw_stages(job: Handle) -> None:
         frac = ev.fraction or 0.0
         count = f" {ev.done}/{ev.total}" if ev.total and ev.total > 1 else ""
         mark = ":material/check_circle:" if frac >= 1.0 else ":material/hourglass_top:"
-        text = f"{mark} {STAGE_TITLES.get(stage, stage)}{count}"
-        st.progress(frac, text=f"{text} — {ev.message}" if ev.message else text)
+        st.progress(frac, text=f"{mark} {stage_text(STAGE_TITLES.get(stage, stage), count, ev.message)}")
 
 
 def recipe_running() -> bool:
@@ -39,19 +53,26 @@ def recipe_running() -> bool:
     return job is not None and not job.done
 
 
-DEMO_ONLY_SAMPLES = ("The demo runs on the bundled samples, with their own images. For this model, choose its "
-                     "data on the Data page and run a recipe on the Recipe page.")
+DEMO_ONLY_SAMPLES = "The demo runs on the bundled samples, with their own images."
+NEXT_STEPS = {"data": "choose its data on the Data page", "recipe": "run a recipe on the Recipe page"}
 
 
-def demo_button() -> None:
+def demo_note(here: str | None) -> str:
+    """What the demo is and, for a model that is not a bundled sample, the next steps, without sending the user
+    to the page ``here`` ("model", "recipe", "compare") they are on."""
+    steps = [text if page != here else "run a recipe here" for page, text in NEXT_STEPS.items()]
+    return f"{DEMO_ONLY_SAMPLES} For this model, {' and '.join(steps)}."
+
+
+def demo_button(here: str | None = None) -> None:
     """The one primary button that runs the demo recipe on the current bundled sample (with the sample's own
-    data) and lands on Compare; for other models it is disabled and says why."""
+    data) and lands on Compare; for other models no button (a grey one would offer nothing), a note with the
+    next steps instead. ``here``: the page it is drawn on."""
     with engine_errors("Looking up the bundled sample"):
         sample = actions.demo_sample()
     if sample is None:
-        st.button(actions.DEMO_LABEL, key="demo_run", type="primary", disabled=True, help=DEMO_ONLY_SAMPLES)
         if state.model_info() is not None:
-            st.caption(DEMO_ONLY_SAMPLES)
+            st.caption(demo_note(here))
         return
     if st.button(actions.DEMO_LABEL, key="demo_run", type="primary", disabled=recipe_running(),
                  help="Quantize the sample to int8 (static, QDQ, calibrated on the sample's images), apply graph "

@@ -570,8 +570,8 @@ def preprocess_explained(info, cfg: PreprocessConfig) -> api.ResolvedPreprocess 
 def apply_preset(info, name: str | None) -> PreprocessConfig | None:
     """Choose a preprocessing preset (None: none) and make its preprocessing the current one."""
     state.set_ui("preprocess_preset", name)
-    name = state.sample_name()
-    sample = api.get_sample(name) if name else None
+    sample_name = state.sample_name()
+    sample = api.get_sample(sample_name) if sample_name else None
     current = state.preprocess()
     keep = {"size": current.size} if current is not None and state.ui("preprocess_size_confirmed") else None
     resolved = api.explain_preprocess(info, sample, overrides=keep, preset=name)

@@ -6,7 +6,7 @@ import os
 
 import streamlit as st
 
-from ortlab.ui.session import actions, auth, state
+from ortlab.ui.session import actions, auth, resume, state
 from ortlab.core.text import format_bytes
 from ortlab.ui.session.guard import engine_errors
 from ortlab.ui.session.inert import md
@@ -23,6 +23,11 @@ CSS = """
 [data-testid="stMetricLabel"] p { font-size: 1.05rem; }
 [data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * {
     white-space: normal !important; overflow: visible !important; text-overflow: clip !important; }
+/* a button that deletes for good is red, not the theme's blue: History's "Yes, delete" confirmations */
+.st-key-history-delete_yes button, [class*="st-key-history-stored-yes-"] button {
+    background-color: #b3261e !important; border-color: #b3261e !important; color: #fff !important; }
+.st-key-history-delete_yes button:hover, [class*="st-key-history-stored-yes-"] button:hover {
+    background-color: #8c1d18 !important; border-color: #8c1d18 !important; }
 /* the first view on a laptop screen: less empty space above the title */
 [data-testid="stMainBlockContainer"] { padding-top: 2.2rem; }
 </style>
@@ -67,8 +72,12 @@ def prepare():
     """Before a page runs: shared CSS, the first-open defaults (default sample, its data), and the sidebar's
     slot (returned; filled by :func:`draw` after the page)."""
     st.markdown(CSS, unsafe_allow_html=True)
+    fresh = not state.initialized()
     with engine_errors("Opening the default sample"):
         actions.ensure_defaults()
+    if fresh:  # a new browser session (or a reload): back to the last Compare pair, else the newest run
+        with engine_errors("Opening the latest run"):
+            resume.resume()
     return st.sidebar.container()
 
 

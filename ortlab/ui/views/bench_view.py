@@ -3,41 +3,60 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ortlab.api import THROUGHPUT_METHOD
-from ortlab.api import noise_warnings
 from ortlab.api import BenchComparison, LatencyStats
+from ortlab.api import BENCH_MAX_SPREAD as MAX_SPREAD, BENCH_MIN_RUNS as MIN_RUNS
 
 THROUGHPUT_COLUMN = "samples/s (batch÷p50)"
 
 
-def result_columns() -> dict:
-    """``st.dataframe`` column configs of :func:`result_rows`: widths that fit the values at 1280 px and what
-    each number means."""
+def result_columns(memory: bool = False) -> dict:
+    """``st.dataframe`` column configs of :func:`result_rows`: widths that together fit the main column at 1280 px
+    (about 820 px, so nothing is cut at the right) and what each number means. Runs, the IQR and (with peak
+    memory) the p90 start hidden: the table's column menu shows them; the noise note names the spread."""
     import streamlit as st
 
     num, text = st.column_config.NumberColumn, st.column_config.TextColumn
-    # pixel widths: together about 760 px, the main column's width at 1280 px, with room for a variant's name
+
+    def hidden(config: Mapping[str, object]) -> dict[str, object]:
+        return {**config, "hidden": True}
+
     return {
-        "variant": text("variant", width=250, help="Full name on hover."),
-        "batch": num("batch", width=50), "runs": num("runs", width=55, format="%d"),
-        "p50 ms": num("p50 ms", width=65, help="Median latency of one run (ms)."),
+        "variant": text("variant", width=290, pinned=True, help="Full name on hover."),
+        "batch": num("batch", width=45), "runs": hidden(num("runs", width=55, format="%d")),
+        "p50 ms": num("p50 ms", width=60, help="Median latency of one run (ms)."),
         "p50 95% interval": text("p50 95%", width=95, help="95 % interval of the p50 (ms): where the median "
                                                             "would land again on a machine this busy."),
-        "IQR ms": text("IQR ms", width=95, help="Interquartile range p25–p75 (ms): the spread of one run's latency. "
-                                               "Over 20 % of the p50 is flagged as noisy."),
-        "p90 ms": num("p90 ms", width=65), "p99 ms": num("p99 ms", width=65),
-        THROUGHPUT_COLUMN: num("samples/s", width=75, format="%.0f",
+        "IQR ms": hidden(text("IQR ms", width=95, help="Interquartile range p25–p75 (ms): the spread of one run's "
+                                                        "latency. Over 20 % of the p50 is flagged as noisy.")),
+        "p90 ms": hidden(num("p90 ms", width=60)) if memory else num("p90 ms", width=60),
+        "p99 ms": num("p99 ms", width=60),
+        THROUGHPUT_COLUMN: num("samples/s", width=70, format="%.0f",
                                help=f"Samples per second = {THROUGHPUT_METHOD} (the median, so one outlier "
                                     "cannot flip which variant is faster)."),
-        "speedup (p50)": text("speedup", width=170, help="Baseline p50 ÷ this p50 at the same batch size: the "
+        "speedup (p50)": text("speedup", width=130, help="Baseline p50 ÷ this p50 at the same batch size: the "
                                                          "median over rounds in which the variants ran in turn, "
-                                                         "with its 95 % interval; an interval that holds 1 is "
-                                                         "no clear difference."),
-        "peak memory MB": num("peak MB", width=65, format="%.0f",
-                              help="Peak resident memory of the process that timed it (MB)."),
+                                                         "with its 95 % interval; ≈: the interval holds 1, no "
+                                                         "clear difference."),
+        "peak memory MB": num("peak MB", width=60, format="%.0f",
+                              help="Peak resident memory of the process that timed it (MB).")
+        if memory else hidden(num("peak MB", width=60)),
         "providers": None,  # said once under the table (the same for every row on one machine)
     }
+
+
+def speedup_cell(row, is_baseline: bool) -> str:
+    """The table's short speed-up: "baseline", "2.14× (2.01–2.30)", "≈ 1.02× (0.95–1.10)" when the interval holds
+    1 (no clear difference), a bare "1.30×" for a benchmark stored without intervals, or "–"."""
+    if is_baseline:
+        return "baseline"
+    if row.speedup is None:
+        return "–"
+    if row.low is None or row.high is None:
+        return f"{row.speedup:.2f}×"
+    return f"{'' if row.clear else '≈ '}{row.speedup:.2f}× ({row.low:.2f}–{row.high:.2f})"
 
 
 def live_rows(stats: Sequence[LatencyStats], names: Mapping[str, str]) -> list[dict]:
@@ -60,7 +79,7 @@ def result_rows(comparison: BenchComparison, names: Mapping[str, str]) -> list[d
                      "p50 ms": round(s.p50, 3), "p50 95% interval": interval_text(s.p50_low, s.p50_high),
                      "IQR ms": interval_text(s.p25, s.p75), "p90 ms": round(s.p90, 3), "p99 ms": round(s.p99, 3),
                      THROUGHPUT_COLUMN: round(s.throughput_per_s, 1),
-                     "speedup (p50)": r.speedup_text(is_baseline=s.variant == comparison.baseline),
+                     "speedup (p50)": speedup_cell(r, is_baseline=s.variant == comparison.baseline),
                      "peak memory MB": None if s.peak_rss_mb is None else round(s.peak_rss_mb, 1),
                      "providers": ", ".join(p.replace("ExecutionProvider", "") for p in s.providers)})
     return rows
@@ -72,10 +91,42 @@ def slowdown_lines(comparison: BenchComparison, names: Mapping[str, str]) -> lis
             for d in comparison.slowdowns]
 
 
-def noise_lines(comparison: BenchComparison, names: Mapping[str, str]) -> list[str]:
-    """The engine's noise warnings (too few runs, a wide spread) with the variants' names (plain text)."""
-    out = []
+def noise_note(comparison: BenchComparison, names: Mapping[str, str]) -> str | None:
+    """One short warning for the whole table (plain text), or None: how many rows had too few runs or a spread
+    over :data:`MAX_SPREAD` of their p50 (the widest named), instead of a paragraph per row."""
+    rows = comparison.rows
+    few = [r.summary for r in rows if r.summary.n < MIN_RUNS]
+    wide = [r.summary for r in rows if r.summary.spread is not None and r.summary.spread > MAX_SPREAD]
+    if not few and not wide:
+        return None
+    parts = []
+    if wide:
+        worst = max(wide, key=lambda x: x.spread or 0.0)
+        parts.append(f"{len(wide)} of {len(rows)} rows spread over {MAX_SPREAD:.0%} of their p50 (widest: "
+                     f"{names.get(worst.variant, worst.variant)} at batch {worst.batch_size}, "
+                     f"{worst.spread or 0.0:.0%})")
+    if few:
+        parts.append(f"{len(few)} of {len(rows)} rows had fewer than {MIN_RUNS} runs")
+    return ("Noisy timing: " + "; ".join(parts) + ". The machine was busy: repeat on a quieter one (or time "
+            "longer) before trusting a difference; the IQR column (table menu) has each row's spread.")
+
+
+def winner_lines(comparison: BenchComparison, names: Mapping[str, str]) -> list[str]:
+    """Per batch size, the variant clearly fastest against the baseline (its interval above 1), in a sentence with
+    its name in bold (Markdown); none where no variant is clearly faster."""
+    best: dict[int, Any] = {}
     for r in comparison.rows:
-        name = names.get(r.summary.variant, r.summary.variant)
-        out += noise_warnings(r.summary, name)
+        s = r.summary
+        if s.variant == comparison.baseline or r.speedup is None or not r.clear or r.speedup <= 1.0:
+            continue
+        if s.batch_size not in best or r.speedup > best[s.batch_size].speedup:
+            best[s.batch_size] = r
+    base = {r.summary.batch_size: r.summary for r in comparison.rows if r.summary.variant == comparison.baseline}
+    out = []
+    for batch, r in sorted(best.items()):
+        s, b = r.summary, base.get(batch)
+        vs = f": p50 {s.p50:.3f} ms vs {b.p50:.3f} ms" if b is not None else ""
+        out.append(f"**{names.get(s.variant, s.variant)}** is the fastest at batch {batch}: {r.speedup:.2f}× as fast as "
+                   f"**{names.get(comparison.baseline, comparison.baseline)}** (95 % interval {r.low:.2f}–"
+                   f"{r.high:.2f}×){vs}.")
     return out

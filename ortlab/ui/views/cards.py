@@ -68,14 +68,25 @@ CARDS_PER_ROW = 4
 
 def metric_row(items: list[tuple]) -> None:
     """One row of bordered metric cards: (label, value, delta, help[, delta_color]); delta_color "inverse"
-    makes a decrease green (sizes, latency), "off" makes it grey."""
+    makes a decrease green (sizes, latency), "off" makes it grey. A delta of no change (written "±…", see
+    :func:`signed_delta`) is grey and has no arrow."""
     cols = st.columns(len(items))
     for col, item in zip(cols, items):
         label, value, delta, help_ = item[:4]
         color: DeltaColor = item[4] if len(item) > 4 else "normal"
+        unchanged = delta is not None and str(delta).startswith("±")
         if len(str(value)) > LONG_VALUE:  # wraps on a narrow card; the hover says it in one piece
             help_ = f"{md(value)}" + (f" — {help_}" if help_ else "")
-        col.metric(label, value, delta=delta, help=help_, border=True, delta_color=color)
+        col.metric(label, value, delta=delta, help=help_, border=True, delta_color="off" if unchanged else color,
+                   delta_arrow="off" if unchanged else "auto")
+
+
+def signed_delta(value: float, unit: str, digits: int = 1) -> str:
+    """``+1.2 pts`` / ``-0.4 pts``, or ``±0.0 pts`` when it rounds to zero (a card draws that grey, no arrow)."""
+    text = f"{abs(value):.{digits}f}"
+    if float(text) == 0.0:
+        return f"±{text} {unit}"
+    return f"{value:+.{digits}f} {unit}"
 
 
 def model_cards(info) -> None:
@@ -145,7 +156,7 @@ def eval_cards(ev: EvalReport, ref_name: str, cand_name: str, verdict: Verdict |
     if ev.top1_accuracy_ref is not None:
         a, b = ev.top1_accuracy_ref, ev.top1_accuracy_cand
         items.append((f"Top-1 {ref_name}", pct(a), None, "Accuracy against the labels."))
-        items.append((f"Top-1 {cand_name}", pct(b), None if b is None else f"{100 * (b - a):+.1f} pts",
+        items.append((f"Top-1 {cand_name}", pct(b), None if b is None else signed_delta(100 * (b - a), "pts"),
                       "Accuracy against the labels; delta vs the reference."))
     if ev.top1_agreement is not None:
         items.append(("Top-1 agreement", pct(ev.top1_agreement), None,

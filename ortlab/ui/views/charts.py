@@ -8,6 +8,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from ortlab.core.text import BYTE_UNITS, format_bytes
+
 # Okabe-Ito (colour-blind safe). The original model is always the first colour.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#8C6D31", "#000000"]
 DOMAIN_COLORS = {"ai.onnx": "#0072B2", "com.microsoft": "#D55E00", "com.microsoft.nchwc": "#CC79A7"}
@@ -118,24 +120,37 @@ def op_counts_grouped(deltas: list[dict], names: tuple[str, str], colors: tuple[
     return fig
 
 
-def size_bars(rows: list[dict], colors: dict[str, str], title: str = "File size (MB)") -> go.Figure:
-    """One bar per variant: rows are {"id", "name", "mb"}."""
-    fig = go.Figure(go.Bar(x=[plain(r["name"]) for r in rows], y=[r["mb"] for r in rows],
+def byte_unit(largest: float) -> tuple[str, float]:
+    """The unit (name, bytes) :func:`ortlab.core.text.format_bytes` writes ``largest`` in, so that a chart's axis
+    speaks the same unit as the cards beside it."""
+    for unit, size in ((u, float(z)) for u, z in BYTE_UNITS):
+        if abs(largest) >= size:
+            return unit, size
+    return "B", 1.0
+
+
+def size_bars(rows: list[dict], colors: dict[str, str], title: str = "File size") -> go.Figure:
+    """One bar per variant: rows are {"id", "name", "bytes"} (or "mb"); the axis in the unit the size cards use
+    (kB for a small model, MB for a large one), each bar labelled as the cards write it."""
+    sizes = [float(r["bytes"]) if "bytes" in r else float(r["mb"]) * 1e6 for r in rows]
+    unit, scale = byte_unit(max(sizes, default=0.0))
+    fig = go.Figure(go.Bar(x=[plain(r["name"]) for r in rows], y=[b / scale for b in sizes],
                            marker_color=[colors.get(r["id"], PALETTE[0]) for r in rows],
-                           text=[f"{r['mb']:.3f}" for r in rows], textposition="auto"))
-    return style(fig, title, height=360)
+                           text=[format_bytes(b) for b in sizes], textposition="auto"))
+    return style(fig, f"{title} ({unit})", height=360)
 
 
 def initializer_bytes_bars(by_variant: dict[str, dict[str, int]], names: dict[str, str], colors: dict[str, str],
-                           title: str = "Weights by dtype (kB)") -> go.Figure:
-    """Grouped bars: initializer bytes per dtype for each variant."""
+                           title: str = "Weights by dtype") -> go.Figure:
+    """Grouped bars: initializer bytes per dtype for each variant, in the unit of the largest (as the cards)."""
     dtypes = sorted({d for v in by_variant.values() for d in v})
+    unit, scale = byte_unit(max((b for v in by_variant.values() for b in v.values()), default=0))
     fig = go.Figure()
     for vid, per in by_variant.items():
-        fig.add_bar(x=[plain(d) for d in dtypes], y=[per.get(d, 0) / 1e3 for d in dtypes], name=plain(names.get(vid, vid)),
-                    marker_color=colors.get(vid, PALETTE[0]))
+        fig.add_bar(x=[plain(d) for d in dtypes], y=[per.get(d, 0) / scale for d in dtypes],
+                    name=plain(names.get(vid, vid)), marker_color=colors.get(vid, PALETTE[0]))
     fig.update_layout(barmode="group")
-    return style(fig, title, height=360)
+    return style(fig, f"{title} ({unit})", height=360)
 
 
 def per_class_bars(per_class: list[dict], names: tuple[str, str], colors: tuple[str, str],
@@ -182,17 +197,20 @@ def rolling_median(values: Sequence[float] | np.ndarray, window: int = MEDIAN_WI
 
 def latency_lines(series: dict[str, list[float]], names: dict[str, str], colors: dict[str, str],
                   title: str | None = None, *, cap: int = LIVE_POINT_CAP,
-                  window: int = MEDIAN_WINDOW) -> go.Figure:
+                  window: int = MEDIAN_WINDOW, batches_shown: Iterable[int] | None = None) -> go.Figure:
     """Per series (``variant@batch``): faint markers of the raw runs (at most ``cap``, the newest always
     included) and a bold rolling median of ``window`` runs, in the variant's colour with one dash per batch
     size (a series under OpenVINO: diamonds on its line and for its runs), on a log y axis so that rare spikes
-    do not flatten everything else. x is the run number."""
+    do not flatten everything else. x is the run number. With ``batches_shown``, the series of other batch sizes
+    are only in the legend (a click there draws them): a few lines to read instead of a tangle of all of them."""
     fig = go.Figure()
     batches = sorted({int(sid.partition("@")[2] or 1) for sid in series})
+    shown = None if batches_shown is None else {int(b) for b in batches_shown}
     for sid, values in series.items():
         if not len(values):
             continue
         vid, _, bs = sid.partition("@")
+        visible = True if shown is None or int(bs or 1) in shown else "legendonly"
         color = colors.get(vid, PALETTE[0])
         dash = BATCH_DASHES[batches.index(int(bs or 1)) % len(BATCH_DASHES)]
         name = plain(names.get(sid, sid))
@@ -205,12 +223,12 @@ def latency_lines(series: dict[str, list[float]], names: dict[str, str], colors:
                         showlegend=False, marker=dict(color=color, size=5 if ov else 4, opacity=0.25,
                                                       symbol="diamond" if ov else "circle"),
                         hovertemplate="run %{x}: %{y:.3f} ms<extra>%{fullData.name}</extra>",
-                        meta={"runs": int(v.size)})
+                        meta={"runs": int(v.size)}, visible=visible)
         fig.add_scatter(x=x, y=rolling_median(v, window, idx).tolist(), mode="lines+markers" if ov else "lines",
                         name=name, legendgroup=sid, line=dict(color=color, width=3 if ov else 4, dash=dash),
                         marker=dict(symbol="diamond-open", size=9, maxdisplayed=14, color=color) if ov else None,
                         hovertemplate=f"run %{{x}}: median of {window} %{{y:.3f}} ms<extra>{name}</extra>",
-                        meta={"runs": int(v.size)})
+                        meta={"runs": int(v.size)}, visible=visible)
     fig.update_layout(xaxis_title="run", yaxis=dict(type="log", title="ms (log)", tickformat="~g"),
                       uirevision="latency")
     if title is None:
@@ -240,34 +258,27 @@ def latency_panels(summaries, names: dict[str, str], colors: dict[str, str],
     shown: set[str] = set()
     for col, b in enumerate(batches, start=1):
         panel = [x for x in summaries if int(x.batch_size) == b]
-        # a few slow runs must not flatten the p50 bars: the axis ends above the highest p90, or at 3× the highest
-        # p50 when a noisy p90 lies beyond that; a p90 or p99 above the axis is written at the top of its whisker
-        # (after a no-break space, which keeps it off the line)
-        high_p50 = max([x.p50 for x in panel] + [1e-9])
-        top = 1.3 * min(max([max(x.p90, x.p50) for x in panel] + [1e-9]), 3 * high_p50)
+        # the axis holds every whisker (p99), so nothing is drawn past it and no note has to say what lies above;
+        # each bar's p50 is written under it (a tick label: full size however short the bar, never under a whisker)
+        top = 1.08 * max([max(x.p99, x.p90, x.p50) for x in panel] + [1e-9])
         fig.update_yaxes(range=[0, top], row=1, col=col)
+        fig.update_xaxes(tickmode="array", tickvals=[plain(names.get(x.variant, x.variant)) for x in panel],
+                         ticktext=[f"{x.p50:.3g}" for x in panel], title_text="p50 (ms)",
+                         title_font=dict(size=FONT_SIZE - 4), tickfont=dict(size=FONT_SIZE - 4), row=1, col=col)
         for s in panel:
             name = plain(names.get(s.variant, s.variant))
             color = colors.get(s.variant, PALETTE[0])
-            if s.p99 > top:
-                above = f"p90 {s.p90:.3g} · p99 {s.p99:.3g}" if s.p90 > top else f"p99 {s.p99:.3g}"
-                fig.add_scatter(x=[name], y=[top * 0.96], mode="text", text=[f"\u00a0{above} ↑"],
-                                textposition="middle right", showlegend=False, hoverinfo="skip",
-                                textfont=dict(size=FONT_SIZE - 4, color="#333"), row=1, col=col)
             fig.add_bar(x=[name], y=[s.p50], name=name, legendgroup=s.variant, showlegend=s.variant not in shown,
                         marker_color=color, marker_pattern_shape="/" if is_openvino(s.variant) else "",
-                        text=[f"{s.p50:.3g}"], textposition="inside", insidetextanchor="start",
                         error_y=dict(type="data", symmetric=False, array=[max(0.0, s.p99 - s.p50)],
                                      arrayminus=[0.0], thickness=2, width=8, color="#333"),
                         customdata=[[s.p90, s.p99]],
                         hovertemplate=(f"{name} · batch {b}<br>p50 %{{y:.3f}} ms<br>p90 %{{customdata[0]:.3f}} ms"
                                        "<br>p99 %{customdata[1]:.3f} ms<extra></extra>"),
                         row=1, col=col)
-            if s.p90 <= top:
-                fig.add_scatter(x=[name], y=[s.p90], mode="markers", legendgroup=s.variant, showlegend=False,
-                                marker=dict(symbol="diamond", size=11, color="#333"), hoverinfo="skip", row=1, col=col)
+            fig.add_scatter(x=[name], y=[s.p90], mode="markers", legendgroup=s.variant, showlegend=False,
+                            marker=dict(symbol="diamond", size=11, color="#333"), hoverinfo="skip", row=1, col=col)
             shown.add(s.variant)
-    fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(title_text="ms", row=1, col=1)
     fig.update_layout(bargap=0.25)
     return style(fig, title, height=height)
@@ -293,4 +304,5 @@ def throughput_panels(summaries, names: dict[str, str], colors: dict[str, str],
             shown.add(s.variant)
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(rangemode="tozero", title_text="samples/s", row=1, col=1)
+    fig.update_layout(uniformtext=dict(minsize=FONT_SIZE - 4, mode="show"))
     return style(fig, title, height=height)

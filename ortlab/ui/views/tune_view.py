@@ -8,7 +8,7 @@ into ``items`` (their Pareto flags are updated in place by the tuner); its resul
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -37,6 +37,23 @@ class TuneChoice:
     max_trials: int = 0  # 0: no limit
     bench_s: float = 1.0
     exclusion_steps: int = 6
+
+
+FORM_KEYS = {"target": "tune.target", "objective": "tune.objective", "budget_s": "tune.budget", "policy": "tune.policy",
+             "min_sqnr_db": "tune.min_sqnr", "max_trials": "tune.max_trials", "bench_s": "tune.bench_s",
+             "exclusion_steps": "tune.steps"}
+
+
+def form_values(choice: TuneChoice) -> dict[str, object]:
+    """The Tune form's widget values (by key) that show ``choice``: the running search's settings while it runs,
+    the last search's afterwards."""
+    out: dict[str, object] = {}
+    for name, key in FORM_KEYS.items():
+        value = getattr(choice, name)
+        out[key] = int(value) if name in ("budget_s", "max_trials", "exclusion_steps") else value
+    out["tune.min_sqnr"] = float(choice.min_sqnr_db)
+    out["tune.bench_s"] = float(choice.bench_s)
+    return out
 
 
 def start_tune(choice: TuneChoice) -> TuneJob:
@@ -128,9 +145,10 @@ def _x(t, objective: str) -> float | None:
     return t.speedup
 
 
-def pareto_figure(trials: Sequence, objective: str = "latency") -> go.Figure:
+def pareto_figure(trials: Sequence, objective: str = "latency", recommended=None) -> go.Figure:
     """Speed-up (or size in MB) against the worst output's SQNR; marker size grows with the file size,
-    Pareto-optimal trials drawn larger with an outline; hover: the recipe label and its numbers."""
+    Pareto-optimal trials drawn as outlined stars under the other trials' circles (a star never hides a circle);
+    ``recommended`` (a trial) is ringed and named in the legend; hover: the trial, its recipe and its numbers."""
     done = [t for t in trials if t.status == "done" and _x(t, objective) is not None]
     sizes = [t.size_bytes or 0 for t in done]
     big = max(sizes) if sizes else 1
@@ -140,23 +158,55 @@ def pareto_figure(trials: Sequence, objective: str = "latency") -> go.Figure:
             return 0.0
         return 99.0 if math.isinf(t.sqnr_db) else float(t.sqnr_db)
 
+    def hover(pts) -> dict:
+        return {"customdata": [[charts.plain(t.label), t.index, (t.size_bytes or 0) / 1e6, t.p50_ms or 0.0,
+                                "accepted" if t.accepted else "rejected"] for t in pts],
+                "hovertemplate": "trial %{customdata[1]}: %{customdata[0]}<br>SQNR %{y:.1f} dB · %{customdata[2]:.2f} "
+                                 "MB · p50 %{customdata[3]:.2f} ms · %{customdata[4]}<extra></extra>"}
+
     fig = go.Figure()
-    for pareto in (False, True):
+    for pareto in (True, False):  # stars first: the circles drawn after them stay in sight
         pts = [t for t in done if bool(t.pareto) == pareto]
         fig.add_trace(go.Scatter(
             x=[_x(t, objective) for t in pts], y=[y(t) for t in pts], mode="markers",
             name="Pareto front" if pareto else "other trials",
             marker={"size": [10 + 18 * (t.size_bytes or 0) / max(1, big) for t in pts],
                     "color": [charts.PALETTE[2] if t.accepted else charts.PALETTE[3] for t in pts],
-                    "symbol": "star" if pareto else "circle", "line": {"width": 2 if pareto else 0, "color": "#000"},
-                    "opacity": 0.9 if pareto else 0.55},
-            customdata=[[charts.plain(t.label), t.index, (t.size_bytes or 0) / 1e6, t.p50_ms or 0.0,
-                         "accepted" if t.accepted else "rejected"] for t in pts],
-            hovertemplate="trial %{customdata[1]}: %{customdata[0]}<br>SQNR %{y:.1f} dB · %{customdata[2]:.2f} MB · "
-                          "p50 %{customdata[3]:.2f} ms · %{customdata[4]}<extra></extra>"))
+                    "symbol": "star" if pareto else "circle", "line": {"width": 2 if pareto else 1, "color": "#000"},
+                    "opacity": 0.55 if pareto else 0.9},
+            **hover(pts)))
+    best = next((t for t in done if recommended is not None and t.index == recommended.index), None)
+    if best is not None:
+        fig.add_trace(go.Scatter(
+            x=[_x(best, objective)], y=[y(best)], mode="markers", name=f"recommended: trial {best.index}",
+            marker={"size": 40, "symbol": "circle-open", "color": "#000", "line": {"width": 3}}, **hover([best])))
     fig.update_layout(xaxis_title="speed-up vs fp32 (×)" if objective == "latency" else "file size (MB)",
                       yaxis_title="SQNR of the worst output (dB)", legend={"orientation": "h"})
     return charts.style(fig, "Trials: accuracy against " + ("speed" if objective == "latency" else "size"))
+
+
+def trial_columns() -> dict:
+    """``st.dataframe`` column configs of :func:`trial_rows`: the shown columns fit the main column at 1280 px
+    (about 820 px); the stage, task measure, bare speed-up, p50 and Pareto flag (the chart's stars) start hidden:
+    the table's column menu shows them."""
+    import streamlit as st
+
+    num, text = st.column_config.NumberColumn, st.column_config.TextColumn
+
+    def hidden(config: Mapping[str, object]) -> dict[str, object]:
+        return {**config, "hidden": True}
+
+    return {
+        "trial": num("trial", width=45, pinned=True), "History run": text("run", width=50),
+        "recipe": text("recipe", width=160, help="Full recipe on hover."), "stage": hidden(text("stage")),
+        "verdict": text("verdict", width=75), "meets bar": text("bar", width=45, help="Meets this search's bar."),
+        "task": hidden(text("task")), "SQNR dB": num("SQNR dB", width=70, format="%.1f"),
+        "speed-up": hidden(num("speed-up")),
+        "speed (interleaved p50)": text("speed vs fp32", width=230, help="Interleaved p50 ratio against the fp32 "
+                                                                          "source with its 95 % interval."),
+        "p50 ms": hidden(num("p50 ms")), "MB": num("MB", width=55, format="%.2f"),
+        "Pareto": hidden(text("Pareto")), "note": text("note", width=90, help="Why a trial failed or was skipped."),
+    }
 
 
 def trial_rows(trials: Sequence) -> list[dict]:
