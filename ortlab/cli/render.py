@@ -20,7 +20,9 @@ def verdict_line(verdict) -> str:
     """The first line of a result's text output: ``verdict   BROKEN  reason; reason``."""
     if verdict is None:
         return "verdict    UNKNOWN  not judged"
-    return f"verdict    {verdict.level.value.upper()}  " + "; ".join(verdict.reasons)
+    qualifier = getattr(verdict, "qualifier", "")
+    level = verdict.level.value.upper() + (f" ({qualifier})" if qualifier else "")
+    return f"verdict    {level}  " + "; ".join(verdict.reasons)
 
 
 def deciding_line(verdict) -> str | None:
@@ -29,6 +31,23 @@ def deciding_line(verdict) -> str | None:
     if verdict is None or not verdict.deciding:
         return None
     return f"  decided by {verdict.deciding} = {verdict.deciding_text}"
+
+
+def verdict_block(verdict) -> list[str]:
+    """The verdict line, the figure that decided it with its 95% interval, "on the edge" when the interval
+    straddles a bar, and what graph optimization changed (its own line)."""
+    lines = [verdict_line(verdict)]
+    decided = deciding_line(verdict)
+    if decided:
+        lines.append(decided)
+    u = getattr(verdict, "uncertainty", None)
+    if u is not None:
+        lines.append(f"  interval   {u.text}")
+    if verdict is not None and verdict.edge:
+        lines.append(f"  edge       {verdict.edge}")
+    if verdict is not None and verdict.parity:
+        lines.append(f"  parity     {verdict.parity}")
+    return lines
 
 
 def print_json(obj: Any) -> None:
@@ -50,8 +69,7 @@ def table(rows: list[list[str]], header: list[str], right: Sequence[int] | None 
 
 
 def artifact_text(artifact, out_path: Path) -> str:
-    decided = deciding_line(artifact.verdict)
-    lines = [verdict_line(artifact.verdict), *([decided] if decided else []),
+    lines = [*verdict_block(artifact.verdict),
              f"wrote {out_path}  ({format_bytes(artifact.size_bytes)}, source {format_bytes(artifact.source_size_bytes)}, "
              f"{artifact.size_bytes / max(1, artifact.source_size_bytes):.0%})",
              f"  recipe     {artifact.recipe.label()}",
