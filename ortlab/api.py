@@ -53,7 +53,9 @@ from ortlab.runs.pipeline import stage_labels
 from ortlab.runs.prepare import prepare_run
 from ortlab.runs.stored import delete_dataset, delete_model, stored_items
 from ortlab.runs.workspace import cache_dirs, default_root, import_roots, importable_path
-from ortlab.runs.stored_timing import latest_pair, report_timing, run_latency
+from ortlab.runs.stored_timing import (latest_pair, machine_text, record_pair_timing, report_timing, run_latency,
+                                       speed_interval_text)
+from ortlab.timing.stats import of_summaries
 from ortlab.runs.report import html_report
 from ortlab.checks.node_findings import (
     ACCUMULATED, ADDED, MODES as NODE_ERROR_MODES, culprit, culprit_sentence, db_text, excluded_recipe,
@@ -84,6 +86,7 @@ from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, DataRef, RunSpec
 from ortlab.runs.service import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Handle, RecipeHandle
 from ortlab.runs.stored import MODEL as STORED_MODEL
 from ortlab.runs.stored_timing import PairSpeed, ReportTiming, TimedModel
+from ortlab.runtime.machine import Machine, this_machine
 from ortlab.runs.tune import Tuner, TuneSettings
 from ortlab.runs.tune_job import TuneJob
 from ortlab.runs.workspace import Workspace
@@ -163,6 +166,8 @@ __all__ = [
     "Recipe",
     "RecipeHandle",
     "ReportTiming",
+    "Machine",
+    "this_machine",
     "ResolvedPreprocess",
     "RunSpec",
     "SampleModel",
@@ -251,6 +256,10 @@ __all__ = [
     "ranked_nodes",
     "recipe_cli_line",
     "report_timing",
+    "machine_text",
+    "record_pair_timing",
+    "speed_interval_text",
+    "of_summaries",
     "resolve_feed",
     "resolve_preprocess",
     "run_latency",

@@ -21,6 +21,7 @@ from ortlab.runtime.child import (
 )
 from ortlab.runs.workspace import Workspace
 from ortlab.runtime import openvino as ov
+from ortlab.runtime.machine import this_machine
 from ortlab.timing import bench, child_runs
 from ortlab.runs.service import CANCELLED, DONE, FAILED, RUNNING, Handle
 
@@ -141,9 +142,11 @@ def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, pr
                 _BENCH.notify_all()
         if measure_memory:
             handle.baseline_rss_mb = bench.baseline_memory_mb()
-        record = BenchmarkRecord(None, utc_timestamp(), list(handle.variants), handle.config, list(summaries), origin=origin)
+        machine = this_machine(handle.config.intra_op_threads, openvino=handle.config.openvino)
+        record = BenchmarkRecord(None, utc_timestamp(), list(handle.variants), handle.config, list(summaries),
+                                 origin=origin, machine=machine)
         record.id = handle.bench_id = ws.history().add_benchmark(record.variants, record.config, record.summaries,
-                                                                 record.created_at, origin=origin)
+                                                                 record.created_at, origin=origin, machine=machine)
         handle.record = record
         handle._finish(DONE, summaries)
     except Cancelled as exc:
