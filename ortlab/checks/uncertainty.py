@@ -21,7 +21,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Uncertainty", "Z95", "sqnr_interval", "sqnr_uncertainty", "wilson", "wilson_uncertainty"]
+__all__ = ["Z95", "Uncertainty", "sqnr_interval", "sqnr_uncertainty", "wilson", "wilson_uncertainty"]
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 BOOTSTRAP_ROUNDS = 1000

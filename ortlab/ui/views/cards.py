@@ -155,10 +155,12 @@ def eval_cards(ev: EvalReport, ref_name: str, cand_name: str, verdict: Verdict |
     if verdict is not None and deciding:
         u = verdict.uncertainty
         interval = f"{u.fmt(u.low)}–{u.fmt(u.high)} (95%)" if u is not None else None
-        items.append((deciding, verdict.deciding_text, interval,
+        value = verdict.deciding_value
+        flag = sqnr_flag(value, min_sqnr_db) if deciding.endswith(": SQNR") and value is not None else None
+        items.append((deciding, verdict.deciding_text, flag or interval,
                       f"The figure that decided the verdict ({verdict.level.value})"
                       + (f"; {u.text}" if u is not None else "") + (f". {verdict.edge}" if verdict.edge else "."),
-                      "off"))
+                      "normal" if flag else "off"))
     if ev.top1_accuracy_ref is not None:
         a, b = ev.top1_accuracy_ref, ev.top1_accuracy_cand
         items.append((f"Top-1 {ref_name}", pct(a), None, "Accuracy against the labels."))
@@ -168,11 +170,14 @@ def eval_cards(ev: EvalReport, ref_name: str, cand_name: str, verdict: Verdict |
         items.append(("Top-1 agreement", pct(ev.top1_agreement), None,
                       "How often the candidate's top class equals the reference's."))
     boxes = ev.task.boxes if ev.task is not None else []
-    for bx in boxes[:1]:
-        items.append((f"Score SQNR ({bx.output})", sqnr_db_text(bx.score_sqnr_db), sqnr_flag(bx.score_sqnr_db, min_sqnr_db),
-                      "SQNR of the class-score channels alone, held to the same bar as whole outputs."))
-        items.append((f"Box SQNR ({bx.output})", sqnr_db_text(bx.box_sqnr_db), sqnr_flag(bx.box_sqnr_db, min_sqnr_db),
-                      "SQNR of the 4 box channels (input pixels) alone, held to the same bar as whole outputs."))
+    for bx in boxes[:1]:  # a group that decided the verdict has its card first already
+        if deciding != f"{bx.output} scores: SQNR":
+            items.append((f"Score SQNR ({bx.output})", sqnr_db_text(bx.score_sqnr_db),
+                          sqnr_flag(bx.score_sqnr_db, min_sqnr_db),
+                          "SQNR of the class-score channels alone, held to the same bar as whole outputs."))
+        if deciding != f"{bx.output} boxes: SQNR":
+            items.append((f"Box SQNR ({bx.output})", sqnr_db_text(bx.box_sqnr_db), sqnr_flag(bx.box_sqnr_db, min_sqnr_db),
+                          "SQNR of the 4 box channels (input pixels) alone, held to the same bar as whole outputs."))
     floats = [o for o in ev.outputs if o.name not in {bx.output for bx in boxes}]
     if floats and not deciding.endswith(": SQNR"):
         worst = min(floats, key=lambda o: o.sqnr_db if o.sqnr_db == o.sqnr_db else float("-inf"))  # NaN first
