@@ -41,10 +41,10 @@ def verdict_block(verdict) -> list[str]:
     if decided:
         lines.append(decided)
     u = getattr(verdict, "uncertainty", None)
-    if u is not None:
-        lines.append(f"  interval   {u.text}")
-    if verdict is not None and verdict.edge:
+    if verdict is not None and verdict.edge:  # says the interval too
         lines.append(f"  edge       {verdict.edge}")
+    elif u is not None:
+        lines.append(f"  interval   {u.text}")
     if verdict is not None and verdict.parity:
         lines.append(f"  parity     {verdict.parity}")
     return lines

@@ -21,6 +21,7 @@ from ortlab.runtime.child import (
 )
 from ortlab.runs.workspace import Workspace
 from ortlab.runtime import openvino as ov
+from ortlab.runtime.hardware import detect
 from ortlab.runtime.machine import this_machine
 from ortlab.timing import bench, child_runs
 from ortlab.runs.service import CANCELLED, DONE, FAILED, RUNNING, Handle
@@ -112,15 +113,22 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
     return handle
 
 
-def timed_variants(variants: Sequence[BenchVariant], config: BenchConfig) -> list[BenchVariant]:
+def timed_variants(variants: Sequence[BenchVariant], config: BenchConfig, cpu: Any = None) -> list[BenchVariant]:
     """The variants a benchmark times: each as given (ONNX Runtime) and, with ``config.openvino``, each again
-    under OpenVINO, from its portable file (``openvino_runtime.portable_model``)."""
+    under OpenVINO compiled in f32, from its portable file (``openvino_runtime.portable_model``), plus the first
+    (the baseline, usually the fp32 source) compiled in bf16 ("· OpenVINO bf16") where ``cpu`` (default: this
+    one) runs bf16 natively."""
     from dataclasses import replace
 
-    out = [v for v in variants if v.runtime != ov.RUNTIME]
+    out = [v for v in variants if v.runtime not in ov.RUNTIME_PRECISION]
     if config.openvino:
+        ort = list(out)
         out += [replace(v, id=f"{v.id} · OpenVINO", name=f"{v.name} · OpenVINO", runtime=ov.RUNTIME,
-                        path=str(ov.portable_model(v.path))) for v in list(out)]
+                        path=str(ov.portable_model(v.path))) for v in ort]
+        if ort and ov.bf16_supported(cpu if cpu is not None else detect()):
+            v = ort[0]
+            out.append(replace(v, id=f"{v.id} · OpenVINO bf16", name=f"{v.name} · OpenVINO bf16",
+                               runtime=ov.RUNTIME_BF16, path=str(ov.portable_model(v.path))))
     return out
 
 

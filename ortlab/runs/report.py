@@ -238,7 +238,7 @@ def _verdict(v: Verdict) -> str:
             Level.UNKNOWN: "UNKNOWN"}[v.level]
     if v.qualifier:
         word += f" ({v.qualifier})"
-    interval = f", {_e(v.uncertainty.text)}" if v.uncertainty is not None else ""
+    interval = f", {_e(v.uncertainty.text)}" if v.uncertainty is not None and not v.edge else ""
     decided = (f'<div id="deciding">Decided by <b>{_e(v.deciding)}</b> = {_e(v.deciding_text)}{interval}</div>'
                if v.deciding else "")
     edge = f'<div id="edge"><b>{_e(v.edge)}</b></div>' if v.edge else ""

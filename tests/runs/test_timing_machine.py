@@ -8,7 +8,7 @@ import dataclasses
 from types import SimpleNamespace
 
 from ortlab.cli.history import benchmark_lines
-from ortlab.runs.history import BenchVariant, History
+from ortlab.runs.history import BenchmarkRecord, BenchVariant, History
 from ortlab.runs.report import html_report
 from ortlab.runs.stored_timing import record_pair_timing, report_timing
 from ortlab.runs.tune import Tuner
@@ -48,6 +48,7 @@ def test_history_stores_the_machine_with_a_benchmark_and_reads_old_ones_without(
     h.add_benchmark(variants, BenchConfig(), [ref, cand], origin="cli")  # as written before machines were stored
     h.add_benchmark(variants, BenchConfig(), [ref, cand], origin="cli", machine=XEON)
     new, old = h.list_benchmarks()
+    assert isinstance(new, BenchmarkRecord) and isinstance(old, BenchmarkRecord)
     assert new.machine == XEON and old.machine is None
     lines = benchmark_lines(new)
     assert lines[0] == "reference@1 p50 2.000 ms (95% 1.960–2.040)"

@@ -32,7 +32,7 @@ def verdict_banner(v: Verdict, what: str = "Verdict") -> None:
     reasons = "".join(f"<li>{html_text(r)}</li>" for r in v.reasons)
     level = v.level.value.upper() + (f" ({v.qualifier})" if v.qualifier else "")
     extra = ""
-    if v.uncertainty is not None:
+    if v.uncertainty is not None and not v.edge:  # the edge sentence says the interval too
         extra += (f'<div class="ortlab-verdict-interval">{html_text(v.deciding)}: {html_text(v.deciding_text)}, '
                   f"{html_text(v.uncertainty.text)}</div>")
     if v.edge:
