@@ -93,3 +93,32 @@ def test_a_timing_from_another_machine_is_labelled_and_an_unpaired_one_says_why_
     assert "timed apart: no interval" in page
     assert "machine not recorded" in html_report(artifact, ref_info, cand_info, diff, evaluation, timing.bench,
                                                   speed=timing.speed)
+
+
+def test_tune_keeps_a_trial_it_timed_on_the_one_clock_in_history(tmp_path):
+    """The real path: the trial timed against its source by the pair timer (child processes, interleaved rounds)
+    lands in History as a benchmark of origin "tune", with this machine, which the trial's report then finds."""
+    from ortlab.runs.runspec import DataRef
+    from ortlab.runs.tune import Trial, Tuner, TuneSettings
+    from ortlab.runs.workspace import Workspace
+    from ortlab.settings.config import Precision, Recipe
+    from tests.support.models import conv_bn_model
+
+    src, cand = conv_bn_model(tmp_path / "m.onnx"), conv_bn_model(tmp_path / "c.onnx", seed=1)
+    ws = Workspace(tmp_path / "ws")
+    tuner = Tuner(src, None, DataRef(random=4), workspace=ws, out_dir=tmp_path / "out",
+                  settings=TuneSettings(budget_s=60, exclusion_steps=0, bench_s=0.5))
+    t = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), model_path=str(cand), run_id=9)
+    try:
+        tuner._time(t)
+    finally:
+        tuner.release_timing()
+    (rec,) = ws.history().list_benchmarks()
+    assert isinstance(rec, BenchmarkRecord) and rec.origin == "tune" and rec.machine is not None
+    assert rec.machine.same_hardware(this_machine())
+    assert [(v.id, v.run_id) for v in rec.variants] == [("source", None), ("run", 9)]
+    ref, run = rec.summaries
+    assert len(ref.round_p50s) == len(run.round_p50s) > 0  # interleaved: the speed-up has its interval
+    artifact = dataclasses.replace(inputs()[0], run_id=9, source_path=src)
+    timing = report_timing(ws.history(), artifact)
+    assert timing.speed == (ref, run)
