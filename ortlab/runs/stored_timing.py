@@ -86,6 +86,20 @@ class ReportTiming:
     speed: tuple[LatencySummary | None, LatencySummary | None] | None
     machine: Machine | None = None  # the machine of that benchmark
 
+    def sentence(self) -> str:
+        """The run's batch-1 speed against its source with its interval and the machine, or "not timed yet"."""
+        ref, cand = self.speed or (None, None)
+        if cand is None:
+            return "Speed: not timed yet (time it on the Compare or Benchmark page, or with ortlab bench)."
+        text = f"Speed at batch 1: {cand.p50:.2f} ms p50"
+        if cand.p50_low is not None and cand.p50_high is not None:
+            text += f" (95% interval {cand.p50_low:.2f}–{cand.p50_high:.2f})"
+        sp = of_summaries(ref, cand) if ref is not None else None
+        if ref is not None and sp is not None:
+            how = f"{sp.speedup:.2f}× faster" if sp.speedup >= 1 else f"{1 / sp.speedup:.2f}× slower"
+            text += f" against {ref.p50:.2f} ms for the source: {how} {speed_interval_text(sp)}"
+        return f"{text}; {machine_text(self.machine)}."
+
 
 def record_pair_timing(history: History, source_path: str, run_id: int | None, name: str, model_path: str,
                        config: BenchConfig, pairs: Sequence[tuple[LatencySummary, LatencySummary]],

@@ -122,3 +122,16 @@ def test_tune_keeps_a_trial_it_timed_on_the_one_clock_in_history(tmp_path):
     artifact = dataclasses.replace(inputs()[0], run_id=9, source_path=src)
     timing = report_timing(ws.history(), artifact)
     assert timing.speed == (ref, run)
+
+
+def test_the_history_sentence_of_a_run_says_its_speed_interval_and_machine(tmp_path):
+    artifact = inputs()[0]
+    h = History(tmp_path / "h.db")
+    assert report_timing(h, artifact).sentence().startswith("Speed: not timed yet")
+    h.add_benchmark([BenchVariant("source", "source", str(artifact.source_path)),
+                     BenchVariant("run", "int8", str(artifact.model_path), artifact.run_id)], BenchConfig(),
+                    [dataclasses.replace(x, variant=v) for x, v in zip(_pair(), ("source", "run"))], machine=XEON)
+    text = report_timing(h, artifact).sentence()
+    assert text.startswith("Speed at batch 1: 1.00 ms p50 (95% interval 0.98–1.02) against 2.00 ms for the source: "
+                           "2.00× faster (95% interval 2.00–2.00×, 12 interleaved rounds)")
+    assert text.endswith("; timed on another machine: " + XEON.summary() + ".")
