@@ -126,6 +126,9 @@ class DenseMapMetrics:
     scale: str
     crossing_fraction: float  # elements above the threshold in one model and not in the other / all elements
     ref_positive_fraction: float  # elements above the threshold in the reference / all elements
+    # each sample's crossing and all elements: the share's interval is bootstrapped over samples (empty in old reports)
+    sample_crossing: list[int] = field(default_factory=list)
+    sample_elements: list[int] = field(default_factory=list)
 
 
 @dataclass

@@ -5,6 +5,8 @@
   of trials is the mean of the two models' detections (matched pairs are counted once).
 * SQNR gets a percentile bootstrap over the samples: the samples' signal and noise energies are resampled and
   the SQNR of their sums recomputed (the whole-set SQNR is such a ratio of sums).
+* A dense map's threshold crossings (a share of elements, which are not independent within a sample) get the same
+  bootstrap over samples of each sample's crossing and element counts.
 
 A figure is **on the edge** when its interval reaches across a bar of the policy (a point at the bar counts):
 another draw of as many samples could land on the bar's other side, so the level is not settled. The sentence
@@ -21,7 +23,8 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Z95", "Uncertainty", "sqnr_interval", "sqnr_uncertainty", "wilson", "wilson_uncertainty"]
+__all__ = ["Z95", "Uncertainty", "share_interval", "share_uncertainty", "sqnr_interval", "sqnr_uncertainty", "wilson",
+           "wilson_uncertainty"]
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 BOOTSTRAP_ROUNDS = 1000
@@ -149,15 +152,41 @@ def sqnr_interval(signal: Sequence[float], noise: Sequence[float], rounds: int =
     return values[int(0.025 * (rounds - 1))], values[int(math.ceil(0.975 * (rounds - 1)))]
 
 
+def share_interval(part: Sequence[float], whole: Sequence[float], rounds: int = BOOTSTRAP_ROUNDS,
+                   seed: int = 0) -> tuple[float, float] | None:
+    """The percentile-bootstrap 95% interval of ``Σpart / Σwhole``, resampling samples (None with fewer than 2)."""
+    n = len(part)
+    if n < 2 or len(whole) != n:
+        return None
+    rng = random.Random(seed)
+    values = []
+    for _ in range(rounds):
+        idx = [rng.randrange(n) for _ in range(n)]
+        den = sum(whole[i] for i in idx)
+        values.append(sum(part[i] for i in idx) / den if den else 0.0)
+    values.sort()
+    return values[int(0.025 * (rounds - 1))], values[int(math.ceil(0.975 * (rounds - 1)))]
+
+
+def share_uncertainty(value: float, part: Sequence[float], whole: Sequence[float],
+                      bars: Sequence[float]) -> Uncertainty | None:
+    """The bootstrap interval of a share counted over elements that are not independent within a sample (a dense
+    map's threshold crossings): the samples are resampled, not the elements. None without per-sample counts."""
+    return _bootstrapped(value, share_interval(part, whole), len(part), bars, "share")
+
+
 def sqnr_uncertainty(value: float, signal: Sequence[float], noise: Sequence[float],
                      bars: Sequence[float]) -> Uncertainty | None:
     """The bootstrap interval of an SQNR (dB) and whether it straddles one of ``bars``; the samples that would
     settle it assume the interval narrows as 1/√n. None when no per-sample energies were kept."""
-    iv = sqnr_interval(signal, noise)
+    return _bootstrapped(value, sqnr_interval(signal, noise), len(signal), bars, "db")
+
+
+def _bootstrapped(value: float, iv: tuple[float, float] | None, n: int, bars: Sequence[float],
+                  unit: str) -> Uncertainty | None:
     if iv is None or not all(math.isfinite(x) for x in iv) or not math.isfinite(value):
         return None
-    n = len(signal)
-    u = Uncertainty(iv[0], iv[1], f"bootstrap over {n} samples", "db")
+    u = Uncertainty(iv[0], iv[1], f"bootstrap over {n} samples", unit)
     bar = _straddled(iv[0], iv[1], value, bars)
     if bar is None:
         return u

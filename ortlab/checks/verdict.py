@@ -40,8 +40,8 @@ nearest-neighbour agreement, threshold crossings; SQNR for plain tensors). The C
 report show that figure first.
 
 The deciding figure carries its 95% interval from the sample count (:attr:`Verdict.uncertainty`,
-:mod:`ortlab.checks.uncertainty`: Wilson for shares and F1, a bootstrap over samples for SQNR; none for dense-map
-crossings and exact outputs, whose elements within a sample are not independent). When the interval reaches
+:mod:`ortlab.checks.uncertainty`: Wilson for shares and F1; a bootstrap over samples for SQNR and for dense-map
+crossings, whose elements within a sample are not independent; none for exact outputs). When the interval reaches
 across a bar of the policy the verdict is **on the edge** (:attr:`Verdict.edge`): the level stands as measured, and
 the sentence says about how many samples would settle it (``--verify-samples N``).
 
@@ -63,7 +63,7 @@ from ortlab.settings.config import setting
 from collections.abc import Callable
 
 from ortlab.checks.eval_report import DenseMapMetrics, EvalReport, OutputError, Task, TaskMetrics
-from ortlab.checks.uncertainty import Uncertainty, sqnr_uncertainty, wilson_uncertainty
+from ortlab.checks.uncertainty import Uncertainty, share_uncertainty, sqnr_uncertainty, wilson_uncertainty
 
 __all__ = ["DEFAULT_POLICY", "NOTHING_QUANTIZED", "Level", "Verdict", "VerdictPolicy", "judge", "not_evaluated", "worse_or_equal"]
 
@@ -320,7 +320,9 @@ def _judge_crossings(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: in
     """Dense maps: the share of elements crossing the decision threshold."""
     for d in tm.dense_maps:
         fig = _Figure(f"{d.output}: elements crossing {d.threshold:g}", d.crossing_fraction,
-                      _pct(d.crossing_fraction))
+                      _pct(d.crossing_fraction), lambda d=d: share_uncertainty(
+                          d.crossing_fraction, d.sample_crossing, d.sample_elements,
+                          (policy.max_crossing, policy.broken_crossing)))
         f.grade(d.crossing_fraction, policy.max_crossing, policy.broken_crossing,
                 f"{d.output}: {_pct(d.crossing_fraction)} of elements cross the {d.threshold:g} threshold", fig)
         f.checked.append((f"{d.output}: {_pct(d.crossing_fraction)} threshold crossings", fig))

@@ -137,3 +137,37 @@ def test_the_sqnr_interval_is_bootstrapped_over_samples_and_stored():
     assert back.uncertainty == u and back.edge == v.edge
     far = EvalReport(16, [OutputError("y", 0.5, 0.1, 0.95, 40.0, sample_signal=signal, sample_noise=[1e-4] * 16)])
     assert judge(far).edge == ""
+
+
+def test_a_dense_maps_crossings_are_bootstrapped_over_samples_not_elements():
+    from ortlab.checks.eval_report import DenseMapMetrics
+
+    crossing = [0, 400] * 4  # half the samples cross 4% of their 10,000 elements: 2% overall
+    elements = [10_000] * 8
+    d = DenseMapMetrics("map", 0.3, "probability", sum(crossing) / sum(elements), 0.1, sample_crossing=crossing,
+                        sample_elements=elements)
+    tm = TaskMetrics(Task.DENSE_MAP, True, "test", dense_maps=[d])
+    v = judge(EvalReport(8, [OutputError("map", 0.5, 0.01, 0.99, 30.0)], task=tm))
+    assert v.level == Level.DEGRADED and v.deciding == "map: elements crossing 0.3"
+    u = v.uncertainty
+    assert u is not None and u.method == "bootstrap over 8 samples"
+    # 80,000 independent elements would give a ±0.1% interval; 8 samples of 0% or 4% give about ±1.4%
+    assert u.high - u.low > 0.015 and u.low <= 0.01 <= u.high and u.bar == 0.01
+
+
+def test_evaluate_keeps_each_samples_energies_and_their_sums_are_the_sqnr(tmp_path):
+    import numpy as np
+
+    from ortlab.checks.evaluate import evaluate
+    from ortlab.data.loaders import load_tensor_file
+    from tests.checks.test_verdict import gemm_model, npy
+
+    eye = np.eye(3, dtype=np.float32)
+    ref = gemm_model(tmp_path / "ref.onnx", eye)
+    cand = gemm_model(tmp_path / "cand.onnx", eye * np.float32(1.05))
+    x = np.random.default_rng(0).normal(size=(12, 3)).astype(np.float32)
+    report = evaluate(ref, cand, load_tensor_file(npy(tmp_path / "x.npy", x)), None)
+    (o,) = report.outputs
+    assert len(o.sample_signal) == len(o.sample_noise) == 12
+    assert math.isclose(10 * math.log10(sum(o.sample_signal) / sum(o.sample_noise)), o.sqnr_db, rel_tol=1e-9)
+    assert all(math.isclose(s, float(r @ r), rel_tol=1e-5) for s, r in zip(o.sample_signal, x.astype(np.float64)))
