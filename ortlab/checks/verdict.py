@@ -316,13 +316,15 @@ def _judge_embeddings(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: i
             f.checked.append((f"{e.output}: cosine min {e.min_cosine:.3f}", fig))
 
 
+def _crossings(d: DenseMapMetrics, bars: tuple[float, ...]) -> Callable[[], Uncertainty | None]:
+    return lambda: share_uncertainty(d.crossing_fraction, d.sample_crossing, d.sample_elements, bars)
+
+
 def _judge_crossings(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: int) -> None:
     """Dense maps: the share of elements crossing the decision threshold."""
     for d in tm.dense_maps:
         fig = _Figure(f"{d.output}: elements crossing {d.threshold:g}", d.crossing_fraction,
-                      _pct(d.crossing_fraction), lambda d=d: share_uncertainty(
-                          d.crossing_fraction, d.sample_crossing, d.sample_elements,
-                          (policy.max_crossing, policy.broken_crossing)))
+                      _pct(d.crossing_fraction), _crossings(d, (policy.max_crossing, policy.broken_crossing)))
         f.grade(d.crossing_fraction, policy.max_crossing, policy.broken_crossing,
                 f"{d.output}: {_pct(d.crossing_fraction)} of elements cross the {d.threshold:g} threshold", fig)
         f.checked.append((f"{d.output}: {_pct(d.crossing_fraction)} threshold crossings", fig))
