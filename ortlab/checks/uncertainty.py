@@ -70,7 +70,7 @@ class Uncertainty:
         if self.settle_samples is None:
             return head + "; the figure sits on the bar, so more samples only tell which side it falls on"
         return (head + f"; judge on more samples: about {self.settle_samples:,} would settle it "
-                f"(--verify-samples {self.settle_samples})")
+                f"(--verify-samples {self.settle_samples}, from evaluation data with at least as many)")
 
 
 def wilson(k: float, n: float, z: float = Z95) -> tuple[float, float]:
