@@ -171,3 +171,19 @@ def test_evaluate_keeps_each_samples_energies_and_their_sums_are_the_sqnr(tmp_pa
     assert len(o.sample_signal) == len(o.sample_noise) == 12
     assert math.isclose(10 * math.log10(sum(o.sample_signal) / sum(o.sample_noise)), o.sqnr_db, rel_tol=1e-9)
     assert all(math.isclose(s, float(r @ r), rel_tol=1e-5) for s, r in zip(o.sample_signal, x.astype(np.float64)))
+
+
+def test_the_bootstrap_without_numpy_agrees_with_the_one_with_it(monkeypatch):
+    import sys
+
+    from ortlab.checks.uncertainty import sqnr_interval
+
+    signal = [1.0 + 0.1 * (i % 5) for i in range(40)]
+    noise = [0.01 * (1 + i % 7) for i in range(40)]
+    with_np = sqnr_interval(signal, noise)
+    monkeypatch.setitem(sys.modules, "numpy", None)  # import numpy now fails: the pure-Python path
+    without = sqnr_interval(signal, noise)
+    assert with_np is not None and without is not None
+    assert abs(with_np[0] - without[0]) < 0.3 and abs(with_np[1] - without[1]) < 0.3
+    point = 10 * math.log10(sum(signal) / sum(noise))
+    assert with_np[0] < point < with_np[1]
