@@ -69,13 +69,15 @@ def table(rows: list[list[str]], header: list[str], right: Sequence[int] | None 
 
 
 def artifact_text(artifact, out_path: Path) -> str:
-    lines = [*verdict_block(artifact.verdict),
+    decided = deciding_line(artifact.verdict)
+    lines = [verdict_line(artifact.verdict), *([decided] if decided else []),
              f"wrote {out_path}  ({format_bytes(artifact.size_bytes)}, source {format_bytes(artifact.source_size_bytes)}, "
              f"{artifact.size_bytes / max(1, artifact.source_size_bytes):.0%})",
              f"  recipe     {artifact.recipe.label()}",
              f"  sha256     {artifact.sha256}",
              f"  providers  {', '.join(artifact.providers)}",
              "  timings    " + ", ".join(f"{k} {v:.2f}s" for k, v in artifact.timings.items())]
+    lines[1:1 + bool(decided)] = verdict_block(artifact.verdict)[1:]  # decided by, its interval or edge, parity
     if artifact.input_shapes:
         lines.append(f"  inputs     {shapes_text(artifact.input_shapes)}")
     spec = getattr(artifact, "spec", None)
