@@ -355,6 +355,11 @@ def _groups(tm: TaskMetrics | None) -> list[tuple[str, float]]:
             for group, db in b.group_sqnr_db.items()]
 
 
+def _sqnr_bar(f: _Findings, name: str, db: float, fig: _Figure, policy: VerdictPolicy) -> None:
+    if math.isnan(db) or db < policy.min_sqnr_db:
+        f.broken.append((f"{name}: SQNR {db:.1f} dB < {policy.min_sqnr_db:g} dB", fig))
+
+
 def _judge_tensors(floats: list[OutputError], empty_maps: dict[str, DenseMapMetrics], policy: VerdictPolicy,
                    f: _Findings, groups: list[tuple[str, float]]) -> None:
     """Float outputs and a detector's channel groups (scores, boxes): NaN/inf values, SQNR and cosine (not on maps
@@ -367,13 +372,13 @@ def _judge_tensors(floats: list[OutputError], empty_maps: dict[str, DenseMapMetr
         if o.name in empty_maps:
             continue
         figures.append((o.name, o.sqnr_db, _sqnr_figure(o, policy), o.identical))
+        _sqnr_bar(f, *figures[-1][:3], policy)
         if math.isnan(o.cosine) or o.cosine < policy.min_cosine:
             f.broken.append((f"{o.name}: cosine {o.cosine:.3f} < {policy.min_cosine:g}",
                              _Figure(f"{o.name}: cosine", o.cosine, f"{o.cosine:.3f}")))
-    figures += [(name, db, _Figure(f"{name}: SQNR", db, _db(db)), db == math.inf) for name, db in groups]
-    for name, db, fig, _ in figures:
-        if math.isnan(db) or db < policy.min_sqnr_db:
-            f.broken.append((f"{name}: SQNR {db:.1f} dB < {policy.min_sqnr_db:g} dB", fig))
+    for name, db in groups:
+        figures.append((name, db, _Figure(f"{name}: SQNR", db, _db(db)), db == math.inf))
+        _sqnr_bar(f, *figures[-1][:3], policy)
     if figures:
         name, db, fig, identical = min(figures, key=lambda x: x[1] if not math.isnan(x[1]) else -math.inf)
         f.checked.append(("identical outputs" if identical else f"worst SQNR {db:.1f} dB ({name})", fig))

@@ -187,3 +187,8 @@ def test_the_bootstrap_without_numpy_agrees_with_the_one_with_it(monkeypatch):
     assert abs(with_np[0] - without[0]) < 0.3 and abs(with_np[1] - without[1]) < 0.3
     point = 10 * math.log10(sum(signal) / sum(noise))
     assert with_np[0] < point < with_np[1]
+
+
+def test_a_broken_outputs_sqnr_is_said_before_its_cosine_as_before():
+    v = judge(EvalReport(4, [OutputError("maps", 1.0, 0.5, 0.871, -1.7)]))
+    assert v.reasons == ["maps: SQNR -1.7 dB < 10 dB", "maps: cosine 0.871 < 0.9"]
