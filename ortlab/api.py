@@ -55,7 +55,9 @@ from ortlab.runs.pipeline import stage_labels
 from ortlab.runs.prepare import prepare_run
 from ortlab.runs.stored import delete_dataset, delete_model, stored_items
 from ortlab.runs.workspace import cache_dirs, default_root, import_roots, importable_path
-from ortlab.runs.stored_timing import latest_pair, report_timing, run_latency
+from ortlab.runs.stored_timing import (latest_pair, machine_text, record_pair_timing, report_timing, run_latency,
+                                       speed_interval_text)
+from ortlab.timing.stats import of_summaries
 from ortlab.runs.report import html_report
 from ortlab.checks.node_findings import (
     ACCUMULATED, ADDED, MODES as NODE_ERROR_MODES, culprit, culprit_sentence, db_text, excluded_recipe,
@@ -87,6 +89,7 @@ from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, DataRef, RunSpec
 from ortlab.runs.service import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Handle, RecipeHandle
 from ortlab.runs.stored import MODEL as STORED_MODEL
 from ortlab.runs.stored_timing import PairSpeed, ReportTiming, TimedModel
+from ortlab.runtime.machine import Machine, this_machine
 from ortlab.runs.tune import Tuner, TuneSettings
 from ortlab.runs.tune_job import TuneJob
 from ortlab.runs.workspace import Workspace
@@ -156,6 +159,7 @@ __all__ = [
     "LatencyStats",
     "LatencySummary",
     "Level",
+    "Machine",
     "ModelInfo",
     "OptLevel",
     "OutputErrorMetrics",
@@ -243,10 +247,12 @@ __all__ = [
     "load_path",
     "load_tensor_file",
     "load_text_file",
+    "machine_text",
     "map_node_names",
     "model_info",
     "noise_warnings",
     "not_evaluated",
+    "of_summaries",
     "op_key",
     "open_history",
     "open_workspace",
@@ -259,6 +265,7 @@ __all__ = [
     "random_dataset",
     "ranked_nodes",
     "recipe_cli_line",
+    "record_pair_timing",
     "report_timing",
     "resolve_feed",
     "resolve_preprocess",
@@ -268,6 +275,7 @@ __all__ = [
     "series_id",
     "set_custom_op_libraries",
     "sha256_file_cached",
+    "speed_interval_text",
     "split_dataset",
     "split_series_id",
     "sqnr_bars",
@@ -282,6 +290,7 @@ __all__ = [
     "suggested_sizes",
     "take_notices",
     "tensor_preview",
+    "this_machine",
     "validate_recipe",
     "verdict_policy",
     "working_providers",

@@ -101,7 +101,7 @@ with verdict_slot:
 if ev is not None:
     if ev.random_data and not random_flag:
         cards.random_data_warning("This evaluation")
-    cards.eval_cards(ev, "reference", "candidate", verdict)
+    cards.eval_cards(ev, "reference", "candidate", verdict, policy.min_sqnr_db)
 if ref_info and cand_info:
     ratio = cand_info.total_bytes / max(1, ref_info.total_bytes)
     cards.metric_row([

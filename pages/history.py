@@ -7,7 +7,7 @@ from ortlab.api import Artifact
 from ortlab.core.serial import to_plain
 from ortlab.core.text import format_bytes
 from ortlab.ui.session import actions, state
-from ortlab.ui.views import cards
+from ortlab.ui.views import cards, speed
 from ortlab.api import take_notices
 from ortlab.ui.session.guard import engine_errors, error_message, show_message
 from ortlab.ui.session.inert import md
@@ -106,6 +106,7 @@ cards.metric_row([
 ws = actions.workspace()
 st.caption(f"Source {md(ws.relative(r.source_path))} (sha256 {r.source_sha256[:12]}) → "
            f"{md(ws.relative(r.model_path))} (sha256 {r.sha256[:12]}) · providers {md(', '.join(r.providers))}")
+st.caption(md(speed.stored_speed(r)))
 for w in r.warnings:
     st.caption(f"⚠ {md(w)}")
 

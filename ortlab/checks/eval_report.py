@@ -15,7 +15,7 @@ from typing import Any
 from ortlab.core.serial import from_plain, to_plain
 
 __all__ = ["BoxesMetrics", "ClassificationMetrics", "DenseMapMetrics", "EmbeddingMetrics", "EvalReport",
-           "ExactMetrics", "OutputError", "SequenceMetrics", "Task", "TaskMetrics", "upgrade_v1"]
+           "ExactMetrics", "OptimizationParity", "OutputError", "SequenceMetrics", "Task", "TaskMetrics", "upgrade_v1"]
 
 
 class Task(StrEnum):
@@ -40,6 +40,9 @@ class OutputError:
     cosine: float
     sqnr_db: float  # +inf when the outputs are identical
     nonfinite: int = 0  # candidate values that are NaN/inf where the reference's are finite (e.g. fp16 overflow)
+    # each sample's Σref² and Σ(ref - cand)²: the SQNR's interval is bootstrapped over them (empty in old reports)
+    sample_signal: list[float] = field(default_factory=list)
+    sample_noise: list[float] = field(default_factory=list)
 
     @property
     def identical(self) -> bool:
@@ -49,6 +52,35 @@ class OutputError:
     def to_dict(self) -> dict:
         """``serial.to_plain`` of this record (non-finite numbers as "inf"/"-inf"/"nan")."""
         return to_plain(self)
+
+
+@dataclass
+class OptimizationParity:
+    """ORT's graph optimization at ``level`` vs the same graph with optimizations disabled
+    (:func:`ortlab.checks.parity.check_parity`): the largest difference of ``output``, relative to its scale, and
+    the highest level re-checked within tolerance (``safe_level``; "disabled" when none was)."""
+
+    level: str
+    ok: bool
+    output: str
+    max_abs: float
+    relative: float
+    tolerance: float
+    n_samples: int
+    safe_level: str = ""
+
+    @property
+    def text(self) -> str:
+        """What changed, and the level that is safe; empty when the outputs agree."""
+        if self.ok:
+            return ""
+        safe = ("" if not self.safe_level else
+                f"; '{self.safe_level}' keeps them within tolerance (re-checked): use --opt-level {self.safe_level}"
+                if self.safe_level != "disabled" else
+                "; 'basic' changes them too: use --opt-level disabled")
+        return (f"graph optimization at '{self.level}' changed the outputs: '{self.output}' differs from the same "
+                f"graph with optimizations disabled by up to {self.max_abs:.3g} ({self.relative:.1%} of its scale, "
+                f"tolerance {self.tolerance:.1%}, {self.n_samples} samples){safe}")
 
 
 @dataclass
@@ -94,6 +126,9 @@ class DenseMapMetrics:
     scale: str
     crossing_fraction: float  # elements above the threshold in one model and not in the other / all elements
     ref_positive_fraction: float  # elements above the threshold in the reference / all elements
+    # each sample's crossing and all elements: the share's interval is bootstrapped over samples (empty in old reports)
+    sample_crossing: list[int] = field(default_factory=list)
+    sample_elements: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -230,6 +265,7 @@ class EvalReport:
     task: TaskMetrics | None = None  # None in reports written before task-aware evaluation
     calibration_overlap: int = 0  # evaluation samples that were also calibration samples
     input_shapes: dict[str, list[int]] = field(default_factory=dict)  # each input's shape as fed (one sample)
+    parity: OptimizationParity | None = None  # the optimized result vs its unoptimized graph (None: not checked)
 
     def to_dict(self) -> dict:
         """``serial.to_plain`` of this report (SQNR of identical outputs is "inf")."""

@@ -61,6 +61,8 @@ class _Stats:
         self.sum_abs = self.count = 0.0
         self.ref2 = self.diff2 = self.cand2 = self.dot = 0.0
         self.nonfinite = 0
+        self.signal: list[float] = []
+        self.noise: list[float] = []
 
     def add(self, ref: np.ndarray, cand: np.ndarray) -> None:
         r = np.asarray(ref, dtype=np.float64).ravel()
@@ -75,10 +77,13 @@ class _Stats:
                 self.max_abs = max(self.max_abs, float(np.max(np.abs(d))))
             self.sum_abs += float(np.sum(np.abs(d)))
             self.count += d.size
-            self.ref2 += float(r @ r)
+            r2, d2 = float(r @ r), float(d @ d)
+            self.ref2 += r2
             self.cand2 += float(c @ c)
-            self.diff2 += float(d @ d)
+            self.diff2 += d2
             self.dot += float(r @ c)
+        self.signal.append(r2)
+        self.noise.append(d2)
 
     def result(self) -> OutputError:
         if math.isnan(self.diff2) or math.isnan(self.dot):
@@ -99,7 +104,8 @@ class _Stats:
             else:
                 sqnr = 10.0 * math.log10(self.ref2 / self.diff2)
         mean_abs = self.sum_abs / self.count if self.count else 0.0
-        return OutputError(self.name, self.max_abs, mean_abs, cosine, sqnr, nonfinite=self.nonfinite)
+        return OutputError(self.name, self.max_abs, mean_abs, cosine, sqnr, nonfinite=self.nonfinite,
+                           sample_signal=self.signal, sample_noise=self.noise)
 
 
 def _is_classifier(output) -> bool:

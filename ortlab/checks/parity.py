@@ -5,16 +5,22 @@ optimized model (``basic``/``extended``/``all``) on the same evaluation samples,
 A mismatch is flagged when the largest absolute difference exceeds a tolerance relative to the output's scale
 (the largest |value| of the unoptimized output): fused int8 kernels round differently from the QDQ graph run
 in float, and fp16 fusions accumulate differently, so the tolerance depends on the recipe's precision.
+
+:func:`optimization_parity` is what a run records in its evaluation (``EvalReport.parity``, judged with the
+verdict): the check at the recipe's level and, when 'extended' or 'all' failed, the same graph re-optimized at
+'basic' and checked again, so the verdict can name the level that is safe.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
+from ortlab.checks.eval_report import OptimizationParity
 from ortlab.settings.config import OptLevel, PreprocessConfig, Recipe
-from ortlab.transforms.optimize import TOLERANCE
+from ortlab.transforms.optimize import TOLERANCE, optimize_model
 from ortlab.data.feeds import batch_inputs
 from ortlab.checks.evaluate import _feed_for, session_inputs
 from ortlab.runtime.providers import create_session, session_options
@@ -34,6 +40,7 @@ class ParityResult:
     tolerance: float
     output: str = ""  # the output with the largest relative difference
     message: str = ""
+    worst_abs: float = 0.0  # the largest |difference| of ``output``
 
 
 def check_parity(unoptimized, optimized, dataset, preprocess: PreprocessConfig | None, recipe: Recipe,
@@ -79,8 +86,29 @@ def check_parity(unoptimized, optimized, dataset, preprocess: PreprocessConfig |
         f"Graph optimization changed the results: output '{name}' of the '{level}' model differs from the same "
         f"graph with optimizations disabled by up to {d:.3g} ({rel:.1%} of its scale {s:.3g}, tolerance "
         f"{tol:.1%}) on {count} samples. Try a lower optimization level and compare.")
-    return ParityResult(ok, count, max_abs, scale, rel, tol, name, message)
+    return ParityResult(ok, count, max_abs, scale, rel, tol, name, message, d)
 
 
 def _batchable(inputs) -> bool:
     return all(len(t.shape) and not isinstance(tuple(t.shape)[0], int) for t in inputs)
+
+
+def optimization_parity(unoptimized, optimized, dataset, preprocess: PreprocessConfig | None, recipe: Recipe,
+                        work_dir: Path, specs=None) -> OptimizationParity:
+    """:func:`check_parity` at ``recipe.opt_level`` as the evaluation records it; when it fails at 'extended' or
+    'all', ``unoptimized`` is optimized at 'basic' into ``work_dir`` and checked again: ``safe_level`` is 'basic'
+    when that is within tolerance, else 'disabled'."""
+    first = check_parity(unoptimized, optimized, dataset, preprocess, recipe, specs=specs)
+    level = OptLevel(recipe.opt_level)
+    safe = ""
+    if not first.ok:
+        safe = OptLevel.DISABLED.value
+        if level in (OptLevel.EXTENDED, OptLevel.ALL):
+            basic = Path(work_dir) / "parity_basic.onnx"
+            optimize_model(unoptimized, basic, OptLevel.BASIC, recipe.target)
+            again = check_parity(unoptimized, basic, dataset, preprocess, replace(recipe, opt_level=OptLevel.BASIC),
+                                 specs=specs)
+            if again.ok:
+                safe = OptLevel.BASIC.value
+    return OptimizationParity(level.value, first.ok, first.output, first.worst_abs, first.relative, first.tolerance,
+                              first.n_samples, safe)

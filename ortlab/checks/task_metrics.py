@@ -200,6 +200,7 @@ class _Dense:
         self.scale: str | None = None
         self.cut = threshold
         self.crossing = self.positive = self.total = 0
+        self.per_sample: list[tuple[int, int]] = []  # (crossing, elements) of each sample
 
     def add(self, ref: np.ndarray, cand: np.ndarray) -> None:
         r = np.asarray(ref, dtype=np.float64)
@@ -207,14 +208,17 @@ class _Dense:
         if self.scale is None:
             self.scale, self.cut = _scale(r, self.threshold)
         rp, cp = r > self.cut, c > self.cut
-        self.crossing += int(np.count_nonzero(rp != cp))
+        crossing = int(np.count_nonzero(rp != cp))
+        self.crossing += crossing
         self.positive += int(np.count_nonzero(rp))
         self.total += r.size
+        self.per_sample.append((crossing, int(r.size)))
 
     def result(self) -> DenseMapMetrics:
         t = max(1, self.total)
         return DenseMapMetrics(self.name, self.threshold, self.scale or "probability", self.crossing / t,
-                               self.positive / t)
+                               self.positive / t, sample_crossing=[c for c, _ in self.per_sample],
+                               sample_elements=[e for _, e in self.per_sample])
 
 
 NMS_IOU = 0.45  # YOLO's usual non-maximum suppression overlap

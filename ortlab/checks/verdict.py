@@ -18,7 +18,8 @@ The default policy (:class:`VerdictPolicy`; every threshold is a field and a CLI
 * boxes (YOLO-style detectors): both models' detections are decoded (score above ``threshold``, per-class NMS)
   and matched by class and IoU ≥ 0.5; F1 of the candidate's detections against the reference's below
   ``min_det_f1`` (0.95) → degraded, below ``broken_det_f1`` (0.8) → broken. The score channels' and the box
-  channels' SQNR are reported apart (box pixels dominate the whole output's SQNR);
+  channels' SQNR are reported apart (box pixels dominate the whole output's SQNR) and each is held to the
+  ``min_sqnr_db`` bar like a whole output (scores at 9.4 dB are broken however well the boxes do);
 * sequences (an OCR recognizer's per-position class probabilities, greedy CTC decoded): the share of samples
   whose decoded string changed above ``max_changed_strings`` (2%) → degraded, above ``broken_changed_strings``
   (10%) → broken; the character error rate is shown with it;
@@ -38,6 +39,16 @@ first reason at its level, task metrics before SQNR (the detections' F1, the cha
 nearest-neighbour agreement, threshold crossings; SQNR for plain tensors). The CLI, the Compare page and the
 report show that figure first.
 
+The deciding figure carries its 95% interval from the sample count (:attr:`Verdict.uncertainty`,
+:mod:`ortlab.checks.uncertainty`: Wilson for shares and F1; a bootstrap over samples for SQNR and for dense-map
+crossings, whose elements within a sample are not independent; none for exact outputs). When the interval reaches
+across a bar of the policy the verdict is **on the edge** (:attr:`Verdict.edge`): the level stands as measured, and
+the sentence says about how many samples would settle it (``--verify-samples N``).
+
+When the evaluated model was optimized by ORT and its outputs differ from the same graph with optimizations
+disabled beyond tolerance (``EvalReport.parity``), the verdict still judges what ships (the optimized model
+against the source) and says so in :attr:`Verdict.parity`, naming the level that stays within tolerance.
+
 This module needs neither numpy nor ONNX Runtime: stored evaluations can be judged again with another policy.
 """
 
@@ -49,7 +60,10 @@ from typing import Any
 from enum import StrEnum
 
 from ortlab.settings.config import setting
+from collections.abc import Callable
+
 from ortlab.checks.eval_report import DenseMapMetrics, EvalReport, OutputError, Task, TaskMetrics
+from ortlab.checks.uncertainty import Uncertainty, share_uncertainty, sqnr_uncertainty, wilson_uncertainty
 
 __all__ = ["DEFAULT_POLICY", "NOTHING_QUANTIZED", "Level", "Verdict", "VerdictPolicy", "judge", "not_evaluated", "worse_or_equal"]
 
@@ -150,11 +164,26 @@ class Verdict:
     deciding: str = ""
     deciding_value: float | None = None
     deciding_text: str = ""
+    uncertainty: Uncertainty | None = None  # the deciding figure's 95% interval (None: no per-sample basis)
+    parity: str = ""  # what graph optimization changed beyond tolerance, and the safe level; empty when nothing
+
+    @property
+    def edge(self) -> str:
+        """"on the edge: …" when the deciding figure's interval straddles a bar of the policy; else empty."""
+        return self.uncertainty.edge_text if self.uncertainty is not None else ""
+
+    @property
+    def qualifier(self) -> str:
+        """What holds the level back from standing alone ("optimization changed outputs", "on the edge"), for the
+        line that shows the level; empty when nothing does."""
+        parts = (["graph optimization changed outputs"] if self.parity else []) + (["on the edge"] if self.edge else [])
+        return ", ".join(parts)
 
     @property
     def headline(self) -> str:
         """E.g. "BROKEN: logits SQNR -18.0 dB < 10 dB"."""
-        return f"{self.level.value.upper()}: " + ("; ".join(self.reasons) if self.reasons else "no reasons given")
+        level = self.level.value.upper() + (f" ({self.qualifier})" if self.qualifier else "")
+        return f"{level}: " + ("; ".join(self.reasons) if self.reasons else "no reasons given")
 
 
 def not_evaluated(why: str = "not evaluated: no evaluation data was given") -> Verdict:
@@ -179,7 +208,9 @@ def judge(report: EvalReport | None, policy: VerdictPolicy = DEFAULT_POLICY, cov
     first = [NOTHING_QUANTIZED] if coverage is not None and not coverage.total else []
     verdict = _judge(report, policy)
     level = Level.DEGRADED if first and verdict.level == Level.OK else verdict.level
-    return Verdict(level, first + verdict.reasons, verdict.deciding, verdict.deciding_value, verdict.deciding_text)
+    parity = report.parity.text if report is not None and report.parity is not None else ""
+    return Verdict(level, first + verdict.reasons, verdict.deciding, verdict.deciding_value, verdict.deciding_text,
+                   verdict.uncertainty, parity)
 
 
 @dataclass
@@ -189,6 +220,7 @@ class _Figure:
     metric: str
     value: float | None
     text: str
+    uncertain: Callable[[], Uncertainty | None] | None = None  # its interval, computed when it decides
 
 
 def _db(x: float) -> str:
@@ -218,7 +250,12 @@ class _Findings:
             self.degraded.append((f"{text} < {fmt(degraded_below)}", fig))
 
 
-def _judge_boxes(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings) -> None:
+def _share(value: float, trials: float, n: int, bars: tuple[float, ...], unit: str = "share",
+           what: str = "samples") -> Callable[[], Uncertainty | None]:
+    return lambda: wilson_uncertainty(value, trials, n, bars, unit, what)
+
+
+def _judge_boxes(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: int) -> None:
     """Detections: F1 of the candidate's matched detections against the reference's."""
     for b in tm.boxes:
         f1 = b.f1
@@ -229,43 +266,47 @@ def _judge_boxes(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings) -> None:
         text = (f"{b.output}: detections F1 {f1:.2f} vs the reference (precision {b.precision or 0:.2f}, recall "
                 f"{b.recall or 0:.2f}; {b.matched} of {b.ref_total} reference detections matched by class and "
                 f"IoU ≥ {b.match_iou:g}, {b.cand_total} found)")
-        fig = _Figure(f"{b.output}: detections F1 vs reference", f1, f"{f1:.2f}")
+        trials = (b.ref_total + b.cand_total) / 2  # matched pairs count once
+        fig = _Figure(f"{b.output}: detections F1 vs reference", f1, f"{f1:.2f}", _share(
+            f1, trials, n, (policy.min_det_f1, policy.broken_det_f1), "f1", "detections"))
         f.grade_low(f1, policy.min_det_f1, policy.broken_det_f1, text, fig, fmt=lambda x: f"{x:g}")
-        f.checked.append((f"{b.output}: detections F1 {f1:.2f} (score SQNR {_db(b.score_sqnr_db)}, box SQNR "
-                          f"{_db(b.box_sqnr_db)})", fig))
+        f.checked.append((f"{b.output}: detections F1 {f1:.2f}", fig))  # its groups' SQNR: _judge_tensors
 
 
-def _judge_sequences(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings) -> None:
+def _judge_sequences(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: int) -> None:
     """Decoded sequences: the share of strings that changed."""
     for q in tm.sequences:
         # the bar grade() appends follows the share it judges (after the CER it read "CER 6.6% > 10.0%")
         text = (f"{q.output}: character error rate {_pct(q.cer)}; {q.changed}/{q.n_samples} decoded strings "
                 f"changed ({_pct(q.changed_fraction)})")
-        fig = _Figure(f"{q.output}: decoded strings changed", q.changed_fraction, _pct(q.changed_fraction))
+        fig = _Figure(f"{q.output}: decoded strings changed", q.changed_fraction, _pct(q.changed_fraction), _share(
+            q.changed_fraction, q.n_samples, q.n_samples, (policy.max_changed_strings, policy.broken_changed_strings)))
         f.grade(q.changed_fraction, policy.max_changed_strings, policy.broken_changed_strings, text, fig)
         f.checked.append((text, fig))
 
 
-def _judge_flips(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings) -> None:
+def _judge_flips(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: int) -> None:
     """Classification: confident top-1 flips (near-tie flips shown, not counted)."""
     c = tm.classification
     if c is None:
         return
     conf, ties = c.confident_flips(policy.margin), c.near_tie_flips(policy.margin)
     rate = conf / max(1, c.n_samples)
-    fig = _Figure(f"{c.output}: confident top-1 flips", rate, f"{conf}/{c.n_samples} ({_pct(rate)})")
+    fig = _Figure(f"{c.output}: confident top-1 flips", rate, f"{conf}/{c.n_samples} ({_pct(rate)})", _share(
+        rate, c.n_samples, c.n_samples, (policy.max_confident_flips, policy.broken_confident_flips)))
     f.grade(rate, policy.max_confident_flips, policy.broken_confident_flips,
             f"{c.output}: {conf}/{c.n_samples} confident top-1 flips ({_pct(rate)})", fig)
     f.checked.append((f"{conf} confident top-1 flips, {ties} near-tie flips (reference softmax margin "
                       f"< {policy.margin:g}) of {c.n_samples}", fig))
 
 
-def _judge_embeddings(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings) -> None:
+def _judge_embeddings(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: int) -> None:
     """Embeddings: nearest-neighbour agreement and the lowest per-sample cosine."""
     for e in tm.embeddings:
         if e.nn_agreement is not None:
             text = f"{e.output}: nearest-neighbour agreement {_pct(e.nn_agreement)}"
-            fig = _Figure(f"{e.output}: nearest-neighbour agreement", e.nn_agreement, _pct(e.nn_agreement))
+            fig = _Figure(f"{e.output}: nearest-neighbour agreement", e.nn_agreement, _pct(e.nn_agreement), _share(
+                e.nn_agreement, n, n, (policy.min_nn_agreement, policy.broken_nn_agreement)))
             f.grade_low(e.nn_agreement, policy.min_nn_agreement, policy.broken_nn_agreement, text, fig)
             f.checked.append((text + f", cosine min {e.min_cosine:.3f}", fig))
         fig = _Figure(f"{e.output}: lowest per-sample cosine", e.min_cosine, f"{e.min_cosine:.3f}")
@@ -275,17 +316,21 @@ def _judge_embeddings(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings) -> N
             f.checked.append((f"{e.output}: cosine min {e.min_cosine:.3f}", fig))
 
 
-def _judge_crossings(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings) -> None:
+def _crossings(d: DenseMapMetrics, bars: tuple[float, ...]) -> Callable[[], Uncertainty | None]:
+    return lambda: share_uncertainty(d.crossing_fraction, d.sample_crossing, d.sample_elements, bars)
+
+
+def _judge_crossings(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: int) -> None:
     """Dense maps: the share of elements crossing the decision threshold."""
     for d in tm.dense_maps:
         fig = _Figure(f"{d.output}: elements crossing {d.threshold:g}", d.crossing_fraction,
-                      _pct(d.crossing_fraction))
+                      _pct(d.crossing_fraction), _crossings(d, (policy.max_crossing, policy.broken_crossing)))
         f.grade(d.crossing_fraction, policy.max_crossing, policy.broken_crossing,
                 f"{d.output}: {_pct(d.crossing_fraction)} of elements cross the {d.threshold:g} threshold", fig)
         f.checked.append((f"{d.output}: {_pct(d.crossing_fraction)} threshold crossings", fig))
 
 
-def _judge_exact(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings) -> None:
+def _judge_exact(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: int) -> None:
     """Integer outputs: the share of values that differ."""
     for x in tm.exact:
         fig = _Figure(f"{x.output}: values that differ", x.different_fraction, _pct(x.different_fraction))
@@ -299,26 +344,44 @@ def _judge_exact(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings) -> None:
 _TASK_JUDGEMENTS = (_judge_boxes, _judge_sequences, _judge_flips, _judge_embeddings, _judge_crossings, _judge_exact)
 
 
-def _judge_tensors(floats: list[OutputError], empty_maps: dict[str, DenseMapMetrics], policy: VerdictPolicy, f: _Findings) -> None:
-    """Float outputs: NaN/inf values, SQNR and cosine (not on maps the reference finds nothing on), and the
-    worst SQNR as a checked figure."""
+def _sqnr_figure(o: OutputError, policy: VerdictPolicy) -> _Figure:
+    return _Figure(f"{o.name}: SQNR", o.sqnr_db, _db(o.sqnr_db), lambda: sqnr_uncertainty(
+        o.sqnr_db, o.sample_signal, o.sample_noise, (policy.min_sqnr_db,)))
+
+
+def _groups(tm: TaskMetrics | None) -> list[tuple[str, float]]:
+    """("output0 scores", dB) for each channel group of a detector output (its own figure against the SQNR bar)."""
+    return [(f"{b.output} {group}", db) for b in (tm.boxes if tm is not None else [])
+            for group, db in b.group_sqnr_db.items()]
+
+
+def _sqnr_bar(f: _Findings, name: str, db: float, fig: _Figure, policy: VerdictPolicy) -> None:
+    if math.isnan(db) or db < policy.min_sqnr_db:
+        f.broken.append((f"{name}: SQNR {db:.1f} dB < {policy.min_sqnr_db:g} dB", fig))
+
+
+def _judge_tensors(floats: list[OutputError], empty_maps: dict[str, DenseMapMetrics], policy: VerdictPolicy,
+                   f: _Findings, groups: list[tuple[str, float]]) -> None:
+    """Float outputs and a detector's channel groups (scores, boxes): NaN/inf values, SQNR and cosine (not on maps
+    the reference finds nothing on), each against the same bars, and the worst SQNR as a checked figure."""
+    figures: list[tuple[str, float, _Figure, bool]] = []  # (name, dB, figure, identical)
     for o in floats:
         if o.nonfinite:
             f.broken.append((f"{o.name}: {o.nonfinite:,} NaN/inf values where the reference is finite",
                              _Figure(f"{o.name}: NaN/inf values", float(o.nonfinite), f"{o.nonfinite:,}")))
         if o.name in empty_maps:
             continue
-        sqnr_fig = _Figure(f"{o.name}: SQNR", o.sqnr_db, _db(o.sqnr_db))
-        if math.isnan(o.sqnr_db) or o.sqnr_db < policy.min_sqnr_db:
-            f.broken.append((f"{o.name}: SQNR {o.sqnr_db:.1f} dB < {policy.min_sqnr_db:g} dB", sqnr_fig))
+        figures.append((o.name, o.sqnr_db, _sqnr_figure(o, policy), o.identical))
+        _sqnr_bar(f, *figures[-1][:3], policy)
         if math.isnan(o.cosine) or o.cosine < policy.min_cosine:
             f.broken.append((f"{o.name}: cosine {o.cosine:.3f} < {policy.min_cosine:g}",
                              _Figure(f"{o.name}: cosine", o.cosine, f"{o.cosine:.3f}")))
-    judged = [o for o in floats if o.name not in empty_maps]
-    if judged:
-        worst = min(judged, key=lambda o: o.sqnr_db if not math.isnan(o.sqnr_db) else -math.inf)
-        f.checked.append(("identical outputs" if worst.identical else f"worst SQNR {worst.sqnr_db:.1f} dB ({worst.name})",
-                          _Figure(f"{worst.name}: SQNR", worst.sqnr_db, _db(worst.sqnr_db))))
+    for name, db in groups:
+        figures.append((name, db, _Figure(f"{name}: SQNR", db, _db(db)), db == math.inf))
+        _sqnr_bar(f, *figures[-1][:3], policy)
+    if figures:
+        name, db, fig, identical = min(figures, key=lambda x: x[1] if not math.isnan(x[1]) else -math.inf)
+        f.checked.append(("identical outputs" if identical else f"worst SQNR {db:.1f} dB ({name})", fig))
 
 
 def _map_remarks(tm: TaskMetrics | None) -> tuple[dict[str, DenseMapMetrics], list[str], list[str]]:
@@ -351,7 +414,7 @@ def _caveats(report: EvalReport) -> list[str]:
 def _verdict(level: Level, reasons: list[str], fig: _Figure | None) -> Verdict:
     if fig is None:
         return Verdict(level, reasons)
-    return Verdict(level, reasons, fig.metric, fig.value, fig.text)
+    return Verdict(level, reasons, fig.metric, fig.value, fig.text, fig.uncertain() if fig.uncertain else None)
 
 
 def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
@@ -366,8 +429,8 @@ def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
     empty_maps, unjudged, sparse = _map_remarks(tm)
     if tm is not None:
         for judgement in _TASK_JUDGEMENTS:
-            judgement(tm, policy, f)
-    _judge_tensors(floats, empty_maps, policy, f)
+            judgement(tm, policy, f, report.n_samples)
+    _judge_tensors(floats, empty_maps, policy, f, _groups(tm))
     background = [f"{o.name}: SQNR {o.sqnr_db:.1f} dB on background only" for o in floats if o.name in empty_maps]
     caveats = _caveats(report)
     headline = f.checked[0][1] if f.checked else None  # the task's own figure when there is one

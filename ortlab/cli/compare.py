@@ -11,7 +11,7 @@ from ortlab.cli.common import (
     exit_for, model_file, model_sample, policy_from_args, preprocess_from_args, reporter, shapes_from_args,
     shapes_text, values,
 )
-from ortlab.cli.render import deciding_line, print_json, table, task_lines, verdict_line
+from ortlab.cli.render import print_json, table, task_lines, verdict_block
 from ortlab.api import evaluate, inspect_model, judge, resolve_feed, stratified_sample
 from ortlab.core.serial import to_plain
 
@@ -60,10 +60,7 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     if ns.json:
         print_json({"verdict": verdict, **to_plain(report)})
         return exit_for(verdict, ns)
-    print(verdict_line(verdict))
-    decided = deciding_line(verdict)
-    if decided:
-        print(decided)
+    print("\n".join(verdict_block(verdict)))
     print(f"{cand.name} vs {ref.name} on {report.n_samples} samples"
           + (" (RANDOM DATA: accuracy is meaningless)" if report.random_data else ""))
     rows = [[o.name, f"{o.max_abs:.4g}", f"{o.mean_abs:.4g}", f"{o.cosine:.6f}", f"{o.sqnr_db:.1f}"]

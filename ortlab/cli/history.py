@@ -55,10 +55,27 @@ def cmd_history(ns: argparse.Namespace) -> int:
         if not isinstance(b, BenchmarkRecord):
             print(f"benchmark {b.id}  {when}  unreadable: {b.reason}")
             continue
-        names = b.names()
-        timed = ", ".join(f"{names.get(s.variant, s.variant)}@{s.batch_size} p50 {s.p50:.3f} ms" for s in b.summaries)
-        print(f"benchmark {b.id}  {when}  {b.origin or '?'}  {timed}")
+        print(f"benchmark {b.id}  {when}  {b.origin or '?'}  {api.machine_text(b.machine)}")
+        for line in benchmark_lines(b):
+            print(f"  {line}")
     return 0
+
+
+def benchmark_lines(b: BenchmarkRecord) -> list[str]:
+    """Each timed variant × batch size: its p50 with the p50's 95% interval, and its speed-up against the first
+    variant at that batch size with the speed-up's interval (or why it has none)."""
+    names = b.names()
+    first = b.variants[0].id if b.variants else None
+    base = {s.batch_size: s for s in b.summaries if s.variant == first}
+    out = []
+    for s in b.summaries:
+        p50 = f"p50 {s.p50:.3f} ms" + (f" (95% {s.p50_low:.3f}–{s.p50_high:.3f})"
+                                       if s.p50_low is not None and s.p50_high is not None else " (no interval stored)")
+        ref = base.get(s.batch_size)
+        sp = api.of_summaries(ref, s) if ref is not None and s.variant != first and ref.p50 > 0 and s.p50 > 0 else None
+        vs = f", {sp.speedup:.2f}× vs {names.get(first or '', first)} {api.speed_interval_text(sp)}" if sp else ""
+        out.append(f"{names.get(s.variant, s.variant)}@{s.batch_size} {p50}{vs}")
+    return out
 
 
 def source_label(artifact) -> str:

@@ -20,7 +20,9 @@ def verdict_line(verdict) -> str:
     """The first line of a result's text output: ``verdict   BROKEN  reason; reason``."""
     if verdict is None:
         return "verdict    UNKNOWN  not judged"
-    return f"verdict    {verdict.level.value.upper()}  " + "; ".join(verdict.reasons)
+    qualifier = getattr(verdict, "qualifier", "")
+    level = verdict.level.value.upper() + (f" ({qualifier})" if qualifier else "")
+    return f"verdict    {level}  " + "; ".join(verdict.reasons)
 
 
 def deciding_line(verdict) -> str | None:
@@ -29,6 +31,23 @@ def deciding_line(verdict) -> str | None:
     if verdict is None or not verdict.deciding:
         return None
     return f"  decided by {verdict.deciding} = {verdict.deciding_text}"
+
+
+def verdict_block(verdict) -> list[str]:
+    """The verdict line, the figure that decided it with its 95% interval, "on the edge" when the interval
+    straddles a bar, and what graph optimization changed (its own line)."""
+    lines = [verdict_line(verdict)]
+    decided = deciding_line(verdict)
+    if decided:
+        lines.append(decided)
+    u = getattr(verdict, "uncertainty", None)
+    if verdict is not None and verdict.edge:  # says the interval too
+        lines.append(f"  edge       {verdict.edge}")
+    elif u is not None:
+        lines.append(f"  interval   {u.text}")
+    if verdict is not None and verdict.parity:
+        lines.append(f"  parity     {verdict.parity}")
+    return lines
 
 
 def print_json(obj: Any) -> None:
@@ -60,6 +79,7 @@ def artifact_text(artifact, out_path: Path) -> str:
              f"  sha256     {artifact.sha256}",
              f"  providers  {', '.join(artifact.providers)}",
              "  timings    " + ", ".join(f"{k} {v:.2f}s" for k, v in artifact.timings.items())]
+    lines[1:1 + bool(decided)] = verdict_block(artifact.verdict)[1:]  # decided by, its interval or edge, parity
     if artifact.input_shapes:
         lines.append(f"  inputs     {shapes_text(artifact.input_shapes)}")
     spec = getattr(artifact, "spec", None)

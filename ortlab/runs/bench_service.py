@@ -21,6 +21,8 @@ from ortlab.runtime.child import (
 )
 from ortlab.runs.workspace import Workspace
 from ortlab.runtime import openvino as ov
+from ortlab.runtime.hardware import detect
+from ortlab.runtime.machine import this_machine
 from ortlab.timing import bench, child_runs
 from ortlab.runs.service import CANCELLED, DONE, FAILED, RUNNING, Handle
 
@@ -111,15 +113,22 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
     return handle
 
 
-def timed_variants(variants: Sequence[BenchVariant], config: BenchConfig) -> list[BenchVariant]:
+def timed_variants(variants: Sequence[BenchVariant], config: BenchConfig, cpu: Any = None) -> list[BenchVariant]:
     """The variants a benchmark times: each as given (ONNX Runtime) and, with ``config.openvino``, each again
-    under OpenVINO, from its portable file (``openvino_runtime.portable_model``)."""
+    under OpenVINO compiled in f32, from its portable file (``openvino_runtime.portable_model``), plus the first
+    (the baseline, usually the fp32 source) compiled in bf16 ("· OpenVINO bf16") where ``cpu`` (default: this
+    one) runs bf16 natively."""
     from dataclasses import replace
 
-    out = [v for v in variants if v.runtime != ov.RUNTIME]
+    out = [v for v in variants if v.runtime not in ov.RUNTIME_PRECISION]
     if config.openvino:
+        ort = list(out)
         out += [replace(v, id=f"{v.id} · OpenVINO", name=f"{v.name} · OpenVINO", runtime=ov.RUNTIME,
-                        path=str(ov.portable_model(v.path))) for v in list(out)]
+                        path=str(ov.portable_model(v.path))) for v in ort]
+        if ort and ov.bf16_supported(cpu if cpu is not None else detect()):
+            v = ort[0]
+            out.append(replace(v, id=f"{v.id} · OpenVINO bf16", name=f"{v.name} · OpenVINO bf16",
+                               runtime=ov.RUNTIME_BF16, path=str(ov.portable_model(v.path))))
     return out
 
 
@@ -141,9 +150,11 @@ def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, pr
                 _BENCH.notify_all()
         if measure_memory:
             handle.baseline_rss_mb = bench.baseline_memory_mb()
-        record = BenchmarkRecord(None, utc_timestamp(), list(handle.variants), handle.config, list(summaries), origin=origin)
+        machine = this_machine(handle.config.intra_op_threads, openvino=handle.config.openvino)
+        record = BenchmarkRecord(None, utc_timestamp(), list(handle.variants), handle.config, list(summaries),
+                                 origin=origin, machine=machine)
         record.id = handle.bench_id = ws.history().add_benchmark(record.variants, record.config, record.summaries,
-                                                                 record.created_at, origin=origin)
+                                                                 record.created_at, origin=origin, machine=machine)
         handle.record = record
         handle._finish(DONE, summaries)
     except Cancelled as exc:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ortlab.runs.artifact import Artifact
+from ortlab.runtime.machine import Machine
 from ortlab.timing.bench import LatencySummary
 from ortlab.settings.config import BenchConfig
 from ortlab.core.text import one_line, utc_timestamp
@@ -152,6 +153,7 @@ class BenchmarkRecord:
     config: BenchConfig
     summaries: list[LatencySummary] = field(default_factory=list)
     origin: str = ""  # "app" or "cli": where the benchmark was started ("" when unknown)
+    machine: Machine | None = None  # where it was timed (None: recorded before machines were stored)
 
     def names(self) -> dict[str, str]:
         """Variant id → display name."""
@@ -397,16 +399,17 @@ class History:
 
     # -- benchmarks ------------------------------------------------------------------------------------
     def add_benchmark(self, variants: Sequence[Any], config: Any, summaries: Sequence[Any],
-                      created_at: str | None = None, *, origin: str = "") -> int:
+                      created_at: str | None = None, *, origin: str = "", machine: Machine | None = None) -> int:
         """Store one benchmark: ``variants`` (:class:`BenchVariant`, run ids, or mappings with ``id``, ``name``,
-        ``path``, ``run_id``), the ``BenchConfig`` and the ``LatencySummary`` list. Returns the benchmark id."""
+        ``path``, ``run_id``), the ``BenchConfig``, the ``LatencySummary`` list and the :class:`Machine` that timed
+        them. Returns the benchmark id."""
         record = BenchmarkRecord(
             id=None, created_at=created_at or utc_timestamp(),
             variants=[v if isinstance(v, BenchVariant) else from_plain(BenchVariant, _variant_plain(v))
                       for v in variants],
             config=config if isinstance(config, BenchConfig) else BenchConfig.from_dict(config),
             summaries=[s if isinstance(s, LatencySummary) else LatencySummary.from_dict(s) for s in summaries],
-            origin=origin,
+            origin=origin, machine=machine,
         )
         with self._connect() as conn:
             cur = conn.execute("INSERT INTO benchmarks (created_at, benchmark_json) VALUES (?, ?)",
@@ -570,7 +573,8 @@ def _run(row: sqlite3.Row) -> Artifact | UnreadableRun:
 
 def _benchmark_plain(record: BenchmarkRecord) -> dict[str, Any]:
     return {"schema_version": BENCHMARK_SCHEMA_VERSION, "variants": to_plain(record.variants),
-            "config": to_plain(record.config), "summaries": to_plain(record.summaries), "origin": record.origin}
+            "config": to_plain(record.config), "summaries": to_plain(record.summaries), "origin": record.origin,
+            "machine": to_plain(record.machine)}
 
 
 def _remove_profiles(root: Path, summaries: Sequence[LatencySummary]) -> None:

@@ -27,7 +27,7 @@ from typing import Any, Generic, TypeVar
 
 from ortlab.checks.eval_report import EvalReport
 from ortlab.checks.evaluate import evaluate
-from ortlab.checks.parity import check_parity
+from ortlab.checks.parity import optimization_parity
 from ortlab.checks.task_metrics import output_channel_groups
 from ortlab.checks.verdict import Verdict, judge
 from ortlab.core.errors import Cancelled, DataError, ModelLoadError, OptimizationError, OrtlabError, QuantizationError
@@ -329,9 +329,8 @@ def _verify(ctx: RunContext, x: Model | Quantized) -> Verified:
     if m.calibration_sources:
         report.calibration_overlap = sum(f"{s.source}#{s.index}" in m.calibration_sources for s in sample.samples)
     if m.optimized_from is not None and run.recipe.opt_level != OptLevel.DISABLED:
-        parity = check_parity(m.optimized_from, m.path, sample, pre, run.recipe, specs=specs)
-        if not parity.ok:
-            ctx.findings.warn([parity.message])
+        # joins the verdict (judge reads report.parity), with the level re-checked as safe
+        report.parity = optimization_parity(m.optimized_from, m.path, sample, pre, run.recipe, ctx.work, specs)
     return Verified(m, report, judge(report, run.policy, m.coverage), list(report.providers_cand))
 
 

@@ -1,15 +1,19 @@
 """Which stored benchmark speaks for a model: the batch-1 ONNX Runtime timings History already holds for a pair of
-models (Compare's speed line), for one run (the keep-in-float table) and for a run's report.
+models (Compare's speed line), for one run (the keep-in-float table) and for a run's report. Each comes with the
+machine that timed it (:class:`ortlab.runtime.machine.Machine`), said as "timed on this machine" or "timed on
+another machine"; a speed-up is said with its 95% interval, or why it has none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ortlab.runs.artifact import Artifact
 from ortlab.runs.history import BenchmarkRecord, BenchVariant, History
+from ortlab.runtime.machine import Machine, this_machine
+from ortlab.settings.config import BenchConfig
 from ortlab.timing.bench import LatencySummary
 from ortlab.timing.stats import SpeedUp, of_summaries
 
@@ -32,6 +36,7 @@ class PairSpeed:
     cand: LatencySummary
     bench_id: int | None
     created_at: str = ""
+    machine: Machine | None = None
 
     @property
     def speed(self) -> SpeedUp | None:
@@ -49,13 +54,27 @@ class PairSpeed:
         s = self.speedup
         how = f"{s:.2f}× faster" if s >= 1.0 else f"{1 / s:.2f}× slower"
         sp = self.speed
-        if sp is not None and sp.paired:
-            lo, hi = sp.speedup_range
-            how += f" (95% interval {lo:.2f}–{hi:.2f}×, {sp.rounds} interleaved rounds)" + \
-                ("; noisy: the machine was busy" if sp.noisy else "")
-        return (f"Batch 1 on this machine: {self.cand.p50:.2f} ms p50 (p90 {self.cand.p90:.2f}) against "
-                f"{self.ref.p50:.2f} ms (p90 {self.ref.p90:.2f}): the candidate is {how}; benchmark "
+        if sp is not None:
+            how += " " + speed_interval_text(sp)
+        return (f"Batch 1, {machine_text(self.machine)}: {self.cand.p50:.2f} ms p50 (p90 {self.cand.p90:.2f}) "
+                f"against {self.ref.p50:.2f} ms (p90 {self.ref.p90:.2f}): the candidate is {how}; benchmark "
                 f"#{self.bench_id}, {self.ref.n} and {self.cand.n} runs.")
+
+
+def speed_interval_text(sp: SpeedUp) -> str:
+    """What a speed-up is said with: "(95% interval 1.9–2.3×, 20 interleaved rounds)", with "noisy" when it is,
+    or, for two series timed apart, why there is no interval."""
+    if not sp.paired:
+        return (f"(a ratio of p50s of {sp.reference_runs} and {sp.candidate_runs} runs timed apart: no interval; "
+                "time the pair again on Compare or Benchmark for one)")
+    lo, hi = sp.speedup_range
+    return (f"(95% interval {lo:.2f}–{hi:.2f}×, {sp.rounds} interleaved rounds)"
+            + ("; noisy: the machine was busy" if sp.noisy else ""))
+
+
+def machine_text(machine: Machine | None) -> str:
+    """"timed on this machine: …", "timed on another machine: …", or that the machine was not recorded."""
+    return machine.provenance() if machine is not None else "machine not recorded (timed before ortlab stored it)"
 
 
 @dataclass(frozen=True)
@@ -65,6 +84,33 @@ class ReportTiming:
 
     bench: list[LatencySummary] | None
     speed: tuple[LatencySummary | None, LatencySummary | None] | None
+    machine: Machine | None = None  # the machine of that benchmark
+
+    def sentence(self) -> str:
+        """The run's batch-1 speed against its source with its interval and the machine, or "not timed yet"."""
+        ref, cand = self.speed or (None, None)
+        if cand is None:
+            return "Speed: not timed yet (time it on the Compare or Benchmark page, or with ortlab bench)."
+        text = f"Speed at batch 1: {cand.p50:.2f} ms p50"
+        if cand.p50_low is not None and cand.p50_high is not None:
+            text += f" (95% interval {cand.p50_low:.2f}–{cand.p50_high:.2f})"
+        sp = of_summaries(ref, cand) if ref is not None else None
+        if ref is not None and sp is not None:
+            how = f"{sp.speedup:.2f}× faster" if sp.speedup >= 1 else f"{1 / sp.speedup:.2f}× slower"
+            text += f" against {ref.p50:.2f} ms for the source: {how} {speed_interval_text(sp)}"
+        return f"{text}; {machine_text(self.machine)}."
+
+
+def record_pair_timing(history: History, source_path: str, run_id: int | None, name: str, model_path: str,
+                       config: BenchConfig, pairs: Sequence[tuple[LatencySummary, LatencySummary]],
+                       origin: str = "tune") -> int:
+    """Store a run timed against its source (``pairs``: the (source, run) summaries of each batch size, timed
+    interleaved) as a History benchmark with this machine, so the run's report, Compare and History find it.
+    Returns the benchmark id."""
+    variants = [BenchVariant("source", "source", str(source_path)), BenchVariant("run", name, str(model_path), run_id)]
+    summaries = [replace(x, variant=v) for ref, cand in pairs for x, v in ((ref, "source"), (cand, "run"))]
+    return history.add_benchmark(variants, config, summaries, origin=origin,
+                                 machine=this_machine(config.intra_op_threads))
 
 
 def _benchmarks(history: History) -> Iterator[BenchmarkRecord]:
@@ -98,7 +144,7 @@ def latest_pair(history: History, ref: TimedModel, cand: TimedModel) -> PairSpee
     for rec in _benchmarks(history):
         a, b = _batch1(rec, lambda bv: _is(bv, ref)), _batch1(rec, lambda bv: _is(bv, cand))
         if a is not None and b is not None:
-            return PairSpeed(a, b, rec.id, rec.created_at)
+            return PairSpeed(a, b, rec.id, rec.created_at, rec.machine)
     return None
 
 
@@ -129,5 +175,6 @@ def report_timing(history: History, run: Artifact) -> ReportTiming:
              if isinstance(b, BenchmarkRecord) and any(v.run_id == run.run_id for v in b.variants)]
     with_run = [(b, s) for b in timed if (s := _report_speed(b, run))[1] is not None]
     rec, speed = next(((b, s) for b, s in with_run if s[0] is not None), with_run[0] if with_run else (None, None))
-    bench = rec.summaries if rec is not None else (timed[0].summaries if timed else None)
-    return ReportTiming(bench, speed)
+    if rec is None and timed:
+        rec = timed[0]
+    return ReportTiming(rec.summaries if rec is not None else None, speed, rec.machine if rec is not None else None)

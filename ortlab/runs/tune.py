@@ -56,6 +56,7 @@ from ortlab.timing.stats import SpeedUp
 from ortlab.runtime import cpu_time
 from ortlab.runtime.hardware import detect
 from ortlab.runs.workspace import Workspace
+from ortlab.runs.stored_timing import record_pair_timing
 from ortlab.model.inspect import inspect_model, sha256_file_cached
 from ortlab.data.inputs import infer_specs
 from ortlab.runtime.providers import working_providers
@@ -133,6 +134,7 @@ class Tuner:
         self._cpu_start = self._machine_start = 0.0
         self._token = CancelToken()
         self._timed: dict[tuple[str, int, float], SpeedUp] = {}  # (sha256, batch, seconds): identical graphs timed once
+        self._timed_pairs: dict[tuple[str, int, float], Any] = {}  # the same keys: (source, trial) summaries
 
     # -- control
     def cancel(self) -> None:
@@ -296,6 +298,16 @@ class Tuner:
         self._mark_pareto()
         return t
 
+    def _record_timing(self, t: Trial, cfg: BenchConfig, pairs: list[Any]) -> None:
+        """The trial's timing against the source, kept in History with this machine (its report, Compare and
+        History show it); a graph timed before (same sha256) is recorded with that measurement."""
+        if t.run_id is None or not pairs or any(p is None for p in pairs):
+            return
+        try:
+            record_pair_timing(self.workspace.history(), self.model, t.run_id, t.label, str(t.model_path), cfg, pairs)
+        except OrtlabError as exc:
+            self.notes.append(f"The timing of {t.label} was not kept in History: {exc.message}")
+
     def _judge(self, t: Trial, report: EvalReport | None, verdict: Verdict | None) -> None:
         """The run's own verdict (the one optimize prints for this recipe; judged here with the same policy when the
         run has none), the task's measure, and the policy's answer, which can only add the search's bar to "ok"."""
@@ -324,6 +336,7 @@ class Tuner:
                 try:
                     self._timed[key] = self._measure(self.model, t.model_path, cfg, b, shapes=self.timing_shapes,
                                                      cancel=self._token)
+                    self._timed_pairs[key] = getattr(self._pair_timer, "last", None)
                 except OrtlabError:
                     raise
                 except Exception as exc:  # ORT's own errors while timing
@@ -332,6 +345,7 @@ class Tuner:
         if self._cancel:
             raise Cancelled()
         t.speed = ratios
+        self._record_timing(t, cfg, [self._timed_pairs.get((sha, int(b), seconds)) for b in s.batch_sizes])
         t.latency_ms = {str(r.batch_size): r.candidate_p50_ms for r in ratios}
         t.baseline_ms = {str(r.batch_size): r.reference_p50_ms for r in ratios}
         good = [r.ratio for r in ratios if r.ratio > 0 and math.isfinite(r.ratio)]

@@ -24,6 +24,8 @@ from ortlab.core.layout import MODEL_FILE, QDQ_FILE
 from ortlab.core.text import one_line
 
 RUNTIME = "openvino"
+RUNTIME_BF16 = "openvino-bf16"  # the same runtime compiled with the bf16 precision hint (a row of its own)
+RUNTIME_PRECISION = {RUNTIME: "fp32", RUNTIME_BF16: "bf16"}  # a benchmark variant's runtime -> compiled precision
 PROVIDER = "OpenVINO CPU"  # how its rows name what ran
 # OpenVINO's CPU plugin picks bf16 by default where the CPU has AVX-512 BF16 or AMX: a row meant as fp32 says so.
 PRECISIONS = {"fp32": "f32", "bf16": "bf16"}  # our precision name -> INFERENCE_PRECISION_HINT

@@ -184,8 +184,9 @@ class LatencyRun(Iterator[LatencySample]):
 
     def _open(self):
         self._check()
-        if self.runtime == openvino_runtime.RUNTIME:
-            return openvino_runtime.OpenVinoSession(self.model_path), [openvino_runtime.PROVIDER]
+        precision = openvino_runtime.RUNTIME_PRECISION.get(self.runtime)
+        if precision is not None:
+            return openvino_runtime.OpenVinoSession(self.model_path, precision), [openvino_runtime.PROVIDER]
         prefix = None
         if self.config.profile and self._profile_dir is not None:
             pdir = self._profile_dir

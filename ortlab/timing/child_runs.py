@@ -491,6 +491,7 @@ class PairTimer:
         self._memory_gb, self._own = memory_gb, blocks is None
         self._kwargs = kwargs
         self._references: dict[int, Any] = {}
+        self.last: tuple[LatencySummary, LatencySummary] | None = None  # (reference, candidate) of the last call
 
     def __call__(self, candidate_path, config: BenchConfig, batch_size: int, *,
                  cancel: CancelToken | None = None) -> SpeedUp:
@@ -515,7 +516,8 @@ class PairTimer:
             raise
         finally:
             candidate.close()
-        speed = stats.of_summaries(summarize(reference.samples[before:]), summarize(candidate.samples))
+        self.last = (summarize(reference.samples[before:]), summarize(candidate.samples))
+        speed = stats.of_summaries(*self.last)
         if speed is None:
             raise BenchmarkError(f"Timing at batch {batch_size} gave no latencies to compare.")
         return speed

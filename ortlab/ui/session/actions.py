@@ -623,7 +623,8 @@ def run_report(run: Artifact, ws: Workspace | None = None, cache: dict | None = 
     src, model = Path(run.source_path), Path(run.model_path)
     timing = api.report_timing(api.open_history(ws or workspace()), run)
     return html_report(run, model_cache.model_info(src, cache).to_dict(), model_cache.model_info(model, cache).to_dict(),
-                       model_cache.graph_diff(src, model, cache), run.evaluation, timing.bench, speed=timing.speed)
+                       model_cache.graph_diff(src, model, cache), run.evaluation, timing.bench, speed=timing.speed,
+                       machine=timing.machine)
 
 
 def report_download(run: Artifact):

@@ -26,13 +26,24 @@ def verdict_text(v: Verdict | None) -> str:
 
 
 def verdict_banner(v: Verdict, what: str = "Verdict") -> None:
-    """A coloured banner with the level and the reasons as text."""
+    """A coloured banner with the level (qualified when on the edge or when optimization changed outputs), the
+    reasons, the deciding figure's interval, "on the edge", and what graph optimization changed in its own block."""
     bg, fg = VERDICT_COLORS[v.level]
     reasons = "".join(f"<li>{html_text(r)}</li>" for r in v.reasons)
+    level = v.level.value.upper() + (f" ({v.qualifier})" if v.qualifier else "")
+    extra = ""
+    if v.uncertainty is not None and not v.edge:  # the edge sentence says the interval too
+        extra += (f'<div class="ortlab-verdict-interval">{html_text(v.deciding)}: {html_text(v.deciding_text)}, '
+                  f"{html_text(v.uncertainty.text)}</div>")
+    if v.edge:
+        extra += f'<div class="ortlab-verdict-edge"><b>⚠ {html_text(v.edge)}</b></div>'
+    if v.parity:
+        extra += (f'<div class="ortlab-verdict-parity" style="border-top:1px solid {fg};margin-top:.4rem;'
+                  f'padding-top:.3rem"><b>Optimization parity:</b> {html_text(v.parity)}</div>')
     st.markdown(f'<div class="ortlab-verdict ortlab-verdict-{v.level.value}" style="background:{bg};color:{fg};'
                 f'padding:.7rem 1rem;border-radius:6px;margin-bottom:.6rem">'
-                f"<b>{VERDICT_ICONS[v.level]} {html_text(what)}: {v.level.value.upper()}</b>"
-                f'<ul style="margin:.3rem 0 0 0">{reasons}</ul></div>', unsafe_allow_html=True)
+                f"<b>{VERDICT_ICONS[v.level]} {html_text(what)}: {html_text(level)}</b>"
+                f'<ul style="margin:.3rem 0 0 0">{reasons}</ul>{extra}</div>', unsafe_allow_html=True)
 
 
 def human_count(n: int | None) -> str:
@@ -144,15 +155,23 @@ def spec_columns(rows: list[dict]) -> dict:
             for c in ("model shape", "shape used", "from")}
 
 
-def eval_cards(ev: EvalReport, ref_name: str, cand_name: str, verdict: Verdict | None = None) -> None:
+def eval_cards(ev: EvalReport, ref_name: str, cand_name: str, verdict: Verdict | None = None,
+               min_sqnr_db: float = 10.0) -> None:
     """Accuracy cards, the figure that decided ``verdict`` first (detections F1, changed strings, confident flips,
-    nearest-neighbour agreement, threshold crossings, or SQNR); then top-1 of both and agreement; SQNR (for
-    detectors the score and box channels apart, since box pixels dominate the whole output's SQNR)."""
-    items: list[tuple[str, str, str | None, str | None]] = []
+    nearest-neighbour agreement, threshold crossings, or SQNR) with its 95% interval; then top-1 of both and
+    agreement; SQNR (for detectors the score and box channels apart, since box pixels dominate the whole output's
+    SQNR), each flagged when below the policy's ``min_sqnr_db`` bar."""
+    items: list[tuple] = []
     deciding = verdict.deciding if verdict is not None else ""
-    if deciding:
-        items.append((deciding, verdict.deciding_text if verdict is not None else "", None,
-                      f"The figure that decided the verdict ({verdict.level.value if verdict else ''})."))
+    if verdict is not None and deciding:
+        u = verdict.uncertainty
+        interval = f"{u.fmt(u.low)}–{u.fmt(u.high)} (95%)" if u is not None else None
+        value = verdict.deciding_value
+        flag = sqnr_flag(value, min_sqnr_db) if deciding.endswith(": SQNR") and value is not None else None
+        items.append((deciding, verdict.deciding_text, flag or interval,
+                      f"The figure that decided the verdict ({verdict.level.value})"
+                      + (f"; {u.text}" if u is not None else "") + (f". {verdict.edge}" if verdict.edge else "."),
+                      "normal" if flag else "off"))
     if ev.top1_accuracy_ref is not None:
         a, b = ev.top1_accuracy_ref, ev.top1_accuracy_cand
         items.append((f"Top-1 {ref_name}", pct(a), None, "Accuracy against the labels."))
@@ -162,19 +181,29 @@ def eval_cards(ev: EvalReport, ref_name: str, cand_name: str, verdict: Verdict |
         items.append(("Top-1 agreement", pct(ev.top1_agreement), None,
                       "How often the candidate's top class equals the reference's."))
     boxes = ev.task.boxes if ev.task is not None else []
-    for bx in boxes[:1]:
-        items.append((f"Score SQNR ({bx.output})", sqnr_db_text(bx.score_sqnr_db), None,
-                      "SQNR of the class-score channels alone."))
-        items.append((f"Box SQNR ({bx.output})", sqnr_db_text(bx.box_sqnr_db), None,
-                      "SQNR of the 4 box channels (input pixels) alone."))
+    for bx in boxes[:1]:  # a group that decided the verdict has its card first already
+        if deciding != f"{bx.output} scores: SQNR":
+            items.append((f"Score SQNR ({bx.output})", sqnr_db_text(bx.score_sqnr_db),
+                          sqnr_flag(bx.score_sqnr_db, min_sqnr_db),
+                          "SQNR of the class-score channels alone, held to the same bar as whole outputs."))
+        if deciding != f"{bx.output} boxes: SQNR":
+            items.append((f"Box SQNR ({bx.output})", sqnr_db_text(bx.box_sqnr_db), sqnr_flag(bx.box_sqnr_db, min_sqnr_db),
+                          "SQNR of the 4 box channels (input pixels) alone, held to the same bar as whole outputs."))
     floats = [o for o in ev.outputs if o.name not in {bx.output for bx in boxes}]
     if floats and not deciding.endswith(": SQNR"):
         worst = min(floats, key=lambda o: o.sqnr_db if o.sqnr_db == o.sqnr_db else float("-inf"))  # NaN first
-        items.append(("SQNR (worst output)", sqnr_text(worst), None,
+        items.append(("SQNR (worst output)", sqnr_text(worst), sqnr_flag(worst.sqnr_db, min_sqnr_db),
                       "Signal-to-quantization-noise ratio: higher is closer to the reference; >30 dB is usually fine."))
     items.append(("Samples", str(ev.n_samples), None, None))
     for i in range(0, min(len(items), 8), CARDS_PER_ROW):  # at most 4 a row: labels stay on one or two lines at 1280 px
         metric_row(items[i:i + CARDS_PER_ROW])
+
+
+def sqnr_flag(x: float, bar: float) -> str | None:
+    """The flag of an SQNR card below the broken bar ("-0.6 dB below the 10 dB bar": red), else None."""
+    if x != x or x < bar:  # NaN counts as below
+        return f"{x - bar:+.1f} dB below the {bar:g} dB bar" if x == x else f"- NaN, below the {bar:g} dB bar"
+    return None
 
 
 def sqnr_db_text(x: float) -> str:

@@ -44,7 +44,8 @@ def charts_html(diff: GraphDiff, bench: list[LatencySummary] | None) -> str:
 
 def html_report(artifact: Artifact, ref_info: dict, cand_info: dict, diff: GraphDiff, evaluation: EvalReport | None,
                 bench: list[LatencySummary] | None, *, title: str | None = None,
-                speed: tuple[LatencySummary | None, LatencySummary | None] | None = None) -> str:
+                speed: tuple[LatencySummary | None, LatencySummary | None] | None = None,
+                machine: api.Machine | None = None) -> str:
     """The self-contained HTML report of one run (:func:`ortlab.api.html_report`) with its charts."""
     return api.html_report(artifact, ref_info, cand_info, diff, evaluation, bench, title=title, speed=speed,
-                           charts_html=charts_html(diff, bench))
+                           charts_html=charts_html(diff, bench), machine=machine)

@@ -35,6 +35,11 @@ def run_latency(run_id: int | None) -> LatencySummary | None:
     return api.run_latency(actions.history(), run_id)
 
 
+def stored_speed(run) -> str:
+    """A History run's stored batch-1 speed against its source, with its interval and the machine that timed it."""
+    return api.report_timing(actions.history(), run).sentence()
+
+
 def latency_text(s: LatencySummary | None) -> str:
     return "not timed" if s is None else f"{s.p50:.2f} ms (p90 {s.p90:.2f})"
 
