@@ -106,7 +106,7 @@ cards.metric_row([
 ws = actions.workspace()
 st.caption(f"Source {md(ws.relative(r.source_path))} (sha256 {r.source_sha256[:12]}) → "
            f"{md(ws.relative(r.model_path))} (sha256 {r.sha256[:12]}) · providers {md(', '.join(r.providers))}")
-st.caption(md(speed.stored_speed(r)))
+st.caption(md(speed.run_speed_text(r)))
 for w in r.warnings:
     st.caption(f"⚠ {md(w)}")
 

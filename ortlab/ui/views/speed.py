@@ -35,7 +35,7 @@ def run_latency(run_id: int | None) -> LatencySummary | None:
     return api.run_latency(actions.history(), run_id)
 
 
-def stored_speed(run) -> str:
+def run_speed_text(run) -> str:
     """A History run's stored batch-1 speed against its source, with its interval and the machine that timed it."""
     return api.report_timing(actions.history(), run).sentence()
 
