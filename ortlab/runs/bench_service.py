@@ -7,6 +7,7 @@ import functools
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from ortlab.runtime import openvino as ov
 from ortlab.runtime.hardware import detect
 from ortlab.runtime.machine import this_machine
 from ortlab.timing import bench, child_runs
-from ortlab.runs.service import CANCELLED, DONE, FAILED, RUNNING, Handle
+from ortlab.runs.service import CANCELLED, DONE, FAILED, RUN_TIMEOUT_VAR, RUNNING, Handle, timeout_from_env
 
 PROFILES_DIR = "profiles"  # under the workspace: one folder of ORT profiles per benchmark
 PAIR_TIMING = BenchConfig(batch_sizes=(1,), warmup=5, duration_s=1.5)  # Compare's short batch-1 timing of a pair
@@ -65,6 +66,15 @@ class BenchHandle(Handle):
         self.shapes: dict[str, list[int]] = {}
         self.values: dict[str, float] = {}  # control inputs' values (--input-value)
         self.profile_dir: Path | None = None  # the workspace folder of its profiles, when the service chose it
+        self.timeout_s: float | None = None  # its time limit once it runs ($ORTLAB_RUN_TIMEOUT_S), or None
+        self.timed_out = False
+
+    def _time_out(self) -> None:
+        """The benchmark went past its time limit: cancel it (its children are stopped, then killed with their
+        process groups after ``STOP_GRACE_S``); the worker says why."""
+        if not self.done:
+            self.timed_out = True
+            self._cancel.cancel()
 
     @property
     def queue_position(self) -> int:
@@ -91,10 +101,15 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
     set) limits each timing child's address space. With ``config.profile`` and no ``profile_dir`` the profiles
     go into ``<workspace>/profiles/<handle id>/`` (:func:`profile_folder`), removed with the benchmark.
     ``shapes`` (``{input name: shape}``) sets dims the models leave open, ``values`` (``{input name: number}``) the
-    value of control inputs such as a sample rate (``bench.make_inputs``)."""
+    value of control inputs such as a sample rate (``bench.make_inputs``).
+
+    Each timing child leads its own process group; Cancel, or ``$ORTLAB_RUN_TIMEOUT_S`` when set (counted from
+    when the benchmark leaves the queue), stops them all, killed with their groups after ``STOP_GRACE_S``; a
+    benchmark past its limit fails with "stopped after N s (limit M s)"."""
 
     ws = workspace if workspace is not None else Workspace()
     handle = BenchHandle(timed_variants(variants, config), config)
+    handle.timeout_s = timeout_from_env()
     handle.shapes = {k: [int(x) for x in v] for k, v in (shapes or {}).items()}
     handle.values = dict(values or {})
     own_profiles = bool(config.profile and profile_dir is None)
@@ -135,15 +150,24 @@ def timed_variants(variants: Sequence[BenchVariant], config: BenchConfig, cpu: A
 def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, profile_dir, timer,
                   interleave: bool = False) -> None:
 
+    timer_limit: threading.Timer | None = None
+    began = time.monotonic()
     try:
         try:
             _wait_for_slot(handle)
             handle.state = RUNNING
+            began = time.monotonic()
+            if handle.timeout_s is not None:
+                timer_limit = threading.Timer(handle.timeout_s, handle._time_out)
+                timer_limit.daemon = True
+                timer_limit.start()
             if interleave:
                 summaries = _bench_interleaved(handle, measure_memory, profile_dir, timer)
             else:
                 summaries = _bench_all(handle, measure_memory, profile_dir, timer or _default_timer())
         finally:
+            if timer_limit is not None:
+                timer_limit.cancel()
             with _BENCH:
                 if handle.id in _BENCH_QUEUE:
                     _BENCH_QUEUE.remove(handle.id)
@@ -159,13 +183,32 @@ def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, pr
         handle._finish(DONE, summaries)
     except Cancelled as exc:
         _drop_profiles(handle, profile_dir)
-        handle._finish(CANCELLED, error=exc)
+        if handle.timed_out:
+            handle._finish(FAILED, error=BenchmarkError(
+                f"The benchmark was stopped after {time.monotonic() - began:.0f} s (limit {handle.timeout_s:g} s): "
+                f"it went past its time limit (set ${RUN_TIMEOUT_VAR} to allow more)."))
+        else:
+            handle._finish(CANCELLED, error=exc)
     except OrtlabError as exc:
         _drop_profiles(handle, profile_dir)
         handle._finish(FAILED, error=exc)
     except Exception as exc:
         _drop_profiles(handle, profile_dir)
         handle._finish(FAILED, error=BenchmarkError(f"Unexpected {type(exc).__name__}: {one_line(exc)}"))
+
+
+def _close_all(series: list, at_once: bool) -> None:
+    """Close every series (its child is reaped; one that does not exit is killed after the grace); ``at_once``
+    (a cancel or the time limit) closes them side by side, so stopping takes one grace, not one per variant."""
+    if not at_once:
+        for s in series:
+            s.close()
+        return
+    closers = [threading.Thread(target=s.close, name="ortlab-bench-close", daemon=True) for s in series]
+    for t in closers:
+        t.start()
+    for t in closers:
+        t.join()
 
 
 def _drop_profiles(handle: BenchHandle, profile_dir) -> None:
@@ -248,8 +291,7 @@ def _bench_interleaved(handle: BenchHandle, measure_memory: bool, profile_dir, b
             for s in series:
                 s.finish()
         finally:
-            for s in series:
-                s.close()
+            _close_all(series, at_once=handle.cancel_requested)
         for v, s in zip(handle.variants, series):
             peak = s.peak_rss_mb if measure_memory else None
             if measure_memory and peak is None:

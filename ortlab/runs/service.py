@@ -400,17 +400,24 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
     return handle
 
 
+def timeout_from_env() -> float | None:
+    """``$ORTLAB_RUN_TIMEOUT_S`` in seconds when set to a positive number, else None; any other text is an error."""
+    raw = os.environ.get(RUN_TIMEOUT_VAR, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise OrtlabError(f"${RUN_TIMEOUT_VAR} must be a number of seconds, not {raw!r}.") from None
+    return value if value > 0 else None
+
+
 def run_timeout_s(spec: RunSpec, model_bytes: int | None = None) -> tuple[float, str]:
     """(seconds, how it was chosen) a run of ``spec`` may take: ``$ORTLAB_RUN_TIMEOUT_S`` when set, else a
     generous base plus time per sample (calibration and verification) and per 100 MB of model."""
-    raw = os.environ.get(RUN_TIMEOUT_VAR, "").strip()
-    if raw:
-        try:
-            value = float(raw)
-        except ValueError:
-            raise OrtlabError(f"${RUN_TIMEOUT_VAR} must be a number of seconds, not {raw!r}.") from None
-        if value > 0:
-            return value, f"${RUN_TIMEOUT_VAR}"
+    value = timeout_from_env()
+    if value is not None:
+        return value, f"${RUN_TIMEOUT_VAR}"
     recipe = spec.recipe
     calibration = recipe.quant.calibration_samples if recipe.is_static else 0
     verification = max(0, int(spec.verify_samples))

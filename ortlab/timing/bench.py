@@ -432,7 +432,7 @@ def _memory_child(args_json: str, fd: int) -> None:
 def _run_child(args: dict, timeout: float) -> float:
     if sys.platform == "win32":
         raise BenchmarkError("Peak memory is measured with the resource module, which Windows lacks.")
-    with Child.run(_memory_child, json.dumps(args)) as child:
+    with Child.run(_memory_child, json.dumps(args), new_session=True) as child:
         if not child.conn.poll(timeout):
             child.kill()
             raise BenchmarkError(f"Measuring memory took longer than {timeout:.0f} s.")

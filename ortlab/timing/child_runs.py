@@ -189,7 +189,7 @@ class IsolatedLatencyRun(LatencyRun):
         self._check()
         if os.name != "posix":
             raise BenchmarkError("Timing in a separate process needs Linux or macOS; use latency_samples().")
-        child = Child.run(_isolated_child, json.dumps(self._child_args()), duplex=True)
+        child = Child.run(_isolated_child, json.dumps(self._child_args()), duplex=True, new_session=True)
         try:
             yield from self._receive(child)
         finally:
@@ -348,7 +348,8 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
         self._check()
         if os.name != "posix":
             raise BenchmarkError("Timing in a separate process needs Linux or macOS; use LatencyBlocks.")
-        self._child = Child.run(_isolated_child, json.dumps({**self._child_args(), "blocks": True}), duplex=True)
+        self._child = Child.run(_isolated_child, json.dumps({**self._child_args(), "blocks": True}), duplex=True,
+                                new_session=True)
 
     def _wait_for(self, want: str, cancel: CancelToken | None) -> tuple | None:
         assert self._child is not None

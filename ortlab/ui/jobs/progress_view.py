@@ -102,17 +102,21 @@ def _recipe_job(where: str) -> None:
         @st.fragment(run_every=0.5)
         def poll() -> None:
             job.drain()
-            with st.container(border=True):
-                st.markdown(f"**Running {md(job.meta['recipe'].label())} on {md(job.meta.get('model', ''))}** "
-                            f"· {job.elapsed:.0f} s")
-                draw_stages(job)
-                if st.button(":material/cancel: Cancel", key=f"{where}.cancel_recipe", disabled=job.cancel_requested):
-                    job.cancel()
-                    st.toast("Cancelling: the run's process is stopped and its folder removed…")
+            st.caption(f"Running for {job.elapsed:.0f} s")
+            draw_stages(job)
+            if job.cancel_requested:
+                st.caption("Cancelling: the run's process is being stopped and its folder removed…")
             if job.done:
                 st.rerun()
 
-        poll()
+        with st.container(border=True):
+            # the title and Cancel are drawn once, above the part that redraws every 0.5 s: the button stays the
+            # same element in the same place, so a click lands on it however busy the server is (below a panel that
+            # grows or shrinks, it moved under the pointer); its callback cancels before anything else of the rerun
+            st.markdown(f"**Running {md(job.meta['recipe'].label())} on {md(job.meta.get('model', ''))}**")
+            st.button(":material/cancel: Cancel", key=f"{where}.cancel_recipe", disabled=job.cancel_requested,
+                      on_click=_cancel, args=(job,))
+            poll()
         return
     job.drain()
     mine = job.meta.get("model_sha", state.model_key()) == state.model_key()
@@ -120,7 +124,9 @@ def _recipe_job(where: str) -> None:
         first_time = not job.handled
         a = actions.finish_recipe_job(job)
         level, text = finish_message(job.result, job.meta['recipe'].label(), job.elapsed)
-        if first_time and job.meta.get("land_on_compare") and mine:
+        if job.cancel_requested:  # the run was complete before its stop reached it: kept, and no page switch
+            st.info("Cancel came after the run had finished its result; the result is kept.")
+        elif first_time and job.meta.get("land_on_compare") and mine:
             # Compare draws the verdict itself (its banner, first): the landing note says only what ran, once
             state.flash(f"Ran {job.meta['recipe'].label()} in {job.elapsed:.1f} s; its verdict is above.", "caption")
             st.switch_page("pages/compare.py")
@@ -138,6 +144,11 @@ def _recipe_job(where: str) -> None:
         if st.button("Dismiss", key=f"{where}.dismiss_recipe"):
             state.set_job("recipe", None)
             st.rerun()
+
+
+def _cancel(job: Handle) -> None:
+    job.cancel()
+    st.toast("Cancelling: the run's process is stopped and its folder removed…")
 
 
 def finish_message(artifact, label: str, seconds: float) -> tuple[str, str]:
