@@ -300,10 +300,9 @@ def run_model(m: Model, args: argparse.Namespace, out: Path) -> list[dict]:
         best = res.get("best") or {}
         written = Path(res["written"]) if res.get("written") else None
         label = best.get("label", "-")
-        value = best.get("task_value")
         rows.append({"model": m.key, "what": f"tune --budget {m.budget_s:g}: {label}"
                      + ("" if res.get("accepted") else " (not accepted: closest)"),
-                     "metric": tune_metric(written, best, value),
+                     "metric": tune_metric(tune_out, best),
                      "verdict": best.get("level") or f"exit {st.code}: {st.error[:120]}",
                      "speed": speed(timer, written, m, args.timing_s),
                      "wall": f"{st.wall_s:.0f} s ({st.cpu_s:.0f} s CPU); {len(res.get('trials', []))} trials",
@@ -316,13 +315,14 @@ def run_model(m: Model, args: argparse.Namespace, out: Path) -> list[dict]:
     return rows
 
 
-def tune_metric(written: Path | None, best: dict, value) -> str:
-    """The recommendation's task metric from its artifact when tune wrote one (the same evaluation as optimize's),
-    else tune's own measure."""
-    artifact = written.parent / "artifact.json" if written is not None else None
-    if artifact is not None and artifact.is_file():
+def tune_metric(tune_out: Path, best: dict) -> str:
+    """The recommended (or closest) trial's task metric from its artifact (the same evaluation as optimize's), else
+    tune's own measure."""
+    artifact = tune_out / "trials" / f"{best.get('index', 0):02d}" / "artifact.json"
+    if artifact.is_file():
         return task_metric(json.loads(artifact.read_text()).get("evaluation", {}))
-    return f"{best.get('task_measure', '')} {value}" if value is not None else "-"
+    value = best.get("task_value")
+    return f"{best.get('task_measure', '')} {value:.3f}" if isinstance(value, (int, float)) else "-"
 
 
 def table(rows: list[dict]) -> str:
@@ -336,12 +336,12 @@ def table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", required=True, help="Folder with the model files named in the docstring.")
-    ap.add_argument("--data", required=True, help="Folder with photos/, rec/, cls/, text/ (made by --prepare).")
+    ap.add_argument("--models", help="Folder with the model files named in the docstring.")
+    ap.add_argument("--data", help="Folder with photos/, rec/, cls/, text/ (made by --prepare).")
     ap.add_argument("--prepare", action="store_true", help="Build --data first (from --photos and the stdlib).")
     ap.add_argument("--photos", help="The packages' source photographs, for --prepare.")
     ap.add_argument("--tokenizer", help="The encoder's tokenizer.json (default: MODELS/tokenizer.json).")
-    ap.add_argument("--out", required=True, help="Receives every result, results.json and results.md.")
+    ap.add_argument("--out", help="Receives every result, results.json and results.md.")
     ap.add_argument("--only", nargs="+", default=["yolo", "encoder", "rec", "cls"],
                     choices=["yolo", "encoder", "rec", "cls"])
     ap.add_argument("--budget-yolo", type=float, default=300)
@@ -350,7 +350,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-cls", type=float, default=120)
     ap.add_argument("--verify-samples", type=int, default=64)
     ap.add_argument("--timing-s", type=float, default=6.0, help="Seconds each side is timed per speed-up.")
+    ap.add_argument("--from-results", nargs="+", metavar="RESULTS.json",
+                    help="Run nothing: print one table of earlier runs' results.json files (e.g. one run per model).")
     args = ap.parse_args(argv)
+    if args.from_results:
+        print(table([r for f in args.from_results for r in json.loads(Path(f).read_text())]))
+        return 0
+    missing = [f"--{n}" for n in ("models", "data", "out") if getattr(args, n) is None]
+    if missing:
+        ap.error(f"give {', '.join(missing)} (or --from-results)")
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("ORTLAB_HOME", str(out / "ortlab_home"))
