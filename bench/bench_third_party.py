@@ -88,7 +88,8 @@ class Model:
     data: list[str]  # CLI flags: data, preprocessing, shapes
     shapes: dict[str, list[int]]
     budget_s: float
-    notes: list[str] = field(default_factory=list)
+    optimize_flags: list[str] = field(default_factory=list)  # recipe flags for optimize only (tune has its own)
+    reference_rows: list[tuple[str, str, list[str]]] = field(default_factory=list)  # (name, folder, flags)
 
 
 def models(args: argparse.Namespace) -> list[Model]:
@@ -104,7 +105,8 @@ def models(args: argparse.Namespace) -> list[Model]:
             "--tokenizer", tok, "--seq-len", "128"]
     all_ = [Model("yolo", "320n.onnx", photos, {"images": [1, 3, 320, 320]}, args.budget_yolo),
             Model("encoder", "all-MiniLM-L6-v2.onnx", text, {"input_ids": [1, 128], "attention_mask": [1, 128]},
-                  args.budget_text),
+                  args.budget_text, ["--opt-level", args.encoder_opt_level],
+                  [("dynamic int8 (the known answer)", "dynamic", ["--quant-mode", "dynamic"])]),
             Model("rec", "ch_PP-OCRv4_rec_infer.onnx", rec, {"x": [1, 3, 48, 320]}, args.budget_rec),
             Model("cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx", cls, {"x": [1, 3, 48, 192]}, args.budget_cls)]
     return [m for m in all_ if m.key in args.only]
@@ -279,31 +281,38 @@ def run_model(m: Model, args: argparse.Namespace, out: Path) -> list[dict]:
     src = Path(args.models) / m.file
     print(f"{m.key}: {src}", flush=True)
     common = [*m.data, "--verify-samples", str(args.verify_samples)]
-    int8 = ["optimize", str(src), None, "--precision", "int8", *common]
+    int8 = ["optimize", str(src), None, "--precision", "int8", *m.optimize_flags, *common]
+    shown = " ".join(m.optimize_flags)
     rows = []
     timer = PairTimer(src, shapes=m.shapes)
     try:
-        for name, folder, extra in (("default int8 (BC on)", "bc_on", []),
-                                    ("int8, BC off", "bc_off", ["--no-bias-correction"])):
+        steps = [("default int8 (BC on)", "bc_on", []), ("int8, BC off", "bc_off", ["--no-bias-correction"]),
+                 *m.reference_rows]
+        for name, folder, extra in steps:
+            if (folder if folder in ("bc_on", "bc_off") else "reference") not in args.steps:
+                continue
             dest = out / m.key / folder
             argv = [str(dest) if a is None else a for a in int8] + extra
             st = ortlab(name, argv)
             res = st.result
-            rows.append({"model": m.key, "what": name, "metric": task_metric(res.get("evaluation", {})),
+            rows.append({"model": m.key, "what": f"{name} {shown}".strip(),
+                         "metric": task_metric(res.get("evaluation", {})),
                          "verdict": (res.get("verdict") or {}).get("level", f"exit {st.code}: {st.error[:120]}"),
                          "speed": speed(timer, Path(res["model_path"]) if res.get("model_path") else None, m,
                                         args.timing_s),
                          "wall": f"{st.wall_s:.0f} s ({st.cpu_s:.0f} s CPU)", "notes": res.get("notes", [])})
+        if "tune" not in args.steps:
+            return rows
         tune_out = out / m.key / "tune"
         st = ortlab("tune", ["tune", str(src), *common, "--budget", str(m.budget_s), "--out", str(tune_out)])
         res = st.result
         best = res.get("best") or {}
         written = Path(res["written"]) if res.get("written") else None
-        label = best.get("label", "-")
-        rows.append({"model": m.key, "what": f"tune --budget {m.budget_s:g}: {label}"
-                     + ("" if res.get("accepted") else " (not accepted: closest)"),
+        outcome = (best.get("label", "-") + ("" if res.get("accepted") else " (not accepted: the closest)")
+                   if best else "no trial finished")
+        rows.append({"model": m.key, "what": f"tune --budget {m.budget_s:g}: {outcome}",
                      "metric": tune_metric(tune_out, best),
-                     "verdict": best.get("level") or f"exit {st.code}: {st.error[:120]}",
+                     "verdict": best.get("level") or f"exit {st.code}: {(res.get('sentence') or st.error)[:160]}",
                      "speed": speed(timer, written, m, args.timing_s),
                      "wall": f"{st.wall_s:.0f} s ({st.cpu_s:.0f} s CPU); {len(res.get('trials', []))} trials",
                      "notes": [res.get("sentence", "")] + [
@@ -348,6 +357,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-text", type=float, default=120)
     ap.add_argument("--budget-rec", type=float, default=300)
     ap.add_argument("--budget-cls", type=float, default=120)
+    ap.add_argument("--encoder-opt-level", default="extended", choices=["disabled", "basic", "extended", "all"],
+                    help="The encoder's --opt-level for optimize (at extended, ORT's default, its int8 runs stopped "
+                         "at the check of the optimized graph on 2026-11-27).")
+    ap.add_argument("--steps", nargs="+", default=["bc_on", "bc_off", "reference", "tune"],
+                    choices=["bc_on", "bc_off", "reference", "tune"],
+                    help="bc_on: the default int8; bc_off: it without bias correction; reference: known answers "
+                         "(the encoder's dynamic int8); tune: ortlab tune.")
     ap.add_argument("--verify-samples", type=int, default=64)
     ap.add_argument("--timing-s", type=float, default=6.0, help="Seconds each side is timed per speed-up.")
     ap.add_argument("--from-results", nargs="+", metavar="RESULTS.json",
