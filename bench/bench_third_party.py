@@ -68,6 +68,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
 from PIL import Image, ImageDraw, ImageFont  # noqa: E402
 
 from ortlab.cli import main as cli  # noqa: E402
@@ -272,6 +275,33 @@ def task_metric(evaluation: dict) -> str:
     return "; ".join(parts)
 
 
+def edit_distance(a: str, b: str) -> int:
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]
+
+
+def cer_vs_truth(model_path: Path, source: Path, folder: Path) -> float:
+    """A PP-OCR recognizer's character error rate against the rendered text (``folder/truth.txt``): PaddleOCR's
+    preprocessing (BGR, (x/255 − 0.5)/0.5; the lines are rendered at the model's 48×320), greedy CTC decoding with
+    the character list in the source model's metadata (class 0 blank, the last one a space)."""
+    meta = {p.key: p.value for p in onnx.load(str(source), load_external_data=False).metadata_props}
+    chars = ["<blank>", *meta["character"].splitlines(), " "]
+    sess = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    truth = (folder / "truth.txt").read_text().splitlines()
+    edits = total = 0
+    for k, want in enumerate(truth):
+        x = np.asarray(Image.open(folder / f"{k:03d}.png").convert("RGB"), np.float32)[:, :, ::-1]
+        feed = np.ascontiguousarray(((x / 255 - 0.5) / 0.5).transpose(2, 0, 1)[None], dtype=np.float32)
+        ids = sess.run(None, {sess.get_inputs()[0].name: feed})[0][0].argmax(-1)
+        got = "".join(chars[i] for j, i in enumerate(ids) if i != 0 and (j == 0 or i != ids[j - 1]))
+        edits, total = edits + edit_distance(got, want), total + len(want)
+    return edits / max(1, total)
+
+
 def speed(timer: PairTimer, path: Path | None, model: Model, seconds: float) -> str:
     if path is None or not path.is_file():
         return "-"
@@ -303,7 +333,7 @@ def run_model(m: Model, args: argparse.Namespace, out: Path) -> list[dict]:
             st = ortlab(name, argv)
             res = st.result
             rows.append({"model": m.key, "what": f"{name} {shown}".strip(),
-                         "metric": task_metric(res.get("evaluation", {})),
+                         "metric": task_metric(res.get("evaluation", {})) + truth(m, src, res.get("model_path")),
                          "verdict": (res.get("verdict") or {}).get("level", f"exit {st.code}: {st.error[:120]}"),
                          "speed": speed(timer, Path(res["model_path"]) if res.get("model_path") else None, m,
                                         args.timing_s),
@@ -316,9 +346,9 @@ def run_model(m: Model, args: argparse.Namespace, out: Path) -> list[dict]:
         best = res.get("best") or {}
         written = Path(res["written"]) if res.get("written") else None
         outcome = (best.get("label", "-") + ("" if res.get("accepted") else " (not accepted: the closest)")
-                   if best else "no trial finished")
+                   if best else "nothing recommended")
         rows.append({"model": m.key, "what": f"tune --budget {m.budget_s:g}: {outcome}",
-                     "metric": tune_metric(tune_out, best),
+                     "metric": tune_metric(tune_out, best) + truth(m, src, written),
                      "verdict": best.get("level") or f"exit {st.code}: {(res.get('sentence') or st.error)[:160]}",
                      "speed": speed(timer, written, m, args.timing_s),
                      "wall": f"{st.wall_s:.0f} s ({st.cpu_s:.0f} s CPU); {len(res.get('trials', []))} trials",
@@ -329,6 +359,15 @@ def run_model(m: Model, args: argparse.Namespace, out: Path) -> list[dict]:
     finally:
         timer.close()
     return rows
+
+
+def truth(m: Model, source: Path, path) -> str:
+    """For the recognizer: ``; CER vs truth x% (fp32 y%)`` on the evaluation lines; else nothing."""
+    if m.key != "rec" or not path or not Path(path).is_file():
+        return ""
+    folder = Path(m.data[m.data.index("--eval") + 1])
+    return (f"; CER vs the rendered text {cer_vs_truth(Path(path), source, folder):.2%} "
+            f"(fp32 {cer_vs_truth(source, source, folder):.2%})")
 
 
 def tune_metric(tune_out: Path, best: dict) -> str:
