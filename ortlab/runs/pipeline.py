@@ -302,7 +302,8 @@ def _made(x: Model | Quantized) -> Model:
 
 def _optimize(ctx: RunContext, x: Model | Quantized) -> Model:
     m = _made(x)
-    result = optimize_model(m.path, ctx.result, ctx.run.recipe.opt_level, ctx.run.recipe.target)
+    float_source = x.float_model if isinstance(x, Quantized) else None
+    result = optimize_model(m.path, ctx.result, ctx.run.recipe.opt_level, ctx.run.recipe.target, float_source)
     ctx.findings.warn(result.warnings)
     ctx.findings.note(result.notes)
     return replace(m, path=ctx.result, optimized_from=m.path)

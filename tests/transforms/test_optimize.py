@@ -137,3 +137,84 @@ def test_runtime_check_tolerates_int8_rounding_only_for_quantized_sources(tmp_pa
     off = ref + np.array([0.13, 0.0])  # what dynamic int8 of a MiniLM-sized encoder moved by under fusion
     assert not _outputs_match(ref, off)[0] and _outputs_match(ref, off, 0.1)[0]
     assert not _outputs_match(ref, ref + 1.0, 0.1)[0]
+
+
+class _ConstantIds:
+    """Calibration of the text encoder on one sentence of token 5: ranges that fit real sentences poorly, the
+    kind of int8 model whose one-step rounding flips grow through the layers (like all-MiniLM-L6-v2's)."""
+
+    def __init__(self):
+        self.feeds = [{"input_ids": np.full((1, 16), 5, np.int64), "attention_mask": np.ones((1, 16), np.int64)}]
+
+    def get_next(self):
+        return self.feeds.pop() if self.feeds else None
+
+
+@pytest.fixture(scope="module")
+def encoder_int8(tmp_path_factory):
+    """The text-encoder fixture at opset 13 (float) and its static QDQ int8 model (u8 activations, s8 weights),
+    LayerNorms, Softmax and the attention-score MatMuls kept in float as ortlab's known-pattern scope keeps them
+    (so ORT fuses each LayerNorm into a SimplifiedLayerNormalization the ONNX checker rejects)."""
+    from pathlib import Path
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+
+    work = tmp_path_factory.mktemp("encoder_int8")
+    fixture = Path(__file__).parents[1] / "fixtures" / "text_encoder.onnx"
+    float_model = work / "float.onnx"
+    onnx.save(onnx.version_converter.convert_version(onnx.load(str(fixture)), 13), str(float_model))
+    qdq = work / "qdq.onnx"
+    kept = [n.name for n in onnx.load(str(float_model)).graph.node
+            if "/ln" in n.name or n.op_type == "Softmax" or n.name in ("/layers.0/MatMul", "/layers.1/MatMul")]
+    with P.quiet_native_stderr():
+        quantize_static(str(float_model), str(qdq), _ConstantIds(), quant_format=QuantFormat.QDQ,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, nodes_to_exclude=kept)
+    return float_model, qdq
+
+
+def _outputs(path, feed):
+    sess = ort.InferenceSession(str(path), P.session_options(opt_level=OptLevel.DISABLED),
+                                providers=[P.CPU])
+    return sess.run(None, feed)
+
+
+def test_a_fused_int8_encoder_passes_within_the_noise_its_quantization_makes(tmp_path, encoder_int8):
+    """ORT's 'extended' graph of a static int8 text encoder (fused QLinear kernels, a LayerNorm fusion the ONNX
+    checker rejects at opset 13) differs from the QDQ graph by more than the int8 tolerance on the random feed
+    (on this AVX2 machine: 0.109 of the scale of 'pooled'), yet less than the QDQ graph differs from the float
+    model: it is saved, with a note that says so."""
+    from ortlab.transforms.optimize import TOLERANCE, _outputs_match, _random_feed
+    from ortlab.settings.config import Precision
+
+    float_model, qdq = encoder_int8
+    result = optimize_model(qdq, tmp_path / "ext.onnx", OptLevel.EXTENDED, float_source=float_model)
+    sess = ort.InferenceSession(str(qdq), providers=[P.CPU])
+    feed = _random_feed(sess)
+    beyond = [not _outputs_match(a, b, TOLERANCE[Precision.INT8])[0]
+              for a, b in zip(_outputs(qdq, feed), _outputs(result.path, feed))]
+    assert any(beyond)  # what failed before: the largest difference alone is over the int8 tolerance
+    (note,) = [n for n in result.notes if "ONNX checker rejects" in n]
+    assert "its outputs differ only by int8 rounding from the source's on a random input" in note
+    assert "between the unfused int8 graph and the float model" in note
+    with pytest.raises(OptimizationError, match="differs from the source's on a random input"):
+        optimize_model(qdq, tmp_path / "alone.onnx", OptLevel.EXTENDED)  # without the float model: as before
+
+
+def test_a_wrong_fused_int8_encoder_is_still_caught(tmp_path, encoder_int8):
+    """The same optimized graph with the first feed-forward MatMul's int8 weights negated (a graph that computes
+    something else) differs from the QDQ graph far beyond the quantization noise, and verification says so."""
+    from onnx import numpy_helper
+    from ortlab.transforms.optimize import verify_with_runtime
+
+    float_model, qdq = encoder_int8
+    good = optimize_model(qdq, tmp_path / "ext.onnx", OptLevel.EXTENDED, float_source=float_model).path
+    model = onnx.load(str(good))
+    inits = {t.name: t for t in model.graph.initializer}
+    node = next(n for n in model.graph.node if n.op_type == "QLinearMatMul" and n.name == "/layers.0/ff1/MatMul")
+    weight = inits[node.input[3]]
+    flipped = np.clip(-numpy_helper.to_array(weight).astype(np.int16), -127, 127).astype(np.int8)
+    weight.CopyFrom(numpy_helper.from_array(flipped, weight.name))
+    wrong = tmp_path / "wrong.onnx"
+    onnx.save(model, str(wrong))
+    assert "within int8 rounding" in verify_with_runtime(qdq, good, float_model)
+    with pytest.raises(OptimizationError, match="more than int8 rounding explains"):
+        verify_with_runtime(qdq, wrong, float_model)
