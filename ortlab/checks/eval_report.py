@@ -43,11 +43,24 @@ class OutputError:
     # each sample's Σref² and Σ(ref - cand)²: the SQNR's interval is bootstrapped over them (empty in old reports)
     sample_signal: list[float] = field(default_factory=list)
     sample_noise: list[float] = field(default_factory=list)
+    # a per-token output compared at the attention mask's real tokens only: their count and the padded positions
+    # left out (0 and 0: every position compared)
+    real_tokens: int = 0
+    padding: int = 0
 
     @property
     def identical(self) -> bool:
         """True when the candidate's output equals the reference's exactly (SQNR is +inf)."""
         return self.sqnr_db == math.inf
+
+    @property
+    def padding_note(self) -> str:
+        """E.g. "last_hidden_state: compared on the 310 real tokens; padding ignored (1,226 padded positions)";
+        empty when no padding was left out."""
+        if not self.padding:
+            return ""
+        return (f"{self.name}: compared on the {self.real_tokens:,} real tokens; padding ignored "
+                f"({self.padding:,} padded positions)")
 
     def to_dict(self) -> dict:
         """``serial.to_plain`` of this record (non-finite numbers as "inf"/"-inf"/"nan")."""
@@ -208,13 +221,16 @@ class SequenceMetrics:
 class EmbeddingMetrics:
     """Per-sample cosine of one embedding output, and whether each sample's nearest neighbour among the
     evaluation samples stays the same (``nn_agreement``; None with fewer than 3 samples). [N, T, D] outputs
-    (``tokens``) are mean-pooled over T for the neighbours."""
+    (``tokens``) are mean-pooled over T for the neighbours; with an attention mask, cosine and pooling take the
+    real tokens only (``real_tokens``; ``padding``: the padded positions left out)."""
 
     output: str
     min_cosine: float
     mean_cosine: float
     nn_agreement: float | None
     tokens: bool = False  # a per-token output [N, T, D]; one vector per sample (a sentence embedding) when False
+    real_tokens: int = 0
+    padding: int = 0
 
 
 @dataclass

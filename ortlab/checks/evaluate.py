@@ -15,14 +15,14 @@ import numpy as np
 from ortlab.core import dtypes
 from ortlab.settings.config import PreprocessConfig, Target
 from ortlab.data.dataset import Dataset, stratified_sample
-from ortlab.data.feeds import batch_inputs, check_fits
+from ortlab.data.feeds import attention_mask, batch_inputs, check_fits
 from ortlab.core.errors import Cancelled, DataError
 from ortlab.checks.eval_report import EvalReport, OutputError
 from ortlab.data.inputs import InputSpec, infer_specs
 from ortlab.model.inspect import TensorInfo
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.runtime.providers import create_session
-from ortlab.checks.task_metrics import TaskAccumulator
+from ortlab.checks.task_metrics import TaskAccumulator, token_rows
 from ortlab.checks.verdict import VerdictPolicy
 from ortlab.runtime.providers import explain_ort_error
 
@@ -61,10 +61,17 @@ class _Stats:
         self.sum_abs = self.count = 0.0
         self.ref2 = self.diff2 = self.cand2 = self.dot = 0.0
         self.nonfinite = 0
+        self.real_tokens = self.padding = 0
         self.signal: list[float] = []
         self.noise: list[float] = []
 
-    def add(self, ref: np.ndarray, cand: np.ndarray) -> None:
+    def add(self, ref: np.ndarray, cand: np.ndarray, mask: np.ndarray | None = None) -> None:
+        """One sample's output; with an attention ``mask``, a per-token output counts at its real tokens only."""
+        rr, cr = token_rows(ref, mask), token_rows(cand, mask)
+        if rr is not None and cr is not None and mask is not None:
+            self.real_tokens += len(rr)
+            self.padding += int(mask.size) - len(rr)
+            ref, cand = rr, cr
         r = np.asarray(ref, dtype=np.float64).ravel()
         c = np.asarray(cand, dtype=np.float64).ravel()
         if r.shape != c.shape:
@@ -105,7 +112,8 @@ class _Stats:
                 sqnr = 10.0 * math.log10(self.ref2 / self.diff2)
         mean_abs = self.sum_abs / self.count if self.count else 0.0
         return OutputError(self.name, self.max_abs, mean_abs, cosine, sqnr, nonfinite=self.nonfinite,
-                           sample_signal=self.signal, sample_noise=self.noise)
+                           sample_signal=self.signal, sample_noise=self.noise, real_tokens=self.real_tokens,
+                           padding=self.padding)
 
 
 def _is_classifier(output) -> bool:
@@ -156,13 +164,17 @@ class OutputComparison:
         self.task: TaskAccumulator | None = None
         self.samples = 0
 
-    def add(self, ref_outputs: Sequence[Any], cand_outputs: Sequence[Any]) -> None:
+    def add(self, ref_outputs: Sequence[Any], cand_outputs: Sequence[Any],
+            feed: dict[str, np.ndarray] | None = None) -> None:
+        """One sample's outputs; ``feed``: what both models were given (its attention mask, when it has one, keeps
+        padded positions of per-token outputs out of every figure)."""
+        mask = attention_mask(feed) if feed is not None else None
         for s, r, c in zip(self.stats, ref_outputs, cand_outputs):
-            s.add(r, c)
+            s.add(r, c, mask)
         if self.task is None:
             p = self.policy
             self.task = TaskAccumulator(self.names, list(ref_outputs), self.labeled, p.task, p.margin, p.threshold)
-        self.task.add(list(ref_outputs), list(cand_outputs))
+        self.task.add(list(ref_outputs), list(cand_outputs), mask)
         self.samples += 1
 
     def report(self, **kwargs: Any) -> EvalReport:
@@ -211,7 +223,7 @@ def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: Prepr
         shapes = shapes or {k: list(v.shape) for k, v in feed.items()}
         r_out = _run(ref, ref_names, feed, "reference", i)
         c_out = _run(cand, [pair[nm] for nm in ref_names], _feed_for(cand_in, feed), "candidate", i)
-        comparison.add(r_out, c_out)
+        comparison.add(r_out, c_out, feed)
         reporter(ProgressEvent("verify", i + 1, total, f"sample {i + 1}/{total}"))
     report = comparison.report(random_data=ds.is_random, providers_ref=prov_ref, providers_cand=prov_cand,
                                input_shapes=shapes)

@@ -102,7 +102,7 @@ class RevertScreen:
             for feed, ref_out in zip(self.feeds, self.reference):
                 if self.cancel is not None and self.cancel.cancelled:
                     raise Cancelled(step="screen")
-                comparison.add(ref_out, sess.run(cand_names, feed))
+                comparison.add(ref_out, sess.run(cand_names, feed), feed)
         except (Cancelled, DataError):
             raise
         except Exception as exc:  # ORT's own error on a reverted graph

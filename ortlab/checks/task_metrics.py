@@ -17,6 +17,9 @@ and whether the data is labeled; a task given by the user overrides the inferenc
 
 The model's task is the role of its first float output (generic when it has none).
 
+Per-token outputs [1, T, D] of a model fed an attention mask [1, T] are judged on the real tokens only (mask 1):
+padding is not part of the text (:func:`token_rows`).
+
 Size: one accumulator per task (classes, embeddings, CTC strings, detections, dense maps), all fed by the
 same sample loop; splitting them would scatter the task rules above.
 """
@@ -417,10 +420,20 @@ class _Sequences:
         return SequenceMetrics(self.name, self.n, self.changed, self.edits, self.chars)
 
 
+def token_rows(output: Any, mask: np.ndarray | None) -> np.ndarray | None:
+    """A per-token output [batch, seq, hidden] at its real tokens (where the attention ``mask`` [batch, seq] is
+    1), as [real tokens, hidden]; None when there is no mask or the output's token dims are not the mask's shape."""
+    a = np.asarray(output)
+    if mask is None or a.ndim != 3 or a.dtype.kind != "f" or a.shape[:2] != mask.shape:
+        return None
+    return a[np.asarray(mask) == 1]
+
+
 class _Embeddings:
     def __init__(self, name: str):
         self.name = name
         self.tokens = False
+        self.real_tokens = self.padding = 0
         self.cos: list[float] = []
         self.ref: list[np.ndarray] = []
         self.cand: list[np.ndarray] = []
@@ -430,16 +443,30 @@ class _Embeddings:
         a = np.asarray(a, dtype=np.float64)[0]
         return a.mean(axis=0) if a.ndim == 2 else a.ravel()
 
-    def add(self, ref: np.ndarray, cand: np.ndarray) -> None:
-        r = np.asarray(ref, dtype=np.float64).ravel()
-        c = np.asarray(cand, dtype=np.float64).ravel()
+    @staticmethod
+    def _pool_rows(rows: np.ndarray, width: int) -> np.ndarray:
+        return rows.mean(axis=0) if len(rows) else np.zeros(width)
+
+    def add(self, ref: np.ndarray, cand: np.ndarray, mask: np.ndarray | None = None) -> None:
+        rr, cr = token_rows(ref, mask), token_rows(cand, mask)
+        if rr is not None and cr is not None:
+            # per-token output with an attention mask: cosine and neighbours over the real tokens only
+            self.real_tokens += len(rr)
+            self.padding += int(mask.size) - len(rr) if mask is not None else 0
+            r, c = rr.astype(np.float64).ravel(), cr.astype(np.float64).ravel()
+            ref_vec = self._pool_rows(rr.astype(np.float64), rr.shape[-1])
+            cand_vec = self._pool_rows(cr.astype(np.float64), cr.shape[-1])
+        else:
+            r = np.asarray(ref, dtype=np.float64).ravel()
+            c = np.asarray(cand, dtype=np.float64).ravel()
+            ref_vec, cand_vec = self._pool(ref), self._pool(cand)
         with np.errstate(all="ignore"):
             nr, nc = float(np.linalg.norm(r)), float(np.linalg.norm(c))
             cos = 1.0 if nr == nc == 0 else (float(r @ c) / (nr * nc) if nr and nc else 0.0)
         self.cos.append(cos if math.isfinite(cos) else -1.0)
         self.tokens = np.asarray(ref).ndim == 3
-        self.ref.append(self._pool(ref).astype(np.float32))
-        self.cand.append(self._pool(cand).astype(np.float32))
+        self.ref.append(ref_vec.astype(np.float32))
+        self.cand.append(cand_vec.astype(np.float32))
 
     @staticmethod
     def _neighbours(vecs: list[np.ndarray]) -> np.ndarray:
@@ -454,7 +481,7 @@ class _Embeddings:
         if len(self.ref) >= 3:
             nn = float(np.mean(self._neighbours(self.ref) == self._neighbours(self.cand)))
         return EmbeddingMetrics(self.name, min(self.cos, default=1.0), float(np.mean(self.cos)) if self.cos else 1.0,
-                                nn, self.tokens)
+                                nn, self.tokens, self.real_tokens, self.padding)
 
 
 class _Exact:
@@ -506,10 +533,15 @@ class TaskAccumulator:
     def classes(self) -> _Classes | None:
         return next((p for p in self.parts.values() if isinstance(p, _Classes)), None)
 
-    def add(self, ref_outputs: list[np.ndarray], cand_outputs: list[np.ndarray]) -> None:
+    def add(self, ref_outputs: list[np.ndarray], cand_outputs: list[np.ndarray],
+            mask: np.ndarray | None = None) -> None:
+        """One sample's outputs; ``mask``: the feed's attention mask (per-token embeddings are judged on the real
+        tokens only)."""
         for name, r, c in zip(self.names, ref_outputs, cand_outputs):
             part = self.parts.get(name)
-            if part is not None:
+            if isinstance(part, _Embeddings):
+                part.add(r, c, mask)
+            elif part is not None:
                 part.add(r, c)
 
     def result(self) -> TaskMetrics:

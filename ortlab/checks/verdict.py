@@ -25,7 +25,8 @@ The default policy (:class:`VerdictPolicy`; every threshold is a field and a CLI
   (10%) → broken; the character error rate is shown with it;
 * embeddings: nearest-neighbour agreement across the evaluation set below ``min_nn_agreement`` (90%) →
   degraded, below ``broken_nn_agreement`` (70%) → broken; any sample's cosine below ``min_cosine`` → degraded.
-  A vector per sample (a sentence embedding) is judged before per-token outputs;
+  A vector per sample (a sentence embedding) is judged before per-token outputs; per-token outputs of a model fed
+  an attention mask are judged (SQNR and cosine too) on the real tokens only, and the reasons say so;
 * integer outputs are compared exactly: differing elements above ``max_confident_flips`` → degraded, above
   ``broken_confident_flips`` → broken;
 * evaluated on random data, or on samples that were also used for calibration: at best **degraded** ("not a
@@ -433,15 +434,17 @@ def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
     _judge_tensors(floats, empty_maps, policy, f, _groups(tm))
     background = [f"{o.name}: SQNR {o.sqnr_db:.1f} dB on background only" for o in floats if o.name in empty_maps]
     caveats = _caveats(report)
+    padding = [o.padding_note for o in floats if o.padding_note]  # per-token outputs judged on real tokens only
     headline = f.checked[0][1] if f.checked else None  # the task's own figure when there is one
     if f.broken:
-        return _verdict(Level.BROKEN, [r for r, _ in f.broken + f.degraded] + caveats + sparse, f.broken[0][1])
+        return _verdict(Level.BROKEN, [r for r, _ in f.broken + f.degraded] + caveats + sparse + padding,
+                        f.broken[0][1])
     if f.degraded or caveats:
-        return _verdict(Level.DEGRADED, [r for r, _ in f.degraded] + caveats + unjudged + sparse,
+        return _verdict(Level.DEGRADED, [r for r, _ in f.degraded] + caveats + unjudged + sparse + padding,
                         f.degraded[0][1] if f.degraded else headline)
     if unjudged:
         return Verdict(Level.UNKNOWN, unjudged + ["other checks passed: " + "; ".join(
-            [r for r, _ in f.checked] + background)], "reference map finds nothing", None, "cannot judge")
+            [r for r, _ in f.checked] + background)] + padding, "reference map finds nothing", None, "cannot judge")
     task = f"{tm.task.value} " if tm is not None else ""
     return _verdict(Level.OK, [f"{task}checks passed on {report.n_samples} samples: " + "; ".join(
-        [r for r, _ in f.checked] + background)], headline)
+        [r for r, _ in f.checked] + background)] + padding, headline)

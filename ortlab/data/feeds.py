@@ -252,3 +252,17 @@ def check_fits(ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence
         check_tensor_inputs(ds, model_inputs, specs)
     elif ds.kind == "text":
         _text_feed(ds, [0], specs)
+
+
+def attention_mask(feed: dict[str, np.ndarray]) -> np.ndarray | None:
+    """The feed's attention mask: the first [batch, seq] input whose name says mask (not a token-type or segment
+    input) and whose values are all 0 or 1; None when there is none. Per-token outputs are compared where it is 1
+    (real tokens), never on padding."""
+    for name, arr in feed.items():
+        low = name.lower()
+        if "mask" not in low or "type" in low or "segment" in low:
+            continue
+        a = np.asarray(arr)
+        if a.ndim == 2 and a.dtype.kind in "biuf" and a.size and bool(np.isin(a, (0, 1)).all()):
+            return a
+    return None

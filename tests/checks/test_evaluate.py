@@ -144,6 +144,6 @@ def test_labels_beyond_the_model_outputs(models_dir, tmp_path):
 def test_output_error_to_dict_writes_non_finite_numbers_as_text():
     d = OutputError("y", float("nan"), 1.0, 0.5, -math.inf).to_dict()
     assert d == {"name": "y", "max_abs": "nan", "mean_abs": 1.0, "cosine": 0.5, "sqnr_db": "-inf", "nonfinite": 0,
-                 "sample_signal": [], "sample_noise": []}
+                 "sample_signal": [], "sample_noise": [], "real_tokens": 0, "padding": 0}
     assert json.loads(json.dumps(d, allow_nan=False)) == d
 

@@ -146,7 +146,10 @@ def independent_check(fixture: str, src: Path, dst: Path, evaluation: Path) -> t
     ref: dict[str, list[np.ndarray]] = {n: [] for n in names}
     cand: dict[str, list[np.ndarray]] = {n: [] for n in names}
     for feed in _feeds(fixture, evaluation):
+        real = feed["attention_mask"][0] == 1 if "attention_mask" in feed else None
         for n, r, c in zip(names, a.run(None, feed), b.run(None, feed)):
+            if real is not None and r.ndim == 3:  # per-token outputs are judged on the real tokens, not padding
+                r, c = r[:, real], c[:, real]
             ref[n].append(r.astype(np.float64))
             cand[n].append(c.astype(np.float64))
     broken: list[str] = []
