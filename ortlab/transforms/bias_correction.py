@@ -22,8 +22,8 @@ Only bias values change: the graph, its nodes and its speed stay as they were. N
 bias is not an int32 DequantizeLinear of an initializer, e.g. MatMul+Add, where ORT quantizes the Add's constant
 as an activation) are skipped and counted; no bias is added.
 
-A correction is kept only where it helps on samples it was not fitted on. Every 4th calibration sample is held
-back; ``d`` is measured on the others (the fitting part), and the node keeps its correction only if it lowers the
+A correction is kept only where it helps on samples it was not fitted on. A seeded random quarter of the
+calibration samples is held back; ``d`` is measured on the others (the fitting part), and the node keeps its correction only if it lowers the
 node's output error against the float model on the held-back part, otherwise its bias is reverted. The error is
 the mean squared error of the node's own output, which is what the correction targets: shifting channel ``c`` by
 ``d_c`` turns a held-back error ``e`` into ``e + d_c``, so the MSE changes by ``2·d_c·m_c + d_c²`` per element,
@@ -67,7 +67,8 @@ from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_repo
 STAGE = "bias_correction"
 CORRECTED_OPS = ("Conv", "Gemm")
 DEFAULT_BATCH = 16
-HELD_BACK_EVERY = 4  # every 4th calibration sample is held back to check the corrections on
+HELD_BACK_EVERY = 4  # a quarter of the calibration samples is held back to check the corrections on
+HELD_BACK_SEED = 0
 MIN_FIT, MIN_HELD_BACK = 6, 2
 MIN_SAMPLES = 8  # the fewest samples that give MIN_FIT fitting and MIN_HELD_BACK held-back samples
 STEP_TOLERANCE_DB = 0.1  # an output (group) whose held-back SQNR falls by more than this drops the whole step
@@ -433,9 +434,11 @@ def _channel_means(sess: ort.InferenceSession, batches: Sequence[Mapping[str, np
 
 
 def held_back_indices(n: int) -> tuple[list[int], list[int]]:
-    """(fitting, held-back) sample indices of ``n`` calibration samples: every 4th (index 3, 7, …) is held back."""
-    held = [i for i in range(n) if i % HELD_BACK_EVERY == HELD_BACK_EVERY - 1]
-    return [i for i in range(n) if i % HELD_BACK_EVERY != HELD_BACK_EVERY - 1], held
+    """(fitting, held-back) sample indices of ``n`` calibration samples: a fixed pseudo-random quarter
+    (``n // 4`` of them, seeded) is held back. Not every 4th: data in a periodic order (lines turned 180°
+    every other one, class folders interleaved) would put a single kind of sample in the held-back part."""
+    held = set(np.random.default_rng(HELD_BACK_SEED).permutation(n)[:n // HELD_BACK_EVERY].tolist())
+    return [i for i in range(n) if i not in held], sorted(held)
 
 
 def lowers_error(shift: np.ndarray, scale: np.ndarray, fp32_held: np.ndarray, qdq_held: np.ndarray,

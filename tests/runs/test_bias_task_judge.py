@@ -11,7 +11,7 @@ from onnx import numpy_helper
 from ortlab.checks.eval_report import Task
 from ortlab.checks.verdict import VerdictPolicy
 from ortlab.runs.bias_task_judge import held_back_task_judge
-from ortlab.transforms.bias_correction import correct_model
+from ortlab.transforms.bias_correction import correct_model, held_back_indices
 
 BIAS_SCALE = 1 / 1024
 CLASSIFIER = VerdictPolicy(task=Task.CLASSIFICATION)
@@ -53,13 +53,14 @@ def _class0_bias(model: onnx.ModelProto) -> int:
 
 
 def test_a_correction_that_raises_sqnr_but_flips_confident_answers_is_dropped():
-    # Most samples: x1 = 1 (class 0's logit off by -1) and x0 in [-3, -2] (class 1 either way). Samples 1, 3, 5 and 7
-    # (3 and 7 held back): x1 = 0 (exact) and x0 = -0.5, class 1 with a softmax margin of 0.24 (confident). The
-    # mean-shift correction (+0.93) makes the many nearly exact, and pushes the few to class 0.
+    # Most samples: x1 = 1 (class 0's logit off by -1) and x0 in [-3, -2] (class 1 either way). Four samples (two
+    # held back): x1 = 0 (exact) and x0 = -0.5, class 1 with a softmax margin of 0.24 (confident). The mean-shift
+    # correction (+0.93) makes the many nearly exact, and pushes the few to class 0.
     rng = np.random.default_rng(0)
     n = 40
     rows = np.stack([rng.uniform(-3, -2, n), np.ones(n), np.zeros(n)], axis=1)
-    rows[[1, 3, 5, 7], :2] = [-0.5, 0.0]
+    fit, held = held_back_indices(n)
+    rows[fit[:2] + held[:2], :2] = [-0.5, 0.0]
     fp32, qdq = _classifier_pair()
     # judged on SQNR alone (as before), the correction is kept: the outputs come nearer the float model's
     model, plain = correct_model(fp32, qdq, _feeds(rows))
@@ -80,13 +81,15 @@ def test_a_correction_that_removes_confident_flips_is_kept_with_a_note():
     rng = np.random.default_rng(1)
     n = 40
     x0 = rng.uniform(0.3, 3, n) * rng.choice([-1, 1], n)
-    x0[[3, 7]] = [0.5, 0.8]  # held back: flipped as quantized
+    held = held_back_indices(n)[1]
+    x0[held[:2]] = [0.5, 0.8]  # flipped as quantized
     rows = np.stack([x0, np.ones(n), np.zeros(n)], axis=1)
     fp32, qdq = _classifier_pair()
     model, result = correct_model(fp32, qdq, _feeds(rows), task_judge=held_back_task_judge(CLASSIFIER))
     assert result.corrected == ["fc"] and not result.dropped and abs(_class0_bias(model) - 1024) <= 4
     assert result.step_task is not None and result.step_task.change > 0
-    flipped = sum(1 for i in range(3, n, 4) if 0 < x0[i] < 1)
+    flipped = sum(1 for i in held if 0 < x0[i] < 1)
+    assert flipped >= 2
     assert f"It lowered confident flips on the held-back samples from {flipped} to 0." in result.notes[0]
 
 
