@@ -23,8 +23,9 @@ bias is not an int32 DequantizeLinear of an initializer, e.g. MatMul+Add, where 
 as an activation) are skipped and counted; no bias is added.
 
 A correction is kept only where it helps on samples it was not fitted on. A seeded random quarter of the
-calibration samples is held back; ``d`` is measured on the others (the fitting part), and the node keeps its correction only if it lowers the
-node's output error against the float model on the held-back part, otherwise its bias is reverted. The error is
+calibration samples is held back; ``d`` is measured on the others (the fitting part), and the node keeps its
+correction only if it lowers the node's output error against the float model on the held-back part, otherwise
+its bias is reverted. The error is
 the mean squared error of the node's own output, which is what the correction targets: shifting channel ``c`` by
 ``d_c`` turns a held-back error ``e`` into ``e + d_c``, so the MSE changes by ``2·d_c·m_c + d_c²`` per element,
 ``m_c`` the held-back mean error of that channel (every channel has the same number of elements). The check
