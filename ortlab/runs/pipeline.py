@@ -41,6 +41,7 @@ from ortlab.data.preprocess import resolve_preprocess
 from ortlab.model.inspect import run_warnings, sha256_file
 from ortlab.runs import outputs
 from ortlab.runs.artifact import Artifact, file_bytes
+from ortlab.runs.bias_task_judge import held_back_task_judge
 from ortlab.runs.calibration_cache import (
     REUSED, CachedCalibration, CalibrationCache, calibration_key, feeds_digest, model_digest,
 )
@@ -289,7 +290,8 @@ def _correct_biases(ctx: RunContext, qz: Quantized) -> Quantized:
         feeds.append(feed)
     dst = ctx.work / "bias_corrected.onnx"
     result = bias_correction.correct_biases(qz.float_model, qz.model.path, dst, feeds, ctx.reporter, ctx.cancel,
-                                            output_groups=output_channel_groups)
+                                            output_groups=output_channel_groups,
+                                            task_judge=held_back_task_judge(ctx.run.policy, c.dataset.labeled()))
     ctx.findings.warn(result.warnings)
     ctx.findings.note(result.notes)
     qdq = dst if qz.model.qdq == qz.model.path else qz.model.qdq  # the QDQ file kept is the corrected one

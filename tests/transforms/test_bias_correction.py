@@ -31,7 +31,7 @@ from ortlab.runs.prepare import BIAS_CORRECTION_SKIPPED
 from ortlab.runtime.hardware import advise, detect
 from ortlab.settings.config import (Precision, QuantConfig, QuantFormat, QuantMode, Recipe, errors_of,
                                     recipe_cli_line, validate_recipe)
-from ortlab.transforms.bias_correction import STAGE, correct_biases, correct_model
+from ortlab.transforms.bias_correction import STAGE, correct_biases, correct_model, held_back_indices
 from ortlab.transforms.calibration import CalibrationReader
 from ortlab.transforms.quantize import calibrate_model, preprocess_for_quantization, quantize_calibrated_model
 
@@ -94,9 +94,9 @@ def test_first_node_shift_and_keep_decision_match_an_independent_computation(bui
     fp32 = onnx.load(str(built["pre"]))
     ref_node = next(n for n in fp32.graph.node if n.name == first.name)
     feeds = built["feeds"]
-    fit = [f for i, f in enumerate(feeds) if i % 4 != 3]
-    held = [f for i, f in enumerate(feeds) if i % 4 == 3]
-    assert len(fit) == 75 and len(held) == 25
+    fit_i, held_i = held_back_indices(len(feeds))
+    fit, held = [feeds[i] for i in fit_i], [feeds[i] for i in held_i]
+    assert len(fit) == 75 and len(held) == 25 and not set(fit_i) & set(held_i)
     # the shift: from the fitting samples only
     y_ref = _output_of(built["pre"], ref_node.output[0], fit).astype(np.float64)
     y_q = _output_of(built["qdq"], first.output[0], fit).astype(np.float64)
@@ -318,7 +318,7 @@ def test_a_correction_fitted_on_unrepresentative_samples_is_reverted_with_a_note
     rng = np.random.default_rng(0)
     n = 40
     x1 = rng.uniform(-1, 1, n)
-    held = np.arange(n) % 4 == 3
+    held = np.isin(np.arange(n), held_back_indices(n)[1])
     # "steady" errs by -x[:, 1] = -1 on every sample: its correction (+1) helps on the held-back samples too.
     # "shifty" errs by -x[:, 2], which is +1 on the fitting samples but -1 on the held-back ones: its correction
     # (+1, fitted) doubles the held-back error (+1 → +2)
@@ -358,6 +358,16 @@ def test_a_step_that_makes_the_outputs_worse_is_dropped_with_a_note():
     assert before > 100 and after < 20  # exact but for float rounding → off by 0.5 on half the samples
     assert "The step was dropped and the biases are as quantized: it lowered the held-back SQNR of clipped_relu" \
         in result.notes[0]
+
+
+def test_the_held_back_quarter_is_not_every_4th_sample():
+    # calibration data in a periodic order (lines turned 180° every other one) must not give a held-back part of
+    # one kind: every 4th sample would be odd-indexed only
+    fit, held = held_back_indices(100)
+    assert len(held) == 25 and sorted(fit + held) == list(range(100))
+    assert 5 <= sum(i % 2 for i in held) <= 20
+    assert held_back_indices(100) == (fit, held)  # fixed: the same split every run
+    assert [len(held_back_indices(n)[1]) for n in (7, 8, 11, 40)] == [1, 2, 2, 10]
 
 
 def test_too_few_samples_skip_it_with_a_note():
