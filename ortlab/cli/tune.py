@@ -239,7 +239,8 @@ def _print_result(r, budget_s: float, out: Path, cpu: bool = False) -> None:
     if r.budget_hint_s is not None:
         unit = "cpu" if cpu else ""
         print(f"  budget     {budget_s:g} {'CPU ' if cpu else ''}s was too short for a usable trial: give --budget "
-              f"{r.budget_hint_s:g}{unit} or more")
+              f"{r.budget_hint_s:g}{unit} or more" + ("" if cpu else f" (or --budget {r.budget_hint_s:g}cpu: CPU "
+                                                     "seconds, which other processes on a busy machine do not use up)"))
     elif r.best is None:
         print("  verdict    every finished trial is broken")
     else:
