@@ -252,3 +252,11 @@ def test_tune_headline_when_nothing_is_recommended_gives_the_engine_reason():
                                      "source; nothing is recommended and no model was written.")
     level, text = tv.headline(r)
     assert level == "warning" and text == r.sentence  # not "No trial finished"
+
+
+def test_tune_headline_when_no_trial_finished_gives_the_engine_count_and_stage():
+    r = dataclasses.replace(_result(_trial(1, 1.5, 30.0)), best=None, accepted=False, trials=[],
+                            sentence="No trial finished: 1 started and was stopped when the time budget of 300 s ran "
+                                     "out, 290 s into it, in stage 3 of 6 (calibrate: calibration sample 37/100); "
+                                     "give 1200 s or more.")
+    assert tv.headline(r) == ("warning", r.sentence)  # not "No trial finished (0 trials started)"

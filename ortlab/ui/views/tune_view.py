@@ -123,8 +123,8 @@ def headline(result, items: Sequence = ()) -> tuple[str, str]:
         return "info", text
     if best is None and any(t.status == "done" for t in result.trials):  # all broken, or slower than fp32
         return "warning", result.sentence
-    if best is None:
-        return "warning", f"No trial finished ({plural(n, 'trial')} started); nothing to recommend."
+    if best is None:  # no trial finished: the engine's sentence counts those started and says why they stopped
+        return "warning", result.sentence
     if not result.accepted:
         return "warning", (f"No recipe of {plural(n, 'trial')} passes the accuracy policy; the closest is trial "
                            f"{best.index}, {best.label} — {_speed(best) if latency else _mb(best)}, {_quality(best)} "
