@@ -87,7 +87,8 @@ EXIT_NO_RECOMMENDATION = 4
 TUNE_EPILOG = f"""Exit status: 0 a recipe meets the verdict (ok) and the bar: OUT/model.onnx is the recommendation;
 {EXIT_NO_RECOMMENDATION} no trial meets them: the closest trial the verdict does not call broken is written as
 OUT/closest/model.onnx (nothing is written when every trial is broken); 1 no trial finished; 2 bad usage.
-Speed-ups are ratios of p50 latencies timed interleaved with the fp32 source, with a 90% interval."""
+Speed-ups are the median of per-round latency ratios, timed interleaved with the fp32 source, with a 95% interval;
+"faster" only when that interval lies above 1."""
 
 
 def parse_budget(text: str) -> tuple[float, float | None]:
@@ -239,7 +240,8 @@ def _print_result(r, budget_s: float, out: Path, cpu: bool = False) -> None:
     if r.budget_hint_s is not None:
         unit = "cpu" if cpu else ""
         print(f"  budget     {budget_s:g} {'CPU ' if cpu else ''}s was too short for a usable trial: give --budget "
-              f"{r.budget_hint_s:g}{unit} or more")
+              f"{r.budget_hint_s:g}{unit} or more" + ("" if cpu else f" (or --budget {r.budget_hint_s:g}cpu: CPU "
+                                                     "seconds, which other processes on a busy machine do not use up)"))
     elif r.best is None:
         print("  verdict    every finished trial is broken")
     else:

@@ -121,6 +121,8 @@ class Tuner:
         self._cancel = False
         self._out_of_time = False
         self._handle: Any = None
+        self._started = 0  # trials started, the one stopped by the budget or a cancel included
+        self._stopped_in = ""  # where the trial the budget stopped was: ", 290 s into it, in stage 3 of 5, …"
         self.trials_done: list[Trial] = []
         self.baseline_ms: dict[str, float] = {}
         self.result: TuneResult | None = None
@@ -270,6 +272,7 @@ class Tuner:
 
     def _trial(self, recipe: Recipe, stage: str, note: str = "") -> Trial:
         index = len(self.trials_done) + 1
+        self._started += 1
         t = Trial(index, recipe.name or recipe.label(), stage, recipe, note=note)
         start = time.monotonic()
         spec = self._spec(recipe)
@@ -359,6 +362,7 @@ class Tuner:
             if self._cancel or self._out_of_budget():
                 if not self._cancel:
                     self._out_of_time = True
+                    self._stopped_in = stopped_where(handle)
                     self.notes.append("The budget ran out during a trial; it was stopped and is not counted.")
                 handle.cancel()
                 handle.wait()
@@ -561,9 +565,15 @@ class Tuner:
         cpu = s.budget_cpu_s is not None and self.cpu_used >= s.budget_cpu_s
         spent = s.budget_cpu_s if cpu and s.budget_cpu_s is not None else s.budget_s
         hint = budget_hint_s(spent) if best is None and not self._cancel and self._out_of_budget() else None
-        if hint is not None:
-            sentence += (f" The {'CPU' if cpu else 'time'} budget of {spent:g} s was too short: give {hint:g} "
-                         f"{'CPU ' if cpu else ''}s or more.")
+        budget = f"{'CPU' if cpu else 'time'} budget of {spent:g} s"
+        give = f"give {hint:g} {'CPU ' if cpu else ''}s or more" if hint is not None else ""
+        if best is None and not done:
+            failed = sum(t.status == "failed" for t in self.trials_done)
+            how = f"stopped when the {budget} ran out" if hint is not None else ("cancelled" if self._cancel else "")
+            sentence = none_finished(self._started, failed, how, self._stopped_in, give or "nothing to recommend")
+            self.notes = [n for n in self.notes if not n.startswith("The budget ran out during a trial")]  # said
+        elif hint is not None:
+            sentence += f" The {budget} was too short: {give}."
         busy = self.cpu_share().busy_note()
         if busy is not None:
             self.notes.append(busy)
@@ -631,6 +641,32 @@ def slower_note(trials: Sequence[Trial]) -> str:
             f"lies below 1×): {names}.")
 
 
+def stopped_where(handle: Any, now: float | None = None) -> str:
+    """How far a stopped run got, from its progress events: ``, 290 s into it, in stage 3 of 5 (calibrate:
+    calibration sample 37/100)``; the stage is the last one that reported."""
+    seconds = (now if now is not None else time.time()) - handle.started_at
+    reported = [name for name in handle.stages if name in handle.progress]
+    if not reported:
+        return f", {seconds:.0f} s into it, before its first stage ({len(handle.stages)} planned) reported"
+    name = reported[-1]
+    event = handle.progress[name]
+    detail = f": {event.message}" if event.message else (f": {event.done} of {event.total}" if event.total else "")
+    return f", {seconds:.0f} s into it, in stage {handle.stages.index(name) + 1} of {len(handle.stages)} ({name}{detail})"
+
+
+def none_finished(started: int, failed: int, how: str, stopped_in: str = "", then: str = "nothing to recommend") -> str:
+    """The sentence of a search where no trial finished: how many started and failed, and how the one still
+    running was ended (``how``: "stopped when the time budget of 300 s ran out", "cancelled", "" when none was;
+    ``stopped_in``: :func:`stopped_where`), then ``then`` (what to do)."""
+    if started == 0:
+        return f"No trial finished: none started{' before ' + how.split(' when ')[-1] if how else ''}; {then}."
+    if not how or started == failed:
+        return f"No trial finished: {started} started and {'it' if started == 1 else 'all'} failed; {then}."
+    if failed:
+        return f"No trial finished: {started} started; {failed} failed and the last was {how}{stopped_in}; {then}."
+    return f"No trial finished: 1 started and was {how}{stopped_in}; {then}."
+
+
 def _sentence(best: Trial | None, accepted: bool, s: TuneSettings, n: int, any_done: bool = True,
               any_slower: bool = False) -> str:
     if best is None:
@@ -644,8 +680,8 @@ def _sentence(best: Trial | None, accepted: bool, s: TuneSettings, n: int, any_d
     q = best.quality()
     quality = f"verdict {best.level or 'unknown'}" + (f", {q.text()}" if q.text() else "")
     if s.objective == "latency":
-        gain = (f"{best.speed_text()} faster than the fp32 source (timed interleaved) at batch "
-                f"{', '.join(str(b) for b in s.batch_sizes)}") if best.speed else "of unknown speed"
+        gain = (f"{best.speed_words()} (timed interleaved at batch {', '.join(str(b) for b in s.batch_sizes)})"
+                if best.speed else "of unknown speed")
     else:
         gain = f"{(best.size_bytes or 0) / 1e6:.1f} MB"
     if accepted:

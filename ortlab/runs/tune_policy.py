@@ -208,6 +208,29 @@ class Trial:
             return self.speed[0].text()
         return "; ".join(f"b{r.batch_size} {r.text()}" for r in self.speed)
 
+    def speed_direction(self) -> str:
+        """"faster" when every batch size's 95 % interval of the speed-up lies above 1, "slower" when one lies
+        wholly below 1, "unclear" otherwise (an interval holds 1, or a timing without one), "" when not timed."""
+        if not self.speed:
+            return ""
+        if any(sp.paired and sp.speedup_range[1] < 1.0 for sp in self.speed):
+            return "slower"
+        if all(sp.paired and sp.speedup_range[0] > 1.0 for sp in self.speed):
+            return "faster"
+        return "unclear"
+
+    def speed_words(self, source: str = "the fp32 source") -> str:
+        """``1.84× (1.71–1.95×, 48 rounds) faster than the fp32 source``; ``slower than the fp32 source — 0.80× (…)``;
+        ``no clear speed difference from the fp32 source — 1.02× (…)`` (:meth:`speed_direction`); "" untimed."""
+        direction = self.speed_direction()
+        if direction == "faster":
+            return f"{self.speed_text()} faster than {source}"
+        if direction == "slower":
+            return f"slower than {source} — {self.speed_text()}"
+        if direction == "unclear":
+            return f"no clear speed difference from {source} — {self.speed_text()}"
+        return ""
+
 
 def _rank_key(t: Trial) -> tuple[float, float, float]:
     """Higher is better: verdict level, then the task measure, then the task's SQNR."""

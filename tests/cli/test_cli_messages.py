@@ -78,8 +78,10 @@ def test_a_tune_budget_too_short_for_any_trial_says_so_and_suggests_one(src, ima
     code, out, err = run(["tune", src, "--data", images, "--eval", images, "--budget", "0.5", "--out",
                           tmp_path / "t"], capsys)
     assert code == 1, err
-    assert "The time budget of 0.5 s was too short: give 120 s or more." in out
-    assert "  budget     0.5 s was too short for a usable trial: give --budget 120 or more" in out
+    assert "No trial finished: 1 started and was stopped when the time budget of 0.5 s ran out, " in out
+    assert "; give 120 s or more." in out and "(0 started)" not in out and "is not counted" not in out
+    assert ("  budget     0.5 s was too short for a usable trial: give --budget 120 or more (or --budget 120cpu: CPU "
+            "seconds, which other processes on a busy machine do not use up)") in out
     assert "every finished trial is broken" not in out
 
 

@@ -95,7 +95,10 @@ def _quality(t) -> str:
 
 
 def _speed(t) -> str:
-    """``1.84× faster than fp32`` / ``0.98× fp32's speed (slower)`` — never "faster" below 1×."""
+    """The trial's speed-up with its interval, "faster" only when the whole interval lies above 1
+    (``Trial.speed_words``); a trial without an interval: ``1.84× faster than fp32`` / ``0.98× … slower``."""
+    if t.speed:
+        return t.speed_words()
     s = t.speedup
     if not s:
         return "speed unknown"
@@ -120,16 +123,17 @@ def headline(result, items: Sequence = ()) -> tuple[str, str]:
         return "info", text
     if best is None and any(t.status == "done" for t in result.trials):  # all broken, or slower than fp32
         return "warning", result.sentence
-    if best is None:
-        return "warning", f"No trial finished ({plural(n, 'trial')} started); nothing to recommend."
+    if best is None:  # no trial finished: the engine's sentence counts those started and says why they stopped
+        return "warning", result.sentence
     if not result.accepted:
         return "warning", (f"No recipe of {plural(n, 'trial')} passes the accuracy policy; the closest is trial "
                            f"{best.index}, {best.label} — {_speed(best) if latency else _mb(best)}, {_quality(best)} "
                            f"({best.verdict}).")
-    if latency and best.speedup is not None and best.speedup < 1.0:
-        return "warning", (f"No accepted recipe is faster than the fp32 source on this machine: the best accepted, "
-                           f"trial {best.index} ({best.label}), runs at {best.speedup:.2f}× fp32's speed with "
-                           f"{_quality(best)}. Keep the fp32 model for speed, or try another target.")
+    unclear = best.speed_direction() != "faster" if best.speed else best.speedup is not None and best.speedup < 1.0
+    if latency and unclear:
+        return "warning", (f"No accepted recipe is clearly faster than the fp32 source on this machine: the best "
+                           f"accepted, trial {best.index} ({best.label}): {_speed(best)}; {_quality(best)}. Keep the "
+                           f"fp32 model for speed, or try another target.")
     what = "fastest" if latency else "smallest"
     return "success", (f"Trial {best.index}, {best.label}, is the {what} recipe the policy accepts of "
                        f"{plural(n, 'trial')}: {_speed(best) if latency else _mb(best)}, {_quality(best)}.")

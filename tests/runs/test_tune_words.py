@@ -1,0 +1,100 @@
+"""How tune words a speed (faster only when the interval says so) and a search where no trial finished (fake
+timers and a fake run handle)."""
+
+from __future__ import annotations
+
+
+from ortlab.core.progress import ProgressEvent
+from ortlab.runs import service, tune as tune_mod
+from ortlab.runs.runspec import DataRef
+from ortlab.runs.tune import Tuner, TuneSettings
+from ortlab.settings.config import Precision, Recipe
+from ortlab.timing.stats import paired
+from ortlab.ui.views import tune_view as tv
+
+from tests.runs.test_tune import _finished, _out_tuner
+from tests.support.models import conv_bn_model
+
+STRADDLING = [0.7, 1.2, 0.8, 1.3, 0.9, 1.1, 0.95, 1.05, 0.75, 1.25, 0.85, 1.15]  # candidate ÷ source per round
+
+
+def _timed(tuner, trial, per_round):
+    tuner._measure = lambda ref, cand, cfg, b, *, shapes, cancel: paired(b, [10.0] * 12, [10.0 * r for r in per_round])
+    tuner._time(trial)
+
+
+def _one_trial(tmp_path, per_round):
+    f = tmp_path / "m.onnx"
+    f.write_bytes(b"x")
+    trial = _finished(1, "ok", True, None, 30.0, f, "int8 static")
+    tuner = _out_tuner(tmp_path, [trial])
+    _timed(tuner, trial, per_round)
+    return tuner, trial
+
+
+def test_a_speed_whose_interval_holds_1_is_not_called_faster(tmp_path):
+    tuner, trial = _one_trial(tmp_path, STRADDLING)
+    lo, hi = trial.speed[0].speedup_range
+    assert lo < 1.0 < hi and trial.speedup is not None and trial.speedup > 1.0  # the median alone would say faster
+    r = tuner._finish()
+    assert r.best is trial and r.accepted
+    assert "faster than" not in r.sentence, r.sentence
+    assert (f"no clear speed difference from the fp32 source — {trial.speed_text()} (timed interleaved at batch 1)"
+            in r.sentence), r.sentence
+    level, text = tv.headline(r)
+    assert level == "warning" and text.startswith("No accepted recipe is clearly faster than the fp32 source")
+    assert f"trial 1 (int8 static): no clear speed difference from the fp32 source — {trial.speed_text()}" in text
+
+
+def test_a_speed_wholly_above_1_is_faster_and_one_below_is_slower(tmp_path):
+    tuner, trial = _one_trial(tmp_path, [0.5 * (1 + 0.01 * (i % 3 - 1)) for i in range(12)])
+    r = tuner._finish()
+    assert r.best is trial and f"{trial.speed_text()} faster than the fp32 source (timed interleaved" in r.sentence
+    level, text = tv.headline(r)
+    assert level == "success" and f"{trial.speed_text()} faster than the fp32 source" in text
+    (tmp_path / "slow").mkdir()
+    tuner, trial = _one_trial(tmp_path / "slow", [1.25 * (1 + 0.01 * (i % 3 - 1)) for i in range(12)])
+    assert trial.speed_direction() == "slower"
+    assert trial.speed_words() == f"slower than the fp32 source — {trial.speed_text()}"
+    r = tuner._finish()  # and such a trial is never recommended
+    assert r.best is None and "at least as fast as the fp32 source" in r.sentence
+
+
+class _StuckHandle(service.Handle):
+    """A recipe run that never ends on its own: it reported its first stages, then hangs in calibration."""
+
+    def __init__(self) -> None:
+        super().__init__(["validate", "preprocess", "calibrate", "quantize_static", "optimize", "verify"])
+        self.started_at -= 290.0  # it has run for 290 s
+        for ev in (ProgressEvent("validate", 0, 1, "Validating"), ProgressEvent("preprocess", 0, 1, "Preprocessing"),
+                   ProgressEvent("calibrate", 37, 100, "calibration sample 37/100")):
+            self._put(ev)
+
+    def cancel(self) -> None:
+        self._finish("cancelled")
+
+
+def test_a_budget_that_ends_during_the_first_trial_says_how_far_it_got(tmp_path, monkeypatch):
+    monkeypatch.setattr(tune_mod.service, "start_recipe", lambda *a, **kw: _StuckHandle())
+    model = conv_bn_model(tmp_path / "m.onnx")
+    tuner = Tuner(model, None, DataRef(random=4), workspace=object(), recipes=[Recipe(precision=Precision.INT8)],
+                  settings=TuneSettings(budget_s=0.3, exclusion_steps=0, int16_steps=0))
+    assert list(tuner.trials()) == []
+    r = tuner.result
+    assert r is not None and r.best is None and r.budget_hint_s == 120
+    assert r.sentence == ("No trial finished: 1 started and was stopped when the time budget of 0.3 s ran out, "
+                          "290 s into it, in stage 3 of 6 (calibrate: calibration sample 37/100); give 120 s or more."), \
+        r.sentence
+    assert not any("is not counted" in n for n in r.notes), r.notes  # the sentence says it, once
+
+
+def test_no_trial_finished_counts_the_failed_and_the_stopped_ones():
+    assert tune_mod.none_finished(3, 2, "stopped when the CPU budget of 60 s ran out", ", 50 s into it",
+                                  "give 240 CPU s or more") == \
+        "No trial finished: 3 started; 2 failed and the last was stopped when the CPU budget of 60 s ran out, " \
+        "50 s into it; give 240 CPU s or more."
+    assert tune_mod.none_finished(2, 2, "") == "No trial finished: 2 started and all failed; nothing to recommend."
+    assert tune_mod.none_finished(1, 0, "cancelled") == "No trial finished: 1 started and was cancelled; nothing to " \
+                                                         "recommend."
+    assert tune_mod.none_finished(0, 0, "stopped when the time budget of 5 s ran out", then="give 120 s or more") == \
+        "No trial finished: none started before the time budget of 5 s ran out; give 120 s or more."
