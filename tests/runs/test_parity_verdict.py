@@ -37,10 +37,12 @@ def _scaled_head(src: Path, dst: Path, factor: float = 1.03) -> Path:
 
 def _changing(levels: set[OptLevel], tmp: Path):
     """An ``optimize_model`` whose output at ``levels`` computes the scaled-head graph (the rest: the real one)."""
-    def optimize(src, dst, level, target=None):
+    def optimize(src, dst, level, target=None, float_source=None):
         if OptLevel(level) in levels:
             src = _scaled_head(Path(src), tmp / f"changed_{OptLevel(level).value}.onnx")
-        return REAL_OPTIMIZE(src, dst, level) if target is None else REAL_OPTIMIZE(src, dst, level, target)
+        if target is None:
+            return REAL_OPTIMIZE(src, dst, level)
+        return REAL_OPTIMIZE(src, dst, level, target, float_source)
     return optimize
 
 
