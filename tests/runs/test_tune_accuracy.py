@@ -159,7 +159,8 @@ def test_the_accuracy_stage_mends_the_detector_when_range_split_is_off(tmp_path)
                   settings=TuneSettings(budget_s=400, bench_s=0.1, exclusion_steps=1, int16_steps=0, verify_samples=8))
     # accuracy is what this test is about: a steady 2x timing, since int8 of this fixture can time slower than fp32
     # on a CPU without VNNI, and a slower trial is rightly never recommended
-    tuner._measure = lambda ref, cand, cfg, b, *, shapes, cancel: paired(b, [10.0] * 12, [5.0] * 12)
+    tuner._measure = lambda reference, candidate, cfg, batch_size, *, shapes, cancel: paired(
+        batch_size, [10.0] * 12, [5.0] * 12)
     r = tuner.run()
     first, step = r.trials
     assert first.level == "broken" and first.task_measure == "detection F1" and first.score_what == "scores SQNR"
