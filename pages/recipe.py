@@ -66,9 +66,10 @@ if nothing:
 if not findings and not errors and not nothing:
     st.success("This recipe is valid here.")
 
-st.markdown(f"**Data:** {md(state.dataset_label())}")
+data_col, timing_col = st.columns(2)  # one row, so the run's progress below still opens within a laptop's screen
+data_col.markdown(f"**Data:** {md(state.dataset_label())}")
 check = actions.speed_check()
-timed = st.checkbox("Time the result against its source after the verdict", value=check.enabled,
+timed = timing_col.checkbox("Time the result against its source after the verdict", value=check.enabled,
                     key="recipe.time_result",
                     help=f"Both models timed interleaved at batch 1 for {check.seconds:g} s in all, so a result slower "
                          "than its source is named so (ortlab optimize does the same; --no-timing skips it).")
