@@ -82,4 +82,5 @@ def test_a_tune_budget_that_runs_out_during_a_trial_ends_the_search_within_secon
     assert groups, "no trial started"
     assert took < budget + SLACK_S + 5, took  # + the source's own reading and timing before the first trial
     assert all(group_members(g) == [] for g in groups)
-    assert tuner.result is not None and tuner.result.trials == []
+    # on a quiet machine the one trial may finish within the budget; what must hold is the end within seconds
+    assert tuner.result is not None and len(tuner.result.trials) <= 1
