@@ -83,17 +83,21 @@ def speedup_card(sp: api.SpeedUp) -> tuple[str, str, str]:
                                        "benchmark, block by block in turn.")
 
 
-def _draw(found) -> None:
+def _cards(ref_ms: float, ref_help: str, cand_ms: float, cand_help: str, sp: api.SpeedUp | None) -> None:
+    """Compare's three speed cards: the two batch-1 p50 latencies and the speed-up (when there is one)."""
     c = st.columns(3)
-    c[0].metric("Latency b1 · reference (p50)", f"{found.ref.p50:.2f} ms", border=True,
-                help=f"p90 {found.ref.p90:.2f} ms · p99 {found.ref.p99:.2f} ms · {found.ref.n} runs")
-    c[1].metric("Latency b1 · candidate (p50)", f"{found.cand.p50:.2f} ms",
-                f"{100 * (found.cand.p50 / found.ref.p50 - 1):+.0f}%", delta_color="inverse", border=True,
-                help=f"p90 {found.cand.p90:.2f} ms · p99 {found.cand.p99:.2f} ms · {found.cand.n} runs")
-    sp = found.speed
+    c[0].metric("Latency b1 · reference (p50)", f"{ref_ms:.2f} ms", border=True, help=ref_help)
+    c[1].metric("Latency b1 · candidate (p50)", f"{cand_ms:.2f} ms", f"{100 * (cand_ms / ref_ms - 1):+.0f}%",
+                delta_color="inverse", border=True, help=cand_help)
     if sp is not None:
         value, delta, help_ = speedup_card(sp)
         c[2].metric("Speed-up (p50)", value, delta, delta_color="off", delta_arrow="off", border=True, help=help_)
+
+
+def _draw(found) -> None:
+    _cards(found.ref.p50, f"p90 {found.ref.p90:.2f} ms · p99 {found.ref.p99:.2f} ms · {found.ref.n} runs",
+           found.cand.p50, f"p90 {found.cand.p90:.2f} ms · p99 {found.cand.p99:.2f} ms · {found.cand.n} runs",
+           found.speed)
     st.caption(found.sentence() + " Time more batch sizes and threads on the Benchmark page.")
 
 
@@ -114,14 +118,8 @@ def stored_speed(ref, cand) -> api.ResultSpeed | None:
 def _draw_stored(rs: api.ResultSpeed) -> None:
     sp = rs.speed
     assert sp is not None
-    c = st.columns(3)
-    c[0].metric("Latency b1 · reference (p50)", f"{sp.reference_p50_ms:.2f} ms", border=True,
-                help=f"{sp.reference_runs} runs, timed with the candidate after its verdict")
-    c[1].metric("Latency b1 · candidate (p50)", f"{sp.candidate_p50_ms:.2f} ms",
-                f"{100 * (sp.candidate_p50_ms / sp.reference_p50_ms - 1):+.0f}%", delta_color="inverse", border=True,
-                help=f"{sp.candidate_runs} runs")
-    value, delta, help_ = speedup_card(sp)
-    c[2].metric("Speed-up (p50)", value, delta, delta_color="off", delta_arrow="off", border=True, help=help_)
+    _cards(sp.reference_p50_ms, f"{sp.reference_runs} runs, timed with the candidate after its verdict",
+           sp.candidate_p50_ms, f"{sp.candidate_runs} runs", sp)
     (st.warning if rs.slower else st.caption)(md(rs.sentence()) + " (timed when the run ended; time more batch "
                                               "sizes and threads on the Benchmark page).")
 
