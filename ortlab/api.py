@@ -48,7 +48,8 @@ from ortlab.timing.compare import MAX_SPREAD as BENCH_MAX_SPREAD, MIN_RUNS as BE
 
 # -- runs: recipes, benchmarks, tuning, history ------------------------------------------------------------
 from ortlab.runs.history import take_notices
-from ortlab.runs.bench_service import PAIR_TIMING, bench_busy, start_benchmark
+from ortlab.runs.bench_service import PAIR_TIMING, bench_busy, start_benchmark, start_pair_timing
+from ortlab.timing.settle import settled
 from ortlab.runs.service import dismiss_interrupted, interrupted_runs, start_recipe, startup
 from ortlab.runs.tune_policy import sqnr_policy, verdict_policy
 from ortlab.runs.pipeline import stage_labels
@@ -80,6 +81,7 @@ from ortlab.checks.node_findings import SqnrBars
 from ortlab.timing.bench import THROUGHPUT_METHOD, LatencySummary
 from ortlab.timing.compare import BenchComparison, LatencyStats
 from ortlab.timing.stats import SpeedUp
+from ortlab.timing.settle import CAP_S as SETTLE_CAP_S, TARGET as SETTLE_TARGET, SettledSpeed
 from ortlab.runs.artifact import Artifact, artifact_sample
 from ortlab.runs.result_speed import ResultSpeed, SpeedCheck, default_check as default_speed_check
 from ortlab.runs.bench_service import BenchHandle
@@ -137,6 +139,8 @@ __all__ = [
     "PREPROCESS_PRESETS",
     "QUEUED",
     "RUNNING",
+    "SETTLE_CAP_S",
+    "SETTLE_TARGET",
     "STORED_MODEL",
     "TEXT_EXTENSIONS",
     "THROUGHPUT_METHOD",
@@ -176,6 +180,7 @@ __all__ = [
     "ResultSpeed",
     "RunSpec",
     "SampleModel",
+    "SettledSpeed",
     "SpeedCheck",
     "SpeedUp",
     "SqnrBars",
@@ -274,6 +279,7 @@ __all__ = [
     "samples_root",
     "series_id",
     "set_custom_op_libraries",
+    "settled",
     "sha256_file_cached",
     "speed_interval_text",
     "split_dataset",
@@ -282,6 +288,7 @@ __all__ = [
     "sqnr_policy",
     "stage_labels",
     "start_benchmark",
+    "start_pair_timing",
     "start_recipe",
     "start_tune",
     "startup",
