@@ -48,8 +48,9 @@ from ortlab.timing.compare import MAX_SPREAD as BENCH_MAX_SPREAD, MIN_RUNS as BE
 
 # -- runs: recipes, benchmarks, tuning, history ------------------------------------------------------------
 from ortlab.runs.history import take_notices
-from ortlab.runs.bench_service import PAIR_TIMING, bench_busy, start_benchmark, start_pair_timing
+from ortlab.runs.bench_service import PAIR_TIMING, bench_busy, start_benchmark, start_pair_timing, timed_variants
 from ortlab.timing.settle import settled
+from ortlab.runs.runtime_judge import RuntimeJudgement, judge_runtime_rows
 from ortlab.runs.service import dismiss_interrupted, interrupted_runs, start_recipe, startup
 from ortlab.runs.tune_policy import sqnr_policy, verdict_policy
 from ortlab.runs.pipeline import stage_labels
@@ -179,6 +180,7 @@ __all__ = [
     "ResolvedPreprocess",
     "ResultSpeed",
     "RunSpec",
+    "RuntimeJudgement",
     "SampleModel",
     "SettledSpeed",
     "SpeedCheck",
@@ -245,6 +247,7 @@ __all__ = [
     "inspect_model",
     "interrupted_runs",
     "judge",
+    "judge_runtime_rows",
     "latest_pair",
     "list_samples",
     "load_image_files",
@@ -298,6 +301,7 @@ __all__ = [
     "take_notices",
     "tensor_preview",
     "this_machine",
+    "timed_variants",
     "validate_recipe",
     "verdict_policy",
     "working_providers",
