@@ -124,7 +124,7 @@ def main() -> None:
     for name, x, lo, hi, rounds, note, ld in rows:
         print(f"{name:30} {x:8.2f}× {f'{lo:.2f}–{hi:.2f}×':>14} {rounds:>6}  {note:34} {ld}")
     print("\noverlap of the 95% intervals (✓ overlap, ✗ apart):")
-    for i, a in enumerate(rows):
+    for a in rows:
         marks = ["✓" if a[2] <= b[3] and b[2] <= a[3] else "✗" for b in rows]
         print(f"  {a[0]:30} " + " ".join(marks))
     apart = [(a[0], b[0]) for i, a in enumerate(rows) for b in rows[i + 1:] if not (a[2] <= b[3] and b[2] <= a[3])]
