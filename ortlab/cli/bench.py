@@ -36,7 +36,7 @@ def add_command(sub) -> None:
     p.add_argument("--judge-samples", type=int, default=64, metavar="N",
                    help="With --openvino and a bundled sample (or a run made from one) first: judge each OpenVINO row "
                         "against ONNX Runtime fp32 on N of its evaluation images with the verdict's task metric "
-                        "(default: 64; 0: do not judge).")
+                        "(default: 64). 0: do not judge.")
     add_output_flags(p)
     p.set_defaults(func=cmd_bench)
 

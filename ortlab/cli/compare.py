@@ -39,8 +39,8 @@ def add_command(sub) -> None:
     add_verdict_arguments(p)
     p.add_argument("--speed-cap", type=float, metavar="S",
                    help=f"Also time the pair at batch 1, in turn, until the speed-up's 95%% interval is within "
-                        f"±{SETTLE_TARGET:.0%} or S seconds have passed (default: {SETTLE_CAP_S:g}; 0: no timing; "
-                        f"$ORTLAB_SPEED_CHECK_S=0 turns it off by default).")
+                        f"±{SETTLE_TARGET * 100:.0f}%% or S seconds have passed: {SETTLE_CAP_S:g} unless given, no timing "
+                        f"when $ORTLAB_SPEED_CHECK_S is 0. 0: no timing.")
     add_output_flags(p)
     p.set_defaults(func=cmd_compare)
 
