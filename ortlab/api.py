@@ -48,7 +48,9 @@ from ortlab.timing.compare import MAX_SPREAD as BENCH_MAX_SPREAD, MIN_RUNS as BE
 
 # -- runs: recipes, benchmarks, tuning, history ------------------------------------------------------------
 from ortlab.runs.history import take_notices
-from ortlab.runs.bench_service import PAIR_TIMING, bench_busy, start_benchmark
+from ortlab.runs.bench_service import PAIR_TIMING, bench_busy, start_benchmark, start_pair_timing, timed_variants
+from ortlab.timing.settle import settled
+from ortlab.runs.runtime_judge import RuntimeJudgement, judge_runtime_rows
 from ortlab.runs.service import dismiss_interrupted, interrupted_runs, start_recipe, startup
 from ortlab.runs.tune_policy import sqnr_policy, verdict_policy
 from ortlab.runs.pipeline import stage_labels
@@ -80,6 +82,7 @@ from ortlab.checks.node_findings import SqnrBars
 from ortlab.timing.bench import THROUGHPUT_METHOD, LatencySummary
 from ortlab.timing.compare import BenchComparison, LatencyStats
 from ortlab.timing.stats import SpeedUp
+from ortlab.timing.settle import CAP_S as SETTLE_CAP_S, TARGET as SETTLE_TARGET, SettledSpeed
 from ortlab.runs.artifact import Artifact, artifact_sample
 from ortlab.runs.result_speed import ResultSpeed, SpeedCheck, default_check as default_speed_check
 from ortlab.runs.bench_service import BenchHandle
@@ -137,6 +140,8 @@ __all__ = [
     "PREPROCESS_PRESETS",
     "QUEUED",
     "RUNNING",
+    "SETTLE_CAP_S",
+    "SETTLE_TARGET",
     "STORED_MODEL",
     "TEXT_EXTENSIONS",
     "THROUGHPUT_METHOD",
@@ -175,7 +180,9 @@ __all__ = [
     "ResolvedPreprocess",
     "ResultSpeed",
     "RunSpec",
+    "RuntimeJudgement",
     "SampleModel",
+    "SettledSpeed",
     "SpeedCheck",
     "SpeedUp",
     "SqnrBars",
@@ -240,6 +247,7 @@ __all__ = [
     "inspect_model",
     "interrupted_runs",
     "judge",
+    "judge_runtime_rows",
     "latest_pair",
     "list_samples",
     "load_image_files",
@@ -274,6 +282,7 @@ __all__ = [
     "samples_root",
     "series_id",
     "set_custom_op_libraries",
+    "settled",
     "sha256_file_cached",
     "speed_interval_text",
     "split_dataset",
@@ -282,6 +291,7 @@ __all__ = [
     "sqnr_policy",
     "stage_labels",
     "start_benchmark",
+    "start_pair_timing",
     "start_recipe",
     "start_tune",
     "startup",
@@ -291,6 +301,7 @@ __all__ = [
     "take_notices",
     "tensor_preview",
     "this_machine",
+    "timed_variants",
     "validate_recipe",
     "verdict_policy",
     "working_providers",

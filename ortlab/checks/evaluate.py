@@ -21,6 +21,7 @@ from ortlab.checks.eval_report import EvalReport, OutputError
 from ortlab.data.inputs import InputSpec, infer_specs
 from ortlab.model.inspect import TensorInfo
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
+from ortlab.runtime import openvino as openvino_runtime
 from ortlab.runtime.providers import create_session
 from ortlab.checks.task_metrics import TaskAccumulator, token_rows
 from ortlab.checks.verdict import VerdictPolicy
@@ -193,17 +194,24 @@ class OutputComparison:
 def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: PreprocessConfig | None, n: int | None = None,
              target: Target = Target.CPU, reporter: Reporter = null_reporter,
              cancel: CancelToken | None = None, policy: VerdictPolicy | None = None,
-             specs: Sequence[InputSpec] | None = None) -> EvalReport:
+             specs: Sequence[InputSpec] | None = None, candidate_runtime: str = "onnxruntime") -> EvalReport:
     """Run both models on the same samples: per-output error, and the metrics of the model's task
     (``task_metrics``: inferred from the outputs and labels unless ``policy.task`` names it; ``policy.margin``
     and ``policy.threshold`` set the near-tie margin and the decision threshold). For a classifier also
     accuracy vs labels (when labeled), top-1 agreement and top-5 containment (more than 5 classes only).
     Reports "verify" progress. ``specs``: the inputs' shapes (:func:`ortlab.data.inputs.infer_specs`; inferred
-    when None); the report's ``input_shapes`` says what was fed."""
+    when None); the report's ``input_shapes`` says what was fed. ``candidate_runtime`` "openvino" or
+    "openvino-bf16" runs the candidate under OpenVINO's CPU runtime compiled in f32 or bf16
+    (:data:`ortlab.runtime.openvino.RUNTIME_PRECISION`; its providers name the precision it compiled in)."""
     policy = policy or VerdictPolicy()
     ds = _pick(dataset, n)
     ref, prov_ref = create_session(reference_path, target)
-    cand, prov_cand = create_session(candidate_path, target)
+    cand: Any
+    if candidate_runtime in openvino_runtime.RUNTIME_PRECISION:
+        cand = openvino_runtime.OpenVinoSession(candidate_path, openvino_runtime.RUNTIME_PRECISION[candidate_runtime])
+        prov_cand = [f"{openvino_runtime.PROVIDER} ({cand.precision})"]
+    else:
+        cand, prov_cand = create_session(candidate_path, target)
     ref_in, cand_in = session_inputs(ref), session_inputs(cand)
     if specs is None and ds.kind != "images":
         specs = infer_specs(ref_in, preprocess, ds)

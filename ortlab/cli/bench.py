@@ -8,7 +8,7 @@ from pathlib import Path
 from ortlab.api import UsageError, add_config_arguments
 from ortlab.api import DEFAULT_BENCH_DURATION_S, BenchConfig
 from ortlab.cli.common import (
-    BENCH_FLAGS_EXCLUDED, add_input_arguments, add_output_flags, bench_from_args, model_file, reporter,
+    BENCH_FLAGS_EXCLUDED, add_input_arguments, add_output_flags, bench_from_args, model_file, model_sample, reporter,
     set_default_help, shapes_from_args, shapes_text, values_from_args,
 )
 from ortlab.cli.render import print_json, table
@@ -33,8 +33,26 @@ def add_command(sub) -> None:
     p.add_argument("--input-value", action="append", default=[], metavar="NAME=VALUE",
                    help="The value of a control input (an integer scalar such as a sample rate), which random data "
                         "never makes up; repeatable.")
+    p.add_argument("--judge-samples", type=int, default=64, metavar="N",
+                   help="With --openvino and a bundled sample (or a run made from one) first: judge each OpenVINO row "
+                        "against ONNX Runtime fp32 on N of its evaluation images with the verdict's task metric "
+                        "(default: 64). 0: do not judge.")
     add_output_flags(p)
     p.set_defaults(func=cmd_bench)
+
+
+def judge_openvino_rows(ns: argparse.Namespace, paths: list[Path], variants) -> tuple[dict, str]:
+    """The OpenVINO rows judged against ORT fp32 on the first model's sample's evaluation images
+    (``api.judge_runtime_rows``), by variant id, and a note when they were not judged."""
+    if not getattr(ns, "openvino", False) or ns.judge_samples <= 0 or not paths:
+        return {}, ""
+    sample = model_sample(paths[0])
+    if sample is None or sample.evaluation_dir is None:
+        return {}, ("OpenVINO rows not judged on a task metric: the first model is not a bundled sample nor made "
+                    "from one (ortlab compare judges any pair on your data).")
+    timed = api.timed_variants(variants, api.BenchConfig(openvino=True))
+    got = api.judge_runtime_rows(timed, sample.evaluation_data(), sample.preprocess, n=ns.judge_samples)
+    return {j.variant: j for j in got}, ""
 
 
 def variant_names(paths: list[Path]) -> list[str]:
@@ -47,6 +65,31 @@ def variant_names(paths: list[Path]) -> list[str]:
 def interval_text(low: float | None, high: float | None) -> str:
     """"1.234–1.456" (ms), or "–" when the benchmark did not record it."""
     return "–" if low is None or high is None else f"{low:.3f}–{high:.3f}"
+
+
+def result_table(comparison, first: str, memory: bool, judged: dict) -> tuple[list[list[str]], list[str]]:
+    """(rows, header) of the benchmark's table: each variant × batch size with its speed-up and, for an OpenVINO
+    row, its judgement against the baseline under ORT (``judged``, by variant id)."""
+    header = ["model", "batch", "runs", "p50 ms", "p50 95% interval", "IQR ms (p25–p75)", "p90 ms", "p99 ms",
+              "items/s (batch÷p50)", f"speed-up vs {first}", "providers"]
+    if memory:
+        header.append("peak MB")
+    if judged:
+        header.append(f"vs {first} under ORT (task metric)")
+    rows = []
+    for r in comparison.rows:
+        s = r.summary
+        row = [s.variant, str(s.batch_size), str(s.n), f"{s.p50:.3f}", interval_text(s.p50_low, s.p50_high),
+               interval_text(s.p25, s.p75), f"{s.p90:.3f}", f"{s.p99:.3f}", f"{s.throughput_per_s:,.1f}",
+               r.speedup_text(is_baseline=s.variant == comparison.baseline),
+               ",".join(p.replace("ExecutionProvider", "") for p in s.providers)]
+        if memory:
+            row.append(f"{s.peak_rss_mb:.1f}")
+        if judged:
+            j = judged.get(s.variant)
+            row.append(j.cell() if j is not None else "")
+        rows.append(row)
+    return rows, header
 
 
 def cmd_bench(ns: argparse.Namespace) -> int:
@@ -72,6 +115,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     handle = api.start_benchmark(variants, cfg, measure_memory=ns.memory, workspace=workspace, origin="cli",
                                      profile_dir=ns.profile, shapes=shapes, values=values)
     summaries = handle.follow(reporter(ns))
+    judged, judge_note = judge_openvino_rows(ns, paths, variants)
     baseline = handle.baseline_rss_mb
     comparison = api.compare_benchmarks(summaries, baseline=variants[0].id if variants else None)
     if ns.json:
@@ -79,27 +123,18 @@ def cmd_bench(ns: argparse.Namespace) -> int:
                      "low": r.low, "high": r.high, "interleaved": r.paired, "clear_difference": r.clear}
                     for r in comparison.rows]
         print_json({"config": cfg, "baseline_rss_mb": baseline, "results": summaries, "speedups": speedups,
-                    "warnings": comparison.warnings})
+                    "warnings": comparison.warnings, "judged": list(judged.values())})
         return 0
     first = variants[0].name if variants else ""
-    header = ["model", "batch", "runs", "p50 ms", "p50 95% interval", "IQR ms (p25–p75)", "p90 ms", "p99 ms",
-              "items/s (batch÷p50)", f"speed-up vs {first}", "providers"]
-    if ns.memory:
-        header.append("peak MB")
-    rows = []
-    for r in comparison.rows:
-        s = r.summary
-        row = [s.variant, str(s.batch_size), str(s.n), f"{s.p50:.3f}", interval_text(s.p50_low, s.p50_high),
-               interval_text(s.p25, s.p75), f"{s.p90:.3f}", f"{s.p99:.3f}", f"{s.throughput_per_s:,.1f}",
-               r.speedup_text(is_baseline=s.variant == comparison.baseline),
-               ",".join(p.replace("ExecutionProvider", "") for p in s.providers)]
-        if ns.memory:
-            row.append(f"{s.peak_rss_mb:.1f}")
-        rows.append(row)
-    print(table(rows, header))
+    print(table(*result_table(comparison, first, ns.memory, judged)))
     if len(variants) > 1:
         print(f"speed-up   {first} p50 ÷ this p50, the median over rounds in which the models ran in turn (interleaved), "
               "with its 95% interval; an interval that holds 1 is no clear difference.")
+    if judged:
+        print(f"judged     each OpenVINO row's outputs against {first} under ONNX Runtime on the same images, with the "
+              "verdict's task metric (top-1 flips, F1 or SQNR), in the precision OpenVINO compiled it in")
+    if judge_note:
+        print(f"note       {judge_note}")
     for w in comparison.warnings:
         print(f"warning    {w}")
     for s in summaries:

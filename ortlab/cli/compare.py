@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ortlab.api import UsageError
 from ortlab.api import Target
@@ -13,6 +14,10 @@ from ortlab.cli.common import (
 )
 from ortlab.cli.render import print_json, table, task_lines, verdict_block
 from ortlab.api import evaluate, inspect_model, judge, resolve_feed, stratified_sample
+from ortlab.api import (
+    SETTLE_CAP_S, SETTLE_TARGET, Artifact, BenchVariant, SettledSpeed, default_speed_check, open_workspace,
+    start_pair_timing,
+)
 from ortlab.core.serial import to_plain
 
 
@@ -32,8 +37,30 @@ def add_command(sub) -> None:
     add_input_arguments(p)
     add_preprocess_arguments(p)
     add_verdict_arguments(p)
+    p.add_argument("--speed-cap", type=float, metavar="S",
+                   help=f"Also time the pair at batch 1, in turn, until the speed-up's 95%% interval is within "
+                        f"±{SETTLE_TARGET * 100:.0f}%% or S seconds have passed: {SETTLE_CAP_S:g} unless given, no timing "
+                        f"when $ORTLAB_SPEED_CHECK_S is 0. 0: no timing.")
     add_output_flags(p)
     p.set_defaults(func=cmd_compare)
+
+
+def time_pair_settled(ref: Path, cand: Path, ns: argparse.Namespace, shapes) -> SettledSpeed | None:
+    """The pair timed until settled (the call Compare's speed cards make), or None when ``--speed-cap`` (or its
+    default) says not to time."""
+    cap = ns.speed_cap if ns.speed_cap is not None else (SETTLE_CAP_S if default_speed_check().enabled else 0.0)
+    if cap < 0:
+        raise UsageError("--speed-cap must be 0 (no timing) or a number of seconds.")
+    if cap == 0:
+        return None
+    workspace = open_workspace()
+    run_ids = {Path(r.model_path).resolve(): r.run_id for r in reversed(workspace.history().list())
+               if isinstance(r, Artifact)}
+    ref_v, cand_v = (BenchVariant(k, p.name, str(p), run_ids.get(p.resolve())) for k, p in (("reference", ref),
+                                                                                            ("candidate", cand)))
+    handle = start_pair_timing(ref_v, cand_v, workspace=workspace, origin="cli", shapes=shapes, cap_s=cap)
+    handle.follow(reporter(ns))
+    return handle.settled()
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:
@@ -57,8 +84,10 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     report = evaluate(ref, cand, dataset, pre, target=Target(ns.target), reporter=reporter(ns), policy=policy,
                       specs=specs)
     verdict = judge(report, policy)
+    speed = time_pair_settled(ref, cand, ns, shapes)
     if ns.json:
-        print_json({"verdict": verdict, **to_plain(report)})
+        extra = {"speed": {**to_plain(speed), "verdict": speed.verdict, "text": speed.text()}} if speed else {}
+        print_json({"verdict": verdict, **to_plain(report), **extra})
         return exit_for(verdict, ns)
     print("\n".join(verdict_block(verdict)))
     print(f"{cand.name} vs {ref.name} on {report.n_samples} samples"
@@ -80,4 +109,7 @@ def cmd_compare(ns: argparse.Namespace) -> int:
         print(f"{'task':<28} {report.task.task.value} ({'inferred: ' + report.task.why if report.task.inferred else 'given'})")
         for text in task_lines(report, verdict):
             print(f"  {text}")
+    if speed is not None:
+        print(f"{'speed at batch 1':<28} {speed.text()}; timed in turn, until settled (ortlab bench for more batch "
+              "sizes)")
     return exit_for(verdict, ns)

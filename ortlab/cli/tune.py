@@ -116,6 +116,29 @@ def batch_sizes(values) -> tuple[int, ...]:
     return tuple(dict.fromkeys(values)) or (1,)
 
 
+def speed_cell(t) -> str:
+    """A trial's speed-up with its 95% interval (``1.84× (1.71–1.95)``; at several batch sizes their geometric mean,
+    the intervals in the summary's speed line), ``noisy`` when it is, or "-" when not timed."""
+    if not t.speedup:
+        return "-"
+    if len(t.speed) != 1 or not t.speed[0].paired:
+        return f"{t.speedup:.2f}× (mean of b{'/'.join(str(sp.batch_size) for sp in t.speed)})" if t.speed else "-"
+    sp = t.speed[0]
+    lo, hi = sp.speedup_range
+    return f"{sp.speedup:.2f}× ({lo:.2f}–{hi:.2f})" + (" noisy" if sp.noisy else "")
+
+
+def trial_line(t) -> str:
+    """One row of the trials' table: the trial, its verdict, quality, speed-up with its interval (↻: re-timed at the
+    end as a finalist), size and Pareto star."""
+    q = t.quality()
+    task = f"{q.measure} {q.value:.0%}" if q.value is not None else ""
+    speed = speed_cell(t) + (" ↻" if t.retimed else "")
+    return (f"#{t.index:<3} {t.label:<34} {(t.level or 'failed'):<8} {'bar ' if t.accepted else '    '}"
+            f"{q.sqnr_what} {_fmt(q.sqnr_db):>5} dB  {task:<22} {speed:>20}  {(t.size_bytes or 0) / 1e6:6.2f} MB"
+            f"  {'*' if t.pareto else ' '} {t.note or ('' if t.status == 'done' else t.verdict)}")
+
+
 def _fmt(x: float | None, spec: str = ".1f") -> str:
     if x is None:
         return "-"
@@ -210,12 +233,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     try:
         for t in trials:
             if not ns.json:
-                speed = f"{t.speedup:.2f}×" if t.speedup else "-"
-                q = t.quality()
-                task = f"{q.measure} {q.value:.0%}" if q.value is not None else ""
-                print(f"#{t.index:<3} {t.label:<34} {(t.level or 'failed'):<8} {'bar ' if t.accepted else '    '}"
-                      f"{q.sqnr_what} {_fmt(q.sqnr_db):>5} dB  {task:<22} {speed:>6}  {(t.size_bytes or 0) / 1e6:6.2f} MB"
-                      f"  {'*' if t.pareto else ' '} {t.note or ('' if t.status == 'done' else t.verdict)}", flush=True)
+                print(trial_line(t), flush=True)
     except KeyboardInterrupt:
         job.cancel()
         trials.close()
@@ -233,6 +251,12 @@ def cmd_tune(ns: argparse.Namespace) -> int:
 def _print_result(r, budget_s: float, out: Path, cpu: bool = False) -> None:
     """The search's outcome under the trials' table: the recommendation, its speed and verdict (or the budget to
     give when this one was too short), the policy, the hardware, the files and the notes."""
+    retimed = [t for t in r.trials if t.retimed]
+    if retimed:  # the rows above were printed as the trials finished, before the finalists' longer timing
+        print("\nre-timed at the end (↻, twice as long, interleaved with the source); these figures replace the rows "
+              "above and are the ones the recommendation and trials.json use:")
+        for t in retimed:
+            print(trial_line(t))
     print(f"\n{r.sentence}\n  {r.cli_line}" if r.cli_line else f"\n{r.sentence}")
     if r.best is not None and r.best.speed:
         print(f"  speed      {r.best.speed_text()} (median of the rounds' ratios, timed interleaved with the source"

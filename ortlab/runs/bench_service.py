@@ -24,11 +24,11 @@ from ortlab.runs.workspace import Workspace
 from ortlab.runtime import openvino as ov
 from ortlab.runtime.hardware import detect
 from ortlab.runtime.machine import this_machine
-from ortlab.timing import bench, child_runs
+from ortlab.timing import bench, child_runs, settle, stats
 from ortlab.runs.service import CANCELLED, DONE, FAILED, RUN_TIMEOUT_VAR, RUNNING, Handle, timeout_from_env
 
 PROFILES_DIR = "profiles"  # under the workspace: one folder of ORT profiles per benchmark
-PAIR_TIMING = BenchConfig(batch_sizes=(1,), warmup=5, duration_s=1.5)  # Compare's short batch-1 timing of a pair
+PAIR_TIMING = BenchConfig(batch_sizes=(1,), warmup=5, duration_s=1.5)  # a pair's batch-1 rounds: at least 1.5 s each
 
 
 # -- benchmarks: one at a time per process, each variant × batch size timed in its own child -----------------
@@ -68,6 +68,16 @@ class BenchHandle(Handle):
         self.profile_dir: Path | None = None  # the workspace folder of its profiles, when the service chose it
         self.timeout_s: float | None = None  # its time limit once it runs ($ORTLAB_RUN_TIMEOUT_S), or None
         self.timed_out = False
+        self.until: settle.UntilSettled | None = None  # the stop rule of a pair timed until settled
+
+    def settled(self) -> settle.SettledSpeed | None:
+        """A pair timed until settled (:func:`start_pair_timing`), once done: its candidate's speed-up against its
+        reference at batch 1 with how the timing stopped; None before, or for another benchmark."""
+        got = self.result if self.state == DONE else None
+        if self.until is None or not got or len(got) != 2:
+            return None
+        sp = stats.of_summaries(got[0], got[1])
+        return settle.settled(sp, self.until) if sp is not None else None
 
     def _time_out(self) -> None:
         """The benchmark went past its time limit: cancel it (its children are stopped, then killed with their
@@ -86,7 +96,7 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
                     timer: Callable | None = None, memory_gb: float | None = None,
                     shapes: dict[str, list[int]] | None = None,
                     values: dict[str, float] | None = None, interleave: bool = True,
-                    blocks: Callable | None = None) -> BenchHandle:
+                    blocks: Callable | None = None, until: Any = None) -> BenchHandle:
     """Time every variant at every batch size of ``config`` (each in its own child process, peak memory from
     that child when ``measure_memory``), after the benchmarks already queued in this process; record it in the
     workspace history when it ends. Returns the handle at once.
@@ -94,7 +104,9 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
     ``interleave`` (default): at each batch size the variants' children are all loaded and warmed up, then
     timed in rounds of short blocks, one child at a time, in turn (``child_runs.time_interleaved``), so that every
     speed-up is measured side by side with its baseline and can be taken round by round. ``blocks`` makes one
-    series (default ``child_runs.latency_blocks`` in a child). ``interleave=False`` times each variant × batch size
+    series (default ``child_runs.latency_blocks`` in a child). ``until`` (an
+    :class:`ortlab.timing.settle.UntilSettled`, one batch size) times until it says stop instead of for
+    ``config.duration_s`` (:func:`start_pair_timing`). ``interleave=False`` times each variant × batch size
     in one go, one after the other, with ``timer`` (default ``child_runs.latency_samples_isolated``).
 
     ``memory_gb`` (default :func:`memory_limit_gb`, none for a GPU target unless ``$ORTLAB_RUN_MEMORY_GB`` is
@@ -112,6 +124,7 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
     handle.timeout_s = timeout_from_env()
     handle.shapes = {k: [int(x) for x in v] for k, v in (shapes or {}).items()}
     handle.values = dict(values or {})
+    handle.until = until
     own_profiles = bool(config.profile and profile_dir is None)
     if own_profiles:
         profile_dir = profile_folder(ws, handle.id)
@@ -126,6 +139,19 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
     threading.Thread(target=_bench_worker, args=(handle, ws, origin, measure_memory, profile_dir, timer, interleave),
                      name=f"ortlab-bench-{handle.id}", daemon=True).start()
     return handle
+
+
+def start_pair_timing(reference: BenchVariant, candidate: BenchVariant, *, workspace=None, origin: str = "app",
+                      shapes: dict[str, list[int]] | None = None, values: dict[str, float] | None = None,
+                      target: float = settle.TARGET, cap_s: float = settle.CAP_S, clock: Callable | None = None,
+                      blocks: Callable | None = None) -> BenchHandle:
+    """Time ``candidate`` against ``reference`` at batch 1, interleaved (:data:`PAIR_TIMING`'s blocks, at least
+    its rounds), until the 95 % interval of the speed-up is within ±``target`` or ``cap_s`` seconds have passed
+    (:class:`ortlab.timing.settle.UntilSettled`); recorded in History like any benchmark. Compare's speed cards and
+    ``ortlab compare`` both time through it; ``handle.settled()`` is the result once done."""
+    rule = settle.UntilSettled(target, cap_s) if clock is None else settle.UntilSettled(target, cap_s, clock=clock)
+    return start_benchmark([reference, candidate], PAIR_TIMING, workspace=workspace, origin=origin, shapes=shapes,
+                           values=values, blocks=blocks, until=rule)
 
 
 def timed_variants(variants: Sequence[BenchVariant], config: BenchConfig, cpu: Any = None) -> list[BenchVariant]:
@@ -285,7 +311,8 @@ def _bench_interleaved(handle: BenchHandle, measure_memory: bool, profile_dir, b
                 for sample in samples:
                     handle._put(sample)
 
-            ok = child_runs.time_interleaved(series, handle.config, handle._cancel, on_block=on_block, on_round=on_round)
+            ok = child_runs.time_interleaved(series, handle.config, handle._cancel, on_block=on_block, on_round=on_round,
+                                             until=handle.until)
             if not ok or handle.cancel_requested:
                 raise Cancelled(step="bench")
             for s in series:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ortlab.model.inspect import sha256_file_cached
 from ortlab.runs.artifact import Artifact
 from ortlab.runs.history import BenchmarkRecord, BenchVariant, History
 from ortlab.runtime.machine import Machine, this_machine
@@ -139,11 +140,43 @@ def _batch1(rec: BenchmarkRecord, pick: Callable[[BenchVariant], bool], timed_on
                 None)
 
 
-def latest_pair(history: History, ref: TimedModel, cand: TimedModel) -> PairSpeed | None:
-    """The newest History benchmark that timed both ``ref`` and ``cand`` at batch 1 under ORT."""
+class _Graph:
+    """A model's file as its bytes (sha256), read only for a stored file of the same size."""
+
+    def __init__(self, path: str) -> None:
+        self.size = _size(path)
+        self.sha = sha256_file_cached(path) if self.size is not None else None
+
+    def same(self, bv: BenchVariant) -> bool:
+        """Whether ``bv`` (timed under ORT) was a file with these very bytes."""
+        if self.sha is None or bv.runtime != "onnxruntime" or _size(bv.path) != self.size:
+            return False
+        try:
+            return sha256_file_cached(bv.path) == self.sha
+        except OSError:
+            return False
+
+
+def _size(path: str) -> int | None:
+    try:
+        return Path(path).stat().st_size if path and Path(path).is_file() else None
+    except OSError:
+        return None
+
+
+def latest_pair(history: History, ref: TimedModel, cand: TimedModel, here: Machine | None = None) -> PairSpeed | None:
+    """The newest History benchmark that timed both ``ref`` and ``cand`` at batch 1 under ORT: as those runs or
+    files, or as identical graphs (the same sha256, e.g. a copy, or a run that made the same graph again) timed on
+    the same hardware as ``here`` (default: this machine) — one measurement for one pair of graphs, batch and
+    machine."""
+    graphs = (_Graph(ref.path), _Graph(cand.path))
+    here = here if here is not None else this_machine()
     for rec in _benchmarks(history):
         a, b = _batch1(rec, lambda bv: _is(bv, ref)), _batch1(rec, lambda bv: _is(bv, cand))
-        if a is not None and b is not None:
+        if (a is None or b is None) and rec.machine is not None and rec.machine.same_hardware(here):
+            a = a or _batch1(rec, graphs[0].same)
+            b = b or _batch1(rec, graphs[1].same)
+        if a is not None and b is not None and a.variant != b.variant:
             return PairSpeed(a, b, rec.id, rec.created_at, rec.machine)
     return None
 

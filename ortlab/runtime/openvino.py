@@ -115,7 +115,19 @@ class OpenVinoSession:
     def get_inputs(self) -> list[SimpleNamespace]:
         return self._inputs
 
+    def get_outputs(self) -> list[SimpleNamespace]:
+        """The model's outputs (``name``), in its order, as ORT's session lists them."""
+        import onnx
+
+        graph = onnx.load(str(self.path), load_external_data=False).graph
+        return [SimpleNamespace(name=o.name) for o in graph.output]
+
     def run(self, output_names: Any, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        """Infer once (synchronously) and return every output, in the model's order."""
+        """Infer once (synchronously) and return the outputs ``output_names`` names (None: every output), in the
+        model's order."""
         result = self._request.infer(feeds)
-        return [np.asarray(result[o]) for o in self._outputs]
+        values = [np.asarray(result[o]) for o in self._outputs]
+        if not output_names:
+            return values
+        order = [o.name for o in self.get_outputs()]
+        return [values[order.index(n)] for n in output_names]

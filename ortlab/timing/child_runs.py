@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import time
 from typing import IO, Any
 from collections.abc import Generator, Iterator, Mapping, Sequence
@@ -436,13 +437,15 @@ def round_plan(config: BenchConfig) -> tuple[int | None, float, int]:
 
 
 def time_interleaved(series: Sequence[Any], config: BenchConfig, cancel: CancelToken | None = None,
-                     on_block: Any = None, on_round: Any = None) -> bool:
+                     on_block: Any = None, on_round: Any = None, until: Any = None) -> bool:
     """Time ``series`` (:class:`LatencyBlocks`-like: ``start``, ``ready``, ``block``) interleaved: in round r
     every series times one block, in an order rotated by r, so a change of the machine's load between rounds hits
     every series alike and a speed-up can be taken round by round (:func:`ortlab.timing.stats.of_summaries`).
     Blocks per :func:`round_plan`; with ``duration_s`` rounds go on until every series has timed that long and at
     least :data:`MIN_ROUNDS` rounds ran (or the whole has taken :data:`OVERRUN` × the time asked for), with
     ``runs`` every series times exactly that many.
+    ``until`` (an :class:`ortlab.timing.settle.UntilSettled`) replaces that end: rounds of the planned blocks go on
+    until ``until.done(round_p50s)`` says stop (each series' p50 in every round so far).
     ``on_block(samples)`` gets every block's samples, ``on_round(done, planned)`` every round's end. False when
     cancelled. The caller ends the series (``finish``/``close``)."""
     for s in series:
@@ -456,6 +459,9 @@ def time_interleaved(series: Sequence[Any], config: BenchConfig, cancel: CancelT
     spent = [0.0] * n
     left = max(1, int(config.runs))
     began = time.monotonic()
+    rounds: list[list[float]] = [[] for _ in range(n)]  # each series' p50 in every round
+    if until is not None:
+        until.start()
     rnd = 0
     while True:
         size = None if runs is None else min(runs, left)
@@ -466,12 +472,16 @@ def time_interleaved(series: Sequence[Any], config: BenchConfig, cancel: CancelT
                 return False
             samples, took = got
             spent[idx] += took
+            rounds[idx].append(statistics.median(x.ms for x in samples) if samples else math.nan)
             if on_block is not None:
                 on_block(samples)
         rnd += 1
         if on_round is not None:
             on_round(rnd, planned)
-        if runs is not None:
+        if until is not None:
+            if until.done(rounds):
+                return True
+        elif runs is not None:
             left -= size or 0
             if left <= 0:
                 return True
@@ -495,9 +505,9 @@ class PairTimer:
         self.last: tuple[LatencySummary, LatencySummary] | None = None  # (reference, candidate) of the last call
 
     def __call__(self, candidate_path, config: BenchConfig, batch_size: int, *,
-                 cancel: CancelToken | None = None) -> SpeedUp:
-        """``candidate_path`` against the reference at ``batch_size`` for ``config.duration_s`` (or ``config.runs``);
-        Cancelled when ``cancel`` stops it."""
+                 cancel: CancelToken | None = None, until: Any = None) -> SpeedUp:
+        """``candidate_path`` against the reference at ``batch_size`` for ``config.duration_s`` (or ``config.runs``),
+        or until ``until`` says stop (:func:`time_interleaved`); Cancelled when ``cancel`` stops it."""
         kwargs = dict(self._kwargs)
         if self._own:
             kwargs["memory_gb"] = self._memory_gb if self._memory_gb is not None else default_memory_gb(config.target)
@@ -509,7 +519,7 @@ class PairTimer:
         candidate = self._make(candidate_path, config, batch_size, variant="candidate", cancel=cancel, **kwargs)
         before = len(reference.samples)
         try:
-            if not time_interleaved([reference, candidate], config, cancel):
+            if not time_interleaved([reference, candidate], config, cancel, until=until):
                 raise Cancelled(step="bench")
             candidate.finish()
         except BaseException:

@@ -1,7 +1,8 @@
 """Speed on Compare: the latest benchmark in History that timed both models of the pair at batch 1 (the engine
 chooses it: :func:`ortlab.api.latest_pair`), else the figure the run stored when it was timed against its source
-after its verdict, else a short batch-1 timing of the two started in the background
-through the run service (recorded in History when it ends). Also the per-run latency of the keep-in-float table."""
+after its verdict, else a batch-1 timing of the two started in the background through the run service until the
+speed-up's 95% interval is within ±10% or 20 s have passed (:func:`ortlab.api.start_pair_timing`, the call
+``ortlab compare`` makes; recorded in History when it ends). Also the per-run latency of the keep-in-float table."""
 
 from __future__ import annotations
 
@@ -10,13 +11,12 @@ from pathlib import Path
 import streamlit as st
 
 from ortlab import api
-from ortlab.api import BenchHandle, BenchVariant, LatencySummary, PairSpeed, control_values, start_benchmark
+from ortlab.api import BenchHandle, BenchVariant, LatencySummary, PairSpeed, control_values, start_pair_timing
 from ortlab.ui.session import actions, state
 from ortlab.ui.session.guard import engine_errors, error_message, show_message
 from ortlab.ui.session.inert import md
 from ortlab.ui.jobs.status import DONE, started
 
-QUICK = api.PAIR_TIMING  # a short batch-1 timing of the pair
 
 
 def _timed(v) -> api.TimedModel:
@@ -55,21 +55,22 @@ def job(ref, cand) -> BenchHandle | None:
 
 
 def start_quick(ref, cand) -> BenchHandle:
-    """Time ``ref`` and ``cand`` at batch 1 for a short while in the background (the run service; recorded in
-    History when it ends)."""
+    """Time ``ref`` and ``cand`` at batch 1 in the background until the speed-up is settled (the run service;
+    recorded in History when it ends)."""
     plain = [BenchVariant(v.id, v.name, str(v.path), v.artifact.run_id if v.artifact else None) for v in (ref, cand)]
     info = state.model_info()
     values = control_values(state.eval_dataset(), info.inputs) if info is not None else {}
-    handle = start_benchmark(plain, QUICK, workspace=actions.workspace(), origin="app",
-                             shapes=actions.bench_shapes(), values=values)
+    handle = start_pair_timing(plain[0], plain[1], workspace=actions.workspace(), origin="app",
+                               shapes=actions.bench_shapes(), values=values)
     handle.meta = {"pair": _key(ref, cand)}
     state.set_job("speed", handle)
     return started(handle)  # type: ignore[return-value]
 
 
-def speedup_card(sp: api.SpeedUp) -> tuple[str, str, str]:
+def speedup_card(sp: api.SpeedUp, settled: api.SettledSpeed | None = None) -> tuple[str, str, str]:
     """Compare's "Speed-up" card as (value, delta, help): never a bare number — the delta is the caveat ("no clear
-    difference", "noisy: …") or else the 95% interval; the help has the interval and the rounds."""
+    difference", "noisy: the machine was busy") or else the 95% interval; the help has the interval and the rounds.
+    ``settled``, the pair timed until settled (:func:`ortlab.api.start_pair_timing`), words the caveat when given."""
     s = sp.speedup
     value = f"{s:.2f}× (slower)" if sp.clear and s < 1 else f"{s:.2f}×"
     if not sp.paired:
@@ -77,28 +78,32 @@ def speedup_card(sp: api.SpeedUp) -> tuple[str, str, str]:
                                     "timed apart (an older benchmark): no interval. Time the pair again for one.")
     lo, hi = sp.speedup_range
     interval = f"95% interval {lo:.2f}–{hi:.2f}×, {sp.rounds} rounds"
-    caveat = sp.caveat()
+    caveat = settled.caveat() if settled is not None else sp.caveat()
     return value, caveat or interval, (f"{interval}" + (f": {caveat}" if caveat else "") + ". The median of the "
                                        "rounds' latency ratios (reference ÷ candidate), both timed in the same "
                                        "benchmark, block by block in turn.")
 
 
-def _cards(ref_ms: float, ref_help: str, cand_ms: float, cand_help: str, sp: api.SpeedUp | None) -> None:
+def _cards(ref_ms: float, ref_help: str, cand_ms: float, cand_help: str, sp: api.SpeedUp | None,
+           settled: api.SettledSpeed | None = None) -> None:
     """Compare's three speed cards: the two batch-1 p50 latencies and the speed-up (when there is one)."""
     c = st.columns(3)
     c[0].metric("Latency b1 · reference (p50)", f"{ref_ms:.2f} ms", border=True, help=ref_help)
     c[1].metric("Latency b1 · candidate (p50)", f"{cand_ms:.2f} ms", f"{100 * (cand_ms / ref_ms - 1):+.0f}%",
                 delta_color="inverse", border=True, help=cand_help)
     if sp is not None:
-        value, delta, help_ = speedup_card(sp)
+        value, delta, help_ = speedup_card(sp, settled)
         c[2].metric("Speed-up (p50)", value, delta, delta_color="off", delta_arrow="off", border=True, help=help_)
 
 
-def _draw(found) -> None:
+def _draw(found, handle: BenchHandle | None = None) -> None:
+    """The cards of a stored benchmark of the pair; worded as timed until settled when ``handle`` timed it so."""
+    settled = handle.settled() if handle is not None and handle.bench_id == found.bench_id else None
     _cards(found.ref.p50, f"p90 {found.ref.p90:.2f} ms · p99 {found.ref.p99:.2f} ms · {found.ref.n} runs",
            found.cand.p50, f"p90 {found.cand.p90:.2f} ms · p99 {found.cand.p99:.2f} ms · {found.cand.n} runs",
-           found.speed)
-    st.caption(found.sentence() + " Time more batch sizes and threads on the Benchmark page.")
+           found.speed, settled)
+    said = f" Timed until settled: {settled.text()}." if settled is not None else ""
+    st.caption(found.sentence() + said + " Time more batch sizes and threads on the Benchmark page.")
 
 
 def stored_speed(ref, cand) -> api.ResultSpeed | None:
@@ -149,7 +154,7 @@ def section(ref, cand) -> None:
             if handle.done:  # finished at once (tests): it is in History now
                 found = latest_pair(ref, cand)
     if found is not None:
-        _draw(found)
+        _draw(found, handle)
         return
     if handle is None:
         return
@@ -161,12 +166,13 @@ def section(ref, cand) -> None:
     def poll() -> None:
         handle.drain()
         if not handle.done:
-            st.caption(f":material/timer: Timing both models at batch 1 in the background "
-                       f"({QUICK.duration_s:g} s each)… the speed appears here when it ends.")
+            st.caption(f":material/timer: Timing both models at batch 1 in the background, in turn, until the "
+                       f"speed-up's 95% interval is within ±{api.SETTLE_TARGET:.0%} (at most {api.SETTLE_CAP_S:g} s)… "
+                       "the speed appears here when it ends.")
             return
         got = latest_pair(ref, cand)
         if got is not None:
-            _draw(got)
+            _draw(got, handle)
         else:
             _failed(handle)
 

@@ -149,8 +149,25 @@ def _x(t, objective: str) -> float | None:
     return t.speedup
 
 
+def speed_bar(t) -> tuple[float, float]:
+    """How far the speed-up's 95% interval reaches below and above the trial's speed-up on the chart (0, 0 when it
+    has no single interval: not timed, timed apart, or a mean over several batch sizes)."""
+    if len(t.speed) != 1 or not t.speed[0].paired or not t.speedup:
+        return 0.0, 0.0
+    lo, hi = t.speed[0].speedup_range
+    return max(0.0, t.speedup - lo), max(0.0, hi - t.speedup)
+
+
+def speed_hover(t) -> str:
+    """The trial's speed in the chart's hover: its speed-up with interval and rounds, re-timed or not."""
+    if not t.speed:
+        return "speed not timed"
+    return f"speed {t.speed_text()}" + (" · re-timed at the end" if t.retimed else "")
+
+
 def pareto_figure(trials: Sequence, objective: str = "latency", recommended=None) -> go.Figure:
-    """Speed-up (or size in MB) against the worst output's SQNR; marker size grows with the file size,
+    """Speed-up (or size in MB; the speed-up each trial's latest timing gave, re-timed finalists' at the end, with
+    its 95% interval as a bar) against the worst output's SQNR; marker size grows with the file size,
     Pareto-optimal trials drawn as outlined stars under the other trials' circles (a star never hides a circle);
     ``recommended`` (a trial) is ringed and named in the legend; hover: the trial, its recipe and its numbers."""
     done = [t for t in trials if t.status == "done" and _x(t, objective) is not None]
@@ -163,10 +180,15 @@ def pareto_figure(trials: Sequence, objective: str = "latency", recommended=None
         return 99.0 if math.isinf(t.sqnr_db) else float(t.sqnr_db)
 
     def hover(pts) -> dict:
-        return {"customdata": [[charts.plain(t.label), t.index, (t.size_bytes or 0) / 1e6, t.p50_ms or 0.0,
-                                "accepted" if t.accepted else "rejected"] for t in pts],
-                "hovertemplate": "trial %{customdata[1]}: %{customdata[0]}<br>SQNR %{y:.1f} dB · %{customdata[2]:.2f} "
-                                 "MB · p50 %{customdata[3]:.2f} ms · %{customdata[4]}<extra></extra>"}
+        out: dict[str, object] = {"customdata": [[charts.plain(t.label), t.index, (t.size_bytes or 0) / 1e6, t.p50_ms or 0.0,
+                               "accepted" if t.accepted else "rejected", charts.plain(speed_hover(t))] for t in pts],
+               "hovertemplate": "trial %{customdata[1]}: %{customdata[0]}<br>SQNR %{y:.1f} dB · %{customdata[2]:.2f} "
+                                "MB · p50 %{customdata[3]:.2f} ms · %{customdata[4]}<br>%{customdata[5]}<extra></extra>"}
+        if objective == "latency":  # the speed-up's 95% interval as a bar (one batch size; none for a mean of several)
+            bars = [speed_bar(t) for t in pts]
+            out["error_x"] = {"type": "data", "symmetric": False, "array": [b[1] for b in bars],
+                              "arrayminus": [b[0] for b in bars], "thickness": 1.5, "width": 4}
+        return out
 
     fig = go.Figure()
     for pareto in (True, False):  # stars first: the circles drawn after them stay in sight
