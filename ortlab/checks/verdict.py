@@ -310,8 +310,8 @@ def _judge_embeddings(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: i
             fig = _Figure(f"{e.output}: nearest-neighbour agreement", e.nn_agreement, _pct(e.nn_agreement), _share(
                 e.nn_agreement, n, n, (policy.min_nn_agreement, policy.broken_nn_agreement)))
             f.grade_low(e.nn_agreement, policy.min_nn_agreement, policy.broken_nn_agreement, text, fig)
-            ties = (f", {e.nn_near_ties} near-tie neighbour changes (the float model's similarity to the new "
-                    f"neighbour within {e.nn_near_tie:g} of the old one's) not counted" if e.nn_near_ties else "")
+            ties = (f" ({e.nn_near_ties} near-tie change{'s' * (e.nn_near_ties > 1)} not counted: within "
+                    f"{e.nn_near_tie:g} cosine in the float model)" if e.nn_near_ties else "")
             f.checked.append((text + ties + f", cosine min {e.min_cosine:.3f}", fig))
         fig = _Figure(f"{e.output}: lowest per-sample cosine", e.min_cosine, f"{e.min_cosine:.3f}")
         if e.min_cosine < policy.min_cosine:
