@@ -18,7 +18,7 @@ and 60 evaluation lines, speed from a quick in-process interleaved timing (1 thr
 recipe (U8S8, per-channel, reduce-range unless said)   strings changed speed-up
 =====================================================  ==============  =========
 default static int8, bias correction off               24/60 (40.0%)
-default + bias correction (``optimize``'s default)     12/60 (20.0%)   1.25× ¹
+default + bias correction (``optimize``'s default)     12/60 (20.0%)   1.29× ¹
 SVTR neck (124 nodes from the first MatMul) in float   22/60 (36.7%)
 only Conv quantized                                    15/60 (25.0%)   1.13×
 only Conv, first Conv and last two Convs in float      16/60 (26.7%)   1.17×
@@ -28,7 +28,7 @@ only Conv, full range                                  32/60 (53.3%)
 16-bit activations everywhere, 8-bit weights (a16w8)    7/60 (11.7%)   0.46×
 =====================================================  ==============  =========
 
-¹ the speed-up from the closing note's bench_third_party run (21.7% changed there, at load 14–22).
+¹ from ``bench_third_party.py --only rec`` the same day (PairTimer, 1.19–1.35, 17 rounds, load ~20); BC off there: 40.0%, 1.21×.
 
 So no recipe reaches 5%: the damage is spread over the Conv backbone, not in the neck or the CTC head (the known
 patterns already keep attention and the head in float); even with every activation in 16 bits the 8-bit weights
