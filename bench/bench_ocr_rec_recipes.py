@@ -21,6 +21,7 @@ default static int8, bias correction off               24/60 (40.0%)
 default + bias correction (``optimize``'s default)     12/60 (20.0%)   1.29× ¹
 SVTR neck (124 nodes from the first MatMul) in float   22/60 (36.7%)
 only Conv quantized                                    15/60 (25.0%)   1.13×
+only Conv quantized, with bias correction              12/60 (20.0%)
 only Conv, first Conv and last two Convs in float      16/60 (26.7%)   1.17×
 full range (8-bit weights): U8S8 saturates on AVX2     50/60 (83.3%)
 U8U8, full range                                       25/60 (41.7%)
@@ -128,6 +129,7 @@ def recipes(pre: onnx.ModelProto, q0: QuantConfig) -> dict[str, Callable[[Path, 
     return {"default": static(q0), "default_bc": static(q0, bias=True),
             "neck_float": static(replace(q0, nodes_to_exclude=neck)),
             "conv_only": static(replace(q0, op_types=("Conv",))),
+            "conv_only_bc": static(replace(q0, op_types=("Conv",)), bias=True),
             "conv_only_ends_float": static(replace(q0, op_types=("Conv",), nodes_to_exclude=(convs[0], *convs[-2:]))),
             "full_range": static(full), "u8u8_full": static(replace(full, weight_type=QuantType.UINT8)),
             "conv_only_full": static(replace(full, op_types=("Conv",))), "a16w8": a16w8}
