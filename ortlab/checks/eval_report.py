@@ -220,7 +220,9 @@ class SequenceMetrics:
 @dataclass
 class EmbeddingMetrics:
     """Per-sample cosine of one embedding output, and whether each sample's nearest neighbour among the
-    evaluation samples stays the same (``nn_agreement``; None with fewer than 3 samples). [N, T, D] outputs
+    evaluation samples stays the same (``nn_agreement``; None with fewer than 3 samples). A change of neighbour to
+    one the float model finds within ``nn_near_tie`` cosine of its own nearest is a near-tie (``nn_near_ties``,
+    counted apart, like classification's near-tie flips), not a change. [N, T, D] outputs
     (``tokens``) are mean-pooled over T for the neighbours; with an attention mask, cosine and pooling take the
     real tokens only (``real_tokens``; ``padding``: the padded positions left out)."""
 
@@ -231,6 +233,8 @@ class EmbeddingMetrics:
     tokens: bool = False  # a per-token output [N, T, D]; one vector per sample (a sentence embedding) when False
     real_tokens: int = 0
     padding: int = 0
+    nn_near_ties: int = 0
+    nn_near_tie: float = 0.0
 
 
 @dataclass

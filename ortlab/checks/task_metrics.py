@@ -429,9 +429,13 @@ def token_rows(output: Any, mask: np.ndarray | None) -> np.ndarray | None:
     return a[np.asarray(mask) == 1]
 
 
+NN_NEAR_TIE = 0.01  # cosine: a neighbour this close to the float model's nearest is a tie for retrieval
+
+
 class _Embeddings:
-    def __init__(self, name: str):
+    def __init__(self, name: str, near_tie: float = NN_NEAR_TIE):
         self.name = name
+        self.near_tie = near_tie
         self.tokens = False
         self.real_tokens = self.padding = 0
         self.cos: list[float] = []
@@ -469,19 +473,27 @@ class _Embeddings:
         self.cand.append(cand_vec.astype(np.float32))
 
     @staticmethod
-    def _neighbours(vecs: list[np.ndarray]) -> np.ndarray:
+    def _similarities(vecs: list[np.ndarray]) -> np.ndarray:
         m = np.nan_to_num(np.stack(vecs).astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0)
         m = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
         sim = m @ m.T
         np.fill_diagonal(sim, -np.inf)
-        return np.argmax(sim, axis=1)
+        return sim
 
     def result(self) -> EmbeddingMetrics:
-        nn = None
+        nn, ties = None, 0
         if len(self.ref) >= 3:
-            nn = float(np.mean(self._neighbours(self.ref) == self._neighbours(self.cand)))
+            ref_sim = self._similarities(self.ref)
+            rows = np.arange(len(self.ref))
+            ref_nn, cand_nn = np.argmax(ref_sim, axis=1), np.argmax(self._similarities(self.cand), axis=1)
+            # the float model's own similarity to the neighbour the candidate picked, below its nearest's
+            gap = ref_sim[rows, ref_nn] - ref_sim[rows, cand_nn]
+            changed = ref_nn != cand_nn
+            tie = changed & (gap < self.near_tie)
+            ties = int(np.count_nonzero(tie))
+            nn = float(1.0 - np.count_nonzero(changed & ~tie) / len(self.ref))
         return EmbeddingMetrics(self.name, min(self.cos, default=1.0), float(np.mean(self.cos)) if self.cos else 1.0,
-                                nn, self.tokens, self.real_tokens, self.padding)
+                                nn, self.tokens, self.real_tokens, self.padding, ties, self.near_tie)
 
 
 class _Exact:

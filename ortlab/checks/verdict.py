@@ -23,7 +23,8 @@ The default policy (:class:`VerdictPolicy`; every threshold is a field and a CLI
 * sequences (an OCR recognizer's per-position class probabilities, greedy CTC decoded): the share of samples
   whose decoded string changed above ``max_changed_strings`` (2%) → degraded, above ``broken_changed_strings``
   (10%) → broken; the character error rate is shown with it;
-* embeddings: nearest-neighbour agreement across the evaluation set below ``min_nn_agreement`` (90%) →
+* embeddings: nearest-neighbour agreement across the evaluation set (a change to a neighbour the float model finds
+  within 0.01 cosine of its nearest is a near-tie, shown but not counted) below ``min_nn_agreement`` (90%) →
   degraded, below ``broken_nn_agreement`` (70%) → broken; any sample's cosine below ``min_cosine`` → degraded.
   A vector per sample (a sentence embedding) is judged before per-token outputs; per-token outputs of a model fed
   an attention mask are judged (SQNR and cosine too) on the real tokens only, and the reasons say so;
@@ -309,7 +310,9 @@ def _judge_embeddings(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: i
             fig = _Figure(f"{e.output}: nearest-neighbour agreement", e.nn_agreement, _pct(e.nn_agreement), _share(
                 e.nn_agreement, n, n, (policy.min_nn_agreement, policy.broken_nn_agreement)))
             f.grade_low(e.nn_agreement, policy.min_nn_agreement, policy.broken_nn_agreement, text, fig)
-            f.checked.append((text + f", cosine min {e.min_cosine:.3f}", fig))
+            ties = (f" ({e.nn_near_ties} near-tie change{'s' * (e.nn_near_ties > 1)} not counted: within "
+                    f"{e.nn_near_tie:g} cosine in the float model)" if e.nn_near_ties else "")
+            f.checked.append((text + ties + f", cosine min {e.min_cosine:.3f}", fig))
         fig = _Figure(f"{e.output}: lowest per-sample cosine", e.min_cosine, f"{e.min_cosine:.3f}")
         if e.min_cosine < policy.min_cosine:
             f.degraded.append((f"{e.output}: a sample's cosine is {e.min_cosine:.3f} < {policy.min_cosine:g}", fig))

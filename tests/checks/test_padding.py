@@ -12,6 +12,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
+from tests.support.reference import nn_agreement
+
 from ortlab.checks.evaluate import evaluate, session_inputs
 from ortlab.checks.verdict import Level, judge
 from ortlab.data.feeds import attention_mask, batch_inputs
@@ -40,21 +42,13 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-def _neighbours(vecs: list[np.ndarray]) -> np.ndarray:
-    m = np.stack(vecs)
-    m = m / np.linalg.norm(m, axis=1, keepdims=True)
-    sim = m @ m.T
-    np.fill_diagonal(sim, -np.inf)
-    return np.argmax(sim, axis=1)
-
-
 def _masked(ref_outs, cand_outs, masks, k: int) -> dict:
     """Output ``k``'s SQNR, cosine, per-sample cosines and nearest-neighbour agreement on the real tokens."""
     rows = [(r[k][0][m[0] == 1], c[k][0][m[0] == 1]) for r, c, m in zip(ref_outs, cand_outs, masks)]
     r_all = np.concatenate([r.ravel() for r, _ in rows])
     c_all = np.concatenate([c.ravel() for _, c in rows])
     per = [_cos(r.ravel(), c.ravel()) for r, c in rows]
-    nn = float(np.mean(_neighbours([r.mean(axis=0) for r, _ in rows]) == _neighbours([c.mean(axis=0) for _, c in rows])))
+    nn = nn_agreement(np.stack([r.mean(axis=0) for r, _ in rows]), np.stack([c.mean(axis=0) for _, c in rows]))
     return {"sqnr": 10 * math.log10(float(r_all @ r_all) / float((r_all - c_all) @ (r_all - c_all))),
             "cosine": _cos(r_all, c_all), "min_cos": min(per), "mean_cos": float(np.mean(per)), "nn": nn,
             "tokens": sum(len(r) for r, _ in rows), "signal": [float(np.sum(r * r)) for r, _ in rows],

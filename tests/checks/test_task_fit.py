@@ -13,12 +13,13 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from tests.support.reference import matches, nms
+from tests.support.reference import matches, nms, nn_agreement
 from onnx import TensorProto, helper, numpy_helper
 from PIL import Image
 
 from ortlab.checks.eval_report import Task
 from ortlab.checks.evaluate import evaluate
+from ortlab.checks.task_metrics import TaskAccumulator
 from ortlab.checks.verdict import Level, VerdictPolicy, judge
 from ortlab.data.loaders import load_tensor_file
 
@@ -72,13 +73,7 @@ def test_an_unlabeled_float_vector_is_an_embedding_judged_by_its_neighbours(tmp_
     c = np.concatenate(_outputs(cand, x, "output")).astype(np.float64)
     cos = (r * c).sum(1) / np.linalg.norm(r, axis=1) / np.linalg.norm(c, axis=1)
 
-    def nearest(m):
-        m = m / np.linalg.norm(m, axis=1, keepdims=True)
-        s = m @ m.T
-        np.fill_diagonal(s, -np.inf)
-        return s.argmax(1)
-
-    nn = float(np.mean(nearest(r) == nearest(c)))
+    nn = nn_agreement(r, c)
     assert e.nn_agreement == pytest.approx(nn) and e.min_cosine == pytest.approx(cos.min(), abs=1e-6)
     assert e.mean_cosine == pytest.approx(cos.mean(), abs=1e-6) and not e.tokens
     v = judge(report)
@@ -239,3 +234,25 @@ def test_a_detector_whose_boxes_only_move_a_little_keeps_its_detections(tmp_path
     assert b.f1 == 1.0 and b.score_sqnr_db == math.inf and b.box_sqnr_db < 80
     v = judge(report)
     assert v.level == Level.OK and v.deciding == "output0: detections F1 vs reference" and v.deciding_text == "1.00"
+
+
+def _embedding_metrics(ref: np.ndarray, cand: np.ndarray):
+    acc = TaskAccumulator(["emb"], [ref[:1]], False, Task.EMBEDDING)
+    for r, c in zip(ref, cand):
+        acc.add([r[None]], [c[None]])
+    return acc.result().embeddings[0]
+
+
+def test_a_neighbour_change_between_near_tied_neighbours_is_not_counted():
+    # sample 0's two nearest neighbours are 0.002 apart in the float model's cosine: swapping them is a tie for
+    # retrieval (as a top-1 flip between near-tied classes), while moving to a far one is a real change
+    ref = np.array([[1.0, 0.0, 0.0], [1.0, 0.30, 0.0], [1.0, 0.0, 0.31], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    swap = ref.copy()
+    swap[0] = [1.0, -0.02, 0.03]  # now nearer 2 than 1
+    far = ref.copy()
+    far[0] = [0.2, 0.0, 1.0]  # now nearest 4
+    tie = _embedding_metrics(ref, swap)
+    assert tie.nn_agreement == 1.0 and tie.nn_near_ties == 1
+    real = _embedding_metrics(ref, far)
+    assert real.nn_agreement == pytest.approx(nn_agreement(ref, far)) and real.nn_agreement < 1.0
+    assert real.nn_near_ties == 0

@@ -14,6 +14,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.support.reference import nn_agreement
+
 from ortlab.cli import common as cli_common, main as cli
 from ortlab.data.loaders import load_tensor_file
 from ortlab.checks.eval_report import EvalReport, Task
@@ -146,13 +148,7 @@ def test_embedding_nearest_neighbour_agreement(tmp_path):
     bad = evaluate(ref, other, data, None)
     e = bad.task.embeddings[0]
 
-    def nn(m):
-        m = m / np.linalg.norm(m, axis=1, keepdims=True)
-        s = m @ m.T
-        np.fill_diagonal(s, -np.inf)
-        return s.argmax(axis=1)
-
-    expected = float(np.mean(nn(x.astype(np.float64) @ w) == nn(x.astype(np.float64) @ other_w)))
+    expected = nn_agreement(x.astype(np.float64) @ w, x.astype(np.float64) @ other_w)
     assert e.nn_agreement == pytest.approx(expected) and expected < 0.7
     assert judge(bad).level == Level.BROKEN
     assert any("nearest-neighbour agreement" in r for r in judge(bad).reasons)

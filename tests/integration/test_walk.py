@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-from tests.support.reference import matches, nms, photo_parts
+from tests.support.reference import matches, nms, nn_agreement, photo_parts
 from PIL import Image
 
 from ortlab.cli import main as cli
@@ -130,14 +130,6 @@ def _feeds(fixture: str, evaluation: Path) -> list[dict[str, np.ndarray]]:
     return feeds
 
 
-def _nn(vectors: list[np.ndarray]) -> np.ndarray:
-    m = np.stack(vectors).astype(np.float64)
-    m /= np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
-    sim = m @ m.T
-    np.fill_diagonal(sim, -np.inf)
-    return np.argmax(sim, axis=1)
-
-
 def independent_check(fixture: str, src: Path, dst: Path, evaluation: Path) -> tuple[str, dict[str, float]]:
     """(the default policy's level, {output: SQNR dB}) from outputs this test computes itself on the evaluation
     data at ``evaluation``."""
@@ -178,7 +170,8 @@ def independent_check(fixture: str, src: Path, dst: Path, evaluation: Path) -> t
     if fixture == "text_encoder":  # embeddings: nearest neighbour kept (mean over tokens), each sample's cosine
         for n in names:
             pool = (lambda x: x[0].mean(axis=0)) if ref[n][0].ndim == 3 else (lambda x: x[0])
-            kept = float(np.mean(_nn([pool(x) for x in ref[n]]) == _nn([pool(x) for x in cand[n]])))
+            # a switch between neighbours within 0.01 cosine in the float model is a near-tie, not a change
+            kept = nn_agreement(np.stack([pool(x) for x in ref[n]]), np.stack([pool(x) for x in cand[n]]))
             (broken if kept < 0.7 else degraded if kept < 0.9 else []).append(n)
             cos = [float(x.ravel() @ y.ravel() / (np.linalg.norm(x) * np.linalg.norm(y)))
                    for x, y in zip(ref[n], cand[n])]

@@ -66,3 +66,21 @@ def matches(ref, cand, min_iou: float = 0.5) -> int:
             used.add(best_j)
             n += 1
     return n
+
+
+def nn_agreement(ref: np.ndarray, cand: np.ndarray, near_tie: float = 0.01) -> float:
+    """The share of rows whose nearest other row (cosine) stays the same from ``ref`` to ``cand``, where a change to
+    a row the reference finds within ``near_tie`` of its own nearest is a near-tie and counts as kept."""
+    def sims(m: np.ndarray) -> np.ndarray:
+        m = np.asarray(m, np.float64)
+        m = m / np.linalg.norm(m, axis=1, keepdims=True)
+        s = m @ m.T
+        np.fill_diagonal(s, -np.inf)
+        return s
+
+    rs, cs = sims(ref), sims(cand)
+    kept = 0
+    for i in range(len(rs)):
+        a, b = int(np.argmax(rs[i])), int(np.argmax(cs[i]))
+        kept += a == b or rs[i, a] - rs[i, b] < near_tie
+    return kept / len(rs)
