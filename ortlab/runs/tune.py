@@ -569,6 +569,7 @@ class Tuner:
             close = [t for t in close if not slower_than_source(t)]
             best = max(close, key=lambda t: (_rank_key(t), -(t.cost or 0))) if close else None
         self._mark_pareto()
+        self.notes += self.trial_runner.retried
         slow = [t for t in done if slower_than_source(t)]
         if slow:
             self.notes.append(slower_note(slow))
