@@ -1,5 +1,6 @@
-"""Where tune's trials run: :class:`LocalTrials` (a child process per recipe through the run service, timings on
-this machine: the behaviour without ``--ray``) or :class:`ClusterTrials` (``ortlab tune --ray ADDRESS``).
+"""Tune's trials on a Ray cluster (``ortlab tune --ray ADDRESS``): :class:`ClusterTrials`, the tuner's trial
+runner beside :class:`ortlab.runs.tune.LocalTrials` (a child process per recipe here: the behaviour without
+``--ray``).
 
 On a cluster the accuracy work of a trial (quantize + evaluate) is a Ray task on any node (round robin over
 the nodes); the source model and the evaluation/calibration files go through the object store once, by hash
@@ -22,35 +23,21 @@ from typing import Any
 
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.layout import ARTIFACT_FILE
-from ortlab.core.progress import CancelToken
+from ortlab.core.progress import CancelToken, null_reporter
 from ortlab.model.inspect import external_data_files
-from ortlab.runs import service
+from ortlab.runs.pipeline import run_prepared
 from ortlab.runs.artifact import Artifact
 from ortlab.runs.history import History
-from ortlab.runs.prepare import prepare_run
+from ortlab.runs.prepare import load_run, prepare_run
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runtime.machine import Machine, this_machine
 from ortlab.runtime.ray_cluster import ClusterError, ClusterNode, ClusterTaskFailed, RayCluster
 from ortlab.settings.config import BenchConfig
 from ortlab.timing.stats import SpeedUp
 
-__all__ = ["ClusterTrials", "LocalTrials", "run_trial_on_node", "time_pair_on_node"]
+__all__ = ["ClusterTrials", "run_trial_on_node", "time_pair_on_node"]
 
 _TIMING_SHARE = 0.01  # how much of the timing resource a timing task asks for (any node that has it qualifies)
-
-
-class LocalTrials:
-    """Today's behaviour: each trial a child process through the run service; timings on this machine."""
-
-    where = ""
-    timing_machine: Machine | None = None
-    retried: tuple[str, ...] = ()
-
-    def start(self, spec: RunSpec, out: Path | None, workspace: Any) -> Any:
-        return service.start_recipe(spec, out, workspace=workspace, origin="tune")
-
-    def close(self) -> None:
-        pass
 
 
 # -- on the node --------------------------------------------------------------------------------------------------
@@ -91,7 +78,7 @@ def run_trial_on_node(spec_plain: dict[str, Any], model_name: str, model_blob: b
         spec = replace(spec, model=str(source / model_name),
                        calibration=_moved(spec.calibration, calibration, calibration_blob, tmp / "calibration"),
                        evaluation=_moved(spec.evaluation, evaluation, evaluation_blob, tmp / "evaluation"))
-        artifact = service.run_recipe_spec(spec, tmp / "out")
+        artifact = run_prepared(load_run(spec), tmp / "out", null_reporter, None)
         artifact.save()
         return artifact.to_dict(), _pack_dir(artifact.dir)
     finally:
