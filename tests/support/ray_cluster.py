@@ -157,9 +157,10 @@ def local_ray_cluster(head_resources: dict[str, float] | None = None,
     env.pop("RAY_ADDRESS", None)
     t0 = time.monotonic()
     try:
-        gcs, *head_ports = free_ports(7)
-        cluster.log.append(_ray_start(
-            ["--head", "--port", str(gcs), "--include-dashboard", "false",
+        gcs, dashboard, *head_ports = free_ports(8)
+        cluster.log.append(_ray_start(  # the head's headless dashboard process still binds a port (8265 by default)
+            ["--head", "--port", str(gcs), "--include-dashboard", "false", "--dashboard-host", "127.0.0.1",
+             "--dashboard-port", str(dashboard),
              "--temp-dir", temp_dir, *_node_args(head_ports, num_cpus, head_resources)], cluster.head_marker, env))
         cluster.address = f"127.0.0.1:{gcs}"
         cluster.log.append(_ray_start(
