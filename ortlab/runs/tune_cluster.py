@@ -1,0 +1,301 @@
+"""Tune's trials on a Ray cluster (``ortlab tune --ray ADDRESS``): :class:`ClusterTrials`, the tuner's trial
+runner beside :class:`ortlab.runs.tune.LocalTrials` (a child process per recipe here: the behaviour without
+``--ray``).
+
+On a cluster the accuracy work of a trial (quantize + evaluate) is a Ray task on any node (round robin over
+the nodes); the source model, the evaluation/calibration files and the workspace's kept calibrations go through
+the object store once, by hash (:meth:`RayCluster.put`); calibrations a node makes are kept here, for the next
+trial on any node. Timing runs only on a node carrying ``timing_resource``, the same node for every
+trial and finalist, with the one clock (:class:`ortlab.timing.child_runs.PairTimer`), and each timing records
+that node's machine. The trial comes back here as an artifact folder recorded in this workspace's History. A
+node lost mid-trial: the trial runs once more on another node, then fails with the node named.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import tempfile
+import threading
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ortlab.core.errors import Cancelled, OrtlabError
+from ortlab.core.layout import ARTIFACT_FILE
+from ortlab.core.progress import CancelToken, null_reporter
+from ortlab.model.inspect import external_data_files
+from ortlab.runs.pipeline import run_prepared
+from ortlab.runs.artifact import Artifact
+from ortlab.runs.calibration_cache import CalibrationCache
+from ortlab.runs.history import History
+from ortlab.runs.prepare import load_run, prepare_run
+from ortlab.runs.runspec import DataRef, RunSpec
+from ortlab.runtime.machine import Machine, this_machine
+from ortlab.runtime.ray_cluster import ClusterError, ClusterNode, ClusterTaskFailed, RayCluster
+from ortlab.settings.config import BenchConfig
+from ortlab.timing.stats import SpeedUp
+
+__all__ = ["ClusterTrials", "run_trial_on_node", "time_pair_on_node"]
+
+_TIMING_SHARE = 0.01  # how much of the timing resource a timing task asks for (any node that has it qualifies)
+
+
+# -- on the node --------------------------------------------------------------------------------------------------
+
+
+def _unpack(blob: bytes, is_dir: bool, name: str, into: Path) -> str:
+    into.mkdir()
+    target = into / name
+    if is_dir:
+        with zipfile.ZipFile(io.BytesIO(blob)) as zf:
+            zf.extractall(target)
+    else:
+        target.write_bytes(blob)
+    return str(target)
+
+
+def _pack_dir(folder: Path) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
+        for f in sorted(folder.rglob("*")):
+            if f.is_file():
+                zf.write(f, f.relative_to(folder).as_posix())
+    return buf.getvalue()
+
+
+def run_trial_on_node(spec_plain: dict[str, Any], model_name: str, model_blob: bytes,
+                      calibration: tuple[str, bool] | None, calibration_blob: bytes | None,
+                      evaluation: tuple[str, bool] | None, evaluation_blob: bytes | None,
+                      calibrations_blob: bytes | None = None) -> tuple[dict[str, Any], bytes, bytes]:
+    """A Ray task: run the prepared spec on this node (the source and path data — ``(name, is a folder)`` and
+    its bytes, a folder zipped — written to a temporary folder first) and return the artifact (plain) and its
+    folder's files (zip), and the calibration cache after the run (zip). ``calibrations_blob``: the workspace's
+    kept calibrations (zip), so a trial reuses one made on any node. The blobs are top-level arguments: Ray
+    hands them over from the object store."""
+    tmp = Path(tempfile.mkdtemp(prefix="ortlab-trial-"))
+    try:
+        source = tmp / "source"
+        source.mkdir()
+        (source / model_name).write_bytes(model_blob)
+        spec = RunSpec.from_dict(spec_plain)
+        spec = replace(spec, model=str(source / model_name),
+                       calibration=_moved(spec.calibration, calibration, calibration_blob, tmp / "calibration"),
+                       evaluation=_moved(spec.evaluation, evaluation, evaluation_blob, tmp / "evaluation"))
+        kept = tmp / "calibrations"
+        kept.mkdir()
+        if calibrations_blob:
+            with zipfile.ZipFile(io.BytesIO(calibrations_blob)) as zf:
+                zf.extractall(kept)
+        artifact = run_prepared(load_run(spec), tmp / "out", null_reporter, None,
+                                calibrations=CalibrationCache(kept))
+        artifact.save()
+        return artifact.to_dict(), _pack_dir(artifact.dir), _pack_dir(kept)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def time_pair_on_node(source_name: str, source_blob: bytes, candidate_blob: bytes, cfg: BenchConfig,
+                      batch_size: int, shapes: dict[str, list[int]]) -> tuple[SpeedUp, Any, Machine]:
+    """A Ray task: time the candidate against the source on this node with the one clock; returns the speed-up,
+    the (source, candidate) summaries and this node's machine."""
+    from ortlab.timing.child_runs import PairTimer
+
+    tmp = Path(tempfile.mkdtemp(prefix="ortlab-timing-"))
+    try:
+        ref, cand = tmp / source_name, tmp / f"candidate-{source_name}"
+        ref.write_bytes(source_blob)
+        cand.write_bytes(candidate_blob)
+        timer = PairTimer(str(ref), shapes=shapes)
+        try:
+            speed = timer(str(cand), cfg, batch_size, cancel=CancelToken())
+            return speed, timer.last, this_machine(cfg.intra_op_threads)
+        finally:
+            timer.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _keep_new_calibrations(blob: bytes, folder: Path) -> None:
+    """Calibrations a node made, added to this workspace's (a file already here is kept)."""
+    with zipfile.ZipFile(io.BytesIO(blob)) as zf:
+        for name in zf.namelist():
+            target = folder / Path(name).name
+            if name.endswith(".json") and not target.exists():
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                target.write_bytes(zf.read(name))
+
+
+def _moved(ref: DataRef | None, what: tuple[str, bool] | None, blob: bytes | None, into: Path) -> DataRef | None:
+    if ref is None or what is None or blob is None:
+        return ref
+    return replace(ref, path=_unpack(blob, what[1], what[0], into))
+
+
+# -- here ---------------------------------------------------------------------------------------------------------
+
+
+class _ClusterHandle:
+    """A trial on the cluster, as the tuner waits for a run service handle: ``wait``/``drain``/``cancel``,
+    then ``result`` (an :class:`Artifact` recorded here) or ``error``."""
+
+    def __init__(self, trials: ClusterTrials, spec: RunSpec, out: Path | None, workspace: Any) -> None:
+        self._trials, self._spec, self._out, self._ws = trials, spec, out, workspace
+        self._cancel = False
+        self.result: Artifact | None = None
+        self.error: OrtlabError | Cancelled | None = None
+        self.node = ""
+        self._task = trials.submit_trial(spec, workspace)
+        self._thread = threading.Thread(target=self._follow, name="ortlab-cluster-trial", daemon=True)
+        self._thread.start()
+
+    def _follow(self) -> None:
+        try:
+            outcome = self._trials.cluster.wait([self._task], cancelled=lambda: self._cancel)[0]
+            if isinstance(outcome, ClusterTaskFailed):
+                cause = outcome.cause
+                self.error = cause if isinstance(cause, OrtlabError) and not outcome.lost else \
+                    OrtlabError(f"On the cluster: {outcome.message}")
+                return
+            self.node = self._trials.node_name(self._task.ran_on)
+            if self._task.lost_on:
+                lost = ", ".join(dict.fromkeys(self._trials.node_name(n) for n in self._task.lost_on))
+                self._trials.retried.append(f"A trial's node was lost ({lost}); the trial ran again on {self.node}.")
+            self.result = self._trials.adopt(outcome, self._spec, self._out, self._ws, self.node)
+        except (OrtlabError, Cancelled) as exc:
+            self.error = exc
+        except Exception as exc:  # Ray's own errors while waiting
+            self.error = OrtlabError(f"On the cluster: {type(exc).__name__}: {exc}")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def drain(self, on_event: Any = None) -> list[Any]:
+        return []
+
+    def cancel(self) -> None:
+        self._cancel = True
+
+
+class ClusterTrials:
+    """Tune's trials on a Ray cluster (see the module's docstring). ``timing_resource``: the custom resource of
+    the node(s) timings run on (None: any node, chosen once)."""
+
+    def __init__(self, address: str, timing_resource: str | None, model: str) -> None:
+        self.cluster = RayCluster.connect(address)
+        self.timing_resource = timing_resource
+        self.model = model
+        self._names: dict[str, str] = {}
+        self.nodes = self.cluster.nodes()
+        for n in self.nodes:
+            self._names[n.node_id] = n.name()
+        self._timing_node = self._pick_timing_node(self.nodes)
+        self.timing_machine: Machine = self._timing_node.machine
+        self.where = (f"Trials ran on a Ray cluster at {address} ({len(self.nodes)} nodes); timings on "
+                      f"{self._timing_node.name()}: {self.timing_machine.summary()}.")
+        self._packed: dict[str, Any] = {}
+        self._placed: dict[str, int] = {}  # trials given to each node
+        self._data = self._data_refs()
+        self.last: Any = None
+        self.ran_on: list[str] = []  # the node of each trial, in order
+        self.timed_on: list[str] = []  # the node of each timing
+        self.timing_node = ""  # the node of the last timing
+        self.retried: list[str] = []  # a note for each trial that ran again after its node was lost
+
+    def _pick_timing_node(self, nodes: list[ClusterNode]) -> ClusterNode:
+        if not self.timing_resource:
+            return nodes[0]
+        carrying = [n for n in nodes if n.resources.get(self.timing_resource, 0) > 0]
+        if not carrying:
+            have = sorted({k for n in nodes for k in n.resources if k not in ("CPU", "GPU", "memory",
+                                                                             "object_store_memory")})
+            raise ClusterError(f"No node of the cluster carries the timing resource {self.timing_resource!r} "
+                               f"(custom resources there: {', '.join(have) or 'none'}); start the target node with "
+                               f"`ray start --address HEAD:PORT --resources '{{\"{self.timing_resource}\": 1}}'`.")
+        return carrying[0]
+
+    def node_name(self, node_id: str | None) -> str:
+        return self._names.get(node_id or "", "") or self.cluster.node_name(node_id)
+
+    def _data_refs(self) -> dict[str, Any]:
+        model = Path(self.model)
+        if external_data_files(model):
+            raise ClusterError("A model with external data files cannot be tuned on a cluster yet: "
+                               "save it as one .onnx file (under 2 GB), or tune without --ray.")
+        return {"model": self.cluster.put(model.read_bytes())}
+
+    def _data_blob(self, ref: DataRef | None) -> tuple[tuple[str, bool] | None, Any]:
+        """((name, is a folder), its object-store reference) of path data; (None, None) for a bundled sample's
+        set or random data (every node has those)."""
+        if ref is None or ref.path is None:
+            return None, None
+        path = Path(ref.path)
+        key = str(path.resolve())
+        if key not in self._packed:  # a folder is zipped once; put() ships the same bytes once
+            self._packed[key] = self.cluster.put(_pack_dir(path) if path.is_dir() else path.read_bytes())
+        return (path.name, path.is_dir()), self._packed[key]
+
+    def submit_trial(self, spec: RunSpec, workspace: Any) -> Any:
+        spec = prepare_run(spec)
+        alive = self.cluster.fitting()
+        node = min(alive, key=lambda n: (self._placed.get(n, 0), alive.index(n))) if alive else None
+        if node is not None:  # round robin: the node that got the fewest trials so far
+            self._placed[node] = self._placed.get(node, 0) + 1
+        return self.cluster.submit(run_trial_on_node, spec.to_dict(), Path(self.model).name, self._data["model"],
+                                   *self._data_blob(spec.calibration), *self._data_blob(spec.evaluation),
+                                   self._calibrations(workspace), node_id=node, spread=True)
+
+    def _calibrations(self, workspace: Any) -> Any:
+        """The workspace's kept calibrations as one object-store reference (the same files: the same one)."""
+        folder = CalibrationCache.in_workspace(workspace.root).folder
+        return self.cluster.put(_pack_dir(folder)) if folder.is_dir() else None
+
+    def start(self, spec: RunSpec, out: Path | None, workspace: Any) -> _ClusterHandle:
+        return _ClusterHandle(self, spec, out, workspace)
+
+    def adopt(self, outcome: tuple[dict[str, Any], bytes, bytes], spec: RunSpec, out: Path | None, workspace: Any,
+              node: str) -> Artifact:
+        """The artifact a node made, written into this workspace (``out`` or a new run folder) and recorded in
+        its History."""
+        plain, files, calibrations = outcome
+        _keep_new_calibrations(calibrations, CalibrationCache.in_workspace(workspace.root).folder)
+        run_dir = Path(out) if out is not None else workspace.new_artifact_dir()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(io.BytesIO(files)) as zf:
+            zf.extractall(run_dir)
+        artifact = Artifact.from_dict(plain)
+        artifact.model_path = run_dir / Path(artifact.model_path).name
+        artifact.source_path = Path(self.model)
+        artifact.origin, artifact.spec = "tune", spec.undecided()
+        artifact.notes.append(f"Quantized and evaluated on the cluster node {node}.")
+        (run_dir / ARTIFACT_FILE).unlink(missing_ok=True)
+        self.ran_on.append(node)
+        artifact.save()
+        try:
+            artifact.run_id = History(workspace.db_path).add(artifact)
+            artifact.save()
+        except OrtlabError as exc:
+            artifact.notes.append(f"Not recorded in History: {exc.message}")
+        return artifact
+
+    def measure(self, reference: str, candidate: str, cfg: BenchConfig, batch_size: int, *,
+                shapes: dict[str, list[int]], cancel: CancelToken) -> SpeedUp:
+        """The tuner's clock on the timing node: ``candidate`` against the source, interleaved, on that node."""
+        cand = self.cluster.put(Path(candidate).read_bytes())
+        task = self.cluster.submit(time_pair_on_node, Path(reference).name, self._data["model"], cand, cfg,
+                                   batch_size, shapes, node_id=self._timing_node.node_id,
+                                   resources={self.timing_resource: _TIMING_SHARE} if self.timing_resource else None)
+        outcome = self.cluster.wait([task], cancelled=lambda: cancel.cancelled)[0]
+        if isinstance(outcome, ClusterTaskFailed):
+            raise outcome.cause if isinstance(outcome.cause, OrtlabError) and not outcome.lost else \
+                OrtlabError(f"Timing on the cluster: {outcome.message}")
+        speed, self.last, machine = outcome
+        self.timing_machine = machine
+        self.timing_node = self.node_name(task.ran_on)
+        self.timed_on.append(self.timing_node)
+        return speed
+
+    def close(self) -> None:
+        self.cluster.close()
