@@ -72,7 +72,7 @@ from ortlab.runs.tune_policy import (
 from ortlab.runs.tune_accuracy import AccuracySearch
 from ortlab.runs.tune_space import dedupe, search_space
 from ortlab.transforms.float_revert import producer_chain
-from ortlab.model.patterns import ENCODER_NOTE, is_encoder_file
+from ortlab.model.patterns import DETECTOR_TUNE_NOTE, ENCODER_NOTE, is_detector_file, is_encoder_file
 
 
 # -- the tuner -------------------------------------------------------------------------------------------------
@@ -186,9 +186,12 @@ class Tuner:
         self.timing_shapes = self._data_shapes(info)
         try:
             encoder = self._recipes is None and self.settings.target == Target.CPU and is_encoder_file(self.model)
+            detector = self._recipes is None and self.settings.target == Target.CPU and is_detector_file(self.model)
             recipes = self._recipes if self._recipes is not None else search_space(
-                self.settings.target, detect(), self.settings.opt_level, ops, self.settings.objective, encoder)
+                self.settings.target, detect(), self.settings.opt_level, ops, self.settings.objective, encoder,
+                detector)
             self.notes += [ENCODER_NOTE] if encoder else []
+            self.notes += [DETECTOR_TUNE_NOTE] if detector else []
             recipes, dropped = dedupe(recipes)
             self.notes += dropped
             recipes = [r for r in recipes if self._valid(r)]

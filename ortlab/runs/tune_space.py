@@ -113,13 +113,16 @@ def trial(start: Recipe, path: str, t: Try) -> Recipe | None:
 
 
 def search_space(target: Target = Target.CPU, features: Any = None, opt_level: OptLevel = OptLevel.EXTENDED,
-                 model_ops: Sequence[str] = (), objective: str = "latency", encoder: bool = False) -> list[Recipe]:
+                 model_ops: Sequence[str] = (), objective: str = "latency", encoder: bool = False,
+                 detector: bool = False) -> list[Recipe]:
     """The recipes to try, most promising first for this CPU (``features``: :func:`ortlab.runtime.hardware.detect`),
     without duplicates (:func:`dedupe`): the starting recipe (int8 static in this CPU's flavour; gpu: fp16 with kept
     I/O types), then one trial per ``search`` entry of the settings' metadata that applies to ``target``,
     ``objective`` and the model's ops (``model_ops``), in the entries' ``order``. Dynamic int8 is left out for a model
     with none of the ops it quantizes (:data:`DYNAMIC_OPS`). For an ``encoder`` (attention and no Conv,
-    :func:`ortlab.model.patterns.is_encoder`) dynamic int8, its known answer, comes first."""
+    :func:`ortlab.model.patterns.is_encoder`) dynamic int8, its known answer, comes first. A ``detector`` (a
+    YOLO-style head, :func:`ortlab.model.patterns.is_detector`) starts without bias correction, as its default run
+    does (:data:`ortlab.model.patterns.DETECTOR_BIAS_NOTE`): the keep-in-float search then starts after one trial."""
 
     if Target(target) == Target.GPU:
         start = Recipe(precision=Precision.FP16, target=Target.GPU, opt_level=opt_level, keep_io_types=True)
@@ -127,7 +130,7 @@ def search_space(target: Target = Target.CPU, features: Any = None, opt_level: O
         adv = advise(features if features is not None else detect(), target)
         start = Recipe(precision=Precision.INT8, target=Target.CPU, opt_level=opt_level, name="int8 static",
                        quant=QuantConfig(activation_type=adv.activation_type, weight_type=adv.weight_type,
-                                         reduce_range=adv.reduce_range))
+                                         reduce_range=adv.reduce_range, bias_correction=not detector))
     ops = set(model_ops)
     ordered: list[tuple[int, Recipe]] = [(0, start)]
     for path, t in searched_fields():
