@@ -197,6 +197,8 @@ class Tuner:
             recipes = [r for r in recipes if self._valid(r)]
             queue = list(recipes)
             split = _keep_in_float_after(queue) if self.settings.exclusion_steps else len(queue)
+            if detector and len(queue) > 1 and not queue[1].quant.reduce_range and queue[0].quant.reduce_range:
+                split = max(split, 2)  # its full-range twin too: the keep-in-float search starts from the better
             # 1: the start of the search space; 2: keep-in-float; 3: what is left of the search space
             while queue and not self._stop() and (len(self.trials_done) < split or not self.settings.exclusion_steps):
                 t = self._trial(queue.pop(0), "search")

@@ -26,7 +26,7 @@ from ortlab.core.layout import QDQ_FILE
 from ortlab.model.patterns import DETECTOR_BIAS_NOTE, PatternKind, detect_patterns, float_scope, is_detector, is_encoder
 from ortlab.runs.tune_space import search_space
 from ortlab.runtime.hardware import parse_cpuinfo
-from ortlab.settings.config import QuantConfig, QuantMode, Target
+from ortlab.settings.config import QuantConfig, QuantMode, Target, replace
 from ortlab.transforms.quantize import quantize_static_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -369,6 +369,9 @@ def test_tune_starts_from_the_scope_and_an_encoder_from_dynamic_int8():
     assert detector[0].quant == QuantConfig(reduce_range=False, bias_correction=False)  # as its default run
     assert not any(r.is_static and r.quant.bias_correction for r in detector if r.quant.quant_format.value == "QDQ")
     assert not any("bias correction" in r.name for r in detector)  # its twin would be the same recipe
+    avx2 = search_space(Target.CPU, parse_cpuinfo("flags : sse2 avx2"), model_ops=("Conv", "Add"), detector=True)
+    assert [r.quant.reduce_range for r in avx2[:2]] == [True, False]  # no VNNI: its full-range twin comes second
+    assert avx2[1].quant == replace(avx2[0].quant, reduce_range=False)
 
 
 def test_tune_tries_dynamic_int8_first_on_the_text_encoder(tmp_path, capsys):
@@ -382,3 +385,21 @@ def test_tune_tries_dynamic_int8_first_on_the_text_encoder(tmp_path, capsys):
     (first,) = data["trials"]
     assert first["recipe"]["quant"]["mode"] == "dynamic" and "--quant-mode dynamic" in first["cli_line"]
     assert any(n.startswith("A transformer encoder (attention found, no Conv)") for n in data["notes"]), data["notes"]
+
+
+def test_tune_starts_a_detector_from_its_stem_and_head_in_float_without_bias_correction(photos, tmp_path, capsys):
+    code = cli.main(["tune", str(YOLOV8), "--calibration", str(photos["calibration"]), "--eval",
+                     str(photos["evaluation"]), "--max-trials", "1", "--exclusion-steps", "0", "--bench-seconds", "0.2",
+                     "--verify-samples", "4", "--out", str(tmp_path / "tuned"), "--json"])
+    cap = capsys.readouterr()
+    assert code in (0, 4), cap.err
+    data = json.loads(cap.out)
+    (first,) = data["trials"]
+    assert first["recipe"]["quant"]["bias_correction"] is False and "--no-bias-correction" in first["cli_line"]
+    assert any(n.startswith("A YOLO-style detector (known patterns)") for n in data["notes"]), data["notes"]
+    artifact = json.loads((tmp_path / "tuned" / "trials" / "01" / "artifact.json").read_text())
+    assert any(n.startswith("Detector stem: 6 nodes") for n in artifact["notes"])
+    assert not any(n.startswith("Bias correction (Nagel") for n in artifact["notes"])
+    stem = [f"/model.{i}/{x}" for i in range(3) for x in ("Conv", "act/Relu")]
+    # only the stem's last output is quantized: for the int8 Conv after it
+    assert _quantized_around(tmp_path / "tuned" / "trials" / "01" / QDQ_FILE, tuple(stem)) == [stem[-1]]
