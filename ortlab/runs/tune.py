@@ -16,7 +16,8 @@ history) and times it against the source, as Benchmark and Compare do, at the gi
 (:func:`search_space`) covers static vs dynamic, QDQ vs QOperator, U8S8/S8S8/U8U8, per-channel, the calibration
 method and its parameters, reduce-range, op types and the graph-optimization level (gpu: fp16 with and without
 kept I/O types), ordered by what this CPU favours (:mod:`ortlab.runtime.hardware`). Once the starting recipe and its
-twin without bias correction ran, the accuracy-controlled stage (:mod:`ortlab.runs.tune_accuracy`) keeps nodes in
+twin without bias correction ran (a YOLO-style detector starts without it, with its stem and head in float, and on a
+CPU without VNNI its full-range twin runs second), the accuracy-controlled stage (:mod:`ortlab.runs.tune_accuracy`) keeps nodes in
 float in the order the task's metric ranks them, screened in memory and confirmed by trials; a dynamic int8 trial's
 keep-in-float set grows greedily from the per-node analysis (:mod:`ortlab.checks.analyze`), each step a measured
 trial kept only when it helps; then 16-bit weights (ORT's TensorQuantOverrides) on the analysis's worst weighted
