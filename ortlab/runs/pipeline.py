@@ -39,6 +39,7 @@ from ortlab.data.feeds import check_fits
 from ortlab.data.inputs import control_input_error, default_notes, infer_specs, is_control_input, resolve_feed
 from ortlab.data.preprocess import resolve_preprocess
 from ortlab.model.inspect import run_warnings, sha256_file
+from ortlab.model.patterns import DETECTOR_BIAS_NOTE, is_detector_file
 from ortlab.runs import outputs
 from ortlab.runs.artifact import Artifact, file_bytes
 from ortlab.runs.bias_task_judge import held_back_task_judge
@@ -277,11 +278,16 @@ def _quantize_static(ctx: RunContext, c: Calibrated) -> Quantized:
 
 def _correct_biases(ctx: RunContext, qz: Quantized) -> Quantized:
     """Empirical bias correction of the static QDQ model (``ortlab.transforms.bias_correction``) on the samples the
-    calibrate stage used; reports its own "bias_correction" n/N events and honours cancel between runs."""
+    calibrate stage used; reports its own "bias_correction" n/N events and honours cancel between runs. Skipped on
+    random data, and on a YOLO-style detector while known patterns are on (:data:`DETECTOR_BIAS_NOTE`)."""
     c = qz.calibrated
     if c is None or c.dataset.is_random:
         ctx.findings.note([BIAS_CORRECTION_SKIPPED])
         ctx.reporter(ProgressEvent(bias_correction.STAGE, 1, 1, "skipped: the calibration data is random"))
+        return qz
+    if ctx.run.recipe.quant.known_patterns and is_detector_file(qz.float_model):
+        ctx.findings.note([DETECTOR_BIAS_NOTE])
+        ctx.reporter(ProgressEvent(bias_correction.STAGE, 1, 1, "skipped: a YOLO-style detector"))
         return qz
     reader = CalibrationReader(c.dataset, c.preprocess, ctx.run.info.inputs, null_reporter, ctx.cancel,
                                specs=c.specs)

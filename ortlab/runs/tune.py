@@ -16,7 +16,8 @@ history) and times it against the source, as Benchmark and Compare do, at the gi
 (:func:`search_space`) covers static vs dynamic, QDQ vs QOperator, U8S8/S8S8/U8U8, per-channel, the calibration
 method and its parameters, reduce-range, op types and the graph-optimization level (gpu: fp16 with and without
 kept I/O types), ordered by what this CPU favours (:mod:`ortlab.runtime.hardware`). Once the starting recipe and its
-twin without bias correction ran, the accuracy-controlled stage (:mod:`ortlab.runs.tune_accuracy`) keeps nodes in
+twin without bias correction ran (a YOLO-style detector starts without it, with its stem and head in float, and on a
+CPU without VNNI its full-range twin runs second), the accuracy-controlled stage (:mod:`ortlab.runs.tune_accuracy`) keeps nodes in
 float in the order the task's metric ranks them, screened in memory and confirmed by trials; a dynamic int8 trial's
 keep-in-float set grows greedily from the per-node analysis (:mod:`ortlab.checks.analyze`), each step a measured
 trial kept only when it helps; then 16-bit weights (ORT's TensorQuantOverrides) on the analysis's worst weighted
@@ -73,7 +74,7 @@ from ortlab.runs import service
 from ortlab.runs.tune_cluster import ClusterTrials
 from ortlab.runs.tune_space import dedupe, search_space
 from ortlab.transforms.float_revert import producer_chain
-from ortlab.model.patterns import ENCODER_NOTE, is_encoder_file
+from ortlab.model.patterns import DETECTOR_TUNE_NOTE, ENCODER_NOTE, is_detector_file, is_encoder_file
 
 
 # -- the tuner -------------------------------------------------------------------------------------------------
@@ -209,14 +210,19 @@ class Tuner:
         self.timing_shapes = self._data_shapes(info)
         try:
             encoder = self._recipes is None and self.settings.target == Target.CPU and is_encoder_file(self.model)
+            detector = self._recipes is None and self.settings.target == Target.CPU and is_detector_file(self.model)
             recipes = self._recipes if self._recipes is not None else search_space(
-                self.settings.target, detect(), self.settings.opt_level, ops, self.settings.objective, encoder)
+                self.settings.target, detect(), self.settings.opt_level, ops, self.settings.objective, encoder,
+                detector)
             self.notes += [ENCODER_NOTE] if encoder else []
+            self.notes += [DETECTOR_TUNE_NOTE] if detector else []
             recipes, dropped = dedupe(recipes)
             self.notes += dropped
             recipes = [r for r in recipes if self._valid(r)]
             queue = list(recipes)
             split = _keep_in_float_after(queue) if self.settings.exclusion_steps else len(queue)
+            if detector and len(queue) > 1 and not queue[1].quant.reduce_range and queue[0].quant.reduce_range:
+                split = max(split, 2)  # its full-range twin too: the keep-in-float search starts from the better
             # 1: the start of the search space; 2: keep-in-float; 3: what is left of the search space
             while queue and not self._stop() and (len(self.trials_done) < split or not self.settings.exclusion_steps):
                 t = self._trial(queue.pop(0), "search")

@@ -23,10 +23,10 @@ from tests.support.reference import photo_parts
 
 from ortlab.cli import main as cli
 from ortlab.core.layout import QDQ_FILE
-from ortlab.model.patterns import PatternKind, detect_patterns, float_scope, is_encoder
+from ortlab.model.patterns import DETECTOR_BIAS_NOTE, PatternKind, detect_patterns, float_scope, is_detector, is_encoder
 from ortlab.runs.tune_space import search_space
 from ortlab.runtime.hardware import parse_cpuinfo
-from ortlab.settings.config import QuantConfig, QuantMode, Target
+from ortlab.settings.config import QuantConfig, QuantMode, Target, replace
 from ortlab.transforms.quantize import quantize_static_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +34,11 @@ FIXTURES = ROOT / "tests" / "fixtures"
 YOLOV8 = FIXTURES / "yolov8_detector.onnx"
 TEXT = FIXTURES / "text_encoder.onnx"
 SAMPLES = ROOT / "sample_models"
+
+
+def _heads(model: onnx.ModelProto) -> list:
+    """The YOLO-style heads found (a detector's stem is a pattern of its own)."""
+    return [p for p in detect_patterns(model) if p.kind == PatternKind.YOLO_HEAD]
 
 
 def _kinds(model: onnx.ModelProto) -> list[PatternKind]:
@@ -56,7 +61,7 @@ def _renamed(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, str]]:
 
 def test_the_yolov8_head_is_its_post_processing_without_the_head_convs():
     model = onnx.load(str(YOLOV8))
-    (head,) = detect_patterns(model)
+    (head,) = _heads(model)
     assert head.kind == PatternKind.YOLO_HEAD
     expected = [n.name for n in model.graph.node if n.name.startswith("/model.22/") and n.op_type != "Conv"]
     assert list(head.nodes) == expected and len(expected) == 20
@@ -69,11 +74,30 @@ def test_the_yolov8_head_is_its_post_processing_without_the_head_convs():
     assert not is_encoder(model)
 
 
+def test_a_detector_stem_is_its_first_three_conv_units_found_by_structure():
+    model = onnx.load(str(YOLOV8))
+    (stem,) = [p for p in detect_patterns(model) if p.kind == PatternKind.DETECTOR_STEM]
+    assert list(stem.nodes) == [f"/model.{i}/{x}" for i in range(3) for x in ("Conv", "act/Relu")]
+    assert stem.note().startswith("Detector stem: 6 nodes (the first 3 Conv units) kept in float")
+    renamed, names = _renamed(model)
+    (again,) = [p for p in detect_patterns(renamed) if p.kind == PatternKind.DETECTOR_STEM]
+    assert list(again.nodes) == [names[n] for n in stem.nodes]
+    assert is_detector(detect_patterns(model)) and not is_detector(detect_patterns(onnx.load(str(TEXT))))
+
+
+def test_a_silu_stem_stops_at_the_first_branch():
+    model = ultralytics_head()
+    (stem,) = [p for p in detect_patterns(model) if p.kind == PatternKind.DETECTOR_STEM]
+    ops = {n.name: n.op_type for n in model.graph.node}
+    # a Conv with its SiLU is one unit; its output feeds the head's box and class Convs: a branch, the stem ends
+    assert [ops[n] for n in stem.nodes] == ["Conv", "Sigmoid", "Mul"]
+
+
 def test_the_head_is_found_by_structure_not_by_names():
     model = onnx.load(str(YOLOV8))
-    (head,) = detect_patterns(model)
+    (head,) = _heads(model)
     renamed, names = _renamed(model)
-    (again,) = detect_patterns(renamed)
+    (again,) = _heads(renamed)
     assert again.kind == PatternKind.YOLO_HEAD and list(again.nodes) == [names[n] for n in head.nodes]
     assert "DFL" not in again.parts  # its Sigmoid+Mul is DFL only by name here; a Softmax+Conv DFL is found as such
 
@@ -129,18 +153,18 @@ def ultralytics_head(bins: int = 16, classes: int = 3) -> onnx.ModelProto:
 
 def test_an_ultralytics_form_head_with_its_softmax_dfl_is_found_without_names():
     model, names = _renamed(ultralytics_head())
-    (head,) = detect_patterns(model)
+    (head,) = _heads(model)
     assert head.kind == PatternKind.YOLO_HEAD and head.parts[0] == "DFL"  # the Softmax → 1×1 Conv over 16 bins
     expected = [names[n.name] for n in ultralytics_head().graph.node
                 if n.name.startswith("/model.22/") and not n.name.startswith(("/model.22/cv2", "/model.22/cv3"))]
     assert list(head.nodes) == expected and len(expected) == 16  # the DFL Conv in, the box/class Convs out
     assert names["/model.0/act/Sigmoid"] not in head.nodes  # the backbone's SiLU is no score Sigmoid
-    assert "DFL" not in detect_patterns(_renamed(ultralytics_head(bins=4))[0])[0].parts  # 4 bins: no DFL
+    assert "DFL" not in _heads(_renamed(ultralytics_head(bins=4))[0])[0].parts  # 4 bins: no DFL
 
 
 def test_the_other_yolo_fixture_has_a_head_too():
     model = onnx.load(str(FIXTURES / "yolo_detector.onnx"))
-    (head,) = detect_patterns(model)
+    (head,) = _heads(model)
     assert head.kind == PatternKind.YOLO_HEAD
     ops = {n.name: n.op_type for n in model.graph.node}
     assert {"Sigmoid", "Concat", "Mul", "Add", "Sub"} <= {ops[n] for n in head.nodes}
@@ -300,19 +324,22 @@ def _quantized_around(qdq: Path, nodes: tuple[str, ...]) -> list[str]:
 
 
 def test_the_default_static_run_keeps_the_head_in_float_and_says_so(photos, tmp_path, capsys):
-    head = detect_patterns(onnx.load(str(YOLOV8)))[0].nodes
+    head = _heads(onnx.load(str(YOLOV8)))[0].nodes
     on = _optimize(photos, tmp_path / "on", capsys)
     assert on["recipe"]["quant"]["known_patterns"] is True
     (note,) = [n for n in on["notes"] if n.startswith("YOLO-style detection head:")]
     listed = re.search(r"export does \(known patterns; .*\): (.*)\.$", note)
     assert listed is not None and sorted(listed.group(1).split(", ")) == sorted(head)
     assert _quantized_around(tmp_path / "on" / QDQ_FILE, head) == []
-    assert on["coverage"]["quantized"]["Conv"] == 11  # the backbone and the head's Convs stay int8
+    assert on["coverage"]["quantized"]["Conv"] == 8  # the backbone after the stem and the head's Convs stay int8
+    assert any(n.startswith("Detector stem: 6 nodes") for n in on["notes"])
+    assert DETECTOR_BIAS_NOTE in on["notes"]  # a detector's default int8 runs without bias correction
     assert not any("(range-split)" in n for n in on["notes"])  # the final Concat was in the scope already
 
     off = _optimize(photos, tmp_path / "off", capsys, "--no-known-patterns")
     assert off["recipe"]["quant"]["known_patterns"] is False
-    assert not any(n.startswith("YOLO-style") for n in off["notes"])
+    assert not any(n.startswith(("YOLO-style", "Detector stem")) for n in off["notes"])
+    assert DETECTOR_BIAS_NOTE not in off["notes"] and any(n.startswith("Bias correction") for n in off["notes"])
     around = _quantized_around(tmp_path / "off" / QDQ_FILE, head)
     assert sorted(around) == sorted(head)  # range-split keeps the final Concat float, but it reads int8 branches
 
@@ -338,6 +365,13 @@ def test_tune_starts_from_the_scope_and_an_encoder_from_dynamic_int8():
     encoder = search_space(Target.CPU, vnni, model_ops=ops, encoder=True)
     assert encoder[0].quant.mode == QuantMode.DYNAMIC and encoder[1] == plain[0]
     assert sorted(map(repr, encoder)) == sorted(map(repr, plain))  # the same trials, reordered
+    detector = search_space(Target.CPU, vnni, model_ops=("Conv", "Add"), detector=True)
+    assert detector[0].quant == QuantConfig(reduce_range=False, bias_correction=False)  # as its default run
+    assert not any(r.is_static and r.quant.bias_correction for r in detector if r.quant.quant_format.value == "QDQ")
+    assert not any("bias correction" in r.name for r in detector)  # its twin would be the same recipe
+    avx2 = search_space(Target.CPU, parse_cpuinfo("flags : sse2 avx2"), model_ops=("Conv", "Add"), detector=True)
+    assert [r.quant.reduce_range for r in avx2[:2]] == [True, False]  # no VNNI: its full-range twin comes second
+    assert avx2[1].quant == replace(avx2[0].quant, reduce_range=False)
 
 
 def test_tune_tries_dynamic_int8_first_on_the_text_encoder(tmp_path, capsys):
@@ -351,3 +385,21 @@ def test_tune_tries_dynamic_int8_first_on_the_text_encoder(tmp_path, capsys):
     (first,) = data["trials"]
     assert first["recipe"]["quant"]["mode"] == "dynamic" and "--quant-mode dynamic" in first["cli_line"]
     assert any(n.startswith("A transformer encoder (attention found, no Conv)") for n in data["notes"]), data["notes"]
+
+
+def test_tune_starts_a_detector_from_its_stem_and_head_in_float_without_bias_correction(photos, tmp_path, capsys):
+    code = cli.main(["tune", str(YOLOV8), "--calibration", str(photos["calibration"]), "--eval",
+                     str(photos["evaluation"]), "--max-trials", "1", "--exclusion-steps", "0", "--bench-seconds", "0.2",
+                     "--verify-samples", "4", "--out", str(tmp_path / "tuned"), "--json"])
+    cap = capsys.readouterr()
+    assert code in (0, 4), cap.err
+    data = json.loads(cap.out)
+    (first,) = data["trials"]
+    assert first["recipe"]["quant"]["bias_correction"] is False and "--no-bias-correction" in first["cli_line"]
+    assert any(n.startswith("A YOLO-style detector (known patterns)") for n in data["notes"]), data["notes"]
+    artifact = json.loads((tmp_path / "tuned" / "trials" / "01" / "artifact.json").read_text())
+    assert any(n.startswith("Detector stem: 6 nodes") for n in artifact["notes"])
+    assert not any(n.startswith("Bias correction (Nagel") for n in artifact["notes"])
+    stem = [f"/model.{i}/{x}" for i in range(3) for x in ("Conv", "act/Relu")]
+    # only the stem's last output is quantized: for the int8 Conv after it
+    assert _quantized_around(tmp_path / "tuned" / "trials" / "01" / QDQ_FILE, tuple(stem)) == [stem[-1]]
