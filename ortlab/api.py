@@ -83,6 +83,7 @@ from ortlab.timing.stats import SpeedUp
 from ortlab.runs.artifact import Artifact, artifact_sample
 from ortlab.runs.result_speed import ResultSpeed, SpeedCheck, default_check as default_speed_check
 from ortlab.runs.bench_service import BenchHandle
+from ortlab.runs.cluster_bench import ClusterBenchmark, ClusterRow, machine_stamp
 from ortlab.runs.history import BenchmarkRecord, BenchVariant, History, HistoryRecovered
 from ortlab.runs.pipeline import NO_CALIBRATION_DATA, VERIFICATION_SKIPPED
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, DataRef, RunSpec
@@ -149,6 +150,8 @@ __all__ = [
     "BenchHandle",
     "BenchVariant",
     "BenchmarkRecord",
+    "ClusterBenchmark",
+    "ClusterRow",
     "DataRef",
     "EvalReport",
     "Finding",
@@ -247,6 +250,7 @@ __all__ = [
     "load_path",
     "load_tensor_file",
     "load_text_file",
+    "machine_stamp",
     "machine_text",
     "map_node_names",
     "model_info",

@@ -86,7 +86,8 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
                     timer: Callable | None = None, memory_gb: float | None = None,
                     shapes: dict[str, list[int]] | None = None,
                     values: dict[str, float] | None = None, interleave: bool = True,
-                    blocks: Callable | None = None) -> BenchHandle:
+                    blocks: Callable | None = None, cluster: str | None = None,
+                    nodes: Sequence[str] = ()) -> BenchHandle:
     """Time every variant at every batch size of ``config`` (each in its own child process, peak memory from
     that child when ``measure_memory``), after the benchmarks already queued in this process; record it in the
     workspace history when it ends. Returns the handle at once.
@@ -105,7 +106,17 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
 
     Each timing child leads its own process group; Cancel, or ``$ORTLAB_RUN_TIMEOUT_S`` when set (counted from
     when the benchmark leaves the queue), stops them all, killed with their groups after ``STOP_GRACE_S``; a
-    benchmark past its limit fails with "stopped after N s (limit M s)"."""
+    benchmark past its limit fails with "stopped after N s (limit M s)".
+
+    ``cluster`` (a Ray address, "auto" or host:port) times the variants on every kind of node of that cluster
+    instead (or on the ``nodes`` resources named): :func:`ortlab.runs.cluster_bench.start`, whose handle's
+    ``result`` is a ``ClusterBenchmark``."""
+
+    if cluster and cluster.strip():
+        from ortlab.runs import cluster_bench  # it builds on this module
+
+        return cluster_bench.start(variants, config, cluster, nodes=nodes, measure_memory=measure_memory,
+                                   workspace=workspace, origin=origin, shapes=shapes, values=values)
 
     ws = workspace if workspace is not None else Workspace()
     handle = BenchHandle(timed_variants(variants, config), config)
@@ -117,8 +128,7 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
         profile_dir = profile_folder(ws, handle.id)
     if timer is None:
         timer = _default_timer(memory_gb if memory_gb is not None else default_memory_gb(config.target))
-    with _BENCH:
-        _BENCH_QUEUE.append(handle.id)
+    enqueue(handle)
     handle.profile_dir = Path(profile_dir) if own_profiles else None
     if interleave:
         limit = memory_gb if memory_gb is not None else default_memory_gb(config.target)
@@ -154,7 +164,7 @@ def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, pr
     began = time.monotonic()
     try:
         try:
-            _wait_for_slot(handle)
+            wait_for_slot(handle)
             handle.state = RUNNING
             began = time.monotonic()
             if handle.timeout_s is not None:
@@ -162,16 +172,13 @@ def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, pr
                 timer_limit.daemon = True
                 timer_limit.start()
             if interleave:
-                summaries = _bench_interleaved(handle, measure_memory, profile_dir, timer)
+                summaries = bench_interleaved(handle, measure_memory, profile_dir, timer)
             else:
                 summaries = _bench_all(handle, measure_memory, profile_dir, timer or _default_timer())
         finally:
             if timer_limit is not None:
                 timer_limit.cancel()
-            with _BENCH:
-                if handle.id in _BENCH_QUEUE:
-                    _BENCH_QUEUE.remove(handle.id)
-                _BENCH.notify_all()
+            leave_queue(handle)
         if measure_memory:
             handle.baseline_rss_mb = bench.baseline_memory_mb()
         machine = this_machine(handle.config.intra_op_threads, openvino=handle.config.openvino)
@@ -228,7 +235,22 @@ def _default_timer(memory_gb: float | None = None):
     return functools.partial(child_runs.latency_samples_isolated, memory_gb=memory_gb)
 
 
-def _wait_for_slot(handle: BenchHandle) -> None:
+def enqueue(handle: BenchHandle) -> None:
+    """Put ``handle`` at the end of this process's benchmark queue."""
+    with _BENCH:
+        _BENCH_QUEUE.append(handle.id)
+
+
+def leave_queue(handle: BenchHandle) -> None:
+    """Take ``handle`` out of the queue (it ended): the next benchmark starts."""
+    with _BENCH:
+        if handle.id in _BENCH_QUEUE:
+            _BENCH_QUEUE.remove(handle.id)
+        _BENCH.notify_all()
+
+
+def wait_for_slot(handle: BenchHandle) -> None:
+    """Block until ``handle`` is first in the queue (Cancelled when it is cancelled meanwhile)."""
     said = -1
     with _BENCH:
         while _BENCH_QUEUE[0] != handle.id:
@@ -265,8 +287,9 @@ def _bench_all(handle: BenchHandle, measure_memory: bool, profile_dir, timer) ->
     return summaries
 
 
-def _bench_interleaved(handle: BenchHandle, measure_memory: bool, profile_dir, blocks) -> list:
-    """Each batch size: every variant in its own child, all warmed up, then timed in alternating rounds."""
+def bench_interleaved(handle: BenchHandle, measure_memory: bool, profile_dir, blocks) -> list:
+    """The one clock of a benchmark: at each batch size every variant of ``handle`` in its own child (``blocks``),
+    all warmed up, then timed in alternating rounds; the summaries, variant by variant."""
     summaries = []
     sizes = list(handle.config.batch_sizes)
     extra: dict[str, Any] = {k: v for k, v in (("shapes", handle.shapes), ("values", handle.values)) if v}
