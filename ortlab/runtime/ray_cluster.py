@@ -1,0 +1,358 @@
+"""Work on a Ray cluster (the optional extra ``ortlab[ray]``): connect to a running cluster, list its nodes with
+the machine each one is, ship bytes through its object store once, run functions as Ray tasks (anywhere, on
+nodes that carry a resource, or on one node), wait for them with Cancel and a time limit, and retry a task once
+elsewhere when its node is lost.
+
+``ray`` is imported only inside the functions that need it: without the extra, ortlab works as before and only
+asking for a cluster fails, with :class:`RayUnavailable`.
+
+Nothing leaves the machine unasked: usage statistics are off (``RAY_USAGE_STATS_ENABLED=0``) in this process
+and in every task (``runtime_env``), as is ONNX Runtime's telemetry. Ray's driver still resolves this machine's
+address by a UDP ``connect()`` towards 8.8.8.8:53 (no packet is sent); inside a loopback-only network namespace
+it falls back to the host name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ortlab import NO_TELEMETRY_ENV
+from ortlab.core.errors import Cancelled, OrtlabError
+from ortlab.runtime.machine import Machine, this_machine
+
+__all__ = ["CLUSTER_ENV", "ClusterError", "ClusterNode", "ClusterTask", "ClusterTaskFailed", "RayCluster",
+           "RayUnavailable", "ray_module"]
+
+CLUSTER_ENV = {"RAY_USAGE_STATS_ENABLED": "0", **NO_TELEMETRY_ENV}  # in the driver and every task
+INSTALL_HINT = "pip install 'ortlab[ray]'"
+_POLL_S = 0.2  # how often wait() looks at Cancel while tasks run
+_STRANDED_CHECK_S = 2.0  # how often wait() looks for tasks whose node is gone
+_PROBE_S = 3.0  # how long connect() waits for a TCP answer from host:port
+
+
+class RayUnavailable(OrtlabError):
+    """Ray is not installed here."""
+
+    def __init__(self, message: str | None = None):
+        super().__init__(message or f"Running on a cluster needs Ray: install it with {INSTALL_HINT}.")
+
+
+class ClusterError(OrtlabError):
+    """The cluster cannot be reached or has no node that can run the work."""
+
+
+class ClusterTaskFailed(OrtlabError):
+    """A task that did not give a result: its node was lost (after the retry), it raised, or it ran out of time.
+    ``node`` names the node (address and id) it failed on; ``cause`` is the error the task raised, if any."""
+
+    def __init__(self, message: str, *, node: str = "", cause: BaseException | None = None,
+                 lost: bool = False, timed_out: bool = False):
+        super().__init__(message)
+        self.node = node
+        self.cause = cause
+        self.lost = lost
+        self.timed_out = timed_out
+
+
+@dataclass(frozen=True)
+class ClusterNode:
+    """One alive node: Ray's ``node_id``, its ``address`` ("ip:port" of its raylet), its ``resources`` (CPU,
+    memory, custom ones such as ``cpu_epyc``) and the :class:`Machine` it is (asked on the node itself)."""
+
+    node_id: str
+    address: str
+    resources: dict[str, float]
+    machine: Machine
+
+    def name(self) -> str:
+        """"127.0.0.1:40123 (node 8cefa471)": how messages name a node."""
+        return f"{self.address} (node {self.node_id[:8]})"
+
+
+@dataclass
+class ClusterTask:
+    """A submitted task. ``ran_on``: the node id that gave the result (set by :meth:`RayCluster.wait`);
+    ``lost_on``: nodes it was lost on before."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    resources: dict[str, float] | None
+    node_id: str | None
+    retries: int
+    num_cpus: float
+    ref: Any = None
+    ran_on: str | None = None
+    lost_on: list[str] = field(default_factory=list)
+    submitted_at: float = 0.0
+
+
+def ray_module() -> Any:
+    """The ``ray`` package, or :class:`RayUnavailable` when the extra is not installed."""
+    try:
+        import ray
+    except ImportError as err:
+        raise RayUnavailable() from err
+    return ray
+
+
+def _run_and_say_where(fn: Callable[..., Any], *args: Any) -> tuple[str, Any]:
+    """Body of every task: the node it ran on and ``fn``'s result."""
+    import ray
+
+    os.environ.update(CLUSTER_ENV)
+    return ray.get_runtime_context().get_node_id(), fn(*args)
+
+
+def _machine_here() -> tuple[str, Machine]:
+    import ray
+
+    return ray.get_runtime_context().get_node_id(), this_machine()
+
+
+def _check_listening(address: str) -> None:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ClusterError(f"Cluster address {address!r} is not HOST:PORT (or 'auto'), e.g. 10.0.0.5:6379.")
+    try:
+        with socket.create_connection((host, int(port)), timeout=_PROBE_S):
+            pass
+    except OSError as err:
+        raise ClusterError(
+            f"Nothing listens at {address} ({err.strerror or err}): start a head there with "
+            f"`ray start --head --port {port} --disable-usage-stats`, or give the address it printed.") from err
+
+
+class RayCluster:
+    """A connection of this process to a Ray cluster (one at a time per process, as Ray's driver is)."""
+
+    def __init__(self, address: str):
+        self.address = address
+        self._refs: dict[str, Any] = {}
+        self._machines: dict[str, Machine] = {}
+        self._remote: Any = None
+
+    @classmethod
+    def connect(cls, address: str) -> RayCluster:
+        """Connects to the cluster at ``address`` ("auto": the one started on this machine, or ``RAY_ADDRESS``;
+        "host:port": its head's GCS port). :class:`ClusterError` with what to do when nothing answers."""
+        ray = ray_module()
+        address = (address or "").strip()
+        if not address:
+            raise ClusterError("No cluster address: give HOST:PORT of the head, or 'auto'.")
+        if address != "auto":
+            _check_listening(address)
+        os.environ.update(CLUSTER_ENV)
+        if ray.is_initialized():
+            ray.shutdown()
+        try:
+            ray.init(address=address, runtime_env={"env_vars": dict(CLUSTER_ENV)}, log_to_driver=False,
+                     logging_level="WARNING")
+        except (ConnectionError, RuntimeError, ValueError) as err:
+            raise ClusterError(f"Cannot connect to the Ray cluster at {address}: {str(err).splitlines()[0]} — "
+                               "start one with `ray start --head --disable-usage-stats`, or give HOST:PORT.") from err
+        cluster = cls(address)
+        cluster._remote = ray.remote(_run_and_say_where)
+        return cluster
+
+    def nodes(self) -> list[ClusterNode]:
+        """The alive nodes, each with the machine it is (asked once per node by a tiny task pinned to it)."""
+        ray = ray_module()
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        ask = {n["NodeID"]: ray.remote(_machine_here).options(
+            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
+            for n in alive if n["NodeID"] not in self._machines}
+        for node_id, ref in ask.items():
+            try:
+                self._machines[node_id] = ray.get(ref, timeout=120)[1]
+            except Exception:  # a node lost while asked: left out of the list
+                continue
+        return [ClusterNode(n["NodeID"], f"{n.get('NodeManagerAddress', '?')}:{n.get('NodeManagerPort', '?')}",
+                            {k: float(v) for k, v in n.get("Resources", {}).items()
+                             if not k.startswith("node:")}, self._machines[n["NodeID"]])
+                for n in alive if n["NodeID"] in self._machines]
+
+    def node_name(self, node_id: str | None) -> str:
+        """"address (node id8)" of a node alive or dead; "an unknown node" for ``None``."""
+        if not node_id:
+            return "an unknown node"
+        ray = ray_module()
+        for n in ray.nodes():
+            if n["NodeID"] == node_id:
+                return f"{n.get('NodeManagerAddress', '?')}:{n.get('NodeManagerPort', '?')} (node {node_id[:8]})"
+        return f"node {node_id[:8]}"
+
+    def put(self, blob: bytes) -> Any:
+        """An object-store reference to ``blob``; the same bytes go to the store once (by SHA-256)."""
+        ray = ray_module()
+        key = hashlib.sha256(blob).hexdigest()
+        if key not in self._refs:
+            self._refs[key] = ray.put(blob)
+        return self._refs[key]
+
+    def submit(self, fn: Callable[..., Any], *args: Any, resources: dict[str, float] | None = None,
+               node_id: str | None = None, retries: int = 1, num_cpus: float = 1) -> ClusterTask:
+        """Runs ``fn(*args)`` as a Ray task: on any node with ``num_cpus`` free, on nodes carrying
+        ``resources`` (e.g. ``{"cpu_epyc": 0.01}``), or on ``node_id`` only. References from :meth:`put` among
+        ``args`` arrive as their bytes. ``retries``: how often a task whose node is lost runs again elsewhere."""
+        task = ClusterTask(fn, args, dict(resources) if resources else None, node_id, retries, num_cpus)
+        if self._stranded(task):
+            where = f"node {node_id[:8]} is not alive or lacks" if node_id else "no alive node of the cluster has"
+            raise ClusterError(f"Cannot run the task: {where} {_needs(task.resources, num_cpus)}. Start a node "
+                               "with the resource, e.g. `ray start --address HEAD:PORT --resources '{\"NAME\": 1}'`.")
+        self._start(task)
+        return task
+
+    def _start(self, task: ClusterTask) -> None:
+        options: dict[str, Any] = {"num_cpus": task.num_cpus, "max_retries": 0}
+        if task.resources:
+            options["resources"] = task.resources
+        if task.node_id:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(task.node_id, soft=False)
+        task.submitted_at = time.monotonic()
+        task.ref = self._remote.options(**options).remote(task.fn, *task.args)
+
+    def _alive_ids(self) -> set[str]:
+        return {n["NodeID"] for n in ray_module().nodes() if n.get("Alive")}
+
+    def _outcome(self, task: ClusterTask) -> Any:
+        """The task's result, ``None`` after starting it again (node lost, retries left), or ClusterTaskFailed."""
+        ray = ray_module()
+        from ray import exceptions as rx
+
+        try:
+            task.ran_on, result = ray.get(task.ref)
+            return result
+        except rx.RayTaskError as err:  # the function itself raised
+            cause = err.cause if isinstance(getattr(err, "cause", None), BaseException) else err
+            if isinstance(cause, Cancelled):
+                raise cause from None
+            return ClusterTaskFailed(f"{cause}", node=self.node_name(_node_of(err)), cause=cause)
+        except (rx.NodeDiedError, rx.WorkerCrashedError, rx.ObjectLostError, rx.OwnerDiedError,
+                rx.LocalRayletDiedError, rx.TaskUnschedulableError, rx.RaySystemError) as err:
+            return self._lost(task, err)
+
+    def _lost(self, task: ClusterTask, err: BaseException | None, node_id: str | None = None) -> ClusterTaskFailed | None:
+        """Starts a task whose node was lost once more on another node that fits (while retries are left);
+        else the ClusterTaskFailed that names the node."""
+        node_id = node_id or (_node_of(err) if err is not None else None) or task.node_id or self._died_since()
+        task.lost_on.append(node_id or "")
+        name = self.node_name(node_id)
+        other = self._elsewhere(task)
+        if len(task.lost_on) <= task.retries and other:
+            task.node_id = other  # not the lost node, even while Ray still counts it alive
+            self._start(task)
+            return None
+        tried = ", ".join(dict.fromkeys(self.node_name(n) for n in task.lost_on))
+        why = f" ({type(err).__name__})" if err is not None else ""
+        nowhere = "" if other else f"; no other alive node has {_needs(task.resources, task.num_cpus)}"
+        return ClusterTaskFailed(f"The task was lost with its node {name}{why}; ran on: {tried}{nowhere}.",
+                                 node=name, cause=err, lost=True)
+
+    def _fitting(self, resources: dict[str, float] | None, num_cpus: float) -> list[str]:
+        need = {**(resources or {}), "CPU": num_cpus}
+        return [n["NodeID"] for n in ray_module().nodes() if n.get("Alive")
+                and all(n.get("Resources", {}).get(k, 0.0) >= v for k, v in need.items() if v > 0)]
+
+    def _elsewhere(self, task: ClusterTask) -> str | None:
+        fits = [n for n in self._fitting(task.resources, task.num_cpus) if n not in task.lost_on]
+        return fits[0] if fits else None
+
+    def _stranded(self, task: ClusterTask) -> bool:
+        """The task waits for a node that is gone: pinned to a dead node, or no alive node fits it (Ray would
+        keep it waiting for a node to join)."""
+        fits = self._fitting(task.resources, task.num_cpus)
+        return (task.node_id not in fits) if task.node_id else not fits
+
+    def _died_since(self) -> str | None:
+        ray = ray_module()
+        dead = [n["NodeID"] for n in ray.nodes() if not n.get("Alive")]
+        return dead[-1] if dead else None
+
+    def wait(self, tasks: Sequence[ClusterTask], *, cancelled: Callable[[], bool] | None = None,
+             timeout_s: float | None = None) -> list[Any]:
+        """Each task's result, in order, or a :class:`ClusterTaskFailed` for one that failed or ran past
+        ``timeout_s`` (those are cancelled). ``cancelled()`` true: every unfinished task is cancelled and
+        :class:`~ortlab.core.errors.Cancelled` raised."""
+        ray = ray_module()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        out: dict[int, Any] = {}
+        next_check = time.monotonic() + _STRANDED_CHECK_S
+        while len(out) < len(tasks):
+            if cancelled is not None and cancelled():
+                self.cancel([t for i, t in enumerate(tasks) if i not in out])
+                raise Cancelled()
+            if deadline is not None and time.monotonic() > deadline:
+                late = [i for i in range(len(tasks)) if i not in out]
+                self.cancel([tasks[i] for i in late])
+                for i in late:
+                    out[i] = ClusterTaskFailed(f"The task did not finish within {timeout_s:g} s and was cancelled.",
+                                               node=self.node_name(tasks[i].node_id), timed_out=True)
+                break
+            if time.monotonic() >= next_check:
+                next_check = time.monotonic() + _STRANDED_CHECK_S
+                for i in [i for i in range(len(tasks)) if i not in out and self._stranded(tasks[i])]:
+                    self.cancel([tasks[i]])
+                    failed = self._lost(tasks[i], None)
+                    if failed is not None:
+                        out[i] = failed
+                if len(out) == len(tasks):
+                    break
+            pending = {tasks[i].ref: i for i in range(len(tasks)) if i not in out}
+            ready, _ = ray.wait([tasks[i].ref for i in pending.values()], num_returns=1, timeout=_POLL_S)
+            for ref in ready:
+                i = pending[ref]
+                result = self._outcome(tasks[i])
+                if result is not None or tasks[i].ran_on is not None:
+                    out[i] = result
+        return [out[i] for i in range(len(tasks))]
+
+    def cancel(self, tasks: Sequence[ClusterTask]) -> None:
+        """Stops the tasks (their worker processes are killed: ONNX Runtime's C++ code would not hear a softer
+        request)."""
+        ray = ray_module()
+        for task in tasks:
+            if task.ref is not None:
+                try:
+                    ray.cancel(task.ref, force=True)
+                except Exception:  # already finished, or its node is gone
+                    pass
+
+    def close(self) -> None:
+        """Disconnects this process from the cluster (the cluster keeps running)."""
+        ray = ray_module()
+        self._refs.clear()
+        if ray.is_initialized():
+            ray.shutdown()
+
+    def __enter__(self) -> RayCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _needs(resources: dict[str, float] | None, num_cpus: float) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in {"CPU": num_cpus, **(resources or {})}.items())
+
+
+def _node_of(err: BaseException) -> str | None:
+    """The node id a Ray error names, if it names one."""
+    for attr in ("node_id", "_node_id"):
+        v = getattr(err, attr, None)
+        if isinstance(v, str) and v:
+            return v
+    text = str(err)
+    marker = "node ID: "
+    if marker in text:
+        return text.split(marker, 1)[1].split()[0].strip(",.")
+    return None
