@@ -20,6 +20,8 @@ from ortlab.core.text import one_line, utc_timestamp
 from ortlab.runtime.child import (
     default_memory_gb,
 )
+from ortlab.runs.bench_queue import bench_busy as bench_busy  # re-exported: the callers' one name
+from ortlab.runs.bench_queue import bench_queue_position, enqueue, leave_queue, wait_for_slot
 from ortlab.runs.workspace import Workspace
 from ortlab.runtime import openvino as ov
 from ortlab.runtime.hardware import detect
@@ -31,24 +33,8 @@ PROFILES_DIR = "profiles"  # under the workspace: one folder of ORT profiles per
 PAIR_TIMING = BenchConfig(batch_sizes=(1,), warmup=5, duration_s=1.5)  # Compare's short batch-1 timing of a pair
 
 
-# -- benchmarks: one at a time per process, each variant × batch size timed in its own child -----------------
-
-
-_BENCH = threading.Condition()
-_BENCH_QUEUE: list[str] = []  # handle ids; the first one runs
-
-
-def bench_busy() -> int:
-    """Benchmarks running or waiting in this process."""
-    with _BENCH:
-        return len(_BENCH_QUEUE)
-
-
-def bench_queue_position(handle_id: str) -> int:
-    """How many benchmarks run or wait ahead of ``handle_id`` (0 = it runs, or has ended)."""
-    with _BENCH:
-        return _BENCH_QUEUE.index(handle_id) if handle_id in _BENCH_QUEUE else 0
-
+# -- benchmarks: one at a time per process (:mod:`ortlab.runs.bench_queue`), each variant × batch size timed in its
+# own child ----------------------------------------------------------------------------------------------------
 
 class BenchHandle(Handle):
     """A benchmark; drained items are ``LatencySample``; ``result`` is the list of ``LatencySummary`` and
@@ -86,8 +72,7 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
                     timer: Callable | None = None, memory_gb: float | None = None,
                     shapes: dict[str, list[int]] | None = None,
                     values: dict[str, float] | None = None, interleave: bool = True,
-                    blocks: Callable | None = None, cluster: str | None = None,
-                    nodes: Sequence[str] = ()) -> BenchHandle:
+                    blocks: Callable | None = None) -> BenchHandle:
     """Time every variant at every batch size of ``config`` (each in its own child process, peak memory from
     that child when ``measure_memory``), after the benchmarks already queued in this process; record it in the
     workspace history when it ends. Returns the handle at once.
@@ -106,17 +91,7 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
 
     Each timing child leads its own process group; Cancel, or ``$ORTLAB_RUN_TIMEOUT_S`` when set (counted from
     when the benchmark leaves the queue), stops them all, killed with their groups after ``STOP_GRACE_S``; a
-    benchmark past its limit fails with "stopped after N s (limit M s)".
-
-    ``cluster`` (a Ray address, "auto" or host:port) times the variants on every kind of node of that cluster
-    instead (or on the ``nodes`` resources named): :func:`ortlab.runs.cluster_bench.start`, whose handle's
-    ``result`` is a ``ClusterBenchmark``."""
-
-    if cluster and cluster.strip():
-        from ortlab.runs import cluster_bench  # it builds on this module
-
-        return cluster_bench.start(variants, config, cluster, nodes=nodes, measure_memory=measure_memory,
-                                   workspace=workspace, origin=origin, shapes=shapes, values=values)
+    benchmark past its limit fails with "stopped after N s (limit M s)"."""
 
     ws = workspace if workspace is not None else Workspace()
     handle = BenchHandle(timed_variants(variants, config), config)
@@ -172,7 +147,7 @@ def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, pr
                 timer_limit.daemon = True
                 timer_limit.start()
             if interleave:
-                summaries = bench_interleaved(handle, measure_memory, profile_dir, timer)
+                summaries = _bench_interleaved(handle, measure_memory, profile_dir, timer)
             else:
                 summaries = _bench_all(handle, measure_memory, profile_dir, timer or _default_timer())
         finally:
@@ -235,37 +210,6 @@ def _default_timer(memory_gb: float | None = None):
     return functools.partial(child_runs.latency_samples_isolated, memory_gb=memory_gb)
 
 
-def enqueue(handle: BenchHandle) -> None:
-    """Put ``handle`` at the end of this process's benchmark queue."""
-    with _BENCH:
-        _BENCH_QUEUE.append(handle.id)
-
-
-def leave_queue(handle: BenchHandle) -> None:
-    """Take ``handle`` out of the queue (it ended): the next benchmark starts."""
-    with _BENCH:
-        if handle.id in _BENCH_QUEUE:
-            _BENCH_QUEUE.remove(handle.id)
-        _BENCH.notify_all()
-
-
-def wait_for_slot(handle: BenchHandle) -> None:
-    """Block until ``handle`` is first in the queue (Cancelled when it is cancelled meanwhile)."""
-    said = -1
-    with _BENCH:
-        while _BENCH_QUEUE[0] != handle.id:
-            ahead = _BENCH_QUEUE.index(handle.id)
-            if ahead != said:
-                handle._put(ProgressEvent("queued", 0, None, f"Queued behind {ahead} benchmark"
-                                                             f"{'s' if ahead != 1 else ''}."))
-                said = ahead
-            if handle.cancel_requested:
-                raise Cancelled(step="queued")
-            _BENCH.wait(0.2)
-    if said >= 0:
-        handle._put(ProgressEvent("queued", 1, 1, "Started."))
-
-
 def _bench_all(handle: BenchHandle, measure_memory: bool, profile_dir, timer) -> list:
     plan = [(v, bs) for v in handle.variants for bs in handle.config.batch_sizes]
     summaries = []
@@ -287,9 +231,8 @@ def _bench_all(handle: BenchHandle, measure_memory: bool, profile_dir, timer) ->
     return summaries
 
 
-def bench_interleaved(handle: BenchHandle, measure_memory: bool, profile_dir, blocks) -> list:
-    """The one clock of a benchmark: at each batch size every variant of ``handle`` in its own child (``blocks``),
-    all warmed up, then timed in alternating rounds; the summaries, variant by variant."""
+def _bench_interleaved(handle: BenchHandle, measure_memory: bool, profile_dir, blocks) -> list:
+    """Each batch size: every variant in its own child, all warmed up, then timed in alternating rounds."""
     summaries = []
     sizes = list(handle.config.batch_sizes)
     extra: dict[str, Any] = {k: v for k, v in (("shapes", handle.shapes), ("values", handle.values)) if v}

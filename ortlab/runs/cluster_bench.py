@@ -1,6 +1,7 @@
 """A benchmark across the machines of a Ray cluster: every kind of node (its custom resources, else its CPU) times
 every variant side by side in one task pinned to one node of that kind, with the one clock
-(:func:`ortlab.runs.bench_service.bench_interleaved`: each variant in its own child, interleaved block by block), so
+(:func:`ortlab.timing.child_runs.time_interleaved`: each variant in its own child, warmed up, then timed in turn
+block by block, as a benchmark on this machine times them), so
 each speed-up is measured on one machine and stamped with it. Nodes on one host time one after the other (two
 timings on one CPU would disturb each other); nodes on different hosts time at once.
 
@@ -26,9 +27,9 @@ from ortlab.core.errors import BenchmarkError, Cancelled, OrtlabError
 from ortlab.core.progress import ProgressEvent
 from ortlab.core.text import one_line, utc_timestamp
 from ortlab.model.inspect import external_data_files
-from ortlab.runs import bench_service
+from ortlab.runs.bench_queue import bench_queue_position, enqueue, leave_queue, wait_for_slot
 from ortlab.runs.history import BenchVariant
-from ortlab.runs.service import CANCELLED, DONE, FAILED, RUN_TIMEOUT_VAR, RUNNING, timeout_from_env
+from ortlab.runs.service import CANCELLED, DONE, FAILED, RUN_TIMEOUT_VAR, RUNNING, Handle, timeout_from_env
 from ortlab.runs.workspace import Workspace
 from ortlab.runtime import ray_cluster
 from ortlab.runtime.child import default_memory_gb
@@ -147,7 +148,8 @@ def _cpu_of(node: Any) -> str:
 
 def node_kinds(nodes: Sequence[Any], named: Sequence[str] = ()) -> list[NodeKind]:
     """The kinds of node to time on, one node each: with ``named`` resources, one kind per name (the first node
-    that carries it); else one per distinct set of custom resources (nodes without any: one per CPU model).
+    that carries it); else one per distinct set of custom resources (nodes without any: one per CPU model), in
+    the order of their labels.
     BenchmarkError naming the resources there are when a named one is on no node."""
     ordered = sorted(nodes, key=lambda n: (n.address, n.node_id))
 
@@ -169,7 +171,7 @@ def node_kinds(nodes: Sequence[Any], named: Sequence[str] = ()) -> list[NodeKind
     for n in ordered:
         label = ",".join(custom_resources(n.resources)) or _cpu_of(n)
         seen.setdefault(label, kind(label, n))
-    return list(seen.values())
+    return sorted(seen.values(), key=lambda k: k.label.lower())
 
 
 def waves(kinds: Sequence[NodeKind]) -> list[list[NodeKind]]:
@@ -190,37 +192,71 @@ def _model_files(path: str) -> list[tuple[str, Path]]:
 
 def time_on_node(plan_json: str, *blobs: bytes) -> NodeTiming:
     """Runs on a cluster node: write the variants' files (``blobs``, in the order ``plan_json`` lists them) to a
-    temporary folder and time them with the one clock (:func:`bench_service.bench_interleaved`)."""
+    temporary folder and time them with the one clock: at each batch size every variant in its own child, all
+    warmed up, then timed in turn block by block (:func:`ortlab.timing.child_runs.time_interleaved`)."""
     plan = json.loads(plan_json)
     config = BenchConfig.from_dict(plan["config"])
+    extra = {k: plan[k] for k in ("shapes", "values") if plan[k]}
     began = time.monotonic()
     it = iter(blobs)
+    summaries: list[LatencySummary] = []
     with tempfile.TemporaryDirectory(prefix="ortlab-cluster-bench-") as tmp:
-        variants = []
+        paths = []
         for k, v in enumerate(plan["variants"]):
             folder = Path(tmp) / str(k)
             for name in v["files"]:
                 target = folder / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(next(it))
-            variants.append(BenchVariant(v["id"], v["name"], str(folder / v["files"][0])))
-        handle = bench_service.BenchHandle(variants, config)
-        handle.shapes, handle.values = plan["shapes"], plan["values"]
+            paths.append((v["id"], folder / v["files"][0]))
         blocks = functools.partial(child_runs.latency_blocks, memory_gb=default_memory_gb(config.target))
-        summaries = bench_service.bench_interleaved(handle, bool(plan["measure_memory"]), None, blocks)
+        for batch in config.batch_sizes:
+            series = [blocks(path, config, batch, variant=vid, **extra) for vid, path in paths]
+            try:
+                child_runs.time_interleaved(series, config)
+                for s in series:
+                    s.finish()
+                summaries += [s.summary(peak_rss_mb=s.peak_rss_mb if plan["measure_memory"] else None)
+                              for s in series]
+            finally:
+                for s in series:
+                    s.close()
+    order = {vid: k for k, (vid, _) in enumerate(paths)}
+    summaries.sort(key=lambda s: order[s.variant])  # variant by variant, as a benchmark here lists them
     return NodeTiming(this_machine(config.intra_op_threads), summaries, time.monotonic() - began)
 
 
 # -- the driver --------------------------------------------------------------------------------------------------
 
-class ClusterBenchHandle(bench_service.BenchHandle):
-    """A benchmark across a Ray cluster; ``result`` is the :class:`ClusterBenchmark`."""
+class ClusterBenchHandle(Handle):
+    """A benchmark across a Ray cluster; ``result`` is the :class:`ClusterBenchmark`, ``bench_id`` the History
+    benchmark of its first node kind."""
+
+    kind = "bench"
 
     def __init__(self, variants: Sequence[BenchVariant], config: BenchConfig, address: str,
                  nodes: Sequence[str] = ()) -> None:
-        super().__init__(variants, config)
+        super().__init__()
+        self.variants = list(variants)
+        self.config = config
         self.address = address
         self.nodes = list(nodes)
+        self.shapes: dict[str, list[int]] = {}
+        self.values: dict[str, float] = {}
+        self.bench_id: int | None = None
+        self.record = None  # a benchmark across a cluster is one record per node kind (``result.kinds``)
+        self.baseline_rss_mb: float | None = None  # no memory baseline: the nodes report each child's peak
+        self.timeout_s: float | None = None
+        self.timed_out = False
+
+    def _time_out(self) -> None:
+        if not self.done:
+            self.timed_out = True
+            self._cancel.cancel()
+
+    @property
+    def queue_position(self) -> int:
+        return bench_queue_position(self.id)
 
 
 def start(variants: Sequence[BenchVariant], config: BenchConfig, address: str, *, nodes: Sequence[str] = (),
@@ -241,7 +277,7 @@ def start(variants: Sequence[BenchVariant], config: BenchConfig, address: str, *
     handle.timeout_s = timeout_from_env()
     handle.shapes = {k: [int(x) for x in v] for k, v in (shapes or {}).items()}
     handle.values = dict(values or {})
-    bench_service.enqueue(handle)
+    enqueue(handle)
     threading.Thread(target=_worker, args=(handle, ws, origin, measure_memory, connect or ray_cluster.RayCluster.connect),
                      name=f"ortlab-cluster-bench-{handle.id}", daemon=True).start()
     return handle
@@ -303,7 +339,7 @@ def _worker(handle: ClusterBenchHandle, ws, origin: str, measure_memory: bool, c
     cluster = None
     try:
         try:
-            bench_service.wait_for_slot(handle)
+            wait_for_slot(handle)
             handle.state = RUNNING
             began = time.monotonic()
             if handle.timeout_s is not None:
@@ -322,7 +358,7 @@ def _worker(handle: ClusterBenchHandle, ws, origin: str, measure_memory: bool, c
                 timer_limit.cancel()
             if cluster is not None:
                 cluster.close()
-            bench_service.leave_queue(handle)
+            leave_queue(handle)
         baseline = handle.variants[0].id
         for r in results:
             if r.timing is not None:

@@ -61,7 +61,7 @@ def test_bench_ray_gives_one_row_per_variant_and_node_kind_each_timed_on_its_own
         else:  # timed interleaved with the baseline on the same node: a paired speed-up with its interval
             assert r["interleaved"] and r["low"] <= r["speedup"] <= r["high"]
     stored = History(home / "history.sqlite").list_benchmarks()
-    assert sorted(b.id for b in stored) == sorted(n["bench_id"] for n in nodes.values())
+    assert sorted(int(b.id or 0) for b in stored) == sorted(n["bench_id"] for n in nodes.values())
     assert all(b.machine is not None and b.machine.threads == 1 for b in stored)
 
     code, out, err = _bench(capsys, "digits_cnn", "digits_attention", "--ray", cluster.address, *QUICK)
