@@ -72,6 +72,10 @@ def add_command(sub) -> None:
                         "one of a dynamic trial) (default: 6).")
     p.add_argument("--bench-seconds", type=float, default=1.0, help="Timing per trial and batch size (default: 1).")
     p.add_argument("--max-trials", type=int, default=None, metavar="N", help="Stop after this many trials.")
+    p.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help="Run the trials on a Ray cluster: its head's HOST:PORT, or 'auto' (needs ortlab[ray]).")
+    p.add_argument("--timing-resource", metavar="NAME", default=None,
+                   help="With --ray: time only on a node carrying this custom Ray resource (the target machine).")
     p.add_argument("--verify-samples", type=int, default=api.DEFAULT_VERIFY_SAMPLES,
                    help=f"Evaluation samples per trial (default: {api.DEFAULT_VERIFY_SAMPLES}).")
     p.add_argument("--out", metavar="DIR", required=True,
@@ -174,6 +178,11 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     budget_s, budget_cpu_s = parse_budget(ns.budget)
     if ns.max_trials is not None and ns.max_trials < 1:
         raise UsageError("--max-trials must be at least 1.")
+    if ns.timing_resource and not ns.ray:
+        raise UsageError("--timing-resource names a node of a Ray cluster: give --ray ADDRESS too.")
+    if ns.ray and budget_cpu_s is not None:
+        raise UsageError("A CPU budget counts this machine's processes, not a cluster's: with --ray give --budget "
+                         "in seconds.")
     sample = find_sample(src)
     labels = sample.labels if sample is not None and sample.labels else None
     cal_path, ev_path = ns.data, ns.eval_data
@@ -202,7 +211,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     settings = TuneSettings(budget_s=budget_s, budget_cpu_s=budget_cpu_s, objective=ns.objective, target=Target(ns.target),
                             batch_sizes=batch_sizes(ns.batch_sizes), bench_s=ns.bench_seconds,
                             exclusion_steps=max(0, ns.exclusion_steps), verify_samples=ns.verify_samples,
-                            max_trials=ns.max_trials, shapes=shapes)
+                            max_trials=ns.max_trials, shapes=shapes, ray=ns.ray, timing_resource=ns.timing_resource)
     policy = verdict_policy(VerdictPolicy(margin=ns.margin), ns.min_sqnr_db)  # the bar never relabels the verdict
     job = api.start_tune(src, cal, ev, settings, policy, preprocess=pre, sample=sample.name if sample is not None else None,
                          workspace=api.open_workspace(), out_dir=out, background=False)

@@ -103,14 +103,15 @@ class ReportTiming:
 
 def record_pair_timing(history: History, source_path: str, run_id: int | None, name: str, model_path: str,
                        config: BenchConfig, pairs: Sequence[tuple[LatencySummary, LatencySummary]],
-                       origin: str = "tune") -> int:
+                       origin: str = "tune", machine: Machine | None = None) -> int:
     """Store a run timed against its source (``pairs``: the (source, run) summaries of each batch size, timed
-    interleaved) as a History benchmark with this machine, so the run's report, Compare and History find it.
+    interleaved) as a History benchmark with the machine that timed it (``machine``; default this one), so the
+    run's report, Compare and History find it.
     Returns the benchmark id."""
     variants = [BenchVariant("source", "source", str(source_path)), BenchVariant("run", name, str(model_path), run_id)]
     summaries = [replace(x, variant=v) for ref, cand in pairs for x, v in ((ref, "source"), (cand, "run"))]
     return history.add_benchmark(variants, config, summaries, origin=origin,
-                                 machine=this_machine(config.intra_op_threads))
+                                 machine=machine if machine is not None else this_machine(config.intra_op_threads))
 
 
 def _benchmarks(history: History) -> Iterator[BenchmarkRecord]:

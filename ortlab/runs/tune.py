@@ -60,7 +60,6 @@ from ortlab.runs.stored_timing import record_pair_timing
 from ortlab.model.inspect import inspect_model, sha256_file_cached
 from ortlab.data.inputs import infer_specs
 from ortlab.runtime.providers import working_providers
-from ortlab.runs import service
 from ortlab.checks.analyze import analyze
 from ortlab.data import samples
 from ortlab.data.preprocess import resolve_preprocess
@@ -70,6 +69,7 @@ from ortlab.runs.tune_policy import (
     TuneResult, _rank_key, pareto_front, task_quality, verdict_policy,
 )
 from ortlab.runs.tune_accuracy import AccuracySearch
+from ortlab.runs.tune_cluster import ClusterTrials, LocalTrials
 from ortlab.runs.tune_space import dedupe, search_space
 from ortlab.transforms.float_revert import producer_chain
 from ortlab.model.patterns import ENCODER_NOTE, is_encoder_file
@@ -99,6 +99,8 @@ class TuneSettings:
     int16_steps: int = 3
     shapes: dict[str, list[int]] = field(default_factory=dict)  # --shape: {input name: shape} for open dims
     budget_cpu_s: float | None = None
+    ray: str | None = None  # --ray: a Ray cluster's address ("auto" or HOST:PORT); None: trials run here
+    timing_resource: str | None = None  # --timing-resource: the custom resource of the cluster node(s) timings run on
 
 
 class Tuner:
@@ -137,6 +139,7 @@ class Tuner:
         self._token = CancelToken()
         self._timed: dict[tuple[str, int, float], SpeedUp] = {}  # (sha256, batch, seconds): identical graphs timed once
         self._timed_pairs: dict[tuple[str, int, float], Any] = {}  # the same keys: (source, trial) summaries
+        self.trial_runner: LocalTrials | ClusterTrials = LocalTrials()  # where trials run: here or on a cluster
 
     # -- control
     def cancel(self) -> None:
@@ -182,6 +185,10 @@ class Tuner:
         self._cpu_start = self._cpu_clock()
         self._machine_start = cpu_time.machine_busy_s() or 0.0
         info = inspect_model(self.model)
+        if self.settings.ray:
+            self.trial_runner = ClusterTrials(self.settings.ray, self.settings.timing_resource, self.model)
+            self._measure = self.trial_runner.measure
+            self.notes.append(self.trial_runner.where)
         ops = sorted({op for (_, op) in info.op_counts})
         self.timing_shapes = self._data_shapes(info)
         try:
@@ -237,6 +244,7 @@ class Tuner:
         if self._pair_timer is not None:
             self._pair_timer.close()
             self._pair_timer = None
+        self.trial_runner.close()
 
     def _time_against_source(self, reference, candidate, cfg: BenchConfig, batch_size: int, *,
                              shapes: dict[str, list[int]], cancel: CancelToken) -> SpeedUp:
@@ -279,8 +287,9 @@ class Tuner:
         t.cli_line = spec.cli_line()
         out = self.out_dir / "trials" / f"{index:02d}" if self.out_dir is not None else None
         try:
-            self._handle = service.start_recipe(spec, out, workspace=self.workspace, origin="tune")
+            self._handle = self.trial_runner.start(spec, out, self.workspace)
             artifact = self._wait(self._handle)
+            t.ran_on = getattr(self._handle, "node", "")
             t.run_id, t.model_path, t.size_bytes = artifact.run_id, str(artifact.model_path), artifact.size_bytes
             self._judge(t, artifact.evaluation, artifact.verdict)
             self._time(t)
@@ -307,7 +316,8 @@ class Tuner:
         if t.run_id is None or not pairs or any(p is None for p in pairs):
             return
         try:
-            record_pair_timing(self.workspace.history(), self.model, t.run_id, t.label, str(t.model_path), cfg, pairs)
+            record_pair_timing(self.workspace.history(), self.model, t.run_id, t.label, str(t.model_path), cfg, pairs,
+                               machine=self.trial_runner.timing_machine)
         except OrtlabError as exc:
             self.notes.append(f"The timing of {t.label} was not kept in History: {exc.message}")
 
@@ -339,7 +349,7 @@ class Tuner:
                 try:
                     self._timed[key] = self._measure(self.model, t.model_path, cfg, b, shapes=self.timing_shapes,
                                                      cancel=self._token)
-                    self._timed_pairs[key] = getattr(self._pair_timer, "last", None)
+                    self._timed_pairs[key] = getattr(self._pair_timer or self.trial_runner, "last", None)
                 except OrtlabError:
                     raise
                 except Exception as exc:  # ORT's own errors while timing
@@ -348,6 +358,7 @@ class Tuner:
         if self._cancel:
             raise Cancelled()
         t.speed = ratios
+        t.timed_on = getattr(self.trial_runner, "timing_node", "")
         self._record_timing(t, cfg, [self._timed_pairs.get((sha, int(b), seconds)) for b in s.batch_sizes])
         t.latency_ms = {str(r.batch_size): r.candidate_p50_ms for r in ratios}
         t.baseline_ms = {str(r.batch_size): r.reference_p50_ms for r in ratios}
@@ -574,7 +585,7 @@ class Tuner:
             self.notes = [n for n in self.notes if not n.startswith("The budget ran out during a trial")]  # said
         elif hint is not None:
             sentence += f" The {budget} was too short: {give}."
-        busy = self.cpu_share().busy_note()
+        busy = self.cpu_share().busy_note() if not self.settings.ray else None  # a cluster's work is elsewhere
         if busy is not None:
             self.notes.append(busy)
         written = None
@@ -589,7 +600,8 @@ class Tuner:
             self.model, s.objective, Target(s.target).value,
             (f"verdict ok (the same policy as optimize: broken below {pol.min_sqnr_db:g} dB, confident-flip margin "
              f"{pol.margin:g})" + (f" and this search's bar: task SQNR ≥ {bar:g} dB" if bar is not None else "")),
-            detect().summary(), list(s.batch_sizes), baseline, list(self.trials_done),
+            (m.summary() if (m := self.trial_runner.timing_machine) is not None else detect().summary()),
+            list(s.batch_sizes), baseline, list(self.trials_done),
             best, bool(accepted), sentence, line, self.elapsed, self._cancel, list(self.notes), written, hint)
         if self.out_dir is not None:
 

@@ -187,6 +187,8 @@ class Trial:
     note: str = ""
     error: str | None = None
     seconds: float = 0.0
+    ran_on: str = ""  # on a Ray cluster: the node that quantized and evaluated it ("": this machine)
+    timed_on: str = ""  # on a Ray cluster: the node that timed it ("": this machine)
 
     @property
     def speedup(self) -> float | None:

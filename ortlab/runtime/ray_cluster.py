@@ -86,6 +86,7 @@ class ClusterTask:
     node_id: str | None
     retries: int
     num_cpus: float
+    spread: bool = False
     ref: Any = None
     ran_on: str | None = None
     lost_on: list[str] = field(default_factory=list)
@@ -198,11 +199,12 @@ class RayCluster:
         return self._refs[key]
 
     def submit(self, fn: Callable[..., Any], *args: Any, resources: dict[str, float] | None = None,
-               node_id: str | None = None, retries: int = 1, num_cpus: float = 1) -> ClusterTask:
+               node_id: str | None = None, retries: int = 1, num_cpus: float = 1, spread: bool = False) -> ClusterTask:
         """Runs ``fn(*args)`` as a Ray task: on any node with ``num_cpus`` free, on nodes carrying
         ``resources`` (e.g. ``{"cpu_epyc": 0.01}``), or on ``node_id`` only. References from :meth:`put` among
-        ``args`` arrive as their bytes. ``retries``: how often a task whose node is lost runs again elsewhere."""
-        task = ClusterTask(fn, args, dict(resources) if resources else None, node_id, retries, num_cpus)
+        ``args`` arrive as their bytes. ``retries``: how often a task whose node is lost runs again elsewhere;
+        ``spread``: spread such tasks over the nodes (Ray's SPREAD) instead of filling one node first."""
+        task = ClusterTask(fn, args, dict(resources) if resources else None, node_id, retries, num_cpus, spread)
         if self._stranded(task):
             where = f"node {node_id[:8]} is not alive or lacks" if node_id else "no alive node of the cluster has"
             raise ClusterError(f"Cannot run the task: {where} {_needs(task.resources, num_cpus)}. Start a node "
@@ -218,6 +220,8 @@ class RayCluster:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(task.node_id, soft=False)
+        elif task.spread:
+            options["scheduling_strategy"] = "SPREAD"
         task.submitted_at = time.monotonic()
         task.ref = self._remote.options(**options).remote(task.fn, *task.args)
 

@@ -1,0 +1,269 @@
+"""Where tune's trials run: :class:`LocalTrials` (a child process per recipe through the run service, timings on
+this machine: the behaviour without ``--ray``) or :class:`ClusterTrials` (``ortlab tune --ray ADDRESS``).
+
+On a cluster the accuracy work of a trial (quantize + evaluate) is a Ray task on any node (spread over the
+nodes); the source model and the evaluation/calibration files go through the object store once, by hash
+(:meth:`RayCluster.put`). Timing runs only on a node carrying ``timing_resource``, the same node for every
+trial and finalist, with the one clock (:class:`ortlab.timing.child_runs.PairTimer`), and each timing records
+that node's machine. The trial comes back here as an artifact folder recorded in this workspace's History. A
+node lost mid-trial: the trial runs once more on another node, then fails with the node named.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import tempfile
+import threading
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ortlab.core.errors import Cancelled, OrtlabError
+from ortlab.core.layout import ARTIFACT_FILE
+from ortlab.core.progress import CancelToken
+from ortlab.model.inspect import external_data_files
+from ortlab.runs import service
+from ortlab.runs.artifact import Artifact
+from ortlab.runs.history import History
+from ortlab.runs.prepare import prepare_run
+from ortlab.runs.runspec import DataRef, RunSpec
+from ortlab.runtime.machine import Machine, this_machine
+from ortlab.runtime.ray_cluster import ClusterError, ClusterNode, ClusterTaskFailed, RayCluster
+from ortlab.settings.config import BenchConfig
+from ortlab.timing.stats import SpeedUp
+
+__all__ = ["ClusterTrials", "LocalTrials", "run_trial_on_node", "time_pair_on_node"]
+
+_TIMING_SHARE = 0.01  # how much of the timing resource a timing task asks for (any node that has it qualifies)
+
+
+class LocalTrials:
+    """Today's behaviour: each trial a child process through the run service; timings on this machine."""
+
+    where = ""
+    timing_machine: Machine | None = None
+
+    def start(self, spec: RunSpec, out: Path | None, workspace: Any) -> Any:
+        return service.start_recipe(spec, out, workspace=workspace, origin="tune")
+
+    def close(self) -> None:
+        pass
+
+
+# -- on the node --------------------------------------------------------------------------------------------------
+
+
+def _unpack(blob: bytes, is_dir: bool, name: str, into: Path) -> str:
+    target = into / name
+    if is_dir:
+        with zipfile.ZipFile(io.BytesIO(blob)) as zf:
+            zf.extractall(target)
+    else:
+        target.write_bytes(blob)
+    return str(target)
+
+
+def _pack_dir(folder: Path) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
+        for f in sorted(folder.rglob("*")):
+            if f.is_file():
+                zf.write(f, f.relative_to(folder).as_posix())
+    return buf.getvalue()
+
+
+def run_trial_on_node(spec_plain: dict[str, Any], model_name: str, model_blob: bytes,
+                      data: dict[str, tuple[str, bool, bytes]]) -> tuple[dict[str, Any], bytes]:
+    """A Ray task: run the prepared spec on this node (the source and path data written to a temporary folder
+    first) and return the artifact (plain) and its folder's files (zip)."""
+    tmp = Path(tempfile.mkdtemp(prefix="ortlab-trial-"))
+    try:
+        source = tmp / "source"
+        source.mkdir()
+        (source / model_name).write_bytes(model_blob)
+        spec = RunSpec.from_dict(spec_plain)
+        moved = {key: _unpack(blob, is_dir, name, tmp) for key, (name, is_dir, blob) in data.items()}
+        spec = replace(spec, model=str(source / model_name),
+                       calibration=_moved(spec.calibration, moved.get("calibration")),
+                       evaluation=_moved(spec.evaluation, moved.get("evaluation")))
+        artifact = service.run_recipe_spec(spec, tmp / "out")
+        artifact.save()
+        return artifact.to_dict(), _pack_dir(artifact.dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def time_pair_on_node(source_name: str, source_blob: bytes, candidate_blob: bytes, cfg: BenchConfig,
+                      batch_size: int, shapes: dict[str, list[int]]) -> tuple[SpeedUp, Any, Machine]:
+    """A Ray task: time the candidate against the source on this node with the one clock; returns the speed-up,
+    the (source, candidate) summaries and this node's machine."""
+    from ortlab.timing.child_runs import PairTimer
+
+    tmp = Path(tempfile.mkdtemp(prefix="ortlab-timing-"))
+    try:
+        ref, cand = tmp / source_name, tmp / f"candidate-{source_name}"
+        ref.write_bytes(source_blob)
+        cand.write_bytes(candidate_blob)
+        timer = PairTimer(str(ref), shapes=shapes)
+        try:
+            speed = timer(str(cand), cfg, batch_size, cancel=CancelToken())
+            return speed, timer.last, this_machine(cfg.intra_op_threads)
+        finally:
+            timer.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _moved(ref: DataRef | None, path: str | None) -> DataRef | None:
+    return replace(ref, path=path) if ref is not None and path is not None else ref
+
+
+# -- here ---------------------------------------------------------------------------------------------------------
+
+
+class _ClusterHandle:
+    """A trial on the cluster, as the tuner waits for a run service handle: ``wait``/``drain``/``cancel``,
+    then ``result`` (an :class:`Artifact` recorded here) or ``error``."""
+
+    def __init__(self, trials: ClusterTrials, spec: RunSpec, out: Path | None, workspace: Any) -> None:
+        self._trials, self._spec, self._out, self._ws = trials, spec, out, workspace
+        self._cancel = False
+        self.result: Artifact | None = None
+        self.error: OrtlabError | Cancelled | None = None
+        self.node = ""
+        self._task = trials.submit_trial(spec)
+        self._thread = threading.Thread(target=self._follow, name="ortlab-cluster-trial", daemon=True)
+        self._thread.start()
+
+    def _follow(self) -> None:
+        try:
+            outcome = self._trials.cluster.wait([self._task], cancelled=lambda: self._cancel)[0]
+            if isinstance(outcome, ClusterTaskFailed):
+                cause = outcome.cause
+                self.error = cause if isinstance(cause, OrtlabError) and not outcome.lost else \
+                    OrtlabError(f"On the cluster: {outcome.message}")
+                return
+            self.node = self._trials.node_name(self._task.ran_on)
+            self.result = self._trials.adopt(outcome, self._spec, self._out, self._ws, self.node)
+        except (OrtlabError, Cancelled) as exc:
+            self.error = exc
+        except Exception as exc:  # Ray's own errors while waiting
+            self.error = OrtlabError(f"On the cluster: {type(exc).__name__}: {exc}")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def drain(self, on_event: Any = None) -> list[Any]:
+        return []
+
+    def cancel(self) -> None:
+        self._cancel = True
+
+
+class ClusterTrials:
+    """Tune's trials on a Ray cluster (see the module's docstring). ``timing_resource``: the custom resource of
+    the node(s) timings run on (None: any node, chosen once)."""
+
+    def __init__(self, address: str, timing_resource: str | None, model: str) -> None:
+        self.cluster = RayCluster.connect(address)
+        self.timing_resource = timing_resource
+        self.model = model
+        self._names: dict[str, str] = {}
+        self.nodes = self.cluster.nodes()
+        for n in self.nodes:
+            self._names[n.node_id] = n.name()
+        self._timing_node = self._pick_timing_node(self.nodes)
+        self.timing_machine: Machine = self._timing_node.machine
+        self.where = (f"Trials ran on a Ray cluster at {address} ({len(self.nodes)} nodes); timings on "
+                      f"{self._timing_node.name()}: {self.timing_machine.summary()}.")
+        self._data = self._data_refs()
+        self.last: Any = None
+        self.ran_on: list[str] = []  # the node of each trial, in order
+        self.timed_on: list[str] = []  # the node of each timing
+        self.timing_node = ""  # the node of the last timing
+
+    def _pick_timing_node(self, nodes: list[ClusterNode]) -> ClusterNode:
+        if not self.timing_resource:
+            return nodes[0]
+        carrying = [n for n in nodes if n.resources.get(self.timing_resource, 0) > 0]
+        if not carrying:
+            have = sorted({k for n in nodes for k in n.resources if k not in ("CPU", "GPU", "memory",
+                                                                             "object_store_memory")})
+            raise ClusterError(f"No node of the cluster carries the timing resource {self.timing_resource!r} "
+                               f"(custom resources there: {', '.join(have) or 'none'}); start the target node with "
+                               f"`ray start --address HEAD:PORT --resources '{{\"{self.timing_resource}\": 1}}'`.")
+        return carrying[0]
+
+    def node_name(self, node_id: str | None) -> str:
+        return self._names.get(node_id or "", "") or self.cluster.node_name(node_id)
+
+    def _data_refs(self) -> dict[str, Any]:
+        model = Path(self.model)
+        if external_data_files(model):
+            raise ClusterError("A model with external data files cannot be tuned on a cluster yet: "
+                               "save it as one .onnx file (under 2 GB), or tune without --ray.")
+        return {"model": self.cluster.put(model.read_bytes())}
+
+    def _data_blob(self, ref: DataRef | None) -> tuple[str, bool, Any] | None:
+        if ref is None or ref.path is None:  # a bundled sample's set or random data: every node has it
+            return None
+        path = Path(ref.path)
+        blob = _pack_dir(path) if path.is_dir() else path.read_bytes()
+        return path.name, path.is_dir(), self.cluster.put(blob)
+
+    def submit_trial(self, spec: RunSpec) -> Any:
+        spec = prepare_run(spec)
+        data = {k: v for k, v in (("calibration", self._data_blob(spec.calibration)),
+                                  ("evaluation", self._data_blob(spec.evaluation))) if v is not None}
+        return self.cluster.submit(run_trial_on_node, spec.to_dict(), Path(self.model).name, self._data["model"],
+                                   data, spread=True)
+
+    def start(self, spec: RunSpec, out: Path | None, workspace: Any) -> _ClusterHandle:
+        return _ClusterHandle(self, spec, out, workspace)
+
+    def adopt(self, outcome: tuple[dict[str, Any], bytes], spec: RunSpec, out: Path | None, workspace: Any,
+              node: str) -> Artifact:
+        """The artifact a node made, written into this workspace (``out`` or a new run folder) and recorded in
+        its History."""
+        plain, files = outcome
+        run_dir = Path(out) if out is not None else workspace.new_artifact_dir()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(io.BytesIO(files)) as zf:
+            zf.extractall(run_dir)
+        artifact = Artifact.from_dict(plain)
+        artifact.model_path = run_dir / Path(artifact.model_path).name
+        artifact.source_path = Path(self.model)
+        artifact.origin, artifact.spec = "tune", spec.undecided()
+        artifact.notes.append(f"Quantized and evaluated on the cluster node {node}.")
+        (run_dir / ARTIFACT_FILE).unlink(missing_ok=True)
+        self.ran_on.append(node)
+        artifact.save()
+        try:
+            artifact.run_id = History(workspace.db_path).add(artifact)
+            artifact.save()
+        except OrtlabError as exc:
+            artifact.notes.append(f"Not recorded in History: {exc.message}")
+        return artifact
+
+    def measure(self, reference: str, candidate: str, cfg: BenchConfig, batch_size: int, *,
+                shapes: dict[str, list[int]], cancel: CancelToken) -> SpeedUp:
+        """The tuner's clock on the timing node: ``candidate`` against the source, interleaved, on that node."""
+        cand = self.cluster.put(Path(candidate).read_bytes())
+        task = self.cluster.submit(time_pair_on_node, Path(reference).name, self._data["model"], cand, cfg,
+                                   batch_size, shapes, node_id=self._timing_node.node_id,
+                                   resources={self.timing_resource: _TIMING_SHARE} if self.timing_resource else None)
+        outcome = self.cluster.wait([task], cancelled=lambda: cancel.cancelled)[0]
+        if isinstance(outcome, ClusterTaskFailed):
+            raise outcome.cause if isinstance(outcome.cause, OrtlabError) and not outcome.lost else \
+                OrtlabError(f"Timing on the cluster: {outcome.message}")
+        speed, self.last, machine = outcome
+        self.timing_machine = machine
+        self.timing_node = self.node_name(task.ran_on)
+        self.timed_on.append(self.timing_node)
+        return speed
+
+    def close(self) -> None:
+        self.cluster.close()
