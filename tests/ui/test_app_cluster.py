@@ -119,3 +119,44 @@ def test_benchmark_page_times_on_every_node_kind_of_the_cluster_it_names(app, mo
     cpu = this_machine().cpu
     assert all(m.startswith(cpu + " · ") and "thread" in m for m in table["machine"])  # the node's machine
     assert list(table["runs"]) == [12, 12]
+
+
+def _start_tune(at, cluster: str, timing_resource: str) -> None:
+    at.switch_page("pages/tune.py").run()
+    at.number_input(key="tune.budget").set_value(60)
+    at.number_input(key="tune.max_trials").set_value(1)
+    at.text_input(key="tune.cluster").set_value(cluster)
+    at.text_input(key="tune.timing_resource").set_value(timing_resource)
+    next(b for b in at.button if "Start tuning" in b.label).click()
+    at.run()
+
+
+def test_tune_page_passes_the_cluster_and_timing_resource_to_the_engine_and_says_when_unreachable(app, monkeypatch):
+    from ortlab import api
+
+    seen = _connect_recording(monkeypatch)
+    settings = []
+    real_start_tune = api.start_tune
+
+    def start_tune(model, calibration, evaluation, s, policy, **kwargs):
+        settings.append(s)
+        return real_start_tune(model, calibration, evaluation, s, policy, **kwargs)
+
+    monkeypatch.setattr(api, "start_tune", start_tune)
+    at = app
+    _start_tune(at, f" {UNREACHABLE} ", "cpu_epyc")
+    assert not at.exception, [e.value for e in at.exception]
+    assert [(s.ray, s.timing_resource) for s in settings] == [(UNREACHABLE, "cpu_epyc")]  # the CLI's --ray, --timing-resource
+    assert seen == [UNREACHABLE]
+    shown = " ".join(str(e.value) for e in at.error).replace("\\", "")
+    assert shown.startswith("Tuning failed: ") and UNREACHABLE in shown and "Traceback" not in shown
+
+
+def test_tune_page_a_timing_resource_without_a_cluster_is_a_message(app, monkeypatch):
+    seen = _connect_recording(monkeypatch)
+    at = app
+    _start_tune(at, "", "cpu_epyc")
+    assert not at.exception, [e.value for e in at.exception]
+    assert seen == []
+    shown = " ".join(str(e.value) for e in at.error).replace("\\", "")
+    assert "The timing resource names a node of a Ray cluster: give the cluster's address too." in shown
