@@ -69,13 +69,29 @@ from ortlab.runs.tune_policy import (
     TuneResult, _rank_key, pareto_front, task_quality, verdict_policy,
 )
 from ortlab.runs.tune_accuracy import AccuracySearch
-from ortlab.runs.tune_cluster import ClusterTrials, LocalTrials
+from ortlab.runs import service
+from ortlab.runs.tune_cluster import ClusterTrials
 from ortlab.runs.tune_space import dedupe, search_space
 from ortlab.transforms.float_revert import producer_chain
 from ortlab.model.patterns import ENCODER_NOTE, is_encoder_file
 
 
 # -- the tuner -------------------------------------------------------------------------------------------------
+
+
+class LocalTrials:
+    """Where trials run without ``--ray``: each a child process through the run service; timings on this machine
+    (the cluster's runner: :class:`ortlab.runs.tune_cluster.ClusterTrials`)."""
+
+    where = ""
+    timing_machine = None
+    retried: tuple[str, ...] = ()
+
+    def start(self, spec: RunSpec, out: Path | None, workspace: Any) -> Any:
+        return service.start_recipe(spec, out, workspace=workspace, origin="tune")
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass
@@ -569,6 +585,7 @@ class Tuner:
             close = [t for t in close if not slower_than_source(t)]
             best = max(close, key=lambda t: (_rank_key(t), -(t.cost or 0))) if close else None
         self._mark_pareto()
+        self.notes += self.trial_runner.retried
         slow = [t for t in done if slower_than_source(t)]
         if slow:
             self.notes.append(slower_note(slow))

@@ -1,8 +1,9 @@
-"""Where tune's trials run: :class:`LocalTrials` (a child process per recipe through the run service, timings on
-this machine: the behaviour without ``--ray``) or :class:`ClusterTrials` (``ortlab tune --ray ADDRESS``).
+"""Tune's trials on a Ray cluster (``ortlab tune --ray ADDRESS``): :class:`ClusterTrials`, the tuner's trial
+runner beside :class:`ortlab.runs.tune.LocalTrials` (a child process per recipe here: the behaviour without
+``--ray``).
 
-On a cluster the accuracy work of a trial (quantize + evaluate) is a Ray task on any node (spread over the
-nodes); the source model and the evaluation/calibration files go through the object store once, by hash
+On a cluster the accuracy work of a trial (quantize + evaluate) is a Ray task on any node (round robin over
+the nodes); the source model and the evaluation/calibration files go through the object store once, by hash
 (:meth:`RayCluster.put`). Timing runs only on a node carrying ``timing_resource``, the same node for every
 trial and finalist, with the one clock (:class:`ortlab.timing.child_runs.PairTimer`), and each timing records
 that node's machine. The trial comes back here as an artifact folder recorded in this workspace's History. A
@@ -22,40 +23,28 @@ from typing import Any
 
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.layout import ARTIFACT_FILE
-from ortlab.core.progress import CancelToken
+from ortlab.core.progress import CancelToken, null_reporter
 from ortlab.model.inspect import external_data_files
-from ortlab.runs import service
+from ortlab.runs.pipeline import run_prepared
 from ortlab.runs.artifact import Artifact
 from ortlab.runs.history import History
-from ortlab.runs.prepare import prepare_run
+from ortlab.runs.prepare import load_run, prepare_run
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runtime.machine import Machine, this_machine
 from ortlab.runtime.ray_cluster import ClusterError, ClusterNode, ClusterTaskFailed, RayCluster
 from ortlab.settings.config import BenchConfig
 from ortlab.timing.stats import SpeedUp
 
-__all__ = ["ClusterTrials", "LocalTrials", "run_trial_on_node", "time_pair_on_node"]
+__all__ = ["ClusterTrials", "run_trial_on_node", "time_pair_on_node"]
 
 _TIMING_SHARE = 0.01  # how much of the timing resource a timing task asks for (any node that has it qualifies)
-
-
-class LocalTrials:
-    """Today's behaviour: each trial a child process through the run service; timings on this machine."""
-
-    where = ""
-    timing_machine: Machine | None = None
-
-    def start(self, spec: RunSpec, out: Path | None, workspace: Any) -> Any:
-        return service.start_recipe(spec, out, workspace=workspace, origin="tune")
-
-    def close(self) -> None:
-        pass
 
 
 # -- on the node --------------------------------------------------------------------------------------------------
 
 
 def _unpack(blob: bytes, is_dir: bool, name: str, into: Path) -> str:
+    into.mkdir()
     target = into / name
     if is_dir:
         with zipfile.ZipFile(io.BytesIO(blob)) as zf:
@@ -75,20 +64,21 @@ def _pack_dir(folder: Path) -> bytes:
 
 
 def run_trial_on_node(spec_plain: dict[str, Any], model_name: str, model_blob: bytes,
-                      data: dict[str, tuple[str, bool, bytes]]) -> tuple[dict[str, Any], bytes]:
-    """A Ray task: run the prepared spec on this node (the source and path data written to a temporary folder
-    first) and return the artifact (plain) and its folder's files (zip)."""
+                      calibration: tuple[str, bool] | None, calibration_blob: bytes | None,
+                      evaluation: tuple[str, bool] | None, evaluation_blob: bytes | None) -> tuple[dict[str, Any], bytes]:
+    """A Ray task: run the prepared spec on this node (the source and path data — ``(name, is a folder)`` and
+    its bytes, a folder zipped — written to a temporary folder first) and return the artifact (plain) and its
+    folder's files (zip). The blobs are top-level arguments: Ray hands them over from the object store."""
     tmp = Path(tempfile.mkdtemp(prefix="ortlab-trial-"))
     try:
         source = tmp / "source"
         source.mkdir()
         (source / model_name).write_bytes(model_blob)
         spec = RunSpec.from_dict(spec_plain)
-        moved = {key: _unpack(blob, is_dir, name, tmp) for key, (name, is_dir, blob) in data.items()}
         spec = replace(spec, model=str(source / model_name),
-                       calibration=_moved(spec.calibration, moved.get("calibration")),
-                       evaluation=_moved(spec.evaluation, moved.get("evaluation")))
-        artifact = service.run_recipe_spec(spec, tmp / "out")
+                       calibration=_moved(spec.calibration, calibration, calibration_blob, tmp / "calibration"),
+                       evaluation=_moved(spec.evaluation, evaluation, evaluation_blob, tmp / "evaluation"))
+        artifact = run_prepared(load_run(spec), tmp / "out", null_reporter, None)
         artifact.save()
         return artifact.to_dict(), _pack_dir(artifact.dir)
     finally:
@@ -116,8 +106,10 @@ def time_pair_on_node(source_name: str, source_blob: bytes, candidate_blob: byte
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _moved(ref: DataRef | None, path: str | None) -> DataRef | None:
-    return replace(ref, path=path) if ref is not None and path is not None else ref
+def _moved(ref: DataRef | None, what: tuple[str, bool] | None, blob: bytes | None, into: Path) -> DataRef | None:
+    if ref is None or what is None or blob is None:
+        return ref
+    return replace(ref, path=_unpack(blob, what[1], what[0], into))
 
 
 # -- here ---------------------------------------------------------------------------------------------------------
@@ -146,6 +138,9 @@ class _ClusterHandle:
                     OrtlabError(f"On the cluster: {outcome.message}")
                 return
             self.node = self._trials.node_name(self._task.ran_on)
+            if self._task.lost_on:
+                lost = ", ".join(dict.fromkeys(self._trials.node_name(n) for n in self._task.lost_on))
+                self._trials.retried.append(f"A trial's node was lost ({lost}); the trial ran again on {self.node}.")
             self.result = self._trials.adopt(outcome, self._spec, self._out, self._ws, self.node)
         except (OrtlabError, Cancelled) as exc:
             self.error = exc
@@ -179,11 +174,14 @@ class ClusterTrials:
         self.timing_machine: Machine = self._timing_node.machine
         self.where = (f"Trials ran on a Ray cluster at {address} ({len(self.nodes)} nodes); timings on "
                       f"{self._timing_node.name()}: {self.timing_machine.summary()}.")
+        self._packed: dict[str, Any] = {}
+        self._placed: dict[str, int] = {}  # trials given to each node
         self._data = self._data_refs()
         self.last: Any = None
         self.ran_on: list[str] = []  # the node of each trial, in order
         self.timed_on: list[str] = []  # the node of each timing
         self.timing_node = ""  # the node of the last timing
+        self.retried: list[str] = []  # a note for each trial that ran again after its node was lost
 
     def _pick_timing_node(self, nodes: list[ClusterNode]) -> ClusterNode:
         if not self.timing_resource:
@@ -207,19 +205,26 @@ class ClusterTrials:
                                "save it as one .onnx file (under 2 GB), or tune without --ray.")
         return {"model": self.cluster.put(model.read_bytes())}
 
-    def _data_blob(self, ref: DataRef | None) -> tuple[str, bool, Any] | None:
-        if ref is None or ref.path is None:  # a bundled sample's set or random data: every node has it
-            return None
+    def _data_blob(self, ref: DataRef | None) -> tuple[tuple[str, bool] | None, Any]:
+        """((name, is a folder), its object-store reference) of path data; (None, None) for a bundled sample's
+        set or random data (every node has those)."""
+        if ref is None or ref.path is None:
+            return None, None
         path = Path(ref.path)
-        blob = _pack_dir(path) if path.is_dir() else path.read_bytes()
-        return path.name, path.is_dir(), self.cluster.put(blob)
+        key = str(path.resolve())
+        if key not in self._packed:  # a folder is zipped once; put() ships the same bytes once
+            self._packed[key] = self.cluster.put(_pack_dir(path) if path.is_dir() else path.read_bytes())
+        return (path.name, path.is_dir()), self._packed[key]
 
     def submit_trial(self, spec: RunSpec) -> Any:
         spec = prepare_run(spec)
-        data = {k: v for k, v in (("calibration", self._data_blob(spec.calibration)),
-                                  ("evaluation", self._data_blob(spec.evaluation))) if v is not None}
+        alive = self.cluster.fitting()
+        node = min(alive, key=lambda n: (self._placed.get(n, 0), alive.index(n))) if alive else None
+        if node is not None:  # round robin: the node that got the fewest trials so far
+            self._placed[node] = self._placed.get(node, 0) + 1
         return self.cluster.submit(run_trial_on_node, spec.to_dict(), Path(self.model).name, self._data["model"],
-                                   data, spread=True)
+                                   *self._data_blob(spec.calibration), *self._data_blob(spec.evaluation),
+                                   node_id=node, spread=True)
 
     def start(self, spec: RunSpec, out: Path | None, workspace: Any) -> _ClusterHandle:
         return _ClusterHandle(self, spec, out, workspace)

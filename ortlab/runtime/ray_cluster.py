@@ -33,7 +33,8 @@ CLUSTER_ENV = {"RAY_USAGE_STATS_ENABLED": "0", **NO_TELEMETRY_ENV}  # in the dri
 INSTALL_HINT = "pip install 'ortlab[ray]'"
 _POLL_S = 0.2  # how often wait() looks at Cancel while tasks run
 _STRANDED_CHECK_S = 2.0  # how often wait() looks for tasks whose node is gone
-_PROBE_S = 3.0  # how long connect() waits for a TCP answer from host:port
+_PROBE_S = 3.0
+_NODE_NOTE = "ortlab: raised on node "  # how long connect() waits for a TCP answer from host:port
 
 
 class RayUnavailable(OrtlabError):
@@ -107,7 +108,12 @@ def _run_and_say_where(fn: Callable[..., Any], *args: Any) -> tuple[str, Any]:
     import ray
 
     os.environ.update(CLUSTER_ENV)
-    return ray.get_runtime_context().get_node_id(), fn(*args)
+    node_id = ray.get_runtime_context().get_node_id()
+    try:
+        return node_id, fn(*args)
+    except Exception as exc:
+        exc.add_note(f"{_NODE_NOTE}{node_id}")  # travels with the error: wait() names the node
+        raise
 
 
 def _machine_here() -> tuple[str, Machine]:
@@ -240,7 +246,7 @@ class RayCluster:
             cause = err.cause if isinstance(getattr(err, "cause", None), BaseException) else err
             if isinstance(cause, Cancelled):
                 raise cause from None
-            return ClusterTaskFailed(f"{cause}", node=self.node_name(_node_of(err)), cause=cause)
+            return ClusterTaskFailed(f"{cause}", node=self.node_name(_node_of(cause)), cause=cause)
         except (rx.NodeDiedError, rx.WorkerCrashedError, rx.ObjectLostError, rx.OwnerDiedError,
                 rx.LocalRayletDiedError, rx.TaskUnschedulableError, rx.RaySystemError) as err:
             return self._lost(task, err)
@@ -262,19 +268,20 @@ class RayCluster:
         return ClusterTaskFailed(f"The task was lost with its node {name}{why}; ran on: {tried}{nowhere}.",
                                  node=name, cause=err, lost=True)
 
-    def _fitting(self, resources: dict[str, float] | None, num_cpus: float) -> list[str]:
+    def fitting(self, resources: dict[str, float] | None = None, num_cpus: float = 1) -> list[str]:
+        """Ids of the alive nodes whose resources fit such a task (free or not)."""
         need = {**(resources or {}), "CPU": num_cpus}
         return [n["NodeID"] for n in ray_module().nodes() if n.get("Alive")
                 and all(n.get("Resources", {}).get(k, 0.0) >= v for k, v in need.items() if v > 0)]
 
     def _elsewhere(self, task: ClusterTask) -> str | None:
-        fits = [n for n in self._fitting(task.resources, task.num_cpus) if n not in task.lost_on]
+        fits = [n for n in self.fitting(task.resources, task.num_cpus) if n not in task.lost_on]
         return fits[0] if fits else None
 
     def _stranded(self, task: ClusterTask) -> bool:
         """The task waits for a node that is gone: pinned to a dead node, or no alive node fits it (Ray would
         keep it waiting for a node to join)."""
-        fits = self._fitting(task.resources, task.num_cpus)
+        fits = self.fitting(task.resources, task.num_cpus)
         return (task.node_id not in fits) if task.node_id else not fits
 
     def _died_since(self) -> str | None:
@@ -355,6 +362,9 @@ def _node_of(err: BaseException) -> str | None:
         v = getattr(err, attr, None)
         if isinstance(v, str) and v:
             return v
+    for note in getattr(err, "__notes__", ()):
+        if isinstance(note, str) and note.startswith(_NODE_NOTE):
+            return note[len(_NODE_NOTE):]
     text = str(err)
     marker = "node ID: "
     if marker in text:

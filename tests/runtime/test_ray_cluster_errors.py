@@ -1,0 +1,32 @@
+"""What a person sees when Ray is missing or nothing listens at the cluster address (no cluster needed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import sys
+
+import pytest
+
+from ortlab.core.errors import OrtlabError
+from ortlab.runtime.ray_cluster import ClusterError, RayCluster, RayUnavailable
+
+
+def test_without_ray_the_message_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray → ImportError
+    with pytest.raises(RayUnavailable) as err:
+        RayCluster.connect("127.0.0.1:6379")
+    assert isinstance(err.value, OrtlabError)
+    assert str(err.value) == "Running on a cluster needs Ray: install it with pip install 'ortlab[ray]'."
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
+def test_an_address_where_nothing_listens_says_how_to_start_a_head():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # free, and nothing listens there
+    with pytest.raises(ClusterError, match=rf"Nothing listens at 127.0.0.1:{port} .*ray start --head --port {port}"):
+        RayCluster.connect(f"127.0.0.1:{port}")
+    with pytest.raises(ClusterError, match="not HOST:PORT"):
+        RayCluster.connect("my-head")
