@@ -3,8 +3,9 @@ runner beside :class:`ortlab.runs.tune.LocalTrials` (a child process per recipe 
 ``--ray``).
 
 On a cluster the accuracy work of a trial (quantize + evaluate) is a Ray task on any node (round robin over
-the nodes); the source model and the evaluation/calibration files go through the object store once, by hash
-(:meth:`RayCluster.put`). Timing runs only on a node carrying ``timing_resource``, the same node for every
+the nodes); the source model, the evaluation/calibration files and the workspace's kept calibrations go through
+the object store once, by hash (:meth:`RayCluster.put`); calibrations a node makes are kept here, for the next
+trial on any node. Timing runs only on a node carrying ``timing_resource``, the same node for every
 trial and finalist, with the one clock (:class:`ortlab.timing.child_runs.PairTimer`), and each timing records
 that node's machine. The trial comes back here as an artifact folder recorded in this workspace's History. A
 node lost mid-trial: the trial runs once more on another node, then fails with the node named.
@@ -27,6 +28,7 @@ from ortlab.core.progress import CancelToken, null_reporter
 from ortlab.model.inspect import external_data_files
 from ortlab.runs.pipeline import run_prepared
 from ortlab.runs.artifact import Artifact
+from ortlab.runs.calibration_cache import CalibrationCache
 from ortlab.runs.history import History
 from ortlab.runs.prepare import load_run, prepare_run
 from ortlab.runs.runspec import DataRef, RunSpec
@@ -65,10 +67,13 @@ def _pack_dir(folder: Path) -> bytes:
 
 def run_trial_on_node(spec_plain: dict[str, Any], model_name: str, model_blob: bytes,
                       calibration: tuple[str, bool] | None, calibration_blob: bytes | None,
-                      evaluation: tuple[str, bool] | None, evaluation_blob: bytes | None) -> tuple[dict[str, Any], bytes]:
+                      evaluation: tuple[str, bool] | None, evaluation_blob: bytes | None,
+                      calibrations_blob: bytes | None = None) -> tuple[dict[str, Any], bytes, bytes]:
     """A Ray task: run the prepared spec on this node (the source and path data — ``(name, is a folder)`` and
     its bytes, a folder zipped — written to a temporary folder first) and return the artifact (plain) and its
-    folder's files (zip). The blobs are top-level arguments: Ray hands them over from the object store."""
+    folder's files (zip), and the calibration cache after the run (zip). ``calibrations_blob``: the workspace's
+    kept calibrations (zip), so a trial reuses one made on any node. The blobs are top-level arguments: Ray
+    hands them over from the object store."""
     tmp = Path(tempfile.mkdtemp(prefix="ortlab-trial-"))
     try:
         source = tmp / "source"
@@ -78,9 +83,15 @@ def run_trial_on_node(spec_plain: dict[str, Any], model_name: str, model_blob: b
         spec = replace(spec, model=str(source / model_name),
                        calibration=_moved(spec.calibration, calibration, calibration_blob, tmp / "calibration"),
                        evaluation=_moved(spec.evaluation, evaluation, evaluation_blob, tmp / "evaluation"))
-        artifact = run_prepared(load_run(spec), tmp / "out", null_reporter, None)
+        kept = tmp / "calibrations"
+        kept.mkdir()
+        if calibrations_blob:
+            with zipfile.ZipFile(io.BytesIO(calibrations_blob)) as zf:
+                zf.extractall(kept)
+        artifact = run_prepared(load_run(spec), tmp / "out", null_reporter, None,
+                                calibrations=CalibrationCache(kept))
         artifact.save()
-        return artifact.to_dict(), _pack_dir(artifact.dir)
+        return artifact.to_dict(), _pack_dir(artifact.dir), _pack_dir(kept)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -106,6 +117,16 @@ def time_pair_on_node(source_name: str, source_blob: bytes, candidate_blob: byte
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _keep_new_calibrations(blob: bytes, folder: Path) -> None:
+    """Calibrations a node made, added to this workspace's (a file already here is kept)."""
+    with zipfile.ZipFile(io.BytesIO(blob)) as zf:
+        for name in zf.namelist():
+            target = folder / Path(name).name
+            if name.endswith(".json") and not target.exists():
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                target.write_bytes(zf.read(name))
+
+
 def _moved(ref: DataRef | None, what: tuple[str, bool] | None, blob: bytes | None, into: Path) -> DataRef | None:
     if ref is None or what is None or blob is None:
         return ref
@@ -125,7 +146,7 @@ class _ClusterHandle:
         self.result: Artifact | None = None
         self.error: OrtlabError | Cancelled | None = None
         self.node = ""
-        self._task = trials.submit_trial(spec)
+        self._task = trials.submit_trial(spec, workspace)
         self._thread = threading.Thread(target=self._follow, name="ortlab-cluster-trial", daemon=True)
         self._thread.start()
 
@@ -216,7 +237,7 @@ class ClusterTrials:
             self._packed[key] = self.cluster.put(_pack_dir(path) if path.is_dir() else path.read_bytes())
         return (path.name, path.is_dir()), self._packed[key]
 
-    def submit_trial(self, spec: RunSpec) -> Any:
+    def submit_trial(self, spec: RunSpec, workspace: Any) -> Any:
         spec = prepare_run(spec)
         alive = self.cluster.fitting()
         node = min(alive, key=lambda n: (self._placed.get(n, 0), alive.index(n))) if alive else None
@@ -224,16 +245,22 @@ class ClusterTrials:
             self._placed[node] = self._placed.get(node, 0) + 1
         return self.cluster.submit(run_trial_on_node, spec.to_dict(), Path(self.model).name, self._data["model"],
                                    *self._data_blob(spec.calibration), *self._data_blob(spec.evaluation),
-                                   node_id=node, spread=True)
+                                   self._calibrations(workspace), node_id=node, spread=True)
+
+    def _calibrations(self, workspace: Any) -> Any:
+        """The workspace's kept calibrations as one object-store reference (the same files: the same one)."""
+        folder = CalibrationCache.in_workspace(workspace.root).folder
+        return self.cluster.put(_pack_dir(folder)) if folder.is_dir() else None
 
     def start(self, spec: RunSpec, out: Path | None, workspace: Any) -> _ClusterHandle:
         return _ClusterHandle(self, spec, out, workspace)
 
-    def adopt(self, outcome: tuple[dict[str, Any], bytes], spec: RunSpec, out: Path | None, workspace: Any,
+    def adopt(self, outcome: tuple[dict[str, Any], bytes, bytes], spec: RunSpec, out: Path | None, workspace: Any,
               node: str) -> Artifact:
         """The artifact a node made, written into this workspace (``out`` or a new run folder) and recorded in
         its History."""
-        plain, files = outcome
+        plain, files, calibrations = outcome
+        _keep_new_calibrations(calibrations, CalibrationCache.in_workspace(workspace.root).folder)
         run_dir = Path(out) if out is not None else workspace.new_artifact_dir()
         run_dir.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(io.BytesIO(files)) as zf:

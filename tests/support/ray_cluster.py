@@ -32,6 +32,10 @@ REPO = Path(__file__).resolve().parents[2]
 MARKER_ENV = "ORTLAB_TEST_RAY_NODE"
 OBJECT_STORE_BYTES = 100 * 1024 * 1024  # per node: Ray's minimum is 75 MB; the tests ship a few MB
 START_TIMEOUT_S = 90
+# A lost node is declared dead after 3 missed health checks 1 s apart (Ray's defaults: 5 of 3 s), so the test
+# that kills the worker waits seconds, not half a minute, before the trial runs again.
+FAST_LOSS_ENV = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
+                 "RAY_health_check_failure_threshold": "3"}
 
 
 def ray_bin() -> str:
@@ -148,7 +152,7 @@ def local_ray_cluster(head_resources: dict[str, float] | None = None,
     temp_dir = tempfile.mkdtemp(prefix="ortray-", dir="/tmp")  # short: Ray's unix sockets live under it
     tag = uuid.uuid4().hex[:12]
     cluster = LocalCluster("", temp_dir, f"{tag}-head", f"{tag}-worker")
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "ORT_DISABLE_TELEMETRY": "1",
+    env = {**os.environ, **FAST_LOSS_ENV, "RAY_USAGE_STATS_ENABLED": "0", "ORT_DISABLE_TELEMETRY": "1",
            "PYTHONPATH": str(REPO) + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")}
     env.pop("RAY_ADDRESS", None)
     t0 = time.monotonic()
