@@ -168,8 +168,9 @@ def print_cluster(bench: api.ClusterBenchmark, ns: argparse.Namespace) -> int:
         if k.timing is not None:
             print(f"node       {k.kind.label}: {k.kind.address} · {k.timing.machine.summary()} · "
                   f"{k.timing.seconds:.0f} s · history benchmark {k.bench_id}")
-    for w in (w for k in bench.kinds if k.comparison is not None for w in k.comparison.warnings):
-        print(f"warning    {w}")
+    for k in bench.kinds:
+        for w in k.comparison.warnings if k.comparison is not None else []:
+            print(f"warning    on {k.kind.label}: {w}")
     for f in bench.failures:
         print(f"failed     {f}")
     return 0 if not bench.failures else 1
