@@ -11,6 +11,9 @@ enums such as :class:`~ortlab.runs.artifact.Artifact`, :class:`~ortlab.checks.ev
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 # -- models: inspect, import, compare graphs ------------------------------------------------------------------
 from ortlab.model.diff_view import carry_values, map_node_names
 from ortlab.model.inspect import external_data_files, inspect_model, op_key, sha256_file_cached
@@ -48,9 +51,10 @@ from ortlab.timing.compare import MAX_SPREAD as BENCH_MAX_SPREAD, MIN_RUNS as BE
 
 # -- runs: recipes, benchmarks, tuning, history ------------------------------------------------------------
 from ortlab.runs.history import take_notices
-from ortlab.runs.bench_service import PAIR_TIMING, bench_busy, start_benchmark, start_pair_timing, timed_variants
+from ortlab.runs.bench_service import PAIR_TIMING, bench_busy, start_pair_timing, timed_variants
 from ortlab.timing.settle import settled
 from ortlab.runs.runtime_judge import RuntimeJudgement, judge_runtime_rows
+from ortlab.runs import bench_service, cluster_bench
 from ortlab.runs.service import dismiss_interrupted, interrupted_runs, start_recipe, startup
 from ortlab.runs.tune_policy import sqnr_policy, verdict_policy
 from ortlab.runs.pipeline import stage_labels
@@ -86,6 +90,7 @@ from ortlab.timing.settle import CAP_S as SETTLE_CAP_S, TARGET as SETTLE_TARGET,
 from ortlab.runs.artifact import Artifact, artifact_sample
 from ortlab.runs.result_speed import ResultSpeed, SpeedCheck, default_check as default_speed_check
 from ortlab.runs.bench_service import BenchHandle
+from ortlab.runs.cluster_bench import ClusterBenchHandle, ClusterBenchmark, ClusterRow, machine_stamp
 from ortlab.runs.history import BenchmarkRecord, BenchVariant, History, HistoryRecovered
 from ortlab.runs.pipeline import NO_CALIBRATION_DATA, VERIFICATION_SKIPPED
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, DataRef, RunSpec
@@ -106,6 +111,21 @@ def open_workspace(root=None) -> Workspace:
 def open_history(workspace: Workspace) -> History:
     """The run and benchmark History of ``workspace``."""
     return History(workspace.db_path)
+
+
+def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, cluster: str | None = None,
+                    nodes: Sequence[str] = (), measure_memory: bool = False, workspace: Workspace | None = None,
+                    origin: str = "app", shapes: dict[str, list[int]] | None = None,
+                    values: dict[str, float] | None = None, **local: Any) -> BenchHandle | ClusterBenchHandle:
+    """A benchmark (the app's and the command line's one way to start one): on this machine
+    (:func:`ortlab.runs.bench_service.start_benchmark`, which takes ``local``'s arguments), or with ``cluster``
+    (a Ray address, "auto" or host:port) on every kind of node of that cluster, or on the ``nodes`` resources
+    named (:func:`ortlab.runs.cluster_bench.start`: its ``result`` is a :class:`ClusterBenchmark`)."""
+    if cluster and cluster.strip():
+        return cluster_bench.start(variants, config, cluster, nodes=nodes, measure_memory=measure_memory,
+                                   workspace=workspace, origin=origin, shapes=shapes, values=values)
+    return bench_service.start_benchmark(variants, config, measure_memory=measure_memory, workspace=workspace,
+                                         origin=origin, shapes=shapes, values=values, **local)
 
 
 def start_tune(model, calibration: DataRef | None, evaluation: DataRef, settings: TuneSettings, policy, *,
@@ -154,6 +174,9 @@ __all__ = [
     "BenchHandle",
     "BenchVariant",
     "BenchmarkRecord",
+    "ClusterBenchHandle",
+    "ClusterBenchmark",
+    "ClusterRow",
     "DataRef",
     "EvalReport",
     "Finding",
@@ -255,6 +278,7 @@ __all__ = [
     "load_path",
     "load_tensor_file",
     "load_text_file",
+    "machine_stamp",
     "machine_text",
     "map_node_names",
     "model_info",

@@ -57,6 +57,9 @@ with st.container(border=True):
         cfg = dataclass_form(BenchConfig, cfg, "bench", exclude=(*MAIN, "openvino"), columns=3, disabled=running)
     memory = st.toggle("Show peak memory (of the separate process that times each variant and batch size)",
                        value=True, key="bench.memory", disabled=running)
+    cluster = st.text_input("Cluster (a Ray head's host:port, or auto; empty: this machine)", key="bench.cluster",
+                            disabled=running, help="Times every variant on each kind of node of the cluster (its "
+                                                   "custom resources), one row per variant and machine.")
 problems = []
 if not chosen:
     problems.append("Pick at least one variant.")
@@ -70,7 +73,7 @@ if ahead and not running:
             f"started here now begins when {'they finish' if ahead != 1 else 'it finishes'}.")
 if st.button("▶ Run benchmark", key="bench.run", type="primary", disabled=bool(problems) or running):
     with engine_errors("Starting the benchmark"):
-        job = start_benchmark([by_id[i] for i in chosen], cfg, memory)
+        job = start_benchmark([by_id[i] for i in chosen], cfg, memory, cluster)
         running = not job.done
 
 
@@ -79,6 +82,8 @@ def draw_live(job) -> None:
     if job.state == jobs.QUEUED and "queued" in job.progress:
         st.info(job.progress["queued"].message)
     draw_stages(job)
+    if job.meta.get("cluster"):  # the nodes send their timings at the end: no live chart
+        return
     batches = sorted({int(b) for b in job.meta["config"].batch_sizes})
     shown = None
     if len(batches) > 1:  # one batch size at a time: a few lines to read, not a tangle of every series
@@ -109,15 +114,24 @@ if job is not None and not job.done:
     poll()
 elif job is not None:
     draw_live(job)
-    if job.state == jobs.DONE:
+    if job.state == jobs.DONE and not job.meta.get("cluster"):
         if not job.handled:  # the service already recorded it in the history
             job.handled = True
             state.set_last_benchmark(job.record)
-    else:
+    elif job.state != jobs.DONE:
         show_message(*error_message("Benchmarking", job.error))
 
+across = bench_view.cluster_result(job)
+if across is not None:
+    st.subheader("Results across the cluster")
+    st.dataframe(bench_view.cluster_rows(across), hide_index=True, width="stretch")
+    st.caption(f"Timed on the Ray cluster at {md(across.address)}: each kind of node timed every variant, in turn "
+               "block by block; each speed-up is taken on its own node, with a 95 % interval. Each node's timing is "
+               "in History with its machine.")
+    for failure in across.failures:
+        st.warning(md(f"Not timed on {failure}"), icon=":material/warning:")
 last = state.last_benchmark()
-if last and (job is None or job.done):
+if last and (job is None or job.done) and across is None:
     st.subheader("Results")
     lnames = last.names()
     precisions = {v.id: v.artifact.recipe.precision.value for v in variants if v.artifact is not None}

@@ -44,11 +44,19 @@ with st.form("tune.form", border=True):
                                 key="tune.bench_s", disabled=running)
     steps = c[3].number_input("Keep-in-float steps", min_value=0, max_value=20, key="tune.steps",
                               disabled=running)
+    where = st.columns(2)
+    cluster = where[0].text_input("Cluster (a Ray head's host:port, or auto; empty: this machine)", key="tune.cluster",
+                              disabled=running, help="Trials run as Ray tasks on the cluster's nodes; the model, data "
+                                                     "and calibration go through its object store once.")
+    timing_resource = where[1].text_input("Timing resource (a custom resource of the target nodes)",
+                                      key="tune.timing_resource", disabled=running,
+                                      help="Every timing runs on a node that carries it (e.g. cpu_epyc), all on "
+                                           "the same node; empty: one node of the cluster, chosen once.")
     submitted = st.form_submit_button(":material/play_arrow: Start tuning", type="primary", disabled=running)
 if submitted and not running:
     choice = tv.TuneChoice(target=target, objective=objective, budget_s=float(budget), policy=policy,
                            min_sqnr_db=float(min_sqnr), max_trials=int(max_trials), bench_s=float(bench_s),
-                           exclusion_steps=int(steps))
+                           exclusion_steps=int(steps), cluster=cluster, timing_resource=timing_resource)
     with engine_errors("Starting the search"):
         task = tv.start_tune(choice)
         if not task.done:

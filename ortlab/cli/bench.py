@@ -37,6 +37,12 @@ def add_command(sub) -> None:
                    help="With --openvino and a bundled sample (or a run made from one) first: judge each OpenVINO row "
                         "against ONNX Runtime fp32 on N of its evaluation images with the verdict's task metric "
                         "(default: 64). 0: do not judge.")
+    p.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help="Time every variant on each kind of node of this Ray cluster (host:port of its head, or "
+                        "auto), one row per variant and machine; needs pip install 'ortlab[ray]'.")
+    p.add_argument("--nodes", metavar="RES1,RES2", default="",
+                   help="With --ray: time only on nodes that carry these custom resources (one kind each), "
+                        "instead of on every kind of node.")
     add_output_flags(p)
     p.set_defaults(func=cmd_bench)
 
@@ -90,6 +96,26 @@ def result_table(comparison, first: str, memory: bool, judged: dict) -> tuple[li
             row.append(j.cell() if j is not None else "")
         rows.append(row)
     return rows, header
+def check_input_names(paths: list[Path], shapes: dict, values: dict) -> None:
+    """UsageError when --shape or --input-value names an input that none of the models takes."""
+    if not shapes and not values:
+        return
+    taken = {t.name for p in paths for t in inspect_model(p).inputs}
+    for flag, given in (("--shape", shapes), ("--input-value", values)):
+        unknown = [k for k in given if k not in taken]
+        if unknown:
+            raise UsageError(f"{flag} names {', '.join(unknown)}, which none of the models takes "
+                             f"(inputs: {', '.join(sorted(taken))}).")
+
+
+def cluster_nodes(ns: argparse.Namespace) -> list[str]:
+    """The resources ``--nodes`` names; UsageError for --nodes without --ray, or an empty --ray."""
+    nodes = [n.strip() for n in (ns.nodes or "").split(",") if n.strip()]
+    if nodes and not ns.ray:
+        raise UsageError("--nodes names the cluster's nodes to time on: give the cluster with --ray ADDRESS.")
+    if ns.ray is not None and not ns.ray.strip():
+        raise UsageError("--ray needs the address of the cluster's head (host:port) or auto.")
+    return nodes
 
 
 def cmd_bench(ns: argparse.Namespace) -> int:
@@ -97,23 +123,19 @@ def cmd_bench(ns: argparse.Namespace) -> int:
 
     paths = [model_file(m) for m in ns.models]
     cfg = bench_from_args(ns)
+    nodes = cluster_nodes(ns)
 
     shapes, values = shapes_from_args(ns), values_from_args(ns)
-    if shapes or values:
-
-        taken = {t.name for p in paths for t in inspect_model(p).inputs}
-        for flag, given in (("--shape", shapes), ("--input-value", values)):
-            unknown = [k for k in given if k not in taken]
-            if unknown:
-                raise UsageError(f"{flag} names {', '.join(unknown)}, which none of the models takes "
-                                 f"(inputs: {', '.join(sorted(taken))}).")
+    check_input_names(paths, shapes, values)
     workspace = api.open_workspace()
     run_ids = {Path(r.model_path).resolve(): r.run_id for r in reversed(workspace.history().list())
                if isinstance(r, Artifact)}
     variants = [BenchVariant(name, name, str(path), run_ids.get(path.resolve()))
                 for path, name in zip(paths, variant_names(paths))]
     handle = api.start_benchmark(variants, cfg, measure_memory=ns.memory, workspace=workspace, origin="cli",
-                                     profile_dir=ns.profile, shapes=shapes, values=values)
+                                 profile_dir=ns.profile, shapes=shapes, values=values, cluster=ns.ray, nodes=nodes)
+    if ns.ray:
+        return print_cluster(handle.follow(reporter(ns)), ns)
     summaries = handle.follow(reporter(ns))
     judged, judge_note = judge_openvino_rows(ns, paths, variants)
     baseline = handle.baseline_rss_mb
@@ -148,3 +170,40 @@ def cmd_bench(ns: argparse.Namespace) -> int:
         if s.profile_path:
             print(f"profile {s.variant} b{s.batch_size}: {s.profile_path}")
     return 0
+
+
+def print_cluster(bench: api.ClusterBenchmark, ns: argparse.Namespace) -> int:
+    """The table of a benchmark across a cluster: one row per variant × machine, each speed-up taken on its node."""
+    rows = bench.rows()
+    if ns.json:
+        print_json({"config": bench.config, "cluster": bench.address, "seconds": bench.seconds,
+                    "rows": [{"variant": r.variant, "kind": r.kind, "machine": r.machine, "summary": r.summary,
+                              "speedup": r.comparison.speedup, "low": r.comparison.low, "high": r.comparison.high,
+                              "interleaved": r.comparison.paired, "clear_difference": r.comparison.clear}
+                             for r in rows],
+                    "nodes": [{"kind": k.kind.label, "address": k.kind.address, "node_id": k.kind.node_id,
+                               "ran_on": k.ran_on, "machine": k.timing.machine if k.timing else None,
+                               "seconds": k.timing.seconds if k.timing else None, "bench_id": k.bench_id,
+                               "error": k.error} for k in bench.kinds],
+                    "failures": bench.failures})
+        return 0 if not bench.failures else 1
+    first = bench.variants[0].name if bench.variants else ""
+    header = ["model", "node kind", "batch", "runs", "p50 ms", "p50 95% interval", "items/s (batch÷p50)",
+              f"speed-up vs {first} (same node)", "machine (CPU · ISA · cores · threads)"]
+    table_rows = [[r.name, r.kind, str(r.summary.batch_size), str(r.summary.n), f"{r.summary.p50:.3f}",
+                   interval_text(r.summary.p50_low, r.summary.p50_high), f"{r.summary.throughput_per_s:,.1f}",
+                   r.comparison.speedup_text(is_baseline=r.is_baseline), r.stamp] for r in rows]
+    print(table(table_rows, header))
+    if len(bench.variants) > 1:
+        print(f"speed-up   {first} p50 ÷ this p50 on the same node, the median over rounds in which the models ran "
+              "in turn (interleaved), with its 95% interval; an interval that holds 1 is no clear difference.")
+    for k in bench.kinds:
+        if k.timing is not None:
+            print(f"node       {k.kind.label}: {k.kind.address} · {k.timing.machine.summary()} · "
+                  f"{k.timing.seconds:.0f} s · history benchmark {k.bench_id}")
+    for k in bench.kinds:
+        for w in k.comparison.warnings if k.comparison is not None else []:
+            print(f"warning    on {k.kind.label}: {w}")
+    for f in bench.failures:
+        print(f"failed     {f}")
+    return 0 if not bench.failures else 1

@@ -20,6 +20,8 @@ from ortlab.core.text import one_line, utc_timestamp
 from ortlab.runtime.child import (
     default_memory_gb,
 )
+from ortlab.runs.bench_queue import bench_busy as bench_busy  # re-exported: the callers' one name
+from ortlab.runs.bench_queue import bench_queue_position, enqueue, leave_queue, wait_for_slot
 from ortlab.runs.workspace import Workspace
 from ortlab.runtime import openvino as ov
 from ortlab.runtime.hardware import detect
@@ -31,24 +33,8 @@ PROFILES_DIR = "profiles"  # under the workspace: one folder of ORT profiles per
 PAIR_TIMING = BenchConfig(batch_sizes=(1,), warmup=5, duration_s=1.5)  # a pair's batch-1 rounds: at least 1.5 s each
 
 
-# -- benchmarks: one at a time per process, each variant × batch size timed in its own child -----------------
-
-
-_BENCH = threading.Condition()
-_BENCH_QUEUE: list[str] = []  # handle ids; the first one runs
-
-
-def bench_busy() -> int:
-    """Benchmarks running or waiting in this process."""
-    with _BENCH:
-        return len(_BENCH_QUEUE)
-
-
-def bench_queue_position(handle_id: str) -> int:
-    """How many benchmarks run or wait ahead of ``handle_id`` (0 = it runs, or has ended)."""
-    with _BENCH:
-        return _BENCH_QUEUE.index(handle_id) if handle_id in _BENCH_QUEUE else 0
-
+# -- benchmarks: one at a time per process (:mod:`ortlab.runs.bench_queue`), each variant × batch size timed in its
+# own child ----------------------------------------------------------------------------------------------------
 
 class BenchHandle(Handle):
     """A benchmark; drained items are ``LatencySample``; ``result`` is the list of ``LatencySummary`` and
@@ -130,8 +116,7 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, me
         profile_dir = profile_folder(ws, handle.id)
     if timer is None:
         timer = _default_timer(memory_gb if memory_gb is not None else default_memory_gb(config.target))
-    with _BENCH:
-        _BENCH_QUEUE.append(handle.id)
+    enqueue(handle)
     handle.profile_dir = Path(profile_dir) if own_profiles else None
     if interleave:
         limit = memory_gb if memory_gb is not None else default_memory_gb(config.target)
@@ -180,7 +165,7 @@ def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, pr
     began = time.monotonic()
     try:
         try:
-            _wait_for_slot(handle)
+            wait_for_slot(handle)
             handle.state = RUNNING
             began = time.monotonic()
             if handle.timeout_s is not None:
@@ -194,10 +179,7 @@ def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, pr
         finally:
             if timer_limit is not None:
                 timer_limit.cancel()
-            with _BENCH:
-                if handle.id in _BENCH_QUEUE:
-                    _BENCH_QUEUE.remove(handle.id)
-                _BENCH.notify_all()
+            leave_queue(handle)
         if measure_memory:
             handle.baseline_rss_mb = bench.baseline_memory_mb()
         machine = this_machine(handle.config.intra_op_threads, openvino=handle.config.openvino)
@@ -252,22 +234,6 @@ def _default_timer(memory_gb: float | None = None):
     if os.name != "posix":
         return bench.latency_samples
     return functools.partial(child_runs.latency_samples_isolated, memory_gb=memory_gb)
-
-
-def _wait_for_slot(handle: BenchHandle) -> None:
-    said = -1
-    with _BENCH:
-        while _BENCH_QUEUE[0] != handle.id:
-            ahead = _BENCH_QUEUE.index(handle.id)
-            if ahead != said:
-                handle._put(ProgressEvent("queued", 0, None, f"Queued behind {ahead} benchmark"
-                                                             f"{'s' if ahead != 1 else ''}."))
-                said = ahead
-            if handle.cancel_requested:
-                raise Cancelled(step="queued")
-            _BENCH.wait(0.2)
-    if said >= 0:
-        handle._put(ProgressEvent("queued", 1, 1, "Started."))
 
 
 def _bench_all(handle: BenchHandle, measure_memory: bool, profile_dir, timer) -> list:

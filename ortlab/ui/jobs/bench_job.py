@@ -16,15 +16,17 @@ from ortlab.api import control_values
 from ortlab.ui.session.actions import bench_shapes
 
 
-def start_benchmark(variants: list[Variant], cfg: BenchConfig, measure_memory: bool) -> BenchHandle:
-    """Start timing ``variants`` at every batch size of ``cfg``; peak memory is kept when ``measure_memory``."""
+def start_benchmark(variants: list[Variant], cfg: BenchConfig, measure_memory: bool, cluster: str = "") -> BenchHandle:
+    """Start timing ``variants`` at every batch size of ``cfg``; peak memory is kept when ``measure_memory``;
+    ``cluster`` (a Ray address) times them on every kind of node of that cluster instead of this machine."""
     plain = [BenchVariant(v.id, v.name, str(v.path), v.artifact.run_id if v.artifact else None) for v in variants]
 
     info = state.model_info()
     values = control_values(state.eval_dataset(), info.inputs) if info is not None else {}
     job = start_service_benchmark(plain, cfg, measure_memory=measure_memory, workspace=workspace(), origin="app",
-                                  shapes=bench_shapes(), values=values)
-    job.meta = {"samples": {}, "config": cfg, "variants": [(v.id, v.name, v.path) for v in job.variants]}
+                                  shapes=bench_shapes(), values=values, cluster=cluster.strip() or None)
+    job.meta = {"samples": {}, "config": cfg, "variants": [(v.id, v.name, v.path) for v in job.variants],
+                "cluster": cluster.strip()}
     state.set_job("bench", job)
     return started(job)  # type: ignore[return-value]
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ortlab.api import THROUGHPUT_METHOD
-from ortlab.api import BenchComparison, LatencyStats
+from ortlab.api import BenchComparison, ClusterBenchmark, LatencyStats
 from ortlab.api import BENCH_MAX_SPREAD as MAX_SPREAD, BENCH_MIN_RUNS as MIN_RUNS
 
 THROUGHPUT_COLUMN = "samples/s (batch÷p50)"
@@ -83,6 +83,22 @@ def result_rows(comparison: BenchComparison, names: Mapping[str, str]) -> list[d
                      "peak memory MB": None if s.peak_rss_mb is None else round(s.peak_rss_mb, 1),
                      "providers": ", ".join(p.replace("ExecutionProvider", "") for p in s.providers)})
     return rows
+
+
+def cluster_result(job: Any) -> ClusterBenchmark | None:
+    """The result of a finished benchmark across a cluster, else None."""
+    result = getattr(job, "result", None) if job is not None and job.done else None
+    return result if isinstance(result, ClusterBenchmark) else None
+
+
+def cluster_rows(bench: ClusterBenchmark) -> list[dict]:
+    """One row per variant × machine (× batch size), its speed-up taken on that machine, stamped with the machine."""
+    return [{"variant": r.name, "node kind": r.kind, "batch": r.summary.batch_size, "runs": r.summary.n,
+             "p50 ms": round(r.summary.p50, 3),
+             "p50 95% interval": interval_text(r.summary.p50_low, r.summary.p50_high),
+             THROUGHPUT_COLUMN: round(r.summary.throughput_per_s, 1),
+             "speedup (p50, same node)": speedup_cell(r.comparison, is_baseline=r.is_baseline),
+             "machine": r.stamp} for r in bench.rows()]
 
 
 def slowdown_lines(comparison: BenchComparison, names: Mapping[str, str]) -> list[str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from ortlab import api
-from ortlab.api import Target, TuneJob, TuneSettings, sqnr_policy, verdict_policy
+from ortlab.api import Target, TuneJob, TuneSettings, UsageError, sqnr_policy, verdict_policy
 from ortlab.ui.session import actions, state
 from ortlab.ui.views import charts
 from ortlab.ui.jobs.status import sync_jobs
@@ -37,11 +37,13 @@ class TuneChoice:
     max_trials: int = 0  # 0: no limit
     bench_s: float = 1.0
     exclusion_steps: int = 6
+    cluster: str = ""  # a Ray cluster's address (host:port or auto); "": trials run on this machine
+    timing_resource: str = ""  # the custom resource of the cluster's node(s) that time the trials
 
 
 FORM_KEYS = {"target": "tune.target", "objective": "tune.objective", "budget_s": "tune.budget", "policy": "tune.policy",
              "min_sqnr_db": "tune.min_sqnr", "max_trials": "tune.max_trials", "bench_s": "tune.bench_s",
-             "exclusion_steps": "tune.steps"}
+             "exclusion_steps": "tune.steps", "cluster": "tune.cluster", "timing_resource": "tune.timing_resource"}
 
 
 def form_values(choice: TuneChoice) -> dict[str, object]:
@@ -64,12 +66,16 @@ def start_tune(choice: TuneChoice) -> TuneJob:
     spec = actions.run_spec(actions.DEMO_RECIPE)  # how the session's data is referenced for a child process
     if spec.evaluation is None:
         raise DataError("Tuning needs evaluation data to judge each recipe: choose data on the Data page.")
+    cluster, timing_resource = choice.cluster.strip() or None, choice.timing_resource.strip() or None
+    if timing_resource and not cluster:
+        raise UsageError("The timing resource names a node of a Ray cluster: give the cluster's address too.")
     vp = actions.verdict_policy()  # the same verdict as Compare; the SQNR bar is this search's extra objective
     policy = verdict_policy(vp, float(choice.min_sqnr_db)) if choice.policy == "verdict" else \
         sqnr_policy(float(choice.min_sqnr_db))
     settings = TuneSettings(budget_s=float(choice.budget_s), objective=choice.objective, target=Target(choice.target),
                             bench_s=float(choice.bench_s), exclusion_steps=int(choice.exclusion_steps),
-                            verify_samples=spec.verify_samples, max_trials=int(choice.max_trials) or None)
+                            verify_samples=spec.verify_samples, max_trials=int(choice.max_trials) or None,
+                            ray=cluster, timing_resource=timing_resource)
     job = api.start_tune(spec.model, spec.calibration, spec.evaluation, settings, policy, preprocess=spec.preprocess,
                          sample=spec.sample, workspace=actions.workspace(), background=not sync_jobs(),
                          meta={"choice": choice, "model": state.model_label()})
