@@ -56,7 +56,7 @@ from ortlab.timing.settle import settled
 from ortlab.runs.runtime_judge import RuntimeJudgement, judge_runtime_rows
 from ortlab.runs import bench_service, cluster_bench
 from ortlab.runs.service import dismiss_interrupted, interrupted_runs, start_recipe, startup
-from ortlab.runs.tune_policy import sqnr_policy, verdict_policy
+from ortlab.runs.tune_policy import DEFAULT_MIN_SQNR_DB, sqnr_policy, verdict_policy
 from ortlab.runs.pipeline import stage_labels
 from ortlab.runs.prepare import prepare_run
 from ortlab.runs.stored import delete_dataset, delete_model, stored_items
@@ -328,6 +328,7 @@ __all__ = [
     "timed_variants",
     "validate_recipe",
     "verdict_policy",
+    "DEFAULT_MIN_SQNR_DB",
     "working_providers",
     "worse_or_equal",
     "worst_output_sqnr",

@@ -33,11 +33,14 @@ with st.form("tune.form", border=True):
     budget = c[2].number_input("Time budget (s)", min_value=5, max_value=24 * 3600, step=30,
                                key="tune.budget", disabled=running)
     policy = c[3].selectbox("Accuracy policy", tv.POLICIES, key="tune.policy", disabled=running,
-                            help="verdict: the verdict policy of Compare must say OK (with this SQNR bar); "
-                                 "min SQNR: every output at or above the bar, nothing else.")
+                            help="verdict: the verdict policy of Compare must say OK, and the task's own measure "
+                                 "(detection F1, strings, flips, neighbours) decides; min SQNR: every output at or "
+                                 "above the bar, nothing else.")
     c = st.columns(4)
-    min_sqnr = c[0].number_input("Min SQNR (dB)", min_value=0.0, max_value=100.0, step=1.0,
-                                 key="tune.min_sqnr", disabled=running)
+    min_sqnr = c[0].number_input("Min SQNR (dB, 0 = task measure)", min_value=0.0, max_value=100.0, step=1.0,
+                                 key="tune.min_sqnr", disabled=running,
+                                 help="0: a model with a task measure of ours is held to it, plain tensors to 20 dB "
+                                      "SQNR. A bar given here holds for every model (a detector's score channels).")
     max_trials = c[1].number_input("Max trials (0 = budget only)", min_value=0, max_value=500,
                                    key="tune.max_trials", disabled=running)
     bench_s = c[2].number_input("Timing per trial (s)", min_value=0.1, max_value=30.0, step=0.5,

@@ -60,11 +60,16 @@ def add_command(sub) -> None:
                    help="Recommend the fastest accepted recipe, or the smallest (default: latency).")
     p.add_argument("--target", choices=("cpu", "gpu"), default="cpu",
                    help="Tune for cpu or gpu (default: cpu).")
-    p.add_argument("--min-sqnr-db", type=float, default=20.0,
-                   help="This search's bar, on top of verdict ok: the task's SQNR (a detector's score channels, else "
-                        "the worst output) must reach it (default: 20). It never changes a verdict: the verdict uses "
-                        "optimize's policy (broken below 10 dB); a trial under the bar is 'ok, below this search's "
-                        "bar'.")
+    p.add_argument("--min-sqnr-db", type=float, default=None,
+                   help="This search's SQNR bar, on top of verdict ok. Default: 20 dB for a model whose outputs have "
+                        "no task measure of ours (plain tensors); a model with one (detections, classes, strings, "
+                        "embeddings) is held to its task measure instead (--min-task). Given, it holds for every "
+                        "model: the task's SQNR (a detector's score channels, else the worst output). It never "
+                        "changes a verdict: a trial under the bar is 'ok, below this search's bar'.")
+    p.add_argument("--min-task", type=float, default=None, metavar="SHARE",
+                   help="The task's own measure a trial must reach, as a share: detection F1 vs fp32, strings kept, "
+                        "no confident flip, nearest-neighbour agreement (e.g. 0.97). Default: the verdict's own "
+                        "bars (ok).")
     p.add_argument("--margin", type=float, default=0.1, help="Classifiers: a top-1 flip where the fp32 softmax "
                    "margin is at least this counts against a recipe (default: 0.1).")
     p.add_argument("--exclusion-steps", type=int, default=6,
@@ -235,7 +240,9 @@ def cmd_tune(ns: argparse.Namespace) -> int:
                             batch_sizes=batch_sizes(ns.batch_sizes), bench_s=ns.bench_seconds,
                             exclusion_steps=max(0, ns.exclusion_steps), verify_samples=ns.verify_samples,
                             max_trials=ns.max_trials, shapes=shapes, ray=ns.ray, timing_resource=ns.timing_resource)
-    policy = verdict_policy(VerdictPolicy(margin=ns.margin), ns.min_sqnr_db)  # the bar never relabels the verdict
+    if ns.min_task is not None and not 0.0 < ns.min_task <= 1.0:
+        raise UsageError(f"--min-task is a share between 0 and 1 (e.g. 0.97 for an F1 of 97%), not {ns.min_task:g}.")
+    policy = verdict_policy(VerdictPolicy(margin=ns.margin), ns.min_sqnr_db, ns.min_task)  # the bar never relabels the verdict
     job = api.start_tune(src, cal, ev, settings, policy, preprocess=pre, sample=sample.name if sample is not None else None,
                          workspace=api.open_workspace(), out_dir=out, background=False)
     trials = job.follow()

@@ -2,8 +2,9 @@
 recommend the fastest (or smallest).
 
 One verdict: every trial is judged by the same :class:`ortlab.checks.verdict.VerdictPolicy` as ``optimize`` and
-``compare`` (ok / degraded / broken / unknown, never relabelled). The search's own SQNR bar (default 20 dB) is an
-extra objective on top of "ok": a trial can be "ok, below this search's bar of 20 dB". Trials are ranked by the task
+``compare`` (ok / degraded / broken / unknown, never relabelled). The search's own bar is an extra objective on top
+of "ok": the task's own measure when the model has one (``--min-task``), else an SQNR bar (default 20 dB): a trial
+can be "ok, below this search's bar of 20 dB". Trials are ranked by the task
 (:func:`task_quality`): the verdict level, then the task's own measure (detections kept, confident flips, nearest-
 neighbour agreement, threshold crossings), then the SQNR that matters for the task (a detector's worst channel group,
 i.e. its score channels, before any whole-tensor SQNR). Speed-ups come from the benchmark's clock: each trial and
@@ -617,12 +618,12 @@ class Tuner:
             if self.out_dir is not None:
                 written = self._write_out(best, bool(accepted))
         pol = self.verdict_policy
-        bar = getattr(self.policy, "bar_db", None)
+        bar = getattr(self.policy, "bar_text", None)
         baseline = dict(best.baseline_ms) if best is not None else {}
         result = TuneResult(
             self.model, s.objective, Target(s.target).value,
             (f"verdict ok (the same policy as optimize: broken below {pol.min_sqnr_db:g} dB, confident-flip margin "
-             f"{pol.margin:g})" + (f" and this search's bar: task SQNR ≥ {bar:g} dB" if bar is not None else "")),
+             f"{pol.margin:g})" + (f" and this search's bar: {bar}" if bar is not None else "")),
             (m.summary() if (m := self.trial_runner.timing_machine) is not None else detect().summary()),
             list(s.batch_sizes), baseline, list(self.trials_done),
             best, bool(accepted), sentence, line, self.elapsed, self._cancel, list(self.notes), written, hint)

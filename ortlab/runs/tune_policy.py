@@ -102,28 +102,48 @@ def task_quality(report: EvalReport | None, level: str = "") -> Quality:
     return Quality(level, measure, value, what, worst)
 
 
-def verdict_policy(policy: VerdictPolicy | None = None, min_sqnr_db: float = DEFAULT_MIN_SQNR_DB) -> Policy:
+def verdict_policy(policy: VerdictPolicy | None = None, min_sqnr_db: float | None = None,
+                   min_task: float | None = None) -> Policy:
     """Accept when :func:`ortlab.checks.verdict.judge` says OK under ``policy`` (default: the verdict's defaults,
-    the same as optimize's) **and** the task's SQNR (:func:`task_quality`: a detector's score channels, else the worst
-    output) reaches this search's bar ``min_sqnr_db``. The bar never changes the verdict: a trial below it is
-    "ok, below this search's bar of 20 dB"."""
+    the same as optimize's) **and** this search's bar holds. The bar is the task's own measure when the model has
+    one (:func:`task_quality`: detection F1, strings kept, no confident flip, NN agreement…): at least ``min_task``
+    when given, else the verdict's own bars decide. A model without one (plain tensors) must reach
+    ``min_sqnr_db`` (default 20 dB) on its worst output; a ``min_sqnr_db`` given explicitly holds for every model
+    (a detector's score channels, else the worst output). The bar never changes the verdict: a trial below it is
+    "ok, below this search's bar"."""
     vp = policy if policy is not None else VerdictPolicy()
-    bar = float(min_sqnr_db)
+    explicit = min_sqnr_db is not None
+    bar = float(min_sqnr_db) if min_sqnr_db is not None else DEFAULT_MIN_SQNR_DB
 
     def decide(report: EvalReport | None) -> Decision:
         v = judge(report, vp)
         if v.level != Level.OK:
             return Decision(False, v.headline, v.level.value)
         q = task_quality(report, v.level.value)
+        got = f" ({q.sqnr_what} {q.sqnr_db:.1f} dB)" if q.sqnr_db is not None else ""
+        if q.value is not None and min_task is not None and q.value < min_task:
+            return Decision(False, f"ok, below this search's bar of {q.measure} {min_task:.1%} ({q.text()})",
+                            v.level.value)
+        if q.value is not None and not explicit:
+            bar_text = f"{q.measure} ≥ {min_task:.1%}" if min_task is not None else "the verdict's task bars"
+            return Decision(True, f"ok, meets this search's bar: {bar_text} ({q.text()})", v.level.value)
         if q.sqnr_db is not None and q.sqnr_db < bar:
             return Decision(False, f"ok, below this search's bar of {bar:g} dB ({q.sqnr_what} {q.sqnr_db:.1f} dB)",
                             v.level.value)
-        got = f" ({q.sqnr_what} {q.sqnr_db:.1f} dB)" if q.sqnr_db is not None else ""
         return Decision(True, f"ok, meets this search's bar of {bar:g} dB{got}", v.level.value)
 
     decide.verdict_policy = vp  # type: ignore[attr-defined]
     decide.bar_db = bar  # type: ignore[attr-defined]
+    decide.bar_text = bar_sentence(explicit, bar, min_task)  # type: ignore[attr-defined]
     return decide
+
+
+def bar_sentence(explicit: bool, bar: float, min_task: float | None) -> str:
+    """How :func:`verdict_policy`'s bar reads in a search's summary."""
+    task = f"the task's measure ≥ {min_task:.1%}" if min_task is not None else "the task's own measure"
+    if explicit:
+        return f"task SQNR ≥ {bar:g} dB" + (f" and {task}" if min_task is not None else "")
+    return f"{task} where the model has one, else worst-output SQNR ≥ {bar:g} dB"
 
 
 def sqnr_policy(min_sqnr_db: float = DEFAULT_MIN_SQNR_DB, min_top1_agreement: float | None = None) -> Policy:

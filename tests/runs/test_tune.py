@@ -309,6 +309,25 @@ def test_task_quality_ranks_a_detector_by_detections_then_score_channels():
     assert not d.accept and d.level == "ok" and "scores SQNR 18.0 dB" in d.reason
 
 
+
+def test_by_default_a_model_with_a_task_measure_is_held_to_it_not_to_an_sqnr_bar():
+    """A detector's score channels stay at 12-14 dB in int8 even at F1 0.95+ (nudenet's YOLOv8n): with a fixed
+    20 dB bar tune accepted no detector at all. By default the task's measure decides (the verdict's bars, or
+    --min-task); plain tensors keep the 20 dB bar; a bar given explicitly still holds for every model."""
+    detector = _detector_report(0.0, 13.0, 40.0, 41.6)  # verdict ok (scores above the verdict's 10 dB), F1 unknown
+    assert judge(detector, VerdictPolicy()).level == Level.OK
+    d = verdict_policy()(detector)
+    assert d.accept and "detections kept" in d.reason, d.reason
+    assert not verdict_policy(min_sqnr_db=20)(detector).accept  # explicit: the old bar, on the score channels
+    dropped = _detector_report(0.05, 30.0, 40.0, 41.6)  # 95% of detections kept
+    assert verdict_policy(min_task=0.9)(dropped).accept
+    below = verdict_policy(min_task=0.97)(dropped)
+    assert not below.accept and below.level == "ok" and "below this search's bar of detections kept 97.0%" in below.reason
+    plain = EvalReport(8, [OutputError("y", 1.0, 0.1, 0.99, 15.0)])  # no task measure: 20 dB by default
+    assert not verdict_policy()(plain).accept and "20 dB" in verdict_policy()(plain).reason
+    assert "the task's own measure where the model has one" in vars(verdict_policy())["bar_text"]
+
+
 def test_task_quality_ranks_a_recognizer_by_the_decoded_strings_it_keeps():
     """PP-OCR's recognizer: tune searched it by SQNR alone (the task column was empty); the verdict's measure,
     decoded strings that stay the same, now ranks its trials."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from ortlab import api
-from ortlab.api import Target, TuneJob, TuneSettings, UsageError, sqnr_policy, verdict_policy
+from ortlab.api import DEFAULT_MIN_SQNR_DB, Target, TuneJob, TuneSettings, UsageError, sqnr_policy, verdict_policy
 from ortlab.ui.session import actions, state
 from ortlab.ui.views import charts
 from ortlab.ui.jobs.status import sync_jobs
@@ -33,7 +33,7 @@ class TuneChoice:
     objective: str = "latency"
     budget_s: float = 300.0
     policy: str = "verdict"  # "verdict": the session's verdict policy (Compare); "min SQNR": only the SQNR bar
-    min_sqnr_db: float = 20.0
+    min_sqnr_db: float = 0.0  # 0: the task's own measure decides (plain tensors: 20 dB), as the CLI's default
     max_trials: int = 0  # 0: no limit
     bench_s: float = 1.0
     exclusion_steps: int = 6
@@ -70,8 +70,8 @@ def start_tune(choice: TuneChoice) -> TuneJob:
     if timing_resource and not cluster:
         raise UsageError("The timing resource names a node of a Ray cluster: give the cluster's address too.")
     vp = actions.verdict_policy()  # the same verdict as Compare; the SQNR bar is this search's extra objective
-    policy = verdict_policy(vp, float(choice.min_sqnr_db)) if choice.policy == "verdict" else \
-        sqnr_policy(float(choice.min_sqnr_db))
+    bar = float(choice.min_sqnr_db) or None
+    policy = verdict_policy(vp, bar) if choice.policy == "verdict" else sqnr_policy(bar or DEFAULT_MIN_SQNR_DB)
     settings = TuneSettings(budget_s=float(choice.budget_s), objective=choice.objective, target=Target(choice.target),
                             bench_s=float(choice.bench_s), exclusion_steps=int(choice.exclusion_steps),
                             verify_samples=spec.verify_samples, max_trials=int(choice.max_trials) or None,
