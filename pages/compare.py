@@ -122,7 +122,7 @@ with tabs[0]:
         counts = diff.counts  # the one count of the changes: these cards and the diff view's header read it
         st.markdown("#### What changed")
         st.caption(counts_text(counts))
-        m = st.columns(4)
+        m = st.container(key="compare-change-cards").columns(4)  # left out on a phone: the caption has the counts
         m[0].metric("Removed nodes", counts.get("removed", 0), border=True,
                     help=f"{counts.get('fused', 0)} of them replaced by fused or quantized nodes")
         m[1].metric("Added nodes", counts.get("added", 0), border=True,
@@ -139,9 +139,10 @@ with tabs[0]:
         cc = st.columns([1, 1])
         with cc[0]:
             cards.op_delta_table(diff.op_deltas, ref.name, cand.name, show_all)
-        cc[1].plotly_chart(charts.op_counts_grouped(diff.op_deltas, (ref.name, cand.name),
-                                                    (colors[ref_id], colors[cand_id])),
-                           key="compare_ops", width="stretch")
+        with cc[1].container(key="compare-op-chart"):  # left out on a phone (the table beside it says it)
+            st.plotly_chart(charts.op_counts_grouped(diff.op_deltas, (ref.name, cand.name),
+                                                     (colors[ref_id], colors[cand_id])),
+                            key="compare_ops", width="stretch")
         st.markdown("#### Diff graph")
         # the diff's one search box: both panes narrow to the hits and their neighbours, each hit in view
         focus = st.text_input("Find a node: name or op type (empty = whole graph)", key="compare.focus",

@@ -928,10 +928,27 @@
         });
     }
 
+    // A narrow frame (a phone) stacks the panes, each at least 320 px tall: the frame is then as tall as its
+    // content needs, never shorter than the height Python asked for.
+    var NARROW = 700;
+    var sentHeight = null;
+
+    function sizeFrame(height) {
+        var h = height;
+        if (window.innerWidth <= NARROW) {
+            document.body.style.height = 'auto';
+            h = Math.max(height, Math.ceil(document.body.scrollHeight));
+        }
+        document.body.style.height = h + 'px';
+        if (h !== sentHeight) {
+            sentHeight = h;
+            send('streamlit:setFrameHeight', { height: h });
+        }
+    }
+
     function render(args) {
         if (typeof args.height === 'number') {
-            document.body.style.height = args.height + 'px';
-            send('streamlit:setFrameHeight', { height: args.height });
+            sizeFrame(args.height);
         }
         if (shown && shown.revision === args.revision) {
             return;
@@ -948,6 +965,9 @@
         var aff = args.affinity || {};
         Object.keys(aff).forEach(function (b) { (reverseAffinity[aff[b]] = reverseAffinity[aff[b]] || []).push(b); });
         header(args);
+        if (typeof args.height === 'number') {
+            sizeFrame(args.height);  // the header and legend are drawn: their height counts on a narrow frame
+        }
         drawAll(args);
     }
 
@@ -982,6 +1002,9 @@
     }
 
     window.addEventListener('resize', function () {
+        if (shown && typeof shown.height === 'number') {
+            sizeFrame(shown.height);
+        }
         SIDES.forEach(function (side) { if (panes[side] && panes[side].cy) { panes[side].cy.resize(); } });
         if (panes.before && panes.before.cy && !panes.before.moved && !panes.after.moved) {
             firstViews();
