@@ -275,8 +275,23 @@ def set_user_dataset(ds, label: str) -> None:
         pre = resolve_preprocess(state.model_info(), dataset=ds)
         state.set_preprocess(pre)
         if pre is not None:
-            state.flash("Preprocessing was detected from the model input (size, layout, 0–1 scale, no mean/std). "
-                        "Accuracy depends on it: check it below.", "warning")
+            state.flash(detected_preprocess_note(state.model_info()), "warning")
+
+
+def detected_preprocess_note(info) -> str:
+    """What the Data page says once preprocessing was detected from the model input: the size only when the
+    model fixes it (an open size is asked for below, never claimed as detected), and the preset its shapes
+    point to."""
+    explained = api.explain_preprocess(info)
+    open_size = explained is not None and explained.open_size
+    what = "layout, 0–1 scale, no mean/std" if open_size else "size, layout, 0–1 scale, no mean/std"
+    text = f"Preprocessing was detected from the model input ({what}). Accuracy depends on it: check it below."
+    if open_size:
+        text += " The model leaves its height and width open: give them below."
+    suggested = api.suggest_preprocess_preset(info)
+    if suggested is not None:
+        text += f" The {api.PREPROCESS_PRESETS[suggested[0]].label} preset fits this model: it is offered below."
+    return text
 
 
 def evaluation_subset(ds):
