@@ -48,7 +48,8 @@ if state.widget("compare.ref") not in by_id or state.ui("compare_pair_seen") != 
     state.set_widget("compare.cand", pair[1])
 c1, c2 = st.columns(2)
 ref_id = c1.selectbox("Reference", ids, key="compare.ref", format_func=lambda i: by_id[i].name)
-cand_id = c2.selectbox("Candidate", ids, key="compare.cand", format_func=lambda i: by_id[i].name)
+cand_id = c2.selectbox("Candidate", ids, key="compare.cand", format_func=lambda i: by_id[i].name,
+                       help=cards.GLOSS["QDQ"] if any("QDQ" in v.name for v in variants) else None)
 state.set_compare_pair(ref_id, cand_id)
 resume.remember(ref_id, cand_id)  # a reload (a new session) comes back to this pair
 state.set_ui("compare_pair_seen", (ref_id, cand_id))
@@ -219,7 +220,9 @@ with tabs[3]:
             st.caption(f"Task: **{ev.task.task.value}** "
                        f"({'inferred: ' + md(ev.task.why) if ev.task.inferred else 'given'})")
         if acc:
-            st.dataframe(acc, hide_index=True)
+            flips = any("flips" in row["metric"] for row in acc)
+            st.dataframe(acc, hide_index=True, column_config={"metric": st.column_config.TextColumn(
+                "metric", help=cards.GLOSS["near-tie flip"] if flips else None)})
         if ev.task is not None:
             tm = ev.task
             rows = [{"output": b.output, "metric": f"detections F1 vs reference (score > {b.threshold:g}, NMS, "
@@ -255,7 +258,8 @@ with tabs[4]:
     if ev is not None and ev.outputs:
         st.dataframe([{"output": o.name, "max |Δ|": o.max_abs, "mean |Δ|": o.mean_abs,
                        "cosine": o.cosine, "SQNR": cards.sqnr_text(o)} for o in ev.outputs],
-                     hide_index=True, width="stretch")
+                     hide_index=True, width="stretch",
+                     column_config={"SQNR": st.column_config.TextColumn("SQNR", help=cards.GLOSS["SQNR"])})
     else:
         st.info("Output errors appear once the pair is evaluated (Accuracy tab).")
 

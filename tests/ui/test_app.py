@@ -176,6 +176,25 @@ def test_demo_lands_on_compare_with_everything_filled_in(demo_app):
     assert card.delta == (speed.caveat() or interval) and card.help.startswith(interval)
 
 
+def test_compare_glosses_its_jargon_in_help_tooltips(demo_app):
+    """Issue 28 (10): SQNR, p50, near-tie flips and QDQ were shown with no plain gloss; each now has one in the
+    help of the card, table column or select that shows it."""
+    import json
+
+    at, _ = demo_app
+    helps = {m.label: m.proto.help for m in at.metric}
+    assert "higher is closer" in helps["SQNR (worst output)"], helps
+    assert any(label.endswith("(p50)") and "median latency" in h for label, h in helps.items()), helps
+    assert "QuantizeLinear/DequantizeLinear" in at.selectbox(key="compare.cand").help
+    columns = {}
+    for df in at.dataframe:
+        config = json.loads(df.proto.columns or "{}")
+        columns.update({k.removeprefix("name:") if isinstance(k, str) else k: v.get("help")
+                        for k, v in config.items() if isinstance(v, dict)})
+    assert "almost tied" in (columns.get("metric") or ""), columns
+    assert "higher is closer" in (columns.get("SQNR") or ""), columns
+
+
 def test_the_demo_verifies_on_as_many_samples_as_the_cli_by_default(demo_app):
     """The app and the CLI judge the same recipe on the same number of samples (they were 64 and 32)."""
     from ortlab.cli.main import build_parser
