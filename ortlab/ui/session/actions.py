@@ -33,7 +33,7 @@ from ortlab.api import resolve_preprocess
 from ortlab.api import dataset_digest, write_dataset
 from ortlab.api import pick_subset
 from ortlab.core.text import format_bytes, upload_name
-from ortlab.ui.views.cards import pct, verdict_text
+from ortlab.ui.views.cards import pct, sqnr_db_text, verdict_text
 from ortlab.api import judge
 from ortlab.api import VerdictPolicy
 from ortlab.api import infer_specs
@@ -333,7 +333,26 @@ def run_summary(a: Artifact) -> dict:
     return {"verdict": verdict_text(run_verdict(a)), "recipe": recipe_label(a),
             "size": format_bytes(a.size_bytes), "vs source": f"{a.size_ratio:.0%}",
             "top-1": pct(ev.top1_accuracy_cand if ev else None), "agreement": pct(ev.top1_agreement if ev else None),
-            "seconds": round(a.total_seconds, 2)}
+            "task metric": task_metric_text(ev), "seconds": round(a.total_seconds, 2)}
+
+
+def task_metric_text(ev) -> str:
+    """A run's task figure for a table, where top-1 says nothing (a detector, an OCR recognizer, an encoder):
+    "F1 0.921 · score SQNR 24.1 dB", "3/64 strings changed", "cosine 0.9987"; "–" for a classifier or no
+    evaluation."""
+    task = ev.task if ev is not None else None
+    if task is None or ev.top1_accuracy_cand is not None or ev.top1_agreement is not None:
+        return "–"
+    for b in task.boxes[:1]:
+        f1 = "F1 –" if b.f1 is None else f"F1 {b.f1:.3f}"
+        return f"{f1} · score SQNR {sqnr_db_text(b.score_sqnr_db)}"
+    for q in task.sequences[:1]:
+        return f"{q.changed}/{q.n_samples} strings changed"
+    for e in task.embeddings[:1]:
+        return f"cosine {e.mean_cosine:.4f}"
+    for d in task.dense_maps[:1]:
+        return f"{pct(d.crossing_fraction, 2)} crossing {d.threshold:g}"
+    return "–"
 
 
 def model_title(path, file_name: str) -> str:
