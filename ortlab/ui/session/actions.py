@@ -34,6 +34,7 @@ from ortlab.api import dataset_digest, write_dataset
 from ortlab.api import pick_subset
 from ortlab.core.text import format_bytes, upload_name
 from ortlab.ui.views.cards import pct, sqnr_db_text, verdict_text
+from ortlab.ui.views.forms import set_form_values
 from ortlab.api import judge
 from ortlab.api import VerdictPolicy
 from ortlab.api import infer_specs
@@ -611,7 +612,10 @@ def apply_preset(info, name: str | None) -> PreprocessConfig | None:
     resolved = api.explain_preprocess(info, sample, overrides=keep, preset=name)
     cfg = resolved.config if resolved is not None else None
     state.set_preprocess(cfg)
-    state.clear_widgets("pre.")
+    if cfg is not None:  # written into the form's widgets: a browser keeps showing a widget whose state is only deleted
+        set_form_values(PreprocessConfig, cfg, "pre")
+    else:
+        state.clear_widgets("pre.")
     return cfg
 
 
