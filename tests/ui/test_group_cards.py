@@ -56,6 +56,10 @@ def test_a_detector_run_shows_its_f1_and_score_sqnr_where_top1_says_nothing():
                                               "cand_detections": 3.0, "matched": 46, "ref_total": 50,
                                               "cand_total": 50, "score_sqnr_db": 24.13}])
     assert task_metric_text(boxes) == "F1 0.920 · score SQNR 24.1 dB"
+    quiet = _evaluation(task="boxes", boxes=[{"output": "output0", "threshold": 0.25, "scale": "probabilities",
+                                              "changed_fraction": 0.0, "ref_detections": 0.0,
+                                              "cand_detections": 0.0, "score_sqnr_db": 72.1}])
+    assert task_metric_text(quiet) == "no detections · score SQNR 72.1 dB"
     ocr = _evaluation(task="sequence", sequences=[{"output": "out", "n_samples": 64, "changed": 3, "edits": 4,
                                                     "ref_chars": 500}])
     assert task_metric_text(ocr) == "3/64 strings changed"

@@ -345,7 +345,7 @@ def task_metric_text(ev) -> str:
     if task is None or ev.top1_accuracy_cand is not None or ev.top1_agreement is not None:
         return "–"
     for b in task.boxes[:1]:
-        f1 = "F1 –" if b.f1 is None else f"F1 {b.f1:.3f}"
+        f1 = "no detections" if b.f1 is None else f"F1 {b.f1:.3f}"
         return f"{f1} · score SQNR {sqnr_db_text(b.score_sqnr_db)}"
     for q in task.sequences[:1]:
         return f"{q.changed}/{q.n_samples} strings changed"
