@@ -27,6 +27,7 @@ from ortlab.data.inputs import axis_label, infer_specs, parse_shape, resolve_fee
 from ortlab.data.loaders import load_image_files, load_image_zip, load_path, load_tensor_file, load_text_file
 from ortlab.data.preprocess import PRESETS as PREPROCESS_PRESETS
 from ortlab.data.preprocess import ResolvedPreprocess, detect_preprocess, explain_preprocess, resolve_preprocess, tensor_preview
+from ortlab.data.preprocess import suggest_preset as suggest_preprocess_preset
 from ortlab.data.samples import (
     SampleModel, default_sample, find_by_path, find_by_sha256, find_for_model, get_sample, list_samples, samples_root,
 )
@@ -321,6 +322,7 @@ __all__ = [
     "startup",
     "stored_items",
     "stratified_sample",
+    "suggest_preprocess_preset",
     "suggested_sizes",
     "take_notices",
     "tensor_preview",

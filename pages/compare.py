@@ -48,7 +48,8 @@ if state.widget("compare.ref") not in by_id or state.ui("compare_pair_seen") != 
     state.set_widget("compare.cand", pair[1])
 c1, c2 = st.columns(2)
 ref_id = c1.selectbox("Reference", ids, key="compare.ref", format_func=lambda i: by_id[i].name)
-cand_id = c2.selectbox("Candidate", ids, key="compare.cand", format_func=lambda i: by_id[i].name)
+cand_id = c2.selectbox("Candidate", ids, key="compare.cand", format_func=lambda i: by_id[i].name,
+                       help=cards.GLOSS["QDQ"] if any("QDQ" in v.name for v in variants) else None)
 state.set_compare_pair(ref_id, cand_id)
 resume.remember(ref_id, cand_id)  # a reload (a new session) comes back to this pair
 state.set_ui("compare_pair_seen", (ref_id, cand_id))
@@ -122,7 +123,7 @@ with tabs[0]:
         counts = diff.counts  # the one count of the changes: these cards and the diff view's header read it
         st.markdown("#### What changed")
         st.caption(counts_text(counts))
-        m = st.columns(4)
+        m = st.container(key="compare-change-cards").columns(4)  # left out on a phone: the caption has the counts
         m[0].metric("Removed nodes", counts.get("removed", 0), border=True,
                     help=f"{counts.get('fused', 0)} of them replaced by fused or quantized nodes")
         m[1].metric("Added nodes", counts.get("added", 0), border=True,
@@ -139,9 +140,10 @@ with tabs[0]:
         cc = st.columns([1, 1])
         with cc[0]:
             cards.op_delta_table(diff.op_deltas, ref.name, cand.name, show_all)
-        cc[1].plotly_chart(charts.op_counts_grouped(diff.op_deltas, (ref.name, cand.name),
-                                                    (colors[ref_id], colors[cand_id])),
-                           key="compare_ops", width="stretch")
+        with cc[1].container(key="compare-op-chart"):  # left out on a phone (the table beside it says it)
+            st.plotly_chart(charts.op_counts_grouped(diff.op_deltas, (ref.name, cand.name),
+                                                     (colors[ref_id], colors[cand_id])),
+                            key="compare_ops", width="stretch")
         st.markdown("#### Diff graph")
         # the diff's one search box: both panes narrow to the hits and their neighbours, each hit in view
         focus = st.text_input("Find a node: name or op type (empty = whole graph)", key="compare.focus",
@@ -218,7 +220,9 @@ with tabs[3]:
             st.caption(f"Task: **{ev.task.task.value}** "
                        f"({'inferred: ' + md(ev.task.why) if ev.task.inferred else 'given'})")
         if acc:
-            st.dataframe(acc, hide_index=True)
+            flips = any("flips" in row["metric"] for row in acc)
+            st.dataframe(acc, hide_index=True, column_config={"metric": st.column_config.TextColumn(
+                "metric", help=cards.GLOSS["near-tie flip"] if flips else None)})
         if ev.task is not None:
             tm = ev.task
             rows = [{"output": b.output, "metric": f"detections F1 vs reference (score > {b.threshold:g}, NMS, "
@@ -254,7 +258,8 @@ with tabs[4]:
     if ev is not None and ev.outputs:
         st.dataframe([{"output": o.name, "max |Δ|": o.max_abs, "mean |Δ|": o.mean_abs,
                        "cosine": o.cosine, "SQNR": cards.sqnr_text(o)} for o in ev.outputs],
-                     hide_index=True, width="stretch")
+                     hide_index=True, width="stretch",
+                     column_config={"SQNR": st.column_config.TextColumn("SQNR", help=cards.GLOSS["SQNR"])})
     else:
         st.info("Output errors appear once the pair is evaluated (Accuracy tab).")
 

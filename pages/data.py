@@ -208,8 +208,18 @@ if ds.kind == "images":
     st.markdown("#### Preprocessing")
     presets = [None, *api.PREPROCESS_PRESETS]
     chosen = state.ui("preprocess_preset")
+    suggested = None if sample else api.suggest_preprocess_preset(info)
+    if suggested is not None and chosen is None and state.widget("data.preset") is None:
+        preset = api.PREPROCESS_PRESETS[suggested[0]]
+        sc = st.columns([4, 1], vertical_alignment="center")
+        sc[0].info(f"This model's shapes fit the **{md(preset.label)}** preset: {md(suggested[1])}. "
+                   f"It sets {md(preset.source)}.", icon=":material/lightbulb:")
+        # as if picked in the select below (its callback runs before this page, so the select shows the preset)
+        sc[1].button("Use this preset", key="data.use_suggested_preset", on_click=state.set_widget,
+                     args=("data.preset", suggested[0]))
+    state.ensure_widget("data.preset", chosen if chosen in presets else None)
     picked = st.selectbox("Preset (a known convention; none is applied unless you pick it)", presets,
-                          index=presets.index(chosen) if chosen in presets else 0, key="data.preset",
+                          key="data.preset",
                           format_func=lambda k: "none: the manifest's or the model's values" if k is None else
                           f"{api.PREPROCESS_PRESETS[k].label}: {api.PREPROCESS_PRESETS[k].source}")
     if picked != chosen:

@@ -58,6 +58,9 @@ for sha, group in groups.items():
              for r in group]
     # the hash and seconds are in the run's details below, "random data" only when it applies
     order = ["run", "time", "verdict", "recipe", "size", "vs source", "top-1", "agreement"]
+    if any(row["task metric"] != "–" for row in table):  # a detector's F1, changed strings, cosine: not "–"
+        order = [c for c in order if c not in ("top-1", "agreement") or any(row[c] != "–" for row in table)]
+        order.append("task metric")
     if any(r.random_data for r in group):
         order.append("random data")
     text = st.column_config.TextColumn
@@ -66,7 +69,11 @@ for sha, group in groups.items():
                                 "time": text("time", width=125), "verdict": text("verdict", width=85),
                                 "recipe": text("recipe", width=230), "size": text("size", width=80),
                                 "vs source": text("vs source", width=75), "top-1": text("top-1", width=60),
-                                "agreement": text("agreement", width=80)})
+                                "agreement": text("agreement", width=80),
+                                "task metric": text("task metric", width=230,
+                                                    help="Where top-1 says nothing: a detector's F1 against the "
+                                                         "reference and its score SQNR, changed OCR strings, an "
+                                                         "encoder's cosine.")})
 if unreadable:
     st.warning(f"{len(unreadable)} stored run{'s' if len(unreadable) != 1 else ''} cannot be read and "
                f"{'are' if len(unreadable) != 1 else 'is'} left out above:", icon=":material/warning:")

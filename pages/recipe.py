@@ -88,4 +88,6 @@ if arts:
     st.subheader(f"Runs of {md(state.model_label())} in this session")
     rows = [{"run": a.run_id, **actions.run_summary(a), "created": a.created_at.replace("T", " ")[:16]}  # as History
             for a in reversed(arts)]
+    if all(r["task metric"] == "–" for r in rows):
+        rows = [{k: v for k, v in r.items() if k != "task metric"} for r in rows]
     st.dataframe(rows, hide_index=True, width="stretch")

@@ -155,6 +155,30 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
 )}
 
 
+def suggest_preset(model_inputs: Sequence[TensorInfo] | Any, model_outputs: Sequence[TensorInfo] = ()
+                   ) -> tuple[str, str] | None:
+    """The preset a model's shapes point to, with why, or None: a square 3-channel image input of a fixed size
+    that is a multiple of 32 (1×3×640×640, 320) and a rank-3 output of anchors × (4 box + class) channels
+    ([1, 84, 8400], [1, 8400, 8]) are an Ultralytics YOLO detector's. Only offered, never applied."""
+    inputs = list(getattr(model_inputs, "inputs", model_inputs) or ())
+    outputs = list(getattr(model_inputs, "outputs", model_outputs) or ())
+    if len(inputs) != 1 or len(inputs[0].shape) != 4:
+        return None
+    shape = tuple(inputs[0].shape)
+    c, h, w = (_static(d) for d in shape[1:])
+    if c != 3 or h is None or h != w or h % 32:
+        return None
+    for out in outputs:
+        dims = [_static(d) for d in tuple(out.shape)[1:]]
+        if len(dims) == 2 and None not in dims:
+            small, big = sorted(d for d in dims if d is not None)
+            if 5 <= small <= 400 and big >= 1000:
+                return "yolo", (f"input '{inputs[0].name}' {_shape_str(shape)} and output '{out.name}' "
+                                f"{_shape_str(tuple(out.shape))} (anchors × 4 box + class channels) look like an "
+                                "Ultralytics YOLO detector")
+    return None
+
+
 @dataclass
 class ResolvedPreprocess:
     """The preprocessing a run uses and where each value came from (``sources``: field → manifest, detected

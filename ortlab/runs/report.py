@@ -252,8 +252,18 @@ def _db(x: float) -> str:
 
 
 def _opsets(info: dict) -> str:
+    """The opsets of the domains the graph's nodes use ("ai.onnx 17, com.microsoft 1"). Domains an exporter
+    imports but no node uses (ai.onnx.training, org.pytorch.aten) are only counted: listed, they alarm a reader."""
     opsets = info.get("opsets") or {}
-    return ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(opsets.items())) or "–"
+    counts = info.get("op_counts")
+    if counts is not None:
+        used = {k.split("::", 1)[0] if "::" in k else "" for k in counts} | {""}
+        unused = len([d for d in opsets if d not in used])
+        opsets = {d: v for d, v in opsets.items() if d in used}
+    else:
+        unused = 0
+    text = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(opsets.items())) or "–"
+    return text + (f" (+{unused} more imported, used by no node)" if unused else "")
 
 
 def _accuracy(ev: EvalReport, verdict: Verdict | None = None) -> str:

@@ -423,14 +423,19 @@ def preprocess_for_quantization(src, dst) -> list[str]:
             except Exception as exc:
                 raise _fail(step, exc, "Turn pre-processing off and quantize the model as it is.") from None
             reason = one_line(first)
-            warnings.append(f"Symbolic shape inference failed ({type(first).__name__}: {reason}); pre-processed "
-                            f"with ONNX shape inference only (skip_symbolic_shape=True).")
+            warnings.append(SHAPES_FALLBACK + f" (Details: {type(first).__name__}: {reason}.)")
         _finish(out, dst, step)
     for m in messages:
         if "Model Optimization Failed" in m:
             warnings.append("ORT's graph optimization inside pre-processing failed; the model was pre-processed "
                             "without it (BatchNormalization may stay unfused).")
     return warnings
+
+
+# said in plain words when ORT's symbolic shape inference gives up and pre-processing goes on without it
+SHAPES_FALLBACK = ("Pre-processing worked out the tensor shapes with ONNX's standard shape inference, because ORT's "
+                   "more thorough one could not handle this model. Quantization works as usual; a few tensors may "
+                   "keep open shapes.")
 
 
 def quantize_dynamic_model(src, dst, q: QuantConfig) -> list[str]:

@@ -202,3 +202,48 @@ def test_d_fit_shows_the_whole_graph(demo):
         assert got[side]["n"] >= 15 and not got[side]["outside"], (side, got)
     _assert_lined_up(frame.evaluate(MATCHED_GROUPS_JS), "after Fit")
     page.screenshot(path=str(shots / "compare_graph_fit_1280x720.png"))
+
+
+# Matched boxes (a closed group and its twin, a node matched across the change, a removed node and the node that
+# replaced it: the view's own pairs) that share a rank with
+# another matched pair in both panes, and the pairs whose left-to-right order differs between the panes.
+MIRRORED_JS = """() => {
+    const L = window.ortlabPanes.before, R = window.ortlabPanes.after, both = [];
+    window.ortlabPairs().forEach(([a, b]) => {
+        const n = L.cy.getElementById(a), m = R.cy.getElementById(b);
+        if (!n.isParent() && !m.isParent()) both.push([a, n.position(), m.position()]);
+    });
+    let sideBySide = 0;
+    const flipped = [];
+    for (let i = 0; i < both.length; i++) for (let j = i + 1; j < both.length; j++) {
+        const [a, pa, qa] = both[i], [b, pb, qb] = both[j];
+        if (Math.abs(pa.y - pb.y) > 1 || Math.abs(qa.y - qb.y) > 1) continue;  // not on one rank in both panes
+        sideBySide += 1;
+        if ((pa.x < pb.x) !== (qa.x < qb.x)) flipped.push([a, b]);
+    }
+    return {matched: both.length, sideBySide, flipped};
+}"""
+
+
+def test_e_the_panes_lay_branches_out_in_the_same_order(demo):
+    """Issue 28 (2): the two panes laid a block's branches out as mirror images (the shortcut left of the main
+    branch on one side, right of it on the other). Every pair of matched boxes on one rank keeps its left-to-right
+    order in both panes, with every group open and after a search."""
+    page, shots = demo
+    page.goto(page.url)  # a fresh session on Compare reopens the demo's pair, search empty
+    page.locator('[data-testid="stMetric"]').filter(has_text="Speed-up (p50)").first.wait_for(timeout=90_000)
+    wait_quiet(page)
+    frame = _frame(page)
+    frame.evaluate("""() => { for (const side of ['before', 'after']) { const p = window.ortlabPanes[side];
+        p.order.filter(id => p.data[id].group).forEach(id => p.toggle(id, true)); } }""")
+    page.wait_for_timeout(300)
+    frame.locator("#fit").click()
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(shots / "compare_graph_branches_1280x720.png"))
+    got = frame.evaluate(MIRRORED_JS)
+    assert got["sideBySide"] >= 1 and not got["flipped"], got
+    _search(page, "layer2")
+    frame = _frame(page)
+    got = frame.evaluate(MIRRORED_JS)
+    page.screenshot(path=str(shots / "compare_graph_branches_layer2_1280x720.png"))
+    assert not got["flipped"], got

@@ -83,3 +83,21 @@ def test_a_preset_is_a_visible_choice_with_its_source(tmp_path, images, capsys):
     err = capsys.readouterr().err
     assert code == 0 and "channel order BGR (preset paddle_det)" in err and "mean 0.485, 0.456, 0.406 (preset " \
                                                                            "paddle_det)" in err
+
+
+@pytest.mark.parametrize(("inputs", "outputs", "expected"), [
+    ([("images", "float32", (1, 3, 640, 640))], [("output0", "float32", (1, 84, 8400))], "yolo"),
+    ([("images", "float32", (1, 3, 320, 320))], [("output0", "float32", (1, 2100, 8))], "yolo"),
+    # a classifier, an open size, a non-square input, an OCR recognizer's [N, T, classes]: no preset offered
+    ([("input", "float32", (1, 3, 224, 224))], [("logits", "float32", (1, 1000))], None),
+    ([("images", "float32", (1, 3, "h", "w"))], [("output0", "float32", (1, 84, 8400))], None),
+    ([("x", "float32", (1, 3, 48, 320))], [("out", "float32", (1, 40, 6625))], None),
+    ([("images", "float32", (1, 3, 640, 640))], [("emb", "float32", (1, 512))], None),
+])
+def test_the_yolo_preset_is_offered_from_the_model_shapes(inputs, outputs, expected):
+    from ortlab.data.preprocess import suggest_preset
+
+    got = suggest_preset([TensorInfo(*t) for t in inputs], [TensorInfo(*t) for t in outputs])
+    assert (got[0] if got else None) == expected, got
+    if got:
+        assert "YOLO" in got[1] and str(inputs[0][2][2]) in got[1]  # why: the shapes it read

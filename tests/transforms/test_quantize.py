@@ -136,8 +136,11 @@ def test_preprocess_falls_back_without_symbolic_shape_inference(tmp_path, monkey
     monkeypatch.setattr(SymbolicShapeInference, "infer_shapes", staticmethod(boom))
     src = conv_bn_model(tmp_path / "m.onnx")
     warnings = preprocess_for_quantization(src, tmp_path / "pre.onnx")
-    assert len(warnings) == 1 and warnings[0].startswith("Symbolic shape inference failed (RuntimeError: Incomplete")
-    assert "skip_symbolic_shape=True" in warnings[0]
+    # said in plain words (issue 28), the exception only as the details at the end
+    assert len(warnings) == 1 and warnings[0].startswith("Pre-processing worked out the tensor shapes with ONNX's "
+                                                         "standard shape inference"), warnings
+    assert warnings[0].endswith("(Details: RuntimeError: Incomplete symbolic shape inference.)"), warnings
+    assert "Symbolic shape inference failed" not in warnings[0] and "skip_symbolic_shape" not in warnings[0]
     assert ops(tmp_path / "pre.onnx")["BatchNormalization"] == 0
 
 

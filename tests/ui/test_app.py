@@ -179,6 +179,25 @@ def test_demo_lands_on_compare_with_everything_filled_in(demo_app):
     assert card.delta == (settled(speed).caveat() or interval) and card.help.startswith(interval)
 
 
+def test_compare_glosses_its_jargon_in_help_tooltips(demo_app):
+    """Issue 28 (10): SQNR, p50, near-tie flips and QDQ were shown with no plain gloss; each now has one in the
+    help of the card, table column or select that shows it."""
+    import json
+
+    at, _ = demo_app
+    helps = {m.label: m.proto.help for m in at.metric}
+    assert "higher is closer" in helps["SQNR (worst output)"], helps
+    assert any(label.endswith("(p50)") and "median latency" in h for label, h in helps.items()), helps
+    assert "QuantizeLinear/DequantizeLinear" in at.selectbox(key="compare.cand").help
+    columns = {}
+    for df in at.dataframe:
+        config = json.loads(df.proto.columns or "{}")
+        columns.update({k.removeprefix("name:") if isinstance(k, str) else k: v.get("help")
+                        for k, v in config.items() if isinstance(v, dict)})
+    assert "almost tied" in (columns.get("metric") or ""), columns
+    assert "higher is closer" in (columns.get("SQNR") or ""), columns
+
+
 def test_the_demo_verifies_on_as_many_samples_as_the_cli_by_default(demo_app):
     """The app and the CLI judge the same recipe on the same number of samples (they were 64 and 32)."""
     from ortlab.cli.main import build_parser
@@ -868,3 +887,47 @@ def test_a_preset_picked_on_the_data_page_is_applied(home):
                for w in at.get(kind) if getattr(w, "key", None)}
     assert widgets["pre.resize_mode"].value == "center_crop" and widgets["pre.scale"].value == "0-1"
     assert widgets["pre.channel_order"].value == "RGB"
+
+
+def test_the_data_page_offers_the_yolo_preset_for_a_detector_and_credits_its_values(home):
+    """Issue 28 (7): an uploaded YOLO-shaped detector (1×3×640×640 in, anchors × 4+classes out) is offered the YOLO
+    preset from its shapes; choosing it sets letterbox, credited to the preset (not "you"), and the note about the
+    detected preprocessing names the offer instead of contradicting the page."""
+    at = new_app()
+    detector = ROOT / "tests" / "fixtures" / "yolo_detector.onnx"
+    at.file_uploader(key="model_upload").set_value(("detector.onnx", detector.read_bytes(), "")).run()
+    at.switch_page("pages/data.py").run()
+    at.radio(key="data.source").set_value("images").run()
+    photos = sorted((ROOT / "sample_models" / "efficientnet_lite0" / "evaluation").rglob("*.jpg"))[:3]
+    at.file_uploader(key="data_upload").set_value([(p.name, p.read_bytes(), "image/jpeg") for p in photos]).run()
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    offers = [m.value.replace("\\", "") for m in at.info if "YOLO (Ultralytics)" in m.value]
+    assert offers and "[1, 3, 640, 640]" in offers[0], [m.value for m in at.info]
+    assert all("size unknown" not in w.value for w in at.warning)
+    at.button(key="data.use_suggested_preset").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    assert at.selectbox(key="data.preset").value == "yolo"
+    widgets = {w.key: w.value for kind in ("selectbox", "radio", "segmented_control")
+               for w in at.get(kind) if getattr(w, "key", None)}
+    assert widgets["pre.resize_mode"].value == "letterbox", widgets
+    sources = {row["setting"]: row["from"] for row in at.dataframe[-1].value.to_dict("records")}
+    assert sources["resize letterbox"] == "preset yolo", sources  # not "you"
+    assert sources["size 640×640"] == "detected from a fixed input shape", sources
+    assert not [m for m in at.info if "YOLO (Ultralytics)" in m.value]  # chosen: no longer offered
+
+
+def test_the_detected_preprocessing_note_never_claims_an_open_size(monkeypatch):
+    """Issue 28 (7): a yellow "detected from the model input (size, …)" beside a red "size unknown" box: the note
+    claims the size only when the model fixes it."""
+    from types import SimpleNamespace
+
+    from ortlab.model.inspect import TensorInfo
+    from ortlab.ui.session.actions import detected_preprocess_note
+
+    out = [TensorInfo("output0", "float32", (1, 84, 8400))]
+    fixed = detected_preprocess_note(SimpleNamespace(inputs=[TensorInfo("images", "float32", (1, 3, 640, 640))],
+                                                     outputs=out))
+    assert "(size, layout" in fixed and "YOLO (Ultralytics) preset" in fixed
+    open_ = detected_preprocess_note(SimpleNamespace(inputs=[TensorInfo("images", "float32", (1, 3, "h", "w"))],
+                                                     outputs=out))
+    assert "size" not in open_.split(")")[0] and "height and width open" in open_, open_

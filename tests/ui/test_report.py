@@ -113,3 +113,19 @@ def test_random_data_is_flagged_and_optional_parts_may_be_missing():
     bare = html_report(dataclasses.replace(artifact, random_data=False), ref, cand, empty, None, None)
     assert "Not evaluated." in bare and "No fusions detected." in bare
     assert "plotly" not in bare.lower()  # no figures → no library
+
+
+def test_the_report_lists_only_the_opset_domains_the_nodes_use():
+    """Issue 28 (10): an exporter's imports of ai.onnx.training or org.pytorch.aten, used by no node, alarmed a
+    reader of the report's Models table; they are counted, not listed."""
+    artifact, ref, cand, diff, evaluation, bench, _ = inputs()
+    ref = {**ref, "opsets": {"": 17, "ai.onnx.training": 1, "org.pytorch.aten": 1, "ai.onnx.ml": 3},
+           "op_counts": {"Conv": 3, "BatchNormalization": 3}}
+    cand = {**cand, "opsets": {"": 17, "com.microsoft": 1, "ai.onnx.training": 1},
+            "op_counts": {"Conv": 3, "com.microsoft::QLinearAdd": 1}}
+    page = html_report(artifact, ref, cand, diff, evaluation, bench)
+    row = re.search(r"<td>Opsets</td><td>(.*?)</td><td>(.*?)</td>", page)
+    assert row is not None
+    assert row.group(1) == "ai.onnx 17 (+3 more imported, used by no node)", row.group(1)
+    assert row.group(2) == "ai.onnx 17, com.microsoft 1 (+1 more imported, used by no node)", row.group(2)
+    assert "ai.onnx.training" not in page and "org.pytorch.aten" not in page

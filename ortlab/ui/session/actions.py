@@ -33,7 +33,8 @@ from ortlab.api import resolve_preprocess
 from ortlab.api import dataset_digest, write_dataset
 from ortlab.api import pick_subset
 from ortlab.core.text import format_bytes, upload_name
-from ortlab.ui.views.cards import pct, verdict_text
+from ortlab.ui.views.cards import pct, sqnr_db_text, verdict_text
+from ortlab.ui.views.forms import set_form_values
 from ortlab.api import judge
 from ortlab.api import VerdictPolicy
 from ortlab.api import infer_specs
@@ -275,8 +276,23 @@ def set_user_dataset(ds, label: str) -> None:
         pre = resolve_preprocess(state.model_info(), dataset=ds)
         state.set_preprocess(pre)
         if pre is not None:
-            state.flash("Preprocessing was detected from the model input (size, layout, 0–1 scale, no mean/std). "
-                        "Accuracy depends on it: check it below.", "warning")
+            state.flash(detected_preprocess_note(state.model_info()), "warning")
+
+
+def detected_preprocess_note(info) -> str:
+    """What the Data page says once preprocessing was detected from the model input: the size only when the
+    model fixes it (an open size is asked for below, never claimed as detected), and the preset its shapes
+    point to."""
+    explained = api.explain_preprocess(info)
+    open_size = explained is not None and explained.open_size
+    what = "layout, 0–1 scale, no mean/std" if open_size else "size, layout, 0–1 scale, no mean/std"
+    text = f"Preprocessing was detected from the model input ({what}). Accuracy depends on it: check it below."
+    if open_size:
+        text += " The model leaves its height and width open: give them below."
+    suggested = api.suggest_preprocess_preset(info)
+    if suggested is not None:
+        text += f" The {api.PREPROCESS_PRESETS[suggested[0]].label} preset fits this model: it is offered below."
+    return text
 
 
 def evaluation_subset(ds):
@@ -318,7 +334,26 @@ def run_summary(a: Artifact) -> dict:
     return {"verdict": verdict_text(run_verdict(a)), "recipe": recipe_label(a),
             "size": format_bytes(a.size_bytes), "vs source": f"{a.size_ratio:.0%}",
             "top-1": pct(ev.top1_accuracy_cand if ev else None), "agreement": pct(ev.top1_agreement if ev else None),
-            "seconds": round(a.total_seconds, 2)}
+            "task metric": task_metric_text(ev), "seconds": round(a.total_seconds, 2)}
+
+
+def task_metric_text(ev) -> str:
+    """A run's task figure for a table, where top-1 says nothing (a detector, an OCR recognizer, an encoder):
+    "F1 0.921 · score SQNR 24.1 dB", "3/64 strings changed", "cosine 0.9987"; "–" for a classifier or no
+    evaluation."""
+    task = ev.task if ev is not None else None
+    if task is None or ev.top1_accuracy_cand is not None or ev.top1_agreement is not None:
+        return "–"
+    for b in task.boxes[:1]:
+        f1 = "no detections" if b.f1 is None else f"F1 {b.f1:.3f}"
+        return f"{f1} · score SQNR {sqnr_db_text(b.score_sqnr_db)}"
+    for q in task.sequences[:1]:
+        return f"{q.changed}/{q.n_samples} strings changed"
+    for e in task.embeddings[:1]:
+        return f"cosine {e.mean_cosine:.4f}"
+    for d in task.dense_maps[:1]:
+        return f"{pct(d.crossing_fraction, 2)} crossing {d.threshold:g}"
+    return "–"
 
 
 def model_title(path, file_name: str) -> str:
@@ -577,7 +612,10 @@ def apply_preset(info, name: str | None) -> PreprocessConfig | None:
     resolved = api.explain_preprocess(info, sample, overrides=keep, preset=name)
     cfg = resolved.config if resolved is not None else None
     state.set_preprocess(cfg)
-    state.clear_widgets("pre.")
+    if cfg is not None:  # written into the form's widgets: a browser keeps showing a widget whose state is only deleted
+        set_form_values(PreprocessConfig, cfg, "pre")
+    else:
+        state.clear_widgets("pre.")
     return cfg
 
 

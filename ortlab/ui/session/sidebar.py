@@ -13,6 +13,9 @@ from ortlab.ui.session.inert import md
 from ortlab import api
 from ortlab.api import CPU, CUDA, TRT
 
+# a row of metric cards (a horizontal block with cards in its columns and no further columns inside)
+CARD_ROW = ('[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stMetric"])'
+            ':not(:has([data-testid="stHorizontalBlock"]))')
 CSS = """
 <style>
 [data-testid="stMetricValue"] { font-size: clamp(1.35rem, 1.9vw, 2.2rem); line-height: 1.15; }
@@ -30,8 +33,23 @@ CSS = """
     background-color: #8c1d18 !important; border-color: #8c1d18 !important; }
 /* the first view on a laptop screen: less empty space above the title */
 [data-testid="stMainBlockContainer"] { padding-top: 2.2rem; }
+/* phones: a row of metric cards becomes a compact grid, two a row, so what follows them (Compare's graph diff)
+   is within reach instead of thousands of pixels down; what only repeats a neighbour is left out there (the op-count
+   chart: the table's numbers; the four change cards: the caption's counts) and the op table scrolls in 12rem */
+@media (max-width: 640px) {
+  CARD_ROW { flex-flow: row wrap !important; gap: .5rem !important; }
+  CARD_ROW > [data-testid="stColumn"] {
+      flex: 1 1 calc(50% - .5rem) !important; width: calc(50% - .5rem) !important;
+      min-width: calc(50% - .5rem) !important; }
+  [data-testid="stMetric"] > div { padding: .35rem .55rem !important; }
+  [data-testid="stMetricValue"] { font-size: 1.3rem; }
+  [data-testid="stMetricLabel"] p { font-size: .9rem; }
+  [data-testid="stMetricDelta"] { font-size: .8rem; }
+  .st-key-compare-op-chart, .st-key-compare-change-cards { display: none; }
+  .ortlab-op-deltas { max-height: 12rem !important; }
+}
 </style>
-"""
+""".replace("CARD_ROW", CARD_ROW)
 
 
 def home_relative(path) -> str:

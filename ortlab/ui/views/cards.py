@@ -73,6 +73,19 @@ def sqnr_text(o: OutputError) -> str:
 
 LONG_VALUE = 10
 
+# plain glosses of the jargon the pages show, for help tooltips
+GLOSS = {
+    "SQNR": "SQNR (signal-to-quantization-noise ratio, in dB): how close the candidate's output is to the "
+            "reference's; higher is closer, above 30 dB is usually fine.",
+    "p50": "p50 is the median latency (half the runs were faster); p90 and p99: 90% and 99% of the runs were at "
+           "least this fast.",
+    "near-tie flip": "A flip is a sample whose top class changed. A near-tie flip happened where the reference's "
+                     "two best classes were almost tied (softmax margin below the bar), so it says little; a "
+                     "confident flip (margin at or above it) is a real error.",
+    "QDQ": "QDQ: the int8 model holds QuantizeLinear/DequantizeLinear pairs around each quantized op; ONNX Runtime "
+           "fuses them into int8 kernels when it loads the model.",
+}
+
 
 CARDS_PER_ROW = 4
 
@@ -185,15 +198,17 @@ def eval_cards(ev: EvalReport, ref_name: str, cand_name: str, verdict: Verdict |
         if deciding != f"{bx.output} scores: SQNR":
             items.append((f"Score SQNR ({bx.output})", sqnr_db_text(bx.score_sqnr_db),
                           sqnr_flag(bx.score_sqnr_db, min_sqnr_db),
-                          "SQNR of the class-score channels alone, held to the same bar as whole outputs."))
+                          "SQNR of the class-score channels alone, held to the same bar as whole outputs. "
+                          + GLOSS["SQNR"]))
         if deciding != f"{bx.output} boxes: SQNR":
             items.append((f"Box SQNR ({bx.output})", sqnr_db_text(bx.box_sqnr_db), sqnr_flag(bx.box_sqnr_db, min_sqnr_db),
-                          "SQNR of the 4 box channels (input pixels) alone, held to the same bar as whole outputs."))
+                          "SQNR of the 4 box channels (input pixels) alone, held to the same bar as whole outputs. "
+                          + GLOSS["SQNR"]))
     floats = [o for o in ev.outputs if o.name not in {bx.output for bx in boxes}]
     if floats and not deciding.endswith(": SQNR"):
         worst = min(floats, key=lambda o: o.sqnr_db if o.sqnr_db == o.sqnr_db else float("-inf"))  # NaN first
         items.append(("SQNR (worst output)", sqnr_text(worst), sqnr_flag(worst.sqnr_db, min_sqnr_db),
-                      "Signal-to-quantization-noise ratio: higher is closer to the reference; >30 dB is usually fine."))
+                      GLOSS["SQNR"]))
     items.append(("Samples", str(ev.n_samples), None, None))
     for i in range(0, min(len(items), 8), CARDS_PER_ROW):  # at most 4 a row: labels stay on one or two lines at 1280 px
         metric_row(items[i:i + CARDS_PER_ROW])

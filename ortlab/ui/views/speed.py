@@ -15,6 +15,7 @@ from ortlab.api import BenchHandle, BenchVariant, LatencySummary, PairSpeed, con
 from ortlab.ui.session import actions, state
 from ortlab.ui.session.guard import engine_errors, error_message, show_message
 from ortlab.ui.session.inert import md
+from ortlab.ui.views.cards import GLOSS
 from ortlab.ui.jobs.status import DONE, started
 
 
@@ -88,9 +89,9 @@ def _cards(ref_ms: float, ref_help: str, cand_ms: float, cand_help: str, sp: api
            settled: api.SettledSpeed | None = None) -> None:
     """Compare's three speed cards: the two batch-1 p50 latencies and the speed-up (when there is one)."""
     c = st.columns(3)
-    c[0].metric("Latency b1 · reference (p50)", f"{ref_ms:.2f} ms", border=True, help=ref_help)
+    c[0].metric("Latency b1 · reference (p50)", f"{ref_ms:.2f} ms", border=True, help=f"{ref_help}. {GLOSS['p50']}")
     c[1].metric("Latency b1 · candidate (p50)", f"{cand_ms:.2f} ms", f"{100 * (cand_ms / ref_ms - 1):+.0f}%",
-                delta_color="inverse", border=True, help=cand_help)
+                delta_color="inverse", border=True, help=f"{cand_help}. {GLOSS['p50']}")
     if sp is not None:
         value, delta, help_ = speedup_card(sp, settled)
         c[2].metric("Speed-up (p50)", value, delta, delta_color="off", delta_arrow="off", border=True, help=help_)

@@ -180,10 +180,44 @@
         return out;
     };
 
+    // dagre orders the boxes of a rank from the order it is given them: both panes give it one order (the before
+    // side's graph order, see sameOrder), so branches lie left to right alike instead of as mirror images.
     Pane.prototype.layout = function () {
+        var rank = this.rank || {};
+        var key = function (e) {
+            return e.isNode() ? [rank[e.id()] || 0, 0] : [rank[e.source().id()] || 0, rank[e.target().id()] || 0];
+        };
         this.cy.elements().layout({ name: 'dagre', rankDir: 'TB', nodeSep: 18, rankSep: 34, edgeSep: 8, fit: false,
-                                    animate: false, nodeDimensionsIncludeLabels: false }).run();
+                                    animate: false, nodeDimensionsIncludeLabels: false,
+                                    sort: function (a, b) { var x = key(a), y = key(b); return x[0] - y[0] || x[1] - y[1]; }
+                                  }).run();
     };
+
+    // The order both panes hand to dagre: the before side's graph order; an after element takes its match's place
+    // (its twin group, the same node, or the node it replaced), an unmatched one the place after the matched
+    // element before it in its own graph order.
+    function sameOrder(L, R, aff) {
+        var partner = {};
+        L.rank = {};
+        L.order.forEach(function (id, i) {
+            L.rank[id] = i;
+            var d = L.data[id];
+            var t = d.group ? d.twin : (R.data[id] ? id : aff[id]);
+            if (t && R.data[t] && partner[t] === undefined) {
+                partner[t] = i;
+            }
+        });
+        R.rank = {};
+        var last = -1;
+        R.order.forEach(function (id, j) {
+            if (partner[id] !== undefined) {
+                last = partner[id];
+                R.rank[id] = last;
+            } else {
+                R.rank[id] = last + 0.5 + j * 1e-6;
+            }
+        });
+    }
 
     Pane.prototype.draw = function () {
         var self = this;
@@ -928,10 +962,27 @@
         });
     }
 
+    // A narrow frame (a phone) stacks the panes, each at least 320 px tall: the frame is then as tall as its
+    // content needs, never shorter than the height Python asked for.
+    var NARROW = 700;
+    var sentHeight = null;
+
+    function sizeFrame(height) {
+        var h = height;
+        if (window.innerWidth <= NARROW) {
+            document.body.style.height = 'auto';
+            h = Math.max(height, Math.ceil(document.body.scrollHeight));
+        }
+        document.body.style.height = h + 'px';
+        if (h !== sentHeight) {
+            sentHeight = h;
+            send('streamlit:setFrameHeight', { height: h });
+        }
+    }
+
     function render(args) {
         if (typeof args.height === 'number') {
-            document.body.style.height = args.height + 'px';
-            send('streamlit:setFrameHeight', { height: args.height });
+            sizeFrame(args.height);
         }
         if (shown && shown.revision === args.revision) {
             return;
@@ -948,6 +999,9 @@
         var aff = args.affinity || {};
         Object.keys(aff).forEach(function (b) { (reverseAffinity[aff[b]] = reverseAffinity[aff[b]] || []).push(b); });
         header(args);
+        if (typeof args.height === 'number') {
+            sizeFrame(args.height);  // the header and legend are drawn: their height counts on a narrow frame
+        }
         drawAll(args);
     }
 
@@ -964,6 +1018,7 @@
             panes[side] = new Pane(side, (args.panes || {})[side] || {});
         });
         console.debug('ortlab graph diff: laying out revision ' + args.revision);  // a hang shows in the browser log
+        sameOrder(panes.before, panes.after, args.affinity || {});
         openFound();
         SIDES.forEach(function (side) { panes[side].draw(); });
         SIDES.forEach(function (side) { panes[side].layout(); });
@@ -975,6 +1030,7 @@
         window.ortlabPanes = { before: panes.before, after: panes.after };  // for the browser test
         window.ortlabGraph = panes.after.cy;
         window.ortlabLink = link;  // the matched pairs lined up, for tests
+        window.ortlabPairs = function () { return pairs().map(function (p) { return [p[0].id(), p[1].id()]; }); };
         document.body.setAttribute('data-ortlab-graphdiff', 'ready');
         window.setTimeout(function () {
             if (panes.before.cy && !panes.before.moved && !panes.after.moved) { firstViews(); }
@@ -982,6 +1038,9 @@
     }
 
     window.addEventListener('resize', function () {
+        if (shown && typeof shown.height === 'number') {
+            sizeFrame(shown.height);
+        }
         SIDES.forEach(function (side) { if (panes[side] && panes[side].cy) { panes[side].cy.resize(); } });
         if (panes.before && panes.before.cy && !panes.before.moved && !panes.after.moved) {
             firstViews();
