@@ -198,6 +198,14 @@ def _split(path: str, out: Path, labels, ns: argparse.Namespace) -> tuple[str, s
             str(write_dataset(ev, out / "data" / "evaluation")))
 
 
+def search_policy(ns: argparse.Namespace):
+    """The search's accuracy policy: optimize's verdict (with ``--margin``) plus this search's bar, which never
+    relabels the verdict; UsageError for a ``--min-task`` that is not a share."""
+    if ns.min_task is not None and not 0.0 < ns.min_task <= 1.0:
+        raise UsageError(f"--min-task is a share between 0 and 1 (e.g. 0.97 for an F1 of 97%), not {ns.min_task:g}.")
+    return verdict_policy(VerdictPolicy(margin=ns.margin), ns.min_sqnr_db, ns.min_task)
+
+
 def cmd_tune(ns: argparse.Namespace) -> int:
     """`ortlab tune`: search recipes in child processes, print each trial, recommend one."""
 
@@ -240,9 +248,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
                             batch_sizes=batch_sizes(ns.batch_sizes), bench_s=ns.bench_seconds,
                             exclusion_steps=max(0, ns.exclusion_steps), verify_samples=ns.verify_samples,
                             max_trials=ns.max_trials, shapes=shapes, ray=ns.ray, timing_resource=ns.timing_resource)
-    if ns.min_task is not None and not 0.0 < ns.min_task <= 1.0:
-        raise UsageError(f"--min-task is a share between 0 and 1 (e.g. 0.97 for an F1 of 97%), not {ns.min_task:g}.")
-    policy = verdict_policy(VerdictPolicy(margin=ns.margin), ns.min_sqnr_db, ns.min_task)  # the bar never relabels the verdict
+    policy = search_policy(ns)
     job = api.start_tune(src, cal, ev, settings, policy, preprocess=pre, sample=sample.name if sample is not None else None,
                          workspace=api.open_workspace(), out_dir=out, background=False)
     trials = job.follow()
