@@ -63,6 +63,7 @@ import argparse
 import contextlib
 import io
 import json
+import shlex
 import os
 import random
 import re
@@ -349,7 +350,8 @@ def run_model(m: Model, args: argparse.Namespace, out: Path) -> list[dict]:
         if "tune" not in args.steps:
             return rows
         tune_out = out / m.key / "tune"
-        st = ortlab("tune", ["tune", str(src), *common, "--budget", str(m.budget_s), "--out", str(tune_out)])
+        st = ortlab("tune", ["tune", str(src), *common, "--budget", str(m.budget_s), *shlex.split(args.tune_args),
+                             "--out", str(tune_out)])
         res = st.result
         best = res.get("best") or {}
         written = Path(res["written"]) if res.get("written") else None
@@ -411,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-text", type=float, default=120)
     ap.add_argument("--budget-rec", type=float, default=300)
     ap.add_argument("--budget-cls", type=float, default=120)
+    ap.add_argument("--tune-args", default="", help="Extra flags for every tune run, e.g. '--min-task 0.97'.")
     ap.add_argument("--encoder-opt-level", default="extended", choices=["disabled", "basic", "extended", "all"],
                     help="The encoder's --opt-level for optimize (at extended, ORT's default, its int8 runs stopped "
                          "at the check of the optimized graph on 2026-11-27).")

@@ -152,7 +152,9 @@ def local_ray_cluster(head_resources: dict[str, float] | None = None,
     temp_dir = tempfile.mkdtemp(prefix="ortray-", dir="/tmp")  # short: Ray's unix sockets live under it
     tag = uuid.uuid4().hex[:12]
     cluster = LocalCluster("", temp_dir, f"{tag}-head", f"{tag}-worker")
+    # RAY_raylet_start_wait_time_s: under a load of 15-25 on 2 cores `ray start` gave up at Ray's default 60 s
     env = {**os.environ, **FAST_LOSS_ENV, "RAY_USAGE_STATS_ENABLED": "0", "ORT_DISABLE_TELEMETRY": "1",
+           "RAY_raylet_start_wait_time_s": "180",
            "PYTHONPATH": str(REPO) + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")}
     env.pop("RAY_ADDRESS", None)
     t0 = time.monotonic()
