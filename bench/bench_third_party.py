@@ -364,7 +364,9 @@ def run_model(m: Model, args: argparse.Namespace, out: Path) -> list[dict]:
                      "wall": f"{st.wall_s:.0f} s ({st.cpu_s:.0f} s CPU); {len(res.get('trials', []))} trials",
                      "notes": [res.get("sentence", "")] + [
                          f"#{t.get('index')} {t.get('label')}: {t.get('level') or t.get('status')}, "
-                         f"{t.get('task_measure')} {t.get('task_value')}" for t in res.get("trials", [])]
+                         f"{t.get('task_measure')} "
+                         + (f"{t['task_value']:.3f}" if isinstance(t.get("task_value"), float) else "–")
+                         for t in res.get("trials", [])]
                      + list(res.get("notes", []))})
     finally:
         timer.close()
