@@ -90,6 +90,9 @@ class LocalTrials:
     def start(self, spec: RunSpec, out: Path | None, workspace: Any) -> Any:
         return service.start_recipe(spec, out, workspace=workspace, origin="tune")
 
+    def prefetch(self, specs: Sequence[RunSpec], workspace: Any) -> None:
+        """Here trials run one at a time: nothing starts ahead."""
+
     def close(self) -> None:
         pass
 
@@ -219,6 +222,7 @@ class Tuner:
             split = _keep_in_float_after(queue) if self.settings.exclusion_steps else len(queue)
             # 1: the start of the search space; 2: keep-in-float; 3: what is left of the search space
             while queue and not self._stop() and (len(self.trials_done) < split or not self.settings.exclusion_steps):
+                self._prefetch(queue, split if self.settings.exclusion_steps else None)
                 t = self._trial(queue.pop(0), "search")
                 queue = self._reorder(t, queue)
                 yield t
@@ -229,6 +233,7 @@ class Tuner:
             if self.settings.int16_steps and not self._stop():
                 yield from self._int16_weights()
             while queue and not self._stop():
+                self._prefetch(queue, None)
                 t = self._trial(queue.pop(0), "search")
                 queue = self._reorder(t, queue)
                 yield t
@@ -240,6 +245,14 @@ class Tuner:
                 self.result = self._finish()
             finally:
                 self.release_timing()
+
+    def _prefetch(self, queue: list[Recipe], until: int | None) -> None:
+        """On a cluster, the accuracy work of ``queue[0]`` (the next trial) and of the recipes after it starts on
+        free nodes (:meth:`ClusterTrials.prefetch`); no more than the trials left before ``max_trials`` or
+        ``until``."""
+        limits = [n - len(self.trials_done) for n in (self.settings.max_trials, until) if n is not None]
+        ahead = queue[:max(0, min(limits))] if limits else queue
+        self.trial_runner.prefetch([self._spec(r) for r in ahead], self.workspace)
 
     def _reorder(self, trial: Trial, queue: list[Recipe]) -> list[Recipe]:
         """The trials still to run, by what is likely to pass: when ``trial`` is the model's first finished static
