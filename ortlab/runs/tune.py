@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,8 +90,8 @@ class LocalTrials:
     def start(self, spec: RunSpec, out: Path | None, workspace: Any) -> Any:
         return service.start_recipe(spec, out, workspace=workspace, origin="tune")
 
-    def prefetch(self, specs: Sequence[RunSpec], workspace: Any) -> None:
-        """Here trials run one at a time: nothing starts ahead."""
+    def prefetch(self, specs: Iterable[RunSpec], workspace: Any) -> None:
+        """Here trials run one at a time: nothing starts ahead (``specs`` is not read)."""
 
     def close(self) -> None:
         pass
@@ -252,7 +252,7 @@ class Tuner:
         ``until``."""
         limits = [n - len(self.trials_done) for n in (self.settings.max_trials, until) if n is not None]
         ahead = queue[:max(0, min(limits))] if limits else queue
-        self.trial_runner.prefetch([self._spec(r) for r in ahead], self.workspace)
+        self.trial_runner.prefetch((self._spec(r) for r in ahead), self.workspace)
 
     def _reorder(self, trial: Trial, queue: list[Recipe]) -> list[Recipe]:
         """The trials still to run, by what is likely to pass: when ``trial`` is the model's first finished static

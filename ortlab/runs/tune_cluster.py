@@ -20,13 +20,14 @@ trial at a time on the timing node: a timing task takes that node's CPU, so noth
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import shutil
 import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -277,16 +278,20 @@ class ClusterTrials:
             out[t.node_id or ""] = out.get(t.node_id or "", 0) + 1
         return out
 
-    def prefetch(self, specs: Sequence[RunSpec], workspace: Any) -> None:
+    def prefetch(self, specs: Iterable[RunSpec], workspace: Any) -> None:
         """Starts the accuracy work of the trials that come next (``specs``, in the tuner's order; the first
         starts now, :meth:`start` takes it), as many as there are nodes that fit a trial. A trial prefetched
-        before and no longer among them (the queue changed) is cancelled."""
-        window = {_key(s): s for s in list(specs)[:len(self.cluster.fitting())]}
+        before and no longer among them (the queue changed) is cancelled. A trial that cannot start ahead is left
+        to :meth:`start`, which reports its error as the trial's."""
+        window = {_key(s): s for s in itertools.islice(specs, len(self.cluster.fitting()))}
         for key in [k for k in self._prefetched if k not in window]:
             self.cluster.cancel([self._prefetched.pop(key)])
         for key, spec in window.items():
             if key not in self._prefetched:
-                self._prefetched[key] = self.submit_trial(spec, workspace)
+                try:
+                    self._prefetched[key] = self.submit_trial(spec, workspace)
+                except OrtlabError:
+                    continue
 
     def _calibrations(self, workspace: Any) -> Any:
         """The workspace's kept calibrations as one object-store reference (the same files: the same one)."""
