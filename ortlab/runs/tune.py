@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +91,9 @@ class LocalTrials:
 
     def start(self, spec: RunSpec, out: Path | None, workspace: Any) -> Any:
         return service.start_recipe(spec, out, workspace=workspace, origin="tune")
+
+    def prefetch(self, specs: Iterable[RunSpec], workspace: Any) -> None:
+        """Here trials run one at a time: nothing starts ahead (``specs`` is not read)."""
 
     def close(self) -> None:
         pass
@@ -226,6 +229,7 @@ class Tuner:
                 split = max(split, 2)  # its full-range twin too: the keep-in-float search starts from the better
             # 1: the start of the search space; 2: keep-in-float; 3: what is left of the search space
             while queue and not self._stop() and (len(self.trials_done) < split or not self.settings.exclusion_steps):
+                self._prefetch(queue, split if self.settings.exclusion_steps else None)
                 t = self._trial(queue.pop(0), "search")
                 queue = self._reorder(t, queue)
                 yield t
@@ -236,6 +240,7 @@ class Tuner:
             if self.settings.int16_steps and not self._stop():
                 yield from self._int16_weights()
             while queue and not self._stop():
+                self._prefetch(queue, None)
                 t = self._trial(queue.pop(0), "search")
                 queue = self._reorder(t, queue)
                 yield t
@@ -247,6 +252,14 @@ class Tuner:
                 self.result = self._finish()
             finally:
                 self.release_timing()
+
+    def _prefetch(self, queue: list[Recipe], until: int | None) -> None:
+        """On a cluster, the accuracy work of ``queue[0]`` (the next trial) and of the recipes after it starts on
+        free nodes (:meth:`ClusterTrials.prefetch`); no more than the trials left before ``max_trials`` or
+        ``until``."""
+        limits = [n - len(self.trials_done) for n in (self.settings.max_trials, until) if n is not None]
+        ahead = queue[:max(0, min(limits))] if limits else queue
+        self.trial_runner.prefetch((self._spec(r) for r in ahead), self.workspace)
 
     def _reorder(self, trial: Trial, queue: list[Recipe]) -> list[Recipe]:
         """The trials still to run, by what is likely to pass: when ``trial`` is the model's first finished static

@@ -9,15 +9,25 @@ trial on any node. Timing runs only on a node carrying ``timing_resource``, the 
 trial and finalist, with the one clock (:class:`ortlab.timing.child_runs.PairTimer`), and each timing records
 that node's machine. The trial comes back here as an artifact folder recorded in this workspace's History. A
 node lost mid-trial: the trial runs once more on another node, then fails with the node named.
+
+With N nodes that fit a trial, up to N trials' accuracy work runs at once: while a trial runs, the tuner
+prefetches the next queued recipes (:meth:`ClusterTrials.prefetch`) onto the free nodes; a trial whose task was
+prefetched waits for that task, and a prefetched task the search no longer wants is cancelled (its files never
+reach this workspace: a trial's files are written here only when the tuner takes its result). Timing stays one
+trial at a time on the timing node: a timing task takes that node's CPU, so nothing else runs there meanwhile.
 """
 
 from __future__ import annotations
 
 import io
+import itertools
+import json
 import shutil
 import tempfile
 import threading
+import time
 import zipfile
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +43,7 @@ from ortlab.runs.history import History
 from ortlab.runs.prepare import load_run, prepare_run
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runtime.machine import Machine, this_machine
-from ortlab.runtime.ray_cluster import ClusterError, ClusterNode, ClusterTaskFailed, RayCluster
+from ortlab.runtime.ray_cluster import ClusterError, ClusterNode, ClusterTask, ClusterTaskFailed, RayCluster, ray_module
 from ortlab.settings.config import BenchConfig
 from ortlab.timing.stats import SpeedUp
 
@@ -68,12 +78,14 @@ def _pack_dir(folder: Path) -> bytes:
 def run_trial_on_node(spec_plain: dict[str, Any], model_name: str, model_blob: bytes,
                       calibration: tuple[str, bool] | None, calibration_blob: bytes | None,
                       evaluation: tuple[str, bool] | None, evaluation_blob: bytes | None,
-                      calibrations_blob: bytes | None = None) -> tuple[dict[str, Any], bytes, bytes]:
+                      calibrations_blob: bytes | None = None) -> tuple[dict[str, Any], bytes, bytes, tuple[float, float]]:
     """A Ray task: run the prepared spec on this node (the source and path data — ``(name, is a folder)`` and
     its bytes, a folder zipped — written to a temporary folder first) and return the artifact (plain) and its
-    folder's files (zip), and the calibration cache after the run (zip). ``calibrations_blob``: the workspace's
-    kept calibrations (zip), so a trial reuses one made on any node. The blobs are top-level arguments: Ray
+    folder's files (zip), the calibration cache after the run (zip) and when the work started and ended (epoch
+    seconds). ``calibrations_blob``: the workspace's kept calibrations (zip), so a trial reuses one made on any
+    node. The blobs are top-level arguments: Ray
     hands them over from the object store."""
+    began = time.time()
     tmp = Path(tempfile.mkdtemp(prefix="ortlab-trial-"))
     try:
         source = tmp / "source"
@@ -91,7 +103,7 @@ def run_trial_on_node(spec_plain: dict[str, Any], model_name: str, model_blob: b
         artifact = run_prepared(load_run(spec), tmp / "out", null_reporter, None,
                                 calibrations=CalibrationCache(kept))
         artifact.save()
-        return artifact.to_dict(), _pack_dir(artifact.dir), _pack_dir(kept)
+        return artifact.to_dict(), _pack_dir(artifact.dir), _pack_dir(kept), (began, time.time())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -140,13 +152,14 @@ class _ClusterHandle:
     """A trial on the cluster, as the tuner waits for a run service handle: ``wait``/``drain``/``cancel``,
     then ``result`` (an :class:`Artifact` recorded here) or ``error``."""
 
-    def __init__(self, trials: ClusterTrials, spec: RunSpec, out: Path | None, workspace: Any) -> None:
+    def __init__(self, trials: ClusterTrials, spec: RunSpec, out: Path | None, workspace: Any,
+                 task: ClusterTask | None = None) -> None:
         self._trials, self._spec, self._out, self._ws = trials, spec, out, workspace
         self._cancel = False
         self.result: Artifact | None = None
         self.error: OrtlabError | Cancelled | None = None
         self.node = ""
-        self._task = trials.submit_trial(spec, workspace)
+        self._task = task or trials.submit_trial(spec, workspace)
         self._thread = threading.Thread(target=self._follow, name="ortlab-cluster-trial", daemon=True)
         self._thread.start()
 
@@ -203,6 +216,9 @@ class ClusterTrials:
         self.timed_on: list[str] = []  # the node of each timing
         self.timing_node = ""  # the node of the last timing
         self.retried: list[str] = []  # a note for each trial that ran again after its node was lost
+        self.spans: list[tuple[str, float, float]] = []  # (node, start, end) of each trial's accuracy work, taken
+        self._prefetched: dict[str, ClusterTask] = {}  # by the spec: trials started ahead of the tuner
+        self._inflight: list[ClusterTask] = []  # trial tasks submitted and maybe not finished
 
     def _pick_timing_node(self, nodes: list[ClusterNode]) -> ClusterNode:
         if not self.timing_resource:
@@ -240,12 +256,42 @@ class ClusterTrials:
     def submit_trial(self, spec: RunSpec, workspace: Any) -> Any:
         spec = prepare_run(spec)
         alive = self.cluster.fitting()
-        node = min(alive, key=lambda n: (self._placed.get(n, 0), alive.index(n))) if alive else None
-        if node is not None:  # round robin: the node that got the fewest trials so far
+        busy = self._busy()
+        node = min(alive, key=lambda n: (busy.get(n, 0), self._placed.get(n, 0), alive.index(n))) if alive else None
+        if node is not None:  # the least busy node; among those, round robin (the fewest trials so far)
             self._placed[node] = self._placed.get(node, 0) + 1
-        return self.cluster.submit(run_trial_on_node, spec.to_dict(), Path(self.model).name, self._data["model"],
+        task = self.cluster.submit(run_trial_on_node, spec.to_dict(), Path(self.model).name, self._data["model"],
                                    *self._data_blob(spec.calibration), *self._data_blob(spec.evaluation),
                                    self._calibrations(workspace), node_id=node, spread=True)
+        self._inflight.append(task)
+        return task
+
+    def _busy(self) -> dict[str, int]:
+        """Trial tasks still running (or waiting) on each node."""
+        pending = [t for t in self._inflight if t.ref is not None]
+        if pending:
+            _, waiting = ray_module().wait([t.ref for t in pending], num_returns=len(pending), timeout=0)
+            waiting_ids = {id(r) for r in waiting}
+            self._inflight = [t for t in pending if id(t.ref) in waiting_ids]
+        out: dict[str, int] = {}
+        for t in self._inflight:
+            out[t.node_id or ""] = out.get(t.node_id or "", 0) + 1
+        return out
+
+    def prefetch(self, specs: Iterable[RunSpec], workspace: Any) -> None:
+        """Starts the accuracy work of the trials that come next (``specs``, in the tuner's order; the first
+        starts now, :meth:`start` takes it), as many as there are nodes that fit a trial. A trial prefetched
+        before and no longer among them (the queue changed) is cancelled. A trial that cannot start ahead is left
+        to :meth:`start`, which reports its error as the trial's."""
+        window = {_key(s): s for s in itertools.islice(specs, len(self.cluster.fitting()))}
+        for key in [k for k in self._prefetched if k not in window]:
+            self.cluster.cancel([self._prefetched.pop(key)])
+        for key, spec in window.items():
+            if key not in self._prefetched:
+                try:
+                    self._prefetched[key] = self.submit_trial(spec, workspace)
+                except OrtlabError:
+                    continue
 
     def _calibrations(self, workspace: Any) -> Any:
         """The workspace's kept calibrations as one object-store reference (the same files: the same one)."""
@@ -253,13 +299,15 @@ class ClusterTrials:
         return self.cluster.put(_pack_dir(folder)) if folder.is_dir() else None
 
     def start(self, spec: RunSpec, out: Path | None, workspace: Any) -> _ClusterHandle:
-        return _ClusterHandle(self, spec, out, workspace)
+        """The trial of ``spec``: its prefetched task when there is one, else a new task."""
+        return _ClusterHandle(self, spec, out, workspace, self._prefetched.pop(_key(spec), None))
 
-    def adopt(self, outcome: tuple[dict[str, Any], bytes, bytes], spec: RunSpec, out: Path | None, workspace: Any,
+    def adopt(self, outcome: tuple[dict[str, Any], bytes, bytes, tuple[float, float]], spec: RunSpec, out: Path | None, workspace: Any,
               node: str) -> Artifact:
         """The artifact a node made, written into this workspace (``out`` or a new run folder) and recorded in
         its History."""
-        plain, files, calibrations = outcome
+        plain, files, calibrations, (began, ended) = outcome
+        self.spans.append((node, began, ended))
         _keep_new_calibrations(calibrations, CalibrationCache.in_workspace(workspace.root).folder)
         run_dir = Path(out) if out is not None else workspace.new_artifact_dir()
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -298,4 +346,11 @@ class ClusterTrials:
         return speed
 
     def close(self) -> None:
+        """Cancels the prefetched trials the search did not take, and disconnects."""
+        self.cluster.cancel(list(self._prefetched.values()))
+        self._prefetched.clear()
         self.cluster.close()
+
+
+def _key(spec: RunSpec) -> str:
+    return json.dumps(spec.to_dict(), sort_keys=True, default=str)
