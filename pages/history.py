@@ -82,8 +82,11 @@ for sha, group in groups.items():
     if any(r.random_data for r in group):
         order.append("random data")
     config = {"run": st.column_config.NumberColumn("run", width=45),
-              "time": text("time", width=125), "verdict": text("verdict", width=85),
-              "recipe": text("recipe", width=230 if not searches else 330), "size": text("size", width=80),
+              "time": text("time", width=125 if not searches else 115), "verdict": text("verdict", width=85),
+              "recipe": text("recipe", width=230 if not searches else 270,
+                             help="A tune search is one row: the trial it recommended (\"tune's pick of 6\": of "
+                                  "6 trials), every trial in the list below the table."
+                             if searches else None), "size": text("size", width=80),
               "vs source": text("vs source", width=75), "top-1": text("top-1", width=60),
               "agreement": text("agreement", width=80),
               "task metric": text("task metric", width=230,
@@ -95,7 +98,8 @@ for sha, group in groups.items():
         n = len(search.trials)
         with st.expander(f"Trials of the tune search started {search.started_at.replace('T', ' ')[:16]} ({n})"):
             st.dataframe([_row(t) for t in search.trials], hide_index=True, width="stretch",
-                         key=f"history.trials.{sha[:16]}.{k}", column_order=order, column_config=config)
+                         key=f"history.trials.{sha[:16]}.{k}", column_order=order,
+                         column_config={**config, "recipe": text("recipe", width=230)})  # fits inside the expander
 if unreadable:
     st.warning(f"{len(unreadable)} stored run{'s' if len(unreadable) != 1 else ''} cannot be read and "
                f"{'are' if len(unreadable) != 1 else 'is'} left out above:", icon=":material/warning:")

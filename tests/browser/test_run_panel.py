@@ -83,13 +83,22 @@ def test_history_after_the_demo_and_a_tune_search(app, browser_page, screenshots
     wait_quiet(page)
     shots = Path(os.environ.get("ORTLAB_SHOTS") or screenshots)
     shots.mkdir(parents=True, exist_ok=True)
+    table = page.locator('[data-testid="stDataFrame"]').first
+    table.locator("canvas").first.wait_for(timeout=STEP_TIMEOUT_MS)  # drawn, not its loading skeleton
+    page.wait_for_timeout(800)
     page.screenshot(path=str(shots / "history_1280x720.png"))
+    box, frame = table.bounding_box(), page.locator('[data-testid="stDataFrame"] .dvn-scroller').first
+    assert box is not None and box["x"] + box["width"] <= LAPTOP["width"]
+    # every column of the table fits its frame: no horizontal scroll, nothing cut at the right
+    assert frame.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), frame.evaluate("e => [e.scrollWidth, e.clientWidth]")
     heading = page.locator('[data-testid="stMarkdownContainer"] h5').first.inner_text()
     assert heading.endswith("· 2 runs"), heading  # the demo and the search
     trials = page.locator('[data-testid="stExpander"] summary').filter(has_text="Trials of the tune search")
     assert trials.count() == 1
     trials.first.click()
     page.wait_for_timeout(800)
+    inner = page.locator('[data-testid="stExpander"] [data-testid="stDataFrame"] .dvn-scroller').first
+    assert inner.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), inner.evaluate("e => [e.scrollWidth, e.clientWidth]")
     trials.first.scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "history_trials_1280x720.png"))
     page.screenshot(path=str(shots / "history_full_1280.png"), full_page=True)

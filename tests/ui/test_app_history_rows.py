@@ -42,8 +42,8 @@ def test_a_tune_search_is_one_row_with_its_trial_count_and_recommended_trial(hom
     assert len(table) == 2, table  # the run by hand and the search, not five rows
     recipes = list(table["recipe"])
     rec = trials[2]
-    assert recipes[0].startswith(f"tune search · 4 trials · recommended #{rec.run_id}: "), recipes
-    assert list(table["run"]) == [rec.run_id, by_hand.run_id]
+    assert recipes[0] == f"{rec.recipe.label()} · tune's pick of 4", recipes
+    assert list(table["run"]) == [rec.run_id, by_hand.run_id]  # the search's row is its recommended trial's
     [trials_box] = [e for e in at.expander if e.label.startswith("Trials of the tune search")]
     assert trials_box.label.endswith("(4)")
     [listed] = [d.value for d in trials_box.dataframe]

@@ -40,11 +40,10 @@ def fold_tune_searches(runs: list[Artifact]) -> list[Artifact | TuneSearch]:
 
 
 def search_recipe_text(search: TuneSearch, label: str | None) -> str:
-    """The recipe cell of a search's row: "tune search · 6 trials · recommended #12: int8 static …" (``label``
-    the recommended trial's recipe)."""
+    """The recipe cell of a search's row, the recommended trial's recipe (``label``) first, where a narrow column
+    still shows it: "int8 static · tune's pick of 6" (the trial its search recommended, of 6 trials); "tune search · 6
+    trials · none recommended"."""
     n = len(search.trials)
-    head = f"tune search · {n} trial{'s' if n != 1 else ''}"
-    rec = search.recommended
-    if rec is None:
-        return f"{head} · none recommended"
-    return f"{head} · recommended #{rec.run_id}: {label}"
+    if search.recommended is None:
+        return f"tune search · {n} trial{'s' if n != 1 else ''} · none recommended"
+    return f"{label} · tune's pick of {n}"
