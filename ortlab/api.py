@@ -99,7 +99,7 @@ from ortlab.runs.service import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Handle
 from ortlab.runs.stored import MODEL as STORED_MODEL
 from ortlab.runs.stored_timing import PairSpeed, ReportTiming, TimedModel
 from ortlab.runtime.machine import Machine, this_machine
-from ortlab.runs.tune import Tuner, TuneSettings
+from ortlab.runs.tune import RECOMMENDED_NOTE, Tuner, TuneSettings
 from ortlab.runs.tune_job import TuneJob
 from ortlab.runs.workspace import Workspace
 
@@ -161,6 +161,7 @@ __all__ = [
     "PAIR_TIMING",
     "PREPROCESS_PRESETS",
     "QUEUED",
+    "RECOMMENDED_NOTE",
     "RUNNING",
     "SETTLE_CAP_S",
     "SETTLE_TARGET",

@@ -14,6 +14,7 @@ from ortlab.ui.session.inert import md
 from ortlab.ui.jobs.progress_view import show_flash
 from ortlab.ui.session.router import require_router, stop_page
 from ortlab.ui.views.stored_view import stored_section
+from ortlab.ui.views.history_rows import TuneSearch, fold_tune_searches, search_recipe_text
 
 require_router()
 st.title(":material/history: History")
@@ -50,12 +51,29 @@ titles = {r.run_id: actions.source_title(r) for r in runs}
 groups: dict[str, list[Artifact]] = {}
 for r in runs:  # grouped by source model (sha256), the model of the newest run first
     groups.setdefault(r.source_sha256, []).append(r)
+
+
+def _row(r: Artifact) -> dict:
+    return {"run": r.run_id, "time": r.created_at.replace("T", " ")[:16], "model": titles[r.run_id],
+            **actions.run_summary(r), "sha256": r.sha256[:12], "random data": "⚠ yes" if r.random_data else ""}
+
+
+def _search_row(search: TuneSearch) -> dict:
+    """A tune search's one row: its recommended trial's figures (none: "–"), its trial count in the recipe cell."""
+    rec = search.recommended
+    row = _row(rec) if rec is not None else {k: "–" for k in _row(search.trials[0])}
+    return {**row, "run": (rec or search.trials[0]).run_id, "time": search.started_at.replace("T", " ")[:16],
+            "recipe": search_recipe_text(search, actions.recipe_label(rec) if rec is not None else None),
+            "random data": "⚠ yes" if any(t.random_data for t in search.trials) else ""}
+
+
+text = st.column_config.TextColumn
 for sha, group in groups.items():
     # the model is said once, in the group's heading (its table has no model column, so every column fits 1280 px)
-    st.markdown(f"##### {md(titles[group[0].run_id])} · {len(group)} run{'s' if len(group) != 1 else ''}")
-    table = [{"run": r.run_id, "time": r.created_at.replace("T", " ")[:16], "model": titles[r.run_id],
-              **actions.run_summary(r), "sha256": r.sha256[:12], "random data": "⚠ yes" if r.random_data else ""}
-             for r in group]
+    items = fold_tune_searches(group)
+    searches = [i for i in items if isinstance(i, TuneSearch)]
+    st.markdown(f"##### {md(titles[group[0].run_id])} · {len(items)} run{'s' if len(items) != 1 else ''}")
+    table = [_search_row(i) if isinstance(i, TuneSearch) else _row(i) for i in items]
     # the hash and seconds are in the run's details below, "random data" only when it applies
     order = ["run", "time", "verdict", "recipe", "size", "vs source", "top-1", "agreement"]
     if any(row["task metric"] != "–" for row in table):  # a detector's F1, changed strings, cosine: not "–"
@@ -63,17 +81,25 @@ for sha, group in groups.items():
         order.append("task metric")
     if any(r.random_data for r in group):
         order.append("random data")
-    text = st.column_config.TextColumn
+    config = {"run": st.column_config.NumberColumn("run", width=45),
+              "time": text("time", width=125 if not searches else 115), "verdict": text("verdict", width=85),
+              "recipe": text("recipe", width=230 if not searches else 270,
+                             help="A tune search is one row: the trial it recommended (\"tune's pick of 6\": of "
+                                  "6 trials), every trial in the list below the table."
+                             if searches else None), "size": text("size", width=80),
+              "vs source": text("vs source", width=75), "top-1": text("top-1", width=60),
+              "agreement": text("agreement", width=80),
+              "task metric": text("task metric", width=230,
+                                  help="Where top-1 says nothing: a detector's F1 against the reference and its "
+                                       "score SQNR, changed OCR strings, an encoder's cosine.")}
     st.dataframe(table, hide_index=True, width="stretch", key=f"history.table.{sha[:16]}", column_order=order,
-                 column_config={"run": st.column_config.NumberColumn("run", width=45),
-                                "time": text("time", width=125), "verdict": text("verdict", width=85),
-                                "recipe": text("recipe", width=230), "size": text("size", width=80),
-                                "vs source": text("vs source", width=75), "top-1": text("top-1", width=60),
-                                "agreement": text("agreement", width=80),
-                                "task metric": text("task metric", width=230,
-                                                    help="Where top-1 says nothing: a detector's F1 against the "
-                                                         "reference and its score SQNR, changed OCR strings, an "
-                                                         "encoder's cosine.")})
+                 column_config=config)
+    for k, search in enumerate(searches):  # a search's trials, one row each, behind its expander
+        n = len(search.trials)
+        with st.expander(f"Trials of the tune search started {search.started_at.replace('T', ' ')[:16]} ({n})"):
+            st.dataframe([_row(t) for t in search.trials], hide_index=True, width="stretch",
+                         key=f"history.trials.{sha[:16]}.{k}", column_order=order,
+                         column_config={**config, "recipe": text("recipe", width=230)})  # fits inside the expander
 if unreadable:
     st.warning(f"{len(unreadable)} stored run{'s' if len(unreadable) != 1 else ''} cannot be read and "
                f"{'are' if len(unreadable) != 1 else 'is'} left out above:", icon=":material/warning:")
@@ -106,8 +132,10 @@ ev = r.evaluation
 cards.metric_row([
     ("Size", format_bytes(r.size_bytes), f"{100 * (r.size_ratio - 1):+.1f}%", "Against the source model.",
      "inverse"),
-    ("Top-1 (candidate)", cards.pct(ev.top1_accuracy_cand if ev else None), None, None),
-    ("Agreement", cards.pct(ev.top1_agreement if ev else None), None, None),
+    # a detector, OCR recognizer or encoder shows its task's own figures, as its row in the table above
+    *([(label, value, None, None) for label, value, _ in figures] if (figures := actions.task_figures(ev)) else
+      [("Top-1 (candidate)", cards.pct(ev.top1_accuracy_cand if ev else None), None, None),
+       ("Agreement", cards.pct(ev.top1_agreement if ev else None), None, None)]),
     ("Total time", f"{r.total_seconds:.1f} s", None, ", ".join(f"{k} {v:.2f}s" for k, v in r.timings.items())),
 ])
 ws = actions.workspace()

@@ -626,6 +626,8 @@ class Tuner:
         if busy is not None:
             self.notes.append(busy)
         written = None
+        if best is not None and accepted:
+            self._mark_recommended(best)
         if best is not None:
             line = best.cli_line
             if self.out_dir is not None:
@@ -654,6 +656,20 @@ class Tuner:
         others = max(0.0, machine - self._machine_start - mine) if machine is not None and self._machine_start else None
         return cpu_time.CpuShare(mine, self.elapsed, cpu_time.cores(), others)
 
+    def _mark_recommended(self, best: Trial) -> None:
+        """Note on the recommended trial's History record that its search recommended it (History shows a
+        search as one row named after it)."""
+        if best.run_id is None:
+            return
+        try:
+            history = self.workspace.history()
+            artifact = history.get(best.run_id)
+            if RECOMMENDED_NOTE not in artifact.notes:
+                artifact.notes.append(RECOMMENDED_NOTE)
+                history.update(artifact)
+        except OrtlabError:  # History unreadable now: the search's result stands without the mark
+            return
+
     def _write_out(self, best: Trial, accepted: bool) -> str | None:
         """The recommendation as ``model.onnx`` + ``recipe.json``; a closest trial that did not meet the bar under
         ``closest/`` instead, so it is never taken for a recommendation."""
@@ -668,6 +684,7 @@ class Tuner:
         return written
 
 
+RECOMMENDED_NOTE = "Recommended by its tune search."  # on that trial's History record
 MIN_USEFUL_BUDGET_S = 120.0  # a few trials of a small model, each verified and timed
 
 

@@ -17,7 +17,7 @@ from ortlab.checks.verdict import Level, VerdictPolicy, judge
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.calibration_cache import REUSED
 from ortlab.runs.tune_policy import TRIALS_FILE, Trial, pareto_front, sqnr_policy, verdict_policy
-from ortlab.runs.tune import Tuner, TuneSettings
+from ortlab.runs.tune import RECOMMENDED_NOTE, Tuner, TuneSettings
 from ortlab.runs.tune_space import search_space
 
 
@@ -224,6 +224,8 @@ def test_a_tiny_search_on_digits_records_trials_and_writes_the_files(tmp_path):
     assert all(a.origin == "tune" for a in runs)
     notes = {a.run_id: a.notes for a in runs}  # per-tensor weights calibrate like per-channel: the ranges are reused
     assert REUSED not in notes[r.trials[0].run_id] and REUSED in notes[r.trials[1].run_id]
+    # the recommended trial, and only it, says so on its History record (History folds a search into one row)
+    assert [t.run_id for t in r.trials if RECOMMENDED_NOTE in notes[t.run_id]] == [r.best.run_id]
     for t in r.trials:  # timed interleaved with the source: the median round ratio, with its interval
         (sp,) = t.speed
         assert sp.rounds >= 10 and sp.low <= sp.ratio <= sp.high and sp.paired

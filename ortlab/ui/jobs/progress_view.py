@@ -54,6 +54,9 @@ def recipe_running() -> bool:
 
 
 DEMO_ONLY_SAMPLES = "The demo runs on the bundled samples, with their own images."
+PROGRESS_PANEL_KEY = "run_progress_"  # + the page: a running recipe's panel (sidebar.py's CSS names the prefix)
+DEMO_HELP = ("Quantize the sample to int8 (static, QDQ, calibrated on the sample's images), apply graph optimization, "
+             "verify it against the original and open Compare.")
 NEXT_STEPS = {"data": "choose its data on the Data page", "recipe": "run a recipe on the Recipe page"}
 
 
@@ -74,11 +77,16 @@ def demo_button(here: str | None = None) -> None:
         if state.model_info() is not None:
             st.caption(demo_note(here))
         return
-    if st.button(actions.DEMO_LABEL, key="demo_run", type="primary", disabled=recipe_running(),
-                 help="Quantize the sample to int8 (static, QDQ, calibrated on the sample's images), apply graph "
-                      "optimization, verify it against the original and open Compare."):
-        with engine_errors("Starting the demo"):
-            actions.start_demo_job()
+    running = recipe_running()
+    # started in the click's callback, so the rerun it makes draws the button disabled and without its tooltip:
+    # the pointer stays on the button, and the tooltip the click left open sat over the intro for the whole run
+    st.button(actions.DEMO_LABEL, key="demo_run", type="primary", disabled=running,
+              help=None if running else DEMO_HELP, on_click=_start_demo)
+
+
+def _start_demo() -> None:
+    with engine_errors("Starting the demo"):
+        actions.start_demo_job()
 
 
 def recipe_job_panel(where: str, runs: str = "all") -> None:
@@ -109,7 +117,8 @@ def _recipe_job(where: str) -> None:
             if job.done:
                 st.rerun()
 
-        with st.container(border=True):
+        # keyed: the CSS keeps this panel at full opacity while its fragment reruns (no grey "stale" fade)
+        with st.container(border=True, key=f"{PROGRESS_PANEL_KEY}{where}"):
             # the title and Cancel are drawn once, above the part that redraws every 0.5 s: the button stays the
             # same element in the same place, so a click lands on it however busy the server is (below a panel that
             # grows or shrinks, it moved under the pointer); its callback cancels before anything else of the rerun

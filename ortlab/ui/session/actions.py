@@ -339,21 +339,34 @@ def run_summary(a: Artifact) -> dict:
 
 def task_metric_text(ev) -> str:
     """A run's task figure for a table, where top-1 says nothing (a detector, an OCR recognizer, an encoder):
-    "F1 0.921 · score SQNR 24.1 dB", "3/64 strings changed", "cosine 0.9987"; "–" for a classifier or no
-    evaluation."""
+    "F1 0.921 · score SQNR 24.1 dB", "3/64 strings changed", "cosine 0.9987 · NN agreement 94%"; "–" for a
+    classifier or no evaluation."""
+    return " · ".join(cell for _, _, cell in task_figures(ev)) or "–"
+
+
+def task_figures(ev) -> list[tuple[str, str, str]]:
+    """A run's task figures where top-1 says nothing, each as (card label, card value, table cell text): a
+    detector's F1 against the float model and its score SQNR, an OCR recognizer's changed strings, an encoder's
+    cosine and nearest-neighbour agreement; [] for a classifier or no evaluation."""
     task = ev.task if ev is not None else None
     if task is None or ev.top1_accuracy_cand is not None or ev.top1_agreement is not None:
-        return "–"
+        return []
     for b in task.boxes[:1]:
-        f1 = "no detections" if b.f1 is None else f"F1 {b.f1:.3f}"
-        return f"{f1} · score SQNR {sqnr_db_text(b.score_sqnr_db)}"
+        sqnr = sqnr_db_text(b.score_sqnr_db)
+        f1 = ("Detection F1 vs fp32", "no detections", "no detections") if b.f1 is None else \
+            ("Detection F1 vs fp32", f"{b.f1:.3f}", f"F1 {b.f1:.3f}")
+        return [f1, ("Score SQNR", sqnr, f"score SQNR {sqnr}")]
     for q in task.sequences[:1]:
-        return f"{q.changed}/{q.n_samples} strings changed"
+        return [("Strings changed", f"{q.changed}/{q.n_samples}", f"{q.changed}/{q.n_samples} strings changed")]
     for e in task.embeddings[:1]:
-        return f"cosine {e.mean_cosine:.4f}"
+        cos = [("Embedding cosine", f"{e.mean_cosine:.4f}", f"cosine {e.mean_cosine:.4f}")]
+        if e.nn_agreement is None:
+            return cos
+        return cos + [("NN agreement", pct(e.nn_agreement), f"NN agreement {pct(e.nn_agreement)}")]
     for d in task.dense_maps[:1]:
-        return f"{pct(d.crossing_fraction, 2)} crossing {d.threshold:g}"
-    return "–"
+        share = f"{pct(d.crossing_fraction, 2)} crossing {d.threshold:g}"
+        return [("Map crossing", share, share)]
+    return []
 
 
 def model_title(path, file_name: str) -> str:

@@ -31,6 +31,10 @@ CSS = """
     background-color: #b3261e !important; border-color: #b3261e !important; color: #fff !important; }
 .st-key-history-delete_yes button:hover, [class*="st-key-history-stored-yes-"] button:hover {
     background-color: #8c1d18 !important; border-color: #8c1d18 !important; }
+/* a running recipe's progress panel stays at full opacity while its fragment reruns every 0.5 s (Streamlit fades
+   elements it marks stale, so the panel greyed mid-run) */
+[class*="st-key-run_progress_"] [data-stale="true"], [class*="st-key-run_progress_"] [data-stale="true"] * {
+    opacity: 1 !important; transition: none !important; }
 /* the first view on a laptop screen: less empty space above the title */
 [data-testid="stMainBlockContainer"] { padding-top: 2.2rem; }
 /* phones: a row of metric cards becomes a compact grid, two a row, so what follows them (Compare's graph diff)

@@ -1,0 +1,49 @@
+"""History's table rows: one row per thing the person did, a tune search's trials folded into one row."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ortlab.api import RECOMMENDED_NOTE, Artifact
+
+TUNE_ORIGIN = "tune"  # the origin a tune search's trials are recorded with
+
+
+@dataclass
+class TuneSearch:
+    """The trials of one tune search (newest first), recorded one after another on one model."""
+
+    trials: list[Artifact]
+
+    @property
+    def recommended(self) -> Artifact | None:
+        """The trial its search recommended (None: it recommended none, or ended before saying)."""
+        return next((t for t in self.trials if RECOMMENDED_NOTE in t.notes), None)
+
+    @property
+    def started_at(self) -> str:
+        return self.trials[-1].created_at
+
+
+def fold_tune_searches(runs: list[Artifact]) -> list[Artifact | TuneSearch]:
+    """``runs`` (newest first, one model) with each unbroken stretch of tune trials folded into a
+    :class:`TuneSearch`; a run started by hand between trials ends a stretch."""
+    out: list[Artifact | TuneSearch] = []
+    for r in runs:
+        if r.origin != TUNE_ORIGIN:
+            out.append(r)
+        elif out and isinstance(out[-1], TuneSearch):
+            out[-1].trials.append(r)
+        else:
+            out.append(TuneSearch([r]))
+    return out
+
+
+def search_recipe_text(search: TuneSearch, label: str | None) -> str:
+    """The recipe cell of a search's row, the recommended trial's recipe (``label``) first, where a narrow column
+    still shows it: "int8 static · tune's pick of 6" (the trial its search recommended, of 6 trials); "tune search · 6
+    trials · none recommended"."""
+    n = len(search.trials)
+    if search.recommended is None:
+        return f"tune search · {n} trial{'s' if n != 1 else ''} · none recommended"
+    return f"{label} · tune's pick of {n}"
