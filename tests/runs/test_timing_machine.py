@@ -64,7 +64,7 @@ def test_the_report_shows_a_tune_timing_with_its_interval_and_machine(tmp_path):
     assert "not timed yet" in before
     # what tune keeps for a trial it timed against its source
     fake_tuner = SimpleNamespace(workspace=SimpleNamespace(history=lambda: h), model=str(artifact.source_path),
-                                 notes=[])
+                                 notes=[], trial_runner=SimpleNamespace(timing_machine=None))  # timed here
     trial = SimpleNamespace(run_id=artifact.run_id, label="int8 static", model_path=artifact.model_path)
     Tuner._record_timing(fake_tuner, trial, BenchConfig(), [_pair()])  # type: ignore[arg-type]
     timing = report_timing(h, artifact)

@@ -406,10 +406,16 @@ def test_every_trial_broken_nothing_is_written(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_tune_below_the_bar_exits_4_and_writes_closest(tmp_path, capsys):
+def test_cli_tune_below_the_bar_exits_4_and_writes_closest(tmp_path, capsys, monkeypatch):
     from ortlab.cli.main import main
     from ortlab.cli.tune import EXIT_NO_RECOMMENDATION
     from ortlab.data.samples import get_sample
+    from ortlab.timing.stats import paired
+
+    # the bar is tested here, not this CPU's speed: on a quiet CPU without VNNI digits int8 timed 0.93x fp32, and a
+    # closest trial slower than fp32 is (rightly) not written
+    monkeypatch.setattr(Tuner, "_time_against_source", lambda self, reference, candidate, cfg, batch_size, *, shapes,
+                        cancel: paired(batch_size, [10.0] * 12, [5.0] * 12))
 
     s = get_sample("digits_cnn")
     out = tmp_path / "tuned"
