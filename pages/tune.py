@@ -37,7 +37,7 @@ with st.form("tune.form", border=True):
                                  "(detection F1, strings, flips, neighbours) decides; min SQNR: every output at or "
                                  "above the bar, nothing else.")
     c = st.columns(4)
-    min_sqnr = c[0].number_input("Min SQNR (dB, 0 = task measure)", min_value=0.0, max_value=100.0, step=1.0,
+    min_sqnr = c[0].number_input("SQNR bar (dB, 0 = task)", min_value=0.0, max_value=100.0, step=1.0,
                                  key="tune.min_sqnr", disabled=running,
                                  help="0: a model with a task measure of ours is held to it, plain tensors to 20 dB "
                                       "SQNR. A bar given here holds for every model (a detector's score channels).")
