@@ -13,7 +13,8 @@ from tests.browser.test_openvino_and_phone import PHONE, full_shot
 
 pytestmark = pytest.mark.browser
 
-GRAPH_DIFF_TOP_MAX = 2600  # px from the top of the page (it was about 4,000): compact cards and summary above it
+GRAPH_DIFF_TOP_MAX = 3000  # px from the top of the page (it was about 4,000; 2,557 measured): compact cards above it;
+# the speed card and the verdict's notes vary by a few lines between machines
 
 # the top of an element in page pixels: Streamlit scrolls inside its main container, not the window
 PAGE_TOP_JS = """(sel) => { const e = document.querySelector(sel);

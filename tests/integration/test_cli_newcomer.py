@@ -159,5 +159,7 @@ def test_tune_on_text_data_times_each_trial_at_the_data_sequence_length(tmp_path
                   tmp_path, tmp_path / "home")
     assert proc.returncode in (0, 4) and "error" not in proc.stderr, proc.stderr  # 4: the one trial met no bar
     trials = json.loads((tmp_path / "tuned" / "trials.json").read_text())
-    assert "#1 " in proc.stdout and "--shape input_ids=1,24 --shape attention_mask=1,24" in proc.stdout, proc.stdout
-    assert trials
+    assert "#1 " in proc.stdout, proc.stdout
+    # the trial's own line, recommended or not (on a quiet CPU without VNNI the one int8 trial timed 0.99x fp32 and
+    # was rightly not recommended, so the summary printed no optimize line)
+    assert trials and "--shape input_ids=1,24 --shape attention_mask=1,24" in trials["trials"][0]["cli_line"], trials
