@@ -14,9 +14,9 @@ from typing import Any
 
 from ortlab.settings.config import BenchConfig
 from ortlab.runs.history import BenchmarkRecord, BenchVariant
-from ortlab.core.errors import BenchmarkError, Cancelled, OrtlabError
+from ortlab.core.errors import Cancelled
 from ortlab.core.progress import ProgressEvent
-from ortlab.core.text import one_line, utc_timestamp
+from ortlab.core.text import utc_timestamp
 from ortlab.runtime.child import (
     default_memory_gb,
 )
@@ -27,7 +27,8 @@ from ortlab.runtime import openvino as ov
 from ortlab.runtime.hardware import detect
 from ortlab.runtime.machine import this_machine
 from ortlab.timing import bench, child_runs, settle, stats
-from ortlab.runs.service import CANCELLED, DONE, FAILED, RUN_TIMEOUT_VAR, RUNNING, Handle, timeout_from_env
+from ortlab.runs.service import CANCELLED as CANCELLED, FAILED as FAILED  # re-exported: a benchmark's end states
+from ortlab.runs.service import DONE, RUNNING, Handle, end_with_error, start_time_limit, timeout_from_env
 
 PROFILES_DIR = "profiles"  # under the workspace: one folder of ORT profiles per benchmark
 PAIR_TIMING = BenchConfig(batch_sizes=(1,), warmup=5, duration_s=1.5)  # a pair's batch-1 rounds: at least 1.5 s each
@@ -168,10 +169,7 @@ def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, pr
             wait_for_slot(handle)
             handle.state = RUNNING
             began = time.monotonic()
-            if handle.timeout_s is not None:
-                timer_limit = threading.Timer(handle.timeout_s, handle._time_out)
-                timer_limit.daemon = True
-                timer_limit.start()
+            timer_limit = start_time_limit(handle)
             if interleave:
                 summaries = _bench_interleaved(handle, measure_memory, profile_dir, timer)
             else:
@@ -189,20 +187,9 @@ def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, pr
                                                                  record.created_at, origin=origin, machine=machine)
         handle.record = record
         handle._finish(DONE, summaries)
-    except Cancelled as exc:
+    except (Cancelled, Exception) as exc:
         _drop_profiles(handle, profile_dir)
-        if handle.timed_out:
-            handle._finish(FAILED, error=BenchmarkError(
-                f"The benchmark was stopped after {time.monotonic() - began:.0f} s (limit {handle.timeout_s:g} s): "
-                f"it went past its time limit (set ${RUN_TIMEOUT_VAR} to allow more)."))
-        else:
-            handle._finish(CANCELLED, error=exc)
-    except OrtlabError as exc:
-        _drop_profiles(handle, profile_dir)
-        handle._finish(FAILED, error=exc)
-    except Exception as exc:
-        _drop_profiles(handle, profile_dir)
-        handle._finish(FAILED, error=BenchmarkError(f"Unexpected {type(exc).__name__}: {one_line(exc)}"))
+        end_with_error(handle, exc, began)
 
 
 def _close_all(series: list, at_once: bool) -> None:

@@ -29,7 +29,7 @@ from ortlab.core.text import one_line, utc_timestamp
 from ortlab.model.inspect import external_data_files
 from ortlab.runs.bench_queue import bench_queue_position, enqueue, leave_queue, wait_for_slot
 from ortlab.runs.history import BenchVariant
-from ortlab.runs.service import CANCELLED, DONE, FAILED, RUN_TIMEOUT_VAR, RUNNING, Handle, timeout_from_env
+from ortlab.runs.service import DONE, RUNNING, Handle, end_with_error, start_time_limit, timeout_from_env
 from ortlab.runs.workspace import Workspace
 from ortlab.runtime import ray_cluster
 from ortlab.runtime.child import default_memory_gb
@@ -342,10 +342,7 @@ def _worker(handle: ClusterBenchHandle, ws, origin: str, measure_memory: bool, c
             wait_for_slot(handle)
             handle.state = RUNNING
             began = time.monotonic()
-            if handle.timeout_s is not None:
-                timer_limit = threading.Timer(handle.timeout_s, handle._time_out)
-                timer_limit.daemon = True
-                timer_limit.start()
+            timer_limit = start_time_limit(handle)
             plan, files = _plan(handle, measure_memory)
             handle._put(ProgressEvent("bench", 0, None, f"connecting to the Ray cluster at {handle.address}"))
             cluster = _connect(connect, handle.address)
@@ -371,14 +368,5 @@ def _worker(handle: ClusterBenchHandle, ws, origin: str, measure_memory: bool, c
             raise BenchmarkError("No node could time the models: " + "; ".join(bench.failures))
         handle.bench_id = next((r.bench_id for r in results if r.bench_id is not None), None)
         handle._finish(DONE, bench)
-    except Cancelled as exc:
-        if handle.timed_out:
-            handle._finish(FAILED, error=BenchmarkError(
-                f"The benchmark was stopped after {time.monotonic() - began:.0f} s (limit {handle.timeout_s:g} s): "
-                f"it went past its time limit (set ${RUN_TIMEOUT_VAR} to allow more)."))
-        else:
-            handle._finish(CANCELLED, error=exc)
-    except OrtlabError as exc:
-        handle._finish(FAILED, error=exc)
-    except Exception as exc:
-        handle._finish(FAILED, error=BenchmarkError(f"Unexpected {type(exc).__name__}: {one_line(exc)}"))
+    except (Cancelled, Exception) as exc:
+        end_with_error(handle, exc, began)

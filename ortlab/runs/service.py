@@ -35,7 +35,7 @@ from typing import Any
 from ortlab.runs.runspec import RunSpec
 from ortlab.runs.calibration_cache import CalibrationCache
 from ortlab.runs.prepare import load_run, prepare_run
-from ortlab.core.errors import Cancelled, HistoryError, OrtlabError
+from ortlab.core.errors import BenchmarkError, Cancelled, HistoryError, OrtlabError
 from ortlab.core.layout import ARTIFACT_FILE, MODEL_FILE, QDQ_FILE, qdq_path
 from ortlab.core.progress import CancelToken, Completion, ProgressEvent
 from ortlab.core.text import one_line, utc_timestamp
@@ -410,6 +410,32 @@ def timeout_from_env() -> float | None:
     except ValueError:
         raise OrtlabError(f"${RUN_TIMEOUT_VAR} must be a number of seconds, not {raw!r}.") from None
     return value if value > 0 else None
+
+def start_time_limit(handle: Any) -> threading.Timer | None:
+    """A daemon timer that calls ``handle._time_out()`` after ``handle.timeout_s`` (None: no limit); cancel it when
+    the benchmark ends."""
+    if handle.timeout_s is None:
+        return None
+    timer = threading.Timer(handle.timeout_s, handle._time_out)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def end_with_error(handle: Any, exc: BaseException, began: float) -> None:
+    """Finish a benchmark that raised ``exc``: past its time limit → failed, saying the limit; cancelled →
+    cancelled; an ortlab error as it is; anything else as an unexpected error."""
+    if isinstance(exc, Cancelled):
+        if handle.timed_out:
+            handle._finish(FAILED, error=BenchmarkError(
+                f"The benchmark was stopped after {time.monotonic() - began:.0f} s (limit {handle.timeout_s:g} s): "
+                f"it went past its time limit (set ${RUN_TIMEOUT_VAR} to allow more)."))
+        else:
+            handle._finish(CANCELLED, error=exc)
+    elif isinstance(exc, OrtlabError):
+        handle._finish(FAILED, error=exc)
+    else:
+        handle._finish(FAILED, error=BenchmarkError(f"Unexpected {type(exc).__name__}: {one_line(exc)}"))
 
 
 def run_timeout_s(spec: RunSpec, model_bytes: int | None = None) -> tuple[float, str]:
