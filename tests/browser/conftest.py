@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 from pathlib import Path
@@ -78,6 +79,12 @@ def free_port(address: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+_STREAMLIT_WITH_STACK_DUMPS = ("import faulthandler, signal, sys\n"
+                               "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+                               "from streamlit.web.cli import main\n"
+                               "sys.exit(main(prog_name='streamlit'))\n")
+
+
 @contextlib.contextmanager
 def start_app(home: Path, address: str = "127.0.0.1", extra_args: tuple[str, ...] = (),
               port: int | None = None) -> Iterator[dict]:
@@ -89,7 +96,10 @@ def start_app(home: Path, address: str = "127.0.0.1", extra_args: tuple[str, ...
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env.update(ORTLAB_HOME=str(home), PYTHONUNBUFFERED="1")
     env.setdefault("ORTLAB_CACHE_DIR", str(home.parent / "ortlab_cache"))  # tests/conftest.py sets one per session
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+    # a crash prints every thread's stack to the log (PYTHONFAULTHANDLER); SIGUSR1 prints them while it runs
+    # (:func:`diagnose` sends it when the page lost the app)
+    env["PYTHONFAULTHANDLER"] = "1"
+    cmd = [sys.executable, "-c", _STREAMLIT_WITH_STACK_DUMPS, "run", "app.py", "--server.port", str(port),
            "--server.address", address, "--server.headless", "true", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none", *extra_args]
     with open(log_path, "wb") as log:
@@ -113,7 +123,7 @@ def start_app(home: Path, address: str = "127.0.0.1", extra_args: tuple[str, ...
                 proc.wait(0.25)  # returns at once if streamlit exits; otherwise poll the health URL again
             except subprocess.TimeoutExpired:
                 pass
-        yield {"url": base, "home": home, "log": log_path}
+        yield {"url": base, "home": home, "log": log_path, "proc": proc}
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -157,16 +167,28 @@ LAPTOP: ViewportSize = {"width": 1280, "height": 720}
 def demo(app, browser_page, screenshots):
     """The page at 1280×720 on Compare after the demo ran, and the folder for screenshots ($ORTLAB_SHOTS or
     ``screenshots``)."""
+    from playwright.sync_api import Error as PlaywrightError
+
     from tests.browser.test_browser import STEP_TIMEOUT_MS, button, wait_quiet
 
     page, _ = browser_page
     page.set_viewport_size(LAPTOP)
-    page.goto(app["url"])
-    page.wait_for_selector('[data-testid="stSidebarNav"]', timeout=STEP_TIMEOUT_MS)
-    wait_quiet(page)
-    button(page, ["demo_run"], re.compile("demo", re.I)).click()
-    page.wait_for_url(re.compile(r"/compare/?$"), timeout=120_000)
-    wait_quiet(page)
+    for attempt in (1, 2):
+        page.goto(app["url"])
+        page.wait_for_selector('[data-testid="stSidebarNav"]', timeout=STEP_TIMEOUT_MS)
+        wait_quiet(page)
+        button(page, ["demo_run"], re.compile("demo", re.I)).click()
+        page.wait_for_url(re.compile(r"/compare/?$"), timeout=120_000)
+        wait_quiet(page)
+        try:  # Compare draws its metric cards at once; none within a minute means the page lost the app
+            page.locator('[data-testid="stMetric"]').first.wait_for(timeout=60_000)
+            break
+        except PlaywrightError:
+            state = diagnose(page, app)
+            if attempt == 2 or app["proc"].poll() is not None:
+                pytest.fail(f"Compare drew nothing after the demo:\n{state}", pytrace=False)
+            # the app still runs: a lost connection of this page, not the app's failure; say so and start over
+            warnings.warn(f"Compare drew nothing after the demo; the page is opened again:\n{state}", stacklevel=1)
     shots = Path(os.environ.get("ORTLAB_SHOTS") or screenshots)
     shots.mkdir(parents=True, exist_ok=True)
     return page, shots
@@ -188,7 +210,12 @@ def watch_page(page) -> None:
     events = PAGE_EVENTS.setdefault(id(page), [])
 
     def note(text: str) -> None:
-        events.append(f"{time.strftime('%H:%M:%S')} {text[:300]}")
+        text = text[:300]
+        if events and events[-1].split(" ", 1)[1].split(" [×")[0] == text:  # a repeat: count it, keep older events
+            repeats = int(events[-1].rsplit("[×", 1)[1].split(",")[0]) + 1 if " [×" in events[-1] else 2
+            events[-1] = f"{events[-1].split(' ', 1)[0]} {text} [×{repeats}, last {time.strftime('%H:%M:%S')}]"
+            return
+        events.append(f"{time.strftime('%H:%M:%S')} {text}")
         del events[:-40]
 
     def console(m) -> None:
@@ -204,6 +231,26 @@ def watch_page(page) -> None:
     page.on("crash", lambda _: note("the page CRASHED (renderer gone)"))
     page.on("framenavigated", navigated)
     page.on("requestfailed", lambda r: note(f"request failed: {r.url} ({r.failure})"))
+
+
+def app_state(app_info: dict) -> str:
+    """Whether the app's process still runs and answers its health URL; when it runs but does not answer, its
+    threads' stacks are dumped into its log (SIGUSR1, see :func:`start_app`)."""
+    proc = app_info.get("proc")
+    if proc is None:
+        return "app process: unknown"
+    if proc.poll() is not None:
+        return f"app process: EXITED with code {proc.returncode} (a negative code is the signal that ended it)"
+    try:
+        with _DIRECT.open(app_info["url"] + "/_stcore/health", timeout=5) as r:
+            health = r.read().strip().decode(errors="replace")
+    except OSError as e:
+        health = f"no answer ({type(e).__name__}: {e})"
+    if health != "ok":
+        with contextlib.suppress(OSError):
+            os.kill(proc.pid, signal.SIGUSR1)
+            time.sleep(1.0)
+    return f"app process: running (pid {proc.pid}), health URL: {health}"
 
 
 def diagnose(page, app_info: dict | None) -> str:
@@ -222,10 +269,12 @@ def diagnose(page, app_info: dict | None) -> str:
         lines.append(f"graph diff frames: {page.locator('iframe[src*=graphdiff]').count()}, "
                      f"status widget: {page.locator('[data-testid=stStatusWidget]').all_inner_texts()}")
     lines += PAGE_EVENTS.get(id(page), [])[-15:]
+    if app_info:
+        lines.append(app_state(app_info))
     if app_info and Path(app_info["log"]).exists():
         log = Path(app_info["log"]).read_text(errors="replace").splitlines()
-        lines.append(f"app log ({len(log)} lines), last 25:")
-        lines += log[-25:]
+        lines.append(f"app log ({len(log)} lines), last 60:")
+        lines += log[-60:]
     return "\n".join(lines)
 
 
