@@ -43,7 +43,8 @@ evaluation set (ortlab's own evaluation: detections F1, decoded strings changed,
 verdict, the wall and CPU seconds it took (CPU of this process and its children), and its speed-up over fp32 at
 batch 1, both at ORT level all, timed interleaved in child processes with :class:`ortlab.timing.child_runs.PairTimer`
 (median of the paired per-round ratios, 95% bootstrap interval). The encoder also gets dynamic int8 (the known
-answer) as a reference row. Prints a markdown table (also OUT/results.md; OUT/results.json keeps every note) and the
+answer) as a reference row, the detector int8 of every node (this CPU's int8 ceiling for it). Prints a markdown
+table (also OUT/results.md; OUT/results.json keeps every note) and the
 machine (``ortlab.runtime.hardware.detect().summary()``, the load average). ``--steps`` picks rows, ``--only``
 models; ``--from-results`` joins several runs' results.json into one table. The issue's targets: YOLO tune F1 ≥ 0.97
 at ≥ 1.8× within 5 min and default int8 F1 ≥ 0.95; encoder: tune recommends dynamic per-channel int8 within 2 min;
