@@ -146,7 +146,8 @@ def test_tune_page_fills_the_pareto_chart_and_recommends(app):
     else:
         assert any("ortlab optimize" in c.value for c in at.code)
     if best is not None and best.speedup is not None and best.speedup < 1.0:
-        assert "faster than" not in text and "fastest" not in text
+        claims = text.replace("No accepted recipe is clearly faster than", "")  # the page's honest "not faster"
+        assert "faster than" not in claims and "fastest" not in claims
     # the trials table says which History run each trial recorded
     table = at.dataframe[0].value
     assert "trial" in table and "History run" in table
