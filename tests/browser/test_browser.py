@@ -567,6 +567,16 @@ DETECTOR = REPO / "tests" / "fixtures" / "yolo_detector.onnx"
 PHOTOS = REPO / "sample_models" / "efficientnet_lite0" / "evaluation"
 
 
+def upload_detector(page, app_url: str) -> None:
+    """Opens the Model page and uploads the YOLO-shaped detector; returns once the page says it has no data yet."""
+    page.goto(app_url + "/model")
+    page.locator('[data-testid="stFileUploader"]').first.wait_for(timeout=60_000)
+    wait_quiet(page)
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').first.set_input_files(str(DETECTOR))
+    page.get_by_text("has no data yet").first.wait_for()
+    wait_quiet(page)
+
+
 def test_8_uploaded_detector_gets_its_own_state(app, laptop, screenshots):
     """A detector uploaded after the digits sample: no digits data, no demo, its own runs on Compare."""
     try:
@@ -578,12 +588,7 @@ def test_8_uploaded_detector_gets_its_own_state(app, laptop, screenshots):
 
 def _detector_flow(app, laptop, screenshots):
     page = laptop
-    page.goto(app["url"] + "/model")
-    page.locator('[data-testid="stFileUploader"]').first.wait_for(timeout=60_000)
-    wait_quiet(page)
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').first.set_input_files(str(DETECTOR))
-    page.get_by_text("has no data yet").first.wait_for()
-    wait_quiet(page)
+    upload_detector(page, app["url"])
     # no grey demo button for a model that is not a bundled sample: a note with the next steps instead
     assert not page.locator(".st-key-demo_run").count()
     assert page.get_by_text("The demo runs on the bundled samples").count()

@@ -6,19 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.test_browser import DETECTOR, PHOTOS, go_to, laptop, laptop_shot, wait_quiet  # noqa: F401
+from tests.browser.test_browser import PHOTOS, go_to, laptop, laptop_shot, upload_detector, wait_quiet  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
 
 def test_the_yolo_preset_is_offered_and_shown_once_chosen(app, laptop, screenshots):  # noqa: F811
     page = laptop
-    page.goto(app["url"] + "/model")
-    page.locator('[data-testid="stFileUploader"]').first.wait_for(timeout=60_000)
-    wait_quiet(page)
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').first.set_input_files(str(DETECTOR))
-    page.get_by_text("has no data yet").first.wait_for()
-    wait_quiet(page)
+    upload_detector(page, app["url"])
     go_to(page, "Data", "data")
     page.get_by_text("Upload images (files or a .zip)").click()
     wait_quiet(page)

@@ -45,6 +45,15 @@ def _frame(page):
     return frame
 
 
+def _open_every_group_and_fit(page, frame) -> None:
+    """Every group open in both panes, then "Fit" pressed."""
+    frame.evaluate("""() => { for (const side of ['before', 'after']) { const p = window.ortlabPanes[side];
+        p.order.filter(id => p.data[id].group).forEach(id => p.toggle(id, true)); } }""")
+    page.wait_for_timeout(300)
+    frame.locator("#fit").click()
+    page.wait_for_timeout(500)
+
+
 def _assert_panes_on_screen(page) -> None:
     """The graph-diff frame is whole in the 1280×720 viewport, so a box inside a pane is a box on screen."""
     box = page.locator('iframe[src*="graphdiff"]').first.bounding_box()
@@ -191,11 +200,7 @@ def test_d_fit_shows_the_whole_graph(demo):
     page, shots = demo
     frame = _frame(page)
     # every group open: the largest graph this model gives, too tall for the panes at a readable size
-    frame.evaluate("""() => { for (const side of ['before', 'after']) { const p = window.ortlabPanes[side];
-        p.order.filter(id => p.data[id].group).forEach(id => p.toggle(id, true)); } }""")
-    page.wait_for_timeout(300)
-    frame.locator("#fit").click()
-    page.wait_for_timeout(500)
+    _open_every_group_and_fit(page, frame)
     _assert_panes_on_screen(page)
     got = frame.evaluate(OUTSIDE_JS, "")
     for side in ("before", "after"):
@@ -234,11 +239,7 @@ def test_e_the_panes_lay_branches_out_in_the_same_order(demo):
     page.locator('[data-testid="stMetric"]').filter(has_text="Speed-up (p50)").first.wait_for(timeout=90_000)
     wait_quiet(page)
     frame = _frame(page)
-    frame.evaluate("""() => { for (const side of ['before', 'after']) { const p = window.ortlabPanes[side];
-        p.order.filter(id => p.data[id].group).forEach(id => p.toggle(id, true)); } }""")
-    page.wait_for_timeout(300)
-    frame.locator("#fit").click()
-    page.wait_for_timeout(500)
+    _open_every_group_and_fit(page, frame)
     page.screenshot(path=str(shots / "compare_graph_branches_1280x720.png"))
     got = frame.evaluate(MIRRORED_JS)
     assert got["sideBySide"] >= 1 and not got["flipped"], got

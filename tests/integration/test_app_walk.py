@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("streamlit")
-from tests.ui.test_app import _navigation_mode_like_the_server, new_app
+from tests.support.app_session import navigation_mode_like_the_server
+from tests.ui.test_app import new_app
 from tests.support.reference import PHOTOS
 from tests.integration.test_walk import FIXTURES, FP16_FAILS, KNOWN_BROKEN, SEQ, SHAPES, independent_check
 
@@ -30,7 +31,7 @@ N_PHOTOS = 12  # uploaded; the app holds every third out: 8 calibrate, 4 evaluat
 
 @pytest.fixture(autouse=True)
 def _server_like_navigation(monkeypatch):
-    _navigation_mode_like_the_server(monkeypatch)
+    navigation_mode_like_the_server(monkeypatch)
 
 
 def _photos_zip() -> bytes:

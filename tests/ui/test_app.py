@@ -11,34 +11,18 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 from ortlab.ui.session.actions import DEMO_RECIPE
+from tests.support.app_session import APP, navigation_mode_like_the_server
 
 pytestmark = pytest.mark.slow  # AppTest walks of the app on the real sample: the demo runs a recipe and a benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "app.py")
 SAMPLE = ROOT / "sample_models" / "digits_cnn" / "model.onnx"
 TIMEOUT = 120
 
 
-def _navigation_mode_like_the_server(mp) -> None:
-    """AppTest resets ``PagesManager.uses_pages_directory`` before EVERY run, so (pages being in ``pages/``)
-    each run would start in Streamlit's old pages-folder mode; ``ortlab.ui.session.router`` then reroutes through
-    app.py, but a rerun drops the button click of that run. A real server leaves that mode for good once
-    app.py has called ``st.navigation``; keep it off here too."""
-    from streamlit.runtime.pages_manager import PagesManager
-
-    original = PagesManager.__init__
-
-    def init(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-    mp.setattr(PagesManager, "__init__", init)
-
-
 @pytest.fixture(autouse=True)
 def _server_like_navigation(monkeypatch):
-    _navigation_mode_like_the_server(monkeypatch)
+    navigation_mode_like_the_server(monkeypatch)
 
 
 def model_bytes(tmp_path) -> bytes:
@@ -85,7 +69,7 @@ def demo_app(tmp_path_factory):
     mp.setenv("ORTLAB_HOME", str(home / "home"))
     mp.setenv("ORTLAB_SYNC_JOBS", "1")
     mp.chdir(home)
-    _navigation_mode_like_the_server(mp)
+    navigation_mode_like_the_server(mp)
     at = new_app()
     at.button(key="demo_run").click().run()
     yield at, home / "home"

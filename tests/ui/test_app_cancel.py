@@ -16,7 +16,8 @@ from ortlab.runs import service
 from ortlab.runtime.child import STOP_GRACE_S, group_members
 from ortlab.ui.jobs import status
 from ortlab.ui.session import actions
-from tests.ui.test_app import APP, SAMPLE, TIMEOUT, _navigation_mode_like_the_server
+from tests.support.app_session import APP, navigation_mode_like_the_server
+from tests.ui.test_app import SAMPLE, TIMEOUT
 
 needs_sample = pytest.mark.skipif(not SAMPLE.is_file(), reason="the digits_cnn sample is not here")
 
@@ -25,7 +26,7 @@ needs_sample = pytest.mark.skipif(not SAMPLE.is_file(), reason="the digits_cnn s
 def live_app(home, monkeypatch):
     """The app as a server runs it (jobs in the background, drawn while they run, not waited for), with every
     recipe handle it starts kept here."""
-    _navigation_mode_like_the_server(monkeypatch)
+    navigation_mode_like_the_server(monkeypatch)
     monkeypatch.delenv("ORTLAB_SYNC_JOBS", raising=False)
     monkeypatch.setattr(status, "sync_jobs", lambda: False)
     handles: list[service.RecipeHandle] = []

@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 import pytest
 
 pytest.importorskip("streamlit")
-from streamlit.testing.v1 import AppTest
 
 from ortlab.runtime import ray_cluster
 from ortlab.runtime.machine import this_machine
-from tests.ui.test_app import APP, _navigation_mode_like_the_server
+from tests.support.app_session import started_app
 
 pytestmark = pytest.mark.slow  # AppTest of the app on the bundled sample
 
@@ -25,14 +24,8 @@ UNREACHABLE = "127.0.0.1:9"  # nothing listens there: refused at once, nothing l
 
 
 @pytest.fixture
-def app(tmp_path, monkeypatch):
-    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("ORTLAB_SYNC_JOBS", "1")
-    monkeypatch.chdir(tmp_path)
-    _navigation_mode_like_the_server(monkeypatch)
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+def app(home, monkeypatch):
+    return started_app(monkeypatch, TIMEOUT)
 
 
 @dataclass

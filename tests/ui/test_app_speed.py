@@ -7,14 +7,15 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from tests.ui.test_app import new_app, _navigation_mode_like_the_server
+from tests.support.app_session import navigation_mode_like_the_server
+from tests.ui.test_app import new_app
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(autouse=True)
 def _server_like_navigation(monkeypatch):
-    _navigation_mode_like_the_server(monkeypatch)
+    navigation_mode_like_the_server(monkeypatch)
 
 
 def test_a_run_slower_than_its_source_is_named_slower_on_the_recipe_page_and_compare(home, monkeypatch):

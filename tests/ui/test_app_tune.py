@@ -5,34 +5,25 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("streamlit")
-from streamlit.testing.v1 import AppTest
 
 from ortlab.runs.tune_policy import Trial, TuneResult
 from ortlab.settings.config import Recipe
 from ortlab.ui.views import tune_view as tv
-from tests.ui.test_app import _navigation_mode_like_the_server, graph_diff_args as _graph_args
+from tests.support.app_session import started_app
+from tests.ui.test_app import graph_diff_args as _graph_args
 
 pytestmark = pytest.mark.slow  # AppTest of the per-node analysis and of Tune on the digits sample
 
-ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "app.py")
 TIMEOUT = 300
 
 
 @pytest.fixture
-def app(tmp_path, monkeypatch):
-    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("ORTLAB_SYNC_JOBS", "1")
-    monkeypatch.chdir(tmp_path)
-    _navigation_mode_like_the_server(monkeypatch)
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+def app(home, monkeypatch):
+    return started_app(monkeypatch, TIMEOUT)
 
 
 def _ok(at) -> None:
