@@ -13,7 +13,7 @@ from ortlab.ui.views.bench_view import THROUGHPUT_METHOD
 from ortlab.ui.views.forms import dataclass_form
 from ortlab.ui.session.guard import engine_errors, error_message, show_message
 from ortlab.ui.session.inert import md
-from ortlab.ui.jobs.progress_view import draw_stages, show_flash
+from ortlab.ui.jobs.progress_view import draw_stages, rerun_when_done, show_flash
 from ortlab.ui.session.router import require_model, require_router
 
 require_router()
@@ -105,11 +105,10 @@ def draw_live(job) -> None:
 if job is not None and not job.done:
     @st.fragment(run_every=0.5)
     def poll() -> None:
+        rerun_when_done(job.done)
         draw_live(job)
         if st.button(":material/cancel: Cancel benchmark", key="bench.cancel"):
             job.cancel()
-        if job.done:
-            st.rerun()
 
     poll()
 elif job is not None:

@@ -9,7 +9,7 @@ from ortlab.ui.session.guard import engine_errors, error_message, show_message
 from ortlab.ui.session.inert import md
 from ortlab.core.errors import OrtlabError
 from ortlab.ui.jobs.status import CANCELLED, FAILED
-from ortlab.ui.jobs.progress_view import show_flash
+from ortlab.ui.jobs.progress_view import rerun_when_done, show_flash
 from ortlab.ui.session.router import require_model, require_router
 
 require_router()
@@ -72,6 +72,7 @@ else:
         @st.fragment(run_every=1.0)
         def live() -> None:
             task.drain()
+            rerun_when_done(task.done)
             budget_s = task.meta["choice"].budget_s
             st.progress(min(1.0, task.elapsed / max(1.0, budget_s)),
                         text=f"{task.elapsed:.0f} s of {budget_s:.0f} s · {tv.plural(len(task.items), 'trial')} "
@@ -81,8 +82,6 @@ else:
                 st.toast("Cancelling: the running trial is stopped; the result covers the finished ones.")
             st.plotly_chart(tv.pareto_figure(list(task.items), task.meta["choice"].objective), key="tune_live",
                             width="stretch")
-            if task.done:
-                st.rerun()
 
         live()
     else:

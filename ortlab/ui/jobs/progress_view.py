@@ -110,12 +110,11 @@ def _recipe_job(where: str) -> None:
         @st.fragment(run_every=0.5)
         def poll() -> None:
             job.drain()
+            rerun_when_done(job.done)
             st.caption(f"Running for {job.elapsed:.0f} s")
             draw_stages(job)
             if job.cancel_requested:
                 st.caption("Cancelling: the run's process is being stopped and its folder removed…")
-            if job.done:
-                st.rerun()
 
         # keyed: the CSS keeps this panel at full opacity while its fragment reruns (no grey "stale" fade)
         with st.container(border=True, key=f"{PROGRESS_PANEL_KEY}{where}"):
@@ -174,6 +173,15 @@ def finish_message(artifact, label: str, seconds: float) -> tuple[str, str]:
     if v.level == Level.DEGRADED:
         return "warning", f"{label} ran in {seconds:.1f} s; the result is DEGRADED: {reasons}"
     return "info", f"{label} ran in {seconds:.1f} s; verdict UNKNOWN: {reasons}"
+
+
+def rerun_when_done(done: bool) -> None:
+    """In a polling fragment, first thing: once its job is done, rerun the whole page and draw nothing here. A
+    fragment run the browser asked for just before the page changed (the demo lands on Compare) is still served;
+    had it drawn, its elements would be placed by the old page's layout into the new one, and the browser stops
+    with "Bad delta path index" and a blank page."""
+    if done:
+        st.rerun()
 
 
 def show_flash() -> None:

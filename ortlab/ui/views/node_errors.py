@@ -22,6 +22,7 @@ from ortlab.ui.jobs import background
 from ortlab.ui.views import cards, speed
 from ortlab.ui.session.guard import engine_errors, error_message, show_message
 from ortlab.ui.session.inert import md
+from ortlab.ui.jobs.progress_view import rerun_when_done
 from ortlab.ui.jobs.status import DONE
 from ortlab.core.errors import DataError
 from ortlab.core.progress import CancelToken
@@ -235,12 +236,10 @@ def section(cand) -> None:
 def _poll(task: background.Task) -> None:
     @st.fragment(run_every=0.5)
     def poll() -> None:
-        st.progress(0.0 if not task.done else 1.0, text=f"Analysing {md(task.meta.get('label', ''))} · "
-                                                        f"{task.elapsed:.0f} s")
+        rerun_when_done(task.done)
+        st.progress(0.0, text=f"Analysing {md(task.meta.get('label', ''))} · {task.elapsed:.0f} s")
         if st.button(":material/cancel: Cancel", key="node_errors.cancel", disabled=task.cancelled):
             task.cancel()
-        if task.done:
-            st.rerun()
 
     poll()
 

@@ -16,6 +16,7 @@ from ortlab.ui.session import actions, state
 from ortlab.ui.session.guard import engine_errors, error_message, show_message
 from ortlab.ui.session.inert import md
 from ortlab.ui.views.cards import GLOSS
+from ortlab.ui.jobs.progress_view import rerun_when_done
 from ortlab.ui.jobs.status import DONE, started
 
 
@@ -166,15 +167,9 @@ def section(ref, cand) -> None:
     @st.fragment(run_every=1.0)
     def poll() -> None:
         handle.drain()
-        if not handle.done:
-            st.caption(f":material/timer: Timing both models at batch 1 in the background, in turn, until the "
-                       f"speed-up's 95% interval is within ±{api.SETTLE_TARGET:.0%} (at most {api.SETTLE_CAP_S:g} s)… "
-                       "the speed appears here when it ends.")
-            return
-        got = latest_pair(ref, cand)
-        if got is not None:
-            _draw(got, handle)
-        else:
-            _failed(handle)
+        rerun_when_done(handle.done)  # the page's run draws the result (or why there is none)
+        st.caption(f":material/timer: Timing both models at batch 1 in the background, in turn, until the "
+                   f"speed-up's 95% interval is within ±{api.SETTLE_TARGET:.0%} (at most {api.SETTLE_CAP_S:g} s)… "
+                   "the speed appears here when it ends.")
 
     poll()
