@@ -263,7 +263,7 @@ class AccuracySearch:
         tried = {frozenset(c.recipe.quant.nodes_to_exclude) for c in confirmed}
         own = set(base.recipe.quant.nodes_to_exclude)
         cost = {u: sum(costs.get(n, 0.0) for n in u) for u in units}
-        kept, current, known = list(units), full, 0
+        kept, current, known, asked = list(units), full, 0, 0
         for u in sorted(units, key=lambda u: (-cost[u], plan.benefit.get(u, ()))):
             rest = [x for x in kept if x != u]
             if not rest:
@@ -273,6 +273,7 @@ class AccuracySearch:
                 continue
             if t._stop() or time.perf_counter() > deadline:
                 break
+            asked += 1
             try:
                 report = screen.report(_nodes(rest))
             except OrtlabError:
@@ -281,6 +282,10 @@ class AccuracySearch:
                 kept, current = rest, report
         dropped = [u for u in units if u not in kept]
         if not dropped:
+            if known + asked < len(units) and not t._stop():
+                t.notes.append(f"Trimmed nothing from {accepted.label}: the screening time ran out after {asked} of "
+                               f"its {len(units)} units, none of which {where} lets go.")
+                return
             before = f" ({known} of them left a set a trial had not accepted)" if known else ""
             t.notes.append(f"Trimmed nothing from {accepted.label}: without any one of its {len(units)} units "
                            f"{where} no longer accepts it{before}.")
