@@ -274,3 +274,14 @@ def test_a_detector_with_few_reference_detections_is_trimmed_on_more_samples(tmp
     assert search._trim_screen(tuner.base, tmp_path, plan)[0].n == 32 and asked[-1] == 32
     plain = _Plan(Screened((), EvalReport(16, [OutputError("y", 0.1, 0.01, 0.999, 20.0)])), [], small)
     assert search._trim_screen(tuner.base, tmp_path, plain) == (small, "")  # no detections: the ranking's screen
+
+
+def test_a_trim_out_of_screening_time_says_so_and_confirms_nothing_more(tmp_path):
+    tuner, screen = _TrimTuner(tmp_path), _TrimScreen()
+    search = AccuracySearch(tuner)
+    search._screen = lambda base, tmp, n=16: screen  # type: ignore[method-assign]
+    limits = iter([60.0, -1.0])  # the ranking's, then the trim's: spent before it starts
+    search._limit = lambda: next(limits)  # type: ignore[method-assign]
+    assert [t.recipe.quant.nodes_to_exclude for t in search.trials()] == [("p", "p2", "q", "r")]
+    assert tuner.notes[-1].startswith("Trimmed nothing from int8 static + float 4: the screening time ran out after 0 "
+                                      "of its 3 units")
