@@ -117,7 +117,9 @@ class AccuracySearch:
                 return
             chosen, plan = max(plans, key=lambda p: p[1].steps[-1][1].score)  # the best set either base reaches
             self.base = chosen
-            if len(plans) > 1:
+            screened_both = len(plans) > 1
+            del plans  # the other base's screen: its models and outputs are not needed any more
+            if screened_both:
                 t.notes.append(f"Screened from {chosen.label} and its twin with bias correction "
                                f"{'off' if chosen.recipe.quant.bias_correction else 'on'}: the sets are confirmed "
                                f"from {chosen.label}, whose screen reaches furthest.")
