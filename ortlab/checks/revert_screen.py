@@ -33,6 +33,7 @@ from ortlab.core.progress import CancelToken
 from ortlab.data.dataset import Dataset, stratified_sample
 from ortlab.data.feeds import batch_inputs, check_fits
 from ortlab.data.inputs import resolve_feed
+from ortlab.model.node_cost import node_costs
 from ortlab.runtime.providers import create_session, explain_ort_error
 from ortlab.settings.config import PreprocessConfig
 from ortlab.transforms.float_revert import FloatReverter, producer_chain
@@ -76,7 +77,8 @@ class RevertScreen:
         self.policy = policy or VerdictPolicy()
         self.cancel = cancel
         self.qdq = onnx.load(str(qdq_path))
-        self.reverter = FloatReverter(self.qdq, onnx.load(str(float_path or reference_path)), op_types)
+        self.float_model = onnx.load(str(float_path or reference_path))
+        self.reverter = FloatReverter(self.qdq, self.float_model, op_types)
         ds = dataset if n >= len(dataset) else stratified_sample(dataset, n, seed=0)
         self.labeled = ds.labeled()
         ref, _ = create_session(Path(reference_path))
@@ -91,6 +93,12 @@ class RevertScreen:
     def chain(self, name: str, max_nodes: int) -> tuple[str, ...]:
         """``name`` with the producers that feed only it (:func:`ortlab.transforms.float_revert.producer_chain`)."""
         return tuple(producer_chain(self.qdq.graph, name, max_nodes))
+
+    def float_costs(self) -> dict[str, float]:
+        """Each node's estimated work on one screened sample (:func:`ortlab.model.node_cost.node_costs` of the float
+        model at the shapes fed): roughly what keeping it in float costs."""
+        shapes = {k: list(v.shape) for k, v in self.feeds[0].items()} if self.feeds else {}
+        return node_costs(self.float_model, shapes)
 
     def report(self, nodes: Iterable[str] = ()) -> EvalReport:
         """The evaluation of the QDQ model with ``nodes`` in float, on the screening samples."""

@@ -73,7 +73,7 @@ from ortlab.runs.tune_policy import (
 from ortlab.runs.tune_accuracy import AccuracySearch
 from ortlab.runs import service
 from ortlab.runs.tune_cluster import ClusterTrials
-from ortlab.runs.tune_space import dedupe, search_space
+from ortlab.runs.tune_space import DETECTOR_PERCENTILE_NOTE, dedupe, search_space
 from ortlab.transforms.float_revert import producer_chain
 from ortlab.model.patterns import DETECTOR_TUNE_NOTE, ENCODER_NOTE, is_detector_file, is_encoder_file
 
@@ -219,7 +219,7 @@ class Tuner:
                 self.settings.target, detect(), self.settings.opt_level, ops, self.settings.objective, encoder,
                 detector)
             self.notes += [ENCODER_NOTE] if encoder else []
-            self.notes += [DETECTOR_TUNE_NOTE] if detector else []
+            self.notes += [DETECTOR_TUNE_NOTE, DETECTOR_PERCENTILE_NOTE] if detector else []
             recipes, dropped = dedupe(recipes)
             self.notes += dropped
             recipes = [r for r in recipes if self._valid(r)]

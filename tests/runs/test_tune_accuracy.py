@@ -40,6 +40,9 @@ class _Screen(RevertScreen):
     def chain(self, name, max_nodes):
         return ("e", "e2") if name == "e" else (name,)
 
+    def float_costs(self):
+        return {}
+
     def report(self, nodes=()):
         nodes = frozenset(nodes)
         self.asked.append(nodes)
@@ -74,7 +77,7 @@ class _Tuner(Tuner):
 
 def _search(tuner: _Tuner, screen: _Screen) -> list[Trial]:
     search = AccuracySearch(tuner)
-    search._screen = lambda base, tmp: screen  # type: ignore[method-assign]
+    search._screen = lambda base, tmp, n=16: screen  # type: ignore[method-assign]
     return list(search.trials())
 
 
@@ -96,7 +99,11 @@ def test_units_are_reverted_cumulatively_in_the_order_of_the_task_metric_and_con
     assert trials[1].label == "int8 static + float 4"
     note, twin_note = [n for n in tuner.notes if n.startswith("Accuracy-controlled search")]
     assert twin_note.startswith("Accuracy-controlled search from int8 no bias correction (bias correction off)")
-    assert "the sets are confirmed from int8 static, whose screen reaches furthest" in tuner.notes[-1]
+    assert "the sets are confirmed from int8 static, whose screen reaches furthest" in tuner.notes[-2]
+    # the trim: without a or b the screen no longer accepts; without e the set is {a, b}, which a trial refused
+    assert tuner.notes[-1] == ("Trimmed nothing from int8 static + float 4: without any one of its 3 units the screen "
+                               "on 16 evaluation samples no longer accepts it (1 of them left a set a trial had not "
+                               "accepted).")
     assert note.startswith("Accuracy-controlled search from int8 static (bias correction on): screened 5 of 5 units")
     assert "4 improve" in note and "best a" in note
 
@@ -114,7 +121,7 @@ def test_the_sets_are_confirmed_from_the_bias_correction_twin_when_its_screen_re
             return EvalReport(16, [OutputError("y", 0.1, 0.01, 0.999, BASE_DB - 0.1 * len(set(nodes)))])
 
     search = AccuracySearch(tuner)
-    search._screen = lambda base, tmp: _Flat() if base is tuner.base else _Screen()  # type: ignore[method-assign]
+    search._screen = lambda base, tmp, n=16: _Flat() if base is tuner.base else _Screen()  # type: ignore[method-assign]
     trials = list(search.trials())
     assert search.base is twin and trials and all(not t.recipe.quant.bias_correction for t in trials)
     assert trials[0].recipe.quant.nodes_to_exclude == ("a", "b") and trials[0].label == "int8 no bias correction + float 2"
@@ -171,3 +178,110 @@ def test_the_accuracy_stage_mends_the_detector_when_range_split_is_off(tmp_path)
     assert first.task_value is not None and step.task_value is not None and step.task_value >= 0.85
     assert step.score_db is not None and step.score_db > 20
     assert any(n.startswith("Accuracy-controlled search from int8 no range-split (bias correction on): screened") for n in r.notes)
+
+
+# -- the trim after acceptance: p helps most alone, but q and r together do its work; p is the costliest in float
+TRIM_GAIN = {"p": 4.0, "p2": 0.0, "q": 3.5, "r": 3.0}
+TRIM_COST = {"p": 80.0, "p2": 20.0, "q": 10.0, "r": 5.0}
+
+
+def trim_sqnr(nodes) -> float:
+    s = set(nodes)
+    return BASE_DB + sum(TRIM_GAIN[n] for n in s) + (1.5 if {"q", "r"} <= s else 0.0)
+
+
+class _TrimScreen(_Screen):
+    def chain(self, name, max_nodes):
+        return ("p", "p2") if name == "p" else (name,)
+
+    def float_costs(self):
+        return dict(TRIM_COST)
+
+    def report(self, nodes=()):
+        nodes = frozenset(nodes)
+        self.asked.append(nodes)
+        return EvalReport(16, [OutputError("y", 0.1, 0.01, 0.999, trim_sqnr(nodes))])
+
+
+class _TrimTuner(_Tuner):
+    """Trials measure what the screen does; fewer nodes in float run faster."""
+
+    def _analyze(self, analyze_fn, trial):
+        return ["p", "r", "q", "p2"]
+
+    def _trial(self, recipe, stage, note=""):
+        nodes = recipe.quant.nodes_to_exclude
+        db = trim_sqnr(nodes)
+        cost = 0.5 + 0.05 * len(nodes)
+        t = Trial(len(self.trials_done) + 1, recipe.name, stage, recipe, sqnr_db=db, level="ok",
+                  accepted=db >= vars(self.policy)["bar_db"], relative_latency=cost, cost=cost, note=note,
+                  model_path="x")
+        self.trials_done.append(t)
+        return t
+
+
+def test_an_accepted_set_is_trimmed_costliest_unit_first_and_the_smaller_set_confirmed(tmp_path):
+    tuner, screen = _TrimTuner(tmp_path), _TrimScreen()
+    trials = _search(tuner, screen)
+    # grown by benefit alone: {p, p2} 16, + q 19.5, + r 24 → accepted; trimmed: without p (the costliest) {q, r}
+    # still reaches 20, without q or r then it would not: confirmed, accepted, with 2 float nodes instead of 4
+    first, trimmed = trials
+    assert first.accepted and first.recipe.quant.nodes_to_exclude == ("p", "p2", "q", "r")
+    assert trimmed.accepted and trimmed.stage == STAGE and trimmed.recipe.quant.nodes_to_exclude == ("q", "r")
+    assert len(trimmed.recipe.quant.nodes_to_exclude) < len(first.recipe.quant.nodes_to_exclude)
+    assert trimmed.cost is not None and first.cost is not None and trimmed.cost < first.cost
+    asked_after = screen.asked[screen.asked.index(frozenset({"p", "p2", "q", "r"})) + 1:]
+    assert asked_after[:2] == [frozenset({"p", "p2", "q", "r"}), frozenset({"q", "r"})]  # the set, then without p
+    assert trimmed.note.startswith("trimmed from int8 static + float 4: dropped 1 unit(s) (2 nodes, 87% of the set's "
+                                   "estimated float work): p (+1); keep 2 unit(s) in float (2 nodes): ")
+    assert trimmed.note.endswith("screened on 16 samples: ok, worst output SQNR 24.0 dB → ok, worst output SQNR 20.0 dB")
+    assert tuner.notes[-1].startswith("Trimmed the float set of int8 static + float 4 after it was accepted")
+    assert tuner.notes[-1].endswith("confirmed as #3 int8 static + float 2: accepted.")
+
+
+def test_the_trim_respects_exclusion_steps(tmp_path):
+    tuner = _TrimTuner(tmp_path, steps=1)
+    assert [t.recipe.quant.nodes_to_exclude for t in _search(tuner, _TrimScreen())] == [("p", "p2", "q", "r")]
+
+
+def test_a_detector_with_few_reference_detections_is_trimmed_on_more_samples(tmp_path):
+    """16 samples of a photo set held 14 reference detections: one missed detection moves F1 by 7%. The trim screens
+    on enough samples for 50, up to the trials' verify_samples."""
+    from ortlab.checks.eval_report import BoxesMetrics, Task, TaskMetrics
+    from ortlab.runs.tune_accuracy import MIN_REFERENCE_DETECTIONS, Screened, _Plan
+
+    boxes = BoxesMetrics("output0", 0.25, "probability", 0.0, 14 / 16, 14 / 16, matched=14, ref_total=14,
+                         cand_total=14, score_sqnr_db=13.0, box_sqnr_db=30.0)
+    start = EvalReport(16, [OutputError("output0", 1.0, 0.1, 0.999, 30.0)],
+                       task=TaskMetrics(Task.BOXES, True, "test", boxes=[boxes]))
+    tuner = _Tuner(tmp_path)
+    search = AccuracySearch(tuner)
+    asked: list[int] = []
+
+    def screen_of(base, tmp, n=16):
+        asked.append(n)
+        s = _Screen()
+        s.n = n
+        return s
+
+    search._screen = screen_of  # type: ignore[method-assign]
+    small = _Screen()
+    plan = _Plan(Screened((), start), [], small)
+    screen, why = search._trim_screen(tuner.base, tmp_path, plan)
+    assert MIN_REFERENCE_DETECTIONS == 50 and asked == [58] and screen.n == 58  # ceil(16 * 50 / 14)
+    assert "the ranking's 16 held 14 reference detections" in why
+    tuner.settings.verify_samples = 32
+    assert search._trim_screen(tuner.base, tmp_path, plan)[0].n == 32 and asked[-1] == 32
+    plain = _Plan(Screened((), EvalReport(16, [OutputError("y", 0.1, 0.01, 0.999, 20.0)])), [], small)
+    assert search._trim_screen(tuner.base, tmp_path, plain) == (small, "")  # no detections: the ranking's screen
+
+
+def test_a_trim_out_of_screening_time_says_so_and_confirms_nothing_more(tmp_path):
+    tuner, screen = _TrimTuner(tmp_path), _TrimScreen()
+    search = AccuracySearch(tuner)
+    search._screen = lambda base, tmp, n=16: screen  # type: ignore[method-assign]
+    limits = iter([60.0, -1.0])  # the ranking's, then the trim's: spent before it starts
+    search._limit = lambda: next(limits)  # type: ignore[method-assign]
+    assert [t.recipe.quant.nodes_to_exclude for t in search.trials()] == [("p", "p2", "q", "r")]
+    assert tuner.notes[-1].startswith("Trimmed nothing from int8 static + float 4: the screening time ran out after 0 "
+                                      "of its 3 units")

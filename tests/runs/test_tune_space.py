@@ -222,3 +222,21 @@ def test_the_readmes_account_of_what_tune_tries_holds():
     assert {x.op_types for x in q} >= {(), ("Conv", "MatMul", "Gemm"), ("MatMul", "Gemm", "Gather")}
     assert {r.opt_level for r in space} == {OptLevel.EXTENDED, OptLevel.ALL}
     assert {r.keep_io_types for r in search_space(Target.GPU) if r.precision == Precision.FP16} == {True, False}
+
+
+def test_a_detector_tries_percentile_calibration_last_and_a_classifier_keeps_its_order():
+    """Percentile calibration clipped a YOLOv8n's box and score ranges in every search (F1 vs fp32 0.55–0.85 where
+    MinMax gave 0.96): for a detector it runs after every other trial, so after the keep-in-float stage too."""
+    no_vnni = parse_cpuinfo(CPUS["x86 no VNNI"])
+    ops = MODEL_OPS["detector (yolov8)"]
+
+    def names(detector: bool) -> list[str]:
+        return [r.name for r in search_space(Target.CPU, no_vnni, model_ops=ops, detector=detector)]
+
+    detector, classifier = names(True), names(False)
+    percentile = [n for n in classifier if "percentile" in n]
+    assert len(percentile) == 3 and len(detector) > 6
+    assert detector[-3:] == percentile  # last, in their own order
+    assert detector[:2] == ["int8 static", "int8 full range"]  # its start and full-range twin: then keep-in-float
+    assert classifier.index("int8 percentile 99.999") == 1  # a classifier's order is unchanged: second
+    assert names(False) == [r.name for r in search_space(Target.CPU, no_vnni, model_ops=ops)]
