@@ -21,12 +21,13 @@ On its node a trial runs as a local one does: in a recipe child of the run servi
 same memory limit (``$ORTLAB_RUN_MEMORY_GB`` where the search runs, else the node's default) and time limit; a
 trial over the limit fails with the local message and the node named. Ray reuses its worker processes, so the
 limit is set in the child, never in the worker. The trial's files (the child's scratch folder too) live in a
-folder ``ortlab-trial-<worker pid>-…`` in the node's temp folder, removed when the task ends. Cancelling the
+folder ``ortlab-trial-<worker pid>-ns<pid namespace>-…`` in the node's temp folder, removed when the task ends. Cancelling the
 task (the search no longer wants a prefetched trial, Cancel, a time limit) force-kills its Ray worker, and Ray
 kills that worker's child processes (its default, ``RAY_kill_child_processes_on_worker_exit``); where it does
 not, the child sees its pipe to the worker close, removes the trial folder and kills its process group. A
 folder left by a killed trial is removed by the next trial task that starts on that node, once both the worker
-and the child named in it are gone (only folders with that name, of this user, whose pids are dead); the
+and the child named in it are gone (only folders with that name, of this user and pid namespace, whose pids
+are dead); the
 search's last cancelled trials leave theirs until the next search on that node.
 """
 
@@ -66,8 +67,8 @@ from ortlab.timing.stats import SpeedUp
 
 __all__ = ["ClusterTrials", "run_trial_on_node", "time_pair_on_node"]
 
-TRIAL_PREFIX = "ortlab-trial-"  # a trial's folder in a node's temp folder: ortlab-trial-<pid of its Ray worker>-…
-_TRIAL_NAME = re.compile(rf"^{TRIAL_PREFIX}(\d+)-")
+TRIAL_PREFIX = "ortlab-trial-"  # a trial's folder in a node's temp folder: ortlab-trial-<worker pid>-ns<its pid namespace>-…
+_TRIAL_NAME = re.compile(rf"^{TRIAL_PREFIX}(\d+)-ns(\d+)-")
 _TIMING_SHARE = 0.01  # how much of the timing resource a timing task asks for (any node that has it qualifies)
 
 
@@ -109,7 +110,7 @@ def run_trial_on_node(spec_plain: dict[str, Any], model_name: str, model_blob: b
     began = time.time()
     here = Path(tempfile.gettempdir())
     remove_stale_trial_folders(here)
-    tmp = outputs.make_temp_dir(TRIAL_PREFIX, here)
+    tmp = Path(tempfile.mkdtemp(prefix=trial_folder_prefix(), dir=here))
     handle: Any = None
     try:
         source = tmp / "source"
@@ -137,10 +138,25 @@ def run_trial_on_node(spec_plain: dict[str, Any], model_name: str, model_blob: b
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def pid_namespace() -> int:
+    """The id (inode) of this process's pid namespace, 0 where it cannot be read: pids are compared only within
+    one (two containers may share a temp folder)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def trial_folder_prefix(pid: int | None = None) -> str:
+    """``ortlab-trial-<pid>-ns<pid namespace>-``: how a trial's folder begins (``pid``: default this process)."""
+    return f"{TRIAL_PREFIX}{os.getpid() if pid is None else pid}-ns{pid_namespace()}-"
+
+
 def remove_stale_trial_folders(parent: Path) -> list[Path]:
     """Removes what force-stopped trials left in ``parent`` (the node's temp folder): folders named
-    ``ortlab-trial-<pid>-…`` of this user whose trial process (that pid) and whose recipe child (the pid in its
-    ``out`` folder's owner file, when there is one) are both gone. Returns what was removed."""
+    ``ortlab-trial-<pid>-ns<namespace>-…`` (:func:`trial_folder_prefix`) of this user and this pid namespace whose
+    trial process (that pid) and whose recipe child (the pid in its ``out`` folder's owner file, when there is
+    one) are both gone. Returns what was removed."""
     removed: list[Path] = []
     try:
         entries = list(parent.iterdir())
@@ -152,7 +168,8 @@ def remove_stale_trial_folders(parent: Path) -> list[Path]:
             ours = folder.is_dir() and not folder.is_symlink() and folder.lstat().st_uid == os.getuid()
         except OSError:
             continue
-        if not m or not ours or outputs.pid_alive(int(m.group(1))) or outputs.owner_alive(folder / "out"):
+        if not m or not ours or int(m.group(2)) != pid_namespace() or outputs.pid_alive(int(m.group(1))) \
+                or outputs.owner_alive(folder / "out"):
             continue
         shutil.rmtree(folder, ignore_errors=True)
         if not folder.exists():

@@ -17,7 +17,7 @@ import pytest
 
 from ortlab.runs import outputs, service
 from ortlab.runs.runspec import DataRef, RunSpec
-from ortlab.runs.tune_cluster import ClusterTrials
+from ortlab.runs.tune_cluster import ClusterTrials, pid_namespace, trial_folder_prefix
 from ortlab.runs.workspace import Workspace
 from ortlab.runtime.child import MEMORY_ENV
 from ortlab.settings.config import Recipe
@@ -84,17 +84,19 @@ def _dead_pid() -> int:
 
 def _left_folders(temp: Path, tag: str) -> dict[str, Path]:
     """Trial folders as trials leave them, in a node's temp folder: one whose trial process and child are gone,
-    one whose trial process runs, one whose trial process is gone while its child runs; and a folder that is
-    not a trial's."""
+    one whose trial process runs, one whose trial process is gone while its child runs; a folder that is not a
+    trial's, and one of a trial whose pid is of another pid namespace (another container sharing the folder)."""
     dead, alive = _dead_pid(), os.getpid()
     left = {}
     for name, pid, owner in (("stale", dead, dead), ("running", alive, alive), ("orphan-child", dead, alive)):
-        folder = temp / f"ortlab-trial-{pid}-{name}-{tag}"
+        folder = temp / f"{trial_folder_prefix(pid)}{name}-{tag}"
         (folder / "out").mkdir(parents=True)
         (folder / "out" / outputs.OWNER_FILE).write_text(str(owner))
         left[name] = folder
     left["other"] = temp / f"ortlab-other-{dead}-{tag}"
-    left["other"].mkdir()
+    left["other-namespace"] = temp / f"ortlab-trial-{dead}-ns{pid_namespace() + 1}-{tag}"  # pids from elsewhere
+    for name in ("other", "other-namespace"):
+        left[name].mkdir()
     return left
 
 
@@ -127,8 +129,7 @@ def test_a_cancelled_prefetched_trial_stops_its_child_and_leaves_no_folder(ray_c
         assert handle.wait(240) and handle.error is None, handle.error
         assert not folder.exists(), sorted(p.name for p in folder.rglob("*"))
         assert not list(folder.parent.glob(f"{outputs.TEMP_PREFIX}{pid}-*"))  # nor the child's scratch folder
-        assert not left["stale"].exists()
-        assert left["running"].exists() and left["orphan-child"].exists() and left["other"].exists()
+        assert [name for name, f in left.items() if not f.exists()] == ["stale"]
     finally:
         trials.close()
         for f in left.values():
