@@ -39,7 +39,7 @@ from ortlab.core.errors import BenchmarkError, Cancelled, HistoryError, OrtlabEr
 from ortlab.core.layout import ARTIFACT_FILE, MODEL_FILE, QDQ_FILE, qdq_path
 from ortlab.core.progress import CancelToken, Completion, ProgressEvent
 from ortlab.core.text import one_line, utc_timestamp
-from ortlab.runtime.child import STOP_GRACE_S, Child, default_memory_gb, error_of, too_big
+from ortlab.runtime.child import STOP_GRACE_S, Child, default_memory_gb, error_of, ParentWatch, too_big
 from ortlab.runs.workspace import Workspace
 from ortlab.runs import outputs
 from ortlab.model.inspect import ModelInfo, external_data_files, sha256_file
@@ -381,12 +381,35 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
     handle._args = args = {"spec": spec.to_dict(), "run_dir": str(run_dir), "out_file": str(target) if target is not None else None,
             "db": str(ws.db_path), "origin": origin, "timeout_s": timeout, "timeout_why": timeout_why,
             "memory_gb": memory_gb if memory_gb is not None else default_memory_gb(spec.recipe.target)}
+    return _launch(handle, args, timeout, remove=created)
+
+
+def start_unrecorded_recipe(spec: RunSpec, run_dir: Path, *, calibrations: Path, memory_gb: float | None,
+                            owned_dir: Path | None = None) -> RecipeHandle:
+    """Run a prepared ``spec`` into the existing folder ``run_dir`` in a child process, as :func:`start_recipe`
+    does (the same child, memory limit ``memory_gb``, time limit and errors), but outside any workspace: nothing
+    is recorded, ``calibrations`` is the folder of kept calibrations it reads and adds to, and the handle's
+    ``result`` is the artifact left in ``run_dir`` (a tune trial on a cluster node). ``owned_dir``: a folder that
+    holds the child's scratch folder, and that the child removes, before it kills itself and its process group,
+    when this process dies first (its end of the pipe closes)."""
+    handle = RecipeHandle(spec, run_dir, remove_on_cancel=False)
+    timeout, timeout_why = run_timeout_s(spec)
+    (run_dir / outputs.OWNER_FILE).write_text(str(os.getpid()))
+    args = {"spec": spec.to_dict(), "run_dir": str(run_dir), "out_file": None, "db": None,
+            "calibrations": str(calibrations), "origin": "", "timeout_s": timeout, "timeout_why": timeout_why,
+            "memory_gb": memory_gb, "owned_dir": str(owned_dir) if owned_dir is not None else None}
+    return _launch(handle, args, timeout, remove=False)
+
+
+def _launch(handle: RecipeHandle, args: dict, timeout: float, *, remove: bool) -> RecipeHandle:
+    """Start the recipe child with ``args``, its time limit and the watcher of ``handle``; ``remove``: the run
+    folder goes when the child cannot start."""
     # a process group of its own: a time limit or Cancel stops every process the run started
     try:
         handle._child = Child.run(_recipe_child, json.dumps(args), new_session=True)
     except BaseException as exc:  # no folder is left behind by a run that never started
-        if created:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        if remove:
+            shutil.rmtree(handle.run_dir, ignore_errors=True)
         if isinstance(exc, OSError):
             raise OrtlabError(f"The run's process could not be started ({exc.strerror or exc}: "
                               f"{exc.filename or 'python'}).") from None
@@ -483,11 +506,18 @@ def _recipe_child(args_json: str, fd: int) -> None:
     conn = Connection(fd)
     args = json.loads(args_json)
     _confine(args.get("memory_gb"))
-    conn.send(("start", os.getpid()))
+    owned = Path(args["owned_dir"]) if args.get("owned_dir") else None
+    watch = ParentWatch(fd, lambda: _removed(owned)) if owned is not None else None
+    try:
+        conn.send(("start", os.getpid()))
+    except OSError:
+        if watch is not None:
+            watch.finish()
+        raise
     spec = RunSpec.from_dict(args["spec"])
     run_dir = Path(args["run_dir"])
     owner = _claim(run_dir)
-    scratch = _private_scratch()
+    scratch = _private_scratch(owned)
 
     calibrated_on: list[int] = []
 
@@ -498,17 +528,36 @@ def _recipe_child(args_json: str, fd: int) -> None:
 
     try:
         artifact = run_recipe_spec(spec, run_dir, report,  # the model and artifact.json, complete on disk
-                                   calibrations=CalibrationCache.in_workspace(Path(args["db"]).parent))
-        _install(artifact, spec, run_dir, args.get("out_file"))
-        _describe(artifact, spec, args, calibrated_on[0] if calibrated_on else None)
-        _record_run(artifact, run_dir, args)
-        _tidy(run_dir, args.get("out_file"), owner)
+                                   calibrations=_calibrations(args))
+        if args.get("db"):
+            _install(artifact, spec, run_dir, args.get("out_file"))
+            _describe(artifact, spec, args, calibrated_on[0] if calibrated_on else None)
+            _record_run(artifact, run_dir, args)
+            _tidy(run_dir, args.get("out_file"), owner)
+        else:  # unrecorded: the artifact folder is the result, for the caller to take
+            artifact.save()
+            owner.unlink(missing_ok=True)
         conn.send(("done", artifact.to_dict()))
     except BaseException as exc:
         conn.send(("error", *_reported_error(exc, run_dir, args)))
     finally:
+        if watch is not None:
+            watch.finish()
         conn.close()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _calibrations(args: dict) -> CalibrationCache:
+    """The kept calibrations a run reads and adds to: the folder it was given, else its workspace's."""
+    if args.get("calibrations"):
+        return CalibrationCache(Path(args["calibrations"]))
+    return CalibrationCache.in_workspace(Path(args["db"]).parent)
+
+
+def _removed(folder: Path) -> bool:
+    """Removes the folder; whether it is gone."""
+    shutil.rmtree(folder, ignore_errors=True)
+    return not folder.exists()
 
 
 def _confine(memory_gb: float | None) -> None:
@@ -532,10 +581,11 @@ def _claim(run_dir: Path) -> Path:
     return owner
 
 
-def _private_scratch() -> Path:
+def _private_scratch(parent: Path | None = None) -> Path:
     """A private temp folder for the run's scratch files (quantization copies), named so that
-    ``outputs.clean_stale`` removes it after a kill -9; this process's temp files go there from now on."""
-    scratch = outputs.make_temp_dir(outputs.TEMP_PREFIX, tempfile.gettempdir())
+    ``outputs.clean_stale`` removes it after a kill -9; this process's temp files go there from now on.
+    ``parent``: where (default: the system temp folder)."""
+    scratch = outputs.make_temp_dir(outputs.TEMP_PREFIX, parent if parent is not None else tempfile.gettempdir())
     tempfile.tempdir = str(scratch)
     return scratch
 
@@ -640,8 +690,10 @@ def _out_of_space(exc: BaseException, run_dir: Path) -> bool:
 
 
 def _volume(args: dict) -> Path:
-    """The folder whose volume a run writes to: the workspace (or OUT's folder)."""
-    return Path(args["out_file"]).parent if args.get("out_file") else Path(args["db"]).parent
+    """The folder whose volume a run writes to: the workspace (or OUT's folder; an unrecorded run's folder)."""
+    if args.get("out_file"):
+        return Path(args["out_file"]).parent
+    return Path(args["db"]).parent if args.get("db") else Path(args["run_dir"]).parent
 
 
 # -- start-up ---------------------------------------------------------------------------------------------------

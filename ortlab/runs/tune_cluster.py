@@ -15,6 +15,20 @@ prefetches the next queued recipes (:meth:`ClusterTrials.prefetch`) onto the fre
 prefetched waits for that task, and a prefetched task the search no longer wants is cancelled (its files never
 reach this workspace: a trial's files are written here only when the tuner takes its result). Timing stays one
 trial at a time on the timing node: a timing task takes that node's CPU, so nothing else runs there meanwhile.
+
+On its node a trial runs as a local one does: in a recipe child of the run service
+(:func:`ortlab.runs.service.start_unrecorded_recipe`, through :class:`ortlab.runtime.child.Child`), under the
+same memory limit (``$ORTLAB_RUN_MEMORY_GB`` where the search runs, else the node's default) and time limit; a
+trial over the limit fails with the local message and the node named. Ray reuses its worker processes, so the
+limit is set in the child, never in the worker. The trial's files (the child's scratch folder too) live in a
+folder ``ortlab-trial-<worker pid>-ns<pid namespace>-…`` in the node's temp folder, removed when the task ends. Cancelling the
+task (the search no longer wants a prefetched trial, Cancel, a time limit) force-kills its Ray worker, and Ray
+kills that worker's child processes (its default, ``RAY_kill_child_processes_on_worker_exit``); where it does
+not, the child sees its pipe to the worker close, removes the trial folder and kills its process group. A
+folder left by a killed trial is removed by the next trial task that starts on that node, once both the worker
+and the child named in it are gone (only folders with that name, of this user and pid namespace, whose pids
+are dead); the
+search's last cancelled trials leave theirs until the next search on that node.
 """
 
 from __future__ import annotations
@@ -22,6 +36,8 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import os
+import re
 import shutil
 import tempfile
 import threading
@@ -34,14 +50,16 @@ from typing import Any
 
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.layout import ARTIFACT_FILE
-from ortlab.core.progress import CancelToken, null_reporter
+from ortlab.core.progress import CancelToken
 from ortlab.model.inspect import external_data_files
-from ortlab.runs.pipeline import run_prepared
 from ortlab.runs.artifact import Artifact
 from ortlab.runs.calibration_cache import CalibrationCache
 from ortlab.runs.history import History
-from ortlab.runs.prepare import load_run, prepare_run
+from ortlab.runs import outputs
+from ortlab.runs.prepare import prepare_run
+from ortlab.runs.service import start_unrecorded_recipe
 from ortlab.runs.runspec import DataRef, RunSpec
+from ortlab.runtime.child import MEMORY_ENV, STOP_GRACE_S, default_memory_gb, error_of
 from ortlab.runtime.machine import Machine, this_machine
 from ortlab.runtime.ray_cluster import ClusterError, ClusterNode, ClusterTask, ClusterTaskFailed, RayCluster, ray_module
 from ortlab.settings.config import BenchConfig
@@ -49,6 +67,8 @@ from ortlab.timing.stats import SpeedUp
 
 __all__ = ["ClusterTrials", "run_trial_on_node", "time_pair_on_node"]
 
+TRIAL_PREFIX = "ortlab-trial-"  # a trial's folder in a node's temp folder: ortlab-trial-<worker pid>-ns<its pid namespace>-…
+_TRIAL_NAME = re.compile(rf"^{TRIAL_PREFIX}(\d+)-ns(\d+)-")
 _TIMING_SHARE = 0.01  # how much of the timing resource a timing task asks for (any node that has it qualifies)
 
 
@@ -78,15 +98,20 @@ def _pack_dir(folder: Path) -> bytes:
 def run_trial_on_node(spec_plain: dict[str, Any], model_name: str, model_blob: bytes,
                       calibration: tuple[str, bool] | None, calibration_blob: bytes | None,
                       evaluation: tuple[str, bool] | None, evaluation_blob: bytes | None,
-                      calibrations_blob: bytes | None = None) -> tuple[dict[str, Any], bytes, bytes, tuple[float, float]]:
-    """A Ray task: run the prepared spec on this node (the source and path data — ``(name, is a folder)`` and
-    its bytes, a folder zipped — written to a temporary folder first) and return the artifact (plain) and its
-    folder's files (zip), the calibration cache after the run (zip) and when the work started and ended (epoch
-    seconds). ``calibrations_blob``: the workspace's kept calibrations (zip), so a trial reuses one made on any
-    node. The blobs are top-level arguments: Ray
-    hands them over from the object store."""
+                      calibrations_blob: bytes | None = None, memory_setting: str | None = None,
+                      ) -> tuple[dict[str, Any], bytes, bytes, tuple[float, float]]:
+    """A Ray task: run the prepared spec on this node in a recipe child (the run service's, with its memory and
+    time limits; the source and path data — ``(name, is a folder)`` and its bytes, a folder zipped — written to a
+    trial folder first) and return the artifact (plain) and its folder's files (zip), the calibration cache
+    after the run (zip) and when the work started and ended (epoch seconds). ``calibrations_blob``: the
+    workspace's kept calibrations (zip), so a trial reuses one made on any node. ``memory_setting``:
+    ``$ORTLAB_RUN_MEMORY_GB`` where the search runs (None: this node's default limit). The blobs are top-level
+    arguments: Ray hands them over from the object store."""
     began = time.time()
-    tmp = Path(tempfile.mkdtemp(prefix="ortlab-trial-"))
+    here = Path(tempfile.gettempdir())
+    remove_stale_trial_folders(here)
+    tmp = Path(tempfile.mkdtemp(prefix=trial_folder_prefix(), dir=here))
+    handle: Any = None
     try:
         source = tmp / "source"
         source.mkdir()
@@ -100,12 +125,56 @@ def run_trial_on_node(spec_plain: dict[str, Any], model_name: str, model_blob: b
         if calibrations_blob:
             with zipfile.ZipFile(io.BytesIO(calibrations_blob)) as zf:
                 zf.extractall(kept)
-        artifact = run_prepared(load_run(spec), tmp / "out", null_reporter, None,
-                                calibrations=CalibrationCache(kept))
-        artifact.save()
-        return artifact.to_dict(), _pack_dir(artifact.dir), _pack_dir(kept), (began, time.time())
+        out = tmp / "out"
+        out.mkdir()
+        handle = start_unrecorded_recipe(spec, out, calibrations=kept, owned_dir=tmp,
+                                         memory_gb=default_memory_gb(spec.recipe.target, memory_setting))
+        artifact = handle.follow()  # Ray's cancel without force (KeyboardInterrupt here) stops the child
+        return artifact.to_dict(), _pack_dir(out), _pack_dir(kept), (began, time.time())
     finally:
+        if handle is not None and not handle.wait(0):  # left by an error here: its child stops first
+            handle.cancel()
+            handle.wait(STOP_GRACE_S * 2)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def pid_namespace() -> int:
+    """The id (inode) of this process's pid namespace, 0 where it cannot be read: pids are compared only within
+    one (two containers may share a temp folder)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def trial_folder_prefix(pid: int | None = None) -> str:
+    """``ortlab-trial-<pid>-ns<pid namespace>-``: how a trial's folder begins (``pid``: default this process)."""
+    return f"{TRIAL_PREFIX}{os.getpid() if pid is None else pid}-ns{pid_namespace()}-"
+
+
+def remove_stale_trial_folders(parent: Path) -> list[Path]:
+    """Removes what force-stopped trials left in ``parent`` (the node's temp folder): folders named
+    ``ortlab-trial-<pid>-ns<namespace>-…`` (:func:`trial_folder_prefix`) of this user and this pid namespace whose
+    trial process (that pid) and whose recipe child (the pid in its ``out`` folder's owner file, when there is
+    one) are both gone. Returns what was removed."""
+    removed: list[Path] = []
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return removed
+    for folder in entries:
+        m = _TRIAL_NAME.match(folder.name)
+        try:
+            ours = folder.is_dir() and not folder.is_symlink() and folder.lstat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if not m or not ours or int(m.group(2)) != pid_namespace() or outputs.pid_alive(int(m.group(1))) \
+                or outputs.owner_alive(folder / "out"):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            removed.append(folder)
+    return removed
 
 
 def time_pair_on_node(source_name: str, source_blob: bytes, candidate_blob: bytes, cfg: BenchConfig,
@@ -168,8 +237,8 @@ class _ClusterHandle:
             outcome = self._trials.cluster.wait([self._task], cancelled=lambda: self._cancel)[0]
             if isinstance(outcome, ClusterTaskFailed):
                 cause = outcome.cause
-                self.error = cause if isinstance(cause, OrtlabError) and not outcome.lost else \
-                    OrtlabError(f"On the cluster: {outcome.message}")
+                self.error = _on_node(cause, outcome.node) if isinstance(cause, OrtlabError) and not outcome.lost \
+                    else OrtlabError(f"On the cluster: {outcome.message}")
                 return
             self.node = self._trials.node_name(self._task.ran_on)
             if self._task.lost_on:
@@ -262,7 +331,8 @@ class ClusterTrials:
             self._placed[node] = self._placed.get(node, 0) + 1
         task = self.cluster.submit(run_trial_on_node, spec.to_dict(), Path(self.model).name, self._data["model"],
                                    *self._data_blob(spec.calibration), *self._data_blob(spec.evaluation),
-                                   self._calibrations(workspace), node_id=node, spread=True)
+                                   self._calibrations(workspace), os.environ.get(MEMORY_ENV), node_id=node,
+                                   spread=True)
         self._inflight.append(task)
         return task
 
@@ -350,6 +420,11 @@ class ClusterTrials:
         self.cluster.cancel(list(self._prefetched.values()))
         self._prefetched.clear()
         self.cluster.close()
+
+
+def _on_node(error: OrtlabError, node: str) -> OrtlabError | Cancelled:
+    """A trial's error as the node raised it (its class, message and step), with the node named."""
+    return error_of(type(error).__name__, f"{error.message} It ran on the cluster node {node}.", error.step)
 
 
 def _key(spec: RunSpec) -> str:

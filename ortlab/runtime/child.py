@@ -10,10 +10,12 @@ Recipe runs (:mod:`ortlab.runs.service`), timed benchmark children (:mod:`ortlab
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from multiprocessing import Pipe
@@ -39,10 +41,11 @@ def child_env() -> tuple[dict[str, str], str]:
     return env, pkg_parent
 
 
-def memory_limit_gb() -> float | None:
+def memory_limit_gb(setting: str | None = None) -> float | None:
     """The address-space limit (GB) of each recipe and benchmark child: ``$ORTLAB_RUN_MEMORY_GB`` when set
-    (``0`` = no limit), else ``limits.default_run_memory_gb()`` (min(8 GB, 60 % of the machine's RAM))."""
-    text = os.environ.get(MEMORY_ENV, "").strip()
+    (``0`` = no limit), else ``limits.default_run_memory_gb()`` (min(8 GB, 60 % of the machine's RAM)).
+    ``setting``: that variable's text to use instead of this process's (a cluster node gets the driver's)."""
+    text = (os.environ.get(MEMORY_ENV, "") if setting is None else setting).strip()
     if not text:
         return limits.default_run_memory_gb()
     try:
@@ -52,12 +55,14 @@ def memory_limit_gb() -> float | None:
     return value if value > 0 else None
 
 
-def default_memory_gb(target: Any) -> float | None:
+def default_memory_gb(target: Any, setting: str | None = None) -> float | None:
     """The default limit for a run on ``target``: none for a GPU run (CUDA reserves far more address space
-    than it uses, so an address-space limit would break it), else :func:`memory_limit_gb`."""
-    if str(getattr(target, "value", target)).lower() == "gpu" and not os.environ.get(MEMORY_ENV, "").strip():
+    than it uses, so an address-space limit would break it), else :func:`memory_limit_gb` (``setting``: as
+    there)."""
+    text = (os.environ.get(MEMORY_ENV, "") if setting is None else setting).strip()
+    if str(getattr(target, "value", target)).lower() == "gpu" and not text:
         return None
-    return memory_limit_gb()
+    return memory_limit_gb(text)
 
 
 def too_big(limit: float | None, what: str = "This run", todo: str = "use smaller inputs or fewer samples") -> str:
@@ -115,6 +120,57 @@ import importlib, sys
 module, _, name = sys.argv[1].partition(":")
 getattr(importlib.import_module(module), name)(*sys.argv[2:-1], int(sys.argv[-1]))
 """
+
+
+class ParentWatch:
+    """In a child: watches its end ``fd`` of the pipe to the parent. Once the parent's end closes before the child
+    called :meth:`finish` (the parent died: killed, or its worker force-stopped), ``cleanup`` runs (it removes the
+    child's folders and says whether they are gone; it is tried a few times, as the run may still be writing
+    there) and the child's process group is killed when the child leads one (else the child): nobody is left to
+    report to, and native code that would not hear a softer request stops too."""
+
+    def __init__(self, fd: int, cleanup: Callable[[], bool]) -> None:
+        self._fd, self._cleanup = fd, cleanup
+        self._lock = threading.Lock()
+        self._finishing = self._orphaned = False
+        self._thread = threading.Thread(target=self._watch, name="ortlab-parent-watch", daemon=True)
+        self._thread.start()
+
+    def _parent_gone(self, timeout_ms: int) -> bool:
+        poller = select.poll()
+        poller.register(self._fd, 0)  # reports only an error or a hang-up: the reading end is gone
+        return bool(poller.poll(timeout_ms))
+
+    def _watch(self) -> None:
+        while not self._finishing:
+            if self._parent_gone(1000):
+                with self._lock:
+                    if self._finishing:
+                        return
+                    self._orphaned = True
+                self._end()
+
+    def _end(self) -> None:
+        try:
+            for _ in range(10):
+                if self._cleanup():
+                    break
+                time.sleep(0.1)
+        finally:
+            if os.getpgrp() == os.getpid():
+                os.killpg(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def finish(self) -> None:
+        """The child's end (also after an error), before it closes ``fd``: the watch stops. When the parent died
+        already, the cleanup runs (or is waited for) and ends the process here."""
+        with self._lock:
+            orphaned = self._orphaned
+            self._finishing = True
+        if orphaned:
+            self._thread.join()
+        elif self._parent_gone(0):
+            self._end()
 
 
 def group_members(pgid: int) -> list[int]:

@@ -135,6 +135,25 @@ def forks_and_exits(how, fd):
         pid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]).pid
     conn.send(pid)
     os._exit(0)
+
+
+def watched(folder, fd):
+    """Start a grandchild, watch the parent (its end of the pipe) with a cleanup that removes ``folder``, report
+    both pids and sleep."""
+    import shutil
+    import subprocess
+    from ortlab.runtime.child import ParentWatch
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    ParentWatch(fd, lambda: shutil.rmtree(folder, ignore_errors=True) or not os.path.exists(folder))
+    Connection(fd).send((os.getpid(), sleeper.pid))
+    time.sleep(60)
+
+
+def starts_a_watched_child(folder, fd):
+    from ortlab.runtime.child import Child
+    child = Child.run("child_helper:watched", folder, new_session=True)
+    Connection(fd).send(child.receive())
+    time.sleep(60)
 '''
 
 
@@ -204,6 +223,23 @@ def test_receive_ends_when_the_child_exited_though_a_forked_grandchild_holds_the
         assert time.monotonic() - started < 5
         assert child.finish(grace=1.0) == 0  # and finishing the child stops what it left in its group
         assert _group_left(child.pid, timeout=2) == [] and not _alive(grandchild)
+
+
+def test_a_watched_child_whose_parent_dies_removes_its_folder_and_ends_its_group(helper, tmp_path):
+    folder = tmp_path / "trial"
+    folder.mkdir()
+    (folder / "model.onnx").write_bytes(b"x")
+    with Child.run(f"{helper}:starts_a_watched_child", str(folder), new_session=True) as parent:
+        child, grandchild = parent.receive()
+        assert _alive(child) and _alive(grandchild) and folder.exists()
+        parent.kill()  # as Ray force-kills a worker: no chance to stop its child
+        deadline = time.monotonic() + 10
+        while (_alive(child) or _alive(grandchild) or folder.exists()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = [pid for pid in (child, grandchild) if _alive(pid)]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        assert left == [] and not folder.exists()
 
 
 def _alive(pid: int) -> bool:
