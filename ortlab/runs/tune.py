@@ -207,7 +207,8 @@ class Tuner:
         self._machine_start = cpu_time.machine_busy_s() or 0.0
         info = inspect_model(self.model)
         if self.settings.ray:
-            self.trial_runner = ClusterTrials(self.settings.ray, self.settings.timing_resource, self.model)
+            self.trial_runner = ClusterTrials(self.settings.ray, self.settings.timing_resource, self.model,
+                                              launch=service.start_unrecorded_recipe)
             self._measure = self.trial_runner.measure
             self.notes.append(self.trial_runner.where)
         ops = sorted({op for (_, op) in info.op_counts})

@@ -43,7 +43,7 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,6 @@ from ortlab.runs.calibration_cache import CalibrationCache
 from ortlab.runs.history import History
 from ortlab.runs import outputs
 from ortlab.runs.prepare import prepare_run
-from ortlab.runs.service import start_unrecorded_recipe
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runtime.child import MEMORY_ENV, STOP_GRACE_S, default_memory_gb, error_of
 from ortlab.runtime.machine import Machine, this_machine
@@ -95,7 +94,7 @@ def _pack_dir(folder: Path) -> bytes:
     return buf.getvalue()
 
 
-def run_trial_on_node(spec_plain: dict[str, Any], model_name: str, model_blob: bytes,
+def run_trial_on_node(launch: Callable[..., Any], spec_plain: dict[str, Any], model_name: str, model_blob: bytes,
                       calibration: tuple[str, bool] | None, calibration_blob: bytes | None,
                       evaluation: tuple[str, bool] | None, evaluation_blob: bytes | None,
                       calibrations_blob: bytes | None = None, memory_setting: str | None = None,
@@ -104,7 +103,9 @@ def run_trial_on_node(spec_plain: dict[str, Any], model_name: str, model_blob: b
     time limits; the source and path data — ``(name, is a folder)`` and its bytes, a folder zipped — written to a
     trial folder first) and return the artifact (plain) and its folder's files (zip), the calibration cache
     after the run (zip) and when the work started and ended (epoch seconds). ``calibrations_blob``: the
-    workspace's kept calibrations (zip), so a trial reuses one made on any node. ``memory_setting``:
+    workspace's kept calibrations (zip), so a trial reuses one made on any node. ``launch``: the run service's
+    :func:`ortlab.runs.service.start_unrecorded_recipe` (handed in by the tuner, which imports the service: this
+    module stays below it). ``memory_setting``:
     ``$ORTLAB_RUN_MEMORY_GB`` where the search runs (None: this node's default limit). The blobs are top-level
     arguments: Ray hands them over from the object store."""
     began = time.time()
@@ -127,8 +128,8 @@ def run_trial_on_node(spec_plain: dict[str, Any], model_name: str, model_blob: b
                 zf.extractall(kept)
         out = tmp / "out"
         out.mkdir()
-        handle = start_unrecorded_recipe(spec, out, calibrations=kept, owned_dir=tmp,
-                                         memory_gb=default_memory_gb(spec.recipe.target, memory_setting))
+        handle = launch(spec, out, calibrations=kept, owned_dir=tmp,
+                        memory_gb=default_memory_gb(spec.recipe.target, memory_setting))
         artifact = handle.follow()  # Ray's cancel without force (KeyboardInterrupt here) stops the child
         return artifact.to_dict(), _pack_dir(out), _pack_dir(kept), (began, time.time())
     finally:
@@ -265,7 +266,9 @@ class ClusterTrials:
     """Tune's trials on a Ray cluster (see the module's docstring). ``timing_resource``: the custom resource of
     the node(s) timings run on (None: any node, chosen once)."""
 
-    def __init__(self, address: str, timing_resource: str | None, model: str) -> None:
+    def __init__(self, address: str, timing_resource: str | None, model: str, *,
+                 launch: Callable[..., Any]) -> None:
+        self.launch = launch  # run_trial_on_node's recipe child: ortlab.runs.service.start_unrecorded_recipe
         self.cluster = RayCluster.connect(address)
         self.timing_resource = timing_resource
         self.model = model
@@ -329,7 +332,7 @@ class ClusterTrials:
         node = min(alive, key=lambda n: (busy.get(n, 0), self._placed.get(n, 0), alive.index(n))) if alive else None
         if node is not None:  # the least busy node; among those, round robin (the fewest trials so far)
             self._placed[node] = self._placed.get(node, 0) + 1
-        task = self.cluster.submit(run_trial_on_node, spec.to_dict(), Path(self.model).name, self._data["model"],
+        task = self.cluster.submit(run_trial_on_node, self.launch, spec.to_dict(), Path(self.model).name, self._data["model"],
                                    *self._data_blob(spec.calibration), *self._data_blob(spec.evaluation),
                                    self._calibrations(workspace), os.environ.get(MEMORY_ENV), node_id=node,
                                    spread=True)

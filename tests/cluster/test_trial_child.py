@@ -64,7 +64,7 @@ def test_a_trial_over_the_memory_limit_fails_as_locally_and_names_its_node(ray_c
     assert "needed more than 1.5 GB of memory" in local.error.message
 
     monkeypatch.setenv(MEMORY_ENV, "1.5")  # where the search runs: the nodes' trials take it
-    trials = ClusterTrials(ray_cluster.address, None, str(model))
+    trials = ClusterTrials(ray_cluster.address, None, str(model), launch=service.start_unrecorded_recipe)
     try:
         handle = trials.start(spec, None, ws)
         assert handle.wait(240)
@@ -102,7 +102,7 @@ def _left_folders(temp: Path, tag: str) -> dict[str, Path]:
 
 def test_a_cancelled_prefetched_trial_stops_its_child_and_leaves_no_folder(ray_cluster, tmp_path):
     ws = Workspace(tmp_path / "home")
-    trials = ClusterTrials(ray_cluster.address, None, str(DIGITS))
+    trials = ClusterTrials(ray_cluster.address, None, str(DIGITS), launch=service.start_unrecorded_recipe)
     left: dict[str, Path] = {}
     try:
         trials.prefetch([_digits_spec()], ws)
