@@ -3,9 +3,8 @@
 Integer dot-product instructions decide whether int8 is fast and which int8 flavour: x86 with VNNI
 (``avx512_vnni`` or ``avx_vnni``) runs U8S8 (uint8 activations, int8 weights) at full speed; x86 without VNNI
 multiplies u8×s8 with ``vpmaddubsw``, whose 16-bit intermediate sums can saturate, so 7-bit weights
-(``reduce_range``) are safer there (depthwise Convs keep 8 bits: ORT's depthwise kernel adds in 32 bits; see
-``ortlab.transforms.quantize.depthwise_full_range_overrides``); Arm with ``asimddp`` (dotprod) and TensorRT prefer
-S8S8. Detection reads the flags of ``/proc/cpuinfo`` (Linux, x86 and Arm); elsewhere only the architecture is known.
+(``reduce_range``) are safer there; Arm with ``asimddp`` (dotprod) and TensorRT prefer S8S8. Detection reads the
+flags of ``/proc/cpuinfo`` (Linux, x86 and Arm); elsewhere only the architecture is known.
 """
 
 from __future__ import annotations
@@ -155,8 +154,7 @@ def advise(features: CpuFeatures | None = None, target: Target = Target.CPU,
                          "has no VNNI.")
         else:
             notes.append("x86 without VNNI: U8S8 multiplies through 16-bit sums that can saturate; weights are "
-                         "reduced to 7 bits (reduce-range) to avoid overflow, at a small accuracy cost. Depthwise "
-                         "Conv weights keep 8 bits: their kernel adds in 32 bits.")
+                         "reduced to 7 bits (reduce-range) to avoid overflow, at a small accuracy cost.")
     else:
         act, red = QuantType.UINT8, False
         notes.append("Unknown CPU architecture: U8S8 is ONNX Runtime's default int8 flavour.")

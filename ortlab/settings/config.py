@@ -157,8 +157,7 @@ class QuantConfig:
         label="Per-channel", negatable=True, search=(Try(False, "per-tensor", order=110),),
     )
     reduce_range: bool = setting(
-        False, "Quantize weights to 7 bits (depthwise Conv weights keep 8: their kernel cannot overflow); avoids "
-        "overflow on x86 CPUs without VNNI at a small accuracy cost. The CLI "
+        False, "Quantize weights to 7 bits; avoids overflow on x86 CPUs without VNNI at a small accuracy cost. The CLI "
         "and the app turn it on by default on such a CPU (U8S8 weights).",
         label="Reduce range", negatable=True, explicit=True,  # the CLI's default follows the CPU: always written
         search=(Try(True, "reduce-range", order=100), Try(False, "full range", order=100)),

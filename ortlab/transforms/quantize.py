@@ -603,32 +603,6 @@ def int16_weight_overrides(model: onnx.ModelProto, nodes, per_channel: bool = Tr
     return overrides, missing
 
 
-DEPTHWISE_FULL_RANGE_NOTE = (
-    "Reduce-range: {n} depthwise Conv weight(s) keep 8 bits. ONNX Runtime's depthwise int8 kernel adds its "
-    "products in 32 bits, so it cannot saturate; only the GEMM-shaped Convs and MatMul/Gemm get 7-bit weights "
-    "(EfficientNet-Lite0 on an AVX2 CPU: +1.3 dB on its sample photos, same kernels and speed).")
-
-
-def depthwise_full_range_overrides(model: onnx.ModelProto, q: QuantConfig,
-                                   skip: tuple[str, ...] = ()) -> dict[str, Any]:
-    """ORT's ``TensorQuantOverrides`` turning reduce-range off for the weights of depthwise Convs (one input and one
-    output channel per group), where ``q`` reduces range for U8S8 weights; empty otherwise. Nodes in ``skip`` (their
-    weights have overrides of their own) are left out."""
-    if not (q.reduce_range and q.weight_type == QuantType.INT8 and q.activation_type == QuantType.UINT8):
-        return {}
-    inits = {t.name: t for t in model.graph.initializer}
-    overrides: dict[str, Any] = {}
-    for node in model.graph.node:
-        if node.op_type != "Conv" or node.name in skip or len(node.input) < 2 or node.input[1] not in inits:
-            continue
-        group = next((a.i for a in node.attribute if a.name == "group"), 1)
-        dims = list(inits[node.input[1]].dims)
-        if group > 1 and len(dims) > 1 and dims[0] == group and dims[1] == 1:
-            first = {"reduce_range": False, "axis": 0} if q.per_channel else {"reduce_range": False}
-            overrides[node.input[1]] = [first] + [{}] * (dims[0] - 1) if q.per_channel else [first]
-    return overrides
-
-
 def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
     """:func:`quantize_calibrated_model` with its notes and the :class:`QuantCoverage` of the result."""
     args = _static_args(q)
@@ -649,11 +623,6 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
             warnings.append(f"No weight to give 16 bits in node(s) {', '.join(missing)} (not in the model, or their "
                             "weight is not a constant); they stay 8-bit.")
         kwargs["extra_options"] = {**kwargs["extra_options"], "TensorQuantOverrides": overrides}
-    depthwise = depthwise_full_range_overrides(model, q, skip=q.int16_weight_nodes)
-    if depthwise:
-        kwargs["extra_options"] = {**kwargs["extra_options"], "TensorQuantOverrides": {
-            **kwargs["extra_options"].get("TensorQuantOverrides", {}), **depthwise}}
-        notes.append(DEPTHWISE_FULL_RANGE_NOTE.format(n=len(depthwise)))
     excluded = list(q.nodes_to_exclude)
     if q.known_patterns:  # the starting float scope: each pattern stated in a note
         found = detect_patterns(model)

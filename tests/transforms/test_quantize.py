@@ -23,11 +23,9 @@ from ortlab.core.progress import CancelToken
 from tests.support.reporting import CollectingReporter
 from ortlab.transforms.quantize import (
     ai_onnx_opset,
-    calibrate_model,
     ort_arguments,
     preprocess_for_quantization,
     quantize_dynamic_model,
-    quantize_calibrated_result,
     quantize_dynamic_result,
     quantize_static_model,
 )
@@ -454,45 +452,3 @@ def test_histogram_calibration_streams_one_batch_at_a_time(tmp_path, method):
         lo2, hi2 = (float(np.asarray(v)) for v in ranges_ours.data[name].range_value)
         width = max(abs(lo), abs(hi)) + 1e-6
         assert abs(lo - lo2) <= tol * width and abs(hi - hi2) <= tol * width, name
-
-
-def depthwise_model(path) -> Path:
-    """Conv(3→16) → depthwise Conv(16, group 16) → Conv(16→8), each with Relu: a MobileNet-style block."""
-    rng = np.random.default_rng(0)
-    shapes = {"w1": (16, 3, 1, 1), "wd": (16, 1, 3, 3), "w2": (8, 16, 1, 1)}
-    inits = [numpy_helper.from_array(rng.normal(0, 0.3, s).astype(np.float32), n) for n, s in shapes.items()]
-    nodes = [
-        helper.make_node("Conv", ["input", "w1"], ["c1"], name="expand"),
-        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
-        helper.make_node("Conv", ["r1", "wd"], ["cd"], name="depthwise", group=16, pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["cd"], ["rd"], name="relu2"),
-        helper.make_node("Conv", ["rd", "w2"], ["out"], name="project"),
-    ]
-    graph = helper.make_graph(nodes, "depthwise",
-                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 32, 32])],
-                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 8, 32, 32])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.save_model(model, str(path))
-    return Path(path)
-
-
-def test_reduce_range_keeps_depthwise_weights_at_8_bits(tmp_path):
-    """Under reduce-range (U8S8), the GEMM-shaped Convs get 7-bit weights (|q| ≤ 64) and the depthwise Conv, whose
-    ONNX Runtime kernel cannot saturate, keeps the full 8-bit range (|q| up to 127), and a note says so; without
-    reduce-range every weight is 8-bit and there is no note."""
-    src = depthwise_model(tmp_path / "dw.onnx")
-
-    def peaks(q: QuantConfig) -> tuple[dict[str, int], list[str]]:
-        out, cache = tmp_path / f"q{q.reduce_range}.onnx", tmp_path / f"cal{q.reduce_range}.json"
-        calibrate_model(src, q, reader(4), cache)
-        notes = quantize_calibrated_result(src, out, q, cache).notes
-        inits = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(out)).graph.initializer}
-        return {w: int(np.abs(inits[f"{w}_quantized"].astype(np.int32)).max()) for w in ("w1", "wd", "w2")}, notes
-
-    reduced, notes = peaks(QuantConfig(reduce_range=True))
-    assert reduced["wd"] == 127 and reduced["w1"] <= 64 and reduced["w2"] <= 64
-    assert any("1 depthwise Conv weight(s) keep 8 bits" in n for n in notes)
-    full, notes = peaks(QuantConfig(reduce_range=False))
-    assert full == {"w1": 127, "wd": 127, "w2": 127}
-    assert not any("depthwise" in n for n in notes)
