@@ -45,7 +45,8 @@ the correction's held-back SQNR 7.1 → 14.1 dB before, 7.0 → 10.9 dB with it)
 own 38 confident crops every row but U8S8 full range and S8S8 agrees 38/38. Full-range U8S8 loses 14.6 dB between the
 quantized model (unfused, 20.0 dB: what a VNNI CPU gives) and ORT's AVX2 kernels (5.4 dB): the 16-bit saturation of
 ``vpmaddubsw`` is real on this model; S8S8 saturates as well. No recipe reaches 22 dB / 99.5% at the default's speed
-on this CPU: the 8-bit weights that would need (U8S8 full range) saturate, and U8U8 runs at a fifth of fp32's speed.
+on this CPU: the 8-bit weights that would need (U8S8 full range) saturate, and U8U8 runs at a fifth of fp32's speed
+(ORT fuses it into the same 49 QLinearConv as U8S8: its kernel for uint8 weights is the slow part).
 The 150 + 100 photo crops score far lower than the sample's own crops (default: 12.7 and 14.2 dB vs 18.6 dB) because
 64 crops of 9 photographs cover them poorly: calibrated on the 100 photo crops instead (``--calibrate-on``), the
 default gives 15.8 dB on the 150 (84/89 confident) and 18.7 dB on the sample's crops.
