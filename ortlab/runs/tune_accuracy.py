@@ -16,7 +16,7 @@ When the trial is not accepted, the set grows by half again before the next conf
 The first accepted set is what passed, not what is needed: it is then trimmed (:meth:`AccuracySearch._trim`) — its
 units dropped one at a time on the screen, the costliest in float first, while the screen still accepts — and the
 smaller set confirmed by one more trial, so tune, which recommends the fastest accepted trial, can pick it (on a
-YOLOv8n at F1 ≥ 0.97 the first accepted set, 13 nodes, cost 1.46× → 1.26× fp32 on an AVX2 EPYC). A detector's
+YOLOv8n at F1 ≥ 0.97 the first accepted set held 13 nodes; the trimmed one, 4, was accepted too). A detector's
 trim screens on enough evaluation samples for :data:`MIN_REFERENCE_DETECTIONS` reference detections: on 16 samples a
 detection F1 moves in steps of several percent.
 Screening time is bounded (:data:`SCREEN_SHARE` of the budget left, at most :data:`SCREEN_MAX_S` seconds per pass,
