@@ -212,7 +212,7 @@ class AccuracySearch:
                 break
             trial_units = [*chosen, s.unit]
             try:
-                report = screen.report(n for u in trial_units for n in u)
+                report = screen.report(_nodes(trial_units))
             except OrtlabError:
                 continue
             score = screen_score(report, t)
@@ -233,7 +233,7 @@ class AccuracySearch:
 
     def _confirm(self, base: Trial, units: list[tuple[str, ...]], note: str) -> Trial:
         """One real trial of ``base``'s recipe with ``units`` kept in float; ``note`` says which and the screen."""
-        nodes = tuple(sorted({*base.recipe.quant.nodes_to_exclude, *(x for u in units for x in u)}))
+        nodes = tuple(sorted({*base.recipe.quant.nodes_to_exclude, *_nodes(units)}))
         q = replace(base.recipe.quant, nodes_to_exclude=nodes)
         name = f"{base.label.split(' + float')[0]} + float {len(nodes)}"
         return self.tuner._trial(replace(base.recipe, quant=q, name=name), STAGE, note)
