@@ -140,10 +140,16 @@ def _failed(handle) -> None:
 
 def section(ref, cand) -> None:
     """Compare's speed line: the latest benchmark of the pair, else a quick timing started in the background,
-    polled in a fragment that draws the speed when it ends (only the fragment reruns: the graph view and its
-    zoom stay as they are)."""
+    polled in a fragment; when it ends the page reruns and draws the speed. All of it sits in one container, so
+    what follows keeps its place in the page and the graph view below is not reloaded (its zoom and selection
+    stay)."""
     if ref.id == cand.id:
         return
+    with st.container(key="compare-speed"):
+        _section(ref, cand)
+
+
+def _section(ref, cand) -> None:
     found = latest_pair(ref, cand)
     handle = job(ref, cand)
     stored = stored_speed(ref, cand) if found is None and handle is None else None
