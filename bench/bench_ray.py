@@ -105,16 +105,29 @@ def bench_ray(address: str) -> dict:
     return {"cluster_s": cluster_s, "local_s": local_s, "rows": rows}
 
 
-def tune_rate(address: str | None, sample: str, trials: int, out_dir: Path) -> dict:
+def tune_rate(address: str | None, sample: str, trials: int, out_dir: Path, independent: bool = False) -> dict:
+    """One tune's trials per minute, and each trial's stage, seconds (accuracy work and timing, as the tuner
+    waited for them) and nodes. ``independent``: only the search space's recipes (``--exclusion-steps 0``), which
+    do not wait on each other's analysis."""
     args = ["tune", sample, "--out", str(out_dir), "--max-trials", str(trials), "--budget", "3600",
             "--bench-seconds", "0.5"]
+    if independent:
+        args += ["--exclusion-steps", "0"]
     if address:
         args += ["--ray", address, "--timing-resource", "cpu_lab"]
     code, out, seconds = _cli(args)
     assert code == 0, out[-2000:]
     done = json.loads((out_dir / "trials.json").read_text())
-    finished = len(done.get("trials", done) if isinstance(done, dict) else done)
-    return {"trials": finished, "seconds": seconds, "per_minute": 60.0 * finished / seconds}
+    rows = done.get("trials", done) if isinstance(done, dict) else done
+    per_trial = [(r.get("stage"), round(r.get("seconds", 0.0), 1), r.get("ran_on", ""), r.get("timed_on", ""))
+                 for r in rows]
+    return {"trials": len(rows), "seconds": seconds, "per_minute": 60.0 * len(rows) / seconds,
+            "per_trial": per_trial}
+
+
+def _trial_lines(rate: dict) -> None:
+    for stage, seconds, ran_on, timed_on in rate["per_trial"]:
+        print(f"           {stage:<9} {seconds:6.1f} s  ran on {ran_on or 'here'}, timed on {timed_on or 'here'}")
 
 
 def _wait_until_nodes(address: str, n: int, limit_s: float = 120.0) -> None:
@@ -137,6 +150,8 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, default=20, help="Empty tasks per node for the round trip.")
     ap.add_argument("--skip-tune", action="store_true")
     ap.add_argument("--skip-bench", action="store_true")
+    ap.add_argument("--independent", action="store_true",
+                    help="Tune only the search space's recipes (--exclusion-steps 0): trials that can run at once.")
     args = ap.parse_args()
     if not in_loopback_namespace():
         print("warning: not in a loopback-only network namespace; Ray's driver will probe 8.8.8.8:53", file=sys.stderr)
@@ -147,10 +162,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ortlab-bench-ray-") as tmp:
         os.environ["ORTLAB_HOME"] = str(Path(tmp) / "home")
         if not args.skip_tune:
-            here = tune_rate(None, args.sample, args.trials, Path(tmp) / "here")
+            here = tune_rate(None, args.sample, args.trials, Path(tmp) / "here", args.independent)
             report["tune_here"] = here
             print(f"tune       no Ray: {here['trials']} trials in {here['seconds']:.0f} s = "
                   f"{here['per_minute']:.2f}/min · load {_load()}")
+            _trial_lines(here)
         with local_ray_cluster(head_resources=HEAD, worker_resources=WORKER) as c:
             r = startup_and_overhead(c.address, c.startup_s, args.tasks, model)
             report["ray"] = r
@@ -167,14 +183,16 @@ def main() -> int:
                 for row in b["rows"]:
                     print(f"           {row}")
             if not args.skip_tune:
-                two = tune_rate(c.address, args.sample, args.trials, Path(tmp) / "two")
+                two = tune_rate(c.address, args.sample, args.trials, Path(tmp) / "two", args.independent)
                 print(f"tune       2 nodes: {two['trials']} trials in {two['seconds']:.0f} s = "
                       f"{two['per_minute']:.2f}/min · load {_load()}")
+                _trial_lines(two)
                 c.kill_worker()
                 _wait_until_nodes(c.address, 1)
-                one = tune_rate(c.address, args.sample, args.trials, Path(tmp) / "one")
+                one = tune_rate(c.address, args.sample, args.trials, Path(tmp) / "one", args.independent)
                 print(f"tune       1 node:  {one['trials']} trials in {one['seconds']:.0f} s = "
                       f"{one['per_minute']:.2f}/min · load {_load()}")
+                _trial_lines(one)
                 here = report["tune_here"]
                 report["tune"] = {"two": two, "one": one, "gain": two["per_minute"] / one["per_minute"],
                                   "overhead_s": (one["seconds"] - here["seconds"]) / max(1, one["trials"])}
