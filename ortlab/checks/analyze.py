@@ -50,6 +50,7 @@ from ortlab.core.errors import Cancelled, DataError
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.checks.task_metrics import channel_groups, infer_roles
 from ortlab.runtime.providers import quiet_native_stderr
+from ortlab.runtime.threads import limit_threads
 from ortlab.data.dataset import stratified_sample
 from ortlab.data.feeds import batch_inputs, check_fits
 from ortlab.checks.evaluate import session_inputs
@@ -214,6 +215,7 @@ def _session(model: bytes):
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, SESSION_LEVEL)
     so.log_severity_level = 3
     so.add_session_config_entry("session.intra_op.allow_spinning", SPIN)
+    limit_threads(so)
     with quiet_native_stderr():
         return ort.InferenceSession(model, sess_options=so, providers=["CPUExecutionProvider"])
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from importlib import metadata
 
 from ortlab.runtime.hardware import CpuFeatures, detect
+from ortlab.runtime.threads import thread_limit
 
 __all__ = ["Machine", "this_machine"]
 
@@ -66,9 +67,10 @@ def _ort_version() -> str:
 
 
 def this_machine(threads: int = 0, openvino: bool = False) -> Machine:
-    """This machine as a timing records it (``openvino``: OpenVINO's version too)."""
+    """This machine as a timing records it (``threads``: the timing's setting, else ``$ORTLAB_THREADS``'s cap;
+    ``openvino``: OpenVINO's version too)."""
     f = detect()
     runtimes = [f"onnxruntime {_ort_version()}"]
     if openvino:
         runtimes.append(f"openvino {_version('openvino') or '?'}")
-    return Machine(f.model_name, f.arch, _isa(f), os.cpu_count() or 0, int(threads), tuple(runtimes))
+    return Machine(f.model_name, f.arch, _isa(f), os.cpu_count() or 0, int(threads) or thread_limit(), tuple(runtimes))

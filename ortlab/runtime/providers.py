@@ -23,6 +23,7 @@ from onnx import TensorProto, helper
 from ortlab.settings.config import BenchConfig, ExecutionMode, OptLevel, Target
 from ortlab.core.errors import ModelLoadError, OrtlabError
 from ortlab.core.text import one_line
+from ortlab.runtime.threads import limit_threads
 
 TRT, CUDA, CPU = "TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"
 GPU_PROVIDERS = (TRT, CUDA)
@@ -228,7 +229,8 @@ def unknown_op_sentence(ops) -> str:
 
 def session_options(bench: BenchConfig | None = None, opt_level: OptLevel = OptLevel.ALL, *,
                     profile_prefix: str | None = None) -> ort.SessionOptions:
-    """SessionOptions from a BenchConfig (threads, execution mode, memory, profiling) and an opt level.
+    """SessionOptions from a BenchConfig (threads, execution mode, memory, profiling) and an opt level; threads the
+    config does not set are capped by ``$ORTLAB_THREADS`` (:mod:`ortlab.runtime.threads`).
 
     Profiling writes ``<profile_prefix>_<timestamp>.json``; without a prefix it goes into a new temp
     folder, never the current directory.
@@ -250,7 +252,7 @@ def session_options(bench: BenchConfig | None = None, opt_level: OptLevel = OptL
             profile_prefix = str(Path(tempfile.mkdtemp(prefix="ortlab-profile-")) / "profile")
         so.enable_profiling = True
         so.profile_file_prefix = str(profile_prefix)
-    return so
+    return limit_threads(so)
 
 
 def create_session(model_path, target: Target = Target.CPU,

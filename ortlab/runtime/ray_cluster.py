@@ -25,6 +25,7 @@ from typing import Any
 from ortlab import NO_TELEMETRY_ENV
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.runtime.machine import Machine, this_machine
+from ortlab.runtime.threads import THREADS_ENV
 
 __all__ = ["CLUSTER_ENV", "ClusterError", "ClusterNode", "ClusterTask", "ClusterTaskFailed", "RayCluster",
            "RayUnavailable", "ray_module"]
@@ -108,7 +109,10 @@ def _run_and_say_where(fn: Callable[..., Any], *args: Any) -> tuple[str, Any]:
     import ray
 
     os.environ.update(CLUSTER_ENV)
-    node_id = ray.get_runtime_context().get_node_id()
+    context = ray.get_runtime_context()
+    # ONNX Runtime's sessions here and in the task's children use the CPUs Ray gave the task, not every core
+    os.environ[THREADS_ENV] = str(max(1, round(context.get_assigned_resources().get("CPU", 1.0))))
+    node_id = context.get_node_id()
     try:
         return node_id, fn(*args)
     except Exception as exc:

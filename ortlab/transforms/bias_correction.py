@@ -64,6 +64,7 @@ from onnx import TensorProto, numpy_helper
 
 from ortlab.core.errors import Cancelled, QuantizationError
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
+from ortlab.runtime.threads import limit_threads
 
 STAGE = "bias_correction"
 CORRECTED_OPS = ("Conv", "Gemm")
@@ -360,7 +361,7 @@ def _has_subgraphs(graph: onnx.GraphProto) -> bool:
 
 
 def _session(model: onnx.ModelProto) -> ort.InferenceSession:
-    so = ort.SessionOptions()
+    so = limit_threads(ort.SessionOptions())
     so.log_severity_level = 3
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 

@@ -45,6 +45,7 @@ from ortlab.transforms.coverage import QuantCoverage, quant_coverage
 from ortlab.transforms.range_split import find_range_splits, load_ranges
 from ortlab.core.errors import Cancelled, OrtlabError, QuantizationError
 from ortlab.runtime.providers import quiet_native_stderr
+from ortlab.runtime.threads import limit_threads, thread_limit
 from ortlab.core.text import one_line
 
 MIN_OPSET = 13  # per-channel QDQ needs the `axis` attribute of QuantizeLinear/DequantizeLinear
@@ -552,6 +553,7 @@ def calibrate_model(src, q: QuantConfig, reader, cache) -> list[str]:
             with _ort_quiet() as log:
                 calibrator = create_calibrator(staged, augmented_model_path=str(tmp / "augmented_model.onnx"),
                                                **args.calibrator)
+                _limit_calibrator_threads(calibrator)
                 collect_streaming(calibrator, reader)
                 ranges = calibrator.compute_data()
                 save_tensors_data(ranges, cache)
@@ -561,6 +563,20 @@ def calibrate_model(src, q: QuantConfig, reader, cache) -> list[str]:
         except Exception as exc:
             raise _fail("calibrate", exc, _CALIBRATE_HINT) from None
     return warnings + _log_warnings(log.messages)
+
+
+def _limit_calibrator_threads(calibrator: Any) -> None:
+    """Under ``$ORTLAB_THREADS`` (a trial on a Ray node), the calibrator's session again with that many threads:
+    ONNX Runtime's calibrator opens its own with default options (every core)."""
+    if not thread_limit():
+        return
+    import onnxruntime as ort
+
+    so = limit_threads(ort.SessionOptions())
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    calibrator.infer_session = None  # the default session goes before the new one is made
+    calibrator.infer_session = ort.InferenceSession(calibrator.augmented_model_path, sess_options=so,
+                                                    providers=calibrator.execution_providers)
 
 
 def calibration_settings(q: QuantConfig) -> str:

@@ -4,12 +4,15 @@ by resource or node, a task's own error and a time limit."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
 from ortlab.core.errors import Cancelled
 from ortlab.runtime.machine import Machine, this_machine
 from ortlab.runtime.ray_cluster import ClusterError, ClusterTaskFailed, RayCluster
+
+DIGITS = Path(__file__).resolve().parents[2] / "sample_models" / "digits_cnn" / "model.onnx"
 
 
 def where_and_size(blob: bytes) -> int:
@@ -23,6 +26,13 @@ def raises() -> None:
 def sleeps(seconds: float) -> str:
     time.sleep(seconds)
     return "woke"
+
+
+def session_threads() -> int:
+    from ortlab.runtime.providers import create_session
+
+    sess, _ = create_session(DIGITS)
+    return sess.get_session_options().intra_op_num_threads
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +67,11 @@ def test_a_resource_or_a_node_decides_where_a_task_runs(rc):
     tasks += [rc.submit(sleeps, 0, node_id=head.node_id)]
     assert rc.wait(tasks) == ["woke"] * 4
     assert [t.ran_on for t in tasks] == [worker.node_id] * 3 + [head.node_id]
+
+
+def test_a_task_runs_onnx_runtime_on_the_cpus_ray_gave_it(rc):
+    # each node has one CPU: a session of a task uses one thread, not every core of the host the nodes share
+    assert rc.wait([rc.submit(session_threads, node_id=n.node_id) for n in rc.nodes()]) == [1, 1]
 
 
 def test_a_resource_no_node_has_is_refused_at_once(rc):

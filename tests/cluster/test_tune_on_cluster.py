@@ -54,6 +54,7 @@ def test_trials_land_on_both_nodes_and_timings_only_on_the_target_node(traced_tu
     assert {t["timed_on"] for t in trials} == {names["worker"]}  # timed only where cpu_target is
     assert any(f"timings on {names['worker']}" in n for n in result["notes"])
     assert result["hardware"].startswith(this_machine().summary().split(" · ")[0])  # the timing node's CPU
+    assert " · 1 thread · " in result["hardware"]  # timed on the one CPU the node has, as the trials ran
     # each trial is a run of this workspace, made on its node, with a timing kept in History
     hist = History(ws.db_path)
     runs = [hist.get(t["run_id"]) for t in trials]
