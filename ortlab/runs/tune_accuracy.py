@@ -20,7 +20,8 @@ YOLOv8n at F1 ≥ 0.97 the first accepted set held 13 nodes; the trimmed one, 4,
 trim screens on enough evaluation samples for :data:`MIN_REFERENCE_DETECTIONS` reference detections: on 16 samples a
 detection F1 moves in steps of several percent.
 Screening time is bounded (:data:`SCREEN_SHARE` of the budget left, at most :data:`SCREEN_MAX_S` seconds per pass,
-shared by the bases) and stated in a note.
+shared by the bases) and stated in a note. On a Ray cluster the sets after the one being confirmed start at once on
+free nodes (the screen fixed them all); once one is accepted, those still running are cancelled.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from ortlab.checks.verdict import Level, judge
 from ortlab.core.errors import OrtlabError
 from ortlab.core.layout import QDQ_FILE
 from ortlab.runs.tune_policy import _LEVEL_RANK, CHAIN_MAX, Trial, task_quality
-from ortlab.settings.config import replace
+from ortlab.settings.config import Recipe, replace
 from ortlab.transforms.quantize import ort_arguments, preprocess_for_quantization
 
 Tuner = Any  # ortlab.runs.tune.Tuner, which imports this module: its search state, trials and budget
@@ -124,13 +125,17 @@ class AccuracySearch:
                                f"{'off' if chosen.recipe.quant.bias_correction else 'on'}: the sets are confirmed "
                                f"from {chosen.label}, whose screen reaches furthest.")
             confirmed: list[Trial] = []
-            for units, screened in plan.steps:
+            for i, (units, screened) in enumerate(plan.steps):
                 if t._stop():
                     return
+                # on a cluster, the next sets start on free nodes while this one runs (each step's set is known
+                # from the screen); those the search no longer wants once a set is accepted are cancelled
+                t._prefetch([self._confirm_recipe(chosen, u) for u, _ in plan.steps[i:]], None)
                 trial = self._confirm(chosen, units, self._grow_note(units, plan.start, screened))
                 confirmed.append(trial)
                 yield trial
                 if trial.accepted:
+                    t._prefetch([], None)
                     yield from self._trim(chosen, units, trial, confirmed, plan, Path(tmp) / str(chosen.index))
                     return
 
@@ -233,10 +238,14 @@ class AccuracySearch:
 
     def _confirm(self, base: Trial, units: list[tuple[str, ...]], note: str) -> Trial:
         """One real trial of ``base``'s recipe with ``units`` kept in float; ``note`` says which and the screen."""
+        return self.tuner._trial(self._confirm_recipe(base, units), STAGE, note)
+
+    @staticmethod
+    def _confirm_recipe(base: Trial, units: list[tuple[str, ...]]) -> Recipe:
+        """``base``'s recipe with ``units`` kept in float too, named by how many nodes it keeps in float."""
         nodes = tuple(sorted({*base.recipe.quant.nodes_to_exclude, *_nodes(units)}))
         q = replace(base.recipe.quant, nodes_to_exclude=nodes)
-        name = f"{base.label.split(' + float')[0]} + float {len(nodes)}"
-        return self.tuner._trial(replace(base.recipe, quant=q, name=name), STAGE, note)
+        return replace(base.recipe, quant=q, name=f"{base.label.split(' + float')[0]} + float {len(nodes)}")
 
     # -- the trim after acceptance
     def _trim(self, base: Trial, units: list[tuple[str, ...]], accepted: Trial, confirmed: list[Trial], plan: _Plan,

@@ -11,10 +11,15 @@ that node's machine. The trial comes back here as an artifact folder recorded in
 node lost mid-trial: the trial runs once more on another node, then fails with the node named.
 
 With N nodes that fit a trial, up to N trials' accuracy work runs at once: while a trial runs, the tuner
-prefetches the next queued recipes (:meth:`ClusterTrials.prefetch`) onto the free nodes; a trial whose task was
+prefetches the next queued recipes (:meth:`ClusterTrials.prefetch`: the search space's next recipes, or the
+accuracy stage's next float sets, which its screen fixed before the first is confirmed) onto the free nodes; a
+trial whose task was
 prefetched waits for that task, and a prefetched task the search no longer wants is cancelled (its files never
 reach this workspace: a trial's files are written here only when the tuner takes its result). Timing stays one
-trial at a time on the timing node: a timing task takes that node's CPU, so nothing else runs there meanwhile.
+trial at a time on the timing node: a timing task takes all that node's CPUs, so nothing else runs there
+meanwhile. Every task runs ONNX Runtime on the CPUs Ray gave it (``$ORTLAB_THREADS``, set in each task and
+inherited by its recipe child): a trial on a one-CPU node uses one core, and a timing on the timing node as many
+threads as the node has CPUs (its machine records them).
 
 On its node a trial runs as a local one does: in a recipe child of the run service
 (:func:`ortlab.runs.service.start_unrecorded_recipe`, through :class:`ortlab.runtime.child.Child`), under the
@@ -403,11 +408,14 @@ class ClusterTrials:
 
     def measure(self, reference: str, candidate: str, cfg: BenchConfig, batch_size: int, *,
                 shapes: dict[str, list[int]], cancel: CancelToken) -> SpeedUp:
-        """The tuner's clock on the timing node: ``candidate`` against the source, interleaved, on that node."""
+        """The tuner's clock on the timing node: ``candidate`` against the source, interleaved, on that node; the task
+        takes all the node's CPUs (nothing else runs there meanwhile) and times with as many threads, unless
+        ``cfg`` names a count."""
         cand = self.cluster.put(Path(candidate).read_bytes())
         task = self.cluster.submit(time_pair_on_node, Path(reference).name, self._data["model"], cand, cfg,
                                    batch_size, shapes, node_id=self._timing_node.node_id,
-                                   resources={self.timing_resource: _TIMING_SHARE} if self.timing_resource else None)
+                                   resources={self.timing_resource: _TIMING_SHARE} if self.timing_resource else None,
+                                   num_cpus=self._timing_node.resources.get("CPU", 1.0) or 1.0)
         outcome = self.cluster.wait([task], cancelled=lambda: cancel.cancelled)[0]
         if isinstance(outcome, ClusterTaskFailed):
             raise outcome.cause if isinstance(outcome.cause, OrtlabError) and not outcome.lost else \

@@ -108,6 +108,31 @@ def test_units_are_reverted_cumulatively_in_the_order_of_the_task_metric_and_con
     assert "4 improve" in note and "best a" in note
 
 
+class _Prefetches:
+    """A cluster's trial runner as far as the stage sees it: which sets it is asked to start ahead."""
+
+    def __init__(self) -> None:
+        self.asked: list[list[tuple[str, ...]]] = []
+        self.specs: list[dict] = []
+
+    def prefetch(self, specs, workspace) -> None:
+        specs = list(specs)
+        self.asked.append([s.recipe.quant.nodes_to_exclude for s in specs])
+        self.specs += [s.to_dict() for s in specs[:1]]
+
+
+def test_on_a_cluster_the_later_sets_start_ahead_and_are_dropped_once_one_is_accepted(tmp_path):
+    tuner, runner = _Tuner(tmp_path), _Prefetches()
+    tuner.trial_runner = runner  # type: ignore[assignment]
+    trials = _search(tuner, _Screen())
+    sets = [t.recipe.quant.nodes_to_exclude for t in trials]
+    assert sets == [("a", "b"), ("a", "b", "e", "e2")]
+    # before each confirmation: that set first, then the sets after it; once one is accepted: nothing ahead
+    assert runner.asked == [sets, sets[1:], []]
+    # what started ahead is the very run each confirmation asks for: the cluster hands that task to the trial
+    assert runner.specs == [tuner._spec(t.recipe).to_dict() for t in trials]
+
+
 def test_the_sets_are_confirmed_from_the_bias_correction_twin_when_its_screen_reaches_further(tmp_path):
     """On a bias-corrected model a node put back in float alone rarely helps (the corrections after it were fitted
     to its error); the twin without correction is screened too, and confirmed from when it reaches further."""
