@@ -11,8 +11,9 @@
    they share this host), against the same benchmark on this machine alone.
 4. Tune: trials per minute of a bundled sample's tune (``ortlab tune SAMPLE --ray ADDRESS --timing-resource
    cpu_lab --max-trials N``) on the two one-CPU nodes vs one one-CPU node (the worker stopped before the tune,
-   so the head alone runs its trials), and the same tune without Ray (before any cluster starts): Ray's
-   overhead per trial is (one node's seconds − no Ray's seconds) ÷ trials.
+   so the head alone runs its trials), and the same tune without Ray (before any cluster starts), with every core
+   and with one thread (``$ORTLAB_THREADS=1``, as a task on a one-CPU node runs): Ray's overhead per trial is
+   (one node's seconds − no Ray's seconds at one thread) ÷ trials.
 
 Run it where the cluster tests run, inside a loopback-only network namespace (Ray's driver probes a route to
 8.8.8.8:53 otherwise):
@@ -41,6 +42,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 from ortlab.cli import main as cli  # noqa: E402
 from ortlab.runtime.machine import this_machine  # noqa: E402
 from ortlab.runtime.ray_cluster import RayCluster  # noqa: E402
+from ortlab.runtime.threads import THREADS_ENV  # noqa: E402
 from tests.support.ray_cluster import in_loopback_namespace, local_ray_cluster  # noqa: E402
 
 HEAD = {"cpu_lab": 1}
@@ -167,6 +169,15 @@ def main() -> int:
             print(f"tune       no Ray: {here['trials']} trials in {here['seconds']:.0f} s = "
                   f"{here['per_minute']:.2f}/min · load {_load()}")
             _trial_lines(here)
+            os.environ[THREADS_ENV] = "1"  # as on a one-CPU node: Ray's overhead is measured against this
+            try:
+                here1 = tune_rate(None, args.sample, args.trials, Path(tmp) / "here1", args.independent)
+            finally:
+                del os.environ[THREADS_ENV]
+            report["tune_here_1_thread"] = here1
+            print(f"tune       no Ray, 1 thread: {here1['trials']} trials in {here1['seconds']:.0f} s = "
+                  f"{here1['per_minute']:.2f}/min · load {_load()}")
+            _trial_lines(here1)
         with local_ray_cluster(head_resources=HEAD, worker_resources=WORKER) as c:
             r = startup_and_overhead(c.address, c.startup_s, args.tasks, model)
             report["ray"] = r
@@ -193,11 +204,11 @@ def main() -> int:
                 print(f"tune       1 node:  {one['trials']} trials in {one['seconds']:.0f} s = "
                       f"{one['per_minute']:.2f}/min · load {_load()}")
                 _trial_lines(one)
-                here = report["tune_here"]
+                here1 = report["tune_here_1_thread"]
                 report["tune"] = {"two": two, "one": one, "gain": two["per_minute"] / one["per_minute"],
-                                  "overhead_s": (one["seconds"] - here["seconds"]) / max(1, one["trials"])}
+                                  "overhead_s": (one["seconds"] - here1["seconds"]) / max(1, one["trials"])}
                 print(f"gain       {report['tune']['gain']:.2f}× trials per minute on 2 nodes vs 1; Ray's overhead "
-                      f"{report['tune']['overhead_s']:+.1f} s per trial (1 node vs no Ray)")
+                      f"{report['tune']['overhead_s']:+.1f} s per trial (1 node vs no Ray at 1 thread)")
     report["load_after"] = _load()
     print(json.dumps(report, default=str))
     return 0
