@@ -10,16 +10,17 @@ trial and finalist, with the one clock (:class:`ortlab.timing.child_runs.PairTim
 that node's machine. The trial comes back here as an artifact folder recorded in this workspace's History. A
 node lost mid-trial: the trial runs once more on another node, then fails with the node named.
 
-With N nodes that fit a trial, up to N trials' accuracy work runs at once: while a trial runs, the tuner
-prefetches the next queued recipes (:meth:`ClusterTrials.prefetch`: the search space's next recipes, or the
-accuracy stage's next float sets, which its screen fixed before the first is confirmed) onto the free nodes; a
-trial whose task was
-prefetched waits for that task, and a prefetched task the search no longer wants is cancelled (its files never
-reach this workspace: a trial's files are written here only when the tuner takes its result). Timing stays one
-trial at a time on the timing node: a timing task takes all that node's CPUs, so nothing else runs there
-meanwhile. Every task runs ONNX Runtime on the CPUs Ray gave it (``$ORTLAB_THREADS``, set in each task and
-inherited by its recipe child): a trial on a one-CPU node uses one core, and a timing on the timing node as many
-threads as the node has CPUs (its machine records them).
+With N nodes that fit a trial, up to N trials' accuracy work runs at once. The tuner tells the runner which
+trials come next (:meth:`ClusterTrials.prefetch`: the search space's next recipes, or the accuracy stage's next
+float sets, which its screen fixed before the first is confirmed); whenever a node has nothing to do — checked while
+the tuner waits for a trial or a timing — it takes the next of them (:meth:`ClusterTrials.refill`), so a node that
+finishes early never waits for the tuner. A trial whose task started ahead waits for that task, and one the
+search no longer wants is cancelled (its files never reach this workspace: a trial's files are written here only
+when the tuner takes its result). Timing stays one trial at a time on the timing node: a timing task takes all
+that node's CPUs, nothing else runs there meanwhile, and no trial starts there while a timing waits for it (a
+trial already running there finishes first). Every task runs ONNX Runtime on the CPUs Ray gave it
+(``$ORTLAB_THREADS``, set in each task and inherited by its recipe child): a trial on a one-CPU node uses one core,
+and a timing on the timing node as many threads as the node has CPUs (its machine records them).
 
 On its node a trial runs as a local one does: in a recipe child of the run service
 (:func:`ortlab.runs.service.start_unrecorded_recipe`, through :class:`ortlab.runtime.child.Child`), under the
@@ -39,7 +40,6 @@ search's last cancelled trials leave theirs until the next search on that node.
 from __future__ import annotations
 
 import io
-import itertools
 import json
 import os
 import re
@@ -74,6 +74,7 @@ __all__ = ["ClusterTrials", "run_trial_on_node", "time_pair_on_node"]
 TRIAL_PREFIX = "ortlab-trial-"  # a trial's folder in a node's temp folder: ortlab-trial-<worker pid>-ns<its pid namespace>-…
 _TRIAL_NAME = re.compile(rf"^{TRIAL_PREFIX}(\d+)-ns(\d+)-")
 _TIMING_SHARE = 0.01  # how much of the timing resource a timing task asks for (any node that has it qualifies)
+_REFILL_S = 1.0  # how often free nodes are looked for while the tuner waits
 
 
 # -- on the node --------------------------------------------------------------------------------------------------
@@ -257,6 +258,8 @@ class _ClusterHandle:
             self.error = OrtlabError(f"On the cluster: {type(exc).__name__}: {exc}")
 
     def wait(self, timeout: float | None = None) -> bool:
+        if not self._cancel:
+            self._trials.refill()  # while the tuner waits for this trial, a node that is free takes the next one
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
@@ -296,6 +299,10 @@ class ClusterTrials:
         self.spans: list[tuple[str, float, float]] = []  # (node, start, end) of each trial's accuracy work, taken
         self._prefetched: dict[str, ClusterTask] = {}  # by the spec: trials started ahead of the tuner
         self._inflight: list[ClusterTask] = []  # trial tasks submitted and maybe not finished
+        self._ahead: list[RunSpec] = []  # the trials the tuner runs next, in its order (its last prefetch)
+        self._workspace: Any = None
+        self._timing = False  # a timing waits for the timing node or runs there: no trial starts there meanwhile
+        self._next_refill = 0.0
 
     def _pick_timing_node(self, nodes: list[ClusterNode]) -> ClusterNode:
         if not self.timing_resource:
@@ -330,12 +337,14 @@ class ClusterTrials:
             self._packed[key] = self.cluster.put(_pack_dir(path) if path.is_dir() else path.read_bytes())
         return (path.name, path.is_dir()), self._packed[key]
 
-    def submit_trial(self, spec: RunSpec, workspace: Any) -> Any:
+    def submit_trial(self, spec: RunSpec, workspace: Any, node: str | None = None) -> Any:
+        """The trial's Ray task, on ``node`` or else the least busy node (among those, round robin)."""
         spec = prepare_run(spec)
-        alive = self.cluster.fitting()
-        busy = self._busy()
-        node = min(alive, key=lambda n: (busy.get(n, 0), self._placed.get(n, 0), alive.index(n))) if alive else None
-        if node is not None:  # the least busy node; among those, round robin (the fewest trials so far)
+        if node is None:
+            alive = self.cluster.fitting()
+            busy = self._busy()
+            node = min(alive, key=lambda n: (busy.get(n, 0), self._placed.get(n, 0), alive.index(n))) if alive else None
+        if node is not None:
             self._placed[node] = self._placed.get(node, 0) + 1
         task = self.cluster.submit(run_trial_on_node, self.launch, spec.to_dict(), Path(self.model).name, self._data["model"],
                                    *self._data_blob(spec.calibration), *self._data_blob(spec.evaluation),
@@ -357,19 +366,35 @@ class ClusterTrials:
         return out
 
     def prefetch(self, specs: Iterable[RunSpec], workspace: Any) -> None:
-        """Starts the accuracy work of the trials that come next (``specs``, in the tuner's order; the first
-        starts now, :meth:`start` takes it), as many as there are nodes that fit a trial. A trial prefetched
-        before and no longer among them (the queue changed) is cancelled. A trial that cannot start ahead is left
-        to :meth:`start`, which reports its error as the trial's."""
-        window = {_key(s): s for s in itertools.islice(specs, len(self.cluster.fitting()))}
-        for key in [k for k in self._prefetched if k not in window]:
+        """The trials that come next (``specs``, in the tuner's order; the first is the next :meth:`start`). A
+        trial started ahead that is no longer among them (the queue changed) is cancelled; the first ones not
+        started yet start now on the nodes with nothing to do, and more as nodes free up (:meth:`refill`)."""
+        self._ahead, self._workspace = list(specs), workspace
+        wanted = {_key(s) for s in self._ahead}
+        for key in [k for k in self._prefetched if k not in wanted]:
             self.cluster.cancel([self._prefetched.pop(key)])
-        for key, spec in window.items():
-            if key not in self._prefetched:
-                try:
-                    self._prefetched[key] = self.submit_trial(spec, workspace)
-                except OrtlabError:
-                    continue
+        self.refill(now=True)
+
+    def refill(self, now: bool = False) -> None:
+        """Starts the next trials of :meth:`prefetch`, in order, on the nodes that have nothing to do: no trial task
+        there, and not the timing node while a timing waits for it. Called while the tuner waits for a trial or a
+        timing, so a node that finishes early takes the next trial at once (at most once a second unless
+        ``now``). A trial that cannot start ahead is left to :meth:`start`, which reports its error as the
+        trial's."""
+        if not self._ahead or (not now and time.monotonic() < self._next_refill):
+            return
+        self._next_refill = time.monotonic() + _REFILL_S
+        busy = self._busy()
+        for node in self.cluster.fitting():
+            if busy.get(node) or (self._timing and node == self._timing_node.node_id):
+                continue
+            spec = next((s for s in self._ahead if _key(s) not in self._prefetched), None)
+            if spec is None:
+                return
+            try:
+                self._prefetched[_key(spec)] = self.submit_trial(spec, self._workspace, node)
+            except OrtlabError:
+                self._ahead.remove(spec)
 
     def _calibrations(self, workspace: Any) -> Any:
         """The workspace's kept calibrations as one object-store reference (the same files: the same one)."""
@@ -378,7 +403,9 @@ class ClusterTrials:
 
     def start(self, spec: RunSpec, out: Path | None, workspace: Any) -> _ClusterHandle:
         """The trial of ``spec``: its prefetched task when there is one, else a new task."""
-        return _ClusterHandle(self, spec, out, workspace, self._prefetched.pop(_key(spec), None))
+        key = _key(spec)
+        self._ahead = [s for s in self._ahead if _key(s) != key]
+        return _ClusterHandle(self, spec, out, workspace, self._prefetched.pop(key, None))
 
     def adopt(self, outcome: tuple[dict[str, Any], bytes, bytes, tuple[float, float]], spec: RunSpec, out: Path | None, workspace: Any,
               node: str) -> Artifact:
@@ -416,7 +443,11 @@ class ClusterTrials:
                                    batch_size, shapes, node_id=self._timing_node.node_id,
                                    resources={self.timing_resource: _TIMING_SHARE} if self.timing_resource else None,
                                    num_cpus=self._timing_node.resources.get("CPU", 1.0) or 1.0)
-        outcome = self.cluster.wait([task], cancelled=lambda: cancel.cancelled)[0]
+        self._timing = True
+        try:
+            outcome = self.cluster.wait([task], cancelled=lambda: self._refilled(cancel))[0]
+        finally:
+            self._timing = False
         if isinstance(outcome, ClusterTaskFailed):
             raise outcome.cause if isinstance(outcome.cause, OrtlabError) and not outcome.lost else \
                 OrtlabError(f"Timing on the cluster: {outcome.message}")
@@ -426,8 +457,14 @@ class ClusterTrials:
         self.timed_on.append(self.timing_node)
         return speed
 
+    def _refilled(self, cancel: CancelToken) -> bool:
+        """While a timing waits: free nodes take the next trials; whether the search was cancelled."""
+        self.refill()
+        return cancel.cancelled
+
     def close(self) -> None:
         """Cancels the prefetched trials the search did not take, and disconnects."""
+        self._ahead = []
         self.cluster.cancel(list(self._prefetched.values()))
         self._prefetched.clear()
         self.cluster.close()

@@ -1,15 +1,18 @@
 """Tune on two nodes runs two trials' accuracy work at once: while one trial runs, the next queued recipe's
 quantize + evaluate is already running on the other node (each task's start and end, taken on its node, overlap),
-and the search's trials are the same as with one trial at a time."""
+and the search's trials are the same as with one trial at a time; a node with nothing to do takes the next trial,
+except the timing node while a timing waits for it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ortlab.runs.runspec import DataRef
+from ortlab.runs import service
+from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runs.tune import Tuner, TuneSettings
 from ortlab.runs.tune_cluster import ClusterTrials
 from ortlab.runs.workspace import Workspace
+from ortlab.settings.config import Recipe
 
 DIGITS = Path(__file__).resolve().parents[2] / "sample_models" / "digits_cnn" / "model.onnx"
 
@@ -46,3 +49,35 @@ def test_two_nodes_run_two_trials_at_once_and_the_search_finds_the_same_trials(r
     assert [(t.label, t.status, t.stage) for t in one_by_one.result.trials] == \
         [(t.label, t.status, t.stage) for t in trials]
     assert [t.level for t in one_by_one.result.trials] == [t.level for t in trials]
+
+
+def _spec(samples: int) -> RunSpec:
+    return RunSpec(str(DIGITS), Recipe(), calibration=DataRef(sample="digits_cnn", set="calibration"),
+                   evaluation=DataRef(sample="digits_cnn", set="evaluation", count=samples), verify_samples=samples)
+
+
+def test_a_free_node_takes_the_next_trial_but_the_timing_node_not_while_a_timing_waits(ray_cluster, tmp_path):
+    ws = Workspace(tmp_path / "home")
+    trials = ClusterTrials(ray_cluster.address, "cpu_target", str(DIGITS), launch=service.start_unrecorded_recipe)
+    try:
+        timing_node = trials._timing_node.node_id
+        specs = [_spec(n) for n in (32, 40, 48, 56)]
+        trials.prefetch(specs, ws)
+        first = dict(trials._prefetched)
+        assert len(first) == 2 and {t.node_id for t in first.values()} == {n.node_id for n in trials.nodes}
+        trials.cluster.wait(list(first.values()))  # both nodes free again; the tuner has not taken either
+
+        trials._timing = True  # a timing waits for the timing node: the next trial starts on the other node only
+        trials.refill(now=True)
+        [third] = [t for k, t in trials._prefetched.items() if k not in first]
+        assert third.node_id != timing_node
+
+        trials._timing = False
+        trials.refill(now=True)  # the timing node is free for trials again: it takes the fourth
+        [fourth] = [t for k, t in trials._prefetched.items() if k not in first and t is not third]
+        assert fourth.node_id == timing_node
+        handle = trials.start(specs[3], None, ws)  # the tuner takes the task that started ahead
+        assert handle.wait(240) and handle.error is None and handle.result is not None, handle.error
+        assert handle.node == trials.node_name(timing_node)
+    finally:
+        trials.close()
