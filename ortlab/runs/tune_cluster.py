@@ -18,9 +18,10 @@ finishes early never waits for the tuner. A trial whose task started ahead waits
 search no longer wants is cancelled (its files never reach this workspace: a trial's files are written here only
 when the tuner takes its result). Timing stays one trial at a time on the timing node: a timing task takes all
 that node's CPUs, nothing else runs there meanwhile, and no trial starts there while a timing waits for it (a
-trial already running there finishes first). Every task runs ONNX Runtime on the CPUs Ray gave it
-(``$ORTLAB_THREADS``, set in each task and inherited by its recipe child): a trial on a one-CPU node uses one core,
-and a timing on the timing node as many threads as the node has CPUs (its machine records them).
+trial already running there finishes first). A trial takes all its node's CPUs too, and every task runs ONNX
+Runtime on the CPUs Ray gave it (``$ORTLAB_THREADS``, set in each task and inherited by its recipe child): a trial
+on a one-CPU node uses one core, not every core of a host it shares with other nodes, and one on a 16-CPU node
+16 threads; a timing uses as many threads as its node has CPUs (its machine records them).
 
 On its node a trial runs as a local one does: in a recipe child of the run service
 (:func:`ortlab.runs.service.start_unrecorded_recipe`, through :class:`ortlab.runtime.child.Child`), under the
@@ -338,7 +339,8 @@ class ClusterTrials:
         return (path.name, path.is_dir()), self._packed[key]
 
     def submit_trial(self, spec: RunSpec, workspace: Any, node: str | None = None) -> Any:
-        """The trial's Ray task, on ``node`` or else the least busy node (among those, round robin)."""
+        """The trial's Ray task, on ``node`` or else the least busy node (among those, round robin); it takes all
+        the node's CPUs."""
         spec = prepare_run(spec)
         if node is None:
             alive = self.cluster.fitting()
@@ -349,7 +351,7 @@ class ClusterTrials:
         task = self.cluster.submit(run_trial_on_node, self.launch, spec.to_dict(), Path(self.model).name, self._data["model"],
                                    *self._data_blob(spec.calibration), *self._data_blob(spec.evaluation),
                                    self._calibrations(workspace), os.environ.get(MEMORY_ENV), node_id=node,
-                                   spread=True)
+                                   spread=True, num_cpus=None)
         self._inflight.append(task)
         return task
 
@@ -442,7 +444,7 @@ class ClusterTrials:
         task = self.cluster.submit(time_pair_on_node, Path(reference).name, self._data["model"], cand, cfg,
                                    batch_size, shapes, node_id=self._timing_node.node_id,
                                    resources={self.timing_resource: _TIMING_SHARE} if self.timing_resource else None,
-                                   num_cpus=self._timing_node.resources.get("CPU", 1.0) or 1.0)
+                                   num_cpus=None)
         self._timing = True
         try:
             outcome = self.cluster.wait([task], cancelled=lambda: self._refilled(cancel))[0]

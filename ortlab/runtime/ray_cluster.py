@@ -79,20 +79,25 @@ class ClusterNode:
 
 @dataclass
 class ClusterTask:
-    """A submitted task. ``ran_on``: the node id that gave the result (set by :meth:`RayCluster.wait`);
-    ``lost_on``: nodes it was lost on before."""
+    """A submitted task. ``num_cpus`` None: all the CPUs of the node it is pinned to; ``ran_on``: the node id that
+    gave the result (set by :meth:`RayCluster.wait`); ``lost_on``: nodes it was lost on before."""
 
     fn: Callable[..., Any]
     args: tuple[Any, ...]
     resources: dict[str, float] | None
     node_id: str | None
     retries: int
-    num_cpus: float
+    num_cpus: float | None
     spread: bool = False
     ref: Any = None
     ran_on: str | None = None
     lost_on: list[str] = field(default_factory=list)
     submitted_at: float = 0.0
+
+    @property
+    def least_cpus(self) -> float:
+        """The CPUs a node needs to run it at all."""
+        return self.num_cpus if self.num_cpus is not None else 1.0
 
 
 def ray_module() -> Any:
@@ -209,21 +214,25 @@ class RayCluster:
         return self._refs[key]
 
     def submit(self, fn: Callable[..., Any], *args: Any, resources: dict[str, float] | None = None,
-               node_id: str | None = None, retries: int = 1, num_cpus: float = 1, spread: bool = False) -> ClusterTask:
+               node_id: str | None = None, retries: int = 1, num_cpus: float | None = 1,
+               spread: bool = False) -> ClusterTask:
         """Runs ``fn(*args)`` as a Ray task: on any node with ``num_cpus`` free, on nodes carrying
         ``resources`` (e.g. ``{"cpu_epyc": 0.01}``), or on ``node_id`` only. References from :meth:`put` among
-        ``args`` arrive as their bytes. ``retries``: how often a task whose node is lost runs again elsewhere;
-        ``spread``: spread such tasks over the nodes (Ray's SPREAD) instead of filling one node first."""
+        ``args`` arrive as their bytes. ``num_cpus`` None: all the CPUs of the node (``node_id``, or wherever a
+        lost task runs again; 1 for a task not pinned), which the task's ONNX Runtime sessions then use.
+        ``retries``: how often a task whose node is lost runs again elsewhere; ``spread``: spread such tasks over
+        the nodes (Ray's SPREAD) instead of filling one node first."""
         task = ClusterTask(fn, args, dict(resources) if resources else None, node_id, retries, num_cpus, spread)
         if self._stranded(task):
             where = f"node {node_id[:8]} is not alive or lacks" if node_id else "no alive node of the cluster has"
-            raise ClusterError(f"Cannot run the task: {where} {_needs(task.resources, num_cpus)}. Start a node "
+            raise ClusterError(f"Cannot run the task: {where} {_needs(task.resources, task.least_cpus)}. Start a node "
                                "with the resource, e.g. `ray start --address HEAD:PORT --resources '{\"NAME\": 1}'`.")
         self._start(task)
         return task
 
     def _start(self, task: ClusterTask) -> None:
-        options: dict[str, Any] = {"num_cpus": task.num_cpus, "max_retries": 0}
+        cpus = task.num_cpus if task.num_cpus is not None else self._node_cpus(task.node_id)
+        options: dict[str, Any] = {"num_cpus": cpus, "max_retries": 0}
         if task.resources:
             options["resources"] = task.resources
         if task.node_id:
@@ -268,7 +277,7 @@ class RayCluster:
             return None
         tried = ", ".join(dict.fromkeys(self.node_name(n) for n in task.lost_on))
         why = f" ({type(err).__name__})" if err is not None else ""
-        nowhere = "" if other else f"; no other alive node has {_needs(task.resources, task.num_cpus)}"
+        nowhere = "" if other else f"; no other alive node has {_needs(task.resources, task.least_cpus)}"
         return ClusterTaskFailed(f"The task was lost with its node {name}{why}; ran on: {tried}{nowhere}.",
                                  node=name, cause=err, lost=True)
 
@@ -278,14 +287,21 @@ class RayCluster:
         return [n["NodeID"] for n in ray_module().nodes() if n.get("Alive")
                 and all(n.get("Resources", {}).get(k, 0.0) >= v for k, v in need.items() if v > 0)]
 
+    def _node_cpus(self, node_id: str | None) -> float:
+        """The CPUs Ray counts on the node (1 for none or an unknown one)."""
+        for n in ray_module().nodes() if node_id else ():
+            if n["NodeID"] == node_id:
+                return float(n.get("Resources", {}).get("CPU", 1.0)) or 1.0
+        return 1.0
+
     def _elsewhere(self, task: ClusterTask) -> str | None:
-        fits = [n for n in self.fitting(task.resources, task.num_cpus) if n not in task.lost_on]
+        fits = [n for n in self.fitting(task.resources, task.least_cpus) if n not in task.lost_on]
         return fits[0] if fits else None
 
     def _stranded(self, task: ClusterTask) -> bool:
         """The task waits for a node that is gone: pinned to a dead node, or no alive node fits it (Ray would
         keep it waiting for a node to join)."""
-        fits = self.fitting(task.resources, task.num_cpus)
+        fits = self.fitting(task.resources, task.least_cpus)
         return (task.node_id not in fits) if task.node_id else not fits
 
     def _died_since(self) -> str | None:
