@@ -230,7 +230,9 @@ class Tuner:
                 split = max(split, 2)  # its full-range twin too: the keep-in-float search starts from the better
             # 1: the start of the search space; 2: keep-in-float; 3: what is left of the search space
             while queue and not self._stop() and (len(self.trials_done) < split or not self.settings.exclusion_steps):
-                self._prefetch(queue, split if self.settings.exclusion_steps else None)
+                # on a cluster, free nodes start the recipes after the split too: when the keep-in-float stage
+                # runs, its float sets take their place (they are cancelled), else they are the next trials
+                self._prefetch(queue)
                 t = self._trial(queue.pop(0), "search")
                 queue = self._reorder(t, queue)
                 yield t
@@ -241,7 +243,7 @@ class Tuner:
             if self.settings.int16_steps and not self._stop():
                 yield from self._int16_weights()
             while queue and not self._stop():
-                self._prefetch(queue, None)
+                self._prefetch(queue)
                 t = self._trial(queue.pop(0), "search")
                 queue = self._reorder(t, queue)
                 yield t
@@ -254,12 +256,11 @@ class Tuner:
             finally:
                 self.release_timing()
 
-    def _prefetch(self, queue: list[Recipe], until: int | None) -> None:
+    def _prefetch(self, queue: list[Recipe]) -> None:
         """On a cluster, the accuracy work of ``queue[0]`` (the next trial) and of the recipes after it starts on
-        free nodes (:meth:`ClusterTrials.prefetch`); no more than the trials left before ``max_trials`` or
-        ``until``."""
-        limits = [n - len(self.trials_done) for n in (self.settings.max_trials, until) if n is not None]
-        ahead = queue[:max(0, min(limits))] if limits else queue
+        free nodes (:meth:`ClusterTrials.prefetch`); no more than the trials left before ``max_trials``."""
+        limit = self.settings.max_trials
+        ahead = queue[:max(0, limit - len(self.trials_done))] if limit is not None else queue
         self.trial_runner.prefetch((self._spec(r) for r in ahead), self.workspace)
 
     def _reorder(self, trial: Trial, queue: list[Recipe]) -> list[Recipe]:

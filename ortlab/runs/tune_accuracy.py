@@ -130,12 +130,12 @@ class AccuracySearch:
                     return
                 # on a cluster, the next sets start on free nodes while this one runs (each step's set is known
                 # from the screen); those the search no longer wants once a set is accepted are cancelled
-                t._prefetch([self._confirm_recipe(chosen, u) for u, _ in plan.steps[i:]], None)
+                t._prefetch([self._confirm_recipe(chosen, u) for u, _ in plan.steps[i:]])
                 trial = self._confirm(chosen, units, self._grow_note(units, plan.start, screened))
                 confirmed.append(trial)
                 yield trial
                 if trial.accepted:
-                    t._prefetch([], None)
+                    t._prefetch([])
                     yield from self._trim(chosen, units, trial, confirmed, plan, Path(tmp) / str(chosen.index))
                     return
 
