@@ -591,6 +591,7 @@ class Tuner:
 
     def _finish(self) -> TuneResult:
         s = self.settings
+        self.trial_runner.prefetch([], self.workspace)  # on a cluster: no trial starts ahead any more, none runs
         done = [t for t in self.trials_done if t.status == "done" and t.cost is not None]
         accepted = [t for t in done if t.accepted and not slower_than_source(t)]
         usable = [t for t in done if not t.broken and not slower_than_source(t)]
