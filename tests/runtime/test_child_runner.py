@@ -145,14 +145,16 @@ def watched(folder, fd):
     from ortlab.runtime.child import ParentWatch
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     ParentWatch(fd, lambda: shutil.rmtree(folder, ignore_errors=True) or not os.path.exists(folder))
-    Connection(fd).send((os.getpid(), sleeper.pid))
+    conn = Connection(fd)  # kept: a connection that is let go closes fd, and the watch would see the parent gone
+    conn.send((os.getpid(), sleeper.pid))
     time.sleep(60)
 
 
 def starts_a_watched_child(folder, fd):
     from ortlab.runtime.child import Child
     child = Child.run("child_helper:watched", folder, new_session=True)
-    Connection(fd).send(child.receive())
+    conn = Connection(fd)
+    conn.send(child.receive())
     time.sleep(60)
 '''
 
