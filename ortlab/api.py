@@ -12,6 +12,7 @@ enums such as :class:`~ortlab.runs.artifact.Artifact`, :class:`~ortlab.checks.ev
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 # -- models: inspect, import, compare graphs ------------------------------------------------------------------
@@ -102,6 +103,10 @@ from ortlab.runtime.machine import Machine, this_machine
 from ortlab.runs.tune import RECOMMENDED_NOTE, Tuner, TuneSettings
 from ortlab.runs.tune_job import TuneJob
 from ortlab.runs.workspace import Workspace
+from ortlab.runtime.cluster_setting import configured_cluster
+from ortlab.runtime.ray_node import DEFAULT_PORT as DEFAULT_CLUSTER_PORT
+from ortlab.runtime.ray_node import NodePlan, NodeSettingError, plan_node, start_node, stop_node
+from ortlab.runtime.ray_node import ensure_token as ensure_cluster_token
 
 
 def open_workspace(root=None) -> Workspace:
@@ -129,6 +134,15 @@ def start_benchmark(variants: Sequence[BenchVariant], config: BenchConfig, *, cl
                                          origin=origin, shapes=shapes, values=values, **local)
 
 
+def remove_stale_trial_folders() -> list:
+    """Removes the folders that stopped cluster trials left in this machine's temp folder; what was removed."""
+    import tempfile
+
+    from ortlab.runs.trial_folders import remove_stale_trial_folders as remove
+
+    return remove(Path(tempfile.gettempdir()))
+
+
 def start_tune(model, calibration: DataRef | None, evaluation: DataRef, settings: TuneSettings, policy, *,
                preprocess=None, sample: str | None = None, workspace: Workspace | None = None, out_dir=None,
                background: bool = True, meta: dict | None = None) -> TuneJob:
@@ -151,6 +165,7 @@ __all__ = [
     "CUDA",
     "CUSTOM_OPS_ENV",
     "DEFAULT_BENCH_DURATION_S",
+    "DEFAULT_CLUSTER_PORT",
     "DEFAULT_MIN_SQNR_DB",
     "DEFAULT_VERIFY_SAMPLES",
     "DONE",
@@ -192,6 +207,8 @@ __all__ = [
     "Level",
     "Machine",
     "ModelInfo",
+    "NodePlan",
+    "NodeSettingError",
     "OptLevel",
     "OutputErrorMetrics",
     "PairSpeed",
@@ -236,6 +253,7 @@ __all__ = [
     "claimed_providers",
     "compare_benchmarks",
     "config_from_args",
+    "configured_cluster",
     "control_values",
     "culprit",
     "culprit_sentence",
@@ -250,6 +268,7 @@ __all__ = [
     "detect_hardware",
     "detect_preprocess",
     "dismiss_interrupted",
+    "ensure_cluster_token",
     "errors_of",
     "evaluate",
     "excluded_recipe",
@@ -295,12 +314,14 @@ __all__ = [
     "overlay_values",
     "parse_shape",
     "pick_subset",
+    "plan_node",
     "prepare_run",
     "preprocess_cli_args",
     "random_dataset",
     "ranked_nodes",
     "recipe_cli_line",
     "record_pair_timing",
+    "remove_stale_trial_folders",
     "report_timing",
     "resolve_feed",
     "resolve_preprocess",
@@ -318,10 +339,12 @@ __all__ = [
     "sqnr_policy",
     "stage_labels",
     "start_benchmark",
+    "start_node",
     "start_pair_timing",
     "start_recipe",
     "start_tune",
     "startup",
+    "stop_node",
     "stored_items",
     "stratified_sample",
     "suggest_preprocess_preset",

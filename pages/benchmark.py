@@ -57,9 +57,10 @@ with st.container(border=True):
         cfg = dataclass_form(BenchConfig, cfg, "bench", exclude=(*MAIN, "openvino"), columns=3, disabled=running)
     memory = st.toggle("Show peak memory (of the separate process that times each variant and batch size)",
                        value=True, key="bench.memory", disabled=running)
-    cluster = st.text_input("Cluster (a Ray head's host:port, or auto; empty: this machine)", key="bench.cluster",
-                            disabled=running, help="Times every variant on each kind of node of the cluster (its "
-                                                   "custom resources), one row per variant and machine.")
+    on_cluster = api.configured_cluster() is not None and st.toggle(
+        "Time on the server's Ray cluster", key="bench.on_cluster", disabled=running,
+        help="Times every variant on each kind of node of the cluster the server's operator configured (its "
+             "custom resources), one row per variant and machine; off: this machine.")
 problems = []
 if not chosen:
     problems.append("Pick at least one variant.")
@@ -73,7 +74,7 @@ if ahead and not running:
             f"started here now begins when {'they finish' if ahead != 1 else 'it finishes'}.")
 if st.button("▶ Run benchmark", key="bench.run", type="primary", disabled=bool(problems) or running):
     with engine_errors("Starting the benchmark"):
-        job = start_benchmark([by_id[i] for i in chosen], cfg, memory, cluster)
+        job = start_benchmark([by_id[i] for i in chosen], cfg, memory, on_cluster)
         running = not job.done
 
 
@@ -124,7 +125,7 @@ across = bench_view.cluster_result(job)
 if across is not None:
     st.subheader("Results across the cluster")
     st.dataframe(bench_view.cluster_rows(across), hide_index=True, width="stretch")
-    st.caption(f"Timed on the Ray cluster at {md(across.address)}: each kind of node timed every variant, in turn "
+    st.caption("Timed on the server's Ray cluster: each kind of node timed every variant, in turn "
                "block by block; each speed-up is taken on its own node, with a 95 % interval. Each node's timing is "
                "in History with its machine.")
     for failure in across.failures:

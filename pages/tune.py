@@ -3,6 +3,7 @@ one the accuracy policy accepts, with the Pareto front filling in as trials fini
 
 import streamlit as st
 
+from ortlab import api
 from ortlab.ui.session import state
 from ortlab.ui.views import tune_view as tv
 from ortlab.ui.session.guard import engine_errors, error_message, show_message
@@ -47,19 +48,22 @@ with st.form("tune.form", border=True):
                                 key="tune.bench_s", disabled=running)
     steps = c[3].number_input("Keep-in-float steps", min_value=0, max_value=20, key="tune.steps",
                               disabled=running)
-    where = st.columns(2)
-    cluster = where[0].text_input("Cluster (a Ray head's host:port, or auto; empty: this machine)", key="tune.cluster",
-                              disabled=running, help="Trials run as Ray tasks on the cluster's nodes; the model, data "
-                                                     "and calibration go through its object store once.")
-    timing_resource = where[1].text_input("Timing resource (a custom resource of the target nodes)",
-                                      key="tune.timing_resource", disabled=running,
-                                      help="Every timing runs on a node that carries it (e.g. cpu_epyc), all on "
-                                           "the same node; empty: one node of the cluster, chosen once.")
+    on_cluster, timing_resource = False, ""
+    if api.configured_cluster() is not None:  # the operator's cluster; a page never names one
+        with st.expander("Run on the server's Ray cluster"):
+            where = st.columns(2)
+            on_cluster = where[0].toggle("Trials on the cluster", key="tune.on_cluster", disabled=running,
+                                         help="Trials run as Ray tasks on the nodes of the cluster the server's "
+                                              "operator configured; the model and data go through it once.")
+            timing_resource = where[1].text_input(
+                "Timing node's resource (optional)", key="tune.timing_resource", disabled=running,
+                help="Every timing runs on a node that carries this custom resource (e.g. cpu_epyc): the machine "
+                     "you deploy to. Empty: one node of the cluster, chosen once.")
     submitted = st.form_submit_button(":material/play_arrow: Start tuning", type="primary", disabled=running)
 if submitted and not running:
     choice = tv.TuneChoice(target=target, objective=objective, budget_s=float(budget), policy=policy,
                            min_sqnr_db=float(min_sqnr), max_trials=int(max_trials), bench_s=float(bench_s),
-                           exclusion_steps=int(steps), cluster=cluster, timing_resource=timing_resource)
+                           exclusion_steps=int(steps), on_cluster=on_cluster, timing_resource=timing_resource)
     with engine_errors("Starting the search"):
         task = tv.start_tune(choice)
         if not task.done:

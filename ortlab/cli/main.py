@@ -22,9 +22,9 @@ from ortlab.core.text import escape_controls, one_line
 from ortlab.api import set_custom_op_libraries
 from ortlab.api import CUSTOM_OPS_ENV, NO_CALIBRATION_DATA
 from ortlab.cli.common import PROG, Parser, existing_file, start_service
-from ortlab.cli import bench, compare, history, inspect, optimize, samples, tune
+from ortlab.cli import bench, cluster, compare, history, inspect, optimize, samples, tune
 
-COMMANDS = (inspect, optimize, bench, compare, history, samples, tune)
+COMMANDS = (inspect, optimize, bench, compare, history, samples, tune, cluster)
 EXIT_STATUS = ("Exit status: 0 ok, 1 the work failed, 2 bad usage (a missing --shape included), 3 the verdict is at "
                f"or worse than --fail-on, {tune.EXIT_NO_RECOMMENDATION} tune found no recipe that meets the verdict "
                "and the bar, 130 interrupted.")

@@ -34,8 +34,9 @@ kills that worker's child processes (its default, ``RAY_kill_child_processes_on_
 not, the child sees its pipe to the worker close, removes the trial folder and kills its process group. A
 folder left by a killed trial is removed by the next trial task that starts on that node, once both the worker
 and the child named in it are gone (only folders with that name, of this user and pid namespace, whose pids
-are dead); the
-search's last cancelled trials leave theirs until the next search on that node.
+are dead); when
+the search ends, each node it used removes the folders its cancelled trials left (:func:`clean_trial_folders`), and
+``ortlab cluster stop`` removes what is left on its machine.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -61,19 +61,19 @@ from ortlab.model.inspect import external_data_files
 from ortlab.runs.artifact import Artifact
 from ortlab.runs.calibration_cache import CalibrationCache
 from ortlab.runs.history import History
-from ortlab.runs import outputs
 from ortlab.runs.prepare import prepare_run
 from ortlab.runs.runspec import DataRef, RunSpec
+from ortlab.runs.trial_folders import CLEAN_WAIT_S, clean_trial_folders, pid_namespace, remove_stale_trial_folders
+from ortlab.runs.trial_folders import trial_folder_prefix
 from ortlab.runtime.child import MEMORY_ENV, STOP_GRACE_S, default_memory_gb, error_of
 from ortlab.runtime.machine import Machine, this_machine
 from ortlab.runtime.ray_cluster import ClusterError, ClusterNode, ClusterTask, ClusterTaskFailed, RayCluster, ray_module
 from ortlab.settings.config import BenchConfig
 from ortlab.timing.stats import SpeedUp
 
-__all__ = ["ClusterTrials", "run_trial_on_node", "time_pair_on_node"]
+__all__ = ["ClusterTrials", "clean_trial_folders", "pid_namespace", "run_trial_on_node", "time_pair_on_node",
+           "trial_folder_prefix"]
 
-TRIAL_PREFIX = "ortlab-trial-"  # a trial's folder in a node's temp folder: ortlab-trial-<worker pid>-ns<its pid namespace>-…
-_TRIAL_NAME = re.compile(rf"^{TRIAL_PREFIX}(\d+)-ns(\d+)-")
 _TIMING_SHARE = 0.01  # how much of the timing resource a timing task asks for (any node that has it qualifies)
 _REFILL_S = 1.0  # how often free nodes are looked for while the tuner waits
 
@@ -144,45 +144,6 @@ def run_trial_on_node(launch: Callable[..., Any], spec_plain: dict[str, Any], mo
             handle.cancel()
             handle.wait(STOP_GRACE_S * 2)
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def pid_namespace() -> int:
-    """The id (inode) of this process's pid namespace, 0 where it cannot be read: pids are compared only within
-    one (two containers may share a temp folder)."""
-    try:
-        return os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        return 0
-
-
-def trial_folder_prefix(pid: int | None = None) -> str:
-    """``ortlab-trial-<pid>-ns<pid namespace>-``: how a trial's folder begins (``pid``: default this process)."""
-    return f"{TRIAL_PREFIX}{os.getpid() if pid is None else pid}-ns{pid_namespace()}-"
-
-
-def remove_stale_trial_folders(parent: Path) -> list[Path]:
-    """Removes what force-stopped trials left in ``parent`` (the node's temp folder): folders named
-    ``ortlab-trial-<pid>-ns<namespace>-…`` (:func:`trial_folder_prefix`) of this user and this pid namespace whose
-    trial process (that pid) and whose recipe child (the pid in its ``out`` folder's owner file, when there is
-    one) are both gone. Returns what was removed."""
-    removed: list[Path] = []
-    try:
-        entries = list(parent.iterdir())
-    except OSError:
-        return removed
-    for folder in entries:
-        m = _TRIAL_NAME.match(folder.name)
-        try:
-            ours = folder.is_dir() and not folder.is_symlink() and folder.lstat().st_uid == os.getuid()
-        except OSError:
-            continue
-        if not m or not ours or int(m.group(2)) != pid_namespace() or outputs.pid_alive(int(m.group(1))) \
-                or outputs.owner_alive(folder / "out"):
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        if not folder.exists():
-            removed.append(folder)
-    return removed
 
 
 def time_pair_on_node(source_name: str, source_blob: bytes, candidate_blob: bytes, cfg: BenchConfig,
@@ -465,11 +426,29 @@ class ClusterTrials:
         return cancel.cancelled
 
     def close(self) -> None:
-        """Cancels the prefetched trials the search did not take, and disconnects."""
+        """Cancels the prefetched trials the search did not take, removes the folders cancelled trials left on
+        each node (:func:`clean_trial_folders`), and disconnects."""
         self._ahead = []
         self.cluster.cancel(list(self._prefetched.values()))
         self._prefetched.clear()
-        self.cluster.close()
+        try:
+            self._clean_nodes()
+        finally:
+            self.cluster.close()
+
+    def _clean_nodes(self) -> list[str]:
+        """Runs :func:`clean_trial_folders` on every node the search used; the folders still there after it
+        (their trial's processes outlived the wait), as "node: folder"."""
+        nodes = [n.node_id for n in self.nodes]
+        try:
+            tasks = [self.cluster.submit(clean_trial_folders, node_id=n, retries=0, num_cpus=0) for n in nodes]
+        except ClusterError:  # a node gone since the search began: nothing of its to clean from here
+            return []
+        left = []
+        for node, got in zip(nodes, self.cluster.wait(tasks, timeout_s=CLEAN_WAIT_S * 3)):
+            if isinstance(got, list):
+                left += [f"{self.node_name(node)}: {folder}" for folder in got]
+        return left
 
 
 def _on_node(error: OrtlabError, node: str) -> OrtlabError | Cancelled:

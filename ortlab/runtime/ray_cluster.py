@@ -7,9 +7,18 @@ elsewhere when its node is lost.
 asking for a cluster fails, with :class:`RayUnavailable`.
 
 Nothing leaves the machine unasked: usage statistics are off (``RAY_USAGE_STATS_ENABLED=0``) in this process
-and in every task (``runtime_env``), as is ONNX Runtime's telemetry. Ray's driver still resolves this machine's
-address by a UDP ``connect()`` towards 8.8.8.8:53 (no packet is sent); inside a loopback-only network namespace
-it falls back to the host name.
+and in every task (``runtime_env``), as is ONNX Runtime's telemetry, and Ray's probe of this machine's address
+aims at the cluster's head instead of 8.8.8.8 (:func:`ortlab.runtime.ray_quiet.quiet_ray`).
+
+**Trust.** Ray hands results between processes with pickle: whatever a node returns is unpickled here, so every
+member of a cluster can run code in every driver connected to it, this process included. Connect only to a
+cluster whose every node you run (the server connects only to the one its operator configured:
+:mod:`ortlab.runtime.cluster_setting`). Connections use Ray's token authentication (``RAY_AUTH_MODE=token``, the
+token in :func:`ortlab.runtime.cluster_setting.token_path`), as the nodes ``ortlab cluster start`` starts do.
+
+One process holds one Ray driver: :meth:`RayCluster.connect` shares it among the jobs of a process (a tune and a
+benchmark of the app's server) and the last :meth:`RayCluster.close` ends it; a second, different cluster is
+refused while the first is in use.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +34,9 @@ from typing import Any
 
 from ortlab import NO_TELEMETRY_ENV
 from ortlab.core.errors import Cancelled, OrtlabError
+from ortlab.runtime.cluster_setting import TOKEN_ENV_VAR, auth_env, token_path
 from ortlab.runtime.machine import Machine, this_machine
+from ortlab.runtime.ray_quiet import quiet_ray
 from ortlab.runtime.threads import THREADS_ENV
 
 __all__ = ["CLUSTER_ENV", "ClusterError", "ClusterNode", "ClusterTask", "ClusterTaskFailed", "RayCluster",
@@ -141,38 +153,53 @@ def _check_listening(address: str) -> None:
     except OSError as err:
         raise ClusterError(
             f"Nothing listens at {address} ({err.strerror or err}): start a head there with "
-            f"`ray start --head --port {port} --disable-usage-stats`, or give the address it printed.") from err
+            f"`ortlab cluster start --head --port {port}`, or give the address it printed.") from err
+
+
+class _Driver:
+    """This process's one Ray driver connection, shared by the jobs that use it (guarded by ``lock``)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.address: str | None = None
+        self.users = 0
+
+
+_DRIVER = _Driver()
 
 
 class RayCluster:
-    """A connection of this process to a Ray cluster (one at a time per process, as Ray's driver is)."""
+    """A job's use of this process's connection to a Ray cluster (:meth:`connect`, :meth:`close`)."""
 
     def __init__(self, address: str):
         self.address = address
         self._refs: dict[str, Any] = {}
         self._machines: dict[str, Machine] = {}
         self._remote: Any = None
+        self._open = False
 
     @classmethod
     def connect(cls, address: str) -> RayCluster:
         """Connects to the cluster at ``address`` ("auto": the one started on this machine, or ``RAY_ADDRESS``;
-        "host:port": its head's GCS port). :class:`ClusterError` with what to do when nothing answers."""
+        "host:port": its head's GCS port), or shares this process's connection when it is to the same address.
+        :class:`ClusterError` with what to do when nothing answers, the token is missing or another cluster is
+        in use here."""
         ray = ray_module()
         address = (address or "").strip()
         if not address:
             raise ClusterError("No cluster address: give HOST:PORT of the head, or 'auto'.")
         if address != "auto":
             _check_listening(address)
-        os.environ.update(CLUSTER_ENV)
-        if ray.is_initialized():
-            ray.shutdown()
-        try:
-            ray.init(address=address, runtime_env={"env_vars": dict(CLUSTER_ENV)}, log_to_driver=False,
-                     logging_level="WARNING")
-        except (ConnectionError, RuntimeError, ValueError) as err:
-            raise ClusterError(f"Cannot connect to the Ray cluster at {address}: {str(err).splitlines()[0]} — "
-                               "start one with `ray start --head --disable-usage-stats`, or give HOST:PORT.") from err
+        with _DRIVER.lock:
+            if _DRIVER.users and _DRIVER.address != address:
+                raise ClusterError(f"This process already works with the Ray cluster at {_DRIVER.address}: one at a "
+                                   "time per process; run the other job when this one has ended.")
+            if not _DRIVER.users:
+                _init(ray, address)
+                _DRIVER.address = address
+            _DRIVER.users += 1
         cluster = cls(address)
+        cluster._open = True
         cluster._remote = ray.remote(_run_and_say_where)
         return cluster
 
@@ -188,7 +215,7 @@ class RayCluster:
         for node_id, ref in ask.items():
             try:
                 self._machines[node_id] = ray.get(ref, timeout=120)[1]
-            except Exception:  # a node lost while asked: left out of the list
+            except ray.exceptions.RayError:  # a node lost (or silent) while asked: left out of the list
                 continue
         return [ClusterNode(n["NodeID"], f"{n.get('NodeManagerAddress', '?')}:{n.get('NodeManagerPort', '?')}",
                             {k: float(v) for k, v in n.get("Resources", {}).items()
@@ -355,21 +382,63 @@ class RayCluster:
             if task.ref is not None:
                 try:
                     ray.cancel(task.ref, force=True)
-                except Exception:  # already finished, or its node is gone
+                except (ray.exceptions.RayError, ValueError, TypeError):  # finished already, or its node is gone
                     pass
 
     def close(self) -> None:
-        """Disconnects this process from the cluster (the cluster keeps running)."""
-        ray = ray_module()
+        """Ends this job's use of the connection; the last user disconnects this process (the cluster keeps
+        running). A second call does nothing."""
         self._refs.clear()
-        if ray.is_initialized():
-            ray.shutdown()
+        if not self._open:
+            return
+        self._open = False
+        with _DRIVER.lock:
+            _DRIVER.users -= 1
+            if _DRIVER.users == 0:
+                _DRIVER.address = None
+                ray = ray_module()
+                if ray.is_initialized():
+                    ray.shutdown()
 
     def __enter__(self) -> RayCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _init(ray: Any, address: str) -> None:
+    """Starts this process's driver: telemetry off, Ray's token authentication on, the address probe aimed at the
+    head (``_DRIVER.lock`` held)."""
+    token = token_path()
+    if not token.is_file():
+        raise ClusterError(f"No cluster token at {token}: ortlab connects only to clusters with Ray's token "
+                           f"authentication. Start the head with `ortlab cluster start --head` (it writes the token "
+                           f"there), or copy the head's token file to this machine (or set ${TOKEN_ENV_VAR}).")
+    env = {**CLUSTER_ENV, **auth_env()}
+    os.environ.update(env)
+    _reload_auth_settings()  # Ray read them from the environment when it was imported
+    quiet_ray(address.rpartition(":")[0] if address != "auto" else None)
+    if ray.is_initialized():  # a connection this class did not make
+        ray.shutdown()
+    try:
+        ray.init(address=address, runtime_env={"env_vars": dict(CLUSTER_ENV)}, log_to_driver=False,
+                 logging_level="WARNING")
+    except ray.exceptions.AuthenticationError as err:
+        raise ClusterError(f"The Ray cluster at {address} refused this process's token: copy the token file of the "
+                           "cluster's head to this machine (see `ortlab cluster start --help`).") from err
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        raise ClusterError(f"Cannot connect to the Ray cluster at {address}: {str(err).splitlines()[0]} — start one "
+                           "with `ortlab cluster start`, or give HOST:PORT.") from err
+
+
+def _reload_auth_settings() -> None:
+    """Makes Ray's C++ side read ``RAY_AUTH_MODE`` and the token again (as ``ray`` itself does when it turns token
+    authentication on in a process that imported it before)."""
+    from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def _needs(resources: dict[str, float] | None, num_cpus: float) -> str:

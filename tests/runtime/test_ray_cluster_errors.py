@@ -26,7 +26,26 @@ def test_an_address_where_nothing_listens_says_how_to_start_a_head():
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()  # free, and nothing listens there
-    with pytest.raises(ClusterError, match=rf"Nothing listens at 127.0.0.1:{port} .*ray start --head --port {port}"):
+    with pytest.raises(ClusterError, match=rf"Nothing listens at 127.0.0.1:{port} .*ortlab cluster start --head --port {port}"):
         RayCluster.connect(f"127.0.0.1:{port}")
     with pytest.raises(ClusterError, match="not HOST:PORT"):
         RayCluster.connect("my-head")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
+def test_without_the_clusters_token_nothing_is_sent_and_the_message_says_where_it_goes(monkeypatch, tmp_path):
+    """ortlab connects only with Ray's token authentication: no token file, no connection attempt."""
+    monkeypatch.setenv("ORTLAB_CLUSTER_TOKEN", str(tmp_path / "missing_token"))
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    try:
+        with pytest.raises(ClusterError, match=f"No cluster token at {tmp_path / 'missing_token'}: ortlab connects "
+                                               "only to clusters with Ray's token authentication"):
+            RayCluster.connect(f"127.0.0.1:{port}")
+    finally:
+        listener.close()
+    import ray
+
+    assert not ray.is_initialized()

@@ -1,6 +1,6 @@
-"""A real two-node Ray cluster on this machine for tests: a head and a second worker node, started with
-``ray start`` (one CPU each, on 127.0.0.1, dashboard off, usage statistics off), each with its own custom
-resources.
+"""A real two-node Ray cluster on this machine for tests: a head and a second worker node, started as ``ortlab
+cluster start`` starts them (one CPU each, on 127.0.0.1, token authentication on, dashboard off, usage statistics
+off, Ray's outbound calls replaced), each with its own custom resources.
 
 It never touches another cluster on the machine: its own temporary folder and free ports, and it stops its
 nodes by process id — every process of a node (GCS, raylet, workers…) carries a marker in its environment
@@ -13,7 +13,6 @@ namespace (``unshare -n sh -c 'ip link set lo up && pytest tests/cluster'``, see
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -124,21 +123,35 @@ class LocalCluster:
         kill_marked(self.head_marker)
 
 
-def _ray_start(args: list[str], marker: str, env: dict[str, str]) -> str:
-    proc = subprocess.run([ray_bin(), "start", *args], capture_output=True, text=True, timeout=START_TIMEOUT_S,
-                          env={**env, MARKER_ENV: marker}, cwd=REPO)
+def _ray_start(plan, extra: list[str], marker: str, env: dict[str, str]) -> str:
+    """``ortlab cluster start``'s ``ray start`` (:meth:`ortlab.runtime.ray_node.NodePlan.command`, with its
+    environment: token authentication, Ray's outbound calls replaced) plus this test cluster's ``extra`` flags."""
+    proc = subprocess.run([*plan.command(), *extra], capture_output=True, text=True, timeout=START_TIMEOUT_S,
+                          env=plan.env({**env, MARKER_ENV: marker}), cwd=REPO)
     if proc.returncode != 0:
-        raise RuntimeError(f"ray start {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"ray start {' '.join(extra)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc.stdout + proc.stderr
 
 
-def _node_args(ports: list[int], num_cpus: int, resources: dict[str, float]) -> list[str]:
-    node_manager, object_manager, agent_listen, agent_grpc, runtime_env, metrics = ports
-    return ["--node-ip-address", "127.0.0.1", "--num-cpus", str(num_cpus), "--resources", json.dumps(resources),
-            "--object-store-memory", str(OBJECT_STORE_BYTES), "--disable-usage-stats",
-            "--node-manager-port", str(node_manager), "--object-manager-port", str(object_manager),
-            "--dashboard-agent-listen-port", str(agent_listen), "--dashboard-agent-grpc-port", str(agent_grpc),
-            "--runtime-env-agent-port", str(runtime_env), "--metrics-export-port", str(metrics)]
+def free_base_port() -> int:
+    """A port P with P … P+199 free on 127.0.0.1 now (a node's ports: ortlab.runtime.ray_node)."""
+    for _ in range(50):
+        base = free_ports(1)[0]
+        if base > 65535 - 200:
+            continue
+        try:
+            socks = []
+            for port in range(base, base + 200):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no 200 free ports in a row on 127.0.0.1")
 
 
 @contextmanager
@@ -146,30 +159,40 @@ def local_ray_cluster(head_resources: dict[str, float] | None = None,
                       worker_resources: dict[str, float] | None = None,
                       num_cpus: int = 1) -> Iterator[LocalCluster]:
     """Starts a head (``head_resources``, default ``{"lab": 1}``) and a worker node (``worker_resources``,
-    default ``{"cpu_target": 1}``) and yields the :class:`LocalCluster`; stops both at the end, by process id."""
+    default ``{"cpu_target": 1}``) as ``ortlab cluster start`` does (token authentication on: the token is
+    written to a file of this cluster, named in ``$ORTLAB_CLUSTER_TOKEN`` while it runs, so the test process
+    connects as the app's server does) and yields the :class:`LocalCluster`; stops both at the end, by process
+    id."""
+    from ortlab.runtime.cluster_setting import TOKEN_ENV_VAR
+    from ortlab.runtime.ray_node import ensure_token, plan_node
+
     head_resources = {"lab": 1} if head_resources is None else head_resources
     worker_resources = {"cpu_target": 1} if worker_resources is None else worker_resources
     temp_dir = tempfile.mkdtemp(prefix="ortray-", dir="/tmp")  # short: Ray's unix sockets live under it
     tag = uuid.uuid4().hex[:12]
     cluster = LocalCluster("", temp_dir, f"{tag}-head", f"{tag}-worker")
+    token_before = os.environ.get(TOKEN_ENV_VAR)
+    os.environ[TOKEN_ENV_VAR] = str(Path(temp_dir) / "auth_token")
+    ensure_token(create=True)
     # RAY_raylet_start_wait_time_s: under a load of 15-25 on 2 cores `ray start` gave up at Ray's default 60 s
-    env = {**os.environ, **FAST_LOSS_ENV, "RAY_USAGE_STATS_ENABLED": "0", "ORT_DISABLE_TELEMETRY": "1",
-           "RAY_raylet_start_wait_time_s": "180",
+    env = {**os.environ, **FAST_LOSS_ENV, "RAY_raylet_start_wait_time_s": "180",
            "PYTHONPATH": str(REPO) + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")}
     env.pop("RAY_ADDRESS", None)
+    store = ["--object-store-memory", str(OBJECT_STORE_BYTES)]
     t0 = time.monotonic()
     try:
-        gcs, dashboard, *head_ports = free_ports(8)
-        cluster.log.append(_ray_start(  # the head's headless dashboard process still binds a port (8265 by default)
-            ["--head", "--port", str(gcs), "--include-dashboard", "false", "--dashboard-host", "127.0.0.1",
-             "--dashboard-port", str(dashboard),
-             "--temp-dir", temp_dir, *_node_args(head_ports, num_cpus, head_resources)], cluster.head_marker, env))
-        cluster.address = f"127.0.0.1:{gcs}"
-        cluster.log.append(_ray_start(
-            ["--address", cluster.address, *_node_args(free_ports(6), num_cpus, worker_resources)],
-            cluster.worker_marker, env))
+        head = plan_node(ip="127.0.0.1", port=free_base_port(), num_cpus=num_cpus, resources=head_resources)
+        cluster.log.append(_ray_start(head, [*store, "--temp-dir", temp_dir], cluster.head_marker, env))
+        cluster.address = head.head_address
+        worker = plan_node(ip="127.0.0.1", join=cluster.address, port=free_base_port(), num_cpus=num_cpus,
+                           resources=worker_resources)
+        cluster.log.append(_ray_start(worker, store, cluster.worker_marker, env))
         cluster.startup_s = time.monotonic() - t0
         yield cluster
     finally:
         cluster.stop()
         shutil.rmtree(temp_dir, ignore_errors=True)
+        if token_before is None:
+            os.environ.pop(TOKEN_ENV_VAR, None)
+        else:
+            os.environ[TOKEN_ENV_VAR] = token_before

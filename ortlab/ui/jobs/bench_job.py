@@ -13,20 +13,21 @@ from ortlab.ui.session import state
 from ortlab.ui.session.actions import Variant, workspace
 from ortlab.ui.jobs.status import started
 from ortlab.api import control_values
-from ortlab.ui.session.actions import bench_shapes
+from ortlab.ui.session.actions import bench_shapes, server_cluster
 
 
-def start_benchmark(variants: list[Variant], cfg: BenchConfig, measure_memory: bool, cluster: str = "") -> BenchHandle:
+def start_benchmark(variants: list[Variant], cfg: BenchConfig, measure_memory: bool, on_cluster: bool = False) -> BenchHandle:
     """Start timing ``variants`` at every batch size of ``cfg``; peak memory is kept when ``measure_memory``;
-    ``cluster`` (a Ray address) times them on every kind of node of that cluster instead of this machine."""
+    ``on_cluster``: on every kind of node of the cluster the server's operator configured (never one a page names)
+    instead of this machine."""
     plain = [BenchVariant(v.id, v.name, str(v.path), v.artifact.run_id if v.artifact else None) for v in variants]
 
     info = state.model_info()
     values = control_values(state.eval_dataset(), info.inputs) if info is not None else {}
     job = start_service_benchmark(plain, cfg, measure_memory=measure_memory, workspace=workspace(), origin="app",
-                                  shapes=bench_shapes(), values=values, cluster=cluster.strip() or None)
+                                  shapes=bench_shapes(), values=values, cluster=server_cluster(on_cluster))
     job.meta = {"samples": {}, "config": cfg, "variants": [(v.id, v.name, v.path) for v in job.variants],
-                "cluster": cluster.strip()}
+                "cluster": on_cluster}
     state.set_job("bench", job)
     return started(job)  # type: ignore[return-value]
 

@@ -197,6 +197,19 @@ def local_imports_allowed() -> bool:
         return False
 
 
+def server_cluster(on_cluster: bool) -> str | None:
+    """The Ray cluster a page's job runs on: the one the server's operator configured (``$ORTLAB_CLUSTER``) when
+    ``on_cluster``, else None (this machine). No page can name another: Ray unpickles what a cluster's nodes
+    return, so a cluster a person could name would run their code in this server."""
+    if not on_cluster:
+        return None
+    address = api.configured_cluster()
+    if address is None:
+        raise api.UsageError("This server has no Ray cluster: its operator sets one with ORTLAB_CLUSTER where the "
+                             "server starts.")
+    return address
+
+
 def import_roots() -> list[Path]:
     """The folders a path import may read from (``$ORTLAB_IMPORT_ROOTS``)."""
     return api.import_roots()

@@ -37,13 +37,13 @@ class TuneChoice:
     max_trials: int = 0  # 0: no limit
     bench_s: float = 1.0
     exclusion_steps: int = 6
-    cluster: str = ""  # a Ray cluster's address (host:port or auto); "": trials run on this machine
+    on_cluster: bool = False  # trials on the Ray cluster the server's operator configured; False: this machine
     timing_resource: str = ""  # the custom resource of the cluster's node(s) that time the trials
 
 
 FORM_KEYS = {"target": "tune.target", "objective": "tune.objective", "budget_s": "tune.budget", "policy": "tune.policy",
              "min_sqnr_db": "tune.min_sqnr", "max_trials": "tune.max_trials", "bench_s": "tune.bench_s",
-             "exclusion_steps": "tune.steps", "cluster": "tune.cluster", "timing_resource": "tune.timing_resource"}
+             "exclusion_steps": "tune.steps", "on_cluster": "tune.on_cluster", "timing_resource": "tune.timing_resource"}
 
 
 def form_values(choice: TuneChoice) -> dict[str, object]:
@@ -66,9 +66,9 @@ def start_tune(choice: TuneChoice) -> TuneJob:
     spec = actions.run_spec(actions.DEMO_RECIPE)  # how the session's data is referenced for a child process
     if spec.evaluation is None:
         raise DataError("Tuning needs evaluation data to judge each recipe: choose data on the Data page.")
-    cluster, timing_resource = choice.cluster.strip() or None, choice.timing_resource.strip() or None
+    cluster, timing_resource = actions.server_cluster(choice.on_cluster), choice.timing_resource.strip() or None
     if timing_resource and not cluster:
-        raise UsageError("The timing resource names a node of a Ray cluster: give the cluster's address too.")
+        raise UsageError("The timing resource names a node of a Ray cluster: turn on the server's cluster too.")
     vp = actions.verdict_policy()  # the same verdict as Compare; the SQNR bar is this search's extra objective
     bar = float(choice.min_sqnr_db) or None
     policy = verdict_policy(vp, bar) if choice.policy == "verdict" else sqnr_policy(bar or DEFAULT_MIN_SQNR_DB)
