@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -132,5 +133,18 @@ def test_a_cancelled_prefetched_trial_stops_its_child_and_leaves_no_folder(ray_c
         assert [name for name, f in left.items() if not f.exists()] == ["stale"]
     finally:
         trials.close()
+        for f in left.values():
+            shutil.rmtree(f, ignore_errors=True)
+
+
+def test_when_the_search_ends_each_node_removes_what_cancelled_trials_left(ray_cluster, tmp_path):
+    """ClusterTrials.close (the end of every search on a cluster) runs the clean-up on each node: a trial folder
+    whose processes are gone goes at once, not at the next search; folders of running processes and others stay."""
+    trials = ClusterTrials(ray_cluster.address, None, str(DIGITS), launch=service.start_unrecorded_recipe)
+    left = _left_folders(Path(tempfile.gettempdir()), tmp_path.name)
+    try:
+        trials.close()
+        assert [name for name, f in left.items() if not f.exists()] == ["stale"]
+    finally:
         for f in left.values():
             shutil.rmtree(f, ignore_errors=True)
