@@ -327,6 +327,20 @@ def test_an_upload_whose_name_has_a_nul_and_slashes_is_imported_under_a_clean_na
     assert not at.exception and at.subheader[0].value == "second.onnx"
 
 
+def test_an_upload_with_a_300_character_name_is_imported_under_a_shortened_name_that_keeps_onnx(home, tmp_path):
+    """A name longer than 200 characters lost its ".onnx" when it was cut, and Streamlit stopped the page with
+    "Invalid file extension"; the note said it had control characters."""
+    at = new_app()
+    data = model_bytes(tmp_path)
+    at.file_uploader(key="model_upload").set_value(("m" * 295 + ".onnx", data, "")).run()
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    assert at.subheader[0].value == "m" * 195 + ".onnx"
+    (warning,) = [w.value for w in at.warning if "300 characters long" in w.value]
+    assert "control characters" not in warning and "\n" not in warning
+    stored = list((home / "models").glob("*/*.onnx"))
+    assert len(stored) == 1 and stored[0].read_bytes() == data
+
+
 def test_the_model_page_reads_uploads_and_imports_only_in_a_child_process(home, tmp_path, no_parsing_here,
                                                                          monkeypatch):
     """Uploading (or importing from a path) validates and inspects the model in a child process: nothing in the
