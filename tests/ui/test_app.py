@@ -33,6 +33,14 @@ def model_bytes(tmp_path) -> bytes:
     return conv_bn_model(tmp_path / "conv.onnx").read_bytes()
 
 
+def _with_ir_version(data: bytes, ir_version: int) -> bytes:
+    import onnx
+
+    m = onnx.load_from_string(data)
+    m.ir_version = ir_version
+    return m.SerializeToString()
+
+
 def new_app() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     assert not at.exception, [e.value for e in at.exception]
@@ -369,6 +377,7 @@ def test_the_model_page_reads_uploads_and_imports_only_in_a_child_process(home, 
 @pytest.mark.parametrize("name,make,message", [
     ("model.onnx", lambda b: b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8, "not an ONNX model"),
     ("model.onnx", lambda b: b[: len(b) // 2], "truncated"),
+    ("ir14.onnx", lambda b: _with_ir_version(b, 14), "IR version 14"),  # refused once stored, it was left there
 ])
 def test_bad_upload_shows_the_engine_message_and_keeps_the_model(home, tmp_path, name, make, message):
     at = new_app()
@@ -381,7 +390,7 @@ def test_bad_upload_shows_the_engine_message_and_keeps_the_model(home, tmp_path,
     assert "still selected" in at.error[0].value
     assert at.session_state["ortlab.model_path"] == before
     assert metrics(at)["Nodes"] == nodes
-    assert not list((home / "models").glob("*/*.onnx"))
+    assert not [p for p in (home / "models").rglob("*") if p.is_file()]  # a refused upload leaves nothing
 
 
 def test_bad_zip_upload_is_refused(home):
