@@ -227,6 +227,10 @@ def test_state_follows_between_pages_and_history_offers_downloads(demo_app):
     assert {"history.dl_model", "history.dl_recipe", "history.dl_cli", "history.dl_report"} <= keys
     # a download does not rerun the page (its rerun could drop the deferred file before the browser asks for it)
     assert all(b.proto.ignore_rerun for b in at.download_button)
+    # every file is made when its button is clicked and served only around that click, the recipe and the CLI
+    # line too: bytes handed over with the page stayed at their /media URL for anyone (another user, no sign-in)
+    deferred = {b.key for b in at.download_button if b.proto.deferred_file_id and not b.proto.url}
+    assert deferred == {b.key for b in at.download_button}, [(b.key, b.proto.url) for b in at.download_button]
     assert "ortlab optimize" in at.code[0].value and "--quant-mode static" in at.code[0].value
     at.button(key="history.load").click().run()
     assert not at.exception
