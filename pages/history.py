@@ -168,9 +168,11 @@ elif model_file.is_file():
                          mime="application/octet-stream", key="history.dl_model", on_click="ignore")
 else:
     row.warning("The model file is gone from the workspace.")
-row.download_button("⬇ Recipe (JSON)", recipe.to_json(), file_name=f"run{run_id}_recipe.json",
+# every download is a callable, even small text: Streamlit serves a callable's file only around the click that asks
+# for it, while bytes given here stay served at their /media URL to anyone who has it, signed in or not
+row.download_button("⬇ Recipe (JSON)", recipe.to_json, file_name=f"run{run_id}_recipe.json",
                      mime="application/json", key="history.dl_recipe", on_click="ignore")
-row.download_button("⬇ CLI line", cli + "\n", file_name=f"run{run_id}_cli.sh", mime="text/x-shellscript",
+row.download_button("⬇ CLI line", lambda: cli + "\n", file_name=f"run{run_id}_cli.sh", mime="text/x-shellscript",
                      key="history.dl_cli", on_click="ignore")
 if model_file.is_file() and r.source_path.is_file():
     row.download_button("⬇ HTML report", actions.report_download(r), file_name=f"run{run_id}_report.html",

@@ -28,6 +28,7 @@ from ortlab.api import DataRef, SampleModel
 from ortlab.core.layout import MODEL_FILE
 from ortlab import api
 from ortlab.core.progress import null_reporter
+from ortlab.cli.out_path import check_readable
 
 
 PROG = "ortlab"
@@ -209,7 +210,7 @@ def existing_file(path: str, what: str) -> Path:
     p = existing(path, what)
     if p.is_dir():
         raise UsageError(f"{what} is a folder, not a file: {path}")
-    return p
+    return check_readable(p, what, path)
 
 
 def _sample_named(text: str, found: Sequence[SampleModel] | None = None) -> SampleModel | None:
@@ -263,10 +264,10 @@ def model_file(text: str, what: str = "Model") -> Path:
             _shadow_note(text, path, sample, Path(sample.model_path))
         if path.is_dir():
             if (path / MODEL_FILE).is_file():
-                return path / MODEL_FILE
+                return check_readable(path / MODEL_FILE, what, str(path / MODEL_FILE))
             raise UsageError(f"{what} is a folder with no {MODEL_FILE} in it (give an .onnx file, or a folder that "
                              f"ortlab optimize wrote): {text}")
-        return path
+        return check_readable(path, what, text)
     if sample is not None:
         return Path(sample.model_path)
     readme = _readme_path(path)

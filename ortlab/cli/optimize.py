@@ -16,6 +16,7 @@ from ortlab.cli.common import (
     add_recipe_arguments, add_verdict_arguments, data_ref, existing_file, exit_for, find_sample, model_file,
     policy_from_args, preprocess_from_args, recipe_from_args, reporter, shapes_from_args,
 )
+from ortlab.cli.out_path import check_out_path
 from ortlab.cli.render import artifact_text, print_json
 from ortlab.api import RunSpec
 from ortlab.api import DataRef
@@ -108,6 +109,7 @@ def cmd_optimize(ns: argparse.Namespace) -> int:
     recipe = recipe_from_args(ns)
     src = model_file(ns.model)
     out = Path(ns.out).expanduser()
+    check_out_path(ns.out)  # before any work
     info = api.inspect_model(src)  # the one read of the model for this run (its sha256 hashes the whole file)
     spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data, info)
     as_dir = out.is_dir() or out.suffix.lower() != ".onnx"
@@ -140,6 +142,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
         raise RecipeError(f"{ns.recipe} is not a text file; give the recipe JSON.") from None
     recipe = Recipe.from_json(text)
     src = model_file(ns.model)
+    if ns.out:
+        check_out_path(ns.out, flag="--out")  # before any work
     info = api.inspect_model(src)
     spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data, info)
     workspace = api.open_workspace()

@@ -13,6 +13,7 @@ from ortlab.cli.common import (
     add_input_arguments, add_output_flags, add_preprocess_arguments, data_ref, evaluation_data, find_sample,
     load_dataset, model_file, model_sample, preprocess_from_args, reporter, shapes_from_args, shapes_text,
 )
+from ortlab.cli.out_path import check_out_path
 from ortlab.cli.render import print_json, table
 from ortlab import api
 from ortlab.api import analyze, inspect_model, resolve_feed, split_dataset, verdict_policy, write_dataset
@@ -210,6 +211,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     """`ortlab tune`: search recipes in child processes, print each trial, recommend one."""
 
     src = model_file(ns.model)
+    check_out_path(ns.out, as_file=False, flag="--out")  # before any work
     out = Path(ns.out).expanduser().resolve()
     budget_s, budget_cpu_s = parse_budget(ns.budget)
     if ns.max_trials is not None and ns.max_trials < 1:

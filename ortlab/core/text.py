@@ -30,16 +30,44 @@ MAX_UPLOAD_NAME = 200  # characters kept of an uploaded file's name
 def upload_name(raw: object) -> tuple[str, str | None]:
     """(the name to use for an uploaded file, a one-line note when ``raw`` had to be cleaned): the last part of any
     path (``/`` or ``\\``), control and invisible characters (NUL, bidi overrides…) replaced by ``_``, at most
-    :data:`MAX_UPLOAD_NAME` characters; ``"upload"`` when nothing is left. Cleaned before anything else sees it."""
+    :data:`MAX_UPLOAD_NAME` characters (a longer name keeps its start and its extension, so ``.onnx`` stays
+    ``.onnx``); ``"upload"`` when nothing is left. Cleaned before anything else sees it. The note says what was
+    done: control characters or path separators replaced, or the name shortened."""
     text = str(raw)
     base = text.replace("\\", "/").rsplit("/", 1)[-1]
-    clean = _UNSAFE_IN_NAME.sub("_", base).strip(" .")[:MAX_UPLOAD_NAME] or "upload"
+    unsafe = base != text or not base.strip(" .") or _UNSAFE_IN_NAME.search(base) is not None
+    clean = _UNSAFE_IN_NAME.sub("_", base).strip(" .")
+    too_long = len(clean) > MAX_UPLOAD_NAME
+    if too_long:
+        clean = _shortened(clean, MAX_UPLOAD_NAME)
+    clean = clean or "upload"
     if clean == text:
         return clean, None
     shown = escape_controls(text).replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-    shown = shown if len(shown) <= 80 else shown[:77] + "..."
-    return clean, (f"The file name '{shown}' had control characters or path separators in it; it is used as "
-                   f"'{clean}'.")
+    shown, used = _middle_cut(shown), _middle_cut(clean)
+    if not unsafe:
+        what = (f"was {len(text):,} characters long (at most {MAX_UPLOAD_NAME} are kept, with its extension)"
+                if too_long else "starts or ends with spaces or dots")
+        return clean, f"The file name '{shown}' {what}; it is used as '{used}'."
+    what = "had control characters or path separators in it" + (
+        f" and was longer than {MAX_UPLOAD_NAME} characters (shortened)" if too_long else "")
+    return clean, f"The file name '{shown}' {what}; it is used as '{used}'."
+
+
+def _middle_cut(name: str, limit: int = 80) -> str:
+    """``name`` as a note shows it: a longer one keeps its start and its last 20 characters around "..."."""
+    return name if len(name) <= limit else name[: limit - 23] + "..." + name[-20:]
+
+
+MAX_EXTENSION = 16  # characters of a name's last ".suffix" kept when the name is shortened
+
+
+def _shortened(name: str, limit: int) -> str:
+    """``name`` cut to ``limit`` characters, keeping its extension (the last ``.suffix``, when it is short)."""
+    stem, dot, ext = name.rpartition(".")
+    if not dot or not stem or len(ext) + 1 > MAX_EXTENSION:
+        return name[:limit].rstrip(" .")
+    return stem[: limit - len(ext) - 1].rstrip(" .") + "." + ext
 
 
 def one_line(exc_or_text: BaseException | str | object) -> str:

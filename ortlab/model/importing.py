@@ -12,7 +12,7 @@ import shutil
 import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -158,7 +158,7 @@ def _stored_copy(final_path: Path, model_sha: str) -> Path | None:
 
 
 def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, member: str | None = None,
-                 sha256: str | None = None) -> Path:
+                 sha256: str | None = None, check: Callable[[Path], object] | None = None) -> Path:
     """Copy an uploaded .onnx (bytes or path) or a .zip (model + external data) into a new folder
     ``workspace_models_dir/<sha256 prefix>/``, validate it, and return the stored .onnx path.
 
@@ -167,6 +167,9 @@ def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, 
     file's digest when the caller already computed it (a plain .onnx path is then not read again to hash it).
     Files are copied (``shutil.copyfile``: a kernel-side copy, never held in this process), not hard-linked:
     a link would share the inode, so re-exporting the model in place would change the stored copy too.
+    ``check(path)``: called on the staged copy (its external data beside it) before it is moved into the models
+    folder; when it raises (a model this ONNX Runtime cannot read, say), the error goes to the caller and nothing
+    is left in the models folder. It is not called when the same model is already stored.
     """
     models_dir = Path(workspace_models_dir)
     models_dir.mkdir(parents=True, exist_ok=True)
@@ -206,6 +209,8 @@ def import_model(source, workspace_models_dir, filename: str = "model.onnx", *, 
             out = stage / loc.replace("\\", "/")
             out.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(p, out)
+        if check is not None:  # refused: the temporary folder goes, and the models folder never saw the model
+            check(stage / name)
         if final_dir.exists():  # same content stored under another file name
             for item in stage.iterdir():
                 if not (final_dir / item.name).exists():

@@ -12,6 +12,7 @@ second) would cost more than the read.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -35,8 +36,13 @@ def _task_inspect(path: str) -> dict:
 
 
 def _task_import(source: str, models_dir: str, filename: str, member: str | None, sha256: str | None) -> dict:
-    stored = _import(Path(source), models_dir, filename, member=member, sha256=sha256)
-    return {"path": str(stored), "info": _inspect(stored).to_dict()}
+    """Import ``source`` and inspect it: inspected before it enters ``models_dir``, so a model that inspection
+    refuses (an IR version this ONNX Runtime cannot read, an unknown custom op) leaves nothing there."""
+    seen: list[ModelInfo] = []
+    stored = _import(Path(source), models_dir, filename, member=member, sha256=sha256,
+                     check=lambda staged: seen.append(_inspect(staged)))
+    info = dataclasses.replace(seen[0], path=str(stored)) if seen else _inspect(stored)
+    return {"path": str(stored), "info": info.to_dict()}
 
 
 def _task_graph_diff(ref: str, cand: str) -> dict:

@@ -115,3 +115,79 @@ def test_a_truncated_model_file_is_asked_for_again_in_cli_words(src, tmp_path, c
     cut.write_bytes(src.read_bytes()[:3000])
     code, _, err = run(["inspect", cut], capsys)
     assert code == 1 and err.endswith("Export or copy the complete file again.\n") and "pload" not in err, err
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """The model is never read nor a run started: an OUT refused is refused before any work."""
+    from ortlab import api
+
+    def refuse(*a, **k):
+        raise AssertionError("work started before OUT was checked")
+
+    for name in ("inspect_model", "start_recipe"):
+        monkeypatch.setattr(api, name, refuse)
+
+
+def one_line_usage_error(code: int, err: str) -> str:
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "unexpected" not in err and "Errno" not in err, err
+    return err.strip()
+
+
+@pytest.mark.parametrize("name, says", [
+    ("x" * 300 + ".onnx", "the name is too long for this file system (305 bytes; at most 255). Give a shorter name."),
+    ("x" * 248 + ".onnx", "(262 bytes with the '.qdq.onnx.data' the run adds to it; at most 255)"),
+    ("d" * 300 + "/o.onnx", "the folder name '" + "d" * 60 + "..."),
+])
+def test_an_out_name_too_long_is_named_before_any_work(src, tmp_path, capsys, no_work, name, says):
+    """It was "unexpected OSError: [Errno 36] File name too long" once the data had been loaded."""
+    code, _, err = run(["optimize", src, tmp_path / name, "--precision", "fp32"], capsys)
+    line = one_line_usage_error(code, err)
+    assert line.startswith("ortlab: error: OUT ") and says in line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["optimize", "{src}", "/proc/o.onnx"],
+    ["optimize", "{src}", "/proc/sys/out"],
+    ["run", "{recipe}", "{src}", "--out", "/proc/run"],
+    ["tune", "{src}", "--out", "/proc/tune"],
+])
+def test_an_out_under_proc_is_named_as_the_kernels_file_system(src, tmp_path, capsys, no_work, argv):
+    """It was "The workspace disk is full (0 B free at /proc's volume …)"."""
+    from pathlib import Path
+
+    if not Path("/proc/self/mounts").is_file():
+        pytest.skip("no /proc here")
+    recipe = tmp_path / "recipe.json"
+    recipe.write_text('{"precision": "fp32"}')
+    code, _, err = run([a.format(src=src, recipe=recipe) for a in argv], capsys)
+    line = one_line_usage_error(code, err)
+    assert "is on /proc, the kernel's proc file system, which holds no files. Give an OUT on a disk" in line
+    assert "disk is full" not in line
+
+
+def test_an_out_in_a_folder_that_refuses_files_is_named_before_any_work(src, tmp_path, capsys, no_work,
+                                                                         monkeypatch):
+    """Root may write any folder, so the refusals are those of the file system (as a read-only mount answers):
+    the folder that receives the result is tried with a file before any work. tests/cli/test_cli_unprivileged.py
+    meets a folder the user may not write for real."""
+    import errno
+    import tempfile
+
+    def refused(code):
+        def mkstemp(*a, **k):
+            raise OSError(code, __import__("os").strerror(code))
+        return mkstemp
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused(errno.EROFS))
+    code, _, err = run(["optimize", src, tmp_path / "o.onnx"], capsys)
+    assert one_line_usage_error(code, err) == (
+        f"ortlab: error: OUT {tmp_path / 'o.onnx'} cannot be written: {tmp_path} is on a read-only file system. "
+        "Give an OUT in a folder you can write to.")
+    monkeypatch.setattr(tempfile, "mkstemp", refused(errno.EACCES))
+    code, _, err = run(["optimize", src, tmp_path], capsys)
+    assert "may not create files in " + str(tmp_path) in one_line_usage_error(code, err)
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []  # the probe leaves nothing either

@@ -157,3 +157,50 @@ def test_a_history_that_cannot_be_moved_aside_is_named_and_the_run_goes_on(place
     assert "Not recorded in the history yet" in text and "will be listed when ortlab next starts" in text
     assert "history not recorded yet" in text
     assert db.stat().st_uid == 0 and len(list((home / "pending").glob("*.json"))) == 1
+
+
+def nobody_runs(place, home: Path, *argv) -> subprocess.CompletedProcess:
+    top, python, _ = place
+    assert DROP is not None
+    return subprocess.run([*DROP, python, "-m", "ortlab", *map(str, argv)], env=_env(home, top / "scratch"),
+                          cwd=top / "scratch", capture_output=True, text=True, timeout=300)
+
+
+def test_an_out_in_a_folder_this_user_may_not_write_is_named_before_any_work(place):
+    """It was "unexpected PermissionError … .ortlab-run-…" after the model and the data had been loaded."""
+    top, _, model = place
+    home = top / "home-ro-out"
+    home.mkdir(mode=0o777)
+    home.chmod(0o777)
+    locked = top / "locked"
+    locked.mkdir(mode=0o755)
+    for out, flag in ((locked / "o.onnx", "OUT"), (locked / "folder", "OUT"), (locked / "new" / "o.onnx", "OUT")):
+        done = nobody_runs(place, home, "optimize", model, out, "--opt-level", "basic")
+        assert done.returncode == 2, done.stderr
+        one_line_no_traceback(done.stderr)
+        assert done.stderr.strip().splitlines()[-1] == (
+            f"ortlab: error: {flag} {out} cannot be written: this user (nobody) may not create files in {locked}. "
+            "Give an OUT in a folder you can write to.")
+        assert "preprocessing" not in done.stderr and "using sample" not in done.stderr  # before any work
+    assert list(locked.iterdir()) == []
+
+
+def test_a_model_of_another_user_that_is_0600_is_named_with_what_to_do(place):
+    """ONNX Runtime said "Load model from … failed:system error number 13", other commands "unexpected
+    PermissionError"."""
+    top, _, model = place
+    home = top / "home-secret"
+    home.mkdir(mode=0o777)
+    home.chmod(0o777)
+    secret = top / "secret.onnx"
+    secret.write_bytes(model.read_bytes())
+    secret.chmod(0o600)
+    for argv, what in ((["inspect", secret], "Model"), (["compare", secret, model], "Reference model"),
+                       (["optimize", secret, top / "scratch" / "s.onnx"], "Model"),
+                       (["bench", secret, "--runs", "2"], "Model")):
+        done = nobody_runs(place, home, *argv)
+        assert done.returncode == 2, done.stderr
+        one_line_no_traceback(done.stderr)
+        assert done.stderr.strip().splitlines()[-1] == (
+            f"ortlab: error: {what} {secret} cannot be read: this user (nobody) may not read it. Give a copy this "
+            "user can read, or run as a user who may.")

@@ -63,3 +63,17 @@ def test_a_hostile_upload_name_is_cleaned_with_a_one_line_note(raw, clean):
 def test_a_plain_upload_name_is_kept_without_a_note():
     assert upload_name("my model-1.onnx") == ("my model-1.onnx", None)
 
+
+
+def test_a_long_upload_name_is_shortened_keeping_its_extension_and_the_note_says_so():
+    from ortlab.core.text import MAX_UPLOAD_NAME
+
+    name, note = upload_name("m" * 300 + ".onnx")
+    assert len(name) == MAX_UPLOAD_NAME and name.endswith(".onnx") and name.startswith("mmm")
+    assert note is not None and "305 characters long" in note and "control characters" not in note
+    assert len(note) < 300 and "\n" not in note
+    name, note = upload_name("a\x00" * 150 + ".zip")  # both faults: both said
+    assert len(name) == MAX_UPLOAD_NAME and name.endswith(".zip")
+    assert note is not None and "control characters" in note and "longer than 200 characters" in note
+    assert upload_name("x" * 200 + ".onnx")[0] == "x" * 195 + ".onnx"
+    assert upload_name("y" * MAX_UPLOAD_NAME) == ("y" * MAX_UPLOAD_NAME, None)  # at the limit: kept as it is

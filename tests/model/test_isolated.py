@@ -69,6 +69,34 @@ def test_a_bad_upload_fails_in_the_child_with_the_in_process_sentence(tmp_path, 
     assert not list((tmp_path / "b").rglob("*.onnx"))
 
 
+def _newer_ir_than_runtime_reads(path: Path) -> Path:
+    """The conv_bn test model saved with IR version 14 (onnx's checker takes it; ONNX Runtime 1.31 reads up to 13)."""
+    import onnx
+
+    m = onnx.load(str(conv_bn_model(path)))
+    m.ir_version = 14
+    onnx.save(m, str(path))
+    return path
+
+
+def test_an_upload_refused_for_its_ir_version_leaves_nothing_in_the_models_folder(tmp_path):
+    from ortlab.runtime import providers
+
+    if not providers.ir_version_problem(14):
+        pytest.skip("this ONNX Runtime reads IR version 14")
+    store = tmp_path / "store"
+    raw = _newer_ir_than_runtime_reads(tmp_path / "ir14.onnx").read_bytes()
+    with pytest.raises(ModelLoadError) as err:
+        isolated.import_upload(io.BytesIO(raw), store, "ir14.onnx")
+    assert err.value.message.startswith("This model has IR version 14;") and "\n" not in err.value.message
+    assert not [p for p in store.rglob("*")], list(store.rglob("*"))  # no model, no folder, no temp file
+    with pytest.raises(ModelLoadError, match="IR version 14"):  # a local import too
+        isolated.import_model(tmp_path / "ir14.onnx", store)
+    assert not [p for p in store.rglob("*")]
+    path, info = isolated.import_upload(io.BytesIO(conv_bn_model(tmp_path / "ok.onnx").read_bytes()), store, "ok.onnx")
+    assert info.path == str(path) and path.is_file() and info.node_count > 0  # an accepted one is inspected once
+
+
 @linux_only
 def test_a_child_over_its_memory_limit_says_so_in_one_sentence(tmp_path):
     with pytest.raises(ModelLoadError, match=r"needed more than 0.05 GB of memory .*ORTLAB_RUN_MEMORY_GB"):

@@ -33,6 +33,14 @@ def model_bytes(tmp_path) -> bytes:
     return conv_bn_model(tmp_path / "conv.onnx").read_bytes()
 
 
+def _with_ir_version(data: bytes, ir_version: int) -> bytes:
+    import onnx
+
+    m = onnx.load_from_string(data)
+    m.ir_version = ir_version
+    return m.SerializeToString()
+
+
 def new_app() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     assert not at.exception, [e.value for e in at.exception]
@@ -219,6 +227,10 @@ def test_state_follows_between_pages_and_history_offers_downloads(demo_app):
     assert {"history.dl_model", "history.dl_recipe", "history.dl_cli", "history.dl_report"} <= keys
     # a download does not rerun the page (its rerun could drop the deferred file before the browser asks for it)
     assert all(b.proto.ignore_rerun for b in at.download_button)
+    # every file is made when its button is clicked and served only around that click, the recipe and the CLI
+    # line too: bytes handed over with the page stayed at their /media URL for anyone (another user, no sign-in)
+    deferred = {b.key for b in at.download_button if b.proto.deferred_file_id and not b.proto.url}
+    assert deferred == {b.key for b in at.download_button}, [(b.key, b.proto.url) for b in at.download_button]
     assert "ortlab optimize" in at.code[0].value and "--quant-mode static" in at.code[0].value
     at.button(key="history.load").click().run()
     assert not at.exception
@@ -327,6 +339,20 @@ def test_an_upload_whose_name_has_a_nul_and_slashes_is_imported_under_a_clean_na
     assert not at.exception and at.subheader[0].value == "second.onnx"
 
 
+def test_an_upload_with_a_300_character_name_is_imported_under_a_shortened_name_that_keeps_onnx(home, tmp_path):
+    """A name longer than 200 characters lost its ".onnx" when it was cut, and Streamlit stopped the page with
+    "Invalid file extension"; the note said it had control characters."""
+    at = new_app()
+    data = model_bytes(tmp_path)
+    at.file_uploader(key="model_upload").set_value(("m" * 295 + ".onnx", data, "")).run()
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    assert at.subheader[0].value == "m" * 195 + ".onnx"
+    (warning,) = [w.value for w in at.warning if "300 characters long" in w.value]
+    assert "control characters" not in warning and "\n" not in warning
+    stored = list((home / "models").glob("*/*.onnx"))
+    assert len(stored) == 1 and stored[0].read_bytes() == data
+
+
 def test_the_model_page_reads_uploads_and_imports_only_in_a_child_process(home, tmp_path, no_parsing_here,
                                                                          monkeypatch):
     """Uploading (or importing from a path) validates and inspects the model in a child process: nothing in the
@@ -355,6 +381,7 @@ def test_the_model_page_reads_uploads_and_imports_only_in_a_child_process(home, 
 @pytest.mark.parametrize("name,make,message", [
     ("model.onnx", lambda b: b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8, "not an ONNX model"),
     ("model.onnx", lambda b: b[: len(b) // 2], "truncated"),
+    ("ir14.onnx", lambda b: _with_ir_version(b, 14), "IR version 14"),  # refused once stored, it was left there
 ])
 def test_bad_upload_shows_the_engine_message_and_keeps_the_model(home, tmp_path, name, make, message):
     at = new_app()
@@ -367,7 +394,7 @@ def test_bad_upload_shows_the_engine_message_and_keeps_the_model(home, tmp_path,
     assert "still selected" in at.error[0].value
     assert at.session_state["ortlab.model_path"] == before
     assert metrics(at)["Nodes"] == nodes
-    assert not list((home / "models").glob("*/*.onnx"))
+    assert not [p for p in (home / "models").rglob("*") if p.is_file()]  # a refused upload leaves nothing
 
 
 def test_bad_zip_upload_is_refused(home):

@@ -1,7 +1,8 @@
 """Uploaded file names, cleaned where they enter the server: a name with NUL, other control characters or path
-separators is made safe (``core.text.upload_name``) as Streamlit stores the upload, before its widget, the pages
-or the engine see it (Streamlit itself stops the whole page at a NUL in a name, with a traceback, until the person
-navigates away); the note saying so is kept for the page that uses the upload."""
+separators is made safe, and a name over 200 characters is shortened with its extension kept
+(``core.text.upload_name``), as Streamlit stores the upload, before its widget, the pages or the engine see it
+(Streamlit itself stops the whole page at a NUL in a name, or at a name whose extension is not the widget's, with a
+traceback, until the person navigates away); the note saying so is kept for the page that uses the upload."""
 
 from __future__ import annotations
 
