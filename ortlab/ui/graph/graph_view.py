@@ -378,6 +378,8 @@ def _details(n: dict) -> dict:
             "quant": [[clean_text(q["param"]), clean_text(q["tensor"], 200), clean_text(q["value"], 120)]
                       for q in n.get("quant") or []],
             "changes": list(n.get("changes") or []),
+            "before_op_type": clean_text(n.get("before_op_type") or ""),
+            "before_domain": clean_text(n.get("before_domain") or "ai.onnx"),
             "matched": clean_text(n.get("matched") or "", 300),
             "before": {"attributes": [[clean_text(k), clean_text(v, 200)]
                                       for k, v in ((n.get("before") or {}).get("attributes") or {}).items()],
@@ -392,11 +394,15 @@ def counts_text(counts: dict) -> str:
         return ""
     removed = f"{counts.get('removed', 0)} removed"
     if counts.get("fused"):
-        removed += f" ({counts['fused']} replaced by fused or quantized nodes)"
+        removed += f" ({counts['fused']} folded into fused or quantized nodes)"
     added = f"{counts.get('added', 0)} added"
+    changed = f"{counts.get('changed', 0)} changed"
+    if counts.get("retyped"):
+        changed += f" ({counts['retyped']} quantized or fused under the same name)"
+    text = f"{removed} · {added} · {changed} · {counts.get('unchanged', 0)} unchanged"
     if counts.get("quantized"):
-        added += f" ({counts['quantized']} quantization)"
-    return f"{removed} · {added} · {counts.get('changed', 0)} changed · {counts.get('unchanged', 0)} unchanged"
+        text += f" · {counts['quantized']} quantization nodes in all"
+    return text
 
 
 SIDES = ("before", "after")
@@ -426,6 +432,9 @@ def _side_nodes(description: dict, side: str, keep: set[str] | None) -> tuple[di
         elif side == "before" and v.get("matched") is not None:
             out[k] = {**v, "name": v["matched"], "scope": v.get("before_scope", v.get("scope")),
                       "order": v.get("before_order", v.get("order", 0.0))}
+            if v.get("before_op_type"):  # quantized or fused in place: drawn as the op it was
+                out[k].update(op_type=v["before_op_type"], label=v.get("before_label", v["before_op_type"]),
+                              domain=v.get("before_domain", ""))
     edges = description.get(f"edges_{side}")
     if edges is None:  # a description without per-side edges: the merged edges between this side's nodes
         edges = description.get("edges") or []
@@ -586,7 +595,8 @@ def build_view(description: dict, *, focus: str | None = None, overlay: dict[str
     if focus:
         f = focus.strip().lower()
         hits = [k for k, v in nodes.items()
-                if f in (str(v.get("op_type", "")).lower(), str(v.get("key", "")).lower())
+                if f in (str(v.get("op_type", "")).lower(), str(v.get("key", "")).lower(),
+                         str(v.get("before_op_type", "")).lower())
                 or f in str(v.get("name", "")).lower() or f in str(v.get("matched") or "").lower()]
         matches = len(hits)
         merged = list(description.get("edges") or [])

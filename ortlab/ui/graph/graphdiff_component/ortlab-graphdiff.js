@@ -872,9 +872,11 @@
     function showNode(pane, d) {
         var p = panel();
         var x = (shown.details || {})[d.id] || {};
-        var h = p.appendChild(el('h3', x.op_type));
-        if (x.domain && x.domain !== 'ai.onnx') {
-            h.appendChild(el('span', ' (' + x.domain + ')', 'domain'));
+        var was = pane.side === 'before' && x.before_op_type;  // quantized or fused in place: the op it was
+        var h = p.appendChild(el('h3', was ? x.before_op_type : x.op_type));
+        var domain = was ? x.before_domain : x.domain;
+        if (domain && domain !== 'ai.onnx') {
+            h.appendChild(el('span', ' (' + domain + ')', 'domain'));
         }
         var badge = el('span', d.kind, 'kind');
         badge.style.background = color(d.kind, 0);
@@ -885,12 +887,14 @@
         row(t, 'name', pane.side === 'before' && x.matched ? x.matched : x.name);
         if (pane.side === 'before' && x.matched && x.matched !== x.name) { row(t, 'now', x.name); }
         if (pane.side === 'after' && x.matched && x.matched !== x.name) { row(t, 'was', x.matched); }
+        if (pane.side === 'after' && x.before_op_type) { row(t, 'was op', x.before_op_type); }
+        if (pane.side === 'before' && x.before_op_type) { row(t, 'now op', x.op_type); }
         if (x.scope) { row(t, 'scope', x.scope); }
         row(t, 'status', x.status + (x.changes && x.changes.length ? ' (' + x.changes.join(', ') + ')' : ''));
         if (d.value !== undefined) { row(t, (shown.overlay && shown.overlay.label) || 'value', Number(d.value).toPrecision(4)); }
         p.appendChild(t);
         var before = pane.side === 'before' && x.before;
-        section(p, 'Quantization (scale, zero point)', x.quant, 'quant');
+        section(p, 'Quantization (scale, zero point)', was ? [] : x.quant, 'quant');
         section(p, 'Attributes', before ? x.before.attributes : x.attributes, 'pairs');
         section(p, 'Inputs', before ? x.before.inputs : x.inputs, 'tensors');
         section(p, 'Outputs', x.outputs, 'tensors');
