@@ -160,7 +160,8 @@ def test_demo_lands_on_compare_with_everything_filled_in(demo_app):
     # timed until settled (±10 % or 20 s): the caveat is that loop's ("noisy: the machine was busy" when still wide)
     from ortlab.timing.settle import settled
 
-    assert card.delta == (settled(speed).caveat() or interval) and card.help.startswith(interval)
+    caveat = settled(speed).caveat()
+    assert card.delta == (f"{caveat} · {interval}" if caveat else interval) and card.help.startswith(interval)
 
 
 def test_compare_glosses_its_jargon_in_help_tooltips(demo_app):
