@@ -82,9 +82,9 @@ def speedup_card(sp: api.SpeedUp, settled: api.SettledSpeed | None = None) -> tu
     lo, hi = sp.speedup_range
     interval = f"95% interval {lo:.2f}–{hi:.2f}×, {sp.rounds} rounds"
     caveat = settled.caveat() if settled is not None else sp.caveat()
-    return value, f"{caveat} · {interval}" if caveat else interval, (f"{interval}" + (f": {caveat}" if caveat else "") + ". The median of the "
-                                       "rounds' latency ratios (reference ÷ candidate), both timed in the same "
-                                       "benchmark, block by block in turn.")
+    delta = f"{caveat} · {interval}" if caveat else interval
+    return value, delta, (f"{interval}" + (f": {caveat}" if caveat else "") + ". The median of the rounds' latency "
+                          "ratios (reference ÷ candidate), both timed in the same benchmark, block by block in turn.")
 
 
 def _cards(ref_ms: float, ref_help: str, cand_ms: float, cand_help: str, sp: api.SpeedUp | None,
