@@ -263,6 +263,9 @@ def test_stratified_sample_is_deterministic_and_balanced(tmp_path):
     assert [s.name for s in sub.samples] == [s.name for s in stratified_sample(ds, 20, seed=7).samples]
     assert [s.name for s in sub.samples] != [s.name for s in stratified_sample(ds, 20, seed=8).samples]
     assert len(stratified_sample(ds, 500)) == 100
+    # a subset remembers how many samples it was drawn from (a verdict never asks for more than that)
+    assert ds.population == 0 and sub.population == 100
+    assert stratified_sample(sub, 5, seed=0).population == 100
 
 
 # -- preprocessing ---------------------------------------------------------------------------------------
