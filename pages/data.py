@@ -190,8 +190,14 @@ c3.metric("Classes", len(ds.class_names) if ds.labeled() else "unlabeled", borde
 with c4:
     n = st.number_input("Samples used for evaluation", 1, max(1, len(ev_ds) if ev_ds is not None else 1),
                         max(1, min(int(settings["n"] or 1), len(ev_ds) if ev_ds is not None else 1)), key="data.n")
-    strat = st.toggle("Stratified by class", value=settings["stratify"], key="data.stratify",
-                      help="Keep the class balance when drawing the evaluation samples.")
+    labelled = ds.labeled() and ev_ds is not None and ev_ds.labeled()
+    if not labelled:  # no classes to balance: off, and said so
+        state.set_widget("data.stratify", False)
+    else:
+        state.ensure_widget("data.stratify", settings["stratify"])
+    strat = st.toggle("Stratified by class", key="data.stratify", disabled=not labelled,
+                      help="Keep the class balance when drawing the evaluation samples." if labelled else
+                      "Off: this data has no class labels (class sub-folders) to balance.")
     seed = st.number_input("Seed", 0, 2**31 - 1, settings["seed"], key="data.seed")
 state.set_data_settings(n, strat, seed)
 

@@ -302,7 +302,8 @@ def test_center_crop_and_letterbox():
     img = Image.new("RGB", (100, 50), (255, 255, 255))
     box = preprocess_image(img, PreprocessConfig(size=(20, 20), resize_mode=ResizeMode.LETTERBOX, layout=Layout.NHWC))
     assert box.shape == (20, 20, 3)
-    assert box[0].max() == 0.0 and box[-1].max() == 0.0 and box[10, 10].min() == 1.0  # padded top/bottom
+    grey = np.float32(114 / 255)  # YOLO exporters' letterbox grey, not black
+    assert (box[0] == grey).all() and (box[-1] == grey).all() and box[10, 10].min() == 1.0  # padded top/bottom
 
 
 def test_wrong_images_for_the_model_say_what_it_expects(tmp_path):
