@@ -13,7 +13,7 @@ from ortlab.api import PreprocessConfig
 from ortlab.ui.session import actions, state
 from ortlab.ui.views.cards import random_data_warning
 from ortlab.ui.views.forms import dataclass_form
-from ortlab.ui.session.guard import engine_errors
+from ortlab.ui.session.guard import engine_errors, show_message
 from ortlab.ui.session.inert import md
 from ortlab.ui.jobs.progress_view import show_flash
 from ortlab.ui.session.router import require_model, require_router, stop_page
@@ -78,6 +78,9 @@ with st.container(border=True):
                     ds = load_image_files([(f.name, f.getvalue()) for f in files], names)
                 actions.set_user_dataset(ds, f"uploaded images ({len(ds)})")
                 st.success(f"Loaded {len(ds)} images{' with labels' if ds.labeled() else ' (unlabeled)'}.")
+                note = state.flash()  # the detected preprocessing: said now, not again after the next click
+                if note is not None:
+                    show_message(*note)
     elif source == "tensors":
         f = st.file_uploader("A .npy (first axis = samples) or .npz (one array per input, optional 'labels')",
                              key="tensor_upload", type=["npy", "npz"])
@@ -109,6 +112,12 @@ with st.container(border=True):
             with engine_errors("Making random data"):
                 actions.set_user_dataset(random_dataset(int(n_rand), seed=0), f"random ({n_rand})")
                 state.set_ui("random_applied", n_rand)
+
+
+def short_name(name: str, keep: int = 11) -> str:
+    """A file name for an 88 px caption: whole when short, else its start and end ("astro…009.jpg"), never broken
+    mid-word across lines."""
+    return name if len(name) <= keep else name[:4] + "…" + name[-(keep - 5):]
 
 
 def input_shapes_form() -> None:
@@ -208,7 +217,7 @@ if ds.kind == "images":
     with engine_errors("Reading the preview images"):
         imgs = [ds.load_preview(i) for i in idx]  # decoded reduced, never full-size
         caps = [ds.class_names[ds.samples[i].label] if ds.samples[i].label is not None and ds.class_names
-                else ds.samples[i].name for i in idx]
+                else short_name(ds.samples[i].name) for i in idx]
         st.image(imgs, caption=caps, width=88)
 
     st.markdown("#### Preprocessing")
