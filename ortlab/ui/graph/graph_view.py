@@ -36,7 +36,7 @@ KIND_COLORS = {
 KIND_TEXT = {
     "removed": "removed",
     "fused": "fused (replaced by a fused/quantized node, or the fused node)",
-    "quantized": "quantized (added quantization node)",
+    "quantized": "quantized (an int8 node: added, or in place of the float op of its name)",
     "added": "added",
     "changed": "changed (inputs or attributes)",
     "unchanged": "unchanged",
@@ -394,15 +394,12 @@ def counts_text(counts: dict) -> str:
         return ""
     removed = f"{counts.get('removed', 0)} removed"
     if counts.get("fused"):
-        removed += f" ({counts['fused']} folded into fused or quantized nodes)"
+        removed += f" ({counts['fused']} folded into others)"
     added = f"{counts.get('added', 0)} added"
     changed = f"{counts.get('changed', 0)} changed"
     if counts.get("retyped"):
-        changed += f" ({counts['retyped']} quantized or fused under the same name)"
-    text = f"{removed} · {added} · {changed} · {counts.get('unchanged', 0)} unchanged"
-    if counts.get("quantized"):
-        text += f" · {counts['quantized']} quantization nodes in all"
-    return text
+        changed += f" ({counts['retyped']} now int8 or fused)"
+    return f"{removed} · {added} · {changed} · {counts.get('unchanged', 0)} unchanged"
 
 
 SIDES = ("before", "after")
