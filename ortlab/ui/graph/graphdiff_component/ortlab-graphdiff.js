@@ -427,7 +427,9 @@
         var out = [];
         L.cy.nodes().forEach(function (n) {
             var d = L.data[n.id()];
-            var t = d.group ? d.twin : (R.data[d.id] ? d.id : aff[d.id]);
+            // a removed node pairs with the node that replaced it, unless that node has its own twin here (a Conv
+            // quantized in place: the Relu folded into it is not lined up with it a second time)
+            var t = d.group ? d.twin : (R.data[d.id] ? d.id : (aff[d.id] && L.data[aff[d.id]] ? null : aff[d.id]));
             var m = t ? R.cy.getElementById(t) : null;
             if (m && m.nonempty()) {
                 out.push([n, m]);
@@ -734,7 +736,8 @@
             return String(d.label_closed || id).replace(/^▸ /, '').split('\n')[0];
         }
         var name = side === 'before' && x.matched ? x.matched : x.name;
-        return (x.op_type || '?') + ' ' + (name || id);
+        var op = side === 'before' && x.before_op_type ? x.before_op_type : x.op_type;  // the op it was, before
+        return (op || '?') + ' ' + (name || id);
     }
 
     // Bring ``col`` into view in ``p`` at a readable zoom (no smaller than the person's own, nor than READABLE).
@@ -765,7 +768,7 @@
             return;
         }
         var bb = col.renderedBoundingBox();
-        if (bb.y2 < 0 || bb.y1 > o.cy.height()) {
+        if (bb.y1 < 0 || bb.y2 > o.cy.height()) {  // a match above or below the screen (a Relu folded below its Conv)
             inView(o, col);
         } else if (bb.x1 < 0 || bb.x2 > o.cy.width()) {
             o.cy.panBy({ x: o.cy.width() / 2 - (bb.x1 + bb.x2) / 2, y: 0 });
