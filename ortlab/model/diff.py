@@ -110,6 +110,10 @@ def quantized_tensor_base(t: str) -> str:
     return t
 
 
+def _bases(tensors) -> tuple[str, ...]:
+    return tuple(quantized_tensor_base(t) for t in tensors)
+
+
 def _load(path) -> onnx.ModelProto:
     # big weights' values are never compared (only dims, and the values of tensors of <= 4,096 elements)
     return load_model(Path(path), check=False, load_external=False, weights=False)
@@ -164,6 +168,11 @@ def _match(b: _Graph, a: _Graph) -> dict[int, int]:
         lambda g, i: (g.nodes[i].name, g.key(i)) if g.nodes[i].name else None,
         # the same name and role: a node quantized or fused in place (Conv → QLinearConv keeps the Conv's name)
         lambda g, i: (g.nodes[i].name, role(g.nodes[i].op_type)) if g.nodes[i].name else None,
+        # unnamed nodes: the same op on the same tensors once the quantizer's suffixes are stripped
+        # (Reshape(c) → r is Reshape(c_QuantizeLinear_Output) → r_QuantizeLinear_Output), or the same role writing
+        # the same tensor (Conv → c is QLinearConv → c_QuantizeLinear_Output)
+        lambda g, i: (g.key(i), _bases(g.nodes[i].input), _bases(g.nodes[i].output)),
+        lambda g, i: (role(g.nodes[i].op_type), _bases(g.nodes[i].output)) if g.nodes[i].output else None,
         lambda g, i: (g.key(i), tuple(g.nodes[i].input), tuple(g.nodes[i].output)),
         lambda g, i: (g.key(i), tuple(g.nodes[i].output)),
         lambda g, i: (g.key(i), tuple(g.nodes[i].input)),

@@ -397,3 +397,24 @@ def test_both_sides_get_the_same_layers_from_pytorch_namespaces(efficientnet_int
     # "name: type" segments → module names; ORT drops the metadata of what it rewrites, the names carry it over
     assert qconv["node_conv2d_12"]["before_scope"] == ["_blocks.4", "_expand_conv"]
     assert all(n["scope"] == n["before_scope"] for n in qconv.values())
+
+
+def test_unnamed_nodes_are_matched_by_the_tensors_the_quantizer_renamed(tmp_path):
+    """An export without node names (the open-size YOLO-shaped model of tests/ui/test_app.py): the Conv is matched
+    to its QLinearConv by role and output tensor (c → c_QuantizeLinear_Output), the Reshape after it by its
+    renamed tensors; nothing is removed and the lines add up to the op table."""
+    from ortlab.cli import main as cli
+    from tests.support.reference import photo_parts
+    from tests.ui.test_app import _open_size_detector
+
+    src = _open_size_detector(tmp_path / "open.onnx")
+    assert not any(n.name for n in onnx.load(str(src)).graph.node)
+    photos = photo_parts(tmp_path / "photos", 4)
+    dst = tmp_path / "int8.onnx"
+    assert cli.main(["optimize", str(src), str(dst), "--precision", "int8", "--preset", "yolo", "--calibration",
+                     str(photos["calibration"]), "--verify-samples", "0"]) == 0
+    d = graph_diff(src, dst)
+    assert d.removed == [] and d.fusions[0] == "Conv → QLinearConv ×1", d.fusions
+    assert_lines_agree_with_op_table(d)
+    ops = {(c["before"]["op_type"], c["op_type"]) for c in d.changed}
+    assert ("Conv", "QLinearConv") in ops and ("Reshape", "Reshape") in ops
