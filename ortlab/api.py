@@ -90,7 +90,7 @@ from ortlab.timing.compare import BenchComparison, LatencyStats
 from ortlab.timing.stats import SpeedUp
 from ortlab.timing.settle import CAP_S as SETTLE_CAP_S, TARGET as SETTLE_TARGET, SettledSpeed
 from ortlab.runs.artifact import Artifact, artifact_sample
-from ortlab.runs.result_speed import ResultSpeed, SpeedCheck, default_check as default_speed_check
+from ortlab.runs.result_speed import ResultSpeed, SpeedCheck, default_check as default_speed_check, times
 from ortlab.runs.bench_service import BenchHandle
 from ortlab.runs.cluster_bench import ClusterBenchHandle, ClusterBenchmark, ClusterRow, machine_stamp
 from ortlab.runs.history import BenchmarkRecord, BenchVariant, History, HistoryRecovered
@@ -353,6 +353,7 @@ __all__ = [
     "tensor_preview",
     "this_machine",
     "timed_variants",
+    "times",
     "validate_recipe",
     "verdict_policy",
     "working_providers",

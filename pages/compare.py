@@ -125,10 +125,12 @@ with tabs[0]:
         st.caption(counts_text(counts))
         m = st.container(key="compare-change-cards").columns(4)  # left out on a phone: the caption has the counts
         m[0].metric("Removed nodes", counts.get("removed", 0), border=True,
-                    help=f"{counts.get('fused', 0)} of them replaced by fused or quantized nodes")
+                    help=f"{counts.get('fused', 0)} of them folded into fused or quantized nodes")
         m[1].metric("Added nodes", counts.get("added", 0), border=True,
-                    help=f"{counts.get('quantized', 0)} of them quantization nodes")
-        m[2].metric("Changed nodes", counts.get("changed", 0), border=True, help="Matched, with new inputs or attributes")
+                    help="Nodes with no counterpart in the reference (e.g. QuantizeLinear/DequantizeLinear)")
+        m[2].metric("Changed nodes", counts.get("changed", 0), border=True,
+                    help="Matched by name or place, with new inputs, attributes or op: "
+                         f"{counts.get('retyped', 0)} quantized or fused under the same name (Conv → QLinearConv)")
         m[3].metric("Unchanged nodes", counts.get("unchanged", 0), border=True)
         if diff.fusions:
             st.markdown("**Fusions and rewrites**\n" + "\n".join(f"- {md(f)}" for f in diff.fusions))

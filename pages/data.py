@@ -13,7 +13,7 @@ from ortlab.api import PreprocessConfig
 from ortlab.ui.session import actions, state
 from ortlab.ui.views.cards import random_data_warning
 from ortlab.ui.views.forms import dataclass_form
-from ortlab.ui.session.guard import engine_errors
+from ortlab.ui.session.guard import engine_errors, show_message
 from ortlab.ui.session.inert import md
 from ortlab.ui.jobs.progress_view import show_flash
 from ortlab.ui.session.router import require_model, require_router, stop_page
@@ -78,6 +78,9 @@ with st.container(border=True):
                     ds = load_image_files([(f.name, f.getvalue()) for f in files], names)
                 actions.set_user_dataset(ds, f"uploaded images ({len(ds)})")
                 st.success(f"Loaded {len(ds)} images{' with labels' if ds.labeled() else ' (unlabeled)'}.")
+                note = state.flash()  # the detected preprocessing: said now, not again after the next click
+                if note is not None:
+                    show_message(*note)
     elif source == "tensors":
         f = st.file_uploader("A .npy (first axis = samples) or .npz (one array per input, optional 'labels')",
                              key="tensor_upload", type=["npy", "npz"])
@@ -109,6 +112,12 @@ with st.container(border=True):
             with engine_errors("Making random data"):
                 actions.set_user_dataset(random_dataset(int(n_rand), seed=0), f"random ({n_rand})")
                 state.set_ui("random_applied", n_rand)
+
+
+def short_name(name: str, keep: int = 11) -> str:
+    """A file name for an 88 px caption: whole when short, else its start and end ("astro…009.jpg"), never broken
+    mid-word across lines."""
+    return name if len(name) <= keep else name[:4] + "…" + name[-(keep - 5):]
 
 
 def input_shapes_form() -> None:
@@ -190,8 +199,14 @@ c3.metric("Classes", len(ds.class_names) if ds.labeled() else "unlabeled", borde
 with c4:
     n = st.number_input("Samples used for evaluation", 1, max(1, len(ev_ds) if ev_ds is not None else 1),
                         max(1, min(int(settings["n"] or 1), len(ev_ds) if ev_ds is not None else 1)), key="data.n")
-    strat = st.toggle("Stratified by class", value=settings["stratify"], key="data.stratify",
-                      help="Keep the class balance when drawing the evaluation samples.")
+    labelled = ds.labeled() and ev_ds is not None and ev_ds.labeled()
+    if not labelled:  # no classes to balance: off, and said so
+        state.set_widget("data.stratify", False)
+    else:
+        state.ensure_widget("data.stratify", settings["stratify"])
+    strat = st.toggle("Stratified by class", key="data.stratify", disabled=not labelled,
+                      help="Keep the class balance when drawing the evaluation samples." if labelled else
+                      "Off: this data has no class labels (class sub-folders) to balance.")
     seed = st.number_input("Seed", 0, 2**31 - 1, settings["seed"], key="data.seed")
 state.set_data_settings(n, strat, seed)
 
@@ -202,7 +217,7 @@ if ds.kind == "images":
     with engine_errors("Reading the preview images"):
         imgs = [ds.load_preview(i) for i in idx]  # decoded reduced, never full-size
         caps = [ds.class_names[ds.samples[i].label] if ds.samples[i].label is not None and ds.class_names
-                else ds.samples[i].name for i in idx]
+                else short_name(ds.samples[i].name) for i in idx]
         st.image(imgs, caption=caps, width=88)
 
     st.markdown("#### Preprocessing")

@@ -61,9 +61,12 @@ def _row(r: Artifact) -> dict:
 def _search_row(search: TuneSearch) -> dict:
     """A tune search's one row: its recommended trial's figures (none: "–"), its trial count in the recipe cell."""
     rec = search.recommended
-    row = _row(rec) if rec is not None else {k: "–" for k in _row(search.trials[0])}
-    return {**row, "run": (rec or search.trials[0]).run_id, "time": search.started_at.replace("T", " ")[:16],
-            "recipe": search_recipe_text(search, actions.recipe_label(rec) if rec is not None else None),
+    row = _row(rec) if rec is not None else {k: None if isinstance(v, (int, float)) else "–"  # one type per column
+                                             for k, v in _row(search.trials[0]).items()}
+    # "search", not its trial's number: the trial keeps its own number in the list of trials below
+    return {**row, "run": "search", "time": search.started_at.replace("T", " ")[:16],
+            "recipe": search_recipe_text(search, actions.recipe_label(rec) if rec is not None else None,
+                                         rec.run_id if rec is not None else None),
             "random data": "⚠ yes" if any(t.random_data for t in search.trials) else ""}
 
 
@@ -73,7 +76,7 @@ for sha, group in groups.items():
     items = fold_tune_searches(group)
     searches = [i for i in items if isinstance(i, TuneSearch)]
     st.markdown(f"##### {md(titles[group[0].run_id])} · {len(items)} run{'s' if len(items) != 1 else ''}")
-    table = [_search_row(i) if isinstance(i, TuneSearch) else _row(i) for i in items]
+    table = [_search_row(i) if isinstance(i, TuneSearch) else {**_row(i), "run": str(i.run_id)} for i in items]
     # the hash and seconds are in the run's details below, "random data" only when it applies
     order = ["run", "time", "verdict", "recipe", "size", "vs source", "top-1", "agreement"]
     if any(row["task metric"] != "–" for row in table):  # a detector's F1, changed strings, cosine: not "–"
@@ -81,13 +84,16 @@ for sha, group in groups.items():
         order.append("task metric")
     if any(r.random_data for r in group):
         order.append("random data")
-    config = {"run": st.column_config.NumberColumn("run", width=45),
+    config = {"run": text("run", width=55, help="The run's number; \"search\": a tune search (its trials, each with "
+                                                "its number, are listed below the table)."),
               "time": text("time", width=125 if not searches else 115), "verdict": text("verdict", width=85),
               "recipe": text("recipe", width=230 if not searches else 270,
                              help="A tune search is one row: the trial it recommended (\"tune's pick of 6\": of "
                                   "6 trials), every trial in the list below the table."
                              if searches else None), "size": text("size", width=80),
-              "vs source": text("vs source", width=75), "top-1": text("top-1", width=60),
+              "vs source": text("size vs source", width=100, help="The result's file size as a share of its "
+                                                                   "source model's."),
+              "top-1": text("top-1", width=60),
               "agreement": text("agreement", width=80),
               "task metric": text("task metric", width=230,
                                   help="Where top-1 says nothing: a detector's F1 against the reference and its "
@@ -99,7 +105,8 @@ for sha, group in groups.items():
         with st.expander(f"Trials of the tune search started {search.started_at.replace('T', ' ')[:16]} ({n})"):
             st.dataframe([_row(t) for t in search.trials], hide_index=True, width="stretch",
                          key=f"history.trials.{sha[:16]}.{k}", column_order=order,
-                         column_config={**config, "recipe": text("recipe", width=230)})  # fits inside the expander
+                         column_config={**config, "recipe": text("recipe", width=230),  # fits inside the expander
+                                        "run": st.column_config.NumberColumn("run", width=45)})
 if unreadable:
     st.warning(f"{len(unreadable)} stored run{'s' if len(unreadable) != 1 else ''} cannot be read and "
                f"{'are' if len(unreadable) != 1 else 'is'} left out above:", icon=":material/warning:")

@@ -286,6 +286,7 @@ class EvalReport:
     calibration_overlap: int = 0  # evaluation samples that were also calibration samples
     input_shapes: dict[str, list[int]] = field(default_factory=dict)  # each input's shape as fed (one sample)
     parity: OptimizationParity | None = None  # the optimized result vs its unoptimized graph (None: not checked)
+    available_samples: int = 0  # the samples the evaluation data had (``n_samples`` were drawn from it; 0: unknown)
 
     def to_dict(self) -> dict:
         """``serial.to_plain`` of this report (SQNR of identical outputs is "inf")."""

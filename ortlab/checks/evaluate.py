@@ -234,7 +234,8 @@ def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: Prepr
         comparison.add(r_out, c_out, feed)
         reporter(ProgressEvent("verify", i + 1, total, f"sample {i + 1}/{total}"))
     report = comparison.report(random_data=ds.is_random, providers_ref=prov_ref, providers_cand=prov_cand,
-                               input_shapes=shapes)
+                               input_shapes=shapes,
+                               available_samples=0 if ds.is_random else dataset.population or len(dataset))
     acc = comparison.task
     if acc is None:
         return report

@@ -42,6 +42,7 @@ class Uncertainty:
     unit: str = "share"  # "share" (shown as %), "f1" (shown as 0.00) or "db"
     bar: float | None = None
     settle_samples: int | None = None
+    available: int = 0  # the samples the evaluation data has (0: not known): a count beyond it cannot be asked for
 
     @property
     def on_edge(self) -> bool:
@@ -70,8 +71,13 @@ class Uncertainty:
         if self.settle_samples is None:
             return head + ("; the figure sits on the bar (or within a hair of it), so more samples only tell which "
                            "side it falls on")
-        return (head + f"; judge on more samples: about {self.settle_samples:,} would settle it "
-                f"(--verify-samples {self.settle_samples}, from evaluation data with at least as many)")
+        head += f"; judge on more samples: about {self.settle_samples:,} would settle it"
+        if self.available and self.settle_samples > self.available:
+            return head + (f", more than the {self.available:,} samples the evaluation data has, so this data "
+                           "cannot settle it: give more evaluation data")
+        if self.available:
+            return head + f" (--verify-samples {self.settle_samples}; the evaluation data has {self.available:,})"
+        return head + f" (--verify-samples {self.settle_samples}, from evaluation data with at least as many)"
 
 
 def wilson(k: float, n: float, z: float = Z95) -> tuple[float, float]:
@@ -107,10 +113,12 @@ def _settle(n: float, clears: Callable[[float], bool]) -> float | None:
 def wilson_uncertainty(value: float, trials: float, n_samples: int, bars: Sequence[float], unit: str = "share",
                        what: str = "samples") -> Uncertainty:
     """The Wilson interval of a share ``value`` observed over ``trials`` (``n_samples`` samples gave them), and
-    whether it straddles one of ``bars``; the samples that would settle it keep the observed share and the
-    trials per sample."""
+    whether it straddles one of ``bars``; the samples that would settle it keep the observed share and the trials per sample. ``what``: the
+    trials' name ("samples"), or the whole evidence when it holds " in " ("23 reference and 21 candidate
+    detections in 64 samples")."""
     low, high = wilson(value * trials, trials)
-    method = f"Wilson, {n_samples} samples" if what == "samples" else f"Wilson, {trials:g} {what} in {n_samples} samples"
+    method = (f"Wilson, {n_samples} samples" if what == "samples" else f"Wilson, {what}" if " in " in what
+              else f"Wilson, {trials:g} {what} in {n_samples} samples")
     u = Uncertainty(low, high, method, unit)
     bar = _straddled(low, high, value, bars)
     if bar is None:

@@ -222,7 +222,10 @@ class _Figure:
     metric: str
     value: float | None
     text: str
-    uncertain: Callable[[], Uncertainty | None] | None = None  # its interval, computed when it decides
+    # its interval against the bars given (computed when it decides), the policy's bars for it (degraded, broken)
+    uncertain: Callable[[tuple[float, ...]], Uncertainty | None] | None = None
+    bars: tuple[float, ...] = ()
+    bare: str = ""  # its reason without the bar (see _verdict)
 
 
 def _db(x: float) -> str:
@@ -239,6 +242,7 @@ class _Findings:
         self.checked: list[tuple[str, _Figure]] = []
 
     def grade(self, value: float, degraded_above: float, broken_above: float, text: str, fig: _Figure) -> None:
+        fig.bare = text
         if value > broken_above:
             self.broken.append((f"{text} > {_pct(broken_above)}", fig))
         elif value > degraded_above:
@@ -246,15 +250,16 @@ class _Findings:
 
     def grade_low(self, value: float, degraded_below: float, broken_below: float, text: str, fig: _Figure,
                   fmt=_pct) -> None:
+        fig.bare = text
         if value < broken_below:
             self.broken.append((f"{text} < {fmt(broken_below)}", fig))
         elif value < degraded_below:
             self.degraded.append((f"{text} < {fmt(degraded_below)}", fig))
 
 
-def _share(value: float, trials: float, n: int, bars: tuple[float, ...], unit: str = "share",
-           what: str = "samples") -> Callable[[], Uncertainty | None]:
-    return lambda: wilson_uncertainty(value, trials, n, bars, unit, what)
+def _share(value: float, trials: float, n: int, unit: str = "share",
+           what: str = "samples") -> Callable[[tuple[float, ...]], Uncertainty | None]:
+    return lambda bars: wilson_uncertainty(value, trials, n, bars, unit, what)
 
 
 def _judge_boxes(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: int) -> None:
@@ -269,8 +274,10 @@ def _judge_boxes(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: int) -
                 f"{b.recall or 0:.2f}; {b.matched} of {b.ref_total} reference detections matched by class and "
                 f"IoU ≥ {b.match_iou:g}, {b.cand_total} found)")
         trials = (b.ref_total + b.cand_total) / 2  # matched pairs count once
-        fig = _Figure(f"{b.output}: detections F1 vs reference", f1, f"{f1:.2f}", _share(
-            f1, trials, n, (policy.min_det_f1, policy.broken_det_f1), "f1", "detections"))
+        evidence = (f"{b.ref_total} reference and {b.cand_total} candidate detection"
+                    f"{'s' if b.cand_total != 1 else ''} in {n} samples")
+        fig = _Figure(f"{b.output}: detections F1 vs reference", f1, f"{f1:.2f}", _share(f1, trials, n, "f1", evidence),
+                      (policy.min_det_f1, policy.broken_det_f1))
         f.grade_low(f1, policy.min_det_f1, policy.broken_det_f1, text, fig, fmt=lambda x: f"{x:g}")
         f.checked.append((f"{b.output}: detections F1 {f1:.2f}", fig))  # its groups' SQNR: _judge_tensors
 
@@ -282,7 +289,7 @@ def _judge_sequences(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: in
         text = (f"{q.output}: character error rate {_pct(q.cer)}; {q.changed}/{q.n_samples} decoded strings "
                 f"changed ({_pct(q.changed_fraction)})")
         fig = _Figure(f"{q.output}: decoded strings changed", q.changed_fraction, _pct(q.changed_fraction), _share(
-            q.changed_fraction, q.n_samples, q.n_samples, (policy.max_changed_strings, policy.broken_changed_strings)))
+            q.changed_fraction, q.n_samples, q.n_samples), (policy.max_changed_strings, policy.broken_changed_strings))
         f.grade(q.changed_fraction, policy.max_changed_strings, policy.broken_changed_strings, text, fig)
         f.checked.append((text, fig))
 
@@ -295,7 +302,7 @@ def _judge_flips(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: int) -
     conf, ties = c.confident_flips(policy.margin), c.near_tie_flips(policy.margin)
     rate = conf / max(1, c.n_samples)
     fig = _Figure(f"{c.output}: confident top-1 flips", rate, f"{conf}/{c.n_samples} ({_pct(rate)})", _share(
-        rate, c.n_samples, c.n_samples, (policy.max_confident_flips, policy.broken_confident_flips)))
+        rate, c.n_samples, c.n_samples), (policy.max_confident_flips, policy.broken_confident_flips))
     f.grade(rate, policy.max_confident_flips, policy.broken_confident_flips,
             f"{c.output}: {conf}/{c.n_samples} confident top-1 flips ({_pct(rate)})", fig)
     f.checked.append((f"{conf} confident top-1 flips, {ties} near-tie flips (reference softmax margin "
@@ -308,7 +315,7 @@ def _judge_embeddings(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: i
         if e.nn_agreement is not None:
             text = f"{e.output}: nearest-neighbour agreement {_pct(e.nn_agreement)}"
             fig = _Figure(f"{e.output}: nearest-neighbour agreement", e.nn_agreement, _pct(e.nn_agreement), _share(
-                e.nn_agreement, n, n, (policy.min_nn_agreement, policy.broken_nn_agreement)))
+                e.nn_agreement, n, n), (policy.min_nn_agreement, policy.broken_nn_agreement))
             f.grade_low(e.nn_agreement, policy.min_nn_agreement, policy.broken_nn_agreement, text, fig)
             ties = (f" ({e.nn_near_ties} near-tie change{'s' * (e.nn_near_ties > 1)} not counted: within "
                     f"{e.nn_near_tie:g} cosine in the float model)" if e.nn_near_ties else "")
@@ -320,15 +327,15 @@ def _judge_embeddings(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: i
             f.checked.append((f"{e.output}: cosine min {e.min_cosine:.3f}", fig))
 
 
-def _crossings(d: DenseMapMetrics, bars: tuple[float, ...]) -> Callable[[], Uncertainty | None]:
-    return lambda: share_uncertainty(d.crossing_fraction, d.sample_crossing, d.sample_elements, bars)
+def _crossings(d: DenseMapMetrics) -> Callable[[tuple[float, ...]], Uncertainty | None]:
+    return lambda bars: share_uncertainty(d.crossing_fraction, d.sample_crossing, d.sample_elements, bars)
 
 
 def _judge_crossings(tm: TaskMetrics, policy: VerdictPolicy, f: _Findings, n: int) -> None:
     """Dense maps: the share of elements crossing the decision threshold."""
     for d in tm.dense_maps:
         fig = _Figure(f"{d.output}: elements crossing {d.threshold:g}", d.crossing_fraction,
-                      _pct(d.crossing_fraction), _crossings(d, (policy.max_crossing, policy.broken_crossing)))
+                      _pct(d.crossing_fraction), _crossings(d), (policy.max_crossing, policy.broken_crossing))
         f.grade(d.crossing_fraction, policy.max_crossing, policy.broken_crossing,
                 f"{d.output}: {_pct(d.crossing_fraction)} of elements cross the {d.threshold:g} threshold", fig)
         f.checked.append((f"{d.output}: {_pct(d.crossing_fraction)} threshold crossings", fig))
@@ -349,8 +356,8 @@ _TASK_JUDGEMENTS = (_judge_boxes, _judge_sequences, _judge_flips, _judge_embeddi
 
 
 def _sqnr_figure(o: OutputError, policy: VerdictPolicy) -> _Figure:
-    return _Figure(f"{o.name}: SQNR", o.sqnr_db, _db(o.sqnr_db), lambda: sqnr_uncertainty(
-        o.sqnr_db, o.sample_signal, o.sample_noise, (policy.min_sqnr_db,)))
+    return _Figure(f"{o.name}: SQNR", o.sqnr_db, _db(o.sqnr_db), lambda bars: sqnr_uncertainty(
+        o.sqnr_db, o.sample_signal, o.sample_noise, bars), (policy.min_sqnr_db,))
 
 
 def _groups(tm: TaskMetrics | None) -> list[tuple[str, float]]:
@@ -415,10 +422,29 @@ def _caveats(report: EvalReport) -> list[str]:
     return caveats
 
 
-def _verdict(level: Level, reasons: list[str], fig: _Figure | None) -> Verdict:
+def _one_bar(level: Level, reasons: list[str], fig: _Figure) -> tuple[list[str], Uncertainty | None]:
+    """The deciding figure's interval and the bar it reaches across (the one nearest the figure: the last to be
+    settled); when that is not the bar the figure's reason names (the broken bar for broken, else the degraded bar),
+    the reason loses its bar, so that the verdict names one bar ("F1 0.85 < 0.95" beside "reaches across the 0.8
+    bar" read as two rules)."""
+    if fig.uncertain is None:
+        return reasons, None
+    u = fig.uncertain(fig.bars)
+    if u is None or u.bar is None or not fig.bars or not fig.bare:
+        return reasons, u
+    named = fig.bars[-1] if level == Level.BROKEN else fig.bars[0]
+    if u.bar != named:
+        reasons = [fig.bare if r.startswith(fig.bare) else r for r in reasons]
+    return reasons, u
+
+
+def _verdict(level: Level, reasons: list[str], fig: _Figure | None, available: int = 0) -> Verdict:
     if fig is None:
         return Verdict(level, reasons)
-    return Verdict(level, reasons, fig.metric, fig.value, fig.text, fig.uncertain() if fig.uncertain else None)
+    reasons, u = _one_bar(level, reasons, fig)
+    if u is not None:
+        u.available = available
+    return Verdict(level, reasons, fig.metric, fig.value, fig.text, u)
 
 
 def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
@@ -439,15 +465,16 @@ def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
     caveats = _caveats(report)
     padding = [o.padding_note for o in floats if o.padding_note]  # per-token outputs judged on real tokens only
     headline = f.checked[0][1] if f.checked else None  # the task's own figure when there is one
+    available = report.available_samples
     if f.broken:
         return _verdict(Level.BROKEN, [r for r, _ in f.broken + f.degraded] + caveats + sparse + padding,
-                        f.broken[0][1])
+                        f.broken[0][1], available)
     if f.degraded or caveats:
         return _verdict(Level.DEGRADED, [r for r, _ in f.degraded] + caveats + unjudged + sparse + padding,
-                        f.degraded[0][1] if f.degraded else headline)
+                        f.degraded[0][1] if f.degraded else headline, available)
     if unjudged:
         return Verdict(Level.UNKNOWN, unjudged + ["other checks passed: " + "; ".join(
             [r for r, _ in f.checked] + background)] + padding, "reference map finds nothing", None, "cannot judge")
     task = f"{tm.task.value} " if tm is not None else ""
     return _verdict(Level.OK, [f"{task}checks passed on {report.n_samples} samples: " + "; ".join(
-        [r for r, _ in f.checked] + background)] + padding, headline)
+        [r for r, _ in f.checked] + background)] + padding, headline, available)

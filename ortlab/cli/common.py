@@ -386,13 +386,15 @@ def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None, 
 
     overrides = given_values(PreprocessConfig, ns)
     try:
-        inputs = (info or inspect_model(model_path)).inputs if sample is None else ()
+        model = (info or inspect_model(model_path)) if sample is None else None
+        inputs = model.inputs if model is not None else ()
         shapes = shapes_from_args(ns)
         if "size" not in overrides and len(inputs) == 1 and inputs[0].name in shapes:
             hw = _size_from_shape(shapes[inputs[0].name])
             if hw is not None:
                 overrides["size"] = hw
-        resolved = api.explain_preprocess(inputs, sample, overrides=overrides, preset=getattr(ns, "preset", None))
+        resolved = api.explain_preprocess(model if model is not None else inputs, sample, overrides=overrides,
+                                          preset=getattr(ns, "preset", None))  # the outputs: the YOLO preset's size
     except DataError as exc:
         raise UsageError(exc.message) from None
     if resolved is None:

@@ -51,6 +51,7 @@ class Dataset:
     _texts: list[str] = field(default_factory=list, repr=False)
     _tokenizer_json: str = field(default="", repr=False)
     _encoded: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+    population: int = 0  # the samples of the dataset this one is a subset of (0: not a subset)
 
     def labeled(self) -> bool:
         """True when every sample has a label."""
@@ -61,7 +62,7 @@ class Dataset:
 
     def subset(self, indices: Sequence[int]) -> Dataset:
         """A dataset with the samples at ``indices`` (sharing the loaded bytes/tensors)."""
-        return replace(self, samples=[self.samples[i] for i in indices])
+        return replace(self, samples=[self.samples[i] for i in indices], population=self.population or len(self))
 
     def load_image(self, i: int, max_side: int | None = None) -> Image.Image:
         """Open sample ``i`` as a PIL image (images only). Its size is checked from the header before it is

@@ -3,6 +3,8 @@ for, and the one policy that decides which preprocessing a run uses (:func:`reso
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from collections.abc import Sequence
@@ -58,6 +60,9 @@ def detect_preprocess(model_input: TensorInfo) -> PreprocessConfig:
     )
 
 
+LETTERBOX_PAD = 114  # the grey Ultralytics' LetterBox pads with (0..255, before scaling)
+
+
 def _resize(img: Image.Image, cfg: PreprocessConfig) -> Image.Image:
     h, w = cfg.size
     if cfg.resize_mode == ResizeMode.STRETCH:
@@ -70,9 +75,9 @@ def _resize(img: Image.Image, cfg: PreprocessConfig) -> Image.Image:
         img = img.resize((nw, nh), Image.Resampling.BILINEAR)
         left, top = (nw - w) // 2, (nh - h) // 2
         return img.crop((left, top, left + w, top + h))
-    scale = min(w / iw, h / ih)  # letterbox: fit inside, pad with zeros
+    scale = min(w / iw, h / ih)  # letterbox: fit inside, pad with grey 114 as YOLO exporters' letterbox does
     nw, nh = max(1, round(iw * scale)), max(1, round(ih * scale))
-    canvas = Image.new(img.mode, (w, h))
+    canvas = Image.new(img.mode, (w, h), LETTERBOX_PAD if img.mode == "L" else (LETTERBOX_PAD,) * 3)
     canvas.paste(img.resize((nw, nh), Image.Resampling.BILINEAR), ((w - nw) // 2, (h - nh) // 2))
     return canvas
 
@@ -155,28 +160,52 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
 )}
 
 
+def yolo_size(anchors: int) -> int | None:
+    """The square input size whose stride 8/16/32 grids hold ``anchors`` cells (8400 → 640, 2100 → 320: S²·21/1024),
+    when it is a multiple of 32; else None."""
+    side = math.isqrt(anchors * 1024 // 21) if anchors > 0 else 0
+    return side if side and side % 32 == 0 and side * side * 21 == anchors * 1024 else None
+
+
+def _yolo_output(outputs: Sequence[TensorInfo]) -> tuple[TensorInfo, int] | None:
+    """The output of anchors × (4 box + class) channels ([1, 84, 8400], [1, 8400, 8]) and its anchor count."""
+    for out in outputs:
+        dims = [_static(d) for d in tuple(out.shape)[1:]]
+        if len(dims) == 2 and None not in dims:
+            small, big = sorted(d for d in dims if d is not None)
+            if 5 <= small <= 400 and big >= 1000:
+                return out, big
+    return None
+
+
 def suggest_preset(model_inputs: Sequence[TensorInfo] | Any, model_outputs: Sequence[TensorInfo] = ()
                    ) -> tuple[str, str] | None:
-    """The preset a model's shapes point to, with why, or None: a square 3-channel image input of a fixed size
-    that is a multiple of 32 (1×3×640×640, 320) and a rank-3 output of anchors × (4 box + class) channels
-    ([1, 84, 8400], [1, 8400, 8]) are an Ultralytics YOLO detector's. Only offered, never applied."""
+    """The preset a model's shapes point to, with why, or None: a 3-channel image input, square of a fixed size
+    that is a multiple of 32 (1×3×640×640, 320) or with its height and width open, and a rank-3 output of anchors ×
+    (4 box + class) channels ([1, 84, 8400], [1, 8400, 8]) are an Ultralytics YOLO detector's (an open input only
+    when the anchors fit the stride 8/16/32 grids of one size: 2100 → 320). Only offered, never applied."""
     inputs = list(getattr(model_inputs, "inputs", model_inputs) or ())
     outputs = list(getattr(model_inputs, "outputs", model_outputs) or ())
     if len(inputs) != 1 or len(inputs[0].shape) != 4:
         return None
     shape = tuple(inputs[0].shape)
     c, h, w = (_static(d) for d in shape[1:])
-    if c != 3 or h is None or h != w or h % 32:
+    found = _yolo_output(outputs)
+    if c != 3 or found is None:
         return None
-    for out in outputs:
-        dims = [_static(d) for d in tuple(out.shape)[1:]]
-        if len(dims) == 2 and None not in dims:
-            small, big = sorted(d for d in dims if d is not None)
-            if 5 <= small <= 400 and big >= 1000:
-                return "yolo", (f"input '{inputs[0].name}' {_shape_str(shape)} and output '{out.name}' "
-                                f"{_shape_str(tuple(out.shape))} (anchors × 4 box + class channels) look like an "
-                                "Ultralytics YOLO detector")
-    return None
+    out, anchors = found
+    if h is None and w is None:
+        size = yolo_size(anchors)
+        if size is None:
+            return None
+        return "yolo", (f"input '{inputs[0].name}' {_shape_str(shape)} and output '{out.name}' "
+                        f"{_shape_str(tuple(out.shape))} (anchors × 4 box + class channels) look like an Ultralytics "
+                        f"YOLO detector; its {anchors} anchors are the grids of a {size}×{size} input")
+    if h is None or h != w or h % 32:
+        return None
+    return "yolo", (f"input '{inputs[0].name}' {_shape_str(shape)} and output '{out.name}' "
+                    f"{_shape_str(tuple(out.shape))} (anchors × 4 box + class channels) look like an "
+                    "Ultralytics YOLO detector")
 
 
 @dataclass
@@ -225,14 +254,23 @@ def _detected_sources(base: PreprocessConfig, shape: tuple[Any, ...]) -> tuple[d
     return sources, not fixed_hw
 
 
-def _apply_preset(p: Preset, merged: dict[str, Any], sources: dict[str, str], open_size: bool) -> None:
-    """Sets ``p``'s values (and height) in ``merged``, each with its source."""
+def _apply_preset(p: Preset, merged: dict[str, Any], sources: dict[str, str], open_size: bool,
+                  outputs: Sequence[TensorInfo] = ()) -> bool:
+    """Sets ``p``'s values (and height) in ``merged``, each with its source; the YOLO preset on an open input sets
+    the size its output's anchors fit. Returns whether the size is still open."""
     for k, v in p.values.items():
         merged[k] = list(v) if isinstance(v, tuple) else v
         sources[k] = f"preset {p.name}"
     if p.height is not None:
         merged["size"] = [p.height, merged["size"][1]]
         sources["size"] = f"preset {p.name} (height)" + ("" if not open_size else ", width open")
+    found = _yolo_output(outputs) if p.name == "yolo" and open_size else None
+    size = yolo_size(found[1]) if found is not None else None
+    if found is not None and size is not None:
+        merged["size"] = [size, size]
+        sources["size"] = f"preset {p.name}: the {found[1]} anchors of '{found[0].name}'"
+        return False
+    return open_size
 
 
 def explain_preprocess(model_inputs: Sequence[TensorInfo] | Any, sample: Any = None,
@@ -267,7 +305,8 @@ def explain_preprocess(model_inputs: Sequence[TensorInfo] | Any, sample: Any = N
     if base is None:
         sources = dict.fromkeys(FIELDS, DEFAULT)
     if preset is not None:
-        _apply_preset(PRESETS[preset], merged, sources, open_size)
+        open_size = _apply_preset(PRESETS[preset], merged, sources, open_size,
+                                  list(getattr(model_inputs, "outputs", ()) or ()))
     for k, v in overrides.items():
         merged[k] = list(v) if isinstance(v, (list, tuple)) else v
         sources[k] = FLAGS

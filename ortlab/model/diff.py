@@ -31,8 +31,10 @@ class GraphDiff:
     fusions: list[str]
     notes: list[str] = field(default_factory=list)
     # The one count of the changes every view shows (see :func:`change_counts`): removed, added, changed,
-    # unchanged, and within them fused (removed nodes folded into a fused one), fused_into (the nodes that
-    # replaced them) and quantized (added quantization nodes: Q/DQ, QLinear*, *Integer).
+    # unchanged, and within them fused (removed nodes folded into another one), fused_into (the nodes of the after
+    # graph drawn "fused": they replaced removed ones, or a fused op took a node's place under its name),
+    # quantized (the after graph's quantization nodes, Q/DQ, QLinear*, *Integer, added or in place of the float
+    # node of the same name) and retyped (matched nodes with a new op: the same name and role, e.g. Conv → QLinearConv).
     counts: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -92,6 +94,26 @@ class _Graph:
         return prod, cons
 
 
+# the suffixes ONNX Runtime's quantizer and its QDQ fusions append to the tensor a quantized tensor stands for
+_QUANT_SUFFIXES = ("_QuantizeLinear_Output", "_DequantizeLinear_Output", "_quantized", "_dequantized", "_q_to_dq",
+                   "_post_dq", "_output_quantized")
+
+
+def quantized_tensor_base(t: str) -> str:
+    """``t`` without the suffixes ONNX Runtime's quantizer appends (``X_QuantizeLinear_Output`` → ``X``)."""
+    changed = True
+    while changed:
+        changed = False
+        for suffix in _QUANT_SUFFIXES:
+            if t.endswith(suffix) and len(t) > len(suffix):
+                t, changed = t[: -len(suffix)], True
+    return t
+
+
+def _bases(tensors) -> tuple[str, ...]:
+    return tuple(quantized_tensor_base(t) for t in tensors)
+
+
 def _load(path) -> onnx.ModelProto:
     # big weights' values are never compared (only dims, and the values of tensors of <= 4,096 elements)
     return load_model(Path(path), check=False, load_external=False, weights=False)
@@ -105,6 +127,26 @@ def _init_bytes(graph: onnx.GraphProto) -> dict[str, int]:
 
 
 # -- matching -----------------------------------------------------------------------------------------
+
+def role(op_type: str) -> str:
+    """The float op a node stands for: ONNX Runtime keeps a node's name when it quantizes or fuses it and only
+    changes its op (``Conv`` → ``QLinearConv``, ``ConvInteger``, ``com.microsoft::FusedConv``, ``nchwc`` Conv;
+    ``MatMul`` → ``QLinearMatMul``, ``MatMulInteger``, ``MatMulIntegerToFloat``, ``DynamicQuantizeMatMul``,
+    ``FusedMatMul``; ``Gemm`` → ``QGemm``; ``Add`` → ``QLinearAdd``; ``Sigmoid`` → ``QLinearSigmoid``, ...)."""
+    op = op_type
+    for prefix in ("QLinear", "DynamicQuantize", "Fused", "QOrdered"):
+        if op.startswith(prefix) and len(op) > len(prefix):
+            op = op[len(prefix):]
+            break
+    else:
+        if len(op) > 1 and op[0] == "Q" and op[1].isupper():  # QGemm, QAttention (not QuantizeLinear)
+            op = op[1:]
+    for suffix in ("IntegerToFloat", "Integer", "NBits"):
+        if op.endswith(suffix) and len(op) > len(suffix):
+            op = op[: -len(suffix)]
+            break
+    return op
+
 
 def _match(b: _Graph, a: _Graph) -> dict[int, int]:
     """before index → after index, by unique name first, then by structure."""
@@ -124,6 +166,13 @@ def _match(b: _Graph, a: _Graph) -> dict[int, int]:
 
     keyfs = [
         lambda g, i: (g.nodes[i].name, g.key(i)) if g.nodes[i].name else None,
+        # the same name and role: a node quantized or fused in place (Conv → QLinearConv keeps the Conv's name)
+        lambda g, i: (g.nodes[i].name, role(g.nodes[i].op_type)) if g.nodes[i].name else None,
+        # unnamed nodes: the same op on the same tensors once the quantizer's suffixes are stripped
+        # (Reshape(c) → r is Reshape(c_QuantizeLinear_Output) → r_QuantizeLinear_Output), or the same role writing
+        # the same tensor (Conv → c is QLinearConv → c_QuantizeLinear_Output)
+        lambda g, i: (g.key(i), _bases(g.nodes[i].input), _bases(g.nodes[i].output)),
+        lambda g, i: (role(g.nodes[i].op_type), _bases(g.nodes[i].output)) if g.nodes[i].output else None,
         lambda g, i: (g.key(i), tuple(g.nodes[i].input), tuple(g.nodes[i].output)),
         lambda g, i: (g.key(i), tuple(g.nodes[i].output)),
         lambda g, i: (g.key(i), tuple(g.nodes[i].input)),
@@ -155,6 +204,8 @@ def _match(b: _Graph, a: _Graph) -> dict[int, int]:
 
 def _changes(nb: onnx.NodeProto, na: onnx.NodeProto) -> list[str]:
     out = []
+    if (_dom(nb), nb.op_type) != (_dom(na), na.op_type):
+        out.append("op_type")
     if nb.name != na.name:
         out.append("name")
     if list(nb.input) != list(na.input):
@@ -206,8 +257,16 @@ class _Tracer:
                         if ta and tb and ta != tb and ta not in known:
                             self.alias.setdefault(ta, tb)
         self.claimed: set[int] = set()
+        self.known = known
 
     def before_name(self, t: str) -> str:
+        """The before-graph tensor ``t`` stands for: itself, the tensor ONNX Runtime's quantizer named it after
+        (``X_QuantizeLinear_Output`` is ``X`` quantized), else the tensor of a matched node at the same place."""
+        if t in self.known:
+            return t
+        stripped = quantized_tensor_base(t)
+        if stripped in self.known:
+            return stripped
         return self.alias.get(t, t)
 
     def boundary(self, t: str) -> str | None:
@@ -302,6 +361,12 @@ def _fusions(b: _Graph, a: _Graph, pairs: dict[int, int], removed: list[int], ad
             if covers is not None:
                 covers.update(_replacements(b, a, [i for i in cov if i in tracer.removed], comp))
             lines[label(cov, comp)] += 1
+    # a node quantized or fused in place (the same name, a new op) that replaced nothing else
+    for j in changed:
+        i = tracer.rev[j]
+        if j not in explained and b.key(i) != a.key(j):
+            lines[f"{b.nodes[i].op_type} → {_short(*a.key(j))}"] += 1
+    lines.update(_folded_into_quantize(b, a, tracer, removed, qdq, covers))
     out = [f"{k} ×{n}" for k, n in sorted(lines.items(), key=lambda kv: (-kv[1], kv[0]))]
     if qdq:
         out += _qdq_lines(a, qdq)
@@ -312,6 +377,24 @@ def _fusions(b: _Graph, a: _Graph, pairs: dict[int, int], removed: list[int], ad
     for k, n in sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0])):
         out.append(f"{k} removed ×{n}")
     return out
+
+
+def _folded_into_quantize(b: _Graph, a: _Graph, tracer: _Tracer, removed: list[int], qdq: list[int],
+                          covers: dict[int, int] | None) -> Counter[str]:
+    """A Relu or Clip the quantizer dropped (the QuantizeLinear of its output clips to its range): claimed, linked
+    to that QuantizeLinear in ``covers``, counted by op."""
+    q_of = {quantized_tensor_base(t): j for j in qdq if a.nodes[j].op_type == "QuantizeLinear"
+            for t in a.nodes[j].output}
+    lines: Counter[str] = Counter()
+    for i in removed:
+        hit = [q_of[t] for t in b.nodes[i].output if t in q_of]
+        if i in tracer.claimed or not hit:
+            continue
+        tracer.claimed.add(i)
+        if covers is not None:
+            covers[i] = hit[0]
+        lines[f"{b.nodes[i].op_type} folded into the QuantizeLinear of its output"] += 1
+    return lines
 
 
 def _qdq_lines(a: _Graph, qdq: list[int]) -> list[str]:
@@ -425,7 +508,7 @@ def graph_diff(before_path, after_path) -> GraphDiff:
         initializer_bytes_after=_init_bytes(after.graph),
         fusions=fusions,
         notes=notes,
-        counts=change_counts(a, pairs, removed, added, changed, covers),
+        counts=change_counts(b, a, pairs, removed, added, changed, covers),
     )
 
 
@@ -441,31 +524,37 @@ def is_quantization_op(op_type: str) -> bool:
         or op_type.startswith("QAttention") or op_type.startswith("QOrdered")
 
 
-def _kinds(a: _Graph, pairs: dict[int, int], removed: list[int], added: list[int], changed: list[int],
+def _kinds(b: _Graph, a: _Graph, pairs: dict[int, int], removed: list[int], added: list[int], changed: list[int],
            covers: dict[int, int]) -> tuple[dict[int, str], dict[int, str]]:
     """The change kind of every node: (before index → kind of removed nodes, after index → kind).
 
     Removed nodes are "fused" (folded into a node that replaced them) or "removed"; added nodes are "quantized"
     (a quantization op), "fused" (a node that replaced removed ones) or "added"; matched ones "changed" or
-    "unchanged"."""
+    "unchanged", except a node whose op changed under the same name: "quantized" (QLinearConv in place of Conv) or
+    "fused" (FusedConv in place of Conv)."""
     fused_into = set(covers.values())
     before = {i: "fused" if i in covers else "removed" for i in removed}
     after: dict[int, str] = {}
     set_changed = set(changed)
     for j in range(len(a.nodes)):
         after[j] = "changed" if j in set_changed else "unchanged"
+    for i, j in pairs.items():  # quantized or fused in place: the same name, a new op
+        if a.key(j) != b.key(i):
+            after[j] = ("quantized" if is_quantization_op(a.nodes[j].op_type)
+                        else "fused" if j in fused_into or a.nodes[j].op_type.startswith("Fused") else "changed")
     for j in added:
         after[j] = ("quantized" if is_quantization_op(a.nodes[j].op_type)
                     else "fused" if j in fused_into else "added")
     return before, after
 
 
-def change_counts(a: _Graph, pairs: dict[int, int], removed: list[int], added: list[int], changed: list[int],
+def change_counts(b: _Graph, a: _Graph, pairs: dict[int, int], removed: list[int], added: list[int], changed: list[int],
                   covers: dict[int, int]) -> dict[str, int]:
     """The one count of the changes (``GraphDiff.counts``, also in ``graph_description``'s "counts")."""
-    kb, ka = _kinds(a, pairs, removed, added, changed, covers)
+    kb, ka = _kinds(b, a, pairs, removed, added, changed, covers)
     return {"removed": len(removed), "added": len(added), "changed": len(changed),
             "unchanged": len(pairs) - len(changed),
             "fused": sum(1 for k in kb.values() if k == "fused"),
-            "fused_into": sum(1 for j in added if ka[j] == "fused"),
-            "quantized": sum(1 for j in added if ka[j] == "quantized")}
+            "fused_into": sum(1 for k in ka.values() if k == "fused"),
+            "quantized": sum(1 for k in ka.values() if k == "quantized"),
+            "retyped": sum(1 for i, j in pairs.items() if b.key(i) != a.key(j))}

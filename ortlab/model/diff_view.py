@@ -184,14 +184,19 @@ def _inherit_scopes(g: _Graph, scopes: list[list[str]]) -> None:
                 scopes[i] = list(scopes[prods[0]])
 
 
-def _scopes(b: _Graph, a: _Graph, covers: dict[int, int]) -> tuple[list[list[str]], list[list[str]]]:
-    """Each node's name scope in the before and the after graph: a fused node's where the nodes it replaced were,
-    a rewritten node's by its name, else inherited from its neighbours."""
+def _scopes(b: _Graph, a: _Graph, covers: dict[int, int], pairs: dict[int, int]
+            ) -> tuple[list[list[str]], list[list[str]]]:
+    """Each node's name scope in the before and the after graph: a new fused node's where the nodes it replaced
+    were, a rewritten node's by its name (a QLinearConv is where its Conv was), else inherited from its
+    neighbours."""
     scopes_a = [_scope(n) for n in a.nodes]
     scopes_b = [_scope(n) for n in b.nodes]
     fused_scope: dict[int, list[str]] = {}
+    matched = set(pairs.values())  # a node that kept its name keeps its scope (found by name below)
     for i, j in covers.items():  # a fused node belongs where the nodes it replaced were
-        common = scopes_b[i] if not scopes_a[j] or j not in fused_scope else fused_scope[j]
+        if j in matched:
+            continue
+        common = fused_scope.get(j, scopes_b[i])
         n = 0
         while n < min(len(common), len(scopes_b[i])) and common[n] == scopes_b[i][n]:
             n += 1
@@ -215,7 +220,9 @@ def graph_description(before_path, after_path) -> dict:
     "affinity": {removed id: after id}, "counts": GraphDiff.counts}``: the after graph (ids ``a<j>``) plus the
     removed nodes (``b<i>``), and the data edges between them (``edges``: merged; ``edges_before``: the before
     graph, a matched node under its after id; ``edges_after``: the after graph). A matched node also has
-    before_scope and before_order, a removed node before_order: where it sits in the before graph.
+    before_scope and before_order, a removed node before_order: where it sits in the before graph; a matched node
+    whose op changed (Conv quantized to QLinearConv under its name) also before_op_type, before_label and
+    before_domain.
     Each node has id, label, name, op_type, domain, key (``op_key``), status
     (removed/added/changed/unchanged), kind (removed/fused/quantized/added/changed/unchanged: the colour),
     weight_only, scope (name-scope parts), order (position in the after graph's node order; removed nodes sit
@@ -228,12 +235,12 @@ def graph_description(before_path, after_path) -> dict:
     b, a, pairs, removed, added, changed = _diff_parts(before, after)
     covers: dict[int, int] = {}
     _fusions(b, a, pairs, removed, added, changed, covers)
-    kinds_b, kinds_a = _kinds(a, pairs, removed, added, changed, covers)
+    kinds_b, kinds_a = _kinds(b, a, pairs, removed, added, changed, covers)
     wb, wa = _weight_only(b), _weight_only(a)
     set_added, set_changed = set(added), set(changed)
     shapes_b, shapes_a = _value_infos(before), _value_infos(after)
     values_b, values_a = _small_values(before), _small_values(after)
-    scopes_b, scopes_a = _scopes(b, a, covers)
+    scopes_b, scopes_a = _scopes(b, a, covers, pairs)
     rev = {j: i for i, j in pairs.items()}
 
     def io(names, shapes: dict[str, str]) -> list[list[str]]:
@@ -255,6 +262,9 @@ def graph_description(before_path, after_path) -> dict:
         if j in rev:
             nb = b.nodes[rev[j]]
             d["matched"] = nb.name
+            if (_dom(nb), nb.op_type) != (_dom(n), n.op_type):  # quantized or fused in place: the op it was
+                d["before_op_type"], d["before_label"] = nb.op_type, _short(_dom(nb), nb.op_type)
+                d["before_domain"] = _dom(nb)
             d["before_scope"], d["before_order"] = scopes_b[rev[j]], float(rev[j])
             if status == "changed":
                 d["changes"] = _changes(nb, n)
@@ -289,7 +299,7 @@ def graph_description(before_path, after_path) -> dict:
     return {"nodes": nodes, "edges": listed(edges), "edges_before": listed(edges_before),
             "edges_after": listed(edges_after),
             "affinity": {f"b{i}": f"a{j}" for i, j in covers.items()},
-            "counts": change_counts(a, pairs, removed, added, changed, covers)}
+            "counts": change_counts(b, a, pairs, removed, added, changed, covers)}
 
 
 def _weight_only(g: _Graph) -> list[bool]:

@@ -360,7 +360,7 @@ class PreprocessConfig:
     resize_mode: ResizeMode = setting(
         ResizeMode.STRETCH,
         "stretch: resize to size; center_crop: resize the short side to size×256/224 then crop the centre; "
-        "letterbox: fit inside and pad with zeros.", label="Resize mode",
+        "letterbox: fit inside and pad with grey (114, as YOLO exporters do).", label="Resize mode",
     )
     layout: Layout = setting(Layout.NCHW, "Tensor layout (detected from the model input).", label="Layout")
     channels: int = setting(3, "1 = grayscale, 3 = colour.", label="Channels", min=1, max=3, step=2)

@@ -31,6 +31,14 @@ FRAME_JS = """() => { const box = id => { const r = document.getElementById(id).
             legend: box('legend'), fit: box('fit'), tools: box('tools')}; }"""
 
 
+# each pane's box and the canvases its drawing is made of, in frame pixels
+CANVAS_JS = """() => Object.fromEntries(['before', 'after'].map(side => {
+    const rect = e => { const r = e.getBoundingClientRect();
+        return {left: r.left, top: r.top, right: r.right, bottom: r.bottom}; };
+    const box = document.getElementById('cy-' + side);
+    return [side, {box: rect(box), canvases: [...box.querySelectorAll('canvas')].map(rect)}]; }))"""
+
+
 def test_compare_on_a_phone_reaches_the_graph_diff_with_readable_panes(demo):
     page, shots = demo
     page.set_viewport_size(PHONE)
@@ -64,6 +72,14 @@ def test_compare_on_a_phone_reaches_the_graph_diff_with_readable_panes(demo):
             assert got[side]["height"] >= 300 and got[side]["width"] >= 300, got
         assert outer["x"] + got["fit"]["right"] <= PHONE["width"], got  # Fit on the screen
         assert got["legend"]["height"] <= 0.15 * got["frame"]["height"], got
+        # issue 38 (6): no pane's drawing crosses its box (each drew ~42 px taller, over the "After:" title and
+        # the node panel below)
+        drawn = frame.evaluate(CANVAS_JS)
+        for side in ("before", "after"):
+            box, canvases = drawn[side]["box"], drawn[side]["canvases"]
+            assert canvases and all(c["top"] >= box["top"] - 1 and c["bottom"] <= box["bottom"] + 1
+                                    and c["left"] >= box["left"] - 1 and c["right"] <= box["right"] + 1
+                                    for c in canvases), (side, drawn)
         search = page.locator(".st-key-compare-focus input").bounding_box()
         assert search and search["x"] >= 0 and search["x"] + search["width"] <= PHONE["width"], search
     finally:

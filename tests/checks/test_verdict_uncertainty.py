@@ -58,7 +58,8 @@ def test_a_figure_exactly_at_a_bar_on_few_samples_is_on_the_edge():
     assert v.edge.startswith("on the edge: the 95% interval 0.9%–23.6%")
     assert "5% bar" in v.edge and "sits on the bar" in v.edge  # no sample count moves a figure off its bar
     assert v.uncertainty.settle_samples is None
-    assert "on the edge" in v.headline and v.reasons == ["logits: 1/20 confident top-1 flips (5.0%) > 1.0%"]
+    # one bar in the verdict: the edge's 5%, not also the 1% bar the figure is degraded by
+    assert "on the edge" in v.headline and v.reasons == ["logits: 1/20 confident top-1 flips (5.0%)"]
 
 
 def test_near_a_bar_the_edge_says_how_many_samples_would_settle_it():
@@ -192,3 +193,30 @@ def test_the_bootstrap_without_numpy_agrees_with_the_one_with_it(monkeypatch):
 def test_a_broken_outputs_sqnr_is_said_before_its_cosine_as_before():
     v = judge(EvalReport(4, [OutputError("maps", 1.0, 0.5, 0.871, -1.7)]))
     assert v.reasons == ["maps: SQNR -1.7 dB < 10 dB", "maps: cosine 0.871 < 0.9"]
+
+
+def test_a_detector_verdict_names_one_bar_its_evidence_and_a_sample_count_the_data_has():
+    """Issue 38 (4): F1 0.86 is degraded (< 0.95) but its interval (0.74–0.93) reaches across the 0.8 broken bar
+    only: the verdict names that one bar, says the detections and samples it rests on, and never asks for more
+    samples than the evaluation data has."""
+    report = _detector(43, 50, 50, 25.0, n=13)  # 43 of 50 reference detections matched: F1 0.86
+    v = judge(report)
+    assert v.level == Level.DEGRADED and v.uncertainty is not None and v.uncertainty.bar == 0.8
+    assert not any("0.95" in r for r in v.reasons) and "0.95" not in v.edge  # one bar: 0.8
+    assert v.reasons[0].startswith("output0: detections F1 0.86 vs the reference")
+    assert "the 0.8 bar" in v.edge
+    assert v.uncertainty.method == "Wilson, 50 reference and 50 candidate detections in 13 samples"
+    need = v.uncertainty.settle_samples
+    assert need is not None and need > 13
+    report.available_samples = need - 1  # the data has fewer samples than would settle it
+    short = judge(report)
+    assert "--verify-samples" not in short.edge and f"more than the {need - 1:,} samples" in short.edge
+    assert "cannot settle it" in short.edge
+    report.available_samples = need + 100
+    enough = judge(report)
+    assert f"--verify-samples {need};" in enough.edge and f"the evaluation data has {need + 100:,}" in enough.edge
+    # a degraded figure whose interval reaches across its own bar keeps that bar in its reason
+    own = judge(_detector(35, 40, 40, 25.0, n=13))  # F1 0.875, interval 0.74–0.95: nearest bar 0.8 again
+    assert own.uncertainty is not None
+    edge_bar = own.uncertainty.bar
+    assert (edge_bar == 0.95) == any(r.endswith("< 0.95") for r in own.reasons)

@@ -263,6 +263,9 @@ def test_stratified_sample_is_deterministic_and_balanced(tmp_path):
     assert [s.name for s in sub.samples] == [s.name for s in stratified_sample(ds, 20, seed=7).samples]
     assert [s.name for s in sub.samples] != [s.name for s in stratified_sample(ds, 20, seed=8).samples]
     assert len(stratified_sample(ds, 500)) == 100
+    # a subset remembers how many samples it was drawn from (a verdict never asks for more than that)
+    assert ds.population == 0 and sub.population == 100
+    assert stratified_sample(sub, 5, seed=0).population == 100
 
 
 # -- preprocessing ---------------------------------------------------------------------------------------
@@ -299,7 +302,8 @@ def test_center_crop_and_letterbox():
     img = Image.new("RGB", (100, 50), (255, 255, 255))
     box = preprocess_image(img, PreprocessConfig(size=(20, 20), resize_mode=ResizeMode.LETTERBOX, layout=Layout.NHWC))
     assert box.shape == (20, 20, 3)
-    assert box[0].max() == 0.0 and box[-1].max() == 0.0 and box[10, 10].min() == 1.0  # padded top/bottom
+    grey = np.float32(114 / 255)  # YOLO exporters' letterbox grey, not black
+    assert (box[0] == grey).all() and (box[-1] == grey).all() and box[10, 10].min() == 1.0  # padded top/bottom
 
 
 def test_wrong_images_for_the_model_say_what_it_expects(tmp_path):

@@ -90,7 +90,10 @@ def test_a_preset_is_a_visible_choice_with_its_source(tmp_path, images, capsys):
     ([("images", "float32", (1, 3, 320, 320))], [("output0", "float32", (1, 2100, 8))], "yolo"),
     # a classifier, an open size, a non-square input, an OCR recognizer's [N, T, classes]: no preset offered
     ([("input", "float32", (1, 3, 224, 224))], [("logits", "float32", (1, 1000))], None),
-    ([("images", "float32", (1, 3, "h", "w"))], [("output0", "float32", (1, 84, 8400))], None),
+    # open height and width: offered when the anchors are the stride 8/16/32 grids of one size (issue 38: 2100)
+    ([("images", "float32", ("batch", 3, "height", "width"))], [("output0", "float32", (1, 22, 2100))], "yolo"),
+    ([("images", "float32", (1, 3, "h", "w"))], [("output0", "float32", (1, 84, 8400))], "yolo"),
+    ([("images", "float32", (1, 3, "h", "w"))], [("output0", "float32", (1, 84, 8000))], None),
     ([("x", "float32", (1, 3, 48, 320))], [("out", "float32", (1, 40, 6625))], None),
     ([("images", "float32", (1, 3, 640, 640))], [("emb", "float32", (1, 512))], None),
 ])
@@ -101,3 +104,23 @@ def test_the_yolo_preset_is_offered_from_the_model_shapes(inputs, outputs, expec
     assert (got[0] if got else None) == expected, got
     if got:
         assert "YOLO" in got[1] and str(inputs[0][2][2]) in got[1]  # why: the shapes it read
+
+
+def test_the_yolo_preset_on_an_open_input_sets_the_size_its_anchors_fit():
+    """Issue 38 (5): [batch, 3, height, width] → [1, 22, 2100]: choosing the preset sets 320×320 (21·320²/1024 =
+    2100 anchors), credited to the preset, and the size is no longer asked for."""
+    from types import SimpleNamespace
+
+    from ortlab.data.preprocess import yolo_size
+
+    assert [yolo_size(a) for a in (8400, 2100, 525, 8000, 0)] == [640, 320, 160, None, None]
+    model = SimpleNamespace(inputs=[TensorInfo("images", "float32", ("batch", 3, "height", "width"))],
+                            outputs=[TensorInfo("output0", "float32", (1, 22, 2100))])
+    assert explain_preprocess(model).open_size  # not chosen: still asked for
+    r = explain_preprocess(model, preset="yolo")
+    assert r is not None and not r.open_size and r.config.size == (320, 320)
+    assert r.sources["size"] == "preset yolo: the 2100 anchors of 'output0'"
+    assert r.config.resize_mode == ResizeMode.LETTERBOX
+    # a size given by the person still wins over the preset's
+    mine = explain_preprocess(model, preset="yolo", overrides={"size": (256, 256)})
+    assert mine.config.size == (256, 256) and mine.sources["size"] == "you (flags)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -61,8 +62,14 @@ def test_extended_fusedconv(conv_levels):
     d = graph_diff(src, out[OptLevel.EXTENDED])
     assert deltas(d) == {"Conv": -3, "BatchNormalization": -3, "Relu": -3, "com.microsoft::FusedConv": 3}
     assert d.fusions == ["Conv+BatchNormalization+Relu → FusedConv ×3"]
-    assert [(n["domain"], n["op_type"]) for n in d.added] == [("com.microsoft", "FusedConv")] * 3
-    assert len(d.removed) == 9
+    # ORT keeps the Conv's name on the FusedConv: the Conv is matched (its op changed), its BN and Relu removed
+    assert d.added == [] and len(d.removed) == 6
+    assert {n["op_type"] for n in d.removed} == {"BatchNormalization", "Relu"}
+    fused_in_place = [c for c in d.changed if c["op_type"] == "FusedConv"]
+    assert [(c["domain"], c["before"]["op_type"], c["before"]["name"] == c["name"]) for c in fused_in_place] == [
+        ("com.microsoft", "Conv", True)] * 3
+    assert all("op_type" in c["changes"] for c in fused_in_place)
+    assert d.counts["retyped"] == 3 and d.counts["fused"] == 6 and d.counts["fused_into"] == 3
     fused = next(x for x in d.op_deltas if x["key"] == "com.microsoft::FusedConv")
     assert fused == {"key": "com.microsoft::FusedConv", "domain": "com.microsoft", "op_type": "FusedConv",
                      "before": 0, "after": 3, "delta": 3}
@@ -171,11 +178,15 @@ def test_description_gives_attributes_shapes_scopes_and_fusion_links(conv_levels
     assert len(fused) == 3 and all(n["kind"] == "fused" for n in fused)
     assert {tuple(n["scope"]) for n in fused} == {("block0",), ("block1",), ("block2",)}
     assert all("activation" in n["attributes"] for n in fused)
+    # each FusedConv took its Conv's name: matched to it, drawn in the before pane as the Conv it was
+    assert all(n["matched"] == n["name"] and n["before_op_type"] == "Conv" and n["before_label"] == "Conv"
+               for n in fused)
     removed = [n for n in nodes.values() if n["status"] == "removed"]
+    assert sorted(n["op_type"] for n in removed) == ["BatchNormalization"] * 3 + ["Relu"] * 3
     assert all(n["replaced_by"] in nodes and nodes[n["replaced_by"]]["op_type"] == "FusedConv" for n in removed)
-    conv = next(n for n in removed if n["op_type"] == "Conv")
-    assert conv["inputs"][0][1].startswith("float32[")  # shapes from value_info / shape inference
-    assert conv["attributes"]["kernel_shape"] == "[3, 3]"
+    bn = next(n for n in removed if n["op_type"] == "BatchNormalization")
+    assert bn["inputs"][0][1].startswith("float32[")  # shapes from value_info / shape inference
+    assert fused[0]["attributes"]["kernel_shape"] == "[3, 3]"
 
 
 def test_description_gives_scale_and_zero_point_of_quantized_nodes(digits_int8):
@@ -203,7 +214,57 @@ def digits_int8(tmp_path_factory):
     return sample.model_path, art.model_path
 
 
-def test_a_rewritten_region_is_summarised_by_op_counts_not_spelled_node_by_node(tmp_path):
+def _line_ops(lines: list[str]) -> tuple[Counter, Counter]:
+    """The ops the fusion lines say left (before) and came (after), by their short name; Q/DQ lines as "Q/DQ"."""
+    before: Counter = Counter()
+    after: Counter = Counter()
+
+    def listed(text: str) -> Counter:  # "Conv ×9, Relu ×7" or "Conv+BatchNormalization"
+        if "×" in text:
+            return Counter({op.strip(): int(n) for op, n in (x.split(" ×") for x in text.split(", "))})
+        return Counter(text.split("+"))
+
+    for line in lines:
+        body, n = line.rsplit(" ×", 1)
+        if "QuantizeLinear/DequantizeLinear" in body or body.startswith("DequantizeLinear on quantized weights"):
+            after["Q/DQ"] += int(n) * (2 if " pairs " in body else 1)
+        elif body.startswith("region of"):
+            left, right = body.split(" → ")
+            for op, k in listed(left[left.index("(") + 1:-1]).items():
+                before[op] += k
+            for op, k in listed(right[right.index("(") + 1:-1]).items():
+                after[op] += k
+        elif " folded into " in body:
+            before[body.split(" ")[0]] += int(n)
+        elif body.endswith(" inserted"):
+            after[body[: -len(" inserted")]] += int(n)
+        elif body.endswith(" removed"):
+            before[body[: -len(" removed")]] += int(n)
+        else:
+            left, right = body.split(" → ")
+            for op, k in listed(left).items():
+                before[op] += k * int(n)
+            for op, k in listed(right).items():
+                after[op] += k * int(n)
+    return before, after
+
+
+def assert_lines_agree_with_op_table(d) -> None:
+    """Every op the op table says appeared or disappeared is accounted for by the fusion lines, exactly."""
+    before, after = _line_ops(d.fusions)
+    qdq = {"QuantizeLinear", "DequantizeLinear"}
+    for x in d.op_deltas:
+        short = x["op_type"] if x["domain"] in ("", "com.microsoft") else x["key"]
+        if short in qdq:
+            continue
+        assert after[short] - before[short] == x["delta"], (short, x, d.fusions)
+    assert after["Q/DQ"] == sum(x["delta"] for x in d.op_deltas if x["op_type"] in qdq and not x["domain"])
+
+
+def test_quantized_nodes_keep_their_float_twin_and_the_lines_add_up(tmp_path):
+    """ORT quantizes a Conv into a QLinearConv under the Conv's name: the two are one matched node (drawn as Conv
+    before and QLinearConv after), its BatchNormalization and Relu folded into it, and the fusion lines add up to
+    the op table."""
     from ortlab.settings.config import Precision, Recipe
     from ortlab.runs.pipeline import run_recipe
     from ortlab.data.samples import get_sample
@@ -211,15 +272,19 @@ def test_a_rewritten_region_is_summarised_by_op_counts_not_spelled_node_by_node(
     sample = get_sample("digits_cnn")
     art = run_recipe(sample.model_path, Recipe(precision=Precision.INT8), tmp_path / "int8",
                      dataset=sample.calibration_data(), preprocess=sample.preprocess, verify_samples=0)
-    fusions = graph_diff(sample.model_path, art.model_path).fusions
-    assert all(len(line) < 200 for line in fusions), fusions
-    region = [line for line in fusions if line.startswith("region of")]
-    assert region and "Conv ×9" in region[0] and "QLinearConv ×9" in region[0]
-
-    # inside the region each removed node is linked to the node that took its place, not all 29 to the first one:
-    # a Conv (or Add, GlobalAveragePool) to its QLinear twin, a BatchNormalization or Relu to the twin of the
-    # Conv/Add that feeds it (walked up here by op type alone)
+    d = graph_diff(sample.model_path, art.model_path)
+    assert all(len(line) < 200 for line in d.fusions), d.fusions
+    assert_lines_agree_with_op_table(d)
     before = onnx.load(str(sample.model_path)).graph
+    after = onnx.load(str(art.model_path)).graph
+    after_names = {n.name for n in after.node}
+    assert not any(n["name"] in after_names for n in d.removed)  # nothing removed that the after graph still has
+    convs = [c for c in d.changed if c["before"]["op_type"] == "Conv"]
+    assert len(convs) == sum(n.op_type == "Conv" for n in before.node) == 9
+    assert all(c["op_type"] == "QLinearConv" and c["name"] == c["before"]["name"] for c in convs)
+
+    # each BatchNormalization or Relu is linked to the node that took the place of the Conv/Add feeding it (walked
+    # up here by op type alone)
     producer = {t: n for n in before.node for t in n.output}
 
     def head(n: onnx.NodeProto) -> onnx.NodeProto:
@@ -229,10 +294,40 @@ def test_a_rewritten_region_is_summarised_by_op_counts_not_spelled_node_by_node(
 
     nodes = graph_description(sample.model_path, art.model_path)["nodes"]
     linked = {n["name"]: nodes[n["replaced_by"]]["name"] for n in nodes.values() if n.get("replaced_by")}
-    expected = {n.name: head(n).name for n in before.node if n.name in linked}
-    assert len(linked) == 29 and linked == expected
-    assert {nodes[n["replaced_by"]]["op_type"] for n in nodes.values() if n.get("replaced_by")} == {
-        "QLinearConv", "QLinearAdd", "QLinearGlobalAveragePool"}
+    expected = {n.name: head(n).name for n in before.node if n.op_type in ("BatchNormalization", "Relu")}
+    assert linked == expected and len(linked) == 16
+    kinds = Counter((n["op_type"], n["kind"]) for n in nodes.values() if n["name"] in after_names)
+    assert kinds[("QLinearConv", "quantized")] == 9 and kinds[("QLinearAdd", "quantized")] == 3
+
+
+def test_yolov8_head_is_matched_by_name_on_a_real_int8_export(tmp_path):
+    """The YOLOv8-shaped fixture through ortlab's default static int8 (QLinearConv after ORT's fusions, the first
+    Convs kept in float as FusedConv): no node of the source that the int8 graph has under the same name is
+    "removed", the head's class Convs are quantized in place, and the fusion lines add up to the op table."""
+    from ortlab.cli import main as cli
+    from tests.support.reference import photo_parts
+
+    fixture = Path(__file__).parents[1] / "fixtures" / "yolov8_detector.onnx"
+    photos = photo_parts(tmp_path / "photos", 4)
+    dst = tmp_path / "int8.onnx"
+    assert cli.main(["optimize", str(fixture), str(dst), "--precision", "int8", "--calibration",
+                     str(photos["calibration"]), "--verify-samples", "0"]) == 0
+    d = graph_diff(fixture, dst)
+    assert_lines_agree_with_op_table(d)
+    after = onnx.load(str(dst)).graph
+    by_name = {n.name: n.op_type for n in after.node}
+    assert not [n["name"] for n in d.removed if n["name"] in by_name]
+    desc = graph_description(fixture, dst)
+    nodes = desc["nodes"]
+    head = [n for n in nodes.values() if n["name"].startswith("/model.22/cv3.") and n["name"].endswith("/Conv")]
+    assert len(head) == 3
+    assert all(n["status"] == "changed" and n["matched"] == n["name"] and n["before_op_type"] == "Conv"
+               and n["kind"] == ("quantized" if by_name[n["name"]] == "QLinearConv" else "fused") for n in head)
+    kinds = Counter(n["kind"] for n in nodes.values())
+    assert kinds["removed"] == 0 and desc["counts"] == d.counts
+    assert d.counts["quantized"] == kinds["quantized"] and d.counts["fused_into"] == sum(
+        1 for k, n in nodes.items() if k.startswith("a") and n["kind"] == "fused")
+    assert d.counts["retyped"] == sum(1 for op in by_name.values() if op in ("QLinearConv", "FusedConv"))
 
 
 # -- per-node values across QDQ and fused graphs, layers on both sides (a real quantized sample) ------------
@@ -296,9 +391,30 @@ def test_per_node_errors_land_on_the_qdq_and_the_fused_graph(efficientnet_int8):
 def test_both_sides_get_the_same_layers_from_pytorch_namespaces(efficientnet_int8):
     fp32, fused, _, _ = efficientnet_int8
     desc = graph_description(fp32, fused)
-    conv = {n["name"]: n for n in desc["nodes"].values() if n["op_type"] == "Conv"}
     qconv = {n["name"]: n for n in desc["nodes"].values() if n["op_type"] == "QLinearConv"}
-    assert len(qconv) >= 40 and set(qconv) <= set(conv)
+    # each QLinearConv is the Conv of its name, quantized in place: one node with its before scope
+    assert len(qconv) >= 40 and all(n["matched"] == k and n["before_op_type"] == "Conv" for k, n in qconv.items())
     # "name: type" segments → module names; ORT drops the metadata of what it rewrites, the names carry it over
-    assert conv["node_conv2d_12"]["scope"] == ["_blocks.4", "_expand_conv"]
-    assert all(qconv[k]["scope"] == conv[k]["scope"] for k in qconv)
+    assert qconv["node_conv2d_12"]["before_scope"] == ["_blocks.4", "_expand_conv"]
+    assert all(n["scope"] == n["before_scope"] for n in qconv.values())
+
+
+def test_unnamed_nodes_are_matched_by_the_tensors_the_quantizer_renamed(tmp_path):
+    """An export without node names (the open-size YOLO-shaped model of tests/ui/test_app.py): the Conv is matched
+    to its QLinearConv by role and output tensor (c → c_QuantizeLinear_Output), the Reshape after it by its
+    renamed tensors; nothing is removed and the lines add up to the op table."""
+    from ortlab.cli import main as cli
+    from tests.support.reference import photo_parts
+    from tests.ui.test_app import _open_size_detector
+
+    src = _open_size_detector(tmp_path / "open.onnx")
+    assert not any(n.name for n in onnx.load(str(src)).graph.node)
+    photos = photo_parts(tmp_path / "photos", 4)
+    dst = tmp_path / "int8.onnx"
+    assert cli.main(["optimize", str(src), str(dst), "--precision", "int8", "--preset", "yolo", "--calibration",
+                     str(photos["calibration"]), "--verify-samples", "0"]) == 0
+    d = graph_diff(src, dst)
+    assert d.removed == [] and d.fusions[0] == "Conv → QLinearConv ×1", d.fusions
+    assert_lines_agree_with_op_table(d)
+    ops = {(c["before"]["op_type"], c["op_type"]) for c in d.changed}
+    assert ("Conv", "QLinearConv") in ops and ("Reshape", "Reshape") in ops

@@ -168,7 +168,8 @@ def test_demo_lands_on_compare_with_everything_filled_in(demo_app):
     # timed until settled (±10 % or 20 s): the caveat is that loop's ("noisy: the machine was busy" when still wide)
     from ortlab.timing.settle import settled
 
-    assert card.delta == (settled(speed).caveat() or interval) and card.help.startswith(interval)
+    caveat = settled(speed).caveat()
+    assert card.delta == (f"{caveat} · {interval}" if caveat else interval) and card.help.startswith(interval)
 
 
 def test_compare_glosses_its_jargon_in_help_tooltips(demo_app):
@@ -925,6 +926,55 @@ def test_the_data_page_offers_the_yolo_preset_for_a_detector_and_credits_its_val
     assert sources["resize letterbox"] == "preset yolo", sources  # not "you"
     assert sources["size 640×640"] == "detected from a fixed input shape", sources
     assert not [m for m in at.info if "YOLO (Ultralytics)" in m.value]  # chosen: no longer offered
+
+
+def _open_size_detector(path):
+    """A YOLO-shaped detector whose input leaves batch, height and width open: images [batch, 3, height, width] →
+    output0 [1, 22, 2100] (4 box + 18 classes on the stride 8/16/32 grids of a 320×320 input)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((22, 3, 1, 1)).astype(np.float32), "w")
+    shape = numpy_helper.from_array(np.array([-1, 22, 1], np.int64), "shape")
+    size = numpy_helper.from_array(np.array([1, 22, 2100], np.int64), "size")
+    nodes = [helper.make_node("ReduceMean", ["images"], ["m"], axes=[2, 3], keepdims=1),
+             helper.make_node("Conv", ["m", "w"], ["c"]),
+             helper.make_node("Reshape", ["c", "shape"], ["r"]),
+             helper.make_node("Expand", ["r", "size"], ["output0"])]
+    graph = helper.make_graph(nodes, "open_yolo", [helper.make_tensor_value_info(
+        "images", TensorProto.FLOAT, ["batch", 3, "height", "width"])], [helper.make_tensor_value_info(
+        "output0", TensorProto.FLOAT, [1, 22, 2100])], [w, shape, size])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def test_the_yolo_preset_for_an_open_input_applies_its_size_in_one_click(home, tmp_path):
+    """Issue 38 (5): [batch, 3, height, width] in, [1, 22, 2100] out: the YOLO preset is offered, one click applies
+    it with its size (320×320 from the 2100 anchors, no red "size open" error), and "Stratified by class" is off for
+    unlabelled photos."""
+    at = new_app()
+    detector = _open_size_detector(tmp_path / "open.onnx")
+    at.file_uploader(key="model_upload").set_value(("open.onnx", detector.read_bytes(), "")).run()
+    at.switch_page("pages/data.py").run()
+    at.radio(key="data.source").set_value("images").run()
+    photos = sorted((ROOT / "sample_models" / "efficientnet_lite0" / "evaluation").rglob("*.jpg"))[:3]
+    at.file_uploader(key="data_upload").set_value([(p.name, p.read_bytes(), "image/jpeg") for p in photos]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    offers = [m.value.replace("\\", "") for m in at.info if "YOLO (Ultralytics)" in m.value]
+    assert offers and "[batch, 3, height, width]" in offers[0] and "320×320" in offers[0], [m.value for m in at.info]
+    toggle = at.toggle(key="data.stratify")
+    assert toggle.value is False and toggle.proto.disabled  # unlabelled photos: nothing to balance
+    at.button(key="data.use_suggested_preset").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    assert at.selectbox(key="data.preset").value == "yolo"
+    sources = {row["setting"]: row["from"] for row in at.dataframe[-1].value.to_dict("records")}
+    assert sources["size 320×320"] == "preset yolo: the 2100 anchors of 'output0'", sources
+    assert sources["resize letterbox"] == "preset yolo", sources
+    assert any("This data fits the model" in m.value for m in at.success)
 
 
 def test_the_detected_preprocessing_note_never_claims_an_open_size(monkeypatch):

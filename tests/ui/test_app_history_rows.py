@@ -42,8 +42,9 @@ def test_a_tune_search_is_one_row_with_its_trial_count_and_recommended_trial(hom
     assert len(table) == 2, table  # the run by hand and the search, not five rows
     recipes = list(table["recipe"])
     rec = trials[2]
-    assert recipes[0] == f"{rec.recipe.label()} · tune's pick of 4", recipes
-    assert list(table["run"]) == [rec.run_id, by_hand.run_id]  # the search's row is its recommended trial's
+    assert recipes[0] == f"{rec.recipe.label()} · tune's pick #{rec.run_id} of 4", recipes
+    # the search's row is not numbered like its trial (issue 38: both read "3"); its pick is named in the recipe
+    assert list(table["run"]) == ["search", str(by_hand.run_id)]
     [trials_box] = [e for e in at.expander if e.label.startswith("Trials of the tune search")]
     assert trials_box.label.endswith("(4)")
     [listed] = [d.value for d in trials_box.dataframe]

@@ -74,6 +74,10 @@ def test_benchmark_tables_format_the_engine_comparison():
     assert rows[1]["variant"] == "#1 int8" and rows[0]["providers"] == "CPU"
     stats = bench_view.live_rows(running_stats({"run1@1": [1.0, 2.0, 3.0]}), {"run1": "#1"})
     assert stats == [{"variant": "#1", "batch": 1, "runs": 3, "p50 ms": 2.0, "p90 ms": 2.8, "p99 ms": 2.98}]
+    # three significant digits: "321–473", not "321.476–472.82" cut in its cell; 3.21 samples/s, not "3"
+    assert bench_view.interval_text(321.476, 472.82) == "321–473" and bench_view.interval_text(1.23456, 2.0) == \
+        "1.23–2"
+    assert bench_view.sig(321.476) == 321.0 and bench_view.sig(3.2109) == 3.21 and bench_view.sig(0.0123456) == 0.0123
     slow = compare_benchmarks([s("original", 1, 0.2), s("run1", 1, 0.3)], precisions={"run1": "int8"})
     [line] = bench_view.slowdown_lines(slow, {"original": "original", "run1": "#1 int8"})
     assert line.startswith("**#1 int8** is slower than **original** at batch 1: p50 0.300 ms vs 0.200 ms "

@@ -42,14 +42,17 @@ def test_a_long_p99_stays_on_the_axis_and_every_p50_is_written_under_its_bar():
     top = fig.layout.yaxis.range[1]
     assert 40.0 < top < 48.0  # the whisker up to the 40 ms p99 is drawn whole, inside the panel
     assert not [t for t in fig.data if t.type == "scatter" and t.mode == "text"]  # no notes to overprint
-    assert list(fig.layout.xaxis.ticktext) == ["1", "2"] and fig.layout.xaxis.title.text == "p50 (ms)"
+    assert list(fig.layout.xaxis.ticktext) == ["1 ms", "2 ms"] and fig.layout.xaxis.title.text == "p50 (ms)"
+    # never in e-notation ("1.31e+03" was seen under a bar)
+    big = charts.latency_panels([_s("a", 1310.4, 1400.0, 1500.0), _s("b", 357.2, 360.0, 370.0)], {}, {})
+    assert list(big.layout.xaxis.ticktext) == ["1,310 ms", "357 ms"]
     assert fig.layout.legend.yref == "container" and fig.layout.margin.b >= 36
     assert fig.layout.title.x < 0.1 and fig.layout.margin.t >= 80
     # OpenVINO's noisy p90/p99 beside p50s near 0.25 ms (seen on the Benchmark page): on the axis, p50s in words
     noisy = [_s("ort", 0.23, 0.41, 67.0, batch=1), _s("ov", 0.27, 3.53, 72.0, batch=1), _s("ort", 2.0, 2.1, 3.0, 8)]
     fig = charts.latency_panels(noisy, {}, {"ort": "#000", "ov": "#111"})
     assert fig.layout.yaxis.range[1] >= 72.0 and 3.0 <= fig.layout.yaxis2.range[1] < 4.0  # each panel its own
-    assert list(fig.layout.xaxis.ticktext) == ["0.23", "0.27"] and list(fig.layout.xaxis2.ticktext) == ["2"]
+    assert list(fig.layout.xaxis.ticktext) == ["0.23 ms", "0.27 ms"] and list(fig.layout.xaxis2.ticktext) == ["2 ms"]
     assert [t.y[0] for t in fig.data if t.type == "scatter" and t.mode == "markers"] == [0.41, 3.53, 2.1]
 
 

@@ -97,9 +97,12 @@ def test_small_model_side_by_side_with_scopes_and_matched_ids(conv):
     check_elements(view)
     before = [n for n in nodes_of(view, "before") if not n.get("group")]
     after = [n for n in nodes_of(view, "after") if not n.get("group")]
-    ops = {side: Counter(view["details"][n["id"]]["op_type"] for n in nodes)
+    # a FusedConv keeps its Conv's name: one node, drawn (label) and described (details) as Conv before
+    ops = {side: Counter((view["details"][n["id"]]["before_op_type"] if side == "before" else "")
+                         or view["details"][n["id"]]["op_type"] for n in nodes)
            for side, nodes in (("before", before), ("after", after))}
     assert ops["before"]["Conv"] == ops["before"]["BatchNormalization"] == ops["before"]["Relu"] == 3
+    assert Counter(n["label"].split("\n")[-1] for n in before)["Conv"] == 3
     assert ops["after"]["FusedConv"] == 3 and not ops["after"]["BatchNormalization"]
     assert Counter(n["kind"] for n in before)["fused"] == 9 and Counter(n["kind"] for n in after)["fused"] == 3
     for side, layers in (("before", {"s:block0", "s:block1", "s:block2"}), ("after", {"s:block1", "s:block2"})):

@@ -36,7 +36,7 @@ KIND_COLORS = {
 KIND_TEXT = {
     "removed": "removed",
     "fused": "fused (replaced by a fused/quantized node, or the fused node)",
-    "quantized": "quantized (added quantization node)",
+    "quantized": "quantized (an int8 node: added, or in place of the float op of its name)",
     "added": "added",
     "changed": "changed (inputs or attributes)",
     "unchanged": "unchanged",
@@ -378,6 +378,8 @@ def _details(n: dict) -> dict:
             "quant": [[clean_text(q["param"]), clean_text(q["tensor"], 200), clean_text(q["value"], 120)]
                       for q in n.get("quant") or []],
             "changes": list(n.get("changes") or []),
+            "before_op_type": clean_text(n.get("before_op_type") or ""),
+            "before_domain": clean_text(n.get("before_domain") or "ai.onnx"),
             "matched": clean_text(n.get("matched") or "", 300),
             "before": {"attributes": [[clean_text(k), clean_text(v, 200)]
                                       for k, v in ((n.get("before") or {}).get("attributes") or {}).items()],
@@ -392,11 +394,12 @@ def counts_text(counts: dict) -> str:
         return ""
     removed = f"{counts.get('removed', 0)} removed"
     if counts.get("fused"):
-        removed += f" ({counts['fused']} replaced by fused or quantized nodes)"
+        removed += f" ({counts['fused']} folded into others)"
     added = f"{counts.get('added', 0)} added"
-    if counts.get("quantized"):
-        added += f" ({counts['quantized']} quantization)"
-    return f"{removed} · {added} · {counts.get('changed', 0)} changed · {counts.get('unchanged', 0)} unchanged"
+    changed = f"{counts.get('changed', 0)} changed"
+    if counts.get("retyped"):
+        changed += f" ({counts['retyped']} now int8 or fused)"
+    return f"{removed} · {added} · {changed} · {counts.get('unchanged', 0)} unchanged"
 
 
 SIDES = ("before", "after")
@@ -426,6 +429,9 @@ def _side_nodes(description: dict, side: str, keep: set[str] | None) -> tuple[di
         elif side == "before" and v.get("matched") is not None:
             out[k] = {**v, "name": v["matched"], "scope": v.get("before_scope", v.get("scope")),
                       "order": v.get("before_order", v.get("order", 0.0))}
+            if v.get("before_op_type"):  # quantized or fused in place: drawn as the op it was
+                out[k].update(op_type=v["before_op_type"], label=v.get("before_label", v["before_op_type"]),
+                              domain=v.get("before_domain", ""))
     edges = description.get(f"edges_{side}")
     if edges is None:  # a description without per-side edges: the merged edges between this side's nodes
         edges = description.get("edges") or []
@@ -586,7 +592,8 @@ def build_view(description: dict, *, focus: str | None = None, overlay: dict[str
     if focus:
         f = focus.strip().lower()
         hits = [k for k, v in nodes.items()
-                if f in (str(v.get("op_type", "")).lower(), str(v.get("key", "")).lower())
+                if f in (str(v.get("op_type", "")).lower(), str(v.get("key", "")).lower(),
+                         str(v.get("before_op_type", "")).lower())
                 or f in str(v.get("name", "")).lower() or f in str(v.get("matched") or "").lower()]
         matches = len(hits)
         merged = list(description.get("edges") or [])

@@ -142,7 +142,9 @@ def _recipe_job(where: str) -> None:
             where = "see Compare and History" if mine else f"select {job.meta.get('model', 'its model')} to compare it"
             show_message(level, f"{text} — {where}.")
         speed = getattr(job.result, "speed", None)
-        if speed is not None:  # after the verdict: a result slower than its source is said as a warning
+        # after the verdict: a result slower than its source is said as a warning; not on Compare, whose speed card
+        # shows the pair's one figure (this timing, or a newer benchmark of the pair: never both at once)
+        if speed is not None and where != "compare":
             show_message("warning" if speed.slower else "info", speed.sentence())
     elif not mine:  # a failed or cancelled run of another model: its message stays with that model
         state.set_job("recipe", None)

@@ -300,9 +300,10 @@ def detected_preprocess_note(info) -> str:
     open_size = explained is not None and explained.open_size
     what = "layout, 0–1 scale, no mean/std" if open_size else "size, layout, 0–1 scale, no mean/std"
     text = f"Preprocessing was detected from the model input ({what}). Accuracy depends on it: check it below."
-    if open_size:
-        text += " The model leaves its height and width open: give them below."
     suggested = api.suggest_preprocess_preset(info)
+    if open_size:
+        text += " The model leaves its height and width open: give them below" + (
+            ", or choose the preset offered there, which sets them." if suggested is not None else ".")
     if suggested is not None:
         text += f" The {api.PREPROCESS_PRESETS[suggested[0]].label} preset fits this model: it is offered below."
     return text

@@ -33,7 +33,7 @@ def result_columns(memory: bool = False) -> dict:
                                                         "latency. Over 20 % of the p50 is flagged as noisy.")),
         "p90 ms": hidden(num("p90 ms", width=60)) if memory else num("p90 ms", width=60),
         "p99 ms": num("p99 ms", width=60),
-        THROUGHPUT_COLUMN: num("samples/s", width=70, format="%.0f",
+        THROUGHPUT_COLUMN: num("samples/s", width=70,  # 3 significant digits: 3.21, not "3"
                                help=f"Samples per second = {THROUGHPUT_METHOD} (the median, so one outlier "
                                     "cannot flip which variant is faster)."),
         "speedup (p50)": text("speedup", width=130, help="Baseline p50 ÷ this p50 at the same batch size: the "
@@ -62,12 +62,22 @@ def speedup_cell(row, is_baseline: bool) -> str:
 def live_rows(stats: Sequence[LatencyStats], names: Mapping[str, str]) -> list[dict]:
     """Rows of n, p50, p90, p99 per series so far."""
     return [{"variant": names.get(s.variant, s.variant), "batch": s.batch_size, "runs": s.runs,
-             "p50 ms": round(s.p50, 3), "p90 ms": round(s.p90, 3), "p99 ms": round(s.p99, 3)} for s in stats]
+             "p50 ms": sig(s.p50), "p90 ms": sig(s.p90), "p99 ms": sig(s.p99)} for s in stats]
+
+
+def sig(x: float, digits: int = 3) -> float:
+    """``x`` to ``digits`` significant digits (321.476 → 321, 1.23456 → 1.23, 0.0123456 → 0.0123): a latency's
+    third decimal of a millisecond is noise on any machine, and "321.476" cut the table's cells."""
+    return float(f"{x:.{digits}g}") if x else 0.0
+
+
+def _short(x: float) -> str:
+    return f"{sig(x):g}"
 
 
 def interval_text(low: float | None, high: float | None) -> str:
-    """"1.234–1.456", or "–" for a benchmark that did not record it."""
-    return "–" if low is None or high is None else f"{low:.3f}–{high:.3f}"
+    """"321–473", "1.23–1.46" (3 significant digits), or "–" for a benchmark that did not record it."""
+    return "–" if low is None or high is None else f"{_short(low)}–{_short(high)}"
 
 
 def result_rows(comparison: BenchComparison, names: Mapping[str, str]) -> list[dict]:
@@ -76,9 +86,9 @@ def result_rows(comparison: BenchComparison, names: Mapping[str, str]) -> list[d
     for r in comparison.rows:
         s = r.summary
         rows.append({"variant": names.get(s.variant, s.variant), "batch": s.batch_size, "runs": s.n,
-                     "p50 ms": round(s.p50, 3), "p50 95% interval": interval_text(s.p50_low, s.p50_high),
-                     "IQR ms": interval_text(s.p25, s.p75), "p90 ms": round(s.p90, 3), "p99 ms": round(s.p99, 3),
-                     THROUGHPUT_COLUMN: round(s.throughput_per_s, 1),
+                     "p50 ms": sig(s.p50), "p50 95% interval": interval_text(s.p50_low, s.p50_high),
+                     "IQR ms": interval_text(s.p25, s.p75), "p90 ms": sig(s.p90), "p99 ms": sig(s.p99),
+                     THROUGHPUT_COLUMN: sig(s.throughput_per_s),
                      "speedup (p50)": speedup_cell(r, is_baseline=s.variant == comparison.baseline),
                      "peak memory MB": None if s.peak_rss_mb is None else round(s.peak_rss_mb, 1),
                      "providers": ", ".join(p.replace("ExecutionProvider", "") for p in s.providers)})
@@ -94,9 +104,9 @@ def cluster_result(job: Any) -> ClusterBenchmark | None:
 def cluster_rows(bench: ClusterBenchmark) -> list[dict]:
     """One row per variant × machine (× batch size), its speed-up taken on that machine, stamped with the machine."""
     return [{"variant": r.name, "node kind": r.kind, "batch": r.summary.batch_size, "runs": r.summary.n,
-             "p50 ms": round(r.summary.p50, 3),
+             "p50 ms": sig(r.summary.p50),
              "p50 95% interval": interval_text(r.summary.p50_low, r.summary.p50_high),
-             THROUGHPUT_COLUMN: round(r.summary.throughput_per_s, 1),
+             THROUGHPUT_COLUMN: sig(r.summary.throughput_per_s),
              "speedup (p50, same node)": speedup_cell(r.comparison, is_baseline=r.is_baseline),
              "machine": r.stamp} for r in bench.rows()]
 

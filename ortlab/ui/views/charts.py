@@ -244,6 +244,11 @@ def bar(labels: Iterable[str], values: Iterable[float], colors: Iterable[str], t
     return style(fig, title, height=360)
 
 
+def _ms(x: float) -> str:
+    """A latency or rate to 3 significant digits, never in e-notation: 0.0123, 3.21, 357, 1,310."""
+    return f"{x:,.0f}" if x >= 100 else f"{float(f'{x:.3g}'):g}"
+
+
 def latency_panels(summaries, names: dict[str, str], colors: dict[str, str],
                    title: str = "Latency per batch size · bar: p50 · whisker: p99 · ◆: p90 (ms)",
                    height: int = 420) -> go.Figure:
@@ -263,7 +268,7 @@ def latency_panels(summaries, names: dict[str, str], colors: dict[str, str],
         top = 1.08 * max([max(x.p99, x.p90, x.p50) for x in panel] + [1e-9])
         fig.update_yaxes(range=[0, top], row=1, col=col)
         fig.update_xaxes(tickmode="array", tickvals=[plain(names.get(x.variant, x.variant)) for x in panel],
-                         ticktext=[f"{x.p50:.3g}" for x in panel], title_text="p50 (ms)",
+                         ticktext=[f"{_ms(x.p50)} ms" for x in panel], title_text="p50 (ms)",
                          title_font=dict(size=FONT_SIZE - 4), tickfont=dict(size=FONT_SIZE - 4), row=1, col=col)
         for s in panel:
             name = plain(names.get(s.variant, s.variant))
@@ -299,7 +304,7 @@ def throughput_panels(summaries, names: dict[str, str], colors: dict[str, str],
             fig.add_bar(x=[name], y=[s.throughput_per_s], name=name, legendgroup=s.variant,
                         showlegend=s.variant not in shown, marker_color=colors.get(s.variant, PALETTE[0]),
                         marker_pattern_shape="/" if is_openvino(s.variant) else "",
-                        text=[f"{s.throughput_per_s:,.0f}"], textposition="auto",
+                        text=[_ms(s.throughput_per_s)], textposition="auto",
                         hovertemplate=f"{name} · batch {b}<br>%{{y:,.1f}} samples/s<extra></extra>", row=1, col=col)
             shown.add(s.variant)
     fig.update_xaxes(showticklabels=False)

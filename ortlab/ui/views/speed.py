@@ -70,20 +70,21 @@ def start_quick(ref, cand) -> BenchHandle:
 
 
 def speedup_card(sp: api.SpeedUp, settled: api.SettledSpeed | None = None) -> tuple[str, str, str]:
-    """Compare's "Speed-up" card as (value, delta, help): never a bare number — the delta is the caveat ("no clear
-    difference", "noisy: the machine was busy") or else the 95% interval; the help has the interval and the rounds.
+    """Compare's "Speed-up" card as (value, delta, help): never a bare number — the delta is the 95% interval with
+    its rounds, after the caveat when there is one ("no clear difference", "noisy: the machine was busy"); the help
+    says how the figure was computed.
     ``settled``, the pair timed until settled (:func:`ortlab.api.start_pair_timing`), words the caveat when given."""
     s = sp.speedup
-    value = f"{s:.2f}× (slower)" if sp.clear and s < 1 else f"{s:.2f}×"
+    value = f"{api.times(s)} (slower)" if sp.clear and s < 1 else api.times(s)  # as the run's sentence says it
     if not sp.paired:
         return value, sp.caveat(), (f"The ratio of the p50s of {sp.reference_runs} and {sp.candidate_runs} runs "
                                     "timed apart (an older benchmark): no interval. Time the pair again for one.")
     lo, hi = sp.speedup_range
     interval = f"95% interval {lo:.2f}–{hi:.2f}×, {sp.rounds} rounds"
     caveat = settled.caveat() if settled is not None else sp.caveat()
-    return value, caveat or interval, (f"{interval}" + (f": {caveat}" if caveat else "") + ". The median of the "
-                                       "rounds' latency ratios (reference ÷ candidate), both timed in the same "
-                                       "benchmark, block by block in turn.")
+    delta = f"{caveat} · {interval}" if caveat else interval
+    return value, delta, (f"{interval}" + (f": {caveat}" if caveat else "") + ". The median of the rounds' latency "
+                          "ratios (reference ÷ candidate), both timed in the same benchmark, block by block in turn.")
 
 
 def _cards(ref_ms: float, ref_help: str, cand_ms: float, cand_help: str, sp: api.SpeedUp | None,

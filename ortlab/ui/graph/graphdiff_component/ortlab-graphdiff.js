@@ -238,6 +238,12 @@
         this.cy.on('tap', 'node', function (evt) { tapped(self, evt.target); });
         this.cy.on('mouseover', 'node', function (evt) { highlight(self, evt.target.id(), false); });
         this.cy.on('mouseout', 'node', function () { unhover(); });
+        // the box's size changes after the drawing started (a phone's frame grows to hold both panes): the drawing
+        // follows it, so that it never paints past its box over the other pane's title or the details
+        if (window.ResizeObserver && !this.box.ortlabObserved) {
+            this.box.ortlabObserved = true;
+            new ResizeObserver(function () { if (self.cy) { self.cy.resize(); } }).observe(this.box);
+        }
     };
 
     // The groups whose state changes when ``id`` opens (with its closed ancestors) or closes.
@@ -343,7 +349,51 @@
             cy.zoom(z);
             cy.pan({ x: this.startX(z, y0), y: 8 - y0 * z });
         }
+        labelsIn([this], READABLE);
     };
+
+    // A group's label is drawn above its box and may be wider than it: when the labels of what is in view reach past
+    // the pane's left or right edge (a "model.22 · 140 nodes" label cut at the left), each pane is zoomed out just
+    // enough for what is in view to fit across it (both panes by the same factor, about the same height, so that
+    // linked panes stay lined up), then panned sideways so that the labels are whole.
+    Pane.prototype.span = function () {  // [left, right] of the boxes in view with their labels, on screen
+        var cy = this.cy, W = cy.width(), H = cy.height();
+        var x1 = Infinity, x2 = -Infinity;
+        cy.nodes().forEach(function (n) {
+            if (!n.visible()) { return; }
+            var box = n.renderedBoundingBox({ includeLabels: false });
+            if (box.x2 < 0 || box.x1 > W || box.y2 < 0 || box.y1 > H) { return; }  // not in view
+            var all = n.renderedBoundingBox({ includeLabels: true });
+            x1 = Math.min(x1, all.x1);
+            x2 = Math.max(x2, all.x2);
+        });
+        return [x1, x2];
+    };
+
+    Pane.prototype.shiftIn = function () {
+        var cy = this.cy, W = cy.width(), s = this.span();
+        if (!isFinite(s[0]) || s[1] - s[0] > W - 8 || (s[0] >= 0 && s[1] <= W)) { return; }
+        cy.panBy({ x: s[0] < 0 ? 4 - s[0] : W - 4 - s[1], y: 0 });
+    };
+
+    function labelsIn(ps, floor) {  // ``floor``: the smallest zoom to go to (a readable one at first; a fit: none)
+        for (var round = 0; round < 2; round++) {
+            var f = 1;
+            ps.forEach(function (p) {
+                var s = p.span(), W = p.cy.width();
+                if (isFinite(s[0]) && s[1] - s[0] > W - 8) {
+                    f = Math.min(f, Math.max((W - 8) / (s[1] - s[0]), Math.min(1, (floor || 0) / p.cy.zoom())));
+                }
+            });
+            if (f >= 1) { break; }
+            ps.forEach(function (p) {
+                var s = p.span(), cy = p.cy;
+                cy.zoom({ level: Math.max(cy.minZoom(), cy.zoom() * f),
+                          renderedPosition: { x: (s[0] + s[1]) / 2, y: cy.height() / 2 } });
+            });
+        }
+        ps.forEach(function (p) { p.shiftIn(); });
+    }
 
     // The horizontal pan at zoom ``z`` with the graph's top at ``y0``: the first screenful of nodes centred;
     // when they are wider than the pane, centred on ``centre`` (a matched element there), else from the left.
@@ -377,7 +427,9 @@
         var out = [];
         L.cy.nodes().forEach(function (n) {
             var d = L.data[n.id()];
-            var t = d.group ? d.twin : (R.data[d.id] ? d.id : aff[d.id]);
+            // a removed node pairs with the node that replaced it, unless that node has its own twin here (a Conv
+            // quantized in place: the Relu folded into it is not lined up with it a second time)
+            var t = d.group ? d.twin : (R.data[d.id] ? d.id : (aff[d.id] && L.data[aff[d.id]] ? null : aff[d.id]));
             var m = t ? R.cy.getElementById(t) : null;
             if (m && m.nonempty()) {
                 out.push([n, m]);
@@ -594,6 +646,8 @@
                                                  y: p.cy.height() / 2 - (boxes[i].y1 + boxes[i].y2) / 2 * zz } });
             });
         }
+        labelsIn(link.on ? ps : []);
+        if (!link.on) { ps.forEach(function (p) { labelsIn([p]); }); }
         ps.forEach(function (p) { p.moved = false; });
     }
 
@@ -641,6 +695,7 @@
                 p.cy.pan({ x: p.cy.width() / 2 - (bb.x1 + bb.x2) / 2 * z, y: p.cy.height() / 2 - (y0 + y1) / 2 * z });
             });
         }
+        labelsIn(both, READABLE);
     }
 
     function other(pane) {
@@ -681,7 +736,8 @@
             return String(d.label_closed || id).replace(/^▸ /, '').split('\n')[0];
         }
         var name = side === 'before' && x.matched ? x.matched : x.name;
-        return (x.op_type || '?') + ' ' + (name || id);
+        var op = side === 'before' && x.before_op_type ? x.before_op_type : x.op_type;  // the op it was, before
+        return (op || '?') + ' ' + (name || id);
     }
 
     // Bring ``col`` into view in ``p`` at a readable zoom (no smaller than the person's own, nor than READABLE).
@@ -712,7 +768,7 @@
             return;
         }
         var bb = col.renderedBoundingBox();
-        if (bb.y2 < 0 || bb.y1 > o.cy.height()) {
+        if (bb.y1 < 0 || bb.y2 > o.cy.height()) {  // a match above or below the screen (a Relu folded below its Conv)
             inView(o, col);
         } else if (bb.x1 < 0 || bb.x2 > o.cy.width()) {
             o.cy.panBy({ x: o.cy.width() / 2 - (bb.x1 + bb.x2) / 2, y: 0 });
@@ -872,9 +928,11 @@
     function showNode(pane, d) {
         var p = panel();
         var x = (shown.details || {})[d.id] || {};
-        var h = p.appendChild(el('h3', x.op_type));
-        if (x.domain && x.domain !== 'ai.onnx') {
-            h.appendChild(el('span', ' (' + x.domain + ')', 'domain'));
+        var was = pane.side === 'before' && x.before_op_type;  // quantized or fused in place: the op it was
+        var h = p.appendChild(el('h3', was ? x.before_op_type : x.op_type));
+        var domain = was ? x.before_domain : x.domain;
+        if (domain && domain !== 'ai.onnx') {
+            h.appendChild(el('span', ' (' + domain + ')', 'domain'));
         }
         var badge = el('span', d.kind, 'kind');
         badge.style.background = color(d.kind, 0);
@@ -885,12 +943,14 @@
         row(t, 'name', pane.side === 'before' && x.matched ? x.matched : x.name);
         if (pane.side === 'before' && x.matched && x.matched !== x.name) { row(t, 'now', x.name); }
         if (pane.side === 'after' && x.matched && x.matched !== x.name) { row(t, 'was', x.matched); }
+        if (pane.side === 'after' && x.before_op_type) { row(t, 'was op', x.before_op_type); }
+        if (pane.side === 'before' && x.before_op_type) { row(t, 'now op', x.op_type); }
         if (x.scope) { row(t, 'scope', x.scope); }
         row(t, 'status', x.status + (x.changes && x.changes.length ? ' (' + x.changes.join(', ') + ')' : ''));
         if (d.value !== undefined) { row(t, (shown.overlay && shown.overlay.label) || 'value', Number(d.value).toPrecision(4)); }
         p.appendChild(t);
         var before = pane.side === 'before' && x.before;
-        section(p, 'Quantization (scale, zero point)', x.quant, 'quant');
+        section(p, 'Quantization (scale, zero point)', was ? [] : x.quant, 'quant');
         section(p, 'Attributes', before ? x.before.attributes : x.attributes, 'pairs');
         section(p, 'Inputs', before ? x.before.inputs : x.inputs, 'tensors');
         section(p, 'Outputs', x.outputs, 'tensors');
@@ -1030,6 +1090,7 @@
         window.ortlabPanes = { before: panes.before, after: panes.after };  // for the browser test
         window.ortlabGraph = panes.after.cy;
         window.ortlabLink = link;  // the matched pairs lined up, for tests
+        window.ortlabDetails = function () { return shown.details || {}; };  // each node's name and op, for tests
         window.ortlabPairs = function () { return pairs().map(function (p) { return [p[0].id(), p[1].id()]; }); };
         document.body.setAttribute('data-ortlab-graphdiff', 'ready');
         window.setTimeout(function () {
