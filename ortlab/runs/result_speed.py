@@ -17,7 +17,7 @@ from typing import Any
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.progress import CancelToken
 from ortlab.core.text import one_line
-from ortlab.runtime.hardware import detect
+from ortlab.runtime.hardware import real_cpu
 from ortlab.settings.config import BenchConfig, Target
 from ortlab.timing.child_runs import time_pair
 from ortlab.timing.stats import SpeedUp
@@ -108,7 +108,7 @@ def time_result(source, result, check: SpeedCheck = SpeedCheck(), *, target: Tar
     (``timer``: :func:`time_pair` unless a test gives another with its arguments). A failure or a cancel is
     kept as the record's ``error``, never raised: the run's verdict stands without it."""
     start = time.monotonic()
-    machine = detect().summary()
+    machine = real_cpu().summary()  # where the timing ran
     b = max(1, int(check.batch_size))
     cfg = BenchConfig(batch_sizes=(b,), warmup=3, target=target, duration_s=max(0.1, float(check.seconds) / 2))
     speed: SpeedUp | None = None

@@ -291,7 +291,11 @@ def test_benchmark_times_under_openvino_beside_onnx_runtime(demo_app, monkeypatc
     assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
     final = at.dataframe[-1].value
     ov = final[final["variant"].str.endswith("· OpenVINO")]
-    assert len(final) == 4 and len(ov) == 2 and list(ov["runs"]) == [10, 10]
+    bf16 = final[final["variant"].str.endswith("· OpenVINO bf16")]  # the baseline in bf16 where the CPU has it
+    from ortlab.runtime import hardware, openvino
+
+    n_bf16 = int(openvino.bf16_supported(hardware.detect()))
+    assert len(final) == 4 + n_bf16 and len(ov) == 2 and list(ov["runs"]) == [10, 10] and len(bf16) == n_bf16
     assert any("OpenVINO CPU" in c.value for c in at.caption)
     monkeypatch.setattr(api, "openvino_available", lambda: False)
     at.run()
