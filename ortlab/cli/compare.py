@@ -84,7 +84,8 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     report = evaluate(ref, cand, dataset, pre, target=Target(ns.target), reporter=reporter(ns), policy=policy,
                       specs=specs)
     verdict = judge(report, policy)
-    speed = time_pair_settled(ref, cand, ns, shapes)
+    # timed with the shapes the evaluation fed (a text's --seq-len, an open-size detector's image size), --shape first
+    speed = time_pair_settled(ref, cand, ns, {**{k: list(v) for k, v in report.input_shapes.items()}, **shapes})
     if ns.json:
         extra = {"speed": {**to_plain(speed), "verdict": speed.verdict, "text": speed.text()}} if speed else {}
         print_json({"verdict": verdict, **to_plain(report), **extra})
