@@ -31,11 +31,13 @@ STAGE_LABEL = "Speed against the source"
 @dataclass(frozen=True)
 class SpeedCheck:
     """Whether and how a run's result is timed against its source after its verdict: ``seconds`` of timing in all
-    (half for each model, interleaved) at ``batch_size``; ``enabled`` False skips it."""
+    (half for each model, interleaved) at ``batch_size``; ``enabled`` False skips it. ``values``: (input name,
+    number) of the control inputs (a sample rate), which are never random (``--input-value``)."""
 
     enabled: bool = True
     seconds: float = DEFAULT_SECONDS
     batch_size: int = 1
+    values: tuple[tuple[str, float], ...] = ()
 
 
 SKIP = SpeedCheck(enabled=False)
@@ -115,7 +117,7 @@ def time_result(source, result, check: SpeedCheck = SpeedCheck(), *, target: Tar
     error = ""
     try:
         speed = (timer or time_pair)(str(Path(source)), str(Path(result)), cfg, b, cancel=cancel,
-                                     shapes=dict(shapes or {}))
+                                     shapes=dict(shapes or {}), **({"values": dict(check.values)} if check.values else {}))
     except Cancelled:
         error = "cancelled"
     except OrtlabError as exc:
