@@ -844,6 +844,8 @@ def test_a_fresh_session_opens_compare_on_the_latest_run_and_a_reload_keeps_the_
     assert fresh.selectbox(key="compare.cand").value == f"run{newest}"
     assert fresh.selectbox(key="compare.ref").value == "original"
     assert "Artifacts** · 1" in sidebar_text(fresh)
+    # said so (issue 37: a newcomer took it for the bundled sample, with "no data")
+    assert f"Reopened from History: run {newest}, the newest run in this workspace" in sidebar_text(fresh)
     # another pair viewed there: a reload (a new session) opens that pair
     fresh.switch_page("pages/history.py").run()
     fresh.selectbox(key="history.run").set_value(first.run_id).run()
@@ -859,6 +861,7 @@ def test_a_fresh_session_opens_compare_on_the_latest_run_and_a_reload_keeps_the_
     assert not reload.exception, [e.value for e in reload.exception]
     assert (reload.selectbox(key="compare.ref").value, reload.selectbox(key="compare.cand").value) == \
         (f"run{newest}", f"run{first.run_id}"), ids
+    assert f"Reopened from History: run {first.run_id}, the pair viewed last" in sidebar_text(reload)
     history.delete(newest)
     shutil.rmtree(copy)
     (home / "compare_pair.json").unlink(missing_ok=True)
