@@ -20,6 +20,7 @@ from ortlab.model.diff_view import carry_values, map_node_names
 from ortlab.model.inspect import external_data_files, inspect_model, op_key, sha256_file_cached
 from ortlab.model.isolated import graph_description, graph_diff, import_model, import_upload, model_info
 from ortlab.model.node_names import check_node_names
+from ortlab.model.patterns import is_encoder_file
 
 # -- data: load, preprocess, feed ---------------------------------------------------------------------------
 from ortlab.data.dataset import pick_subset, random_dataset, split_dataset, stratified_sample
@@ -291,6 +292,7 @@ __all__ = [
     "infer_specs",
     "inspect_model",
     "interrupted_runs",
+    "is_encoder_file",
     "judge",
     "judge_runtime_rows",
     "latest_pair",

@@ -3,8 +3,27 @@
 # suite in it, real-browser test included: a dependency missing from the requirement files fails here
 # instead of hiding behind the machine's Python. Installs Debian's Chromium when it is missing.
 # Extra arguments go to pytest (`bash scripts/test.sh -k quantize`).
+# Building the environment must succeed (nothing else can run without it); after that every step runs even when an
+# earlier one failed (a failing pytest must not hide the cluster tests), each says its time, and the script exits
+# with the first failed step's status (0 when all passed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+STATUS=0
+FAILED=()
+step() {  # step NAME COMMAND...: runs COMMAND in a subshell with -e, records a failure and goes on
+  local name=$1 rc=0 began=$SECONDS
+  shift
+  set +e
+  ( set -e; "$@" )
+  rc=$?
+  set -e
+  echo "scripts/test.sh: $name $([ "$rc" -eq 0 ] && echo passed || echo "FAILED (exit $rc)") in $((SECONDS - began)) s" >&2
+  if [ "$rc" -ne 0 ]; then
+    FAILED+=("$name")
+    [ "$STATUS" -ne 0 ] || STATUS=$rc
+  fi
+}
 
 if ! command -v chromium >/dev/null 2>&1; then
   SUDO=""
@@ -16,8 +35,8 @@ fi
 VENV="${ORTLAB_TEST_VENV:-.venv-test}"
 python3 -m venv --clear "$VENV"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
-"$VENV/bin/python" -m ruff check .
-"$VENV/bin/python" -m mypy
+step ruff "$VENV/bin/python" -m ruff check .
+step mypy "$VENV/bin/python" -m mypy
 
 # The CPU-only install (requirements-cpu.txt: onnxruntime instead of onnxruntime-gpu, every other pin the same) in
 # a second venv. Installing its 800 MB from scratch took 2-3 min on the loaded 2-core machine, so the venv starts
@@ -25,6 +44,7 @@ python3 -m venv --clear "$VENV"
 # both wheels in one venv: they overwrite each other's files), then pip installs requirements-cpu.txt (the CPU
 # wheel; it must find every other pin already satisfied) and the project with --no-deps, as the README says.
 # It must import the api and run one int8 recipe. 13-30 s here (the from-scratch install: 135-180 s).
+cpu_only_install() {
 CPU_VENV="$VENV-cpu"
 rm -rf "$CPU_VENV"
 python3 -m venv --without-pip "$CPU_VENV"
@@ -54,9 +74,11 @@ print("CPU-only install (requirements-cpu.txt): ortlab.api imports,", run.stdout
 PY
 )
 rm -rf "$CPU_TMP" "$CPU_VENV"
+}
+step "CPU-only install" cpu_only_install
 
 # The whole suite; tests/cluster/ is skipped here (it says why) and runs in the step below.
-"$VENV/bin/python" -m pytest "$@"
+step pytest "$VENV/bin/python" -m pytest "$@"
 
 # The cluster tests (tests/cluster/) start a real two-node Ray cluster on 127.0.0.1 (the extra ortlab[ray], in
 # requirements-dev.txt). Ray's driver probes a route with a UDP connect() to 8.8.8.8:53, so they run in a network
@@ -67,6 +89,13 @@ rm -rf "$CPU_TMP" "$CPU_VENV"
 if [ "$#" -eq 0 ] || [ "${ORTLAB_CLUSTER_TESTS:-}" = "1" ]; then
   UNSHARE="unshare -n"
   if [ "$(id -u)" != "0" ]; then UNSHARE="unshare -rn"; fi
-  $UNSHARE env ORTLAB_CLUSTER_TESTS=1 sh -c 'ip link set lo up && exec "$0" -m pytest tests/cluster -p no:cacheprovider' \
-    "$VENV/bin/python"
+  step "cluster tests" $UNSHARE env ORTLAB_CLUSTER_TESTS=1 sh -c \
+    'ip link set lo up && exec "$0" -m pytest tests/cluster -p no:cacheprovider' "$VENV/bin/python"
 fi
+
+if [ "$STATUS" -ne 0 ]; then
+  echo "scripts/test.sh: failed: ${FAILED[*]} (exit $STATUS; total $SECONDS s)" >&2
+else
+  echo "scripts/test.sh: every step passed in $SECONDS s" >&2
+fi
+exit "$STATUS"

@@ -7,7 +7,9 @@ import argparse
 import difflib
 import math
 import re
+import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
@@ -135,6 +137,27 @@ def shapes_from_args(ns: argparse.Namespace) -> dict[str, list[int]]:
     return out
 
 
+def new_folder_note(out: Path, as_dir: bool) -> str:
+    """What to say on stderr, once the work starts, when the folder the result goes into (``out`` itself when
+    ``as_dir``, else its parent) does not exist yet and is created: a typo in OUT shows at once instead of a result
+    in a folder nobody meant. "" when it exists."""
+    folder = out if as_dir else out.parent
+    return "" if folder.exists() else f"{PROG}: the folder {folder} does not exist: it is created for the result"
+
+
+def say(note: str) -> None:
+    """``note`` on stderr, when there is one."""
+    if note:
+        print(note, file=sys.stderr)
+
+
+def add_input_value_argument(p: Any) -> None:
+    """``--input-value NAME=VALUE`` (repeatable): a control input's value for timing (never random)."""
+    p.add_argument("--input-value", action="append", default=[], metavar="NAME=VALUE",
+                   help="The value of a control input (e.g. a sample rate, sr=16000) when timing: such inputs are "
+                        "never made up. Repeat for each.")
+
+
 def values_from_args(ns: argparse.Namespace) -> dict[str, float]:
     """``{input name: number}`` of the ``--input-value NAME=VALUE`` flags (UsageError when one is malformed)."""
     out: dict[str, float] = {}
@@ -174,7 +197,13 @@ def shapes_text(shapes: dict[str, list[int]]) -> str:
 
 def add_output_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="Print JSON on stdout.")
-    p.add_argument("-v", "--verbose", action="store_true", help="Print progress on stderr.")
+    talk = p.add_mutually_exclusive_group()
+    talk.add_argument("-v", "--verbose", action="store_true",
+                      help="Print progress on stderr, one line each time a stage starts or ends, also when stderr is "
+                           "not a terminal (a log).")
+    talk.add_argument("-q", "--quiet", action="store_true",
+                      help="No progress. Without -v or -q, progress shows on a terminal as one updating line per "
+                           "stage, and not at all when stderr is piped or redirected.")
 
 
 def recipe_from_args(ns: argparse.Namespace) -> Recipe:
@@ -249,6 +278,25 @@ def _shadow_note(text: str, path: Path, sample: SampleModel, instead: Path) -> N
           f"(for the sample, give {instead})", file=sys.stderr)
 
 
+# the first bytes of files people give as MODEL by mistake (an ONNX file is a protobuf: none of these)
+_NOT_MODELS = ((b"\xff\xd8\xff", "a JPEG image"), (b"\x89PNG\r\n\x1a\n", "a PNG image"), (b"GIF8", "a GIF image"),
+               (b"RIFF", "a RIFF file (WebP image or WAV audio)"), (b"PK\x03\x04", "a zip file"),
+               (b"%PDF", "a PDF document"), (b"\x93NUMPY", "a NumPy .npy array"))
+
+
+def _not_a_model(path: Path) -> str:
+    """What ``path`` is when its first bytes say it is an image, an archive or an array rather than a model; ""
+    otherwise (an unreadable file is left to the model's own loader to explain)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(16)
+    except OSError:
+        return ""
+    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "a WebP image"
+    return next((kind for magic, kind in _NOT_MODELS if head.startswith(magic)), "")
+
+
 def model_file(text: str, what: str = "Model") -> Path:
     """The model file of a MODEL argument: a path to an .onnx file (relative to the current folder, or absolute), a
     folder that ``ortlab optimize`` wrote (its ``model.onnx``), or a bundled sample's name (``digits_cnn``;
@@ -267,6 +315,10 @@ def model_file(text: str, what: str = "Model") -> Path:
                 return check_readable(path / MODEL_FILE, what, str(path / MODEL_FILE))
             raise UsageError(f"{what} is a folder with no {MODEL_FILE} in it (give an .onnx file, or a folder that "
                              f"ortlab optimize wrote): {text}")
+        kind = _not_a_model(path)
+        if kind:
+            raise UsageError(f"{what} {text} is {kind}, not an ONNX model: give the .onnx file (images go to "
+                             f"--calibration/--eval/--data).")
         return check_readable(path, what, text)
     if sample is not None:
         return Path(sample.model_path)
@@ -416,10 +468,87 @@ def _size_from_shape(shape: Sequence[int]) -> tuple[int, int] | None:
     return (int(shape[2]), int(shape[3])) if shape[1] in (1, 3) else (int(shape[1]), int(shape[2]))
 
 
-def reporter(ns: argparse.Namespace):
-    if not getattr(ns, "verbose", False):
+class LiveLine:
+    """Progress on a terminal: one line per stage, rewritten in place (``\\r``) as the stage advances (at most ten
+    times a second), ended when the next stage starts, when the stage is done, or before anything else is printed
+    (:func:`reporter` routes stdout and stderr through :class:`_EndsLiveLine` while it is shown)."""
 
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.stage = ""
+        self.open = False
+        self._last = 0.0
+
+    def __call__(self, event: ProgressEvent) -> None:
+        done = event.total is not None and event.done >= event.total
+        now = time.monotonic()
+        new_stage = event.stage != self.stage
+        if not (new_stage or done or now - self._last >= 0.1):
+            return
+        if new_stage:
+            self.end()
+        count = f" {event.done}/{event.total}" if event.total and event.total > 1 else ""
+        text = one_line(f"{PROG}: {event.stage}{count} {'done' if done else '…'} {event.message}".rstrip())
+        width = max(20, shutil.get_terminal_size((100, 24)).columns - 1)
+        self.stream.write("\r" + (text if len(text) <= width else text[:width - 1] + "…") + "\x1b[K")
+        self.open, self.stage, self._last = True, event.stage, now
+        if done:
+            self.end()
+        self.stream.flush()
+
+    def end(self) -> None:
+        """End the line being rewritten (the next output starts on a line of its own)."""
+        if self.open:
+            self.open = False
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class _EndsLiveLine:
+    """A text stream that ends the live progress line before it writes (stdout and stderr while it shows)."""
+
+    def __init__(self, stream: Any, live: LiveLine) -> None:
+        self._stream, self._live = stream, live
+
+    def write(self, text: str) -> int:
+        if text:
+            self._live.end()
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def end_live_line() -> None:
+    """End the live progress line, if one is being shown (before the command's last word)."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, _EndsLiveLine):
+            stream._live.end()
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def reporter(ns: argparse.Namespace, stream: Any = None):
+    """How a command shows progress on ``stream`` (stderr): ``-q`` none; ``-v`` a line each time a stage starts or
+    ends; else, on a terminal, one updating line per stage (:class:`LiveLine`), and none when piped."""
+    stream = stream if stream is not None else sys.stderr
+    if getattr(ns, "quiet", False):
         return null_reporter
+    if not getattr(ns, "verbose", False):
+        if not _is_terminal(stream):
+            return null_reporter
+        if isinstance(sys.stderr, _EndsLiveLine) and stream is sys.stderr:
+            return sys.stderr._live
+        live = LiveLine(stream)
+        if stream is sys.stderr:  # the caller (main) puts both streams back when the command ends
+            sys.stdout = _EndsLiveLine(sys.stdout, live)
+            sys.stderr = _EndsLiveLine(sys.stderr, live)
+        return live
     last: list[str] = [""]
 
     def report(event: ProgressEvent) -> None:

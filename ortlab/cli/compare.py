@@ -10,7 +10,7 @@ from ortlab.api import Target
 from ortlab.cli.common import (
     add_input_arguments, add_output_flags, add_preprocess_arguments, add_verdict_arguments, evaluation_data,
     exit_for, model_file, model_sample, policy_from_args, preprocess_from_args, reporter, shapes_from_args,
-    shapes_text, values,
+    shapes_text, values, add_input_value_argument, values_from_args,
 )
 from ortlab.cli.render import print_json, table, task_lines, verdict_block
 from ortlab.api import evaluate, inspect_model, judge, resolve_feed, stratified_sample
@@ -41,6 +41,7 @@ def add_command(sub) -> None:
                    help=f"Also time the pair at batch 1, in turn, until the speed-up's 95%% interval is within "
                         f"±{SETTLE_TARGET * 100:.0f}%% or S seconds have passed: {SETTLE_CAP_S:g} unless given, no timing "
                         f"when $ORTLAB_SPEED_CHECK_S is 0. 0: no timing.")
+    add_input_value_argument(p)
     add_output_flags(p)
     p.set_defaults(func=cmd_compare)
 
@@ -58,7 +59,8 @@ def time_pair_settled(ref: Path, cand: Path, ns: argparse.Namespace, shapes) -> 
                if isinstance(r, Artifact)}
     ref_v, cand_v = (BenchVariant(k, p.name, str(p), run_ids.get(p.resolve())) for k, p in (("reference", ref),
                                                                                             ("candidate", cand)))
-    handle = start_pair_timing(ref_v, cand_v, workspace=workspace, origin="cli", shapes=shapes, cap_s=cap)
+    handle = start_pair_timing(ref_v, cand_v, workspace=workspace, origin="cli", shapes=shapes, cap_s=cap,
+                               values=values_from_args(ns) or None)
     handle.follow(reporter(ns))
     return handle.settled()
 
@@ -84,7 +86,8 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     report = evaluate(ref, cand, dataset, pre, target=Target(ns.target), reporter=reporter(ns), policy=policy,
                       specs=specs)
     verdict = judge(report, policy)
-    speed = time_pair_settled(ref, cand, ns, shapes)
+    # timed with the shapes the evaluation fed (a text's --seq-len, an open-size detector's image size), --shape first
+    speed = time_pair_settled(ref, cand, ns, {**{k: list(v) for k, v in report.input_shapes.items()}, **shapes})
     if ns.json:
         extra = {"speed": {**to_plain(speed), "verdict": speed.verdict, "text": speed.text()}} if speed else {}
         print_json({"verdict": verdict, **to_plain(report), **extra})

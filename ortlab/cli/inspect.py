@@ -19,6 +19,30 @@ def add_command(sub) -> None:
     p.set_defaults(func=cmd_inspect)
 
 
+def open_sizes_line(name: str, dtype: str, dims: list) -> str:
+    """What an input's open dims (beyond a leading batch, which follows the batch size) will need: the flag that
+    sets them from data (--size for an image, --seq-len for text) and the --shape that sets them outright; "" when
+    nothing is open."""
+    batch = [i == 0 or str(d).lower() in ("n", "batch", "batch_size", "batchsize") for i, d in enumerate(dims)]
+    is_open = [not isinstance(d, int) or d <= 0 for d in dims]
+    if not any(o and not b for o, b in zip(is_open, batch)):
+        return ""
+    chans = [i for i in (1, len(dims) - 1) if len(dims) == 4 and dims[i] in (1, 3, 4)]
+    spatial = (2, 3) if chans[:1] == [1] else (1, 2) if chans else ()
+    hint = ",".join("1" if batch[i] and is_open[i] else str(d) if not is_open[i] else "HW"[spatial.index(i)] if i in spatial
+                    else f"D{i}" for i, d in enumerate(dims))
+    names = ", ".join(str(d) if d not in (None, "") else f"axis {i}" for i, d in enumerate(dims)
+                      if is_open[i] and not batch[i])
+    if spatial and all(is_open[i] for i in spatial):
+        source = "--size H W (the images are resized to it)"
+    elif "int" in dtype:
+        source = "--seq-len N with text data"
+    else:
+        source = "the data's tensors"
+    return (f"{name}: {names} open: give {source} to optimize, compare, analyze and tune, or --shape {name}={hint} "
+            "(bench needs --shape)")
+
+
 def cmd_inspect(ns: argparse.Namespace) -> int:
     """`ortlab inspect`: print what a model holds."""
 
@@ -38,6 +62,10 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
     for kind, tensors in (("input", info.inputs), ("output", info.outputs)):
         for t in tensors:
             print(f"  {kind:<9} {t.name}  {t.dtype}  {shape(t)}")
+    for t in info.inputs:
+        line = open_sizes_line(t.name, t.dtype, list(t.shape))
+        if line:
+            print(f"  sizes     {line}")
     ops = sorted(info.op_counts.items(), key=lambda kv: (-kv[1], op_key(*kv[0])))
     print("  ops       " + ", ".join(f"{op_key(*k)}×{n}" for k, n in ops))
 

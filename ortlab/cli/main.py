@@ -21,7 +21,7 @@ from ortlab.core.errors import OutputError
 from ortlab.core.text import escape_controls, one_line
 from ortlab.api import set_custom_op_libraries
 from ortlab.api import CUSTOM_OPS_ENV, NO_CALIBRATION_DATA
-from ortlab.cli.common import PROG, Parser, existing_file, start_service
+from ortlab.cli.common import PROG, Parser, end_live_line, existing_file, start_service
 from ortlab.cli import bench, cluster, compare, history, inspect, optimize, samples, tune
 
 COMMANDS = (inspect, optimize, bench, compare, history, samples, tune, cluster)
@@ -90,6 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     os.umask(0o077)  # the workspace and every result ortlab writes are private to the user (0700/0600)
     saved_libraries = os.environ.get(CUSTOM_OPS_ENV)
+    streams = sys.stdout, sys.stderr  # a live progress line routes both through a wrapper while the command runs
     try:
         ns = parser.parse_args(argv)
         if ns.custom_op_library:
@@ -123,6 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"(set ORTLAB_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
     finally:  # in-process callers (tests, notebooks) get their environment back
+        end_live_line()
+        sys.stdout, sys.stderr = streams
         if saved_libraries is None:
             os.environ.pop(CUSTOM_OPS_ENV, None)
         else:

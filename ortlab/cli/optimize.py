@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from ortlab.api import ModelInfo
@@ -12,6 +13,7 @@ from ortlab.core.errors import RecipeError
 from ortlab.api import UsageError
 from ortlab.api import VerdictPolicy
 from ortlab.cli.common import (
+    add_input_value_argument, new_folder_note, say, values_from_args,
     DATA_SUFFIXES, PROG, add_data_arguments, add_input_arguments, add_output_flags, add_preprocess_arguments,
     add_recipe_arguments, add_verdict_arguments, data_ref, existing_file, exit_for, find_sample, model_file,
     policy_from_args, preprocess_from_args, recipe_from_args, reporter, shapes_from_args,
@@ -62,17 +64,19 @@ def add_timing_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timing-s", type=float, default=None, metavar="SECONDS",
                    help="Seconds of that timing in all, shared by the two models (default: $ORTLAB_SPEED_CHECK_S, "
                         "else 3).")
+    add_input_value_argument(g)
 
 
 def speed_check_from_args(ns: argparse.Namespace) -> api.SpeedCheck:
-    """The speed check ``--no-timing``/``--timing-s`` ask for (else the default)."""
+    """The speed check ``--no-timing``/``--timing-s``/``--input-value`` ask for (else the default)."""
+    values = tuple(values_from_args(ns).items())
     if ns.no_timing:
         return api.SpeedCheck(enabled=False)
     if ns.timing_s is None:
-        return api.default_speed_check()
+        return replace(api.default_speed_check(), values=values)
     if not ns.timing_s > 0:
         raise UsageError(f"--timing-s must be a positive number of seconds, not {ns.timing_s:g} (or give --no-timing).")
-    return api.SpeedCheck(seconds=float(ns.timing_s))
+    return api.SpeedCheck(seconds=float(ns.timing_s), values=values)
 
 
 def run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: str | None,
@@ -114,8 +118,10 @@ def cmd_optimize(ns: argparse.Namespace) -> int:
     spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data, info)
     as_dir = out.is_dir() or out.suffix.lower() != ".onnx"
     replaced = out.exists()
-    artifact = api.start_recipe(spec, out, origin="cli", info=info,
-                                speed_check=speed_check_from_args(ns)).follow(reporter(ns))
+    created = new_folder_note(out, as_dir)
+    handle = api.start_recipe(spec, out, origin="cli", info=info, speed_check=speed_check_from_args(ns))
+    say(created)  # the recipe is valid and the run started
+    artifact = handle.follow(reporter(ns))
     if replaced:
         print(f"{PROG}: Replaced the earlier result at {out}", file=sys.stderr)
     if ns.json:
@@ -148,8 +154,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
     spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data, info)
     workspace = api.open_workspace()
     out = Path(ns.out).expanduser() if ns.out else None
-    artifact = api.start_recipe(spec, out, workspace=workspace, origin="cli", info=info,
-                                speed_check=speed_check_from_args(ns)).follow(reporter(ns))
+    created = new_folder_note(out, out.is_dir() or out.suffix.lower() != ".onnx") if out is not None else ""
+    handle = api.start_recipe(spec, out, workspace=workspace, origin="cli", info=info,
+                              speed_check=speed_check_from_args(ns))
+    say(created)  # the recipe is valid and the run started
+    artifact = handle.follow(reporter(ns))
     if ns.json:
         print_json(artifact.to_dict())
     else:

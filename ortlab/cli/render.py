@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from ortlab.core.text import format_bytes
 from ortlab.cli.common import shapes_text
 from ortlab.core.serial import dumps
-from ortlab.api import VERIFICATION_SKIPPED, preprocess_cli_args
+from ortlab.api import VERIFICATION_SKIPPED, is_encoder_file, preprocess_cli_args
 
 VERIFY_HINT = (" Give --eval DIR (or --calibration DIR, which verification also uses) to check the result against "
                "the source.")
@@ -68,6 +68,36 @@ def table(rows: list[list[str]], header: list[str], right: Sequence[int] | None 
     return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)])
 
 
+ENCODER_STATIC_ADVICE = (
+    "static int8 often breaks a transformer encoder (the activations after GELU and LayerNorm fit one calibrated "
+    "scale badly; no --opt-level changes that): dynamic int8 is the known answer for encoders (--quant-mode dynamic "
+    "--op-types MatMul,Gemm), and `ortlab tune` tries it first")
+INT8_ADVICE = {
+    "static": ("`ortlab analyze SOURCE RESULT --data …` names the nodes that cost accuracy (--exclude-nodes keeps them "
+               "in float), and `ortlab tune` searches recipes (dynamic int8, calibration, nodes kept in float) with "
+               "the same verdict"),
+    "dynamic": "`ortlab tune` searches recipes (op types, static int8, nodes kept in float) with the same verdict",
+}
+
+
+def next_step(artifact) -> str:
+    """For a broken or degraded int8 result, what to try that can work (only flags those commands take): for a
+    transformer encoder's static int8, dynamic int8 (its known answer: 23 dB where static gave 2.5-6 dB on a
+    MiniLM) or tune; else analyze and tune. Empty otherwise."""
+    verdict, recipe = artifact.verdict, artifact.recipe
+    if verdict is None or verdict.level.value not in ("broken", "degraded") or recipe.precision.value != "int8":
+        return ""
+    mode = recipe.quant.mode.value
+    if mode == "static":
+        try:
+            encoder = is_encoder_file(artifact.source_path)
+        except Exception:  # an unreadable source only loses the advice
+            encoder = False
+        if encoder:
+            return ENCODER_STATIC_ADVICE
+    return INT8_ADVICE.get(mode, "")
+
+
 def artifact_text(artifact, out_path: Path) -> str:
     decided = deciding_line(artifact.verdict)
     speed = getattr(artifact, "speed", None)
@@ -80,6 +110,9 @@ def artifact_text(artifact, out_path: Path) -> str:
              f"  providers  {', '.join(artifact.providers)}",
              "  timings    " + ", ".join(f"{k} {v:.2f}s" for k, v in artifact.timings.items())]
     lines[1:1 + bool(decided)] = verdict_block(artifact.verdict)[1:]  # decided by, its interval or edge, parity
+    advice = next_step(artifact)
+    if advice:
+        lines.insert(len(verdict_block(artifact.verdict)), f"  try        {advice}")
     if artifact.input_shapes:
         lines.append(f"  inputs     {shapes_text(artifact.input_shapes)}")
     spec = getattr(artifact, "spec", None)

@@ -11,7 +11,8 @@ from ortlab.api import UsageError
 from ortlab.api import Target
 from ortlab.cli.common import (
     add_input_arguments, add_output_flags, add_preprocess_arguments, data_ref, evaluation_data, find_sample,
-    load_dataset, model_file, model_sample, preprocess_from_args, reporter, shapes_from_args, shapes_text,
+    load_dataset, model_file, model_sample, preprocess_from_args, reporter, new_folder_note, say, shapes_from_args,
+    shapes_text,
 )
 from ortlab.cli.out_path import check_out_path
 from ortlab.cli.render import print_json, table
@@ -174,11 +175,15 @@ def cmd_analyze(ns: argparse.Namespace) -> int:
     print(f"inputs: {shapes_text(result.input_shapes)}")
     for output, groups in result.groups.items():
         print(f"output groups of {output}: {groups}; nodes with that layout rank by their worst group")
+    shown = result.worst(ns.top)
+    grouped = bool(result.groups) and any(e.group for e in shown)  # no column of dashes when no row has a group
     rows = [[str(e.rank), e.name, e.op_type, _fmt(e.local_sqnr_db), _fmt(e.sqnr_db), _fmt(e.cosine, ".4f"),
-             _fmt(e.max_abs, ".3g")] + ([f"{e.group} {_fmt(e.score_db)}" if e.group else "-"] if result.groups else [])
-            for e in result.worst(ns.top)]
+             _fmt(e.max_abs, ".3g")] + ([f"{e.group} {_fmt(e.score_db)}" if e.group else "-"] if grouped else [])
+            for e in shown]
     print(table(rows, ["#", "node", "op", "local dB", "accum. dB", "cosine", "max |Δ|"]
-                 + (["worst group dB"] if result.groups else [])))
+                 + (["worst group dB"] if grouped else [])))
+    if result.groups and not grouped:
+        print("worst group dB: none of these nodes has the layout of the output's groups (only such nodes get one).")
     print("local: the node's quantized form on fp32 inputs; accum.: the candidate's tensor vs fp32.")
     for e in result.worst(ns.top):
         if (note := result.unnamed_note(e)) is not None:
@@ -221,6 +226,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     if ns.ray and budget_cpu_s is not None:
         raise UsageError("A CPU budget counts this machine's processes, not a cluster's: with --ray give --budget "
                          "in seconds.")
+    created = new_folder_note(Path(ns.out).expanduser(), True)
     sample = find_sample(src)
     labels = sample.labels if sample is not None and sample.labels else None
     cal_path, ev_path = ns.data, ns.eval_data
@@ -253,6 +259,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     policy = search_policy(ns)
     job = api.start_tune(src, cal, ev, settings, policy, preprocess=pre, sample=sample.name if sample is not None else None,
                          workspace=api.open_workspace(), out_dir=out, background=False)
+    say(created)  # the search is set up
     trials = job.follow()
     try:
         for t in trials:

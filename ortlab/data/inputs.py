@@ -237,11 +237,30 @@ def unresolved_error(specs: Sequence[InputSpec]) -> ShapeError:
             continue
         names = ", ".join(f"'{d.name or '?'}' (axis {i})" for i, d in missing)
         parts.append(f"input '{s.name}' {s.model_shape()}: {names}")
-        hints.append(f"--shape {s.name}=" + _shape_text(
-            d.value if d.value is not None else (d.name or f"D{i}").upper() for i, d in enumerate(s.dims)))
+        hints.append(f"--shape {s.name}=" + _shape_text(_hint_dims(s)))
     return ShapeError("The model leaves these input dimensions open and neither the preprocessing nor the data "
                       "set them: " + "; ".join(parts) + ". Give the shape: in the CLI " + " ".join(hints)
-                      + "; in the app, on the Data page under Input shapes.")
+                      + " (H, W and D<axis> stand for the sizes to run at); in the app, on the Data page under "
+                      "Input shapes.")
+
+
+def _hint_dims(spec: InputSpec) -> list[str]:
+    """The dims of a suggested ``--shape``: the values known, 1 for an open batch, H and W for an image's open
+    height and width (NCHW or NHWC), else ``D<axis>``; never the model's symbolic name (``P2O.DYNAMICDIMENSION.1``)."""
+    dims = spec.dims
+    chans = [i for i in (1, len(dims) - 1) if len(dims) == 4 and dims[i].value in (1, 3, 4)]
+    spatial = (2, 3) if chans[:1] == [1] else (1, 2) if chans else ()
+    out = []
+    for i, d in enumerate(dims):
+        if d.value is not None:
+            out.append(str(d.value))
+        elif i == spec.batch_axis or (i == 0 and len(dims) > 1):
+            out.append("1")
+        elif i in spatial:
+            out.append("HW"[spatial.index(i)])
+        else:
+            out.append(f"D{i}")
+    return out
 
 
 def infer_specs(model_inputs: Any, preprocess: Any = None, dataset: Any = None,

@@ -17,7 +17,7 @@ from typing import Any
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.progress import CancelToken
 from ortlab.core.text import one_line
-from ortlab.runtime.hardware import detect
+from ortlab.runtime.hardware import real_cpu
 from ortlab.settings.config import BenchConfig, Target
 from ortlab.timing.child_runs import time_pair
 from ortlab.timing.stats import SpeedUp
@@ -31,11 +31,13 @@ STAGE_LABEL = "Speed against the source"
 @dataclass(frozen=True)
 class SpeedCheck:
     """Whether and how a run's result is timed against its source after its verdict: ``seconds`` of timing in all
-    (half for each model, interleaved) at ``batch_size``; ``enabled`` False skips it."""
+    (half for each model, interleaved) at ``batch_size``; ``enabled`` False skips it. ``values``: (input name,
+    number) of the control inputs (a sample rate), which are never random (``--input-value``)."""
 
     enabled: bool = True
     seconds: float = DEFAULT_SECONDS
     batch_size: int = 1
+    values: tuple[tuple[str, float], ...] = ()
 
 
 SKIP = SpeedCheck(enabled=False)
@@ -108,14 +110,14 @@ def time_result(source, result, check: SpeedCheck = SpeedCheck(), *, target: Tar
     (``timer``: :func:`time_pair` unless a test gives another with its arguments). A failure or a cancel is
     kept as the record's ``error``, never raised: the run's verdict stands without it."""
     start = time.monotonic()
-    machine = detect().summary()
+    machine = real_cpu().summary()  # where the timing ran
     b = max(1, int(check.batch_size))
     cfg = BenchConfig(batch_sizes=(b,), warmup=3, target=target, duration_s=max(0.1, float(check.seconds) / 2))
     speed: SpeedUp | None = None
     error = ""
     try:
         speed = (timer or time_pair)(str(Path(source)), str(Path(result)), cfg, b, cancel=cancel,
-                                     shapes=dict(shapes or {}))
+                                     shapes=dict(shapes or {}), **({"values": dict(check.values)} if check.values else {}))
     except Cancelled:
         error = "cancelled"
     except OrtlabError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import platform
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -62,7 +63,8 @@ class CpuFeatures:
         if self.source == "unknown":
             dot = "int8 features unknown"
         name = f" ({self.model_name})" if self.model_name else ""
-        return f"{self.arch}{name} · {', '.join(feats) or 'no SIMD flags read'} · {dot}"
+        told = f" (as set by {self.source})" if self.source.startswith("$") else ""
+        return f"{self.arch}{name} · {', '.join(feats) or 'no SIMD flags read'} · {dot}{told}"
 
 
 def _arch(machine: str) -> str:
@@ -100,9 +102,41 @@ def parse_cpuinfo(text: str, machine: str | None = None) -> CpuFeatures:
         source="/proc/cpuinfo" if flags else "unknown", flags=tuple(sorted(flags)))
 
 
-@functools.lru_cache(maxsize=1)
+CPU_VAR = "ORTLAB_CPU"  # the CPU features ortlab plans for, in place of this machine's (tests, docs, a deployment CPU)
+# Named CPU kinds for $ORTLAB_CPU, as /proc/cpuinfo flags: the kinds this project's machines have had.
+CPU_PROFILES: dict[str, tuple[str, ...]] = {
+    "avx2": ("sse2", "avx", "avx2", "fma"),
+    "avx512-vnni": ("sse2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni"),
+    "avx512-vnni-bf16": ("sse2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"),
+    "amx": ("sse2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile",
+            "amx_bf16", "amx_int8"),
+}
+
+
+def cpu_profile(value: str) -> CpuFeatures:
+    """The features ``value`` names: one of :data:`CPU_PROFILES` (``avx2``, ``avx512-vnni``, ``avx512-vnni-bf16``,
+    ``amx``) or /proc/cpuinfo flags separated by commas or spaces (``avx2,avx512_vnni``). The model name stays this
+    machine's (timings still run here); ``source`` says the features were set."""
+    name = value.strip().lower()
+    flags = CPU_PROFILES.get(name) or tuple(f for f in name.replace(",", " ").split() if f)
+    if not flags:
+        raise ValueError(f"${CPU_VAR} is empty: name a CPU kind ({', '.join(CPU_PROFILES)}) or its flags")
+    f = parse_cpuinfo(f"model name\t: {real_cpu().model_name}\nflags\t\t: {' '.join(flags)}\n")
+    label = name if name in CPU_PROFILES else ",".join(flags)
+    return dataclasses.replace(f, source=f"${CPU_VAR}={label}")
+
+
 def detect() -> CpuFeatures:
-    """This machine's CPU features (read once)."""
+    """The CPU features ortlab plans int8 and bf16 for: ``$ORTLAB_CPU`` (:func:`cpu_profile`) when set, else this
+    machine's (:func:`real_cpu`). Tests and the docs' examples set it to run as on another kind of CPU; what the
+    kernels really do (numerics, speed) is still this machine's."""
+    value = os.environ.get(CPU_VAR, "").strip()
+    return cpu_profile(value) if value else real_cpu()
+
+
+@functools.lru_cache(maxsize=1)
+def real_cpu() -> CpuFeatures:
+    """This machine's CPU features (read once), whatever ``$ORTLAB_CPU`` says."""
     path = Path("/proc/cpuinfo")
     try:
         text = path.read_text(encoding="utf-8", errors="replace")

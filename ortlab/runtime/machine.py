@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from importlib import metadata
 
-from ortlab.runtime.hardware import CpuFeatures, detect
+from ortlab.runtime.hardware import CpuFeatures, real_cpu
 from ortlab.runtime.threads import thread_limit
 
 __all__ = ["Machine", "this_machine"]
@@ -69,7 +69,7 @@ def _ort_version() -> str:
 def this_machine(threads: int = 0, openvino: bool = False) -> Machine:
     """This machine as a timing records it (``threads``: the timing's setting, else ``$ORTLAB_THREADS``'s cap;
     ``openvino``: OpenVINO's version too)."""
-    f = detect()
+    f = real_cpu()  # where the timing really ran, whatever $ORTLAB_CPU plans for
     runtimes = [f"onnxruntime {_ort_version()}"]
     if openvino:
         runtimes.append(f"openvino {_version('openvino') or '?'}")

@@ -93,7 +93,8 @@ def layout_clashes(page) -> list[str]:
     return out
 
 
-VARIANT_TRACE = re.compile(r"^(?P<variant>.+?)(?P<ov> · OpenVINO)?(?P<batch> · batch \d+)?(?P<runs> · runs)?$")
+# " · OpenVINO bf16": the baseline compiled in bf16, where the CPU ortlab sees has bf16 (AVX-512 BF16 or AMX)
+VARIANT_TRACE = re.compile(r"^(?P<variant>.+?)(?P<ov> · OpenVINO(?: bf16)?)?(?P<batch> · batch \d+)?(?P<runs> · runs)?$")
 
 
 def test_a_a_benchmark_with_openvino_keeps_one_colour_per_variant(demo):

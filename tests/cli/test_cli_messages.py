@@ -60,7 +60,7 @@ def test_a_missing_shape_is_bad_usage_exit_2(tmp_path, capsys):
     from tests.data.test_inputs import dynamic_hw_model
 
     code, _, err = run(["bench", dynamic_hw_model(tmp_path / "hw.onnx"), "--runs", "2", "--warmup", "0"], capsys)
-    assert code == 2 and "--shape images=1,3,HEIGHT,WIDTH" in err
+    assert code == 2 and "--shape images=1,3,H,W" in err
 
 
 def test_help_lists_every_exit_status_the_cli_returns(capsys):

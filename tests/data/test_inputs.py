@@ -133,12 +133,27 @@ def run(argv, capsys):
 # -- specs ------------------------------------------------------------------------------------------------------
 
 
+def test_a_suggested_shape_never_repeats_a_machine_made_dim_name():
+    """A Paddle export names its open dims p2o.DynamicDimension.N: the suggestion gives 1 for the batch, H and W for
+    the image's size and the values it knows, never those names."""
+    det = (TensorInfo("x", "float32", ("p2o.DynamicDimension.0", 3, "p2o.DynamicDimension.1",
+                                       "p2o.DynamicDimension.2")),)
+    with pytest.raises(DataError) as exc:
+        infer_specs(det)
+    msg = str(exc.value)
+    assert "--shape x=1,3,H,W (H, W and D<axis> stand for the sizes to run at)" in msg
+    assert "DYNAMICDIMENSION" not in msg.upper().split("GIVE THE SHAPE")[1]
+    enc = (TensorInfo("input_ids", "int64", ("batch", "seq")), TensorInfo("mask", "int64", ("batch", 16)))
+    with pytest.raises(DataError, match=r"--shape input_ids=1,D1 .*; in the app"):
+        infer_specs(enc)
+
+
 def test_specs_record_where_each_dim_came_from(files):
     info = inspect_model(files["hw"])
     with pytest.raises(DataError) as exc:
         infer_specs(info)
     msg = str(exc.value)
-    assert "'height' (axis 2)" in msg and "'width' (axis 3)" in msg and "--shape images=1,3,HEIGHT,WIDTH" in msg
+    assert "'height' (axis 2)" in msg and "'width' (axis 3)" in msg and "--shape images=1,3,H,W" in msg
     (s,) = infer_specs(info, overrides={"images": [1, 3, 64, 48]})
     assert s.shape == (1, 3, 64, 48) and s.role == "image" and s.batch_axis == 0
     assert [d.source for d in s.dims] == ["user", "model", "user", "user"]
@@ -199,7 +214,7 @@ def test_rnn_random_feeds_put_the_batch_on_axis_1_with_zero_state(files):
 
 
 def test_bench_dynamic_hw_needs_a_shape_and_runs_at_it(files):
-    with pytest.raises(DataError, match="--shape images=1,3,HEIGHT,WIDTH"):
+    with pytest.raises(DataError, match="--shape images=1,3,H,W"):
         next(latency_samples(files["hw"], BenchConfig(warmup=0, runs=1), 1))
     run = latency_samples(files["hw"], BenchConfig(warmup=0, runs=2), 2, shapes={"images": [1, 3, 64, 64]})
     assert len(list(run)) == 2
@@ -215,7 +230,7 @@ def test_bench_transformer_at_the_given_sequence_length(files):
 
 def test_cli_bench_shape_flag_and_json(files, capsys):
     code, out, err = run(["bench", files["hw"], "--runs", "2", "--warmup", "0", "--json"], capsys)
-    assert code == 2 and "'height' (axis 2)" in err and "--shape images=1,3,HEIGHT,WIDTH" in err
+    assert code == 2 and "'height' (axis 2)" in err and "--shape images=1,3,H,W" in err
     code, out, err = run(["bench", files["hw"], files["rnn"], "--runs", "2", "--warmup", "0", "--batch-sizes", "3",
                           "--shape", "images=1,3,64,64", "--json"], capsys)
     assert code == 0, err
@@ -327,7 +342,7 @@ def test_cli_optimize_random_data_with_shape_and_without(files, tmp_path, capsys
     code, out, err = run(["optimize", files["hw"], tmp_path / "a.onnx", "--precision", "int8", "--quant-mode",
                           "static", "--allow-random-data", "--calibration-samples", "4", "--verify-samples", "2"],
                          capsys)
-    assert code == 2 and "--shape images=1,3,HEIGHT,WIDTH" in err
+    assert code == 2 and "--shape images=1,3,H,W" in err
     code, out, err = run(["optimize", files["hw"], tmp_path / "b", "--precision", "int8", "--quant-mode", "static",
                           "--allow-random-data", "--calibration-samples", "4", "--verify-samples", "2",
                           "--shape", "images=1,3,40,40", "--json"], capsys)

@@ -107,3 +107,16 @@ def test_markers_are_read_from_the_line_before_the_block(tmp_path):
     a, b = parse(doc)
     assert (a.not_run, b.not_run, b.exit_code, b.output) == ("installs packages", None, 4, "out")
     assert isinstance(a, Example) and Path(a.doc) == doc
+
+
+def test_the_docs_run_as_on_the_cpu_their_output_was_recorded_for(tmp_path, monkeypatch):
+    """The shown SQNRs, verdicts and tune lines depend on reduce-range, which ortlab picks from the CPU: the docs run
+    with $ORTLAB_CPU pinned to the kind they were recorded on, whatever this machine or the caller's environment is."""
+    from tests.support.doc_examples import DOC_CPU
+
+    monkeypatch.setenv("ORTLAB_CPU", "amx")
+    doc = tmp_path / "DOC.md"
+    doc.write_text('```bash\nortlab inspect digits_cnn | grep -i "as set by"\n```\n'
+                   "```text\n… (as set by $ORTLAB_CPU=avx2)\n```\n")
+    (o,) = run_document(doc, tmp_path / "run")
+    assert DOC_CPU == "avx2" and o.ok, o.report() + o.stdout + o.stderr

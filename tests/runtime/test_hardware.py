@@ -153,3 +153,30 @@ def test_a_run_notes_reduce_range_and_warns_of_full_range_u8s8_on_x86_without_vn
     assert int8_findings(Recipe(), avx2) == ([], [])  # fp32
     assert int8_findings(Recipe(precision=Precision.INT8, quant=QuantConfig(weight_type=QuantType.UINT8)),
                          avx2) == ([], [])  # U8U8 does not saturate
+
+
+def test_ortlab_cpu_makes_ortlab_plan_for_another_kind_of_cpu_while_timings_name_this_one(monkeypatch, capsys):
+    """$ORTLAB_CPU (a named kind, or cpuinfo flags) is what the defaults, the bf16 row and inspect follow; the
+    machine a timing records stays the real one."""
+    from ortlab.cli.main import main
+    from ortlab.data.samples import get_sample
+    from ortlab.runtime import hardware as hw, openvino
+    from ortlab.runtime.machine import this_machine
+
+    real = hw.real_cpu()
+    for kind, vnni, bf16, amx in [("avx2", False, False, False), ("avx512-vnni", True, False, False),
+                                  ("avx512-vnni-bf16", True, True, False), ("amx", True, True, True)]:
+        monkeypatch.setenv(hw.CPU_VAR, kind)
+        f = detect()
+        assert (f.arch, f.avx2, f.vnni, openvino.bf16_supported(f), f.amx_tile) == ("x86", True, vnni, bf16, amx)
+        assert f.model_name == real.model_name and f.source == f"$ORTLAB_CPU={kind}"
+        assert f.summary().endswith(f"(as set by $ORTLAB_CPU={kind})")
+        assert advise().reduce_range is (not vnni)  # U8S8: 7-bit weights only without VNNI
+        assert this_machine().isa == this_machine.__globals__["_isa"](real)  # timings: the real CPU
+    monkeypatch.setenv(hw.CPU_VAR, "avx2, avx_vnni")
+    assert detect().vnni and not detect().avx512 and detect().source == "$ORTLAB_CPU=avx2,avx_vnni"
+    monkeypatch.setenv(hw.CPU_VAR, "avx2")
+    assert main(["inspect", str(get_sample("digits_cnn").model_path)]) == 0
+    assert "(as set by $ORTLAB_CPU=avx2)" in capsys.readouterr().out
+    monkeypatch.delenv(hw.CPU_VAR)
+    assert detect() == real

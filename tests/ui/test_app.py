@@ -304,7 +304,11 @@ def test_benchmark_times_under_openvino_beside_onnx_runtime(demo_app, monkeypatc
     assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
     final = at.dataframe[-1].value
     ov = final[final["variant"].str.endswith("· OpenVINO")]
-    assert len(final) == 4 and len(ov) == 2 and list(ov["runs"]) == [10, 10]
+    bf16 = final[final["variant"].str.endswith("· OpenVINO bf16")]  # the baseline in bf16 where the CPU has it
+    from ortlab.runtime import hardware, openvino
+
+    n_bf16 = int(openvino.bf16_supported(hardware.detect()))
+    assert len(final) == 4 + n_bf16 and len(ov) == 2 and list(ov["runs"]) == [10, 10] and len(bf16) == n_bf16
     assert any("OpenVINO CPU" in c.value for c in at.caption)
     monkeypatch.setattr(api, "openvino_available", lambda: False)
     at.run()
@@ -868,6 +872,8 @@ def test_a_fresh_session_opens_compare_on_the_latest_run_and_a_reload_keeps_the_
     assert fresh.selectbox(key="compare.cand").value == f"run{newest}"
     assert fresh.selectbox(key="compare.ref").value == "original"
     assert "Artifacts** · 1" in sidebar_text(fresh)
+    # said so (issue 37: a newcomer took it for the bundled sample, with "no data")
+    assert f"Reopened from History: run {newest}, the newest run in this workspace" in sidebar_text(fresh)
     # another pair viewed there: a reload (a new session) opens that pair
     fresh.switch_page("pages/history.py").run()
     fresh.selectbox(key="history.run").set_value(first.run_id).run()
@@ -883,6 +889,7 @@ def test_a_fresh_session_opens_compare_on_the_latest_run_and_a_reload_keeps_the_
     assert not reload.exception, [e.value for e in reload.exception]
     assert (reload.selectbox(key="compare.ref").value, reload.selectbox(key="compare.cand").value) == \
         (f"run{newest}", f"run{first.run_id}"), ids
+    assert f"Reopened from History: run {first.run_id}, the pair viewed last" in sidebar_text(reload)
     history.delete(newest)
     shutil.rmtree(copy)
     (home / "compare_pair.json").unlink(missing_ok=True)

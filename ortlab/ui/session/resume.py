@@ -13,6 +13,7 @@ from ortlab.api import Artifact
 from ortlab.ui.session import actions, state
 
 RUN_ID = re.compile(r"run(\d+)")
+OPENED = "resume.opened"  # (run id, its model's path, which run) a new session reopened
 PAIR_FILE = "compare_pair.json"  # in the workspace's root: {"ref": variant id, "cand": variant id}
 log = logging.getLogger("ortlab.ui")
 
@@ -75,4 +76,17 @@ def resume() -> Artifact | None:
     if ref is not None and ref.source_sha256 == cand.source_sha256 and ref.run_id != cand.run_id:
         state.add_artifact(ref)
         state.set_compare_pair(actions.variant_id(ref), actions.variant_id(cand))
+    # said in the sidebar while that model is open: the app did not start on the bundled sample on its own
+    state.set_ui(OPENED, (cand.run_id, str(state.model_path()), "the pair viewed last" if pair.get("cand") == f"run{cand.run_id}"
+                          else "the newest run"))
     return cand
+
+
+def opened_text() -> str | None:
+    """The sidebar's line while the model a new session reopened from History is still the current one."""
+    opened = state.ui(OPENED)
+    if not opened or str(state.model_path()) != opened[1]:
+        return None
+    run_id, _, which = opened
+    return (f"Reopened from History: run {run_id}, {which} in this workspace (its data is not reloaded: the Data "
+            "page picks it). The Model page opens another model or a bundled sample.")

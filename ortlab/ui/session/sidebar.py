@@ -111,6 +111,9 @@ def draw(slot=None) -> None:
         st.markdown(f"**Model** · {md(state.model_label())}")
         if info is not None:
             st.caption(f"{format_bytes(info.total_bytes)} · {info.node_count} nodes · sha256 {info.sha256[:10]}")
+        reopened = resume.opened_text()
+        if reopened:
+            st.caption(md(reopened))
         st.markdown(f"**Data** · {md(state.dataset_label())}")
         ds = state.dataset()
         if ds is not None and ds.is_random:

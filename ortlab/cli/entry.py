@@ -1,0 +1,35 @@
+"""The ``ortlab`` command's entry point. The CLI's imports (ONNX Runtime, onnx, numpy) take seconds on a loaded
+machine; they happen inside it, so Ctrl-C from the first instant ends with one line and status 130, never a
+traceback."""
+
+from __future__ import annotations
+
+import sys
+
+INTERRUPTED = 130
+
+
+def _forget_caught_interrupt() -> None:
+    """CPython ends a process with SIGINT (status -2, not 130) when a KeyboardInterrupt once escaped one of its
+    ``PyRun_*`` calls (a C extension's import can run code through them), even after Python code caught it; an
+    empty ``PyRun_SimpleString`` clears that mark."""
+    try:
+        import ctypes
+
+        ctypes.pythonapi.PyRun_SimpleString(b"pass")
+    except Exception:  # not CPython, or no ctypes: the status may then be -2
+        pass
+
+
+def run() -> int:
+    """Import the CLI and run it (:func:`ortlab.cli.main.main`); Ctrl-C while importing: "interrupted", 130."""
+    try:
+        from ortlab.cli.main import main
+
+        code = main()
+    except KeyboardInterrupt:
+        print("ortlab: error: interrupted", file=sys.stderr)
+        code = INTERRUPTED
+    if code == INTERRUPTED:
+        _forget_caught_interrupt()
+    return code
