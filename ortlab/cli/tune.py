@@ -81,8 +81,9 @@ def add_command(sub) -> None:
                    help="Run the trials on a Ray cluster: its head's HOST:PORT, or 'auto' (needs ortlab[ray]).")
     p.add_argument("--timing-resource", metavar="NAME", default=None,
                    help="With --ray: time only on a node carrying this custom Ray resource (the target machine).")
-    p.add_argument("--verify-samples", type=int, default=api.DEFAULT_VERIFY_SAMPLES,
-                   help=f"Evaluation samples per trial (default: {api.DEFAULT_VERIFY_SAMPLES}).")
+    p.add_argument("--verify-samples", type=int, default=None,
+                   help="Evaluation samples per trial (default: all the evaluation data given; the search decides "
+                        "on two thirds of them and states its pick's measure on the third it did not choose on).")
     p.add_argument("--out", metavar="DIR", required=True,
                    help="Receives the recommended model.onnx and its recipe.json (or closest/model.onnx when no "
                         "trial meets the bar), trials.json and each trial's folder.")
@@ -246,7 +247,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
         shapes = {s.name: [d.value for d in s.dims if d.value is not None] for s in specs if s.resolved} | shapes
     settings = TuneSettings(budget_s=budget_s, budget_cpu_s=budget_cpu_s, objective=ns.objective, target=Target(ns.target),
                             batch_sizes=batch_sizes(ns.batch_sizes), bench_s=ns.bench_seconds,
-                            exclusion_steps=max(0, ns.exclusion_steps), verify_samples=ns.verify_samples,
+                            exclusion_steps=max(0, ns.exclusion_steps), verify_samples=ns.verify_samples or 0,
                             max_trials=ns.max_trials, shapes=shapes, ray=ns.ray, timing_resource=ns.timing_resource)
     policy = search_policy(ns)
     job = api.start_tune(src, cal, ev, settings, policy, preprocess=pre, sample=sample.name if sample is not None else None,

@@ -71,6 +71,8 @@ from ortlab.runs.tune_policy import (
     TuneResult, _rank_key, pareto_front, task_quality, verdict_policy,
 )
 from ortlab.runs.tune_accuracy import AccuracySearch
+from ortlab.runs.tune_evidence import SampleEvidence, evidence_of
+from ortlab.runs.tune_pick import claim_of, decide, set_choosing_measure
 from ortlab.runs import service
 from ortlab.runs.tune_cluster import ClusterTrials
 from ortlab.runs.tune_space import DETECTOR_PERCENTILE_NOTE, dedupe, search_space
@@ -99,6 +101,9 @@ class LocalTrials:
         pass
 
 
+ALL_SAMPLES = 0  # TuneSettings.verify_samples: every evaluation sample given
+
+
 @dataclass
 class TuneSettings:
     """How long and what for: ``budget_s`` wall seconds, ``budget_cpu_s`` CPU seconds (this process and every
@@ -106,7 +111,8 @@ class TuneSettings:
     most (None: no limit) — the search stops at the first limit it reaches —, ``objective`` "latency" or "size",
     ``target``, ``batch_sizes`` timed per trial for ``bench_s`` seconds each, ``exclusion_steps`` keep-in-float
     trials at most per stage (accuracy-controlled, dynamic greedy), ``int16_steps`` greedy 16-bit-weight steps at
-    most (:data:`INT16_STEP` nodes each), ``verify_samples`` evaluation samples per trial."""
+    most (:data:`INT16_STEP` nodes each), ``verify_samples`` evaluation samples per trial (0: all the evaluation
+    data given, resolved when the search starts)."""
 
     budget_s: float = 600.0
     objective: str = "latency"
@@ -114,7 +120,7 @@ class TuneSettings:
     batch_sizes: tuple[int, ...] = (1,)
     bench_s: float = 1.0
     exclusion_steps: int = 6
-    verify_samples: int = DEFAULT_VERIFY_SAMPLES
+    verify_samples: int = ALL_SAMPLES
     opt_level: OptLevel = OptLevel.EXTENDED
     max_trials: int | None = None
     int16_steps: int = 3
@@ -161,6 +167,7 @@ class Tuner:
         self._timed: dict[tuple[str, int, float], SpeedUp] = {}  # (sha256, batch, seconds): identical graphs timed once
         self._timed_pairs: dict[tuple[str, int, float], Any] = {}  # the same keys: (source, trial) summaries
         self.trial_runner: LocalTrials | ClusterTrials = LocalTrials()  # where trials run: here or on a cluster
+        self.evidence: dict[int, SampleEvidence | None] = {}  # trial index → its task measure per sample
 
     # -- control
     def cancel(self) -> None:
@@ -213,6 +220,8 @@ class Tuner:
             self.notes.append(self.trial_runner.where)
         ops = sorted({op for (_, op) in info.op_counts})
         self.timing_shapes = self._data_shapes(info)
+        if self.settings.verify_samples == ALL_SAMPLES:  # every sample the person gave: evidence sized to the data
+            self.settings = replace(self.settings, verify_samples=self._evaluation_count())
         try:
             encoder = self._recipes is None and self.settings.target == Target.CPU and is_encoder_file(self.model)
             detector = self._recipes is None and self.settings.target == Target.CPU and is_detector_file(self.model)
@@ -305,6 +314,12 @@ class Tuner:
                 out[spec.name] = list(spec.shape)
         return out
 
+    def _evaluation_count(self) -> int:
+        try:
+            return max(1, len(self.evaluation.load()))
+        except (OrtlabError, OSError, ValueError):
+            return DEFAULT_VERIFY_SAMPLES
+
     def _valid(self, r: Recipe) -> bool:
         errors = [f for f in validate_recipe(r, working_providers()) if f.level == "error"]
         if errors:
@@ -369,6 +384,11 @@ class Tuner:
         t.task_measure, t.task_value, t.score_what, t.score_db = q.measure, q.value, q.sqnr_what, q.sqnr_db
         t.accepted = decision.accept and v.level == Level.OK
         t.verdict = decision.reason if v.level == Level.OK else v.headline
+        t.edge = v.edge
+        if t.edge and v.level == Level.OK and not t.verdict.startswith("ok, on the edge"):
+            t.verdict = "ok, on the edge" + t.verdict[2:]
+        self.evidence[t.index] = evidence_of(report)
+        set_choosing_measure(t, self.evidence[t.index])
         if report is not None and report.outputs:
             t.sqnr_db = min(o.sqnr_db for o in report.outputs)
             t.top1_agreement = report.top1_agreement
@@ -577,6 +597,14 @@ class Tuner:
         return cache[trial.index]
 
     # -- the recommendation
+    def _claim_bar(self, best: Trial) -> float | None:
+        """The bar the pick's held-out claim is worded against: the search's ``--min-task`` when given, else the
+        verdict's own bar for a detector's F1 (the other measures' bars are the verdict's, judged on its figure)."""
+        min_task = getattr(self.policy, "min_task", None)
+        if min_task is not None:
+            return float(min_task)
+        return self.verdict_policy.min_det_f1 if best.task_measure == "detection F1" else None
+
     def _retime(self, trials: list[Trial]) -> None:
         """Re-time the finalists (the cheapest :data:`FINALISTS` of ``trials``) interleaved with the source, twice
         as long as a trial's timing, so the recommendation's speed-up is not one noisy measurement."""
@@ -596,11 +624,21 @@ class Tuner:
         accepted = [t for t in done if t.accepted and not slower_than_source(t)]
         usable = [t for t in done if not t.broken and not slower_than_source(t)]
         best: Trial | None = None
+        default = next((t for t in done if t.index == 1), None)
         if accepted:
             self._retime(accepted)
+            if default is not None and default.speed and not default.retimed and default not in accepted:
+                self._retime([default])  # compared with the finalists: timed as long
             accepted = [t for t in accepted if not slower_than_source(t)]  # the finalists' longer timing may say so
-        if accepted:
-            best = min(accepted, key=lambda t: (t.cost, tuple(-x for x in _rank_key(t))))
+        rec = decide(done, self.evidence, lambda t: not t.broken and not slower_than_source(t), s.objective)
+        if rec is not None and rec.pick is not None:
+            best = next(t for t in done if t.index == rec.pick)
+            accepted = [best] if best.accepted else []
+            self.notes += [f"Decided against the default (trial 1) on the same samples: {rec.reason}."]
+            self.notes += _unsettled(rec, done)
+        elif accepted:
+            best = min(_not_worse_and_slower(accepted, default),
+                       key=lambda t: (t.cost, tuple(-x for x in _rank_key(t))))
         elif usable:
             top = max(_rank_key(t) for t in usable)
             close = [t for t in usable if _rank_key(t)[:2] == top[:2]]  # the best level and task measure
@@ -638,6 +676,11 @@ class Tuner:
         pol = self.verdict_policy
         bar = getattr(self.policy, "bar_text", None)
         baseline = dict(best.baseline_ms) if best is not None else {}
+        claim = claim_of(rec, best, self._claim_bar(best)) if rec is not None and best is not None else None
+        if claim is not None and best is not None:
+            sentence += (f" On the {claim.evidence} it was not chosen on ({rec.chosen_on if rec else ''}): "
+                         f"{best.task_measure} {claim.value:.3f} (95% interval {claim.low:.3f}–{claim.high:.3f})"
+                         f"{_against(claim.bar)}: {claim.word}.")
         result = TuneResult(
             self.model, s.objective, Target(s.target).value,
             (f"verdict ok (the same policy as optimize: broken below {pol.min_sqnr_db:g} dB, confident-flip margin "
@@ -645,6 +688,10 @@ class Tuner:
             (m.summary() if (m := self.trial_runner.timing_machine) is not None else detect().summary()),
             list(s.batch_sizes), baseline, list(self.trials_done),
             best, bool(accepted), sentence, line, self.elapsed, self._cancel, list(self.notes), written, hint)
+        if claim is not None and rec is not None:
+            result.claim, result.claim_low, result.claim_high = claim.value, claim.low, claim.high
+            result.claim_evidence, result.claim_word, result.chosen_on = claim.evidence, claim.word, rec.chosen_on
+        result.baseline_index = 1 if rec is not None else None
         if self.out_dir is not None:
 
             self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -758,6 +805,34 @@ def _sentence(best: Trial | None, accepted: bool, s: TuneSettings, n: int, any_d
                f"accepts of {n} tried: {gain}; {quality}."
     return f"No recipe of {n} tried meets the bar; the closest that is not broken, {best.label}, is {gain}; " \
            f"{quality} ({best.verdict}). It is written under {CLOSEST_DIR}/, not as the recommendation."
+
+
+def _against(bar: float | None) -> str:
+    return f" against the bar of {bar:g}" if bar is not None else ""
+
+
+def _unsettled(rec: Any, done: Sequence[Trial]) -> list[str]:
+    """Notes on the faster candidates the data could not tell from the default, with the count that would."""
+    out = []
+    for comp in rec.comparisons:
+        if comp.faster and not comp.not_worse:
+            t = next(x for x in done if x.index == comp.index)
+            more = (f"about {comp.settle:,} evaluation samples would settle it" if comp.settle else
+                    "its measure is below the default's by more than the margin")
+            out.append(f"Not decided: #{t.index} {t.label} is faster than the default, but these samples cannot show "
+                       f"it is no worse ({t.vs_default.split('(', 1)[-1].split(')')[0]}); {more}.")
+    return out
+
+
+def _not_worse_and_slower(trials: list[Trial], default: Trial | None) -> list[Trial]:
+    """``trials`` without those both less accurate (task measure below) and slower (speed-up interval wholly
+    below) than the ``default`` (a search without per-sample records); all of them when that leaves none."""
+    if default is None or default.task_value is None or not default.speed:
+        return trials
+    d_lo = default.speed[0].speedup_range[0]
+    keep = [t for t in trials if not (t is not default and t.task_value is not None and t.speed
+                                      and t.task_value < default.task_value and t.speed[0].speedup_range[1] < d_lo)]
+    return keep or trials
 
 
 def _keep_in_float_after(queue: Sequence[Recipe]) -> int:
