@@ -143,6 +143,8 @@ def trial_line(t) -> str:
     end as a finalist), size and Pareto star."""
     q = t.quality()
     task = f"{q.measure} {q.value:.0%}" if q.value is not None else ""
+    if q.value is not None and t.task_low is not None and t.task_high is not None:  # with its 95% interval
+        task = f"{q.measure} {q.value:.3f} ({t.task_low:.3f}–{t.task_high:.3f})"
     speed = speed_cell(t) + (" ↻" if t.retimed else "")
     return (f"#{t.index:<3} {t.label:<34} {(t.level or 'failed'):<8} {'bar ' if t.accepted else '    '}"
             f"{q.sqnr_what} {_fmt(q.sqnr_db):>5} dB  {task:<22} {speed:>20}  {(t.size_bytes or 0) / 1e6:6.2f} MB"
@@ -293,6 +295,10 @@ def _print_result(r, budget_s: float, out: Path, cpu: bool = False) -> None:
         print("  verdict    every finished trial is broken")
     else:
         print(f"  verdict    {r.best.verdict}")
+    if r.best is not None and r.best.evidence:
+        print(f"  evidence   {r.best.task_text()} (chosen on these)" + (f"; {r.chosen_on}" if r.chosen_on else ""))
+    if r.best is not None and r.best.vs_default:
+        print(f"  vs default {r.best.vs_default}")
     print(f"  policy     {r.policy}")
     print(f"  hardware   {r.hardware}\n  files      "
           + (f"{r.written}, its recipe.json, " if r.written else "no model written, ")

@@ -73,6 +73,7 @@ from ortlab.runs.tune_policy import (
 from ortlab.runs.tune_accuracy import AccuracySearch
 from ortlab.runs.tune_evidence import SampleEvidence, evidence_of
 from ortlab.runs.tune_pick import claim_of, decide, set_choosing_measure
+from ortlab.runs.tune_recommend import Recommendation
 from ortlab.runs import service
 from ortlab.runs.tune_cluster import ClusterTrials
 from ortlab.runs.tune_space import DETECTOR_PERCENTILE_NOTE, dedupe, search_space
@@ -443,7 +444,10 @@ class Tuner:
 
     def _mark_pareto(self) -> None:
         done = [t for t in self.trials_done if t.status == "done"]
-        flags = pareto_front([(t.cost, t.score_db if t.score_db is not None else t.sqnr_db) for t in done])
+        if any(t.task_value is not None for t in done):  # the measure that decides, as the chart draws it
+            flags = pareto_front([(t.cost, t.task_value) for t in done])
+        else:
+            flags = pareto_front([(t.cost, t.score_db if t.score_db is not None else t.sqnr_db) for t in done])
         for t, flag in zip(done, flags):
             t.pareto = flag
 
@@ -597,6 +601,33 @@ class Tuner:
         return cache[trial.index]
 
     # -- the recommendation
+    def _choose(self, done: list[Trial], accepted: list[Trial], usable: list[Trial]
+                ) -> tuple[Trial | None, list[Trial], Recommendation | None]:
+        """The pick, the accepted trials it stands for, and the recommender's decision: against the default (trial
+        1) on the same samples when it has a per-sample record (:func:`ortlab.runs.tune_pick.decide`); else the
+        fastest accepted trial that is not both less accurate and slower than the default, or the closest usable."""
+        default = next((t for t in done if t.index == 1), None)
+        if accepted:
+            self._retime(accepted)
+            if default is not None and default.speed and not default.retimed:
+                self._retime([default])  # compared with the finalists: timed as long
+            accepted = [t for t in accepted if not slower_than_source(t)]  # the finalists' longer timing may say so
+        rec = decide(done, self.evidence, lambda t: not t.broken and not slower_than_source(t), self.settings.objective)
+        if rec is not None and rec.pick is not None:
+            best = next(t for t in done if t.index == rec.pick)
+            self.notes += _unsettled(rec, done)
+            return best, ([best] if best.accepted else []), rec
+        if accepted:
+            return min(_not_worse_and_slower(accepted, default),
+                       key=lambda t: (t.cost, tuple(-x for x in _rank_key(t)))), accepted, None
+        if usable:
+            top = max(_rank_key(t) for t in usable)
+            close = [t for t in usable if _rank_key(t)[:2] == top[:2]]  # the best level and task measure
+            self._retime(close)
+            close = [t for t in close if not slower_than_source(t)]
+            return (max(close, key=lambda t: (_rank_key(t), -(t.cost or 0))) if close else None), accepted, None
+        return None, accepted, None
+
     def _claim_bar(self, best: Trial) -> float | None:
         """The bar the pick's held-out claim is worded against: the search's ``--min-task`` when given, else the
         verdict's own bar for a detector's F1 (the other measures' bars are the verdict's, judged on its figure)."""
@@ -623,34 +654,15 @@ class Tuner:
         done = [t for t in self.trials_done if t.status == "done" and t.cost is not None]
         accepted = [t for t in done if t.accepted and not slower_than_source(t)]
         usable = [t for t in done if not t.broken and not slower_than_source(t)]
-        best: Trial | None = None
-        default = next((t for t in done if t.index == 1), None)
-        if accepted:
-            self._retime(accepted)
-            if default is not None and default.speed and not default.retimed and default not in accepted:
-                self._retime([default])  # compared with the finalists: timed as long
-            accepted = [t for t in accepted if not slower_than_source(t)]  # the finalists' longer timing may say so
-        rec = decide(done, self.evidence, lambda t: not t.broken and not slower_than_source(t), s.objective)
-        if rec is not None and rec.pick is not None:
-            best = next(t for t in done if t.index == rec.pick)
-            accepted = [best] if best.accepted else []
-            self.notes += [f"Decided against the default (trial 1) on the same samples: {rec.reason}."]
-            self.notes += _unsettled(rec, done)
-        elif accepted:
-            best = min(_not_worse_and_slower(accepted, default),
-                       key=lambda t: (t.cost, tuple(-x for x in _rank_key(t))))
-        elif usable:
-            top = max(_rank_key(t) for t in usable)
-            close = [t for t in usable if _rank_key(t)[:2] == top[:2]]  # the best level and task measure
-            self._retime(close)
-            close = [t for t in close if not slower_than_source(t)]
-            best = max(close, key=lambda t: (_rank_key(t), -(t.cost or 0))) if close else None
+        best, accepted, rec = self._choose(done, accepted, usable)
         self._mark_pareto()
         self.notes += self.trial_runner.retried
         slow = [t for t in done if slower_than_source(t)]
         if slow:
             self.notes.append(slower_note(slow))
         sentence, line = _sentence(best, bool(accepted), s, len(self.trials_done), bool(done), bool(slow)), ""
+        if rec is not None and best is not None:
+            sentence = _pick_sentence(best, bool(accepted), s, len(self.trials_done), rec.reason)
         cpu = s.budget_cpu_s is not None and self.cpu_used >= s.budget_cpu_s
         spent = s.budget_cpu_s if cpu and s.budget_cpu_s is not None else s.budget_s
         hint = budget_hint_s(spent) if best is None and not self._cancel and self._out_of_budget() else None
@@ -817,11 +829,21 @@ def _unsettled(rec: Any, done: Sequence[Trial]) -> list[str]:
     for comp in rec.comparisons:
         if comp.faster and not comp.not_worse:
             t = next(x for x in done if x.index == comp.index)
-            more = (f"about {comp.settle:,} evaluation samples would settle it" if comp.settle else
-                    "its measure is below the default's by more than the margin")
-            out.append(f"Not decided: #{t.index} {t.label} is faster than the default, but these samples cannot show "
-                       f"it is no worse ({t.vs_default.split('(', 1)[-1].split(')')[0]}); {more}.")
+            out.append(f"Not decided: #{t.index} {t.label} is faster than the default, but {t.vs_default}.")
     return out
+
+
+def _pick_sentence(best: Trial, accepted: bool, s: TuneSettings, n: int, why: str) -> str:
+    """The sentence of a search decided against its default (trial 1) on the same samples."""
+    q = best.quality()
+    quality = f"verdict {best.level or 'unknown'}" + (f", {q.text()}" if q.text() else "")
+    gain = (f"{best.speed_words()} (timed interleaved at batch {', '.join(str(b) for b in s.batch_sizes)})"
+            if s.objective == "latency" and best.speed else f"{(best.size_bytes or 0) / 1e6:.1f} MB")
+    who = f"{best.label} (trial 1, the default)" if best.index == 1 else best.label
+    if accepted:
+        return f"{who} is the pick of {n} tried: {gain}; {quality}. Why: {why}."
+    return (f"No recipe of {n} tried meets the bar; the closest, {who}, is {gain}; {quality} ({best.verdict}). Why: "
+            f"{why}. It is written under {CLOSEST_DIR}/, not as the recommendation.")
 
 
 def _not_worse_and_slower(trials: list[Trial], default: Trial | None) -> list[Trial]:

@@ -38,6 +38,7 @@ class SampleEvidence:
     unit: str
     binary: bool = False
     per_unit: float = 1.0
+    units: tuple[float, ...] = ()  # each sample's share of ``count`` (empty: one unit per sample)
 
     def __len__(self) -> int:
         return len(self.hits)
@@ -52,17 +53,14 @@ class SampleEvidence:
         """The evidence of the samples ``idx`` only (the count is kept for whole-set evidence only)."""
         hits = tuple(self.hits[i] for i in idx)
         totals = tuple(self.totals[i] for i in idx)
-        return SampleEvidence(self.measure, hits, totals, self._count(idx), self.unit, self.binary, self.per_unit)
-
-    def _count(self, idx: Sequence[int]) -> int:
-        if len(idx) == len(self.hits):
-            return self.count
-        share = len(idx) / max(1, len(self.hits))
-        return round(self.count * share)  # the units are spread over the samples: their share of them
+        units = tuple(self.units[i] for i in idx) if self.units else ()
+        count = round(sum(units)) if units else len(idx)
+        return SampleEvidence(self.measure, hits, totals, count, self.unit, self.binary, self.per_unit, units)
 
     def text(self) -> str:
         """E.g. "120 reference detections in 300 samples"."""
-        return f"{self.count:,} {self.unit} in {len(self):,} samples"
+        unit = self.unit[:-1] if self.count == 1 and self.unit.endswith("s") else self.unit
+        return f"{self.count:,} {unit} in {len(self):,} sample{'' if len(self) == 1 else 's'}"
 
 
 def _flags(n: int, bad: Sequence[int]) -> tuple[float, ...]:
@@ -84,14 +82,16 @@ def evidence_of(report: EvalReport | None) -> SampleEvidence | None:
         b = min(boxes, key=lambda b: b.f1 or 0.0)
         return SampleEvidence("detection F1", tuple(2.0 * m for m in b.sample_matched),
                               tuple(float(r + c) for r, c in zip(b.sample_ref, b.sample_cand)),
-                              sum(b.sample_ref), "reference detections", per_unit=2.0)
+                              sum(b.sample_ref), "reference detections", per_unit=2.0,
+                              units=tuple(float(r) for r in b.sample_ref))
     c = tm.classification
     if c is not None:
         if len(c.sample_margins) != c.n_samples or len(c.flip_samples) != len(c.flip_margins):
             return None
         confident = [i for i, m in zip(c.flip_samples, c.flip_margins) if m >= c.margin]
+        sure = tuple(1.0 if m >= c.margin else 0.0 for m in c.sample_margins)
         return SampleEvidence("no confident flip", _flags(c.n_samples, confident), (1.0,) * c.n_samples,
-                              sum(m >= c.margin for m in c.sample_margins), "confident samples", binary=True)
+                              round(sum(sure)), "confident samples", binary=True, units=sure)
     embeddings = [e for e in tm.embeddings if e.nn_agreement is not None]
     if embeddings:
         e = min(embeddings, key=lambda e: e.nn_agreement or 0.0)

@@ -215,10 +215,14 @@ def test_a_tiny_search_on_digits_records_trials_and_writes_the_files(tmp_path):
     assert r is not None and len(r.trials) == 3 and seen == [1, 2, 3]
     assert r.best is not None and r.accepted and r.best.accepted
     assert r.cli_line.startswith("ortlab optimize ") and r.sentence
-    flags = pareto_front([(t.cost, t.sqnr_db) for t in r.trials])
+    flags = pareto_front([(t.cost, t.task_value) for t in r.trials])  # the measure that decides: no confident flip
     assert [t.pareto for t in r.trials] == flags and any(flags)
     fp32 = r.trials[2]
-    assert fp32.sqnr_db == math.inf and fp32.pareto  # identical outputs are always on the front
+    assert fp32.sqnr_db == math.inf and fp32.task_value == 1.0  # identical outputs
+    for t in r.trials:
+        assert t.task_low is not None and t.task_value is not None and t.task_high is not None
+        assert t.task_low <= t.task_value <= t.task_high
+    assert all(t.evidence.endswith("in 16 samples") for t in r.trials)  # 16 samples: none held out (too few)
     runs = History(ws.db_path).list()
     assert {a.run_id for a in runs} == {t.run_id for t in r.trials}
     assert all(a.origin == "tune" for a in runs)

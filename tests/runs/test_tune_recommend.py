@@ -170,11 +170,12 @@ def test_evidence_of_each_task_sums_to_the_reports_own_measure():
                          sample_matched=[2, 3, 0], sample_ref=[2, 4, 0], sample_cand=[3, 3, 1])
     ev = evidence_of(_report(TaskMetrics(Task.BOXES, True, "", boxes=[boxes]), 3))
     assert ev is not None and ev.value() == pytest.approx(boxes.f1) and ev.count == 6
-    assert ev.unit == "reference detections"
+    assert ev.unit == "reference detections" and ev.subset([1, 2]).count == 4  # the held-out part's own count
     cls = ClassificationMetrics("logits", 10, 4, 0.5, flip_margins=[0.5, 0.05], margin=0.1,
                                 sample_margins=[0.9, 0.5, 0.05, 0.3], flip_samples=[1, 2])
     ev = evidence_of(_report(TaskMetrics(Task.CLASSIFICATION, True, "", classification=cls), 4))
     assert ev is not None and ev.hits == (1.0, 0.0, 1.0, 1.0) and ev.count == 3  # 3 confident samples
+    assert ev.subset([0, 2]).text() == "1 confident sample in 2 samples"
     assert ev.value() == pytest.approx(1 - cls.confident_flip_rate())
     seq = SequenceMetrics("probs", 5, 2, 3, 20, changed_samples=[0, 4])
     ev = evidence_of(_report(TaskMetrics(Task.SEQUENCE, True, "", sequences=[seq]), 5))
@@ -208,3 +209,63 @@ def test_the_evaluation_records_each_samples_detections_and_flips():
     cm = acc.result().classification
     assert cm is not None and cm.flip_samples == [4] and len(cm.sample_margins) == 6
     assert cm.flip_margins == [cm.sample_margins[4]]
+
+
+def _boxes_report(matched: list[int]) -> EvalReport:
+    """One reference detection per sample; the candidate finds it (matched 1) or puts one elsewhere (matched 0)."""
+    n = len(matched)
+    b = BoxesMetrics("output0", 0.25, "probability", 0.0, 1.0, 1.0, matched=sum(matched), ref_total=n, cand_total=n,
+                     sample_matched=list(matched), sample_ref=[1] * n, sample_cand=[1] * n)
+    return _report(TaskMetrics(Task.BOXES, True, "", boxes=[b]), n)
+
+
+def _speed(speedup: float, spread: float = 0.05):
+    from ortlab.timing.stats import SpeedUp
+
+    return SpeedUp(1, 1 / speedup, 1 / (speedup + spread), 1 / (speedup - spread), 20, 20, 20, 0.01, 10.0,
+                   10.0 / speedup)
+
+
+def test_the_search_recommends_by_the_paired_comparison_and_states_the_pick_on_held_out_samples(tmp_path):
+    from ortlab.runs.tune import Tuner, TuneSettings
+    from ortlab.runs.tune_policy import Trial, verdict_policy
+    from ortlab.runs.runspec import DataRef
+    from ortlab.settings.config import Precision, Recipe
+
+    tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
+                  settings=TuneSettings(budget_s=60, exclusion_steps=0))
+    tuner._retime = lambda trials: None  # type: ignore[method-assign]
+    n = 300
+    default = [0 if i % 25 == 0 else 1 for i in range(n)]  # F1 0.96
+    worse = [0 if i % 10 == 0 else m for i, m in enumerate(default)]  # F1 0.86: the verdict calls it degraded
+    fine = [0 if i % 25 == 0 or i == 4 else 1 for i in range(n)]  # one detection fewer: within the margin?
+    specs = [(default, 2.0), (worse, 1.5), (fine, 2.4), (list(default), 2.05)]
+    for i, (matched, speedup) in enumerate(specs, 1):
+        t = Trial(i, f"t{i}", "search", Recipe(precision=Precision.INT8, name=f"t{i}"))
+        tuner._judge(t, _boxes_report(matched), None)
+        t.speed = [_speed(speedup)]
+        t.relative_latency = t.cost = 1 / speedup
+        t.model_path = str(tmp_path / f"m{i}.onnx")
+        tuner.trials_done.append(t)
+    first = tuner.trials_done[0]
+    # each trial's measure on the 200 samples chosen on, with its interval and evidence
+    assert first.task_measure == "detection F1" and first.evidence == "200 reference detections in 200 samples"
+    assert first.task_low is not None and first.task_value is not None and first.task_high is not None
+    assert first.task_low < first.task_value < first.task_high
+    r = tuner._finish()
+    assert r.baseline_index == 1 and r.best is not None
+    by = {t.index: t for t in r.trials}
+    assert "not shown to be no worse" in by[2].vs_default  # worse and slower: never
+    assert r.best.index != 2
+    # #4 equals the default but is not faster by more than the timing interval; #3 is faster and within the margin
+    assert "not faster by more than the timing interval" in by[4].vs_default
+    # #3 misses one detection more in the 200 samples chosen on: faster, but the data cannot show it is no worse
+    assert r.best.index == 1 and "not shown to be no worse" in by[3].vs_default
+    assert "evaluation samples would settle it" in by[3].vs_default
+    assert any(note.startswith("Not decided: #3 t3 is faster than the default") for note in r.notes)
+    assert r.sentence.startswith("t1 (trial 1, the default) is the pick of 4 tried")
+    # the claim: the held-out third, with its interval; "ok" only when it clears the verdict's 0.95 F1 bar
+    assert r.claim is not None and r.claim_low is not None and r.claim_high is not None
+    assert r.claim_evidence == "100 reference detections in 100 samples"
+    assert r.claim_word == ("ok" if r.claim_low >= 0.95 else "on the edge")
+    assert r.claim_word in r.sentence and "95% interval" in r.sentence
