@@ -12,7 +12,9 @@ from ortlab.api import Target
 from ortlab.cli.common import (
     add_input_arguments, add_output_flags, add_preprocess_arguments, data_ref, evaluation_data, find_sample,
     load_dataset, model_file, model_sample, preprocess_from_args, reporter, shapes_from_args, shapes_text,
+    values_from_args,
 )
+from ortlab.cli.bench import check_input_names
 from ortlab.cli.render import print_json, table
 from ortlab import api
 from ortlab.api import analyze, inspect_model, resolve_feed, split_dataset, verdict_policy, write_dataset
@@ -84,6 +86,9 @@ def add_command(sub) -> None:
     p.add_argument("--verify-samples", type=int, default=None,
                    help="Evaluation samples per trial (default: all the evaluation data given; the search decides "
                         "on two thirds of them and states its pick's measure on the third it did not choose on).")
+    p.add_argument("--input-value", action="append", default=[], metavar="NAME=VALUE",
+                   help="The value of a control input (an integer scalar such as a VAD's sample rate sr=16000) for "
+                        "timing each trial, which random data never makes up; repeatable (as for bench).")
     p.add_argument("--out", metavar="DIR", required=True,
                    help="Receives the recommended model.onnx and its recipe.json (or closest/model.onnx when no "
                         "trial meets the bar), trials.json and each trial's folder.")
@@ -243,14 +248,16 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     pre = None
     if ns.data is not None or ns.eval_data is not None:
         pre = preprocess_from_args(ns, src, sample)
-    shapes = shapes_from_args(ns)
+    shapes, values = shapes_from_args(ns), values_from_args(ns)
+    check_input_names([Path(src)], {}, values)
     if ev.path is not None and ev.tokenizer is not None:  # text: each trial is timed at the data's sequence length
         _, specs = resolve_feed(inspect_model(src).inputs, None, load_dataset(ev.path, None, ns), shapes)
         shapes = {s.name: [d.value for d in s.dims if d.value is not None] for s in specs if s.resolved} | shapes
     settings = TuneSettings(budget_s=budget_s, budget_cpu_s=budget_cpu_s, objective=ns.objective, target=Target(ns.target),
                             batch_sizes=batch_sizes(ns.batch_sizes), bench_s=ns.bench_seconds,
                             exclusion_steps=max(0, ns.exclusion_steps), verify_samples=ns.verify_samples or 0,
-                            max_trials=ns.max_trials, shapes=shapes, ray=ns.ray, timing_resource=ns.timing_resource)
+                            max_trials=ns.max_trials, shapes=shapes, ray=ns.ray, timing_resource=ns.timing_resource,
+                            values=values)
     policy = search_policy(ns)
     job = api.start_tune(src, cal, ev, settings, policy, preprocess=pre, sample=sample.name if sample is not None else None,
                          workspace=api.open_workspace(), out_dir=out, background=False)

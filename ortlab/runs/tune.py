@@ -129,6 +129,7 @@ class TuneSettings:
     budget_cpu_s: float | None = None
     ray: str | None = None  # --ray: a Ray cluster's address ("auto" or HOST:PORT); None: trials run here
     timing_resource: str | None = None  # --timing-resource: the custom resource of the cluster node(s) timings run on
+    values: dict[str, float] = field(default_factory=dict)  # --input-value: control inputs' values (a VAD's sr)
 
 
 class Tuner:
@@ -297,7 +298,7 @@ class Tuner:
     def _time_against_source(self, reference, candidate, cfg: BenchConfig, batch_size: int, *,
                              shapes: dict[str, list[int]], cancel: CancelToken) -> SpeedUp:
         if self._pair_timer is None:
-            self._pair_timer = PairTimer(reference, shapes=shapes)
+            self._pair_timer = PairTimer(reference, shapes=shapes, values=dict(self.settings.values) or None)
         return self._pair_timer(candidate, cfg, batch_size, cancel=cancel)
 
     def _data_shapes(self, info: Any) -> dict[str, list[int]]:

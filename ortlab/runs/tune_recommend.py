@@ -274,23 +274,34 @@ def compare(cand: Candidate, default: Candidate, idx: Sequence[int] | None = Non
     return Comparison(cand.index, diff, p, not_worse, more, faster, slower, settle)
 
 
+def _accuracy(c: Candidate, idx: Sequence[int] | None) -> float:
+    got = c.evidence.value(idx) if c.evidence is not None else c.value
+    return got if got is not None else 0.0
+
+
 def recommend(default: Candidate | None, candidates: Sequence[Candidate], objective: str = "latency",
               n_samples: int = 0) -> Recommendation:
     """The pick among ``candidates`` (the default included or not) against ``default``: the fastest (smallest)
-    candidate the policy passes and the evidence prefers over the default (:attr:`Comparison.preferred`); else the
-    default itself when it is usable. ``pick`` None when the default is missing or unusable (the caller falls back
-    to its own ranking). ``n_samples``: the evaluation samples; the choosing part of :func:`split` decides, the
-    held-out part states the pick's measure."""
+    candidate the policy passes and the evidence prefers over the default (:attr:`Comparison.preferred`); when the
+    default does not pass either and none that is preferred passes, the most accurate preferred one (the closest,
+    better than the default); else the default itself when it is usable. ``pick`` None when the default is missing
+    or unusable (the caller falls back to its own ranking). ``n_samples``: the evaluation samples; the choosing part
+    of :func:`split` decides, the held-out part states the pick's measure."""
     if default is None or not default.usable:
         return Recommendation(None, "the default trial did not finish usable: no baseline to compare with")
     choose, confirm = split(n_samples)
     others = [c for c in candidates if c.index != default.index and c.usable]
     comps = tuple(compare(c, default, choose if confirm else None, objective) for c in others)
     by_index = {c.index: c for c in others}
-    preferred = [by_index[x.index] for x in comps if x.preferred and by_index[x.index].passes]
-    if preferred:
+    better = [by_index[x.index] for x in comps if x.preferred]
+    preferred = [c for c in better if c.passes]
+    if preferred:  # the fastest (smallest) of those the policy passes
         pick = min(preferred, key=lambda c: (-(c.timing.ratio if c.timing else 0.0), c.index) if objective == "latency"
                    else ((c.timing.size_bytes or 0) if c.timing else 0, c.index))
+    elif better and not default.passes:  # nothing passes: the most accurate of those better than the default
+        pick = max(better, key=lambda c: (_accuracy(c, choose if confirm else None),
+                                          c.timing.ratio if c.timing else 0.0, -c.index))
+    if preferred or (better and not default.passes):
         comp = next(x for x in comps if x.index == pick.index)
         measure = pick.evidence.measure if pick.evidence else "the task measure"
         reason = f"{pick.label} is preferred over the default: {comp.reason(measure)}"

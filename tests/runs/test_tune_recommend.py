@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from fractions import Fraction
@@ -269,3 +270,17 @@ def test_the_search_recommends_by_the_paired_comparison_and_states_the_pick_on_h
     assert r.claim_evidence == "100 reference detections in 100 samples"
     assert r.claim_word == ("ok" if r.claim_low >= 0.95 else "on the edge")
     assert r.claim_word in r.sentence and "95% interval" in r.sentence
+
+
+def test_when_nothing_passes_the_bar_the_closest_is_the_most_accurate_candidate_better_than_the_default():
+    base = [1.0] * 240 + [0.0] * 60  # 0.80: below any bar, as every candidate
+    mended = [1.0] * 285 + [0.0] * 15  # clearly more accurate, slower
+    some = [1.0] * 265 + [0.0] * 35  # clearly more accurate too, less so, faster
+    default = _cand(1, _flags(base), passes=False)
+    cands = [default, _cand(2, _flags(mended), (1.5, 1.4, 1.6), passes=False),
+             _cand(3, _flags(some), (2.5, 2.4, 2.6), passes=False)]
+    rec = recommend(default, cands, "latency", 300)
+    assert rec.pick == 2 and "clearly more accurate" in rec.reason
+    # a default that passes is never replaced by a better candidate that does not
+    rec = recommend(dataclasses.replace(default, passes=True), cands, "latency", 300)
+    assert rec.pick == 1
