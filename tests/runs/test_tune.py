@@ -542,6 +542,25 @@ def test_cli_tune_accepts_seq_len_like_optimize(tmp_path, capsys):
     assert t["status"] == "done" and t["speed"][0]["rounds"] >= 10 and "--seq-len 16" in t["cli_line"]
 
 
+@pytest.mark.slow
+def test_cli_tune_times_a_model_with_a_control_input_given_by_input_value(tmp_path, capsys):
+    from ortlab.cli.main import main
+
+    fx = Path(__file__).parents[1] / "fixtures"
+    args = ["tune", str(fx / "vad_rnn.onnx"), "--data", str(fx / "vad_calibration.npz"), "--eval",
+            str(fx / "vad_evaluation.npz"), "--max-trials", "1", "--exclusion-steps", "0", "--bench-seconds", "0.2",
+            "--out", str(tmp_path / "tuned"), "--json"]
+    assert main([*args, "--input-value", "rate=16000"]) == 2  # a name the model does not take: one clear line
+    assert "--input-value names rate, which none of the models takes" in capsys.readouterr().err
+    code = main([*args, "--input-value", "sr=16000"])
+    cap = capsys.readouterr()
+    assert code in (0, 4), cap.err
+    data = json.loads(cap.out)
+    (t,) = data["trials"]
+    assert t["status"] == "done" and t["speed"][0]["rounds"] >= 10  # timed: sr fed as 16000, never made up
+    assert "--verify-samples 24" in t["cli_line"]  # every evaluation sample given, not a fixed 64
+
+
 def test_the_note_that_a_broken_trial_seeds_the_search_is_written_once(tmp_path):
     """Each search stage asks for its seed again: the note that every static trial is broken was printed twice."""
     tuner = _FakeTuner(tmp_path, policy=sqnr_policy(20))
