@@ -72,7 +72,7 @@ from ortlab.runs.tune_policy import (
 )
 from ortlab.runs.tune_accuracy import AccuracySearch
 from ortlab.runs.tune_evidence import SampleEvidence, evidence_of
-from ortlab.runs.tune_pick import claim_of, decide, set_choosing_measure
+from ortlab.runs.tune_pick import claim_of, decide, set_choosing_measure, step_gain
 from ortlab.runs.tune_recommend import Recommendation
 from ortlab.runs import service
 from ortlab.runs.tune_cluster import ClusterTrials
@@ -512,7 +512,7 @@ class Tuner:
                     f"keep {pick} with its producers {', '.join(n for n in group if n != pick)} in float"
                 t = self._trial(replace(current.recipe, quant=q, name=name), "exclude", what)
                 before = current
-                current = _keep_if_gains(t, current)
+                current = _keep_if_gains(t, current, self.evidence)
                 yield t
                 if current.accepted or current is not before:
                     break
@@ -564,7 +564,7 @@ class Tuner:
             q = replace(current.recipe.quant, int16_weight_nodes=nodes)
             name = f"{current.label.split(' + int16')[0]} + int16 weights {len(nodes)}"
             t = self._trial(replace(current.recipe, quant=q, name=name), "int16", f"16-bit weights in {', '.join(chunk)}")
-            current = _keep_if_gains(t, current)
+            current = _keep_if_gains(t, current, self.evidence)
             yield t
             if current.accepted:
                 return
@@ -596,7 +596,7 @@ class Tuner:
         self._analysis_cache = cache
         if trial.index not in cache:
             ds, pre = self._eval_data()
-            result = analyze_fn(self.model, trial.model_path, ds, pre, n=min(32, self.settings.verify_samples),
+            result = analyze_fn(self.model, trial.model_path, ds, pre, n=min(32, self.settings.verify_samples or 32),
                                 shapes=self.settings.shapes)
             cache[trial.index] = [e.name for e in result.nodes]
         return cache[trial.index]
@@ -873,13 +873,19 @@ def tune(model, calibration: DataRef | None, evaluation: DataRef, **kwargs: Any)
     return Tuner(model, calibration, evaluation, **kwargs).run()
 
 
-def _keep_if_gains(trial: Trial, current: Trial) -> Trial:
-    """The greedy step's choice, task first: ``trial`` when it finished and the verdict level improves; or the
-    level is the same and the task's measure improves; or both are the same and the task's SQNR (a detector's score
-    channels, else the worst output) gains at least ``MIN_GAIN_DB``. Else ``current``; the trial's note says which."""
+def _keep_if_gains(trial: Trial, current: Trial, evidence: dict[int, SampleEvidence | None] | None = None) -> Trial:
+    """The greedy step's choice, task first: with per-sample records of both (``evidence``), ``trial`` only when
+    it is clearly more accurate on the same samples (:func:`ortlab.runs.tune_pick.step_gain`); else ``trial`` when
+    it finished and the verdict level improves; or the level is the same and the task's measure improves; or both
+    are the same and the task's SQNR (a detector's score channels, else the worst output) gains at least
+    ``MIN_GAIN_DB``. Else ``current``; the trial's note says which."""
     if trial.status != "done":
         trial.note += ": dropped (failed)"
         return current
+    paired = step_gain(evidence.get(trial.index), evidence.get(current.index)) if evidence else None
+    if paired is not None:
+        trial.note += f": {paired[1]}"
+        return trial if paired[0] else current
     lt, lc = _LEVEL_RANK.get(trial.level, 1), _LEVEL_RANK.get(current.level, 1)
     if lt != lc:
         better = lt < lc

@@ -9,9 +9,11 @@ from dataclasses import dataclass
 
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_policy import Trial
-from ortlab.runs.tune_recommend import Candidate, Recommendation, Timing, bar_word, interval, recommend, split
+from ortlab.runs.tune_recommend import (
+    Candidate, Recommendation, Timing, bar_word, interval, paired_difference, recommend, split,
+)
 
-__all__ = ["Claim", "candidate_of", "claim_of", "decide", "set_choosing_measure"]
+__all__ = ["Claim", "candidate_of", "claim_of", "decide", "set_choosing_measure", "step_gain"]
 
 
 def set_choosing_measure(t: Trial, ev: SampleEvidence | None) -> None:
@@ -83,3 +85,17 @@ def decide(done: Sequence[Trial], evidence: Mapping[int, SampleEvidence | None],
         if not t.vs_default:
             t.vs_default = "not compared: broken, or slower than the fp32 source"
     return rec
+
+
+def step_gain(step: SampleEvidence | None, current: SampleEvidence | None) -> tuple[bool, str] | None:
+    """Whether a greedy step (one more node in float, 16-bit weights…) is kept, on the same samples as the trial it
+    would replace: only when it is clearly more accurate (the paired difference's 95% interval above 0 on the samples
+    the search chooses on), so the search does not follow noise; and why. None without per-sample records."""
+    if step is None or current is None or len(step) != len(current) or not len(step):
+        return None
+    choose, confirm = split(len(step))
+    diff = paired_difference(step, current, choose if confirm else None)
+    if diff is None:
+        return None
+    text = f"{step.measure} {diff.text(signed=True)} on the same samples"
+    return (True, f"kept ({text})") if diff.low > 0 else (False, f"dropped, not shown better ({text})")

@@ -284,3 +284,24 @@ def test_when_nothing_passes_the_bar_the_closest_is_the_most_accurate_candidate_
     # a default that passes is never replaced by a better candidate that does not
     rec = recommend(dataclasses.replace(default, passes=True), cands, "latency", 300)
     assert rec.pick == 1
+
+
+def test_a_greedy_step_is_kept_only_when_clearly_better_on_the_same_samples():
+    from ortlab.runs.tune_pick import step_gain
+    from ortlab.runs.tune import _keep_if_gains
+    from ortlab.runs.tune_policy import Trial
+    from ortlab.settings.config import Recipe
+
+    base = [1.0] * 250 + [0.0] * 50
+    noise = list(base)
+    noise[250] = 1.0  # one sample mended: a point gain the old rule kept
+    mended = [1.0] * 290 + [0.0] * 10
+    kept, why = step_gain(_flags(noise), _flags(base)) or (True, "")
+    assert not kept and why.startswith("dropped, not shown better")
+    kept, why = step_gain(_flags(mended), _flags(base)) or (False, "")
+    assert kept and why.startswith("kept (strings kept +")
+    assert step_gain(None, _flags(base)) is None
+    current, step = Trial(1, "a", "int16", Recipe(), task_value=0.833), Trial(2, "b", "int16", Recipe(), task_value=0.836)
+    assert _keep_if_gains(step, current, {1: _flags(base), 2: _flags(noise)}) is current
+    assert "dropped, not shown better (strings kept +0.005" in step.note
+    assert _keep_if_gains(Trial(3, "c", "int16", Recipe(), task_value=0.836), current) is not current  # no records
