@@ -689,11 +689,12 @@ class Tuner:
         pol = self.verdict_policy
         bar = getattr(self.policy, "bar_text", None)
         baseline = dict(best.baseline_ms) if best is not None else {}
-        claim = claim_of(rec, best, self._claim_bar(best)) if rec is not None and best is not None else None
+        claim = (claim_of(rec, best, self._claim_bar(best), self.evidence.get(best.index))
+                 if rec is not None and best is not None else None)
         if claim is not None and best is not None:
             sentence += (f" On the {claim.evidence} it was not chosen on ({rec.chosen_on if rec else ''}): "
                          f"{best.task_measure} {claim.value:.3f} (95% interval {claim.low:.3f}–{claim.high:.3f})"
-                         f"{_against(claim.bar)}: {claim.word}.")
+                         f"{_against(claim.bar)}: {claim.text()}.")
         result = TuneResult(
             self.model, s.objective, Target(s.target).value,
             (f"verdict ok (the same policy as optimize: broken below {pol.min_sqnr_db:g} dB, confident-flip margin "
@@ -704,6 +705,7 @@ class Tuner:
         if claim is not None and rec is not None:
             result.claim, result.claim_low, result.claim_high = claim.value, claim.low, claim.high
             result.claim_evidence, result.claim_word, result.chosen_on = claim.evidence, claim.word, rec.chosen_on
+            result.claim_settle = claim.settle
         result.baseline_index = 1 if rec is not None else None
         if self.out_dir is not None:
 

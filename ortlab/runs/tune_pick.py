@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_policy import Trial
 from ortlab.runs.tune_recommend import (
-    Candidate, Recommendation, Timing, bar_word, interval, paired_difference, recommend, split,
+    Candidate, Recommendation, Timing, bar_word, interval, paired_difference, recommend, settle_bar, split,
 )
 
 __all__ = ["Claim", "candidate_of", "claim_of", "decide", "set_choosing_measure", "step_gain"]
@@ -52,9 +52,15 @@ class Claim:
     evidence: str
     word: str
     bar: float | None
+    settle: int | None = None  # on the edge: about how many evaluation samples would settle it
+
+    def text(self) -> str:
+        more = f"; about {self.settle:,} evaluation samples would settle it" if self.settle else ""
+        return f"{self.word}{more}"
 
 
-def claim_of(rec: Recommendation, pick: Trial, bar: float | None) -> Claim | None:
+def claim_of(rec: Recommendation, pick: Trial, bar: float | None,
+             pick_evidence: SampleEvidence | None = None) -> Claim | None:
     """The recommendation's held-out claim, worded against ``bar`` (:func:`bar_word`); a verdict "on the edge"
     (its own interval over all samples reaches across one of its bars) is never worded "ok"."""
     if rec.confirm is None:
@@ -62,7 +68,11 @@ def claim_of(rec: Recommendation, pick: Trial, bar: float | None) -> Claim | Non
     word = bar_word(rec.confirm, bar)
     if word == "ok" and pick.edge:
         word = "on the edge"
-    return Claim(rec.confirm.value, rec.confirm.low, rec.confirm.high, rec.confirm_evidence, word, bar)
+    settle = None
+    if word == "on the edge" and bar is not None and rec.confirm.low < bar <= rec.confirm.high:
+        total = len(pick_evidence) if pick_evidence is not None else rec.claim_samples
+        settle = settle_bar(rec.confirm, bar, rec.claim_samples, max(total, rec.claim_samples))
+    return Claim(rec.confirm.value, rec.confirm.low, rec.confirm.high, rec.confirm_evidence, word, bar, settle)
 
 
 def decide(done: Sequence[Trial], evidence: Mapping[int, SampleEvidence | None], usable: Callable[[Trial], bool],

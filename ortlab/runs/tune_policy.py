@@ -309,6 +309,7 @@ class TuneResult:
     claim_high: float | None = None
     claim_evidence: str = ""
     claim_word: str = ""
+    claim_settle: int | None = None  # on the edge: about how many evaluation samples would settle it
     chosen_on: str = ""
     baseline_index: int | None = None  # the default trial every candidate was compared with (trial 1)
 

@@ -29,8 +29,8 @@ from ortlab.checks.uncertainty import wilson
 from ortlab.runs.tune_evidence import SampleEvidence
 
 __all__ = ["BOOTSTRAP_ROUNDS", "NOT_WORSE_MARGIN", "Candidate", "Comparison", "Interval", "Recommendation", "Timing",
-           "bar_word", "compare", "interval", "mcnemar_p", "paired_difference", "recommend", "settle_samples",
-           "split"]
+           "bar_word", "compare", "interval", "mcnemar_p", "paired_difference", "recommend", "settle_bar",
+           "settle_samples", "split"]
 
 NOT_WORSE_MARGIN = 0.01  # a candidate within this of the default's measure (e.g. 0.01 F1) is not worse
 ALPHA = 0.05
@@ -132,6 +132,7 @@ class Recommendation:
     confirm_evidence: str = ""
     chosen_on: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    claim_samples: int = 0  # the samples the claim is stated on (the held-out part, or all when none was held out)
 
 
 # -- statistics --------------------------------------------------------------------------------------------------
@@ -318,4 +319,17 @@ def recommend(default: Candidate | None, candidates: Sequence[Candidate], object
         evidence = (pick.evidence.subset(confirm) if confirm else pick.evidence).text()
         chosen_on = f"chosen on {len(choose)} samples, confirmed on {len(confirm)} held out" if confirm else \
             f"chosen and stated on the same {len(choose)} samples (fewer than {MIN_SPLIT_SAMPLES}: none held out)"
-    return Recommendation(pick.index, reason, comps, claim, evidence, chosen_on)
+    return Recommendation(pick.index, reason, comps, claim, evidence, chosen_on,
+                          claim_samples=len(confirm) if confirm else len(choose))
+
+
+def settle_bar(claim: Interval, bar: float, n: int, total: int) -> int | None:
+    """About how many evaluation samples (of which the claim's part is ``n`` of ``total``) would bring the claim's
+    interval clear of ``bar`` if the figure stayed and the interval shrank as 1/√n; None when the figure sits on
+    the bar or no practical count would."""
+    gap = abs(claim.value - bar)
+    half = (claim.value - claim.low) if claim.value >= bar else (claim.high - claim.value)
+    if gap <= 0 or half <= 0 or n <= 0:
+        return None
+    need = math.ceil(n * (half / gap) ** 2 * total / n)
+    return need if need <= MAX_SETTLE else None
