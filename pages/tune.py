@@ -104,8 +104,8 @@ else:
                 b[1].caption(f"{'Recommended' if result.accepted else 'Closest'}: trial {best.index}, "
                              f"{md(best.label)}{run} · {md(best.verdict)}")
                 st.code(result.cli_line or best.cli_line, language="bash")
-            st.caption(f"{tv.plural(len(result.trials), 'trial')} in {result.seconds:.0f} s · a trial is accepted "
-                       f"when: {md(result.policy)} · {md(result.hardware)}")
+            st.caption(f"The budget bought {md(result.bought())} · a trial is accepted when: {md(result.policy)} · "
+                       f"{md(result.hardware)}")
             if result.notes:
                 with st.expander(f"How the search went: {tv.plural(len(result.notes), 'note')}"):
                     for note in result.notes:

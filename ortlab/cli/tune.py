@@ -308,6 +308,7 @@ def _print_result(r, budget_s: float, out: Path, cpu: bool = False) -> None:
         print(f"  evidence   {r.best.task_text()} (chosen on these)" + (f"; {r.chosen_on}" if r.chosen_on else ""))
     if r.best is not None and r.best.vs_default:
         print(f"  vs default {r.best.vs_default}")
+    print(f"  bought     {r.bought()} (budget: {budget_s:g} {'CPU ' if cpu else ''}s)")
     print(f"  policy     {r.policy}")
     print(f"  hardware   {r.hardware}\n  files      "
           + (f"{r.written}, its recipe.json, " if r.written else "no model written, ")

@@ -707,6 +707,7 @@ class Tuner:
             result.claim_evidence, result.claim_word, result.chosen_on = claim.evidence, claim.word, rec.chosen_on
             result.claim_settle = claim.settle
         result.baseline_index = 1 if rec is not None else None
+        result.cpu_seconds = None if self.settings.ray else self.cpu_used  # a cluster's CPU is elsewhere
         if self.out_dir is not None:
 
             self.out_dir.mkdir(parents=True, exist_ok=True)

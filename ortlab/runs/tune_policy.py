@@ -312,6 +312,16 @@ class TuneResult:
     claim_settle: int | None = None  # on the edge: about how many evaluation samples would settle it
     chosen_on: str = ""
     baseline_index: int | None = None  # the default trial every candidate was compared with (trial 1)
+    cpu_seconds: float | None = None  # CPU the search used (this process and its children): what the budget bought
+
+    def bought(self) -> str:
+        """What the budget bought: "8 trials finished (1 failed) in 169 s of wall time and 174 CPU seconds"."""
+        done = sum(t.status == "done" for t in self.trials)
+        failed = sum(t.status == "failed" for t in self.trials)
+        cpu = f" and {self.cpu_seconds:.0f} CPU seconds" if self.cpu_seconds is not None else ""
+        return (f"{done} trial{'' if done == 1 else 's'} finished" + (f" ({failed} failed)" if failed else "")
+                + f" in {self.seconds:.0f} s of wall time{cpu}")
+
 
 
 def pareto_front(points: Sequence[tuple[float | None, float | None]]) -> list[bool]:
