@@ -692,7 +692,9 @@ class Tuner:
         claim = (claim_of(rec, best, self._claim_bar(best), self.evidence.get(best.index))
                  if rec is not None and best is not None else None)
         if claim is not None and best is not None:
-            sentence += (f" On the {claim.evidence} it was not chosen on ({rec.chosen_on if rec else ''}): "
+            held_out = rec is not None and rec.chosen_on.startswith("chosen on")
+            sentence += (f" On the {claim.evidence} it was {'not ' if held_out else ''}chosen on"
+                         f" ({rec.chosen_on if rec else ''}): "
                          f"{best.task_measure} {claim.value:.3f} (95% interval {claim.low:.3f}–{claim.high:.3f})"
                          f"{_against(claim.bar)}: {claim.text()}.")
         result = TuneResult(

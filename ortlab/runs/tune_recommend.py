@@ -96,6 +96,7 @@ class Comparison:
     faster: bool
     slower: bool
     settle: int | None = None
+    objective: str = "latency"  # "size": faster/slower read smaller/larger
 
     @property
     def preferred(self) -> bool:
@@ -109,14 +110,14 @@ class Comparison:
         d = f"{measure} vs the default {self.difference.text(signed=True)}" if self.difference else \
             f"{measure} not recorded per sample"
         p = f", McNemar p={self.p_value:.3f}" if self.p_value is not None else ""
+        gain = "smaller" if self.objective == "size" else "faster by more than the timing interval"
         if self.preferred:
-            why = "clearly more accurate" if self.more_accurate else "not worse and faster by more than the timing " \
-                                                                     "interval"
+            why = "clearly more accurate" if self.more_accurate else f"not worse and {gain}"
             return f"{why} ({d}{p})"
         if not self.not_worse:
             more = f"; about {self.settle:,} evaluation samples would settle it" if self.settle else ""
             return f"not shown to be no worse ({d}{p}){more}"
-        return f"not worse but not faster by more than the timing interval ({d}{p})"
+        return f"not worse but not {gain} ({d}{p})"
 
 
 @dataclass(frozen=True)
@@ -272,7 +273,7 @@ def compare(cand: Candidate, default: Candidate, idx: Sequence[int] | None = Non
         faster, slower = ct.size_bytes < dt.size_bytes, ct.size_bytes > dt.size_bytes
     elif ct is not None and dt is not None:
         faster, slower = ct.low > dt.high, ct.high < dt.low
-    return Comparison(cand.index, diff, p, not_worse, more, faster, slower, settle)
+    return Comparison(cand.index, diff, p, not_worse, more, faster, slower, settle, objective)
 
 
 def _accuracy(c: Candidate, idx: Sequence[int] | None) -> float:
@@ -308,8 +309,9 @@ def recommend(default: Candidate | None, candidates: Sequence[Candidate], object
         reason = f"{pick.label} is preferred over the default: {comp.reason(measure)}"
     else:
         pick = default
-        reason = ("no candidate is shown better than the default on the same samples (not worse and faster by more "
-                  "than the timing interval, or clearly more accurate): the default stays the pick")
+        gain = "smaller" if objective == "size" else "faster by more than the timing interval"
+        reason = (f"no candidate is shown better than the default on the same samples (not worse and {gain}, or "
+                  "clearly more accurate): the default stays the pick")
         if not others:
             reason = "only the default finished usable"
     claim, evidence, chosen_on = None, "", ""
@@ -318,7 +320,7 @@ def recommend(default: Candidate | None, candidates: Sequence[Candidate], object
         claim = interval(pick.evidence, part)
         evidence = (pick.evidence.subset(confirm) if confirm else pick.evidence).text()
         chosen_on = f"chosen on {len(choose)} samples, confirmed on {len(confirm)} held out" if confirm else \
-            f"chosen and stated on the same {len(choose)} samples (fewer than {MIN_SPLIT_SAMPLES}: none held out)"
+            f"fewer than {MIN_SPLIT_SAMPLES} samples: none held out"
     return Recommendation(pick.index, reason, comps, claim, evidence, chosen_on,
                           claim_samples=len(confirm) if confirm else len(choose))
 

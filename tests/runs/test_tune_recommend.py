@@ -315,3 +315,12 @@ def test_a_claim_on_the_edge_says_how_many_samples_would_settle_it():
     n = settle_bar(claim, 0.95, 100, 300)
     assert n == math.ceil(300 * (0.03 / 0.02) ** 2)
     assert settle_bar(Interval(0.95, 0.90, 0.99), 0.95, 100, 300) is None  # on the bar: no count settles it
+
+
+def test_the_size_objective_prefers_a_smaller_candidate_and_says_smaller():
+    ev = _flags([1.0] * 24)
+    default = Candidate(1, "int8 dynamic", True, True, ev, 1.0, Timing(1.1, 0.9, 1.3, 390_000))
+    gather = Candidate(2, "int8 dynamic + Gather", True, True, ev, 1.0, Timing(1.0, 0.8, 1.2, 170_000))
+    rec = recommend(default, [default, gather], "size", 24)
+    assert rec.pick == 2 and "not worse and smaller" in rec.reason and "faster" not in rec.reason
+    assert rec.chosen_on == "fewer than 30 samples: none held out"

@@ -284,8 +284,10 @@ def test_the_headline_of_a_decided_search_states_the_held_out_claim_and_is_no_su
     best = _trial(1, 2.0, 30.0)
     best.task_measure, best.task_value, best.task_low, best.task_high = "detection F1", 0.96, 0.92, 0.98
     r = dataclasses.replace(_result(best), baseline_index=1, claim=0.955, claim_low=0.90, claim_high=0.985,
-                            claim_evidence="100 reference detections in 100 samples", claim_word="on the edge")
+                            claim_evidence="100 reference detections in 100 samples", claim_word="on the edge",
+                            chosen_on="chosen on 200 samples, confirmed on 100 held out")
     level, text = tv.headline(r)
     assert level == "warning" and "the default" in text and "0.955 (95% interval 0.900–0.985), on the edge" in text
+    assert "On 100 reference detections in 100 samples it was not chosen on" in text
     level, text = tv.headline(dataclasses.replace(r, claim_low=0.955, claim_word="ok"))
     assert level == "success" and "fastest" not in text

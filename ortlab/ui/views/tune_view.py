@@ -155,7 +155,8 @@ def claim_text(result) -> str:
     pick's measure on the samples it was not chosen on; "" without one."""
     if result is None or result.claim is None or result.best is None:
         return ""
-    return (f" On {result.claim_evidence} it was not chosen on: {result.best.task_measure} {result.claim:.3f} "
+    held_out = "not " if result.chosen_on.startswith("chosen on") else ""
+    return (f" On {result.claim_evidence} it was {held_out}chosen on: {result.best.task_measure} {result.claim:.3f} "
             f"(95% interval {result.claim_low:.3f}–{result.claim_high:.3f}), {result.claim_word}"
             + (f"; about {result.claim_settle:,} evaluation samples would settle it." if result.claim_settle else "."))
 
