@@ -28,7 +28,7 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 from ortlab.checks.evaluate import evaluate  # noqa: E402
 from ortlab.data.loaders import load_image_folder  # noqa: E402
-from ortlab.data.preprocess import resolve_preprocess  # noqa: E402
+from ortlab.data.preprocess import explain_preprocess, resolve_preprocess  # noqa: E402
 from ortlab.data.samples import get_sample  # noqa: E402
 from ortlab.model.inspect import inspect_model  # noqa: E402
 from ortlab.runs.runspec import DataRef  # noqa: E402
@@ -58,13 +58,12 @@ def split_folder(src: Path, a: Path, b: Path) -> None:
             shutil.copyfile(f, dst)
 
 
-def preprocess_of(model: Path, sample: str | None, preset: str | None, data) -> PreprocessConfig | None:
+def preprocess_of(model: Path, preset: str | None) -> PreprocessConfig | None:
+    """The CLI's ``--preset`` preprocessing (None: the sample's manifest or the model input decide)."""
     if preset is None:
         return None
-    from ortlab.data.preprocess import PRESETS, apply_preset  # the CLI's --preset
-
-    base = resolve_preprocess(inspect_model(model).inputs, None, data)
-    return apply_preset(base, PRESETS[preset]) if PRESETS else base
+    resolved = explain_preprocess(inspect_model(model).inputs, None, preset=preset)
+    return resolved.config if resolved is not None else None
 
 
 def run_case(name: str, budget: float, max_trials: int, work: Path) -> None:
@@ -73,7 +72,7 @@ def run_case(name: str, budget: float, max_trials: int, work: Path) -> None:
     split_folder(ev, seen, unseen)
     labels = get_sample(sample).labels if sample else None
     unseen_ds = load_image_folder(unseen, labels)
-    pre = preprocess_of(model, sample, preset, unseen_ds)
+    pre = preprocess_of(model, preset)
     settings = TuneSettings(budget_s=budget, max_trials=max_trials, bench_s=1.0)
     start = time.monotonic()
     tuner = Tuner(model, DataRef(path=str(cal)), DataRef(path=str(seen)), settings=settings, preprocess=pre,

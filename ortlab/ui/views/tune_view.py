@@ -134,7 +134,7 @@ def headline(result, items: Sequence = ()) -> tuple[str, str]:
     if not result.accepted:
         return "warning", (f"No recipe of {plural(n, 'trial')} passes the accuracy policy; the closest is trial "
                            f"{best.index}, {best.label} — {_speed(best) if latency else _mb(best)}, {_quality(best)} "
-                           f"({best.verdict}).")
+                           f"({best.verdict}).{claim_text(result)}")
     unclear = best.speed_direction() != "faster" if best.speed else best.speedup is not None and best.speedup < 1.0
     if latency and unclear:
         return "warning", (f"No accepted recipe is clearly faster than the fp32 source on this machine: the best "
