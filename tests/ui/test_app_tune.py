@@ -271,6 +271,9 @@ def test_the_chart_draws_the_deciding_measure_with_its_interval_and_nothing_befo
     above = sorted(round(x, 6) for tr in fig.data if tr.y for x in tr.error_y.array)
     assert below == [0.05, 0.10] and above == [0.03, 0.08]  # each trial's interval as a bar
     assert any("120 reference detections" in str(row) for tr in fig.data for row in (tr.customdata or ()))
+    rows = tv.trial_rows([a, b])  # the table: the measure with its interval (fits its column), the evidence apart
+    assert rows[0]["task"] == "0.800 (0.700–0.880)"
+    assert rows[0]["evidence"] == "detection F1: 120 reference detections in 200 samples"
     # plain tensors: SQNR stays the axis
     c = _trial(3, 1.5, 30.0)
     c.status = "done"

@@ -288,8 +288,10 @@ def trial_columns() -> dict:
         "trial": num("trial", width=45, pinned=True), "History run": text("run", width=50),
         "recipe": text("recipe", width=130, help="Full recipe on hover."), "stage": hidden(text("stage")),
         "verdict": text("verdict", width=75), "meets bar": text("bar", width=45, help="Meets this search's bar."),
-        "task": text("task (95%)", width=150, help="The task's measure on the samples the search chooses on, with "
-                                                   "its 95% interval and the evidence it rests on (hover)."),
+        "task": text("task (95%)", width=150, help="The task's measure (the chart's y-axis) on the samples the search "
+                                                   "chooses on, with its 95% interval; what it rests on: the evidence "
+                                                   "column (column menu)."),
+        "evidence": hidden(text("evidence")),
         "SQNR dB": hidden(num("SQNR dB", format="%.1f")),
         "speed-up": hidden(num("speed-up")),
         "speed (interleaved p50)": text("speed vs fp32", width=200, help="Interleaved p50 ratio against the fp32 "
@@ -306,12 +308,22 @@ def trial_rows(trials: Sequence) -> list[dict]:
     return [{"trial": t.index, "History run": f"#{t.run_id}" if t.run_id is not None else "",
              "recipe": t.label, "stage": t.stage, "verdict": t.level or t.status,
              "meets bar": "yes" if t.accepted else "no",
-             "task": t.task_text(),
+             "task": _task_cell(t), "evidence": f"{t.task_measure}: {t.evidence}" if t.evidence else "",
              "SQNR dB": None if t.sqnr_db is None else (999.0 if math.isinf(t.sqnr_db) else round(t.sqnr_db, 1)),
              "speed-up": round(t.speedup, 2) if t.speedup else None, "speed (interleaved p50)": t.speed_text(),
              "p50 ms": t.p50_ms,
              "MB": round((t.size_bytes or 0) / 1e6, 3), "Pareto": "★" if t.pareto else "",
              "note": t.note or ("" if t.status == "done" else t.verdict), "vs default": t.vs_default} for t in trials]
+
+
+def _task_cell(t) -> str:
+    """``0.946 (0.921–0.965)``: the measure the chart draws, with its interval; the measure's name heads the chart's
+    axis (all trials share it)."""
+    if t.task_value is None:
+        return ""
+    if t.task_low is None or t.task_high is None:
+        return f"{t.task_value:.3f}"
+    return f"{t.task_value:.3f} ({t.task_low:.3f}–{t.task_high:.3f})"
 
 
 def open_on_compare(trial) -> None:
