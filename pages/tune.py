@@ -77,15 +77,14 @@ else:
         def live() -> None:
             task.drain()
             rerun_when_done(task.done)
-            budget_s = task.meta["choice"].budget_s
-            st.progress(min(1.0, task.elapsed / max(1.0, budget_s)),
-                        text=f"{task.elapsed:.0f} s of {budget_s:.0f} s · {tv.plural(len(task.items), 'trial')} "
-                             "finished")
+            share, text = tv.progress(task.elapsed, task.meta["choice"].budget_s, len(task.items))
+            st.progress(share, text=text)
             if st.button(":material/cancel: Cancel", key="tune.cancel", disabled=task.cancelled):
                 task.cancel()
                 st.toast("Cancelling: the running trial is stopped; the result covers the finished ones.")
-            st.plotly_chart(tv.pareto_figure(list(task.items), task.meta["choice"].objective), key="tune_live",
-                            width="stretch")
+            if tv.has_points(list(task.items), task.meta["choice"].objective):
+                st.plotly_chart(tv.pareto_figure(list(task.items), task.meta["choice"].objective), key="tune_live",
+                                width="stretch")
 
         live()
     else:
@@ -98,8 +97,6 @@ else:
             show_message(level, text)
         if result is not None:
             best = result.best
-            for note in result.notes:
-                st.caption(f"⚠ {md(note)}")
             if best is not None:
                 b = st.columns([1, 3])
                 if b[0].button(":material/compare: Open on Compare", key="tune.open", type="primary",
@@ -111,11 +108,16 @@ else:
                 b[1].caption(f"{'Recommended' if result.accepted else 'Closest'}: trial {best.index}, "
                              f"{md(best.label)}{run} · {md(best.verdict)}")
                 st.code(result.cli_line or best.cli_line, language="bash")
-            st.caption(f"{tv.plural(len(result.trials), 'trial')} in {result.seconds:.0f} s · "
-                       f"policy {md(result.policy)} · {md(result.hardware)}")
+            st.caption(f"The budget bought {md(result.bought())} · a trial is accepted when: {md(result.policy)} · "
+                       f"{md(result.hardware)}")
+            if result.notes:
+                with st.expander(f"How the search went: {tv.plural(len(result.notes), 'note')}"):
+                    for note in result.notes:
+                        st.markdown(f"- {md(note)}")
         trials = list(result.trials) if result is not None else list(task.items)
-        best = result.best if result is not None else None
-        st.plotly_chart(tv.pareto_figure(trials, task.meta["choice"].objective, recommended=best), key="tune_chart",
-                        width="stretch")
+        best = result.best if result is not None and result.accepted else None  # "recommended" only when it is
+        if tv.has_points(trials, task.meta["choice"].objective):
+            st.plotly_chart(tv.pareto_figure(trials, task.meta["choice"].objective, recommended=best),
+                            key="tune_chart", width="stretch")
         if trials:
             st.dataframe(tv.trial_rows(trials), hide_index=True, width="stretch", column_config=tv.trial_columns())

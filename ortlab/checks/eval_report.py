@@ -112,6 +112,10 @@ class ClassificationMetrics:
     flip_margins: list[float] = field(default_factory=list)
     margin: float = 0.1  # the threshold the counts below use (the evaluation's policy)
     top5_containment: float | None = None  # None with 5 classes or fewer
+    # per sample, for paired comparisons of two candidates on the same samples (empty in old reports): the
+    # reference's top-1 − top-2 softmax margin of every sample, and the index of each flip (aligned with flip_margins)
+    sample_margins: list[float] = field(default_factory=list)
+    flip_samples: list[int] = field(default_factory=list)
 
     def confident_flips(self, margin: float | None = None) -> int:
         """Flips where the reference's softmax margin was at least ``margin`` (default: :attr:`margin`)."""
@@ -171,6 +175,10 @@ class BoxesMetrics:
     nms_iou: float = 0.45
     score_sqnr_db: float = math.nan
     box_sqnr_db: float = math.nan
+    # per sample (empty in old reports): matched detections, the reference's and the candidate's detections
+    sample_matched: list[int] = field(default_factory=list)
+    sample_ref: list[int] = field(default_factory=list)
+    sample_cand: list[int] = field(default_factory=list)
 
     @property
     def precision(self) -> float | None:
@@ -206,6 +214,7 @@ class SequenceMetrics:
     edits: int
     ref_chars: int
     blank: int = 0
+    changed_samples: list[int] = field(default_factory=list)  # the index of each changed string (empty: old report)
 
     @property
     def changed_fraction(self) -> float:
@@ -235,6 +244,7 @@ class EmbeddingMetrics:
     padding: int = 0
     nn_near_ties: int = 0
     nn_near_tie: float = 0.0
+    nn_changed_samples: list[int] = field(default_factory=list)  # samples whose neighbour changed (not a near-tie)
 
 
 @dataclass

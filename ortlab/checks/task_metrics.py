@@ -176,6 +176,8 @@ class _Classes:
         self.ref_top: list[list[int]] = []
         self.cand_top: list[list[int]] = []
         self.flip_margins: list[float] = []
+        self.flip_samples: list[int] = []
+        self.margins: list[float] = []
         self.n_classes = 0
 
     def add(self, ref: np.ndarray, cand: np.ndarray) -> None:
@@ -185,16 +187,20 @@ class _Classes:
         rt, ct = _top5(r), _top5(np.nan_to_num(c, nan=-np.inf))
         self.ref_top.append(rt)
         self.cand_top.append(ct)
+        p = np.sort(_softmax(r))[::-1]
+        margin = float(p[0] - p[1]) if p.size > 1 else 1.0
+        self.margins.append(margin)
         if rt[0] != ct[0]:
-            p = np.sort(_softmax(r))[::-1]
-            self.flip_margins.append(float(p[0] - p[1]))
+            self.flip_margins.append(margin)
+            self.flip_samples.append(len(self.ref_top) - 1)
 
     def result(self) -> ClassificationMetrics:
         n = len(self.ref_top)
         agree = sum(a[0] == b[0] for a, b in zip(self.ref_top, self.cand_top)) / max(1, n)
         top5 = (sum(a[0] in b for a, b in zip(self.ref_top, self.cand_top)) / max(1, n)
                 if self.n_classes > 5 else None)
-        return ClassificationMetrics(self.name, self.n_classes, n, agree, self.flip_margins, self.margin, top5)
+        return ClassificationMetrics(self.name, self.n_classes, n, agree, self.flip_margins, self.margin, top5,
+                                     self.margins, self.flip_samples)
 
 
 class _Dense:
@@ -321,6 +327,7 @@ class _Boxes:
         self.probabilities: bool | None = None
         self.changed = self.union = self.n = 0
         self.matched = self.ref_total = self.cand_total = 0
+        self.per_sample: tuple[list[int], list[int], list[int]] = ([], [], [])  # matched, reference, candidate
         self.energy = {"boxes": [0.0, 0.0], "scores": [0.0, 0.0]}  # [reference Σx², Σ(ref − cand)²]
 
     def add(self, ref: np.ndarray, cand: np.ndarray) -> None:
@@ -337,9 +344,12 @@ class _Boxes:
                 self.energy[key][1] += float(np.sum((r - c) ** 2))
         rd = decode_detections(ref, self.threshold, self.probabilities)
         cd = decode_detections(cand, self.threshold, self.probabilities)
-        self.matched += match_detections(rd, cd)
+        matched = match_detections(rd, cd)
+        self.matched += matched
         self.ref_total += len(rd[1])
         self.cand_total += len(cd[1])
+        for column, value in zip(self.per_sample, (matched, len(rd[1]), len(cd[1]))):
+            column.append(int(value))
         # anchors above the threshold (before NMS) in one model and not the other
         r_above = self._above(ra, rows)
         c_above = self._above(ca, rows)
@@ -377,7 +387,8 @@ class _Boxes:
         return BoxesMetrics(self.name, self.threshold, self.scale or "probability",
                             self.changed / self.union if self.union else 0.0, self.ref_total / max(1, self.n),
                             self.cand_total / max(1, self.n), self.matched, self.ref_total, self.cand_total,
-                            MATCH_IOU, NMS_IOU, self._sqnr(*self.energy["scores"]), self._sqnr(*self.energy["boxes"]))
+                            MATCH_IOU, NMS_IOU, self._sqnr(*self.energy["scores"]), self._sqnr(*self.energy["boxes"]),
+                            *self.per_sample)
 
 
 def ctc_greedy(probs: np.ndarray, blank: int = 0) -> list[int]:
@@ -407,17 +418,21 @@ class _Sequences:
     def __init__(self, name: str):
         self.name = name
         self.n = self.changed = self.edits = self.chars = 0
+        self.changed_samples: list[int] = []
 
     def add(self, ref: np.ndarray, cand: np.ndarray) -> None:
         for r, c in zip(np.asarray(ref), np.asarray(cand)):
             rs, cs = ctc_greedy(r), ctc_greedy(c)
+            if rs != cs:
+                self.changed_samples.append(self.n)
             self.n += 1
             self.changed += int(rs != cs)
             self.edits += edit_distance(rs, cs)
             self.chars += len(rs)
 
     def result(self) -> SequenceMetrics:
-        return SequenceMetrics(self.name, self.n, self.changed, self.edits, self.chars)
+        return SequenceMetrics(self.name, self.n, self.changed, self.edits, self.chars,
+                               changed_samples=self.changed_samples)
 
 
 def token_rows(output: Any, mask: np.ndarray | None) -> np.ndarray | None:
@@ -481,7 +496,7 @@ class _Embeddings:
         return sim
 
     def result(self) -> EmbeddingMetrics:
-        nn, ties = None, 0
+        nn, ties, moved = None, 0, []
         if len(self.ref) >= 3:
             ref_sim = self._similarities(self.ref)
             rows = np.arange(len(self.ref))
@@ -491,9 +506,10 @@ class _Embeddings:
             changed = ref_nn != cand_nn
             tie = changed & (gap < self.near_tie)
             ties = int(np.count_nonzero(tie))
+            moved = [int(i) for i in np.flatnonzero(changed & ~tie)]
             nn = float(1.0 - np.count_nonzero(changed & ~tie) / len(self.ref))
         return EmbeddingMetrics(self.name, min(self.cos, default=1.0), float(np.mean(self.cos)) if self.cos else 1.0,
-                                nn, self.tokens, self.real_tokens, self.padding, ties, self.near_tie)
+                                nn, self.tokens, self.real_tokens, self.padding, ties, self.near_tie, moved)
 
 
 class _Exact:

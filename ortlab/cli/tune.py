@@ -12,8 +12,9 @@ from ortlab.api import Target
 from ortlab.cli.common import (
     add_input_arguments, add_output_flags, add_preprocess_arguments, data_ref, evaluation_data, find_sample,
     load_dataset, model_file, model_sample, preprocess_from_args, reporter, new_folder_note, say, shapes_from_args,
-    shapes_text,
+    shapes_text, values_from_args,
 )
+from ortlab.cli.bench import check_input_names
 from ortlab.cli.out_path import check_out_path
 from ortlab.cli.render import print_json, table
 from ortlab import api
@@ -53,11 +54,12 @@ def add_command(sub) -> None:
                                                                   "(default: the sample's evaluation set).")
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[1], metavar="N",
                    help="Batch sizes each trial is timed at (default: 1).")
-    p.add_argument("--budget", default="600", metavar="SECONDS[cpu]",
+    p.add_argument("--budget", default=None, metavar="SECONDS[cpu]",
                    help="When the search stops starting trials: seconds of wall time (600, or 600s), or seconds of "
                         "CPU time used by tune and every process it starts (300cpu: the same work on a busy machine "
                         "as on a quiet one; no wall-time limit then). --max-trials caps the trials too; the first "
-                        "limit reached ends the search (default: 600).")
+                        f"limit reached ends the search (default: {DEFAULT_CPU_BUDGET_S:g}cpu, at most "
+                        f"{DEFAULT_WALL_CAP_S:g} s of wall time; with --ray, {DEFAULT_CPU_BUDGET_S:g} s of wall time).")
     p.add_argument("--objective", choices=("latency", "size"), default="latency",
                    help="Recommend the fastest accepted recipe, or the smallest (default: latency).")
     p.add_argument("--target", choices=("cpu", "gpu"), default="cpu",
@@ -83,8 +85,12 @@ def add_command(sub) -> None:
                    help="Run the trials on a Ray cluster: its head's HOST:PORT, or 'auto' (needs ortlab[ray]).")
     p.add_argument("--timing-resource", metavar="NAME", default=None,
                    help="With --ray: time only on a node carrying this custom Ray resource (the target machine).")
-    p.add_argument("--verify-samples", type=int, default=api.DEFAULT_VERIFY_SAMPLES,
-                   help=f"Evaluation samples per trial (default: {api.DEFAULT_VERIFY_SAMPLES}).")
+    p.add_argument("--verify-samples", type=int, default=None,
+                   help="Evaluation samples per trial (default: all the evaluation data given; the search decides "
+                        "on two thirds of them and states its pick's measure on the third it did not choose on).")
+    p.add_argument("--input-value", action="append", default=[], metavar="NAME=VALUE",
+                   help="The value of a control input (an integer scalar such as a VAD's sample rate sr=16000) for "
+                        "timing each trial, which random data never makes up; repeatable (as for bench).")
     p.add_argument("--out", metavar="DIR", required=True,
                    help="Receives the recommended model.onnx and its recipe.json (or closest/model.onnx when no "
                         "trial meets the bar), trials.json and each trial's folder.")
@@ -100,6 +106,17 @@ TUNE_EPILOG = f"""Exit status: 0 a recipe meets the verdict (ok) and the bar: OU
 OUT/closest/model.onnx (nothing is written when every trial is broken); 1 no trial finished; 2 bad usage.
 Speed-ups are the median of per-round latency ratios, timed interleaved with the fp32 source, with a 95% interval;
 "faster" only when that interval lies above 1."""
+
+
+DEFAULT_CPU_BUDGET_S = 600.0  # the default budget: CPU seconds, the same search on a busy machine as on a quiet one
+DEFAULT_WALL_CAP_S = 3600.0  # … unless the machine is so busy that an hour of wall time passes first
+
+
+def default_budget(ray: bool) -> tuple[float, float | None]:
+    """(wall seconds, CPU seconds) of a search without ``--budget``: :data:`DEFAULT_CPU_BUDGET_S` CPU seconds (capped
+    at :data:`DEFAULT_WALL_CAP_S` of wall time); on a cluster (``ray``), whose CPU is not this machine's, as many
+    seconds of wall time."""
+    return (DEFAULT_CPU_BUDGET_S, None) if ray else (DEFAULT_WALL_CAP_S, DEFAULT_CPU_BUDGET_S)
 
 
 def parse_budget(text: str) -> tuple[float, float | None]:
@@ -144,6 +161,8 @@ def trial_line(t) -> str:
     end as a finalist), size and Pareto star."""
     q = t.quality()
     task = f"{q.measure} {q.value:.0%}" if q.value is not None else ""
+    if q.value is not None and t.task_low is not None and t.task_high is not None:  # with its 95% interval
+        task = f"{q.measure} {q.value:.3f} ({t.task_low:.3f}–{t.task_high:.3f})"
     speed = speed_cell(t) + (" ↻" if t.retimed else "")
     return (f"#{t.index:<3} {t.label:<34} {(t.level or 'failed'):<8} {'bar ' if t.accepted else '    '}"
             f"{q.sqnr_what} {_fmt(q.sqnr_db):>5} dB  {task:<22} {speed:>20}  {(t.size_bytes or 0) / 1e6:6.2f} MB"
@@ -218,7 +237,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     src = model_file(ns.model)
     check_out_path(ns.out, as_file=False, flag="--out")  # before any work
     out = Path(ns.out).expanduser().resolve()
-    budget_s, budget_cpu_s = parse_budget(ns.budget)
+    budget_s, budget_cpu_s = default_budget(bool(ns.ray)) if ns.budget is None else parse_budget(ns.budget)
     if ns.max_trials is not None and ns.max_trials < 1:
         raise UsageError("--max-trials must be at least 1.")
     if ns.timing_resource and not ns.ray:
@@ -248,14 +267,16 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     pre = None
     if ns.data is not None or ns.eval_data is not None:
         pre = preprocess_from_args(ns, src, sample)
-    shapes = shapes_from_args(ns)
+    shapes, values = shapes_from_args(ns), values_from_args(ns)
+    check_input_names([Path(src)], {}, values)
     if ev.path is not None and ev.tokenizer is not None:  # text: each trial is timed at the data's sequence length
         _, specs = resolve_feed(inspect_model(src).inputs, None, load_dataset(ev.path, None, ns), shapes)
         shapes = {s.name: [d.value for d in s.dims if d.value is not None] for s in specs if s.resolved} | shapes
     settings = TuneSettings(budget_s=budget_s, budget_cpu_s=budget_cpu_s, objective=ns.objective, target=Target(ns.target),
                             batch_sizes=batch_sizes(ns.batch_sizes), bench_s=ns.bench_seconds,
-                            exclusion_steps=max(0, ns.exclusion_steps), verify_samples=ns.verify_samples,
-                            max_trials=ns.max_trials, shapes=shapes, ray=ns.ray, timing_resource=ns.timing_resource)
+                            exclusion_steps=max(0, ns.exclusion_steps), verify_samples=ns.verify_samples or 0,
+                            max_trials=ns.max_trials, shapes=shapes, ray=ns.ray, timing_resource=ns.timing_resource,
+                            values=values)
     policy = search_policy(ns)
     job = api.start_tune(src, cal, ev, settings, policy, preprocess=pre, sample=sample.name if sample is not None else None,
                          workspace=api.open_workspace(), out_dir=out, background=False)
@@ -298,9 +319,16 @@ def _print_result(r, budget_s: float, out: Path, cpu: bool = False) -> None:
               f"{r.budget_hint_s:g}{unit} or more" + ("" if cpu else f" (or --budget {r.budget_hint_s:g}cpu: CPU "
                                                      "seconds, which other processes on a busy machine do not use up)"))
     elif r.best is None:
-        print("  verdict    every finished trial is broken")
+        broken = all(t.broken for t in r.trials if t.status == "done")
+        print("  verdict    " + ("every finished trial is broken" if broken else
+                                 "nothing recommended (see the sentence above)"))
     else:
         print(f"  verdict    {r.best.verdict}")
+    if r.best is not None and r.best.evidence:
+        print(f"  evidence   {r.best.task_text()} (chosen on these)" + (f"; {r.chosen_on}" if r.chosen_on else ""))
+    if r.best is not None and r.best.vs_default:
+        print(f"  vs default {r.best.vs_default}")
+    print(f"  bought     {r.bought()} (budget: {budget_s:g} {'CPU ' if cpu else ''}s)")
     print(f"  policy     {r.policy}")
     print(f"  hardware   {r.hardware}\n  files      "
           + (f"{r.written}, its recipe.json, " if r.written else "no model written, ")

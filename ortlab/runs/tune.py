@@ -71,6 +71,9 @@ from ortlab.runs.tune_policy import (
     TuneResult, _rank_key, pareto_front, task_quality, verdict_policy,
 )
 from ortlab.runs.tune_accuracy import AccuracySearch
+from ortlab.runs.tune_evidence import SampleEvidence, evidence_of
+from ortlab.runs.tune_pick import claim_of, decide, set_choosing_measure, step_gain
+from ortlab.runs.tune_recommend import Recommendation
 from ortlab.runs import service
 from ortlab.runs.tune_cluster import ClusterTrials
 from ortlab.runs.tune_space import DETECTOR_PERCENTILE_NOTE, dedupe, search_space
@@ -99,6 +102,9 @@ class LocalTrials:
         pass
 
 
+ALL_SAMPLES = 0  # TuneSettings.verify_samples: every evaluation sample given
+
+
 @dataclass
 class TuneSettings:
     """How long and what for: ``budget_s`` wall seconds, ``budget_cpu_s`` CPU seconds (this process and every
@@ -106,7 +112,8 @@ class TuneSettings:
     most (None: no limit) — the search stops at the first limit it reaches —, ``objective`` "latency" or "size",
     ``target``, ``batch_sizes`` timed per trial for ``bench_s`` seconds each, ``exclusion_steps`` keep-in-float
     trials at most per stage (accuracy-controlled, dynamic greedy), ``int16_steps`` greedy 16-bit-weight steps at
-    most (:data:`INT16_STEP` nodes each), ``verify_samples`` evaluation samples per trial."""
+    most (:data:`INT16_STEP` nodes each), ``verify_samples`` evaluation samples per trial (0: all the evaluation
+    data given, resolved when the search starts)."""
 
     budget_s: float = 600.0
     objective: str = "latency"
@@ -114,7 +121,7 @@ class TuneSettings:
     batch_sizes: tuple[int, ...] = (1,)
     bench_s: float = 1.0
     exclusion_steps: int = 6
-    verify_samples: int = DEFAULT_VERIFY_SAMPLES
+    verify_samples: int = ALL_SAMPLES
     opt_level: OptLevel = OptLevel.EXTENDED
     max_trials: int | None = None
     int16_steps: int = 3
@@ -122,6 +129,7 @@ class TuneSettings:
     budget_cpu_s: float | None = None
     ray: str | None = None  # --ray: a Ray cluster's address ("auto" or HOST:PORT); None: trials run here
     timing_resource: str | None = None  # --timing-resource: the custom resource of the cluster node(s) timings run on
+    values: dict[str, float] = field(default_factory=dict)  # --input-value: control inputs' values (a VAD's sr)
 
 
 class Tuner:
@@ -161,6 +169,7 @@ class Tuner:
         self._timed: dict[tuple[str, int, float], SpeedUp] = {}  # (sha256, batch, seconds): identical graphs timed once
         self._timed_pairs: dict[tuple[str, int, float], Any] = {}  # the same keys: (source, trial) summaries
         self.trial_runner: LocalTrials | ClusterTrials = LocalTrials()  # where trials run: here or on a cluster
+        self.evidence: dict[int, SampleEvidence | None] = {}  # trial index → its task measure per sample
 
     # -- control
     def cancel(self) -> None:
@@ -213,6 +222,8 @@ class Tuner:
             self.notes.append(self.trial_runner.where)
         ops = sorted({op for (_, op) in info.op_counts})
         self.timing_shapes = self._data_shapes(info)
+        if self.settings.verify_samples == ALL_SAMPLES:  # every sample the person gave: evidence sized to the data
+            self.settings = replace(self.settings, verify_samples=self._evaluation_count())
         try:
             encoder = self._recipes is None and self.settings.target == Target.CPU and is_encoder_file(self.model)
             detector = self._recipes is None and self.settings.target == Target.CPU and is_detector_file(self.model)
@@ -287,7 +298,7 @@ class Tuner:
     def _time_against_source(self, reference, candidate, cfg: BenchConfig, batch_size: int, *,
                              shapes: dict[str, list[int]], cancel: CancelToken) -> SpeedUp:
         if self._pair_timer is None:
-            self._pair_timer = PairTimer(reference, shapes=shapes)
+            self._pair_timer = PairTimer(reference, shapes=shapes, values=dict(self.settings.values) or None)
         return self._pair_timer(candidate, cfg, batch_size, cancel=cancel)
 
     def _data_shapes(self, info: Any) -> dict[str, list[int]]:
@@ -304,6 +315,12 @@ class Tuner:
             if spec.name not in out and spec.resolved and any(d.source not in ("model", "batch") for d in spec.dims):
                 out[spec.name] = list(spec.shape)
         return out
+
+    def _evaluation_count(self) -> int:
+        try:
+            return max(1, len(self.evaluation.load()))
+        except (OrtlabError, OSError, ValueError):
+            return DEFAULT_VERIFY_SAMPLES
 
     def _valid(self, r: Recipe) -> bool:
         errors = [f for f in validate_recipe(r, working_providers()) if f.level == "error"]
@@ -369,6 +386,11 @@ class Tuner:
         t.task_measure, t.task_value, t.score_what, t.score_db = q.measure, q.value, q.sqnr_what, q.sqnr_db
         t.accepted = decision.accept and v.level == Level.OK
         t.verdict = decision.reason if v.level == Level.OK else v.headline
+        t.edge = v.edge
+        if t.edge and v.level == Level.OK and not t.verdict.startswith("ok, on the edge"):
+            t.verdict = "ok, on the edge" + t.verdict[2:]
+        self.evidence[t.index] = evidence_of(report)
+        set_choosing_measure(t, self.evidence[t.index])
         if report is not None and report.outputs:
             t.sqnr_db = min(o.sqnr_db for o in report.outputs)
             t.top1_agreement = report.top1_agreement
@@ -423,7 +445,10 @@ class Tuner:
 
     def _mark_pareto(self) -> None:
         done = [t for t in self.trials_done if t.status == "done"]
-        flags = pareto_front([(t.cost, t.score_db if t.score_db is not None else t.sqnr_db) for t in done])
+        if any(t.task_value is not None for t in done):  # the measure that decides, as the chart draws it
+            flags = pareto_front([(t.cost, t.task_value) for t in done])
+        else:
+            flags = pareto_front([(t.cost, t.score_db if t.score_db is not None else t.sqnr_db) for t in done])
         for t, flag in zip(done, flags):
             t.pareto = flag
 
@@ -487,7 +512,7 @@ class Tuner:
                     f"keep {pick} with its producers {', '.join(n for n in group if n != pick)} in float"
                 t = self._trial(replace(current.recipe, quant=q, name=name), "exclude", what)
                 before = current
-                current = _keep_if_gains(t, current)
+                current = _keep_if_gains(t, current, self.evidence)
                 yield t
                 if current.accepted or current is not before:
                     break
@@ -539,7 +564,7 @@ class Tuner:
             q = replace(current.recipe.quant, int16_weight_nodes=nodes)
             name = f"{current.label.split(' + int16')[0]} + int16 weights {len(nodes)}"
             t = self._trial(replace(current.recipe, quant=q, name=name), "int16", f"16-bit weights in {', '.join(chunk)}")
-            current = _keep_if_gains(t, current)
+            current = _keep_if_gains(t, current, self.evidence)
             yield t
             if current.accepted:
                 return
@@ -571,12 +596,47 @@ class Tuner:
         self._analysis_cache = cache
         if trial.index not in cache:
             ds, pre = self._eval_data()
-            result = analyze_fn(self.model, trial.model_path, ds, pre, n=min(32, self.settings.verify_samples),
+            result = analyze_fn(self.model, trial.model_path, ds, pre, n=min(32, self.settings.verify_samples or 32),
                                 shapes=self.settings.shapes)
             cache[trial.index] = [e.name for e in result.nodes]
         return cache[trial.index]
 
     # -- the recommendation
+    def _choose(self, done: list[Trial], accepted: list[Trial], usable: list[Trial]
+                ) -> tuple[Trial | None, list[Trial], Recommendation | None]:
+        """The pick, the accepted trials it stands for, and the recommender's decision: against the default (trial
+        1) on the same samples when it has a per-sample record (:func:`ortlab.runs.tune_pick.decide`); else the
+        fastest accepted trial that is not both less accurate and slower than the default, or the closest usable."""
+        default = next((t for t in done if t.index == 1), None)
+        if accepted:
+            self._retime(accepted)
+            if default is not None and default.speed and not default.retimed:
+                self._retime([default])  # compared with the finalists: timed as long
+            accepted = [t for t in accepted if not slower_than_source(t)]  # the finalists' longer timing may say so
+        rec = decide(done, self.evidence, lambda t: not t.broken and not slower_than_source(t), self.settings.objective)
+        if rec is not None and rec.pick is not None:
+            best = next(t for t in done if t.index == rec.pick)
+            self.notes += _unsettled(rec, done)
+            return best, ([best] if best.accepted else []), rec
+        if accepted:
+            return min(_not_worse_and_slower(accepted, default),
+                       key=lambda t: (t.cost, tuple(-x for x in _rank_key(t)))), accepted, None
+        if usable:
+            top = max(_rank_key(t) for t in usable)
+            close = [t for t in usable if _rank_key(t)[:2] == top[:2]]  # the best level and task measure
+            self._retime(close)
+            close = [t for t in close if not slower_than_source(t)]
+            return (max(close, key=lambda t: (_rank_key(t), -(t.cost or 0))) if close else None), accepted, None
+        return None, accepted, None
+
+    def _claim_bar(self, best: Trial) -> float | None:
+        """The bar the pick's held-out claim is worded against: the search's ``--min-task`` when given, else the
+        verdict's own bar for a detector's F1 (the other measures' bars are the verdict's, judged on its figure)."""
+        min_task = getattr(self.policy, "min_task", None)
+        if min_task is not None:
+            return float(min_task)
+        return self.verdict_policy.min_det_f1 if best.task_measure == "detection F1" else None
+
     def _retime(self, trials: list[Trial]) -> None:
         """Re-time the finalists (the cheapest :data:`FINALISTS` of ``trials``) interleaved with the source, twice
         as long as a trial's timing, so the recommendation's speed-up is not one noisy measurement."""
@@ -595,24 +655,15 @@ class Tuner:
         done = [t for t in self.trials_done if t.status == "done" and t.cost is not None]
         accepted = [t for t in done if t.accepted and not slower_than_source(t)]
         usable = [t for t in done if not t.broken and not slower_than_source(t)]
-        best: Trial | None = None
-        if accepted:
-            self._retime(accepted)
-            accepted = [t for t in accepted if not slower_than_source(t)]  # the finalists' longer timing may say so
-        if accepted:
-            best = min(accepted, key=lambda t: (t.cost, tuple(-x for x in _rank_key(t))))
-        elif usable:
-            top = max(_rank_key(t) for t in usable)
-            close = [t for t in usable if _rank_key(t)[:2] == top[:2]]  # the best level and task measure
-            self._retime(close)
-            close = [t for t in close if not slower_than_source(t)]
-            best = max(close, key=lambda t: (_rank_key(t), -(t.cost or 0))) if close else None
+        best, accepted, rec = self._choose(done, accepted, usable)
         self._mark_pareto()
         self.notes += self.trial_runner.retried
         slow = [t for t in done if slower_than_source(t)]
         if slow:
             self.notes.append(slower_note(slow))
         sentence, line = _sentence(best, bool(accepted), s, len(self.trials_done), bool(done), bool(slow)), ""
+        if rec is not None and best is not None:
+            sentence = _pick_sentence(best, bool(accepted), s, len(self.trials_done), rec.reason)
         cpu = s.budget_cpu_s is not None and self.cpu_used >= s.budget_cpu_s
         spent = s.budget_cpu_s if cpu and s.budget_cpu_s is not None else s.budget_s
         hint = budget_hint_s(spent) if best is None and not self._cancel and self._out_of_budget() else None
@@ -638,6 +689,14 @@ class Tuner:
         pol = self.verdict_policy
         bar = getattr(self.policy, "bar_text", None)
         baseline = dict(best.baseline_ms) if best is not None else {}
+        claim = (claim_of(rec, best, self._claim_bar(best), self.evidence.get(best.index))
+                 if rec is not None and best is not None else None)
+        if claim is not None and best is not None:
+            held_out = rec is not None and rec.chosen_on.startswith("chosen on")
+            sentence += (f" On the {claim.evidence} it was {'not ' if held_out else ''}chosen on"
+                         f" ({rec.chosen_on if rec else ''}): "
+                         f"{best.task_measure} {claim.value:.3f} (95% interval {claim.low:.3f}–{claim.high:.3f})"
+                         f"{_against(claim.bar)}: {claim.text()}.")
         result = TuneResult(
             self.model, s.objective, Target(s.target).value,
             (f"verdict ok (the same policy as optimize: broken below {pol.min_sqnr_db:g} dB, confident-flip margin "
@@ -645,6 +704,12 @@ class Tuner:
             (m.summary() if (m := self.trial_runner.timing_machine) is not None else detect().summary()),
             list(s.batch_sizes), baseline, list(self.trials_done),
             best, bool(accepted), sentence, line, self.elapsed, self._cancel, list(self.notes), written, hint)
+        if claim is not None and rec is not None:
+            result.claim, result.claim_low, result.claim_high = claim.value, claim.low, claim.high
+            result.claim_evidence, result.claim_word, result.chosen_on = claim.evidence, claim.word, rec.chosen_on
+            result.claim_settle = claim.settle
+        result.baseline_index = 1 if rec is not None else None
+        result.cpu_seconds = None if self.settings.ray else self.cpu_used  # a cluster's CPU is elsewhere
         if self.out_dir is not None:
 
             self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -760,6 +825,44 @@ def _sentence(best: Trial | None, accepted: bool, s: TuneSettings, n: int, any_d
            f"{quality} ({best.verdict}). It is written under {CLOSEST_DIR}/, not as the recommendation."
 
 
+def _against(bar: float | None) -> str:
+    return f" against the bar of {bar:g}" if bar is not None else ""
+
+
+def _unsettled(rec: Any, done: Sequence[Trial]) -> list[str]:
+    """Notes on the faster candidates the data could not tell from the default, with the count that would."""
+    out = []
+    for comp in rec.comparisons:
+        if comp.faster and not comp.not_worse:
+            t = next(x for x in done if x.index == comp.index)
+            out.append(f"Not decided: #{t.index} {t.label} is faster than the default, but {t.vs_default}.")
+    return out
+
+
+def _pick_sentence(best: Trial, accepted: bool, s: TuneSettings, n: int, why: str) -> str:
+    """The sentence of a search decided against its default (trial 1) on the same samples."""
+    q = best.quality()
+    quality = f"verdict {best.level or 'unknown'}" + (f", {q.text()}" if q.text() else "")
+    gain = (f"{best.speed_words()} (timed interleaved at batch {', '.join(str(b) for b in s.batch_sizes)})"
+            if s.objective == "latency" and best.speed else f"{(best.size_bytes or 0) / 1e6:.1f} MB")
+    who = f"{best.label} (trial 1, the default)" if best.index == 1 else best.label
+    if accepted:
+        return f"{who} is the pick of {n} tried: {gain}; {quality}. Why: {why}."
+    return (f"No recipe of {n} tried meets the bar; the closest, {who}, is {gain}; {quality} ({best.verdict}). Why: "
+            f"{why}. It is written under {CLOSEST_DIR}/, not as the recommendation.")
+
+
+def _not_worse_and_slower(trials: list[Trial], default: Trial | None) -> list[Trial]:
+    """``trials`` without those both less accurate (task measure below) and slower (speed-up interval wholly
+    below) than the ``default`` (a search without per-sample records); all of them when that leaves none."""
+    if default is None or default.task_value is None or not default.speed:
+        return trials
+    d_lo = default.speed[0].speedup_range[0]
+    keep = [t for t in trials if not (t is not default and t.task_value is not None and t.speed
+                                      and t.task_value < default.task_value and t.speed[0].speedup_range[1] < d_lo)]
+    return keep or trials
+
+
 def _keep_in_float_after(queue: Sequence[Recipe]) -> int:
     """How many search trials run before the keep-in-float stages: up to the first static recipe without bias
     correction, so the stages start from the better of bias correction on and off (the two interact with what is
@@ -775,13 +878,19 @@ def tune(model, calibration: DataRef | None, evaluation: DataRef, **kwargs: Any)
     return Tuner(model, calibration, evaluation, **kwargs).run()
 
 
-def _keep_if_gains(trial: Trial, current: Trial) -> Trial:
-    """The greedy step's choice, task first: ``trial`` when it finished and the verdict level improves; or the
-    level is the same and the task's measure improves; or both are the same and the task's SQNR (a detector's score
-    channels, else the worst output) gains at least ``MIN_GAIN_DB``. Else ``current``; the trial's note says which."""
+def _keep_if_gains(trial: Trial, current: Trial, evidence: dict[int, SampleEvidence | None] | None = None) -> Trial:
+    """The greedy step's choice, task first: with per-sample records of both (``evidence``), ``trial`` only when
+    it is clearly more accurate on the same samples (:func:`ortlab.runs.tune_pick.step_gain`); else ``trial`` when
+    it finished and the verdict level improves; or the level is the same and the task's measure improves; or both
+    are the same and the task's SQNR (a detector's score channels, else the worst output) gains at least
+    ``MIN_GAIN_DB``. Else ``current``; the trial's note says which."""
     if trial.status != "done":
         trial.note += ": dropped (failed)"
         return current
+    paired = step_gain(evidence.get(trial.index), evidence.get(current.index)) if evidence else None
+    if paired is not None:
+        trial.note += f": {paired[1]}"
+        return trial if paired[0] else current
     lt, lc = _LEVEL_RANK.get(trial.level, 1), _LEVEL_RANK.get(current.level, 1)
     if lt != lc:
         better = lt < lc

@@ -185,7 +185,7 @@ class AccuracySearch:
                 preprocess_for_quantization(t.model, float_path)
         ds, pre = t._eval_data()
         op_types = ort_arguments(base.recipe.quant).quantize["op_types_to_quantize"]
-        return RevertScreen(t.model, qdq, ds, pre, min(n, t.settings.verify_samples),
+        return RevertScreen(t.model, qdq, ds, pre, min(n, t.settings.verify_samples or n),  # 0: every sample
                             shapes=t.settings.shapes, policy=t.verdict_policy, cancel=t._token, float_path=float_path,
                             op_types=op_types)
 
@@ -326,8 +326,8 @@ class AccuracySearch:
         found = _reference_detections(plan.start.report)
         if found is None or found >= MIN_REFERENCE_DETECTIONS:
             return screen, ""
-        n = min(self.tuner.settings.verify_samples,
-                math.ceil(screen.n * MIN_REFERENCE_DETECTIONS / max(found, 1)))
+        wanted = math.ceil(screen.n * MIN_REFERENCE_DETECTIONS / max(found, 1))
+        n = min(self.tuner.settings.verify_samples or wanted, wanted)  # verify_samples 0: every sample given
         if n <= screen.n:
             return screen, ""
         bigger = self._screen(base, tmp, n)

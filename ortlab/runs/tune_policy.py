@@ -135,6 +135,7 @@ def verdict_policy(policy: VerdictPolicy | None = None, min_sqnr_db: float | Non
     decide.verdict_policy = vp  # type: ignore[attr-defined]
     decide.bar_db = bar  # type: ignore[attr-defined]
     decide.bar_text = bar_sentence(explicit, bar, min_task)  # type: ignore[attr-defined]
+    decide.min_task = min_task  # type: ignore[attr-defined]
     return decide
 
 
@@ -209,6 +210,13 @@ class Trial:
     seconds: float = 0.0
     ran_on: str = ""  # on a Ray cluster: the node that quantized and evaluated it ("": this machine)
     timed_on: str = ""  # on a Ray cluster: the node that timed it ("": this machine)
+    # the task measure's 95% interval on the samples the search chooses on (task_value is its point; None: no
+    # per-sample record) and the evidence it rests on ("120 reference detections in 200 samples")
+    task_low: float | None = None
+    task_high: float | None = None
+    evidence: str = ""
+    edge: str = ""  # the verdict's "on the edge: …" when its deciding figure's interval reaches across a bar
+    vs_default: str = ""  # the paired comparison with the default (trial 1) on the same samples
 
     @property
     def speedup(self) -> float | None:
@@ -217,6 +225,15 @@ class Trial:
     @property
     def broken(self) -> bool:
         return self.level == Level.BROKEN.value
+
+    def task_text(self) -> str:
+        """E.g. "detection F1 0.946 (0.921–0.965), 120 reference detections in 200 samples"; "" without one."""
+        if self.task_value is None:
+            return ""
+        head = f"{self.task_measure} {self.task_value:.3f}"
+        if self.task_low is not None and self.task_high is not None:
+            head += f" ({self.task_low:.3f}–{self.task_high:.3f})"
+        return head + (f", {self.evidence}" if self.evidence else "")
 
     def quality(self) -> Quality:
         return Quality(self.level, self.task_measure, self.task_value, self.score_what or "worst output SQNR",
@@ -285,6 +302,26 @@ class TuneResult:
     notes: list[str] = field(default_factory=list)
     written: str | None = None
     budget_hint_s: float | None = None  # the budget to give when this one ran out before a usable trial
+    # the pick's task measure on the evaluation samples it was not chosen on, with its 95% interval (None: no
+    # per-sample record), what that rests on, and its word against the bar: "ok" only when the interval clears it
+    claim: float | None = None
+    claim_low: float | None = None
+    claim_high: float | None = None
+    claim_evidence: str = ""
+    claim_word: str = ""
+    claim_settle: int | None = None  # on the edge: about how many evaluation samples would settle it
+    chosen_on: str = ""
+    baseline_index: int | None = None  # the default trial every candidate was compared with (trial 1)
+    cpu_seconds: float | None = None  # CPU the search used (this process and its children): what the budget bought
+
+    def bought(self) -> str:
+        """What the budget bought: "8 trials finished (1 failed) in 169 s of wall time and 174 CPU seconds"."""
+        done = sum(t.status == "done" for t in self.trials)
+        failed = sum(t.status == "failed" for t in self.trials)
+        cpu = f" and {self.cpu_seconds:.0f} CPU seconds" if self.cpu_seconds is not None else ""
+        return (f"{done} trial{'' if done == 1 else 's'} finished" + (f" ({failed} failed)" if failed else "")
+                + f" in {self.seconds:.0f} s of wall time{cpu}")
+
 
 
 def pareto_front(points: Sequence[tuple[float | None, float | None]]) -> list[bool]:

@@ -34,7 +34,7 @@ from onnxruntime.quantization import (
     quantize_static,
 )
 from onnxruntime.quantization.calibrate import (
-    CalibrationDataReader, HistogramCalibrater, create_calibrator, save_tensors_data,
+    CalibrationDataReader, HistogramCalibrater, TensorsData, create_calibrator, save_tensors_data,
 )
 from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry, QLinearOpsRegistry
 
@@ -553,9 +553,14 @@ def calibrate_model(src, q: QuantConfig, reader, cache) -> list[str]:
             with _ort_quiet() as log:
                 calibrator = create_calibrator(staged, augmented_model_path=str(tmp / "augmented_model.onnx"),
                                                **args.calibrator)
-                _limit_calibrator_threads(calibrator)
-                collect_streaming(calibrator, reader)
-                ranges = calibrator.compute_data()
+                if isinstance(calibrator, HistogramCalibrater) and not calibrator.tensors_to_calibrate:
+                    # nothing of the op types quantized is calibrated (e.g. --op-types Conv on a model without
+                    # one): ORT's histogram calibrators then fail with "Histogram has not been collected"
+                    ranges = TensorsData(args.calibrator["calibrate_method"], {})  # the run says nothing was quantized
+                else:
+                    _limit_calibrator_threads(calibrator)
+                    collect_streaming(calibrator, reader)
+                    ranges = calibrator.compute_data()
                 save_tensors_data(ranges, cache)
                 del calibrator
         except (Cancelled, OrtlabError):

@@ -215,10 +215,14 @@ def test_a_tiny_search_on_digits_records_trials_and_writes_the_files(tmp_path):
     assert r is not None and len(r.trials) == 3 and seen == [1, 2, 3]
     assert r.best is not None and r.accepted and r.best.accepted
     assert r.cli_line.startswith("ortlab optimize ") and r.sentence
-    flags = pareto_front([(t.cost, t.sqnr_db) for t in r.trials])
+    flags = pareto_front([(t.cost, t.task_value) for t in r.trials])  # the measure that decides: no confident flip
     assert [t.pareto for t in r.trials] == flags and any(flags)
     fp32 = r.trials[2]
-    assert fp32.sqnr_db == math.inf and fp32.pareto  # identical outputs are always on the front
+    assert fp32.sqnr_db == math.inf and fp32.task_value == 1.0  # identical outputs
+    for t in r.trials:
+        assert t.task_low is not None and t.task_value is not None and t.task_high is not None
+        assert t.task_low <= t.task_value <= t.task_high
+    assert all(t.evidence.endswith("in 16 samples") for t in r.trials)  # 16 samples: none held out (too few)
     runs = History(ws.db_path).list()
     assert {a.run_id for a in runs} == {t.run_id for t in r.trials}
     assert all(a.origin == "tune" for a in runs)
@@ -536,6 +540,25 @@ def test_cli_tune_accepts_seq_len_like_optimize(tmp_path, capsys):
     data = json.loads(cap.out)
     (t,) = data["trials"]
     assert t["status"] == "done" and t["speed"][0]["rounds"] >= 10 and "--seq-len 16" in t["cli_line"]
+
+
+@pytest.mark.slow
+def test_cli_tune_times_a_model_with_a_control_input_given_by_input_value(tmp_path, capsys):
+    from ortlab.cli.main import main
+
+    fx = Path(__file__).parents[1] / "fixtures"
+    args = ["tune", str(fx / "vad_rnn.onnx"), "--data", str(fx / "vad_calibration.npz"), "--eval",
+            str(fx / "vad_evaluation.npz"), "--max-trials", "1", "--exclusion-steps", "0", "--bench-seconds", "0.2",
+            "--out", str(tmp_path / "tuned"), "--json"]
+    assert main([*args, "--input-value", "rate=16000"]) == 2  # a name the model does not take: one clear line
+    assert "--input-value names rate, which none of the models takes" in capsys.readouterr().err
+    code = main([*args, "--input-value", "sr=16000"])
+    cap = capsys.readouterr()
+    assert code in (0, 4), cap.err
+    data = json.loads(cap.out)
+    (t,) = data["trials"]
+    assert t["status"] == "done" and t["speed"][0]["rounds"] >= 10  # timed: sr fed as 16000, never made up
+    assert "--verify-samples 24" in t["cli_line"]  # every evaluation sample given, not a fixed 64
 
 
 def test_the_note_that_a_broken_trial_seeds_the_search_is_written_once(tmp_path):

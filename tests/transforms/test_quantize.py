@@ -237,6 +237,16 @@ def test_each_calibration_method_runs(method, extra, tmp_path, capfd):
     assert capfd.readouterr() == ("", "")  # ORT's prints ("Number of histogram bins …") are kept quiet
 
 
+@pytest.mark.parametrize("method", [CalibrationMethod.PERCENTILE, CalibrationMethod.ENTROPY])
+def test_a_histogram_method_with_nothing_to_calibrate_leaves_the_model_in_float(method, tmp_path):
+    # op types that match no node (a VAD's Gemms sit in If branches, a tune trial's "Conv only"): ORT's histogram
+    # calibrators failed with "Histogram has not been collected"; MinMax never did
+    src = conv_bn_model(tmp_path / "m.onnx")
+    out = tmp_path / "q.onnx"
+    quantize_static_model(src, out, QuantConfig(calibration_method=method, op_types=("MatMul",)), reader(2))
+    assert ops(out)["QuantizeLinear"] == 0 and ops(out)["Conv"] == ops(src)["Conv"]
+
+
 def test_distribution_needs_512_bins(tmp_path):
     src = conv_bn_model(tmp_path / "m.onnx")
     with pytest.raises(QuantizationError, match=r"^calibrate: The Distribution method needs at least 512 histogram "

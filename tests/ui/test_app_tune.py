@@ -126,12 +126,16 @@ def test_tune_page_fills_the_pareto_chart_and_recommends(app):
     assert any(tr.get("name") == "Pareto front" and tr.get("x") for tr in fig["data"])
     text = _texts(at)
     assert "recipe the policy accepts" in text or "passes the accuracy policy" in text \
-        or "No accepted recipe is clearly faster" in text \
+        or "is the pick of 2 trials" in text or "No accepted recipe is clearly faster" in text \
         or "at least as fast as the fp32 source" in text  # under load int8 digits can time slower than fp32
     assert "1 trials" not in text and ".." not in text
     task = at.session_state["ortlab.job.tune"]
     result = task.result
     best = result.best
+    # the chart's y-axis is the measure that decides (digits: no confident flip), with its interval
+    assert fig["layout"]["yaxis"]["title"]["text"] == "no confident flip (95% interval)"
+    assert "recommended: trial" not in " ".join(str(tr.get("name")) for tr in fig["data"]) or result.accepted
+    assert f"The budget bought {result.bought()}" in text
     if best is None:  # every finished trial timed slower than fp32 (a loaded machine): never recommended, said so
         assert any(n.startswith("Never recommended") for n in result.notes) and "Never recommended" in text
     else:
@@ -252,3 +256,45 @@ def test_tune_headline_when_no_trial_finished_gives_the_engine_count_and_stage()
                                      "out, 290 s into it, in stage 3 of 6 (calibrate: calibration sample 37/100); "
                                      "give 1200 s or more.")
     assert tv.headline(r) == ("warning", r.sentence)  # not "No trial finished (0 trials started)"
+
+
+def test_the_chart_draws_the_deciding_measure_with_its_interval_and_nothing_before_a_trial():
+    a, b = _trial(1, 1.9, 32.6), _trial(2, 2.1, 28.0)
+    for t, (v, lo, hi) in ((a, (0.80, 0.70, 0.88)), (b, (0.95, 0.90, 0.98))):
+        t.status, t.task_measure, t.task_value, t.task_low, t.task_high = "done", "detection F1", v, lo, hi
+        t.evidence = "120 reference detections in 200 samples"
+    fig = tv.pareto_figure([a, b], "latency")
+    assert fig.layout.yaxis.title.text == "detection F1 (95% interval)"  # not the worst output's SQNR (32.6 dB)
+    ys = [y for tr in fig.data for y in (tr.y or ())]
+    assert sorted(ys) == [0.80, 0.95]
+    below = sorted(round(x, 6) for tr in fig.data if tr.y for x in tr.error_y.arrayminus)
+    above = sorted(round(x, 6) for tr in fig.data if tr.y for x in tr.error_y.array)
+    assert below == [0.05, 0.10] and above == [0.03, 0.08]  # each trial's interval as a bar
+    assert any("120 reference detections" in str(row) for tr in fig.data for row in (tr.customdata or ()))
+    rows = tv.trial_rows([a, b])  # the table: the measure with its interval (fits its column), the evidence apart
+    assert rows[0]["task"] == "0.800 (0.700–0.880)"
+    assert rows[0]["evidence"] == "detection F1: 120 reference detections in 200 samples"
+    # plain tensors: SQNR stays the axis
+    c = _trial(3, 1.5, 30.0)
+    c.status = "done"
+    assert tv.pareto_figure([c], "latency").layout.yaxis.title.text == "SQNR of the worst output (dB)"
+    assert not tv.has_points([], "latency") and tv.has_points([c], "latency")
+
+
+def test_progress_past_the_budget_says_what_runs_instead_of_more_seconds_than_the_budget():
+    assert tv.progress(16.0, 60.0, 2) == (16 / 60, "16 s of 60 s · 2 trials finished")
+    share, text = tv.progress(164.0, 150.0, 3)
+    assert share == 1.0 and "164 s of 150 s" not in text and "budget of 150 s spent" in text and "14 s over" in text
+
+
+def test_the_headline_of_a_decided_search_states_the_held_out_claim_and_is_no_success_on_the_edge():
+    best = _trial(1, 2.0, 30.0)
+    best.task_measure, best.task_value, best.task_low, best.task_high = "detection F1", 0.96, 0.92, 0.98
+    r = dataclasses.replace(_result(best), baseline_index=1, claim=0.955, claim_low=0.90, claim_high=0.985,
+                            claim_evidence="100 reference detections in 100 samples", claim_word="on the edge",
+                            chosen_on="chosen on 200 samples, confirmed on 100 held out")
+    level, text = tv.headline(r)
+    assert level == "warning" and "the default" in text and "0.955 (95% interval 0.900–0.985), on the edge" in text
+    assert "On 100 reference detections in 100 samples it was not chosen on" in text
+    level, text = tv.headline(dataclasses.replace(r, claim_low=0.955, claim_word="ok"))
+    assert level == "success" and "fastest" not in text

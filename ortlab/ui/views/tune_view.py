@@ -134,15 +134,31 @@ def headline(result, items: Sequence = ()) -> tuple[str, str]:
     if not result.accepted:
         return "warning", (f"No recipe of {plural(n, 'trial')} passes the accuracy policy; the closest is trial "
                            f"{best.index}, {best.label} — {_speed(best) if latency else _mb(best)}, {_quality(best)} "
-                           f"({best.verdict}).")
+                           f"({best.verdict}).{claim_text(result)}")
     unclear = best.speed_direction() != "faster" if best.speed else best.speedup is not None and best.speedup < 1.0
     if latency and unclear:
         return "warning", (f"No accepted recipe is clearly faster than the fp32 source on this machine: the best "
                            f"accepted, trial {best.index} ({best.label}): {_speed(best)}; {_quality(best)}. Keep the "
                            f"fp32 model for speed, or try another target.")
+    if result.baseline_index is not None:  # decided against the default on the same samples
+        who = f"Trial {best.index}, {best.label}" + (", the default," if best.index == result.baseline_index else "")
+        text = (f"{who} is the pick of {plural(n, 'trial')}: {_speed(best) if latency else _mb(best)}, "
+                f"{best.task_text() or _quality(best)}.{claim_text(result)}")
+        return ("success" if result.claim_word in ("", "ok") else "warning"), text
     what = "fastest" if latency else "smallest"
     return "success", (f"Trial {best.index}, {best.label}, is the {what} recipe the policy accepts of "
                        f"{plural(n, 'trial')}: {_speed(best) if latency else _mb(best)}, {_quality(best)}.")
+
+
+def claim_text(result) -> str:
+    """" On 100 held-out samples (100 reference detections): detection F1 0.946 (0.90–0.98), on the edge." — the
+    pick's measure on the samples it was not chosen on; "" without one."""
+    if result is None or result.claim is None or result.best is None:
+        return ""
+    held_out = "not " if result.chosen_on.startswith("chosen on") else ""
+    return (f" On {result.claim_evidence} it was {held_out}chosen on: {result.best.task_measure} {result.claim:.3f} "
+            f"(95% interval {result.claim_low:.3f}–{result.claim_high:.3f}), {result.claim_word}"
+            + (f"; about {result.claim_settle:,} evaluation samples would settle it." if result.claim_settle else "."))
 
 
 def _mb(t) -> str:
@@ -171,29 +187,68 @@ def speed_hover(t) -> str:
     return f"speed {t.speed_text()}" + (" · re-timed at the end" if t.retimed else "")
 
 
+def deciding_measure(trials: Sequence) -> str:
+    """The measure the search decides by: the task's own (detection F1, no confident flip, strings kept, NN
+    agreement…) when a finished trial has one, else "" (plain tensors: the worst output's SQNR)."""
+    return next((t.task_measure for t in trials if t.status == "done" and t.task_value is not None
+                 and t.task_measure), "")
+
+
+def has_points(trials: Sequence, objective: str = "latency") -> bool:
+    """Whether the chart has a trial to draw (before the first trial and after a cancel with none, no chart: an
+    empty one has meaningless axes)."""
+    return any(t.status == "done" and _x(t, objective) is not None for t in trials)
+
+
+def progress(elapsed: float, budget_s: float, finished: int) -> tuple[float, str]:
+    """The progress bar's share and text; past the budget (the last trial and the finalists' re-timing finish) the
+    text says so rather than "164 s of 150 s"."""
+    trials = plural(finished, "trial") + " finished"
+    if elapsed <= budget_s:
+        return min(1.0, elapsed / max(1.0, budget_s)), f"{elapsed:.0f} s of {budget_s:.0f} s · {trials}"
+    return 1.0, (f"budget of {budget_s:.0f} s spent: finishing the running trial and re-timing the finalists "
+                 f"({elapsed - budget_s:.0f} s over) · {trials}")
+
+
 def pareto_figure(trials: Sequence, objective: str = "latency", recommended=None) -> go.Figure:
     """Speed-up (or size in MB; the speed-up each trial's latest timing gave, re-timed finalists' at the end, with
-    its 95% interval as a bar) against the worst output's SQNR; marker size grows with the file size,
-    Pareto-optimal trials drawn as outlined stars under the other trials' circles (a star never hides a circle);
-    ``recommended`` (a trial) is ringed and named in the legend; hover: the trial, its recipe and its numbers."""
+    its 95% interval as a bar) against the measure that decides (:func:`deciding_measure`, with its 95% interval as
+    a bar; the worst output's SQNR for plain tensors); marker size grows with the file size, Pareto-optimal trials
+    drawn as outlined stars under the other trials' circles (a star never hides a circle); ``recommended`` (a trial
+    the search recommends; None when it recommends none) is ringed and named in the legend; hover: the trial, its
+    recipe and its numbers."""
     done = [t for t in trials if t.status == "done" and _x(t, objective) is not None]
     sizes = [t.size_bytes or 0 for t in done]
     big = max(sizes) if sizes else 1
+    measure = deciding_measure(done)
 
-    def y(t) -> float:
+    def y(t) -> float | None:
+        if measure:
+            return t.task_value
         if t.sqnr_db is None:
             return 0.0
         return 99.0 if math.isinf(t.sqnr_db) else float(t.sqnr_db)
 
+    def y_text(t) -> str:
+        return charts.plain(t.task_text() or f"{measure} not measured") if measure else \
+            ("SQNR identical" if t.sqnr_db is not None and math.isinf(t.sqnr_db) else
+             f"SQNR {t.sqnr_db:.1f} dB" if t.sqnr_db is not None else "SQNR not measured")
+
     def hover(pts) -> dict:
         out: dict[str, object] = {"customdata": [[charts.plain(t.label), t.index, (t.size_bytes or 0) / 1e6, t.p50_ms or 0.0,
-                               "accepted" if t.accepted else "rejected", charts.plain(speed_hover(t))] for t in pts],
-               "hovertemplate": "trial %{customdata[1]}: %{customdata[0]}<br>SQNR %{y:.1f} dB · %{customdata[2]:.2f} "
+                               "accepted" if t.accepted else "rejected", charts.plain(speed_hover(t)), y_text(t)]
+                                                 for t in pts],
+               "hovertemplate": "trial %{customdata[1]}: %{customdata[0]}<br>%{customdata[6]} · %{customdata[2]:.2f} "
                                 "MB · p50 %{customdata[3]:.2f} ms · %{customdata[4]}<br>%{customdata[5]}<extra></extra>"}
         if objective == "latency":  # the speed-up's 95% interval as a bar (one batch size; none for a mean of several)
             bars = [speed_bar(t) for t in pts]
             out["error_x"] = {"type": "data", "symmetric": False, "array": [b[1] for b in bars],
                               "arrayminus": [b[0] for b in bars], "thickness": 1.5, "width": 4}
+        if measure:  # the deciding measure's 95% interval on the samples the search chooses on
+            out["error_y"] = {"type": "data", "symmetric": False, "thickness": 1.5, "width": 4,
+                              "array": [max(0.0, (t.task_high or t.task_value or 0) - (t.task_value or 0)) for t in pts],
+                              "arrayminus": [max(0.0, (t.task_value or 0) - (t.task_low if t.task_low is not None
+                                                                              else t.task_value or 0)) for t in pts]}
         return out
 
     fig = go.Figure()
@@ -213,7 +268,8 @@ def pareto_figure(trials: Sequence, objective: str = "latency", recommended=None
             x=[_x(best, objective)], y=[y(best)], mode="markers", name=f"recommended: trial {best.index}",
             marker={"size": 40, "symbol": "circle-open", "color": "#000", "line": {"width": 3}}, **hover([best])))
     fig.update_layout(xaxis_title="speed-up vs fp32 (×)" if objective == "latency" else "file size (MB)",
-                      yaxis_title="SQNR of the worst output (dB)", legend={"orientation": "h"})
+                      yaxis_title=f"{measure} (95% interval)" if measure else "SQNR of the worst output (dB)",
+                      legend={"orientation": "h"})
     return charts.style(fig, "Trials: accuracy against " + ("speed" if objective == "latency" else "size"))
 
 
@@ -230,14 +286,20 @@ def trial_columns() -> dict:
 
     return {
         "trial": num("trial", width=45, pinned=True), "History run": text("run", width=50),
-        "recipe": text("recipe", width=160, help="Full recipe on hover."), "stage": hidden(text("stage")),
+        "recipe": text("recipe", width=130, help="Full recipe on hover."), "stage": hidden(text("stage")),
         "verdict": text("verdict", width=75), "meets bar": text("bar", width=45, help="Meets this search's bar."),
-        "task": hidden(text("task")), "SQNR dB": num("SQNR dB", width=70, format="%.1f"),
+        "task": text("task (95%)", width=150, help="The task's measure (the chart's y-axis) on the samples the search "
+                                                   "chooses on, with its 95% interval; what it rests on: the evidence "
+                                                   "column (column menu)."),
+        "evidence": hidden(text("evidence")),
+        "SQNR dB": hidden(num("SQNR dB", format="%.1f")),
         "speed-up": hidden(num("speed-up")),
-        "speed (interleaved p50)": text("speed vs fp32", width=230, help="Interleaved p50 ratio against the fp32 "
+        "speed (interleaved p50)": text("speed vs fp32", width=200, help="Interleaved p50 ratio against the fp32 "
                                                                           "source with its 95 % interval."),
         "p50 ms": hidden(num("p50 ms")), "MB": num("MB", width=55, format="%.2f"),
-        "Pareto": hidden(text("Pareto")), "note": text("note", width=90, help="Why a trial failed or was skipped."),
+        "Pareto": hidden(text("Pareto")), "note": text("note", width=70, help="Why a trial failed or was skipped."),
+        "vs default": hidden(text("vs default", help="The paired comparison with the default (trial 1) on the same "
+                                                     "samples.")),
     }
 
 
@@ -246,12 +308,22 @@ def trial_rows(trials: Sequence) -> list[dict]:
     return [{"trial": t.index, "History run": f"#{t.run_id}" if t.run_id is not None else "",
              "recipe": t.label, "stage": t.stage, "verdict": t.level or t.status,
              "meets bar": "yes" if t.accepted else "no",
-             "task": f"{t.task_measure} {t.task_value:.1%}" if t.task_value is not None else "",
+             "task": _task_cell(t), "evidence": f"{t.task_measure}: {t.evidence}" if t.evidence else "",
              "SQNR dB": None if t.sqnr_db is None else (999.0 if math.isinf(t.sqnr_db) else round(t.sqnr_db, 1)),
              "speed-up": round(t.speedup, 2) if t.speedup else None, "speed (interleaved p50)": t.speed_text(),
              "p50 ms": t.p50_ms,
              "MB": round((t.size_bytes or 0) / 1e6, 3), "Pareto": "★" if t.pareto else "",
-             "note": t.note or ("" if t.status == "done" else t.verdict)} for t in trials]
+             "note": t.note or ("" if t.status == "done" else t.verdict), "vs default": t.vs_default} for t in trials]
+
+
+def _task_cell(t) -> str:
+    """``0.946 (0.921–0.965)``: the measure the chart draws, with its interval; the measure's name heads the chart's
+    axis (all trials share it)."""
+    if t.task_value is None:
+        return ""
+    if t.task_low is None or t.task_high is None:
+        return f"{t.task_value:.3f}"
+    return f"{t.task_value:.3f} ({t.task_low:.3f}–{t.task_high:.3f})"
 
 
 def open_on_compare(trial) -> None:

@@ -1,0 +1,111 @@
+"""Between the search and the recommender: a trial's evidence and interval on the samples the search chooses on,
+the trials as the recommender's :class:`ortlab.runs.tune_recommend.Candidate` records, and the pick's claim on the
+samples it was not chosen on (:mod:`ortlab.runs.tune_recommend` decides; this module only translates)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ortlab.runs.tune_evidence import SampleEvidence
+from ortlab.runs.tune_policy import Trial
+from ortlab.runs.tune_recommend import (
+    Candidate, Recommendation, Timing, bar_word, interval, paired_difference, recommend, settle_bar, split,
+)
+
+__all__ = ["Claim", "candidate_of", "claim_of", "decide", "set_choosing_measure", "step_gain"]
+
+
+def set_choosing_measure(t: Trial, ev: SampleEvidence | None) -> None:
+    """``t``'s task measure on the samples the search chooses on (:func:`split`), with its 95% interval and the
+    evidence it rests on; the whole-set measure stays when there is no per-sample record."""
+    if ev is None or not len(ev):
+        return
+    choose, confirm = split(len(ev))
+    got = interval(ev, choose if confirm else None)
+    if got is None:
+        t.evidence = f"no {ev.unit} in {len(choose)} samples"
+        return
+    t.task_measure, t.task_value, t.task_low, t.task_high = ev.measure, got.value, got.low, got.high
+    t.evidence = (ev.subset(choose) if confirm else ev).text()
+
+
+def candidate_of(t: Trial, ev: SampleEvidence | None, usable: bool) -> Candidate:
+    timing = None
+    if t.speed:
+        sp = t.speed[0]
+        lo, hi = sp.speedup_range
+        timing = Timing(sp.speedup, lo, hi, t.size_bytes)
+    elif t.size_bytes:
+        timing = Timing(1.0, 1.0, 1.0, t.size_bytes)
+    value = ev.value() if ev is not None else t.task_value
+    return Candidate(t.index, t.label, t.accepted, usable, ev, value, timing)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The pick's measure on the held-out samples: value, interval, what it rests on, its word against ``bar``."""
+
+    value: float
+    low: float
+    high: float
+    evidence: str
+    word: str
+    bar: float | None
+    settle: int | None = None  # on the edge: about how many evaluation samples would settle it
+
+    def text(self) -> str:
+        more = f"; about {self.settle:,} evaluation samples would settle it" if self.settle else ""
+        return f"{self.word}{more}"
+
+
+def claim_of(rec: Recommendation, pick: Trial, bar: float | None,
+             pick_evidence: SampleEvidence | None = None) -> Claim | None:
+    """The recommendation's held-out claim, worded against ``bar`` (:func:`bar_word`); a verdict "on the edge"
+    (its own interval over all samples reaches across one of its bars) is never worded "ok"."""
+    if rec.confirm is None:
+        return None
+    word = bar_word(rec.confirm, bar)
+    if word == "ok" and pick.edge:
+        word = "on the edge"
+    settle = None
+    if word == "on the edge" and bar is not None and rec.confirm.low < bar <= rec.confirm.high:
+        total = len(pick_evidence) if pick_evidence is not None else rec.claim_samples
+        settle = settle_bar(rec.confirm, bar, rec.claim_samples, max(total, rec.claim_samples))
+    return Claim(rec.confirm.value, rec.confirm.low, rec.confirm.high, rec.confirm_evidence, word, bar, settle)
+
+
+def decide(done: Sequence[Trial], evidence: Mapping[int, SampleEvidence | None], usable: Callable[[Trial], bool],
+           objective: str) -> Recommendation | None:
+    """The recommender's pick over the finished trials ``done`` against trial 1 (the default), or None when trial 1
+    did not finish with a per-sample record (the search then ranks as before). Each trial's comparison with the
+    default is written to its ``vs_default``."""
+    default = next((t for t in done if t.index == 1), None)
+    if default is None or evidence.get(1) is None:
+        return None
+    cands = [candidate_of(t, evidence.get(t.index), usable(t)) for t in done]
+    base = next(c for c in cands if c.index == 1)
+    rec = recommend(base, cands, objective, len(evidence[1] or ()))
+    measure = (evidence[1] or SampleEvidence("", (), (), 0, "")).measure
+    for comp in rec.comparisons:
+        t = next(x for x in done if x.index == comp.index)
+        t.vs_default = comp.reason(measure)
+    default.vs_default = "the default: the baseline every candidate is compared with"
+    for t in done:
+        if not t.vs_default:
+            t.vs_default = "not compared: broken, or slower than the fp32 source"
+    return rec
+
+
+def step_gain(step: SampleEvidence | None, current: SampleEvidence | None) -> tuple[bool, str] | None:
+    """Whether a greedy step (one more node in float, 16-bit weights…) is kept, on the same samples as the trial it
+    would replace: only when it is clearly more accurate (the paired difference's 95% interval above 0 on the samples
+    the search chooses on), so the search does not follow noise; and why. None without per-sample records."""
+    if step is None or current is None or len(step) != len(current) or not len(step):
+        return None
+    choose, confirm = split(len(step))
+    diff = paired_difference(step, current, choose if confirm else None)
+    if diff is None:
+        return None
+    text = f"{step.measure} {diff.text(signed=True)} on the same samples"
+    return (True, f"kept ({text})") if diff.low > 0 else (False, f"dropped, not shown better ({text})")

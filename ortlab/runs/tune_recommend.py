@@ -1,0 +1,337 @@
+"""Tune's recommendation, decided on evidence: pure functions over frozen records (no search state, no I/O).
+
+* **The baseline is the default.** Trial 1 of a search is ortlab's own default recipe. A candidate is preferred
+  over it only when the paired difference of the task measure on the same samples (:func:`paired_difference`: a
+  bootstrap over samples, each resample taking both models' results of the same samples) shows it is **not worse**
+  (the interval's low end above −:data:`NOT_WORSE_MARGIN`) and it is **faster** by more than the timing interval
+  (its speed-up's whole 95% interval above the default's), or **clearly more accurate** (the difference's interval
+  above 0, and for per-sample pass/fail measures McNemar's exact test on the discordant samples below 0.05). So a
+  model both less accurate and slower than the default is never recommended.
+* **Chosen on one part, confirmed on another** (:func:`split`): the search ranks and decides on the choosing
+  samples; the pick's measure is stated from the held-out ones, so the best of many noisy scores does not inflate
+  the claim.
+* **Every claim with its interval** (:func:`interval`): the wider of Wilson's score interval over the evidence's
+  units and a percentile bootstrap over samples (the units of one sample are not independent); "ok" only when the
+  interval clears the bar (:func:`bar_word`), otherwise "on the edge".
+* **When the data cannot settle it, say so with the count that would** (:func:`settle_samples`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ortlab.checks.uncertainty import wilson
+from ortlab.runs.tune_evidence import SampleEvidence
+
+__all__ = ["BOOTSTRAP_ROUNDS", "NOT_WORSE_MARGIN", "Candidate", "Comparison", "Interval", "Recommendation", "Timing",
+           "bar_word", "compare", "interval", "mcnemar_p", "paired_difference", "recommend", "settle_bar",
+           "settle_samples", "split"]
+
+NOT_WORSE_MARGIN = 0.01  # a candidate within this of the default's measure (e.g. 0.01 F1) is not worse
+ALPHA = 0.05
+BOOTSTRAP_ROUNDS = 2000
+SEED = 20261203
+CONFIRM_EVERY = 3  # every third sample is held out to confirm the pick
+MIN_SPLIT_SAMPLES = 30  # fewer samples are not split: the claim is then made on the samples chosen on
+MAX_SETTLE = 1_000_000
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A figure and its 95% interval."""
+
+    value: float
+    low: float
+    high: float
+
+    def text(self, signed: bool = False) -> str:
+        f = "{:+.3f}" if signed else "{:.3f}"
+        return f"{f.format(self.value)} ({f.format(self.low)} to {f.format(self.high)})" if signed else \
+            f"{f.format(self.value)} ({f.format(self.low)}–{f.format(self.high)})"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A trial's speed-up over the fp32 source with its 95% interval (at the first batch size); ``size_bytes``
+    for the size objective."""
+
+    ratio: float
+    low: float
+    high: float
+    size_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What the recommender knows of one finished trial: its ``index`` and ``label``, whether the search's policy
+    accepts it (``passes``: verdict ok and the search's bar) and whether it is usable at all (not broken, not
+    slower than the source), its per-sample ``evidence`` (None: none recorded) with its whole-set ``value`` as a
+    fallback, and its ``timing``."""
+
+    index: int
+    label: str
+    passes: bool
+    usable: bool
+    evidence: SampleEvidence | None
+    value: float | None
+    timing: Timing | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A candidate against the default on the same samples: the paired difference (candidate − default) with its
+    interval, McNemar's p for pass/fail measures, and the findings; ``settle``: the evaluation samples that would
+    settle "not worse" when the data cannot (None: settled, or no practical count)."""
+
+    index: int
+    difference: Interval | None
+    p_value: float | None
+    not_worse: bool
+    more_accurate: bool
+    faster: bool
+    slower: bool
+    settle: int | None = None
+    objective: str = "latency"  # "size": faster/slower read smaller/larger
+
+    @property
+    def preferred(self) -> bool:
+        return self.not_worse and (self.faster or self.more_accurate)
+
+    @property
+    def worse_and_slower(self) -> bool:
+        return self.slower and self.difference is not None and self.difference.high < 0
+
+    def reason(self, measure: str) -> str:
+        d = f"{measure} vs the default {self.difference.text(signed=True)}" if self.difference else \
+            f"{measure} not recorded per sample"
+        p = f", McNemar p={self.p_value:.3f}" if self.p_value is not None else ""
+        gain = "smaller" if self.objective == "size" else "faster by more than the timing interval"
+        if self.preferred:
+            why = "clearly more accurate" if self.more_accurate else f"not worse and {gain}"
+            return f"{why} ({d}{p})"
+        if not self.not_worse:
+            more = f"; about {self.settle:,} evaluation samples would settle it" if self.settle else ""
+            return f"not shown to be no worse ({d}{p}){more}"
+        return f"not worse but not {gain} ({d}{p})"
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The pick (a trial index; None: no usable default, the caller decides), why, every comparison with the
+    default, and the held-out claim: the pick's measure with its interval on the samples it was not chosen on
+    (``confirm``), the evidence of those samples."""
+
+    pick: int | None
+    reason: str
+    comparisons: tuple[Comparison, ...] = ()
+    confirm: Interval | None = None
+    confirm_evidence: str = ""
+    chosen_on: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    claim_samples: int = 0  # the samples the claim is stated on (the held-out part, or all when none was held out)
+
+
+# -- statistics --------------------------------------------------------------------------------------------------
+
+
+def split(n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The samples to choose on and the samples held out to confirm the pick: every :data:`CONFIRM_EVERY`-th sample
+    held out (interleaved, so both parts cover the data alike); fewer than :data:`MIN_SPLIT_SAMPLES` samples are not
+    split (the confirming part is then empty)."""
+    if n < MIN_SPLIT_SAMPLES:
+        return tuple(range(n)), ()
+    confirm = tuple(i for i in range(n) if i % CONFIRM_EVERY == CONFIRM_EVERY - 1)
+    return tuple(i for i in range(n) if i % CONFIRM_EVERY != CONFIRM_EVERY - 1), confirm
+
+
+def _resamples(n: int, rounds: int, seed: int) -> Any:
+    """``rounds`` × ``n`` positions drawn with replacement (the same for every model compared: paired)."""
+    return np.random.default_rng(seed).integers(0, n, size=(rounds, n)) if n else np.zeros((0, 0), dtype=int)
+
+
+def _ratios(hits: Sequence[float], totals: Sequence[float], ids: Sequence[int], draws: Any) -> Any:
+    """Each resample's Σ hits / Σ totals over the samples ``ids`` (NaN where a resample holds no unit)."""
+    h = np.asarray(hits, dtype=np.float64)[list(ids)][draws].sum(axis=1)
+    t = np.asarray(totals, dtype=np.float64)[list(ids)][draws].sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(t > 0, h / np.where(t > 0, t, 1.0), np.nan)
+
+
+def _percentiles(values: Any) -> tuple[float, float] | None:
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if not v.size:
+        return None
+    return float(np.quantile(v, 0.025)), float(np.quantile(v, 0.975))
+
+
+def interval(ev: SampleEvidence, idx: Sequence[int] | None = None, rounds: int = BOOTSTRAP_ROUNDS,
+             seed: int = SEED) -> Interval | None:
+    """The measure of ``ev`` over the samples ``idx`` (all when None) with its 95% interval: the union of Wilson's
+    interval over the units (Σ totals / per_unit: detections, samples) and the percentile bootstrap over samples.
+    None when the samples hold no unit."""
+    ids = list(range(len(ev))) if idx is None else list(idx)
+    value = ev.value(ids)
+    if value is None or not ids:
+        return None
+    units = sum(ev.totals[i] for i in ids) / ev.per_unit
+    lo, hi = wilson(value * units, units)
+    boots = _percentiles(_ratios(ev.hits, ev.totals, ids, _resamples(len(ids), rounds, seed)))
+    if boots is not None:
+        lo, hi = min(lo, boots[0]), max(hi, boots[1])
+    return Interval(value, max(0.0, min(lo, value)), min(1.0, max(hi, value)))
+
+
+def paired_difference(cand: SampleEvidence, base: SampleEvidence, idx: Sequence[int] | None = None,
+                      rounds: int = BOOTSTRAP_ROUNDS, seed: int = SEED) -> Interval | None:
+    """measure(cand) − measure(base) on the same samples ``idx`` with its 95% paired-bootstrap interval (each
+    resample draws samples and takes both models' results of them). None when the two were not measured on the
+    same number of samples or the samples hold no unit."""
+    if len(cand) != len(base):
+        return None
+    ids = list(range(len(cand))) if idx is None else list(idx)
+    a, b = cand.value(ids), base.value(ids)
+    if a is None or b is None:
+        return None
+    draws = _resamples(len(ids), rounds, seed)
+    got = _percentiles(_ratios(cand.hits, cand.totals, ids, draws) - _ratios(base.hits, base.totals, ids, draws))
+    lo, hi = got if got is not None else (-1.0, 1.0)
+    return Interval(a - b, min(lo, a - b), max(hi, a - b))
+
+
+def mcnemar_p(b: int, c: int) -> float:
+    """McNemar's exact two-sided test: the discordant samples ``b`` (the first passes, the second fails) and ``c``
+    (the reverse) under H0 split half and half; p = 2·P(Binomial(b+c, ½) ≤ min(b, c)), at most 1."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    return min(1.0, 2.0 * tail)
+
+
+def _discordant(cand: SampleEvidence, base: SampleEvidence, idx: Sequence[int]) -> tuple[int, int]:
+    better = sum(1 for i in idx if cand.hits[i] > base.hits[i])
+    worse = sum(1 for i in idx if cand.hits[i] < base.hits[i])
+    return better, worse
+
+
+def settle_samples(diff: Interval, n: int, margin: float = NOT_WORSE_MARGIN) -> int | None:
+    """About how many samples would show "not worse" (the interval's low end above −``margin``) if the difference
+    stayed ``diff.value`` and the interval shrank as 1/√n; None when the difference itself is at or below −margin
+    (no count would) or past :data:`MAX_SETTLE`."""
+    room = diff.value + margin
+    half = diff.value - diff.low
+    if room <= 0 or half <= 0 or n <= 0:
+        return None
+    need = math.ceil(n * (half / room) ** 2)
+    return need if need <= MAX_SETTLE else None
+
+
+def bar_word(claim: Interval | None, bar: float | None) -> str:
+    """"ok" when the claim's whole interval clears the bar (or there is no bar), "on the edge" when the interval
+    reaches across it, "below the bar" when it lies wholly under it; "" without a claim."""
+    if claim is None:
+        return ""
+    if bar is None or claim.low >= bar:
+        return "ok"
+    return "on the edge" if claim.high >= bar else "below the bar"
+
+
+# -- the decision ------------------------------------------------------------------------------------------------
+
+
+def compare(cand: Candidate, default: Candidate, idx: Sequence[int] | None = None, objective: str = "latency",
+            margin: float = NOT_WORSE_MARGIN) -> Comparison:
+    """``cand`` against ``default`` on the samples ``idx`` (see the module's rules). Without per-sample evidence on
+    both, the whole-set values decide "not worse" (never "clearly more accurate")."""
+    diff, p = None, None
+    if cand.evidence is not None and default.evidence is not None:
+        ids = list(range(len(cand.evidence))) if idx is None else list(idx)
+        diff = paired_difference(cand.evidence, default.evidence, ids)
+        if diff is not None and cand.evidence.binary and default.evidence.binary:
+            p = mcnemar_p(*_discordant(cand.evidence, default.evidence, ids))
+    if diff is not None:
+        not_worse = diff.low > -margin
+        more = diff.low > 0 and (p is None or p < ALPHA)
+        n = len(idx) if idx is not None else len(cand.evidence or ())
+        settle = None if not_worse else settle_samples(diff, n, margin)
+        if settle is not None and idx is not None and cand.evidence is not None:
+            settle = math.ceil(settle * len(cand.evidence) / max(1, len(idx)))  # choosing part → all samples
+    else:
+        a, b = cand.value, default.value
+        not_worse = a is None or b is None or a >= b - margin
+        more, settle = False, None
+    faster = slower = False
+    ct, dt = cand.timing, default.timing
+    if objective == "size" and ct is not None and dt is not None and ct.size_bytes and dt.size_bytes:
+        faster, slower = ct.size_bytes < dt.size_bytes, ct.size_bytes > dt.size_bytes
+    elif ct is not None and dt is not None:
+        faster, slower = ct.low > dt.high, ct.high < dt.low
+    return Comparison(cand.index, diff, p, not_worse, more, faster, slower, settle, objective)
+
+
+def _accuracy(c: Candidate, idx: Sequence[int] | None) -> float:
+    got = c.evidence.value(idx) if c.evidence is not None else c.value
+    return got if got is not None else 0.0
+
+
+def recommend(default: Candidate | None, candidates: Sequence[Candidate], objective: str = "latency",
+              n_samples: int = 0) -> Recommendation:
+    """The pick among ``candidates`` (the default included or not) against ``default``: the fastest (smallest)
+    candidate the policy passes and the evidence prefers over the default (:attr:`Comparison.preferred`); when the
+    default does not pass either and none that is preferred passes, the most accurate preferred one (the closest,
+    better than the default); else the default itself when it is usable. ``pick`` None when the default is missing
+    or unusable (the caller falls back to its own ranking). ``n_samples``: the evaluation samples; the choosing part
+    of :func:`split` decides, the held-out part states the pick's measure."""
+    if default is None or not default.usable:
+        return Recommendation(None, "the default trial did not finish usable: no baseline to compare with")
+    choose, confirm = split(n_samples)
+    others = [c for c in candidates if c.index != default.index and c.usable]
+    comps = tuple(compare(c, default, choose if confirm else None, objective) for c in others)
+    by_index = {c.index: c for c in others}
+    better = [by_index[x.index] for x in comps if x.preferred]
+    preferred = [c for c in better if c.passes]
+    if preferred:  # the fastest (smallest) of those the policy passes
+        pick = min(preferred, key=lambda c: (-(c.timing.ratio if c.timing else 0.0), c.index) if objective == "latency"
+                   else ((c.timing.size_bytes or 0) if c.timing else 0, c.index))
+    elif better and not default.passes:  # nothing passes: the most accurate of those better than the default
+        pick = max(better, key=lambda c: (_accuracy(c, choose if confirm else None),
+                                          c.timing.ratio if c.timing else 0.0, -c.index))
+    if preferred or (better and not default.passes):
+        comp = next(x for x in comps if x.index == pick.index)
+        measure = pick.evidence.measure if pick.evidence else "the task measure"
+        reason = f"{pick.label} is preferred over the default: {comp.reason(measure)}"
+    else:
+        pick = default
+        gain = "smaller" if objective == "size" else "faster by more than the timing interval"
+        reason = (f"no candidate is shown better than the default on the same samples (not worse and {gain}, or "
+                  "clearly more accurate): the default stays the pick")
+        if not others:
+            reason = "only the default finished usable"
+    claim, evidence, chosen_on = None, "", ""
+    if pick.evidence is not None:
+        part = confirm if confirm else None
+        claim = interval(pick.evidence, part)
+        evidence = (pick.evidence.subset(confirm) if confirm else pick.evidence).text()
+        chosen_on = f"chosen on {len(choose)} samples, confirmed on {len(confirm)} held out" if confirm else \
+            f"fewer than {MIN_SPLIT_SAMPLES} samples: none held out"
+    return Recommendation(pick.index, reason, comps, claim, evidence, chosen_on,
+                          claim_samples=len(confirm) if confirm else len(choose))
+
+
+def settle_bar(claim: Interval, bar: float, n: int, total: int) -> int | None:
+    """About how many evaluation samples (of which the claim's part is ``n`` of ``total``) would bring the claim's
+    interval clear of ``bar`` if the figure stayed and the interval shrank as 1/√n; None when the figure sits on
+    the bar or no practical count would."""
+    gap = abs(claim.value - bar)
+    half = (claim.value - claim.low) if claim.value >= bar else (claim.high - claim.value)
+    if gap <= 0 or half <= 0 or n <= 0:
+        return None
+    need = math.ceil(n * (half / gap) ** 2 * total / n)
+    return need if need <= MAX_SETTLE else None

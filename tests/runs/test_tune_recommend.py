@@ -1,0 +1,326 @@
+"""Tune's recommender: the statistics it decides with, checked against independent computations, and the rules
+(never worse and slower than the default; noise alone never displaces it; "ok" only when the interval clears)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from ortlab.checks.eval_report import (
+    BoxesMetrics, ClassificationMetrics, EvalReport, OutputError, SequenceMetrics, Task, TaskMetrics,
+)
+from ortlab.checks.task_metrics import TaskAccumulator
+from ortlab.runs.tune_evidence import SampleEvidence, evidence_of
+from ortlab.runs.tune_recommend import (
+    Candidate, Interval, Timing, bar_word, compare, interval, mcnemar_p, paired_difference, recommend,
+    settle_samples, split,
+)
+
+
+def _flags(values) -> SampleEvidence:
+    v = tuple(float(x) for x in values)
+    return SampleEvidence("strings kept", v, (1.0,) * len(v), len(v), "strings", binary=True)
+
+
+def _cand(index, ev, speed=(2.0, 1.9, 2.1), passes=True, usable=True, label=None) -> Candidate:
+    return Candidate(index, label or f"t{index}", passes, usable, ev, ev.value() if ev else None, Timing(*speed))
+
+
+def test_mcnemar_matches_the_binomial_tail_summed_independently():
+    def exact(b: int, c: int) -> float:  # every outcome at most as likely as the observed one, in exact fractions
+        n = b + c
+        pmf = [Fraction(math.comb(n, k), 2 ** n) for k in range(n + 1)]
+        return float(min(Fraction(1), sum(p for p in pmf if p <= pmf[b])))
+
+    assert mcnemar_p(1, 9) == pytest.approx(0.021484375)  # the textbook example: 2·(1 + 10)/1024
+    for b, c in [(0, 0), (0, 5), (3, 3), (2, 11), (17, 30), (40, 41), (7, 0)]:
+        assert mcnemar_p(b, c) == pytest.approx(exact(b, c), abs=1e-12), (b, c)
+
+
+def test_paired_bootstrap_matches_the_normal_interval_of_the_per_sample_differences():
+    rng = random.Random(3)
+    n = 1500
+    base = [1.0 if rng.random() < 0.9 else 0.0 for _ in range(n)]
+    cand = [b if rng.random() < 0.93 else 1.0 - b for b in base]  # correlated with the base, as two int8 models are
+    d = paired_difference(_flags(cand), _flags(base))
+    assert d is not None
+    diffs = np.array(cand) - np.array(base)
+    half = 1.959964 * diffs.std(ddof=1) / math.sqrt(n)
+    assert d.value == pytest.approx(diffs.mean())
+    assert d.low == pytest.approx(diffs.mean() - half, abs=0.004)
+    assert d.high == pytest.approx(diffs.mean() + half, abs=0.004)
+    # pairing matters: the unpaired interval (independent samples) is wider than the paired one here
+    unpaired = 1.959964 * math.sqrt(np.var(cand, ddof=1) / n + np.var(base, ddof=1) / n)
+    assert (d.high - d.low) / 2 < unpaired
+
+
+def test_interval_of_a_perfect_score_on_little_evidence_is_wide():
+    # 16 samples, 4 reference detections, every one matched: F1 1.0, but no one should call that settled
+    ev = SampleEvidence("detection F1", (2.0,) * 4 + (0.0,) * 12, (2.0,) * 4 + (0.0,) * 12, 4, "reference detections",
+                        per_unit=2.0)
+    got = interval(ev)
+    assert got is not None and got.value == 1.0 and got.high == 1.0 and got.low < 0.6
+    assert bar_word(got, 0.95) == "on the edge"
+    assert bar_word(Interval(0.97, 0.955, 0.99), 0.95) == "ok"
+    assert bar_word(Interval(0.90, 0.85, 0.94), 0.95) == "below the bar"
+
+
+def test_split_holds_out_every_third_sample_and_never_splits_tiny_sets():
+    choose, confirm = split(300)
+    assert len(confirm) == 100 and len(choose) == 200 and not set(choose) & set(confirm)
+    assert split(12) == (tuple(range(12)), ())
+
+
+def test_settle_count_shrinks_the_interval_to_clear_the_margin():
+    d = Interval(0.0, -0.03, 0.03)
+    n = settle_samples(d, 200)
+    assert n is not None and n == math.ceil(200 * (0.03 / 0.01) ** 2)
+    assert settle_samples(Interval(-0.02, -0.05, 0.01), 200) is None  # already worse than the margin: none would
+
+
+def test_a_candidate_worse_and_slower_than_the_default_is_never_picked():
+    rng = random.Random(0)
+    base = [1.0 if rng.random() < 0.95 else 0.0 for _ in range(300)]
+    worse = [0.0 if (i % 5 == 0) else b for i, b in enumerate(base)]
+    default = _cand(1, _flags(base), (2.0, 1.9, 2.1))
+    slow_bad = _cand(2, _flags(worse), (1.5, 1.4, 1.6), passes=True)
+    rec = recommend(default, [default, slow_bad], "latency", 300)
+    assert rec.pick == 1
+    (comp,) = rec.comparisons
+    assert comp.worse_and_slower and not comp.preferred
+
+
+def test_the_best_of_many_noisy_scores_never_displaces_the_default():
+    # twelve candidates truly 4 points less accurate than the default, each one faster: picking the best of twelve
+    # noisy scores would pick one; the paired test on the same samples picks none, and says what would settle it
+    rng = random.Random(1)
+    truth = [rng.random() < 0.9 for _ in range(300)]
+    default = _cand(1, _flags([float(t if rng.random() < 0.97 else not t) for t in truth]))
+    cands = [_cand(i, _flags([float(t if rng.random() < 0.93 else not t) for t in truth]), (2.5, 2.4, 2.6))
+             for i in range(2, 14)]
+    rec = recommend(default, [default, *cands], "latency", 300)
+    assert rec.pick == 1 and "the default stays the pick" in rec.reason
+    assert all(c.faster and not c.preferred for c in rec.comparisons)
+    # the claim is made on the held-out third, with its interval, and it covers the default's true accuracy
+    assert rec.confirm is not None and rec.confirm.low <= 0.9 * 0.97 + 0.1 * 0.03 <= rec.confirm.high
+    assert rec.confirm_evidence == "100 strings in 100 samples"
+    assert rec.chosen_on == "chosen on 200 samples, confirmed on 100 held out"
+
+
+def test_an_undecidable_comparison_says_how_many_samples_would_settle_it():
+    base = [0.0] * 10 + [1.0] * 90
+    cand = [0.0] * 10 + [1.0] * 90
+    cand[10] = cand[13] = 0.0  # two more failures in the 67 chosen on: the paired interval reaches past the margin
+    rec = recommend(_cand(1, _flags(base)), [_cand(1, _flags(base)), _cand(2, _flags(cand), (2.5, 2.4, 2.6))],
+                    "latency", 100)
+    (comp,) = rec.comparisons
+    assert rec.pick == 1 and comp.faster and not comp.not_worse
+    assert comp.difference is not None and comp.difference.low < -0.01 < comp.difference.high
+    assert comp.settle is None  # the observed difference (−0.03) is itself past the margin: no count would
+    assert "not shown to be no worse" in comp.reason("strings kept")
+    cand[13] = 1.0
+    cand[16] = 1.0
+    base[16] = 0.0  # one failure more, one less: the difference is 0 and more samples would settle it
+    rec = recommend(_cand(1, _flags(base)), [_cand(1, _flags(base)), _cand(2, _flags(cand), (2.5, 2.4, 2.6))],
+                    "latency", 100)
+    (comp,) = rec.comparisons
+    assert rec.pick == 1 and comp.settle is not None and comp.settle > 100
+    assert f"about {comp.settle:,} evaluation samples would settle it" in comp.reason("strings kept")
+
+
+def test_a_candidate_not_worse_and_clearly_faster_is_picked_and_a_clearly_more_accurate_one_too():
+    base = [1.0] * 280 + [0.0] * 20
+    same = list(base)
+    default = _cand(1, _flags(base), (2.0, 1.9, 2.1))
+    faster = _cand(2, _flags(same), (2.4, 2.3, 2.5))
+    overlapping = _cand(3, _flags(same), (2.15, 2.05, 2.3))
+    rec = recommend(default, [default, faster, overlapping], "latency", 300)
+    assert rec.pick == 2 and "faster by more than the timing interval" in rec.reason
+    comps = {c.index: c for c in rec.comparisons}
+    assert comps[2].preferred and not comps[3].preferred  # 2.05 does not clear the default's 2.1
+    better = _cand(4, _flags([1.0] * 300), (1.5, 1.4, 1.6))  # 20 flips mended: McNemar p < 0.05
+    rec = recommend(default, [default, better], "latency", 300)
+    comp = rec.comparisons[0]
+    assert rec.pick == 4 and comp.more_accurate and comp.p_value is not None and comp.p_value < 0.05
+    # a candidate the policy does not pass is never the pick, however it compares
+    rec = recommend(default, [default, _cand(5, _flags(same), (3.0, 2.9, 3.1), passes=False)], "latency", 300)
+    assert rec.pick == 1
+
+
+def test_without_a_usable_default_the_recommender_leaves_the_choice_to_the_search():
+    ev = _flags([1.0] * 40)
+    assert recommend(_cand(1, ev, usable=False), [_cand(2, ev)], "latency", 40).pick is None
+    assert recommend(None, [_cand(2, ev)], "latency", 40).pick is None
+    # whole-set values only: "not worse" from the values, never "clearly more accurate"
+    c = compare(Candidate(2, "b", True, True, None, 0.97, Timing(2.5, 2.4, 2.6)),
+                Candidate(1, "a", True, True, None, 0.96, Timing(2.0, 1.9, 2.1)))
+    assert c.preferred and c.faster and not c.more_accurate and c.difference is None
+
+
+def _report(task: TaskMetrics, n: int) -> EvalReport:
+    return EvalReport(n, [OutputError("y", 0.1, 0.01, 0.99, 30.0)], task=task)
+
+
+def test_evidence_of_each_task_sums_to_the_reports_own_measure():
+    boxes = BoxesMetrics("output0", 0.25, "probability", 0.1, 2.0, 2.0, matched=5, ref_total=6, cand_total=7,
+                         sample_matched=[2, 3, 0], sample_ref=[2, 4, 0], sample_cand=[3, 3, 1])
+    ev = evidence_of(_report(TaskMetrics(Task.BOXES, True, "", boxes=[boxes]), 3))
+    assert ev is not None and ev.value() == pytest.approx(boxes.f1) and ev.count == 6
+    assert ev.unit == "reference detections" and ev.subset([1, 2]).count == 4  # the held-out part's own count
+    cls = ClassificationMetrics("logits", 10, 4, 0.5, flip_margins=[0.5, 0.05], margin=0.1,
+                                sample_margins=[0.9, 0.5, 0.05, 0.3], flip_samples=[1, 2])
+    ev = evidence_of(_report(TaskMetrics(Task.CLASSIFICATION, True, "", classification=cls), 4))
+    assert ev is not None and ev.hits == (1.0, 0.0, 1.0, 1.0) and ev.count == 3  # 3 confident samples
+    assert ev.subset([0, 2]).text() == "1 confident sample in 2 samples"
+    assert ev.value() == pytest.approx(1 - cls.confident_flip_rate())
+    seq = SequenceMetrics("probs", 5, 2, 3, 20, changed_samples=[0, 4])
+    ev = evidence_of(_report(TaskMetrics(Task.SEQUENCE, True, "", sequences=[seq]), 5))
+    assert ev is not None and ev.value() == pytest.approx(1 - seq.changed_fraction) and ev.unit == "strings"
+    old = BoxesMetrics("output0", 0.25, "probability", 0.1, 2.0, 2.0, matched=5, ref_total=6, cand_total=7)
+    assert evidence_of(_report(TaskMetrics(Task.BOXES, True, "", boxes=[old]), 3)) is None  # no per-sample record
+
+
+def test_the_evaluation_records_each_samples_detections_and_flips():
+    rng = np.random.default_rng(0)
+
+    def yolo(scores: np.ndarray) -> np.ndarray:  # [1, 4 + 2 classes, 8 anchors]: fixed boxes, given scores
+        boxes = np.array([[10.0 + 40 * i for i in range(8)]] * 2 + [[8.0] * 8] * 2, dtype=np.float32)
+        padded = np.concatenate([scores, np.zeros((2, 5))], axis=1)  # five anchors that never detect
+        return np.concatenate([boxes, padded.astype(np.float32)])[None]
+
+    ref = [yolo(np.array([[0.9, 0.1, 0.8], [0.1, 0.7, 0.1]])), yolo(np.array([[0.9, 0.1, 0.1], [0.1, 0.1, 0.1]]))]
+    cand = [yolo(np.array([[0.9, 0.1, 0.1], [0.1, 0.7, 0.1]])), yolo(np.array([[0.9, 0.1, 0.1], [0.1, 0.1, 0.6]]))]
+    acc = TaskAccumulator(["output0"], [ref[0]], False, Task.BOXES)
+    for r, c in zip(ref, cand):
+        acc.add([r], [c])
+    (b,) = acc.result().boxes
+    assert b.sample_ref == [3, 1] and b.sample_cand == [2, 2] and b.sample_matched == [2, 1]
+    assert sum(b.sample_matched) == b.matched and sum(b.sample_ref) == b.ref_total
+    logits = [rng.normal(size=(1, 10)) for _ in range(6)]
+    flipped = [x.copy() for x in logits]
+    flipped[4][0, np.argmax(logits[4])] -= 100.0
+    acc = TaskAccumulator(["logits"], [logits[0]], False, Task.CLASSIFICATION)
+    for r, c in zip(logits, flipped):
+        acc.add([r], [c])
+    cm = acc.result().classification
+    assert cm is not None and cm.flip_samples == [4] and len(cm.sample_margins) == 6
+    assert cm.flip_margins == [cm.sample_margins[4]]
+
+
+def _boxes_report(matched: list[int]) -> EvalReport:
+    """One reference detection per sample; the candidate finds it (matched 1) or puts one elsewhere (matched 0)."""
+    n = len(matched)
+    b = BoxesMetrics("output0", 0.25, "probability", 0.0, 1.0, 1.0, matched=sum(matched), ref_total=n, cand_total=n,
+                     sample_matched=list(matched), sample_ref=[1] * n, sample_cand=[1] * n)
+    return _report(TaskMetrics(Task.BOXES, True, "", boxes=[b]), n)
+
+
+def _speed(speedup: float, spread: float = 0.05):
+    from ortlab.timing.stats import SpeedUp
+
+    return SpeedUp(1, 1 / speedup, 1 / (speedup + spread), 1 / (speedup - spread), 20, 20, 20, 0.01, 10.0,
+                   10.0 / speedup)
+
+
+def test_the_search_recommends_by_the_paired_comparison_and_states_the_pick_on_held_out_samples(tmp_path):
+    from ortlab.runs.tune import Tuner, TuneSettings
+    from ortlab.runs.tune_policy import Trial, verdict_policy
+    from ortlab.runs.runspec import DataRef
+    from ortlab.settings.config import Precision, Recipe
+
+    tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
+                  settings=TuneSettings(budget_s=60, exclusion_steps=0))
+    tuner._retime = lambda trials: None  # type: ignore[method-assign]
+    n = 300
+    default = [0 if i % 25 == 0 else 1 for i in range(n)]  # F1 0.96
+    worse = [0 if i % 10 == 0 else m for i, m in enumerate(default)]  # F1 0.86: the verdict calls it degraded
+    fine = [0 if i % 25 == 0 or i == 4 else 1 for i in range(n)]  # one detection fewer: within the margin?
+    specs = [(default, 2.0), (worse, 1.5), (fine, 2.4), (list(default), 2.05)]
+    for i, (matched, speedup) in enumerate(specs, 1):
+        t = Trial(i, f"t{i}", "search", Recipe(precision=Precision.INT8, name=f"t{i}"))
+        tuner._judge(t, _boxes_report(matched), None)
+        t.speed = [_speed(speedup)]
+        t.relative_latency = t.cost = 1 / speedup
+        t.model_path = str(tmp_path / f"m{i}.onnx")
+        tuner.trials_done.append(t)
+    first = tuner.trials_done[0]
+    # each trial's measure on the 200 samples chosen on, with its interval and evidence
+    assert first.task_measure == "detection F1" and first.evidence == "200 reference detections in 200 samples"
+    assert first.task_low is not None and first.task_value is not None and first.task_high is not None
+    assert first.task_low < first.task_value < first.task_high
+    r = tuner._finish()
+    assert r.baseline_index == 1 and r.best is not None
+    by = {t.index: t for t in r.trials}
+    assert "not shown to be no worse" in by[2].vs_default  # worse and slower: never
+    assert r.best.index != 2
+    # #4 equals the default but is not faster by more than the timing interval; #3 is faster and within the margin
+    assert "not faster by more than the timing interval" in by[4].vs_default
+    # #3 misses one detection more in the 200 samples chosen on: faster, but the data cannot show it is no worse
+    assert r.best.index == 1 and "not shown to be no worse" in by[3].vs_default
+    assert "evaluation samples would settle it" in by[3].vs_default
+    assert any(note.startswith("Not decided: #3 t3 is faster than the default") for note in r.notes)
+    assert r.sentence.startswith("t1 (trial 1, the default) is the pick of 4 tried")
+    # the claim: the held-out third, with its interval; "ok" only when it clears the verdict's 0.95 F1 bar
+    assert r.claim is not None and r.claim_low is not None and r.claim_high is not None
+    assert r.claim_evidence == "100 reference detections in 100 samples"
+    assert r.claim_low < 0.95 < r.claim_high and r.claim_word == "on the edge"  # 96 of 100: not settled
+    assert r.claim_settle is not None and r.claim_settle > n
+    assert f"on the edge; about {r.claim_settle:,} evaluation samples would settle it" in r.sentence
+
+
+def test_when_nothing_passes_the_bar_the_closest_is_the_most_accurate_candidate_better_than_the_default():
+    base = [1.0] * 240 + [0.0] * 60  # 0.80: below any bar, as every candidate
+    mended = [1.0] * 285 + [0.0] * 15  # clearly more accurate, slower
+    some = [1.0] * 265 + [0.0] * 35  # clearly more accurate too, less so, faster
+    default = _cand(1, _flags(base), passes=False)
+    cands = [default, _cand(2, _flags(mended), (1.5, 1.4, 1.6), passes=False),
+             _cand(3, _flags(some), (2.5, 2.4, 2.6), passes=False)]
+    rec = recommend(default, cands, "latency", 300)
+    assert rec.pick == 2 and "clearly more accurate" in rec.reason
+    # a default that passes is never replaced by a better candidate that does not
+    rec = recommend(dataclasses.replace(default, passes=True), cands, "latency", 300)
+    assert rec.pick == 1
+
+
+def test_a_greedy_step_is_kept_only_when_clearly_better_on_the_same_samples():
+    from ortlab.runs.tune_pick import step_gain
+    from ortlab.runs.tune import _keep_if_gains
+    from ortlab.runs.tune_policy import Trial
+    from ortlab.settings.config import Recipe
+
+    base = [1.0] * 250 + [0.0] * 50
+    noise = list(base)
+    noise[250] = 1.0  # one sample mended: a point gain the old rule kept
+    mended = [1.0] * 290 + [0.0] * 10
+    kept, why = step_gain(_flags(noise), _flags(base)) or (True, "")
+    assert not kept and why.startswith("dropped, not shown better")
+    kept, why = step_gain(_flags(mended), _flags(base)) or (False, "")
+    assert kept and why.startswith("kept (strings kept +")
+    assert step_gain(None, _flags(base)) is None
+    current, step = Trial(1, "a", "int16", Recipe(), task_value=0.833), Trial(2, "b", "int16", Recipe(), task_value=0.836)
+    assert _keep_if_gains(step, current, {1: _flags(base), 2: _flags(noise)}) is current
+    assert "dropped, not shown better (strings kept +0.005" in step.note
+    assert _keep_if_gains(Trial(3, "c", "int16", Recipe(), task_value=0.836), current) is not current  # no records
+
+
+def test_a_claim_on_the_edge_says_how_many_samples_would_settle_it():
+    from ortlab.runs.tune_recommend import settle_bar
+
+    claim = Interval(0.97, 0.94, 0.99)  # on 100 held-out samples of 300, against a 0.95 bar
+    n = settle_bar(claim, 0.95, 100, 300)
+    assert n == math.ceil(300 * (0.03 / 0.02) ** 2)
+    assert settle_bar(Interval(0.95, 0.90, 0.99), 0.95, 100, 300) is None  # on the bar: no count settles it
+
+
+def test_the_size_objective_prefers_a_smaller_candidate_and_says_smaller():
+    ev = _flags([1.0] * 24)
+    default = Candidate(1, "int8 dynamic", True, True, ev, 1.0, Timing(1.1, 0.9, 1.3, 390_000))
+    gather = Candidate(2, "int8 dynamic + Gather", True, True, ev, 1.0, Timing(1.0, 0.8, 1.2, 170_000))
+    rec = recommend(default, [default, gather], "size", 24)
+    assert rec.pick == 2 and "not worse and smaller" in rec.reason and "faster" not in rec.reason
+    assert rec.chosen_on == "fewer than 30 samples: none held out"
