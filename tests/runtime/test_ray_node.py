@@ -101,7 +101,12 @@ def test_quiet_ray_aims_the_address_probe_at_the_head_and_sends_no_report(monkey
     from ray._private import services
 
     asked: list[object] = []
-    monkeypatch.setattr(services, "node_ip_address_from_perspective", lambda address=None: asked.append(address) or "x")
+
+    def probe(address=None):
+        asked.append(address)
+        return "x"
+
+    monkeypatch.setattr(services, "node_ip_address_from_perspective", probe)
     monkeypatch.setattr(network_utils, "node_ip_address_from_perspective", services.node_ip_address_from_perspective)
     monkeypatch.setattr(usage_lib, "get_cloud_from_metadata_requests", lambda: pytest.fail("a metadata request"))
     monkeypatch.setattr(usage_lib.UsageReportClient, "report_usage_data", lambda *a: pytest.fail("a usage report"))
@@ -113,7 +118,7 @@ def test_quiet_ray_aims_the_address_probe_at_the_head_and_sends_no_report(monkey
     services.node_ip_address_from_perspective()
     assert asked[-1] == "10.0.0.7:53"
     assert usage_lib.get_cloud_from_metadata_requests() == "unknown"
-    assert usage_lib.UsageReportClient().report_usage_data("https://example.invalid/", None) is None
+    usage_lib.UsageReportClient().report_usage_data("https://example.invalid/", None)  # type: ignore[arg-type]
 
 
 def test_the_node_sitecustomize_quiets_ray_in_a_fresh_interpreter():
