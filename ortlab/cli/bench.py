@@ -162,7 +162,8 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     for s in summaries:
         if s.input_shapes:
             print(f"inputs {s.variant} b{s.batch_size}: {shapes_text(s.input_shapes)}")
-    print(f"history    benchmark {handle.bench_id}")
+    print(f"history    benchmark {handle.bench_id}" if handle.bench_id is not None else
+          f"history    not recorded: {getattr(handle, 'not_recorded', None) or 'the history could not be written'}")
     if ns.memory:
         print(f"peak MB is the whole process; an interpreter with ONNX Runtime and no model peaks at "
               f"{baseline:.1f} MB.")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ortlab.settings.config import BenchConfig
-from ortlab.runs.history import BenchmarkRecord, BenchVariant
+from ortlab.runs.history import BenchmarkRecord, BenchVariant, HistoryFull
 from ortlab.core.errors import Cancelled
 from ortlab.core.progress import ProgressEvent
 from ortlab.core.text import utc_timestamp
@@ -48,6 +48,7 @@ class BenchHandle(Handle):
         self.variants = list(variants)
         self.config = config
         self.bench_id: int | None = None
+        self.not_recorded: str | None = None  # why the finished benchmark is not in the history (a full disk)
         self.record: BenchmarkRecord | None = None
         self.baseline_rss_mb: float | None = None
         self.shapes: dict[str, list[int]] = {}
@@ -183,8 +184,12 @@ def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, pr
         machine = this_machine(handle.config.intra_op_threads, openvino=handle.config.openvino)
         record = BenchmarkRecord(None, utc_timestamp(), list(handle.variants), handle.config, list(summaries),
                                  origin=origin, machine=machine)
-        record.id = handle.bench_id = ws.history().add_benchmark(record.variants, record.config, record.summaries,
-                                                                 record.created_at, origin=origin, machine=machine)
+        try:
+            record.id = handle.bench_id = ws.history().add_benchmark(record.variants, record.config,
+                                                                     record.summaries, record.created_at,
+                                                                     origin=origin, machine=machine)
+        except HistoryFull as exc:  # a full disk: the timings stand, unrecorded (the reason is kept)
+            handle.not_recorded = exc.message
         handle.record = record
         handle._finish(DONE, summaries)
     except (Cancelled, Exception) as exc:

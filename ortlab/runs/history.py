@@ -28,12 +28,14 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from ortlab.runs.artifact import Artifact
 from ortlab.runtime.machine import Machine
 from ortlab.timing.bench import LatencySummary
 from ortlab.settings.config import BenchConfig
-from ortlab.core.text import one_line, utc_timestamp
+from ortlab.core.disk import free_bytes, is_disk_full
+from ortlab.core.text import format_bytes, one_line, utc_timestamp
 from ortlab.core.errors import HistoryError, OrtlabError
 from ortlab.core.serial import dumps, from_plain, loads, to_plain
 from ortlab.core.layout import ARTIFACT_FILE
@@ -82,6 +84,10 @@ class HistoryRecovered(HistoryError):
 
 _NOTICES: builtins.list[HistoryRecovered] = []
 _NOTICES_LOCK = threading.Lock()
+
+
+class HistoryFull(HistoryError):
+    """The history cannot be changed: its disk is full (it can still be read)."""
 
 
 def take_notices() -> builtins.list[HistoryRecovered]:
@@ -175,6 +181,8 @@ class History:
         self.db_path = Path(db_path)
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         self.recovered: HistoryRecovered | None = None
+        # the one line saying why the history can be read but not changed (its disk is full), else None
+        self.read_only: str | None = None
         unusable = _unusable(self.db_path)
         if unusable is not None:  # a directory, a special file, one this user may not open: set aside, rebuilt
             self._recover(unusable, tag="broken")
@@ -190,9 +198,17 @@ class History:
         except sqlite3.DatabaseError as exc:
             if _busy(exc):
                 raise HistoryError(busy_message(self.db_path)) from None
+            if not _damaged(exc) and self._disk_full(exc):  # readable, not writable, until space is freed
+                self.read_only = full_disk_message(self.db_path.parent)
+                return
             if not _damaged(exc):  # disk I/O…: nothing to rebuild, try again later
                 raise HistoryError(f"Cannot open the history database {self.db_path.name}: {exc}.") from None
             self._recover(one_line(exc))
+
+    def _disk_full(self, exc: BaseException) -> bool:
+        """Whether ``exc`` (SQLite says only "disk I/O error" when it cannot make its -shm file) met a full disk."""
+        free = free_bytes(self.db_path.parent)
+        return is_disk_full(exc) or (free is not None and free < FULL_BELOW_BYTES)
 
     def _recover(self, reason: str, tag: str = "corrupt") -> None:
         """Move the damaged (or unusable: ``tag`` "broken") database aside (``history.sqlite.<tag>-<timestamp>``)
@@ -277,6 +293,29 @@ class History:
             with conn:  # one transaction: commit on success, roll back on error
                 yield conn
 
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """A connection to read from: the usual one, or, when the disk is full (:attr:`read_only`), one that
+        writes nothing (``immutable``: no -shm or -wal file made; what a writer left unmerged in the -wal, if
+        any, is not seen)."""
+        if self.read_only is None:
+            with self._connect() as conn:
+                yield conn
+            return
+        uri = f"file:{quote(str(self.db_path.resolve()))}?mode=ro&immutable=1"
+        try:
+            with closing(sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)) as conn:
+                conn.row_factory = sqlite3.Row
+                yield conn
+        except sqlite3.DatabaseError as exc:
+            raise HistoryError(f"{self.read_only} (The history cannot be read either: {one_line(exc)}.)") from None
+
+    def _writing_failed(self, exc: sqlite3.DatabaseError) -> HistoryFull | None:
+        """The one line for a write that met a full disk, else None."""
+        if _damaged(exc) or _busy(exc) or not self._disk_full(exc):
+            return None
+        return HistoryFull(full_disk_message(self.db_path.parent))
+
     # -- runs ------------------------------------------------------------------------------------------
     def add(self, artifact: Artifact) -> int:
         """Store an :class:`ortlab.runs.artifact.Artifact`; set and return its ``run_id``. A database found damaged
@@ -286,6 +325,9 @@ class History:
         except sqlite3.DatabaseError as exc:
             if _busy(exc):
                 raise HistoryError(busy_message(self.db_path)) from None
+            full = self._writing_failed(exc)
+            if full is not None:
+                raise full from None
             if not _damaged(exc):
                 raise HistoryError(f"Cannot write to the history database {self.db_path.name}: {one_line(exc)}.") \
                     from None
@@ -322,7 +364,7 @@ class History:
 
     def find_folder(self, run_dir) -> int | None:
         """The id of the run whose model lies in the folder ``run_dir``, or None."""
-        with self._connect() as conn:
+        with self._reading() as conn:
             return _row_for_folder(conn, str(Path(run_dir).resolve()))
 
     def reindex(self, skip=None) -> builtins.list[int]:
@@ -330,6 +372,8 @@ class History:
         matches it, and no row (a run whose recording failed or was cut short: the folder is the source of truth),
         and every run into OUT.onnx that finished while the history was busy (:func:`defer_run`); ``skip(folder)``
         leaves out folders still being written. Returns the new run ids."""
+        if self.read_only is not None:  # nothing can be added until space is freed
+            return []
         added = self._add_deferred()
         artifacts = self.db_path.parent / "artifacts"
         if not artifacts.is_dir():
@@ -383,7 +427,7 @@ class History:
 
     def get(self, run_id: int) -> Artifact:
         """One run by id; ``HistoryError`` when there is none or it cannot be read."""
-        with self._connect() as conn:
+        with self._reading() as conn:
             row = conn.execute("SELECT * FROM runs WHERE id = ?", (int(run_id),)).fetchone()
         if row is None:
             raise HistoryError(f"No run with id {run_id} in the history.")
@@ -393,9 +437,19 @@ class History:
         return run
 
     def delete(self, run_id: int) -> bool:
-        """Forget a run (its files stay where they are). Returns whether a row was removed."""
-        with self._connect() as conn:
-            return conn.execute("DELETE FROM runs WHERE id = ?", (int(run_id),)).rowcount > 0
+        """Forget a run (its files stay where they are). Returns whether a row was removed. On a full disk
+        (SQLite needs room for its -wal and -shm files) ``HistoryError`` says so: free space first (deleting a
+        run's folder does, see ``Workspace.delete_run``)."""
+        try:
+            with self._connect() as conn:
+                removed = conn.execute("DELETE FROM runs WHERE id = ?", (int(run_id),)).rowcount > 0
+        except sqlite3.DatabaseError as exc:
+            full = self._writing_failed(exc)
+            if full is None:
+                raise
+            raise full from None
+        self.read_only = None  # it could write: the disk has room again
+        return removed
 
     # -- benchmarks ------------------------------------------------------------------------------------
     def add_benchmark(self, variants: Sequence[Any], config: Any, summaries: Sequence[Any],
@@ -411,10 +465,16 @@ class History:
             summaries=[s if isinstance(s, LatencySummary) else LatencySummary.from_dict(s) for s in summaries],
             origin=origin, machine=machine,
         )
-        with self._connect() as conn:
-            cur = conn.execute("INSERT INTO benchmarks (created_at, benchmark_json) VALUES (?, ?)",
-                               (record.created_at, dumps(_benchmark_plain(record))))
-            return int(cur.lastrowid or 0)
+        try:
+            with self._connect() as conn:
+                cur = conn.execute("INSERT INTO benchmarks (created_at, benchmark_json) VALUES (?, ?)",
+                                   (record.created_at, dumps(_benchmark_plain(record))))
+                return int(cur.lastrowid or 0)
+        except sqlite3.DatabaseError as exc:
+            full = self._writing_failed(exc)
+            if full is None:
+                raise
+            raise full from None
 
     def list_benchmarks(self, limit: int | None = None) -> builtins.list[BenchmarkRecord | UnreadableBenchmark]:
         """All benchmarks, newest first; rows that cannot be decoded come as :class:`UnreadableBenchmark`."""
@@ -423,9 +483,15 @@ class History:
     def delete_benchmark(self, bench_id: int) -> bool:
         """Forget a benchmark, and delete its ORT profiles kept in the workspace (``profiles/``). Returns whether
         a row was removed."""
-        with self._connect() as conn:
-            row = conn.execute("SELECT * FROM benchmarks WHERE id = ?", (int(bench_id),)).fetchone()
-            removed = conn.execute("DELETE FROM benchmarks WHERE id = ?", (int(bench_id),)).rowcount > 0
+        try:
+            with self._connect() as conn:
+                row = conn.execute("SELECT * FROM benchmarks WHERE id = ?", (int(bench_id),)).fetchone()
+                removed = conn.execute("DELETE FROM benchmarks WHERE id = ?", (int(bench_id),)).rowcount > 0
+        except sqlite3.DatabaseError as exc:
+            full = self._writing_failed(exc)
+            if full is None:
+                raise
+            raise full from None
         record = _benchmark(row) if row is not None else None
         if isinstance(record, BenchmarkRecord):
             _remove_profiles(self.db_path.parent / "profiles", record.summaries)
@@ -437,7 +503,7 @@ class History:
         if limit is not None:
             sql += " LIMIT ?"
             params = (int(limit),)
-        with self._connect() as conn:
+        with self._reading() as conn:
             return conn.execute(sql, params).fetchall()
 
 
@@ -464,6 +530,17 @@ def _unusable(path: Path) -> str | None:
     if not os.access(path, os.R_OK | os.W_OK):
         return "this user may not read and write it: permission denied"
     return None
+
+
+FULL_BELOW_BYTES = 1 << 20  # free bytes under which a history that cannot be opened is taken to be on a full disk
+
+
+def full_disk_message(folder: Path) -> str:
+    """The one line for a history on a full disk: it can be read, not changed, and what frees space."""
+    free = free_bytes(folder)
+    return (f"The workspace disk is full ({format_bytes(free) if free is not None else 'no space'} free at {folder}'s "
+            "volume): the run history can be read but not changed. Delete runs on the app's History page (each "
+            "deletes its files) or remove other files on that disk.")
 
 
 def busy_message(db_path: Path) -> str:

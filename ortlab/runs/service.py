@@ -707,13 +707,18 @@ def startup(workspace=None) -> list[OrtlabError]:
 
     ws = workspace if workspace is not None else Workspace()
     outputs.clean_stale(ws)
+    read_only = None
     try:
-        added = ws.history().reindex(skip=outputs.owner_alive)
+        hist = ws.history()
+        read_only = hist.read_only
+        added = hist.reindex(skip=outputs.owner_alive)
     except HistoryError as exc:  # unusable and not even movable aside: said, and runs go on unrecorded
         return [*history.take_notices(), exc]
     except (OrtlabError, OSError, sqlite3.Error):
         added = []  # the folders stay; the next start tries again
     notices: list[OrtlabError] = list(history.take_notices())
+    if read_only is not None:  # a full disk: the history is listed, and the line says what frees space
+        notices.append(HistoryError(read_only))
     if added:
         n = len(added)
         notices.append(OrtlabError(

@@ -133,9 +133,10 @@ DOWNLOADS = {"⬇ Model (QDQ, portable)": "model", "⬇ ORT-only model": "model"
              "⬇ CLI line": "cli", "⬇ HTML report": "report"}
 
 
-def download_everything(page, run_dir: Path) -> dict[str, bytes]:
+def download_everything(page, run_dir: Path, urls: list[str] | None = None) -> dict[str, bytes]:
     """Click every download button of the History run shown (``run_dir``: that run's folder in the signed-in
-    user's workspace) and check each file: the models are the run's own ONNX files, byte for byte."""
+    user's workspace) and check each file: the models are the run's own ONNX files, byte for byte. ``urls``
+    receives the address each file came from."""
     import onnx
 
     from ortlab.settings.config import Recipe
@@ -157,6 +158,8 @@ def download_everything(page, run_dir: Path) -> dict[str, bytes]:
             buttons[name].click()
         download = info.value
         assert download.failure() is None, (name, download.failure())
+        if urls is not None:
+            urls.append(download.url)
         data = Path(download.path()).read_bytes()
         assert data, f"{name}: empty download"
         assert download.suggested_filename.startswith(f"run{run_id}_"), (name, download.suggested_filename)
@@ -209,8 +212,9 @@ def test_sign_in_gives_each_user_a_private_workspace(shared_app, browser, screen
     a_text = a.locator("body").inner_text()
     # Every download of A's run, signed in: built in A's session from A's workspace.
     (run_folder,) = (home / "users" / user_key(issuer, "alice") / "artifacts").iterdir()
-    files = download_everything(a, run_folder)
-    assert len(files) == len(DOWNLOADS)
+    urls: list[str] = []
+    files = download_everything(a, run_folder, urls)
+    assert len(files) == len(DOWNLOADS) and len(urls) == len(DOWNLOADS)
 
     # User B, in another browser context, sees none of it: empty History, nothing to load or compare.
     b = new_page(browser, requests)
@@ -226,6 +230,15 @@ def test_sign_in_gives_each_user_a_private_workspace(shared_app, browser, screen
     assert run_dir not in b_text and "alice" not in b_text and "bob" in b_text
     assert "alice" in a_text
     assert run_count(home, key_b) == 0
+    # Every download link of A's expired with its click (the recipe's answered 200 to B and to anyone minutes
+    # later, when it was handed over as bytes): B and an anonymous request get none of them.
+    for url in urls:
+        assert b.context.request.get(url).status == 404, url
+        anonymous = b.context.browser.new_context()
+        try:
+            assert anonymous.request.get(url).status == 404, url
+        finally:
+            anonymous.close()
     assert sorted(p.name for p in (home / "users").iterdir()) == sorted([key_a, key_b])
     # Nothing was written to the shared top-level workspace, not even the Netron viewer's files (in the cache).
     assert sorted(p.name for p in home.iterdir()) == ["users"]
