@@ -120,7 +120,13 @@ else:
     st.markdown("#### Input shapes")  # full width: symbolic shapes ("[batch, 3, height, width]") are long
     with engine_errors("Working out the input shapes"):
         spec_rows = actions.spec_rows(actions.input_specs(info))
-        st.dataframe(spec_rows, hide_index=True, width="stretch", column_config=cards.spec_columns(spec_rows))
+        # where each dim came from is a sentence per input under the table: as a column it ran past the page
+        # ("axis 0 (batch): batch, axis 2 (height): unre…") and the table scrolled sideways
+        shown = [{k: v for k, v in r.items() if k != "from"} for r in spec_rows]
+        st.dataframe(shown, hide_index=True, width="stretch", column_config=cards.spec_columns(shown))
+        for r in spec_rows:
+            if r["from"] != "model":
+                st.caption(f"{md(r['input'])}: {md(r['from'])}.")
         st.caption("Dims the model leaves open are set on the Data page (or with --shape in the CLI).")
     st.markdown("#### Graph")
     if st.toggle("Show the graph in Netron", value=True, key="model_netron"):

@@ -31,6 +31,8 @@ class QuantCoverage:
     quantized: dict[str, int] = field(default_factory=dict)
     candidates: dict[str, int] = field(default_factory=dict)
     in_subgraphs: int = 0
+    # op type → candidate nodes the quantizer folded away (a Relu after a Conv: the int8 Conv's range clips it)
+    folded: dict[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -52,7 +54,8 @@ class QuantCoverage:
         """"MatMul 16/16, Gemm 0/2 (4 in subgraphs)" or "nothing quantized"."""
         if not self.rows():
             return "nothing quantized"
-        text = ", ".join(f"{op} {q}/{n}" for op, q, n in self.rows())
+        text = ", ".join(f"{op} {q}/{n}" + (f" ({self.folded[op]} folded away)" if self.folded.get(op) else "")
+                         for op, q, n in self.rows())
         if not self.total:
             text = f"nothing quantized ({text})"
         return text + (f" ({self.in_subgraphs} in subgraphs)" if self.in_subgraphs else "")
@@ -99,4 +102,7 @@ def quant_coverage(model: Any, targets: Iterable[str] | None = None, source: Any
         candidates.update(quantized)
     if wanted is not None:
         candidates = Counter({op: n for op, n in candidates.items() if op in wanted or op in quantized})
-    return QuantCoverage(dict(quantized), dict(candidates), int(in_sub))
+    left = Counter(at.node.op_type for at in nodes)
+    folded = {op: n - quantized.get(op, 0) - left.get(op, 0) for op, n in candidates.items()
+              if source is not None and n - quantized.get(op, 0) - left.get(op, 0) > 0}
+    return QuantCoverage(dict(quantized), dict(candidates), int(in_sub), folded)

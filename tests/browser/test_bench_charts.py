@@ -74,7 +74,7 @@ def test_latency_panels_texts_never_overprint_and_whiskers_stay_on_the_axis(tmp_
     clashes = [(a["text"], b["text"]) for i, a in enumerate(texts) for b in texts[i + 1:] if _overlap(a["box"], b["box"])]
     assert clashes == [], clashes
     assert all(_inside_one(w, plots) for w in whiskers), (whiskers, plots)
-    labels = [t for t in texts if t["text"] in {f"{r[2]:.3g}" for r in ROWS}]
+    labels = [t for t in texts if t["text"] in {f"{float(f'{r[2]:.3g}'):g} ms" for r in ROWS}]  # "0.586 ms"
     assert len(labels) == len(ROWS), texts
     small = [(t["text"], round(t["height"], 1)) for t in labels if t["height"] < 12]  # 14 px text is ~16 px tall
     assert small == [], small

@@ -462,3 +462,29 @@ def test_histogram_calibration_streams_one_batch_at_a_time(tmp_path, method):
         lo2, hi2 = (float(np.asarray(v)) for v in ranges_ours.data[name].range_value)
         width = max(abs(lo), abs(hi)) + 1e-6
         assert abs(lo - lo2) <= tol * width and abs(hi - hi2) <= tol * width, name
+
+
+def test_coverage_says_which_nodes_the_quantizer_folded_away():
+    """Issue 38 (10): "Relu 0/7" read like a failure where the quantizer had folded every Relu into the int8 Conv
+    before it (its range clips at 0): coverage counts the nodes of an op that are gone from the quantized graph."""
+    from ortlab.transforms.coverage import quant_coverage
+
+    w = numpy_helper.from_array(np.ones((2, 1, 1, 1), np.float32), "w")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 4])
+    source = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Relu", ["c"], ["y"], name="relu")],
+        "src", [x], [y], [w]))
+    s = numpy_helper.from_array(np.array(0.1, np.float32), "s")
+    z = numpy_helper.from_array(np.array(0, np.int8), "z")
+    wq = numpy_helper.from_array(np.ones((2, 1, 1, 1), np.int8), "wq")
+    quantized = helper.make_model(helper.make_graph(
+        [helper.make_node("DequantizeLinear", ["wq", "s", "z"], ["w"]),
+         helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+         helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+         helper.make_node("Conv", ["xd", "w"], ["y"], name="conv")], "q", [x], [y], [s, z, wq]))
+    cov = quant_coverage(quantized, ["Conv", "Relu"], source)
+    assert cov.quantized == {"Conv": 1} and cov.candidates == {"Conv": 1, "Relu": 1} and cov.folded == {"Relu": 1}
+    assert cov.summary() == "Conv 1/1, Relu 0/1 (1 folded away)"
+    kept = quant_coverage(source, ["Conv", "Relu"], source)  # nothing quantized, nothing folded
+    assert kept.folded == {} and kept.summary() == "nothing quantized (Conv 0/1, Relu 0/1)"

@@ -165,7 +165,7 @@ def io_columns(rows: list[dict] | None = None) -> dict:
 def spec_columns(rows: list[dict]) -> dict:
     """Column configs of the input-shapes table: the shapes and their sources are never cut."""
     return {c: st.column_config.TextColumn(c, width=text_width(rows, c))
-            for c in ("model shape", "shape used", "from")}
+            for c in ("model shape", "shape used", "from") if any(c in r for r in rows)}
 
 
 def eval_cards(ev: EvalReport, ref_name: str, cand_name: str, verdict: Verdict | None = None,
