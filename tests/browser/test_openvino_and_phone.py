@@ -97,6 +97,13 @@ def layout_clashes(page) -> list[str]:
 VARIANT_TRACE = re.compile(r"^(?P<variant>.+?)(?P<ov> · OpenVINO(?: bf16)?)?(?P<batch> · batch \d+)?(?P<runs> · runs)?$")
 
 
+def openvino_bf16_here() -> bool:
+    """The benchmark adds the baseline compiled in bf16 where the CPU ortlab sees ($ORTLAB_CPU may set it) has bf16."""
+    from ortlab.runtime import hardware, openvino
+
+    return openvino.bf16_supported(hardware.detect())
+
+
 def test_a_a_benchmark_with_openvino_keeps_one_colour_per_variant(demo):
     if importlib.util.find_spec("openvino") is None:  # requirements-dev.txt has it: under CI that is a failure
         (pytest.fail if os.environ.get("CI") else pytest.skip)("the openvino package is not installed")
@@ -134,15 +141,19 @@ def test_a_a_benchmark_with_openvino_keeps_one_colour_per_variant(demo):
             assert m and m["variant"] in variants, f"chart {k}: a trace of no chosen variant: {t['name']!r}"
             colour[m["variant"]].add(t["color"])
             hover.append((k, i, m["variant"] + (m["ov"] or "")))
-            key = (m["variant"], m["batch"], bool(m["runs"]), bool(m["ov"]))
+            key = (m["variant"], m["batch"], bool(m["runs"]), m["ov"] or "")
             style[key] = (t["type"], t["mode"], t["dash"], t["symbol"], t["pattern"])
         for v in variants:  # each variant ran under both runtimes, told apart by how they are drawn
             ort = {k2: s for k2, s in style.items() if k2[0] == v and not k2[3]}
             assert ort, f"chart {k}: no ONNX Runtime trace of {v!r}"
             for k2, s in ort.items():
-                twin = style.get((*k2[:3], True))
+                twin = style.get((*k2[:3], " · OpenVINO"))
                 assert twin is not None, f"chart {k}: no OpenVINO trace beside {k2}"
                 assert twin != s, f"chart {k}: {v!r} under OpenVINO is drawn exactly like under ORT: {s}"
+                bf16 = style.get((*k2[:3], " · OpenVINO bf16"))  # the baseline, where the CPU ortlab sees has bf16
+                assert bf16 is None or bf16 not in (s, twin), f"chart {k}: {v!r}'s bf16 row is drawn like another"
+        bf16_rows = {k2[0] for k2 in style if k2[3] == " · OpenVINO bf16"}
+        assert len(bf16_rows) == int(openvino_bf16_here()), (k, bf16_rows)
     assert all(len(c) == 1 for c in colour.values()), f"a variant in several colours: {colour}"
     firsts = [next(iter(c)) for c in colour.values()]
     assert len(set(firsts)) == len(firsts), f"variants share a colour: {colour}"

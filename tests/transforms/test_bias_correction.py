@@ -28,7 +28,7 @@ from ortlab.data.samples import load_manifest
 from ortlab.model.inspect import inspect_model
 from ortlab.runs.pipeline import plan, run_recipe
 from ortlab.runs.prepare import BIAS_CORRECTION_SKIPPED
-from ortlab.runtime.hardware import advise, detect
+from ortlab.runtime.hardware import advise, real_cpu
 from ortlab.settings.config import (Precision, QuantConfig, QuantFormat, QuantMode, Recipe, errors_of,
                                     recipe_cli_line, validate_recipe)
 from ortlab.transforms.bias_correction import STAGE, correct_biases, correct_model, held_back_indices
@@ -52,7 +52,7 @@ def built(tmp_path_factory):
     cal = s.calibration_data()
     pre = tmp / "pre.onnx"
     preprocess_for_quantization(s.model_path, pre)
-    q = QuantConfig(reduce_range=advise(detect()).reduce_range)  # accurate int8 on any x86 CPU (no VNNI: 7-bit)
+    q = QuantConfig(reduce_range=advise(real_cpu()).reduce_range)  # accurate int8 on this CPU (no VNNI: 7-bit)
     calibrate_model(pre, q, CalibrationReader(cal, s.preprocess, info.inputs), tmp / "cal.json")
     quantize_calibrated_model(pre, tmp / "qdq.onnx", q, tmp / "cal.json")
     feeds = [batch_inputs(cal, [i], s.preprocess, info.inputs) for i in range(len(cal))]

@@ -37,6 +37,20 @@ def test_runs_under_openvino_are_diamonds_in_the_variants_colour_and_every_hover
     assert ort.marker.color == ov.marker.color and ort.marker.symbol != ov.marker.symbol
     assert all(t.hovertemplate.endswith("</extra>") and "<extra></extra>" not in t.hovertemplate for t in fig.data)
 
+def test_the_bf16_openvino_row_shares_its_variants_colour_and_is_drawn_unlike_both_other_runtimes():
+    """On a CPU with bf16 the benchmark adds "original · OpenVINO bf16": it took a colour of its own and was drawn
+    as an ONNX Runtime series (dots, plain bars), like a variant nobody chose."""
+    ids = ["original", "original · OpenVINO", "original · OpenVINO bf16"]
+    colors = charts.variant_colors(ids)
+    assert len({colors[i] for i in ids}) == 1 and charts.base_variant(ids[2]) == "original"
+    bars = [t for t in charts.latency_panels([_s(i, 1.0, 1.2, 1.5) for i in ids], {}, colors).data if t.type == "bar"]
+    assert [b.marker.pattern.shape for b in bars] == ["", "/", "x"]
+    names = {f"{i}@1": f"{i} · batch 1" for i in ids}
+    fig = charts.latency_lines({sid: [1.0, 1.1, 0.9] for sid in names}, names, colors)
+    runs = [t for t in fig.data if t.mode == "markers"]
+    assert [t.marker.symbol for t in runs] == ["circle", "diamond", "square"]
+
+
 def test_a_long_p99_stays_on_the_axis_and_every_p50_is_written_under_its_bar():
     fig = charts.latency_panels([_s("a", 1.0, 1.2, 40.0), _s("b", 2.0, 2.2, 2.5)], {}, {"a": "#000", "b": "#111"})
     top = fig.layout.yaxis.range[1]

@@ -18,6 +18,7 @@ TEMPLATE = "plotly_white"
 
 
 OPENVINO_SUFFIX = " · OpenVINO"  # the service's id of a variant timed again under OpenVINO
+OPENVINO_BF16_SUFFIX = " · OpenVINO bf16"  # … and of the baseline compiled in bf16, where the CPU has bf16
 
 
 def plain(value: object) -> str:
@@ -28,12 +29,24 @@ def plain(value: object) -> str:
 
 
 def base_variant(vid: str) -> str:
-    """The variant a timed series belongs to (its OpenVINO twin shares its colour)."""
-    return vid[: -len(OPENVINO_SUFFIX)] if vid.endswith(OPENVINO_SUFFIX) else vid
+    """The variant a timed series belongs to (its OpenVINO twins, f32 and bf16, share its colour)."""
+    for suffix in (OPENVINO_SUFFIX, OPENVINO_BF16_SUFFIX):
+        if vid.endswith(suffix):
+            return vid[: -len(suffix)]
+    return vid
 
 
 def is_openvino(vid: str) -> bool:
-    return vid.endswith(OPENVINO_SUFFIX)
+    return vid.endswith((OPENVINO_SUFFIX, OPENVINO_BF16_SUFFIX))
+
+
+def _is_bf16(vid: str) -> bool:
+    return vid.endswith(OPENVINO_BF16_SUFFIX)
+
+
+def bar_pattern(vid: str) -> str:
+    """A bar's fill pattern: none under ONNX Runtime, "/" under OpenVINO f32, "x" under OpenVINO bf16."""
+    return "x" if _is_bf16(vid) else "/" if is_openvino(vid) else ""
 
 
 def variant_colors(variant_ids: Sequence[str], known: dict[str, str] | None = None) -> dict[str, str]:
@@ -218,15 +231,17 @@ def latency_lines(series: dict[str, list[float]], names: dict[str, str], colors:
         idx = downsample_indices(v.size, cap)
         x = (idx + 1).tolist()
         ov = is_openvino(vid)
-        # a run under OpenVINO is a small diamond, under ORT a dot: one colour per variant, the runtime by shape
+        shape = "square" if _is_bf16(vid) else "diamond"  # OpenVINO bf16 / f32
+        # a run under OpenVINO is a small diamond (a square in bf16), under ORT a dot: one colour per variant, the
+        # runtime by shape
         fig.add_scatter(x=x, y=v[idx].tolist(), mode="markers", name=f"{name} · runs", legendgroup=sid,
                         showlegend=False, marker=dict(color=color, size=5 if ov else 4, opacity=0.25,
-                                                      symbol="diamond" if ov else "circle"),
+                                                      symbol=shape if ov else "circle"),
                         hovertemplate="run %{x}: %{y:.3f} ms<extra>%{fullData.name}</extra>",
                         meta={"runs": int(v.size)}, visible=visible)
         fig.add_scatter(x=x, y=rolling_median(v, window, idx).tolist(), mode="lines+markers" if ov else "lines",
                         name=name, legendgroup=sid, line=dict(color=color, width=3 if ov else 4, dash=dash),
-                        marker=dict(symbol="diamond-open", size=9, maxdisplayed=14, color=color) if ov else None,
+                        marker=dict(symbol=f"{shape}-open", size=9, maxdisplayed=14, color=color) if ov else None,
                         hovertemplate=f"run %{{x}}: median of {window} %{{y:.3f}} ms<extra>{name}</extra>",
                         meta={"runs": int(v.size)}, visible=visible)
     fig.update_layout(xaxis_title="run", yaxis=dict(type="log", title="ms (log)", tickformat="~g"),
@@ -274,7 +289,7 @@ def latency_panels(summaries, names: dict[str, str], colors: dict[str, str],
             name = plain(names.get(s.variant, s.variant))
             color = colors.get(s.variant, PALETTE[0])
             fig.add_bar(x=[name], y=[s.p50], name=name, legendgroup=s.variant, showlegend=s.variant not in shown,
-                        marker_color=color, marker_pattern_shape="/" if is_openvino(s.variant) else "",
+                        marker_color=color, marker_pattern_shape=bar_pattern(s.variant),
                         error_y=dict(type="data", symmetric=False, array=[max(0.0, s.p99 - s.p50)],
                                      arrayminus=[0.0], thickness=2, width=8, color="#333"),
                         customdata=[[s.p90, s.p99]],
@@ -303,7 +318,7 @@ def throughput_panels(summaries, names: dict[str, str], colors: dict[str, str],
             name = plain(names.get(s.variant, s.variant))
             fig.add_bar(x=[name], y=[s.throughput_per_s], name=name, legendgroup=s.variant,
                         showlegend=s.variant not in shown, marker_color=colors.get(s.variant, PALETTE[0]),
-                        marker_pattern_shape="/" if is_openvino(s.variant) else "",
+                        marker_pattern_shape=bar_pattern(s.variant),
                         text=[_ms(s.throughput_per_s)], textposition="auto",
                         hovertemplate=f"{name} · batch {b}<br>%{{y:,.1f}} samples/s<extra></extra>", row=1, col=col)
             shown.add(s.variant)
