@@ -656,6 +656,12 @@ class Tuner:
         accepted = [t for t in done if t.accepted and not slower_than_source(t)]
         usable = [t for t in done if not t.broken and not slower_than_source(t)]
         best, accepted, rec = self._choose(done, accepted, usable)
+        claim = (claim_of(rec, best, self._claim_bar(best), self.evidence.get(best.index))
+                 if rec is not None and best is not None else None)
+        if claim is not None and best is not None and claim.word == "below the bar" and accepted:
+            accepted = []  # the samples it was not chosen on say it misses the bar: never recommended "ok"
+            self.notes.append(f"Not recommended: on the samples it was not chosen on, {best.label}'s "
+                              f"{best.task_measure} interval lies below the bar; it is written as the closest.")
         self._mark_pareto()
         self.notes += self.trial_runner.retried
         slow = [t for t in done if slower_than_source(t)]
@@ -689,8 +695,6 @@ class Tuner:
         pol = self.verdict_policy
         bar = getattr(self.policy, "bar_text", None)
         baseline = dict(best.baseline_ms) if best is not None else {}
-        claim = (claim_of(rec, best, self._claim_bar(best), self.evidence.get(best.index))
-                 if rec is not None and best is not None else None)
         if claim is not None and best is not None:
             held_out = rec is not None and rec.chosen_on.startswith("chosen on")
             sentence += (f" On the {claim.evidence} it was {'not ' if held_out else ''}chosen on"

@@ -324,3 +324,27 @@ def test_the_size_objective_prefers_a_smaller_candidate_and_says_smaller():
     rec = recommend(default, [default, gather], "size", 24)
     assert rec.pick == 2 and "not worse and smaller" in rec.reason and "faster" not in rec.reason
     assert rec.chosen_on == "fewer than 30 samples: none held out"
+
+
+def test_a_pick_whose_held_out_interval_lies_below_the_bar_is_never_recommended(tmp_path):
+    from ortlab.runs.tune import Tuner, TuneSettings
+    from ortlab.runs.tune_policy import CLOSEST_DIR, Trial, verdict_policy
+    from ortlab.runs.runspec import DataRef
+    from ortlab.settings.config import Precision, Recipe
+
+    tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
+                  out_dir=tmp_path / "out", settings=TuneSettings(budget_s=60, exclusion_steps=0))
+    tuner._retime = lambda trials: None  # type: ignore[method-assign]
+    # every detection of the 200 samples chosen on is found, 13 of the 100 held out are missed: 0.957 on all 300
+    matched = [0 if i % 3 == 2 and i < 39 else 1 for i in range(300)]
+    t = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8, name="int8 static"))
+    tuner._judge(t, _boxes_report(matched), None)
+    t.speed, t.relative_latency, t.cost = [_speed(2.0)], 0.5, 0.5
+    t.model_path = str(tmp_path / "m1.onnx")
+    (tmp_path / "m1.onnx").write_bytes(b"int8")
+    tuner.trials_done.append(t)
+    assert t.accepted and t.task_value == 1.0  # the verdict (all 300) says ok; the choosing part is perfect
+    r = tuner._finish()
+    assert r.claim_word == "below the bar" and r.claim_high is not None and r.claim_high < 0.95
+    assert not r.accepted and r.written == str(tmp_path / "out" / CLOSEST_DIR / "model.onnx")
+    assert any(n.startswith("Not recommended: on the samples it was not chosen on") for n in r.notes)
