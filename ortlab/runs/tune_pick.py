@@ -91,9 +91,11 @@ def decide(done: Sequence[Trial], evidence: Mapping[int, SampleEvidence | None],
         t = next(x for x in done if x.index == comp.index)
         t.vs_default = comp.reason(measure)
     default.vs_default = "the default: the baseline every candidate is compared with"
+    why = ("not compared: broken, or slower than the fp32 source" if base.usable else
+           "not compared: the default (trial 1) is broken or ran slower than the fp32 source")
     for t in done:
         if not t.vs_default:
-            t.vs_default = "not compared: broken, or slower than the fp32 source"
+            t.vs_default = why
     return rec
 
 

@@ -348,3 +348,15 @@ def test_a_pick_whose_held_out_interval_lies_below_the_bar_is_never_recommended(
     assert r.claim_word == "below the bar" and r.claim_high is not None and r.claim_high < 0.95
     assert not r.accepted and r.written == str(tmp_path / "out" / CLOSEST_DIR / "model.onnx")
     assert any(n.startswith("Not recommended: on the samples it was not chosen on") for n in r.notes)
+
+
+def test_a_default_slower_than_fp32_leaves_the_choice_to_the_search_and_says_why(tmp_path):
+    from ortlab.runs.tune_pick import decide
+    from ortlab.runs.tune_policy import Trial
+    from ortlab.settings.config import Recipe
+
+    a, b = Trial(1, "int8 static", "search", Recipe()), Trial(2, "fp32 opt all", "search", Recipe())
+    ev = _flags([1.0] * 40)
+    rec = decide([a, b], {1: ev, 2: ev}, lambda t: t.index != 1, "latency")  # the default timed slower than fp32
+    assert rec is not None and rec.pick is None
+    assert b.vs_default == "not compared: the default (trial 1) is broken or ran slower than the fp32 source"
