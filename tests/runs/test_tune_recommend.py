@@ -360,3 +360,23 @@ def test_a_default_slower_than_fp32_leaves_the_choice_to_the_search_and_says_why
     rec = decide([a, b], {1: ev, 2: ev}, lambda t: t.index != 1, "latency")  # the default timed slower than fp32
     assert rec is not None and rec.pick is None
     assert b.vs_default == "not compared: the default (trial 1) is broken or ran slower than the fp32 source"
+
+
+def test_a_pick_made_without_the_default_is_stated_on_held_out_samples_too(tmp_path):
+    from ortlab.runs.tune import Tuner, TuneSettings
+    from ortlab.runs.tune_policy import Trial, verdict_policy
+    from ortlab.runs.runspec import DataRef
+    from ortlab.settings.config import Precision, Recipe
+
+    tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
+                  settings=TuneSettings(budget_s=60, exclusion_steps=0))
+    tuner._retime = lambda trials: None  # type: ignore[method-assign]
+    for i, speedup in ((1, 0.8), (2, 1.5)):  # the default runs slower than fp32: it is no baseline
+        t = Trial(i, f"t{i}", "search", Recipe(precision=Precision.INT8, name=f"t{i}"))
+        tuner._judge(t, _boxes_report([1] * 300), None)
+        t.speed, t.relative_latency, t.cost = [_speed(speedup)], 1 / speedup, 1 / speedup
+        tuner.trials_done.append(t)
+    r = tuner._finish()
+    assert r.best is not None and r.best.index == 2 and r.baseline_index is None  # no baseline to compare with
+    assert r.claim is not None and r.claim_evidence == "100 reference detections in 100 samples"
+    assert "it was not chosen on (chosen on 200 samples, confirmed on 100 held out)" in r.sentence
