@@ -656,6 +656,11 @@ class Tuner:
         accepted = [t for t in done if t.accepted and not slower_than_source(t)]
         usable = [t for t in done if not t.broken and not slower_than_source(t)]
         best, accepted, rec = self._choose(done, accepted, usable)
+        claim = claim_of(best, self._claim_bar(best), self.evidence.get(best.index)) if best is not None else None
+        if claim is not None and best is not None and claim.word == "below the bar" and accepted:
+            accepted = []  # the samples it was not chosen on say it misses the bar: never recommended "ok"
+            self.notes.append(f"Not recommended: on the samples it was not chosen on, {best.label}'s "
+                              f"{best.task_measure} interval lies below the bar; it is written as the closest.")
         self._mark_pareto()
         self.notes += self.trial_runner.retried
         slow = [t for t in done if slower_than_source(t)]
@@ -689,12 +694,10 @@ class Tuner:
         pol = self.verdict_policy
         bar = getattr(self.policy, "bar_text", None)
         baseline = dict(best.baseline_ms) if best is not None else {}
-        claim = (claim_of(rec, best, self._claim_bar(best), self.evidence.get(best.index))
-                 if rec is not None and best is not None else None)
         if claim is not None and best is not None:
-            held_out = rec is not None and rec.chosen_on.startswith("chosen on")
+            held_out = claim.chosen_on.startswith("chosen on")
             sentence += (f" On the {claim.evidence} it was {'not ' if held_out else ''}chosen on"
-                         f" ({rec.chosen_on if rec else ''}): "
+                         f" ({claim.chosen_on}): "
                          f"{best.task_measure} {claim.value:.3f} (95% interval {claim.low:.3f}–{claim.high:.3f})"
                          f"{_against(claim.bar)}: {claim.text()}.")
         result = TuneResult(
@@ -704,9 +707,9 @@ class Tuner:
             (m.summary() if (m := self.trial_runner.timing_machine) is not None else detect().summary()),
             list(s.batch_sizes), baseline, list(self.trials_done),
             best, bool(accepted), sentence, line, self.elapsed, self._cancel, list(self.notes), written, hint)
-        if claim is not None and rec is not None:
+        if claim is not None:
             result.claim, result.claim_low, result.claim_high = claim.value, claim.low, claim.high
-            result.claim_evidence, result.claim_word, result.chosen_on = claim.evidence, claim.word, rec.chosen_on
+            result.claim_evidence, result.claim_word, result.chosen_on = claim.evidence, claim.word, claim.chosen_on
             result.claim_settle = claim.settle
         result.baseline_index = 1 if rec is not None else None
         result.cpu_seconds = None if self.settings.ray else self.cpu_used  # a cluster's CPU is elsewhere

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_policy import Trial
 from ortlab.runs.tune_recommend import (
-    Candidate, Recommendation, Timing, bar_word, interval, paired_difference, recommend, settle_bar, split,
+    MIN_SPLIT_SAMPLES, Candidate, Recommendation, Timing, bar_word, interval, paired_difference, recommend, settle_bar,
+    split,
 )
 
 __all__ = ["Claim", "candidate_of", "claim_of", "decide", "set_choosing_measure", "step_gain"]
@@ -53,26 +54,34 @@ class Claim:
     word: str
     bar: float | None
     settle: int | None = None  # on the edge: about how many evaluation samples would settle it
+    chosen_on: str = ""  # "chosen on 200 samples, confirmed on 100 held out"
 
     def text(self) -> str:
         more = f"; about {self.settle:,} evaluation samples would settle it" if self.settle else ""
         return f"{self.word}{more}"
 
 
-def claim_of(rec: Recommendation, pick: Trial, bar: float | None,
-             pick_evidence: SampleEvidence | None = None) -> Claim | None:
-    """The recommendation's held-out claim, worded against ``bar`` (:func:`bar_word`); a verdict "on the edge"
-    (its own interval over all samples reaches across one of its bars) is never worded "ok"."""
-    if rec.confirm is None:
+def claim_of(pick: Trial, bar: float | None, ev: SampleEvidence | None) -> Claim | None:
+    """The pick's measure on the samples it was not chosen on (the held-out part of :func:`split`; all samples when
+    too few to hold any out), with its interval, worded against ``bar`` (:func:`bar_word`); a verdict "on the edge"
+    (its own interval over all samples reaches across one of its bars) is never worded "ok". None without a
+    per-sample record."""
+    if ev is None or not len(ev):
         return None
-    word = bar_word(rec.confirm, bar)
+    choose, confirm = split(len(ev))
+    got = interval(ev, confirm or None)
+    if got is None:
+        return None
+    part = ev.subset(confirm) if confirm else ev
+    word = bar_word(got, bar)
     if word == "ok" and pick.edge:
         word = "on the edge"
     settle = None
-    if word == "on the edge" and bar is not None and rec.confirm.low < bar <= rec.confirm.high:
-        total = len(pick_evidence) if pick_evidence is not None else rec.claim_samples
-        settle = settle_bar(rec.confirm, bar, rec.claim_samples, max(total, rec.claim_samples))
-    return Claim(rec.confirm.value, rec.confirm.low, rec.confirm.high, rec.confirm_evidence, word, bar, settle)
+    if word == "on the edge" and bar is not None and got.low < bar <= got.high:
+        settle = settle_bar(got, bar, len(part), len(ev))
+    chosen_on = (f"chosen on {len(choose)} samples, confirmed on {len(confirm)} held out" if confirm else
+                 f"fewer than {MIN_SPLIT_SAMPLES} samples: none held out")
+    return Claim(got.value, got.low, got.high, part.text(), word, bar, settle, chosen_on)
 
 
 def decide(done: Sequence[Trial], evidence: Mapping[int, SampleEvidence | None], usable: Callable[[Trial], bool],
@@ -91,9 +100,11 @@ def decide(done: Sequence[Trial], evidence: Mapping[int, SampleEvidence | None],
         t = next(x for x in done if x.index == comp.index)
         t.vs_default = comp.reason(measure)
     default.vs_default = "the default: the baseline every candidate is compared with"
+    why = ("not compared: broken, or slower than the fp32 source" if base.usable else
+           "not compared: the default (trial 1) is broken or ran slower than the fp32 source")
     for t in done:
         if not t.vs_default:
-            t.vs_default = "not compared: broken, or slower than the fp32 source"
+            t.vs_default = why
     return rec
 
 

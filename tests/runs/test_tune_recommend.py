@@ -324,3 +324,59 @@ def test_the_size_objective_prefers_a_smaller_candidate_and_says_smaller():
     rec = recommend(default, [default, gather], "size", 24)
     assert rec.pick == 2 and "not worse and smaller" in rec.reason and "faster" not in rec.reason
     assert rec.chosen_on == "fewer than 30 samples: none held out"
+
+
+def test_a_pick_whose_held_out_interval_lies_below_the_bar_is_never_recommended(tmp_path):
+    from ortlab.runs.tune import Tuner, TuneSettings
+    from ortlab.runs.tune_policy import CLOSEST_DIR, Trial, verdict_policy
+    from ortlab.runs.runspec import DataRef
+    from ortlab.settings.config import Precision, Recipe
+
+    tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
+                  out_dir=tmp_path / "out", settings=TuneSettings(budget_s=60, exclusion_steps=0))
+    tuner._retime = lambda trials: None  # type: ignore[method-assign]
+    # every detection of the 200 samples chosen on is found, 13 of the 100 held out are missed: 0.957 on all 300
+    matched = [0 if i % 3 == 2 and i < 39 else 1 for i in range(300)]
+    t = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8, name="int8 static"))
+    tuner._judge(t, _boxes_report(matched), None)
+    t.speed, t.relative_latency, t.cost = [_speed(2.0)], 0.5, 0.5
+    t.model_path = str(tmp_path / "m1.onnx")
+    (tmp_path / "m1.onnx").write_bytes(b"int8")
+    tuner.trials_done.append(t)
+    assert t.accepted and t.task_value == 1.0  # the verdict (all 300) says ok; the choosing part is perfect
+    r = tuner._finish()
+    assert r.claim_word == "below the bar" and r.claim_high is not None and r.claim_high < 0.95
+    assert not r.accepted and r.written == str(tmp_path / "out" / CLOSEST_DIR / "model.onnx")
+    assert any(n.startswith("Not recommended: on the samples it was not chosen on") for n in r.notes)
+
+
+def test_a_default_slower_than_fp32_leaves_the_choice_to_the_search_and_says_why(tmp_path):
+    from ortlab.runs.tune_pick import decide
+    from ortlab.runs.tune_policy import Trial
+    from ortlab.settings.config import Recipe
+
+    a, b = Trial(1, "int8 static", "search", Recipe()), Trial(2, "fp32 opt all", "search", Recipe())
+    ev = _flags([1.0] * 40)
+    rec = decide([a, b], {1: ev, 2: ev}, lambda t: t.index != 1, "latency")  # the default timed slower than fp32
+    assert rec is not None and rec.pick is None
+    assert b.vs_default == "not compared: the default (trial 1) is broken or ran slower than the fp32 source"
+
+
+def test_a_pick_made_without_the_default_is_stated_on_held_out_samples_too(tmp_path):
+    from ortlab.runs.tune import Tuner, TuneSettings
+    from ortlab.runs.tune_policy import Trial, verdict_policy
+    from ortlab.runs.runspec import DataRef
+    from ortlab.settings.config import Precision, Recipe
+
+    tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
+                  settings=TuneSettings(budget_s=60, exclusion_steps=0))
+    tuner._retime = lambda trials: None  # type: ignore[method-assign]
+    for i, speedup in ((1, 0.8), (2, 1.5)):  # the default runs slower than fp32: it is no baseline
+        t = Trial(i, f"t{i}", "search", Recipe(precision=Precision.INT8, name=f"t{i}"))
+        tuner._judge(t, _boxes_report([1] * 300), None)
+        t.speed, t.relative_latency, t.cost = [_speed(speedup)], 1 / speedup, 1 / speedup
+        tuner.trials_done.append(t)
+    r = tuner._finish()
+    assert r.best is not None and r.best.index == 2 and r.baseline_index is None  # no baseline to compare with
+    assert r.claim is not None and r.claim_evidence == "100 reference detections in 100 samples"
+    assert "it was not chosen on (chosen on 200 samples, confirmed on 100 held out)" in r.sentence
