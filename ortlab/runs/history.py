@@ -310,6 +310,18 @@ class History:
         except sqlite3.DatabaseError as exc:
             raise HistoryError(f"{self.read_only} (The history cannot be read either: {one_line(exc)}.)") from None
 
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """A connection to write with; a write that meets a full disk is :class:`HistoryFull`'s one line."""
+        try:
+            with self._connect() as conn:
+                yield conn
+        except sqlite3.DatabaseError as exc:
+            full = self._writing_failed(exc)
+            if full is None:
+                raise
+            raise full from None
+
     def _writing_failed(self, exc: sqlite3.DatabaseError) -> HistoryFull | None:
         """The one line for a write that met a full disk, else None."""
         if _damaged(exc) or _busy(exc) or not self._disk_full(exc):
@@ -440,14 +452,8 @@ class History:
         """Forget a run (its files stay where they are). Returns whether a row was removed. On a full disk
         (SQLite needs room for its -wal and -shm files) ``HistoryError`` says so: free space first (deleting a
         run's folder does, see ``Workspace.delete_run``)."""
-        try:
-            with self._connect() as conn:
-                removed = conn.execute("DELETE FROM runs WHERE id = ?", (int(run_id),)).rowcount > 0
-        except sqlite3.DatabaseError as exc:
-            full = self._writing_failed(exc)
-            if full is None:
-                raise
-            raise full from None
+        with self._writing() as conn:
+            removed = conn.execute("DELETE FROM runs WHERE id = ?", (int(run_id),)).rowcount > 0
         self.read_only = None  # it could write: the disk has room again
         return removed
 
@@ -465,16 +471,10 @@ class History:
             summaries=[s if isinstance(s, LatencySummary) else LatencySummary.from_dict(s) for s in summaries],
             origin=origin, machine=machine,
         )
-        try:
-            with self._connect() as conn:
-                cur = conn.execute("INSERT INTO benchmarks (created_at, benchmark_json) VALUES (?, ?)",
-                                   (record.created_at, dumps(_benchmark_plain(record))))
-                return int(cur.lastrowid or 0)
-        except sqlite3.DatabaseError as exc:
-            full = self._writing_failed(exc)
-            if full is None:
-                raise
-            raise full from None
+        with self._writing() as conn:
+            cur = conn.execute("INSERT INTO benchmarks (created_at, benchmark_json) VALUES (?, ?)",
+                               (record.created_at, dumps(_benchmark_plain(record))))
+            return int(cur.lastrowid or 0)
 
     def list_benchmarks(self, limit: int | None = None) -> builtins.list[BenchmarkRecord | UnreadableBenchmark]:
         """All benchmarks, newest first; rows that cannot be decoded come as :class:`UnreadableBenchmark`."""
@@ -483,15 +483,9 @@ class History:
     def delete_benchmark(self, bench_id: int) -> bool:
         """Forget a benchmark, and delete its ORT profiles kept in the workspace (``profiles/``). Returns whether
         a row was removed."""
-        try:
-            with self._connect() as conn:
-                row = conn.execute("SELECT * FROM benchmarks WHERE id = ?", (int(bench_id),)).fetchone()
-                removed = conn.execute("DELETE FROM benchmarks WHERE id = ?", (int(bench_id),)).rowcount > 0
-        except sqlite3.DatabaseError as exc:
-            full = self._writing_failed(exc)
-            if full is None:
-                raise
-            raise full from None
+        with self._writing() as conn:
+            row = conn.execute("SELECT * FROM benchmarks WHERE id = ?", (int(bench_id),)).fetchone()
+            removed = conn.execute("DELETE FROM benchmarks WHERE id = ?", (int(bench_id),)).rowcount > 0
         record = _benchmark(row) if row is not None else None
         if isinstance(record, BenchmarkRecord):
             _remove_profiles(self.db_path.parent / "profiles", record.summaries)
