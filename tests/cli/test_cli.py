@@ -146,11 +146,13 @@ def test_optimize_to_file_and_to_folder(src, image_dir, tmp_path, capsys, monkey
     out = tmp_path / "res" / "fp32.onnx"
     code, text, err = run(["optimize", src, out, "--calibration", image_dir], capsys)
     assert code == 0 and f"wrote {out}" in text
-    # the only thing on stderr: the preprocessing it used and where each value came from
+    # the only things on stderr: the preprocessing it used and where each value came from, and that the result's
+    # folder is new (a typo in OUT does not go unnoticed)
     assert err == ("ortlab: preprocessing: size 32×32 (detected from a fixed input shape); resize stretch (default); "
                    "layout NCHW (detected from the model input); channels 3 (detected from the model input); channel "
                    "order RGB (default); scale 0-1 (default); mean 0, 0, 0 (default); std 1, 1, 1 (default); dtype "
-                   "float32 (detected from the model input)\n")
+                   f"float32 (detected from the model input)\nortlab: the folder {out.parent} does not exist: it is "
+                   "created for the result\n")
     assert "logits: max|Δ| " in text and "top-1 agreement 100.00%" in text
     assert sorted(p.name for p in out.parent.iterdir()) == ["fp32.onnx"]  # no temp folder left
     nodes = {n.op_type for n in onnx.load(str(out)).graph.node}

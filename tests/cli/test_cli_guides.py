@@ -81,15 +81,24 @@ def test_a_piped_run_prints_no_progress(tmp_path):
 
 
 def test_ctrl_c_from_the_first_instant_ends_with_one_line_and_status_130(tmp_path):
-    for delay in (0.3, 1.0, 2.5):
-        proc = subprocess.Popen([sys.executable, "-m", "ortlab", "optimize", "digits_cnn", "x.onnx", "--precision",
-                                 "int8"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                                env=_env(tmp_path))
+    """From the instant ortlab's entry point exists (``-X importtime`` says when its import ended; before it the
+    interpreter itself is still starting, which no program can answer): the CLI's imports, loading, the run."""
+    for delay in (0.0, 0.3, 1.0, 2.5):
+        proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "ortlab", "optimize", "digits_cnn",
+                                 "x.onnx", "--precision", "int8"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, cwd=tmp_path, env=_env(tmp_path))
+        assert proc.stderr is not None
+        seen = []
+        while not (seen and seen[-1].rstrip().endswith("ortlab.cli.entry")):
+            line = proc.stderr.readline()
+            assert line, ("the entry point was never imported", seen[-5:])
+            seen.append(line)
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 130 and "Traceback" not in err, (delay, err)
-        assert err.endswith("ortlab: error: interrupted\n"), (delay, err)
+        err = "".join(line for line in err.splitlines(keepends=True) if not line.startswith("import time:"))
+        assert proc.returncode == 130 and "Traceback" not in err, (delay, err[-2000:])
+        assert err.endswith("ortlab: error: interrupted\n"), (delay, err[-2000:])
 
 
 def test_a_jpeg_given_as_the_model_is_bad_usage_named_as_a_jpeg(capsys):

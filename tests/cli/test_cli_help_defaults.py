@@ -43,6 +43,8 @@ PROSE = {
     ("tune", "--data"): "a bundled sample's calibration set",
     ("tune", "--eval"): "the sample's evaluation set",
     ("history", "--limit"): "all",
+    ("tune", "--budget"): "600cpu, at most 3600 s of wall time; with --ray, 600 s of wall time",
+    ("tune", "--verify-samples"): "all the evaluation data given",
     ("compare", "--n"): "all",
     **{(cmd, "--data"): "the evaluation images of the sample REF is, or was made from" for cmd in ("compare", "analyze")},
     ("bench", "--runs"): "with --duration 0 it is {runs_without_duration}",
