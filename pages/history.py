@@ -87,11 +87,11 @@ for sha, group in groups.items():
     config = {"run": text("run", width=55, help="The run's number; \"search\": a tune search (its trials, each with "
                                                 "its number, are listed below the table)."),
               "time": text("time", width=125 if not searches else 115), "verdict": text("verdict", width=85),
-              "recipe": text("recipe", width=230 if not searches else 270,
+              "recipe": text("recipe", width=230 if not searches else 245,
                              help="A tune search is one row: the trial it recommended (\"tune's pick of 6\": of "
                                   "6 trials), every trial in the list below the table."
                              if searches else None), "size": text("size", width=80),
-              "vs source": text("size vs source", width=100, help="The result's file size as a share of its "
+              "vs source": text("size vs source", width=95, help="The result's file size as a share of its "
                                                                    "source model's."),
               "top-1": text("top-1", width=60),
               "agreement": text("agreement", width=80),
@@ -105,7 +105,7 @@ for sha, group in groups.items():
         with st.expander(f"Trials of the tune search started {search.started_at.replace('T', ' ')[:16]} ({n})"):
             st.dataframe([_row(t) for t in search.trials], hide_index=True, width="stretch",
                          key=f"history.trials.{sha[:16]}.{k}", column_order=order,
-                         column_config={**config, "recipe": text("recipe", width=230),  # fits inside the expander
+                         column_config={**config, "recipe": text("recipe", width=220),  # fits inside the expander
                                         "run": st.column_config.NumberColumn("run", width=45)})
 if unreadable:
     st.warning(f"{len(unreadable)} stored run{'s' if len(unreadable) != 1 else ''} cannot be read and "
