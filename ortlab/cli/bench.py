@@ -7,15 +7,15 @@ from pathlib import Path
 
 from ortlab.api import UsageError, add_config_arguments
 from ortlab.api import DEFAULT_BENCH_DURATION_S, BenchConfig
+from ortlab.cli.inputs import add_input_arguments, check_input_names, shapes_from_args, shapes_text, values_from_args
+from ortlab.cli.live import reporter
 from ortlab.cli.common import (
-    BENCH_FLAGS_EXCLUDED, add_input_arguments, add_output_flags, bench_from_args, model_file, model_sample, reporter,
-    set_default_help, shapes_from_args, shapes_text, values_from_args,
+    BENCH_FLAGS_EXCLUDED, add_output_flags, bench_from_args, model_file, model_sample, set_default_help,
 )
 from ortlab.cli.render import print_json, table
 from ortlab import api
 from ortlab.api import Artifact
 from ortlab.api import BenchVariant
-from ortlab.api import inspect_model
 
 
 def add_command(sub) -> None:
@@ -96,18 +96,6 @@ def result_table(comparison, first: str, memory: bool, judged: dict) -> tuple[li
             row.append(j.cell() if j is not None else "")
         rows.append(row)
     return rows, header
-def check_input_names(paths: list[Path], shapes: dict, values: dict) -> None:
-    """UsageError when --shape or --input-value names an input that none of the models takes."""
-    if not shapes and not values:
-        return
-    taken = {t.name for p in paths for t in inspect_model(p).inputs}
-    for flag, given in (("--shape", shapes), ("--input-value", values)):
-        unknown = [k for k in given if k not in taken]
-        if unknown:
-            raise UsageError(f"{flag} names {', '.join(unknown)}, which none of the models takes "
-                             f"(inputs: {', '.join(sorted(taken))}).")
-
-
 def cluster_nodes(ns: argparse.Namespace) -> list[str]:
     """The resources ``--nodes`` names; UsageError for --nodes without --ray, or an empty --ray."""
     nodes = [n.strip() for n in (ns.nodes or "").split(",") if n.strip()]

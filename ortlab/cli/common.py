@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import math
 import re
-import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
@@ -17,23 +14,22 @@ from collections.abc import Sequence
 from ortlab.api import ModelInfo
 from ortlab.api import UsageError, add_config_arguments, config_from_args, given_values
 from ortlab.api import DEFAULT_BENCH_DURATION_S, BenchConfig, PreprocessConfig, Recipe
-from ortlab.core.progress import ProgressEvent
 from ortlab.core.text import one_line
 from ortlab.api import Level, VerdictPolicy
 from ortlab.api import (
     bench_config_problems, find_for_model, inspect_model, list_samples, load_path,
-    parse_shape, samples_root, worse_or_equal,
+    samples_root, worse_or_equal,
 )
 from ortlab.core.errors import DataError
 from ortlab.api import TEXT_EXTENSIONS, TOKENIZER_FILE
 from ortlab.api import DataRef, SampleModel
 from ortlab.core.layout import MODEL_FILE
 from ortlab import api
-from ortlab.core.progress import null_reporter
+from ortlab.cli.inputs import shapes_from_args
 from ortlab.cli.out_path import check_readable
 
 
-PROG = "ortlab"
+from ortlab.cli import PROG
 
 
 BENCH_FLAGS_EXCLUDED = ("profile",)  # bench's --profile DIR both names the folder and turns profiling on
@@ -108,35 +104,6 @@ def set_default_help(p: argparse.ArgumentParser, dest: str, default: str) -> Non
     action.help = f"{text} (default: {default})"  # the field's help is already %-escaped; ``default`` has no %
 
 
-def add_input_arguments(p: argparse.ArgumentParser, text: bool = True) -> None:
-    """``--shape NAME=D0,D1,…`` (repeatable) and, for commands that read data, ``--tokenizer`` and ``--seq-len``."""
-    g = p.add_argument_group("model inputs")
-    g.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,…",
-                   help="The full shape of input NAME, for dims the model leaves open (e.g. images=1,3,640,640 or "
-                        "input_ids=1,128); repeat for each input. The batch axis follows the batch size.")
-    if text:
-        g.add_argument("--tokenizer", metavar="TOKENIZER.json",
-                       help="Hugging Face tokenizer.json for .txt data (default: tokenizer.json beside the .txt).")
-        g.add_argument("--seq-len", type=int, metavar="N",
-                       help="Sequence length of text data, padded or truncated (default: the model's fixed length, "
-                            "else 128).")
-
-
-def shapes_from_args(ns: argparse.Namespace) -> dict[str, list[int]]:
-    """``{input name: shape}`` of the ``--shape`` flags (UsageError when one is malformed or repeated)."""
-
-    out: dict[str, list[int]] = {}
-    for text in getattr(ns, "shape", None) or []:
-        try:
-            name, shape = parse_shape(text)
-        except DataError as exc:
-            raise UsageError(exc.message) from None
-        if name in out:
-            raise UsageError(f"--shape {name} is given twice.")
-        out[name] = shape
-    return out
-
-
 def new_folder_note(out: Path, as_dir: bool) -> str:
     """What to say on stderr, once the work starts, when the folder the result goes into (``out`` itself when
     ``as_dir``, else its parent) does not exist yet and is created: a typo in OUT shows at once instead of a result
@@ -149,30 +116,6 @@ def say(note: str) -> None:
     """``note`` on stderr, when there is one."""
     if note:
         print(note, file=sys.stderr)
-
-
-def add_input_value_argument(p: Any) -> None:
-    """``--input-value NAME=VALUE`` (repeatable): a control input's value for timing (never random)."""
-    p.add_argument("--input-value", action="append", default=[], metavar="NAME=VALUE",
-                   help="The value of a control input (e.g. a sample rate, sr=16000) when timing: such inputs are "
-                        "never made up. Repeat for each.")
-
-
-def values_from_args(ns: argparse.Namespace) -> dict[str, float]:
-    """``{input name: number}`` of the ``--input-value NAME=VALUE`` flags (UsageError when one is malformed)."""
-    out: dict[str, float] = {}
-    for text in getattr(ns, "input_value", None) or []:
-        name, sep, value = str(text).rpartition("=")
-        try:
-            number = float(value)
-        except ValueError:
-            number = math.nan
-        if not sep or not name or not math.isfinite(number):
-            raise UsageError(f"--input-value takes NAME=NUMBER (e.g. sr=16000), got {text!r}.")
-        if name in out:
-            raise UsageError(f"--input-value {name} is given twice.")
-        out[name] = int(number) if number.is_integer() else number
-    return out
 
 
 def text_options(ns: argparse.Namespace, path: Path) -> dict[str, Any]:
@@ -189,10 +132,6 @@ def text_options(ns: argparse.Namespace, path: Path) -> dict[str, Any]:
         raise UsageError(f"Text data {path} needs a tokenizer: give --tokenizer TOKENIZER.json"
                          + (f" ({given} not found)." if given else "."))
     return {"tokenizer": str(tok.resolve()), "seq_len": seq_len}
-
-
-def shapes_text(shapes: dict[str, list[int]]) -> str:
-    return ", ".join(f"{k} [{', '.join(str(d) for d in v)}]" for k, v in shapes.items())
 
 
 def add_output_flags(p: argparse.ArgumentParser) -> None:
@@ -466,100 +405,6 @@ def _size_from_shape(shape: Sequence[int]) -> tuple[int, int] | None:
     if len(shape) != 4:
         return None
     return (int(shape[2]), int(shape[3])) if shape[1] in (1, 3) else (int(shape[1]), int(shape[2]))
-
-
-class LiveLine:
-    """Progress on a terminal: one line per stage, rewritten in place (``\\r``) as the stage advances (at most ten
-    times a second), ended when the next stage starts, when the stage is done, or before anything else is printed
-    (:func:`reporter` routes stdout and stderr through :class:`_EndsLiveLine` while it is shown)."""
-
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
-        self.stage = ""
-        self.open = False
-        self._last = 0.0
-
-    def __call__(self, event: ProgressEvent) -> None:
-        done = event.total is not None and event.done >= event.total
-        now = time.monotonic()
-        new_stage = event.stage != self.stage
-        if not (new_stage or done or now - self._last >= 0.1):
-            return
-        if new_stage:
-            self.end()
-        count = f" {event.done}/{event.total}" if event.total and event.total > 1 else ""
-        text = one_line(f"{PROG}: {event.stage}{count} {'done' if done else '…'} {event.message}".rstrip())
-        width = max(20, shutil.get_terminal_size((100, 24)).columns - 1)
-        self.stream.write("\r" + (text if len(text) <= width else text[:width - 1] + "…") + "\x1b[K")
-        self.open, self.stage, self._last = True, event.stage, now
-        if done:
-            self.end()
-        self.stream.flush()
-
-    def end(self) -> None:
-        """End the line being rewritten (the next output starts on a line of its own)."""
-        if self.open:
-            self.open = False
-            self.stream.write("\n")
-            self.stream.flush()
-
-
-class _EndsLiveLine:
-    """A text stream that ends the live progress line before it writes (stdout and stderr while it shows)."""
-
-    def __init__(self, stream: Any, live: LiveLine) -> None:
-        self._stream, self._live = stream, live
-
-    def write(self, text: str) -> int:
-        if text:
-            self._live.end()
-        return self._stream.write(text)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-def end_live_line() -> None:
-    """End the live progress line, if one is being shown (before the command's last word)."""
-    for stream in (sys.stdout, sys.stderr):
-        if isinstance(stream, _EndsLiveLine):
-            stream._live.end()
-
-
-def _is_terminal(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError, OSError):
-        return False
-
-
-def reporter(ns: argparse.Namespace, stream: Any = None):
-    """How a command shows progress on ``stream`` (stderr): ``-q`` none; ``-v`` a line each time a stage starts or
-    ends; else, on a terminal, one updating line per stage (:class:`LiveLine`), and none when piped."""
-    stream = stream if stream is not None else sys.stderr
-    if getattr(ns, "quiet", False):
-        return null_reporter
-    if not getattr(ns, "verbose", False):
-        if not _is_terminal(stream):
-            return null_reporter
-        if isinstance(sys.stderr, _EndsLiveLine) and stream is sys.stderr:
-            return sys.stderr._live
-        live = LiveLine(stream)
-        if stream is sys.stderr:  # the caller (main) puts both streams back when the command ends
-            sys.stdout = _EndsLiveLine(sys.stdout, live)
-            sys.stderr = _EndsLiveLine(sys.stderr, live)
-        return live
-    last: list[str] = [""]
-
-    def report(event: ProgressEvent) -> None:
-        done = event.total is not None and event.done >= event.total
-        if event.stage != last[0] or done:
-            count = f" {event.done}/{event.total}" if event.total and event.total > 1 else ""
-            state = "done" if done else "…"
-            print(f"{PROG}: {event.stage}{count} {state} {event.message}".rstrip(), file=sys.stderr, flush=True)
-            last[0] = event.stage
-
-    return report
 
 
 def start_service() -> None:

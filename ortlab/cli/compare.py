@@ -7,10 +7,11 @@ from pathlib import Path
 
 from ortlab.api import UsageError
 from ortlab.api import Target
+from ortlab.cli.inputs import add_input_arguments, add_input_value_argument, shapes_from_args, shapes_text, values_from_args
+from ortlab.cli.live import reporter
 from ortlab.cli.common import (
-    add_input_arguments, add_output_flags, add_preprocess_arguments, add_verdict_arguments, evaluation_data,
-    exit_for, model_file, model_sample, policy_from_args, preprocess_from_args, reporter, shapes_from_args,
-    shapes_text, values, add_input_value_argument, values_from_args,
+    add_output_flags, add_preprocess_arguments, add_verdict_arguments, evaluation_data, exit_for, model_file,
+    model_sample, policy_from_args, preprocess_from_args, values,
 )
 from ortlab.cli.render import print_json, table, task_lines, verdict_block
 from ortlab.api import evaluate, inspect_model, judge, resolve_feed, stratified_sample

@@ -21,7 +21,8 @@ from ortlab.core.errors import OutputError
 from ortlab.core.text import escape_controls, one_line
 from ortlab.api import set_custom_op_libraries
 from ortlab.api import CUSTOM_OPS_ENV, NO_CALIBRATION_DATA
-from ortlab.cli.common import PROG, Parser, end_live_line, existing_file, start_service
+from ortlab.cli.live import end_live_line
+from ortlab.cli.common import PROG, Parser, existing_file, start_service
 from ortlab.cli import bench, cluster, compare, history, inspect, optimize, samples, tune
 
 COMMANDS = (inspect, optimize, bench, compare, history, samples, tune, cluster)

@@ -12,11 +12,12 @@ from ortlab.api import Recipe
 from ortlab.core.errors import RecipeError
 from ortlab.api import UsageError
 from ortlab.api import VerdictPolicy
+from ortlab.cli.inputs import add_input_arguments, add_input_value_argument, shapes_from_args, values_from_args
+from ortlab.cli.live import reporter
 from ortlab.cli.common import (
-    add_input_value_argument, new_folder_note, say, values_from_args,
-    DATA_SUFFIXES, PROG, add_data_arguments, add_input_arguments, add_output_flags, add_preprocess_arguments,
+    new_folder_note, say, DATA_SUFFIXES, PROG, add_data_arguments, add_output_flags, add_preprocess_arguments,
     add_recipe_arguments, add_verdict_arguments, data_ref, existing_file, exit_for, find_sample, model_file,
-    policy_from_args, preprocess_from_args, recipe_from_args, reporter, shapes_from_args,
+    policy_from_args, preprocess_from_args, recipe_from_args,
 )
 from ortlab.cli.out_path import check_out_path
 from ortlab.cli.render import artifact_text, print_json

@@ -7,9 +7,9 @@ from typing import Any
 from collections.abc import Sequence
 
 from ortlab.core.text import format_bytes
-from ortlab.cli.common import shapes_text
 from ortlab.core.serial import dumps
 from ortlab.api import VERIFICATION_SKIPPED, is_encoder_file, preprocess_cli_args
+from ortlab.cli.inputs import shapes_text
 
 VERIFY_HINT = (" Give --eval DIR (or --calibration DIR, which verification also uses) to check the result against "
                "the source.")

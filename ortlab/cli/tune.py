@@ -9,12 +9,12 @@ from pathlib import Path
 
 from ortlab.api import UsageError
 from ortlab.api import Target
+from ortlab.cli.inputs import add_input_arguments, check_input_names, shapes_from_args, shapes_text, values_from_args
+from ortlab.cli.live import reporter
 from ortlab.cli.common import (
-    add_input_arguments, add_output_flags, add_preprocess_arguments, data_ref, evaluation_data, find_sample,
-    load_dataset, model_file, model_sample, preprocess_from_args, reporter, new_folder_note, say, shapes_from_args,
-    shapes_text, values_from_args,
+    add_output_flags, add_preprocess_arguments, data_ref, evaluation_data, find_sample, load_dataset, model_file,
+    model_sample, preprocess_from_args, new_folder_note, say,
 )
-from ortlab.cli.bench import check_input_names
 from ortlab.cli.out_path import check_out_path
 from ortlab.cli.render import print_json, table
 from ortlab import api

@@ -4,15 +4,15 @@
 from __future__ import annotations
 
 import functools
-from collections import Counter, defaultdict, deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import onnx
 
-from ortlab.core import dtypes
-from ortlab.model.inspect import _tensor_nbytes, load_model, op_key
+from ortlab.model.inspect import op_key
 from ortlab.core.serial import from_plain, to_plain
+from ortlab.model.diff_match import IndexedGraph, initializer_bytes, load_for_diff, match_nodes, node_dict, node_domain
+from ortlab.model.diff_match import quantized_tensor_base, short_op
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
 
@@ -53,158 +53,9 @@ class GraphDiff:
 
 # -- graph helpers ------------------------------------------------------------------------------------
 
-def _dom(node: onnx.NodeProto) -> str:
-    return "" if node.domain == "ai.onnx" else node.domain
-
-
-def _node_dict(node: onnx.NodeProto) -> dict:
-    return {"name": node.name, "op_type": node.op_type, "domain": _dom(node),
-            "inputs": list(node.input), "outputs": list(node.output)}
-
-
-def _short(domain: str, op_type: str) -> str:
-    return op_type if domain in ("", "com.microsoft") else op_key(domain, op_type)
-
-
-class _Graph:
-    """Index of one graph: producer of each tensor, consumers, initializer names."""
-
-    def __init__(self, graph: onnx.GraphProto):
-        self.nodes = list(graph.node)
-        self.initializers = {t.name for t in graph.initializer}
-        self.graph_inputs = {v.name for v in graph.input}
-        self.graph_outputs = [v.name for v in graph.output]
-        self.producer: dict[str, int] = {}
-        self.consumers: dict[str, list[int]] = defaultdict(list)
-        for i, n in enumerate(self.nodes):
-            for t in n.output:
-                if t:
-                    self.producer[t] = i
-            for t in n.input:
-                if t:
-                    self.consumers[t].append(i)
-
-    def key(self, i: int) -> tuple[str, str]:
-        return _dom(self.nodes[i]), self.nodes[i].op_type
-
-    def neighbour_signature(self, i: int) -> tuple:
-        n = self.nodes[i]
-        prod = tuple(sorted(self.nodes[self.producer[t]].op_type for t in n.input if t in self.producer))
-        cons = tuple(sorted(self.nodes[c].op_type for t in n.output for c in self.consumers.get(t, ())))
-        return prod, cons
-
-
-# the suffixes ONNX Runtime's quantizer and its QDQ fusions append to the tensor a quantized tensor stands for
-_QUANT_SUFFIXES = ("_QuantizeLinear_Output", "_DequantizeLinear_Output", "_quantized", "_dequantized", "_q_to_dq",
-                   "_post_dq", "_output_quantized")
-
-
-def quantized_tensor_base(t: str) -> str:
-    """``t`` without the suffixes ONNX Runtime's quantizer appends (``X_QuantizeLinear_Output`` → ``X``)."""
-    changed = True
-    while changed:
-        changed = False
-        for suffix in _QUANT_SUFFIXES:
-            if t.endswith(suffix) and len(t) > len(suffix):
-                t, changed = t[: -len(suffix)], True
-    return t
-
-
-def _bases(tensors) -> tuple[str, ...]:
-    return tuple(quantized_tensor_base(t) for t in tensors)
-
-
-def _load(path) -> onnx.ModelProto:
-    # big weights' values are never compared (only dims, and the values of tensors of <= 4,096 elements)
-    return load_model(Path(path), check=False, load_external=False, weights=False)
-
-
-def _init_bytes(graph: onnx.GraphProto) -> dict[str, int]:
-    out: Counter[str] = Counter()
-    for t in graph.initializer:
-        out[dtypes.from_onnx(t.data_type)] += _tensor_nbytes(t) or 0
-    return dict(out)
-
-
-# -- matching -----------------------------------------------------------------------------------------
-
-def role(op_type: str) -> str:
-    """The float op a node stands for: ONNX Runtime keeps a node's name when it quantizes or fuses it and only
-    changes its op (``Conv`` → ``QLinearConv``, ``ConvInteger``, ``com.microsoft::FusedConv``, ``nchwc`` Conv;
-    ``MatMul`` → ``QLinearMatMul``, ``MatMulInteger``, ``MatMulIntegerToFloat``, ``DynamicQuantizeMatMul``,
-    ``FusedMatMul``; ``Gemm`` → ``QGemm``; ``Add`` → ``QLinearAdd``; ``Sigmoid`` → ``QLinearSigmoid``, ...)."""
-    op = op_type
-    for prefix in ("QLinear", "DynamicQuantize", "Fused", "QOrdered"):
-        if op.startswith(prefix) and len(op) > len(prefix):
-            op = op[len(prefix):]
-            break
-    else:
-        if len(op) > 1 and op[0] == "Q" and op[1].isupper():  # QGemm, QAttention (not QuantizeLinear)
-            op = op[1:]
-    for suffix in ("IntegerToFloat", "Integer", "NBits"):
-        if op.endswith(suffix) and len(op) > len(suffix):
-            op = op[: -len(suffix)]
-            break
-    return op
-
-
-def _match(b: _Graph, a: _Graph) -> dict[int, int]:
-    """before index → after index, by unique name first, then by structure."""
-    pairs: dict[int, int] = {}
-
-    def unique(g: _Graph, keyf, pool) -> dict:
-        seen: dict = {}
-        dup = set()
-        for i in pool:
-            k = keyf(g, i)
-            if k is None:
-                continue
-            if k in seen:
-                dup.add(k)
-            seen[k] = i
-        return {k: v for k, v in seen.items() if k not in dup}
-
-    keyfs = [
-        lambda g, i: (g.nodes[i].name, g.key(i)) if g.nodes[i].name else None,
-        # the same name and role: a node quantized or fused in place (Conv → QLinearConv keeps the Conv's name)
-        lambda g, i: (g.nodes[i].name, role(g.nodes[i].op_type)) if g.nodes[i].name else None,
-        # unnamed nodes: the same op on the same tensors once the quantizer's suffixes are stripped
-        # (Reshape(c) → r is Reshape(c_QuantizeLinear_Output) → r_QuantizeLinear_Output), or the same role writing
-        # the same tensor (Conv → c is QLinearConv → c_QuantizeLinear_Output)
-        lambda g, i: (g.key(i), _bases(g.nodes[i].input), _bases(g.nodes[i].output)),
-        lambda g, i: (role(g.nodes[i].op_type), _bases(g.nodes[i].output)) if g.nodes[i].output else None,
-        lambda g, i: (g.key(i), tuple(g.nodes[i].input), tuple(g.nodes[i].output)),
-        lambda g, i: (g.key(i), tuple(g.nodes[i].output)),
-        lambda g, i: (g.key(i), tuple(g.nodes[i].input)),
-    ]
-    for keyf in keyfs:
-        free_b = [i for i in range(len(b.nodes)) if i not in pairs]
-        used_a = set(pairs.values())
-        free_a = [j for j in range(len(a.nodes)) if j not in used_a]
-        ub, ua = unique(b, keyf, free_b), unique(a, keyf, free_a)
-        for k, i in ub.items():
-            if k in ua:
-                pairs[i] = ua[k]
-    # topological-position signature: same op and neighbouring op types, paired in graph order
-    used_a = set(pairs.values())
-    groups_b: dict = defaultdict(list)
-    groups_a: dict = defaultdict(list)
-    for i in range(len(b.nodes)):
-        if i not in pairs:
-            groups_b[(b.key(i), b.neighbour_signature(i))].append(i)
-    for j in range(len(a.nodes)):
-        if j not in used_a:
-            groups_a[(a.key(j), a.neighbour_signature(j))].append(j)
-    for k, bs in groups_b.items():
-        as_ = groups_a.get(k)
-        if as_ and len(as_) == len(bs):
-            pairs.update(zip(bs, as_))
-    return pairs
-
-
 def _changes(nb: onnx.NodeProto, na: onnx.NodeProto) -> list[str]:
     out = []
-    if (_dom(nb), nb.op_type) != (_dom(na), na.op_type):
+    if (node_domain(nb), nb.op_type) != (node_domain(na), na.op_type):
         out.append("op_type")
     if nb.name != na.name:
         out.append("name")
@@ -238,13 +89,13 @@ def _attrs(node: onnx.NodeProto) -> dict[str, bytes]:
         proto.CopyFrom(a)
         proto.ClearField("doc_string")
         got[a.name] = proto.SerializeToString(deterministic=True)
-    return {**_defaults(_dom(node), node.op_type), **got}
+    return {**_defaults(node_domain(node), node.op_type), **got}
 
 
 # -- fusion tracing -----------------------------------------------------------------------------------
 
 class _Tracer:
-    def __init__(self, b: _Graph, a: _Graph, pairs: dict[int, int], removed: set[int]):
+    def __init__(self, b: IndexedGraph, a: IndexedGraph, pairs: dict[int, int], removed: set[int]):
         self.b, self.a, self.removed = b, a, removed
         self.rev = {j: i for i, j in pairs.items()}
         # tensors ORT renamed (e.g. NCHWc layouts) map back to the before-name through matched nodes
@@ -320,7 +171,7 @@ class _Tracer:
         return sorted(seen) if covered else []
 
 
-def _fusions(b: _Graph, a: _Graph, pairs: dict[int, int], removed: list[int], added: list[int],
+def _fusions(b: IndexedGraph, a: IndexedGraph, pairs: dict[int, int], removed: list[int], added: list[int],
              changed: list[int], covers: dict[int, int] | None = None) -> list[str]:
     """Readable fusion lines; ``covers`` (when given) receives removed before-index → after-index that replaced it."""
     tracer = _Tracer(b, a, pairs, set(removed))
@@ -330,11 +181,11 @@ def _fusions(b: _Graph, a: _Graph, pairs: dict[int, int], removed: list[int], ad
     def label(before_nodes: list[int], group: list[int]) -> str:
         if len(before_nodes) > 8 or len(group) > 2:  # a rewritten region, not one fusion: count its ops
             left = _counted(b.nodes[i].op_type for i in before_nodes)
-            right = _counted(_short(*a.key(j)) for j in group)
+            right = _counted(short_op(*a.key(j)) for j in group)
             plural = "s" if len(group) > 1 else ""
             return f"region of {len(before_nodes)} nodes ({left}) → {len(group)} node{plural} ({right})"
         left = "+".join(b.nodes[i].op_type for i in before_nodes)
-        right = "+".join(_short(*a.key(j)) for j in sorted(group))
+        right = "+".join(short_op(*a.key(j)) for j in sorted(group))
         return f"{left} → {right}"
 
     qdq = [j for j in added if a.nodes[j].op_type in _QDQ]
@@ -365,21 +216,21 @@ def _fusions(b: _Graph, a: _Graph, pairs: dict[int, int], removed: list[int], ad
     for j in changed:
         i = tracer.rev[j]
         if j not in explained and b.key(i) != a.key(j):
-            lines[f"{b.nodes[i].op_type} → {_short(*a.key(j))}"] += 1
+            lines[f"{b.nodes[i].op_type} → {short_op(*a.key(j))}"] += 1
     lines.update(_folded_into_quantize(b, a, tracer, removed, qdq, covers))
     out = [f"{k} ×{n}" for k, n in sorted(lines.items(), key=lambda kv: (-kv[1], kv[0]))]
     if qdq:
         out += _qdq_lines(a, qdq)
-    inserted = Counter(_short(*a.key(j)) for j in rest if j not in explained)
+    inserted = Counter(short_op(*a.key(j)) for j in rest if j not in explained)
     for k, n in sorted(inserted.items(), key=lambda kv: (-kv[1], kv[0])):
         out.append(f"{k} inserted ×{n}")
-    dropped = Counter(_short(*b.key(i)) for i in removed if i not in tracer.claimed)
+    dropped = Counter(short_op(*b.key(i)) for i in removed if i not in tracer.claimed)
     for k, n in sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0])):
         out.append(f"{k} removed ×{n}")
     return out
 
 
-def _folded_into_quantize(b: _Graph, a: _Graph, tracer: _Tracer, removed: list[int], qdq: list[int],
+def _folded_into_quantize(b: IndexedGraph, a: IndexedGraph, tracer: _Tracer, removed: list[int], qdq: list[int],
                           covers: dict[int, int] | None) -> Counter[str]:
     """A Relu or Clip the quantizer dropped (the QuantizeLinear of its output clips to its range): claimed, linked
     to that QuantizeLinear in ``covers``, counted by op."""
@@ -397,7 +248,7 @@ def _folded_into_quantize(b: _Graph, a: _Graph, tracer: _Tracer, removed: list[i
     return lines
 
 
-def _qdq_lines(a: _Graph, qdq: list[int]) -> list[str]:
+def _qdq_lines(a: IndexedGraph, qdq: list[int]) -> list[str]:
     """The QuantizeLinear/DequantizeLinear nodes added (``qdq``: after-indices), counted as pairs, weight
     DequantizeLinears and others."""
     out = []
@@ -415,7 +266,7 @@ def _qdq_lines(a: _Graph, qdq: list[int]) -> list[str]:
     return out
 
 
-def _replacements(b: _Graph, a: _Graph, replaced: list[int], group: list[int]) -> dict[int, int]:
+def _replacements(b: IndexedGraph, a: IndexedGraph, replaced: list[int], group: list[int]) -> dict[int, int]:
     """Which node of ``group`` (after-indices) stands for each of the ``replaced`` before-nodes: the one of the same
     name (ONNX Runtime keeps a Conv's name on its QLinearConv), else the one its input's producer went to (a
     BatchNormalization or Relu folded into the Conv before it), else the one its first consumer went to, else the
@@ -441,7 +292,7 @@ def _counted(ops) -> str:
     return ", ".join(f"{op} ×{n}" for op, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _components(a: _Graph, nodes: list[int]) -> list[list[int]]:
+def _components(a: IndexedGraph, nodes: list[int]) -> list[list[int]]:
     pool = set(nodes)
     out, seen = [], set()
     for start in nodes:
@@ -465,8 +316,8 @@ def _components(a: _Graph, nodes: list[int]) -> list[list[int]]:
 # -- public: diff -------------------------------------------------------------------------------------
 
 def _diff_parts(before: onnx.ModelProto, after: onnx.ModelProto):
-    b, a = _Graph(before.graph), _Graph(after.graph)
-    pairs = _match(b, a)
+    b, a = IndexedGraph(before.graph), IndexedGraph(after.graph)
+    pairs = match_nodes(b, a)
     matched_a = set(pairs.values())
     removed = [i for i in range(len(b.nodes)) if i not in pairs]
     added = [j for j in range(len(a.nodes)) if j not in matched_a]
@@ -477,7 +328,7 @@ def _diff_parts(before: onnx.ModelProto, after: onnx.ModelProto):
 def graph_diff(before_path, after_path) -> GraphDiff:
     """Compare two model files: op deltas by (domain, op_type), removed/added/changed nodes (matched by
     name, then by structure), initializer bytes by dtype, and a readable fusion summary."""
-    before, after = _load(before_path), _load(after_path)
+    before, after = load_for_diff(before_path), load_for_diff(after_path)
     b, a, pairs, removed, added, changed = _diff_parts(before, after)
     rev = {j: i for i, j in pairs.items()}
     cb = Counter(b.key(i) for i in range(len(b.nodes)))
@@ -489,9 +340,9 @@ def graph_diff(before_path, after_path) -> GraphDiff:
     deltas.sort(key=lambda d: (d["delta"] == 0, -abs(d["delta"]), d["key"]))
     changed_dicts = []
     for j in changed:
-        d = _node_dict(a.nodes[j])
+        d = node_dict(a.nodes[j])
         d["changes"] = _changes(b.nodes[rev[j]], a.nodes[j])
-        d["before"] = _node_dict(b.nodes[rev[j]])
+        d["before"] = node_dict(b.nodes[rev[j]])
         changed_dicts.append(d)
     notes = []
     if any(a.nodes[j].op_type in ("If", "Loop", "Scan") for j in range(len(a.nodes))):
@@ -500,12 +351,12 @@ def graph_diff(before_path, after_path) -> GraphDiff:
     fusions = _fusions(b, a, pairs, removed, added, changed, covers)
     return GraphDiff(
         op_deltas=deltas,
-        removed=[_node_dict(b.nodes[i]) for i in removed],
-        added=[_node_dict(a.nodes[j]) for j in added],
+        removed=[node_dict(b.nodes[i]) for i in removed],
+        added=[node_dict(a.nodes[j]) for j in added],
         changed=changed_dicts,
         unchanged_count=len(pairs) - len(changed),
-        initializer_bytes_before=_init_bytes(before.graph),
-        initializer_bytes_after=_init_bytes(after.graph),
+        initializer_bytes_before=initializer_bytes(before.graph),
+        initializer_bytes_after=initializer_bytes(after.graph),
         fusions=fusions,
         notes=notes,
         counts=change_counts(b, a, pairs, removed, added, changed, covers),
@@ -524,7 +375,7 @@ def is_quantization_op(op_type: str) -> bool:
         or op_type.startswith("QAttention") or op_type.startswith("QOrdered")
 
 
-def _kinds(b: _Graph, a: _Graph, pairs: dict[int, int], removed: list[int], added: list[int], changed: list[int],
+def _kinds(b: IndexedGraph, a: IndexedGraph, pairs: dict[int, int], removed: list[int], added: list[int], changed: list[int],
            covers: dict[int, int]) -> tuple[dict[int, str], dict[int, str]]:
     """The change kind of every node: (before index → kind of removed nodes, after index → kind).
 
@@ -548,7 +399,7 @@ def _kinds(b: _Graph, a: _Graph, pairs: dict[int, int], removed: list[int], adde
     return before, after
 
 
-def change_counts(b: _Graph, a: _Graph, pairs: dict[int, int], removed: list[int], added: list[int], changed: list[int],
+def change_counts(b: IndexedGraph, a: IndexedGraph, pairs: dict[int, int], removed: list[int], added: list[int], changed: list[int],
                   covers: dict[int, int]) -> dict[str, int]:
     """The one count of the changes (``GraphDiff.counts``, also in ``graph_description``'s "counts")."""
     kb, ka = _kinds(b, a, pairs, removed, added, changed, covers)

@@ -11,9 +11,8 @@ import onnx
 
 from ortlab.core import dtypes
 from ortlab.model.inspect import op_key
-from ortlab.model.diff import (
-    _QDQ, _changes, _diff_parts, _dom, _fusions, _Graph, _kinds, _load, _short, change_counts, is_quantization_op,
-)
+from ortlab.model.diff import _QDQ, _changes, _diff_parts, _fusions, _kinds, change_counts, is_quantization_op
+from ortlab.model.diff_match import IndexedGraph, load_for_diff, node_domain, short_op
 
 
 _TEXT_CAP = 160
@@ -129,7 +128,7 @@ def _quant_params(node: onnx.NodeProto, values: dict[str, onnx.TensorProto]) -> 
     """Scale and zero point inputs of a quantization node: [{"param", "tensor", "value"}]."""
     if not is_quantization_op(node.op_type):
         return []
-    slots = _slot_names(_dom(node), node.op_type)
+    slots = _slot_names(node_domain(node), node.op_type)
     out = []
     for k, t in enumerate(node.input):
         if not t:
@@ -166,7 +165,7 @@ def _scope(node: onnx.NodeProto) -> list[str]:
     return parts[:-1][:12]
 
 
-def _inherit_scopes(g: _Graph, scopes: list[list[str]]) -> None:
+def _inherit_scopes(g: IndexedGraph, scopes: list[list[str]]) -> None:
     """Give unscoped nodes (ORT's added Q/DQ, weight DequantizeLinear) the scope of the node they feed, else of
     the node that feeds them, when the graph has scopes at all."""
     if not any(scopes):
@@ -184,7 +183,7 @@ def _inherit_scopes(g: _Graph, scopes: list[list[str]]) -> None:
                 scopes[i] = list(scopes[prods[0]])
 
 
-def _scopes(b: _Graph, a: _Graph, covers: dict[int, int], pairs: dict[int, int]
+def _scopes(b: IndexedGraph, a: IndexedGraph, covers: dict[int, int], pairs: dict[int, int]
             ) -> tuple[list[list[str]], list[list[str]]]:
     """Each node's name scope in the before and the after graph: a new fused node's where the nodes it replaced
     were, a rewritten node's by its name (a QLinearConv is where its Conv was), else inherited from its
@@ -231,7 +230,7 @@ def graph_description(before_path, after_path) -> dict:
     inputs and outputs of the matched before-node) and changes. ``affinity`` maps a removed node to the node
     that replaced it (a fusion).
     """
-    before, after = _load(before_path), _load(after_path)
+    before, after = load_for_diff(before_path), load_for_diff(after_path)
     b, a, pairs, removed, added, changed = _diff_parts(before, after)
     covers: dict[int, int] = {}
     _fusions(b, a, pairs, removed, added, changed, covers)
@@ -248,8 +247,8 @@ def graph_description(before_path, after_path) -> dict:
 
     def node(vid: str, n: onnx.NodeProto, status: str, kind: str, weight_only: bool, scope: list[str],
              order: float, shapes: dict[str, str], values: dict[str, onnx.TensorProto]) -> dict:
-        return {"id": vid, "label": _short(_dom(n), n.op_type), "name": n.name, "op_type": n.op_type,
-                "domain": _dom(n), "key": op_key(_dom(n), n.op_type), "status": status, "kind": kind,
+        return {"id": vid, "label": short_op(node_domain(n), n.op_type), "name": n.name, "op_type": n.op_type,
+                "domain": node_domain(n), "key": op_key(node_domain(n), n.op_type), "status": status, "kind": kind,
                 "weight_only": weight_only, "scope": scope, "order": order,
                 "attributes": {x.name: _attr_text(x) for x in n.attribute},
                 "inputs": io(n.input, shapes), "outputs": io(n.output, shapes),
@@ -262,9 +261,9 @@ def graph_description(before_path, after_path) -> dict:
         if j in rev:
             nb = b.nodes[rev[j]]
             d["matched"] = nb.name
-            if (_dom(nb), nb.op_type) != (_dom(n), n.op_type):  # quantized or fused in place: the op it was
-                d["before_op_type"], d["before_label"] = nb.op_type, _short(_dom(nb), nb.op_type)
-                d["before_domain"] = _dom(nb)
+            if (node_domain(nb), nb.op_type) != (node_domain(n), n.op_type):  # quantized or fused in place: the op it was
+                d["before_op_type"], d["before_label"] = nb.op_type, short_op(node_domain(nb), nb.op_type)
+                d["before_domain"] = node_domain(nb)
             d["before_scope"], d["before_order"] = scopes_b[rev[j]], float(rev[j])
             if status == "changed":
                 d["changes"] = _changes(nb, n)
@@ -302,7 +301,7 @@ def graph_description(before_path, after_path) -> dict:
             "counts": change_counts(b, a, pairs, removed, added, changed, covers)}
 
 
-def _weight_only(g: _Graph) -> list[bool]:
+def _weight_only(g: IndexedGraph) -> list[bool]:
     """Per node: computed from initializers and constants alone (weights, DequantizeLinear of weights, Constant)."""
     flags = [False] * len(g.nodes)
     for _ in range(len(g.nodes) + 1):  # one pass when the graph is stored in topological order
@@ -324,7 +323,7 @@ def map_node_names(source_path, target_path) -> dict[str, str]:
     that produces its output tensor (directly or after its QuantizeLinear/DequantizeLinear) is it, else a node
     folded away (a Clip or Relu fused into the Conv before it) lands on where its input's producer landed.
     Q/DQ nodes of ``source`` are not mapped; nodes that leave no trace are left out."""
-    placer = _NamePlacer(_Graph(_load(source_path).graph), _Graph(_load(target_path).graph))
+    placer = _NamePlacer(IndexedGraph(load_for_diff(source_path).graph), IndexedGraph(load_for_diff(target_path).graph))
     for i, n in enumerate(placer.src.nodes):
         if n.op_type in _QDQ or not n.name:
             continue
@@ -337,7 +336,7 @@ def map_node_names(source_path, target_path) -> dict[str, str]:
 class _NamePlacer:
     """Finds where a node of ``src`` is in ``tgt`` (:func:`map_node_names`); ``out`` holds the names placed so far."""
 
-    def __init__(self, src: _Graph, tgt: _Graph) -> None:
+    def __init__(self, src: IndexedGraph, tgt: IndexedGraph) -> None:
         self.src, self.tgt = src, tgt
         self.names = {n.name for n in tgt.nodes if n.name}
         self.out: dict[str, str] = {}

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ortlab.checks.analyze import NodeAnalysis, NodeError
-from ortlab.cli import common, main as cli, tune as cli_tune
+from ortlab.cli import live as cli_live, main as cli, tune as cli_tune
 from ortlab.core.progress import ProgressEvent, null_reporter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,8 +36,8 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 def test_progress_is_one_updating_line_per_stage_on_a_terminal_and_none_when_piped_or_quiet():
     term = _Terminal()
-    live = common.reporter(Namespace(verbose=False, quiet=False), term)
-    assert isinstance(live, common.LiveLine)
+    live = cli_live.reporter(Namespace(verbose=False, quiet=False), term)
+    assert isinstance(live, cli_live.LiveLine)
     for i in range(1, 6):
         live(ProgressEvent("calibrate", i, 5, f"image {i}"))
         time.sleep(0.11)  # updates are at most ten a second
@@ -48,19 +48,19 @@ def test_progress_is_one_updating_line_per_stage_on_a_terminal_and_none_when_pip
     assert len(lines) == 3 and lines[2] == "", lines  # two stages, two lines, each ended
     assert lines[0].count("\r") == 5 and "calibrate 5/5 done image 5" in lines[0].split("\r")[-1]
     assert "verify" not in lines[0] and lines[1].split("\r")[-1].startswith("ortlab: verify 24/24 done checked")
-    assert common.reporter(Namespace(verbose=False, quiet=True), _Terminal()) is null_reporter
-    assert common.reporter(Namespace(verbose=False, quiet=False), io.StringIO()) is null_reporter  # piped
-    assert common.reporter(Namespace(verbose=True, quiet=False), io.StringIO()) is not null_reporter  # -v: a log
+    assert cli_live.reporter(Namespace(verbose=False, quiet=True), _Terminal()) is null_reporter
+    assert cli_live.reporter(Namespace(verbose=False, quiet=False), io.StringIO()) is null_reporter  # piped
+    assert cli_live.reporter(Namespace(verbose=True, quiet=False), io.StringIO()) is not null_reporter  # -v: a log
 
 
 def test_the_live_line_ends_before_anything_else_is_printed(monkeypatch, capsys):
     term = _Terminal()
     monkeypatch.setattr(sys, "stderr", term)
-    live = common.reporter(Namespace(verbose=False, quiet=False))
+    live = cli_live.reporter(Namespace(verbose=False, quiet=False))
     live(ProgressEvent("quantize", 1, 3, ""))
     print("result line")
     sys.stderr.write("ortlab: warning: x\n")
-    common.end_live_line()
+    cli_live.end_live_line()
     assert term.getvalue().endswith("quantize 1/3 …\x1b[K\nortlab: warning: x\n"), repr(term.getvalue())
     assert capsys.readouterr().out == "result line\n"
     monkeypatch.undo()
@@ -88,7 +88,7 @@ def test_ctrl_c_from_the_first_instant_ends_with_one_line_and_status_130(tmp_pat
                                  "x.onnx", "--precision", "int8"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, cwd=tmp_path, env=_env(tmp_path))
         assert proc.stderr is not None
-        seen = []
+        seen: list[str] = []
         while not (seen and seen[-1].rstrip().endswith("ortlab.cli.entry")):
             line = proc.stderr.readline()
             assert line, ("the entry point was never imported", seen[-5:])

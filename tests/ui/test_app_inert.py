@@ -149,7 +149,7 @@ def test_a_damaged_history_is_rebuilt_and_the_app_says_so(home, tmp_path):
     assert Counter(r.run_id for r in History(ws.db_path).list()) == Counter(r.run_id for r in runs)
     assert len(list(home.glob("history.sqlite.corrupt-*"))) == 1
     at.switch_page("pages/history.py").run()
-    assert not at.exception and list(at.dataframe[0].value["run"]) == sorted((r.run_id for r in runs), reverse=True)
+    assert not at.exception and list(at.dataframe[0].value["run"]) == [str(i) for i in sorted((r.run_id for r in runs), reverse=True)]
 
 
 def test_public_paths_leave_links_alone():
