@@ -33,7 +33,7 @@ from ortlab.data.preprocess import suggest_preset as suggest_preprocess_preset
 from ortlab.data.samples import (
     SampleModel, default_sample, find_by_path, find_by_sha256, find_for_model, get_sample, list_samples, samples_root,
 )
-from ortlab.data.store import dataset_digest, write_dataset
+from ortlab.data.store import dataset_digest, read_about, write_about, write_dataset
 
 # -- what runs here -----------------------------------------------------------------------------------------
 from ortlab.runtime.hardware import advise as hardware_advice, advised_recipe, detect as detect_hardware
@@ -321,6 +321,7 @@ __all__ = [
     "preprocess_cli_args",
     "random_dataset",
     "ranked_nodes",
+    "read_about",
     "recipe_cli_line",
     "record_pair_timing",
     "remove_stale_trial_folders",
@@ -361,5 +362,6 @@ __all__ = [
     "working_providers",
     "worse_or_equal",
     "worst_output_sqnr",
+    "write_about",
     "write_dataset",
 ]
