@@ -63,7 +63,7 @@ from ortlab.runs.tune_policy import DEFAULT_MIN_SQNR_DB, sqnr_policy, verdict_po
 from ortlab.runs.pipeline import stage_labels
 from ortlab.runs.prepare import prepare_run
 from ortlab.runs.stored import delete_dataset, delete_model, stored_items
-from ortlab.runs.workspace import cache_dirs, default_root, import_roots, importable_path
+from ortlab.runs.workspace import bench_text, cache_dirs, default_root, import_roots, importable_path
 from ortlab.runs.stored_timing import (latest_pair, machine_text, record_pair_timing, report_timing, run_latency,
                                        speed_interval_text)
 from ortlab.timing.stats import of_summaries
@@ -246,6 +246,7 @@ __all__ = [
     "batch_inputs",
     "bench_busy",
     "bench_config_problems",
+    "bench_text",
     "cache_dirs",
     "carry_values",
     "check_fits",

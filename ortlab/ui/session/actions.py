@@ -74,6 +74,13 @@ def delete_run(run_id: int):
     return done
 
 
+def benchmarks_of(run_id: int) -> list[str]:
+    """The stored benchmarks that timed History run ``run_id``, each in words (``bench_text``): what deleting the
+    run deletes with it."""
+    return [api.bench_text(b) for b in sorted(history().list_benchmarks(), key=lambda b: getattr(b, "id", 0) or 0)
+            if isinstance(b, api.BenchmarkRecord) and b.id is not None and any(v.run_id == run_id for v in b.variants)]
+
+
 def stored_items():
     """The imported models and uploaded data sets of this workspace, each with its size and runs
     (``StoredItem``)."""
