@@ -153,7 +153,7 @@ for w in r.warnings:
     st.caption(f"⚠ {md(w)}")
 
 cli = actions.cli_line(r, f"run{run_id}.onnx")
-st.code(cli, language="bash")
+st.code(cli, language="bash", wrap_lines=True)  # whole, wrapped: a 1280 px page cut it off
 # buttons as wide as their labels, wrapping onto a second line rather than cutting a label
 row = st.container(horizontal=True, key="history_actions")
 # on_click="ignore": a download needs no rerun. A click's rerun registers new deferred files and drops the old

@@ -671,8 +671,32 @@ def cli_line(run: Artifact, out: str) -> str:
     """The runnable ``ortlab optimize`` line of a History run (its RunSpec; the recipe alone for older runs)."""
 
     if run.spec is not None:
-        return run.spec.cli_line(out)
+        return run.spec.cli_line(out, shell_roots())
     return recipe_cli_line(run.recipe, str(run.source_path), out)
+
+
+def shell_roots() -> dict[str, str]:
+    """How a shell names this session's workspace, for CLI lines shown on a page: ``"$ORTLAB_HOME"`` (with
+    ``/users/<key>`` in a shared app) when that variable chose it, else ``~/…`` under the home folder; the full
+    server path is never spelled out."""
+    import os
+
+    root = workspace().root
+    home_env = os.environ.get("ORTLAB_HOME", "").strip()
+    out: dict[str, str] = {}
+    if home_env:
+        base = Path(home_env).expanduser()
+        if root == base or base in root.parents:
+            rel = root.relative_to(base).as_posix()
+            out[str(root)] = '"$ORTLAB_HOME"' + ("" if rel == "." else "/" + rel)
+    if not out and root.is_relative_to(Path.home()):
+        out[str(root)] = "~/" + root.relative_to(Path.home()).as_posix()
+    return out
+
+
+def spec_cli_line(spec: RunSpec, out: str = "OUT.onnx") -> str:
+    """``spec``'s CLI line as a page shows it (workspace paths from ``$ORTLAB_HOME`` or ``~``)."""
+    return spec.cli_line(out, shell_roots())
 
 
 def load_run(run: Artifact) -> Artifact:
