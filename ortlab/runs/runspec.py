@@ -121,11 +121,12 @@ class RunSpec:
     def from_json(cls, text: str) -> RunSpec:
         return cls.from_dict(loads(text))
 
-    def cli_line(self, out: str = "OUT.onnx", roots: Mapping[str, str] | None = None) -> str:
+    def cli_line(self, out: str = "OUT.onnx", roots: Mapping[str, str] | None = None, width: int | None = None) -> str:
         """The ``ortlab optimize`` line that runs this spec (random data becomes ``--allow-random-data``). ``roots``
         maps folders to how a shell names them (``{"/home/me/.ortlab": '"$ORTLAB_HOME"'}``): a path under one is
         written from it (``"$ORTLAB_HOME"/models/…``) instead of in full. A bundled sample's model is written by its
-        name, and its own two sets (what the CLI takes for it by default) are left out."""
+        name, and its own two sets (what the CLI takes for it by default) are left out. With ``width`` the line is
+        continued (`` \\``) between options so that no line is longer than that where it can be helped."""
         model = self.model
         cal_ref, ev_ref = self.calibration, self.evaluation
         if self.sample is not None:
@@ -160,7 +161,29 @@ class RunSpec:
             parts += config_cli_args(self.policy)
         for name, shape in self.shapes.items():
             parts += ["--shape", format_shape_arg(name, [int(d) for d in shape])]
-        return " ".join(_shell_word(p, roots or {}) for p in parts)
+        return shell_lines([_shell_word(p, roots or {}) for p in parts], width)
+
+
+def shell_lines(words: Sequence[str], width: int | None = None) -> str:
+    """Shell ``words`` (already quoted) as one line, or with ``width`` as lines continued with `` \\`` that break only
+    before an option (``--flag`` with its values stays on one line), each at most ``width`` long where it can be."""
+    if width is None:
+        return " ".join(words)
+    groups: list[str] = []
+    for w in words:
+        if groups and not w.startswith("--") and groups[-1].split(" ", 1)[0].startswith("--"):
+            groups[-1] += " " + w
+        elif groups and not w.startswith("--") and not groups[-1].startswith("--"):
+            groups[-1] += " " + w  # the command and its positional arguments
+        else:
+            groups.append(w)
+    lines = [groups[0]] if groups else []
+    for g in groups[1:]:
+        if len(lines[-1]) + 1 + len(g) + 2 <= width:
+            lines[-1] += " " + g
+        else:
+            lines.append("  " + g)
+    return " \\\n".join(lines)
 
 
 def _shell_word(word: str, roots: Mapping[str, str]) -> str:

@@ -667,11 +667,14 @@ def preprocess_or_detect(info) -> PreprocessConfig | None:
     return resolve_preprocess(info, sample)
 
 
+CLI_WIDTH = 88  # characters a page's CLI line is continued at (between options), so it is read whole
+
+
 def cli_line(run: Artifact, out: str) -> str:
     """The runnable ``ortlab optimize`` line of a History run (its RunSpec; the recipe alone for older runs)."""
 
     if run.spec is not None:
-        return run.spec.cli_line(out, shell_roots())
+        return run.spec.cli_line(out, shell_roots(), width=CLI_WIDTH)
     return recipe_cli_line(run.recipe, str(run.source_path), out)
 
 
@@ -694,9 +697,10 @@ def shell_roots() -> dict[str, str]:
     return out
 
 
-def spec_cli_line(spec: RunSpec, out: str = "OUT.onnx") -> str:
-    """``spec``'s CLI line as a page shows it (workspace paths from ``$ORTLAB_HOME`` or ``~``)."""
-    return spec.cli_line(out, shell_roots())
+def spec_cli_line(spec: RunSpec, out: str = "OUT.onnx", width: int = CLI_WIDTH) -> str:
+    """``spec``'s CLI line as a page shows it (workspace paths from ``$ORTLAB_HOME`` or ``~``, continued between
+    options at ``width``)."""
+    return spec.cli_line(out, shell_roots(), width=width)
 
 
 def load_run(run: Artifact) -> Artifact:
