@@ -165,24 +165,28 @@ class RunSpec:
 
 
 def shell_lines(words: Sequence[str], width: int | None = None) -> str:
-    """Shell ``words`` (already quoted) as one line, or with ``width`` as lines continued with `` \\`` that break only
-    before an option (``--flag`` with its values stays on one line), each at most ``width`` long where it can be."""
+    """Shell ``words`` (already quoted) as one line, or with ``width`` as lines continued with `` \\`` that break
+    between arguments and options (a ``--flag`` keeps its values on its line, unless together they are too long),
+    each at most ``width`` long where a single word allows it."""
     if width is None:
         return " ".join(words)
-    groups: list[str] = []
-    for w in words:
-        if groups and not w.startswith("--") and groups[-1].split(" ", 1)[0].startswith("--"):
-            groups[-1] += " " + w
-        elif groups and not w.startswith("--") and not groups[-1].startswith("--"):
-            groups[-1] += " " + w  # the command and its positional arguments
+    groups: list[list[str]] = []
+    for k, w in enumerate(words):
+        if k == 1 or (groups and not w.startswith("--") and groups[-1][0].startswith("--")):
+            groups[-1].append(w)  # "ortlab optimize"; an option's values
         else:
-            groups.append(w)
-    lines = [groups[0]] if groups else []
-    for g in groups[1:]:
-        if len(lines[-1]) + 1 + len(g) + 2 <= width:
-            lines[-1] += " " + g
-        else:
-            lines.append("  " + g)
+            groups.append([w])
+    lines: list[str] = []
+    for g in groups:
+        text = " ".join(g)
+        if lines and len(lines[-1]) + 1 + len(text) + 2 <= width:
+            lines[-1] += " " + text
+        elif not lines:
+            lines.append(text)
+        elif len(text) + 4 <= width or len(g) == 1:
+            lines.append("  " + text)
+        else:  # a flag whose value does not fit beside it: the value on a line of its own
+            lines += ["  " + g[0], "    " + " ".join(g[1:])]
     return " \\\n".join(lines)
 
 
