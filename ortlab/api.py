@@ -33,7 +33,7 @@ from ortlab.data.preprocess import suggest_preset as suggest_preprocess_preset
 from ortlab.data.samples import (
     SampleModel, default_sample, find_by_path, find_by_sha256, find_for_model, get_sample, list_samples, samples_root,
 )
-from ortlab.data.store import dataset_digest, write_dataset
+from ortlab.data.store import dataset_digest, read_about, write_about, write_dataset
 
 # -- what runs here -----------------------------------------------------------------------------------------
 from ortlab.runtime.hardware import advise as hardware_advice, advised_recipe, detect as detect_hardware
@@ -63,7 +63,7 @@ from ortlab.runs.tune_policy import DEFAULT_MIN_SQNR_DB, sqnr_policy, verdict_po
 from ortlab.runs.pipeline import stage_labels
 from ortlab.runs.prepare import prepare_run
 from ortlab.runs.stored import delete_dataset, delete_model, stored_items
-from ortlab.runs.workspace import cache_dirs, default_root, import_roots, importable_path
+from ortlab.runs.workspace import bench_text, cache_dirs, default_root, import_roots, importable_path
 from ortlab.runs.stored_timing import (latest_pair, machine_text, record_pair_timing, report_timing, run_latency,
                                        speed_interval_text)
 from ortlab.timing.stats import of_summaries
@@ -246,6 +246,7 @@ __all__ = [
     "batch_inputs",
     "bench_busy",
     "bench_config_problems",
+    "bench_text",
     "cache_dirs",
     "carry_values",
     "check_fits",
@@ -321,6 +322,7 @@ __all__ = [
     "preprocess_cli_args",
     "random_dataset",
     "ranked_nodes",
+    "read_about",
     "recipe_cli_line",
     "record_pair_timing",
     "remove_stale_trial_folders",
@@ -361,5 +363,6 @@ __all__ = [
     "working_providers",
     "worse_or_equal",
     "worst_output_sqnr",
+    "write_about",
     "write_dataset",
 ]

@@ -153,11 +153,17 @@ with tabs[0]:
         with engine_errors("Drawing the diff graph"):
             overlay = node_errors.graph_overlay(cand.artifact)  # per-node SQNR, once analysed (Per-node error tab)
             bars = node_errors.thresholds()
+            # always there, so it can be found: disabled with the reason until the Per-node error tab measured
+            why_not = None if overlay else node_errors.overlay_unavailable(cand.artifact)
+            mode = st.radio("Error overlay", node_errors.MODES, horizontal=True, key="compare.overlay_mode",
+                            disabled=why_not is not None,
+                            help=why_not or (f"Node fill on an absolute scale: red below {bars[0]:g} dB (the verdict "
+                                             f"policy's broken bar), amber up to {bars[1]:g} dB, green above. "
+                                             "Accumulated: with every upstream error; added by the node: the node "
+                                             "alone (local SQNR)."))
+            if why_not is not None:
+                st.caption(md(why_not))
             if overlay:
-                mode = st.radio("Error overlay", node_errors.MODES, horizontal=True, key="compare.overlay_mode",
-                                help=f"Node fill on an absolute scale: red below {bars[0]:g} dB (the verdict "
-                                     f"policy's broken bar), amber up to {bars[1]:g} dB, green above. Accumulated: "
-                                     "with every upstream error; added by the node: the node alone (local SQNR).")
                 overlay = node_errors.graph_overlay(cand.artifact, mode)
                 sentence = node_errors.culprit_sentence(node_errors.analysis_for(cand.artifact))
                 if sentence:

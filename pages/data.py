@@ -76,7 +76,7 @@ with st.container(border=True):
                     ds = load_image_zip(zips[0].getvalue(), names)
                 else:
                     ds = load_image_files([(f.name, f.getvalue()) for f in files], names)
-                actions.set_user_dataset(ds, f"uploaded images ({len(ds)})")
+                actions.set_user_dataset(ds, f"uploaded images ({len(ds)})" + (f" from {zips[0].name}" if zips else ""))
                 st.success(f"Loaded {len(ds)} images{' with labels' if ds.labeled() else ' (unlabeled)'}.")
                 note = state.flash()  # the detected preprocessing: said now, not again after the next click
                 if note is not None:

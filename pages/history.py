@@ -153,7 +153,7 @@ for w in r.warnings:
     st.caption(f"⚠ {md(w)}")
 
 cli = actions.cli_line(r, f"run{run_id}.onnx")
-st.code(cli, language="bash")
+st.code(cli, language="bash", wrap_lines=True)  # whole, wrapped: a 1280 px page cut it off
 # buttons as wide as their labels, wrapping onto a second line rather than cutting a label
 row = st.container(horizontal=True, key="history_actions")
 # on_click="ignore": a download needs no rerun. A click's rerun registers new deferred files and drops the old
@@ -201,15 +201,20 @@ if state.ui("history.confirm_delete") != run_id:
 else:
     what = ("its files in the workspace" if inside else
             "nothing on disk: its model lies outside the workspace and stays where it is")
-    st.warning(f"Delete run #{run_id} from the history? This also deletes {what}, and the benchmarks that timed "
-               "it. It cannot be undone.", icon=":material/delete:")
+    timed = []
+    with engine_errors("Listing the benchmarks of the run"):
+        timed = actions.benchmarks_of(run_id)
+    benches = (f", and the {len(timed)} benchmark{'s' if len(timed) != 1 else ''} that timed it ("
+               + "; ".join(timed) + ")") if timed else " (no benchmark timed it)"
+    st.warning(md(f"Delete run #{run_id} from the history? This also deletes {what}{benches}. It cannot be undone."),
+               icon=":material/delete:")
     yes, no = st.columns([1, 4])
     if yes.button("Yes, delete", key="history.delete_yes", type="primary"):
         state.set_ui("history.confirm_delete", None)
         with engine_errors(f"Deleting run #{run_id}"):
             done = actions.delete_run(run_id)
-            bench = f" and {len(done.benchmarks)} benchmark{'s' if len(done.benchmarks) != 1 else ''}" \
-                if done.benchmarks else ""
+            bench = (f" and the {len(done.timed)} benchmark{'s' if len(done.timed) != 1 else ''} that timed it ("
+                     + "; ".join(done.timed) + ")") if done.timed else ""
             state.flash(f"Deleted run #{run_id}{bench}; {format_bytes(done.freed_bytes)} freed.", "success")
             st.rerun()
     if no.button("Keep it", key="history.delete_no"):

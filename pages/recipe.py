@@ -80,7 +80,7 @@ if c1.button("▶ Run recipe", key="recipe.run", type="primary", disabled=bool(e
     with engine_errors("Starting the run"):
         actions.start_recipe_job(recipe)
         st.rerun()
-c2.code(actions.run_spec(recipe).cli_line("OUT.onnx"), language="bash")
+c2.code(actions.spec_cli_line(actions.run_spec(recipe), width=64), language="bash", wrap_lines=True)  # 3/4 of the page
 recipe_job_panel("recipe_run", runs="recipe")  # the progress where the person just clicked
 
 arts = actions.model_artifacts()  # this model's runs only; other models' runs are on History

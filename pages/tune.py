@@ -107,7 +107,7 @@ else:
                 run = f" · History run #{best.run_id}" if best.run_id is not None else ""
                 b[1].caption(f"{'Recommended' if result.accepted else 'Closest'}: trial {best.index}, "
                              f"{md(best.label)}{run} · {md(best.verdict)}")
-                st.code(result.cli_line or best.cli_line, language="bash")
+                st.code(result.cli_line or best.cli_line, language="bash", wrap_lines=True)
             st.caption(f"The budget bought {md(result.bought())} · a trial is accepted when: {md(result.policy)} · "
                        f"{md(result.hardware)}")
             if result.notes:

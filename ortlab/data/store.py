@@ -87,3 +87,34 @@ def write_dataset(ds: Dataset, folder) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+ABOUT_FILE = "about.json"  # beside a stored data set's parts: what it was made from, for History's list
+
+
+def write_about(folder, label: str, ds: Dataset, parts: dict[str, int]) -> None:
+    """Write what the data set stored in ``folder`` was made from: the Data page's ``label`` (e.g. "photos.zip (40
+    images)"), its kind, sample count, classes and the samples in each part (``{"calibration": 32, ...}``). A folder
+    that cannot be written only loses its readable name."""
+    import json
+    from datetime import UTC, datetime
+
+    about = {"label": label, "kind": ds.kind, "samples": len(ds), "classes": len(ds.class_names),
+             "parts": dict(parts), "stored_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    path = Path(folder) / ABOUT_FILE
+    try:
+        if not path.exists():
+            path.write_text(json.dumps(about), encoding="utf-8")
+    except OSError:
+        pass
+
+
+def read_about(folder) -> dict | None:
+    """What :func:`write_about` wrote for the data set in ``folder`` (None when nothing readable was)."""
+    import json
+
+    try:
+        about = json.loads((Path(folder) / ABOUT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return about if isinstance(about, dict) and isinstance(about.get("label"), str) else None

@@ -8,7 +8,8 @@ that runs the same spec.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -120,11 +121,28 @@ class RunSpec:
     def from_json(cls, text: str) -> RunSpec:
         return cls.from_dict(loads(text))
 
-    def cli_line(self, out: str = "OUT.onnx") -> str:
-        """The ``ortlab optimize`` line that runs this spec (random data becomes ``--allow-random-data``)."""
-        parts = ["ortlab", "optimize", self.model, out, *recipe_cli_args(self.recipe)]
-        cal = self.calibration.location() if self.calibration is not None else None
-        ev = self.evaluation.location() if self.evaluation is not None else None
+    def cli_line(self, out: str = "OUT.onnx", roots: Mapping[str, str] | None = None, width: int | None = None) -> str:
+        """The ``ortlab optimize`` line that runs this spec (random data becomes ``--allow-random-data``). ``roots``
+        maps folders to how a shell names them (``{"/home/me/.ortlab": '"$ORTLAB_HOME"'}``): a path under one is
+        written from it (``"$ORTLAB_HOME"/models/…``) instead of in full. A bundled sample's model is written by its
+        name, and its own two sets (what the CLI takes for it by default) are left out. With ``width`` the line is
+        continued (`` \\``) between options so that no line is longer than that where it can be helped."""
+        model = self.model
+        cal_ref, ev_ref = self.calibration, self.evaluation
+        if self.sample is not None:
+            try:
+                sample = get_sample(self.sample)
+                same = Path(sample.model_path).resolve() == Path(self.model).resolve()
+            except Exception:  # a sample no longer installed: its path stays
+                same = False
+            if same:
+                model = self.sample
+                if (cal_ref is not None and (cal_ref.sample, cal_ref.set) == (self.sample, "calibration")
+                        and ev_ref is not None and (ev_ref.sample, ev_ref.set) == (self.sample, "evaluation")):
+                    cal_ref = ev_ref = None  # the CLI's default for a sample
+        cal = cal_ref.location() if cal_ref is not None else None
+        ev = ev_ref.location() if ev_ref is not None else None
+        parts = ["ortlab", "optimize", model, out, *recipe_cli_args(self.recipe)]
         if cal is not None:
             parts += ["--calibration", cal]
         if ev is not None and ev != cal:
@@ -135,11 +153,50 @@ class RunSpec:
             if ref is not None and ref.tokenizer is not None:
                 parts += ["--tokenizer", ref.tokenizer] + (["--seq-len", str(ref.seq_len)] if ref.seq_len else [])
                 break
-        if self.preprocess is not None and (cal or ev) is not None:
+        has_data = (cal or ev) is not None or cal_ref is not self.calibration  # (the sample's default sets)
+        if self.preprocess is not None and has_data:
             parts += preprocess_cli_args(self.preprocess)
         if self.policy is not None:
 
             parts += config_cli_args(self.policy)
         for name, shape in self.shapes.items():
             parts += ["--shape", format_shape_arg(name, [int(d) for d in shape])]
-        return " ".join(shlex.quote(p) for p in parts)
+        return shell_lines([_shell_word(p, roots or {}) for p in parts], width)
+
+
+def shell_lines(words: Sequence[str], width: int | None = None) -> str:
+    """Shell ``words`` (already quoted) as one line, or with ``width`` as lines continued with `` \\`` that break
+    between arguments and options (a ``--flag`` keeps its values on its line, unless together they are too long),
+    each at most ``width`` long where a single word allows it."""
+    if width is None:
+        return " ".join(words)
+    groups: list[list[str]] = []
+    for k, w in enumerate(words):
+        if k == 1 or (groups and not w.startswith("--") and groups[-1][0].startswith("--")):
+            groups[-1].append(w)  # "ortlab optimize"; an option's values
+        else:
+            groups.append([w])
+    lines: list[str] = []
+    for g in groups:
+        text = " ".join(g)
+        if lines and len(lines[-1]) + 1 + len(text) + 2 <= width:
+            lines[-1] += " " + text
+        elif not lines:
+            lines.append(text)
+        elif len(text) + 4 <= width or len(g) == 1:
+            lines.append("  " + text)
+        else:  # a flag whose value does not fit beside it: the value on a line of its own
+            lines += ["  " + g[0], "    " + " ".join(g[1:])]
+    return " \\\n".join(lines)
+
+
+def _shell_word(word: str, roots: Mapping[str, str]) -> str:
+    """``word`` quoted for a shell; an absolute path under one of ``roots`` written from that root's shell name."""
+    if word.startswith("/"):
+        for root, name in sorted(roots.items(), key=lambda kv: -len(kv[0])):
+            base = root.rstrip("/")
+            if word.startswith(base + "/"):
+                rest = word[len(base) + 1:]
+                quoted = shlex.quote(rest)
+                return f"{name}/{quoted}"
+    return shlex.quote(word)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ortlab.core.errors import OrtlabError
 from ortlab.data.samples import samples_root
+from ortlab.data.store import read_about
 from ortlab.runs.artifact import Artifact
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.workspace import Workspace, folder_bytes
@@ -94,7 +95,17 @@ def _data_runs(folder: Path, runs: list[Artifact]) -> list[int]:
 
 
 def _data_name(folder: Path) -> str:
-    """What a data set folder holds, in words: its kind and the number of samples where it is cheap to tell."""
+    """What a data set folder holds, in words: what the Data page called it when it was stored (its label, e.g.
+    "photos.zip (40 images)"), its kind and the samples of each part; for a folder stored before labels were
+    kept, its kind and the number of samples where it is cheap to tell. The digest folder name comes last."""
+    about = read_about(folder)
+    if about is not None:
+        parts = about.get("parts")
+        parts = parts if isinstance(parts, dict) else {}
+        split = ", ".join(f"{n} to {'calibrate' if p == 'calibration' else 'evaluate'}" for p, n in parts.items())
+        kind = {"images": "images", "tensors": "tensors", "text": "text lines"}.get(str(about.get("kind")), "samples")
+        return f"{about['label']} · {about.get('samples', '?')} {kind}" + (f" ({split})" if split else "") \
+            + f" · data/{folder.name}"
     parts = []
     for part in ("calibration", "evaluation"):
         sub = folder / part
@@ -104,7 +115,7 @@ def _data_name(folder: Path) -> str:
         elif sub.is_dir():
             files = sorted(p.name for p in sub.iterdir() if p.is_file() and p.name != "tokenizer.json")
             parts.append(f"{part}: {', '.join(files) or 'empty'}")
-    return f"{folder.name} ({'; '.join(parts) or 'empty'})"
+    return f"{'; '.join(parts) or 'empty'} · data/{folder.name}"
 
 
 def _artifacts(ws: Workspace) -> list[Artifact]:

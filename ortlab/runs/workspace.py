@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from ortlab.runs.history import History
 from ortlab.runs.artifact import Artifact
@@ -115,7 +115,18 @@ class DeletedRun:
     removed: list[Path]
     benchmarks: list[int]
     freed_bytes: int
+    timed: list[str] = field(default_factory=list)  # per benchmark: "benchmark #4 of 2026-12-03 14:02 (A vs B)"
 
+
+
+def bench_text(b: BenchmarkRecord) -> str:
+    """A stored benchmark in words: its number, when, and what it timed ("benchmark #4 of 2026-12-03 14:02: original
+    · digits_cnn vs #3 int8 static QDQ, batch 1")."""
+    names = " vs ".join(v.name or v.id or (f"run #{v.run_id}" if v.run_id is not None else "a model")
+                        for v in b.variants)
+    sizes = list(b.config.batch_sizes)
+    return (f"benchmark #{b.id} of {b.created_at.replace('T', ' ')[:16]}: {names or 'no models'}, "
+            f"batch {'size' if len(sizes) == 1 else 'sizes'} {', '.join(str(n) for n in sizes)}")
 
 
 def folder_bytes(folder: Path, skip: tuple[str, ...] = ()) -> int:
@@ -210,13 +221,14 @@ class Workspace:
                 freed = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
                 shutil.rmtree(folder)
                 removed.append(folder)
-        benches = [b.id for b in history.list_benchmarks()
-                   if isinstance(b, BenchmarkRecord) and b.id is not None
-                   and any(v.run_id == int(run_id) for v in b.variants)]
+        records = sorted((b for b in history.list_benchmarks()
+                          if isinstance(b, BenchmarkRecord) and b.id is not None
+                          and any(v.run_id == int(run_id) for v in b.variants)), key=lambda b: b.id or 0)
+        benches = [int(b.id) for b in records if b.id is not None]
         for bench_id in benches:
             history.delete_benchmark(bench_id)
         history.delete(int(run_id))
-        return DeletedRun(int(run_id), removed, benches, freed)
+        return DeletedRun(int(run_id), removed, benches, freed, [bench_text(b) for b in records])
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"

@@ -271,6 +271,8 @@ def test_delete_run_removes_row_files_and_benchmarks_never_files_outside(tmp_pat
 
     done = ws.delete_run(inside.run_id)
     assert done.removed == [inside.dir] and done.benchmarks == [b_inside] and done.freed_bytes > 0
+    [timed] = done.timed  # named, with what it timed (issue 38: "deleted 2 benchmarks" said not which)
+    assert timed.startswith(f"benchmark #{b_inside} of ") and timed.endswith(": a, batch size 1"), timed
     assert not inside.dir.exists() and other.dir.exists() and ws.size_bytes() < size
     assert [r.run_id for r in h.list()] == [outside.run_id, other.run_id]
     assert [b.id for b in h.list_benchmarks()] == [b_other]

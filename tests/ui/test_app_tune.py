@@ -46,8 +46,12 @@ def test_per_node_error_keep_in_float_rerun_and_history_qdq_download(app):
     at.button(key="demo_run").click().run()
     _ok(at)
     assert at.title[0].value.endswith("Compare")
+    # the overlay toggle is there before the analysis, disabled with its reason (issue 38: it appeared only after)
+    toggle = at.radio(key="compare.overlay_mode")
+    assert toggle.disabled and "once the Per-node error tab has run its analysis" in toggle.help, toggle.help
     at.button(key="node_errors.analyse").click().run()
     _ok(at)
+    assert not at.radio(key="compare.overlay_mode").disabled
     editors = at.data_editor
     assert len(editors) == 1
     table = editors[0].value

@@ -30,7 +30,7 @@ from ortlab.api import import_model
 from ortlab.api import split_dataset
 from ortlab.api import TOKENIZER_FILE
 from ortlab.api import resolve_preprocess
-from ortlab.api import dataset_digest, write_dataset
+from ortlab.api import dataset_digest, read_about, write_about, write_dataset
 from ortlab.api import pick_subset
 from ortlab.core.text import format_bytes, upload_name
 from ortlab.ui.views.cards import pct, sqnr_db_text, verdict_text
@@ -72,6 +72,13 @@ def delete_run(run_id: int):
     if last is not None and last.id is not None and last.id in done.benchmarks:
         state.set_last_benchmark(None)
     return done
+
+
+def benchmarks_of(run_id: int) -> list[str]:
+    """The stored benchmarks that timed History run ``run_id``, each in words (``bench_text``): what deleting the
+    run deletes with it."""
+    return [api.bench_text(b) for b in sorted(history().list_benchmarks(), key=lambda b: getattr(b, "id", 0) or 0)
+            if isinstance(b, api.BenchmarkRecord) and b.id is not None and any(v.run_id == run_id for v in b.variants)]
 
 
 def stored_items():
@@ -279,6 +286,9 @@ def set_user_dataset(ds, label: str) -> None:
                 if ds.kind == "text" else {}
             refs.append(DataRef(path=str(path), **text))
         cal_ref, ev_ref = refs
+        # History's list names the stored set by what it was made from, not by its digest folder
+        write_about(folder, label, ds, {"calibration": len(cal), "evaluation": len(ev)} if ev is not cal
+                    else {"calibration": len(cal)})
         if ev is not cal:
             label += f": {len(cal)} to calibrate, {len(ev)} held out to evaluate"
     state.set_dataset(cal, label, eval_ds=ev)
@@ -657,12 +667,40 @@ def preprocess_or_detect(info) -> PreprocessConfig | None:
     return resolve_preprocess(info, sample)
 
 
+CLI_WIDTH = 88  # characters a page's CLI line is continued at (between options), so it is read whole
+
+
 def cli_line(run: Artifact, out: str) -> str:
     """The runnable ``ortlab optimize`` line of a History run (its RunSpec; the recipe alone for older runs)."""
 
     if run.spec is not None:
-        return run.spec.cli_line(out)
+        return run.spec.cli_line(out, shell_roots(), width=CLI_WIDTH)
     return recipe_cli_line(run.recipe, str(run.source_path), out)
+
+
+def shell_roots() -> dict[str, str]:
+    """How a shell names this session's workspace, for CLI lines shown on a page: ``"$ORTLAB_HOME"`` (with
+    ``/users/<key>`` in a shared app) when that variable chose it, else ``~/…`` under the home folder; the full
+    server path is never spelled out."""
+    import os
+
+    root = workspace().root
+    home_env = os.environ.get("ORTLAB_HOME", "").strip()
+    out: dict[str, str] = {}
+    if home_env:
+        base = Path(home_env).expanduser()
+        if root == base or base in root.parents:
+            rel = root.relative_to(base).as_posix()
+            out[str(root)] = '"$ORTLAB_HOME"' + ("" if rel == "." else "/" + rel)
+    if not out and root.is_relative_to(Path.home()):
+        out[str(root)] = "~/" + root.relative_to(Path.home()).as_posix()
+    return out
+
+
+def spec_cli_line(spec: RunSpec, out: str = "OUT.onnx", width: int = CLI_WIDTH) -> str:
+    """``spec``'s CLI line as a page shows it (workspace paths from ``$ORTLAB_HOME`` or ``~``, continued between
+    options at ``width``)."""
+    return spec.cli_line(out, shell_roots(), width=width)
 
 
 def load_run(run: Artifact) -> Artifact:
@@ -679,6 +717,78 @@ def load_run(run: Artifact) -> Artifact:
     state.add_artifact(run)
     state.set_compare_pair(state.ORIGINAL, variant_id(run))
     return run
+
+
+def _stored_data_set(ref: DataRef) -> Path | None:
+    """The folder ``data/<digest>/`` of the workspace that ``ref`` (a path reference) reads from (there or deleted),
+    or None when it reads from elsewhere."""
+    try:
+        p = Path(str(ref.path)).expanduser().resolve()
+        stored = (workspace().root / "data").resolve()
+    except (OSError, RuntimeError):
+        return None
+    return stored / p.relative_to(stored).parts[0] if p.is_relative_to(stored) and p != stored else None
+
+
+def restore_run_data(run: Artifact) -> str | None:
+    """Make the data ``run`` was made with (its RunSpec's calibration and evaluation, preprocessing and input
+    shapes) this session's data of its model, as the Data page would set them, when that data still exists: a
+    bundled sample's sets, a data set stored in the workspace (``data/<digest>/``), or random data. Returns None
+    when it did, else why not (a clause: "it ran without data", "its data set was deleted from the workspace")."""
+    from dataclasses import replace
+
+    spec = run.spec
+    if spec is None:
+        return "the run keeps no record of its data"
+    cal_ref, ev_ref = spec.calibration, spec.evaluation
+    if cal_ref is None and ev_ref is None:
+        return "it ran without data"
+    folder = None
+    for ref in (cal_ref, ev_ref):
+        if ref is None or ref.path is None:
+            continue
+        folder = _stored_data_set(ref)
+        if folder is None:  # a CLI run's own folder: not this app's to open
+            return f"it read {Path(ref.path).name} from outside the workspace"
+        if not Path(str(ref.path)).exists():
+            return "its data set was deleted from the workspace"
+    try:
+        cal_full = replace(cal_ref, count=None) if cal_ref is not None else None
+        ev_full = replace(ev_ref, count=None) if ev_ref is not None else None
+        cal = cal_full.load() if cal_full is not None else None
+        ev = ev_full.load() if ev_full is not None and ev_full != cal_full else cal
+    except Exception as exc:  # a sample no longer installed, an unreadable file: said, never raised
+        return f"its data could not be read ({getattr(exc, 'message', None) or type(exc).__name__})"
+    if cal is None:
+        cal = ev
+    assert cal is not None and ev is not None
+    ref = cal_ref or ev_ref
+    assert ref is not None
+    if ref.sample is not None:
+        label = f"{ref.sample}: {cal_ref.set if cal_ref else ev_ref.set} ({len(cal)})"  # type: ignore[union-attr]
+        if ev is not cal and ev_ref is not None:
+            label += f", {ev_ref.set} ({len(ev)})"
+        source = "sample" if demo_sample() is not None else "images"
+    elif ref.random is not None:
+        label, source = f"random ({len(cal)})", "random"
+    else:
+        about = read_about(folder) if folder is not None else None
+        label = about["label"] if about is not None else f"stored data set {folder.name if folder else ''}".strip()
+        if ev is not cal:
+            label += f": {len(cal)} to calibrate, {len(ev)} held out to evaluate"
+        source = cal.kind
+    state.set_dataset(cal, label, eval_ds=ev)
+    state.set_data_refs(cal_ref, replace(ev_ref, count=None) if ev_ref is not None else None)
+    n = ev_ref.count if ev_ref is not None and ev_ref.count else min(DEFAULT_EVAL_SAMPLES, len(ev))
+    state.set_data_settings(min(n, len(ev)), ev_ref.stratify if ev_ref is not None else True,
+                            ev_ref.seed if ev_ref is not None else 0)
+    images = cal.kind == "images"
+    if images and spec.preprocess is not None:
+        state.set_preprocess(spec.preprocess)
+        state.set_ui("preprocess_size_confirmed", True)  # the run was made at this size: chosen, not a placeholder
+    state.set_input_shapes(spec.shapes)
+    state.set_ui("data_source", source)
+    return None
 
 
 def run_report(run: Artifact, ws: Workspace | None = None, cache: dict | None = None) -> str:

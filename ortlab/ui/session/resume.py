@@ -1,6 +1,6 @@
 """A new browser session (a reload included) starts where the workspace left off: the Compare pair viewed last
-in this workspace, else the newest History run, is loaded with its model, so Compare is never empty while History
-holds runs and a reload comes back to the pair it showed."""
+in this workspace, else the newest History run, is loaded with its model and, when it still exists, the data it was
+made with, so Compare is never empty while History holds runs and a reload comes back to the pair it showed."""
 
 from __future__ import annotations
 
@@ -76,9 +76,14 @@ def resume() -> Artifact | None:
     if ref is not None and ref.source_sha256 == cand.source_sha256 and ref.run_id != cand.run_id:
         state.add_artifact(ref)
         state.set_compare_pair(actions.variant_id(ref), actions.variant_id(cand))
+    try:  # the data it was made with, as the Data page would have set it (a stored data set, a sample's sets)
+        no_data = actions.restore_run_data(cand)
+    except Exception as exc:  # never keeps the app from opening
+        log.warning("Could not restore the data of History run %s: %s", cand.run_id, exc)
+        no_data = "its data could not be read"
     # said in the sidebar while that model is open: the app did not start on the bundled sample on its own
-    state.set_ui(OPENED, (cand.run_id, str(state.model_path()), "the pair viewed last" if pair.get("cand") == f"run{cand.run_id}"
-                          else "the newest run"))
+    which = "the pair viewed last" if pair.get("cand") == f"run{cand.run_id}" else "the newest run"
+    state.set_ui(OPENED, (cand.run_id, str(state.model_path()), which, no_data))
     return cand
 
 
@@ -87,6 +92,8 @@ def opened_text() -> str | None:
     opened = state.ui(OPENED)
     if not opened or str(state.model_path()) != opened[1]:
         return None
-    run_id, _, which = opened
-    return (f"Reopened from History: run {run_id}, {which} in this workspace (its data is not reloaded: the Data "
-            "page picks it). The Model page opens another model or a bundled sample.")
+    run_id, _, which, no_data = opened
+    data = ("with the data it was made with" if no_data is None
+            else f"without its data ({no_data}: the Data page picks data)")
+    return (f"Reopened from History: run {run_id}, {which} in this workspace, {data}. The Model page opens another "
+            "model or a bundled sample.")

@@ -42,16 +42,18 @@ def field_widget(f: dataclasses.Field, tp: Any, current: Any, key: str, *, optio
     """One widget for one field; returns the value in the field's type (invalid text keeps ``current``)."""
     label, help_ = _label(f), f.metadata.get("help")
     meta = f.metadata
+    # a value set_form_values wrote is the widget's: a default beside it is ignored, and Streamlit logs a warning
+    seeded = key in st.session_state
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         choices = list(tp)
-        idx = choices.index(current) if current in choices else 0
+        idx = choices.index(current) if current in choices and not seeded else 0
         fmt = lambda m: m.value
         if len(choices) <= RADIO_MAX:
             return st.radio(label, choices, index=idx, key=key, help=help_, horizontal=True, format_func=fmt,
                             disabled=disabled)
         return st.selectbox(label, choices, index=idx, key=key, help=help_, format_func=fmt, disabled=disabled)
     if tp is bool:
-        return st.toggle(label, value=bool(current), key=key, help=help_, disabled=disabled)
+        return st.toggle(label, value=bool(current) and not seeded, key=key, help=help_, disabled=disabled)
     if tp is int or tp is float:
         cast = int if tp is int else float
         # int or float, chosen at run time: st.number_input's int and float overloads each want one kind
@@ -64,22 +66,25 @@ def field_widget(f: dataclasses.Field, tp: Any, current: Any, key: str, *, optio
         num_format: str | None = None
         if tp is float and "step" in kw and kw["step"] < 0.01:
             num_format = "%.4f"
+        if seeded and "min" in kw:  # "min": no default of its own (the type still follows min/max/step)
+            value = "min"
         return cast(st.number_input(label, min_value=kw.get("min"), max_value=kw.get("max"), step=kw.get("step"),
                                     value=value, key=key, help=help_, format=num_format, disabled=disabled))
     if typing.get_origin(tp) is tuple:
         inner = (typing.get_args(tp) or (str,))[0]
         if inner is str and options is not None:
             opts = sorted(set(options) | set(current))
-            return tuple(st.multiselect(label, opts, default=list(current), key=key, help=help_, disabled=disabled))
+            return tuple(st.multiselect(label, opts, default=None if seeded else list(current), key=key, help=help_,
+                                        disabled=disabled))
         conv = {int: int, float: float}.get(inner, str)
-        text = st.text_input(label, value=", ".join(str(v) for v in current), key=key, help=help_,
-                             disabled=disabled)
+        text = st.text_input(label, value="" if seeded else ", ".join(str(v) for v in current), key=key,
+                             help=help_, disabled=disabled)
         try:
             return _parse_list(text, conv)
         except ValueError:
             st.error(f"{label}: “{text}” is not a comma-separated list of {conv.__name__} values.")
             return current
-    return st.text_input(label, value="" if current is None else str(current), key=key, help=help_,
+    return st.text_input(label, value="" if current is None or seeded else str(current), key=key, help=help_,
                          disabled=disabled)
 
 

@@ -311,6 +311,15 @@ def graph_overlay(a: Artifact | None, mode: str = ACCUMULATED) -> dict | None:
     return {**ov, "label": label, "values": carry_values(values, c[k], lower_is_worse=True)}
 
 
+def overlay_unavailable(a: Artifact | None) -> str:
+    """Why the graph diff has no error overlay for the candidate ``a`` yet (a sentence for the disabled toggle)."""
+    if qdq_model(a) is None:
+        return ("Error overlay: colours each node by its measured int8 error; it needs an int8 static result as "
+                "the candidate.")
+    return ("Error overlay: colours each node by its measured error once the Per-node error tab has run its "
+            "analysis on this candidate.")
+
+
 def analysis_for(a: Artifact | None):
     """The kept analysis of ``a``'s QDQ model, or None."""
     qdq = qdq_model(a)

@@ -35,13 +35,18 @@ def stored_section() -> None:
     label = (f"Models and data: {models} imported model{'s' if models != 1 else ''}, {len(items) - models} "
              f"uploaded data set{'s' if len(items) - models != 1 else ''} ({format_bytes(total)})")
     with st.expander(label, icon=":material/inventory_2:", expanded=state.ui(CONFIRM) is not None):
+        st.caption("Delete removes the item's files from the workspace (a data set: the copy of the uploaded files "
+                   "ortlab keeps in data/) and the runs made from it, with their result files and the benchmarks "
+                   "that timed them. Your own files are not touched. It asks first.")
         for k, item in enumerate(items):
             key = str(item.folder)
             row = st.container(horizontal=True, vertical_alignment="center")
             row.markdown(f"**{item.kind.capitalize()}** {md(item.name)} · {format_bytes(item.size_bytes)} on disk "
                          f"· {_runs(len(item.run_ids))}")
             if state.ui(CONFIRM) != key:
-                if row.button(":material/delete: Delete", key=f"history.stored.delete.{k}"):
+                what = "model file" if item.kind == MODEL else "stored copy of this data"
+                if row.button(":material/delete: Delete", key=f"history.stored.delete.{k}",
+                              help=f"Removes the {what} and its {_runs(len(item.run_ids))} (asks first)."):
                     state.set_ui(CONFIRM, key)
                     st.rerun()
                 continue
