@@ -21,8 +21,8 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
-import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,14 +173,28 @@ def stop_node(timeout_s: float = 120) -> str:
     return _ray([sys.executable, "-m", "ray.scripts.scripts", "stop"], dict(os.environ), timeout_s, "stop")
 
 
+_RAY_CLI = "import sys\nfrom ray.scripts.scripts import main\nsys.argv = ['ray', *sys.argv[1:-1]]\nmain()\n"
+
+
 def _ray(cmd: list[str], env: dict[str, str], timeout_s: float, what: str) -> str:
+    """Runs Ray's command line (``cmd`` after ``python -m ray.scripts.scripts``) in a child process of ortlab's
+    child runner (:class:`ortlab.runtime.child.Child`); its output, or :class:`NodeStartFailed` with its last
+    lines."""
+    from ortlab.runtime.child import Child
+
+    child = Child(_RAY_CLI, *cmd[3:], env=env)
     try:
-        run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s,
-                             stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise NodeStartFailed(f"`ray {what}` did not finish within {timeout_s:g} s.") from None
-    text = (run.stdout or "") + (run.stderr or "")
-    if run.returncode != 0:
+        deadline = time.monotonic() + timeout_s
+        while child.running() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        timed_out = child.running()
+        code = child.finish(grace=1.0)
+        text = child.log_text()
+    finally:
+        child.close()
+    if timed_out:
+        raise NodeStartFailed(f"`ray {what}` did not finish within {timeout_s:g} s.")
+    if code != 0:
         tail = " / ".join(line.strip() for line in text.strip().splitlines()[-3:])
-        raise NodeStartFailed(f"`ray {what}` failed (exit {run.returncode}): {tail}")
+        raise NodeStartFailed(f"`ray {what}` failed (exit {code}): {tail}")
     return text
