@@ -2,7 +2,10 @@
 chain) in float would do to the evaluation, without a quantize or a child process.
 
 :class:`RevertScreen` runs the fp32 model once on a small split of the evaluation data (:data:`SCREEN_SAMPLES`
-samples, stratified), keeps its outputs, and for each set of nodes asked about builds the QDQ model with those nodes
+samples, stratified; or, given a ``pool``, the ones of that many where the QDQ model errs most by
+:func:`ortlab.checks.eval_report.worst_sqnr_db` — the ranking subset of NNCF's accuracy control, Kozlov et al.,
+"Neural Network Compression Framework for fast model inference", 2020: what a float set mends, it mends there, where
+an average over easy samples no int8 error reaches hides it), keeps its outputs, and for each set of nodes asked about builds the QDQ model with those nodes
 in float (:class:`ortlab.transforms.float_revert.FloatReverter`), runs it on the same samples and compares the
 outputs as ``evaluate`` does (:class:`ortlab.checks.evaluate.OutputComparison`: each output's error and the task's
 metrics — detections' F1, decoded strings, confident flips, nearest-neighbour agreement, else SQNR). What a
@@ -17,6 +20,7 @@ neighbour is excluded). A screen ranks; a trial confirms.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +29,7 @@ from typing import Any
 
 import onnx
 
-from ortlab.checks.eval_report import EvalReport
+from ortlab.checks.eval_report import EvalReport, worst_sqnr_db
 from ortlab.checks.evaluate import OutputComparison, session_inputs
 from ortlab.checks.verdict import VerdictPolicy
 from ortlab.core.errors import Cancelled, DataError
@@ -39,6 +43,7 @@ from ortlab.settings.config import PreprocessConfig
 from ortlab.transforms.float_revert import FloatReverter, producer_chain
 
 SCREEN_SAMPLES = 16  # evaluation samples a screen runs: a ranking, confirmed by a trial on the full split
+RANKING_POOL = 96  # evaluation samples the hardest SCREEN_SAMPLES are chosen from
 
 
 @dataclass
@@ -68,18 +73,21 @@ class RevertScreen:
     ``shapes``: ``--shape`` for open dims; ``policy``: the task, margin and threshold of the metrics;
     ``float_path``: the float model the QDQ model was quantized from, when not the reference itself (ORT's
     pre-processing folds BatchNormalization into the Conv weights): reverted nodes take their float weights there;
-    ``op_types``: the op types the quantizer was asked for (None: all it supports)."""
+    ``op_types``: the op types the quantizer was asked for (None: all it supports); ``pool``: screen the ``n``
+    samples where the QDQ model errs most among this many (stratified) instead of ``n`` stratified ones —
+    :attr:`pool_size` says how many were looked at, :attr:`hardest` whether the pick was by error."""
 
     def __init__(self, reference_path, qdq_path, dataset: Dataset, preprocess: PreprocessConfig | None,
                  n: int = SCREEN_SAMPLES, *, shapes: dict[str, list[int]] | None = None,
                  policy: VerdictPolicy | None = None, cancel: CancelToken | None = None,
-                 float_path=None, op_types: Iterable[str] | None = None) -> None:
+                 float_path=None, op_types: Iterable[str] | None = None, pool: int | None = None) -> None:
         self.policy = policy or VerdictPolicy()
         self.cancel = cancel
         self.qdq = onnx.load(str(qdq_path))
         self.float_model = onnx.load(str(float_path or reference_path))
         self.reverter = FloatReverter(self.qdq, self.float_model, op_types)
-        ds = dataset if n >= len(dataset) else stratified_sample(dataset, n, seed=0)
+        looked = max(n, pool or 0)
+        ds = dataset if looked >= len(dataset) else stratified_sample(dataset, looked, seed=0)
         self.labeled = ds.labeled()
         ref, _ = create_session(Path(reference_path))
         inputs = session_inputs(ref)
@@ -88,7 +96,35 @@ class RevertScreen:
         self.names = [o.name for o in ref.get_outputs()]
         self.feeds = [batch_inputs(ds, [i], pre, inputs, specs) for i in range(len(ds))]
         self.reference = [ref.run(self.names, f) for f in self.feeds]
+        self.pool_size = len(self.feeds)
+        self.hardest = len(self.feeds) > n
+        if self.hardest:
+            self._keep_hardest(n)
         self.n = len(self.feeds)
+
+    def _keep_hardest(self, n: int) -> None:
+        """Keep the ``n`` samples where the QDQ model (nothing in float) has the lowest
+        :func:`~ortlab.checks.eval_report.worst_sqnr_db`, in their original order."""
+        sess = self._session(())
+        cand_names = [o.name for o in sess.get_outputs()]
+        sqnr = []
+        for feed, ref_out in zip(self.feeds, self.reference):
+            one = OutputComparison(self.names, self.labeled, self.policy)
+            one.add(ref_out, sess.run(cand_names, feed), feed)
+            db = worst_sqnr_db(one.report())
+            sqnr.append(math.inf if db is None else db)
+        keep = sorted(sorted(range(len(sqnr)), key=lambda i: sqnr[i])[:n])
+        self.feeds = [self.feeds[i] for i in keep]
+        self.reference = [self.reference[i] for i in keep]
+
+    def _session(self, nodes: Iterable[str]) -> Any:
+        nodes = list(nodes)
+        try:
+            sess, _ = create_session(self.reverter.model(nodes).SerializeToString())
+        except Exception as exc:  # ORT's own error on a reverted graph: any of its exception types
+            raise DataError(f"The QDQ model with {', '.join(sorted(nodes)) or 'nothing'} in float failed to load: "
+                            f"{explain_ort_error(exc)}") from None
+        return sess
 
     def chain(self, name: str, max_nodes: int) -> tuple[str, ...]:
         """``name`` with the producers that feed only it (:func:`ortlab.transforms.float_revert.producer_chain`)."""
@@ -102,9 +138,9 @@ class RevertScreen:
 
     def report(self, nodes: Iterable[str] = ()) -> EvalReport:
         """The evaluation of the QDQ model with ``nodes`` in float, on the screening samples."""
-        model = self.reverter.model(nodes)
+        nodes = list(nodes)
+        sess = self._session(nodes)
         try:
-            sess, _ = create_session(model.SerializeToString())
             cand_names = [o.name for o in sess.get_outputs()]
             comparison = OutputComparison(self.names, self.labeled, self.policy)
             for feed, ref_out in zip(self.feeds, self.reference):

@@ -5,14 +5,17 @@ From the best static QDQ trial by the task, and from its twin with bias correcti
 two interact: the corrections downstream of a node were fitted to its int8 error, so on a corrected model a node put
 back in float alone rarely helps — 1 of 12 units on the yolov8 fixture, 6 of 12 without the correction), the
 per-node analysis names the :data:`CANDIDATES` worst nodes by their local error; each, with its producer chain
-(a SiLU's Conv → Sigmoid → Mul is one unit), is reverted to float alone in memory and screened on a small split of
-the evaluation data (:class:`ortlab.checks.revert_screen.RevertScreen`), scored as a trial is ranked (verdict level,
-the task's measure, the task's SQNR). The units that help are then reverted cumulatively in that order — a unit that
-makes the set worse on the screen is skipped — until the screened evaluation is one the search accepts (verdict ok
+(a SiLU's Conv → Sigmoid → Mul is one unit), is reverted to float alone in memory and ranked on the evaluation samples where the
+int8 model errs most (:data:`SCREEN_SAMPLES` of up to :data:`~ortlab.checks.revert_screen.RANKING_POOL`, NNCF's
+ranking subset, :class:`ortlab.checks.revert_screen.RevertScreen`), scored by the verdict level, then the task's
+SQNR (continuous: it tells apart units that an F1 over a few detections, saturated at 100%, cannot), then the task's
+measure. The units that help are then reverted cumulatively in that order on a stratified split (representative,
+so that its acceptance means what a trial's does) — a unit that makes the set worse there is skipped — until the screened evaluation is one the search accepts (verdict ok
 and its bar); that set is confirmed by one real trial through the run service (quantize with
 ``nodes_to_exclude``, verify on the full split, timed against the source with the one clock), stage "accuracy".
 When the trial is not accepted, the set grows by half again before the next confirmation, within the search's
-``exclusion_steps`` trials. Of the two bases, the sets are confirmed from the one whose screen reaches furthest.
+``exclusion_steps`` trials; when the screen accepted a set the trial did not, the screen is shown too lenient and
+a note says so: the intermediate sets it accepted are skipped for the best set it found. Of the two bases, the sets are confirmed from the one whose screen reaches furthest.
 The first accepted set is what passed, not what is needed: it is then trimmed (:meth:`AccuracySearch._trim`) — its
 units dropped one at a time on the screen, the costliest in float first, while the screen still accepts — and the
 smaller set confirmed by one more trial, so tune, which recommends the fastest accepted trial, can pick it (on a
@@ -36,7 +39,7 @@ from typing import Any
 
 from ortlab.checks.analyze import analyze
 from ortlab.checks.eval_report import EvalReport
-from ortlab.checks.revert_screen import SCREEN_SAMPLES, RevertScreen, Screened
+from ortlab.checks.revert_screen import RANKING_POOL, SCREEN_SAMPLES, RevertScreen, Screened
 from ortlab.checks.verdict import Level, judge
 from ortlab.core.errors import OrtlabError
 from ortlab.core.layout import QDQ_FILE
@@ -55,12 +58,12 @@ MIN_REFERENCE_DETECTIONS = 50  # a trim screens a detector on enough samples to 
 
 
 def screen_score(report: EvalReport | None, tuner: Tuner) -> tuple[float, float, float]:
-    """A screened evaluation ranked as a trial is (:func:`ortlab.runs.tune_policy._rank_key`), higher is better:
-    the verdict level, the task's measure, the task's SQNR."""
+    """A screened evaluation's rank, higher is better: the verdict level, the task's SQNR (continuous), then the
+    task's measure (on a screen's few samples an F1 moves in steps of several percent and saturates at 100%)."""
     level = judge(report, tuner.verdict_policy).level.value
     q = task_quality(report, level)
     sq = q.sqnr_db if q.sqnr_db is not None and not math.isnan(q.sqnr_db) else -math.inf
-    return (-_LEVEL_RANK.get(level, 1), q.value if q.value is not None else 0.0, sq)
+    return (-_LEVEL_RANK.get(level, 1), sq, q.value if q.value is not None else 0.0)
 
 
 def screen_accepts(report: EvalReport | None, tuner: Tuner) -> bool:
@@ -125,19 +128,41 @@ class AccuracySearch:
                                f"{'off' if chosen.recipe.quant.bias_correction else 'on'}: the sets are confirmed "
                                f"from {chosen.label}, whose screen reaches furthest.")
             confirmed: list[Trial] = []
+            lenient = False
             for i, (units, screened) in enumerate(plan.steps):
                 if t._stop():
                     return
+                if lenient and i < len(plan.steps) - 1:
+                    continue  # the screen's acceptance was refused by a trial: only its best set is worth one
                 # on a cluster, the next sets start on free nodes while this one runs (each step's set is known
                 # from the screen); those the search no longer wants once a set is accepted are cancelled
                 t._prefetch([self._confirm_recipe(chosen, u) for u, _ in plan.steps[i:]])
                 trial = self._confirm(chosen, units, self._grow_note(units, plan.start, screened))
                 confirmed.append(trial)
+                lenient = self._disagreement(screened, trial) or lenient
                 yield trial
                 if trial.accepted:
                     t._prefetch([])
                     yield from self._trim(chosen, units, trial, confirmed, plan, Path(tmp) / str(chosen.index))
                     return
+
+    def _disagreement(self, screened: Screened, trial: Trial) -> bool:
+        """Says in a note when the screen and the confirming trial disagree on acceptance; True when the screen
+        accepted what the trial did not (the screen is too lenient for this model and data)."""
+        t = self.tuner
+        predicted = screen_accepts(screened.report, t)
+        if predicted == trial.accepted:
+            return False
+        if predicted:
+            t.notes.append(f"The screen accepted #{trial.index} {trial.label} ({_quality_text(screened.report, t)} on "
+                           f"{screened.report.n_samples} samples) but its trial did not"
+                           + (f" ({trial.verdict})" if trial.verdict else "") + ": the screen's "
+                           f"acceptance is not trusted further; only the best set it found is confirmed next.")
+            return True
+        t.notes.append(f"The trial accepted #{trial.index} {trial.label} where the screen did not "
+                       f"({_quality_text(screened.report, t)} on {screened.report.n_samples} samples): the screen was "
+                       f"stricter than the full split.")
+        return False
 
     def _bias_twin(self, base: Trial) -> list[Trial]:
         """The static trial that differs from ``base`` only in bias correction, when it ran: bias correction and
@@ -153,6 +178,7 @@ class AccuracySearch:
         try:
             tmp.mkdir(parents=True, exist_ok=True)
             screen = self._screen(base, tmp)
+            hard = self._screen(base, tmp, pool=RANKING_POOL)
             units = self._units(base, screen)
         except (OrtlabError, OSError, ValueError) as exc:
             t.notes.append(f"The accuracy-controlled search could not screen {base.label}: "
@@ -161,21 +187,26 @@ class AccuracySearch:
         if not units:
             return None
         limit = self._limit() / shares
-        ranking = screen.rank(units, lambda r: screen_score(r, t), limit)
+        ranking = hard.rank(units, lambda r: screen_score(r, t), limit)
         helps = [u for u in ranking.units if u.score > ranking.base.score]
         bias = f" (bias correction {'on' if base.recipe.quant.bias_correction else 'off'})"
+        where = (f"the {hard.n} of {hard.pool_size} evaluation samples where int8 errs most" if hard.hardest
+                 else f"{hard.n} evaluation samples")
         t.notes.append(
             f"Accuracy-controlled search from {base.label}{bias}: screened {ranking.screened} of {ranking.candidates} "
             f"units (the worst nodes by local error, each with its producer chain) in float one at a time on "
-            f"{screen.n} evaluation samples in {ranking.seconds:.1f} s; {len(helps)} improve the task's metric"
+            f"{where} in {ranking.seconds:.1f} s; {len(helps)} improve the task's SQNR or measure there"
             + (f", best {_unit_text(helps[0].unit)}" if helps else "") + ".")
-        return _Plan(ranking.base, self._grow(screen, ranking.base, helps, limit), screen,
+        del hard  # its models and outputs: the sets grow on the stratified screen
+        base_report = screen.report()
+        start = Screened((), base_report, screen_score(base_report, t))
+        return _Plan(start, self._grow(screen, start, helps, limit), screen,
                      {u.unit: u.score for u in ranking.units})
 
     def _limit(self) -> float:
         return max(5.0, min(SCREEN_MAX_S, SCREEN_SHARE * self.tuner._left()))
 
-    def _screen(self, base: Trial, tmp: Path, n: int = SCREEN_SAMPLES) -> RevertScreen:
+    def _screen(self, base: Trial, tmp: Path, n: int = SCREEN_SAMPLES, pool: int | None = None) -> RevertScreen:
         t = self.tuner
         qdq = Path(base.model_path or "").parent / QDQ_FILE
         float_path = None
@@ -187,7 +218,7 @@ class AccuracySearch:
         op_types = ort_arguments(base.recipe.quant).quantize["op_types_to_quantize"]
         return RevertScreen(t.model, qdq, ds, pre, min(n, t.settings.verify_samples or n),  # 0: every sample
                             shapes=t.settings.shapes, policy=t.verdict_policy, cancel=t._token, float_path=float_path,
-                            op_types=op_types)
+                            op_types=op_types, pool=pool)
 
     def _units(self, base: Trial, screen: RevertScreen) -> list[tuple[str, ...]]:
         """The :data:`CANDIDATES` worst nodes by local error, each with its producer chain; a node already in an

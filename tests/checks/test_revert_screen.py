@@ -13,6 +13,7 @@ import pytest
 from tests.support.reference import photo_parts
 
 from ortlab.checks.analyze import analyze
+from ortlab.checks.eval_report import worst_sqnr_db
 from ortlab.checks.revert_screen import RevertScreen
 from ortlab.data.preprocess import resolve_preprocess
 from ortlab.data.samples import get_sample
@@ -128,3 +129,31 @@ def test_a_producer_chain_follows_q_dq_pairs_to_producers_that_feed_only_the_nod
     assert producer_chain(g, "mul", 2) == ["mul", "sig"]
     assert producer_chain(g, "add", 4) == ["add", "mul", "relu", "sig"]  # at most 4
     assert producer_chain(g, "missing", 4) == ["missing"]
+
+
+def test_given_a_pool_the_screen_keeps_the_samples_where_int8_errs_most(tmp_path):
+    """digits_cnn's int8 model: with ``pool=32, n=8`` the screen keeps the 8 of the 32 samples whose output SQNR
+    against fp32 is lowest, computed here sample by sample with ORT and numpy; their worst SQNR is below the one
+    of 8 stratified samples (what a screen ranks on moves more there)."""
+    s = get_sample("digits_cnn")
+    base = run_recipe(s.model_path, Recipe(precision=Precision.INT8, quant=QuantConfig(bias_correction=False)),
+                      tmp_path / "base", s.calibration_data(), s.preprocess, verify_samples=0)
+    qdq = base.model_path.parent / "model.qdq.onnx"
+    ev = s.evaluation_data()
+    everything = RevertScreen(s.model_path, qdq, ev, s.preprocess, 32)
+    assert everything.n == 32 and not everything.hardest
+    sess, _ = create_session(str(qdq))
+    sqnr = []
+    for feed, (ref,) in zip(everything.feeds, everything.reference):
+        cand = sess.run(None, feed)[0].astype(np.float64)
+        ref = ref.astype(np.float64)
+        sqnr.append(10 * np.log10(np.sum(ref ** 2) / max(np.sum((ref - cand) ** 2), 1e-30)))
+    lowest = sorted(np.argsort(sqnr)[:8])
+    hard = RevertScreen(s.model_path, qdq, ev, s.preprocess, 8, pool=32)
+    assert hard.hardest and hard.pool_size == 32 and hard.n == 8
+    for feed, i in zip(hard.feeds, lowest):
+        assert all(np.array_equal(feed[k], everything.feeds[i][k]) for k in feed)
+    plain = RevertScreen(s.model_path, qdq, ev, s.preprocess, 8)
+    assert not plain.hardest
+    assert min(o.sqnr_db for o in hard.report().outputs) <= min(o.sqnr_db for o in plain.report().outputs)
+    assert abs(min(o.sqnr_db for o in hard.report().outputs) - worst_sqnr_db(hard.report())) < 1e-9

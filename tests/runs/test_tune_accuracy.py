@@ -34,7 +34,8 @@ class _Screen(RevertScreen):
     """The screen's ranking logic on canned evaluations (no model runs)."""
 
     def __init__(self) -> None:
-        self.n = 16
+        self.n = self.pool_size = 16
+        self.hardest = False
         self.asked: list[frozenset[str]] = []
 
     def chain(self, name, max_nodes):
@@ -77,7 +78,7 @@ class _Tuner(Tuner):
 
 def _search(tuner: _Tuner, screen: _Screen) -> list[Trial]:
     search = AccuracySearch(tuner)
-    search._screen = lambda base, tmp, n=16: screen  # type: ignore[method-assign]
+    search._screen = lambda base, tmp, n=16, pool=None: screen  # type: ignore[method-assign]
     return list(search.trials())
 
 
@@ -99,7 +100,11 @@ def test_units_are_reverted_cumulatively_in_the_order_of_the_task_metric_and_con
     assert trials[1].label == "int8 static + float 4"
     note, twin_note = [n for n in tuner.notes if n.startswith("Accuracy-controlled search")]
     assert twin_note.startswith("Accuracy-controlled search from int8 no bias correction (bias correction off)")
-    assert "the sets are confirmed from int8 static, whose screen reaches furthest" in tuner.notes[-2]
+    assert "the sets are confirmed from int8 static, whose screen reaches furthest" in tuner.notes[-3]
+    # the screen accepted {a, b} (20 dB on its 16 samples) and the trial (19 dB) did not: said, and what follows
+    assert tuner.notes[-2].startswith("The screen accepted #2 int8 static + float 2 (ok, worst output SQNR 20.0 dB on "
+                                      "16 samples) but its trial did not")
+    assert "only the best set it found is confirmed next" in tuner.notes[-2]
     # the trim: without a or b the screen no longer accepts; without e the set is {a, b}, which a trial refused
     assert tuner.notes[-1] == ("Trimmed nothing from int8 static + float 4: without any one of its 3 units the screen "
                                "on 16 evaluation samples no longer accepts it (1 of them left a set a trial had not "
@@ -146,7 +151,7 @@ def test_the_sets_are_confirmed_from_the_bias_correction_twin_when_its_screen_re
             return EvalReport(16, [OutputError("y", 0.1, 0.01, 0.999, BASE_DB - 0.1 * len(set(nodes)))])
 
     search = AccuracySearch(tuner)
-    search._screen = lambda base, tmp, n=16: _Flat() if base is tuner.base else _Screen()  # type: ignore[method-assign]
+    search._screen = lambda base, tmp, n=16, pool=None: _Flat() if base is tuner.base else _Screen()  # type: ignore[method-assign]
     trials = list(search.trials())
     assert search.base is twin and trials and all(not t.recipe.quant.bias_correction for t in trials)
     assert trials[0].recipe.quant.nodes_to_exclude == ("a", "b") and trials[0].label == "int8 no bias correction + float 2"
@@ -283,7 +288,7 @@ def test_a_detector_with_few_reference_detections_is_trimmed_on_more_samples(tmp
     search = AccuracySearch(tuner)
     asked: list[int] = []
 
-    def screen_of(base, tmp, n=16):
+    def screen_of(base, tmp, n=16, pool=None):
         asked.append(n)
         s = _Screen()
         s.n = n
@@ -304,7 +309,7 @@ def test_a_detector_with_few_reference_detections_is_trimmed_on_more_samples(tmp
 def test_a_trim_out_of_screening_time_says_so_and_confirms_nothing_more(tmp_path):
     tuner, screen = _TrimTuner(tmp_path), _TrimScreen()
     search = AccuracySearch(tuner)
-    search._screen = lambda base, tmp, n=16: screen  # type: ignore[method-assign]
+    search._screen = lambda base, tmp, n=16, pool=None: screen  # type: ignore[method-assign]
     limits = iter([60.0, -1.0])  # the ranking's, then the trim's: spent before it starts
     search._limit = lambda: next(limits)  # type: ignore[method-assign]
     assert [t.recipe.quant.nodes_to_exclude for t in search.trials()] == [("p", "p2", "q", "r")]
