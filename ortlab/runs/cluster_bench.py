@@ -49,7 +49,7 @@ class NodeKind:
     that times for it (``node_id``, ``address``) and the CPUs it has (the timing task takes them all)."""
 
     label: str
-    node_id: str
+    node_id: ray_cluster.NodeId
     address: str
     cpus: float = 1.0
 
@@ -72,7 +72,7 @@ class KindResult:
     comparison: BenchComparison | None = None
     error: str | None = None
     bench_id: int | None = None  # its History benchmark
-    ran_on: str | None = None  # the node id that timed it
+    ran_on: ray_cluster.NodeId | None = None  # the node that timed it
 
 
 @dataclass(frozen=True)

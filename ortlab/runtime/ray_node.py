@@ -136,7 +136,7 @@ def plan_node(*, ip: str = "127.0.0.1", join: str | None = None, port: int = DEF
         host, _, head_port = join.strip().rpartition(":")
         if not host or not head_port.isdigit():
             raise NodeSettingError(f"--join {join!r} is not HOST:PORT of the head, e.g. 10.0.0.5:6379.")
-    from ortlab.runtime.ray_cluster import ray_module
+    from ortlab.runtime.ray_driver import ray_module
 
     ray_module()  # RayUnavailable, with the install line, before anything starts
     from ray._private.utils import get_ray_client_dependency_error

@@ -17,14 +17,23 @@ from ortlab.settings.config import Recipe
 DIGITS = Path(__file__).resolve().parents[2] / "sample_models" / "digits_cnn" / "model.onnx"
 
 
-def _tune(address: str, home: Path) -> Tuner:
+def _tune(address: str, home: Path, monkeypatch) -> tuple[Tuner, list[tuple[str, float, float]]]:
+    """The search, and (node, start, end) of each trial's accuracy work, as each trial's handle tells it."""
+    handles = []
+    start = ClusterTrials.start
+
+    def recording(self, spec, out, workspace):
+        handles.append(start(self, spec, out, workspace))
+        return handles[-1]
+
+    monkeypatch.setattr(ClusterTrials, "start", recording)
     settings = TuneSettings(budget_s=300, max_trials=3, exclusion_steps=0, int16_steps=0, bench_s=0.3,
                             verify_samples=64, ray=address, timing_resource="cpu_target")
     tuner = Tuner(DIGITS, DataRef(sample="digits_cnn", set="calibration"),
                   DataRef(sample="digits_cnn", set="evaluation", count=64), settings=settings, sample="digits_cnn",
                   workspace=Workspace(home))
     tuner.run()
-    return tuner
+    return tuner, [(h.node, *h.span) for h in handles if h.span is not None]
 
 
 def _overlapping(spans: list[tuple[str, float, float]]) -> list[tuple[str, str]]:
@@ -33,18 +42,18 @@ def _overlapping(spans: list[tuple[str, float, float]]) -> list[tuple[str, str]]
 
 
 def test_two_nodes_run_two_trials_at_once_and_the_search_finds_the_same_trials(ray_cluster, tmp_path, monkeypatch):
-    ahead = _tune(ray_cluster.address, tmp_path / "ahead")
+    ahead, spans = _tune(ray_cluster.address, tmp_path / "ahead", monkeypatch)
     runner = ahead.trial_runner
     assert isinstance(runner, ClusterTrials)
     trials = ahead.result.trials
     assert [t.status for t in trials] == ["done"] * 3, [t.error for t in trials]
-    assert len(runner.spans) == 3 and len({n for n, _, _ in runner.spans}) == 2
-    assert _overlapping(runner.spans), runner.spans  # two trials' accuracy work at the same time, on two nodes
+    assert len(spans) == 3 and len({n for n, _, _ in spans}) == 2
+    assert _overlapping(spans), spans  # two trials' accuracy work at the same time, on two nodes
     assert {t.timed_on for t in trials} == {runner.timing_node}  # timings still on the target node only
+    assert runner.timing_node == runner.timing.node.name()
 
     monkeypatch.setattr(ClusterTrials, "prefetch", lambda self, specs, workspace: None)
-    one_by_one = _tune(ray_cluster.address, tmp_path / "one_by_one")
-    spans = one_by_one.trial_runner.spans
+    one_by_one, spans = _tune(ray_cluster.address, tmp_path / "one_by_one", monkeypatch)
     assert not _overlapping(spans), spans
     assert [(t.label, t.status, t.stage) for t in one_by_one.result.trials] == \
         [(t.label, t.status, t.stage) for t in trials]
@@ -60,21 +69,21 @@ def test_a_free_node_takes_the_next_trial_but_the_timing_node_not_while_a_timing
     ws = Workspace(tmp_path / "home")
     trials = ClusterTrials(ray_cluster.address, "cpu_target", str(DIGITS), launch=service.start_unrecorded_recipe)
     try:
-        timing_node = trials._timing_node.node_id
+        timing_node = trials.timing.node.node_id
         specs = [_spec(n) for n in (32, 40, 48, 56)]
         trials.prefetch(specs, ws)
-        first = dict(trials._prefetched)
+        first = dict(trials.ahead.started)
         assert len(first) == 2 and {t.node_id for t in first.values()} == {n.node_id for n in trials.nodes}
         trials.cluster.wait(list(first.values()))  # both nodes free again; the tuner has not taken either
 
-        trials._timing = True  # a timing waits for the timing node: the next trial starts on the other node only
+        trials.timing.waiting = True  # a timing waits for the timing node: the next trial starts on the other node only
         trials.refill(now=True)
-        [third] = [t for k, t in trials._prefetched.items() if k not in first]
+        [third] = [t for k, t in trials.ahead.started.items() if k not in first]
         assert third.node_id != timing_node
 
-        trials._timing = False
+        trials.timing.waiting = False
         trials.refill(now=True)  # the timing node is free for trials again: it takes the fourth
-        [fourth] = [t for k, t in trials._prefetched.items() if k not in first and t is not third]
+        [fourth] = [t for k, t in trials.ahead.started.items() if k not in first and t is not third]
         assert fourth.node_id == timing_node
         handle = trials.start(specs[3], None, ws)  # the tuner takes the task that started ahead
         assert handle.wait(240) and handle.error is None and handle.result is not None, handle.error

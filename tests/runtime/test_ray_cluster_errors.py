@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import socket
 import sys
+import types
 
 import pytest
 
@@ -49,3 +50,13 @@ def test_without_the_clusters_token_nothing_is_sent_and_the_message_says_where_i
     import ray
 
     assert not ray.is_initialized()
+
+
+def test_a_ray_connection_ortlab_did_not_open_is_refused_not_ended(monkeypatch):
+    """Someone in this process called ray.init: connecting would end their connection, so ortlab refuses."""
+    ended: list[str] = []
+    theirs = types.SimpleNamespace(is_initialized=lambda: True, shutdown=lambda: ended.append("shutdown"))
+    monkeypatch.setitem(sys.modules, "ray", theirs)
+    with pytest.raises(ClusterError, match=r"already has a Ray connection that ortlab did not open"):
+        RayCluster.connect("auto")
+    assert ended == []
