@@ -275,6 +275,11 @@ class TaskMetrics:
     exact: list[ExactMetrics] = field(default_factory=list)
     sequences: list[SequenceMetrics] = field(default_factory=list)
 
+    @property
+    def classifications(self) -> list[ClassificationMetrics]:
+        """The classifier output's metrics as a list like the other kinds' (empty or one)."""
+        return [self.classification] if self.classification is not None else []
+
 
 @dataclass
 class EvalReport:

@@ -51,6 +51,7 @@ from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.progress import CancelToken
 from ortlab.checks.eval_report import EvalReport
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, DataRef, RunSpec
+from ortlab.checks.task_kind import claim_bar
 from ortlab.checks.verdict import Level, Verdict, VerdictPolicy, judge
 from ortlab.core.layout import QDQ_FILE
 from ortlab.timing.child_runs import PairTimer
@@ -635,7 +636,7 @@ class Tuner:
         min_task = getattr(self.policy, "min_task", None)
         if min_task is not None:
             return float(min_task)
-        return self.verdict_policy.min_det_f1 if best.task_measure == "detection F1" else None
+        return claim_bar(best.task_measure, self.verdict_policy)
 
     def _retime(self, trials: list[Trial]) -> None:
         """Re-time the finalists (the cheapest :data:`FINALISTS` of ``trials``) interleaved with the source, twice
