@@ -85,17 +85,16 @@ def next_step(artifact) -> str:
     transformer encoder's static int8, dynamic int8 (its known answer: 23 dB where static gave 2.5-6 dB on a
     MiniLM) or tune; else analyze and tune. Empty otherwise."""
     verdict, recipe = artifact.verdict, artifact.recipe
-    if verdict is None or verdict.level.value not in ("broken", "degraded") or recipe.precision.value != "int8":
+    if verdict is None or verdict.level.value not in ("broken", "degraded"):
         return ""
-    mode = recipe.quant.mode.value
-    if mode == "static":
+    if recipe.is_static:
         try:
             encoder = is_encoder_file(artifact.source_path)
         except Exception:  # an unreadable source only loses the advice
             encoder = False
         if encoder:
             return ENCODER_STATIC_ADVICE
-    return INT8_ADVICE.get(mode, "")
+    return INT8_ADVICE.get(recipe.kind.value, "")  # none for fp32 and fp16
 
 
 def artifact_text(artifact, out_path: Path) -> str:

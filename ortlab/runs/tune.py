@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ortlab.settings.config import (
-    BenchConfig, OptLevel, Precision, QuantMode, Recipe,
+    BenchConfig, OptLevel, Recipe,
     Target, replace, validate_recipe,
 )
 from ortlab.core.errors import Cancelled, OrtlabError
@@ -282,7 +282,7 @@ class Tuner:
         static = [t for t in self.trials_done if t.status == "done" and t.recipe.is_static]
         if not (trial.broken and static == [trial]):
             return queue
-        dynamic = [r for r in queue if r.precision == Precision.INT8 and r.quant.mode == QuantMode.DYNAMIC]
+        dynamic = [r for r in queue if r.is_dynamic]
         if not dynamic or queue[:len(dynamic)] == dynamic:
             return queue
         self.notes.append(f"The first static int8 trial ({trial.label}) is broken: the {len(dynamic)} dynamic int8 "
@@ -464,8 +464,7 @@ class Tuner:
         trial seeds a search only when every candidate is broken (the search may then mend it: e.g. a detector whose
         score channels one node crushes); then a note says so. ``dynamic``: the best dynamic int8 trial instead."""
         if dynamic:
-            pool = [t for t in self.trials_done if t.status == "done" and t.recipe.precision == Precision.INT8
-                    and t.recipe.quant.mode == QuantMode.DYNAMIC and not t.broken]
+            pool = [t for t in self.trials_done if t.status == "done" and t.recipe.is_dynamic and not t.broken]
         else:
             pool = self._static_trials()
         if not pool:
