@@ -56,8 +56,8 @@ class TaskKind:
         return None
 
     def task_sqnr(self, tm: TaskMetrics, sqnrs: dict[str, float], what: str) -> str:
-        """The SQNR that matters for the task: may lower ``sqnrs`` (output → dB) to a channel group's and returns
-        what the worst of them is called."""
+        """The SQNR that matters for the task: may lower an output's entry of ``sqnrs`` (output → dB) to its worst
+        channel group's, or drop an output no SQNR judges; returns what the worst of them is called."""
         return what
 
     def evidence(self, report: EvalReport, tm: TaskMetrics) -> SampleEvidence | None:
