@@ -33,7 +33,7 @@ from ortlab.checks.verdict_findings import Figure, Findings, db_text, pct_text, 
 from ortlab.checks.verdict_policy import VerdictPolicy
 
 __all__ = ["DENSE_MAPS", "DETECTIONS", "EXACT_OUTPUTS", "KINDS", "SPARSE_MAP", "TaskKind", "claim_bar", "kinds_of",
-           "main_kind", "reference_detections"]
+           "main_kind", "reference_detections", "worst_sqnr_db"]
 
 
 def _pct(x: float | None, digits: int = 1) -> str:
@@ -457,3 +457,17 @@ def claim_bar(measure: str, policy: VerdictPolicy) -> float | None:
 def reference_detections(report: EvalReport | None) -> int | None:
     """The fewest reference detections of a report's detection outputs; None when it has none."""
     return DETECTIONS.fewest_reference(report.task if report is not None else None)
+
+
+def worst_sqnr_db(report: EvalReport | None) -> float | None:
+    """The continuous measure a report is ranked on: the lowest SQNR of a detector's channel groups (scores,
+    boxes) and of the other outputs, outputs the task compares exactly aside (:meth:`TaskKind.task_sqnr`); None when
+    there is none. It moves with every bit of error, where an F1 over a few detections moves in steps and saturates
+    at 100%."""
+    if report is None or not report.outputs:
+        return None
+    sqnrs = {o.name: o.sqnr_db for o in report.outputs}
+    for kind in kinds_of(report.task):
+        kind.task_sqnr(report.task, sqnrs, "")  # type: ignore[arg-type]
+    finite = [v for v in sqnrs.values() if not math.isnan(v)]
+    return min(finite) if finite else None
