@@ -45,6 +45,7 @@ from ortlab.runtime.providers import (
 # -- checks: evaluate, judge, analyze -----------------------------------------------------------------------
 from ortlab.checks.analyze import analyze
 from ortlab.checks.evaluate import evaluate
+from ortlab.checks.task_kind import kinds_of as task_kinds
 from ortlab.checks.verdict import judge, not_evaluated, worse_or_equal
 
 # -- timing ---------------------------------------------------------------------------------------------------
@@ -354,6 +355,7 @@ __all__ = [
     "suggest_preprocess_preset",
     "suggested_sizes",
     "take_notices",
+    "task_kinds",
     "tensor_preview",
     "this_machine",
     "timed_variants",

@@ -217,8 +217,7 @@ with tabs[3]:
                                   ("top-5 accuracy", ev.top5_accuracy_ref, ev.top5_accuracy_cand))]
         acc.append({"metric": "top-1 agreement", "reference": "", "candidate": cards.pct(ev.top1_agreement)})
         acc.append({"metric": "top-5 containment", "reference": "", "candidate": cards.pct(ev.top5_containment)})
-        cm = ev.task.classification if ev.task is not None else None
-        if cm is not None:
+        for cm in ev.task.classifications if ev.task is not None else []:
             acc.append({"metric": f"confident flips (margin ≥ {policy.margin:g})", "reference": "",
                         "candidate": str(cm.confident_flips(policy.margin))})
             acc.append({"metric": f"near-tie flips (margin < {policy.margin:g})", "reference": "",

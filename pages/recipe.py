@@ -57,7 +57,7 @@ for f in findings:
     {"error": st.error, "warning": st.warning}.get(f.level, st.info)(f"**{md(f.field)}** — {md(f.message)}")
 if ds is not None and ds.is_random:
     st.warning("The selected data set is RANDOM: calibration ranges and accuracy will be meaningless.")
-nothing = recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.DYNAMIC and not (
+nothing = recipe.is_dynamic and not (
     set(recipe.quant.effective_op_types()) - set(recipe.quant.op_types_to_exclude)) & set(model_ops)
 if nothing:
     st.warning(f"Nothing to quantize: int8 dynamic quantizes {', '.join(recipe.quant.effective_op_types())} nodes "

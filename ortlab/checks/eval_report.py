@@ -275,6 +275,11 @@ class TaskMetrics:
     exact: list[ExactMetrics] = field(default_factory=list)
     sequences: list[SequenceMetrics] = field(default_factory=list)
 
+    @property
+    def classifications(self) -> list[ClassificationMetrics]:
+        """The classifier output's metrics as a list like the other kinds' (empty or one)."""
+        return [self.classification] if self.classification is not None else []
+
 
 @dataclass
 class EvalReport:
@@ -329,21 +334,3 @@ def upgrade_v1(data: Any) -> Any:
                     o[k] = "inf" if k == "sqnr_db" and identical else "nan"
         outputs.append(o)
     return {**data, "outputs": outputs}
-
-
-def worst_sqnr_db(report: EvalReport | None) -> float | None:
-    """The continuous measure a report is ranked on: the lowest SQNR of a detector's channel groups (scores,
-    boxes) and of the other outputs, outputs the task compares exactly aside; None when there is none. It moves
-    with every bit of error, where an F1 over a few detections moves in steps and saturates at 100%."""
-    if report is None or not report.outputs:
-        return None
-    sqnrs = {o.name: o.sqnr_db for o in report.outputs}
-    tm = report.task
-    if tm is not None:
-        for b in tm.boxes:
-            if b.group_sqnr_db:
-                sqnrs[b.output] = min(sqnrs.get(b.output, math.inf), min(b.group_sqnr_db.values()))
-        for e in tm.exact:
-            sqnrs.pop(e.output, None)
-    finite = [v for v in sqnrs.values() if not math.isnan(v)]
-    return min(finite) if finite else None

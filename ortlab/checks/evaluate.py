@@ -24,7 +24,7 @@ from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_repo
 from ortlab.runtime import openvino as openvino_runtime
 from ortlab.runtime.providers import create_session
 from ortlab.checks.task_metrics import TaskAccumulator, token_rows
-from ortlab.checks.verdict import VerdictPolicy
+from ortlab.checks.verdict_policy import VerdictPolicy
 from ortlab.runtime.providers import explain_ort_error
 
 

@@ -3,7 +3,7 @@ chain) in float would do to the evaluation, without a quantize or a child proces
 
 :class:`RevertScreen` runs the fp32 model once on a small split of the evaluation data (:data:`SCREEN_SAMPLES`
 samples, stratified; or, given a ``pool``, the ones of that many where the QDQ model errs most by
-:func:`ortlab.checks.eval_report.worst_sqnr_db` — the ranking subset of NNCF's accuracy control, Kozlov et al.,
+:func:`ortlab.checks.task_kind.worst_sqnr_db` — the ranking subset of NNCF's accuracy control, Kozlov et al.,
 "Neural Network Compression Framework for fast model inference", 2020: what a float set mends, it mends there, where
 an average over easy samples no int8 error reaches hides it), keeps its outputs, and for each set of nodes asked about builds the QDQ model with those nodes
 in float (:class:`ortlab.transforms.float_revert.FloatReverter`), runs it on the same samples and compares the
@@ -29,7 +29,8 @@ from typing import Any
 
 import onnx
 
-from ortlab.checks.eval_report import EvalReport, worst_sqnr_db
+from ortlab.checks.eval_report import EvalReport
+from ortlab.checks.task_kind import worst_sqnr_db
 from ortlab.checks.evaluate import OutputComparison, session_inputs
 from ortlab.checks.verdict import VerdictPolicy
 from ortlab.core.errors import Cancelled, DataError
@@ -104,7 +105,7 @@ class RevertScreen:
 
     def _keep_hardest(self, n: int) -> None:
         """Keep the ``n`` samples where the QDQ model (nothing in float) has the lowest
-        :func:`~ortlab.checks.eval_report.worst_sqnr_db`, in their original order."""
+        :func:`~ortlab.checks.task_kind.worst_sqnr_db`, in their original order."""
         sess = self._session(())
         cand_names = [o.name for o in sess.get_outputs()]
         sqnr = []

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from ortlab.core.text import format_bytes
 from ortlab.core.serial import dumps
-from ortlab.api import VERIFICATION_SKIPPED, is_encoder_file, preprocess_cli_args
+from ortlab.api import VERIFICATION_SKIPPED, is_encoder_file, preprocess_cli_args, task_kinds
 from ortlab.cli.inputs import shapes_text
 
 VERIFY_HINT = (" Give --eval DIR (or --calibration DIR, which verification also uses) to check the result against "
@@ -85,17 +85,16 @@ def next_step(artifact) -> str:
     transformer encoder's static int8, dynamic int8 (its known answer: 23 dB where static gave 2.5-6 dB on a
     MiniLM) or tune; else analyze and tune. Empty otherwise."""
     verdict, recipe = artifact.verdict, artifact.recipe
-    if verdict is None or verdict.level.value not in ("broken", "degraded") or recipe.precision.value != "int8":
+    if verdict is None or verdict.level.value not in ("broken", "degraded"):
         return ""
-    mode = recipe.quant.mode.value
-    if mode == "static":
+    if recipe.is_static:
         try:
             encoder = is_encoder_file(artifact.source_path)
         except Exception:  # an unreadable source only loses the advice
             encoder = False
         if encoder:
             return ENCODER_STATIC_ADVICE
-    return INT8_ADVICE.get(mode, "")
+    return INT8_ADVICE.get(recipe.kind.value, "")  # none for fp32 and fp16
 
 
 def artifact_text(artifact, out_path: Path) -> str:
@@ -152,33 +151,7 @@ def task_lines(ev, verdict=None) -> list[str]:
     """Short texts of the task metrics of an evaluation (detections, decoded strings, flips, neighbours, threshold
     crossings, exact); the one ``verdict`` was decided by first."""
     tm = ev.task
-    if tm is None:
-        return []
-    out: list[tuple[str, str]] = []  # (the verdict's name of the figure, text)
-    for b in tm.boxes:
-        f1 = "–" if b.f1 is None else f"{b.f1:.2f}"
-        out.append((f"{b.output}: detections F1 vs reference",
-                    f"{b.output}: detections F1 {f1} vs reference ({b.matched} of {b.ref_total} matched, "
-                    f"{b.cand_total} found; score SQNR {_db(b.score_sqnr_db)}, box SQNR {_db(b.box_sqnr_db)})"))
-    for q in tm.sequences:
-        out.append((f"{q.output}: decoded strings changed",
-                    f"{q.output}: decoded strings changed {q.changed}/{q.n_samples} ({q.changed_fraction:.1%}), "
-                    f"CER {q.cer:.2%}"))
-    c = tm.classification
-    if c is not None:
-        out.append((f"{c.output}: confident top-1 flips",
-                    f"flips {c.confident_flips()} confident / {c.near_tie_flips()} near-tie (margin < {c.margin:g})"))
-    out += [(f"{e.output}: nearest-neighbour agreement", f"{e.output}: NN agreement "
-             + (f"{e.nn_agreement:.0%}" if e.nn_agreement is not None else "–") + f", cosine min {e.min_cosine:.3f}")
-            for e in tm.embeddings]
-    out += [(f"{d.output}: elements crossing {d.threshold:g}", f"{d.output}: {d.crossing_fraction:.2%} cross "
-             f"{d.threshold:g}") for d in tm.dense_maps]
-    out += [(f"{x.output}: values that differ", f"{x.output} ({x.dtype}): {x.n_different} of {x.n_elements} differ")
-            for x in tm.exact]
+    out = [line for kind in task_kinds(tm) for line in kind.lines(tm)]  # (the verdict's name of the figure, text)
     deciding = getattr(verdict, "deciding", "")
     out.sort(key=lambda item: item[0] != deciding)
     return [text for _, text in out]
-
-
-def _db(x: float) -> str:
-    return "identical" if x == float("inf") else f"{x:.1f} dB"

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from ortlab.checks.eval_report import EvalReport
 from ortlab.checks.evaluate import OutputComparison
+from ortlab.checks.task_kind import main_kind
 from ortlab.checks.verdict import VerdictPolicy
 from ortlab.runs.tune_policy import task_quality
 from ortlab.transforms.bias_correction import Outputs, TaskChange, TaskJudge
@@ -25,14 +26,10 @@ def _report(names: Sequence[str], ref: Outputs, cand: Outputs, labeled: bool, po
 
 def _shown(report: EvalReport, measure: str, value: float) -> tuple[str, str, bool]:
     """What the note names, its value as shown, and whether lower is better (counts of what changed)."""
-    tm = report.task
-    if tm is not None and tm.classification is not None and not tm.boxes:
-        return "confident flips", str(tm.classification.confident_flips()), True
-    if tm is not None and tm.sequences and not tm.boxes and measure == "strings kept":
-        return "decoded strings changed", str(sum(q.changed for q in tm.sequences)), True
-    if measure == "detection F1":
-        return measure, f"{value:.2f}", False
-    return measure, f"{value:.1%}", False
+    kind = main_kind(report.task)
+    if kind is None or report.task is None:
+        return measure, f"{value:.1%}", False
+    return kind.change_shown(report.task, measure, value)
 
 
 def held_back_task_judge(policy: VerdictPolicy | None = None, labeled: bool = False) -> TaskJudge:

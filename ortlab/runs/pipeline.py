@@ -50,7 +50,7 @@ from ortlab.runs.prepare import (  # noqa: F401 (NO_CALIBRATION_DATA: part of th
     BIAS_CORRECTION_SKIPPED, DEFAULT_VERIFY_SAMPLES, NO_CALIBRATION_DATA, PreparedRun, prepare_recipe_run,
 )
 from ortlab.runtime import providers
-from ortlab.settings.config import OptLevel, Precision, PreprocessConfig, QuantFormat, QuantMode, Recipe
+from ortlab.settings.config import OptLevel, Precision, PreprocessConfig, QuantFormat, Recipe
 from ortlab.transforms import bias_correction
 from ortlab.transforms.calibration import CalibrationReader
 from ortlab.transforms.coverage import QuantCoverage
@@ -383,7 +383,7 @@ def plan(recipe: Recipe) -> list[Stage[Any, Any]]:
     stages: list[Stage[Any, Any]] = [VALIDATE]
     if recipe.precision == Precision.FP16:
         stages.append(CONVERT)
-    elif recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.DYNAMIC:
+    elif recipe.is_dynamic:
         stages.append(QUANTIZE_DYNAMIC)
     elif recipe.is_static:
         stages += ([PREPROCESS] if recipe.quant.preprocess else []) + [CALIBRATE, QUANTIZE_STATIC]

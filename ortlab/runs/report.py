@@ -286,10 +286,8 @@ def _accuracy(ev: EvalReport, verdict: Verdict | None = None) -> str:
         rows.append(("Top-5 containment", "", _pct(ev.top5_containment)))
     tm = ev.task
     if tm is not None:
-        c = tm.classification
-        if c is not None:
-            rows.append((f"Top-1 flips: confident / near-tie (margin {c.margin:g})", "",
-                         f"{c.confident_flips()} / {c.near_tie_flips()}"))
+        rows += [(f"Top-1 flips: confident / near-tie (margin {c.margin:g})", "",
+                  f"{c.confident_flips()} / {c.near_tie_flips()}") for c in tm.classifications]
         rows += [(f"{_e(d.output)}: elements crossing {d.threshold:g}", "", _pct(d.crossing_fraction))
                  for d in tm.dense_maps]
         rows += [(f"{_e(b.output)}: detections F1 vs reference (precision / recall)", "",

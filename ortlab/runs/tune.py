@@ -44,13 +44,14 @@ from pathlib import Path
 from typing import Any
 
 from ortlab.settings.config import (
-    BenchConfig, OptLevel, Precision, QuantMode, Recipe,
+    BenchConfig, OptLevel, Recipe,
     Target, replace, validate_recipe,
 )
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.progress import CancelToken
 from ortlab.checks.eval_report import EvalReport
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, DataRef, RunSpec
+from ortlab.checks.task_kind import claim_bar
 from ortlab.checks.verdict import Level, Verdict, VerdictPolicy, judge
 from ortlab.core.layout import QDQ_FILE
 from ortlab.timing.child_runs import PairTimer
@@ -281,7 +282,7 @@ class Tuner:
         static = [t for t in self.trials_done if t.status == "done" and t.recipe.is_static]
         if not (trial.broken and static == [trial]):
             return queue
-        dynamic = [r for r in queue if r.precision == Precision.INT8 and r.quant.mode == QuantMode.DYNAMIC]
+        dynamic = [r for r in queue if r.is_dynamic]
         if not dynamic or queue[:len(dynamic)] == dynamic:
             return queue
         self.notes.append(f"The first static int8 trial ({trial.label}) is broken: the {len(dynamic)} dynamic int8 "
@@ -463,8 +464,7 @@ class Tuner:
         trial seeds a search only when every candidate is broken (the search may then mend it: e.g. a detector whose
         score channels one node crushes); then a note says so. ``dynamic``: the best dynamic int8 trial instead."""
         if dynamic:
-            pool = [t for t in self.trials_done if t.status == "done" and t.recipe.precision == Precision.INT8
-                    and t.recipe.quant.mode == QuantMode.DYNAMIC and not t.broken]
+            pool = [t for t in self.trials_done if t.status == "done" and t.recipe.is_dynamic and not t.broken]
         else:
             pool = self._static_trials()
         if not pool:
@@ -635,7 +635,7 @@ class Tuner:
         min_task = getattr(self.policy, "min_task", None)
         if min_task is not None:
             return float(min_task)
-        return self.verdict_policy.min_det_f1 if best.task_measure == "detection F1" else None
+        return claim_bar(best.task_measure, self.verdict_policy)
 
     def _retime(self, trials: list[Trial]) -> None:
         """Re-time the finalists (the cheapest :data:`FINALISTS` of ``trials``) interleaved with the source, twice

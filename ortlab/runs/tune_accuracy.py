@@ -40,6 +40,7 @@ from typing import Any
 from ortlab.checks.analyze import analyze
 from ortlab.checks.eval_report import EvalReport
 from ortlab.checks.revert_screen import RANKING_POOL, SCREEN_SAMPLES, RevertScreen, Screened
+from ortlab.checks.task_kind import reference_detections
 from ortlab.checks.verdict import Level, judge
 from ortlab.core.errors import OrtlabError
 from ortlab.core.layout import QDQ_FILE
@@ -374,5 +375,4 @@ def _nodes(units: list[tuple[str, ...]]) -> list[str]:
 
 def _reference_detections(report: EvalReport | None) -> int | None:
     """The fewest reference detections of a report's detection outputs; None when it has none."""
-    boxes = report.task.boxes if report is not None and report.task is not None else []
-    return min(b.ref_total for b in boxes) if boxes else None
+    return reference_detections(report)

@@ -11,6 +11,7 @@ from ortlab.settings.config import (
     Recipe,
 )
 from ortlab.checks.eval_report import EvalReport
+from ortlab.checks.task_kind import kinds_of, main_kind
 from ortlab.checks.verdict import Level, VerdictPolicy, judge
 from ortlab.timing.stats import SpeedUp
 
@@ -64,39 +65,19 @@ def task_quality(report: EvalReport | None, level: str = "") -> Quality:
     """The task's measure of ``report`` (see :class:`Quality`): the F1 of decoded detections against the reference
     (else detections kept: 1 − the share that appear or disappear), 1 − the confident top-1 flip rate, the lowest
     nearest-neighbour agreement, 1 − the share of a recognizer's decoded strings that changed, 1 − the threshold
-    crossings of dense maps; and the SQNR of a detector's worst
-    channel group before the worst whole output's."""
+    crossings of dense maps (the first task kind that has a measure: :func:`ortlab.checks.task_kind.main_kind`); and
+    the SQNR of a detector's worst channel group before the worst whole output's."""
     if report is None or not report.outputs:
         return Quality(level, "", None, "SQNR", None)
     tm = report.task
     measure, value = "", None
     sqnrs: dict[str, float] = {o.name: o.sqnr_db for o in report.outputs}
     what = "worst output SQNR"
-    if tm is not None:
-        if tm.boxes:
-            f1s = [b.f1 for b in tm.boxes if b.f1 is not None]
-            if f1s:  # decoded detections matched by class and IoU
-                measure, value = "detection F1", min(f1s)
-            else:
-                measure, value = "detections kept", min(1.0 - b.changed_fraction for b in tm.boxes)
-            for b in tm.boxes:
-                if b.group_sqnr_db:
-                    g = min(b.group_sqnr_db, key=lambda k: b.group_sqnr_db[k])
-                    sqnrs[b.output] = min(sqnrs.get(b.output, math.inf), b.group_sqnr_db[g])
-                    what = f"{g} SQNR"
-        elif tm.classification is not None:
-            c = tm.classification
-            measure = "no confident flip"
-            value = 1.0 - c.confident_flips(c.margin) / max(1, c.n_samples)
-        elif tm.embeddings and any(e.nn_agreement is not None for e in tm.embeddings):
-            measure = "NN agreement"
-            value = min(e.nn_agreement for e in tm.embeddings if e.nn_agreement is not None)
-        elif tm.sequences:  # a recognizer: the verdict's own measure, decoded strings that stay the same
-            measure, value = "strings kept", min(1.0 - q.changed_fraction for q in tm.sequences)
-        elif tm.dense_maps:
-            measure, value = "map elements kept", min(1.0 - d.crossing_fraction for d in tm.dense_maps)
-        exact = {e.output for e in tm.exact}
-        sqnrs = {k: v for k, v in sqnrs.items() if k not in exact}
+    kind = main_kind(tm)
+    if tm is not None and kind is not None:
+        measure, value = kind.measure(tm) or ("", None)
+    for k in kinds_of(tm):  # a detector's channel groups; integer outputs have no SQNR
+        what = k.task_sqnr(tm, sqnrs, what)  # type: ignore[arg-type]
     finite = [v for v in sqnrs.values() if not math.isnan(v)]
     worst = min(finite) if finite else None
     return Quality(level, measure, value, what, worst)

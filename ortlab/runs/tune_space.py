@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ortlab.settings.config import (
-    CalibrationMethod, OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target, Try, replace,
+    CalibrationMethod, OptLevel, Precision, QuantConfig, Recipe, Target, Try, replace,
 )
 from ortlab.runtime.hardware import advise, detect
 
@@ -146,7 +146,7 @@ def search_space(target: Target = Target.CPU, features: Any = None, opt_level: O
             continue
         recipe = trial(start, path, t)
         if recipe is not None:
-            first = encoder and path == "quant.mode" and t.value == QuantMode.DYNAMIC
+            first = encoder and path == "quant.mode" and recipe.quant.is_dynamic
             second = (detector and path == "quant.reduce_range" and start.quant.reduce_range
                       and t.value is False)
             last = detector and recipe.quant.calibration_method == CalibrationMethod.PERCENTILE
@@ -154,5 +154,5 @@ def search_space(target: Target = Target.CPU, features: Any = None, opt_level: O
                             DETECTOR_PERCENTILE_LAST if last else t.order, recipe))
     ordered.sort(key=lambda pair: pair[0])  # stable: equal orders keep the fields' order
     out = [r for _, r in ordered
-           if not (r.precision == Precision.INT8 and r.quant.mode == QuantMode.DYNAMIC and ops and not ops & DYNAMIC_OPS)]
+           if not (r.is_dynamic and ops and not ops & DYNAMIC_OPS)]
     return dedupe(out)[0]

@@ -17,7 +17,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ortlab.settings.config import Precision, QuantConfig, QuantMode, QuantType, Recipe, Target
+from ortlab.settings.config import Precision, QuantConfig, QuantType, Recipe, Target
 
 TWO_GB = 2 * 1024**3  # protobuf's limit: a larger model must keep its weights in external data files
 _X86 = ("x86_64", "amd64", "i386", "i686", "x86")
@@ -200,7 +200,7 @@ def advise(features: CpuFeatures | None = None, target: Target = Target.CPU,
 
 def _u8s8(q: QuantConfig) -> bool:
     """uint8 activations (always, when dynamic) with int8 weights: the flavour that saturates without VNNI."""
-    return q.weight_type == QuantType.INT8 and (q.mode == QuantMode.DYNAMIC or q.activation_type == QuantType.UINT8)
+    return q.weight_type == QuantType.INT8 and (q.is_dynamic or q.activation_type == QuantType.UINT8)
 
 
 def advised_quant(q: QuantConfig, advice: HardwareAdvice, given: Collection[str] = ()) -> QuantConfig:
@@ -208,7 +208,7 @@ def advised_quant(q: QuantConfig, advice: HardwareAdvice, given: Collection[str]
     activation type (static only) and weight type, then reduce-range where the result is U8S8, the flavour that
     advice is about (U8U8 and S8S8 keep ``q``'s)."""
     out = q
-    if "activation_type" not in given and q.mode == QuantMode.STATIC:
+    if "activation_type" not in given and not q.is_dynamic:
         out = dataclasses.replace(out, activation_type=advice.activation_type)
     if "weight_type" not in given:
         out = dataclasses.replace(out, weight_type=advice.weight_type)

@@ -52,6 +52,16 @@ class QuantMode(StrEnum):
     DYNAMIC = "dynamic"
 
 
+class RecipeKind(StrEnum):
+    """What a recipe makes of a model (:attr:`Recipe.kind`): fp32, fp16, static int8 (calibrated) or dynamic int8
+    (activations quantized at run time)."""
+
+    FP32 = "fp32"
+    FP16 = "fp16"
+    STATIC = "static"
+    DYNAMIC = "dynamic"
+
+
 class QuantFormat(StrEnum):
     QDQ = "QDQ"
     QOPERATOR = "QOperator"
@@ -266,7 +276,13 @@ class QuantConfig:
         """Op types that will be quantized ("()" = all supported)."""
         if self.op_types:
             return self.op_types
-        return DYNAMIC_DEFAULT_OP_TYPES if self.mode == QuantMode.DYNAMIC else ()
+        return DYNAMIC_DEFAULT_OP_TYPES if self.is_dynamic else ()
+
+    @property
+    def is_dynamic(self) -> bool:
+        """Dynamic quantization (activations quantized at run time, nothing calibrated): the one place the mode is
+        read; a recipe's :attr:`Recipe.kind` builds on it."""
+        return self.mode == QuantMode.DYNAMIC
 
 
 # int8 on GPU runs through TensorRT, which takes symmetric int8 (S8S8) QDQ models: what tune tries there
@@ -309,9 +325,21 @@ class Recipe:
 
     # -- what the recipe does (each decided here, once) ---------------------------------------------------
     @property
+    def kind(self) -> RecipeKind:
+        """fp32, fp16, static int8 or dynamic int8 (the quantization mode counts for int8 only)."""
+        if self.precision == Precision.INT8:
+            return RecipeKind.DYNAMIC if self.quant.is_dynamic else RecipeKind.STATIC
+        return RecipeKind(self.precision.value)
+
+    @property
     def is_static(self) -> bool:
         """Static int8: quantized with activation ranges calibrated on data."""
-        return self.precision == Precision.INT8 and self.quant.mode == QuantMode.STATIC
+        return self.kind == RecipeKind.STATIC
+
+    @property
+    def is_dynamic(self) -> bool:
+        """Dynamic int8: weights quantized ahead, activations at run time."""
+        return self.kind == RecipeKind.DYNAMIC
 
     @property
     def corrects_biases(self) -> bool:
@@ -502,7 +530,7 @@ def _int8_on_gpu(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
     if not _is_int8(recipe) or recipe.target != Target.GPU:
         return
     q = recipe.quant
-    if q.mode == QuantMode.DYNAMIC:
+    if recipe.is_dynamic:
         yield _error("target", "int8 dynamic quantization has no GPU kernels (DynamicQuantizeLinear, "
                                "MatMulInteger run on the CPU). Choose fp16 for GPU, or target cpu.")
     elif q.quant_format == QuantFormat.QOPERATOR:
@@ -533,7 +561,7 @@ def _int8_dynamic(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
     """Dynamic quantization: Conv is slow, weights are 8-bit. (It always writes operator-style integer ops: the
     format knob does not apply.)"""
     q = recipe.quant
-    if not _is_int8(recipe) or q.mode != QuantMode.DYNAMIC:
+    if not recipe.is_dynamic:
         return
     if "Conv" in q.effective_op_types():
         yield _warning("quant.op_types", "Dynamic quantization of Conv makes ConvInteger, which runs far slower than "

@@ -84,7 +84,7 @@ def ort_arguments(q: QuantConfig) -> OrtArguments:
         "nodes_to_exclude": list(q.nodes_to_exclude) or None,
         "extra_options": extra,
     }
-    if q.mode == QuantMode.DYNAMIC:
+    if q.is_dynamic:
         ops = _op_types(q, set(IntegerOpsRegistry))
         return OrtArguments({**common, "op_types_to_quantize": ops}, {})
     ops = _op_types(q, set(QLinearOpsRegistry) | set(QDQRegistry))
@@ -289,7 +289,7 @@ def _left_in_float(quantized: onnx.ModelProto, targets: list[str]) -> list[graph
             and at.node.domain in ("", "ai.onnx") and not any(i in dq for i in at.node.input)]
 
 
-def _why_float(model: onnx.ModelProto, left: list[graphs.NodeAt], mode: str) -> list[str]:
+def _why_float(model: onnx.ModelProto, left: list[graphs.NodeAt], dynamic: bool) -> list[str]:
     """Why each weighted node stayed float, grouped: inside subgraphs (static), weights computed by other
     nodes, weights fed as graph inputs. ``model`` is the model that was quantized."""
     stored = {t.name for g in graphs.walk_graphs(model.graph) for t in g.initializer}
@@ -300,7 +300,7 @@ def _why_float(model: onnx.ModelProto, left: list[graphs.NodeAt], mode: str) -> 
     activations: list[graphs.NodeAt] = []
     fed: list[graphs.NodeAt] = []
     for at in left:
-        if mode == "static" and at.in_subgraph:
+        if not dynamic and at.in_subgraph:
             in_sub.append(at)
             continue
         weights = [at.node.input[i] for i in _WEIGHT_INPUTS[at.node.op_type]
@@ -322,7 +322,7 @@ def _why_float(model: onnx.ModelProto, left: list[graphs.NodeAt], mode: str) -> 
                    "fold the constants first (ortlab optimize MODEL folded.onnx --precision fp32 --opt-level basic) "
                    "and quantize the folded model")
     if activations:
-        which = ("which int8 dynamic quantization does not cover" if mode == "dynamic"
+        which = ("which int8 dynamic quantization does not cover" if dynamic
                  else "which ONNX Runtime's quantizer left in float")
         out.append(f"{_count_text(Counter(at.node.op_type for at in activations))} node(s) are activation × activation "
                    f"{'MatMuls (attention)' if all(at.node.op_type == 'MatMul' for at in activations) else 'products'}, "
@@ -344,15 +344,15 @@ def _constant_tensors(graph: onnx.GraphProto) -> set[str]:
 
 
 def _coverage_result(out: Path, source: onnx.ModelProto, targets: list[str], warnings: list[str],
-                     notes: list[str], mode: str, excluded: list[str] | None = None) -> QuantResult:
+                     notes: list[str], dynamic: bool, excluded: list[str] | None = None) -> QuantResult:
     quantized = onnx.load(str(out), load_external_data=False)
     # ORT's dynamic quantizer rewrites Gemm (alpha = beta = 1, no transA) as MatMul + Add before quantizing
-    counted_as = {"Gemm": "MatMul"} if mode == "dynamic" and "MatMul" in targets else None
+    counted_as = {"Gemm": "MatMul"} if dynamic and "MatMul" in targets else None
     cov = quant_coverage(quantized, targets, source, counted_as, excluded or ())
     if counted_as and any(at.node.op_type == "Gemm" for at in graphs.walk_nodes(source.graph)):
         notes.append("ONNX Runtime's dynamic quantizer rewrites Gemm nodes as MatMul + Add; they count as MatMul.")
     left = [at for at in _left_in_float(quantized, targets) if at.node.name not in set(excluded or ())]
-    reasons = _why_float(source, left, mode)
+    reasons = _why_float(source, left, dynamic)
     if cov.total == 0:
         asked = ", ".join(sorted(targets)) if len(targets) <= 6 else "the supported op types"
         if cov.total_candidates == 0:
@@ -362,12 +362,12 @@ def _coverage_result(out: Path, source: onnx.ModelProto, targets: list[str], war
                 where = " (inside If/Loop/Scan bodies)" if all(at.in_subgraph for at in weighted) else ""
                 why += f"; its weighted nodes are {_count_text(Counter(at.node.op_type for at in weighted))}{where}"
                 others = sorted({at.node.op_type for at in weighted} & set(IntegerOpsRegistry) - {"Conv"})
-                if mode == "dynamic" and others:
+                if dynamic and others:
                     why += f", which dynamic quantization takes when asked (--op-types {','.join(others)})"
         else:
             why = (f"ONNX Runtime quantized none of its {_count_text(Counter(cov.candidates))} nodes: "
                    + ("; ".join(reasons) if reasons else "their inputs' types or shapes are unknown to it"))
-        hint = (" Use static quantization for Conv models." if mode == "dynamic"
+        hint = (" Use static quantization for Conv models." if dynamic
                 and any(n.op_type == "Conv" for n in source.graph.node) else "")
         warnings.append(f"Nothing was quantized: {why}; the result computes like the source model.{hint}")
     else:
@@ -476,7 +476,7 @@ def quantize_dynamic_result(src, dst, q: QuantConfig) -> QuantResult:
         if graphs.has_subgraphs(model.graph):
             _sort_after_subgraph_quantization(out)
         result = _coverage_result(out, model, targets, warnings + _log_warnings(log.messages, dynamic=True), notes,
-                                  "dynamic")
+                                  dynamic=True)
         _finish(out, dst, step)
     return result
 
@@ -668,8 +668,8 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
             raise _fail("quantize", exc, _QUANTIZE_HINT) from None
         if graphs.has_subgraphs(model.graph):  # Q/DQ of values that If/Loop bodies read may land after the If
             _sort_after_subgraph_quantization(out)
-        result = _coverage_result(out, model, targets, warnings + _log_warnings(log.messages), notes, "static",
-                                  kwargs["nodes_to_exclude"])
+        result = _coverage_result(out, model, targets, warnings + _log_warnings(log.messages), notes,
+                                  dynamic=False, excluded=kwargs["nodes_to_exclude"])
         _finish(out, dst, "quantize")
     return result
 

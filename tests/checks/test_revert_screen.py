@@ -13,7 +13,7 @@ import pytest
 from tests.support.reference import photo_parts
 
 from ortlab.checks.analyze import analyze
-from ortlab.checks.eval_report import worst_sqnr_db
+from ortlab.checks.task_kind import worst_sqnr_db
 from ortlab.checks.revert_screen import RevertScreen
 from ortlab.data.preprocess import resolve_preprocess
 from ortlab.data.samples import get_sample

@@ -33,7 +33,7 @@ from ortlab.api import resolve_preprocess
 from ortlab.api import dataset_digest, read_about, write_about, write_dataset
 from ortlab.api import pick_subset
 from ortlab.core.text import format_bytes, upload_name
-from ortlab.ui.views.cards import pct, sqnr_db_text, verdict_text
+from ortlab.ui.views.cards import pct, verdict_text
 from ortlab.ui.views.forms import set_form_values
 from ortlab.api import judge
 from ortlab.api import VerdictPolicy
@@ -375,22 +375,7 @@ def task_figures(ev) -> list[tuple[str, str, str]]:
     task = ev.task if ev is not None else None
     if task is None or ev.top1_accuracy_cand is not None or ev.top1_agreement is not None:
         return []
-    for b in task.boxes[:1]:
-        sqnr = sqnr_db_text(b.score_sqnr_db)
-        f1 = ("Detection F1 vs fp32", "no detections", "no detections") if b.f1 is None else \
-            ("Detection F1 vs fp32", f"{b.f1:.3f}", f"F1 {b.f1:.3f}")
-        return [f1, ("Score SQNR", sqnr, f"score SQNR {sqnr}")]
-    for q in task.sequences[:1]:
-        return [("Strings changed", f"{q.changed}/{q.n_samples}", f"{q.changed}/{q.n_samples} strings changed")]
-    for e in task.embeddings[:1]:
-        cos = [("Embedding cosine", f"{e.mean_cosine:.4f}", f"cosine {e.mean_cosine:.4f}")]
-        if e.nn_agreement is None:
-            return cos
-        return cos + [("NN agreement", pct(e.nn_agreement), f"NN agreement {pct(e.nn_agreement)}")]
-    for d in task.dense_maps[:1]:
-        share = f"{pct(d.crossing_fraction, 2)} crossing {d.threshold:g}"
-        return [("Map crossing", share, share)]
-    return []
+    return next((figures for kind in api.task_kinds(task) if (figures := kind.figures(task))), [])
 
 
 def model_title(path, file_name: str) -> str:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from ortlab.api import EvalReport, OutputErrorMetrics as OutputError
+from ortlab.api import EvalReport, OutputErrorMetrics as OutputError, task_kinds
 from ortlab.core.text import format_bytes
 from ortlab.api import Level, Verdict
 from ortlab.ui.session.inert import html_text, md
@@ -193,7 +193,7 @@ def eval_cards(ev: EvalReport, ref_name: str, cand_name: str, verdict: Verdict |
     if ev.top1_agreement is not None:
         items.append(("Top-1 agreement", pct(ev.top1_agreement), None,
                       "How often the candidate's top class equals the reference's."))
-    boxes = ev.task.boxes if ev.task is not None else []
+    boxes = [b for kind in task_kinds(ev.task) for b in kind.grouped_outputs(ev.task)]
     for bx in boxes[:1]:  # a group that decided the verdict has its card first already
         if deciding != f"{bx.output} scores: SQNR":
             items.append((f"Score SQNR ({bx.output})", sqnr_db_text(bx.score_sqnr_db),
