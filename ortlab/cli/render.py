@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from ortlab.core.text import format_bytes
 from ortlab.core.serial import dumps
-from ortlab.api import VERIFICATION_SKIPPED, is_encoder_file, preprocess_cli_args
+from ortlab import api
 from ortlab.cli.inputs import shapes_text
 
 VERIFY_HINT = (" Give --eval DIR (or --calibration DIR, which verification also uses) to check the result against "
@@ -90,7 +90,7 @@ def next_step(artifact) -> str:
     mode = recipe.quant.mode.value
     if mode == "static":
         try:
-            encoder = is_encoder_file(artifact.source_path)
+            encoder = api.models.is_encoder_file(artifact.source_path)
         except Exception:  # an unreadable source only loses the advice
             encoder = False
         if encoder:
@@ -117,7 +117,7 @@ def artifact_text(artifact, out_path: Path) -> str:
         lines.append(f"  inputs     {shapes_text(artifact.input_shapes)}")
     spec = getattr(artifact, "spec", None)
     if spec is not None and spec.preprocess is not None:  # the images' preprocessing, as the flags that repeat it
-        lines.append("  preprocess " + " ".join(preprocess_cli_args(spec.preprocess)))
+        lines.append("  preprocess " + " ".join(api.recipes.preprocess_cli_args(spec.preprocess)))
     text_ref = next((r for r in ((spec.calibration, spec.evaluation) if spec is not None else ())
                      if r is not None and r.tokenizer), None)
     if text_ref is not None:  # text data: the tokenizer and length used (the length is in the inputs line too)
@@ -144,7 +144,7 @@ def artifact_text(artifact, out_path: Path) -> str:
     if artifact.random_data:
         lines.append("  RANDOM DATA was used: accuracy figures are meaningless.")
     lines += [f"  warning    {w}" for w in artifact.warnings]
-    lines += [f"  note       {n}" + (VERIFY_HINT if n == VERIFICATION_SKIPPED else "") for n in artifact.notes]
+    lines += [f"  note       {n}" + (VERIFY_HINT if n == api.recipes.VERIFICATION_SKIPPED else "") for n in artifact.notes]
     return "\n".join(lines)
 
 
