@@ -134,7 +134,7 @@ if last and (job is None or job.done) and across is None:
     lnames = last.names()
     precisions = {v.id: v.artifact.recipe.precision.value for v in variants if v.artifact is not None}
     comparison = api.benchmarks.compare_benchmarks(last.summaries, baseline=last.variants[0].id if last.variants else None,
-                                    precisions=precisions)
+                                                   precisions=precisions)
     rows = bench_view.result_rows(comparison, lnames)
     measured = any(row["peak memory MB"] is not None for row in rows)
     st.dataframe(rows, hide_index=True, width="stretch", column_config=bench_view.result_columns(memory=measured))

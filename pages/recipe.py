@@ -22,7 +22,7 @@ recipe_job_panel("recipe", runs="demo")  # the demo's progress beside its button
 PRESETS = {
     "int8 static QDQ · cpu (fast CPU path)": actions.DEMO_RECIPE,
     "int8 dynamic · MatMul/Gemm only": api.recipes.advised_recipe(Recipe(precision=Precision.INT8,
-                                                             quant=QuantConfig(mode=QuantMode.DYNAMIC))),
+                                                                         quant=QuantConfig(mode=QuantMode.DYNAMIC))),
     "fp16 · gpu": Recipe(precision=Precision.FP16, target=Target.GPU),
     "fp32 · graph optimization only": Recipe(opt_level=OptLevel.EXTENDED),
 }

@@ -121,7 +121,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     variants = [BenchVariant(name, name, str(path), run_ids.get(path.resolve()))
                 for path, name in zip(paths, variant_names(paths))]
     handle = api.benchmarks.start_benchmark(variants, cfg, measure_memory=ns.memory, workspace=workspace, origin="cli",
-                                 profile_dir=ns.profile, shapes=shapes, values=values, cluster=ns.ray, nodes=nodes)
+                                            profile_dir=ns.profile, shapes=shapes, values=values, cluster=ns.ray, nodes=nodes)
     if ns.ray:
         return print_cluster(handle.follow(reporter(ns)), ns)
     summaries = handle.follow(reporter(ns))

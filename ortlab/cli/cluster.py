@@ -54,7 +54,7 @@ def cmd_start(ns: argparse.Namespace) -> int:
     """`ortlab cluster start`: a private head or node."""
     try:
         plan = api.machine.plan_node(ip=ns.ip, join=ns.join, port=ns.port, num_cpus=ns.num_cpus,
-                             resources=_resources(ns.resources))
+                                     resources=_resources(ns.resources))
     except api.NodeSettingError as err:
         raise UsageError(err.message) from None
     token, made = api.machine.ensure_cluster_token(create=plan.head)

@@ -48,7 +48,7 @@ def add_preprocess_arguments(p: argparse.ArgumentParser) -> None:
     """Image preprocessing flags; unset ones come from the sample manifest or the model input; ``--preset``
     names a known convention (applied only when chosen)."""
     api.recipes.add_config_arguments(p, PreprocessConfig, show_defaults=False,
-                         title="image preprocessing (default: the sample's manifest, else detected from the model)")
+                                     title="image preprocessing (default: the sample's manifest, else detected from the model)")
     p.add_argument("--preset", choices=list(api.data.PREPROCESS_PRESETS), default=None,
                    help="A known preprocessing convention, applied before the flags above: "
                         + "; ".join(f"{k}: {v.source}" for k, v in api.data.PREPROCESS_PRESETS.items())
@@ -380,7 +380,7 @@ def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None, 
             if hw is not None:
                 overrides["size"] = hw
         resolved = api.data.explain_preprocess(model if model is not None else inputs, sample, overrides=overrides,
-                                          preset=getattr(ns, "preset", None))  # the outputs: the YOLO preset's size
+                                               preset=getattr(ns, "preset", None))  # the outputs: the YOLO preset's size
     except DataError as exc:
         raise UsageError(exc.message) from None
     if resolved is None:

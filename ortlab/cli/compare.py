@@ -60,7 +60,7 @@ def time_pair_settled(ref: Path, cand: Path, ns: argparse.Namespace, shapes) -> 
     ref_v, cand_v = (BenchVariant(k, p.name, str(p), run_ids.get(p.resolve())) for k, p in (("reference", ref),
                                                                                             ("candidate", cand)))
     handle = api.benchmarks.start_pair_timing(ref_v, cand_v, workspace=workspace, origin="cli", shapes=shapes, cap_s=cap,
-                               values=values_from_args(ns) or None)
+                                              values=values_from_args(ns) or None)
     handle.follow(reporter(ns))
     return handle.settled()
 
@@ -84,7 +84,7 @@ def cmd_compare(ns: argparse.Namespace) -> int:
 
         pre, specs = api.data.resolve_feed(api.models.inspect_model(ref).inputs, pre, dataset, shapes, manifest=sample)
     report = api.checks.evaluate(ref, cand, dataset, pre, target=Target(ns.target), reporter=reporter(ns), policy=policy,
-                      specs=specs)
+                                 specs=specs)
     verdict = api.checks.judge(report, policy)
     # timed with the shapes the evaluation fed (a text's --seq-len, an open-size detector's image size), --shape first
     speed = time_pair_settled(ref, cand, ns, {**{k: list(v) for k, v in report.input_shapes.items()}, **shapes})

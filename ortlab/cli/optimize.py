@@ -157,7 +157,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     out = Path(ns.out).expanduser() if ns.out else None
     created = new_folder_note(out, out.is_dir() or out.suffix.lower() != ".onnx") if out is not None else ""
     handle = api.recipes.start_recipe(spec, out, workspace=workspace, origin="cli", info=info,
-                              speed_check=speed_check_from_args(ns))
+                                      speed_check=speed_check_from_args(ns))
     say(created)  # the recipe is valid and the run started
     artifact = handle.follow(reporter(ns))
     if ns.json:

@@ -278,7 +278,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
                             values=values)
     policy = search_policy(ns)
     job = api.tuning.start_tune(src, cal, ev, settings, policy, preprocess=pre, sample=sample.name if sample is not None else None,
-                         workspace=api.workspaces.open_workspace(), out_dir=out, background=False)
+                                workspace=api.workspaces.open_workspace(), out_dir=out, background=False)
     say(created)  # the search is set up
     trials = job.follow()
     try:

@@ -23,7 +23,7 @@ def start_benchmark(variants: list[Variant], cfg: BenchConfig, measure_memory: b
     info = state.model_info()
     values = api.data.control_values(state.eval_dataset(), info.inputs) if info is not None else {}
     job = api.benchmarks.start_benchmark(plain, cfg, measure_memory=measure_memory, workspace=workspace(), origin="app",
-                                  shapes=bench_shapes(), values=values, cluster=server_cluster(on_cluster))
+                                         shapes=bench_shapes(), values=values, cluster=server_cluster(on_cluster))
     job.meta = {"samples": {}, "config": cfg, "variants": [(v.id, v.name, v.path) for v in job.variants],
                 "cluster": on_cluster}
     state.set_job("bench", job)

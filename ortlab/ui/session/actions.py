@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ortlab.api import Artifact
-from ortlab.api import OptLevel, PreprocessConfig, Precision, QuantConfig, QuantFormat, QuantMode, Recipe
-from ortlab.api import DataRef, RunSpec
-from ortlab.api import RecipeHandle
-from ortlab.api import Workspace
+from ortlab.api import (
+    Artifact, DataRef, OptLevel, Precision, PreprocessConfig, QuantConfig, QuantFormat, QuantMode, Recipe, RecipeHandle,
+    RunSpec, VerdictPolicy, Workspace,
+)
 from ortlab.ui.session import model_cache, state, uploads
 from ortlab.ui.jobs.status import DONE, started
 from ortlab.ui.session.auth import workspace_root
@@ -27,7 +26,6 @@ from ortlab.core.errors import ModelLoadError
 from ortlab.core.text import format_bytes, upload_name
 from ortlab.ui.views.cards import pct, sqnr_db_text, verdict_text
 from ortlab.ui.views.forms import set_form_values
-from ortlab.api import VerdictPolicy
 from ortlab.core.errors import RecipeError
 from ortlab.ui.views.report import html_report
 
@@ -276,7 +274,7 @@ def set_user_dataset(ds, label: str) -> None:
         cal_ref, ev_ref = refs
         # History's list names the stored set by what it was made from, not by its digest folder
         api.data.write_about(folder, label, ds, {"calibration": len(cal), "evaluation": len(ev)} if ev is not cal
-                    else {"calibration": len(cal)})
+                             else {"calibration": len(cal)})
         if ev is not cal:
             label += f": {len(cal)} to calibrate, {len(ev)} held out to evaluate"
     state.set_dataset(cal, label, eval_ds=ev)
@@ -315,7 +313,7 @@ def evaluation_subset(ds):
 
     st_ = state.data_settings()
     return api.data.pick_subset(ds, int(st_.get("n") or DEFAULT_EVAL_SAMPLES), bool(st_.get("stratify", True)),
-                       int(st_.get("seed", 0)))
+                                int(st_.get("seed", 0)))
 
 
 # -- variants -----------------------------------------------------------------------------------------
@@ -582,7 +580,7 @@ def start_recipe_job(recipe: Recipe, *, land_on_compare: bool = False, spec: Run
     info = state.model_info()  # read when the model was chosen: the run does not read it again
     same = info is not None and Path(info.path).resolve() == Path(spec.model).resolve()
     job = api.recipes.start_recipe(spec, workspace=workspace(), origin="app", info=info if same else None,
-                           speed_check=speed_check())
+                                   speed_check=speed_check())
     job.meta = {"recipe": recipe, "land_on_compare": land_on_compare, "model": state.model_label(),
                 "model_sha": state.model_key(), "page": state.current_page()}
     state.set_job("recipe", job)

@@ -150,7 +150,7 @@ def comparison_rows(base: Artifact, new: Artifact, latency: dict | None = None) 
 def exclusion_sentence(base: Artifact, new: Artifact, nodes) -> str:
     """One sentence: did keeping ``nodes`` in float help? (SQNR of the worst output, before → after)."""
     return api.checks.exclusion_sentence(api.checks.worst_output_sqnr(base.evaluation), api.checks.worst_output_sqnr(new.evaluation),
-                                  list(nodes))
+                                         list(nodes))
 
 
 # -- page section ---------------------------------------------------------------------------------------------

@@ -48,4 +48,4 @@ def html_report(artifact: Artifact, ref_info: dict, cand_info: dict, diff: Graph
                 machine: api.Machine | None = None) -> str:
     """The self-contained HTML report of one run (:func:`ortlab.api.workspaces.html_report`) with its charts."""
     return api.workspaces.html_report(artifact, ref_info, cand_info, diff, evaluation, bench, title=title, speed=speed,
-                           charts_html=charts_html(diff, bench), machine=machine)
+                                      charts_html=charts_html(diff, bench), machine=machine)

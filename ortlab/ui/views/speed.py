@@ -63,7 +63,7 @@ def start_quick(ref, cand) -> BenchHandle:
     info = state.model_info()
     values = api.data.control_values(state.eval_dataset(), info.inputs) if info is not None else {}
     handle = api.benchmarks.start_pair_timing(plain[0], plain[1], workspace=actions.workspace(), origin="app",
-                               shapes=actions.bench_shapes(), values=values)
+                                              shapes=actions.bench_shapes(), values=values)
     handle.meta = {"pair": _key(ref, cand)}
     state.set_job("speed", handle)
     return started(handle)  # type: ignore[return-value]

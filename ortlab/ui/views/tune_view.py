@@ -78,8 +78,8 @@ def start_tune(choice: TuneChoice) -> TuneJob:
                             verify_samples=spec.verify_samples, max_trials=int(choice.max_trials) or None,
                             ray=cluster, timing_resource=timing_resource)
     job = api.tuning.start_tune(spec.model, spec.calibration, spec.evaluation, settings, policy, preprocess=spec.preprocess,
-                         sample=spec.sample, workspace=actions.workspace(), background=not sync_jobs(),
-                         meta={"choice": choice, "model": state.model_label()})
+                                sample=spec.sample, workspace=actions.workspace(), background=not sync_jobs(),
+                                meta={"choice": choice, "model": state.model_label()})
     if sync_jobs():
         for _ in job.follow():
             pass
