@@ -2,14 +2,12 @@
 
 import streamlit as st
 
-from ortlab.api import compare_benchmarks, running_stats, split_series_id
 from ortlab import api
-from ortlab.api import DEFAULT_BENCH_DURATION_S, BenchConfig
+from ortlab.api import BenchConfig
 from ortlab.ui.session import actions, state
 from ortlab.ui.views import bench_view, charts
 from ortlab.ui.jobs import status as jobs
 from ortlab.ui.jobs.bench_job import collect, start_benchmark
-from ortlab.ui.views.bench_view import THROUGHPUT_METHOD
 from ortlab.ui.views.forms import dataclass_form
 from ortlab.ui.session.guard import engine_errors, error_message, show_message
 from ortlab.ui.session.inert import md
@@ -45,19 +43,19 @@ if any(i not in by_id for i in state.widget("bench.variants", [])):
 chosen = st.multiselect("Variants (the first is the baseline for speedups)", ids, key="bench.variants",
                         format_func=lambda i: names[i], disabled=running)
 MAIN = ["batch_sizes", "runs", "duration_s", "warmup", "intra_op_threads", "inter_op_threads"]
-with_openvino = api.openvino_available()
+with_openvino = api.machine.openvino_available()
 if with_openvino:
     MAIN.append("openvino")
-default = BenchConfig(warmup=5, duration_s=DEFAULT_BENCH_DURATION_S)  # a few seconds: the live chart grows
+default = BenchConfig(warmup=5, duration_s=api.benchmarks.DEFAULT_BENCH_DURATION_S)  # a few seconds: the live chart grows
 with st.container(border=True):
     cfg = dataclass_form(BenchConfig, default, "bench", only=MAIN, columns=3, disabled=running)
     if not with_openvino:
-        st.caption(api.OPENVINO_INSTALL_HINT)
+        st.caption(api.machine.OPENVINO_INSTALL_HINT)
     with st.expander("More settings"):
         cfg = dataclass_form(BenchConfig, cfg, "bench", exclude=(*MAIN, "openvino"), columns=3, disabled=running)
     memory = st.toggle("Show peak memory (of the separate process that times each variant and batch size)",
                        value=True, key="bench.memory", disabled=running)
-    on_cluster = api.configured_cluster() is not None and st.toggle(
+    on_cluster = api.machine.configured_cluster() is not None and st.toggle(
         "Time on the server's Ray cluster", key="bench.on_cluster", disabled=running,
         help="Times every variant on each kind of node of the cluster the server's operator configured (its "
              "custom resources), one row per variant and machine; off: this machine.")
@@ -94,11 +92,11 @@ def draw_live(job) -> None:
                                     help="The other series stay in the legend: a click there draws them too.")
         shown = None if pick in (None, "all") else [int(pick)]
     st.plotly_chart(charts.latency_lines(series, {sid: f"{names.get(vid, vid)} · batch {bs}"
-                                                  for sid in series for vid, bs in [split_series_id(sid)]},
-                                         charts.variant_colors([split_series_id(sid)[0] for sid in series], known=colors),
+                                                  for sid in series for vid, bs in [api.benchmarks.split_series_id(sid)]},
+                                         charts.variant_colors([api.benchmarks.split_series_id(sid)[0] for sid in series], known=colors),
                                          batches_shown=shown),
                     key="bench_live", width="stretch")
-    rows = bench_view.live_rows(running_stats(series), names)
+    rows = bench_view.live_rows(api.benchmarks.running_stats(series), names)
     if rows and not job.done:  # once done, the results table below has these numbers (and more)
         st.dataframe(rows, hide_index=True, width="stretch")
 
@@ -135,13 +133,13 @@ if last and (job is None or job.done) and across is None:
     st.subheader("Results")
     lnames = last.names()
     precisions = {v.id: v.artifact.recipe.precision.value for v in variants if v.artifact is not None}
-    comparison = compare_benchmarks(last.summaries, baseline=last.variants[0].id if last.variants else None,
-                                    precisions=precisions)
+    comparison = api.benchmarks.compare_benchmarks(last.summaries, baseline=last.variants[0].id if last.variants else None,
+                                                   precisions=precisions)
     rows = bench_view.result_rows(comparison, lnames)
     measured = any(row["peak memory MB"] is not None for row in rows)
     st.dataframe(rows, hide_index=True, width="stretch", column_config=bench_view.result_columns(memory=measured))
     ran_on = sorted({row["providers"] for row in rows if row["providers"]})
-    st.caption(f"Throughput = {THROUGHPUT_METHOD}; speed-ups compare p50 at the same batch size, round by round "
+    st.caption(f"Throughput = {api.benchmarks.THROUGHPUT_METHOD}; speed-ups compare p50 at the same batch size, round by round "
                "(the variants ran in turn, block by block), with a 95 % interval: one that holds 1 is no clear "
                "difference (≈). Runs and IQR: the table's column menu. "
                f"Ran on {md(' / '.join(ran_on) or '–')}.")

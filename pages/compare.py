@@ -7,7 +7,7 @@ from ortlab.ui.session import actions, compare_data, model_cache, resume, state
 from ortlab.ui.views import cards, charts
 from ortlab.ui.views.forms import dataclass_form
 from ortlab.api import VerdictPolicy
-from ortlab.api import judge, not_evaluated
+from ortlab import api
 from ortlab.ui.session.guard import engine_errors
 from ortlab.ui.session.inert import md
 from ortlab.ui.jobs.progress_view import demo_button, recipe_job_panel, show_flash
@@ -82,11 +82,11 @@ ev = compare_data.stored_evaluation(ref, cand)
 with verdict_slot:
     policy = actions.verdict_policy()
     if ref_id == cand_id:
-        verdict = not_evaluated("reference and candidate are the same model")
+        verdict = api.checks.not_evaluated("reference and candidate are the same model")
     elif ev is None:
-        verdict = not_evaluated("not evaluated yet: press “Evaluate this pair” (Accuracy tab)")
+        verdict = api.checks.not_evaluated("not evaluated yet: press “Evaluate this pair” (Accuracy tab)")
     else:
-        verdict = judge(ev, policy, getattr(cand.artifact, "coverage", None))
+        verdict = api.checks.judge(ev, policy, getattr(cand.artifact, "coverage", None))
     cards.verdict_banner(verdict, f"Verdict on {cand.name}")
     with st.expander("Verdict policy", icon=":material/tune:"):
         st.caption("Thresholds that turn the evaluation into ok / degraded / broken (the same as the CLI flags). "

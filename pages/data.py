@@ -4,10 +4,6 @@ and the shape of every input."""
 import numpy as np
 import streamlit as st
 
-from ortlab.api import random_dataset
-from ortlab.api import batch_inputs, check_fits, check_tensor_inputs
-from ortlab.api import load_image_files, load_image_zip, load_tensor_file, load_text_file
-from ortlab.api import detect_preprocess, tensor_preview
 from ortlab import api
 from ortlab.api import PreprocessConfig
 from ortlab.ui.session import actions, state
@@ -40,7 +36,7 @@ state.set_ui("data_source", source)
 def sample_labels() -> list[str]:
     if not sample:
         return []
-    return list(api.get_sample(sample).labels)
+    return list(api.models.get_sample(sample).labels)
 
 
 def _new_files(key: str, files) -> bool:
@@ -54,7 +50,7 @@ def _new_files(key: str, files) -> bool:
 with st.container(border=True):
     if source == "sample":
         assert sample is not None  # the "sample" source is offered only when there is one
-        s = api.get_sample(sample)
+        s = api.models.get_sample(sample)
         sets = [n for n, d in (("calibration", s.calibration_dir), ("evaluation", s.evaluation_dir)) if d]
         c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
         cal = c1.selectbox("Calibrate with", sets, key="data.sample_cal")
@@ -73,9 +69,9 @@ with st.container(border=True):
                 zips = [f for f in files if f.name.lower().endswith(".zip")]
                 names = sample_labels() or None
                 if zips:
-                    ds = load_image_zip(zips[0].getvalue(), names)
+                    ds = api.data.load_image_zip(zips[0].getvalue(), names)
                 else:
-                    ds = load_image_files([(f.name, f.getvalue()) for f in files], names)
+                    ds = api.data.load_image_files([(f.name, f.getvalue()) for f in files], names)
                 actions.set_user_dataset(ds, f"uploaded images ({len(ds)})" + (f" from {zips[0].name}" if zips else ""))
                 st.success(f"Loaded {len(ds)} images{' with labels' if ds.labeled() else ' (unlabeled)'}.")
                 note = state.flash()  # the detected preprocessing: said now, not again after the next click
@@ -86,8 +82,8 @@ with st.container(border=True):
                              key="tensor_upload", type=["npy", "npz"])
         if f is not None and _new_files("tensor_upload", [f]):
             with engine_errors(f"Reading {f.name}"):
-                ds = load_tensor_file(f.getvalue(), f.name)
-                check_tensor_inputs(ds, info.inputs, actions.input_specs(info, overrides={}))
+                ds = api.data.load_tensor_file(f.getvalue(), f.name)
+                api.data.check_tensor_inputs(ds, info.inputs, actions.input_specs(info, overrides={}))
                 actions.set_user_dataset(ds, f"{f.name} ({len(ds)})")
                 st.success(f"Loaded {len(ds)} samples from {md(f.name)}.")
     elif source == "text":
@@ -100,7 +96,7 @@ with st.container(border=True):
                 state.ui("text_seq") != seq):
             state.set_ui("text_seq", seq)
             with engine_errors(f"Reading {txt.name} with {tok.name}"):
-                ds = load_text_file(txt.getvalue(), tok.getvalue(), int(seq) or None, txt.name)
+                ds = api.data.load_text_file(txt.getvalue(), tok.getvalue(), int(seq) or None, txt.name)
                 actions.set_user_dataset(ds, f"{txt.name} ({len(ds)})")
                 st.success(f"Loaded {len(ds)} lines from {md(txt.name)}.")
     else:
@@ -110,7 +106,7 @@ with st.container(border=True):
         n_rand = c1.number_input("Random samples", 1, 10000, 32, key="data.random_n")
         if c2.checkbox("I understand: use random data", key="data.random_ok") and state.ui("random_applied") != n_rand:
             with engine_errors("Making random data"):
-                actions.set_user_dataset(random_dataset(int(n_rand), seed=0), f"random ({n_rand})")
+                actions.set_user_dataset(api.data.random_dataset(int(n_rand), seed=0), f"random ({n_rand})")
                 state.set_ui("random_applied", n_rand)
 
 
@@ -143,9 +139,9 @@ def input_shapes_form() -> None:
                         state.clear_widgets(key)
                         shown[key] = (d.value, d.source)
                     # labelled by input and axis; the exporter's name ("p2o.DynamicDimension.1") only in the help
-                    label = md(api.axis_label(spec, i))
+                    label = md(api.data.axis_label(spec, i))
                     fixed = d.source == "model"
-                    sizes = "" if fixed else ", ".join(map(str, api.suggested_sizes(spec, i)))
+                    sizes = "" if fixed else ", ".join(map(str, api.data.suggested_sizes(spec, i)))
                     named = f"The model calls this dim “{d.name}”. " if d.name else ""
                     why = ("Fixed by the model." if fixed else "Open: nothing sets it yet." if d.value is None
                            else f"Set from {d.source}" + (f": {d.reason}." if d.reason else "."))
@@ -154,9 +150,9 @@ def input_shapes_form() -> None:
                         placeholder=f"e.g. {sizes}" if sizes else "a size",
                         help=md(f"{named}{why}" + (f" Common sizes: {sizes}." if sizes else ""))))
                 if any(v is None for v in values):
-                    open_dims = [api.axis_label(spec, i) + (f": e.g. {', '.join(map(str, sz))}" if sz else "")
+                    open_dims = [api.data.axis_label(spec, i) + (f": e.g. {', '.join(map(str, sz))}" if sz else "")
                                  for i, v in enumerate(values) if v is None
-                                 for sz in [api.suggested_sizes(spec, i)]]
+                                 for sz in [api.data.suggested_sizes(spec, i)]]
                     st.warning(md(f"Set every open dim of '{spec.name}' (the model does not fix them and the data "
                                   f"does not tell): {'; '.join(open_dims)}."))
                     continue
@@ -221,11 +217,11 @@ if ds.kind == "images":
         st.image(imgs, caption=caps, width=88)
 
     st.markdown("#### Preprocessing")
-    presets = [None, *api.PREPROCESS_PRESETS]
+    presets = [None, *api.data.PREPROCESS_PRESETS]
     chosen = state.ui("preprocess_preset")
-    suggested = None if sample else api.suggest_preprocess_preset(info)
+    suggested = None if sample else api.data.suggest_preprocess_preset(info)
     if suggested is not None and chosen is None and state.widget("data.preset") is None:
-        preset = api.PREPROCESS_PRESETS[suggested[0]]
+        preset = api.data.PREPROCESS_PRESETS[suggested[0]]
         sc = st.columns([4, 1], vertical_alignment="center")
         sc[0].info(f"This model's shapes fit the **{md(preset.label)}** preset: {md(suggested[1])}. "
                    f"It sets {md(preset.source)}.", icon=":material/lightbulb:")
@@ -236,7 +232,7 @@ if ds.kind == "images":
     picked = st.selectbox("Preset (a known convention; none is applied unless you pick it)", presets,
                           key="data.preset",
                           format_func=lambda k: "none: the manifest's or the model's values" if k is None else
-                          f"{api.PREPROCESS_PRESETS[k].label}: {api.PREPROCESS_PRESETS[k].source}")
+                          f"{api.data.PREPROCESS_PRESETS[k].label}: {api.data.PREPROCESS_PRESETS[k].source}")
     if picked != chosen:
         with engine_errors("Applying the preset"):
             actions.apply_preset(info, picked)
@@ -246,9 +242,9 @@ if ds.kind == "images":
         if st.button("Reset to detected", key="pre.reset", help="Detected from the model input, or the sample's manifest."):
             with engine_errors("Detecting preprocessing"):
                 if sample:
-                    current = api.get_sample(sample).preprocess
+                    current = api.models.get_sample(sample).preprocess
                 else:
-                    current = detect_preprocess(info.inputs[0])
+                    current = api.data.detect_preprocess(info.inputs[0])
                 state.set_ui("preprocess_preset", None)
                 state.set_ui("preprocess_size_confirmed", False)
                 state.set_preprocess(current)
@@ -278,7 +274,7 @@ if ds.kind == "images":
     with engine_errors("Preprocessing a batch"):
         fixed = next((s.dims[s.batch_axis].value for s in actions.input_specs(info) if s.batch_fixed), None)
         b = list(range(min(fixed or 4, len(ds))))  # a model with a fixed batch gets exactly that many
-        feed = batch_inputs(ds, b, cfg, info.inputs)
+        feed = api.data.batch_inputs(ds, b, cfg, info.inputs)
         name, arr = next(iter(feed.items()))
         a32 = arr.astype(np.float32)
         # the whole shape goes in a caption: as a card's big figure "4×3×224×224" wraps in a fifth of the page
@@ -291,13 +287,13 @@ if ds.kind == "images":
         m[3].metric("mean", f"{a32.mean():.3g}", border=True)
         pc = st.columns(6)
         pc[0].image(ds.load_preview(0), caption="original", width=140)
-        pc[1].image(tensor_preview(arr[0], cfg), caption=f"model input {cfg.size[0]}×{cfg.size[1]} (rescaled)",
+        pc[1].image(api.data.tensor_preview(arr[0], cfg), caption=f"model input {cfg.size[0]}×{cfg.size[1]} (rescaled)",
                     width=140)
-        check_fits(ds, cfg, info.inputs)
+        api.data.check_fits(ds, cfg, info.inputs)
         st.success("This data fits the model.")
 elif ds.kind in ("tensors", "text"):
     with engine_errors("Checking the data against the model"):
-        feed = batch_inputs(ds, [0], None, info.inputs, actions.input_specs(info))
+        feed = api.data.batch_inputs(ds, [0], None, info.inputs, actions.input_specs(info))
         st.dataframe([{"input": k, "shape": list(v.shape), "dtype": str(v.dtype), "min": float(v.min()),
                        "max": float(v.max()), "mean": float(v.astype(np.float64).mean())} for k, v in feed.items()],
                      hide_index=True)

@@ -8,7 +8,7 @@ from ortlab.core.serial import to_plain
 from ortlab.core.text import format_bytes
 from ortlab.ui.session import actions, state
 from ortlab.ui.views import cards, speed
-from ortlab.api import take_notices
+from ortlab import api
 from ortlab.ui.session.guard import engine_errors, error_message, show_message
 from ortlab.ui.session.inert import md
 from ortlab.ui.jobs.progress_view import show_flash
@@ -22,7 +22,7 @@ show_flash()
 records = []
 with engine_errors("Reading the history"):
     records = actions.history().list()
-for notice in take_notices():  # the database was damaged and has just been rebuilt: say so (a warning)
+for notice in api.workspaces.take_notices():  # the database was damaged and has just been rebuilt: say so (a warning)
     show_message(*error_message("Reading the history", notice))
 with engine_errors("Measuring the workspace"):
     st.caption(f"Storage used by the workspace (imported models, data, results, history): "

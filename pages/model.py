@@ -70,7 +70,7 @@ with right:
 with left, engine_errors("Listing the bundled samples"):
     from ortlab import api
 
-    options = {s.name: s for s in api.list_samples(skip_broken=True)}
+    options = {s.name: s for s in api.models.list_samples(skip_broken=True)}
     state.ensure_widget("sample_select", state.sample_name())
 
     def _picked() -> None:

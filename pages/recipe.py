@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from ortlab.api import Finding, OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target, errors_of, validate_recipe
-from ortlab.api import NO_CALIBRATION_DATA, advised_recipe
+from ortlab.api import Finding, OptLevel, Precision, QuantConfig, QuantMode, Recipe, Target
+from ortlab import api
 from ortlab.ui.session import actions, state
 from ortlab.ui.views.forms import dataclass_form, set_form_values
 from ortlab.ui.session.guard import engine_errors
@@ -21,8 +21,8 @@ recipe_job_panel("recipe", runs="demo")  # the demo's progress beside its button
 
 PRESETS = {
     "int8 static QDQ · cpu (fast CPU path)": actions.DEMO_RECIPE,
-    "int8 dynamic · MatMul/Gemm only": advised_recipe(Recipe(precision=Precision.INT8,
-                                                             quant=QuantConfig(mode=QuantMode.DYNAMIC))),
+    "int8 dynamic · MatMul/Gemm only": api.recipes.advised_recipe(Recipe(precision=Precision.INT8,
+                                                                         quant=QuantConfig(mode=QuantMode.DYNAMIC))),
     "fp16 · gpu": Recipe(precision=Precision.FP16, target=Target.GPU),
     "fp32 · graph optimization only": Recipe(opt_level=OptLevel.EXTENDED),
 }
@@ -43,16 +43,14 @@ with st.container(border=True):
 state.set_recipe(recipe)
 
 with engine_errors("Checking the recipe"):
-    from ortlab import api
-
-    findings = validate_recipe(recipe, api.working_providers())
+    findings = api.recipes.validate_recipe(recipe, api.machine.working_providers())
 ds = state.dataset()
-errors: list[Finding | None] = list(errors_of(findings))  # None: the missing calibration data
-if recipe.is_static and ds is None and not recipe.allow_random_data:
-    st.error(NO_CALIBRATION_DATA)
+errors: list[Finding | None] = list(api.recipes.errors_of(findings))  # None: the missing calibration data
+if api.recipes.lacks_calibration_data(recipe, ds is not None):
+    st.error(api.recipes.NO_CALIBRATION_DATA)
     errors.append(None)
 if recipe.precision == Precision.INT8 and recipe.target == Target.CPU:  # why reduce-range starts on or off here
-    st.caption("This CPU: " + md(" ".join(api.hardware_advice().notes)))
+    st.caption("This CPU: " + md(" ".join(api.machine.hardware_advice().notes)))
 for f in findings:
     {"error": st.error, "warning": st.warning}.get(f.level, st.info)(f"**{md(f.field)}** — {md(f.message)}")
 if ds is not None and ds.is_random:

@@ -49,7 +49,7 @@ with st.form("tune.form", border=True):
     steps = c[3].number_input("Keep-in-float steps", min_value=0, max_value=20, key="tune.steps",
                               disabled=running)
     on_cluster, timing_resource = False, ""
-    if api.configured_cluster() is not None:  # the operator's cluster; a page never names one
+    if api.machine.configured_cluster() is not None:  # the operator's cluster; a page never names one
         with st.expander("Run on the server's Ray cluster"):
             where = st.columns(2)
             on_cluster = where[0].toggle("Trials on the cluster", key="tune.on_cluster", disabled=running,

@@ -1,19 +1,19 @@
-"""Screen float reverts of a QDQ model on the task's metric, in process: what keeping a node (with its producer
-chain) in float would do to the evaluation, without a quantize or a child process.
+"""Screen float reverts of a QDQ model on the task's metric, in process: what keeping a node (with its producer chain)
+in float would do to the evaluation, without a quantize or a child process.
 
 :class:`RevertScreen` runs the fp32 model once on a small split of the evaluation data (:data:`SCREEN_SAMPLES`
 samples, stratified; or, given a ``pool``, the ones of that many where the QDQ model errs most by
-:func:`ortlab.checks.task_kind.worst_sqnr_db` — the ranking subset of NNCF's accuracy control, Kozlov et al.,
-"Neural Network Compression Framework for fast model inference", 2020: what a float set mends, it mends there, where
-an average over easy samples no int8 error reaches hides it), keeps its outputs, and for each set of nodes asked about builds the QDQ model with those nodes
-in float (:class:`ortlab.transforms.float_revert.FloatReverter`), runs it on the same samples and compares the
-outputs as ``evaluate`` does (:class:`ortlab.checks.evaluate.OutputComparison`: each output's error and the task's
-metrics — detections' F1, decoded strings, confident flips, nearest-neighbour agreement, else SQNR). What a
-report is worth is for the caller to judge (tune ranks it as it ranks a trial). :meth:`RevertScreen.rank` screens
-units one by one, each alone, within a time limit.
+:func:`ortlab.checks.task_kind.worst_sqnr_db` — the ranking subset of NNCF's accuracy control, Kozlov et al., "Neural
+Network Compression Framework for fast model inference", 2020: what a float set mends, it mends there, where an
+average over easy samples no int8 error reaches hides it), keeps its outputs, and for each set of nodes asked about
+builds the QDQ model with those nodes in float (:class:`ortlab.transforms.float_revert.FloatReverter`), runs it on
+the same samples and compares the outputs as ``evaluate`` does (:class:`ortlab.checks.evaluate.OutputComparison`:
+each output's error and the task's metrics — detections' F1, decoded strings, confident flips, nearest-neighbour
+agreement, else SQNR). What a report is worth is for the caller to judge (tune ranks it as it ranks a trial).
+:meth:`RevertScreen.rank` screens units one by one, each alone, within a time limit.
 
-The screened model is the QDQ graph with ORT's in-session fusions, the trial's is ORT's quantize with the same
-nodes excluded and then optimized: the figures agree closely but not exactly (a node's float bias replaces its
+The screened model is the QDQ graph with ORT's in-session fusions, the trial's is ORT's quantize with the same nodes
+excluded and then optimized: the figures agree closely but not exactly (a node's float bias replaces its
 bias-corrected one; ops that share their input's scale, such as MaxPool or Concat, may get other scales when a
 neighbour is excluded). A screen ranks; a trial confirms.
 """

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ortlab.api import UsageError, add_config_arguments
-from ortlab.api import DEFAULT_BENCH_DURATION_S, BenchConfig
+from ortlab.api import UsageError
+from ortlab.api import BenchConfig
 from ortlab.cli.inputs import add_input_arguments, check_input_names, shapes_from_args, shapes_text, values_from_args
 from ortlab.cli.live import reporter
 from ortlab.cli.common import (
@@ -23,8 +23,8 @@ def add_command(sub) -> None:
     p = sub.add_parser("bench", help="Time one or more models (latency percentiles, throughput, memory).")
     p.add_argument("models", metavar="MODEL", nargs="+", help="One or more .onnx files, bundled samples' names, "
                                                                  "or folders that ortlab optimize wrote.")
-    add_config_arguments(p, BenchConfig, title="timing", exclude=BENCH_FLAGS_EXCLUDED)
-    set_default_help(p, "duration_s", f"{DEFAULT_BENCH_DURATION_S:g}")
+    api.recipes.add_config_arguments(p, BenchConfig, title="timing", exclude=BENCH_FLAGS_EXCLUDED)
+    set_default_help(p, "duration_s", f"{api.benchmarks.DEFAULT_BENCH_DURATION_S:g}")
     set_default_help(p, "runs", f"not used, the run is timed; --runs N alone times exactly N runs, and with "
                                  f"--duration 0 it is {BenchConfig().runs}")
     p.add_argument("--memory", action="store_true", help="Also measure peak memory (a child process per model).")
@@ -49,15 +49,15 @@ def add_command(sub) -> None:
 
 def judge_openvino_rows(ns: argparse.Namespace, paths: list[Path], variants) -> tuple[dict, str]:
     """The OpenVINO rows judged against ORT fp32 on the first model's sample's evaluation images
-    (``api.judge_runtime_rows``), by variant id, and a note when they were not judged."""
+    (``api.benchmarks.judge_runtime_rows``), by variant id, and a note when they were not judged."""
     if not getattr(ns, "openvino", False) or ns.judge_samples <= 0 or not paths:
         return {}, ""
     sample = model_sample(paths[0])
     if sample is None or sample.evaluation_dir is None:
         return {}, ("OpenVINO rows not judged on a task metric: the first model is not a bundled sample nor made "
                     "from one (ortlab compare judges any pair on your data).")
-    timed = api.timed_variants(variants, api.BenchConfig(openvino=True))
-    got = api.judge_runtime_rows(timed, sample.evaluation_data(), sample.preprocess, n=ns.judge_samples)
+    timed = api.benchmarks.timed_variants(variants, api.BenchConfig(openvino=True))
+    got = api.benchmarks.judge_runtime_rows(timed, sample.evaluation_data(), sample.preprocess, n=ns.judge_samples)
     return {j.variant: j for j in got}, ""
 
 
@@ -115,19 +115,19 @@ def cmd_bench(ns: argparse.Namespace) -> int:
 
     shapes, values = shapes_from_args(ns), values_from_args(ns)
     check_input_names(paths, shapes, values)
-    workspace = api.open_workspace()
+    workspace = api.workspaces.open_workspace()
     run_ids = {Path(r.model_path).resolve(): r.run_id for r in reversed(workspace.history().list())
                if isinstance(r, Artifact)}
     variants = [BenchVariant(name, name, str(path), run_ids.get(path.resolve()))
                 for path, name in zip(paths, variant_names(paths))]
-    handle = api.start_benchmark(variants, cfg, measure_memory=ns.memory, workspace=workspace, origin="cli",
-                                 profile_dir=ns.profile, shapes=shapes, values=values, cluster=ns.ray, nodes=nodes)
+    handle = api.benchmarks.start_benchmark(variants, cfg, measure_memory=ns.memory, workspace=workspace, origin="cli",
+                                            profile_dir=ns.profile, shapes=shapes, values=values, cluster=ns.ray, nodes=nodes)
     if ns.ray:
         return print_cluster(handle.follow(reporter(ns)), ns)
     summaries = handle.follow(reporter(ns))
     judged, judge_note = judge_openvino_rows(ns, paths, variants)
     baseline = handle.baseline_rss_mb
-    comparison = api.compare_benchmarks(summaries, baseline=variants[0].id if variants else None)
+    comparison = api.benchmarks.compare_benchmarks(summaries, baseline=variants[0].id if variants else None)
     if ns.json:
         speedups = [{"variant": r.summary.variant, "batch_size": r.summary.batch_size, "speedup": r.speedup,
                      "low": r.low, "high": r.high, "interleaved": r.paired, "clear_difference": r.clear}

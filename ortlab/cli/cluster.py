@@ -28,8 +28,8 @@ def add_command(sub) -> None:
     start.add_argument("--ip", default="127.0.0.1",
                        help="This machine's address on the cluster's network (default 127.0.0.1: a cluster on this "
                             "machine alone, whose ports listen on loopback only).")
-    start.add_argument("--port", type=int, default=api.DEFAULT_CLUSTER_PORT,
-                       help=f"The head's port (default {api.DEFAULT_CLUSTER_PORT}); the node's other ports follow it "
+    start.add_argument("--port", type=int, default=api.machine.DEFAULT_CLUSTER_PORT,
+                       help=f"The head's port (default {api.machine.DEFAULT_CLUSTER_PORT}); the node's other ports follow it "
                             "(PORT+1 … PORT+8, workers PORT+100 … PORT+199); a second node on the same "
                             "machine needs another --port.")
     start.add_argument("--num-cpus", type=int, default=None, help="The CPUs ortlab may use on this node.")
@@ -53,12 +53,12 @@ def _resources(text: str) -> dict[str, float]:
 def cmd_start(ns: argparse.Namespace) -> int:
     """`ortlab cluster start`: a private head or node."""
     try:
-        plan = api.plan_node(ip=ns.ip, join=ns.join, port=ns.port, num_cpus=ns.num_cpus,
-                             resources=_resources(ns.resources))
+        plan = api.machine.plan_node(ip=ns.ip, join=ns.join, port=ns.port, num_cpus=ns.num_cpus,
+                                     resources=_resources(ns.resources))
     except api.NodeSettingError as err:
         raise UsageError(err.message) from None
-    token, made = api.ensure_cluster_token(create=plan.head)
-    api.start_node(plan)
+    token, made = api.machine.ensure_cluster_token(create=plan.head)
+    api.machine.start_node(plan)
     print(f"{'Head' if plan.head else 'Node'} started at {plan.ip} (cluster {plan.head_address}); token "
           f"authentication on, token file {token}{' (new)' if made else ''}.")
     print(f"Its ports, on {plan.listens_on()}:")
@@ -74,8 +74,8 @@ def cmd_start(ns: argparse.Namespace) -> int:
 
 def cmd_stop(ns: argparse.Namespace) -> int:
     """`ortlab cluster stop`: stop this machine's nodes; remove what stopped trials left."""
-    api.stop_node()
-    removed = api.remove_stale_trial_folders()
+    api.machine.stop_node()
+    removed = api.machine.remove_stale_trial_folders()
     print(f"Ray stopped on this machine; {len(removed)} folder{'' if len(removed) == 1 else 's'} of stopped "
           "trials removed.")
     return 0

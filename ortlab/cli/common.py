@@ -12,16 +12,11 @@ from typing import Any
 from collections.abc import Sequence
 
 from ortlab.api import ModelInfo
-from ortlab.api import UsageError, add_config_arguments, config_from_args, given_values
-from ortlab.api import DEFAULT_BENCH_DURATION_S, BenchConfig, PreprocessConfig, Recipe
+from ortlab.api import UsageError
+from ortlab.api import BenchConfig, PreprocessConfig, Recipe
 from ortlab.core.text import one_line
 from ortlab.api import Level, VerdictPolicy
-from ortlab.api import (
-    bench_config_problems, find_for_model, inspect_model, list_samples, load_path,
-    samples_root, worse_or_equal,
-)
 from ortlab.core.errors import DataError
-from ortlab.api import TEXT_EXTENSIONS, TOKENIZER_FILE
 from ortlab.api import DataRef, SampleModel
 from ortlab.core.layout import MODEL_FILE
 from ortlab import api
@@ -46,23 +41,23 @@ def values(enum_cls) -> list[str]:
 
 def add_recipe_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``ortlab optimize`` that describe a Recipe (the ones ``config.recipe_cli_args`` writes)."""
-    add_config_arguments(p, Recipe, title="recipe")
+    api.recipes.add_config_arguments(p, Recipe, title="recipe")
 
 
 def add_preprocess_arguments(p: argparse.ArgumentParser) -> None:
     """Image preprocessing flags; unset ones come from the sample manifest or the model input; ``--preset``
     names a known convention (applied only when chosen)."""
-    add_config_arguments(p, PreprocessConfig, show_defaults=False,
-                         title="image preprocessing (default: the sample's manifest, else detected from the model)")
-    p.add_argument("--preset", choices=list(api.PREPROCESS_PRESETS), default=None,
+    api.recipes.add_config_arguments(p, PreprocessConfig, show_defaults=False,
+                                     title="image preprocessing (default: the sample's manifest, else detected from the model)")
+    p.add_argument("--preset", choices=list(api.data.PREPROCESS_PRESETS), default=None,
                    help="A known preprocessing convention, applied before the flags above: "
-                        + "; ".join(f"{k}: {v.source}" for k, v in api.PREPROCESS_PRESETS.items())
+                        + "; ".join(f"{k}: {v.source}" for k, v in api.data.PREPROCESS_PRESETS.items())
                         + ". Never applied unless given.")
 
 
 def add_verdict_arguments(p: argparse.ArgumentParser) -> None:
     """The verdict policy's flags (``verdict.VerdictPolicy``) and ``--fail-on``."""
-    add_config_arguments(p, VerdictPolicy, title="verdict policy (ok / degraded / broken)")
+    api.recipes.add_config_arguments(p, VerdictPolicy, title="verdict policy (ok / degraded / broken)")
     p.add_argument("--fail-on", choices=[Level.DEGRADED.value, Level.BROKEN.value], default=None,
                    help="Exit with status 3 when the verdict is this level or worse (unknown counts as worse "
                         "than ok, better than degraded).")
@@ -70,7 +65,7 @@ def add_verdict_arguments(p: argparse.ArgumentParser) -> None:
 
 def policy_from_args(ns: argparse.Namespace) -> VerdictPolicy:
     """The VerdictPolicy the parsed flags describe."""
-    policy = config_from_args(VerdictPolicy, ns)
+    policy = api.recipes.config_from_args(VerdictPolicy, ns)
     if policy.problems():
         raise UsageError(" ".join(policy.problems()))
     return policy
@@ -79,7 +74,7 @@ def policy_from_args(ns: argparse.Namespace) -> VerdictPolicy:
 def exit_for(verdict, ns: argparse.Namespace) -> int:
     """3 when ``--fail-on`` is given and the verdict is at or worse than it, else 0."""
     fail_on = getattr(ns, "fail_on", None)
-    if fail_on and verdict is not None and worse_or_equal(verdict.level, Level(fail_on)):
+    if fail_on and verdict is not None and api.checks.worse_or_equal(verdict.level, Level(fail_on)):
         return 3
     return 0
 
@@ -92,8 +87,8 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
                         ".npy/.npz tensor file, or a .txt file (one example per line; with --tokenizer).")
     g.add_argument("--eval", metavar="DIR", dest="eval_data",
                    help="Data to verify the result against the source (default: the calibration data).")
-    g.add_argument("--verify-samples", type=int, default=api.DEFAULT_VERIFY_SAMPLES,
-                   help=f"Samples compared with the source (default: {api.DEFAULT_VERIFY_SAMPLES}).")
+    g.add_argument("--verify-samples", type=int, default=api.recipes.DEFAULT_VERIFY_SAMPLES,
+                   help=f"Samples compared with the source (default: {api.recipes.DEFAULT_VERIFY_SAMPLES}).")
 
 
 def set_default_help(p: argparse.ArgumentParser, dest: str, default: str) -> None:
@@ -124,10 +119,10 @@ def text_options(ns: argparse.Namespace, path: Path) -> dict[str, Any]:
     seq_len = getattr(ns, "seq_len", None)
     if seq_len is not None and seq_len < 1:
         raise UsageError("--seq-len must be at least 1.")
-    if path.is_dir() or path.suffix.lower() not in TEXT_EXTENSIONS:
+    if path.is_dir() or path.suffix.lower() not in api.data.TEXT_EXTENSIONS:
         return {}
     given = getattr(ns, "tokenizer", None)
-    tok = Path(given).expanduser() if given else path.parent / TOKENIZER_FILE
+    tok = Path(given).expanduser() if given else path.parent / api.data.TOKENIZER_FILE
     if not tok.is_file():
         raise UsageError(f"Text data {path} needs a tokenizer: give --tokenizer TOKENIZER.json"
                          + (f" ({given} not found)." if given else "."))
@@ -147,21 +142,21 @@ def add_output_flags(p: argparse.ArgumentParser) -> None:
 
 def recipe_from_args(ns: argparse.Namespace) -> Recipe:
     """The Recipe that the parsed ``optimize`` flags describe; for int8 the settings not given follow this CPU's
-    advice (``api.advised_recipe``: reduce-range on x86 without VNNI; the run's notes say so)."""
-    recipe = config_from_args(Recipe, ns)
+    advice (``api.recipes.advised_recipe``: reduce-range on x86 without VNNI; the run's notes say so)."""
+    recipe = api.recipes.config_from_args(Recipe, ns)
     if recipe.precision != api.Precision.INT8:
         return recipe
-    return api.advised_recipe(recipe, given=given_values(Recipe, ns))
+    return api.recipes.advised_recipe(recipe, given=api.recipes.given_values(Recipe, ns))
 
 
 def bench_from_args(ns: argparse.Namespace) -> BenchConfig:
     """The BenchConfig that the parsed ``bench`` flags describe (profiling on when ``--profile DIR`` is given)."""
-    given = given_values(BenchConfig, ns, BENCH_FLAGS_EXCLUDED)
+    given = api.recipes.given_values(BenchConfig, ns, BENCH_FLAGS_EXCLUDED)
     # a few seconds per variant by default; --runs N alone means N runs
     base = BenchConfig(profile=bool(ns.profile),
-                       duration_s=0.0 if "runs" in given and "duration_s" not in given else DEFAULT_BENCH_DURATION_S)
-    cfg = config_from_args(BenchConfig, ns, base, exclude=BENCH_FLAGS_EXCLUDED)
-    problems = bench_config_problems(cfg)
+                       duration_s=0.0 if "runs" in given and "duration_s" not in given else api.benchmarks.DEFAULT_BENCH_DURATION_S)
+    cfg = api.recipes.config_from_args(BenchConfig, ns, base, exclude=BENCH_FLAGS_EXCLUDED)
+    problems = api.benchmarks.bench_config_problems(cfg)
     if problems:
         raise UsageError(" ".join(problems))
     return cfg
@@ -183,7 +178,7 @@ def existing_file(path: str, what: str) -> Path:
 
 def _sample_named(text: str, found: Sequence[SampleModel] | None = None) -> SampleModel | None:
     """The bundled sample called exactly ``text``, or None."""
-    return next((s for s in (found if found is not None else list_samples(skip_broken=True)) if s.name == text),
+    return next((s for s in (found if found is not None else api.models.list_samples(skip_broken=True)) if s.name == text),
                 None)
 
 
@@ -204,7 +199,7 @@ def _not_found(text: str, what: str, found: Sequence[SampleModel]) -> UsageError
 def _readme_path(path: Path) -> Path | None:
     """``sample_models/…`` where the bundled samples live, for a relative path that names it but is not here (the
     README's lines work from any folder); else None."""
-    root = samples_root()
+    root = api.models.samples_root()
     if not path.is_absolute() and path.parts[:1] == (root.name,) and (root.parent / path).exists():
         return root.parent / path
     return None
@@ -244,7 +239,7 @@ def model_file(text: str, what: str = "Model") -> Path:
     current folder is also looked up where the bundled samples live, so the README's lines work from any folder."""
 
     path = Path(text).expanduser()
-    found = list_samples(skip_broken=True)
+    found = api.models.list_samples(skip_broken=True)
     sample = _sample_named(text, found)
     if path.exists():
         if sample is not None:
@@ -274,7 +269,7 @@ def model_sample(model_path: Path) -> SampleModel | None:
     if sample is not None:
         return sample
     folder = Path(model_path).parent
-    name = api.artifact_sample(folder) if Path(model_path).name == MODEL_FILE else None
+    name = api.models.artifact_sample(folder) if Path(model_path).name == MODEL_FILE else None
     return _sample_named(name) if name else None
 
 
@@ -285,7 +280,7 @@ def data_path(text: str, sample_set: str = "evaluation") -> tuple[Path, SampleMo
     sample; an unknown name gets the samples' names that are close to it."""
 
     path = Path(text).expanduser()
-    found = list_samples(skip_broken=True)
+    found = api.models.list_samples(skip_broken=True)
     sample = _sample_named(text, found)
     folder = None if sample is None else (sample.calibration_dir if sample_set == "calibration"
                                           else sample.evaluation_dir)
@@ -328,7 +323,7 @@ def load_dataset(path: str, class_names: Sequence[str] | None = None, ns: argpar
     if not p.is_dir() and p.suffix.lower() not in DATA_SUFFIXES:
         raise UsageError(f"Data must be {DATA_KINDS}: {path}")
     text = text_options(ns, p) if ns is not None else {}
-    return load_path(p, class_names, **text)
+    return api.data.load_path(p, class_names, **text)
 
 
 def data_ref(path: str | None, ns: argparse.Namespace | None = None, sample_set: str = "evaluation", **subset: Any):
@@ -364,7 +359,7 @@ def evaluation_data(ns: argparse.Namespace, sample: SampleModel | None, command:
 def find_sample(model_path: Path, info: ModelInfo | None = None):
     """The bundled sample whose model is ``model_path`` (same file or same bytes: ``info.sha256`` when the model
     was already read), or None."""
-    return find_for_model(model_path, info.sha256 if info is not None else None)
+    return api.models.find_for_model(model_path, info.sha256 if info is not None else None)
 
 
 def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None, images: bool = True,
@@ -375,17 +370,17 @@ def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None, 
     a UsageError asks for it instead of guessing. None for models whose input is not an image and no flags were
     given."""
 
-    overrides = given_values(PreprocessConfig, ns)
+    overrides = api.recipes.given_values(PreprocessConfig, ns)
     try:
-        model = (info or inspect_model(model_path)) if sample is None else None
+        model = (info or api.models.inspect_model(model_path)) if sample is None else None
         inputs = model.inputs if model is not None else ()
         shapes = shapes_from_args(ns)
         if "size" not in overrides and len(inputs) == 1 and inputs[0].name in shapes:
             hw = _size_from_shape(shapes[inputs[0].name])
             if hw is not None:
                 overrides["size"] = hw
-        resolved = api.explain_preprocess(model if model is not None else inputs, sample, overrides=overrides,
-                                          preset=getattr(ns, "preset", None))  # the outputs: the YOLO preset's size
+        resolved = api.data.explain_preprocess(model if model is not None else inputs, sample, overrides=overrides,
+                                               preset=getattr(ns, "preset", None))  # the outputs: the YOLO preset's size
     except DataError as exc:
         raise UsageError(exc.message) from None
     if resolved is None:
@@ -411,5 +406,5 @@ def start_service() -> None:
     """Before a command that uses the workspace: remove what killed runs left, and say once on stderr when
     the history database had to be rebuilt."""
 
-    for notice in api.startup():
+    for notice in api.recipes.startup():
         print(f"{PROG}: warning: {one_line(notice)}", file=sys.stderr)

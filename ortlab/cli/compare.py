@@ -14,11 +14,8 @@ from ortlab.cli.common import (
     model_sample, policy_from_args, preprocess_from_args, values,
 )
 from ortlab.cli.render import print_json, table, task_lines, verdict_block
-from ortlab.api import evaluate, inspect_model, judge, resolve_feed, stratified_sample
-from ortlab.api import (
-    SETTLE_CAP_S, SETTLE_TARGET, Artifact, BenchVariant, SettledSpeed, default_speed_check, open_workspace,
-    start_pair_timing,
-)
+from ortlab import api
+from ortlab.api import Artifact, BenchVariant, SettledSpeed
 from ortlab.core.serial import to_plain
 
 
@@ -40,7 +37,8 @@ def add_command(sub) -> None:
     add_verdict_arguments(p)
     p.add_argument("--speed-cap", type=float, metavar="S",
                    help=f"Also time the pair at batch 1, in turn, until the speed-up's 95%% interval is within "
-                        f"±{SETTLE_TARGET * 100:.0f}%% or S seconds have passed: {SETTLE_CAP_S:g} unless given, no timing "
+                        f"±{api.benchmarks.SETTLE_TARGET * 100:.0f}%% or S seconds have passed: "
+                        f"{api.benchmarks.SETTLE_CAP_S:g} unless given, no timing "
                         f"when $ORTLAB_SPEED_CHECK_S is 0. 0: no timing.")
     add_input_value_argument(p)
     add_output_flags(p)
@@ -50,18 +48,19 @@ def add_command(sub) -> None:
 def time_pair_settled(ref: Path, cand: Path, ns: argparse.Namespace, shapes) -> SettledSpeed | None:
     """The pair timed until settled (the call Compare's speed cards make), or None when ``--speed-cap`` (or its
     default) says not to time."""
-    cap = ns.speed_cap if ns.speed_cap is not None else (SETTLE_CAP_S if default_speed_check().enabled else 0.0)
+    default_cap = api.benchmarks.SETTLE_CAP_S if api.benchmarks.default_speed_check().enabled else 0.0
+    cap = ns.speed_cap if ns.speed_cap is not None else default_cap
     if cap < 0:
         raise UsageError("--speed-cap must be 0 (no timing) or a number of seconds.")
     if cap == 0:
         return None
-    workspace = open_workspace()
+    workspace = api.workspaces.open_workspace()
     run_ids = {Path(r.model_path).resolve(): r.run_id for r in reversed(workspace.history().list())
                if isinstance(r, Artifact)}
     ref_v, cand_v = (BenchVariant(k, p.name, str(p), run_ids.get(p.resolve())) for k, p in (("reference", ref),
                                                                                             ("candidate", cand)))
-    handle = start_pair_timing(ref_v, cand_v, workspace=workspace, origin="cli", shapes=shapes, cap_s=cap,
-                               values=values_from_args(ns) or None)
+    handle = api.benchmarks.start_pair_timing(ref_v, cand_v, workspace=workspace, origin="cli", shapes=shapes, cap_s=cap,
+                                              values=values_from_args(ns) or None)
     handle.follow(reporter(ns))
     return handle.settled()
 
@@ -78,15 +77,15 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     shapes = shapes_from_args(ns)
     dataset = evaluation_data(ns, sample, "compare")
     if ns.n is not None and ns.n < len(dataset):
-        dataset = stratified_sample(dataset, ns.n)
+        dataset = api.data.stratified_sample(dataset, ns.n)
     pre = preprocess_from_args(ns, ref, sample) if dataset.kind == "images" else None
     specs = None
     if shapes or dataset.kind != "images":
 
-        pre, specs = resolve_feed(inspect_model(ref).inputs, pre, dataset, shapes, manifest=sample)
-    report = evaluate(ref, cand, dataset, pre, target=Target(ns.target), reporter=reporter(ns), policy=policy,
-                      specs=specs)
-    verdict = judge(report, policy)
+        pre, specs = api.data.resolve_feed(api.models.inspect_model(ref).inputs, pre, dataset, shapes, manifest=sample)
+    report = api.checks.evaluate(ref, cand, dataset, pre, target=Target(ns.target), reporter=reporter(ns), policy=policy,
+                                 specs=specs)
+    verdict = api.checks.judge(report, policy)
     # timed with the shapes the evaluation fed (a text's --seq-len, an open-size detector's image size), --shape first
     speed = time_pair_settled(ref, cand, ns, {**{k: list(v) for k, v in report.input_shapes.items()}, **shapes})
     if ns.json:

@@ -11,7 +11,6 @@ from ortlab.cli.common import PROG
 from ortlab.cli.render import print_json, table
 from ortlab.api import Artifact
 from ortlab.api import BenchmarkRecord
-from ortlab.api import judge
 from ortlab import api
 
 
@@ -28,7 +27,7 @@ def cmd_history(ns: argparse.Namespace) -> int:
 
     if ns.limit is not None and ns.limit < 1:
         raise UsageError("--limit must be at least 1.")
-    ws = api.open_workspace()
+    ws = api.workspaces.open_workspace()
     h = ws.history()
     runs, benches = h.list(ns.limit), h.list_benchmarks(ns.limit)
     if ns.json:
@@ -37,7 +36,7 @@ def cmd_history(ns: argparse.Namespace) -> int:
     print(f"workspace {ws.root}")
 
     rows = [[str(r.run_id), r.created_at.replace("T", " ")[:19], r.origin or "?",
-             (r.verdict if r.verdict is not None else judge(r.evaluation, coverage=r.coverage)).level.value,
+             (r.verdict if r.verdict is not None else api.checks.judge(r.evaluation, coverage=r.coverage)).level.value,
              r.recipe.label(), source_label(r), format_bytes(r.size_bytes), r.sha256[:12]]
             for r in runs if isinstance(r, Artifact)]
     if rows:
@@ -55,7 +54,7 @@ def cmd_history(ns: argparse.Namespace) -> int:
         if not isinstance(b, BenchmarkRecord):
             print(f"benchmark {b.id}  {when}  unreadable: {b.reason}")
             continue
-        print(f"benchmark {b.id}  {when}  {b.origin or '?'}  {api.machine_text(b.machine)}")
+        print(f"benchmark {b.id}  {when}  {b.origin or '?'}  {api.benchmarks.machine_text(b.machine)}")
         for line in benchmark_lines(b):
             print(f"  {line}")
     return 0
@@ -72,8 +71,8 @@ def benchmark_lines(b: BenchmarkRecord) -> list[str]:
         p50 = f"p50 {s.p50:.3f} ms" + (f" (95% {s.p50_low:.3f}–{s.p50_high:.3f})"
                                        if s.p50_low is not None and s.p50_high is not None else " (no interval stored)")
         ref = base.get(s.batch_size)
-        sp = api.of_summaries(ref, s) if ref is not None and s.variant != first and ref.p50 > 0 and s.p50 > 0 else None
-        vs = f", {sp.speedup:.2f}× vs {names.get(first or '', first)} {api.speed_interval_text(sp)}" if sp else ""
+        sp = api.benchmarks.of_summaries(ref, s) if ref is not None and s.variant != first and ref.p50 > 0 and s.p50 > 0 else None
+        vs = f", {sp.speedup:.2f}× vs {names.get(first or '', first)} {api.benchmarks.speed_interval_text(sp)}" if sp else ""
         out.append(f"{names.get(s.variant, s.variant)}@{s.batch_size} {p50}{vs}")
     return out
 

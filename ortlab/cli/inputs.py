@@ -8,7 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ortlab.api import UsageError, inspect_model, parse_shape
+from ortlab.api import UsageError
+from ortlab import api
 from ortlab.core.errors import DataError
 
 
@@ -32,7 +33,7 @@ def shapes_from_args(ns: argparse.Namespace) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for text in getattr(ns, "shape", None) or []:
         try:
-            name, shape = parse_shape(text)
+            name, shape = api.data.parse_shape(text)
         except DataError as exc:
             raise UsageError(exc.message) from None
         if name in out:
@@ -73,7 +74,7 @@ def check_input_names(paths: list[Path], shapes: dict, values: dict) -> None:
     """UsageError when --shape or --input-value names an input that none of the models takes."""
     if not shapes and not values:
         return
-    taken = {t.name for p in paths for t in inspect_model(p).inputs}
+    taken = {t.name for p in paths for t in api.models.inspect_model(p).inputs}
     for flag, given in (("--shape", shapes), ("--input-value", values)):
         unknown = [k for k in given if k not in taken]
         if unknown:

@@ -7,7 +7,7 @@ import argparse
 from ortlab.core.text import format_bytes
 from ortlab.cli.common import model_file
 from ortlab.cli.render import print_json
-from ortlab.api import detect_hardware, hardware_advice, inspect_model, op_key
+from ortlab import api
 
 
 def add_command(sub) -> None:
@@ -46,7 +46,7 @@ def open_sizes_line(name: str, dtype: str, dims: list) -> str:
 def cmd_inspect(ns: argparse.Namespace) -> int:
     """`ortlab inspect`: print what a model holds."""
 
-    info = inspect_model(model_file(ns.model))
+    info = api.models.inspect_model(model_file(ns.model))
     if ns.json:
         print_json(info.to_dict())
         return 0
@@ -66,12 +66,12 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
         line = open_sizes_line(t.name, t.dtype, list(t.shape))
         if line:
             print(f"  sizes     {line}")
-    ops = sorted(info.op_counts.items(), key=lambda kv: (-kv[1], op_key(*kv[0])))
-    print("  ops       " + ", ".join(f"{op_key(*k)}×{n}" for k, n in ops))
+    ops = sorted(info.op_counts.items(), key=lambda kv: (-kv[1], api.models.op_key(*kv[0])))
+    print("  ops       " + ", ".join(f"{api.models.op_key(*k)}×{n}" for k, n in ops))
 
-    cpu = detect_hardware()
+    cpu = api.machine.detect_hardware()
     print(f"  cpu       {cpu.summary()}")
-    for note in hardware_advice(cpu, model_bytes=info.total_bytes).notes:
+    for note in api.machine.hardware_advice(cpu, model_bytes=info.total_bytes).notes:
         print(f"  int8      {note}")
     for w in info.warnings:
         print(f"  warning   {w}")

@@ -19,8 +19,7 @@ from ortlab.api import UsageError
 from ortlab.core.errors import Cancelled, OrtlabError, RecipeError, ShapeError
 from ortlab.core.errors import OutputError
 from ortlab.core.text import escape_controls, one_line
-from ortlab.api import set_custom_op_libraries
-from ortlab.api import CUSTOM_OPS_ENV, NO_CALIBRATION_DATA
+from ortlab import api
 from ortlab.cli.live import end_live_line
 from ortlab.cli.common import PROG, Parser, existing_file, start_service
 from ortlab.cli import bench, cluster, compare, history, inspect, optimize, samples, tune
@@ -66,7 +65,7 @@ def error_text(exc: BaseException) -> str:
     """The one line the CLI prints for an engine error: in the CLI's words (its flags, not the app's buttons), and
     without the "validate" step name, which says nothing to a user (the checks before any work)."""
     message = exc.message if isinstance(exc, (OrtlabError, Cancelled)) and exc.step == "validate" else str(exc)
-    if message == NO_CALIBRATION_DATA:
+    if message == api.recipes.NO_CALIBRATION_DATA:
         message = NO_CALIBRATION_DATA_CLI
     for app_words, cli_words in _CLI_WORDS:
         message = message.replace(app_words, cli_words)
@@ -90,12 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (:data:`EXIT_STATUS`)."""
     parser = build_parser()
     os.umask(0o077)  # the workspace and every result ortlab writes are private to the user (0700/0600)
-    saved_libraries = os.environ.get(CUSTOM_OPS_ENV)
+    saved_libraries = os.environ.get(api.machine.CUSTOM_OPS_ENV)
     streams = sys.stdout, sys.stderr  # a live progress line routes both through a wrapper while the command runs
     try:
         ns = parser.parse_args(argv)
         if ns.custom_op_library:
-            set_custom_op_libraries([existing_file(p, "Custom-op library") for p in ns.custom_op_library])
+            api.machine.set_custom_op_libraries([existing_file(p, "Custom-op library") for p in ns.custom_op_library])
         if ns.command in ("optimize", "run", "bench", "history"):
             start_service()
         code = int(ns.func(ns) or 0)
@@ -128,9 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         end_live_line()
         sys.stdout, sys.stderr = streams
         if saved_libraries is None:
-            os.environ.pop(CUSTOM_OPS_ENV, None)
+            os.environ.pop(api.machine.CUSTOM_OPS_ENV, None)
         else:
-            os.environ[CUSTOM_OPS_ENV] = saved_libraries
+            os.environ[api.machine.CUSTOM_OPS_ENV] = saved_libraries
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -74,7 +74,7 @@ def speed_check_from_args(ns: argparse.Namespace) -> api.SpeedCheck:
     if ns.no_timing:
         return api.SpeedCheck(enabled=False)
     if ns.timing_s is None:
-        return replace(api.default_speed_check(), values=values)
+        return replace(api.benchmarks.default_speed_check(), values=values)
     if not ns.timing_s > 0:
         raise UsageError(f"--timing-s must be a positive number of seconds, not {ns.timing_s:g} (or give --no-timing).")
     return api.SpeedCheck(seconds=float(ns.timing_s), values=values)
@@ -87,7 +87,7 @@ def run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: str
     sample = find_sample(src, info)
     for names, flag in ((recipe.quant.nodes_to_exclude, "--exclude-nodes"),
                         (recipe.quant.int16_weight_nodes, "--int16-weight-nodes")):
-        for warning in api.check_node_names(src, names, flag):
+        for warning in api.models.check_node_names(src, names, flag):
             print(f"{PROG}: warning: {warning}", file=sys.stderr)
     shapes = shapes_from_args(ns)
     cal = data_ref(calibration, ns, sample_set="calibration")
@@ -115,12 +115,12 @@ def cmd_optimize(ns: argparse.Namespace) -> int:
     src = model_file(ns.model)
     out = Path(ns.out).expanduser()
     check_out_path(ns.out)  # before any work
-    info = api.inspect_model(src)  # the one read of the model for this run (its sha256 hashes the whole file)
+    info = api.models.inspect_model(src)  # the one read of the model for this run (its sha256 hashes the whole file)
     spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data, info)
     as_dir = out.is_dir() or out.suffix.lower() != ".onnx"
     replaced = out.exists()
     created = new_folder_note(out, as_dir)
-    handle = api.start_recipe(spec, out, origin="cli", info=info, speed_check=speed_check_from_args(ns))
+    handle = api.recipes.start_recipe(spec, out, origin="cli", info=info, speed_check=speed_check_from_args(ns))
     say(created)  # the recipe is valid and the run started
     artifact = handle.follow(reporter(ns))
     if replaced:
@@ -151,13 +151,13 @@ def cmd_run(ns: argparse.Namespace) -> int:
     src = model_file(ns.model)
     if ns.out:
         check_out_path(ns.out, flag="--out")  # before any work
-    info = api.inspect_model(src)
+    info = api.models.inspect_model(src)
     spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data, info)
-    workspace = api.open_workspace()
+    workspace = api.workspaces.open_workspace()
     out = Path(ns.out).expanduser() if ns.out else None
     created = new_folder_note(out, out.is_dir() or out.suffix.lower() != ".onnx") if out is not None else ""
-    handle = api.start_recipe(spec, out, workspace=workspace, origin="cli", info=info,
-                              speed_check=speed_check_from_args(ns))
+    handle = api.recipes.start_recipe(spec, out, workspace=workspace, origin="cli", info=info,
+                                      speed_check=speed_check_from_args(ns))
     say(created)  # the recipe is valid and the run started
     artifact = handle.follow(reporter(ns))
     if ns.json:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from ortlab.core.text import format_bytes
 from ortlab.core.serial import dumps
-from ortlab.api import VERIFICATION_SKIPPED, is_encoder_file, preprocess_cli_args, task_kinds
+from ortlab import api
 from ortlab.cli.inputs import shapes_text
 
 VERIFY_HINT = (" Give --eval DIR (or --calibration DIR, which verification also uses) to check the result against "
@@ -89,7 +89,7 @@ def next_step(artifact) -> str:
         return ""
     if recipe.is_static:
         try:
-            encoder = is_encoder_file(artifact.source_path)
+            encoder = api.models.is_encoder_file(artifact.source_path)
         except Exception:  # an unreadable source only loses the advice
             encoder = False
         if encoder:
@@ -116,7 +116,7 @@ def artifact_text(artifact, out_path: Path) -> str:
         lines.append(f"  inputs     {shapes_text(artifact.input_shapes)}")
     spec = getattr(artifact, "spec", None)
     if spec is not None and spec.preprocess is not None:  # the images' preprocessing, as the flags that repeat it
-        lines.append("  preprocess " + " ".join(preprocess_cli_args(spec.preprocess)))
+        lines.append("  preprocess " + " ".join(api.recipes.preprocess_cli_args(spec.preprocess)))
     text_ref = next((r for r in ((spec.calibration, spec.evaluation) if spec is not None else ())
                      if r is not None and r.tokenizer), None)
     if text_ref is not None:  # text data: the tokenizer and length used (the length is in the inputs line too)
@@ -143,7 +143,7 @@ def artifact_text(artifact, out_path: Path) -> str:
     if artifact.random_data:
         lines.append("  RANDOM DATA was used: accuracy figures are meaningless.")
     lines += [f"  warning    {w}" for w in artifact.warnings]
-    lines += [f"  note       {n}" + (VERIFY_HINT if n == VERIFICATION_SKIPPED else "") for n in artifact.notes]
+    lines += [f"  note       {n}" + (VERIFY_HINT if n == api.recipes.VERIFICATION_SKIPPED else "") for n in artifact.notes]
     return "\n".join(lines)
 
 
@@ -151,7 +151,7 @@ def task_lines(ev, verdict=None) -> list[str]:
     """Short texts of the task metrics of an evaluation (detections, decoded strings, flips, neighbours, threshold
     crossings, exact); the one ``verdict`` was decided by first."""
     tm = ev.task
-    out = [line for kind in task_kinds(tm) for line in kind.lines(tm)]  # (the verdict's name of the figure, text)
+    out = [line for kind in api.checks.task_kinds(tm) for line in kind.lines(tm)]  # (the verdict's name of the figure, text)
     deciding = getattr(verdict, "deciding", "")
     out.sort(key=lambda item: item[0] != deciding)
     return [text for _, text in out]

@@ -6,7 +6,7 @@ import argparse
 
 from ortlab.cli.common import PROG, display_path
 from ortlab.cli.render import print_json
-from ortlab.api import list_samples
+from ortlab import api
 
 
 def add_command(sub) -> None:
@@ -19,7 +19,7 @@ def add_command(sub) -> None:
 def cmd_samples(ns: argparse.Namespace) -> int:
     """`ortlab samples`: list the bundled sample models."""
 
-    found = list_samples(skip_broken=True)
+    found = api.models.list_samples(skip_broken=True)
     if ns.json:
         print_json([{"name": s.name, "title": s.title, "model_path": str(s.model_path), "labels": s.labels,
                       "calibration_dir": str(s.calibration_dir) if s.calibration_dir else None,

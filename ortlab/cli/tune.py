@@ -18,7 +18,6 @@ from ortlab.cli.common import (
 from ortlab.cli.out_path import check_out_path
 from ortlab.cli.render import print_json, table
 from ortlab import api
-from ortlab.api import analyze, inspect_model, resolve_feed, split_dataset, verdict_policy, write_dataset
 from ortlab.api import DataRef
 from ortlab.api import TuneSettings
 from ortlab.api import VerdictPolicy
@@ -185,7 +184,7 @@ def cmd_analyze(ns: argparse.Namespace) -> int:
     sample = model_sample(ref) or model_sample(cand)
     dataset = evaluation_data(ns, sample, "analyze")
     pre = preprocess_from_args(ns, ref, sample) if dataset.kind == "images" else None
-    result = analyze(ref, cand, dataset, pre, n=ns.n, reporter=reporter(ns), shapes=shapes_from_args(ns))
+    result = api.checks.analyze(ref, cand, dataset, pre, n=ns.n, reporter=reporter(ns), shapes=shapes_from_args(ns))
     if ns.json:
         print_json(result)
         return 0
@@ -216,11 +215,11 @@ def _split(path: str, out: Path, labels, ns: argparse.Namespace) -> tuple[str, s
     """Calibration and evaluation folders written under ``out/data`` (``data.split_dataset``)."""
 
     ds = load_dataset(path, labels, ns, sample_set="calibration")
-    cal, ev = split_dataset(ds)
+    cal, ev = api.data.split_dataset(ds)
     if ev is cal:
         raise UsageError("--data needs at least 3 samples to hold some out for evaluation; or give --eval.")
-    return (str(write_dataset(cal, out / "data" / "calibration")),
-            str(write_dataset(ev, out / "data" / "evaluation")))
+    return (str(api.data.write_dataset(cal, out / "data" / "calibration")),
+            str(api.data.write_dataset(ev, out / "data" / "evaluation")))
 
 
 def search_policy(ns: argparse.Namespace):
@@ -228,7 +227,7 @@ def search_policy(ns: argparse.Namespace):
     relabels the verdict; UsageError for a ``--min-task`` that is not a share."""
     if ns.min_task is not None and not 0.0 < ns.min_task <= 1.0:
         raise UsageError(f"--min-task is a share between 0 and 1 (e.g. 0.97 for an F1 of 97%), not {ns.min_task:g}.")
-    return verdict_policy(VerdictPolicy(margin=ns.margin), ns.min_sqnr_db, ns.min_task)
+    return api.tuning.verdict_policy(VerdictPolicy(margin=ns.margin), ns.min_sqnr_db, ns.min_task)
 
 
 def cmd_tune(ns: argparse.Namespace) -> int:
@@ -270,7 +269,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     shapes, values = shapes_from_args(ns), values_from_args(ns)
     check_input_names([Path(src)], {}, values)
     if ev.path is not None and ev.tokenizer is not None:  # text: each trial is timed at the data's sequence length
-        _, specs = resolve_feed(inspect_model(src).inputs, None, load_dataset(ev.path, None, ns), shapes)
+        _, specs = api.data.resolve_feed(api.models.inspect_model(src).inputs, None, load_dataset(ev.path, None, ns), shapes)
         shapes = {s.name: [d.value for d in s.dims if d.value is not None] for s in specs if s.resolved} | shapes
     settings = TuneSettings(budget_s=budget_s, budget_cpu_s=budget_cpu_s, objective=ns.objective, target=Target(ns.target),
                             batch_sizes=batch_sizes(ns.batch_sizes), bench_s=ns.bench_seconds,
@@ -278,8 +277,8 @@ def cmd_tune(ns: argparse.Namespace) -> int:
                             max_trials=ns.max_trials, shapes=shapes, ray=ns.ray, timing_resource=ns.timing_resource,
                             values=values)
     policy = search_policy(ns)
-    job = api.start_tune(src, cal, ev, settings, policy, preprocess=pre, sample=sample.name if sample is not None else None,
-                         workspace=api.open_workspace(), out_dir=out, background=False)
+    job = api.tuning.start_tune(src, cal, ev, settings, policy, preprocess=pre, sample=sample.name if sample is not None else None,
+                                workspace=api.workspaces.open_workspace(), out_dir=out, background=False)
     say(created)  # the search is set up
     trials = job.follow()
     try:

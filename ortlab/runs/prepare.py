@@ -52,11 +52,17 @@ class PreparedRun:
     notes: tuple[str, ...] = ()
 
 
+def lacks_calibration_data(recipe: Recipe, has_data: bool) -> bool:
+    """Whether ``recipe`` cannot run for want of calibration data: static int8 without data, random data not
+    allowed (:data:`NO_CALIBRATION_DATA` says so)."""
+    return recipe.is_static and not has_data and not recipe.allow_random_data
+
+
 def check_recipe(recipe: Recipe, *, has_data: bool) -> tuple[list[str], list[str]]:
     """Validate ``recipe`` for this machine and its data (``RecipeError`` when it cannot run); return its
     (warnings, notes)."""
     findings = require_valid(recipe, working_providers())
-    if recipe.is_static and not has_data and not recipe.allow_random_data:
+    if lacks_calibration_data(recipe, has_data):
         raise RecipeError(NO_CALIBRATION_DATA, step="validate")
     cpu_warnings, cpu_notes = int8_findings(recipe)  # reduce-range on x86 without VNNI
     return ([f.message for f in findings if f.level == "warning"] + cpu_warnings,

@@ -1,4 +1,4 @@
-"""A tune search as a job: ``ortlab.api.start_tune`` builds the :class:`~ortlab.runs.tune.Tuner` (the app and the
+"""A tune search as a job: ``ortlab.api.tuning.start_tune`` builds the :class:`~ortlab.runs.tune.Tuner` (the app and the
 command line the same way) and wraps it in a :class:`TuneJob`, run on a thread (:meth:`TuneJob.start`) or in the
 foreground by the caller.
 

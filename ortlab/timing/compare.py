@@ -188,6 +188,29 @@ class BenchComparison:
         """Every row's noise warnings, in row order."""
         return [w for r in self.rows for w in r.warnings]
 
+    def winners(self) -> list[Winner]:
+        """Per batch size (ascending), the variant clearly fastest against the baseline (its interval above 1,
+        the highest speed-up); none at a batch size where no variant is clearly faster."""
+        best: dict[int, ComparisonRow] = {}
+        for r in self.rows:
+            s = r.summary
+            if s.variant == self.baseline or r.speedup is None or not r.clear or r.speedup <= 1.0:
+                continue
+            if s.batch_size not in best or r.speedup > (best[s.batch_size].speedup or 0.0):
+                best[s.batch_size] = r
+        base = {r.summary.batch_size: r.summary for r in self.rows if r.summary.variant == self.baseline}
+        return [Winner(batch, r, base.get(batch)) for batch, r in sorted(best.items())]
+
+
+@dataclass(frozen=True)
+class Winner:
+    """The variant clearly fastest at one batch size: its ``row`` against the baseline, and the baseline's
+    summary at that batch size (None when the baseline was not timed there)."""
+
+    batch_size: int
+    row: ComparisonRow
+    baseline: LatencySummary | None
+
 
 def compare_benchmarks(summaries: Sequence[LatencySummary], baseline: str | None = None,
                        precisions: Mapping[str, str] | None = None) -> BenchComparison:

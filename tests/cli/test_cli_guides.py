@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from ortlab import api
 from ortlab.checks.analyze import NodeAnalysis, NodeError
-from ortlab.cli import live as cli_live, main as cli, tune as cli_tune
+from ortlab.cli import live as cli_live, main as cli
 from ortlab.core.progress import ProgressEvent, null_reporter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -134,7 +135,7 @@ def _analysis(groups: dict[str, str], group: str | None) -> NodeAnalysis:
 
 @pytest.mark.parametrize("group, column", [("scores", True), (None, False)])
 def test_analyze_shows_the_worst_group_column_only_when_a_row_has_one(group, column, monkeypatch, capsys):
-    monkeypatch.setattr(cli_tune, "analyze", lambda *a, **k: _analysis({"output0": "box, scores"}, group))
+    monkeypatch.setattr(api.checks, "analyze", lambda *a, **k: _analysis({"output0": "box, scores"}, group))
     assert cli.main(["analyze", "digits_cnn", "digits_cnn", "--n", "2"]) == 0
     out = capsys.readouterr().out
     assert ("worst group dB" in out.splitlines()[3]) is column, out

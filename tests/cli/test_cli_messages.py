@@ -125,8 +125,8 @@ def no_work(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("work started before OUT was checked")
 
-    for name in ("inspect_model", "start_recipe"):
-        monkeypatch.setattr(api, name, refuse)
+    monkeypatch.setattr(api.models, "inspect_model", refuse)
+    monkeypatch.setattr(api.recipes, "start_recipe", refuse)
 
 
 def one_line_usage_error(code: int, err: str) -> str:

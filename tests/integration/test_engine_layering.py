@@ -9,7 +9,7 @@ from tests.support import import_graph
 
 GRAPH = import_graph.build()
 ENGINE_MODULES = sorted(m for m in GRAPH.modules if m != "ortlab.ui" and not m.startswith("ortlab.ui."))
-MAX_LAYER_FLOORS = 10  # the sub-packages: core … runs, then cli and ui on top (issue 15)
+MAX_LAYER_FLOORS = 11  # the sub-packages: core … runs, the use-case services, then cli and ui on top (issues 15, 35)
 MAX_FLOORS_IN_A_LAYER = 6  # files of one layer importing each other (runs: tune → pipeline → artifact → …)
 
 BLOCKER = """
@@ -227,3 +227,46 @@ def test_the_front_end_check_sees_a_lower_layer_import(tmp_path):
                     "    import ortlab.timing.bench\n")
     assert [h.split(" imports ")[1] for h in _page_imports(page)] == ["ortlab.settings.config", "ortlab.runs",
                                                                       "ortlab.timing.bench"]
+
+
+MAX_API_NAMES = 60  # issue 35: a few use-case services and the typed results and settings the front ends read
+
+
+def _api_names_used(path: Path) -> set[str]:
+    """The ``ortlab.api`` names a front-end file uses: ``from ortlab.api import X`` and ``api.X``."""
+    import ast
+
+    used = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module == "ortlab.api":
+            used |= {a.name for a in node.names}
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "api":
+            used.add(node.attr)
+    return used
+
+
+def test_the_front_door_is_narrow_and_every_name_in_it_is_used():
+    from ortlab import api
+
+    root = Path(__file__).resolve().parents[2]
+    assert len(api.__all__) <= MAX_API_NAMES, f"ortlab.api exports {len(api.__all__)} names"
+    public = {n for n in vars(api) if not n.startswith("_")}
+    assert public == set(api.__all__), f"importable from ortlab.api by accident: {sorted(public - set(api.__all__))}"
+    files = [root / "app.py"] + [p for d in FRONT_ENDS for p in sorted((root / d).rglob("*.py"))]
+    used = set().union(*(_api_names_used(p) for p in files))
+    assert used - set(api.__all__) == set(), f"front ends use names ortlab.api lacks: {sorted(used - set(api.__all__))}"
+    assert set(api.__all__) - used == set(), f"no front end uses: {sorted(set(api.__all__) - used)}"
+
+
+def test_the_services_are_grouped_calls_not_barrels_of_modules():
+    """Each service offers calls and constants of its use case, never a module (a sub-barrel) or another service."""
+    import types
+
+    from ortlab import api
+
+    services = [n for n in api.__all__ if n.islower()]
+    assert 5 <= len(services) <= 10, services
+    for name in services:
+        members = {m: getattr(getattr(api, name), m) for m in dir(getattr(api, name)) if not m.startswith("_")}
+        assert not [m for m, v in members.items() if isinstance(v, types.ModuleType)], name
+        assert len(members) <= 35, f"{name} holds {len(members)} members: split its use case"

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from ortlab import api
 from ortlab.cli import main as cli
 from ortlab.core.errors import ModelLoadError, RecipeError
 from ortlab.model import inspect as inspect_module
 from ortlab.runs import service
-from ortlab.runs.prepare import NO_CALIBRATION_DATA, prepare_run
+from ortlab.runs.prepare import NO_CALIBRATION_DATA, lacks_calibration_data, prepare_run
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.settings.config import Precision, QuantConfig, QuantMode, Recipe
 
@@ -21,7 +22,8 @@ STATIC = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.STATI
 
 @pytest.fixture()
 def inspections(monkeypatch) -> list[str]:
-    """Every call of ``inspect_model`` in this process, wherever a module bound the name."""
+    """Every call of ``inspect_model`` in this process, wherever a module (or the front door's models service) bound
+    the name."""
     original = inspect_module.inspect_model
     calls: list[str] = []
 
@@ -32,6 +34,7 @@ def inspections(monkeypatch) -> list[str]:
     for module in list(sys.modules.values()):
         if getattr(module, "__name__", "").startswith("ortlab") and getattr(module, "inspect_model", None) is original:
             monkeypatch.setattr(module, "inspect_model", counting)
+    monkeypatch.setattr(api.models, "inspect_model", counting)
     return calls
 
 
@@ -54,6 +57,16 @@ def test_the_child_trusts_a_prepared_spec(inspections, tmp_path):
     artifact = service.run_recipe_spec(again, tmp_path / "run")
     assert len(inspections) == 1  # the run itself read nothing again
     assert artifact.source_sha256 == prepared.model_info["sha256"] and artifact.verdict is not None
+
+
+def test_only_static_int8_without_data_and_without_random_data_lacks_calibration_data():
+    assert lacks_calibration_data(STATIC, has_data=False)
+    assert not lacks_calibration_data(STATIC, has_data=True)
+    assert not lacks_calibration_data(Recipe(precision=Precision.INT8, allow_random_data=True,
+                                             quant=QuantConfig(mode=QuantMode.STATIC)), has_data=False)
+    assert not lacks_calibration_data(Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.DYNAMIC)),
+                                      has_data=False)
+    assert not lacks_calibration_data(Recipe(precision=Precision.FP16), has_data=False)
 
 
 def test_a_run_that_cannot_start_is_refused_before_its_child(tmp_path):

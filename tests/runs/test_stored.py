@@ -25,7 +25,7 @@ def _run(ws: Workspace, source: Path, payload: int, data: Path | None = None) ->
     spec = RunSpec(model=str(source), recipe=Recipe(),
                    calibration=DataRef(path=str(data)) if data is not None else None)
     a = Artifact(run_id=None, model_path=folder / "model.onnx", source_path=source,
-                 source_sha256=api.sha256_file_cached(source), sha256="b" * 64, recipe=Recipe(), timings={},
+                 source_sha256=api.models.sha256_file_cached(source), sha256="b" * 64, recipe=Recipe(), timings={},
                  warnings=[], providers=["CPUExecutionProvider"], size_bytes=payload, source_size_bytes=1,
                  random_data=False, created_at="2025-01-01T00:00:00+00:00", spec=spec)
     ws.history().add(a)
@@ -51,7 +51,7 @@ def test_deleting_a_model_deletes_its_runs_and_reports_the_bytes_freed(ws_two_mo
     ws, a, b, runs_a, runs_b = ws_two_models
     h = ws.history()
     bench = h.add_benchmark([BenchVariant("r", "r", str(runs_a[0].model_path), runs_a[0].run_id)], BenchConfig(), [])
-    items = {i.folder: i for i in api.stored_items(ws)}
+    items = {i.folder: i for i in api.workspaces.stored_items(ws)}
     assert set(items) == {a.parent, b.parent}
     assert sorted(items[a.parent].run_ids) == sorted(r.run_id for r in runs_a)
     assert items[b.parent].run_ids == [runs_b[0].run_id]
@@ -59,7 +59,7 @@ def test_deleting_a_model_deletes_its_runs_and_reports_the_bytes_freed(ws_two_mo
     expected = _bytes(a.parent) + sum(_bytes(r.dir) for r in runs_a)  # the model's folder and both runs' folders
     before = ws.size_bytes()
 
-    done = api.delete_model(ws, a.parent)
+    done = api.workspaces.delete_model(ws, a.parent)
 
     assert done.kind == MODEL and sorted(done.run_ids) == sorted(r.run_id for r in runs_a)
     assert done.freed_bytes == expected and expected > 4000
@@ -68,9 +68,9 @@ def test_deleting_a_model_deletes_its_runs_and_reports_the_bytes_freed(ws_two_mo
     assert [r.run_id for r in h.list()] == [runs_b[0].run_id]  # the other model's run is untouched
     assert runs_b[0].model_path.read_bytes() == b"x" * 500 and b.is_file()
     assert bench not in [x.id for x in h.list_benchmarks()]
-    assert [i.folder for i in api.stored_items(ws)] == [b.parent]
+    assert [i.folder for i in api.workspaces.stored_items(ws)] == [b.parent]
     with pytest.raises(StoredItemError, match="no model"):
-        api.delete_model(ws, a.parent)
+        api.workspaces.delete_model(ws, a.parent)
 
 
 def test_deleting_a_data_set_deletes_the_runs_that_used_it(tmp_path, ws_two_models):
@@ -81,17 +81,17 @@ def test_deleting_a_data_set_deletes_the_runs_that_used_it(tmp_path, ws_two_mode
     (data / "evaluation").mkdir()
     (data / "evaluation" / "data.npy").write_bytes(b"e" * 300)
     used = _run(ws, a, 200, data=data / "calibration" / "data.npy")
-    item = next(i for i in api.stored_items(ws) if i.kind == DATA)
+    item = next(i for i in api.workspaces.stored_items(ws) if i.kind == DATA)
     assert item.size_bytes == 1000 and item.run_ids == [used.run_id] and "data.npy" in item.name
-    model_item = next(i for i in api.stored_items(ws) if i.kind == MODEL and i.folder == a.parent)
+    model_item = next(i for i in api.workspaces.stored_items(ws) if i.kind == MODEL and i.folder == a.parent)
     assert used.run_id in model_item.run_ids  # counted under both: it used that model and that data
 
-    done = api.delete_dataset(ws, data)
+    done = api.workspaces.delete_dataset(ws, data)
     assert done.run_ids == [used.run_id] and done.freed_bytes == 1000 + 200
     assert not data.exists() and not used.dir.exists() and a.is_file()
     assert sorted(r.run_id for r in ws.history().list()) == sorted(r.run_id for r in runs_a + runs_b)
     with pytest.raises(StoredItemError):  # a data set is not a model, and a model is not a data set
-        api.delete_dataset(ws, a.parent)
+        api.workspaces.delete_dataset(ws, a.parent)
 
 
 def test_paths_outside_the_workspace_links_and_samples_are_refused(tmp_path, ws_two_models):
@@ -106,9 +106,9 @@ def test_paths_outside_the_workspace_links_and_samples_are_refused(tmp_path, ws_
              (ws.models_dir, "not a model"), (sample, "bundled sample"), (ws.root / "history.sqlite", "not a model")]
     for path, why in cases:
         with pytest.raises(StoredItemError, match=why):
-            api.delete_model(ws, path)
+            api.workspaces.delete_model(ws, path)
         with pytest.raises(StoredItemError):
-            api.delete_dataset(ws, path)
+            api.workspaces.delete_dataset(ws, path)
     assert (outside / "model.onnx").read_bytes() == b"keep" and link.is_symlink() and sample.is_dir()
     assert ws.db_path.is_file() and a.is_file() and len(ws.history().list()) == 3
-    assert link not in [i.folder for i in api.stored_items(ws)]  # a link is never listed as a stored model
+    assert link not in [i.folder for i in api.workspaces.stored_items(ws)]  # a link is never listed as a stored model

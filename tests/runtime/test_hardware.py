@@ -91,10 +91,8 @@ def test_inspect_prints_amx_from_a_fake_cpuinfo(monkeypatch, capsys):
 
     monkeypatch.setattr(hw, "detect", lambda: parse_cpuinfo(X86_AMX))
     import ortlab.api as api
-    import ortlab.cli.inspect as cli_inspect
 
-    monkeypatch.setattr(api, "detect_hardware", hw.detect)
-    monkeypatch.setattr(cli_inspect, "detect_hardware", hw.detect)
+    monkeypatch.setattr(api.machine, "detect_hardware", hw.detect)
     assert main(["inspect", str(get_sample("digits_cnn").model_path)]) == 0
     assert "AMX (tile, bf16, int8)" in capsys.readouterr().out
 

@@ -10,8 +10,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "ortlab"
 
 # Each layer may import itself and the layers before it. ``cli`` and ``ui`` are both on top and do not
 # import each other. Top-level modules (``__init__``, ``__main__``, ``api``) are placed in LAYER_OF_TOP.
-LAYERS = ("core", "settings", "runtime", "model", "data", "transforms", "checks", "timing", "runs", "api",
-          "cli", "ui")
+LAYERS = ("core", "settings", "runtime", "model", "data", "transforms", "checks", "timing", "runs", "services",
+          "api", "cli", "ui")
 LAYER_OF_TOP = {"ortlab": "core", "ortlab.__main__": "cli", "ortlab.api": "api"}
 
 

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from ortlab.timing.bench import LatencySummary
-from ortlab.timing.compare import (BenchComparison, LatencyStats, compare_benchmarks, running_stats,
+from ortlab.timing.compare import (BenchComparison, ComparisonRow, LatencyStats, compare_benchmarks, running_stats,
                                   slowdown_explanation, split_series_id)
 from ortlab.data.dataset import Dataset, Sample, pick_subset, stratified_sample
 from ortlab.core.serial import dumps, from_plain, loads, to_plain
@@ -36,6 +36,19 @@ def test_speedup_is_against_the_baseline_at_the_same_batch_size():
     assert [r.speedup for r in c.rows] == [0.25, 1.0, 0.5, 1.0, 1.0]
     assert [(d.variant, d.baseline, d.batch_size) for d in c.slowdowns] == [("original", "run1", 1),
                                                                            ("original", "run1", 8)]
+
+
+def test_the_winner_per_batch_size_is_the_clearly_fastest_never_one_whose_interval_holds_1():
+    base1, fast1, faster1 = s("original", 1, 2.0), s("run1", 1, 1.0), s("run2", 1, 0.8)
+    base8, near8 = s("original", 8, 8.0), s("run1", 8, 7.5)
+    c = BenchComparison("original", [ComparisonRow(base1, 1.0), ComparisonRow(fast1, 2.0, 1.8, 2.2, paired=True),
+                                      ComparisonRow(faster1, 2.5, 2.3, 2.7, paired=True), ComparisonRow(base8, 1.0),
+                                      ComparisonRow(near8, 1.07, 0.9, 1.2, paired=True),
+                                      ComparisonRow(s("run1", 16, 3.0), None)])
+    winners = c.winners()
+    assert [(w.batch_size, w.row.summary.variant, w.baseline) for w in winners] == [(1, "run2", base1)]
+    slower = BenchComparison("original", [ComparisonRow(base1, 1.0), ComparisonRow(s("run1", 1, 4.0), 0.5, 0.4, 0.6)])
+    assert slower.winners() == []
 
 
 def test_slowdown_sentence_by_precision():

@@ -12,7 +12,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ortlab.api import PairSpeed, compare_benchmarks
+from ortlab.api import PairSpeed
+from ortlab.timing.compare import compare_benchmarks
 from ortlab.runs import bench_service, tune as tune_module
 from ortlab.runs.history import BenchVariant
 from ortlab.runs.runspec import DataRef

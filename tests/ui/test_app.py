@@ -310,10 +310,10 @@ def test_benchmark_times_under_openvino_beside_onnx_runtime(demo_app, monkeypatc
     n_bf16 = int(openvino.bf16_supported(hardware.detect()))
     assert len(final) == 4 + n_bf16 and len(ov) == 2 and list(ov["runs"]) == [10, 10] and len(bf16) == n_bf16
     assert any("OpenVINO CPU" in c.value for c in at.caption)
-    monkeypatch.setattr(api, "openvino_available", lambda: False)
+    monkeypatch.setattr(api.machine, "openvino_available", lambda: False)
     at.run()
     assert not [t for t in at.toggle if t.key == "bench.openvino"]
-    assert any(api.OPENVINO_INSTALL_HINT in c.value for c in at.caption)
+    assert any(api.machine.OPENVINO_INSTALL_HINT in c.value for c in at.caption)
 
 
 def test_upload_a_model(home, tmp_path):

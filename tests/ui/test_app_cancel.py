@@ -30,13 +30,13 @@ def live_app(home, monkeypatch):
     monkeypatch.delenv("ORTLAB_SYNC_JOBS", raising=False)
     monkeypatch.setattr(status, "sync_jobs", lambda: False)
     handles: list[service.RecipeHandle] = []
-    real = actions.api.start_recipe
+    real = actions.api.recipes.start_recipe
 
     def start_recipe(*args, **kwargs):
         handles.append(real(*args, **kwargs))
         return handles[-1]
 
-    monkeypatch.setattr(actions.api, "start_recipe", start_recipe)
+    monkeypatch.setattr(actions.api.recipes, "start_recipe", start_recipe)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     assert not at.exception, [e.value for e in at.exception]
     yield at, handles, home

@@ -191,13 +191,13 @@ def test_tune_page_passes_the_configured_cluster_and_timing_resource_to_the_engi
     seen = _connect_recording(monkeypatch)
     _configure(monkeypatch, UNREACHABLE)
     settings = []
-    real_start_tune = api.start_tune
+    real_start_tune = api.tuning.start_tune
 
     def start_tune(model, calibration, evaluation, s, policy, **kwargs):
         settings.append(s)
         return real_start_tune(model, calibration, evaluation, s, policy, **kwargs)
 
-    monkeypatch.setattr(api, "start_tune", start_tune)
+    monkeypatch.setattr(api.tuning, "start_tune", start_tune)
     at = app
     _start_tune(at, True, "cpu_epyc")
     assert not at.exception, [e.value for e in at.exception]

@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
-from ortlab.api import RECOMMENDED_NOTE
+from ortlab.runs.tune import RECOMMENDED_NOTE
 from ortlab.model.importing import import_model
 from ortlab.runs.workspace import Workspace
 from tests.runs.test_stored import _run

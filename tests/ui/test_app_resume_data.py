@@ -29,11 +29,11 @@ def _stored_run(ws: Workspace, tmp_path):
     import dataclasses
 
     model = import_model(conv_bn_model(tmp_path / "mine.onnx", seed=3), ws.models_dir)
-    ds = api.load_image_files([(f"p{i}.png", png_bytes((20 * i, 10, 30))) for i in range(9)])
-    cal, ev = api.split_dataset(ds)
-    folder = ws.root / "data" / api.dataset_digest(ds)[:16]
-    cal_path, ev_path = api.write_dataset(cal, folder / "calibration"), api.write_dataset(ev, folder / "evaluation")
-    api.write_about(folder, LABEL, ds, {"calibration": len(cal), "evaluation": len(ev)})
+    ds = api.data.load_image_files([(f"p{i}.png", png_bytes((20 * i, 10, 30))) for i in range(9)])
+    cal, ev = api.data.split_dataset(ds)
+    folder = ws.root / "data" / api.data.dataset_digest(ds)[:16]
+    cal_path, ev_path = api.data.write_dataset(cal, folder / "calibration"), api.data.write_dataset(ev, folder / "evaluation")
+    api.data.write_about(folder, LABEL, ds, {"calibration": len(cal), "evaluation": len(ev)})
     run = _run(ws, model, 1500)
     pre = PreprocessConfig(size=(32, 32))
     run.spec = RunSpec(model=str(model), recipe=Recipe(), calibration=DataRef(path=str(cal_path)),

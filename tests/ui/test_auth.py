@@ -57,7 +57,7 @@ def test_a_path_import_never_reads_another_users_files(home, monkeypatch, tmp_pa
     from ortlab.core.errors import ModelLoadError
     from tests.support.models import matmul_model
 
-    monkeypatch.setattr(actions, "import_model", lambda *a, **k: pytest.fail("nothing may be imported"))
+    monkeypatch.setattr(api.models, "import_model", lambda *a, **k: pytest.fail("nothing may be imported"))
     signed_in_as(monkeypatch, iss="https://id.example", sub="alice")
     ws_a = actions.workspace()
     run = ws_a.new_artifact_dir()
@@ -77,7 +77,7 @@ def test_a_path_import_never_reads_another_users_files(home, monkeypatch, tmp_pa
     for path in (secret, ws_a.db_path, "/etc/passwd", home.parent / "missing.onnx", outside / "gone.onnx",
                  ws_b.root / ".." / ws_a.root.name / "artifacts" / run.name / "model.onnx", "model.onnx"):
         with pytest.raises(ModelLoadError) as err:
-            api.importable_path(str(path))
+            api.workspaces.importable_path(str(path))
         messages.add(err.value.message)
     assert len(messages) == 1 and "ORTLAB_IMPORT_ROOTS" in messages.pop()
     assert not list(ws_b.models_dir.iterdir())
@@ -92,14 +92,14 @@ def test_a_path_import_reads_only_from_the_configured_folders(home, monkeypatch,
     model, elsewhere = matmul_model(mine / "m.onnx"), matmul_model(other / "m.onnx")
     monkeypatch.delenv("ORTLAB_IMPORT_ROOTS", raising=False)
     with pytest.raises(ModelLoadError):  # default: no folders at all
-        api.importable_path(str(model))
+        api.workspaces.importable_path(str(model))
     monkeypatch.setenv("ORTLAB_IMPORT_ROOTS", f"{mine}:/nonexistent-folder")
-    assert api.import_roots() == [mine.resolve()]
-    assert api.importable_path(f" {model} ") == model.resolve()
+    assert api.workspaces.import_roots() == [mine.resolve()]
+    assert api.workspaces.importable_path(f" {model} ") == model.resolve()
     (mine / "link.onnx").symlink_to(elsewhere)  # a link out of the folder is followed before the check
     for path in (elsewhere, mine / "link.onnx", mine / ".." / other.name / "m.onnx"):
         with pytest.raises(ModelLoadError):
-            api.importable_path(str(path))
+            api.workspaces.importable_path(str(path))
 
 
 def test_the_report_download_is_built_from_the_signed_in_users_workspace_outside_the_session(home, monkeypatch,

@@ -12,8 +12,10 @@ import pytest
 
 from ortlab import api
 from ortlab.checks.analyze import NodeAnalysis, NodeError
+from ortlab.checks.node_findings import SqnrBars, culprit
 from ortlab.core.errors import OrtlabError
 from ortlab.runs.history import BenchmarkRecord, BenchVariant
+from ortlab.runs.stored_timing import ReportTiming
 
 
 def _node(name: str, acc: float, local: float | None = None) -> NodeError:
@@ -25,29 +27,29 @@ ANALYSIS = NodeAnalysis("ref.onnx", "cand.qdq.onnx", 8,
 
 
 def test_the_culprit_is_the_lowest_accumulated_sqnr_read_against_the_policy_bars():
-    bars = api.sqnr_bars(api.VerdictPolicy())
-    assert bars == api.SqnrBars(api.VerdictPolicy().min_sqnr_db, api.VerdictPolicy().min_sqnr_db + 10.0)
-    assert api.culprit(ANALYSIS).name == "b"
-    sentence = api.culprit_sentence(ANALYSIS, api.SqnrBars(10.0, 20.0))
+    bars = api.checks.sqnr_bars(api.VerdictPolicy())
+    assert bars == SqnrBars(api.VerdictPolicy().min_sqnr_db, api.VerdictPolicy().min_sqnr_db + 10.0)
+    assert culprit(ANALYSIS).name == "b"
+    sentence = api.checks.culprit_sentence(ANALYSIS, SqnrBars(10.0, 20.0))
     assert sentence == ("Worst accumulated error: b (Conv) at 8.0 dB, below the verdict's broken bar of 10 dB; "
                         "alone it adds 25.0 dB.")
-    assert "above the ok bar of 5 dB" in (api.culprit_sentence(ANALYSIS, api.SqnrBars(1.0, 5.0)) or "")
-    assert api.culprit(NodeAnalysis("r", "c", 1, [])) is None
+    assert "above the ok bar of 5 dB" in (api.checks.culprit_sentence(ANALYSIS, SqnrBars(1.0, 5.0)) or "")
+    assert culprit(NodeAnalysis("r", "c", 1, [])) is None
 
 
 def test_ranking_and_overlay_by_accumulated_or_local_sqnr():
-    assert [e.name for e in api.ranked_nodes(ANALYSIS)] == ["b", "c", "a", "d"]
-    assert [e.name for e in api.ranked_nodes(ANALYSIS, api.ADDED, top=2)] == ["c", "b"]
-    assert api.overlay_values(ANALYSIS) == {"a": 30.0, "b": 8.0, "c": 15.0}  # infinite left out
-    assert api.overlay_values(ANALYSIS, api.ADDED) == {"a": 40.0, "b": 25.0, "c": 12.0}
+    assert [e.name for e in api.checks.ranked_nodes(ANALYSIS)] == ["b", "c", "a", "d"]
+    assert [e.name for e in api.checks.ranked_nodes(ANALYSIS, api.checks.ADDED, top=2)] == ["c", "b"]
+    assert api.checks.overlay_values(ANALYSIS) == {"a": 30.0, "b": 8.0, "c": 15.0}  # infinite left out
+    assert api.checks.overlay_values(ANALYSIS, api.checks.ADDED) == {"a": 40.0, "b": 25.0, "c": 12.0}
 
 
 def test_the_keep_in_float_recipe_adds_nodes_and_says_what_changed():
     base = api.Recipe(precision=api.Precision.INT8, quant=api.QuantConfig(nodes_to_exclude=("x",)))
-    r = api.excluded_recipe(base, ["x", "b", "c"], base_run_id=4)
+    r = api.checks.excluded_recipe(base, ["x", "b", "c"], base_run_id=4)
     assert r.quant.nodes_to_exclude == ("x", "b", "c") and r.name == "#4 + 2 nodes kept in float"
-    assert "lowered SQNR from 20.0 dB to 12.0 dB: keep it quantized" in api.exclusion_sentence(20.0, 12.0, ["b"])
-    assert api.exclusion_sentence(None, 12.0, ["b"]).endswith("no evaluation to compare the SQNR with.")
+    assert "lowered SQNR from 20.0 dB to 12.0 dB: keep it quantized" in api.checks.exclusion_sentence(20.0, 12.0, ["b"])
+    assert api.checks.exclusion_sentence(None, 12.0, ["b"]).endswith("no evaluation to compare the SQNR with.")
 
 
 def _summary(variant: str, p50: float, batch: int = 1) -> api.LatencySummary:
@@ -70,10 +72,10 @@ def test_the_newest_benchmark_of_the_pair_speaks_for_it(tmp_path):
     new = BenchmarkRecord(2, "t2", [BenchVariant("v0", path=str(src)), BenchVariant("v1", run_id=7)],
                           api.BenchConfig(), [_summary("v0", 4.0, batch=8), _summary("v1", 1.0)])
     hist: Any = _History([new, old])  # list_benchmarks is all these functions read of a History
-    pair = api.latest_pair(hist, api.TimedModel(None, str(src)), api.TimedModel(7, "run.onnx"))
+    pair = api.benchmarks.latest_pair(hist, api.TimedModel(None, str(src)), api.TimedModel(7, "run.onnx"))
     assert pair is not None and pair.bench_id == 1 and pair.speedup == pytest.approx(2.0)  # #2 has no batch-1 source
-    assert api.run_latency(hist, 7).p50 == 1.0  # the newest that timed the run at batch 1
-    assert api.latest_pair(hist, api.TimedModel(None, str(tmp_path / "other.onnx")), api.TimedModel(7, "")) is None
+    assert api.benchmarks.run_latency(hist, 7).p50 == 1.0  # the newest that timed the run at batch 1
+    assert api.benchmarks.latest_pair(hist, api.TimedModel(None, str(tmp_path / "other.onnx")), api.TimedModel(7, "")) is None
 
 
 def test_the_report_shows_the_benchmark_that_timed_the_run_with_its_source(tmp_path):
@@ -88,10 +90,10 @@ def test_the_report_shows_the_benchmark_that_timed_the_run_with_its_source(tmp_p
     with_source = BenchmarkRecord(1, "t1", [BenchVariant("s", path=str(src)), BenchVariant("r", run_id=3)],
                                   api.BenchConfig(), [_summary("s", 4.0), _summary("r", 2.0)])
     alone = BenchmarkRecord(2, "t2", [BenchVariant("r", run_id=3)], api.BenchConfig(), [_summary("r", 1.5)])
-    timing = api.report_timing(_History([alone, with_source]), Run(3, str(src)))  # type: ignore[arg-type]
+    timing = api.benchmarks.report_timing(_History([alone, with_source]), Run(3, str(src)))  # type: ignore[arg-type]
     assert timing.bench == with_source.summaries and [s.p50 for s in timing.speed] == [4.0, 2.0]
-    none = api.report_timing(_History([]), Run(3, str(src)))  # type: ignore[arg-type]
-    assert none == api.ReportTiming(None, None)
+    none = api.benchmarks.report_timing(_History([]), Run(3, str(src)))  # type: ignore[arg-type]
+    assert none == ReportTiming(None, None)
 
 
 class _Tuner:
@@ -116,20 +118,20 @@ class _Tuner:
 
 def test_a_tune_job_pushes_each_trial_for_the_page_to_drain():
     job = api.TuneJob(_Tuner(3)).start()
-    assert job.wait(10) and job.state == api.DONE and job.result == "3 trials"
+    assert job.wait(10) and job.state == api.recipes.DONE and job.result == "3 trials"
     assert job.drain() == [0, 1, 2] and job.drain() == [] and job.items == [0, 1, 2]
 
 
 def test_a_tune_job_in_the_foreground_fails_or_stops_with_the_tuners_result():
     failing = api.TuneJob(_Tuner(3, fail_at=1))
     assert list(failing.follow()) == [0]
-    assert failing.state == api.FAILED and str(failing.error) == "trial broke" and failing.result == "3 trials"
+    assert failing.state == api.recipes.FAILED and str(failing.error) == "trial broke" and failing.result == "3 trials"
     stopped = api.TuneJob(_Tuner(5))
     trials = stopped.follow()
     assert next(trials) == 0
     stopped.cancel()
     trials.close()  # the command line on Ctrl-C
-    assert stopped.done and stopped.state == api.CANCELLED and stopped.result == "5 trials"
+    assert stopped.done and stopped.state == api.recipes.CANCELLED and stopped.result == "5 trials"
 
 
 def _speed(ratio: float, low: float, high: float, rounds: int = 23, paired: bool = True) -> api.SpeedUp:

@@ -4,15 +4,13 @@ tables the Benchmark page draws from its samples."""
 
 from __future__ import annotations
 
-from ortlab.api import series_id
+from ortlab import api
 from ortlab.api import BenchConfig
 from ortlab.api import BenchVariant
 from ortlab.api import BenchHandle
-from ortlab.api import start_benchmark as start_service_benchmark
 from ortlab.ui.session import state
 from ortlab.ui.session.actions import Variant, workspace
 from ortlab.ui.jobs.status import started
-from ortlab.api import control_values
 from ortlab.ui.session.actions import bench_shapes, server_cluster
 
 
@@ -23,9 +21,9 @@ def start_benchmark(variants: list[Variant], cfg: BenchConfig, measure_memory: b
     plain = [BenchVariant(v.id, v.name, str(v.path), v.artifact.run_id if v.artifact else None) for v in variants]
 
     info = state.model_info()
-    values = control_values(state.eval_dataset(), info.inputs) if info is not None else {}
-    job = start_service_benchmark(plain, cfg, measure_memory=measure_memory, workspace=workspace(), origin="app",
-                                  shapes=bench_shapes(), values=values, cluster=server_cluster(on_cluster))
+    values = api.data.control_values(state.eval_dataset(), info.inputs) if info is not None else {}
+    job = api.benchmarks.start_benchmark(plain, cfg, measure_memory=measure_memory, workspace=workspace(), origin="app",
+                                         shapes=bench_shapes(), values=values, cluster=server_cluster(on_cluster))
     job.meta = {"samples": {}, "config": cfg, "variants": [(v.id, v.name, v.path) for v in job.variants],
                 "cluster": on_cluster}
     state.set_job("bench", job)
@@ -36,5 +34,5 @@ def collect(job: BenchHandle) -> dict[str, list[float]]:
     """Move queued samples into ``job.meta['samples']`` (series id ``variant@batch`` → latencies in ms)."""
     series = job.meta["samples"]
     for s in job.drain():
-        series.setdefault(series_id(s.variant, s.batch_size), []).append(s.ms)
+        series.setdefault(api.benchmarks.series_id(s.variant, s.batch_size), []).append(s.ms)
     return series

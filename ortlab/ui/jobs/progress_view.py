@@ -6,14 +6,15 @@ import re
 
 import streamlit as st
 
-from ortlab.api import Level, stage_labels
+from ortlab.api import Level
+from ortlab import api
 from ortlab.ui.session import actions, state
 from ortlab.ui.session.guard import engine_errors, error_message, show_message
 from ortlab.ui.session.inert import md
 from ortlab.ui.jobs.status import CANCELLED, DONE, FAILED, Handle
 
 # a recipe's stages are labelled by the engine (ortlab.runs.pipeline); a benchmark job's here
-STAGE_TITLES = {"queued": "Waiting for the benchmark slot", **stage_labels(), "bench": "Benchmark",
+STAGE_TITLES = {"queued": "Waiting for the benchmark slot", **api.recipes.stage_labels(), "bench": "Benchmark",
                 "memory": "Peak memory", "speed": "Speed against the source"}
 
 

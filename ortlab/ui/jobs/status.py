@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import os
 
-from ortlab.api import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Handle
-from ortlab.api import bench_busy
+from ortlab import api
+from ortlab.api import Handle
+
+QUEUED, RUNNING, DONE, FAILED = api.recipes.QUEUED, api.recipes.RUNNING, api.recipes.DONE, api.recipes.FAILED
+CANCELLED = api.recipes.CANCELLED
 
 __all__ = ["CANCELLED", "DONE", "FAILED", "QUEUED", "RUNNING", "Handle", "busy", "started", "sync_jobs"]
 
@@ -30,7 +33,7 @@ def sync_jobs() -> bool:
 
 def busy() -> int:
     """Benchmarks running or waiting in this server process."""
-    return bench_busy()
+    return api.benchmarks.bench_busy()
 
 
 def started(handle: Handle) -> Handle:

@@ -18,10 +18,8 @@ from ortlab.core.errors import OrtlabError
 from ortlab.core.text import format_bytes
 from ortlab.ui.session.inert import md
 from ortlab.ui.netron.assets import component_dir, remove_viewer_folders
-from ortlab.api import cache_dirs
+from ortlab import api
 from ortlab.core.errors import ModelLoadError
-from ortlab.api import external_data_files
-from ortlab.api import sha256_file_cached
 from ortlab.ui.session.model_cache import graph_description
 from ortlab.ui.graph.graph_view import show_graph_diff
 
@@ -39,7 +37,7 @@ _declared: dict[Path, object] = {}
 def netron_component():
     """The declared component over the (re)written viewer folder: in the cache directory, or under
     ``$ORTLAB_HOME`` when the cache cannot be written (shared by every user: netron's code only, no models)."""
-    cache, fallback = cache_dirs()
+    cache, fallback = api.workspaces.cache_dirs()
     folder = component_dir(cache, fallback)
     comp = _declared.get(folder)
     if comp is None:
@@ -57,7 +55,7 @@ def model_files(model_path: Path) -> list[tuple[str, Path]]:
     path = Path(model_path)
     if not path.is_file():
         raise ModelLoadError(f"Model file not found: {model_path}")
-    return [(path.name, path), *external_data_files(path).items()]
+    return [(path.name, path), *api.models.external_data_files(path).items()]
 
 
 def _digest(files: list[tuple[str, Path]]) -> str:
@@ -67,7 +65,7 @@ def _digest(files: list[tuple[str, Path]]) -> str:
     for name, p in files:
         st_ = p.stat()
         h.update(f"{name}\0{st_.st_size}\0{st_.st_mtime_ns}\0".encode())
-    h.update(sha256_file_cached(files[0][1]).encode())
+    h.update(api.models.sha256_file_cached(files[0][1]).encode())
     return h.hexdigest()
 
 

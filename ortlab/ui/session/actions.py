@@ -13,40 +13,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ortlab.api import Artifact
-from ortlab.api import OptLevel, PreprocessConfig, Precision, QuantConfig, QuantFormat, QuantMode, Recipe
-from ortlab.api import DataRef, RunSpec
-from ortlab.api import RecipeHandle
-from ortlab.api import Workspace
+from ortlab.api import (
+    Artifact, DataRef, OptLevel, Precision, PreprocessConfig, QuantConfig, QuantFormat, QuantMode, Recipe, RecipeHandle,
+    RunSpec, VerdictPolicy, Workspace,
+)
 from ortlab.ui.session import model_cache, state, uploads
 from ortlab.ui.jobs.status import DONE, started
 from ortlab.ui.session.auth import workspace_root
 from ortlab.ui.session import auth
 from ortlab import api
-from ortlab.api import inspect_model
-from ortlab.api import import_upload
 from ortlab.core.errors import ModelLoadError
-from ortlab.api import import_model
-from ortlab.api import split_dataset
-from ortlab.api import TOKENIZER_FILE
-from ortlab.api import resolve_preprocess
-from ortlab.api import dataset_digest, read_about, write_about, write_dataset
-from ortlab.api import pick_subset
 from ortlab.core.text import format_bytes, upload_name
 from ortlab.ui.views.cards import pct, verdict_text
 from ortlab.ui.views.forms import set_form_values
-from ortlab.api import judge
-from ortlab.api import VerdictPolicy
-from ortlab.api import infer_specs
 from ortlab.core.errors import RecipeError
-from ortlab.api import recipe_cli_line
-from ortlab.api import model_info
 from ortlab.ui.views.report import html_report
 
-DEMO_RECIPE = api.advised_recipe(Recipe(precision=Precision.INT8, opt_level=OptLevel.EXTENDED,
+DEMO_RECIPE = api.recipes.advised_recipe(Recipe(precision=Precision.INT8, opt_level=OptLevel.EXTENDED,
                                          quant=QuantConfig(mode=QuantMode.STATIC, quant_format=QuantFormat.QDQ)))
 DEMO_LABEL = "▶ Run the demo: int8 static QDQ + graph optimization"
-DEFAULT_EVAL_SAMPLES = api.DEFAULT_VERIFY_SAMPLES  # the CLI verifies on as many
+DEFAULT_EVAL_SAMPLES = api.recipes.DEFAULT_VERIFY_SAMPLES  # the CLI verifies on as many
 WHAT_ORTLAB_DOES = ("ortlab makes an ONNX model smaller and faster with ONNX Runtime (graph optimization, fp16, "
                     "int8) and tells you whether each result is still ok, degraded or broken on your data.")
 
@@ -55,12 +41,12 @@ def workspace() -> Workspace:
     """This session's workspace: ``$ORTLAB_HOME`` (or ``~/.ortlab``), or — when the app is shared with sign-in —
     the signed-in user's private one under ``$ORTLAB_HOME/users/`` (see :mod:`ortlab.ui.session.auth`)."""
 
-    return api.open_workspace(workspace_root())
+    return api.workspaces.open_workspace(workspace_root())
 
 
 def history() -> api.History:
     """The History database of the workspace."""
-    return api.open_history(workspace())
+    return api.workspaces.open_history(workspace())
 
 
 def delete_run(run_id: int):
@@ -77,14 +63,14 @@ def delete_run(run_id: int):
 def benchmarks_of(run_id: int) -> list[str]:
     """The stored benchmarks that timed History run ``run_id``, each in words (``bench_text``): what deleting the
     run deletes with it."""
-    return [api.bench_text(b) for b in sorted(history().list_benchmarks(), key=lambda b: getattr(b, "id", 0) or 0)
+    return [api.workspaces.bench_text(b) for b in sorted(history().list_benchmarks(), key=lambda b: getattr(b, "id", 0) or 0)
             if isinstance(b, api.BenchmarkRecord) and b.id is not None and any(v.run_id == run_id for v in b.variants)]
 
 
 def stored_items():
     """The imported models and uploaded data sets of this workspace, each with its size and runs
     (``StoredItem``)."""
-    return api.stored_items(workspace())
+    return api.workspaces.stored_items(workspace())
 
 
 def delete_stored(item):
@@ -92,7 +78,7 @@ def delete_stored(item):
     The session forgets the deleted runs, and the model or data in use when they were the deleted ones (the
     default sample comes back for a deleted current model)."""
     ws = workspace()
-    done = (api.delete_model if item.kind == "model" else api.delete_dataset)(ws, item.folder)
+    done = (api.workspaces.delete_model if item.kind == "model" else api.workspaces.delete_dataset)(ws, item.folder)
     for run_id in done.run_ids:
         state.remove_artifact(run_id)
     bench = state.last_benchmark()
@@ -100,7 +86,7 @@ def delete_stored(item):
         state.set_last_benchmark(None)
     current = state.model_path()
     if item.kind == "model" and current is not None and done.folder in Path(current).resolve().parents:
-        select_sample(api.default_sample().name)
+        select_sample(api.models.default_sample().name)
     elif item.kind != "model" and any(ref is not None and ref.path is not None
                                       and done.folder in Path(ref.path).resolve().parents
                                       for ref in state.data_refs()):
@@ -113,7 +99,7 @@ def start_session() -> None:
     """When a session opens: remove what killed runs left behind and open the history (a damaged one is
     moved aside and rebuilt); its notice is shown once as a warning."""
 
-    for notice in api.startup(workspace()):
+    for notice in api.recipes.startup(workspace()):
         state.flash(notice.message, "warning")
 
 
@@ -132,14 +118,14 @@ def ensure_defaults() -> None:
         logging.getLogger("ortlab.ui").warning("Start-up housekeeping failed: %s", exc)
     if state.model_path() is None:
 
-        select_sample(api.default_sample().name)
+        select_sample(api.models.default_sample().name)
 
 
 def select_sample(name: str) -> None:
     """Make the bundled sample ``name`` current, with its calibration/evaluation sets and preprocessing."""
 
-    s = api.get_sample(name)
-    info = inspect_model(s.model_path)
+    s = api.models.get_sample(name)
+    info = api.models.inspect_model(s.model_path)
     state.set_model(s.model_path, info, sample=s.name, label=s.title or s.name)
     use_sample_data(s)
 
@@ -176,7 +162,7 @@ def import_uploaded_model(filename: str, data, on_saved=None) -> Path:
     cleaned = uploads.cleaned_note(data) or cleaned
     stored_name = name if name.lower().endswith(".onnx") else "model.onnx"
     stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
-    path, info = import_upload(stream, workspace().models_dir, filename=stored_name, on_saved=on_saved)
+    path, info = api.models.import_upload(stream, workspace().models_dir, filename=stored_name, on_saved=on_saved)
     del stream, data
     _use_imported(path, info, name)
     if cleaned:
@@ -210,7 +196,7 @@ def server_cluster(on_cluster: bool) -> str | None:
     return, so a cluster a person could name would run their code in this server."""
     if not on_cluster:
         return None
-    address = api.configured_cluster()
+    address = api.machine.configured_cluster()
     if address is None:
         raise api.UsageError("This server has no Ray cluster: its operator sets one with ORTLAB_CLUSTER where the "
                              "server starts.")
@@ -219,7 +205,7 @@ def server_cluster(on_cluster: bool) -> str | None:
 
 def import_roots() -> list[Path]:
     """The folders a path import may read from (``$ORTLAB_IMPORT_ROOTS``)."""
-    return api.import_roots()
+    return api.workspaces.import_roots()
 
 
 def import_local_model(path_text: str) -> Path:
@@ -231,8 +217,8 @@ def import_local_model(path_text: str) -> Path:
     if not local_imports_allowed():
         raise ModelLoadError("Importing from a path is only possible when the app runs on this machine for one "
                              "person (no sign-in, server.address a loopback address). Upload the model instead.")
-    src = api.importable_path(path_text)
-    path, info = import_model(src, workspace().models_dir)
+    src = api.workspaces.importable_path(path_text)
+    path, info = api.models.import_model(src, workspace().models_dir)
     return _use_imported(path, info, src.name)
 
 
@@ -256,7 +242,7 @@ def _use_imported(path: Path, info, name: str) -> Path:
     """Make the imported model at ``path`` (summarised by ``info``) current, shown as ``name``, with the sample's
     data when it is a bundled sample's copy."""
 
-    same = api.find_by_sha256(info.sha256)
+    same = api.models.find_by_sha256(info.sha256)
     state.set_model(path, info, sample=None, label=name)
     if same is not None:
         use_sample_data(same)
@@ -277,18 +263,18 @@ def set_user_dataset(ds, label: str) -> None:
         cal = ev = ds
         cal_ref = ev_ref = DataRef(random=len(ds), seed=ds.seed)
     else:
-        cal, ev = split_dataset(ds)  # disjoint: a verdict is never judged on calibration samples
-        folder = workspace().root / "data" / dataset_digest(ds)[:16]
+        cal, ev = api.data.split_dataset(ds)  # disjoint: a verdict is never judged on calibration samples
+        folder = workspace().root / "data" / api.data.dataset_digest(ds)[:16]
         refs = []
         for part, name in ((cal, "calibration"), (ev, "evaluation")):
-            path = write_dataset(part, folder / name)
-            text = {"tokenizer": str(path.parent / TOKENIZER_FILE), "seq_len": ds.seq_len} \
+            path = api.data.write_dataset(part, folder / name)
+            text = {"tokenizer": str(path.parent / api.data.TOKENIZER_FILE), "seq_len": ds.seq_len} \
                 if ds.kind == "text" else {}
             refs.append(DataRef(path=str(path), **text))
         cal_ref, ev_ref = refs
         # History's list names the stored set by what it was made from, not by its digest folder
-        write_about(folder, label, ds, {"calibration": len(cal), "evaluation": len(ev)} if ev is not cal
-                    else {"calibration": len(cal)})
+        api.data.write_about(folder, label, ds, {"calibration": len(cal), "evaluation": len(ev)} if ev is not cal
+                             else {"calibration": len(cal)})
         if ev is not cal:
             label += f": {len(cal)} to calibrate, {len(ev)} held out to evaluate"
     state.set_dataset(cal, label, eval_ds=ev)
@@ -296,7 +282,7 @@ def set_user_dataset(ds, label: str) -> None:
     state.set_data_settings(min(DEFAULT_EVAL_SAMPLES, len(ev)), state.data_settings().get("stratify", True),
                             state.data_settings().get("seed", 0))
     if ds.kind == "images" and state.preprocess() is None and state.model_info() is not None:
-        pre = resolve_preprocess(state.model_info(), dataset=ds)
+        pre = api.data.resolve_preprocess(state.model_info(), dataset=ds)
         state.set_preprocess(pre)
         if pre is not None:
             state.flash(detected_preprocess_note(state.model_info()), "warning")
@@ -306,16 +292,16 @@ def detected_preprocess_note(info) -> str:
     """What the Data page says once preprocessing was detected from the model input: the size only when the
     model fixes it (an open size is asked for below, never claimed as detected), and the preset its shapes
     point to."""
-    explained = api.explain_preprocess(info)
+    explained = api.data.explain_preprocess(info)
     open_size = explained is not None and explained.open_size
     what = "layout, 0–1 scale, no mean/std" if open_size else "size, layout, 0–1 scale, no mean/std"
     text = f"Preprocessing was detected from the model input ({what}). Accuracy depends on it: check it below."
-    suggested = api.suggest_preprocess_preset(info)
+    suggested = api.data.suggest_preprocess_preset(info)
     if open_size:
         text += " The model leaves its height and width open: give them below" + (
             ", or choose the preset offered there, which sets them." if suggested is not None else ".")
     if suggested is not None:
-        text += f" The {api.PREPROCESS_PRESETS[suggested[0]].label} preset fits this model: it is offered below."
+        text += f" The {api.data.PREPROCESS_PRESETS[suggested[0]].label} preset fits this model: it is offered below."
     return text
 
 
@@ -326,8 +312,8 @@ def evaluation_subset(ds):
         return None
 
     st_ = state.data_settings()
-    return pick_subset(ds, int(st_.get("n") or DEFAULT_EVAL_SAMPLES), bool(st_.get("stratify", True)),
-                       int(st_.get("seed", 0)))
+    return api.data.pick_subset(ds, int(st_.get("n") or DEFAULT_EVAL_SAMPLES), bool(st_.get("stratify", True)),
+                                int(st_.get("seed", 0)))
 
 
 # -- variants -----------------------------------------------------------------------------------------
@@ -375,7 +361,7 @@ def task_figures(ev) -> list[tuple[str, str, str]]:
     task = ev.task if ev is not None else None
     if task is None or ev.top1_accuracy_cand is not None or ev.top1_agreement is not None:
         return []
-    return next((figures for kind in api.task_kinds(task) if (figures := kind.figures(task))), [])
+    return next((figures for kind in api.checks.task_kinds(task) if (figures := kind.figures(task))), [])
 
 
 def model_title(path, file_name: str) -> str:
@@ -383,7 +369,7 @@ def model_title(path, file_name: str) -> str:
     else ``file_name`` (an upload is called by its file's name, a byte-identical copy of a sample included)."""
 
     try:
-        s = api.find_by_path(Path(path))
+        s = api.models.find_by_path(Path(path))
     except Exception:  # a damaged sample folder: the file name still says which model it was
         s = None
     return (s.title or s.name) if s is not None else file_name
@@ -398,7 +384,7 @@ def run_verdict(a: Artifact):
     """The verdict stored with a run; for runs recorded before verdicts, the default policy's verdict on its
     evaluation (unknown when it has none)."""
 
-    return a.verdict if a.verdict is not None else judge(a.evaluation, coverage=a.coverage)
+    return a.verdict if a.verdict is not None else api.checks.judge(a.evaluation, coverage=a.coverage)
 
 
 def verdict_policy():
@@ -498,9 +484,9 @@ def input_specs(info, overrides: dict | None = None) -> list:
     pre: Any = state.preprocess() if images else None  # a PreprocessConfig, or the sample (its manifest's)
     name = state.sample_name()
     if pre is None and name:
-        pre = api.get_sample(name)
+        pre = api.models.get_sample(name)
     shapes = state.input_shapes() if overrides is None else overrides
-    return infer_specs(info, pre, ds, shapes, strict=False)
+    return api.data.infer_specs(info, pre, ds, shapes, strict=False)
 
 
 def spec_rows(specs) -> list[dict]:
@@ -513,7 +499,7 @@ def spec_rows(specs) -> list[dict]:
                      "shape used": "[" + ", ".join("?" if d.value is None else str(d.value) for d in s.dims) + "]",
                      "batch axis": "none" if s.batch_axis is None else str(s.batch_axis),
                      # by axis, not by the exporter's name ("p2o.DynamicDimension.1"; the model shape has it)
-                     "from": ", ".join(f"{api.axis_label(s, i).split(', ', 1)[1]}: {d.source}"
+                     "from": ", ".join(f"{api.data.axis_label(s, i).split(', ', 1)[1]}: {d.source}"
                                        + (f" ({d.reason})" if d.source == "default" else "")
                                        for i, d in enumerate(s.dims) if d.source != "model") or "model"})
     return rows
@@ -542,8 +528,8 @@ def demo_sample():
         return None
     name = state.sample_name()
     if name:
-        return api.get_sample(name)
-    return api.find_by_sha256(info.sha256)
+        return api.models.get_sample(name)
+    return api.models.find_by_sha256(info.sha256)
 
 
 def demo_spec(sample) -> RunSpec:
@@ -578,8 +564,8 @@ def start_recipe_job(recipe: Recipe, *, land_on_compare: bool = False, spec: Run
     spec = spec or run_spec(recipe)
     info = state.model_info()  # read when the model was chosen: the run does not read it again
     same = info is not None and Path(info.path).resolve() == Path(spec.model).resolve()
-    job = api.start_recipe(spec, workspace=workspace(), origin="app", info=info if same else None,
-                           speed_check=speed_check())
+    job = api.recipes.start_recipe(spec, workspace=workspace(), origin="app", info=info if same else None,
+                                   speed_check=speed_check())
     job.meta = {"recipe": recipe, "land_on_compare": land_on_compare, "model": state.model_label(),
                 "model_sha": state.model_key(), "page": state.current_page()}
     state.set_job("recipe", job)
@@ -589,7 +575,7 @@ def start_recipe_job(recipe: Recipe, *, land_on_compare: bool = False, spec: Run
 def speed_check() -> api.SpeedCheck:
     """How a Run times its result against its source after the verdict: the engine's default, unless the Recipe
     page's "time the result" setting (``state.ui("time_result")``) turned it on or off."""
-    default = api.default_speed_check()
+    default = api.benchmarks.default_speed_check()
     on = state.ui("time_result")
     if on is None or bool(on) == default.enabled:
         return default
@@ -612,8 +598,8 @@ def preprocess_explained(info, cfg: PreprocessConfig) -> api.ResolvedPreprocess 
     chosen preset's (``state.ui("preprocess_preset")``), and "you" for every value changed on the page.
     ``open_size``: the model leaves height/width open and the size is still the unchosen placeholder."""
     name = state.sample_name()
-    sample = api.get_sample(name) if name else None
-    base = api.explain_preprocess(info, sample, preset=state.ui("preprocess_preset"))
+    sample = api.models.get_sample(name) if name else None
+    base = api.data.explain_preprocess(info, sample, preset=state.ui("preprocess_preset"))
     if base is None:
         return None
     sources = dict(base.sources)
@@ -628,10 +614,10 @@ def apply_preset(info, name: str | None) -> PreprocessConfig | None:
     """Choose a preprocessing preset (None: none) and make its preprocessing the current one."""
     state.set_ui("preprocess_preset", name)
     sample_name = state.sample_name()
-    sample = api.get_sample(sample_name) if sample_name else None
+    sample = api.models.get_sample(sample_name) if sample_name else None
     current = state.preprocess()
     keep = {"size": current.size} if current is not None and state.ui("preprocess_size_confirmed") else None
-    resolved = api.explain_preprocess(info, sample, overrides=keep, preset=name)
+    resolved = api.data.explain_preprocess(info, sample, overrides=keep, preset=name)
     cfg = resolved.config if resolved is not None else None
     state.set_preprocess(cfg)
     if cfg is not None:  # written into the form's widgets: a browser keeps showing a widget whose state is only deleted
@@ -648,8 +634,8 @@ def preprocess_or_detect(info) -> PreprocessConfig | None:
         return current
 
     name = state.sample_name()
-    sample = api.get_sample(name) if name else None
-    return resolve_preprocess(info, sample)
+    sample = api.models.get_sample(name) if name else None
+    return api.data.resolve_preprocess(info, sample)
 
 
 CLI_WIDTH = 88  # characters a page's CLI line is continued at (between options), so it is read whole
@@ -660,7 +646,7 @@ def cli_line(run: Artifact, out: str) -> str:
 
     if run.spec is not None:
         return run.spec.cli_line(out, shell_roots(), width=CLI_WIDTH)
-    return recipe_cli_line(run.recipe, str(run.source_path), out)
+    return api.recipes.recipe_cli_line(run.recipe, str(run.source_path), out)
 
 
 def shell_roots() -> dict[str, str]:
@@ -694,11 +680,11 @@ def load_run(run: Artifact) -> Artifact:
     src = Path(run.source_path)
     current = state.model_path()
     if current is None or Path(current).resolve() != src.resolve():
-        match = api.find_by_path(src)
+        match = api.models.find_by_path(src)
         if match is not None:
             select_sample(match.name)
         else:
-            state.set_model(src, model_info(src), sample=None, label=source_title(run))
+            state.set_model(src, api.models.model_info(src), sample=None, label=source_title(run))
     state.add_artifact(run)
     state.set_compare_pair(state.ORIGINAL, variant_id(run))
     return run
@@ -757,7 +743,7 @@ def restore_run_data(run: Artifact) -> str | None:
     elif ref.random is not None:
         label, source = f"random ({len(cal)})", "random"
     else:
-        about = read_about(folder) if folder is not None else None
+        about = api.data.read_about(folder) if folder is not None else None
         label = about["label"] if about is not None else f"stored data set {folder.name if folder else ''}".strip()
         if ev is not cal:
             label += f": {len(cal)} to calibrate, {len(ev)} held out to evaluate"
@@ -781,7 +767,7 @@ def run_report(run: Artifact, ws: Workspace | None = None, cache: dict | None = 
     workspace ``ws`` and the session cache ``cache`` (default: this session's)."""
 
     src, model = Path(run.source_path), Path(run.model_path)
-    timing = api.report_timing(api.open_history(ws or workspace()), run)
+    timing = api.benchmarks.report_timing(api.workspaces.open_history(ws or workspace()), run)
     return html_report(run, model_cache.model_info(src, cache).to_dict(), model_cache.model_info(model, cache).to_dict(),
                        model_cache.graph_diff(src, model, cache), run.evaluation, timing.bench, speed=timing.speed,
                        machine=timing.machine)
@@ -801,7 +787,7 @@ def report_download(run: Artifact):
 
 def interrupted_runs() -> list:
     """Runs the end of the server cut short (``service.InterruptedRun``), to run again or dismiss."""
-    return api.interrupted_runs(workspace())
+    return api.recipes.interrupted_runs(workspace())
 
 
 def rerun_interrupted(run) -> RecipeHandle:
@@ -809,9 +795,9 @@ def rerun_interrupted(run) -> RecipeHandle:
     if run.spec is None:
         raise RecipeError("This interrupted run's recipe cannot be read; set it up again on the Recipe page.")
     job = start_recipe_job(run.spec.recipe, spec=run.spec)
-    api.dismiss_interrupted(run, workspace())
+    api.recipes.dismiss_interrupted(run, workspace())
     return job
 
 
 def dismiss_interrupted(run) -> None:
-    api.dismiss_interrupted(run, workspace())
+    api.recipes.dismiss_interrupted(run, workspace())

@@ -16,7 +16,7 @@ from pathlib import Path
 import streamlit as st
 
 from ortlab.core.errors import OrtlabError
-from ortlab.api import default_root
+from ortlab import api
 
 USERS_DIR = "users"
 
@@ -59,7 +59,7 @@ def current_user_key() -> str | None:
 def workspace_root() -> Path:
     """The root of this session's workspace: ``$ORTLAB_HOME`` locally, ``$ORTLAB_HOME/users/<key>`` when shared."""
     key = current_user_key()
-    return default_root() if key is None else default_root() / USERS_DIR / key
+    return api.workspaces.default_root() if key is None else api.workspaces.default_root() / USERS_DIR / key
 
 
 def user_label() -> str:

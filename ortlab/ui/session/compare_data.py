@@ -7,7 +7,7 @@ from pathlib import Path
 from ortlab.api import EvalReport
 from ortlab.ui.session import actions, state
 from ortlab.ui.session.model_cache import cache_key
-from ortlab.api import evaluate
+from ortlab import api
 from ortlab.core.errors import DataError
 
 
@@ -33,6 +33,6 @@ def evaluate_pair(ref: actions.Variant, cand: actions.Variant) -> EvalReport:
 
         raise DataError("No evaluation data: choose data on the Data page (or allow random data there).")
     pp = state.preprocess() if ds.kind == "images" else None
-    report = evaluate(ref.path, cand.path, ds, pp, policy=actions.verdict_policy())
+    report = api.checks.evaluate(ref.path, cand.path, ds, pp, policy=actions.verdict_policy())
     state.cache()[cache_key("eval", ref.path, cand.path)] = report
     return report

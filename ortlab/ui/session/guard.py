@@ -14,7 +14,7 @@ from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.text import one_line
 from ortlab.core.disk import disk_full_message, is_disk_full
 from ortlab.ui.session.inert import md
-from ortlab.api import default_root
+from ortlab import api
 from ortlab.api import HistoryRecovered
 from ortlab.ui.session.auth import workspace_root
 
@@ -54,7 +54,7 @@ def _workspace_root() -> str | None:
     except Exception:  # no session (tests, bare mode): the default workspace
         try:
 
-            return str(default_root().resolve())
+            return str(api.workspaces.default_root().resolve())
         except (OSError, RuntimeError):
             return None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ortlab.api import graph_description as _description, graph_diff as _diff, model_info as _model_info
+from ortlab import api
 from ortlab.ui.session import state
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ def model_info(path: Path, c: dict | None = None):
     c = state.cache() if c is None else c
     k = cache_key("info", path)
     if k not in c:
-        c[k] = _model_info(path)
+        c[k] = api.models.model_info(path)
     return c[k]
 
 
@@ -33,7 +33,7 @@ def graph_diff(ref: Path, cand: Path, c: dict | None = None) -> GraphDiff:
     c = state.cache() if c is None else c
     k = cache_key("diff", ref, cand)
     if k not in c:
-        c[k] = _diff(ref, cand)
+        c[k] = api.models.graph_diff(ref, cand)
     return c[k]
 
 
@@ -43,5 +43,5 @@ def graph_description(ref: Path, cand: Path) -> dict:
     c = state.cache()
     k = cache_key("description", ref, cand)
     if k not in c:
-        c[k] = _description(ref, cand)
+        c[k] = api.models.graph_description(ref, cand)
     return c[k]

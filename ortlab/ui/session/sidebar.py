@@ -11,7 +11,6 @@ from ortlab.core.text import format_bytes
 from ortlab.ui.session.guard import engine_errors
 from ortlab.ui.session.inert import md
 from ortlab import api
-from ortlab.api import CPU, CUDA, TRT
 
 # a row of metric cards (a horizontal block with cards in its columns and no further columns inside)
 CARD_ROW = ('[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stMetric"])'
@@ -67,18 +66,18 @@ def home_relative(path) -> str:
 def providers_text() -> str:
     """Where models run, in words: "Running on CPU" or "Running on CUDA and CPU" (what works here)."""
 
-    working = api.working_providers()
-    short = {TRT: "TensorRT", CUDA: "CUDA", CPU: "CPU"}
-    gpu_working = [short[p] for p in (TRT, CUDA) if p in working]
+    working = api.machine.working_providers()
+    short = {api.machine.TRT: "TensorRT", api.machine.CUDA: "CUDA", api.machine.CPU: "CPU"}
+    gpu_working = [short[p] for p in (api.machine.TRT, api.machine.CUDA) if p in working]
     return "Running on " + (", ".join(gpu_working) + " and CPU" if gpu_working else "CPU")
 
 
 def provider_details() -> list[str]:
     """What onnxruntime claims against what a probe found working, one line per provider (for the details)."""
 
-    working = set(api.working_providers())
-    claimed = api.claimed_providers()
-    short = {TRT: "TensorRT", CUDA: "CUDA", CPU: "CPU"}
+    working = set(api.machine.working_providers())
+    claimed = api.machine.claimed_providers()
+    short = {api.machine.TRT: "TensorRT", api.machine.CUDA: "CUDA", api.machine.CPU: "CPU"}
     lines = []
     for p in dict.fromkeys([*claimed, *working]):
         name = short.get(p, p.replace("ExecutionProvider", ""))
@@ -130,7 +129,7 @@ def draw(slot=None) -> None:
             with st.expander("Provider details", icon=":material/memory:"):
                 for line in provider_details():
                     st.caption(line)
-                st.caption("CPU: " + md(api.detect_hardware().summary()))  # AVX-512, VNNI, AMX, bf16 when present
+                st.caption("CPU: " + md(api.machine.detect_hardware().summary()))  # AVX-512, VNNI, AMX, bf16 when present
         if auth.sign_in_configured():
             auth.account_box()
         else:
@@ -143,7 +142,7 @@ def custom_op_settings() -> None:
     ONNX Runtime session ortlab creates from now on (its runs' child processes included). With sign-in configured
     (a shared server) the libraries are only shown: the operator sets ``$ORTLAB_CUSTOM_OP_LIBRARIES``."""
 
-    current = os.pathsep.join(api.custom_op_libraries())
+    current = os.pathsep.join(api.machine.custom_op_libraries())
     if auth.sign_in_configured():  # a shared server: loading native code is the operator's choice, not a user's
         if current:
             st.caption("Custom-op libraries: " + md(current))
@@ -156,5 +155,5 @@ def custom_op_settings() -> None:
         if text.strip() != current:
             with engine_errors("Registering custom-op libraries"):
                 paths = [p.strip() for p in text.split(os.pathsep) if p.strip()]
-                api.set_custom_op_libraries(paths)
+                api.machine.set_custom_op_libraries(paths)
                 st.caption(f"Registered {len(paths)} librar{'y' if len(paths) == 1 else 'ies'}.")

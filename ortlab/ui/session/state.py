@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from ortlab.api import Artifact
-from ortlab.api import PreprocessConfig, Recipe, advised_recipe
+from ortlab.api import PreprocessConfig, Recipe
+from ortlab import api
 
 if TYPE_CHECKING:
     from ortlab.api import BenchmarkRecord
@@ -200,7 +201,7 @@ def set_data_settings(n: int, stratify: bool, seed: int) -> None:
 # -- recipe -------------------------------------------------------------------------------------------
 def recipe() -> Recipe:
     """The recipe last shown on the Recipe page (defaults to ``Recipe()`` with this CPU's int8 advice)."""
-    return _get("recipe") or advised_recipe()
+    return _get("recipe") or api.recipes.advised_recipe()
 
 
 def set_recipe(r: Recipe) -> None:

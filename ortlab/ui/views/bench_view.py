@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ortlab.api import THROUGHPUT_METHOD
+from ortlab import api
 from ortlab.api import BenchComparison, ClusterBenchmark, LatencyStats
-from ortlab.api import BENCH_MAX_SPREAD as MAX_SPREAD, BENCH_MIN_RUNS as MIN_RUNS
 
 THROUGHPUT_COLUMN = "samples/s (batch÷p50)"
 
@@ -34,7 +33,7 @@ def result_columns(memory: bool = False) -> dict:
         "p90 ms": hidden(num("p90 ms", width=60)) if memory else num("p90 ms", width=60),
         "p99 ms": num("p99 ms", width=60),
         THROUGHPUT_COLUMN: num("samples/s", width=70,  # 3 significant digits: 3.21, not "3"
-                               help=f"Samples per second = {THROUGHPUT_METHOD} (the median, so one outlier "
+                               help=f"Samples per second = {api.benchmarks.THROUGHPUT_METHOD} (the median, so one outlier "
                                     "cannot flip which variant is faster)."),
         "speedup (p50)": text("speedup", width=130, help="Baseline p50 ÷ this p50 at the same batch size: the "
                                                          "median over rounds in which the variants ran in turn, "
@@ -121,38 +120,30 @@ def noise_note(comparison: BenchComparison, names: Mapping[str, str]) -> str | N
     """One short warning for the whole table (plain text), or None: how many rows had too few runs or a spread
     over :data:`MAX_SPREAD` of their p50 (the widest named), instead of a paragraph per row."""
     rows = comparison.rows
-    few = [r.summary for r in rows if r.summary.n < MIN_RUNS]
-    wide = [r.summary for r in rows if r.summary.spread is not None and r.summary.spread > MAX_SPREAD]
+    few = [r.summary for r in rows if r.summary.n < api.benchmarks.BENCH_MIN_RUNS]
+    wide = [r.summary for r in rows if r.summary.spread is not None and r.summary.spread > api.benchmarks.BENCH_MAX_SPREAD]
     if not few and not wide:
         return None
     parts = []
     if wide:
         worst = max(wide, key=lambda x: x.spread or 0.0)
-        parts.append(f"{len(wide)} of {len(rows)} rows spread over {MAX_SPREAD:.0%} of their p50 (widest: "
+        parts.append(f"{len(wide)} of {len(rows)} rows spread over {api.benchmarks.BENCH_MAX_SPREAD:.0%} of their p50 (widest: "
                      f"{names.get(worst.variant, worst.variant)} at batch {worst.batch_size}, "
                      f"{worst.spread or 0.0:.0%})")
     if few:
-        parts.append(f"{len(few)} of {len(rows)} rows had fewer than {MIN_RUNS} runs")
+        parts.append(f"{len(few)} of {len(rows)} rows had fewer than {api.benchmarks.BENCH_MIN_RUNS} runs")
     return ("Noisy timing: " + "; ".join(parts) + ". The machine was busy: repeat on a quieter one (or time "
             "longer) before trusting a difference; the IQR column (table menu) has each row's spread.")
 
 
 def winner_lines(comparison: BenchComparison, names: Mapping[str, str]) -> list[str]:
-    """Per batch size, the variant clearly fastest against the baseline (its interval above 1), in a sentence with
-    its name in bold (Markdown); none where no variant is clearly faster."""
-    best: dict[int, Any] = {}
-    for r in comparison.rows:
-        s = r.summary
-        if s.variant == comparison.baseline or r.speedup is None or not r.clear or r.speedup <= 1.0:
-            continue
-        if s.batch_size not in best or r.speedup > best[s.batch_size].speedup:
-            best[s.batch_size] = r
-    base = {r.summary.batch_size: r.summary for r in comparison.rows if r.summary.variant == comparison.baseline}
+    """Per batch size, the variant clearly fastest against the baseline (``BenchComparison.winners``), in a
+    sentence with its name in bold (Markdown); none where no variant is clearly faster."""
     out = []
-    for batch, r in sorted(best.items()):
-        s, b = r.summary, base.get(batch)
+    for w in comparison.winners():
+        r, s, b = w.row, w.row.summary, w.baseline
         vs = f": p50 {s.p50:.3f} ms vs {b.p50:.3f} ms" if b is not None else ""
-        out.append(f"**{names.get(s.variant, s.variant)}** is the fastest at batch {batch}: {r.speedup:.2f}× as fast as "
-                   f"**{names.get(comparison.baseline, comparison.baseline)}** (95 % interval {r.low:.2f}–"
+        out.append(f"**{names.get(s.variant, s.variant)}** is the fastest at batch {w.batch_size}: {r.speedup:.2f}× "
+                   f"as fast as **{names.get(comparison.baseline, comparison.baseline)}** (95 % interval {r.low:.2f}–"
                    f"{r.high:.2f}×){vs}.")
     return out

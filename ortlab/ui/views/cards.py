@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from ortlab.api import EvalReport, OutputErrorMetrics as OutputError, task_kinds
+from ortlab import api
+from ortlab.api import EvalReport, OutputErrorMetrics as OutputError
 from ortlab.core.text import format_bytes
 from ortlab.api import Level, Verdict
 from ortlab.ui.session.inert import html_text, md
@@ -193,7 +194,8 @@ def eval_cards(ev: EvalReport, ref_name: str, cand_name: str, verdict: Verdict |
     if ev.top1_agreement is not None:
         items.append(("Top-1 agreement", pct(ev.top1_agreement), None,
                       "How often the candidate's top class equals the reference's."))
-    boxes = [b for kind in task_kinds(ev.task) for b in kind.grouped_outputs(ev.task)]
+    tm = ev.task
+    boxes = [b for kind in api.checks.task_kinds(tm) for b in kind.grouped_outputs(tm)] if tm is not None else []
     for bx in boxes[:1]:  # a group that decided the verdict has its card first already
         if deciding != f"{bx.output} scores: SQNR":
             items.append((f"Score SQNR ({bx.output})", sqnr_db_text(bx.score_sqnr_db),

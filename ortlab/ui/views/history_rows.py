@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ortlab.api import RECOMMENDED_NOTE, Artifact
+from ortlab.api import Artifact
+from ortlab import api
 
 TUNE_ORIGIN = "tune"  # the origin a tune search's trials are recorded with
 
@@ -18,7 +19,7 @@ class TuneSearch:
     @property
     def recommended(self) -> Artifact | None:
         """The trial its search recommended (None: it recommended none, or ended before saying)."""
-        return next((t for t in self.trials if RECOMMENDED_NOTE in t.notes), None)
+        return next((t for t in self.trials if api.tuning.RECOMMENDED_NOTE in t.notes), None)
 
     @property
     def started_at(self) -> str:

@@ -28,8 +28,6 @@ from ortlab.core.errors import DataError
 from ortlab.core.progress import CancelToken
 from ortlab.core.errors import OrtlabError
 from ortlab import api
-from ortlab.api import analyze
-from ortlab.api import carry_values, map_node_names
 
 N_SAMPLES = 32
 TOP_ROWS = 25
@@ -71,7 +69,7 @@ def start_analysis(a: Artifact, n: int = N_SAMPLES) -> background.Task:
     dataset, pre = _data_for(a)  # loaded here: the session's state is not read from the thread
 
     def work(task: background.Task):
-        return analyze(a.source_path, cand, dataset, pre, n=n, cancel=token, shapes=a.input_shapes or None)
+        return api.checks.analyze(a.source_path, cand, dataset, pre, n=n, cancel=token, shapes=a.input_shapes or None)
 
     task = background.start(work, on_cancel=token.cancel, meta={"candidate": str(cand), "label": a.recipe.label()},
                             name="ortlab-analyze")
@@ -95,23 +93,23 @@ def collect(task: background.Task) -> None:
     task.handled = True
     res = task.result
     results()[task.meta["candidate"]] = res
-    state.set_node_overlay(task.meta["candidate"], api.overlay_values(res, ACCUMULATED), "accumulated SQNR",
-                           api.overlay_values(res, ADDED))
+    state.set_node_overlay(task.meta["candidate"], api.checks.overlay_values(res, ACCUMULATED), "accumulated SQNR",
+                           api.checks.overlay_values(res, ADDED))
 
 
-ACCUMULATED, ADDED, MODES = api.ACCUMULATED, api.ADDED, api.NODE_ERROR_MODES
+ACCUMULATED, ADDED, MODES = api.checks.ACCUMULATED, api.checks.ADDED, api.checks.NODE_ERROR_MODES
 
 
 def thresholds(policy=None) -> tuple[float, float]:
-    """(broken bar, ok bar) in dB of the overlay's absolute scale (:func:`ortlab.api.sqnr_bars` of the session's
+    """(broken bar, ok bar) in dB of the overlay's absolute scale (:func:`ortlab.api.checks.sqnr_bars` of the session's
     verdict policy, or of ``policy``)."""
-    bars = api.sqnr_bars(policy if policy is not None else actions.verdict_policy())
+    bars = api.checks.sqnr_bars(policy if policy is not None else actions.verdict_policy())
     return bars.broken, bars.ok
 
 
 def culprit_sentence(analysis, policy=None) -> str | None:
     """One sentence naming the worst node by accumulated error, against the policy's bars."""
-    return api.culprit_sentence(analysis, api.sqnr_bars(policy if policy is not None else actions.verdict_policy()))
+    return api.checks.culprit_sentence(analysis, api.checks.sqnr_bars(policy if policy is not None else actions.verdict_policy()))
 
 
 def _num(x: float | None, digits: int = 1) -> float | None:
@@ -125,7 +123,7 @@ def _num(x: float | None, digits: int = 1) -> float | None:
 def table_rows(analysis, keep: Collection[str] = (), top: int = TOP_ROWS, by: str = ACCUMULATED) -> list[dict]:
     """The worst ``top`` nodes by accumulated SQNR (``by``) or by what each adds alone (local SQNR), as table
     rows (infinite SQNR shown as ±999 dB so the column sorts)."""
-    worst = api.ranked_nodes(analysis, by, top)
+    worst = api.checks.ranked_nodes(analysis, by, top)
     return [{KEEP: e.name in keep, "node": e.name, "op": e.op_type, "accumulated SQNR dB": _num(e.sqnr_db),
              "local SQNR dB": _num(e.local_sqnr_db), "added dB": _num(e.added_db), "cosine": _num(e.cosine, 4),
              # a detector's score channels vs box channels: the group that ranks the node (ortlab.checks.analyze)
@@ -141,7 +139,7 @@ def comparison_rows(base: Artifact, new: Artifact, latency: dict | None = None) 
     def col(a: Artifact) -> dict[str, str]:
         ev = a.evaluation
         return {"verdict": cards.verdict_text(actions.run_verdict(a)),
-                "logits SQNR (worst output)": api.db_text(api.worst_output_sqnr(ev)),
+                "logits SQNR (worst output)": api.checks.db_text(api.checks.worst_output_sqnr(ev)),
                 "top-1 agreement": cards.pct(ev.top1_agreement if ev else None), "size": format_bytes(a.size_bytes),
                 "latency b1 p50": speed.latency_text(timed.get(a.run_id)),
                 "kept in float": str(len(a.recipe.quant.nodes_to_exclude))}
@@ -151,8 +149,8 @@ def comparison_rows(base: Artifact, new: Artifact, latency: dict | None = None) 
 
 def exclusion_sentence(base: Artifact, new: Artifact, nodes) -> str:
     """One sentence: did keeping ``nodes`` in float help? (SQNR of the worst output, before → after)."""
-    return api.exclusion_sentence(api.worst_output_sqnr(base.evaluation), api.worst_output_sqnr(new.evaluation),
-                                  list(nodes))
+    return api.checks.exclusion_sentence(api.checks.worst_output_sqnr(base.evaluation), api.checks.worst_output_sqnr(new.evaluation),
+                                         list(nodes))
 
 
 # -- page section ---------------------------------------------------------------------------------------------
@@ -285,7 +283,7 @@ def _table(a: Artifact, res) -> None:
     if st.button("Re-run with these nodes in float", key="node_errors.rerun", disabled=not keep or busy or not same_model,
                  help="The candidate's recipe with the ticked nodes added to nodes_to_exclude, on the current data."):
         with engine_errors("Starting the re-run"):
-            job = actions.start_recipe_job(api.excluded_recipe(a.recipe, keep, a.run_id))
+            job = actions.start_recipe_job(api.checks.excluded_recipe(a.recipe, keep, a.run_id))
             state.set_ui(_RERUN, {"base": actions.variant_id(a), "nodes": keep, "job": job.id, "new": None})
             st.rerun()
 
@@ -305,10 +303,10 @@ def graph_overlay(a: Artifact | None, mode: str = ACCUMULATED) -> dict | None:
     c = state.cache()
     k = ("node_names", str(qdq), str(a.model_path))
     if k not in c:
-        c[k] = map_node_names(qdq, a.model_path)
+        c[k] = api.models.map_node_names(qdq, a.model_path)
     values = ov["values"] if mode == ACCUMULATED or not ov.get("local") else ov["local"]
     label = "accumulated SQNR" if mode == ACCUMULATED else "SQNR added by the node (local)"
-    return {**ov, "label": label, "values": carry_values(values, c[k], lower_is_worse=True)}
+    return {**ov, "label": label, "values": api.models.carry_values(values, c[k], lower_is_worse=True)}
 
 
 def overlay_unavailable(a: Artifact | None) -> str:

@@ -1,5 +1,5 @@
 """The charts of a run's HTML report, drawn with plotly (plotly.js embedded once), put into the page the engine
-builds (:func:`ortlab.api.html_report`)."""
+builds (:func:`ortlab.api.workspaces.html_report`)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,6 @@ def html_report(artifact: Artifact, ref_info: dict, cand_info: dict, diff: Graph
                 bench: list[LatencySummary] | None, *, title: str | None = None,
                 speed: tuple[LatencySummary | None, LatencySummary | None] | None = None,
                 machine: api.Machine | None = None) -> str:
-    """The self-contained HTML report of one run (:func:`ortlab.api.html_report`) with its charts."""
-    return api.html_report(artifact, ref_info, cand_info, diff, evaluation, bench, title=title, speed=speed,
-                           charts_html=charts_html(diff, bench), machine=machine)
+    """The self-contained HTML report of one run (:func:`ortlab.api.workspaces.html_report`) with its charts."""
+    return api.workspaces.html_report(artifact, ref_info, cand_info, diff, evaluation, bench, title=title, speed=speed,
+                                      charts_html=charts_html(diff, bench), machine=machine)

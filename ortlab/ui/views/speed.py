@@ -1,7 +1,7 @@
 """Speed on Compare: the latest benchmark in History that timed both models of the pair at batch 1 (the engine
-chooses it: :func:`ortlab.api.latest_pair`), else the figure the run stored when it was timed against its source
+chooses it: :func:`ortlab.api.benchmarks.latest_pair`), else the figure the run stored when it was timed against its source
 after its verdict, else a batch-1 timing of the two started in the background through the run service until the
-speed-up's 95% interval is within ±10% or 20 s have passed (:func:`ortlab.api.start_pair_timing`, the call
+speed-up's 95% interval is within ±10% or 20 s have passed (:func:`ortlab.api.benchmarks.start_pair_timing`, the call
 ``ortlab compare`` makes; recorded in History when it ends). Also the per-run latency of the keep-in-float table."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import streamlit as st
 
 from ortlab import api
-from ortlab.api import BenchHandle, BenchVariant, LatencySummary, PairSpeed, control_values, start_pair_timing
+from ortlab.api import BenchHandle, BenchVariant, LatencySummary, PairSpeed
 from ortlab.ui.session import actions, state
 from ortlab.ui.session.guard import engine_errors, error_message, show_message
 from ortlab.ui.session.inert import md
@@ -29,17 +29,17 @@ def _timed(v) -> api.TimedModel:
 
 def latest_pair(ref, cand) -> PairSpeed | None:
     """The newest History benchmark that timed both ``ref`` and ``cand`` (Variants) at batch 1 under ORT."""
-    return api.latest_pair(actions.history(), _timed(ref), _timed(cand))
+    return api.benchmarks.latest_pair(actions.history(), _timed(ref), _timed(cand))
 
 
 def run_latency(run_id: int | None) -> LatencySummary | None:
     """Batch-1 latency (ORT) of a History run from the newest benchmark that timed it."""
-    return api.run_latency(actions.history(), run_id)
+    return api.benchmarks.run_latency(actions.history(), run_id)
 
 
 def run_speed_text(run) -> str:
     """A History run's stored batch-1 speed against its source, with its interval and the machine that timed it."""
-    return api.report_timing(actions.history(), run).sentence()
+    return api.benchmarks.report_timing(actions.history(), run).sentence()
 
 
 def latency_text(s: LatencySummary | None) -> str:
@@ -61,9 +61,9 @@ def start_quick(ref, cand) -> BenchHandle:
     recorded in History when it ends)."""
     plain = [BenchVariant(v.id, v.name, str(v.path), v.artifact.run_id if v.artifact else None) for v in (ref, cand)]
     info = state.model_info()
-    values = control_values(state.eval_dataset(), info.inputs) if info is not None else {}
-    handle = start_pair_timing(plain[0], plain[1], workspace=actions.workspace(), origin="app",
-                               shapes=actions.bench_shapes(), values=values)
+    values = api.data.control_values(state.eval_dataset(), info.inputs) if info is not None else {}
+    handle = api.benchmarks.start_pair_timing(plain[0], plain[1], workspace=actions.workspace(), origin="app",
+                                              shapes=actions.bench_shapes(), values=values)
     handle.meta = {"pair": _key(ref, cand)}
     state.set_job("speed", handle)
     return started(handle)  # type: ignore[return-value]
@@ -73,9 +73,9 @@ def speedup_card(sp: api.SpeedUp, settled: api.SettledSpeed | None = None) -> tu
     """Compare's "Speed-up" card as (value, delta, help): never a bare number — the delta is the 95% interval with
     its rounds, after the caveat when there is one ("no clear difference", "noisy: the machine was busy"); the help
     says how the figure was computed.
-    ``settled``, the pair timed until settled (:func:`ortlab.api.start_pair_timing`), words the caveat when given."""
+    ``settled``, the pair timed until settled (:func:`ortlab.api.benchmarks.start_pair_timing`), words the caveat when given."""
     s = sp.speedup
-    value = f"{api.times(s)} (slower)" if sp.clear and s < 1 else api.times(s)  # as the run's sentence says it
+    value = f"{api.benchmarks.times(s)} (slower)" if sp.clear and s < 1 else api.benchmarks.times(s)  # as the run's sentence says it
     if not sp.paired:
         return value, sp.caveat(), (f"The ratio of the p50s of {sp.reference_runs} and {sp.candidate_runs} runs "
                                     "timed apart (an older benchmark): no interval. Time the pair again for one.")
@@ -176,7 +176,7 @@ def _section(ref, cand) -> None:
         handle.drain()
         rerun_when_done(handle.done)  # the page's run draws the result (or why there is none)
         st.caption(f":material/timer: Timing both models at batch 1 in the background, in turn, until the "
-                   f"speed-up's 95% interval is within ±{api.SETTLE_TARGET:.0%} (at most {api.SETTLE_CAP_S:g} s)… "
+                   f"speed-up's 95% interval is within ±{api.benchmarks.SETTLE_TARGET:.0%} (at most {api.benchmarks.SETTLE_CAP_S:g} s)… "
                    "the speed appears here when it ends.")
 
     poll()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ortlab.core.text import format_bytes
-from ortlab.api import STORED_MODEL as MODEL
+from ortlab import api
 from ortlab.ui.session import actions, state
 from ortlab.ui.session.guard import engine_errors
 from ortlab.ui.session.inert import md
@@ -30,7 +30,7 @@ def stored_section() -> None:
         items = actions.stored_items()
     if not items:
         return
-    models = sum(1 for i in items if i.kind == MODEL)
+    models = sum(1 for i in items if i.kind == api.workspaces.STORED_MODEL)
     total = sum(i.size_bytes for i in items)
     label = (f"Models and data: {models} imported model{'s' if models != 1 else ''}, {len(items) - models} "
              f"uploaded data set{'s' if len(items) - models != 1 else ''} ({format_bytes(total)})")
@@ -44,7 +44,7 @@ def stored_section() -> None:
             row.markdown(f"**{item.kind.capitalize()}** {md(item.name)} · {format_bytes(item.size_bytes)} on disk "
                          f"· {_runs(len(item.run_ids))}")
             if state.ui(CONFIRM) != key:
-                what = "model file" if item.kind == MODEL else "stored copy of this data"
+                what = "model file" if item.kind == api.workspaces.STORED_MODEL else "stored copy of this data"
                 if row.button(":material/delete: Delete", key=f"history.stored.delete.{k}",
                               help=f"Removes the {what} and its {_runs(len(item.run_ids))} (asks first)."):
                     state.set_ui(CONFIRM, key)

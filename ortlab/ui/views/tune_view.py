@@ -1,4 +1,4 @@
-"""The Tune page's drawing: a search started through :func:`ortlab.api.start_tune` (on a thread; synchronously
+"""The Tune page's drawing: a search started through :func:`ortlab.api.tuning.start_tune` (on a thread; synchronously
 under tests), its Pareto chart filled as trials finish, and the recommendation.
 
 The job (:class:`ortlab.api.TuneJob`) is this session's job ``"tune"``; the page drains its finished ``Trial``s
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from ortlab import api
-from ortlab.api import DEFAULT_MIN_SQNR_DB, Target, TuneJob, TuneSettings, UsageError, sqnr_policy, verdict_policy
+from ortlab.api import Target, TuneJob, TuneSettings, UsageError
 from ortlab.ui.session import actions, state
 from ortlab.ui.views import charts
 from ortlab.ui.jobs.status import sync_jobs
@@ -71,14 +71,15 @@ def start_tune(choice: TuneChoice) -> TuneJob:
         raise UsageError("The timing resource names a node of a Ray cluster: turn on the server's cluster too.")
     vp = actions.verdict_policy()  # the same verdict as Compare; the SQNR bar is this search's extra objective
     bar = float(choice.min_sqnr_db) or None
-    policy = verdict_policy(vp, bar) if choice.policy == "verdict" else sqnr_policy(bar or DEFAULT_MIN_SQNR_DB)
+    policy = (api.tuning.verdict_policy(vp, bar) if choice.policy == "verdict"
+              else api.tuning.sqnr_policy(bar or api.tuning.DEFAULT_MIN_SQNR_DB))
     settings = TuneSettings(budget_s=float(choice.budget_s), objective=choice.objective, target=Target(choice.target),
                             bench_s=float(choice.bench_s), exclusion_steps=int(choice.exclusion_steps),
                             verify_samples=spec.verify_samples, max_trials=int(choice.max_trials) or None,
                             ray=cluster, timing_resource=timing_resource)
-    job = api.start_tune(spec.model, spec.calibration, spec.evaluation, settings, policy, preprocess=spec.preprocess,
-                         sample=spec.sample, workspace=actions.workspace(), background=not sync_jobs(),
-                         meta={"choice": choice, "model": state.model_label()})
+    job = api.tuning.start_tune(spec.model, spec.calibration, spec.evaluation, settings, policy, preprocess=spec.preprocess,
+                                sample=spec.sample, workspace=actions.workspace(), background=not sync_jobs(),
+                                meta={"choice": choice, "model": state.model_label()})
     if sync_jobs():
         for _ in job.follow():
             pass
@@ -92,77 +93,10 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _quality(t) -> str:
-    if t.sqnr_db is None:
-        return "accuracy not measured"
-    if math.isinf(t.sqnr_db):
-        return "identical outputs"
-    return f"SQNR {t.sqnr_db:.1f} dB"
-
-
-def _speed(t) -> str:
-    """The trial's speed-up with its interval, "faster" only when the whole interval lies above 1
-    (``Trial.speed_words``); a trial without an interval: ``1.84× faster than fp32`` / ``0.98× … slower``."""
-    if t.speed:
-        return t.speed_words()
-    s = t.speedup
-    if not s:
-        return "speed unknown"
-    if s >= 1.0:
-        return f"{s:.2f}× faster than the fp32 source"
-    return f"{s:.2f}× the fp32 source's speed, i.e. slower"
-
-
 def headline(result, items: Sequence = ()) -> tuple[str, str]:
-    """(level, text) of a finished, cancelled or empty search: a cancel is a neutral "Stopped after N trials";
-    a recommendation slower than fp32 is never called the fastest or faster."""
-    n = len(result.trials) if result is not None else len(items)
-    best = result.best if result is not None else None
-    latency = result is None or result.objective == "latency"
-    if result is None or result.cancelled:
-        text = f"Stopped after {plural(n, 'trial')}."
-        if best is not None and result is not None and result.accepted:
-            text += f" Best so far that the policy accepts: trial {best.index}, {best.label} — {_speed(best)}, " \
-                    f"{_quality(best)}."
-        elif n:
-            text += " No finished trial passed the accuracy policy yet."
-        return "info", text
-    if best is None and any(t.status == "done" for t in result.trials):  # all broken, or slower than fp32
-        return "warning", result.sentence
-    if best is None:  # no trial finished: the engine's sentence counts those started and says why they stopped
-        return "warning", result.sentence
-    if not result.accepted:
-        return "warning", (f"No recipe of {plural(n, 'trial')} passes the accuracy policy; the closest is trial "
-                           f"{best.index}, {best.label} — {_speed(best) if latency else _mb(best)}, {_quality(best)} "
-                           f"({best.verdict}).{claim_text(result)}")
-    unclear = best.speed_direction() != "faster" if best.speed else best.speedup is not None and best.speedup < 1.0
-    if latency and unclear:
-        return "warning", (f"No accepted recipe is clearly faster than the fp32 source on this machine: the best "
-                           f"accepted, trial {best.index} ({best.label}): {_speed(best)}; {_quality(best)}. Keep the "
-                           f"fp32 model for speed, or try another target.")
-    if result.baseline_index is not None:  # decided against the default on the same samples
-        who = f"Trial {best.index}, {best.label}" + (", the default," if best.index == result.baseline_index else "")
-        text = (f"{who} is the pick of {plural(n, 'trial')}: {_speed(best) if latency else _mb(best)}, "
-                f"{best.task_text() or _quality(best)}.{claim_text(result)}")
-        return ("success" if result.claim_word in ("", "ok") else "warning"), text
-    what = "fastest" if latency else "smallest"
-    return "success", (f"Trial {best.index}, {best.label}, is the {what} recipe the policy accepts of "
-                       f"{plural(n, 'trial')}: {_speed(best) if latency else _mb(best)}, {_quality(best)}.")
-
-
-def claim_text(result) -> str:
-    """" On 100 held-out samples (100 reference detections): detection F1 0.946 (0.90–0.98), on the edge." — the
-    pick's measure on the samples it was not chosen on; "" without one."""
-    if result is None or result.claim is None or result.best is None:
-        return ""
-    held_out = "not " if result.chosen_on.startswith("chosen on") else ""
-    return (f" On {result.claim_evidence} it was {held_out}chosen on: {result.best.task_measure} {result.claim:.3f} "
-            f"(95% interval {result.claim_low:.3f}–{result.claim_high:.3f}), {result.claim_word}"
-            + (f"; about {result.claim_settle:,} evaluation samples would settle it." if result.claim_settle else "."))
-
-
-def _mb(t) -> str:
-    return f"{(t.size_bytes or 0) / 1e6:.1f} MB"
+    """(level, text) of a finished, cancelled or empty search, as the engine words it (``tuning.headline``)."""
+    h = api.tuning.headline(result, len(items))
+    return h.level, h.text
 
 
 def _x(t, objective: str) -> float | None:
