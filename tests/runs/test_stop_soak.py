@@ -59,7 +59,7 @@ def test_runs_stopped_at_random_points_leave_no_process_no_half_folder_and_a_con
         monkeypatch.setenv(service.RUN_TIMEOUT_VAR, f"{at:.2f}" if how == "limit" else "600")
         handle = service.start_recipe(spec, out, workspace=ws)
         start = time.monotonic()
-        child = handle._child.pid  # the group's id: every process of the run is in it
+        child = handle.child_pid  # the group's id: every process of the run is in it
         if how == "cancel":
             handle.wait(at)
             handle.cancel()
