@@ -47,11 +47,11 @@ def wait_for_slot(handle: Any) -> None:
         while _BENCH_QUEUE[0] != handle.id:
             ahead = _BENCH_QUEUE.index(handle.id)
             if ahead != said:
-                handle._put(ProgressEvent("queued", 0, None, f"Queued behind {ahead} benchmark"
+                handle.put(ProgressEvent("queued", 0, None, f"Queued behind {ahead} benchmark"
                                                              f"{'s' if ahead != 1 else ''}."))
                 said = ahead
             if handle.cancel_requested:
                 raise Cancelled(step="queued")
             _BENCH.wait(0.2)
     if said >= 0:
-        handle._put(ProgressEvent("queued", 1, 1, "Started."))
+        handle.put(ProgressEvent("queued", 1, 1, "Started."))

@@ -23,6 +23,7 @@ from ortlab.runtime.child import (
 from ortlab.runs.bench_queue import bench_busy as bench_busy  # re-exported: the callers' one name
 from ortlab.runs.bench_queue import bench_queue_position, enqueue, leave_queue, wait_for_slot
 from ortlab.runs.workspace import Workspace
+from ortlab.runtime.executor import TimeLimit
 from ortlab.runtime import openvino as ov
 from ortlab.runtime.hardware import detect
 from ortlab.runtime.machine import this_machine
@@ -67,7 +68,7 @@ class BenchHandle(Handle):
         sp = stats.of_summaries(got[0], got[1])
         return settle.settled(sp, self.until) if sp is not None else None
 
-    def _time_out(self) -> None:
+    def time_out(self) -> None:
         """The benchmark went past its time limit: cancel it (its children are stopped, then killed with their
         process groups after ``STOP_GRACE_S``); the worker says why."""
         if not self.done:
@@ -163,7 +164,7 @@ def timed_variants(variants: Sequence[BenchVariant], config: BenchConfig, cpu: A
 def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, profile_dir, timer,
                   interleave: bool = False) -> None:
 
-    timer_limit: threading.Timer | None = None
+    timer_limit: TimeLimit | None = None
     began = time.monotonic()
     try:
         try:
@@ -191,7 +192,7 @@ def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, pr
         except HistoryFull as exc:  # a full disk: the timings stand, unrecorded (the reason is kept)
             handle.not_recorded = exc.message
         handle.record = record
-        handle._finish(DONE, summaries)
+        handle.end(DONE, summaries)
     except (Cancelled, Exception) as exc:
         _drop_profiles(handle, profile_dir)
         end_with_error(handle, exc, began)
@@ -232,20 +233,20 @@ def _bench_all(handle: BenchHandle, measure_memory: bool, profile_dir, timer) ->
     plan = [(v, bs) for v in handle.variants for bs in handle.config.batch_sizes]
     summaries = []
     for k, (v, bs) in enumerate(plan):
-        handle._put(ProgressEvent("bench", k, len(plan), f"{v.name} at batch {bs}"))
+        handle.put(ProgressEvent("bench", k, len(plan), f"{v.name} at batch {bs}"))
         extra: dict[str, Any] = {k: v for k, v in (("shapes", handle.shapes), ("values", handle.values)) if v}
         if v.runtime != "onnxruntime":
             extra["runtime"] = v.runtime
-        run = timer(v.path, handle.config, bs, variant=v.id, cancel=handle._cancel, profile_dir=profile_dir, **extra)
+        run = timer(v.path, handle.config, bs, variant=v.id, cancel=handle.cancel_token, profile_dir=profile_dir, **extra)
         for sample in run:
-            handle._put(sample)
+            handle.put(sample)
         if run.cancelled or handle.cancel_requested:
             raise Cancelled(step="bench")
         peak = getattr(run, "peak_rss_mb", None) if measure_memory else None
         if measure_memory and peak is None:
             peak = bench.peak_memory_mb(v.path, handle.config, bs, shapes=handle.shapes, values=handle.values)
         summaries.append(run.summary(peak_rss_mb=peak))
-    handle._put(ProgressEvent("bench", len(plan), len(plan), "done"))
+    handle.put(ProgressEvent("bench", len(plan), len(plan), "done"))
     return summaries
 
 
@@ -255,21 +256,21 @@ def _bench_interleaved(handle: BenchHandle, measure_memory: bool, profile_dir, b
     sizes = list(handle.config.batch_sizes)
     extra: dict[str, Any] = {k: v for k, v in (("shapes", handle.shapes), ("values", handle.values)) if v}
     for j, bs in enumerate(sizes):
-        handle._put(ProgressEvent("bench", j, len(sizes), f"batch {bs}: loading {len(handle.variants)} "
+        handle.put(ProgressEvent("bench", j, len(sizes), f"batch {bs}: loading {len(handle.variants)} "
                                                             f"variant{'s' if len(handle.variants) != 1 else ''}"))
-        series = [blocks(v.path, handle.config, bs, variant=v.id, cancel=handle._cancel, profile_dir=profile_dir,
+        series = [blocks(v.path, handle.config, bs, variant=v.id, cancel=handle.cancel_token, profile_dir=profile_dir,
                          **({**extra, "runtime": v.runtime} if v.runtime != "onnxruntime" else extra))
                   for v in handle.variants]
         try:
             def on_round(done: int, planned: int, bs: int = bs, j: int = j) -> None:
-                handle._put(ProgressEvent("bench", j, len(sizes), f"batch {bs}: round {done} of ~{max(done, planned)} "
+                handle.put(ProgressEvent("bench", j, len(sizes), f"batch {bs}: round {done} of ~{max(done, planned)} "
                                                                    f"(variants alternate block by block)"))
 
             def on_block(samples: list) -> None:
                 for sample in samples:
-                    handle._put(sample)
+                    handle.put(sample)
 
-            ok = child_runs.time_interleaved(series, handle.config, handle._cancel, on_block=on_block, on_round=on_round,
+            ok = child_runs.time_interleaved(series, handle.config, handle.cancel_token, on_block=on_block, on_round=on_round,
                                              until=handle.until)
             if not ok or handle.cancel_requested:
                 raise Cancelled(step="bench")
@@ -282,6 +283,6 @@ def _bench_interleaved(handle: BenchHandle, measure_memory: bool, profile_dir, b
             if measure_memory and peak is None:
                 peak = bench.peak_memory_mb(v.path, handle.config, bs, shapes=handle.shapes, values=handle.values)
             summaries.append(s.summary(peak_rss_mb=peak))
-    handle._put(ProgressEvent("bench", len(sizes), len(sizes), "done"))
+    handle.put(ProgressEvent("bench", len(sizes), len(sizes), "done"))
     order = {v.id: k for k, v in enumerate(handle.variants)}
     return sorted(summaries, key=lambda s: order.get(s.variant, 0))  # variant by variant, as timed apart

@@ -13,7 +13,6 @@ with that node's :class:`ortlab.runtime.machine.Machine`.
 from __future__ import annotations
 
 import functools
-import json
 import tempfile
 import threading
 import time
@@ -31,6 +30,7 @@ from ortlab.runs.bench_queue import bench_queue_position, enqueue, leave_queue, 
 from ortlab.runs.history import BenchVariant
 from ortlab.runs.service import DONE, RUNNING, Handle, end_with_error, start_time_limit, timeout_from_env
 from ortlab.runs.workspace import Workspace
+from ortlab.runtime.executor import RayExecutor, TimeLimit
 from ortlab.runtime import ray_cluster
 from ortlab.runtime.child import default_memory_gb
 from ortlab.runtime.machine import Machine, this_machine
@@ -52,6 +52,28 @@ class NodeKind:
     node_id: ray_cluster.NodeId
     address: str
     cpus: float = 1.0
+
+
+@dataclass(frozen=True)
+class PlannedVariant:
+    """A variant as the node receives it: its id and name, and its files (the model first, then its external
+    data, named relative to the model's folder), whose bytes follow the plan in this order."""
+
+    id: str
+    name: str
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NodeBenchPlan:
+    """What the timing task of a node is given: the benchmark's ``config``, the ``variants``, the inputs' shapes
+    and values, and whether each child's peak memory is kept."""
+
+    config: BenchConfig
+    variants: tuple[PlannedVariant, ...]
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+    values: dict[str, float] = field(default_factory=dict)
+    measure_memory: bool = False
 
 
 @dataclass
@@ -190,33 +212,32 @@ def _model_files(path: str) -> list[tuple[str, Path]]:
     return [(model.name, model), *((loc, p) for loc, p in external_data_files(model).items())]
 
 
-def time_on_node(plan_json: str, *blobs: bytes) -> NodeTiming:
-    """Runs on a cluster node: write the variants' files (``blobs``, in the order ``plan_json`` lists them) to a
+def time_on_node(plan: NodeBenchPlan, *blobs: bytes) -> NodeTiming:
+    """Runs on a cluster node: write the variants' files (``blobs``, in the order ``plan`` lists them) to a
     temporary folder and time them with the one clock: at each batch size every variant in its own child, all
     warmed up, then timed in turn block by block (:func:`ortlab.timing.child_runs.time_interleaved`)."""
-    plan = json.loads(plan_json)
-    config = BenchConfig.from_dict(plan["config"])
-    extra = {k: plan[k] for k in ("shapes", "values") if plan[k]}
+    config = plan.config
     began = time.monotonic()
     it = iter(blobs)
     summaries: list[LatencySummary] = []
     with tempfile.TemporaryDirectory(prefix="ortlab-cluster-bench-") as tmp:
         paths = []
-        for k, v in enumerate(plan["variants"]):
+        for k, v in enumerate(plan.variants):
             folder = Path(tmp) / str(k)
-            for name in v["files"]:
+            for name in v.files:
                 target = folder / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(next(it))
-            paths.append((v["id"], folder / v["files"][0]))
+            paths.append((v.id, folder / v.files[0]))
         blocks = functools.partial(child_runs.latency_blocks, memory_gb=default_memory_gb(config.target))
         for batch in config.batch_sizes:
-            series = [blocks(path, config, batch, variant=vid, **extra) for vid, path in paths]
+            series = [blocks(path, config, batch, variant=vid, shapes=plan.shapes or None, values=plan.values or None)
+                      for vid, path in paths]
             try:
                 child_runs.time_interleaved(series, config)
                 for s in series:
                     s.finish()
-                summaries += [s.summary(peak_rss_mb=s.peak_rss_mb if plan["measure_memory"] else None)
+                summaries += [s.summary(peak_rss_mb=s.peak_rss_mb if plan.measure_memory else None)
                               for s in series]
             finally:
                 for s in series:
@@ -249,7 +270,7 @@ class ClusterBenchHandle(Handle):
         self.timeout_s: float | None = None
         self.timed_out = False
 
-    def _time_out(self) -> None:
+    def time_out(self) -> None:
         if not self.done:
             self.timed_out = True
             self._cancel.cancel()
@@ -283,16 +304,14 @@ def start(variants: Sequence[BenchVariant], config: BenchConfig, address: str, *
     return handle
 
 
-def _plan(handle: ClusterBenchHandle, measure_memory: bool) -> tuple[str, list[Path]]:
+def _plan(handle: ClusterBenchHandle, measure_memory: bool) -> tuple[NodeBenchPlan, list[Path]]:
     files: list[Path] = []
     listed = []
     for v in handle.variants:
         named = _model_files(v.path)
-        listed.append({"id": v.id, "name": v.name, "files": [n for n, _ in named]})
+        listed.append(PlannedVariant(v.id, v.name, tuple(n for n, _ in named)))
         files += [p for _, p in named]
-    plan = {"config": handle.config.to_dict(), "variants": listed, "shapes": handle.shapes, "values": handle.values,
-            "measure_memory": measure_memory}
-    return json.dumps(plan), files
+    return NodeBenchPlan(handle.config, tuple(listed), handle.shapes, handle.values, measure_memory), files
 
 
 def _connect(connect: Callable[[str], Any], address: str) -> Any:
@@ -305,36 +324,33 @@ def _connect(connect: Callable[[str], Any], address: str) -> Any:
                              "address (host:port of `ray start --head`, or auto) and that the head runs.") from exc
 
 
-def _time_kinds(handle: ClusterBenchHandle, cluster: Any, kinds: list[NodeKind], plan: str,
+def _time_kinds(handle: ClusterBenchHandle, cluster: Any, kinds: list[NodeKind], plan: NodeBenchPlan,
                 files: list[Path]) -> list[KindResult]:
     refs = [cluster.put(p.read_bytes()) for p in files]
     results = {k.label: KindResult(k) for k in kinds}
+    executor = RayExecutor(cluster)
     done = 0
     for wave in waves(kinds):
-        handle._put(ProgressEvent("bench", done, len(kinds), "timing on " + ", ".join(k.label for k in wave)))
-        tasks = [cluster.submit(time_on_node, plan, *refs, node_id=k.node_id, retries=0, num_cpus=k.cpus)
-                 for k in wave]
-        try:
-            got = cluster.wait(tasks, cancelled=lambda: handle.cancel_requested)
-        except BaseException:
-            cluster.cancel(tasks)
-            raise
+        handle.put(ProgressEvent("bench", done, len(kinds), "timing on " + ", ".join(k.label for k in wave)))
+        jobs = [executor.submit(time_on_node, plan, *refs, node_id=k.node_id, retries=0, num_cpus=k.cpus)
+                for k in wave]
+        got = executor.results(jobs, cancelled=lambda: handle.cancel_requested)
         if handle.cancel_requested:
-            cluster.cancel(tasks)
+            executor.cancel(jobs)
             raise Cancelled(step="bench")
-        for k, task, out in zip(wave, tasks, got):
+        for k, job, out in zip(wave, jobs, got):
             if isinstance(out, NodeTiming):
                 results[k.label].timing = out
-                results[k.label].ran_on = getattr(task, "ran_on", None) or k.node_id
+                results[k.label].ran_on = ray_cluster.NodeId(job.ran_on) if job.ran_on else k.node_id
             else:
                 results[k.label].error = one_line(getattr(out, "message", None) or out)
         done += len(wave)
-    handle._put(ProgressEvent("bench", len(kinds), len(kinds), "done"))
+    handle.put(ProgressEvent("bench", len(kinds), len(kinds), "done"))
     return [results[k.label] for k in kinds]
 
 
 def _worker(handle: ClusterBenchHandle, ws, origin: str, measure_memory: bool, connect: Callable[[str], Any]) -> None:
-    timer_limit: threading.Timer | None = None
+    timer_limit: TimeLimit | None = None
     began = time.monotonic()
     cluster = None
     try:
@@ -344,7 +360,7 @@ def _worker(handle: ClusterBenchHandle, ws, origin: str, measure_memory: bool, c
             began = time.monotonic()
             timer_limit = start_time_limit(handle)
             plan, files = _plan(handle, measure_memory)
-            handle._put(ProgressEvent("bench", 0, None, f"connecting to the Ray cluster at {handle.address}"))
+            handle.put(ProgressEvent("bench", 0, None, f"connecting to the Ray cluster at {handle.address}"))
             cluster = _connect(connect, handle.address)
             kinds = node_kinds(cluster.nodes(), handle.nodes)
             if not kinds:
@@ -367,6 +383,6 @@ def _worker(handle: ClusterBenchHandle, ws, origin: str, measure_memory: bool, c
         if all(r.timing is None for r in results):
             raise BenchmarkError("No node could time the models: " + "; ".join(bench.failures))
         handle.bench_id = next((r.bench_id for r in results if r.bench_id is not None), None)
-        handle._finish(DONE, bench)
+        handle.end(DONE, bench)
     except (Cancelled, Exception) as exc:
         end_with_error(handle, exc, began)

@@ -217,7 +217,7 @@ def clean_stale(workspace=None, folders: Iterable = (), *, older_than_s: float =
     Looks in the system temp folder, in ``folders`` and, with a ``workspace``, in its models, data and
     artifacts folders and inside each run folder; a run folder without ``artifact.json`` whose owner is gone
     (a killed or failed run) goes too, unless it holds its spec (:data:`RUNNING_FILE`: a run the server's end
-    interrupted, listed by ``service.interrupted_runs`` until the person runs it again or dismisses it). Only
+    interrupted, listed by ``run_recovery.interrupted_runs`` until the person runs it again or dismisses it). Only
     entries older than ``older_than_s`` seconds whose owning process no longer runs are touched.
     """
 

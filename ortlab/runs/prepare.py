@@ -4,9 +4,9 @@
 whole file), validates the recipe against the providers that work here, checks that static int8 has data, and
 names the bundled sample the model is (by that same hash). The prepared :class:`RunSpec` carries all of it to
 the run's child process, which trusts it: the child neither inspects the model nor validates the recipe again;
-:func:`load_run` turns it into the :class:`PreparedRun` the pipeline runs. :func:`prepare_recipe_run` prepares a
-run in this process from a model and loaded data (scripts and tests). What the recipe does (static int8, bias
-correction) is the recipe's own answer (:attr:`Recipe.is_static`, :attr:`Recipe.corrects_biases`).
+:func:`ortlab.runs.recipe_child.load_prepared` turns it into the :class:`PreparedRun` the pipeline runs.
+:func:`prepare_recipe_run` prepares a run in this process from a model and loaded data (scripts and tests).
+What the recipe does (static int8, bias correction) is the recipe's own answer (:attr:`Recipe.is_static`, :attr:`Recipe.corrects_biases`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from pathlib import Path
 from ortlab.checks.verdict import VerdictPolicy
 from ortlab.core.errors import ModelLoadError, RecipeError
 from ortlab.data.dataset import Dataset
-from ortlab.data.preprocess import resolve_preprocess
 from ortlab.data.samples import find_for_model, get_sample
 from ortlab.model.inspect import ModelInfo, inspect_model
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, RunSpec
@@ -61,9 +60,9 @@ def lacks_calibration_data(recipe: Recipe, has_data: bool) -> bool:
 def check_recipe(recipe: Recipe, *, has_data: bool) -> tuple[list[str], list[str]]:
     """Validate ``recipe`` for this machine and its data (``RecipeError`` when it cannot run); return its
     (warnings, notes)."""
-    findings = require_valid(recipe, working_providers())
     if lacks_calibration_data(recipe, has_data):
         raise RecipeError(NO_CALIBRATION_DATA, step="validate")
+    findings = require_valid(recipe, working_providers())
     cpu_warnings, cpu_notes = int8_findings(recipe)  # reduce-range on x86 without VNNI
     return ([f.message for f in findings if f.level == "warning"] + cpu_warnings,
             [f.message for f in findings if f.level == "note"] + cpu_notes)
@@ -90,23 +89,6 @@ def prepare_run(spec: RunSpec, info: ModelInfo | None = None) -> RunSpec:
     sample = get_sample(spec.sample) if spec.sample else find_for_model(spec.model, info.sha256)
     return replace(spec, model_info=info.to_dict(), sample=sample.name if sample is not None else None,
                    warnings=tuple(warnings), notes=tuple(notes))
-
-
-def load_run(spec: RunSpec) -> PreparedRun:
-    """The run a prepared ``spec`` describes, its data loaded (the child's part: the spec's decisions are trusted,
-    nothing is validated or inspected again). A spec nobody prepared, or whose model changed size since, is
-    prepared here first."""
-    spec = prepare_run(spec)  # a no-op for a spec its parent prepared
-    info = ModelInfo.from_dict(spec.model_info or {})
-    sample = get_sample(spec.sample) if spec.sample else None
-    labels = sample.labels if sample is not None and sample.labels else None
-    cal = spec.calibration.load(labels) if spec.calibration is not None else None
-    ev = spec.evaluation.load(labels) if spec.evaluation is not None else None
-    pre = spec.preprocess
-    if pre is None and (cal or ev) is not None:
-        pre = resolve_preprocess(info.inputs, sample, cal if cal is not None else ev)
-    return PreparedRun(Path(spec.model), spec.recipe, info, cal, ev, pre, spec.verify_samples,
-                       spec.policy or VerdictPolicy(), _int_shapes(spec.shapes), spec.warnings, spec.notes)
 
 
 def prepare_recipe_run(model, recipe: Recipe, dataset: Dataset | None = None,

@@ -199,8 +199,8 @@ def group_members(pgid: int) -> list[int]:
 
 
 def dotted_name(function: str | Callable[..., Any]) -> str:
-    """``"package.module:function"`` for a function defined at the top level of a module (a string is returned
-    as it is)."""
+    """``"package.module:function"`` for a function (or class) defined at the top level of a module (a string is
+    returned as it is)."""
     if isinstance(function, str):
         return function
     name, module = getattr(function, "__qualname__", ""), getattr(function, "__module__", None)

@@ -6,7 +6,8 @@ from ortlab.runs.pipeline import NO_CALIBRATION_DATA, VERIFICATION_SKIPPED, stag
 from ortlab.runs.prepare import lacks_calibration_data
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES
 from ortlab.runs.service import CANCELLED, DONE, FAILED, QUEUED, RUNNING
-from ortlab.runs.service import dismiss_interrupted, interrupted_runs, start_recipe, startup
+from ortlab.runs.run_recovery import dismiss_interrupted, interrupted_runs, startup
+from ortlab.runs.service import start_recipe
 from ortlab.runtime.hardware import advised_recipe
 from ortlab.settings.config import errors_of, preprocess_cli_args, recipe_cli_line, validate_recipe
 from ortlab.settings.flags import add_config_arguments, config_from_args, given_values

@@ -153,7 +153,7 @@ class LatencyRun(Iterator[LatencySample]):
         self._shapes = {k: [int(x) for x in v] for k, v in (shapes or {}).items()}
         self._values = dict(values or {})
         self._opt_level = OptLevel(opt_level or config.session_opt_level)
-        self._keep = True  # False in the isolated child: samples go to the parent, not into a list
+        self.keep_samples = True  # False in the isolated child: samples go to the parent, not into a list
         self.unbounded = False  # True: run until closed (blocks of an interleaved benchmark), ignoring runs/duration
         self.round = -1  # stamped on the samples: the interleaving round now timed
         self._session: Any = None
@@ -272,7 +272,7 @@ class LatencyRun(Iterator[LatencySample]):
                 except Exception as exc:
                     raise self._run_error(exc) from exc
                 sample = LatencySample(self.variant, self.batch_size, i, (t1 - t0) * 1000.0, t1 - start, self.round)
-                if self._keep:
+                if self.keep_samples:
                     self.samples.append(sample)
                 yield sample
                 i += 1
@@ -394,7 +394,8 @@ def summarize(samples: Sequence[LatencySample], *, providers: Sequence[str] = ()
 
 # -- peak memory ------------------------------------------------------------------------------------------
 
-def _maxrss_mb() -> float:
+def maxrss_mb() -> float:
+    """This interpreter's peak resident memory (MB)."""
     # Linux keeps ru_maxrss across fork+exec (a child of a big parent would report the parent's size);
     # VmHWM belongs to the new address space, so it measures this interpreter alone.
     try:
@@ -426,7 +427,7 @@ def _memory_child(args_json: str, fd: int) -> None:
     else:  # the baseline: the same imports (ORT, onnx, numpy, ortlab) as a timed child, no model
         importlib.import_module("ortlab.runtime.providers")
     with Connection(fd) as conn:
-        conn.send({"maxrss_mb": _maxrss_mb()})
+        conn.send({"maxrss_mb": maxrss_mb()})
 
 
 def _run_child(args: dict, timeout: float) -> float:

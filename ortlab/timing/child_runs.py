@@ -3,7 +3,7 @@ streamed (:func:`latency_samples_isolated`) or in short blocks that the parent i
 round (:func:`latency_blocks`, :func:`time_interleaved`), so that a change in the machine's load hits every variant
 alike. This is ortlab's one interleaved timer: Benchmark (and Compare's quick timing of a pair) time through it in
 the run service, Tune through :func:`time_pair`; every speed-up is :mod:`ortlab.timing.stats`'s. Each child starts
-through :class:`ortlab.runtime.child.Child`.
+through :class:`ortlab.runtime.executor.ChildExecutor`, with a :class:`TimingRequest`.
 
 Size: the child's side and the parent's side of the same two protocols (streamed and blocks) stay
 together so that a change to one side is seen beside the other.
@@ -11,11 +11,11 @@ together so that a change to one side is seen beside the other.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
 import time
+from dataclasses import dataclass
 from typing import IO, Any
 from collections.abc import Generator, Iterator, Mapping, Sequence
 
@@ -25,13 +25,35 @@ from ortlab.settings.config import BenchConfig, OptLevel
 from ortlab.core.errors import BenchmarkError, Cancelled, OrtlabError
 from ortlab.core.progress import CancelToken
 from ortlab.core.text import one_line
-from ortlab.runtime.child import STOP_GRACE_S, Child, default_memory_gb, error_of
+from ortlab.runtime.child import STOP_GRACE_S, default_memory_gb, error_of
 from ortlab.timing import stats
-from ortlab.timing.bench import LatencyRun, LatencySample, LatencySummary, _maxrss_mb, latency_samples, summarize
+from ortlab.runtime.executor import ChildExecutor, ChildJob
+from ortlab.timing.bench import LatencyRun, LatencySample, LatencySummary, latency_samples, maxrss_mb, summarize
 from ortlab.timing.stats import MIN_ROUNDS, SpeedUp
 
 
 FLUSH_S = 0.05     # the child sends its samples at least this often
+
+
+@dataclass(frozen=True)
+class TimingRequest:
+    """What a timing child is given to build the same run as :func:`ortlab.timing.bench.latency_samples`: the model,
+    the benchmark ``config``, the batch size and variant, the profile folder, the open dims' values, the session's
+    optimization level, the inputs' shapes and values, the child's memory limit, the runtime, and ``blocks``
+    (timed in blocks the parent orders, else streamed)."""
+
+    model_path: str
+    config: BenchConfig
+    batch_size: int
+    variant: str
+    opt_level: OptLevel
+    profile_dir: str | None = None
+    dims: dict[str, int] | None = None
+    shapes: dict[str, list[int]] | None = None
+    values: dict[str, float] | None = None
+    memory_gb: float | None = None
+    runtime: str = "onnxruntime"
+    blocks: bool = False
 
 
 def _child_stream(run: LatencyRun, conn) -> None:
@@ -88,9 +110,9 @@ def time_block(run: LatencyRun, runs: int | None, seconds: float, rnd: int) -> t
     return ms, ts, clock() - t0
 
 
-def _isolated_child(args_json: str, fd: int) -> None:
-    """Runs inside the child interpreter (``Child.run``): time the model ``args_json`` describes
-    (:meth:`IsolatedLatencyRun._child_args`) and send samples to the parent over ``fd``.
+def _isolated_child(request: TimingRequest, fd: int) -> None:
+    """Runs inside the child interpreter (:class:`~ortlab.runtime.executor.ChildExecutor`): time the model
+    ``request`` describes and send samples to the parent over ``fd``.
 
     Messages: ("start", pid), ("samples", [ms...], [t...]) every ``FLUSH_S``, then ("end", info) or
     ("error", class name, message, step). Any message from the parent (or its end of the pipe closing)
@@ -99,7 +121,6 @@ def _isolated_child(args_json: str, fd: int) -> None:
     import threading
     from multiprocessing.connection import Connection
 
-    args = json.loads(args_json)
     conn = Connection(fd)
     token = CancelToken()
 
@@ -110,20 +131,18 @@ def _isolated_child(args_json: str, fd: int) -> None:
             pass
         token.cancel()
 
-    blocks = bool(args.get("blocks"))
+    blocks = request.blocks
     if not blocks:  # timed in blocks, the child reads the parent's orders itself between two blocks
         threading.Thread(target=listen, daemon=True).start()
-    limit = args.get("memory_gb")
+    limit = request.memory_gb
     limits.apply_memory_limit(limit)
     conn.send(("start", os.getpid()))
     run = None
     try:
-        config = BenchConfig.from_dict(args["config"])
-        run = latency_samples(args["model_path"], config, int(args["batch_size"]), args["variant"], token,
-                              profile_dir=args["profile_dir"], dims=args["dims"], opt_level=OptLevel(args["opt_level"]),
-                              shapes=args.get("shapes"), values=args.get("values"),
-                              runtime=args.get("runtime", "onnxruntime"))
-        run._keep = False
+        run = latency_samples(request.model_path, request.config, request.batch_size, request.variant, token,
+                              profile_dir=request.profile_dir, dims=request.dims, opt_level=request.opt_level,
+                              shapes=request.shapes, values=request.values, runtime=request.runtime)
+        run.keep_samples = False
         if blocks:
             _child_blocks(run, conn)
         else:
@@ -131,13 +150,13 @@ def _isolated_child(args_json: str, fd: int) -> None:
         run.close()  # writes the profile now, so its path can be reported
         conn.send(("end", {"providers": run.providers, "input_shapes": run.input_shapes,
                            "profile_path": run.profile_path, "profile_note": run.profile_note,
-                           "cancelled": run.cancelled, "peak_rss_mb": _maxrss_mb()}))
+                           "cancelled": run.cancelled, "peak_rss_mb": maxrss_mb()}))
     except MemoryError:
-        conn.send(("error", "BenchmarkError", memory_message(limit, args.get("variant"), args["batch_size"]), None))
+        conn.send(("error", "BenchmarkError", memory_message(limit, request.variant, request.batch_size), None))
     except OrtlabError as exc:
         message = exc.message
         if limit and limits.is_alloc_failure(message):
-            message = memory_message(limit, args.get("variant"), args["batch_size"])
+            message = memory_message(limit, request.variant, request.batch_size)
         conn.send(("error", type(exc).__name__, message, exc.step))
     except Cancelled as exc:  # stopped (SIGTERM): said as such, not as a failure
         conn.send(("error", "Cancelled", exc.message, exc.step))
@@ -178,27 +197,27 @@ class IsolatedLatencyRun(LatencyRun):
         self.profile_note = info.get("profile_note")
         self.peak_rss_mb = info["peak_rss_mb"]
 
-    def _child_args(self) -> dict:
-        """What the timing child needs to build the same run (JSON-safe)."""
-        return {"model_path": str(self.model_path.resolve()), "config": self.config.to_dict(),
-                "batch_size": self.batch_size, "variant": self.variant,
-                "profile_dir": str(self._profile_dir.resolve()) if self._profile_dir is not None else None,
-                "dims": dict(self._dims) if self._dims else None, "opt_level": OptLevel(self._opt_level).value,
-                "shapes": self._shapes, "values": self._values, "memory_gb": self.memory_gb, "runtime": self.runtime}
+    def request(self, *, blocks: bool = False) -> TimingRequest:
+        """What the timing child needs to build the same run (``blocks``: timed in blocks the parent orders)."""
+        return TimingRequest(str(self.model_path.resolve()), self.config, self.batch_size, self.variant,
+                             OptLevel(self._opt_level),
+                             str(self._profile_dir.resolve()) if self._profile_dir is not None else None,
+                             dict(self._dims) if self._dims else None, self._shapes, self._values, self.memory_gb,
+                             self.runtime, blocks)
 
     def _generate(self) -> Generator[LatencySample, None, None]:
         self._check()
         if os.name != "posix":
             raise BenchmarkError("Timing in a separate process needs Linux or macOS; use latency_samples().")
-        child = Child.run(_isolated_child, json.dumps(self._child_args()), duplex=True, new_session=True)
+        child = ChildExecutor(duplex=True).submit(_isolated_child, self.request())
         try:
             yield from self._receive(child)
         finally:
             self.returncode = child.finish(STOP_GRACE_S)  # the child's listener sees EOF and cancels, if it still runs
             child.close()
 
-    def _receive(self, child: Child) -> Iterator[LatencySample]:
-        conn, proc, stderr = child.conn, child.proc, child.log
+    def _receive(self, job: ChildJob) -> Iterator[LatencySample]:
+        conn, proc, stderr = job.conn, job.child.proc, job.child.log
         cancel = self._cancel
         stop_at: float | None = None
         i = 0
@@ -339,7 +358,7 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._child: Child | None = None
+        self._child: ChildJob | None = None
         self._ready = False
 
     def start(self) -> None:
@@ -349,12 +368,11 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
         self._check()
         if os.name != "posix":
             raise BenchmarkError("Timing in a separate process needs Linux or macOS; use LatencyBlocks.")
-        self._child = Child.run(_isolated_child, json.dumps({**self._child_args(), "blocks": True}), duplex=True,
-                                new_session=True)
+        self._child = ChildExecutor(duplex=True).submit(_isolated_child, self.request(blocks=True))
 
     def _wait_for(self, want: str, cancel: CancelToken | None) -> tuple | None:
         assert self._child is not None
-        conn, proc, log = self._child.conn, self._child.proc, self._child.log
+        conn, proc, log = self._child.conn, self._child.child.proc, self._child.child.log
         while True:
             if cancel is not None and cancel.cancelled:
                 self.cancelled = True
@@ -385,7 +403,7 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
     def block(self, runs: int | None, seconds: float, rnd: int,
               cancel: CancelToken | None = None) -> tuple[list[LatencySample], float] | None:
         assert self._child is not None
-        self._child.conn.send(("block", runs, seconds, rnd))
+        self._child.send(("block", runs, seconds, rnd))
         msg = self._wait_for("block", cancel)
         if msg is None:
             return None
@@ -397,7 +415,7 @@ class IsolatedLatencyBlocks(IsolatedLatencyRun):
     def finish(self) -> None:
         """Tell the child to stop and take its end-of-run report (providers, shapes, profile, peak memory)."""
         assert self._child is not None
-        self._child.conn.send("stop")
+        self._child.send("stop")
         msg = self._wait_for("end", None)
         assert msg is not None
         self._take_end(msg[1])

@@ -22,9 +22,9 @@ SLOWER_RECIPE_CHILD = """
 import sys, time
 
 if "_recipe_child" in " ".join(getattr(sys, "orig_argv", sys.argv)):
-    from ortlab.runs import service
+    from ortlab.runs import recipe_child
 
-    _real = service.run_recipe_spec
+    _real = recipe_child.run_recipe_spec
 
     def _slower(spec, run_dir, report, **kwargs):
         def slow_report(ev):
@@ -32,7 +32,7 @@ if "_recipe_child" in " ".join(getattr(sys, "orig_argv", sys.argv)):
             report(ev)
         return _real(spec, run_dir, slow_report, **kwargs)
 
-    service.run_recipe_spec = _slower
+    recipe_child.run_recipe_spec = _slower
 """
 
 SAID_WITHIN_S = STOP_GRACE_S + 12  # SIGTERM, SIGKILL after the grace, the watcher, the page's next tick: on a busy machine

@@ -26,7 +26,7 @@ from tests.support.memory_cases import big_input_model
 from tests.support.ray_cluster import marked_pids
 
 DIGITS = Path(__file__).resolve().parents[2] / "sample_models" / "digits_cnn" / "model.onnx"
-CHILD_CALL = "ortlab.runs.service:_recipe_child"
+CHILD_CALL = "ortlab.runs.recipe_child:run_recipe_child"
 
 
 def _digits_spec() -> RunSpec:
@@ -50,7 +50,7 @@ def _trial_children(cluster) -> dict[int, dict]:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if CHILD_CALL in argv and _running(pid):
+        if CHILD_CALL in argv and _running(pid):  # the request (JSON) follows the function's name
             out[pid] = json.loads(argv[argv.index(CHILD_CALL) + 1])
     return out
 

@@ -10,7 +10,7 @@ import pytest
 
 from ortlab.core import disk
 from ortlab.core.disk import DiskFullError
-from ortlab.runs import service
+from ortlab.runs import recipe_child, service
 from ortlab.runs.runspec import RunSpec
 from ortlab.runs.workspace import Workspace
 from ortlab.settings.config import OptLevel, Recipe
@@ -63,9 +63,9 @@ def test_a_run_that_meets_a_full_disk_says_so(tmp_path, monkeypatch):
     src = conv_bn_model(tmp_path / "src.onnx")
     exc = service.OrtlabError("ONNX Runtime could not optimize the model: Protobuf serialization failed")
     monkeypatch.setattr(shutil, "disk_usage", lambda p: Usage(10**9, 10**9 - 1000, 1000))
-    assert service._out_of_space(exc, ws.root)
+    assert recipe_child._out_of_space(exc, ws.root)
     assert disk.disk_full_message(ws.root) == (f"The workspace disk is full (1.00 kB free at {ws.root}'s volume); "
                                                "delete runs or models on History.")
     monkeypatch.undo()
-    assert not service._out_of_space(exc, ws.root)  # plenty free: the error is ONNX Runtime's own
+    assert not recipe_child._out_of_space(exc, ws.root)  # plenty free: the error is ONNX Runtime's own
     assert src.is_file()

@@ -33,7 +33,7 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RL
 
 
 def vm_hwm_mb() -> float:
-    return bench._maxrss_mb()
+    return bench.maxrss_mb()
 
 
 @pytest.fixture

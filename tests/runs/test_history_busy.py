@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ortlab.cli import main as cli
-from ortlab.runs import history as history_mod, service
+from ortlab.runs import history as history_mod, run_recovery, service
 from ortlab.runs.artifact import Artifact
 from ortlab.runs.runspec import RunSpec
 from ortlab.runs.workspace import Workspace
@@ -85,12 +85,12 @@ def test_a_run_that_meets_a_locked_history_ends_and_is_listed_at_the_next_start(
                         "ortlab next starts (the app, or any ortlab command that uses the workspace).")
         assert runs_in(ws) == []  # reading works while the lock is held
     assert took < 60, took
-    notices = service.startup(ws)
+    notices = run_recovery.startup(ws)
     (row,) = runs_in(ws)
     assert row.dir == art.dir and row.sha256 == art.sha256
     assert any("1 finished run that could not be recorded" in n.message and f"run {row.run_id}" in n.message
                for n in notices), [n.message for n in notices]
-    assert service.startup(ws) == [] and len(runs_in(ws)) == 1  # listed once
+    assert run_recovery.startup(ws) == [] and len(runs_in(ws)) == 1  # listed once
 
 
 def test_the_cli_run_into_a_file_with_a_locked_history_exits_0_and_is_listed_later(src, tmp_path, short_wait,
@@ -110,7 +110,7 @@ def test_the_cli_run_into_a_file_with_a_locked_history_exits_0_and_is_listed_lat
     assert "Traceback" not in captured.err
     assert len(list((ws.root / history_mod.PENDING_DIR).glob("*.json"))) == 1
     assert runs_in(ws) == []
-    notices = service.startup(ws)
+    notices = run_recovery.startup(ws)
     (row,) = runs_in(ws)
     assert Path(row.model_path) == out.resolve() and notices
     assert list((ws.root / history_mod.PENDING_DIR).glob("*.json")) == []
@@ -124,5 +124,5 @@ def test_a_kept_run_whose_file_was_replaced_since_is_not_listed(src, tmp_path, s
         handle = service.start_recipe(RunSpec(str(src), BASIC), out, workspace=ws)
         assert handle.wait(120) and handle.state == service.DONE, handle.error
     out.write_bytes(b"another model now")
-    assert service.startup(ws) == [] and runs_in(ws) == []
+    assert run_recovery.startup(ws) == [] and runs_in(ws) == []
     assert list((ws.root / history_mod.PENDING_DIR).glob("*.json")) == []

@@ -19,7 +19,7 @@ import pytest
 
 from ortlab.runs import history as history_module
 from ortlab.runs.history import History, HistoryFull
-from ortlab.runs.service import startup
+from ortlab.runs.run_recovery import startup
 from ortlab.runs.workspace import Workspace
 from tests.runs.test_workspace import stored_runs
 from tests.support.models import conv_bn_model

@@ -11,7 +11,7 @@ from ortlab import api
 from ortlab.cli import main as cli
 from ortlab.core.errors import ModelLoadError, RecipeError
 from ortlab.model import inspect as inspect_module
-from ortlab.runs import service
+from ortlab.runs import recipe_child, service
 from ortlab.runs.prepare import NO_CALIBRATION_DATA, lacks_calibration_data, prepare_run
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.settings.config import Precision, QuantConfig, QuantMode, Recipe
@@ -54,7 +54,7 @@ def test_the_child_trusts_a_prepared_spec(inspections, tmp_path):
     assert prepare_run(prepared) is prepared  # preparing twice decides nothing again
     again = RunSpec.from_json(prepared.to_json())  # as the child receives it
     assert again == prepared
-    artifact = service.run_recipe_spec(again, tmp_path / "run")
+    artifact = recipe_child.run_recipe_spec(again, tmp_path / "run")
     assert len(inspections) == 1  # the run itself read nothing again
     assert artifact.source_sha256 == prepared.model_info["sha256"] and artifact.verdict is not None
 

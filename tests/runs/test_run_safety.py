@@ -19,7 +19,7 @@ from ortlab.model.inspect import sha256_file
 from ortlab.cli import main as cli
 from ortlab.core.errors import Cancelled
 from ortlab.runtime.child import STOP_GRACE_S
-from ortlab.runs import history as history_mod, outputs, service
+from ortlab.runs import history as history_mod, outputs, run_recovery, service
 from ortlab.runs.artifact import Artifact
 from ortlab.runs.runspec import RunSpec
 from ortlab.runs.workspace import Workspace
@@ -47,9 +47,9 @@ def recorded_runs(ws: Workspace, src: Path, n: int) -> list[Artifact]:
 
 FAULT_HOOK = """
 import os
-from ortlab.runs import service
+from ortlab.runs import recipe_child
 
-_real = service.{function}
+_real = recipe_child.{function}
 
 
 def _dies(*args, **kwargs):  # exit code 9, as a kill would: no unwinding, no message to the parent
@@ -59,13 +59,13 @@ def _dies(*args, **kwargs):  # exit code 9, as a kill would: no unwinding, no me
     os._exit(9)
 
 
-service.{function} = _dies
+recipe_child.{function} = _dies
 """
 
 
 def recipe_child_dies(monkeypatch, tmp_path: Path, function: str, when: str) -> None:
     """Every recipe child this test starts dies (exit code 9) right ``when`` ("before"/"after") it calls
-    ``service.<function>``: a ``sitecustomize`` on the child's PYTHONPATH (kept by ``child_env``) wraps it."""
+    ``recipe_child.<function>``: a ``sitecustomize`` on the child's PYTHONPATH (kept by ``child_env``) wraps it."""
     hook = tmp_path / "fault_hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(FAULT_HOOK.format(function=function, when=when))
@@ -210,11 +210,11 @@ def test_a_run_folder_whose_recording_failed_is_indexed_at_the_next_start(src, t
         conn.execute("DELETE FROM runs")
     conn.close()
     assert ws.history().list() == [] and folder.is_dir()
-    service.startup(ws)
+    run_recovery.startup(ws)
     rows = ws.history().list()
     assert len(rows) == 1 and isinstance(rows[0], Artifact) and rows[0].dir == folder
     assert json.loads((folder / "artifact.json").read_text())["run_id"] == rows[0].run_id
-    service.startup(ws)
+    run_recovery.startup(ws)
     assert len(ws.history().list()) == 1  # indexed once
 
 
@@ -226,12 +226,12 @@ def test_a_run_folder_whose_model_does_not_match_its_artifact_is_not_indexed(src
     conn.close()
     with open(run.model_path, "ab") as f:  # changed after artifact.json was written
         f.write(b"x")
-    assert service.startup(ws) == [] and ws.history().list() == []
+    assert run_recovery.startup(ws) == [] and ws.history().list() == []
 
 
 def test_a_child_killed_after_recording_is_a_finished_run(src, tmp_path, monkeypatch):
     ws = Workspace(tmp_path / "home")
-    recipe_child_dies(monkeypatch, tmp_path, "_record_run", "after")
+    recipe_child_dies(monkeypatch, tmp_path, "record_run", "after")
     handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
     handle.wait(120)
     assert handle.returncode == 9
@@ -240,12 +240,12 @@ def test_a_child_killed_after_recording_is_a_finished_run(src, tmp_path, monkeyp
     assert art.model_path.is_file() and art.dir.is_dir()
     assert ws.history().get(art.run_id).sha256 == art.sha256
     assert not (art.dir / outputs.RUNNING_FILE).exists() and not (art.dir / outputs.RECORDED_FILE).exists()
-    assert service.interrupted_runs(ws) == []
+    assert run_recovery.interrupted_runs(ws) == []
 
 
 def test_a_run_into_a_file_killed_after_recording_is_finished(src, tmp_path, monkeypatch):
     ws = Workspace(tmp_path / "home")
-    recipe_child_dies(monkeypatch, tmp_path, "_record_run", "after")
+    recipe_child_dies(monkeypatch, tmp_path, "record_run", "after")
     out = tmp_path / "o.onnx"
     handle = service.start_recipe(RunSpec(str(src), BASIC), out, workspace=ws)
     handle.wait(120)
@@ -256,7 +256,7 @@ def test_a_run_into_a_file_killed_after_recording_is_finished(src, tmp_path, mon
 
 def test_a_child_killed_before_recording_a_complete_result_has_it_checked_and_recorded(src, tmp_path, monkeypatch):
     ws = Workspace(tmp_path / "home")
-    recipe_child_dies(monkeypatch, tmp_path, "_record_run", "before")
+    recipe_child_dies(monkeypatch, tmp_path, "record_run", "before")
     handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws, origin="cli")
     handle.wait(120)
     assert handle.returncode == 9
@@ -267,10 +267,10 @@ def test_a_child_killed_before_recording_a_complete_result_has_it_checked_and_re
     assert row.run_id == art.run_id and row.dir == handle.run_dir and service.ADOPTED_NOTE in row.notes
     assert art.model_path.is_file() and (handle.run_dir / "artifact.json").is_file()
     assert json.loads((handle.run_dir / "artifact.json").read_text())["run_id"] == art.run_id
-    assert not (handle.run_dir / outputs.RUNNING_FILE).exists() and service.interrupted_runs(ws) == []
+    assert not (handle.run_dir / outputs.RUNNING_FILE).exists() and run_recovery.interrupted_runs(ws) == []
 
 
-@pytest.mark.parametrize("function", ["_install", "_record_run"])
+@pytest.mark.parametrize("function", ["install_result", "record_run"])
 def test_a_run_into_a_file_killed_before_recording_has_its_result_installed_and_recorded(src, tmp_path, monkeypatch,
                                                                                           function):
     ws = Workspace(tmp_path / "home")
@@ -291,8 +291,8 @@ def test_a_child_killed_with_a_result_that_does_not_match_leaves_no_folder(src, 
     ws = Workspace(tmp_path / "home")
     hook = tmp_path / "fault_hook"
     hook.mkdir()
-    (hook / "sitecustomize.py").write_text(FAULT_HOOK.format(function="_record_run", when="before").replace(
-        'os._exit(9)', 'open(args[1] / "model.onnx", "ab").write(b"x"); os._exit(9)', 1))
+    (hook / "sitecustomize.py").write_text(FAULT_HOOK.format(function="record_run", when="before").replace(
+        'os._exit(9)', 'open(args[1].run_dir / "model.onnx", "ab").write(b"x"); os._exit(9)', 1))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
     handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
     handle.wait(120)
@@ -311,7 +311,7 @@ def test_a_child_killed_before_its_result_was_complete_leaves_no_folder(src, tmp
     assert "Its folder was removed: the run had not finished (no artifact.json)." in handle.error.message
     assert "\n" not in handle.error.message
     assert not handle.run_dir.exists()
-    assert ws.history().list() == [] and service.interrupted_runs(ws) == []
+    assert ws.history().list() == [] and run_recovery.interrupted_runs(ws) == []
 
 
 def test_a_run_the_server_lost_is_listed_as_interrupted_after_a_restart(src, tmp_path, monkeypatch):
@@ -328,12 +328,12 @@ def test_a_run_the_server_lost_is_listed_as_interrupted_after_a_restart(src, tmp
 
     old = time.time() - 3600
     os.utime(folder, (old, old))
-    service.startup(ws)  # the restarted server's first session: the folder is reported, not cleaned
+    run_recovery.startup(ws)  # the restarted server's first session: the folder is reported, not cleaned
     assert folder.is_dir()
-    (lost,) = service.interrupted_runs(ws)
+    (lost,) = run_recovery.interrupted_runs(ws)
     assert lost.folder == folder and lost.spec == spec and lost.origin == "app"
-    service.dismiss_interrupted(lost, ws)
-    assert not folder.exists() and service.interrupted_runs(ws) == []
+    run_recovery.dismiss_interrupted(lost, ws)
+    assert not folder.exists() and run_recovery.interrupted_runs(ws) == []
 
 
 def test_a_run_past_its_time_limit_is_stopped_with_that_sentence(src, tmp_path, monkeypatch):
@@ -349,9 +349,9 @@ def test_a_run_past_its_time_limit_is_stopped_with_that_sentence(src, tmp_path, 
 
 STUBBORN_HOOK = """
 import os, signal, subprocess, sys, time
-from ortlab.runs import service
+from ortlab.runs import recipe_child
 
-_confine = service._confine
+_confine = recipe_child._confine
 
 
 def _deaf(*args, **kwargs):  # a child that swallows its stop request, with a process of its own in its group
@@ -366,7 +366,7 @@ def _busy(*args, **kwargs):
     time.sleep(300)
 
 
-service._confine, service.run_recipe_spec = _deaf, _busy
+recipe_child._confine, recipe_child.run_recipe_spec = _deaf, _busy
 """
 
 
@@ -432,7 +432,7 @@ def test_cancel_kills_a_child_that_ignores_its_stop(src, tmp_path, monkeypatch):
 
 HANGS_WHILE_RECORDING = """
 import signal, time
-from ortlab.runs import service
+from ortlab.runs import recipe_child
 
 
 def _hangs(*args, **kwargs):  # the result is complete; recording hangs (a history held locked) and ignores SIGTERM
@@ -441,7 +441,7 @@ def _hangs(*args, **kwargs):  # the result is complete; recording hangs (a histo
     time.sleep(300)
 
 
-service._record_run = _hangs
+recipe_child.record_run = _hangs
 """
 
 
@@ -459,7 +459,7 @@ def test_a_time_limit_reached_while_a_complete_result_is_recorded_keeps_the_run(
     while not marker.exists() and not handle.done and time.monotonic() < deadline:
         time.sleep(0.05)
     assert marker.exists(), (handle.state, handle.error)
-    handle._time_out()  # what the run's timer calls at its limit: here, while the finished run is being recorded
+    handle.time_out()  # what the run's timer calls at its limit: here, while the finished run is being recorded
     assert handle.wait(STOP_GRACE_S + 30)
     assert handle.returncode == -signal.SIGKILL and handle.timed_out
     assert handle.state == service.DONE, handle.error

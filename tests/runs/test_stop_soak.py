@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ortlab.model.inspect import sha256_file
-from ortlab.runs import outputs, service
+from ortlab.runs import outputs, run_recovery, service
 from ortlab.runs.artifact import Artifact
 from ortlab.runs.runspec import RunSpec
 from ortlab.runs.workspace import Workspace
@@ -59,7 +59,7 @@ def test_runs_stopped_at_random_points_leave_no_process_no_half_folder_and_a_con
         monkeypatch.setenv(service.RUN_TIMEOUT_VAR, f"{at:.2f}" if how == "limit" else "600")
         handle = service.start_recipe(spec, out, workspace=ws)
         start = time.monotonic()
-        child = handle._child.pid  # the group's id: every process of the run is in it
+        child = handle.child_pid  # the group's id: every process of the run is in it
         if how == "cancel":
             handle.wait(at)
             handle.cancel()
@@ -85,8 +85,8 @@ def test_runs_stopped_at_random_points_leave_no_process_no_half_folder_and_a_con
     folders = {p for p in ws.artifacts_dir.iterdir()}
     assert folders == {Path(r.model_path).parent for r in rows if Path(r.model_path).parent.parent == ws.artifacts_dir}
     assert [p.name for p in outs.iterdir() if p.name.startswith(outputs.RUN_PREFIX)] == []  # no temp folder beside OUT
-    assert service.interrupted_runs(ws) == []
-    assert service.startup(ws) == [] and len(ws.history().list()) == len(rows)  # nothing left to adopt
+    assert run_recovery.interrupted_runs(ws) == []
+    assert run_recovery.startup(ws) == [] and len(ws.history().list()) == len(rows)  # nothing left to adopt
     print(f"{RUNS} runs in {took:.1f} s: {len(done)} finished first, {stopped} stopped "
           f"({sum(1 for h, _, how, _ in ended if h.state != service.DONE and how == 'limit')} by a time limit); "
           f"stop to end at most {max(late, default=0):.1f} s")

@@ -33,14 +33,14 @@ def digits_int8() -> RunSpec:
 def test_a_time_limit_reached_in_a_stage_ends_the_run_within_seconds(tmp_path, stage):
     ws = Workspace(tmp_path / "home")
     handle = service.start_recipe(digits_int8(), workspace=ws)
-    group = handle._child.pid  # every process of the run is in the child's group
+    group = handle.child_pid  # every process of the run is in the child's group
     deadline = time.monotonic() + 180
     while stage not in handle.progress and not handle.done and time.monotonic() < deadline:
         handle.drain()
         time.sleep(0.02)
     assert stage in handle.progress, f"the run never reached {stage}: {handle.state} {handle.error}"
     limit = time.monotonic()
-    handle._time_out()  # what the run's timer calls when the limit is reached: here, during this stage
+    handle.time_out()  # what the run's timer calls when the limit is reached: here, during this stage
     assert handle.wait(STOP_GRACE_S + SLACK_S + 30), f"the run went on after its limit in {stage}"
     took = time.monotonic() - limit
     print(f"limit reached in {stage}: the run ended {took:.1f} s later")
@@ -63,7 +63,7 @@ def test_a_tune_budget_that_runs_out_during_a_trial_ends_the_search_within_secon
 
     def start_recipe(*args, **kwargs):
         handle = real_start(*args, **kwargs)
-        groups.append(handle._child.pid)
+        groups.append(handle.child_pid)
         return handle
 
     finished = threading.Event()

@@ -68,10 +68,10 @@ class _StuckHandle(service.Handle):
         self.started_at -= 290.0  # it has run for 290 s
         for ev in (ProgressEvent("validate", 0, 1, "Validating"), ProgressEvent("preprocess", 0, 1, "Preprocessing"),
                    ProgressEvent("calibrate", 37, 100, "calibration sample 37/100")):
-            self._put(ev)
+            self.put(ev)
 
     def cancel(self) -> None:
-        self._finish("cancelled")
+        self.end("cancelled")
 
 
 def test_a_budget_that_ends_during_the_first_trial_says_how_far_it_got(tmp_path, monkeypatch):

@@ -1,5 +1,7 @@
-"""One child runner: every process ortlab starts is started by ``ortlab/runtime/child.py`` (found by parsing the
-package's source), and what :class:`ortlab.runtime.child.Child` offers its callers works in a real child."""
+"""One child runner: every process ortlab starts is started by ``ortlab/runtime/child.py``, and every Ray task is
+submitted by the Ray side of the one executor (``ortlab/runtime/ray_cluster.py``, used through
+``ortlab/runtime/executor.py``), both found by parsing the package's source; and what
+:class:`ortlab.runtime.child.Child` offers its callers works in a real child."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from ortlab.runtime.child import Child, dotted_name, group_members
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = "ortlab/runtime/child.py"
+RAY_RUNNERS = {"ortlab/runtime/ray_cluster.py", "ortlab/runtime/executor.py"}  # where a Ray task may be submitted
 
 PROCESS_STARTS = {
     *(f"subprocess.{f}" for f in ("Popen", "run", "call", "check_call", "check_output", "getoutput",
@@ -65,6 +68,26 @@ def process_starts(source: str, filename: str = "<source>") -> list[str]:
     return found
 
 
+def ray_submissions(source: str, filename: str = "<source>") -> list[str]:
+    """``file:line submits name`` for every call in ``source`` that hands work to Ray: ``….remote(…)`` (a remote
+    function or actor method started) and ``ray.remote(…)`` (a function or class made remote), however ``ray`` or
+    ``remote`` was imported."""
+    tree = ast.parse(source, filename)
+    aliases = _aliases(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _dotted(node.func)
+        full = None
+        if name is not None:
+            head, _, rest = name.partition(".")
+            full = aliases.get(head, head) + (f".{rest}" if rest else "")
+        if full == "ray.remote" or (isinstance(node.func, ast.Attribute) and node.func.attr == "remote"):
+            found.append(f"{filename}:{node.lineno} submits {full or ast.unparse(node.func)}")
+    return found
+
+
 def test_only_the_child_runner_starts_processes():
     files = sorted((ROOT / "ortlab").rglob("*.py"))
     assert len(files) > 50
@@ -73,6 +96,29 @@ def test_only_the_child_runner_starts_processes():
     assert starts[RUNNER], "the runner itself starts its children"
     bad = [hit for path, hits in starts.items() if path != RUNNER for hit in hits]
     assert bad == [], "processes started outside ortlab/runtime/child.py:\n" + "\n".join(bad)
+
+
+def test_only_the_ray_executor_submits_ray_tasks():
+    files = sorted((ROOT / "ortlab").rglob("*.py"))
+    found = {str(p.relative_to(ROOT)): ray_submissions(p.read_text(encoding="utf-8"), str(p.relative_to(ROOT)))
+             for p in files}
+    assert any(found[path] for path in RAY_RUNNERS), "the Ray runner itself submits its tasks"
+    bad = [hit for path, hits in found.items() if path not in RAY_RUNNERS for hit in hits]
+    assert bad == [], "Ray tasks submitted outside the Ray executor:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("snippet, submitted", [
+    ("import ray\n@ray.remote\ndef f():\n    pass\nf.remote()\n", "f.remote"),
+    ("import ray as r\nr.remote(print)\n", "ray.remote"),
+    ("from ray import remote\nremote(num_cpus=1)(print)\n", "ray.remote"),
+    ("def go(fn):\n    return fn.options(num_cpus=2).remote(1)\n", "fn.options(num_cpus=2).remote"),
+])
+def test_the_scan_sees_a_ray_task_submitted_elsewhere(snippet, submitted):
+    assert [hit.split(" submits ")[1] for hit in ray_submissions(snippet)] == [submitted]
+
+
+def test_the_ray_scan_leaves_other_calls_alone():
+    assert ray_submissions("import ray\nray.get(x)\nray.wait([x])\nremote = 1\nobj.remove(2)\n") == []
 
 
 @pytest.mark.parametrize("snippet, called", [

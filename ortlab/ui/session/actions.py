@@ -786,7 +786,7 @@ def report_download(run: Artifact):
 
 
 def interrupted_runs() -> list:
-    """Runs the end of the server cut short (``service.InterruptedRun``), to run again or dismiss."""
+    """Runs the end of the server cut short (``run_recovery.InterruptedRun``), to run again or dismiss."""
     return api.recipes.interrupted_runs(workspace())
 
 

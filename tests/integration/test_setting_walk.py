@@ -1,0 +1,74 @@
+"""One way out of the process: a setting's walk from its flag to ONNX Runtime crosses the process boundary once, as a
+typed request, and the recipe child goes from that request straight to the pipeline (it parses, validates and
+prepares nothing again); out-of-process work is given frozen request dataclasses, never ``args[...]`` dicts."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import typing
+from pathlib import Path
+
+import pytest
+
+from ortlab.core.errors import PlainDataError
+from ortlab.runs import cluster_bench, recipe_child
+from ortlab.runs.recipe_child import RecipeRequest
+from ortlab.runs.runspec import RunSpec
+from ortlab.runtime.executor import decode, encode
+from ortlab.settings.config import BenchConfig, Recipe
+from ortlab.timing import child_runs
+from tests.support.setting_walk import revisited, trace
+
+ROOT = Path(__file__).resolve().parents[2]
+CHILD_WALK = ["ortlab/runtime/executor.py", "ortlab/core/serial.py", "ortlab/runs/recipe_child.py",
+              "ortlab/runs/pipeline.py", "ortlab/transforms/quantize.py"]
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+    return out
+
+
+def test_the_recipe_child_imports_no_flag_parser_and_not_the_parent_side():
+    imported = _imports(ROOT / "ortlab" / "runs" / "recipe_child.py")
+    banned = {"argparse", "ortlab.settings.flags", "ortlab.runs.service"}
+    assert not imported & banned and not any(m.startswith("ortlab.cli") for m in imported), imported
+
+
+@pytest.mark.parametrize("entry, request_class", [(recipe_child.run_recipe_child, RecipeRequest),
+                                                   (child_runs._isolated_child, child_runs.TimingRequest),
+                                                   (cluster_bench.time_on_node, cluster_bench.NodeBenchPlan)])
+def test_each_out_of_process_entry_receives_a_frozen_typed_request(entry, request_class):
+    first = next(iter(inspect.signature(entry).parameters))
+    assert typing.get_type_hints(entry)[first] is request_class
+    assert dataclasses.is_dataclass(request_class) and request_class.__dataclass_params__.frozen
+
+
+def test_a_request_crosses_as_json_and_a_misspelled_field_is_refused(tmp_path):
+    request = RecipeRequest(RunSpec("m.onnx", Recipe()), tmp_path / "run", db=tmp_path / "history.db", timeout_s=60.0)
+    assert decode(RecipeRequest, encode(request)) == request
+    timing = child_runs.TimingRequest("m.onnx", BenchConfig(), 1, "fp32", BenchConfig().session_opt_level)
+    assert decode(child_runs.TimingRequest, encode(timing)) == timing
+    with pytest.raises(PlainDataError, match="run_dirr"):
+        decode(RecipeRequest, encode(request).replace('"run_dir"', '"run_dirr"'))
+    with pytest.raises(TypeError):
+        RecipeRequest(RunSpec("m.onnx", Recipe()), tmp_path, out_fiel=None)  # type: ignore[call-arg]
+
+
+def test_the_calibration_method_walks_from_its_flag_to_onnx_runtime_crossing_the_process_once(tmp_path):
+    parent, child = trace(ROOT, tmp_path)
+    assert parent[-1] == "ortlab/runtime/child.py" and "ortlab/settings/flags.py" in parent
+    assert child == CHILD_WALK  # typed request in, straight to the pipeline: nothing parsed or prepared again
+    walk = parent + child
+    for once in ("ortlab/runs/prepare.py", "ortlab/runs/runspec.py", "ortlab/runs/recipe_child.py"):
+        assert walk.count(once) <= 1, walk
+    assert "ortlab/runs/service.py" not in child and "ortlab/settings/config.py" not in child
+    assert revisited(child) == []
