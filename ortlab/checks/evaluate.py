@@ -25,14 +25,14 @@ from ortlab.runtime import openvino as openvino_runtime
 from ortlab.runtime.providers import create_session
 from ortlab.checks.task_metrics import TaskAccumulator, token_rows
 from ortlab.checks.verdict import VerdictPolicy
-from ortlab.runtime.providers import explain_ort_error
+from ortlab.runtime.providers import ORT_ERRORS, explain_ort_error
 
 
 def _run(sess, names: list[str], feed: dict[str, np.ndarray], which: str, index: int) -> list:
     """``sess.run``; ORT's failure becomes one DataError line naming the model and the sample."""
     try:
         return sess.run(names, feed)
-    except Exception as exc:
+    except ORT_ERRORS as exc:
 
         raise DataError(f"The {which} model failed to run on sample {index + 1}: {explain_ort_error(exc)}") from None
 

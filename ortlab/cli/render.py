@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
 
+from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.core.text import format_bytes
 from ortlab.core.serial import dumps
 from ortlab.api import VERIFICATION_SKIPPED, is_encoder_file, preprocess_cli_args
@@ -91,7 +92,7 @@ def next_step(artifact) -> str:
     if mode == "static":
         try:
             encoder = is_encoder_file(artifact.source_path)
-        except Exception:  # an unreadable source only loses the advice
+        except (OSError, *ONNX_ERRORS):  # an unreadable source only loses the advice
             encoder = False
         if encoder:
             return ENCODER_STATIC_ADVICE

@@ -117,7 +117,7 @@ def _load_tokenizer(text: str, label: str):
         raise DataError("Text data needs the 'tokenizers' package (pip install tokenizers).") from None
     try:
         return Tokenizer.from_str(text)
-    except Exception as exc:
+    except Exception as exc:  # the tokenizers library raises a plain Exception for a malformed file
         raise DataError(f"{label} is not a Hugging Face tokenizer.json ({one_line(exc)}).") from None
 
 

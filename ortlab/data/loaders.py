@@ -192,7 +192,7 @@ def load_tensor_file(path_or_bytes, name: str | None = None) -> Dataset:
         loaded = np.load(src, allow_pickle=False)
     except ValueError as exc:
         raise DataError(f"{label} holds Python objects, not plain numeric arrays ({one_line(exc)}).") from None
-    except Exception as exc:
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
         raise DataError(f"{label} is not a .npy or .npz file ({one_line(exc)}).") from None
     if isinstance(loaded, np.ndarray):
         arrays = {"": loaded}
@@ -281,7 +281,7 @@ def _npy_header(fh, what: str, label: str) -> tuple[np.dtype, int]:
             shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
         else:
             shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
-    except Exception as exc:
+    except (ValueError, OSError, EOFError) as exc:
         raise DataError(f"{what} in {label} is not a readable NumPy array ({one_line(exc)}).") from None
     if dtype.hasobject:
         raise DataError(f"{what} in {label} holds Python objects (dtype {dtype}), not plain numeric arrays; "

@@ -13,7 +13,7 @@ import numpy as np
 from PIL import Image
 
 from ortlab.settings.config import ChannelOrder, Layout, PixelScale, PreprocessConfig, ResizeMode
-from ortlab.core.errors import DataError
+from ortlab.core.errors import DataError, OrtlabError
 from ortlab.core import dtypes
 
 if TYPE_CHECKING:  # TensorInfo is only used for its .name / .dtype / .shape
@@ -324,7 +324,7 @@ def _checked_config(merged: dict[str, Any], sources: dict[str, str]) -> Preproce
             merged[k] = merged[k][:1]
     try:
         cfg = PreprocessConfig.from_dict(merged)
-    except Exception as exc:  # a from_plain error names the field
+    except (OrtlabError, ValueError, TypeError) as exc:  # a from_plain error names the field
         raise DataError(str(exc)) from None
     if cfg.problems():
         raise DataError(" ".join(cfg.problems()))

@@ -72,7 +72,7 @@ def _changes(nb: onnx.NodeProto, na: onnx.NodeProto) -> list[str]:
 def _defaults(domain: str, op_type: str) -> dict[str, bytes]:
     try:
         schema = onnx.defs.get_schema(op_type, domain=domain)
-    except Exception:
+    except onnx.defs.SchemaError:  # a contrib or custom op: no defaults known
         return {}
     out = {}
     for name, a in schema.attributes.items():

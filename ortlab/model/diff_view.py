@@ -10,6 +10,7 @@ import functools
 import onnx
 
 from ortlab.core import dtypes
+from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.model.inspect import op_key
 from ortlab.model.diff import _QDQ, _changes, _diff_parts, _fusions, _kinds, change_counts, is_quantization_op
 from ortlab.model.diff_match import IndexedGraph, load_for_diff, node_domain, short_op
@@ -33,7 +34,7 @@ def _attr_text(attr: onnx.AttributeProto) -> str:
         return "subgraph"
     try:
         value = helper.get_attribute_value(attr)
-    except Exception:
+    except ValueError:  # a reference attribute or a type onnx does not know
         return "?"
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
@@ -51,7 +52,7 @@ def _value_infos(model: onnx.ModelProto) -> dict[str, str]:
         try:
             inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
             infos += list(inferred.graph.value_info)
-        except Exception:
+        except ONNX_ERRORS:  # best effort, as said: the declared shapes stand
             pass
     out: dict[str, str] = {}
     for v in infos:
@@ -89,7 +90,7 @@ def _values_text(t: onnx.TensorProto) -> str:
 
     try:
         arr = numpy_helper.to_array(t)
-    except Exception:
+    except (*ONNX_ERRORS, OSError):  # an unknown data type, or external data not at hand
         return "?"
     flat = arr.reshape(-1)
     if flat.size == 1:
@@ -119,7 +120,7 @@ def _slot_names(domain: str, op_type: str) -> dict[int, str]:
         return _QLINEAR_SLOTS[op_type]
     try:
         schema = onnx.defs.get_schema(op_type, domain=domain)
-    except Exception:
+    except onnx.defs.SchemaError:  # a contrib or custom op: inputs by position
         return {}
     return {k: f.name for k, f in enumerate(schema.inputs)}
 

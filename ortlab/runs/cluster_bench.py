@@ -300,7 +300,7 @@ def _connect(connect: Callable[[str], Any], address: str) -> Any:
         return connect(address)
     except OrtlabError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # ray.init fails in many ways on a bad address: one message names it
         raise BenchmarkError(f"Could not connect to the Ray cluster at {address!r}: {one_line(exc).rstrip('.')}. Check the "
                              "address (host:port of `ray start --head`, or auto) and that the head runs.") from exc
 
@@ -316,7 +316,7 @@ def _time_kinds(handle: ClusterBenchHandle, cluster: Any, kinds: list[NodeKind],
                  for k in wave]
         try:
             got = cluster.wait(tasks, cancelled=lambda: handle.cancel_requested)
-        except BaseException:
+        except BaseException:  # interrupted or failed: the tasks are cancelled, then re-raised
             cluster.cancel(tasks)
             raise
         if handle.cancel_requested:
@@ -368,5 +368,5 @@ def _worker(handle: ClusterBenchHandle, ws, origin: str, measure_memory: bool, c
             raise BenchmarkError("No node could time the models: " + "; ".join(bench.failures))
         handle.bench_id = next((r.bench_id for r in results if r.bench_id is not None), None)
         handle._finish(DONE, bench)
-    except (Cancelled, Exception) as exc:
+    except (Cancelled, Exception) as exc:  # any failure ends the job with its words, never lost in the thread
         end_with_error(handle, exc, began)

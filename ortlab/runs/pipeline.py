@@ -415,7 +415,7 @@ def _run_stage(stage: Stage[Any, Any], ctx: RunContext, value: Any, timings: dic
         raise
     except MemoryError:
         raise  # the run service turns it into "this run needed more than X GB"
-    except Exception as exc:
+    except Exception as exc:  # a stage's third-party tool can fail in any way: the stage's own error names it
         raise stage.error(one_line(exc), step=stage.name) from exc
     finally:
         timings[stage.name] = timings.get(stage.name, 0.0) + time.perf_counter() - start
@@ -456,7 +456,7 @@ def run_prepared(run: PreparedRun, out_dir, reporter: Reporter = null_reporter, 
             os.replace(verified.model.qdq, out / QDQ_FILE)
         else:
             (out / QDQ_FILE).unlink(missing_ok=True)  # an earlier run's, which this result does not match
-    except BaseException:
+    except BaseException:  # interrupted or failed alike: no half-written result stays, then re-raised
         shutil.rmtree(ctx.work, ignore_errors=True)
         if created:  # a folder this run made holds nothing but what the run wrote: no empty run folders
             shutil.rmtree(out, ignore_errors=True)

@@ -538,7 +538,7 @@ def _recipe_child(args_json: str, fd: int) -> None:
             artifact.save()
             owner.unlink(missing_ok=True)
         conn.send(("done", artifact.to_dict()))
-    except BaseException as exc:
+    except BaseException as exc:  # the child's last net: the parent always gets one error message
         conn.send(("error", *_reported_error(exc, run_dir, args)))
     finally:
         if watch is not None:
