@@ -42,7 +42,7 @@ def session_inputs(sess) -> list[TensorInfo]:
     return [TensorInfo(i.name, dtypes.from_ort(i.type), tuple(i.shape)) for i in sess.get_inputs()]
 
 
-def _feed_for(sess_inputs: Sequence[TensorInfo], feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def feed_for(sess_inputs: Sequence[TensorInfo], feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Cast float arrays to the session's float types (e.g. an fp16 model without kept I/O types)."""
     out = {}
     for t in sess_inputs:
@@ -230,7 +230,7 @@ def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: Prepr
         feed = batch_inputs(ds, [i], preprocess, ref_in, specs)
         shapes = shapes or {k: list(v.shape) for k, v in feed.items()}
         r_out = _run(ref, ref_names, feed, "reference", i)
-        c_out = _run(cand, [pair[nm] for nm in ref_names], _feed_for(cand_in, feed), "candidate", i)
+        c_out = _run(cand, [pair[nm] for nm in ref_names], feed_for(cand_in, feed), "candidate", i)
         comparison.add(r_out, c_out, feed)
         reporter(ProgressEvent("verify", i + 1, total, f"sample {i + 1}/{total}"))
     report = comparison.report(random_data=ds.is_random, providers_ref=prov_ref, providers_cand=prov_cand,

@@ -307,7 +307,7 @@ def external_data_files(model: onnx.ModelProto | str | os.PathLike, base_dir=Non
             files[loc] = resolved
         try:
             offset = int(info.get("offset", 0) or 0)
-            length = int(info["length"]) if "length" in info else _tensor_nbytes(t)
+            length = int(info["length"]) if "length" in info else tensor_nbytes(t)
         except ValueError:
             raise ExternalDataError(f"Tensor '{t.name}' has a malformed external-data offset or length.") from None
         if length is not None:
@@ -388,7 +388,8 @@ def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True, 
 
 # -- inspection ---------------------------------------------------------------------------------------
 
-def _tensor_nbytes(t: TensorProto) -> int | None:
+def tensor_nbytes(t: TensorProto) -> int | None:
+    """Bytes of a tensor's values (int4 packed two to a byte); None for a data type numpy has no size for."""
     n = int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
     if t.data_type == TensorProto.STRING:
         return sum(len(s) for s in t.string_data)
@@ -477,7 +478,7 @@ def drop_weight_bytes(model: onnx.ModelProto, over: int = 1 << 20) -> onnx.Model
     for g in graphs.walk_graphs(model.graph):
         for t in g.initializer:
             # its size from dims and type: reading raw_data or ByteSize() would copy the bytes
-            if t.data_location != TensorProto.EXTERNAL and (_tensor_nbytes(t) or 0) > over:
+            if t.data_location != TensorProto.EXTERNAL and (tensor_nbytes(t) or 0) > over:
                 for name in _VALUE_FIELDS:
                     t.ClearField(name)
                 dropped = True
@@ -507,10 +508,10 @@ def _initializer_params(g: onnx.GraphProto) -> tuple[int, Counter[str]]:
     for sub in graphs.walk_graphs(g):
         for t in sub.initializer:
             param_count += int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
-            init_bytes[dtypes.from_onnx(t.data_type)] += _tensor_nbytes(t) or 0
+            init_bytes[dtypes.from_onnx(t.data_type)] += tensor_nbytes(t) or 0
         for st in sub.sparse_initializer:
             param_count += int(np.prod(st.values.dims, dtype=np.int64)) if st.values.dims else 1
-            init_bytes[dtypes.from_onnx(st.values.data_type)] += _tensor_nbytes(st.values) or 0
+            init_bytes[dtypes.from_onnx(st.values.data_type)] += tensor_nbytes(st.values) or 0
     return param_count, init_bytes
 
 
@@ -554,7 +555,7 @@ def inspect_model(path) -> ModelInfo:
     param_count, init_bytes = _initializer_params(g)
     constants = list(graphs.constant_weights(g))
     constant_params = sum(int(np.prod(t.dims, dtype=np.int64)) for t in constants)
-    constant_bytes = sum(_tensor_nbytes(t) or 0 for t in constants)
+    constant_bytes = sum(tensor_nbytes(t) or 0 for t in constants)
     param_count += constant_params
     if in_subgraphs:
         warnings.append(f"The model has control-flow subgraphs (If/Loop/Scan): {in_subgraphs} of its {len(nodes)} "
