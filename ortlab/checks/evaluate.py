@@ -7,6 +7,7 @@ Both models run sample by sample (batch of one) on the same feed. SQNR of identi
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 from collections.abc import Sequence
 
@@ -181,14 +182,12 @@ class OutputComparison:
     def report(self, **kwargs: Any) -> EvalReport:
         """The :class:`EvalReport` so far (``kwargs``: its other fields), with the task's metrics and, for a
         classifier, top-1 agreement and top-5 containment."""
-        report = EvalReport(self.samples, [s.result() for s in self.stats], **kwargs)
         if self.task is not None:
-            report.task = self.task.result()
-            cm = report.task.classification
+            kwargs["task"] = task = self.task.result()
+            cm = task.classification
             if self.task.classes is not None and cm is not None and self.task.classes.ref_top:
-                report.top1_agreement = cm.agreement
-                report.top5_containment = cm.top5_containment
-        return report
+                kwargs.update(top1_agreement=cm.agreement, top5_containment=cm.top5_containment)
+        return EvalReport(self.samples, [s.result() for s in self.stats], **kwargs)
 
 
 def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: PreprocessConfig | None, n: int | None = None,
@@ -244,9 +243,11 @@ def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: Prepr
     if classes is not None and cm is not None and classes.ref_top and ds.labeled():
         _check_labels(ds, cm.n_classes)
         labels = _labels(ds)
-        report.top1_accuracy_ref, report.top5_accuracy_ref = _accuracy(classes.ref_top, labels, cm.n_classes)
-        report.top1_accuracy_cand, report.top5_accuracy_cand = _accuracy(classes.cand_top, labels, cm.n_classes)
-        report.per_class = _per_class(ds, labels, classes.ref_top, classes.cand_top)
+        top1_ref, top5_ref = _accuracy(classes.ref_top, labels, cm.n_classes)
+        top1_cand, top5_cand = _accuracy(classes.cand_top, labels, cm.n_classes)
+        report = replace(report, top1_accuracy_ref=top1_ref, top5_accuracy_ref=top5_ref, top1_accuracy_cand=top1_cand,
+                         top5_accuracy_cand=top5_cand,
+                         per_class=_per_class(ds, labels, classes.ref_top, classes.cand_top))
     return report
 
 

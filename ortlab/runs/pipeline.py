@@ -335,12 +335,14 @@ def _verify(ctx: RunContext, x: Model | Quantized) -> Verified:
     m = replace(m, random_data=m.random_data or ver.is_random, input_shapes=m.input_shapes or _shapes(specs))
     report = evaluate(run.model, m.path, sample, pre, target=run.recipe.target, reporter=ctx.reporter,
                       cancel=ctx.cancel, policy=run.policy, specs=specs)
-    report.available_samples = 0 if ver.is_random else ver.population or len(ver)  # drawn from all of these
+    report = replace(report, available_samples=0 if ver.is_random else ver.population or len(ver))  # drawn from these
     if m.calibration_sources:
-        report.calibration_overlap = sum(f"{s.source}#{s.index}" in m.calibration_sources for s in sample.samples)
+        report = replace(report, calibration_overlap=sum(f"{s.source}#{s.index}" in m.calibration_sources
+                                                         for s in sample.samples))
     if m.optimized_from is not None and run.recipe.opt_level != OptLevel.DISABLED:
         # joins the verdict (judge reads report.parity), with the level re-checked as safe
-        report.parity = optimization_parity(m.optimized_from, m.path, sample, pre, run.recipe, ctx.work, specs)
+        report = replace(report, parity=optimization_parity(m.optimized_from, m.path, sample, pre, run.recipe,
+                                                            ctx.work, specs))
     return Verified(m, report, judge(report, run.policy, m.coverage), list(report.providers_cand))
 
 

@@ -39,7 +39,7 @@ class LatencySample:
     round: int = -1  # the interleaving round it ran in (:func:`time_interleaved`); -1 outside one
 
 
-@dataclass
+@dataclass(frozen=True)
 class LatencySummary:
     """Statistics of one variant at one batch size (milliseconds; throughput in samples per second, computed as
     batch size ÷ p50, see :func:`throughput`)."""
