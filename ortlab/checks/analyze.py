@@ -45,6 +45,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from ortlab.core.layout import QDQ_FILE, qdq_path
+from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.settings.config import PreprocessConfig
 from ortlab.core.errors import Cancelled, DataError
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
@@ -185,7 +186,7 @@ def resolve_candidate(path) -> Path:
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         return onnx.shape_inference.infer_shapes(model)
-    except Exception:
+    except ONNX_ERRORS:  # the graph as it is: analysis then sees the declared shapes only
         return model
 
 

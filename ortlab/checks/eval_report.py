@@ -148,7 +148,7 @@ class DenseMapMetrics:
     sample_elements: list[int] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class BoxesMetrics:
     """Detections of one YOLO-style output ([N, 4+classes, anchors] or [N, anchors, 5+classes] with objectness).
 
@@ -281,7 +281,7 @@ class TaskMetrics:
         return [self.classification] if self.classification is not None else []
 
 
-@dataclass
+@dataclass(frozen=True)
 class EvalReport:
     """Reference vs candidate over ``n_samples``; accuracies are None when not applicable."""
 

@@ -7,6 +7,7 @@ Both models run sample by sample (batch of one) on the same feed. SQNR of identi
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 from collections.abc import Sequence
 
@@ -25,14 +26,14 @@ from ortlab.runtime import openvino as openvino_runtime
 from ortlab.runtime.providers import create_session
 from ortlab.checks.task_metrics import TaskAccumulator, token_rows
 from ortlab.checks.verdict_policy import VerdictPolicy
-from ortlab.runtime.providers import explain_ort_error
+from ortlab.runtime.providers import ORT_ERRORS, explain_ort_error
 
 
 def _run(sess, names: list[str], feed: dict[str, np.ndarray], which: str, index: int) -> list:
     """``sess.run``; ORT's failure becomes one DataError line naming the model and the sample."""
     try:
         return sess.run(names, feed)
-    except Exception as exc:
+    except ORT_ERRORS as exc:
 
         raise DataError(f"The {which} model failed to run on sample {index + 1}: {explain_ort_error(exc)}") from None
 
@@ -42,7 +43,7 @@ def session_inputs(sess) -> list[TensorInfo]:
     return [TensorInfo(i.name, dtypes.from_ort(i.type), tuple(i.shape)) for i in sess.get_inputs()]
 
 
-def _feed_for(sess_inputs: Sequence[TensorInfo], feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def feed_for(sess_inputs: Sequence[TensorInfo], feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Cast float arrays to the session's float types (e.g. an fp16 model without kept I/O types)."""
     out = {}
     for t in sess_inputs:
@@ -181,14 +182,12 @@ class OutputComparison:
     def report(self, **kwargs: Any) -> EvalReport:
         """The :class:`EvalReport` so far (``kwargs``: its other fields), with the task's metrics and, for a
         classifier, top-1 agreement and top-5 containment."""
-        report = EvalReport(self.samples, [s.result() for s in self.stats], **kwargs)
         if self.task is not None:
-            report.task = self.task.result()
-            cm = report.task.classification
+            kwargs["task"] = task = self.task.result()
+            cm = task.classification
             if self.task.classes is not None and cm is not None and self.task.classes.ref_top:
-                report.top1_agreement = cm.agreement
-                report.top5_containment = cm.top5_containment
-        return report
+                kwargs.update(top1_agreement=cm.agreement, top5_containment=cm.top5_containment)
+        return EvalReport(self.samples, [s.result() for s in self.stats], **kwargs)
 
 
 def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: PreprocessConfig | None, n: int | None = None,
@@ -230,7 +229,7 @@ def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: Prepr
         feed = batch_inputs(ds, [i], preprocess, ref_in, specs)
         shapes = shapes or {k: list(v.shape) for k, v in feed.items()}
         r_out = _run(ref, ref_names, feed, "reference", i)
-        c_out = _run(cand, [pair[nm] for nm in ref_names], _feed_for(cand_in, feed), "candidate", i)
+        c_out = _run(cand, [pair[nm] for nm in ref_names], feed_for(cand_in, feed), "candidate", i)
         comparison.add(r_out, c_out, feed)
         reporter(ProgressEvent("verify", i + 1, total, f"sample {i + 1}/{total}"))
     report = comparison.report(random_data=ds.is_random, providers_ref=prov_ref, providers_cand=prov_cand,
@@ -244,9 +243,11 @@ def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: Prepr
     if classes is not None and cm is not None and classes.ref_top and ds.labeled():
         _check_labels(ds, cm.n_classes)
         labels = _labels(ds)
-        report.top1_accuracy_ref, report.top5_accuracy_ref = _accuracy(classes.ref_top, labels, cm.n_classes)
-        report.top1_accuracy_cand, report.top5_accuracy_cand = _accuracy(classes.cand_top, labels, cm.n_classes)
-        report.per_class = _per_class(ds, labels, classes.ref_top, classes.cand_top)
+        top1_ref, top5_ref = _accuracy(classes.ref_top, labels, cm.n_classes)
+        top1_cand, top5_cand = _accuracy(classes.cand_top, labels, cm.n_classes)
+        report = replace(report, top1_accuracy_ref=top1_ref, top5_accuracy_ref=top5_ref, top1_accuracy_cand=top1_cand,
+                         top5_accuracy_cand=top5_cand,
+                         per_class=_per_class(ds, labels, classes.ref_top, classes.cand_top))
     return report
 
 

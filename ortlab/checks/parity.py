@@ -22,7 +22,7 @@ from ortlab.checks.eval_report import OptimizationParity
 from ortlab.settings.config import OptLevel, PreprocessConfig, Recipe
 from ortlab.transforms.optimize import TOLERANCE, optimize_model
 from ortlab.data.feeds import batch_inputs
-from ortlab.checks.evaluate import _feed_for, session_inputs
+from ortlab.checks.evaluate import feed_for, session_inputs
 from ortlab.runtime.providers import create_session, session_options
 
 PARITY_SAMPLES = 8
@@ -67,7 +67,7 @@ def check_parity(unoptimized, optimized, dataset, preprocess: PreprocessConfig |
     for start in range(0, count, step):
         feed = batch_inputs(dataset, list(range(start, min(count, start + step))), preprocess, base_in, specs)
         a = base.run(names, feed)
-        b = opt.run(opt_names, _feed_for(opt_in, feed))
+        b = opt.run(opt_names, feed_for(opt_in, feed))
         for name, x, y in zip(names, a, b):
             x = np.asarray(x, dtype=np.float64)
             y = np.asarray(y, dtype=np.float64)

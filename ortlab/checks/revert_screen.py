@@ -33,13 +33,13 @@ from ortlab.checks.eval_report import EvalReport
 from ortlab.checks.task_kind import worst_sqnr_db
 from ortlab.checks.evaluate import OutputComparison, session_inputs
 from ortlab.checks.verdict import VerdictPolicy
-from ortlab.core.errors import Cancelled, DataError
+from ortlab.core.errors import Cancelled, DataError, OrtlabError
 from ortlab.core.progress import CancelToken
 from ortlab.data.dataset import Dataset, stratified_sample
 from ortlab.data.feeds import batch_inputs, check_fits
 from ortlab.data.inputs import resolve_feed
 from ortlab.model.node_cost import node_costs
-from ortlab.runtime.providers import create_session, explain_ort_error
+from ortlab.runtime.providers import ORT_ERRORS, create_session, explain_ort_error
 from ortlab.settings.config import PreprocessConfig
 from ortlab.transforms.float_revert import FloatReverter, producer_chain
 
@@ -150,7 +150,7 @@ class RevertScreen:
                 comparison.add(ref_out, sess.run(cand_names, feed), feed)
         except (Cancelled, DataError):
             raise
-        except Exception as exc:  # ORT's own error on a reverted graph
+        except ORT_ERRORS + (OrtlabError,) as exc:  # ORT's own error on a reverted graph, or its load failure
             raise DataError(f"The QDQ model with {', '.join(sorted(nodes)) or 'nothing'} in float failed to run: "
                             f"{explain_ort_error(exc)}") from None
         return comparison.report()

@@ -17,7 +17,7 @@ def _forget_caught_interrupt() -> None:
         import ctypes
 
         ctypes.pythonapi.PyRun_SimpleString(b"pass")
-    except Exception:  # not CPython, or no ctypes: the status may then be -2
+    except (ImportError, AttributeError):  # not CPython, or no ctypes: the status may then be -2
         pass
 
 

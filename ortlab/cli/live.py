@@ -54,11 +54,11 @@ class _EndsLiveLine:
     """A text stream that ends the live progress line before it writes (stdout and stderr while it shows)."""
 
     def __init__(self, stream: Any, live: LiveLine) -> None:
-        self._stream, self._live = stream, live
+        self._stream, self.live = stream, live
 
     def write(self, text: str) -> int:
         if text:
-            self._live.end()
+            self.live.end()
         return self._stream.write(text)
 
     def __getattr__(self, name: str) -> Any:
@@ -69,7 +69,7 @@ def end_live_line() -> None:
     """End the live progress line, if one is being shown (before the command's last word)."""
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, _EndsLiveLine):
-            stream._live.end()
+            stream.live.end()
 
 
 def _is_terminal(stream: Any) -> bool:
@@ -89,7 +89,7 @@ def reporter(ns: argparse.Namespace, stream: Any = None):
         if not _is_terminal(stream):
             return null_reporter
         if isinstance(sys.stderr, _EndsLiveLine) and stream is sys.stderr:
-            return sys.stderr._live
+            return sys.stderr.live
         live = LiveLine(stream)
         if stream is sys.stderr:  # the caller (main) puts both streams back when the command ends
             sys.stdout = _EndsLiveLine(sys.stdout, live)

@@ -117,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: error: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:
+    except Exception as exc:  # the last net: any failure becomes one line (ORTLAB_DEBUG shows the traceback)
         if os.environ.get("ORTLAB_DEBUG"):
             raise
         print(f"{PROG}: error: unexpected {type(exc).__name__}: {one_line(exc)} "

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
 
+from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.core.text import format_bytes
 from ortlab.core.serial import dumps
 from ortlab import api
@@ -90,7 +91,7 @@ def next_step(artifact) -> str:
     if recipe.is_static:
         try:
             encoder = api.models.is_encoder_file(artifact.source_path)
-        except Exception:  # an unreadable source only loses the advice
+        except ONNX_ERRORS + (OSError,):  # an unreadable source only loses the advice
             encoder = False
         if encoder:
             return ENCODER_STATIC_ADVICE

@@ -24,7 +24,7 @@ def from_onnx(elem_type: int) -> str:
         return "string"
     try:
         return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
-    except Exception:
+    except (KeyError, TypeError):  # no numpy type (bfloat16, float8, int4…): ONNX's own name
         name = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else str(elem_type)
         return name.lower()
 

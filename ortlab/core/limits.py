@@ -68,6 +68,11 @@ ORT keeps every event in memory until the profile is written, and a short benchm
 PROFILE_MAX_BYTES = 50 * 10**6
 """Size of one profile JSON; a larger one is deleted (and the summary says why)."""
 
+CALIBRATION_CACHE_MAX_BYTES = 256 * 2**20
+"""Bytes the workspace's calibration cache (``<workspace>/calibration``) keeps; past it the entries used longest ago
+go first. An entry holds one calibration's activation ranges (a few KB for a small CNN, a few MB for a large
+transformer), so this keeps hundreds of calibrations."""
+
 RUN_MEMORY_MAX_GB = 8.0
 """Upper bound of the default memory limit of a recipe's or benchmark's child process; the default is
 min(8 GB, 60 % of the machine's RAM) (``ortlab.runtime.child.memory_limit_gb``). ``$ORTLAB_RUN_MEMORY_GB`` sets it."""

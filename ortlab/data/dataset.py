@@ -53,6 +53,25 @@ class Dataset:
     _encoded: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
     population: int = 0  # the samples of the dataset this one is a subset of (0: not a subset)
 
+    @property
+    def tensors(self) -> dict[str, np.ndarray]:
+        """A tensor data set's arrays by input name (key ``""``: the single array of a .npy file); read, never changed."""
+        return self._tensors
+
+    @property
+    def texts(self) -> list[str]:
+        """A text data set's lines, one per sample (``Sample.index`` points into it)."""
+        return self._texts
+
+    @property
+    def tokenizer_json(self) -> str:
+        """A text data set's ``tokenizer.json`` text."""
+        return self._tokenizer_json
+
+    def blob(self, source: str) -> bytes | None:
+        """An image sample's bytes when the data set holds them in memory (an upload); None when they are in its file."""
+        return self._blobs.get(source)
+
     def labeled(self) -> bool:
         """True when every sample has a label."""
         return bool(self.samples) and all(s.label is not None for s in self.samples)
@@ -110,20 +129,21 @@ def check_image_pixels(size: tuple[int, int], name: str) -> None:
                         f"(image pixel limit, {limits.env_name('IMAGE_MAX_PIXELS')}). Resize the images "
                         f"(the model sees them at a few hundred pixels anyway) and load them again.")
 
-def _load_tokenizer(text: str, label: str):
+def load_tokenizer(text: str, label: str):
+    """A ``tokenizers.Tokenizer`` from ``tokenizer.json`` text; DataError naming ``label`` when it is not one."""
     try:
         from tokenizers import Tokenizer
     except ImportError:  # pragma: no cover - a dependency in requirements.txt
         raise DataError("Text data needs the 'tokenizers' package (pip install tokenizers).") from None
     try:
         return Tokenizer.from_str(text)
-    except Exception as exc:
+    except Exception as exc:  # the tokenizers library raises a plain Exception for a malformed file
         raise DataError(f"{label} is not a Hugging Face tokenizer.json ({one_line(exc)}).") from None
 
 
 def _tokenize(tokenizer_json: str, texts: Sequence[str], length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Token ids, attention mask and token-type ids of ``texts`` padded/truncated to ``length``."""
-    tok = _load_tokenizer(tokenizer_json, "The tokenizer")
+    tok = load_tokenizer(tokenizer_json, "The tokenizer")
     pad = tok.padding or {}
     pad_id, pad_token = pad.get("pad_id"), pad.get("pad_token")
     if pad_id is None or pad_token is None:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # TensorInfo is only used for its .name / .dtype / .shape
 
 from ortlab.data.dataset import Dataset
 from ortlab.data.inputs import InputSpec, infer_specs, is_control_input, random_array, stack
-from ortlab.data.preprocess import _shape_str, _static, detect_preprocess, preprocess_image
+from ortlab.data.preprocess import shape_text, static_dim, detect_preprocess, preprocess_image
 
 
 def check_image_input(cfg: PreprocessConfig, model_inputs: Sequence[TensorInfo]) -> TensorInfo:
@@ -30,12 +30,12 @@ def check_image_input(cfg: PreprocessConfig, model_inputs: Sequence[TensorInfo])
     expected = detect_preprocess(info)  # raises when the input is not image-shaped
     shape = tuple(info.shape)
     c_axis, hw = (1, shape[2:4]) if cfg.layout == Layout.NCHW else (3, shape[1:3])
-    want = f"the model expects {_shape_str(shape)} ({expected.layout.value}, {expected.channels} channel(s))"
-    if _static(shape[c_axis]) not in (None, cfg.channels):
+    want = f"the model expects {shape_text(shape)} ({expected.layout.value}, {expected.channels} channel(s))"
+    if static_dim(shape[c_axis]) not in (None, cfg.channels):
         raise DataError(f"Preprocessing makes {cfg.channels}-channel {cfg.layout.value} images but {want}; "
                         f"set channels to {expected.channels} and layout to {expected.layout.value}.")
     for got, dim in zip(cfg.size, hw):
-        if _static(dim) is not None and dim != got:
+        if static_dim(dim) is not None and dim != got:
             raise DataError(f"Preprocessing resizes to {cfg.size[0]}×{cfg.size[1]} but {want}; "
                             f"set size to {expected.size[0]}×{expected.size[1]}.")
     if cfg.dtype != info.dtype:
@@ -69,22 +69,22 @@ def sample_difference(array_shape: tuple, got: tuple, want: tuple) -> str:
     """Which axis of one sample differs (``got`` from the array, ``want`` from the model, ``None``/names for open
     dims) and what shape to save the array in."""
     def fits(a: tuple, b: tuple) -> bool:
-        return len(a) == len(b) and all(_static(m) is None or m == x for m, x in zip(b, a))
+        return len(a) == len(b) and all(static_dim(m) is None or m == x for m, x in zip(b, a))
 
     n = array_shape[0] if array_shape else 0
     if len(got) == len(want) + 1 and got[:1] == (1,) and fits(got[1:], want):
         return (f"The samples have an extra axis of size 1 that the model does not take: save the array as "
-                f"{_shape_str((n, *got[1:]))}.")
+                f"{shape_text((n, *got[1:]))}.")
     if len(got) + 1 == len(want):
         for i in range(len(want)):
-            if _static(want[i]) in (1, None) and fits(got[:i] + (1,) + got[i:], want):
+            if static_dim(want[i]) in (1, None) and fits(got[:i] + (1,) + got[i:], want):
                 return (f"The samples lack the model's axis {i} of size 1: save the array as "
-                        f"{_shape_str((n, *got[:i], 1, *got[i:]))}.")
+                        f"{shape_text((n, *got[:i], 1, *got[i:]))}.")
     if len(got) != len(want):
         return (f"A sample has {len(got)} axes, the model's {len(want)}: save the array as "
-                f"[samples, {', '.join(str(d) if _static(d) is not None else '?' for d in want)}].")
+                f"[samples, {', '.join(str(d) if static_dim(d) is not None else '?' for d in want)}].")
     diffs = [f"axis {i}: got {a}, the model fixes {m}" for i, (a, m) in enumerate(zip(got, want))
-             if _static(m) is not None and a != m]
+             if static_dim(m) is not None and a != m]
     return "Per sample, " + "; ".join(diffs) + "."
 
 
@@ -92,9 +92,9 @@ def check_tensor_inputs(ds: Dataset, model_inputs: Sequence[TensorInfo],
                         specs: Sequence[InputSpec] | None = None) -> None:
     """Raise DataError unless the dataset's arrays match the model inputs' names, ranks and static dims
     (the sample axis of an array is the first; the model's batch axis may be another, see ``specs``)."""
-    expected = ", ".join(f"{t.name} {_shape_str(t.shape)}" for t in model_inputs)
+    expected = ", ".join(f"{t.name} {shape_text(t.shape)}" for t in model_inputs)
     by_name = {s.name: s for s in specs or ()}
-    arrays = ds._tensors
+    arrays = ds.tensors
     if "" in arrays:
         if len(model_inputs) != 1:
             raise DataError(f"A .npy file feeds one input, but the model has {len(model_inputs)} ({expected}); "
@@ -112,11 +112,11 @@ def check_tensor_inputs(ds: Dataset, model_inputs: Sequence[TensorInfo],
         per_sample = arr.shape[1:]
         model_rest, where = _per_sample(info, by_name.get(info.name))
         if len(per_sample) != len(model_rest) or any(
-            _static(m) is not None and m != a for m, a in zip(model_rest, per_sample)
+            static_dim(m) is not None and m != a for m, a in zip(model_rest, per_sample)
         ):
-            raise DataError(f"{what} has shape {_shape_str(arr.shape)}: {arr.shape[0]} samples of shape "
-                            f"{_shape_str(per_sample)} (its first axis counts samples), but model input "
-                            f"'{info.name}' {_shape_str(info.shape)} takes samples of shape {_shape_str(model_rest)} "
+            raise DataError(f"{what} has shape {shape_text(arr.shape)}: {arr.shape[0]} samples of shape "
+                            f"{shape_text(per_sample)} (its first axis counts samples), but model input "
+                            f"'{info.name}' {shape_text(info.shape)} takes samples of shape {shape_text(model_rest)} "
                             f"({where}). {sample_difference(tuple(arr.shape), tuple(per_sample), tuple(model_rest))}")
         _cast_like(arr[:0], info, what)
 
@@ -193,9 +193,9 @@ def batch_inputs(ds: Dataset, indices: Sequence[int], cfg: PreprocessConfig | No
         infos = {t.name: t for t in model_inputs}
         out = {}
         for s in specs:
-            key = "" if "" in ds._tensors else s.name
+            key = "" if "" in ds.tensors else s.name
             what = "The .npy array" if key == "" else f"Array '{s.name}'"
-            arr = _cast_like(ds._tensors[key][rows], infos[s.name], what)
+            arr = _cast_like(ds.tensors[key][rows], infos[s.name], what)
             if s.batch_axis is None:
                 if len(rows) != 1:
                     raise DataError(f"Model input '{s.name}' has no batch axis; feed one sample at a time.")
@@ -227,7 +227,7 @@ def control_values(ds: Dataset | None, model_inputs: Sequence[TensorInfo]) -> di
     specs = infer_specs(model_inputs, None, ds, strict=False)
     out: dict[str, float] = {}
     for s in specs:
-        arr = ds._tensors.get(s.name)
+        arr = ds.tensors.get(s.name)
         if is_control_input(s) and arr is not None and arr.size:
             value = arr[ds.samples[0].index or 0].reshape(-1)[0].item()
             out[s.name] = value

@@ -17,7 +17,7 @@ from ortlab.core.errors import DataError
 from ortlab.core import limits, zipsafe
 from ortlab.core.text import one_line
 
-from ortlab.data.dataset import Dataset, Sample, _load_tokenizer, check_image_pixels
+from ortlab.data.dataset import Dataset, Sample, load_tokenizer, check_image_pixels
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"})
 TEXT_EXTENSIONS = frozenset({".txt", ".text"})
@@ -192,7 +192,7 @@ def load_tensor_file(path_or_bytes, name: str | None = None) -> Dataset:
         loaded = np.load(src, allow_pickle=False)
     except ValueError as exc:
         raise DataError(f"{label} holds Python objects, not plain numeric arrays ({one_line(exc)}).") from None
-    except Exception as exc:
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
         raise DataError(f"{label} is not a .npy or .npz file ({one_line(exc)}).") from None
     if isinstance(loaded, np.ndarray):
         arrays = {"": loaded}
@@ -267,7 +267,7 @@ def load_text_file(path_or_bytes, tokenizer, seq_len: int | None = None, name: s
         tok_text = tok_raw.decode("utf-8")
     except UnicodeDecodeError:
         raise DataError(f"{tok_label} is not a tokenizer.json (not UTF-8 text).") from None
-    _load_tokenizer(tok_text, tok_label)  # fail now, not in the middle of a run
+    load_tokenizer(tok_text, tok_label)  # fail now, not in the middle of a run
     if seq_len is not None and int(seq_len) < 1:
         raise DataError(f"The sequence length must be at least 1, got {seq_len}.")
     samples = [Sample(f"line {i + 1}", None, f"text:{label}", i) for i in range(len(lines))]
@@ -281,7 +281,7 @@ def _npy_header(fh, what: str, label: str) -> tuple[np.dtype, int]:
             shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
         else:
             shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
-    except Exception as exc:
+    except (ValueError, OSError, EOFError) as exc:
         raise DataError(f"{what} in {label} is not a readable NumPy array ({one_line(exc)}).") from None
     if dtype.hasobject:
         raise DataError(f"{what} in {label} holds Python objects (dtype {dtype}), not plain numeric arrays; "

@@ -13,7 +13,7 @@ import numpy as np
 from PIL import Image
 
 from ortlab.settings.config import ChannelOrder, Layout, PixelScale, PreprocessConfig, ResizeMode
-from ortlab.core.errors import DataError
+from ortlab.core.errors import DataError, OrtlabError
 from ortlab.core import dtypes
 
 if TYPE_CHECKING:  # TensorInfo is only used for its .name / .dtype / .shape
@@ -24,11 +24,13 @@ from ortlab.data.dataset import Dataset
 DEFAULT_DYNAMIC_SIZE = 224
 
 
-def _shape_str(shape: Sequence[Any]) -> str:
+def shape_text(shape: Sequence[Any]) -> str:
+    """``[1, 3, ?, ?]``: a shape with its open dims as ``?``."""
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def _static(d: Any) -> int | None:
+def static_dim(d: Any) -> int | None:
+    """A dim's size when it is a fixed positive int; None for a symbolic or open dim."""
     return d if isinstance(d, int) and not isinstance(d, bool) and d > 0 else None
 
 
@@ -36,9 +38,9 @@ def detect_preprocess(model_input: TensorInfo) -> PreprocessConfig:
     """Layout (which axis is 1 or 3), size (static dims, else 224), channels and dtype from an image input."""
     shape = tuple(model_input.shape)
     if len(shape) != 4:
-        raise DataError(f"Model input '{model_input.name}' has shape {_shape_str(shape)}, not an image "
+        raise DataError(f"Model input '{model_input.name}' has shape {shape_text(shape)}, not an image "
                         f"([N, C, H, W] or [N, H, W, C]); use .npy/.npz tensors instead of images.")
-    c1, c3 = _static(shape[1]), _static(shape[3])
+    c1, c3 = static_dim(shape[1]), static_dim(shape[3])
     if c1 in (1, 3):
         layout, channels, hw = Layout.NCHW, c1, shape[2:4]
     elif c3 in (1, 3):
@@ -46,12 +48,12 @@ def detect_preprocess(model_input: TensorInfo) -> PreprocessConfig:
     elif c1 is None and c3 is None:
         layout, channels, hw = Layout.NCHW, 3, shape[2:4]
     else:
-        raise DataError(f"Model input '{model_input.name}' has shape {_shape_str(shape)}: no axis with 1 or 3 "
+        raise DataError(f"Model input '{model_input.name}' has shape {shape_text(shape)}: no axis with 1 or 3 "
                         f"channels, so it does not take images; use .npy/.npz tensors.")
     if model_input.dtype not in ("float32", "float16", "uint8"):
         raise DataError(f"Model input '{model_input.name}' is {model_input.dtype}; images can feed float32, "
                         f"float16 or uint8 inputs only. Use .npy/.npz tensors.")
-    size = (_static(hw[0]) or DEFAULT_DYNAMIC_SIZE, _static(hw[1]) or DEFAULT_DYNAMIC_SIZE)
+    size = (static_dim(hw[0]) or DEFAULT_DYNAMIC_SIZE, static_dim(hw[1]) or DEFAULT_DYNAMIC_SIZE)
     byte = model_input.dtype == "uint8"
     return PreprocessConfig(
         size=size, layout=layout, channels=channels,
@@ -170,7 +172,7 @@ def yolo_size(anchors: int) -> int | None:
 def _yolo_output(outputs: Sequence[TensorInfo]) -> tuple[TensorInfo, int] | None:
     """The output of anchors × (4 box + class) channels ([1, 84, 8400], [1, 8400, 8]) and its anchor count."""
     for out in outputs:
-        dims = [_static(d) for d in tuple(out.shape)[1:]]
+        dims = [static_dim(d) for d in tuple(out.shape)[1:]]
         if len(dims) == 2 and None not in dims:
             small, big = sorted(d for d in dims if d is not None)
             if 5 <= small <= 400 and big >= 1000:
@@ -189,7 +191,7 @@ def suggest_preset(model_inputs: Sequence[TensorInfo] | Any, model_outputs: Sequ
     if len(inputs) != 1 or len(inputs[0].shape) != 4:
         return None
     shape = tuple(inputs[0].shape)
-    c, h, w = (_static(d) for d in shape[1:])
+    c, h, w = (static_dim(d) for d in shape[1:])
     found = _yolo_output(outputs)
     if c != 3 or found is None:
         return None
@@ -198,13 +200,13 @@ def suggest_preset(model_inputs: Sequence[TensorInfo] | Any, model_outputs: Sequ
         size = yolo_size(anchors)
         if size is None:
             return None
-        return "yolo", (f"input '{inputs[0].name}' {_shape_str(shape)} and output '{out.name}' "
-                        f"{_shape_str(tuple(out.shape))} (anchors × 4 box + class channels) look like an Ultralytics "
+        return "yolo", (f"input '{inputs[0].name}' {shape_text(shape)} and output '{out.name}' "
+                        f"{shape_text(tuple(out.shape))} (anchors × 4 box + class channels) look like an Ultralytics "
                         f"YOLO detector; its {anchors} anchors are the grids of a {size}×{size} input")
     if h is None or h != w or h % 32:
         return None
-    return "yolo", (f"input '{inputs[0].name}' {_shape_str(shape)} and output '{out.name}' "
-                    f"{_shape_str(tuple(out.shape))} (anchors × 4 box + class channels) look like an "
+    return "yolo", (f"input '{inputs[0].name}' {shape_text(shape)} and output '{out.name}' "
+                    f"{shape_text(tuple(out.shape))} (anchors × 4 box + class channels) look like an "
                     "Ultralytics YOLO detector")
 
 
@@ -233,7 +235,7 @@ class ResolvedPreprocess:
 
     def open_size_message(self) -> str:
         """What to do when :attr:`open_size`: the one-line request for a size."""
-        return (f"Model input '{self.input_name}' {_shape_str(self.input_shape)} leaves its height and width open, "
+        return (f"Model input '{self.input_name}' {shape_text(self.input_shape)} leaves its height and width open, "
                 f"and ortlab never guesses them: give the size its images must have, --size H W (e.g. --size 640 "
                 f"640), or --shape {self.input_name}=1,3,H,W.")
 
@@ -241,9 +243,9 @@ class ResolvedPreprocess:
 def _detected_sources(base: PreprocessConfig, shape: tuple[Any, ...]) -> tuple[dict[str, str], bool]:
     """The source of each field of ``base``, detected from an image input of ``shape``, and whether that
     input leaves its height and width open."""
-    c1, c3 = _static(shape[1]), _static(shape[3])
+    c1, c3 = static_dim(shape[1]), static_dim(shape[3])
     hw = shape[2:4] if base.layout == Layout.NCHW else shape[1:3]
-    fixed_hw = all(_static(d) is not None for d in hw)
+    fixed_hw = all(static_dim(d) is not None for d in hw)
     sources = dict.fromkeys(FIELDS, DEFAULT)
     sources["size"] = FIXED_SHAPE if fixed_hw else DEFAULT
     channel_known = c1 in (1, 3) or c3 in (1, 3)
@@ -324,7 +326,7 @@ def _checked_config(merged: dict[str, Any], sources: dict[str, str]) -> Preproce
             merged[k] = merged[k][:1]
     try:
         cfg = PreprocessConfig.from_dict(merged)
-    except Exception as exc:  # a from_plain error names the field
+    except (OrtlabError, ValueError, TypeError) as exc:  # a from_plain error names the field
         raise DataError(str(exc)) from None
     if cfg.problems():
         raise DataError(" ".join(cfg.problems()))

@@ -18,19 +18,20 @@ def dataset_digest(ds: Dataset) -> str:
 
     h = hashlib.sha256(f"{ds.kind}|{ds.is_random}|{ds.seed}|{','.join(ds.class_names)}".encode())
     if ds.kind == "tensors":
-        for key in sorted(ds._tensors):
-            arr = np.ascontiguousarray(ds._tensors[key])
+        for key in sorted(ds.tensors):
+            arr = np.ascontiguousarray(ds.tensors[key])
             h.update(f"|{key}|{arr.dtype.str}|{arr.shape}".encode())
             h.update(arr.tobytes())
     if ds.kind == "text":
         h.update(f"|{ds.seq_len}|".encode())
-        h.update(ds._tokenizer_json.encode())
-        for line in ds._texts:
+        h.update(ds.tokenizer_json.encode())
+        for line in ds.texts:
             h.update(line.encode() + b"\n")
     for s in ds.samples:
         h.update(f"|{s.name}|{s.label}|{s.index}".encode())
         if ds.kind == "images":
-            h.update(ds._blobs[s.source] if s.source in ds._blobs else Path(s.source).read_bytes())
+            blob = ds.blob(s.source)
+            h.update(blob if blob is not None else Path(s.source).read_bytes())
     return h.hexdigest()
 
 
@@ -47,7 +48,7 @@ def write_dataset(ds: Dataset, folder) -> Path:
     if ds.kind == "random":
         raise DataError("Random data is regenerated from its count and seed; there is nothing to write.")
     if ds.kind == "tensors":
-        name = "data.npy" if "" in ds._tensors else "data.npz"
+        name = "data.npy" if "" in ds.tensors else "data.npz"
     elif ds.kind == "text":
         name = "data.txt"
     else:
@@ -60,23 +61,24 @@ def write_dataset(ds: Dataset, folder) -> Path:
     try:
         if ds.kind == "tensors":
             rows = [s.row for s in ds.samples]
-            if "" in ds._tensors:
-                np.save(tmp / name, ds._tensors[""][rows], allow_pickle=False)
+            if "" in ds.tensors:
+                np.save(tmp / name, ds.tensors[""][rows], allow_pickle=False)
             else:
-                arrays = {k: v[rows] for k, v in ds._tensors.items()}
+                arrays = {k: v[rows] for k, v in ds.tensors.items()}
                 if ds.labeled():
                     arrays["labels"] = np.asarray([s.label for s in ds.samples], dtype=np.int64)
                 np.savez(tmp / name, **arrays)  # type: ignore[arg-type]
         elif ds.kind == "text":
-            (tmp / name).write_text("".join(ds._texts[s.index or 0] + "\n" for s in ds.samples), encoding="utf-8")
-            (folder / TOKENIZER_FILE).write_text(ds._tokenizer_json, encoding="utf-8")
+            (tmp / name).write_text("".join(ds.texts[s.index or 0] + "\n" for s in ds.samples), encoding="utf-8")
+            (folder / TOKENIZER_FILE).write_text(ds.tokenizer_json, encoding="utf-8")
         else:
             root = tmp / name
             for s in ds.samples:
                 dest = root.joinpath(*s.name.split("/"))
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                if s.source in ds._blobs:
-                    dest.write_bytes(ds._blobs[s.source])
+                blob = ds.blob(s.source)
+                if blob is not None:
+                    dest.write_bytes(blob)
                 else:
                     shutil.copyfile(s.source, dest)
         try:

@@ -14,7 +14,7 @@ from ortlab.core.serial import from_plain, to_plain
 from ortlab.model.diff_match import IndexedGraph, initializer_bytes, load_for_diff, match_nodes, node_dict, node_domain
 from ortlab.model.diff_match import quantized_tensor_base, short_op
 
-_QDQ = ("QuantizeLinear", "DequantizeLinear")
+QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 
 
 @dataclass
@@ -53,7 +53,8 @@ class GraphDiff:
 
 # -- graph helpers ------------------------------------------------------------------------------------
 
-def _changes(nb: onnx.NodeProto, na: onnx.NodeProto) -> list[str]:
+def node_changes(nb: onnx.NodeProto, na: onnx.NodeProto) -> list[str]:
+    """What differs between two matched nodes: "op", "inputs", "outputs", "attributes"."""
     out = []
     if (node_domain(nb), nb.op_type) != (node_domain(na), na.op_type):
         out.append("op_type")
@@ -72,7 +73,7 @@ def _changes(nb: onnx.NodeProto, na: onnx.NodeProto) -> list[str]:
 def _defaults(domain: str, op_type: str) -> dict[str, bytes]:
     try:
         schema = onnx.defs.get_schema(op_type, domain=domain)
-    except Exception:
+    except onnx.defs.SchemaError:  # a contrib or custom op: no defaults known
         return {}
     out = {}
     for name, a in schema.attributes.items():
@@ -131,7 +132,7 @@ class _Tracer:
             if t in a.initializers:
                 return ""
             p = a.producer.get(t)
-            if p is None or p in self.rev or a.nodes[p].op_type not in _QDQ or not a.nodes[p].input:
+            if p is None or p in self.rev or a.nodes[p].op_type not in QDQ_OPS or not a.nodes[p].input:
                 return None
             t = a.nodes[p].input[0]
 
@@ -171,7 +172,7 @@ class _Tracer:
         return sorted(seen) if covered else []
 
 
-def _fusions(b: IndexedGraph, a: IndexedGraph, pairs: dict[int, int], removed: list[int], added: list[int],
+def fusion_lines(b: IndexedGraph, a: IndexedGraph, pairs: dict[int, int], removed: list[int], added: list[int],
              changed: list[int], covers: dict[int, int] | None = None) -> list[str]:
     """Readable fusion lines; ``covers`` (when given) receives removed before-index → after-index that replaced it."""
     tracer = _Tracer(b, a, pairs, set(removed))
@@ -188,9 +189,9 @@ def _fusions(b: IndexedGraph, a: IndexedGraph, pairs: dict[int, int], removed: l
         right = "+".join(short_op(*a.key(j)) for j in sorted(group))
         return f"{left} → {right}"
 
-    qdq = [j for j in added if a.nodes[j].op_type in _QDQ]
-    rest = [j for j in added if a.nodes[j].op_type not in _QDQ]
-    candidates = [[j] for j in rest] + [[j] for j in changed if set(_changes(b.nodes[tracer.rev[j]],
+    qdq = [j for j in added if a.nodes[j].op_type in QDQ_OPS]
+    rest = [j for j in added if a.nodes[j].op_type not in QDQ_OPS]
+    candidates = [[j] for j in rest] + [[j] for j in changed if set(node_changes(b.nodes[tracer.rev[j]],
                                                                          a.nodes[j])) & {"inputs", "outputs"}]
     for group in candidates:
         cov = tracer.cover(group)
@@ -315,13 +316,14 @@ def _components(a: IndexedGraph, nodes: list[int]) -> list[list[int]]:
 
 # -- public: diff -------------------------------------------------------------------------------------
 
-def _diff_parts(before: onnx.ModelProto, after: onnx.ModelProto):
+def diff_parts(before: onnx.ModelProto, after: onnx.ModelProto):
+    """The two indexed graphs, their matched node pairs and the removed, added and changed node indexes."""
     b, a = IndexedGraph(before.graph), IndexedGraph(after.graph)
     pairs = match_nodes(b, a)
     matched_a = set(pairs.values())
     removed = [i for i in range(len(b.nodes)) if i not in pairs]
     added = [j for j in range(len(a.nodes)) if j not in matched_a]
-    changed = sorted(j for i, j in pairs.items() if _changes(b.nodes[i], a.nodes[j]))
+    changed = sorted(j for i, j in pairs.items() if node_changes(b.nodes[i], a.nodes[j]))
     return b, a, pairs, removed, added, changed
 
 
@@ -329,7 +331,7 @@ def graph_diff(before_path, after_path) -> GraphDiff:
     """Compare two model files: op deltas by (domain, op_type), removed/added/changed nodes (matched by
     name, then by structure), initializer bytes by dtype, and a readable fusion summary."""
     before, after = load_for_diff(before_path), load_for_diff(after_path)
-    b, a, pairs, removed, added, changed = _diff_parts(before, after)
+    b, a, pairs, removed, added, changed = diff_parts(before, after)
     rev = {j: i for i, j in pairs.items()}
     cb = Counter(b.key(i) for i in range(len(b.nodes)))
     ca = Counter(a.key(j) for j in range(len(a.nodes)))
@@ -341,14 +343,14 @@ def graph_diff(before_path, after_path) -> GraphDiff:
     changed_dicts = []
     for j in changed:
         d = node_dict(a.nodes[j])
-        d["changes"] = _changes(b.nodes[rev[j]], a.nodes[j])
+        d["changes"] = node_changes(b.nodes[rev[j]], a.nodes[j])
         d["before"] = node_dict(b.nodes[rev[j]])
         changed_dicts.append(d)
     notes = []
     if any(a.nodes[j].op_type in ("If", "Loop", "Scan") for j in range(len(a.nodes))):
         notes.append("Nodes inside control-flow subgraphs are not compared.")
     covers: dict[int, int] = {}
-    fusions = _fusions(b, a, pairs, removed, added, changed, covers)
+    fusions = fusion_lines(b, a, pairs, removed, added, changed, covers)
     return GraphDiff(
         op_deltas=deltas,
         removed=[node_dict(b.nodes[i]) for i in removed],
@@ -375,7 +377,7 @@ def is_quantization_op(op_type: str) -> bool:
         or op_type.startswith("QAttention") or op_type.startswith("QOrdered")
 
 
-def _kinds(b: IndexedGraph, a: IndexedGraph, pairs: dict[int, int], removed: list[int], added: list[int], changed: list[int],
+def change_kinds(b: IndexedGraph, a: IndexedGraph, pairs: dict[int, int], removed: list[int], added: list[int], changed: list[int],
            covers: dict[int, int]) -> tuple[dict[int, str], dict[int, str]]:
     """The change kind of every node: (before index → kind of removed nodes, after index → kind).
 
@@ -402,7 +404,7 @@ def _kinds(b: IndexedGraph, a: IndexedGraph, pairs: dict[int, int], removed: lis
 def change_counts(b: IndexedGraph, a: IndexedGraph, pairs: dict[int, int], removed: list[int], added: list[int], changed: list[int],
                   covers: dict[int, int]) -> dict[str, int]:
     """The one count of the changes (``GraphDiff.counts``, also in ``graph_description``'s "counts")."""
-    kb, ka = _kinds(b, a, pairs, removed, added, changed, covers)
+    kb, ka = change_kinds(b, a, pairs, removed, added, changed, covers)
     return {"removed": len(removed), "added": len(added), "changed": len(changed),
             "unchanged": len(pairs) - len(changed),
             "fused": sum(1 for k in kb.values() if k == "fused"),

@@ -10,7 +10,7 @@ from pathlib import Path
 import onnx
 
 from ortlab.core import dtypes
-from ortlab.model.inspect import _tensor_nbytes, load_model, op_key
+from ortlab.model.inspect import tensor_nbytes, load_model, op_key
 
 __all__ = ["IndexedGraph", "initializer_bytes", "load_for_diff", "match_nodes", "node_dict", "node_domain",
            "quantized_tensor_base", "role", "short_op"]
@@ -85,7 +85,7 @@ def load_for_diff(path) -> onnx.ModelProto:
 def initializer_bytes(graph: onnx.GraphProto) -> dict[str, int]:
     out: Counter[str] = Counter()
     for t in graph.initializer:
-        out[dtypes.from_onnx(t.data_type)] += _tensor_nbytes(t) or 0
+        out[dtypes.from_onnx(t.data_type)] += tensor_nbytes(t) or 0
     return dict(out)
 
 

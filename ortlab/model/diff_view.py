@@ -10,8 +10,10 @@ import functools
 import onnx
 
 from ortlab.core import dtypes
+from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.model.inspect import op_key
-from ortlab.model.diff import _QDQ, _changes, _diff_parts, _fusions, _kinds, change_counts, is_quantization_op
+from ortlab.model.diff import (QDQ_OPS, change_counts, change_kinds, diff_parts, fusion_lines, is_quantization_op,
+                               node_changes)
 from ortlab.model.diff_match import IndexedGraph, load_for_diff, node_domain, short_op
 
 
@@ -33,7 +35,7 @@ def _attr_text(attr: onnx.AttributeProto) -> str:
         return "subgraph"
     try:
         value = helper.get_attribute_value(attr)
-    except Exception:
+    except ValueError:  # a reference attribute or a type onnx does not know
         return "?"
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
@@ -51,7 +53,7 @@ def _value_infos(model: onnx.ModelProto) -> dict[str, str]:
         try:
             inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
             infos += list(inferred.graph.value_info)
-        except Exception:
+        except ONNX_ERRORS:  # best effort, as said: the declared shapes stand
             pass
     out: dict[str, str] = {}
     for v in infos:
@@ -89,7 +91,7 @@ def _values_text(t: onnx.TensorProto) -> str:
 
     try:
         arr = numpy_helper.to_array(t)
-    except Exception:
+    except ONNX_ERRORS + (OSError,):  # an unknown data type, or external data not at hand
         return "?"
     flat = arr.reshape(-1)
     if flat.size == 1:
@@ -119,7 +121,7 @@ def _slot_names(domain: str, op_type: str) -> dict[int, str]:
         return _QLINEAR_SLOTS[op_type]
     try:
         schema = onnx.defs.get_schema(op_type, domain=domain)
-    except Exception:
+    except onnx.defs.SchemaError:  # a contrib or custom op: inputs by position
         return {}
     return {k: f.name for k, f in enumerate(schema.inputs)}
 
@@ -231,10 +233,10 @@ def graph_description(before_path, after_path) -> dict:
     that replaced it (a fusion).
     """
     before, after = load_for_diff(before_path), load_for_diff(after_path)
-    b, a, pairs, removed, added, changed = _diff_parts(before, after)
+    b, a, pairs, removed, added, changed = diff_parts(before, after)
     covers: dict[int, int] = {}
-    _fusions(b, a, pairs, removed, added, changed, covers)
-    kinds_b, kinds_a = _kinds(b, a, pairs, removed, added, changed, covers)
+    fusion_lines(b, a, pairs, removed, added, changed, covers)
+    kinds_b, kinds_a = change_kinds(b, a, pairs, removed, added, changed, covers)
     wb, wa = _weight_only(b), _weight_only(a)
     set_added, set_changed = set(added), set(changed)
     shapes_b, shapes_a = _value_infos(before), _value_infos(after)
@@ -266,7 +268,7 @@ def graph_description(before_path, after_path) -> dict:
                 d["before_domain"] = node_domain(nb)
             d["before_scope"], d["before_order"] = scopes_b[rev[j]], float(rev[j])
             if status == "changed":
-                d["changes"] = _changes(nb, n)
+                d["changes"] = node_changes(nb, n)
                 d["before"] = {"attributes": {x.name: _attr_text(x) for x in nb.attribute},
                                "inputs": io(nb.input, shapes_b), "outputs": io(nb.output, shapes_b)}
         nodes[f"a{j}"] = d
@@ -325,7 +327,7 @@ def map_node_names(source_path, target_path) -> dict[str, str]:
     Q/DQ nodes of ``source`` are not mapped; nodes that leave no trace are left out."""
     placer = _NamePlacer(IndexedGraph(load_for_diff(source_path).graph), IndexedGraph(load_for_diff(target_path).graph))
     for i, n in enumerate(placer.src.nodes):
-        if n.op_type in _QDQ or not n.name:
+        if n.op_type in QDQ_OPS or not n.name:
             continue
         hit = placer.place(i)
         if hit:
@@ -351,7 +353,7 @@ class _NamePlacer:
             t = todo.pop(0)
             seen.append(t)
             steps = src.consumers.get(t, ()) if downstream else ([src.producer[t]] if t in src.producer else [])
-            todo += [x for k in steps if src.nodes[k].op_type in _QDQ for x in
+            todo += [x for k in steps if src.nodes[k].op_type in QDQ_OPS for x in
                      (src.nodes[k].output if downstream else src.nodes[k].input[:1])]
         return seen
 
@@ -359,7 +361,7 @@ class _NamePlacer:
         """The target node that produces ``n``'s output (directly or after its Q/DQ)."""
         for t in self._through_qdq([t for t in n.output if t], downstream=True):
             k = self.tgt.producer.get(t)
-            if k is not None and self.tgt.nodes[k].op_type not in _QDQ and self.tgt.nodes[k].name:
+            if k is not None and self.tgt.nodes[k].op_type not in QDQ_OPS and self.tgt.nodes[k].name:
                 return self.tgt.nodes[k].name
         return None
 
@@ -367,7 +369,7 @@ class _NamePlacer:
         """Where ``n``'s input's producer landed (a node folded away)."""
         for t in self._through_qdq([t for t in n.input if t], downstream=False):
             p = self.src.producer.get(t)
-            if p is not None and self.src.nodes[p].op_type not in _QDQ:
+            if p is not None and self.src.nodes[p].op_type not in QDQ_OPS:
                 hit = self.place(p, depth + 1)
                 if hit:
                     return hit

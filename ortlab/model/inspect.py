@@ -20,10 +20,12 @@ from collections.abc import Iterator
 
 import numpy as np
 import onnx
+from google.protobuf.message import DecodeError
 from onnx import TensorProto
 
 from ortlab.core.errors import ExternalDataError, ModelLoadError
 from ortlab.core import dtypes
+from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.core.text import one_line
 from ortlab.runtime import providers
 from ortlab.settings.config import OptLevel
@@ -231,7 +233,7 @@ def _parse(data: bytes) -> onnx.ModelProto:
     model = onnx.ModelProto()
     try:
         model.ParseFromString(data)
-    except Exception:  # protobuf raises DecodeError (upb) or RuntimeError depending on the backend
+    except (DecodeError, RuntimeError, ValueError):  # DecodeError (upb) or RuntimeError, by protobuf backend
         raise ModelLoadError(_diagnose_bytes(data)) from None
     if not model.HasField("graph") or model.ir_version <= 0:
         raise ModelLoadError("This file parses as protobuf but is not an ONNX model (it has no graph or no IR "
@@ -305,7 +307,7 @@ def external_data_files(model: onnx.ModelProto | str | os.PathLike, base_dir=Non
             files[loc] = resolved
         try:
             offset = int(info.get("offset", 0) or 0)
-            length = int(info["length"]) if "length" in info else _tensor_nbytes(t)
+            length = int(info["length"]) if "length" in info else tensor_nbytes(t)
         except ValueError:
             raise ExternalDataError(f"Tensor '{t.name}' has a malformed external-data offset or length.") from None
         if length is not None:
@@ -339,9 +341,7 @@ def _check(model: onnx.ModelProto, path: Path | None, has_external: bool) -> Non
             onnx.checker.check_model(str(path), full_check=True)
         else:
             onnx.checker.check_model(model, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
-        raise ModelLoadError(f"invalid model: {one_line(exc)}") from None
-    except Exception as exc:  # the C++ checker can raise plain RuntimeError/ValueError
+    except ONNX_ERRORS + (OSError,) as exc:  # the C++ checker can raise plain RuntimeError/ValueError too
         raise ModelLoadError(f"invalid model: {one_line(exc)}") from None
 
 
@@ -379,7 +379,7 @@ def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True, 
         loaded = model if load_external else onnx.ModelProto.FromString(model.SerializeToString())
         try:
             onnx.external_data_helper.load_external_data_for_model(loaded, str(base_dir))
-        except Exception as exc:
+        except ONNX_ERRORS + (OSError,) as exc:
             raise ExternalDataError(f"Could not read external data: {one_line(exc)}") from None
         if check and path is None:
             _check(loaded, None, False)
@@ -388,13 +388,14 @@ def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True, 
 
 # -- inspection ---------------------------------------------------------------------------------------
 
-def _tensor_nbytes(t: TensorProto) -> int | None:
+def tensor_nbytes(t: TensorProto) -> int | None:
+    """Bytes of a tensor's values (int4 packed two to a byte); None for a data type numpy has no size for."""
     n = int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
     if t.data_type == TensorProto.STRING:
         return sum(len(s) for s in t.string_data)
     try:
         item = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
-    except Exception:
+    except (KeyError, TypeError):  # a data type numpy has no item size for
         return None
     if t.data_type in (TensorProto.INT4, TensorProto.UINT4):
         return (n + 1) // 2
@@ -457,7 +458,7 @@ def _runtime_verdict(path: Path, checker_error: ModelLoadError) -> str:
 
     try:
         providers.create_session(path, options=providers.session_options(opt_level=OptLevel.DISABLED))
-    except Exception:
+    except ModelLoadError:
         raise checker_error from None
     return (f"The ONNX checker rejects this model ({checker_error.message.removeprefix('invalid model: ')}); "
             "ONNX Runtime loads it, so it is used as it is.")
@@ -477,7 +478,7 @@ def drop_weight_bytes(model: onnx.ModelProto, over: int = 1 << 20) -> onnx.Model
     for g in graphs.walk_graphs(model.graph):
         for t in g.initializer:
             # its size from dims and type: reading raw_data or ByteSize() would copy the bytes
-            if t.data_location != TensorProto.EXTERNAL and (_tensor_nbytes(t) or 0) > over:
+            if t.data_location != TensorProto.EXTERNAL and (tensor_nbytes(t) or 0) > over:
                 for name in _VALUE_FIELDS:
                     t.ClearField(name)
                 dropped = True
@@ -507,10 +508,10 @@ def _initializer_params(g: onnx.GraphProto) -> tuple[int, Counter[str]]:
     for sub in graphs.walk_graphs(g):
         for t in sub.initializer:
             param_count += int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
-            init_bytes[dtypes.from_onnx(t.data_type)] += _tensor_nbytes(t) or 0
+            init_bytes[dtypes.from_onnx(t.data_type)] += tensor_nbytes(t) or 0
         for st in sub.sparse_initializer:
             param_count += int(np.prod(st.values.dims, dtype=np.int64)) if st.values.dims else 1
-            init_bytes[dtypes.from_onnx(st.values.data_type)] += _tensor_nbytes(st.values) or 0
+            init_bytes[dtypes.from_onnx(st.values.data_type)] += tensor_nbytes(st.values) or 0
     return param_count, init_bytes
 
 
@@ -542,7 +543,7 @@ def inspect_model(path) -> ModelInfo:
     warnings: list[str] = [checker_note] if checker_note else []
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
-    except Exception:
+    except ONNX_ERRORS:
         inferred = g
         warnings.append("ONNX shape inference failed; output shapes are as declared in the file.")
     init_names = {t.name for t in g.initializer}
@@ -554,7 +555,7 @@ def inspect_model(path) -> ModelInfo:
     param_count, init_bytes = _initializer_params(g)
     constants = list(graphs.constant_weights(g))
     constant_params = sum(int(np.prod(t.dims, dtype=np.int64)) for t in constants)
-    constant_bytes = sum(_tensor_nbytes(t) or 0 for t in constants)
+    constant_bytes = sum(tensor_nbytes(t) or 0 for t in constants)
     param_count += constant_params
     if in_subgraphs:
         warnings.append(f"The model has control-flow subgraphs (If/Loop/Scan): {in_subgraphs} of its {len(nodes)} "

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 import onnx
 from onnx import shape_inference
 
+from ortlab.core.onnx_errors import ONNX_ERRORS
+
 MAC_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 
 
@@ -53,7 +55,7 @@ def node_costs(model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]]
     fixed = _with_input_shapes(model, input_shapes or {})
     try:
         inferred = shape_inference.infer_shapes(fixed)
-    except Exception:  # onnx's own inference errors on an unusual graph: the initializers still tell something
+    except ONNX_ERRORS:  # onnx's own inference errors on an unusual graph: the initializers still tell something
         inferred = fixed
     shapes = _known_shapes(inferred)
     costs: dict[str, float] = {}

@@ -117,9 +117,8 @@ class Artifact:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(dumps(self.to_dict(), indent=2))
             os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        finally:
+            Path(tmp).unlink(missing_ok=True)  # left only when the write failed: replaced away otherwise
         return path
 
 

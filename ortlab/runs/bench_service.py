@@ -193,7 +193,7 @@ def _bench_worker(handle: BenchHandle, ws, origin: str, measure_memory: bool, pr
             handle.not_recorded = exc.message
         handle.record = record
         handle.end(DONE, summaries)
-    except (Cancelled, Exception) as exc:
+    except (Cancelled, Exception) as exc:  # any failure ends the job with its words, never lost in the thread
         _drop_profiles(handle, profile_dir)
         end_with_error(handle, exc, began)
 

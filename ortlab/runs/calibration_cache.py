@@ -7,12 +7,16 @@ preprocessing and the input shapes), ONNX Runtime's calibrator arguments for the
 (:func:`ortlab.transforms.quantize.calibration_settings`) and ONNX Runtime's version. Each key has one JSON file under
 ``<workspace>/calibration/``, written atomically. A file that cannot be read, or does not hold what it should, is
 ignored: the run calibrates again and writes it anew. Nothing here ever fails a run.
+
+The folder is bounded (``limits.CALIBRATION_CACHE_MAX_BYTES``, ``$ORTLAB_LIMIT_CALIBRATION_CACHE_MAX_BYTES``): each
+write removes the entries used longest ago (by modification time; a reuse touches its file) until the rest fit.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +25,7 @@ from typing import Any
 import numpy as np
 import onnxruntime
 
+from ortlab.core import limits
 from ortlab.model.inspect import external_data_files
 from ortlab.runs import outputs
 
@@ -79,8 +84,9 @@ def calibration_key(model: str, data: str, settings: str) -> str:
 class CalibrationCache:
     """The calibrations kept in ``folder`` (``<workspace>/calibration``), one JSON file per key."""
 
-    def __init__(self, folder) -> None:
+    def __init__(self, folder, max_bytes: int | None = None) -> None:
         self.folder = Path(folder)
+        self.max_bytes = int(limits.limit("CALIBRATION_CACHE_MAX_BYTES") if max_bytes is None else max_bytes)
 
     @classmethod
     def in_workspace(cls, root) -> CalibrationCache:
@@ -99,9 +105,10 @@ class CalibrationCache:
                 return None
             if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
                 return None
-            return CachedCalibration(ranges, tuple(warnings))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
+        _touch(self._file(key))
+        return CachedCalibration(ranges, tuple(warnings))
 
     def put(self, key: str, entry: CachedCalibration) -> None:
         """Store ``entry`` under ``key`` (atomically); a workspace that cannot be written only loses the reuse."""
@@ -110,5 +117,33 @@ class CalibrationCache:
             outputs.write_text_atomic(self._file(key), json.dumps(
                 {"key": key, "ranges": entry.ranges, "warnings": list(entry.warnings)}))
         except OSError:
-            pass
+            return
+        self.prune(keep=key)
+
+    def prune(self, keep: str | None = None) -> list[Path]:
+        """Remove the entries used longest ago until the folder holds at most ``max_bytes`` (the entry ``keep``
+        stays in any case); returns the files removed."""
+        entries = []
+        for path in self.folder.glob("*.json"):
+            try:
+                st = path.stat()
+            except OSError:  # removed meanwhile by another run's prune
+                continue
+            entries.append((st.st_mtime, st.st_size, path))
+        entries.sort(key=lambda e: (e[0], e[2].name), reverse=True)  # newest first
+        total, removed = 0, []
+        for _, size, path in entries:
+            total += size
+            if total > self.max_bytes and path != self._file(keep or ""):
+                path.unlink(missing_ok=True)
+                removed.append(path)
+        return removed
+
+
+def _touch(path: Path) -> None:
+    """Mark an entry as just used (a workspace that cannot be written only loses the order)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
 

@@ -319,7 +319,7 @@ def _connect(connect: Callable[[str], Any], address: str) -> Any:
         return connect(address)
     except OrtlabError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # ray.init fails in many ways on a bad address: one message names it
         raise BenchmarkError(f"Could not connect to the Ray cluster at {address!r}: {one_line(exc).rstrip('.')}. Check the "
                              "address (host:port of `ray start --head`, or auto) and that the head runs.") from exc
 
@@ -384,5 +384,5 @@ def _worker(handle: ClusterBenchHandle, ws, origin: str, measure_memory: bool, c
             raise BenchmarkError("No node could time the models: " + "; ".join(bench.failures))
         handle.bench_id = next((r.bench_id for r in results if r.bench_id is not None), None)
         handle.end(DONE, bench)
-    except (Cancelled, Exception) as exc:
+    except (Cancelled, Exception) as exc:  # any failure ends the job with its words, never lost in the thread
         end_with_error(handle, exc, began)

@@ -280,7 +280,7 @@ class History:
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                 _probe(conn)
                 conn.execute("COMMIT")
-            except BaseException:
+            except BaseException:  # any failure or interrupt rolls the migration back, then re-raised
                 conn.execute("ROLLBACK")
                 raise
         return restored

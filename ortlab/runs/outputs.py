@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from ortlab.core.errors import OrtlabError, OutputError  # noqa: F401 (OutputError: raised here, defined with the others)
+from ortlab.core.errors import ModelLoadError, OrtlabError, OutputError  # noqa: F401 (OutputError: raised here, defined with the others)
 from ortlab.core.layout import ARTIFACT_FILE, MODEL_FILE, QDQ_FILE, RECIPE_FILE, qdq_path
 from ortlab.model.inspect import external_data_files
 
@@ -61,7 +61,7 @@ def needed_files(source) -> list[Path]:
         try:
 
             files += list(external_data_files(source).values())
-        except Exception:  # an unreadable source fails later, with its own message
+        except (ModelLoadError, OSError):  # an unreadable source fails later, with its own message
             pass
     return files
 
@@ -140,9 +140,8 @@ def write_text_atomic(path, text: str) -> Path:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    finally:
+        Path(tmp).unlink(missing_ok=True)  # left only when the write failed: replaced away otherwise
     return path
 
 

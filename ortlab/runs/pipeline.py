@@ -335,12 +335,14 @@ def _verify(ctx: RunContext, x: Model | Quantized) -> Verified:
     m = replace(m, random_data=m.random_data or ver.is_random, input_shapes=m.input_shapes or _shapes(specs))
     report = evaluate(run.model, m.path, sample, pre, target=run.recipe.target, reporter=ctx.reporter,
                       cancel=ctx.cancel, policy=run.policy, specs=specs)
-    report.available_samples = 0 if ver.is_random else ver.population or len(ver)  # drawn from all of these
+    report = replace(report, available_samples=0 if ver.is_random else ver.population or len(ver))  # drawn from these
     if m.calibration_sources:
-        report.calibration_overlap = sum(f"{s.source}#{s.index}" in m.calibration_sources for s in sample.samples)
+        report = replace(report, calibration_overlap=sum(f"{s.source}#{s.index}" in m.calibration_sources
+                                                         for s in sample.samples))
     if m.optimized_from is not None and run.recipe.opt_level != OptLevel.DISABLED:
         # joins the verdict (judge reads report.parity), with the level re-checked as safe
-        report.parity = optimization_parity(m.optimized_from, m.path, sample, pre, run.recipe, ctx.work, specs)
+        report = replace(report, parity=optimization_parity(m.optimized_from, m.path, sample, pre, run.recipe,
+                                                            ctx.work, specs))
     return Verified(m, report, judge(report, run.policy, m.coverage), list(report.providers_cand))
 
 
@@ -415,7 +417,7 @@ def _run_stage(stage: Stage[Any, Any], ctx: RunContext, value: Any, timings: dic
         raise
     except MemoryError:
         raise  # the run service turns it into "this run needed more than X GB"
-    except Exception as exc:
+    except Exception as exc:  # a stage's third-party tool can fail in any way: the stage's own error names it
         raise stage.error(one_line(exc), step=stage.name) from exc
     finally:
         timings[stage.name] = timings.get(stage.name, 0.0) + time.perf_counter() - start
@@ -456,7 +458,7 @@ def run_prepared(run: PreparedRun, out_dir, reporter: Reporter = null_reporter, 
             os.replace(verified.model.qdq, out / QDQ_FILE)
         else:
             (out / QDQ_FILE).unlink(missing_ok=True)  # an earlier run's, which this result does not match
-    except BaseException:
+    except BaseException:  # interrupted or failed alike: no half-written result stays, then re-raised
         shutil.rmtree(ctx.work, ignore_errors=True)
         if created:  # a folder this run made holds nothing but what the run wrote: no empty run folders
             shutil.rmtree(out, ignore_errors=True)

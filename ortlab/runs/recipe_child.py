@@ -131,7 +131,7 @@ def run_recipe_child(request: RecipeRequest, fd: int) -> None:
             artifact.save()
             owner.unlink(missing_ok=True)
         conn.send(("done", artifact.to_dict()))
-    except BaseException as exc:
+    except BaseException as exc:  # the child's last net: the parent always gets one error message
         conn.send(("error", *_reported_error(exc, request)))
     finally:
         if watch is not None:

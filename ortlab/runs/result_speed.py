@@ -18,6 +18,7 @@ from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.progress import CancelToken
 from ortlab.core.text import one_line
 from ortlab.runtime.hardware import real_cpu
+from ortlab.runtime.providers import ORT_ERRORS
 from ortlab.settings.config import BenchConfig, Target
 from ortlab.timing.child_runs import time_pair
 from ortlab.timing.stats import SpeedUp
@@ -122,7 +123,7 @@ def time_result(source, result, check: SpeedCheck = SpeedCheck(), *, target: Tar
         error = "cancelled"
     except OrtlabError as exc:
         error = exc.message
-    except Exception as exc:  # ONNX Runtime's own errors while timing
+    except ORT_ERRORS as exc:  # ONNX Runtime's own errors while timing
         error = f"{type(exc).__name__}: {one_line(exc)}"
     return ResultSpeed(b, time.monotonic() - start, machine, speed, error)
 

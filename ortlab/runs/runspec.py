@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ortlab.settings.config import PreprocessConfig, Recipe, preprocess_cli_args, recipe_cli_args
-from ortlab.core.errors import DataError
+from ortlab.core.errors import DataError, OrtlabError
 from ortlab.data.inputs import format_shape_arg
 from ortlab.core.serial import dumps, from_plain, loads, to_plain
 from ortlab.checks.verdict import VerdictPolicy
@@ -133,7 +133,7 @@ class RunSpec:
             try:
                 sample = get_sample(self.sample)
                 same = Path(sample.model_path).resolve() == Path(self.model).resolve()
-            except Exception:  # a sample no longer installed: its path stays
+            except (OrtlabError, OSError):  # a sample no longer installed: its path stays
                 same = False
             if same:
                 model = self.sample

@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from multiprocessing import Pipe
 from pathlib import Path
 from typing import IO, Any
@@ -239,13 +240,13 @@ class Child:
         self.conn, theirs = Pipe(duplex=duplex)
         self.log: IO[bytes] | None = tempfile.TemporaryFile()
         try:
-            self.proc = subprocess.Popen([sys.executable, "-c", code, *args, str(theirs.fileno())],
-                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=self.log,
-                                         stderr=self.log, env=child_vars, cwd=cwd, start_new_session=new_session)
-        except BaseException:
-            self.conn.close()
-            self.log.close()
-            raise
+            with ExitStack() as undo:  # our end and the log are closed again only when no process starts
+                undo.callback(self.log.close)
+                undo.callback(self.conn.close)
+                self.proc = subprocess.Popen([sys.executable, "-c", code, *args, str(theirs.fileno())],
+                                             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=self.log,
+                                             stderr=self.log, env=child_vars, cwd=cwd, start_new_session=new_session)
+                undo.pop_all()
         finally:
             theirs.close()
         self.returncode: int | None = None

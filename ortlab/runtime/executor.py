@@ -220,7 +220,7 @@ class RayExecutor:
         tasks = [j.task for j in jobs]
         try:
             out = self.cluster.wait(tasks, cancelled=cancelled, timeout_s=timeout_s)
-        except BaseException:
+        except BaseException:  # interrupted or failed: the tasks are cancelled, then re-raised
             self.cluster.cancel(tasks)
             raise
         for job, got in zip(jobs, out):

@@ -105,7 +105,7 @@ class OpenVinoSession:
             core = ov.Core()
             self._compiled = core.compile_model(core.read_model(str(self.path)), "CPU",
                                                 {"INFERENCE_PRECISION_HINT": PRECISIONS[precision]})
-        except Exception as exc:
+        except (RuntimeError, ValueError, TypeError, OSError) as exc:  # OpenVINO's bindings raise RuntimeError
             raise BenchmarkError(f"OpenVINO cannot read {self.path.name}: {one_line(exc)}. It reads plain ONNX and "
                                  f"QDQ int8 files, not ORT-only graphs (QLinearConv, com.microsoft ops).") from exc
         self.precision = compiled_precision(self._compiled)

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import onnxruntime as ort
 from onnx import TensorProto, helper
+from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
 from ortlab.settings.config import BenchConfig, ExecutionMode, OptLevel, Target
 from ortlab.core.errors import ModelLoadError, OrtlabError
@@ -35,6 +36,13 @@ ort.set_default_logger_severity(4)
 _STDERR_LOCK = threading.RLock()
 
 CUSTOM_OPS_ENV = "ORTLAB_CUSTOM_OP_LIBRARIES"  # custom-op libraries, os.pathsep-separated; children inherit it
+
+# what ONNX Runtime's Python API raises: its status types (Fail, InvalidArgument, NoSuchFile…, each a plain
+# Exception subclass) and the RuntimeError/ValueError/TypeError/MemoryError of its bindings
+ORT_ERRORS: tuple[type[Exception], ...] = (
+    *(c for c in vars(ort_state).values() if isinstance(c, type) and issubclass(c, Exception)),
+    RuntimeError, ValueError, TypeError, MemoryError,
+)
 
 OPT_LEVELS = {
     OptLevel.DISABLED: ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
@@ -61,7 +69,7 @@ def quiet_native_stderr() -> Iterator[CapturedStderr]:
     with _STDERR_LOCK:
         try:
             sys.stderr.flush()
-        except Exception:
+        except (OSError, ValueError):  # a closed or broken stream: nothing buffered to lose
             pass
         saved = os.dup(2)
         with tempfile.TemporaryFile(mode="w+b") as tmp:
@@ -71,7 +79,7 @@ def quiet_native_stderr() -> Iterator[CapturedStderr]:
             finally:
                 try:
                     sys.stderr.flush()
-                except Exception:
+                except (OSError, ValueError):  # a closed or broken stream: nothing buffered to lose
                     pass
                 os.dup2(saved, 2)
                 os.close(saved)
@@ -97,7 +105,7 @@ def _probe(provider: str) -> bool:
     try:
         with quiet_native_stderr():
             sess = ort.InferenceSession(_probe_model(), providers=[provider, CPU], enable_fallback=0)
-    except Exception:
+    except ORT_ERRORS:
         return False
     return provider in sess.get_providers()
 
@@ -144,7 +152,7 @@ def set_custom_op_libraries(paths) -> list[str]:
         try:
             with quiet_native_stderr():
                 ort.SessionOptions().register_custom_ops_library(lib)
-        except Exception as exc:
+        except ORT_ERRORS as exc:
             raise ModelLoadError(f"ONNX Runtime cannot load custom-op library '{lib}': {one_line(exc)}") from None
     if resolved:
         os.environ[CUSTOM_OPS_ENV] = os.pathsep.join(resolved)
@@ -158,7 +166,7 @@ def register_custom_ops(so: ort.SessionOptions) -> ort.SessionOptions:
     for lib in custom_op_libraries():
         try:
             so.register_custom_ops_library(lib)
-        except Exception as exc:
+        except ORT_ERRORS as exc:
             raise ModelLoadError(f"ONNX Runtime cannot load custom-op library '{lib}': {one_line(exc)}") from None
     return so
 
@@ -175,7 +183,7 @@ def max_ir_version() -> int:
             with quiet_native_stderr():
                 ort.InferenceSession(model.SerializeToString(), providers=[CPU])
             return ir
-        except Exception:
+        except ORT_ERRORS:  # too new for this ONNX Runtime: try the next older version
             continue
     return 3
 
@@ -272,7 +280,7 @@ def create_session(model_path, target: Target = Target.CPU,
             with quiet_native_stderr():
                 sess = ort.InferenceSession(path, sess_options=options, providers=provs, enable_fallback=0)
             return sess, list(sess.get_providers())
-        except Exception as exc:
+        except ORT_ERRORS + (OrtlabError,) as exc:
             error = exc
     assert error is not None
     if isinstance(error, OrtlabError):

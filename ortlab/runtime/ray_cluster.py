@@ -102,7 +102,7 @@ def _run_and_say_where(fn: Callable[..., Any], *args: Any) -> tuple[NodeId, Any]
     node_id = NodeId(context.get_node_id())
     try:
         return node_id, fn(*args)
-    except Exception as exc:
+    except Exception as exc:  # any error of the task gets its node noted, then re-raised
         exc.add_note(f"{_NODE_NOTE}{node_id}")  # travels with the error: wait() names the node
         raise
 

@@ -39,7 +39,7 @@ class LatencySample:
     round: int = -1  # the interleaving round it ran in (:func:`time_interleaved`); -1 outside one
 
 
-@dataclass
+@dataclass(frozen=True)
 class LatencySummary:
     """Statistics of one variant at one batch size (milliseconds; throughput in samples per second, computed as
     batch size ÷ p50, see :func:`throughput`)."""
@@ -198,7 +198,7 @@ class LatencyRun(Iterator[LatencySample]):
             session, used = runtime_providers.create_session(self.model_path, self.config.target, options)
         except OrtlabError:
             raise
-        except Exception as exc:
+        except runtime_providers.ORT_ERRORS as exc:
             raise BenchmarkError(f"Could not load {self.model_path.name}: {one_line(exc)}") from exc
         return session, list(used)
 
@@ -241,7 +241,7 @@ class LatencyRun(Iterator[LatencySample]):
                 if self._profiling and w + 1 >= profile_runs:
                     self._end_profiling(session)
                     self._profiling = False
-        except Exception as exc:
+        except runtime_providers.ORT_ERRORS as exc:
             raise self._run_error(exc) from exc
         return True
 
@@ -269,7 +269,7 @@ class LatencyRun(Iterator[LatencySample]):
                     t0 = clock()
                     run(None, feeds)
                     t1 = clock()
-                except Exception as exc:
+                except runtime_providers.ORT_ERRORS as exc:
                     raise self._run_error(exc) from exc
                 sample = LatencySample(self.variant, self.batch_size, i, (t1 - t0) * 1000.0, t1 - start, self.round)
                 if self.keep_samples:

@@ -160,7 +160,7 @@ def _isolated_child(request: TimingRequest, fd: int) -> None:
         conn.send(("error", type(exc).__name__, message, exc.step))
     except Cancelled as exc:  # stopped (SIGTERM): said as such, not as a failure
         conn.send(("error", "Cancelled", exc.message, exc.step))
-    except BaseException as exc:
+    except BaseException as exc:  # the child's last net: the parent always gets one error message
         conn.send(("error", "BenchmarkError", f"The timing process failed: {type(exc).__name__}: {one_line(exc)}",
                    None))
     finally:
@@ -540,7 +540,7 @@ class PairTimer:
             if not time_interleaved([reference, candidate], config, cancel, until=until):
                 raise Cancelled(step="bench")
             candidate.finish()
-        except BaseException:
+        except BaseException:  # interrupted or failed: the references are dropped, then re-raised
             self._drop(batch_size)  # a reference stopped mid-block, or dead: the next call starts a fresh one
             raise
         finally:

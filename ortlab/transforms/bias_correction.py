@@ -63,6 +63,7 @@ import onnxruntime as ort
 from onnx import TensorProto, numpy_helper
 
 from ortlab.core.errors import Cancelled, QuantizationError
+from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.runtime.threads import limit_threads
 
@@ -620,7 +621,7 @@ def correct_biases(fp32_path, qdq_path, dst, feeds: Iterable[Mapping[str, np.nda
     try:
         fp32 = onnx.load(str(fp32_path))
         qdq = onnx.load(str(qdq_path))
-    except Exception as exc:
+    except ONNX_ERRORS + (OSError,) as exc:
         raise QuantizationError(f"Cannot load the models to correct ({type(exc).__name__}: {exc}).",
                                 step=STAGE) from None
     model, result = correct_model(fp32, qdq, list(feeds), reporter, cancel, batch, output_groups, task_judge)

@@ -13,6 +13,7 @@ from onnx import TensorProto, numpy_helper
 
 from ortlab.model import graphs
 from ortlab.core.errors import ModelLoadError, QuantizationError
+from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.model.inspect import PROTOBUF_LIMIT, load_model
 from ortlab.core.text import one_line
 
@@ -122,7 +123,7 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
     logging.getLogger("onnxruntime.transformers.float16").setLevel(logging.WARNING)
     try:
         converted = convert_float_to_float16(model, keep_io_types=keep_io_types, disable_shape_infer=big)
-    except Exception as exc:
+    except Exception as exc:  # ORT's Python converter fails in its own ways on an unusual graph: one message
         raise QuantizationError(mixed_types_message(model, str(exc)) or
                                 f"ONNX Runtime could not convert the model to float16: {one_line(exc)}",
                                 step="convert") from None
@@ -131,7 +132,7 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
         # If/Loop/Scan bodies: move those into their subgraph, then order every graph
         _relocate_casts(converted)
         graphs.topological_sort(converted.graph)
-    except Exception as exc:
+    except ValueError as exc:  # a cycle, named
         raise QuantizationError(f"The float16 graph could not be sorted: {one_line(exc)}",
                                 step="convert") from None
     after = Counter(t.data_type for t in _all_initializers(converted.graph))
@@ -153,7 +154,7 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
         else:
             onnx.save_model(converted, str(dst))
         onnx.checker.check_model(str(dst), full_check=True)
-    except Exception as exc:
+    except ONNX_ERRORS + (OSError,) as exc:
         raise QuantizationError(mixed_types_message(converted, str(exc)) or
                                 f"The float16 model could not be saved or failed the ONNX check: "
                                 f"{one_line(exc)}{_where_it_fails(converted, str(exc))}", step="convert") from None

@@ -13,6 +13,7 @@ import onnxruntime as ort
 from ortlab.runtime import providers as P
 from ortlab.settings.config import OptLevel, Precision, Target
 from ortlab.core.errors import ModelLoadError, OptimizationError
+from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.model.inspect import external_data_files, load_model
 from ortlab.core.text import one_line
 from ortlab.model.graphs import walk_graphs, walk_nodes
@@ -147,7 +148,7 @@ def verify_with_runtime(src: Path, dst: Path, float_source: Path | None = None) 
             cand, _ = P.create_session(dst, Target.CPU, P.session_options(opt_level=OptLevel.DISABLED))
             feed = _random_feed(ref)
             ref_out, cand_out = ref.run(None, feed), cand.run(None, feed)
-    except Exception as exc:
+    except P.ORT_ERRORS + (ModelLoadError,) as exc:
         raise OptimizationError(f"ONNX Runtime cannot run the model it wrote: {P.explain_ort_error(exc)}",
                                 step="optimize") from None
     worst, tolerance = 0.0, _runtime_tolerance(src)
@@ -167,7 +168,7 @@ def verify_with_runtime(src: Path, dst: Path, float_source: Path | None = None) 
     try:
         with P.quiet_native_stderr():
             floats = P.create_session(float_source, Target.CPU, so)[0].run(None, feed)
-    except Exception as exc:
+    except P.ORT_ERRORS + (ModelLoadError,) as exc:
         raise OptimizationError(f"{message}, and the float model it was quantized from does not run to compare: "
                                 f"{P.explain_ort_error(exc)}", step="optimize") from None
     ok, noise = _within_quantization_noise(ref_out, cand_out, floats, names)
@@ -186,7 +187,7 @@ def _check_output(path: Path, warnings: list[str], src: Path | None = None, note
     try:
         onnx.checker.check_model(str(path), full_check=True)
         return
-    except Exception as exc:
+    except ONNX_ERRORS + (OSError,) as exc:
         full_error = one_line(exc)
     if src is not None:
         agreement = verify_with_runtime(src, path, float_source)
@@ -201,7 +202,7 @@ def _check_output(path: Path, warnings: list[str], src: Path | None = None, note
         raise OptimizationError(f"ONNX Runtime wrote a model the ONNX checker rejects: {full_error}", step="optimize")
     try:
         onnx.checker.check_model(str(path), full_check=False)
-    except Exception as exc:
+    except ONNX_ERRORS + (OSError,) as exc:
         raise OptimizationError("ONNX Runtime wrote a model the ONNX checker rejects: "
                                 f"{one_line(exc)}", step="optimize") from None
     warnings.append(f"Only the structural ONNX check was run: full checking (shape inference) does not know the "
@@ -247,7 +248,7 @@ def optimize_model(src, dst, level: OptLevel, target: Target = Target.CPU,
     try:
         with P.quiet_native_stderr():
             sess = ort.InferenceSession(str(src), sess_options=so, providers=providers, enable_fallback=0)
-    except Exception as exc:
+    except P.ORT_ERRORS as exc:
         raise OptimizationError(f"ONNX Runtime could not optimize the model: {P.explain_ort_error(exc)}",
                                 step="optimize") from None
     seconds = time.perf_counter() - start

@@ -43,7 +43,8 @@ from ortlab.model.patterns import detect_patterns, float_scope
 from ortlab.settings.config import DISTRIBUTION_MIN_BINS, CalibrationMethod, QuantConfig, QuantFormat, QuantMode, QuantType
 from ortlab.transforms.coverage import QuantCoverage, quant_coverage
 from ortlab.transforms.range_split import find_range_splits, load_ranges
-from ortlab.core.errors import Cancelled, OrtlabError, QuantizationError
+from ortlab.core.errors import OrtlabError, QuantizationError
+from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.runtime.providers import quiet_native_stderr
 from ortlab.runtime.threads import limit_threads, thread_limit
 from ortlab.core.text import one_line
@@ -125,7 +126,7 @@ class _ListHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             text = one_line(record.getMessage())
-        except Exception:
+        except (TypeError, ValueError, KeyError):  # a message whose arguments do not fit its format: dropped
             return
         if text and text not in self.messages:
             self.messages.append(text)
@@ -189,13 +190,24 @@ def _fail(step: str, exc: BaseException, hint: str) -> QuantizationError:
     return QuantizationError(f"ONNX Runtime failed ({type(exc).__name__}: {one_line(exc)}). {hint}", step=step)
 
 
+@contextlib.contextmanager
+def _ort_failures(step: str, hint: str) -> Iterator[None]:
+    """ORT's quantization tools fail as :func:`_fail` words it (ortlab's own errors and Cancelled pass as they are)."""
+    try:
+        yield
+    except OrtlabError:
+        raise
+    except Exception as exc:  # ORT's quantization tools are Python over any graph: any error, one message and a hint
+        raise _fail(step, exc, hint) from None
+
+
 def _load(src, step: str) -> onnx.ModelProto:
     path = Path(src)
     if not path.is_file():
         raise QuantizationError(f"Model file {path} does not exist.", step=step)
     try:
         return onnx.load(str(path))
-    except Exception as exc:
+    except ONNX_ERRORS + (OSError,) as exc:
         raise QuantizationError(f"Cannot load {path.name} as an ONNX model ({one_line(exc)}).", step=step) from None
 
 
@@ -218,7 +230,7 @@ def _ensure_opset(model: onnx.ModelProto, step: str) -> tuple[onnx.ModelProto, l
         return model, []
     try:
         converted = version_converter.convert_version(model, MIN_OPSET)
-    except Exception as exc:
+    except ONNX_ERRORS + (version_converter.ConvertError,) as exc:
         raise _fail(step, exc, f"The model's opset {opset} could not be converted to {MIN_OPSET}; re-export it "
                                f"with opset {MIN_OPSET} or newer.") from None
     return converted, [f"Converted the model from opset {opset} to {MIN_OPSET} first (per-channel quantization "
@@ -416,13 +428,10 @@ def preprocess_for_quantization(src, dst) -> list[str]:
             with _ort_quiet() as log, contextlib.chdir(tmp):
                 quant_pre_process(str(staged), str(out), skip_symbolic_shape=False)
             messages = log.messages
-        except Exception as first:
-            try:
-                with _ort_quiet() as log:
-                    quant_pre_process(str(staged), str(out), skip_symbolic_shape=True)
-                messages = log.messages
-            except Exception as exc:
-                raise _fail(step, exc, "Turn pre-processing off and quantize the model as it is.") from None
+        except Exception as first:  # ORT's symbolic shape inference gives up in its own ways: retried without it
+            with _ort_failures(step, "Turn pre-processing off and quantize the model as it is."), _ort_quiet() as log:
+                quant_pre_process(str(staged), str(out), skip_symbolic_shape=True)
+            messages = log.messages
             reason = one_line(first)
             warnings.append(SHAPES_FALLBACK + f" (Details: {type(first).__name__}: {reason}.)")
         _finish(out, dst, step)
@@ -466,13 +475,9 @@ def quantize_dynamic_result(src, dst, q: QuantConfig) -> QuantResult:
         tmp = Path(tmpdir)
         staged = _stage_input(model, tmp)
         out = tmp / "quantized.onnx"
-        try:
-            with _ort_quiet() as log:
-                quantize_dynamic(str(staged), str(out), **kwargs)
-        except OrtlabError:
-            raise
-        except Exception as exc:
-            raise _fail(step, exc, "Exclude the failing op types or nodes, or try static quantization.") from None
+        with _ort_failures(step, "Exclude the failing op types or nodes, or try static quantization."), \
+                _ort_quiet() as log:
+            quantize_dynamic(str(staged), str(out), **kwargs)
         if graphs.has_subgraphs(model.graph):
             _sort_after_subgraph_quantization(out)
         result = _coverage_result(out, model, targets, warnings + _log_warnings(log.messages, dynamic=True), notes,
@@ -549,24 +554,19 @@ def calibrate_model(src, q: QuantConfig, reader, cache) -> list[str]:
         staged = _stage_input(model, tmp)
         if hasattr(reader, "rewind"):
             reader.rewind()
-        try:
-            with _ort_quiet() as log:
-                calibrator = create_calibrator(staged, augmented_model_path=str(tmp / "augmented_model.onnx"),
-                                               **args.calibrator)
-                if isinstance(calibrator, HistogramCalibrater) and not calibrator.tensors_to_calibrate:
-                    # nothing of the op types quantized is calibrated (e.g. --op-types Conv on a model without
-                    # one): ORT's histogram calibrators then fail with "Histogram has not been collected"
-                    ranges = TensorsData(args.calibrator["calibrate_method"], {})  # the run says nothing was quantized
-                else:
-                    _limit_calibrator_threads(calibrator)
-                    collect_streaming(calibrator, reader)
-                    ranges = calibrator.compute_data()
-                save_tensors_data(ranges, cache)
-                del calibrator
-        except (Cancelled, OrtlabError):
-            raise
-        except Exception as exc:
-            raise _fail("calibrate", exc, _CALIBRATE_HINT) from None
+        with _ort_failures("calibrate", _CALIBRATE_HINT), _ort_quiet() as log:
+            calibrator = create_calibrator(staged, augmented_model_path=str(tmp / "augmented_model.onnx"),
+                                           **args.calibrator)
+            if isinstance(calibrator, HistogramCalibrater) and not calibrator.tensors_to_calibrate:
+                # nothing of the op types quantized is calibrated (e.g. --op-types Conv on a model without
+                # one): ORT's histogram calibrators then fail with "Histogram has not been collected"
+                ranges = TensorsData(args.calibrator["calibrate_method"], {})  # the run says nothing was quantized
+            else:
+                _limit_calibrator_threads(calibrator)
+                collect_streaming(calibrator, reader)
+                ranges = calibrator.compute_data()
+            save_tensors_data(ranges, cache)
+            del calibrator
     return warnings + _log_warnings(log.messages)
 
 
@@ -658,14 +658,9 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
         tmp = Path(tmpdir)
         staged = _stage_input(model, tmp)
         out = tmp / "quantized.onnx"
-        try:
-            with _ort_quiet() as log:
-                quantize_static(str(staged), str(out), calibration_data_reader=None,
-                                calibration_cache_path=str(cache), **kwargs)
-        except (Cancelled, OrtlabError):
-            raise
-        except Exception as exc:
-            raise _fail("quantize", exc, _QUANTIZE_HINT) from None
+        with _ort_failures("quantize", _QUANTIZE_HINT), _ort_quiet() as log:
+            quantize_static(str(staged), str(out), calibration_data_reader=None,
+                            calibration_cache_path=str(cache), **kwargs)
         if graphs.has_subgraphs(model.graph):  # Q/DQ of values that If/Loop bodies read may land after the If
             _sort_after_subgraph_quantization(out)
         result = _coverage_result(out, model, targets, warnings + _log_warnings(log.messages), notes,

@@ -5,6 +5,7 @@ the same SQNR bar as whole outputs, and the sentence names the deciding figure o
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ortlab.checks.eval_report import (BoxesMetrics, ClassificationMetrics, EvalReport, OutputError, Task,
                                        TaskMetrics)
@@ -208,12 +209,10 @@ def test_a_detector_verdict_names_one_bar_its_evidence_and_a_sample_count_the_da
     assert v.uncertainty.method == "Wilson, 50 reference and 50 candidate detections in 13 samples"
     need = v.uncertainty.settle_samples
     assert need is not None and need > 13
-    report.available_samples = need - 1  # the data has fewer samples than would settle it
-    short = judge(report)
+    short = judge(replace(report, available_samples=need - 1))  # the data has fewer samples than would settle it
     assert "--verify-samples" not in short.edge and f"more than the {need - 1:,} samples" in short.edge
     assert "cannot settle it" in short.edge
-    report.available_samples = need + 100
-    enough = judge(report)
+    enough = judge(replace(report, available_samples=need + 100))
     assert f"--verify-samples {need};" in enough.edge and f"the evaluation data has {need + 100:,}" in enough.edge
     # a degraded figure whose interval reaches across its own bar keeps that bar in its reason
     own = judge(_detector(35, 40, 40, 25.0, n=13))  # F1 0.875, interval 0.74–0.95: nearest bar 0.8 again

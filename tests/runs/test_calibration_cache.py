@@ -11,7 +11,7 @@ import pytest
 import ortlab.transforms.quantize as quantize_module
 from ortlab.data.loaders import load_image_folder
 from ortlab.runs import pipeline, service
-from ortlab.runs.calibration_cache import REUSED, CalibrationCache
+from ortlab.runs.calibration_cache import REUSED, CachedCalibration, CalibrationCache
 from ortlab.runs.pipeline import plan, run_recipe
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runs.workspace import Workspace
@@ -158,3 +158,37 @@ def test_stage_labels_are_defined_once_by_the_engine():
             assert progress_view.STAGE_TITLES[stage.name] == stage.label
     source = Path(progress_view.__file__).read_text(encoding="utf-8")
     assert not any(f'"{s.label}"' in source for s in pipeline.STAGES)  # no copy of a label in the view
+
+
+def _entry(cache: CalibrationCache, key: str, when: float) -> Path:
+    """Store a 1000-byte-ish entry under ``key`` and date its file ``when`` (seconds since the epoch)."""
+    import os
+
+    cache.put(key, CachedCalibration('{"x": [0.0, 1.0]}' + " " * 900, ("a warning",)))
+    path = cache.folder / f"{key}.json"
+    os.utime(path, (when, when))
+    return path
+
+
+def test_the_cache_is_bounded_and_removes_the_entries_used_longest_ago(tmp_path):
+    cache = CalibrationCache(tmp_path / "calibration", max_bytes=10**9)
+    paths = {k: _entry(cache, k, 1_000_000 + i * 100) for i, k in enumerate(("a", "b", "c", "d"))}
+    size = paths["a"].stat().st_size
+    assert cache.get("a") is not None  # a reuse makes "a" the newest: "b" is now the one used longest ago
+    cache.max_bytes = 2 * size + size // 2
+    removed = cache.prune()
+    assert sorted(p.name for p in removed) == ["b.json", "c.json"]
+    assert sorted(p.name for p in cache.folder.iterdir()) == ["a.json", "d.json"]
+    assert cache.get("b") is None and cache.get("d").ranges.startswith('{"x"')
+
+
+def test_a_write_prunes_but_never_the_entry_it_wrote(tmp_path, monkeypatch):
+    monkeypatch.setenv("ORTLAB_LIMIT_CALIBRATION_CACHE_MAX_BYTES", "1500")  # room for one entry
+    cache = CalibrationCache.in_workspace(tmp_path)
+    assert cache.max_bytes == 1500
+    _entry(cache, "old", 2_000_000)
+    _entry(cache, "new", 1_000_000)  # dated older than "old", but just written: it stays, "old" goes
+    assert [p.name for p in cache.folder.iterdir()] == ["new.json"]
+    tiny = CalibrationCache(tmp_path / "calibration", max_bytes=1)
+    tiny.put("bigger", CachedCalibration("{}"))
+    assert [p.name for p in tiny.folder.iterdir()] == ["bigger.json"]

@@ -34,7 +34,8 @@ class Task(Completion):
         self.cancelled = False
         self.handled = False
 
-    def _run(self) -> None:
+    def run(self) -> None:
+        """Call the job's function and keep its outcome (on the job's thread, or inline in sync mode)."""
         try:
             out = self._fn(self)
             state = CANCELLED if self.cancelled else DONE
@@ -64,7 +65,7 @@ def start(fn: Callable[[Task], Any], *, on_cancel: Callable[[], None] | None = N
     """Run ``fn(task)`` on a daemon thread (synchronously in sync mode) and return the task."""
     task = Task(fn, on_cancel=on_cancel, meta=meta)
     if sync_jobs():
-        task._run()
+        task.run()
     else:
-        threading.Thread(target=task._run, name=name, daemon=True).start()
+        threading.Thread(target=task.run, name=name, daemon=True).start()
     return task

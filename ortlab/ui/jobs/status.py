@@ -27,7 +27,7 @@ def sync_jobs() -> bool:
         from streamlit import config
 
         return bool(config.get_option("global.appTest"))
-    except Exception:
+    except (ImportError, RuntimeError):  # no Streamlit, or an option this version lacks
         return False
 
 

@@ -22,7 +22,7 @@ from ortlab.ui.jobs.status import DONE, started
 from ortlab.ui.session.auth import workspace_root
 from ortlab.ui.session import auth
 from ortlab import api
-from ortlab.core.errors import ModelLoadError
+from ortlab.core.errors import ModelLoadError, OrtlabError
 from ortlab.core.text import format_bytes, upload_name
 from ortlab.ui.views.cards import pct, verdict_text
 from ortlab.ui.views.forms import set_form_values
@@ -234,7 +234,7 @@ def release_upload(file_id: str, upload=None) -> None:
         if ctx is not None:
             remove = getattr(ctx.uploaded_file_mgr, "remove_file")  # noqa: B009 (not in Streamlit's type stubs)
             remove(ctx.session_id, file_id)
-    except Exception:  # an internal API: losing it only costs memory
+    except (ImportError, AttributeError, KeyError):  # an internal API: losing it only costs memory
         pass
 
 
@@ -370,7 +370,7 @@ def model_title(path, file_name: str) -> str:
 
     try:
         s = api.models.find_by_path(Path(path))
-    except Exception:  # a damaged sample folder: the file name still says which model it was
+    except (OrtlabError, OSError, ValueError):  # a damaged sample folder: the file name still says which model it was
         s = None
     return (s.title or s.name) if s is not None else file_name
 
@@ -443,7 +443,7 @@ def other_model_variants() -> list[tuple[Variant, str | None]]:
         v = _variant(a, other=True)
         try:
             theirs = io_signature(model_cache.model_info(v.path))
-        except Exception as exc:  # a deleted or unreadable file: listed with the reason
+        except (OrtlabError, OSError) as exc:  # a deleted or unreadable file: listed with the reason
             out.append((v, f"cannot be read ({type(exc).__name__})"))
             continue
         if theirs != mine:
@@ -514,7 +514,7 @@ def bench_shapes() -> dict[str, list[int]]:
         return state.input_shapes()
     try:
         specs = input_specs(info)
-    except Exception:  # a bad override is reported on the Data page
+    except (OrtlabError, ValueError):  # a bad override is reported on the Data page
         return state.input_shapes()
     return {s.name: list(s.shape) for s in specs if s.resolved and any(d.source != "model" for d in s.dims)}
 
@@ -728,7 +728,7 @@ def restore_run_data(run: Artifact) -> str | None:
         ev_full = replace(ev_ref, count=None) if ev_ref is not None else None
         cal = cal_full.load() if cal_full is not None else None
         ev = ev_full.load() if ev_full is not None and ev_full != cal_full else cal
-    except Exception as exc:  # a sample no longer installed, an unreadable file: said, never raised
+    except (OrtlabError, OSError, ValueError) as exc:  # a sample no longer installed, an unreadable file: said
         return f"its data could not be read ({getattr(exc, 'message', None) or type(exc).__name__})"
     if cal is None:
         cal = ev

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from ortlab.api import Artifact
+from ortlab.core.errors import OrtlabError
 from ortlab.ui.session import actions, state
 
 RUN_ID = re.compile(r"run(\d+)")
@@ -29,7 +30,7 @@ def _named(history, vid: str | None) -> Artifact | None:
         return None
     try:
         run = history.get(int(m.group(1)))
-    except Exception:  # gone from History, or unreadable: the newest run stands in
+    except (OrtlabError, OSError):  # gone from History, or unreadable: the newest run stands in
         return None
     return run if _usable(run) else None
 

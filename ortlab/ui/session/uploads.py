@@ -21,7 +21,7 @@ def install() -> None:
     from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 
     original = MemoryUploadedFileManager.add_file
-    if getattr(original, "_ortlab_cleans_names", False):
+    if getattr(original, "ortlab_cleans_names", False):
         return
 
     def add_file(self, session_id, file):
@@ -34,7 +34,7 @@ def install() -> None:
                     _NOTES.pop(next(iter(_NOTES)))
         return original(self, session_id, file)
 
-    add_file._ortlab_cleans_names = True  # type: ignore[attr-defined]
+    add_file.ortlab_cleans_names = True  # type: ignore[attr-defined]
     MemoryUploadedFileManager.add_file = add_file  # type: ignore[method-assign]
 
 
