@@ -4,7 +4,7 @@ measure of a trial, the trials and the search's result, the Pareto front."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ortlab.settings.config import (
@@ -22,7 +22,7 @@ FAILURES_TO_STOP = 3  # consecutive trials failing with the same message end the
 CLOSEST_DIR = "closest"  # where a search that met no bar writes its closest non-broken trial
 FINALISTS = 3  # trials re-timed at the end, interleaved with the source
 CHAIN_MAX = 4  # nodes in one keep-in-float step's producer chain
-_LEVEL_RANK = {"ok": 0, "unknown": 1, "": 1, "degraded": 2, "broken": 3}
+LEVEL_RANK = {"ok": 0, "unknown": 1, "": 1, "degraded": 2, "broken": 3}
 
 
 # -- accuracy policy -----------------------------------------------------------------------------------------
@@ -37,8 +37,6 @@ class Decision:
     reason: str
     level: str = ""
 
-
-Policy = Callable[[EvalReport | None], Decision]
 
 
 @dataclass(frozen=True)
@@ -102,29 +100,32 @@ def task_quality(report: EvalReport | None, level: str = "") -> Quality:
     return Quality(level, measure, value, what, worst)
 
 
-def verdict_policy(policy: VerdictPolicy | None = None, min_sqnr_db: float | None = None,
-                   min_task: float | None = None) -> Policy:
-    """Accept when :func:`ortlab.checks.verdict.judge` says OK under ``policy`` (default: the verdict's defaults,
-    the same as optimize's) **and** this search's bar holds. The bar is the task's own measure when the model has
-    one (:func:`task_quality`: detection F1, strings kept, no confident flip, NN agreement…): at least ``min_task``
-    when given, else the verdict's own bars decide. A model without one (plain tensors) must reach
-    ``min_sqnr_db`` (default 20 dB) on its worst output; a ``min_sqnr_db`` given explicitly holds for every model
-    (a detector's score channels, else the worst output). The bar never changes the verdict: a trial below it is
-    "ok, below this search's bar"."""
-    vp = policy if policy is not None else VerdictPolicy()
-    explicit = min_sqnr_db is not None
-    bar = float(min_sqnr_db) if min_sqnr_db is not None else DEFAULT_MIN_SQNR_DB
+@dataclass(frozen=True)
+class SearchBar:
+    """The verdict policy of a search: accept when :func:`ortlab.checks.verdict.judge` says OK under
+    ``verdict_policy`` **and** this search's bar holds (see :func:`verdict_policy`). Called on an evaluation, it
+    returns the :class:`Decision`."""
 
-    def decide(report: EvalReport | None) -> Decision:
-        v = judge(report, vp)
+    verdict_policy: VerdictPolicy
+    bar_db: float = DEFAULT_MIN_SQNR_DB
+    min_task: float | None = None
+    explicit: bool = False  # the SQNR bar was given: it holds for every model
+
+    @property
+    def bar_text(self) -> str | None:
+        return bar_sentence(self.explicit, self.bar_db, self.min_task)
+
+    def __call__(self, report: EvalReport | None) -> Decision:
+        v = judge(report, self.verdict_policy)
         if v.level != Level.OK:
             return Decision(False, v.headline, v.level.value)
         q = task_quality(report, v.level.value)
         got = f" ({q.sqnr_what} {q.sqnr_db:.1f} dB)" if q.sqnr_db is not None else ""
+        min_task, bar = self.min_task, self.bar_db
         if q.value is not None and min_task is not None and q.value < min_task:
             return Decision(False, f"ok, below this search's bar of {q.measure} {min_task:.1%} ({q.text()})",
                             v.level.value)
-        if q.value is not None and not explicit:
+        if q.value is not None and not self.explicit:
             bar_text = f"{q.measure} ≥ {min_task:.1%}" if min_task is not None else "the verdict's task bars"
             return Decision(True, f"ok, meets this search's bar: {bar_text} ({q.text()})", v.level.value)
         if q.sqnr_db is not None and q.sqnr_db < bar:
@@ -132,11 +133,19 @@ def verdict_policy(policy: VerdictPolicy | None = None, min_sqnr_db: float | Non
                             v.level.value)
         return Decision(True, f"ok, meets this search's bar of {bar:g} dB{got}", v.level.value)
 
-    decide.verdict_policy = vp  # type: ignore[attr-defined]
-    decide.bar_db = bar  # type: ignore[attr-defined]
-    decide.bar_text = bar_sentence(explicit, bar, min_task)  # type: ignore[attr-defined]
-    decide.min_task = min_task  # type: ignore[attr-defined]
-    return decide
+
+def verdict_policy(policy: VerdictPolicy | None = None, min_sqnr_db: float | None = None,
+                   min_task: float | None = None) -> SearchBar:
+    """Accept when :func:`ortlab.checks.verdict.judge` says OK under ``policy`` (default: the verdict's defaults,
+    the same as optimize's) **and** this search's bar holds. The bar is the task's own measure when the model has
+    one (:func:`task_quality`: detection F1, strings kept, no confident flip, NN agreement…): at least ``min_task``
+    when given, else the verdict's own bars decide. A model without one (plain tensors) must reach
+    ``min_sqnr_db`` (default 20 dB) on its worst output; a ``min_sqnr_db`` given explicitly holds for every model
+    (a detector's score channels, else the worst output). The bar never changes the verdict: a trial below it is
+    "ok, below this search's bar"."""
+    return SearchBar(policy if policy is not None else VerdictPolicy(),
+                     float(min_sqnr_db) if min_sqnr_db is not None else DEFAULT_MIN_SQNR_DB, min_task,
+                     min_sqnr_db is not None)
 
 
 def bar_sentence(explicit: bool, bar: float, min_task: float | None) -> str:
@@ -147,10 +156,19 @@ def bar_sentence(explicit: bool, bar: float, min_task: float | None) -> str:
     return f"{task} where the model has one, else worst-output SQNR ≥ {bar:g} dB"
 
 
-def sqnr_policy(min_sqnr_db: float = DEFAULT_MIN_SQNR_DB, min_top1_agreement: float | None = None) -> Policy:
-    """Accept when every output's SQNR ≥ ``min_sqnr_db`` and (when given) top-1 agreement ≥ the threshold."""
+@dataclass(frozen=True)
+class SqnrBar:
+    """Accept when every output's SQNR ≥ ``min_sqnr_db`` and (when given) top-1 agreement ≥ the threshold; the
+    run's verdict is judged with the verdict's defaults."""
 
-    def decide(report: EvalReport | None) -> Decision:
+    min_sqnr_db: float = DEFAULT_MIN_SQNR_DB
+    min_top1_agreement: float | None = None
+    verdict_policy: VerdictPolicy | None = None  # None: the verdict's defaults
+    min_task: float | None = None  # no task bar
+    bar_text: str | None = None  # no search bar beyond the verdict's words
+
+    def __call__(self, report: EvalReport | None) -> Decision:
+        min_sqnr_db, min_top1_agreement = self.min_sqnr_db, self.min_top1_agreement
         if report is None or not report.outputs:
             return Decision(False, "not evaluated")
         worst = min(report.outputs, key=lambda o: o.sqnr_db)
@@ -161,7 +179,18 @@ def sqnr_policy(min_sqnr_db: float = DEFAULT_MIN_SQNR_DB, min_top1_agreement: fl
             return Decision(False, f"top-1 agreement {report.top1_agreement:.1%} < {min_top1_agreement:.1%}")
         return Decision(True, f"SQNR {worst.sqnr_db:.1f} dB ≥ {min_sqnr_db:g} dB")
 
-    return decide
+
+def sqnr_policy(min_sqnr_db: float = DEFAULT_MIN_SQNR_DB, min_top1_agreement: float | None = None) -> SqnrBar:
+    """Accept when every output's SQNR ≥ ``min_sqnr_db`` and (when given) top-1 agreement ≥ the threshold."""
+    return SqnrBar(min_sqnr_db, min_top1_agreement)
+
+
+Policy = SearchBar | SqnrBar  # what a search accepts: its verdict policy, its task bar and its words
+
+
+def judging_policy(policy: Policy) -> VerdictPolicy:
+    """The verdict policy a search judges its trials with: ``policy``'s own, else the verdict's defaults."""
+    return policy.verdict_policy or VerdictPolicy()
 
 
 # -- results -------------------------------------------------------------------------------------------------
@@ -271,11 +300,11 @@ class Trial:
         return ""
 
 
-def _rank_key(t: Trial) -> tuple[float, float, float]:
+def rank_key(t: Trial) -> tuple[float, float, float]:
     """Higher is better: verdict level, then the task measure, then the task's SQNR."""
     q = t.quality()
     sq = q.sqnr_db if q.sqnr_db is not None and not math.isnan(q.sqnr_db) else -math.inf
-    return (-_LEVEL_RANK.get(t.level, 1), q.value if q.value is not None else 0.0, sq)
+    return (-LEVEL_RANK.get(t.level, 1), q.value if q.value is not None else 0.0, sq)
 
 
 @dataclass

@@ -253,7 +253,7 @@ def test_the_search_recommends_by_the_paired_comparison_and_states_the_pick_on_h
     assert first.task_measure == "detection F1" and first.evidence == "200 reference detections in 200 samples"
     assert first.task_low is not None and first.task_value is not None and first.task_high is not None
     assert first.task_low < first.task_value < first.task_high
-    r = tuner._finish()
+    r = tuner.finish()
     assert r.baseline_index == 1 and r.best is not None
     by = {t.index: t for t in r.trials}
     assert "not shown to be no worse" in by[2].vs_default  # worse and slower: never
@@ -289,7 +289,7 @@ def test_when_nothing_passes_the_bar_the_closest_is_the_most_accurate_candidate_
 
 def test_a_greedy_step_is_kept_only_when_clearly_better_on_the_same_samples():
     from ortlab.runs.tune_pick import step_gain
-    from ortlab.runs.tune import _keep_if_gains
+    from ortlab.runs.tune_search import keep_if_gains
     from ortlab.runs.tune_policy import Trial
     from ortlab.settings.config import Recipe
 
@@ -303,9 +303,9 @@ def test_a_greedy_step_is_kept_only_when_clearly_better_on_the_same_samples():
     assert kept and why.startswith("kept (strings kept +")
     assert step_gain(None, _flags(base)) is None
     current, step = Trial(1, "a", "int16", Recipe(), task_value=0.833), Trial(2, "b", "int16", Recipe(), task_value=0.836)
-    assert _keep_if_gains(step, current, {1: _flags(base), 2: _flags(noise)}) is current
+    assert keep_if_gains(step, current, {1: _flags(base), 2: _flags(noise)}) is current
     assert "dropped, not shown better (strings kept +0.005" in step.note
-    assert _keep_if_gains(Trial(3, "c", "int16", Recipe(), task_value=0.836), current) is not current  # no records
+    assert keep_if_gains(Trial(3, "c", "int16", Recipe(), task_value=0.836), current) is not current  # no records
 
 
 def test_a_claim_on_the_edge_says_how_many_samples_would_settle_it():
@@ -344,7 +344,7 @@ def test_a_pick_whose_held_out_interval_lies_below_the_bar_is_never_recommended(
     (tmp_path / "m1.onnx").write_bytes(b"int8")
     tuner.trials_done.append(t)
     assert t.accepted and t.task_value == 1.0  # the verdict (all 300) says ok; the choosing part is perfect
-    r = tuner._finish()
+    r = tuner.finish()
     assert r.claim_word == "below the bar" and r.claim_high is not None and r.claim_high < 0.95
     assert not r.accepted and r.written == str(tmp_path / "out" / CLOSEST_DIR / "model.onnx")
     assert any(n.startswith("Not recommended: on the samples it was not chosen on") for n in r.notes)
@@ -376,7 +376,7 @@ def test_a_pick_made_without_the_default_is_stated_on_held_out_samples_too(tmp_p
         tuner._judge(t, _boxes_report([1] * 300), None)
         t.speed, t.relative_latency, t.cost = [_speed(speedup)], 1 / speedup, 1 / speedup
         tuner.trials_done.append(t)
-    r = tuner._finish()
+    r = tuner.finish()
     assert r.best is not None and r.best.index == 2 and r.baseline_index is None  # no baseline to compare with
     assert r.claim is not None and r.claim_evidence == "100 reference detections in 100 samples"
     assert "it was not chosen on (chosen on 200 samples, confirmed on 100 held out)" in r.sentence
