@@ -38,6 +38,7 @@ within its budget (:mod:`ortlab.runs.tune_budget`), and at the end asks the reco
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,11 +61,12 @@ from ortlab.runs.tune_budget import Clocks, SearchBudget
 from ortlab.runs.tune_cluster import ClusterTrials
 from ortlab.runs.tune_evidence import SampleEvidence, evidence_of
 from ortlab.runs.tune_output import RECOMMENDED_NOTE, mark_recommended, write_recommendation, write_trials
-from ortlab.runs.tune_pick import set_choosing_measure
+from ortlab.runs.tune_pick import choosing_measure
 from ortlab.runs.tune_policy import (
-    FAILURES_TO_STOP, Policy, Trial, TuneResult, judging_policy, pareto_front, task_quality, verdict_policy,
+    FAILURES_TO_STOP, Policy, Stage, Trial, TrialLevel, TrialStatus, TuneResult, judging_policy, pareto_front, task_quality,
+    verdict_policy,
 )
-from ortlab.runs.tune_recommender import BUDGET_NOTE, Recommender, SearchAccount
+from ortlab.runs.tune_recommender import BUDGET_NOTE, Recommender, SearchAccount, swap
 from ortlab.runs.tune_search import SearchStrategy
 from ortlab.runs.tune_settings import ALL_SAMPLES, TuneSettings
 from ortlab.runs.tune_space import DETECTOR_PERCENTILE_NOTE, dedupe, search_space
@@ -75,7 +77,7 @@ from ortlab.runs.workspace import Workspace
 from ortlab.runtime.cpu_time import CpuShare
 from ortlab.runtime.hardware import detect
 from ortlab.runtime.providers import working_providers
-from ortlab.settings.config import Recipe, Target, replace, validate_recipe
+from ortlab.settings.config import Recipe, Target, validate_recipe
 
 __all__ = ["RECOMMENDED_NOTE", "TrialData", "TuneSettings", "Tuner", "budget_hint_s", "none_finished"]
 
@@ -242,7 +244,8 @@ class Tuner:
                 elif isinstance(step, Say):
                     self.notes.append(step.text)
                 elif isinstance(step, Finished):
-                    yield step.trial
+                    self._put(step.trial)  # with the strategy's word on it
+                    yield next(t for t in self.trials_done if t.index == step.trial.index)
                 step = next(steps, None)
         finally:
             steps.close()
@@ -292,59 +295,56 @@ class Tuner:
                        shapes=dict(self.settings.shapes))
 
     # -- one trial
-    def _trial(self, recipe: Recipe, stage: str, note: str = "") -> Trial:
+    def _trial(self, recipe: Recipe, stage: Stage, note: str = "") -> Trial:
         index = len(self.trials_done) + 1
         self.budget.started += 1
-        t = Trial(index, recipe.name or recipe.label(), stage, recipe, note=note)
         start = time.monotonic()
         spec = self.spec(recipe)
-        t.cli_line = spec.cli_line()
+        t = Trial(index, recipe.name or recipe.label(), stage, recipe, note=note, cli_line=spec.cli_line())
         out = self.out_dir / "trials" / f"{index:02d}" if self.out_dir is not None else None
         try:
             self._handle = self.trial_runner.start(spec, out, self.workspace)
             artifact = self._wait(self._handle)
-            t.ran_on = self.trial_runner.node_of(self._handle)
-            t.run_id, t.model_path, t.size_bytes = artifact.run_id, str(artifact.model_path), artifact.size_bytes
-            self._judge(t, artifact.evaluation, artifact.verdict)
-            self.timing.time(t, self.budget.token)
+            t = replace(t, ran_on=self.trial_runner.node_of(self._handle), run_id=artifact.run_id,
+                        model_path=str(artifact.model_path), size_bytes=artifact.size_bytes)
+            t = self._judge(t, artifact.evaluation, artifact.verdict)
+            t = self.timing.time(t, self.budget.token)
         except Cancelled:
             raise
         except OrtlabError as exc:
             if self.budget.cancelled or self.budget.out_of_time:
                 raise Cancelled() from None
-            self._failed(t, exc)
+            t = self._failed(t, exc)
         finally:
             self._handle = None
-            t.seconds = time.monotonic() - start
-        self.trials_done.append(t)
+        self.trials_done.append(replace(t, seconds=time.monotonic() - start))
         self._mark_pareto()
-        return t
+        return self.trials_done[-1]
 
-    def _failed(self, t: Trial, exc: OrtlabError) -> None:
-        t.status, t.error, t.verdict = "failed", exc.message, f"failed: {exc.message}"
+    def _failed(self, t: Trial, exc: OrtlabError) -> Trial:
         last = [x.error for x in self.trials_done[-(FAILURES_TO_STOP - 1):]]
         if len(last) == FAILURES_TO_STOP - 1 and all(e == exc.message for e in last):
             self.budget.cancelled = True  # the same failure again and again: the environment, not the recipe
             self.notes.append(f"Stopped after {FAILURES_TO_STOP} trials failed alike: {exc.message}")
+        return replace(t, status=TrialStatus.FAILED, error=exc.message, verdict=f"failed: {exc.message}")
 
-    def _judge(self, t: Trial, report: EvalReport | None, verdict: Verdict | None) -> None:
-        """The run's own verdict (the one optimize prints for this recipe; judged here with the same policy when the
-        run has none), the task's measure, and the policy's answer, which can only add the search's bar to "ok"."""
+    def _judge(self, t: Trial, report: EvalReport | None, verdict: Verdict | None) -> Trial:
+        """``t`` with the run's own verdict (the one optimize prints for this recipe; judged here with the same
+        policy when the run has none), the task's measure, and the policy's answer, which can only add the search's
+        bar to "ok"."""
         v = verdict if verdict is not None else judge(report, self.verdict_policy)
         decision = self.policy(report)
         q = task_quality(report, v.level.value)
-        t.level = v.level.value
-        t.task_measure, t.task_value, t.score_what, t.score_db = q.measure, q.value, q.sqnr_what, q.sqnr_db
-        t.accepted = decision.accept and v.level == Level.OK
-        t.verdict = decision.reason if v.level == Level.OK else v.headline
-        t.edge = v.edge
-        if t.edge and v.level == Level.OK and not t.verdict.startswith("ok, on the edge"):
-            t.verdict = "ok, on the edge" + t.verdict[2:]
+        words = decision.reason if v.level == Level.OK else v.headline
+        if v.edge and v.level == Level.OK and not words.startswith("ok, on the edge"):
+            words = "ok, on the edge" + words[2:]
+        t = replace(t, level=TrialLevel(v.level.value), task_measure=q.measure, task_value=q.value, score_what=q.sqnr_what,
+                    score_db=q.sqnr_db, accepted=decision.accept and v.level == Level.OK, verdict=words, edge=v.edge)
         self.evidence[t.index] = evidence_of(report)
-        set_choosing_measure(t, self.evidence[t.index])
+        t = choosing_measure(t, self.evidence[t.index])
         if report is not None and report.outputs:
-            t.sqnr_db = min(o.sqnr_db for o in report.outputs)
-            t.top1_agreement = report.top1_agreement
+            t = replace(t, sqnr_db=min(o.sqnr_db for o in report.outputs), top1_agreement=report.top1_agreement)
+        return t
 
     def _wait(self, handle) -> Any:
         b = self.budget
@@ -364,13 +364,24 @@ class Tuner:
         return handle.result
 
     def _mark_pareto(self) -> None:
-        done = [t for t in self.trials_done if t.status == "done"]
-        if any(t.task_value is not None for t in done):  # the measure that decides, as the chart draws it
+        """Each finished trial's place on the Pareto front of cost and the measure that decides (as the chart draws
+        it)."""
+        done = [t for t in self.trials_done if t.status == TrialStatus.DONE]
+        if any(t.task_value is not None for t in done):
             flags = pareto_front([(t.cost, t.task_value) for t in done])
         else:
             flags = pareto_front([(t.cost, t.score_db if t.score_db is not None else t.sqnr_db) for t in done])
-        for t, flag in zip(done, flags):
-            t.pareto = flag
+        on_front = {t.index: flag for t, flag in zip(done, flags)}
+        self.trials_done[:] = [replace(t, pareto=on_front[t.index]) if t.index in on_front and t.pareto !=
+                               on_front[t.index] else t for t in self.trials_done]
+
+    def latest(self, trials: list[Trial]) -> list[Trial]:
+        """``trials`` as they are now (their Pareto flags, a finalist's re-timing); safe from another thread."""
+        return swap(trials, list(self.trials_done))
+
+    def _put(self, trial: Trial) -> None:
+        """``trial``'s latest version in place of the one before (the same index)."""
+        self.trials_done[:] = swap(self.trials_done, [trial])
 
     def _ranked_nodes(self, trial: Trial) -> list[str]:
         """Node names of ``trial``'s QDQ model, worst local error first (the per-node analysis)."""
@@ -380,24 +391,28 @@ class Tuner:
         return [e.name for e in result.nodes]
 
     # -- the recommendation
-    def _retime(self, finalists: list[Trial]) -> None:
-        """Re-time ``finalists`` interleaved with the source, twice as long as a trial's timing, so the
-        recommendation's speed-up is not one noisy measurement."""
+    def _retime(self, finalists: list[Trial]) -> list[Trial]:
+        """``finalists`` re-timed interleaved with the source, twice as long as a trial's timing, so the
+        recommendation's speed-up is not one noisy measurement (until one fails or the search is cancelled)."""
+        out = list(finalists)
         if self.budget.cancelled:
-            return
-        for t in finalists:
+            return out
+        for i, t in enumerate(finalists):
             try:
-                self.timing.time(t, self.budget.token, 2 * self.settings.bench_s)
-                t.retimed = True
+                out[i] = replace(self.timing.time(t, self.budget.token, 2 * self.settings.bench_s), retimed=True)
             except (OrtlabError, Cancelled):
-                return
+                break
+            self._put(out[i])
+        return out
 
     def finish(self) -> TuneResult:
         """The search's result: the recommender's pick and words; the pick written, and every trial."""
         self.trial_runner.prefetch([], self.workspace)  # on a cluster: no trial starts ahead any more, none runs
         recommender = Recommender(self.settings, self.policy, self.evidence, self._retime)
         pick = recommender.pick(self.trials_done)
+        self.trials_done[:] = pick.trials
         self._mark_pareto()
+        pick = replace(pick, best=next((t for t in self.trials_done if pick.best and t.index == pick.best.index), None))
         best = pick.best
         b = self.budget
         machine = self.trial_runner.timing_machine

@@ -44,7 +44,7 @@ from ortlab.checks.revert_screen import RANKING_POOL, SCREEN_SAMPLES, RevertScre
 from ortlab.checks.verdict import Level, VerdictPolicy, judge
 from ortlab.core.errors import OrtlabError
 from ortlab.core.layout import QDQ_FILE
-from ortlab.runs.tune_policy import CHAIN_MAX, LEVEL_RANK, Policy, Trial, judging_policy, task_quality
+from ortlab.runs.tune_policy import CHAIN_MAX, LEVEL_RANK, Policy, Stage, Trial, judging_policy, task_quality
 from ortlab.runs.tune_steps import Ahead, Finished, Say, Steps, ask
 from ortlab.settings.config import Recipe, replace
 from ortlab.transforms.quantize import ort_arguments, preprocess_for_quantization
@@ -52,7 +52,7 @@ from ortlab.transforms.quantize import ort_arguments, preprocess_for_quantizatio
 CANDIDATES = 40  # the worst nodes by local error screened as units
 SCREEN_SHARE = 0.3  # of the budget left that one screening pass may take
 SCREEN_MAX_S = 120.0
-STAGE = "accuracy"
+STAGE = Stage.ACCURACY
 GROWTH = 1.5  # a set confirmed after one the screen accepted holds at least this many times its units
 MIN_REFERENCE_DETECTIONS = 50  # a trim screens a detector on enough samples to hold this many reference detections
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from ortlab.settings.config import (
     Recipe,
@@ -196,7 +197,33 @@ def judging_policy(policy: Policy) -> VerdictPolicy:
 # -- results -------------------------------------------------------------------------------------------------
 
 
-@dataclass
+class TrialStatus(StrEnum):
+    """Whether a trial's run finished (its evaluation judged, its model timed) or failed."""
+
+    DONE = "done"
+    FAILED = "failed"
+
+
+class Stage(StrEnum):
+    """The part of the search a trial belongs to."""
+
+    SEARCH = "search"  # the search space
+    ACCURACY = "accuracy"  # screened keep-in-float sets (:mod:`ortlab.runs.tune_accuracy`)
+    EXCLUDE = "exclude"  # a dynamic int8 trial's greedy keep-in-float step
+    INT16 = "int16"  # a greedy 16-bit-weights step
+
+
+class TrialLevel(StrEnum):
+    """A trial's verdict level (:class:`ortlab.checks.verdict.Level`), or none when its run failed."""
+
+    OK = "ok"
+    DEGRADED = "degraded"
+    BROKEN = "broken"
+    UNKNOWN = "unknown"
+    NONE = ""  # not judged: the run failed
+
+
+@dataclass(frozen=True)
 class Trial:
     """One tried recipe: its evaluation against the source, latency and size, and whether the policy accepts
     it. ``level`` is the run's verdict (the same as optimize's for this recipe); ``task_measure``/``task_value`` and
@@ -209,12 +236,12 @@ class Trial:
 
     index: int
     label: str
-    stage: str  # "search", "accuracy" (screened keep-in-float), "exclude" (greedy, dynamic) or "int16"
+    stage: Stage
     recipe: Recipe
-    status: str = "done"  # "done" or "failed"
+    status: TrialStatus = TrialStatus.DONE
     accepted: bool = False
     verdict: str = ""
-    level: str = ""  # ok / degraded / broken / unknown: the run's verdict
+    level: TrialLevel = TrialLevel.NONE  # the run's verdict
     sqnr_db: float | None = None  # worst output's SQNR
     top1_agreement: float | None = None
     task_measure: str = ""
@@ -246,6 +273,11 @@ class Trial:
     evidence: str = ""
     edge: str = ""  # the verdict's "on the edge: …" when its deciding figure's interval reaches across a bar
     vs_default: str = ""  # the paired comparison with the default (trial 1) on the same samples
+
+    def __post_init__(self) -> None:  # given as text (a plain record read back, a test): the enum
+        object.__setattr__(self, "stage", Stage(self.stage))
+        object.__setattr__(self, "status", TrialStatus(self.status))
+        object.__setattr__(self, "level", TrialLevel(self.level))
 
     @property
     def speedup(self) -> float | None:
@@ -307,7 +339,7 @@ def rank_key(t: Trial) -> tuple[float, float, float]:
     return (-LEVEL_RANK.get(t.level, 1), q.value if q.value is not None else 0.0, sq)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TuneResult:
     """The search's outcome: every trial and the recommendation. ``best``: the fastest/smallest accepted trial
     (``accepted`` True, written as ``model.onnx``), or when none meets the bar the closest trial the verdict does not
@@ -345,8 +377,8 @@ class TuneResult:
 
     def bought(self) -> str:
         """What the budget bought: "8 trials finished (1 failed) in 169 s of wall time and 174 CPU seconds"."""
-        done = sum(t.status == "done" for t in self.trials)
-        failed = sum(t.status == "failed" for t in self.trials)
+        done = sum(t.status == TrialStatus.DONE for t in self.trials)
+        failed = sum(t.status == TrialStatus.FAILED for t in self.trials)
         cpu = f" and {self.cpu_seconds:.0f} CPU seconds" if self.cpu_seconds is not None else ""
         return (f"{done} trial{'' if done == 1 else 's'} finished" + (f" ({failed} failed)" if failed else "")
                 + f" in {self.seconds:.0f} s of wall time{cpu}")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_pick import Claim, claim_of, decide
-from ortlab.runs.tune_policy import FINALISTS, Policy, Trial, TuneResult, judging_policy, rank_key
+from ortlab.runs.tune_policy import FINALISTS, Policy, Trial, TrialStatus, TuneResult, judging_policy, rank_key
 from ortlab.runs.tune_recommend import Recommendation
 from ortlab.runs.tune_settings import TuneSettings
 from ortlab.settings.config import Target
@@ -34,13 +34,14 @@ BUDGET_NOTE = "The budget ran out during a trial"  # how the note on a trial the
 class Pick:
     """The trial a search stands for (``best``; None: none usable), whether it is ``accepted`` (the
     recommendation) or the closest, the recommender's decision against the default (``rec``), the pick's held-out
-    ``claim``, and the notes choosing it gave."""
+    ``claim``, the notes choosing it gave, and every trial as choosing it left it."""
 
     best: Trial | None
     accepted: bool
     rec: Recommendation | None
     claim: Claim | None
     notes: tuple[str, ...] = ()
+    trials: tuple[Trial, ...] = ()  # every trial as it is now: re-timed, compared with the default
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,11 @@ class SearchAccount:
 
 class Recommender:
     """Picks and words a search's outcome under ``settings`` and ``policy``; ``evidence`` maps a trial's index to
-    its per-sample record; ``retime`` re-times finalists (longer, interleaved with the source)."""
+    its per-sample record; ``retime`` re-times finalists (longer, interleaved with the source) and gives them back as
+    they are then."""
 
     def __init__(self, settings: TuneSettings, policy: Policy, evidence: Mapping[int, SampleEvidence | None],
-                 retime: Callable[[list[Trial]], None]) -> None:
+                 retime: Callable[[list[Trial]], list[Trial]]) -> None:
         self.settings = settings
         self.policy = policy
         self.evidence = evidence
@@ -77,48 +79,54 @@ class Recommender:
 
     def pick(self, trials: Sequence[Trial]) -> Pick:
         """The trial the search stands for (the finalists re-timed first)."""
-        done = [t for t in trials if t.status == "done" and t.cost is not None]
-        accepted = [t for t in done if t.accepted and not slower_than_source(t)]
-        usable = [t for t in done if not t.broken and not slower_than_source(t)]
-        best, accepted, rec, notes = self._choose(done, accepted, usable)
+        done = [t for t in trials if t.status == TrialStatus.DONE and t.cost is not None]
+        best, accepted, rec, notes, done = self._choose(done)
         claim = claim_of(best, self._claim_bar(best), self.evidence.get(best.index)) if best is not None else None
         if claim is not None and best is not None and claim.word == "below the bar" and accepted:
-            accepted = []  # the samples it was not chosen on say it misses the bar: never recommended "ok"
+            accepted = False  # the samples it was not chosen on say it misses the bar: never recommended "ok"
             notes.append(f"Not recommended: on the samples it was not chosen on, {best.label}'s "
                          f"{best.task_measure} interval lies below the bar; it is written as the closest.")
-        return Pick(best, bool(accepted), rec, claim, tuple(notes))
+        return Pick(best, accepted, rec, claim, tuple(notes), tuple(swap(trials, done)))
 
-    def _choose(self, done: list[Trial], accepted: list[Trial], usable: list[Trial]
-                ) -> tuple[Trial | None, list[Trial], Recommendation | None, list[str]]:
-        """The pick, the accepted trials it stands for, the recommender's decision and its notes: against the
-        default (trial 1) on the same samples when it has a per-sample record (:func:`decide`); else the fastest
-        accepted trial that is not both less accurate and slower than the default, or the closest usable."""
-        default = next((t for t in done if t.index == 1), None)
+    def _choose(self, done: list[Trial]) -> tuple[Trial | None, bool, Recommendation | None, list[str], list[Trial]]:
+        """The pick, whether it is accepted, the recommender's decision, its notes, and ``done`` as they are now
+        (re-timed, compared with the default): against the default (trial 1) on the same samples when it has a
+        per-sample record (:func:`decide`); else the fastest accepted trial that is not both less accurate and
+        slower than the default, or the closest usable."""
+        accepted = [t for t in done if t.accepted and not slower_than_source(t)]
+        usable = {t.index for t in done if not t.broken and not slower_than_source(t)}  # before any re-timing
         if accepted:
-            self._retime_finalists(accepted)
+            done = swap(done, self._retime_finalists(accepted))
+            default = next((t for t in done if t.index == 1), None)
             if default is not None and default.speed and not default.retimed:
-                self._retime_finalists([default])  # compared with the finalists: timed as long
-            accepted = [t for t in accepted if not slower_than_source(t)]  # the finalists' longer timing may say so
-        rec = decide(done, self.evidence, lambda t: not t.broken and not slower_than_source(t), self.settings.objective)
+                done = swap(done, self._retime_finalists([default]))  # compared with the finalists: timed as long
+            accepted = [t for t in swap(accepted, done) if not slower_than_source(t)]  # the longer timing may say so
+        default = next((t for t in done if t.index == 1), None)
+        decided = decide(done, self.evidence, lambda t: not t.broken and not slower_than_source(t),
+                         self.settings.objective)
+        if decided is not None:
+            done = decided[1]
+            accepted = swap(accepted, done)
+        rec = decided[0] if decided is not None else None
         if rec is not None and rec.pick is not None:
             best = next(t for t in done if t.index == rec.pick)
-            return best, ([best] if best.accepted else []), rec, unsettled_notes(rec, done)
+            return best, best.accepted, rec, unsettled_notes(rec, done), done
         if accepted:
             return min(not_worse_and_slower(accepted, default),
-                       key=lambda t: (t.cost, tuple(-x for x in rank_key(t)))), accepted, None, []
+                       key=lambda t: (t.cost, tuple(-x for x in rank_key(t)))), True, None, [], done
         if usable:
-            top = max(rank_key(t) for t in usable)
-            close = [t for t in usable if rank_key(t)[:2] == top[:2]]  # the best level and task measure
-            self._retime_finalists(close)
-            close = [t for t in close if not slower_than_source(t)]
-            return (max(close, key=lambda t: (rank_key(t), -(t.cost or 0))) if close else None), accepted, None, []
-        return None, accepted, None, []
+            top = max(rank_key(t) for t in done if t.index in usable)
+            close = [t for t in done if t.index in usable and rank_key(t)[:2] == top[:2]]  # best level, task measure
+            done = swap(done, self._retime_finalists(close))
+            close = [t for t in swap(close, done) if not slower_than_source(t)]
+            return (max(close, key=lambda t: (rank_key(t), -(t.cost or 0))) if close else None), False, None, [], done
+        return None, False, None, [], done
 
-    def _retime_finalists(self, trials: list[Trial]) -> None:
-        """The cheapest :data:`FINALISTS` of ``trials``, re-timed (only a latency search is)."""
+    def _retime_finalists(self, trials: list[Trial]) -> list[Trial]:
+        """The cheapest :data:`FINALISTS` of ``trials``, re-timed (only a latency search is): as they are now."""
         if self.settings.objective != "latency":
-            return
-        self.retime(sorted(trials, key=lambda t: t.cost if t.cost is not None else math.inf)[:FINALISTS])
+            return []
+        return self.retime(sorted(trials, key=lambda t: t.cost if t.cost is not None else math.inf)[:FINALISTS])
 
     def _claim_bar(self, best: Trial) -> float | None:
         """The bar the pick's held-out claim is worded against: the search's ``--min-task`` when given, else the
@@ -131,7 +139,7 @@ class Recommender:
         """The search's result: every trial, the pick and its words, the notes; ``written`` the model file the
         tuner wrote for the pick."""
         s, best, a = self.settings, pick.best, account
-        done = [t for t in trials if t.status == "done" and t.cost is not None]
+        done = [t for t in trials if t.status == TrialStatus.DONE and t.cost is not None]
         notes = [*a.notes, *pick.notes, *a.retried]
         slow = [t for t in done if slower_than_source(t)]
         if slow:
@@ -144,7 +152,7 @@ class Recommender:
         budget = f"{'CPU' if a.cpu_spent else 'time'} budget of {spent:g} s"
         give = f"give {hint:g} {'CPU ' if a.cpu_spent else ''}s or more" if hint is not None else ""
         if best is None and not done:
-            failed = sum(t.status == "failed" for t in trials)
+            failed = sum(t.status == TrialStatus.FAILED for t in trials)
             how = f"stopped when the {budget} ran out" if hint is not None else ("cancelled" if a.cancelled else "")
             words = none_finished(a.started, failed, how, a.stopped_in, give or "nothing to recommend")
             notes = [n for n in notes if not n.startswith(BUDGET_NOTE)]  # said
@@ -166,6 +174,12 @@ class Recommender:
             claim_word=claim.word if claim else "", claim_settle=claim.settle if claim else None,
             chosen_on=claim.chosen_on if claim else "", baseline_index=1 if pick.rec is not None else None,
             cpu_seconds=a.cpu_seconds)
+
+
+def swap(trials: Sequence[Trial], newer: Sequence[Trial]) -> list[Trial]:
+    """``trials`` with each that ``newer`` holds a later version of (the same index) replaced by it."""
+    by_index = {t.index: t for t in newer}
+    return [by_index.get(t.index, t) for t in trials]
 
 
 def not_worse_and_slower(trials: list[Trial], default: Trial | None) -> list[Trial]:

@@ -23,7 +23,7 @@ from ortlab.core.layout import QDQ_FILE
 from ortlab.runs.tune_accuracy import AccuracySearch, StageContext
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_pick import step_gain
-from ortlab.runs.tune_policy import CHAIN_MAX, INT16_STEP, LEVEL_RANK, MIN_GAIN_DB, Trial, rank_key
+from ortlab.runs.tune_policy import CHAIN_MAX, INT16_STEP, LEVEL_RANK, MIN_GAIN_DB, Stage, Trial, TrialStatus, rank_key
 from ortlab.runs.tune_settings import TuneSettings
 from ortlab.runs.tune_steps import Finished, Proposal, Say, Step, Steps, ask
 from ortlab.settings.config import Precision, QuantMode, Recipe, replace
@@ -76,12 +76,12 @@ class SearchStrategy:
         queue = list(queue)
         while queue and not self.stop() and (until is None or len(self.done) < until):
             ahead = list(queue)
-            t = yield from self._ask(queue.pop(0), "search", ahead=ahead)
+            t = yield from self._ask(queue.pop(0), Stage.SEARCH, ahead=ahead)
             queue = yield from self._reorder(t, queue)
             yield Finished(t)
         return queue
 
-    def _ask(self, recipe: Recipe, stage: str, note: str = "", ahead: Sequence[Recipe] | None = None
+    def _ask(self, recipe: Recipe, stage: Stage, note: str = "", ahead: Sequence[Recipe] | None = None
              ) -> Generator[Step, Trial, Trial]:
         t = yield from ask(recipe, stage, note, ahead)
         self.done.append(t)
@@ -91,7 +91,7 @@ class SearchStrategy:
         """The trials still to run, by what is likely to pass: when ``trial`` is the model's first finished static
         int8 trial and the verdict calls it broken, the dynamic int8 recipes move ahead of the remaining static ones
         (as for a recognised encoder), and a note says so."""
-        static = [t for t in self.done if t.status == "done" and t.recipe.is_static]
+        static = [t for t in self.done if t.status == TrialStatus.DONE and t.recipe.is_static]
         if not (trial.broken and static == [trial]):
             return queue
         dynamic = [r for r in queue if r.precision == Precision.INT8 and r.quant.mode == QuantMode.DYNAMIC]
@@ -103,7 +103,7 @@ class SearchStrategy:
 
     # -- the seeds of the keep-in-float stages
     def static_trials(self) -> list[Trial]:
-        return [t for t in self.done if t.status == "done" and t.recipe.is_static
+        return [t for t in self.done if t.status == TrialStatus.DONE and t.recipe.is_static
                 and t.model_path and (Path(t.model_path).parent / QDQ_FILE).is_file()]  # a QDQ file: static QDQ
 
     def exclusion_base(self, dynamic: bool = False) -> tuple[Trial | None, list[Say]]:
@@ -113,7 +113,7 @@ class SearchStrategy:
         score channels one node crushes); then a note says so, once. ``dynamic``: the best dynamic int8 trial
         instead."""
         if dynamic:
-            pool = [t for t in self.done if t.status == "done" and t.recipe.precision == Precision.INT8
+            pool = [t for t in self.done if t.status == TrialStatus.DONE and t.recipe.precision == Precision.INT8
                     and t.recipe.quant.mode == QuantMode.DYNAMIC and not t.broken]
         else:
             pool = self.static_trials()
@@ -188,9 +188,9 @@ class SearchStrategy:
                 name = f"{current.label.split(' + float')[0]} + float {len(q.nodes_to_exclude)}"
                 what = f"keep {pick} in float" if len(group) == 1 else \
                     f"keep {pick} with its producers {', '.join(n for n in group if n != pick)} in float"
-                t = yield from self._ask(replace(current.recipe, quant=q, name=name), "exclude", what)
+                t = yield from self._ask(replace(current.recipe, quant=q, name=name), Stage.EXCLUDE, what)
                 before = current
-                current = keep_if_gains(t, current, self.evidence)
+                current, t = keep_if_gains(t, current, self.evidence)
                 yield Finished(t)
                 if current.accepted or current is not before:
                     break
@@ -216,9 +216,9 @@ class SearchStrategy:
             nodes = tuple(dict.fromkeys([*current.recipe.quant.int16_weight_nodes, *chunk]))
             q = replace(current.recipe.quant, int16_weight_nodes=nodes)
             name = f"{current.label.split(' + int16')[0]} + int16 weights {len(nodes)}"
-            t = yield from self._ask(replace(current.recipe, quant=q, name=name), "int16",
+            t = yield from self._ask(replace(current.recipe, quant=q, name=name), Stage.INT16,
                                      f"16-bit weights in {', '.join(chunk)}")
-            current = keep_if_gains(t, current, self.evidence)
+            current, t = keep_if_gains(t, current, self.evidence)
             yield Finished(t)
             if current.accepted:
                 return
@@ -241,36 +241,38 @@ def keep_in_float_after(queue: Sequence[Recipe]) -> int:
     return max(1, int(len(queue) * 0.6))
 
 
-def keep_if_gains(trial: Trial, current: Trial, evidence: Mapping[int, SampleEvidence | None] | None = None) -> Trial:
+def keep_if_gains(trial: Trial, current: Trial, evidence: Mapping[int, SampleEvidence | None] | None = None
+                  ) -> tuple[Trial, Trial]:
     """The greedy step's choice, task first: with per-sample records of both (``evidence``), ``trial`` only when
     it is clearly more accurate on the same samples (:func:`ortlab.runs.tune_pick.step_gain`); else ``trial`` when
     it finished and the verdict level improves; or the level is the same and the task's measure improves; or both
     are the same and the task's SQNR (a detector's score channels, else the worst output) gains at least
-    ``MIN_GAIN_DB``. Else ``current``; the trial's note says which."""
-    if trial.status != "done":
-        trial.note += ": dropped (failed)"
-        return current
+    ``MIN_GAIN_DB``. Else ``current``. Returns the choice and ``trial`` with a note that says which."""
+    kept, why = _gains(trial, current, evidence)
+    noted = replace(trial, note=trial.note + f": {why}")
+    return (noted if kept else current), noted
+
+
+def _gains(trial: Trial, current: Trial, evidence: Mapping[int, SampleEvidence | None] | None) -> tuple[bool, str]:
+    """Whether ``trial`` is kept over ``current``, and why (:func:`keep_if_gains`)."""
+    if trial.status != TrialStatus.DONE:
+        return False, "dropped (failed)"
     paired = step_gain(evidence.get(trial.index), evidence.get(current.index)) if evidence else None
     if paired is not None:
-        trial.note += f": {paired[1]}"
-        return trial if paired[0] else current
+        return paired
     lt, lc = LEVEL_RANK.get(trial.level, 1), LEVEL_RANK.get(current.level, 1)
     if lt != lc:
         better = lt < lc
-        trial.note += f": {'kept' if better else 'dropped'} (verdict {current.level} → {trial.level})"
-        return trial if better else current
+        return better, f"{'kept' if better else 'dropped'} (verdict {current.level} → {trial.level})"
     qt, qc = trial.quality(), current.quality()
     if qt.value is not None and qc.value is not None and abs(qt.value - qc.value) > 1e-9:
         better = qt.value > qc.value
-        trial.note += f": {'kept' if better else 'dropped'} ({qt.measure} {qc.value:.1%} → {qt.value:.1%})"
-        return trial if better else current
+        return better, f"{'kept' if better else 'dropped'} ({qt.measure} {qc.value:.1%} → {qt.value:.1%})"
     gain = (qt.sqnr_db if qt.sqnr_db is not None else -math.inf) - (qc.sqnr_db if qc.sqnr_db is not None else -math.inf)
     what = qt.sqnr_what if qt.sqnr_what != "worst output SQNR" else "SQNR"
     if gain >= MIN_GAIN_DB:
-        trial.note += f": kept (+{gain:.1f} dB {what})"
-        return trial
-    trial.note += f": dropped ({gain:+.1f} dB {what})"
-    return current
+        return True, f"kept (+{gain:.1f} dB {what})"
+    return False, f"dropped ({gain:+.1f} dB {what})"
 
 
 def _chain_step(ranker: Trial, pick: str, excluded: set[str], tried: set[tuple[str, ...]],

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
-from ortlab.runs.tune_policy import Trial
+from ortlab.runs.tune_policy import Stage, Trial
 from ortlab.settings.config import Recipe
 
 
@@ -16,7 +16,7 @@ class Proposal:
     to run from here, this one first (None: as before)."""
 
     recipe: Recipe
-    stage: str
+    stage: Stage
     note: str = ""
     ahead: tuple[Recipe, ...] | None = None
 
@@ -46,7 +46,7 @@ Step = Proposal | Ahead | Say | Finished
 Steps = Generator[Step, Trial, None]
 
 
-def ask(recipe: Recipe, stage: str, note: str = "", ahead: Sequence[Recipe] | None = None
+def ask(recipe: Recipe, stage: Stage, note: str = "", ahead: Sequence[Recipe] | None = None
         ) -> Generator[Step, Trial, Trial]:
     """Propose ``recipe``; the trial sent back."""
     return (yield Proposal(recipe, stage, note, tuple(ahead) if ahead is not None else None))

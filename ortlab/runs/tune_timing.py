@@ -5,6 +5,7 @@ sha256) timed once, and each timing kept in History with the machine it ran on."
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from collections.abc import Callable
 from typing import Any
 
@@ -33,8 +34,8 @@ class TrialTiming:
         self._timed: dict[tuple[str, int, float], SpeedUp] = {}  # (sha256, batch, seconds): identical graphs once
         self._timed_pairs: dict[tuple[str, int, float], Any] = {}  # the same keys: (source, trial) summaries
 
-    def time(self, t: Trial, cancel: CancelToken, duration_s: float | None = None) -> None:
-        """Time ``t`` against the source at every batch size (``duration_s`` each; None: the settings' bench
+    def time(self, t: Trial, cancel: CancelToken, duration_s: float | None = None) -> Trial:
+        """``t`` timed against the source at every batch size (``duration_s`` each; None: the settings' bench
         seconds); a graph already timed for as long (the same sha256) keeps that measurement."""
         s = self.settings
         seconds = float(duration_s if duration_s is not None else s.bench_s)
@@ -55,19 +56,19 @@ class TrialTiming:
             ratios.append(self._timed[key])
         if cancel.cancelled:
             raise Cancelled()
-        self._set(t, ratios)
+        t = replace(t, speed=ratios, timed_on=self.runner.timing_node)
         self.record(t, cfg, [self._timed_pairs.get((sha, int(b), seconds)) for b in s.batch_sizes])
+        return self._summed(t, ratios)
 
-    def _set(self, t: Trial, ratios: list[SpeedUp]) -> None:
+    def _summed(self, t: Trial, ratios: list[SpeedUp]) -> Trial:
+        """``t`` with its latencies, its relative latency (the geometric mean of the ratios) and its cost."""
         s = self.settings
-        t.speed = ratios
-        t.timed_on = self.runner.timing_node
-        t.latency_ms = {str(r.batch_size): r.candidate_p50_ms for r in ratios}
-        t.baseline_ms = {str(r.batch_size): r.reference_p50_ms for r in ratios}
+        latency_ms = {str(r.batch_size): r.candidate_p50_ms for r in ratios}
         good = [r.ratio for r in ratios if r.ratio > 0 and math.isfinite(r.ratio)]
-        t.relative_latency = math.exp(sum(math.log(x) for x in good) / len(good)) if good else None
-        t.p50_ms = t.latency_ms.get(str(s.batch_sizes[0]))
-        t.cost = t.relative_latency if s.objective == "latency" else float(t.size_bytes or 0)
+        relative = math.exp(sum(math.log(x) for x in good) / len(good)) if good else None
+        return replace(t, latency_ms=latency_ms, baseline_ms={str(r.batch_size): r.reference_p50_ms for r in ratios},
+                       relative_latency=relative, p50_ms=latency_ms.get(str(s.batch_sizes[0])),
+                       cost=relative if s.objective == "latency" else float(t.size_bytes or 0))
 
     def record(self, t: Trial, cfg: BenchConfig, pairs: list[Any]) -> None:
         """The trial's timing against the source, kept in History with the machine it ran on (its report, Compare

@@ -113,7 +113,7 @@ def test_tune_keeps_a_trial_it_timed_on_the_one_clock_in_history(tmp_path):
                   settings=TuneSettings(budget_s=60, exclusion_steps=0, bench_s=0.5))
     t = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), model_path=str(cand), run_id=9)
     try:
-        tuner.timing.time(t, tuner.budget.token)
+        t = tuner.timing.time(t, tuner.budget.token)
     finally:
         tuner.release_timing()
     (rec,) = ws.history().list_benchmarks()

@@ -16,6 +16,7 @@ from ortlab.checks.verdict import Level, VerdictPolicy, judge
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.calibration_cache import REUSED
 from ortlab.runs.tune_policy import TRIALS_FILE, Trial, pareto_front, sqnr_policy, verdict_policy
+from ortlab.runs.trial_runner import LocalTrials
 from ortlab.runs.tune import RECOMMENDED_NOTE, Tuner, TuneSettings
 from ortlab.runs import tune_search
 from ortlab.runs.tune_search import SEEDED_NOTE
@@ -268,12 +269,11 @@ def test_cli_analyze_and_tune(tmp_path, capsys, monkeypatch):
     from ortlab.cli.main import main
     from ortlab.cli.tune import batch_sizes
     from ortlab.data.samples import get_sample
-    from ortlab.runs.tune import Tuner
     from ortlab.timing.stats import paired
 
     # what the CLI writes is tested here, not this CPU's speed: digits int8 can time at fp32's speed or slower on a
     # CPU without VNNI, and a trial slower than fp32 is rightly never recommended
-    monkeypatch.setattr(Tuner, "_time_against_source", lambda self, reference, candidate, cfg, batch_size, *, shapes,
+    monkeypatch.setattr(LocalTrials, "measure", lambda self, reference, candidate, cfg, batch_size, *, shapes,
                         cancel: paired(batch_size, [10.0] * 12, [5.0] * 12))
 
     assert batch_sizes([1, 32, 1, 8]) == (1, 32, 8)
@@ -360,13 +360,15 @@ def test_greedy_steps_are_kept_by_verdict_then_task_measure_then_task_sqnr():
                      task_value=value, score_what="scores SQNR", score_db=score, sqnr_db=whole)
 
     base = trial("broken", 0.0, 0.5, whole=41.6)
-    assert keep_if_gains(step := trial("degraded", 0.93, 27.0, whole=41.6), base) is step
-    assert "verdict broken → degraded" in step.note
+    step, noted = keep_if_gains(trial("degraded", 0.93, 27.0, whole=41.6), base)
+    assert step is noted and "verdict broken → degraded" in step.note
     # the whole tensor's SQNR gains 5 dB but detections drop: dropped
-    assert keep_if_gains(worse := trial("degraded", 0.90, 30.0, whole=46.6), step) is step
-    assert "dropped (detections kept 93.0% → 90.0%)" in worse.note
-    assert keep_if_gains(better := trial("degraded", 0.93, 27.4), step) is better and "+0.4 dB scores SQNR" in better.note
-    assert keep_if_gains(flat := trial("degraded", 0.93, 27.05), step) is step and "dropped" in flat.note
+    kept, worse = keep_if_gains(trial("degraded", 0.90, 30.0, whole=46.6), step)
+    assert kept is step and "dropped (detections kept 93.0% → 90.0%)" in worse.note
+    kept, better = keep_if_gains(trial("degraded", 0.93, 27.4), step)
+    assert kept is better and "+0.4 dB scores SQNR" in better.note
+    kept, flat = keep_if_gains(trial("degraded", 0.93, 27.05), step)
+    assert kept is step and "dropped" in flat.note
 
 
 def _finished(index, level, accepted, cost, score, path, label="t"):
@@ -378,7 +380,7 @@ def _finished(index, level, accepted, cost, score, path, label="t"):
 def _out_tuner(tmp_path, trials, timer=None):
     tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), out_dir=tmp_path / "out",
                   settings=TuneSettings(budget_s=60, exclusion_steps=0), timer=timer)
-    tuner._retime = lambda trials: None  # type: ignore[method-assign]
+    tuner._retime = lambda trials: trials  # type: ignore[method-assign]
     tuner.trials_done.extend(trials)
     return tuner
 
@@ -421,7 +423,7 @@ def test_cli_tune_below_the_bar_exits_4_and_writes_closest(tmp_path, capsys, mon
 
     # the bar is tested here, not this CPU's speed: on a quiet CPU without VNNI digits int8 timed 0.93x fp32, and a
     # closest trial slower than fp32 is (rightly) not written
-    monkeypatch.setattr(Tuner, "_time_against_source", lambda self, reference, candidate, cfg, batch_size, *, shapes,
+    monkeypatch.setattr(LocalTrials, "measure", lambda self, reference, candidate, cfg, batch_size, *, shapes,
                         cancel: paired(batch_size, [10.0] * 12, [5.0] * 12))
 
     s = get_sample("digits_cnn")
@@ -512,7 +514,7 @@ def test_speed_is_the_median_of_interleaved_round_ratios_not_the_min_ratio(tmp_p
     model = tmp_path / "cand.onnx"
     model.write_bytes(b"graph")
     t = Trial(1, "t", "search", Recipe(precision=Precision.INT8), model_path=str(model))
-    tuner.timing.time(t, tuner.budget.token)
+    t = tuner.timing.time(t, tuner.budget.token)
     assert [v for _, v in order[:4]] == ["r", "c", "c", "r"]  # alternating who runs first
     (sp,) = t.speed
     expected = 1 / float(np.exp(np.median(np.log(np.array(cand_ms) / np.array(ref_ms)))))
@@ -523,7 +525,7 @@ def test_speed_is_the_median_of_interleaved_round_ratios_not_the_min_ratio(tmp_p
     twin = tmp_path / "twin.onnx"
     twin.write_bytes(b"graph")  # the same graph under another name: one measurement
     t2 = Trial(2, "t2", "search", Recipe(precision=Precision.INT8), model_path=str(twin))
-    tuner.timing.time(t2, tuner.budget.token)
+    t2 = tuner.timing.time(t2, tuner.budget.token)
     assert calls == [str(model)] and t2.speed == t.speed
 
 

@@ -161,7 +161,7 @@ def test_the_stage_confirms_at_most_exclusion_steps_trials_and_nothing_when_the_
     tuner = _Tuner(tmp_path, steps=1)
     assert len(_search(tuner, _Screen())) == 1
     tuner = _Tuner(tmp_path)
-    tuner.base.accepted = True
+    tuner.base = replace(tuner.base, accepted=True)
     assert _search(tuner, _Screen()) == []
 
 

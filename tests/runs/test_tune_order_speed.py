@@ -3,6 +3,8 @@ ahead of the remaining static trials once the first static one is broken."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.tune import Tuner, TuneSettings
@@ -21,9 +23,8 @@ def _timed(tmp_path, trials, ratios):
         r = ratios[next(t.label for t in trials if t.model_path == candidate)]
         return paired(batch_size, [10.0] * 12, [10.0 * r * (1 + 0.01 * (i % 3 - 1)) for i in range(12)])
 
-    tuner = _out_tuner(tmp_path, trials, timer=measure)
-    for t in trials:
-        tuner.timing.time(t, tuner.budget.token)
+    tuner = _out_tuner(tmp_path, [], timer=measure)
+    tuner.trials_done.extend(tuner.timing.time(t, tuner.budget.token) for t in trials)
     return tuner
 
 
@@ -38,7 +39,7 @@ def test_a_trial_slower_than_the_source_is_never_recommended(tmp_path):
               _finished(2, "ok", True, None, 25.0, files[1], "int8 static")]
     tuner = _timed(tmp_path, trials, {"int8 dynamic conv": 1.25, "int8 static": 1 / 1.5})
     tuner.settings.objective = "size"  # the slower trial is the smaller: without the speed rule it is picked
-    trials[0].cost, trials[1].cost = 100.0, 200.0
+    tuner.trials_done[:] = [replace(tuner.trials_done[0], cost=100.0), replace(tuner.trials_done[1], cost=200.0)]
     r = tuner.finish()
     assert r.best is not None and r.best.label == "int8 static" and r.accepted
     assert any(n.startswith("Never recommended: 1 trial(s) ran slower than the fp32 source") and
@@ -101,8 +102,8 @@ def test_a_broken_first_static_trial_moves_dynamic_trials_up(tmp_path):
 def test_a_good_first_static_trial_keeps_the_order(tmp_path):
     class Good(_OrderTuner):
         def _trial(self, recipe, stage, note=""):
-            t = super()._trial(recipe, stage, note)
-            t.level = "ok"
+            t = replace(super()._trial(recipe, stage, note), level="ok")
+            self.trials_done[-1] = t
             return t
 
     model = conv_bn_model(tmp_path / "m.onnx")

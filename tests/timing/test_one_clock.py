@@ -74,7 +74,7 @@ def test_benchmark_tune_and_compare_agree_on_a_pair_of_known_cost_ratio(tmp_path
     tuner = Tuner(ref, None, DataRef(random=4), workspace=ws, settings=TuneSettings(bench_s=SECONDS))
     trial = Trial(1, "short", "search", Recipe(), model_path=str(cand))
     try:
-        tuner.timing.time(trial, tuner.budget.token)
+        trial = tuner.timing.time(trial, tuner.budget.token)
     finally:
         tuner.release_timing()
     (tune,) = trial.speed
