@@ -5,17 +5,19 @@ From the best static QDQ trial by the task, and from its twin with bias correcti
 two interact: the corrections downstream of a node were fitted to its int8 error, so on a corrected model a node put
 back in float alone rarely helps — 1 of 12 units on the yolov8 fixture, 6 of 12 without the correction), the
 per-node analysis names the :data:`CANDIDATES` worst nodes by their local error; each, with its producer chain
-(a SiLU's Conv → Sigmoid → Mul is one unit), is reverted to float alone in memory and ranked on the evaluation samples where the
-int8 model errs most (:data:`SCREEN_SAMPLES` of up to :data:`~ortlab.checks.revert_screen.RANKING_POOL`, NNCF's
+(a SiLU's Conv → Sigmoid → Mul is one unit), is reverted to float alone in memory and ranked on the evaluation
+samples where the int8 model errs most (:data:`SCREEN_SAMPLES` of up to :data:`~ortlab.checks.revert_screen.RANKING_POOL`, NNCF's
 ranking subset, :class:`ortlab.checks.revert_screen.RevertScreen`), scored by the verdict level, then the task's
 SQNR (continuous: it tells apart units that an F1 over a few detections, saturated at 100%, cannot), then the task's
 measure. The units that help are then reverted cumulatively in that order on a stratified split (representative,
-so that its acceptance means what a trial's does) — a unit that makes the set worse there is skipped — until the screened evaluation is one the search accepts (verdict ok
+so that its acceptance means what a trial's does) — a unit that makes the set worse there is skipped — until the
+screened evaluation is one the search accepts (verdict ok
 and its bar); that set is confirmed by one real trial through the run service (quantize with
 ``nodes_to_exclude``, verify on the full split, timed against the source with the one clock), stage "accuracy".
 When the trial is not accepted, the set grows by half again before the next confirmation, within the search's
 ``exclusion_steps`` trials; when the screen accepted a set the trial did not, the screen is shown too lenient and
-a note says so: the intermediate sets it accepted are skipped for the best set it found. Of the two bases, the sets are confirmed from the one whose screen reaches furthest.
+a note says so: the intermediate sets it accepted are skipped for the best set it found. Of the two bases, the sets
+are confirmed from the one whose screen reaches furthest.
 The first accepted set is what passed, not what is needed: it is then trimmed (:meth:`AccuracySearch._trim`) — its
 units dropped one at a time on the screen, the costliest in float first, while the screen still accepts — and the
 smaller set confirmed by one more trial, so tune, which recommends the fastest accepted trial, can pick it (on a
@@ -206,7 +208,7 @@ class AccuracySearch:
             self.notes.append(f"The screen accepted #{trial.index} {trial.label} ({_quality_text(screened.report, vp)}"
                               f" on {screened.report.n_samples} samples) but its trial did not"
                               + (f" ({trial.verdict})" if trial.verdict else "") + ": the screen's "
-                              f"acceptance is not trusted further; only the best set it found is confirmed next.")
+                              "acceptance is not trusted further; only the best set it found is confirmed next.")
             return True
         self.notes.append(f"The trial accepted #{trial.index} {trial.label} where the screen did not "
                           f"({_quality_text(screened.report, vp)} on {screened.report.n_samples} samples): the screen "
