@@ -290,8 +290,8 @@ def test_progress_past_the_budget_says_what_runs_instead_of_more_seconds_than_th
 
 
 def test_the_headline_of_a_decided_search_states_the_held_out_claim_and_is_no_success_on_the_edge():
-    best = _trial(1, 2.0, 30.0)
-    best.task_measure, best.task_value, best.task_low, best.task_high = "detection F1", 0.96, 0.92, 0.98
+    best = dataclasses.replace(_trial(1, 2.0, 30.0), task_measure="detection F1", task_value=0.96, task_low=0.92,
+                               task_high=0.98)
     r = dataclasses.replace(_result(best), baseline_index=1, claim=0.955, claim_low=0.90, claim_high=0.985,
                             claim_evidence="100 reference detections in 100 samples", claim_word="on the edge",
                             chosen_on="chosen on 200 samples, confirmed on 100 held out")
