@@ -268,6 +268,10 @@ class ClusterTrials:
         self.ahead = Ahead()
         self.retried: list[str] = []  # a note for each trial that ran again after its node was lost
 
+    def node_of(self, handle: Any) -> str:
+        """The node a finished trial ran on (:class:`ortlab.runs.trial_runner.TrialRunner`)."""
+        return handle.node
+
     def node_name(self, node_id: NodeId | None) -> NodeName:
         return next((n.name() for n in self.nodes if n.node_id == node_id), None) or self.cluster.node_name(node_id)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from ortlab.core.errors import Cancelled, OrtlabError
@@ -21,11 +21,14 @@ from ortlab.runs.service import CANCELLED, DONE, FAILED, RUNNING
 class TuneJob(Completion):
     """One search by ``tuner`` (a :class:`~ortlab.runs.tune.Tuner`): ``state`` (running/done/failed/cancelled),
     ``result`` (the ``TuneResult``), ``error`` (an ``OrtlabError``), ``items`` (the finished trials drained so far),
-    ``meta`` (the caller's notes)."""
+    ``meta`` (the caller's notes). ``latest`` gives the trials drained as they are now (a later trial moves an
+    earlier one off the Pareto front); None: as they were drained."""
 
-    def __init__(self, tuner: Any, meta: dict[str, Any] | None = None) -> None:
+    def __init__(self, tuner: Any, meta: dict[str, Any] | None = None,
+                 latest: Callable[[list[Any]], list[Any]] | None = None) -> None:
         super().__init__()
         self.tuner = tuner
+        self._latest = latest
         self.meta: dict[str, Any] = dict(meta or {})
         self.state = RUNNING
         self.result: Any = None
@@ -69,6 +72,8 @@ class TuneJob(Completion):
             except queue.Empty:
                 break
         self.items.extend(new)
+        if self._latest is not None:
+            self.items = self._latest(self.items)
         return new
 
     def start(self) -> TuneJob:

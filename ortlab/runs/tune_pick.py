@@ -5,7 +5,7 @@ samples it was not chosen on (:mod:`ortlab.runs.tune_recommend` decides; this mo
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_policy import Trial
@@ -14,21 +14,20 @@ from ortlab.runs.tune_recommend import (
     split,
 )
 
-__all__ = ["Claim", "candidate_of", "claim_of", "decide", "set_choosing_measure", "step_gain"]
+__all__ = ["Claim", "candidate_of", "choosing_measure", "claim_of", "decide", "step_gain"]
 
 
-def set_choosing_measure(t: Trial, ev: SampleEvidence | None) -> None:
-    """``t``'s task measure on the samples the search chooses on (:func:`split`), with its 95% interval and the
-    evidence it rests on; the whole-set measure stays when there is no per-sample record."""
+def choosing_measure(t: Trial, ev: SampleEvidence | None) -> Trial:
+    """``t`` with its task measure on the samples the search chooses on (:func:`split`), with its 95% interval and
+    the evidence it rests on; the whole-set measure stays when there is no per-sample record."""
     if ev is None or not len(ev):
-        return
+        return t
     choose, confirm = split(len(ev))
     got = interval(ev, choose if confirm else None)
     if got is None:
-        t.evidence = f"no {ev.unit} in {len(choose)} samples"
-        return
-    t.task_measure, t.task_value, t.task_low, t.task_high = ev.measure, got.value, got.low, got.high
-    t.evidence = (ev.subset(choose) if confirm else ev).text()
+        return replace(t, evidence=f"no {ev.unit} in {len(choose)} samples")
+    return replace(t, task_measure=ev.measure, task_value=got.value, task_low=got.low, task_high=got.high,
+                   evidence=(ev.subset(choose) if confirm else ev).text())
 
 
 def candidate_of(t: Trial, ev: SampleEvidence | None, usable: bool) -> Candidate:
@@ -85,10 +84,10 @@ def claim_of(pick: Trial, bar: float | None, ev: SampleEvidence | None) -> Claim
 
 
 def decide(done: Sequence[Trial], evidence: Mapping[int, SampleEvidence | None], usable: Callable[[Trial], bool],
-           objective: str) -> Recommendation | None:
-    """The recommender's pick over the finished trials ``done`` against trial 1 (the default), or None when trial 1
-    did not finish with a per-sample record (the search then ranks as before). Each trial's comparison with the
-    default is written to its ``vs_default``."""
+           objective: str) -> tuple[Recommendation, list[Trial]] | None:
+    """The recommender's pick over the finished trials ``done`` against trial 1 (the default), with ``done`` each
+    given its comparison with the default (``vs_default``); None when trial 1 did not finish with a per-sample
+    record (the search then ranks as before)."""
     default = next((t for t in done if t.index == 1), None)
     if default is None or evidence.get(1) is None:
         return None
@@ -96,16 +95,11 @@ def decide(done: Sequence[Trial], evidence: Mapping[int, SampleEvidence | None],
     base = next(c for c in cands if c.index == 1)
     rec = recommend(base, cands, objective, len(evidence[1] or ()))
     measure = (evidence[1] or SampleEvidence("", (), (), 0, "")).measure
-    for comp in rec.comparisons:
-        t = next(x for x in done if x.index == comp.index)
-        t.vs_default = comp.reason(measure)
-    default.vs_default = "the default: the baseline every candidate is compared with"
+    said = {comp.index: comp.reason(measure) for comp in rec.comparisons}
+    said[1] = "the default: the baseline every candidate is compared with"
     why = ("not compared: broken, or slower than the fp32 source" if base.usable else
            "not compared: the default (trial 1) is broken or ran slower than the fp32 source")
-    for t in done:
-        if not t.vs_default:
-            t.vs_default = why
-    return rec
+    return rec, [replace(t, vs_default=said.get(t.index) or t.vs_default or why) for t in done]
 
 
 def step_gain(step: SampleEvidence | None, current: SampleEvidence | None) -> tuple[bool, str] | None:

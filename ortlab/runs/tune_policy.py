@@ -4,8 +4,9 @@ measure of a trial, the trials and the search's result, the Pareto front."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from ortlab.settings.config import (
     Recipe,
@@ -23,7 +24,7 @@ FAILURES_TO_STOP = 3  # consecutive trials failing with the same message end the
 CLOSEST_DIR = "closest"  # where a search that met no bar writes its closest non-broken trial
 FINALISTS = 3  # trials re-timed at the end, interleaved with the source
 CHAIN_MAX = 4  # nodes in one keep-in-float step's producer chain
-_LEVEL_RANK = {"ok": 0, "unknown": 1, "": 1, "degraded": 2, "broken": 3}
+LEVEL_RANK = {"ok": 0, "unknown": 1, "": 1, "degraded": 2, "broken": 3}
 
 
 # -- accuracy policy -----------------------------------------------------------------------------------------
@@ -38,8 +39,6 @@ class Decision:
     reason: str
     level: str = ""
 
-
-Policy = Callable[[EvalReport | None], Decision]
 
 
 @dataclass(frozen=True)
@@ -83,29 +82,32 @@ def task_quality(report: EvalReport | None, level: str = "") -> Quality:
     return Quality(level, measure, value, what, worst)
 
 
-def verdict_policy(policy: VerdictPolicy | None = None, min_sqnr_db: float | None = None,
-                   min_task: float | None = None) -> Policy:
-    """Accept when :func:`ortlab.checks.verdict.judge` says OK under ``policy`` (default: the verdict's defaults,
-    the same as optimize's) **and** this search's bar holds. The bar is the task's own measure when the model has
-    one (:func:`task_quality`: detection F1, strings kept, no confident flip, NN agreement…): at least ``min_task``
-    when given, else the verdict's own bars decide. A model without one (plain tensors) must reach
-    ``min_sqnr_db`` (default 20 dB) on its worst output; a ``min_sqnr_db`` given explicitly holds for every model
-    (a detector's score channels, else the worst output). The bar never changes the verdict: a trial below it is
-    "ok, below this search's bar"."""
-    vp = policy if policy is not None else VerdictPolicy()
-    explicit = min_sqnr_db is not None
-    bar = float(min_sqnr_db) if min_sqnr_db is not None else DEFAULT_MIN_SQNR_DB
+@dataclass(frozen=True)
+class SearchBar:
+    """The verdict policy of a search: accept when :func:`ortlab.checks.verdict.judge` says OK under
+    ``verdict_policy`` **and** this search's bar holds (see :func:`verdict_policy`). Called on an evaluation, it
+    returns the :class:`Decision`."""
 
-    def decide(report: EvalReport | None) -> Decision:
-        v = judge(report, vp)
+    verdict_policy: VerdictPolicy
+    bar_db: float = DEFAULT_MIN_SQNR_DB
+    min_task: float | None = None
+    explicit: bool = False  # the SQNR bar was given: it holds for every model
+
+    @property
+    def bar_text(self) -> str | None:
+        return bar_sentence(self.explicit, self.bar_db, self.min_task)
+
+    def __call__(self, report: EvalReport | None) -> Decision:
+        v = judge(report, self.verdict_policy)
         if v.level != Level.OK:
             return Decision(False, v.headline, v.level.value)
         q = task_quality(report, v.level.value)
         got = f" ({q.sqnr_what} {q.sqnr_db:.1f} dB)" if q.sqnr_db is not None else ""
+        min_task, bar = self.min_task, self.bar_db
         if q.value is not None and min_task is not None and q.value < min_task:
             return Decision(False, f"ok, below this search's bar of {q.measure} {min_task:.1%} ({q.text()})",
                             v.level.value)
-        if q.value is not None and not explicit:
+        if q.value is not None and not self.explicit:
             bar_text = f"{q.measure} ≥ {min_task:.1%}" if min_task is not None else "the verdict's task bars"
             return Decision(True, f"ok, meets this search's bar: {bar_text} ({q.text()})", v.level.value)
         if q.sqnr_db is not None and q.sqnr_db < bar:
@@ -113,11 +115,19 @@ def verdict_policy(policy: VerdictPolicy | None = None, min_sqnr_db: float | Non
                             v.level.value)
         return Decision(True, f"ok, meets this search's bar of {bar:g} dB{got}", v.level.value)
 
-    decide.verdict_policy = vp  # type: ignore[attr-defined]
-    decide.bar_db = bar  # type: ignore[attr-defined]
-    decide.bar_text = bar_sentence(explicit, bar, min_task)  # type: ignore[attr-defined]
-    decide.min_task = min_task  # type: ignore[attr-defined]
-    return decide
+
+def verdict_policy(policy: VerdictPolicy | None = None, min_sqnr_db: float | None = None,
+                   min_task: float | None = None) -> SearchBar:
+    """Accept when :func:`ortlab.checks.verdict.judge` says OK under ``policy`` (default: the verdict's defaults,
+    the same as optimize's) **and** this search's bar holds. The bar is the task's own measure when the model has
+    one (:func:`task_quality`: detection F1, strings kept, no confident flip, NN agreement…): at least ``min_task``
+    when given, else the verdict's own bars decide. A model without one (plain tensors) must reach
+    ``min_sqnr_db`` (default 20 dB) on its worst output; a ``min_sqnr_db`` given explicitly holds for every model
+    (a detector's score channels, else the worst output). The bar never changes the verdict: a trial below it is
+    "ok, below this search's bar"."""
+    return SearchBar(policy if policy is not None else VerdictPolicy(),
+                     float(min_sqnr_db) if min_sqnr_db is not None else DEFAULT_MIN_SQNR_DB, min_task,
+                     min_sqnr_db is not None)
 
 
 def bar_sentence(explicit: bool, bar: float, min_task: float | None) -> str:
@@ -128,10 +138,19 @@ def bar_sentence(explicit: bool, bar: float, min_task: float | None) -> str:
     return f"{task} where the model has one, else worst-output SQNR ≥ {bar:g} dB"
 
 
-def sqnr_policy(min_sqnr_db: float = DEFAULT_MIN_SQNR_DB, min_top1_agreement: float | None = None) -> Policy:
-    """Accept when every output's SQNR ≥ ``min_sqnr_db`` and (when given) top-1 agreement ≥ the threshold."""
+@dataclass(frozen=True)
+class SqnrBar:
+    """Accept when every output's SQNR ≥ ``min_sqnr_db`` and (when given) top-1 agreement ≥ the threshold; the
+    run's verdict is judged with the verdict's defaults."""
 
-    def decide(report: EvalReport | None) -> Decision:
+    min_sqnr_db: float = DEFAULT_MIN_SQNR_DB
+    min_top1_agreement: float | None = None
+    verdict_policy: VerdictPolicy | None = None  # None: the verdict's defaults
+    min_task: float | None = None  # no task bar
+    bar_text: str | None = None  # no search bar beyond the verdict's words
+
+    def __call__(self, report: EvalReport | None) -> Decision:
+        min_sqnr_db, min_top1_agreement = self.min_sqnr_db, self.min_top1_agreement
         if report is None or not report.outputs:
             return Decision(False, "not evaluated")
         worst = min(report.outputs, key=lambda o: o.sqnr_db)
@@ -142,13 +161,50 @@ def sqnr_policy(min_sqnr_db: float = DEFAULT_MIN_SQNR_DB, min_top1_agreement: fl
             return Decision(False, f"top-1 agreement {report.top1_agreement:.1%} < {min_top1_agreement:.1%}")
         return Decision(True, f"SQNR {worst.sqnr_db:.1f} dB ≥ {min_sqnr_db:g} dB")
 
-    return decide
+
+def sqnr_policy(min_sqnr_db: float = DEFAULT_MIN_SQNR_DB, min_top1_agreement: float | None = None) -> SqnrBar:
+    """Accept when every output's SQNR ≥ ``min_sqnr_db`` and (when given) top-1 agreement ≥ the threshold."""
+    return SqnrBar(min_sqnr_db, min_top1_agreement)
+
+
+Policy = SearchBar | SqnrBar  # what a search accepts: its verdict policy, its task bar and its words
+
+
+def judging_policy(policy: Policy) -> VerdictPolicy:
+    """The verdict policy a search judges its trials with: ``policy``'s own, else the verdict's defaults."""
+    return policy.verdict_policy or VerdictPolicy()
 
 
 # -- results -------------------------------------------------------------------------------------------------
 
 
-@dataclass
+class TrialStatus(StrEnum):
+    """Whether a trial's run finished (its evaluation judged, its model timed) or failed."""
+
+    DONE = "done"
+    FAILED = "failed"
+
+
+class Stage(StrEnum):
+    """The part of the search a trial belongs to."""
+
+    SEARCH = "search"  # the search space
+    ACCURACY = "accuracy"  # screened keep-in-float sets (:mod:`ortlab.runs.tune_accuracy`)
+    EXCLUDE = "exclude"  # a dynamic int8 trial's greedy keep-in-float step
+    INT16 = "int16"  # a greedy 16-bit-weights step
+
+
+class TrialLevel(StrEnum):
+    """A trial's verdict level (:class:`ortlab.checks.verdict.Level`), or none when its run failed."""
+
+    OK = "ok"
+    DEGRADED = "degraded"
+    BROKEN = "broken"
+    UNKNOWN = "unknown"
+    NONE = ""  # not judged: the run failed
+
+
+@dataclass(frozen=True)
 class Trial:
     """One tried recipe: its evaluation against the source, latency and size, and whether the policy accepts
     it. ``level`` is the run's verdict (the same as optimize's for this recipe); ``task_measure``/``task_value`` and
@@ -161,12 +217,12 @@ class Trial:
 
     index: int
     label: str
-    stage: str  # "search", "accuracy" (screened keep-in-float), "exclude" (greedy, dynamic) or "int16"
+    stage: Stage
     recipe: Recipe
-    status: str = "done"  # "done" or "failed"
+    status: TrialStatus = TrialStatus.DONE
     accepted: bool = False
     verdict: str = ""
-    level: str = ""  # ok / degraded / broken / unknown: the run's verdict
+    level: TrialLevel = TrialLevel.NONE  # the run's verdict
     sqnr_db: float | None = None  # worst output's SQNR
     top1_agreement: float | None = None
     task_measure: str = ""
@@ -198,6 +254,11 @@ class Trial:
     evidence: str = ""
     edge: str = ""  # the verdict's "on the edge: …" when its deciding figure's interval reaches across a bar
     vs_default: str = ""  # the paired comparison with the default (trial 1) on the same samples
+
+    def __post_init__(self) -> None:  # given as text (a plain record read back, a test): the enum
+        object.__setattr__(self, "stage", Stage(self.stage))
+        object.__setattr__(self, "status", TrialStatus(self.status))
+        object.__setattr__(self, "level", TrialLevel(self.level))
 
     @property
     def speedup(self) -> float | None:
@@ -252,14 +313,14 @@ class Trial:
         return ""
 
 
-def _rank_key(t: Trial) -> tuple[float, float, float]:
+def rank_key(t: Trial) -> tuple[float, float, float]:
     """Higher is better: verdict level, then the task measure, then the task's SQNR."""
     q = t.quality()
     sq = q.sqnr_db if q.sqnr_db is not None and not math.isnan(q.sqnr_db) else -math.inf
-    return (-_LEVEL_RANK.get(t.level, 1), q.value if q.value is not None else 0.0, sq)
+    return (-LEVEL_RANK.get(t.level, 1), q.value if q.value is not None else 0.0, sq)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TuneResult:
     """The search's outcome: every trial and the recommendation. ``best``: the fastest/smallest accepted trial
     (``accepted`` True, written as ``model.onnx``), or when none meets the bar the closest trial the verdict does not
@@ -297,8 +358,8 @@ class TuneResult:
 
     def bought(self) -> str:
         """What the budget bought: "8 trials finished (1 failed) in 169 s of wall time and 174 CPU seconds"."""
-        done = sum(t.status == "done" for t in self.trials)
-        failed = sum(t.status == "failed" for t in self.trials)
+        done = sum(t.status == TrialStatus.DONE for t in self.trials)
+        failed = sum(t.status == TrialStatus.FAILED for t in self.trials)
         cpu = f" and {self.cpu_seconds:.0f} CPU seconds" if self.cpu_seconds is not None else ""
         return (f"{done} trial{'' if done == 1 else 's'} finished" + (f" ({failed} failed)" if failed else "")
                 + f" in {self.seconds:.0f} s of wall time{cpu}")

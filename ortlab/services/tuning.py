@@ -18,7 +18,7 @@ def start_tune(model, calibration: DataRef | None, evaluation: DataRef, settings
     runs it with :meth:`TuneJob.follow`."""
     tuner = Tuner(model, calibration, evaluation, settings=settings, policy=policy, preprocess=preprocess,
                   sample=sample, workspace=workspace, out_dir=out_dir)
-    job = TuneJob(tuner, meta)
+    job = TuneJob(tuner, meta, latest=tuner.latest)
     return job.start() if background else job
 
 

@@ -11,7 +11,8 @@ from ortlab.cli.history import benchmark_lines
 from ortlab.runs.history import BenchmarkRecord, BenchVariant, History
 from ortlab.runs.report import html_report
 from ortlab.runs.stored_timing import record_pair_timing, report_timing
-from ortlab.runs.tune import Tuner
+from ortlab.runs.tune_settings import TuneSettings
+from ortlab.runs.tune_timing import TrialTiming
 from ortlab.runtime.hardware import detect
 from ortlab.runtime.machine import Machine, this_machine
 from ortlab.settings.config import BenchConfig
@@ -63,10 +64,12 @@ def test_the_report_shows_a_tune_timing_with_its_interval_and_machine(tmp_path):
     before = html_report(artifact, ref_info, cand_info, diff, evaluation, None)
     assert "not timed yet" in before
     # what tune keeps for a trial it timed against its source
-    fake_tuner = SimpleNamespace(workspace=SimpleNamespace(history=lambda: h), model=str(artifact.source_path),
-                                 notes=[], trial_runner=SimpleNamespace(timing_machine=None))  # timed here
+    notes: list[str] = []
+    timing = TrialTiming(str(artifact.source_path), TuneSettings(), SimpleNamespace(timing_machine=None),  # here
+                         SimpleNamespace(history=lambda: h), notes.append)  # type: ignore[arg-type]
     trial = SimpleNamespace(run_id=artifact.run_id, label="int8 static", model_path=artifact.model_path)
-    Tuner._record_timing(fake_tuner, trial, BenchConfig(), [_pair()])  # type: ignore[arg-type]
+    timing.record(trial, BenchConfig(), [_pair()])  # type: ignore[arg-type]
+    assert notes == []
     timing = report_timing(h, artifact)
     assert timing.speed is not None and timing.machine is not None and timing.machine.same_hardware(this_machine())
     page = html_report(artifact, ref_info, cand_info, diff, evaluation, timing.bench, speed=timing.speed,
@@ -110,7 +113,7 @@ def test_tune_keeps_a_trial_it_timed_on_the_one_clock_in_history(tmp_path):
                   settings=TuneSettings(budget_s=60, exclusion_steps=0, bench_s=0.5))
     t = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), model_path=str(cand), run_id=9)
     try:
-        tuner._time(t)
+        t = tuner.timing.time(t, tuner.budget.token)
     finally:
         tuner.release_timing()
     (rec,) = ws.history().list_benchmarks()

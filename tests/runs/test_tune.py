@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -17,7 +16,10 @@ from ortlab.checks.verdict import Level, VerdictPolicy, judge
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.calibration_cache import REUSED
 from ortlab.runs.tune_policy import TRIALS_FILE, Trial, pareto_front, sqnr_policy, verdict_policy
+from ortlab.runs.trial_runner import LocalTrials
 from ortlab.runs.tune import RECOMMENDED_NOTE, Tuner, TuneSettings
+from ortlab.runs import tune_search
+from ortlab.runs.tune_search import SEEDED_NOTE
 from ortlab.runs.tune_space import search_space
 
 
@@ -85,15 +87,12 @@ class _FakeTuner(Tuner):
     def __init__(self, tmp_path, **kw):
         super().__init__(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(),
                          settings=TuneSettings(budget_s=60, exclusion_steps=kw.pop("steps", 6)), **kw)
-        self._start = time.monotonic()
+        self.budget.start()
         self.analysed = 0
 
-    def _analyze(self, analyze_fn, trial):
+    def _ranked_nodes(self, trial):
         self.analysed += 1
         return ["a", "b", "c", "d"]
-
-    def _node_ops(self, trial):
-        return dict.fromkeys("abcd", "MatMul")
 
     def _trial(self, recipe, stage, note=""):
         key = tuple(sorted(recipe.quant.nodes_to_exclude))
@@ -104,26 +103,35 @@ class _FakeTuner(Tuner):
         return t
 
 
-def test_greedy_exclusion_keeps_only_steps_that_help(tmp_path):
+def _greedy(tuner, base, stage):
+    """The trials of a greedy ``stage`` of ``tuner``'s search strategy grown from ``base``."""
+    tuner.trials_done.append(base)
+    strategy = tuner.strategy()
+    strategy.exclusion_base = lambda dynamic=False: (base, [])  # type: ignore[method-assign]
+    return list(tuner.run_steps(getattr(strategy, stage)()))
+
+
+@pytest.fixture
+def _matmuls(monkeypatch):
+    monkeypatch.setattr(tune_search, "node_ops", lambda trial: dict.fromkeys("abcd", "MatMul"))
+
+
+def test_greedy_exclusion_keeps_only_steps_that_help(tmp_path, _matmuls):
     tuner = _FakeTuner(tmp_path, policy=sqnr_policy(20))
     base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
                  cost=0.5, model_path="x")
-    tuner.trials_done.append(base)
-    tuner._exclusion_base = lambda dynamic=False: base  # type: ignore[method-assign]
-    steps = list(tuner._exclusions())
+    steps = _greedy(tuner, base, "exclusions")
     notes = [(t.recipe.quant.nodes_to_exclude, t.note.split(": ")[1].split(" ")[0]) for t in steps]
     # a helps (kept), b hurts (dropped), c helps and reaches the bar: stop there
     assert notes == [(("a",), "kept"), (("a", "b"), "dropped"), (("a", "c"), "kept")]
     assert steps[-1].accepted and "+4.0 dB" in steps[-1].note
 
 
-def test_greedy_exclusion_respects_the_step_limit(tmp_path):
+def test_greedy_exclusion_respects_the_step_limit(tmp_path, _matmuls):
     tuner = _FakeTuner(tmp_path, policy=sqnr_policy(30), steps=2)
     base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
                  cost=0.5, model_path="x")
-    tuner.trials_done.append(base)
-    tuner._exclusion_base = lambda dynamic=False: base  # type: ignore[method-assign]
-    assert len(list(tuner._exclusions())) == 2
+    assert len(_greedy(tuner, base, "exclusions")) == 2
 
 
 class _FakeInt16Tuner(_FakeTuner):
@@ -132,12 +140,8 @@ class _FakeInt16Tuner(_FakeTuner):
     SQNR: ClassVar[dict[tuple[str, ...], float]] = {
         (): 15.0, ("a", "c", "d", "e"): 14.0, ("f", "g", "h", "i"): 17.0, ("f", "g", "h", "i", "j", "k"): 21.0}
 
-    def _analyze(self, analyze_fn, trial):
+    def _ranked_nodes(self, trial):
         return ["a", "act", "c", "d", "e", "f", "g", "h", "i", "j", "k"]
-
-    @staticmethod
-    def _weighted_nodes(trial):
-        return {"a", "c", "d", "e", "f", "g", "h", "i", "j", "k"}  # "act" has no weight
 
     def _trial(self, recipe, stage, note=""):
         key = tuple(sorted(recipe.quant.int16_weight_nodes))
@@ -148,15 +152,15 @@ class _FakeInt16Tuner(_FakeTuner):
         return t
 
 
-def test_greedy_int16_weights_grow_by_chunks_of_weighted_nodes_and_keep_only_gains(tmp_path):
+def test_greedy_int16_weights_grow_by_chunks_of_weighted_nodes_and_keep_only_gains(tmp_path, monkeypatch):
     from ortlab.runs.tune_policy import INT16_STEP
 
+    weighted = {"a", "c", "d", "e", "f", "g", "h", "i", "j", "k"}  # "act" has no weight
+    monkeypatch.setattr(tune_search, "weighted_nodes", lambda trial: weighted)
     tuner = _FakeInt16Tuner(tmp_path, policy=sqnr_policy(20))
     base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
                  cost=0.5, model_path="x")
-    tuner.trials_done.append(base)
-    tuner._exclusion_base = lambda dynamic=False: base  # type: ignore[method-assign]
-    steps = list(tuner._int16_weights())
+    steps = _greedy(tuner, base, "int16_weights")
     assert INT16_STEP == 4 and [t.stage for t in steps] == ["int16"] * 3
     got = [(t.recipe.quant.int16_weight_nodes, t.note.split(": ")[1].split(" ")[0]) for t in steps]
     # the first chunk (weighted nodes only) hurts: dropped; the second helps: kept; the third builds on the second
@@ -265,12 +269,11 @@ def test_cli_analyze_and_tune(tmp_path, capsys, monkeypatch):
     from ortlab.cli.main import main
     from ortlab.cli.tune import batch_sizes
     from ortlab.data.samples import get_sample
-    from ortlab.runs.tune import Tuner
     from ortlab.timing.stats import paired
 
     # what the CLI writes is tested here, not this CPU's speed: digits int8 can time at fp32's speed or slower on a
     # CPU without VNNI, and a trial slower than fp32 is rightly never recommended
-    monkeypatch.setattr(Tuner, "_time_against_source", lambda self, reference, candidate, cfg, batch_size, *, shapes,
+    monkeypatch.setattr(LocalTrials, "measure", lambda self, reference, candidate, cfg, batch_size, *, shapes,
                         cancel: paired(batch_size, [10.0] * 12, [5.0] * 12))
 
     assert batch_sizes([1, 32, 1, 8]) == (1, 32, 8)
@@ -331,7 +334,7 @@ def test_by_default_a_model_with_a_task_measure_is_held_to_it_not_to_an_sqnr_bar
     assert not below.accept and below.level == "ok" and "below this search's bar of detections kept 97.0%" in below.reason
     plain = EvalReport(8, [OutputError("y", 1.0, 0.1, 0.99, 15.0)])  # no task measure: 20 dB by default
     assert not verdict_policy()(plain).accept and "20 dB" in verdict_policy()(plain).reason
-    assert "the task's own measure where the model has one" in vars(verdict_policy())["bar_text"]
+    assert "the task's own measure where the model has one" in verdict_policy().bar_text
 
 
 def test_task_quality_ranks_a_recognizer_by_the_decoded_strings_it_keeps():
@@ -350,20 +353,22 @@ def test_task_quality_ranks_a_recognizer_by_the_decoded_strings_it_keeps():
 
 
 def test_greedy_steps_are_kept_by_verdict_then_task_measure_then_task_sqnr():
-    from ortlab.runs.tune import _keep_if_gains
+    from ortlab.runs.tune_search import keep_if_gains
 
     def trial(level, value, score, whole=40.0):
         return Trial(1, "t", "exclude", Recipe(precision=Precision.INT8), level=level, task_measure="detections kept",
                      task_value=value, score_what="scores SQNR", score_db=score, sqnr_db=whole)
 
     base = trial("broken", 0.0, 0.5, whole=41.6)
-    assert _keep_if_gains(step := trial("degraded", 0.93, 27.0, whole=41.6), base) is step
-    assert "verdict broken → degraded" in step.note
+    step, noted = keep_if_gains(trial("degraded", 0.93, 27.0, whole=41.6), base)
+    assert step is noted and "verdict broken → degraded" in step.note
     # the whole tensor's SQNR gains 5 dB but detections drop: dropped
-    assert _keep_if_gains(worse := trial("degraded", 0.90, 30.0, whole=46.6), step) is step
-    assert "dropped (detections kept 93.0% → 90.0%)" in worse.note
-    assert _keep_if_gains(better := trial("degraded", 0.93, 27.4), step) is better and "+0.4 dB scores SQNR" in better.note
-    assert _keep_if_gains(flat := trial("degraded", 0.93, 27.05), step) is step and "dropped" in flat.note
+    kept, worse = keep_if_gains(trial("degraded", 0.90, 30.0, whole=46.6), step)
+    assert kept is step and "dropped (detections kept 93.0% → 90.0%)" in worse.note
+    kept, better = keep_if_gains(trial("degraded", 0.93, 27.4), step)
+    assert kept is better and "+0.4 dB scores SQNR" in better.note
+    kept, flat = keep_if_gains(trial("degraded", 0.93, 27.05), step)
+    assert kept is step and "dropped" in flat.note
 
 
 def _finished(index, level, accepted, cost, score, path, label="t"):
@@ -372,10 +377,10 @@ def _finished(index, level, accepted, cost, score, path, label="t"):
                  verdict=f"{level}: canned")
 
 
-def _out_tuner(tmp_path, trials):
+def _out_tuner(tmp_path, trials, timer=None):
     tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), out_dir=tmp_path / "out",
-                  settings=TuneSettings(budget_s=60, exclusion_steps=0))
-    tuner._retime = lambda trials: None  # type: ignore[method-assign]
+                  settings=TuneSettings(budget_s=60, exclusion_steps=0), timer=timer)
+    tuner._retime = lambda trials: trials  # type: ignore[method-assign]
     tuner.trials_done.extend(trials)
     return tuner
 
@@ -392,7 +397,7 @@ def test_no_trial_meets_the_bar_the_closest_non_broken_one_is_written_under_clos
     trials = [_finished(1, "broken", False, 0.3, 35.0, files[0], "broken"),
               _finished(2, "ok", False, 0.6, 17.0, files[1], "ok below bar"),
               _finished(3, "degraded", False, 0.4, 25.0, files[2], "degraded")]
-    r = _out_tuner(tmp_path, trials)._finish()
+    r = _out_tuner(tmp_path, trials).finish()
     assert not r.accepted and r.best is not None and r.best.label == "ok below bar"
     assert r.written == str(tmp_path / "out" / CLOSEST_DIR / "model.onnx")
     assert (tmp_path / "out" / CLOSEST_DIR / "model.onnx").read_bytes() == b"model 1"
@@ -403,7 +408,7 @@ def test_no_trial_meets_the_bar_the_closest_non_broken_one_is_written_under_clos
 def test_every_trial_broken_nothing_is_written(tmp_path):
     f = tmp_path / "m.onnx"
     f.write_bytes(b"x")
-    r = _out_tuner(tmp_path, [_finished(1, "broken", False, 0.3, 35.0, f)])._finish()
+    r = _out_tuner(tmp_path, [_finished(1, "broken", False, 0.3, 35.0, f)]).finish()
     assert r.best is None and r.written is None and not r.accepted
     assert not (tmp_path / "out" / "model.onnx").exists() and not (tmp_path / "out" / "closest").exists()
     assert "broken" in r.sentence and (tmp_path / "out" / TRIALS_FILE).is_file()
@@ -418,7 +423,7 @@ def test_cli_tune_below_the_bar_exits_4_and_writes_closest(tmp_path, capsys, mon
 
     # the bar is tested here, not this CPU's speed: on a quiet CPU without VNNI digits int8 timed 0.93x fp32, and a
     # closest trial slower than fp32 is (rightly) not written
-    monkeypatch.setattr(Tuner, "_time_against_source", lambda self, reference, candidate, cfg, batch_size, *, shapes,
+    monkeypatch.setattr(LocalTrials, "measure", lambda self, reference, candidate, cfg, batch_size, *, shapes,
                         cancel: paired(batch_size, [10.0] * 12, [5.0] * 12))
 
     s = get_sample("digits_cnn")
@@ -504,13 +509,12 @@ def test_speed_is_the_median_of_interleaved_round_ratios_not_the_min_ratio(tmp_p
         calls.append(a[1])
         return time_pair(*a, blocks=Series, **{**kw, "cancel": None})
 
-    tuner = _out_tuner(tmp_path, [])
-    tuner._measure = measure
+    tuner = _out_tuner(tmp_path, [], timer=measure)
     tuner.settings.bench_s = 0.0  # a run count instead: 10 rounds, one block each (the fake times one run a block)
     model = tmp_path / "cand.onnx"
     model.write_bytes(b"graph")
     t = Trial(1, "t", "search", Recipe(precision=Precision.INT8), model_path=str(model))
-    tuner._time(t)
+    t = tuner.timing.time(t, tuner.budget.token)
     assert [v for _, v in order[:4]] == ["r", "c", "c", "r"]  # alternating who runs first
     (sp,) = t.speed
     expected = 1 / float(np.exp(np.median(np.log(np.array(cand_ms) / np.array(ref_ms)))))
@@ -521,7 +525,7 @@ def test_speed_is_the_median_of_interleaved_round_ratios_not_the_min_ratio(tmp_p
     twin = tmp_path / "twin.onnx"
     twin.write_bytes(b"graph")  # the same graph under another name: one measurement
     t2 = Trial(2, "t2", "search", Recipe(precision=Precision.INT8), model_path=str(twin))
-    tuner._time(t2)
+    t2 = tuner.timing.time(t2, tuner.budget.token)
     assert calls == [str(model)] and t2.speed == t.speed
 
 
@@ -566,7 +570,8 @@ def test_the_note_that_a_broken_trial_seeds_the_search_is_written_once(tmp_path)
     tuner = _FakeTuner(tmp_path, policy=sqnr_policy(20))
     broken = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=5.0, level="broken",
                    relative_latency=0.5, cost=0.5, model_path="x")
-    tuner.trials_done.append(broken)
-    tuner._static_trials = lambda: [broken]  # type: ignore[method-assign]
-    assert tuner._exclusion_base() is broken and tuner._exclusion_base() is broken
-    assert sum("Every static int8 trial is broken" in n for n in tuner.notes) == 1
+    strategy = tuner.strategy()
+    strategy.static_trials = lambda: [broken]  # type: ignore[method-assign]
+    (first, said), (again, said_again) = strategy.exclusion_base(), strategy.exclusion_base()
+    assert first is broken and again is broken
+    assert [s.text for s in [*said, *said_again]] == [SEEDED_NOTE] and "Every static int8 trial is broken" in SEEDED_NOTE

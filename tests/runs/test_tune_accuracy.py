@@ -3,7 +3,7 @@ metric, each set the screen accepts confirmed by one trial; and on the yolov8 fi
 
 from __future__ import annotations
 
-import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,8 @@ from tests.support.reference import photo_parts
 from ortlab.checks.eval_report import EvalReport, OutputError
 from ortlab.checks.revert_screen import RevertScreen
 from ortlab.runs.runspec import DataRef
-from ortlab.runs.tune import Tuner, TuneSettings, _keep_in_float_after
+from ortlab.runs.tune import Tuner, TuneSettings
+from ortlab.runs.tune_search import keep_in_float_after
 from ortlab.runs.tune_accuracy import STAGE, AccuracySearch
 from ortlab.runs.tune_policy import Trial, verdict_policy
 from ortlab.runtime.hardware import advised_recipe
@@ -53,19 +54,16 @@ class _Screen(RevertScreen):
 class _Tuner(Tuner):
     """Confirmed trials measure 1 dB below the screen (the full split is harder than 16 samples)."""
 
-    def __init__(self, tmp_path, steps=6):
+    def __init__(self, tmp_path, steps=6, runner=None):
         super().__init__(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(),
                          policy=verdict_policy(min_sqnr_db=20),
-                         settings=TuneSettings(budget_s=600, exclusion_steps=steps))
-        self._start = time.monotonic()
+                         settings=TuneSettings(budget_s=600, exclusion_steps=steps), runner=runner)
+        self.budget.start()
         self.base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=BASE_DB, level="ok",
                           relative_latency=0.5, cost=0.5, model_path="x")
         self.trials_done.append(self.base)
 
-    def _exclusion_base(self, dynamic=False):
-        return self.base
-
-    def _analyze(self, analyze_fn, trial):
+    def ranked(self, trial):
         return ["a", "d", "b", "e", "c", "e2"]  # the local error's order, not the task's; e2 joins e's chain
 
     def _trial(self, recipe, stage, note=""):
@@ -76,18 +74,22 @@ class _Tuner(Tuner):
         return t
 
 
-def _search(tuner: _Tuner, screen: _Screen) -> list[Trial]:
-    search = AccuracySearch(tuner)
-    search._screen = lambda base, tmp, n=16, pool=None: screen  # type: ignore[method-assign]
-    return list(search.trials())
+def _stage(tuner: _Tuner, open_screen, static=None, **context) -> AccuracySearch:
+    """The stage from ``tuner.base`` (``static``: the static trials that ran, the base alone when not given),
+    screening on what ``open_screen`` gives; ``context`` replaces what the tuner's context says."""
+    ctx = replace(tuner.stage_context(), open_screen=open_screen, **context)
+    return AccuracySearch(ctx, tuner.base, static if static is not None else [tuner.base], tuner.ranked)
+
+
+def _search(tuner: _Tuner, screen: _Screen, static=None) -> list[Trial]:
+    return list(tuner.run_steps(_stage(tuner, lambda base, tmp, n=16, pool=None: screen, static).steps()))
 
 
 def test_units_are_reverted_cumulatively_in_the_order_of_the_task_metric_and_confirmed_by_trials(tmp_path):
     tuner, screen = _Tuner(tmp_path), _Screen()
     twin = Trial(2, "int8 no bias correction", "search",
                  Recipe(precision=Precision.INT8, quant=QuantConfig(bias_correction=False)), level="ok", sqnr_db=11.0)
-    tuner._static_trials = lambda: [tuner.base, twin]  # type: ignore[method-assign]
-    trials = _search(tuner, screen)
+    trials = _search(tuner, screen, [tuner.base, twin])
     # alone: a 17, b 15, c 14, e(+e2) 13.5 help; d 11 hurts. Cumulative: {a} 17; {a, b} 20 the screen accepts →
     # trial at 19, not accepted; the set must grow to 3 units: {a, b, c} 18 is worse than {a, b}, skipped;
     # {a, b, e, e2} 21.5 → trial at 20.5, accepted: the stage ends
@@ -127,15 +129,15 @@ class _Prefetches:
 
 
 def test_on_a_cluster_the_later_sets_start_ahead_and_are_dropped_once_one_is_accepted(tmp_path):
-    tuner, runner = _Tuner(tmp_path), _Prefetches()
-    tuner.trial_runner = runner  # type: ignore[assignment]
+    runner = _Prefetches()
+    tuner = _Tuner(tmp_path, runner=runner)
     trials = _search(tuner, _Screen())
     sets = [t.recipe.quant.nodes_to_exclude for t in trials]
     assert sets == [("a", "b"), ("a", "b", "e", "e2")]
     # before each confirmation: that set first, then the sets after it; once one is accepted: nothing ahead
     assert runner.asked == [sets, sets[1:], []]
     # what started ahead is the very run each confirmation asks for: the cluster hands that task to the trial
-    assert runner.specs == [tuner._spec(t.recipe).to_dict() for t in trials]
+    assert runner.specs == [tuner.spec(t.recipe).to_dict() for t in trials]
 
 
 def test_the_sets_are_confirmed_from_the_bias_correction_twin_when_its_screen_reaches_further(tmp_path):
@@ -144,15 +146,13 @@ def test_the_sets_are_confirmed_from_the_bias_correction_twin_when_its_screen_re
     tuner = _Tuner(tmp_path)
     twin = Trial(2, "int8 no bias correction", "search",
                  Recipe(precision=Precision.INT8, quant=QuantConfig(bias_correction=False)), level="ok", sqnr_db=11.0)
-    tuner._static_trials = lambda: [tuner.base, twin]  # type: ignore[method-assign]
 
     class _Flat(_Screen):
         def report(self, nodes=()):  # nothing helps on the corrected model
             return EvalReport(16, [OutputError("y", 0.1, 0.01, 0.999, BASE_DB - 0.1 * len(set(nodes)))])
 
-    search = AccuracySearch(tuner)
-    search._screen = lambda base, tmp, n=16, pool=None: _Flat() if base is tuner.base else _Screen()  # type: ignore[method-assign]
-    trials = list(search.trials())
+    search = _stage(tuner, lambda base, tmp, n=16, pool=None: _Flat() if base is tuner.base else _Screen(), [tuner.base, twin])
+    trials = list(tuner.run_steps(search.steps()))
     assert search.base is twin and trials and all(not t.recipe.quant.bias_correction for t in trials)
     assert trials[0].recipe.quant.nodes_to_exclude == ("a", "b") and trials[0].label == "int8 no bias correction + float 2"
 
@@ -161,7 +161,7 @@ def test_the_stage_confirms_at_most_exclusion_steps_trials_and_nothing_when_the_
     tuner = _Tuner(tmp_path, steps=1)
     assert len(_search(tuner, _Screen())) == 1
     tuner = _Tuner(tmp_path)
-    tuner.base.accepted = True
+    tuner.base = replace(tuner.base, accepted=True)
     assert _search(tuner, _Screen()) == []
 
 
@@ -176,8 +176,8 @@ def test_keep_in_float_starts_once_bias_correction_on_and_off_both_ran():
     on = Recipe(precision=Precision.INT8, name="int8 static")
     off = Recipe(precision=Precision.INT8, quant=QuantConfig(bias_correction=False), name="no bias correction")
     fp32 = Recipe(precision=Precision.FP32, name="fp32")
-    assert _keep_in_float_after([on, off, fp32, fp32, fp32]) == 2
-    assert _keep_in_float_after([on, fp32, fp32, fp32, fp32]) == 3  # no such twin: 60% of the space
+    assert keep_in_float_after([on, off, fp32, fp32, fp32]) == 2
+    assert keep_in_float_after([on, fp32, fp32, fp32, fp32]) == 3  # no such twin: 60% of the space
 
 
 @pytest.mark.slow
@@ -193,11 +193,11 @@ def test_the_accuracy_stage_mends_the_detector_when_range_split_is_off(tmp_path)
     tuner = Tuner(fx / "yolov8_detector.onnx", DataRef(path=str(parts["calibration"])),
                   DataRef(path=str(parts["evaluation"]), count=8), workspace=Workspace(tmp_path / "ws"),
                   out_dir=tmp_path / "out", recipes=recipes,
-                  settings=TuneSettings(budget_s=400, bench_s=0.1, exclusion_steps=1, int16_steps=0, verify_samples=8))
-    # accuracy is what this test is about: a steady 2x timing, since int8 of this fixture can time slower than fp32
-    # on a CPU without VNNI, and a slower trial is rightly never recommended
-    tuner._measure = lambda reference, candidate, cfg, batch_size, *, shapes, cancel: paired(
-        batch_size, [10.0] * 12, [5.0] * 12)
+                  settings=TuneSettings(budget_s=400, bench_s=0.1, exclusion_steps=1, int16_steps=0, verify_samples=8),
+                  # accuracy is what this test is about: a steady 2x timing, since int8 of this fixture can time
+                  # slower than fp32 on a CPU without VNNI, and a slower trial is rightly never recommended
+                  timer=lambda reference, candidate, cfg, batch_size, *, shapes, cancel: paired(
+                      batch_size, [10.0] * 12, [5.0] * 12))
     r = tuner.run()
     first, step = r.trials
     assert first.level == "broken" and first.task_measure == "detection F1" and first.score_what == "scores SQNR"
@@ -236,7 +236,7 @@ class _TrimScreen(_Screen):
 class _TrimTuner(_Tuner):
     """Trials measure what the screen does; fewer nodes in float run faster."""
 
-    def _analyze(self, analyze_fn, trial):
+    def ranked(self, trial):
         return ["p", "r", "q", "p2"]
 
     def _trial(self, recipe, stage, note=""):
@@ -285,7 +285,6 @@ def test_a_detector_with_few_reference_detections_is_trimmed_on_more_samples(tmp
     start = EvalReport(16, [OutputError("output0", 1.0, 0.1, 0.999, 30.0)],
                        task=TaskMetrics(Task.BOXES, True, "test", boxes=[boxes]))
     tuner = _Tuner(tmp_path)
-    search = AccuracySearch(tuner)
     asked: list[int] = []
 
     def screen_of(base, tmp, n=16, pool=None):
@@ -294,13 +293,13 @@ def test_a_detector_with_few_reference_detections_is_trimmed_on_more_samples(tmp
         s.n = n
         return s
 
-    search._screen = screen_of  # type: ignore[method-assign]
+    search = _stage(tuner, screen_of)
     small = _Screen()
     plan = _Plan(Screened((), start), [], small)
     screen, why = search._trim_screen(tuner.base, tmp_path, plan)
     assert MIN_REFERENCE_DETECTIONS == 50 and asked == [58] and screen.n == 58  # ceil(16 * 50 / 14)
     assert "the ranking's 16 held 14 reference detections" in why
-    tuner.settings.verify_samples = 32
+    search = _stage(tuner, screen_of, verify_samples=32)
     assert search._trim_screen(tuner.base, tmp_path, plan)[0].n == 32 and asked[-1] == 32
     plain = _Plan(Screened((), EvalReport(16, [OutputError("y", 0.1, 0.01, 0.999, 20.0)])), [], small)
     assert search._trim_screen(tuner.base, tmp_path, plain) == (small, "")  # no detections: the ranking's screen
@@ -308,10 +307,9 @@ def test_a_detector_with_few_reference_detections_is_trimmed_on_more_samples(tmp
 
 def test_a_trim_out_of_screening_time_says_so_and_confirms_nothing_more(tmp_path):
     tuner, screen = _TrimTuner(tmp_path), _TrimScreen()
-    search = AccuracySearch(tuner)
-    search._screen = lambda base, tmp, n=16, pool=None: screen  # type: ignore[method-assign]
+    search = _stage(tuner, lambda base, tmp, n=16, pool=None: screen)
     limits = iter([60.0, -1.0])  # the ranking's, then the trim's: spent before it starts
     search._limit = lambda: next(limits)  # type: ignore[method-assign]
-    assert [t.recipe.quant.nodes_to_exclude for t in search.trials()] == [("p", "p2", "q", "r")]
+    assert [t.recipe.quant.nodes_to_exclude for t in tuner.run_steps(search.steps())] == [("p", "p2", "q", "r")]
     assert tuner.notes[-1].startswith("Trimmed nothing from int8 static + float 4: the screening time ran out after 0 "
                                       "of its 3 units")

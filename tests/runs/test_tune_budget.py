@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -10,6 +11,7 @@ from ortlab.api import UsageError
 from ortlab.cli.tune import parse_budget
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.tune import Tuner, TuneSettings
+from ortlab.runs.tune_budget import Clocks
 from ortlab.runtime import cpu_time
 
 from tests.runs.test_tune_order_speed import _OrderTuner, _recipes
@@ -23,17 +25,18 @@ class _ClockTuner(_OrderTuner):
     wall_per_trial = 0.0
 
     def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
         self.cpu = 0.0
-        self._cpu_clock = lambda: self.cpu
-        self._retime = lambda trials: None  # type: ignore[method-assign]
+        self.wall = 0.0  # wall seconds the canned trials took
+        super().__init__(*a, clocks=Clocks(wall=lambda: time.monotonic() + self.wall, cpu=lambda: self.cpu,
+                                           machine=lambda: None), **kw)
+        self._retime = lambda trials: trials  # type: ignore[method-assign]
 
     def _trial(self, recipe, stage, note=""):
         self.cpu += self.cpu_per_trial
-        self._start -= self.wall_per_trial  # the search started that much earlier: elapsed grows
+        self.wall += self.wall_per_trial  # elapsed grows
         return super()._trial(recipe, stage, note)
 
-    _finish = Tuner._finish  # the real one, not the canned search's
+    finish = Tuner.finish  # the real one, not the canned search's
 
 
 def _tuner(tmp_path, **settings):
@@ -55,7 +58,6 @@ def test_max_trials_stops_after_n_trials(tmp_path):
 
 
 def test_the_busy_note_appears_when_the_search_got_little_cpu(tmp_path, monkeypatch):
-    monkeypatch.setattr(cpu_time, "machine_busy_s", lambda: None)
     monkeypatch.setattr(cpu_time, "cores", lambda: 2)
     tuner = _tuner(tmp_path, budget_s=600.0)
     tuner.cpu_per_trial, tuner.wall_per_trial = 10.0, 40.0  # 50 s of CPU in 200 s on 2 cores: 12%
@@ -66,7 +68,6 @@ def test_the_busy_note_appears_when_the_search_got_little_cpu(tmp_path, monkeypa
 
 
 def test_no_busy_note_when_the_search_got_the_machine(tmp_path, monkeypatch):
-    monkeypatch.setattr(cpu_time, "machine_busy_s", lambda: None)
     monkeypatch.setattr(cpu_time, "cores", lambda: 2)
     tuner = _tuner(tmp_path, budget_s=600.0)
     tuner.cpu_per_trial, tuner.wall_per_trial = 70.0, 40.0  # 350 s of CPU in 200 s on 2 cores: 88%

@@ -3,7 +3,8 @@ ahead of the remaining static trials once the first static one is broken."""
 
 from __future__ import annotations
 
-import time
+from dataclasses import replace
+
 
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.tune import Tuner, TuneSettings
@@ -15,15 +16,16 @@ from tests.runs.test_tune import _finished, _out_tuner
 from tests.support.models import conv_bn_model
 
 
-def _timed(tuner, trials, ratios):
-    """Time each trial through the tuner's own ``_time`` with a fake clock: candidate ÷ source = ``ratios[label]``."""
+def _timed(tmp_path, trials, ratios):
+    """A tuner of ``trials``, each timed through the tuner's own timing with a fake clock: candidate ÷ source =
+    ``ratios[label]``."""
     def measure(reference, candidate, cfg, batch_size, *, shapes, cancel):
         r = ratios[next(t.label for t in trials if t.model_path == candidate)]
         return paired(batch_size, [10.0] * 12, [10.0 * r * (1 + 0.01 * (i % 3 - 1)) for i in range(12)])
 
-    tuner._measure = measure
-    for t in trials:
-        tuner._time(t)
+    tuner = _out_tuner(tmp_path, [], timer=measure)
+    tuner.trials_done.extend(tuner.timing.time(t, tuner.budget.token) for t in trials)
+    return tuner
 
 
 def test_a_trial_slower_than_the_source_is_never_recommended(tmp_path):
@@ -35,11 +37,10 @@ def test_a_trial_slower_than_the_source_is_never_recommended(tmp_path):
     # the most accurate accepted trial runs at 0.8× the source; the other accepted one is 1.5× faster
     trials = [_finished(1, "ok", True, None, 40.0, files[0], "int8 dynamic conv"),
               _finished(2, "ok", True, None, 25.0, files[1], "int8 static")]
-    tuner = _out_tuner(tmp_path, trials)
-    _timed(tuner, trials, {"int8 dynamic conv": 1.25, "int8 static": 1 / 1.5})
+    tuner = _timed(tmp_path, trials, {"int8 dynamic conv": 1.25, "int8 static": 1 / 1.5})
     tuner.settings.objective = "size"  # the slower trial is the smaller: without the speed rule it is picked
-    trials[0].cost, trials[1].cost = 100.0, 200.0
-    r = tuner._finish()
+    tuner.trials_done[:] = [replace(tuner.trials_done[0], cost=100.0), replace(tuner.trials_done[1], cost=200.0)]
+    r = tuner.finish()
     assert r.best is not None and r.best.label == "int8 static" and r.accepted
     assert any(n.startswith("Never recommended: 1 trial(s) ran slower than the fp32 source") and
                "#1 int8 dynamic conv (0.80×" in n for n in r.notes), r.notes
@@ -49,9 +50,8 @@ def test_a_slower_trial_is_not_written_as_the_closest(tmp_path):
     f = tmp_path / "m.onnx"
     f.write_bytes(b"x")
     trials = [_finished(1, "ok", False, None, 17.0, f, "ok below bar but slower")]
-    tuner = _out_tuner(tmp_path, trials)
-    _timed(tuner, trials, {"ok below bar but slower": 1.3})
-    r = tuner._finish()
+    tuner = _timed(tmp_path, trials, {"ok below bar but slower": 1.3})
+    r = tuner.finish()
     assert r.best is None and r.written is None
     assert not (tmp_path / "out" / CLOSEST_DIR).exists()
     assert "at least as fast as the fp32 source" in r.sentence and "Never recommended" in r.notes[-1]
@@ -61,9 +61,8 @@ def test_a_trial_whose_interval_straddles_1_stays_a_candidate(tmp_path):
     f = tmp_path / "m.onnx"
     f.write_bytes(b"x")
     trials = [_finished(1, "ok", True, None, 30.0, f, "same speed")]
-    tuner = _out_tuner(tmp_path, trials)
-    _timed(tuner, trials, {"same speed": 1.0})
-    r = tuner._finish()
+    tuner = _timed(tmp_path, trials, {"same speed": 1.0})
+    r = tuner.finish()
     assert r.best is not None and r.accepted and not any("Never recommended" in n for n in r.notes)
 
 
@@ -78,7 +77,7 @@ class _OrderTuner(Tuner):
         self.trials_done.append(t)
         return t
 
-    def _finish(self):
+    def finish(self):
         return None
 
 
@@ -103,12 +102,12 @@ def test_a_broken_first_static_trial_moves_dynamic_trials_up(tmp_path):
 def test_a_good_first_static_trial_keeps_the_order(tmp_path):
     class Good(_OrderTuner):
         def _trial(self, recipe, stage, note=""):
-            t = super()._trial(recipe, stage, note)
-            t.level = "ok"
+            t = replace(super()._trial(recipe, stage, note), level="ok")
+            self.trials_done[-1] = t
             return t
 
     model = conv_bn_model(tmp_path / "m.onnx")
     tuner = Good(model, None, DataRef(random=4), workspace=object(), recipes=_recipes(),
                  settings=TuneSettings(budget_s=60, exclusion_steps=0, int16_steps=0))
-    tuner._start = time.monotonic()
+    tuner.budget.start()
     assert [t.label for t in tuner.trials()] == [r.name for r in _recipes()]

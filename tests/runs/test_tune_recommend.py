@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import dataclasses
 import math
 import random
@@ -235,7 +237,7 @@ def test_the_search_recommends_by_the_paired_comparison_and_states_the_pick_on_h
 
     tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
                   settings=TuneSettings(budget_s=60, exclusion_steps=0))
-    tuner._retime = lambda trials: None  # type: ignore[method-assign]
+    tuner._retime = lambda trials: trials  # type: ignore[method-assign]
     n = 300
     default = [0 if i % 25 == 0 else 1 for i in range(n)]  # F1 0.96
     worse = [0 if i % 10 == 0 else m for i, m in enumerate(default)]  # F1 0.86: the verdict calls it degraded
@@ -243,17 +245,15 @@ def test_the_search_recommends_by_the_paired_comparison_and_states_the_pick_on_h
     specs = [(default, 2.0), (worse, 1.5), (fine, 2.4), (list(default), 2.05)]
     for i, (matched, speedup) in enumerate(specs, 1):
         t = Trial(i, f"t{i}", "search", Recipe(precision=Precision.INT8, name=f"t{i}"))
-        tuner._judge(t, _boxes_report(matched), None)
-        t.speed = [_speed(speedup)]
-        t.relative_latency = t.cost = 1 / speedup
-        t.model_path = str(tmp_path / f"m{i}.onnx")
+        t = replace(tuner._judge(t, _boxes_report(matched), None), speed=[_speed(speedup)],
+                    relative_latency=1 / speedup, cost=1 / speedup, model_path=str(tmp_path / f"m{i}.onnx"))
         tuner.trials_done.append(t)
     first = tuner.trials_done[0]
     # each trial's measure on the 200 samples chosen on, with its interval and evidence
     assert first.task_measure == "detection F1" and first.evidence == "200 reference detections in 200 samples"
     assert first.task_low is not None and first.task_value is not None and first.task_high is not None
     assert first.task_low < first.task_value < first.task_high
-    r = tuner._finish()
+    r = tuner.finish()
     assert r.baseline_index == 1 and r.best is not None
     by = {t.index: t for t in r.trials}
     assert "not shown to be no worse" in by[2].vs_default  # worse and slower: never
@@ -289,7 +289,7 @@ def test_when_nothing_passes_the_bar_the_closest_is_the_most_accurate_candidate_
 
 def test_a_greedy_step_is_kept_only_when_clearly_better_on_the_same_samples():
     from ortlab.runs.tune_pick import step_gain
-    from ortlab.runs.tune import _keep_if_gains
+    from ortlab.runs.tune_search import keep_if_gains
     from ortlab.runs.tune_policy import Trial
     from ortlab.settings.config import Recipe
 
@@ -303,9 +303,9 @@ def test_a_greedy_step_is_kept_only_when_clearly_better_on_the_same_samples():
     assert kept and why.startswith("kept (strings kept +")
     assert step_gain(None, _flags(base)) is None
     current, step = Trial(1, "a", "int16", Recipe(), task_value=0.833), Trial(2, "b", "int16", Recipe(), task_value=0.836)
-    assert _keep_if_gains(step, current, {1: _flags(base), 2: _flags(noise)}) is current
-    assert "dropped, not shown better (strings kept +0.005" in step.note
-    assert _keep_if_gains(Trial(3, "c", "int16", Recipe(), task_value=0.836), current) is not current  # no records
+    kept, step = keep_if_gains(step, current, {1: _flags(base), 2: _flags(noise)})
+    assert kept is current and "dropped, not shown better (strings kept +0.005" in step.note
+    assert keep_if_gains(Trial(3, "c", "int16", Recipe(), task_value=0.836), current)[0] is not current  # no records
 
 
 def test_a_claim_on_the_edge_says_how_many_samples_would_settle_it():
@@ -334,17 +334,16 @@ def test_a_pick_whose_held_out_interval_lies_below_the_bar_is_never_recommended(
 
     tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
                   out_dir=tmp_path / "out", settings=TuneSettings(budget_s=60, exclusion_steps=0))
-    tuner._retime = lambda trials: None  # type: ignore[method-assign]
+    tuner._retime = lambda trials: trials  # type: ignore[method-assign]
     # every detection of the 200 samples chosen on is found, 13 of the 100 held out are missed: 0.957 on all 300
     matched = [0 if i % 3 == 2 and i < 39 else 1 for i in range(300)]
     t = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8, name="int8 static"))
-    tuner._judge(t, _boxes_report(matched), None)
-    t.speed, t.relative_latency, t.cost = [_speed(2.0)], 0.5, 0.5
-    t.model_path = str(tmp_path / "m1.onnx")
+    t = replace(tuner._judge(t, _boxes_report(matched), None), speed=[_speed(2.0)], relative_latency=0.5, cost=0.5,
+                model_path=str(tmp_path / "m1.onnx"))
     (tmp_path / "m1.onnx").write_bytes(b"int8")
     tuner.trials_done.append(t)
     assert t.accepted and t.task_value == 1.0  # the verdict (all 300) says ok; the choosing part is perfect
-    r = tuner._finish()
+    r = tuner.finish()
     assert r.claim_word == "below the bar" and r.claim_high is not None and r.claim_high < 0.95
     assert not r.accepted and r.written == str(tmp_path / "out" / CLOSEST_DIR / "model.onnx")
     assert any(n.startswith("Not recommended: on the samples it was not chosen on") for n in r.notes)
@@ -357,8 +356,10 @@ def test_a_default_slower_than_fp32_leaves_the_choice_to_the_search_and_says_why
 
     a, b = Trial(1, "int8 static", "search", Recipe()), Trial(2, "fp32 opt all", "search", Recipe())
     ev = _flags([1.0] * 40)
-    rec = decide([a, b], {1: ev, 2: ev}, lambda t: t.index != 1, "latency")  # the default timed slower than fp32
-    assert rec is not None and rec.pick is None
+    decided = decide([a, b], {1: ev, 2: ev}, lambda t: t.index != 1, "latency")  # the default timed slower than fp32
+    assert decided is not None
+    rec, (_, b) = decided
+    assert rec.pick is None
     assert b.vs_default == "not compared: the default (trial 1) is broken or ran slower than the fp32 source"
 
 
@@ -370,13 +371,13 @@ def test_a_pick_made_without_the_default_is_stated_on_held_out_samples_too(tmp_p
 
     tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
                   settings=TuneSettings(budget_s=60, exclusion_steps=0))
-    tuner._retime = lambda trials: None  # type: ignore[method-assign]
+    tuner._retime = lambda trials: trials  # type: ignore[method-assign]
     for i, speedup in ((1, 0.8), (2, 1.5)):  # the default runs slower than fp32: it is no baseline
         t = Trial(i, f"t{i}", "search", Recipe(precision=Precision.INT8, name=f"t{i}"))
-        tuner._judge(t, _boxes_report([1] * 300), None)
-        t.speed, t.relative_latency, t.cost = [_speed(speedup)], 1 / speedup, 1 / speedup
+        t = replace(tuner._judge(t, _boxes_report([1] * 300), None), speed=[_speed(speedup)],
+                    relative_latency=1 / speedup, cost=1 / speedup)
         tuner.trials_done.append(t)
-    r = tuner._finish()
+    r = tuner.finish()
     assert r.best is not None and r.best.index == 2 and r.baseline_index is None  # no baseline to compare with
     assert r.claim is not None and r.claim_evidence == "100 reference detections in 100 samples"
     assert "it was not chosen on (chosen on 200 samples, confirmed on 100 held out)" in r.sentence

@@ -18,17 +18,14 @@ from tests.support.models import conv_bn_model
 STRADDLING = [0.7, 1.2, 0.8, 1.3, 0.9, 1.1, 0.95, 1.05, 0.75, 1.25, 0.85, 1.15]  # candidate ÷ source per round
 
 
-def _timed(tuner, trial, per_round):
-    tuner._measure = lambda ref, cand, cfg, b, *, shapes, cancel: paired(b, [10.0] * 12, [10.0 * r for r in per_round])
-    tuner._time(trial)
-
-
 def _one_trial(tmp_path, per_round):
     f = tmp_path / "m.onnx"
     f.write_bytes(b"x")
     trial = _finished(1, "ok", True, None, 30.0, f, "int8 static")
-    tuner = _out_tuner(tmp_path, [trial])
-    _timed(tuner, trial, per_round)
+    tuner = _out_tuner(tmp_path, [trial], timer=lambda ref, cand, cfg, b, *, shapes, cancel: paired(
+        b, [10.0] * 12, [10.0 * r for r in per_round]))
+    trial = tuner.timing.time(trial, tuner.budget.token)
+    tuner.trials_done[:] = [trial]
     return tuner, trial
 
 
@@ -36,8 +33,8 @@ def test_a_speed_whose_interval_holds_1_is_not_called_faster(tmp_path):
     tuner, trial = _one_trial(tmp_path, STRADDLING)
     lo, hi = trial.speed[0].speedup_range
     assert lo < 1.0 < hi and trial.speedup is not None and trial.speedup > 1.0  # the median alone would say faster
-    r = tuner._finish()
-    assert r.best is trial and r.accepted
+    r = tuner.finish()
+    assert r.best is not None and r.best.index == trial.index and r.accepted
     assert "faster than" not in r.sentence, r.sentence
     assert (f"no clear speed difference from the fp32 source — {trial.speed_text()} (timed interleaved at batch 1)"
             in r.sentence), r.sentence
@@ -48,15 +45,16 @@ def test_a_speed_whose_interval_holds_1_is_not_called_faster(tmp_path):
 
 def test_a_speed_wholly_above_1_is_faster_and_one_below_is_slower(tmp_path):
     tuner, trial = _one_trial(tmp_path, [0.5 * (1 + 0.01 * (i % 3 - 1)) for i in range(12)])
-    r = tuner._finish()
-    assert r.best is trial and f"{trial.speed_text()} faster than the fp32 source (timed interleaved" in r.sentence
+    r = tuner.finish()
+    assert r.best is not None and r.best.index == trial.index
+    assert f"{trial.speed_text()} faster than the fp32 source (timed interleaved" in r.sentence
     level, text = tv.headline(r)
     assert level == "success" and f"{trial.speed_text()} faster than the fp32 source" in text
     (tmp_path / "slow").mkdir()
     tuner, trial = _one_trial(tmp_path / "slow", [1.25 * (1 + 0.01 * (i % 3 - 1)) for i in range(12)])
     assert trial.speed_direction() == "slower"
     assert trial.speed_words() == f"slower than the fp32 source — {trial.speed_text()}"
-    r = tuner._finish()  # and such a trial is never recommended
+    r = tuner.finish()  # and such a trial is never recommended
     assert r.best is None and "at least as fast as the fp32 source" in r.sentence
 
 

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ortlab.api import PairSpeed
 from ortlab.timing.compare import compare_benchmarks
-from ortlab.runs import bench_service, tune as tune_module
+from ortlab.runs import bench_service, tune_timing
 from ortlab.runs.history import BenchVariant
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.tune import TuneSettings, Tuner
@@ -61,7 +61,7 @@ def test_benchmark_tune_and_compare_agree_on_a_pair_of_known_cost_ratio(tmp_path
     """Each path times with its own call; all three pinned to one ORT thread (on a busy 2-core machine two threads
     per run make a run's latency depend on the scheduler more than on its work: 5-30× for this 4× pair)."""
     one_thread = functools.partial(BenchConfig, intra_op_threads=1)
-    monkeypatch.setattr(tune_module, "BenchConfig", one_thread)
+    monkeypatch.setattr(tune_timing, "BenchConfig", one_thread)
     ref, cand = chain_model(tmp_path / "long.onnx", LONG), chain_model(tmp_path / "short.onnx", SHORT)
     ws = Workspace(tmp_path / "ws")
     variants = [BenchVariant("long", "long", str(ref)), BenchVariant("short", "short", str(cand))]
@@ -75,7 +75,7 @@ def test_benchmark_tune_and_compare_agree_on_a_pair_of_known_cost_ratio(tmp_path
     tuner = Tuner(ref, None, DataRef(random=4), workspace=ws, settings=TuneSettings(bench_s=SECONDS))
     trial = Trial(1, "short", "search", Recipe(), model_path=str(cand))
     try:
-        tuner._time(trial)
+        trial = tuner.timing.time(trial, tuner.budget.token)
     finally:
         tuner.release_timing()
     (tune,) = trial.speed

@@ -203,8 +203,8 @@ def test_the_tune_form_shows_the_running_searchs_settings_and_keeps_them_afterwa
 def test_the_pareto_chart_rings_the_recommended_trial_and_draws_circles_over_stars():
     import plotly.io as pio
 
-    a, b, c = _trial(1, 1.8, 30.0), _trial(2, 1.8, 30.0), _trial(3, 1.2, 35.0)
-    a.pareto, a.status, b.pareto, b.status, c.pareto, c.status = True, "done", False, "done", True, "done"
+    a, b, c = (dataclasses.replace(_trial(i, s, db), pareto=p) for i, s, db, p in
+               ((1, 1.8, 30.0, True), (2, 1.8, 30.0, False), (3, 1.2, 35.0, True)))
     fig = tv.pareto_figure([a, b, c], "latency", recommended=a)
     names = [t.name for t in fig.data]
     assert names == ["Pareto front", "other trials", "recommended: trial 1"]  # circles drawn after the stars
@@ -263,10 +263,9 @@ def test_tune_headline_when_no_trial_finished_gives_the_engine_count_and_stage()
 
 
 def test_the_chart_draws_the_deciding_measure_with_its_interval_and_nothing_before_a_trial():
-    a, b = _trial(1, 1.9, 32.6), _trial(2, 2.1, 28.0)
-    for t, (v, lo, hi) in ((a, (0.80, 0.70, 0.88)), (b, (0.95, 0.90, 0.98))):
-        t.status, t.task_measure, t.task_value, t.task_low, t.task_high = "done", "detection F1", v, lo, hi
-        t.evidence = "120 reference detections in 200 samples"
+    a, b = (dataclasses.replace(_trial(i, s, db), task_measure="detection F1", task_value=v, task_low=lo,
+                                task_high=hi, evidence="120 reference detections in 200 samples")
+            for i, s, db, (v, lo, hi) in ((1, 1.9, 32.6, (0.80, 0.70, 0.88)), (2, 2.1, 28.0, (0.95, 0.90, 0.98))))
     fig = tv.pareto_figure([a, b], "latency")
     assert fig.layout.yaxis.title.text == "detection F1 (95% interval)"  # not the worst output's SQNR (32.6 dB)
     ys = [y for tr in fig.data for y in (tr.y or ())]
@@ -280,7 +279,6 @@ def test_the_chart_draws_the_deciding_measure_with_its_interval_and_nothing_befo
     assert rows[0]["evidence"] == "detection F1: 120 reference detections in 200 samples"
     # plain tensors: SQNR stays the axis
     c = _trial(3, 1.5, 30.0)
-    c.status = "done"
     assert tv.pareto_figure([c], "latency").layout.yaxis.title.text == "SQNR of the worst output (dB)"
     assert not tv.has_points([], "latency") and tv.has_points([c], "latency")
 
@@ -292,8 +290,8 @@ def test_progress_past_the_budget_says_what_runs_instead_of_more_seconds_than_th
 
 
 def test_the_headline_of_a_decided_search_states_the_held_out_claim_and_is_no_success_on_the_edge():
-    best = _trial(1, 2.0, 30.0)
-    best.task_measure, best.task_value, best.task_low, best.task_high = "detection F1", 0.96, 0.92, 0.98
+    best = dataclasses.replace(_trial(1, 2.0, 30.0), task_measure="detection F1", task_value=0.96, task_low=0.92,
+                               task_high=0.98)
     r = dataclasses.replace(_result(best), baseline_index=1, claim=0.955, claim_low=0.90, claim_high=0.985,
                             claim_evidence="100 reference detections in 100 samples", claim_word="on the edge",
                             chosen_on="chosen on 200 samples, confirmed on 100 held out")

@@ -1,0 +1,194 @@
+"""A tune search's recommendation: which trial it stands for (:meth:`Recommender.pick`) and the
+:class:`~ortlab.runs.tune_policy.TuneResult` that says so (:meth:`Recommender.result`). It neither times nor writes:
+the finalists are re-timed by the ``retime`` it is given, and the tuner writes what it picked
+(:mod:`ortlab.runs.tune_output`).
+
+The pick: against the default (trial 1) on the same samples when the trials have per-sample records
+(:func:`ortlab.runs.tune_pick.decide`); else the fastest (or smallest) accepted trial that is not both less accurate
+and slower than the default, or, when none is accepted, the closest trial the verdict does not call broken. A trial
+slower than the fp32 source is never picked. The pick's measure is then stated on the samples it was not chosen on
+(:func:`ortlab.runs.tune_pick.claim_of`): when those say it misses the bar, it is written as the closest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ortlab.checks.task_kind import claim_bar
+from ortlab.runs.tune_evidence import SampleEvidence
+from ortlab.runs.tune_pick import Claim, claim_of, decide
+from ortlab.runs.tune_policy import FINALISTS, Policy, Trial, TrialStatus, TuneResult, judging_policy, rank_key
+from ortlab.runs.tune_recommend import Recommendation
+from ortlab.runs.tune_settings import TuneSettings
+from ortlab.settings.config import Target
+from ortlab.runs.tune_words import (
+    budget_hint_s, claim_sentence, none_finished, pick_sentence, policy_text, sentence, slower_note,
+    slower_than_source, unsettled_notes,
+)
+
+BUDGET_NOTE = "The budget ran out during a trial"  # how the note on a trial the budget stopped begins
+
+
+@dataclass(frozen=True)
+class Pick:
+    """The trial a search stands for (``best``; None: none usable), whether it is ``accepted`` (the
+    recommendation) or the closest, the recommender's decision against the default (``rec``), the pick's held-out
+    ``claim``, the notes choosing it gave, and every trial as choosing it left it."""
+
+    best: Trial | None
+    accepted: bool
+    rec: Recommendation | None
+    claim: Claim | None
+    notes: tuple[str, ...] = ()
+    trials: tuple[Trial, ...] = ()  # every trial as it is now: re-timed, compared with the default
+
+
+@dataclass(frozen=True)
+class SearchAccount:
+    """How the search went, as its result states it: ``started`` trials, whether it was ``cancelled``, where the
+    trial the budget stopped was (``stopped_in``), whether the budget is spent (``out_of_budget``) and by the CPU
+    (``cpu_spent``), wall ``seconds`` and ``cpu_seconds`` (None: on a cluster), the ``hardware`` timings ran on,
+    the ``notes`` said so far, the runner's notes on retried trials (``retried``) and the busy-machine note."""
+
+    model: str
+    started: int
+    cancelled: bool
+    stopped_in: str
+    out_of_budget: bool
+    cpu_spent: bool
+    seconds: float
+    cpu_seconds: float | None
+    hardware: str
+    notes: tuple[str, ...]
+    retried: tuple[str, ...] = ()
+    busy_note: str | None = None
+
+
+class Recommender:
+    """Picks and words a search's outcome under ``settings`` and ``policy``; ``evidence`` maps a trial's index to
+    its per-sample record; ``retime`` re-times finalists (longer, interleaved with the source) and gives them back as
+    they are then."""
+
+    def __init__(self, settings: TuneSettings, policy: Policy, evidence: Mapping[int, SampleEvidence | None],
+                 retime: Callable[[list[Trial]], list[Trial]]) -> None:
+        self.settings = settings
+        self.policy = policy
+        self.evidence = evidence
+        self.retime = retime
+
+    def pick(self, trials: Sequence[Trial]) -> Pick:
+        """The trial the search stands for (the finalists re-timed first)."""
+        done = [t for t in trials if t.status == TrialStatus.DONE and t.cost is not None]
+        best, accepted, rec, notes, done = self._choose(done)
+        claim = claim_of(best, self._claim_bar(best), self.evidence.get(best.index)) if best is not None else None
+        if claim is not None and best is not None and claim.word == "below the bar" and accepted:
+            accepted = False  # the samples it was not chosen on say it misses the bar: never recommended "ok"
+            notes.append(f"Not recommended: on the samples it was not chosen on, {best.label}'s "
+                         f"{best.task_measure} interval lies below the bar; it is written as the closest.")
+        return Pick(best, accepted, rec, claim, tuple(notes), tuple(swap(trials, done)))
+
+    def _choose(self, done: list[Trial]) -> tuple[Trial | None, bool, Recommendation | None, list[str], list[Trial]]:
+        """The pick, whether it is accepted, the recommender's decision, its notes, and ``done`` as they are now
+        (re-timed, compared with the default): against the default (trial 1) on the same samples when it has a
+        per-sample record (:func:`decide`); else the fastest accepted trial that is not both less accurate and
+        slower than the default, or the closest usable."""
+        accepted = [t for t in done if t.accepted and not slower_than_source(t)]
+        usable = {t.index for t in done if not t.broken and not slower_than_source(t)}  # before any re-timing
+        if accepted:
+            done = swap(done, self._retime_finalists(accepted))
+            default = next((t for t in done if t.index == 1), None)
+            if default is not None and default.speed and not default.retimed:
+                done = swap(done, self._retime_finalists([default]))  # compared with the finalists: timed as long
+            accepted = [t for t in swap(accepted, done) if not slower_than_source(t)]  # the longer timing may say so
+        default = next((t for t in done if t.index == 1), None)
+        decided = decide(done, self.evidence, lambda t: not t.broken and not slower_than_source(t),
+                         self.settings.objective)
+        if decided is not None:
+            done = decided[1]
+            accepted = swap(accepted, done)
+        rec = decided[0] if decided is not None else None
+        if rec is not None and rec.pick is not None:
+            best = next(t for t in done if t.index == rec.pick)
+            return best, best.accepted, rec, unsettled_notes(rec, done), done
+        if accepted:
+            return min(not_worse_and_slower(accepted, default),
+                       key=lambda t: (t.cost, tuple(-x for x in rank_key(t)))), True, None, [], done
+        if usable:
+            top = max(rank_key(t) for t in done if t.index in usable)
+            close = [t for t in done if t.index in usable and rank_key(t)[:2] == top[:2]]  # best level, task measure
+            done = swap(done, self._retime_finalists(close))
+            close = [t for t in swap(close, done) if not slower_than_source(t)]
+            return (max(close, key=lambda t: (rank_key(t), -(t.cost or 0))) if close else None), False, None, [], done
+        return None, False, None, [], done
+
+    def _retime_finalists(self, trials: list[Trial]) -> list[Trial]:
+        """The cheapest :data:`FINALISTS` of ``trials``, re-timed (only a latency search is): as they are now."""
+        if self.settings.objective != "latency":
+            return []
+        return self.retime(sorted(trials, key=lambda t: t.cost if t.cost is not None else math.inf)[:FINALISTS])
+
+    def _claim_bar(self, best: Trial) -> float | None:
+        """The bar the pick's held-out claim is worded against: the search's ``--min-task`` when given, else the
+        verdict's own bar for a detector's F1 (the other measures' bars are the verdict's, judged on its figure)."""
+        if self.policy.min_task is not None:
+            return float(self.policy.min_task)
+        return claim_bar(best.task_measure, judging_policy(self.policy))
+
+    def result(self, trials: Sequence[Trial], pick: Pick, account: SearchAccount, written: str | None) -> TuneResult:
+        """The search's result: every trial, the pick and its words, the notes; ``written`` the model file the
+        tuner wrote for the pick."""
+        s, best, a = self.settings, pick.best, account
+        done = [t for t in trials if t.status == TrialStatus.DONE and t.cost is not None]
+        notes = [*a.notes, *pick.notes, *a.retried]
+        slow = [t for t in done if slower_than_source(t)]
+        if slow:
+            notes.append(slower_note(slow))
+        words = sentence(best, pick.accepted, s, len(trials), bool(done), bool(slow))
+        if pick.rec is not None and best is not None:
+            words = pick_sentence(best, pick.accepted, s, len(trials), pick.rec.reason)
+        spent = s.budget_cpu_s if a.cpu_spent and s.budget_cpu_s is not None else s.budget_s
+        hint = budget_hint_s(spent) if best is None and not a.cancelled and a.out_of_budget else None
+        budget = f"{'CPU' if a.cpu_spent else 'time'} budget of {spent:g} s"
+        give = f"give {hint:g} {'CPU ' if a.cpu_spent else ''}s or more" if hint is not None else ""
+        if best is None and not done:
+            failed = sum(t.status == TrialStatus.FAILED for t in trials)
+            how = f"stopped when the {budget} ran out" if hint is not None else ("cancelled" if a.cancelled else "")
+            words = none_finished(a.started, failed, how, a.stopped_in, give or "nothing to recommend")
+            notes = [n for n in notes if not n.startswith(BUDGET_NOTE)]  # said
+        elif hint is not None:
+            words += f" The {budget} was too short: {give}."
+        if a.busy_note is not None:
+            notes.append(a.busy_note)
+        claim = pick.claim if best is not None else None
+        if claim is not None and best is not None:
+            words += claim_sentence(best, claim)
+        return TuneResult(
+            a.model, s.objective, Target(s.target).value,
+            policy_text(judging_policy(self.policy), self.policy.bar_text), a.hardware,
+            list(s.batch_sizes), dict(best.baseline_ms) if best is not None else {}, list(trials),
+            best, pick.accepted, words, best.cli_line if best is not None else "", a.seconds, a.cancelled, notes,
+            written, hint,
+            claim=claim.value if claim else None, claim_low=claim.low if claim else None,
+            claim_high=claim.high if claim else None, claim_evidence=claim.evidence if claim else "",
+            claim_word=claim.word if claim else "", claim_settle=claim.settle if claim else None,
+            chosen_on=claim.chosen_on if claim else "", baseline_index=1 if pick.rec is not None else None,
+            cpu_seconds=a.cpu_seconds)
+
+
+def swap(trials: Sequence[Trial], newer: Sequence[Trial]) -> list[Trial]:
+    """``trials`` with each that ``newer`` holds a later version of (the same index) replaced by it."""
+    by_index = {t.index: t for t in newer}
+    return [by_index.get(t.index, t) for t in trials]
+
+
+def not_worse_and_slower(trials: list[Trial], default: Trial | None) -> list[Trial]:
+    """``trials`` without those both less accurate (task measure below) and slower (speed-up interval wholly
+    below) than the ``default`` (a search without per-sample records); all of them when that leaves none."""
+    if default is None or default.task_value is None or not default.speed:
+        return trials
+    d_lo = default.speed[0].speedup_range[0]
+    keep = [t for t in trials if not (t is not default and t.task_value is not None and t.speed
+                                      and t.task_value < default.task_value and t.speed[0].speedup_range[1] < d_lo)]
+    return keep or trials
