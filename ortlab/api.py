@@ -102,6 +102,11 @@ from ortlab.runs.stored import MODEL as STORED_MODEL
 from ortlab.runs.stored_timing import PairSpeed, ReportTiming, TimedModel
 from ortlab.runtime.machine import Machine, this_machine
 from ortlab.runs.tune import RECOMMENDED_NOTE, Tuner, TuneSettings
+from ortlab.runs.trial_measure import TrialMeasure, stored_trial_measure
+from ortlab.runs.tune_budget import DEFAULT_CPU_BUDGET_S as DEFAULT_TUNE_CPU_BUDGET_S
+from ortlab.runs.tune_budget import DEFAULT_WALL_CAP_S as DEFAULT_TUNE_WALL_CAP_S
+from ortlab.runs.tune_budget import budget_limits as tune_budget_limits
+from ortlab.runs.tune_budget import default_budget as default_tune_budget
 from ortlab.runs.tune_job import TuneJob
 from ortlab.runs.workspace import Workspace
 from ortlab.runtime.cluster_setting import configured_cluster
@@ -168,6 +173,8 @@ __all__ = [
     "DEFAULT_BENCH_DURATION_S",
     "DEFAULT_CLUSTER_PORT",
     "DEFAULT_MIN_SQNR_DB",
+    "DEFAULT_TUNE_CPU_BUDGET_S",
+    "DEFAULT_TUNE_WALL_CAP_S",
     "DEFAULT_VERIFY_SAMPLES",
     "DONE",
     "FAILED",
@@ -232,6 +239,7 @@ __all__ = [
     "SqnrBars",
     "Target",
     "TimedModel",
+    "TrialMeasure",
     "TuneJob",
     "TuneSettings",
     "UsageError",
@@ -265,6 +273,7 @@ __all__ = [
     "default_root",
     "default_sample",
     "default_speed_check",
+    "default_tune_budget",
     "delete_dataset",
     "delete_model",
     "detect_hardware",
@@ -347,6 +356,8 @@ __all__ = [
     "start_pair_timing",
     "start_recipe",
     "start_tune",
+    "stored_trial_measure",
+    "tune_budget_limits",
     "startup",
     "stop_node",
     "stored_items",

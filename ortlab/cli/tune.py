@@ -21,6 +21,9 @@ from ortlab import api
 from ortlab.api import analyze, inspect_model, resolve_feed, split_dataset, verdict_policy, write_dataset
 from ortlab.api import DataRef
 from ortlab.api import TuneSettings
+from ortlab.api import DEFAULT_TUNE_CPU_BUDGET_S as DEFAULT_CPU_BUDGET_S
+from ortlab.api import DEFAULT_TUNE_WALL_CAP_S as DEFAULT_WALL_CAP_S
+from ortlab.api import default_tune_budget as default_budget
 from ortlab.api import VerdictPolicy
 
 
@@ -106,17 +109,6 @@ TUNE_EPILOG = f"""Exit status: 0 a recipe meets the verdict (ok) and the bar: OU
 OUT/closest/model.onnx (nothing is written when every trial is broken); 1 no trial finished; 2 bad usage.
 Speed-ups are the median of per-round latency ratios, timed interleaved with the fp32 source, with a 95% interval;
 "faster" only when that interval lies above 1."""
-
-
-DEFAULT_CPU_BUDGET_S = 600.0  # the default budget: CPU seconds, the same search on a busy machine as on a quiet one
-DEFAULT_WALL_CAP_S = 3600.0  # … unless the machine is so busy that an hour of wall time passes first
-
-
-def default_budget(ray: bool) -> tuple[float, float | None]:
-    """(wall seconds, CPU seconds) of a search without ``--budget``: :data:`DEFAULT_CPU_BUDGET_S` CPU seconds (capped
-    at :data:`DEFAULT_WALL_CAP_S` of wall time); on a cluster (``ray``), whose CPU is not this machine's, as many
-    seconds of wall time."""
-    return (DEFAULT_CPU_BUDGET_S, None) if ray else (DEFAULT_WALL_CAP_S, DEFAULT_CPU_BUDGET_S)
 
 
 def parse_budget(text: str) -> tuple[float, float | None]:

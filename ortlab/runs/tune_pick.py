@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ortlab.runs.trial_measure import choosing_measure
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_policy import Trial
 from ortlab.runs.tune_recommend import (
@@ -22,13 +23,10 @@ def set_choosing_measure(t: Trial, ev: SampleEvidence | None) -> None:
     evidence it rests on; the whole-set measure stays when there is no per-sample record."""
     if ev is None or not len(ev):
         return
-    choose, confirm = split(len(ev))
-    got = interval(ev, choose if confirm else None)
-    if got is None:
-        t.evidence = f"no {ev.unit} in {len(choose)} samples"
-        return
-    t.task_measure, t.task_value, t.task_low, t.task_high = ev.measure, got.value, got.low, got.high
-    t.evidence = (ev.subset(choose) if confirm else ev).text()
+    got = choosing_measure(ev)
+    if got.value is not None:
+        t.task_measure, t.task_value, t.task_low, t.task_high = got.measure, got.value, got.low, got.high
+    t.evidence = got.evidence
 
 
 def candidate_of(t: Trial, ev: SampleEvidence | None, usable: bool) -> Candidate:
