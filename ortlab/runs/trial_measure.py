@@ -25,18 +25,18 @@ class TrialMeasure:
     evidence: str
 
 
-def choosing_measure(ev: SampleEvidence) -> TrialMeasure:
+def choosing_measure(ev: SampleEvidence, whole: bool = False) -> TrialMeasure:
     """The measure of ``ev`` on the samples the search chooses on (:func:`split`; all of them when too few to
-    split), with its interval and evidence."""
-    choose, confirm = split(len(ev))
+    split, or with ``whole``: a run no search chose), with its interval and evidence."""
+    choose, confirm = (tuple(range(len(ev))), ()) if whole else split(len(ev))
     got = interval(ev, choose if confirm else None)
     if got is None:
         return TrialMeasure(ev.measure, None, None, None, f"no {ev.unit} in {len(choose)} samples")
     return TrialMeasure(ev.measure, got.value, got.low, got.high, (ev.subset(choose) if confirm else ev).text())
 
 
-def stored_trial_measure(report: EvalReport | None) -> TrialMeasure | None:
-    """:func:`choosing_measure` of a stored run's evaluation report; None without a per-sample record (an old
-    report, or plain tensors)."""
+def stored_trial_measure(report: EvalReport | None, trial: bool = True) -> TrialMeasure | None:
+    """:func:`choosing_measure` of a stored run's evaluation report (a tune ``trial``'s on the samples its search
+    chose on; another run's on all); None without a per-sample record (an old report, or plain tensors)."""
     ev = evidence_of(report)
-    return choosing_measure(ev) if ev is not None and len(ev) else None
+    return choosing_measure(ev, whole=not trial) if ev is not None and len(ev) else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ortlab.api import RECOMMENDED_NOTE, Artifact
+from ortlab.api import RECOMMENDED_NOTE, Artifact, TrialMeasure, stored_trial_measure
 
 TUNE_ORIGIN = "tune"  # the origin a tune search's trials are recorded with
 
@@ -47,3 +47,23 @@ def search_recipe_text(search: TuneSearch, label: str | None, run_id: int | None
     if search.recommended is None:
         return f"tune search · {n} trial{'s' if n != 1 else ''} · none recommended"
     return f"{label} · tune's pick{f' #{run_id}' if run_id is not None else ''} of {n}"
+
+
+def run_measure(run: Artifact) -> TrialMeasure | None:
+    """The run's task measure with its 95% interval and evidence: a tune trial's on the samples its search chose on
+    (as the Tune page showed it), another run's on all its evaluation samples; None without a per-sample record."""
+    return stored_trial_measure(run.evaluation, trial=run.origin == TUNE_ORIGIN)
+
+
+def measure_text(m: TrialMeasure | None) -> str:
+    """History's "task (95%)" cell: "F1 0.946 (0.921–0.965) · 120 ref. detections"; "–" without a measure."""
+    if m is None:
+        return "–"
+    count = m.evidence.split(" in ")[0].replace("reference ", "ref. ")
+    if m.value is None or m.low is None or m.high is None:
+        return count
+    name = SHORT_MEASURES.get(m.measure, m.measure)
+    return f"{name} {m.value:.3f} ({m.low:.3f}–{m.high:.3f}) · {count}"
+
+
+SHORT_MEASURES = {"detection F1": "F1", "no confident flip": "no flip", "strings kept": "kept", "NN agreement": "NN"}
