@@ -84,11 +84,13 @@ for sha, group in groups.items():
         order.append("task metric")
     if any(r.random_data for r in group):
         order.append("random data")
-    hide: list[str] = []
-    if searches and any(row["task (95%)"] != "–" for row in table):  # the interval beside the verdict; what it
-        hide = [c for c in ("size", "top-1", "agreement", "task metric") if c in order]  # displaces: column menu
-        order = [c for c in order if c not in hide]
-        order = [*order[:3], "task (95%)", *order[3:], *hide]
+    # what does not fit beside the rest at 1280 px goes to the column menu: the size (its share of the source's
+    # stays) beside a task metric; with a tune search the interval beside the verdict, top-1 and the whole-set metric
+    hide = ["size"] if "task metric" in order else []
+    if searches and any(row["task (95%)"] != "–" for row in table):
+        hide = [c for c in ("size", "top-1", "agreement", "task metric") if c in order]
+        order.insert(3, "task (95%)")
+    order = [*(c for c in order if c not in hide), *hide]
     config = {"run": text("run", width=55, help="The run's number; \"search\": a tune search (its trials, each with "
                                                 "its number, are listed below the table)."),
               "time": text("time", width=125 if not searches else 115), "verdict": text("verdict", width=85),

@@ -66,6 +66,15 @@ def test_a_detector_runs_details_show_its_f1_and_score_sqnr_not_top1(home, tmp_p
     cards = {m.label: m.value for m in at.metric}
     assert cards.get("Detection F1 vs fp32") == "0.920" and cards.get("Score SQNR") == "24.1 dB", cards
     assert "Top-1 (candidate)" not in cards and "Agreement" not in cards
+    assert _shown_width(at.dataframe[0]) <= 820  # the task metric whole at 1280 px (issue 38: it was cut)
+
+
+def _shown_width(frame) -> int:
+    """The summed widths of a table's shown columns (those the column menu hides left out)."""
+    import json
+
+    config = json.loads(frame.proto.columns)
+    return sum(config[c]["width"] for c in frame.proto.column_order if not config.get(c, {}).get("hidden"))
 
 
 def _boxes_with_samples(matched: list[int]):
@@ -114,4 +123,4 @@ def test_tune_rows_carry_the_task_measure_with_its_interval_and_evidence(home, t
     config = json.loads(proto.columns)
     shown = [c for c in proto.column_order if not config.get(c, {}).get("hidden")]
     assert shown[:4] == ["run", "time", "verdict", "task (95%)"], shown
-    assert sum(config[c]["width"] for c in shown) <= 820, {c: config[c].get("width") for c in shown}
+    assert _shown_width(at.dataframe[0]) <= 820, {c: config[c].get("width") for c in shown}
