@@ -14,7 +14,8 @@ from ortlab.ui.session.inert import md
 from ortlab.ui.jobs.progress_view import show_flash
 from ortlab.ui.session.router import require_router, stop_page
 from ortlab.ui.views.stored_view import stored_section
-from ortlab.ui.views.history_rows import TuneSearch, fold_tune_searches, measure_text, run_measure, search_recipe_text
+from ortlab.ui.views.history_rows import (TuneSearch, fold_tune_searches, measure_heading, measure_text, run_measure,
+                                         search_recipe_text)
 
 require_router()
 st.title(":material/history: History")
@@ -54,8 +55,10 @@ for r in runs:  # grouped by source model (sha256), the model of the newest run 
 
 
 def _row(r: Artifact) -> dict:
+    m = run_measure(r)
     return {"run": r.run_id, "time": r.created_at.replace("T", " ")[:16], "model": titles[r.run_id],
-            **actions.run_summary(r), "task (95%)": measure_text(run_measure(r)), "sha256": r.sha256[:12], "random data": "⚠ yes" if r.random_data else ""}
+            **actions.run_summary(r), "task (95%)": measure_text(m), "measure": m.measure if m else "",
+            "sha256": r.sha256[:12], "random data": "⚠ yes" if r.random_data else ""}
 
 
 def _search_row(search: TuneSearch) -> dict:
@@ -94,7 +97,7 @@ for sha, group in groups.items():
     config = {"run": text("run", width=55, help="The run's number; \"search\": a tune search (its trials, each with "
                                                 "its number, are listed below the table)."),
               "time": text("time", width=125 if not searches else 115), "verdict": text("verdict", width=85),
-              "recipe": text("recipe", width=230 if not searches else 220,
+              "recipe": text("recipe", width=230,
                              help="A tune search is one row: the trial it recommended (\"tune's pick of 6\": of "
                                   "6 trials), every trial in the list below the table."
                              if searches else None), "size": text("size", width=80),
@@ -105,7 +108,7 @@ for sha, group in groups.items():
               "task metric": text("task metric", width=230,
                                   help="Where top-1 says nothing: a detector's F1 against the reference and its "
                                        "score SQNR, changed OCR strings, an encoder's cosine."),
-              "task (95%)": text("task (95%)", width=250,
+              "task (95%)": text(measure_heading({row["measure"] for row in table} - {"", "–"}), width=240,
                                  help="The task's measure (detection F1, no confident flip, strings kept, NN "
                                       "agreement) with its 95% interval and the evidence it rests on: a tune "
                                       "trial's on the samples its search chose on (as on the Tune page), another "

@@ -110,9 +110,9 @@ def test_tune_rows_carry_the_task_measure_with_its_interval_and_evidence(home, t
     at = _history(ws, model)
     table = at.dataframe[0].value
     cells = dict(zip(table["run"], table["task (95%)"]))
-    want = f"F1 {m.value:.3f} ({m.low:.3f}–{m.high:.3f}) · {m.evidence.split(' in ')[0].replace('reference ', 'ref. ')}"
+    want = f"{m.value:.3f} ({m.low:.3f}–{m.high:.3f}) · {m.evidence.split(' in ')[0].replace('reference ', 'ref. ')}"
     assert cells["search"] == want, cells
-    assert cells[str(by_hand.run_id)].startswith("F1 1.000 (") and "60 ref. detections" in cells[str(by_hand.run_id)]
+    assert cells[str(by_hand.run_id)].startswith("1.000 (") and "60 ref. detections" in cells[str(by_hand.run_id)]
     [trials_box] = [e for e in at.expander if e.label.startswith("Trials of the tune search")]
     [listed] = [d.value for d in trials_box.dataframe]
     assert list(listed["task (95%)"]) == [want, want]
@@ -121,6 +121,7 @@ def test_tune_rows_carry_the_task_measure_with_its_interval_and_evidence(home, t
     import json
 
     config = json.loads(proto.columns)
+    assert config["task (95%)"]["label"] == "detection F1 (95%)", config["task (95%)"]
     shown = [c for c in proto.column_order if not config.get(c, {}).get("hidden")]
     assert shown[:4] == ["run", "time", "verdict", "task (95%)"], shown
     assert _shown_width(at.dataframe[0]) <= 820, {c: config[c].get("width") for c in shown}

@@ -56,14 +56,16 @@ def run_measure(run: Artifact) -> TrialMeasure | None:
 
 
 def measure_text(m: TrialMeasure | None) -> str:
-    """History's "task (95%)" cell: "F1 0.946 (0.921–0.965) · 120 ref. detections"; "–" without a measure."""
+    """History's "task (95%)" cell, the measure's name in the column's heading (one model, one measure):
+    "0.946 (0.921–0.965) · 120 ref. detections"; "–" without a measure."""
     if m is None:
         return "–"
     count = m.evidence.split(" in ")[0].replace("reference ", "ref. ")
     if m.value is None or m.low is None or m.high is None:
         return count
-    name = SHORT_MEASURES.get(m.measure, m.measure)
-    return f"{name} {m.value:.3f} ({m.low:.3f}–{m.high:.3f}) · {count}"
+    return f"{m.value:.3f} ({m.low:.3f}–{m.high:.3f}) · {count}"
 
 
-SHORT_MEASURES = {"detection F1": "F1", "no confident flip": "no flip", "strings kept": "kept", "NN agreement": "NN"}
+def measure_heading(measures: set[str]) -> str:
+    """The "task (95%)" column's heading: "detection F1 (95%)" when the rows share one measure."""
+    return f"{next(iter(measures))} (95%)" if len(measures) == 1 else "task (95%)"

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from ortlab import api
-from ortlab.api import DEFAULT_MIN_SQNR_DB, DEFAULT_TUNE_CPU_BUDGET_S, Target, TuneJob, TuneSettings, UsageError, sqnr_policy, verdict_policy
+from ortlab.api import (DEFAULT_MIN_SQNR_DB, DEFAULT_TUNE_CPU_BUDGET_S, Target, TuneJob, TuneSettings, UsageError,
+                        sqnr_policy, verdict_policy)
 from ortlab.ui.session import actions, state
 from ortlab.ui.views import charts
 from ortlab.ui.jobs.status import sync_jobs
