@@ -47,6 +47,7 @@ from ortlab.runs.cluster_bench import ClusterBenchmark
 from ortlab.runs.history import BenchmarkRecord, BenchVariant, History, HistoryRecovered
 from ortlab.runs.stored_timing import PairSpeed, TimedModel
 from ortlab.runs.tune_job import TuneJob
+from ortlab.runs.trial_measure import TrialMeasure
 from ortlab.runs.workspace import Workspace
 from ortlab.runtime.machine import Machine
 from ortlab.runtime.ray_node import NodeSettingError
@@ -91,6 +92,7 @@ __all__ = [
     "SpeedUp",
     "Target",
     "TimedModel",
+    "TrialMeasure",
     "TuneJob",
     "TuneSettings",
     "UsageError",

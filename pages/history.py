@@ -14,7 +14,8 @@ from ortlab.ui.session.inert import md
 from ortlab.ui.jobs.progress_view import show_flash
 from ortlab.ui.session.router import require_router, stop_page
 from ortlab.ui.views.stored_view import stored_section
-from ortlab.ui.views.history_rows import TuneSearch, fold_tune_searches, search_recipe_text
+from ortlab.ui.views.history_rows import (TuneSearch, fold_tune_searches, measure_heading, measure_text, run_measure,
+                                         search_recipe_text)
 
 require_router()
 st.title(":material/history: History")
@@ -54,8 +55,10 @@ for r in runs:  # grouped by source model (sha256), the model of the newest run 
 
 
 def _row(r: Artifact) -> dict:
+    m = run_measure(r)
     return {"run": r.run_id, "time": r.created_at.replace("T", " ")[:16], "model": titles[r.run_id],
-            **actions.run_summary(r), "sha256": r.sha256[:12], "random data": "⚠ yes" if r.random_data else ""}
+            **actions.run_summary(r), "task (95%)": measure_text(m), "measure": m.measure if m else "",
+            "sha256": r.sha256[:12], "random data": "⚠ yes" if r.random_data else ""}
 
 
 def _search_row(search: TuneSearch) -> dict:
@@ -84,10 +87,17 @@ for sha, group in groups.items():
         order.append("task metric")
     if any(r.random_data for r in group):
         order.append("random data")
+    # what does not fit beside the rest at 1280 px goes to the column menu: the size (its share of the source's
+    # stays) beside a task metric; with a tune search the interval beside the verdict, top-1 and the whole-set metric
+    hide = ["size"] if "task metric" in order else []
+    if searches and any(row["task (95%)"] != "–" for row in table):
+        hide = [c for c in ("size", "top-1", "agreement", "task metric") if c in order]
+        order.insert(3, "task (95%)")
+    order = [*(c for c in order if c not in hide), *hide]
     config = {"run": text("run", width=55, help="The run's number; \"search\": a tune search (its trials, each with "
                                                 "its number, are listed below the table)."),
               "time": text("time", width=125 if not searches else 115), "verdict": text("verdict", width=85),
-              "recipe": text("recipe", width=230 if not searches else 245,
+              "recipe": text("recipe", width=230,
                              help="A tune search is one row: the trial it recommended (\"tune's pick of 6\": of "
                                   "6 trials), every trial in the list below the table."
                              if searches else None), "size": text("size", width=80),
@@ -97,7 +107,14 @@ for sha, group in groups.items():
               "agreement": text("agreement", width=80),
               "task metric": text("task metric", width=230,
                                   help="Where top-1 says nothing: a detector's F1 against the reference and its "
-                                       "score SQNR, changed OCR strings, an encoder's cosine.")}
+                                       "score SQNR, changed OCR strings, an encoder's cosine."),
+              "task (95%)": text(measure_heading({row["measure"] for row in table} - {"", "–"}), width=240,
+                                 help="The task's measure (detection F1, no confident flip, strings kept, NN "
+                                      "agreement) with its 95% interval and the evidence it rests on: a tune "
+                                      "trial's on the samples its search chose on (as on the Tune page), another "
+                                      "run's on all its evaluation samples. Size, top-1 and the whole-set task "
+                                      "metric: the column menu.")}
+    config = {k: {**v, "hidden": True} if k in hide else v for k, v in config.items()}
     st.dataframe(table, hide_index=True, width="stretch", key=f"history.table.{sha[:16]}", column_order=order,
                  column_config=config)
     for k, search in enumerate(searches):  # a search's trials, one row each, behind its expander
@@ -105,7 +122,7 @@ for sha, group in groups.items():
         with st.expander(f"Trials of the tune search started {search.started_at.replace('T', ' ')[:16]} ({n})"):
             st.dataframe([_row(t) for t in search.trials], hide_index=True, width="stretch",
                          key=f"history.trials.{sha[:16]}.{k}", column_order=order,
-                         column_config={**config, "recipe": text("recipe", width=220),  # fits inside the expander
+                         column_config={**config, "recipe": text("recipe", width=190),  # fits inside the expander
                                         "run": st.column_config.NumberColumn("run", width=45)})
 if unreadable:
     st.warning(f"{len(unreadable)} stored run{'s' if len(unreadable) != 1 else ''} cannot be read and "

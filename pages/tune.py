@@ -1,4 +1,4 @@
-"""Tune: search recipes within a time budget on the current model and data; recommend the fastest (or smallest)
+"""Tune: search recipes within a CPU-time budget on the current model and data; recommend the fastest (or smallest)
 one the accuracy policy accepts, with the Pareto front filling in as trials finish."""
 
 import streamlit as st
@@ -31,8 +31,12 @@ with st.form("tune.form", border=True):
     target = c[0].selectbox("Target", ("cpu", "gpu"), key="tune.target", disabled=running)
     objective = c[1].selectbox("Objective", tv.OBJECTIVES, key="tune.objective", disabled=running,
                                help="latency: the fastest accepted recipe; size: the smallest.")
-    budget = c[2].number_input("Time budget (s)", min_value=5, max_value=24 * 3600, step=30,
-                               key="tune.budget", disabled=running)
+    budget = c[2].number_input(
+        "Budget (CPU seconds)", min_value=5, max_value=24 * 3600, step=60, key="tune.budget", disabled=running,
+        help="CPU time of the search and every process it starts (quantizing, verifying and timing each trial), as "
+             "`ortlab tune --budget 600cpu`: a busy machine buys the same trials as a quiet one. No trial starts "
+             "once it is spent (the running one finishes); what it bought is said under the result. With the trials "
+             "on the server's Ray cluster, whose CPU is not this machine's, it counts wall seconds.")
     policy = c[3].selectbox("Accuracy policy", tv.POLICIES, key="tune.policy", disabled=running,
                             help="verdict: the verdict policy of Compare must say OK, and the task's own measure "
                                  "(detection F1, strings, flips, neighbours) decides; min SQNR: every output at or "
@@ -61,7 +65,7 @@ with st.form("tune.form", border=True):
                      "you deploy to. Empty: one node of the cluster, chosen once.")
     submitted = st.form_submit_button(":material/play_arrow: Start tuning", type="primary", disabled=running)
 if submitted and not running:
-    choice = tv.TuneChoice(target=target, objective=objective, budget_s=float(budget), policy=policy,
+    choice = tv.TuneChoice(target=target, objective=objective, budget_cpu_s=float(budget), policy=policy,
                            min_sqnr_db=float(min_sqnr), max_trials=int(max_trials), bench_s=float(bench_s),
                            exclusion_steps=int(steps), on_cluster=on_cluster, timing_resource=timing_resource)
     with engine_errors("Starting the search"):
@@ -77,7 +81,7 @@ else:
         def live() -> None:
             task.drain()
             rerun_when_done(task.done)
-            share, text = tv.progress(task.elapsed, task.meta["choice"].budget_s, len(task.items))
+            share, text = tv.search_progress(task)
             st.progress(share, text=text)
             if st.button(":material/cancel: Cancel", key="tune.cancel", disabled=task.cancelled):
                 task.cancel()
@@ -107,7 +111,7 @@ else:
                 run = f" · History run #{best.run_id}" if best.run_id is not None else ""
                 b[1].caption(f"{'Recommended' if result.accepted else 'Closest'}: trial {best.index}, "
                              f"{md(best.label)}{run} · {md(best.verdict)}")
-                st.code(result.cli_line or best.cli_line, language="bash", wrap_lines=True)
+                st.code(tv.pick_cli_line(best), language="bash", wrap_lines=True)
             st.caption(f"The budget bought {md(result.bought())} · a trial is accepted when: {md(result.policy)} · "
                        f"{md(result.hardware)}")
             if result.notes:

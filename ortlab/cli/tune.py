@@ -57,8 +57,9 @@ def add_command(sub) -> None:
                    help="When the search stops starting trials: seconds of wall time (600, or 600s), or seconds of "
                         "CPU time used by tune and every process it starts (300cpu: the same work on a busy machine "
                         "as on a quiet one; no wall-time limit then). --max-trials caps the trials too; the first "
-                        f"limit reached ends the search (default: {DEFAULT_CPU_BUDGET_S:g}cpu, at most "
-                        f"{DEFAULT_WALL_CAP_S:g} s of wall time; with --ray, {DEFAULT_CPU_BUDGET_S:g} s of wall time).")
+                        f"limit reached ends the search (default: {api.tuning.DEFAULT_CPU_BUDGET_S:g}cpu, at most "
+                        f"{api.tuning.DEFAULT_WALL_CAP_S:g} s of wall time; with --ray, "
+                        f"{api.tuning.DEFAULT_CPU_BUDGET_S:g} s of wall time).")
     p.add_argument("--objective", choices=("latency", "size"), default="latency",
                    help="Recommend the fastest accepted recipe, or the smallest (default: latency).")
     p.add_argument("--target", choices=("cpu", "gpu"), default="cpu",
@@ -105,17 +106,6 @@ TUNE_EPILOG = f"""Exit status: 0 a recipe meets the verdict (ok) and the bar: OU
 OUT/closest/model.onnx (nothing is written when every trial is broken); 1 no trial finished; 2 bad usage.
 Speed-ups are the median of per-round latency ratios, timed interleaved with the fp32 source, with a 95% interval;
 "faster" only when that interval lies above 1."""
-
-
-DEFAULT_CPU_BUDGET_S = 600.0  # the default budget: CPU seconds, the same search on a busy machine as on a quiet one
-DEFAULT_WALL_CAP_S = 3600.0  # … unless the machine is so busy that an hour of wall time passes first
-
-
-def default_budget(ray: bool) -> tuple[float, float | None]:
-    """(wall seconds, CPU seconds) of a search without ``--budget``: :data:`DEFAULT_CPU_BUDGET_S` CPU seconds (capped
-    at :data:`DEFAULT_WALL_CAP_S` of wall time); on a cluster (``ray``), whose CPU is not this machine's, as many
-    seconds of wall time."""
-    return (DEFAULT_CPU_BUDGET_S, None) if ray else (DEFAULT_WALL_CAP_S, DEFAULT_CPU_BUDGET_S)
 
 
 def parse_budget(text: str) -> tuple[float, float | None]:
@@ -236,7 +226,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     src = model_file(ns.model)
     check_out_path(ns.out, as_file=False, flag="--out")  # before any work
     out = Path(ns.out).expanduser().resolve()
-    budget_s, budget_cpu_s = default_budget(bool(ns.ray)) if ns.budget is None else parse_budget(ns.budget)
+    budget_s, budget_cpu_s = api.tuning.default_budget(bool(ns.ray)) if ns.budget is None else parse_budget(ns.budget)
     if ns.max_trials is not None and ns.max_trials < 1:
         raise UsageError("--max-trials must be at least 1.")
     if ns.timing_resource and not ns.ray:

@@ -38,6 +38,11 @@ class TuneJob(Completion):
         self.handled = False
         self._events: queue.Queue[Any] = queue.Queue()
 
+    @property
+    def cpu_used(self) -> float:
+        """CPU seconds the search has used so far (this process and the processes it started)."""
+        return self.tuner.cpu_used
+
     def follow(self) -> Generator[Any, None, None]:
         """Run the search here, yielding each trial as it finishes (also queued for :meth:`drain`); the job ends
         with the generator, also when the caller stops early."""

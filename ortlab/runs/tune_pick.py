@@ -10,8 +10,8 @@ from dataclasses import dataclass, replace
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_policy import Trial
 from ortlab.runs.tune_recommend import (
-    MIN_SPLIT_SAMPLES, Candidate, Recommendation, Timing, bar_word, interval, paired_difference, recommend, settle_bar,
-    split,
+    MIN_SPLIT_SAMPLES, Candidate, Recommendation, Timing, bar_word, interval, measure_on_choosing_part,
+    paired_difference, recommend, settle_bar, split,
 )
 
 __all__ = ["Claim", "candidate_of", "choosing_measure", "claim_of", "decide", "step_gain"]
@@ -22,12 +22,11 @@ def choosing_measure(t: Trial, ev: SampleEvidence | None) -> Trial:
     the evidence it rests on; the whole-set measure stays when there is no per-sample record."""
     if ev is None or not len(ev):
         return t
-    choose, confirm = split(len(ev))
-    got = interval(ev, choose if confirm else None)
-    if got is None:
-        return replace(t, evidence=f"no {ev.unit} in {len(choose)} samples")
-    return replace(t, task_measure=ev.measure, task_value=got.value, task_low=got.low, task_high=got.high,
-                   evidence=(ev.subset(choose) if confirm else ev).text())
+    got = measure_on_choosing_part(ev)
+    if got.value is None:
+        return replace(t, evidence=got.evidence)
+    return replace(t, task_measure=got.measure, task_value=got.value, task_low=got.low, task_high=got.high,
+                   evidence=got.evidence)
 
 
 def candidate_of(t: Trial, ev: SampleEvidence | None, usable: bool) -> Candidate:

@@ -28,9 +28,26 @@ import numpy as np
 from ortlab.checks.uncertainty import wilson
 from ortlab.runs.tune_evidence import SampleEvidence
 
-__all__ = ["BOOTSTRAP_ROUNDS", "NOT_WORSE_MARGIN", "Candidate", "Comparison", "Interval", "Recommendation", "Timing",
-           "bar_word", "compare", "interval", "mcnemar_p", "paired_difference", "recommend", "settle_bar",
-           "settle_samples", "split"]
+__all__ = [
+    "BOOTSTRAP_ROUNDS",
+    "NOT_WORSE_MARGIN",
+    "Candidate",
+    "Comparison",
+    "Interval",
+    "Recommendation",
+    "Timing",
+    "TrialMeasure",
+    "bar_word",
+    "compare",
+    "interval",
+    "mcnemar_p",
+    "measure_on_choosing_part",
+    "paired_difference",
+    "recommend",
+    "settle_bar",
+    "settle_samples",
+    "split",
+]
 
 NOT_WORSE_MARGIN = 0.01  # a candidate within this of the default's measure (e.g. 0.01 F1) is not worse
 ALPHA = 0.05
@@ -335,3 +352,25 @@ def settle_bar(claim: Interval, bar: float, n: int, total: int) -> int | None:
         return None
     need = math.ceil(n * (half / gap) ** 2 * total / n)
     return need if need <= MAX_SETTLE else None
+
+
+@dataclass(frozen=True)
+class TrialMeasure:
+    """``measure`` (e.g. "detection F1") = ``value`` with its 95% interval ``low``–``high`` (all None when the
+    samples hold no unit), resting on ``evidence`` ("120 reference detections in 200 samples")."""
+
+    measure: str
+    value: float | None
+    low: float | None
+    high: float | None
+    evidence: str
+
+
+def measure_on_choosing_part(ev: SampleEvidence, whole: bool = False) -> TrialMeasure:
+    """The measure of ``ev`` on the samples the search chooses on (:func:`split`; all of them when too few to
+    split, or with ``whole``: a run no search chose), with its interval and evidence."""
+    choose, confirm = (tuple(range(len(ev))), ()) if whole else split(len(ev))
+    got = interval(ev, choose if confirm else None)
+    if got is None:
+        return TrialMeasure(ev.measure, None, None, None, f"no {ev.unit} in {len(choose)} samples")
+    return TrialMeasure(ev.measure, got.value, got.low, got.high, (ev.subset(choose) if confirm else ev).text())

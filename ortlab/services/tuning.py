@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from ortlab.runs.runspec import DataRef
+from ortlab.runs.trial_measure import stored_trial_measure
 from ortlab.runs.tune import RECOMMENDED_NOTE, Tuner, TuneSettings
+from ortlab.runs.tune_budget import DEFAULT_CPU_BUDGET_S, DEFAULT_WALL_CAP_S, budget_limits, default_budget
 from ortlab.runs.tune_headline import headline
 from ortlab.runs.tune_job import TuneJob
 from ortlab.runs.tune_policy import DEFAULT_MIN_SQNR_DB, sqnr_policy, verdict_policy
@@ -27,11 +29,16 @@ class Tuning:
 
     DEFAULT_MIN_SQNR_DB = DEFAULT_MIN_SQNR_DB
     RECOMMENDED_NOTE = RECOMMENDED_NOTE
+    DEFAULT_CPU_BUDGET_S = DEFAULT_CPU_BUDGET_S
+    DEFAULT_WALL_CAP_S = DEFAULT_WALL_CAP_S
 
     start_tune = staticmethod(start_tune)
     verdict_policy = staticmethod(verdict_policy)
     sqnr_policy = staticmethod(sqnr_policy)
     headline = staticmethod(headline)
+    budget_limits = staticmethod(budget_limits)
+    default_budget = staticmethod(default_budget)
+    stored_trial_measure = staticmethod(stored_trial_measure)
 
 
 tuning = Tuning()

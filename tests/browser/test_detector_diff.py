@@ -89,6 +89,12 @@ def test_the_yolov8_head_is_matched_by_name_on_compare(app, laptop, screenshots)
     assert figure, card
     others = {m for m in re.findall(r"(\d+\.\d+)× (?:faster|\()", text)} - {figure.group(1)}
     assert not others, (card, others)
+    # the count of changes one line beside the tools at 1280, also with the error overlay's switch shown
+    frame.evaluate("() => { document.getElementById('overlay-toggle').style.display = ''; }")
+    lines = frame.evaluate(HEADER_LINES_JS)
+    frame.evaluate("() => { document.getElementById('overlay-toggle').style.display = 'none'; }")
+    assert lines["lines"] == 1 and not lines["overlap"] and lines["tools_in_frame"], lines
+    assert re.search(r"\d+ unchanged$", lines["text"]), lines
     page.locator('iframe[src*="graphdiff"]').first.scroll_into_view_if_needed()
     page.wait_for_timeout(500)
     page.screenshot(path=str(shots / "38_yolov8_compare_diff_1280x720.png"))
@@ -111,6 +117,15 @@ def test_the_yolov8_head_is_matched_by_name_on_compare(app, laptop, screenshots)
         spans = frame.evaluate("""() => ['before', 'after'].map(s => { const p = window.ortlabPanes[s];
             return [p.span(), p.cy.width(), p.cy.zoom()]; })""")
         assert not labels["before"] and not labels["after"], (query, labels, spans)
+
+
+# how many lines the graph diff's header (its count of changes) takes, and whether the tools' box overlaps it
+HEADER_LINES_JS = """() => { const h = document.getElementById('header'), t = document.getElementById('tools');
+    const a = h.getBoundingClientRect(), b = t.getBoundingClientRect();
+    const line = parseFloat(getComputedStyle(h).lineHeight) || 1.2 * parseFloat(getComputedStyle(h).fontSize);
+    return {lines: Math.round(a.height / line), overlap: a.right > b.left + 1 && a.bottom > b.top + 1
+            && b.bottom > a.top + 1, tools_in_frame: b.right <= innerWidth + 0.5, height: a.height, line,
+            width: a.width, text: h.textContent}; }"""
 
 
 # each pane's group boxes in view whose label (drawn above the box, often wider) reaches past the pane's left or

@@ -88,6 +88,10 @@ def test_a_the_panes_take_the_width_with_whole_titles_and_header(demo):
                 text: h.textContent, shown: h.innerText}; }""")
     assert not header["cut"] and not header["overlap"], header
     assert re.search(r"\d+ unchanged$", header["text"]), header
+    from tests.browser.test_detector_diff import HEADER_LINES_JS
+
+    lines = frame.evaluate(HEADER_LINES_JS)  # one line (issue 38: it wrapped to two), the tools in the frame
+    assert lines["lines"] == 1 and not lines["overlap"] and lines["tools_in_frame"], lines
     page.screenshot(path=str(shots / "compare_graph_width_1280x720.png"))
     frame.evaluate("() => { document.getElementById('overlay-toggle').style.display = 'none'; }")
 

@@ -91,7 +91,7 @@ def test_bad_budgets_are_usage_errors(text, message):
 
 
 def test_the_default_budget_is_cpu_seconds_here_and_wall_seconds_on_a_cluster():
-    from ortlab.cli.tune import DEFAULT_CPU_BUDGET_S, DEFAULT_WALL_CAP_S, default_budget
+    from ortlab.runs.tune_budget import DEFAULT_CPU_BUDGET_S, DEFAULT_WALL_CAP_S, default_budget
 
     # the same search on a busy machine as on a quiet one (capped by an hour of wall time); a cluster's CPU is not
     # this machine's, so there the budget is wall time

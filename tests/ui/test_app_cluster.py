@@ -202,6 +202,7 @@ def test_tune_page_passes_the_configured_cluster_and_timing_resource_to_the_engi
     _start_tune(at, True, "cpu_epyc")
     assert not at.exception, [e.value for e in at.exception]
     assert [(s.ray, s.timing_resource) for s in settings] == [(UNREACHABLE, "cpu_epyc")]  # the CLI's --ray, --timing-resource
+    assert [(s.budget_s, s.budget_cpu_s) for s in settings] == [(60.0, None)]  # a cluster's budget: wall seconds
     assert seen == [UNREACHABLE]
     shown = " ".join(str(e.value) for e in at.error).replace("\\", "")
     assert shown.startswith("Tuning failed: ") and "Traceback" not in shown

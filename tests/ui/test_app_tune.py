@@ -112,7 +112,7 @@ def test_per_node_error_keep_in_float_rerun_and_history_qdq_download(app):
     assert "TensorRT, OpenVINO" in helps[0] and "for ONNX Runtime only" in helps[1]
 
 
-def test_tune_page_fills_the_pareto_chart_and_recommends(app):
+def test_tune_page_fills_the_pareto_chart_and_recommends(app, home):
     at = app
     at.switch_page("pages/tune.py").run()
     _ok(at)
@@ -142,8 +142,10 @@ def test_tune_page_fills_the_pareto_chart_and_recommends(app):
     assert f"The budget bought {result.bought()}" in text
     if best is None:  # every finished trial timed slower than fp32 (a loaded machine): never recommended, said so
         assert any(n.startswith("Never recommended") for n in result.notes) and "Never recommended" in text
-    else:
-        assert any("ortlab optimize" in c.value for c in at.code)
+    else:  # the pick's line as Recipe and History write it: the sample by name, no server path, continued
+        [line] = [c.value for c in at.code if "ortlab optimize" in c.value]
+        assert line.startswith("ortlab optimize digits_cnn OUT.onnx") and str(home.parent) not in line, line
+        assert max(len(x) for x in line.split("\n")) <= 88, line
     if best is not None and best.speedup is not None and best.speedup < 1.0:
         claims = text.replace("No accepted recipe is clearly faster than", "")  # the page's honest "not faster"
         assert "faster than" not in claims and "fastest" not in claims
@@ -169,7 +171,8 @@ class _RunningSearch:
         self.meta = {"choice": choice, "model": "m"}
         self.items: list = []
         self.done = self.cancelled = False
-        self.elapsed = 16.0
+        self.elapsed = 9.0
+        self.cpu_used = 16.0
         self.state = "running"
 
     def drain(self):
@@ -182,7 +185,7 @@ def test_the_tune_form_shows_the_running_searchs_settings_and_keeps_them_afterwa
     at = app
     at.switch_page("pages/tune.py").run()
     _ok(at)
-    choice = tv.TuneChoice(objective="size", budget_s=60.0, min_sqnr_db=25.0, max_trials=3, bench_s=0.5,
+    choice = tv.TuneChoice(objective="size", budget_cpu_s=60.0, min_sqnr_db=25.0, max_trials=3, bench_s=0.5,
                            exclusion_steps=2)
     at.session_state["tune.budget"] = 300  # what the form showed in the browser: the default again
     at.session_state["ortlab.job.tune"] = _RunningSearch(choice)
@@ -193,7 +196,8 @@ def test_the_tune_form_shows_the_running_searchs_settings_and_keeps_them_afterwa
     assert at.selectbox(key="tune.objective").value == "size"
     assert (at.number_input(key="tune.min_sqnr").value, at.number_input(key="tune.max_trials").value,
             at.number_input(key="tune.bench_s").value, at.number_input(key="tune.steps").value) == (25.0, 3, 0.5, 2)
-    assert any("16 s of 60 s" in str(p.proto) for p in at.get("progress"))
+    assert any("16 CPU s of 60 CPU s" in str(p.proto) for p in at.get("progress"))  # the budget's own measure
+    assert "CPU seconds" in budget.label and "busy machine" in budget.help
     task = at.session_state["ortlab.job.tune"]
     task.done, task.state, task.result, task.error = True, "failed", None, None
     at.run()
@@ -287,6 +291,16 @@ def test_progress_past_the_budget_says_what_runs_instead_of_more_seconds_than_th
     assert tv.progress(16.0, 60.0, 2) == (16 / 60, "16 s of 60 s · 2 trials finished")
     share, text = tv.progress(164.0, 150.0, 3)
     assert share == 1.0 and "164 s of 150 s" not in text and "budget of 150 s spent" in text and "14 s over" in text
+    assert tv.progress(16.0, 600.0, 1, cpu=True)[1] == "16 CPU s of 600 CPU s · 1 trial finished"
+
+
+def test_the_page_budget_is_the_engines_cpu_budget():
+    """Issue 36 (6): the page's budget is CPU seconds like ortlab tune's (600 by default); on a cluster, wall."""
+    from ortlab import api
+
+    assert tv.TuneChoice().budget_cpu_s == api.tuning.DEFAULT_CPU_BUDGET_S == 600.0
+    assert api.tuning.budget_limits(600.0) == api.tuning.default_budget(False) == (3600.0, 600.0)
+    assert api.tuning.budget_limits(1200.0) == (7200.0, 1200.0) and api.tuning.budget_limits(90.0, ray=True) == (90.0, None)
 
 
 def test_the_headline_of_a_decided_search_states_the_held_out_claim_and_is_no_success_on_the_edge():

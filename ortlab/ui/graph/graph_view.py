@@ -389,16 +389,18 @@ def _details(n: dict) -> dict:
 
 
 def counts_text(counts: dict) -> str:
-    """The one line of change counts (``GraphDiff.counts``) the page header and the view show."""
+    """The one line of change counts (``GraphDiff.counts``) the page header and the view show, short enough for
+    one line beside the view's tools at 1280 px: "21 removed (8 folded) · 14 added · 60 changed (60 int8/fused) ·
+    180 unchanged" (folded: into a fused or quantized node; int8/fused: a changed node that became one)."""
     if not counts:
         return ""
     removed = f"{counts.get('removed', 0)} removed"
     if counts.get("fused"):
-        removed += f" ({counts['fused']} folded into others)"
+        removed += f" ({counts['fused']} folded)"
     added = f"{counts.get('added', 0)} added"
     changed = f"{counts.get('changed', 0)} changed"
     if counts.get("retyped"):
-        changed += f" ({counts['retyped']} now int8 or fused)"
+        changed += f" ({counts['retyped']} int8/fused)"
     return f"{removed} · {added} · {changed} · {counts.get('unchanged', 0)} unchanged"
 
 

@@ -22,6 +22,8 @@ CSS = """
 [data-testid="stMetricValue"], [data-testid="stMetricValue"] * {
     white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
     overflow-wrap: anywhere; }
+[data-testid="stMetricDelta"] div, [data-testid="stMetricDelta"] p {
+    white-space: normal !important; overflow: visible !important; text-overflow: clip !important; }
 [data-testid="stMetricLabel"] p { font-size: 1.05rem; }
 [data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * {
     white-space: normal !important; overflow: visible !important; text-overflow: clip !important; }

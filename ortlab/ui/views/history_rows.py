@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ortlab.api import Artifact
+from ortlab.api import Artifact, TrialMeasure
 from ortlab import api
 
 TUNE_ORIGIN = "tune"  # the origin a tune search's trials are recorded with
@@ -48,3 +48,25 @@ def search_recipe_text(search: TuneSearch, label: str | None, run_id: int | None
     if search.recommended is None:
         return f"tune search · {n} trial{'s' if n != 1 else ''} · none recommended"
     return f"{label} · tune's pick{f' #{run_id}' if run_id is not None else ''} of {n}"
+
+
+def run_measure(run: Artifact) -> TrialMeasure | None:
+    """The run's task measure with its 95% interval and evidence: a tune trial's on the samples its search chose on
+    (as the Tune page showed it), another run's on all its evaluation samples; None without a per-sample record."""
+    return api.tuning.stored_trial_measure(run.evaluation, trial=run.origin == TUNE_ORIGIN)
+
+
+def measure_text(m: TrialMeasure | None) -> str:
+    """History's "task (95%)" cell, the measure's name in the column's heading (one model, one measure):
+    "0.946 (0.921–0.965) · 120 ref. detections"; "–" without a measure."""
+    if m is None:
+        return "–"
+    count = m.evidence.split(" in ")[0].replace("reference ", "ref. ")
+    if m.value is None or m.low is None or m.high is None:
+        return count
+    return f"{m.value:.3f} ({m.low:.3f}–{m.high:.3f}) · {count}"
+
+
+def measure_heading(measures: set[str]) -> str:
+    """The "task (95%)" column's heading: "detection F1 (95%)" when the rows share one measure."""
+    return f"{next(iter(measures))} (95%)" if len(measures) == 1 else "task (95%)"

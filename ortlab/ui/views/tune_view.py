@@ -31,7 +31,7 @@ class TuneChoice:
 
     target: str = "cpu"
     objective: str = "latency"
-    budget_s: float = 300.0
+    budget_cpu_s: float = api.tuning.DEFAULT_CPU_BUDGET_S  # CPU seconds, as ``ortlab tune``; wall seconds on a cluster
     policy: str = "verdict"  # "verdict": the session's verdict policy (Compare); "min SQNR": only the SQNR bar
     min_sqnr_db: float = 0.0  # 0: the task's own measure decides (plain tensors: 20 dB), as the CLI's default
     max_trials: int = 0  # 0: no limit
@@ -41,7 +41,8 @@ class TuneChoice:
     timing_resource: str = ""  # the custom resource of the cluster's node(s) that time the trials
 
 
-FORM_KEYS = {"target": "tune.target", "objective": "tune.objective", "budget_s": "tune.budget", "policy": "tune.policy",
+FORM_KEYS = {"target": "tune.target", "objective": "tune.objective", "budget_cpu_s": "tune.budget",
+             "policy": "tune.policy",
              "min_sqnr_db": "tune.min_sqnr", "max_trials": "tune.max_trials", "bench_s": "tune.bench_s",
              "exclusion_steps": "tune.steps", "on_cluster": "tune.on_cluster", "timing_resource": "tune.timing_resource"}
 
@@ -52,7 +53,7 @@ def form_values(choice: TuneChoice) -> dict[str, object]:
     out: dict[str, object] = {}
     for name, key in FORM_KEYS.items():
         value = getattr(choice, name)
-        out[key] = int(value) if name in ("budget_s", "max_trials", "exclusion_steps") else value
+        out[key] = int(value) if name in ("budget_cpu_s", "max_trials", "exclusion_steps") else value
     out["tune.min_sqnr"] = float(choice.min_sqnr_db)
     out["tune.bench_s"] = float(choice.bench_s)
     return out
@@ -73,7 +74,9 @@ def start_tune(choice: TuneChoice) -> TuneJob:
     bar = float(choice.min_sqnr_db) or None
     policy = (api.tuning.verdict_policy(vp, bar) if choice.policy == "verdict"
               else api.tuning.sqnr_policy(bar or api.tuning.DEFAULT_MIN_SQNR_DB))
-    settings = TuneSettings(budget_s=float(choice.budget_s), objective=choice.objective, target=Target(choice.target),
+    budget_s, budget_cpu_s = api.tuning.budget_limits(float(choice.budget_cpu_s), ray=bool(cluster))
+    settings = TuneSettings(budget_s=budget_s, budget_cpu_s=budget_cpu_s, objective=choice.objective,
+                            target=Target(choice.target),
                             bench_s=float(choice.bench_s), exclusion_steps=int(choice.exclusion_steps),
                             verify_samples=spec.verify_samples, max_trials=int(choice.max_trials) or None,
                             ray=cluster, timing_resource=timing_resource)
@@ -134,14 +137,24 @@ def has_points(trials: Sequence, objective: str = "latency") -> bool:
     return any(t.status == "done" and _x(t, objective) is not None for t in trials)
 
 
-def progress(elapsed: float, budget_s: float, finished: int) -> tuple[float, str]:
-    """The progress bar's share and text; past the budget (the last trial and the finalists' re-timing finish) the
-    text says so rather than "164 s of 150 s"."""
+def progress(spent: float, budget_s: float, finished: int, cpu: bool = False) -> tuple[float, str]:
+    """The progress bar's share and text (``spent`` of ``budget_s``: CPU seconds with ``cpu``, else wall seconds);
+    past the budget (the last trial and the finalists' re-timing finish) the text says so rather than "164 s of
+    150 s"."""
     trials = plural(finished, "trial") + " finished"
-    if elapsed <= budget_s:
-        return min(1.0, elapsed / max(1.0, budget_s)), f"{elapsed:.0f} s of {budget_s:.0f} s · {trials}"
-    return 1.0, (f"budget of {budget_s:.0f} s spent: finishing the running trial and re-timing the finalists "
-                 f"({elapsed - budget_s:.0f} s over) · {trials}")
+    unit = "CPU s" if cpu else "s"
+    if spent <= budget_s:
+        return min(1.0, spent / max(1.0, budget_s)), f"{spent:.0f} {unit} of {budget_s:.0f} {unit} · {trials}"
+    return 1.0, (f"budget of {budget_s:.0f} {unit} spent: finishing the running trial and re-timing the finalists "
+                 f"({spent - budget_s:.0f} {unit} over) · {trials}")
+
+
+def search_progress(task: TuneJob) -> tuple[float, str]:
+    """:func:`progress` of a running search in the measure its budget counts: CPU seconds on this machine, wall
+    seconds on a cluster."""
+    choice = task.meta["choice"]
+    cpu = not choice.on_cluster
+    return progress(task.cpu_used if cpu else task.elapsed, choice.budget_cpu_s, len(task.items), cpu=cpu)
 
 
 def pareto_figure(trials: Sequence, objective: str = "latency", recommended=None) -> go.Figure:
@@ -258,6 +271,18 @@ def _task_cell(t) -> str:
     if t.task_low is None or t.task_high is None:
         return f"{t.task_value:.3f}"
     return f"{t.task_value:.3f} ({t.task_low:.3f}–{t.task_high:.3f})"
+
+
+def pick_cli_line(trial) -> str:
+    """The ``ortlab optimize`` line of a trial as a page shows it (:func:`actions.cli_line` of the History run it
+    recorded: workspace paths from ``"$ORTLAB_HOME"``, a bundled sample by name, continued with `` \\``); the
+    engine's full-path line when its run is no longer in History."""
+    if trial.run_id is not None:
+        try:
+            return actions.cli_line(actions.history().get(trial.run_id), "OUT.onnx")
+        except OrtlabError:  # deleted from History since
+            pass
+    return trial.cli_line
 
 
 def open_on_compare(trial) -> None:

@@ -961,7 +961,10 @@
     }
 
     function header(args) {
-        document.getElementById('header').textContent = String(args.header || '');
+        var head = document.getElementById('header');
+        head.textContent = String(args.header || '');
+        head.title = 'folded: removed nodes folded into a fused or quantized node; int8/fused: changed nodes that '
+            + 'became an int8 or fused node';
         var legend = document.getElementById('legend');
         clear(legend);
         (args.legend || []).forEach(function (item) {
