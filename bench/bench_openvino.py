@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from ortlab.cli import main as cli  # noqa: E402
-from ortlab.timing.bench import latency_samples_isolated  # noqa: E402
+from ortlab.timing.child_runs import latency_samples_isolated  # noqa: E402
 from ortlab.settings.config import BenchConfig  # noqa: E402
 
 SAMPLE = REPO / "sample_models" / "efficientnet_lite0"

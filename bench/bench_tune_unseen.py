@@ -93,7 +93,8 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 import bench_third_party as third_party  # noqa: E402  (its data preparation, reused)
 from ortlab.checks.evaluate import evaluate  # noqa: E402
-from ortlab.cli.tune import default_budget, parse_budget  # noqa: E402
+from ortlab.cli.tune import parse_budget  # noqa: E402
+from ortlab.runs.tune_budget import default_budget  # noqa: E402
 from ortlab.data.preprocess import explain_preprocess, resolve_preprocess  # noqa: E402
 from ortlab.data.samples import get_sample  # noqa: E402
 from ortlab.model.inspect import inspect_model  # noqa: E402
