@@ -147,7 +147,8 @@ class Recommender:
             notes.append(slower_note(slow))
         words = sentence(best, pick.accepted, s, len(trials), bool(done), bool(slow))
         if pick.rec is not None and best is not None:
-            words = pick_sentence(best, pick.accepted, s, len(trials), pick.rec.reason)
+            passed = [t for t in done if t.accepted and t.index != best.index]
+            words = pick_sentence(best, pick.accepted, s, len(trials), pick.rec.reason, passed)
         spent = s.budget_cpu_s if a.cpu_spent and s.budget_cpu_s is not None else s.budget_s
         hint = budget_hint_s(spent) if best is None and not a.cancelled and a.out_of_budget else None
         budget = f"{'CPU' if a.cpu_spent else 'time'} budget of {spent:g} s"

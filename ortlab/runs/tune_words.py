@@ -99,8 +99,10 @@ def unsettled_notes(rec: Any, done: Sequence[Trial]) -> list[str]:
     return out
 
 
-def pick_sentence(best: Trial, accepted: bool, s: TuneSettings, n: int, why: str) -> str:
-    """The sentence of a search decided against its default (trial 1) on the same samples."""
+def pick_sentence(best: Trial, accepted: bool, s: TuneSettings, n: int, why: str,
+                  passed: Sequence[Trial] = ()) -> str:
+    """The sentence of a search decided against its default (trial 1) on the same samples; ``passed``: the trials
+    that met the bar but were not picked (none of them shown better than the default on the same samples)."""
     q = best.quality()
     quality = f"verdict {best.level or 'unknown'}" + (f", {q.text()}" if q.text() else "")
     gain = (f"{best.speed_words()} (timed interleaved at batch {', '.join(str(b) for b in s.batch_sizes)})"
@@ -108,7 +110,13 @@ def pick_sentence(best: Trial, accepted: bool, s: TuneSettings, n: int, why: str
     who = f"{best.label} (trial 1, the default)" if best.index == 1 else best.label
     if accepted:
         return f"{who} is the pick of {n} tried: {gain}; {quality}. Why: {why}."
-    return (f"No recipe of {n} tried meets the bar; the closest, {who}, is {gain}; {quality} ({best.verdict}). Why: "
+    if passed:
+        met = ", ".join(f"#{t.index} {t.label}" for t in passed)
+        head = (f"{len(passed)} of {n} tried met the bar on the samples tune chose on ({met}), but none is shown "
+                f"better than the default on the same samples, so none is recommended")
+    else:
+        head = f"No recipe of {n} tried meets the bar"
+    return (f"{head}; the closest, {who}, is {gain}; {quality} ({best.verdict}). Why: "
             f"{why}. It is written under {CLOSEST_DIR}/, not as the recommendation.")
 
 

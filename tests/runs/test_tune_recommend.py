@@ -381,3 +381,30 @@ def test_a_pick_made_without_the_default_is_stated_on_held_out_samples_too(tmp_p
     assert r.best is not None and r.best.index == 2 and r.baseline_index is None  # no baseline to compare with
     assert r.claim is not None and r.claim_evidence == "100 reference detections in 100 samples"
     assert "it was not chosen on (chosen on 200 samples, confirmed on 100 held out)" in r.sentence
+
+
+def test_a_trial_that_met_the_bar_but_is_not_shown_better_than_the_default_is_named_in_the_sentence(tmp_path):
+    """60 samples, one reference detection each: the default misses 6 (F1 0.90, degraded), trial 2 misses 2 others
+    (0.967, ok) at the same speed. 6 against 2 discordant samples cannot show trial 2 better (McNemar p ≈ 0.29), so
+    the default stays as the closest — and the sentence says that trial 2 met the bar, not that nothing did."""
+    from ortlab.runs.tune import Tuner, TuneSettings
+    from ortlab.runs.tune_policy import Trial, verdict_policy
+    from ortlab.runs.runspec import DataRef
+    from ortlab.settings.config import Precision, Recipe
+
+    tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
+                  settings=TuneSettings(budget_s=60, exclusion_steps=0))
+    tuner._retime = lambda trials: trials  # type: ignore[method-assign]
+    default_hits = [0 if i < 6 else 1 for i in range(60)]
+    other_hits = [0 if i in (30, 31) else 1 for i in range(60)]
+    for i, hits in ((1, default_hits), (2, other_hits)):
+        t = Trial(i, f"t{i}", "search", Recipe(precision=Precision.INT8, name=f"t{i}"))
+        t = replace(tuner._judge(t, _boxes_report(hits), None), speed=[_speed(2.0)], relative_latency=0.5, cost=0.5)
+        tuner.trials_done.append(t)
+    one, two = tuner.trials_done
+    assert not one.accepted and two.accepted
+    r = tuner.finish()
+    assert r.best is not None and r.best.index == 1 and not r.accepted
+    assert r.sentence.startswith("1 of 2 tried met the bar on the samples tune chose on (#2 t2), but none is shown "
+                                 "better than the default on the same samples")
+    assert "No recipe of" not in r.sentence
