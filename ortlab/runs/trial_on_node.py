@@ -108,9 +108,11 @@ def run_trial_on_node(launch: Callable[..., Any], spec_plain: dict[str, Any], mo
 
 
 def time_pair_on_node(source_name: str, source_blob: bytes, candidate_blob: bytes, cfg: BenchConfig,
-                      batch_size: int, shapes: dict[str, list[int]]) -> tuple[SpeedUp, Any, Machine]:
-    """A Ray task: time the candidate against the source on this node with the one clock; returns the speed-up,
-    the (source, candidate) summaries and this node's machine."""
+                      batch_size: int, shapes: dict[str, list[int]],
+                      values: dict[str, float] | None = None) -> tuple[SpeedUp, Any, Machine]:
+    """A Ray task: time the candidate against the source on this node with the one clock (``values``: control
+    inputs' values, ``--input-value``); returns the speed-up, the (source, candidate) summaries and this node's
+    machine."""
     from ortlab.timing.child_runs import PairTimer
 
     tmp = Path(tempfile.mkdtemp(prefix="ortlab-timing-"))
@@ -118,7 +120,7 @@ def time_pair_on_node(source_name: str, source_blob: bytes, candidate_blob: byte
         ref, cand = tmp / source_name, tmp / f"candidate-{source_name}"
         ref.write_bytes(source_blob)
         cand.write_bytes(candidate_blob)
-        timer = PairTimer(str(ref), shapes=shapes)
+        timer = PairTimer(str(ref), shapes=shapes, values=values)
         try:
             speed = timer(str(cand), cfg, batch_size, cancel=CancelToken())
             return speed, timer.last, this_machine(cfg.intra_op_threads)

@@ -181,7 +181,7 @@ class Tuner:
         info = inspect_model(self.model)
         if self._on_cluster:
             self.trial_runner = ClusterTrials(self.settings.ray or "", self.settings.timing_resource, self.model,
-                                              launch=service.start_unrecorded_recipe)
+                                              launch=service.start_unrecorded_recipe, values=self.settings.values)
             self.timing.runner = self.trial_runner
             self.notes.append(self.trial_runner.where)
         ops = sorted({op for (_, op) in info.op_counts})

@@ -250,8 +250,9 @@ class ClusterTrials:
     calls its methods and waits for its trials' handles: no thread of its own changes it."""
 
     def __init__(self, address: str, timing_resource: str | None, model: str, *,
-                 launch: Callable[..., Any]) -> None:
+                 launch: Callable[..., Any], values: dict[str, float] | None = None) -> None:
         self.launch = launch  # run_trial_on_node's recipe child: ortlab.runs.service.start_unrecorded_recipe
+        self.values = dict(values or {}) or None  # control inputs' values (a VAD's sr) for the timing
         with ExitStack() as undo:  # a cluster the search cannot use is let go at once
             self.cluster = RayCluster.connect(address)
             undo.callback(self.cluster.close)
@@ -357,7 +358,7 @@ class ClusterTrials:
         ``cfg`` names a count."""
         cand = self.cluster.put(Path(candidate).read_bytes())
         task = self.cluster.submit(time_pair_on_node, Path(reference).name, self._data.source_ref, cand, cfg,
-                                   batch_size, shapes, node_id=self.timing.node.node_id,
+                                   batch_size, shapes, self.values, node_id=self.timing.node.node_id,
                                    resources=self.timing.resources(), num_cpus=None)
         self.timing.waiting = True
         try:
