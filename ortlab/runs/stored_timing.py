@@ -68,6 +68,8 @@ def speed_interval_text(sp: SpeedUp) -> str:
     if not sp.paired:
         return (f"(a ratio of p50s of {sp.reference_runs} and {sp.candidate_runs} runs timed apart: no interval; "
                 "time the pair again on Compare or Benchmark for one)")
+    if sp.rounds < 2:
+        return "(1 interleaved round: no interval; time the pair again on Compare or Benchmark for one)"
     lo, hi = sp.speedup_range
     return (f"(95% interval {lo:.2f}–{hi:.2f}×, {sp.rounds} interleaved rounds)"
             + ("; noisy: the machine was busy" if sp.noisy else ""))

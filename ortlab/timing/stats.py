@@ -74,6 +74,8 @@ class SpeedUp:
 
     def text(self) -> str:
         """``1.84× (1.71–1.95×, 48 rounds)``, with `` noisy`` when :attr:`noisy`."""
+        if self.paired and self.rounds < 2:
+            return f"{self.speedup:.2f}× (1 round: no interval)"
         lo, hi = self.speedup_range
         count = f"{self.rounds} rounds" if self.paired else f"{self.reference_runs} and {self.candidate_runs} runs"
         return f"{self.speedup:.2f}× ({lo:.2f}–{hi:.2f}×, {count})" + (" noisy" if self.noisy else "")

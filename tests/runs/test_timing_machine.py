@@ -138,3 +138,16 @@ def test_the_history_sentence_of_a_run_says_its_speed_interval_and_machine(tmp_p
     assert text.startswith("Speed at batch 1: 1.00 ms p50 (95% interval 0.98–1.02) against 2.00 ms for the source: "
                            "2.00× faster (95% interval 2.00–2.00×, 12 interleaved rounds)")
     assert text.endswith("; timed on another machine: " + XEON.summary() + ".")
+
+
+def test_a_speed_up_of_one_round_claims_no_interval():
+    """One interleaved round has no spread to bound: the text says so instead of "(0.85–0.85×, 1 rounds)"."""
+    from ortlab.runs.stored_timing import speed_interval_text
+    from ortlab.timing.stats import SpeedUp
+
+    one = SpeedUp(1, 1 / 0.85, 1 / 0.85, 1 / 0.85, 1, 10, 10, 0.0, 17.55, 20.56)
+    assert speed_interval_text(one).startswith("(1 interleaved round: no interval;") and "–" not in one.text()
+    assert "busy" not in speed_interval_text(one)  # noisy for want of rounds, not because of the machine
+    assert one.text() == "0.85× (1 round: no interval)"
+    many = dataclasses.replace(one, rounds=12, low=1 / 0.9, high=1 / 0.8)
+    assert "12 interleaved rounds" in speed_interval_text(many) and "12 rounds" in many.text()
