@@ -11,7 +11,11 @@ strides are initializers), then ``Concat(boxes × strides, Sigmoid(class logits)
 and bias are scaled so that on the repository's photos (``sample_models/efficientnet_lite0``) the scores spread
 over 0..1 with about 1% of the anchors above 0.3, like a detector before NMS (the numbers this script prints).
 
-    python scripts/build_yolov8_fixture.py [--check]
+``--open-input`` builds ``tests/fixtures/yolov8_open_input.onnx`` instead: the same network for a 320×320 input
+(2100 anchors) whose input declares ``[batch, 3, height, width]``, as an export with fixed anchor tables and open
+axes does: the YOLO preset must find its size from the output's anchors.
+
+    python scripts/build_yolov8_fixture.py [--check] [--open-input]
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "fixtures" / "yolov8_detector.onnx"
+OPEN_OUT = ROOT / "tests" / "fixtures" / "yolov8_open_input.onnx"
+OPEN_SIZE = 320
 PHOTOS = ROOT / "sample_models" / "efficientnet_lite0" / "calibration"
 SIZE = 640
 CLASSES = 8
@@ -48,7 +54,7 @@ def _conv(nodes, inits, rng, name, x, cin, cout, k, stride, relu=True, gain=None
     return f"{name}/act/Relu_output_0"
 
 
-def build() -> onnx.ModelProto:
+def build(size: int = SIZE, open_input: bool = False) -> onnx.ModelProto:
     rng = np.random.default_rng(0)
     nodes: list[onnx.NodeProto] = []
     inits: list[onnx.TensorProto] = []
@@ -80,7 +86,7 @@ def build() -> onnx.ModelProto:
                                   name="/model.22/Split", axis=1))
     anchors, strides = [], []
     for s in STRIDES:
-        n = SIZE // s
+        n = size // s
         gy, gx = np.meshgrid(np.arange(n) + 0.5, np.arange(n) + 0.5, indexing="ij")
         anchors.append(np.stack([gx.ravel(), gy.ravel()]))
         strides.append(np.full(n * n, s))
@@ -101,10 +107,11 @@ def build() -> onnx.ModelProto:
         helper.make_node("Concat", ["/model.22/dbox", "/model.22/scores"], ["output0"], name="/model.22/Concat_5",
                          axis=1),
     ]
-    anchors_n = sum((SIZE // s) ** 2 for s in STRIDES)
+    anchors_n = sum((size // s) ** 2 for s in STRIDES)
+    dims: list[int | str] = ["batch", 3, "height", "width"] if open_input else [1, 3, size, size]
     graph = helper.make_graph(
         nodes, "yolov8_like",
-        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, SIZE, SIZE])],
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, dims)],
         [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 4 + CLASSES, anchors_n])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = IR_VERSION
@@ -113,14 +120,14 @@ def build() -> onnx.ModelProto:
     return model
 
 
-def check(model: onnx.ModelProto) -> None:
+def check(model: onnx.ModelProto, size: int = SIZE) -> None:
     """Print the output ranges and the share of anchors above 0.3 on the calibration photos."""
     import onnxruntime as ort
     from PIL import Image
 
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     for f in sorted(PHOTOS.glob("*.jpg"))[::8]:
-        img = np.asarray(Image.open(f).convert("RGB").resize((SIZE, SIZE)), np.float32) / 255
+        img = np.asarray(Image.open(f).convert("RGB").resize((size, size)), np.float32) / 255
         out = sess.run(None, {"images": img.transpose(2, 0, 1)[None]})[0][0]
         sc = out[4:].max(axis=0)
         print(f"{f.name:32s} boxes {out[:4].min():7.1f}..{out[:4].max():6.1f}  scores {sc.min():.3f}..{sc.max():.3f}"
@@ -128,8 +135,10 @@ def check(model: onnx.ModelProto) -> None:
 
 
 if __name__ == "__main__":
-    m = build()
-    onnx.save_model(m, str(OUT))
-    print(f"wrote {OUT} ({OUT.stat().st_size} bytes)")
+    is_open = "--open-input" in sys.argv[1:]
+    size, out = (OPEN_SIZE, OPEN_OUT) if is_open else (SIZE, OUT)
+    m = build(size, open_input=is_open)
+    onnx.save_model(m, str(out))
+    print(f"wrote {out} ({out.stat().st_size} bytes)")
     if "--check" in sys.argv[1:]:
-        check(m)
+        check(m, size)

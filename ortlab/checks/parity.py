@@ -23,7 +23,7 @@ from ortlab.settings.config import OptLevel, PreprocessConfig, Recipe
 from ortlab.transforms.optimize import TOLERANCE, optimize_model
 from ortlab.data.feeds import batch_inputs
 from ortlab.checks.evaluate import feed_for, session_inputs
-from ortlab.runtime.providers import create_session, session_options
+from ortlab.runtime.providers import ORT_ERRORS, create_session, session_options
 
 PARITY_SAMPLES = 8
 
@@ -44,11 +44,13 @@ class ParityResult:
 
 
 def check_parity(unoptimized, optimized, dataset, preprocess: PreprocessConfig | None, recipe: Recipe,
-                 n: int = PARITY_SAMPLES, tolerance: float | None = None, specs=None) -> ParityResult:
+                 n: int = PARITY_SAMPLES, tolerance: float | None = None, specs=None,
+                 batched: bool = True) -> ParityResult:
     """Compare ``optimized`` (run at ``recipe.opt_level``) with ``unoptimized`` run with optimizations disabled,
     on up to ``n`` samples of ``dataset`` (batched). ``ok`` is False when the relative difference exceeds
     ``tolerance`` (default: :data:`TOLERANCE` of the recipe's precision). ``specs``: the inputs' shapes
-    (:func:`ortlab.data.inputs.infer_specs`; inferred when None)."""
+    (:func:`ortlab.data.inputs.infer_specs`; inferred when None). The samples go in one batch when the inputs'
+    batch axis is open (``batched``), one at a time when it is not, or when the graph fails on a batch."""
 
     tol = float(tolerance if tolerance is not None else TOLERANCE[recipe.precision])
     base, _ = create_session(unoptimized, recipe.target, session_options(opt_level=OptLevel.DISABLED))
@@ -63,11 +65,19 @@ def check_parity(unoptimized, optimized, dataset, preprocess: PreprocessConfig |
     count = min(n, len(dataset))
     worst = (0.0, 0.0, 0.0, "")  # relative, max_abs, scale, output
     max_abs = scale = 0.0
-    step = count if _batchable(base_in) else 1
+    step = count if batched and _batchable(base_in) else 1
+    pairs = []
     for start in range(0, count, step):
         feed = batch_inputs(dataset, list(range(start, min(count, start + step))), preprocess, base_in, specs)
-        a = base.run(names, feed)
-        b = opt.run(opt_names, feed_for(opt_in, feed))
+        try:
+            pairs.append((base.run(names, feed), opt.run(opt_names, feed_for(opt_in, feed))))
+        except ORT_ERRORS:
+            if step == 1:
+                raise
+            # an open batch axis the graph does not honour (a Reshape to [1, …]): one sample at a time
+            return check_parity(unoptimized, optimized, dataset, preprocess, recipe, n, tolerance, specs,
+                                batched=False)
+    for a, b in pairs:
         for name, x, y in zip(names, a, b):
             x = np.asarray(x, dtype=np.float64)
             y = np.asarray(y, dtype=np.float64)
