@@ -127,6 +127,24 @@ def make_inputs(session_inputs: Sequence[Any], batch_size: int, seed: int = 0,
                      if s.name in given else random_array(s, rng, at[s.name])) for s in specs}
 
 
+@dataclass(frozen=True)
+class RunSetup:
+    """What a latency run times and how: the model, the config, the batch size, the variant's name, the session's
+    optimization level, where profiles go, and how its inputs are made (``dims`` for symbolic axes, ``shapes`` for
+    open inputs, ``values`` for control inputs), under ``runtime`` ("onnxruntime" or an OpenVINO precision)."""
+
+    model_path: Path
+    config: BenchConfig
+    batch_size: int
+    variant: str
+    opt_level: OptLevel
+    profile_dir: Path | None = None
+    dims: Any = None
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+    values: dict[str, float] = field(default_factory=dict)
+    runtime: str = "onnxruntime"
+
+
 class LatencyRun(Iterator[LatencySample]):
     """Iterator of :class:`LatencySample`; after it is exhausted, ``summary()`` gives the statistics with the
     providers that really ran and the profile file (when profiling was on). ``cancelled`` is True when the
@@ -136,11 +154,11 @@ class LatencyRun(Iterator[LatencySample]):
                  cancel: CancelToken | None, profile_dir, dims, opt_level: OptLevel | None,
                  shapes: Mapping[str, Sequence[int]] | None = None, values: Mapping[str, float] | None = None,
                  runtime: str = "onnxruntime") -> None:
-        self.model_path = Path(model_path)
-        self.runtime = runtime
-        self.config = config
-        self.batch_size = int(batch_size)
-        self.variant = variant or self.model_path.stem
+        path = Path(model_path)
+        self.setup = RunSetup(path, config, int(batch_size), variant or path.stem,
+                              OptLevel(opt_level or config.session_opt_level),
+                              Path(profile_dir) if profile_dir is not None else None, dims,
+                              {k: [int(x) for x in v] for k, v in (shapes or {}).items()}, dict(values or {}), runtime)
         self.providers: list[str] = []
         self.profile_path: str | None = None
         self.input_shapes: dict[str, tuple[int, ...]] = {}
@@ -148,11 +166,6 @@ class LatencyRun(Iterator[LatencySample]):
         self.cancelled = False
         self.profile_note: str | None = None  # why there is no profile file although profiling was on
         self._cancel = cancel
-        self._profile_dir = Path(profile_dir) if profile_dir is not None else None
-        self._dims = dims
-        self._shapes = {k: [int(x) for x in v] for k, v in (shapes or {}).items()}
-        self._values = dict(values or {})
-        self._opt_level = OptLevel(opt_level or config.session_opt_level)
         self.keep_samples = True  # False in the isolated child: samples go to the parent, not into a list
         self.unbounded = False  # True: run until closed (blocks of an interleaved benchmark), ignoring runs/duration
         self.round = -1  # stamped on the samples: the interleaving round now timed
@@ -160,6 +173,26 @@ class LatencyRun(Iterator[LatencySample]):
         self._feeds: Any = None
         self._profiling = False
         self._gen = self._generate()
+
+    @property
+    def model_path(self) -> Path:
+        return self.setup.model_path
+
+    @property
+    def config(self) -> BenchConfig:
+        return self.setup.config
+
+    @property
+    def batch_size(self) -> int:
+        return self.setup.batch_size
+
+    @property
+    def variant(self) -> str:
+        return self.setup.variant
+
+    @property
+    def runtime(self) -> str:
+        return self.setup.runtime
 
     def __iter__(self) -> LatencyRun:
         return self
@@ -188,12 +221,12 @@ class LatencyRun(Iterator[LatencySample]):
         if precision is not None:
             return openvino_runtime.OpenVinoSession(self.model_path, precision), [openvino_runtime.PROVIDER]
         prefix = None
-        if self.config.profile and self._profile_dir is not None:
-            pdir = self._profile_dir
+        if self.config.profile and self.setup.profile_dir is not None:
+            pdir = self.setup.profile_dir
             pdir.mkdir(parents=True, exist_ok=True)
             safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.variant) or "model"
             prefix = str(pdir / f"{safe}_b{self.batch_size}")
-        options = runtime_providers.session_options(self.config, self._opt_level, profile_prefix=prefix)
+        options = runtime_providers.session_options(self.config, self.setup.opt_level, profile_prefix=prefix)
         try:
             session, used = runtime_providers.create_session(self.model_path, self.config.target, options)
         except OrtlabError:
@@ -228,7 +261,7 @@ class LatencyRun(Iterator[LatencySample]):
         session, self.providers = self._open()
         self._profiling = bool(cfg.profile) and self.runtime == "onnxruntime"  # ORT's profiler; none in OpenVINO
         profile_runs = int(limits.limit("PROFILE_MAX_RUNS"))  # warm-up included; then profiling stops
-        feeds = make_inputs(session.get_inputs(), self.batch_size, cfg.seed, self._dims, self._shapes, self._values)
+        feeds = make_inputs(session.get_inputs(), self.batch_size, cfg.seed, self.setup.dims, self.setup.shapes, self.setup.values)
         self.input_shapes = {k: tuple(v.shape) for k, v in feeds.items()}
         self._session, self._feeds = session, feeds
         cancel = self._cancel

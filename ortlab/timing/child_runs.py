@@ -200,9 +200,10 @@ class IsolatedLatencyRun(LatencyRun):
     def request(self, *, blocks: bool = False) -> TimingRequest:
         """What the timing child needs to build the same run (``blocks``: timed in blocks the parent orders)."""
         return TimingRequest(str(self.model_path.resolve()), self.config, self.batch_size, self.variant,
-                             OptLevel(self._opt_level),
-                             str(self._profile_dir.resolve()) if self._profile_dir is not None else None,
-                             dict(self._dims) if self._dims else None, self._shapes, self._values, self.memory_gb,
+                             OptLevel(self.setup.opt_level),
+                             str(self.setup.profile_dir.resolve()) if self.setup.profile_dir is not None else None,
+                             dict(self.setup.dims) if self.setup.dims else None, self.setup.shapes, self.setup.values,
+                             self.memory_gb,
                              self.runtime, blocks)
 
     def _generate(self) -> Generator[LatencySample, None, None]:
