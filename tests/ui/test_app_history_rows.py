@@ -105,7 +105,8 @@ def test_tune_rows_carry_the_task_measure_with_its_interval_and_evidence(home, t
             t.notes.append(RECOMMENDED_NOTE)
         h.update(t)
     m = stored_trial_measure(trials[1].evaluation)
-    assert m is not None and m.low < m.value < m.high and m.evidence.endswith(" samples")
+    assert m is not None and m.low is not None and m.value is not None and m.high is not None
+    assert m.low < m.value < m.high and m.evidence.endswith(" samples")
     assert m.evidence != stored_trial_measure(trials[1].evaluation, trial=False).evidence  # chosen-on part only
     at = _history(ws, model)
     table = at.dataframe[0].value
