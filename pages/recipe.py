@@ -78,9 +78,13 @@ if c1.button("▶ Run recipe", key="recipe.run", type="primary", disabled=bool(e
     with engine_errors("Starting the run"):
         actions.start_recipe_job(recipe)
         st.rerun()
-# 3/4 of the page; folded while a run goes, so its progress below opens within a laptop's screen
-with c2.expander("The same run from the command line", expanded=not recipe_running()):
-    st.code(actions.spec_cli_line(actions.run_spec(recipe), width=64), language="bash", wrap_lines=True)
+# 3/4 of the page; left out while a run goes (an expander keeps its open state across reruns, so it cannot be
+# folded), so the run's progress below opens within a laptop's screen
+if recipe_running():
+    c2.caption("The same run from the command line: here again when this run ends.")
+else:
+    with c2.expander("The same run from the command line", expanded=True):
+        st.code(actions.spec_cli_line(actions.run_spec(recipe), width=64), language="bash", wrap_lines=True)
 recipe_job_panel("recipe_run", runs="recipe")  # the progress where the person just clicked
 
 arts = actions.model_artifacts()  # this model's runs only; other models' runs are on History
