@@ -96,10 +96,10 @@ for sha, group in groups.items():
     order = [*(c for c in order if c not in hide), *hide]
     config = {"run": text("run", width=55, help="The run's number; \"search\": a tune search (its trials, each with "
                                                 "its number, are listed below the table)."),
-              "time": text("time", width=125 if not searches else 115), "verdict": text("verdict", width=85),
-              "recipe": text("recipe", width=230,
-                             help="A tune search is one row: the trial it recommended (\"tune's pick of 6\": of "
-                                  "6 trials), every trial in the list below the table."
+              "time": text("time", width=125 if not searches else 110), "verdict": text("verdict", width=85),
+              "recipe": text("recipe", width=230 if not searches else 205,
+                             help="A tune search is one row: the trial it recommended (\"pick of 6: #3\": run 3, "
+                                  "of 6 trials), every trial in the list below the table."
                              if searches else None), "size": text("size", width=80),
               "vs source": text("size vs source", width=95, help="The result's file size as a share of its "
                                                                    "source model's."),
@@ -108,7 +108,7 @@ for sha, group in groups.items():
               "task metric": text("task metric", width=230,
                                   help="Where top-1 says nothing: a detector's F1 against the reference and its "
                                        "score SQNR, changed OCR strings, an encoder's cosine."),
-              "task (95%)": text(measure_heading({row["measure"] for row in table} - {"", "–"}), width=240,
+              "task (95%)": text(measure_heading({row["measure"] for row in table} - {"", "–"}), width=262,
                                  help="The task's measure (detection F1, no confident flip, strings kept, NN "
                                       "agreement) with its 95% interval and the evidence it rests on: a tune "
                                       "trial's on the samples its search chose on (as on the Tune page), another "
@@ -120,9 +120,11 @@ for sha, group in groups.items():
     for k, search in enumerate(searches):  # a search's trials, one row each, behind its expander
         n = len(search.trials)
         with st.expander(f"Trials of the tune search started {search.started_at.replace('T', ' ')[:16]} ({n})"):
-            st.dataframe([_row(t) for t in search.trials], hide_index=True, width="stretch",
-                         key=f"history.trials.{sha[:16]}.{k}", column_order=order,
+            # the day is in the expander's title: a trial's time is its hour and minute
+            st.dataframe([{**row, "time": row["time"][11:]} for row in map(_row, search.trials)], hide_index=True,
+                         width="stretch", key=f"history.trials.{sha[:16]}.{k}", column_order=order,
                          column_config={**config, "recipe": text("recipe", width=190),  # fits inside the expander
+                                        "time": text("time", width=60),
                                         "run": st.column_config.NumberColumn("run", width=45)})
 if unreadable:
     st.warning(f"{len(unreadable)} stored run{'s' if len(unreadable) != 1 else ''} cannot be read and "

@@ -42,12 +42,12 @@ def fold_tune_searches(runs: list[Artifact]) -> list[Artifact | TuneSearch]:
 
 def search_recipe_text(search: TuneSearch, label: str | None, run_id: int | None = None) -> str:
     """The recipe cell of a search's row, the recommended trial's recipe (``label``) first, where a narrow column
-    still shows it: "int8 static · tune's pick #3 of 6" (run 3, the trial its search recommended, of 6 trials);
+    still shows what it is: "pick of 6: #3 int8 static" (run 3, the trial its search recommended, of 6 trials);
     "tune search · 6 trials · none recommended"."""
     n = len(search.trials)
     if search.recommended is None:
         return f"tune search · {n} trial{'s' if n != 1 else ''} · none recommended"
-    return f"{label} · tune's pick{f' #{run_id}' if run_id is not None else ''} of {n}"
+    return f"pick of {n}: {f'#{run_id} ' if run_id is not None else ''}{label}"
 
 
 def run_measure(run: Artifact) -> TrialMeasure | None:
