@@ -185,6 +185,8 @@ def test_each_kind_owns_its_bar_and_how_its_change_reads():
     report = _report(boxes=[boxes], classification=_flips(1))
     kind = main_kind(report.task)
     assert kind.name == "detections"  # a detector's flips never lead
+    assert report.task is not None
     assert kind.change_shown(report.task, "detection F1", 0.9231) == ("detection F1", "0.92", False)
     flips = _report(classification=_flips(3))
+    assert flips.task is not None
     assert main_kind(flips.task).change_shown(flips.task, "no confident flip", 0.85) == ("confident flips", "3", True)

@@ -11,6 +11,7 @@ from ortlab.core.errors import BenchmarkError
 from ortlab.runs.cluster_bench import (ClusterBenchmark, KindResult, NodeKind, NodeTiming, custom_resources,
                                        node_kinds, waves)
 from ortlab.runs.history import BenchVariant
+from ortlab.runtime.ray_cluster import NodeId
 from ortlab.runtime.machine import Machine
 from ortlab.settings.config import BenchConfig
 from ortlab.timing.bench import LatencySample, summarize
@@ -57,7 +58,8 @@ def test_named_resources_pick_one_node_each_and_an_unknown_one_says_what_there_i
 
 
 def test_nodes_of_one_host_time_one_after_the_other():
-    kinds = [NodeKind("a", "1", "127.0.0.1:10"), NodeKind("b", "2", "127.0.0.1:11"), NodeKind("c", "3", "10.0.0.9:10")]
+    kinds = [NodeKind("a", NodeId("1"), "127.0.0.1:10"), NodeKind("b", NodeId("2"), "127.0.0.1:11"),
+             NodeKind("c", NodeId("3"), "10.0.0.9:10")]
     assert [[k.label for k in w] for w in waves(kinds)] == [["a", "c"], ["b"]]
 
 
@@ -69,11 +71,11 @@ def test_rows_are_one_per_variant_and_machine_each_speed_up_taken_on_its_own_nod
     variants = [BenchVariant("fp32", "fp32 model", "a.onnx"), BenchVariant("int8", "int8 model", "b.onnx")]
     epyc = [_summary("fp32", [10.0] * 12), _summary("int8", [5.0] * 12)]     # 2× on the EPYC
     xeon = [_summary("fp32", [4.0] * 12), _summary("int8", [4.0] * 12)]      # no gain on the Xeon
-    kinds = [KindResult(NodeKind("cpu_epyc", "a", "10.0.0.1:1"), NodeTiming(EPYC, epyc, 3.0),
+    kinds = [KindResult(NodeKind("cpu_epyc", NodeId("a"), "10.0.0.1:1"), NodeTiming(EPYC, epyc, 3.0),
                         compare_benchmarks(epyc, baseline="fp32")),
-             KindResult(NodeKind("cpu_xeon", "b", "10.0.0.2:1"), NodeTiming(XEON, xeon, 3.0),
+             KindResult(NodeKind("cpu_xeon", NodeId("b"), "10.0.0.2:1"), NodeTiming(XEON, xeon, 3.0),
                         compare_benchmarks(xeon, baseline="fp32")),
-             KindResult(NodeKind("cpu_arm", "c", "10.0.0.3:1"), error="the node was lost")]
+             KindResult(NodeKind("cpu_arm", NodeId("c"), "10.0.0.3:1"), error="the node was lost")]
     bench = ClusterBenchmark("10.0.0.1:6379", variants, BenchConfig(), kinds)
     rows = bench.rows()
     assert [(r.name, r.kind, r.is_baseline) for r in rows] == [

@@ -60,6 +60,7 @@ def test_runs_stopped_at_random_points_leave_no_process_no_half_folder_and_a_con
         handle = service.start_recipe(spec, out, workspace=ws)
         start = time.monotonic()
         child = handle.child_pid  # the group's id: every process of the run is in it
+        assert child is not None, f"run {i} never started its child"
         if how == "cancel":
             handle.wait(at)
             handle.cancel()

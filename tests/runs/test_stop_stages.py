@@ -34,6 +34,7 @@ def test_a_time_limit_reached_in_a_stage_ends_the_run_within_seconds(tmp_path, s
     ws = Workspace(tmp_path / "home")
     handle = service.start_recipe(digits_int8(), workspace=ws)
     group = handle.child_pid  # every process of the run is in the child's group
+    assert group is not None, "the run never started its child"
     deadline = time.monotonic() + 180
     while stage not in handle.progress and not handle.done and time.monotonic() < deadline:
         handle.drain()
@@ -63,6 +64,7 @@ def test_a_tune_budget_that_runs_out_during_a_trial_ends_the_search_within_secon
 
     def start_recipe(*args, **kwargs):
         handle = real_start(*args, **kwargs)
+        assert handle.child_pid is not None, "the trial's run never started its child"
         groups.append(handle.child_pid)
         return handle
 

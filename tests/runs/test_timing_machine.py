@@ -66,14 +66,14 @@ def test_the_report_shows_a_tune_timing_with_its_interval_and_machine(tmp_path):
     # what tune keeps for a trial it timed against its source
     notes: list[str] = []
     timing = TrialTiming(str(artifact.source_path), TuneSettings(), SimpleNamespace(timing_machine=None),  # here
-                         SimpleNamespace(history=lambda: h), notes.append)  # type: ignore[arg-type]
+                         SimpleNamespace(history=lambda: h), notes.append)
     trial = SimpleNamespace(run_id=artifact.run_id, label="int8 static", model_path=artifact.model_path)
     timing.record(trial, BenchConfig(), [_pair()])  # type: ignore[arg-type]
     assert notes == []
-    timing = report_timing(h, artifact)
-    assert timing.speed is not None and timing.machine is not None and timing.machine.same_hardware(this_machine())
-    page = html_report(artifact, ref_info, cand_info, diff, evaluation, timing.bench, speed=timing.speed,
-                       machine=timing.machine)
+    shown = report_timing(h, artifact)
+    assert shown.speed is not None and shown.machine is not None and shown.machine.same_hardware(this_machine())
+    page = html_report(artifact, ref_info, cand_info, diff, evaluation, shown.bench, speed=shown.speed,
+                       machine=shown.machine)
     speed = page[page.index('<p class="speed">'):]
     speed = speed[:speed.index("</p>")]
     assert "not timed yet" not in page
@@ -103,6 +103,7 @@ def test_tune_keeps_a_trial_it_timed_on_the_one_clock_in_history(tmp_path):
     lands in History as a benchmark of origin "tune", with this machine, which the trial's report then finds."""
     from ortlab.runs.runspec import DataRef
     from ortlab.runs.tune import Trial, Tuner, TuneSettings
+    from ortlab.runs.tune_policy import Stage
     from ortlab.runs.workspace import Workspace
     from ortlab.settings.config import Precision, Recipe
     from tests.support.models import conv_bn_model
@@ -111,7 +112,7 @@ def test_tune_keeps_a_trial_it_timed_on_the_one_clock_in_history(tmp_path):
     ws = Workspace(tmp_path / "ws")
     tuner = Tuner(src, None, DataRef(random=4), workspace=ws, out_dir=tmp_path / "out",
                   settings=TuneSettings(budget_s=60, exclusion_steps=0, bench_s=0.5))
-    t = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), model_path=str(cand), run_id=9)
+    t = Trial(1, "int8 static", Stage.SEARCH, Recipe(precision=Precision.INT8), model_path=str(cand), run_id=9)
     try:
         t = tuner.timing.time(t, tuner.budget.token)
     finally:

@@ -15,7 +15,7 @@ from ortlab.checks.eval_report import BoxesMetrics, EvalReport, OutputError, Seq
 from ortlab.checks.verdict import Level, VerdictPolicy, judge
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.calibration_cache import REUSED
-from ortlab.runs.tune_policy import TRIALS_FILE, Trial, pareto_front, sqnr_policy, verdict_policy
+from ortlab.runs.tune_policy import TRIALS_FILE, Stage, Trial, TrialLevel, pareto_front, sqnr_policy, verdict_policy
 from ortlab.runs.trial_runner import LocalTrials
 from ortlab.runs.tune import RECOMMENDED_NOTE, Tuner, TuneSettings
 from ortlab.runs import tune_search
@@ -107,7 +107,7 @@ def _greedy(tuner, base, stage):
     """The trials of a greedy ``stage`` of ``tuner``'s search strategy grown from ``base``."""
     tuner.trials_done.append(base)
     strategy = tuner.strategy()
-    strategy.exclusion_base = lambda dynamic=False: (base, [])  # type: ignore[method-assign]
+    strategy.exclusion_base = lambda dynamic=False: (base, [])
     return list(tuner.run_steps(getattr(strategy, stage)()))
 
 
@@ -118,7 +118,7 @@ def _matmuls(monkeypatch):
 
 def test_greedy_exclusion_keeps_only_steps_that_help(tmp_path, _matmuls):
     tuner = _FakeTuner(tmp_path, policy=sqnr_policy(20))
-    base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
+    base = Trial(1, "int8 static", Stage.SEARCH, Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
                  cost=0.5, model_path="x")
     steps = _greedy(tuner, base, "exclusions")
     notes = [(t.recipe.quant.nodes_to_exclude, t.note.split(": ")[1].split(" ")[0]) for t in steps]
@@ -129,7 +129,7 @@ def test_greedy_exclusion_keeps_only_steps_that_help(tmp_path, _matmuls):
 
 def test_greedy_exclusion_respects_the_step_limit(tmp_path, _matmuls):
     tuner = _FakeTuner(tmp_path, policy=sqnr_policy(30), steps=2)
-    base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
+    base = Trial(1, "int8 static", Stage.SEARCH, Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
                  cost=0.5, model_path="x")
     assert len(_greedy(tuner, base, "exclusions")) == 2
 
@@ -158,7 +158,7 @@ def test_greedy_int16_weights_grow_by_chunks_of_weighted_nodes_and_keep_only_gai
     weighted = {"a", "c", "d", "e", "f", "g", "h", "i", "j", "k"}  # "act" has no weight
     monkeypatch.setattr(tune_search, "weighted_nodes", lambda trial: weighted)
     tuner = _FakeInt16Tuner(tmp_path, policy=sqnr_policy(20))
-    base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
+    base = Trial(1, "int8 static", Stage.SEARCH, Recipe(precision=Precision.INT8), sqnr_db=15.0, relative_latency=0.5,
                  cost=0.5, model_path="x")
     steps = _greedy(tuner, base, "int16_weights")
     assert INT16_STEP == 4 and [t.stage for t in steps] == ["int16"] * 3
@@ -334,7 +334,8 @@ def test_by_default_a_model_with_a_task_measure_is_held_to_it_not_to_an_sqnr_bar
     assert not below.accept and below.level == "ok" and "below this search's bar of detections kept 97.0%" in below.reason
     plain = EvalReport(8, [OutputError("y", 1.0, 0.1, 0.99, 15.0)])  # no task measure: 20 dB by default
     assert not verdict_policy()(plain).accept and "20 dB" in verdict_policy()(plain).reason
-    assert "the task's own measure where the model has one" in verdict_policy().bar_text
+    bar_text = verdict_policy().bar_text
+    assert bar_text is not None and "the task's own measure where the model has one" in bar_text
 
 
 def test_task_quality_ranks_a_recognizer_by_the_decoded_strings_it_keeps():
@@ -356,7 +357,7 @@ def test_greedy_steps_are_kept_by_verdict_then_task_measure_then_task_sqnr():
     from ortlab.runs.tune_search import keep_if_gains
 
     def trial(level, value, score, whole=40.0):
-        return Trial(1, "t", "exclude", Recipe(precision=Precision.INT8), level=level, task_measure="detections kept",
+        return Trial(1, "t", Stage.EXCLUDE, Recipe(precision=Precision.INT8), level=level, task_measure="detections kept",
                      task_value=value, score_what="scores SQNR", score_db=score, sqnr_db=whole)
 
     base = trial("broken", 0.0, 0.5, whole=41.6)
@@ -372,7 +373,7 @@ def test_greedy_steps_are_kept_by_verdict_then_task_measure_then_task_sqnr():
 
 
 def _finished(index, level, accepted, cost, score, path, label="t"):
-    return Trial(index, label, "search", Recipe(precision=Precision.INT8, name=label), level=level, accepted=accepted,
+    return Trial(index, label, Stage.SEARCH, Recipe(precision=Precision.INT8, name=label), level=level, accepted=accepted,
                  cost=cost, relative_latency=cost, score_db=score, sqnr_db=score, model_path=str(path),
                  verdict=f"{level}: canned")
 
@@ -380,7 +381,7 @@ def _finished(index, level, accepted, cost, score, path, label="t"):
 def _out_tuner(tmp_path, trials, timer=None):
     tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), out_dir=tmp_path / "out",
                   settings=TuneSettings(budget_s=60, exclusion_steps=0), timer=timer)
-    tuner._retime = lambda trials: trials  # type: ignore[method-assign]
+    tuner._retime = lambda finalists: finalists  # type: ignore[method-assign]
     tuner.trials_done.extend(trials)
     return tuner
 
@@ -513,7 +514,7 @@ def test_speed_is_the_median_of_interleaved_round_ratios_not_the_min_ratio(tmp_p
     tuner.settings.bench_s = 0.0  # a run count instead: 10 rounds, one block each (the fake times one run a block)
     model = tmp_path / "cand.onnx"
     model.write_bytes(b"graph")
-    t = Trial(1, "t", "search", Recipe(precision=Precision.INT8), model_path=str(model))
+    t = Trial(1, "t", Stage.SEARCH, Recipe(precision=Precision.INT8), model_path=str(model))
     t = tuner.timing.time(t, tuner.budget.token)
     assert [v for _, v in order[:4]] == ["r", "c", "c", "r"]  # alternating who runs first
     (sp,) = t.speed
@@ -524,7 +525,7 @@ def test_speed_is_the_median_of_interleaved_round_ratios_not_the_min_ratio(tmp_p
     assert t.latency_ms == {"1": float(np.median(cand_ms))} and t.baseline_ms == {"1": float(np.median(ref_ms))}
     twin = tmp_path / "twin.onnx"
     twin.write_bytes(b"graph")  # the same graph under another name: one measurement
-    t2 = Trial(2, "t2", "search", Recipe(precision=Precision.INT8), model_path=str(twin))
+    t2 = Trial(2, "t2", Stage.SEARCH, Recipe(precision=Precision.INT8), model_path=str(twin))
     t2 = tuner.timing.time(t2, tuner.budget.token)
     assert calls == [str(model)] and t2.speed == t.speed
 
@@ -568,7 +569,7 @@ def test_cli_tune_times_a_model_with_a_control_input_given_by_input_value(tmp_pa
 def test_the_note_that_a_broken_trial_seeds_the_search_is_written_once(tmp_path):
     """Each search stage asks for its seed again: the note that every static trial is broken was printed twice."""
     tuner = _FakeTuner(tmp_path, policy=sqnr_policy(20))
-    broken = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=5.0, level="broken",
+    broken = Trial(1, "int8 static", Stage.SEARCH, Recipe(precision=Precision.INT8), sqnr_db=5.0, level=TrialLevel.BROKEN,
                    relative_latency=0.5, cost=0.5, model_path="x")
     strategy = tuner.strategy()
     strategy.static_trials = lambda: [broken]  # type: ignore[method-assign]

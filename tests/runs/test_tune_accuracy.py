@@ -16,7 +16,7 @@ from ortlab.runs.runspec import DataRef
 from ortlab.runs.tune import Tuner, TuneSettings
 from ortlab.runs.tune_search import keep_in_float_after
 from ortlab.runs.tune_accuracy import STAGE, AccuracySearch
-from ortlab.runs.tune_policy import Trial, verdict_policy
+from ortlab.runs.tune_policy import Stage, Trial, TrialLevel, verdict_policy
 from ortlab.runtime.hardware import advised_recipe
 from ortlab.settings.config import Precision, QuantConfig, Recipe
 from ortlab.timing.stats import paired
@@ -59,7 +59,7 @@ class _Tuner(Tuner):
                          policy=verdict_policy(min_sqnr_db=20),
                          settings=TuneSettings(budget_s=600, exclusion_steps=steps), runner=runner)
         self.budget.start()
-        self.base = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8), sqnr_db=BASE_DB, level="ok",
+        self.base = Trial(1, "int8 static", Stage.SEARCH, Recipe(precision=Precision.INT8), sqnr_db=BASE_DB, level=TrialLevel.OK,
                           relative_latency=0.5, cost=0.5, model_path="x")
         self.trials_done.append(self.base)
 
@@ -68,8 +68,8 @@ class _Tuner(Tuner):
 
     def _trial(self, recipe, stage, note=""):
         db = sqnr(recipe.quant.nodes_to_exclude) - 1.0
-        t = Trial(len(self.trials_done) + 1, recipe.name, stage, recipe, sqnr_db=db, level="ok", accepted=db >= vars(self.policy)["bar_db"],
-                  relative_latency=0.6, cost=0.6, note=note, model_path="x")
+        t = Trial(len(self.trials_done) + 1, recipe.name, stage, recipe, sqnr_db=db, level=TrialLevel.OK,
+                  accepted=db >= vars(self.policy)["bar_db"], relative_latency=0.6, cost=0.6, note=note, model_path="x")
         self.trials_done.append(t)
         return t
 
@@ -87,8 +87,8 @@ def _search(tuner: _Tuner, screen: _Screen, static=None) -> list[Trial]:
 
 def test_units_are_reverted_cumulatively_in_the_order_of_the_task_metric_and_confirmed_by_trials(tmp_path):
     tuner, screen = _Tuner(tmp_path), _Screen()
-    twin = Trial(2, "int8 no bias correction", "search",
-                 Recipe(precision=Precision.INT8, quant=QuantConfig(bias_correction=False)), level="ok", sqnr_db=11.0)
+    twin = Trial(2, "int8 no bias correction", Stage.SEARCH,
+                 Recipe(precision=Precision.INT8, quant=QuantConfig(bias_correction=False)), level=TrialLevel.OK, sqnr_db=11.0)
     trials = _search(tuner, screen, [tuner.base, twin])
     # alone: a 17, b 15, c 14, e(+e2) 13.5 help; d 11 hurts. Cumulative: {a} 17; {a, b} 20 the screen accepts →
     # trial at 19, not accepted; the set must grow to 3 units: {a, b, c} 18 is worse than {a, b}, skipped;
@@ -144,8 +144,8 @@ def test_the_sets_are_confirmed_from_the_bias_correction_twin_when_its_screen_re
     """On a bias-corrected model a node put back in float alone rarely helps (the corrections after it were fitted
     to its error); the twin without correction is screened too, and confirmed from when it reaches further."""
     tuner = _Tuner(tmp_path)
-    twin = Trial(2, "int8 no bias correction", "search",
-                 Recipe(precision=Precision.INT8, quant=QuantConfig(bias_correction=False)), level="ok", sqnr_db=11.0)
+    twin = Trial(2, "int8 no bias correction", Stage.SEARCH,
+                 Recipe(precision=Precision.INT8, quant=QuantConfig(bias_correction=False)), level=TrialLevel.OK, sqnr_db=11.0)
 
     class _Flat(_Screen):
         def report(self, nodes=()):  # nothing helps on the corrected model
@@ -243,7 +243,7 @@ class _TrimTuner(_Tuner):
         nodes = recipe.quant.nodes_to_exclude
         db = trim_sqnr(nodes)
         cost = 0.5 + 0.05 * len(nodes)
-        t = Trial(len(self.trials_done) + 1, recipe.name, stage, recipe, sqnr_db=db, level="ok",
+        t = Trial(len(self.trials_done) + 1, recipe.name, stage, recipe, sqnr_db=db, level=TrialLevel.OK,
                   accepted=db >= vars(self.policy)["bar_db"], relative_latency=cost, cost=cost, note=note,
                   model_path="x")
         self.trials_done.append(t)

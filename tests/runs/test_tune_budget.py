@@ -29,7 +29,7 @@ class _ClockTuner(_OrderTuner):
         self.wall = 0.0  # wall seconds the canned trials took
         super().__init__(*a, clocks=Clocks(wall=lambda: time.monotonic() + self.wall, cpu=lambda: self.cpu,
                                            machine=lambda: None), **kw)
-        self._retime = lambda trials: trials  # type: ignore[method-assign]
+        self._retime = lambda finalists: finalists  # type: ignore[method-assign]
 
     def _trial(self, recipe, stage, note=""):
         self.cpu += self.cpu_per_trial

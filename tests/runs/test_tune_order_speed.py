@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.tune import Tuner, TuneSettings
-from ortlab.runs.tune_policy import CLOSEST_DIR, Trial
+from ortlab.runs.tune_policy import CLOSEST_DIR, Trial, TrialLevel
 from ortlab.settings.config import Precision, QuantConfig, QuantMode, Recipe
 from ortlab.timing.stats import paired
 
@@ -71,7 +71,7 @@ class _OrderTuner(Tuner):
 
     def _trial(self, recipe, stage, note=""):
         static = recipe.is_static
-        t = Trial(len(self.trials_done) + 1, recipe.name, stage, recipe, level="broken" if static else "ok",
+        t = Trial(len(self.trials_done) + 1, recipe.name, stage, recipe, level=TrialLevel.BROKEN if static else TrialLevel.OK,
                   accepted=not static, cost=0.5, relative_latency=0.5, sqnr_db=3.0 if static else 30.0,
                   model_path="x")
         self.trials_done.append(t)

@@ -231,20 +231,20 @@ def _speed(speedup: float, spread: float = 0.05):
 
 def test_the_search_recommends_by_the_paired_comparison_and_states_the_pick_on_held_out_samples(tmp_path):
     from ortlab.runs.tune import Tuner, TuneSettings
-    from ortlab.runs.tune_policy import Trial, verdict_policy
+    from ortlab.runs.tune_policy import Stage, Trial, verdict_policy
     from ortlab.runs.runspec import DataRef
     from ortlab.settings.config import Precision, Recipe
 
     tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
                   settings=TuneSettings(budget_s=60, exclusion_steps=0))
-    tuner._retime = lambda trials: trials  # type: ignore[method-assign]
+    tuner._retime = lambda finalists: finalists  # type: ignore[method-assign]
     n = 300
     default = [0 if i % 25 == 0 else 1 for i in range(n)]  # F1 0.96
     worse = [0 if i % 10 == 0 else m for i, m in enumerate(default)]  # F1 0.86: the verdict calls it degraded
     fine = [0 if i % 25 == 0 or i == 4 else 1 for i in range(n)]  # one detection fewer: within the margin?
     specs = [(default, 2.0), (worse, 1.5), (fine, 2.4), (list(default), 2.05)]
     for i, (matched, speedup) in enumerate(specs, 1):
-        t = Trial(i, f"t{i}", "search", Recipe(precision=Precision.INT8, name=f"t{i}"))
+        t = Trial(i, f"t{i}", Stage.SEARCH, Recipe(precision=Precision.INT8, name=f"t{i}"))
         t = replace(tuner._judge(t, _boxes_report(matched), None), speed=[_speed(speedup)],
                     relative_latency=1 / speedup, cost=1 / speedup, model_path=str(tmp_path / f"m{i}.onnx"))
         tuner.trials_done.append(t)
@@ -290,7 +290,7 @@ def test_when_nothing_passes_the_bar_the_closest_is_the_most_accurate_candidate_
 def test_a_greedy_step_is_kept_only_when_clearly_better_on_the_same_samples():
     from ortlab.runs.tune_pick import step_gain
     from ortlab.runs.tune_search import keep_if_gains
-    from ortlab.runs.tune_policy import Trial
+    from ortlab.runs.tune_policy import Stage, Trial
     from ortlab.settings.config import Recipe
 
     base = [1.0] * 250 + [0.0] * 50
@@ -302,10 +302,10 @@ def test_a_greedy_step_is_kept_only_when_clearly_better_on_the_same_samples():
     kept, why = step_gain(_flags(mended), _flags(base)) or (False, "")
     assert kept and why.startswith("kept (strings kept +")
     assert step_gain(None, _flags(base)) is None
-    current, step = Trial(1, "a", "int16", Recipe(), task_value=0.833), Trial(2, "b", "int16", Recipe(), task_value=0.836)
-    kept, step = keep_if_gains(step, current, {1: _flags(base), 2: _flags(noise)})
-    assert kept is current and "dropped, not shown better (strings kept +0.005" in step.note
-    assert keep_if_gains(Trial(3, "c", "int16", Recipe(), task_value=0.836), current)[0] is not current  # no records
+    current, step = Trial(1, "a", Stage.INT16, Recipe(), task_value=0.833), Trial(2, "b", Stage.INT16, Recipe(), task_value=0.836)
+    chosen, step = keep_if_gains(step, current, {1: _flags(base), 2: _flags(noise)})
+    assert chosen is current and "dropped, not shown better (strings kept +0.005" in step.note
+    assert keep_if_gains(Trial(3, "c", Stage.INT16, Recipe(), task_value=0.836), current)[0] is not current  # no records
 
 
 def test_a_claim_on_the_edge_says_how_many_samples_would_settle_it():
@@ -328,16 +328,16 @@ def test_the_size_objective_prefers_a_smaller_candidate_and_says_smaller():
 
 def test_a_pick_whose_held_out_interval_lies_below_the_bar_is_never_recommended(tmp_path):
     from ortlab.runs.tune import Tuner, TuneSettings
-    from ortlab.runs.tune_policy import CLOSEST_DIR, Trial, verdict_policy
+    from ortlab.runs.tune_policy import CLOSEST_DIR, Stage, Trial, verdict_policy
     from ortlab.runs.runspec import DataRef
     from ortlab.settings.config import Precision, Recipe
 
     tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
                   out_dir=tmp_path / "out", settings=TuneSettings(budget_s=60, exclusion_steps=0))
-    tuner._retime = lambda trials: trials  # type: ignore[method-assign]
+    tuner._retime = lambda finalists: finalists  # type: ignore[method-assign]
     # every detection of the 200 samples chosen on is found, 13 of the 100 held out are missed: 0.957 on all 300
     matched = [0 if i % 3 == 2 and i < 39 else 1 for i in range(300)]
-    t = Trial(1, "int8 static", "search", Recipe(precision=Precision.INT8, name="int8 static"))
+    t = Trial(1, "int8 static", Stage.SEARCH, Recipe(precision=Precision.INT8, name="int8 static"))
     t = replace(tuner._judge(t, _boxes_report(matched), None), speed=[_speed(2.0)], relative_latency=0.5, cost=0.5,
                 model_path=str(tmp_path / "m1.onnx"))
     (tmp_path / "m1.onnx").write_bytes(b"int8")
@@ -351,10 +351,10 @@ def test_a_pick_whose_held_out_interval_lies_below_the_bar_is_never_recommended(
 
 def test_a_default_slower_than_fp32_leaves_the_choice_to_the_search_and_says_why(tmp_path):
     from ortlab.runs.tune_pick import decide
-    from ortlab.runs.tune_policy import Trial
+    from ortlab.runs.tune_policy import Stage, Trial
     from ortlab.settings.config import Recipe
 
-    a, b = Trial(1, "int8 static", "search", Recipe()), Trial(2, "fp32 opt all", "search", Recipe())
+    a, b = Trial(1, "int8 static", Stage.SEARCH, Recipe()), Trial(2, "fp32 opt all", Stage.SEARCH, Recipe())
     ev = _flags([1.0] * 40)
     decided = decide([a, b], {1: ev, 2: ev}, lambda t: t.index != 1, "latency")  # the default timed slower than fp32
     assert decided is not None
@@ -365,15 +365,15 @@ def test_a_default_slower_than_fp32_leaves_the_choice_to_the_search_and_says_why
 
 def test_a_pick_made_without_the_default_is_stated_on_held_out_samples_too(tmp_path):
     from ortlab.runs.tune import Tuner, TuneSettings
-    from ortlab.runs.tune_policy import Trial, verdict_policy
+    from ortlab.runs.tune_policy import Stage, Trial, verdict_policy
     from ortlab.runs.runspec import DataRef
     from ortlab.settings.config import Precision, Recipe
 
     tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
                   settings=TuneSettings(budget_s=60, exclusion_steps=0))
-    tuner._retime = lambda trials: trials  # type: ignore[method-assign]
+    tuner._retime = lambda finalists: finalists  # type: ignore[method-assign]
     for i, speedup in ((1, 0.8), (2, 1.5)):  # the default runs slower than fp32: it is no baseline
-        t = Trial(i, f"t{i}", "search", Recipe(precision=Precision.INT8, name=f"t{i}"))
+        t = Trial(i, f"t{i}", Stage.SEARCH, Recipe(precision=Precision.INT8, name=f"t{i}"))
         t = replace(tuner._judge(t, _boxes_report([1] * 300), None), speed=[_speed(speedup)],
                     relative_latency=1 / speedup, cost=1 / speedup)
         tuner.trials_done.append(t)
@@ -388,17 +388,17 @@ def test_a_trial_that_met_the_bar_but_is_not_shown_better_than_the_default_is_na
     (0.967, ok) at the same speed. 6 against 2 discordant samples cannot show trial 2 better (McNemar p ≈ 0.29), so
     the default stays as the closest — and the sentence says that trial 2 met the bar, not that nothing did."""
     from ortlab.runs.tune import Tuner, TuneSettings
-    from ortlab.runs.tune_policy import Trial, verdict_policy
+    from ortlab.runs.tune_policy import Stage, Trial, verdict_policy
     from ortlab.runs.runspec import DataRef
     from ortlab.settings.config import Precision, Recipe
 
     tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
                   settings=TuneSettings(budget_s=60, exclusion_steps=0))
-    tuner._retime = lambda trials: trials  # type: ignore[method-assign]
+    tuner._retime = lambda finalists: finalists  # type: ignore[method-assign]
     default_hits = [0 if i < 6 else 1 for i in range(60)]
     other_hits = [0 if i in (30, 31) else 1 for i in range(60)]
     for i, hits in ((1, default_hits), (2, other_hits)):
-        t = Trial(i, f"t{i}", "search", Recipe(precision=Precision.INT8, name=f"t{i}"))
+        t = Trial(i, f"t{i}", Stage.SEARCH, Recipe(precision=Precision.INT8, name=f"t{i}"))
         t = replace(tuner._judge(t, _boxes_report(hits), None), speed=[_speed(2.0)], relative_latency=0.5, cost=0.5)
         tuner.trials_done.append(t)
     one, two = tuner.trials_done

@@ -18,7 +18,7 @@ from ortlab.runs import bench_service, tune_timing
 from ortlab.runs.history import BenchVariant
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.tune import TuneSettings, Tuner
-from ortlab.runs.tune_policy import Trial
+from ortlab.runs.tune_policy import Stage, Trial
 from ortlab.runs.workspace import Workspace
 from ortlab.settings.config import BenchConfig, Recipe
 from ortlab.timing.stats import SpeedUp
@@ -73,7 +73,7 @@ def test_benchmark_tune_and_compare_agree_on_a_pair_of_known_cost_ratio(tmp_path
 
     # Tune: a trial timed against the source
     tuner = Tuner(ref, None, DataRef(random=4), workspace=ws, settings=TuneSettings(bench_s=SECONDS))
-    trial = Trial(1, "short", "search", Recipe(), model_path=str(cand))
+    trial = Trial(1, "short", Stage.SEARCH, Recipe(), model_path=str(cand))
     try:
         trial = tuner.timing.time(trial, tuner.budget.token)
     finally:

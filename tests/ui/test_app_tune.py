@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from ortlab.runs.tune_policy import Trial, TuneResult
+from ortlab.runs.tune_policy import Stage, Trial, TuneResult
 from ortlab.settings.config import Recipe
 from ortlab.ui.views import tune_view as tv
 from tests.support.app_session import started_app
@@ -223,7 +223,7 @@ def test_the_pareto_chart_rings_the_recommended_trial_and_draws_circles_over_sta
 
 
 def _trial(index: int, speedup: float, sqnr: float, accepted: bool = True) -> Trial:
-    return Trial(index=index, label=f"int8 static #{index}", stage="search", recipe=Recipe(), accepted=accepted,
+    return Trial(index=index, label=f"int8 static #{index}", stage=Stage.SEARCH, recipe=Recipe(), accepted=accepted,
                  verdict="ok" if accepted else "broken", sqnr_db=sqnr, relative_latency=1.0 / speedup,
                  cost=1.0 / speedup, run_id=index + 7)
 
