@@ -31,7 +31,7 @@ _V1_DEFAULTS: dict[str, Any] = {"run_id": None, "timings": {}, "warnings": [], "
                                 "created_at": "", "evaluation": None, "notes": []}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Artifact:
     """The result of one recipe run: the optimized model, how it was made, and how it compares.
 

@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -351,9 +351,7 @@ class History:
         with self._connect() as conn:
             cur = conn.execute("INSERT INTO runs (created_at, kind, source_name, source_sha256, sha256, "
                                "artifact_json) VALUES (?, ?, ?, ?, ?, ?)", row)
-            run_id = int(cur.lastrowid or 0)
-        artifact.run_id = run_id
-        return run_id
+            return int(cur.lastrowid or 0)
 
     def update(self, artifact: Artifact) -> bool:
         """Store ``artifact`` again under its ``run_id`` (what was learned after it was recorded, e.g. its speed
@@ -409,9 +407,10 @@ class History:
                     continue  # not the model its artifact.json describes: not a result to list
             except OSError:
                 continue
-            added.append(self.add(artifact))
+            run_id = self.add(artifact)
+            added.append(run_id)
             try:
-                artifact.save()  # with its run id
+                replace(artifact, run_id=run_id).save()  # with its run id
             except OSError:
                 pass
         return added

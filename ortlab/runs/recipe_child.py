@@ -15,7 +15,7 @@ import shutil
 import signal
 import sqlite3
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ortlab.checks.verdict import VerdictPolicy
@@ -123,9 +123,9 @@ def run_recipe_child(request: RecipeRequest, fd: int) -> None:
         artifact = run_recipe_spec(request.spec, request.run_dir, report,  # the model and artifact.json, on disk
                                    calibrations=_calibrations(request))
         if request.recorded:
-            install_result(artifact, request.spec, request.run_dir, request.out_file)
-            describe_run(artifact, request, calibrated_on[0] if calibrated_on else None)
-            record_run(artifact, request)
+            artifact = install_result(artifact, request.spec, request.run_dir, request.out_file)
+            artifact = describe_run(artifact, request, calibrated_on[0] if calibrated_on else None)
+            artifact = record_run(artifact, request)
             tidy_run(request, owner)
         else:  # unrecorded: the artifact folder is the result, for the caller to take
             artifact.save()
@@ -184,51 +184,56 @@ def _private_scratch(parent: Path | None = None) -> Path:
     return scratch
 
 
-def install_result(artifact: Artifact, spec: RunSpec, run_dir: Path, out_file: Path | None) -> None:
+def install_result(artifact: Artifact, spec: RunSpec, run_dir: Path, out_file: Path | None) -> Artifact:
     """For a run into a single file: the model (and its external data, as OUT.onnx.data) installed at OUT.onnx,
-    with the QDQ model beside it when the run made one."""
+    with the QDQ model beside it when the run made one; the artifact naming the installed model."""
     if out_file is None:
-        return
+        return artifact
     target = Path(out_file)
     outputs.check_targets(spec.model, outputs.result_files(target, as_file=True))
-    artifact.model_path = outputs.install_model(artifact.model_path, target)
+    installed = replace(artifact, model_path=outputs.install_model(artifact.model_path, target))
     qdq = qdq_path(target)
     if (run_dir / QDQ_FILE).is_file():  # ortlab analyze M OUT.onnx reads it (static int8 QDQ)
         outputs.install_model(run_dir / QDQ_FILE, qdq)
     else:
         qdq.unlink(missing_ok=True)  # an earlier run's, which this result does not match
+    return installed
 
 
-def describe_run(artifact: Artifact, request: RecipeRequest, calibrated_on: int | None = None) -> None:
-    """Where the run was started, what was asked for, and the time limit it ran under (with the samples really
-    used: ``calibrated_on`` calibration samples, when known, and the verification's)."""
-    artifact.origin, artifact.spec = request.origin, request.spec.undecided()
+def describe_run(artifact: Artifact, request: RecipeRequest, calibrated_on: int | None = None,
+                 notes: tuple[str, ...] = ()) -> Artifact:
+    """The artifact with where the run was started, what was asked for, and the time limit it ran under (with the
+    samples really used: ``calibrated_on`` calibration samples, when known, and the verification's), then
+    ``notes``."""
+    said = list(artifact.notes)
     if request.timeout_s:
         used = [f"{calibrated_on} calibration"] if calibrated_on else []
         if artifact.evaluation is not None:
             used.append(f"{artifact.evaluation.n_samples} verification")
-        artifact.notes.append(f"Time limit: {float(request.timeout_s):g} s ({request.timeout_why or 'set'})"
-                              + (f"; this run used {' + '.join(used)} samples." if used else "."))
+        said.append(f"Time limit: {float(request.timeout_s):g} s ({request.timeout_why or 'set'})"
+                    + (f"; this run used {' + '.join(used)} samples." if used else "."))
+    return replace(artifact, origin=request.origin, spec=request.spec.undecided(), notes=[*said, *notes])
 
 
-def record_run(artifact: Artifact, request: RecipeRequest) -> None:
+def record_run(artifact: Artifact, request: RecipeRequest) -> Artifact:
     """Save the artifact, then add its row to the history (last: the folder is the source of truth, the history
-    its index) and mark the folder as recorded. A history that cannot be written leaves a note, not a failure."""
+    its index) and mark the folder as recorded; the artifact with its run id. A history that cannot be written
+    leaves a note, not a failure."""
     if request.db is None:  # an unrecorded request has no history to add to
-        return
+        return artifact
     if request.out_file is None:
         artifact.save()  # complete, with its recipe, before the row that points at it
     try:
         hist = History(request.db)
-        hist.add(artifact)
+        artifact = replace(artifact, run_id=hist.add(artifact))
         if hist.recovered is not None:  # found damaged while recording: the person hears it with the run
-            artifact.notes.append(hist.recovered.message)
+            artifact = replace(artifact, notes=[*artifact.notes, hist.recovered.message])
     except (OrtlabError, OSError, sqlite3.Error) as exc:
-        artifact.notes.append(_not_recorded(artifact, request, exc))
-        return
+        return replace(artifact, notes=[*artifact.notes, _not_recorded(artifact, request, exc)])
     outputs.write_text_atomic(request.run_dir / outputs.RECORDED_FILE, str(artifact.run_id))
     if request.out_file is None:
         artifact.save()  # again, now with its run_id
+    return artifact
 
 
 def _not_recorded(artifact: Artifact, request: RecipeRequest, exc: BaseException) -> str:

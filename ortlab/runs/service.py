@@ -27,6 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -235,8 +236,7 @@ class RecipeHandle(Handle):
                                 f"past its time limit (set ${RUN_TIMEOUT_VAR} to allow more).")
         if result is not None:
             self._close_log()
-            self._time_result(result)
-            self.end(DONE, result)
+            self.end(DONE, self._time_result(result))
         elif self.cancel_requested or isinstance(error, Cancelled):
             self._close_log()
             self._drop_folder()
@@ -249,18 +249,19 @@ class RecipeHandle(Handle):
             self._drop_folder()
             self.end(FAILED, error=error)
 
-    def _time_result(self, artifact: Artifact) -> None:
+    def _time_result(self, artifact: Artifact) -> Artifact:
         """After the verdict, here in the parent: time the result against its source (:attr:`speed_check`), keep
         the figure with the run (its ``artifact.json`` and History row) and say it as the stage's last event. A
         timing that fails or is cancelled leaves the run as it is, with the reason in its record."""
         check = self.speed_check
         if not check.enabled:
-            return
+            return artifact
         stage = result_speed.STAGE
         self.put(ProgressEvent(stage, 0, 1, f"timing the result against its source for {check.seconds:g} s"))
-        artifact.speed = result_speed.time_result(
+        speed = result_speed.time_result(
             artifact.source_path, artifact.model_path, check, target=artifact.recipe.target,
             shapes=result_speed.shapes_of(artifact), cancel=self._cancel)
+        artifact = replace(artifact, speed=speed)
         request = self.request
         try:
             if request.out_file is None and (Path(artifact.model_path).parent / ARTIFACT_FILE).is_file():
@@ -268,8 +269,9 @@ class RecipeHandle(Handle):
             if request.db is not None and artifact.run_id is not None:
                 History(request.db).update(artifact)
         except (OrtlabError, OSError, sqlite3.Error) as exc:
-            artifact.notes.append(f"The speed figure was not stored ({one_line(exc)}).")
-        self.put(ProgressEvent(stage, 1, 1, artifact.speed.sentence()))
+            artifact = replace(artifact, notes=[*artifact.notes, f"The speed figure was not stored ({one_line(exc)})."])
+        self.put(ProgressEvent(stage, 1, 1, speed.sentence()))
+        return artifact
 
     def _recorded(self) -> Artifact | None:
         """The run the child recorded in the history before it ended without reporting (None when it did not):
@@ -325,16 +327,15 @@ class RecipeHandle(Handle):
         if target is not None:
             try:
                 if installed:
-                    artifact.model_path = target
+                    artifact = replace(artifact, model_path=target)
                     if (self.run_dir / QDQ_FILE).is_file():
                         outputs.install_model(self.run_dir / QDQ_FILE, qdq_path(target))
                 else:
-                    install_result(artifact, self.spec, self.run_dir, target)
+                    artifact = install_result(artifact, self.spec, self.run_dir, target)
             except (OrtlabError, OSError) as exc:
                 return None, f" Its folder was removed: its result could not be installed ({one_line(exc)})."
-        describe_run(artifact, request)
-        artifact.notes.extend([ADOPTED_NOTE, note] if note else [ADOPTED_NOTE])
-        record_run(artifact, request)
+        artifact = describe_run(artifact, request, notes=(ADOPTED_NOTE, note) if note else (ADOPTED_NOTE,))
+        artifact = record_run(artifact, request)
         tidy_run(request, self.run_dir / outputs.OWNER_FILE)
         return artifact, ""
 

@@ -42,7 +42,7 @@ import time
 import zipfile
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -337,18 +337,17 @@ class ClusterTrials:
         run_dir.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(io.BytesIO(files)) as zf:
             zf.extractall(run_dir)
-        artifact = Artifact.from_dict(plain)
-        artifact.model_path = run_dir / Path(artifact.model_path).name
-        artifact.source_path = self._data.source
-        artifact.origin, artifact.spec = "tune", spec.undecided()
-        artifact.notes.append(f"Quantized and evaluated on the cluster node {node}.")
+        made = Artifact.from_dict(plain)
+        artifact = replace(made, model_path=run_dir / Path(made.model_path).name, source_path=self._data.source,
+                           origin="tune", spec=spec.undecided(),
+                           notes=[*made.notes, f"Quantized and evaluated on the cluster node {node}."])
         (run_dir / ARTIFACT_FILE).unlink(missing_ok=True)
         artifact.save()
         try:
-            artifact.run_id = History(workspace.db_path).add(artifact)
+            artifact = replace(artifact, run_id=History(workspace.db_path).add(artifact))
             artifact.save()
         except OrtlabError as exc:
-            artifact.notes.append(f"Not recorded in History: {exc.message}")
+            artifact = replace(artifact, notes=[*artifact.notes, f"Not recorded in History: {exc.message}"])
         return artifact
 
     def measure(self, reference: str, candidate: str, cfg: BenchConfig, batch_size: int, *,

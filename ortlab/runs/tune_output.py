@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,7 @@ def mark_recommended(workspace: Any, best: Trial) -> None:
         history = workspace.history()
         artifact = history.get(best.run_id)
         if RECOMMENDED_NOTE not in artifact.notes:
-            artifact.notes.append(RECOMMENDED_NOTE)
-            history.update(artifact)
+            history.update(replace(artifact, notes=[*artifact.notes, RECOMMENDED_NOTE]))
     except OrtlabError:  # History unreadable now: the search's result stands without the mark
         return
 

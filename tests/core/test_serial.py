@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -135,8 +135,7 @@ def test_every_typed_result_round_trips(make):
 
 
 def test_artifact_json_has_a_schema_version_and_old_files_still_read(tmp_path):
-    art = artifact(evaluation())
-    art.model_path = tmp_path / "model.onnx"
+    art = replace(artifact(evaluation()), model_path=tmp_path / "model.onnx")
     path = art.save()
     assert json.loads(path.read_text())["schema_version"] == 2
     assert same(load_artifact(tmp_path), art)
@@ -160,7 +159,7 @@ def test_typed_results_round_trip_through_sqlite(tmp_path):
     art = artifact(evaluation())
     run_id = h.add(art)
     got = History(tmp_path / "h.sqlite").get(run_id)
-    assert got.run_id == run_id and same(got, art)
+    assert got.run_id == run_id and same(got, replace(art, run_id=run_id))
     summaries = [summary(), summary("run1", 8, 0.25)]
     bid = h.add_benchmark([BenchVariant("original", "orig", "/m.onnx"), BenchVariant("run1", "#1", "/a.onnx", run_id)],
                           BenchConfig(batch_sizes=(1, 8)), summaries, created_at="2026-02-03T00:00:00+00:00")

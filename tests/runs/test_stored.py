@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,8 +29,7 @@ def _run(ws: Workspace, source: Path, payload: int, data: Path | None = None) ->
                  source_sha256=api.models.sha256_file_cached(source), sha256="b" * 64, recipe=Recipe(), timings={},
                  warnings=[], providers=["CPUExecutionProvider"], size_bytes=payload, source_size_bytes=1,
                  random_data=False, created_at="2025-01-01T00:00:00+00:00", spec=spec)
-    ws.history().add(a)
-    return a
+    return replace(a, run_id=ws.history().add(a))
 
 
 def _bytes(folder: Path) -> int:

@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -104,7 +105,8 @@ def test_add_get_list_delete_and_reopen(tmp_path):
     recipe = Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.DYNAMIC), name="dyn")
     art = make_artifact(1, recipe, evaluation=EvalReport(n_samples=32, outputs=[], top1_agreement=0.97))
     run_id = h.add(art)
-    assert art.run_id == run_id
+    assert art.run_id is None  # the record is frozen: the id is returned, not written into it
+    art = replace(art, run_id=run_id)
     second = h.add(make_artifact(2))
 
     h2 = History(db)  # a new object on the same file sees everything
@@ -180,9 +182,8 @@ def stored_runs(ws: Workspace, n: int) -> list[Artifact]:
     for i in range(n):
         folder = ws.new_artifact_dir()
         (folder / "model.onnx").write_bytes(b"model %d" % i)
-        a = make_artifact(i)
-        a.model_path = folder / "model.onnx"
-        h.add(a)
+        a = replace(make_artifact(i), model_path=folder / "model.onnx")
+        a = replace(a, run_id=h.add(a))
         a.save()
         runs.append(a)
     return runs
@@ -259,10 +260,9 @@ def test_delete_run_removes_row_files_and_benchmarks_never_files_outside(tmp_pat
     outside_file = tmp_path / "elsewhere" / "result.onnx"
     outside_file.parent.mkdir()
     outside_file.write_bytes(b"cli result")
-    outside = make_artifact(5)
-    outside.model_path = outside_file
+    outside = replace(make_artifact(5), model_path=outside_file)
     h = ws.history()
-    h.add(outside)
+    outside = replace(outside, run_id=h.add(outside))
     b_inside = h.add_benchmark([BenchVariant("a", "a", str(inside.model_path), inside.run_id)], BenchConfig(), [])
     b_other = h.add_benchmark([BenchVariant("b", "b", str(other.model_path), other.run_id)], BenchConfig(), [])
     size = ws.size_bytes()
@@ -290,9 +290,8 @@ def test_delete_never_follows_a_run_pointing_outside_through_artifacts(tmp_path)
     victim.mkdir()
     (victim / "model.onnx").write_bytes(b"keep")
     (ws.artifacts_dir / "link").symlink_to(victim, target_is_directory=True)
-    a = make_artifact(1)
-    a.model_path = ws.artifacts_dir / "link" / "model.onnx"
-    ws.history().add(a)
+    a = replace(make_artifact(1), model_path=ws.artifacts_dir / "link" / "model.onnx")
+    a = replace(a, run_id=ws.history().add(a))
     assert a.run_id is not None and ws.delete_run(a.run_id).removed == []
     assert (victim / "model.onnx").read_bytes() == b"keep"
 

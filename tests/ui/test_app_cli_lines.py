@@ -3,6 +3,8 @@ $ORTLAB_HOME instead of spelling out the server's path."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 pytest.importorskip("streamlit")
@@ -26,7 +28,8 @@ def test_cli_lines_are_workspace_relative_and_wrap(home, tmp_path, monkeypatch):
     ws = Workspace(home)
     model = import_model(conv_bn_model(tmp_path / "mine.onnx", seed=3), ws.models_dir)
     run = _run(ws, model, 1000)
-    run.spec = RunSpec(model=str(model), recipe=Recipe(), evaluation=DataRef(path=str(home / "data" / "x" / "ev")))
+    run = replace(run, spec=RunSpec(model=str(model), recipe=Recipe(),
+                                    evaluation=DataRef(path=str(home / "data" / "x" / "ev"))))
     ws.history().update(run)
     at = started_app(monkeypatch, TIMEOUT)
     at.switch_page("pages/history.py").run()

@@ -36,9 +36,9 @@ def _stored_run(ws: Workspace, tmp_path):
     api.data.write_about(folder, LABEL, ds, {"calibration": len(cal), "evaluation": len(ev)})
     run = _run(ws, model, 1500)
     pre = PreprocessConfig(size=(32, 32))
-    run.spec = RunSpec(model=str(model), recipe=Recipe(), calibration=DataRef(path=str(cal_path)),
-                       evaluation=DataRef(path=str(ev_path), count=2, stratify=False, seed=5), preprocess=pre,
-                       verify_samples=2)
+    run = dataclasses.replace(run, spec=RunSpec(
+        model=str(model), recipe=Recipe(), calibration=DataRef(path=str(cal_path)),
+        evaluation=DataRef(path=str(ev_path), count=2, stratify=False, seed=5), preprocess=pre, verify_samples=2))
     ws.history().update(run)
     return run, folder, dataclasses.replace(pre), (len(cal), len(ev))
 
