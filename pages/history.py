@@ -96,7 +96,7 @@ for sha, group in groups.items():
     order = [*(c for c in order if c not in hide), *hide]
     config = {"run": text("run", width=55, help="The run's number; \"search\": a tune search (its trials, each with "
                                                 "its number, are listed below the table)."),
-              "time": text("time", width=125 if not searches else 110), "verdict": text("verdict", width=85),
+              "time": text("time", width=120 if not searches else 110), "verdict": text("verdict", width=85),
               "recipe": text("recipe", width=230 if not searches else 205,
                              help="A tune search is one row: the trial it recommended (\"pick of 6: #3\": run 3, "
                                   "of 6 trials), every trial in the list below the table."

@@ -60,8 +60,9 @@ def lacks_calibration_data(recipe: Recipe, has_data: bool) -> bool:
 def check_recipe(recipe: Recipe, *, has_data: bool) -> tuple[list[str], list[str]]:
     """Validate ``recipe`` for this machine and its data (``RecipeError`` when it cannot run); return its
     (warnings, notes)."""
+    lacking = lacks_calibration_data(recipe, has_data)
     findings = require_valid(recipe, working_providers())  # a recipe that cannot run anywhere says so first
-    if lacks_calibration_data(recipe, has_data):
+    if lacking:
         raise RecipeError(NO_CALIBRATION_DATA, step="validate")
     cpu_warnings, cpu_notes = int8_findings(recipe)  # reduce-range on x86 without VNNI
     return ([f.message for f in findings if f.level == "warning"] + cpu_warnings,
