@@ -29,8 +29,8 @@ _STARTS = {"parent": ("cli/main.py", ("main",)), "child": ("", ("recipe_child", 
 
 
 def _carries(v):
-    if isinstance(v, str):
-        return "calibration_method" in v
+    if isinstance(v, str):  # its JSON form (a bare name would match a path such as the test's own tmp folder)
+        return '"calibration_method"' in v
     if isinstance(v, argparse.Namespace):
         return hasattr(v, "calibration_method")
     if isinstance(v, dict):
