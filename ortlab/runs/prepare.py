@@ -20,7 +20,7 @@ from ortlab.data.dataset import Dataset
 from ortlab.data.samples import find_for_model, get_sample
 from ortlab.model.inspect import ModelInfo, inspect_model
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, RunSpec
-from ortlab.runtime.hardware import int8_findings
+from ortlab.runtime.hardware import cpu_int8
 from ortlab.runtime.providers import working_providers
 from ortlab.settings.config import PreprocessConfig, Recipe, require_valid
 
@@ -61,12 +61,11 @@ def check_recipe(recipe: Recipe, *, has_data: bool) -> tuple[list[str], list[str
     """Validate ``recipe`` for this machine and its data (``RecipeError`` when it cannot run); return its
     (warnings, notes)."""
     lacking = lacks_calibration_data(recipe, has_data)
-    findings = require_valid(recipe, working_providers())  # a recipe that cannot run anywhere says so first
+    # a recipe that cannot run anywhere says so first; the CPU's int8 facts (reduce-range on x86 without VNNI) too
+    findings = require_valid(recipe, working_providers(), cpu_int8())
     if lacking:
         raise RecipeError(NO_CALIBRATION_DATA, step="validate")
-    cpu_warnings, cpu_notes = int8_findings(recipe)  # reduce-range on x86 without VNNI
-    return ([f.message for f in findings if f.level == "warning"] + cpu_warnings,
-            [f.message for f in findings if f.level == "note"] + cpu_notes)
+    return ([f.message for f in findings if f.level == "warning"], [f.message for f in findings if f.level == "note"])
 
 
 def _still_the_same(spec: RunSpec) -> bool:

@@ -17,7 +17,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ortlab.settings.config import Precision, QuantConfig, QuantType, Recipe, Target
+from ortlab.settings.config import CpuInt8, QuantConfig, QuantType, Recipe, Target
 
 TWO_GB = 2 * 1024**3  # protobuf's limit: a larger model must keep its weights in external data files
 _X86 = ("x86_64", "amd64", "i386", "i686", "x86")
@@ -198,11 +198,6 @@ def advise(features: CpuFeatures | None = None, target: Target = Target.CPU,
     return HardwareAdvice(act, QuantType.INT8, red, tuple(notes))
 
 
-def _u8s8(q: QuantConfig) -> bool:
-    """uint8 activations (always, when dynamic) with int8 weights: the flavour that saturates without VNNI."""
-    return q.weight_type == QuantType.INT8 and (q.is_dynamic or q.activation_type == QuantType.UINT8)
-
-
 def advised_quant(q: QuantConfig, advice: HardwareAdvice, given: Collection[str] = ()) -> QuantConfig:
     """``q`` with ``advice``'s int8 flavour in the fields not named in ``given`` (QuantConfig field names): the
     activation type (static only) and weight type, then reduce-range where the result is U8S8, the flavour that
@@ -212,7 +207,7 @@ def advised_quant(q: QuantConfig, advice: HardwareAdvice, given: Collection[str]
         out = dataclasses.replace(out, activation_type=advice.activation_type)
     if "weight_type" not in given:
         out = dataclasses.replace(out, weight_type=advice.weight_type)
-    if "reduce_range" not in given and _u8s8(out):
+    if "reduce_range" not in given and out.is_u8s8:
         out = dataclasses.replace(out, reduce_range=advice.reduce_range)
     return out
 
@@ -231,22 +226,13 @@ def advised_recipe(recipe: Recipe | None = None, features: CpuFeatures | None = 
     return dataclasses.replace(r, quant=advised_quant(r.quant, advise(features, Target.CPU), chosen))
 
 
-def int8_findings(recipe: Recipe, features: CpuFeatures | None = None) -> tuple[list[str], list[str]]:
-    """(warnings, notes) on ``recipe``'s int8 flavour for ``features`` (default: this CPU); only on x86 without VNNI,
-    where full-range U8S8 weights saturate ORT's 16-bit sums: a note that reduce-range is on as advised, else a
-    warning that it is off."""
+def cpu_int8(features: CpuFeatures | None = None) -> CpuInt8:
+    """What ``features`` (default: this CPU) mean for a recipe's int8 flavour, for the recipe's validation
+    (:func:`ortlab.settings.config.validate_recipe`): U8S8 saturates on x86 without VNNI."""
     f = features if features is not None else detect()
     advice = advise(f)
-    q = recipe.quant
-    if recipe.precision != Precision.INT8 or Target(recipe.target) != Target.CPU or not _u8s8(q) \
-            or not advice.reduce_range:
-        return [], []
-    cpu = f.model_name or "this CPU"
-    if q.reduce_range:
-        return [], [f"Reduce-range is on (7-bit weights), as advised for {cpu}. {advice.notes[0]}"]
-    return [f"Full-range U8S8 weights on {cpu}, an x86 CPU without VNNI: ONNX Runtime's int8 kernels add the "
-            "uint8×int8 products in 16-bit sums that saturate, which can cost much accuracy (the digits sample: "
-            "10 dB SQNR instead of 30 dB). Turn on reduce-range, or use uint8 weights (U8U8)."], []
+    return CpuInt8(saturates_u8s8=f.arch == "x86" and advice.reduce_range, name=f.model_name or "this CPU",
+                   why=advice.notes[0] if advice.notes else "")
 
 
 def external_data_note(model_bytes: int | None) -> str | None:

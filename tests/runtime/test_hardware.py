@@ -137,20 +137,26 @@ def test_the_cli_default_int8_recipe_follows_this_cpu_and_its_line_says_so():
 
 
 def test_a_run_notes_reduce_range_and_warns_of_full_range_u8s8_on_x86_without_vnni():
-    from ortlab.runtime.hardware import int8_findings
-    from ortlab.settings.config import Precision, QuantConfig, Recipe
+    from ortlab.runtime.hardware import cpu_int8
+    from ortlab.settings.config import Precision, QuantConfig, Recipe, validate_recipe
 
-    avx2, vnni = parse_cpuinfo(X86_AVX2), parse_cpuinfo(X86_VNNI)
+    avx2, vnni = cpu_int8(parse_cpuinfo(X86_AVX2)), cpu_int8(parse_cpuinfo(X86_VNNI))
+
+    def said(recipe, cpu):
+        found = [f for f in validate_recipe(recipe, cpu=cpu) if f.field == "quant.reduce_range"]
+        return [f.message for f in found if f.level == "warning"], [f.message for f in found if f.level == "note"]
+
     full = Recipe(precision=Precision.INT8)
     reduced = Recipe(precision=Precision.INT8, quant=QuantConfig(reduce_range=True))
-    warnings, notes = int8_findings(full, avx2)
+    warnings, notes = said(full, avx2)
     assert not notes and len(warnings) == 1 and "saturate" in warnings[0] and "i7-6700" in warnings[0]
-    warnings, notes = int8_findings(reduced, avx2)
+    warnings, notes = said(reduced, avx2)
     assert not warnings and len(notes) == 1 and "Reduce-range" in notes[0]
-    assert int8_findings(full, vnni) == ([], []) == int8_findings(reduced, vnni)
-    assert int8_findings(Recipe(), avx2) == ([], [])  # fp32
-    assert int8_findings(Recipe(precision=Precision.INT8, quant=QuantConfig(weight_type=QuantType.UINT8)),
-                         avx2) == ([], [])  # U8U8 does not saturate
+    assert said(full, vnni) == ([], []) == said(reduced, vnni)
+    assert said(full, None) == ([], [])  # the CPU not considered (the Recipe page's caption says it)
+    assert said(Recipe(), avx2) == ([], [])  # fp32
+    assert said(Recipe(precision=Precision.INT8, quant=QuantConfig(weight_type=QuantType.UINT8)),
+                avx2) == ([], [])  # U8U8 does not saturate
 
 
 def test_ortlab_cpu_makes_ortlab_plan_for_another_kind_of_cpu_while_timings_name_this_one(monkeypatch, capsys):
