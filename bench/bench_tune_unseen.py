@@ -48,6 +48,13 @@ the unseen half and pick − default (paired, 95%) · tune's own held-out claim,
   dynamic kept, 1.17× (1.13–1.78×); every static trial 0.57–0.84× · default on unseen: NN agreement 1.000
   (0.758–1.000), 12 neighbours · pick = the default · claim 1.000 (0.758–1.000) on the 12 it was chosen on ("fewer
   than 30 samples: none held out"), "on the edge"; held.
+* efficientnet_lite0 (the bundled classifier, 32 / 32 photo crops, no labels: agreement with fp32), 600 CPU s, on
+  a9a3147 with the VM quiet (load 1.0): 17 trials in 426 s wall, 639 CPU s · the default int8 static kept, 1.55×
+  (1.46–1.83×) · default on unseen: no confident flip 1.000 (0.893–1.000), 20 confident samples in 32 · pick = the
+  default · claim 1.000 (0.722–1.000) on 6 confident samples in 10 held out, "on the edge"; held. Nine trials
+  timed faster than the default at their point (up to 2.20×) with intervals reaching below it; none was shown
+  faster, so none was picked. An earlier run beside the test suite ended three trials "failed" (their errors were
+  not printed then; they are now); this run had none.
 
 What it shows: on the detector the search never picks past the default, and the evidence is far below the
 issue's (75 seen photos hold 55 reference detections, 16 of them in the held-out third; the issue asks ≥ 100). On the
