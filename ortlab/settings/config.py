@@ -673,7 +673,6 @@ def _opt_level_all(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
                                  "cannot be saved).")
 
 
-# The rules of validate_recipe, in the order their findings are listed.
 def _u8s8_on_a_saturating_cpu(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
     """On x86 without VNNI, where full-range U8S8 weights saturate ORT's 16-bit sums: a note that reduce-range is on
     as advised, else a warning that it is off."""
@@ -690,6 +689,7 @@ def _u8s8_on_a_saturating_cpu(recipe: Recipe, here: _Providers) -> Iterator[Find
                        "use uint8 weights (U8U8).")
 
 
+# The rules of validate_recipe, in the order their findings are listed.
 _RECIPE_RULES: tuple[Callable[[Recipe, _Providers], Iterator[Finding]], ...] = (
     _gpu_target_without_gpu, _int8_on_gpu, _int8_types, _int8_dynamic, _calibration, _no_preprocess,
     _int16_weights, _bias_correction, _random_calibration, _int8_op_choice, _fp16_on_cpu, _opt_level_all,
