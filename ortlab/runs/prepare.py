@@ -22,7 +22,7 @@ from ortlab.model.inspect import ModelInfo, inspect_model
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, RunSpec
 from ortlab.runtime.hardware import cpu_int8
 from ortlab.runtime.providers import working_providers
-from ortlab.settings.config import PreprocessConfig, Recipe, require_valid
+from ortlab.settings.config import Finding, PreprocessConfig, Recipe, require_valid, validate_recipe
 
 BIAS_CORRECTION_SKIPPED = ("Bias correction skipped: the calibration data is random, and fitting the biases to noise "
                            "would not help; give real calibration data to have it.")
@@ -55,6 +55,12 @@ def lacks_calibration_data(recipe: Recipe, has_data: bool) -> bool:
     """Whether ``recipe`` cannot run for want of calibration data: static int8 without data, random data not
     allowed (:data:`NO_CALIBRATION_DATA` says so)."""
     return recipe.is_static and not has_data and not recipe.allow_random_data
+
+
+def findings_here(recipe: Recipe) -> list[Finding]:
+    """What validating ``recipe`` finds on this machine: the providers that really work here and what its CPU means
+    for int8 (reduce-range on x86 without VNNI): what :func:`check_recipe` checks before a run, for a page to show."""
+    return validate_recipe(recipe, working_providers(), cpu_int8())
 
 
 def check_recipe(recipe: Recipe, *, has_data: bool) -> tuple[list[str], list[str]]:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from ortlab.runs.pipeline import NO_CALIBRATION_DATA, VERIFICATION_SKIPPED, stage_labels
-from ortlab.runs.prepare import lacks_calibration_data
+from ortlab.runs.prepare import findings_here, lacks_calibration_data
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES
 from ortlab.runs.service import CANCELLED, DONE, FAILED, QUEUED, RUNNING
 from ortlab.runs.run_recovery import dismiss_interrupted, interrupted_runs, startup
 from ortlab.runs.service import start_recipe
 from ortlab.runtime.hardware import advised_recipe
-from ortlab.settings.config import errors_of, preprocess_cli_args, recipe_cli_line, validate_recipe
+from ortlab.settings.config import errors_of, preprocess_cli_args, recipe_cli_line
 from ortlab.settings.flags import add_config_arguments, config_from_args, given_values
 
 
@@ -21,7 +21,7 @@ class Recipes:
     DEFAULT_VERIFY_SAMPLES = DEFAULT_VERIFY_SAMPLES
     QUEUED, RUNNING, DONE, FAILED, CANCELLED = QUEUED, RUNNING, DONE, FAILED, CANCELLED
 
-    validate_recipe = staticmethod(validate_recipe)
+    findings_here = staticmethod(findings_here)
     errors_of = staticmethod(errors_of)
     lacks_calibration_data = staticmethod(lacks_calibration_data)
     advised_recipe = staticmethod(advised_recipe)

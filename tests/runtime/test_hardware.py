@@ -153,7 +153,7 @@ def test_a_run_notes_reduce_range_and_warns_of_full_range_u8s8_on_x86_without_vn
     warnings, notes = said(reduced, avx2)
     assert not warnings and len(notes) == 1 and "Reduce-range" in notes[0]
     assert said(full, vnni) == ([], []) == said(reduced, vnni)
-    assert said(full, None) == ([], [])  # the CPU not considered (the Recipe page's caption says it)
+    assert said(full, None) == ([], [])  # the CPU not considered
     assert said(Recipe(), avx2) == ([], [])  # fp32
     assert said(Recipe(precision=Precision.INT8, quant=QuantConfig(weight_type=QuantType.UINT8)),
                 avx2) == ([], [])  # U8U8 does not saturate

@@ -452,6 +452,29 @@ def test_int8_dynamic_with_nothing_to_quantize_says_so_before_the_run(home):
     assert not any("This recipe is valid here" in s.value for s in at.success)
 
 
+@pytest.mark.parametrize("cpu", ["avx2", "avx512-vnni"])
+def test_the_recipe_page_says_what_a_run_would_of_full_range_u8s8_on_this_cpu(home, monkeypatch, cpu):
+    """The page checks a recipe as a run of it here does: on x86 without VNNI, full-range U8S8 is a warning (and the
+    recipe is not called valid), reduce-range on a note; with VNNI neither, and the CPU's caption says why."""
+    monkeypatch.setenv("ORTLAB_CPU", cpu)
+    at = new_app()
+    at.switch_page("pages/recipe.py").run()
+    at.radio(key="recipe.precision").set_value(at.radio(key="recipe.precision").options[2]).run()
+    at.toggle(key="recipe.quant.reduce_range").set_value(False).run()
+    assert not at.exception
+    warned = [w.value for w in at.warning if "quant.reduce_range" in w.value]
+    valid = any("This recipe is valid here" in s.value for s in at.success)
+    if cpu == "avx2":
+        assert len(warned) == 1 and "saturate" in warned[0] and not valid, warned
+        at.toggle(key="recipe.quant.reduce_range").set_value(True).run()
+        assert not [w for w in at.warning if "quant.reduce_range" in w.value]
+        assert any("Reduce-range is on" in i.value for i in at.info), [i.value for i in at.info]
+        assert any("This recipe is valid here" in s.value for s in at.success)
+    else:
+        assert not warned and valid
+        assert any("This CPU:" in c.value for c in at.caption), [c.value for c in at.caption]
+
+
 def test_recipe_page_runs_a_recipe_in_the_background_job(home):
     at = new_app()
     at.switch_page("pages/recipe.py").run()
