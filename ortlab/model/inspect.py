@@ -117,6 +117,18 @@ def sha256_file_cached(path) -> str:
     return _sha256_of(str(path), st.st_mtime_ns, st.st_size)
 
 
+def model_identity(path) -> str:
+    """The sha256 of the model file and of each external-data file it names: two models with the same identity are
+    the same model, byte for byte."""
+    files = sorted({str(f) for f in external_data_files(path).values()})
+    if not files:
+        return sha256_file_cached(path)
+    h = hashlib.sha256(sha256_file_cached(path).encode())
+    for f in files:
+        h.update(sha256_file_cached(f).encode())
+    return h.hexdigest()
+
+
 @functools.lru_cache(maxsize=64)
 def _sha256_of(path: str, mtime_ns: int, size: int) -> str:
     return sha256_file(path)

@@ -10,7 +10,8 @@ neighbour agreement, threshold crossings), then the SQNR that matters for the ta
 i.e. its score channels, before any whole-tensor SQNR). Speed-ups come from the benchmark's clock: each trial and
 the fp32 source timed in child processes, interleaved block by block (:class:`ortlab.timing.child_runs.PairTimer`),
 summarised by the one statistic (:mod:`ortlab.timing.stats`: the median of the per-round ratios with its 95 %
-interval); identical graphs (same sha256) are timed once; the finalists are re-timed at the end.
+interval); identical graphs (same sha256) are timed once, and a trial whose model is an earlier one's, byte for
+byte, is said to be and is no candidate of its own; the finalists are re-timed at the end.
 
 :class:`Tuner` runs every trial through the run service (a child process per recipe, recorded in the workspace
 history) and times it against the source, as Benchmark and Compare do, at the given batch sizes. The search space
@@ -51,7 +52,7 @@ from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.data import samples
 from ortlab.data.inputs import infer_specs
 from ortlab.data.preprocess import resolve_preprocess
-from ortlab.model.inspect import inspect_model
+from ortlab.model.inspect import inspect_model, model_identity
 from ortlab.model.patterns import DETECTOR_TUNE_NOTE, ENCODER_NOTE, is_detector_file, is_encoder_file
 from ortlab.runs import service
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, DataRef, RunSpec
@@ -63,8 +64,8 @@ from ortlab.runs.tune_evidence import SampleEvidence, evidence_of
 from ortlab.runs.tune_output import RECOMMENDED_NOTE, mark_recommended, write_recommendation, write_trials
 from ortlab.runs.tune_pick import choosing_measure
 from ortlab.runs.tune_policy import (
-    FAILURES_TO_STOP, Policy, Stage, Trial, TrialLevel, TrialStatus, TuneResult, judging_policy, pareto_front, task_quality,
-    verdict_policy,
+    FAILURES_TO_STOP, Policy, Stage, Trial, TrialLevel, TrialStatus, TuneResult, judging_policy, pareto_front, same_model,
+    task_quality, verdict_policy,
 )
 from ortlab.runs.tune_recommender import BUDGET_NOTE, Recommender, SearchAccount, swap
 from ortlab.runs.tune_search import SearchStrategy
@@ -306,8 +307,9 @@ class Tuner:
             self._handle = self.trial_runner.start(spec, out, self.workspace)
             artifact = self._wait(self._handle)
             t = replace(t, ran_on=self.trial_runner.node_of(self._handle), run_id=artifact.run_id,
-                        model_path=str(artifact.model_path), size_bytes=artifact.size_bytes)
-            t = self._judge(t, artifact.evaluation, artifact.verdict)
+                        model_path=str(artifact.model_path), size_bytes=artifact.size_bytes,
+                        model_sha=_identity(artifact.model_path))
+            t = same_model(self._judge(t, artifact.evaluation, artifact.verdict), self.trials_done)
             t = self.timing.time(t, self.budget.token)
         except Cancelled:
             raise
@@ -366,7 +368,7 @@ class Tuner:
     def _mark_pareto(self) -> None:
         """Each finished trial's place on the Pareto front of cost and the measure that decides (as the chart draws
         it)."""
-        done = [t for t in self.trials_done if t.status == TrialStatus.DONE]
+        done = [t for t in self.trials_done if t.status == TrialStatus.DONE and t.same_as is None]  # one point a model
         if any(t.task_value is not None for t in done):
             flags = pareto_front([(t.cost, t.task_value) for t in done])
         else:
@@ -437,6 +439,14 @@ class Tuner:
 def start_here(spec: RunSpec, out: Path | None, workspace: Any) -> TrialHandle:
     """A trial on this machine: its recipe in a child process through the run service, recorded in History."""
     return service.start_recipe(spec, out, workspace=workspace, origin="tune")
+
+
+def _identity(model_path) -> str:
+    """The result's identity (:func:`model_identity`); "" when it cannot be read (it is then compared with none)."""
+    try:
+        return model_identity(model_path)
+    except (OSError, OrtlabError):
+        return ""
 
 
 def _send(steps: Steps, trial: Trial) -> Step | None:

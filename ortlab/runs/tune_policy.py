@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from ortlab.settings.config import (
@@ -254,6 +254,8 @@ class Trial:
     evidence: str = ""
     edge: str = ""  # the verdict's "on the edge: …" when its deciding figure's interval reaches across a bar
     vs_default: str = ""  # the paired comparison with the default (trial 1) on the same samples
+    model_sha: str = ""  # the result's identity (:func:`ortlab.model.inspect.model_identity`)
+    same_as: int | None = None  # the earlier trial whose model this one's is, byte for byte (None: a model of its own)
 
     def __post_init__(self) -> None:  # given as text (a plain record read back, a test): the enum
         object.__setattr__(self, "stage", Stage(self.stage))
@@ -364,6 +366,25 @@ class TuneResult:
         return (f"{done} trial{'' if done == 1 else 's'} finished" + (f" ({failed} failed)" if failed else "")
                 + f" in {self.seconds:.0f} s of wall time{cpu}")
 
+
+
+def same_model(t: Trial, earlier: Sequence[Trial]) -> Trial:
+    """``t`` marked as the same model as the first of the ``earlier`` trials whose model is byte for byte its own
+    (its recipe's changes did nothing to this model): one model is one candidate, and it is said; else ``t``."""
+    twin = next((e for e in earlier if t.model_sha and e.model_sha == t.model_sha and e.status == TrialStatus.DONE
+                 and e.same_as is None), None)
+    if twin is None:
+        return t
+    said = (f"The same model as trial {twin.index} ({twin.label}), byte for byte: what this recipe changes does not "
+            "change this model.")
+    return replace(t, same_as=twin.index, note=f"{t.note} {said}".strip())
+
+
+def as_twin(t: Trial, twin: Trial) -> Trial:
+    """Duplicate ``t`` with its twin's timing and comparison (the same model: one figure, not two)."""
+    return replace(t, speed=list(twin.speed), latency_ms=dict(twin.latency_ms), baseline_ms=dict(twin.baseline_ms),
+                   relative_latency=twin.relative_latency, p50_ms=twin.p50_ms, cost=twin.cost, retimed=twin.retimed,
+                   pareto=False, vs_default=f"the same model as trial {twin.index}")
 
 
 def pareto_front(points: Sequence[tuple[float | None, float | None]]) -> list[bool]:

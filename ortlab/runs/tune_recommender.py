@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from ortlab.checks.task_kind import claim_bar
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_pick import Claim, claim_of, decide
-from ortlab.runs.tune_policy import FINALISTS, Policy, Trial, TrialStatus, TuneResult, judging_policy, rank_key
+from ortlab.runs.tune_policy import (
+    FINALISTS, Policy, Trial, TrialStatus, TuneResult, as_twin, judging_policy, rank_key,
+)
 from ortlab.runs.tune_recommend import Recommendation
 from ortlab.runs.tune_settings import TuneSettings
 from ortlab.settings.config import Target
@@ -79,15 +81,19 @@ class Recommender:
         self.retime = retime
 
     def pick(self, trials: Sequence[Trial]) -> Pick:
-        """The trial the search stands for (the finalists re-timed first)."""
-        done = [t for t in trials if t.status == TrialStatus.DONE and t.cost is not None]
+        """The trial the search stands for (the finalists re-timed first); a trial whose model is an earlier one's
+        (``same_as``) is no candidate of its own and ends with its twin's figures."""
+        done = [t for t in trials if t.status == TrialStatus.DONE and t.cost is not None and t.same_as is None]
         best, accepted, rec, notes, done = self._choose(done)
         claim = claim_of(best, self._claim_bar(best), self.evidence.get(best.index)) if best is not None else None
         if claim is not None and best is not None and claim.word == "below the bar" and accepted:
             accepted = False  # the samples it was not chosen on say it misses the bar: never recommended "ok"
             notes.append(f"Not recommended: on the samples it was not chosen on, {best.label}'s "
                          f"{best.task_measure} interval lies below the bar; it is written as the closest.")
-        return Pick(best, accepted, rec, claim, tuple(notes), tuple(swap(trials, done)))
+        now = swap(trials, done)
+        by_index = {t.index: t for t in now}
+        now = [as_twin(t, by_index[t.same_as]) if t.same_as in by_index else t for t in now]
+        return Pick(best, accepted, rec, claim, tuple(notes), tuple(now))
 
     def _choose(self, done: list[Trial]) -> tuple[Trial | None, bool, Recommendation | None, list[str], list[Trial]]:
         """The pick, whether it is accepted, the recommender's decision, its notes, and ``done`` as they are now

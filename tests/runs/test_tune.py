@@ -248,6 +248,36 @@ def test_a_tiny_search_on_digits_records_trials_and_writes_the_files(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_trial_whose_model_is_an_earlier_ones_is_said_and_no_candidate_of_its_own(tmp_path):
+    """Excluding an op type the model lacks changes nothing: the trial's model is the default's, byte for byte. It
+    is said, ends with the default's figures (not an older, different timing of the same model), is no point on the
+    Pareto front and never the pick."""
+    from ortlab.data.samples import get_sample
+    from ortlab.model.inspect import sha256_file
+    from ortlab.runs.workspace import Workspace
+
+    s = get_sample("digits_cnn")
+    recipes = [Recipe(precision=Precision.INT8, name="int8 static"),
+               Recipe(precision=Precision.INT8, name="int8 static, LSTM in float",
+                      quant=QuantConfig(op_types_to_exclude=("LSTM",))),
+               Recipe(precision=Precision.INT8, name="int8 per-tensor", quant=QuantConfig(per_channel=False))]
+    tuner = Tuner(s.model_path, DataRef(sample=s.name, set="calibration"),
+                  DataRef(sample=s.name, set="evaluation", count=16), sample=s.name, workspace=Workspace(tmp_path / "ws"),
+                  out_dir=tmp_path / "out", recipes=recipes,
+                  settings=TuneSettings(budget_s=300, bench_s=0.2, exclusion_steps=0, verify_samples=16))
+    r = tuner.run()
+    default, twin, other = r.trials
+    assert all(t.status == "done" for t in r.trials), [t.error for t in r.trials]
+    assert sha256_file(default.model_path) == sha256_file(twin.model_path) != sha256_file(other.model_path)
+    assert (twin.same_as, default.same_as, other.same_as) == (1, None, None)
+    assert "The same model as trial 1 (int8 static), byte for byte" in twin.note and not default.note
+    assert twin.vs_default == "the same model as trial 1" and not twin.pareto
+    assert twin.speed == default.speed and twin.relative_latency == default.relative_latency
+    assert r.best is not None and r.best.index != 2
+    written = json.loads((tmp_path / "out" / TRIALS_FILE).read_text())["trials"]
+    assert [t["same_as"] for t in written] == [None, 1, None]
+
+
 def test_cancel_stops_the_search(tmp_path):
     from ortlab.data.samples import get_sample
     from ortlab.runs.workspace import Workspace

@@ -217,6 +217,8 @@ def test_the_pareto_chart_rings_the_recommended_trial_and_draws_circles_over_sta
     assert all("trial %{customdata[1]}" in t.hovertemplate for t in fig.data)
     assert "recommended" not in " ".join(str(t.name) for t in tv.pareto_figure([a, b, c], "latency").data)
     pio.to_json(fig)  # a valid figure
+    twin = dataclasses.replace(_trial(4, 1.8, 30.0), same_as=1)  # the same model as trial 1: trial 1's point
+    assert sum(len(t.x) for t in tv.pareto_figure([a, b, c, twin], "latency").data) == 3
     cols = tv.trial_columns()
     shown = [c for c in cols.values() if c is not None and not c.get("hidden")]
     assert sum(c["width"] for c in shown) <= 820 and set(cols) == set(tv.trial_rows([a])[0])

@@ -163,8 +163,8 @@ def pareto_figure(trials: Sequence, objective: str = "latency", recommended=None
     a bar; the worst output's SQNR for plain tensors); marker size grows with the file size, Pareto-optimal trials
     drawn as outlined stars under the other trials' circles (a star never hides a circle); ``recommended`` (a trial
     the search recommends; None when it recommends none) is ringed and named in the legend; hover: the trial, its
-    recipe and its numbers."""
-    done = [t for t in trials if t.status == "done" and _x(t, objective) is not None]
+    recipe and its numbers. A trial whose model is an earlier one's (``same_as``) is that trial's point."""
+    done = [t for t in trials if t.status == "done" and t.same_as is None and _x(t, objective) is not None]
     sizes = [t.size_bytes or 0 for t in done]
     big = max(sizes) if sizes else 1
     measure = deciding_measure(done)
