@@ -233,6 +233,9 @@ def _ensure_opset(model: onnx.ModelProto, step: str) -> tuple[onnx.ModelProto, l
     except ONNX_ERRORS + (version_converter.ConvertError,) as exc:
         raise _fail(step, exc, f"The model's opset {opset} could not be converted to {MIN_OPSET}; re-export it "
                                f"with opset {MIN_OPSET} or newer.") from None
+    # the converter keeps the IR version; an IR 3 model (initializers must be graph inputs) would make the quantizer's
+    # new initializers invalid
+    converted.ir_version = max(converted.ir_version, onnx.helper.find_min_ir_version_for(list(converted.opset_import)))
     return converted, [f"Converted the model from opset {opset} to {MIN_OPSET} first (per-channel quantization "
                        f"needs opset {MIN_OPSET}+)."]
 

@@ -330,6 +330,36 @@ def test_static_opset_11_is_converted(tmp_path):
     assert ai_onnx_opset(onnx.load(str(tmp_path / "q.onnx"))) >= 13
 
 
+def test_an_ir3_model_converted_from_an_old_opset_gets_an_ir_version_its_new_initializers_are_valid_in(tmp_path):
+    """IR 3 (onnx < 1.3) requires every initializer to be a graph input; the opset converter and the quantizer add
+    initializers that are not (a Pad's pads, zero points): the result said "invalid model" until the IR version
+    followed the opset."""
+    rng = np.random.default_rng(0)
+    w, b = (numpy_helper.from_array(rng.normal(0, 0.3, shape).astype(np.float32), name)
+            for name, shape in (("w", (8, 3, 3, 3)), ("b", (8,))))
+    graph = helper.make_graph(
+        [helper.make_node("Pad", ["input"], ["padded"], pads=[0, 0, 1, 1, 0, 0, 1, 1]),  # Pad-2: pads an attribute
+         helper.make_node("Conv", ["padded", "w", "b"], ["out"], kernel_shape=[3, 3])], "ir3",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 32, 32]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [8, 3, 3, 3]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], [w, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 6)])
+    model.ir_version = 3
+    src = tmp_path / "ir3.onnx"
+    onnx.save(model, str(src))
+    for out, warnings in ((tmp_path / "s.onnx", None), (tmp_path / "d.onnx", None)):
+        if out.stem == "s":
+            warnings = quantize_static_model(src, out, QuantConfig(), reader(2))
+        else:
+            warnings = quantize_dynamic_model(src, out, QuantConfig(mode=QuantMode.DYNAMIC))
+        assert warnings[0].startswith("Converted the model from opset 6 to 13")
+        result = onnx.load(str(out))
+        assert result.ir_version >= 7 and ai_onnx_opset(result) >= 13
+        onnx.checker.check_model(result, full_check=True)
+    assert ops(tmp_path / "s.onnx")["QuantizeLinear"] >= 1
+
+
 def test_calibration_failure_is_wrapped(wide, tmp_path):
     wrong = (TensorInfo("input", "float32", ("N", 3, 16, 16)),)  # the reader builds 16×16 feeds
     bad = CalibrationReader(random_dataset(2), None, wrong)
