@@ -50,7 +50,7 @@ from ortlab.runs.prepare import (  # noqa: F401 (NO_CALIBRATION_DATA: part of th
     BIAS_CORRECTION_SKIPPED, DEFAULT_VERIFY_SAMPLES, NO_CALIBRATION_DATA, PreparedRun, prepare_recipe_run,
 )
 from ortlab.runtime import providers
-from ortlab.settings.config import OptLevel, Precision, PreprocessConfig, QuantFormat, Recipe
+from ortlab.settings.config import BIAS_ON_RANDOM_DATA, OptLevel, Precision, PreprocessConfig, QuantFormat, Recipe
 from ortlab.transforms import bias_correction
 from ortlab.transforms.calibration import CalibrationReader
 from ortlab.transforms.coverage import QuantCoverage
@@ -134,6 +134,11 @@ class Findings:
         for n in items or ():
             if n and str(n) not in self.notes:
                 self.notes.append(str(n))
+
+    def restate(self, said: str, fact: str) -> None:
+        """The note ``fact`` in place of ``said`` (what the recipe's check said might happen, now that it did)."""
+        self.notes[:] = [n for n in self.notes if n != said]
+        self.note([fact])
 
 
 @dataclass(frozen=True)
@@ -282,7 +287,7 @@ def _correct_biases(ctx: RunContext, qz: Quantized) -> Quantized:
     random data, and on a YOLO-style detector while known patterns are on (:data:`DETECTOR_BIAS_NOTE`)."""
     c = qz.calibrated
     if c is None or c.dataset.is_random:
-        ctx.findings.note([BIAS_CORRECTION_SKIPPED])
+        ctx.findings.restate(BIAS_ON_RANDOM_DATA, BIAS_CORRECTION_SKIPPED)
         ctx.reporter(ProgressEvent(bias_correction.STAGE, 1, 1, "skipped: the calibration data is random"))
         return qz
     if ctx.run.recipe.quant.known_patterns and is_detector_file(qz.float_model):

@@ -625,6 +625,10 @@ def _int16_weights(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
                                                  f"{', '.join(sorted(overlap))}.")
 
 
+# said before a run that may calibrate on random data; a run that does says so itself, in its place
+BIAS_ON_RANDOM_DATA = "Bias correction is skipped when the calibration data is random (it would fit the biases to noise)."
+
+
 def _bias_correction(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
     """Static int8: when bias correction does not apply."""
     if not recipe.is_static or not recipe.quant.bias_correction:
@@ -634,8 +638,7 @@ def _bias_correction(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
                                              "each DequantizeLinear; QOperator folds biases into QLinearConv): this "
                                              "QOperator run is not corrected.")
     if recipe.corrects_biases and recipe.allow_random_data:
-        yield _note("quant.bias_correction", "Bias correction is skipped when the calibration data is random (it "
-                                             "would fit the biases to noise).")
+        yield _note("quant.bias_correction", BIAS_ON_RANDOM_DATA)
 
 
 def _random_calibration(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
