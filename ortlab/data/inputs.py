@@ -100,7 +100,10 @@ class InputSpec:
         if self.batch_fixed:
             if fixed != n:
                 raise DataError(f"Model input '{self.name}' has a fixed batch size of {fixed} (axis "
-                                f"{self.batch_axis}); cannot feed {n} sample{'s' if n != 1 else ''}.")
+                                f"{self.batch_axis}); cannot feed {n} sample{'s' if n != 1 else ''}: ortlab calibrates "
+                                f"and checks a model one sample at a time. Re-export it with batch size 1 or an open "
+                                f"batch axis (torch.onnx.export(..., dynamic_axes={{{self.name!r}: {{"
+                                f"{self.batch_axis}: 'batch'}}}})).")
             return tuple(shape)
         shape[self.batch_axis] = n
         return tuple(shape)
