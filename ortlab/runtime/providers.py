@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from collections.abc import Iterator
 
+import onnx.defs
 import onnxruntime as ort
 from onnx import TensorProto, helper
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
@@ -205,6 +206,11 @@ _CPP_LOCATION = re.compile(r"/\S+?\.(?:cc|h|cpp|hpp|cu):\d+\s+(?:[\w:~<>]+\((?:[
 # a C++ function signature ORT puts before its reason without a source location ("onnxruntime::common::Status
 # onnxruntime::contrib::X::Compute(onnxruntime::OpKernelContext*, …) const")
 _CPP_SIGNATURE = re.compile(r"(?:onnxruntime::[\w:]+\s+)?onnxruntime::[\w:~<>]+\((?:[^()]|\([^()]*\))*\)(?:\s*const)?\s*")
+# "Failed to find kernel for AveragePool(1) (node:'' ep:'CPUExecutionProvider'). … node_version: 1 kernel start
+# version: 7 kernel_end_version: 9 …", or "Could not find an implementation for AveragePool(1) node with name ''"
+_OP_TOO_OLD = re.compile(r"(?:Failed to find kernel for|Could not find an implementation for) (\w+)\((\d+)\)")
+OLDEST_OPSET = 7  # ONNX Runtime runs ai.onnx opset 7 and newer
+_KERNEL_STARTS = re.compile(r"kernel start version:\s*(\d+)")
 _UNKNOWN_OP = re.compile(r"(?:Fatal error:\s*)?([\w.\-]*):(\w+)\((-?\d+)\) is not a registered function/op")
 
 
@@ -221,8 +227,25 @@ def explain_ort_error(exc: BaseException | str) -> str:
     m = _UNKNOWN_OP.search(text)
     if m:
         return unknown_op_sentence([(m.group(1), m.group(2))])
+    m = _OP_TOO_OLD.search(text)
+    starts = [int(x) for x in _KERNEL_STARTS.findall(text)]
+    oldest = min(starts) if starts else OLDEST_OPSET
+    if m and int(m.group(2)) < oldest and _standard_op_at(m.group(1), int(m.group(2))):
+        op, version = m.group(1), m.group(2)
+        return (f"ONNX Runtime has no kernel for {op} version {version} (its kernels start at version {oldest}): "
+                f"this model's opset is older than ONNX Runtime runs. Convert it to a newer opset with onnx's "
+                f"version converter (onnx.version_converter.convert_version(model, 13)) or re-export it; the int8 "
+                f"recipes convert it themselves.")
     text = _ORT_PREFIX.sub("", text)
     return _CPP_SIGNATURE.sub("", _CPP_LOCATION.sub("", text)).strip() or one_line(exc)
+
+
+def _standard_op_at(op: str, version: int) -> bool:
+    """Whether ai.onnx had ``op`` at opset ``version`` (a contrib op of the same name is another op)."""
+    try:
+        return onnx.defs.get_schema(op, version, "").since_version <= version
+    except onnx.defs.SchemaError:
+        return False
 
 
 def unknown_op_sentence(ops) -> str:

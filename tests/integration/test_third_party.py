@@ -86,6 +86,20 @@ def test_explain_ort_error_keeps_the_reason_without_cpp_locations():
                                                 "Message: The input tensor cannot be reshaped.")
 
 
+def test_an_opset_older_than_onnx_runtime_runs_is_said_with_the_way_out(tmp_path, capsys):
+    """AveragePool-1 (opset 6, as the onnx package's pytorch-converted models have it): ORT's kernels start at 7."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 7, 7])
+    g = helper.make_graph([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2])], "old", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 6)])
+    m.ir_version = 3
+    onnx.save(m, str(tmp_path / "old.onnx"))
+    code, _, err = optimize(tmp_path / "old.onnx", tmp_path / "out.onnx", ["--precision", "fp32"], capsys)
+    assert code == 1 and err.count("\n") == 0, err
+    assert "no kernel for AveragePool version 1 (its kernels start at version 7)" in err
+    assert "convert_version(model, 13)" in err and "Version mismatch" not in err
+
+
 def _custom_op_model(path: Path) -> Path:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
