@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -49,6 +49,7 @@ from ortlab.runs.calibration_cache import (
 from ortlab.runs.prepare import (  # noqa: F401 (NO_CALIBRATION_DATA: part of this module's API)
     BIAS_CORRECTION_SKIPPED, DEFAULT_VERIFY_SAMPLES, NO_CALIBRATION_DATA, PreparedRun, prepare_recipe_run,
 )
+from ortlab.runs.run_notes import RunNotes
 from ortlab.runtime import providers
 from ortlab.settings.config import BIAS_ON_RANDOM_DATA, OptLevel, Precision, PreprocessConfig, QuantFormat, Recipe
 from ortlab.transforms import bias_correction
@@ -118,29 +119,6 @@ class Verified:
     providers: list[str]
 
 
-@dataclass
-class Findings:
-    """The warnings and notes a run collects, in order, each once (every stage may add to them)."""
-
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def warn(self, items: Iterable[Any] | None) -> None:
-        for w in items or ():
-            if w and str(w) not in self.warnings:
-                self.warnings.append(str(w))
-
-    def note(self, items: Iterable[Any] | None) -> None:
-        for n in items or ():
-            if n and str(n) not in self.notes:
-                self.notes.append(str(n))
-
-    def restate(self, said: str, fact: str) -> None:
-        """The note ``fact`` in place of ``said`` (what the recipe's check said might happen, now that it did)."""
-        self.notes[:] = [n for n in self.notes if n != said]
-        self.note([fact])
-
-
 @dataclass(frozen=True)
 class RunContext:
     """What every stage may read: the prepared ``run``, the ``work`` folder, the ``result`` path, the reporter and
@@ -152,7 +130,7 @@ class RunContext:
     reporter: Reporter
     cancel: CancelToken | None
     calibrations: CalibrationCache | None
-    findings: Findings
+    findings: RunNotes
 
     @property
     def result(self) -> Path:
@@ -443,7 +421,7 @@ def run_prepared(run: PreparedRun, out_dir, reporter: Reporter = null_reporter, 
     """
     source, out = Path(run.model), Path(out_dir)
     outputs.check_targets(source, outputs.result_files(out, as_file=False))
-    findings = Findings()
+    findings = RunNotes()
     findings.warn(run.warnings)
     findings.note(run.notes)
     timings: dict[str, float] = {}
