@@ -4,7 +4,9 @@ traceback."""
 
 from __future__ import annotations
 
+import signal
 import sys
+from collections.abc import Callable
 
 INTERRUPTED = 130
 
@@ -21,11 +23,37 @@ def _forget_caught_interrupt() -> None:
         pass
 
 
-def run() -> int:
-    """Import the CLI and run it (:func:`ortlab.cli.main.main`); Ctrl-C while importing: "interrupted", 130."""
-    try:
-        from ortlab.cli.main import main
+def _load() -> Callable[[], int]:
+    from ortlab.cli.main import main
 
+    return main
+
+
+def run() -> int:
+    """Import the CLI and run it (:func:`ortlab.cli.main.main`); Ctrl-C while importing: "interrupted", 130 (also
+    when an import swallowed the KeyboardInterrupt, as code that clears a pending error does, or turned it into its own
+    error, as a C extension's initialisation does: the signal itself is remembered)."""
+    pressed: list[int] = []
+
+    def on_ctrl_c(signum, frame):
+        pressed.append(signum)
+        raise KeyboardInterrupt
+
+    try:
+        watching = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # an ignored SIGINT stays ignored
+        if watching:
+            signal.signal(signal.SIGINT, on_ctrl_c)
+        try:
+            main = _load()
+        except Exception:  # an import that Ctrl-C broke (ONNX Runtime's says "ImportError: initialization failed")
+            if not pressed:
+                raise
+            raise KeyboardInterrupt from None
+        finally:
+            if watching:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+        if pressed:
+            raise KeyboardInterrupt
         code = main()
     except KeyboardInterrupt:
         print("ortlab: error: interrupted", file=sys.stderr)
