@@ -45,7 +45,7 @@ def run() -> int:
             signal.signal(signal.SIGINT, on_ctrl_c)
         try:
             main = _load()
-        except Exception:  # an import that Ctrl-C broke (ONNX Runtime's says "ImportError: initialization failed")
+        except (ImportError, SystemError):  # an import Ctrl-C broke (ONNX Runtime: "ImportError: initialization failed")
             if not pressed:
                 raise
             raise KeyboardInterrupt from None

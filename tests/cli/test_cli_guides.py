@@ -81,13 +81,30 @@ def test_a_piped_run_prints_no_progress(tmp_path):
     assert "\r" not in proc.stderr and " … " not in proc.stderr and "done" not in proc.stderr, proc.stderr
 
 
+def _as_from_a_terminal() -> None:
+    """In the child before it runs: Ctrl-C reaches it as it reaches a command typed in a terminal. An ignored or
+    blocked SIGINT is inherited through exec, and something in the test process leaves it so (the test saw the command
+    run to status 0 only inside the whole suite)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _signal_state(pid: int) -> str:
+    """The process's ignored and blocked signal masks, as Linux shows them (for a failure's message)."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return ""
+    return " ".join(line for line in lines if line.startswith(("SigIgn", "SigBlk")))
+
+
 def test_ctrl_c_from_the_first_instant_ends_with_one_line_and_status_130(tmp_path):
     """From the instant ortlab's entry point exists (``-X importtime`` says when its import ended; before it the
     interpreter itself is still starting, which no program can answer): the CLI's imports, loading, the run."""
     for delay in (0.0, 0.3, 1.0, 2.5):
         proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "ortlab", "optimize", "digits_cnn",
                                  "x.onnx", "--precision", "int8"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, cwd=tmp_path, env=_env(tmp_path))
+                                text=True, cwd=tmp_path, env=_env(tmp_path), preexec_fn=_as_from_a_terminal)
         assert proc.stderr is not None
         seen: list[str] = []
         while not (seen and seen[-1].rstrip().endswith("ortlab.cli.entry")):
@@ -95,10 +112,11 @@ def test_ctrl_c_from_the_first_instant_ends_with_one_line_and_status_130(tmp_pat
             assert line, ("the entry point was never imported", seen[-5:])
             seen.append(line)
         time.sleep(delay)
+        signals = _signal_state(proc.pid)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
         err = "".join(line for line in err.splitlines(keepends=True) if not line.startswith("import time:"))
-        assert proc.returncode == 130 and "Traceback" not in err, (delay, err[-2000:])
+        assert proc.returncode == 130 and "Traceback" not in err, (delay, signals, err[-2000:])
         assert err.endswith("ortlab: error: interrupted\n"), (delay, err[-2000:])
 
 
@@ -130,11 +148,16 @@ def test_ctrl_c_that_an_import_swallowed_still_ends_the_command_with_130(monkeyp
         except KeyboardInterrupt as exc:
             raise ImportError("initialization failed") from exc
 
-    for load in (load_swallowing_the_interrupt, load_failing_from_the_interrupt):
-        monkeypatch.setattr(entry, "_load", load)
-        assert entry.run() == entry.INTERRUPTED and ran == []
-        assert capsys.readouterr().err == "ortlab: error: interrupted\n"
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh process has it (a test may not)
+    try:
+        for load in (load_swallowing_the_interrupt, load_failing_from_the_interrupt):
+            monkeypatch.setattr(entry, "_load", load)
+            assert entry.run() == entry.INTERRUPTED and ran == []
+            assert capsys.readouterr().err == "ortlab: error: interrupted\n"
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
+    finally:
+        signal.signal(signal.SIGINT, before)
+
     def load_missing():
         raise ImportError("no such module")
 
