@@ -234,8 +234,7 @@ def explain_ort_error(exc: BaseException | str) -> str:
         op, version = m.group(1), m.group(2)
         return (f"ONNX Runtime has no kernel for {op} version {version} (its kernels start at version {oldest}): "
                 f"this model's opset is older than ONNX Runtime runs. Convert it to a newer opset with onnx's "
-                f"version converter (onnx.version_converter.convert_version(model, 13)) or re-export it; the int8 "
-                f"recipes convert it themselves.")
+                f"version converter (onnx.version_converter.convert_version(model, 13)) or re-export it.")
     text = _ORT_PREFIX.sub("", text)
     return _CPP_SIGNATURE.sub("", _CPP_LOCATION.sub("", text)).strip() or one_line(exc)
 
