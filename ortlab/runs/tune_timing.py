@@ -1,6 +1,7 @@
 """A tune search's timings: each trial against the fp32 source at every batch size with the benchmark's clock (the
-runner's :meth:`~ortlab.runs.trial_runner.TrialRunner.measure`, or the timer given), identical graphs (the same
-sha256) timed once, and each timing kept in History with the machine it ran on."""
+runner's :meth:`~ortlab.runs.trial_runner.TrialRunner.measure`, or the timer given), the same model (the same
+``Trial.model_sha``: its file and its external data) timed once, and each timing kept in History with the machine
+it ran on."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import Any
 
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.progress import CancelToken
-from ortlab.model.inspect import sha256_file_cached
 from ortlab.runs.stored_timing import record_pair_timing
 from ortlab.runs.trial_runner import Timer, TrialRunner
 from ortlab.runs.tune_policy import Trial
@@ -31,16 +31,17 @@ class TrialTiming:
         self.say = say
         self.timer = timer
         self.shapes: dict[str, list[int]] = dict(settings.shapes)
-        self._timed: dict[tuple[str, int, float], SpeedUp] = {}  # (sha256, batch, seconds): identical graphs once
+        self._timed: dict[tuple[str, int, float], SpeedUp] = {}  # (identity, batch, seconds): the same model once
         self._timed_pairs: dict[tuple[str, int, float], Any] = {}  # the same keys: (source, trial) summaries
 
     def time(self, t: Trial, cancel: CancelToken, duration_s: float | None = None) -> Trial:
         """``t`` timed against the source at every batch size (``duration_s`` each; None: the settings' bench
-        seconds); a graph already timed for as long (the same sha256) keeps that measurement."""
+        seconds); a model already timed for as long (the same ``model_sha``) keeps that measurement; a trial whose
+        identity could not be read is timed on its own."""
         s = self.settings
         seconds = float(duration_s if duration_s is not None else s.bench_s)
         cfg = BenchConfig(batch_sizes=tuple(s.batch_sizes), warmup=3, target=s.target, duration_s=seconds)
-        sha = sha256_file_cached(t.model_path)
+        sha = t.model_sha or f"unread:{t.model_path}"
         measure = self.timer or self.runner.measure
         ratios: list[SpeedUp] = []
         for b in s.batch_sizes:
@@ -72,7 +73,7 @@ class TrialTiming:
 
     def record(self, t: Trial, cfg: BenchConfig, pairs: list[Any]) -> None:
         """The trial's timing against the source, kept in History with the machine it ran on (its report, Compare
-        and History show it); a graph timed before (same sha256) is recorded with that measurement."""
+        and History show it); a model timed before (the same ``model_sha``) is recorded with that measurement."""
         if t.run_id is None or not pairs or any(p is None for p in pairs):
             return
         try:

@@ -544,7 +544,7 @@ def test_speed_is_the_median_of_interleaved_round_ratios_not_the_min_ratio(tmp_p
     tuner.settings.bench_s = 0.0  # a run count instead: 10 rounds, one block each (the fake times one run a block)
     model = tmp_path / "cand.onnx"
     model.write_bytes(b"graph")
-    t = Trial(1, "t", Stage.SEARCH, Recipe(precision=Precision.INT8), model_path=str(model))
+    t = Trial(1, "t", Stage.SEARCH, Recipe(precision=Precision.INT8), model_path=str(model), model_sha="a" * 64)
     t = tuner.timing.time(t, tuner.budget.token)
     assert [v for _, v in order[:4]] == ["r", "c", "c", "r"]  # alternating who runs first
     (sp,) = t.speed
@@ -554,10 +554,17 @@ def test_speed_is_the_median_of_interleaved_round_ratios_not_the_min_ratio(tmp_p
     assert sp.rounds == 10 and sp.speedup_range[0] <= expected <= sp.speedup_range[1]
     assert t.latency_ms == {"1": float(np.median(cand_ms))} and t.baseline_ms == {"1": float(np.median(ref_ms))}
     twin = tmp_path / "twin.onnx"
-    twin.write_bytes(b"graph")  # the same graph under another name: one measurement
-    t2 = Trial(2, "t2", Stage.SEARCH, Recipe(precision=Precision.INT8), model_path=str(twin))
+    twin.write_bytes(b"graph")  # the same model (the same identity) under another name: one measurement
+    t2 = Trial(2, "t2", Stage.SEARCH, Recipe(precision=Precision.INT8), model_path=str(twin), model_sha="a" * 64)
     t2 = tuner.timing.time(t2, tuner.budget.token)
     assert calls == [str(model)] and t2.speed == t.speed
+    # the same file with other external data is another model (another identity): timed on its own, as is a
+    # trial whose identity could not be read
+    t3 = Trial(3, "t3", Stage.SEARCH, Recipe(precision=Precision.INT8), model_path=str(twin), model_sha="b" * 64)
+    tuner.timing.time(t3, tuner.budget.token)
+    t4 = Trial(4, "t4", Stage.SEARCH, Recipe(precision=Precision.INT8), model_path=str(model))
+    tuner.timing.time(t4, tuner.budget.token)
+    assert calls == [str(model), str(twin), str(model)]
 
 
 @pytest.mark.slow
