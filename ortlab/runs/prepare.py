@@ -22,7 +22,7 @@ from ortlab.model.inspect import ModelInfo, inspect_model
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, RunSpec
 from ortlab.runtime.hardware import cpu_int8
 from ortlab.runtime.providers import working_providers
-from ortlab.settings.config import Finding, PreprocessConfig, Recipe, require_valid, validate_recipe
+from ortlab.settings.config import Finding, PreprocessConfig, Recipe, raise_on_errors, validate_recipe
 
 BIAS_CORRECTION_SKIPPED = ("Bias correction skipped: the calibration data is random, and fitting the biases to noise "
                            "would not help; give real calibration data to have it.")
@@ -59,7 +59,8 @@ def lacks_calibration_data(recipe: Recipe, has_data: bool) -> bool:
 
 def findings_here(recipe: Recipe) -> list[Finding]:
     """What validating ``recipe`` finds on this machine: the providers that really work here and what its CPU means
-    for int8 (reduce-range on x86 without VNNI): what :func:`check_recipe` checks before a run, for a page to show."""
+    for int8 (reduce-range on x86 without VNNI); a page shows them, :func:`check_recipe` refuses a run on their
+    errors."""
     return validate_recipe(recipe, working_providers(), cpu_int8())
 
 
@@ -68,7 +69,7 @@ def check_recipe(recipe: Recipe, *, has_data: bool) -> tuple[list[str], list[str
     (warnings, notes)."""
     lacking = lacks_calibration_data(recipe, has_data)
     # a recipe that cannot run anywhere says so first; the CPU's int8 facts (reduce-range on x86 without VNNI) too
-    findings = require_valid(recipe, working_providers(), cpu_int8())
+    findings = raise_on_errors(findings_here(recipe))
     if lacking:
         raise RecipeError(NO_CALIBRATION_DATA, step="validate")
     return ([f.message for f in findings if f.level == "warning"], [f.message for f in findings if f.level == "note"])

@@ -744,7 +744,11 @@ def _is_x86() -> bool:
 def require_valid(recipe: Recipe, available_providers: Sequence[str] = ("CPUExecutionProvider",),
                   cpu: CpuInt8 | None = None) -> list[Finding]:
     """Raise ``RecipeError`` on the first error finding; return the warnings and notes."""
-    findings = validate_recipe(recipe, available_providers, cpu)
+    return raise_on_errors(validate_recipe(recipe, available_providers, cpu))
+
+
+def raise_on_errors(findings: list[Finding]) -> list[Finding]:
+    """``findings`` when none is an error; else ``RecipeError`` with the errors' messages."""
     errors = errors_of(findings)
     if errors:
         raise RecipeError(" ".join(f.message for f in errors), step="validate")
