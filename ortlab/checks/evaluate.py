@@ -16,7 +16,7 @@ import numpy as np
 from ortlab.core import dtypes
 from ortlab.settings.config import PreprocessConfig, Target
 from ortlab.data.dataset import Dataset, stratified_sample
-from ortlab.data.feeds import attention_mask, batch_inputs, check_fits
+from ortlab.data.feeds import attention_mask, batch_inputs, check_fits, first_copy, sample_copies
 from ortlab.core.errors import Cancelled, DataError
 from ortlab.checks.eval_report import EvalReport, OutputError
 from ortlab.data.inputs import InputSpec, infer_specs
@@ -158,8 +158,10 @@ class OutputComparison:
     and the metrics of the model's task (``policy``: its task, near-tie margin and threshold). :meth:`report` is the
     :class:`EvalReport` of what was added (also the screening of :mod:`ortlab.checks.revert_screen`)."""
 
-    def __init__(self, names: Sequence[str], labeled: bool, policy: VerdictPolicy | None = None) -> None:
+    def __init__(self, names: Sequence[str], labeled: bool, policy: VerdictPolicy | None = None,
+                 copies: int = 1) -> None:
         self.names = list(names)
+        self.copies = copies  # a batch the model fixes, filled with copies of the sample: each is read once
         self.labeled = labeled
         self.policy = policy or VerdictPolicy()
         self.stats = [_Stats(name) for name in self.names]
@@ -170,6 +172,9 @@ class OutputComparison:
             feed: dict[str, np.ndarray] | None = None) -> None:
         """One sample's outputs; ``feed``: what both models were given (its attention mask, when it has one, keeps
         padded positions of per-token outputs out of every figure)."""
+        ref_outputs, cand_outputs = first_copy(ref_outputs, self.copies), first_copy(cand_outputs, self.copies)
+        if feed is not None:
+            feed = dict(zip(feed, first_copy(list(feed.values()), self.copies)))
         mask = attention_mask(feed) if feed is not None else None
         for s, r, c in zip(self.stats, ref_outputs, cand_outputs):
             s.add(r, c, mask)
@@ -220,7 +225,7 @@ def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: Prepr
     if len(ref_names) != len(cand_names):
         raise DataError(f"The reference has {len(ref_names)} outputs but the candidate has {len(cand_names)}.")
     pair = dict(zip(ref_names, ref_names if set(ref_names) == set(cand_names) else cand_names))
-    comparison = OutputComparison(ref_names, ds.labeled(), policy)
+    comparison = OutputComparison(ref_names, ds.labeled(), policy, sample_copies(ds, preprocess, ref_in, specs))
     total = len(ds)
     shapes: dict[str, list[int]] = {}
     for i in range(total):

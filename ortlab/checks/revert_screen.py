@@ -36,7 +36,7 @@ from ortlab.checks.verdict import VerdictPolicy
 from ortlab.core.errors import Cancelled, DataError, OrtlabError
 from ortlab.core.progress import CancelToken
 from ortlab.data.dataset import Dataset, stratified_sample
-from ortlab.data.feeds import batch_inputs, check_fits
+from ortlab.data.feeds import batch_inputs, check_fits, sample_copies
 from ortlab.data.inputs import resolve_feed
 from ortlab.model.node_cost import node_costs
 from ortlab.runtime.providers import ORT_ERRORS, create_session, explain_ort_error
@@ -95,6 +95,7 @@ class RevertScreen:
         pre, specs = resolve_feed(inputs, preprocess, ds, shapes)
         check_fits(ds, pre, inputs, specs)
         self.names = [o.name for o in ref.get_outputs()]
+        self.copies = sample_copies(ds, pre, inputs, specs)
         self.feeds = [batch_inputs(ds, [i], pre, inputs, specs) for i in range(len(ds))]
         self.reference = [ref.run(self.names, f) for f in self.feeds]
         self.pool_size = len(self.feeds)
@@ -110,7 +111,7 @@ class RevertScreen:
         cand_names = [o.name for o in sess.get_outputs()]
         sqnr = []
         for feed, ref_out in zip(self.feeds, self.reference):
-            one = OutputComparison(self.names, self.labeled, self.policy)
+            one = OutputComparison(self.names, self.labeled, self.policy, self.copies)
             one.add(ref_out, sess.run(cand_names, feed), feed)
             db = worst_sqnr_db(one.report())
             sqnr.append(math.inf if db is None else db)
@@ -143,7 +144,7 @@ class RevertScreen:
         sess = self._session(nodes)
         try:
             cand_names = [o.name for o in sess.get_outputs()]
-            comparison = OutputComparison(self.names, self.labeled, self.policy)
+            comparison = OutputComparison(self.names, self.labeled, self.policy, self.copies)
             for feed, ref_out in zip(self.feeds, self.reference):
                 if self.cancel is not None and self.cancel.cancelled:
                     raise Cancelled(step="screen")

@@ -168,10 +168,37 @@ def _text_feed(ds: Dataset, indices: Sequence[int], specs: Sequence[InputSpec]) 
     return feed
 
 
+def sample_copies(ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence[TensorInfo],
+                  specs: Sequence[InputSpec] | None = None) -> int:
+    """How many copies of one sample :func:`batch_inputs` feeds: the batch size the model fixes (each sample is
+    repeated to fill it), 1 for an open batch."""
+    if ds.kind == "images" and cfg is None and len(model_inputs) == 1:
+        cfg = detect_preprocess(model_inputs[0])
+    return max((s.copies for s in _specs(ds, cfg, model_inputs, specs)), default=1)
+
+
+def first_copy(arrays: Sequence[Any], copies: int) -> list[Any]:
+    """Each array of a run on one sample repeated ``copies`` times, cut to its first copy: an array whose first
+    axis has ``copies`` entries keeps the first (as a batch of one); others are kept whole."""
+    if copies <= 1:
+        return list(arrays)
+    return [a[:1] if isinstance(a, np.ndarray) and a.ndim and a.shape[0] == copies else a for a in arrays]
+
+
+def _fill_fixed_batch(feed: dict[str, np.ndarray], specs: Sequence[InputSpec], n: int) -> dict[str, np.ndarray]:
+    """One sample repeated along each input's batch axis to the size the model fixes (``n`` samples given)."""
+    for s in specs:
+        arr = feed.get(s.name)
+        if n == 1 and s.copies > 1 and arr is not None and arr.shape[s.batch_axis] == 1:  # type: ignore[index]
+            feed[s.name] = np.repeat(arr, s.copies, axis=s.batch_axis)
+    return feed
+
+
 def batch_inputs(ds: Dataset, indices: Sequence[int], cfg: PreprocessConfig | None,
                  model_inputs: Sequence[TensorInfo], specs: Sequence[InputSpec] | None = None) -> dict[str, np.ndarray]:
     """Model feed for the samples at ``indices``, stacked on each input's batch axis (``specs``: the inputs'
-    resolved shapes, :func:`ortlab.data.inputs.infer_specs`; inferred from the model, ``cfg`` and ``ds`` when None)."""
+    resolved shapes, :func:`ortlab.data.inputs.infer_specs`; inferred from the model, ``cfg`` and ``ds`` when None).
+    A batch the model fixes is filled with copies of the one sample given (:func:`sample_copies`)."""
 
     if not indices:
         raise DataError("No samples selected.")
@@ -181,10 +208,18 @@ def batch_inputs(ds: Dataset, indices: Sequence[int], cfg: PreprocessConfig | No
             if cfg is None:
                 raise DataError("Images need preprocessing settings for a model with several inputs.")
         info = check_image_input(cfg, model_inputs)
-        for s in _specs(ds, cfg, model_inputs, specs):
+        image_specs = _specs(ds, cfg, model_inputs, specs)
+        for s in image_specs:
             s.at_batch(len(indices))
-        return {info.name: np.stack([preprocess_image(ds.load_image(i), cfg) for i in indices])}
+        feed = {info.name: np.stack([preprocess_image(ds.load_image(i), cfg) for i in indices])}
+        return _fill_fixed_batch(feed, image_specs, len(indices))
     specs = _specs(ds, cfg, model_inputs, specs)
+    return _fill_fixed_batch(_feed_of(ds, indices, model_inputs, specs), specs, len(indices))
+
+
+def _feed_of(ds: Dataset, indices: Sequence[int], model_inputs: Sequence[TensorInfo],
+             specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
+    """The feed of a dataset of tensors, text or random data (:func:`batch_inputs`)."""
     for s in specs:
         s.at_batch(len(indices))  # a fixed batch of another size raises here
     if ds.kind == "tensors":

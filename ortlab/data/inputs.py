@@ -90,20 +90,24 @@ class InputSpec:
         """True when the model fixes the batch dimension."""
         return self.batch_axis is not None and self.dims[self.batch_axis].source == "model"
 
+    @property
+    def copies(self) -> int:
+        """How many times one sample is repeated to fill the batch the model fixes (1: an open batch or none)."""
+        return int(self.shape[self.batch_axis]) if self.batch_fixed else 1  # type: ignore[index]
+
     def at_batch(self, n: int) -> tuple[int, ...]:
-        """The shape for a batch of ``n`` samples (an input without a batch axis keeps its shape).
-        DataError when the model fixes the batch to another size."""
+        """The shape for a batch of ``n`` samples (an input without a batch axis keeps its shape); a batch the model
+        fixes keeps its size: one sample fills it repeated (:attr:`copies`). DataError for several samples that do
+        not fill a fixed batch."""
         shape = list(self.shape)
         if self.batch_axis is None:
             return tuple(shape)
         fixed = shape[self.batch_axis]
         if self.batch_fixed:
-            if fixed != n:
+            if fixed != n and n != 1:
                 raise DataError(f"Model input '{self.name}' has a fixed batch size of {fixed} (axis "
-                                f"{self.batch_axis}); cannot feed {n} sample{'s' if n != 1 else ''}: ortlab calibrates "
-                                f"and checks a model one sample at a time. Re-export it with batch size 1 or an open "
-                                f"batch axis (torch.onnx.export(..., dynamic_axes={{{self.name!r}: {{"
-                                f"{self.batch_axis}: 'batch'}}}})).")
+                                f"{self.batch_axis}); cannot feed {n} samples at once: it is fed one sample at a "
+                                f"time, repeated to fill the batch.")
             return tuple(shape)
         shape[self.batch_axis] = n
         return tuple(shape)
@@ -439,12 +443,16 @@ def _defaults(s: InputSpec, pre_cfg: Any, pre_source: str, kind: str | None, inf
 
 
 def default_notes(specs: Sequence[InputSpec]) -> list[str]:
-    """One note per input with defaulted dims, saying which and why."""
+    """One note per input with defaulted dims, saying which and why, and per input whose batch the model fixes
+    above 1, how it is filled."""
     notes = []
     for s in specs:
         for i, d in enumerate(s.dims):
             if d.source == "default":
                 notes.append(f"Input '{s.name}' axis {i} ({d.name or '?'}) = {d.value}: {d.reason}.")
+        if s.copies > 1:
+            notes.append(f"Input '{s.name}' has a fixed batch of {s.copies}: each sample is fed as {s.copies} copies "
+                         f"of itself, and each output with {s.copies} rows is read from the first.")
     return notes
 
 

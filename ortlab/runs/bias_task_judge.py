@@ -17,8 +17,9 @@ from ortlab.transforms.bias_correction import Outputs, TaskChange, TaskJudge
 HELD_BACK = "on the held-back samples"
 
 
-def _report(names: Sequence[str], ref: Outputs, cand: Outputs, labeled: bool, policy: VerdictPolicy) -> EvalReport:
-    comparison = OutputComparison(names, labeled, policy)
+def _report(names: Sequence[str], ref: Outputs, cand: Outputs, labeled: bool, policy: VerdictPolicy,
+            copies: int) -> EvalReport:
+    comparison = OutputComparison(names, labeled, policy, copies)
     for r, c in zip(ref, cand, strict=True):
         comparison.add([r[n] for n in names], [c[n] for n in names])
     return comparison.report()
@@ -32,17 +33,19 @@ def _shown(report: EvalReport, measure: str, value: float) -> tuple[str, str, bo
     return kind.change_shown(report.task, measure, value)
 
 
-def held_back_task_judge(policy: VerdictPolicy | None = None, labeled: bool = False) -> TaskJudge:
+def held_back_task_judge(policy: VerdictPolicy | None = None, labeled: bool = False, copies: int = 1) -> TaskJudge:
     """A :data:`ortlab.transforms.bias_correction.TaskJudge` on the verdict's task metric (``policy``: the task,
     near-tie margin and threshold the verdict uses; ``labeled``: whether the calibration data has labels, which
-    the task is inferred from as ``evaluate`` infers it). None when the outputs have no task metric."""
+    the task is inferred from as ``evaluate`` infers it; ``copies``: each feed is one sample repeated so often, to
+    fill a batch the model fixes). None when the outputs have no task metric."""
     policy = policy or VerdictPolicy()
 
     def judge(ref: Outputs, base: Outputs, cand: Outputs) -> TaskChange | None:
         if not ref:
             return None
         names = list(ref[0])
-        before, after = _report(names, ref, base, labeled, policy), _report(names, ref, cand, labeled, policy)
+        before, after = (_report(names, ref, base, labeled, policy, copies),
+                         _report(names, ref, cand, labeled, policy, copies))
         qb, qa = task_quality(before), task_quality(after)
         if qb.value is None or qa.value is None or not qb.measure:
             return None

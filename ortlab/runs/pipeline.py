@@ -35,7 +35,7 @@ from ortlab.core.layout import MODEL_FILE, QDQ_FILE, RECIPE_FILE
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.core.text import one_line, utc_timestamp
 from ortlab.data.dataset import Dataset, random_dataset, stratified_sample
-from ortlab.data.feeds import check_fits
+from ortlab.data.feeds import check_fits, sample_copies
 from ortlab.data.inputs import control_input_error, default_notes, infer_specs, is_control_input, resolve_feed
 from ortlab.data.preprocess import resolve_preprocess
 from ortlab.model.inspect import run_warnings, sha256_file
@@ -280,7 +280,9 @@ def _correct_biases(ctx: RunContext, qz: Quantized) -> Quantized:
     dst = ctx.work / "bias_corrected.onnx"
     result = bias_correction.correct_biases(qz.float_model, qz.model.path, dst, feeds, ctx.reporter, ctx.cancel,
                                             output_groups=output_channel_groups,
-                                            task_judge=held_back_task_judge(ctx.run.policy, c.dataset.labeled()))
+                                            task_judge=held_back_task_judge(
+                                                ctx.run.policy, c.dataset.labeled(),
+                                                sample_copies(c.dataset, c.preprocess, ctx.run.info.inputs, c.specs)))
     ctx.findings.warn(result.warnings)
     ctx.findings.note(result.notes)
     qdq = dst if qz.model.qdq == qz.model.path else qz.model.qdq  # the QDQ file kept is the corrected one

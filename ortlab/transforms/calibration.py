@@ -14,7 +14,7 @@ from onnxruntime.quantization import CalibrationDataReader
 
 from ortlab.settings.config import PreprocessConfig
 from ortlab.data.dataset import Dataset
-from ortlab.data.feeds import batch_inputs, check_fits, check_image_input
+from ortlab.data.feeds import batch_inputs, check_fits, check_image_input, sample_copies
 from ortlab.data.preprocess import preprocess_image
 from ortlab.core.errors import Cancelled
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
@@ -41,6 +41,7 @@ class CalibrationReader(CalibrationDataReader):
         self.specs = list(specs) if specs is not None else None
         # checked once here, so each image goes straight from file to tensor
         self._image_input = check_image_input(cfg, model_inputs).name if ds.kind == "images" and cfg else None
+        self._copies = sample_copies(ds, cfg, model_inputs, specs)  # a fixed batch: the image repeated to fill it
         self.reporter, self.cancel = reporter, cancel
         self._start, self._end = 0, len(ds)
         self._pos = 0
@@ -56,7 +57,8 @@ class CalibrationReader(CalibrationDataReader):
         if i >= self._end:
             return None
         if self._image_input is not None and self.cfg is not None:
-            feed = {self._image_input: preprocess_image(self.ds.load_image(i), self.cfg)[None]}
+            image = preprocess_image(self.ds.load_image(i), self.cfg)[None]
+            feed = {self._image_input: np.repeat(image, self._copies, axis=0) if self._copies > 1 else image}
         else:
             feed = batch_inputs(self.ds, [i], self.cfg, self.model_inputs, self.specs)
         self._pos += 1

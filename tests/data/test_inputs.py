@@ -188,10 +188,11 @@ def test_roles_and_batch_axis_of_text_and_rnn_inputs(files):
     fixed = [TensorInfo("x", "float32", (1, 5, 8)), TensorInfo("h0", "float32", (2, 1, 16))]
     assert [s.batch_axis for s in infer_specs(fixed)] == [0, None]  # a fixed state has no batch axis
     (two,) = infer_specs([TensorInfo("x", "float32", (2, 5, 8))])  # exported with a batch of 2
-    assert two.at_batch(2) == (2, 5, 8)
-    with pytest.raises(DataError, match=r"fixed batch size of 2 \(axis 0\); cannot feed 1 sample: .* Re-export it with "
-                                        r"batch size 1 or an open batch axis .*dynamic_axes=\{'x': \{0: 'batch'\}\}"):
-        two.at_batch(1)
+    assert two.at_batch(2) == two.at_batch(1) == (2, 5, 8) and two.copies == 2  # one sample fills it, repeated
+    assert [s.copies for s in infer_specs(fixed)] == [1, 1]
+    with pytest.raises(DataError, match=r"fixed batch size of 2 \(axis 0\); cannot feed 3 samples at once: it is fed "
+                                        r"one sample at a time, repeated to fill the batch"):
+        two.at_batch(3)
 
 
 def test_parse_shape():
