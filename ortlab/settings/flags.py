@@ -25,7 +25,7 @@ import dataclasses
 import enum
 import functools
 import typing
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,6 +143,7 @@ def _argparse_kwargs(fl: Flag, show_defaults: bool) -> dict[str, Any]:
             shown = None
     elif isinstance(tp, type) and issubclass(tp, enum.Enum):
         kw["choices"] = [m.value for m in tp]
+        kw["type"] = _any_case(kw["choices"])
     elif typing.get_origin(tp) is tuple:
         args = typing.get_args(tp)
         inner = args[0] if args else str
@@ -161,6 +162,17 @@ def _argparse_kwargs(fl: Flag, show_defaults: bool) -> dict[str, Any]:
             del kw["metavar"]
     kw["help"] = f"{text} (default: {shown})" if shown is not None else text
     return kw
+
+
+def _any_case(values: list[str]) -> Callable[[str], str]:
+    """A choice's value as the flag spells it, from any case (``qoperator`` is ``QOperator``); other text is
+    left for argparse to refuse with the list of choices."""
+    by_lower = {str(v).lower(): v for v in values}
+
+    def choice(text: str) -> str:
+        return by_lower.get(text.lower(), text)
+
+    return choice
 
 
 def _comma_list(text: str) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from ortlab.cli import common as cli_common, main as cli
-from ortlab.settings.flags import flag_specs
+from ortlab.settings.flags import UsageError, flag_specs
 from ortlab.settings.config import (BenchConfig, PreprocessConfig, Recipe, errors_of, preprocess_cli_args, recipe_cli_line,
                            replace, require_valid, validate_recipe)
 from ortlab.core.errors import RecipeError
@@ -187,6 +187,16 @@ def test_flags_inside_their_when_rules_are_accepted():
                                         "--averaging-constant", "0.1", "--quant-format", "QOperator"])
     recipe = cli_common.recipe_from_args(ns)
     assert recipe.quant.averaging_constant == 0.1 and recipe.quant.quant_format.value == "QOperator"
+
+
+def test_a_choice_is_taken_in_any_case_and_a_wrong_one_lists_the_choices():
+    ns = cli.build_parser().parse_args(["optimize", "m", "o", "--precision", "INT8", "--quant-format", "qoperator",
+                                        "--calibration-method", "entropy", "--activation-type", "UInt8"])
+    quant = cli_common.recipe_from_args(ns).quant
+    assert (quant.quant_format.value, quant.calibration_method.value, quant.activation_type.value) == (
+        "QOperator", "Entropy", "uint8")
+    with pytest.raises(UsageError, match=r"invalid choice: 'qdqx' \(choose from 'QDQ', 'QOperator'\)"):
+        cli.build_parser().parse_args(["optimize", "m", "o", "--quant-format", "qdqx"])
 
 
 # -- bounds from the min/max metadata ---------------------------------------------------------------------
