@@ -88,6 +88,10 @@ def _guess(name: str, arr: np.ndarray, labeled: bool) -> tuple[Task, str]:
             return Task.SEQUENCE, (f"'{name}' {shape} holds per-position class probabilities (rows sum to 1): "
                                    "decoded as CTC text")
         if (_has(name, _BOXES) and small >= 5) or (5 <= small <= 400 and big >= 1000 and not _has(name, _EMBED)):
+            negative = _negative_sizes(arr)
+            if negative > MAX_NEGATIVE_SIZES:
+                return Task.GENERIC, (f"'{name}' {shape} has the shape of YOLO-style boxes, but {negative:.0%} of its "
+                                      "box widths and heights are negative: not boxes (compared as a tensor)")
             return Task.BOXES, f"'{name}' {shape} looks like YOLO-style boxes (anchors × 4+classes)"
         if _has(name, _MAPS):
             return Task.DENSE_MAP, f"'{name}' {shape} is named like a map"
@@ -95,6 +99,18 @@ def _guess(name: str, arr: np.ndarray, labeled: bool) -> tuple[Task, str]:
     if arr.ndim >= 4:
         return Task.DENSE_MAP, f"'{name}' {shape} has spatial dims (heat map / segmentation)"
     return Task.GENERIC, f"'{name}' {shape} has no known meaning"
+
+
+MAX_NEGATIVE_SIZES = 0.01  # a boxes output's widths and heights are sizes: more negative ones than this, not boxes
+
+
+def _negative_sizes(arr: np.ndarray) -> float:
+    """The share of negative widths and heights (channels 2 and 3 of each anchor) in the first sample of an output
+    shaped like YOLO-style boxes; a distribution-focal head's logits ([N, anchors, 4 × bins]) has most of them
+    negative."""
+    rows, _ = _anchor_rows(arr)
+    sizes = rows[:, 2:BOX_CHANNELS]
+    return float(np.mean(sizes < 0)) if sizes.size else 0.0
 
 
 def infer_roles(names: list[str], outputs: list[np.ndarray], labeled: bool,

@@ -19,7 +19,7 @@ from PIL import Image
 
 from ortlab.checks.eval_report import Task
 from ortlab.checks.evaluate import evaluate
-from ortlab.checks.task_metrics import TaskAccumulator
+from ortlab.checks.task_metrics import TaskAccumulator, infer_roles
 from ortlab.checks.verdict import Level, VerdictPolicy, judge
 from ortlab.data.loaders import load_tensor_file
 
@@ -256,3 +256,19 @@ def test_a_neighbour_change_between_near_tied_neighbours_is_not_counted():
     real = _embedding_metrics(ref, far)
     assert real.nn_agreement == pytest.approx(nn_agreement(ref, far)) and real.nn_agreement < 1.0
     assert real.nn_near_ties == 0
+
+
+def test_a_boxes_shape_whose_sizes_are_negative_is_not_read_as_detections():
+    """A distribution-focal head (PicoDet's [1, anchors, 4 × 8 bins] logits) has the shape of YOLO-style boxes; read
+    as boxes its 'widths' are mostly negative and no detection could ever match (a real one scored F1 0.00 on 19,200
+    'detections'). Real boxes have non-negative sizes: they stay boxes."""
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0.0, 2.0, size=(1, 7600, 32)).astype(np.float32)
+    boxes = np.concatenate([rng.uniform(0, 320, size=(1, 7600, 4)), rng.uniform(0, 1, size=(1, 7600, 6))],
+                           axis=2).astype(np.float32)
+    task, _, why, roles = infer_roles(["dfl", "output0"], [logits, boxes], labeled=False)
+    assert roles == {"dfl": Task.GENERIC, "output0": Task.BOXES}
+    share = float(np.mean(logits[0, :, 2:4] < 0))
+    assert task == Task.GENERIC and why == (f"'dfl' [1, 7600, 32] has the shape of YOLO-style boxes, but {share:.0%} of "
+                                            "its box widths and heights are negative: not boxes (compared as a tensor)")
+    assert infer_roles(["boxes"], [boxes[:, :, :5]], labeled=False)[3] == {"boxes": Task.BOXES}
