@@ -99,6 +99,33 @@ def constants_to_initializers(model: onnx.ModelProto) -> int:
     return moved
 
 
+def flatten_gemm_biases(graph: onnx.GraphProto) -> int:
+    """Give each Gemm bias initializer of shape [1, N] the shape [N] (a copy when other nodes read it too); return
+    how many. Both broadcast to Gemm's [M, N] alike, but ONNX Runtime's QDQ quantizer reads a per-channel bias one
+    value per channel and fails on a row ("The truth value of an array ... is ambiguous"): its MatMul+Add fusion
+    keeps the Add's [1, N]."""
+    inits = {t.name: t for t in graph.initializer}
+    readers: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    vectors: dict[str, TensorProto] = {}
+    for node in graph.node:
+        c = inits.get(node.input[2]) if node.op_type == "Gemm" and len(node.input) > 2 else None
+        if c is None or len(c.dims) != 2 or c.dims[0] != 1:
+            continue
+        if c.name not in vectors:
+            vector = c
+            if readers.get(c.name, 0) > 1:  # other nodes read it as it is: a copy, added to the graph
+                vector = graph.initializer.add()
+                vector.CopyFrom(c)
+                vector.name = f"{c.name}_as_vector"
+            vector.dims[:] = [c.dims[1]]
+            vectors[c.name] = vector
+        node.input[2] = vectors[c.name].name
+    return len(vectors)
+
+
 def _implicit_inputs(node: onnx.NodeProto) -> set[str]:
     """Names a node's subgraphs read from outer scopes (not produced inside them)."""
     names: set[str] = set()

@@ -249,6 +249,7 @@ def _stage_input(model: onnx.ModelProto, tmp: Path, name: str = "input.onnx") ->
         graphs.topological_sort(model.graph)
     except ValueError as exc:
         raise QuantizationError(f"The graph cannot be put in order for quantization: {exc}.") from None
+    graphs.flatten_gemm_biases(model.graph)
     initializers = {init.name for init in model.graph.initializer}
     stale = [vi for vi in model.graph.value_info if vi.name in initializers]
     for vi in stale:

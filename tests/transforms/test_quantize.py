@@ -518,3 +518,60 @@ def test_coverage_says_which_nodes_the_quantizer_folded_away():
     assert cov.summary() == "Conv 1/1, Relu 0/1 (1 folded away)"
     kept = quant_coverage(source, ["Conv", "Relu"], source)  # nothing quantized, nothing folded
     assert kept.folded == {} and kept.summary() == "nothing quantized (Conv 0/1, Relu 0/1)"
+
+
+def _row_bias_gemms(path: Path, shared: bool) -> Path:
+    """x [1, 16] → Gemm(16→8) → Relu → Gemm(8→8) (→ Relu → Gemm(8→8)), each bias C a row [1, 8] (what ONNX Runtime's
+    MatMul+Add fusion writes: Magika's last Dense); ``shared``: the last two Gemms read one bias."""
+    rng = np.random.default_rng(0)
+    c = lambda name, shape: numpy_helper.from_array(rng.normal(0, 0.5, shape).astype(np.float32), name)
+    inits = [c("w0", (16, 8)), c("b0", (1, 8)), c("w1", (8, 8)), c("b1", (1, 8)), c("w2", (8, 8))]
+    nodes = [helper.make_node("Gemm", ["x", "w0", "b0"], ["h0"], name="gemm0"),
+             helper.make_node("Relu", ["h0"], ["r0"], name="relu0"),
+             helper.make_node("Gemm", ["r0", "w1", "b1"], ["h1"], name="gemm1"),
+             helper.make_node("Relu", ["h1"], ["r1"], name="relu1"),
+             helper.make_node("Gemm", ["r1", "w2", "b1" if shared else "b0"], ["y"], name="gemm2")]
+    graph = helper.make_graph(nodes, "row_bias", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save_model(model, str(path))
+    return path
+
+
+class _Rows16:
+    def __init__(self) -> None:
+        rng = np.random.default_rng(1)
+        self.feeds = iter([{"x": rng.standard_normal((1, 16)).astype(np.float32)} for _ in range(16)])
+
+    def get_next(self):
+        return next(self.feeds, None)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_static_per_channel_int8_of_gemms_with_row_biases(tmp_path, shared):
+    """ONNX Runtime's QDQ quantizer reads a per-channel bias one value per channel and failed on a [1, N] row ("The
+    truth value of an array with more than one element is ambiguous": Magika's int8, every format and method); the
+    staged copy gives each row bias the shape [N], which broadcasts alike."""
+    import onnxruntime as ort
+
+    src = _row_bias_gemms(tmp_path / "gemms.onnx", shared)
+    before = sha(src)
+    out = tmp_path / "q.onnx"
+    quantize_static_model(src, out, QuantConfig(per_channel=True, range_split=False), _Rows16())
+    assert sha(src) == before
+    g = onnx.load(str(out)).graph
+    dequantized = {n.input[0] for n in g.node if n.op_type == "DequantizeLinear"}
+    biases = [i for i in g.initializer if i.data_type == TensorProto.INT32 and i.name in dequantized]
+    assert len(biases) == 3 and all(list(i.dims) == [8] for i in biases)  # every bias quantized, as a vector
+    # the same model written with vector biases, quantized alike, computes the same int8 outputs
+    model = onnx.load(str(src))
+    for init in model.graph.initializer:
+        if list(init.dims) == [1, 8]:
+            init.dims[:] = [8]
+    onnx.save_model(model, str(tmp_path / "vectors.onnx"))
+    quantize_static_model(tmp_path / "vectors.onnx", tmp_path / "qv.onnx", QuantConfig(per_channel=True,
+                                                                                        range_split=False), _Rows16())
+    x = np.random.default_rng(2).standard_normal((1, 16)).astype(np.float32)
+    rows, vectors = (ort.InferenceSession(str(p)).run(None, {"x": x})[0] for p in (out, tmp_path / "qv.onnx"))
+    assert np.array_equal(rows, vectors)
