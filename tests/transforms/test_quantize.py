@@ -524,7 +524,7 @@ def _row_bias_gemms(path: Path, shared: bool) -> Path:
     """x [1, 16] → Gemm(16→8) → Relu → Gemm(8→8) (→ Relu → Gemm(8→8)), each bias C a row [1, 8] (what ONNX Runtime's
     MatMul+Add fusion writes: Magika's last Dense); ``shared``: the last two Gemms read one bias."""
     rng = np.random.default_rng(0)
-    c = lambda name, shape: numpy_helper.from_array(rng.normal(0, 0.5, shape).astype(np.float32), name)
+    c = lambda name, shape: numpy_helper.from_array(np.asarray(rng.normal(0, 0.5, shape), dtype=np.float32), name)
     inits = [c("w0", (16, 8)), c("b0", (1, 8)), c("w1", (8, 8)), c("b1", (1, 8)), c("w2", (8, 8))]
     nodes = [helper.make_node("Gemm", ["x", "w0", "b0"], ["h0"], name="gemm0"),
              helper.make_node("Relu", ["h0"], ["r0"], name="relu0"),
