@@ -7,6 +7,11 @@ a static int8 run starts from (``QuantConfig.known_patterns``), each stated in a
   this part in float (NNCF's ignored scope).
 * **Transformer attention**: a Softmax between two activation × activation MatMuls (Q·Kᵀ, with its scale and mask,
   and A·V) and the model's LayerNorms (``LayerNormalization`` or its exported decomposition).
+* **LayerNorm exported as elementwise ops**, in a model without attention (PyTorch's ReduceMean/Pow/Sqrt/Div, JAX's
+  E[x²] − E[x]² with Reciprocal): int8 would round its mean, variance and 1/std; a fused ``LayerNormalization``
+  computes them inside the op and is left to the quantizer.
+* **tanh-approximated GELU exported as elementwise ops** (0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))): x³ takes a
+  range one int8 scale cannot share with x.
 * **CTC head**: a text recognizer's last Softmax/LogSoftmax over the classes of each time step (a rank-3 output)
   and the class projection that feeds it: uint8 probabilities (steps of 1/255) flip near-tied characters.
 
@@ -30,7 +35,11 @@ HEAD_OPS = CARRIERS | {"Concat", "Split", "Slice", "Gather", "Expand", "Tile", "
 SHAPE_OPS = frozenset({"Shape", "Size"})
 DFL_BINS = range(8, 33)  # Ultralytics' reg_max is 16
 PROJECTIONS = frozenset({"MatMul", "Gemm", "Conv"})
-MAX_LN_STEPS = 12
+MAX_NORM_NODES = 24  # a LayerNorm's mean or 1/std, computed with NORM_OPS
+NORM_OPS = CARRIERS | {"Expand", "Mul", "Div", "Add", "Sub", "Sqrt", "Reciprocal", "Pow", "Max", "ReduceMean",
+                       "ReduceSum"}
+GELU_OPS = CARRIERS | {"Mul", "Add", "Pow", "Div"}  # a tanh-GELU's polynomial √(2/π)·(x + 0.044715·x³)
+REDUCTIONS = frozenset({"ReduceMean", "ReduceSum"})
 MAX_SCORE_STEPS = 6
 SCORE_OPS = CARRIERS | {"Add", "Sub", "Mul", "Div", "Where"}  # between Q·Kᵀ and the Softmax: scale, mask
 OFF_FLAG = "--no-known-patterns"
@@ -50,6 +59,8 @@ class PatternKind(StrEnum):
     DETECTOR_STEM = "detector_stem"
     ATTENTION = "attention"
     CTC_HEAD = "ctc_head"
+    LAYER_NORM = "layer_norm"
+    TANH_GELU = "tanh_gelu"
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,12 @@ class KnownPattern:
             return (f"Transformer attention: {n} nodes ({'; '.join(self.parts)}) kept in float: their ranges move "
                     "with each input (attention scores, softmax probabilities, normalized activations), which one "
                     "calibrated int8 scale fits badly")
+        if self.kind == PatternKind.LAYER_NORM:
+            return (f"LayerNorm: {n} nodes ({'; '.join(self.parts)}) kept in float: their mean, variance and "
+                    "1/std would each be rounded to an int8 step, and the normalized activations with them")
+        if self.kind == PatternKind.TANH_GELU:
+            return (f"GELU: {n} nodes ({'; '.join(self.parts)}) kept in float: x³ spans a range one int8 scale "
+                    "cannot hold beside x, so the tanh's input loses its small values")
         return (f"CTC head: {n} nodes ({'; '.join(self.parts)}) kept in float: uint8 probabilities (steps of "
                 "1/255) flip near-tied characters")
 
@@ -297,54 +314,117 @@ def _attention_block(g: _Graph, softmax: onnx.NodeProto) -> list[onnx.NodeProto]
     return []
 
 
-def _layer_norm(g: _Graph, sub: onnx.NodeProto) -> list[onnx.NodeProto]:
-    """The exported decomposition of a LayerNorm around ``sub`` = x − ReduceMean(x): the variance
-    (Pow/Mul, ReduceMean, Add ε, Sqrt), the Div by it and the affine Mul/Add with constants; [] when it is not one."""
-    if sub.op_type != "Sub" or len(sub.input) != 2:
-        return []
-    mean = g.producer.get(sub.input[1])
-    if mean is None or mean.op_type != "ReduceMean" or mean.input[0] != sub.input[0]:
-        return []
-    for div in (c for c in g.down(sub) if c.op_type == "Div" and c.input[0] == sub.output[0]):
-        variance = _std_of(g, div.input[1], sub.output[0])
-        if not variance:
+def _cone(g: _Graph, tensor: str, stops: set[str], ops: frozenset[str] = NORM_OPS) -> list[onnx.NodeProto]:
+    """The nodes that compute ``tensor`` from the tensors in ``stops`` (and constants) with ``ops`` only; [] when
+    another op or a graph input is met on the way, or the cone grows past :data:`MAX_NORM_NODES`."""
+    seen: set[str] = set()
+    nodes: list[onnx.NodeProto] = []
+    todo = [tensor]
+    while todo:
+        t = todo.pop()
+        if t in stops or t in seen:
             continue
-        nodes, n = [mean, sub, *variance, div], div
+        seen.add(t)
+        n = g.producer.get(t)
+        if n is None or n.op_type not in ops or len(nodes) >= MAX_NORM_NODES:
+            return []
+        if n not in nodes:
+            nodes.append(n)
+        todo.extend(g.activations(n))
+    return nodes
+
+
+def _layer_norm(g: _Graph, sub: onnx.NodeProto) -> list[onnx.NodeProto]:
+    """The exported decomposition of a LayerNorm around ``sub`` = x − mean(x), in any of the exporters' forms:
+    the mean (a ReduceMean, or a ReduceSum times 1/n, broadcast back), the scaling of ``sub`` by a Div or Mul whose
+    other input is computed from reductions over x (or over ``sub``) through a Sqrt or Reciprocal (PyTorch's
+    ReduceMean(Pow) + ε → Sqrt → Div; JAX's E[x²] − E[x]², clamped, + ε → Sqrt → Reciprocal → × γ), and the
+    affine Mul/Add with constants after it; [] when it is not one."""
+    acts = g.activations(sub)
+    if sub.op_type != "Sub" or len(acts) != 2 or acts != list(sub.input):
+        return []
+    x, m = sub.input
+    mean = _cone(g, m, {x})
+    if not any(n.op_type in REDUCTIONS for n in mean):
+        return []
+    for scale in (c for c in g.down(sub) if c.op_type in ("Mul", "Div")):
+        other = [i for i in g.activations(scale) if i != sub.output[0]]
+        if len(other) != 1 or (scale.op_type == "Div" and scale.input[0] != sub.output[0]):
+            continue
+        std = _cone(g, other[0], {x, sub.output[0]})
+        ops = {n.op_type for n in std}
+        if not ops & REDUCTIONS or not ops & {"Sqrt", "Reciprocal"}:
+            continue
+        nodes, n = [*mean, sub, *std, scale], scale
         for op in ("Mul", "Add"):  # the affine γ·x + β
             nxt = g.down(n)
             if len(nxt) != 1 or nxt[0].op_type != op or len(g.activations(nxt[0])) != 1:
-                break
+                continue
             n = nxt[0]
             nodes.append(n)
         return nodes
     return []
 
 
-def _std_of(g: _Graph, std: str, centred: str) -> list[onnx.NodeProto]:
-    """The nodes computing ``std`` from ``centred`` (Sqrt ← Add ε ← ReduceMean ← Pow/Mul), or [] if it is not so."""
-    chain: list[onnx.NodeProto] = []
-    n = g.producer.get(std)
-    while n is not None and n.op_type in ("Sqrt", "Add", "ReduceMean", "Pow", "Mul") and len(chain) < MAX_LN_STEPS:
-        chain.append(n)
-        if centred in n.input:
-            return chain
-        ins = g.activations(n)
-        n = g.producer.get(ins[0]) if ins else None
-    return []
+def _layer_norms(g: _Graph) -> list[list[onnx.NodeProto]]:
+    """Each exported LayerNorm decomposition of the graph (:func:`_layer_norm`), its nodes."""
+    return [ln for n in g.nodes if n.op_type == "Sub" for ln in [_layer_norm(g, n)] if ln]
 
 
 def _attention(g: _Graph) -> Iterator[KnownPattern]:
     blocks = [b for n in g.nodes if n.op_type == "Softmax" for b in [_attention_block(g, n)] if b]
     if not blocks:
         return
-    norms = [[n] for n in g.nodes if n.op_type == "LayerNormalization"]
-    norms += [ln for n in g.nodes if n.op_type == "Sub" for ln in [_layer_norm(g, n)] if ln]
+    norms = [[n] for n in g.nodes if n.op_type == "LayerNormalization"] + _layer_norms(g)
     parts = [f"{len(blocks)} attention block{'s' * (len(blocks) > 1)}: Softmax between activation × activation "
              "MatMuls"]
     if norms:
         parts.append(f"{len(norms)} LayerNorm{'s' * (len(norms) > 1)}")
     nodes = [n for b in blocks for n in b] + [n for ln in norms for n in ln]
     yield KnownPattern(PatternKind.ATTENTION, g.named(nodes), tuple(parts), count=len(blocks))
+
+
+def _standalone_layer_norms(g: _Graph, attention: bool) -> Iterator[KnownPattern]:
+    """The exported LayerNorm decompositions of a model without attention (with it, they belong to that pattern)."""
+    if attention:
+        return
+    norms = _layer_norms(g)
+    if norms:
+        word = f"{len(norms)} LayerNorm{'s' * (len(norms) > 1)} exported as elementwise ops"
+        yield KnownPattern(PatternKind.LAYER_NORM, g.named(n for ln in norms for n in ln), (word,), count=len(norms))
+
+
+def _tanh_gelu(g: _Graph, tanh: onnx.NodeProto) -> list[onnx.NodeProto]:
+    """The exported tanh-approximated GELU around ``tanh``: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) — the
+    polynomial in x before it (a cube: Pow, or two activation × activation Muls), the Add/Mul after it up to the
+    product with x (or with 0.5·x, which is included); [] when it is not one."""
+    after: list[onnx.NodeProto] = []
+    n, other = tanh, ""
+    while len(after) < 3 and not other:
+        nxt = g.down(n)
+        if len(nxt) != 1 or nxt[0].op_type not in ("Add", "Mul"):
+            return []
+        after.append(nxt[0])
+        acts = [i for i in g.activations(nxt[0]) if i not in n.output]
+        n, other = nxt[0], acts[0] if acts else ""
+    half = g.producer.get(other)
+    x = other
+    if half is not None and half.op_type == "Mul" and len(g.activations(half)) == 1:
+        x, after = g.activations(half)[0], [*after, half]  # 0.5·x, computed beside the tanh
+    if not x or after[-1].op_type != "Mul":
+        return []
+    poly = _cone(g, tanh.input[0], {x}, GELU_OPS)
+    cubes = sum(m.op_type == "Mul" and len(g.activations(m)) == 2 for m in poly)
+    if not poly or not (cubes >= 2 or any(m.op_type == "Pow" for m in poly)):
+        return []
+    return [*poly, tanh, *after]
+
+
+def _tanh_gelus(g: _Graph) -> Iterator[KnownPattern]:
+    gelus = [f for n in g.nodes if n.op_type == "Tanh" for f in [_tanh_gelu(g, n)] if f]
+    if gelus:
+        word = f"{len(gelus)} tanh-approximated GELU{'s' * (len(gelus) > 1)} exported as elementwise ops"
+        yield KnownPattern(PatternKind.TANH_GELU, g.named(n for f in gelus for n in f), (word,), count=len(gelus))
 
 
 # -- CTC head --------------------------------------------------------------------------------------------------
@@ -382,12 +462,14 @@ def _ctc_heads(g: _Graph) -> Iterator[KnownPattern]:
 
 
 def detect_patterns(model: onnx.ModelProto) -> list[KnownPattern]:
-    """The known patterns of ``model``'s main graph (a YOLO-style detector's stem and heads, attention, CTC heads),
-    each with its scope; [] when there is none."""
+    """The known patterns of ``model``'s main graph (a YOLO-style detector's stem and heads, attention, exported
+    LayerNorms outside attention, exported tanh-GELUs, CTC heads), each with its scope; [] when there is none."""
     g = _Graph(model)
     heads = list(_yolo_heads(g))
     stem = list(_detector_stem(g, model)) if heads else []
-    found = [*stem, *heads, *_attention(g), *_ctc_heads(g)]
+    attention = list(_attention(g))
+    found = [*stem, *heads, *attention, *_standalone_layer_norms(g, bool(attention)), *_tanh_gelus(g),
+             *_ctc_heads(g)]
     return [p for p in found if p.nodes]
 
 

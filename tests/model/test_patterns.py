@@ -209,6 +209,112 @@ def test_other_fixtures_have_no_known_pattern(fixture):
     assert detect_patterns(onnx.load(str(FIXTURES / f"{fixture}.onnx"))) == []
 
 
+# -- a LayerNorm and a tanh-GELU exported as elementwise ops, outside attention ------------------------------------
+
+
+def mlp_model(norm: str = "jax", gelu: str = "jax", width: int = 32) -> onnx.ModelProto:
+    """A small MLP without attention: Dense → a LayerNorm exported as elementwise ops (``norm``: JAX's or PyTorch's
+    form) → a tanh-approximated GELU exported as elementwise ops (``gelu``: JAX's or PyTorch's form; "none": a plain
+    Tanh) → Dense; each part's nodes are named /ln/…, /gelu/… (/act/Tanh)."""
+    rng = np.random.default_rng(0)
+    c = lambda name, v: numpy_helper.from_array(np.asarray(v, dtype=np.float32), name)
+    inits = [c("w0", rng.standard_normal((16, width)) * 2.0), c("b0", rng.standard_normal(width)),
+             c("w1", rng.standard_normal((width, 10)) * 0.3), c("b1", rng.standard_normal(10) * 0.1),
+             c("gamma", rng.uniform(0.5, 1.5, width)), c("beta", rng.standard_normal(width) * 0.1),
+             c("inv_n", 1.0 / width), c("eps", 1e-6), c("zero", 0.0), c("two", 2.0),
+             c("k", 0.044715), c("s", np.sqrt(2 / np.pi)), c("one", 1.0), c("half", 0.5), c("three", 3.0)]
+    inits.append(numpy_helper.from_array(np.array([-1], dtype=np.int64), "axes"))
+    n = helper.make_node
+    nodes = [n("MatMul", ["x", "w0"], ["h0"], "/dense0/MatMul"), n("Add", ["h0", "b0"], ["h"], "/dense0/Add")]
+    if norm == "jax":  # E[x²] − E[x]², clamped, + ε, Sqrt, Reciprocal, × γ; (x − mean) × that + β
+        nodes += [n("ReduceSum", ["h", "axes"], ["s1"], "/ln/Sum"), n("Mul", ["h", "h"], ["sq"], "/ln/Square"),
+                  n("ReduceSum", ["sq", "axes"], ["s2"], "/ln/Sum_1"), n("Mul", ["s2", "inv_n"], ["ex2"], "/ln/truediv_1"),
+                  n("Mul", ["s1", "inv_n"], ["mean"], "/ln/truediv"), n("Mul", ["mean", "mean"], ["m2"], "/ln/Square_1"),
+                  n("Sub", ["ex2", "m2"], ["var0"], "/ln/Sub"), n("Max", ["zero", "var0"], ["var"], "/ln/Maximum"),
+                  n("Add", ["var", "eps"], ["ve"], "/ln/AddV2"), n("Sqrt", ["ve"], ["std"], "/ln/Rsqrt"),
+                  n("Reciprocal", ["std"], ["rstd"], "/ln/Rsqrt_r"), n("Mul", ["rstd", "gamma"], ["g"], "/ln/Mul"),
+                  n("Sub", ["h", "mean"], ["cen"], "/ln/Sub_1"), n("Mul", ["cen", "g"], ["ng"], "/ln/Mul_1"),
+                  n("Add", ["ng", "beta"], ["y"], "/ln/AddV2_1")]
+    else:  # PyTorch: ReduceMean, Sub, Pow 2, ReduceMean, Add ε, Sqrt, Div, × γ, + β
+        nodes += [n("ReduceMean", ["h"], ["mean"], "/ln/ReduceMean", axes=[-1]), n("Sub", ["h", "mean"], ["cen"], "/ln/Sub"),
+                  n("Pow", ["cen", "two"], ["p"], "/ln/Pow"), n("ReduceMean", ["p"], ["var"], "/ln/ReduceMean_1", axes=[-1]),
+                  n("Add", ["var", "eps"], ["ve"], "/ln/Add"), n("Sqrt", ["ve"], ["std"], "/ln/Sqrt"),
+                  n("Div", ["cen", "std"], ["nrm"], "/ln/Div"), n("Mul", ["nrm", "gamma"], ["ng"], "/ln/Mul"),
+                  n("Add", ["ng", "beta"], ["y"], "/ln/Add_1")]
+    if gelu == "jax":  # x·c → ·x → ·x, + x, × √(2/π), tanh, + 1, × 0.5, × x
+        nodes += [n("Mul", ["k", "y"], ["a1"], "/gelu/Mul"), n("Mul", ["y", "a1"], ["a2"], "/gelu/Mul_1"),
+                  n("Mul", ["y", "a2"], ["a3"], "/gelu/Mul_2"), n("Add", ["y", "a3"], ["a4"], "/gelu/AddV2"),
+                  n("Mul", ["s", "a4"], ["a5"], "/gelu/Mul_3"), n("Tanh", ["a5"], ["t"], "/gelu/Tanh"),
+                  n("Add", ["one", "t"], ["t1"], "/gelu/AddV2_1"), n("Mul", ["half", "t1"], ["t2"], "/gelu/Mul_4"),
+                  n("Mul", ["y", "t2"], ["z"], "/gelu/Mul_5")]
+    elif gelu == "torch":  # Pow 3, × k, + x, × √(2/π), tanh, + 1; 0.5·x beside it; the product
+        nodes += [n("Pow", ["y", "three"], ["a1"], "/gelu/Pow"), n("Mul", ["a1", "k"], ["a2"], "/gelu/Mul"),
+                  n("Add", ["y", "a2"], ["a3"], "/gelu/Add"), n("Mul", ["a3", "s"], ["a4"], "/gelu/Mul_1"),
+                  n("Tanh", ["a4"], ["t"], "/gelu/Tanh"), n("Add", ["t", "one"], ["t1"], "/gelu/Add_1"),
+                  n("Mul", ["y", "half"], ["hx"], "/gelu/Mul_2"), n("Mul", ["hx", "t1"], ["z"], "/gelu/Mul_3")]
+    else:  # a plain tanh activation
+        nodes.append(n("Tanh", ["y"], ["z"], "/act/Tanh"))
+    nodes += [n("MatMul", ["z", "w1"], ["o0"], "/dense1/MatMul"), n("Add", ["o0", "b1"], ["logits"], "/dense1/Add")]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _named(model: onnx.ModelProto, prefix: str) -> tuple[str, ...]:
+    return tuple(n.name for n in model.graph.node if n.name.startswith(prefix))
+
+
+@pytest.mark.parametrize("norm", ["jax", "torch"])
+@pytest.mark.parametrize("gelu", ["jax", "torch"])
+def test_an_exported_layer_norm_and_tanh_gelu_outside_attention_are_known_patterns(norm, gelu):
+    model = mlp_model(norm, gelu)
+    ln, act = detect_patterns(model)
+    assert (ln.kind, act.kind) == (PatternKind.LAYER_NORM, PatternKind.TANH_GELU)
+    assert set(ln.nodes) == set(_named(model, "/ln/")) and ln.count == 1  # every node of its statistics and affine
+    assert set(act.nodes) == set(_named(model, "/gelu/")) and act.count == 1  # the polynomial, tanh and products
+    assert ln.note().startswith("LayerNorm: ") and "--no-known-patterns" in ln.note()
+    renamed, names = _renamed(model)
+    assert float_scope(detect_patterns(renamed)) == tuple(names[n] for n in float_scope([ln, act]))  # structure
+
+
+def test_a_plain_tanh_a_constant_shift_and_attention_are_not_these_patterns():
+    assert _kinds(mlp_model("jax", "none")) == [PatternKind.LAYER_NORM]  # tanh(x) alone is no GELU
+    shift = mlp_model("torch", "none")
+    sub = next(n for n in shift.graph.node if n.name == "/ln/Sub")
+    sub.input[1] = "beta"  # x − a constant is no mean
+    assert _kinds(shift) == []
+    assert PatternKind.LAYER_NORM not in _kinds(onnx.load(str(TEXT)))  # there its LayerNorms belong to attention
+
+
+class _Rows:
+    """Sixteen random rows, as an ONNX Runtime calibration reader."""
+
+    def __init__(self) -> None:
+        rng = np.random.default_rng(1)
+        self.feeds = iter([{"x": rng.standard_normal((1, 16)).astype(np.float32)} for _ in range(16)])
+
+    def get_next(self):
+        return next(self.feeds, None)
+
+
+@pytest.mark.parametrize("known_patterns", [True, False])
+def test_static_int8_keeps_an_exported_layer_norm_and_gelu_in_float(tmp_path, known_patterns):
+    src, dst = tmp_path / "mlp.onnx", tmp_path / "int8.onnx"
+    model = mlp_model("jax", "jax")
+    onnx.save(model, str(src))
+    quantize_static_model(src, dst, QuantConfig(known_patterns=known_patterns, range_split=False), _Rows())
+    g = onnx.load(str(dst)).graph
+    dq_out = {o for n in g.node if n.op_type == "DequantizeLinear" for o in n.output}
+    int8 = {n.name for n in g.node if any(i in dq_out for i in n.input)}
+    assert "/dense0/MatMul" in int8 and "/dense1/MatMul" in int8
+    inside = set(_named(model, "/ln/") + _named(model, "/gelu/")) - {"/gelu/Mul", "/gelu/Mul_1", "/gelu/Mul_2",
+                                                                        "/gelu/AddV2", "/ln/Sum", "/ln/Square",
+                                                                        "/ln/Sub_1"}  # those read x itself
+    assert (not int8 & inside) is known_patterns, sorted(int8 & inside)
+
+
 # -- a CTC head, built here --------------------------------------------------------------------------------------
 
 
