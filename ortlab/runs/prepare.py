@@ -1,12 +1,13 @@
 """Everything decided about a recipe run before it starts, decided once, in the process that starts it.
 
 :func:`prepare_run` reads the model's facts once (:func:`ortlab.model.inspect.inspect_model`, which hashes the
-whole file), validates the recipe against the providers that work here, checks that static int8 has data, and
-names the bundled sample the model is (by that same hash). The prepared :class:`RunSpec` carries all of it to
-the run's child process, which trusts it: the child neither inspects the model nor validates the recipe again;
-:func:`ortlab.runs.recipe_child.load_prepared` turns it into the :class:`PreparedRun` the pipeline runs.
-:func:`prepare_recipe_run` prepares a run in this process from a model and loaded data (scripts and tests).
-What the recipe does (static int8, bias correction) is the recipe's own answer (:attr:`Recipe.is_static`, :attr:`Recipe.corrects_biases`).
+whole file), validates the recipe against the providers that work here, checks that static int8 has data and that
+an int8 or fp16 recipe starts from a float model, and names the bundled sample the model is (by that same hash).
+The prepared :class:`RunSpec` carries all of it to the run's child process, which trusts it: the child neither
+inspects the model nor validates the recipe again; :func:`ortlab.runs.recipe_child.load_prepared` turns it into
+the :class:`PreparedRun` the pipeline runs. :func:`prepare_recipe_run` prepares a run in this process from a model
+and loaded data (scripts and tests). What the recipe does (static int8, bias correction) is the recipe's own answer
+(:attr:`Recipe.is_static`, :attr:`Recipe.corrects_biases`).
 """
 
 from __future__ import annotations
@@ -22,10 +23,16 @@ from ortlab.model.inspect import ModelInfo, inspect_model
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, RunSpec
 from ortlab.runtime.hardware import cpu_int8
 from ortlab.runtime.providers import working_providers
-from ortlab.settings.config import Finding, PreprocessConfig, Recipe, raise_on_errors, validate_recipe
+from ortlab.settings.config import Finding, Precision, PreprocessConfig, Recipe, raise_on_errors, validate_recipe
 
 BIAS_CORRECTION_SKIPPED = ("Bias correction skipped: the calibration data is random, and fitting the biases to noise "
                            "would not help; give real calibration data to have it.")
+# ops that compute on quantized tensors: a QDQ model's pairs, QOperator kernels, dynamic int8
+QUANTIZED_OPS = frozenset({
+    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger", "QLinearConv",
+    "QLinearMatMul", "QLinearAdd", "QLinearMul", "QLinearConcat", "QLinearSigmoid", "QLinearLeakyRelu",
+    "QLinearSoftmax", "QLinearAveragePool", "QLinearGlobalAveragePool", "QGemm", "QAttention",
+    "DynamicQuantizeMatMul", "DynamicQuantizeLSTM", "MatMulIntegerToFloat", "MatMulNBits"})
 NO_CALIBRATION_DATA = ("Static quantization needs calibration data: give a folder of images or a tensor file, "
                        "use dynamic quantization, or allow random data (results will be flagged).")
 
@@ -75,6 +82,27 @@ def check_recipe(recipe: Recipe, *, has_data: bool) -> tuple[list[str], list[str
     return ([f.message for f in findings if f.level == "warning"], [f.message for f in findings if f.level == "note"])
 
 
+def quantized_ops(info: ModelInfo) -> dict[str, int]:
+    """The ops of the model that compute on quantized tensors (:data:`QUANTIZED_OPS`) and how many of each."""
+    found: dict[str, int] = {}
+    for (domain, op), n in info.op_counts.items():
+        if op in QUANTIZED_OPS and domain in ("", "ai.onnx", "com.microsoft"):
+            found[op] = found.get(op, 0) + n
+    return found
+
+
+def check_model_for(recipe: Recipe, info: ModelInfo) -> None:
+    """``RecipeError`` when ``recipe`` cannot start from this model: int8 or fp16 of a model already quantized."""
+    found = quantized_ops(info)
+    if not found or recipe.precision == Precision.FP32:
+        return
+    listed = ", ".join(f"{op} ×{n}" for op, n in sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))[:4])
+    raise RecipeError(f"This model is already quantized ({listed}): {recipe.precision.value} starts from a float32 "
+                      "model, and rounding a rounded model again only adds error. Start from its float32 original, "
+                      "or use this one as it is (ortlab bench times it; an fp32 recipe only optimizes its graph).",
+                      step="validate")
+
+
 def _still_the_same(spec: RunSpec) -> bool:
     """Whether the model file still has the size its prepared facts say (a cheap guard, not a hash)."""
     try:
@@ -93,6 +121,7 @@ def prepare_run(spec: RunSpec, info: ModelInfo | None = None) -> RunSpec:
         raise ModelLoadError(f"Model file not found: {spec.model}.")
     info = info if info is not None else inspect_model(spec.model)
     warnings, notes = check_recipe(spec.recipe, has_data=spec.calibration is not None)
+    check_model_for(spec.recipe, info)
     sample = get_sample(spec.sample) if spec.sample else find_for_model(spec.model, info.sha256)
     return replace(spec, model_info=info.to_dict(), sample=sample.name if sample is not None else None,
                    warnings=tuple(warnings), notes=tuple(notes))
@@ -110,6 +139,7 @@ def prepare_recipe_run(model, recipe: Recipe, dataset: Dataset | None = None,
         raise ModelLoadError(f"Model file not found: {path}.", step="validate")
     warnings, notes = check_recipe(recipe, has_data=dataset is not None)
     info = info if info is not None else inspect_model(path)
+    check_model_for(recipe, info)
     return PreparedRun(path, recipe, info, dataset, verify_dataset, preprocess, verify_samples,
                        policy or VerdictPolicy(), _int_shapes(shapes), tuple(warnings), tuple(notes))
 

@@ -76,3 +76,23 @@ def test_a_run_that_cannot_start_is_refused_before_its_child(tmp_path):
     assert err.value.message == NO_CALIBRATION_DATA and not (tmp_path / "out").exists()
     with pytest.raises(ModelLoadError, match="not found"):
         prepare_run(RunSpec(str(tmp_path / "missing.onnx"), Recipe()))
+
+
+@pytest.mark.parametrize("mode", [QuantMode.DYNAMIC, QuantMode.STATIC])
+def test_an_int8_or_fp16_recipe_refuses_a_model_already_quantized(tmp_path, mode):
+    from ortlab.runs.pipeline import run_recipe
+    from ortlab.runs.prepare import prepare_recipe_run
+    from tests.support.models import conv_bn_model
+
+    src = conv_bn_model(tmp_path / "conv.onnx")
+    int8 = run_recipe(src, Recipe(precision=Precision.INT8, allow_random_data=True, quant=QuantConfig(mode=mode)),
+                      tmp_path / "int8").model_path
+    for precision in (Precision.INT8, Precision.FP16):
+        again = Recipe(precision=precision, allow_random_data=True)
+        with pytest.raises(RecipeError, match=r"This model is already quantized \((DynamicQuantizeMatMul|QLinearConv) "
+                                              f"×\\d+.*\\): {precision.value} starts from a float32 model"):
+            prepare_recipe_run(int8, again)
+        with pytest.raises(RecipeError, match="already quantized"):
+            prepare_run(RunSpec(str(int8), again))
+    prepare_recipe_run(int8, Recipe(precision=Precision.FP32))  # graph optimization only: allowed
+    prepare_recipe_run(src, Recipe(precision=Precision.INT8, allow_random_data=True))  # its float source: allowed
