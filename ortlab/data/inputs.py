@@ -93,7 +93,7 @@ class InputSpec:
     @property
     def copies(self) -> int:
         """How many times one sample is repeated to fill the batch the model fixes (1: an open batch or none)."""
-        return int(self.shape[self.batch_axis]) if self.batch_fixed else 1  # type: ignore[index]
+        return int(self.dims[self.batch_axis].value or 1) if self.batch_fixed else 1  # type: ignore[index]
 
     def at_batch(self, n: int) -> tuple[int, ...]:
         """The shape for a batch of ``n`` samples (an input without a batch axis keeps its shape); a batch the model
@@ -199,15 +199,27 @@ def _batch_axis(shape: Sequence[Any], name: str, others_batched: bool) -> int | 
     symbolic = [i for i, d in enumerate(shape) if _static(d) is None]
     if symbolic and symbolic[0] == 0:
         return 0
-    if len(symbolic) == 1:
+    if len(symbolic) == 1 and not _is_size_axis(shape, symbolic[0]):
         return symbolic[0]
-    if symbolic:
+    if len(symbolic) > 1:
         return None  # several symbolic dims, none first and none named like batch: the user must say
-    # fully fixed: the first axis is the batch, unless another input has a real (symbolic) batch axis or
-    # the input is a recurrent state
+    # fixed, or open only in a size: the first axis is the batch, unless another input has a real (symbolic) batch
+    # axis or the input is a recurrent state
     if others_batched or _STATE_RE.search(name.lower()):
         return None
     return 0
+
+
+_SIZE_NAME_RE = re.compile(r"width|height|length|len$|seq|time|frame|step|token|(^|[^a-z])(w|h)$")
+
+
+def _is_size_axis(shape: Sequence[Any], i: int) -> bool:
+    """Whether open axis ``i`` is a size, not a batch: named like one (``image_width``, ``seq_len``), or the height
+    or width of a rank-4 image whose channels are fixed at 1 or 3 (``[1, 1, 64, W]``, a text-line recognizer)."""
+    if isinstance(shape[i], str) and _SIZE_NAME_RE.search(shape[i].strip().lower()):
+        return True
+    return len(shape) == 4 and ((i in (2, 3) and _static(shape[1]) in (1, 3))
+                                or (i in (1, 2) and _static(shape[3]) in (1, 3)))
 
 
 def _role(name: str, dtype: str, shape: Sequence[Any], batch_axis: int | None, others_batched: bool) -> str:

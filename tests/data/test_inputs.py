@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ortlab.cli import main as cli
 from ortlab.data.dataset import random_dataset
 from ortlab.data.feeds import batch_inputs, check_fits
-from ortlab.data.loaders import load_text_file
+from ortlab.data.loaders import load_tensor_file, load_text_file
 from ortlab.data.preprocess import detect_preprocess
 from ortlab.data.store import dataset_digest, write_dataset
 from ortlab.timing.bench import latency_samples, make_inputs
@@ -413,3 +413,19 @@ def test_open_dims_are_named_by_axis_and_suggest_sizes_a_square_image_first():
     ids = InputSpec("input_ids", "int64", (DimSpec(1, "batch", "batch"), DimSpec(None, "seq", "unresolved")),
                     0, "token_ids")
     assert axis_label(ids, 1) == "input input_ids, axis 1 (sequence)" and suggested_sizes(ids, 1) == (128, 256, 512)
+
+
+def test_an_open_size_is_not_taken_for_the_batch(tmp_path):
+    """ddddocr's recognizer takes [1, 1, 64, image_width]: its one open dim is the line's width, and the fixed first
+    axis is the batch (it was read as the batch, and a tensor file of lines [N, 1, 64, W] was refused)."""
+    (line,) = infer_specs([TensorInfo("input1", "float32", (1, 1, 64, "image_width"))], strict=False)
+    assert line.batch_axis == 0 and line.copies == 1
+    (unnamed,) = infer_specs([TensorInfo("x", "float32", (1, 3, "d0", 224))], strict=False)  # an image's height
+    (tokens,) = infer_specs([TensorInfo("input_ids", "int64", (1, "seq_len"))], strict=False)
+    (other,) = infer_specs([TensorInfo("x", "float32", (4, "d1"))], strict=False)  # no size: still the batch
+    assert (unnamed.batch_axis, tokens.batch_axis, other.batch_axis) == (0, 0, 1)
+    np.savez(tmp_path / "lines.npz", input1=np.zeros((5, 1, 64, 160), np.float32))
+    ds = load_tensor_file(tmp_path / "lines.npz")
+    specs = infer_specs([TensorInfo("input1", "float32", (1, 1, 64, "image_width"))], None, ds)
+    assert batch_inputs(ds, [3], None, [TensorInfo("input1", "float32", (1, 1, 64, "image_width"))],
+                        specs)["input1"].shape == (1, 1, 64, 160)
