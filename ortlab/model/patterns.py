@@ -10,8 +10,7 @@ a static int8 run starts from (``QuantConfig.known_patterns``), each stated in a
 * **LayerNorm exported as elementwise ops**, in a model without attention (PyTorch's ReduceMean/Pow/Sqrt/Div, JAX's
   E[x²] − E[x]² with Reciprocal): int8 would round its mean, variance and 1/std; a fused ``LayerNormalization``
   computes them inside the op and is left to the quantizer.
-* **tanh-approximated GELU exported as elementwise ops** (0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))): x³ takes a
-  range one int8 scale cannot share with x.
+* **tanh-GELU exported as elementwise ops** (0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))): x³ outranges x in int8.
 * **CTC head**: a text recognizer's last Softmax/LogSoftmax over the classes of each time step (a rank-3 output)
   and the class projection that feeds it: uint8 probabilities (steps of 1/255) flip near-tied characters.
 
@@ -407,17 +406,18 @@ def _tanh_gelu(g: _Graph, tanh: onnx.NodeProto) -> list[onnx.NodeProto]:
         after.append(nxt[0])
         acts = [i for i in g.activations(nxt[0]) if i not in n.output]
         n, other = nxt[0], acts[0] if acts else ""
+    if not other or after[-1].op_type != "Mul":
+        return []
     half = g.producer.get(other)
-    x = other
+    candidates = [(other, after)]  # x itself, or 0.5·x computed beside the tanh
     if half is not None and half.op_type == "Mul" and len(g.activations(half)) == 1:
-        x, after = g.activations(half)[0], [*after, half]  # 0.5·x, computed beside the tanh
-    if not x or after[-1].op_type != "Mul":
-        return []
-    poly = _cone(g, tanh.input[0], {x}, GELU_OPS)
-    cubes = sum(m.op_type == "Mul" and len(g.activations(m)) == 2 for m in poly)
-    if not poly or not (cubes >= 2 or any(m.op_type == "Pow" for m in poly)):
-        return []
-    return [*poly, tanh, *after]
+        candidates.append((g.activations(half)[0], [*after, half]))
+    for x, tail in candidates:  # x is what the polynomial reads
+        poly = _cone(g, tanh.input[0], {x}, GELU_OPS)
+        cubes = sum(m.op_type == "Mul" and len(g.activations(m)) == 2 for m in poly)
+        if any(x in m.input for m in poly) and (cubes >= 2 or any(m.op_type == "Pow" for m in poly)):
+            return [*poly, tanh, *tail]
+    return []
 
 
 def _tanh_gelus(g: _Graph) -> Iterator[KnownPattern]:

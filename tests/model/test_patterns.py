@@ -279,6 +279,18 @@ def test_an_exported_layer_norm_and_tanh_gelu_outside_attention_are_known_patter
     assert float_scope(detect_patterns(renamed)) == tuple(names[n] for n in float_scope([ln, act]))  # structure
 
 
+def test_a_gelu_after_a_scaling_keeps_that_scaling_out_of_its_scope():
+    """x = γ·n (an RMSNorm's end, or a LayerNorm without β) is a Mul of one activation, like PyTorch's 0.5·x: it
+    is not the GELU's, because the polynomial reads x itself."""
+    model = mlp_model("torch", "jax")
+    add = next(n for n in model.graph.node if n.name == "/ln/Add_1")
+    model.graph.node.remove(add)
+    for n in model.graph.node:
+        n.input[:] = ["ng" if i == "y" else i for i in n.input]
+    act = next(p for p in detect_patterns(model) if p.kind == PatternKind.TANH_GELU)
+    assert set(act.nodes) == set(_named(model, "/gelu/"))
+
+
 def test_a_plain_tanh_a_constant_shift_and_attention_are_not_these_patterns():
     assert _kinds(mlp_model("jax", "none")) == [PatternKind.LAYER_NORM]  # tanh(x) alone is no GELU
     shift = mlp_model("torch", "none")
