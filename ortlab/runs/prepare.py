@@ -120,8 +120,8 @@ def prepare_run(spec: RunSpec, info: ModelInfo | None = None) -> RunSpec:
     if not Path(spec.model).is_file():
         raise ModelLoadError(f"Model file not found: {spec.model}.")
     info = info if info is not None else inspect_model(spec.model)
-    warnings, notes = check_recipe(spec.recipe, has_data=spec.calibration is not None)
     check_model_for(spec.recipe, info)
+    warnings, notes = check_recipe(spec.recipe, has_data=spec.calibration is not None)
     sample = get_sample(spec.sample) if spec.sample else find_for_model(spec.model, info.sha256)
     return replace(spec, model_info=info.to_dict(), sample=sample.name if sample is not None else None,
                    warnings=tuple(warnings), notes=tuple(notes))
