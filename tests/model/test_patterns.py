@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from tests.support.models import RandomFeeds
 from tests.support.reference import photo_parts
 
 from ortlab.cli import main as cli
@@ -300,23 +301,12 @@ def test_a_plain_tanh_a_constant_shift_and_attention_are_not_these_patterns():
     assert PatternKind.LAYER_NORM not in _kinds(onnx.load(str(TEXT)))  # there its LayerNorms belong to attention
 
 
-class _Rows:
-    """Sixteen random rows, as an ONNX Runtime calibration reader."""
-
-    def __init__(self) -> None:
-        rng = np.random.default_rng(1)
-        self.feeds = iter([{"x": rng.standard_normal((1, 16)).astype(np.float32)} for _ in range(16)])
-
-    def get_next(self):
-        return next(self.feeds, None)
-
-
 @pytest.mark.parametrize("known_patterns", [True, False])
 def test_static_int8_keeps_an_exported_layer_norm_and_gelu_in_float(tmp_path, known_patterns):
     src, dst = tmp_path / "mlp.onnx", tmp_path / "int8.onnx"
     model = mlp_model("jax", "jax")
     onnx.save(model, str(src))
-    quantize_static_model(src, dst, QuantConfig(known_patterns=known_patterns, range_split=False), _Rows())
+    quantize_static_model(src, dst, QuantConfig(known_patterns=known_patterns, range_split=False), RandomFeeds("x", (1, 16), 16))
     g = onnx.load(str(dst)).graph
     dq_out = {o for n in g.node if n.op_type == "DequantizeLinear" for o in n.output}
     int8 = {n.name for n in g.node if any(i in dq_out for i in n.input)}
@@ -366,22 +356,12 @@ def test_a_ctc_head_is_its_per_step_softmax_and_class_projection(op):
                                  "(MatMul) feeding it) kept in float")
 
 
-class _Lines:
-    """Eight random line images, as an ONNX Runtime calibration reader."""
-
-    def __init__(self) -> None:
-        rng = np.random.default_rng(1)
-        self.feeds = iter([{"image": rng.random((1, 1, 32, 80), np.float32)} for _ in range(8)])
-
-    def get_next(self):
-        return next(self.feeds, None)
-
-
 @pytest.mark.parametrize("known_patterns", [True, False])
 def test_static_int8_of_a_recognizer_keeps_its_ctc_head_in_float(tmp_path, known_patterns):
     src, dst = tmp_path / "ctc.onnx", tmp_path / "int8.onnx"
     onnx.save(ctc_model(), str(src))
-    quantize_static_model(src, dst, QuantConfig(known_patterns=known_patterns, range_split=False), _Lines())
+    quantize_static_model(src, dst, QuantConfig(known_patterns=known_patterns, range_split=False),
+                          RandomFeeds("image", (1, 1, 32, 80), 8, uniform=True))
     g = onnx.load(str(dst)).graph
     dq_out = {o for n in g.node if n.op_type == "DequantizeLinear" for o in n.output}
     int8 = {n.name for n in g.node if any(i in dq_out for i in n.input)}

@@ -226,3 +226,17 @@ def constant_weights_model(path, seed: int = 0) -> Path:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = 8
     return _save(model, path)
+
+
+class RandomFeeds:
+    """``n`` seeded feeds of input ``name``, float32 arrays of ``shape`` (standard normal, or uniform in [0, 1) with
+    ``uniform``), as an ONNX Runtime calibration reader."""
+
+    def __init__(self, name: str, shape: tuple[int, ...], n: int, seed: int = 1, uniform: bool = False) -> None:
+        rng = np.random.default_rng(seed)
+        draw = (lambda: rng.random(shape, np.float32)) if uniform else (
+            lambda: rng.standard_normal(shape).astype(np.float32))
+        self.feeds = iter([{name: draw()} for _ in range(n)])
+
+    def get_next(self):
+        return next(self.feeds, None)

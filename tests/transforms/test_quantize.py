@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.support.models import conv_bn_graph, conv_bn_model, matmul_model
+from tests.support.models import RandomFeeds, conv_bn_graph, conv_bn_model, matmul_model
 from ortlab.settings.config import CalibrationMethod, QuantConfig, QuantFormat, QuantMode, QuantType
 from ortlab.transforms.calibration import CalibrationReader
 from ortlab.data.dataset import random_dataset
@@ -539,15 +539,6 @@ def _row_bias_gemms(path: Path, shared: bool) -> Path:
     return path
 
 
-class _Rows16:
-    def __init__(self) -> None:
-        rng = np.random.default_rng(1)
-        self.feeds = iter([{"x": rng.standard_normal((1, 16)).astype(np.float32)} for _ in range(16)])
-
-    def get_next(self):
-        return next(self.feeds, None)
-
-
 @pytest.mark.parametrize("shared", [False, True])
 def test_static_per_channel_int8_of_gemms_with_row_biases(tmp_path, shared):
     """ONNX Runtime's QDQ quantizer reads a per-channel bias one value per channel and failed on a [1, N] row ("The
@@ -558,7 +549,7 @@ def test_static_per_channel_int8_of_gemms_with_row_biases(tmp_path, shared):
     src = _row_bias_gemms(tmp_path / "gemms.onnx", shared)
     before = sha(src)
     out = tmp_path / "q.onnx"
-    quantize_static_model(src, out, QuantConfig(per_channel=True, range_split=False), _Rows16())
+    quantize_static_model(src, out, QuantConfig(per_channel=True, range_split=False), RandomFeeds("x", (1, 16), 16))
     assert sha(src) == before
     g = onnx.load(str(out)).graph
     dequantized = {n.input[0] for n in g.node if n.op_type == "DequantizeLinear"}
@@ -570,8 +561,8 @@ def test_static_per_channel_int8_of_gemms_with_row_biases(tmp_path, shared):
         if list(init.dims) == [1, 8]:
             init.dims[:] = [8]
     onnx.save_model(model, str(tmp_path / "vectors.onnx"))
-    quantize_static_model(tmp_path / "vectors.onnx", tmp_path / "qv.onnx", QuantConfig(per_channel=True,
-                                                                                        range_split=False), _Rows16())
+    quantize_static_model(tmp_path / "vectors.onnx", tmp_path / "qv.onnx",
+                          QuantConfig(per_channel=True, range_split=False), RandomFeeds("x", (1, 16), 16))
     x = np.random.default_rng(2).standard_normal((1, 16)).astype(np.float32)
     rows, vectors = (ort.InferenceSession(str(p)).run(None, {"x": x})[0] for p in (out, tmp_path / "qv.onnx"))
     assert np.array_equal(rows, vectors)
