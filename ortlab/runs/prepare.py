@@ -19,6 +19,7 @@ from ortlab.checks.verdict import VerdictPolicy
 from ortlab.core.errors import ModelLoadError, RecipeError
 from ortlab.data.dataset import Dataset
 from ortlab.data.samples import find_for_model, get_sample
+from ortlab.model.diff import is_quantization_op
 from ortlab.model.inspect import ModelInfo, inspect_model
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, RunSpec
 from ortlab.runtime.hardware import cpu_int8
@@ -27,12 +28,6 @@ from ortlab.settings.config import Finding, Precision, PreprocessConfig, Recipe,
 
 BIAS_CORRECTION_SKIPPED = ("Bias correction skipped: the calibration data is random, and fitting the biases to noise "
                            "would not help; give real calibration data to have it.")
-# ops that compute on quantized tensors: a QDQ model's pairs, QOperator kernels, dynamic int8
-QUANTIZED_OPS = frozenset({
-    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger", "QLinearConv",
-    "QLinearMatMul", "QLinearAdd", "QLinearMul", "QLinearConcat", "QLinearSigmoid", "QLinearLeakyRelu",
-    "QLinearSoftmax", "QLinearAveragePool", "QLinearGlobalAveragePool", "QGemm", "QAttention",
-    "DynamicQuantizeMatMul", "DynamicQuantizeLSTM", "MatMulIntegerToFloat", "MatMulNBits"})
 NO_CALIBRATION_DATA = ("Static quantization needs calibration data: give a folder of images or a tensor file, "
                        "use dynamic quantization, or allow random data (results will be flagged).")
 
@@ -83,10 +78,11 @@ def check_recipe(recipe: Recipe, *, has_data: bool) -> tuple[list[str], list[str
 
 
 def quantized_ops(info: ModelInfo) -> dict[str, int]:
-    """The ops of the model that compute on quantized tensors (:data:`QUANTIZED_OPS`) and how many of each."""
+    """The ops of the model that compute on quantized tensors (:func:`ortlab.model.diff.is_quantization_op`) and how
+    many of each."""
     found: dict[str, int] = {}
     for (domain, op), n in info.op_counts.items():
-        if op in QUANTIZED_OPS and domain in ("", "ai.onnx", "com.microsoft"):
+        if is_quantization_op(op) and domain in ("", "ai.onnx", "com.microsoft"):
             found[op] = found.get(op, 0) + n
     return found
 
