@@ -154,10 +154,11 @@ def docstring_text() -> list[str]:
     return out
 
 
-def prepare_photos(src: Path, out: Path, seed: int = 24) -> None:
+def prepare_photos(src: Path, out: Path, seed: int = 24, evaluation: int = 150) -> None:
+    """100 calibration and ``evaluation`` evaluation crops (the first 150 are the same for any ``evaluation``)."""
     rng = random.Random(seed)
     sources = sorted(p for p in src.iterdir() if p.suffix.lower() in (".png", ".jpg", ".jpeg"))
-    for split, n in (("calibration", 100), ("evaluation", 150)):
+    for split, n in (("calibration", 100), ("evaluation", evaluation)):
         chosen = [p for p in sources if (p.name in EVAL_PHOTOS) == (split == "evaluation")]
         folder = out / "photos" / split
         folder.mkdir(parents=True, exist_ok=True)

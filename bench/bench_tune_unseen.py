@@ -159,12 +159,14 @@ CASES = {
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 
 
-def split_folder(src: Path, a: Path, b: Path) -> None:
-    """Every other image (sorted, per sub-folder) into ``a``, the rest into ``b``."""
+def split_folder(src: Path, a: Path, b: Path, share: float = 0.5) -> None:
+    """``share`` of the images (sorted, per sub-folder, spread evenly: every other one at 0.5) into ``a``, the rest
+    into ``b``."""
     for folder in [src, *sorted(p for p in src.rglob("*") if p.is_dir())]:
         files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
         for i, f in enumerate(files):
-            dst = (a if i % 2 == 0 else b) / f.relative_to(src)
+            to_a = int((i + 1) * share + 0.5) > int(i * share + 0.5)
+            dst = (a if to_a else b) / f.relative_to(src)
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f, dst)
 
@@ -212,7 +214,10 @@ def run_case(name: str, args: argparse.Namespace, work: Path) -> None:
     seen, unseen = (work / name / "seen.txt", work / name / "unseen.txt") if text else \
         (work / name / "seen", work / name / "unseen")
     (work / name).mkdir(parents=True, exist_ok=True)
-    (split_lines if text else split_folder)(ev, seen, unseen)
+    if text:
+        split_lines(ev, seen, unseen)
+    else:
+        split_folder(ev, seen, unseen, args.seen_share)
     labels = get_sample(case.sample).labels if case.sample else None
 
     def ref(p: Path) -> DataRef:
@@ -279,6 +284,10 @@ def main() -> None:
     ap.add_argument("--data", help="Folder with photos/, rec/, text/ (bench_third_party.py's --prepare).")
     ap.add_argument("--prepare", action="store_true", help="Build --data first (from --photos and the stdlib).")
     ap.add_argument("--photos", help="The packages' source photographs, for --prepare.")
+    ap.add_argument("--eval-crops", type=int, default=150, metavar="N",
+                    help="--prepare: evaluation photo crops (the first 150 are the same for any N)")
+    ap.add_argument("--seen-share", type=float, default=0.5, metavar="F",
+                    help="share of an image case's evaluation files that tune sees (spread evenly), the rest unseen")
     ns = ap.parse_args()
     ns.budget = default_budget(False) if ns.budget is None else parse_budget(ns.budget)
     if ns.wall_cap is not None:
@@ -286,7 +295,7 @@ def main() -> None:
     if ns.prepare:
         if not (ns.photos and ns.data):
             ap.error("--prepare needs --photos DIR and --data DIR")
-        third_party.prepare_photos(Path(ns.photos), Path(ns.data))
+        third_party.prepare_photos(Path(ns.photos), Path(ns.data), evaluation=ns.eval_crops)
         third_party.prepare_text(Path(ns.data))
     with tempfile.TemporaryDirectory(prefix="ortlab-tune-unseen-") as tmp:
         for name in ns.cases:

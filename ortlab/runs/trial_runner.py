@@ -88,11 +88,12 @@ class LocalTrials:
                  values: dict[str, float] | None = None) -> None:
         self._start = start
         self._values = dict(values or {}) or None  # control inputs' values (a VAD's sr) for the timing
-        self._pair_timer: PairTimer | None = None
+        self._pair_timers: dict[str, PairTimer] = {}  # by reference: the source, or a trial timed head to head
+        self._last: PairTimer | None = None
 
     @property
     def last(self) -> Any:
-        return self._pair_timer.last if self._pair_timer is not None else None
+        return self._last.last if self._last is not None else None
 
     def start(self, spec: RunSpec, out: Path | None, workspace: Any) -> TrialHandle:
         return self._start(spec, out, workspace)
@@ -105,12 +106,14 @@ class LocalTrials:
 
     def measure(self, reference: str, candidate: str, cfg: BenchConfig, batch_size: int, *,
                 shapes: dict[str, list[int]], cancel: CancelToken) -> SpeedUp:
-        if self._pair_timer is None:
-            self._pair_timer = PairTimer(reference, shapes=shapes, values=self._values)
-        return self._pair_timer(candidate, cfg, batch_size, cancel=cancel)
+        timer = self._pair_timers.get(reference)
+        if timer is None:
+            timer = self._pair_timers[reference] = PairTimer(reference, shapes=shapes, values=self._values)
+        self._last = timer
+        return timer(candidate, cfg, batch_size, cancel=cancel)
 
     def close(self) -> None:
-        """End the source's timing child."""
-        if self._pair_timer is not None:
-            self._pair_timer.close()
-            self._pair_timer = None
+        """End the references' timing children."""
+        timers, self._pair_timers, self._last = list(self._pair_timers.values()), {}, None
+        for timer in timers:
+            timer.close()

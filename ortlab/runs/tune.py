@@ -73,6 +73,7 @@ from ortlab.runs.tune_settings import ALL_SAMPLES, TuneSettings
 from ortlab.runs.tune_space import DETECTOR_PERCENTILE_NOTE, dedupe, search_space
 from ortlab.runs.tune_steps import Ahead, Finished, Proposal, Say, Step, Steps
 from ortlab.runs.tune_timing import TrialTiming
+from ortlab.timing.stats import SpeedUp
 from ortlab.runs.tune_words import budget_hint_s, none_finished, stopped_where
 from ortlab.runs.workspace import Workspace
 from ortlab.runtime.cpu_time import CpuShare
@@ -407,10 +408,14 @@ class Tuner:
             self._put(out[i])
         return out
 
+    def _head_to_head(self, candidate: Trial, default: Trial) -> SpeedUp:
+        """``candidate`` timed against ``default`` in one interleaved run (:meth:`TrialTiming.head_to_head`)."""
+        return self.timing.head_to_head(candidate, default, self.budget.token)
+
     def finish(self) -> TuneResult:
         """The search's result: the recommender's pick and words; the pick written, and every trial."""
         self.trial_runner.prefetch([], self.workspace)  # on a cluster: no trial starts ahead any more, none runs
-        recommender = Recommender(self.settings, self.policy, self.evidence, self._retime)
+        recommender = Recommender(self.settings, self.policy, self.evidence, self._retime, self._head_to_head)
         pick = recommender.pick(self.trials_done)
         self.trials_done[:] = pick.trials
         self._mark_pareto()

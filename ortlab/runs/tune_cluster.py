@@ -352,11 +352,13 @@ class ClusterTrials:
 
     def measure(self, reference: str, candidate: str, cfg: BenchConfig, batch_size: int, *,
                 shapes: dict[str, list[int]], cancel: CancelToken) -> SpeedUp:
-        """The tuner's clock on the timing node: ``candidate`` against the source, interleaved, on that node; the task
-        takes all the node's CPUs (nothing else runs there meanwhile) and times with as many threads, unless
-        ``cfg`` names a count."""
+        """The tuner's clock on the timing node: ``candidate`` against ``reference`` (the source, or a trial timed
+        head to head), interleaved, on that node; the task takes all the node's CPUs (nothing else runs there
+        meanwhile) and times with as many threads, unless ``cfg`` names a count."""
         cand = self.cluster.put(Path(candidate).read_bytes())
-        task = self.cluster.submit(time_pair_on_node, Path(reference).name, self._data.source_ref, cand, cfg,
+        source = self._data.source_ref if Path(reference) == self._data.source else \
+            self.cluster.put(Path(reference).read_bytes())
+        task = self.cluster.submit(time_pair_on_node, Path(reference).name, source, cand, cfg,
                                    batch_size, shapes, self.values, node_id=self.timing.node.node_id,
                                    resources=self.timing.resources(), num_cpus=None)
         self.timing.waiting = True

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ortlab.checks.task_kind import claim_bar
+from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_pick import Claim, claim_of, decide
 from ortlab.runs.tune_policy import (
     FINALISTS, Policy, Trial, TrialStatus, TuneResult, as_twin, judging_policy, rank_key,
 )
 from ortlab.runs.tune_recommend import Recommendation
+from ortlab.timing.stats import SpeedUp
 from ortlab.runs.tune_settings import TuneSettings
 from ortlab.settings.config import Target
 from ortlab.runs.tune_words import (
@@ -71,14 +73,17 @@ class SearchAccount:
 class Recommender:
     """Picks and words a search's outcome under ``settings`` and ``policy``; ``evidence`` maps a trial's index to
     its per-sample record; ``retime`` re-times finalists (longer, interleaved with the source) and gives them back as
-    they are then."""
+    they are then; ``head_to_head(candidate, default)`` times a candidate against the default in one interleaved
+    run (None: a pick preferred for speed rests on the two timings apart)."""
 
     def __init__(self, settings: TuneSettings, policy: Policy, evidence: Mapping[int, SampleEvidence | None],
-                 retime: Callable[[list[Trial]], list[Trial]]) -> None:
+                 retime: Callable[[list[Trial]], list[Trial]],
+                 head_to_head: Callable[[Trial, Trial], SpeedUp] | None = None) -> None:
         self.settings = settings
         self.policy = policy
         self.evidence = evidence
         self.retime = retime
+        self.head_to_head = head_to_head
 
     def pick(self, trials: Sequence[Trial]) -> Pick:
         """The trial the search stands for (the finalists re-timed first); a trial whose model is an earlier one's
@@ -109,15 +114,14 @@ class Recommender:
                 done = swap(done, self._retime_finalists([default]))  # compared with the finalists: timed as long
             accepted = [t for t in swap(accepted, done) if not slower_than_source(t)]  # the longer timing may say so
         default = next((t for t in done if t.index == 1), None)
-        decided = decide(done, self.evidence, lambda t: not t.broken and not slower_than_source(t),
-                         self.settings.objective)
+        decided, timed_notes = self._decide_head_to_head(done)
         if decided is not None:
             done = decided[1]
             accepted = swap(accepted, done)
         rec = decided[0] if decided is not None else None
         if rec is not None and rec.pick is not None:
             best = next(t for t in done if t.index == rec.pick)
-            return best, best.accepted, rec, unsettled_notes(rec, done), done
+            return best, best.accepted, rec, [*unsettled_notes(rec, done), *timed_notes], done
         if accepted:
             return min(not_worse_and_slower(accepted, default),
                        key=lambda t: (t.cost, tuple(-x for x in rank_key(t)))), True, None, [], done
@@ -128,6 +132,43 @@ class Recommender:
             close = [t for t in swap(close, done) if not slower_than_source(t)]
             return (max(close, key=lambda t: (rank_key(t), -(t.cost or 0))) if close else None), False, None, [], done
         return None, False, None, [], done
+
+    def _decide_head_to_head(self, done: list[Trial]) -> tuple[tuple[Recommendation, list[Trial]] | None, list[str]]:
+        """:func:`decide`, with a pick preferred over the default for speed alone timed head to head against it
+        (:attr:`head_to_head`): only when that run shows it faster (its interval above 1×) does it stay the pick;
+        else it is withdrawn and the decision made again without it. And the notes saying so."""
+        withdrawn: dict[int, str] = {}
+        notes: list[str] = []
+        while True:
+            decided = decide(done, self.evidence, lambda t: not t.broken and not slower_than_source(t)
+                             and t.index not in withdrawn, self.settings.objective)
+            if decided is None or self.head_to_head is None or self.settings.objective != "latency":
+                break
+            rec, now = decided
+            comp = next((c for c in rec.comparisons if c.index == rec.pick), None)
+            if comp is None or comp.more_accurate:
+                break
+            cand, default = (next(t for t in now if t.index == i) for i in (rec.pick, 1))
+            try:
+                speed = self.head_to_head(cand, default)
+            except (OrtlabError, Cancelled) as exc:
+                notes.append(f"#{cand.index} {cand.label} was not timed head to head against the default "
+                             f"({exc.message}): its speed-up over the default rests on two timings apart.")
+                break
+            lo, hi = speed.speedup_range
+            timed = (f"timed head to head against the default (interleaved in one run, {speed.rounds} rounds): "
+                     f"{speed.speedup:.2f}× ({lo:.2f}–{hi:.2f}×) its speed")
+            if lo > 1.0:
+                now = [replace(t, vs_default=f"{t.vs_default}; {timed}") if t.index == cand.index else t for t in now]
+                decided = (replace(rec, reason=f"{rec.reason}; {timed}"), now)
+                break
+            withdrawn[cand.index] = f"faster than the default in two timings apart, but {timed}: not shown faster"
+            notes.append(f"Not picked: #{cand.index} {cand.label} timed faster than the default apart, but "
+                         f"{timed}; the two timings apart differed by the machine's drift.")
+        if decided is not None and withdrawn:
+            decided = (decided[0], [replace(t, vs_default=withdrawn[t.index]) if t.index in withdrawn else t
+                                    for t in decided[1]])
+        return decided, notes
 
     def _retime_finalists(self, trials: list[Trial]) -> list[Trial]:
         """The cheapest :data:`FINALISTS` of ``trials``, re-timed (only a latency search is): as they are now."""

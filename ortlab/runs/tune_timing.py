@@ -61,6 +61,22 @@ class TrialTiming:
         self.record(t, cfg, [self._timed_pairs.get((sha, int(b), seconds)) for b in s.batch_sizes])
         return self._summed(t, ratios)
 
+    def head_to_head(self, candidate: Trial, default: Trial, cancel: CancelToken) -> SpeedUp:
+        """``candidate`` timed against ``default`` (not the source) in one interleaved run at the first batch size,
+        twice a trial's bench seconds: the machine's speed drifts between two trials' timings by more than each
+        timing's own interval holds, and in one run the drift hits both alike. Not kept in History."""
+        s = self.settings
+        b = int(s.batch_sizes[0])
+        cfg = BenchConfig(batch_sizes=(b,), warmup=3, target=s.target, duration_s=2 * float(s.bench_s))
+        measure = self.timer or self.runner.measure
+        try:
+            return measure(default.model_path or "", candidate.model_path or "", cfg, b, shapes=self.shapes,
+                           cancel=cancel)
+        except (OrtlabError, Cancelled):
+            raise
+        except Exception as exc:  # ORT's own errors while timing
+            raise OrtlabError(f"Timing {candidate.label} against the default failed: {exc}") from exc
+
     def _summed(self, t: Trial, ratios: list[SpeedUp]) -> Trial:
         """``t`` with its latencies, its relative latency (the geometric mean of the ratios) and its cost."""
         s = self.settings
