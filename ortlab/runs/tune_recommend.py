@@ -218,7 +218,29 @@ def paired_difference(cand: SampleEvidence, base: SampleEvidence, idx: Sequence[
     draws = _resamples(len(ids), rounds, seed)
     got = _percentiles(_ratios(cand.hits, cand.totals, ids, draws) - _ratios(base.hits, base.totals, ids, draws))
     lo, hi = got if got is not None else (-1.0, 1.0)
+    if cand.binary and base.binary:
+        f_lo, f_hi = _discordant_bounds(*_discordant(cand, base, ids), _units(base, ids), len(ids))
+        lo, hi = min(lo, f_lo), max(hi, f_hi)
     return Interval(a - b, min(lo, a - b), max(hi, a - b))
+
+
+def _units(ev: SampleEvidence, ids: Sequence[int]) -> float:
+    """The counted units among the samples ``ids`` (confident samples, strings …)."""
+    return sum(ev.units[i] for i in ids) if ev.units else float(len(ids))
+
+
+def _discordant_bounds(better: int, worse: int, units: float, n: int) -> tuple[float, float]:
+    """A floor under a pass/fail difference's interval: the difference is (better − worse) / n, and each count's
+    share of the ``units`` (the samples that can change: confident ones, strings) has its Wilson interval, so the
+    difference lies within (low(better) − high(worse), high(better) − low(worse)) × units / n. Two models that
+    agree on every one of a few samples are not shown equal: the bootstrap alone says (0, 0) there, while 0 of 14
+    confident samples bounds a share only below 0.21."""
+    if n <= 0 or units <= 0:
+        return -1.0, 1.0
+    b_lo, b_hi = wilson(better, units)
+    w_lo, w_hi = wilson(worse, units)
+    scale = units / n
+    return (b_lo - w_hi) * scale, (b_hi - w_lo) * scale
 
 
 def mcnemar_p(b: int, c: int) -> float:
@@ -250,6 +272,22 @@ def settle_samples(diff: Interval, n: int, margin: float = NOT_WORSE_MARGIN) -> 
     return need if need <= MAX_SETTLE else None
 
 
+def _settle_discordant(better: int, worse: int, units: float, n: int, margin: float) -> int | None:
+    """About how many samples would show a pass/fail difference "not worse" if the discordant shares stayed as
+    they are: the smallest sample count whose :func:`_discordant_bounds` lie above −``margin`` (None: none up to
+    :data:`MAX_SETTLE`). Near zero discordant samples a Wilson bound shrinks as 1/n, not 1/√n."""
+    if n <= 0 or units <= 0 or (worse - better) / n >= margin:
+        return None
+    per_sample = units / n
+    m = float(n)
+    while m <= MAX_SETTLE:
+        low, _ = _discordant_bounds(round(better * m / n), round(worse * m / n), per_sample * m, round(m))
+        if low > -margin:
+            return math.ceil(m)
+        m *= 1.1
+    return None
+
+
 def bar_word(claim: Interval | None, bar: float | None) -> str:
     """"ok" when the claim's whole interval clears the bar (or there is no bar), "on the edge" when the interval
     reaches across it, "below the bar" when it lies wholly under it; "" without a claim."""
@@ -278,6 +316,9 @@ def compare(cand: Candidate, default: Candidate, idx: Sequence[int] | None = Non
         more = diff.low > 0 and (p is None or p < ALPHA)
         n = len(idx) if idx is not None else len(cand.evidence or ())
         settle = None if not_worse else settle_samples(diff, n, margin)
+        if settle is not None and p is not None and cand.evidence is not None and default.evidence is not None:
+            settle = _settle_discordant(*_discordant(cand.evidence, default.evidence, ids),
+                                        _units(default.evidence, ids), n, margin) or settle
         if settle is not None and idx is not None and cand.evidence is not None:
             settle = math.ceil(settle * len(cand.evidence) / max(1, len(idx)))  # choosing part → all samples
     else:

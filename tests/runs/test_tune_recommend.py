@@ -136,22 +136,50 @@ def test_an_undecidable_comparison_says_how_many_samples_would_settle_it():
 
 
 def test_a_candidate_not_worse_and_clearly_faster_is_picked_and_a_clearly_more_accurate_one_too():
-    base = [1.0] * 280 + [0.0] * 20
+    # 1,200 strings: agreeing on all 800 chosen on bounds their difference within the 0.01 margin (300 would not)
+    base = [1.0] * 1120 + [0.0] * 80
     same = list(base)
     default = _cand(1, _flags(base), (2.0, 1.9, 2.1))
     faster = _cand(2, _flags(same), (2.4, 2.3, 2.5))
     overlapping = _cand(3, _flags(same), (2.15, 2.05, 2.3))
-    rec = recommend(default, [default, faster, overlapping], "latency", 300)
+    rec = recommend(default, [default, faster, overlapping], "latency", 1200)
     assert rec.pick == 2 and "faster by more than the timing interval" in rec.reason
     comps = {c.index: c for c in rec.comparisons}
     assert comps[2].preferred and not comps[3].preferred  # 2.05 does not clear the default's 2.1
-    better = _cand(4, _flags([1.0] * 300), (1.5, 1.4, 1.6))  # 20 flips mended: McNemar p < 0.05
-    rec = recommend(default, [default, better], "latency", 300)
+    better = _cand(4, _flags([1.0] * 1200), (1.5, 1.4, 1.6))  # 80 flips mended: McNemar p < 0.05
+    rec = recommend(default, [default, better], "latency", 1200)
     comp = rec.comparisons[0]
     assert rec.pick == 4 and comp.more_accurate and comp.p_value is not None and comp.p_value < 0.05
     # a candidate the policy does not pass is never the pick, however it compares
-    rec = recommend(default, [default, _cand(5, _flags(same), (3.0, 2.9, 3.1), passes=False)], "latency", 300)
+    rec = recommend(default, [default, _cand(5, _flags(same), (3.0, 2.9, 3.1), passes=False)], "latency", 1200)
     assert rec.pick == 1
+
+
+def test_two_models_that_agree_on_a_few_samples_are_not_shown_equal():
+    """Measured on EfficientNet-Lite0 (22 samples chosen on, 14 of them confident): both trials kept every
+    confident sample, the bootstrap said +0.000 (+0.000 to +0.000), and a 3%-faster per-tensor model was picked
+    that lost 2 of 32 unseen samples. Zero discordant samples in 14 bound a share only below Wilson's 3.84/17.84."""
+    z2 = 1.959963984540054 ** 2
+    sure = tuple(1.0 if i % 11 < 7 else 0.0 for i in range(22))  # 14 confident samples of 22
+    ev = SampleEvidence("no confident flip", (1.0,) * 22, (1.0,) * 22, 14, "confident samples", binary=True,
+                        units=sure)
+    d = paired_difference(ev, ev)
+    assert d is not None and d.value == 0.0
+    upper = z2 / (14 + z2)  # Wilson's upper bound of 0 of 14, written out
+    assert d.low == pytest.approx(-upper * 14 / 22) and d.high == pytest.approx(upper * 14 / 22)
+    default = Candidate(1, "int8 static", True, True, ev, 1.0, Timing(2.13, 2.08, 2.18))
+    per_tensor = Candidate(12, "int8 per-tensor", True, True, ev, 1.0, Timing(3.0, 2.2, 3.25))
+    rec = recommend(default, [default, per_tensor], "latency", 22)
+    comp = rec.comparisons[0]
+    assert rec.pick == 1 and comp.faster and not comp.not_worse
+    # the count that would settle it: n samples (14 of 22 confident) whose Wilson bound z²/(N + z²) · N/n of 0 of
+    # N = 14n/22 confident samples is below the 0.01 margin, solved here for n
+    least = math.ceil((z2 * (14 / 22) / 0.01 - z2) * 22 / 14)
+    assert comp.settle is not None and least <= comp.settle <= 1.1 * least + 1
+    assert f"about {comp.settle:,} evaluation samples would settle it" in comp.reason("no confident flip")
+    # a non-pass/fail measure (detection F1) keeps the bootstrap alone
+    f1 = dataclasses.replace(ev, binary=False)
+    assert paired_difference(f1, f1) == Interval(0.0, 0.0, 0.0)
 
 
 def test_without_a_usable_default_the_recommender_leaves_the_choice_to_the_search():
@@ -385,12 +413,15 @@ def test_a_claim_on_the_edge_says_how_many_samples_would_settle_it():
 
 
 def test_the_size_objective_prefers_a_smaller_candidate_and_says_smaller():
-    ev = _flags([1.0] * 24)
+    ev = _flags([1.0] * 1200)
     default = Candidate(1, "int8 dynamic", True, True, ev, 1.0, Timing(1.1, 0.9, 1.3, 390_000))
     gather = Candidate(2, "int8 dynamic + Gather", True, True, ev, 1.0, Timing(1.0, 0.8, 1.2, 170_000))
-    rec = recommend(default, [default, gather], "size", 24)
+    rec = recommend(default, [default, gather], "size", 1200)
     assert rec.pick == 2 and "not worse and smaller" in rec.reason and "faster" not in rec.reason
-    assert rec.chosen_on == "fewer than 30 samples: none held out"
+    assert rec.chosen_on == "chosen on 800 samples, confirmed on 400 held out"
+    few = _flags([1.0] * 24)  # 24 strings agreeing cannot show it is no worse: the default stays
+    rec = recommend(dataclasses.replace(default, evidence=few), [dataclasses.replace(gather, evidence=few)], "size", 24)
+    assert rec.pick == 1 and rec.chosen_on == "fewer than 30 samples: none held out"
 
 
 def test_a_pick_whose_held_out_interval_lies_below_the_bar_is_never_recommended(tmp_path):
