@@ -164,7 +164,7 @@ class Recommender:
                 break
             withdrawn[cand.index] = f"faster than the default in two timings apart, but {timed}: not shown faster"
             notes.append(f"Not picked: #{cand.index} {cand.label} timed faster than the default apart, but "
-                         f"{timed}; the two timings apart differed by the machine's drift.")
+                         f"{timed} (timings taken apart can differ by the machine's drift).")
         if decided is not None and withdrawn:
             decided = (decided[0], [replace(t, vs_default=withdrawn[t.index]) if t.index in withdrawn else t
                                     for t in decided[1]])

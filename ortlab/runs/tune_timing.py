@@ -42,18 +42,13 @@ class TrialTiming:
         seconds = float(duration_s if duration_s is not None else s.bench_s)
         cfg = BenchConfig(batch_sizes=tuple(s.batch_sizes), warmup=3, target=s.target, duration_s=seconds)
         sha = t.model_sha or f"unread:{t.model_path}"
-        measure = self.timer or self.runner.measure
         ratios: list[SpeedUp] = []
         for b in s.batch_sizes:
             key = (sha, int(b), seconds)
             if key not in self._timed:
-                try:
-                    self._timed[key] = measure(self.model, t.model_path or "", cfg, b, shapes=self.shapes, cancel=cancel)
-                    self._timed_pairs[key] = self.runner.last
-                except OrtlabError:
-                    raise
-                except Exception as exc:  # ORT's own errors while timing
-                    raise OrtlabError(f"Timing {t.label} failed: {exc}") from exc
+                self._timed[key] = self._measure(self.model, t.model_path or "", cfg, int(b), cancel,
+                                                 f"Timing {t.label}")
+                self._timed_pairs[key] = self.runner.last
             ratios.append(self._timed[key])
         if cancel.cancelled:
             raise Cancelled()
@@ -68,14 +63,20 @@ class TrialTiming:
         s = self.settings
         b = int(s.batch_sizes[0])
         cfg = BenchConfig(batch_sizes=(b,), warmup=3, target=s.target, duration_s=2 * float(s.bench_s))
+        return self._measure(default.model_path or "", candidate.model_path or "", cfg, b, cancel,
+                             f"Timing {candidate.label} against the default")
+
+    def _measure(self, reference: str, candidate: str, cfg: BenchConfig, batch_size: int, cancel: CancelToken,
+                 what: str) -> SpeedUp:
+        """``candidate`` against ``reference`` on the clock (the timer given, or the runner's); ORT's own errors
+        while timing become an :class:`OrtlabError` that says ``what`` failed."""
         measure = self.timer or self.runner.measure
         try:
-            return measure(default.model_path or "", candidate.model_path or "", cfg, b, shapes=self.shapes,
-                           cancel=cancel)
-        except (OrtlabError, Cancelled):
+            return measure(reference, candidate, cfg, batch_size, shapes=self.shapes, cancel=cancel)
+        except OrtlabError:
             raise
         except Exception as exc:  # ORT's own errors while timing
-            raise OrtlabError(f"Timing {candidate.label} against the default failed: {exc}") from exc
+            raise OrtlabError(f"{what} failed: {exc}") from exc
 
     def _summed(self, t: Trial, ratios: list[SpeedUp]) -> Trial:
         """``t`` with its latencies, its relative latency (the geometric mean of the ratios) and its cost."""
