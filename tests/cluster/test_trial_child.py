@@ -148,3 +148,36 @@ def test_when_the_search_ends_each_node_removes_what_cancelled_trials_left(ray_c
     finally:
         for f in left.values():
             shutil.rmtree(f, ignore_errors=True)
+
+
+def test_a_head_to_head_on_the_cluster_times_against_the_trial_given_not_the_source(ray_cluster, tmp_path,
+                                                                                   monkeypatch):
+    """The recommender times a pick against the default (not the fp32 source) on the timing node: the reference's
+    bytes are the default's. A reference that is the source goes by the source's stored reference."""
+    import onnx
+
+    from ortlab.core.progress import CancelToken
+    from ortlab.settings.config import BenchConfig
+
+    default = tmp_path / "default.onnx"
+    m = onnx.load(str(DIGITS))
+    m.doc_string = "the default trial's model"  # other bytes than the source's, the same graph
+    onnx.save(m, str(default))
+    trials = ClusterTrials(ray_cluster.address, None, str(DIGITS), launch=service.start_unrecorded_recipe)
+    sent: list[bytes] = []
+    put = trials.cluster.put
+
+    def recording(blob: bytes):
+        sent.append(blob)
+        return put(blob)
+
+    monkeypatch.setattr(trials.cluster, "put", recording)
+    cfg = BenchConfig(batch_sizes=(1,), warmup=1, duration_s=0.3)
+    try:
+        speed = trials.measure(str(default), str(DIGITS), cfg, 1, shapes={}, cancel=CancelToken())
+        assert default.read_bytes() in sent and speed.rounds >= 3
+        sent.clear()
+        trials.measure(str(DIGITS), str(default), cfg, 1, shapes={}, cancel=CancelToken())
+        assert sent == [default.read_bytes()]  # the candidate only: the source is already on the store
+    finally:
+        trials.close()
