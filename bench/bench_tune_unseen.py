@@ -134,6 +134,7 @@ from ortlab.model.inspect import inspect_model  # noqa: E402
 from ortlab.runtime.hardware import detect  # noqa: E402
 from ortlab.runs.runspec import DataRef  # noqa: E402
 from ortlab.runs.tune import Tuner, TuneSettings  # noqa: E402
+from ortlab.runs.tune_policy import verdict_policy  # noqa: E402
 from ortlab.runs.tune_evidence import evidence_of  # noqa: E402
 from ortlab.runs.tune_recommend import interval, paired_difference  # noqa: E402
 from ortlab.runs.workspace import Workspace  # noqa: E402
@@ -256,8 +257,9 @@ def run_case(name: str, args: argparse.Namespace, work: Path) -> None:
                             shapes=dict(case.shapes))
     print(f"\n== {name}: {case.note or model.name}; {machine()}", flush=True)
     start, cpu0 = time.monotonic(), third_party.cpu_now()
+    policy = verdict_policy(min_task=args.min_task) if args.min_task is not None else None
     tuner = Tuner(model, ref(cal), ref(seen), settings=settings, preprocess=pre, sample=case.sample,
-                  workspace=Workspace(work / name / "ws"), out_dir=work / name / "out")
+                  workspace=Workspace(work / name / "ws"), out_dir=work / name / "out", policy=policy)
     r = tuner.run()
     wall, cpu = time.monotonic() - start, third_party.cpu_now() - cpu0
     default = next((t for t in r.trials if t.index == 1), None)
@@ -306,6 +308,8 @@ def main() -> None:
     ap.add_argument("--wall-cap", type=float, default=None, metavar="SECONDS",
                     help="stop a CPU-seconds budget's search after this much wall time too (tune's default: 3600)")
     ap.add_argument("--max-trials", type=int, default=None)
+    ap.add_argument("--min-task", type=float, default=None, metavar="SHARE",
+                    help="as `ortlab tune --min-task`: the search's bar on the task measure (e.g. 0.97)")
     ap.add_argument("--models", help="Folder with the third-party models (see bench/bench_third_party.py).")
     ap.add_argument("--data", help="Folder with photos/, rec/, text/ (bench_third_party.py's --prepare).")
     ap.add_argument("--prepare", action="store_true", help="Build --data first (from --photos and the stdlib).")
