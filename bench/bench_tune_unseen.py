@@ -89,6 +89,11 @@ half and half. The same photographs give crops to both halves (the split is by c
   patterns, no bias correction: ``ortlab optimize --timing-s 20``) runs 2.28× (2.21–2.32×) at F1 0.81 (broken);
   the default 1.98× (1.94–2.00×) there, 87% of it, F1 0.96 on the 400. Trials #4/#5/#7 timed "noisy"
   (2.0–2.4×, intervals from 1.2×); ``--op-types Conv`` timed 20 s is 1.49× (1.47–1.50×): none was preferred.
+* yolov8n, ``--min-task 0.97`` (6cc42bf: tune's bar above the default's 0.956 on the choosing part, so its
+  keep-in-float and 16-bit-weight stages run): 5 trials in 301 s · "+ float 3", "+ float 12", "+ float 3 + int16
+  weights 4" (twice): none shown more accurate than the default on the same samples · the default written under
+  closest/, "no recipe of 5 tried meets the bar"; claim 0.937 (0.841–0.979) against 0.97, "on the edge", about 480
+  samples would settle it; unseen 0.963 as above. Every timing of this run read "noisy" (1.5–2.6×).
 * efficientnet_lite0 (32 / 32 crops), on 2a19358: 16 trials in 326 s · **picked "int8 per-tensor"**: 3.00×
   (2.18–3.25×, noisy) apart, head to head 1.03× (1.01–1.03×) the default's speed; "not worse" on 22 samples (14
   confident) where both kept all, bootstrap +0.000 (+0.000 to +0.000) · on unseen: 0.938 vs the default's 1.000,
