@@ -301,32 +301,38 @@ def test_the_search_recommends_by_the_paired_comparison_and_states_the_pick_on_h
     assert f"on the edge; about {r.claim_settle:,} evaluation samples would settle it" in r.sentence
 
 
-@pytest.mark.parametrize("head_to_head, picked", [(1.01, 1), (1.15, 2)])
-def test_a_pick_preferred_for_speed_alone_must_be_faster_than_the_default_timed_head_to_head(
-        tmp_path, head_to_head, picked):
-    """Two timings apart can differ by the machine's drift (measured: the same default 1.71x in one, 1.98x in
-    another): a candidate that looked faster apart is picked only when timed against the default in one run."""
+def _two_trial_tuner(tmp_path, timer, matched, **settings):
+    """A search whose trial 1 (the default, 2.0x) and trial 2 (2.4x apart) found ``matched`` alike, timed with
+    ``timer``; finalists are not re-timed."""
     from ortlab.runs.tune import Tuner, TuneSettings
     from ortlab.runs.tune_policy import Stage, Trial, verdict_policy
     from ortlab.runs.runspec import DataRef
     from ortlab.settings.config import Precision, Recipe
 
+    tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
+                  settings=TuneSettings(budget_s=60, exclusion_steps=0, **settings), timer=timer)
+    tuner._retime = lambda finalists: finalists  # type: ignore[method-assign]
+    for i, speedup in ((1, 2.0), (2, 2.4)):
+        t = Trial(i, f"t{i}", Stage.SEARCH, Recipe(precision=Precision.INT8, name=f"t{i}"))
+        tuner.trials_done.append(replace(tuner._judge(t, _boxes_report(matched), None), speed=[_speed(speedup)],
+                                         relative_latency=1 / speedup, cost=1 / speedup,
+                                         model_path=str(tmp_path / f"m{i}.onnx")))
+    return tuner
+
+
+@pytest.mark.parametrize("head_to_head, picked", [(1.01, 1), (1.15, 2)])
+def test_a_pick_preferred_for_speed_alone_must_be_faster_than_the_default_timed_head_to_head(
+        tmp_path, head_to_head, picked):
+    """Two timings apart can differ by the machine's drift (measured: the same default 1.71x in one, 1.98x in
+    another): a candidate that looked faster apart is picked only when timed against the default in one run."""
     timed = []
 
     def timer(reference, candidate, cfg, batch_size, *, shapes, cancel):
         timed.append((reference, candidate, cfg.duration_s, batch_size))
         return _speed(head_to_head, 0.04)
 
-    tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
-                  settings=TuneSettings(budget_s=60, exclusion_steps=0, bench_s=1.5), timer=timer)
-    tuner._retime = lambda finalists: finalists  # type: ignore[method-assign]
     matched = [0 if i % 25 == 0 else 1 for i in range(300)]  # F1 0.96 for both: the same detections
-    for i, speedup in ((1, 2.0), (2, 2.4)):
-        t = Trial(i, f"t{i}", Stage.SEARCH, Recipe(precision=Precision.INT8, name=f"t{i}"))
-        tuner.trials_done.append(replace(tuner._judge(t, _boxes_report(matched), None), speed=[_speed(speedup)],
-                                         relative_latency=1 / speedup, cost=1 / speedup,
-                                         model_path=str(tmp_path / f"m{i}.onnx")))
-    r = tuner.finish()
+    r = _two_trial_tuner(tmp_path, timer, matched, bench_s=1.5).finish()
     # #2 against #1 (the default as the reference), at the first batch size, twice a trial's bench seconds
     assert timed == [(str(tmp_path / "m1.onnx"), str(tmp_path / "m2.onnx"), 3.0, 1)]
     assert r.best is not None and r.best.index == picked
@@ -345,24 +351,11 @@ def test_a_pick_preferred_for_speed_alone_must_be_faster_than_the_default_timed_
 
 def test_a_pick_that_cannot_be_timed_head_to_head_says_its_speed_up_rests_on_two_timings_apart(tmp_path):
     from ortlab.core.errors import OrtlabError
-    from ortlab.runs.tune import Tuner, TuneSettings
-    from ortlab.runs.tune_policy import Stage, Trial, verdict_policy
-    from ortlab.runs.runspec import DataRef
-    from ortlab.settings.config import Precision, Recipe
 
     def timer(reference, candidate, cfg, batch_size, *, shapes, cancel):
         raise OrtlabError("the timing child died")
 
-    tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
-                  settings=TuneSettings(budget_s=60, exclusion_steps=0), timer=timer)
-    tuner._retime = lambda finalists: finalists  # type: ignore[method-assign]
-    matched = [1] * 300
-    for i, speedup in ((1, 2.0), (2, 2.4)):
-        t = Trial(i, f"t{i}", Stage.SEARCH, Recipe(precision=Precision.INT8, name=f"t{i}"))
-        tuner.trials_done.append(replace(tuner._judge(t, _boxes_report(matched), None), speed=[_speed(speedup)],
-                                         relative_latency=1 / speedup, cost=1 / speedup,
-                                         model_path=str(tmp_path / f"m{i}.onnx")))
-    r = tuner.finish()
+    r = _two_trial_tuner(tmp_path, timer, [1] * 300).finish()
     assert r.best is not None and r.best.index == 2
     assert ("#2 t2 was not timed head to head against the default (the timing child died): its speed-up over the "
             "default rests on two timings apart.") in r.notes
