@@ -652,7 +652,7 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
     if q.known_patterns:  # the starting float scope: each pattern stated in a note
         found = detect_patterns(model)
         excluded += float_scope(found, skip=[*excluded, *q.int16_weight_nodes])
-        notes.extend(p.note() for p in found)
+        notes.extend(p.note(q.int16_weight_nodes) for p in found)
     if q.range_split:
         splits = find_range_splits(model, load_ranges(cache), q.range_split_factor, tuple(excluded))
         excluded += [s.node for s in splits]

@@ -455,6 +455,21 @@ def test_optimize_prints_the_scope_and_exclude_nodes_adds_to_it(photos, tmp_path
     assert conv.input[1] == "/model.4.weight"  # its weight read as float, not through a DequantizeLinear
 
 
+def test_a_stem_conv_given_16_bit_weights_is_quantized_and_the_stem_note_says_so(photos, tmp_path, capsys):
+    """16-bit weights asked for a node of the float scope win over the scope, and the note does not call that node
+    float: its weight reaches the QDQ model as int16 while the stem's other nodes keep float weights."""
+    out = _optimize(photos, tmp_path / "out", capsys, "--int16-weight-nodes", "/model.1/Conv")
+    (note,) = [n for n in out["notes"] if n.startswith("Detector stem:")]
+    assert note.endswith("Of these, 1 are quantized instead, with 16-bit weights and int8 activations, as "
+                         "--int16-weight-nodes asked: /model.1/Conv.")
+    g = onnx.load(str(tmp_path / "out" / QDQ_FILE)).graph
+    inits = {i.name: i.data_type for i in g.initializer}
+    dq_of = {n.output[0]: n.input[0] for n in g.node if n.op_type == "DequantizeLinear"}
+    convs = {n.name: n.input[1] for n in g.node if n.name in ("/model.0/Conv", "/model.1/Conv")}
+    assert inits[dq_of[convs["/model.1/Conv"]]] == TensorProto.INT16
+    assert convs["/model.0/Conv"] not in dq_of  # the rest of the stem reads its weight as float
+
+
 def test_tune_starts_from_the_scope_and_an_encoder_from_dynamic_int8():
     vnni = parse_cpuinfo("flags : sse2 avx2 avx512_vnni")
     ops = ("Add", "MatMul", "Softmax")
