@@ -1,0 +1,182 @@
+"""Where does a YOLO detector's int8 error come from? Variants of the default static int8 recipe, each scored on
+photos no search saw, to tell which lever could lift detection F1 vs fp32 above the default's.
+
+Each variant is made by ``ortlab optimize`` (in this process, its ``--json``) from the same calibration photos, then
+compared with the fp32 source on the held-back evaluation photos (the files ``bench_tune_unseen.py --seen-share``
+keeps from tune: with 700 evaluation crops and 300/700, the 400 unseen) by the evaluation the verdict uses; each
+row prints detection F1 with its 95% interval and evidence, the paired difference to the default on the same photos
+(bootstrap, 95%), and its speed at batch 1 against the default, head to head (interleaved rounds in one run; the
+default's own row: against fp32). Speed-ups against fp32 taken minutes apart differ by more than their intervals on a
+VM (the same two recipes 1.76× and 1.95× against fp32, 0.98× head to head), so variants are timed against the default.
+
+Variants: ``default`` (ortlab's own: stem, DFL and decode in float); ``head/neck/backbone float`` (also every Conv of
+that part in float: a third of the activations each); ``int16 weights`` (16-bit weights on every Conv outside the
+float scope: weight rounding error gone, activations still int8 — what any rounding optimization, AdaRound or GPTQ,
+could at best reach); ``Entropy``/``Percentile`` calibration; ``QDQ simulated`` (the default's QDQ graph with
+ONNX Runtime's optimizations off: the int8 rounding alone, without the fused int8 kernels); ``fp16`` (the floor of
+a near-lossless change: detections so near the threshold that any change flips them).
+
+    ORT_DISABLE_TELEMETRY=1 python bench/bench_detector_scope.py --models DIR --data DIR [--seen-share 0.4286]
+
+Measured 2026-12-04 on main at 57ae31c (+ this script), AMD EPYC (Zen 4) VM, 2 CPUs, AVX-512 with VNNI and BF16,
+load average 3.3; nudenet 3.4.2's ``320n.onnx`` (YOLOv8n, 320×320), 100 calibration crops, 400 unseen crops of the
+prepared data (298 reference detections). Detection F1 vs fp32 (95%) · paired − default (95%) · speed:
+
+* default: 0.963 (0.935–0.979) · — · 1.96× (1.95–1.97×) vs fp32, 40 rounds (1.76× in a run 10 minutes earlier)
+* head Convs float: 0.964 (0.936–0.980) · +0.000 (−0.010 to +0.011) · 0.91× the default
+* neck Convs float: 0.955 (0.925–0.973) · −0.009 (−0.021 to +0.003) · 0.97×
+* backbone Convs float: 0.949 (0.918–0.969) · −0.014 (−0.032 to +0.003) · 0.96×
+* int16 weights (every Conv outside the float scope): 0.961 (0.933–0.978) · −0.002 (−0.017 to +0.011) · 0.32×
+* Entropy: 0.484 (0.415–0.553) · −0.480 · 0.99×; Percentile: 0.757 (0.699–0.806) · −0.207 · 0.99×
+* QDQ simulated (the default's QDQ graph, optimizations off): 0.968 (0.942–0.983) · +0.005 (−0.006 to +0.017)
+* fp16: 0.997 (0.981–1.000) · +0.033 (+0.019 to +0.051)
+
+What it shows: the default's loss is in its int8 activations, spread over the network, not in one part and not in its
+weights. Weight rounding error removed (16-bit weights) leaves F1 where it was, so no rounding optimization (AdaRound,
+GPTQ) or bias correction can lift it; a third of the network's activations in float (any third) moves F1 by less
+than the interval and costs 3–9% of the speed; int8 rounding alone, without ONNX Runtime's fused kernels, is 0.968.
+F1 ≥ 0.97 on these photos is within the intervals of the default and of every MinMax variant, but no variant is
+shown above the default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+
+import bench_third_party as third_party  # noqa: E402
+from bench_tune_unseen import CASES, machine, preprocess_of, split_folder  # noqa: E402
+from ortlab.checks import evaluate as evaluation  # noqa: E402
+from ortlab.runs.runspec import DataRef  # noqa: E402
+from ortlab.runs.tune_evidence import evidence_of  # noqa: E402
+from ortlab.runs.tune_recommend import interval, paired_difference  # noqa: E402
+from ortlab.runtime import providers  # noqa: E402
+from ortlab.settings.config import BenchConfig, OptLevel  # noqa: E402
+from ortlab.timing.child_runs import PairTimer  # noqa: E402
+
+MODEL = "320n.onnx"
+STEM_AND_DFL = ("/model.0/", "/model.1/", "/model.2/cv1/", "/model.22/dfl")
+PARTS = {"head": ("model.22",), "neck": ("model.12", "model.15", "model.16", "model.18", "model.19", "model.21"),
+         "backbone": ("model.3", "model.4", "model.5", "model.6", "model.7", "model.8", "model.9")}
+
+
+@dataclass(frozen=True)
+class Variant:
+    label: str
+    flags: tuple[str, ...] = ()
+    qdq_simulated: bool = False  # evaluate the default's QDQ graph with ORT's optimizations off
+    timed: bool = True
+
+
+def convs(model: onnx.ModelProto, block_ids: tuple[str, ...] | None = None) -> str:
+    """The Conv nodes of the blocks ``block_ids`` (``/model.N/…``), or every Conv outside the stem and DFL."""
+    names = [n.name for n in model.graph.node if n.op_type == "Conv"]
+    if block_ids is None:
+        return ",".join(n for n in names if not n.startswith(STEM_AND_DFL))
+    return ",".join(n for n in names if n.count("/") > 1 and n.split("/")[1] in block_ids and "dfl" not in n)
+
+
+def variants(model: onnx.ModelProto) -> list[Variant]:
+    out = [Variant("default")]
+    out += [Variant(f"{part} Convs float", ("--exclude-nodes", convs(model, ids))) for part, ids in PARTS.items()]
+    out += [Variant("int16 weights", ("--int16-weight-nodes", convs(model))),
+            Variant("Entropy", ("--calibration-method", "Entropy")),
+            Variant("Percentile", ("--calibration-method", "Percentile")),
+            Variant("QDQ simulated", qdq_simulated=True, timed=False),
+            Variant("fp16", ("--precision", "fp16"), timed=False)]
+    return out
+
+
+def make(v: Variant, src: Path, calibration: Path, unseen: Path, out: Path) -> Path | None:
+    """``ortlab optimize`` of ``v`` into ``out``; None when it failed (printed)."""
+    flags = list(v.flags) if "--precision" in v.flags else ["--precision", "int8", *v.flags]
+    step = third_party.ortlab(v.label, ["optimize", str(src), str(out), *flags, "--preset", "yolo", "--size", "320",
+                                        "320", "--calibration", str(calibration), "--eval", str(unseen),
+                                        "--verify-samples", "8", "--no-timing"])
+    if not out.is_file():
+        print(f"    {v.label}: no model ({step.error or step.code})")
+        return None
+    return out
+
+
+def without_optimizations(path: Path):
+    """A session of ``path`` with every graph optimization off (the QDQ graph computed as written)."""
+    options = providers.session_options()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return providers.create_session(path, options=options)
+
+
+def qdq_as_written(plain):
+    """``create_session`` that opens a ``*.qdq.onnx`` without optimizations and anything else with ``plain``."""
+    def create(path, *args, **kwargs):
+        return without_optimizations(path) if str(path).endswith(".qdq.onnx") else plain(path, *args, **kwargs)
+    return create
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", type=Path, required=True, help="folder with nudenet's 320n.onnx")
+    ap.add_argument("--data", type=Path, required=True, help="folder with photos/calibration, photos/evaluation")
+    ap.add_argument("--seen-share", type=float, default=300 / 700,
+                    help="share of the evaluation crops left out (tune's, in bench_tune_unseen.py); the rest is scored")
+    ap.add_argument("--timing-s", type=float, default=10.0, help="seconds of interleaved timing per variant")
+    args = ap.parse_args(argv)
+    src = args.models / MODEL
+    work = Path(tempfile.mkdtemp(prefix="ortlab-scope-"))
+    try:
+        split_folder(args.data / "photos" / "evaluation", work / "seen", work / "unseen", args.seen_share)
+        unseen = DataRef(path=str(work / "unseen")).load(None)
+        pre = preprocess_of(src, CASES["yolov8n"])
+        print(f"{MODEL}: {len(unseen)} unseen photos; {machine()}", flush=True)
+        model = onnx.load(str(src), load_external_data=False)
+        made: dict[str, Path] = {}
+        for v in variants(model):
+            if v.qdq_simulated:
+                made[v.label] = made["default"].with_name("default.qdq.onnx") if "default" in made else Path()
+            elif (path := make(v, src, args.data / "photos" / "calibration", work / "unseen",
+                               work / f"{v.label.replace(' ', '_')}.onnx")) is not None:
+                made[v.label] = path
+        base = None
+        shapes = dict(CASES["yolov8n"].shapes)
+        cfg = BenchConfig(warmup=3, duration_s=args.timing_s, session_opt_level=OptLevel.ALL)
+        with PairTimer(src, shapes=shapes) as vs_fp32, PairTimer(made["default"], shapes=shapes) as vs_default:
+            for v in variants(model):
+                path = made.get(v.label)
+                if path is None or not path.is_file():
+                    continue
+                plain = evaluation.create_session
+                if v.qdq_simulated:
+                    evaluation.create_session = qdq_as_written(plain)
+                try:
+                    e = evidence_of(evaluation.evaluate(src, path, unseen, pre))
+                finally:
+                    evaluation.create_session = plain
+                if e is None or (iv := interval(e)) is None:
+                    continue
+                base = e if v.label == "default" else base
+                d = paired_difference(e, base) if base is not None and v.label != "default" else None
+                timer = vs_fp32 if v.label == "default" else vs_default
+                speed = third_party.speed(timer, path, None, cfg.duration_s) if v.timed else "-"
+                print(f"  {v.label:<22} {e.measure} {iv.value:.3f} ({iv.low:.3f}–{iv.high:.3f}), {e.text()}; "
+                      f"vs default {d.text(signed=True) if d else '-'}; speed "
+                      f"{'vs fp32' if v.label == 'default' else 'vs the default'} {speed}", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
