@@ -101,8 +101,9 @@ class KnownPattern:
                 + ", ".join(self.nodes) + ".")
         given = set(int16_weights)
         if quantized := [n for n in self.nodes if n in given]:
-            text += (f" Of these, {len(quantized)} are quantized instead, with 16-bit weights and int8 activations, "
-                     f"as --int16-weight-nodes asked: {', '.join(quantized)}.")
+            verb = "is" if len(quantized) == 1 else "are"
+            text += (f" Of these, {len(quantized)} {verb} quantized instead, with 16-bit weights and int8 "
+                     f"activations, as --int16-weight-nodes asked: {', '.join(quantized)}.")
         return text
 
 

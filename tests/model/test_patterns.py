@@ -460,7 +460,7 @@ def test_a_stem_conv_given_16_bit_weights_is_quantized_and_the_stem_note_says_so
     float: its weight reaches the QDQ model as int16 while the stem's other nodes keep float weights."""
     out = _optimize(photos, tmp_path / "out", capsys, "--int16-weight-nodes", "/model.1/Conv")
     (note,) = [n for n in out["notes"] if n.startswith("Detector stem:")]
-    assert note.endswith("Of these, 1 are quantized instead, with 16-bit weights and int8 activations, as "
+    assert note.endswith("Of these, 1 is quantized instead, with 16-bit weights and int8 activations, as "
                          "--int16-weight-nodes asked: /model.1/Conv.")
     g = onnx.load(str(tmp_path / "out" / QDQ_FILE)).graph
     inits = {i.name: i.data_type for i in g.initializer}
