@@ -20,7 +20,7 @@ is read, and only named nodes are listed (ONNX Runtime excludes nodes by name).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -94,17 +94,10 @@ class KnownPattern:
         return (f"CTC head: {n} nodes ({'; '.join(self.parts)}) kept in float: uint8 probabilities (steps of "
                 "1/255) flip near-tied characters")
 
-    def note(self, int16_weights: Collection[str] = ()) -> str:
-        """The summary, how to turn it off, and every node of the scope (to copy into --exclude-nodes); the nodes
-        of the scope that ``int16_weights`` names are said to be quantized instead (16-bit weights win)."""
-        text = (f"{self.summary()} (known patterns; {OFF_FLAG} quantizes them, --exclude-nodes adds to them): "
+    def note(self) -> str:
+        """The summary, how to turn it off, and every node of the scope (to copy into --exclude-nodes)."""
+        return (f"{self.summary()} (known patterns; {OFF_FLAG} quantizes them, --exclude-nodes adds to them): "
                 + ", ".join(self.nodes) + ".")
-        given = set(int16_weights)
-        if quantized := [n for n in self.nodes if n in given]:
-            verb = "is" if len(quantized) == 1 else "are"
-            text += (f" Of these, {len(quantized)} {verb} quantized instead, with 16-bit weights and int8 "
-                     f"activations, as --int16-weight-nodes asked: {', '.join(quantized)}.")
-        return text
 
 
 # -- the graph, indexed ----------------------------------------------------------------------------------------

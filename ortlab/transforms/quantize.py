@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import onnx
 from onnx import version_converter
@@ -628,6 +628,16 @@ def int16_weight_overrides(model: onnx.ModelProto, nodes, per_channel: bool = Tr
     return overrides, missing
 
 
+def _quantized_instead(scope: Sequence[str], int16_weights: Sequence[str]) -> str:
+    """What a known pattern's note adds when 16-bit weights were asked for nodes of its float scope (they win)."""
+    given = set(int16_weights)
+    if not (quantized := [n for n in scope if n in given]):
+        return ""
+    verb = "is" if len(quantized) == 1 else "are"
+    return (f" Of these, {len(quantized)} {verb} quantized instead, with 16-bit weights and int8 activations, as "
+            f"--int16-weight-nodes asked: {', '.join(quantized)}.")
+
+
 def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
     """:func:`quantize_calibrated_model` with its notes and the :class:`QuantCoverage` of the result."""
     args = _static_args(q)
@@ -652,7 +662,7 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
     if q.known_patterns:  # the starting float scope: each pattern stated in a note
         found = detect_patterns(model)
         excluded += float_scope(found, skip=[*excluded, *q.int16_weight_nodes])
-        notes.extend(p.note(q.int16_weight_nodes) for p in found)
+        notes.extend(p.note() + _quantized_instead(p.nodes, q.int16_weight_nodes) for p in found)
     if q.range_split:
         splits = find_range_splits(model, load_ranges(cache), q.range_split_factor, tuple(excluded))
         excluded += [s.node for s in splits]
