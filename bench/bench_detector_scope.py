@@ -55,7 +55,6 @@ sys.path.insert(0, str(REPO / "bench"))
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 import onnx  # noqa: E402
-import onnxruntime as ort  # noqa: E402
 
 import bench_third_party as third_party  # noqa: E402
 from bench_tune_unseen import CASES, machine, preprocess_of, split_folder  # noqa: E402
@@ -114,9 +113,7 @@ def make(v: Variant, src: Path, calibration: Path, unseen: Path, out: Path) -> P
 
 def without_optimizations(path: Path):
     """A session of ``path`` with every graph optimization off (the QDQ graph computed as written)."""
-    options = providers.session_options()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return providers.create_session(path, options=options)
+    return providers.create_session(path, options=providers.session_options(opt_level=OptLevel.DISABLED))
 
 
 def qdq_as_written(plain):
