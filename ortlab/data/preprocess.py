@@ -215,29 +215,56 @@ class ResolvedPreprocess:
     """The preprocessing a run uses and where each value came from (``sources``: field → manifest, detected
     from a fixed input shape, detected from the model input, preset NAME, you (flags), default). ``open_size``:
     the model leaves height/width open and nobody gave a size, so :attr:`config`'s size is only a placeholder
-    (a run must ask for it, never guess)."""
+    (a run must ask for it, never guess). ``manifest``: a bundled sample's own preprocessing, the one its model was
+    made with, when the values started from it."""
 
     config: PreprocessConfig
     sources: dict[str, str]
     open_size: bool = False
     input_name: str = ""
     input_shape: tuple[Any, ...] = ()
+    manifest: PreprocessConfig | None = None
 
     def lines(self) -> list[str]:
         """One text per field: "size 640×640 (detected from a fixed input shape)"."""
-        c = self.config
-        shown = {"size": f"{c.size[0]}×{c.size[1]}", "resize_mode": c.resize_mode.value, "layout": c.layout.value,
-                 "channels": str(c.channels), "channel_order": c.channel_order.value, "scale": c.scale.value,
-                 "mean": ", ".join(f"{v:g}" for v in c.mean), "std": ", ".join(f"{v:g}" for v in c.std),
-                 "dtype": c.dtype}
-        names = {"resize_mode": "resize", "channel_order": "channel order"}
-        return [f"{names.get(k, k)} {shown[k]} ({self.sources.get(k, DEFAULT)})" for k in FIELDS]
+        shown = _shown(self.config)
+        return [f"{_NAMES.get(k, k)} {shown[k]} ({self.sources.get(k, DEFAULT)})" for k in FIELDS]
+
+    def manifest_changes(self) -> list[str]:
+        """The values that differ from :attr:`manifest`'s, each as "mean 127, 127, 127 → 0.485, 0.456, 0.406 (preset
+        imagenet)"; empty without a manifest."""
+        if self.manifest is None:
+            return []
+        was, now = _shown(self.manifest), _shown(self.config)
+        return [f"{_NAMES.get(k, k)} {was[k]} → {now[k]} ({self.sources.get(k, DEFAULT)})" for k in FIELDS
+                if was[k] != now[k]]
+
+    def manifest_warning(self, sample: str) -> str:
+        """What a person is told when the values differ from the manifest of the bundled sample ``sample`` ("" when
+        they do not)."""
+        changed = self.manifest_changes()
+        if not changed:
+            return ""
+        return (f"This is the bundled sample {sample}, whose manifest gives the preprocessing its model was made with, "
+                f"and these values differ from it: {'; '.join(changed)}. Inputs prepared otherwise are not what the "
+                "model was made for: its accuracy drops, and an int8 model calibrated on other inputs compares worse "
+                "than it is. Use the manifest's values unless you know the model wants these.")
 
     def open_size_message(self) -> str:
         """What to do when :attr:`open_size`: the one-line request for a size."""
         return (f"Model input '{self.input_name}' {shape_text(self.input_shape)} leaves its height and width open, "
                 f"and ortlab never guesses them: give the size its images must have, --size H W (e.g. --size 640 "
                 f"640), or --shape {self.input_name}=1,3,H,W.")
+
+
+_NAMES = {"resize_mode": "resize", "channel_order": "channel order"}
+
+
+def _shown(c: PreprocessConfig) -> dict[str, str]:
+    """Each field of ``c`` as a person reads it."""
+    return {"size": f"{c.size[0]}×{c.size[1]}", "resize_mode": c.resize_mode.value, "layout": c.layout.value,
+            "channels": str(c.channels), "channel_order": c.channel_order.value, "scale": c.scale.value,
+            "mean": ", ".join(f"{v:g}" for v in c.mean), "std": ", ".join(f"{v:g}" for v in c.std), "dtype": c.dtype}
 
 
 def _detected_sources(base: PreprocessConfig, shape: tuple[Any, ...]) -> tuple[dict[str, str], bool]:
@@ -286,6 +313,7 @@ def explain_preprocess(model_inputs: Sequence[TensorInfo] | Any, sample: Any = N
     if preset is not None and preset not in PRESETS:
         raise DataError(f"Unknown preprocessing preset {preset!r}; known: {', '.join(PRESETS)}.")
     base: PreprocessConfig | None = getattr(sample, "preprocess", sample) if sample is not None else None
+    manifest = base
     sources: dict[str, str] = {}
     open_size = False
     name: str = ""
@@ -314,7 +342,7 @@ def explain_preprocess(model_inputs: Sequence[TensorInfo] | Any, sample: Any = N
         sources[k] = FLAGS
         if k == "size":
             open_size = False
-    return ResolvedPreprocess(_checked_config(merged, sources), sources, open_size, name, shape)
+    return ResolvedPreprocess(_checked_config(merged, sources), sources, open_size, name, shape, manifest)
 
 
 def _checked_config(merged: dict[str, Any], sources: dict[str, str]) -> PreprocessConfig:

@@ -4,6 +4,8 @@ browser kept showing "stretch" when the widget's state was only deleted) and the
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.browser.test_browser import PHOTOS, go_to, laptop, laptop_shot, upload_detector, wait_quiet  # noqa: F401
@@ -33,3 +35,27 @@ def test_the_yolo_preset_is_offered_and_shown_once_chosen(app, laptop, screensho
     assert "YOLO (Ultralytics)" in shown, shown  # the select shows the chosen preset
     assert not offer.count()  # chosen: no longer offered
     laptop_shot(page, screenshots, "data_yolo_applied")
+
+
+def test_a_preset_that_changes_the_samples_manifest_is_named_in_a_warning(app, laptop, screenshots):  # noqa: F811
+    """The bundled sample's manifest is the preprocessing its model was made with: a preset that changes it is
+    named, value by value, in a warning (an ImageNet mean/std on EfficientNet-Lite0 broke its verdict silently)."""
+    page = laptop
+    page.goto(app["url"])
+    page.wait_for_selector('[data-testid="stSidebarNav"]', timeout=60_000)
+    wait_quiet(page)
+    go_to(page, "Data", "data")
+    page.locator(".st-key-data-preset").wait_for()
+    warning = page.locator('[data-testid="stAlert"]').filter(has_text="This is the bundled sample")
+    assert not warning.count()
+    box = page.locator(".st-key-data-preset input")
+    box.scroll_into_view_if_needed()
+    box.click()
+    box.fill("ImageNet mean/std: torch")  # the select filters its options by what is typed
+    page.get_by_role("option", name=re.compile(r"^ImageNet mean.std")).wait_for()
+    page.keyboard.press("Enter")
+    wait_quiet(page)
+    warning.first.wait_for()
+    text = warning.first.inner_text()
+    assert "(preset imagenet)" in text and "→" in text, text
+    laptop_shot(page, screenshots, "data_manifest_changed")

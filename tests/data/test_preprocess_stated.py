@@ -10,7 +10,8 @@ import pytest
 
 from ortlab.cli import main as cli
 from ortlab.data.preprocess import IMAGENET_MEAN, IMAGENET_STD, PRESETS, explain_preprocess
-from ortlab.model.inspect import TensorInfo
+from ortlab.data.samples import get_sample
+from ortlab.model.inspect import TensorInfo, inspect_model
 from ortlab.settings.config import ChannelOrder, PixelScale, ResizeMode
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +84,31 @@ def test_a_preset_is_a_visible_choice_with_its_source(tmp_path, images, capsys):
     err = capsys.readouterr().err
     assert code == 0 and "channel order BGR (preset paddle_det)" in err and "mean 0.485, 0.456, 0.406 (preset " \
                                                                            "paddle_det)" in err
+
+
+def test_values_that_differ_from_a_samples_manifest_are_named_with_a_warning(tmp_path, images, capsys, monkeypatch):
+    sample = get_sample("efficientnet_lite0")
+    model = ROOT / "sample_models" / "efficientnet_lite0" / "model.onnx"
+    info = inspect_model(model)
+    assert explain_preprocess(info, sample).manifest_changes() == []
+    assert explain_preprocess(info, sample).manifest_warning("efficientnet_lite0") == ""
+    assert explain_preprocess(info, preset="imagenet").manifest_changes() == []  # no manifest: nothing to differ from
+    r = explain_preprocess(info, sample, preset="imagenet", overrides={"size": (256, 256)})
+    assert r.manifest_changes() == [
+        "size 224×224 → 256×256 (you (flags))", "scale 0-255 → 0-1 (preset imagenet)",
+        "mean 127, 127, 127 → 0.485, 0.456, 0.406 (preset imagenet)",
+        "std 128, 128, 128 → 0.229, 0.224, 0.225 (preset imagenet)"]
+    assert r.manifest_warning("efficientnet_lite0").startswith(
+        "This is the bundled sample efficientnet_lite0, whose manifest gives the preprocessing its model was made with, "
+        "and these values differ from it: size 224×224 → 256×256 (you (flags)); scale 0-255 → 0-1")
+    # through the CLI: warned with --preset on the sample, not without
+    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
+    for extra, warned in (([], False), (["--preset", "imagenet"], True)):
+        code = cli.main(["compare", str(model), str(model), "--data", str(images), *extra])
+        err = capsys.readouterr().err
+        assert code == 0, err
+        assert ("ortlab: warning: This is the bundled sample efficientnet_lite0" in err) is warned, err
+        assert ("mean 127, 127, 127 → 0.485, 0.456, 0.406 (preset imagenet)" in err) is warned
 
 
 @pytest.mark.parametrize(("inputs", "outputs", "expected"), [

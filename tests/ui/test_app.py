@@ -930,8 +930,12 @@ def test_a_preset_picked_on_the_data_page_is_applied(home):
     upload): the form now shows the preset's values, e.g. ImageNet's centre crop and mean/std."""
     at = new_app()
     at.switch_page("pages/data.py").run()
+    assert not [w for w in at.warning if "This is the bundled sample" in w.value]
     at.selectbox(key="data.preset").set_value("imagenet").run()
     assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    # the values that now differ from the sample's manifest are named, with where they came from
+    warned = [w.value for w in at.warning if "This is the bundled sample" in w.value]
+    assert len(warned) == 1 and "(preset imagenet)" in warned[0], [w.value for w in at.warning]
     widgets = {w.key: w.value for kind in ("selectbox", "radio", "text_input", "segmented_control")
                for w in at.get(kind) if getattr(w, "key", None)}
     assert widgets["pre.resize_mode"].value == "center_crop" and widgets["pre.scale"].value == "0-1"

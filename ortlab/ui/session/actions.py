@@ -607,7 +607,7 @@ def preprocess_explained(info, cfg: PreprocessConfig) -> api.ResolvedPreprocess 
         if getattr(cfg, name) != getattr(base.config, name):
             sources[name] = "you"
     open_size = base.open_size and cfg.size == base.config.size and not state.ui("preprocess_size_confirmed")
-    return api.ResolvedPreprocess(cfg, sources, open_size, base.input_name, base.input_shape)
+    return api.ResolvedPreprocess(cfg, sources, open_size, base.input_name, base.input_shape, base.manifest)
 
 
 def apply_preset(info, name: str | None) -> PreprocessConfig | None:
