@@ -26,7 +26,8 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -150,17 +151,20 @@ class RecipeHandle(Handle):
 
     kind = "recipe"
 
-    def __init__(self, request: RecipeRequest, *, remove_on_cancel: bool, speed_check: SpeedCheck = SKIP) -> None:
+    def __init__(self, request: RecipeRequest, job: ChildJob, *, remove_on_cancel: bool,
+                 speed_check: SpeedCheck = SKIP) -> None:
+        """The handle of ``job``, the child started with ``request``; its watcher starts here."""
         self.plan = pipeline.plan(request.spec.recipe)
         super().__init__([s.name for s in self.plan] + ([result_speed.STAGE] if speed_check.enabled else []))
         self.speed_check = speed_check
-        self.request = request  # what the child is given
+        self.request = request  # what the child was given
         self.spec = request.spec
         self.run_dir = request.run_dir
         self.pid: int | None = None
         self.returncode: int | None = None
         self._remove_on_cancel = remove_on_cancel
-        self._job: ChildJob | None = None
+        self._job = job
+        threading.Thread(target=self._watch, name=f"ortlab-recipe-{self.id}", daemon=True).start()
 
     @property
     def timeout_s(self) -> float | None:
@@ -169,46 +173,30 @@ class RecipeHandle(Handle):
 
     @property
     def timed_out(self) -> bool:
-        return self._job is not None and self._job.timed_out
+        return self._job.timed_out
 
     @property
     def child_pid(self) -> int | None:
         """The pid of the run's child (its process group's id), once started."""
-        return self._job.pid if self._job is not None else None
-
-    def launch(self, *, remove: bool) -> RecipeHandle:
-        """Start the recipe child with the request, its time limit and this handle's watcher; ``remove``: the run
-        folder goes when the child cannot start."""
-        try:  # a process group of its own: a time limit or Cancel stops every process the run started
-            self._job = ChildExecutor().submit(run_recipe_child, self.request, time_limit_s=self.timeout_s)
-        except BaseException as exc:  # no folder is left behind by a run that never started
-            if remove:
-                shutil.rmtree(self.run_dir, ignore_errors=True)
-            if isinstance(exc, OSError):
-                raise OrtlabError(f"The run's process could not be started ({exc.strerror or exc}: "
-                                  f"{exc.filename or 'python'}).") from None
-            raise
-        threading.Thread(target=self._watch, name=f"ortlab-recipe-{self.id}", daemon=True).start()
-        return self
+        return self._job.pid
 
     def time_out(self) -> None:
         """What the time limit does when reached (callable at once): stop the child and its process group
         (SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`); the watcher reports why."""
-        if self._job is not None and not self.done:
+        if not self.done:
             self._job.time_out()
 
     def cancel(self) -> None:
         """Stop the child and its process group (SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`, in the
         background) and remove the run folder it created."""
         super().cancel()
-        if self._job is not None and not self.done:
+        if not self.done:
             self._job.cancel()
 
     def _watch(self) -> None:
         result: Any = None
         error: OrtlabError | Cancelled | None = None
         job = self._job
-        assert job is not None
         try:
             while (msg := job.receive()) is not None:
                 kind = msg[0]
@@ -352,8 +340,7 @@ class RecipeHandle(Handle):
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def _close_log(self) -> None:
-        if self._job is not None:
-            self._job.close()
+        self._job.close()
 
 
 def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app",
@@ -371,11 +358,11 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
     child starts (:func:`ortlab.runs.prepare.prepare_run`; ``info``: the model's facts when the caller read them):
     a model that cannot load or a recipe that cannot run is refused at once, and the child decides nothing again.
     """
+    size = _model_bytes(spec.model)
+    timeout, timeout_why = run_timeout_s(spec, size)
     spec = prepare_run(spec, info)
     ws = workspace if workspace is not None else Workspace()
     target: Path | None = None
-    size = _model_bytes(spec.model)
-    timeout, timeout_why = run_timeout_s(spec, size)
     needed = run_space_needed(size)
     check_space(ws.root, needed)
     if out is not None:
@@ -400,7 +387,9 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
     request = RecipeRequest(spec, run_dir, out_file=target, db=Path(ws.db_path), origin=origin, timeout_s=timeout,
                             timeout_why=timeout_why,
                             memory_gb=memory_gb if memory_gb is not None else default_memory_gb(spec.recipe.target))
-    return RecipeHandle(request, remove_on_cancel=created, speed_check=speed_check).launch(remove=created)
+    with _starting(run_dir, remove=created):
+        job = ChildExecutor().submit(run_recipe_child, request, time_limit_s=timeout)
+    return RecipeHandle(request, job, remove_on_cancel=created, speed_check=speed_check)
 
 
 def start_unrecorded_recipe(spec: RunSpec, run_dir: Path, *, calibrations: Path, memory_gb: float | None,
@@ -411,12 +400,29 @@ def start_unrecorded_recipe(spec: RunSpec, run_dir: Path, *, calibrations: Path,
     ``result`` is the artifact left in ``run_dir`` (a tune trial on a cluster node). ``owned_dir``: a folder that
     holds the child's scratch folder, and that the child removes, before it kills itself and its process group,
     when this process dies first (its end of the pipe closes)."""
-    spec = prepare_run(spec)  # a no-op for a prepared spec: the child trusts it
     timeout, timeout_why = run_timeout_s(spec)
+    spec = prepare_run(spec)  # a no-op for a prepared spec: the child trusts it
     (run_dir / outputs.OWNER_FILE).write_text(str(os.getpid()))
     request = RecipeRequest(spec, Path(run_dir), calibrations=Path(calibrations), timeout_s=timeout,
                             timeout_why=timeout_why, memory_gb=memory_gb, owned_dir=owned_dir)
-    return RecipeHandle(request, remove_on_cancel=False).launch(remove=False)
+    with _starting(run_dir, remove=False):
+        job = ChildExecutor().submit(run_recipe_child, request, time_limit_s=timeout)
+    return RecipeHandle(request, job, remove_on_cancel=False)
+
+
+@contextmanager
+def _starting(run_dir: Path, *, remove: bool) -> Iterator[None]:
+    """Around the start of a recipe child: when it cannot start, ``run_dir`` goes (``remove``: the run made it) and
+    an ``OSError`` becomes an :class:`OrtlabError` that names it."""
+    try:
+        yield
+    except BaseException as exc:  # no folder is left behind by a run that never started
+        if remove:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise OrtlabError(f"The run's process could not be started ({exc.strerror or exc}: "
+                              f"{exc.filename or 'python'}).") from None
+        raise
 
 
 def timeout_from_env() -> float | None:

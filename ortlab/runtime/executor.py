@@ -5,35 +5,39 @@ kinds: :class:`ChildExecutor` runs the function in a fresh interpreter on this m
 Ray cluster (:class:`ortlab.runtime.ray_cluster.RayCluster`, which retries a task once elsewhere when its node is
 lost). The time limit of both is :class:`TimeLimit`.
 
-A request crosses the process boundary as :func:`ortlab.core.serial.to_plain` JSON (:func:`encode`) and is read
-back into its class with :func:`decode`: a misspelled field is an error on both sides, not a ``KeyError``
-later. Ray tasks are handed their requests as they are (Ray pickles them).
+A request crosses the process boundary as the object it is, pickled, for both kinds: a child reads it back from its
+command line (:func:`encode`, :func:`decode`), Ray pickles a task's request itself. The child is this same ortlab
+(:func:`ortlab.runtime.child.child_env`), so it gets the same frozen dataclass the parent built, nothing to parse
+or check again.
 """
 
 from __future__ import annotations
 
+import base64
 import importlib
-import json
+import pickle
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from ortlab.core.serial import from_plain, to_plain
 from ortlab.runtime.child import STOP_GRACE_S, Child, dotted_name
 
 R = TypeVar("R")
 
 
 def encode(request: Any) -> str:
-    """A request dataclass as the JSON text a child receives on its command line."""
-    return json.dumps(to_plain(request), allow_nan=False)
+    """A request as the text a child receives on its command line (its pickle, in base64)."""
+    return base64.b64encode(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")
 
 
 def decode(cls: type[R], text: str) -> R:
-    """The request of class ``cls`` that :func:`encode` wrote (``PlainDataError`` naming a field that does not
-    fit)."""
-    return from_plain(cls, json.loads(text))
+    """The request that :func:`encode` wrote; ``TypeError`` when it is not a ``cls``. Only for text from this
+    process's own parent (it unpickles)."""
+    request = pickle.loads(base64.b64decode(text))
+    if not isinstance(request, cls):
+        raise TypeError(f"expected a {cls.__name__} request, got a {type(request).__name__}")
+    return request
 
 
 class TimeLimit:
@@ -150,16 +154,16 @@ def _named(dotted: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def run_request(function: str, request_json: str, request_class: str, fd: int) -> None:
-    """The child's side of :class:`ChildExecutor`: read the request back into its class and call
-    ``function(request, fd)`` (both named ``"package.module:name"``; looked up when the child starts)."""
-    _named(function)(decode(_named(request_class), request_json), fd)
+def run_request(function: str, request_text: str, request_class: str, fd: int) -> None:
+    """The child's side of :class:`ChildExecutor`: read the request back and call ``function(request, fd)``
+    (``function`` and the request's class named ``"package.module:name"``; looked up when the child starts)."""
+    _named(function)(decode(_named(request_class), request_text), fd)
 
 
 class ChildExecutor:
     """Runs ``function(request, fd)`` in a fresh interpreter, in a process group of its own (``duplex``: the pipe
     carries messages both ways): ``function`` (defined at a module's top level) receives the request as the typed
-    dataclass it was given, read back from its JSON form by :func:`run_request`."""
+    dataclass it was given (:func:`encode`, read back by :func:`run_request`)."""
 
     def __init__(self, *, duplex: bool = False) -> None:
         self.duplex = duplex

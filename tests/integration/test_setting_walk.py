@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from ortlab.core.errors import PlainDataError
 from ortlab.runs import cluster_bench, recipe_child
 from ortlab.runs.recipe_child import RecipeRequest
 from ortlab.runs.runspec import RunSpec
@@ -22,8 +21,7 @@ from ortlab.timing import child_runs
 from tests.support.setting_walk import revisited, trace
 
 ROOT = Path(__file__).resolve().parents[2]
-CHILD_WALK = ["ortlab/runtime/executor.py", "ortlab/core/serial.py", "ortlab/runs/recipe_child.py",
-              "ortlab/runs/pipeline.py", "ortlab/transforms/quantize.py"]
+CHILD_WALK = ["ortlab/runs/recipe_child.py", "ortlab/runs/pipeline.py", "ortlab/transforms/quantize.py"]
 
 
 def _imports(path: Path) -> set[str]:
@@ -52,13 +50,14 @@ def test_each_out_of_process_entry_receives_a_frozen_typed_request(entry, reques
     assert dataclasses.is_dataclass(request_class) and request_class.__dataclass_params__.frozen
 
 
-def test_a_request_crosses_as_json_and_a_misspelled_field_is_refused(tmp_path):
+def test_a_request_crosses_as_the_object_it_is_and_a_wrong_kind_is_refused(tmp_path):
     request = RecipeRequest(RunSpec("m.onnx", Recipe()), tmp_path / "run", db=tmp_path / "history.db", timeout_s=60.0)
-    assert decode(RecipeRequest, encode(request)) == request
+    got = decode(RecipeRequest, encode(request))
+    assert got == request and type(got.spec.recipe.quant.calibration_method) is type(Recipe().quant.calibration_method)
     timing = child_runs.TimingRequest("m.onnx", BenchConfig(), 1, "fp32", BenchConfig().session_opt_level)
     assert decode(child_runs.TimingRequest, encode(timing)) == timing
-    with pytest.raises(PlainDataError, match="run_dirr"):
-        decode(RecipeRequest, encode(request).replace('"run_dir"', '"run_dirr"'))
+    with pytest.raises(TypeError, match="expected a RecipeRequest request, got a TimingRequest"):
+        decode(RecipeRequest, encode(timing))
     with pytest.raises(TypeError):
         RecipeRequest(RunSpec("m.onnx", Recipe()), tmp_path, out_fiel=None)  # type: ignore[call-arg]
 
@@ -71,6 +70,6 @@ def test_the_calibration_method_walks_from_its_flag_to_onnx_runtime_crossing_the
     for once in ("ortlab/runs/prepare.py", "ortlab/runs/runspec.py", "ortlab/runs/recipe_child.py"):
         assert walk.count(once) <= 1, walk
     assert "ortlab/runs/service.py" not in child and "ortlab/settings/config.py" not in child
-    assert revisited(child) == []
-    # a ratchet while the walk is longer than issue 35 asks (at most 8 files, none visited twice): it may only shrink
-    assert len(set(walk)) <= 13 and len(revisited(walk)) <= 4, (walk, revisited(walk))
+    assert revisited(walk) == [], walk  # the request leaves the parent once, and no file is left and entered again
+    # a ratchet while the walk is longer than issue 35 asks (at most 8 files): it may only shrink
+    assert len(set(walk)) <= 12, walk
