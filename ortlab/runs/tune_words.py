@@ -78,11 +78,26 @@ def sentence(best: Trial | None, accepted: bool, s: TuneSettings, n: int, any_do
                 if best.speed else "of unknown speed")
     else:
         gain = f"{(best.size_bytes or 0) / 1e6:.1f} MB"
+    if accepted and not_shown_faster(best, s):
+        return not_faster_sentence(best.label, n, gain, quality)
     if accepted:
         return f"{best.label} is the {'fastest' if s.objective == 'latency' else 'smallest'} recipe the policy " \
                f"accepts of {n} tried: {gain}; {quality}."
     return f"No recipe of {n} tried meets the bar; the closest that is not broken, {best.label}, is {gain}; " \
            f"{quality} ({best.verdict}). It is written under {CLOSEST_DIR}/, not as the recommendation."
+
+
+def not_shown_faster(best: Trial, s: TuneSettings) -> bool:
+    """Whether a search for speed found its best accepted trial timed but not shown faster than the fp32 source
+    (its speed-up's 95% interval holds 1)."""
+    return s.objective == "latency" and bool(best.speed) and best.speed_direction() != "faster"
+
+
+def not_faster_sentence(who: str, n: int, gain: str, quality: str) -> str:
+    """The sentence of a search for speed whose best accepted trial is not shown faster than the source."""
+    return (f"No accepted recipe of {n} tried is clearly faster than the fp32 source on this machine; the best "
+            f"accepted, {who}: {gain}; {quality}. Keep the fp32 model for speed (a recipe here buys only size), or "
+            f"try another target.")
 
 
 def against(bar: float | None) -> str:
@@ -108,6 +123,8 @@ def pick_sentence(best: Trial, accepted: bool, s: TuneSettings, n: int, why: str
     gain = (f"{best.speed_words()} (timed interleaved at batch {', '.join(str(b) for b in s.batch_sizes)})"
             if s.objective == "latency" and best.speed else f"{(best.size_bytes or 0) / 1e6:.1f} MB")
     who = f"{best.label} (trial 1, the default)" if best.index == 1 else best.label
+    if accepted and not_shown_faster(best, s):
+        return f"{not_faster_sentence(who, n, gain, quality)} Why this one: {why}."
     if accepted:
         return f"{who} is the pick of {n} tried: {gain}; {quality}. Why: {why}."
     if passed:
