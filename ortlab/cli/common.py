@@ -392,7 +392,7 @@ def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None, 
         raise UsageError(resolved.open_size_message())
     if images:
         print(f"{PROG}: preprocessing: " + "; ".join(resolved.lines()), file=sys.stderr)
-        warning = resolved.manifest_warning(sample.name) if sample is not None else ""
+        warning = resolved.manifest_warning(getattr(sample, "name", "")) if sample is not None else ""
         if warning:
             print(f"{PROG}: warning: {warning}", file=sys.stderr)
     return resolved.config

@@ -240,12 +240,13 @@ class ResolvedPreprocess:
                 if was[k] != now[k]]
 
     def manifest_warning(self, sample: str) -> str:
-        """What a person is told when the values differ from the manifest of the bundled sample ``sample`` ("" when
-        they do not)."""
+        """What a person is told when the values differ from the manifest of the bundled sample named ``sample`` (""
+        when they do not)."""
         changed = self.manifest_changes()
         if not changed:
             return ""
-        return (f"This is the bundled sample {sample}, whose manifest gives the preprocessing its model was made with, "
+        who = f"the bundled sample {sample}" if sample else "a bundled sample"
+        return (f"This is {who}, whose manifest gives the preprocessing its model was made with, "
                 f"and these values differ from it: {'; '.join(changed)}. Inputs prepared otherwise are not what the "
                 "model was made for: its accuracy drops, and an int8 model calibrated on other inputs compares worse "
                 "than it is. Use the manifest's values unless you know the model wants these.")

@@ -50,16 +50,18 @@ def app(tmp_path_factory):
 
 
 def _run_children(home: Path) -> list[int]:
-    """Running processes of recipe runs recording into ``home`` (their arguments name its workspace)."""
+    """Running processes of recipe runs of the app whose workspace is ``home`` (their arguments name the recipe
+    child, their environment the app's ORTLAB_HOME)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 args = (entry / "cmdline").read_bytes().decode("utf-8", "replace")
+                env = (entry / "environ").read_bytes().split(b"\0")
                 state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
             except (OSError, IndexError):
                 continue
-            if "_recipe_child" in args and str(home) in args and state != "Z":
+            if "_recipe_child" in args and f"ORTLAB_HOME={home}".encode() in env and state != "Z":
                 found.append(int(entry.name))
     return found
 

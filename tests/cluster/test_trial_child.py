@@ -5,7 +5,6 @@ on that node."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -17,10 +16,12 @@ from pathlib import Path
 import pytest
 
 from ortlab.runs import outputs, service
+from ortlab.runs.recipe_child import RecipeRequest
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runs.tune_cluster import ClusterTrials, pid_namespace, trial_folder_prefix
 from ortlab.runs.workspace import Workspace
 from ortlab.runtime.child import MEMORY_ENV
+from ortlab.runtime.executor import decode
 from ortlab.settings.config import Recipe
 from tests.support.memory_cases import big_input_model
 from tests.support.ray_cluster import marked_pids
@@ -42,16 +43,16 @@ def _running(pid: int) -> bool:
         return False
 
 
-def _trial_children(cluster) -> dict[int, dict]:
-    """The recipe children running on the test cluster's nodes: pid → the arguments they were given."""
+def _trial_children(cluster) -> dict[int, RecipeRequest]:
+    """The recipe children running on the test cluster's nodes: pid → the request they were given."""
     out = {}
     for pid in marked_pids(cluster.head_marker) + marked_pids(cluster.worker_marker):
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if CHILD_CALL in argv and _running(pid):  # the request (JSON) follows the function's name
-            out[pid] = json.loads(argv[argv.index(CHILD_CALL) + 1])
+        if CHILD_CALL in argv and _running(pid):  # the request follows the function's name
+            out[pid] = decode(RecipeRequest, argv[argv.index(CHILD_CALL) + 1])
     return out
 
 
@@ -111,10 +112,10 @@ def test_a_cancelled_prefetched_trial_stops_its_child_and_leaves_no_folder(ray_c
         while not (children := _trial_children(ray_cluster)) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(children) == 1, "no trial child started on the cluster"
-        [(pid, args)] = children.items()
-        folder = Path(args["owned_dir"])
+        [(pid, request)] = children.items()
+        folder = Path(request.owned_dir or "")
         assert folder.name.startswith("ortlab-trial-") and folder.is_dir()
-        assert Path(args["run_dir"]).parent == folder and args["memory_gb"]  # the local default limit applies
+        assert Path(request.run_dir).parent == folder and request.memory_gb  # the local default limit applies
 
         trials.prefetch([], ws)  # the search no longer wants it: its Ray task is cancelled (its worker killed)
         deadline = time.monotonic() + 30
