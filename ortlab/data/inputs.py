@@ -549,7 +549,9 @@ def random_array(spec: InputSpec, rng: np.random.Generator, batch: int) -> np.nd
     shape = spec.at_batch(batch)
     dtype = dtypes.to_numpy(spec.dtype)
     if dtype is None:
-        raise DataError(f"Cannot make data for input '{spec.name}' of type {spec.dtype}.")
+        raise DataError(f"Model input '{spec.name}' takes {spec.dtype} values, which ortlab can neither make up nor "
+                        "read from data files (they hold numbers: images, tensors, token ids): it runs models whose "
+                        "inputs are numeric. Export the model's numeric part (e.g. after the text step) on its own.")
     if is_control_input(spec):
         raise control_input_error(spec)
     kind = np.dtype(dtype).kind

@@ -558,7 +558,8 @@ def calibrate_model(src, q: QuantConfig, reader, cache) -> list[str]:
         staged = _stage_input(model, tmp)
         if hasattr(reader, "rewind"):
             reader.rewind()
-        with _ort_failures("calibrate", _CALIBRATE_HINT), _ort_quiet() as log:
+        hint = _RANDOM_DATA_HINT if getattr(reader, "is_random", False) else _CALIBRATE_HINT
+        with _ort_failures("calibrate", hint), _ort_quiet() as log:
             calibrator = create_calibrator(staged, augmented_model_path=str(tmp / "augmented_model.onnx"),
                                            **args.calibrator)
             if isinstance(calibrator, HistogramCalibrater) and not calibrator.tensors_to_calibrate:
@@ -696,4 +697,6 @@ def quantize_static_model(src, dst, q: QuantConfig, reader) -> list[str]:
 
 
 _CALIBRATE_HINT = "Check that the preprocessing (size, layout, channels, dtype) matches the model input."
+_RANDOM_DATA_HINT = ("The model fails on random data of its input shapes: it may need real inputs (give calibration "
+                     "data) or other shapes (--shape NAME=D0,D1,…).")
 _QUANTIZE_HINT = "Exclude the failing op types or nodes, try the other format, or turn pre-processing on."

@@ -99,6 +99,42 @@ def test_random_data_never_makes_up_a_control_input():
     assert random_array(ids, np.random.default_rng(0), 2).shape == (2, 8)  # token ids are not control inputs
 
 
+def test_a_string_input_is_refused_with_what_to_do(tmp_path, capsys):
+    """Found on onnx's own test models (StringNormalizer): random data for a string input ended in "Cannot make data
+    for input 'x' of type string." with nothing to do about it."""
+    x = helper.make_tensor_value_info("x", TensorProto.STRING, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.STRING, [2])
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "strings", [x], [y])
+    model = tmp_path / "strings.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), model)
+    code = cli.main(["optimize", str(model), str(tmp_path / "out.onnx"), "--precision", "int8", "--allow-random-data",
+                     "--no-timing"])
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err, err
+    assert ("Model input 'x' takes string values, which ortlab can neither make up nor read from data files" in err
+            and "Export the model's numeric part" in err), err
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_a_model_that_fails_on_random_data_is_told_so_not_about_preprocessing(tmp_path, capsys):
+    """Found on onnx's own test models (PRelu with an old broadcast): ONNX Runtime's failure on random calibration
+    data ended with "Check that the preprocessing … matches", for a model that has no image input."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+    target = numpy_helper.from_array(np.array([3, 3], np.int64), "target")  # 4 values cannot become 3×3
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"]),
+                               helper.make_node("Reshape", ["h", "target"], ["y"])], "bad_reshape", [x], [y],
+                              [w, target])
+    model = tmp_path / "bad_reshape.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), model)
+    code = cli.main(["optimize", str(model), str(tmp_path / "out.onnx"), "--precision", "int8", "--allow-random-data",
+                     "--no-timing"])
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err, err
+    assert "The model fails on random data of its input shapes" in err and "preprocessing" not in err, err
+
+
 def test_control_values_come_from_the_data(tmp_path):
     np.savez(tmp_path / "d.npz", input=np.zeros((3, 256), np.float32), sr=np.array([8000, 16000, 16000]))
     info = [TensorInfo("input", "float32", ("batch", 256)), TensorInfo("sr", "int64", ())]
