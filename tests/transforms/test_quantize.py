@@ -16,6 +16,7 @@ from tests.support.models import RandomFeeds, conv_bn_graph, conv_bn_model, matm
 from ortlab.settings.config import CalibrationMethod, QuantConfig, QuantFormat, QuantMode, QuantType
 from ortlab.transforms.calibration import CalibrationReader
 from ortlab.data.dataset import random_dataset
+from ortlab.data.loaders import load_tensor_file
 from ortlab.data.preprocess import detect_preprocess
 from ortlab.core.errors import Cancelled, QuantizationError
 from ortlab.model.inspect import TensorInfo
@@ -363,9 +364,15 @@ def test_an_ir3_model_converted_from_an_old_opset_gets_an_ir_version_its_new_ini
 def test_calibration_failure_is_wrapped(wide, tmp_path):
     wrong = (TensorInfo("input", "float32", ("N", 3, 16, 16)),)  # the reader builds 16×16 feeds
     bad = CalibrationReader(random_dataset(2), None, wrong)
+    assert bad.is_random  # random data is fed at the model's shapes: the hint says so, not "check the preprocessing"
+    with pytest.raises(QuantizationError, match=r"^calibrate: ONNX Runtime failed \(.*\)\. The model fails on random "
+                                                r"data of its input shapes: .* \(--shape NAME=D0,D1,…\)\.$"):
+        quantize_static_model(wide, tmp_path / "q.onnx", QuantConfig(), bad)
+    np.save(tmp_path / "real.npy", np.zeros((2, 3, 16, 16), np.float32))  # real data that does not fit the model
+    given = CalibrationReader(load_tensor_file(tmp_path / "real.npy"), None, wrong)
     with pytest.raises(QuantizationError, match=r"^calibrate: ONNX Runtime failed \(.*\)\. Check that the "
                                                 r"preprocessing .* matches the model input\.$"):
-        quantize_static_model(wide, tmp_path / "q.onnx", QuantConfig(), bad)
+        quantize_static_model(wide, tmp_path / "q2.onnx", QuantConfig(), given)
 
 
 # -- dynamic ---------------------------------------------------------------------------------------------
