@@ -15,6 +15,7 @@ import pytest
 from ortlab.runtime.child import STOP_GRACE_S, group_members
 from tests.browser.conftest import LAPTOP, start_app
 from tests.browser.test_browser import STEP_TIMEOUT_MS, button, wait_quiet
+from tests.support.children import recipe_children
 
 # the demo on the bundled sample takes ~15 s here; in the recipe child, each progress event waits a moment more, so
 # the run is surely still at work when the test clicks (the child works as usual, only slower)
@@ -47,23 +48,6 @@ def app(tmp_path_factory):
         mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
         with start_app(tmp_path_factory.mktemp("ortlab_home")) as info:
             yield info
-
-
-def _run_children(home: Path) -> list[int]:
-    """Running processes of recipe runs of the app whose workspace is ``home`` (their arguments name the recipe
-    child, their environment the app's ORTLAB_HOME)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                args = (entry / "cmdline").read_bytes().decode("utf-8", "replace")
-                env = (entry / "environ").read_bytes().split(b"\0")
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if "_recipe_child" in args and f"ORTLAB_HOME={home}".encode() in env and state != "Z":
-                found.append(int(entry.name))
-    return found
 
 
 def _poll(until, timeout_s: float) -> bool:
@@ -102,8 +86,8 @@ def test_cancel_stops_the_running_demo_says_so_and_leaves_no_process(app, browse
     button(page, ["demo_run"], re.compile("demo", re.I)).click()
     cancel = page.locator(".st-key-model-cancel_recipe button")
     cancel.wait_for(state="visible", timeout=60_000)
-    assert _poll(lambda: _run_children(home), 60), "the demo's run process never started"
-    groups = {pid: Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2] for pid in _run_children(home)}
+    assert _poll(lambda: recipe_children(home), 60), "the demo's run process never started"
+    groups = {pid: Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2] for pid in recipe_children(home)}
     assert all(int(pgid) == pid for pid, pgid in groups.items()), f"the run leads its own process group: {groups}"
     assert page.locator(".st-key-model-cancel_recipe").count() == 1
     # the button a person sees stays the same element while the progress above it redraws (every 0.5 s): a
@@ -123,7 +107,7 @@ def test_cancel_stops_the_running_demo_says_so_and_leaves_no_process(app, browse
     assert page.locator('[data-testid="stAlertContentError"]').count() == 0
     assert _poll(lambda: not any(group_members(pid) for pid in groups), STOP_GRACE_S + 5), \
         f"processes of the run's group outlived its Cancel: {[group_members(pid) for pid in groups]}"
-    assert _run_children(home) == []
+    assert recipe_children(home) == []
     artifacts = home / "artifacts"
     assert not artifacts.exists() or list(artifacts.iterdir()) == [], "the cancelled run left its folder"
     print(f"Cancel to 'was cancelled' on the page: {shown:.1f} s")

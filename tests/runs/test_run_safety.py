@@ -24,6 +24,7 @@ from ortlab.runs.artifact import Artifact
 from ortlab.runs.runspec import RunSpec
 from ortlab.runs.workspace import Workspace
 from ortlab.settings.config import OptLevel, Recipe
+from tests.support.children import recipe_children
 from tests.support.models import conv_bn_model
 
 BASIC = Recipe(opt_level=OptLevel.BASIC)
@@ -490,10 +491,7 @@ def test_the_cli_stops_an_int8_run_at_a_3_second_limit(tmp_path):
     assert re.search(r"stopped after \d+ s \(limit 3 s\)", proc.stderr), proc.stderr
     assert took < 3 + 10 + 10, took  # the limit counts from the child's start; the CLI loads the model first
     assert not (tmp_path / "out.onnx").exists()
-    leftovers = subprocess.run(["pgrep", "-f", "_recipe_child"], capture_output=True, text=True).stdout.split()
-    home = f"ORTLAB_HOME={tmp_path / 'home'}".encode()
-    mine = [p for p in leftovers if _environ_holds(int(p), home)]
-    assert mine == []
+    assert recipe_children(tmp_path / "home") == []
 
 
 def test_the_default_time_limit_scales_with_the_work_and_is_in_the_notes(src, tmp_path, monkeypatch):
@@ -513,10 +511,3 @@ def test_the_default_time_limit_scales_with_the_work_and_is_in_the_notes(src, tm
     with pytest.raises(service.OrtlabError, match="must be a number of seconds"):
         service.run_timeout_s(RunSpec(str(src), BASIC))
 
-
-def _environ_holds(pid: int, entry: bytes) -> bool:
-    """Whether process ``pid`` (still there) has ``entry`` (``NAME=value``) in its environment."""
-    try:
-        return entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return False
