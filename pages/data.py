@@ -261,8 +261,9 @@ if ds.kind == "images":
         st.caption("The preprocessing every run, comparison and calibration uses, and where each value came from:")
         st.dataframe([{"setting": line.split(" (", 1)[0], "from": line.rsplit(" (", 1)[1].rstrip(")")}
                       for line in explained.lines()], hide_index=True)
-        if state.sample_name() and explained.manifest_changes():
-            st.warning(md(explained.manifest_warning(state.sample_name())), icon=":material/warning:")
+        sample = state.sample_name()
+        if sample and explained.manifest_changes():
+            st.warning(md(explained.manifest_warning(sample)), icon=":material/warning:")
         if explained.open_size:
             st.error(f"Model input '{md(explained.input_name)}' leaves its height and width open: fill in Size (H, W) "
                      "with the size it expects (ortlab never guesses it); "
