@@ -47,11 +47,12 @@ from ortlab.runs.calibration_cache import (
     REUSED, CachedCalibration, CalibrationCache, calibration_key, feeds_digest, model_digest,
 )
 from ortlab.runs.prepare import (  # noqa: F401 (NO_CALIBRATION_DATA: part of this module's API)
-    BIAS_CORRECTION_SKIPPED, DEFAULT_VERIFY_SAMPLES, NO_CALIBRATION_DATA, PreparedRun, prepare_recipe_run,
+    BIAS_CORRECTION_SKIPPED, BIAS_ON_RANDOM_DATA, DEFAULT_VERIFY_SAMPLES, NO_CALIBRATION_DATA, PreparedRun,
+    prepare_recipe_run,
 )
 from ortlab.runs.run_notes import RunNotes
 from ortlab.runtime import providers
-from ortlab.settings.config import BIAS_ON_RANDOM_DATA, OptLevel, Precision, PreprocessConfig, QuantFormat, Recipe
+from ortlab.settings.config import OptLevel, Precision, PreprocessConfig, QuantFormat, Recipe
 from ortlab.transforms import bias_correction
 from ortlab.transforms.calibration import CalibrationReader
 from ortlab.transforms.coverage import QuantCoverage

@@ -1,8 +1,9 @@
 """Everything decided about a recipe run before it starts, decided once, in the process that starts it.
 
 :func:`prepare_run` reads the model's facts once (:func:`ortlab.model.inspect.inspect_model`, which hashes the
-whole file), validates the recipe against the providers that work here, checks that static int8 has data and that
-an int8 or fp16 recipe starts from a float model, and names the bundled sample the model is (by that same hash).
+whole file), validates the recipe against the providers that work here and this CPU (:func:`validate_recipe`, whose
+rules live here: they ask about the machine, not about the settings), checks that static int8 has data and that an
+int8 or fp16 recipe starts from a float model, and names the bundled sample the model is (by that same hash).
 The prepared :class:`RunSpec` carries all of it to the run's child process, which trusts it: the child neither
 inspects the model nor validates the recipe again; :func:`ortlab.runs.recipe_child.load_prepared` turns it into
 the :class:`PreparedRun` the pipeline runs. :func:`prepare_recipe_run` prepares a run in this process from a model
@@ -12,6 +13,8 @@ and loaded data (scripts and tests). What the recipe does (static int8, bias cor
 
 from __future__ import annotations
 
+import platform
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -24,7 +27,8 @@ from ortlab.model.inspect import ModelInfo, inspect_model
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, RunSpec
 from ortlab.runtime.hardware import cpu_int8
 from ortlab.runtime.providers import working_providers
-from ortlab.settings.config import Finding, Precision, PreprocessConfig, Recipe, raise_on_errors, validate_recipe
+from ortlab.settings.config import (DISTRIBUTION_MIN_BINS, CalibrationMethod, CpuInt8, Finding, OptLevel, Precision,
+                                   PreprocessConfig, QuantFormat, QuantType, Recipe, Target, errors_of)
 
 BIAS_CORRECTION_SKIPPED = ("Bias correction skipped: the calibration data is random, and fitting the biases to noise "
                            "would not help; give real calibration data to have it.")
@@ -142,3 +146,230 @@ def prepare_recipe_run(model, recipe: Recipe, dataset: Dataset | None = None,
 
 def _int_shapes(shapes: dict[str, list[int]] | None) -> dict[str, list[int]]:
     return {k: [int(x) for x in v] for k, v in (shapes or {}).items()}
+
+
+# -- the recipe against this machine ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Providers:
+    """What the machine validating a recipe can run (``cpu``: None when its CPU is not considered)."""
+
+    has_trt: bool
+    has_gpu: bool
+    cpu: CpuInt8 | None = None
+
+    @classmethod
+    def of(cls, available_providers: Sequence[str], cpu: CpuInt8 | None = None) -> _Providers:
+        has_trt = "TensorrtExecutionProvider" in available_providers
+        return cls(has_trt, has_trt or "CUDAExecutionProvider" in available_providers, cpu)
+
+
+def _error(field: str, message: str) -> Finding:
+    return Finding("error", field, message)
+
+
+def _warning(field: str, message: str) -> Finding:
+    return Finding("warning", field, message)
+
+
+def _note(field: str, message: str) -> Finding:
+    return Finding("note", field, message)
+
+
+def _is_int8(recipe: Recipe) -> bool:
+    return recipe.precision == Precision.INT8
+
+
+
+def _gpu_target_without_gpu(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    if recipe.target == Target.GPU and not here.has_gpu:
+        yield _warning("target", "No working GPU provider here (CUDA/TensorRT); the model will be built for GPU but "
+                                 "every run on this machine will use the CPU.")
+
+
+def _int8_on_gpu(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    if not _is_int8(recipe) or recipe.target != Target.GPU:
+        return
+    q = recipe.quant
+    if recipe.is_dynamic:
+        yield _error("target", "int8 dynamic quantization has no GPU kernels (DynamicQuantizeLinear, "
+                               "MatMulInteger run on the CPU). Choose fp16 for GPU, or target cpu.")
+    elif q.quant_format == QuantFormat.QOPERATOR:
+        yield _error("quant.quant_format", "int8 QOperator models (QLinearConv, QLinearMatMul) run only on the CPU. "
+                                           "Choose fp16 for GPU, or QDQ format with TensorRT.")
+    elif not here.has_trt:
+        yield _error("target", "int8 on GPU needs TensorRT to run the QDQ graph, and TensorRT is not available here. "
+                               "Choose fp16 for GPU, or target cpu for int8.")
+    else:
+        yield _note("target", "int8 QDQ on GPU runs through TensorRT's int8 kernels.")
+
+
+def _int8_types(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    """The activation/weight type pair: S8S8 slow on x86, S8U8 unsupported."""
+    if not _is_int8(recipe):
+        return
+    q = recipe.quant
+    if (recipe.is_static and recipe.target == Target.CPU and q.activation_type == QuantType.INT8
+            and q.weight_type == QuantType.INT8 and _is_x86()):
+        yield _note("quant.activation_type", "On x86 CPUs ONNX Runtime's S8S8 kernels are slow (measured slower than "
+                                             "fp32 here); uint8 activations (U8S8) are the fast path.")
+    if q.activation_type == QuantType.INT8 and q.weight_type == QuantType.UINT8:
+        yield _error("quant.weight_type", "int8 activations with uint8 weights (S8U8) are not supported by ONNX "
+                                          "Runtime. Use int8 weights, or uint8 activations.")
+
+
+def _int8_dynamic(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    """Dynamic quantization: Conv is slow, weights are 8-bit. (It always writes operator-style integer ops: the
+    format knob does not apply.)"""
+    q = recipe.quant
+    if not recipe.is_dynamic:
+        return
+    if "Conv" in q.effective_op_types():
+        yield _warning("quant.op_types", "Dynamic quantization of Conv makes ConvInteger, which runs far slower than "
+                                         "fp32 on CPU. Leave Conv out (MatMul/Gemm only) or use static quantization.")
+    if q.int16_weight_nodes:
+        yield _error("quant.int16_weight_nodes", "16-bit weights are a static QDQ setting; dynamic quantization "
+                                                 "quantizes weights to 8 bits.")
+
+
+def _calibration(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    """Static int8: the calibration samples and the method's own options."""
+    if not recipe.is_static:
+        return
+    q = recipe.quant
+    if 1 <= q.calibration_samples < 10:
+        yield _warning("quant.calibration_samples", f"Only {q.calibration_samples} calibration samples: ranges may "
+                                                    "not represent real data. 100 or more is usual.")
+    if q.calibration_method == CalibrationMethod.DISTRIBUTION and q.num_bins < DISTRIBUTION_MIN_BINS:
+        yield _error("quant.num_bins", f"The Distribution method needs at least {DISTRIBUTION_MIN_BINS} histogram "
+                                       f"bins (ONNX Runtime refuses fewer); got {q.num_bins}.")
+    if q.calibration_method == CalibrationMethod.ENTROPY and q.num_quantized_bins >= q.num_bins:
+        yield _error("quant.num_quantized_bins", "Quantized bins must be fewer than histogram bins for Entropy.")
+    if q.moving_average and not (0.0 < q.averaging_constant < 1.0):
+        yield _error("quant.averaging_constant", "Averaging constant must be in (0, 1).")
+
+
+def _no_preprocess(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    if recipe.is_static and not recipe.quant.preprocess:
+        yield _warning("quant.preprocess", "Without pre-processing ORT warns and BatchNormalization stays unfused; "
+                                           "accuracy and speed are usually worse.")
+
+
+def _int16_weights(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    """Static int8: 16-bit weights need QDQ, and a node kept in float cannot have them."""
+    if not recipe.is_static:
+        return
+    q = recipe.quant
+    if q.int16_weight_nodes and q.quant_format != QuantFormat.QDQ:
+        yield _error("quant.int16_weight_nodes", "16-bit weights need the QDQ format (QOperator has no int16 "
+                                                 "QLinearConv/QLinearMatMul).")
+    if overlap := set(q.int16_weight_nodes) & set(q.nodes_to_exclude):
+        yield _error("quant.int16_weight_nodes", f"Nodes both kept in float and given 16-bit weights: "
+                                                 f"{', '.join(sorted(overlap))}.")
+
+
+# said before a run that may calibrate on random data; a run that does says so itself, in its place
+BIAS_ON_RANDOM_DATA = "Bias correction is skipped when the calibration data is random (it would fit the biases to noise)."
+
+
+def _bias_correction(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    """Static int8: when bias correction does not apply."""
+    if not recipe.is_static or not recipe.quant.bias_correction:
+        return
+    if not recipe.corrects_biases:
+        yield _note("quant.bias_correction", "Bias correction works on the QDQ format (it edits the int32 bias of "
+                                             "each DequantizeLinear; QOperator folds biases into QLinearConv): this "
+                                             "QOperator run is not corrected.")
+    if recipe.corrects_biases and recipe.allow_random_data:
+        yield _note("quant.bias_correction", BIAS_ON_RANDOM_DATA)
+
+
+def _random_calibration(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    if recipe.is_static and recipe.allow_random_data:
+        yield _warning("allow_random_data", "Random calibration data gives meaningless ranges; every result will be "
+                                            "flagged.")
+
+
+def _int8_op_choice(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    """Any int8: reduce_range's use, op types both included and excluded."""
+    if not _is_int8(recipe):
+        return
+    q = recipe.quant
+    if q.reduce_range and q.weight_type == QuantType.UINT8 and q.activation_type == QuantType.UINT8:
+        yield _note("quant.reduce_range", "reduce_range matters mostly for U8S8 on CPUs without VNNI.")
+    overlap = set(q.op_types) & set(q.op_types_to_exclude)
+    if overlap:
+        yield _error("quant.op_types_to_exclude", f"Op types both included and excluded: {', '.join(sorted(overlap))}.")
+
+
+def _fp16_on_cpu(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    if recipe.precision == Precision.FP16 and recipe.target == Target.CPU:
+        yield _note("precision", "fp16 on CPU halves the file but gains no speed: most CPU kernels are fp32 and ORT "
+                                 "inserts Casts. Choose int8 for CPU speed.")
+
+
+def _opt_level_all(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    if recipe.opt_level != OptLevel.ALL:
+        return
+    yield _note("opt_level", "Level 'all' may write hardware-specific ops (e.g. NCHWc layouts) that suit only this "
+                             "kind of machine; the result is checked and warns when it does. 'extended' is the "
+                             "portable choice.")
+    if recipe.target == Target.GPU:
+        yield _note("opt_level", "For GPU the saved model is optimized with CUDA only (TensorRT's compiled nodes "
+                                 "cannot be saved).")
+
+
+def _u8s8_on_a_saturating_cpu(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    """On x86 without VNNI, where full-range U8S8 weights saturate ORT's 16-bit sums: a note that reduce-range is on
+    as advised, else a warning that it is off."""
+    cpu = here.cpu
+    if cpu is None or not cpu.saturates_u8s8 or not _is_int8(recipe) or recipe.target != Target.CPU \
+            or not recipe.quant.is_u8s8:
+        return
+    if recipe.quant.reduce_range:
+        yield _note("quant.reduce_range", f"Reduce-range is on (7-bit weights), as advised for {cpu.name}. {cpu.why}")
+    else:
+        yield _warning("quant.reduce_range", f"Full-range U8S8 weights on {cpu.name}, an x86 CPU without VNNI: ONNX "
+                       "Runtime's int8 kernels add the uint8×int8 products in 16-bit sums that saturate, which can "
+                       "cost much accuracy (the digits sample: 10 dB SQNR instead of 30 dB). Turn on reduce-range, or "
+                       "use uint8 weights (U8U8).")
+
+
+# The rules of validate_recipe, in the order their findings are listed.
+_RECIPE_RULES: tuple[Callable[[Recipe, _Providers], Iterator[Finding]], ...] = (
+    _gpu_target_without_gpu, _int8_on_gpu, _int8_types, _int8_dynamic, _calibration, _no_preprocess,
+    _int16_weights, _bias_correction, _random_calibration, _int8_op_choice, _fp16_on_cpu, _opt_level_all,
+    _u8s8_on_a_saturating_cpu)
+
+
+def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUExecutionProvider",),
+                    cpu: CpuInt8 | None = None) -> list[Finding]:
+    """Check a recipe before any work. ``available_providers`` must be what really works here
+    (``ortlab.runtime.providers.working_providers()``), not what ORT claims; ``cpu``: what the CPU that will run it
+    means for int8 (``ortlab.runtime.hardware.cpu_int8()``; None: not considered)."""
+    out = [_error(path, message) for path, message in recipe.out_of_bounds()]
+    out_of_range = {f.field for f in out}
+    here = _Providers.of(available_providers, cpu)
+    for rule in _RECIPE_RULES:
+        # a number out of its bounds already has its error
+        out.extend(f for f in rule(recipe, here) if f.level != "error" or f.field not in out_of_range)
+    return out
+
+
+def _is_x86() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
+def require_valid(recipe: Recipe, available_providers: Sequence[str] = ("CPUExecutionProvider",),
+                  cpu: CpuInt8 | None = None) -> list[Finding]:
+    """Raise ``RecipeError`` on the first error finding; return the warnings and notes."""
+    return raise_on_errors(validate_recipe(recipe, available_providers, cpu))
+
+
+def raise_on_errors(findings: list[Finding]) -> list[Finding]:
+    """``findings`` when none is an error; else ``RecipeError`` with the errors' messages."""
+    errors = errors_of(findings)
+    if errors:
+        raise RecipeError(" ".join(f.message for f in errors), step="validate")
+    return findings

@@ -79,7 +79,8 @@ from ortlab.runs.workspace import Workspace
 from ortlab.runtime.cpu_time import CpuShare
 from ortlab.runtime.hardware import detect
 from ortlab.runtime.providers import working_providers
-from ortlab.settings.config import Recipe, Target, validate_recipe
+from ortlab.runs.prepare import validate_recipe
+from ortlab.settings.config import Recipe, Target
 
 __all__ = ["RECOMMENDED_NOTE", "TrialData", "TuneSettings", "Tuner", "budget_hint_s", "none_finished"]
 

@@ -228,7 +228,7 @@ def advised_recipe(recipe: Recipe | None = None, features: CpuFeatures | None = 
 
 def cpu_int8(features: CpuFeatures | None = None) -> CpuInt8:
     """What ``features`` (default: this CPU) mean for a recipe's int8 flavour, for the recipe's validation
-    (:func:`ortlab.settings.config.validate_recipe`): U8S8 saturates on x86 without VNNI."""
+    (:func:`ortlab.runs.prepare.validate_recipe`): U8S8 saturates on x86 without VNNI."""
     f = features if features is not None else detect()
     advice = advise(f)
     return CpuInt8(saturates_u8s8=f.arch == "x86" and advice.reduce_range, name=f.model_name or "this CPU",

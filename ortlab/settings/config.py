@@ -7,10 +7,12 @@ from the same fields (``ortlab.settings.flags``), which also reads ``flag`` (whe
 ``negatable`` (a bool gets both ``--x`` and ``--no-x``), ``explicit`` (written in CLI lines even at its
 default), ``metavar`` and ``choices``. ``search`` (a tuple of :class:`Try`) lists the values ``ortlab tune`` tries
 for the field (``ortlab.runs.tune_space``); a field without it is never varied by the search.
-``validate_recipe`` checks a recipe before any work and returns findings a person can act on.
+Each settings class answers which of its numbers are out of bounds (:meth:`Bounded.out_of_bounds`); whether a
+recipe can run on a machine (its providers, its CPU) is decided where a run is prepared
+(:func:`ortlab.runs.prepare.validate_recipe`), which returns :class:`Finding` records.
 
-Size: the settings dataclasses are the schema both the CLI and the app are generated from, with their
-validation; they are kept in one file so a field, its help and its checks are read together.
+Size: the settings dataclasses are the schema both the CLI and the app are generated from; they are kept in one
+file so a field, its help and its bounds are read together.
 """
 
 from __future__ import annotations
@@ -18,11 +20,10 @@ from __future__ import annotations
 import dataclasses
 from enum import StrEnum
 import json
-import platform
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable
 
 from ortlab.settings.flags import config_cli_args, replace_path
 from ortlab.core.errors import RecipeError
@@ -113,6 +114,33 @@ def setting(default: Any, help: str, **meta: Any) -> Any:
     return field(default=default, metadata=meta)
 
 
+class Bounded:
+    """A settings dataclass whose numbers carry ``min``/``max`` metadata (for tuples: each element)."""
+
+    def out_of_bounds(self, prefix: str = "") -> list[tuple[str, str]]:
+        """(dotted field path, message) for each number (nested settings and tuple elements included) outside its
+        field's ``min``/``max``."""
+        out: list[tuple[str, str]] = []
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value, path = getattr(self, f.name), prefix + f.name
+            if isinstance(value, Bounded):
+                out += value.out_of_bounds(path + ".")
+                continue
+            lo, hi = f.metadata.get("min"), f.metadata.get("max")
+            if lo is None and hi is None:
+                continue
+            for v in value if isinstance(value, tuple) else (value,):
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    continue
+                if (lo is not None and v < lo) or (hi is not None and v > hi):
+                    bounds = (f"between {lo} and {hi}" if lo is not None and hi is not None
+                              else f"at least {lo}" if lo is not None else f"at most {hi}")
+                    each = "each " if isinstance(value, tuple) else ""
+                    out.append((path, f"{f.metadata.get('label', f.name)} ({path}) must {each}be {bounds}; got {v}."))
+                    break
+        return out
+
+
 @dataclass(frozen=True)
 class Try:
     """One value that tune's search tries for a setting (an entry of the field's ``search`` metadata, as Olive's
@@ -136,7 +164,7 @@ PREPROCESS_DTYPES = ("float32", "float16", "uint8")
 
 
 @dataclass(frozen=True)
-class QuantConfig:
+class QuantConfig(Bounded):
     """How to quantize to int8 (used only when the recipe's precision is int8)."""
 
     mode: QuantMode = setting(
@@ -296,7 +324,7 @@ TENSORRT_INT8 = QuantConfig(activation_type=QuantType.INT8, weight_type=QuantTyp
 
 
 @dataclass(frozen=True)
-class Recipe:
+class Recipe(Bounded):
     """What to do to a model: precision, target, graph-optimization level and quantization knobs."""
 
     precision: Precision = setting(
@@ -386,7 +414,7 @@ class Recipe:
 
 
 @dataclass(frozen=True)
-class PreprocessConfig:
+class PreprocessConfig(Bounded):
     """How an image becomes a model input tensor."""
 
     size: tuple[int, int] = setting((224, 224), "Height and width the model expects.", label="Size (H, W)",
@@ -415,7 +443,7 @@ class PreprocessConfig:
 
     def problems(self) -> list[str]:
         """Messages for settings that cannot work; empty when the config is usable."""
-        out = [message for _, message in out_of_bounds(self)]
+        out = [message for _, message in self.out_of_bounds()]
         if self.channels == 2:
             out.append(f"Channels must be 1 or 3, got {self.channels}.")
         for name, values in (("mean", self.mean), ("std", self.std)):
@@ -435,7 +463,7 @@ DEFAULT_BENCH_DURATION_S = 3.0
 
 
 @dataclass(frozen=True)
-class BenchConfig:
+class BenchConfig(Bounded):
     """How to time a model."""
 
     batch_sizes: tuple[int, ...] = setting((1,), "Batch sizes to time.", label="Batch sizes", min=1)
@@ -478,7 +506,7 @@ class BenchConfig:
     def problems(self) -> list[str]:
         """Messages for settings that cannot work; empty when the config is usable (whether OpenVINO is installed is
         the runtime's question: :func:`ortlab.timing.bench.config_problems`)."""
-        out = [message for _, message in out_of_bounds(self)]
+        out = [message for _, message in self.out_of_bounds()]
         if not self.batch_sizes:
             out.append("Give at least one batch size.")
         return out
@@ -505,254 +533,6 @@ class CpuInt8:
     saturates_u8s8: bool = False
     name: str = "this CPU"
     why: str = ""
-
-
-@dataclass(frozen=True)
-class _Providers:
-    """What the machine validating a recipe can run (``cpu``: None when its CPU is not considered)."""
-
-    has_trt: bool
-    has_gpu: bool
-    cpu: CpuInt8 | None = None
-
-    @classmethod
-    def of(cls, available_providers: Sequence[str], cpu: CpuInt8 | None = None) -> _Providers:
-        has_trt = "TensorrtExecutionProvider" in available_providers
-        return cls(has_trt, has_trt or "CUDAExecutionProvider" in available_providers, cpu)
-
-
-def _error(field: str, message: str) -> Finding:
-    return Finding("error", field, message)
-
-
-def _warning(field: str, message: str) -> Finding:
-    return Finding("warning", field, message)
-
-
-def _note(field: str, message: str) -> Finding:
-    return Finding("note", field, message)
-
-
-def _is_int8(recipe: Recipe) -> bool:
-    return recipe.precision == Precision.INT8
-
-
-
-def _gpu_target_without_gpu(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
-    if recipe.target == Target.GPU and not here.has_gpu:
-        yield _warning("target", "No working GPU provider here (CUDA/TensorRT); the model will be built for GPU but "
-                                 "every run on this machine will use the CPU.")
-
-
-def _int8_on_gpu(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
-    if not _is_int8(recipe) or recipe.target != Target.GPU:
-        return
-    q = recipe.quant
-    if recipe.is_dynamic:
-        yield _error("target", "int8 dynamic quantization has no GPU kernels (DynamicQuantizeLinear, "
-                               "MatMulInteger run on the CPU). Choose fp16 for GPU, or target cpu.")
-    elif q.quant_format == QuantFormat.QOPERATOR:
-        yield _error("quant.quant_format", "int8 QOperator models (QLinearConv, QLinearMatMul) run only on the CPU. "
-                                           "Choose fp16 for GPU, or QDQ format with TensorRT.")
-    elif not here.has_trt:
-        yield _error("target", "int8 on GPU needs TensorRT to run the QDQ graph, and TensorRT is not available here. "
-                               "Choose fp16 for GPU, or target cpu for int8.")
-    else:
-        yield _note("target", "int8 QDQ on GPU runs through TensorRT's int8 kernels.")
-
-
-def _int8_types(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
-    """The activation/weight type pair: S8S8 slow on x86, S8U8 unsupported."""
-    if not _is_int8(recipe):
-        return
-    q = recipe.quant
-    if (recipe.is_static and recipe.target == Target.CPU and q.activation_type == QuantType.INT8
-            and q.weight_type == QuantType.INT8 and _is_x86()):
-        yield _note("quant.activation_type", "On x86 CPUs ONNX Runtime's S8S8 kernels are slow (measured slower than "
-                                             "fp32 here); uint8 activations (U8S8) are the fast path.")
-    if q.activation_type == QuantType.INT8 and q.weight_type == QuantType.UINT8:
-        yield _error("quant.weight_type", "int8 activations with uint8 weights (S8U8) are not supported by ONNX "
-                                          "Runtime. Use int8 weights, or uint8 activations.")
-
-
-def _int8_dynamic(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
-    """Dynamic quantization: Conv is slow, weights are 8-bit. (It always writes operator-style integer ops: the
-    format knob does not apply.)"""
-    q = recipe.quant
-    if not recipe.is_dynamic:
-        return
-    if "Conv" in q.effective_op_types():
-        yield _warning("quant.op_types", "Dynamic quantization of Conv makes ConvInteger, which runs far slower than "
-                                         "fp32 on CPU. Leave Conv out (MatMul/Gemm only) or use static quantization.")
-    if q.int16_weight_nodes:
-        yield _error("quant.int16_weight_nodes", "16-bit weights are a static QDQ setting; dynamic quantization "
-                                                 "quantizes weights to 8 bits.")
-
-
-def _calibration(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
-    """Static int8: the calibration samples and the method's own options."""
-    if not recipe.is_static:
-        return
-    q = recipe.quant
-    if 1 <= q.calibration_samples < 10:
-        yield _warning("quant.calibration_samples", f"Only {q.calibration_samples} calibration samples: ranges may "
-                                                    "not represent real data. 100 or more is usual.")
-    if q.calibration_method == CalibrationMethod.DISTRIBUTION and q.num_bins < DISTRIBUTION_MIN_BINS:
-        yield _error("quant.num_bins", f"The Distribution method needs at least {DISTRIBUTION_MIN_BINS} histogram "
-                                       f"bins (ONNX Runtime refuses fewer); got {q.num_bins}.")
-    if q.calibration_method == CalibrationMethod.ENTROPY and q.num_quantized_bins >= q.num_bins:
-        yield _error("quant.num_quantized_bins", "Quantized bins must be fewer than histogram bins for Entropy.")
-    if q.moving_average and not (0.0 < q.averaging_constant < 1.0):
-        yield _error("quant.averaging_constant", "Averaging constant must be in (0, 1).")
-
-
-def _no_preprocess(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
-    if recipe.is_static and not recipe.quant.preprocess:
-        yield _warning("quant.preprocess", "Without pre-processing ORT warns and BatchNormalization stays unfused; "
-                                           "accuracy and speed are usually worse.")
-
-
-def _int16_weights(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
-    """Static int8: 16-bit weights need QDQ, and a node kept in float cannot have them."""
-    if not recipe.is_static:
-        return
-    q = recipe.quant
-    if q.int16_weight_nodes and q.quant_format != QuantFormat.QDQ:
-        yield _error("quant.int16_weight_nodes", "16-bit weights need the QDQ format (QOperator has no int16 "
-                                                 "QLinearConv/QLinearMatMul).")
-    if overlap := set(q.int16_weight_nodes) & set(q.nodes_to_exclude):
-        yield _error("quant.int16_weight_nodes", f"Nodes both kept in float and given 16-bit weights: "
-                                                 f"{', '.join(sorted(overlap))}.")
-
-
-# said before a run that may calibrate on random data; a run that does says so itself, in its place
-BIAS_ON_RANDOM_DATA = "Bias correction is skipped when the calibration data is random (it would fit the biases to noise)."
-
-
-def _bias_correction(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
-    """Static int8: when bias correction does not apply."""
-    if not recipe.is_static or not recipe.quant.bias_correction:
-        return
-    if not recipe.corrects_biases:
-        yield _note("quant.bias_correction", "Bias correction works on the QDQ format (it edits the int32 bias of "
-                                             "each DequantizeLinear; QOperator folds biases into QLinearConv): this "
-                                             "QOperator run is not corrected.")
-    if recipe.corrects_biases and recipe.allow_random_data:
-        yield _note("quant.bias_correction", BIAS_ON_RANDOM_DATA)
-
-
-def _random_calibration(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
-    if recipe.is_static and recipe.allow_random_data:
-        yield _warning("allow_random_data", "Random calibration data gives meaningless ranges; every result will be "
-                                            "flagged.")
-
-
-def _int8_op_choice(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
-    """Any int8: reduce_range's use, op types both included and excluded."""
-    if not _is_int8(recipe):
-        return
-    q = recipe.quant
-    if q.reduce_range and q.weight_type == QuantType.UINT8 and q.activation_type == QuantType.UINT8:
-        yield _note("quant.reduce_range", "reduce_range matters mostly for U8S8 on CPUs without VNNI.")
-    overlap = set(q.op_types) & set(q.op_types_to_exclude)
-    if overlap:
-        yield _error("quant.op_types_to_exclude", f"Op types both included and excluded: {', '.join(sorted(overlap))}.")
-
-
-def _fp16_on_cpu(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
-    if recipe.precision == Precision.FP16 and recipe.target == Target.CPU:
-        yield _note("precision", "fp16 on CPU halves the file but gains no speed: most CPU kernels are fp32 and ORT "
-                                 "inserts Casts. Choose int8 for CPU speed.")
-
-
-def _opt_level_all(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
-    if recipe.opt_level != OptLevel.ALL:
-        return
-    yield _note("opt_level", "Level 'all' may write hardware-specific ops (e.g. NCHWc layouts) that suit only this "
-                             "kind of machine; the result is checked and warns when it does. 'extended' is the "
-                             "portable choice.")
-    if recipe.target == Target.GPU:
-        yield _note("opt_level", "For GPU the saved model is optimized with CUDA only (TensorRT's compiled nodes "
-                                 "cannot be saved).")
-
-
-def _u8s8_on_a_saturating_cpu(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
-    """On x86 without VNNI, where full-range U8S8 weights saturate ORT's 16-bit sums: a note that reduce-range is on
-    as advised, else a warning that it is off."""
-    cpu = here.cpu
-    if cpu is None or not cpu.saturates_u8s8 or not _is_int8(recipe) or recipe.target != Target.CPU \
-            or not recipe.quant.is_u8s8:
-        return
-    if recipe.quant.reduce_range:
-        yield _note("quant.reduce_range", f"Reduce-range is on (7-bit weights), as advised for {cpu.name}. {cpu.why}")
-    else:
-        yield _warning("quant.reduce_range", f"Full-range U8S8 weights on {cpu.name}, an x86 CPU without VNNI: ONNX "
-                       "Runtime's int8 kernels add the uint8×int8 products in 16-bit sums that saturate, which can "
-                       "cost much accuracy (the digits sample: 10 dB SQNR instead of 30 dB). Turn on reduce-range, or "
-                       "use uint8 weights (U8U8).")
-
-
-# The rules of validate_recipe, in the order their findings are listed.
-_RECIPE_RULES: tuple[Callable[[Recipe, _Providers], Iterator[Finding]], ...] = (
-    _gpu_target_without_gpu, _int8_on_gpu, _int8_types, _int8_dynamic, _calibration, _no_preprocess,
-    _int16_weights, _bias_correction, _random_calibration, _int8_op_choice, _fp16_on_cpu, _opt_level_all,
-    _u8s8_on_a_saturating_cpu)
-
-
-def validate_recipe(recipe: Recipe, available_providers: Sequence[str] = ("CPUExecutionProvider",),
-                    cpu: CpuInt8 | None = None) -> list[Finding]:
-    """Check a recipe before any work. ``available_providers`` must be what really works here
-    (``ortlab.runtime.providers.working_providers()``), not what ORT claims; ``cpu``: what the CPU that will run it
-    means for int8 (``ortlab.runtime.hardware.cpu_int8()``; None: not considered)."""
-    out = [_error(path, message) for path, message in out_of_bounds(recipe)]
-    out_of_range = {f.field for f in out}
-    here = _Providers.of(available_providers, cpu)
-    for rule in _RECIPE_RULES:
-        # a number out of its bounds already has its error
-        out.extend(f for f in rule(recipe, here) if f.level != "error" or f.field not in out_of_range)
-    return out
-
-
-def out_of_bounds(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
-    """(dotted field path, message) for each number of ``obj`` (nested configs and tuple elements included)
-    outside its field's ``min``/``max`` metadata."""
-    out: list[tuple[str, str]] = []
-    for f in dataclasses.fields(obj):
-        value, path = getattr(obj, f.name), prefix + f.name
-        if dataclasses.is_dataclass(value):
-            out += out_of_bounds(value, path + ".")
-            continue
-        lo, hi = f.metadata.get("min"), f.metadata.get("max")
-        if lo is None and hi is None:
-            continue
-        for v in value if isinstance(value, tuple) else (value,):
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                continue
-            if (lo is not None and v < lo) or (hi is not None and v > hi):
-                bounds = (f"between {lo} and {hi}" if lo is not None and hi is not None
-                          else f"at least {lo}" if lo is not None else f"at most {hi}")
-                each = "each " if isinstance(value, tuple) else ""
-                out.append((path, f"{f.metadata.get('label', f.name)} ({path}) must {each}be {bounds}; got {v}."))
-                break
-    return out
-
-
-def _is_x86() -> bool:
-    return platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
-
-
-def require_valid(recipe: Recipe, available_providers: Sequence[str] = ("CPUExecutionProvider",),
-                  cpu: CpuInt8 | None = None) -> list[Finding]:
-    """Raise ``RecipeError`` on the first error finding; return the warnings and notes."""
-    return raise_on_errors(validate_recipe(recipe, available_providers, cpu))
-
-
-def raise_on_errors(findings: list[Finding]) -> list[Finding]:
-    """``findings`` when none is an error; else ``RecipeError`` with the errors' messages."""
-    errors = errors_of(findings)
-    if errors:
-        raise RecipeError(" ".join(f.message for f in errors), step="validate")
-    return findings
 
 
 # -- plain-data conversion (ortlab.core.serial, with RecipeError for bad settings) ---------------------------

@@ -17,7 +17,8 @@ import pytest
 from ortlab.cli import common as cli_common, main as cli
 from ortlab.settings.flags import UsageError, flag_specs
 from ortlab.settings.config import (BenchConfig, PreprocessConfig, Recipe, errors_of, preprocess_cli_args, recipe_cli_line,
-                           replace, require_valid, validate_recipe)
+                           replace)
+from ortlab.runs.prepare import require_valid, validate_recipe
 from ortlab.core.errors import RecipeError
 
 from tests.support.models import conv_bn_model

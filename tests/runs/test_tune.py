@@ -58,7 +58,7 @@ def test_policies():
 
 
 def test_search_space_is_valid_and_varied():
-    from ortlab.settings.config import validate_recipe
+    from ortlab.runs.prepare import validate_recipe
     from ortlab.runtime.hardware import parse_cpuinfo
 
     cpu = search_space(Target.CPU, parse_cpuinfo("flags : sse2 avx avx2 avx512f avx512bw avx512_vnni"),

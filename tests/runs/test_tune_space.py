@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
+from ortlab.runs.prepare import validate_recipe
 from ortlab.runs.tune_space import dedupe, search_space, searched_fields
 from ortlab.runtime.hardware import advise, parse_cpuinfo
 from ortlab.settings.config import (
     CalibrationMethod, OptLevel, Precision, QuantConfig, QuantFormat, QuantMode, QuantType, Recipe, Target, Try,
-    replace, validate_recipe,
+    replace,
 )
 
 CPUS = {"x86 VNNI": "flags : sse2 avx2 avx512_vnni", "x86 no VNNI": "flags : sse2 avx avx2",

@@ -138,7 +138,8 @@ def test_the_cli_default_int8_recipe_follows_this_cpu_and_its_line_says_so():
 
 def test_a_run_notes_reduce_range_and_warns_of_full_range_u8s8_on_x86_without_vnni():
     from ortlab.runtime.hardware import cpu_int8
-    from ortlab.settings.config import Precision, QuantConfig, Recipe, validate_recipe
+    from ortlab.runs.prepare import validate_recipe
+    from ortlab.settings.config import Precision, QuantConfig, Recipe
 
     avx2, vnni = cpu_int8(parse_cpuinfo(X86_AVX2)), cpu_int8(parse_cpuinfo(X86_VNNI))
 

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from ortlab.settings.config import (BenchConfig, CalibrationMethod, Precision, PreprocessConfig, QuantConfig, QuantMode,
-                           Recipe, Target, recipe_cli_line, replace, require_valid, validate_recipe)
+                           Recipe, Target, recipe_cli_line, replace)
+from ortlab.runs.prepare import require_valid, validate_recipe
 from ortlab.core.errors import RecipeError
 
 CPU_ONLY = ("CPUExecutionProvider",)
@@ -128,12 +129,12 @@ def test_distribution_needs_enough_bins():
 
 
 def test_s8s8_on_x86_cpu_gets_a_note_and_u8s8_is_the_default(monkeypatch):
-    import ortlab.settings.config as config
+    import ortlab.runs.prepare as prepare
 
     assert QuantConfig().activation_type.value == "uint8"
     recipe = Recipe.from_dict({"precision": "int8", "quant": {"activation_type": "int8"}})
-    monkeypatch.setattr(config, "_is_x86", lambda: True)
+    monkeypatch.setattr(prepare, "_is_x86", lambda: True)
     notes = [f for f in validate_recipe(recipe, CPU_ONLY) if f.field == "quant.activation_type"]
     assert notes and notes[0].level == "note" and "U8S8" in notes[0].message
-    monkeypatch.setattr(config, "_is_x86", lambda: False)
+    monkeypatch.setattr(prepare, "_is_x86", lambda: False)
     assert not [f for f in validate_recipe(recipe, CPU_ONLY) if f.field == "quant.activation_type"]

@@ -29,8 +29,8 @@ from ortlab.model.inspect import inspect_model
 from ortlab.runs.pipeline import plan, run_recipe
 from ortlab.runs.prepare import BIAS_CORRECTION_SKIPPED
 from ortlab.runtime.hardware import advise, real_cpu
-from ortlab.settings.config import (BIAS_ON_RANDOM_DATA, Precision, QuantConfig, QuantFormat, QuantMode, Recipe, errors_of,
-                                    recipe_cli_line, validate_recipe)
+from ortlab.runs.prepare import BIAS_ON_RANDOM_DATA, validate_recipe
+from ortlab.settings.config import Precision, QuantConfig, QuantFormat, QuantMode, Recipe, errors_of, recipe_cli_line
 from ortlab.transforms.bias_correction import STAGE, correct_biases, correct_model, held_back_indices
 from ortlab.transforms.calibration import CalibrationReader
 from ortlab.transforms.quantize import calibrate_model, preprocess_for_quantization, quantize_calibrated_model

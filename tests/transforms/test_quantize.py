@@ -292,7 +292,8 @@ def test_int16_weight_nodes_reach_ort_as_tensor_overrides(wide, tmp_path):
 
 
 def test_int16_weight_nodes_validation():
-    from ortlab.settings.config import Precision, Recipe, validate_recipe
+    from ortlab.runs.prepare import validate_recipe
+    from ortlab.settings.config import Precision, Recipe
 
     def errors(**q):
         return [f.message for f in validate_recipe(Recipe(precision=Precision.INT8, quant=QuantConfig(**q)))
