@@ -96,7 +96,7 @@ def run_recipe_spec(spec: RunSpec, out_dir, reporter=None, cancel: CancelToken |
 
 
 def run_recipe_child(request: RecipeRequest, fd: int) -> None:
-    """The child's entry (:class:`~ortlab.runtime.executor.ChildExecutor`): run the request, write and record the
+    """The child's entry (:class:`~ortlab.runtime.child.ChildExecutor`): run the request, write and record the
     artifact, report over ``fd``."""
     from multiprocessing.connection import Connection
 

@@ -12,7 +12,7 @@ Both return a handle (:class:`RecipeHandle`, :class:`BenchHandle`) with ``state`
 ``cancel()``, ``wait()``, ``result`` and ``error``.
 
 The child gets one typed :class:`ortlab.runs.recipe_child.RecipeRequest` through the one way out of the process
-(:class:`ortlab.runtime.executor.ChildExecutor`, which owns the child's time limit and its stop); its side of the
+(:class:`ortlab.runtime.child.ChildExecutor`, which owns the child's time limit and its stop); its side of the
 protocol is :mod:`ortlab.runs.recipe_child`. Benchmarks are in :mod:`ortlab.runs.bench_service`.
 """
 
@@ -40,8 +40,8 @@ from ortlab.core.errors import BenchmarkError, Cancelled, OrtlabError
 from ortlab.core.layout import ARTIFACT_FILE, MODEL_FILE, QDQ_FILE, qdq_path
 from ortlab.core.progress import CancelToken, Completion, ProgressEvent
 from ortlab.core.text import one_line, utc_timestamp
-from ortlab.runtime.child import STOP_GRACE_S, default_memory_gb, error_of
-from ortlab.runtime.executor import ChildExecutor, ChildJob, TimeLimit
+from ortlab.runtime.child import STOP_GRACE_S, ChildExecutor, ChildJob, default_memory_gb, error_of
+from ortlab.runtime.executor import TimeLimit
 from ortlab.runs.workspace import Workspace
 from ortlab.runs import outputs
 from ortlab.model.inspect import ModelInfo, external_data_files, sha256_file

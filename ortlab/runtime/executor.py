@@ -1,43 +1,21 @@
 """One way out of the process: an :class:`Executor` takes a typed request (a frozen dataclass) and a function to
 run it with somewhere else, and returns a :class:`Job`, which can be cancelled and given a time limit. Two
-kinds: :class:`ChildExecutor` runs the function in a fresh interpreter on this machine
-(:class:`ortlab.runtime.child.Child`, which the function talks to over a pipe), :class:`RayExecutor` as a task on a
-Ray cluster (:class:`ortlab.runtime.ray_cluster.RayCluster`, which retries a task once elsewhere when its node is
-lost). The time limit of both is :class:`TimeLimit`.
+kinds: :class:`ortlab.runtime.child.ChildExecutor` runs the function in a fresh interpreter on this machine (beside
+:class:`~ortlab.runtime.child.Child`, the one way a child starts, and the request's wire form), :class:`RayExecutor`
+(here) as a task on a Ray cluster (:class:`ortlab.runtime.ray_cluster.RayCluster`, which retries a task once
+elsewhere when its node is lost). The time limit of both is :class:`TimeLimit`.
 
 A request crosses the process boundary as the object it is, pickled, for both kinds: a child reads it back from its
-command line (:func:`encode`, :func:`decode`), Ray pickles a task's request itself. The child is this same ortlab
-(:func:`ortlab.runtime.child.child_env`), so it gets the same frozen dataclass the parent built, nothing to parse
-or check again.
+command line (:func:`ortlab.runtime.child.encode`, :func:`~ortlab.runtime.child.decode`), Ray pickles a task's
+request itself. The child is this same ortlab (:func:`ortlab.runtime.child.child_env`), so it gets the same frozen
+dataclass the parent built, nothing to parse or check again.
 """
-
 from __future__ import annotations
 
-import base64
-import importlib
-import pickle
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
-
-from ortlab.runtime.child import STOP_GRACE_S, Child, dotted_name
-
-R = TypeVar("R")
-
-
-def encode(request: Any) -> str:
-    """A request as the text a child receives on its command line (its pickle, in base64)."""
-    return base64.b64encode(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")
-
-
-def decode(cls: type[R], text: str) -> R:
-    """The request that :func:`encode` wrote; ``TypeError`` when it is not a ``cls``. Only for text from this
-    process's own parent (it unpickles)."""
-    request = pickle.loads(base64.b64decode(text))
-    if not isinstance(request, cls):
-        raise TypeError(f"expected a {cls.__name__} request, got a {type(request).__name__}")
-    return request
+from typing import Any, Protocol
 
 
 class TimeLimit:
@@ -82,97 +60,6 @@ class Executor(Protocol):
 
     def submit(self, function: Callable[..., Any], request: Any, *, time_limit_s: float | None = None) -> Job:
         ...
-
-
-# -- child processes ----------------------------------------------------------------------------------------------
-
-
-class ChildJob:
-    """A request running in a child interpreter (:class:`~ortlab.runtime.child.Child`, in a process group of its
-    own): messages both ways (:meth:`receive`, :meth:`send`), :meth:`cancel` and a time limit that stop the whole
-    group (SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`), :meth:`finish` and :meth:`close` that reap it."""
-
-    def __init__(self, child: Child, time_limit_s: float | None = None) -> None:
-        self.child = child
-        self.timed_out = False
-        self.stopped_after: float | None = None  # seconds from the start to the end of a timed-out child
-        self.limit = TimeLimit(time_limit_s, self._time_out).start()
-
-    @property
-    def pid(self) -> int:
-        return self.child.pid
-
-    @property
-    def conn(self) -> Any:
-        return self.child.conn
-
-    def running(self) -> bool:
-        return self.child.running()
-
-    def receive(self) -> Any:
-        return self.child.receive()
-
-    def send(self, message: Any) -> None:
-        self.child.conn.send(message)
-
-    def _time_out(self) -> None:
-        if self.child.running():
-            self.timed_out = True
-            self.child.stop(STOP_GRACE_S)
-            self.stopped_after = self.limit.elapsed()
-
-    def time_out(self) -> None:
-        """What the time limit does when it is reached (also callable at once: tests, a caller's own limit)."""
-        self.limit.cancel()
-        self._time_out()
-
-    def cancel(self) -> None:
-        """Stop the child and its process group in the background (the caller's watcher sees it end)."""
-        if self.child.running():
-            threading.Thread(target=self.child.stop, args=(STOP_GRACE_S,), name=f"ortlab-stop-{self.child.pid}",
-                             daemon=True).start()
-
-    def finish(self, grace: float = STOP_GRACE_S) -> int:
-        """Close the pipe, reap the child (stopped when it does not exit within ``grace``); its exit code. The time
-        limit ends here."""
-        self.limit.cancel()
-        return self.child.finish(grace)
-
-    def last_line(self) -> str:
-        return self.child.last_line()
-
-    def log_text(self) -> str:
-        return self.child.log_text()
-
-    def close(self) -> None:
-        self.limit.cancel()
-        self.child.close()
-
-
-def _named(dotted: str) -> Any:
-    module, _, name = dotted.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-def run_request(function: str, request_text: str, request_class: str, fd: int) -> None:
-    """The child's side of :class:`ChildExecutor`: read the request back and call ``function(request, fd)``
-    (``function`` and the request's class named ``"package.module:name"``; looked up when the child starts)."""
-    _named(function)(decode(_named(request_class), request_text), fd)
-
-
-class ChildExecutor:
-    """Runs ``function(request, fd)`` in a fresh interpreter, in a process group of its own (``duplex``: the pipe
-    carries messages both ways): ``function`` (defined at a module's top level) receives the request as the typed
-    dataclass it was given (:func:`encode`, read back by :func:`run_request`)."""
-
-    def __init__(self, *, duplex: bool = False) -> None:
-        self.duplex = duplex
-
-    def submit(self, function: Callable[..., Any] | str, request: Any, *,
-               time_limit_s: float | None = None) -> ChildJob:
-        child = Child.run(run_request, dotted_name(function), encode(request), dotted_name(type(request)),
-                          duplex=self.duplex, new_session=True)
-        return ChildJob(child, time_limit_s)
 
 
 # -- Ray tasks ----------------------------------------------------------------------------------------------------

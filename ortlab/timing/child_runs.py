@@ -3,7 +3,7 @@ streamed (:func:`latency_samples_isolated`) or in short blocks that the parent i
 round (:func:`latency_blocks`, :func:`time_interleaved`), so that a change in the machine's load hits every variant
 alike. This is ortlab's one interleaved timer: Benchmark (and Compare's quick timing of a pair) time through it in
 the run service, Tune through :func:`time_pair`; every speed-up is :mod:`ortlab.timing.stats`'s. Each child starts
-through :class:`ortlab.runtime.executor.ChildExecutor`, with a :class:`TimingRequest`.
+through :class:`ortlab.runtime.child.ChildExecutor`, with a :class:`TimingRequest`.
 
 Size: the child's side and the parent's side of the same two protocols (streamed and blocks) stay
 together so that a change to one side is seen beside the other.
@@ -27,7 +27,7 @@ from ortlab.core.progress import CancelToken
 from ortlab.core.text import one_line
 from ortlab.runtime.child import STOP_GRACE_S, default_memory_gb, error_of
 from ortlab.timing import stats
-from ortlab.runtime.executor import ChildExecutor, ChildJob
+from ortlab.runtime.child import ChildExecutor, ChildJob
 from ortlab.timing.bench import LatencyRun, LatencySample, LatencySummary, latency_samples, maxrss_mb, summarize
 from ortlab.timing.stats import MIN_ROUNDS, SpeedUp
 
@@ -111,7 +111,7 @@ def time_block(run: LatencyRun, runs: int | None, seconds: float, rnd: int) -> t
 
 
 def _isolated_child(request: TimingRequest, fd: int) -> None:
-    """Runs inside the child interpreter (:class:`~ortlab.runtime.executor.ChildExecutor`): time the model
+    """Runs inside the child interpreter (:class:`~ortlab.runtime.child.ChildExecutor`): time the model
     ``request`` describes and send samples to the parent over ``fd``.
 
     Messages: ("start", pid), ("samples", [ms...], [t...]) every ``FLUSH_S``, then ("end", info) or

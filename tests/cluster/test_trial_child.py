@@ -21,7 +21,7 @@ from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runs.tune_cluster import ClusterTrials, pid_namespace, trial_folder_prefix
 from ortlab.runs.workspace import Workspace
 from ortlab.runtime.child import MEMORY_ENV
-from ortlab.runtime.executor import decode
+from ortlab.runtime.child import decode
 from ortlab.settings.config import Recipe
 from tests.support.memory_cases import big_input_model
 from tests.support.ray_cluster import marked_pids
