@@ -156,6 +156,15 @@ class Detections(TaskKind):
         return super().change_shown(tm, measure, value)
 
     @staticmethod
+    def unjudged(tm: TaskMetrics | None, n: int) -> list[str]:
+        """The remark on each detection output on which neither model detects anything: there is nothing to compare,
+        and its SQNR measures the background (as on a dense map that finds nothing)."""
+        return [f"{b.output}: neither model detects anything above the {b.threshold:g} score threshold in the {n} "
+                f"samples, so the detections cannot be compared and the output's SQNR measures background only; give "
+                f"evaluation data showing the objects the model finds" for b in (tm.boxes if tm is not None else [])
+                if b.f1 is None and b.ref_detections == 0 and b.cand_detections == 0]  # not a report without counts
+
+    @staticmethod
     def fewest_reference(tm: TaskMetrics | None) -> int | None:
         """The fewest reference detections of the detection outputs; None when there are none."""
         boxes = tm.boxes if tm is not None else []
@@ -171,9 +180,11 @@ class Detections(TaskKind):
 
 def _judge_detections(b: BoxesMetrics, policy: VerdictPolicy, f: Findings, n: int) -> None:
     f1 = b.f1
-    if f1 is None:
-        fig = Figure(f"{b.output}: detections (score > {b.threshold:g})", 0.0, "none in either model")
-        f.checked.append((f"{b.output}: no detections above {b.threshold:g} in either model", fig))
+    if f1 is None:  # nothing to compare (Detections.unjudged says so), or a report without the counts
+        if b.ref_detections or b.cand_detections:
+            per = f"{b.ref_detections:g} → {b.cand_detections:g}"
+            f.checked.append((f"{b.output}: detections per sample {per}",
+                              Figure(f"{b.output}: detections per sample", b.cand_detections, per)))
         return
     text = (f"{b.output}: detections F1 {f1:.2f} vs the reference (precision {b.precision or 0:.2f}, recall "
             f"{b.recall or 0:.2f}; {b.matched} of {b.ref_total} reference detections matched by class and "

@@ -222,6 +222,7 @@ def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
     exact_names = EXACT_OUTPUTS.outputs(tm)
     floats = [o for o in report.outputs if o.name not in exact_names]
     empty_maps, unjudged, sparse = DENSE_MAPS.remarks(tm)
+    unjudged += DETECTIONS.unjudged(tm, report.n_samples)
     if tm is not None:
         for kind in kinds_of(tm):
             kind.judge(tm, policy, f, report.n_samples)
@@ -239,7 +240,7 @@ def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
                         f.degraded[0][1] if f.degraded else headline, available)
     if unjudged:
         return Verdict(Level.UNKNOWN, unjudged + ["other checks passed: " + "; ".join(
-            [r for r, _ in f.checked] + background)] + padding, "reference map finds nothing", None, "cannot judge")
+            [r for r, _ in f.checked] + background)] + padding, "reference finds nothing", None, "cannot judge")
     task = f"{tm.task.value} " if tm is not None else ""
     return _verdict(Level.OK, [f"{task}checks passed on {report.n_samples} samples: " + "; ".join(
         [r for r, _ in f.checked] + background)] + padding, headline, available)

@@ -236,6 +236,23 @@ def test_a_detector_whose_boxes_only_move_a_little_keeps_its_detections(tmp_path
     assert v.level == Level.OK and v.deciding == "output0: detections F1 vs reference" and v.deciding_text == "1.00"
 
 
+def test_a_detector_that_finds_nothing_in_either_model_cannot_judge_the_result(tmp_path, photos):
+    """Photos without the objects a detector knows: no detection to compare, and the outputs' SQNR measures the
+    background, so the verdict is "unknown" with the reason, never "ok" (as for a dense map that finds nothing)."""
+    data, x = photos
+    ref = _scaled_detector(tmp_path / "ref.onnx", 0.01, 0.0)
+    cand = _scaled_detector(tmp_path / "cand.onnx", 0.012, 3.0)
+    assert not any(len(_detections(o)[1]) for o in _outputs(ref, x, "output0"))
+    assert not any(len(_detections(o)[1]) for o in _outputs(cand, x, "output0"))
+    report = evaluate(ref, cand, load_tensor_file(data), None)
+    assert report.task.boxes[0].f1 is None
+    v = judge(report)
+    assert v.level == Level.UNKNOWN and v.deciding_text == "cannot judge", v
+    assert v.reasons[0].startswith("output0: neither model detects anything above the 0.3 score threshold in the 5 "
+                                   "samples, so the detections cannot be compared"), v.reasons
+    assert judge(evaluate(ref, ref, load_tensor_file(data), None)).level == Level.UNKNOWN  # even identical
+
+
 def _embedding_metrics(ref: np.ndarray, cand: np.ndarray):
     acc = TaskAccumulator(["emb"], [ref[:1]], False, Task.EMBEDDING)
     for r, c in zip(ref, cand):
