@@ -142,11 +142,11 @@ def add_output_flags(p: argparse.ArgumentParser) -> None:
 
 def recipe_from_args(ns: argparse.Namespace) -> Recipe:
     """The Recipe that the parsed ``optimize`` flags describe; for int8 the settings not given follow this CPU's
-    advice (``api.recipes.advised_recipe``: reduce-range on x86 without VNNI; the run's notes say so)."""
+    advice (``api.recipes.int8_advice``: reduce-range on x86 without VNNI; the run's notes say so), as in the app."""
     recipe = api.recipes.config_from_args(Recipe, ns)
     if recipe.precision != api.Precision.INT8:
         return recipe
-    return api.recipes.advised_recipe(recipe, given=api.recipes.given_values(Recipe, ns))
+    return recipe.with_int8_flavour(api.recipes.int8_advice(), api.recipes.given_values(Recipe, ns))
 
 
 def bench_from_args(ns: argparse.Namespace) -> BenchConfig:

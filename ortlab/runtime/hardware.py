@@ -17,7 +17,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ortlab.settings.config import CpuInt8, QuantConfig, QuantType, Recipe, Target
+from ortlab.settings.config import CpuInt8, QuantType, Recipe, Target
 
 TWO_GB = 2 * 1024**3  # protobuf's limit: a larger model must keep its weights in external data files
 _X86 = ("x86_64", "amd64", "i386", "i686", "x86")
@@ -198,32 +198,14 @@ def advise(features: CpuFeatures | None = None, target: Target = Target.CPU,
     return HardwareAdvice(act, QuantType.INT8, red, tuple(notes))
 
 
-def advised_quant(q: QuantConfig, advice: HardwareAdvice, given: Collection[str] = ()) -> QuantConfig:
-    """``q`` with ``advice``'s int8 flavour in the fields not named in ``given`` (QuantConfig field names): the
-    activation type (static only) and weight type, then reduce-range where the result is U8S8, the flavour that
-    advice is about (U8U8 and S8S8 keep ``q``'s)."""
-    out = q
-    if "activation_type" not in given and not q.is_dynamic:
-        out = dataclasses.replace(out, activation_type=advice.activation_type)
-    if "weight_type" not in given:
-        out = dataclasses.replace(out, weight_type=advice.weight_type)
-    if "reduce_range" not in given and out.is_u8s8:
-        out = dataclasses.replace(out, reduce_range=advice.reduce_range)
-    return out
-
-
 def advised_recipe(recipe: Recipe | None = None, features: CpuFeatures | None = None,
                    given: Collection[str] = ()) -> Recipe:
     """``recipe`` (default ``Recipe()``) with the int8 defaults of ``features`` (default: this CPU) in its
-    quantization settings (:func:`advised_quant`), except the dotted paths in ``given`` (``quant.reduce_range``:
-    the settings a person chose). The default recipe of the CLI and the app: on x86 without VNNI it has
+    quantization settings (:meth:`Recipe.with_int8_flavour`), except the dotted paths in ``given``
+    (``quant.reduce_range``: the settings a person chose). The default recipe of the app: on x86 without VNNI it has
     reduce-range on, where full-range U8S8 weights saturate ORT's 16-bit sums (digits_cnn: 10 dB instead of
     30 dB). A recipe for a GPU target is returned unchanged (tune searches TensorRT's flavour there)."""
-    r = recipe if recipe is not None else Recipe()
-    if Target(r.target) != Target.CPU:
-        return r
-    chosen = {p.removeprefix("quant.") for p in given if p.startswith("quant.")}
-    return dataclasses.replace(r, quant=advised_quant(r.quant, advise(features, Target.CPU), chosen))
+    return (recipe if recipe is not None else Recipe()).with_int8_flavour(advise(features, Target.CPU), given)
 
 
 def cpu_int8(features: CpuFeatures | None = None) -> CpuInt8:

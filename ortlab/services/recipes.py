@@ -8,7 +8,7 @@ from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES
 from ortlab.runs.service import CANCELLED, DONE, FAILED, QUEUED, RUNNING
 from ortlab.runs.run_recovery import dismiss_interrupted, interrupted_runs, startup
 from ortlab.runs.service import start_recipe
-from ortlab.runtime.hardware import advised_recipe
+from ortlab.runtime.hardware import advise, advised_recipe
 from ortlab.settings.config import errors_of, preprocess_cli_args, recipe_cli_line
 from ortlab.settings.flags import add_config_arguments, config_from_args, given_values
 
@@ -25,6 +25,7 @@ class Recipes:
     errors_of = staticmethod(errors_of)
     lacks_calibration_data = staticmethod(lacks_calibration_data)
     advised_recipe = staticmethod(advised_recipe)
+    int8_advice = staticmethod(advise)  # this CPU's int8 flavour (Recipe.with_int8_flavour applies it)
     recipe_cli_line = staticmethod(recipe_cli_line)
     preprocess_cli_args = staticmethod(preprocess_cli_args)
     add_config_arguments = staticmethod(add_config_arguments)

@@ -22,8 +22,8 @@ from enum import StrEnum
 import json
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
-from collections.abc import Iterable
+from typing import Any, Protocol
+from collections.abc import Collection, Iterable
 
 from ortlab.settings.flags import config_cli_args, replace_path
 from ortlab.core.errors import RecipeError
@@ -139,6 +139,20 @@ class Bounded:
                     out.append((path, f"{f.metadata.get('label', f.name)} ({path}) must {each}be {bounds}; got {v}."))
                     break
         return out
+
+
+class Int8Flavour(Protocol):
+    """An int8 flavour: the activation and weight types, and whether weights are reduced to 7 bits
+    (``ortlab.runtime.hardware.HardwareAdvice`` is one)."""
+
+    @property
+    def activation_type(self) -> QuantType: ...
+
+    @property
+    def weight_type(self) -> QuantType: ...
+
+    @property
+    def reduce_range(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -318,6 +332,19 @@ class QuantConfig(Bounded):
         16-bit sums on x86 without VNNI."""
         return self.weight_type == QuantType.INT8 and (self.is_dynamic or self.activation_type == QuantType.UINT8)
 
+    def with_int8_flavour(self, flavour: Int8Flavour, chosen: Collection[str] = ()) -> QuantConfig:
+        """This config with ``flavour``'s int8 types in the fields not named in ``chosen`` (the settings a person
+        chose): the activation type (static only) and the weight type, then reduce-range where the result is U8S8,
+        the flavour reduce-range is about (U8U8 and S8S8 keep this config's)."""
+        out = self
+        if "activation_type" not in chosen and not self.is_dynamic:
+            out = dataclasses.replace(out, activation_type=flavour.activation_type)
+        if "weight_type" not in chosen:
+            out = dataclasses.replace(out, weight_type=flavour.weight_type)
+        if "reduce_range" not in chosen and out.is_u8s8:
+            out = dataclasses.replace(out, reduce_range=flavour.reduce_range)
+        return out
+
 
 # int8 on GPU runs through TensorRT, which takes symmetric int8 (S8S8) QDQ models: what tune tries there
 TENSORRT_INT8 = QuantConfig(activation_type=QuantType.INT8, weight_type=QuantType.INT8, symmetric_activation=True)
@@ -374,6 +401,15 @@ class Recipe(Bounded):
     def is_dynamic(self) -> bool:
         """Dynamic int8: weights quantized ahead, activations at run time."""
         return self.kind == RecipeKind.DYNAMIC
+
+    def with_int8_flavour(self, flavour: Int8Flavour, chosen: Collection[str] = ()) -> Recipe:
+        """This recipe with ``flavour`` (a CPU's int8 advice: ``ortlab.runtime.hardware.advise``) in its quantization
+        settings, except the dotted paths in ``chosen`` (``quant.reduce_range``: the settings a person chose). A
+        recipe for a GPU target is returned unchanged (tune searches TensorRT's flavour there)."""
+        if Target(self.target) != Target.CPU:
+            return self
+        keep = {p.removeprefix("quant.") for p in chosen if p.startswith("quant.")}
+        return dataclasses.replace(self, quant=self.quant.with_int8_flavour(flavour, keep))
 
     @property
     def corrects_biases(self) -> bool:
