@@ -21,7 +21,8 @@ from ortlab.data.loaders import load_tensor_file
 from ortlab.checks.eval_report import EvalReport, Task
 from ortlab.checks.evaluate import evaluate
 from ortlab.core.serial import dumps, from_plain, loads
-from ortlab.checks.verdict import Level, VerdictPolicy, judge
+from ortlab.checks.verdict import NOTHING_QUANTIZED, Level, VerdictPolicy, judge
+from ortlab.transforms.coverage import QuantCoverage
 
 OPSET = 17
 
@@ -233,6 +234,9 @@ def test_a_map_that_finds_nothing_cannot_judge_the_result(tmp_path):
     assert v.level == Level.BROKEN and any("cross the 0.3 threshold" in r for r in v.reasons), v
     v = judge(evaluate(ref, ref, data, None, policy=policy), policy)
     assert v.level == Level.UNKNOWN  # even identical: this data cannot show what the model detects
+    # an int8 run that quantized nothing is degraded whatever the data can judge, and says so first
+    v = judge(report, policy, coverage=QuantCoverage(candidates={"Conv": 3}))
+    assert v.level == Level.DEGRADED and v.reasons[0] == NOTHING_QUANTIZED, v
 
 
 def test_no_evaluation_data_is_unknown_never_ok(tmp_path, monkeypatch, capsys):
