@@ -7,15 +7,16 @@ from pathlib import Path
 
 from ortlab.api import UsageError
 from ortlab.api import BenchConfig
-from ortlab.cli.inputs import add_input_arguments, check_input_names, shapes_from_args, shapes_text, values_from_args
+from ortlab.cli.inputs import add_input_arguments, check_input_names, parse_input_values, parse_shapes, shapes_text
 from ortlab.cli.live import reporter
-from ortlab.cli.common import (
-    BENCH_FLAGS_EXCLUDED, add_output_flags, bench_from_args, model_file, model_sample, set_default_help,
-)
+from ortlab.cli.common import add_output_flags, model_file, model_sample, set_default_help
 from ortlab.cli.render import print_json, table
 from ortlab import api
 from ortlab.api import Artifact
 from ortlab.api import BenchVariant
+
+
+BENCH_FLAGS_EXCLUDED = ("profile",)  # bench's --profile DIR both names the folder and turns profiling on
 
 
 def add_command(sub) -> None:
@@ -45,6 +46,19 @@ def add_command(sub) -> None:
                         "instead of on every kind of node.")
     add_output_flags(p)
     p.set_defaults(func=cmd_bench)
+
+
+def bench_from_args(ns: argparse.Namespace) -> BenchConfig:
+    """The BenchConfig that the parsed ``bench`` flags describe (profiling on when ``--profile DIR`` is given)."""
+    given = api.recipes.given_values(BenchConfig, ns, BENCH_FLAGS_EXCLUDED)
+    # a few seconds per variant by default; --runs N alone means N runs
+    base = BenchConfig(profile=bool(ns.profile),
+                       duration_s=0.0 if "runs" in given and "duration_s" not in given else api.benchmarks.DEFAULT_BENCH_DURATION_S)
+    cfg = api.recipes.config_from_args(BenchConfig, ns, base, exclude=BENCH_FLAGS_EXCLUDED)
+    problems = api.benchmarks.bench_config_problems(cfg)
+    if problems:
+        raise UsageError(" ".join(problems))
+    return cfg
 
 
 def judge_openvino_rows(ns: argparse.Namespace, paths: list[Path], variants) -> tuple[dict, str]:
@@ -113,7 +127,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     cfg = bench_from_args(ns)
     nodes = cluster_nodes(ns)
 
-    shapes, values = shapes_from_args(ns), values_from_args(ns)
+    shapes, values = parse_shapes(ns.shape), parse_input_values(ns.input_value)
     check_input_names(paths, shapes, values)
     workspace = api.workspaces.open_workspace()
     run_ids = {Path(r.model_path).resolve(): r.run_id for r in reversed(workspace.history().list())

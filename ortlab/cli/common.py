@@ -1,5 +1,6 @@
-"""What the commands share: the parser's argument groups, turning flags into settings, finding models
-and data, progress on stderr, and touching the workspace before a command."""
+"""What the commands share: the parser's argument groups, finding models and data, the verdict policy's check and
+exit status, progress on stderr, and touching the workspace before a command. Each command turns its own parsed
+flags into settings; these helpers take the values they read, never the parsed namespace."""
 
 from __future__ import annotations
 
@@ -9,25 +10,22 @@ import re
 import sys
 from pathlib import Path
 from typing import Any
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from ortlab.api import ModelInfo
 from ortlab.api import UsageError
-from ortlab.api import BenchConfig, PreprocessConfig, Recipe
+from ortlab.api import PreprocessConfig, Recipe
 from ortlab.core.text import one_line
 from ortlab.api import Level, VerdictPolicy
 from ortlab.core.errors import DataError
 from ortlab.api import DataRef, SampleModel
 from ortlab.core.layout import MODEL_FILE
 from ortlab import api
-from ortlab.cli.inputs import shapes_from_args
 from ortlab.cli.out_path import check_readable
 
 
 from ortlab.cli import PROG
-
-
-BENCH_FLAGS_EXCLUDED = ("profile",)  # bench's --profile DIR both names the folder and turns profiling on
 
 
 class Parser(argparse.ArgumentParser):
@@ -63,17 +61,15 @@ def add_verdict_arguments(p: argparse.ArgumentParser) -> None:
                         "than ok, better than degraded).")
 
 
-def policy_from_args(ns: argparse.Namespace) -> VerdictPolicy:
-    """The VerdictPolicy the parsed flags describe."""
-    policy = api.recipes.config_from_args(VerdictPolicy, ns)
+def checked_policy(policy: VerdictPolicy) -> VerdictPolicy:
+    """``policy`` (the verdict flags' VerdictPolicy), or a UsageError saying which of its bars cannot be used."""
     if policy.problems():
         raise UsageError(" ".join(policy.problems()))
     return policy
 
 
-def exit_for(verdict, ns: argparse.Namespace) -> int:
+def exit_for(verdict, fail_on: str | None) -> int:
     """3 when ``--fail-on`` is given and the verdict is at or worse than it, else 0."""
-    fail_on = getattr(ns, "fail_on", None)
     if fail_on and verdict is not None and api.checks.worse_or_equal(verdict.level, Level(fail_on)):
         return 3
     return 0
@@ -113,20 +109,24 @@ def say(note: str) -> None:
         print(note, file=sys.stderr)
 
 
-def text_options(ns: argparse.Namespace, path: Path) -> dict[str, Any]:
-    """tokenizer/seq_len of a .txt data path (UsageError without a tokenizer); {} for other data."""
+@dataclass(frozen=True)
+class TextFlags:
+    """``--tokenizer`` and ``--seq-len``: how .txt data becomes model inputs (None: the defaults)."""
 
-    seq_len = getattr(ns, "seq_len", None)
-    if seq_len is not None and seq_len < 1:
-        raise UsageError("--seq-len must be at least 1.")
-    if path.is_dir() or path.suffix.lower() not in api.data.TEXT_EXTENSIONS:
-        return {}
-    given = getattr(ns, "tokenizer", None)
-    tok = Path(given).expanduser() if given else path.parent / api.data.TOKENIZER_FILE
-    if not tok.is_file():
-        raise UsageError(f"Text data {path} needs a tokenizer: give --tokenizer TOKENIZER.json"
-                         + (f" ({given} not found)." if given else "."))
-    return {"tokenizer": str(tok.resolve()), "seq_len": seq_len}
+    tokenizer: str | None = None
+    seq_len: int | None = None
+
+    def options(self, path: Path) -> dict[str, Any]:
+        """tokenizer/seq_len of a .txt data ``path`` (UsageError without a tokenizer); {} for other data."""
+        if self.seq_len is not None and self.seq_len < 1:
+            raise UsageError("--seq-len must be at least 1.")
+        if path.is_dir() or path.suffix.lower() not in api.data.TEXT_EXTENSIONS:
+            return {}
+        tok = Path(self.tokenizer).expanduser() if self.tokenizer else path.parent / api.data.TOKENIZER_FILE
+        if not tok.is_file():
+            raise UsageError(f"Text data {path} needs a tokenizer: give --tokenizer TOKENIZER.json"
+                             + (f" ({self.tokenizer} not found)." if self.tokenizer else "."))
+        return {"tokenizer": str(tok.resolve()), "seq_len": self.seq_len}
 
 
 def add_output_flags(p: argparse.ArgumentParser) -> None:
@@ -138,28 +138,6 @@ def add_output_flags(p: argparse.ArgumentParser) -> None:
     talk.add_argument("-q", "--quiet", action="store_true",
                       help="No progress. Without -v or -q, progress shows on a terminal as one updating line per "
                            "stage, and not at all when stderr is piped or redirected.")
-
-
-def recipe_from_args(ns: argparse.Namespace) -> Recipe:
-    """The Recipe that the parsed ``optimize`` flags describe; for int8 the settings not given follow this CPU's
-    advice (``api.recipes.int8_advice``: reduce-range on x86 without VNNI; the run's notes say so), as in the app."""
-    recipe = api.recipes.config_from_args(Recipe, ns)
-    if recipe.precision != api.Precision.INT8:
-        return recipe
-    return recipe.with_int8_flavour(api.recipes.int8_advice(), api.recipes.given_values(Recipe, ns))
-
-
-def bench_from_args(ns: argparse.Namespace) -> BenchConfig:
-    """The BenchConfig that the parsed ``bench`` flags describe (profiling on when ``--profile DIR`` is given)."""
-    given = api.recipes.given_values(BenchConfig, ns, BENCH_FLAGS_EXCLUDED)
-    # a few seconds per variant by default; --runs N alone means N runs
-    base = BenchConfig(profile=bool(ns.profile),
-                       duration_s=0.0 if "runs" in given and "duration_s" not in given else api.benchmarks.DEFAULT_BENCH_DURATION_S)
-    cfg = api.recipes.config_from_args(BenchConfig, ns, base, exclude=BENCH_FLAGS_EXCLUDED)
-    problems = api.benchmarks.bench_config_problems(cfg)
-    if problems:
-        raise UsageError(" ".join(problems))
-    return cfg
 
 
 def existing(path: str, what: str) -> Path:
@@ -312,23 +290,22 @@ DATA_SUFFIXES = (".zip", ".npy", ".npz", ".txt", ".text")
 DATA_KINDS = "a folder of images, a .zip, a .npy/.npz file or a .txt file (with --tokenizer)"
 
 
-def load_dataset(path: str, class_names: Sequence[str] | None = None, ns: argparse.Namespace | None = None,
+def load_dataset(path: str, class_names: Sequence[str] | None = None, text: TextFlags = TextFlags(),
                  sample_set: str = "evaluation"):
-    """A dataset from a folder of images, a .zip of images, a .npy/.npz tensor file, a .txt file (``ns`` gives
-    --tokenizer and --seq-len) or a bundled sample's name (its ``sample_set`` images, ``data_path``)."""
+    """A dataset from a folder of images, a .zip of images, a .npy/.npz tensor file, a .txt file (read as ``text``
+    says) or a bundled sample's name (its ``sample_set`` images, ``data_path``)."""
 
     p, sample = data_path(path, sample_set)
     if sample is not None:
         return sample.calibration_data() if sample_set == "calibration" else sample.evaluation_data()
     if not p.is_dir() and p.suffix.lower() not in DATA_SUFFIXES:
         raise UsageError(f"Data must be {DATA_KINDS}: {path}")
-    text = text_options(ns, p) if ns is not None else {}
-    return api.data.load_path(p, class_names, **text)
+    return api.data.load_path(p, class_names, **text.options(p))
 
 
-def data_ref(path: str | None, ns: argparse.Namespace | None = None, sample_set: str = "evaluation", **subset: Any):
-    """A reference to the data at ``path`` for the run service (checked to exist, not loaded here); a bundled
-    sample's name refers to its ``sample_set`` images."""
+def data_ref(path: str | None, text: TextFlags = TextFlags(), sample_set: str = "evaluation", **subset: Any):
+    """A reference to the data at ``path`` for the run service (checked to exist, not loaded here; .txt data read
+    as ``text`` says); a bundled sample's name refers to its ``sample_set`` images."""
 
     if path is None:
         return None
@@ -337,16 +314,15 @@ def data_ref(path: str | None, ns: argparse.Namespace | None = None, sample_set:
         return DataRef(sample=sample.name, set=sample_set, **subset)
     if not p.is_dir() and p.suffix.lower() not in DATA_SUFFIXES:
         raise UsageError(f"Data must be {DATA_KINDS}: {path}")
-    text = text_options(ns, p) if ns is not None else {}
-    return DataRef(path=str(p.resolve()), **subset, **text)
+    return DataRef(path=str(p.resolve()), **subset, **text.options(p))
 
 
-def evaluation_data(ns: argparse.Namespace, sample: SampleModel | None, command: str):
-    """The dataset of ``--data``, else ``sample``'s evaluation images, said in one line on stderr; a UsageError
-    naming ``--data`` when there is neither."""
+def evaluation_data(data: str | None, text: TextFlags, sample: SampleModel | None, command: str):
+    """The dataset at ``data`` (``--data``), else ``sample``'s evaluation images, said in one line on stderr; a
+    UsageError naming ``--data`` when there is neither."""
 
-    if ns.data is not None:
-        return load_dataset(ns.data, sample.labels if sample is not None and sample.labels else None, ns)
+    if data is not None:
+        return load_dataset(data, sample.labels if sample is not None and sample.labels else None, text)
     if sample is None or sample.evaluation_dir is None:
         raise UsageError(f"{command} needs evaluation data: give --data with {DATA_KINDS}, or a bundled sample's "
                          "name (the reference model is not a bundled sample, nor made from one).")
@@ -362,25 +338,26 @@ def find_sample(model_path: Path, info: ModelInfo | None = None):
     return api.models.find_for_model(model_path, info.sha256 if info is not None else None)
 
 
-def preprocess_from_args(ns: argparse.Namespace, model_path: Path, sample=None, images: bool = True,
-                         info: ModelInfo | None = None) -> PreprocessConfig | None:
-    """Preprocessing: the sample manifest's, else detected from the model's first input; ``--preset``, then the
-    flags override (``explain_preprocess``). Says on stderr what it uses and where each value came from. For
+def preprocess_from_flags(model_path: Path, sample=None, given: Mapping[str, Any] | None = None,
+                          shapes: Mapping[str, list[int]] | None = None, preset: str | None = None,
+                          images: bool = True, info: ModelInfo | None = None) -> PreprocessConfig | None:
+    """Preprocessing: the sample manifest's, else detected from the model's first input; ``preset`` (``--preset``),
+    then the preprocessing flags ``given`` (dotted path → value) override (``explain_preprocess``); ``shapes``
+    (``--shape``) give an image input's size. Says on stderr what it uses and where each value came from. For
     ``images`` data on a model whose height/width are open, a size must be given (``--size`` or ``--shape``):
     a UsageError asks for it instead of guessing. None for models whose input is not an image and no flags were
     given."""
 
-    overrides = api.recipes.given_values(PreprocessConfig, ns)
+    overrides, shapes = dict(given or {}), dict(shapes or {})
     try:
         model = (info or api.models.inspect_model(model_path)) if sample is None else None
         inputs = model.inputs if model is not None else ()
-        shapes = shapes_from_args(ns)
         if "size" not in overrides and len(inputs) == 1 and inputs[0].name in shapes:
             hw = _size_from_shape(shapes[inputs[0].name])
             if hw is not None:
                 overrides["size"] = hw
         resolved = api.data.explain_preprocess(model if model is not None else inputs, sample, overrides=overrides,
-                                               preset=getattr(ns, "preset", None))  # the outputs: the YOLO preset's size
+                                               preset=preset)  # the outputs: the YOLO preset's size
     except DataError as exc:
         raise UsageError(exc.message) from None
     if resolved is None:

@@ -6,12 +6,12 @@ import argparse
 from pathlib import Path
 
 from ortlab.api import UsageError
-from ortlab.api import Target
-from ortlab.cli.inputs import add_input_arguments, add_input_value_argument, shapes_from_args, shapes_text, values_from_args
+from ortlab.api import PreprocessConfig, Target, VerdictPolicy
+from ortlab.cli.inputs import add_input_arguments, add_input_value_argument, parse_input_values, parse_shapes, shapes_text
 from ortlab.cli.live import reporter
 from ortlab.cli.common import (
     add_output_flags, add_preprocess_arguments, add_verdict_arguments, evaluation_data, exit_for, model_file,
-    model_sample, policy_from_args, preprocess_from_args, values,
+    checked_policy, model_sample, preprocess_from_flags, values, TextFlags,
 )
 from ortlab.cli.render import print_json, table, task_lines, verdict_block
 from ortlab import api
@@ -60,7 +60,7 @@ def time_pair_settled(ref: Path, cand: Path, ns: argparse.Namespace, shapes) -> 
     ref_v, cand_v = (BenchVariant(k, p.name, str(p), run_ids.get(p.resolve())) for k, p in (("reference", ref),
                                                                                             ("candidate", cand)))
     handle = api.benchmarks.start_pair_timing(ref_v, cand_v, workspace=workspace, origin="cli", shapes=shapes, cap_s=cap,
-                                              values=values_from_args(ns) or None)
+                                              values=parse_input_values(ns.input_value) or None)
     handle.follow(reporter(ns))
     return handle.settled()
 
@@ -68,17 +68,18 @@ def time_pair_settled(ref: Path, cand: Path, ns: argparse.Namespace, shapes) -> 
 def cmd_compare(ns: argparse.Namespace) -> int:
     """`ortlab compare`: output error and accuracy of a candidate against a reference on the same data."""
 
-    policy = policy_from_args(ns)
+    policy = checked_policy(api.recipes.config_from_args(VerdictPolicy, ns))
     ref = model_file(ns.reference, "Reference model")
     cand = model_file(ns.candidate, "Candidate model")
     if ns.n is not None and ns.n < 1:
         raise UsageError("--n must be at least 1.")
     sample = model_sample(ref) or model_sample(cand)
-    shapes = shapes_from_args(ns)
-    dataset = evaluation_data(ns, sample, "compare")
+    shapes = parse_shapes(ns.shape)
+    dataset = evaluation_data(ns.data, TextFlags(ns.tokenizer, ns.seq_len), sample, "compare")
     if ns.n is not None and ns.n < len(dataset):
         dataset = api.data.stratified_sample(dataset, ns.n)
-    pre = preprocess_from_args(ns, ref, sample) if dataset.kind == "images" else None
+    pre = (preprocess_from_flags(ref, sample, api.recipes.given_values(PreprocessConfig, ns), shapes, ns.preset)
+           if dataset.kind == "images" else None)
     specs = None
     if shapes or dataset.kind != "images":
 
@@ -91,7 +92,7 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     if ns.json:
         extra = {"speed": {**to_plain(speed), "verdict": speed.verdict, "text": speed.text()}} if speed else {}
         print_json({"verdict": verdict, **to_plain(report), **extra})
-        return exit_for(verdict, ns)
+        return exit_for(verdict, ns.fail_on)
     print("\n".join(verdict_block(verdict)))
     print(f"{cand.name} vs {ref.name} on {report.n_samples} samples"
           + (" (RANDOM DATA: accuracy is meaningless)" if report.random_data else ""))
@@ -115,4 +116,4 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     if speed is not None:
         print(f"{'speed at batch 1':<28} {speed.text()}; timed in turn, until settled (ortlab bench for more batch "
               "sizes)")
-    return exit_for(verdict, ns)
+    return exit_for(verdict, ns.fail_on)

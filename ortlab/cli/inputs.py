@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,11 @@ def add_input_arguments(p: argparse.ArgumentParser, text: bool = True) -> None:
                             "else 128).")
 
 
-def shapes_from_args(ns: argparse.Namespace) -> dict[str, list[int]]:
-    """``{input name: shape}`` of the ``--shape`` flags (UsageError when one is malformed or repeated)."""
+def parse_shapes(flags: Sequence[str] | None) -> dict[str, list[int]]:
+    """``{input name: shape}`` of the ``--shape`` flags' texts (UsageError when one is malformed or repeated)."""
 
     out: dict[str, list[int]] = {}
-    for text in getattr(ns, "shape", None) or []:
+    for text in flags or []:
         try:
             name, shape = api.data.parse_shape(text)
         except DataError as exc:
@@ -49,10 +50,10 @@ def add_input_value_argument(p: Any) -> None:
                         "never made up. Repeat for each.")
 
 
-def values_from_args(ns: argparse.Namespace) -> dict[str, float]:
-    """``{input name: number}`` of the ``--input-value NAME=VALUE`` flags (UsageError when one is malformed)."""
+def parse_input_values(flags: Sequence[str] | None) -> dict[str, float]:
+    """``{input name: number}`` of the ``--input-value NAME=VALUE`` flags' texts (UsageError when one is malformed)."""
     out: dict[str, float] = {}
-    for text in getattr(ns, "input_value", None) or []:
+    for text in flags or []:
         name, sep, value = str(text).rpartition("=")
         try:
             number = float(value)

@@ -8,16 +8,16 @@ from dataclasses import replace
 from pathlib import Path
 
 from ortlab.api import ModelInfo
-from ortlab.api import Recipe
+from ortlab.api import PreprocessConfig, Recipe
 from ortlab.core.errors import RecipeError
 from ortlab.api import UsageError
 from ortlab.api import VerdictPolicy
-from ortlab.cli.inputs import add_input_arguments, add_input_value_argument, shapes_from_args, values_from_args
+from ortlab.cli.inputs import add_input_arguments, add_input_value_argument, parse_input_values, parse_shapes
 from ortlab.cli.live import reporter
 from ortlab.cli.common import (
     new_folder_note, say, DATA_SUFFIXES, PROG, add_data_arguments, add_output_flags, add_preprocess_arguments,
-    add_recipe_arguments, add_verdict_arguments, data_ref, existing_file, exit_for, find_sample, model_file,
-    policy_from_args, preprocess_from_args, recipe_from_args,
+    add_recipe_arguments, add_verdict_arguments, checked_policy, data_ref, existing_file, exit_for, find_sample,
+    model_file, preprocess_from_flags, TextFlags,
 )
 from ortlab.cli.out_path import check_out_path
 from ortlab.cli.render import artifact_text, print_json
@@ -68,9 +68,18 @@ def add_timing_arguments(p: argparse.ArgumentParser) -> None:
     add_input_value_argument(g)
 
 
+def recipe_from_args(ns: argparse.Namespace) -> Recipe:
+    """The Recipe that the parsed ``optimize`` flags describe; for int8 the settings not given follow this CPU's
+    advice (``api.recipes.int8_advice``: reduce-range on x86 without VNNI; the run's notes say so), as in the app."""
+    recipe = api.recipes.config_from_args(Recipe, ns)
+    if recipe.precision != api.Precision.INT8:
+        return recipe
+    return recipe.with_int8_flavour(api.recipes.int8_advice(), api.recipes.given_values(Recipe, ns))
+
+
 def speed_check_from_args(ns: argparse.Namespace) -> api.SpeedCheck:
     """The speed check ``--no-timing``/``--timing-s``/``--input-value`` ask for (else the default)."""
-    values = tuple(values_from_args(ns).items())
+    values = tuple(parse_input_values(ns.input_value).items())
     if ns.no_timing:
         return api.SpeedCheck(enabled=False)
     if ns.timing_s is None:
@@ -89,9 +98,10 @@ def run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: str
                         (recipe.quant.int16_weight_nodes, "--int16-weight-nodes")):
         for warning in api.models.check_node_names(src, names, flag):
             print(f"{PROG}: warning: {warning}", file=sys.stderr)
-    shapes = shapes_from_args(ns)
-    cal = data_ref(calibration, ns, sample_set="calibration")
-    ev = data_ref(evaluation, ns, count=ns.verify_samples, seed=recipe.quant.seed)
+    shapes = parse_shapes(ns.shape)
+    text = TextFlags(ns.tokenizer, ns.seq_len)
+    cal = data_ref(calibration, text, sample_set="calibration")
+    ev = data_ref(evaluation, text, count=ns.verify_samples, seed=recipe.quant.seed)
     if cal is None and ev is None and sample is not None and sample.calibration_dir is not None:
         cal = DataRef(sample=sample.name, set="calibration")
         if sample.evaluation_dir is not None:
@@ -102,8 +112,9 @@ def run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: str
     # tensors and text need no image preprocessing
     images = any(ref is not None and (ref.sample is not None or (
         ref.path is not None and Path(ref.path).suffix.lower() not in DATA_SUFFIXES[1:])) for ref in (cal, ev))
-    pre = preprocess_from_args(ns, src, sample, info=info) if images else None
-    policy = policy_from_args(ns)
+    pre = (preprocess_from_flags(src, sample, api.recipes.given_values(PreprocessConfig, ns), shapes, ns.preset, info=info)
+           if images else None)
+    policy = checked_policy(api.recipes.config_from_args(VerdictPolicy, ns))
     return RunSpec(str(src.resolve()), recipe, sample.name if sample is not None else None, cal, ev, pre,
                    ns.verify_samples, None if policy == VerdictPolicy() else policy, shapes=shapes)
 
@@ -136,7 +147,7 @@ def cmd_optimize(ns: argparse.Namespace) -> int:
             print(f"  files      {out}, {out.parent / qdq.name} (the QDQ graph, for ortlab analyze)")
         print(f"  history    run {artifact.run_id}" if artifact.run_id is not None else
               "  history    not recorded yet (see the note above)")
-    return exit_for(artifact.verdict, ns)
+    return exit_for(artifact.verdict, ns.fail_on)
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
@@ -166,4 +177,4 @@ def cmd_run(ns: argparse.Namespace) -> int:
         print(artifact_text(artifact, artifact.model_path))
         print(f"  history    run {artifact.run_id} in {workspace.db_path}" if artifact.run_id is not None else
               "  history    not recorded yet (see the note above)")
-    return exit_for(artifact.verdict, ns)
+    return exit_for(artifact.verdict, ns.fail_on)

@@ -9,18 +9,18 @@ from pathlib import Path
 
 from ortlab.api import UsageError
 from ortlab.api import Target
-from ortlab.cli.inputs import add_input_arguments, check_input_names, shapes_from_args, shapes_text, values_from_args
+from ortlab.cli.inputs import add_input_arguments, check_input_names, parse_input_values, parse_shapes, shapes_text
 from ortlab.cli.live import reporter
 from ortlab.cli.common import (
     add_output_flags, add_preprocess_arguments, data_ref, evaluation_data, find_sample, load_dataset, model_file,
-    model_sample, preprocess_from_args, new_folder_note, say,
+    model_sample, preprocess_from_flags, new_folder_note, say, TextFlags,
 )
 from ortlab.cli.out_path import check_out_path
 from ortlab.cli.render import print_json, table
 from ortlab import api
 from ortlab.api import DataRef
 from ortlab.api import TuneSettings
-from ortlab.api import VerdictPolicy
+from ortlab.api import PreprocessConfig, VerdictPolicy
 
 
 def add_command(sub) -> None:
@@ -172,9 +172,11 @@ def cmd_analyze(ns: argparse.Namespace) -> int:
     if ns.n < 1:
         raise UsageError("--n must be at least 1.")
     sample = model_sample(ref) or model_sample(cand)
-    dataset = evaluation_data(ns, sample, "analyze")
-    pre = preprocess_from_args(ns, ref, sample) if dataset.kind == "images" else None
-    result = api.checks.analyze(ref, cand, dataset, pre, n=ns.n, reporter=reporter(ns), shapes=shapes_from_args(ns))
+    dataset = evaluation_data(ns.data, TextFlags(ns.tokenizer, ns.seq_len), sample, "analyze")
+    shapes = parse_shapes(ns.shape)
+    pre = (preprocess_from_flags(ref, sample, api.recipes.given_values(PreprocessConfig, ns), shapes, ns.preset)
+           if dataset.kind == "images" else None)
+    result = api.checks.analyze(ref, cand, dataset, pre, n=ns.n, reporter=reporter(ns), shapes=shapes)
     if ns.json:
         print_json(result)
         return 0
@@ -201,10 +203,10 @@ def cmd_analyze(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _split(path: str, out: Path, labels, ns: argparse.Namespace) -> tuple[str, str]:
+def _split(path: str, out: Path, labels, text: TextFlags) -> tuple[str, str]:
     """Calibration and evaluation folders written under ``out/data`` (``data.split_dataset``)."""
 
-    ds = load_dataset(path, labels, ns, sample_set="calibration")
+    ds = load_dataset(path, labels, text, sample_set="calibration")
     cal, ev = api.data.split_dataset(ds)
     if ev is cal:
         raise UsageError("--data needs at least 3 samples to hold some out for evaluation; or give --eval.")
@@ -238,28 +240,29 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     sample = find_sample(src)
     labels = sample.labels if sample is not None and sample.labels else None
     cal_path, ev_path = ns.data, ns.eval_data
+    text = TextFlags(ns.tokenizer, ns.seq_len)
     if cal_path is not None and ev_path is None and (sample is None or sample.evaluation_dir is None):
-        cal_path, ev_path = _split(cal_path, out, labels, ns)
+        cal_path, ev_path = _split(cal_path, out, labels, text)
     cal: DataRef | None
     if cal_path is not None:
-        cal = data_ref(cal_path, ns, sample_set="calibration")
+        cal = data_ref(cal_path, text, sample_set="calibration")
     elif sample is not None and sample.calibration_dir is not None:
         cal = DataRef(sample=sample.name, set="calibration")
     else:
         cal = None
     if ev_path is not None:
-        ev = data_ref(ev_path, ns, count=ns.verify_samples)
+        ev = data_ref(ev_path, text, count=ns.verify_samples)
     elif sample is not None and sample.evaluation_dir is not None:
         ev = DataRef(sample=sample.name, set="evaluation", count=ns.verify_samples)
     else:
         raise UsageError("Give --data (and ideally --eval): tuning needs data to judge each recipe.")
+    shapes, values = parse_shapes(ns.shape), parse_input_values(ns.input_value)
     pre = None
     if ns.data is not None or ns.eval_data is not None:
-        pre = preprocess_from_args(ns, src, sample)
-    shapes, values = shapes_from_args(ns), values_from_args(ns)
+        pre = preprocess_from_flags(src, sample, api.recipes.given_values(PreprocessConfig, ns), shapes, ns.preset)
     check_input_names([Path(src)], {}, values)
     if ev.path is not None and ev.tokenizer is not None:  # text: each trial is timed at the data's sequence length
-        _, specs = api.data.resolve_feed(api.models.inspect_model(src).inputs, None, load_dataset(ev.path, None, ns), shapes)
+        _, specs = api.data.resolve_feed(api.models.inspect_model(src).inputs, None, load_dataset(ev.path, None, text), shapes)
         shapes = {s.name: [d.value for d in s.dims if d.value is not None] for s in specs if s.resolved} | shapes
     settings = TuneSettings(budget_s=budget_s, budget_cpu_s=budget_cpu_s, objective=ns.objective, target=Target(ns.target),
                             batch_sizes=batch_sizes(ns.batch_sizes), bench_s=ns.bench_seconds,

@@ -17,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.support.reference import nn_agreement
 
 from ortlab.cli import common as cli_common, main as cli
+from ortlab.settings.flags import config_from_args
 from ortlab.data.loaders import load_tensor_file
 from ortlab.checks.eval_report import EvalReport, Task
 from ortlab.checks.evaluate import evaluate
@@ -272,9 +273,9 @@ def test_policy_flags_round_trip_through_the_cli_and_the_run_spec():
     flags = config_cli_args(policy)
     assert {"--task", "--margin", "--threshold", "--min-sqnr-db", "--min-cosine", "--max-confident-flips"} <= set(flags)
     ns = cli.build_parser().parse_args(["compare", "a.onnx", "b.onnx", "--data", "d", *flags])
-    assert cli_common.policy_from_args(ns) == policy
+    assert cli_common.checked_policy(config_from_args(VerdictPolicy, ns)) == policy
     ns = cli.build_parser().parse_args(["optimize", "a.onnx", "out", *flags, "--fail-on", "degraded"])
-    assert cli_common.policy_from_args(ns) == policy and ns.fail_on == "degraded"
+    assert cli_common.checked_policy(config_from_args(VerdictPolicy, ns)) == policy and ns.fail_on == "degraded"
     spec = RunSpec("m.onnx", Recipe(), policy=policy)
     assert "--min-sqnr-db 20.0" in spec.cli_line() and RunSpec.from_json(spec.to_json()) == spec
     assert cli.main(["compare", "a.onnx", "b.onnx", "--data", "d", "--max-crossing", "0.5"]) == 2  # > broken

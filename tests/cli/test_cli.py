@@ -12,12 +12,13 @@ from pathlib import Path
 import onnx
 import pytest
 
-from ortlab.cli import common as cli_common, main as cli
+from ortlab.cli import common as cli_common, main as cli, optimize as cli_optimize
 from ortlab.cli.main import NO_CALIBRATION_DATA_CLI
 from ortlab.settings.config import (CalibrationMethod, Layout, OptLevel, Precision, PreprocessConfig, QuantConfig,
                            QuantFormat, QuantMode, QuantType, Recipe, Target, recipe_cli_line)
 from ortlab.model.inspect import sha256_file
 
+from tests.support.cli_flags import preprocess_of
 from tests.support.models import conv_bn_model, random_image_folder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,7 +71,7 @@ def test_recipe_cli_line_round_trip(recipe):
     argv = shlex.split(recipe_cli_line(recipe, model="in.onnx", out="out.onnx", calibration="calib dir"))
     assert argv[:2] == ["ortlab", "optimize"]
     ns = cli.build_parser().parse_args(argv[1:])
-    assert cli_common.recipe_from_args(ns) == recipe
+    assert cli_optimize.recipe_from_args(ns) == recipe
     assert (ns.model, ns.out) == ("in.onnx", "out.onnx")
     if recipe.precision == Precision.INT8 and recipe.quant.mode == QuantMode.STATIC:
         assert ns.calibration == "calib dir"
@@ -226,17 +227,17 @@ def test_preprocess_defaults_from_sample_manifest_then_flags(tmp_path):
     copy = tmp_path / "m.onnx"
     copy.write_bytes((SAMPLE / "model.onnx").read_bytes())
     assert cli_common.find_sample(copy) == sample  # same bytes elsewhere
-    assert cli_common.preprocess_from_args(ns, copy, sample) == sample.preprocess
+    assert preprocess_of(ns, copy, sample) == sample.preprocess
     ns = parser.parse_args(["compare", "a", "b", "--data", "d", "--mean", "0.5", "--std", "0.25",
                             "--size", "32", "32"])
-    pre = cli_common.preprocess_from_args(ns, copy, sample)
+    pre = preprocess_of(ns, copy, sample)
     assert pre.mean == (0.5,) and pre.std == (0.25,) and pre.channels == 1
 
 
 def test_preprocess_detected_for_other_models(src):
     ns = cli.build_parser().parse_args(["compare", "a", "b", "--data", "d", "--layout", "NCHW", "--scale", "0-255"])
     assert cli_common.find_sample(src) is None
-    pre = cli_common.preprocess_from_args(ns, src)
+    pre = preprocess_of(ns, src)
     assert pre.size == (32, 32) and pre.channels == 3 and pre.layout == Layout.NCHW and pre.scale.value == "0-255"
 
 

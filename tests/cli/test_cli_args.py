@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
-from ortlab.cli import common as cli_common, main as cli
+from ortlab.cli import bench as cli_bench, main as cli, optimize as cli_optimize
 from ortlab.settings.flags import UsageError, flag_specs
 from ortlab.settings.config import (BenchConfig, PreprocessConfig, Recipe, errors_of, preprocess_cli_args, recipe_cli_line,
                            replace)
 from ortlab.runs.prepare import require_valid, validate_recipe
 from ortlab.core.errors import RecipeError
 
+from tests.support.cli_flags import preprocess_of
 from tests.support.models import conv_bn_model
 
 CPU_ONLY = ("CPUExecutionProvider",)
@@ -103,7 +104,7 @@ def test_every_recipe_field_round_trips_through_the_cli(path):
     assert not errors_of(validate_recipe(recipe, CPU_ONLY)), path
     argv = shlex.split(recipe_cli_line(recipe, "in model.onnx", "out.onnx"))
     ns = cli.build_parser().parse_args(argv[1:])
-    assert cli_common.recipe_from_args(ns) == recipe
+    assert cli_optimize.recipe_from_args(ns) == recipe
     assert ns.model == "in model.onnx"
 
 
@@ -126,23 +127,23 @@ def test_every_preprocess_field_round_trips_through_the_cli(path):
     assert cfg.problems() == []
     ns = cli.build_parser().parse_args(["compare", "a.onnx", "b.onnx", "--data", "d", *preprocess_cli_args(cfg)])
     # every field is written, so the sample's (different) preprocessing does not leak through
-    assert cli_common.preprocess_from_args(ns, Path("unused.onnx"), SimpleNamespace(preprocess=OTHER_BASE)) == cfg
+    assert preprocess_of(ns, Path("unused.onnx"), SimpleNamespace(preprocess=OTHER_BASE)) == cfg
 
 
-@pytest.mark.parametrize("path", [fl.path for fl in flag_specs(BenchConfig, cli_common.BENCH_FLAGS_EXCLUDED)])
+@pytest.mark.parametrize("path", [fl.path for fl in flag_specs(BenchConfig, cli_bench.BENCH_FLAGS_EXCLUDED)])
 def test_every_bench_flag_round_trips(path):
     from ortlab.settings.flags import config_cli_args
 
     cfg = example(BenchConfig, path)
-    args = config_cli_args(cfg, exclude=cli_common.BENCH_FLAGS_EXCLUDED)
+    args = config_cli_args(cfg, exclude=cli_bench.BENCH_FLAGS_EXCLUDED)
     assert args
     ns = cli.build_parser().parse_args(["bench", "m.onnx", *args])
-    assert cli_common.bench_from_args(ns) == cfg
+    assert cli_bench.bench_from_args(ns) == cfg
 
 
 def test_unchanged_fields_keep_the_base():
     ns = cli.build_parser().parse_args(["compare", "a", "b", "--data", "d", "--mean", "0.5"])
-    pre = cli_common.preprocess_from_args(ns, Path("unused.onnx"), SimpleNamespace(preprocess=OTHER_BASE))
+    pre = preprocess_of(ns, Path("unused.onnx"), SimpleNamespace(preprocess=OTHER_BASE))
     assert pre == replace(OTHER_BASE, mean=(0.5,))
 
 
@@ -186,14 +187,14 @@ def test_bench_runs_with_a_duration_is_a_usage_error(model, capsys):
 def test_flags_inside_their_when_rules_are_accepted():
     ns = cli.build_parser().parse_args(["optimize", "m", "o", "--precision", "int8", "--moving-average",
                                         "--averaging-constant", "0.1", "--quant-format", "QOperator"])
-    recipe = cli_common.recipe_from_args(ns)
+    recipe = cli_optimize.recipe_from_args(ns)
     assert recipe.quant.averaging_constant == 0.1 and recipe.quant.quant_format.value == "QOperator"
 
 
 def test_a_choice_is_taken_in_any_case_and_a_wrong_one_lists_the_choices():
     ns = cli.build_parser().parse_args(["optimize", "m", "o", "--precision", "INT8", "--quant-format", "qoperator",
                                         "--calibration-method", "entropy", "--activation-type", "UInt8"])
-    quant = cli_common.recipe_from_args(ns).quant
+    quant = cli_optimize.recipe_from_args(ns).quant
     assert (quant.quant_format.value, quant.calibration_method.value, quant.activation_type.value) == (
         "QOperator", "Entropy", "uint8")
     with pytest.raises(UsageError, match=r"invalid choice: 'qdqx' \(choose from 'QDQ', 'QOperator'\)"):
@@ -268,7 +269,7 @@ def test_bench_flags_out_of_bounds_exit_2(model, capsys):
 
 @pytest.mark.parametrize("command,specs", [
     ("optimize", flag_specs(Recipe) + flag_specs(PreprocessConfig)),
-    ("bench", flag_specs(BenchConfig, cli_common.BENCH_FLAGS_EXCLUDED)),
+    ("bench", flag_specs(BenchConfig, cli_bench.BENCH_FLAGS_EXCLUDED)),
     ("compare", flag_specs(PreprocessConfig)),
 ])
 def test_help_lists_every_flag_with_its_help_text(command, specs, capsys, monkeypatch):
@@ -292,7 +293,7 @@ def test_todays_flag_names_are_kept():
             "--no-range-split", "--range-split-factor", "--no-known-patterns",
             "--calibration-samples", "--seed", "--size", "--mean", "--std", "--scale", "--layout", "--channels",
             "--channel-order", "--resize-mode", "--dtype"} == names
-    bench = {fl.name for fl in flag_specs(BenchConfig, cli_common.BENCH_FLAGS_EXCLUDED)}
+    bench = {fl.name for fl in flag_specs(BenchConfig, cli_bench.BENCH_FLAGS_EXCLUDED)}
     assert {"--batch-sizes", "--runs", "--duration", "--warmup", "--threads", "--target",
             "--session-opt-level"} <= bench
 

@@ -2,7 +2,7 @@
 
 The test walks every sub-command's parser (``ortlab.cli.main.build_parser``). For a flag generated from a config
 dataclass (``ortlab.settings.flags``) the truth is the field of the config the command builds from no flags
-(``recipe_from_args``, ``policy_from_args``, ``bench_from_args``: bench's base differs from ``BenchConfig()``);
+(``recipe_from_args``, ``checked_policy`` of the verdict flags, ``bench_from_args``: bench's base differs from ``BenchConfig()``);
 for a hand-written flag it is the parser's own default. A flag whose default is computed later (``None`` in the
 parser) may describe it in words, listed below with the code's value where there is one. A flag with a real
 default that its help does not state fails, and so does ``(default 600)`` without the colon.
@@ -16,20 +16,20 @@ import re
 
 import pytest
 
-from ortlab.cli import common as cli_common
+from ortlab.cli import bench as cli_bench, common as cli_common, optimize as cli_optimize
 from ortlab.cli.main import build_parser
 from ortlab.data.inputs import DEFAULT_SEQ_LEN
 from ortlab.settings.config import DEFAULT_BENCH_DURATION_S, BenchConfig, PreprocessConfig, Recipe
-from ortlab.settings.flags import flag_specs
+from ortlab.settings.flags import config_from_args, flag_specs
 from ortlab.checks.verdict import VerdictPolicy
 
 SHOWN = re.compile(r"\(default: ((?:[^()]|\([^()]*\))*)\)")
 
 # config class → (the flags it generates, how a command turns a namespace into that config)
 BUILDERS = {
-    Recipe: (flag_specs(Recipe), cli_common.recipe_from_args),
-    VerdictPolicy: (flag_specs(VerdictPolicy), cli_common.policy_from_args),
-    BenchConfig: (flag_specs(BenchConfig, cli_common.BENCH_FLAGS_EXCLUDED), cli_common.bench_from_args),
+    Recipe: (flag_specs(Recipe), cli_optimize.recipe_from_args),
+    VerdictPolicy: (flag_specs(VerdictPolicy), lambda ns: cli_common.checked_policy(config_from_args(VerdictPolicy, ns))),
+    BenchConfig: (flag_specs(BenchConfig, cli_bench.BENCH_FLAGS_EXCLUDED), cli_bench.bench_from_args),
     PreprocessConfig: (flag_specs(PreprocessConfig), None),  # no defaults shown: the manifest or the model decides
 }
 
@@ -125,7 +125,7 @@ def test_help_states_the_default_the_command_uses(name, action):
     value = effective_defaults(name, p)[action.dest]
     generated = {fl.path for specs, _ in BUILDERS.values() for fl in specs}
     if (name, flag) in PROSE:
-        runs = cli_common.bench_from_args(subparsers()["bench"].parse_args(["x.onnx", "--duration", "0"])).runs
+        runs = cli_bench.bench_from_args(subparsers()["bench"].parse_args(["x.onnx", "--duration", "0"])).runs
         expected = PROSE[name, flag].format(runs_without_duration=runs)
         assert shown and expected in shown[0], (name, flag, value, shown)
         assert value is None or flag == "--runs", (name, flag, value)  # bench times 3 s unless --runs alone

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ortlab.cli import common as cli_common, main as cli
+from ortlab.cli import bench as cli_bench, main as cli
 from ortlab.settings.config import DEFAULT_BENCH_DURATION_S, Precision, QuantConfig, Recipe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,10 +81,10 @@ def test_bench_help_shows_the_defaults_it_really_uses(capsys, monkeypatch):
     assert duration.endswith(f"(default: {DEFAULT_BENCH_DURATION_S:g})") and "(default: 0" not in duration
     assert "(default: 100)" not in runs and "--runs N alone times exactly N runs" in runs
     parser = cli.build_parser()
-    assert cli_common.bench_from_args(parser.parse_args(["bench", "m.onnx"])).duration_s == DEFAULT_BENCH_DURATION_S
-    cfg = cli_common.bench_from_args(parser.parse_args(["bench", "m.onnx", "--runs", "50"]))
+    assert cli_bench.bench_from_args(parser.parse_args(["bench", "m.onnx"])).duration_s == DEFAULT_BENCH_DURATION_S
+    cfg = cli_bench.bench_from_args(parser.parse_args(["bench", "m.onnx", "--runs", "50"]))
     assert (cfg.duration_s, cfg.runs) == (0.0, 50)
-    cfg = cli_common.bench_from_args(parser.parse_args(["bench", "m.onnx", "--duration", "0"]))
+    cfg = cli_bench.bench_from_args(parser.parse_args(["bench", "m.onnx", "--duration", "0"]))
     assert (cfg.duration_s, cfg.runs) == (0.0, 100)
 
 

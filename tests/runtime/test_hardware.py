@@ -120,11 +120,11 @@ def test_the_default_recipe_follows_the_cpus_advice_except_where_a_person_chose(
 def test_the_cli_default_int8_recipe_follows_this_cpu_and_its_line_says_so():
     import shlex
 
-    from ortlab.cli import common, main as cli
+    from ortlab.cli import main as cli, optimize
     from ortlab.settings.config import recipe_cli_line
 
     def parse(*flags: str):
-        return common.recipe_from_args(cli.build_parser().parse_args(["optimize", "m.onnx", "out", *flags]))
+        return optimize.recipe_from_args(cli.build_parser().parse_args(["optimize", "m.onnx", "out", *flags]))
 
     recipe = parse("--precision", "int8")
     assert recipe.quant.reduce_range is advise().reduce_range

@@ -69,11 +69,11 @@ def test_throughput_comes_from_the_median_so_one_outlier_cannot_flip_the_winner(
 
 
 def test_cli_benchmark_runs_a_few_seconds_by_default_and_runs_alone_means_runs():
-    from ortlab.cli import common as cli_common, main as cli
+    from ortlab.cli import bench as cli_bench, main as cli
 
     parse = cli.build_parser().parse_args
-    assert cli_common.bench_from_args(parse(["bench", "m.onnx"])).duration_s == 3.0
-    cfg = cli_common.bench_from_args(parse(["bench", "m.onnx", "--runs", "7"]))
+    assert cli_bench.bench_from_args(parse(["bench", "m.onnx"])).duration_s == 3.0
+    cfg = cli_bench.bench_from_args(parse(["bench", "m.onnx", "--runs", "7"]))
     assert cfg.duration_s == 0.0 and cfg.runs == 7
     assert BenchConfig(runs=7).duration_s == 0.0  # the engine's own default stays a run count
 
