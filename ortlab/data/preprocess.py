@@ -253,9 +253,11 @@ class ResolvedPreprocess:
 
     def open_size_message(self) -> str:
         """What to do when :attr:`open_size`: the one-line request for a size."""
+        c = self.config.channels
+        dims = f"1,H,W,{c}" if self.config.layout == Layout.NHWC else f"1,{c},H,W"
         return (f"Model input '{self.input_name}' {shape_text(self.input_shape)} leaves its height and width open, "
                 f"and ortlab never guesses them: give the size its images must have, --size H W (e.g. --size 640 "
-                f"640), or --shape {self.input_name}=1,3,H,W.")
+                f"640), or --shape {self.input_name}={dims}.")
 
 
 _NAMES = {"resize_mode": "resize", "channel_order": "channel order"}

@@ -6,7 +6,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import onnx
 import pytest
+from onnx import TensorProto, helper
 
 from ortlab.cli import main as cli
 from ortlab.data.preprocess import IMAGENET_MEAN, IMAGENET_STD, PRESETS, explain_preprocess
@@ -40,6 +42,16 @@ def test_open_height_and_width_with_images_and_no_size_is_asked_not_guessed(tmp_
                                "open, and ortlab never guesses them: give the size its images must have, --size H W "
                                "(e.g. --size 640 640), or --shape x=1,3,H,W.")
     assert not (tmp_path / "o").exists()
+    # a channels-last input (MTCNN's P-Net: [N, M1, M2, 3]) is asked for its shape in its own layout
+    nhwc = tmp_path / "nhwc.onnx"
+    graph = helper.make_graph([helper.make_node("Relu", ["img"], ["out"])], "pnet",
+                              [helper.make_tensor_value_info("img", TensorProto.FLOAT, ["N", "M1", "M2", 3])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", "M1", "M2", 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save_model(model, str(nhwc))
+    assert cli.main(["compare", str(nhwc), str(nhwc), "--data", str(images)]) == 2
+    assert capsys.readouterr().err.strip().endswith("--shape img=1,H,W,3.")
     # with a size it runs, and says the size is yours
     code = cli.main(["compare", str(DB), str(DB), "--data", str(images), "--size", "64", "96"])
     captured = capsys.readouterr()
