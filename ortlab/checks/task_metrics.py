@@ -12,11 +12,12 @@ and whether the data is labeled; a task given by the user overrides the inferenc
   [1, 1] → generic;
 * [1, T, C] float whose rows are probabilities (non-negative, summing to 1: an OCR recognizer's CTC softmax) →
   sequence (greedy CTC decoding: changed strings and character error rate);
-* [1, A, B] float → dense_map when every value is in [0, 1], the name is not a box's or an embedding's and
-  another output has the same anchors (a split detector head's per-anchor class scores, PicoDet's [1, 7600, 10]
-  beside its [1, 7600, 32] box regression, which is then compared as a tensor); boxes when the name says so
-  (box, det, yolo) or one side is 5…400 and the other ≥ 1000 (YOLO's [1, 84, 8400] / [1, 25200, 85]); dense_map
-  when the name says map/mask/seg/heat; else embedding ([N, T, D] token embeddings);
+* [1, A, B] float → dense_map when every value is in [0, 1] and the name is not a box's or an embedding's
+  (per-element scores or gains: a split detector head's per-anchor class scores, PicoDet's [1, 7600, 10], whose
+  box regression for the same anchors is then compared as a tensor; a denoiser's spectral mask, NSNet2's
+  [1, T, 161]); boxes when the name says so (box, det, yolo) or one side is 5…400 and the other ≥ 1000 (YOLO's
+  [1, 84, 8400] / [1, 25200, 85], pixel coordinates); dense_map when the name says map/mask/seg/heat; else
+  embedding ([N, T, D] token embeddings);
 * 4-D and more float → dense_map (spatial dims); anything else → generic.
 
 The model's task is the role of its first float output (generic when it has none).
@@ -76,41 +77,57 @@ def _guess(name: str, arr: np.ndarray, labeled: bool) -> tuple[Task, str]:
     if arr.ndim >= 2 and _STATE.search(name.lower()):
         return Task.GENERIC, f"'{name}' {shape} is named like a recurrent state (compared as a tensor)"
     if arr.ndim == 2:
-        if arr.shape[1] < 2:
-            return Task.GENERIC, f"'{name}' {shape} has one value per sample"
-        if labeled:
-            return Task.CLASSIFICATION, f"'{name}' {shape} is one score per class and the data is labeled"
-        if _has(name, _EMBED):
-            return Task.EMBEDDING, f"'{name}' {shape} is named like an embedding"
-        if _probability_rows(arr):
-            return Task.CLASSIFICATION, f"'{name}' {shape} is a probability vector (one score per class)"
-        if _has(name, _CLASSES):
-            return Task.CLASSIFICATION, f"'{name}' {shape} is named like class scores"
-        if arr.shape[1] < MIN_EMBEDDING_DIM:
-            return Task.GENERIC, (f"'{name}' {shape} is {arr.shape[1]} float values per sample, too few for an "
-                                  "embedding and not a probability vector: a regression such as box offsets or "
-                                  "landmarks (compared as a tensor; give the task as classification if it holds "
-                                  "class scores)")
-        return Task.EMBEDDING, (f"'{name}' {shape} is a float vector that is not a probability vector, with no "
-                                "labels: an embedding (give the task as classification if it holds class scores)")
+        return _guess_vector(name, arr, labeled)
     if arr.ndim == 3:
-        small, big = sorted(arr.shape[1:])
-        if _probability_rows(arr):
-            # an OCR recognizer's [N, T, classes] softmax (CTC): per-position class probabilities, not boxes
-            return Task.SEQUENCE, (f"'{name}' {shape} holds per-position class probabilities (rows sum to 1): "
-                                   "decoded as CTC text")
-        if (_has(name, _BOXES) and small >= 5) or (5 <= small <= 400 and big >= 1000 and not _has(name, _EMBED)):
-            negative = _negative_sizes(arr)
-            if negative > MAX_NEGATIVE_SIZES:
-                return Task.GENERIC, (f"'{name}' {shape} has the shape of YOLO-style boxes, but {negative:.0%} of its "
-                                      "box widths and heights are negative: not boxes (compared as a tensor)")
-            return Task.BOXES, f"'{name}' {shape} looks like YOLO-style boxes (anchors × 4+classes)"
-        if _has(name, _MAPS):
-            return Task.DENSE_MAP, f"'{name}' {shape} is named like a map"
-        return Task.EMBEDDING, f"'{name}' {shape} looks like per-token embeddings [N, T, D]"
+        return _guess_rows(name, arr)
     if arr.ndim >= 4:
         return Task.DENSE_MAP, f"'{name}' {shape} has spatial dims (heat map / segmentation)"
     return Task.GENERIC, f"'{name}' {shape} has no known meaning"
+
+
+def _guess_vector(name: str, arr: np.ndarray, labeled: bool) -> tuple[Task, str]:
+    """The role of a [1, C] float output."""
+    shape = list(arr.shape)
+    if arr.shape[1] < 2:
+        return Task.GENERIC, f"'{name}' {shape} has one value per sample"
+    if labeled:
+        return Task.CLASSIFICATION, f"'{name}' {shape} is one score per class and the data is labeled"
+    if _has(name, _EMBED):
+        return Task.EMBEDDING, f"'{name}' {shape} is named like an embedding"
+    if _probability_rows(arr):
+        return Task.CLASSIFICATION, f"'{name}' {shape} is a probability vector (one score per class)"
+    if _has(name, _CLASSES):
+        return Task.CLASSIFICATION, f"'{name}' {shape} is named like class scores"
+    if arr.shape[1] < MIN_EMBEDDING_DIM:
+        return Task.GENERIC, (f"'{name}' {shape} is {arr.shape[1]} float values per sample, too few for an "
+                              "embedding and not a probability vector: a regression such as box offsets or "
+                              "landmarks (compared as a tensor; give the task as classification if it holds "
+                              "class scores)")
+    return Task.EMBEDDING, (f"'{name}' {shape} is a float vector that is not a probability vector, with no "
+                            "labels: an embedding (give the task as classification if it holds class scores)")
+
+
+def _guess_rows(name: str, arr: np.ndarray) -> tuple[Task, str]:
+    """The role of a [1, A, B] float output."""
+    shape = list(arr.shape)
+    small, big = sorted(arr.shape[1:])
+    if _probability_rows(arr):
+        # an OCR recognizer's [N, T, classes] softmax (CTC): per-position class probabilities, not boxes
+        return Task.SEQUENCE, (f"'{name}' {shape} holds per-position class probabilities (rows sum to 1): "
+                               "decoded as CTC text")
+    if _unit_values(name, arr):
+        return Task.DENSE_MAP, (f"'{name}' {shape} has every value in [0, 1]: per-element scores or gains (a "
+                                "score map, a mask), judged by threshold crossings, not as boxes (pixel "
+                                "coordinates) nor embeddings")
+    if (_has(name, _BOXES) and small >= 5) or (5 <= small <= 400 and big >= 1000 and not _has(name, _EMBED)):
+        negative = _negative_sizes(arr)
+        if negative > MAX_NEGATIVE_SIZES:
+            return Task.GENERIC, (f"'{name}' {shape} has the shape of YOLO-style boxes, but {negative:.0%} of its "
+                                  "box widths and heights are negative: not boxes (compared as a tensor)")
+        return Task.BOXES, f"'{name}' {shape} looks like YOLO-style boxes (anchors × 4+classes)"
+    if _has(name, _MAPS):
+        return Task.DENSE_MAP, f"'{name}' {shape} is named like a map"
+    return Task.EMBEDDING, f"'{name}' {shape} looks like per-token embeddings [N, T, D]"
 
 
 def _unit_values(name: str, arr: np.ndarray) -> bool:
@@ -128,8 +145,7 @@ def _anchors(arr: np.ndarray) -> int:
 
 def split_head_scores(names: Sequence[str], outputs: Sequence[np.ndarray]) -> set[str]:
     """The outputs that are a split detector head's per-anchor class scores (PicoDet, PP-YOLOE, RT-DETR): values
-    in [0, 1] beside another output for the same anchors that is not (the box regression). A single output in
-    [0, 1] with a YOLO-style shape stays boxes: its first channels may be normalized coordinates."""
+    in [0, 1] beside another output for the same anchors that is not (the box regression)."""
     unit = {n for n, a in zip(names, outputs) if _unit_values(n, a)}
     others = {_anchors(a) for n, a in zip(names, outputs) if a.dtype.kind == "f" and a.ndim == 3 and n not in unit}
     return {n for n, a in zip(names, outputs) if n in unit and _anchors(a) in others}

@@ -189,8 +189,9 @@ def test_per_position_class_probabilities_are_not_boxes():
     probs = (np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True)).astype(np.float32)
     _, _, _, roles = infer_roles(["softmax_11.tmp_0"], [probs], labeled=False)
     assert roles == {"softmax_11.tmp_0": Task.SEQUENCE}
-    _, _, _, roles = infer_roles(["output0"], [np.random.default_rng(1).random((1, 8400, 85)).astype(np.float32)],
-                                 labeled=False)
+    yolo = np.random.default_rng(1).random((1, 8400, 85)).astype(np.float32)
+    yolo[..., :4] *= 640  # box centres and sizes in input pixels, scores in [0, 1]
+    _, _, _, roles = infer_roles(["output0"], [yolo], labeled=False)
     assert roles == {"output0": Task.BOXES}
 
 
