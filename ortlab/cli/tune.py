@@ -311,9 +311,9 @@ def _print_result(r, budget_s: float, out: Path, cpu: bool = False) -> None:
               f"{r.budget_hint_s:g}{unit} or more" + ("" if cpu else f" (or --budget {r.budget_hint_s:g}cpu: CPU "
                                                      "seconds, which other processes on a busy machine do not use up)"))
     elif r.best is None:
-        broken = all(t.broken for t in r.trials if t.status == "done")
-        print("  verdict    " + ("every finished trial is broken" if broken else
-                                 "nothing recommended (see the sentence above)"))
+        done = [t for t in r.trials if t.status == "done"]
+        print("  verdict    " + ("no trial finished" if not done else "every finished trial is broken"
+                                 if all(t.broken for t in done) else "nothing recommended (see the sentence above)"))
     else:
         print(f"  verdict    {r.best.verdict}")
     if r.best is not None and r.best.evidence:

@@ -91,10 +91,32 @@ def quantized_ops(info: ModelInfo) -> dict[str, int]:
     return found
 
 
+WEIGHTED_OPS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "LSTM", "GRU", "RNN", "Attention",
+                          "MultiHeadAttention", "EmbedLayerNormalization"})
+
+
+def classical_ml_ops(info: ModelInfo) -> list[str]:
+    """The ``ai.onnx.ml`` operators of a model that has no weighted neural-network operator (a scikit-learn pipeline
+    as skl2onnx writes it: LinearClassifier, TreeEnsembleClassifier, ZipMap, …); [] for any other model."""
+    ml = sorted({op for (domain, op) in info.op_counts if domain == "ai.onnx.ml"})
+    weighted = any(op in WEIGHTED_OPS and domain in ("", "ai.onnx", "com.microsoft") for (domain, op) in info.op_counts)
+    return [] if weighted else ml
+
+
 def check_model_for(recipe: Recipe, info: ModelInfo) -> None:
-    """``RecipeError`` when ``recipe`` cannot start from this model: int8 or fp16 of a model already quantized."""
+    """``RecipeError`` when ``recipe`` cannot start from this model: int8 or fp16 of a model already quantized, or
+    of a classical machine-learning pipeline with no neural-network weights."""
+    if recipe.precision == Precision.FP32:
+        return
+    ml = classical_ml_ops(info)
+    if ml:
+        raise RecipeError(f"This model is a classical machine-learning pipeline ({', '.join(ml[:5])}: ai.onnx.ml "
+                          "operators, as skl2onnx writes them) with no neural-network weights (Conv, MatMul, Gemm, "
+                          f"LSTM…): {recipe.precision.value} has nothing to convert, and ONNX Runtime's quantizer and "
+                          "float16 converter do not take these operators. An fp32 recipe optimizes its graph, and "
+                          "ortlab bench times it.", step="validate")
     found = quantized_ops(info)
-    if not found or recipe.precision == Precision.FP32:
+    if not found:
         return
     listed = ", ".join(f"{op} ×{n}" for op, n in sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))[:4])
     raise RecipeError(f"This model is already quantized ({listed}): {recipe.precision.value} starts from a float32 "

@@ -96,3 +96,49 @@ def test_an_int8_or_fp16_recipe_refuses_a_model_already_quantized(tmp_path, mode
             prepare_run(RunSpec(str(int8), again))
     prepare_recipe_run(int8, Recipe(precision=Precision.FP32))  # graph optimization only: allowed
     prepare_recipe_run(src, Recipe(precision=Precision.INT8, allow_random_data=True))  # its float source: allowed
+
+
+def _linear_classifier(path: Path) -> Path:
+    """A scikit-learn-style pipeline (ai.onnx.ml only): LinearClassifier → Normalizer, as ORT's logreg_iris."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("LinearClassifier", ["x"], ["label", "scores"], domain="ai.onnx.ml",
+                              classlabels_ints=[0, 1, 2], coefficients=[0.1 * i for i in range(12)],
+                              intercepts=[0.0, 0.1, 0.2], multi_class=0, post_transform="NONE"),
+             helper.make_node("Normalizer", ["scores"], ["probabilities"], domain="ai.onnx.ml", norm="L1")]
+    graph = helper.make_graph(nodes, "logreg", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("label", TensorProto.INT64, [1]),
+                               helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [1, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("ai.onnx.ml", 1),
+                                                    helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save_model(model, str(path))
+    return path
+
+
+@pytest.mark.parametrize("flags", [["--precision", "int8", "--allow-random-data"],
+                                   ["--precision", "int8", "--quant-mode", "dynamic"], ["--precision", "fp16"]])
+def test_an_int8_or_fp16_recipe_refuses_a_classical_ml_pipeline_in_one_line(tmp_path, capsys, flags):
+    """ORT's logreg_iris.onnx (LinearClassifier, Normalizer, ZipMap) ended in 'Failed to find proper ai.onnx
+    domain', a float16 ONNX check failure and an ORT load error, each as if the recipe had a chance."""
+    src = _linear_classifier(tmp_path / "logreg.onnx")
+    code = cli.main(["optimize", str(src), str(tmp_path / "out.onnx"), *flags, "--no-timing"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0, err
+    assert err.startswith("ortlab: error: This model is a classical machine-learning pipeline (LinearClassifier, "
+                          "Normalizer: ai.onnx.ml operators") and "An fp32 recipe optimizes its graph" in err
+    assert not (tmp_path / "out.onnx").exists()
+    assert cli.main(["optimize", str(src), str(tmp_path / "fp32.onnx"), "--precision", "fp32", "--no-timing"]) == 0
+
+
+def test_tune_on_a_classical_ml_pipeline_says_why_no_trial_finished(tmp_path, capsys):
+    import numpy as np
+
+    src = _linear_classifier(tmp_path / "logreg.onnx")
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(12, 4)).astype(np.float32))
+    code = cli.main(["tune", str(src), "--data", str(tmp_path / "x.npy"), "--max-trials", "3", "--budget", "60",
+                     "--out", str(tmp_path / "t")])
+    out = capsys.readouterr().out
+    assert code != 0 and "  verdict    no trial finished" in out and "every finished trial is broken" not in out
+    assert "This model is a classical machine-learning pipeline" in out
