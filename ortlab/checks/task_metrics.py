@@ -143,12 +143,26 @@ def _anchors(arr: np.ndarray) -> int:
     return max(arr.shape[1:])
 
 
-def split_head_scores(names: Sequence[str], outputs: Sequence[np.ndarray]) -> set[str]:
-    """The outputs that are a split detector head's per-anchor class scores (PicoDet, PP-YOLOE, RT-DETR): values
-    in [0, 1] beside another output for the same anchors that is not (the box regression)."""
+def _split_head(names: Sequence[str], outputs: Sequence[np.ndarray]) -> tuple[set[str], set[str]]:
+    """(class scores, box regressions) of a split detector head (PicoDet, PP-YOLOE, RT-DETR): the outputs with
+    values in [0, 1] beside another float output for the same anchors, and those other outputs."""
     unit = {n for n, a in zip(names, outputs) if _unit_values(n, a)}
-    others = {_anchors(a) for n, a in zip(names, outputs) if a.dtype.kind == "f" and a.ndim == 3 and n not in unit}
-    return {n for n, a in zip(names, outputs) if n in unit and _anchors(a) in others}
+    rest = {n: _anchors(a) for n, a in zip(names, outputs) if a.dtype.kind == "f" and a.ndim == 3 and n not in unit}
+    scores = {n for n, a in zip(names, outputs) if n in unit and _anchors(a) in rest.values()}
+    anchors = {_anchors(a) for n, a in zip(names, outputs) if n in scores}
+    return scores, {n for n, k in rest.items() if k in anchors}
+
+
+def _auto_role(name: str, arr: np.ndarray, labeled: bool, scores: set[str], regressions: set[str]) -> tuple[Task, str]:
+    """The role inferred for a float output, a split detector head's outputs (:func:`_split_head`) first."""
+    if name in scores:
+        return Task.DENSE_MAP, (f"'{name}' {list(arr.shape)} holds per-anchor class scores (every value in [0, 1], "
+                                "its boxes in another output for the same anchors): judged as a score map")
+    role, reason = _guess(name, arr, labeled)
+    if role == Task.EMBEDDING and name in regressions:  # its rows are box offsets, not token embeddings
+        return Task.GENERIC, (f"'{name}' {list(arr.shape)} is the box regression beside a split detector head's "
+                              "class scores (compared as a tensor)")
+    return role, reason
 
 
 MAX_NEGATIVE_SIZES = 0.01  # a boxes output's widths and heights are sizes: more negative ones than this, not boxes
@@ -168,8 +182,8 @@ def infer_roles(names: list[str], outputs: list[np.ndarray], labeled: bool,
     """(task, inferred, why, role of each output: a Task or :data:`EXACT`) from the first sample's outputs."""
     roles: dict[str, Any] = {}
     task: Task | None = None
-    why = first = ""
-    scores = split_head_scores(names, outputs) if override == Task.AUTO else set()
+    why = ""
+    scores, regressions = _split_head(names, outputs) if override == Task.AUTO else (set(), set())
     for name, arr in zip(names, outputs):
         if arr.dtype.kind != "f":
             roles[name] = EXACT
@@ -179,21 +193,15 @@ def infer_roles(names: list[str], outputs: list[np.ndarray], labeled: bool,
             role = override if _fits(override, arr) else Task.GENERIC
             reason = f"given as {override.value}" + ("" if role == override else
                                                      f" ('{name}' {list(arr.shape)} does not fit it: generic)")
-        elif name in scores:
-            role, reason = Task.DENSE_MAP, (f"'{name}' {list(arr.shape)} holds per-anchor class scores (every value in "
-                                            "[0, 1], its boxes in another output for the same anchors): judged as a "
-                                            "score map")
         else:
-            role, reason = _guess(name, arr, labeled)
+            role, reason = _auto_role(name, arr, labeled, scores, regressions)
         roles[name] = role
         if task is None:
-            task, why, first = role, reason, name
+            task, why = role, reason
     if task is None:
         task, why = Task.GENERIC, "every output is an integer tensor: compared exactly"
     if override != Task.AUTO:
         task = override
-    elif _regressions_beside_scores(names, outputs, roles, scores) and roles[first] != task:
-        task, why = roles[first], f"'{first}' is the box regression beside a split detector head's class scores"
     # one classifier output gets the classification metrics; further ones are compared as generic outputs
     seen = False
     for name, role in roles.items():
@@ -202,20 +210,6 @@ def infer_roles(names: list[str], outputs: list[np.ndarray], labeled: bool,
                 roles[name] = Task.GENERIC
             seen = True
     return task, override == Task.AUTO, why, roles
-
-
-def _regressions_beside_scores(names: list[str], outputs: list[np.ndarray], roles: dict[str, Any],
-                               scores: set[str]) -> bool:
-    """A split detector head's other outputs for the same anchors (its box regression, e.g. DFL logits
-    [1, A, 4 × bins]) are compared as tensors, not as per-token embeddings: their rows are box offsets. Whether
-    any role changed."""
-    anchors = {_anchors(a) for n, a in zip(names, outputs) if n in scores}
-    changed = False
-    for name, arr in zip(names, outputs):
-        if arr.dtype.kind == "f" and arr.ndim == 3 and roles.get(name) == Task.EMBEDDING and _anchors(arr) in anchors:
-            roles[name] = Task.GENERIC
-            changed = True
-    return changed
 
 
 BOX_CHANNELS = 4  # a YOLO-style output's first channels: box centre x/y, width, height (input pixels)
