@@ -97,6 +97,11 @@ class ModelInfo:
                       "warnings": tuple(d["warnings"])})
 
 
+# the inputs of each weighted op type that hold its weights (the ones ORT quantizes only when stored as tensors)
+WEIGHT_INPUTS = {"MatMul": (1,), "Gemm": (1,), "Conv": (1,), "ConvTranspose": (1,), "LSTM": (1, 2), "GRU": (1, 2),
+                 "RNN": (1, 2), "Attention": (1,)}
+
+
 def op_key(domain: str, op_type: str) -> str:
     """``"Conv"`` for ai.onnx ops, ``"com.microsoft::FusedConv"`` for other domains."""
     return op_type if domain in ("", "ai.onnx") else f"{domain}::{op_type}"

@@ -23,7 +23,7 @@ from ortlab.core.errors import ModelLoadError, RecipeError
 from ortlab.data.dataset import Dataset
 from ortlab.data.samples import find_for_model, get_sample
 from ortlab.model.diff import is_quantization_op
-from ortlab.model.inspect import ModelInfo, inspect_model
+from ortlab.model.inspect import WEIGHT_INPUTS, ModelInfo, inspect_model
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, RunSpec
 from ortlab.runtime.hardware import cpu_int8
 from ortlab.runtime.providers import working_providers
@@ -91,15 +91,11 @@ def quantized_ops(info: ModelInfo) -> dict[str, int]:
     return found
 
 
-WEIGHTED_OPS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "LSTM", "GRU", "RNN", "Attention",
-                          "MultiHeadAttention", "EmbedLayerNormalization"})
-
-
-def classical_ml_ops(info: ModelInfo) -> list[str]:
+def _classical_ml_ops(info: ModelInfo) -> list[str]:
     """The ``ai.onnx.ml`` operators of a model that has no weighted neural-network operator (a scikit-learn pipeline
     as skl2onnx writes it: LinearClassifier, TreeEnsembleClassifier, ZipMap, …); [] for any other model."""
     ml = sorted({op for (domain, op) in info.op_counts if domain == "ai.onnx.ml"})
-    weighted = any(op in WEIGHTED_OPS and domain in ("", "ai.onnx", "com.microsoft") for (domain, op) in info.op_counts)
+    weighted = any(op in WEIGHT_INPUTS and domain in ("", "ai.onnx", "com.microsoft") for (domain, op) in info.op_counts)
     return [] if weighted else ml
 
 
@@ -108,7 +104,7 @@ def check_model_for(recipe: Recipe, info: ModelInfo) -> None:
     of a classical machine-learning pipeline with no neural-network weights."""
     if recipe.precision == Precision.FP32:
         return
-    ml = classical_ml_ops(info)
+    ml = _classical_ml_ops(info)
     if ml:
         raise RecipeError(f"This model is a classical machine-learning pipeline ({', '.join(ml[:5])}: ai.onnx.ml "
                           "operators, as skl2onnx writes them) with no neural-network weights (Conv, MatMul, Gemm, "

@@ -39,6 +39,7 @@ from onnxruntime.quantization.calibrate import (
 from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry, QLinearOpsRegistry
 
 from ortlab.model import graphs
+from ortlab.model.inspect import WEIGHT_INPUTS
 from ortlab.model.patterns import detect_patterns, float_scope
 from ortlab.settings.config import DISTRIBUTION_MIN_BINS, CalibrationMethod, QuantConfig, QuantFormat, QuantMode, QuantType
 from ortlab.transforms.coverage import QuantCoverage, quant_coverage
@@ -279,9 +280,6 @@ def _weights_to_initializers(model: onnx.ModelProto) -> list[str]:
             "(ONNX Runtime's quantizer only quantizes initializers); the source model is unchanged."]
 
 
-# the inputs of each weighted op type that hold its weights (the ones ORT quantizes only when stored as tensors)
-_WEIGHT_INPUTS = {"MatMul": (1,), "Gemm": (1,), "Conv": (1,), "ConvTranspose": (1,), "LSTM": (1, 2), "GRU": (1, 2),
-                  "RNN": (1, 2), "Attention": (1,)}
 _SUBGRAPHS_UNREACHED = ("inside If/Loop/Scan bodies, which ONNX Runtime's static quantizer does not enter (its "
                         "dynamic quantizer does)")
 MAX_NAMED_NODES = 4
@@ -301,7 +299,7 @@ def _left_in_float(quantized: onnx.ModelProto, targets: list[str]) -> list[graph
     """The weighted nodes of the ``targets`` op types that ``quantized`` still computes in float."""
     nodes = list(graphs.walk_nodes(quantized.graph))
     dq = {o for at in nodes if at.node.op_type == "DequantizeLinear" for o in at.node.output}
-    return [at for at in nodes if at.node.op_type in targets and at.node.op_type in _WEIGHT_INPUTS
+    return [at for at in nodes if at.node.op_type in targets and at.node.op_type in WEIGHT_INPUTS
             and at.node.domain in ("", "ai.onnx") and not any(i in dq for i in at.node.input)]
 
 
@@ -319,7 +317,7 @@ def _why_float(model: onnx.ModelProto, left: list[graphs.NodeAt], dynamic: bool)
         if not dynamic and at.in_subgraph:
             in_sub.append(at)
             continue
-        weights = [at.node.input[i] for i in _WEIGHT_INPUTS[at.node.op_type]
+        weights = [at.node.input[i] for i in WEIGHT_INPUTS[at.node.op_type]
                    if i < len(at.node.input) and at.node.input[i]]
         made_by = next((producer[w] for w in weights if w not in stored and w in producer), None)
         if made_by is not None and not at.in_subgraph and any(w not in constant for w in weights):
@@ -373,7 +371,7 @@ def _coverage_result(out: Path, source: onnx.ModelProto, targets: list[str], war
         asked = ", ".join(sorted(targets)) if len(targets) <= 6 else "the supported op types"
         if cov.total_candidates == 0:
             why = f"the model has no {asked} nodes (subgraphs included)"
-            weighted = [at for at in graphs.walk_nodes(source.graph) if at.node.op_type in _WEIGHT_INPUTS]
+            weighted = [at for at in graphs.walk_nodes(source.graph) if at.node.op_type in WEIGHT_INPUTS]
             if weighted:
                 where = " (inside If/Loop/Scan bodies)" if all(at.in_subgraph for at in weighted) else ""
                 why += f"; its weighted nodes are {_count_text(Counter(at.node.op_type for at in weighted))}{where}"
