@@ -43,6 +43,7 @@ from ortlab.model.inspect import WEIGHT_INPUTS
 from ortlab.model.patterns import detect_patterns, float_scope
 from ortlab.settings.config import DISTRIBUTION_MIN_BINS, CalibrationMethod, QuantConfig, QuantFormat, QuantMode, QuantType
 from ortlab.transforms.coverage import QuantCoverage, quant_coverage
+from ortlab.transforms.inlined_names import name_replacements, with_inlined
 from ortlab.transforms.range_split import find_range_splits, load_ranges
 from ortlab.core.errors import OrtlabError, QuantizationError
 from ortlab.core.onnx_errors import ONNX_ERRORS
@@ -436,12 +437,31 @@ def preprocess_for_quantization(src, dst) -> list[str]:
             messages = log.messages
             reason = one_line(first)
             warnings.append(SHAPES_FALLBACK + f" (Details: {type(first).__name__}: {reason}.)")
+        _name_replacements(model, out)
         _finish(out, dst, step)
     for m in messages:
         if "Model Optimization Failed" in m:
             warnings.append("ORT's graph optimization inside pre-processing failed; the model was pre-processed "
                             "without it (BatchNormalization may stay unfused).")
     return warnings
+
+
+def _name_replacements(source: onnx.ModelProto, out: Path) -> None:
+    """Name the nodes pre-processing wrote, unnamed, in place of named ones (:mod:`inlined_names`)."""
+    processed = onnx.load(str(out), load_external_data=False)
+    if name_replacements(source.graph, processed.graph):
+        onnx.save(processed, str(out))
+
+
+def _excluded(names: Sequence[str], model: onnx.ModelProto, warnings: list[str]) -> list[str]:
+    """``names`` with what pre-processing replaced them by; a name the model does not have is said in a warning."""
+    present = {at.node.name for at in graphs.walk_nodes(model.graph)}
+    missing = [n for n in names if n not in present]
+    if missing:
+        warnings.append(f"No node named {', '.join(missing[:5])}{' …' if len(missing) > 5 else ''} in the model "
+                        "being quantized (pre-processing may have folded it away, as it folds BatchNormalization "
+                        "into Conv): it was not kept in float. `ortlab analyze` names the quantized graph's nodes.")
+    return with_inlined(names, model.graph)
 
 
 # said in plain words when ORT's symbolic shape inference gives up and pre-processing goes on without it
@@ -471,6 +491,7 @@ def quantize_dynamic_result(src, dst, q: QuantConfig) -> QuantResult:
     targets = list(ops) if ops is not None else sorted(IntegerOpsRegistry)
     notes = _weights_to_initializers(model)
     kwargs = dict(args.quantize)
+    kwargs["nodes_to_exclude"] = _excluded(q.nodes_to_exclude, model, warnings) or None
     if graphs.has_subgraphs(model.graph):  # ORT leaves If/Loop/Scan bodies alone unless asked
         kwargs["extra_options"] = {**(kwargs.get("extra_options") or {}), "EnableSubgraph": True}
     with tempfile.TemporaryDirectory(prefix="ortlab-quant-") as tmpdir:
@@ -657,7 +678,7 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
             warnings.append(f"No weight to give 16 bits in node(s) {', '.join(missing)} (not in the model, or their "
                             "weight is not a constant); they stay 8-bit.")
         kwargs["extra_options"] = {**kwargs["extra_options"], "TensorQuantOverrides": overrides}
-    excluded = list(q.nodes_to_exclude)
+    excluded = _excluded(q.nodes_to_exclude, model, warnings)
     if q.known_patterns:  # the starting float scope: each pattern stated in a note
         found = detect_patterns(model)
         excluded += float_scope(found, skip=[*excluded, *q.int16_weight_nodes])
