@@ -366,13 +366,41 @@ def preprocess_from_flags(model_path: Path, sample=None, given: Mapping[str, Any
     if images and resolved.open_size:
         if inputs and unknown:  # a --shape for no input of the model: its own error follows
             return resolved.config
-        raise UsageError(resolved.open_size_message())
+        raise UsageError(resolved.open_size_message() + _sized_by_preset(model, overrides, preset))
     if images:
         print(f"{PROG}: preprocessing: " + "; ".join(resolved.lines()), file=sys.stderr)
         warning = resolved.manifest_warning(getattr(sample, "name", "")) if sample is not None else ""
         if warning:
             print(f"{PROG}: warning: {warning}", file=sys.stderr)
+        elif model is not None and preset is None and not _CONVENTION_FLAGS & set(overrides) \
+                and (hint := _preset_hint(model)) is not None:
+            print(f"{PROG}: hint: {hint}", file=sys.stderr)
     return resolved.config
+
+
+_CONVENTION_FLAGS = {"mean", "std", "channel_order", "scale"}  # a person who gave these chose their convention
+
+
+def _sized_by_preset(model: ModelInfo | None, overrides: Mapping[str, Any], preset: str | None) -> str:
+    """" Or give --preset yolo: …" when the preset the model's shapes point to sets the open size, else ""."""
+    suggested = api.data.suggest_preprocess_preset(model) if model is not None and preset is None else None
+    if suggested is None:
+        return ""
+    resolved = api.data.explain_preprocess(model, overrides=dict(overrides), preset=suggested[0])
+    if resolved is None or resolved.open_size:
+        return ""
+    h, w = resolved.config.size
+    return f" Or give --preset {suggested[0]}, which sets {h}×{w}: {suggested[1]}."
+
+
+def _preset_hint(model: ModelInfo) -> str | None:
+    """The preset the model's shapes point to, offered (never applied) when the person chose none."""
+    suggested = api.data.suggest_preprocess_preset(model)
+    if suggested is None:
+        return None
+    name, why = suggested
+    return (f"{why}: --preset {name} gives that preprocessing ({api.data.PREPROCESS_PRESETS[name].source}); "
+            "without it, the values above are used.")
 
 
 def _size_from_shape(shape: Sequence[int]) -> tuple[int, int] | None:

@@ -4,6 +4,7 @@ for, and the one policy that decides which preprocessing a run uses (:func:`reso
 from __future__ import annotations
 
 import math
+import re
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -25,8 +26,8 @@ DEFAULT_DYNAMIC_SIZE = 224
 
 
 def shape_text(shape: Sequence[Any]) -> str:
-    """``[1, 3, ?, ?]``: a shape with its open dims as ``?``."""
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+    """``[1, 3, ?, ?]``: a shape with its open dims as ``?`` (a dim named by a long expression too)."""
+    return "[" + ", ".join("?" if d is None or (isinstance(d, str) and len(d) > 24) else str(d) for d in shape) + "]"
 
 
 def static_dim(d: Any) -> int | None:
@@ -155,6 +156,10 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "as PaddleOCR applies them", {"channel_order": ChannelOrder.BGR, "scale": PixelScale.UNIT,
                                          "resize_mode": ResizeMode.STRETCH, "mean": IMAGENET_MEAN,
                                          "std": IMAGENET_STD}),
+    Preset("paddle_cls", "PaddleClas classifier", "PaddleClas classifiers (and the orientation models built on "
+           "them): BGR, 0–1, ImageNet mean/std in BGR order, centre crop", {
+               "channel_order": ChannelOrder.BGR, "scale": PixelScale.UNIT, "resize_mode": ResizeMode.CENTER_CROP,
+               "mean": IMAGENET_MEAN, "std": IMAGENET_STD}),
     Preset("paddle_rec", "PaddleOCR recognizer / classifier", "PaddleOCR rec and cls: BGR, (x/255 − 0.5)/0.5, "
            "height 48 (width: the model's, or --size)", {"channel_order": ChannelOrder.BGR, "scale": PixelScale.UNIT,
                                                           "resize_mode": ResizeMode.STRETCH, "mean": (0.5, 0.5, 0.5),
@@ -170,13 +175,52 @@ def yolo_size(anchors: int) -> int | None:
 
 
 def _yolo_output(outputs: Sequence[TensorInfo]) -> tuple[TensorInfo, int] | None:
-    """The output of anchors × (4 box + class) channels ([1, 84, 8400], [1, 8400, 8]) and its anchor count."""
+    """The output of anchors × (4 box + class) channels ([1, 84, 8400], [1, 8400, 8]) and its anchor count; 0 when
+    the anchors are open, as a dynamic export leaves them ([batch, 22, anchors]: the channels first)."""
     for out in outputs:
         dims = [static_dim(d) for d in tuple(out.shape)[1:]]
+        if len(dims) == 2 and dims[1] is None and dims[0] is not None and 5 <= dims[0] <= 400:
+            return out, 0
         if len(dims) == 2 and None not in dims:
             small, big = sorted(d for d in dims if d is not None)
             if 5 <= small <= 400 and big >= 1000:
                 return out, big
+    return None
+
+
+# Paddle2ONNX's names: outputs "fetch_name_0", "save_infer_model/scale_0.tmp_1", "sigmoid_0.tmp_0"; open dims
+# "p2o.DynamicDimension.0", "DynamicDimension.1"
+_PADDLE_OUTPUT = re.compile(r"^(fetch_name_\d+|save_infer_model/.+|[a-z]+(_[a-z]+)*_\d+\.tmp_\d+)$")
+_PADDLE_DIM = re.compile(r"^(p2o\.)?DynamicDimension\.\d+$")
+
+
+def _paddle_export(producer: str, inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]) -> str | None:
+    """What shows a model was exported from PaddlePaddle (its producer, an output's name, an open dim's name), or
+    None."""
+    if producer.lower().startswith("paddle"):
+        return f"producer '{producer}'"
+    if named := next((o.name for o in outputs if _PADDLE_OUTPUT.match(o.name)), None):
+        return f"output '{named}'"
+    dims = [d for t in (*inputs, *outputs) for d in t.shape if isinstance(d, str) and _PADDLE_DIM.match(d)]
+    return f"open dim '{dims[0]}'" if dims else None
+
+
+def _paddle_preset(producer: str, inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]
+                   ) -> tuple[str, str] | None:
+    """A PaddleOCR detector (one map of the input's open size), recognizer (height 48, [N, T, classes]) or a
+    PaddleClas classifier (a fixed square input, [N, classes]), when the model is a Paddle export."""
+    sign = _paddle_export(producer, inputs, outputs)
+    if sign is None or len(outputs) != 1:
+        return None
+    h, w = (static_dim(d) for d in tuple(inputs[0].shape)[2:])
+    out = tuple(outputs[0].shape)
+    where = f"the model is a PaddlePaddle export ({sign})"
+    if len(out) == 4 and h is None and w is None and static_dim(out[1]) in (1, None):
+        return "paddle_det", f"{where} whose open-sized input gives one map: a PaddleOCR text detector's"
+    if len(out) == 3 and h == 48:
+        return "paddle_rec", f"{where} with 48-pixel-high input and a class per time step: a PaddleOCR recognizer's"
+    if len(out) == 2 and h is not None and h == w and h >= 160:
+        return "paddle_cls", f"{where} with a {h}×{w} input and class scores out: a PaddleClas classifier's"
     return None
 
 
@@ -185,7 +229,8 @@ def suggest_preset(model_inputs: Sequence[TensorInfo] | Any, model_outputs: Sequ
     """The preset a model's shapes point to, with why, or None: a 3-channel image input, square of a fixed size
     that is a multiple of 32 (1×3×640×640, 320) or with its height and width open, and a rank-3 output of anchors ×
     (4 box + class) channels ([1, 84, 8400], [1, 8400, 8]) are an Ultralytics YOLO detector's (an open input only
-    when the anchors fit the stride 8/16/32 grids of one size: 2100 → 320). Only offered, never applied."""
+    when the anchors fit the stride 8/16/32 grids of one size: 2100 → 320); a PaddlePaddle export's shapes point to
+    PaddleOCR's or PaddleClas's conventions (:func:`_paddle_preset`). Only offered, never applied."""
     inputs = list(getattr(model_inputs, "inputs", model_inputs) or ())
     outputs = list(getattr(model_inputs, "outputs", model_outputs) or ())
     if len(inputs) != 1 or len(inputs[0].shape) != 4:
@@ -193,16 +238,19 @@ def suggest_preset(model_inputs: Sequence[TensorInfo] | Any, model_outputs: Sequ
     shape = tuple(inputs[0].shape)
     c, h, w = (static_dim(d) for d in shape[1:])
     found = _yolo_output(outputs)
-    if c != 3 or found is None:
+    if c != 3:
         return None
+    if found is None:
+        return _paddle_preset(str(getattr(model_inputs, "producer", "") or ""), inputs, outputs)
     out, anchors = found
     if h is None and w is None:
         size = yolo_size(anchors)
-        if size is None:
+        if size is None and anchors:  # a fixed count that is not the grids of one size
             return None
         return "yolo", (f"input '{inputs[0].name}' {shape_text(shape)} and output '{out.name}' "
                         f"{shape_text(tuple(out.shape))} (anchors × 4 box + class channels) look like an Ultralytics "
-                        f"YOLO detector; its {anchors} anchors are the grids of a {size}×{size} input")
+                        "YOLO detector" + (f"; its {anchors} anchors are the grids of a {size}×{size} input" if size
+                                           else ""))
     if h is None or h != w or h % 32:
         return None
     return "yolo", (f"input '{inputs[0].name}' {shape_text(shape)} and output '{out.name}' "

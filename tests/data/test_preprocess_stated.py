@@ -89,7 +89,9 @@ def test_a_preset_is_a_visible_choice_with_its_source(tmp_path, images, capsys):
     # never applied unless chosen
     plain = explain_preprocess(fixed)
     assert plain.config.resize_mode == ResizeMode.STRETCH and "preset" not in " ".join(plain.sources.values())
-    assert set(PRESETS) == {"yolo", "imagenet", "paddle_det", "paddle_rec"}
+    assert set(PRESETS) == {"yolo", "imagenet", "paddle_det", "paddle_rec", "paddle_cls"}
+    cls = explain_preprocess(fixed, preset="paddle_cls").config
+    assert (cls.channel_order, cls.mean, cls.resize_mode) == (ChannelOrder.BGR, IMAGENET_MEAN, ResizeMode.CENTER_CROP)
     # through the CLI: the preset and its values are stated
     code = cli.main(["compare", str(DB), str(DB), "--data", str(images), "--preset", "paddle_det", "--size", "64",
                      "64"])
@@ -144,6 +146,74 @@ def test_the_yolo_preset_is_offered_from_the_model_shapes(inputs, outputs, expec
         assert "YOLO" in got[1] and str(inputs[0][2][2]) in got[1]  # why: the shapes it read
 
 
+P2O = "p2o.DynamicDimension.0"
+
+
+@pytest.mark.parametrize(("producer", "inputs", "outputs", "expected"), [
+    # PaddleOCR's detector, recognizer, PaddleClas's classifier, as Paddle2ONNX writes them
+    ("", ("x", "float32", ("DynamicDimension.0", 3, "DynamicDimension.1", "DynamicDimension.2")),
+     ("fetch_name_0", "float32", ("ConvTranspose_459_o0__d0", 1, "d2", "d3")), "paddle_det"),
+    ("", ("x", "float32", (P2O, 3, "p2o.DynamicDimension.1", "p2o.DynamicDimension.2")),
+     ("sigmoid_0.tmp_0", "float32", (P2O, 1, "a", "b")), "paddle_det"),
+    ("", ("x", "float32", ("DynamicDimension.0", 3, 48, "DynamicDimension.1")),
+     ("fetch_name_0", "float32", ("DynamicDimension.0", "T", 18710)), "paddle_rec"),
+    ("", ("x", "float32", ("DynamicDimension.0", 3, 224, 224)), ("fetch_name_0", "float32", ("DynamicDimension.0", 4)),
+     "paddle_cls"),
+    ("PaddlePaddle", ("x", "float32", (-1, 3, 224, 224)), ("save_infer_model/scale_0.tmp_1", "float32", (-1, 1000)),
+     "paddle_cls"),
+    # the same shapes from another exporter: no convention can be read off them
+    ("pytorch", ("x", "float32", ("batch", 3, "height", "width")), ("maps", "float32", ("batch", 1, "h", "w")), None),
+    ("pytorch", ("x", "float32", (1, 3, 48, "w")), ("logits", "float32", (1, "T", 97)), None),
+    ("pytorch", ("x", "float32", (1, 3, 224, 224)), ("logits", "float32", (1, 1000)), None),
+    # a Paddle export of another kind (two maps, a small crop classifier): none offered
+    ("PaddlePaddle", ("x", "float32", (-1, 3, 48, 192)), ("save_infer_model/scale_0.tmp_1", "float32", (-1, 2)), None),
+])
+def test_a_paddle_exports_convention_is_offered_from_its_names_and_shapes(producer, inputs, outputs, expected):
+    from types import SimpleNamespace
+
+    from ortlab.data.preprocess import suggest_preset
+
+    model = SimpleNamespace(inputs=[TensorInfo(*inputs)], outputs=[TensorInfo(*outputs)], producer=producer)
+    got = suggest_preset(model)
+    assert (got[0] if got else None) == expected, got
+    if got:
+        assert "PaddlePaddle export" in got[1]
+
+
+def test_a_yolo_export_with_open_anchors_is_offered_the_preset_without_a_size():
+    from types import SimpleNamespace
+
+    from ortlab.data.preprocess import suggest_preset
+
+    long_dim = "(floor(floor(floor(height/2 - 1/2)/2)/2) + 1)*(floor(floor(floor(width/2 - 1/2)/2)/2) + 1)"
+    model = SimpleNamespace(inputs=[TensorInfo("images", "float32", ("batch", 3, "height", "width"))],
+                            outputs=[TensorInfo("output0", "float32", ("batch", 22, long_dim))])
+    got = suggest_preset(model)
+    assert got is not None and got[0] == "yolo" and "[batch, 22, ?]" in got[1] and "anchors are" not in got[1]
+    assert explain_preprocess(model, preset="yolo").open_size  # the preset cannot tell the size: still asked for
+    # an OCR recognizer's [N, T, classes] has its open dim in the middle: not a detector
+    rec = SimpleNamespace(inputs=[TensorInfo("x", "float32", ("b", 3, "h", "w"))],
+                          outputs=[TensorInfo("y", "float32", ("b", "T", 97))])
+    assert suggest_preset(rec) is None
+
+
+def test_the_cli_offers_the_preset_a_model_points_to_unless_a_convention_was_given(tmp_path, images, capsys,
+                                                                                      monkeypatch):
+    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
+    model = onnx.load(str(DB))
+    model.graph.node[-1].output[0] = model.graph.output[0].name = "fetch_name_0"  # as Paddle2ONNX names it
+    paddle = tmp_path / "det.onnx"
+    onnx.save(model, str(paddle))
+    for extra, offered in (([], True), (["--mean", "0.5", "0.5", "0.5"], False), (["--preset", "paddle_det"], False)):
+        code = cli.main(["compare", str(paddle), str(paddle), "--data", str(images), "--size", "64", "64", *extra])
+        err = capsys.readouterr().err
+        assert code == 0, err
+        assert ("ortlab: hint: the model is a PaddlePaddle export (output 'fetch_name_0')" in err) is offered, err
+        assert ("--preset paddle_det gives that preprocessing" in err) is offered
+    code = cli.main(["compare", str(DB), str(DB), "--data", str(images), "--size", "64", "64"])
+    assert code == 0 and "hint:" not in capsys.readouterr().err  # the same model from another exporter
+
+
 def test_the_yolo_preset_on_an_open_input_sets_the_size_its_anchors_fit():
     """Issue 38 (5): [batch, 3, height, width] → [1, 22, 2100]: choosing the preset sets 320×320 (21·320²/1024 =
     2100 anchors), credited to the preset, and the size is no longer asked for."""
@@ -162,3 +232,21 @@ def test_the_yolo_preset_on_an_open_input_sets_the_size_its_anchors_fit():
     # a size given by the person still wins over the preset's
     mine = explain_preprocess(model, preset="yolo", overrides={"size": (256, 256)})
     assert mine.config.size == (256, 256) and mine.sources["size"] == "you (flags)"
+
+
+def test_an_open_size_error_names_the_preset_that_sets_it(tmp_path, images, capsys, monkeypatch):
+    """[batch, 3, height, width] → [1, 22, 2100]: the size is asked for, and --preset yolo is named as the one
+    choice that sets it (320×320); a model whose outputs say nothing of its size gets the plain request."""
+    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
+    shape = helper.make_tensor("shape", TensorProto.INT64, [3], [1, 22, 2100])
+    graph = helper.make_graph([helper.make_node("ConstantOfShape", ["shape"], ["output0"], name="anchors")], "yolo",
+                              [helper.make_tensor_value_info("images", TensorProto.FLOAT,
+                                                             ["batch", 3, "height", "width"])],
+                              [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 22, 2100])], [shape])
+    model = tmp_path / "yolo.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(model))
+    for path, named in ((model, True), (DB, False)):
+        code = cli.main(["compare", str(path), str(path), "--data", str(images)])
+        err = capsys.readouterr().err
+        assert code == 2 and "leaves its height and width open" in err, err
+        assert ("Or give --preset yolo, which sets 320×320" in err) is named, err
