@@ -160,7 +160,9 @@ class BoxesMetrics:
     reference detections, F1 their harmonic mean (None when neither model detects anything).
     ``changed_fraction``: anchors above the threshold in one model and not the other, as a share of anchors
     above it in either (0 when neither detects anything). ``score_sqnr_db`` / ``box_sqnr_db``: SQNR of the class
-    score channels and of the 4 box channels apart (the box pixels dominate the whole output's SQNR)."""
+    score channels and of the 4 box channels apart (the box pixels dominate the whole output's SQNR).
+    ``other_channels``: channels after the scores that are not scores (a segmentation model's mask coefficients, a
+    pose model's keypoints: unbounded where the scores lie in [0, 1]), left out of the detections."""
 
     output: str
     threshold: float
@@ -179,6 +181,7 @@ class BoxesMetrics:
     sample_matched: list[int] = field(default_factory=list)
     sample_ref: list[int] = field(default_factory=list)
     sample_cand: list[int] = field(default_factory=list)
+    other_channels: int = 0
 
     @property
     def precision(self) -> float | None:

@@ -139,7 +139,9 @@ class Detections(TaskKind):
             out.append((f"{b.output}: detections F1 vs reference",
                         f"{b.output}: detections F1 {f1} vs reference ({b.matched} of {b.ref_total} matched, "
                         f"{b.cand_total} found; score SQNR {db_text(b.score_sqnr_db)}, box SQNR "
-                        f"{db_text(b.box_sqnr_db)})"))
+                        f"{db_text(b.box_sqnr_db)}" + (f"; {b.other_channels} channels after the scores lie outside "
+                                                      "[0, 1], not read as classes: mask coefficients or keypoints"
+                                                      if b.other_channels else "") + ")"))
         return out
 
     def figures(self, tm: TaskMetrics) -> list[tuple[str, str, str]]:

@@ -331,15 +331,28 @@ def _anchor_rows(arr: np.ndarray) -> tuple[np.ndarray, bool]:
     return a, True
 
 
-def decode_detections(arr: np.ndarray, threshold: float, probabilities: bool | None = None
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def score_channels(arr: np.ndarray) -> int:
+    """How many channels after a YOLO-style output's 4 box channels hold scores (objectness, class scores): the
+    leading run whose values all lie in [0, 1] when a channel after it does not (a segmentation model's mask
+    coefficients and a pose model's keypoints follow the class scores, unbounded), else all of them (scores as
+    logits, or no extra channels)."""
+    a, _ = _anchor_rows(arr)
+    rest = np.where(np.isfinite(a[:, BOX_CHANNELS:]), a[:, BOX_CHANNELS:], 0.5)
+    inside = (rest.min(axis=0) >= 0) & (rest.max(axis=0) <= 1)
+    n = int(np.argmin(inside)) if not inside.all() else inside.size
+    return n if 0 < n < inside.size else inside.size
+
+
+def decode_detections(arr: np.ndarray, threshold: float, probabilities: bool | None = None,
+                      n_scores: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One sample's YOLO-style output → (boxes [K, 4] x1 y1 x2 y2, scores [K], classes [K]) after the score
     threshold and per-class NMS. Boxes are (cx, cy, w, h) in the first 4 channels; the score is the best class
     score, times the objectness (channel 4) when the anchors are rows and there are at least 2 more channels.
-    ``probabilities``: whether the scores are already in [0, 1] (else a sigmoid is applied); None: judged from
-    this sample."""
+    ``probabilities``: whether the scores are already in [0, 1] (else a sigmoid is applied); ``n_scores``: how many
+    channels after the boxes are scores (:func:`score_channels`); None: judged from this sample."""
     a, rows = _anchor_rows(arr)
-    raw = np.nan_to_num(a[:, BOX_CHANNELS:], nan=-np.inf)
+    n = score_channels(arr) if n_scores is None else n_scores
+    raw = np.nan_to_num(a[:, BOX_CHANNELS:BOX_CHANNELS + n], nan=-np.inf)
     if probabilities is None:
         finite = raw[np.isfinite(raw)]
         probabilities = finite.size == 0 or bool(finite.min() >= 0 and finite.max() <= 1)
@@ -406,6 +419,7 @@ class _Boxes:
         self.name, self.threshold = name, threshold
         self.scale: str | None = None
         self.probabilities: bool | None = None
+        self.scores = self.others = 0  # channels after the boxes that hold scores, and the rest (mask coefficients)
         self.changed = self.union = self.n = 0
         self.matched = self.ref_total = self.cand_total = 0
         self.per_sample: tuple[list[int], list[int], list[int]] = ([], [], [])  # matched, reference, candidate
@@ -415,16 +429,14 @@ class _Boxes:
         ra, rows = _anchor_rows(ref)
         ca, _ = _anchor_rows(cand)
         if self.scale is None:
-            finite = ra[:, BOX_CHANNELS:][np.isfinite(ra[:, BOX_CHANNELS:])]
+            self.scores = score_channels(ref)
+            self.others = ra.shape[1] - BOX_CHANNELS - self.scores
+            head = ra[:, BOX_CHANNELS:BOX_CHANNELS + self.scores]
+            finite = head[np.isfinite(head)]
             self.probabilities = finite.size == 0 or bool(finite.min() >= 0 and finite.max() <= 1)
             self.scale = "probability" if self.probabilities else "logit"
-        with np.errstate(all="ignore"):
-            for key, part in (("boxes", slice(0, BOX_CHANNELS)), ("scores", slice(BOX_CHANNELS, None))):
-                r, c = ra[:, part], ca[:, part]
-                self.energy[key][0] += float(np.sum(r * r))
-                self.energy[key][1] += float(np.sum((r - c) ** 2))
-        rd = decode_detections(ref, self.threshold, self.probabilities)
-        cd = decode_detections(cand, self.threshold, self.probabilities)
+        rd = decode_detections(ref, self.threshold, self.probabilities, self.scores)
+        cd = decode_detections(cand, self.threshold, self.probabilities, self.scores)
         matched = match_detections(rd, cd)
         self.matched += matched
         self.ref_total += len(rd[1])
@@ -437,21 +449,16 @@ class _Boxes:
         self.changed += int(np.count_nonzero(r_above != c_above))
         self.union += int(np.count_nonzero(r_above | c_above))
         self.n += 1
-        r, c = np.asarray(ref, dtype=np.float64), np.asarray(cand, dtype=np.float64)
-        found = channel_groups(Task.BOXES, r.shape)
-        if found is not None and r.shape == c.shape:
-            axis, _, groups = found
-            for g, sl in groups.items():
-                idx = np.arange(sl.start, sl.stop)
-                rg, cg = np.take(r, idx, axis=axis).ravel(), np.take(c, idx, axis=axis).ravel()
-                with np.errstate(all="ignore"):
-                    d = rg - cg
-                    e = self.energy.setdefault(g, [0.0, 0.0])
-                    e[0] += float(rg @ rg)
-                    e[1] += float(d @ d)
+        if ra.shape == ca.shape:
+            parts = {"boxes": slice(0, BOX_CHANNELS), "scores": slice(BOX_CHANNELS, BOX_CHANNELS + self.scores)}
+            with np.errstate(all="ignore"):
+                for key, part in parts.items():
+                    r, c = ra[:, part].ravel(), ca[:, part].ravel()
+                    self.energy[key][0] += float(r @ r)
+                    self.energy[key][1] += float((r - c) @ (r - c))
 
     def _above(self, a: np.ndarray, rows: bool) -> np.ndarray:
-        raw = np.nan_to_num(a[:, BOX_CHANNELS:], nan=-np.inf)
+        raw = np.nan_to_num(a[:, BOX_CHANNELS:BOX_CHANNELS + self.scores], nan=-np.inf)
         p = raw if self.probabilities else _sigmoid(raw)
         best = (p[:, 1:] * p[:, :1]).max(axis=1) if rows and p.shape[1] >= 2 else p.max(axis=1)
         return best > self.threshold
@@ -469,7 +476,7 @@ class _Boxes:
                             self.changed / self.union if self.union else 0.0, self.ref_total / max(1, self.n),
                             self.cand_total / max(1, self.n), self.matched, self.ref_total, self.cand_total,
                             MATCH_IOU, NMS_IOU, self._sqnr(*self.energy["scores"]), self._sqnr(*self.energy["boxes"]),
-                            *self.per_sample)
+                            *self.per_sample, other_channels=self.others)
 
 
 def ctc_greedy(probs: np.ndarray, blank: int = 0) -> list[int]:
