@@ -91,6 +91,10 @@ class OptimizationParity:
                 f"; '{self.safe_level}' keeps them within tolerance (re-checked): use --opt-level {self.safe_level}"
                 if self.safe_level != "disabled" else
                 "; 'basic' changes them too: use --opt-level disabled")
+        if not math.isfinite(self.max_abs):
+            return (f"graph optimization at '{self.level}' changed the outputs: '{self.output}' is NaN or infinite "
+                    f"where the same graph with optimizations disabled is not, or the reverse ({self.n_samples} "
+                    f"samples){safe}")
         return (f"graph optimization at '{self.level}' changed the outputs: '{self.output}' differs from the same "
                 f"graph with optimizations disabled by up to {self.max_abs:.3g} ({self.relative:.1%} of its scale, "
                 f"tolerance {self.tolerance:.1%}, {self.n_samples} samples){safe}")

@@ -82,8 +82,10 @@ class _Stats:
         self.nonfinite += int(np.count_nonzero(np.isfinite(r) & ~np.isfinite(c)))
         with np.errstate(all="ignore"):
             d = r - c
-            if d.size:
-                self.max_abs = max(self.max_abs, float(np.max(np.abs(d))))
+            compared = np.abs(d[np.isfinite(r) | np.isfinite(c)])  # not where both are NaN/inf
+            if compared.size:  # a NaN against a finite value is an infinite difference, not none
+                worst = float(np.max(compared))
+                self.max_abs = max(self.max_abs, math.inf if math.isnan(worst) else worst)
             self.sum_abs += float(np.sum(np.abs(d)))
             self.count += d.size
             r2, d2 = float(r @ r), float(d @ d)

@@ -13,6 +13,7 @@ verdict): the check at the recipe's level and, when 'extended' or 'all' failed, 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -83,8 +84,7 @@ def check_parity(unoptimized, optimized, dataset, preprocess: PreprocessConfig |
             y = np.asarray(y, dtype=np.float64)
             if x.shape != y.shape or x.size == 0 or x.dtype.kind not in "fc":
                 continue
-            d = float(np.max(np.abs(x - y)))
-            s = float(np.max(np.abs(x)))
+            d, s = _difference(x, y)
             max_abs, scale = max(max_abs, d), max(scale, s)
             rel = d / s if s > 0 else (0.0 if d == 0 else float("inf"))
             if rel > worst[0]:
@@ -97,6 +97,20 @@ def check_parity(unoptimized, optimized, dataset, preprocess: PreprocessConfig |
         f"graph with optimizations disabled by up to {d:.3g} ({rel:.1%} of its scale {s:.3g}, tolerance "
         f"{tol:.1%}) on {count} samples. Try a lower optimization level and compare.")
     return ParityResult(ok, count, max_abs, scale, rel, tol, name, message, d)
+
+
+def _difference(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """The largest |x − y| where both are finite (inf when one is NaN or infinite where the other is not, or they
+    are infinite of opposite signs), and the scale of ``x`` (its largest finite |value|). A NaN or inf both graphs
+    compute alike is no difference: the model's own, not the optimization's."""
+    fx, fy = np.isfinite(x), np.isfinite(y)
+    alike = (np.isnan(x) & np.isnan(y)) | (~fx & (x == y))
+    if np.any((fx != fy) | (~fx & ~fy & ~alike)):
+        d = math.inf
+    else:
+        both = fx & fy
+        d = float(np.max(np.abs(x[both] - y[both]))) if both.any() else 0.0
+    return d, float(np.max(np.abs(x[fx]))) if fx.any() else 0.0
 
 
 def _batchable(inputs) -> bool:

@@ -147,3 +147,18 @@ def test_output_error_to_dict_writes_non_finite_numbers_as_text():
                  "sample_signal": [], "sample_noise": [], "real_tokens": 0, "padding": 0}
     assert json.loads(json.dumps(d, allow_nan=False)) == d
 
+
+
+def test_a_nan_where_the_reference_is_finite_is_the_largest_difference_not_none():
+    """An int8 mel front end (log of a zero) gave NaN where fp32 was finite; its verify line said max|Δ| 0
+    (Python's max() drops a NaN). NaN against a finite value is an infinite difference; NaN where both are NaN
+    (the reference's own) is not counted."""
+    from ortlab.checks.evaluate import _Stats
+
+    s = _Stats("y")
+    s.add(np.array([[1.0, 2.0, np.nan]]), np.array([[1.5, np.nan, np.nan]]))
+    r = s.result()
+    assert r.max_abs == math.inf and r.nonfinite == 1
+    alike = _Stats("y")
+    alike.add(np.array([[1.0, np.nan]]), np.array([[1.25, np.nan]]))
+    assert alike.result().max_abs == 0.25
