@@ -44,10 +44,11 @@ def parse_shapes(flags: Sequence[str] | None) -> dict[str, list[int]]:
 
 
 def add_input_value_argument(p: Any) -> None:
-    """``--input-value NAME=VALUE`` (repeatable): a control input's value for timing (never random)."""
+    """``--input-value NAME=VALUE`` (repeatable): a control input's value for timing and random data (never
+    made up)."""
     p.add_argument("--input-value", action="append", default=[], metavar="NAME=VALUE",
-                   help="The value of a control input (e.g. a sample rate, sr=16000) when timing: such inputs are "
-                        "never made up. Repeat for each.")
+                   help="The value of a control input (e.g. a sample rate, sr=16000) when timing, and in random data "
+                        "(--allow-random-data): such inputs are never made up. Repeat for each.")
 
 
 def parse_input_values(flags: Sequence[str] | None) -> dict[str, float]:

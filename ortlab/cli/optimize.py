@@ -12,7 +12,9 @@ from ortlab.api import PreprocessConfig, Recipe
 from ortlab.core.errors import RecipeError
 from ortlab.api import UsageError
 from ortlab.api import VerdictPolicy
-from ortlab.cli.inputs import add_input_arguments, add_input_value_argument, parse_input_values, parse_shapes
+from ortlab.cli.inputs import (
+    add_input_arguments, add_input_value_argument, check_input_names, parse_input_values, parse_shapes,
+)
 from ortlab.cli.live import reporter
 from ortlab.cli.common import (
     new_folder_note, say, DATA_SUFFIXES, PROG, add_data_arguments, add_output_flags, add_preprocess_arguments,
@@ -98,7 +100,8 @@ def run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: str
                         (recipe.quant.int16_weight_nodes, "--int16-weight-nodes")):
         for warning in api.models.check_node_names(src, names, flag):
             print(f"{PROG}: warning: {warning}", file=sys.stderr)
-    shapes = parse_shapes(ns.shape)
+    shapes, values = parse_shapes(ns.shape), parse_input_values(ns.input_value)
+    check_input_names([src], {}, values)
     text = TextFlags(ns.tokenizer, ns.seq_len)
     cal = data_ref(calibration, text, sample_set="calibration")
     ev = data_ref(evaluation, text, count=ns.verify_samples, seed=recipe.quant.seed)
@@ -116,7 +119,7 @@ def run_spec(src: Path, recipe: Recipe, ns: argparse.Namespace, calibration: str
            if images else None)
     policy = checked_policy(api.recipes.config_from_args(VerdictPolicy, ns))
     return RunSpec(str(src.resolve()), recipe, sample.name if sample is not None else None, cal, ev, pre,
-                   ns.verify_samples, None if policy == VerdictPolicy() else policy, shapes=shapes)
+                   ns.verify_samples, None if policy == VerdictPolicy() else policy, shapes=shapes, values=values)
 
 
 def cmd_optimize(ns: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field, replace
 from typing import Any
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -52,6 +52,7 @@ class Dataset:
     _tokenizer_json: str = field(default="", repr=False)
     _encoded: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
     population: int = 0  # the samples of the dataset this one is a subset of (0: not a subset)
+    control: dict[str, float] = field(default_factory=dict)  # random data: control inputs' values (--input-value)
 
     @property
     def tensors(self) -> dict[str, np.ndarray]:
@@ -161,11 +162,14 @@ def _tokenize(tokenizer_json: str, texts: Sequence[str], length: int) -> tuple[n
     types = np.asarray([e.type_ids for e in enc], dtype=np.int64).reshape(len(enc), int(length))
     return ids, mask, types
 
-def random_dataset(n: int, seed: int = 0) -> Dataset:
-    """``n`` random samples shaped after the model's inputs; flagged ``is_random`` (results are meaningless)."""
+def random_dataset(n: int, seed: int = 0, control: Mapping[str, float] | None = None) -> Dataset:
+    """``n`` random samples shaped after the model's inputs; flagged ``is_random`` (results are meaningless).
+    ``control``: the value each named control input (a sample rate, a flag) takes in every sample, as a person gave
+    it: no value is made up for those (``inputs.is_control_input``)."""
     if n < 1:
         raise DataError(f"A random dataset needs at least 1 sample, got {n}.")
-    return Dataset("random", [Sample(f"random_{i}", None, "random", i) for i in range(n)], [], True, seed)
+    return Dataset("random", [Sample(f"random_{i}", None, "random", i) for i in range(n)], [], True, seed,
+                   control=dict(control or {}))
 
 
 EVAL_SHARE = 3  # split_dataset: every third sample (of each class) is held out for evaluation

@@ -519,7 +519,8 @@ def is_control_input(spec: InputSpec) -> bool:
 def control_input_error(spec: InputSpec) -> DataError:
     """The sentence that refuses to make up a value for a control input (:func:`is_control_input`)."""
     return DataError(f"{control_input_text(spec)} Give real data that holds it: an .npz with one array per input, "
-                     f"'{spec.name}' among them (one value per sample).")
+                     f"'{spec.name}' among them (one value per sample); or, for random data, the value it takes: "
+                     f"--input-value {spec.name}=VALUE.")
 
 
 def control_input_text(spec: InputSpec) -> str:

@@ -183,7 +183,7 @@ def _validate(ctx: RunContext, source: Path) -> Model:
     specs = infer_specs(run.info.inputs, overrides=run.shapes, strict=False)  # names and ranks of --shape
     random_used = run.recipe.allow_random_data and run.dataset is None and (run.recipe.is_static
                                                                             or run.verify_dataset is None)
-    control = next((s for s in specs if is_control_input(s)), None)
+    control = next((s for s in specs if is_control_input(s) and s.name not in run.values), None)
     if random_used and control is not None:
         raise control_input_error(control)
     if run.preprocess is not None and run.preprocess.problems():
@@ -221,7 +221,7 @@ def _calibrate(ctx: RunContext, m: Model) -> Calibrated:
     """The activation ranges of ``m`` on the sampled calibration data: reused from the workspace when an earlier
     run calibrated the same model on the same feeds with the same settings, else computed (and kept there)."""
     run, q = ctx.run, ctx.run.recipe.quant
-    calib = run.dataset if run.dataset is not None else random_dataset(q.calibration_samples, seed=q.seed)
+    calib = run.dataset if run.dataset is not None else random_dataset(q.calibration_samples, q.seed, run.values)
     random_data = m.random_data or calib.is_random
     calib = stratified_sample(calib, q.calibration_samples, q.seed)
     sources = frozenset() if calib.is_random else frozenset(f"{s.source}#{s.index}" for s in calib.samples)
@@ -311,7 +311,7 @@ def _verify(ctx: RunContext, x: Model | Quantized) -> Verified:
     q = run.recipe.quant
     ver = run.verify_dataset if run.verify_dataset is not None else run.dataset
     if ver is None and run.recipe.allow_random_data:
-        ver = random_dataset(max(1, run.verify_samples), seed=q.seed)
+        ver = random_dataset(max(1, run.verify_samples), seed=q.seed, control=run.values)
     if ver is None or run.verify_samples <= 0:
         ctx.findings.notes.append(VERIFICATION_SKIPPED)
         _, used = providers.create_session(m.path, run.recipe.target)

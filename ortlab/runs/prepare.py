@@ -42,7 +42,8 @@ class PreparedRun:
     and its facts (``info``), the validated ``recipe`` with its ``warnings`` and ``notes``, the calibration
     ``dataset`` and the ``verify_dataset`` (loaded), the image ``preprocess`` (None: decided per dataset by
     :func:`ortlab.data.preprocess.resolve_preprocess`), how many samples verify the result, the verdict ``policy``
-    and ``shapes`` (``{input name: shape}`` for dims the model leaves open)."""
+    and ``shapes`` (``{input name: shape}`` for dims the model leaves open); ``values``: what random data feeds the
+    control inputs (``{input name: value}``, ``--input-value``)."""
 
     model: Path
     recipe: Recipe
@@ -55,6 +56,7 @@ class PreparedRun:
     shapes: dict[str, list[int]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    values: dict[str, float] = field(default_factory=dict)
 
 
 def lacks_calibration_data(recipe: Recipe, has_data: bool) -> bool:
@@ -148,7 +150,8 @@ def prepare_run(spec: RunSpec, info: ModelInfo | None = None) -> RunSpec:
 def prepare_recipe_run(model, recipe: Recipe, dataset: Dataset | None = None,
                        preprocess: PreprocessConfig | None = None, verify_samples: int = DEFAULT_VERIFY_SAMPLES, *,
                        verify_dataset: Dataset | None = None, policy: VerdictPolicy | None = None,
-                       shapes: dict[str, list[int]] | None = None, info: ModelInfo | None = None) -> PreparedRun:
+                       shapes: dict[str, list[int]] | None = None, info: ModelInfo | None = None,
+                       values: dict[str, float] | None = None) -> PreparedRun:
     """A run of ``recipe`` on the model at ``model`` with loaded data, prepared in this process: the recipe
     validated (``RecipeError``), the model read (``ModelLoadError``; ``info`` when the caller already read it).
     ``dataset`` calibrates and, unless ``verify_dataset`` is given, verifies."""
@@ -159,7 +162,8 @@ def prepare_recipe_run(model, recipe: Recipe, dataset: Dataset | None = None,
     info = info if info is not None else inspect_model(path)
     check_model_for(recipe, info)
     return PreparedRun(path, recipe, info, dataset, verify_dataset, preprocess, verify_samples,
-                       policy or VerdictPolicy(), _int_shapes(shapes), tuple(warnings), tuple(notes))
+                       policy or VerdictPolicy(), _int_shapes(shapes), tuple(warnings), tuple(notes),
+                       {k: float(v) for k, v in (values or {}).items()})
 
 
 def _int_shapes(shapes: dict[str, list[int]] | None) -> dict[str, list[int]]:

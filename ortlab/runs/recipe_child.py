@@ -85,7 +85,8 @@ def load_prepared(spec: RunSpec) -> PreparedRun:
         pre = resolve_preprocess(info.inputs, sample, cal if cal is not None else ev)
     shapes = {str(k): [int(d) for d in v] for k, v in (spec.shapes or {}).items()}
     return PreparedRun(Path(spec.model), spec.recipe, info, cal, ev, pre, spec.verify_samples,
-                       spec.policy or VerdictPolicy(), shapes, spec.warnings, spec.notes)
+                       spec.policy or VerdictPolicy(), shapes, spec.warnings, spec.notes,
+                       {str(k): float(v) for k, v in (spec.values or {}).items()})
 
 
 def run_recipe_spec(spec: RunSpec, out_dir, reporter=None, cancel: CancelToken | None = None, *,

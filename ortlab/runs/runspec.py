@@ -85,7 +85,8 @@ class RunSpec:
     """One recipe run: the source ``model`` (``sample`` names the bundled sample it is, when known), the
     ``recipe``, the ``calibration`` and ``evaluation`` data, the ``preprocess`` of images (None: decided by
     :func:`ortlab.data.dataset.resolve_preprocess`), how many samples verify the result, the verdict ``policy`` and
-    ``shapes``: the user's ``{input name: shape}`` for dims the model leaves open (``--shape``). ``model_info``
+    ``shapes``: the user's ``{input name: shape}`` for dims the model leaves open (``--shape``), ``values``: the
+    value each control input takes in random data (``--input-value``). ``model_info``
     (``ModelInfo.to_dict()``), ``warnings`` and ``notes`` are set by :func:`ortlab.runs.prepare.prepare_run`."""
 
     model: str
@@ -97,6 +98,7 @@ class RunSpec:
     verify_samples: int = DEFAULT_VERIFY_SAMPLES
     policy: VerdictPolicy | None = None  # how the result is judged (None: the default policy)
     shapes: dict[str, list[int]] = field(default_factory=dict)
+    values: dict[str, float] = field(default_factory=dict)
     # decided once before the run (ortlab.runs.prepare): the model's facts and the recipe's warnings and notes
     model_info: dict[str, Any] | None = None
     warnings: tuple[str, ...] = ()
@@ -161,6 +163,8 @@ class RunSpec:
             parts += config_cli_args(self.policy)
         for name, shape in self.shapes.items():
             parts += ["--shape", format_shape_arg(name, [int(d) for d in shape])]
+        for name, value in self.values.items():
+            parts += ["--input-value", f"{name}={value:g}"]
         return shell_lines([_shell_word(p, roots or {}) for p in parts], width)
 
 

@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ortlab.cli import main as cli
+from ortlab.runs.runspec import RunSpec
 from ortlab.runtime import providers
 from ortlab.model.inspect import inspect_model
 from ortlab.transforms.optimize import hardware_specific_domains
@@ -223,12 +224,18 @@ def test_vad_rnn_with_if(tmp_path, capsys):
     assert cov["quantized"] == {"MatMul": 5} and cov["candidates"] == {"MatMul": 5} and cov["in_subgraphs"] == 4
     assert _both_branches(VAD, tmp_path / "dyn.onnx") < 0.1
     # random data for the int64 scalar 'sr' would pick an If branch at random: refused, before any work
-    code, art, err = optimize(VAD, tmp_path / "static.onnx",
-                              [*STATIC, "--shape", "input=1,256", "--shape", "state=2,1,32"], capsys)
+    shapes = ["--shape", "input=1,256", "--shape", "state=2,1,32"]
+    code, art, err = optimize(VAD, tmp_path / "static.onnx", [*STATIC, *shapes], capsys)
     assert code == 1 and err == ("ortlab: error: Model input 'sr' is an int64 scalar: a control value (such "
                                  "as a sample rate, a flag or a count) that decides what the model computes, so "
                                  "ortlab does not make one up at random. Give real data that holds it: an .npz with "
-                                 "one array per input, 'sr' among them (one value per sample).")
+                                 "one array per input, 'sr' among them (one value per sample); or, for random data, "
+                                 "the value it takes: --input-value sr=VALUE.")
+    # given, every random sample holds it: calibrated and verified on the 16 kHz branch
+    code, art, err = optimize(VAD, tmp_path / "static.onnx", [*STATIC, *shapes, "--input-value", "sr=16000"], capsys)
+    assert code == 0, err
+    assert art["evaluation"]["random_data"] and art["verdict"]["level"] != "ok"
+    assert "--input-value sr=16000" in RunSpec.from_dict(art["spec"]).cli_line()
 
 
 def test_fp16_model(tmp_path, capsys):
