@@ -156,8 +156,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "as PaddleOCR applies them", {"channel_order": ChannelOrder.BGR, "scale": PixelScale.UNIT,
                                          "resize_mode": ResizeMode.STRETCH, "mean": IMAGENET_MEAN,
                                          "std": IMAGENET_STD}),
-    Preset("paddle_cls", "PaddleClas classifier", "PaddleClas classifiers (and the orientation models built on "
-           "them): BGR, 0–1, ImageNet mean/std in BGR order, centre crop", {
+    Preset("paddle_cls", "PaddleClas classifier", "PaddleClas classifiers (PP-LCNet orientation models too): BGR, "
+           "0–1, ImageNet mean/std in BGR order, centre crop", {
                "channel_order": ChannelOrder.BGR, "scale": PixelScale.UNIT, "resize_mode": ResizeMode.CENTER_CROP,
                "mean": IMAGENET_MEAN, "std": IMAGENET_STD}),
     Preset("paddle_rec", "PaddleOCR recognizer / classifier", "PaddleOCR rec and cls: BGR, (x/255 − 0.5)/0.5, "
@@ -216,11 +216,12 @@ def _paddle_preset(producer: str, inputs: Sequence[TensorInfo], outputs: Sequenc
     out = tuple(outputs[0].shape)
     where = f"the model is a PaddlePaddle export ({sign})"
     if len(out) == 4 and h is None and w is None and static_dim(out[1]) in (1, None):
-        return "paddle_det", f"{where} whose open-sized input gives one map: a PaddleOCR text detector's"
+        return "paddle_det", f"{where} whose open-sized input gives one map, as PaddleOCR's text detectors do"
     if len(out) == 3 and h == 48:
-        return "paddle_rec", f"{where} with 48-pixel-high input and a class per time step: a PaddleOCR recognizer's"
+        return "paddle_rec", f"{where} with a 48-pixel-high input and a class per time step, as PaddleOCR's " \
+                             "recognizers have"
     if len(out) == 2 and h is not None and h == w and h >= 160:
-        return "paddle_cls", f"{where} with a {h}×{w} input and class scores out: a PaddleClas classifier's"
+        return "paddle_cls", f"{where} with a {h}×{w} input and class scores out, as PaddleClas's classifiers have"
     return None
 
 

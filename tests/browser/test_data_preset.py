@@ -59,3 +59,57 @@ def test_a_preset_that_changes_the_samples_manifest_is_named_in_a_warning(app, l
     text = warning.first.inner_text()
     assert "(preset imagenet)" in text and "→" in text, text
     laptop_shot(page, screenshots, "data_manifest_changed")
+
+
+def _paddle_classifier(path):
+    """A 4-class classifier as Paddle2ONNX writes one (PaddleClas's PP-LCNet orientation models): input 'x'
+    [DynamicDimension.0, 3, 224, 224], output 'fetch_name_0'."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.2, (8, 3, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.normal(0, 0.3, (8, 4)).astype(np.float32), "fc")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", strides=[4, 4]),
+             helper.make_node("GlobalAveragePool", ["c"], ["g"], name="pool"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+             helper.make_node("MatMul", ["f", "fc"], ["logits"], name="fc"),
+             helper.make_node("Softmax", ["logits"], ["fetch_name_0"], name="softmax")]
+    graph = helper.make_graph(nodes, "cls", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                           ["DynamicDimension.0", 3, 224, 224])],
+                              [helper.make_tensor_value_info("fetch_name_0", TensorProto.FLOAT,
+                                                             ["DynamicDimension.0", 4])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def test_a_paddle_export_is_offered_its_convention(app, laptop, screenshots, tmp_path):  # noqa: F811
+    """A Paddle2ONNX classifier uploaded on the Model page: the Data page offers the PaddleClas preset (BGR, ImageNet
+    mean/std), read off its output's name, and choosing it sets the channel order to BGR."""
+    page = laptop
+    page.goto(app["url"] + "/model")
+    page.locator('[data-testid="stFileUploader"]').first.wait_for(timeout=60_000)
+    wait_quiet(page)
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').first.set_input_files(
+        str(_paddle_classifier(tmp_path / "orientation.onnx")))
+    page.get_by_text("has no data yet").first.wait_for()
+    wait_quiet(page)
+    go_to(page, "Data", "data")
+    page.get_by_text("Upload images (files or a .zip)").click()
+    wait_quiet(page)
+    page.locator('.st-key-data_upload input[type="file"]').set_input_files([str(p) for p in sorted(PHOTOS.glob("*.jpg"))[:4]])
+    page.locator('[data-testid="stSidebar"]').get_by_text("uploaded images (4)").first.wait_for()
+    wait_quiet(page)
+    offer = page.locator('[data-testid="stAlert"]').filter(has_text="This model's shapes fit the PaddleClas classifier")
+    offer.first.wait_for()
+    assert "PaddlePaddle export (output 'fetch_name_0')" in offer.first.inner_text()
+    laptop_shot(page, screenshots, "data_paddle_offer")
+    page.locator(".st-key-data-use_suggested_preset button").click()
+    wait_quiet(page)
+    page.wait_for_function("""() => { const r = document.querySelector('.st-key-pre-channel_order input:checked');
+        return r && r.closest('label').innerText.trim() === 'BGR'; }""", timeout=30_000)
+    assert not offer.count()
+    laptop_shot(page, screenshots, "data_paddle_applied")
