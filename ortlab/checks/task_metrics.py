@@ -133,8 +133,10 @@ def _guess_rows(name: str, arr: np.ndarray) -> tuple[Task, str]:
 def _unit_values(name: str, arr: np.ndarray) -> bool:
     """Whether a float [1, A, B] output's first sample lies in [0, 1] (sigmoid scores) and its name is not a box's
     or an embedding's."""
+    if arr.dtype.kind != "f" or arr.ndim != 3:  # a scalar output (a sequence's length) has no first sample
+        return False
     first = np.asarray(arr[0])
-    return (arr.dtype.kind == "f" and arr.ndim == 3 and min(arr.shape[1:]) >= 2 and bool(first.size)
+    return (min(arr.shape[1:]) >= 2 and bool(first.size)
             and not _has(name, _BOXES + _EMBED) and bool(np.isfinite(first).all())
             and float(first.min()) >= 0.0 and float(first.max()) <= 1.0)
 

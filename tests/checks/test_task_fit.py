@@ -381,3 +381,13 @@ def test_a_few_unnamed_float_values_per_sample_are_a_regression_not_an_embedding
     wide = rng.normal(size=(1, 16)).astype(np.float32)
     assert infer_roles(["output"], [wide], labeled=False)[3] == {"output": Task.EMBEDDING}
     assert infer_roles(["sentence_embedding"], [wide[:, :8]], labeled=False)[3] == {"sentence_embedding": Task.EMBEDDING}
+
+
+def test_a_scalar_output_beside_others_is_judged_as_a_tensor():
+    """ONNX's own test model sequence_model6 returns a sequence's length, a 0-d int64: the split-head check indexed
+    its first sample and the run ended in "verify: too many indices for array"."""
+    scores = np.full((1, 6, 3), 0.5, np.float32)
+    task, _, _, roles = infer_roles(["len", "mean", "scores"], [np.array(4, np.int64), np.array(0.25, np.float32),
+                                                                scores], labeled=False)
+    assert roles["len"] == "exact" and roles["mean"] == Task.GENERIC  # integers compared exactly
+    assert roles["scores"] == Task.DENSE_MAP  # the [1, A, B] output in [0, 1] is still a score map
