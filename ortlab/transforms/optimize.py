@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,7 +230,7 @@ def optimize_model(src, dst, level: OptLevel, target: Target = Target.CPU,
         exc.step = exc.step or "optimize"
         raise
     external = external_data_files(source, src.parent)
-    del source
+    weights_as_inputs = [] if external else _weights_as_inputs(source)
     dst.parent.mkdir(parents=True, exist_ok=True)
     for stale in (dst, dst.with_name(dst.name + ".data")):
         if stale.exists():
@@ -245,18 +246,21 @@ def optimize_model(src, dst, level: OptLevel, target: Target = Target.CPU,
         so.add_session_config_entry("session.optimized_model_external_initializers_file_name", dst.name + ".data")
         so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
     start = time.perf_counter()
-    try:
-        with P.quiet_native_stderr():
-            sess = ort.InferenceSession(str(src), sess_options=so, providers=providers, enable_fallback=0)
-    except P.ORT_ERRORS as exc:
-        raise OptimizationError(f"ONNX Runtime could not optimize the model: {P.explain_ort_error(exc)}",
-                                step="optimize") from None
-    seconds = time.perf_counter() - start
-    used = list(sess.get_providers())
-    del sess
+    with tempfile.TemporaryDirectory(prefix="ortlab-optimize-") as tmp:
+        read = _as_constants(source, weights_as_inputs, Path(tmp)) if weights_as_inputs else src
+        del source
+        try:
+            with P.quiet_native_stderr():
+                sess = ort.InferenceSession(str(read), sess_options=so, providers=providers, enable_fallback=0)
+        except P.ORT_ERRORS as exc:
+            raise OptimizationError(f"ONNX Runtime could not optimize the model: {P.explain_ort_error(exc)}",
+                                    step="optimize") from None
+        seconds = time.perf_counter() - start
+        used = list(sess.get_providers())
+        del sess
     if not dst.is_file():
         raise OptimizationError("ONNX Runtime did not write the optimized model.", step="optimize")
-    notes: list[str] = []
+    notes: list[str] = [WEIGHTS_AS_INPUTS_NOTE.format(n=len(weights_as_inputs))] if weights_as_inputs else []
     _check_output(dst, warnings, src, notes, float_source)
     growth = _growth_warning(src, dst, list(external.values()))
     if growth:
@@ -270,6 +274,32 @@ def optimize_model(src, dst, level: OptLevel, target: Target = Target.CPU,
                          "model is as portable as at 'extended'.")
     return OptimizeResult(path=dst, level=level, target=target, providers=used, warnings=warnings, seconds=seconds,
                           notes=notes)
+
+
+WEIGHTS_AS_INPUTS_NOTE = (
+    "{n} weights were also listed as graph inputs (as models of IR version 3 list them), which ONNX Runtime treats as "
+    "inputs a caller may replace: it leaves them out of constant folding and, sharing equal ones, wrote models "
+    "that asked for them as inputs. The model was optimized with them as constants only (ONNX Runtime's "
+    "remove_initializer_from_input step); the result's inputs are the model's real ones.")
+
+
+def _weights_as_inputs(model: onnx.ModelProto) -> list[str]:
+    """The graph inputs that are also initializers (every weight, in a model of IR version 3)."""
+    weights = {t.name for t in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name in weights]
+
+
+def _as_constants(model: onnx.ModelProto, names: list[str], tmp: Path) -> Path:
+    """``model`` without ``names`` among its graph inputs (IR version 4 at least, where weights need not be inputs),
+    saved in ``tmp``."""
+    drop = set(names)
+    kept = [i for i in model.graph.input if i.name not in drop]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    model.ir_version = max(model.ir_version, 4)
+    path = tmp / "model.onnx"
+    onnx.save(model, str(path))
+    return path
 
 
 # an optimized file more than 10% (and 16 kB) larger than its input gets a warning that says why

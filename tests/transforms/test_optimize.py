@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from tests.support.models import conv_bn_model, external_data_model, matmul_model
 from ortlab.runtime import providers as P
@@ -226,3 +228,39 @@ def test_a_wrong_fused_int8_encoder_is_still_caught(tmp_path, encoder_int8):
     assert ("within int8 rounding" in said) is beyond and said.startswith("max |Δ| "), said
     with pytest.raises(OptimizationError, match="more than int8 rounding explains"):
         verify_with_runtime(qdq, wrong, float_model)
+
+
+def _ir3_with_equal_weights(path: Path) -> Path:
+    """An IR version 3 model (its initializers are graph inputs too, as that version requires) with two equal
+    weights: the shapes of two ConstantOfShape nodes, as ONNX's light model zoo copies hold their weights."""
+    fill = lambda v: helper.make_tensor("value", TensorProto.FLOAT, [1], [v])
+    nodes = [helper.make_node("ConstantOfShape", ["s1"], ["b1"], value=fill(0.5)),
+             helper.make_node("ConstantOfShape", ["s2"], ["b2"], value=fill(0.25)),
+             helper.make_node("Add", ["x", "b1"], ["y1"]), helper.make_node("Add", ["y1", "b2"], ["y"])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
+              helper.make_tensor_value_info("s1", TensorProto.INT64, [1]),
+              helper.make_tensor_value_info("s2", TensorProto.INT64, [1])]
+    weights = [numpy_helper.from_array(np.array([4], np.int64), n) for n in ("s1", "s2")]
+    graph = helper.make_graph(nodes, "ir3", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+                              weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
+    model.ir_version = 3
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.parametrize("level", [OptLevel.BASIC, OptLevel.EXTENDED])
+def test_an_ir3_models_weights_listed_as_inputs_are_optimized_as_constants(tmp_path, level):
+    """ONNX Runtime shares equal initializers at 'basic'; when they are graph inputs too (IR version 3) it wrote a
+    model that asked for one of them as an input ("Required inputs (['s1']) are missing"), and ortlab's own check
+    failed the run. The model is optimized with its weights as constants only, and says so."""
+    src = _ir3_with_equal_weights(tmp_path / "ir3.onnx")
+    before = src.read_bytes()
+    res = optimize_model(src, tmp_path / "out.onnx", level)
+    assert src.read_bytes() == before  # the source is never changed
+    out = onnx.load(str(tmp_path / "out.onnx"))
+    assert [i.name for i in out.graph.input] == ["x"]
+    assert any(n.startswith("2 weights were also listed as graph inputs") for n in res.notes), res.notes
+    x = np.arange(4, dtype=np.float32)[None]
+    sess = ort.InferenceSession(str(tmp_path / "out.onnx"), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], x + 0.75)
