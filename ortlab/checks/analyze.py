@@ -279,11 +279,16 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
     for i, e in enumerate(out, 1):
         e.rank = i
     described = {f"{n} [{', '.join(map(str, shape))}]": ", ".join(
-        f"{g} (channels {sl.start}–{sl.stop - 1} of axis {axis})" for g, sl in groups.items())
+        f"{g} ({_channels(sl)} of axis {axis})" for g, sl in groups.items())
         for n, shape, (axis, _, groups) in (layouts or [])}
     return NodeAnalysis(str(reference_path), str(cand_path), total, out, plan.unmatched, plan.qdq,
                         time.perf_counter() - start, input_shapes={s.name: list(s.shape) for s in specs},
                         groups=described, unnamed=unnamed)
+
+
+def _channels(sl: slice) -> str:
+    """"channels 0–3", or "channel 4" for one."""
+    return f"channels {sl.start}–{sl.stop - 1}" if sl.stop - sl.start > 1 else f"channel {sl.start}"
 
 
 _Layout = tuple[str, list[int], tuple[int, int, dict[str, slice]]]  # output, its shape, channel_groups()
@@ -354,7 +359,7 @@ def _grouping(outputs: list[str], ref_vals: dict[str, Any], labeled: bool,
     _, _, _, roles = infer_roles(outputs, arrays, labeled)
     layouts: list[_Layout] = []
     for n, arr in zip(outputs, arrays):
-        found = channel_groups(roles.get(n), arr.shape)
+        found = channel_groups(roles.get(n), arr.shape, arr)
         if found is not None:
             layouts.append((n, list(arr.shape), found))
     grouped: dict[int, tuple[int, dict[str, slice]]] = {}

@@ -217,15 +217,21 @@ def infer_roles(names: list[str], outputs: list[np.ndarray], labeled: bool,
 BOX_CHANNELS = 4  # a YOLO-style output's first channels: box centre x/y, width, height (input pixels)
 
 
-def channel_groups(role: Any, shape: tuple[int, ...] | list[int]) -> tuple[int, int, dict[str, slice]] | None:
+def channel_groups(role: Any, shape: tuple[int, ...] | list[int], values: np.ndarray | None = None,
+                   ) -> tuple[int, int, dict[str, slice]] | None:
     """How a YOLO-style boxes output ([N, 4+classes, anchors] or [N, anchors, 4+classes]) splits into channel groups
-    of very different ranges: (channel axis, channel count, {"boxes": the 4 box channels, "scores": the rest}).
-    None for every other role or shape."""
+    of very different ranges: (channel axis, channel count, {"boxes": the 4 box channels, "scores": the rest}); with
+    the output's ``values`` (a sample), channels after the scores that are not scores (:func:`score_channels`: mask
+    coefficients, keypoints) are a group of their own, "others". None for every other role or shape."""
     if role != Task.BOXES or len(shape) != 3 or min(shape[1:]) <= BOX_CHANNELS:
         return None
     axis = 1 if shape[1] < shape[2] else 2  # as _Boxes reads it: the shorter side holds the channels
     n = int(shape[axis])
-    return axis, n, {"boxes": slice(0, BOX_CHANNELS), "scores": slice(BOX_CHANNELS, n)}
+    scores = n - BOX_CHANNELS if values is None else score_channels(values)
+    groups = {"boxes": slice(0, BOX_CHANNELS), "scores": slice(BOX_CHANNELS, BOX_CHANNELS + scores)}
+    if BOX_CHANNELS + scores < n:
+        groups["others"] = slice(BOX_CHANNELS + scores, n)
+    return axis, n, groups
 
 
 def output_channel_groups(names: Sequence[str], arrays: Sequence[np.ndarray],
@@ -233,7 +239,7 @@ def output_channel_groups(names: Sequence[str], arrays: Sequence[np.ndarray],
     """The outputs (from one sample's values) that split into channel groups of very different ranges, as
     name → (channel axis, {"boxes": …, "scores": …}): the groups analyze and the verdict score apart."""
     _, _, _, roles = infer_roles(list(names), list(arrays), labeled=False)
-    found = {n: channel_groups(roles.get(n), np.shape(a)) for n, a in zip(names, arrays)}
+    found = {n: channel_groups(roles.get(n), np.shape(a), np.asarray(a)) for n, a in zip(names, arrays)}
     return {n: (g[0], g[2]) for n, g in found.items() if g is not None}
 
 

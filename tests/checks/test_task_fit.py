@@ -19,7 +19,7 @@ from PIL import Image
 
 from ortlab.checks.eval_report import Task
 from ortlab.checks.evaluate import evaluate
-from ortlab.checks.task_metrics import TaskAccumulator, infer_roles
+from ortlab.checks.task_metrics import TaskAccumulator, infer_roles, output_channel_groups
 from ortlab.checks.verdict import Level, VerdictPolicy, judge
 from ortlab.data.loaders import load_tensor_file
 
@@ -292,6 +292,11 @@ def test_a_segmentation_detectors_mask_coefficients_are_not_read_as_class_scores
     r = np.concatenate([o[:, :12].astype(np.float64) for o in r_out])
     c = np.concatenate([o[:, :12].astype(np.float64) for o in c_out])
     assert b.score_sqnr_db == pytest.approx(_sqnr(r[:, 4:], c[:, 4:]), abs=1e-6)
+    # analyze and bias correction score the same groups apart: the coefficients are a group of their own
+    assert output_channel_groups(["output0"], [r_out[0]]) == {
+        "output0": (1, {"boxes": slice(0, 4), "scores": slice(4, 12), "others": slice(12, 44)})}
+    assert output_channel_groups(["output0"], [_outputs(YOLOV8, x, "output0")[0]]) == {
+        "output0": (1, {"boxes": slice(0, 4), "scores": slice(4, 12)})}
 
 
 def _embedding_metrics(ref: np.ndarray, cand: np.ndarray):
