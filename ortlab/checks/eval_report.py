@@ -71,7 +71,8 @@ class OutputError:
 class OptimizationParity:
     """ORT's graph optimization at ``level`` vs the same graph with optimizations disabled
     (:func:`ortlab.checks.parity.check_parity`): the largest difference of ``output``, relative to its scale, and
-    the highest level re-checked within tolerance (``safe_level``; "disabled" when none was)."""
+    the highest level re-checked within tolerance (``safe_level``; "disabled" when none was); ``safe_verdict``: the
+    level of the verdict on the model optimized at ``safe_level`` instead ("" when it was not judged)."""
 
     level: str
     ok: bool
@@ -81,16 +82,28 @@ class OptimizationParity:
     tolerance: float
     n_samples: int
     safe_level: str = ""
+    safe_verdict: str = ""
 
     @property
     def text(self) -> str:
         """What changed, and the level that is safe; empty when the outputs agree."""
+        return self.text_for("")
+
+    def text_for(self, level: str) -> str:
+        """:attr:`text` for a result whose verdict is ``level``: when the model optimized at the safe level was
+        judged too, whether that level would change the verdict (a result that quantization breaks stays broken at
+        any level: the advice to lower it would mislead)."""
         if self.ok:
             return ""
         safe = ("" if not self.safe_level else
                 f"; '{self.safe_level}' keeps them within tolerance (re-checked): use --opt-level {self.safe_level}"
                 if self.safe_level != "disabled" else
                 "; 'basic' changes them too: use --opt-level disabled")
+        if self.safe_verdict and self.safe_level not in ("", "disabled"):
+            same = self.safe_verdict == level
+            safe = (f"; '{self.safe_level}' keeps them within tolerance (re-checked), and its verdict is "
+                    + (f"{level} as well: the level does not decide this result" if same else
+                       f"{self.safe_verdict}: use --opt-level {self.safe_level}"))
         if not math.isfinite(self.max_abs):
             return (f"graph optimization at '{self.level}' changed the outputs: '{self.output}' is NaN or infinite "
                     f"where the same graph with optimizations disabled is not, or the reverse ({self.n_samples} "

@@ -27,6 +27,7 @@ from ortlab.checks.evaluate import feed_for, session_inputs
 from ortlab.runtime.providers import ORT_ERRORS, create_session, session_options
 
 PARITY_SAMPLES = 8
+SAFE_MODEL = "parity_basic.onnx"  # the model re-optimized at 'basic', in the run's work folder
 
 
 @dataclass
@@ -128,7 +129,7 @@ def optimization_parity(unoptimized, optimized, dataset, preprocess: PreprocessC
     if not first.ok:
         safe = OptLevel.DISABLED.value
         if level in (OptLevel.EXTENDED, OptLevel.ALL):
-            basic = Path(work_dir) / "parity_basic.onnx"
+            basic = Path(work_dir) / SAFE_MODEL
             optimize_model(unoptimized, basic, OptLevel.BASIC, recipe.target)
             again = check_parity(unoptimized, basic, dataset, preprocess, replace(recipe, opt_level=OptLevel.BASIC),
                                  specs=specs)

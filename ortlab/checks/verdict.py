@@ -137,7 +137,7 @@ def judge(report: EvalReport | None, policy: VerdictPolicy = DEFAULT_POLICY, cov
     first = [NOTHING_QUANTIZED] if coverage is not None and not coverage.total else []
     verdict = _judge(report, policy)
     level = Level.DEGRADED if first and not worse_or_equal(verdict.level, Level.DEGRADED) else verdict.level
-    parity = report.parity.text if report is not None and report.parity is not None else ""
+    parity = report.parity.text_for(level.value) if report is not None and report.parity is not None else ""
     return Verdict(level, first + verdict.reasons, verdict.deciding, verdict.deciding_value, verdict.deciding_text,
                    verdict.uncertainty, parity)
 

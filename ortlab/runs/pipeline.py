@@ -27,7 +27,7 @@ from typing import Any, Generic, TypeVar
 
 from ortlab.checks.eval_report import EvalReport
 from ortlab.checks.evaluate import evaluate
-from ortlab.checks.parity import optimization_parity
+from ortlab.checks.parity import SAFE_MODEL, optimization_parity
 from ortlab.checks.task_metrics import output_channel_groups
 from ortlab.checks.verdict import Verdict, judge
 from ortlab.core.errors import Cancelled, DataError, ModelLoadError, OptimizationError, OrtlabError, QuantizationError
@@ -327,8 +327,12 @@ def _verify(ctx: RunContext, x: Model | Quantized) -> Verified:
                                                          for s in sample.samples))
     if m.optimized_from is not None and run.recipe.opt_level != OptLevel.DISABLED:
         # joins the verdict (judge reads report.parity), with the level re-checked as safe
-        report = replace(report, parity=optimization_parity(m.optimized_from, m.path, sample, pre, run.recipe,
-                                                            ctx.work, specs))
+        parity = optimization_parity(m.optimized_from, m.path, sample, pre, run.recipe, ctx.work, specs)
+        if not parity.ok and parity.safe_level == OptLevel.BASIC.value:  # would that level change the verdict?
+            at_safe = evaluate(run.model, ctx.work / SAFE_MODEL, sample, pre, target=run.recipe.target,
+                               cancel=ctx.cancel, policy=run.policy, specs=specs)
+            parity = replace(parity, safe_verdict=judge(at_safe, run.policy, m.coverage).level.value)
+        report = replace(report, parity=parity)
     return Verified(m, report, judge(report, run.policy, m.coverage), list(report.providers_cand))
 
 
