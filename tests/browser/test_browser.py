@@ -576,13 +576,29 @@ DETECTOR = REPO / "tests" / "fixtures" / "yolo_detector.onnx"
 PHOTOS = REPO / "sample_models" / "efficientnet_lite0" / "evaluation"
 
 
-def upload_detector(page, app_url: str) -> None:
-    """Opens the Model page and uploads the YOLO-shaped detector; returns once the page says it has no data yet."""
+def upload_model(page, app_url: str, model: Path) -> None:
+    """Opens the Model page and uploads ``model``; returns once the page says it has no data yet."""
     page.goto(app_url + "/model")
     page.locator('[data-testid="stFileUploader"]').first.wait_for(timeout=60_000)
     wait_quiet(page)
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').first.set_input_files(str(DETECTOR))
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').first.set_input_files(str(model))
     page.get_by_text("has no data yet").first.wait_for()
+    wait_quiet(page)
+
+
+def upload_detector(page, app_url: str) -> None:
+    """Opens the Model page and uploads the YOLO-shaped detector; returns once the page says it has no data yet."""
+    upload_model(page, app_url, DETECTOR)
+
+
+def upload_photos(page, n: int) -> None:
+    """On the Data page, uploads the first ``n`` sample photos; returns once the sidebar names them as the data."""
+    page.get_by_text("Upload images (files or a .zip)").click()
+    wait_quiet(page)
+    photos = sorted(PHOTOS.glob("*.jpg"))[:n]
+    assert len(photos) == n
+    page.locator('.st-key-data_upload input[type="file"]').set_input_files([str(p) for p in photos])
+    page.locator('[data-testid="stSidebar"]').get_by_text(f"uploaded images ({n})").first.wait_for()
     wait_quiet(page)
 
 
@@ -606,13 +622,7 @@ def _detector_flow(app, laptop, screenshots):
     assert not page.get_by_text("fits the model").count()
     assert page.get_by_text("No data selected yet").count()
     # real photos (the EfficientNet sample's crops), resized by the Data page to the detector's 640×640 input
-    page.get_by_text("Upload images (files or a .zip)").click()
-    wait_quiet(page)
-    photos = sorted(PHOTOS.glob("*.jpg"))[:8]
-    assert len(photos) == 8
-    page.locator('.st-key-data_upload input[type="file"]').set_input_files([str(p) for p in photos])
-    page.locator('[data-testid="stSidebar"]').get_by_text("uploaded images (8)").first.wait_for()
-    wait_quiet(page)
+    upload_photos(page, 8)
     go_to(page, "Recipe", "recipe")
     page.locator(".st-key-recipe_preset").click()
     page.get_by_role("option", name=re.compile("int8 static QDQ")).click()

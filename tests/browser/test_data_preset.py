@@ -8,7 +8,9 @@ import re
 
 import pytest
 
-from tests.browser.test_browser import PHOTOS, go_to, laptop, laptop_shot, upload_detector, wait_quiet  # noqa: F401
+from tests.browser.test_browser import (  # noqa: F401
+    go_to, laptop, laptop_shot, upload_detector, upload_model, upload_photos, wait_quiet,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -17,11 +19,7 @@ def test_the_yolo_preset_is_offered_and_shown_once_chosen(app, laptop, screensho
     page = laptop
     upload_detector(page, app["url"])
     go_to(page, "Data", "data")
-    page.get_by_text("Upload images (files or a .zip)").click()
-    wait_quiet(page)
-    page.locator('.st-key-data_upload input[type="file"]').set_input_files([str(p) for p in sorted(PHOTOS.glob("*.jpg"))[:4]])
-    page.locator('[data-testid="stSidebar"]').get_by_text("uploaded images (4)").first.wait_for()
-    wait_quiet(page)
+    upload_photos(page, 4)
     offer = page.locator('[data-testid="stAlert"]').filter(has_text="This model's shapes fit the YOLO (Ultralytics)")
     offer.first.wait_for()
     assert "[1, 3, 640, 640]" in offer.first.inner_text()
@@ -90,19 +88,9 @@ def test_a_paddle_export_is_offered_its_convention(app, laptop, screenshots, tmp
     """A Paddle2ONNX classifier uploaded on the Model page: the Data page offers the PaddleClas preset (BGR, ImageNet
     mean/std), read off its output's name, and choosing it sets the channel order to BGR."""
     page = laptop
-    page.goto(app["url"] + "/model")
-    page.locator('[data-testid="stFileUploader"]').first.wait_for(timeout=60_000)
-    wait_quiet(page)
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').first.set_input_files(
-        str(_paddle_classifier(tmp_path / "orientation.onnx")))
-    page.get_by_text("has no data yet").first.wait_for()
-    wait_quiet(page)
+    upload_model(page, app["url"], _paddle_classifier(tmp_path / "orientation.onnx"))
     go_to(page, "Data", "data")
-    page.get_by_text("Upload images (files or a .zip)").click()
-    wait_quiet(page)
-    page.locator('.st-key-data_upload input[type="file"]').set_input_files([str(p) for p in sorted(PHOTOS.glob("*.jpg"))[:4]])
-    page.locator('[data-testid="stSidebar"]').get_by_text("uploaded images (4)").first.wait_for()
-    wait_quiet(page)
+    upload_photos(page, 4)
     offer = page.locator('[data-testid="stAlert"]').filter(has_text="This model's shapes fit the PaddleClas classifier")
     offer.first.wait_for()
     assert "PaddlePaddle export (output 'fetch_name_0')" in offer.first.inner_text()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.test_browser import (PHOTOS, REPO, STEP_TIMEOUT_MS, DEMO_TIMEOUT_MS, button, go_to, graphdiff_frame,
-                                        laptop, laptop_shot, wait_quiet)  # noqa: F401
+from tests.browser.test_browser import (REPO, STEP_TIMEOUT_MS, DEMO_TIMEOUT_MS, button, go_to, graphdiff_frame,
+                                        laptop, laptop_shot, upload_model, upload_photos, wait_quiet)  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -38,19 +38,9 @@ def test_the_yolov8_head_is_matched_by_name_on_compare(app, laptop, screenshots)
     page = laptop
     shots = Path(os.environ.get("ORTLAB_SHOTS") or screenshots)
     shots.mkdir(parents=True, exist_ok=True)
-    page.goto(app["url"] + "/model")
-    page.locator('[data-testid="stFileUploader"]').first.wait_for(timeout=60_000)
-    wait_quiet(page)
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').first.set_input_files(str(YOLOV8))
-    page.get_by_text("has no data yet").first.wait_for()
-    wait_quiet(page)
+    upload_model(page, app["url"], YOLOV8)
     go_to(page, "Data", "data")
-    page.get_by_text("Upload images (files or a .zip)").click()
-    wait_quiet(page)
-    page.locator('.st-key-data_upload input[type="file"]').set_input_files(
-        [str(p) for p in sorted(PHOTOS.glob("*.jpg"))[:8]])
-    page.locator('[data-testid="stSidebar"]').get_by_text("uploaded images (8)").first.wait_for()
-    wait_quiet(page)
+    upload_photos(page, 8)
     page.locator(".st-key-data-use_suggested_preset button").click()
     wait_quiet(page)
     page.get_by_text("This data fits the model").first.wait_for(timeout=STEP_TIMEOUT_MS)

@@ -13,7 +13,7 @@ import pytest
 
 from tests.browser.conftest import LAPTOP
 from tests.browser.test_browser import (DEMO_TIMEOUT_MS, PHOTOS, STEP_TIMEOUT_MS, button, go_to, laptop,  # noqa: F401
-                                        laptop_shot, wait_quiet)
+                                        laptop_shot, upload_model, upload_photos, wait_quiet)
 from tests.browser.test_detector_diff import YOLOV8
 from tests.browser.test_openvino_and_phone import PHONE, full_shot
 
@@ -70,19 +70,9 @@ def _both_sizes(page, shots: Path, name: str) -> dict:
 
 
 def _detector_with_a_run(page, url: str) -> None:
-    page.goto(url + "/model")
-    page.locator('[data-testid="stFileUploader"]').first.wait_for(timeout=60_000)
-    wait_quiet(page)
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').first.set_input_files(str(YOLOV8))
-    page.get_by_text("has no data yet").first.wait_for()
-    wait_quiet(page)
+    upload_model(page, url, YOLOV8)
     go_to(page, "Data", "data")
-    page.get_by_text("Upload images (files or a .zip)").click()
-    wait_quiet(page)
-    page.locator('.st-key-data_upload input[type="file"]').set_input_files(
-        [str(p) for p in sorted(PHOTOS.glob("*.jpg"))[:8]])
-    page.locator('[data-testid="stSidebar"]').get_by_text("uploaded images (8)").first.wait_for()
-    wait_quiet(page)
+    upload_photos(page, 8)
     page.locator(".st-key-data-use_suggested_preset button").click()
     wait_quiet(page)
     page.get_by_text("This data fits the model").first.wait_for(timeout=STEP_TIMEOUT_MS)

@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from tests.browser.test_browser import (PHOTOS, REPO, STEP_TIMEOUT_MS, DEMO_TIMEOUT_MS, button, go_to, graphdiff_frame,
-                                        laptop, laptop_shot, wait_quiet)  # noqa: F401
+from tests.browser.test_browser import (REPO, STEP_TIMEOUT_MS, DEMO_TIMEOUT_MS, button, go_to, graphdiff_frame,
+                                        laptop, laptop_shot, upload_model, upload_photos, wait_quiet)  # noqa: F401
 from tests.browser.test_detector_diff import DRAWN_JS
 
 pytestmark = pytest.mark.browser
@@ -22,20 +22,9 @@ F1_BAR = re.compile(r"the (0\.\d+) bar|< (0\.\d+)")  # a detection F1's bar, as 
 
 def test_an_open_size_detector_gets_its_preset_and_size_in_one_click_and_compares_cleanly(app, laptop, screenshots):  # noqa: F811
     page = laptop
-    page.goto(app["url"] + "/model")
-    page.locator('[data-testid="stFileUploader"]').first.wait_for(timeout=60_000)
-    wait_quiet(page)
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').first.set_input_files(str(OPEN_DETECTOR))
-    page.get_by_text("has no data yet").first.wait_for()
-    wait_quiet(page)
+    upload_model(page, app["url"], OPEN_DETECTOR)
     go_to(page, "Data", "data")
-    page.get_by_text("Upload images (files or a .zip)").click()
-    wait_quiet(page)
-    photos = sorted(PHOTOS.glob("*.jpg"))[:40]
-    assert len(photos) == 40
-    page.locator('.st-key-data_upload input[type="file"]').set_input_files([str(p) for p in photos])
-    page.locator('[data-testid="stSidebar"]').get_by_text("uploaded images (40)").first.wait_for()
-    wait_quiet(page)
+    upload_photos(page, 40)
     alerts = page.locator('[data-testid="stAlert"]').all_inner_texts()
     assert [t for t in alerts if "YOLO (Ultralytics)" in t and "320×320" in t], alerts  # offered, with its size
     page.locator(".st-key-data-use_suggested_preset button").click()  # the one click
