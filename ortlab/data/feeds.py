@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # TensorInfo is only used for its .name / .dtype / .shape
     from ortlab.model.inspect import TensorInfo
 
 from ortlab.data.dataset import Dataset
-from ortlab.data.inputs import InputSpec, infer_specs, is_control_input, random_array, stack
+from ortlab.data.inputs import InputSpec, given_array, infer_specs, is_control_input, random_array, stack
 from ortlab.data.preprocess import shape_text, static_dim, detect_preprocess, preprocess_image
 
 
@@ -248,15 +248,10 @@ def _feed_of(ds: Dataset, indices: Sequence[int], model_inputs: Sequence[TensorI
         feeds = []
         for i in indices:
             rng = np.random.default_rng([ds.seed, int(ds.samples[i].index or 0)])
-            feeds.append({s.name: _given(s, ds.control[s.name]) if s.name in ds.control else random_array(s, rng, 1)
-                          for s in specs})
+            feeds.append({s.name: given_array(s, ds.control[s.name], 1) if s.name in ds.control
+                          else random_array(s, rng, 1) for s in specs})
         return stack(specs, feeds)
     raise DataError(f"Unknown dataset kind {ds.kind!r}.")
-
-
-def _given(spec: InputSpec, value: float) -> np.ndarray:
-    """One sample of ``spec`` holding ``value`` everywhere (a control input's value, as a person gave it)."""
-    return np.full(spec.at_batch(1), value, dtype=dtypes.to_numpy(spec.dtype) or np.float32)
 
 
 def control_values(ds: Dataset | None, model_inputs: Sequence[TensorInfo]) -> dict[str, float]:

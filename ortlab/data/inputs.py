@@ -569,6 +569,12 @@ def random_array(spec: InputSpec, rng: np.random.Generator, batch: int) -> np.nd
     return rng.integers(0, 2, size=shape).astype(dtype)
 
 
+def given_array(spec: InputSpec, value: float, batch: int) -> np.ndarray:
+    """One input at ``batch`` holding ``value`` everywhere: a control input's value as a person gave it
+    (``--input-value``), where :func:`random_array` would refuse to make one up."""
+    return np.full(spec.at_batch(batch), value, dtype=dtypes.to_numpy(spec.dtype))
+
+
 def random_feed(specs: Sequence[InputSpec], batch: int, seed: int = 0) -> dict[str, np.ndarray]:
     """One feed of random data (:func:`random_array`) for every spec at ``batch``."""
     rng = np.random.default_rng(seed)

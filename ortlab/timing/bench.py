@@ -20,7 +20,9 @@ import numpy as np
 from ortlab.core import dtypes, limits
 from ortlab.settings.config import BenchConfig, OptLevel
 from ortlab.core.errors import BenchmarkError, OrtlabError
-from ortlab.data.inputs import InputSpec, control_input_text, infer_specs, is_control_input, random_array
+from ortlab.data.inputs import (
+    InputSpec, control_input_text, given_array, infer_specs, is_control_input, random_array,
+)
 from ortlab.core.progress import CancelToken
 from ortlab.core.serial import from_plain, to_plain
 from ortlab.core.text import format_bytes, one_line
@@ -123,8 +125,8 @@ def make_inputs(session_inputs: Sequence[Any], batch_size: int, seed: int = 0,
                                 batch_size, "Benchmark input", error=BenchmarkError,
                                 hint="Give a smaller --shape (symbolic dims) or batch size.")
     rng = np.random.default_rng(seed)
-    return {s.name: (np.full(s.at_batch(at[s.name]), given[s.name], dtype=dtypes.to_numpy(s.dtype))
-                     if s.name in given else random_array(s, rng, at[s.name])) for s in specs}
+    return {s.name: (given_array(s, given[s.name], at[s.name]) if s.name in given else random_array(s, rng, at[s.name]))
+            for s in specs}
 
 
 @dataclass(frozen=True)
