@@ -150,8 +150,7 @@ def prepare_run(spec: RunSpec, info: ModelInfo | None = None) -> RunSpec:
 def prepare_recipe_run(model, recipe: Recipe, dataset: Dataset | None = None,
                        preprocess: PreprocessConfig | None = None, verify_samples: int = DEFAULT_VERIFY_SAMPLES, *,
                        verify_dataset: Dataset | None = None, policy: VerdictPolicy | None = None,
-                       shapes: dict[str, list[int]] | None = None, info: ModelInfo | None = None,
-                       values: dict[str, float] | None = None) -> PreparedRun:
+                       shapes: dict[str, list[int]] | None = None, info: ModelInfo | None = None) -> PreparedRun:
     """A run of ``recipe`` on the model at ``model`` with loaded data, prepared in this process: the recipe
     validated (``RecipeError``), the model read (``ModelLoadError``; ``info`` when the caller already read it).
     ``dataset`` calibrates and, unless ``verify_dataset`` is given, verifies."""
@@ -162,8 +161,7 @@ def prepare_recipe_run(model, recipe: Recipe, dataset: Dataset | None = None,
     info = info if info is not None else inspect_model(path)
     check_model_for(recipe, info)
     return PreparedRun(path, recipe, info, dataset, verify_dataset, preprocess, verify_samples,
-                       policy or VerdictPolicy(), _int_shapes(shapes), tuple(warnings), tuple(notes),
-                       {k: float(v) for k, v in (values or {}).items()})
+                       policy or VerdictPolicy(), _int_shapes(shapes), tuple(warnings), tuple(notes))
 
 
 def _int_shapes(shapes: dict[str, list[int]] | None) -> dict[str, list[int]]:
