@@ -84,15 +84,11 @@ class OptimizationParity:
     safe_level: str = ""
     safe_verdict: str = ""
 
-    @property
-    def text(self) -> str:
-        """What changed, and the level that is safe; empty when the outputs agree."""
-        return self.text_for("")
-
     def text_for(self, level: str) -> str:
-        """:attr:`text` for a result whose verdict is ``level``: when the model optimized at the safe level was
-        judged too, whether that level would change the verdict (a result that quantization breaks stays broken at
-        any level: the advice to lower it would mislead)."""
+        """What changed, and the level that is safe, for a result whose verdict is ``level``; empty when the outputs
+        agree. When the model optimized at the safe level was judged too, whether that level would change the
+        verdict (a result that quantization breaks stays broken at any level: the advice to lower it would
+        mislead)."""
         if self.ok:
             return ""
         safe = ("" if not self.safe_level else
