@@ -31,7 +31,7 @@ import onnxruntime as ort  # noqa: E402
 
 from ortlab.data.loaders import load_image_folder, load_tensor_file, load_text_file  # noqa: E402
 from ortlab.data.samples import load_manifest  # noqa: E402
-from ortlab.runs.pipeline import run_recipe  # noqa: E402
+from ortlab.runs.in_process import run_recipe  # noqa: E402
 from ortlab.settings.config import Precision, QuantConfig, Recipe  # noqa: E402
 
 FIX = REPO / "tests" / "fixtures"

@@ -2,7 +2,7 @@
 
 Before the run service, a calibration ran inside the Streamlit server: it held a process-wide lock and
 redirected fd 2 for its whole duration, and another session's model load waited 28 s behind a 600-image
-calibration. Now every recipe runs in a child process started by ``ortlab.runs.service.start_recipe``.
+calibration. Now every recipe runs in a child process started by ``ortlab.runs.prepare.start_recipe``.
 
 This script starts int8 static quantization of EfficientNet-Lite0 calibrated on 600 images (the sample's 64
 calibration photos, repeated) through the run service, and while it calibrates, loads a model in this
@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from ortlab.runs import prepare
 from ortlab.data import samples
-from ortlab.runs import service
 from ortlab.settings.config import Precision, QuantConfig, Recipe
 from ortlab.model.inspect import inspect_model
 from ortlab.runs.runspec import DataRef, RunSpec
@@ -70,7 +70,7 @@ def main() -> None:
         recipe = Recipe(precision=Precision.INT8, quant=QuantConfig(calibration_samples=args.images))
         spec = RunSpec(str(model), recipe, sample="efficientnet_lite0", calibration=DataRef(path=str(folder)),
                        evaluation=DataRef(sample="efficientnet_lite0", set="evaluation", count=8))
-        handle = service.start_recipe(spec, workspace=Workspace(tmp / "home"))
+        handle = prepare.start_recipe(spec, workspace=Workspace(tmp / "home"))
         while "calibrate" not in handle.progress and not handle.done:
             handle.drain()
             time.sleep(0.05)

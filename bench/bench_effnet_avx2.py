@@ -1,6 +1,6 @@
 """EfficientNet-Lite0 int8 vs fp32 on this CPU: which U8S8/U8U8/S8S8 and reduce-range recipe keeps fp32's answers?
 
-Each row is built by the engine's pipeline (``ortlab.runs.pipeline.run_recipe``: static QDQ, per-channel MinMax,
+Each row is built by the engine's pipeline (``ortlab.runs.in_process.run_recipe``: static QDQ, per-channel MinMax,
 calibrated on the sample's 64 calibration crops, ranges shared through one calibration cache, saved as plain QDQ),
 with bias correction on and off. Every row is then compared with the fp32 model on held-out photos the calibration
 never saw: the sample's 64 evaluation crops and the photo folders given with ``--photos`` (unlabelled: agreement
@@ -78,7 +78,7 @@ from ortlab.data.loaders import load_image_folder  # noqa: E402
 from ortlab.data.preprocess import preprocess_image  # noqa: E402
 from ortlab.data.samples import load_manifest  # noqa: E402
 from ortlab.runs.calibration_cache import CalibrationCache  # noqa: E402
-from ortlab.runs.pipeline import run_recipe  # noqa: E402
+from ortlab.runs.in_process import run_recipe  # noqa: E402
 from ortlab.runtime.hardware import advised_recipe, detect  # noqa: E402
 from ortlab.settings.config import BenchConfig, OptLevel, Precision, QuantConfig, QuantType, Recipe  # noqa: E402
 from ortlab.timing.child_runs import PairTimer  # noqa: E402

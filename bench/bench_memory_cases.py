@@ -64,7 +64,7 @@ def case(name: str, tmp: Path, upload_mb: int) -> str:
     """Run one case in this process; returns what happened (the error message or "ok")."""
 
     from ortlab.data.loaders import load_image_zip, load_tensor_file
-    from ortlab.runs import service
+    from ortlab.runs import bench_service, prepare
     from ortlab.settings.config import BenchConfig, Recipe
     from ortlab.core.errors import OrtlabError
     from ortlab.runs.history import BenchVariant
@@ -83,11 +83,11 @@ def case(name: str, tmp: Path, upload_mb: int) -> str:
         elif name == "big_input_recipe":
             spec = RunSpec(str(tmp / "big.onnx"), Recipe(allow_random_data=True),
                            calibration=DataRef(random=64), verify_samples=64)
-            handle = service.start_recipe(spec, workspace=Workspace(tmp / "ws"), memory_gb=1.5)
+            handle = prepare.start_recipe(spec, workspace=Workspace(tmp / "ws"), memory_gb=1.5)
             handle.follow()
         elif name == "bench_over_cap":
             model = tmp / "big.onnx"
-            handle = service.start_benchmark([BenchVariant("big", "big", str(model))],
+            handle = bench_service.start_benchmark([BenchVariant("big", "big", str(model))],
                                              BenchConfig(warmup=0, duration_s=0, runs=2, batch_sizes=[4]),
                                              workspace=Workspace(tmp / "ws"), memory_gb=1.2)
             handle.follow()

@@ -2,7 +2,7 @@
 
 For every sample: fp32 with graph optimization disabled (the baseline), fp32 at level all, int8 static
 QDQ (MinMax, per-channel, extended), int8 dynamic (MatMul/Gemm, the default) and int8 dynamic with Conv
-included (ConvInteger, expected to be slow on CPU). Each variant is built with ``ortlab.runs.pipeline.run_recipe``
+included (ConvInteger, expected to be slow on CPU). Each variant is built with ``ortlab.runs.in_process.run_recipe``
 and timed at batch 1 and 32 with ``ortlab.timing.bench.latency_samples``; rounds interleave the variants so machine
 load hits them alike. Prints p50 per variant and its speed ratio against the baseline (> 1 = faster).
 
@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 from ortlab.timing import bench  # noqa: E402
 from ortlab.data import samples  # noqa: E402
 from ortlab.settings.config import BenchConfig, OptLevel, Precision, QuantConfig, QuantMode, Recipe  # noqa: E402
-from ortlab.runs.pipeline import run_recipe  # noqa: E402
+from ortlab.runs.in_process import run_recipe  # noqa: E402
 
 VARIANTS = {
     "fp32 disabled": Recipe(opt_level=OptLevel.DISABLED),

@@ -3,7 +3,7 @@
 A. EfficientNet-Lite0 (bundled sample):
    1. The default int8 recipe, with ``--trials DIR/trials.json`` (``ortlab tune --out DIR``) the tune's
       recommendation, its most accurate static recipe and its most accurate 16-bit-weight recipe, and any
-      ``--recipe`` JSON are built with ``ortlab.runs.pipeline.run_recipe`` and timed against fp32 at level all, at batch
+      ``--recipe`` JSON are built with ``ortlab.runs.in_process.run_recipe`` and timed against fp32 at level all, at batch
       1 and 32, in interleaved rounds (machine load hits them alike): speed ratio vs fp32 (median of the rounds'
       medians).
    2. Accuracy on the held-out evaluation photos (never the calibration ones): logits SQNR, top-1 flips, and
@@ -46,7 +46,7 @@ from ortlab.checks.analyze import analyze  # noqa: E402
 from ortlab.settings.config import BenchConfig, OptLevel, Precision, QuantMode, Recipe  # noqa: E402
 from ortlab.data.feeds import batch_inputs  # noqa: E402
 from ortlab.checks.evaluate import session_inputs  # noqa: E402
-from ortlab.runs.pipeline import run_recipe  # noqa: E402
+from ortlab.runs.in_process import run_recipe  # noqa: E402
 from ortlab.runtime.providers import create_session  # noqa: E402
 from ortlab.runs.runspec import DataRef  # noqa: E402
 

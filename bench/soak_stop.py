@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from ortlab.model.inspect import sha256_file  # noqa: E402
-from ortlab.runs import service  # noqa: E402
+from ortlab.runs import run_recovery, service  # noqa: E402
 from ortlab.runs.artifact import Artifact  # noqa: E402
 from ortlab.runs.workspace import Workspace  # noqa: E402
 from ortlab.runtime.child import STOP_GRACE_S  # noqa: E402
@@ -301,8 +301,8 @@ def check_history(home: Path) -> tuple[list[str], dict[str, int]]:
     for folder in Path(ws.artifacts_dir).iterdir() if Path(ws.artifacts_dir).is_dir() else []:
         if folder.resolve() not in recorded:
             problems.append(f"folder {folder.name} is in no history row ({sorted(p.name for p in folder.iterdir())})")
-    problems += [f"interrupted: {r}" for r in service.interrupted_runs(ws)]
-    problems += [f"adopted at the next start: {n}" for n in service.startup(ws)]
+    problems += [f"interrupted: {r}" for r in run_recovery.interrupted_runs(ws)]
+    problems += [f"adopted at the next start: {n}" for n in run_recovery.startup(ws)]
     if len(ws.history().list()) != len(rows):
         problems.append(f"the next start changed the history: {len(rows)} → {len(ws.history().list())} rows")
     by_origin: dict[str, int] = {}

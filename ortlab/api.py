@@ -39,7 +39,7 @@ from ortlab.timing.compare import BenchComparison, LatencyStats
 from ortlab.timing.stats import SpeedUp
 from ortlab.timing.settle import SettledSpeed
 from ortlab.runs.artifact import Artifact
-from ortlab.runs.result_speed import ResultSpeed
+from ortlab.timing.stats import ResultSpeed
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runs.service import Handle, RecipeHandle
 from ortlab.runs.bench_service import BenchHandle

@@ -18,7 +18,7 @@ from ortlab.transforms.coverage import QuantCoverage
 from ortlab.core.errors import OrtlabError
 from ortlab.core.layout import ARTIFACT_FILE
 from ortlab.checks.eval_report import EvalReport
-from ortlab.runs.result_speed import ResultSpeed
+from ortlab.timing.stats import ResultSpeed
 from ortlab.runs.runspec import RunSpec
 from ortlab.core.serial import PlainDataError, dumps, from_plain, loads, to_plain
 from ortlab.checks.verdict import Verdict

@@ -41,7 +41,7 @@ from ortlab.core.serial import dumps, from_plain, loads, to_plain
 from ortlab.core.layout import ARTIFACT_FILE
 from ortlab.runs.artifact import load_artifact
 from ortlab.model.inspect import sha256_file
-from ortlab.runs.outputs import RUNNING_FILE, owner_alive
+from ortlab.runs.outputs import RECORDED_FILE, RUNNING_FILE, owner_alive, write_text_atomic
 
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 30.0  # how long a call waits for another process's lock on the history before it gives up
@@ -553,6 +553,40 @@ def defer_run(db_path: str | Path, artifact: Artifact) -> Path:
     tmp.write_text(dumps(plain), encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+def record_run(artifact: Artifact, db: Path | None, run_dir: Path, *, into_file: bool) -> Artifact:
+    """Save the artifact (unless the run went ``into_file``, an OUT.onnx), then add its row to the history ``db``
+    (last: the folder is the source of truth, the history its index) and mark ``run_dir`` as recorded; the artifact
+    with its run id. A history that cannot be written leaves a note, not a failure; no ``db``: not recorded."""
+    if db is None:
+        return artifact
+    if not into_file:
+        artifact.save()  # complete, with its recipe, before the row that points at it
+    try:
+        hist = History(db)
+        artifact = replace(artifact, run_id=hist.add(artifact))
+        if hist.recovered is not None:  # found damaged while recording: the person hears it with the run
+            artifact = replace(artifact, notes=[*artifact.notes, hist.recovered.message])
+    except (OrtlabError, OSError, sqlite3.Error) as exc:
+        return replace(artifact, notes=[*artifact.notes, _not_recorded(artifact, db, exc, into_file=into_file)])
+    write_text_atomic(run_dir / RECORDED_FILE, str(artifact.run_id))
+    if not into_file:
+        artifact.save()  # again, now with its run_id
+    return artifact
+
+
+def _not_recorded(artifact: Artifact, db: Path, exc: BaseException, *, into_file: bool) -> str:
+    """The note of a finished run the history could not take: why, where the result is, and when it will be
+    listed: a workspace folder is indexed at the next start; a run into OUT.onnx is kept for it beside the
+    history (:func:`defer_run`)."""
+    later = " and will be listed when ortlab next starts (the app, or any ortlab command that uses the workspace)"
+    if into_file:
+        try:
+            defer_run(db, artifact)
+        except OSError:
+            later = ""
+    return f"Not recorded in the history yet: {one_line(exc).rstrip('.')}. The result is kept{later}."
 
 
 def _busy(exc: sqlite3.DatabaseError) -> bool:

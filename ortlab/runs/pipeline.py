@@ -29,7 +29,7 @@ from ortlab.checks.eval_report import EvalReport
 from ortlab.checks.evaluate import evaluate
 from ortlab.checks.parity import SAFE_MODEL, optimization_parity
 from ortlab.checks.task_metrics import output_channel_groups
-from ortlab.checks.verdict import Verdict, judge
+from ortlab.checks.verdict import Verdict, VerdictPolicy, judge
 from ortlab.core.errors import Cancelled, DataError, ModelLoadError, OptimizationError, OrtlabError, QuantizationError
 from ortlab.core.layout import MODEL_FILE, QDQ_FILE, RECIPE_FILE
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
@@ -38,7 +38,7 @@ from ortlab.data.dataset import Dataset, random_dataset, stratified_sample
 from ortlab.data.feeds import check_fits, sample_copies
 from ortlab.data.inputs import control_input_error, default_notes, infer_specs, is_control_input, resolve_feed
 from ortlab.data.preprocess import resolve_preprocess
-from ortlab.model.inspect import run_warnings, sha256_file
+from ortlab.model.inspect import ModelInfo, run_warnings, sha256_file
 from ortlab.model.patterns import DETECTOR_BIAS_NOTE, is_detector_file
 from ortlab.runs import outputs
 from ortlab.runs.artifact import Artifact, file_bytes
@@ -46,11 +46,8 @@ from ortlab.runs.bias_task_judge import held_back_task_judge
 from ortlab.runs.calibration_cache import (
     REUSED, CachedCalibration, CalibrationCache, calibration_key, feeds_digest, model_digest,
 )
-from ortlab.runs.prepare import (  # noqa: F401 (NO_CALIBRATION_DATA: part of this module's API)
-    BIAS_CORRECTION_SKIPPED, BIAS_ON_RANDOM_DATA, DEFAULT_VERIFY_SAMPLES, NO_CALIBRATION_DATA, PreparedRun,
-    prepare_recipe_run,
-)
 from ortlab.runs.run_notes import RunNotes
+from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES
 from ortlab.runtime import providers
 from ortlab.settings.config import OptLevel, Precision, PreprocessConfig, QuantFormat, Recipe
 from ortlab.transforms import bias_correction
@@ -64,7 +61,36 @@ from ortlab.transforms.quantize import (
 )
 
 
+BIAS_CORRECTION_SKIPPED = ("Bias correction skipped: the calibration data is random, and fitting the biases to noise "
+                           "would not help; give real calibration data to have it.")
+# said before a run that may calibrate on random data; a run that does says so itself, in its place
+BIAS_ON_RANDOM_DATA = "Bias correction is skipped when the calibration data is random (it would fit the biases to noise)."
+
+
 VERIFICATION_SKIPPED = "Verification skipped: no evaluation data was given."  # a note of the run's artifact
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A run with its decisions made, ready for :func:`run_prepared`: the source ``model``
+    and its facts (``info``), the validated ``recipe`` with its ``warnings`` and ``notes``, the calibration
+    ``dataset`` and the ``verify_dataset`` (loaded), the image ``preprocess`` (None: decided per dataset by
+    :func:`ortlab.data.preprocess.resolve_preprocess`), how many samples verify the result, the verdict ``policy``
+    and ``shapes`` (``{input name: shape}`` for dims the model leaves open); ``values``: what random data feeds the
+    control inputs (``{input name: value}``, ``--input-value``)."""
+
+    model: Path
+    recipe: Recipe
+    info: ModelInfo
+    dataset: Dataset | None = None
+    verify_dataset: Dataset | None = None
+    preprocess: PreprocessConfig | None = None
+    verify_samples: int = DEFAULT_VERIFY_SAMPLES
+    policy: VerdictPolicy = field(default_factory=VerdictPolicy)
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    values: dict[str, float] = field(default_factory=dict)
 
 
 # -- what the stages hand on ------------------------------------------------------------------------------------
@@ -466,23 +492,3 @@ def run_prepared(run: PreparedRun, out_dir, reporter: Reporter = null_reporter, 
     outputs.write_text_atomic(out / RECIPE_FILE, run.recipe.to_json())
     artifact.save()
     return artifact
-
-
-def run_recipe(model_path, recipe: Recipe, out_dir, dataset=None, preprocess: PreprocessConfig | None = None,
-               reporter: Reporter = null_reporter, cancel: CancelToken | None = None,
-               verify_samples: int = DEFAULT_VERIFY_SAMPLES,
-               *, verify_dataset=None, policy=None, shapes: dict[str, list[int]] | None = None,
-               calibrations: CalibrationCache | None = None) -> Artifact:
-    """Prepare (:func:`ortlab.runs.prepare.prepare_recipe_run`: the recipe validated, the model read) and run
-    ``recipe`` on the model at ``model_path`` into ``out_dir`` in this process (scripts and tests; the app and the
-    CLI run a prepared spec in a child process, ``ortlab.runs.service``).
-
-    ``dataset`` feeds calibration and, unless ``verify_dataset`` is given, the verification against the source.
-    Without data, static int8 needs ``recipe.allow_random_data`` and verification is skipped. ``preprocess`` None
-    means :func:`ortlab.data.preprocess.resolve_preprocess` decides. ``shapes`` (``{input name: shape}``) sets dims
-    the model leaves open (:func:`ortlab.data.inputs.infer_specs`). ``calibrations``: where calibrated ranges are
-    kept and reused (:class:`ortlab.runs.calibration_cache.CalibrationCache`; None: calibrate afresh).
-    """
-    run = prepare_recipe_run(model_path, recipe, dataset, preprocess, verify_samples, verify_dataset=verify_dataset,
-                             policy=policy, shapes=shapes)
-    return run_prepared(run, out_dir, reporter, cancel, calibrations=calibrations)

@@ -1,62 +1,57 @@
-"""Everything decided about a recipe run before it starts, decided once, in the process that starts it.
+"""A recipe run up to its start: everything decided before it starts, decided once, in the process that starts
+it, and the start.
 
 :func:`prepare_run` reads the model's facts once (:func:`ortlab.model.inspect.inspect_model`, which hashes the
 whole file), validates the recipe against the providers that work here and this CPU (:func:`validate_recipe`, whose
 rules live here: they ask about the machine, not about the settings), checks that static int8 has data and that an
 int8 or fp16 recipe starts from a float model, and names the bundled sample the model is (by that same hash).
-The prepared :class:`RunSpec` carries all of it to the run's child process, which trusts it: the child neither
-inspects the model nor validates the recipe again; :func:`ortlab.runs.recipe_child.load_prepared` turns it into
-the :class:`PreparedRun` the pipeline runs. :func:`prepare_recipe_run` prepares a run in this process from a model
-and loaded data (scripts and tests). What the recipe does (static int8, bias correction) is the recipe's own answer
-(:attr:`Recipe.is_static`, :attr:`Recipe.corrects_biases`).
+:func:`start_recipe` (recorded in a workspace) and :func:`start_unrecorded_recipe` (a tune trial on a cluster node)
+prepare the spec, set the run's time limit, check the space and the output place, and hand one typed
+:class:`ortlab.runs.recipe_request.RecipeRequest` to the one way out of the process
+(:class:`ortlab.runtime.child.ChildExecutor`). The child trusts the prepared spec: it neither inspects the model nor
+validates the recipe again; :func:`ortlab.runs.recipe_child.load_prepared` turns it into the
+:class:`ortlab.runs.pipeline.PreparedRun` the pipeline runs (a run in this process: :mod:`ortlab.runs.in_process`).
+What the recipe does (static int8, bias correction) is the recipe's own answer (:attr:`Recipe.is_static`,
+:attr:`Recipe.corrects_biases`).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import platform
+import shutil
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ortlab.checks.verdict import VerdictPolicy
-from ortlab.core.errors import ModelLoadError, RecipeError
-from ortlab.data.dataset import Dataset
+from ortlab.core.disk import check_space, run_space_needed
+from ortlab.core.errors import ModelLoadError, OrtlabError, RecipeError
+from ortlab.core.text import utc_timestamp
 from ortlab.data.samples import find_for_model, get_sample
 from ortlab.model.diff import is_quantization_op
-from ortlab.model.inspect import WEIGHT_INPUTS, ModelInfo, inspect_model
-from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, RunSpec
+from ortlab.model.inspect import WEIGHT_INPUTS, ModelInfo, external_data_files, inspect_model
+from ortlab.runs import outputs
+from ortlab.runs.pipeline import BIAS_ON_RANDOM_DATA
+from ortlab.runs.recipe_child import run_recipe_child
+from ortlab.runs.recipe_request import RecipeRequest
+from ortlab.runs.result_speed import SKIP, SpeedCheck
+from ortlab.runs.runspec import RunSpec
+from ortlab.runs.service import RUN_TIMEOUT_VAR, RecipeHandle, timeout_from_env
+from ortlab.runs.workspace import Workspace
+from ortlab.runtime.child import ChildExecutor, default_memory_gb
 from ortlab.runtime.hardware import cpu_int8
 from ortlab.runtime.providers import working_providers
 from ortlab.settings.config import (DISTRIBUTION_MIN_BINS, CalibrationMethod, CpuInt8, Finding, OptLevel, Precision,
-                                   PreprocessConfig, QuantFormat, QuantType, Recipe, Target, errors_of)
+                                   QuantFormat, QuantType, Recipe, Target, errors_of)
 
-BIAS_CORRECTION_SKIPPED = ("Bias correction skipped: the calibration data is random, and fitting the biases to noise "
-                           "would not help; give real calibration data to have it.")
 NO_CALIBRATION_DATA = ("Static quantization needs calibration data: give a folder of images or a tensor file, "
                        "use dynamic quantization, or allow random data (results will be flagged).")
+RUN_TIMEOUT_BASE_S = 600.0       # default: a generous base…
+RUN_TIMEOUT_PER_SAMPLE_S = 2.0   # …plus this per calibration and verification sample…
+RUN_TIMEOUT_PER_100MB_S = 60.0   # …and this per 100 MB of model
 
-
-@dataclass(frozen=True)
-class PreparedRun:
-    """A run with its decisions made, ready for :func:`ortlab.runs.pipeline.run_prepared`: the source ``model``
-    and its facts (``info``), the validated ``recipe`` with its ``warnings`` and ``notes``, the calibration
-    ``dataset`` and the ``verify_dataset`` (loaded), the image ``preprocess`` (None: decided per dataset by
-    :func:`ortlab.data.preprocess.resolve_preprocess`), how many samples verify the result, the verdict ``policy``
-    and ``shapes`` (``{input name: shape}`` for dims the model leaves open); ``values``: what random data feeds the
-    control inputs (``{input name: value}``, ``--input-value``)."""
-
-    model: Path
-    recipe: Recipe
-    info: ModelInfo
-    dataset: Dataset | None = None
-    verify_dataset: Dataset | None = None
-    preprocess: PreprocessConfig | None = None
-    verify_samples: int = DEFAULT_VERIFY_SAMPLES
-    policy: VerdictPolicy = field(default_factory=VerdictPolicy)
-    shapes: dict[str, list[int]] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-    values: dict[str, float] = field(default_factory=dict)
 
 
 def lacks_calibration_data(recipe: Recipe, has_data: bool) -> bool:
@@ -145,27 +140,6 @@ def prepare_run(spec: RunSpec, info: ModelInfo | None = None) -> RunSpec:
     sample = get_sample(spec.sample) if spec.sample else find_for_model(spec.model, info.sha256)
     return replace(spec, model_info=info.to_dict(), sample=sample.name if sample is not None else None,
                    warnings=tuple(warnings), notes=tuple(notes))
-
-
-def prepare_recipe_run(model, recipe: Recipe, dataset: Dataset | None = None,
-                       preprocess: PreprocessConfig | None = None, verify_samples: int = DEFAULT_VERIFY_SAMPLES, *,
-                       verify_dataset: Dataset | None = None, policy: VerdictPolicy | None = None,
-                       shapes: dict[str, list[int]] | None = None, info: ModelInfo | None = None) -> PreparedRun:
-    """A run of ``recipe`` on the model at ``model`` with loaded data, prepared in this process: the recipe
-    validated (``RecipeError``), the model read (``ModelLoadError``; ``info`` when the caller already read it).
-    ``dataset`` calibrates and, unless ``verify_dataset`` is given, verifies."""
-    path = Path(model)
-    if not path.is_file():
-        raise ModelLoadError(f"Model file not found: {path}.", step="validate")
-    warnings, notes = check_recipe(recipe, has_data=dataset is not None)
-    info = info if info is not None else inspect_model(path)
-    check_model_for(recipe, info)
-    return PreparedRun(path, recipe, info, dataset, verify_dataset, preprocess, verify_samples,
-                       policy or VerdictPolicy(), _int_shapes(shapes), tuple(warnings), tuple(notes))
-
-
-def _int_shapes(shapes: dict[str, list[int]] | None) -> dict[str, list[int]]:
-    return {k: [int(x) for x in v] for k, v in (shapes or {}).items()}
 
 
 # -- the recipe against this machine ------------------------------------------------------------------------
@@ -289,10 +263,6 @@ def _int16_weights(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
                                                  f"{', '.join(sorted(overlap))}.")
 
 
-# said before a run that may calibrate on random data; a run that does says so itself, in its place
-BIAS_ON_RANDOM_DATA = "Bias correction is skipped when the calibration data is random (it would fit the biases to noise)."
-
-
 def _bias_correction(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
     """Static int8: when bias correction does not apply."""
     if not recipe.is_static or not recipe.quant.bias_correction:
@@ -393,3 +363,119 @@ def raise_on_errors(findings: list[Finding]) -> list[Finding]:
     if errors:
         raise RecipeError(" ".join(f.message for f in errors), step="validate")
     return findings
+
+
+# -- the start ---------------------------------------------------------------------------------------------------
+
+
+def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app",
+                 memory_gb: float | None = None, info: ModelInfo | None = None,
+                 speed_check: SpeedCheck = SKIP) -> RecipeHandle:
+    """Run ``spec`` in a child process and return its handle at once.
+
+    ``out``: None = a new folder in the workspace; a folder = the artifact folder (model.onnx, recipe.json,
+    artifact.json); a ``*.onnx`` path = just that model (and its external data) written there. Every run is
+    recorded in the workspace history (``origin`` "app" or "cli") by the child when it ends; then, with
+    ``speed_check`` enabled, the parent times the result against its source (:mod:`ortlab.runs.result_speed`)
+    and stores the figure with the run before the handle is done. ``memory_gb``
+    (default :func:`memory_limit_gb`: ``$ORTLAB_RUN_MEMORY_GB``, else min(8 GB, 60 % of RAM); none for a GPU
+    target unless the variable is set) limits the child's address space. The spec is prepared here, before the
+    child starts (:func:`prepare_run`; ``info``: the model's facts when the caller read them):
+    a model that cannot load or a recipe that cannot run is refused at once, and the child decides nothing again.
+    """
+    size = _model_bytes(spec.model)
+    timeout, timeout_why = run_timeout_s(spec, size)
+    spec = prepare_run(spec, info)
+    ws = workspace if workspace is not None else Workspace()
+    target: Path | None = None
+    needed = run_space_needed(size)
+    check_space(ws.root, needed)
+    if out is not None:
+        check_space(Path(out).expanduser().absolute().parent, needed)
+    as_file = out is not None and Path(out).suffix.lower() == ".onnx" and not Path(out).is_dir()
+    if out is not None:  # refused before anything is written: OUT must not be the source or a file it needs
+        outputs.check_targets(spec.model, outputs.result_files(out, as_file=as_file))
+    if out is None:
+        run_dir, created = ws.new_artifact_dir(), True
+        (run_dir / outputs.OWNER_FILE).write_text(str(os.getpid()))
+        # what is running, to list it as interrupted (and run it again) if the server dies before it ends
+        outputs.write_text_atomic(run_dir / outputs.RUNNING_FILE, json.dumps(
+            {"spec": spec.to_dict(), "origin": origin, "started_at": utc_timestamp()}))
+    elif as_file:
+        target = Path(out).expanduser().absolute()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        outputs.clean_stale(folders=[target.parent])
+        run_dir, created = outputs.make_temp_dir(outputs.RUN_PREFIX, target.parent), True
+    else:
+        run_dir = Path(out).expanduser().resolve()
+        created = not run_dir.exists()
+    request = RecipeRequest(spec, run_dir, out_file=target, db=Path(ws.db_path), origin=origin, timeout_s=timeout,
+                            timeout_why=timeout_why,
+                            memory_gb=memory_gb if memory_gb is not None else default_memory_gb(spec.recipe.target))
+    with _starting(run_dir, remove=created):
+        job = ChildExecutor().submit(run_recipe_child, request, time_limit_s=timeout)
+    return RecipeHandle(request, job, remove_on_cancel=created, speed_check=speed_check)
+
+
+def start_unrecorded_recipe(spec: RunSpec, run_dir: Path, *, calibrations: Path, memory_gb: float | None,
+                            owned_dir: Path | None = None) -> RecipeHandle:
+    """Run a prepared ``spec`` into the existing folder ``run_dir`` in a child process, as :func:`start_recipe`
+    does (the same child, memory limit ``memory_gb``, time limit and errors), but outside any workspace: nothing
+    is recorded, ``calibrations`` is the folder of kept calibrations it reads and adds to, and the handle's
+    ``result`` is the artifact left in ``run_dir`` (a tune trial on a cluster node). ``owned_dir``: a folder that
+    holds the child's scratch folder, and that the child removes, before it kills itself and its process group,
+    when this process dies first (its end of the pipe closes)."""
+    timeout, timeout_why = run_timeout_s(spec)
+    spec = prepare_run(spec)  # a no-op for a prepared spec: the child trusts it
+    (run_dir / outputs.OWNER_FILE).write_text(str(os.getpid()))
+    request = RecipeRequest(spec, Path(run_dir), calibrations=Path(calibrations), timeout_s=timeout,
+                            timeout_why=timeout_why, memory_gb=memory_gb, owned_dir=owned_dir)
+    with _starting(run_dir, remove=False):
+        job = ChildExecutor().submit(run_recipe_child, request, time_limit_s=timeout)
+    return RecipeHandle(request, job, remove_on_cancel=False)
+
+
+def run_timeout_s(spec: RunSpec, model_bytes: int | None = None) -> tuple[float, str]:
+    """(seconds, how it was chosen) a run of ``spec`` may take: ``$ORTLAB_RUN_TIMEOUT_S`` when set, else a
+    generous base plus time per sample (calibration and verification) and per 100 MB of model."""
+    value = timeout_from_env()
+    if value is not None:
+        return value, f"${RUN_TIMEOUT_VAR}"
+    recipe = spec.recipe
+    calibration = recipe.quant.calibration_samples if recipe.is_static else 0
+    verification = max(0, int(spec.verify_samples))
+    samples = calibration + verification
+    size = _model_bytes(spec.model) if model_bytes is None else model_bytes
+    limit = RUN_TIMEOUT_BASE_S + RUN_TIMEOUT_PER_SAMPLE_S * samples + RUN_TIMEOUT_PER_100MB_S * size / 1e8
+    caps = f"{calibration} calibration + {verification} verification" if calibration else f"{verification} verification"
+    return round(limit), (f"the default: {RUN_TIMEOUT_BASE_S:.0f} s + {RUN_TIMEOUT_PER_SAMPLE_S:g} s per sample for "
+                          f"up to {caps} samples + {RUN_TIMEOUT_PER_100MB_S:.0f} s per 100 MB of model; set "
+                          f"${RUN_TIMEOUT_VAR} to change it")
+
+
+@contextmanager
+def _starting(run_dir: Path, *, remove: bool) -> Iterator[None]:
+    """Around the start of a recipe child: when it cannot start, ``run_dir`` goes (``remove``: the run made it) and
+    an ``OSError`` becomes an :class:`OrtlabError` that names it."""
+    try:
+        yield
+    except BaseException as exc:  # no folder is left behind by a run that never started
+        if remove:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise OrtlabError(f"The run's process could not be started ({exc.strerror or exc}: "
+                              f"{exc.filename or 'python'}).") from None
+        raise
+
+
+def _model_bytes(model) -> int:
+    """The model file and its external data, in bytes (0 when it cannot be read: the run says why)."""
+    try:
+        total = Path(model).stat().st_size
+    except OSError:
+        return 0
+    try:
+        total += sum(f.stat().st_size for f in set(external_data_files(model).values()))
+    except (OSError, OrtlabError):
+        pass
+    return total

@@ -1,11 +1,11 @@
-"""The recipe child: what runs inside the child interpreter that :func:`ortlab.runs.service.start_recipe` starts.
+"""The recipe child: what runs inside the child interpreter that :func:`ortlab.runs.prepare.start_recipe` starts.
 
 It receives one typed :class:`RecipeRequest` (its spec already prepared by the parent: nothing is parsed, validated
 or inspected again), loads the data, runs the pipeline, writes and records the artifact, and reports progress, the
 result or the error over its pipe: ("start", pid), ("event", stage, done, total, message), ("done", artifact) or
 ("error", class name, message, step). The parent's side (the handle and its watcher) is :mod:`ortlab.runs.service`,
-which also uses :func:`install_result`, :func:`describe_run`, :func:`record_run` and :func:`tidy_run` to record a
-run whose child died after its result was complete.
+which also uses :mod:`ortlab.runs.recipe_request` (the result installed, described, its folder tidied) and
+:func:`ortlab.runs.history.record_run` to record a run whose child died after its result was complete.
 """
 
 from __future__ import annotations
@@ -13,68 +13,34 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import sqlite3
 import tempfile
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ortlab.checks.verdict import VerdictPolicy
 from ortlab.core.disk import RUN_SPACE_MARGIN, disk_full_message, free_bytes, is_disk_full
 from ortlab.core.errors import Cancelled, OrtlabError
-from ortlab.core.layout import QDQ_FILE, qdq_path
 from ortlab.core.limits import apply_memory_limit, is_alloc_failure
 from ortlab.core.progress import CancelToken, ProgressEvent, null_reporter
 from ortlab.core.text import one_line
 from ortlab.data.preprocess import resolve_preprocess
 from ortlab.data.samples import get_sample
 from ortlab.model.inspect import ModelInfo
-from ortlab.runs import history, outputs
-from ortlab.runs.artifact import Artifact
+from ortlab.runs import outputs
 from ortlab.runs.calibration_cache import CalibrationCache
-from ortlab.runs.history import History
-from ortlab.runs.pipeline import run_prepared
-from ortlab.runs.prepare import PreparedRun, prepare_run
+from ortlab.runs.pipeline import PreparedRun, run_prepared
+from ortlab.runs.history import record_run
+from ortlab.runs.recipe_request import RecipeRequest, describe_run, install_result, tidy_run
 from ortlab.runs.runspec import RunSpec
 from ortlab.runtime.child import ParentWatch, too_big
 
 
-@dataclass(frozen=True)
-class RecipeRequest:
-    """What a recipe child is given: the prepared ``spec``, the folder it runs into (``run_dir``), the single file
-    the result is installed at (``out_file``, None: the folder is the result), the history it is recorded in
-    (``db``, None: not recorded), the kept calibrations (``calibrations``, None: the workspace's beside ``db``),
-    where the run was started (``origin``), its time limit and why (``timeout_s``, ``timeout_why``), its memory
-    limit (``memory_gb``) and a folder the child removes when its parent dies first (``owned_dir``)."""
-
-    spec: RunSpec
-    run_dir: Path
-    out_file: Path | None = None
-    db: Path | None = None
-    calibrations: Path | None = None
-    origin: str = ""
-    timeout_s: float | None = None
-    timeout_why: str = ""
-    memory_gb: float | None = None
-    owned_dir: Path | None = None
-
-    @property
-    def recorded(self) -> bool:
-        return self.db is not None
-
-    @property
-    def volume(self) -> Path:
-        """The folder whose volume the run writes to: OUT's folder, else the workspace, else the run's folder's."""
-        if self.out_file is not None:
-            return self.out_file.parent
-        return self.db.parent if self.db is not None else self.run_dir.parent
-
-
 def load_prepared(spec: RunSpec) -> PreparedRun:
     """The run a prepared ``spec`` describes, its data loaded (its decisions are trusted: nothing is validated or
-    inspected again; the parent checked the model just before it started the child). A spec nobody prepared is
-    prepared here first."""
+    inspected again; the parent checked the model just before it started the child,
+    :func:`ortlab.runs.prepare.prepare_run`)."""
     if spec.model_info is None:
-        spec = prepare_run(spec)
+        raise OrtlabError("This run was not prepared: the process that starts a run reads the model and validates "
+                          "the recipe first (ortlab.runs.prepare.prepare_run).")
     info = ModelInfo.from_dict(spec.model_info or {})
     sample = get_sample(spec.sample) if spec.sample else None
     labels = sample.labels if sample is not None and sample.labels else None
@@ -126,7 +92,7 @@ def run_recipe_child(request: RecipeRequest, fd: int) -> None:
         if request.recorded:
             artifact = install_result(artifact, request.spec, request.run_dir, request.out_file)
             artifact = describe_run(artifact, request, calibrated_on[0] if calibrated_on else None)
-            artifact = record_run(artifact, request)
+            artifact = record_run(artifact, request.db, request.run_dir, into_file=request.out_file is not None)
             tidy_run(request, owner)
         else:  # unrecorded: the artifact folder is the result, for the caller to take
             artifact.save()
@@ -183,81 +149,6 @@ def _private_scratch(parent: Path | None = None) -> Path:
     scratch = outputs.make_temp_dir(outputs.TEMP_PREFIX, parent if parent is not None else tempfile.gettempdir())
     tempfile.tempdir = str(scratch)
     return scratch
-
-
-def install_result(artifact: Artifact, spec: RunSpec, run_dir: Path, out_file: Path | None) -> Artifact:
-    """For a run into a single file: the model (and its external data, as OUT.onnx.data) installed at OUT.onnx,
-    with the QDQ model beside it when the run made one; the artifact naming the installed model."""
-    if out_file is None:
-        return artifact
-    target = Path(out_file)
-    outputs.check_targets(spec.model, outputs.result_files(target, as_file=True))
-    installed = replace(artifact, model_path=outputs.install_model(artifact.model_path, target))
-    qdq = qdq_path(target)
-    if (run_dir / QDQ_FILE).is_file():  # ortlab analyze M OUT.onnx reads it (static int8 QDQ)
-        outputs.install_model(run_dir / QDQ_FILE, qdq)
-    else:
-        qdq.unlink(missing_ok=True)  # an earlier run's, which this result does not match
-    return installed
-
-
-def describe_run(artifact: Artifact, request: RecipeRequest, calibrated_on: int | None = None,
-                 notes: tuple[str, ...] = ()) -> Artifact:
-    """The artifact with where the run was started, what was asked for, and the time limit it ran under (with the
-    samples really used: ``calibrated_on`` calibration samples, when known, and the verification's), then
-    ``notes``."""
-    said = list(artifact.notes)
-    if request.timeout_s:
-        used = [f"{calibrated_on} calibration"] if calibrated_on else []
-        if artifact.evaluation is not None:
-            used.append(f"{artifact.evaluation.n_samples} verification")
-        said.append(f"Time limit: {float(request.timeout_s):g} s ({request.timeout_why or 'set'})"
-                    + (f"; this run used {' + '.join(used)} samples." if used else "."))
-    return replace(artifact, origin=request.origin, spec=request.spec.undecided(), notes=[*said, *notes])
-
-
-def record_run(artifact: Artifact, request: RecipeRequest) -> Artifact:
-    """Save the artifact, then add its row to the history (last: the folder is the source of truth, the history
-    its index) and mark the folder as recorded; the artifact with its run id. A history that cannot be written
-    leaves a note, not a failure."""
-    if request.db is None:  # an unrecorded request has no history to add to
-        return artifact
-    if request.out_file is None:
-        artifact.save()  # complete, with its recipe, before the row that points at it
-    try:
-        hist = History(request.db)
-        artifact = replace(artifact, run_id=hist.add(artifact))
-        if hist.recovered is not None:  # found damaged while recording: the person hears it with the run
-            artifact = replace(artifact, notes=[*artifact.notes, hist.recovered.message])
-    except (OrtlabError, OSError, sqlite3.Error) as exc:
-        return replace(artifact, notes=[*artifact.notes, _not_recorded(artifact, request, exc)])
-    outputs.write_text_atomic(request.run_dir / outputs.RECORDED_FILE, str(artifact.run_id))
-    if request.out_file is None:
-        artifact.save()  # again, now with its run_id
-    return artifact
-
-
-def _not_recorded(artifact: Artifact, request: RecipeRequest, exc: BaseException) -> str:
-    """The note of a finished run the history could not take: why, where the result is, and when it will be
-    listed: a workspace folder is indexed at the next start; a run into OUT.onnx is kept for it beside the
-    history (``history.defer_run``)."""
-    later = " and will be listed when ortlab next starts (the app, or any ortlab command that uses the workspace)"
-    if request.out_file is not None and request.db is not None:
-        try:
-            history.defer_run(request.db, artifact)
-        except OSError:
-            later = ""
-    return f"Not recorded in the history yet: {one_line(exc).rstrip('.')}. The result is kept{later}."
-
-
-def tidy_run(request: RecipeRequest, owner: Path) -> None:
-    """After a recorded run: the temp folder of a run into OUT.onnx goes; a workspace folder loses its markers."""
-    if request.out_file is not None:
-        shutil.rmtree(request.run_dir, ignore_errors=True)
-    else:
-        (request.run_dir / outputs.RUNNING_FILE).unlink(missing_ok=True)
-        (request.run_dir / outputs.RECORDED_FILE).unlink(missing_ok=True)
-    owner.unlink(missing_ok=True)
 
 
 def _reported_error(exc: BaseException, request: RecipeRequest) -> tuple[str, str, str | None]:

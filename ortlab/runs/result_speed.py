@@ -1,7 +1,7 @@
 """After a run's verdict, its result timed against its source with the one clock
 (:func:`ortlab.timing.child_runs.time_pair`: both models in child processes, interleaved rounds) and summarised by the
 one statistic (:class:`ortlab.timing.stats.SpeedUp`), so a result that runs slower than its source is named so.
-``ortlab optimize`` and the app's Run both get it from the run service (:func:`ortlab.runs.service.start_recipe`'s
+``ortlab optimize`` and the app's Run both get it from the run service (:func:`ortlab.runs.prepare.start_recipe`'s
 ``speed_check``); it is stored with the run as :class:`ResultSpeed`.
 """
 
@@ -21,7 +21,7 @@ from ortlab.runtime.hardware import real_cpu
 from ortlab.runtime.providers import ORT_ERRORS
 from ortlab.settings.config import BenchConfig, Target
 from ortlab.timing.child_runs import time_pair
-from ortlab.timing.stats import SpeedUp
+from ortlab.timing.stats import ResultSpeed, SpeedUp
 
 DEFAULT_SECONDS = 3.0  # of timing in all, shared by the source and the result
 SECONDS_VAR = "ORTLAB_SPEED_CHECK_S"  # seconds of that timing by default; 0 turns it off by default
@@ -55,50 +55,6 @@ def default_check() -> SpeedCheck:
     except ValueError:
         raise OrtlabError(f"${SECONDS_VAR} must be a number of seconds (0: no timing), not {raw!r}.") from None
     return SpeedCheck(seconds=seconds) if seconds > 0 else SpeedCheck(enabled=False)
-
-
-def times(x: float) -> str:
-    """A speed-up as text: two decimals, or two significant digits below 0.1 (``0.012×``)."""
-    return f"{x:.2f}×" if x >= 0.1 else f"{x:.2g}×"
-
-
-@dataclass
-class ResultSpeed:
-    """A run's result timed against its source: ``speed`` (None when the timing failed: ``error`` says why) at
-    ``batch_size``, the wall ``seconds`` the timing took and the ``machine`` it ran on
-    (:meth:`ortlab.runtime.hardware.CpuFeatures.summary`)."""
-
-    batch_size: int
-    seconds: float
-    machine: str
-    speed: SpeedUp | None = None
-    error: str = ""
-
-    @property
-    def slower(self) -> bool:
-        """The whole 95 % interval of the speed-up lies below 1: the result is slower than its source."""
-        return self.speed is not None and self.speed.paired and self.speed.speedup_range[1] < 1.0
-
-    @property
-    def faster(self) -> bool:
-        """The whole 95 % interval of the speed-up lies above 1."""
-        return self.speed is not None and self.speed.paired and self.speed.speedup_range[0] > 1.0
-
-    def sentence(self) -> str:
-        """``Speed: 1.90× faster than the source (95% 1.80–2.00×, 12 rounds, <machine>)``; ``Speed: slower than
-        the source: 0.82× (…)``; ``Speed: no clear speed difference: 1.02× (…)``; or why it was not timed."""
-        sp = self.speed
-        if sp is None:
-            return f"Speed: not timed ({self.error or 'no latencies'}); the verdict stands."
-        lo, hi = sp.speedup_range
-        how = (f"95% {times(lo)[:-1]}–{times(hi)}, {sp.rounds} rounds at batch {self.batch_size}, "
-               f"{self.seconds:.1f} s, {self.machine}")
-        noisy = "; noisy: the machine was busy" if sp.noisy else ""
-        if self.faster:
-            return f"Speed: {times(sp.speedup)} faster than the source ({how}){noisy}"
-        if self.slower:
-            return f"Speed: slower than the source: {times(sp.speedup)} ({how}){noisy}"
-        return f"Speed: no clear speed difference: {times(sp.speedup)} ({how}){noisy}"
 
 
 Timer = Callable[..., SpeedUp]

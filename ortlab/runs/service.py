@@ -1,24 +1,16 @@
-"""The run service: the one way the app and the CLI run recipes and benchmarks.
+"""The run service's handles: how the app and the CLI follow a recipe run or a benchmark once it has started.
 
-A :class:`RunSpec` says what to run (model, recipe, data references, preprocessing) in a form another process
-can load again, and renders the equivalent ``ortlab optimize`` line. :func:`start_recipe` runs it in a fresh
-child interpreter (never a fork of the caller, whose threads, memory, locks, stdout and stderr stay untouched):
-the child's stdout/stderr go to a temp log, its progress comes back over a pipe, and the child itself writes
-the artifact and records it in the workspace history, so a run is recorded when it ends whether or not anybody
-is watching. :func:`start_benchmark` times each variant × batch size in its own child
-(``child_runs.latency_samples_isolated``), one benchmark per process at a time, and records the result.
-
-Both return a handle (:class:`RecipeHandle`, :class:`BenchHandle`) with ``state``, ``progress``, ``drain()``,
-``cancel()``, ``wait()``, ``result`` and ``error``.
-
-The child gets one typed :class:`ortlab.runs.recipe_child.RecipeRequest` through the one way out of the process
-(:class:`ortlab.runtime.child.ChildExecutor`, which owns the child's time limit and its stop); its side of the
-protocol is :mod:`ortlab.runs.recipe_child`. Benchmarks are in :mod:`ortlab.runs.bench_service`.
+:func:`ortlab.runs.prepare.start_recipe` runs a :class:`RunSpec` in a fresh child interpreter (never a fork of the
+caller, whose threads, memory, locks, stdout and stderr stay untouched) and returns a :class:`RecipeHandle`: the
+child's stdout/stderr go to a temp log, its progress comes back over a pipe, and the child itself writes the
+artifact and records it in the workspace history, so a run is recorded when it ends whether or not anybody is
+watching; the handle adopts a complete result whose child died, and times it against its source when asked
+(:mod:`ortlab.runs.result_speed`). Benchmarks (:mod:`ortlab.runs.bench_service`) return a handle built on the same
+:class:`Handle`: ``state``, ``progress``, ``drain()``, ``cancel()``, ``follow()``, ``result`` and ``error``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import sqlite3
@@ -26,36 +18,27 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ortlab.runs.runspec import RunSpec
-from ortlab.runs.prepare import prepare_run
-from ortlab.runs.recipe_child import (RecipeRequest, describe_run, install_result, record_run, run_recipe_child,
-                                      tidy_run)
+from ortlab.runs.recipe_request import RecipeRequest, describe_run, install_result, tidy_run
 from ortlab.core.errors import BenchmarkError, Cancelled, OrtlabError
 from ortlab.core.layout import ARTIFACT_FILE, MODEL_FILE, QDQ_FILE, qdq_path
 from ortlab.core.progress import CancelToken, Completion, ProgressEvent
-from ortlab.core.text import one_line, utc_timestamp
-from ortlab.runtime.child import STOP_GRACE_S, ChildExecutor, ChildJob, default_memory_gb, error_of
+from ortlab.core.text import one_line
+from ortlab.runtime.child import STOP_GRACE_S, ChildJob, error_of
 from ortlab.runtime.executor import TimeLimit
-from ortlab.runs.workspace import Workspace
 from ortlab.runs import outputs
-from ortlab.model.inspect import ModelInfo, external_data_files, sha256_file
+from ortlab.model.inspect import sha256_file
 from ortlab.runs import pipeline
-from ortlab.runs.history import History
-from ortlab.core.disk import check_space, run_space_needed
+from ortlab.runs.history import History, record_run
 from ortlab.runs.artifact import Artifact, load_artifact
 from ortlab.runs import result_speed
 from ortlab.runs.result_speed import SKIP, SpeedCheck
 
 RUN_TIMEOUT_VAR = "ORTLAB_RUN_TIMEOUT_S"  # seconds a recipe run may take before it is stopped
-RUN_TIMEOUT_BASE_S = 600.0       # default: a generous base…
-RUN_TIMEOUT_PER_SAMPLE_S = 2.0   # …plus this per calibration and verification sample…
-RUN_TIMEOUT_PER_100MB_S = 60.0   # …and this per 100 MB of model
 ADOPTED_NOTE = "The run process died after its result was complete; the result was checked and recorded."
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 
@@ -323,7 +306,7 @@ class RecipeHandle(Handle):
             except (OrtlabError, OSError) as exc:
                 return None, f" Its folder was removed: its result could not be installed ({one_line(exc)})."
         artifact = describe_run(artifact, request, notes=(ADOPTED_NOTE, note) if note else (ADOPTED_NOTE,))
-        artifact = record_run(artifact, request)
+        artifact = record_run(artifact, request.db, request.run_dir, into_file=request.out_file is not None)
         tidy_run(request, self.run_dir / outputs.OWNER_FILE)
         return artifact, ""
 
@@ -341,88 +324,6 @@ class RecipeHandle(Handle):
 
     def _close_log(self) -> None:
         self._job.close()
-
-
-def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app",
-                 memory_gb: float | None = None, info: ModelInfo | None = None,
-                 speed_check: SpeedCheck = SKIP) -> RecipeHandle:
-    """Run ``spec`` in a child process and return its handle at once.
-
-    ``out``: None = a new folder in the workspace; a folder = the artifact folder (model.onnx, recipe.json,
-    artifact.json); a ``*.onnx`` path = just that model (and its external data) written there. Every run is
-    recorded in the workspace history (``origin`` "app" or "cli") by the child when it ends; then, with
-    ``speed_check`` enabled, the parent times the result against its source (:mod:`ortlab.runs.result_speed`)
-    and stores the figure with the run before the handle is done. ``memory_gb``
-    (default :func:`memory_limit_gb`: ``$ORTLAB_RUN_MEMORY_GB``, else min(8 GB, 60 % of RAM); none for a GPU
-    target unless the variable is set) limits the child's address space. The spec is prepared here, before the
-    child starts (:func:`ortlab.runs.prepare.prepare_run`; ``info``: the model's facts when the caller read them):
-    a model that cannot load or a recipe that cannot run is refused at once, and the child decides nothing again.
-    """
-    size = _model_bytes(spec.model)
-    timeout, timeout_why = run_timeout_s(spec, size)
-    spec = prepare_run(spec, info)
-    ws = workspace if workspace is not None else Workspace()
-    target: Path | None = None
-    needed = run_space_needed(size)
-    check_space(ws.root, needed)
-    if out is not None:
-        check_space(Path(out).expanduser().absolute().parent, needed)
-    as_file = out is not None and Path(out).suffix.lower() == ".onnx" and not Path(out).is_dir()
-    if out is not None:  # refused before anything is written: OUT must not be the source or a file it needs
-        outputs.check_targets(spec.model, outputs.result_files(out, as_file=as_file))
-    if out is None:
-        run_dir, created = ws.new_artifact_dir(), True
-        (run_dir / outputs.OWNER_FILE).write_text(str(os.getpid()))
-        # what is running, to list it as interrupted (and run it again) if the server dies before it ends
-        outputs.write_text_atomic(run_dir / outputs.RUNNING_FILE, json.dumps(
-            {"spec": spec.to_dict(), "origin": origin, "started_at": utc_timestamp()}))
-    elif as_file:
-        target = Path(out).expanduser().absolute()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        outputs.clean_stale(folders=[target.parent])
-        run_dir, created = outputs.make_temp_dir(outputs.RUN_PREFIX, target.parent), True
-    else:
-        run_dir = Path(out).expanduser().resolve()
-        created = not run_dir.exists()
-    request = RecipeRequest(spec, run_dir, out_file=target, db=Path(ws.db_path), origin=origin, timeout_s=timeout,
-                            timeout_why=timeout_why,
-                            memory_gb=memory_gb if memory_gb is not None else default_memory_gb(spec.recipe.target))
-    with _starting(run_dir, remove=created):
-        job = ChildExecutor().submit(run_recipe_child, request, time_limit_s=timeout)
-    return RecipeHandle(request, job, remove_on_cancel=created, speed_check=speed_check)
-
-
-def start_unrecorded_recipe(spec: RunSpec, run_dir: Path, *, calibrations: Path, memory_gb: float | None,
-                            owned_dir: Path | None = None) -> RecipeHandle:
-    """Run a prepared ``spec`` into the existing folder ``run_dir`` in a child process, as :func:`start_recipe`
-    does (the same child, memory limit ``memory_gb``, time limit and errors), but outside any workspace: nothing
-    is recorded, ``calibrations`` is the folder of kept calibrations it reads and adds to, and the handle's
-    ``result`` is the artifact left in ``run_dir`` (a tune trial on a cluster node). ``owned_dir``: a folder that
-    holds the child's scratch folder, and that the child removes, before it kills itself and its process group,
-    when this process dies first (its end of the pipe closes)."""
-    timeout, timeout_why = run_timeout_s(spec)
-    spec = prepare_run(spec)  # a no-op for a prepared spec: the child trusts it
-    (run_dir / outputs.OWNER_FILE).write_text(str(os.getpid()))
-    request = RecipeRequest(spec, Path(run_dir), calibrations=Path(calibrations), timeout_s=timeout,
-                            timeout_why=timeout_why, memory_gb=memory_gb, owned_dir=owned_dir)
-    with _starting(run_dir, remove=False):
-        job = ChildExecutor().submit(run_recipe_child, request, time_limit_s=timeout)
-    return RecipeHandle(request, job, remove_on_cancel=False)
-
-
-@contextmanager
-def _starting(run_dir: Path, *, remove: bool) -> Iterator[None]:
-    """Around the start of a recipe child: when it cannot start, ``run_dir`` goes (``remove``: the run made it) and
-    an ``OSError`` becomes an :class:`OrtlabError` that names it."""
-    try:
-        yield
-    except BaseException as exc:  # no folder is left behind by a run that never started
-        if remove:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        if isinstance(exc, OSError):
-            raise OrtlabError(f"The run's process could not be started ({exc.strerror or exc}: "
-                              f"{exc.filename or 'python'}).") from None
-        raise
 
 
 def timeout_from_env() -> float | None:
@@ -456,34 +357,3 @@ def end_with_error(handle: Any, exc: BaseException, began: float) -> None:
         handle.end(FAILED, error=exc)
     else:
         handle.end(FAILED, error=BenchmarkError(f"Unexpected {type(exc).__name__}: {one_line(exc)}"))
-
-
-def run_timeout_s(spec: RunSpec, model_bytes: int | None = None) -> tuple[float, str]:
-    """(seconds, how it was chosen) a run of ``spec`` may take: ``$ORTLAB_RUN_TIMEOUT_S`` when set, else a
-    generous base plus time per sample (calibration and verification) and per 100 MB of model."""
-    value = timeout_from_env()
-    if value is not None:
-        return value, f"${RUN_TIMEOUT_VAR}"
-    recipe = spec.recipe
-    calibration = recipe.quant.calibration_samples if recipe.is_static else 0
-    verification = max(0, int(spec.verify_samples))
-    samples = calibration + verification
-    size = _model_bytes(spec.model) if model_bytes is None else model_bytes
-    limit = RUN_TIMEOUT_BASE_S + RUN_TIMEOUT_PER_SAMPLE_S * samples + RUN_TIMEOUT_PER_100MB_S * size / 1e8
-    caps = f"{calibration} calibration + {verification} verification" if calibration else f"{verification} verification"
-    return round(limit), (f"the default: {RUN_TIMEOUT_BASE_S:.0f} s + {RUN_TIMEOUT_PER_SAMPLE_S:g} s per sample for "
-                          f"up to {caps} samples + {RUN_TIMEOUT_PER_100MB_S:.0f} s per 100 MB of model; set "
-                          f"${RUN_TIMEOUT_VAR} to change it")
-
-
-def _model_bytes(model) -> int:
-    """The model file and its external data, in bytes (0 when it cannot be read: the run says why)."""
-    try:
-        total = Path(model).stat().st_size
-    except OSError:
-        return 0
-    try:
-        total += sum(f.stat().st_size for f in set(external_data_files(model).values()))
-    except (OSError, OrtlabError):
-        pass
-    return total

@@ -3,7 +3,7 @@
 zipping of folders both sides share.
 
 On its node a trial runs as a local one does: in a recipe child of the run service
-(:func:`ortlab.runs.service.start_unrecorded_recipe`, through :class:`ortlab.runtime.child.Child`), under the
+(:func:`ortlab.runs.prepare.start_unrecorded_recipe`, through :class:`ortlab.runtime.child.Child`), under the
 same memory limit (``$ORTLAB_RUN_MEMORY_GB`` where the search runs, else the node's default) and time limit; a
 trial over the limit fails with the local message and the node named. Ray reuses its worker processes, so the
 limit is set in the child, never in the worker. The trial's files (the child's scratch folder too) live in a
@@ -67,15 +67,15 @@ def run_trial_on_node(launch: Callable[..., Any], spec_plain: dict[str, Any], mo
                       evaluation: tuple[str, bool] | None, evaluation_blob: bytes | None,
                       calibrations_blob: bytes | None = None, memory_setting: str | None = None,
                       ) -> tuple[dict[str, Any], bytes, bytes, tuple[float, float]]:
-    """A Ray task: run the prepared spec on this node in a recipe child (the run service's, with its memory and
-    time limits; the source and path data — ``(name, is a folder)`` and its bytes, a folder zipped — written to a
-    trial folder first) and return the artifact (plain) and its folder's files (zip), the calibration cache
-    after the run (zip) and when the work started and ended (epoch seconds). ``calibrations_blob``: the
-    workspace's kept calibrations (zip), so a trial reuses one made on any node. ``launch``: the run service's
-    :func:`ortlab.runs.service.start_unrecorded_recipe` (handed in by the tuner, which imports the service: this
-    module stays below it). ``memory_setting``:
-    ``$ORTLAB_RUN_MEMORY_GB`` where the search runs (None: this node's default limit). The blobs are top-level
-    arguments: Ray hands them over from the object store."""
+    """A Ray task: run the spec on this node in a recipe child (with the memory and time limits of a run; the source
+    and path data — ``(name, is a folder)`` and its bytes, a folder zipped — written to a trial folder first) and
+    return the artifact (plain) and its folder's files (zip), the calibration cache after the run (zip) and when the
+    work started and ended (epoch seconds). ``launch``: :func:`ortlab.runs.prepare.start_unrecorded_recipe` (handed
+    in by the tuner: this module stays below it), which prepares the spec here (the model read, the recipe validated
+    for this node's providers and CPU, which run it). ``calibrations_blob``: the workspace's kept calibrations
+    (zip), so a trial reuses one made on any node. ``memory_setting``: ``$ORTLAB_RUN_MEMORY_GB`` where the search
+    runs (None: this node's default limit). The blobs are top-level arguments: Ray hands them over from the object
+    store."""
     began = time.time()
     here = Path(tempfile.gettempdir())
     remove_stale_trial_folders(here)

@@ -54,7 +54,7 @@ from ortlab.data.inputs import infer_specs
 from ortlab.data.preprocess import resolve_preprocess
 from ortlab.model.inspect import inspect_model, model_identity
 from ortlab.model.patterns import DETECTOR_TUNE_NOTE, ENCODER_NOTE, is_detector_file, is_encoder_file
-from ortlab.runs import service
+from ortlab.runs import prepare
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, DataRef, RunSpec
 from ortlab.runs.trial_runner import LocalTrials, Timer, TrialHandle, TrialRunner
 from ortlab.runs.tune_accuracy import StageContext
@@ -79,7 +79,6 @@ from ortlab.runs.workspace import Workspace
 from ortlab.runtime.cpu_time import CpuShare
 from ortlab.runtime.hardware import detect
 from ortlab.runtime.providers import working_providers
-from ortlab.runs.prepare import validate_recipe
 from ortlab.settings.config import Recipe, Target
 
 __all__ = ["RECOMMENDED_NOTE", "TrialData", "TuneSettings", "Tuner", "budget_hint_s", "none_finished"]
@@ -184,7 +183,7 @@ class Tuner:
         info = inspect_model(self.model)
         if self._on_cluster:
             self.trial_runner = ClusterTrials(self.settings.ray or "", self.settings.timing_resource, self.model,
-                                              launch=service.start_unrecorded_recipe, values=self.settings.values)
+                                              launch=prepare.start_unrecorded_recipe, values=self.settings.values)
             self.timing.runner = self.trial_runner
             self.notes.append(self.trial_runner.where)
         ops = sorted({op for (_, op) in info.op_counts})
@@ -285,7 +284,7 @@ class Tuner:
             return DEFAULT_VERIFY_SAMPLES
 
     def _valid(self, r: Recipe) -> bool:
-        errors = [f for f in validate_recipe(r, working_providers()) if f.level == "error"]
+        errors = [f for f in prepare.validate_recipe(r, working_providers()) if f.level == "error"]
         if errors:
             self.notes.append(f"Skipped {r.label()}: {errors[0].message}")
         return not errors
@@ -444,7 +443,7 @@ class Tuner:
 
 def start_here(spec: RunSpec, out: Path | None, workspace: Any) -> TrialHandle:
     """A trial on this machine: its recipe in a child process through the run service, recorded in History."""
-    return service.start_recipe(spec, out, workspace=workspace, origin="tune")
+    return prepare.start_recipe(spec, out, workspace=workspace, origin="tune")
 
 
 def _identity(model_path) -> str:

@@ -53,7 +53,6 @@ from ortlab.model.inspect import external_data_files
 from ortlab.runs.artifact import Artifact
 from ortlab.runs.calibration_cache import CalibrationCache
 from ortlab.runs.history import History
-from ortlab.runs.prepare import prepare_run
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runs.trial_folders import CLEAN_WAIT_S, clean_trial_folders, pid_namespace, trial_folder_prefix
 from ortlab.runs.trial_on_node import keep_new_calibrations, pack_dir, run_trial_on_node, time_pair_on_node
@@ -251,7 +250,7 @@ class ClusterTrials:
 
     def __init__(self, address: str, timing_resource: str | None, model: str, *,
                  launch: Callable[..., Any], values: dict[str, float] | None = None) -> None:
-        self.launch = launch  # run_trial_on_node's recipe child: ortlab.runs.service.start_unrecorded_recipe
+        self.launch = launch  # run_trial_on_node's recipe child: ortlab.runs.prepare.start_unrecorded_recipe
         self.values = dict(values or {}) or None  # control inputs' values (a VAD's sr) for the timing
         with ExitStack() as undo:  # a cluster the search cannot use is let go at once
             self.cluster = RayCluster.connect(address)
@@ -278,8 +277,8 @@ class ClusterTrials:
 
     def submit_trial(self, spec: RunSpec, workspace: Any, node: NodeId | None = None) -> ClusterTask:
         """The trial's Ray task, on ``node`` or else the least busy node (among those, round robin); it takes all
-        the node's CPUs."""
-        spec = prepare_run(spec)
+        the node's CPUs. The spec is prepared on the node (the launch's :func:`ortlab.runs.prepare.prepare_run`): its
+        recipe is validated against that node's providers and CPU, which run it."""
         if node is None:
             node = self._inflight.least_busy(self.cluster.fitting())
         if node is not None:

@@ -10,7 +10,8 @@ from ortlab.runs import bench_service, cluster_bench
 from ortlab.runs.bench_service import BenchHandle, bench_busy, start_pair_timing, timed_variants
 from ortlab.runs.cluster_bench import ClusterBenchHandle
 from ortlab.runs.history import BenchVariant
-from ortlab.runs.result_speed import default_check, times
+from ortlab.runs.result_speed import default_check
+from ortlab.timing.stats import times
 from ortlab.runs.runtime_judge import judge_runtime_rows
 from ortlab.runs.stored_timing import latest_pair, machine_text, report_timing, run_latency, speed_interval_text
 from ortlab.runs.workspace import Workspace

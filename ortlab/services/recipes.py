@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from ortlab.runs.pipeline import NO_CALIBRATION_DATA, VERIFICATION_SKIPPED, stage_labels
-from ortlab.runs.prepare import findings_here, lacks_calibration_data
+from ortlab.runs.pipeline import VERIFICATION_SKIPPED, stage_labels
+from ortlab.runs.prepare import NO_CALIBRATION_DATA, findings_here, lacks_calibration_data, start_recipe
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES
 from ortlab.runs.service import CANCELLED, DONE, FAILED, QUEUED, RUNNING
 from ortlab.runs.run_recovery import dismiss_interrupted, interrupted_runs, startup
-from ortlab.runs.service import start_recipe
 from ortlab.runtime.hardware import advise, advised_recipe
 from ortlab.settings.config import errors_of, preprocess_cli_args, recipe_cli_line
 from ortlab.settings.flags import add_config_arguments, config_from_args, given_values

@@ -141,3 +141,47 @@ def of_summaries(reference: LatencySummary, candidate: LatencySummary) -> SpeedU
         return paired(candidate.batch_size, a, b, reference_runs=reference.n, candidate_runs=candidate.n,
                       reference_p50_ms=reference.p50, candidate_p50_ms=candidate.p50)
     return apart(reference, candidate)
+
+
+def times(x: float) -> str:
+    """A speed-up as text: two decimals, or two significant digits below 0.1 (``0.012×``)."""
+    return f"{x:.2f}×" if x >= 0.1 else f"{x:.2g}×"
+
+
+@dataclass
+class ResultSpeed:
+    """A run's result timed against its source: ``speed`` (None when the timing failed: ``error`` says why) at
+    ``batch_size``, the wall ``seconds`` the timing took and the ``machine`` it ran on
+    (:meth:`ortlab.runtime.hardware.CpuFeatures.summary`)."""
+
+    batch_size: int
+    seconds: float
+    machine: str
+    speed: SpeedUp | None = None
+    error: str = ""
+
+    @property
+    def slower(self) -> bool:
+        """The whole 95 % interval of the speed-up lies below 1: the result is slower than its source."""
+        return self.speed is not None and self.speed.paired and self.speed.speedup_range[1] < 1.0
+
+    @property
+    def faster(self) -> bool:
+        """The whole 95 % interval of the speed-up lies above 1."""
+        return self.speed is not None and self.speed.paired and self.speed.speedup_range[0] > 1.0
+
+    def sentence(self) -> str:
+        """``Speed: 1.90× faster than the source (95% 1.80–2.00×, 12 rounds, <machine>)``; ``Speed: slower than
+        the source: 0.82× (…)``; ``Speed: no clear speed difference: 1.02× (…)``; or why it was not timed."""
+        sp = self.speed
+        if sp is None:
+            return f"Speed: not timed ({self.error or 'no latencies'}); the verdict stands."
+        lo, hi = sp.speedup_range
+        how = (f"95% {times(lo)[:-1]}–{times(hi)}, {sp.rounds} rounds at batch {self.batch_size}, "
+               f"{self.seconds:.1f} s, {self.machine}")
+        noisy = "; noisy: the machine was busy" if sp.noisy else ""
+        if self.faster:
+            return f"Speed: {times(sp.speedup)} faster than the source ({how}){noisy}"
+        if self.slower:
+            return f"Speed: slower than the source: {times(sp.speedup)} ({how}){noisy}"
+        return f"Speed: no clear speed difference: {times(sp.speedup)} ({how}){noisy}"

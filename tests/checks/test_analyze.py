@@ -13,7 +13,7 @@ from onnx import numpy_helper
 from ortlab.checks.analyze import QDQ_FILE, analyze, resolve_candidate
 from ortlab.settings.config import Precision, Recipe
 from ortlab.checks.parity import check_parity
-from ortlab.runs.pipeline import run_recipe
+from ortlab.runs.in_process import run_recipe
 from ortlab.runtime.hardware import advised_recipe
 from ortlab.data.samples import get_sample
 from tests.support.models import conv_bn_model

@@ -18,7 +18,7 @@ from ortlab.checks.revert_screen import RevertScreen
 from ortlab.data.preprocess import resolve_preprocess
 from ortlab.data.samples import get_sample
 from ortlab.model.inspect import inspect_model
-from ortlab.runs.pipeline import run_recipe
+from ortlab.runs.in_process import run_recipe
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.tune_policy import task_quality
 from ortlab.runtime.hardware import advised_recipe

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from ortlab.runs import prepare
 from ortlab.runs import outputs, service
-from ortlab.runs.recipe_child import RecipeRequest
+from ortlab.runs.recipe_request import RecipeRequest
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runs.tune_cluster import ClusterTrials, pid_namespace, trial_folder_prefix
 from ortlab.runs.workspace import Workspace
@@ -61,12 +62,12 @@ def test_a_trial_over_the_memory_limit_fails_as_locally_and_names_its_node(ray_c
     model = big_input_model(tmp_path / "big_input.onnx")  # 192 MB per sample
     spec = RunSpec(str(model), Recipe(allow_random_data=True), calibration=DataRef(random=64), verify_samples=64)
     ws = Workspace(tmp_path / "home")
-    local = service.start_recipe(spec, workspace=ws, memory_gb=1.5)
+    local = prepare.start_recipe(spec, workspace=ws, memory_gb=1.5)
     assert local.wait(180) and local.state == service.FAILED
     assert "needed more than 1.5 GB of memory" in local.error.message
 
     monkeypatch.setenv(MEMORY_ENV, "1.5")  # where the search runs: the nodes' trials take it
-    trials = ClusterTrials(ray_cluster.address, None, str(model), launch=service.start_unrecorded_recipe)
+    trials = ClusterTrials(ray_cluster.address, None, str(model), launch=prepare.start_unrecorded_recipe)
     try:
         handle = trials.start(spec, None, ws)
         assert handle.wait(240)
@@ -104,7 +105,7 @@ def _left_folders(temp: Path, tag: str) -> dict[str, Path]:
 
 def test_a_cancelled_prefetched_trial_stops_its_child_and_leaves_no_folder(ray_cluster, tmp_path):
     ws = Workspace(tmp_path / "home")
-    trials = ClusterTrials(ray_cluster.address, None, str(DIGITS), launch=service.start_unrecorded_recipe)
+    trials = ClusterTrials(ray_cluster.address, None, str(DIGITS), launch=prepare.start_unrecorded_recipe)
     left: dict[str, Path] = {}
     try:
         trials.prefetch([_digits_spec()], ws)
@@ -141,7 +142,7 @@ def test_a_cancelled_prefetched_trial_stops_its_child_and_leaves_no_folder(ray_c
 def test_when_the_search_ends_each_node_removes_what_cancelled_trials_left(ray_cluster, tmp_path):
     """ClusterTrials.close (the end of every search on a cluster) runs the clean-up on each node: a trial folder
     whose processes are gone goes at once, not at the next search; folders of running processes and others stay."""
-    trials = ClusterTrials(ray_cluster.address, None, str(DIGITS), launch=service.start_unrecorded_recipe)
+    trials = ClusterTrials(ray_cluster.address, None, str(DIGITS), launch=prepare.start_unrecorded_recipe)
     left = _left_folders(Path(tempfile.gettempdir()), tmp_path.name)
     try:
         trials.close()
@@ -164,7 +165,7 @@ def test_a_head_to_head_on_the_cluster_times_against_the_trial_given_not_the_sou
     m = onnx.load(str(DIGITS))
     m.doc_string = "the default trial's model"  # other bytes than the source's, the same graph
     onnx.save(m, str(default))
-    trials = ClusterTrials(ray_cluster.address, None, str(DIGITS), launch=service.start_unrecorded_recipe)
+    trials = ClusterTrials(ray_cluster.address, None, str(DIGITS), launch=prepare.start_unrecorded_recipe)
     sent: list[bytes] = []
     put = trials.cluster.put
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ortlab.runs import service
+from ortlab.runs import prepare
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runs.tune import Tuner, TuneSettings
 from ortlab.runs.tune_cluster import ClusterTrials
@@ -67,7 +67,7 @@ def _spec(samples: int) -> RunSpec:
 
 def test_a_free_node_takes_the_next_trial_but_the_timing_node_not_while_a_timing_waits(ray_cluster, tmp_path):
     ws = Workspace(tmp_path / "home")
-    trials = ClusterTrials(ray_cluster.address, "cpu_target", str(DIGITS), launch=service.start_unrecorded_recipe)
+    trials = ClusterTrials(ray_cluster.address, "cpu_target", str(DIGITS), launch=prepare.start_unrecorded_recipe)
     try:
         timing_node = trials.timing.node.node_id
         specs = [_spec(n) for n in (32, 40, 48, 56)]

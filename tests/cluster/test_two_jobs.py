@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ortlab.runs import cluster_bench, service
+from ortlab.runs import prepare
+from ortlab.runs import cluster_bench
 from ortlab.runs.history import BenchVariant
 from ortlab.runs.runspec import DataRef
 from ortlab.runs.tune import Tuner, TuneSettings
@@ -94,5 +95,5 @@ def test_a_tune_that_cannot_use_the_cluster_lets_the_connection_go(ray_cluster):
 
     assert not ray.is_initialized()
     with pytest.raises(ClusterError, match="No node of the cluster carries the timing resource 'gpu_nowhere'"):
-        ClusterTrials(ray_cluster.address, "gpu_nowhere", str(DIGITS), launch=service.start_unrecorded_recipe)
+        ClusterTrials(ray_cluster.address, "gpu_nowhere", str(DIGITS), launch=prepare.start_unrecorded_recipe)
     assert not ray.is_initialized()

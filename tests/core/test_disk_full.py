@@ -8,6 +8,7 @@ from collections import namedtuple
 
 import pytest
 
+from ortlab.runs import prepare
 from ortlab.core import disk
 from ortlab.core.disk import DiskFullError
 from ortlab.runs import recipe_child, service
@@ -24,7 +25,7 @@ def test_a_run_is_refused_before_it_starts_when_the_workspace_disk_is_nearly_ful
     src = conv_bn_model(tmp_path / "src.onnx")
     monkeypatch.setattr(shutil, "disk_usage", lambda p: Usage(10**9, 10**9 - 3_000_000, 3_000_000))
     with pytest.raises(DiskFullError) as err:
-        service.start_recipe(RunSpec(str(src), Recipe(opt_level=OptLevel.BASIC)), workspace=ws)
+        prepare.start_recipe(RunSpec(str(src), Recipe(opt_level=OptLevel.BASIC)), workspace=ws)
     msg = err.value.message
     assert msg.startswith("The workspace disk is full (3.00 MB free at ") and f"{ws.root}'s volume" in msg
     assert msg.endswith("delete runs or models on History.") and "\n" not in msg

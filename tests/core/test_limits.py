@@ -12,6 +12,7 @@ import zipfile
 import numpy as np
 import pytest
 
+from ortlab.runs import prepare
 from ortlab.timing import bench
 from ortlab.data.dataset import random_dataset
 from ortlab.data.feeds import batch_inputs
@@ -225,7 +226,7 @@ def test_a_recipe_over_its_memory_limit_fails_clearly_and_the_parent_is_unaffect
     spec = RunSpec(str(big_input_model(tmp_path / "big_input.onnx")), Recipe(allow_random_data=True),
                    calibration=DataRef(random=64), verify_samples=64)
     before = vm_hwm_mb()
-    handle = service.start_recipe(spec, workspace=ws, memory_gb=1.5)
+    handle = prepare.start_recipe(spec, workspace=ws, memory_gb=1.5)
     assert handle.wait(120) and handle.state == service.FAILED
     assert "This run needed more than 1.5 GB of memory" in str(handle.error)
     assert vm_hwm_mb() - before < 100  # the parent never held the inputs

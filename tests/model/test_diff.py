@@ -204,7 +204,7 @@ def digits_int8(tmp_path_factory):
     """The bundled digits CNN and its int8 static QDQ copy (real calibration images, no graph optimization)."""
     from ortlab.settings.config import Precision, Recipe
     from ortlab.data.loaders import load_image_folder
-    from ortlab.runs.pipeline import run_recipe
+    from ortlab.runs.in_process import run_recipe
     from ortlab.data.samples import get_sample
 
     sample = get_sample("digits_cnn")
@@ -266,7 +266,7 @@ def test_quantized_nodes_keep_their_float_twin_and_the_lines_add_up(tmp_path):
     before and QLinearConv after), its BatchNormalization and Relu folded into it, and the fusion lines add up to
     the op table."""
     from ortlab.settings.config import Precision, Recipe
-    from ortlab.runs.pipeline import run_recipe
+    from ortlab.runs.in_process import run_recipe
     from ortlab.data.samples import get_sample
 
     sample = get_sample("digits_cnn")
@@ -339,7 +339,7 @@ def efficientnet_int8(tmp_path_factory):
     model, plus the per-node analysis of the QDQ model on 4 evaluation images."""
     from ortlab.checks.analyze import QDQ_FILE, analyze
     from ortlab.settings.config import Precision, QuantConfig, Recipe
-    from ortlab.runs.pipeline import run_recipe
+    from ortlab.runs.in_process import run_recipe
     from ortlab.data.samples import get_sample
 
     s = get_sample("efficientnet_lite0")

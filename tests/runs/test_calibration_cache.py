@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from ortlab.runs import prepare
 import ortlab.transforms.quantize as quantize_module
 from ortlab.data.loaders import load_image_folder
 from ortlab.runs import pipeline, service
 from ortlab.runs.calibration_cache import REUSED, CachedCalibration, CalibrationCache
-from ortlab.runs.pipeline import plan, run_recipe
+from ortlab.runs.pipeline import plan
+from ortlab.runs.in_process import run_recipe
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runs.workspace import Workspace
 from ortlab.settings.config import CalibrationMethod, OptLevel, Precision, QuantConfig, QuantFormat, QuantMode, Recipe
@@ -138,7 +140,7 @@ def test_a_child_run_keeps_its_calibration_in_its_workspace(src, image_dir, tmp_
     spec = RunSpec(str(src), STATIC, calibration=DataRef(path=str(image_dir)), verify_samples=0)
     results = []
     for _ in range(2):
-        handle = service.start_recipe(spec, workspace=ws)
+        handle = prepare.start_recipe(spec, workspace=ws)
         handle.wait()
         assert handle.state == service.DONE, handle.error
         results.append(handle.result)

@@ -14,7 +14,7 @@ from ortlab.core.errors import DataError
 from ortlab.data.feeds import batch_inputs, sample_copies
 from ortlab.data.loaders import load_image_folder, load_tensor_file
 from ortlab.model.inspect import inspect_model
-from ortlab.runs.pipeline import run_recipe
+from ortlab.runs.in_process import run_recipe
 from ortlab.settings.config import Precision, QuantConfig, QuantMode, Recipe
 from tests.support.models import conv_bn_model, random_image_folder
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ortlab.runs import prepare
 from ortlab.cli import main as cli
 from ortlab.runs import history as history_mod, run_recovery, service
 from ortlab.runs.artifact import Artifact
@@ -73,7 +74,7 @@ def test_a_run_that_meets_a_locked_history_ends_and_is_listed_at_the_next_start(
     ws.history()
     with locked(ws.db_path):
         begin = time.monotonic()
-        handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+        handle = prepare.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
         assert handle.wait(120), "the run hung on the locked history"
         took = time.monotonic() - begin
         assert handle.state == service.DONE, handle.error
@@ -121,7 +122,7 @@ def test_a_kept_run_whose_file_was_replaced_since_is_not_listed(src, tmp_path, s
     ws.history()
     out = tmp_path / "out.onnx"
     with locked(ws.db_path):
-        handle = service.start_recipe(RunSpec(str(src), BASIC), out, workspace=ws)
+        handle = prepare.start_recipe(RunSpec(str(src), BASIC), out, workspace=ws)
         assert handle.wait(120) and handle.state == service.DONE, handle.error
     out.write_bytes(b"another model now")
     assert run_recovery.startup(ws) == [] and runs_in(ws) == []

@@ -14,13 +14,14 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from ortlab.runs import prepare
 from ortlab.cli import main as cli
 from ortlab.runs import outputs, service
 from ortlab.settings.config import OptLevel, Precision, Recipe
 from ortlab.core.errors import OptimizationError
 from ortlab.model.inspect import sha256_file
 from ortlab.runs.outputs import OutputError
-from ortlab.runs.pipeline import run_recipe
+from ortlab.runs.in_process import run_recipe
 from ortlab.runs.runspec import RunSpec
 from ortlab.runs.workspace import Workspace
 
@@ -78,7 +79,7 @@ def test_links_to_the_source_are_refused(tmp_path, capsys):
         assert code == 2 and "would overwrite the source model" in err, (out, err)
     assert sha256_file(src) == sha256_file(tmp_path / "hard.onnx")
     with pytest.raises(OutputError):
-        service.start_recipe(RunSpec(str(src), Recipe()), tmp_path / "soft.onnx", workspace=Workspace(tmp_path / "w"))
+        prepare.start_recipe(RunSpec(str(src), Recipe()), tmp_path / "soft.onnx", workspace=Workspace(tmp_path / "w"))
 
 
 def test_run_out_folder_holding_the_source_is_refused(tmp_path, capsys):
@@ -211,7 +212,7 @@ def test_service_run_leaves_no_scratch_folders(tmp_path, monkeypatch, image_dir)
     src = conv_bn_model(tmp_path / "src.onnx")
     ws = Workspace(tmp_path / "ws")
     spec = RunSpec(str(src), Recipe(precision=Precision.INT8, allow_random_data=True), verify_samples=0)
-    art = service.start_recipe(spec, workspace=ws).follow()
+    art = prepare.start_recipe(spec, workspace=ws).follow()
     assert [p.name for p in scratch.iterdir() if "ortlab" in p.name] == []  # (onnxruntime writes its own .ses)
     assert sorted(p.name for p in art.dir.iterdir()) == ["artifact.json", "model.onnx", "model.qdq.onnx",
                                                          "recipe.json"]  # int8 static keeps its QDQ graph
@@ -255,7 +256,7 @@ def test_everything_ortlab_writes_is_private(tmp_path, capsys):
     try:
         src = conv_bn_model(tmp_path / "src.onnx")
         ws = Workspace(tmp_path / "ws")
-        service.start_recipe(RunSpec(str(src), Recipe()), workspace=ws).follow()  # the child sets 0o077
+        prepare.start_recipe(RunSpec(str(src), Recipe()), workspace=ws).follow()  # the child sets 0o077
         found = modes(ws.root)
         assert {k: v for k, v in found.items() if (ws.root / k).is_dir() and v != 0o700} == {}
         assert {k: v for k, v in found.items() if (ws.root / k).is_file() and v != 0o600} == {}
@@ -287,7 +288,7 @@ def test_kill_9_leftovers_are_cleaned_at_the_next_start(tmp_path, monkeypatch):
     out.mkdir()
     (out / "model.onnx").write_bytes(b"an earlier result")
     endless = Recipe(precision=Precision.INT8, allow_random_data=True, quant=QuantConfig(calibration_samples=10_000))
-    handle = service.start_recipe(RunSpec(str(big), endless), out, workspace=Workspace(tmp_path / "ws"))
+    handle = prepare.start_recipe(RunSpec(str(big), endless), out, workspace=Workspace(tmp_path / "ws"))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (handle.pid and list(out.glob(".ortlab-work-*"))
                                                and list(scratch.glob("ortlab-run-*/*"))):

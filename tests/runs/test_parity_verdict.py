@@ -17,7 +17,7 @@ from ortlab.cli.render import artifact_text
 from ortlab.data.loaders import load_image_folder
 from ortlab.runs import pipeline
 from ortlab.runs.artifact import load_artifact
-from ortlab.runs.pipeline import run_recipe
+from ortlab.runs.in_process import run_recipe
 from ortlab.settings.config import OptLevel, Recipe
 from tests.support.models import conv_bn_model, random_image_folder
 

@@ -16,7 +16,8 @@ from ortlab.core.errors import Cancelled, ModelLoadError, OptimizationError, Rec
 from ortlab.runs.history import History
 from ortlab.model.inspect import sha256_file
 from ortlab.runs.artifact import load_artifact
-from ortlab.runs.pipeline import NO_CALIBRATION_DATA, run_recipe
+from ortlab.runs.in_process import run_recipe
+from ortlab.runs.prepare import NO_CALIBRATION_DATA
 from ortlab.core.progress import CancelToken
 from tests.support.reporting import CollectingReporter
 

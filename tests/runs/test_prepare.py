@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from ortlab.runs import prepare
 from ortlab import api
 from ortlab.cli import main as cli
-from ortlab.core.errors import ModelLoadError, RecipeError
+from ortlab.core.errors import ModelLoadError, OrtlabError, RecipeError
 from ortlab.model import inspect as inspect_module
-from ortlab.runs import recipe_child, service
+from ortlab.runs import recipe_child
 from ortlab.runs.prepare import NO_CALIBRATION_DATA, lacks_calibration_data, prepare_run
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.settings.config import Precision, QuantConfig, QuantMode, Recipe
@@ -57,6 +58,9 @@ def test_the_child_trusts_a_prepared_spec(inspections, tmp_path):
     artifact = recipe_child.run_recipe_spec(again, tmp_path / "run")
     assert len(inspections) == 1  # the run itself read nothing again
     assert artifact.source_sha256 == prepared.model_info["sha256"] and artifact.verdict is not None
+    with pytest.raises(OrtlabError, match="This run was not prepared"):  # the child decides nothing for a bare spec
+        recipe_child.run_recipe_spec(spec, tmp_path / "bare")
+    assert not (tmp_path / "bare").exists() and len(inspections) == 1
 
 
 def test_only_static_int8_without_data_and_without_random_data_lacks_calibration_data():
@@ -72,7 +76,7 @@ def test_only_static_int8_without_data_and_without_random_data_lacks_calibration
 def test_a_run_that_cannot_start_is_refused_before_its_child(tmp_path):
     no_data = RunSpec(str(SAMPLE / "model.onnx"), STATIC)
     with pytest.raises(RecipeError) as err:
-        service.start_recipe(no_data, tmp_path / "out")
+        prepare.start_recipe(no_data, tmp_path / "out")
     assert err.value.message == NO_CALIBRATION_DATA and not (tmp_path / "out").exists()
     with pytest.raises(ModelLoadError, match="not found"):
         prepare_run(RunSpec(str(tmp_path / "missing.onnx"), Recipe()))
@@ -80,8 +84,8 @@ def test_a_run_that_cannot_start_is_refused_before_its_child(tmp_path):
 
 @pytest.mark.parametrize("mode", [QuantMode.DYNAMIC, QuantMode.STATIC])
 def test_an_int8_or_fp16_recipe_refuses_a_model_already_quantized(tmp_path, mode):
-    from ortlab.runs.pipeline import run_recipe
-    from ortlab.runs.prepare import prepare_recipe_run
+    from ortlab.runs.in_process import run_recipe
+    from ortlab.runs.in_process import prepare_recipe_run
     from tests.support.models import conv_bn_model
 
     src = conv_bn_model(tmp_path / "conv.onnx")

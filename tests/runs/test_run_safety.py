@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ortlab.runs import prepare
 from ortlab.model.inspect import sha256_file
 from ortlab.cli import main as cli
 from ortlab.core.errors import Cancelled
@@ -39,7 +40,7 @@ def recorded_runs(ws: Workspace, src: Path, n: int) -> list[Artifact]:
     """``n`` real runs of ``src`` through the service (each with its folder and artifact.json)."""
     out = []
     for _ in range(n):
-        handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+        handle = prepare.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
         handle.wait(120)
         assert handle.state == service.DONE, handle.error
         out.append(handle.result)
@@ -109,7 +110,7 @@ def test_a_new_run_with_a_damaged_history_is_kept_and_recorded(src, tmp_path):
     ws = Workspace(tmp_path / "home")
     recorded_runs(ws, src, 2)
     damage_pages(ws.db_path)
-    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    handle = prepare.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
     handle.wait(120)
     assert handle.state == service.DONE, handle.error
     art = handle.result
@@ -233,7 +234,7 @@ def test_a_run_folder_whose_model_does_not_match_its_artifact_is_not_indexed(src
 def test_a_child_killed_after_recording_is_a_finished_run(src, tmp_path, monkeypatch):
     ws = Workspace(tmp_path / "home")
     recipe_child_dies(monkeypatch, tmp_path, "record_run", "after")
-    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    handle = prepare.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
     handle.wait(120)
     assert handle.returncode == 9
     assert handle.state == service.DONE, handle.error
@@ -248,7 +249,7 @@ def test_a_run_into_a_file_killed_after_recording_is_finished(src, tmp_path, mon
     ws = Workspace(tmp_path / "home")
     recipe_child_dies(monkeypatch, tmp_path, "record_run", "after")
     out = tmp_path / "o.onnx"
-    handle = service.start_recipe(RunSpec(str(src), BASIC), out, workspace=ws)
+    handle = prepare.start_recipe(RunSpec(str(src), BASIC), out, workspace=ws)
     handle.wait(120)
     assert handle.state == service.DONE, handle.error
     assert Path(handle.result.model_path) == out.resolve() and out.is_file()
@@ -258,7 +259,7 @@ def test_a_run_into_a_file_killed_after_recording_is_finished(src, tmp_path, mon
 def test_a_child_killed_before_recording_a_complete_result_has_it_checked_and_recorded(src, tmp_path, monkeypatch):
     ws = Workspace(tmp_path / "home")
     recipe_child_dies(monkeypatch, tmp_path, "record_run", "before")
-    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws, origin="cli")
+    handle = prepare.start_recipe(RunSpec(str(src), BASIC), workspace=ws, origin="cli")
     handle.wait(120)
     assert handle.returncode == 9
     assert handle.state == service.DONE, handle.error
@@ -277,7 +278,7 @@ def test_a_run_into_a_file_killed_before_recording_has_its_result_installed_and_
     ws = Workspace(tmp_path / "home")
     recipe_child_dies(monkeypatch, tmp_path, function, "before")
     out = tmp_path / "o.onnx"
-    handle = service.start_recipe(RunSpec(str(src), BASIC), out, workspace=ws)
+    handle = prepare.start_recipe(RunSpec(str(src), BASIC), out, workspace=ws)
     handle.wait(120)
     assert handle.returncode == 9
     assert handle.state == service.DONE, handle.error
@@ -293,9 +294,9 @@ def test_a_child_killed_with_a_result_that_does_not_match_leaves_no_folder(src, 
     hook = tmp_path / "fault_hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(FAULT_HOOK.format(function="record_run", when="before").replace(
-        'os._exit(9)', 'open(args[1].run_dir / "model.onnx", "ab").write(b"x"); os._exit(9)', 1))
+        'os._exit(9)', 'open(args[2] / "model.onnx", "ab").write(b"x"); os._exit(9)', 1))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
-    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    handle = prepare.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
     handle.wait(120)
     assert handle.state == service.FAILED, handle.result
     assert handle.error.message.endswith("Its folder was removed: its model.onnx does not match artifact.json.")
@@ -305,7 +306,7 @@ def test_a_child_killed_with_a_result_that_does_not_match_leaves_no_folder(src, 
 def test_a_child_killed_before_its_result_was_complete_leaves_no_folder(src, tmp_path, monkeypatch):
     ws = Workspace(tmp_path / "home")
     recipe_child_dies(monkeypatch, tmp_path, "run_recipe_spec", "before")
-    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    handle = prepare.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
     handle.wait(120)
     assert handle.returncode == 9
     assert handle.state == service.FAILED and "ended unexpectedly (exit code 9)" in handle.error.message
@@ -340,7 +341,7 @@ def test_a_run_the_server_lost_is_listed_as_interrupted_after_a_restart(src, tmp
 def test_a_run_past_its_time_limit_is_stopped_with_that_sentence(src, tmp_path, monkeypatch):
     ws = Workspace(tmp_path / "home")
     monkeypatch.setenv(service.RUN_TIMEOUT_VAR, "0.3")
-    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    handle = prepare.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
     assert handle.wait(60)
     assert handle.state == service.FAILED and handle.timed_out
     assert re.fullmatch(r"The run was stopped after \d+ s \(limit 0\.3 s\): it went past its time limit \(set "
@@ -408,7 +409,7 @@ def test_a_child_that_ignores_its_stop_is_killed_with_its_group_at_the_time_limi
     pids = stubborn_child(monkeypatch, tmp_path)
     monkeypatch.setenv(service.RUN_TIMEOUT_VAR, "6")  # time for the child to start and reach its work under load
     begin = time.monotonic()
-    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    handle = prepare.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
     child, helper = started(pids)
     assert handle.wait(6 + STOP_GRACE_S + 30), "the run went on past its limit"
     took = time.monotonic() - begin
@@ -421,7 +422,7 @@ def test_a_child_that_ignores_its_stop_is_killed_with_its_group_at_the_time_limi
 def test_cancel_kills_a_child_that_ignores_its_stop(src, tmp_path, monkeypatch):
     ws = Workspace(tmp_path / "home")
     pids = stubborn_child(monkeypatch, tmp_path)
-    handle = service.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
+    handle = prepare.start_recipe(RunSpec(str(src), BASIC), workspace=ws)
     child, helper = started(pids)
     begin = time.monotonic()
     handle.cancel()
@@ -455,7 +456,7 @@ def test_a_time_limit_reached_while_a_complete_result_is_recorded_keeps_the_run(
     (hook / "sitecustomize.py").write_text(HANGS_WHILE_RECORDING.format(marker=str(marker)))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
     out = tmp_path / "o.onnx" if into_file else None
-    handle = service.start_recipe(RunSpec(str(src), BASIC), out, workspace=ws)
+    handle = prepare.start_recipe(RunSpec(str(src), BASIC), out, workspace=ws)
     deadline = time.monotonic() + 120
     while not marker.exists() and not handle.done and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -498,16 +499,16 @@ def test_the_default_time_limit_scales_with_the_work_and_is_in_the_notes(src, tm
     from ortlab.settings.config import Precision, QuantConfig
 
     monkeypatch.delenv(service.RUN_TIMEOUT_VAR, raising=False)
-    small, why = service.run_timeout_s(RunSpec(str(src), BASIC, verify_samples=8), model_bytes=0)
-    assert small == service.RUN_TIMEOUT_BASE_S + 8 * service.RUN_TIMEOUT_PER_SAMPLE_S and "default" in why
-    big, _ = service.run_timeout_s(RunSpec(str(src), Recipe(precision=Precision.INT8, quant=QuantConfig(
+    small, why = prepare.run_timeout_s(RunSpec(str(src), BASIC, verify_samples=8), model_bytes=0)
+    assert small == prepare.RUN_TIMEOUT_BASE_S + 8 * prepare.RUN_TIMEOUT_PER_SAMPLE_S and "default" in why
+    big, _ = prepare.run_timeout_s(RunSpec(str(src), Recipe(precision=Precision.INT8, quant=QuantConfig(
         calibration_samples=1000)), verify_samples=8), model_bytes=500_000_000)
-    assert big == small + 1000 * service.RUN_TIMEOUT_PER_SAMPLE_S + 5 * service.RUN_TIMEOUT_PER_100MB_S
+    assert big == small + 1000 * prepare.RUN_TIMEOUT_PER_SAMPLE_S + 5 * prepare.RUN_TIMEOUT_PER_100MB_S
     (run,) = recorded_runs(Workspace(tmp_path / "home"), src, 1)
     (note,) = [n for n in run.notes if n.startswith("Time limit: ")]
-    expected, _ = service.run_timeout_s(RunSpec(str(src), BASIC))
+    expected, _ = prepare.run_timeout_s(RunSpec(str(src), BASIC))
     assert note.startswith(f"Time limit: {expected:g} s (the default: ")
     monkeypatch.setenv(service.RUN_TIMEOUT_VAR, "soon")
     with pytest.raises(service.OrtlabError, match="must be a number of seconds"):
-        service.run_timeout_s(RunSpec(str(src), BASIC))
+        prepare.run_timeout_s(RunSpec(str(src), BASIC))
 

@@ -16,12 +16,14 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
+from ortlab.runs import prepare
 from ortlab.cli import main as cli
 from ortlab.runs import service, bench_service
 from ortlab.settings.config import (BenchConfig, CalibrationMethod, OptLevel, Precision, QuantConfig, QuantMode, Recipe)
 from ortlab.core.errors import OrtlabError
 from ortlab.model.inspect import sha256_file
-from ortlab.runs.pipeline import plan, run_recipe
+from ortlab.runs.pipeline import plan
+from ortlab.runs.in_process import run_recipe
 from tests.support.reporting import CollectingReporter
 from ortlab.runs.history import BenchVariant
 from ortlab.runs.runspec import DataRef, RunSpec
@@ -72,7 +74,7 @@ def big_src():
 def test_a_recipe_runs_in_a_child_and_leaves_the_parent_alone(src, image_dir, ws, capfd):
     fd2 = os.readlink("/proc/self/fd/2") if sys.platform.startswith("linux") else None
     spec = RunSpec(str(src), STATIC, calibration=DataRef(path=str(image_dir)), verify_samples=4)
-    handle = service.start_recipe(spec, workspace=ws, origin="cli")
+    handle = prepare.start_recipe(spec, workspace=ws, origin="cli")
     assert [s.name for s in handle.plan] == handle.stages  # every stage is known before any runs
     seen = []
     while not handle.wait(0.02):
@@ -95,7 +97,7 @@ def test_a_recipe_runs_in_a_child_and_leaves_the_parent_alone(src, image_dir, ws
 
 
 def test_cancel_terminates_the_child_and_removes_its_folder(big_src, ws):
-    handle = service.start_recipe(RunSpec(str(big_src), ENDLESS), workspace=ws)
+    handle = prepare.start_recipe(RunSpec(str(big_src), ENDLESS), workspace=ws)
     until(lambda: handle.drain() is not None and "calibrate" in handle.progress)
     pid = handle.pid
     assert pid is not None
@@ -107,7 +109,7 @@ def test_cancel_terminates_the_child_and_removes_its_folder(big_src, ws):
 
 
 def test_a_child_that_dies_is_a_clear_error_not_a_hang(big_src, ws):
-    handle = service.start_recipe(RunSpec(str(big_src), ENDLESS), workspace=ws)
+    handle = prepare.start_recipe(RunSpec(str(big_src), ENDLESS), workspace=ws)
     until(lambda: handle.pid)
     assert handle.pid is not None
     os.kill(handle.pid, signal.SIGKILL)
@@ -119,7 +121,7 @@ def test_a_child_that_dies_is_a_clear_error_not_a_hang(big_src, ws):
 
 def test_a_run_nobody_watches_is_recorded_with_its_model(src, image_dir, ws):
     spec = RunSpec(str(src), Recipe(opt_level=OptLevel.BASIC), calibration=DataRef(path=str(image_dir)))
-    service.start_recipe(spec, workspace=ws)  # the handle is dropped: no page polls it
+    prepare.start_recipe(spec, workspace=ws)  # the handle is dropped: no page polls it
     rows = until(lambda: ws.history().list())
     model = Path(rows[0].model_path)
     assert model.is_file() and sha256_file(model) == rows[0].sha256
@@ -132,7 +134,7 @@ def test_errors_come_back_typed_with_their_step(src, ws):
 
     before = sorted(ws.root.rglob("*"))
     with pytest.raises(RecipeError) as err:  # refused before a child or a run folder exists
-        service.start_recipe(RunSpec(str(src), STATIC), workspace=ws)
+        prepare.start_recipe(RunSpec(str(src), STATIC), workspace=ws)
     assert err.value.step == "validate"
     assert sorted(ws.root.rglob("*")) == before
 
@@ -142,7 +144,7 @@ def test_run_spec_round_trips_and_its_cli_line_runs(src, image_dir, tmp_path, ca
     spec = RunSpec(str(src), STATIC, calibration=DataRef(path=str(image_dir)),
                    evaluation=DataRef(path=str(image_dir), count=6), verify_samples=6)
     assert RunSpec.from_json(spec.to_json()) == spec
-    handle = service.start_recipe(spec, tmp_path / "app_side")
+    handle = prepare.start_recipe(spec, tmp_path / "app_side")
     art = handle.follow()
     line = spec.cli_line(str(tmp_path / "cli.onnx"))
     assert cli.main(__import__("shlex").split(line)[1:]) == 0
@@ -275,7 +277,7 @@ def test_a_memory_limit_turns_a_huge_input_into_a_clear_error(tmp_path, ws):
     onnx.save(model, str(tmp_path / "big_input.onnx"))
     spec = RunSpec(str(tmp_path / "big_input.onnx"), Recipe(allow_random_data=True),
                    calibration=DataRef(random=64), verify_samples=64)
-    handle = service.start_recipe(spec, workspace=ws, memory_gb=1.5)
+    handle = prepare.start_recipe(spec, workspace=ws, memory_gb=1.5)
     assert handle.wait(120) and handle.state == service.FAILED
     assert "needed more than 1.5 GB of memory" in str(handle.error)
     assert ws.history().list() == [] and not handle.run_dir.exists()

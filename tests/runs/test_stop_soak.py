@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ortlab.runs import prepare
 from ortlab.model.inspect import sha256_file
 from ortlab.runs import outputs, run_recovery, service
 from ortlab.runs.artifact import Artifact
@@ -57,7 +58,7 @@ def test_runs_stopped_at_random_points_leave_no_process_no_half_folder_and_a_con
         out = outs / f"run{i}.onnx" if rng.random() < 0.5 else None
         how, at = ("limit", rng.uniform(0.5, 7.0)) if rng.random() < 0.5 else ("cancel", rng.uniform(0.0, 7.0))
         monkeypatch.setenv(service.RUN_TIMEOUT_VAR, f"{at:.2f}" if how == "limit" else "600")
-        handle = service.start_recipe(spec, out, workspace=ws)
+        handle = prepare.start_recipe(spec, out, workspace=ws)
         start = time.monotonic()
         child = handle.child_pid  # the group's id: every process of the run is in it
         assert child is not None, f"run {i} never started its child"

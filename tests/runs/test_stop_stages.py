@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from ortlab.runs import prepare
 from ortlab.data.samples import get_sample
 from ortlab.runs import service
 from ortlab.runs.runspec import DataRef, RunSpec
@@ -32,7 +33,7 @@ def digits_int8() -> RunSpec:
 @pytest.mark.parametrize("stage", ["calibrate", "quantize", "bias_correction", "verify"])
 def test_a_time_limit_reached_in_a_stage_ends_the_run_within_seconds(tmp_path, stage):
     ws = Workspace(tmp_path / "home")
-    handle = service.start_recipe(digits_int8(), workspace=ws)
+    handle = prepare.start_recipe(digits_int8(), workspace=ws)
     group = handle.child_pid  # every process of the run is in the child's group
     assert group is not None, "the run never started its child"
     deadline = time.monotonic() + 180
@@ -60,7 +61,7 @@ def test_a_tune_budget_that_runs_out_during_a_trial_ends_the_search_within_secon
                   workspace=Workspace(tmp_path / "ws"), settings=TuneSettings(budget_s=budget, bench_s=0.2),
                   recipes=[Recipe(precision=Precision.INT8)])
     groups: list[int] = []
-    real_start = service.start_recipe
+    real_start = prepare.start_recipe
 
     def start_recipe(*args, **kwargs):
         handle = real_start(*args, **kwargs)
@@ -71,7 +72,7 @@ def test_a_tune_budget_that_runs_out_during_a_trial_ends_the_search_within_secon
     finished = threading.Event()
     began = time.monotonic()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(service, "start_recipe", start_recipe)
+        mp.setattr(prepare, "start_recipe", start_recipe)
         def search() -> None:
             list(tuner.trials())
             finished.set()

@@ -177,7 +177,7 @@ def test_int16_weight_nodes_in_a_recipe_run_write_int16_weights(tmp_path):
     import onnx
     from onnx import TensorProto
 
-    from ortlab.runs.pipeline import run_recipe
+    from ortlab.runs.in_process import run_recipe
     from ortlab.data.samples import get_sample
 
     s = get_sample("digits_cnn")

@@ -76,7 +76,7 @@ class _StuckHandle(service.Handle):
 
 
 def test_a_budget_that_ends_during_the_first_trial_says_how_far_it_got(tmp_path, monkeypatch):
-    monkeypatch.setattr(tune_mod.service, "start_recipe", lambda *a, **kw: _StuckHandle())
+    monkeypatch.setattr(tune_mod.prepare, "start_recipe", lambda *a, **kw: _StuckHandle())
     model = conv_bn_model(tmp_path / "m.onnx")
     tuner = Tuner(model, None, DataRef(random=4), workspace=object(), recipes=[Recipe(precision=Precision.INT8)],
                   settings=TuneSettings(budget_s=0.3, exclusion_steps=0, int16_steps=0))

@@ -26,10 +26,10 @@ from ortlab.core.progress import CancelToken, ProgressEvent
 from ortlab.data.feeds import batch_inputs
 from ortlab.data.samples import load_manifest
 from ortlab.model.inspect import inspect_model
-from ortlab.runs.pipeline import plan, run_recipe
-from ortlab.runs.prepare import BIAS_CORRECTION_SKIPPED
+from ortlab.runs.pipeline import BIAS_CORRECTION_SKIPPED, BIAS_ON_RANDOM_DATA, plan
+from ortlab.runs.in_process import run_recipe
+from ortlab.runs.prepare import validate_recipe
 from ortlab.runtime.hardware import advise, real_cpu
-from ortlab.runs.prepare import BIAS_ON_RANDOM_DATA, validate_recipe
 from ortlab.settings.config import Precision, QuantConfig, QuantFormat, QuantMode, Recipe, errors_of, recipe_cli_line
 from ortlab.transforms.bias_correction import STAGE, correct_biases, correct_model, held_back_indices
 from ortlab.transforms.calibration import CalibrationReader

@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
+from ortlab.runs import prepare
 from ortlab.ui.session.inert import md
 from tests.ui.test_app import APP, TIMEOUT, _server_like_navigation, leaves  # noqa: F401 (an autouse fixture)
 
@@ -130,7 +131,6 @@ def test_error_messages_show_workspace_relative_paths(home):
 
 
 def test_a_damaged_history_is_rebuilt_and_the_app_says_so(home, tmp_path):
-    from ortlab.runs import service
     from ortlab.settings.config import Recipe
     from ortlab.runs.history import History
     from ortlab.runs.runspec import RunSpec
@@ -139,7 +139,7 @@ def test_a_damaged_history_is_rebuilt_and_the_app_says_so(home, tmp_path):
 
     ws = Workspace(home)
     src = conv_bn_model(tmp_path / "src.onnx")
-    runs = [service.start_recipe(RunSpec(str(src), Recipe()), workspace=ws).follow() for _ in range(2)]
+    runs = [prepare.start_recipe(RunSpec(str(src), Recipe()), workspace=ws).follow() for _ in range(2)]
     ws.db_path.write_bytes(b"garbage, not SQLite" * 100)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     assert not at.exception

@@ -6,6 +6,7 @@ import types
 
 import pytest
 
+from ortlab.runs import prepare
 from ortlab.ui.session import actions, auth
 
 
@@ -107,7 +108,6 @@ def test_the_report_download_is_built_from_the_signed_in_users_workspace_outside
     """Streamlit builds a deferred download outside the user's session (no st.user, no session state): the
     report callable must carry the user's workspace and cache, not look them up when clicked."""
     from ortlab.runs.runspec import RunSpec
-    from ortlab.runs import service
     from ortlab.settings.config import OptLevel, Recipe
     from ortlab.ui.session import state
     from tests.support.models import conv_bn_model
@@ -115,7 +115,7 @@ def test_the_report_download_is_built_from_the_signed_in_users_workspace_outside
     src = conv_bn_model(tmp_path_factory.mktemp("rep") / "conv.onnx")
     signed_in_as(monkeypatch, iss="https://id.example", sub="alice")
     ws = actions.workspace()
-    handle = service.start_recipe(RunSpec(str(src), Recipe(opt_level=OptLevel.BASIC)), workspace=ws)
+    handle = prepare.start_recipe(RunSpec(str(src), Recipe(opt_level=OptLevel.BASIC)), workspace=ws)
     handle.wait(120)
     run = handle.result
     cache: dict = {}
