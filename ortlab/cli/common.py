@@ -382,14 +382,18 @@ _CONVENTION_FLAGS = {"mean", "std", "channel_order", "scale"}  # a person who ga
 
 
 def _sized_by_preset(model: ModelInfo | None, overrides: Mapping[str, Any], preset: str | None) -> str:
-    """" Or give --preset yolo: …" when the preset the model's shapes point to sets the open size, else ""."""
+    """" Or give --preset yolo: …" when the preset the model's shapes point to sets the open size (or its height),
+    else ""."""
     suggested = api.data.suggest_preprocess_preset(model) if model is not None and preset is None else None
     if suggested is None:
         return ""
     resolved = api.data.explain_preprocess(model, overrides=dict(overrides), preset=suggested[0])
-    if resolved is None or resolved.open_size:
+    if resolved is None:
         return ""
     h, w = resolved.config.size
+    if resolved.open_size:
+        height = api.data.PREPROCESS_PRESETS[suggested[0]].height
+        return f" Or give --preset {suggested[0]} with --size {height} W: {suggested[1]}." if height else ""
     return f" Or give --preset {suggested[0]}, which sets {h}×{w}: {suggested[1]}."
 
 

@@ -132,13 +132,15 @@ FIELDS = ("size", "resize_mode", "layout", "channels", "channel_order", "scale",
 @dataclass(frozen=True)
 class Preset:
     """A known preprocessing convention, offered by name and never applied unless chosen. ``height``: the
-    height the convention fixes (Paddle's recognizer and classifier: 48), else the model's."""
+    height the convention fixes (Paddle's recognizer and classifier: 48), else the model's; ``widths``: the widths
+    its models take, said when the model leaves the width open."""
 
     name: str
     label: str
     source: str
     values: dict[str, Any] = field(default_factory=dict)
     height: int | None = None
+    widths: str = ""
 
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -163,7 +165,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("paddle_rec", "PaddleOCR recognizer / classifier", "PaddleOCR rec and cls: BGR, (x/255 − 0.5)/0.5, "
            "height 48 (width: the model's, or --size)", {"channel_order": ChannelOrder.BGR, "scale": PixelScale.UNIT,
                                                           "resize_mode": ResizeMode.STRETCH, "mean": (0.5, 0.5, 0.5),
-                                                          "std": (0.5, 0.5, 0.5)}, height=48),
+                                                          "std": (0.5, 0.5, 0.5)}, height=48,
+           widths="PaddleOCR's recognizers take 320, its text-line direction classifier 192"),
 )}
 
 
@@ -207,8 +210,9 @@ def _paddle_export(producer: str, inputs: Sequence[TensorInfo], outputs: Sequenc
 
 def _paddle_preset(producer: str, inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]
                    ) -> tuple[str, str] | None:
-    """A PaddleOCR detector (one map of the input's open size), recognizer (height 48, [N, T, classes]) or a
-    PaddleClas classifier (a fixed square input, [N, classes]), when the model is a Paddle export."""
+    """A PaddleOCR detector (one map of the input's open size), recognizer (height 48, [N, T, classes]), text-line
+    direction classifier (open size, [N, 2]) or a PaddleClas classifier (a fixed square input, [N, classes]), when
+    the model is a Paddle export."""
     sign = _paddle_export(producer, inputs, outputs)
     if sign is None or len(outputs) != 1:
         return None
@@ -220,6 +224,9 @@ def _paddle_preset(producer: str, inputs: Sequence[TensorInfo], outputs: Sequenc
     if len(out) == 3 and h == 48:
         return "paddle_rec", f"{where} with a 48-pixel-high input and a class per time step, as PaddleOCR's " \
                              "recognizers have"
+    if len(out) == 2 and h is None and w is None and static_dim(out[1]) == 2:
+        return "paddle_rec", f"{where} whose open-sized input gives two class scores, as PaddleOCR's text-line " \
+                             "direction classifier (0° or 180°) does: 48 pixels high, 192 wide"
     if len(out) == 2 and h is not None and h == w and h >= 160:
         return "paddle_cls", f"{where} with a {h}×{w} input and class scores out, as PaddleClas's classifiers have"
     return None
@@ -301,8 +308,18 @@ class ResolvedPreprocess:
                 "than it is. Use the manifest's values unless you know the model wants these.")
 
     def open_size_message(self) -> str:
-        """What to do when :attr:`open_size`: the one-line request for a size."""
+        """What to do when :attr:`open_size`: the one-line request for a size (its width, when a preset set the
+        height)."""
         c = self.config.channels
+        preset = next((p for p in PRESETS.values() if p.height is not None
+                       and self.sources.get("size", "").startswith(f"preset {p.name} (height)")), None)
+        if preset is not None:
+            h = preset.height
+            dims = f"1,{h},W,{c}" if self.config.layout == Layout.NHWC else f"1,{c},{h},W"
+            widths = f" ({preset.widths})" if preset.widths else ""
+            return (f"Model input '{self.input_name}' {shape_text(self.input_shape)} leaves its width open, and "
+                    f"ortlab never guesses it: preset {preset.name} sets the height, {h}; give the width too, "
+                    f"--size {h} W{widths}, or --shape {self.input_name}={dims}.")
         dims = f"1,H,W,{c}" if self.config.layout == Layout.NHWC else f"1,{c},H,W"
         return (f"Model input '{self.input_name}' {shape_text(self.input_shape)} leaves its height and width open, "
                 f"and ortlab never guesses them: give the size its images must have, --size H W (e.g. --size 640 "

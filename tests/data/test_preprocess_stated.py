@@ -165,8 +165,13 @@ P2O = "p2o.DynamicDimension.0"
     ("pytorch", ("x", "float32", ("batch", 3, "height", "width")), ("maps", "float32", ("batch", 1, "h", "w")), None),
     ("pytorch", ("x", "float32", (1, 3, 48, "w")), ("logits", "float32", (1, "T", 97)), None),
     ("pytorch", ("x", "float32", (1, 3, 224, 224)), ("logits", "float32", (1, 1000)), None),
-    # a Paddle export of another kind (two maps, a small crop classifier): none offered
+    # PaddleOCR's text-line direction classifier (rapidocr's ch_ppocr_mobile_v2.0_cls): open size, two scores
+    ("PaddlePaddle", ("x", "float32", (-1, 3, None, None)), ("save_infer_model/scale_0.tmp_1", "float32", (-1, 2)),
+     "paddle_rec"),
+    # a Paddle export of another kind (a small fixed crop classifier, four scores of an open size): none offered
     ("PaddlePaddle", ("x", "float32", (-1, 3, 48, 192)), ("save_infer_model/scale_0.tmp_1", "float32", (-1, 2)), None),
+    ("PaddlePaddle", ("x", "float32", (-1, 3, None, None)), ("save_infer_model/scale_0.tmp_1", "float32", (-1, 4)),
+     None),
 ])
 def test_a_paddle_exports_convention_is_offered_from_its_names_and_shapes(producer, inputs, outputs, expected):
     from types import SimpleNamespace
@@ -250,3 +255,28 @@ def test_an_open_size_error_names_the_preset_that_sets_it(tmp_path, images, caps
         err = capsys.readouterr().err
         assert code == 2 and "leaves its height and width open" in err, err
         assert ("Or give --preset yolo, which sets 320×320" in err) is named, err
+
+
+def test_a_preset_that_sets_the_height_asks_for_the_width_alone(tmp_path, images, capsys, monkeypatch):
+    """A Paddle text-line direction classifier, [-1, 3, ?, ?] → [-1, 2]: without a preset the size is asked for and
+    paddle_rec is named with the height it sets; with it, only the width is asked for, with the widths its models
+    take."""
+    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
+    scores = helper.make_tensor("scores", TensorProto.INT64, [2], [1, 2])
+    graph = helper.make_graph(
+        [helper.make_node("ConstantOfShape", ["scores"], ["save_infer_model/scale_0.tmp_1"], name="cls")], "cls",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 3, None, None])],
+        [helper.make_tensor_value_info("save_infer_model/scale_0.tmp_1", TensorProto.FLOAT, [-1, 2])], [scores])
+    model = tmp_path / "cls.onnx"
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8, producer_name="PaddlePaddle")
+    onnx.save(m, str(model))
+    assert cli.main(["compare", str(model), str(model), "--data", str(images)]) == 2
+    err = capsys.readouterr().err
+    assert "leaves its height and width open" in err and "Or give --preset paddle_rec with --size 48 W" in err, err
+    assert "text-line direction classifier" in err, err
+    assert cli.main(["compare", str(model), str(model), "--data", str(images), "--preset", "paddle_rec"]) == 2
+    err = capsys.readouterr().err
+    assert "leaves its width open" in err and "preset paddle_rec sets the height, 48" in err, err
+    assert "--size 48 W (PaddleOCR's recognizers take 320, its text-line direction classifier 192)" in err, err
+    assert "--shape x=1,3,48,W" in err, err
+
