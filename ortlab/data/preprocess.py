@@ -308,19 +308,22 @@ class ResolvedPreprocess:
                 "than it is. Use the manifest's values unless you know the model wants these.")
 
     def open_size_message(self) -> str:
-        """What to do when :attr:`open_size`: the one-line request for a size (its width, when a preset set the
-        height)."""
-        c = self.config.channels
+        """What to do when :attr:`open_size`: the one-line request for a size, or for the width alone when the
+        model fixes the height or a preset set it."""
+        c, nhwc = self.config.channels, self.config.layout == Layout.NHWC
         preset = next((p for p in PRESETS.values() if p.height is not None
                        and self.sources.get("size", "").startswith(f"preset {p.name} (height)")), None)
-        if preset is not None:
-            h = preset.height
-            dims = f"1,{h},W,{c}" if self.config.layout == Layout.NHWC else f"1,{c},{h},W"
-            widths = f" ({preset.widths})" if preset.widths else ""
+        hw = self.input_shape[1:3] if nhwc else self.input_shape[2:4]
+        fixed_h = static_dim(hw[0]) if len(hw) == 2 and static_dim(hw[1]) is None else None
+        h = preset.height if preset is not None else fixed_h
+        if h is not None:
+            dims = f"1,{h},W,{c}" if nhwc else f"1,{c},{h},W"
+            who = f"preset {preset.name} sets the height, {h}" if preset is not None else f"its height is {h}"
+            widths = f" ({preset.widths})" if preset is not None and preset.widths else ""
             return (f"Model input '{self.input_name}' {shape_text(self.input_shape)} leaves its width open, and "
-                    f"ortlab never guesses it: preset {preset.name} sets the height, {h}; give the width too, "
-                    f"--size {h} W{widths}, or --shape {self.input_name}={dims}.")
-        dims = f"1,H,W,{c}" if self.config.layout == Layout.NHWC else f"1,{c},H,W"
+                    f"ortlab never guesses it: {who}; give the width too, --size {h} W{widths}, or "
+                    f"--shape {self.input_name}={dims}.")
+        dims = f"1,H,W,{c}" if nhwc else f"1,{c},H,W"
         return (f"Model input '{self.input_name}' {shape_text(self.input_shape)} leaves its height and width open, "
                 f"and ortlab never guesses them: give the size its images must have, --size H W (e.g. --size 640 "
                 f"640), or --shape {self.input_name}={dims}.")

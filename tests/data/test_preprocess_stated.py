@@ -280,3 +280,14 @@ def test_a_preset_that_sets_the_height_asks_for_the_width_alone(tmp_path, images
     assert "--size 48 W (PaddleOCR's recognizers take 320, its text-line direction classifier 192)" in err, err
     assert "--shape x=1,3,48,W" in err, err
 
+
+
+def test_a_model_that_fixes_its_height_is_asked_for_its_width_alone():
+    """ddddocr's common.onnx: [1, 1, 64, image_width] (the height fixed, the width open)."""
+    r = explain_preprocess([TensorInfo("input1", "float32", (1, 1, 64, "image_width"))])
+    assert r is not None and r.open_size
+    assert r.open_size_message() == ("Model input 'input1' [1, 1, 64, image_width] leaves its width open, and ortlab "
+                                     "never guesses it: its height is 64; give the width too, --size 64 W, or "
+                                     "--shape input1=1,1,64,W.")
+    both = explain_preprocess([TensorInfo("x", "float32", (1, 3, "h", "w"))])
+    assert "leaves its height and width open" in both.open_size_message()
