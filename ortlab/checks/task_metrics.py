@@ -11,7 +11,9 @@ and whether the data is labeled; a task given by the user overrides the inferenc
   C ≥ 16, else generic (a few values: a regression, MTCNN's box offsets [1, 4] and landmarks [1, 10]);
   [1, 1] → generic;
 * [1, T, C] float whose rows are probabilities (non-negative, summing to 1: an OCR recognizer's CTC softmax) →
-  sequence (greedy CTC decoding: changed strings and character error rate);
+  sequence (greedy CTC decoding: changed strings and character error rate); so is a time-major [T, 1, C] float
+  (the batch of one on axis 1, as PyTorch's CTC recognizers return their logits) whose blank, class 0, scores best
+  at 10 % of the positions or more;
 * [1, A, B] float → dense_map when every value is in [0, 1] and the name is not a box's or an embedding's
   (per-element scores or gains: a split detector head's per-anchor class scores, PicoDet's [1, 7600, 10], whose
   box regression for the same anchors is then compared as a tensor; a denoiser's spectral mask, NSNet2's
@@ -72,10 +74,32 @@ def _probability_rows(arr: np.ndarray) -> bool:
     return bool(rows.size) and bool(rows.min() >= 0) and bool(np.allclose(rows.sum(axis=-1), 1.0, atol=1e-3))
 
 
+MIN_CTC_BLANKS = 0.1  # a time-major CTC output's blank (class 0) scores best at this share of positions or more
+
+
+def _time_major_ctc(arr: np.ndarray) -> bool:
+    """Whether a float output is time-major per-position class scores, [T, 1, C] (a batch of one on axis 1) with
+    T ≥ 4, C ≥ 2 and the CTC blank (class 0) the best at :data:`MIN_CTC_BLANKS` of the positions or more (a
+    time-major hidden state [S, 1, E] has no such class)."""
+    if arr.ndim != 3 or arr.shape[1] != 1 or arr.shape[0] < 4 or arr.shape[2] < 2:
+        return False
+    best = np.argmax(np.nan_to_num(np.asarray(arr[:, 0], dtype=np.float64), nan=-np.inf), axis=-1)
+    return float(np.mean(best == 0)) >= MIN_CTC_BLANKS
+
+
+def _batch_first(arr: np.ndarray) -> np.ndarray:
+    """A time-major [T, 1, C] output as [1, T, C] (a batch-first one as it is)."""
+    return arr.swapaxes(0, 1) if arr.ndim == 3 and arr.shape[1] == 1 and arr.shape[0] > 1 else arr
+
+
 def _guess(name: str, arr: np.ndarray, labeled: bool) -> tuple[Task, str]:
     shape = list(arr.shape)
     if arr.ndim >= 2 and _STATE.search(name.lower()):
         return Task.GENERIC, f"'{name}' {shape} is named like a recurrent state (compared as a tensor)"
+    if _time_major_ctc(arr):
+        return Task.SEQUENCE, (f"'{name}' {shape} is time-major ([T, N, C], as PyTorch's CTC recognizers return) "
+                               "with the blank, class 0, the best at many positions: per-position class scores, "
+                               "decoded as CTC text")
     if arr.ndim == 2:
         return _guess_vector(name, arr, labeled)
     if arr.ndim == 3:
@@ -517,7 +541,7 @@ class _Sequences:
         self.changed_samples: list[int] = []
 
     def add(self, ref: np.ndarray, cand: np.ndarray) -> None:
-        for r, c in zip(np.asarray(ref), np.asarray(cand)):
+        for r, c in zip(_batch_first(np.asarray(ref)), _batch_first(np.asarray(cand))):
             rs, cs = ctc_greedy(r), ctc_greedy(c)
             if rs != cs:
                 self.changed_samples.append(self.n)

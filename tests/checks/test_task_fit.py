@@ -157,6 +157,42 @@ def test_a_ctc_recognizer_is_decoded_and_judged_by_its_strings(tmp_path):
     assert judge(same).level == Level.OK and same.task.sequences[0].changed == 0
 
 
+def time_major_recognizer(path: Path, w: np.ndarray, blank_bias: float) -> Path:
+    """x [1, T, 16] → MatMul → + bias → Transpose → ``387`` [T, 1, C] logits, time-major as PyTorch's CTC
+    recognizers return them (ddddocr's common.onnx: [32, 1, 8210]); ``blank_bias`` is added to class 0."""
+    bias = np.zeros(C, np.float32)
+    bias[0] = blank_bias
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Add", ["h", "b"], ["logits"]),
+         helper.make_node("Transpose", ["logits"], ["387"], perm=[1, 0, 2])],
+        "rec", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, T, 16])],
+        [helper.make_tensor_value_info("387", TensorProto.FLOAT, [T, 1, C])],
+        [numpy_helper.from_array(w.astype(np.float32), "W"), numpy_helper.from_array(bias, "b")])
+    return _save(g, path)
+
+
+def test_a_time_major_ctc_recognizer_is_decoded_along_its_time_axis(tmp_path):
+    rng = np.random.default_rng(12)
+    w = rng.normal(0, 4.0, size=(16, C)).astype(np.float32)
+    ref = time_major_recognizer(tmp_path / "ref.onnx", w, 6.0)
+    cand = time_major_recognizer(tmp_path / "cand.onnx", w + rng.normal(0, 0.3, size=w.shape).astype(np.float32),
+                                 6.0)
+    x = rng.normal(size=(20, 1, T, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x[:, 0])
+    report = evaluate(ref, cand, load_tensor_file(tmp_path / "x.npy"), None)
+    assert report.task.task == Task.SEQUENCE and "time-major" in report.task.why, report.task.why
+    q = report.task.sequences[0]
+    rs = [_ctc(o[:, 0].astype(np.float64)) for o in _outputs(ref, x[:, 0], "387")]
+    cs = [_ctc(o[:, 0].astype(np.float64)) for o in _outputs(cand, x[:, 0], "387")]
+    assert all(len(r) > 1 for r in rs)  # whole strings, not one character per sample
+    changed = sum(a != b for a, b in zip(rs, cs))
+    cer = sum(_levenshtein(a, b) for a, b in zip(rs, cs)) / sum(len(a) for a in rs)
+    assert q.n_samples == 20 and q.changed == changed and q.cer == pytest.approx(cer) and 0 < changed < 20
+    # the same layout without a blank that wins anywhere is a time-major hidden state, not text
+    hidden = time_major_recognizer(tmp_path / "hidden.onnx", w, -50.0)
+    assert evaluate(hidden, hidden, load_tensor_file(tmp_path / "x.npy"), None).task.task != Task.SEQUENCE
+
+
 # -- a YOLOv8-style detector: decoded, NMS, matched by class and IoU ----------------------------------------
 
 
