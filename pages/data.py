@@ -259,15 +259,12 @@ if ds.kind == "images":
     explained = actions.preprocess_explained(info, cfg) if not problems else None
     if explained is not None:
         st.caption("The preprocessing every run, comparison and calibration uses, and where each value came from:")
-        st.dataframe([{"setting": line.split(" (", 1)[0], "from": line.rsplit(" (", 1)[1].rstrip(")")}
-                      for line in explained.lines()], hide_index=True)
+        st.dataframe([{"setting": setting, "from": source} for setting, source in explained.rows()], hide_index=True)
         sample = state.sample_name()
         if sample and explained.manifest_changes():
             st.warning(md(explained.manifest_warning(sample)), icon=":material/warning:")
         if explained.open_size:
-            st.error(f"Model input '{md(explained.input_name)}' leaves its height and width open: fill in Size (H, W) "
-                     "with the size it expects (ortlab never guesses it); "
-                     f"{cfg.size[0]}×{cfg.size[1]} is only a placeholder.")
+            st.error(md(actions.open_size_request(explained, cfg)))
             if st.checkbox(f"Use {cfg.size[0]}×{cfg.size[1]}", key="data.size_ok"):
                 state.set_ui("preprocess_size_confirmed", True)
                 st.rerun()

@@ -281,10 +281,14 @@ class ResolvedPreprocess:
     input_shape: tuple[Any, ...] = ()
     manifest: PreprocessConfig | None = None
 
+    def rows(self) -> list[tuple[str, str]]:
+        """(setting, where it came from) per field: ("size 640×640", "detected from a fixed input shape")."""
+        shown = _shown(self.config)
+        return [(f"{_NAMES.get(k, k)} {shown[k]}", self.sources.get(k, DEFAULT)) for k in FIELDS]
+
     def lines(self) -> list[str]:
         """One text per field: "size 640×640 (detected from a fixed input shape)"."""
-        shown = _shown(self.config)
-        return [f"{_NAMES.get(k, k)} {shown[k]} ({self.sources.get(k, DEFAULT)})" for k in FIELDS]
+        return [f"{setting} ({source})" for setting, source in self.rows()]
 
     def manifest_changes(self) -> list[str]:
         """The values that differ from :attr:`manifest`'s, each as "mean 127, 127, 127 → 0.485, 0.456, 0.406 (preset
@@ -307,22 +311,28 @@ class ResolvedPreprocess:
                 "model was made for: its accuracy drops, and an int8 model calibrated on other inputs compares worse "
                 "than it is. Use the manifest's values unless you know the model wants these.")
 
+    def open_height(self) -> tuple[int, str, str] | None:
+        """When :attr:`open_size` leaves the width alone open: (the height, who set it — the model or a preset — and
+        the widths the preset's models take, or ""); None when the height is open too."""
+        preset = next((p for p in PRESETS.values() if p.height is not None
+                       and self.sources.get("size", "").startswith(f"preset {p.name}: the height")), None)
+        if preset is not None and preset.height is not None:
+            return preset.height, f"preset {preset.name} sets the height, {preset.height}", preset.widths
+        hw = self.input_shape[1:3] if self.config.layout == Layout.NHWC else self.input_shape[2:4]
+        height = static_dim(hw[0]) if len(hw) == 2 and static_dim(hw[1]) is None else None
+        return (height, f"its height is {height}", "") if height is not None else None
+
     def open_size_message(self) -> str:
         """What to do when :attr:`open_size`: the one-line request for a size, or for the width alone when the
         model fixes the height or a preset set it."""
         c, nhwc = self.config.channels, self.config.layout == Layout.NHWC
-        preset = next((p for p in PRESETS.values() if p.height is not None
-                       and self.sources.get("size", "").startswith(f"preset {p.name} (height)")), None)
-        hw = self.input_shape[1:3] if nhwc else self.input_shape[2:4]
-        fixed_h = static_dim(hw[0]) if len(hw) == 2 and static_dim(hw[1]) is None else None
-        h = preset.height if preset is not None else fixed_h
-        if h is not None:
+        fixed = self.open_height()
+        if fixed is not None:
+            h, who, widths = fixed
             dims = f"1,{h},W,{c}" if nhwc else f"1,{c},{h},W"
-            who = f"preset {preset.name} sets the height, {h}" if preset is not None else f"its height is {h}"
-            widths = f" ({preset.widths})" if preset is not None and preset.widths else ""
             return (f"Model input '{self.input_name}' {shape_text(self.input_shape)} leaves its width open, and "
-                    f"ortlab never guesses it: {who}; give the width too, --size {h} W{widths}, or "
-                    f"--shape {self.input_name}={dims}.")
+                    f"ortlab never guesses it: {who}; give the width too, --size {h} W"
+                    + (f" ({widths})" if widths else "") + f", or --shape {self.input_name}={dims}.")
         dims = f"1,H,W,{c}" if nhwc else f"1,{c},H,W"
         return (f"Model input '{self.input_name}' {shape_text(self.input_shape)} leaves its height and width open, "
                 f"and ortlab never guesses them: give the size its images must have, --size H W (e.g. --size 640 "
@@ -364,7 +374,7 @@ def _apply_preset(p: Preset, merged: dict[str, Any], sources: dict[str, str], op
         sources[k] = f"preset {p.name}"
     if p.height is not None:
         merged["size"] = [p.height, merged["size"][1]]
-        sources["size"] = f"preset {p.name} (height)" + ("" if not open_size else ", width open")
+        sources["size"] = f"preset {p.name}: the height" + ("" if not open_size else "; the width is open")
     found = _yolo_output(outputs) if p.name == "yolo" and open_size else None
     size = yolo_size(found[1]) if found is not None else None
     if found is not None and size is not None:

@@ -101,3 +101,55 @@ def test_a_paddle_export_is_offered_its_convention(app, laptop, screenshots, tmp
         return r && r.closest('label').innerText.trim() === 'BGR'; }""", timeout=30_000)
     assert not offer.count()
     laptop_shot(page, screenshots, "data_paddle_applied")
+
+
+def _text_line_classifier(path):
+    """PaddleOCR's text-line direction classifier as rapidocr ships it (ch_ppocr_mobile_v2.0_cls): producer
+    PaddlePaddle, input 'x' [-1, 3, ?, ?] (height and width open), output 'save_infer_model/scale_0.tmp_1' [-1, 2]."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.2, (8, 3, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.normal(0, 0.3, (8, 2)).astype(np.float32), "fc")]
+    out = "save_infer_model/scale_0.tmp_1"
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["c"], ["g"], name="pool"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+             helper.make_node("MatMul", ["f", "fc"], ["logits"], name="fc"),
+             helper.make_node("Softmax", ["logits"], [out], name="softmax")]
+    graph = helper.make_graph(nodes, "cls", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 3, None, None])],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, [-1, 2])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="PaddlePaddle")
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def test_a_paddle_text_line_classifier_is_offered_the_recognizer_preset_and_asked_its_width(
+        app, laptop, screenshots, tmp_path):  # noqa: F811
+    """An open-sized Paddle classifier with two scores (PaddleOCR's 0°/180° text-line classifier): the Data page
+    offers the PaddleOCR recognizer / classifier preset, saying the 48×192 its images take; chosen, it sets the
+    height 48 and BGR, and the page still asks for the width."""
+    page = laptop
+    upload_model(page, app["url"], _text_line_classifier(tmp_path / "cls.onnx"))
+    go_to(page, "Data", "data")
+    upload_photos(page, 4)
+    offer = page.locator('[data-testid="stAlert"]').filter(
+        has_text="This model's shapes fit the PaddleOCR recognizer / classifier")
+    offer.first.wait_for()
+    assert "text-line direction classifier" in offer.first.inner_text() and "192" in offer.first.inner_text()
+    note = page.locator('[data-testid="stAlert"]').filter(has_text="Preprocessing was detected from the model input")
+    assert "or choose the preset offered there, which sets its height." in note.first.inner_text()
+    laptop_shot(page, screenshots, "data_paddle_textline_offer")
+    page.locator(".st-key-data-use_suggested_preset button").click()
+    wait_quiet(page)
+    page.wait_for_function("""() => { const r = document.querySelector('.st-key-pre-channel_order input:checked');
+        return r && r.closest('label').innerText.trim() === 'BGR'; }""", timeout=30_000)
+    assert not offer.count()
+    ask = page.locator('[data-testid="stAlert"]').filter(has_text="leaves its width open")
+    ask.first.wait_for()
+    text = ask.first.inner_text()
+    assert "preset paddle_rec sets the height, 48: fill in the width" in text and "classifier 192" in text, text
+    laptop_shot(page, screenshots, "data_paddle_textline_applied")

@@ -1033,3 +1033,6 @@ def test_the_detected_preprocessing_note_never_claims_an_open_size(monkeypatch):
     open_ = detected_preprocess_note(SimpleNamespace(inputs=[TensorInfo("images", "float32", (1, 3, "h", "w"))],
                                                      outputs=out))
     assert "size" not in open_.split(")")[0] and "height and width open" in open_, open_
+    width = detected_preprocess_note(SimpleNamespace(inputs=[TensorInfo("input1", "float32", (1, 1, 64, "w"))],
+                                                     outputs=[TensorInfo("387", "float32", (1, "seqlen"))]))
+    assert "The model leaves its width open (its height is 64): give it below." in width, width

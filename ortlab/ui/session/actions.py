@@ -288,6 +288,19 @@ def set_user_dataset(ds, label: str) -> None:
             state.flash(detected_preprocess_note(state.model_info()), "warning")
 
 
+def open_size_request(explained, cfg) -> str:
+    """What the Data page asks while the model's size is open (``cfg``'s size is a placeholder): the size, or the
+    width alone when the model or a preset fixes the height."""
+    fixed = explained.open_height()
+    placeholder = f"{cfg.size[0]}×{cfg.size[1]} is only a placeholder."
+    if fixed is not None:
+        _, who, widths = fixed
+        return (f"Model input '{explained.input_name}' leaves its width open and {who}: fill in the width in "
+                f"Size (H, W) (ortlab never guesses it" + (f"; {widths}" if widths else "") + f"); {placeholder}")
+    return (f"Model input '{explained.input_name}' leaves its height and width open: fill in Size (H, W) with the "
+            f"size it expects (ortlab never guesses it); {placeholder}")
+
+
 def detected_preprocess_note(info) -> str:
     """What the Data page says once preprocessing was detected from the model input: the size only when the
     model fixes it (an open size is asked for below, never claimed as detected), and the preset its shapes
@@ -298,8 +311,12 @@ def detected_preprocess_note(info) -> str:
     text = f"Preprocessing was detected from the model input ({what}). Accuracy depends on it: check it below."
     suggested = api.data.suggest_preprocess_preset(info)
     if open_size:
-        text += " The model leaves its height and width open: give them below" + (
-            ", or choose the preset offered there, which sets them." if suggested is not None else ".")
+        height = explained.open_height() if explained is not None else None
+        with_preset = api.data.explain_preprocess(info, preset=suggested[0]) if suggested is not None else None
+        sets = "its height" if with_preset is not None and with_preset.open_size else "them"
+        text += (f" The model leaves its width open ({height[1]}): give it below" if height is not None else
+                 " The model leaves its height and width open: give them below") + (
+            f", or choose the preset offered there, which sets {sets}." if suggested is not None else ".")
     if suggested is not None:
         text += f" The {api.data.PREPROCESS_PRESETS[suggested[0]].label} preset fits this model: it is offered below."
     return text
