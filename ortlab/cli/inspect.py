@@ -33,8 +33,9 @@ def open_sizes_line(name: str, dtype: str, dims: list) -> str:
                     else f"D{i}" for i, d in enumerate(dims))
     names = ", ".join(str(d) if d not in (None, "") else f"axis {i}" for i, d in enumerate(dims)
                       if is_open[i] and not batch[i])
-    if spatial and all(is_open[i] for i in spatial):
-        source = "--size H W (the images are resized to it)"
+    if spatial and any(is_open[i] for i in spatial):  # a fixed height (an OCR recognizer's 48) is given as it is
+        h, w = ("HW"[k] if is_open[i] else str(dims[i]) for k, i in enumerate(spatial))
+        source = f"--size {h} {w} (the images are resized to it)"
     elif "int" in dtype:
         source = "--seq-len N with text data"
     else:

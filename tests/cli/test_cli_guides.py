@@ -187,6 +187,10 @@ def test_inspect_says_which_sizes_are_open_and_what_sets_them(capsys):
     assert "  sizes     x: height, width open: give --size H W" in out and "--shape x=1,3,H,W" in out
     assert cli.main(["inspect", str(FIXTURES / "text_encoder.onnx")]) == 0
     assert "input_ids: seq open: give --seq-len N with text data" in capsys.readouterr().out
+    from ortlab.cli.inspect import open_sizes_line  # PP-OCR's recognizer, ddddocr's: the height fixed, the width open
+    assert open_sizes_line("x", "float32", ["DynamicDimension.0", 3, 48, "DynamicDimension.1"]) == (
+        "x: DynamicDimension.1 open: give --size 48 W (the images are resized to it) to optimize, compare, analyze "
+        "and tune, or --shape x=1,3,48,W (bench needs --shape)")
     assert cli.main(["inspect", "digits_cnn"]) == 0  # only the batch is open: nothing to say
     assert "  sizes" not in capsys.readouterr().out
 
