@@ -156,6 +156,22 @@ def default_run_memory_gb() -> float:
     return round(cap, 1)
 
 
+def memory_budget_bytes(fraction: float) -> int | None:
+    """``fraction`` of the memory this process may use: its address-space limit (``RLIMIT_AS``) where one is set,
+    else the machine's RAM (the smaller of the two); None where neither can be read."""
+    known: list[int] = []
+    ram = physical_memory_bytes()
+    if ram:
+        known.append(ram)
+    if sys.platform.startswith("linux"):
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            known.append(int(soft))
+    return int(fraction * min(known)) if known else None
+
+
 def apply_memory_limit(limit_gb: float | None) -> bool:
     """Limit this process's address space (``RLIMIT_AS``) to ``limit_gb`` GB; True when applied (Linux only).
     An allocation past it fails (``MemoryError``, ORT's "Failed to allocate") instead of growing the machine's

@@ -63,8 +63,10 @@ import onnxruntime as ort
 from onnx import TensorProto, numpy_helper
 
 from ortlab.core.errors import Cancelled, QuantizationError
+from ortlab.core.limits import is_alloc_failure, memory_budget_bytes
 from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
+from ortlab.runtime.providers import ORT_ERRORS
 from ortlab.runtime.threads import limit_threads
 
 STAGE = "bias_correction"
@@ -75,6 +77,8 @@ HELD_BACK_SEED = 0
 MIN_FIT, MIN_HELD_BACK = 6, 2
 MIN_SAMPLES = 8  # the fewest samples that give MIN_FIT fitting and MIN_HELD_BACK held-back samples
 STEP_TOLERANCE_DB = 0.1  # an output (group) whose held-back SQNR falls by more than this drops the whole step
+OUT_OF_MEMORY: tuple[type[BaseException], ...] = (MemoryError, *ORT_ERRORS)  # ORT's: when it says an allocation failed
+MEMORY_SHARE = 0.25  # the step keeps its samples' activations within this share of the memory the process may use
 _INT32 = np.iinfo(np.int32)
 _FIT, _HELD = 0, 1
 
@@ -110,6 +114,22 @@ class BiasTarget:
     scale: np.ndarray  # per channel ([C]) or per tensor (scalar)
 
 
+@dataclass(frozen=True)
+class MemoryCut:
+    """Fewer samples than given, to keep the step's activations within its memory budget: ``given`` samples, the
+    bytes of one sample's corrected-node outputs (``sample_bytes``) and the ``budget`` in bytes."""
+
+    given: int
+    sample_bytes: int
+    budget: int
+
+    def text(self, used: int) -> str:
+        mb, gb = self.sample_bytes / 2**20, self.budget / 2**30
+        return (f"one calibration sample's outputs of the corrected nodes take {mb:,.0f} MB, so {used} of the "
+                f"{self.given} fit in the step's memory budget ({gb:.1f} GB, {MEMORY_SHARE:.0%} of what this process "
+                "may use)")
+
+
 @dataclass
 class BiasCorrectionResult:
     """What :func:`correct_biases` did: the ``corrected`` node names (in order; their correction lowered their
@@ -128,6 +148,8 @@ class BiasCorrectionResult:
     step_task: TaskChange | None = None
     dropped: str = ""
     too_few: bool = False
+    out_of_memory: bool = False
+    memory_cut: MemoryCut | None = None
     seconds: float = 0.0
     samples: int = 0
     held_back: int = 0
@@ -141,14 +163,19 @@ class BiasCorrectionResult:
     @property
     def applied(self) -> list[str]:
         """The nodes whose bias differs in the written model: ``corrected`` unless the step was dropped."""
-        return [] if self.dropped or self.too_few else list(self.corrected)
+        return [] if self.dropped or self.too_few or self.out_of_memory else list(self.corrected)
 
     @property
     def notes(self) -> list[str]:
         head = "Bias correction (Nagel et al. 2019)"
+        cut = self.memory_cut
+        if self.out_of_memory:
+            return [f"{head} skipped: it ran out of memory on {self.samples} calibration samples (this run's limit, "
+                    "$ORTLAB_RUN_MEMORY_GB); the biases are as quantized."]
         if self.too_few:
+            why = f" ({cut.text(self.samples)})" if cut is not None else ""
             return [f"{head} skipped: {self.samples} calibration sample(s) are too few to check each correction on "
-                    f"held-back samples (it needs at least {MIN_SAMPLES}); the biases are as quantized."]
+                    f"held-back samples (it needs at least {MIN_SAMPLES}){why}; the biases are as quantized."]
         if not self.targets and not self.dropped:
             found = (f"{len(self.skipped)} {'/'.join(CORRECTED_OPS)} node(s) have no int32 bias to correct"
                      if self.skipped else f"the quantized model has no {' or '.join(CORRECTED_OPS)} with a bias")
@@ -158,7 +185,7 @@ class BiasCorrectionResult:
             text += (f" ({len(self.kept)} kept their bias: the correction did not lower their error on held-back "
                      "calibration samples)")
         text += (f", fitted on {self.samples - self.held_back} calibration samples and checked on {self.held_back} "
-                 f"held back, in {self.seconds:.1f} s")
+                 f"held back" + (f" ({cut.text(self.samples)})" if cut is not None else "") + f", in {self.seconds:.1f} s")
         if self.shifts and not self.dropped:
             moved = sum(int(np.count_nonzero(s)) for s in self.shifts.values())
             total = sum(int(s.size) for s in self.shifts.values())
@@ -515,23 +542,29 @@ def _sqnr_db(parts: Mapping[str, tuple[str, int, slice | None]], ref: Sequence[M
 def correct_model(fp32: onnx.ModelProto, qdq: onnx.ModelProto, feeds: Sequence[Mapping[str, np.ndarray]],
                   reporter: Reporter = null_reporter, cancel: CancelToken | None = None,
                   batch: int = DEFAULT_BATCH, output_groups: OutputGroups | None = None,
-                  task_judge: TaskJudge | None = None) -> tuple[onnx.ModelProto, BiasCorrectionResult]:
+                  task_judge: TaskJudge | None = None, memory_budget: int | None = None,
+                  ) -> tuple[onnx.ModelProto, BiasCorrectionResult]:
     """The bias-corrected copy of ``qdq`` (``fp32`` is the float model it was quantized from) and what was done.
     ``feeds`` are the calibration samples as model inputs (every 4th is held back to check the corrections on);
     ``output_groups`` splits outputs into the channel groups the whole step is judged on (each output whole when
     None); ``task_judge`` judges the whole step on the task's metric before SQNR (see the module docstring).
     Progress goes to ``reporter`` as ``"bias_correction"`` n/N events and ``cancel`` raises ``Cancelled``
-    between runs."""
+    between runs. The samples' activations are kept within ``memory_budget`` bytes (default: :data:`MEMORY_SHARE`
+    of what this process may use): fewer samples, spread over those given, and smaller batches where one sample's
+    take much."""
     start = time.perf_counter()
     result = BiasCorrectionResult(samples=len(feeds))
     out = onnx.ModelProto()
     out.CopyFrom(qdq)
     targets, result.skipped = find_targets(fp32, out)
+    if targets and feeds:
+        feeds, batch, result.memory_cut = _within_budget(fp32, targets, feeds, batch, memory_budget)
+        result.samples = len(feeds)
     total = len(targets)
     reporter(ProgressEvent(STAGE, 0, max(total, 1), f"bias correction 0/{total}"))
     fit, held = held_back_indices(len(feeds))
     if not targets or len(fit) < MIN_FIT or len(held) < MIN_HELD_BACK:
-        if not feeds:
+        if not feeds and result.memory_cut is None:
             result.warnings.append("Bias correction had no calibration samples; nothing was corrected.")
         elif targets:
             result.too_few = True
@@ -579,6 +612,28 @@ def correct_model(fp32: onnx.ModelProto, qdq: onnx.ModelProto, feeds: Sequence[M
     return out, result
 
 
+def _within_budget(fp32: onnx.ModelProto, targets: Sequence[BiasTarget], feeds: Sequence[Mapping[str, np.ndarray]],
+                   batch: int, budget: int | None) -> tuple[Sequence[Mapping[str, np.ndarray]], int, MemoryCut | None]:
+    """(the samples, the batch, the cut) that keep the step within ``budget`` bytes: the QDQ pieces keep the tensors
+    later pieces read for every sample, and the float model returns every corrected node's output for a batch, so
+    one sample's outputs of the corrected nodes (measured on the first) times the samples, and twice that times the
+    batch, must fit. The samples kept are spread evenly over those given."""
+    budget = memory_budget_bytes(MEMORY_SHARE) if budget is None else budget
+    if budget is None:
+        return feeds, batch, None
+    first = _session(_with_outputs(fp32, [t.fp32_output for t in targets]))
+    wanted = {i.name for i in first.get_inputs()}
+    per_sample = max(1, sum(int(np.asarray(y).nbytes) for y in first.run(
+        None, {k: v for k, v in feeds[0].items() if k in wanted})))
+    del first
+    batch = max(1, min(batch, budget // (2 * per_sample)))
+    fits = int(budget // per_sample)
+    if fits >= len(feeds):
+        return feeds, batch, None
+    keep = sorted({int(i) for i in np.linspace(0, len(feeds) - 1, max(fits, 1)).round()}) if fits > 0 else []
+    return [feeds[i] for i in keep], batch, MemoryCut(len(feeds), per_sample, int(budget))
+
+
 def _judge_step(fp32: onnx.ModelProto, qdq: onnx.ModelProto, corrected: onnx.ModelProto,
                 held: Sequence[Mapping[str, np.ndarray]], output_groups: OutputGroups | None,
                 task_judge: TaskJudge | None, cancel: CancelToken | None,
@@ -612,7 +667,7 @@ def _judge_step(fp32: onnx.ModelProto, qdq: onnx.ModelProto, corrected: onnx.Mod
 def correct_biases(fp32_path, qdq_path, dst, feeds: Iterable[Mapping[str, np.ndarray]],
                    reporter: Reporter = null_reporter, cancel: CancelToken | None = None,
                    batch: int = DEFAULT_BATCH, output_groups: OutputGroups | None = None,
-                   task_judge: TaskJudge | None = None) -> BiasCorrectionResult:
+                   task_judge: TaskJudge | None = None, memory_budget: int | None = None) -> BiasCorrectionResult:
     """:func:`correct_model` from files: reads the float model ``fp32_path`` and the QDQ model ``qdq_path``,
     writes the corrected QDQ model to ``dst`` (never over either input)."""
     dst = Path(dst)
@@ -624,7 +679,14 @@ def correct_biases(fp32_path, qdq_path, dst, feeds: Iterable[Mapping[str, np.nda
     except ONNX_ERRORS + (OSError,) as exc:
         raise QuantizationError(f"Cannot load the models to correct ({type(exc).__name__}: {exc}).",
                                 step=STAGE) from None
-    model, result = correct_model(fp32, qdq, list(feeds), reporter, cancel, batch, output_groups, task_judge)
+    samples = list(feeds)
+    try:
+        model, result = correct_model(fp32, qdq, samples, reporter, cancel, batch, output_groups, task_judge,
+                                      memory_budget)
+    except OUT_OF_MEMORY as exc:  # past the budget's estimate: the step goes, the run goes on
+        if not isinstance(exc, MemoryError) and not is_alloc_failure(str(exc)):
+            raise
+        model, result = qdq, BiasCorrectionResult(out_of_memory=True, samples=len(samples))
     dst.parent.mkdir(parents=True, exist_ok=True)
     onnx.save_model(model, str(dst))
     return result

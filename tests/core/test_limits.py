@@ -301,3 +301,16 @@ def test_an_upload_is_streamed_to_the_workspace(tmp_path):
     assert path.read_bytes() == raw and path.name == "mine.onnx"
     assert all(n > 0 for n in up.reads)  # never read as a whole
     assert [p.name for p in (tmp_path / "store").iterdir()] == [path.parent.name]  # the temp file is gone
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is Linux's")
+def test_a_memory_budget_is_a_share_of_the_process_limit_or_of_the_machine():
+    import subprocess
+
+    code = ("from ortlab.core import limits; limits.apply_memory_limit(2.0); "
+            "print(limits.memory_budget_bytes(0.25))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    ram = limits.physical_memory_bytes()
+    assert int(out) == int(0.25 * min(2 * 2**30, ram or 2**62))
+    free = limits.memory_budget_bytes(0.5)  # this process: no limit of its own here, the machine's RAM
+    assert ram is None or (free is not None and free <= int(0.5 * ram))

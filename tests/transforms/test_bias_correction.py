@@ -381,6 +381,44 @@ def test_too_few_samples_skip_it_with_a_note():
     assert result.corrected == ["steady"] and _bias(model, "steady") == 1024
 
 
+def test_samples_whose_activations_pass_the_memory_budget_are_cut_and_said():
+    """PP-OCRv6's 640×640 detector: 135 MB of corrected-node outputs per sample, 100 samples, an 8 GB run: the step
+    failed the whole run. One sample's outputs here are 4 bytes (one float of one Gemm); a budget of 48 bytes keeps
+    12 of 40 samples, 28 bytes 7 (too few to check: skipped, saying why)."""
+    fp32, qdq = _gemm_pair({"steady": [127, -127, 0]})
+    rows = np.stack([np.linspace(-1, 1, 40), np.ones(40), np.zeros(40)], axis=1)
+    model, result = correct_model(fp32, qdq, _feeds(rows), memory_budget=48)
+    assert result.samples == 12 and result.held_back == len(held_back_indices(12)[1])
+    assert result.memory_cut is not None and result.memory_cut.given == 40 and result.memory_cut.sample_bytes == 4
+    assert result.corrected == ["steady"] and _bias(model, "steady") == 1024
+    assert "fitted on 9 calibration samples and checked on 3 held back (one calibration sample's outputs of the " \
+           "corrected nodes take 0 MB, so 12 of the 40 fit in the step's memory budget" in result.notes[0]
+    model, result = correct_model(fp32, qdq, _feeds(rows), memory_budget=28)
+    assert result.too_few and _bias(model, "steady") == 0 and not result.warnings
+    assert "skipped: 7 calibration sample(s) are too few" in result.notes[0] and "so 7 of the 40 fit" in result.notes[0]
+    _, whole = correct_model(fp32, qdq, _feeds(rows), memory_budget=4 * 40)
+    assert whole.samples == 40 and whole.memory_cut is None
+
+
+def test_running_out_of_memory_past_the_estimate_drops_the_step_not_the_run(tmp_path, monkeypatch):
+    from ortlab.transforms import bias_correction
+
+    fp32, qdq = _gemm_pair({"steady": [127, -127, 0]})
+    onnx.save(fp32, str(tmp_path / "fp32.onnx"))
+    onnx.save(qdq, str(tmp_path / "qdq.onnx"))
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(bias_correction, "correct_model", exhausted)
+    rows = np.stack([np.linspace(-1, 1, 12), np.ones(12), np.zeros(12)], axis=1)
+    result = correct_biases(tmp_path / "fp32.onnx", tmp_path / "qdq.onnx", tmp_path / "out.onnx", _feeds(rows))
+    assert result.out_of_memory and result.applied == []
+    assert result.notes == ["Bias correction (Nagel et al. 2019) skipped: it ran out of memory on 12 calibration "
+                            "samples (this run's limit, $ORTLAB_RUN_MEMORY_GB); the biases are as quantized."]
+    assert _bias(onnx.load(str(tmp_path / "out.onnx")), "steady") == 0  # the QDQ model as quantized, written
+
+
 def _detector_pair() -> tuple[onnx.ModelProto, onnx.ModelProto]:
     """(float, QDQ) models of x [N, 4, 1, 16] → 1×1 Conv (4 box + 8 score channels) → Relu → Squeeze → "boxes"
     [N, 12, 16]. Inputs: a score signal s in (-1, 1), the indicator s < 0, a box signal in (1, 2), a constant 1.
