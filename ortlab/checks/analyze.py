@@ -46,6 +46,7 @@ from onnx import TensorProto, helper
 
 from ortlab.core.layout import QDQ_FILE, qdq_path
 from ortlab.core.onnx_errors import ONNX_ERRORS
+from ortlab.core.limits import memory_budget_bytes
 from ortlab.settings.config import PreprocessConfig
 from ortlab.core.errors import Cancelled, DataError
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
@@ -60,7 +61,8 @@ from ortlab.data.inputs import resolve_feed
 from ortlab.core.serial import to_plain
 
 DEFAULT_SAMPLES = 32
-CHUNK = 8  # samples per session run: bounds the memory of all exposed intermediate tensors
+CHUNK = 8  # samples per session run, at most: bounds the memory of all exposed intermediate tensors
+MEMORY_SHARE = 0.25  # a run's exposed tensors (three models, every node) stay within this share of the memory
 METHOD = ("accumulated = candidate tensor vs fp32 tensor of the same name; local = the node's quantized form "
           "(candidate scales, zero points and dequantized weights) run on the fp32 model's inputs")
 
@@ -258,10 +260,11 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
     local_names = [nd[4] for nd in plan.nodes if nd[4] is not None]
     cand_feed_names = {i.name for i in cand_sess.get_inputs()}
     total = len(ds)
-    for s in range(0, total, chunk):
+    s, step = 0, 1  # one sample first: its exposed tensors size the chunks after it (:func:`_chunk_within`)
+    while s < total:
         if cancel is not None and cancel.cancelled:
             raise Cancelled(step="analyze")
-        feed = batch_inputs(ds, list(range(s, min(total, s + chunk))), preprocess, inputs, specs)
+        feed = batch_inputs(ds, list(range(s, min(total, s + step))), preprocess, inputs, specs)
         ref_vals = dict(zip(ref_names, ref_sess.run(ref_names, feed)))
         ref_vals.update(feed)
         cand_vals = dict(zip(cand_names, cand_sess.run(cand_names, {k: v for k, v in feed.items()
@@ -272,8 +275,12 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
         if layouts is None:
             layouts, errors.grouped = _grouping(graph_outputs, ref_vals, ds.labeled(), plan.nodes)
         errors.add(ref_vals, cand_vals, local_vals)
+        if s == 0:
+            chunk = _chunk_within(chunk, ref_vals, cand_vals, local_vals)
         del ref_vals, cand_vals, local_vals
-        reporter(ProgressEvent("analyze", min(total, s + chunk), total, f"samples {min(total, s + chunk)}/{total}"))
+        s += step
+        step = chunk
+        reporter(ProgressEvent("analyze", min(total, s), total, f"samples {min(total, s)}/{total}"))
     out = errors.node_errors()
     out.sort(key=lambda e: (e.score_db, e.sqnr_db))
     for i, e in enumerate(out, 1):
@@ -284,6 +291,17 @@ def analyze(reference_path, candidate_path, dataset, preprocess: PreprocessConfi
     return NodeAnalysis(str(reference_path), str(cand_path), total, out, plan.unmatched, plan.qdq,
                         time.perf_counter() - start, input_shapes={s.name: list(s.shape) for s in specs},
                         groups=described, unnamed=unnamed)
+
+
+def _chunk_within(chunk: int, *one_sample: dict[str, Any]) -> int:
+    """The samples per run (at most ``chunk``) whose exposed tensors — ``one_sample``'s, times the samples, twice:
+    ONNX Runtime's and their copies here — stay within :data:`MEMORY_SHARE` of what this process may use (a
+    640×640 OCR detector's are 1.5 GB a sample)."""
+    per_sample = sum(int(getattr(v, "nbytes", 0)) for vals in one_sample for v in vals.values())
+    budget = memory_budget_bytes(MEMORY_SHARE)
+    if budget is None or per_sample <= 0:
+        return chunk
+    return max(1, min(chunk, budget // (2 * per_sample)))
 
 
 def _channels(sl: slice) -> str:

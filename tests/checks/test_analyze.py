@@ -90,6 +90,23 @@ def test_a_broken_node_ranks_first_and_local_differs_from_accumulated(digits_run
     assert plain["nodes"][0]["name"] == healthy.nodes[0].name
 
 
+def test_samples_whose_exposed_tensors_pass_the_memory_budget_run_one_at_a_time(digits_run, monkeypatch):
+    """PP-OCRv6's 640×640 detector exposes 1.5 GB of tensors a sample: 8 a run took 16 GB. With a budget smaller
+    than one sample's, each run takes one sample, and every figure is the same as in runs of 8."""
+    from ortlab.checks import analyze as analyze_module
+
+    s, out = digits_run
+    whole = analyze(s.model_path, out, s.evaluation_data(), s.preprocess, n=16, chunk=8)
+    runs: list[int] = []
+    monkeypatch.setattr(analyze_module, "memory_budget_bytes", lambda share: 1)
+    tight = analyze(s.model_path, out, s.evaluation_data(), s.preprocess, n=16, chunk=8,
+                    reporter=lambda e: runs.append(e.done))
+    assert runs == list(range(1, 17))  # one sample a run
+    assert [e.name for e in tight.nodes] == [e.name for e in whole.nodes]  # batched kernels round a little apart
+    assert [e.sqnr_db for e in tight.nodes] == pytest.approx([e.sqnr_db for e in whole.nodes], abs=1e-3)
+    assert [e.local_sqnr_db for e in tight.nodes] == pytest.approx([e.local_sqnr_db for e in whole.nodes], abs=1e-3)
+
+
 def test_a_float_candidate_gets_accumulated_errors_only(tmp_path):
     from ortlab.data.dataset import random_dataset
 
