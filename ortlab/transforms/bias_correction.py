@@ -557,8 +557,10 @@ def correct_model(fp32: onnx.ModelProto, qdq: onnx.ModelProto, feeds: Sequence[M
     out = onnx.ModelProto()
     out.CopyFrom(qdq)
     targets, result.skipped = find_targets(fp32, out)
-    if targets and feeds:
-        feeds, batch, result.memory_cut = _within_budget(fp32, targets, feeds, batch, memory_budget)
+    # the float model with every corrected node's output: it sizes the step on one sample, then gives the means
+    ref_sess = _session(_with_outputs(fp32, [t.fp32_output for t in targets])) if targets and feeds else None
+    if ref_sess is not None:
+        feeds, batch, result.memory_cut = _within_budget(ref_sess, feeds, batch, memory_budget)
         result.samples = len(feeds)
     total = len(targets)
     reporter(ProgressEvent(STAGE, 0, max(total, 1), f"bias correction 0/{total}"))
@@ -582,8 +584,8 @@ def correct_model(fp32: onnx.ModelProto, qdq: onnx.ModelProto, feeds: Sequence[M
     def channels(t: BiasTarget) -> int:
         return int(inits[t.bias].dims[0])
 
-    ref = _channel_means(_session(_with_outputs(fp32, [t.fp32_output for t in targets])), batches, parts,
-                         [(t.fp32_output, t.op_type, channels(t)) for t in targets], cancel)
+    assert ref_sess is not None  # there are targets and samples
+    ref = _channel_means(ref_sess, batches, parts, [(t.fp32_output, t.op_type, channels(t)) for t in targets], cancel)
     index = {n.name: i for i, n in enumerate(out.graph.node) if n.name}
     pieces = None if _has_subgraphs(out.graph) else _Segments(out, batches, parts)
     for k, t in enumerate(targets):
@@ -612,20 +614,18 @@ def correct_model(fp32: onnx.ModelProto, qdq: onnx.ModelProto, feeds: Sequence[M
     return out, result
 
 
-def _within_budget(fp32: onnx.ModelProto, targets: Sequence[BiasTarget], feeds: Sequence[Mapping[str, np.ndarray]],
-                   batch: int, budget: int | None) -> tuple[Sequence[Mapping[str, np.ndarray]], int, MemoryCut | None]:
+def _within_budget(ref_sess: ort.InferenceSession, feeds: Sequence[Mapping[str, np.ndarray]], batch: int,
+                   budget: int | None) -> tuple[Sequence[Mapping[str, np.ndarray]], int, MemoryCut | None]:
     """(the samples, the batch, the cut) that keep the step within ``budget`` bytes: the QDQ pieces keep the tensors
-    later pieces read for every sample, and the float model returns every corrected node's output for a batch, so
-    one sample's outputs of the corrected nodes (measured on the first) times the samples, and twice that times the
-    batch, must fit. The samples kept are spread evenly over those given."""
+    later pieces read for every sample, and the float model (``ref_sess``) returns every corrected node's output
+    for a batch, so one sample's outputs of the corrected nodes (measured on the first) times the samples, and
+    twice that times the batch, must fit. The samples kept are spread evenly over those given."""
     budget = memory_budget_bytes(MEMORY_SHARE) if budget is None else budget
     if budget is None:
         return feeds, batch, None
-    first = _session(_with_outputs(fp32, [t.fp32_output for t in targets]))
-    wanted = {i.name for i in first.get_inputs()}
-    per_sample = max(1, sum(int(np.asarray(y).nbytes) for y in first.run(
+    wanted = {i.name for i in ref_sess.get_inputs()}
+    per_sample = max(1, sum(int(np.asarray(y).nbytes) for y in ref_sess.run(
         None, {k: v for k, v in feeds[0].items() if k in wanted})))
-    del first
     batch = max(1, min(batch, budget // (2 * per_sample)))
     fits = int(budget // per_sample)
     if fits >= len(feeds):
