@@ -46,7 +46,7 @@ from onnx import TensorProto, helper
 
 from ortlab.core.layout import QDQ_FILE, qdq_path
 from ortlab.core.onnx_errors import ONNX_ERRORS
-from ortlab.core.limits import memory_budget_bytes
+from ortlab.core.limits import memory_budget_bytes, samples_per_run
 from ortlab.settings.config import PreprocessConfig
 from ortlab.core.errors import Cancelled, DataError
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
@@ -298,10 +298,7 @@ def _chunk_within(chunk: int, *one_sample: dict[str, Any]) -> int:
     ONNX Runtime's and their copies here — stay within :data:`MEMORY_SHARE` of what this process may use (a
     640×640 OCR detector's are 1.5 GB a sample)."""
     per_sample = sum(int(getattr(v, "nbytes", 0)) for vals in one_sample for v in vals.values())
-    budget = memory_budget_bytes(MEMORY_SHARE)
-    if budget is None or per_sample <= 0:
-        return chunk
-    return max(1, min(chunk, budget // (2 * per_sample)))
+    return samples_per_run(chunk, per_sample, memory_budget_bytes(MEMORY_SHARE))
 
 
 def _channels(sl: slice) -> str:

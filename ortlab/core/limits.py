@@ -172,6 +172,15 @@ def memory_budget_bytes(fraction: float) -> int | None:
     return int(fraction * min(known)) if known else None
 
 
+def samples_per_run(most: int, sample_bytes: int, budget: int | None) -> int:
+    """How many samples one session run may take, at most ``most`` and at least 1, so that their tensors
+    (``sample_bytes`` a sample) and a copy of each — ONNX Runtime's and the caller's — stay within ``budget`` bytes
+    (None: no budget)."""
+    if budget is None or sample_bytes <= 0:
+        return most
+    return max(1, min(most, budget // (2 * sample_bytes)))
+
+
 def apply_memory_limit(limit_gb: float | None) -> bool:
     """Limit this process's address space (``RLIMIT_AS``) to ``limit_gb`` GB; True when applied (Linux only).
     An allocation past it fails (``MemoryError``, ORT's "Failed to allocate") instead of growing the machine's

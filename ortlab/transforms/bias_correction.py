@@ -63,7 +63,7 @@ import onnxruntime as ort
 from onnx import TensorProto, numpy_helper
 
 from ortlab.core.errors import Cancelled, QuantizationError
-from ortlab.core.limits import is_alloc_failure, memory_budget_bytes
+from ortlab.core.limits import is_alloc_failure, memory_budget_bytes, samples_per_run
 from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.runtime.providers import ORT_ERRORS
@@ -626,7 +626,7 @@ def _within_budget(ref_sess: ort.InferenceSession, feeds: Sequence[Mapping[str, 
     wanted = {i.name for i in ref_sess.get_inputs()}
     per_sample = max(1, sum(int(np.asarray(y).nbytes) for y in ref_sess.run(
         None, {k: v for k, v in feeds[0].items() if k in wanted})))
-    batch = max(1, min(batch, budget // (2 * per_sample)))
+    batch = samples_per_run(batch, per_sample, budget)
     fits = int(budget // per_sample)
     if fits >= len(feeds):
         return feeds, batch, None
