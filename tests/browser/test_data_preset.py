@@ -59,72 +59,53 @@ def test_a_preset_that_changes_the_samples_manifest_is_named_in_a_warning(app, l
     laptop_shot(page, screenshots, "data_manifest_changed")
 
 
-def _paddle_classifier(path):
-    """A 4-class classifier as Paddle2ONNX writes one (PaddleClas's PP-LCNet orientation models): input 'x'
-    [DynamicDimension.0, 3, 224, 224], output 'fetch_name_0'."""
+def _paddle_classifier(path, dims: list, classes: int, output: str, producer: str = ""):
+    """A Conv → pool → MatMul → Softmax classifier as Paddle2ONNX writes one: input 'x' of ``dims``, output
+    ``output`` [dims[0], ``classes``], the ``producer`` named."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(classes)
     inits = [numpy_helper.from_array(rng.normal(0, 0.2, (8, 3, 3, 3)).astype(np.float32), "w"),
-             numpy_helper.from_array(rng.normal(0, 0.3, (8, 4)).astype(np.float32), "fc")]
+             numpy_helper.from_array(rng.normal(0, 0.3, (8, classes)).astype(np.float32), "fc")]
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", strides=[4, 4]),
              helper.make_node("GlobalAveragePool", ["c"], ["g"], name="pool"),
              helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
              helper.make_node("MatMul", ["f", "fc"], ["logits"], name="fc"),
-             helper.make_node("Softmax", ["logits"], ["fetch_name_0"], name="softmax")]
-    graph = helper.make_graph(nodes, "cls", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                           ["DynamicDimension.0", 3, 224, 224])],
-                              [helper.make_tensor_value_info("fetch_name_0", TensorProto.FLOAT,
-                                                             ["DynamicDimension.0", 4])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+             helper.make_node("Softmax", ["logits"], [output], name="softmax")]
+    graph = helper.make_graph(nodes, "cls", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                              [helper.make_tensor_value_info(output, TensorProto.FLOAT, [dims[0], classes])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name=producer)
     model.ir_version = 8
     onnx.save(model, str(path))
     return path
+
+
+def _use_the_offered_preset_and_see_bgr(page) -> None:
+    """Clicks "Use this preset" on the Data page; returns once the Channel order radio shows BGR."""
+    page.locator(".st-key-data-use_suggested_preset button").click()
+    wait_quiet(page)
+    page.wait_for_function("""() => { const r = document.querySelector('.st-key-pre-channel_order input:checked');
+        return r && r.closest('label').innerText.trim() === 'BGR'; }""", timeout=30_000)
 
 
 def test_a_paddle_export_is_offered_its_convention(app, laptop, screenshots, tmp_path):  # noqa: F811
     """A Paddle2ONNX classifier uploaded on the Model page: the Data page offers the PaddleClas preset (BGR, ImageNet
     mean/std), read off its output's name, and choosing it sets the channel order to BGR."""
     page = laptop
-    upload_model(page, app["url"], _paddle_classifier(tmp_path / "orientation.onnx"))
+    # PaddleClas's PP-LCNet orientation models: [DynamicDimension.0, 3, 224, 224] → 'fetch_name_0', 4 classes
+    upload_model(page, app["url"], _paddle_classifier(tmp_path / "orientation.onnx", ["DynamicDimension.0", 3, 224, 224],
+                                                      4, "fetch_name_0"))
     go_to(page, "Data", "data")
     upload_photos(page, 4)
     offer = page.locator('[data-testid="stAlert"]').filter(has_text="This model's shapes fit the PaddleClas classifier")
     offer.first.wait_for()
     assert "PaddlePaddle export (output 'fetch_name_0')" in offer.first.inner_text()
     laptop_shot(page, screenshots, "data_paddle_offer")
-    page.locator(".st-key-data-use_suggested_preset button").click()
-    wait_quiet(page)
-    page.wait_for_function("""() => { const r = document.querySelector('.st-key-pre-channel_order input:checked');
-        return r && r.closest('label').innerText.trim() === 'BGR'; }""", timeout=30_000)
+    _use_the_offered_preset_and_see_bgr(page)
     assert not offer.count()
     laptop_shot(page, screenshots, "data_paddle_applied")
-
-
-def _text_line_classifier(path):
-    """PaddleOCR's text-line direction classifier as rapidocr ships it (ch_ppocr_mobile_v2.0_cls): producer
-    PaddlePaddle, input 'x' [-1, 3, ?, ?] (height and width open), output 'save_infer_model/scale_0.tmp_1' [-1, 2]."""
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(1)
-    inits = [numpy_helper.from_array(rng.normal(0, 0.2, (8, 3, 3, 3)).astype(np.float32), "w"),
-             numpy_helper.from_array(rng.normal(0, 0.3, (8, 2)).astype(np.float32), "fc")]
-    out = "save_infer_model/scale_0.tmp_1"
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", strides=[2, 2]),
-             helper.make_node("GlobalAveragePool", ["c"], ["g"], name="pool"),
-             helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
-             helper.make_node("MatMul", ["f", "fc"], ["logits"], name="fc"),
-             helper.make_node("Softmax", ["logits"], [out], name="softmax")]
-    graph = helper.make_graph(nodes, "cls", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 3, None, None])],
-                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, [-1, 2])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="PaddlePaddle")
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return path
 
 
 def test_a_paddle_text_line_classifier_is_offered_the_recognizer_preset_and_asked_its_width(
@@ -133,7 +114,9 @@ def test_a_paddle_text_line_classifier_is_offered_the_recognizer_preset_and_aske
     offers the PaddleOCR recognizer / classifier preset, saying the 48×192 its images take; chosen, it sets the
     height 48 and BGR, and the page still asks for the width."""
     page = laptop
-    upload_model(page, app["url"], _text_line_classifier(tmp_path / "cls.onnx"))
+    # rapidocr's ch_ppocr_mobile_v2.0_cls: [-1, 3, ?, ?] → 'save_infer_model/scale_0.tmp_1' [-1, 2], producer PaddlePaddle
+    upload_model(page, app["url"], _paddle_classifier(tmp_path / "cls.onnx", [-1, 3, None, None], 2,
+                                                      "save_infer_model/scale_0.tmp_1", producer="PaddlePaddle"))
     go_to(page, "Data", "data")
     upload_photos(page, 4)
     offer = page.locator('[data-testid="stAlert"]').filter(
@@ -143,10 +126,7 @@ def test_a_paddle_text_line_classifier_is_offered_the_recognizer_preset_and_aske
     note = page.locator('[data-testid="stAlert"]').filter(has_text="Preprocessing was detected from the model input")
     assert "or choose the preset offered there, which sets its height." in note.first.inner_text()
     laptop_shot(page, screenshots, "data_paddle_textline_offer")
-    page.locator(".st-key-data-use_suggested_preset button").click()
-    wait_quiet(page)
-    page.wait_for_function("""() => { const r = document.querySelector('.st-key-pre-channel_order input:checked');
-        return r && r.closest('label').innerText.trim() === 'BGR'; }""", timeout=30_000)
+    _use_the_offered_preset_and_see_bgr(page)
     assert not offer.count()
     ask = page.locator('[data-testid="stAlert"]').filter(has_text="leaves its width open")
     ask.first.wait_for()
