@@ -315,7 +315,7 @@ class ResolvedPreprocess:
         """When :attr:`open_size` leaves the width alone open: (the height, who set it — the model or a preset — and
         the widths the preset's models take, or ""); None when the height is open too."""
         preset = next((p for p in PRESETS.values() if p.height is not None
-                       and self.sources.get("size", "").startswith(f"preset {p.name}: the height")), None)
+                       and self.sources.get("size", "").startswith(_height_source(p))), None)
         if preset is not None and preset.height is not None:
             return preset.height, f"preset {preset.name} sets the height, {preset.height}", preset.widths
         hw = self.input_shape[1:3] if self.config.layout == Layout.NHWC else self.input_shape[2:4]
@@ -365,6 +365,11 @@ def _detected_sources(base: PreprocessConfig, shape: tuple[Any, ...]) -> tuple[d
     return sources, not fixed_hw
 
 
+def _height_source(p: Preset) -> str:
+    """The size's source when preset ``p`` set its height (read back by :meth:`ResolvedPreprocess.open_height`)."""
+    return f"preset {p.name}: the height"
+
+
 def _apply_preset(p: Preset, merged: dict[str, Any], sources: dict[str, str], open_size: bool,
                   outputs: Sequence[TensorInfo] = ()) -> bool:
     """Sets ``p``'s values (and height) in ``merged``, each with its source; the YOLO preset on an open input sets
@@ -374,7 +379,7 @@ def _apply_preset(p: Preset, merged: dict[str, Any], sources: dict[str, str], op
         sources[k] = f"preset {p.name}"
     if p.height is not None:
         merged["size"] = [p.height, merged["size"][1]]
-        sources["size"] = f"preset {p.name}: the height" + ("" if not open_size else "; the width is open")
+        sources["size"] = _height_source(p) + ("" if not open_size else "; the width is open")
     found = _yolo_output(outputs) if p.name == "yolo" and open_size else None
     size = yolo_size(found[1]) if found is not None else None
     if found is not None and size is not None:
