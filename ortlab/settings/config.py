@@ -283,6 +283,13 @@ class QuantConfig(Bounded):
         100.0, "Range-split: how many times wider one input's range must be than another's.",
         label="Range-split factor", min=2.0, max=1e6, step=10.0, when={"mode": ["static"], "range_split": [True]},
     )
+    silu_range: bool = setting(
+        True, "Quantize each SiLU's input (x · sigmoid(x), YOLOv5/v8's activation) on the part of its calibrated range "
+        "the SiLU can tell apart: below about −6 it is flat within half its output's int8 step, so the range's low end "
+        "is cut there and the int8 step of the rest gets finer (the principle of fused activations, Jacob et al. "
+        "2018). Only scales and zero points change: same graph, same speed. The note says how many were cut.",
+        label="SiLU-aware ranges", when={"mode": ["static"]},
+    )
     known_patterns: bool = setting(
         True, "Keep in float the known patterns found in the graph: a YOLO-style detection head's post-processing "
         "(DFL, box decode, score Sigmoid, the final box+score Concat, as Ultralytics' int8 export does), transformer "

@@ -45,6 +45,7 @@ from ortlab.settings.config import DISTRIBUTION_MIN_BINS, CalibrationMethod, Qua
 from ortlab.transforms.coverage import QuantCoverage, quant_coverage
 from ortlab.transforms.inlined_names import name_replacements, with_inlined
 from ortlab.transforms.range_split import find_range_splits, load_ranges
+from ortlab.transforms.silu_range import note as silu_note, tighten_silu_ranges
 from ortlab.core.errors import OrtlabError, QuantizationError
 from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.runtime.providers import quiet_native_stderr
@@ -691,6 +692,10 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
     with tempfile.TemporaryDirectory(prefix="ortlab-quant-") as tmpdir:
         tmp = Path(tmpdir)
         staged = _stage_input(model, tmp)
+        if q.silu_range:  # a copy: the cache is shared by every run calibrated the same way
+            cut = tighten_silu_ranges(model, cache, tmp / "calibration.json", tuple(excluded))
+            cache = tmp / "calibration.json"
+            notes.extend([silu_note(cut)] if cut else [])
         out = tmp / "quantized.onnx"
         with _ort_failures("quantize", _QUANTIZE_HINT), _ort_quiet() as log:
             quantize_static(str(staged), str(out), calibration_data_reader=None,
