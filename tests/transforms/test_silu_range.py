@@ -3,6 +3,7 @@ error of a real quantized Conv → SiLU → Conv against the float model, with a
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -126,3 +127,23 @@ def test_a_shared_calibration_cache_is_left_as_calibrated(tmp_path):
     assert cache.read_bytes() == before
     quantize_static_model(src, tmp_path / "q2.onnx", q, RandomFeeds("x", SHAPE, 16))
     assert _q_range(tmp_path / "q2.onnx", "c")[0] > -12
+
+
+def test_the_cli_cuts_by_default_says_so_and_no_silu_range_keeps_the_calibrated_range(tmp_path, capsys):
+    from ortlab.cli import main as cli
+
+    src = tmp_path / "silu.onnx"
+    silu_model(src)
+    runs = {}
+    for label, flags in (("on", []), ("off", ["--no-silu-range"])):
+        out = tmp_path / label
+        code = cli.main(["optimize", str(src), str(out), "--precision", "int8", "--allow-random-data",
+                         "--no-timing", "--json", *flags])
+        printed = capsys.readouterr()
+        assert code == 0, printed.err
+        runs[label] = json.loads(printed.out), out / "model.qdq.onnx"
+    on, off = runs["on"][0], runs["off"][0]
+    assert on["recipe"]["quant"]["silu_range"] is True and off["recipe"]["quant"]["silu_range"] is False
+    assert [n for n in on["notes"] if n.startswith("SiLU-aware ranges: 1 SiLU input(s)")]
+    assert not [n for n in off["notes"] if "SiLU-aware" in n]
+    assert _q_range(runs["on"][1], "c")[0] > -12 > _q_range(runs["off"][1], "c")[0]
