@@ -118,7 +118,9 @@ def note(cut: list[SiluRange]) -> str:
     """One line for the run's notes."""
     ratios = sorted(c.step_ratio() for c in cut)
     median = ratios[len(ratios) // 2]
+    high, low = max(c.cut for c in cut), min(c.cut for c in cut)
+    where = f"{high:.1f}" if f"{high:.1f}" == f"{low:.1f}" else f"{high:.1f} to {low:.1f}"
     return (f"SiLU-aware ranges: {len(cut)} SiLU input(s) quantized on the part of their range the SiLU can tell "
-            f"apart (it is flat within half its output's int8 step below {max(c.cut for c in cut):.1f} to "
-            f"{min(c.cut for c in cut):.1f}), so their int8 step is finer: median {median:.2f}× the calibrated "
-            f"range's (finest {ratios[0]:.2f}×). Same graph and speed; --no-silu-range keeps the calibrated ranges.")
+            f"apart (below {where} it is flat within half its output's int8 step), so their int8 step is finer: "
+            f"median {median:.2f}× the calibrated range's (finest {ratios[0]:.2f}×). Same graph and speed; "
+            "--no-silu-range keeps the calibrated ranges.")
