@@ -9,6 +9,17 @@ import sys
 from collections.abc import Callable
 
 INTERRUPTED = 130
+_pressed: list[int] = []  # Ctrl-C seen between this import and run()'s handler: run() acts on it
+
+
+def _remember(signum, frame) -> None:
+    _pressed.append(signum)
+
+
+# A Ctrl-C in the few instructions between this module's import and run()'s ``try`` would escape as a traceback
+# (seen once under load); from here it is only remembered. An ignored SIGINT stays ignored.
+if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _remember)
 
 
 def _forget_caught_interrupt() -> None:
@@ -33,17 +44,20 @@ def run() -> int:
     """Import the CLI and run it (:func:`ortlab.cli.main.main`); Ctrl-C while importing: "interrupted", 130 (also
     when an import swallowed the KeyboardInterrupt, as code that clears a pending error does, or turned it into its own
     error, as a C extension's initialisation does: the signal itself is remembered)."""
-    pressed: list[int] = []
+    pressed = _pressed
 
     def on_ctrl_c(signum, frame):
         pressed.append(signum)
         raise KeyboardInterrupt
 
     try:
-        watching = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # an ignored SIGINT stays ignored
+        # an ignored SIGINT stays ignored
+        watching = signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _remember)
         if watching:
             signal.signal(signal.SIGINT, on_ctrl_c)
         try:
+            if pressed:  # before run() began
+                raise KeyboardInterrupt
             main = _load()
         except (ImportError, SystemError):  # an import Ctrl-C broke (ONNX Runtime: "ImportError: initialization failed")
             if not pressed:
@@ -58,6 +72,7 @@ def run() -> int:
     except KeyboardInterrupt:
         print("ortlab: error: interrupted", file=sys.stderr)
         code = INTERRUPTED
+    pressed.clear()
     if code == INTERRUPTED:
         _forget_caught_interrupt()
     return code

@@ -120,6 +120,20 @@ def test_ctrl_c_from_the_first_instant_ends_with_one_line_and_status_130(tmp_pat
         assert err.endswith("ortlab: error: interrupted\n"), (delay, err[-2000:])
 
 
+def test_ctrl_c_between_the_entry_points_import_and_its_run_is_remembered(tmp_path):
+    """The instructions between importing the entry point and run()'s handler (a console script's, or
+    ``python -m ortlab``'s): a Ctrl-C there ended in a traceback and status -2 (seen once under load)."""
+    script = ("import os, signal, sys, time\n"
+              "import ortlab.cli.entry as entry\n"
+              "os.kill(os.getpid(), signal.SIGINT)\n"
+              "time.sleep(0.2)\n"
+              "sys.argv = ['ortlab', 'inspect', 'digits_cnn']\n"
+              "sys.exit(entry.run())\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          env=_env(tmp_path), preexec_fn=_as_from_a_terminal, timeout=120)
+    assert (proc.returncode, proc.stderr, proc.stdout) == (130, "ortlab: error: interrupted\n", "")
+
+
 def test_ctrl_c_that_an_import_swallowed_still_ends_the_command_with_130(monkeypatch, capsys):
     """C code that clears a pending error can lose the KeyboardInterrupt a Ctrl-C raised (the command then ran to its
     end with status 0), and ONNX Runtime's pybind11 module turns it into "ImportError: initialization failed" (a
