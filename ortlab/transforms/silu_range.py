@@ -5,7 +5,7 @@ the calibrated range of the Conv's raw output: on the measured YOLOv8n often −
 below about −6 the SiLU is flat (``SiLU(−6) = −0.015``, ``SiLU(−8) = −0.003``): the negative two thirds of that grid
 resolve values the next layer cannot see, and the positive side, which it does see, gets a step 2–3 times coarser
 than it needs. This is the principle of fused activations in integer inference (Jacob et al., "Quantization and
-Training of Neural Networks for Efficient Integer-Arithmetic-Only Inference", CVPR 2018, §2.4: a layer followed by
+Training of Neural Networks for Efficient Integer-Arithmetic-Only Inference", CVPR 2018: a layer followed by
 ReLU6 is quantized on the activation's range), carried to an activation that does not clip.
 
 The cut is chosen so that clipping costs less than the SiLU output's own rounding: the range's low end becomes
