@@ -138,6 +138,7 @@ def test_ctrl_c_that_an_import_swallowed_still_ends_the_command_with_130(monkeyp
     """C code that clears a pending error can lose the KeyboardInterrupt a Ctrl-C raised (the command then ran to its
     end with status 0), and ONNX Runtime's pybind11 module turns it into "ImportError: initialization failed" (a
     traceback): each seen about once in 15 runs of the test above. The entry point remembers the signal itself."""
+    outer = signal.getsignal(signal.SIGINT)  # before the import, which installs the entry point's own handler
     from ortlab.cli import entry
 
     ran: list[bool] = []
@@ -162,7 +163,7 @@ def test_ctrl_c_that_an_import_swallowed_still_ends_the_command_with_130(monkeyp
         except KeyboardInterrupt as exc:
             raise ImportError("initialization failed") from exc
 
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh process has it (a test may not)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh process has it (a test may not)
     try:
         for load in (load_swallowing_the_interrupt, load_failing_from_the_interrupt):
             monkeypatch.setattr(entry, "_load", load)
@@ -170,7 +171,7 @@ def test_ctrl_c_that_an_import_swallowed_still_ends_the_command_with_130(monkeyp
             assert capsys.readouterr().err == "ortlab: error: interrupted\n"
             assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
     finally:
-        signal.signal(signal.SIGINT, before)
+        signal.signal(signal.SIGINT, outer)  # Ctrl-C stops the test run again
 
     def load_missing():
         raise ImportError("no such module")
