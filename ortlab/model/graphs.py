@@ -60,6 +60,15 @@ def has_subgraphs(graph: onnx.GraphProto) -> bool:
     return any(True for n in graph.node for _ in subgraphs(n))
 
 
+def consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    """Tensor name → the nodes of ``graph`` (not its subgraphs) that read it, in graph order, each node once."""
+    out: dict[str, list[onnx.NodeProto]] = {}
+    for n in graph.node:
+        for i in dict.fromkeys(n.input):
+            out.setdefault(i, []).append(n)
+    return out
+
+
 def _numel(t: TensorProto) -> int:
     return int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
 

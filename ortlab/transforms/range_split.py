@@ -23,7 +23,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnxruntime.quantization.calibrate import load_tensors_data
+from onnxruntime.quantization.calibrate import TensorData, load_tensors_data
+
+from ortlab.model.graphs import consumers
 
 JOINING_OPS = ("Concat", "Add", "Sub", "Sum", "Max", "Min")
 # ops that move a mixed tensor's values without computing with them: quantizing their input would crush it again
@@ -74,14 +76,16 @@ def width(r: tuple[float, float]) -> float:
 def load_ranges(cache) -> dict[str, tuple[float, float]]:
     """Tensor name → (low, high) from ORT's calibration cache (``save_tensors_data`` JSON)."""
     data = load_tensors_data(Path(cache))
-    out: dict[str, tuple[float, float]] = {}
-    for name in data:
-        lo, hi = data[name].range_value
-        lo_f = float(np.min(np.asarray(lo, dtype=np.float64)))
-        hi_f = float(np.max(np.asarray(hi, dtype=np.float64)))
-        if math.isfinite(lo_f) and math.isfinite(hi_f):
-            out[name] = (lo_f, hi_f)
-    return out
+    return {name: r for name in data if (r := tensor_range(data[name])) is not None}
+
+
+def tensor_range(data: TensorData) -> tuple[float, float] | None:
+    """One tensor's calibrated (low, high) as floats (the lowest low and highest high of per-channel ranges); None
+    when either is not finite."""
+    lo, hi = data.range_value
+    lo_f = float(np.min(np.asarray(lo, dtype=np.float64)))
+    hi_f = float(np.max(np.asarray(hi, dtype=np.float64)))
+    return (lo_f, hi_f) if math.isfinite(lo_f) and math.isfinite(hi_f) else None
 
 
 def find_range_splits(model: onnx.ModelProto, ranges: dict[str, tuple[float, float]],
@@ -91,10 +95,7 @@ def find_range_splits(model: onnx.ModelProto, ranges: dict[str, tuple[float, flo
     exclude them) and the names in ``skip`` (already excluded) are left out."""
     g = model.graph
     weights = {t.name for t in g.initializer} | {o for n in g.node if n.op_type == "Constant" for o in n.output}
-    consumers: dict[str, list[onnx.NodeProto]] = {}
-    for n in g.node:
-        for i in n.input:
-            consumers.setdefault(i, []).append(n)
+    readers = consumers(g)
     found: list[RangeSplit] = []
     kept = set(skip)
     for n in g.node:
@@ -115,7 +116,7 @@ def find_range_splits(model: onnx.ModelProto, ranges: dict[str, tuple[float, flo
         todo = list(n.output)
         while todo:
             t = todo.pop()
-            for c in consumers.get(t, []):
+            for c in readers.get(t, []):
                 if c.op_type in CARRIER_OPS and c.name and c.name not in kept:
                     kept.add(c.name)
                     found.append(RangeSplit(c.name, c.op_type, wide, narrow, ratio, carried_from=n.name))

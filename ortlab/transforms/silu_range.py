@@ -28,6 +28,9 @@ import numpy as np
 import onnx
 from onnxruntime.quantization.calibrate import TensorData, load_tensors_data, save_tensors_data
 
+from ortlab.model.graphs import consumers
+from ortlab.transforms.range_split import tensor_range
+
 LEVELS = 255  # steps of an 8-bit grid
 SILU_TAIL_PEAK = 1.2785  # t · sigmoid(−t) is largest here (0.2785) and falls for every larger t
 
@@ -69,21 +72,18 @@ def flat_below(step: float) -> float:
 def silu_pairs(graph: onnx.GraphProto, skip: tuple[str, ...] = ()) -> list[tuple[str, str]]:
     """(SiLU input, SiLU output) of every ``x → Sigmoid → Mul(x, sigmoid(x))`` in ``graph`` whose input feeds
     nothing else (another reader would see the cut) and whose Sigmoid and Mul are not in ``skip``."""
-    consumers: dict[str, list[onnx.NodeProto]] = {}
-    for n in graph.node:
-        for i in dict.fromkeys(n.input):
-            consumers.setdefault(i, []).append(n)
+    readers_of = consumers(graph)
     outputs = {o.name for o in graph.output}
     pairs = []
     for sig in graph.node:
         if sig.op_type != "Sigmoid" or sig.name in skip:
             continue
         x = sig.input[0]
-        readers = consumers.get(x, [])
+        readers = readers_of.get(x, [])
         muls = [m for m in readers if m.op_type == "Mul" and sorted(m.input) == sorted([x, sig.output[0]])]
         if len(readers) != 2 or len(muls) != 1 or muls[0].name in skip or x in outputs:
             continue
-        if [c.name for c in consumers.get(sig.output[0], [])] != [muls[0].name] or sig.output[0] in outputs:
+        if [c.name for c in readers_of.get(sig.output[0], [])] != [muls[0].name] or sig.output[0] in outputs:
             continue
         pairs.append((x, muls[0].output[0]))
     return pairs
@@ -97,10 +97,12 @@ def tighten_silu_ranges(model: onnx.ModelProto, cache, dst, skip: tuple[str, ...
     for x, y in silu_pairs(model.graph, skip):
         if x not in data or y not in data:
             continue
-        low, hi = float(np.min(data[x].range_value[0])), float(np.max(data[x].range_value[1]))
-        y_lo, y_hi = float(np.min(data[y].range_value[0])), float(np.max(data[y].range_value[1]))
+        x_range, y_range = tensor_range(data[x]), tensor_range(data[y])
+        if x_range is None or y_range is None:
+            continue
+        (low, hi), (y_lo, y_hi) = x_range, y_range
         step = (max(y_hi, 0.0) - min(y_lo, 0.0)) / LEVELS
-        if not all(map(math.isfinite, (low, hi, step))) or step <= 0 or hi <= 0:
+        if step <= 0 or hi <= 0:
             continue
         t = flat_below(step)
         if low >= -t:
