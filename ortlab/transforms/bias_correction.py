@@ -51,7 +51,6 @@ and the cut-down models the correction itself builds, so they stay beside it.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -67,13 +66,19 @@ from ortlab.core.limits import is_alloc_failure, memory_budget_bytes, samples_pe
 from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.runtime.providers import ORT_ERRORS
-from ortlab.runtime.threads import limit_threads
+from ortlab.transforms.held_back import (
+    OutputGroups,
+    cpu_session,
+    db_text,
+    float_outputs,
+    held_back_indices,
+    output_parts,
+    sqnr_db,
+)
 
 STAGE = "bias_correction"
 CORRECTED_OPS = ("Conv", "Gemm")
 DEFAULT_BATCH = 16
-HELD_BACK_EVERY = 4  # a quarter of the calibration samples is held back to check the corrections on
-HELD_BACK_SEED = 0
 MIN_FIT, MIN_HELD_BACK = 6, 2
 MIN_SAMPLES = 8  # the fewest samples that give MIN_FIT fitting and MIN_HELD_BACK held-back samples
 STEP_TOLERANCE_DB = 0.1  # an output (group) whose held-back SQNR falls by more than this drops the whole step
@@ -81,10 +86,6 @@ OUT_OF_MEMORY: tuple[type[BaseException], ...] = (MemoryError, *ORT_ERRORS)  # O
 MEMORY_SHARE = 0.25  # the step keeps its samples' activations within this share of the memory the process may use
 _INT32 = np.iinfo(np.int32)
 _FIT, _HELD = 0, 1
-
-# output name → (channel axis, {group name: channel slice}) for outputs whose channel groups are judged apart
-OutputGroups = Callable[[Sequence[str], Sequence[np.ndarray]], Mapping[str, tuple[int, Mapping[str, slice]]]]
-
 
 @dataclass(frozen=True)
 class TaskChange:
@@ -195,7 +196,7 @@ class BiasCorrectionResult:
             text += f" The step was dropped and the biases are as quantized: {self.dropped}."
         elif self.step_sqnr_db:
             text += " Held-back output SQNR without → with it: " + ", ".join(
-                f"{k} {_db(a)} → {_db(b)} dB" for k, (a, b) in self.step_sqnr_db.items()) + "."
+                f"{k} {db_text(a)} → {db_text(b)} dB" for k, (a, b) in self.step_sqnr_db.items()) + "."
             if self.step_task is not None:
                 text += f" It {self.step_task.text}."
         if self.skipped:
@@ -203,8 +204,6 @@ class BiasCorrectionResult:
         return [text]
 
 
-def _db(x: float) -> str:
-    return "inf" if math.isinf(x) and x > 0 else f"{x:.1f}"
 
 
 # -- finding the targets ------------------------------------------------------------------------------------
@@ -367,7 +366,7 @@ class _Segments:
                 m.graph.input.append(onnx.helper.make_tensor_value_info(x, elem, None))
         m.graph.output.append(onnx.helper.make_tensor_value_info(output, TensorProto.FLOAT, None))
         m.graph.output.extend(onnx.ValueInfoProto(name=x) for x in keep if x != output)
-        sess = _session(m)
+        sess = cpu_session(m)
         names = [o.name for o in sess.get_outputs()]
         sums = _PartSums(channels)
         for cached, part in zip(self.cache, self.parts, strict=True):
@@ -388,10 +387,6 @@ def _has_subgraphs(graph: onnx.GraphProto) -> bool:
                for a in n.attribute)
 
 
-def _session(model: onnx.ModelProto) -> ort.InferenceSession:
-    so = limit_threads(ort.SessionOptions())
-    so.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
 def _batches(feeds: Sequence[Mapping[str, np.ndarray]], batch: int, batchable: bool) -> list[dict[str, np.ndarray]]:
@@ -463,12 +458,6 @@ def _channel_means(sess: ort.InferenceSession, batches: Sequence[Mapping[str, np
     return {k: v.means() for k, v in sums.items()}
 
 
-def held_back_indices(n: int) -> tuple[list[int], list[int]]:
-    """(fitting, held-back) sample indices of ``n`` calibration samples: a fixed pseudo-random quarter
-    (``n // 4`` of them, seeded) is held back. Not every 4th: data in a periodic order (lines turned 180°
-    every other one, class folders interleaved) would put a single kind of sample in the held-back part."""
-    held = set(np.random.default_rng(HELD_BACK_SEED).permutation(n)[:n // HELD_BACK_EVERY].tolist())
-    return [i for i in range(n) if i not in held], sorted(held)
 
 
 def lowers_error(shift: np.ndarray, scale: np.ndarray, fp32_held: np.ndarray, qdq_held: np.ndarray,
@@ -488,55 +477,10 @@ def bias_shift(fp32_mean: np.ndarray, qdq_mean: np.ndarray, scale: np.ndarray) -
     return np.rint((np.asarray(fp32_mean, np.float64) - np.asarray(qdq_mean, np.float64)) / scale).astype(np.int64)
 
 
-def _float_outputs(model: onnx.ModelProto, batches: Sequence[Mapping[str, np.ndarray]],
-                   cancel: CancelToken | None) -> list[dict[str, np.ndarray]]:
-    """The model's float graph outputs on each batch."""
-    sess = _session(model)
-    wanted = {i.name for i in sess.get_inputs()}
-    names = [o.name for o in sess.get_outputs() if o.type == "tensor(float)"]
-    out = []
-    for feed in batches:
-        if cancel is not None and cancel.cancelled:
-            raise Cancelled(step=STAGE)
-        out.append(dict(zip(names, sess.run(names, {k: v for k, v in feed.items() if k in wanted}), strict=True)))
-    return out
 
 
-def _output_parts(ref: Sequence[Mapping[str, np.ndarray]],
-                  output_groups: OutputGroups | None) -> dict[str, tuple[str, int, slice | None]]:
-    """What the whole step is judged on: label → (output, channel axis, channels), one per output or, where
-    ``output_groups`` splits it, per channel group ("output0 scores")."""
-    names = list(ref[0]) if ref else []
-    first = [ref[0][n][:1] if np.ndim(ref[0][n]) else ref[0][n] for n in names]  # one sample's values
-    groups = dict(output_groups(names, first)) if output_groups and names else {}
-    parts: dict[str, tuple[str, int, slice | None]] = {}
-    for n in names:
-        if n in groups:
-            axis, split = groups[n]
-            parts.update((f"{n} {g}", (n, axis, sl)) for g, sl in split.items())
-        else:
-            parts[n] = (n, 0, None)
-    return parts
 
 
-def _sqnr_db(parts: Mapping[str, tuple[str, int, slice | None]], ref: Sequence[Mapping[str, np.ndarray]],
-             cand: Sequence[Mapping[str, np.ndarray]]) -> dict[str, float]:
-    """SQNR (dB) of ``cand`` against ``ref`` over every batch, per output part; -inf where ``cand`` is not finite."""
-    out: dict[str, float] = {}
-    for label, (name, axis, sl) in parts.items():
-        signal = noise = 0.0
-        for r, c in zip(ref, cand, strict=True):
-            x, y = np.asarray(r[name], np.float64), np.asarray(c[name], np.float64)
-            if sl is not None:
-                idx = np.arange(x.shape[axis])[sl]
-                x, y = np.take(x, idx, axis=axis), np.take(y, idx, axis=axis)
-            signal += float(np.sum(x * x))
-            noise += float(np.sum((x - y) ** 2))
-        if not math.isfinite(noise):
-            out[label] = -math.inf
-        else:
-            out[label] = math.inf if noise == 0 else 10 * math.log10(max(signal, 1e-300) / noise)
-    return out
 
 
 def correct_model(fp32: onnx.ModelProto, qdq: onnx.ModelProto, feeds: Sequence[Mapping[str, np.ndarray]],
@@ -558,7 +502,7 @@ def correct_model(fp32: onnx.ModelProto, qdq: onnx.ModelProto, feeds: Sequence[M
     out.CopyFrom(qdq)
     targets, result.skipped = find_targets(fp32, out)
     # the float model with every corrected node's output: it sizes the step on one sample, then gives the means
-    ref_sess = _session(_with_outputs(fp32, [t.fp32_output for t in targets])) if targets and feeds else None
+    ref_sess = cpu_session(_with_outputs(fp32, [t.fp32_output for t in targets])) if targets and feeds else None
     if ref_sess is not None:
         feeds, batch, result.memory_cut = _within_budget(ref_sess, feeds, batch, memory_budget)
         result.samples = len(feeds)
@@ -594,7 +538,7 @@ def correct_model(fp32: onnx.ModelProto, qdq: onnx.ModelProto, feeds: Sequence[M
         if pieces is not None:
             cur = pieces.run(index[t.name], t.qdq_output, channels(t), cancel)
         else:  # If/Loop/Scan bodies read outer tensors implicitly: run the whole model each time
-            cur = _channel_means(_session(_with_outputs(out, [t.qdq_output])), batches, parts,
+            cur = _channel_means(cpu_session(_with_outputs(out, [t.qdq_output])), batches, parts,
                                  [(t.qdq_output, t.op_type, channels(t))], cancel)[t.qdq_output]
         shift = bias_shift(ref[t.fp32_output][_FIT], cur[_FIT], t.scale)
         keep, before, after = lowers_error(shift, t.scale, ref[t.fp32_output][_HELD], cur[_HELD])
@@ -641,11 +585,11 @@ def _judge_step(fp32: onnx.ModelProto, qdq: onnx.ModelProto, corrected: onnx.Mod
     """``corrected``, or ``qdq`` unchanged (with ``result.dropped`` saying why) when, on the ``held`` back samples
     (run one by one), ``task_judge`` finds the task metric worse, or it finds no change (or there is no judge) and
     an output (group) of the corrected model is further from the float model's than without the correction."""
-    ref = _float_outputs(fp32, held, cancel)
-    base = _float_outputs(qdq, held, cancel)
-    cand = _float_outputs(corrected, held, cancel)
-    parts = _output_parts(ref, output_groups)
-    before, after = _sqnr_db(parts, ref, base), _sqnr_db(parts, ref, cand)
+    ref = float_outputs(fp32, held, cancel, STAGE)
+    base = float_outputs(qdq, held, cancel, STAGE)
+    cand = float_outputs(corrected, held, cancel, STAGE)
+    parts = output_parts(ref, output_groups)
+    before, after = sqnr_db(parts, ref, base), sqnr_db(parts, ref, cand)
     result.step_sqnr_db = {k: (before[k], after[k]) for k in parts}
     result.step_task = task_judge(ref, base, cand) if task_judge is not None else None
     change = result.step_task.change if result.step_task is not None else 0
@@ -655,10 +599,10 @@ def _judge_step(fp32: onnx.ModelProto, qdq: onnx.ModelProto, corrected: onnx.Mod
     if change < 0:
         assert result.step_task is not None
         result.dropped = "it " + result.step_task.text + " (held-back output SQNR " + ", ".join(
-            f"{k} {_db(before[k])} → {_db(after[k])} dB" for k in parts) + ")"
+            f"{k} {db_text(before[k])} → {db_text(after[k])} dB" for k in parts) + ")"
     else:
         result.dropped = "it lowered the held-back SQNR of " + ", ".join(
-            f"{k} ({_db(before[k])} → {_db(after[k])} dB)" for k in worse)
+            f"{k} ({db_text(before[k])} → {db_text(after[k])} dB)" for k in worse)
     out = onnx.ModelProto()
     out.CopyFrom(qdq)
     return out

@@ -1,0 +1,93 @@
+"""What held-back calibration samples say about a changed QDQ model: which samples are held back, the models'
+float outputs on them and each output's SQNR against the float model's. Shared by the steps that fit a change on
+the calibration samples and check it on the others (bias correction, weight rounding)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from ortlab.core.errors import Cancelled
+from ortlab.core.progress import CancelToken
+from ortlab.runtime.threads import limit_threads
+
+HELD_BACK_EVERY = 4  # a quarter of the calibration samples is held back to check the changes on
+HELD_BACK_SEED = 0
+
+# output name → (channel axis, {group name: channel slice}) for outputs whose channel groups are judged apart
+OutputGroups = Callable[[Sequence[str], Sequence[np.ndarray]], Mapping[str, tuple[int, Mapping[str, slice]]]]
+
+
+def db_text(x: float) -> str:
+    """A dB figure as a note shows it (one decimal; "inf" for no noise)."""
+    return "inf" if math.isinf(x) and x > 0 else f"{x:.1f}"
+
+
+def cpu_session(model: onnx.ModelProto) -> ort.InferenceSession:
+    """A quiet CPU session of ``model`` within the process's thread limit."""
+    so = limit_threads(ort.SessionOptions())
+    so.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def held_back_indices(n: int) -> tuple[list[int], list[int]]:
+    """(fitting, held-back) sample indices of ``n`` calibration samples: a fixed pseudo-random quarter
+    (``n // 4`` of them, seeded) is held back. Not every 4th: data in a periodic order (lines turned 180°
+    every other one, class folders interleaved) would put a single kind of sample in the held-back part."""
+    held = set(np.random.default_rng(HELD_BACK_SEED).permutation(n)[:n // HELD_BACK_EVERY].tolist())
+    return [i for i in range(n) if i not in held], sorted(held)
+
+
+def float_outputs(model: onnx.ModelProto, batches: Sequence[Mapping[str, np.ndarray]],
+                  cancel: CancelToken | None, step: str) -> list[dict[str, np.ndarray]]:
+    """The model's float graph outputs on each batch."""
+    sess = cpu_session(model)
+    wanted = {i.name for i in sess.get_inputs()}
+    names = [o.name for o in sess.get_outputs() if o.type == "tensor(float)"]
+    out = []
+    for feed in batches:
+        if cancel is not None and cancel.cancelled:
+            raise Cancelled(step=step)
+        out.append(dict(zip(names, sess.run(names, {k: v for k, v in feed.items() if k in wanted}), strict=True)))
+    return out
+
+
+def output_parts(ref: Sequence[Mapping[str, np.ndarray]],
+                 output_groups: OutputGroups | None) -> dict[str, tuple[str, int, slice | None]]:
+    """What the whole step is judged on: label → (output, channel axis, channels), one per output or, where
+    ``output_groups`` splits it, per channel group ("output0 scores")."""
+    names = list(ref[0]) if ref else []
+    first = [ref[0][n][:1] if np.ndim(ref[0][n]) else ref[0][n] for n in names]  # one sample's values
+    groups = dict(output_groups(names, first)) if output_groups and names else {}
+    parts: dict[str, tuple[str, int, slice | None]] = {}
+    for n in names:
+        if n in groups:
+            axis, split = groups[n]
+            parts.update((f"{n} {g}", (n, axis, sl)) for g, sl in split.items())
+        else:
+            parts[n] = (n, 0, None)
+    return parts
+
+
+def sqnr_db(parts: Mapping[str, tuple[str, int, slice | None]], ref: Sequence[Mapping[str, np.ndarray]],
+             cand: Sequence[Mapping[str, np.ndarray]]) -> dict[str, float]:
+    """SQNR (dB) of ``cand`` against ``ref`` over every batch, per output part; -inf where ``cand`` is not finite."""
+    out: dict[str, float] = {}
+    for label, (name, axis, sl) in parts.items():
+        signal = noise = 0.0
+        for r, c in zip(ref, cand, strict=True):
+            x, y = np.asarray(r[name], np.float64), np.asarray(c[name], np.float64)
+            if sl is not None:
+                idx = np.arange(x.shape[axis])[sl]
+                x, y = np.take(x, idx, axis=axis), np.take(y, idx, axis=axis)
+            signal += float(np.sum(x * x))
+            noise += float(np.sum((x - y) ** 2))
+        if not math.isfinite(noise):
+            out[label] = -math.inf
+        else:
+            out[label] = math.inf if noise == 0 else 10 * math.log10(max(signal, 1e-300) / noise)
+    return out
