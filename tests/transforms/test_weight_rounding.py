@@ -1,0 +1,224 @@
+"""GPTQ weight rounding (ortlab.transforms.weight_rounding): the algorithm against Optimal Brain Quantization written
+step by step here, the layers' input columns against ONNX Runtime's Conv, and the step on real quantized models."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ortlab.settings.config import QuantConfig
+from ortlab.transforms import weight_rounding as wr
+from ortlab.transforms.quantize import quantize_static_model
+from tests.support.models import RandomFeeds
+
+
+def correlated_inputs(k: int, n: int, seed: int) -> np.ndarray:
+    """``n`` input vectors of size ``k`` ([k, n]) with strongly correlated entries, as a layer's inputs are."""
+    rng = np.random.default_rng(seed)
+    mix = rng.normal(0, 1, (k, k)) * 0.4 + np.eye(k)
+    return mix @ rng.normal(0, 1, (k, n))
+
+
+def obq_reference(w: np.ndarray, h: np.ndarray, scale: np.ndarray, lo: int, hi: int, order) -> np.ndarray:
+    """Optimal Brain Quantization as its paper states it: round one column, then move every column not yet
+    rounded by ``-(w_i - q_i) / [H_F⁻¹]_ii · [H_F⁻¹]_{:,i}`` with ``H_F⁻¹`` inverted afresh for the columns
+    ``F`` still free (no Cholesky factor, no blocks)."""
+    w = w.astype(np.float64).copy()
+    q = np.zeros_like(w)
+    free = list(order)
+    while free:
+        i = free[0]
+        hinv = np.linalg.inv(h[np.ix_(free, free)])
+        q[:, i] = np.clip(np.rint(w[:, i] / scale), lo, hi)
+        err = (w[:, i] - q[:, i] * scale) / hinv[0, 0]
+        for j_pos, j in enumerate(free[1:], start=1):
+            w[:, j] -= err * hinv[0, j_pos]
+        free = free[1:]
+    return q
+
+
+@pytest.mark.parametrize("act_order", [False, True])
+def test_gptq_gives_the_integers_optimal_brain_quantization_gives(act_order):
+    rng = np.random.default_rng(0)
+    k = 24
+    w = rng.normal(0, 0.3, (6, k))
+    x = correlated_inputs(k, 400, seed=1)
+    h = x @ x.T
+    scale = np.abs(w).max(axis=1) / 127
+    got = wr.gptq_rows(w, h, scale, np.zeros(6), -127, 127, act_order=act_order, block=5)  # blocks cut columns
+    damped = h + wr.DAMPING * np.mean(np.diag(h)) * np.eye(k)
+    order = np.argsort(-np.diag(h), kind="stable") if act_order else np.arange(k)
+    want = obq_reference(w, damped, scale, -127, 127, order)
+    assert np.array_equal(got, want)
+    nearest = wr.quantize_rows(w, scale, np.zeros(6), -127, 127)
+    assert np.count_nonzero(got != nearest) > 10  # it does re-round, by at most one step
+    assert np.abs(got - nearest).max() <= 1
+
+
+def test_gptq_lowers_the_layer_output_error_on_inputs_it_was_not_fitted_on():
+    rng = np.random.default_rng(2)
+    k, out = 48, 16
+    w = rng.normal(0, 0.2, (out, k))
+    fit, held = correlated_inputs(k, 2000, seed=3)[:, :1000], correlated_inputs(k, 2000, seed=3)[:, 1000:]
+    scale, zp = np.abs(w).max(axis=1) / 127, np.zeros(out)
+    q_gptq = wr.gptq_rows(w, fit @ fit.T, scale, zp, -127, 127)
+    q_near = wr.quantize_rows(w, scale, zp, -127, 127)
+
+    def error(q):  # the layer's output error written out, not through wr.output_error
+        return float(np.sum((w @ held - ((q * scale[:, None]) @ held)) ** 2))
+
+    assert error(q_gptq) < 0.7 * error(q_near)  # 0.52× with these seeds
+    assert wr.output_error(w, q_gptq, scale, zp, held @ held.T) == pytest.approx(error(q_gptq), rel=1e-9)
+
+
+def test_an_input_that_was_always_zero_keeps_nearest_rounding_and_moves_nothing():
+    rng = np.random.default_rng(4)
+    w = rng.normal(0, 0.3, (3, 5))
+    x = correlated_inputs(5, 100, seed=5)
+    x[2] = 0
+    scale = np.full(3, 0.01)
+    got = wr.gptq_rows(w, x @ x.T, scale, np.zeros(3), -127, 127)
+    assert np.array_equal(got[:, 2], wr.quantize_rows(w, scale, np.zeros(3), -127, 127)[:, 2])
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(strides=[2, 1], pads=[1, 0, 2, 1], dilations=[1, 2], group=2),
+    dict(pads=[1, 1, 1, 1], group=6),  # depthwise
+    dict(),
+])
+def test_the_input_columns_times_the_weight_rows_are_onnx_runtimes_conv(attrs):
+    rng = np.random.default_rng(6)
+    cin, cout, kh, kw = 6, 6, 3, 2
+    group = attrs.get("group", 1)
+    w = rng.normal(0, 1, (cout, cin // group, kh, kw)).astype(np.float32)
+    x = rng.normal(0, 1, (2, cin, 9, 8)).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv", **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    t = wr.RoundingTarget("conv", "Conv", "x", "w", np.ones(cout), np.zeros(cout), w.reshape(cout, -1).astype(float),
+                          groups=group, conv={k: v for k, v in attrs.items() if k != "group"} | {"kernel": [kh, kw]})
+    cols = wr.input_columns(x, t)
+    per, k = cout // group, t.columns
+    got = np.concatenate([t.rows[g * per:(g + 1) * per] @ cols[g * k:(g + 1) * k] for g in range(group)])
+    n, c, ho, wo = want.shape
+    assert np.allclose(got.reshape(c, n, ho, wo).transpose(1, 0, 2, 3), want, atol=1e-4)
+
+
+def conv_gemm_model(path) -> None:
+    """x [1,8,10,10] → Conv 3×3 (8→16) → Relu → depthwise Conv 3×3 → Relu → GlobalAveragePool → Flatten →
+    Gemm (transB, 16→10) → MatMul (10→6) → y. Weights seeded, with a few large ones per channel as trained
+    weights have."""
+    rng = np.random.default_rng(7)
+
+    def weights(*shape):
+        w = rng.normal(0, 0.2, shape)
+        w.reshape(shape[0], -1)[:, 0] *= 4
+        return w.astype(np.float32)
+
+    inits = [numpy_helper.from_array(a, n) for a, n in (
+        (weights(16, 8, 3, 3), "w1"), (np.zeros(16, np.float32), "b1"), (weights(16, 1, 3, 3), "w2"),
+        (weights(10, 16), "w3"), (np.zeros(10, np.float32), "b3"), (weights(10, 6), "w4"))]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], name="dw", pads=[1, 1, 1, 1], group=16),
+             helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+             helper.make_node("GlobalAveragePool", ["r2"], ["p"], name="pool"),
+             helper.make_node("Flatten", ["p"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "w3", "b3"], ["g"], name="fc", transB=1),
+             helper.make_node("MatMul", ["g", "w4"], ["y"], name="proj")]
+    graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 10, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def _feeds(n: int, seed: int) -> list[dict[str, np.ndarray]]:
+    reader = RandomFeeds("x", (1, 8, 10, 10), n, seed=seed, uniform=True)
+    return [f for f in iter(reader.get_next, None)]
+
+
+def _sqnr(model: onnx.ModelProto, src, feeds) -> float:
+    plain = ort.SessionOptions()  # the QDQ arithmetic as written, the same on any CPU
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    q = ort.InferenceSession(model.SerializeToString(), plain, providers=["CPUExecutionProvider"])
+    ref = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
+    r = np.concatenate([ref.run(None, f)[0] for f in feeds])
+    c = np.concatenate([q.run(None, f)[0] for f in feeds])
+    return 10 * math.log10(float((r * r).sum()) / float(((r - c) ** 2).sum()))
+
+
+@pytest.fixture(scope="module")
+def quantized(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("wr")
+    src, qdq = tmp / "net.onnx", tmp / "net.qdq.onnx"
+    conv_gemm_model(src)
+    quantize_static_model(src, qdq, QuantConfig(bias_correction=False, known_patterns=False, op_types=()),
+                          RandomFeeds("x", (1, 8, 10, 10), 32, seed=1, uniform=True))
+    return src, qdq
+
+
+def test_the_step_re_rounds_every_weighted_node_and_changes_nothing_else(quantized):
+    src, qdq_path = quantized
+    fp32, qdq = onnx.load(str(src)), onnx.load(str(qdq_path))
+    out, result = wr.round_model(fp32, qdq, _feeds(40, seed=2))
+    assert sorted(result.rounded) == ["conv1", "dw", "fc", "proj"] and not result.dropped
+    assert [n.op_type for n in out.graph.node] == [n.op_type for n in qdq.graph.node]
+    before = {t.name: numpy_helper.to_array(t) for t in qdq.graph.initializer}
+    after = {t.name: numpy_helper.to_array(t) for t in out.graph.initializer}
+    changed = [k for k in before if not np.array_equal(before[k], after[k])]
+    assert changed and all(after[k].dtype == np.int8 for k in changed)  # only int8 weights moved
+    assert all(np.abs(after[k].astype(int) - before[k].astype(int)).max() <= 2 for k in changed)
+    assert all(np.abs(after[k]).max() <= 127 for k in changed)
+    fresh = _feeds(40, seed=11)  # inputs neither fit nor check saw
+    assert _sqnr(out, src, fresh) > _sqnr(qdq, src, fresh) + 1.0
+    (note,) = result.notes
+    assert note.startswith("GPTQ weight rounding (Frantar et al. 2023): 4 of 4 weighted node(s) re-rounded")
+    assert "checked on 10 held back" in note
+
+
+def test_a_step_that_makes_the_outputs_worse_is_dropped(quantized, monkeypatch):
+    src, qdq_path = quantized
+    qdq = onnx.load(str(qdq_path))
+
+    def flipped(rows, hessian, scale, zero_point, lo, hi, **_):  # rounds every weight the wrong way
+        q = np.rint(rows / scale[:, None])
+        return np.clip(q + np.where(rows / scale[:, None] > q, -1, 1), lo, hi)
+
+    monkeypatch.setattr(wr, "gptq_rows", flipped)
+    monkeypatch.setattr(wr, "output_error", lambda rows, q, *a: float(np.abs(q).sum()))  # the per-node check fooled
+    out, result = wr.round_model(onnx.load(str(src)), qdq, _feeds(40, seed=2))
+    assert result.rounded and result.dropped.startswith("it lowered the held-back SQNR of y")
+    assert result.applied == []
+    assert [numpy_helper.to_array(t).tobytes() for t in out.graph.initializer] == \
+           [numpy_helper.to_array(t).tobytes() for t in qdq.graph.initializer]
+    assert "The step was dropped and the weights are rounded to nearest" in result.notes[0]
+
+
+def test_too_few_samples_change_nothing_and_say_so(quantized):
+    src, qdq_path = quantized
+    qdq = onnx.load(str(qdq_path))
+    out, result = wr.round_model(onnx.load(str(src)), qdq, _feeds(5, seed=2))
+    assert result.too_few and result.applied == []
+    assert "5 calibration sample(s) are too few" in result.notes[0]
+    assert out.SerializeToString() == qdq.SerializeToString()
+
+
+def test_a_node_kept_in_float_or_with_16_bit_weights_is_not_re_rounded(tmp_path):
+    src, qdq = tmp_path / "net.onnx", tmp_path / "net.qdq.onnx"
+    conv_gemm_model(src)
+    quantize_static_model(src, qdq, QuantConfig(bias_correction=False, known_patterns=False,
+                                                nodes_to_exclude=("dw",), int16_weight_nodes=("fc",)),
+                          RandomFeeds("x", (1, 8, 10, 10), 16, seed=1, uniform=True))
+    targets, skipped = wr.find_targets(onnx.load(str(src)), onnx.load(str(qdq)))
+    assert sorted(t.name for t in targets) == ["conv1", "proj"]
+    assert skipped == {"fc": "weight not 8-bit"}
