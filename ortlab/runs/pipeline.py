@@ -1,5 +1,5 @@
-"""Run a prepared recipe as a plan of stages: validate → (pre-process) → calibrate → quantize → (bias correction),
-or convert → optimize → verify.
+"""Run a prepared recipe as a plan of stages: validate → (pre-process) → calibrate → quantize → (weight rounding) →
+(bias correction), or convert → optimize → verify.
 
 Each stage is one :class:`Stage` object: its name (the key of its progress events and timing), its label, the error
 type its untyped failures become, its progress message and its function from a typed input (the output of the stage
@@ -13,6 +13,9 @@ external data, if any, as ``model.onnx.data``), ``recipe.json`` and ``artifact.j
 folder inside ``out_dir``; the result is renamed into place only when every stage succeeded
 (``ortlab.runs.outputs``), so a failed run leaves ``out_dir`` as it was, and an ``out_dir`` that would overwrite the
 source is refused.
+
+Size: each stage's function sits beside its :class:`Stage` object, the types they pass and :func:`plan`, so that
+one file says what a run does, in order.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from ortlab.runs.run_notes import RunNotes
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES
 from ortlab.runtime import providers
 from ortlab.settings.config import OptLevel, Precision, PreprocessConfig, QuantFormat, Recipe
-from ortlab.transforms import bias_correction
+from ortlab.transforms import bias_correction, weight_rounding
 from ortlab.transforms.calibration import CalibrationReader
 from ortlab.transforms.coverage import QuantCoverage
 from ortlab.transforms.fp16 import convert_fp16
@@ -63,7 +66,11 @@ from ortlab.transforms.quantize import (
 
 BIAS_CORRECTION_SKIPPED = ("Bias correction skipped: the calibration data is random, and fitting the biases to noise "
                            "would not help; give real calibration data to have it.")
+WEIGHT_ROUNDING_SKIPPED = ("GPTQ weight rounding skipped: the calibration data is random (it would fit the weights "
+                           "to noise); the weights are rounded to nearest.")
 # said before a run that may calibrate on random data; a run that does says so itself, in its place
+WEIGHT_ROUNDING_ON_RANDOM_DATA = ("GPTQ weight rounding is skipped when the calibration data is random (it would fit "
+                                  "the weights to noise).")
 BIAS_ON_RANDOM_DATA = "Bias correction is skipped when the calibration data is random (it would fit the biases to noise)."
 
 
@@ -286,6 +293,32 @@ def _quantize_static(ctx: RunContext, c: Calibrated) -> Quantized:
     return Quantized(replace(c.model, path=dst, coverage=result.coverage, qdq=qdq), c.model.path, c)
 
 
+def _calibration_feeds(ctx: RunContext, c: Calibrated) -> list[dict]:
+    """The calibrate stage's samples as model inputs, in order."""
+    reader = CalibrationReader(c.dataset, c.preprocess, ctx.run.info.inputs, null_reporter, ctx.cancel,
+                               specs=c.specs)
+    feeds = []
+    while (feed := reader.get_next()) is not None:
+        feeds.append(feed)
+    return feeds
+
+
+def _round_weights(ctx: RunContext, qz: Quantized) -> Quantized:
+    """GPTQ weight rounding of the static QDQ model (``ortlab.transforms.weight_rounding``) on the samples the
+    calibrate stage used; reports its own "weight_rounding" n/N events. Skipped on random data."""
+    c = qz.calibrated
+    if c is None or c.dataset.is_random:
+        ctx.findings.restate(WEIGHT_ROUNDING_ON_RANDOM_DATA, WEIGHT_ROUNDING_SKIPPED)
+        ctx.reporter(ProgressEvent(weight_rounding.STAGE, 1, 1, "skipped: the calibration data is random"))
+        return qz
+    dst = ctx.work / "weights_rounded.onnx"
+    result = weight_rounding.round_weights(qz.float_model, qz.model.path, dst, _calibration_feeds(ctx, c),
+                                           ctx.reporter, ctx.cancel, output_groups=output_channel_groups)
+    ctx.findings.note(result.notes)
+    qdq = dst if qz.model.qdq == qz.model.path else qz.model.qdq  # the QDQ file kept is the re-rounded one
+    return replace(qz, model=replace(qz.model, path=dst, qdq=qdq))
+
+
 def _correct_biases(ctx: RunContext, qz: Quantized) -> Quantized:
     """Empirical bias correction of the static QDQ model (``ortlab.transforms.bias_correction``) on the samples the
     calibrate stage used; reports its own "bias_correction" n/N events and honours cancel between runs. Skipped on
@@ -299,13 +332,9 @@ def _correct_biases(ctx: RunContext, qz: Quantized) -> Quantized:
         ctx.findings.note([DETECTOR_BIAS_NOTE])
         ctx.reporter(ProgressEvent(bias_correction.STAGE, 1, 1, "skipped: a YOLO-style detector"))
         return qz
-    reader = CalibrationReader(c.dataset, c.preprocess, ctx.run.info.inputs, null_reporter, ctx.cancel,
-                               specs=c.specs)
-    feeds = []
-    while (feed := reader.get_next()) is not None:
-        feeds.append(feed)
     dst = ctx.work / "bias_corrected.onnx"
-    result = bias_correction.correct_biases(qz.float_model, qz.model.path, dst, feeds, ctx.reporter, ctx.cancel,
+    result = bias_correction.correct_biases(qz.float_model, qz.model.path, dst, _calibration_feeds(ctx, c),
+                                            ctx.reporter, ctx.cancel,
                                             output_groups=output_channel_groups,
                                             task_judge=held_back_task_judge(
                                                 ctx.run.policy, c.dataset.labeled(),
@@ -375,6 +404,8 @@ QUANTIZE_STATIC: Stage[Calibrated, Quantized] = Stage(
     "quantize", "Quantize", QuantizationError, _quantize_static, "Computing scales and writing the int8 model")
 QUANTIZE_DYNAMIC: Stage[Model, Quantized] = Stage(
     "quantize", "Quantize", QuantizationError, _quantize_dynamic, "Dynamic int8 quantization")
+ROUND_WEIGHTS: Stage[Quantized, Quantized] = Stage(
+    weight_rounding.STAGE, "Weight rounding (GPTQ)", QuantizationError, _round_weights, counted=True)
 CORRECT_BIASES: Stage[Quantized, Quantized] = Stage(
     bias_correction.STAGE, "Bias correction", QuantizationError, _correct_biases, counted=True)
 CONVERT: Stage[Model, Model] = Stage(
@@ -388,7 +419,7 @@ VERIFY: Stage[Any, Verified] = Stage(
     or run.recipe.allow_random_data else "Loading the result (no evaluation data)")
 
 STAGES: tuple[Stage[Any, Any], ...] = (VALIDATE, PREPROCESS, CALIBRATE, QUANTIZE_STATIC, QUANTIZE_DYNAMIC,
-                                       CORRECT_BIASES, CONVERT, OPTIMIZE, VERIFY)
+                                       ROUND_WEIGHTS, CORRECT_BIASES, CONVERT, OPTIMIZE, VERIFY)
 
 
 def stage_labels() -> dict[str, str]:
@@ -405,6 +436,8 @@ def plan(recipe: Recipe) -> list[Stage[Any, Any]]:
         stages.append(QUANTIZE_DYNAMIC)
     elif recipe.is_static:
         stages += ([PREPROCESS] if recipe.quant.preprocess else []) + [CALIBRATE, QUANTIZE_STATIC]
+        if recipe.rounds_weights:
+            stages.append(ROUND_WEIGHTS)
         if recipe.corrects_biases:
             stages.append(CORRECT_BIASES)
     if not (recipe.is_static and recipe.opt_level == OptLevel.DISABLED):

@@ -33,7 +33,7 @@ from ortlab.data.samples import find_for_model, get_sample
 from ortlab.model.diff import is_quantization_op
 from ortlab.model.inspect import WEIGHT_INPUTS, ModelInfo, external_data_files, inspect_model
 from ortlab.runs import outputs
-from ortlab.runs.pipeline import BIAS_ON_RANDOM_DATA
+from ortlab.runs.pipeline import BIAS_ON_RANDOM_DATA, WEIGHT_ROUNDING_ON_RANDOM_DATA
 from ortlab.runs.recipe_child import run_recipe_child
 from ortlab.runs.recipe_request import RecipeRequest
 from ortlab.runs.result_speed import SKIP, SpeedCheck
@@ -275,6 +275,18 @@ def _bias_correction(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
         yield _note("quant.bias_correction", BIAS_ON_RANDOM_DATA)
 
 
+def _weight_rounding(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
+    """Static int8: when GPTQ weight rounding does not apply."""
+    if not recipe.is_static or not recipe.quant.weight_rounding:
+        return
+    if not recipe.rounds_weights:
+        yield _note("quant.weight_rounding", "GPTQ weight rounding works on the QDQ format (it re-rounds the int8 "
+                                             "weight of each DequantizeLinear): this QOperator run keeps nearest "
+                                             "rounding.")
+    elif recipe.allow_random_data:
+        yield _note("quant.weight_rounding", WEIGHT_ROUNDING_ON_RANDOM_DATA)
+
+
 def _random_calibration(recipe: Recipe, here: _Providers) -> Iterator[Finding]:
     if recipe.is_static and recipe.allow_random_data:
         yield _warning("allow_random_data", "Random calibration data gives meaningless ranges; every result will be "
@@ -329,7 +341,7 @@ def _u8s8_on_a_saturating_cpu(recipe: Recipe, here: _Providers) -> Iterator[Find
 # The rules of validate_recipe, in the order their findings are listed.
 _RECIPE_RULES: tuple[Callable[[Recipe, _Providers], Iterator[Finding]], ...] = (
     _gpu_target_without_gpu, _int8_on_gpu, _int8_types, _int8_dynamic, _calibration, _no_preprocess,
-    _int16_weights, _bias_correction, _random_calibration, _int8_op_choice, _fp16_on_cpu, _opt_level_all,
+    _int16_weights, _weight_rounding, _bias_correction, _random_calibration, _int8_op_choice, _fp16_on_cpu, _opt_level_all,
     _u8s8_on_a_saturating_cpu)
 
 

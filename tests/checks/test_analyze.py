@@ -102,9 +102,11 @@ def test_samples_whose_exposed_tensors_pass_the_memory_budget_run_one_at_a_time(
     tight = analyze(s.model_path, out, s.evaluation_data(), s.preprocess, n=16, chunk=8,
                     reporter=lambda e: runs.append(e.done))
     assert runs == list(range(1, 17))  # one sample a run
-    assert [e.name for e in tight.nodes] == [e.name for e in whole.nodes]  # batched kernels round a little apart
-    assert [e.sqnr_db for e in tight.nodes] == pytest.approx([e.sqnr_db for e in whole.nodes], abs=1e-3)
-    assert [e.local_sqnr_db for e in tight.nodes] == pytest.approx([e.local_sqnr_db for e in whole.nodes], abs=1e-3)
+    # batched kernels round a little apart: nodes whose figures tie within that may swap places in the ranking
+    t, w = {e.name: e for e in tight.nodes}, {e.name: e for e in whole.nodes}
+    assert sorted(t) == sorted(w)
+    assert [t[n].sqnr_db for n in w] == pytest.approx([w[n].sqnr_db for n in w], abs=1e-3)
+    assert [t[n].local_sqnr_db for n in w] == pytest.approx([w[n].local_sqnr_db for n in w], abs=1e-3)
 
 
 def test_a_float_candidate_gets_accumulated_errors_only(tmp_path):

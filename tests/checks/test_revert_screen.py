@@ -36,12 +36,13 @@ def _outputs(model, feeds) -> list[np.ndarray]:
 
 
 def test_a_reverted_node_computes_what_ort_computes_with_it_excluded(tmp_path):
-    """digits_cnn (Conv + BatchNorm + Relu blocks with residual Adds), static int8 without bias correction: for a
+    """digits_cnn (Conv + BatchNorm + Relu blocks with residual Adds), static int8 without bias correction or weight
+    rounding (both refit the other nodes on the calibration data when one is excluded): for a
     Conv that reads the graph input, one inside a block, the Gemm and a residual Add, the QDQ model with that node
     reverted in memory gives the same outputs as ORT's quantize with ``nodes_to_exclude`` = that node. Float weights
     come from the pre-processed fp32 model (BatchNorm folded); without it they are the dequantized weights."""
     s = get_sample("digits_cnn")
-    q = QuantConfig(bias_correction=False)
+    q = QuantConfig(bias_correction=False, weight_rounding=False)
     base = run_recipe(s.model_path, Recipe(precision=Precision.INT8, quant=q), tmp_path / "base", s.calibration_data(),
                       s.preprocess, verify_samples=0)
     qdq = onnx.load(str(base.model_path.parent / "model.qdq.onnx"))

@@ -289,7 +289,7 @@ def test_todays_flag_names_are_kept():
             "--no-per-channel", "--reduce-range", "--no-reduce-range", "--calibration-method", "--percentile",
             "--num-bins", "--num-quantized-bins", "--moving-average", "--averaging-constant", "--symmetric-activation",
             "--no-symmetric-weight", "--op-types", "--exclude-op-types", "--exclude-nodes", "--int16-weight-nodes",
-            "--no-bias-correction", "--no-preprocess",
+            "--no-weight-rounding", "--no-bias-correction", "--no-preprocess",
             "--no-range-split", "--range-split-factor", "--no-silu-range", "--no-known-patterns",
             "--calibration-samples", "--seed", "--size", "--mean", "--std", "--scale", "--layout", "--channels",
             "--channel-order", "--resize-mode", "--dtype"} == names

@@ -18,7 +18,9 @@ from ortlab.runs.in_process import run_recipe
 from ortlab.settings.config import Precision, QuantConfig, QuantMode, Recipe
 from tests.support.models import conv_bn_model, random_image_folder
 
-STATIC = Recipe(precision=Precision.INT8, quant=QuantConfig(calibration_samples=20))
+# without weight rounding: GPTQ holds back a quarter of the feeds, and five feeds of four hold back other samples than
+# twenty feeds of one, so its integers (not the judging) differ a little (45.42 against 45.36 dB)
+STATIC = Recipe(precision=Precision.INT8, quant=QuantConfig(calibration_samples=20, weight_rounding=False))
 
 
 @pytest.fixture(scope="module")

@@ -93,7 +93,8 @@ def test_fp16_converts_weights(src, images, tmp_path):
 def test_int8_static_quantizes_and_verifies(src, images, tmp_path):
     rep = CollectingReporter()
     art = run_recipe(src, STATIC, tmp_path, images, reporter=rep, verify_samples=10)
-    assert rep.stages() == ["validate", "preprocess", "calibrate", "quantize", "bias_correction", "optimize", "verify"]
+    assert rep.stages() == ["validate", "preprocess", "calibrate", "quantize", "weight_rounding", "bias_correction",
+                            "optimize", "verify"]
     calib = [e for e in rep.events if e.stage == "calibrate"]
     assert calib[-1].done == calib[-1].total == 20
     after = ops(art.model_path)

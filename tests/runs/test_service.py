@@ -220,9 +220,10 @@ def test_benchmarks_queue_one_at_a_time_with_an_honest_position(ws):
     (Recipe(precision=Precision.FP16), ["validate", "convert", "optimize", "verify"]),
     (Recipe(precision=Precision.INT8, quant=QuantConfig(mode=QuantMode.DYNAMIC)),
      ["validate", "quantize", "optimize", "verify"]),
-    (STATIC, ["validate", "preprocess", "calibrate", "quantize", "bias_correction", "optimize", "verify"]),
+    (STATIC, ["validate", "preprocess", "calibrate", "quantize", "weight_rounding", "bias_correction", "optimize",
+              "verify"]),
     (Recipe(precision=Precision.INT8, opt_level=OptLevel.DISABLED,
-            quant=QuantConfig(preprocess=False, calibration_samples=4, bias_correction=False)),
+            quant=QuantConfig(preprocess=False, calibration_samples=4, bias_correction=False, weight_rounding=False)),
      ["validate", "calibrate", "quantize", "verify"]),
 ])
 def test_plan_lists_exactly_the_stages_each_recipe_runs(recipe, stages, src, image_dir, tmp_path):

@@ -184,7 +184,8 @@ def test_plan_has_the_stage_only_for_static_qdq_with_the_option():
     def names(**q):
         return [st.name for st in plan(Recipe(precision=Precision.INT8, quant=QuantConfig(**q)))]
 
-    assert names() == ["validate", "preprocess", "calibrate", "quantize", STAGE, "optimize", "verify"]  # on by default
+    assert names() == ["validate", "preprocess", "calibrate", "quantize", "weight_rounding", STAGE, "optimize",
+                       "verify"]  # on by default
     assert STAGE not in names(bias_correction=False)
     assert STAGE not in names(quant_format=QuantFormat.QOPERATOR)
     assert STAGE not in names(mode=QuantMode.DYNAMIC)

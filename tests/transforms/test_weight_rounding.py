@@ -222,3 +222,92 @@ def test_a_node_kept_in_float_or_with_16_bit_weights_is_not_re_rounded(tmp_path)
     targets, skipped = wr.find_targets(onnx.load(str(src)), onnx.load(str(qdq)))
     assert sorted(t.name for t in targets) == ["conv1", "proj"]
     assert skipped == {"fc": "weight not 8-bit"}
+
+
+def test_with_memory_for_one_node_at_a_time_each_node_gets_a_pass_of_its_own(quantized, monkeypatch):
+    src, qdq_path = quantized
+    qdq = onnx.load(str(qdq_path))
+    passes = []
+    real = wr._collect
+    monkeypatch.setattr(wr, "memory_budget_bytes", lambda share: 1)
+    monkeypatch.setattr(wr, "_collect", lambda model, targets, *a: passes.append([t.name for t in targets])
+                        or real(model, targets, *a))
+    out, result = wr.round_model(onnx.load(str(src)), qdq, _feeds(40, seed=2))
+    assert passes == [["conv1"], ["dw"], ["fc"], ["proj"]]
+    assert sorted(result.applied) == ["conv1", "dw", "fc", "proj"]
+    fresh = _feeds(40, seed=11)
+    assert _sqnr(out, src, fresh) > _sqnr(qdq, src, fresh) + 1.0
+
+
+def test_the_step_change_interval_is_a_paired_bootstrap_of_the_noise_energies():
+    from ortlab.transforms.held_back import sqnr_change_interval
+
+    rng = np.random.default_rng(8)
+    ref = [{"y": rng.normal(0, 1, (1, 50))} for _ in range(30)]
+    worse = [{"y": r["y"] + rng.normal(0, 0.2, (1, 50))} for r in ref]
+    better = [{"y": r["y"] + rng.normal(0, 0.1, (1, 50))} for r in ref]
+    parts = {"y": ("y", 0, None)}
+    lo, hi = sqnr_change_interval(parts, ref, worse, better)["y"]
+    assert 0 < lo < 20 * math.log10(2) < hi  # noise halved: +6 dB, inside a clearly positive interval
+    lo, hi = sqnr_change_interval(parts, ref, better, worse)["y"]
+    assert lo < -20 * math.log10(2) < hi < 0
+    one_bad = [dict(r) for r in better]
+    one_bad[0] = {"y": ref[0]["y"] + 3.0}  # one sample far off: the interval spans both signs or is wide
+    lo, hi = sqnr_change_interval(parts, ref, better, one_bad)["y"]
+    assert hi - lo > 6
+
+
+DIGITS = __import__("pathlib").Path(__file__).resolve().parents[2] / "sample_models" / "digits_cnn"
+
+
+def test_random_calibration_data_skips_it_with_one_note(tmp_path):
+    from ortlab.data.samples import load_manifest
+    from ortlab.runs.in_process import run_recipe
+    from ortlab.runs.pipeline import WEIGHT_ROUNDING_ON_RANDOM_DATA, WEIGHT_ROUNDING_SKIPPED
+    from ortlab.settings.config import Precision, Recipe
+
+    s = load_manifest(DIGITS / "manifest.json")
+    recipe = Recipe(precision=Precision.INT8, allow_random_data=True, quant=QuantConfig(calibration_samples=8))
+    events = []
+    art = run_recipe(s.model_path, recipe, tmp_path / "out", preprocess=s.preprocess, verify_samples=0,
+                     reporter=events.append)
+    assert WEIGHT_ROUNDING_SKIPPED in art.notes and WEIGHT_ROUNDING_ON_RANDOM_DATA not in art.notes
+    assert wr.STAGE in art.timings and [(e.done, e.total) for e in events if e.stage == wr.STAGE] == [(1, 1)]
+
+
+def test_a_qoperator_recipe_is_told_it_keeps_nearest_rounding():
+    from ortlab.runs.prepare import validate_recipe
+    from ortlab.runs.pipeline import plan
+    from ortlab.settings.config import Precision, QuantFormat, Recipe
+
+    recipe = Recipe(precision=Precision.INT8, quant=QuantConfig(quant_format=QuantFormat.QOPERATOR))
+    notes = [f.message for f in validate_recipe(recipe) if f.field == "quant.weight_rounding"]
+    assert len(notes) == 1 and "this QOperator run keeps nearest rounding" in notes[0]
+    assert wr.STAGE not in [st.name for st in plan(recipe)]
+    assert not [f for f in validate_recipe(Recipe(precision=Precision.INT8)) if f.field == "quant.weight_rounding"]
+
+
+def test_the_cli_re_rounds_by_default_says_so_and_no_weight_rounding_keeps_nearest(tmp_path, capsys):
+    import json
+    import re
+
+    from ortlab.cli import main as cli
+
+    runs = {}
+    for label, flags in (("on", []), ("off", ["--no-weight-rounding"])):
+        out = tmp_path / label
+        code = cli.main(["optimize", str(DIGITS / "model.onnx"), str(out), "--precision", "int8", "--calibration",
+                         str(DIGITS / "calibration"), "--eval", str(DIGITS / "evaluation"), "--no-timing", "--json",
+                         *flags])
+        printed = capsys.readouterr()
+        assert code == 0, printed.err
+        runs[label] = json.loads(printed.out)
+    on, off = runs["on"], runs["off"]
+    assert on["recipe"]["quant"]["weight_rounding"] is True and off["recipe"]["quant"]["weight_rounding"] is False
+    (note,) = [n for n in on["notes"] if n.startswith("GPTQ weight rounding")]
+    assert re.match(r"GPTQ weight rounding \(Frantar et al\. 2023\): \d+ of 10 weighted node\(s\) re-rounded", note)
+    assert not [n for n in off["notes"] if "GPTQ" in n] and "weight_rounding" not in off["timings"]
+    q_on = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(tmp_path / "on" / "model.qdq.onnx")).graph.initializer}
+    q_off = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(tmp_path / "off" / "model.qdq.onnx")).graph.initializer}
+    assert q_on.keys() == q_off.keys()
+    assert any(v.dtype == np.int8 and not np.array_equal(v, q_off[k]) for k, v in q_on.items())
