@@ -12,6 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ortlab.settings.config import QuantConfig
+from ortlab.transforms import gptq
 from ortlab.transforms import weight_rounding as wr
 from ortlab.transforms.quantize import quantize_static_model
 from tests.support.models import RandomFeeds
@@ -50,12 +51,12 @@ def test_gptq_gives_the_integers_optimal_brain_quantization_gives(act_order):
     x = correlated_inputs(k, 400, seed=1)
     h = x @ x.T
     scale = np.abs(w).max(axis=1) / 127
-    got = wr.gptq_rows(w, h, scale, np.zeros(6), -127, 127, act_order=act_order, block=5)  # blocks cut columns
-    damped = h + wr.DAMPING * np.mean(np.diag(h)) * np.eye(k)
+    got = gptq.gptq_rows(w, h, scale, np.zeros(6), -127, 127, act_order=act_order, block=5)  # blocks cut columns
+    damped = h + gptq.DAMPING * np.mean(np.diag(h)) * np.eye(k)
     order = np.argsort(-np.diag(h), kind="stable") if act_order else np.arange(k)
     want = obq_reference(w, damped, scale, -127, 127, order)
     assert np.array_equal(got, want)
-    nearest = wr.quantize_rows(w, scale, np.zeros(6), -127, 127)
+    nearest = gptq.quantize_rows(w, scale, np.zeros(6), -127, 127)
     assert np.count_nonzero(got != nearest) > 10  # it does re-round, by at most one step
     assert np.abs(got - nearest).max() <= 1
 
@@ -66,14 +67,14 @@ def test_gptq_lowers_the_layer_output_error_on_inputs_it_was_not_fitted_on():
     w = rng.normal(0, 0.2, (out, k))
     fit, held = correlated_inputs(k, 2000, seed=3)[:, :1000], correlated_inputs(k, 2000, seed=3)[:, 1000:]
     scale, zp = np.abs(w).max(axis=1) / 127, np.zeros(out)
-    q_gptq = wr.gptq_rows(w, fit @ fit.T, scale, zp, -127, 127)
-    q_near = wr.quantize_rows(w, scale, zp, -127, 127)
+    q_gptq = gptq.gptq_rows(w, fit @ fit.T, scale, zp, -127, 127)
+    q_near = gptq.quantize_rows(w, scale, zp, -127, 127)
 
-    def error(q):  # the layer's output error written out, not through wr.output_error
+    def error(q):  # the layer's output error written out, not through gptq.output_error
         return float(np.sum((w @ held - ((q * scale[:, None]) @ held)) ** 2))
 
     assert error(q_gptq) < 0.7 * error(q_near)  # 0.52× with these seeds
-    assert wr.output_error(w, q_gptq, scale, zp, held @ held.T) == pytest.approx(error(q_gptq), rel=1e-9)
+    assert gptq.output_error(w, q_gptq, scale, zp, held @ held.T) == pytest.approx(error(q_gptq), rel=1e-9)
 
 
 def test_an_input_that_was_always_zero_keeps_nearest_rounding_and_moves_nothing():
@@ -82,8 +83,8 @@ def test_an_input_that_was_always_zero_keeps_nearest_rounding_and_moves_nothing(
     x = correlated_inputs(5, 100, seed=5)
     x[2] = 0
     scale = np.full(3, 0.01)
-    got = wr.gptq_rows(w, x @ x.T, scale, np.zeros(3), -127, 127)
-    assert np.array_equal(got[:, 2], wr.quantize_rows(w, scale, np.zeros(3), -127, 127)[:, 2])
+    got = gptq.gptq_rows(w, x @ x.T, scale, np.zeros(3), -127, 127)
+    assert np.array_equal(got[:, 2], gptq.quantize_rows(w, scale, np.zeros(3), -127, 127)[:, 2])
 
 
 @pytest.mark.parametrize("attrs", [
@@ -227,11 +228,15 @@ def test_a_node_kept_in_float_or_with_16_bit_weights_is_not_re_rounded(tmp_path)
 def test_with_memory_for_one_node_at_a_time_each_node_gets_a_pass_of_its_own(quantized, monkeypatch):
     src, qdq_path = quantized
     qdq = onnx.load(str(qdq_path))
-    passes = []
+    passes: list[list[str]] = []
     real = wr._collect
+
+    def collect(model, targets, *rest):
+        passes.append([t.name for t in targets])
+        return real(model, targets, *rest)
+
     monkeypatch.setattr(wr, "memory_budget_bytes", lambda share: 1)
-    monkeypatch.setattr(wr, "_collect", lambda model, targets, *a: passes.append([t.name for t in targets])
-                        or real(model, targets, *a))
+    monkeypatch.setattr(wr, "_collect", collect)
     out, result = wr.round_model(onnx.load(str(src)), qdq, _feeds(40, seed=2))
     assert passes == [["conv1"], ["dw"], ["fc"], ["proj"]]
     assert sorted(result.applied) == ["conv1", "dw", "fc", "proj"]
@@ -268,7 +273,7 @@ def test_random_calibration_data_skips_it_with_one_note(tmp_path):
 
     s = load_manifest(DIGITS / "manifest.json")
     recipe = Recipe(precision=Precision.INT8, allow_random_data=True, quant=QuantConfig(calibration_samples=8))
-    events = []
+    events: list = []
     art = run_recipe(s.model_path, recipe, tmp_path / "out", preprocess=s.preprocess, verify_samples=0,
                      reporter=events.append)
     assert WEIGHT_ROUNDING_SKIPPED in art.notes and WEIGHT_ROUNDING_ON_RANDOM_DATA not in art.notes
