@@ -307,7 +307,7 @@ class QuantConfig(Bounded):
         "dropped if a model output (a detector's box and score channels apart) is then further from the float "
         "model's beyond doubt (95% interval). On a YOLOv8n it cut the error the weights add 3× (the score logits' "
         "error near the threshold on 400 unseen photos 0.21 → 0.18); it costs one pass of the quantized model over "
-        "the calibration data (about 15 s for a YOLOv8n at 320×320 on 100 samples). Skipped, with a note, for "
+        "the calibration data (about 20 s for a YOLOv8n at 320×320 on 100 samples). Skipped, with a note, for "
         "QOperator, on random calibration data and with fewer than 8 calibration samples.",
         label="GPTQ weight rounding", when={"mode": ["static"], "quant_format": ["QDQ"]},
     )

@@ -72,11 +72,12 @@ def test_the_screen_ranks_the_node_that_breaks_the_detector_first(tmp_path):
     """The yolov8 fixture without range-split: its final Concat joins box pixels and class scores under one int8
     scale and crushes the scores (broken, tests/transforms/test_range_split.py). Screened one unit at a time on the
     task's metric (detection F1, then the score channels' SQNR), the Concat's unit ranks first and alone mends the
-    detections; its reverted outputs equal ORT's quantize with that unit excluded."""
+    detections; its reverted outputs equal ORT's quantize with that unit excluded (without weight rounding, which an
+    exclusion refits)."""
     parts = photo_parts(tmp_path)
     cal, ev = DataRef(path=str(parts["calibration"])).load(), DataRef(path=str(parts["evaluation"])).load()
     pre = resolve_preprocess(inspect_model(FIXTURE).inputs, None, ev)
-    q = QuantConfig(range_split=False, known_patterns=False, bias_correction=False)
+    q = QuantConfig(range_split=False, known_patterns=False, bias_correction=False, weight_rounding=False)
     base = run_recipe(FIXTURE, advised_recipe(Recipe(precision=Precision.INT8, quant=q)), tmp_path / "base", cal, pre,
                       verify_samples=0)
     qdq = base.model_path.parent / "model.qdq.onnx"
