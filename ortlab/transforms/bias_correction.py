@@ -54,7 +54,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -63,7 +62,6 @@ from onnx import TensorProto, numpy_helper
 
 from ortlab.core.errors import Cancelled, QuantizationError
 from ortlab.core.limits import is_alloc_failure, memory_budget_bytes, samples_per_run
-from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.runtime.providers import ORT_ERRORS
 from ortlab.transforms.held_back import (
@@ -73,7 +71,9 @@ from ortlab.transforms.held_back import (
     float_outputs,
     held_back_indices,
     output_parts,
+    read_pair,
     sqnr_db,
+    write_model,
 )
 
 STAGE = "bias_correction"
@@ -614,15 +614,7 @@ def correct_biases(fp32_path, qdq_path, dst, feeds: Iterable[Mapping[str, np.nda
                    task_judge: TaskJudge | None = None, memory_budget: int | None = None) -> BiasCorrectionResult:
     """:func:`correct_model` from files: reads the float model ``fp32_path`` and the QDQ model ``qdq_path``,
     writes the corrected QDQ model to ``dst`` (never over either input)."""
-    dst = Path(dst)
-    if dst.resolve() in (Path(fp32_path).resolve(), Path(qdq_path).resolve()):
-        raise QuantizationError("Bias correction writes a new file; give another output path.", step=STAGE)
-    try:
-        fp32 = onnx.load(str(fp32_path))
-        qdq = onnx.load(str(qdq_path))
-    except ONNX_ERRORS + (OSError,) as exc:
-        raise QuantizationError(f"Cannot load the models to correct ({type(exc).__name__}: {exc}).",
-                                step=STAGE) from None
+    fp32, qdq = read_pair(fp32_path, qdq_path, dst, STAGE, "Bias correction", "correct")
     samples = list(feeds)
     try:
         model, result = correct_model(fp32, qdq, samples, reporter, cancel, batch, output_groups, task_judge,
@@ -631,6 +623,5 @@ def correct_biases(fp32_path, qdq_path, dst, feeds: Iterable[Mapping[str, np.nda
         if not isinstance(exc, MemoryError) and not is_alloc_failure(str(exc)):
             raise
         model, result = qdq, BiasCorrectionResult(out_of_memory=True, samples=len(samples))
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save_model(model, str(dst))
+    write_model(model, dst)
     return result

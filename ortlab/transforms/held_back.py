@@ -1,17 +1,20 @@
 """What held-back calibration samples say about a changed QDQ model: which samples are held back, the models'
-float outputs on them and each output's SQNR against the float model's. Shared by the steps that fit a change on
-the calibration samples and check it on the others (bias correction, weight rounding)."""
+float outputs on them and each output's SQNR against the float model's; and the float/QDQ model pair such a step
+reads. Shared by the steps that fit a change on the calibration samples and check it on the others (bias correction,
+weight rounding)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 
-from ortlab.core.errors import Cancelled
+from ortlab.core.errors import Cancelled, QuantizationError
+from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.core.progress import CancelToken
 from ortlab.runtime.threads import limit_threads
 
@@ -20,6 +23,25 @@ HELD_BACK_SEED = 0
 
 # output name → (channel axis, {group name: channel slice}) for outputs whose channel groups are judged apart
 OutputGroups = Callable[[Sequence[str], Sequence[np.ndarray]], Mapping[str, tuple[int, Mapping[str, slice]]]]
+
+
+def read_pair(fp32_path, qdq_path, dst, step: str, label: str, verb: str) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """The float model and the QDQ model a step (``label``, e.g. "Bias correction") changes into ``dst``; refused
+    (``QuantizationError`` of ``step``) when ``dst`` is either input or one cannot be loaded ("Cannot load the models
+    to ``verb``")."""
+    if Path(dst).resolve() in (Path(fp32_path).resolve(), Path(qdq_path).resolve()):
+        raise QuantizationError(f"{label} writes a new file; give another output path.", step=step)
+    try:
+        return onnx.load(str(fp32_path)), onnx.load(str(qdq_path))
+    except ONNX_ERRORS + (OSError,) as exc:
+        raise QuantizationError(f"Cannot load the models to {verb} ({type(exc).__name__}: {exc}).",
+                                step=step) from None
+
+
+def write_model(model: onnx.ModelProto, dst) -> None:
+    """``model`` saved to ``dst``, its folder made where missing."""
+    Path(dst).parent.mkdir(parents=True, exist_ok=True)
+    onnx.save_model(model, str(dst))
 
 
 def db_text(x: float) -> str:

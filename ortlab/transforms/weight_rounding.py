@@ -26,7 +26,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -35,7 +34,6 @@ from onnx import numpy_helper
 
 from ortlab.core.errors import Cancelled, QuantizationError
 from ortlab.core.limits import memory_budget_bytes
-from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.transforms.gptq import gptq_rows, output_error
 from ortlab.transforms.held_back import (
@@ -45,8 +43,10 @@ from ortlab.transforms.held_back import (
     float_outputs,
     held_back_indices,
     output_parts,
+    read_pair,
     sqnr_change_interval,
     sqnr_db,
+    write_model,
 )
 
 STAGE = "weight_rounding"
@@ -472,16 +472,7 @@ def round_weights(fp32_path, qdq_path, dst, feeds: Iterable[Mapping[str, np.ndar
                   reporter: Reporter = null_reporter, cancel: CancelToken | None = None,
                   output_groups: OutputGroups | None = None) -> RoundingResult:
     """:func:`round_model` from files: writes the re-rounded QDQ model to ``dst`` (never over either input)."""
-    dst = Path(dst)
-    if dst.resolve() in (Path(fp32_path).resolve(), Path(qdq_path).resolve()):
-        raise QuantizationError("Weight rounding writes a new file; give another output path.", step=STAGE)
-    try:
-        fp32 = onnx.load(str(fp32_path))
-        qdq = onnx.load(str(qdq_path))
-    except ONNX_ERRORS + (OSError,) as exc:
-        raise QuantizationError(f"Cannot load the models to re-round ({type(exc).__name__}: {exc}).",
-                                step=STAGE) from None
+    fp32, qdq = read_pair(fp32_path, qdq_path, dst, STAGE, "Weight rounding", "re-round")
     model, result = round_model(fp32, qdq, list(feeds), reporter, cancel, output_groups)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save_model(model, str(dst))
+    write_model(model, dst)
     return result
