@@ -136,11 +136,13 @@ class Calibrated:
 @dataclass(frozen=True)
 class Quantized:
     """The quantize stage's output: the int8 ``model``, the ``float_model`` it was quantized from and, for static
-    int8, the calibration it used."""
+    int8, the calibration it used; ``feeds``: its samples as model inputs, passed on by weight rounding to bias
+    correction (which drops them) so that they are read and preprocessed once."""
 
     model: Model
     float_model: Path
     calibrated: Calibrated | None = None
+    feeds: tuple[dict, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -293,14 +295,16 @@ def _quantize_static(ctx: RunContext, c: Calibrated) -> Quantized:
     return Quantized(replace(c.model, path=dst, coverage=result.coverage, qdq=qdq), c.model.path, c)
 
 
-def _calibration_feeds(ctx: RunContext, c: Calibrated) -> list[dict]:
-    """The calibrate stage's samples as model inputs, in order."""
+def _calibration_feeds(ctx: RunContext, c: Calibrated, given: tuple[dict, ...] | None = None) -> tuple[dict, ...]:
+    """The calibrate stage's samples as model inputs, in order: ``given`` (an earlier stage's), else read."""
+    if given is not None:
+        return given
     reader = CalibrationReader(c.dataset, c.preprocess, ctx.run.info.inputs, null_reporter, ctx.cancel,
                                specs=c.specs)
     feeds = []
     while (feed := reader.get_next()) is not None:
         feeds.append(feed)
-    return feeds
+    return tuple(feeds)
 
 
 def _round_weights(ctx: RunContext, qz: Quantized) -> Quantized:
@@ -312,17 +316,21 @@ def _round_weights(ctx: RunContext, qz: Quantized) -> Quantized:
         ctx.reporter(ProgressEvent(weight_rounding.STAGE, 1, 1, "skipped: the calibration data is random"))
         return qz
     dst = ctx.work / "weights_rounded.onnx"
-    result = weight_rounding.round_weights(qz.float_model, qz.model.path, dst, _calibration_feeds(ctx, c),
-                                           ctx.reporter, ctx.cancel, output_groups=output_channel_groups)
+    feeds = _calibration_feeds(ctx, c)
+    result = weight_rounding.round_weights(qz.float_model, qz.model.path, dst, feeds, ctx.reporter, ctx.cancel,
+                                           output_groups=output_channel_groups)
     ctx.findings.note(result.notes)
     qdq = dst if qz.model.qdq == qz.model.path else qz.model.qdq  # the QDQ file kept is the re-rounded one
-    return replace(qz, model=replace(qz.model, path=dst, qdq=qdq))
+    return replace(qz, model=replace(qz.model, path=dst, qdq=qdq),
+                   feeds=feeds if ctx.run.recipe.corrects_biases else None)
 
 
 def _correct_biases(ctx: RunContext, qz: Quantized) -> Quantized:
     """Empirical bias correction of the static QDQ model (``ortlab.transforms.bias_correction``) on the samples the
     calibrate stage used; reports its own "bias_correction" n/N events and honours cancel between runs. Skipped on
-    random data, and on a YOLO-style detector while known patterns are on (:data:`DETECTOR_BIAS_NOTE`)."""
+    random data, and on a YOLO-style detector while known patterns are on (:data:`DETECTOR_BIAS_NOTE`). The samples
+    weight rounding passed on are used here and go no further."""
+    given, qz = qz.feeds, replace(qz, feeds=None)
     c = qz.calibrated
     if c is None or c.dataset.is_random:
         ctx.findings.restate(BIAS_ON_RANDOM_DATA, BIAS_CORRECTION_SKIPPED)
@@ -333,7 +341,7 @@ def _correct_biases(ctx: RunContext, qz: Quantized) -> Quantized:
         ctx.reporter(ProgressEvent(bias_correction.STAGE, 1, 1, "skipped: a YOLO-style detector"))
         return qz
     dst = ctx.work / "bias_corrected.onnx"
-    result = bias_correction.correct_biases(qz.float_model, qz.model.path, dst, _calibration_feeds(ctx, c),
+    result = bias_correction.correct_biases(qz.float_model, qz.model.path, dst, _calibration_feeds(ctx, c, given),
                                             ctx.reporter, ctx.cancel,
                                             output_groups=output_channel_groups,
                                             task_judge=held_back_task_judge(

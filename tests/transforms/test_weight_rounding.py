@@ -316,3 +316,25 @@ def test_the_cli_re_rounds_by_default_says_so_and_no_weight_rounding_keeps_neare
     q_off = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(tmp_path / "off" / "model.qdq.onnx")).graph.initializer}
     assert q_on.keys() == q_off.keys()
     assert any(v.dtype == np.int8 and not np.array_equal(v, q_off[k]) for k, v in q_on.items())
+
+
+def test_weight_rounding_and_bias_correction_read_the_calibration_samples_once(tmp_path, monkeypatch):
+    from ortlab.data.samples import load_manifest
+    from ortlab.runs import pipeline
+    from ortlab.runs.in_process import run_recipe
+    from ortlab.settings.config import Precision, Recipe
+
+    readers: list[int] = []
+    real = pipeline.CalibrationReader
+
+    class Counting(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs):
+            readers.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "CalibrationReader", Counting)
+    s = load_manifest(DIGITS / "manifest.json")
+    art = run_recipe(s.model_path, Recipe(precision=Precision.INT8), tmp_path / "out", s.calibration_data(),
+                     s.preprocess, verify_samples=0)
+    assert {"weight_rounding", "bias_correction"} <= set(art.timings)
+    assert len(readers) == 2  # the calibrate stage's, and one for both steps that refit on its samples
