@@ -95,38 +95,33 @@ def output_parts(ref: Sequence[Mapping[str, np.ndarray]],
     return parts
 
 
-def sqnr_db(parts: Mapping[str, tuple[str, int, slice | None]], ref: Sequence[Mapping[str, np.ndarray]],
-             cand: Sequence[Mapping[str, np.ndarray]]) -> dict[str, float]:
-    """SQNR (dB) of ``cand`` against ``ref`` over every batch, per output part; -inf where ``cand`` is not finite."""
-    out: dict[str, float] = {}
+def _energies(parts: Mapping[str, tuple[str, int, slice | None]], ref: Sequence[Mapping[str, np.ndarray]],
+              cand: Sequence[Mapping[str, np.ndarray]]) -> dict[str, tuple[list[float], list[float]]]:
+    """Per output part, each batch's signal energy (of ``ref``) and noise energy (``cand`` - ``ref``)."""
+    out: dict[str, tuple[list[float], list[float]]] = {}
     for label, (name, axis, sl) in parts.items():
-        signal = noise = 0.0
+        signal, noise = [], []
         for r, c in zip(ref, cand, strict=True):
             x, y = np.asarray(r[name], np.float64), np.asarray(c[name], np.float64)
             if sl is not None:
                 idx = np.arange(x.shape[axis])[sl]
                 x, y = np.take(x, idx, axis=axis), np.take(y, idx, axis=axis)
-            signal += float(np.sum(x * x))
-            noise += float(np.sum((x - y) ** 2))
+            signal.append(float(np.sum(x * x)))
+            noise.append(float(np.sum((x - y) ** 2)))
+        out[label] = signal, noise
+    return out
+
+
+def sqnr_db(parts: Mapping[str, tuple[str, int, slice | None]], ref: Sequence[Mapping[str, np.ndarray]],
+            cand: Sequence[Mapping[str, np.ndarray]]) -> dict[str, float]:
+    """SQNR (dB) of ``cand`` against ``ref`` over every batch, per output part; -inf where ``cand`` is not finite."""
+    out: dict[str, float] = {}
+    for label, (signals, noises) in _energies(parts, ref, cand).items():
+        signal, noise = sum(signals, 0.0), sum(noises, 0.0)
         if not math.isfinite(noise):
             out[label] = -math.inf
         else:
             out[label] = math.inf if noise == 0 else 10 * math.log10(max(signal, 1e-300) / noise)
-    return out
-
-
-def _noise_per_batch(parts: Mapping[str, tuple[str, int, slice | None]], ref: Sequence[Mapping[str, np.ndarray]],
-                     cand: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {}
-    for label, (name, axis, sl) in parts.items():
-        energy = []
-        for r, c in zip(ref, cand, strict=True):
-            x, y = np.asarray(r[name], np.float64), np.asarray(c[name], np.float64)
-            if sl is not None:
-                idx = np.arange(x.shape[axis])[sl]
-                x, y = np.take(x, idx, axis=axis), np.take(y, idx, axis=axis)
-            energy.append(float(np.sum((x - y) ** 2)))
-        out[label] = np.asarray(energy)
     return out
 
 
@@ -136,7 +131,8 @@ def sqnr_change_interval(parts: Mapping[str, tuple[str, int, slice | None]], ref
     """The 95% interval of the SQNR change from ``base`` to ``cand`` (dB, > 0: ``cand`` is closer to ``ref``) per
     output part, by a paired bootstrap over the batches (each resample draws the same batches for both models, so
     the reference's signal cancels: the change is 10·log10 of the ratio of their summed noise energies)."""
-    nb, nc = _noise_per_batch(parts, ref, base), _noise_per_batch(parts, ref, cand)
+    nb = {k: np.asarray(noise) for k, (_, noise) in _energies(parts, ref, base).items()}
+    nc = {k: np.asarray(noise) for k, (_, noise) in _energies(parts, ref, cand).items()}
     rng = np.random.default_rng(seed)
     n = len(ref)
     draws = rng.integers(0, n, (rounds, n)) if n else np.zeros((0, 0), int)
