@@ -103,7 +103,7 @@ class KnownPattern:
 # -- the graph, indexed ----------------------------------------------------------------------------------------
 
 
-class _Graph:
+class GraphIndex:
     """The main graph's producers, consumers and the tensors that are constant (weights, Constant nodes, shapes
     and whatever is computed from them only)."""
 
@@ -153,7 +153,7 @@ def _attr(n: onnx.NodeProto, name: str, default: int) -> int:
 # -- YOLO-style detection head ---------------------------------------------------------------------------------
 
 
-def _is_silu(g: _Graph, n: onnx.NodeProto) -> bool:
+def is_silu(g: GraphIndex, n: onnx.NodeProto) -> bool:
     """A Mul(x, Sigmoid(x)): an activation (SiLU/Swish) of the network, not post-processing."""
     if n.op_type != "Mul" or len(n.input) != 2:
         return False
@@ -164,7 +164,7 @@ def _is_silu(g: _Graph, n: onnx.NodeProto) -> bool:
     return False
 
 
-def _is_dfl_conv(g: _Graph, n: onnx.NodeProto) -> bool:
+def _is_dfl_conv(g: GraphIndex, n: onnx.NodeProto) -> bool:
     """DFL's 1×1 Conv: one output channel over the bins of a Softmax (its weight ``[1, bins, 1, 1]``)."""
     if n.op_type != "Conv" or len(n.input) < 2 or n.input[1] not in g.initializers:
         return False
@@ -176,7 +176,7 @@ def _is_dfl_conv(g: _Graph, n: onnx.NodeProto) -> bool:
             and fed is not None and fed.op_type == "Softmax")
 
 
-def _head_scope(g: _Graph, last: onnx.NodeProto) -> tuple[list[onnx.NodeProto], bool]:
+def _head_scope(g: GraphIndex, last: onnx.NodeProto) -> tuple[list[onnx.NodeProto], bool]:
     """The post-processing nodes upstream of ``last`` (up to the head's Convs) and whether a network Conv feeds
     them."""
     scope: dict[int, onnx.NodeProto] = {}
@@ -185,7 +185,7 @@ def _head_scope(g: _Graph, last: onnx.NodeProto) -> tuple[list[onnx.NodeProto], 
         n = todo.pop()
         if id(n) in scope or not g.computes(n):
             continue
-        if not (n.op_type in HEAD_OPS or _is_dfl_conv(g, n)) or _is_silu(g, n):
+        if not (n.op_type in HEAD_OPS or _is_dfl_conv(g, n)) or is_silu(g, n):
             fed_by_conv = fed_by_conv or n.op_type == "Conv"
             continue
         scope[id(n)] = n
@@ -193,7 +193,7 @@ def _head_scope(g: _Graph, last: onnx.NodeProto) -> tuple[list[onnx.NodeProto], 
     return list(scope.values()), fed_by_conv
 
 
-def _within(g: _Graph, start: onnx.NodeProto, scope: dict[int, onnx.NodeProto]) -> list[onnx.NodeProto]:
+def _within(g: GraphIndex, start: onnx.NodeProto, scope: dict[int, onnx.NodeProto]) -> list[onnx.NodeProto]:
     """``start`` and its ancestors inside ``scope``."""
     seen: dict[int, onnx.NodeProto] = {}
     todo = [start]
@@ -210,11 +210,11 @@ def _box_decode(nodes: list[onnx.NodeProto]) -> bool:
     return bool(ops & {"Add", "Sub"}) and bool(ops & {"Mul", "Div"})
 
 
-def _score_sigmoid(g: _Graph, nodes: list[onnx.NodeProto]) -> bool:
-    return any(n.op_type == "Sigmoid" and not any(_is_silu(g, c) for c in g.down(n)) for n in nodes)
+def _score_sigmoid(g: GraphIndex, nodes: list[onnx.NodeProto]) -> bool:
+    return any(n.op_type == "Sigmoid" and not any(is_silu(g, c) for c in g.down(n)) for n in nodes)
 
 
-def _yolo_heads(g: _Graph) -> Iterator[KnownPattern]:
+def _yolo_heads(g: GraphIndex) -> Iterator[KnownPattern]:
     """One head per graph output whose post-processing, fed by Convs, joins boxes and scores in a Concat."""
     seen: set[int] = set()
     for name in g.outputs:
@@ -232,7 +232,7 @@ def _yolo_heads(g: _Graph) -> Iterator[KnownPattern]:
         yield KnownPattern(PatternKind.YOLO_HEAD, g.named(nodes), parts)
 
 
-def _stem(g: _Graph, image: str) -> list[onnx.NodeProto]:
+def _stem(g: GraphIndex, image: str) -> list[onnx.NodeProto]:
     """The first :data:`STEM_CONVS` Conv units that ``image`` flows through, each Conv with the activation nodes
     that follow it (a SiLU's Sigmoid and Mul), while the flow is one chain: it stops at a node that is neither, or a
     unit whose output more than one node reads."""
@@ -263,7 +263,7 @@ def _stem(g: _Graph, image: str) -> list[onnx.NodeProto]:
     return out
 
 
-def _detector_stem(g: _Graph, model: onnx.ModelProto) -> Iterator[KnownPattern]:
+def _detector_stem(g: GraphIndex, model: onnx.ModelProto) -> Iterator[KnownPattern]:
     """The stem (:func:`_stem`) of the model's one rank-4 input, as a pattern."""
     images = [i.name for i in model.graph.input if i.name not in g.initializers and _rank(i) == 4]
     if len(images) != 1:
@@ -274,7 +274,7 @@ def _detector_stem(g: _Graph, model: onnx.ModelProto) -> Iterator[KnownPattern]:
         yield KnownPattern(PatternKind.DETECTOR_STEM, g.named(nodes), (f"the first {convs} Conv units",), convs)
 
 
-def _joins_boxes_and_scores(g: _Graph, join: onnx.NodeProto, scope: dict[int, onnx.NodeProto]) -> bool:
+def _joins_boxes_and_scores(g: GraphIndex, join: onnx.NodeProto, scope: dict[int, onnx.NodeProto]) -> bool:
     """Whether one input of ``join`` comes from a score Sigmoid and another from box-decode arithmetic."""
     branches = [_within(g, p, scope) for p in g.up(join)]
     for i, a in enumerate(branches):
@@ -287,11 +287,11 @@ def _joins_boxes_and_scores(g: _Graph, join: onnx.NodeProto, scope: dict[int, on
 # -- transformer attention ---------------------------------------------------------------------------------------
 
 
-def _act_matmul(g: _Graph, n: onnx.NodeProto) -> bool:
+def _act_matmul(g: GraphIndex, n: onnx.NodeProto) -> bool:
     return n.op_type == "MatMul" and len(g.activations(n)) == 2
 
 
-def _attention_block(g: _Graph, softmax: onnx.NodeProto) -> list[onnx.NodeProto]:
+def _attention_block(g: GraphIndex, softmax: onnx.NodeProto) -> list[onnx.NodeProto]:
     """Q·Kᵀ → (scale, mask) → ``softmax`` → A·V, when both MatMuls multiply two activations; else []."""
     after, n = [softmax], softmax
     while not _act_matmul(g, n):  # down to A·V, through carriers only
@@ -313,7 +313,7 @@ def _attention_block(g: _Graph, softmax: onnx.NodeProto) -> list[onnx.NodeProto]
     return []
 
 
-def _cone(g: _Graph, tensor: str, stops: set[str], ops: frozenset[str] = NORM_OPS) -> list[onnx.NodeProto]:
+def _cone(g: GraphIndex, tensor: str, stops: set[str], ops: frozenset[str] = NORM_OPS) -> list[onnx.NodeProto]:
     """The nodes that compute ``tensor`` from the tensors in ``stops`` (and constants) with ``ops`` only; [] when
     another op or a graph input is met on the way, or the cone grows past :data:`MAX_NORM_NODES`."""
     seen: set[str] = set()
@@ -333,7 +333,7 @@ def _cone(g: _Graph, tensor: str, stops: set[str], ops: frozenset[str] = NORM_OP
     return nodes
 
 
-def _layer_norm(g: _Graph, sub: onnx.NodeProto) -> list[onnx.NodeProto]:
+def _layer_norm(g: GraphIndex, sub: onnx.NodeProto) -> list[onnx.NodeProto]:
     """The exported decomposition of a LayerNorm around ``sub`` = x − mean(x), in any of the exporters' forms:
     the mean (a ReduceMean, or a ReduceSum times 1/n, broadcast back), the scaling of ``sub`` by a Div or Mul whose
     other input is computed from reductions over x (or over ``sub``) through a Sqrt or Reciprocal (PyTorch's
@@ -365,12 +365,12 @@ def _layer_norm(g: _Graph, sub: onnx.NodeProto) -> list[onnx.NodeProto]:
     return []
 
 
-def _layer_norms(g: _Graph) -> list[list[onnx.NodeProto]]:
+def _layer_norms(g: GraphIndex) -> list[list[onnx.NodeProto]]:
     """Each exported LayerNorm decomposition of the graph (:func:`_layer_norm`), its nodes."""
     return [ln for n in g.nodes if n.op_type == "Sub" for ln in [_layer_norm(g, n)] if ln]
 
 
-def _attention(g: _Graph) -> Iterator[KnownPattern]:
+def _attention(g: GraphIndex) -> Iterator[KnownPattern]:
     blocks = [b for n in g.nodes if n.op_type == "Softmax" for b in [_attention_block(g, n)] if b]
     if not blocks:
         return
@@ -383,7 +383,7 @@ def _attention(g: _Graph) -> Iterator[KnownPattern]:
     yield KnownPattern(PatternKind.ATTENTION, g.named(nodes), tuple(parts), count=len(blocks))
 
 
-def _standalone_layer_norms(g: _Graph, attention: bool) -> Iterator[KnownPattern]:
+def _standalone_layer_norms(g: GraphIndex, attention: bool) -> Iterator[KnownPattern]:
     """The exported LayerNorm decompositions of a model without attention (with it, they belong to that pattern)."""
     if attention:
         return
@@ -393,7 +393,7 @@ def _standalone_layer_norms(g: _Graph, attention: bool) -> Iterator[KnownPattern
         yield KnownPattern(PatternKind.LAYER_NORM, g.named(n for ln in norms for n in ln), (word,), count=len(norms))
 
 
-def _tanh_gelu(g: _Graph, tanh: onnx.NodeProto) -> list[onnx.NodeProto]:
+def _tanh_gelu(g: GraphIndex, tanh: onnx.NodeProto) -> list[onnx.NodeProto]:
     """The exported tanh-approximated GELU around ``tanh``: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) — the
     polynomial in x before it (a cube: Pow, or two activation × activation Muls), the Add/Mul after it up to the
     product with x (or with 0.5·x, which is included); [] when it is not one."""
@@ -420,7 +420,7 @@ def _tanh_gelu(g: _Graph, tanh: onnx.NodeProto) -> list[onnx.NodeProto]:
     return []
 
 
-def _tanh_gelus(g: _Graph) -> Iterator[KnownPattern]:
+def _tanh_gelus(g: GraphIndex) -> Iterator[KnownPattern]:
     gelus = [f for n in g.nodes if n.op_type == "Tanh" for f in [_tanh_gelu(g, n)] if f]
     if gelus:
         word = f"{len(gelus)} tanh-approximated GELU{'s' * (len(gelus) > 1)} exported as elementwise ops"
@@ -435,7 +435,7 @@ def _rank(value: onnx.ValueInfoProto) -> int:
     return len(t.shape.dim) if t.HasField("shape") else -1
 
 
-def _ctc_heads(g: _Graph) -> Iterator[KnownPattern]:
+def _ctc_heads(g: GraphIndex) -> Iterator[KnownPattern]:
     for name, value in g.outputs.items():
         n = g.producer.get(name)
         after = []
@@ -464,7 +464,7 @@ def _ctc_heads(g: _Graph) -> Iterator[KnownPattern]:
 def detect_patterns(model: onnx.ModelProto) -> list[KnownPattern]:
     """The known patterns of ``model``'s main graph (a YOLO-style detector's stem and heads, attention, exported
     LayerNorms outside attention, exported tanh-GELUs, CTC heads), each with its scope; [] when there is none."""
-    g = _Graph(model)
+    g = GraphIndex(model)
     heads = list(_yolo_heads(g))
     stem = list(_detector_stem(g, model)) if heads else []
     attention = list(_attention(g))
@@ -487,7 +487,7 @@ def float_scope(patterns: Iterable[KnownPattern], skip: Iterable[str] = ()) -> t
 def is_encoder(model: onnx.ModelProto, patterns: Iterable[KnownPattern] | None = None) -> bool:
     """A transformer encoder: attention found and no Conv (dynamic int8 is its known answer)."""
     found = detect_patterns(model) if patterns is None else list(patterns)
-    return any(p.kind == PatternKind.ATTENTION for p in found) and not _Graph(model).has_conv
+    return any(p.kind == PatternKind.ATTENTION for p in found) and not GraphIndex(model).has_conv
 
 
 def is_detector_file(path) -> bool:

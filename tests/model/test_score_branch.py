@@ -1,0 +1,129 @@
+"""A YOLO-style detector's class-score branch, checked by running the model: changing the weights of any Conv the
+walk names moves the class scores and never the boxes; changing any other Conv moves the boxes."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ortlab.model.score_branch import score_branch, score_branch_file
+
+FIXTURES = "tests/fixtures"
+CLASSES = 3
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.rng = np.random.default_rng(0)
+
+    def const(self, name: str, value: np.ndarray) -> str:
+        self.inits.append(numpy_helper.from_array(value, name))
+        return name
+
+    def conv(self, name: str, x: str, cin: int, cout: int, k: int = 3, stride: int = 1, act: bool = True) -> str:
+        w = self.const(f"{name}.w", (self.rng.normal(0, 0.5, (cout, cin, k, k)) / k).astype(np.float32))
+        b = self.const(f"{name}.b", self.rng.normal(0, 0.1, cout).astype(np.float32))
+        out = f"{name}/out"
+        self.nodes.append(helper.make_node("Conv", [x, w, b], [out], name=f"{name}/Conv", pads=[k // 2] * 4,
+                                           strides=[stride, stride]))
+        if not act:
+            return out
+        self.nodes.append(helper.make_node("Sigmoid", [out], [f"{name}/sig"], name=f"{name}/act/Sigmoid"))
+        self.nodes.append(helper.make_node("Mul", [out, f"{name}/sig"], [f"{name}/act"], name=f"{name}/act/Mul"))
+        return f"{name}/act"
+
+    def op(self, op: str, ins: list[str], out: str, **attrs) -> str:
+        self.nodes.append(helper.make_node(op, ins, [out], name=out, **attrs))
+        return out
+
+
+def _detector(shared: bool = False) -> onnx.ModelProto:
+    """Two scales of a YOLOv8-like head: per scale a box branch (cv2: Conv, Conv → 4 channels) and a class branch
+    (cv3: Conv, Conv → 3 classes) joined on the channel axis, reshaped, joined across scales, split [4, 3], the
+    boxes decoded (× stride + offset), the scores through a Sigmoid, both joined. ``shared``: the first class Conv
+    of scale 0 also feeds the box branch (so it, and what feeds it, is not the score branch's alone)."""
+    g = _Builder()
+    p0 = g.conv("neck0", "images", 3, 8, stride=2)
+    p1 = g.conv("neck1", p0, 8, 8, stride=2)
+    joined = []
+    for i, p in enumerate((p0, p1)):
+        box = g.conv(f"cv2.{i}.0", p, 8, 8)
+        cls = g.conv(f"cv3.{i}.0", p, 8, 8)
+        if shared and i == 0:
+            box = g.op("Add", [box, cls], "cv2.0.mix")
+        box = g.conv(f"cv2.{i}.1", box, 8, 4, k=1, act=False)
+        cls = g.conv(f"cv3.{i}.1", cls, 8, CLASSES, k=1, act=False)
+        cat = g.op("Concat", [box, cls], f"head/Concat_{i}", axis=1)
+        shape = g.const(f"shape{i}", np.array([1, 4 + CLASSES, -1], dtype=np.int64))
+        joined.append(g.op("Reshape", [cat, shape], f"head/Reshape_{i}"))
+    allx = g.op("Concat", joined, "head/Concat_all", axis=2)
+    sizes = g.const("split", np.array([4, CLASSES], dtype=np.int64))
+    g.nodes.append(helper.make_node("Split", [allx, sizes], ["head/box", "head/cls"], name="head/Split", axis=1))
+    stride = g.op("Mul", ["head/box", g.const("stride", np.array(8.0, dtype=np.float32))], "head/Mul")
+    decoded = g.op("Add", [stride, g.const("offset", np.array(4.0, dtype=np.float32))], "head/Add")
+    scores = g.op("Sigmoid", ["head/cls"], "head/Sigmoid")
+    g.op("Concat", [decoded, scores], "output0", axis=1)
+    graph = helper.make_graph(g.nodes, "det", [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 32, 32])],
+                              [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 4 + CLASSES, 320])], g.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def _run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return s.run(None, {"images": x})[0]
+
+
+def _moved(model: onnx.ModelProto, conv: onnx.NodeProto, x: np.ndarray, base: np.ndarray) -> tuple[bool, bool]:
+    """(boxes moved, scores moved) when ``conv``'s weights are scaled by 1.5."""
+    changed = onnx.ModelProto()
+    changed.CopyFrom(model)
+    init = next(t for t in changed.graph.initializer if t.name == conv.input[1])
+    init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * 1.5, init.name))
+    out = _run(changed, x)
+    return (not np.allclose(out[:, :4], base[:, :4], atol=1e-6),
+            not np.allclose(out[:, 4:], base[:, 4:], atol=1e-6))
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_the_score_branch_moves_only_the_scores_and_every_other_conv_moves_the_boxes(shared):
+    model = _detector(shared)
+    branch = set(score_branch(model))
+    x = np.random.default_rng(1).normal(size=(1, 3, 32, 32)).astype(np.float32)
+    base = _run(model, x)
+    convs = [n for n in model.graph.node if n.op_type == "Conv"]
+    for conv in convs:
+        boxes, scores = _moved(model, conv, x, base)
+        if conv.name in branch:
+            assert scores and not boxes, conv.name
+        else:
+            assert boxes, conv.name  # outside the branch only what reaches the boxes too
+    expected = {"cv3.0.1/Conv", "cv3.1.0/Conv", "cv3.1.0/act/Sigmoid", "cv3.1.0/act/Mul", "cv3.1.1/Conv"}
+    if not shared:
+        expected |= {"cv3.0.0/Conv", "cv3.0.0/act/Sigmoid", "cv3.0.0/act/Mul"}
+    assert branch == expected
+    assert not any(name.startswith("head/") for name in branch)  # the post-processing is the head pattern's
+
+
+def test_the_fixtures_branch_is_their_class_convs_and_a_model_without_a_yolo_head_has_none():
+    assert score_branch_file(f"{FIXTURES}/yolov8_detector.onnx") == (
+        "/model.22/cv3.0/Conv", "/model.22/cv3.1/Conv", "/model.22/cv3.2/Conv")
+    assert score_branch_file(f"{FIXTURES}/yolov8_detector.onnx", skip=["/model.22/cv3.1/Conv"]) == (
+        "/model.22/cv3.0/Conv", "/model.22/cv3.2/Conv")
+    assert score_branch_file("sample_models/efficientnet_lite0/model.onnx") == ()
+    assert score_branch_file(f"{FIXTURES}/db_detector.onnx") == ()
+
+
+def test_without_shapes_on_the_joined_axis_no_branch_is_named():
+    model = _detector()
+    for t in model.graph.initializer:
+        if t.name.startswith("shape"):  # a Reshape to [1, -1, 7·anchors]: the channel axis is not kept
+            t.CopyFrom(numpy_helper.from_array(np.array([1, -1], dtype=np.int64), t.name))
+    assert score_branch(model) == ()
