@@ -195,6 +195,11 @@ class BoxesMetrics:
     sample_ref: list[int] = field(default_factory=list)
     sample_cand: list[int] = field(default_factory=list)
     other_channels: int = 0
+    # per sample (empty in old reports): the scores near the threshold (reference logit within ±1.5 of the
+    # threshold's), their Σ squared logit error and their count: a continuous measure that tells two candidates
+    # apart where the F1 over a few hundred detections cannot
+    sample_score_error: list[float] = field(default_factory=list)
+    sample_score_count: list[int] = field(default_factory=list)
 
     @property
     def precision(self) -> float | None:

@@ -15,7 +15,10 @@ class SampleEvidence:
     """``measure`` = Σ ``hits`` / Σ ``totals`` over the samples (higher is better, in [0, 1]). ``per_unit``: how
     many hits one counted unit makes (2 for F1, whose matched pairs count on both sides; 1 for shares), so that
     Σ totals / per_unit is the number of units a Wilson interval counts. ``count`` ``unit``: the evidence
-    ("120 reference detections"). ``binary``: each sample scores 0 or 1 of 1 (McNemar's test applies)."""
+    ("120 reference detections"). ``binary``: each sample scores 0 or 1 of 1 (McNemar's test applies).
+    ``errors`` / ``error_counts``: where the task has one, a continuous error per sample (Σ squared error over
+    ``error_counts`` values, lower is better; a detector's near-threshold score logits), named ``error_measure``:
+    it tells two models apart where the measure, counted over a few hundred units, cannot."""
 
     measure: str
     hits: tuple[float, ...]
@@ -25,6 +28,9 @@ class SampleEvidence:
     binary: bool = False
     per_unit: float = 1.0
     units: tuple[float, ...] = ()  # each sample's share of ``count`` (empty: one unit per sample)
+    errors: tuple[float, ...] = ()
+    error_counts: tuple[float, ...] = ()
+    error_measure: str = ""
 
     def __len__(self) -> int:
         return len(self.hits)
@@ -41,7 +47,10 @@ class SampleEvidence:
         totals = tuple(self.totals[i] for i in idx)
         units = tuple(self.units[i] for i in idx) if self.units else ()
         count = round(sum(units)) if units else len(idx)
-        return SampleEvidence(self.measure, hits, totals, count, self.unit, self.binary, self.per_unit, units)
+        errors = tuple(self.errors[i] for i in idx) if self.errors else ()
+        error_counts = tuple(self.error_counts[i] for i in idx) if self.error_counts else ()
+        return SampleEvidence(self.measure, hits, totals, count, self.unit, self.binary, self.per_unit, units,
+                              errors, error_counts, self.error_measure)
 
     def text(self) -> str:
         """E.g. "120 reference detections in 300 samples"."""

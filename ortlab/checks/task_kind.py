@@ -94,6 +94,7 @@ class Detections(TaskKind):
 
     name = "detections"
     F1 = "detection F1"
+    SCORE_ERROR = "near-threshold score error (mean squared logit)"
 
     def present(self, tm: TaskMetrics) -> bool:
         return bool(tm.boxes)
@@ -117,10 +118,14 @@ class Detections(TaskKind):
         if not boxes or len(boxes) != len(tm.boxes):
             return None
         b = min(boxes, key=lambda b: b.f1 or 0.0)
+        scored = len(b.sample_score_error) == len(b.sample_ref) == len(b.sample_score_count)
         return SampleEvidence(self.F1, tuple(2.0 * m for m in b.sample_matched),
                               tuple(float(r + c) for r, c in zip(b.sample_ref, b.sample_cand)),
                               sum(b.sample_ref), "reference detections", per_unit=2.0,
-                              units=tuple(float(r) for r in b.sample_ref))
+                              units=tuple(float(r) for r in b.sample_ref),
+                              errors=tuple(b.sample_score_error) if scored else (),
+                              error_counts=tuple(float(c) for c in b.sample_score_count) if scored else (),
+                              error_measure=self.SCORE_ERROR if scored else "")
 
     def grouped_outputs(self, tm: TaskMetrics) -> list[BoxesMetrics]:
         return list(tm.boxes)

@@ -345,6 +345,7 @@ class _Dense:
 
 NMS_IOU = 0.45  # YOLO's usual non-maximum suppression overlap
 MATCH_IOU = 0.5  # a candidate detection matches a reference one of the same class at this IoU or more
+SCORE_BAND = 1.5  # a score is near the threshold when its reference logit lies within this of logit(threshold)
 MAX_CANDIDATES = 3000  # anchors above the threshold kept for NMS (best first), as YOLO's own NMS caps them
 MAX_DETECTIONS = 300  # detections kept per image after NMS
 
@@ -454,7 +455,8 @@ class _Boxes:
         self.scores = self.others = 0  # channels after the boxes that hold scores, and the rest (mask coefficients)
         self.changed = self.union = self.n = 0
         self.matched = self.ref_total = self.cand_total = 0
-        self.per_sample: tuple[list[int], list[int], list[int]] = ([], [], [])  # matched, reference, candidate
+        # per sample: matched, reference and candidate detections; near-threshold scores' Σ squared logit error, count
+        self.per_sample: tuple[list[int], list[int], list[int], list[float], list[int]] = ([], [], [], [], [])
         self.energy = {"boxes": [0.0, 0.0], "scores": [0.0, 0.0]}  # [reference Σx², Σ(ref − cand)²]
 
     def add(self, ref: np.ndarray, cand: np.ndarray) -> None:
@@ -473,8 +475,11 @@ class _Boxes:
         self.matched += matched
         self.ref_total += len(rd[1])
         self.cand_total += len(cd[1])
-        for column, value in zip(self.per_sample, (matched, len(rd[1]), len(cd[1]))):
-            column.append(int(value))
+        for column, count in zip(self.per_sample[:3], (matched, len(rd[1]), len(cd[1]))):
+            column.append(int(count))
+        error, near = self._near_error(ra, ca)
+        self.per_sample[3].append(error)
+        self.per_sample[4].append(near)
         # anchors above the threshold (before NMS) in one model and not the other
         r_above = self._above(ra, rows)
         c_above = self._above(ca, rows)
@@ -488,6 +493,20 @@ class _Boxes:
                     r, c = ra[:, part].ravel(), ca[:, part].ravel()
                     self.energy[key][0] += float(r @ r)
                     self.energy[key][1] += float((r - c) @ (r - c))
+
+    def _near_error(self, ra: np.ndarray, ca: np.ndarray) -> tuple[float, int]:
+        """Σ (candidate − reference)² of the score logits whose reference lies within :data:`SCORE_BAND` of the
+        threshold's logit (the scores a small error can push across it), and how many there are."""
+        if ra.shape != ca.shape or not self.scores:
+            return 0.0, 0
+        part = slice(BOX_CHANNELS, BOX_CHANNELS + self.scores)
+        r, c = ra[:, part], ca[:, part]
+        if self.probabilities:
+            r, c = (np.log(np.clip(x, 1e-7, 1 - 1e-7) / (1 - np.clip(x, 1e-7, 1 - 1e-7))) for x in (r, c))
+        cut = math.log(self.threshold / (1 - self.threshold)) if 0 < self.threshold < 1 else 0.0
+        with np.errstate(all="ignore"):
+            near = np.isfinite(r) & np.isfinite(c) & (np.abs(r - cut) <= SCORE_BAND)
+            return float(((c - r)[near] ** 2).sum()), int(near.sum())
 
     def _above(self, a: np.ndarray, rows: bool) -> np.ndarray:
         raw = np.nan_to_num(a[:, BOX_CHANNELS:BOX_CHANNELS + self.scores], nan=-np.inf)
@@ -508,7 +527,8 @@ class _Boxes:
                             self.changed / self.union if self.union else 0.0, self.ref_total / max(1, self.n),
                             self.cand_total / max(1, self.n), self.matched, self.ref_total, self.cand_total,
                             MATCH_IOU, NMS_IOU, self._sqnr(*self.energy["scores"]), self._sqnr(*self.energy["boxes"]),
-                            *self.per_sample, other_channels=self.others)
+                            *self.per_sample[:3], other_channels=self.others,
+                            sample_score_error=self.per_sample[3], sample_score_count=self.per_sample[4])
 
 
 def ctc_greedy(probs: np.ndarray, blank: int = 0) -> list[int]:
