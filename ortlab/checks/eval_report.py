@@ -129,6 +129,9 @@ class ClassificationMetrics:
     # reference's top-1 − top-2 softmax margin of every sample, and the index of each flip (aligned with flip_margins)
     sample_margins: list[float] = field(default_factory=list)
     flip_samples: list[int] = field(default_factory=list)
+    # per sample (empty in old reports): how far the gap between the reference's top-1 and top-2 logit moved,
+    # squared: a continuous measure that tells two candidates apart where a few flips cannot
+    sample_margin_error: list[float] = field(default_factory=list)
 
     def confident_flips(self, margin: float | None = None) -> int:
         """Flips where the reference's softmax margin was at least ``margin`` (default: :attr:`margin`)."""

@@ -253,6 +253,7 @@ class TopOneFlips(TaskKind):
     """A classifier: confident top-1 flips (near-tie flips are shown, not counted)."""
 
     name = "top-1 flips"
+    MARGIN_ERROR = "top-1 margin error (mean squared logit)"
 
     def present(self, tm: TaskMetrics) -> bool:
         return tm.classification is not None
@@ -269,8 +270,12 @@ class TopOneFlips(TaskKind):
             return None
         confident = [i for i, m in zip(c.flip_samples, c.flip_margins) if m >= c.margin]
         sure = tuple(1.0 if m >= c.margin else 0.0 for m in c.sample_margins)
+        scored = len(c.sample_margin_error) == c.n_samples
         return SampleEvidence("no confident flip", flags(c.n_samples, confident), (1.0,) * c.n_samples,
-                              round(sum(sure)), "confident samples", binary=True, units=sure)
+                              round(sum(sure)), "confident samples", binary=True, units=sure,
+                              errors=tuple(c.sample_margin_error) if scored else (),
+                              error_counts=(1.0,) * c.n_samples if scored else (),
+                              error_measure=self.MARGIN_ERROR if scored else "")
 
     def judge(self, tm: TaskMetrics, policy: VerdictPolicy, f: Findings, n: int) -> None:
         c = tm.classification

@@ -291,6 +291,7 @@ class _Classes:
         self.flip_margins: list[float] = []
         self.flip_samples: list[int] = []
         self.margins: list[float] = []
+        self.margin_errors: list[float] = []
         self.n_classes = 0
 
     def add(self, ref: np.ndarray, cand: np.ndarray) -> None:
@@ -303,6 +304,7 @@ class _Classes:
         p = np.sort(_softmax(r))[::-1]
         margin = float(p[0] - p[1]) if p.size > 1 else 1.0
         self.margins.append(margin)
+        self.margin_errors.append(_margin_error(r, c, rt))
         if rt[0] != ct[0]:
             self.flip_margins.append(margin)
             self.flip_samples.append(len(self.ref_top) - 1)
@@ -313,7 +315,19 @@ class _Classes:
         top5 = (sum(a[0] in b for a, b in zip(self.ref_top, self.cand_top)) / max(1, n)
                 if self.n_classes > 5 else None)
         return ClassificationMetrics(self.name, self.n_classes, n, agree, self.flip_margins, self.margin, top5,
-                                     self.margins, self.flip_samples)
+                                     self.margins, self.flip_samples, self.margin_errors)
+
+
+def _margin_error(r: np.ndarray, c: np.ndarray, top: list[int]) -> float:
+    """(candidate's − reference's gap between the reference's top-1 and top-2 class)², in logits (log
+    probabilities when the output holds probabilities): how far the decision moved, whether or not it flipped."""
+    if len(top) < 2:
+        return 0.0
+    if r.min() >= 0 and abs(r.sum() - 1.0) < 1e-3:
+        r, c = np.log(np.clip(r, 1e-12, None)), np.log(np.clip(np.nan_to_num(c, nan=0.0), 1e-12, None))
+    i, j = top[0], top[1]
+    moved = float((c[i] - c[j]) - (r[i] - r[j]))
+    return moved * moved if math.isfinite(moved) else math.inf
 
 
 class _Dense:

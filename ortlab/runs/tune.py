@@ -54,7 +54,7 @@ from ortlab.data.inputs import infer_specs
 from ortlab.data.preprocess import resolve_preprocess
 from ortlab.model.inspect import inspect_model, model_identity
 from ortlab.model.patterns import DETECTOR_TUNE_NOTE, ENCODER_NOTE, is_detector_file, is_encoder_file
-from ortlab.model.score_branch import score_branch_file
+from ortlab.model.decision_head import decision_head_file
 from ortlab.runs import prepare
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, DataRef, RunSpec
 from ortlab.runs.trial_runner import LocalTrials, Timer, TrialHandle, TrialRunner
@@ -222,9 +222,10 @@ class Tuner:
 
     def strategy(self, detector: bool = False) -> SearchStrategy:
         """The search strategy over this search's trials (``detector``: a YOLO-style detector's order)."""
+        own = self._recipes is None and self.settings.target == Target.CPU
         return SearchStrategy(self.settings, stop=self.stop, evidence=self.evidence, ranked_nodes=self._ranked_nodes,
                               stage_context=self.stage_context, detector=detector,
-                              score_branch=score_branch_file(self.model) if detector else ())
+                              head=decision_head_file(self.model) if own else None)
 
     def stage_context(self) -> StageContext:
         """What the accuracy-controlled stage needs of this search."""

@@ -6,10 +6,10 @@ finished :class:`Trial` back; :class:`Ahead` names the recipes likely to run nex
 :class:`Say` is a note for the search's summary; :class:`Finished` is a trial to show, with the strategy's word on it.
 
 The order: the start of the search space (static vs dynamic, QDQ vs QOperator, … ordered by what this CPU favours),
-up to the first static recipe without bias correction (a detector's full-range twin too); then, for a detector,
-the default with its class-score branch in float; then the accuracy-controlled stage
-(:mod:`ortlab.runs.tune_accuracy`) and the greedy keep-in-float set of the best dynamic int8 trial; then 16-bit
-weights on the analysis's worst weighted nodes; then what is left of the search space.
+up to the first static recipe without bias correction (a detector's full-range twin too); then the default with its
+decision head in float (a detector's class-score branch, a classifier's logits head); then the accuracy-controlled
+stage (:mod:`ortlab.runs.tune_accuracy`) and the greedy keep-in-float set of the best dynamic int8 trial; then
+16-bit weights on the analysis's worst weighted nodes; then what is left of the search space.
 When the first static int8 trial is broken, the dynamic int8 recipes move ahead.
 """
 
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ortlab.core.layout import QDQ_FILE
+from ortlab.model.decision_head import DecisionHead
 from ortlab.runs.tune_accuracy import AccuracySearch, StageContext
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_pick import step_gain
@@ -44,9 +45,9 @@ class SearchStrategy:
     def __init__(self, settings: TuneSettings, *, stop: Callable[[], bool],
                  evidence: Mapping[int, SampleEvidence | None], ranked_nodes: Callable[[Trial], list[str]],
                  stage_context: Callable[[], StageContext], detector: bool = False,
-                 score_branch: Sequence[str] = ()) -> None:
+                 head: DecisionHead | None = None) -> None:
         self.settings = settings
-        self.score_branch = tuple(score_branch)
+        self.head = head
         self.stop = stop
         self.evidence = evidence
         self._ranked_nodes = ranked_nodes
@@ -65,7 +66,7 @@ class SearchStrategy:
         # 1: the start of the search space; 2: keep-in-float; 3: what is left of the search space
         queue = yield from self._search(queue, split if s.exclusion_steps else None)
         if s.exclusion_steps and not self.stop():
-            yield from self.score_branch_trial()
+            yield from self.decision_head_trial()
         if s.exclusion_steps and not self.stop():
             yield from self.accuracy_stage()
             if not self.stop():
@@ -160,22 +161,21 @@ class SearchStrategy:
         finally:
             steps.close()
 
-    def score_branch_trial(self) -> Steps:
-        """A detector's class-score branch (:func:`ortlab.model.score_branch.score_branch`) kept in float on top of
-        the first static trial (the default), whether or not the default passes: it costs speed, and only the
-        recommender's paired comparison with the default decides whether its accuracy is worth it."""
+    def decision_head_trial(self) -> Steps:
+        """The model's decision head (:mod:`ortlab.model.decision_head`: a detector's class-score branch, a
+        classifier's logits head) kept in float on top of the first static trial (the default), whether or not the
+        default passes: it costs speed, and only the recommender's paired comparison with the default decides
+        whether its accuracy is worth it."""
         base = next((t for t in self.static_trials() if not t.broken), None)
-        if base is None or not self.score_branch:
+        if base is None or self.head is None:
             return
         excluded = base.recipe.quant.nodes_to_exclude
-        nodes = tuple(sorted(set(excluded) | set(self.score_branch)))
+        nodes = tuple(sorted(set(excluded) | set(self.head.nodes)))
         if len(nodes) == len(excluded):
             return
         q = replace(base.recipe.quant, nodes_to_exclude=nodes)
-        name = f"{base.label.split(' + float')[0]} + float score branch"
-        yield from self._ask(replace(base.recipe, quant=q, name=name), Stage.ACCURACY,
-                             f"keep the class-score branch in float ({len(self.score_branch)} nodes whose outputs "
-                             "reach only the class scores, which decide the detections)")
+        name = f"{base.label.split(' + float')[0]} + float {self.head.what}"
+        yield from self._ask(replace(base.recipe, quant=q, name=name), Stage.ACCURACY, self.head.why())
 
     def exclusions(self) -> Steps:
         """Grow a keep-in-float set of the best dynamic int8 trial greedily, over the MatMul/Gemm nodes the per-node

@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ortlab.model.score_branch import score_branch, score_branch_file
+from ortlab.model.decision_head import LOGITS_HEAD, SCORE_BRANCH, decision_head_file, logits_head, score_branch
 
 FIXTURES = "tests/fixtures"
 CLASSES = 3
@@ -112,13 +112,43 @@ def test_the_score_branch_moves_only_the_scores_and_every_other_conv_moves_the_b
     assert not any(name.startswith("head/") for name in branch)  # the post-processing is the head pattern's
 
 
-def test_the_fixtures_branch_is_their_class_convs_and_a_model_without_a_yolo_head_has_none():
-    assert score_branch_file(f"{FIXTURES}/yolov8_detector.onnx") == (
-        "/model.22/cv3.0/Conv", "/model.22/cv3.1/Conv", "/model.22/cv3.2/Conv")
-    assert score_branch_file(f"{FIXTURES}/yolov8_detector.onnx", skip=["/model.22/cv3.1/Conv"]) == (
-        "/model.22/cv3.0/Conv", "/model.22/cv3.2/Conv")
-    assert score_branch_file("sample_models/efficientnet_lite0/model.onnx") == ()
-    assert score_branch_file(f"{FIXTURES}/db_detector.onnx") == ()
+def test_each_model_gets_its_own_decision_head_and_a_model_without_one_none():
+    head = decision_head_file(f"{FIXTURES}/yolov8_detector.onnx")
+    assert head is not None and head.what == SCORE_BRANCH
+    assert head.nodes == ("/model.22/cv3.0/Conv", "/model.22/cv3.1/Conv", "/model.22/cv3.2/Conv")
+    head = decision_head_file("sample_models/efficientnet_lite0/model.onnx")
+    assert head is not None and (head.what, head.nodes) == (LOGITS_HEAD, ("node_linear",))
+    assert "node_linear" in head.why()
+    for name in ("db_detector", "yolo_detector", "text_encoder", "vad_rnn"):  # maps, rows with objectness, rank 3
+        assert decision_head_file(f"{FIXTURES}/{name}.onnx") is None, name
+
+
+def _classifier(tail: list[str], extra_reader: bool = False, classes: int = 10) -> onnx.ModelProto:
+    """x [1, 8] → Gemm → ``tail`` ops → y; ``extra_reader``: the Gemm's output is also a second graph output."""
+    w = numpy_helper.from_array(np.ones((classes, 8), dtype=np.float32), "w")
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["z"], name="fc", transB=1)]
+    x = "z"
+    for i, op in enumerate(tail):
+        node = helper.make_node(op, [x], [f"t{i}"], name=f"{op}_{i}")
+        if op == "Softmax":
+            node.attribute.append(helper.make_attribute("axis", 1))
+        nodes.append(node)
+        x = f"t{i}"
+    nodes.append(helper.make_node("Identity", [x], ["y"], name="out"))
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, classes])]
+    if extra_reader:
+        outputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, classes]))
+    graph = helper.make_graph(nodes, "c", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])], outputs,
+                              [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_the_logits_head_is_the_projection_that_writes_the_class_scores_and_what_follows_it():
+    assert logits_head(_classifier([])) == ("fc", "out")
+    assert logits_head(_classifier(["Softmax"])) == ("fc", "Softmax_0", "out")
+    assert logits_head(_classifier(["Relu"])) == ()  # an activation between: not the logits' own projection
+    assert logits_head(_classifier([], extra_reader=True)) == ()  # two outputs
+    assert logits_head(_classifier([], classes=1)) == ()  # one score: no classes to decide between
 
 
 def test_without_shapes_on_the_joined_axis_no_branch_is_named():

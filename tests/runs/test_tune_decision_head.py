@@ -12,6 +12,7 @@ import pytest
 
 from ortlab.checks.eval_report import Task
 from ortlab.core.layout import QDQ_FILE
+from ortlab.model.decision_head import LOGITS_HEAD, SCORE_BRANCH, DecisionHead
 from ortlab.checks.task_metrics import TaskAccumulator
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_policy import Stage, Trial, TrialLevel
@@ -100,19 +101,19 @@ def test_a_clearly_lower_score_error_makes_a_slower_candidate_with_the_same_f1_t
     assert recommend(default, [default, worse], "latency", 300).pick == 1
 
 
-def test_a_detectors_search_tries_the_default_with_its_score_branch_in_float_right_after_it(tmp_path):
+def test_the_search_tries_the_default_with_its_decision_head_in_float_right_after_it(tmp_path):
     (tmp_path / "model.onnx").write_bytes(b"x")
     (tmp_path / QDQ_FILE).write_bytes(b"x")
     queue = [Recipe(precision=Precision.INT8, quant=QuantConfig(bias_correction=False, nodes_to_exclude=("stem",)),
                     name="int8 static"),
              Recipe(precision=Precision.INT8, quant=QuantConfig(bias_correction=False, per_channel=False),
                     name="int8 per-tensor")]
-    branch = ("/model.22/cv3.0/Conv", "/model.22/cv3.1/Conv")
+    branch = DecisionHead(SCORE_BRANCH, ("/model.22/cv3.0/Conv", "/model.22/cv3.1/Conv"))
 
-    def proposals(detector: bool, score_branch: tuple[str, ...]) -> list[tuple[str, Stage, tuple[str, ...]]]:
+    def proposals(detector: bool, head: DecisionHead | None) -> list[tuple[str, Stage, tuple[str, ...]]]:
         strategy = SearchStrategy(TuneSettings(budget_s=60, exclusion_steps=2, int16_steps=0), stop=lambda: False,
                                   evidence={}, ranked_nodes=lambda t: [], stage_context=lambda: None,  # type: ignore
-                                  detector=detector, score_branch=score_branch)
+                                  detector=detector, head=head)
         steps, seen = strategy.steps(list(queue)), []
         step = next(steps, None)
         while step is not None:
@@ -129,6 +130,56 @@ def test_a_detectors_search_tries_the_default_with_its_score_branch_in_float_rig
         return seen
 
     got = proposals(True, branch)
-    assert [name for name, _, _ in got] == ["int8 static", "int8 static + float score branch", "int8 per-tensor"]
-    assert got[1][1] == Stage.ACCURACY and set(got[1][2]) == {"stem", *branch}  # on top of the default's own
-    assert [name for name, _, _ in proposals(True, ())] == ["int8 static", "int8 per-tensor"]
+    assert [name for name, _, _ in got] == ["int8 static", "int8 static + float class-score branch", "int8 per-tensor"]
+    assert got[1][1] == Stage.ACCURACY and set(got[1][2]) == {"stem", *branch.nodes}  # on top of the default's own
+    assert [name for name, _, _ in proposals(True, None)] == ["int8 static", "int8 per-tensor"]
+    logits = DecisionHead(LOGITS_HEAD, ("fc",))
+    assert [name for name, _, _ in proposals(False, logits)] == [
+        "int8 static", "int8 static + float logits head", "int8 per-tensor"]
+
+
+@pytest.mark.parametrize("probabilities", [False, True])
+def test_the_evaluation_records_how_far_each_samples_top_two_gap_moved(probabilities):
+    rng = np.random.default_rng(11)
+    refs = [rng.normal(0, 3, size=(1, 20)) for _ in range(5)]
+    cands = [r + rng.normal(0, 0.3, size=r.shape) for r in refs]
+    if probabilities:  # a Softmax at the end: the gap is read in log probabilities, as logits differences are
+        refs, cands = ([np.exp(x) / np.exp(x).sum() for x in xs] for xs in (refs, cands))
+    acc = TaskAccumulator(["scores"], [refs[0]], False, Task.CLASSIFICATION)
+    for r, c in zip(refs, cands):
+        acc.add([r], [c])
+    cm = acc.result().classification
+    assert cm is not None and len(cm.sample_margin_error) == 5
+    for k, (r, c) in enumerate(zip(refs, cands)):
+        r, c = r[0].astype(np.float64), c[0].astype(np.float64)
+        if probabilities:
+            r, c = np.log(r), np.log(c)
+        first, second = sorted(range(20), key=lambda i: -r[i])[:2]
+        expected = ((c[first] - c[second]) - (r[first] - r[second])) ** 2
+        assert cm.sample_margin_error[k] == pytest.approx(expected, rel=1e-6, abs=1e-9)
+
+
+def _flips(n: int, errors: list[float], flipped: tuple[int, ...] = ()) -> SampleEvidence:
+    hits = tuple(0.0 if i in flipped else 1.0 for i in range(n))
+    return SampleEvidence("no confident flip", hits, (1.0,) * n, n, "confident samples", binary=True,
+                          units=(1.0,) * n, errors=tuple(errors), error_counts=(1.0,) * n,
+                          error_measure="top-1 margin error (mean squared logit)")
+
+
+def test_a_classifier_whose_margin_error_is_clearly_lower_is_preferred_though_no_flip_differs():
+    rng = np.random.default_rng(3)
+    base = list(rng.gamma(1.0, 0.4, size=300))
+    default = _cand(1, _flips(300, base), (1.61, 1.59, 1.62))
+    head = _cand(2, _flips(300, [e * 0.06 for e in base]), (1.55, 1.53, 1.57))
+    # on 200 samples where neither flips, the Wilson floor alone cannot show "not worse" within 0.01 ...
+    same = compare(_cand(3, _flips(300, base), (1.55, 1.53, 1.57)), default, list(range(200)))
+    assert not same.not_worse and same.difference is not None and same.difference.low < -0.01
+    # ... the margin error, lower on the same samples, can: the bootstrap over samples then reads "not worse"
+    comp = compare(head, default, list(range(200)))
+    assert comp.not_worse and comp.more_accurate and comp.preferred and comp.slower
+    assert comp.error_change is not None and comp.error_change.high < 0
+    rec = recommend(default, [default, head], "latency", 300)
+    assert rec.pick == 2 and "top-1 margin error" in rec.reason and "slower than the default" in rec.reason
+    # one more confident flip than the default: not preferred, whatever its margin error says
+    flipped = _cand(4, _flips(300, [e * 0.06 for e in base], flipped=(5,)), (1.55, 1.53, 1.57))
+    assert not compare(flipped, default, list(range(200))).preferred

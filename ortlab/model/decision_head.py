@@ -1,19 +1,26 @@
-"""A YOLO-style detector's class-score branch: the network nodes whose outputs reach only the class-score channels.
+"""The part of a model that makes its decision, which int8 rounds coarsest: a detector's class-score branch and a
+classifier's logits head (:func:`decision_head`). Tune tries the default with it in float right after the default
+(:meth:`ortlab.runs.tune_search.SearchStrategy.decision_head_trial`); it costs speed, and whether it buys accuracy is
+for the paired comparison with the default to show.
 
-A detector's detections are decided by thresholding its class scores; the box channels only move where a box lies.
-In YOLOv8's head each scale has two Conv branches, ``cv2`` (box distribution) and ``cv3`` (class logits), joined by a
-Concat on the channel axis, reshaped, joined across scales and split again into boxes and scores before the score
-Sigmoid. :func:`score_branch` walks back from each score Sigmoid of a known YOLO head
+**A YOLO-style detector's class-score branch** (:func:`score_branch`): the network nodes whose outputs reach only
+the class-score channels. A detector's detections are decided by thresholding its class scores; the box channels
+only move where a box lies. In YOLOv8's head each scale has two Conv branches, ``cv2`` (box distribution) and
+``cv3`` (class logits), joined by a Concat on the channel axis, reshaped, joined across scales and split again into
+boxes and scores before the score Sigmoid. The walk goes back from each score Sigmoid of a known YOLO head
 (:mod:`ortlab.model.patterns`), following which channels of each tensor are scores through Split, Slice, Concat and
 the ops that only reshape (ONNX shape inference tells which axes a Reshape keeps), and keeps a node only when every
-reader of its outputs takes them as scores only: the walk stops where a tensor also feeds the boxes or the rest of
-the network (the neck's features feed both branches). Keeping this branch in float is what tune tries first for a
-detector (it costs speed; whether it buys accuracy is for the evaluation to show).
+reader of its outputs takes them as scores only: it stops where a tensor also feeds the boxes or the rest of the
+network (the neck's features feed both branches).
+
+**A classifier's logits head** (:func:`logits_head`): the projection (Gemm, MatMul or Conv) that writes a rank-2
+output of class scores, with the reshaping and Softmax between it and the output. Static int8 quantizes its output
+too: the logits themselves are rounded to one int8 step of their whole range (0.063 on EfficientNet-Lite0,
+where the gap between the top two classes moved by 0.66 logit RMS, and by 0.16 with this one node in float).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import onnx
@@ -21,7 +28,11 @@ from onnx import numpy_helper, shape_inference
 
 from ortlab.model.patterns import CARRIERS, SHAPE_OPS, GraphIndex, PatternKind, detect_patterns, is_silu
 
-__all__ = ["score_branch", "score_branch_file"]
+__all__ = ["DecisionHead", "decision_head", "decision_head_file", "logits_head", "score_branch"]
+
+HEAD_OPS = frozenset({"Softmax", "LogSoftmax", "Sigmoid"})  # between a classifier's projection and its output
+PROJECTIONS = frozenset({"Gemm", "MatMul", "Conv"})
+MIN_CLASSES = 2
 
 Dim = int | str | None
 
@@ -259,8 +270,62 @@ def score_branch(model: onnx.ModelProto) -> tuple[str, ...]:
     return tuple(name for name in w.g.named(branch) if name not in head)
 
 
-def score_branch_file(path: str, skip: Sequence[str] = ()) -> tuple[str, ...]:
-    """:func:`score_branch` of the model at ``path`` (its graph only), without the names in ``skip``."""
-    skipped = set(skip)
-    model = onnx.load(str(path), load_external_data=False)
-    return tuple(n for n in score_branch(model) if n not in skipped)
+def logits_head(model: onnx.ModelProto) -> tuple[str, ...]:
+    """The names of a classifier's logits head (see the module), in graph order: for the model's one graph output,
+    when it has rank 2 with at least :data:`MIN_CLASSES` classes (or no known shape) and is written through
+    reshaping ops and a Softmax from a Gemm/MatMul/Conv whose output nothing else reads; () otherwise (several
+    outputs, a detector, anything else on the way)."""
+    g = GraphIndex(model)
+    outputs = list(model.graph.output)
+    if len(outputs) != 1:
+        return ()
+    dims = [d.dim_value for d in outputs[0].type.tensor_type.shape.dim]
+    if dims and (len(dims) != 2 or 0 < dims[1] < MIN_CLASSES):
+        return ()
+    chain: list[onnx.NodeProto] = []
+    n = g.producer.get(outputs[0].name)
+    while n is not None and (n.op_type in CARRIERS or n.op_type in HEAD_OPS or n.op_type in PROJECTIONS):
+        ins = g.activations(n)
+        readers = [r for r in g.consumers.get(n.output[0], []) if r.op_type not in SHAPE_OPS]
+        if len(ins) != 1 or (chain and readers != [chain[-1]]):
+            return ()
+        chain.append(n)
+        if n.op_type in PROJECTIONS:
+            return g.named(chain)
+        n = g.producer.get(ins[0])
+    return ()
+
+
+@dataclass(frozen=True)
+class DecisionHead:
+    """A model's decision head: ``what`` it is ("class-score branch", "logits head") and its ``nodes``."""
+
+    what: str
+    nodes: tuple[str, ...]
+
+    def why(self) -> str:
+        """Why tune keeps it in float, for a trial's note."""
+        if self.what == SCORE_BRANCH:
+            return (f"keep the class-score branch in float ({len(self.nodes)} nodes whose outputs reach only the "
+                    "class scores, which decide the detections)")
+        return (f"keep the logits head in float ({', '.join(self.nodes)}: int8 rounds the logits that decide the "
+                "class to one step of their range)")
+
+
+SCORE_BRANCH = "class-score branch"
+LOGITS_HEAD = "logits head"
+
+
+def decision_head(model: onnx.ModelProto) -> DecisionHead | None:
+    """The class-score branch of a YOLO-style detector, else the logits head of a classifier; None when neither is
+    found."""
+    if any(p.kind == PatternKind.YOLO_HEAD for p in detect_patterns(model)):
+        branch = score_branch(model)
+        return DecisionHead(SCORE_BRANCH, branch) if branch else None
+    head = logits_head(model)
+    return DecisionHead(LOGITS_HEAD, head) if head else None
+
+
+def decision_head_file(path: str) -> DecisionHead | None:
+    """:func:`decision_head` of the model at ``path`` (its graph only; external weights are not read)."""
+    return decision_head(onnx.load(str(path), load_external_data=False))
