@@ -147,6 +147,18 @@ default 1.52× (1.44–1.55×), the pick 1.36× (1.26–1.42×), every node int8
 unseen) 1.68× (1.59–1.75×): the pick runs at 81% of that ceiling. Part of the branch instead (on the 400 unseen):
 its last two units per scale F1 0.971, the last 1×1 Convs only 0.965; the whole branch 0.977.
 
+With a classifier's logits head trial and the top-1 margin error (main at 09a5ca1), the same Xeon, load average 0.4:
+efficientnet_lite0_labelled (``--seen-share 0.3``, ``--budget 300``) 7 trials in 320 s wall (516 CPU s) · trial #4
+"int8 static + float logits head" (the final Gemm) **picked**: "clearly more accurate" on the 200 chosen on, no
+confident flip vs the default +0.010 (+0.000 to +0.025), McNemar p=0.500, top-1 margin error (mean squared logit)
+−0.390 (−0.630 to −0.194); slower, 1.55× (1.52–1.57×) against the default's 1.63× (1.61–1.67×) · unseen: no confident
+flip 0.999 (0.992–1.000) against the default's 0.997 (0.990–1.000), 634 confident samples in 700; pick − default
++0.001 (−0.005 to +0.008) · claim 1.000 (0.963–1.000) on 93; held · **top-1 on the 700 unseen: fp32 0.877
+(0.851–0.900), the pick 0.874 (0.848–0.897), pick − fp32 −0.003 (−0.015 to +0.009), 2 photos fewer right; the
+default 0.879, +1.** On all 1,000 photos (``ortlab optimize`` with and without ``--exclude-nodes node_linear``):
+margin error 0.43 → 0.026, top-1 agreement with fp32 98.4% → 98.7%, top-1 88.2% → 88.5% (fp32 88.6%). The line
+"within 0.2 points" is 1.4 of 700 photos; the difference's interval is 12 times wider.
+
 Usage:
 
     ORT_DISABLE_TELEMETRY=1 python bench/bench_tune_unseen.py [--cases yolov8n ocr_rec text_encoder] [--budget 300]

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import onnx
+from google.protobuf.message import DecodeError
 from onnx import numpy_helper, shape_inference
 
 from ortlab.model.patterns import CARRIERS, SHAPE_OPS, GraphIndex, PatternKind, detect_patterns, is_silu
@@ -327,5 +328,10 @@ def decision_head(model: onnx.ModelProto) -> DecisionHead | None:
 
 
 def decision_head_file(path: str) -> DecisionHead | None:
-    """:func:`decision_head` of the model at ``path`` (its graph only; external weights are not read)."""
-    return decision_head(onnx.load(str(path), load_external_data=False))
+    """:func:`decision_head` of the model at ``path`` (its graph only; external weights are not read); None when
+    there is no readable model there (the search then has no such trial)."""
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except (OSError, DecodeError, RuntimeError, ValueError):  # DecodeError (upb) or RuntimeError, by protobuf backend
+        return None
+    return decision_head(model)

@@ -157,3 +157,9 @@ def test_without_shapes_on_the_joined_axis_no_branch_is_named():
         if t.name.startswith("shape"):  # a Reshape to [1, -1, 7·anchors]: the channel axis is not kept
             t.CopyFrom(numpy_helper.from_array(np.array([1, -1], dtype=np.int64), t.name))
     assert score_branch(model) == ()
+
+
+def test_a_file_that_is_not_a_model_has_no_decision_head(tmp_path):
+    (tmp_path / "junk.onnx").write_bytes(b"\x08\x07not a model at all\xff\xff")
+    assert decision_head_file(str(tmp_path / "junk.onnx")) is None
+    assert decision_head_file(str(tmp_path / "missing.onnx")) is None
