@@ -144,7 +144,9 @@ default +0.013 (−0.008 to +0.036), near-threshold score error (mean squared lo
 0.955 (0.865–0.988) on 54 detections in the 100 held out, "on the edge"; held. The same three models rebuilt with
 ``ortlab optimize`` and timed interleaved (15 rounds × 20 runs, batch 1, ``bench_bias_correction.latency``): the
 default 1.52× (1.44–1.55×), the pick 1.36× (1.26–1.42×), every node int8 (``--no-known-patterns``, F1 0.817 on the
-unseen) 1.68× (1.59–1.75×): the pick runs at 81% of that ceiling. Part of the branch instead (on the 400 unseen):
+unseen) 1.68× (1.59–1.75×): the pick runs at 81% of that ceiling. Run again at 09a5ca1 (the trial now named "+ float
+class-score branch"), load average 2.0: the same pick for the same reasons, 1.37× (1.36–1.39×) against the default's
+1.54× (1.50–1.56×), the same unseen figures. Part of the branch instead (on the 400 unseen):
 its last two units per scale F1 0.971, the last 1×1 Convs only 0.965; the whole branch 0.977.
 
 With a classifier's logits head trial and the top-1 margin error (main at 09a5ca1), the same Xeon, load average 0.4:
