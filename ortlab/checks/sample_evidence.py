@@ -17,8 +17,9 @@ class SampleEvidence:
     Σ totals / per_unit is the number of units a Wilson interval counts. ``count`` ``unit``: the evidence
     ("120 reference detections"). ``binary``: each sample scores 0 or 1 of 1 (McNemar's test applies).
     ``errors`` / ``error_counts``: where the task has one, a continuous error per sample (Σ squared error over
-    ``error_counts`` values, lower is better; a detector's near-threshold score logits), named ``error_measure``:
-    it tells two models apart where the measure, counted over a few hundred units, cannot."""
+    ``error_counts`` values, lower is better: a detector's near-threshold score logits, a classifier's top-1
+    margin), named ``error_measure``: it tells two models apart where the measure, counted over a few hundred
+    units, cannot."""
 
     measure: str
     hits: tuple[float, ...]

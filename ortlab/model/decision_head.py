@@ -68,7 +68,10 @@ def _shapes(model: onnx.ModelProto) -> dict[str, list[Dim]]:
 def _ints(g: GraphIndex, name: str) -> list[int] | None:
     """A constant integer tensor's values (an initializer or a Constant node's), else None."""
     if name in g.initializers:
-        return [int(x) for x in numpy_helper.to_array(g.initializers[name]).ravel()]
+        t = g.initializers[name]
+        if t.data_location == onnx.TensorProto.EXTERNAL:  # its bytes were not read
+            return None
+        return [int(x) for x in numpy_helper.to_array(t).ravel()]
     p = g.producer.get(name)
     if p is not None and p.op_type == "Constant":
         value = next((a.t for a in p.attribute if a.name == "value"), None)

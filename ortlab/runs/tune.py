@@ -52,9 +52,9 @@ from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.data import samples
 from ortlab.data.inputs import infer_specs
 from ortlab.data.preprocess import resolve_preprocess
+from ortlab.model.decision_head import decision_head_file
 from ortlab.model.inspect import inspect_model, model_identity
 from ortlab.model.patterns import DETECTOR_TUNE_NOTE, ENCODER_NOTE, is_detector_file, is_encoder_file
-from ortlab.model.decision_head import decision_head_file
 from ortlab.runs import prepare
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, DataRef, RunSpec
 from ortlab.runs.trial_runner import LocalTrials, Timer, TrialHandle, TrialRunner

@@ -9,8 +9,7 @@
   the task has a continuous error per sample, not worse and that error's paired difference wholly below 0
   (:func:`_by_error`): a detector's near-threshold score-logit error separates two candidates on 200 photos where an
   F1 gain of 0.01 over 150 detections sits inside its interval, a classifier's top-1 margin error where no flip
-  differs). So a model both less accurate and slower than the default is never
-  recommended.
+  differs). So a model both less accurate and slower than the default is never recommended.
 * **Chosen on one part, confirmed on another** (:func:`split`): the search ranks and decides on the choosing
   samples; the pick's measure is stated from the held-out ones, so the best of many noisy scores does not inflate
   the claim.

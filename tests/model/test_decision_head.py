@@ -163,3 +163,14 @@ def test_a_file_that_is_not_a_model_has_no_decision_head(tmp_path):
     (tmp_path / "junk.onnx").write_bytes(b"\x08\x07not a model at all\xff\xff")
     assert decision_head_file(str(tmp_path / "junk.onnx")) is None
     assert decision_head_file(str(tmp_path / "missing.onnx")) is None
+
+
+def test_a_model_whose_weights_live_apart_is_read_without_them(tmp_path):
+    path = tmp_path / "det.onnx"
+    onnx.save(_detector(), str(path), save_as_external_data=True, all_tensors_to_one_file=True, location="det.data",
+              size_threshold=0)  # even the split sizes
+    head = decision_head_file(str(path))
+    assert head is None  # the split sizes were not read: no branch is claimed, and nothing fails
+    onnx.save(_detector(), str(path), save_as_external_data=True, all_tensors_to_one_file=True, location="det.data")
+    head = decision_head_file(str(path))  # the usual threshold keeps small tensors inline: the branch is found
+    assert head is not None and head.nodes == score_branch(_detector())
