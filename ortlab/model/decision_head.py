@@ -1,5 +1,5 @@
 """The part of a model that makes its decision, which int8 rounds coarsest: a detector's class-score branch and a
-classifier's logits head (:func:`decision_head`). Tune tries the default with it in float right after the default
+classifier's logits head (:func:`decision_head`). Tune tries the default with it in float once the default ran
 (:meth:`ortlab.runs.tune_search.SearchStrategy.decision_head_trial`); it costs speed, and whether it buys accuracy is
 for the paired comparison with the default to show.
 
@@ -21,15 +21,17 @@ where the gap between the top two classes moved by 0.66 logit RMS, and by 0.16 w
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import onnx
-from google.protobuf.message import DecodeError
 from onnx import numpy_helper, shape_inference
 
-from ortlab.model.patterns import CARRIERS, SHAPE_OPS, GraphIndex, PatternKind, detect_patterns, is_silu
+from ortlab.model.patterns import (
+    CARRIERS, SHAPE_OPS, GraphIndex, KnownPattern, PatternKind, detect_patterns, is_silu,
+)
 
-__all__ = ["DecisionHead", "decision_head", "decision_head_file", "logits_head", "score_branch"]
+__all__ = ["DecisionHead", "decision_head", "logits_head", "score_branch"]
 
 HEAD_OPS = frozenset({"Softmax", "LogSoftmax", "Sigmoid"})  # between a classifier's projection and its output
 PROJECTIONS = frozenset({"Gemm", "MatMul", "Conv"})
@@ -244,11 +246,12 @@ def _score_sigmoids(g: GraphIndex, head: set[str]) -> list[onnx.NodeProto]:
             and not any(is_silu(g, c) for c in g.down(n)) and _to_output(g, n)]
 
 
-def score_branch(model: onnx.ModelProto) -> tuple[str, ...]:
+def score_branch(model: onnx.ModelProto, patterns: Sequence[KnownPattern] | None = None) -> tuple[str, ...]:
     """The names of the nodes, outside the YOLO head's post-processing (which the known patterns keep in float
     already), whose outputs reach only the class-score channels, in graph order; () for a model with no known YOLO
     head, or when the walk cannot follow the channels (no shapes)."""
-    heads = [p for p in detect_patterns(model) if p.kind == PatternKind.YOLO_HEAD]
+    found = detect_patterns(model) if patterns is None else patterns
+    heads = [p for p in found if p.kind == PatternKind.YOLO_HEAD]
     if not heads:
         return ()
     w = _Walk(model)
@@ -320,21 +323,12 @@ SCORE_BRANCH = "class-score branch"
 LOGITS_HEAD = "logits head"
 
 
-def decision_head(model: onnx.ModelProto) -> DecisionHead | None:
+def decision_head(model: onnx.ModelProto, patterns: Sequence[KnownPattern] | None = None) -> DecisionHead | None:
     """The class-score branch of a YOLO-style detector, else the logits head of a classifier; None when neither is
-    found."""
-    if any(p.kind == PatternKind.YOLO_HEAD for p in detect_patterns(model)):
-        branch = score_branch(model)
+    found. ``patterns``: the model's known patterns when already found (:func:`ortlab.model.patterns.detect_patterns`)."""
+    found = detect_patterns(model) if patterns is None else patterns
+    if any(p.kind == PatternKind.YOLO_HEAD for p in found):
+        branch = score_branch(model, found)
         return DecisionHead(SCORE_BRANCH, branch) if branch else None
     head = logits_head(model)
     return DecisionHead(LOGITS_HEAD, head) if head else None
-
-
-def decision_head_file(path: str) -> DecisionHead | None:
-    """:func:`decision_head` of the model at ``path`` (its graph only; external weights are not read); None when
-    there is no readable model there (the search then has no such trial)."""
-    try:
-        model = onnx.load(str(path), load_external_data=False)
-    except (OSError, DecodeError, RuntimeError, ValueError):  # DecodeError (upb) or RuntimeError, by protobuf backend
-        return None
-    return decision_head(model)

@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import onnx
+
 from ortlab.checks.analyze import analyze
 from ortlab.checks.eval_report import EvalReport
 from ortlab.checks.verdict import Level, Verdict, VerdictPolicy, judge
@@ -52,9 +54,9 @@ from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.data import samples
 from ortlab.data.inputs import infer_specs
 from ortlab.data.preprocess import resolve_preprocess
-from ortlab.model.decision_head import decision_head_file
+from ortlab.model.decision_head import DecisionHead, decision_head
 from ortlab.model.inspect import inspect_model, model_identity
-from ortlab.model.patterns import DETECTOR_TUNE_NOTE, ENCODER_NOTE, is_detector_file, is_encoder_file
+from ortlab.model.patterns import DETECTOR_TUNE_NOTE, ENCODER_NOTE, detect_patterns, is_detector, is_encoder
 from ortlab.runs import prepare
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES, DataRef, RunSpec
 from ortlab.runs.trial_runner import LocalTrials, Timer, TrialHandle, TrialRunner
@@ -193,8 +195,8 @@ class Tuner:
             self.settings = replace(self.settings, verify_samples=self._evaluation_count())
             self.timing.settings = self.settings
         try:
-            encoder, detector = self._kind()
-            yield from self.run_steps(self.strategy(detector).steps(self._queue(ops, encoder, detector)))
+            encoder, detector, head = self._kind()
+            yield from self.run_steps(self.strategy(detector, head).steps(self._queue(ops, encoder, detector)))
         except Cancelled:
             if not self.budget.out_of_time:
                 self.budget.cancelled = True
@@ -215,17 +217,21 @@ class Tuner:
         self.notes += dropped
         return [r for r in recipes if self._valid(r)]
 
-    def _kind(self) -> tuple[bool, bool]:
-        """Whether the model is a recognised encoder, a YOLO-style detector (searched from its own space)."""
-        own = self._recipes is None and self.settings.target == Target.CPU
-        return own and is_encoder_file(self.model), own and is_detector_file(self.model)
+    def _kind(self) -> tuple[bool, bool, DecisionHead | None]:
+        """Whether the model is a recognised encoder, a YOLO-style detector (searched from its own space), and its
+        decision head (:mod:`ortlab.model.decision_head`), from one reading of its graph (external weights are not
+        read); nothing of the kind for recipes given or another target."""
+        if self._recipes is not None or self.settings.target != Target.CPU:
+            return False, False, None
+        graph = onnx.load(str(self.model), load_external_data=False)
+        patterns = detect_patterns(graph)
+        return is_encoder(graph, patterns), is_detector(patterns), decision_head(graph, patterns)
 
-    def strategy(self, detector: bool = False) -> SearchStrategy:
-        """The search strategy over this search's trials (``detector``: a YOLO-style detector's order)."""
-        own = self._recipes is None and self.settings.target == Target.CPU
+    def strategy(self, detector: bool = False, head: DecisionHead | None = None) -> SearchStrategy:
+        """The search strategy over this search's trials (``detector``: a YOLO-style detector's order; ``head``:
+        its decision head, tried in float after the default)."""
         return SearchStrategy(self.settings, stop=self.stop, evidence=self.evidence, ranked_nodes=self._ranked_nodes,
-                              stage_context=self.stage_context, detector=detector,
-                              head=decision_head_file(self.model) if own else None)
+                              stage_context=self.stage_context, detector=detector, head=head)
 
     def stage_context(self) -> StageContext:
         """What the accuracy-controlled stage needs of this search."""
