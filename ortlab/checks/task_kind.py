@@ -253,6 +253,7 @@ class TopOneFlips(TaskKind):
     """A classifier: confident top-1 flips (near-tie flips are shown, not counted)."""
 
     name = "top-1 flips"
+    NO_FLIP = "no confident flip"
     MARGIN_ERROR = "top-1 margin error (mean squared logit)"
 
     def present(self, tm: TaskMetrics) -> bool:
@@ -262,7 +263,7 @@ class TopOneFlips(TaskKind):
         c = tm.classification
         if c is None:
             return None
-        return "no confident flip", 1.0 - c.confident_flips(c.margin) / max(1, c.n_samples)
+        return self.NO_FLIP, 1.0 - c.confident_flips(c.margin) / max(1, c.n_samples)
 
     def evidence(self, report: EvalReport, tm: TaskMetrics) -> SampleEvidence | None:
         c = tm.classification
@@ -271,7 +272,7 @@ class TopOneFlips(TaskKind):
         confident = [i for i, m in zip(c.flip_samples, c.flip_margins) if m >= c.margin]
         sure = tuple(1.0 if m >= c.margin else 0.0 for m in c.sample_margins)
         scored = len(c.sample_margin_error) == c.n_samples
-        return SampleEvidence("no confident flip", flags(c.n_samples, confident), (1.0,) * c.n_samples,
+        return SampleEvidence(self.NO_FLIP, flags(c.n_samples, confident), (1.0,) * c.n_samples,
                               round(sum(sure)), "confident samples", binary=True, units=sure,
                               errors=tuple(c.sample_margin_error) if scored else (),
                               error_counts=(1.0,) * c.n_samples if scored else (),

@@ -10,8 +10,8 @@ from dataclasses import dataclass, replace
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_policy import Trial
 from ortlab.runs.tune_recommend import (
-    MIN_SPLIT_SAMPLES, Candidate, Recommendation, Timing, bar_word, interval, measure_on_choosing_part,
-    paired_difference, recommend, settle_bar, split,
+    MIN_SPLIT_SAMPLES, NOT_WORSE_MARGIN, Candidate, Recommendation, Timing, bar_word, by_error, interval,
+    measure_on_choosing_part, paired_difference, recommend, settle_bar, split,
 )
 
 __all__ = ["Claim", "candidate_of", "choosing_measure", "claim_of", "decide", "step_gain"]
@@ -104,12 +104,21 @@ def decide(done: Sequence[Trial], evidence: Mapping[int, SampleEvidence | None],
 def step_gain(step: SampleEvidence | None, current: SampleEvidence | None) -> tuple[bool, str] | None:
     """Whether a greedy step (one more node in float, 16-bit weights…) is kept, on the same samples as the trial it
     would replace: only when it is clearly more accurate (the paired difference's 95% interval above 0 on the samples
-    the search chooses on), so the search does not follow noise; and why. None without per-sample records."""
+    the search chooses on), or not worse there with a continuous error clearly lower (the recommender's rule,
+    :func:`ortlab.runs.tune_recommend.by_error`), so the search does not follow noise; and why. None without
+    per-sample records."""
     if step is None or current is None or len(step) != len(current) or not len(step):
         return None
     choose, confirm = split(len(step))
-    diff = paired_difference(step, current, choose if confirm else None)
+    ids = list(choose) if confirm else list(range(len(step)))
+    diff = paired_difference(step, current, ids)
     if diff is None:
         return None
     text = f"{step.measure} {diff.text(signed=True)} on the same samples"
-    return (True, f"kept ({text})") if diff.low > 0 else (False, f"dropped, not shown better ({text})")
+    if diff.low > 0:
+        return True, f"kept ({text})"
+    _, _, lower, err = by_error(step, current, ids, diff, diff.low > -NOT_WORSE_MARGIN, NOT_WORSE_MARGIN)
+    if lower and err is not None:
+        return True, f"kept (not worse, {step.error_measure} {err.text(signed=True)}; {text})"
+    said = f"; {step.error_measure} {err.text(signed=True)}" if err is not None else ""
+    return False, f"dropped, not shown better ({text}{said})"

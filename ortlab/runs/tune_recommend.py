@@ -7,7 +7,7 @@
   (its speed-up's whole 95% interval above the default's), or **clearly more accurate** (the difference's interval
   above 0, and for per-sample pass/fail measures McNemar's exact test on the discordant samples below 0.05; or, where
   the task has a continuous error per sample, not worse and that error's paired difference wholly below 0
-  (:func:`_by_error`): a detector's near-threshold score-logit error separates two candidates on 200 photos where an
+  (:func:`by_error`): a detector's near-threshold score-logit error separates two candidates on 200 photos where an
   F1 gain of 0.01 over 150 detections sits inside its interval, a classifier's top-1 margin error where no flip
   differs). So a model both less accurate and slower than the default is never recommended.
 * **Chosen on one part, confirmed on another** (:func:`split`): the search ranks and decides on the choosing
@@ -346,7 +346,7 @@ def compare(cand: Candidate, default: Candidate, idx: Sequence[int] | None = Non
         not_worse = diff.low > -margin
         more = diff.low > 0 and (p is None or p < ALPHA)
         if not more and cand.evidence is not None and default.evidence is not None:
-            diff, not_worse, more, err = _by_error(cand.evidence, default.evidence, ids, diff, not_worse, margin)
+            diff, not_worse, more, err = by_error(cand.evidence, default.evidence, ids, diff, not_worse, margin)
         n = len(idx) if idx is not None else len(cand.evidence or ())
         settle = None if not_worse else settle_samples(diff, n, margin)
         if settle is not None and p is not None and cand.evidence is not None and default.evidence is not None:
@@ -368,16 +368,18 @@ def compare(cand: Candidate, default: Candidate, idx: Sequence[int] | None = Non
     return Comparison(cand.index, diff, p, not_worse, more, faster, slower, settle, objective, err, measure)
 
 
-def _by_error(cand: SampleEvidence, base: SampleEvidence, ids: Sequence[int], diff: Interval, not_worse: bool,
+def by_error(cand: SampleEvidence, base: SampleEvidence, ids: Sequence[int], diff: Interval, not_worse: bool,
               margin: float) -> tuple[Interval, bool, bool, Interval | None]:
     """(difference, not worse, clearly more accurate, the error's difference) read with the continuous error too:
-    clearly more accurate when that error's paired interval lies wholly below 0 and the measure is not worse. For a
+    clearly more accurate when that error's paired interval lies wholly below 0, the measure is not worse, and the
+    default errs by the measure on some of these samples (where it errs on none, a lower error buys nothing the
+    data can show, and a slower model would be chosen for it). For a
     pass/fail measure "not worse" then reads the bootstrap over samples alone: the Wilson floor of the discordant
     samples guards a candidate that nothing but agreement on a few samples speaks for (0 of 186 confident samples
     bounds a flip rate only below 0.02, wider than the 0.01 margin however equal two models are), while here a lower
     error on the same samples is evidence about the flips too."""
     err = error_difference(cand, base, ids)
-    if err is None or err.high >= 0:
+    if err is None or err.high >= 0 or (base.value(ids) or 0.0) >= 1.0:
         return diff, not_worse, False, err
     if not not_worse and cand.binary and base.binary:
         boot = paired_difference(cand, base, ids, floor=False)

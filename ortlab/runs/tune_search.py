@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ortlab.core.layout import QDQ_FILE
-from ortlab.model.decision_head import DecisionHead
+from ortlab.checks.task_kind import Detections, TopOneFlips
+from ortlab.model.decision_head import LOGITS_HEAD, SCORE_BRANCH, DecisionHead
 from ortlab.runs.tune_accuracy import AccuracySearch, StageContext
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_pick import step_gain
@@ -32,6 +33,9 @@ from ortlab.settings.config import Recipe, replace
 from ortlab.transforms.float_revert import producer_chain
 
 
+# the task measure by which a decision head in float can be shown more accurate: a class-score branch by decoded
+# detections, a logits head by top-1 flips (an image embedding's projection is no logits head, whatever its shape)
+HEAD_MEASURES = {SCORE_BRANCH: Detections.F1, LOGITS_HEAD: TopOneFlips.NO_FLIP}
 SEEDED_NOTE = ("Every static int8 trial is broken; the keep-in-float search starts from the least broken by the "
                "task's measure.")
 
@@ -165,9 +169,15 @@ class SearchStrategy:
         """The model's decision head (:mod:`ortlab.model.decision_head`: a detector's class-score branch, a
         classifier's logits head) kept in float on top of the first static trial (the default), whether or not the
         default passes: it costs speed, and only the recommender's paired comparison with the default decides
-        whether its accuracy is worth it."""
+        whether its accuracy is worth it. Only when the default was judged by the head's own task measure
+        (:data:`HEAD_MEASURES`)."""
         base = next((t for t in self.static_trials() if not t.broken), None)
         if base is None or self.head is None:
+            return
+        if base.task_measure != HEAD_MEASURES[self.head.what]:
+            got = f"by {base.task_measure}" if base.task_measure else "by SQNR alone"
+            yield Say(f"The {self.head.what} is not tried in float: the outputs were judged {got}, not "
+                      f"{HEAD_MEASURES[self.head.what]}, so nothing could show it more accurate.")
             return
         excluded = base.recipe.quant.nodes_to_exclude
         nodes = tuple(sorted(set(excluded) | set(self.head.nodes)))

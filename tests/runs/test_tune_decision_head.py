@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from ortlab.checks.eval_report import Task
+from ortlab.checks.task_kind import Detections, TopOneFlips
 from ortlab.core.layout import QDQ_FILE
 from ortlab.model.decision_head import LOGITS_HEAD, SCORE_BRANCH, DecisionHead
 from ortlab.checks.task_metrics import TaskAccumulator
@@ -19,7 +20,7 @@ from ortlab.runs.tune_policy import Stage, Trial, TrialLevel
 from ortlab.runs.tune_recommend import Candidate, Timing, compare, error_difference, recommend
 from ortlab.runs.tune_search import SearchStrategy
 from ortlab.runs.tune_settings import TuneSettings
-from ortlab.runs.tune_steps import Proposal
+from ortlab.runs.tune_steps import Proposal, Say
 from ortlab.settings.config import Precision, QuantConfig, Recipe
 
 
@@ -79,8 +80,8 @@ def test_the_paired_error_difference_matches_the_normal_interval_of_the_per_samp
 def test_a_clearly_lower_score_error_makes_a_slower_candidate_with_the_same_f1_the_pick():
     rng = np.random.default_rng(7)
     base = list(rng.gamma(2.0, 0.2, size=300))
-    default = _cand(1, _evidence(300, base), (1.50, 1.46, 1.52))
-    lower = _cand(2, _evidence(300, [e * 0.6 for e in base]), (1.34, 1.27, 1.37))
+    default = _cand(1, _evidence(300, base, miss_every=25), (1.50, 1.46, 1.52))
+    lower = _cand(2, _evidence(300, [e * 0.6 for e in base], miss_every=25), (1.34, 1.27, 1.37))
     rec = recommend(default, [default, lower], "latency", 300)
     comp = rec.comparisons[0]
     assert comp.not_worse and comp.more_accurate and comp.slower and rec.pick == 2
@@ -88,7 +89,7 @@ def test_a_clearly_lower_score_error_makes_a_slower_candidate_with_the_same_f1_t
     assert "clearly more accurate" in rec.reason and "near-threshold score error" in rec.reason
     assert "slower than the default" in rec.reason  # the cost is said, not hidden
     # the same error, noise only: not shown more accurate, so the slower candidate is not the pick
-    noisy = _cand(3, _evidence(300, [e * f for e, f in zip(base, rng.uniform(0.7, 1.3, size=300))]),
+    noisy = _cand(3, _evidence(300, [e * f for e, f in zip(base, rng.uniform(0.7, 1.3, size=300))], miss_every=25),
                   (1.34, 1.27, 1.37))
     comp = compare(noisy, default, list(range(200)))
     assert comp.not_worse and not comp.more_accurate and comp.error_change is not None
@@ -110,7 +111,8 @@ def test_the_search_tries_the_default_with_its_decision_head_in_float_right_afte
                     name="int8 per-tensor")]
     branch = DecisionHead(SCORE_BRANCH, ("/model.22/cv3.0/Conv", "/model.22/cv3.1/Conv"))
 
-    def proposals(detector: bool, head: DecisionHead | None) -> list[tuple[str, Stage, tuple[str, ...]]]:
+    def proposals(detector: bool, head: DecisionHead | None, measure: str = ""
+                  ) -> list[tuple[str, Stage, tuple[str, ...]]]:
         strategy = SearchStrategy(TuneSettings(budget_s=60, exclusion_steps=2, int16_steps=0), stop=lambda: False,
                                   evidence={}, ranked_nodes=lambda t: [], stage_context=lambda: None,  # type: ignore
                                   detector=detector, head=head)
@@ -120,22 +122,32 @@ def test_the_search_tries_the_default_with_its_decision_head_in_float_right_afte
             if isinstance(step, Proposal):
                 seen.append((step.recipe.name, step.stage, step.recipe.quant.nodes_to_exclude))
                 trial = Trial(len(seen), step.recipe.name, step.stage, step.recipe, accepted=True, level=TrialLevel.OK,
-                              model_path=str(tmp_path / "model.onnx"))
+                              model_path=str(tmp_path / "model.onnx"), task_measure=measure)
                 try:
                     step = steps.send(trial)
                 except StopIteration:
                     break
             else:
+                said.extend([step.text] if isinstance(step, Say) else [])
                 step = next(steps, None)
         return seen
 
-    got = proposals(True, branch)
+    said: list[str] = []
+    got = proposals(True, branch, Detections.F1)
     assert [name for name, _, _ in got] == ["int8 static", "int8 static + float class-score branch", "int8 per-tensor"]
     assert got[1][1] == Stage.ACCURACY and set(got[1][2]) == {"stem", *branch.nodes}  # on top of the default's own
-    assert [name for name, _, _ in proposals(True, None)] == ["int8 static", "int8 per-tensor"]
+    assert [name for name, _, _ in proposals(True, None, Detections.F1)] == ["int8 static", "int8 per-tensor"]
     logits = DecisionHead(LOGITS_HEAD, ("fc",))
-    assert [name for name, _, _ in proposals(False, logits)] == [
+    assert [name for name, _, _ in proposals(False, logits, TopOneFlips.NO_FLIP)] == [
         "int8 static", "int8 static + float logits head", "int8 per-tensor"]
+    assert not said
+    # an output judged as an embedding (a projection to a rank-2 vector looks like a logits head) or by SQNR alone:
+    # no trial, and the search says why
+    assert [name for name, _, _ in proposals(False, logits, "NN agreement")] == [
+        "int8 static", "int8 per-tensor"]
+    assert [name for name, _, _ in proposals(True, branch, "")] == ["int8 static", "int8 per-tensor"]
+    assert said[0].startswith("The logits head is not tried in float: the outputs were judged by NN agreement")
+    assert "by SQNR alone, not detection F1" in said[1]
 
 
 @pytest.mark.parametrize("probabilities", [False, True])
@@ -169,10 +181,12 @@ def _flips(n: int, errors: list[float], flipped: tuple[int, ...] = ()) -> Sample
 def test_a_classifier_whose_margin_error_is_clearly_lower_is_preferred_though_no_flip_differs():
     rng = np.random.default_rng(3)
     base = list(rng.gamma(1.0, 0.4, size=300))
-    default = _cand(1, _flips(300, base), (1.61, 1.59, 1.62))
-    head = _cand(2, _flips(300, [e * 0.06 for e in base]), (1.55, 1.53, 1.57))
-    # on 200 samples where neither flips, the Wilson floor alone cannot show "not worse" within 0.01 ...
-    same = compare(_cand(3, _flips(300, base), (1.55, 1.53, 1.57)), default, list(range(200)))
+    flips = (17, 120)  # the default flips two samples; the head the same two
+    default = _cand(1, _flips(300, base, flips), (1.61, 1.59, 1.62))
+    head = _cand(2, _flips(300, [e * 0.06 for e in base], flips), (1.55, 1.53, 1.57))
+    # on 200 samples where neither flips but the same two, the Wilson floor alone cannot show "not worse" within
+    # 0.01 ...
+    same = compare(_cand(3, _flips(300, base, flips), (1.55, 1.53, 1.57)), default, list(range(200)))
     assert not same.not_worse and same.difference is not None and same.difference.low < -0.01
     # ... the margin error, lower on the same samples, can: the bootstrap over samples then reads "not worse"
     comp = compare(head, default, list(range(200)))
@@ -181,5 +195,33 @@ def test_a_classifier_whose_margin_error_is_clearly_lower_is_preferred_though_no
     rec = recommend(default, [default, head], "latency", 300)
     assert rec.pick == 2 and "top-1 margin error" in rec.reason and "slower than the default" in rec.reason
     # one more confident flip than the default: not preferred, whatever its margin error says
-    flipped = _cand(4, _flips(300, [e * 0.06 for e in base], flipped=(5,)), (1.55, 1.53, 1.57))
+    flipped = _cand(4, _flips(300, [e * 0.06 for e in base], flipped=(5, *flips)), (1.55, 1.53, 1.57))
     assert not compare(flipped, default, list(range(200))).preferred
+
+
+def test_a_lower_error_buys_nothing_where_the_default_errs_on_no_sample():
+    rng = np.random.default_rng(4)
+    base = list(rng.gamma(1.0, 0.4, size=300))
+    for make in (_flips, _evidence):  # no flip / every detection matched by both
+        default = _cand(1, make(300, base), (1.61, 1.59, 1.62))
+        slower = _cand(2, make(300, [e * 0.06 for e in base]), (1.55, 1.53, 1.57))
+        comp = compare(slower, default, list(range(200)))
+        assert comp.error_change is not None and comp.error_change.high < 0  # still measured and said
+        assert not comp.more_accurate and not comp.preferred
+        assert recommend(default, [default, slower], "latency", 300).pick == 1
+
+
+def test_a_greedy_step_with_the_same_f1_is_kept_when_its_score_error_is_clearly_lower():
+    from ortlab.runs.tune_pick import step_gain
+
+    rng = np.random.default_rng(9)
+    base = list(rng.gamma(2.0, 0.2, size=300))
+    current = _evidence(300, base, miss_every=20)
+    kept, why = step_gain(_evidence(300, [e * 0.6 for e in base], miss_every=20), current) or (False, "")
+    assert kept and why.startswith("kept (not worse, near-threshold score error (mean squared logit) -")
+    noisy = [e * f for e, f in zip(base, rng.uniform(0.7, 1.3, size=300))]
+    kept, why = step_gain(_evidence(300, noisy, miss_every=20), current) or (True, "")
+    assert not kept and why.startswith("dropped, not shown better (detection F1 +0.000")
+    # a lower error never makes up for a worse F1, nor counts where the current trial errs on no sample
+    assert not (step_gain(_evidence(300, [e * 0.6 for e in base], miss_every=10), current) or (True, ""))[0]
+    assert not (step_gain(_evidence(300, [e * 0.6 for e in base]), _evidence(300, base)) or (True, ""))[0]
