@@ -23,12 +23,21 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Z95", "Uncertainty", "share_interval", "share_uncertainty", "sqnr_interval", "sqnr_uncertainty", "wilson",
+__all__ = ["Z95", "Uncertainty", "about", "share_interval", "share_uncertainty", "sqnr_interval", "sqnr_uncertainty", "wilson",
            "wilson_uncertainty"]
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 BOOTSTRAP_ROUNDS = 1000
 MAX_SETTLE = 1_000_000  # samples: beyond this no practical sample count settles the figure
+
+
+def about(n: int) -> str:
+    """A sample count extrapolated from an interval's width, to the two figures it is good for: "99,000", not
+    "98,719" (below 1,000 as it is)."""
+    if n < 1000:
+        return f"{n:,}"
+    step = 10 ** (len(str(n)) - 2)
+    return f"{round(n / step) * step:,}"
 
 
 @dataclass
@@ -71,7 +80,7 @@ class Uncertainty:
         if self.settle_samples is None:
             return head + ("; the figure sits on the bar (or within a hair of it), so more samples only tell which "
                            "side it falls on")
-        head += f"; judge on more samples: about {self.settle_samples:,} would settle it"
+        head += f"; judge on more samples: about {about(self.settle_samples)} would settle it"
         if self.available and self.settle_samples > self.available:
             return head + (f", more than the {self.available:,} samples the evaluation data has, so this data "
                            "cannot settle it: give more evaluation data")

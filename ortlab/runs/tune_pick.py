@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from ortlab.checks.uncertainty import about
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_policy import Trial
 from ortlab.runs.tune_recommend import (
@@ -55,7 +56,7 @@ class Claim:
     chosen_on: str = ""  # "chosen on 200 samples, confirmed on 100 held out"
 
     def text(self) -> str:
-        more = f"; about {self.settle:,} evaluation samples would settle it" if self.settle else ""
+        more = f"; about {about(self.settle)} evaluation samples would settle it" if self.settle else ""
         return f"{self.word}{more}"
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ortlab.checks.uncertainty import wilson
+from ortlab.checks.uncertainty import about, wilson
 from ortlab.runs.tune_evidence import SampleEvidence
 
 __all__ = [
@@ -142,7 +142,7 @@ class Comparison:
                     if self.more_accurate and self.slower and self.objective != "size" else "")
             return f"{why} ({d}{p}{e}){cost}"
         if not self.not_worse:
-            more = f"; about {self.settle:,} evaluation samples would settle it" if self.settle else ""
+            more = f"; about {about(self.settle)} evaluation samples would settle it" if self.settle else ""
             return f"not shown to be no worse ({d}{p}){more}"
         return f"not worse but not {gain} ({d}{p}{e})"
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from ortlab.checks.eval_report import (BoxesMetrics, ClassificationMetrics, EvalReport, OutputError, Task,
                                        TaskMetrics)
-from ortlab.checks.uncertainty import wilson
+from ortlab.checks.uncertainty import about, wilson
 from ortlab.checks.verdict import Level, Verdict, judge
 from ortlab.cli.render import verdict_block
 from ortlab.core.serial import from_plain, to_plain
@@ -108,7 +108,7 @@ def test_the_detections_f1_on_23_reference_detections_is_on_the_edge():
     assert v.level == Level.BROKEN and v.deciding == "output0: detections F1 vs reference"
     u = v.uncertainty
     assert u is not None and u.bar == 0.8 and u.settle_samples is not None and u.settle_samples > 64
-    assert f"about {u.settle_samples:,} would settle it" in v.edge
+    assert f"about {about(u.settle_samples)} would settle it" in v.edge
     assert "detections in 64 samples" in v.uncertainty.method
     low, high = _score_test_bounds(18, 23)
     assert abs(v.uncertainty.low - low) < 1e-9 and abs(v.uncertainty.high - high) < 1e-9
@@ -219,3 +219,8 @@ def test_a_detector_verdict_names_one_bar_its_evidence_and_a_sample_count_the_da
     assert own.uncertainty is not None
     edge_bar = own.uncertainty.bar
     assert (edge_bar == 0.95) == any(r.endswith("< 0.95") for r in own.reasons)
+
+
+def test_an_extrapolated_sample_count_is_said_to_two_figures():
+    assert [about(n) for n in (7, 581, 999, 1_049, 98_719, 1_000_000)] == [
+        "7", "581", "999", "1,000", "99,000", "1,000,000"]

@@ -17,6 +17,7 @@ from ortlab.checks.eval_report import (
     BoxesMetrics, ClassificationMetrics, EvalReport, OutputError, SequenceMetrics, Task, TaskMetrics,
 )
 from ortlab.checks.task_metrics import TaskAccumulator
+from ortlab.checks.uncertainty import about
 from ortlab.runs.tune_evidence import SampleEvidence, evidence_of
 from ortlab.runs.tune_recommend import (
     Candidate, Interval, Timing, bar_word, compare, interval, mcnemar_p, paired_difference, recommend,
@@ -132,7 +133,7 @@ def test_an_undecidable_comparison_says_how_many_samples_would_settle_it():
                     "latency", 100)
     (comp,) = rec.comparisons
     assert rec.pick == 1 and comp.settle is not None and comp.settle > 100
-    assert f"about {comp.settle:,} evaluation samples would settle it" in comp.reason("strings kept")
+    assert f"about {about(comp.settle)} evaluation samples would settle it" in comp.reason("strings kept")
 
 
 def test_a_candidate_not_worse_and_clearly_faster_is_picked_and_a_clearly_more_accurate_one_too():
@@ -176,7 +177,7 @@ def test_two_models_that_agree_on_a_few_samples_are_not_shown_equal():
     # N = 14n/22 confident samples is below the 0.01 margin, solved here for n
     least = math.ceil((z2 * (14 / 22) / 0.01 - z2) * 22 / 14)
     assert comp.settle is not None and least <= comp.settle <= 1.1 * least + 1
-    assert f"about {comp.settle:,} evaluation samples would settle it" in comp.reason("no confident flip")
+    assert f"about {about(comp.settle)} evaluation samples would settle it" in comp.reason("no confident flip")
     # a non-pass/fail measure (detection F1) keeps the bootstrap alone
     f1 = dataclasses.replace(ev, binary=False)
     assert paired_difference(f1, f1) == Interval(0.0, 0.0, 0.0)
@@ -298,7 +299,7 @@ def test_the_search_recommends_by_the_paired_comparison_and_states_the_pick_on_h
     assert r.claim_evidence == "100 reference detections in 100 samples"
     assert r.claim_low < 0.95 < r.claim_high and r.claim_word == "on the edge"  # 96 of 100: not settled
     assert r.claim_settle is not None and r.claim_settle > n
-    assert f"on the edge; about {r.claim_settle:,} evaluation samples would settle it" in r.sentence
+    assert f"on the edge; about {about(r.claim_settle)} evaluation samples would settle it" in r.sentence
 
 
 def _two_trial_tuner(tmp_path, timer, matched, **settings):
