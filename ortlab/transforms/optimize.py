@@ -19,6 +19,7 @@ from ortlab.model.inspect import external_data_files, load_model
 from ortlab.core.text import one_line
 from ortlab.model.graphs import walk_graphs, walk_nodes
 from ortlab.core.text import format_bytes
+from ortlab.transforms.softmax_axis import rewrite_note, softmax_over_last_axis
 
 ALL_LEVEL_WARNING = ("Level 'all' wrote hardware-specific ops (e.g. com.microsoft.nchwc layouts): the saved model "
                      "only suits hardware like this machine's. Use 'extended' for a portable model.")
@@ -212,7 +213,8 @@ def _check_output(path: Path, warnings: list[str], src: Path | None = None, note
 
 def optimize_model(src, dst, level: OptLevel, target: Target = Target.CPU,
                    float_source: Path | None = None) -> OptimizeResult:
-    """Optimize ``src`` at ``level`` with ONNX Runtime and save to ``dst`` (``src`` is never modified).
+    """Optimize ``src`` at ``level`` with ONNX Runtime and save to ``dst`` (``src`` is never modified); above
+    "disabled", a float Softmax over an inner axis is first computed over the last one (:mod:`.softmax_axis`).
 
     gpu optimizes with CUDA only when CUDA really works here (else CPU, with a warning); level "all"
     adds the hardware-specific warning; "disabled" copies the graph through ORT unchanged. The result
@@ -231,6 +233,7 @@ def optimize_model(src, dst, level: OptLevel, target: Target = Target.CPU,
         raise
     external = external_data_files(source, src.parent)
     weights_as_inputs = [] if external else _weights_as_inputs(source)
+    rewritten = softmax_over_last_axis(source) if level != OptLevel.DISABLED and not external else []
     dst.parent.mkdir(parents=True, exist_ok=True)
     for stale in (dst, dst.with_name(dst.name + ".data")):
         if stale.exists():
@@ -247,7 +250,7 @@ def optimize_model(src, dst, level: OptLevel, target: Target = Target.CPU,
         so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ortlab-optimize-") as tmp:
-        read = _as_constants(source, weights_as_inputs, Path(tmp)) if weights_as_inputs else src
+        read = _as_constants(source, weights_as_inputs, Path(tmp)) if weights_as_inputs or rewritten else src
         del source
         try:
             with P.quiet_native_stderr():
@@ -261,6 +264,7 @@ def optimize_model(src, dst, level: OptLevel, target: Target = Target.CPU,
     if not dst.is_file():
         raise OptimizationError("ONNX Runtime did not write the optimized model.", step="optimize")
     notes: list[str] = [WEIGHTS_AS_INPUTS_NOTE.format(n=len(weights_as_inputs))] if weights_as_inputs else []
+    notes += [rewrite_note(rewritten)] if rewritten else []
     _check_output(dst, warnings, src, notes, float_source)
     growth = _growth_warning(src, dst, list(external.values()))
     if growth:
@@ -290,8 +294,8 @@ def _weights_as_inputs(model: onnx.ModelProto) -> list[str]:
 
 
 def _as_constants(model: onnx.ModelProto, names: list[str], tmp: Path) -> Path:
-    """``model`` without ``names`` among its graph inputs (IR version 4 at least, where weights need not be inputs),
-    saved in ``tmp``."""
+    """``model`` without ``names`` among its graph inputs (IR version 4 at least, where weights need not be inputs;
+    none: as it is), saved in ``tmp``."""
     drop = set(names)
     kept = [i for i in model.graph.input if i.name not in drop]
     del model.graph.input[:]
