@@ -1,12 +1,14 @@
-"""A float Softmax over an inner axis, computed over the last axis between two Transposes.
+"""A float Softmax over an inner axis that reads a Transpose, computed over the last axis between two Transposes.
 
-ONNX Runtime's CPU Softmax is fast over the last axis and slow over any other: on a YOLOv8n (nudenet's 320n) the
-distribution-focal-loss head's Softmax over axis 1 of [1, 16, 4, 2100] took 1.1–1.3 ms of a 10–14 ms run, in the
-fp32 model and in every int8 model that keeps it in float. ``Transpose(axis ↔ last) → Softmax(-1) → Transpose``
-computes the same values (a permutation, then the same exponentials and sums over the same elements) and ONNX
-Runtime folds the first Transpose into the one before it. Only where the meaning is the same: opset 13 or later (an
-older Softmax flattens every axis from ``axis`` on into one), a known input rank, and a float Softmax (one read from
-a DequantizeLinear or read by a QuantizeLinear becomes ONNX Runtime's QLinearSoftmax, which takes any axis).
+ONNX Runtime's CPU Softmax over an inner axis swaps that axis with the last one inside the kernel, out of sight of
+its transpose optimizer. A YOLOv8's distribution-focal-loss head reads ``Reshape → Transpose(0, 2, 1, 3) →
+Softmax(axis=1)``: on a YOLOv8n (nudenet's 320n) that Softmax took 1.1–1.3 ms of a 10–14 ms run, in the fp32 model
+and in every int8 model that keeps it in float. Written as ``Transpose(axis ↔ last) → Softmax(-1) → Transpose``
+(the same values: a permutation, then the same exponentials and sums over the same elements), the optimizer merges
+the Transposes and moves them where they cost least: 0.26 ms. A Softmax over an inner axis that reads anything else
+is left alone: alone, the rewrite runs no faster (``bench/bench_softmax_axis.py``). Only where the meaning is the
+same: opset 13 or later (an older Softmax flattens every axis from ``axis`` on into one), a known input rank, and a
+float Softmax (one read from a DequantizeLinear or read by a QuantizeLinear becomes ONNX Runtime's QLinearSoftmax).
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ def _ranks(model: onnx.ModelProto) -> dict[str, int]:
 
 
 def inner_axis_softmaxes(model: onnx.ModelProto) -> dict[int, tuple[int, int]]:
-    """{index in the main graph: (axis, rank)} of each float Softmax there over an axis other than the last."""
+    """{index in the main graph: (axis, rank)} of each float Softmax there over an axis other than the last that
+    reads a Transpose."""
     if _opset(model) < MIN_OPSET:
         return {}
     nodes = list(model.graph.node)
@@ -54,7 +57,7 @@ def inner_axis_softmaxes(model: onnx.ModelProto) -> dict[int, tuple[int, int]]:
         if rank is None or rank < 2 or not -rank <= axis < rank or axis % rank == rank - 1:
             continue
         p = producer.get(n.input[0])
-        if (p is not None and p.op_type == "DequantizeLinear") or n.output[0] in quantized_reads:
+        if p is None or p.op_type != "Transpose" or n.output[0] in quantized_reads:
             continue
         found[k] = (axis % rank, rank)
     return found
