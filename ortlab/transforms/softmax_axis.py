@@ -102,5 +102,7 @@ def _fresh(name: str, taken: set[str]) -> str:
 def rewrite_note(names: list[str]) -> str:
     """The note a run carries when :func:`softmax_over_last_axis` rewrote ``names``."""
     shown = ", ".join(f"'{n}'" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    return (f"{len(names)} Softmax over an inner axis ({shown}) computed over the last axis between two Transposes "
-            "(the same values): ONNX Runtime's CPU Softmax is slow on any axis but the last.")
+    return (f"{len(names)} Softmax over an inner axis after a Transpose ({shown}) computed over the last axis between "
+            "two Transposes (the same values), which ONNX Runtime's transpose optimizer merges with the one before: "
+            "its CPU Softmax swaps an inner axis inside the kernel, out of the optimizer's sight (a YOLOv8's "
+            "distribution-focal-loss Softmax: 4.5× faster).")
