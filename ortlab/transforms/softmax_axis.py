@@ -7,16 +7,14 @@ and in every int8 model that keeps it in float. Written as ``Transpose(axis ↔ 
 (the same values: a permutation, then the same exponentials and sums over the same elements), the optimizer merges
 the Transposes and moves them where they cost least: 0.26 ms. A Softmax over an inner axis that reads anything else
 is left alone: alone, the rewrite runs no faster (``bench/bench_softmax_axis.py``). Only where the meaning is the
-same: opset 13 or later (an older Softmax flattens every axis from ``axis`` on into one), a known input rank, and a
-float Softmax (one read from a DequantizeLinear or read by a QuantizeLinear becomes ONNX Runtime's QLinearSoftmax).
+same: opset 13 or later (an older Softmax flattens every axis from ``axis`` on into one), and not under a
+QuantizeLinear (with its DequantizeLinear before, ONNX Runtime runs it as QLinearSoftmax).
 """
 
 from __future__ import annotations
 
 import onnx
-from onnx import helper, shape_inference
-
-from ortlab.model.graphs import FLOAT_TYPES
+from onnx import helper
 
 MIN_OPSET = 13  # before it, Softmax(axis=a) normalised over every axis from a on, flattened
 
@@ -25,39 +23,28 @@ def _opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
-def _ranks(model: onnx.ModelProto) -> dict[str, int]:
-    """Each tensor's rank where ONNX shape inference knows it ({} when it fails)."""
-    try:
-        inferred = shape_inference.infer_shapes(model)
-    except (shape_inference.InferenceError, RuntimeError, ValueError):
-        return {}
-    values = [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]
-    return {v.name: len(v.type.tensor_type.shape.dim) for v in values
-            if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape")
-            and v.type.tensor_type.elem_type in FLOAT_TYPES}
+def _perm(node: onnx.NodeProto | None) -> list[int]:
+    """A Transpose's ``perm`` ([] for anything else, or a Transpose without one)."""
+    if node is None or node.op_type != "Transpose" or node.domain not in ("", "ai.onnx"):
+        return []
+    return next((list(a.ints) for a in node.attribute if a.name == "perm"), [])
 
 
 def inner_axis_softmaxes(model: onnx.ModelProto) -> dict[int, tuple[int, int]]:
-    """{index in the main graph: (axis, rank)} of each float Softmax there over an axis other than the last that
-    reads a Transpose."""
+    """{index in the main graph: (axis, rank)} of each Softmax there over an axis other than the last that reads a
+    Transpose with a ``perm`` (which gives the rank; a Softmax is float by its schema)."""
     if _opset(model) < MIN_OPSET:
         return {}
     nodes = list(model.graph.node)
-    softmaxes = [k for k, n in enumerate(nodes) if n.op_type == "Softmax" and n.domain in ("", "ai.onnx")]
-    if not softmaxes:
-        return {}
-    ranks = _ranks(model)
     producer = {o: n for n in nodes for o in n.output}
     quantized_reads = {i for n in nodes if n.op_type == "QuantizeLinear" for i in n.input[:1]}
     found = {}
-    for k in softmaxes:
-        n = nodes[k]
-        rank = ranks.get(n.input[0])
-        axis = next((a.i for a in n.attribute if a.name == "axis"), -1)
-        if rank is None or rank < 2 or not -rank <= axis < rank or axis % rank == rank - 1:
+    for k, n in enumerate(nodes):
+        if n.op_type != "Softmax" or n.domain not in ("", "ai.onnx") or n.output[0] in quantized_reads:
             continue
-        p = producer.get(n.input[0])
-        if p is None or p.op_type != "Transpose" or n.output[0] in quantized_reads:
+        rank = len(_perm(producer.get(n.input[0])))
+        axis = next((a.i for a in n.attribute if a.name == "axis"), -1)
+        if rank < 2 or not -rank <= axis < rank or axis % rank == rank - 1:
             continue
         found[k] = (axis % rank, rank)
     return found
