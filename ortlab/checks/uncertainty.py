@@ -23,8 +23,8 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Z95", "Uncertainty", "about", "share_interval", "share_uncertainty", "sqnr_interval", "sqnr_uncertainty", "wilson",
-           "wilson_uncertainty"]
+__all__ = ["Z95", "Uncertainty", "about", "share_interval", "share_uncertainty", "sqnr_interval", "sqnr_uncertainty",
+           "wilson", "wilson_uncertainty"]
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 BOOTSTRAP_ROUNDS = 1000

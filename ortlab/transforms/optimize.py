@@ -214,7 +214,8 @@ def _check_output(path: Path, warnings: list[str], src: Path | None = None, note
 def optimize_model(src, dst, level: OptLevel, target: Target = Target.CPU,
                    float_source: Path | None = None) -> OptimizeResult:
     """Optimize ``src`` at ``level`` with ONNX Runtime and save to ``dst`` (``src`` is never modified); above
-    "disabled", a float Softmax over an inner axis is first computed over the last one (:mod:`.softmax_axis`).
+    "disabled", a Softmax over an inner axis that reads a Transpose is first computed over the last axis
+    (:mod:`.softmax_axis`).
 
     gpu optimizes with CUDA only when CUDA really works here (else CPU, with a warning); level "all"
     adds the hardware-specific warning; "disabled" copies the graph through ORT unchanged. The result
