@@ -36,6 +36,8 @@ from ortlab.transforms.float_revert import producer_chain
 # the task measure by which a decision head in float can be shown more accurate: a class-score branch by decoded
 # detections, a logits head by top-1 flips (an image embedding's projection is no logits head, whatever its shape)
 HEAD_MEASURES = {SCORE_BRANCH: Detections.F1, LOGITS_HEAD: TopOneFlips.NO_FLIP}
+HEAD_MEASURE_WORDS = {SCORE_BRANCH: "decoded detections (detection F1)",
+                      LOGITS_HEAD: "top-1 flips (no confident flip)"}
 SEEDED_NOTE = ("Every static int8 trial is broken; the keep-in-float search starts from the least broken by the "
                "task's measure.")
 
@@ -176,8 +178,8 @@ class SearchStrategy:
             return
         if base.task_measure != HEAD_MEASURES[self.head.what]:
             got = f"by {base.task_measure}" if base.task_measure else "by SQNR alone"
-            yield Say(f"The {self.head.what} is not tried in float: the outputs were judged {got}, not "
-                      f"{HEAD_MEASURES[self.head.what]}, so nothing could show it more accurate.")
+            yield Say(f"The {self.head.what} is not tried in float: this model's outputs are judged {got}, and only "
+                      f"{HEAD_MEASURE_WORDS[self.head.what]} could show it more accurate in float.")
             return
         excluded = base.recipe.quant.nodes_to_exclude
         nodes = tuple(sorted(set(excluded) | set(self.head.nodes)))

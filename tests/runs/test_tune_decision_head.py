@@ -146,8 +146,9 @@ def test_the_search_tries_the_default_with_its_decision_head_in_float_right_afte
     assert [name for name, _, _ in proposals(False, logits, "NN agreement")] == [
         "int8 static", "int8 per-tensor"]
     assert [name for name, _, _ in proposals(True, branch, "")] == ["int8 static", "int8 per-tensor"]
-    assert said[0].startswith("The logits head is not tried in float: the outputs were judged by NN agreement")
-    assert "by SQNR alone, not detection F1" in said[1]
+    assert said[0] == ("The logits head is not tried in float: this model's outputs are judged by NN agreement, and "
+                       "only top-1 flips (no confident flip) could show it more accurate in float.")
+    assert "judged by SQNR alone, and only decoded detections (detection F1) could" in said[1]
 
 
 @pytest.mark.parametrize("probabilities", [False, True])
