@@ -17,6 +17,11 @@ from onnx import TensorProto
 FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE)
 
 
+def ai_onnx_opset(model: onnx.ModelProto) -> int:
+    """The ai.onnx opset version the model imports (0 when none)."""
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
 @dataclass(frozen=True)
 class NodeAt:
     """A node and where it lives: ``where`` is "" for the main graph, else "If 'name' then_branch/…"."""

@@ -39,6 +39,7 @@ from onnxruntime.quantization.calibrate import (
 from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry, QLinearOpsRegistry
 
 from ortlab.model import graphs
+from ortlab.model.graphs import ai_onnx_opset
 from ortlab.model.inspect import WEIGHT_INPUTS
 from ortlab.model.patterns import detect_patterns, float_scope
 from ortlab.settings.config import DISTRIBUTION_MIN_BINS, CalibrationMethod, QuantConfig, QuantFormat, QuantMode, QuantType
@@ -220,11 +221,6 @@ def _check_dst(src, dst, step: str) -> Path:
         raise QuantizationError("The output path is the source model; write the result to a new file.", step=step)
     dst.parent.mkdir(parents=True, exist_ok=True)
     return dst
-
-
-def ai_onnx_opset(model: onnx.ModelProto) -> int:
-    """The ai.onnx opset version the model imports (0 when none)."""
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
 def _ensure_opset(model: onnx.ModelProto, step: str) -> tuple[onnx.ModelProto, list[str]]:

@@ -16,11 +16,9 @@ from __future__ import annotations
 import onnx
 from onnx import helper
 
+from ortlab.model.graphs import ai_onnx_opset
+
 MIN_OPSET = 13  # before it, Softmax(axis=a) normalised over every axis from a on, flattened
-
-
-def _opset(model: onnx.ModelProto) -> int:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
 def _perm(node: onnx.NodeProto | None) -> list[int]:
@@ -33,7 +31,7 @@ def _perm(node: onnx.NodeProto | None) -> list[int]:
 def inner_axis_softmaxes(model: onnx.ModelProto) -> dict[int, tuple[int, int]]:
     """{index in the main graph: (axis, rank)} of each Softmax there over an axis other than the last that reads a
     Transpose with a ``perm`` (which gives the rank; a Softmax is float by its schema)."""
-    if _opset(model) < MIN_OPSET:
+    if ai_onnx_opset(model) < MIN_OPSET:
         return {}
     nodes = list(model.graph.node)
     producer = {o: n for n in nodes for o in n.output}
