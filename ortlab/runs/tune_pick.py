@@ -11,7 +11,7 @@ from ortlab.checks.uncertainty import about
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_policy import Trial
 from ortlab.runs.tune_recommend import (
-    MIN_SPLIT_SAMPLES, NOT_WORSE_MARGIN, Candidate, Recommendation, Timing, bar_word, by_error, interval,
+    MIN_SPLIT_SAMPLES, Candidate, Recommendation, Timing, bar_word, by_error, interval,
     measure_on_choosing_part, paired_difference, recommend, settle_bar, split,
 )
 
@@ -118,7 +118,7 @@ def step_gain(step: SampleEvidence | None, current: SampleEvidence | None) -> tu
     text = f"{step.measure} {diff.text(signed=True)} on the same samples"
     if diff.low > 0:
         return True, f"kept ({text})"
-    _, _, lower, err = by_error(step, current, ids, diff, diff.low > -NOT_WORSE_MARGIN, NOT_WORSE_MARGIN)
+    _, _, lower, err = by_error(step, current, ids, diff)
     if lower and err is not None:
         return True, f"kept (not worse, {step.error_measure} {err.text(signed=True)}; {text})"
     said = f"; {step.error_measure} {err.text(signed=True)}" if err is not None else ""

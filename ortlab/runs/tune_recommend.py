@@ -346,7 +346,7 @@ def compare(cand: Candidate, default: Candidate, idx: Sequence[int] | None = Non
         not_worse = diff.low > -margin
         more = diff.low > 0 and (p is None or p < ALPHA)
         if not more and cand.evidence is not None and default.evidence is not None:
-            diff, not_worse, more, err = by_error(cand.evidence, default.evidence, ids, diff, not_worse, margin)
+            diff, not_worse, more, err = by_error(cand.evidence, default.evidence, ids, diff, margin)
         n = len(idx) if idx is not None else len(cand.evidence or ())
         settle = None if not_worse else settle_samples(diff, n, margin)
         if settle is not None and p is not None and cand.evidence is not None and default.evidence is not None:
@@ -368,9 +368,10 @@ def compare(cand: Candidate, default: Candidate, idx: Sequence[int] | None = Non
     return Comparison(cand.index, diff, p, not_worse, more, faster, slower, settle, objective, err, measure)
 
 
-def by_error(cand: SampleEvidence, base: SampleEvidence, ids: Sequence[int], diff: Interval, not_worse: bool,
-              margin: float) -> tuple[Interval, bool, bool, Interval | None]:
-    """(difference, not worse, clearly more accurate, the error's difference) read with the continuous error too:
+def by_error(cand: SampleEvidence, base: SampleEvidence, ids: Sequence[int], diff: Interval,
+             margin: float = NOT_WORSE_MARGIN) -> tuple[Interval, bool, bool, Interval | None]:
+    """(difference, not worse, clearly more accurate, the error's difference) read with the continuous error too
+    (``diff``: the measure's paired difference on ``ids``, not worse when its low end lies above −``margin``):
     clearly more accurate when that error's paired interval lies wholly below 0, the measure is not worse, and the
     default errs by the measure on some of these samples (where it errs on none, a lower error buys nothing the
     data can show, and a slower model would be chosen for it). For a
@@ -378,6 +379,7 @@ def by_error(cand: SampleEvidence, base: SampleEvidence, ids: Sequence[int], dif
     samples guards a candidate that nothing but agreement on a few samples speaks for (0 of 186 confident samples
     bounds a flip rate only below 0.02, wider than the 0.01 margin however equal two models are), while here a lower
     error on the same samples is evidence about the flips too."""
+    not_worse = diff.low > -margin
     err = error_difference(cand, base, ids)
     if err is None or err.high >= 0 or (base.value(ids) or 0.0) >= 1.0:
         return diff, not_worse, False, err

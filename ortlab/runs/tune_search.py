@@ -35,9 +35,8 @@ from ortlab.transforms.float_revert import producer_chain
 
 # the task measure by which a decision head in float can be shown more accurate: a class-score branch by decoded
 # detections, a logits head by top-1 flips (an image embedding's projection is no logits head, whatever its shape)
-HEAD_MEASURES = {SCORE_BRANCH: Detections.F1, LOGITS_HEAD: TopOneFlips.NO_FLIP}
-HEAD_MEASURE_WORDS = {SCORE_BRANCH: "decoded detections (detection F1)",
-                      LOGITS_HEAD: "top-1 flips (no confident flip)"}
+# (the measure, what it counts)
+HEAD_MEASURES = {SCORE_BRANCH: (Detections.F1, "decoded detections"), LOGITS_HEAD: (TopOneFlips.NO_FLIP, "top-1 flips")}
 SEEDED_NOTE = ("Every static int8 trial is broken; the keep-in-float search starts from the least broken by the "
                "task's measure.")
 
@@ -176,10 +175,11 @@ class SearchStrategy:
         base = next((t for t in self.static_trials() if not t.broken), None)
         if base is None or self.head is None:
             return
-        if base.task_measure != HEAD_MEASURES[self.head.what]:
+        measure, counts = HEAD_MEASURES[self.head.what]
+        if base.task_measure != measure:
             got = f"by {base.task_measure}" if base.task_measure else "by SQNR alone"
             yield Say(f"The {self.head.what} is not tried in float: this model's outputs are judged {got}, and only "
-                      f"{HEAD_MEASURE_WORDS[self.head.what]} could show it more accurate in float.")
+                      f"{counts} ({measure}) could show it more accurate in float.")
             return
         excluded = base.recipe.quant.nodes_to_exclude
         nodes = tuple(sorted(set(excluded) | set(self.head.nodes)))
