@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ortlab.checks.uncertainty import about
 from ortlab.runs.tune_policy import Trial, TuneResult
 
 INFO, SUCCESS, WARNING = "info", "success", "warning"
@@ -94,4 +95,4 @@ def claim_text(result: TuneResult | None) -> str:
     held_out = "not " if result.chosen_on.startswith("chosen on") else ""
     return (f" On {result.claim_evidence} it was {held_out}chosen on: {result.best.task_measure} {result.claim:.3f} "
             f"(95% interval {result.claim_low:.3f}–{result.claim_high:.3f}), {result.claim_word}"
-            + (f"; about {result.claim_settle:,} evaluation samples would settle it." if result.claim_settle else "."))
+            + (f"; about {about(result.claim_settle)} evaluation samples would settle it." if result.claim_settle else "."))

@@ -118,3 +118,15 @@ def test_when_every_trial_is_slower_than_the_source_no_longer_budget_is_suggeste
     tuner.budget.budget_s = 0.0
     r = tuner.finish()
     assert r.best is None and r.budget_hint_s is not None and "was too short" in r.sentence, r.sentence
+
+
+def test_the_headline_says_the_count_that_would_settle_a_claim_to_two_figures(tmp_path):
+    from ortlab.runs.tune_headline import claim_text
+    tuner, _ = _one_trial(tmp_path, [0.5 * (1 + 0.01 * (i % 3 - 1)) for i in range(12)])
+    r = replace(tuner.finish(), claim=0.955, claim_low=0.865, claim_high=0.988, claim_word="on the edge",
+                claim_evidence="54 reference detections in 100 samples", claim_settle=98_719,
+                chosen_on="chosen on 200 samples, confirmed on 100 held out")
+    text = claim_text(r)
+    assert text.startswith(" On 54 reference detections in 100 samples it was not chosen on:"), text
+    assert text.endswith("on the edge; about 99,000 evaluation samples would settle it."), text
+    assert "98,719" not in tv.headline(r)[1]
