@@ -176,6 +176,16 @@ default 1.49× → 1.69× (1.56–1.76×), the pick 1.34× → 1.49× (1.41–1.
 QLinearSoftmax, untouched) 1.63× (1.54–1.74×): the pick runs at 88% of the fastest model of the detector. Without
 the stem in float (the branch and head in float, ``--no-known-patterns``) F1 falls to 0.80 on the unseen.
 
+Tried 2026-12-06 at 98e781a and dropped (not in main): once the whole class-score branch in float is shown more
+accurate, a further trial with only its last two layers per scale in float (12 of the 21 nodes; the first 3×3 Conv,
+the costliest, back in int8). Rebuilt and timed interleaved (15 rounds × 20 runs, the same Xeon): the default 1.76×
+(1.60–1.79×), the branch's last two layers 1.70× (1.49–1.86×), the whole branch 1.60× (1.49–1.87×); unseen F1 0.961,
+0.971, 0.977. In tune (twice; each trial is printed with its comparison now): it took the third trial of three in
+318 s (the default and the whole branch before it; it pushed out the two trials after), timed 1.49× (1.47–1.52×)
+against the whole branch's 1.44× (1.37–1.52×), and was "not shown to be no worse" than the default on the 200
+photos chosen on (F1 +0.014, −0.013 to +0.040): the whole branch stayed the pick, and a third of the budget went
+on a trial the evidence could not take.
+
 Usage:
 
     ORT_DISABLE_TELEMETRY=1 python bench/bench_tune_unseen.py [--cases yolov8n ocr_rec text_encoder] [--budget 300]
@@ -366,7 +376,7 @@ def run_case(name: str, args: argparse.Namespace, work: Path) -> None:
     print(f"   tune: {r.sentence}")
     for t in r.trials:
         print(f"     #{t.index} {t.label:<48} {t.status:<8} {t.speed_text()}"
-              + (f"  {t.error}" if t.error else ""))
+              + (f"  {t.error}" if t.error else "") + (f"\n        vs the default: {t.vs_default}" if t.vs_default else ""))
     if r.best is None or default is None or not r.best.model_path or not default.model_path:
         print("   no pick or no default: nothing to compare")
         return
