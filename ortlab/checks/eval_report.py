@@ -40,6 +40,11 @@ class OutputError:
     cosine: float
     sqnr_db: float  # +inf when the outputs are identical
     nonfinite: int = 0  # candidate values that are NaN/inf where the reference's are finite (e.g. fp16 overflow)
+    # the reference's own NaN/inf values (left out of SQNR, cosine and the mean), and how many of them the candidate
+    # does not repeat
+    source_nonfinite: int = 0
+    source_nonfinite_differs: int = 0
+    values: int = 0  # the values compared, over all samples (0 in reports written before it was kept)
     # each sample's Σref² and Σ(ref - cand)²: the SQNR's interval is bootstrapped over them (empty in old reports)
     sample_signal: list[float] = field(default_factory=list)
     sample_noise: list[float] = field(default_factory=list)
@@ -61,6 +66,18 @@ class OutputError:
             return ""
         return (f"{self.name}: compared on the {self.real_tokens:,} real tokens; padding ignored "
                 f"({self.padding:,} padded positions)")
+
+    @property
+    def source_nonfinite_note(self) -> str:
+        """E.g. "y: the source's own output is NaN/inf at 6 of 48 values on these inputs, left out of SQNR and cosine (the
+        result is NaN/inf at the same places)"; empty when the source's output is finite throughout."""
+        if not self.source_nonfinite:
+            return ""
+        same = ("the result is NaN/inf at the same places" if not self.source_nonfinite_differs else
+                f"the result differs at {self.source_nonfinite_differs:,} of them")
+        of = f" of {self.values:,}" if self.values else ""
+        return (f"{self.name}: the source's own output is NaN/inf at {self.source_nonfinite:,}{of} values on these "
+                f"inputs, left out of SQNR and cosine ({same})")
 
     def to_dict(self) -> dict:
         """``serial.to_plain`` of this record (non-finite numbers as "inf"/"-inf"/"nan")."""

@@ -63,6 +63,7 @@ class _Stats:
         self.sum_abs = self.count = 0.0
         self.ref2 = self.diff2 = self.cand2 = self.dot = 0.0
         self.nonfinite = 0
+        self.source_nonfinite = self.source_nonfinite_differs = self.values = 0
         self.real_tokens = self.padding = 0
         self.signal: list[float] = []
         self.noise: list[float] = []
@@ -79,13 +80,20 @@ class _Stats:
         if r.shape != c.shape:
             raise DataError(f"Output '{self.name}' has {r.size} values in the reference but {c.size} in the "
                             f"candidate; the models do not compute the same thing.")
-        self.nonfinite += int(np.count_nonzero(np.isfinite(r) & ~np.isfinite(c)))
+        fr, fc = np.isfinite(r), np.isfinite(c)
+        self.nonfinite += int(np.count_nonzero(fr & ~fc))
+        self.source_nonfinite += int(np.count_nonzero(~fr))
+        self.values += r.size
         with np.errstate(all="ignore"):
+            self.source_nonfinite_differs += int(np.count_nonzero(~fr & ~((np.isnan(r) & np.isnan(c)) | (r == c))))
             d = r - c
-            compared = np.abs(d[np.isfinite(r) | np.isfinite(c)])  # not where both are NaN/inf
+            compared = np.abs(d[fr | fc])  # not where both are NaN/inf
             if compared.size:  # a NaN against a finite value is an infinite difference, not none
                 worst = float(np.max(compared))
                 self.max_abs = max(self.max_abs, math.inf if math.isnan(worst) else worst)
+            if not (fr.all() and fc.all()):  # SQNR, cosine and the mean on the values finite in both
+                keep = fr & fc
+                r, c, d = r[keep], c[keep], d[keep]
             self.sum_abs += float(np.sum(np.abs(d)))
             self.count += d.size
             r2, d2 = float(r @ r), float(d @ d)
@@ -116,6 +124,8 @@ class _Stats:
                 sqnr = 10.0 * math.log10(self.ref2 / self.diff2)
         mean_abs = self.sum_abs / self.count if self.count else 0.0
         return OutputError(self.name, self.max_abs, mean_abs, cosine, sqnr, nonfinite=self.nonfinite,
+                           source_nonfinite=self.source_nonfinite,
+                           source_nonfinite_differs=self.source_nonfinite_differs, values=self.values,
                            sample_signal=self.signal, sample_noise=self.noise, real_tokens=self.real_tokens,
                            padding=self.padding)
 

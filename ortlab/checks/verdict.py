@@ -230,6 +230,7 @@ def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
     background = [f"{o.name}: SQNR {o.sqnr_db:.1f} dB on background only" for o in floats if o.name in empty_maps]
     caveats = _caveats(report)
     padding = [o.padding_note for o in floats if o.padding_note]  # per-token outputs judged on real tokens only
+    padding += [o.source_nonfinite_note for o in floats if o.source_nonfinite_note]
     headline = f.checked[0][1] if f.checked else None  # the task's own figure when there is one
     available = report.available_samples
     if f.broken:

@@ -144,7 +144,9 @@ def test_labels_beyond_the_model_outputs(models_dir, tmp_path):
 def test_output_error_to_dict_writes_non_finite_numbers_as_text():
     d = OutputError("y", float("nan"), 1.0, 0.5, -math.inf).to_dict()
     assert d == {"name": "y", "max_abs": "nan", "mean_abs": 1.0, "cosine": 0.5, "sqnr_db": "-inf", "nonfinite": 0,
-                 "sample_signal": [], "sample_noise": [], "real_tokens": 0, "padding": 0}
+                 "source_nonfinite": 0, "source_nonfinite_differs": 0, "values": 0, "sample_signal": [],
+                 "sample_noise": [],
+                 "real_tokens": 0, "padding": 0}
     assert json.loads(json.dumps(d, allow_nan=False)) == d
 
 
@@ -162,3 +164,31 @@ def test_a_nan_where_the_reference_is_finite_is_the_largest_difference_not_none(
     alike = _Stats("y")
     alike.add(np.array([[1.0, np.nan]]), np.array([[1.25, np.nan]]))
     assert alike.result().max_abs == 0.25
+
+
+def test_the_sources_own_nans_are_left_out_of_sqnr_and_cosine_and_said():
+    """A Sqrt fed negative inputs: the source's output is NaN there, the result's too. The SQNR was NaN and the
+    verdict broken for a result identical to its source; it is computed on the values finite in both, and the
+    report says how many the source left NaN and whether the result repeats them."""
+    from ortlab.checks.evaluate import _Stats
+
+    ref = np.array([[1.0, 2.0, np.nan, 4.0, np.inf]])
+    s = _Stats("y")
+    s.add(ref, np.array([[1.0, 2.5, np.nan, 4.0, np.inf]]))
+    r = s.result()
+    expected = 10 * math.log10((1 + 4 + 16) / 0.25)  # on the three values finite in both
+    assert r.sqnr_db == pytest.approx(expected) and r.cosine == pytest.approx(
+        (1 + 5 + 16) / math.sqrt(21 * (1 + 6.25 + 16)))
+    assert r.mean_abs == pytest.approx(0.5 / 3) and r.max_abs == 0.5
+    assert (r.nonfinite, r.source_nonfinite, r.source_nonfinite_differs) == (0, 2, 0)
+    assert r.source_nonfinite_note == ("y: the source's own output is NaN/inf at 2 of 5 values on these inputs, left "
+                                       "out of SQNR and cosine (the result is NaN/inf at the same places)")
+    same = _Stats("y")
+    same.add(ref, ref.copy())
+    assert same.result().identical
+    other = _Stats("y")  # the result gives a number where the source gave NaN, and NaN where it gave a number
+    other.add(ref, np.array([[np.nan, 2.0, 3.0, 4.0, np.inf]]))
+    r = other.result()
+    assert (r.nonfinite, r.source_nonfinite, r.source_nonfinite_differs) == (1, 2, 1) and r.max_abs == math.inf
+    assert "the result differs at 1 of them" in r.source_nonfinite_note
+    assert _Stats("y").result().source_nonfinite_note == ""

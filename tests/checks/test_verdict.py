@@ -314,3 +314,31 @@ def test_a_map_that_finds_almost_nothing_is_judged_and_says_why_its_sqnr_is_frag
                     None, policy=policy)
     assert busy.task.dense_maps[0].ref_positive_fraction == 1.0
     assert not [r for r in judge(busy, policy).reasons if "threshold on only" in r]
+
+
+def sqrt_model(path: Path, scale: float) -> Path:
+    """x [N, 6] → Sqrt(x · ``scale``) → y [N, 6]: NaN wherever x · scale is negative."""
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "S"], ["m"]), helper.make_node("Sqrt", ["m"], ["y"])], "sqrt",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6])],
+        [numpy_helper.from_array(np.array(scale, np.float32), "S")])
+    return _save(g, path)
+
+
+def test_a_result_equal_to_a_source_that_gives_nan_is_not_broken_and_the_nans_are_said(tmp_path):
+    """A Sqrt fed negative values (the onnx package's test_operator_sqrt on random data): the source's output is NaN
+    there and the result's too. SQNR was NaN and the verdict broken for a result identical to its source."""
+    data = load_tensor_file(npy(tmp_path / "x.npy", np.random.default_rng(0).normal(
+        0, 1, size=(8, 6)).astype(np.float32)))
+    src = sqrt_model(tmp_path / "src.onnx", 1.0)
+    negative = int((np.load(tmp_path / "x.npy") < 0).sum())
+    v = judge(evaluate(src, src, data, None))
+    assert v.level == Level.OK, v
+    assert (f"y: the source's own output is NaN/inf at {negative} of 48 values on these inputs, left out of SQNR and "
+            "cosine (the result is NaN/inf at the same places)") in v.reasons
+    report = evaluate(src, sqrt_model(tmp_path / "off.onnx", 1.001), data, None)  # a small error on the rest
+    assert 25 < report.outputs[0].sqnr_db < 70 and judge(report).level == Level.OK
+    flipped = judge(evaluate(src, sqrt_model(tmp_path / "neg.onnx", -1.0), data, None))  # NaN where it was finite
+    assert flipped.level == Level.BROKEN and any(f"{48 - negative} NaN/inf values where the reference is finite" in r
+                                                 for r in flipped.reasons), flipped
