@@ -197,6 +197,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -226,7 +227,8 @@ from ortlab.runs.tune_policy import verdict_policy  # noqa: E402
 from ortlab.runs.tune_evidence import evidence_of  # noqa: E402
 from ortlab.runs.tune_recommend import interval, paired_difference  # noqa: E402
 from ortlab.runs.workspace import Workspace  # noqa: E402
-from ortlab.settings.config import PreprocessConfig  # noqa: E402
+from ortlab.runs.in_process import run_recipe  # noqa: E402
+from ortlab.settings.config import PreprocessConfig, Recipe, replace  # noqa: E402
 
 PHOTOS = REPO / "sample_models" / "efficientnet_lite0"
 FIXTURES = REPO / "tests" / "fixtures"
@@ -406,8 +408,41 @@ def run_case(name: str, args: argparse.Namespace, work: Path) -> None:
                     "the claimed interval")
         print(f"   tune's held-out claim: {r.claim:.3f} ({r.claim_low:.3f}–{r.claim_high:.3f}) on {r.claim_evidence}: "
               f"{r.claim_word}{held}")
+    if args.ceiling:
+        print_ceiling(model, default.recipe, r.best.model_path, default.model_path, ref(cal).load(labels), unseen_ds,
+                      pre, case, work / name / "ceiling", args.ceiling)
     if unseen_ds.labeled():
         print_top1(model, {"default": default, "pick": r.best}, unseen_ds, pre)
+
+
+def print_ceiling(model: Path, recipe: Recipe, pick: str, default: str, cal, unseen, pre: PreprocessConfig | None,
+                  case: Case, out: Path, seconds: float) -> None:
+    """The fastest int8 model of this recipe (every node int8: the default's recipe without known patterns or
+    nodes kept in float; no weight rounding or bias correction, which do not change speed) and its measure on the
+    unseen samples; then fp32, the default, the pick and it timed interleaved by ``ortlab bench`` (batch 1,
+    ``seconds`` each), and the pick's share of the ceiling."""
+    quant = replace(recipe.quant, known_patterns=False, nodes_to_exclude=(), int16_weight_nodes=(),
+                    weight_rounding=False, bias_correction=False)
+    art = run_recipe(model, replace(recipe, quant=quant, name="every node int8"), out, dataset=cal, preprocess=pre,
+                     verify_dataset=unseen, shapes=dict(case.shapes))
+    e = evidence_of(evaluate(model, art.model_path, unseen, pre))
+    iv = interval(e) if e is not None else None
+    print("   every node int8 (the ceiling) unseen: "
+          + (f"{e.measure} {iv.value:.3f} (95% {iv.low:.3f}–{iv.high:.3f}), {e.text()}" if e and iv else "-"))
+    shapes = [f"--shape={k}={','.join(map(str, v))}" for k, v in case.shapes.items()]
+    cmd = [sys.executable, "-m", "ortlab", "bench", str(model), default, pick, str(art.model_path), "--json", "-q",
+           "--duration", f"{seconds:g}", *shapes]
+    got = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=60 * seconds + 600,
+                         env={**os.environ, "ORTLAB_HOME": str(out / "home")})  # not the person's History
+    if got.returncode != 0:
+        print(f"   ortlab bench failed: {got.stderr.strip()[-300:]}")
+        return
+    rows = [x for x in json.loads(got.stdout)["speedups"] if x.get("interleaved")]
+    text = [f"{x['speedup']:.2f}× ({x['low']:.2f}–{x['high']:.2f}×)" for x in rows]
+    if len(text) == 3:
+        print(f"   interleaved (ortlab bench, batch 1, {seconds:g} s each) vs fp32: default {text[0]}, pick {text[1]}, "
+              f"every node int8 {text[2]}; the pick runs at {rows[1]['speedup'] / rows[2]['speedup']:.0%} of the "
+              f"ceiling, {rows[1]['speedup'] / rows[0]['speedup']:.0%} of the default")
 
 
 def print_top1(model: Path, trials: dict, ds, pre: PreprocessConfig | None) -> None:
@@ -452,6 +487,9 @@ def main() -> None:
                          "of sample_models/efficientnet_lite0/labels.txt")
     ap.add_argument("--eval-crops", type=int, default=150, metavar="N",
                     help="--prepare: evaluation photo crops (the first 150 are the same for any N)")
+    ap.add_argument("--ceiling", type=float, default=0.0, metavar="SECONDS",
+                    help="also build every-node int8 (the speed ceiling) and time fp32, the default, the pick and it "
+                         "interleaved with ortlab bench, SECONDS each (0: not)")
     ap.add_argument("--seen-share", type=float, default=0.5, metavar="F",
                     help="share of an image case's evaluation files that tune sees (spread evenly), the rest unseen")
     ns = ap.parse_args()
