@@ -229,19 +229,20 @@ def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
     _judge_tensors(floats, empty_maps, policy, f, DETECTIONS.group_sqnrs(tm))
     background = [f"{o.name}: SQNR {o.sqnr_db:.1f} dB on background only" for o in floats if o.name in empty_maps]
     caveats = _caveats(report)
-    padding = [o.padding_note for o in floats if o.padding_note]  # per-token outputs judged on real tokens only
-    padding += [o.source_nonfinite_note for o in floats if o.source_nonfinite_note]
+    # per-token outputs judged on real tokens only; the source's own NaN/inf values left out
+    notes = [o.padding_note for o in floats if o.padding_note]
+    notes += [o.source_nonfinite_note for o in floats if o.source_nonfinite_note]
     headline = f.checked[0][1] if f.checked else None  # the task's own figure when there is one
     available = report.available_samples
     if f.broken:
-        return _verdict(Level.BROKEN, [r for r, _ in f.broken + f.degraded] + caveats + sparse + padding,
+        return _verdict(Level.BROKEN, [r for r, _ in f.broken + f.degraded] + caveats + sparse + notes,
                         f.broken[0][1], available)
     if f.degraded or caveats:
-        return _verdict(Level.DEGRADED, [r for r, _ in f.degraded] + caveats + unjudged + sparse + padding,
+        return _verdict(Level.DEGRADED, [r for r, _ in f.degraded] + caveats + unjudged + sparse + notes,
                         f.degraded[0][1] if f.degraded else headline, available)
     if unjudged:
         return Verdict(Level.UNKNOWN, unjudged + ["other checks passed: " + "; ".join(
-            [r for r, _ in f.checked] + background)] + padding, "reference finds nothing", None, "cannot judge")
+            [r for r, _ in f.checked] + background)] + notes, "reference finds nothing", None, "cannot judge")
     task = f"{tm.task.value} " if tm is not None else ""
     return _verdict(Level.OK, [f"{task}checks passed on {report.n_samples} samples: " + "; ".join(
-        [r for r, _ in f.checked] + background)] + padding, headline, available)
+        [r for r, _ in f.checked] + background)] + notes, headline, available)

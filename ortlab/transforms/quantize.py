@@ -366,7 +366,8 @@ def _coverage_result(out: Path, source: onnx.ModelProto, targets: list[str], war
     left = [at for at in _left_in_float(quantized, targets) if at.node.name not in set(excluded or ())]
     reasons = _why_float(source, left, dynamic)
     if cov.total == 0:
-        asked = f"{', '.join(sorted(targets))} nodes" if len(targets) <= 6 else "nodes of an op type it quantizes"
+        asked = (f"{', '.join(sorted(targets))} nodes" if len(targets) <= 6 else
+                 "node of a type ONNX Runtime's quantizer takes")
         if cov.total_candidates == 0:
             why = f"the model has no {asked} (subgraphs included)"
             weighted = [at for at in graphs.walk_nodes(source.graph) if at.node.op_type in WEIGHT_INPUTS]

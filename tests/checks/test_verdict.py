@@ -342,3 +342,16 @@ def test_a_result_equal_to_a_source_that_gives_nan_is_not_broken_and_the_nans_ar
     flipped = judge(evaluate(src, sqrt_model(tmp_path / "neg.onnx", -1.0), data, None))  # NaN where it was finite
     assert flipped.level == Level.BROKEN and any(f"{48 - negative} NaN/inf values where the reference is finite" in r
                                                  for r in flipped.reasons), flipped
+
+
+def test_static_int8_of_a_model_with_nothing_to_quantize_says_so_in_plain_words(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ORTLAB_HOME", str(tmp_path / "home"))
+    src = _save(helper.make_graph(  # Sqrt alone: no op ONNX Runtime's static quantizer takes
+        [helper.make_node("Sqrt", ["x"], ["y"])], "sqrt", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6])]), tmp_path / "src.onnx")
+    code = cli.main([str(a) for a in ["optimize", src, tmp_path / "out", "--precision", "int8", "--allow-random-data",
+                                      "--no-timing", "--json"]])
+    art = json.loads(capsys.readouterr().out)
+    assert code == 0 and art["coverage"]["quantized"] == {}
+    assert ("Nothing was quantized: the model has no node of a type ONNX Runtime's quantizer takes (subgraphs "
+            "included); the result computes like the source model.") in art["warnings"], art["warnings"]
