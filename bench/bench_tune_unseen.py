@@ -186,6 +186,13 @@ against the whole branch's 1.44× (1.37–1.52×), and was "not shown to be no w
 photos chosen on (F1 +0.014, −0.013 to +0.040): the whole branch stayed the pick, and a third of the budget went
 on a trial the evidence could not take.
 
+The speed ceiling in one run (``--ceiling 20``, at 1028318, the same Xeon, load average 2.3): yolov8n 3 trials in
+318 s wall (555 CPU s: trials cost more than in the runs above on this VM today) · the same pick for the same reasons,
+tune's timing 1.49× (1.43–1.56×) against the default's 1.68× (1.57–1.74×) · unseen F1: pick 0.977 (0.953–0.989), the
+default 0.961 (0.933–0.978), every node int8 0.817 (0.771–0.856), 298 reference detections · ``ortlab bench``
+interleaved, 20 s each, batch 1, vs fp32: **the default 1.78× (1.76–1.79×), the pick 1.57× (1.55–1.58×), every node
+int8 1.70× (1.68–1.72×): the pick runs at 93% of the every-node ceiling, 88% of the default**.
+
 Usage:
 
     ORT_DISABLE_TELEMETRY=1 python bench/bench_tune_unseen.py [--cases yolov8n ocr_rec text_encoder] [--budget 300]
