@@ -223,6 +223,11 @@ def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
     floats = [o for o in report.outputs if o.name not in exact_names]
     empty_maps, unjudged, sparse = DENSE_MAPS.remarks(tm)
     unjudged += DETECTIONS.unjudged(tm, report.n_samples)
+    nothing = {o.name for o in floats if o.values and o.source_nonfinite == o.values}  # NaN/inf throughout
+    unjudged += [f"{o.name}: the source's own output is NaN/inf at every one of its {o.values:,} values on these "
+                 "inputs, so there is nothing to compare; give inputs on which the source computes numbers"
+                 for o in floats if o.name in nothing]
+    floats = [o for o in floats if o.name not in nothing]
     if tm is not None:
         for kind in kinds_of(tm):
             kind.judge(tm, policy, f, report.n_samples)
@@ -241,8 +246,9 @@ def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
         return _verdict(Level.DEGRADED, [r for r, _ in f.degraded] + caveats + unjudged + sparse + notes,
                         f.degraded[0][1] if f.degraded else headline, available)
     if unjudged:
-        return Verdict(Level.UNKNOWN, unjudged + ["other checks passed: " + "; ".join(
-            [r for r, _ in f.checked] + background)] + notes, "reference finds nothing", None, "cannot judge")
+        passed = [r for r, _ in f.checked] + background
+        return Verdict(Level.UNKNOWN, unjudged + (["other checks passed: " + "; ".join(passed)] if passed else [])
+                       + notes, "reference finds nothing", None, "cannot judge")
     task = f"{tm.task.value} " if tm is not None else ""
     return _verdict(Level.OK, [f"{task}checks passed on {report.n_samples} samples: " + "; ".join(
         [r for r, _ in f.checked] + background)] + notes, headline, available)

@@ -339,6 +339,12 @@ def test_a_result_equal_to_a_source_that_gives_nan_is_not_broken_and_the_nans_ar
             "cosine (the result is NaN/inf at the same places)") in v.reasons
     report = evaluate(src, sqrt_model(tmp_path / "off.onnx", 1.001), data, None)  # a small error on the rest
     assert 25 < report.outputs[0].sqnr_db < 70 and judge(report).level == Level.OK
+    # a source that gives NaN at every value: nothing to compare, so no verdict of ok on it
+    everywhere = load_tensor_file(npy(tmp_path / "neg.npy", -1.0 - np.abs(np.load(tmp_path / "x.npy"))))
+    v = judge(evaluate(src, src, everywhere, None))
+    assert v.level == Level.UNKNOWN and v.reasons == [
+        "y: the source's own output is NaN/inf at every one of its 48 values on these inputs, so there is nothing to "
+        "compare; give inputs on which the source computes numbers"], v
     flipped = judge(evaluate(src, sqrt_model(tmp_path / "neg.onnx", -1.0), data, None))  # NaN where it was finite
     assert flipped.level == Level.BROKEN and any(f"{48 - negative} NaN/inf values where the reference is finite" in r
                                                  for r in flipped.reasons), flipped
