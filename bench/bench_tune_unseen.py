@@ -196,7 +196,7 @@ int8 1.70× (1.68–1.72×): the pick runs at 93% of the every-node ceiling, 88%
 Usage:
 
     ORT_DISABLE_TELEMETRY=1 python bench/bench_tune_unseen.py [--cases yolov8n ocr_rec text_encoder] [--budget 300]
-        [--max-trials N] [--models /work/thirdparty/models --data /work/thirdparty/data]
+        [--max-trials N] [--ceiling SECONDS] [--models /work/thirdparty/models --data /work/thirdparty/data]
         [--prepare --photos /work/thirdparty/src_photos [--eval-crops 700]] [--seen-share 0.428571]
         [--cases efficientnet_lite0_labelled --labelled DIR --seen-share 0.3]
 """
