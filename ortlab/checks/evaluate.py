@@ -62,8 +62,9 @@ class _Stats:
         self.max_abs = 0.0
         self.sum_abs = self.count = 0.0
         self.ref2 = self.diff2 = self.cand2 = self.dot = 0.0
-        self.nonfinite = 0
-        self.source_nonfinite = self.source_nonfinite_differs = self.values = 0
+        # the values seen; NaN/inf in the result where the source is finite; the source's own; those the result
+        # does not repeat (OutputError's fields of those names)
+        self.counts = dict.fromkeys(("values", "nonfinite", "source_nonfinite", "source_nonfinite_differs"), 0)
         self.real_tokens = self.padding = 0
         self.signal: list[float] = []
         self.noise: list[float] = []
@@ -81,11 +82,12 @@ class _Stats:
             raise DataError(f"Output '{self.name}' has {r.size} values in the reference but {c.size} in the "
                             f"candidate; the models do not compute the same thing.")
         fr, fc = np.isfinite(r), np.isfinite(c)
-        self.nonfinite += int(np.count_nonzero(fr & ~fc))
-        self.source_nonfinite += int(np.count_nonzero(~fr))
-        self.values += r.size
+        self.counts["values"] += r.size
+        self.counts["nonfinite"] += int(np.count_nonzero(fr & ~fc))
+        self.counts["source_nonfinite"] += int(np.count_nonzero(~fr))
         with np.errstate(all="ignore"):
-            self.source_nonfinite_differs += int(np.count_nonzero(~fr & ~((np.isnan(r) & np.isnan(c)) | (r == c))))
+            repeated = (np.isnan(r) & np.isnan(c)) | (r == c)
+            self.counts["source_nonfinite_differs"] += int(np.count_nonzero(~fr & ~repeated))
             d = r - c
             compared = np.abs(d[fr | fc])  # not where both are NaN/inf
             if compared.size:  # a NaN against a finite value is an infinite difference, not none
@@ -123,9 +125,7 @@ class _Stats:
             else:
                 sqnr = 10.0 * math.log10(self.ref2 / self.diff2)
         mean_abs = self.sum_abs / self.count if self.count else 0.0
-        return OutputError(self.name, self.max_abs, mean_abs, cosine, sqnr, nonfinite=self.nonfinite,
-                           source_nonfinite=self.source_nonfinite,
-                           source_nonfinite_differs=self.source_nonfinite_differs, values=self.values,
+        return OutputError(self.name, self.max_abs, mean_abs, cosine, sqnr, **self.counts,
                            sample_signal=self.signal, sample_noise=self.noise, real_tokens=self.real_tokens,
                            padding=self.padding)
 
