@@ -84,10 +84,13 @@ class _Stats:
         fr, fc = np.isfinite(r), np.isfinite(c)
         self.counts["values"] += r.size
         self.counts["nonfinite"] += int(np.count_nonzero(fr & ~fc))
-        self.counts["source_nonfinite"] += int(np.count_nonzero(~fr))
+        own = int(np.count_nonzero(~fr))
+        self.counts["source_nonfinite"] += own
         with np.errstate(all="ignore"):
-            repeated = (np.isnan(r) & np.isnan(c)) | (r == c)
-            self.counts["source_nonfinite_differs"] += int(np.count_nonzero(~fr & ~repeated))
+            if own:  # only there: this runs on every output of every sample
+                rs, cs = r[~fr], c[~fr]
+                self.counts["source_nonfinite_differs"] += int(np.count_nonzero(
+                    ~((np.isnan(rs) & np.isnan(cs)) | (rs == cs))))
             d = r - c
             compared = np.abs(d[fr | fc])  # not where both are NaN/inf
             if compared.size:  # a NaN against a finite value is an infinite difference, not none
