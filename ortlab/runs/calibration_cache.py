@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +24,10 @@ from typing import Any
 import numpy as np
 import onnxruntime
 
-from ortlab.core import limits
+from ortlab.core import digest, limits
 from ortlab.model.inspect import external_data_files
 from ortlab.runs import outputs
+from ortlab.runs.kept_folder import KeptFolder
 
 FOLDER = "calibration"  # under the workspace root
 FORMAT = 1  # the entry's layout; part of the key, so an old layout is never read
@@ -62,15 +62,7 @@ def model_digest(model: Path) -> str:
 def feeds_digest(next_feed: Callable[[], dict[str, np.ndarray] | None]) -> str:
     """sha256 of every feed ``next_feed`` returns until None (a calibration reader's ``get_next``): each input's
     name, dtype, shape and bytes."""
-    h = hashlib.sha256()
-    n = 0
-    while (feed := next_feed()) is not None:
-        n += 1
-        for name in sorted(feed):
-            a = np.ascontiguousarray(feed[name])
-            h.update(f"{n}|{name}|{a.dtype.str}|{a.shape}|".encode())
-            h.update(a.tobytes())
-    return h.hexdigest()
+    return digest.feeds_digest(iter(next_feed, None))
 
 
 def calibration_key(model: str, data: str, settings: str) -> str:
@@ -81,20 +73,16 @@ def calibration_key(model: str, data: str, settings: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-class CalibrationCache:
+class CalibrationCache(KeptFolder):
     """The calibrations kept in ``folder`` (``<workspace>/calibration``), one JSON file per key."""
 
     def __init__(self, folder, max_bytes: int | None = None) -> None:
-        self.folder = Path(folder)
-        self.max_bytes = int(limits.limit("CALIBRATION_CACHE_MAX_BYTES") if max_bytes is None else max_bytes)
+        super().__init__(folder, limits.limit("CALIBRATION_CACHE_MAX_BYTES") if max_bytes is None else max_bytes)
 
     @classmethod
     def in_workspace(cls, root) -> CalibrationCache:
         """The cache of the workspace at ``root`` (``Workspace.root``: the run service hands it to each run)."""
         return cls(Path(root) / FOLDER)
-
-    def _file(self, key: str) -> Path:
-        return self.folder / f"{key}.json"
 
     def get(self, key: str) -> CachedCalibration | None:
         """The calibration stored under ``key``; None when there is none or its file cannot be read or trusted."""
@@ -107,7 +95,7 @@ class CalibrationCache:
                 return None
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
-        _touch(self._file(key))
+        self.touch(key)
         return CachedCalibration(ranges, tuple(warnings))
 
     def put(self, key: str, entry: CachedCalibration) -> None:
@@ -119,31 +107,3 @@ class CalibrationCache:
         except OSError:
             return
         self.prune(keep=key)
-
-    def prune(self, keep: str | None = None) -> list[Path]:
-        """Remove the entries used longest ago until the folder holds at most ``max_bytes`` (the entry ``keep``
-        stays in any case); returns the files removed."""
-        entries = []
-        for path in self.folder.glob("*.json"):
-            try:
-                st = path.stat()
-            except OSError:  # removed meanwhile by another run's prune
-                continue
-            entries.append((st.st_mtime, st.st_size, path))
-        entries.sort(key=lambda e: (e[0], e[2].name), reverse=True)  # newest first
-        total, removed = 0, []
-        for _, size, path in entries:
-            total += size
-            if total > self.max_bytes and path != self._file(keep or ""):
-                path.unlink(missing_ok=True)
-                removed.append(path)
-        return removed
-
-
-def _touch(path: Path) -> None:
-    """Mark an entry as just used (a workspace that cannot be written only loses the order)."""
-    try:
-        os.utime(path)
-    except OSError:
-        pass
-

@@ -134,11 +134,16 @@ def install_model(src, target) -> Path:
 
 def write_text_atomic(path, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f"{WORK_PREFIX}{os.getpid()}-", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)  # left only when the write failed: replaced away otherwise
