@@ -18,7 +18,7 @@ rounding; then the whole step is judged on the model's outputs on the held-back 
 detector's box and score channels apart): if one of them is further from the float model's beyond doubt (the 95%
 paired-bootstrap interval of its SQNR change lies below zero), every node keeps ORT's rounding, with a note. Each
 node is fitted on the inputs the QDQ model gives it with ORT's rounding upstream (one pass over the samples), not
-the paper's layer-by-layer refit.
+the paper's layer-by-layer refit; a node's outcome may be reused from a memo (:mod:`.rounding_memo`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from onnx import numpy_helper
 from ortlab.core.errors import Cancelled, QuantizationError
 from ortlab.core.limits import memory_budget_bytes
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
-from ortlab.transforms.gptq import gptq_rows, output_error
+from ortlab.transforms.gptq import DAMPING, gptq_rows, output_error
+from ortlab.transforms.rounding_memo import NodeRounding, RoundingMemo, StepMemo, samples_digest
 from ortlab.transforms.held_back import (
     OutputGroups,
     cpu_session,
@@ -55,6 +56,9 @@ MIN_SAMPLES = 8  # six to fit on, two to check on
 MAX_COLUMNS = 4608  # inputs per output channel (Cin·kh·kw) above which H is too large to keep: nearest rounding
 COLUMNS_PER_SAMPLE = 512  # input positions a sample adds to H (a seeded draw where it has more)
 COLUMNS_PER_PRODUCT = 2048  # columns (of one or more samples) multiplied together into H
+SEED = 0  # of each target's draw of input positions
+SETTINGS = {"columns_per_sample": COLUMNS_PER_SAMPLE, "columns_per_product": COLUMNS_PER_PRODUCT, "seed": SEED,
+            "damping": DAMPING}  # what a kept node outcome was fitted with (part of its key)
 MEMORY_SHARE = 0.25  # the Σ x xᵀ of the nodes fitted in one pass over the samples stay within this share of memory
 _FIT, _HELD = 0, 1
 
@@ -104,7 +108,7 @@ class RoundingResult:
     nearest rounding's, the nodes that ``kept`` nearest rounding (GPTQ did not lower their held-back error), the
     weighted nodes ``skipped`` with the reason, the held-back SQNR of each output (group) ``step_sqnr_db`` (nearest,
     GPTQ) and the 95% interval of its change ``step_change_db``, ``dropped`` (why the whole step was undone),
-    ``too_few`` samples, ``seconds``."""
+    ``too_few`` samples, the nodes whose outcome was ``reused`` from an earlier fit (a memo), ``seconds``."""
 
     rounded: dict[str, float] = field(default_factory=dict)
     kept: list[str] = field(default_factory=list)
@@ -115,6 +119,7 @@ class RoundingResult:
     too_few: bool = False
     samples: int = 0
     held_back: int = 0
+    reused: int = 0
     seconds: float = 0.0
 
     @property
@@ -136,6 +141,9 @@ class RoundingResult:
         text = (f"{head}: {len(self.rounded)} of {targets} weighted node(s) re-rounded, fitted on "
                 f"{self.samples - self.held_back} calibration samples and checked on {self.held_back} held back "
                 f"(their held-back output error: median {ratio:.2f}× nearest rounding's), in {self.seconds:.1f} s")
+        if self.reused:
+            text += (f" ({self.reused} node(s) reused from an earlier run: the same inputs computed the same way, "
+                     "weights and samples)")
         if self.kept:
             text += f"; {len(self.kept)} kept nearest rounding (GPTQ did not lower their held-back error)"
         text += ". Only int8 weight values change: same scales, graph and speed."
@@ -290,11 +298,12 @@ class _Hessians:
     integers against float64 ones, and their order differs between BLAS kernels, so float32 could fit other integers
     on another CPU; a quantized input is an integer grid times its scale, the same on every CPU."""
 
-    def __init__(self, targets: Sequence[RoundingTarget], seed: int = 0) -> None:
+    def __init__(self, targets: Sequence[RoundingTarget], seed: int = SEED) -> None:
         self.sums = {t.name: np.zeros((2, t.groups, t.columns, t.columns)) for t in targets}
         self.waiting: dict[tuple[str, int], list[np.ndarray]] = {}
         self.groups = {t.name: (t.groups, t.columns) for t in targets}
-        self.rng = np.random.default_rng(seed)
+        # a draw of its own per target: a node's sums do not depend on which other nodes are fitted with it
+        self.rngs = {t.name: np.random.default_rng(seed) for t in targets}
 
     def add(self, part: int, t: RoundingTarget, x: np.ndarray) -> None:
         cols = input_columns(x, t)
@@ -302,7 +311,7 @@ class _Hessians:
             raise QuantizationError(f"{t.name}'s input gives {cols.shape[0]} values per position, not "
                                     f"{t.groups * t.columns}; cannot re-round its weights.", step=STAGE)
         if cols.shape[1] > COLUMNS_PER_SAMPLE:
-            cols = cols[:, self.rng.choice(cols.shape[1], COLUMNS_PER_SAMPLE, replace=False)]
+            cols = cols[:, self.rngs[t.name].choice(cols.shape[1], COLUMNS_PER_SAMPLE, replace=False)]
         waiting = self.waiting.setdefault((t.name, part), [])
         waiting.append(cols)
         if sum(c.shape[1] for c in waiting) >= COLUMNS_PER_PRODUCT:
@@ -404,9 +413,11 @@ def _passes(targets: Sequence[RoundingTarget], budget: int | None) -> list[list[
 
 def round_model(fp32: onnx.ModelProto, qdq: onnx.ModelProto, feeds: Sequence[Mapping[str, np.ndarray]],
                 reporter: Reporter = null_reporter, cancel: CancelToken | None = None,
-                output_groups: OutputGroups | None = None) -> tuple[onnx.ModelProto, RoundingResult]:
+                output_groups: OutputGroups | None = None,
+                memo: RoundingMemo | None = None) -> tuple[onnx.ModelProto, RoundingResult]:
     """The copy of ``qdq`` with GPTQ's int8 weights (``fp32``: the float model it was quantized from) and what was
-    done. ``feeds`` are the calibration samples as model inputs (a seeded quarter is held back to check on)."""
+    done. ``feeds`` are the calibration samples as model inputs (a seeded quarter is held back to check on).
+    ``memo``: where each node's outcome is looked up before it is fitted, and kept after (None: fit every node)."""
     start = time.perf_counter()
     result = RoundingResult(samples=len(feeds))
     out = onnx.ModelProto()
@@ -419,22 +430,31 @@ def round_model(fp32: onnx.ModelProto, qdq: onnx.ModelProto, feeds: Sequence[Map
         return out, result
     result.held_back = len(held)
     samples, parts = [feeds[i] for i in fit + held], [_FIT] * len(fit) + [_HELD] * len(held)
+    kept = StepMemo(memo, samples_digest(samples, parts) if memo is not None else "", SETTINGS)
     inits = {t.name: t for t in out.graph.initializer}
     for chunk in _passes(targets, memory_budget_bytes(MEMORY_SHARE)):
-        sums = _collect(out, chunk, samples, parts, reporter, cancel)
+        known = kept.look_up(out, chunk)  # before this pass changes any weight: the keys of its own inputs
+        fresh = [t for t in chunk if t.name not in known]
+        sums = _collect(out, fresh, samples, parts, reporter, cancel) if fresh else None
         for t in chunk:
             if cancel is not None and cancel.cancelled:
                 raise Cancelled(step=STAGE)
             q0 = numpy_helper.to_array(inits[t.weight])
-            q1, ratio, why = _round_target(t, q0, sums.take(t.name))
-            if why:
-                result.skipped[t.name] = why
-            elif q1 is None:
+            node = known.get(t.name)
+            if node is None or not node.fits(q0):
+                assert sums is not None
+                node = NodeRounding(*_round_target(t, q0, sums.take(t.name)))
+                kept.keep(t.name, node)
+            else:
+                result.reused += 1
+            if node.why:
+                result.skipped[t.name] = node.why
+            elif node.integers is None:
                 result.kept.append(t.name)
-            if q1 is None:
+            if node.integers is None:
                 continue
-            inits[t.weight].CopyFrom(numpy_helper.from_array(q1, t.weight))
-            result.rounded[t.name] = ratio
+            inits[t.weight].CopyFrom(numpy_helper.from_array(node.integers, t.weight))
+            result.rounded[t.name] = node.ratio
     if result.rounded:
         out = _judge_step(fp32, qdq, out, [dict(feeds[i]) for i in held], output_groups, cancel, result)
     reporter(ProgressEvent(STAGE, len(feeds) + 1, len(feeds) + 1, "weight rounding done"))
@@ -470,9 +490,9 @@ def _judge_step(fp32: onnx.ModelProto, qdq: onnx.ModelProto, rounded: onnx.Model
 
 def round_weights(fp32_path, qdq_path, dst, feeds: Iterable[Mapping[str, np.ndarray]],
                   reporter: Reporter = null_reporter, cancel: CancelToken | None = None,
-                  output_groups: OutputGroups | None = None) -> RoundingResult:
+                  output_groups: OutputGroups | None = None, memo: RoundingMemo | None = None) -> RoundingResult:
     """:func:`round_model` from files: writes the re-rounded QDQ model to ``dst`` (never over either input)."""
     fp32, qdq = read_pair(fp32_path, qdq_path, dst, STAGE, "Weight rounding", "re-round")
-    model, result = round_model(fp32, qdq, list(feeds), reporter, cancel, output_groups)
+    model, result = round_model(fp32, qdq, list(feeds), reporter, cancel, output_groups, memo)
     write_model(model, dst)
     return result

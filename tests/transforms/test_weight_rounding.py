@@ -338,3 +338,86 @@ def test_weight_rounding_and_bias_correction_read_the_calibration_samples_once(t
                      s.preprocess, verify_samples=0)
     assert {"weight_rounding", "bias_correction"} <= set(art.timings)
     assert len(readers) == 2  # the calibrate stage's, and one for both steps that refit on its samples
+
+
+class DictMemo:
+    """Node outcomes kept in a dict; counts the lookups that found one."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, wr.NodeRounding] = {}
+        self.found = 0
+
+    def get(self, key):
+        node = self.kept.get(key)
+        self.found += node is not None
+        return node
+
+    def put(self, key, value):
+        self.kept[key] = value
+
+
+def _integers(model: onnx.ModelProto, targets) -> dict[str, np.ndarray]:
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    return {t.name: inits[t.weight] for t in targets}
+
+
+def test_a_second_step_with_a_memo_reuses_every_node_without_reading_the_samples(quantized, monkeypatch):
+    src, qdq_path = quantized
+    fp32, qdq, feeds = onnx.load(str(src)), onnx.load(str(qdq_path)), _feeds(40, seed=2)
+    memo = DictMemo()
+    first, r1 = wr.round_model(fp32, qdq, feeds, memo=memo)
+    assert len(memo.kept) == 4 and memo.found == 0 and r1.reused == 0
+    monkeypatch.setattr(wr, "_collect", lambda *a, **k: pytest.fail("a reused node's inputs were collected"))
+    second, r2 = wr.round_model(fp32, qdq, feeds, memo=memo)
+    assert r2.reused == 4 and memo.found == 4
+    assert second.SerializeToString() == first.SerializeToString()
+    assert r2.rounded == r1.rounded and r2.kept == r1.kept
+    assert "(4 node(s) reused from an earlier run" in r2.notes[0]
+
+
+def test_other_samples_miss_the_memo(quantized):
+    src, qdq_path = quantized
+    fp32, qdq = onnx.load(str(src)), onnx.load(str(qdq_path))
+    memo = DictMemo()
+    wr.round_model(fp32, qdq, _feeds(40, seed=2), memo=memo)
+    _, result = wr.round_model(fp32, qdq, _feeds(40, seed=3), memo=memo)
+    assert result.reused == 0 and memo.found == 0 and len(memo.kept) == 8
+
+
+def test_a_node_kept_in_float_makes_only_the_nodes_after_it_fit_again_and_the_reused_equal_a_fresh_fit(tmp_path):
+    src, default, head = tmp_path / "net.onnx", tmp_path / "a.qdq.onnx", tmp_path / "b.qdq.onnx"
+    conv_gemm_model(src)
+    for dst, excluded in ((default, ()), (head, ("fc",))):
+        quantize_static_model(src, dst, QuantConfig(bias_correction=False, known_patterns=False,
+                                                    nodes_to_exclude=excluded),
+                              RandomFeeds("x", (1, 8, 10, 10), 32, seed=1, uniform=True))
+    fp32, feeds, memo = onnx.load(str(src)), _feeds(40, seed=2), DictMemo()
+    wr.round_model(fp32, onnx.load(str(default)), feeds, memo=memo)
+    reused, result = wr.round_model(fp32, onnx.load(str(head)), feeds, memo=memo)
+    assert result.reused == 2 and memo.found == 2  # conv1 and dw: proj reads fc's float output
+    fresh, alone = wr.round_model(fp32, onnx.load(str(head)), feeds)
+    assert sorted(result.rounded) == sorted(alone.rounded) == ["conv1", "dw", "proj"]
+    targets, _ = wr.find_targets(fp32, onnx.load(str(head)))
+    a, b = _integers(reused, targets), _integers(fresh, targets)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_a_node_s_draw_of_input_positions_does_not_depend_on_the_nodes_fitted_with_it(tmp_path):
+    src, qdq_path = tmp_path / "two.onnx", tmp_path / "two.qdq.onnx"
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.3, (4, 4, 3, 3)).astype(np.float32), n) for n in ("w1", "w2")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["c1", "w2"], ["y"], name="conv2", pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 32, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 32, 32])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(src))
+    quantize_static_model(src, qdq_path, QuantConfig(bias_correction=False, known_patterns=False),
+                          RandomFeeds("x", (1, 4, 32, 32), 8, seed=1, uniform=True))
+    fp32, qdq = onnx.load(str(src)), onnx.load(str(qdq_path))
+    targets, _ = wr.find_targets(fp32, qdq)
+    assert [t.name for t in targets] == ["conv1", "conv2"] and wr.COLUMNS_PER_SAMPLE < 32 * 32  # a draw is made
+    feeds = [f for f in iter(RandomFeeds("x", (1, 4, 32, 32), 6, seed=4, uniform=True).get_next, None)]
+    parts = [0] * 4 + [1] * 2
+    together = wr._collect(qdq, targets, feeds, parts, lambda e: None, None)
+    alone = wr._collect(qdq, targets[1:], feeds, parts, lambda e: None, None)
+    assert np.array_equal(together.take("conv2"), alone.take("conv2"))
