@@ -49,6 +49,7 @@ from ortlab.runs.bias_task_judge import held_back_task_judge
 from ortlab.runs.calibration_cache import (
     REUSED, CachedCalibration, CalibrationCache, calibration_key, feeds_digest, model_digest,
 )
+from ortlab.runs.rounding_cache import RoundingCache
 from ortlab.runs.run_notes import RunNotes
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES
 from ortlab.runtime import providers
@@ -317,8 +318,9 @@ def _round_weights(ctx: RunContext, qz: Quantized) -> Quantized:
         return qz
     dst = ctx.work / "weights_rounded.onnx"
     feeds = _calibration_feeds(ctx, c)
+    memo = RoundingCache.beside(ctx.calibrations.folder) if ctx.calibrations is not None else None
     result = weight_rounding.round_weights(qz.float_model, qz.model.path, dst, feeds, ctx.reporter, ctx.cancel,
-                                           output_groups=output_channel_groups)
+                                           output_groups=output_channel_groups, memo=memo)
     ctx.findings.note(result.notes)
     qdq = dst if qz.model.qdq == qz.model.path else qz.model.qdq  # the QDQ file kept is the re-rounded one
     return replace(qz, model=replace(qz.model, path=dst, qdq=qdq),
