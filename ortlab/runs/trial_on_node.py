@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ortlab.core.progress import CancelToken
+from ortlab.runs.calibration_cache import FOLDER as CALIBRATION_FOLDER
+from ortlab.runs.rounding_cache import FOLDER as ROUNDING_FOLDER
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runs.trial_folders import remove_stale_trial_folders, trial_folder_prefix
 from ortlab.runtime.child import STOP_GRACE_S, default_memory_gb
@@ -38,7 +40,9 @@ from ortlab.runtime.machine import Machine, this_machine
 from ortlab.settings.config import BenchConfig
 from ortlab.timing.stats import SpeedUp
 
-__all__ = ["keep_new_calibrations", "pack_dir", "run_trial_on_node", "time_pair_on_node"]
+KEPT_SUFFIXES = {CALIBRATION_FOLDER: ".json", ROUNDING_FOLDER: ".npz"}  # the kept results a trial ships both ways
+
+__all__ = ["keep_new_results", "pack_dir", "pack_kept", "run_trial_on_node", "time_pair_on_node"]
 
 
 def _unpack(blob: bytes, is_dir: bool, name: str, into: Path) -> str:
@@ -69,13 +73,13 @@ def run_trial_on_node(launch: Callable[..., Any], spec_plain: dict[str, Any], mo
                       ) -> tuple[dict[str, Any], bytes, bytes, tuple[float, float]]:
     """A Ray task: run the spec on this node in a recipe child (with the memory and time limits of a run; the source
     and path data — ``(name, is a folder)`` and its bytes, a folder zipped — written to a trial folder first) and
-    return the artifact (plain) and its folder's files (zip), the calibration cache after the run (zip) and when the
-    work started and ended (epoch seconds). ``launch``: :func:`ortlab.runs.prepare.start_unrecorded_recipe` (handed
-    in by the tuner: this module stays below it), which prepares the spec here (the model read, the recipe validated
-    for this node's providers and CPU, which run it). ``calibrations_blob``: the workspace's kept calibrations
-    (zip), so a trial reuses one made on any node. ``memory_setting``: ``$ORTLAB_RUN_MEMORY_GB`` where the search
-    runs (None: this node's default limit). The blobs are top-level arguments: Ray hands them over from the object
-    store."""
+    return the artifact (plain) and its folder's files (zip), the kept calibrations and node roundings after the run
+    (zip, as :func:`pack_kept` makes it) and when the work started and ended (epoch seconds). ``launch``:
+    :func:`ortlab.runs.prepare.start_unrecorded_recipe` (handed in by the tuner: this module stays below it), which
+    prepares the spec here (the model read, the recipe validated for this node's providers and CPU, which run it).
+    ``calibrations_blob``: the workspace's kept calibrations and node roundings (:func:`pack_kept`), so a trial
+    reuses those made on any node. ``memory_setting``: ``$ORTLAB_RUN_MEMORY_GB`` where the search runs (None: this
+    node's default limit). The blobs are top-level arguments: Ray hands them over from the object store."""
     began = time.time()
     here = Path(tempfile.gettempdir())
     remove_stale_trial_folders(here)
@@ -89,14 +93,14 @@ def run_trial_on_node(launch: Callable[..., Any], spec_plain: dict[str, Any], mo
         spec = replace(spec, model=str(source / model_name),
                        calibration=_moved(spec.calibration, calibration, calibration_blob, tmp / "calibration"),
                        evaluation=_moved(spec.evaluation, evaluation, evaluation_blob, tmp / "evaluation"))
-        kept = tmp / "calibrations"
-        kept.mkdir()
+        kept = tmp / "kept"  # the workspace's kept results: calibration/ and rounding/ beside it
+        (kept / CALIBRATION_FOLDER).mkdir(parents=True)
         if calibrations_blob:
             with zipfile.ZipFile(io.BytesIO(calibrations_blob)) as zf:
-                zf.extractall(kept)
+                _extract_kept(zf, kept)
         out = tmp / "out"
         out.mkdir()
-        handle = launch(spec, out, calibrations=kept, owned_dir=tmp,
+        handle = launch(spec, out, calibrations=kept / CALIBRATION_FOLDER, owned_dir=tmp,
                         memory_gb=default_memory_gb(spec.recipe.target, memory_setting))
         artifact = handle.follow()  # Ray's cancel without force (KeyboardInterrupt here) stops the child
         return artifact.to_dict(), pack_dir(out), pack_dir(kept), (began, time.time())
@@ -130,13 +134,46 @@ def time_pair_on_node(source_name: str, source_blob: bytes, candidate_blob: byte
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def keep_new_calibrations(blob: bytes, folder: Path) -> None:
-    """Calibrations a node made, added to this workspace's (a file already here is kept)."""
+def pack_kept(root: Path) -> bytes | None:
+    """The workspace's kept calibrations and GPTQ node roundings (``<root>/calibration``, ``<root>/rounding``) as one
+    zip, by paths relative to ``root``; None when it keeps none."""
+    folders = [root / name for name in KEPT_SUFFIXES if (root / name).is_dir()]
+    if not folders:
+        return None
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
+        for folder in folders:
+            for f in sorted(folder.glob(f"*{KEPT_SUFFIXES[folder.name]}")):
+                zf.write(f, f"{folder.name}/{f.name}")
+    return buf.getvalue()
+
+
+def _kept_entries(zf: zipfile.ZipFile) -> list[tuple[str, str, str]]:
+    """(zip entry, kept folder, file name) of each entry that is a kept calibration or rounding; any other entry
+    (another folder, a deeper path, another suffix) is left out."""
+    entries = []
+    for name in zf.namelist():
+        parts = name.split("/")
+        if len(parts) == 2 and parts[0] in KEPT_SUFFIXES and parts[1].endswith(KEPT_SUFFIXES[parts[0]]) \
+                and parts[1] == Path(parts[1]).name and not parts[1].startswith("."):
+            entries.append((name, parts[0], parts[1]))
+    return entries
+
+
+def _extract_kept(zf: zipfile.ZipFile, root: Path) -> None:
+    for name, folder, file in _kept_entries(zf):
+        (root / folder).mkdir(exist_ok=True)
+        (root / folder / file).write_bytes(zf.read(name))
+
+
+def keep_new_results(blob: bytes, root: Path) -> None:
+    """Calibrations and node roundings a node made, added to those of the workspace at ``root`` (a file already
+    here is kept)."""
     with zipfile.ZipFile(io.BytesIO(blob)) as zf:
-        for name in zf.namelist():
-            target = folder / Path(name).name
-            if name.endswith(".json") and not target.exists():
-                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for name, folder, file in _kept_entries(zf):
+            target = root / folder / file
+            if not target.exists():
+                target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 target.write_bytes(zf.read(name))
 
 

@@ -3,9 +3,9 @@ runner beside :class:`ortlab.runs.tune.LocalTrials` (a child process per recipe 
 ``--ray``).
 
 On a cluster the accuracy work of a trial (quantize + evaluate) is a Ray task on any node (round robin over
-the nodes); the source model, the evaluation/calibration files and the workspace's kept calibrations go through
-the object store once, by hash (:meth:`RayCluster.put`); calibrations a node makes are kept here, for the next
-trial on any node. Timing runs only on a node carrying ``timing_resource``, the same node for every
+the nodes); the source model, the evaluation/calibration files and the workspace's kept calibrations and GPTQ node
+roundings go through the object store once, by hash (:meth:`RayCluster.put`); those a node makes are kept here, for
+the next trial on any node. Timing runs only on a node carrying ``timing_resource``, the same node for every
 trial and finalist, with the one clock (:class:`ortlab.timing.child_runs.PairTimer`), and each timing records
 that node's machine. The trial comes back here as an artifact folder recorded in this workspace's History. A
 node lost mid-trial: the trial runs once more on another node, then fails with the node named.
@@ -51,11 +51,10 @@ from ortlab.core.layout import ARTIFACT_FILE
 from ortlab.core.progress import CancelToken
 from ortlab.model.inspect import external_data_files
 from ortlab.runs.artifact import Artifact
-from ortlab.runs.calibration_cache import CalibrationCache
 from ortlab.runs.history import History
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runs.trial_folders import CLEAN_WAIT_S, clean_trial_folders, pid_namespace, trial_folder_prefix
-from ortlab.runs.trial_on_node import keep_new_calibrations, pack_dir, run_trial_on_node, time_pair_on_node
+from ortlab.runs.trial_on_node import keep_new_results, pack_dir, pack_kept, run_trial_on_node, time_pair_on_node
 from ortlab.runtime.child import MEMORY_ENV, error_of
 from ortlab.runtime.machine import Machine
 from ortlab.runtime.ray_cluster import (ClusterError, ClusterNode, ClusterTask, ClusterTaskFailed, NodeId, NodeName,
@@ -99,7 +98,7 @@ def _timing_node(nodes: list[ClusterNode], resource: str | None) -> ClusterNode:
 
 class TrialData:
     """The search's bytes in the cluster's object store, each shipped once: the source model, the path data sets
-    (a folder zipped) and the workspace's kept calibrations."""
+    (a folder zipped) and the workspace's kept calibrations and node roundings."""
 
     def __init__(self, cluster: RayCluster, model: Path) -> None:
         if external_data_files(model):
@@ -122,9 +121,9 @@ class TrialData:
         return (path.name, path.is_dir()), self._packed[key]
 
     def calibrations(self, workspace: Any) -> Any:
-        """The workspace's kept calibrations as one object-store reference (the same files: the same one)."""
-        folder = CalibrationCache.in_workspace(workspace.root).folder
-        return self._cluster.put(pack_dir(folder)) if folder.is_dir() else None
+        """The workspace's kept calibrations and GPTQ node roundings as one object-store reference."""
+        blob = pack_kept(Path(workspace.root))
+        return self._cluster.put(blob) if blob is not None else None
 
 
 class InFlight:
@@ -331,7 +330,7 @@ class ClusterTrials:
         """The artifact a node made, written into this workspace (``out`` or a new run folder) and recorded in
         its History."""
         plain, files, calibrations, _ = outcome
-        keep_new_calibrations(calibrations, CalibrationCache.in_workspace(workspace.root).folder)
+        keep_new_results(calibrations, Path(workspace.root))
         run_dir = Path(out) if out is not None else workspace.new_artifact_dir()
         run_dir.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(io.BytesIO(files)) as zf:

@@ -60,6 +60,8 @@ def test_trials_land_on_both_nodes_and_timings_only_on_the_target_node(traced_tu
     runs = [hist.get(t["run_id"]) for t in trials]
     assert all(any("on the cluster node" in n for n in r.notes) for r in runs)
     assert len(hist.list_benchmarks()) >= 2
+    # what the nodes calibrated and rounded came back into this workspace, for the next trial on any node
+    assert list((ws.root / "calibration").glob("*.json")) and list((ws.root / "rounding").glob("*.npz"))
 
 
 def test_every_connection_of_a_cluster_run_stays_on_loopback(traced_tune):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import zipfile
 
 import numpy as np
 import pytest
@@ -127,3 +128,37 @@ def test_an_unwritable_folder_only_loses_the_reuse(tmp_path):
     cache = RoundingCache(blocked / "rounding")
     cache.put("a", NodeRounding(np.zeros(3, np.int8), 0.5))
     assert cache.get("a") is None
+
+
+def test_a_cluster_trial_ships_the_kept_calibrations_and_roundings_both_ways(tmp_path):
+    from ortlab.runs.calibration_cache import CachedCalibration
+    from ortlab.runs.trial_on_node import keep_new_results, pack_kept
+
+    here, node = tmp_path / "here", tmp_path / "node"
+    assert pack_kept(here) is None  # nothing kept yet: nothing shipped
+    CalibrationCache.in_workspace(here).put("cal", CachedCalibration('{"x": [0.0, 1.0]}'))
+    RoundingCache(here / "rounding").put("node1", NodeRounding(np.array([1, 2], np.int8), 0.7))
+    (here / "rounding" / "stray.txt").write_text("not kept")
+    blob = pack_kept(here)
+    assert blob is not None
+    assert sorted(zipfile.ZipFile(io.BytesIO(blob)).namelist()) == ["calibration/cal.json", "rounding/node1.npz"]
+    keep_new_results(blob, node)
+    got = RoundingCache(node / "rounding").get("node1")
+    assert got is not None and got.ratio == 0.7 and CalibrationCache.in_workspace(node).get("cal") is not None
+    (node / "rounding" / "node1.npz").write_bytes(b"changed here")
+    keep_new_results(blob, node)  # a file already kept stays as it is
+    assert (node / "rounding" / "node1.npz").read_bytes() == b"changed here"
+
+
+def test_a_returned_zip_writes_nothing_but_kept_results_into_their_folders(tmp_path):
+    from ortlab.runs.trial_on_node import keep_new_results
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name in ("../evil.json", "calibration/../../evil.json", "rounding/sub/c.npz", "other/d.json",
+                     "rounding/e.json", "calibration/.hidden.json", "evil.npz", "rounding/ok.npz"):
+            zf.writestr(name, b"x")
+    root = tmp_path / "ws" / "inner"
+    keep_new_results(buf.getvalue(), root)
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert written == ["ws/inner/rounding/ok.npz"]
