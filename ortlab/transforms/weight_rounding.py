@@ -433,15 +433,16 @@ def round_model(fp32: onnx.ModelProto, qdq: onnx.ModelProto, feeds: Sequence[Map
     kept = StepMemo(memo, samples_digest(samples, parts) if memo is not None else "", SETTINGS)
     inits = {t.name: t for t in out.graph.initializer}
     for chunk in _passes(targets, memory_budget_bytes(MEMORY_SHARE)):
-        known = kept.look_up(out, chunk)  # before this pass changes any weight: the keys of its own inputs
+        q0s = {t.name: numpy_helper.to_array(inits[t.weight]) for t in chunk}
+        known = {name: node for name, node in kept.look_up(out, chunk).items()  # keyed before this pass changes
+                 if node.fits(q0s[name])}                                      # any weight: its own inputs
         fresh = [t for t in chunk if t.name not in known]
         sums = _collect(out, fresh, samples, parts, reporter, cancel) if fresh else None
         for t in chunk:
             if cancel is not None and cancel.cancelled:
                 raise Cancelled(step=STAGE)
-            q0 = numpy_helper.to_array(inits[t.weight])
-            node = known.get(t.name)
-            if node is None or not node.fits(q0):
+            q0, node = q0s[t.name], known.get(t.name)
+            if node is None:
                 assert sums is not None
                 node = NodeRounding(*_round_target(t, q0, sums.take(t.name)))
                 kept.keep(t.name, node)

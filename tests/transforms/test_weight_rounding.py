@@ -421,3 +421,15 @@ def test_a_node_s_draw_of_input_positions_does_not_depend_on_the_nodes_fitted_wi
     together = wr._collect(qdq, targets, feeds, parts, lambda e: None, None)
     alone = wr._collect(qdq, targets[1:], feeds, parts, lambda e: None, None)
     assert np.array_equal(together.take("conv2"), alone.take("conv2"))
+
+
+def test_a_kept_outcome_that_does_not_fit_the_weight_is_fitted_afresh(quantized):
+    src, qdq_path = quantized
+    fp32, qdq, feeds = onnx.load(str(src)), onnx.load(str(qdq_path)), _feeds(40, seed=2)
+    plain, _ = wr.round_model(fp32, qdq, feeds)
+    memo = DictMemo()
+    wr.round_model(fp32, qdq, feeds, memo=memo)
+    for key in memo.kept:  # every kept outcome replaced by integers of another shape
+        memo.kept[key] = wr.NodeRounding(np.zeros(3, np.int8), 0.5)
+    out, result = wr.round_model(fp32, qdq, feeds, memo=memo)
+    assert result.reused == 0 and out.SerializeToString() == plain.SerializeToString()
