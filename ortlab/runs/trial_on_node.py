@@ -134,9 +134,10 @@ def time_pair_on_node(source_name: str, source_blob: bytes, candidate_blob: byte
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def pack_kept(root: Path) -> bytes | None:
+def pack_kept(root: Path, roundings_since: float | None = None) -> bytes | None:
     """The workspace's kept calibrations and GPTQ node roundings (``<root>/calibration``, ``<root>/rounding``) as one
-    zip, by paths relative to ``root``; None when it keeps none."""
+    zip, by paths relative to ``root``; None when it keeps none. ``roundings_since``: only the roundings written (or
+    reused in this workspace) since then, epoch seconds: a search ships those its trials made, not the whole folder."""
     folders = [root / name for name in KEPT_SUFFIXES if (root / name).is_dir()]
     if not folders:
         return None
@@ -144,8 +145,17 @@ def pack_kept(root: Path) -> bytes | None:
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
         for folder in folders:
             for f in sorted(folder.glob(f"*{KEPT_SUFFIXES[folder.name]}")):
+                if folder.name == ROUNDING_FOLDER and roundings_since is not None and _mtime(f) < roundings_since:
+                    continue
                 zf.write(f, f"{folder.name}/{f.name}")
     return buf.getvalue()
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed meanwhile by a prune
+        return float("-inf")
 
 
 def _kept_entries(zf: zipfile.ZipFile) -> list[tuple[str, str, str]]:

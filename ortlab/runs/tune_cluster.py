@@ -108,6 +108,7 @@ class TrialData:
         self.source = model
         self.source_ref = cluster.put(model.read_bytes())
         self._packed: dict[str, Any] = {}
+        self._started = time.time()  # the roundings written since are this search's trials': those it ships
 
     def path_data(self, ref: DataRef | None) -> tuple[tuple[str, bool] | None, Any]:
         """((name, is a folder), its object-store reference) of path data; (None, None) for a bundled sample's
@@ -121,8 +122,9 @@ class TrialData:
         return (path.name, path.is_dir()), self._packed[key]
 
     def calibrations(self, workspace: Any) -> Any:
-        """The workspace's kept calibrations and GPTQ node roundings as one object-store reference."""
-        blob = pack_kept(Path(workspace.root))
+        """The workspace's kept calibrations and the GPTQ node roundings this search's trials made, as one
+        object-store reference."""
+        blob = pack_kept(Path(workspace.root), roundings_since=self._started)
         return self._cluster.put(blob) if blob is not None else None
 
 

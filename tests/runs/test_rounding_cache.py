@@ -145,6 +145,11 @@ def test_a_cluster_trial_ships_the_kept_calibrations_and_roundings_both_ways(tmp
     keep_new_results(blob, node)
     got = RoundingCache(node / "rounding").get("node1")
     assert got is not None and got.ratio == 0.7 and CalibrationCache.in_workspace(node).get("cal") is not None
+    RoundingCache(here / "rounding").put("older", NodeRounding(None, 1.0))
+    os.utime(here / "rounding" / "older.npz", (1_000_000, 1_000_000))
+    since = (here / "rounding" / "node1.npz").stat().st_mtime
+    names = zipfile.ZipFile(io.BytesIO(pack_kept(here, roundings_since=since) or b"")).namelist()
+    assert sorted(names) == ["calibration/cal.json", "rounding/node1.npz"]  # a search ships its own roundings
     (node / "rounding" / "node1.npz").write_bytes(b"changed here")
     keep_new_results(blob, node)  # a file already kept stays as it is
     assert (node / "rounding" / "node1.npz").read_bytes() == b"changed here"
