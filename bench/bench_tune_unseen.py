@@ -193,21 +193,23 @@ default 0.961 (0.933–0.978), every node int8 0.817 (0.771–0.856), 298 refere
 interleaved, 20 s each, batch 1, vs fp32: **the default 1.78× (1.76–1.79×), the pick 1.57× (1.55–1.58×), every node
 int8 1.70× (1.68–1.72×): the pick runs at 93% of the every-node ceiling, 88% of the default**.
 
-With each node's GPTQ rounding kept in the workspace and reused by later trials (at 2e91444, 2026-12-06, the same
-Xeon class, 2 CPUs, load average 0.5–0.8 at the start), ``--budget 300``: yolov8n **7 trials in 315 s wall** (574
-CPU s; 3 before in the same time), twice · the same pick for the same reasons, tune's timing 1.53–1.54× (1.49–1.58×)
-against the default's 1.74–1.75× (1.69–1.78×); #6 "symmetric activations" timed 1.89× (1.69–2.08×) but "not shown to
-be no worse" (F1 −0.014, −0.047 to +0.015) · unseen: the pick F1 0.973 (0.948–0.986), the default 0.965
-(0.937–0.980), 298 reference detections; pick − default +0.009 (−0.001 to +0.019) (each node now draws its input
-positions from a seed of its own: the integers, and these figures, moved by a few detections) · claim 0.972
-(0.889–1.000) on 54 detections, "on the edge"; held · ``--ceiling 20``: the default 1.74× (1.73–1.76×), the pick
-1.53× (1.52–1.54×), every node int8 1.67× (1.66–1.68×): **the pick at 92% of the ceiling**, 88% of the default.
-efficientnet_lite0_labelled: **9 trials in 320 s** (518 CPU s; 5–7 before) · the same logits-head pick, 1.56×
-(1.53–1.60×) against 1.62× (1.56–1.64×) · unseen no confident flip 1.000 (0.995–1.000) against 0.999, 634 confident
-samples in 700; claim held · top-1 on the 700 unseen: fp32 0.877, the pick and the default 0.871, −0.006 (−0.016 to
-+0.005), 4 photos fewer right. On all 1,000 (``ortlab optimize``, the new draw vs the old): the default's top-1 88.2%
-→ 87.9%, logits SQNR 23.5 → 23.9 dB, agreement with fp32 98.4% → 98.2%; the logits head's 88.5% → 88.1%, SQNR 24.4 →
-24.9 dB, agreement 98.7% both (fp32 88.6%): a few photos either way under another equally valid draw.
+With each node's GPTQ rounding kept in the workspace and reused by later trials (at 2e91444, 2026-12-06, the same Xeon
+class, 2 CPUs, load average 0.5–0.8 at the start), ``--budget 300``: yolov8n **7 trials in 315 s wall** (574 CPU s),
+three times; back to back with the reuse off (``ORTLAB_LIMIT_ROUNDING_CACHE_MAX_BYTES=1``: each write keeps only
+itself) **5 trials in 316 s**, then on again 7 in 315 s (load average 2.9 after each) · the same pick for the same
+reasons, tune's timing 1.53–1.54× (1.49–1.58×) against the default's 1.74–1.75× (1.69–1.78×); #6 "symmetric
+activations" timed 1.89× (1.69–2.08×) but "not shown to be no worse" (F1 −0.014, −0.047 to +0.015) · unseen: the pick
+F1 0.973 (0.948–0.986), the default 0.965 (0.937–0.980), 298 reference detections; pick − default +0.009 (−0.001 to
++0.019) (each node now draws its input positions from a seed of its own: the integers, and these figures, moved by a
+few detections) · claim 0.972 (0.889–1.000) on 54 detections, "on the edge"; held · ``--ceiling 20``: the default
+1.74× (1.73–1.76×), the pick 1.53× (1.52–1.54×), every node int8 1.67× (1.66–1.68×): **the pick at 92% of the
+ceiling**, 88% of the default. efficientnet_lite0_labelled: **9 trials in 320 s** (518 CPU s; 5–7 in the runs above) ·
+the same logits-head pick, 1.56× (1.53–1.60×) against 1.62× (1.56–1.64×) · unseen no confident flip 1.000
+(0.995–1.000) against 0.999, 634 confident samples in 700; claim held · top-1 on the 700 unseen: fp32 0.877, the pick
+and the default 0.871, −0.006 (−0.016 to +0.005), 4 photos fewer right. On all 1,000 (``ortlab optimize``, the new
+draw vs the old): the default's top-1 88.2% → 87.9%, logits SQNR 23.5 → 23.9 dB, agreement with fp32 98.4% → 98.2%;
+the logits head's 88.5% → 88.1%, SQNR 24.4 → 24.9 dB, agreement 98.7% both (fp32 88.6%): a few photos either way under
+another equally valid draw.
 
 Usage:
 
