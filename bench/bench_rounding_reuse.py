@@ -95,14 +95,13 @@ def main() -> None:
     for r in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="bench-reuse-") as tmpdir:
             tmp = Path(tmpdir)
-            rows = [("default", tmp / "home", extra), ("head in float", tmp / "home", second),
-                    ("head in float", tmp / "fresh", second)]
+            rows = [("default", "new", tmp / "home", extra), ("head in float", "kept", tmp / "home", second),
+                    ("head in float", "fresh", tmp / "fresh", second)]
             outs = []
-            for k, (label, home, flags) in enumerate(rows):
+            for k, (label, where, home, flags) in enumerate(rows):
                 out = tmp / f"out{k}"
                 result, wall = build(args.model, args.calibration, out, home, flags)
                 outs.append(Path(result.get("model_path", out)))
-                where = "kept" if home.name == "home" and k else ("fresh" if k else "new")
                 print(f"| {r + 1} | {label} | {where} | {result['timings'].get('weight_rounding', 0):.1f} | "
                       f"{wall:.1f} | {reuse_note(result)} |", flush=True)
             a, b = int8_weights(outs[1]), int8_weights(outs[2])

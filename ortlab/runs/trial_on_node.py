@@ -96,8 +96,7 @@ def run_trial_on_node(launch: Callable[..., Any], spec_plain: dict[str, Any], mo
         kept = tmp / "kept"  # the workspace's kept results: calibration/ and rounding/ beside it
         (kept / CALIBRATION_FOLDER).mkdir(parents=True)
         if calibrations_blob:
-            with zipfile.ZipFile(io.BytesIO(calibrations_blob)) as zf:
-                _extract_kept(zf, kept)
+            keep_new_results(calibrations_blob, kept)
         out = tmp / "out"
         out.mkdir()
         handle = launch(spec, out, calibrations=kept / CALIBRATION_FOLDER, owned_dir=tmp,
@@ -168,12 +167,6 @@ def _kept_entries(zf: zipfile.ZipFile) -> list[tuple[str, str, str]]:
                 and parts[1] == Path(parts[1]).name and not parts[1].startswith("."):
             entries.append((name, parts[0], parts[1]))
     return entries
-
-
-def _extract_kept(zf: zipfile.ZipFile, root: Path) -> None:
-    for name, folder, file in _kept_entries(zf):
-        (root / folder).mkdir(exist_ok=True)
-        (root / folder / file).write_bytes(zf.read(name))
 
 
 def keep_new_results(blob: bytes, root: Path) -> None:
