@@ -5,7 +5,6 @@ left."""
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from pathlib import Path
@@ -15,37 +14,17 @@ import pytest
 from ortlab.runtime.child import STOP_GRACE_S, group_members
 from tests.browser.conftest import LAPTOP, start_app
 from tests.browser.test_browser import STEP_TIMEOUT_MS, button, wait_quiet
-from tests.support.children import recipe_children
-
-# the demo on the bundled sample takes ~15 s here; in the recipe child, each progress event waits a moment more, so
-# the run is surely still at work when the test clicks (the child works as usual, only slower)
-SLOWER_RECIPE_CHILD = """
-import sys, time
-
-if "_recipe_child" in " ".join(getattr(sys, "orig_argv", sys.argv)):
-    from ortlab.runs import recipe_child
-
-    _real = recipe_child.run_recipe_spec
-
-    def _slower(spec, run_dir, report, **kwargs):
-        def slow_report(ev):
-            time.sleep(0.3)
-            report(ev)
-        return _real(spec, run_dir, slow_report, **kwargs)
-
-    recipe_child.run_recipe_spec = _slower
-"""
+from tests.support.children import hold_recipe_children, recipe_children
 
 SAID_WITHIN_S = STOP_GRACE_S + 12  # SIGTERM, SIGKILL after the grace, the watcher, the page's next tick: on a busy machine
 
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    """The app (as conftest's ``app``) whose recipe children report their progress a little slower."""
-    hook = tmp_path_factory.mktemp("slower_hook")
-    (hook / "sitecustomize.py").write_text(SLOWER_RECIPE_CHILD)
+    """The app (as conftest's ``app``) whose recipe children are held at their first progress event, so the run is
+    surely at work when the test clicks, however fast the machine."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+        hold_recipe_children(tmp_path_factory.mktemp("held_hook"), mp)
         with start_app(tmp_path_factory.mktemp("ortlab_home")) as info:
             yield info
 

@@ -17,15 +17,20 @@ from ortlab.runtime.child import STOP_GRACE_S, group_members
 from ortlab.ui.jobs import status
 from ortlab.ui.session import actions
 from tests.support.app_session import APP, navigation_mode_like_the_server
+from tests.support.children import hold_recipe_children
 from tests.ui.test_app import SAMPLE, TIMEOUT
 
 needs_sample = pytest.mark.skipif(not SAMPLE.is_file(), reason="the digits_cnn sample is not here")
 
 
 @pytest.fixture
-def live_app(home, monkeypatch):
+def live_app(home, monkeypatch, tmp_path):
     """The app as a server runs it (jobs in the background, drawn while they run, not waited for), with every
-    recipe handle it starts kept here."""
+    recipe handle it starts kept here; its recipe children are held at their first progress event, so Cancel
+    finds the run at work however fast the machine (a fast CPU finished the demo before the click)."""
+    hook = tmp_path / "held_hook"
+    hook.mkdir()
+    hold_recipe_children(hook, monkeypatch)
     navigation_mode_like_the_server(monkeypatch)
     monkeypatch.delenv("ORTLAB_SYNC_JOBS", raising=False)
     monkeypatch.setattr(status, "sync_jobs", lambda: False)
