@@ -10,6 +10,7 @@ outer tensor by name: its outputs hash the whole graph's text, so they match onl
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection, Mapping
 
 import onnx
 from onnx import numpy_helper
@@ -33,17 +34,31 @@ def _has_subgraph(node: onnx.NodeProto) -> bool:
     return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
 
 
-def tensor_digests(model: onnx.ModelProto) -> dict[str, str]:
+def _opsets(model: onnx.ModelProto) -> str:
+    return "|".join(f"{o.domain}:{o.version}" for o in sorted(model.opset_import, key=lambda o: o.domain))
+
+
+def initializer_digests(model: onnx.ModelProto, names: Collection[str] | None = None) -> dict[str, str]:
+    """The digest of each initializer of the main graph (those named in ``names``; all when None), by name: what
+    :func:`tensor_digests` hashes for it."""
+    opsets = _opsets(model)
+    out: dict[str, str] = {}
+    for t in model.graph.initializer:
+        if names is None or t.name in names:
+            h = hashlib.sha256(f"initializer|{opsets}|".encode())
+            update_with_array(h, numpy_helper.to_array(t))
+            out[t.name] = h.hexdigest()
+    return out
+
+
+def tensor_digests(model: onnx.ModelProto, initializers: Mapping[str, str] | None = None) -> dict[str, str]:
     """The digest of every tensor of the model's main graph (initializers, graph inputs, node outputs) by name. The
     graph's nodes must be in topological order (as ONNX requires); an input no earlier node or initializer gives
-    hashes as its name alone."""
+    hashes as its name alone. ``initializers``: the digests of every initializer, as :func:`initializer_digests`
+    gives them, where the caller keeps them up to date (they are not computed again)."""
     g = model.graph
-    opsets = "|".join(f"{o.domain}:{o.version}" for o in sorted(model.opset_import, key=lambda o: o.domain))
-    out: dict[str, str] = {}
-    for t in g.initializer:
-        h = hashlib.sha256(f"initializer|{opsets}|".encode())
-        update_with_array(h, numpy_helper.to_array(t))
-        out[t.name] = h.hexdigest()
+    opsets = _opsets(model)
+    out: dict[str, str] = dict(initializers) if initializers is not None else initializer_digests(model)
     for i in g.input:
         if i.name not in out:
             out[i.name] = _sha("input", opsets, i.name, i.type.SerializeToString(deterministic=True))

@@ -343,12 +343,14 @@ def _correct_biases(ctx: RunContext, qz: Quantized) -> Quantized:
         ctx.reporter(ProgressEvent(bias_correction.STAGE, 1, 1, "skipped: a YOLO-style detector"))
         return qz
     dst = ctx.work / "bias_corrected.onnx"
+    memo = RoundingCache.beside(ctx.calibrations.folder) if ctx.calibrations is not None else None
     result = bias_correction.correct_biases(qz.float_model, qz.model.path, dst, _calibration_feeds(ctx, c, given),
                                             ctx.reporter, ctx.cancel,
                                             output_groups=output_channel_groups,
                                             task_judge=held_back_task_judge(
                                                 ctx.run.policy, c.dataset.labeled(),
-                                                sample_copies(c.dataset, c.preprocess, ctx.run.info.inputs, c.specs)))
+                                                sample_copies(c.dataset, c.preprocess, ctx.run.info.inputs, c.specs)),
+                                            memo=memo)
     ctx.findings.warn(result.warnings)
     ctx.findings.note(result.notes)
     qdq = dst if qz.model.qdq == qz.model.path else qz.model.qdq  # the QDQ file kept is the corrected one

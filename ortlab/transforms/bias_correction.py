@@ -45,6 +45,10 @@ kept, and on a tie the SQNR check above decides. With fewer than
 :data:`MIN_SAMPLES` calibration samples nothing can be checked, and bias correction is skipped with a note rather
 than applied unchecked.
 
+With a memo (a run in a workspace), each node's outcome is kept under a key of what decides it
+(:mod:`ortlab.transforms.bias_memo`) and reused by a later run or tune trial whose node has the same key: such a node
+is not measured, and where every node is found, neither model runs but for the whole-step check.
+
 Size: one algorithm and the two checks that decide whether its result is kept; the checks read the per-channel means
 and the cut-down models the correction itself builds, so they stay beside it.
 """
@@ -64,6 +68,7 @@ from ortlab.core.errors import Cancelled, QuantizationError
 from ortlab.core.limits import is_alloc_failure, memory_budget_bytes, samples_per_run
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.runtime.providers import ORT_ERRORS
+from ortlab.transforms.bias_memo import BiasMemo, BiasSteps, NodeBias
 from ortlab.transforms.held_back import (
     OutputGroups,
     cpu_session,
@@ -154,6 +159,7 @@ class BiasCorrectionResult:
     seconds: float = 0.0
     samples: int = 0
     held_back: int = 0
+    reused: int = 0  # nodes whose outcome was kept from an earlier run
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -187,6 +193,9 @@ class BiasCorrectionResult:
                      "calibration samples)")
         text += (f", fitted on {self.samples - self.held_back} calibration samples and checked on {self.held_back} "
                  f"held back" + (f" ({cut.text(self.samples)})" if cut is not None else "") + f", in {self.seconds:.1f} s")
+        if self.reused:
+            text += (f" ({self.reused} node(s) reused from an earlier run: the same output computed the same way, "
+                     "reference and samples)")
         if self.shifts and not self.dropped:
             moved = sum(int(np.count_nonzero(s)) for s in self.shifts.values())
             total = sum(int(s.size) for s in self.shifts.values())
@@ -487,7 +496,7 @@ def correct_model(fp32: onnx.ModelProto, qdq: onnx.ModelProto, feeds: Sequence[M
                   reporter: Reporter = null_reporter, cancel: CancelToken | None = None,
                   batch: int = DEFAULT_BATCH, output_groups: OutputGroups | None = None,
                   task_judge: TaskJudge | None = None, memory_budget: int | None = None,
-                  ) -> tuple[onnx.ModelProto, BiasCorrectionResult]:
+                  memo: BiasMemo | None = None) -> tuple[onnx.ModelProto, BiasCorrectionResult]:
     """The bias-corrected copy of ``qdq`` (``fp32`` is the float model it was quantized from) and what was done.
     ``feeds`` are the calibration samples as model inputs (every 4th is held back to check the corrections on);
     ``output_groups`` splits outputs into the channel groups the whole step is judged on (each output whole when
@@ -495,7 +504,8 @@ def correct_model(fp32: onnx.ModelProto, qdq: onnx.ModelProto, feeds: Sequence[M
     Progress goes to ``reporter`` as ``"bias_correction"`` n/N events and ``cancel`` raises ``Cancelled``
     between runs. The samples' activations are kept within ``memory_budget`` bytes (default: :data:`MEMORY_SHARE`
     of what this process may use): fewer samples, spread over those given, and smaller batches where one sample's
-    take much."""
+    take much. With a ``memo``, each node's outcome is looked up under its key (:mod:`ortlab.transforms.bias_memo`)
+    before it is measured, and kept once measured (not for a model with subgraphs)."""
     start = time.perf_counter()
     result = BiasCorrectionResult(samples=len(feeds))
     out = onnx.ModelProto()
@@ -529,33 +539,59 @@ def correct_model(fp32: onnx.ModelProto, qdq: onnx.ModelProto, feeds: Sequence[M
         return int(inits[t.bias].dims[0])
 
     assert ref_sess is not None  # there are targets and samples
-    ref = _channel_means(ref_sess, batches, parts, [(t.fp32_output, t.op_type, channels(t)) for t in targets], cancel)
+    ref: dict[str, np.ndarray] = {}  # the float model's means, measured once the first node is not found kept
     index = {n.name: i for i, n in enumerate(out.graph.node) if n.name}
-    pieces = None if _has_subgraphs(out.graph) else _Segments(out, batches, parts)
+    subgraphs = _has_subgraphs(out.graph)
+    pieces = None if subgraphs else _Segments(out, batches, parts)
+    held_set = set(held)
+    steps = None if memo is None or subgraphs else BiasSteps(
+        memo, fp32, out, feeds, [int(i in held_set) for i in range(len(feeds))],
+        {"batch": batch, "batchable": batchable, "min_fit": MIN_FIT, "min_held_back": MIN_HELD_BACK})
     for k, t in enumerate(targets):
         if cancel is not None and cancel.cancelled:
             raise Cancelled(step=STAGE)
-        if pieces is not None:
-            cur = pieces.run(index[t.name], t.qdq_output, channels(t), cancel)
-        else:  # If/Loop/Scan bodies read outer tensors implicitly: run the whole model each time
-            cur = _channel_means(cpu_session(_with_outputs(out, [t.qdq_output])), batches, parts,
-                                 [(t.qdq_output, t.op_type, channels(t))], cancel)[t.qdq_output]
-        shift = bias_shift(ref[t.fp32_output][_FIT], cur[_FIT], t.scale)
-        keep, before, after = lowers_error(shift, t.scale, ref[t.fp32_output][_HELD], cur[_HELD])
-        if keep:
+        found = steps.look_up(out, t.name, t.qdq_output, t.fp32_output, t.scale) if steps is not None else None
+        if found is not None and found.fits(channels(t)):
+            outcome = found
+            result.reused += 1
+        else:
+            if not ref:
+                ref = _channel_means(ref_sess, batches, parts, [(u.fp32_output, u.op_type, channels(u))
+                                                                 for u in targets[k:]], cancel)
+            outcome = _measure(t, ref[t.fp32_output], out, pieces, index[t.name], channels(t), batches, parts, cancel)
+            if steps is not None:
+                steps.keep(t.name, outcome)
+        if outcome.applied:
             init = inits[t.bias]
-            new = np.clip(numpy_helper.to_array(init).astype(np.int64) + shift, _INT32.min,
+            new = np.clip(numpy_helper.to_array(init).astype(np.int64) + outcome.shift, _INT32.min,
                           _INT32.max).astype(np.int32)
             init.CopyFrom(numpy_helper.from_array(new, t.bias))
             result.corrected.append(t.name)
-            result.shifts[t.name] = shift
+            result.shifts[t.name] = outcome.shift
+            if steps is not None:
+                steps.changed(out, t.bias)
         else:
-            result.kept[t.name] = (before, after)
+            result.kept[t.name] = (outcome.before, outcome.after)
         reporter(ProgressEvent(STAGE, k + 1, total, f"bias correction {k + 1}/{total}"))
     if result.corrected:
         out = _judge_step(fp32, qdq, out, [dict(feeds[i]) for i in held], output_groups, task_judge, cancel, result)
     result.seconds = time.perf_counter() - start
     return out, result
+
+
+def _measure(t: BiasTarget, ref: np.ndarray, out: onnx.ModelProto, pieces: _Segments | None, k: int, channels: int,
+             batches: Sequence[Mapping[str, np.ndarray]], parts: Sequence[int], cancel: CancelToken | None) -> NodeBias:
+    """Node ``t``'s correction towards the float model's per-channel means ``ref`` ([part, channel]), measured on the
+    QDQ model ``out`` as it is now (node ``k`` of its graph, run by ``pieces``; the whole model where it has
+    subgraphs), and whether it lowers the node's held-back error."""
+    if pieces is not None:
+        cur = pieces.run(k, t.qdq_output, channels, cancel)
+    else:  # If/Loop/Scan bodies read outer tensors implicitly: run the whole model each time
+        cur = _channel_means(cpu_session(_with_outputs(out, [t.qdq_output])), batches, parts,
+                             [(t.qdq_output, t.op_type, channels)], cancel)[t.qdq_output]
+    shift = bias_shift(ref[_FIT], cur[_FIT], t.scale)
+    keep, before, after = lowers_error(shift, t.scale, ref[_HELD], cur[_HELD])
+    return NodeBias(shift.astype(np.int64), keep, before, after)
 
 
 def _within_budget(ref_sess: ort.InferenceSession, feeds: Sequence[Mapping[str, np.ndarray]], batch: int,
@@ -611,14 +647,15 @@ def _judge_step(fp32: onnx.ModelProto, qdq: onnx.ModelProto, corrected: onnx.Mod
 def correct_biases(fp32_path, qdq_path, dst, feeds: Iterable[Mapping[str, np.ndarray]],
                    reporter: Reporter = null_reporter, cancel: CancelToken | None = None,
                    batch: int = DEFAULT_BATCH, output_groups: OutputGroups | None = None,
-                   task_judge: TaskJudge | None = None, memory_budget: int | None = None) -> BiasCorrectionResult:
+                   task_judge: TaskJudge | None = None, memory_budget: int | None = None,
+                   memo: BiasMemo | None = None) -> BiasCorrectionResult:
     """:func:`correct_model` from files: reads the float model ``fp32_path`` and the QDQ model ``qdq_path``,
     writes the corrected QDQ model to ``dst`` (never over either input)."""
     fp32, qdq = read_pair(fp32_path, qdq_path, dst, STAGE, "Bias correction", "correct")
     samples = list(feeds)
     try:
         model, result = correct_model(fp32, qdq, samples, reporter, cancel, batch, output_groups, task_judge,
-                                      memory_budget)
+                                      memory_budget, memo)
     except OUT_OF_MEMORY as exc:  # past the budget's estimate: the step goes, the run goes on
         if not isinstance(exc, MemoryError) and not is_alloc_failure(str(exc)):
             raise

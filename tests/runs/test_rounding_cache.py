@@ -1,5 +1,5 @@
-"""GPTQ roundings of single nodes are kept in the workspace and reused by a later run whose node has the same key
-(ortlab.runs.rounding_cache); a file that cannot be trusted is ignored, the folder is bounded."""
+"""GPTQ roundings and bias corrections of single nodes are kept in the workspace and reused by a later run whose node
+has the same key (ortlab.runs.rounding_cache); a file that cannot be trusted is ignored, the folder is bounded."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from ortlab.runs.rounding_cache import RoundingCache
 from ortlab.runs.runspec import DataRef, RunSpec
 from ortlab.runs.workspace import Workspace
 from ortlab.settings.config import Precision, QuantConfig, Recipe
+from ortlab.transforms.bias_memo import NodeBias
 from ortlab.transforms.rounding_memo import NodeRounding
 
 from tests.support.models import conv_bn_model, random_image_folder
@@ -106,6 +107,38 @@ def test_a_file_that_cannot_be_trusted_is_ignored(damage, tmp_path):
     cache.folder.mkdir()
     (cache.folder / "k.npz").write_bytes(damage)
     assert cache.get("k") is None
+
+
+def test_a_bias_correction_comes_back_as_it_was_kept(tmp_path):
+    cache = RoundingCache(tmp_path / "rounding")
+    shift = np.array([3, -1, 0, 2**40], np.int64)
+    cache.put_bias("a", NodeBias(shift, True, 0.5, 0.25))
+    cache.put_bias("b", NodeBias(np.zeros(2, np.int64), False, 0.1, 0.3))
+    a, b = cache.get_bias("a"), cache.get_bias("b")
+    assert a is not None and np.array_equal(a.shift, shift) and a.shift.dtype == np.int64
+    assert (a.applied, a.before, a.after) == (True, 0.5, 0.25)
+    assert b is not None and (b.applied, b.before, b.after) == (False, 0.1, 0.3)
+    assert cache.get("a") is None and cache.get_bias("missing") is None  # a bias is not a rounding
+
+
+@pytest.mark.parametrize("damage", [
+    b"", b"not a zip",
+    _npz(key=np.array("other"), shift=np.zeros(2, np.int64), applied=np.array(True), before=np.array(1.0),
+         after=np.array(0.5)),  # another key's file under this name
+    _npz(key=np.array("k"), shift=np.zeros(2, np.float32), applied=np.array(True), before=np.array(1.0),
+         after=np.array(0.5)),  # not integers
+    _npz(key=np.array("k"), shift=np.zeros((2, 2), np.int64), applied=np.array(True), before=np.array(1.0),
+         after=np.array(0.5)),  # not one value per channel
+    _npz(key=np.array("k"), shift=np.zeros(2, np.int64), applied=np.array(True), before=np.array(np.inf),
+         after=np.array(0.5)),
+    _npz(key=np.array("k"), ratio=np.array(0.5), why=np.array(""), rounded=np.array(True),
+         integers=np.zeros(2, np.int8)),  # a rounding, not a bias
+])
+def test_a_bias_file_that_cannot_be_trusted_is_ignored(damage, tmp_path):
+    cache = RoundingCache(tmp_path / "rounding")
+    cache.folder.mkdir()
+    (cache.folder / "k.npz").write_bytes(damage)
+    assert cache.get_bias("k") is None
 
 
 def test_the_folder_is_bounded_and_removes_the_entries_used_longest_ago(tmp_path, monkeypatch):
