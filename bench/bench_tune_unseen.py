@@ -211,6 +211,14 @@ draw vs the old): the default's top-1 88.2% → 87.9%, logits SQNR 23.5 → 23.9
 the logits head's 88.5% → 88.1%, SQNR 24.4 → 24.9 dB, agreement 98.7% both (fp32 88.6%): a few photos either way under
 another equally valid draw.
 
+With each node's bias correction kept and reused as well (9513681 vs 602447d, the roundings alone, back to back on the
+same Xeon VM, load average 1.5–2.2): efficientnet_lite0_labelled ``--budget 300`` **9 trials in 315 s** (509 CPU s)
+against 9 in 320 s (522 CPU s): the same trials, pick and figures (the logits head; unseen top-1 0.871 for the pick
+and the default, fp32 0.877). The logits-head trial's build falls to 5.2 s (``bench_rounding_reuse.py``; about 13 s
+with the roundings alone, from its fresh 38 s less 25 s of GPTQ), but the trials it helps are one or two of nine (a
+percentile trial changes every range, so every node is fitted again), and the saving did not buy a tenth trial
+within the budget.
+
 Usage:
 
     ORT_DISABLE_TELEMETRY=1 python bench/bench_tune_unseen.py [--cases yolov8n ocr_rec text_encoder] [--budget 300]
