@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
-from numpy.lib.stride_tricks import sliding_window_view
 from onnx import numpy_helper
 
 from ortlab.core.errors import Cancelled, QuantizationError
 from ortlab.core.limits import memory_budget_bytes
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.transforms.gptq import DAMPING, gptq_rows, output_error
+from ortlab.transforms.layer_columns import layer_columns, position_count
 from ortlab.transforms.rounding_memo import NodeRounding, RoundingMemo, StepMemo, samples_digest
 from ortlab.transforms.held_back import (
     OutputGroups,
@@ -272,24 +272,10 @@ def find_targets(fp32: onnx.ModelProto, qdq: onnx.ModelProto) -> tuple[list[Roun
 # -- the layers' inputs --------------------------------------------------------------------------------------------
 
 
-def input_columns(x: np.ndarray, t: RoundingTarget) -> np.ndarray:
+def input_columns(x: np.ndarray, t: RoundingTarget, positions: np.ndarray | None = None) -> np.ndarray:
     """The layer's input vectors as float64 columns ([groups · inputs per channel, positions]): im2col for a Conv
-    (each batch item's windows), the last axis for Gemm/MatMul."""
-    if t.op_type != "Conv":
-        return np.asarray(x, np.float64).reshape(-1, x.shape[-1]).T
-    return _im2col(np.asarray(x), t)
-
-
-def _im2col(x: np.ndarray, t: RoundingTarget) -> np.ndarray:
-    kh, kw = t.conv["kernel"]
-    s = t.conv.get("strides", [1, 1])
-    d = t.conv.get("dilations", [1, 1])
-    p = t.conv.get("pads", [0, 0, 0, 0])
-    x = np.pad(x, ((0, 0), (0, 0), (p[0], p[2]), (p[1], p[3])))
-    win = sliding_window_view(x, ((kh - 1) * d[0] + 1, (kw - 1) * d[1] + 1), axis=(2, 3))
-    win = win[:, :, ::s[0], ::s[1], ::d[0], ::d[1]]  # [n, c, ho, wo, kh, kw]
-    n, c, ho, wo = win.shape[:4]
-    return win.transpose(1, 4, 5, 0, 2, 3).reshape(c * kh * kw, n * ho * wo).astype(np.float64)
+    (each batch item's windows), the last axis for Gemm/MatMul; only those at ``positions`` when given."""
+    return layer_columns(x, t.op_type, t.conv, positions)
 
 
 class _Hessians:
@@ -306,12 +292,13 @@ class _Hessians:
         self.rngs = {t.name: np.random.default_rng(seed) for t in targets}
 
     def add(self, part: int, t: RoundingTarget, x: np.ndarray) -> None:
-        cols = input_columns(x, t)
+        count = position_count(x, t.op_type, t.conv)
+        drawn = self.rngs[t.name].choice(count, COLUMNS_PER_SAMPLE, replace=False) if count > COLUMNS_PER_SAMPLE \
+            else None
+        cols = input_columns(x, t, drawn)
         if cols.shape[0] != t.groups * t.columns:
             raise QuantizationError(f"{t.name}'s input gives {cols.shape[0]} values per position, not "
                                     f"{t.groups * t.columns}; cannot re-round its weights.", step=STAGE)
-        if cols.shape[1] > COLUMNS_PER_SAMPLE:
-            cols = cols[:, self.rngs[t.name].choice(cols.shape[1], COLUMNS_PER_SAMPLE, replace=False)]
         waiting = self.waiting.setdefault((t.name, part), [])
         waiting.append(cols)
         if sum(c.shape[1] for c in waiting) >= COLUMNS_PER_PRODUCT:

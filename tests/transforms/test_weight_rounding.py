@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ortlab.settings.config import QuantConfig
 from ortlab.transforms import gptq
 from ortlab.transforms import weight_rounding as wr
+from ortlab.transforms.layer_columns import layer_columns, position_count
 from ortlab.transforms.quantize import quantize_static_model
 from tests.support.models import RandomFeeds
 
@@ -112,6 +113,23 @@ def test_the_input_columns_times_the_weight_rows_are_onnx_runtimes_conv(attrs):
     got = np.concatenate([t.rows[g * per:(g + 1) * per] @ cols[g * k:(g + 1) * k] for g in range(group)])
     n, c, ho, wo = want.shape
     assert np.allclose(got.reshape(c, n, ho, wo).transpose(1, 0, 2, 3), want, atol=1e-4)
+
+
+@pytest.mark.parametrize("op_type, shape, conv", [
+    ("Conv", (3, 4, 11, 9), {"kernel": [3, 2], "strides": [2, 1], "pads": [1, 0, 2, 1], "dilations": [1, 2]}),
+    ("Conv", (2, 6, 8, 8), {"kernel": [3, 3], "pads": [1, 1, 1, 1]}),
+    ("Gemm", (5, 7), {}),
+    ("MatMul", (2, 6, 7), {}),
+])
+def test_drawn_columns_are_those_columns_of_the_whole_im2col(op_type, shape, conv):
+    rng = np.random.default_rng(8)
+    x = rng.normal(0, 1, shape).astype(np.float32)
+    whole = layer_columns(x, op_type, conv)
+    count = position_count(x, op_type, conv)
+    assert whole.shape[1] == count
+    drawn = rng.choice(count, min(count, 17), replace=False)
+    got = layer_columns(x, op_type, conv, drawn)
+    assert got.dtype == np.float64 and np.array_equal(got, whole[:, drawn])
 
 
 def conv_gemm_model(path) -> None:
