@@ -1,6 +1,6 @@
 """A weighted layer's input vectors as columns, the ``X`` of GPTQ's ``H = X Xᵀ``: im2col for a Conv (each batch item's
-windows, channel-major, as the weight's rows are laid out), the last axis for Gemm/MatMul; optionally only some of them,
-so that a draw of a few hundred positions from a large feature map never builds the others."""
+windows, channel-major, as the weight's rows are laid out), the last axis for Gemm/MatMul; optionally a seeded draw of
+some of them, so that a few hundred positions of a large feature map never build the others."""
 
 from __future__ import annotations
 
@@ -10,28 +10,31 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 
-def layer_columns(x: np.ndarray, op_type: str, conv: Mapping[str, Sequence[int]],
-                  positions: np.ndarray | None = None) -> np.ndarray:
+def layer_columns(x: np.ndarray, op_type: str, conv: Mapping[str, Sequence[int]], most: int | None = None,
+                  rng: np.random.Generator | None = None) -> np.ndarray:
     """The input vectors of a ``op_type`` layer reading ``x`` as float64 columns ([inputs, positions]); ``conv``: a
-    Conv's ``kernel``, ``strides``, ``dilations`` and ``pads``. Only the columns at ``positions`` (indices into all of
-    them, in the order :func:`position_count` counts) when given."""
+    Conv's ``kernel``, ``strides``, ``dilations`` and ``pads``. Where there are more than ``most`` positions, only
+    ``rng.choice(positions, most, replace=False)`` of them, in that order (positions counted batch item, row,
+    column)."""
     if op_type != "Conv":
         rows = np.asarray(x).reshape(-1, x.shape[-1])
-        return (rows if positions is None else rows[positions]).astype(np.float64).T
+        drawn = _draw(len(rows), most, rng)
+        return (rows if drawn is None else rows[drawn]).astype(np.float64).T
     win = _windows(np.asarray(x), conv)
     n, c, ho, wo, kh, kw = win.shape
-    if positions is None:
+    drawn = _draw(n * ho * wo, most, rng)
+    if drawn is None:
         return win.transpose(1, 4, 5, 0, 2, 3).reshape(c * kh * kw, n * ho * wo).astype(np.float64)
-    items, rows, cols = np.unravel_index(positions, (n, ho, wo))
-    return win[items, :, rows, cols].reshape(len(positions), c * kh * kw).T.astype(np.float64)  # [m, c, kh, kw]
+    items, rows, cols = np.unravel_index(drawn, (n, ho, wo))
+    return win[items, :, rows, cols].reshape(len(drawn), c * kh * kw).T.astype(np.float64)  # [m, c, kh, kw]
 
 
-def position_count(x: np.ndarray, op_type: str, conv: Mapping[str, Sequence[int]]) -> int:
-    """How many columns :func:`layer_columns` gives for ``x``."""
-    if op_type != "Conv":
-        return int(np.asarray(x).size // x.shape[-1])
-    n, _, ho, wo = _windows(np.asarray(x), conv).shape[:4]
-    return n * ho * wo
+def _draw(count: int, most: int | None, rng: np.random.Generator | None) -> np.ndarray | None:
+    if most is None or count <= most:
+        return None
+    if rng is None:
+        raise ValueError("a draw of positions needs a generator")
+    return rng.choice(count, most, replace=False)
 
 
 def _windows(x: np.ndarray, conv: Mapping[str, Sequence[int]]) -> np.ndarray:

@@ -35,7 +35,7 @@ from ortlab.core.errors import Cancelled, QuantizationError
 from ortlab.core.limits import memory_budget_bytes
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.transforms.gptq import DAMPING, gptq_rows, output_error
-from ortlab.transforms.layer_columns import layer_columns, position_count
+from ortlab.transforms.layer_columns import layer_columns
 from ortlab.transforms.rounding_memo import NodeRounding, RoundingMemo, StepMemo, samples_digest
 from ortlab.transforms.held_back import (
     OutputGroups,
@@ -269,13 +269,7 @@ def find_targets(fp32: onnx.ModelProto, qdq: onnx.ModelProto) -> tuple[list[Roun
     return targets, skipped
 
 
-# -- the layers' inputs --------------------------------------------------------------------------------------------
-
-
-def input_columns(x: np.ndarray, t: RoundingTarget, positions: np.ndarray | None = None) -> np.ndarray:
-    """The layer's input vectors as float64 columns ([groups · inputs per channel, positions]): im2col for a Conv
-    (each batch item's windows), the last axis for Gemm/MatMul; only those at ``positions`` when given."""
-    return layer_columns(x, t.op_type, t.conv, positions)
+# -- the layers' inputs ------------------------------------------------------------------------------------------------
 
 
 class _Hessians:
@@ -292,10 +286,7 @@ class _Hessians:
         self.rngs = {t.name: np.random.default_rng(seed) for t in targets}
 
     def add(self, part: int, t: RoundingTarget, x: np.ndarray) -> None:
-        count = position_count(x, t.op_type, t.conv)
-        drawn = self.rngs[t.name].choice(count, COLUMNS_PER_SAMPLE, replace=False) if count > COLUMNS_PER_SAMPLE \
-            else None
-        cols = input_columns(x, t, drawn)
+        cols = layer_columns(x, t.op_type, t.conv, COLUMNS_PER_SAMPLE, self.rngs[t.name])
         if cols.shape[0] != t.groups * t.columns:
             raise QuantizationError(f"{t.name}'s input gives {cols.shape[0]} values per position, not "
                                     f"{t.groups * t.columns}; cannot re-round its weights.", step=STAGE)

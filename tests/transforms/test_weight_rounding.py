@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ortlab.settings.config import QuantConfig
 from ortlab.transforms import gptq
 from ortlab.transforms import weight_rounding as wr
-from ortlab.transforms.layer_columns import layer_columns, position_count
+from ortlab.transforms.layer_columns import layer_columns
 from ortlab.transforms.quantize import quantize_static_model
 from tests.support.models import RandomFeeds
 
@@ -108,7 +108,7 @@ def test_the_input_columns_times_the_weight_rows_are_onnx_runtimes_conv(attrs):
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     t = wr.RoundingTarget("conv", "Conv", "x", "w", np.ones(cout), np.zeros(cout), w.reshape(cout, -1).astype(float),
                           groups=group, conv={k: v for k, v in attrs.items() if k != "group"} | {"kernel": [kh, kw]})
-    cols = wr.input_columns(x, t)
+    cols = layer_columns(x, t.op_type, t.conv)
     per, k = cout // group, t.columns
     got = np.concatenate([t.rows[g * per:(g + 1) * per] @ cols[g * k:(g + 1) * k] for g in range(group)])
     n, c, ho, wo = want.shape
@@ -122,14 +122,13 @@ def test_the_input_columns_times_the_weight_rows_are_onnx_runtimes_conv(attrs):
     ("MatMul", (2, 6, 7), {}),
 ])
 def test_drawn_columns_are_those_columns_of_the_whole_im2col(op_type, shape, conv):
-    rng = np.random.default_rng(8)
-    x = rng.normal(0, 1, shape).astype(np.float32)
+    x = np.random.default_rng(8).normal(0, 1, shape).astype(np.float32)
     whole = layer_columns(x, op_type, conv)
-    count = position_count(x, op_type, conv)
-    assert whole.shape[1] == count
-    drawn = rng.choice(count, min(count, 17), replace=False)
-    got = layer_columns(x, op_type, conv, drawn)
-    assert got.dtype == np.float64 and np.array_equal(got, whole[:, drawn])
+    most = min(whole.shape[1] - 1, 17)
+    got = layer_columns(x, op_type, conv, most, np.random.default_rng(9))
+    want = whole[:, np.random.default_rng(9).choice(whole.shape[1], most, replace=False)]
+    assert got.dtype == np.float64 and np.array_equal(got, want)
+    assert np.array_equal(layer_columns(x, op_type, conv, whole.shape[1], np.random.default_rng(9)), whole)
 
 
 def conv_gemm_model(path) -> None:
