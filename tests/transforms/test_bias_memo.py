@@ -16,26 +16,11 @@ from ortlab.runs.rounding_cache import RoundingCache
 from ortlab.settings.config import Precision, QuantConfig, Recipe
 from ortlab.transforms import bias_correction as bc
 from ortlab.transforms.bias_memo import NodeBias
+from tests.support.memo import DictMemo
 from tests.support.models import conv_bn_model, random_image_folder
 
 STATIC = Recipe(precision=Precision.INT8, quant=QuantConfig(calibration_samples=12, weight_rounding=False))
 REUSED_WORDS = "reused from an earlier run"
-
-
-class DictMemo:
-    """Node outcomes kept in a dict; counts the lookups that found one."""
-
-    def __init__(self) -> None:
-        self.kept: dict[str, NodeBias] = {}
-        self.found = 0
-
-    def get_bias(self, key):
-        node = self.kept.get(key)
-        self.found += node is not None
-        return node
-
-    def put_bias(self, key, value):
-        self.kept[key] = value
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from ortlab.transforms import gptq
 from ortlab.transforms import weight_rounding as wr
 from ortlab.transforms.layer_columns import layer_columns
 from ortlab.transforms.quantize import quantize_static_model
+from tests.support.memo import DictMemo
 from tests.support.models import RandomFeeds
 
 
@@ -355,22 +356,6 @@ def test_weight_rounding_and_bias_correction_read_the_calibration_samples_once(t
                      s.preprocess, verify_samples=0)
     assert {"weight_rounding", "bias_correction"} <= set(art.timings)
     assert len(readers) == 2  # the calibrate stage's, and one for both steps that refit on its samples
-
-
-class DictMemo:
-    """Node outcomes kept in a dict; counts the lookups that found one."""
-
-    def __init__(self) -> None:
-        self.kept: dict[str, wr.NodeRounding] = {}
-        self.found = 0
-
-    def get(self, key):
-        node = self.kept.get(key)
-        self.found += node is not None
-        return node
-
-    def put(self, key, value):
-        self.kept[key] = value
 
 
 def _integers(model: onnx.ModelProto, targets) -> dict[str, np.ndarray]:
