@@ -10,18 +10,15 @@ no other node's key, so those nodes take the default's correction without runnin
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import onnxruntime
 
 from ortlab.core.digest import array_digest
 from ortlab.model.tensor_digest import initializer_digests, tensor_digests
-from ortlab.transforms.rounding_memo import samples_digest
+from ortlab.transforms.rounding_memo import samples_digest, step_key
 
 if TYPE_CHECKING:
     import onnx
@@ -64,8 +61,8 @@ class BiasSteps:
         self.memo = memo
         self.reference = tensor_digests(fp32)
         self.initializers = initializer_digests(qdq)
-        self.base = {"step": "bias_correction", "format": FORMAT, "onnxruntime": onnxruntime.__version__,
-                     "numpy": np.__version__, "samples": samples_digest(samples, parts), "settings": dict(settings)}
+        self.base = {"step": "bias_correction", "format": FORMAT, "samples": samples_digest(samples, parts),
+                     "settings": dict(settings)}
         self.keys: dict[str, str] = {}
 
     def look_up(self, qdq: onnx.ModelProto, name: str, qdq_output: str, fp32_output: str,
@@ -73,9 +70,8 @@ class BiasSteps:
         """The kept outcome of node ``name`` of ``qdq`` as it is now (its output ``qdq_output`` corrected towards
         the float model's ``fp32_output``, its bias scale ``scale``)."""
         output = tensor_digests(qdq, self.initializers)[qdq_output]
-        text = json.dumps({**self.base, "output": output, "reference": self.reference.get(fp32_output, fp32_output),
-                           "scale": array_digest(np.asarray(scale))}, sort_keys=True)
-        self.keys[name] = hashlib.sha256(text.encode()).hexdigest()
+        self.keys[name] = step_key({**self.base, "output": output, "scale": array_digest(np.asarray(scale)),
+                                    "reference": self.reference.get(fp32_output, fp32_output)})
         return self.memo.get_bias(self.keys[name])
 
     def keep(self, name: str, outcome: NodeBias) -> None:

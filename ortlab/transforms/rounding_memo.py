@@ -81,19 +81,22 @@ def samples_digest(samples: Sequence[Mapping[str, np.ndarray]], parts: Sequence[
     return hashlib.sha256(f"{feeds_digest(samples)}|{list(parts)}".encode()).hexdigest()
 
 
+def step_key(fields: Mapping[str, object]) -> str:
+    """A fitted outcome's key: sha256 of ``fields`` (what decides the outcome) with the versions of ONNX Runtime
+    (which computes the step's inputs) and numpy (which sums them), as canonical JSON."""
+    text = json.dumps({**fields, "onnxruntime": onnxruntime.__version__, "numpy": np.__version__}, sort_keys=True,
+                      default=list)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def node_keys(qdq: onnx.ModelProto, targets: Sequence[KeyedTarget], samples: str,
               settings: Mapping[str, object]) -> dict[str, str]:
     """The key of each target of ``qdq`` (by node name) for the samples with digest ``samples`` and the step's
     ``settings``."""
     digests = tensor_digests(qdq)
-    base = {"format": FORMAT, "onnxruntime": onnxruntime.__version__, "numpy": np.__version__, "samples": samples,
-            "settings": dict(settings)}
-    keys = {}
-    for t in targets:
-        text = json.dumps({**base, "input": digests.get(t.activation, t.activation), "weight": digests[t.weight],
-                           "node": _identity(t)}, sort_keys=True, default=list)
-        keys[t.name] = hashlib.sha256(text.encode()).hexdigest()
-    return keys
+    base = {"format": FORMAT, "samples": samples, "settings": dict(settings)}
+    return {t.name: step_key({**base, "input": digests.get(t.activation, t.activation), "weight": digests[t.weight],
+                              "node": _identity(t)}) for t in targets}
 
 
 class StepMemo:
