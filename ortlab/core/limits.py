@@ -74,9 +74,10 @@ go first. An entry holds one calibration's activation ranges (a few KB for a sma
 transformer), so this keeps hundreds of calibrations."""
 
 ROUNDING_CACHE_MAX_BYTES = 256 * 2**20
-"""Bytes the workspace's kept GPTQ roundings (``<workspace>/rounding``) hold; past it the entries used longest ago go
-first. An entry holds one node's int8 weight (a YOLOv8n's 64 nodes: 3 MB together), so this keeps the roundings of
-dozens of trials of a small CNN, or of a few of a 100 MB model."""
+"""Bytes the workspace's kept GPTQ roundings and bias corrections (``<workspace>/rounding``) hold; past it the entries
+used longest ago go first. A rounding holds one node's int8 weight (a YOLOv8n's 64 nodes: 3 MB together), a bias
+correction one int64 per channel, so this keeps the fits of dozens of trials of a small CNN, or of a few of a 100 MB
+model."""
 
 RUN_MEMORY_MAX_GB = 8.0
 """Upper bound of the default memory limit of a recipe's or benchmark's child process; the default is

@@ -308,6 +308,12 @@ def _calibration_feeds(ctx: RunContext, c: Calibrated, given: tuple[dict, ...] |
     return tuple(feeds)
 
 
+def _kept_fits(ctx: RunContext) -> RoundingCache | None:
+    """Where the run keeps and finds node fits (GPTQ roundings, bias corrections): beside its kept calibrations, in
+    its workspace; None for a run that keeps none."""
+    return RoundingCache.beside(ctx.calibrations.folder) if ctx.calibrations is not None else None
+
+
 def _round_weights(ctx: RunContext, qz: Quantized) -> Quantized:
     """GPTQ weight rounding of the static QDQ model (``ortlab.transforms.weight_rounding``) on the samples the
     calibrate stage used; reports its own "weight_rounding" n/N events. Skipped on random data."""
@@ -318,9 +324,8 @@ def _round_weights(ctx: RunContext, qz: Quantized) -> Quantized:
         return qz
     dst = ctx.work / "weights_rounded.onnx"
     feeds = _calibration_feeds(ctx, c)
-    memo = RoundingCache.beside(ctx.calibrations.folder) if ctx.calibrations is not None else None
     result = weight_rounding.round_weights(qz.float_model, qz.model.path, dst, feeds, ctx.reporter, ctx.cancel,
-                                           output_groups=output_channel_groups, memo=memo)
+                                           output_groups=output_channel_groups, memo=_kept_fits(ctx))
     ctx.findings.note(result.notes)
     qdq = dst if qz.model.qdq == qz.model.path else qz.model.qdq  # the QDQ file kept is the re-rounded one
     return replace(qz, model=replace(qz.model, path=dst, qdq=qdq),
@@ -343,14 +348,13 @@ def _correct_biases(ctx: RunContext, qz: Quantized) -> Quantized:
         ctx.reporter(ProgressEvent(bias_correction.STAGE, 1, 1, "skipped: a YOLO-style detector"))
         return qz
     dst = ctx.work / "bias_corrected.onnx"
-    memo = RoundingCache.beside(ctx.calibrations.folder) if ctx.calibrations is not None else None
     result = bias_correction.correct_biases(qz.float_model, qz.model.path, dst, _calibration_feeds(ctx, c, given),
                                             ctx.reporter, ctx.cancel,
                                             output_groups=output_channel_groups,
                                             task_judge=held_back_task_judge(
                                                 ctx.run.policy, c.dataset.labeled(),
                                                 sample_copies(c.dataset, c.preprocess, ctx.run.info.inputs, c.specs)),
-                                            memo=memo)
+                                            memo=_kept_fits(ctx))
     ctx.findings.warn(result.warnings)
     ctx.findings.note(result.notes)
     qdq = dst if qz.model.qdq == qz.model.path else qz.model.qdq  # the QDQ file kept is the corrected one

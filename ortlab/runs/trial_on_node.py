@@ -134,9 +134,10 @@ def time_pair_on_node(source_name: str, source_blob: bytes, candidate_blob: byte
 
 
 def pack_kept(root: Path, roundings_since: float | None = None) -> bytes | None:
-    """The workspace's kept calibrations and GPTQ node roundings (``<root>/calibration``, ``<root>/rounding``) as one
-    zip, by paths relative to ``root``; None when it keeps none. ``roundings_since``: only the roundings written (or
-    reused in this workspace) since then, epoch seconds: a search ships those its trials made, not the whole folder."""
+    """The workspace's kept calibrations and node fits (``<root>/calibration``; ``<root>/rounding``: GPTQ roundings and
+    bias corrections) as one zip, by paths relative to ``root``; None when it keeps none. ``roundings_since``: only
+    the fits written (or reused in this workspace) since then, epoch seconds: a search ships those its trials made,
+    not the whole folder."""
     folders = [root / name for name in KEPT_SUFFIXES if (root / name).is_dir()]
     if not folders:
         return None

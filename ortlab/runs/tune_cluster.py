@@ -3,8 +3,8 @@ runner beside :class:`ortlab.runs.tune.LocalTrials` (a child process per recipe 
 ``--ray``).
 
 On a cluster the accuracy work of a trial (quantize + evaluate) is a Ray task on any node (round robin over
-the nodes); the source model, the evaluation/calibration files and the workspace's kept calibrations and GPTQ node
-roundings go through the object store once, by hash (:meth:`RayCluster.put`); those a node makes are kept here, for
+the nodes); the source model, the evaluation/calibration files and the workspace's kept calibrations and node fits
+(GPTQ roundings, bias corrections) go through the object store once, by hash (:meth:`RayCluster.put`); those a node makes are kept here, for
 the next trial on any node. Timing runs only on a node carrying ``timing_resource``, the same node for every
 trial and finalist, with the one clock (:class:`ortlab.timing.child_runs.PairTimer`), and each timing records
 that node's machine. The trial comes back here as an artifact folder recorded in this workspace's History. A
@@ -122,8 +122,8 @@ class TrialData:
         return (path.name, path.is_dir()), self._packed[key]
 
     def calibrations(self, workspace: Any) -> Any:
-        """The workspace's kept calibrations and the GPTQ node roundings this search's trials made, as one
-        object-store reference."""
+        """The workspace's kept calibrations and the node fits (GPTQ roundings, bias corrections) this search's
+        trials made, as one object-store reference."""
         blob = pack_kept(Path(workspace.root), roundings_since=self._started)
         return self._cluster.put(blob) if blob is not None else None
 
