@@ -440,7 +440,7 @@ def run_case(name: str, args: argparse.Namespace, work: Path) -> None:
             held = (f"; the unseen {v:.3f} is {'inside' if r.claim_low <= v <= r.claim_high else 'OUTSIDE'} "
                     "the claimed interval")
         print(f"   tune's held-out claim: {r.claim:.3f} ({r.claim_low:.3f}–{r.claim_high:.3f}) on {r.claim_evidence}: "
-              f"{r.claim_word}{held}")
+              f"{r.claim_word}{held}; decided on the default's {default.evidence or '?'}")
     if args.ceiling:
         print_ceiling(model, default.recipe, r.best.model_path, default.model_path, ref(cal).load(labels), unseen_ds,
                       pre, case, work / name / "ceiling", args.ceiling)

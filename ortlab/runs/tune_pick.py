@@ -67,7 +67,7 @@ def claim_of(pick: Trial, bar: float | None, ev: SampleEvidence | None) -> Claim
     per-sample record."""
     if ev is None or not len(ev):
         return None
-    choose, confirm = split(len(ev))
+    choose, confirm = split(len(ev), ev.units)
     got = interval(ev, confirm or None)
     if got is None:
         return None
@@ -89,12 +89,13 @@ def decide(done: Sequence[Trial], evidence: Mapping[int, SampleEvidence | None],
     given its comparison with the default (``vs_default``); None when trial 1 did not finish with a per-sample
     record (the search then ranks as before)."""
     default = next((t for t in done if t.index == 1), None)
-    if default is None or evidence.get(1) is None:
+    first = evidence.get(1)
+    if default is None or first is None:
         return None
     cands = [candidate_of(t, evidence.get(t.index), usable(t)) for t in done]
     base = next(c for c in cands if c.index == 1)
-    rec = recommend(base, cands, objective, len(evidence[1] or ()))
-    measure = (evidence[1] or SampleEvidence("", (), (), 0, "")).measure
+    rec = recommend(base, cands, objective, len(first), first.units)
+    measure = first.measure
     said = {comp.index: comp.reason(measure) for comp in rec.comparisons}
     said[1] = "the default: the baseline every candidate is compared with"
     why = ("not compared: broken, or slower than the fp32 source" if base.usable else
@@ -110,7 +111,7 @@ def step_gain(step: SampleEvidence | None, current: SampleEvidence | None) -> tu
     per-sample records."""
     if step is None or current is None or len(step) != len(current) or not len(step):
         return None
-    choose, confirm = split(len(step))
+    choose, confirm = split(len(step), current.units)
     ids = list(choose) if confirm else list(range(len(step)))
     diff = paired_difference(step, current, ids)
     if diff is None:

@@ -62,6 +62,77 @@ def test_paired_bootstrap_matches_the_normal_interval_of_the_per_sample_differen
     assert (d.high - d.low) / 2 < unpaired
 
 
+def _units_of(units, ids) -> float:
+    return sum(units[i] for i in ids)
+
+
+def test_split_sizes_the_held_out_part_by_evidence_so_claim_and_decision_each_rest_on_100_units():
+    # 300 photos whose every third holds fewer detections (as a folder of crops cycling over a few photographs can):
+    # held out by sample, the claim would rest on 50 of 290 detections
+    units = [(0 if i % 6 == 2 else 1) if i % 3 == 2 else (2 if i % 5 == 0 else 1) for i in range(300)]
+    total = sum(units)
+    assert total == 290 and _units_of(units, range(2, 300, 3)) == 50
+    choose, confirm = split(300, units)
+    assert sorted(choose + confirm) == list(range(300)) and not set(choose) & set(confirm)
+    assert 100 <= _units_of(units, confirm) <= 101 and _units_of(units, choose) >= 189
+    # interleaved: each quarter of the data gives the held-out part about its share of the evidence
+    for q in range(4):
+        part = range(75 * q, 75 * (q + 1))
+        assert abs(_units_of(units, [i for i in confirm if i in part]) / _units_of(units, part) - 100 / 290) < 0.06
+    # photos with no reference detection (their false detections count) are held out in the same proportion
+    empty = [i for i in range(300) if units[i] == 0]
+    assert len([i for i in confirm if units[i] == 0]) == math.floor(len(empty) * 100 / 290)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_split_by_evidence_holds_out_its_share_of_each_group_whatever_the_counts(seed):
+    rng = random.Random(seed)
+    n = rng.randint(30, 900)
+    units = [rng.choice((0, 0, 1, 1, 1, 2, 3, 7)) for _ in range(n)]
+    total = sum(units)
+    choose, confirm = split(n, units)
+    assert sorted(choose + confirm) == list(range(n))
+    target = 100 if 200 <= total < 300 else total / 3
+    held = _units_of(units, confirm)
+    assert target <= held < target + 7  # at least the target, over it by less than one sample's units
+    for w in set(units):  # crowded, sparse and empty samples alike: each group held out at the same share
+        group = [i for i in range(n) if units[i] == w]
+        assert abs(len([i for i in confirm if units[i] == w]) - len(group) * target / total) <= 1 + 1e-9
+    assert split(n, [float(u) for u in units]) == (choose, confirm)  # the same reference, the same parts
+
+
+def test_split_by_evidence_keeps_every_third_sample_where_each_holds_one_unit():
+    assert split(300, [1.0] * 300) == split(300)  # the claim on 100 of 300, as without units
+    assert split(90, [1.0] * 90) == split(90)  # 90 units: a third (too few for 100 on each side)
+    assert split(12, [3.0] * 12) == (tuple(range(12)), ())  # too few samples: none held out
+    assert split(60, [0.0] * 60) == split(60)  # no unit at all: by sample
+
+
+def test_a_claim_rests_on_100_reference_detections_where_the_held_out_third_of_photos_holds_few(tmp_path):
+    from ortlab.runs.tune import Tuner, TuneSettings
+    from ortlab.runs.tune_policy import Stage, Trial, verdict_policy
+    from ortlab.runs.runspec import DataRef
+    from ortlab.settings.config import Precision, Recipe
+
+    tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
+                  settings=TuneSettings(budget_s=60, exclusion_steps=0))
+    tuner._retime = lambda finalists: finalists  # type: ignore[method-assign]
+    refs = [0 if i % 3 == 2 else 2 if i % 4 == 0 else 1 for i in range(300)]  # 250 detections, none in every third
+    n = len(refs)
+    b = BoxesMetrics("output0", 0.25, "probability", 0.0, 1.0, 1.0, matched=sum(refs), ref_total=sum(refs),
+                     cand_total=sum(refs), sample_matched=refs, sample_ref=refs, sample_cand=refs)
+    t = Trial(1, "int8 static", Stage.SEARCH, Recipe(precision=Precision.INT8, name="int8 static"))
+    t = replace(tuner._judge(t, _report(TaskMetrics(Task.BOXES, True, "", boxes=[b]), n), None), speed=[_speed(2.0)],
+                relative_latency=0.5, cost=0.5, model_path=str(tmp_path / "m1.onnx"))
+    tuner.trials_done.append(t)
+    choose, confirm = split(n, refs)
+    assert t.evidence == f"{_units_of(refs, choose):.0f} reference detections in {len(choose)} samples"
+    r = tuner.finish()
+    held = _units_of(refs, confirm)
+    assert held >= 100 and r.claim_evidence == f"{held:.0f} reference detections in {len(confirm)} samples"
+    assert f"chosen on {len(choose)} samples, confirmed on {len(confirm)} held out" in r.sentence
+
+
 def test_interval_of_a_perfect_score_on_little_evidence_is_wide():
     # 16 samples, 4 reference detections, every one matched: F1 1.0, but no one should call that settled
     ev = SampleEvidence("detection F1", (2.0,) * 4 + (0.0,) * 12, (2.0,) * 4 + (0.0,) * 12, 4, "reference detections",
