@@ -52,6 +52,7 @@ from ortlab.checks.eval_report import EvalReport
 from ortlab.checks.verdict import Level, Verdict, VerdictPolicy, judge
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.data import samples
+from ortlab.data.dataset import stratified_sample
 from ortlab.data.inputs import infer_specs
 from ortlab.data.preprocess import resolve_preprocess
 from ortlab.model.decision_head import DecisionHead, decision_head
@@ -65,7 +66,7 @@ from ortlab.runs.tune_budget import Clocks, SearchBudget
 from ortlab.runs.tune_cluster import ClusterTrials
 from ortlab.runs.tune_evidence import SampleEvidence, evidence_of
 from ortlab.runs.tune_output import RECOMMENDED_NOTE, mark_recommended, write_recommendation, write_trials
-from ortlab.runs.tune_pick import choosing_measure
+from ortlab.runs.tune_pick import choosing_measure, choosing_part
 from ortlab.runs.tune_policy import (
     FAILURES_TO_STOP, Policy, Stage, Trial, TrialLevel, TrialStatus, TuneResult, judging_policy, pareto_front, same_model,
     task_quality, verdict_policy,
@@ -237,7 +238,22 @@ class Tuner:
         """What the accuracy-controlled stage needs of this search."""
         s = self.settings
         return StageContext(self.model, self.policy, s.exclusion_steps, s.verify_samples, s.shapes, self.stop,
-                            self.budget.left, self.budget.token, self.data.eval_data)
+                            self.budget.left, self.budget.token, self.choosing_data)
+
+    def choosing_data(self) -> tuple[Any, Any]:
+        """The evaluation data the search chooses on, and its preprocessing: the samples a trial is verified on
+        (drawn as the trial draws them) less those held out to confirm the pick (:func:`choosing_part` of the
+        default's record), so neither the per-node analysis nor the accuracy stage's screen looks at the samples the
+        pick's claim is stated on; all of them until the default's record is in."""
+        ds, pre = self.data.eval_data()
+        n = self.settings.verify_samples
+        if n and n < len(ds):
+            first = next((t for t in self.trials_done if t.index == 1), None)
+            ds = stratified_sample(ds, n, first.recipe.quant.seed if first is not None else 0)
+        part = choosing_part(self.evidence.get(1))
+        if part is not None and part[0] == len(ds):
+            ds = ds.subset(part[1])
+        return ds, pre
 
     def run_steps(self, steps: Steps) -> Iterator[Trial]:
         """Carry out a strategy's ``steps``: run each proposed recipe as a trial and send it back, start what is
@@ -397,7 +413,7 @@ class Tuner:
 
     def _ranked_nodes(self, trial: Trial) -> list[str]:
         """Node names of ``trial``'s QDQ model, worst local error first (the per-node analysis)."""
-        ds, pre = self.data.eval_data()
+        ds, pre = self.choosing_data()
         result = analyze(self.model, trial.model_path, ds, pre, n=min(32, self.settings.verify_samples or 32),
                          shapes=self.settings.shapes)
         return [e.name for e in result.nodes]

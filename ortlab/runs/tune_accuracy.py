@@ -85,7 +85,8 @@ class StageContext:
     """What the stage needs of its search: the source ``model``, the ``policy`` that accepts a trial, at most
     ``exclusion_steps`` trials, ``verify_samples`` evaluation samples a trial (0: all), the ``shapes`` of open dims;
     the budget (``stop``: no further trial may start; ``left``: wall seconds left; ``cancel``: the search's token);
-    the evaluation data and its preprocessing (``eval_data``); and ``open_screen`` (None: a
+    the evaluation data the search chooses on and its preprocessing (``eval_data``: never the samples held out to
+    confirm the pick); and ``open_screen`` (None: a
     :class:`RevertScreen` of the trial's QDQ model on ``n`` samples, the hardest of ``pool`` when given,
     :meth:`AccuracySearch.open_screen`)."""
 
@@ -243,7 +244,7 @@ class AccuracySearch:
         helps = [u for u in ranking.units if u.score > ranking.base.score]
         bias = f" (bias correction {'on' if base.recipe.quant.bias_correction else 'off'})"
         where = (f"the {hard.n} of {hard.pool_size} evaluation samples where int8 errs most" if hard.hardest
-                 else f"{hard.n} evaluation samples")
+                 else f"{hard.n} evaluation samples") + " (of those it chooses on)"
         self.notes.append(
             f"Accuracy-controlled search from {base.label}{bias}: screened {ranking.screened} of {ranking.candidates} "
             f"units (the worst nodes by local error, each with its producer chain) in float one at a time on "

@@ -11,11 +11,12 @@ from ortlab.checks.uncertainty import about
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_policy import Trial
 from ortlab.runs.tune_recommend import (
-    MIN_SPLIT_SAMPLES, Candidate, Recommendation, Timing, bar_word, by_error, interval,
-    measure_on_choosing_part, paired_difference, recommend, settle_bar, split,
+    Candidate, Recommendation, Timing, bar_word, by_error, interval, measure_on_choosing_part, paired_difference,
+    recommend, settle_bar,
 )
+from ortlab.runs.tune_split import MIN_SPLIT_SAMPLES, split
 
-__all__ = ["Claim", "candidate_of", "choosing_measure", "claim_of", "decide", "step_gain"]
+__all__ = ["Claim", "candidate_of", "choosing_measure", "choosing_part", "claim_of", "decide", "step_gain"]
 
 
 def choosing_measure(t: Trial, ev: SampleEvidence | None) -> Trial:
@@ -28,6 +29,15 @@ def choosing_measure(t: Trial, ev: SampleEvidence | None) -> Trial:
         return replace(t, evidence=got.evidence)
     return replace(t, task_measure=got.measure, task_value=got.value, task_low=got.low, task_high=got.high,
                    evidence=got.evidence)
+
+
+def choosing_part(ev: SampleEvidence | None) -> tuple[int, tuple[int, ...]] | None:
+    """How many samples ``ev`` (the default's record) holds and which of them the search chooses on (:func:`split`);
+    None without a record, or when too few to hold any out."""
+    if ev is None or not len(ev):
+        return None
+    choose, confirm = split(len(ev), ev.units)
+    return (len(ev), choose) if confirm else None
 
 
 def candidate_of(t: Trial, ev: SampleEvidence | None, usable: bool) -> Candidate:

@@ -571,3 +571,35 @@ def test_a_trial_that_met_the_bar_but_is_not_shown_better_than_the_default_is_na
     assert r.sentence.startswith("1 of 2 tried met the bar on the samples tune chose on (#2 t2), but none is shown "
                                  "better than the default on the same samples")
     assert "No recipe of" not in r.sentence
+
+
+@pytest.mark.parametrize("verify", [45, 36])
+def test_the_search_looks_only_at_the_samples_it_chooses_on_once_the_defaults_record_is_in(tmp_path, verify):
+    """The per-node analysis and the accuracy stage's screen read the evaluation data through
+    ``Tuner.choosing_data``: the samples a trial is verified on (all 45, or 36 drawn as a trial draws them) less the
+    ones held out to confirm the pick, so the claim is stated on samples nothing in the search looked at."""
+    from ortlab.data.dataset import stratified_sample
+    from ortlab.runs.tune import Tuner, TuneSettings
+    from ortlab.runs.tune_policy import Stage, Trial, verdict_policy
+    from ortlab.runs.runspec import DataRef
+    from ortlab.settings.config import Precision, QuantConfig, Recipe
+
+    tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=45), workspace=object(), policy=verdict_policy(),
+                  settings=TuneSettings(budget_s=60, exclusion_steps=0, verify_samples=verify))
+    everything, _ = tuner.data.eval_data()
+    assert len(everything) == 45
+    tuner.trials_done.append(Trial(1, "int8 static", Stage.SEARCH,
+                                   Recipe(precision=Precision.INT8, quant=QuantConfig(seed=7))))
+    verified = stratified_sample(everything, verify, 7)  # what the trial's verification drew
+    before, _ = tuner.choosing_data()
+    assert [s.index for s in before.samples] == [s.index for s in verified.samples]  # no record yet: all it verified
+    units = [float(i % 4) for i in range(verify)]  # the default's reference detections per sample
+    tuner.evidence[1] = SampleEvidence("detection F1", tuple(units), tuple(units), int(sum(units)),
+                                       "reference detections", per_unit=2.0, units=tuple(units))
+    choose, confirm = split(verify, units)
+    assert confirm
+    ds, _ = tuner.choosing_data()
+    assert [s.index for s in ds.samples] == [verified.samples[i].index for i in choose]
+    screen_ds, _ = tuner.stage_context().eval_data()  # what the accuracy stage's screen is given
+    assert [s.index for s in screen_ds.samples] == [s.index for s in ds.samples]
+    assert not {verified.samples[i].index for i in confirm} & {s.index for s in screen_ds.samples}
