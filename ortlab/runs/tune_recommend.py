@@ -5,11 +5,16 @@
   bootstrap over samples, each resample taking both models' results of the same samples) shows it is **not worse**
   (the interval's low end above −:data:`NOT_WORSE_MARGIN`) and it is **faster** by more than the timing interval
   (its speed-up's whole 95% interval above the default's), or **clearly more accurate** (the difference's interval
-  above 0, and for per-sample pass/fail measures McNemar's exact test on the discordant samples below 0.05; or, where
+  above 0, and McNemar's exact test below 0.05: on the discordant samples of a pass/fail measure, on the units of
+  error the two make differently of a measure that counts several a sample (:func:`error_units`); or, where
   the task has a continuous error per sample, not worse and that error's paired difference wholly below 0
   (:func:`by_error`): a detector's near-threshold score-logit error separates two candidates on 200 photos where an
   F1 gain of 0.01 over 150 detections sits inside its interval, a classifier's top-1 margin error where no flip
   differs). So a model both less accurate and slower than the default is never recommended.
+* **Many candidates, one pick** (:func:`family_level`): each of the k candidates compared with the default is read at
+  the 1 − 0.05/k level (Bonferroni), so the chance that any of them is shown better or no worse by noise alone stays
+  within 5%: picking the best of many noisy differences is how a search ends up "better" on the data it chose on
+  and not on photos it never saw.
 * **Chosen on one part, confirmed on another** (:func:`split`): the search ranks and decides on the choosing
   samples; the pick's measure is stated from the held-out ones, so the best of many noisy scores does not inflate
   the claim. The parts are sized by evidence (detections, confident samples), not by samples: where the data holds
@@ -25,13 +30,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-import numpy as np
-
-from ortlab.checks.uncertainty import about, wilson
+from ortlab.checks.uncertainty import about
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_split import MIN_SPLIT_SAMPLES, split
+from ortlab.runs.tune_stats import (
+    ALPHA, BOOTSTRAP_ROUNDS, MAX_SETTLE, NOT_WORSE_MARGIN, Interval, discordant, error_difference, error_units, family_level,
+    interval, mcnemar_p, paired_difference, settle_discordant, settle_samples, units_of, z_of,
+)
 
 __all__ = [
     "BOOTSTRAP_ROUNDS",
@@ -45,6 +51,7 @@ __all__ = [
     "bar_word",
     "compare",
     "error_difference",
+    "family_level",
     "interval",
     "mcnemar_p",
     "measure_on_choosing_part",
@@ -55,25 +62,6 @@ __all__ = [
     "split",
 ]
 
-NOT_WORSE_MARGIN = 0.01  # a candidate within this of the default's measure (e.g. 0.01 F1) is not worse
-ALPHA = 0.05
-BOOTSTRAP_ROUNDS = 2000
-SEED = 20261203
-MAX_SETTLE = 1_000_000
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A figure and its 95% interval."""
-
-    value: float
-    low: float
-    high: float
-
-    def text(self, signed: bool = False) -> str:
-        f = "{:+.3f}" if signed else "{:.3f}"
-        return f"{f.format(self.value)} ({f.format(self.low)} to {f.format(self.high)})" if signed else \
-            f"{f.format(self.value)} ({f.format(self.low)}–{f.format(self.high)})"
 
 
 @dataclass(frozen=True)
@@ -120,6 +108,7 @@ class Comparison:
     objective: str = "latency"  # "size": faster/slower read smaller/larger
     error_change: Interval | None = None  # the continuous error's paired difference (candidate − default), if read
     error_measure: str = ""
+    family: int = 1  # the candidates compared with the default in one decision: intervals at family_level(family)
 
     @property
     def preferred(self) -> bool:
@@ -136,6 +125,8 @@ class Comparison:
         gain = "smaller" if self.objective == "size" else "faster by more than the timing interval"
         e = (f"; {self.error_measure} vs the default {self.error_change.text(signed=True)}"
              if self.error_change is not None else "")
+        if self.family > 1 and self.difference is not None:
+            e += f"; {family_level(self.family):.1%} intervals, as {self.family} candidates were compared"
         if self.preferred:
             why = "clearly more accurate" if self.more_accurate else f"not worse and {gain}"
             cost = ("; it is slower than the default (its speed-up's interval lies below the default's)"
@@ -163,152 +154,6 @@ class Recommendation:
     claim_samples: int = 0  # the samples the claim is stated on (the held-out part, or all when none was held out)
 
 
-# -- statistics --------------------------------------------------------------------------------------------------
-
-
-def _resamples(n: int, rounds: int, seed: int) -> Any:
-    """``rounds`` × ``n`` positions drawn with replacement (the same for every model compared: paired)."""
-    return np.random.default_rng(seed).integers(0, n, size=(rounds, n)) if n else np.zeros((0, 0), dtype=int)
-
-
-def _ratios(hits: Sequence[float], totals: Sequence[float], ids: Sequence[int], draws: Any) -> Any:
-    """Each resample's Σ hits / Σ totals over the samples ``ids`` (NaN where a resample holds no unit)."""
-    h = np.asarray(hits, dtype=np.float64)[list(ids)][draws].sum(axis=1)
-    t = np.asarray(totals, dtype=np.float64)[list(ids)][draws].sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(t > 0, h / np.where(t > 0, t, 1.0), np.nan)
-
-
-def _percentiles(values: Any) -> tuple[float, float] | None:
-    v = np.asarray(values, dtype=np.float64)
-    v = v[np.isfinite(v)]
-    if not v.size:
-        return None
-    return float(np.quantile(v, 0.025)), float(np.quantile(v, 0.975))
-
-
-def interval(ev: SampleEvidence, idx: Sequence[int] | None = None, rounds: int = BOOTSTRAP_ROUNDS,
-             seed: int = SEED) -> Interval | None:
-    """The measure of ``ev`` over the samples ``idx`` (all when None) with its 95% interval: the union of Wilson's
-    interval over the units (Σ totals / per_unit: detections, samples) and the percentile bootstrap over samples.
-    None when the samples hold no unit."""
-    ids = list(range(len(ev))) if idx is None else list(idx)
-    value = ev.value(ids)
-    if value is None or not ids:
-        return None
-    units = sum(ev.totals[i] for i in ids) / ev.per_unit
-    lo, hi = wilson(value * units, units)
-    boots = _percentiles(_ratios(ev.hits, ev.totals, ids, _resamples(len(ids), rounds, seed)))
-    if boots is not None:
-        lo, hi = min(lo, boots[0]), max(hi, boots[1])
-    return Interval(value, max(0.0, min(lo, value)), min(1.0, max(hi, value)))
-
-
-def paired_difference(cand: SampleEvidence, base: SampleEvidence, idx: Sequence[int] | None = None,
-                      rounds: int = BOOTSTRAP_ROUNDS, seed: int = SEED, floor: bool = True) -> Interval | None:
-    """measure(cand) − measure(base) on the same samples ``idx`` with its 95% paired-bootstrap interval (each
-    resample draws samples and takes both models' results of them), for pass/fail measures widened to the Wilson
-    bounds of the discordant samples unless ``floor`` is off. None when the two were not measured on the same number
-    of samples or the samples hold no unit."""
-    if len(cand) != len(base):
-        return None
-    ids = list(range(len(cand))) if idx is None else list(idx)
-    a, b = cand.value(ids), base.value(ids)
-    if a is None or b is None:
-        return None
-    draws = _resamples(len(ids), rounds, seed)
-    got = _percentiles(_ratios(cand.hits, cand.totals, ids, draws) - _ratios(base.hits, base.totals, ids, draws))
-    lo, hi = got if got is not None else (-1.0, 1.0)
-    if cand.binary and base.binary and floor:
-        f_lo, f_hi = _discordant_bounds(*_discordant(cand, base, ids), _units(base, ids), len(ids))
-        lo, hi = min(lo, f_lo), max(hi, f_hi)
-    return Interval(a - b, min(lo, a - b), max(hi, a - b))
-
-
-def error_difference(cand: SampleEvidence, base: SampleEvidence, idx: Sequence[int] | None = None,
-                     rounds: int = BOOTSTRAP_ROUNDS, seed: int = SEED) -> Interval | None:
-    """The continuous error's mean (Σ errors / Σ counts) of ``cand`` minus ``base``'s on the same samples ``idx``,
-    with its 95% paired-bootstrap interval; None when either has no continuous error, they differ in length, or
-    the samples hold no counted value."""
-    if not cand.errors or not base.errors or len(cand.errors) != len(base.errors) or len(cand) != len(base):
-        return None
-    ids = list(range(len(cand))) if idx is None else list(idx)
-    a_n = sum(cand.error_counts[i] for i in ids)
-    b_n = sum(base.error_counts[i] for i in ids)
-    if a_n <= 0 or b_n <= 0:
-        return None
-    value = sum(cand.errors[i] for i in ids) / a_n - sum(base.errors[i] for i in ids) / b_n
-    draws = _resamples(len(ids), rounds, seed)
-    got = _percentiles(_ratios(cand.errors, cand.error_counts, ids, draws)
-                       - _ratios(base.errors, base.error_counts, ids, draws))
-    lo, hi = got if got is not None else (-math.inf, math.inf)
-    return Interval(value, min(lo, value), max(hi, value))
-
-
-def _units(ev: SampleEvidence, ids: Sequence[int]) -> float:
-    """The counted units among the samples ``ids`` (confident samples, strings …)."""
-    return sum(ev.units[i] for i in ids) if ev.units else float(len(ids))
-
-
-def _discordant_bounds(better: int, worse: int, units: float, n: int) -> tuple[float, float]:
-    """A floor under a pass/fail difference's interval: the difference is (better − worse) / n, and each count's
-    share of the ``units`` (the samples that can change: confident ones, strings) has its Wilson interval, so the
-    difference lies within (low(better) − high(worse), high(better) − low(worse)) × units / n. Two models that
-    agree on every one of a few samples are not shown equal: the bootstrap alone says (0, 0) there, while 0 of 14
-    confident samples bounds a share only below 0.21."""
-    if n <= 0 or units <= 0:
-        return -1.0, 1.0
-    b_lo, b_hi = wilson(better, units)
-    w_lo, w_hi = wilson(worse, units)
-    scale = units / n
-    return (b_lo - w_hi) * scale, (b_hi - w_lo) * scale
-
-
-def mcnemar_p(b: int, c: int) -> float:
-    """McNemar's exact two-sided test: the discordant samples ``b`` (the first passes, the second fails) and ``c``
-    (the reverse) under H0 split half and half; p = 2·P(Binomial(b+c, ½) ≤ min(b, c)), at most 1."""
-    n = b + c
-    if n == 0:
-        return 1.0
-    k = min(b, c)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
-    return min(1.0, 2.0 * tail)
-
-
-def _discordant(cand: SampleEvidence, base: SampleEvidence, idx: Sequence[int]) -> tuple[int, int]:
-    better = sum(1 for i in idx if cand.hits[i] > base.hits[i])
-    worse = sum(1 for i in idx if cand.hits[i] < base.hits[i])
-    return better, worse
-
-
-def settle_samples(diff: Interval, n: int, margin: float = NOT_WORSE_MARGIN) -> int | None:
-    """About how many samples would show "not worse" (the interval's low end above −``margin``) if the difference
-    stayed ``diff.value`` and the interval shrank as 1/√n; None when the difference itself is at or below −margin
-    (no count would) or past :data:`MAX_SETTLE`."""
-    room = diff.value + margin
-    half = diff.value - diff.low
-    if room <= 0 or half <= 0 or n <= 0:
-        return None
-    need = math.ceil(n * (half / room) ** 2)
-    return need if need <= MAX_SETTLE else None
-
-
-def _settle_discordant(better: int, worse: int, units: float, n: int, margin: float) -> int | None:
-    """About how many samples would show a pass/fail difference "not worse" if the discordant shares stayed as
-    they are: the smallest sample count whose :func:`_discordant_bounds` lie above −``margin`` (None: none up to
-    :data:`MAX_SETTLE`). Near zero discordant samples a Wilson bound shrinks as 1/n, not 1/√n."""
-    if n <= 0 or units <= 0 or (worse - better) / n >= margin:
-        return None
-    per_sample = units / n
-    m = float(n)
-    while m <= MAX_SETTLE:
-        low, _ = _discordant_bounds(round(better * m / n), round(worse * m / n), per_sample * m, round(m))
-        if low > -margin:
-            return math.ceil(m)
-        m *= 1.1
-    return None
-
-
 def bar_word(claim: Interval | None, bar: float | None) -> str:
     """"ok" when the claim's whole interval clears the bar (or there is no bar), "on the edge" when the interval
     reaches across it, "below the bar" when it lies wholly under it; "" without a claim."""
@@ -323,25 +168,28 @@ def bar_word(claim: Interval | None, bar: float | None) -> str:
 
 
 def compare(cand: Candidate, default: Candidate, idx: Sequence[int] | None = None, objective: str = "latency",
-            margin: float = NOT_WORSE_MARGIN) -> Comparison:
-    """``cand`` against ``default`` on the samples ``idx`` (see the module's rules). Without per-sample evidence on
+            margin: float = NOT_WORSE_MARGIN, family: int = 1) -> Comparison:
+    """``cand`` against ``default`` on the samples ``idx`` (see the module's rules), as one of ``family`` candidates
+    compared with it (its intervals and McNemar's test at :func:`family_level`). Without per-sample evidence on
     both, the whole-set values decide "not worse" (never "clearly more accurate")."""
-    diff, p, err = None, None, None
+    level = family_level(family)
+    diff, p, err, binary = None, None, None, False
     if cand.evidence is not None and default.evidence is not None:
         ids = list(range(len(cand.evidence))) if idx is None else list(idx)
-        diff = paired_difference(cand.evidence, default.evidence, ids)
-        if diff is not None and cand.evidence.binary and default.evidence.binary:
-            p = mcnemar_p(*_discordant(cand.evidence, default.evidence, ids))
+        diff = paired_difference(cand.evidence, default.evidence, ids, level=level)
+        binary = cand.evidence.binary and default.evidence.binary
+        if diff is not None:
+            p = mcnemar_p(*(discordant if binary else error_units)(cand.evidence, default.evidence, ids))
     if diff is not None:
         not_worse = diff.low > -margin
-        more = diff.low > 0 and (p is None or p < ALPHA)
+        more = diff.low > 0 and (p is None or p < 1.0 - level)
         if not more and cand.evidence is not None and default.evidence is not None:
-            diff, not_worse, more, err = by_error(cand.evidence, default.evidence, ids, diff, margin)
+            diff, not_worse, more, err = by_error(cand.evidence, default.evidence, ids, diff, margin, level)
         n = len(idx) if idx is not None else len(cand.evidence or ())
         settle = None if not_worse else settle_samples(diff, n, margin)
-        if settle is not None and p is not None and cand.evidence is not None and default.evidence is not None:
-            settle = _settle_discordant(*_discordant(cand.evidence, default.evidence, ids),
-                                        _units(default.evidence, ids), n, margin) or settle
+        if settle is not None and binary and cand.evidence is not None and default.evidence is not None:
+            settle = settle_discordant(*discordant(cand.evidence, default.evidence, ids),
+                                        units_of(default.evidence, ids), n, margin, z_of(level)) or settle
         if settle is not None and idx is not None and cand.evidence is not None:
             settle = math.ceil(settle * len(cand.evidence) / max(1, len(idx)))  # choosing part → all samples
     else:
@@ -355,11 +203,11 @@ def compare(cand: Candidate, default: Candidate, idx: Sequence[int] | None = Non
     elif ct is not None and dt is not None:
         faster, slower = ct.low > dt.high, ct.high < dt.low
     measure = default.evidence.error_measure if err is not None and default.evidence is not None else ""
-    return Comparison(cand.index, diff, p, not_worse, more, faster, slower, settle, objective, err, measure)
+    return Comparison(cand.index, diff, p, not_worse, more, faster, slower, settle, objective, err, measure, family)
 
 
 def by_error(cand: SampleEvidence, base: SampleEvidence, ids: Sequence[int], diff: Interval,
-             margin: float = NOT_WORSE_MARGIN) -> tuple[Interval, bool, bool, Interval | None]:
+             margin: float = NOT_WORSE_MARGIN, level: float = 1.0 - ALPHA) -> tuple[Interval, bool, bool, Interval | None]:
     """(difference, not worse, clearly more accurate, the error's difference) read with the continuous error too
     (``diff``: the measure's paired difference on ``ids``, not worse when its low end lies above −``margin``):
     clearly more accurate when that error's paired interval lies wholly below 0, the measure is not worse, and the
@@ -370,11 +218,11 @@ def by_error(cand: SampleEvidence, base: SampleEvidence, ids: Sequence[int], dif
     bounds a flip rate only below 0.02, wider than the 0.01 margin however equal two models are), while here a lower
     error on the same samples is evidence about the flips too."""
     not_worse = diff.low > -margin
-    err = error_difference(cand, base, ids)
+    err = error_difference(cand, base, ids, level=level)
     if err is None or err.high >= 0 or (base.value(ids) or 0.0) >= 1.0:
         return diff, not_worse, False, err
     if not not_worse and cand.binary and base.binary:
-        boot = paired_difference(cand, base, ids, floor=False)
+        boot = paired_difference(cand, base, ids, floor=False, level=level)
         if boot is not None and boot.low > -margin and boot.value >= 0:
             return boot, True, True, err
     return diff, not_worse, not_worse, err
@@ -398,7 +246,7 @@ def recommend(default: Candidate | None, candidates: Sequence[Candidate], object
         return Recommendation(None, "the default trial did not finish usable: no baseline to compare with")
     choose, confirm = split(n_samples, units)
     others = [c for c in candidates if c.index != default.index and c.usable]
-    comps = tuple(compare(c, default, choose if confirm else None, objective) for c in others)
+    comps = tuple(compare(c, default, choose if confirm else None, objective, family=len(others)) for c in others)
     by_index = {c.index: c for c in others}
     better = [by_index[x.index] for x in comps if x.preferred]
     preferred = [c for c in better if c.passes]

@@ -603,3 +603,68 @@ def test_the_search_looks_only_at_the_samples_it_chooses_on_once_the_defaults_re
     screen_ds, _ = tuner.stage_context().eval_data()  # what the accuracy stage's screen is given
     assert [s.index for s in screen_ds.samples] == [s.index for s in ds.samples]
     assert not {verified.samples[i].index for i in confirm} & {s.index for s in screen_ds.samples}
+
+
+def test_the_family_level_is_bonferronis_and_a_paired_interval_widens_to_its_normal_quantile():
+    from ortlab.runs.tune_recommend import family_level
+
+    assert family_level(1) == pytest.approx(0.95) and family_level(8) == pytest.approx(1 - 0.05 / 8)
+    rng = random.Random(5)
+    n = 1500
+    base = [1.0 if rng.random() < 0.9 else 0.0 for _ in range(n)]
+    cand = [b if rng.random() < 0.93 else 1.0 - b for b in base]
+    diffs = np.array(cand) - np.array(base)
+    for level, z in ((0.95, 1.959964), (family_level(5), 2.575829)):  # 1 - 0.05/5 = 99%: z = 2.5758
+        d = paired_difference(_flags(cand), _flags(base), level=level, floor=False)
+        assert d is not None
+        half = z * diffs.std(ddof=1) / math.sqrt(n)
+        assert d.low == pytest.approx(diffs.mean() - half, abs=0.005) and d.high == pytest.approx(diffs.mean() + half, abs=0.005)
+
+
+def _misses(fixed: int = 0) -> SampleEvidence:
+    """225 samples of one reference detection each; of the 150 a search chooses on, every tenth is missed, except
+    the first ``fixed`` of those."""
+    choose, _ = split(225)
+    missed = set(choose[::10][fixed:])
+    matched = [0.0 if i in missed else 1.0 for i in range(225)]
+    return SampleEvidence("detection F1", tuple(2 * m for m in matched), (2.0,) * 225, 225, "reference detections",
+                          per_unit=2.0, units=(1.0,) * 225)
+
+
+def test_one_lucky_difference_among_many_candidates_does_not_make_a_pick():
+    """The best of many noisy differences: a candidate that finds 4 more of 150 detections is clearly more accurate
+    on its own (its 95% interval above 0), but not as one of eight compared with the default (each read at
+    1 − 0.05/8), where the chance that any of eight equal models shows such a gap by noise is no longer 5%."""
+    choose, _ = split(225)
+    default = _cand(1, _misses(), speed=(2.0, 1.95, 2.05))
+    lucky = _cand(2, _misses(fixed=4), speed=(1.5, 1.45, 1.55))  # slower: preferred only if more accurate
+    alone = compare(lucky, default, choose)
+    assert alone.more_accurate and alone.preferred and alone.difference is not None and alone.difference.low > 0
+    among = compare(lucky, default, choose, family=8)
+    assert not among.more_accurate and among.difference is not None and among.difference.low <= 0
+    assert recommend(default, [default, lucky], n_samples=225).pick == 2
+    equals = [_cand(i, _misses(), speed=(2.0, 1.95, 2.05)) for i in range(3, 10)]
+    rec = recommend(default, [default, lucky, *equals], n_samples=225)
+    assert rec.pick == 1 and len(rec.comparisons) == 8
+    said = next(c for c in rec.comparisons if c.index == 2).reason("detection F1")
+    assert said.startswith("not worse but not faster") and "99.4% intervals, as 8 candidates were compared" in said
+
+
+def test_a_few_detections_won_are_not_clearly_more_accurate_however_the_bootstrap_reads_them():
+    """7 detections found that the default missed and 1 missed that it found, of 300: the percentile
+    bootstrap puts the F1 difference's whole interval above 0, but McNemar's exact test on those 8 detections
+    (p = 2 · 9/256 = 0.070) does not show the candidate better; nor does a 0.01 margin show it worse."""
+    n = 300
+    ref = [1] * n
+    base_m = [0 if i < 30 else 1 for i in range(n)]  # 30 missed outright (no false detection in their place)
+    cand_m = [1 if i < 7 else 0 if i == 100 else m for i, m in enumerate(base_m)]  # wins 7, loses 1
+    def ev(matched):
+        return SampleEvidence("detection F1", tuple(2.0 * m for m in matched),
+                              tuple(float(r + m) for r, m in zip(ref, matched)), n, "reference detections",
+                              per_unit=2.0, units=tuple(float(r) for r in ref))
+    default, cand = _cand(1, ev(base_m)), _cand(2, ev(cand_m), speed=(1.5, 1.45, 1.55))
+    boot = paired_difference(ev(cand_m), ev(base_m))
+    assert boot is not None and boot.low > 0  # all the bootstrap sees
+    got = compare(cand, default)
+    assert got.p_value == pytest.approx(2 * (1 + 8) / 2 ** 8) and not got.more_accurate and got.not_worse
+    assert not got.preferred and "McNemar p=0.070" in got.reason("detection F1")
