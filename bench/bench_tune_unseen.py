@@ -238,7 +238,7 @@ edge", held · ``ortlab bench`` interleaved, 20 s each, batch 1, vs fp32: **the 
 1.53× (1.52–1.53×), every node int8 1.61× (1.61–1.62×)**: the pick at 95% of the ceiling, 88% of the default.
 efficientnet_lite0_labelled (``--seen-share 0.3``) at f48b3e4: 11 trials in 320 s (524 CPU s) · the held-out part
 takes 100 of the 279 confident samples (107 photos), the decision 179 (193 photos) · no candidate preferred: with 0
-of 179 confident samples flipped by either model, the Wilson floor of a flip rate at 99.4% (8 compared) is ±0.036,
+of 179 confident samples flipped by either model, the Wilson floor of a flip rate at 99.3% (7 compared) is ±0.036,
 "about 1,100 evaluation samples would settle it" — the logits-head trial, picked on 200 photos before (by its margin
 error), is not · the default kept, 1.59× (1.58–1.63×) · claim 0.981 (0.934–1.000) on 100 confident samples, held
 (unseen 0.999) · top-1 on the 700 unseen: fp32 0.877, the default 0.871 (−4 photos), as in the runs above.

@@ -125,8 +125,9 @@ class Comparison:
         gain = "smaller" if self.objective == "size" else "faster by more than the timing interval"
         e = (f"; {self.error_measure} vs the default {self.error_change.text(signed=True)}"
              if self.error_change is not None else "")
-        if self.family > 1 and self.difference is not None:
-            e += f"; {family_level(self.family):.1%} intervals, as {self.family} candidates were compared"
+        family = (f"; {family_level(self.family):.1%} intervals, as {self.family} candidates were compared"
+                  if self.family > 1 and self.difference is not None else "")
+        e += family
         if self.preferred:
             why = "clearly more accurate" if self.more_accurate else f"not worse and {gain}"
             cost = ("; it is slower than the default (its speed-up's interval lies below the default's)"
@@ -134,7 +135,7 @@ class Comparison:
             return f"{why} ({d}{p}{e}){cost}"
         if not self.not_worse:
             more = f"; about {about(self.settle)} evaluation samples would settle it" if self.settle else ""
-            return f"not shown to be no worse ({d}{p}){more}"
+            return f"not shown to be no worse ({d}{p}{family}){more}"
         return f"not worse but not {gain} ({d}{p}{e})"
 
 

@@ -648,6 +648,12 @@ def test_one_lucky_difference_among_many_candidates_does_not_make_a_pick():
     assert rec.pick == 1 and len(rec.comparisons) == 8
     said = next(c for c in rec.comparisons if c.index == 2).reason("detection F1")
     assert said.startswith("not worse but not faster") and "99.4% intervals, as 8 candidates were compared" in said
+    missed = set(choose[::10]) | set(choose[5::10])  # the default's 15 misses and 15 more: F1 −0.10
+    twice = replace(_misses(), hits=tuple(0.0 if i in missed else 2.0 for i in range(225)))
+    worse = _cand(10, twice, speed=(2.5, 2.45, 2.55))  # faster, but not shown to be no worse
+    rec = recommend(default, [default, lucky, *equals, worse], n_samples=225)
+    said = next(c for c in rec.comparisons if c.index == 10).reason("detection F1")
+    assert rec.pick == 1 and said.startswith("not shown to be no worse") and "99.4% intervals, as 9 candidates" in said
 
 
 def test_a_few_detections_won_are_not_clearly_more_accurate_however_the_bootstrap_reads_them():
