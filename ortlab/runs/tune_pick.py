@@ -15,6 +15,7 @@ from ortlab.runs.tune_recommend import (
     recommend, settle_bar,
 )
 from ortlab.runs.tune_split import MIN_SPLIT_SAMPLES, split
+from ortlab.runs.tune_stats import ALPHA, discordant, error_units, mcnemar_p
 
 __all__ = ["Claim", "candidate_of", "choosing_measure", "choosing_part", "claim_of", "decide", "step_gain"]
 
@@ -116,9 +117,9 @@ def decide(done: Sequence[Trial], evidence: Mapping[int, SampleEvidence | None],
 def step_gain(step: SampleEvidence | None, current: SampleEvidence | None) -> tuple[bool, str] | None:
     """Whether a greedy step (one more node in float, 16-bit weights…) is kept, on the same samples as the trial it
     would replace: only when it is clearly more accurate (the paired difference's 95% interval above 0 on the samples
-    the search chooses on), or not worse there with a continuous error clearly lower (the recommender's rule,
-    :func:`ortlab.runs.tune_recommend.by_error`), so the search does not follow noise; and why. None without
-    per-sample records."""
+    the search chooses on, and McNemar's exact test on what the two get differently below 0.05), or not worse there
+    with a continuous error clearly lower (the recommender's rule, :func:`ortlab.runs.tune_recommend.by_error`), so
+    the search does not follow noise; and why. None without per-sample records."""
     if step is None or current is None or len(step) != len(current) or not len(step):
         return None
     choose, confirm = split(len(step), current.units)
@@ -126,8 +127,9 @@ def step_gain(step: SampleEvidence | None, current: SampleEvidence | None) -> tu
     diff = paired_difference(step, current, ids)
     if diff is None:
         return None
-    text = f"{step.measure} {diff.text(signed=True)} on the same samples"
-    if diff.low > 0:
+    pairs = (discordant if step.binary and current.binary else error_units)(step, current, ids)
+    text = f"{step.measure} {diff.text(signed=True)} on the same samples, McNemar p={mcnemar_p(*pairs):.3f}"
+    if diff.low > 0 and mcnemar_p(*pairs) < ALPHA:
         return True, f"kept ({text})"
     _, _, lower, err = by_error(step, current, ids, diff)
     if lower and err is not None:

@@ -35,8 +35,8 @@ from ortlab.checks.uncertainty import about
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_split import MIN_SPLIT_SAMPLES, split
 from ortlab.runs.tune_stats import (
-    ALPHA, BOOTSTRAP_ROUNDS, MAX_SETTLE, NOT_WORSE_MARGIN, Interval, discordant, error_difference, error_units, family_level,
-    interval, mcnemar_p, paired_difference, settle_discordant, settle_samples, units_of, z_of,
+    ALPHA, BOOTSTRAP_ROUNDS, MAX_SETTLE, NOT_WORSE_MARGIN, Interval, discordant, error_difference, error_units,
+    family_level, interval, mcnemar_p, paired_difference, settle_discordant, settle_samples, units_of, z_of,
 )
 
 __all__ = [
@@ -61,7 +61,6 @@ __all__ = [
     "settle_samples",
     "split",
 ]
-
 
 
 @dataclass(frozen=True)
