@@ -15,7 +15,7 @@ from ortlab.runs.tune_recommend import (
     recommend, settle_bar,
 )
 from ortlab.runs.tune_split import MIN_SPLIT_SAMPLES, split
-from ortlab.runs.tune_stats import ALPHA, discordant, error_units, mcnemar_p
+from ortlab.runs.tune_stats import ALPHA, mcnemar_between
 
 __all__ = ["Claim", "candidate_of", "choosing_measure", "choosing_part", "claim_of", "decide", "step_gain"]
 
@@ -127,9 +127,9 @@ def step_gain(step: SampleEvidence | None, current: SampleEvidence | None) -> tu
     diff = paired_difference(step, current, ids)
     if diff is None:
         return None
-    pairs = (discordant if step.binary and current.binary else error_units)(step, current, ids)
-    text = f"{step.measure} {diff.text(signed=True)} on the same samples, McNemar p={mcnemar_p(*pairs):.3f}"
-    if diff.low > 0 and mcnemar_p(*pairs) < ALPHA:
+    p = mcnemar_between(step, current, ids)
+    text = f"{step.measure} {diff.text(signed=True)} on the same samples, McNemar p={p:.3f}"
+    if diff.low > 0 and p < ALPHA:
         return True, f"kept ({text})"
     _, _, lower, err = by_error(step, current, ids, diff)
     if lower and err is not None:

@@ -5,8 +5,8 @@
   bootstrap over samples, each resample taking both models' results of the same samples) shows it is **not worse**
   (the interval's low end above −:data:`NOT_WORSE_MARGIN`) and it is **faster** by more than the timing interval
   (its speed-up's whole 95% interval above the default's), or **clearly more accurate** (the difference's interval
-  above 0, and McNemar's exact test below 0.05: on the discordant samples of a pass/fail measure, on the units of
-  error the two make differently of a measure that counts several a sample (:func:`error_units`); or, where
+  above 0, and McNemar's exact test below 0.05 on what the two get differently (:func:`mcnemar_between`: the
+  discordant samples of a pass/fail measure, the units of error of one that counts several a sample); or, where
   the task has a continuous error per sample, not worse and that error's paired difference wholly below 0
   (:func:`by_error`): a detector's near-threshold score-logit error separates two candidates on 200 photos where an
   F1 gain of 0.01 over 150 detections sits inside its interval, a classifier's top-1 margin error where no flip
@@ -35,8 +35,8 @@ from ortlab.checks.uncertainty import about
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_split import MIN_SPLIT_SAMPLES, split
 from ortlab.runs.tune_stats import (
-    ALPHA, BOOTSTRAP_ROUNDS, MAX_SETTLE, NOT_WORSE_MARGIN, Interval, discordant, error_difference, error_units,
-    family_level, interval, mcnemar_p, paired_difference, settle_discordant, settle_samples, units_of, z_of,
+    ALPHA, BOOTSTRAP_ROUNDS, MAX_SETTLE, NOT_WORSE_MARGIN, Interval, discordant, error_difference, family_level,
+    interval, mcnemar_between, mcnemar_p, paired_difference, settle_discordant, settle_samples, units_of, z_of,
 )
 
 __all__ = [
@@ -179,7 +179,7 @@ def compare(cand: Candidate, default: Candidate, idx: Sequence[int] | None = Non
         diff = paired_difference(cand.evidence, default.evidence, ids, level=level)
         binary = cand.evidence.binary and default.evidence.binary
         if diff is not None:
-            p = mcnemar_p(*(discordant if binary else error_units)(cand.evidence, default.evidence, ids))
+            p = mcnemar_between(cand.evidence, default.evidence, ids)
     if diff is not None:
         not_worse = diff.low > -margin
         more = diff.low > 0 and (p is None or p < 1.0 - level)
@@ -207,7 +207,8 @@ def compare(cand: Candidate, default: Candidate, idx: Sequence[int] | None = Non
 
 
 def by_error(cand: SampleEvidence, base: SampleEvidence, ids: Sequence[int], diff: Interval,
-             margin: float = NOT_WORSE_MARGIN, level: float = 1.0 - ALPHA) -> tuple[Interval, bool, bool, Interval | None]:
+             margin: float = NOT_WORSE_MARGIN,
+             level: float = 1.0 - ALPHA) -> tuple[Interval, bool, bool, Interval | None]:
     """(difference, not worse, clearly more accurate, the error's difference) read with the continuous error too
     (``diff``: the measure's paired difference on ``ids``, not worse when its low end lies above −``margin``):
     clearly more accurate when that error's paired interval lies wholly below 0, the measure is not worse, and the

@@ -19,7 +19,7 @@ from ortlab.checks.sample_evidence import SampleEvidence
 
 __all__ = [
     "ALPHA", "BOOTSTRAP_ROUNDS", "MAX_SETTLE", "NOT_WORSE_MARGIN", "SEED", "Interval", "discordant",
-    "discordant_bounds", "error_difference", "error_units", "family_level", "interval", "mcnemar_p",
+    "discordant_bounds", "error_difference", "error_units", "family_level", "interval", "mcnemar_between", "mcnemar_p",
     "paired_difference", "settle_discordant", "settle_samples", "units_of", "z_of",
 ]
 
@@ -120,7 +120,8 @@ def paired_difference(cand: SampleEvidence, base: SampleEvidence, idx: Sequence[
 def error_difference(cand: SampleEvidence, base: SampleEvidence, idx: Sequence[int] | None = None,
                      rounds: int = BOOTSTRAP_ROUNDS, seed: int = SEED, level: float = 1.0 - ALPHA) -> Interval | None:
     """The continuous error's mean (Σ errors / Σ counts) of ``cand`` minus ``base``'s on the same samples ``idx``,
-    with its paired-bootstrap interval at ``level`` (95%); None when either has no continuous error, they differ in length, or
+    with its paired-bootstrap interval at ``level`` (95%); None when either has no continuous error, they differ in
+    length, or
     the samples hold no counted value."""
     if not cand.errors or not base.errors or len(cand.errors) != len(base.errors) or len(cand) != len(base):
         return None
@@ -183,6 +184,14 @@ def error_units(cand: SampleEvidence, base: SampleEvidence, idx: Sequence[int]) 
         d = (base.totals[i] - base.hits[i]) - (cand.totals[i] - cand.hits[i])
         fewer, more = fewer + max(0.0, d), more + max(0.0, -d)
     return round(fewer), round(more)
+
+
+def mcnemar_between(cand: SampleEvidence, base: SampleEvidence, idx: Sequence[int]) -> float:
+    """McNemar's exact p on what ``cand`` and ``base`` get differently over the samples ``idx``: the discordant
+    samples of a pass/fail measure (:func:`discordant`), the units of error of one that counts several a sample
+    (:func:`error_units`)."""
+    pairs = discordant if cand.binary and base.binary else error_units
+    return mcnemar_p(*pairs(cand, base, idx))
 
 
 def settle_samples(diff: Interval, n: int, margin: float = NOT_WORSE_MARGIN) -> int | None:

@@ -269,7 +269,7 @@ def find_targets(fp32: onnx.ModelProto, qdq: onnx.ModelProto) -> tuple[list[Roun
     return targets, skipped
 
 
-# -- the layers' inputs ------------------------------------------------------------------------------------------------
+# -- the layers' inputs --------------------------------------------------------------------------------------------
 
 
 class _Hessians:
