@@ -47,6 +47,7 @@ from ortlab.transforms.coverage import QuantCoverage, quant_coverage
 from ortlab.transforms.inlined_names import name_replacements, with_inlined
 from ortlab.transforms.range_split import find_range_splits, load_ranges
 from ortlab.transforms.silu_range import note as silu_note, tighten_silu_ranges
+from ortlab.transforms.untaken_weights import untaken_weights
 from ortlab.core.errors import OrtlabError, QuantizationError
 from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.runtime.providers import quiet_native_stderr
@@ -386,6 +387,7 @@ def _coverage_result(out: Path, source: onnx.ModelProto, targets: list[str], war
     else:
         if reasons:
             warnings.append(f"{len(left)} weighted node(s) stayed float: " + "; ".join(reasons) + ".")
+        warnings.extend(untaken_weights(source, targets, dynamic, excluded or ()))
         if cov.in_subgraphs:
             notes.append(f"{cov.in_subgraphs} of the {cov.total} quantized nodes are inside control-flow subgraphs.")
     return QuantResult(warnings, notes, cov)
