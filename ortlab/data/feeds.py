@@ -20,12 +20,17 @@ from ortlab.data.inputs import InputSpec, given_array, infer_specs, is_control_i
 from ortlab.data.preprocess import shape_text, static_dim, detect_preprocess, preprocess_image
 
 
-def check_image_input(cfg: PreprocessConfig, model_inputs: Sequence[TensorInfo]) -> TensorInfo:
-    """The single image input of the model, after checking ``cfg`` produces what it expects."""
+def _one_input(model_inputs: Sequence[TensorInfo]) -> None:
+    """DataError unless the model has one input: images feed one input only."""
     if len(model_inputs) != 1:
-        names = ", ".join(t.name for t in model_inputs)
+        names = ", ".join(f"{t.name} {shape_text(tuple(t.shape))}" for t in model_inputs)
         raise DataError(f"Images can feed a model with one input; this model has {len(model_inputs)} ({names}). "
                         f"Use an .npz file with one array per input.")
+
+
+def check_image_input(cfg: PreprocessConfig, model_inputs: Sequence[TensorInfo]) -> TensorInfo:
+    """The single image input of the model, after checking ``cfg`` produces what it expects."""
+    _one_input(model_inputs)
     info = model_inputs[0]
     expected = detect_preprocess(info)  # raises when the input is not image-shaped
     shape = tuple(info.shape)
@@ -204,9 +209,8 @@ def batch_inputs(ds: Dataset, indices: Sequence[int], cfg: PreprocessConfig | No
         raise DataError("No samples selected.")
     if ds.kind == "images":
         if cfg is None:
-            cfg = detect_preprocess(model_inputs[0]) if len(model_inputs) == 1 else None
-            if cfg is None:
-                raise DataError("Images need preprocessing settings for a model with several inputs.")
+            _one_input(model_inputs)
+            cfg = detect_preprocess(model_inputs[0])
         info = check_image_input(cfg, model_inputs)
         image_specs = _specs(ds, cfg, model_inputs, specs)
         for s in image_specs:
@@ -277,10 +281,9 @@ def check_fits(ds: Dataset, cfg: PreprocessConfig | None, model_inputs: Sequence
     if len(ds) == 0:
         raise DataError("The dataset is empty.")
     if ds.kind == "images":
-        if cfg is None and len(model_inputs) == 1:
-            cfg = detect_preprocess(model_inputs[0])
         if cfg is None:
-            raise DataError("Images need preprocessing settings for a model with several inputs.")
+            _one_input(model_inputs)
+            cfg = detect_preprocess(model_inputs[0])
         check_image_input(cfg, model_inputs)
         return
     specs = _specs(ds, cfg, model_inputs, specs)

@@ -13,7 +13,7 @@ from PIL import Image
 from ortlab.settings.config import ChannelOrder, Layout, PreprocessConfig, ResizeMode
 from ortlab.transforms.calibration import CalibrationReader
 from ortlab.data.dataset import Dataset, Sample, random_dataset, stratified_sample
-from ortlab.data.feeds import batch_inputs
+from ortlab.data.feeds import batch_inputs, check_fits
 from ortlab.data.loaders import load_image_files, load_image_folder, load_image_zip, load_tensor_file
 from ortlab.data.preprocess import detect_preprocess, preprocess_image, tensor_preview
 from ortlab.core.errors import Cancelled, DataError
@@ -318,6 +318,22 @@ def test_wrong_images_for_the_model_say_what_it_expects(tmp_path):
         batch_inputs(ds, [0], None, (TensorInfo("tokens", "int64", ("N", 16)),))
     feed = batch_inputs(ds, [0], None, IMG_IN)
     assert feed["input"].shape == (1, 3, 32, 32)
+
+
+def test_images_for_a_model_with_several_inputs_name_them_and_ask_for_an_npz(tmp_path):
+    """As silero_vad_v6 (faster-whisper's) said "Images need preprocessing settings", which no setting could meet."""
+    ds = load_image_folder(make_folder(tmp_path / "d"))
+    vad = (TensorInfo("input", "float32", ("seq_len", 576)), TensorInfo("h", "float32", (1, 1, 128)),
+           TensorInfo("c", "float32", (1, 1, 128)))
+    said = ("Images can feed a model with one input; this model has 3 (input [seq_len, 576], h [1, 1, 128], "
+            "c [1, 1, 128]). Use an .npz file with one array per input.")
+    for cfg in (None, PreprocessConfig(size=(32, 32))):
+        with pytest.raises(DataError) as err:
+            batch_inputs(ds, [0], cfg, vad)
+        assert err.value.message == said
+        with pytest.raises(DataError) as err:
+            check_fits(ds, cfg, vad)
+        assert err.value.message == said
 
 
 # -- calibration reader ----------------------------------------------------------------------------------
