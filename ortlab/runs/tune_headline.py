@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 
 from ortlab.checks.uncertainty import about
+from ortlab.core.text import format_bytes
 from ortlab.runs.tune_policy import Trial, TuneResult
 
 INFO, SUCCESS, WARNING = "info", "success", "warning"
@@ -48,7 +49,7 @@ def _speed(t: Trial) -> str:
 
 
 def _mb(t: Trial) -> str:
-    return f"{(t.size_bytes or 0) / 1e6:.1f} MB"
+    return format_bytes(t.size_bytes or 0)
 
 
 def headline(result: TuneResult | None, started: int = 0) -> Headline:

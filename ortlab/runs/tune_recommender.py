@@ -191,7 +191,7 @@ class Recommender:
         notes = [*a.notes, *pick.notes, *a.retried]
         slow = [t for t in done if slower_than_source(t)]
         if slow:
-            notes.append(slower_note(slow))
+            notes.append(slower_note(slow, s.objective))
         words = sentence(best, pick.accepted, s, len(trials), bool(done), bool(slow))
         if pick.rec is not None and best is not None:
             passed = [t for t in done if t.accepted and t.index != best.index]

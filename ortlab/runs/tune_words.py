@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ortlab.core.text import format_bytes
 from ortlab.checks.verdict import VerdictPolicy
 from ortlab.runs.tune_pick import Claim
 from ortlab.runs.tune_policy import CLOSEST_DIR, Trial
@@ -28,9 +29,16 @@ def slower_than_source(t: Trial) -> bool:
     return any(sp.paired and sp.speedup_range[1] < 1.0 for sp in t.speed)
 
 
-def slower_note(trials: Sequence[Trial]) -> str:
-    """The note that names the trials left out of the recommendation for running slower than the source."""
-    names = ", ".join(f"#{t.index} {t.label} ({t.speed_text()})" for t in trials[:4]) + (" …" if len(trials) > 4 else "")
+def slower_note(trials: Sequence[Trial], objective: str = "latency") -> str:
+    """The note that names the trials left out of the recommendation for running slower than the source; in a
+    search for size, smallest first, each with its size (a smaller model than the pick may be among them)."""
+    if objective == "size":
+        trials = sorted(trials, key=lambda t: (t.size_bytes if t.size_bytes is not None else math.inf, t.index))
+        shown = [f"#{t.index} {t.label} ({format_bytes(t.size_bytes) + ', ' if t.size_bytes else ''}{t.speed_text()})"
+                 for t in trials[:4]]
+    else:
+        shown = [f"#{t.index} {t.label} ({t.speed_text()})" for t in trials[:4]]
+    names = ", ".join(shown) + (" …" if len(trials) > 4 else "")
     return (f"Never recommended: {len(trials)} trial(s) ran slower than the fp32 source (the speed-up's 95% interval "
             f"lies below 1×): {names}.")
 
@@ -77,7 +85,7 @@ def sentence(best: Trial | None, accepted: bool, s: TuneSettings, n: int, any_do
         gain = (f"{best.speed_words()} (timed interleaved at batch {', '.join(str(b) for b in s.batch_sizes)})"
                 if best.speed else "of unknown speed")
     else:
-        gain = f"{(best.size_bytes or 0) / 1e6:.1f} MB"
+        gain = format_bytes(best.size_bytes or 0)
     if accepted and not_shown_faster(best, s):
         return not_faster_sentence(best.label, n, gain, quality)
     if accepted:
@@ -121,7 +129,7 @@ def pick_sentence(best: Trial, accepted: bool, s: TuneSettings, n: int, why: str
     q = best.quality()
     quality = f"verdict {best.level or 'unknown'}" + (f", {q.text()}" if q.text() else "")
     gain = (f"{best.speed_words()} (timed interleaved at batch {', '.join(str(b) for b in s.batch_sizes)})"
-            if s.objective == "latency" and best.speed else f"{(best.size_bytes or 0) / 1e6:.1f} MB")
+            if s.objective == "latency" and best.speed else format_bytes(best.size_bytes or 0))
     who = f"{best.label} (trial 1, the default)" if best.index == 1 else best.label
     if accepted and not_shown_faster(best, s):
         return f"{not_faster_sentence(who, n, gain, quality)} Why this one: {why}."

@@ -261,7 +261,13 @@ class QuantConfig(Bounded):
         search=(Try(("Conv", "MatMul", "Gemm"), "Conv/MatMul/Gemm only", order=50),
                 # embedding tables are most of a transformer's bytes: first when optimizing for size
                 Try(("MatMul", "Gemm", "Gather"), "dynamic + Gather", order=-10, also={"mode": QuantMode.DYNAMIC},
-                    objective="size", ops=("Gather",))),
+                    objective="size", ops=("Gather",)),
+                # static int8 has no LSTM kernel: an LSTM's weights (most of a wake-word or VAD model's) shrink only
+                # in dynamic int8, which may run slower than float at batch 1 on a small LSTM (0.79x, hey_mycroft)
+                Try(("MatMul", "Gemm", "LSTM"), "dynamic + LSTM", order=-10, also={"mode": QuantMode.DYNAMIC},
+                    objective="size", ops=("LSTM",)),
+                Try(("MatMul", "Gemm", "LSTM"), "dynamic + LSTM", order=65, also={"mode": QuantMode.DYNAMIC},
+                    objective="latency", ops=("LSTM",))),
     )
     op_types_to_exclude: tuple[str, ...] = setting((), "Op types left in float.", label="Op types to exclude",
                                                    flag="--exclude-op-types", metavar="OP[,OP…]")

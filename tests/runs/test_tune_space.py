@@ -26,6 +26,8 @@ MODEL_OPS = {  # the op types of the sample and fixture models of each kind
     "text encoder": ("Add", "Cast", "Concat", "Div", "Erf", "Gather", "MatMul", "Mul", "ReduceMean", "Reshape",
                      "Softmax", "Sqrt", "Sub", "Transpose"),
     "detector (yolov8)": ("Add", "Concat", "Conv", "Mul", "Relu", "Reshape", "Sigmoid", "Split", "Sub"),
+    "wake word (openWakeWord's hey_mycroft, LSTM)": ("Add", "Cast", "Concat", "Expand", "Gather", "LSTM", "MatMul",
+                                                     "Shape", "Sigmoid", "Slice", "Squeeze", "Transpose", "Unsqueeze"),
     "unknown": (),
 }
 
@@ -72,6 +74,11 @@ def hand_written_space(target: Target, features: Any, opt_level: OptLevel = OptL
     if objective == "size" and "Gather" in ops:
         quants.insert(0, ("dynamic + Gather", QuantConfig(mode=QuantMode.DYNAMIC, reduce_range=adv.reduce_range,
                                                           op_types=("MatMul", "Gemm", "Gather"))))
+    if "LSTM" in ops:  # static int8 has no LSTM kernel: first for size, after plain dynamic for speed
+        lstm = ("dynamic + LSTM", QuantConfig(mode=QuantMode.DYNAMIC, reduce_range=adv.reduce_range,
+                                              op_types=("MatMul", "Gemm", "LSTM")))
+        names = [name for name, _ in quants]
+        quants.insert(names.index("static") if objective == "size" else names.index("dynamic") + 1, lstm)
     out = [Recipe(precision=Precision.INT8, target=Target.CPU, opt_level=opt_level, quant=q, name=f"int8 {name}")
            for name, q in quants
            if not (q.mode == QuantMode.DYNAMIC and ops and not ops & {"MatMul", "Gemm", "Attention", "LSTM", "GRU"})]
