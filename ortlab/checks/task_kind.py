@@ -227,8 +227,10 @@ class DecodedStrings(TaskKind):
     def judge(self, tm: TaskMetrics, policy: VerdictPolicy, f: Findings, n: int) -> None:
         for q in tm.sequences:
             # the bar grade() appends follows the share it judges (after the CER it read "CER 6.6% > 10.0%")
-            text = (f"{q.output}: character error rate {pct_text(q.cer)}; {q.changed}/{q.n_samples} decoded strings "
-                    f"changed ({pct_text(q.changed_fraction)})")
+            # with its counts: over few reference characters (noise decodes to blanks) a few edits read as 100%
+            text = (f"{q.output}: character error rate {pct_text(q.cer)} ({q.edits} edit(s) over {q.ref_chars} "
+                    f"reference character(s)); {q.changed}/{q.n_samples} decoded strings changed "
+                    f"({pct_text(q.changed_fraction)})")
             fig = Figure(f"{q.output}: decoded strings changed", q.changed_fraction, pct_text(q.changed_fraction),
                          share(q.changed_fraction, q.n_samples, q.n_samples),
                          (policy.max_changed_strings, policy.broken_changed_strings))

@@ -147,7 +147,9 @@ def test_a_ctc_recognizer_is_decoded_and_judged_by_its_strings(tmp_path):
     share = changed / 20
     assert v.deciding == "probs: decoded strings changed" and v.deciding_value == pytest.approx(share)
     assert v.level == (Level.BROKEN if share > 0.1 else Level.DEGRADED if share > 0.02 else Level.OK)
-    assert any(f"character error rate {100 * cer:.1f}%" in r for r in v.reasons)
+    edits, chars = sum(_levenshtein(a, b) for a, b in zip(rs, cs)), sum(len(a) for a in rs)
+    assert any(f"character error rate {100 * cer:.1f}% ({edits} edit(s) over {chars} reference character(s))" in r
+               for r in v.reasons)
     if v.level != Level.OK:  # the bar follows the share of changed strings it applies to, never the CER
         reason = next(r for r in v.reasons if "decoded strings changed" in r)
         bar = "10.0%" if v.level == Level.BROKEN else "2.0%"
