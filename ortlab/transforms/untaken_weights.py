@@ -5,8 +5,7 @@ ONNX Runtime's static quantizer has no LSTM, GRU or RNN kernel; its dynamic quan
 Gemm alone. On a recurrent model (a wake-word or voice-activity detector) an int8 run can then quantize the one
 small dense layer and leave the recurrent weights, nearly all of the model, as they were: a result the source's
 size (openWakeWord's hey_mycroft: 102%; ddddocr's CRNN, whose LSTM holds 31% of the weights: 49%), which the coverage
-line ("Gemm 1/1") does not show. :func:`untaken_weights` says so, with the share and the
-recipe that takes them.
+line ("Gemm 1/1") does not show. :func:`untaken_weights` says so, with the share and the recipe that takes them.
 """
 
 from __future__ import annotations
