@@ -85,6 +85,6 @@ def untaken_weights(source: onnx.ModelProto, targets: Collection[str], dynamic: 
     for op, size in held.most_common():
         share = size / total
         if share >= MIN_SHARE:
-            out.append(f"{nodes[op]} {op} node(s) hold {share:.0%} of the model's weights and stay float (4 bytes a "
-                       f"weight in the result): {_remedy(op, dynamic, targets)}.")
+            out.append(f"{nodes[op]} {op} node(s) hold {share:.0%} of the model's weights, which stay in float, as "
+                       f"large as in the source: {_remedy(op, dynamic, targets)}.")
     return out

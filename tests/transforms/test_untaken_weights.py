@@ -50,8 +50,8 @@ def test_static_int8_says_the_lstm_stays_float_and_names_the_dynamic_recipe_that
     share = share_of_recurrent_weights(src)
     warnings = quantize_static_model(src, tmp_path / "q.onnx", QuantConfig(), RandomFeeds("x", (SEQ, 1, INPUT), 8))
     said = [w for w in warnings if "LSTM node(s) hold" in w]
-    assert said == [f"1 LSTM node(s) hold {share:.0%} of the model's weights and stay float (4 bytes a weight in the "
-                    "result): ONNX Runtime's static int8 has no LSTM kernel; its dynamic int8 takes LSTM when "
+    assert said == [f"1 LSTM node(s) hold {share:.0%} of the model's weights, which stay in float, as large as in the "
+                    "source: ONNX Runtime's static int8 has no LSTM kernel; its dynamic int8 takes LSTM when "
                     "asked (--quant-mode dynamic --op-types MatMul,Gemm,LSTM, DynamicQuantizeLSTM): time it, as a "
                     "small LSTM can run slower in int8 than in float at batch 1."]
     assert share > 0.95
