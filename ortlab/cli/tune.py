@@ -147,12 +147,15 @@ def speed_cell(t) -> str:
 
 
 def trial_line(t) -> str:
-    """One row of the trials' table: the trial, its verdict, quality, speed-up with its interval (↻: re-timed at the
-    end as a finalist), size and Pareto star."""
+    """One row of the trials' table: the trial, its verdict, quality (the task measure with its 95% interval and the
+    evidence it rests on: the samples the search chooses on, fewer than the verdict's), speed-up with its interval
+    (↻: re-timed at the end as a finalist), size and Pareto star."""
     q = t.quality()
     task = f"{q.measure} {q.value:.0%}" if q.value is not None else ""
     if q.value is not None and t.task_low is not None and t.task_high is not None:  # with its 95% interval
         task = f"{q.measure} {q.value:.3f} ({t.task_low:.3f}–{t.task_high:.3f})"
+        if t.evidence:  # "40 strings in 40 samples" → "on 40 strings"
+            task += f" on {t.evidence.split(' in ')[0]}"
     speed = speed_cell(t) + (" ↻" if t.retimed else "")
     return (f"#{t.index:<3} {t.label:<34} {(t.level or 'failed'):<8} {'bar ' if t.accepted else '    '}"
             f"{q.sqnr_what} {_fmt(q.sqnr_db):>5} dB  {task:<22} {speed:>20}  {(t.size_bytes or 0) / 1e6:6.2f} MB"

@@ -51,3 +51,18 @@ def test_the_table_and_the_chart_show_the_re_timed_speedup(tmp_path, capsys, mon
     lo, hi = trial.speed[0].speedup_range
     assert speed_bar(trial) == (pytest.approx(1.6 - lo), pytest.approx(hi - 1.6))
     assert list(points.error_x.arrayminus) == [pytest.approx(1.6 - lo)] and "re-timed at the end" in points.customdata[0][5]
+
+
+def test_a_row_states_the_evidence_its_task_measure_rests_on(tmp_path):
+    """A row's measure is on the samples the search chooses on (40 of ddddocr's 60 rendered lines), the verdict on
+    all: without the count, "strings kept 0.950" beside a verdict of 7/60 strings changed read as a contradiction."""
+    from dataclasses import replace
+
+    from ortlab.cli.tune import trial_line
+    from tests.runs.test_tune import _finished
+
+    t = replace(_finished(2, "broken", False, 0.78, 47.4, tmp_path / "m.onnx", "int8 dynamic"),
+                task_measure="strings kept", task_value=0.95, task_low=0.835, task_high=1.0,
+                evidence="40 strings in 40 samples")
+    assert "strings kept 0.950 (0.835–1.000) on 40 strings " in trial_line(t)
+    assert "(0.835–1.000) on" not in trial_line(replace(t, evidence=""))
