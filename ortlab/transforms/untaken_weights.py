@@ -14,10 +14,9 @@ from collections import Counter
 from collections.abc import Collection
 
 import onnx
-from onnx import helper
 
 from ortlab.model import graphs
-from ortlab.model.inspect import WEIGHT_INPUTS
+from ortlab.model.inspect import WEIGHT_INPUTS, tensor_nbytes
 from ortlab.settings.config import DYNAMIC_DEFAULT_OP_TYPES
 
 __all__ = ["MIN_SHARE", "untaken_weights", "weight_bytes"]
@@ -28,25 +27,23 @@ _FLOAT = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.Tensor
                     onnx.TensorProto.BFLOAT16})
 
 
-def _bytes(t: onnx.TensorProto) -> int:
-    count = 1
-    for d in t.dims:
-        count *= int(d)
-    return count * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+def _weighted(model: onnx.ModelProto) -> tuple[list[tuple[str, str, int]], int]:
+    """(name or first output, op type, bytes of its stored float weights) of each weighted node, and the bytes of
+    every stored float tensor of the model, subgraphs included. Reads dims only: external data need not be loaded."""
+    stored = {t.name: tensor_nbytes(t) or 0 for g in graphs.walk_graphs(model.graph) for t in g.initializer
+              if t.data_type in _FLOAT}
+    nodes = [(n.name or n.output[0], n.op_type,
+              sum(stored.get(n.input[i], 0) for i in WEIGHT_INPUTS[n.op_type] if i < len(n.input)))
+             for n in (at.node for at in graphs.walk_nodes(model.graph))
+             if n.op_type in WEIGHT_INPUTS and n.domain in ("", "ai.onnx")]
+    return nodes, sum(stored.values())
 
 
 def weight_bytes(model: onnx.ModelProto) -> tuple[dict[str, int], int]:
     """(bytes of the stored float weights of each weighted node, by node name or first output; bytes of every
-    stored float tensor of the model), subgraphs included. Reads dims only: external data need not be loaded."""
-    stored = {t.name: _bytes(t) for g in graphs.walk_graphs(model.graph) for t in g.initializer
-              if t.data_type in _FLOAT}
-    per_node: dict[str, int] = {}
-    for at in graphs.walk_nodes(model.graph):
-        n = at.node
-        if n.op_type in WEIGHT_INPUTS and n.domain in ("", "ai.onnx"):
-            held = sum(stored.get(n.input[i], 0) for i in WEIGHT_INPUTS[n.op_type] if i < len(n.input))
-            per_node[n.name or n.output[0]] = held
-    return per_node, sum(stored.values())
+    stored float tensor of the model), subgraphs included."""
+    nodes, total = _weighted(model)
+    return {name: size for name, _, size in nodes}, total
 
 
 def _remedy(op: str, dynamic: bool, targets: Collection[str]) -> str:
@@ -70,17 +67,15 @@ def untaken_weights(source: onnx.ModelProto, targets: Collection[str], dynamic: 
     """One warning per op type outside ``targets`` (the op types the quantizer was asked to take) whose nodes hold at
     least :data:`MIN_SHARE` of ``source``'s float weights, with what would take them; [] otherwise. Nodes in
     ``excluded`` were kept in float on purpose and are not counted."""
-    per_node, total = weight_bytes(source)
+    weighted, total = _weighted(source)
     if not total:
         return []
     held: Counter[str] = Counter()
     nodes: Counter[str] = Counter()
-    for at in graphs.walk_nodes(source.graph):
-        n = at.node
-        name = n.name or (n.output[0] if n.output else "")
-        if name in per_node and n.op_type not in targets and name not in excluded and per_node[name]:
-            held[n.op_type] += per_node[name]
-            nodes[n.op_type] += 1
+    for name, op, size in weighted:
+        if size and op not in targets and name not in excluded:
+            held[op] += size
+            nodes[op] += 1
     out = []
     for op, size in held.most_common():
         share = size / total
