@@ -44,13 +44,13 @@ Run::
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import json
+import sys
 import tempfile
 from pathlib import Path
 
-from ortlab.cli import main as cli
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_third_party as third_party  # its in-process `ortlab … --json`, reused
+
 from ortlab.runtime.hardware import detect
 
 CASES = {"hey_mycroft_v0.1.onnx": (), "common.onnx": ("--shape", "input1=1,1,64,256")}
@@ -61,27 +61,17 @@ RECIPES = {
 }
 
 
-def ortlab(argv: list[str]) -> dict:
-    """``ortlab ARGV --json`` in this process; its JSON ({} when it printed none)."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        try:
-            cli.main([*argv, "--json"])
-        except SystemExit:
-            pass
-    text = out.getvalue().strip()
-    return json.loads(text) if text else {}
-
-
 def run_case(model: Path, shape: tuple[str, ...], seconds: float, work: Path) -> list[tuple[str, str, str]]:
     """(recipe, size as a share of the source, speed-up with its interval) of each recipe of ``model``."""
     made = {}
     for name, flags in RECIPES.items():
         out = work / f"{model.stem}-{name.replace(' ', '_').replace('+', 'plus')}"
-        ortlab(["optimize", str(model), str(out), *flags, *shape, "--allow-random-data", "--no-timing"])
+        third_party.ortlab(name, ["optimize", str(model), str(out), *flags, *shape, "--allow-random-data",
+                                  "--no-timing"])
         if (out / "model.onnx").is_file():
             made[name] = out / "model.onnx"
-    timed = ortlab(["bench", str(model), *map(str, made.values()), *shape, "--duration", str(seconds)])
+    timed = third_party.ortlab("bench", ["bench", str(model), *map(str, made.values()), *shape,
+                                         "--duration", str(seconds)]).result
     # one entry per model in the order given, the fp32 source first (every result is named model.onnx)
     speeds = [s for s in timed.get("speedups", []) if s.get("batch_size") == 1][1:]
     rows = []
@@ -97,16 +87,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", type=Path, required=True)
     ap.add_argument("--seconds", type=float, default=8.0)
     args = ap.parse_args(argv)
-    print(detect().summary())
-    print("| model | recipe | size | speed-up (95%) |\n|---|---|---|---|")
+    rows = []
     with tempfile.TemporaryDirectory(prefix="bench-lstm-") as tmp:
         for file, shape in CASES.items():
             model = args.models / file
             if not model.is_file():
-                print(f"| {file} | missing in {args.models} | | |")
+                rows.append((file, f"missing in {args.models}", "", ""))
                 continue
-            for name, share, speed in run_case(model, shape, args.seconds, Path(tmp)):
-                print(f"| {model.stem} | {name} | {share} | {speed} |", flush=True)
+            rows += [(model.stem, *row) for row in run_case(model, shape, args.seconds, Path(tmp))]
+    print(detect().summary())
+    print("| model | recipe | size | speed-up (95%) |\n|---|---|---|---|")
+    for row in rows:
+        print(f"| {' | '.join(row)} |")
     return 0
 
 
