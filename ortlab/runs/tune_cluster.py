@@ -7,8 +7,8 @@ the nodes); the source model, the evaluation/calibration files and the workspace
 (GPTQ roundings, bias corrections) go through the object store once, by hash (:meth:`RayCluster.put`); those a node
 makes are kept here, for the next trial on any node. Timing runs only on a node carrying ``timing_resource``, the
 same node for every trial and finalist, with the one clock (:class:`ortlab.timing.child_runs.PairTimer`), and each
-timing records that node's machine. The trial comes back here as an artifact folder recorded in this workspace's History. A
-node lost mid-trial: the trial runs once more on another node, then fails with the node named.
+timing records that node's machine. The trial comes back here as an artifact folder recorded in this workspace's
+History. A node lost mid-trial: the trial runs once more on another node, then fails with the node named.
 
 With N nodes that fit a trial, up to N trials' accuracy work runs at once. The tuner tells the runner which
 trials come next (:meth:`ClusterTrials.prefetch`: the search space's next recipes, or the accuracy stage's next

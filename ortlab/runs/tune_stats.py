@@ -121,8 +121,7 @@ def error_difference(cand: SampleEvidence, base: SampleEvidence, idx: Sequence[i
                      rounds: int = BOOTSTRAP_ROUNDS, seed: int = SEED, level: float = 1.0 - ALPHA) -> Interval | None:
     """The continuous error's mean (Σ errors / Σ counts) of ``cand`` minus ``base``'s on the same samples ``idx``,
     with its paired-bootstrap interval at ``level`` (95%); None when either has no continuous error, they differ in
-    length, or
-    the samples hold no counted value."""
+    length, or the samples hold no counted value."""
     if not cand.errors or not base.errors or len(cand.errors) != len(base.errors) or len(cand) != len(base):
         return None
     ids = list(range(len(cand))) if idx is None else list(idx)

@@ -28,12 +28,16 @@ def _timed(tmp_path, trials, ratios):
     return tuner
 
 
-def test_a_trial_slower_than_the_source_is_never_recommended(tmp_path):
-    files = []
-    for i in range(2):
-        f = tmp_path / f"m{i}.onnx"
+def _model_files(tmp_path, n: int) -> list:
+    """``n`` distinct stand-in model files (their bytes tell them apart)."""
+    files = [tmp_path / f"m{i}.onnx" for i in range(n)]
+    for i, f in enumerate(files):
         f.write_bytes(b"model %d" % i)
-        files.append(f)
+    return files
+
+
+def test_a_trial_slower_than_the_source_is_never_recommended(tmp_path):
+    files = _model_files(tmp_path, 2)
     # the most accurate accepted trial runs at 0.8× the source; the other accepted one is 1.5× faster
     trials = [_finished(1, "ok", True, None, 40.0, files[0], "int8 dynamic conv"),
               _finished(2, "ok", True, None, 25.0, files[1], "int8 static")]
@@ -116,11 +120,7 @@ def test_a_good_first_static_trial_keeps_the_order(tmp_path):
 def test_a_search_for_size_names_the_slower_trials_smallest_first_with_their_sizes(tmp_path):
     """An LSTM shrinks only in dynamic int8, which ran 0.74× on openWakeWord's hey_mycroft: a search for size keeps
     the rule (never a model slower than its source) but lists the smaller, slower trials first, with their sizes."""
-    files = []
-    for i in range(3):
-        f = tmp_path / f"m{i}.onnx"
-        f.write_bytes(b"model %d" % i)
-        files.append(f)
+    files = _model_files(tmp_path, 3)
     trials = [_finished(1, "ok", True, None, 40.0, files[0], "int8 static"),
               _finished(2, "ok", True, None, 45.0, files[1], "int8 dynamic + LSTM"),
               _finished(3, "ok", True, None, 60.0, files[2], "fp32 opt all")]
