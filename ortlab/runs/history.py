@@ -372,10 +372,10 @@ class History:
             return None
         return str(folder) if folder.parent == artifacts else None
 
-    def find_folder(self, run_dir) -> int | None:
-        """The id of the run whose model lies in the folder ``run_dir``, or None."""
+    def find_folder(self, run_dir, after: int = 0) -> int | None:
+        """The id of the newest run after run ``after`` whose model lies in the folder ``run_dir``, or None."""
         with self._reading() as conn:
-            return _row_for_folder(conn, str(Path(run_dir).resolve()))
+            return _row_for_folder(conn, str(Path(run_dir).resolve()), after)
 
     def reindex(self, skip=None) -> builtins.list[int]:
         """Store every run folder of the workspace that has a complete ``artifact.json``, a model whose sha256
@@ -542,6 +542,21 @@ def busy_message(db_path: Path) -> str:
             f"{BUSY_TIMEOUT_S:g} s.")
 
 
+def newest_run_id(db_path: str | Path) -> int | None:
+    """The highest run id the history at ``db_path`` has given out (0: none; ids are never given out again), read
+    without changing anything (a damaged history is left for the run that records to recover); None when it cannot
+    be read."""
+    path = Path(db_path)
+    if not path.is_file():
+        return 0
+    try:
+        with closing(sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True,
+                                     timeout=BUSY_TIMEOUT_S)) as conn:
+            return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM runs").fetchone()[0])
+    except (sqlite3.Error, OSError, ValueError, TypeError):
+        return None
+
+
 def defer_run(db_path: str | Path, artifact: Artifact) -> Path:
     """Keep a finished run that could not be recorded (the history was busy) beside the history database, to be
     stored by the next :meth:`History.reindex` (every start of the app or of a CLI command); returns the file."""
@@ -614,9 +629,9 @@ def _quick_check(conn: sqlite3.Connection) -> None:
         raise sqlite3.DatabaseError(f"database disk image is malformed ({detail})")
 
 
-def _row_for_folder(conn: sqlite3.Connection, folder: str) -> int | None:
+def _row_for_folder(conn: sqlite3.Connection, folder: str, after: int = 0) -> int | None:
     for run_id, path in conn.execute("SELECT id, json_extract(artifact_json, '$.model_path') FROM runs "
-                                     "WHERE problem IS NULL ORDER BY id"):
+                                     "WHERE problem IS NULL AND id > ? ORDER BY id DESC", (after,)):
         if isinstance(path, str) and str(Path(path).parent) == folder:
             return int(run_id)
     return None

@@ -34,6 +34,7 @@ from ortlab.model.diff import is_quantization_op
 from ortlab.model.inspect import WEIGHT_INPUTS, ModelInfo, external_data_files, inspect_model
 from ortlab.runs import outputs
 from ortlab.runs.pipeline import BIAS_ON_RANDOM_DATA, WEIGHT_ROUNDING_ON_RANDOM_DATA
+from ortlab.runs.history import newest_run_id
 from ortlab.runs.recipe_child import run_recipe_child
 from ortlab.runs.recipe_request import RecipeRequest
 from ortlab.runs.result_speed import SKIP, SpeedCheck
@@ -422,7 +423,7 @@ def start_recipe(spec: RunSpec, out=None, *, workspace=None, origin: str = "app"
         run_dir = Path(out).expanduser().resolve()
         created = not run_dir.exists()
     request = RecipeRequest(spec, run_dir, out_file=target, db=Path(ws.db_path), origin=origin, timeout_s=timeout,
-                            timeout_why=timeout_why,
+                            timeout_why=timeout_why, runs_before=newest_run_id(ws.db_path),
                             memory_gb=memory_gb if memory_gb is not None else default_memory_gb(spec.recipe.target))
     with _starting(run_dir, remove=created):
         job = ChildExecutor().submit(run_recipe_child, request, time_limit_s=timeout)

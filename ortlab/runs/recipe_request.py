@@ -21,7 +21,8 @@ class RecipeRequest:
     the result is installed at (``out_file``, None: the folder is the result), the history it is recorded in
     (``db``, None: not recorded), the kept calibrations (``calibrations``, None: the workspace's beside ``db``),
     where the run was started (``origin``), its time limit and why (``timeout_s``, ``timeout_why``), its memory
-    limit (``memory_gb``) and a folder the child removes when its parent dies first (``owned_dir``)."""
+    limit (``memory_gb``), a folder the child removes when its parent dies first (``owned_dir``) and the newest run
+    id in the history when it started (``runs_before``; a run recorded then is not this one's; None: unknown)."""
 
     spec: RunSpec
     run_dir: Path
@@ -33,6 +34,7 @@ class RecipeRequest:
     timeout_why: str = ""
     memory_gb: float | None = None
     owned_dir: Path | None = None
+    runs_before: int | None = None
 
     @property
     def recorded(self) -> bool:

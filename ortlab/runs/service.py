@@ -194,8 +194,9 @@ class RecipeHandle(Handle):
                     error = error_of(msg[1], msg[2], msg[3])
         finally:
             self.returncode = job.finish()
-        if result is None:
-            result = self._recorded()  # the child died after recording its run: the run is finished
+        failed = error is not None and not isinstance(error, Cancelled) and not self.timed_out  # the child said so
+        if result is None and not failed:
+            result = self._recorded()  # the child died (or was stopped) after recording its run: the run is finished
         dropped = ""
         if result is None and (error is None or self.timed_out) and not self.cancel_requested:
             # the child died (or met its time limit while recording) after its result was complete: checked and kept
@@ -245,8 +246,9 @@ class RecipeHandle(Handle):
         return artifact
 
     def _recorded(self) -> Artifact | None:
-        """The run the child recorded in the history before it ended without reporting (None when it did not):
-        read back from the history; the run folder's markers are tidied as the child would have."""
+        """The run the child recorded in the history before it ended without reporting (None when it did not; an
+        earlier run into the same folder is not it): read back from the history; the run folder's markers are
+        tidied as the child would have."""
         db, out_file = self.request.db, self.request.out_file
         if db is None:
             return None
@@ -255,11 +257,12 @@ class RecipeHandle(Handle):
             run_id = int((self.run_dir / outputs.RECORDED_FILE).read_text().strip())
         except (OSError, ValueError):
             pass
+        before = self.request.runs_before
         try:
             hist = History(db)
-            if run_id is None and out_file is None:
-                run_id = hist.find_folder(self.run_dir)
-            if run_id is None:
+            if run_id is None and out_file is None and before is not None:
+                run_id = hist.find_folder(self.run_dir, after=before)
+            if run_id is None or (before is not None and run_id <= before):  # an earlier run's is not this one's
                 return None
             artifact = hist.get(run_id)
         except (OrtlabError, OSError, sqlite3.Error):
@@ -316,7 +319,7 @@ class RecipeHandle(Handle):
             return
         if self.request.db is not None and self.request.out_file is None:
             try:
-                if History(self.request.db).find_folder(self.run_dir) is not None:
+                if History(self.request.db).find_folder(self.run_dir, after=self.request.runs_before or 0) is not None:
                     return
             except (OrtlabError, OSError, sqlite3.Error):
                 return  # cannot tell: keep it (a later start re-indexes or cleans it)

@@ -512,3 +512,42 @@ def test_the_default_time_limit_scales_with_the_work_and_is_in_the_notes(src, tm
     with pytest.raises(service.OrtlabError, match="must be a number of seconds"):
         prepare.run_timeout_s(RunSpec(str(src), BASIC))
 
+
+
+FAILS_HOOK = """
+from ortlab.core.errors import OrtlabError
+from ortlab.runs import recipe_child
+
+
+def _fails(*args, **kwargs):  # the run itself fails: the child reports the error to its parent
+    raise OrtlabError("convert: the recipe failed on purpose")
+
+
+recipe_child.run_recipe_spec = _fails
+"""
+
+
+@pytest.mark.parametrize("how", ["fails", "dies before recording"])
+def test_a_failed_run_into_a_folder_an_earlier_run_used_is_failed_not_the_earlier_run(src, tmp_path, monkeypatch,
+                                                                                       how):
+    ws = Workspace(tmp_path / "home")
+    out = tmp_path / "result"
+    first = prepare.start_recipe(RunSpec(str(src), BASIC), out, workspace=ws)
+    first.wait(120)
+    assert first.state == service.DONE, first.error
+    kept = (out / "model.onnx").read_bytes()
+    if how == "fails":
+        hook = tmp_path / "fails_hook"
+        hook.mkdir()
+        (hook / "sitecustomize.py").write_text(FAILS_HOOK)
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+    else:
+        recipe_child_dies(monkeypatch, tmp_path, "record_run", "before")
+    second = prepare.start_recipe(RunSpec(str(src), Recipe(opt_level=OptLevel.ALL)), out, workspace=ws)
+    second.wait(120)
+    assert second.state == service.FAILED and second.result is None
+    expected = "failed on purpose" if how == "fails" else "ended unexpectedly (exit code 9"
+    assert expected in str(second.error)
+    assert [row.run_id for row in ws.history().list()] == [first.result.run_id]
+    if how == "fails":
+        assert (out / "model.onnx").read_bytes() == kept  # the earlier result stays as it was
