@@ -16,7 +16,7 @@ from ortlab.settings.config import PreprocessConfig
 from ortlab.data.dataset import Dataset
 from ortlab.data.feeds import batch_inputs, check_fits, check_image_input, sample_copies
 from ortlab.data.preprocess import preprocess_image
-from ortlab.core.errors import Cancelled
+from ortlab.core.errors import Cancelled, DataError
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.data.inputs import infer_specs
 
@@ -61,6 +61,7 @@ class CalibrationReader(CalibrationDataReader):
             feed = {self._image_input: np.repeat(image, self._copies, axis=0) if self._copies > 1 else image}
         else:
             feed = batch_inputs(self.ds, [i], self.cfg, self.model_inputs, self.specs)
+        _check_finite(feed, i, len(self.ds))
         self._pos += 1
         total = self._end - self._start
         self.reporter(ProgressEvent("calibrate", self._pos, total, f"calibration sample {self._pos}/{total}"))
@@ -76,3 +77,14 @@ class CalibrationReader(CalibrationDataReader):
     def set_range(self, start_index: int, end_index: int) -> None:
         self._start, self._end = max(0, start_index), min(len(self.ds), end_index)
         self._pos = 0
+
+
+def _check_finite(feed: dict[str, np.ndarray], index: int, total: int) -> None:
+    """Refuses a calibration sample with NaN or infinite values: no activation range can be computed from them
+    (ONNX Runtime's calibrator fails with "scale issue", or the ranges it writes are meaningless)."""
+    for name, array in feed.items():
+        if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
+            bad = int(array.size - np.count_nonzero(np.isfinite(array)))
+            raise DataError(f"Calibration sample {index + 1} of {total} holds NaN or infinite values in input "
+                            f"'{name}' ({bad} of {array.size}): no activation range can be computed from them. "
+                            "Give calibration data with finite values only.", step="calibrate")

@@ -429,3 +429,22 @@ def test_an_open_size_is_not_taken_for_the_batch(tmp_path):
     specs = infer_specs([TensorInfo("input1", "float32", (1, 1, 64, "image_width"))], None, ds)
     assert batch_inputs(ds, [3], None, [TensorInfo("input1", "float32", (1, 1, 64, "image_width"))],
                         specs)["input1"].shape == (1, 1, 64, 160)
+
+
+def test_calibration_data_with_nan_or_infinity_is_refused_with_the_sample_it_is_in(tmp_path, capsys):
+    """A NaN in one calibration sample made ONNX Runtime's calibrator fail with "scale issue" (or write ranges
+    from it): the run names the sample and the count instead, and writes nothing."""
+    from tests.support.models import matmul_graph
+
+    model = _save(matmul_graph(), tmp_path / "m.onnx")
+    rng = np.random.default_rng(0)
+    for bad, count in ((np.nan, 1), (np.inf, 3)):
+        x = rng.normal(size=(4, 16, 32)).astype(np.float32)
+        x[2, 0, :count] = bad
+        np.savez(tmp_path / "cal.npz", input=x)
+        code, _, err = run(["optimize", model, tmp_path / "q", "--precision", "int8", "--quant-mode", "static",
+                            "--calibration", tmp_path / "cal.npz", "--no-timing"], capsys)
+        assert code == 1
+        assert (f"calibrate: Calibration sample 3 of 4 holds NaN or infinite values in input 'input' ({count} of 512)"
+                in err), err
+        assert not (tmp_path / "q").exists()
