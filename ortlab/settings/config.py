@@ -464,6 +464,8 @@ class Recipe(Bounded):
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise RecipeError(f"The recipe is not valid JSON ({exc.msg} at line {exc.lineno}).") from None
+        except RecursionError:
+            raise RecipeError("The recipe is not a recipe: its JSON is nested too deeply to read.") from None
         if not isinstance(data, dict):
             raise RecipeError("The recipe must be a JSON object.")
         return cls.from_dict(data)

@@ -94,6 +94,8 @@ def test_recipe_json_round_trip_and_bad_json_messages():
     assert json.loads(recipe.to_json())["quant"]["calibration_method"] == "Entropy"
     with pytest.raises(RecipeError, match="not valid JSON"):
         Recipe.from_json("{precision: int8")
+    with pytest.raises(RecipeError, match="nested too deeply"):  # was an unexpected RecursionError
+        Recipe.from_json('{"quant": ' + "[" * 100_000 + "]" * 100_000 + "}")
     with pytest.raises(RecipeError, match="precision must be one of fp32, fp16, int8; got 'int4'"):
         Recipe.from_dict({"precision": "int4"})
     with pytest.raises(RecipeError, match="Unknown setting"):
