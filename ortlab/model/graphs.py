@@ -152,6 +152,15 @@ def _implicit_inputs(node: onnx.NodeProto) -> set[str]:
     return names
 
 
+def names_read(graph: onnx.GraphProto) -> set[str]:
+    """Every name the nodes of ``graph`` read: their inputs and what their subgraphs read from outer scopes."""
+    names: set[str] = set()
+    for n in graph.node:
+        names.update(x for x in n.input if x)
+        names |= _implicit_inputs(n)
+    return names
+
+
 def topological_sort(graph: onnx.GraphProto) -> bool:
     """Order the nodes of ``graph`` and of every subgraph so each node follows the producers of its inputs
     (including the outer-scope values its subgraphs read), keeping the original order where it is free.

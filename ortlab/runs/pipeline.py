@@ -54,7 +54,7 @@ from ortlab.runs.run_notes import RunNotes
 from ortlab.runs.runspec import DEFAULT_VERIFY_SAMPLES
 from ortlab.runtime import providers
 from ortlab.settings.config import OptLevel, Precision, PreprocessConfig, QuantFormat, Recipe
-from ortlab.transforms import bias_correction, weight_rounding
+from ortlab.transforms import bias_correction, graph_outputs, weight_rounding
 from ortlab.transforms.calibration import CalibrationReader
 from ortlab.transforms.coverage import QuantCoverage
 from ortlab.transforms.fp16 import convert_fp16
@@ -379,6 +379,10 @@ def _verify(ctx: RunContext, x: Model | Quantized) -> Verified:
     if m.path != ctx.result:  # no optimize stage: the last model is the result
         shutil.copyfile(m.path, ctx.result)
         m = replace(m, path=ctx.result)
+    if {i.name for i in run.info.inputs} & {o.name for o in run.info.outputs}:  # inputs the model returns as outputs
+        for path in (m.path, m.qdq):
+            if path is not None:
+                graph_outputs.reattach(path)
     q = run.recipe.quant
     ver = run.verify_dataset if run.verify_dataset is not None else run.dataset
     if ver is None and run.recipe.allow_random_data:

@@ -12,6 +12,7 @@ import onnx
 from onnx import TensorProto, numpy_helper
 
 from ortlab.model import graphs
+from ortlab.transforms import graph_outputs
 from ortlab.core.errors import ModelLoadError, QuantizationError
 from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.model.inspect import PROTOBUF_LIMIT, load_model
@@ -108,6 +109,7 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
     except ModelLoadError as exc:
         exc.step = exc.step or "convert"
         raise
+    graph_outputs.detach(model)  # outputs no node makes: the converter cannot take them
     warnings: list[str] = []
     before = Counter(t.data_type for t in _all_initializers(model.graph))
     if before[TensorProto.FLOAT] == 0 and before[TensorProto.FLOAT16] > 0:

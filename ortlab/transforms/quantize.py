@@ -43,6 +43,7 @@ from ortlab.model.graphs import ai_onnx_opset
 from ortlab.model.inspect import WEIGHT_INPUTS
 from ortlab.model.patterns import detect_patterns, float_scope
 from ortlab.settings.config import DISTRIBUTION_MIN_BINS, CalibrationMethod, QuantConfig, QuantFormat, QuantMode, QuantType
+from ortlab.transforms import graph_outputs
 from ortlab.transforms.coverage import QuantCoverage, quant_coverage
 from ortlab.transforms.inlined_names import name_replacements, with_inlined
 from ortlab.transforms.range_split import find_range_splits, load_ranges
@@ -250,6 +251,7 @@ def _stage_input(model: onnx.ModelProto, tmp: Path, name: str = "input.onnx") ->
     except ValueError as exc:
         raise QuantizationError(f"The graph cannot be put in order for quantization: {exc}.") from None
     graphs.flatten_gemm_biases(model.graph)
+    graph_outputs.detach(model)  # outputs no node makes: the quantizers cannot take them
     initializers = {init.name for init in model.graph.initializer}
     stale = [vi for vi in model.graph.value_info if vi.name in initializers]
     for vi in stale:

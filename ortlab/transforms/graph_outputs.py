@@ -1,0 +1,83 @@
+"""Graph outputs that no node makes: a graph input returned as it is, or an initializer returned as an output.
+
+ONNX allows both, but ONNX Runtime's quantizers fail on the first ("Graph is not a DAG") and its float16 converter
+on both ("Nodes in a graph must be topologically sorted"). :func:`detach` gives each such output a node before a
+transform; :func:`reattach` returns a returned input to its own name in the transform's result.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+from onnx import helper
+
+from ortlab.model import graphs
+
+SUFFIX = "__ortlab_passthrough"  # the name an Identity gives a returned input while a transform runs
+
+
+def returned_inputs(graph: onnx.GraphProto) -> list[str]:
+    """The graph inputs that are also graph outputs."""
+    inputs = {i.name for i in graph.input}
+    return [o.name for o in graph.output if o.name in inputs]
+
+
+def detach(model: onnx.ModelProto) -> int:
+    """In place, on the main graph: an initializer that is an output becomes a Constant node of the same name (its
+    other consumers read it as before); an input that is an output is copied by an Identity to ``name + SUFFIX``,
+    which the output then names (:func:`reattach` undoes it). Returns how many outputs were changed."""
+    graph = model.graph
+    outputs = {o.name for o in graph.output}
+    made: list[onnx.NodeProto] = []
+    kept = []
+    for init in graph.initializer:
+        if init.name in outputs:
+            made.append(helper.make_node("Constant", [], [init.name], name=f"ortlab_output_{init.name}", value=init))
+        else:
+            kept.append(init)
+    if made:
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
+        for i in [i for i in graph.input if i.name in {n.output[0] for n in made}]:  # IR 3: weights are inputs too
+            graph.input.remove(i)
+    returned = set(returned_inputs(graph))
+    for out in graph.output:
+        if out.name in returned:
+            made.append(helper.make_node("Identity", [out.name], [out.name + SUFFIX], name=f"ortlab_output_{out.name}"))
+            out.name += SUFFIX
+    graph.node.extend(made)
+    if made:
+        graphs.topological_sort(graph)
+    return len(made)
+
+
+def reattach(path: Path) -> bool:
+    """In place, on the saved model at ``path`` (its external data untouched): each output ``name + SUFFIX`` whose
+    ``name`` is a graph input names the input again, and the nodes that only made it are removed. Returns whether
+    the file changed."""
+    model = onnx.load(str(path), load_external_data=False)
+    graph = model.graph
+    inputs = {i.name for i in graph.input}
+    changed = [o for o in graph.output if o.name.endswith(SUFFIX) and o.name[:-len(SUFFIX)] in inputs]
+    if not changed:
+        return False
+    made = [o.name for o in changed]
+    for out in changed:
+        out.name = out.name[:-len(SUFFIX)]
+    _remove_unused(graph, made)
+    onnx.save(model, str(path))
+    return True
+
+
+def _remove_unused(graph: onnx.GraphProto, names: list[str]) -> None:
+    """Remove the nodes that make ``names`` once nothing reads them, then those that made their inputs, and so on."""
+    chain = set(names)
+    while True:
+        read = graphs.names_read(graph) | {o.name for o in graph.output}
+        dead = [n for n in graph.node if any(o in chain for o in n.output) and not any(o in read for o in n.output)]
+        if not dead:
+            return
+        for n in dead:
+            chain.update(x for x in n.input if x)
+            graph.node.remove(n)
