@@ -4,15 +4,19 @@ module each in this package; :mod:`ortlab.cli.common` holds what they share, :mo
 Exit status (:data:`EXIT_STATUS`): 0 success, 1 the work failed (bad model file, data that does not fit, ORT
 failure), 2 bad usage (unknown flags, missing files or ``--shape``, a recipe that cannot work), 3 the result's
 verdict is at or worse than ``--fail-on`` (optimize, compare, run), 4 tune found no recipe that meets the verdict
-and the bar, 130 interrupted. Errors print one line on stderr.
+and the bar, 130 interrupted (Ctrl-C), 128 + N stopped by signal N (SIGTERM 143, SIGHUP 129). Errors print one
+line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from ortlab import __version__
 from ortlab.api import UsageError
@@ -27,7 +31,7 @@ from ortlab.cli import bench, cluster, compare, history, inspect, optimize, samp
 COMMANDS = (inspect, optimize, bench, compare, history, samples, tune, cluster)
 EXIT_STATUS = ("Exit status: 0 ok, 1 the work failed, 2 bad usage (a missing --shape included), 3 the verdict is at "
                f"or worse than --fail-on, {tune.EXIT_NO_RECOMMENDATION} tune found no recipe that meets the verdict "
-               "and the bar, 130 interrupted.")
+               "and the bar, 130 interrupted, 143 stopped by SIGTERM.")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,6 +89,37 @@ def _pipe_closed() -> int:
     return 0
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP while a command runs: it stops as Ctrl-C stops it, with the run's child process (which,
+    left alone, ran on to its end after the command was gone)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum, frame) -> None:
+    raise Stopped(signum)
+
+
+@contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """While the command runs, SIGTERM and SIGHUP raise :class:`Stopped` (where Python can take signals: the main
+    thread); one that is ignored (``nohup``) or handled by the caller stays so."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    for number, handler in saved.items():
+        if handler is signal.SIG_DFL:
+            signal.signal(number, _stop)
+    try:
+        yield
+    finally:
+        for number, handler in saved.items():
+            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (:data:`EXIT_STATUS`)."""
     parser = build_parser()
@@ -97,7 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             api.machine.set_custom_op_libraries([existing_file(p, "Custom-op library") for p in ns.custom_op_library])
         if ns.command in ("optimize", "run", "bench", "history"):
             start_service()
-        code = int(ns.func(ns) or 0)
+        with _stopped_by_signals():
+            code = int(ns.func(ns) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
     except BrokenPipeError:
@@ -114,6 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OrtlabError, Cancelled) as exc:
         print(f"{PROG}: error: {error_text(exc)}", file=sys.stderr)
         return 1
+    except Stopped as exc:
+        print(f"{PROG}: error: stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print(f"{PROG}: error: interrupted", file=sys.stderr)
         return 130

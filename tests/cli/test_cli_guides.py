@@ -120,6 +120,52 @@ def test_ctrl_c_from_the_first_instant_ends_with_one_line_and_status_130(tmp_pat
         assert err.endswith("ortlab: error: interrupted\n"), (delay, err[-2000:])
 
 
+def _children(pid: int) -> list[int]:
+    """The pids of the live processes whose parent is ``pid``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to find the run's child")
+def test_sigterm_during_a_run_stops_it_and_its_child_with_one_line_and_status_143(tmp_path):
+    """A SIGTERM (``timeout``, a CI job's end, ``kill``) used to end the command and leave the run's child process
+    running to its end, unseen."""
+    proc = subprocess.Popen([sys.executable, "-m", "ortlab", "optimize", "digits_cnn", "x.onnx", "--precision", "int8",
+                             "--no-timing", "-v"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, env=_env(tmp_path))
+    assert proc.stderr is not None
+    seen: list[str] = []
+    while not any(line.startswith("ortlab: calibrate") for line in seen[-1:]):  # the child runs the recipe
+        line = proc.stderr.readline()
+        assert line, ("the run never started", seen[-5:])
+        seen.append(line)
+    children = _children(proc.pid)
+    assert children, "the run's child process was not found"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err[-2000:]
+    assert err.endswith("ortlab: error: stopped by SIGTERM\n"), err[-2000:]
+    deadline = time.monotonic() + 15
+    while any(map(_alive, children)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(map(_alive, children))
+    assert not (tmp_path / "x.onnx").exists()
+
+
 def test_ctrl_c_between_the_entry_points_import_and_its_run_is_remembered(tmp_path):
     """The instructions between importing the entry point and run()'s handler (a console script's, or
     ``python -m ortlab``'s): a Ctrl-C there ended in a traceback and status -2 (seen once under load)."""
