@@ -444,13 +444,14 @@ def _is_contrib(domain: str) -> bool:
 
 
 def _check_runtime_loads(path: Path, custom: list[tuple[str, str]]) -> None:
-    """Ops outside ai.onnx, ai.onnx.ml and com.microsoft: ONNX Runtime must load the model (with the registered
-    custom-op libraries), else the upload is refused with the ops and their domains named."""
+    """Ops outside ai.onnx, ai.onnx.ml and com.microsoft (``custom``), or an opset older than ONNX Runtime's oldest
+    kernels: ONNX Runtime must load the model (with the registered custom-op libraries), else the upload is refused
+    with the ops and their domains named, or the old op and how to convert it."""
 
     try:
         providers.create_session(path, options=providers.session_options(opt_level=OptLevel.DISABLED))
     except ModelLoadError as exc:
-        if "has no kernel for" in exc.message:
+        if "has no kernel for" in exc.message and custom and "this model's opset is older" not in exc.message:
             ops = sorted(set(custom))
             raise ModelLoadError(providers.unknown_op_sentence(ops)) from None
         raise
@@ -593,8 +594,9 @@ def inspect_model(path) -> ModelInfo:
         warnings.append(f"The model already uses ONNX Runtime contrib ops ({', '.join(contrib)}); it may have been "
                         "optimized for a specific runtime.")
     custom = [(d, op) for d, op in op_counts if d not in STANDARD_DOMAINS and not _is_contrib(d)]
-    if custom:
+    if custom or opsets.get("", providers.OLDEST_OPSET) < providers.OLDEST_OPSET:
         _check_runtime_loads(path, custom)
+    if custom:
         warnings.append("The model uses custom-domain ops ("
                         + ", ".join(f"{op} ({d})" for d, op in sorted(set(custom)))
                         + "); ONNX Runtime loads them from the registered custom-op libraries.")

@@ -99,6 +99,13 @@ def test_an_opset_older_than_onnx_runtime_runs_is_said_with_the_way_out(tmp_path
     assert code == 1 and err.count("\n") == 0, err
     assert "no kernel for AveragePool version 1 (its kernels start at version 7)" in err
     assert "convert_version(model, 13)" in err and "Version mismatch" not in err
+    # said before any work (an int8 run calibrated and quantized, then failed at "verify:"), and by inspect
+    code, _, err = optimize(tmp_path / "old.onnx", tmp_path / "q.onnx", ["--precision", "int8", "--allow-random-data"],
+                            capsys)
+    assert code == 1 and err.startswith("ortlab: error: ONNX Runtime could not load the model: ONNX Runtime has no "
+                                        "kernel for AveragePool version 1"), err
+    assert cli.main(["inspect", str(tmp_path / "old.onnx")]) == 1
+    assert "no kernel for AveragePool version 1" in capsys.readouterr().err
 
 
 def _custom_op_model(path: Path) -> Path:
