@@ -78,3 +78,11 @@ def test_detach_gives_each_unmade_output_a_node_and_reattach_takes_the_identity_
     assert [n.op_type for n in again.graph.node].count("Identity") == 0
     x = np.ones((1, 3, 16, 16), np.float32)
     np.testing.assert_array_equal(outputs_of(path, x)["x"], x)
+
+
+def test_float16_io_names_a_returned_input_once_by_its_own_name(tmp_path):
+    from ortlab.transforms.fp16 import convert_fp16
+
+    warnings = convert_fp16(returning_model(tmp_path / "m.onnx"), tmp_path / "h.onnx", keep_io_types=False)
+    said = [w for w in warnings if w.startswith("Inputs/outputs")]
+    assert said and said[0].startswith("Inputs/outputs x, y, anchors are now float16"), warnings
