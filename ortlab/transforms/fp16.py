@@ -142,7 +142,7 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
         warnings.append(f"{after[TensorProto.FLOAT]} initializer(s) stay float32 (used by ops ONNX Runtime keeps in "
                         "float32, or shapes/indices).")
     io_after = _io_types(converted)
-    changed_io = list(dict.fromkeys(n.removesuffix(graph_outputs.SUFFIX) for n, t in io_after.items()
+    changed_io = list(dict.fromkeys(n.partition(graph_outputs.SUFFIX)[0] for n, t in io_after.items()
                                     if io_before.get(n) == TensorProto.FLOAT and t != TensorProto.FLOAT))
     if changed_io:
         warnings.append(f"Inputs/outputs {', '.join(changed_io)} are now float16: callers must pass and expect float16 "

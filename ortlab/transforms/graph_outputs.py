@@ -1,8 +1,9 @@
-"""Graph outputs that no node makes: a graph input returned as it is, or an initializer returned as an output.
+"""Graph outputs that no node of their own makes: a graph input returned as it is, an initializer returned as an
+output, an output listed twice.
 
-ONNX allows both, but ONNX Runtime's quantizers fail on the first ("Graph is not a DAG") and its float16 converter
-on both ("Nodes in a graph must be topologically sorted"). :func:`detach` gives each such output a node before a
-transform; :func:`reattach` returns a returned input to its own name in the transform's result.
+ONNX allows them, but ONNX Runtime's quantizers fail on the first ("Graph is not a DAG") and its float16 converter
+on all three ("Nodes in a graph must be topologically sorted"). :func:`detach` gives each such output a node before a
+transform; :func:`reattach` gives a copied output its own name again in the transform's result.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ def returned_inputs(graph: onnx.GraphProto) -> list[str]:
 
 def detach(model: onnx.ModelProto) -> int:
     """In place, on the main graph: an initializer that is an output becomes a Constant node of the same name (its
-    other consumers read it as before); an input that is an output is copied by an Identity to ``name + SUFFIX``,
-    which the output then names (:func:`reattach` undoes it). Returns how many outputs were changed."""
+    other consumers read it as before); an input that is an output, and an output listed a second time, is copied by
+    an Identity to ``name + SUFFIX + position``, which the output then names (:func:`reattach` undoes it). Returns
+    how many outputs were changed."""
     graph = model.graph
     outputs = {o.name for o in graph.output}
     made: list[onnx.NodeProto] = []
@@ -41,11 +43,14 @@ def detach(model: onnx.ModelProto) -> int:
         graph.initializer.extend(kept)
         for i in [i for i in graph.input if i.name in {n.output[0] for n in made}]:  # IR 3: weights are inputs too
             graph.input.remove(i)
-    returned = set(returned_inputs(graph))
-    for out in graph.output:
-        if out.name in returned:
-            made.append(helper.make_node("Identity", [out.name], [out.name + SUFFIX], name=f"ortlab_output_{out.name}"))
-            out.name += SUFFIX
+    returned, listed = set(returned_inputs(graph)), set()
+    for k, out in enumerate(graph.output):
+        if out.name in returned or out.name in listed:  # a returned input, or an output listed again
+            copy = f"{out.name}{SUFFIX}{k}"
+            made.append(helper.make_node("Identity", [out.name], [copy], name=f"ortlab_output_{copy}"))
+            out.name = copy
+        else:
+            listed.add(out.name)
     graph.node.extend(made)
     if made:
         graphs.topological_sort(graph)
@@ -53,18 +58,18 @@ def detach(model: onnx.ModelProto) -> int:
 
 
 def reattach(path: Path) -> bool:
-    """In place, on the saved model at ``path`` (its external data untouched): each output ``name + SUFFIX`` whose
-    ``name`` is a graph input names the input again, and the nodes that only made it are removed. Returns whether
-    the file changed."""
+    """In place, on the saved model at ``path`` (its external data untouched): each output ``name + SUFFIX + k``
+    whose ``name`` is a graph input or another output names it again, and the nodes that only made the copy are
+    removed. Returns whether the file changed."""
     model = onnx.load(str(path), load_external_data=False)
     graph = model.graph
-    inputs = {i.name for i in graph.input}
-    changed = [o for o in graph.output if o.name.endswith(SUFFIX) and o.name[:-len(SUFFIX)] in inputs]
+    names = {i.name for i in graph.input} | {o.name for o in graph.output}
+    changed = [o for o in graph.output if SUFFIX in o.name and o.name.rpartition(SUFFIX)[0] in names]
     if not changed:
         return False
     made = [o.name for o in changed]
     for out in changed:
-        out.name = out.name[:-len(SUFFIX)]
+        out.name = out.name.rpartition(SUFFIX)[0]
     _remove_unused(graph, made)
     onnx.save(model, str(path))
     return True

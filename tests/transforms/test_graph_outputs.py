@@ -1,5 +1,6 @@
-"""Outputs no node makes (a returned input, a returned initializer): ONNX Runtime's quantizers failed on the first
-("Graph is not a DAG") and its float16 converter on both; the runs now keep them as the source has them."""
+"""Outputs no node of their own makes (a returned input, a returned initializer, an output listed twice): ONNX
+Runtime's quantizers failed on the first ("Graph is not a DAG") and its float16 converter on all three; the runs now
+keep them as the source has them."""
 
 from __future__ import annotations
 
@@ -65,10 +66,10 @@ def test_a_model_that_returns_its_input_and_a_constant_keeps_both_through_a_run(
 def test_detach_gives_each_unmade_output_a_node_and_reattach_takes_the_identity_away(tmp_path):
     model = onnx.load(str(returning_model(tmp_path / "m.onnx")))
     assert graph_outputs.detach(model) == 2
-    assert [o.name for o in model.graph.output] == ["y", "x" + graph_outputs.SUFFIX, "anchors"]
+    assert [o.name for o in model.graph.output] == ["y", "x" + graph_outputs.SUFFIX + "1", "anchors"]
     assert "anchors" not in {t.name for t in model.graph.initializer}
     made = {n.output[0]: n.op_type for n in model.graph.node if n.name.startswith("ortlab_output_")}
-    assert made == {"anchors": "Constant", "x" + graph_outputs.SUFFIX: "Identity"}
+    assert made == {"anchors": "Constant", "x" + graph_outputs.SUFFIX + "1": "Identity"}
     onnx.checker.check_model(model, full_check=True)
     path = tmp_path / "detached.onnx"
     onnx.save(model, str(path))
@@ -86,3 +87,21 @@ def test_float16_io_names_a_returned_input_once_by_its_own_name(tmp_path):
     warnings = convert_fp16(returning_model(tmp_path / "m.onnx"), tmp_path / "h.onnx", keep_io_types=False)
     said = [w for w in warnings if w.startswith("Inputs/outputs")]
     assert said and said[0].startswith("Inputs/outputs x, y, anchors are now float16"), warnings
+
+
+def test_an_output_listed_twice_stays_listed_twice_through_fp16(tmp_path, capsys):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4]) for _ in range(2)]
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "twice", [x], y)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    code = cli.main(["optimize", str(tmp_path / "m.onnx"), str(tmp_path / "out"), "--precision", "fp16",
+                     "--allow-random-data", "--no-timing"])
+    assert code == 0, capsys.readouterr().err
+    result = onnx.load(str(tmp_path / "out" / "model.onnx"))
+    assert [o.name for o in result.graph.output] == ["y", "y"]
+    sess = ort.InferenceSession(str(tmp_path / "out" / "model.onnx"), providers=["CPUExecutionProvider"])
+    first, second = sess.run(None, {"x": np.array([[-1, 0, 2, 3]], np.float32)})
+    np.testing.assert_array_equal(first, [[0, 0, 2, 3]])
+    np.testing.assert_array_equal(second, first)
