@@ -15,7 +15,7 @@ from onnx import helper
 
 from ortlab.model import graphs
 
-SUFFIX = "__ortlab_passthrough"  # the name an Identity gives a returned input while a transform runs
+SUFFIX = "__ortlab_passthrough"  # with the output's position, the name of its copy while a transform runs
 
 
 def returned_inputs(graph: onnx.GraphProto) -> list[str]:
