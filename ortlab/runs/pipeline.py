@@ -379,8 +379,7 @@ def _verify(ctx: RunContext, x: Model | Quantized) -> Verified:
     if m.path != ctx.result:  # no optimize stage: the last model is the result
         shutil.copyfile(m.path, ctx.result)
         m = replace(m, path=ctx.result)
-    outputs = [o.name for o in run.info.outputs]
-    if {i.name for i in run.info.inputs} & set(outputs) or len(set(outputs)) < len(outputs):  # graph_outputs.detach
+    if graph_outputs.copied_outputs([i.name for i in run.info.inputs], [o.name for o in run.info.outputs]):
         for path in (m.path, m.qdq):
             if path is not None:
                 graph_outputs.reattach(path)

@@ -8,6 +8,7 @@ transform; :func:`reattach` gives a copied output its own name again in the tran
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import onnx
@@ -18,10 +19,16 @@ from ortlab.model import graphs
 SUFFIX = "__ortlab_passthrough"  # with the output's position, the name of its copy while a transform runs
 
 
-def returned_inputs(graph: onnx.GraphProto) -> list[str]:
-    """The graph inputs that are also graph outputs."""
-    inputs = {i.name for i in graph.input}
-    return [o.name for o in graph.output if o.name in inputs]
+def copied_outputs(inputs: Iterable[str], outputs: Sequence[str]) -> list[int]:
+    """The positions of the outputs :func:`detach` copies by an Identity (and :func:`reattach` names again): a graph
+    input returned as it is, and an output listed a second time."""
+    returned, listed, positions = set(inputs), set(), []
+    for k, name in enumerate(outputs):
+        if name in returned or name in listed:
+            positions.append(k)
+        else:
+            listed.add(name)
+    return positions
 
 
 def detach(model: onnx.ModelProto) -> int:
@@ -43,14 +50,11 @@ def detach(model: onnx.ModelProto) -> int:
         graph.initializer.extend(kept)
         for i in [i for i in graph.input if i.name in {n.output[0] for n in made}]:  # IR 3: weights are inputs too
             graph.input.remove(i)
-    returned, listed = set(returned_inputs(graph)), set()
-    for k, out in enumerate(graph.output):
-        if out.name in returned or out.name in listed:  # a returned input, or an output listed again
-            copy = f"{out.name}{SUFFIX}{k}"
-            made.append(helper.make_node("Identity", [out.name], [copy], name=f"ortlab_output_{copy}"))
-            out.name = copy
-        else:
-            listed.add(out.name)
+    for k in copied_outputs([i.name for i in graph.input], [o.name for o in graph.output]):
+        out = graph.output[k]
+        copy = f"{out.name}{SUFFIX}{k}"
+        made.append(helper.make_node("Identity", [out.name], [copy], name=f"ortlab_output_{copy}"))
+        out.name = copy
     graph.node.extend(made)
     if made:
         graphs.topological_sort(graph)
