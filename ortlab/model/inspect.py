@@ -443,6 +443,18 @@ def _is_contrib(domain: str) -> bool:
     return domain == "com.microsoft" or domain.startswith("com.microsoft.")
 
 
+def check_source_runs(path: Path, info: ModelInfo) -> None:
+    """ONNX Runtime loads the model at ``path`` (``info``: what :func:`inspect_model` read) on the CPU, kernels
+    included, before a recipe works on it: an op it has no kernel for at the model's opset, an attribute its kernel
+    refuses, an opset still under development. ``ModelLoadError`` with ORT's reason otherwise."""
+    custom = [(d, op) for d, op in info.op_counts if d not in STANDARD_DOMAINS and not _is_contrib(d)]
+    try:
+        _check_runtime_loads(path, custom)
+    except ModelLoadError as exc:
+        raise ModelLoadError(f"{exc.message.rstrip('. ')}. ortlab's recipes start from a model ONNX Runtime runs as it is.",
+                             step="validate") from None
+
+
 def _check_runtime_loads(path: Path, custom: list[tuple[str, str]]) -> None:
     """Ops outside ai.onnx, ai.onnx.ml and com.microsoft (``custom``), or an opset older than ONNX Runtime's oldest
     kernels: ONNX Runtime must load the model (with the registered custom-op libraries), else the upload is refused

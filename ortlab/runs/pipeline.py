@@ -41,7 +41,7 @@ from ortlab.data.dataset import Dataset, random_dataset, stratified_sample
 from ortlab.data.feeds import check_fits, sample_copies
 from ortlab.data.inputs import control_input_error, default_notes, infer_specs, is_control_input, resolve_feed
 from ortlab.data.preprocess import resolve_preprocess
-from ortlab.model.inspect import ModelInfo, run_warnings, sha256_file
+from ortlab.model.inspect import ModelInfo, check_source_runs, run_warnings, sha256_file
 from ortlab.model.patterns import DETECTOR_BIAS_NOTE, is_detector_file
 from ortlab.runs import outputs
 from ortlab.runs.artifact import Artifact, file_bytes
@@ -216,6 +216,8 @@ def _validate(ctx: RunContext, source: Path) -> Model:
     dataset fits the model (the recipe itself was validated when the run was prepared)."""
     run = ctx.run
     ctx.findings.warn(run_warnings(run.info.warnings, int8=run.recipe.precision == Precision.INT8))
+    if providers.runtime_providers(run.recipe.target) == [providers.CPU]:  # a GPU may have kernels the CPU lacks
+        check_source_runs(source, run.info)
     specs = infer_specs(run.info.inputs, overrides=run.shapes, strict=False)  # names and ranks of --shape
     random_used = run.recipe.allow_random_data and run.dataset is None and (run.recipe.is_static
                                                                             or run.verify_dataset is None)

@@ -17,6 +17,7 @@ from ortlab.runs.runspec import RunSpec
 from ortlab.runtime import providers
 from ortlab.model.inspect import inspect_model
 from ortlab.transforms.optimize import hardware_specific_domains
+from tests.support.models import onnx_node_case
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 TEXT, DB, YOLO, VAD, FP16 = (FIXTURES / f"{n}.onnx" for n in
@@ -106,6 +107,40 @@ def test_an_opset_older_than_onnx_runtime_runs_is_said_with_the_way_out(tmp_path
                                         "kernel for AveragePool version 1"), err
     assert cli.main(["inspect", str(tmp_path / "old.onnx")]) == 1
     assert "no kernel for AveragePool version 1" in capsys.readouterr().err
+
+
+def test_a_model_onnx_runtime_cannot_run_is_refused_before_any_work(tmp_path, capsys):
+    """A batch-first GRU (layout=1), valid ONNX that ORT's CPU kernel refuses: int8 calibrated with it and failed
+    there with "The model fails on random data of its input shapes: it may need real inputs … or other shapes", a
+    wrong remedy. The run now loads the source first and says ORT's reason, for every precision."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 1, 6])
+    rng = np.random.default_rng(0)
+    weights = [onnx.numpy_helper.from_array(rng.normal(size=s).astype(np.float32), n)
+               for n, s in (("W", (1, 18, 4)), ("R", (1, 18, 6)))]
+    g = helper.make_graph([helper.make_node("GRU", ["x", "W", "R"], ["y"], hidden_size=6, layout=1)], "gru", [x], [y],
+                          weights)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(tmp_path / "gru.onnx"))
+    for recipe in (["--precision", "int8", "--allow-random-data"], ["--precision", "fp16"]):
+        code, _, err = optimize(tmp_path / "gru.onnx", tmp_path / f"{recipe[1]}.onnx", recipe, capsys)
+        assert code == 1 and err.count("\n") == 0, err
+        assert err.startswith("ortlab: error: ONNX Runtime could not load the model: "), err
+        assert "layout" in err and err.endswith("ortlab's recipes start from a model ONNX Runtime runs as it is."), err
+        assert "random data" not in err and not (tmp_path / f"{recipe[1]}.onnx").exists()
+
+
+def test_a_model_the_checker_rejects_and_onnx_runtime_runs_goes_through_every_recipe(tmp_path, capsys):
+    """ONNX's own MeanVarianceNormalization test model: the ONNX checker rejects its function body (a Constant
+    inside it), ORT runs it, and inspect says so and takes it. The optimize step then re-checked it and stopped
+    ("optimize: invalid model: …"), for fp32 and for int8 alike; as at upload, ORT is now the judge there: it loads
+    the model, and the optimized result must match its input."""
+    src = onnx_node_case("test_mvn", tmp_path / "mvn.onnx")
+    for recipe in (["--precision", "fp32"], ["--precision", "int8", "--allow-random-data"]):
+        code, art, err = optimize(src, tmp_path / f"{recipe[1]}.onnx", recipe, capsys)
+        assert code == 0, err
+        assert any(w.startswith("The ONNX checker rejects this model") for w in art["warnings"]), art["warnings"]
+        assert any(n.startswith("The ONNX checker rejects the graph ONNX Runtime wrote") and "match the source's" in n
+                   for n in art["notes"]), art["notes"]
 
 
 def _custom_op_model(path: Path) -> Path:

@@ -5,6 +5,7 @@ Every builder writes the model to the given path (or folder) and returns the pat
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -240,3 +241,25 @@ class RandomFeeds:
 
     def get_next(self):
         return next(self.feeds, None)
+
+
+def onnx_node_case(name: str, path) -> Path:
+    """The model of ONNX's own backend test case ``name`` (``test_mvn`` …), as the onnx package generates it
+    (``onnx.backend.test.case.node``: shipped in the wheel, nothing downloaded), saved at ``path``."""
+    model = _onnx_node_cases()[name]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save_model(model, str(path))
+    return path
+
+
+@functools.cache
+def _onnx_node_cases() -> dict[str, onnx.ModelProto]:
+    # collected once per process: onnx builds its case list while importing the case modules, on the first call only
+    import warnings
+
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the cases' own numpy references divide by zero on purpose
+        return {c.name: c.model for c in collect_testcases(None) if c.model is not None}
