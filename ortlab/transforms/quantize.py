@@ -433,6 +433,7 @@ def preprocess_for_quantization(src, dst) -> list[str]:
             with _ort_quiet() as log, contextlib.chdir(tmp):
                 quant_pre_process(str(staged), str(out), skip_symbolic_shape=False)
             messages = log.messages
+            _shapes_hold(staged, out)
         except Exception as first:  # ORT's symbolic shape inference gives up in its own ways: retried without it
             with _ort_failures(step, "Turn pre-processing off and quantize the model as it is."), _ort_quiet() as log:
                 quant_pre_process(str(staged), str(out), skip_symbolic_shape=True)
@@ -446,6 +447,20 @@ def preprocess_for_quantization(src, dst) -> list[str]:
             warnings.append("ORT's graph optimization inside pre-processing failed; the model was pre-processed "
                             "without it (BatchNormalization may stay unfused).")
     return warnings
+
+
+def _shapes_hold(staged: Path, out: Path) -> None:
+    """Raises ValueError when the shapes ORT's symbolic shape inference wrote into ``out`` contradict ONNX's own
+    inference ("Inferred shape and existing shape differ"), where the model it read (``staged``) passes: the
+    quantizer would size tensors by them, and the int8 model fail to run."""
+    try:
+        onnx.checker.check_model(str(out), full_check=True)
+    except ONNX_ERRORS as exc:
+        try:
+            onnx.checker.check_model(str(staged), full_check=True)
+        except ONNX_ERRORS:
+            return  # the checker rejects the model itself (ORT runs it): the written shapes are not to blame
+        raise ValueError(f"the shapes it wrote contradict the graph: {one_line(exc)}") from None
 
 
 def _name_replacements(source: onnx.ModelProto, out: Path) -> None:

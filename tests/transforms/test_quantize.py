@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.support.models import RandomFeeds, conv_bn_graph, conv_bn_model, matmul_model
+from tests.support.models import RandomFeeds, conv_bn_graph, conv_bn_model, matmul_model, onnx_node_case
 from ortlab.settings.config import CalibrationMethod, QuantConfig, QuantFormat, QuantMode, QuantType
 from ortlab.transforms.calibration import CalibrationReader
 from ortlab.data.dataset import random_dataset
@@ -143,6 +143,20 @@ def test_preprocess_falls_back_without_symbolic_shape_inference(tmp_path, monkey
     assert warnings[0].endswith("(Details: RuntimeError: Incomplete symbolic shape inference.)"), warnings
     assert "Symbolic shape inference failed" not in warnings[0] and "skip_symbolic_shape" not in warnings[0]
     assert ops(tmp_path / "pre.onnx")["BatchNormalization"] == 0
+
+
+def test_preprocess_falls_back_when_the_shapes_it_wrote_contradict_the_graph(tmp_path):
+    """ONNX's expanded RotaryEmbedding test model (3-D input): ORT's symbolic shape inference wrote a Concat's shape
+    as 4 where it is 8, without failing; the quantizer sized tensors by it and the int8 model failed to run at verify
+    ("Non-zero status code returned while running QuantizeLinear node"). The written shapes are now checked against
+    ONNX's own inference, and pre-processing redone without the symbolic pass when they contradict it."""
+    src = onnx_node_case("test_rotary_embedding_3d_input_expanded", tmp_path / "rotary.onnx")
+    warnings = preprocess_for_quantization(src, tmp_path / "pre.onnx")
+    assert len(warnings) == 1 and warnings[0].startswith("Pre-processing worked out the tensor shapes with ONNX's "
+                                                         "standard shape inference"), warnings
+    assert "the shapes it wrote contradict the graph" in warnings[0] and "differ in dimension 3: (8) vs (4)" in warnings[0]
+    onnx.checker.check_model(str(tmp_path / "pre.onnx"), full_check=True)
+    assert preprocess_for_quantization(conv_bn_model(tmp_path / "m.onnx"), tmp_path / "pre2.onnx") == []
 
 
 def test_a_stop_inside_a_broad_handler_is_not_swallowed(tmp_path, monkeypatch):
