@@ -52,6 +52,10 @@ class OutputError:
     # left out (0 and 0: every position compared)
     real_tokens: int = 0
     padding: int = 0
+    # the samples compared, and those on which the output's shape differs (a variable-size output, e.g. the boxes a
+    # detector's NMS keeps: another number of them); their values are left out of every figure above
+    samples: int = 0
+    size_changed: int = 0
 
     @property
     def identical(self) -> bool:

@@ -66,11 +66,18 @@ class _Stats:
         # does not repeat (OutputError's fields of those names)
         self.counts = dict.fromkeys(("values", "nonfinite", "source_nonfinite", "source_nonfinite_differs"), 0)
         self.real_tokens = self.padding = 0
+        self.samples = self.size_changed = 0  # samples seen; those where the output's shape differs (no values compared)
         self.signal: list[float] = []
         self.noise: list[float] = []
 
     def add(self, ref: np.ndarray, cand: np.ndarray, mask: np.ndarray | None = None) -> None:
-        """One sample's output; with an attention ``mask``, a per-token output counts at its real tokens only."""
+        """One sample's output; with an attention ``mask``, a per-token output counts at its real tokens only. An
+        output whose shape differs between the two (a detector's NMS kept another number of boxes) is counted as
+        changed, and its values are left out."""
+        self.samples += 1
+        if np.shape(ref) != np.shape(cand):
+            self.size_changed += 1
+            return
         rr, cr = token_rows(ref, mask), token_rows(cand, mask)
         if rr is not None and cr is not None and mask is not None:
             self.real_tokens += len(rr)
@@ -78,9 +85,6 @@ class _Stats:
             ref, cand = rr, cr
         r = np.asarray(ref, dtype=np.float64).ravel()
         c = np.asarray(cand, dtype=np.float64).ravel()
-        if r.shape != c.shape:
-            raise DataError(f"Output '{self.name}' has {r.size} values in the reference but {c.size} in the "
-                            f"candidate; the models do not compute the same thing.")
         fr, fc = np.isfinite(r), np.isfinite(c)
         self.counts["values"] += r.size
         self.counts["nonfinite"] += int(np.count_nonzero(fr & ~fc))
@@ -130,7 +134,7 @@ class _Stats:
         mean_abs = self.sum_abs / self.count if self.count else 0.0
         return OutputError(self.name, self.max_abs, mean_abs, cosine, sqnr, **self.counts,
                            sample_signal=self.signal, sample_noise=self.noise, real_tokens=self.real_tokens,
-                           padding=self.padding)
+                           padding=self.padding, samples=self.samples, size_changed=self.size_changed)
 
 
 def _is_classifier(output) -> bool:

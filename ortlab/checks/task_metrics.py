@@ -545,6 +545,12 @@ class _Boxes:
                             sample_score_error=self.per_sample[3], sample_score_count=self.per_sample[4])
 
 
+def _comparable(ref: Any, cand: Any) -> bool:
+    """Both outputs hold values, in the same shape."""
+    r, c = np.asarray(ref), np.asarray(cand)
+    return r.size > 0 and r.shape == c.shape
+
+
 def ctc_greedy(probs: np.ndarray, blank: int = 0) -> list[int]:
     """Greedy CTC decoding of one sample's [T, classes] scores: argmax per position, repeats collapsed, blanks
     dropped."""
@@ -651,7 +657,7 @@ class _Embeddings:
 
     def result(self) -> EmbeddingMetrics:
         nn, ties, moved = None, 0, []
-        if len(self.ref) >= 3:
+        if len(self.ref) >= 3 and len({v.shape for v in self.ref}) == 1:  # a variable-size output has no neighbours
             ref_sim = self._similarities(self.ref)
             rows = np.arange(len(self.ref))
             ref_nn, cand_nn = np.argmax(ref_sim, axis=1), np.argmax(self._similarities(self.cand), axis=1)
@@ -721,6 +727,8 @@ class TaskAccumulator:
         tokens only)."""
         for name, r, c in zip(self.names, ref_outputs, cand_outputs):
             part = self.parts.get(name)
+            if part is not None and not isinstance(part, _Exact) and not _comparable(r, c):
+                continue  # an empty output (no detections, a zero-length sequence) has no task figure to add
             if isinstance(part, _Embeddings):
                 part.add(r, c, mask)
             elif part is not None:

@@ -28,6 +28,9 @@ The default policy (:class:`VerdictPolicy`; every threshold is a field and a CLI
   degraded, below ``broken_nn_agreement`` (70%) → broken; any sample's cosine below ``min_cosine`` → degraded.
   A vector per sample (a sentence embedding) is judged before per-token outputs; per-token outputs of a model fed
   an attention mask are judged (SQNR and cosine too) on the real tokens only, and the reasons say so;
+* an output whose shape differs between the models on a sample (a variable-size output: the boxes a detector's
+  NMS keeps, another number of them) counts that sample as changed, its values left out of every other figure:
+  such samples above ``max_confident_flips`` → degraded, above ``broken_confident_flips`` → broken;
 * integer outputs are compared exactly: differing elements above ``max_confident_flips`` → degraded, above
   ``broken_confident_flips`` → broken;
 * evaluated on random data, or on samples that were also used for calibration: at best **degraded** ("not a
@@ -65,7 +68,7 @@ from enum import StrEnum
 from ortlab.checks.eval_report import DenseMapMetrics, EvalReport, OutputError
 from ortlab.checks.task_kind import DENSE_MAPS, DETECTIONS, EXACT_OUTPUTS, kinds_of
 from ortlab.checks.uncertainty import Uncertainty, sqnr_uncertainty
-from ortlab.checks.verdict_findings import Figure, Findings, db_text
+from ortlab.checks.verdict_findings import Figure, Findings, db_text, pct_text, share
 from ortlab.checks.verdict_policy import VerdictPolicy
 
 __all__ = ["DEFAULT_POLICY", "NOTHING_QUANTIZED", "Level", "Verdict", "VerdictPolicy", "judge", "not_evaluated", "worse_or_equal"]
@@ -176,6 +179,21 @@ def _judge_tensors(floats: list[OutputError], empty_maps: dict[str, DenseMapMetr
         f.checked.append(("identical outputs" if identical else f"worst SQNR {db:.1f} dB ({name})", fig))
 
 
+def _judge_sizes(outputs: list[OutputError], policy: VerdictPolicy, f: Findings) -> None:
+    """Outputs whose shape differs on some samples (a detector's NMS kept another number of boxes): the share of
+    those samples, held to the flip bars; their values are in no other figure."""
+    for o in outputs:
+        if not o.size_changed or not o.samples:
+            continue
+        rate = o.size_changed / o.samples
+        fig = Figure(f"{o.name}: samples whose output size changed", rate, f"{o.size_changed}/{o.samples} "
+                     f"({pct_text(rate)})", share(rate, o.samples, o.samples),
+                     (policy.max_confident_flips, policy.broken_confident_flips))
+        f.grade(rate, policy.max_confident_flips, policy.broken_confident_flips,
+                f"{o.name}: its size (how many values, e.g. boxes kept) changed on {o.size_changed}/{o.samples} "
+                f"samples ({pct_text(rate)})", fig)
+
+
 def _caveats(report: EvalReport) -> list[str]:
     """Why the evaluation is not a verdict on accuracy (random data, calibration samples)."""
     caveats = []
@@ -231,6 +249,7 @@ def _judge(report: EvalReport | None, policy: VerdictPolicy) -> Verdict:
     if tm is not None:
         for kind in kinds_of(tm):
             kind.judge(tm, policy, f, report.n_samples)
+    _judge_sizes(report.outputs, policy, f)
     _judge_tensors(floats, empty_maps, policy, f, DETECTIONS.group_sqnrs(tm))
     background = [f"{o.name}: SQNR {o.sqnr_db:.1f} dB on background only" for o in floats if o.name in empty_maps]
     caveats = _caveats(report)

@@ -146,7 +146,7 @@ def test_output_error_to_dict_writes_non_finite_numbers_as_text():
     assert d == {"name": "y", "max_abs": "nan", "mean_abs": 1.0, "cosine": 0.5, "sqnr_db": "-inf", "nonfinite": 0,
                  "source_nonfinite": 0, "source_nonfinite_differs": 0, "values": 0, "sample_signal": [],
                  "sample_noise": [],
-                 "real_tokens": 0, "padding": 0}
+                 "real_tokens": 0, "padding": 0, "samples": 0, "size_changed": 0}
     assert json.loads(json.dumps(d, allow_nan=False)) == d
 
 
@@ -192,3 +192,60 @@ def test_the_sources_own_nans_are_left_out_of_sqnr_and_cosine_and_said():
     assert (r.nonfinite, r.source_nonfinite, r.source_nonfinite_differs) == (1, 2, 1) and r.max_abs == math.inf
     assert "the result differs at 1 of them" in r.source_nonfinite_note
     assert _Stats("y").result().source_nonfinite_note == ""
+
+
+def _boxes_after_nms(path, threshold=0.5):
+    """A tiny detector whose output keeps only the rows scoring above ``threshold``: [kept boxes, 6], the size of
+    an NMS'd detector's output, which differs from sample to sample and between a model and its int8 result."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.normal(size=(16, 60)).astype(np.float32) * 0.3, "W"),
+             numpy_helper.from_array(np.array(threshold, np.float32), "half"),
+             numpy_helper.from_array(np.array([10, 6], np.int64), "rows"),
+             numpy_helper.from_array(np.array([4], np.int64), "start"),
+             numpy_helper.from_array(np.array([5], np.int64), "end"),
+             numpy_helper.from_array(np.array([1], np.int64), "axis")]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Reshape", ["m", "rows"], ["r"]),
+             helper.make_node("Sigmoid", ["r"], ["s"]), helper.make_node("Slice", ["s", "start", "end", "axis"], ["c"]),
+             helper.make_node("Squeeze", ["c", "axis"], ["score"]), helper.make_node("Greater", ["score", "half"], ["keep"]),
+             helper.make_node("Compress", ["s", "keep"], ["dets"], axis=0)]
+    graph = helper.make_graph(nodes, "dets", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+                              [helper.make_tensor_value_info("dets", TensorProto.FLOAT, [None, 6])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), str(path))
+    return path
+
+
+def test_an_output_whose_size_changes_is_judged_not_refused(tmp_path):
+    """A detector with NMS in its graph keeps another number of boxes after int8 on some samples. The verify step
+    refused such a result ("Output 'dets' has 18 values in the reference but 24 in the candidate; the models do not
+    compute the same thing") and the run failed; each such sample now counts as changed, held to the flip bars,
+    and the other samples' values are compared as usual."""
+    from ortlab.checks.evaluate import _Stats
+    from ortlab.checks.verdict import Level, judge
+
+    s = _Stats("dets")
+    s.add(np.ones((3, 6)), np.ones((4, 6)))
+    s.add(np.ones((2, 6)), np.full((2, 6), 1.5))
+    r = s.result()
+    assert (r.samples, r.size_changed, r.values) == (2, 1, 12) and r.max_abs == 0.5
+
+    src = _boxes_after_nms(tmp_path / "dets.onnx")
+    loose = _boxes_after_nms(tmp_path / "loose.onnx", threshold=0.45)  # keeps more boxes on some samples
+    x = np.random.default_rng(1).standard_normal((40, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    ds = load_tensor_file(tmp_path / "x.npy")
+    sess = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
+    other = ort.InferenceSession(str(loose), providers=["CPUExecutionProvider"])
+    changed = sum(sess.run(None, {"x": row[None]})[0].shape != other.run(None, {"x": row[None]})[0].shape for row in x)
+    assert 2 < changed < 40
+    report = evaluate(src, loose, ds, None)
+    out = report.outputs[0]
+    assert (out.samples, out.size_changed) == (40, changed)
+    v = judge(report)
+    assert v.level == Level.BROKEN and v.deciding == "dets: samples whose output size changed"
+    assert f"changed on {changed}/40 samples" in v.reasons[0]
+    assert v.uncertainty is not None and v.uncertainty.low < changed / 40 < v.uncertainty.high
+    same = judge(evaluate(src, src, ds, None))
+    assert same.level != Level.BROKEN and same.deciding != "dets: samples whose output size changed"

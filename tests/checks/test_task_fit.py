@@ -434,3 +434,28 @@ def test_a_scalar_output_beside_others_is_judged_as_a_tensor():
                                                                 scores], labeled=False)
     assert roles["len"] == "exact" and roles["mean"] == Task.GENERIC  # integers compared exactly
     assert roles["scores"] == Task.DENSE_MAP  # the [1, A, B] output in [0, 1] is still a score map
+
+
+def test_empty_and_variable_size_outputs_give_task_figures_on_the_samples_that_have_values():
+    """ONNX's ConstantOfShape test model fed random shapes: some samples' outputs are empty, and the run failed at
+    verify with numpy's "attempt to get argmax of an empty sequence"; a vector output whose length changes from
+    sample to sample failed with "all input arrays must have the same shape". A sample with an empty output adds
+    nothing to its task figure; neighbours are only looked for among vectors of one length."""
+    rng = np.random.default_rng(0)
+    seq = TaskAccumulator(["y"], [np.zeros((1, 4, 3))], False, Task.SEQUENCE)
+    scores = rng.random((1, 4, 3))
+    seq.add([np.zeros((1, 4, 0))], [np.zeros((1, 4, 0))])
+    seq.add([scores], [scores])
+    q = seq.result().sequences[0]
+    assert (q.n_samples, q.changed) == (1, 0)
+    emb = TaskAccumulator(["v"], [rng.random((1, 3))], False, Task.EMBEDDING)
+    for n in (3, 4, 5, 0):
+        v = rng.random((1, n))
+        emb.add([v], [v + 0.01])
+    e = emb.result().embeddings[0]
+    assert e.nn_agreement is None and e.min_cosine > 0.99
+    same = TaskAccumulator(["v"], [rng.random((1, 3))], False, Task.EMBEDDING)
+    vecs = rng.random((4, 3))
+    for v in vecs:
+        same.add([v[None]], [v[None]])
+    assert same.result().embeddings[0].nn_agreement == 1.0
