@@ -161,7 +161,7 @@ def suggested_sizes(spec: InputSpec, i: int) -> tuple[int, ...]:
 
 
 def _static(d: Any) -> int | None:
-    return d if isinstance(d, int) and not isinstance(d, bool) and d > 0 else None
+    return d if isinstance(d, int) and not isinstance(d, bool) and d >= 0 else None
 
 
 def is_batch_name(name: Any) -> bool:

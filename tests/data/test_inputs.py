@@ -27,6 +27,7 @@ from ortlab.core.errors import DataError
 from ortlab.data.inputs import fit_preprocess, infer_specs, parse_shape
 from ortlab.model.inspect import TensorInfo, inspect_model
 from ortlab.runs.runspec import DataRef, RunSpec
+from tests.support.models import onnx_node_case
 
 VOCAB = 64
 TEXT = ["the cat sat on the mat", "a dog ran in the park", "the bird sang a song", "cats and dogs play",
@@ -429,6 +430,21 @@ def test_an_open_size_is_not_taken_for_the_batch(tmp_path):
     specs = infer_specs([TensorInfo("input1", "float32", (1, 1, 64, "image_width"))], None, ds)
     assert batch_inputs(ds, [3], None, [TensorInfo("input1", "float32", (1, 1, 64, "image_width"))],
                         specs)["input1"].shape == (1, 1, 64, 160)
+
+
+def test_a_dim_the_model_fixes_at_zero_is_fed_at_zero(tmp_path, capsys):
+    """ONNX's CastLike test models take their target type from an empty input ``like`` [0]: ortlab read the 0 as an
+    open dim, fed [1], and ORT refused it ("Got invalid dimensions for input: like … Got: 1 Expected: 0"), said
+    as "The model fails on random data of its input shapes". ORT holds a declared 0 to 0; so does ortlab."""
+    (like,) = infer_specs([TensorInfo("like", "float32", (0,))], strict=False)
+    assert like.shape == (0,) and like.resolved
+    (rows,) = infer_specs([TensorInfo("x", "float32", ("N", 0, 4))], strict=False)
+    assert rows.batch_axis == 0 and rows.at_batch(2) == (2, 0, 4)
+    src = onnx_node_case("test_castlike_DOUBLE_to_FLOAT", tmp_path / "castlike.onnx")
+    assert cli.main(["optimize", str(src), str(tmp_path / "out.onnx"), "--precision", "fp16", "--allow-random-data",
+                     "--json"]) == 0
+    art = json.loads(capsys.readouterr().out)
+    assert art["input_shapes"] == {"input": [3, 4], "like": [0]}
 
 
 def test_calibration_data_with_nan_or_infinity_is_refused_with_the_sample_it_is_in(tmp_path, capsys):
