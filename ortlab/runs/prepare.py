@@ -99,7 +99,7 @@ def _classical_ml_ops(info: ModelInfo) -> list[str]:
 
 def check_model_for(recipe: Recipe, info: ModelInfo) -> None:
     """``RecipeError`` when ``recipe`` cannot start from this model: int8 or fp16 of a model already quantized, or
-    of a classical machine-learning pipeline with no neural-network weights."""
+    of a classical machine-learning pipeline with no neural-network weights; static int8 of a model with no inputs."""
     if recipe.precision == Precision.FP32:
         return
     ml = _classical_ml_ops(info)
@@ -109,6 +109,10 @@ def check_model_for(recipe: Recipe, info: ModelInfo) -> None:
                           f"LSTM…): {recipe.precision.value} has nothing to convert, and ONNX Runtime's quantizer and "
                           "float16 converter do not take these operators. An fp32 recipe optimizes its graph, and "
                           "ortlab bench times it.", step="validate")
+    if not info.inputs and recipe.precision == Precision.INT8 and recipe.is_static:
+        raise RecipeError("This model takes no inputs: it computes its outputs from its own constants, so static "
+                          "int8 has nothing to calibrate. Dynamic int8 (--quant-mode dynamic) quantizes its weights "
+                          "alone; fp16 converts it.", step="validate")
     found = quantized_ops(info)
     if not found:
         return

@@ -143,6 +143,18 @@ def test_a_model_the_checker_rejects_and_onnx_runtime_runs_goes_through_every_re
                    for n in art["notes"]), art["notes"]
 
 
+def test_a_model_with_no_inputs_is_not_calibrated(tmp_path, capsys):
+    """ONNX's Constant test model takes no inputs: static int8 failed at calibrate with ORT's "No data is
+    collected.", said as "The model fails on random data of its input shapes"."""
+    src = onnx_node_case("test_constant", tmp_path / "constant.onnx")
+    code, _, err = optimize(src, tmp_path / "static.onnx", ["--precision", "int8", "--allow-random-data"], capsys)
+    assert code == 2 and err == ("ortlab: error: This model takes no inputs: it computes its outputs from its own "
+                                 "constants, so static int8 has nothing to calibrate. Dynamic int8 (--quant-mode "
+                                 "dynamic) quantizes its weights alone; fp16 converts it."), err
+    code, art, err = optimize(src, tmp_path / "fp16.onnx", ["--precision", "fp16", "--allow-random-data"], capsys)
+    assert code == 0 and art["verdict"]["level"] == "degraded", err
+
+
 def _custom_op_model(path: Path) -> Path:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
