@@ -451,8 +451,8 @@ def check_source_runs(path: Path, info: ModelInfo) -> None:
     try:
         _check_runtime_loads(path, custom)
     except ModelLoadError as exc:
-        raise ModelLoadError(f"{exc.message.rstrip('. ')}. ortlab's recipes start from a model ONNX Runtime runs as it is.",
-                             step="validate") from None
+        raise ModelLoadError(f"{exc.message.rstrip('. ')}. ortlab's recipes start from a model ONNX Runtime runs "
+                             "as it is.", step="validate") from None
 
 
 def _check_runtime_loads(path: Path, custom: list[tuple[str, str]]) -> None:
