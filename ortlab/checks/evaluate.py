@@ -66,7 +66,7 @@ class _Stats:
         # does not repeat (OutputError's fields of those names)
         self.counts = dict.fromkeys(("values", "nonfinite", "source_nonfinite", "source_nonfinite_differs"), 0)
         self.real_tokens = self.padding = 0
-        self.samples = self.size_changed = 0  # samples seen; those where the output's shape differs (no values compared)
+        self.samples = self.size_changed = 0  # samples seen; those where the output's shape differs (not compared)
         self.signal: list[float] = []
         self.noise: list[float] = []
 
