@@ -56,6 +56,15 @@ class OutputError:
     # detector's NMS keeps: another number of them); their values are left out of every figure above
     samples: int = 0
     size_changed: int = 0
+    sample_sizes: list[list[int]] = field(default_factory=list)  # per sample [reference, candidate] value counts
+    # (kept only when a size changed)
+
+    @property
+    def size_agreement(self) -> float:
+        """The most a match of values can agree when their counts differ: 2·Σmin / Σ(reference + candidate) over
+        the samples, an upper bound of a detector's F1 from its box counts alone (1.0 when no size changed)."""
+        total = sum(r + c for r, c in self.sample_sizes)
+        return 2 * sum(min(r, c) for r, c in self.sample_sizes) / total if total else 1.0
 
     @property
     def identical(self) -> bool:

@@ -28,9 +28,10 @@ The default policy (:class:`VerdictPolicy`; every threshold is a field and a CLI
   degraded, below ``broken_nn_agreement`` (70%) → broken; any sample's cosine below ``min_cosine`` → degraded.
   A vector per sample (a sentence embedding) is judged before per-token outputs; per-token outputs of a model fed
   an attention mask are judged (SQNR and cosine too) on the real tokens only, and the reasons say so;
-* an output whose shape differs between the models on a sample (a variable-size output: the boxes a detector's
-  NMS keeps, another number of them) counts that sample as changed, its values left out of every other figure:
-  such samples above ``max_confident_flips`` → degraded, above ``broken_confident_flips`` → broken;
+* an output whose shape differs between the models on some samples (a variable-size output: the boxes a
+  detector's NMS keeps, another number of them): those samples' values are left out of every other figure, and
+  the agreement their counts allow (2·Σmin / Σ(reference + candidate) values, an upper bound of detection F1) is
+  held to the detection bars: below ``min_det_f1`` → degraded, below ``broken_det_f1`` → broken;
 * integer outputs are compared exactly: differing elements above ``max_confident_flips`` → degraded, above
   ``broken_confident_flips`` → broken;
 * evaluated on random data, or on samples that were also used for calibration: at best **degraded** ("not a
@@ -59,6 +60,7 @@ This module needs neither numpy nor ONNX Runtime: stored evaluations can be judg
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,8 +69,8 @@ from enum import StrEnum
 
 from ortlab.checks.eval_report import DenseMapMetrics, EvalReport, OutputError
 from ortlab.checks.task_kind import DENSE_MAPS, DETECTIONS, EXACT_OUTPUTS, kinds_of
-from ortlab.checks.uncertainty import Uncertainty, sqnr_uncertainty
-from ortlab.checks.verdict_findings import Figure, Findings, db_text, pct_text, share
+from ortlab.checks.uncertainty import Uncertainty, share_uncertainty, sqnr_uncertainty
+from ortlab.checks.verdict_findings import Figure, Findings, db_text
 from ortlab.checks.verdict_policy import VerdictPolicy
 
 __all__ = ["DEFAULT_POLICY", "NOTHING_QUANTIZED", "Level", "Verdict", "VerdictPolicy", "judge", "not_evaluated", "worse_or_equal"]
@@ -180,18 +182,22 @@ def _judge_tensors(floats: list[OutputError], empty_maps: dict[str, DenseMapMetr
 
 
 def _judge_sizes(outputs: list[OutputError], policy: VerdictPolicy, f: Findings) -> None:
-    """Outputs whose shape differs on some samples (a detector's NMS kept another number of boxes): the share of
-    those samples, held to the flip bars; their values are in no other figure."""
+    """Outputs whose size differs on some samples (a detector's NMS kept another number of boxes): the agreement
+    their counts allow (:attr:`OutputError.size_agreement`, an upper bound of detection F1), held to the detection
+    F1 bars with its interval bootstrapped over samples; the values of those samples are in no other figure."""
     for o in outputs:
-        if not o.size_changed or not o.samples:
+        if not o.size_changed or not o.sample_sizes:
             continue
-        rate = o.size_changed / o.samples
-        fig = Figure(f"{o.name}: samples whose output size changed", rate, f"{o.size_changed}/{o.samples} "
-                     f"({pct_text(rate)})", share(rate, o.samples, o.samples),
-                     (policy.max_confident_flips, policy.broken_confident_flips))
-        f.grade(rate, policy.max_confident_flips, policy.broken_confident_flips,
-                f"{o.name}: its size (how many values, e.g. boxes kept) changed on {o.size_changed}/{o.samples} "
-                f"samples ({pct_text(rate)})", fig)
+        value = o.size_agreement
+        parts = [2.0 * min(r, c) for r, c in o.sample_sizes]
+        wholes = [float(r + c) for r, c in o.sample_sizes]
+        moved = sum(abs(r - c) for r, c in o.sample_sizes)
+        text = (f"{o.name}: size changed on {o.size_changed}/{o.samples} samples ({moved:,} values added or "
+                f"dropped): agreement at most {value:.2f}")
+        fig = Figure(f"{o.name}: size agreement (F1 bound)", value, f"{value:.2f}",
+                     functools.partial(share_uncertainty, value, parts, wholes), (policy.min_det_f1, policy.broken_det_f1))
+        f.grade_low(value, policy.min_det_f1, policy.broken_det_f1, text, fig, fmt=lambda x: f"{x:g}")
+        f.checked.append((text, fig))
 
 
 def _caveats(report: EvalReport) -> list[str]:
