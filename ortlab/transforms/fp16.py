@@ -93,13 +93,18 @@ def _io_types(model: onnx.ModelProto) -> dict[str, int]:
             if v.name not in inits}
 
 
+# ops whose float values must keep their width, beyond ORT's default list: BitCast reinterprets the bits
+KEPT_IN_FLOAT32 = ("BitCast",)
+
+
 def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
     """Convert float32 weights and compute of ``src`` to float16 and save to ``dst``; return warnings.
 
     ``keep_io_types`` leaves float32 inputs/outputs (Casts are inserted) so callers need no change.
-    Ops ORT keeps in float32 (its default block list) stay float32. ``src`` is never modified.
+    Ops ORT keeps in float32 (its default block list) and :data:`KEPT_IN_FLOAT32` stay float32. ``src`` is never
+    modified.
     """
-    from onnxruntime.transformers.float16 import convert_float_to_float16
+    from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
 
     src, dst = Path(src), Path(dst)
     if src.resolve() == dst.resolve():
@@ -124,7 +129,8 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
     big = model.ByteSize() > PROTOBUF_LIMIT // 2
     logging.getLogger("onnxruntime.transformers.float16").setLevel(logging.WARNING)
     try:
-        converted = convert_float_to_float16(model, keep_io_types=keep_io_types, disable_shape_infer=big)
+        converted = convert_float_to_float16(model, keep_io_types=keep_io_types, disable_shape_infer=big,
+                                             op_block_list=[*DEFAULT_OP_BLOCK_LIST, *KEPT_IN_FLOAT32])
     except Exception as exc:  # ORT's Python converter fails in its own ways on an unusual graph: one message
         raise QuantizationError(mixed_types_message(model, str(exc)) or
                                 f"ONNX Runtime could not convert the model to float16: {one_line(exc)}",
