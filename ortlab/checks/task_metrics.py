@@ -639,10 +639,14 @@ class _Embeddings:
             r = np.asarray(ref, dtype=np.float64).ravel()
             c = np.asarray(cand, dtype=np.float64).ravel()
             ref_vec, cand_vec = self._pool(ref), self._pool(cand)
+        fr, fc = np.isfinite(r), np.isfinite(c)
+        lost = bool(np.any(fr & ~fc))  # NaN/inf where the source has a number: no agreement
+        if not lost:  # the source's own NaN/inf are left out, as for the output's SQNR and cosine
+            r, c = r[fr & fc], c[fr & fc]
         with np.errstate(all="ignore"):
             nr, nc = float(np.linalg.norm(r)), float(np.linalg.norm(c))
             cos = 1.0 if nr == nc == 0 else (float(r @ c) / (nr * nc) if nr and nc else 0.0)
-        self.cos.append(cos if math.isfinite(cos) else -1.0)
+        self.cos.append(cos if math.isfinite(cos) and not lost else -1.0)
         self.tokens = np.asarray(ref).ndim == 3
         self.ref.append(ref_vec.astype(np.float32))
         self.cand.append(cand_vec.astype(np.float32))

@@ -459,3 +459,19 @@ def test_empty_and_variable_size_outputs_give_task_figures_on_the_samples_that_h
     for v in vecs:
         same.add([v[None]], [v[None]])
     assert same.result().embeddings[0].nn_agreement == 1.0
+
+
+def test_an_embeddings_cosine_leaves_out_the_sources_own_nan_and_counts_a_lost_value():
+    """ONNX's Acos test model on random data: the source's output is NaN where |x| > 1, the fp16 result's too, and
+    every figure said identical but the embedding's lowest cosine was -1.0 (NaN read as no agreement), so the
+    verdict was degraded for an identical result. The source's own NaN/inf are left out, as for the SQNR; a NaN
+    where the source has a number still counts as -1."""
+    ref = np.array([[1.0, np.nan, 2.0], [0.5, 1.0, np.nan], [2.0, 0.0, 1.0], [0.0, 3.0, 1.0]])
+    same = _embedding_metrics(ref, ref.copy())
+    assert same.min_cosine == pytest.approx(1.0)
+    lost = ref.copy()
+    lost[2, 0] = np.nan
+    assert _embedding_metrics(ref, lost).min_cosine == -1.0
+    off = ref.copy()
+    off[0, 2] = -2.0  # the finite values disagree: cosine of [1, 2] and [1, -2]
+    assert _embedding_metrics(ref, off).min_cosine == pytest.approx(-3 / 5)
