@@ -52,12 +52,11 @@ class OutputError:
     # left out (0 and 0: every position compared)
     real_tokens: int = 0
     padding: int = 0
-    # the samples compared, and those on which the output's shape differs (a variable-size output, e.g. the boxes a
-    # detector's NMS keeps: another number of them); their values are left out of every figure above
-    samples: int = 0
+    # the samples on which the output's shape differs (a variable-size output, e.g. the boxes a detector's NMS
+    # keeps: another number of them), whose values are left out of every figure above; and then each sample's
+    # [reference, candidate] value counts (empty when no size changed)
     size_changed: int = 0
-    sample_sizes: list[list[int]] = field(default_factory=list)  # per sample [reference, candidate] value counts
-    # (kept only when a size changed)
+    sample_sizes: list[list[int]] = field(default_factory=list)
 
     @property
     def size_agreement(self) -> float:

@@ -66,7 +66,7 @@ class _Stats:
         # does not repeat (OutputError's fields of those names)
         self.counts = dict.fromkeys(("values", "nonfinite", "source_nonfinite", "source_nonfinite_differs"), 0)
         self.real_tokens = self.padding = 0
-        self.samples = self.size_changed = 0  # samples seen; those where the output's shape differs (not compared)
+        self.size_changed = 0  # the samples where the output's shape differs (not compared)
         self.sizes: list[tuple[int, int]] = []  # each sample's (reference, candidate) value counts
         self.signal: list[float] = []
         self.noise: list[float] = []
@@ -75,7 +75,6 @@ class _Stats:
         """One sample's output; with an attention ``mask``, a per-token output counts at its real tokens only. An
         output whose shape differs between the two (a detector's NMS kept another number of boxes) is counted as
         changed, and its values are left out."""
-        self.samples += 1
         self.sizes.append((int(np.size(ref)), int(np.size(cand))))
         if np.shape(ref) != np.shape(cand):
             self.size_changed += 1
@@ -136,7 +135,7 @@ class _Stats:
         mean_abs = self.sum_abs / self.count if self.count else 0.0
         return OutputError(self.name, self.max_abs, mean_abs, cosine, sqnr, **self.counts,
                            sample_signal=self.signal, sample_noise=self.noise, real_tokens=self.real_tokens,
-                           padding=self.padding, samples=self.samples, size_changed=self.size_changed,
+                           padding=self.padding, size_changed=self.size_changed,
                            sample_sizes=[list(x) for x in self.sizes] if self.size_changed else [])
 
 

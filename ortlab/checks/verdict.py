@@ -192,7 +192,7 @@ def _judge_sizes(outputs: list[OutputError], policy: VerdictPolicy, f: Findings)
         parts = [2.0 * min(r, c) for r, c in o.sample_sizes]
         wholes = [float(r + c) for r, c in o.sample_sizes]
         moved = sum(abs(r - c) for r, c in o.sample_sizes)
-        text = (f"{o.name}: size changed on {o.size_changed}/{o.samples} samples ({moved:,} values added or "
+        text = (f"{o.name}: size changed on {o.size_changed}/{len(o.sample_sizes)} samples ({moved:,} values added or "
                 f"dropped): agreement at most {value:.2f}")
         fig = Figure(f"{o.name}: size agreement (F1 bound)", value, f"{value:.2f}",
                      functools.partial(share_uncertainty, value, parts, wholes), (policy.min_det_f1, policy.broken_det_f1))
