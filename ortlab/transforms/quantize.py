@@ -46,6 +46,7 @@ from ortlab.settings.config import DISTRIBUTION_MIN_BINS, CalibrationMethod, Qua
 from ortlab.transforms import graph_outputs
 from ortlab.transforms.coverage import QuantCoverage, quant_coverage
 from ortlab.transforms.inlined_names import name_replacements, with_inlined
+from ortlab.transforms.unbounded_ranges import find_unbounded
 from ortlab.transforms.range_split import find_range_splits, load_ranges
 from ortlab.transforms.silu_range import note as silu_note, tighten_silu_ranges
 from ortlab.transforms.untaken_weights import untaken_weights
@@ -573,6 +574,11 @@ def collect_streaming(calibrator: Any, reader: Any) -> int:
     return n
 
 
+_INFINITE_HISTOGRAM = ("A tensor of this model holds -inf or inf while it computes (an attention mask, typically), "
+                       "which the {method} calibration method cannot put in a histogram. Calibrate with MinMax (the "
+                       "default), which keeps the nodes that make and read such a tensor in float.")
+
+
 def calibrate_model(src, q: QuantConfig, reader, cache) -> list[str]:
     """Calibrate ``src`` with ``reader`` (a :class:`ortlab.transforms.calibration.CalibrationReader`) and write the
     activation ranges as ONNX Runtime's calibration cache ``cache`` (JSON); returns warnings.
@@ -604,8 +610,14 @@ def calibrate_model(src, q: QuantConfig, reader, cache) -> list[str]:
                 ranges = TensorsData(args.calibrator["calibrate_method"], {})  # the run says nothing was quantized
             else:
                 _limit_calibrator_threads(calibrator)
-                collect_streaming(calibrator, reader)
-                ranges = calibrator.compute_data()
+                try:
+                    collect_streaming(calibrator, reader)
+                    ranges = calibrator.compute_data()
+                except ValueError as exc:  # numpy's histogram of a tensor holding inf
+                    if "is not finite" not in str(exc):
+                        raise
+                    raise QuantizationError(_INFINITE_HISTOGRAM.format(method=CalibrationMethod(
+                        q.calibration_method).value), step="calibrate") from None
             save_tensors_data(ranges, cache)
             del calibrator
     return warnings + _log_warnings(log.messages)
@@ -704,6 +716,9 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
         splits = find_range_splits(model, load_ranges(cache), q.range_split_factor, tuple(excluded))
         excluded += [s.node for s in splits]
         notes.extend(s.note() for s in splits)
+    unbounded = find_unbounded(model, cache, tuple(excluded))  # a mask's -inf: no int8 scale can hold it
+    excluded += [n for u in unbounded for n in u.nodes]
+    notes.extend(u.note() for u in unbounded)
     kwargs["nodes_to_exclude"] = excluded or None
     with tempfile.TemporaryDirectory(prefix="ortlab-quant-") as tmpdir:
         tmp = Path(tmpdir)

@@ -1,0 +1,76 @@
+"""Unbounded ranges: keep in float the nodes that make and read a tensor calibrated to ±inf or float32's extremes.
+
+An attention mask written as -inf, or as float32's lowest value (-3.4e38, as PyTorch's exports write it), gives
+the masked scores a calibrated range of -inf..x: one int8 step is then infinite (or about 1e36), every real score
+rounds to the zero point, and the attention output collapses (ONNX's expanded Attention test models, static int8:
+SQNR 0 dB, cosine 0). ORT's quantizer needs a range for every tensor of a quantized node, so such a tensor cannot
+simply be left out: :func:`find_unbounded` reads the calibration cache (no second calibration) and names the nodes
+that make and read each such tensor, to keep in float; the rest is quantized as usual.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnxruntime.quantization.calibrate import load_tensors_data
+
+from ortlab.model.graphs import consumers
+
+LIMIT = 1e30  # beyond any real activation; float32's lowest value (a mask) is -3.4e38
+
+
+@dataclass(frozen=True)
+class UnboundedRange:
+    """``tensor`` was calibrated to ``low``..``high``; ``nodes``: the nodes that make and read it, kept in float."""
+
+    tensor: str
+    low: float
+    high: float
+    nodes: tuple[str, ...]
+
+    def note(self) -> str:
+        return (f"Kept {', '.join(self.nodes)} in float: tensor '{self.tensor}' was calibrated to "
+                f"{self.low:.3g}..{self.high:.3g} (a mask's -inf or float32's lowest value), where one int8 step is "
+                "wider than every real value and all of them would round to zero.")
+
+
+def find_unbounded(model: onnx.ModelProto, cache, skip: tuple[str, ...] = ()) -> list[UnboundedRange]:
+    """The tensors of the calibration ``cache`` whose range is not finite or reaches beyond :data:`LIMIT`, each
+    with the nodes of ``model``'s main graph that make and read it (not those in ``skip``, already kept). Unnamed
+    nodes get a name (``op_type`` and position), as ORT's quantizer excludes nodes by name."""
+    data = load_tensors_data(Path(cache))
+    wide = {}
+    for tensor in data:
+        lo, hi = (float(f(np.asarray(v, dtype=np.float64))) for f, v in zip((np.min, np.max), data[tensor].range_value))
+        if not (math.isfinite(lo) and math.isfinite(hi) and max(abs(lo), abs(hi)) < LIMIT):
+            wide[tensor] = (lo, hi)
+    if not wide:
+        return []
+    graph = model.graph
+    _name_unnamed(graph)
+    made_by = {out: node.name for node in graph.node for out in node.output}
+    read_by = {t: [n.name for n in nodes] for t, nodes in consumers(graph).items()}
+    found = []
+    for tensor, (lo, hi) in wide.items():
+        names = ([made_by[tensor]] if tensor in made_by else []) + read_by.get(tensor, [])
+        kept = tuple(dict.fromkeys(n for n in names if n not in skip))
+        if kept:
+            found.append(UnboundedRange(tensor, lo, hi, kept))
+            skip = (*skip, *kept)
+    return found
+
+
+def _name_unnamed(graph: onnx.GraphProto) -> None:
+    """Each unnamed node of ``graph`` gets ``op_type_position`` (unique)."""
+    taken = {n.name for n in graph.node}
+    for i, node in enumerate(graph.node):
+        if not node.name:
+            name = f"{node.op_type}_{i}"
+            while name in taken:
+                name += "_"
+            node.name = name
+            taken.add(name)
