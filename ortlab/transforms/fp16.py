@@ -17,6 +17,8 @@ from ortlab.core.errors import ModelLoadError, QuantizationError
 from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.model.inspect import PROTOBUF_LIMIT, load_model
 from ortlab.core.text import one_line
+from ortlab.runtime import providers
+from ortlab.settings.config import OptLevel
 
 _FP16_MAX = float(np.finfo(np.float16).max)
 
@@ -128,9 +130,18 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
     io_before = _io_types(model)
     big = model.ByteSize() > PROTOBUF_LIMIT // 2
     logging.getLogger("onnxruntime.transformers.float16").setLevel(logging.WARNING)
+    blocked = [*DEFAULT_OP_BLOCK_LIST, *KEPT_IN_FLOAT32]
     try:
-        converted = convert_float_to_float16(model, keep_io_types=keep_io_types, disable_shape_infer=big,
-                                             op_block_list=[*DEFAULT_OP_BLOCK_LIST, *KEPT_IN_FLOAT32])
+        for _ in range(MAX_KERNEL_RETRIES):  # an op ORT has no float16 kernel for stays float32, and again
+            copy = onnx.ModelProto()
+            copy.CopyFrom(model)
+            converted = convert_float_to_float16(copy, keep_io_types=keep_io_types, disable_shape_infer=big,
+                                                 op_block_list=blocked)
+            missing = None if big else _missing_float16_kernel(converted, blocked)
+            if missing is None:
+                break
+            blocked.append(missing)
+            warnings.append(f"{missing} stays float32: ONNX Runtime has no float16 kernel for it here.")
     except Exception as exc:  # ORT's Python converter fails in its own ways on an unusual graph: one message
         raise QuantizationError(mixed_types_message(model, str(exc)) or
                                 f"ONNX Runtime could not convert the model to float16: {one_line(exc)}",
@@ -171,6 +182,20 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
 
 
 _MIXED = re.compile(r"\((1|10)\) vs \((1|10)\)")
+_NO_KERNEL = re.compile(r"Could not find an implementation for (\w+)\(\d+\)")
+MAX_KERNEL_RETRIES = 8
+
+
+def _missing_float16_kernel(converted: onnx.ModelProto, blocked: list[str]) -> str | None:
+    """The op of ``converted`` ONNX Runtime has no kernel for (EyeLike-22 in float16), when that is why it does not
+    load and the op is not already ``blocked``; else None (it loads, or fails for another reason, said later)."""
+    try:
+        providers.create_session(converted.SerializeToString(),
+                                 options=providers.session_options(opt_level=OptLevel.DISABLED))
+    except ModelLoadError as exc:
+        found = _NO_KERNEL.search(exc.message)
+        return found.group(1) if found and found.group(1) not in blocked else None
+    return None
 
 
 def mixed_types_message(model: onnx.ModelProto, error: str) -> str | None:

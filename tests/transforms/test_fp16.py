@@ -152,3 +152,19 @@ def test_a_bitcast_keeps_its_float32_width(tmp_path):
         sess = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
         assert sess.get_outputs()[0].type == ort.InferenceSession(
             str(src), providers=["CPUExecutionProvider"]).get_outputs()[0].type
+
+
+def test_an_op_without_a_float16_kernel_stays_float32(tmp_path):
+    """ONNX's EyeLike test model: converted, its EyeLike-22 took float16, which ONNX Runtime has no kernel for, and
+    the run failed at optimize ("Could not find an implementation for EyeLike(22)"). Such an op now stays float32,
+    said in a warning, and the result loads."""
+    src = onnx_node_case("test_eyelike_populate_off_main_diagonal", tmp_path / "eyelike.onnx")
+    dst = tmp_path / "eyelike.fp16.onnx"
+    warnings = convert_fp16(src, dst)
+    assert "EyeLike stays float32: ONNX Runtime has no float16 kernel for it here." in warnings
+    sess = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).integers(-5, 5, [4, 5]).astype(np.int32)  # the test's input: int32 [4, 5]
+    ref = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    np.testing.assert_array_equal(sess.run(None, {name: x})[0], ref.run(None, {name: x})[0])
+    assert convert_fp16(matmul_model(tmp_path / "mm.onnx"), tmp_path / "mm.fp16.onnx") == []
