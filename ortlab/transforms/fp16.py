@@ -117,6 +117,7 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
         exc.step = exc.step or "convert"
         raise
     graph_outputs.detach(model)  # outputs no node makes: the converter cannot take them
+    _float_constants_as_tensors(model)
     warnings: list[str] = []
     before = Counter(t.data_type for t in _all_initializers(model.graph))
     if before[TensorProto.FLOAT] == 0 and before[TensorProto.FLOAT16] > 0:
@@ -184,6 +185,25 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
 _MIXED = re.compile(r"\((1|10)\) vs \((1|10)\)")
 _NO_KERNEL = re.compile(r"Could not find an implementation for (\w+)\(\d+\)")
 MAX_KERNEL_RETRIES = 8
+
+
+def _float_constants_as_tensors(model: onnx.ModelProto) -> None:
+    """A Constant whose value is a ``value_float``/``value_floats`` attribute (as ONNX's function bodies and
+    onnxscript write them) holds it as a ``value`` tensor instead, which the float16 converter converts: it leaves
+    the plain attributes float32, and they then met float16 values ("type 1 vs 10")."""
+    for g in graphs.walk_graphs(model.graph):
+        for node in g.node:
+            if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
+                continue
+            for attr in list(node.attribute):
+                if attr.name == "value_float":
+                    tensor = onnx.helper.make_tensor("value", TensorProto.FLOAT, [], [attr.f])
+                elif attr.name == "value_floats":
+                    tensor = onnx.helper.make_tensor("value", TensorProto.FLOAT, [len(attr.floats)], list(attr.floats))
+                else:
+                    continue
+                node.attribute.remove(attr)
+                node.attribute.append(onnx.helper.make_attribute("value", tensor))
 
 
 def _missing_float16_kernel(converted: onnx.ModelProto, blocked: list[str]) -> str | None:

@@ -168,3 +168,19 @@ def test_an_op_without_a_float16_kernel_stays_float32(tmp_path):
     name = sess.get_inputs()[0].name
     np.testing.assert_array_equal(sess.run(None, {name: x})[0], ref.run(None, {name: x})[0])
     assert convert_fp16(matmul_model(tmp_path / "mm.onnx"), tmp_path / "mm.fp16.onnx") == []
+
+
+@pytest.mark.parametrize("name", ["test_swish_expanded", "test_leakyrelu_default_expanded"])
+def test_float_constants_written_as_plain_attributes_are_converted(tmp_path, name):
+    """ONNX's expanded function models (and onnxscript's exports) write scalars as Constant value_float: the
+    converter left them float32 and failed ("a float32 value meeting a float16 one (type 1 vs 10)"). They are held
+    as value tensors first, which it converts; the result computes what the source does, to float16 precision."""
+    src = onnx_node_case(name, tmp_path / "src.onnx")
+    dst = tmp_path / "fp16.onnx"
+    convert_fp16(src, dst)
+    constants = [n for n in onnx.load(str(dst)).graph.node if n.op_type == "Constant"]
+    assert constants and all(a.name == "value" for n in constants for a in n.attribute)
+    run = [ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]) for p in (src, dst)]
+    x = np.random.default_rng(0).standard_normal(run[0].get_inputs()[0].shape).astype(np.float32)
+    feed = {run[0].get_inputs()[0].name: x}
+    np.testing.assert_allclose(run[1].run(None, feed)[0], run[0].run(None, feed)[0], rtol=2e-3, atol=2e-3)
