@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import onnx
 from onnx import version_converter
 from onnxruntime.quantization import (
@@ -34,7 +35,8 @@ from onnxruntime.quantization import (
     quantize_static,
 )
 from onnxruntime.quantization.calibrate import (
-    CalibrationDataReader, HistogramCalibrater, TensorsData, create_calibrator, save_tensors_data,
+    CalibrationDataReader, HistogramCalibrater, TensorData, TensorsData, create_calibrator, load_tensors_data,
+    save_tensors_data,
 )
 from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry, QLinearOpsRegistry
 
@@ -727,6 +729,7 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
             cut = tighten_silu_ranges(model, cache, tmp / "calibration.json", tuple(excluded))
             cache = tmp / "calibration.json"
             notes.extend([silu_note(cut)] if cut else [])
+        cache = _with_softmax_ranges(model, cache, tmp / "calibration.softmax.json")
         out = tmp / "quantized.onnx"
         with _ort_failures("quantize", _QUANTIZE_HINT), _ort_quiet() as log:
             quantize_static(str(staged), str(out), calibration_data_reader=None,
@@ -737,6 +740,21 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
                                   dynamic=False, excluded=kwargs["nodes_to_exclude"])
         _finish(out, dst, "quantize")
     return result
+
+
+def _with_softmax_ranges(model: onnx.ModelProto, cache: Path, dst: Path) -> Path:
+    """``cache``, or a copy at ``dst`` that also holds 0..1 for each Softmax output the calibrator did not see (a
+    tensor whose type shape inference left unknown): ORT's quantizer sets every Softmax output's range to 0..1 and
+    failed on one it had no entry for ("Only an existing tensor can be modified")."""
+    data = load_tensors_data(cache)
+    missing = [n.output[0] for g in graphs.walk_graphs(model.graph) for n in g.node
+               if n.op_type == "Softmax" and n.domain in ("", "ai.onnx") and n.output and n.output[0] not in data.data]
+    if not missing:
+        return cache
+    for name in missing:
+        data.data[name] = TensorData(lowest=np.array(0.0, np.float32), highest=np.array(1.0, np.float32))
+    save_tensors_data(data, dst)
+    return dst
 
 
 def quantize_static_model(src, dst, q: QuantConfig, reader) -> list[str]:
