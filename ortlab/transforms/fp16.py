@@ -111,13 +111,7 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
     src, dst = Path(src), Path(dst)
     if src.resolve() == dst.resolve():
         raise QuantizationError("The fp16 model must go to a new file, not over the source.", step="convert")
-    try:
-        model = load_model(src, check=True)
-    except ModelLoadError as exc:
-        exc.step = exc.step or "convert"
-        raise
-    graph_outputs.detach(model)  # outputs no node makes: the converter cannot take them
-    _float_constants_as_tensors(model)
+    model = _staged(src)
     warnings: list[str] = []
     before = Counter(t.data_type for t in _all_initializers(model.graph))
     if before[TensorProto.FLOAT] == 0 and before[TensorProto.FLOAT16] > 0:
@@ -133,10 +127,10 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
     logging.getLogger("onnxruntime.transformers.float16").setLevel(logging.WARNING)
     blocked = [*DEFAULT_OP_BLOCK_LIST, *KEPT_IN_FLOAT32]
     try:
-        for _ in range(MAX_KERNEL_RETRIES):  # an op ORT has no float16 kernel for stays float32, and again
-            copy = onnx.ModelProto()
-            copy.CopyFrom(model)
-            converted = convert_float_to_float16(copy, keep_io_types=keep_io_types, disable_shape_infer=big,
+        for attempt in range(MAX_KERNEL_RETRIES):  # an op ORT has no float16 kernel for stays float32, and again
+            if attempt:  # the converter changes the model it is given: start again from the file
+                model = _staged(src)
+            converted = convert_float_to_float16(model, keep_io_types=keep_io_types, disable_shape_infer=big,
                                                  op_block_list=blocked)
             missing = None if big else _missing_float16_kernel(converted, blocked)
             if missing is None:
@@ -185,6 +179,19 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
 _MIXED = re.compile(r"\((1|10)\) vs \((1|10)\)")
 _NO_KERNEL = re.compile(r"Could not find an implementation for (\w+)\(\d+\)")
 MAX_KERNEL_RETRIES = 8
+
+
+def _staged(src: Path) -> onnx.ModelProto:
+    """``src`` as the converter takes it: outputs no node makes given one (:mod:`.graph_outputs`), Constant floats
+    held as tensors."""
+    try:
+        model = load_model(src, check=True)
+    except ModelLoadError as exc:
+        exc.step = exc.step or "convert"
+        raise
+    graph_outputs.detach(model)  # outputs no node makes: the converter cannot take them
+    _float_constants_as_tensors(model)
+    return model
 
 
 def _float_constants_as_tensors(model: onnx.ModelProto) -> None:
