@@ -512,6 +512,8 @@ def is_control_input(spec: InputSpec) -> bool:
     dtype = dtypes.to_numpy(spec.dtype)
     if dtype is None or np.dtype(dtype).kind not in "iu" or spec.role != "other":
         return False
+    if any(d.value == 0 for d in spec.dims):
+        return False  # an empty tensor holds no value to make up
     per_sample = [d.value for i, d in enumerate(spec.dims) if i != spec.batch_axis]
     return all(v == 1 for v in per_sample)
 

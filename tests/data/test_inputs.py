@@ -24,7 +24,7 @@ from ortlab.timing.bench import latency_samples, make_inputs
 from ortlab.transforms.calibration import CalibrationReader
 from ortlab.settings.config import BenchConfig, PreprocessConfig, QuantConfig, QuantMode, Precision, Recipe
 from ortlab.core.errors import DataError
-from ortlab.data.inputs import fit_preprocess, infer_specs, parse_shape
+from ortlab.data.inputs import fit_preprocess, infer_specs, is_control_input, parse_shape
 from ortlab.model.inspect import TensorInfo, inspect_model
 from ortlab.runs.runspec import DataRef, RunSpec
 from tests.support.models import onnx_node_case
@@ -440,6 +440,9 @@ def test_a_dim_the_model_fixes_at_zero_is_fed_at_zero(tmp_path, capsys):
     assert like.shape == (0,) and like.resolved
     (rows,) = infer_specs([TensorInfo("x", "float32", ("N", 0, 4))], strict=False)
     assert rows.batch_axis == 0 and rows.at_batch(2) == (2, 0, 4)
+    (empty,) = infer_specs([TensorInfo("like", "int8", (0,))], strict=False)  # no value to make up: not a control
+    (count,) = infer_specs([TensorInfo("n", "int64", (1,))], strict=False)
+    assert (is_control_input(empty), is_control_input(count)) == (False, True)
     src = onnx_node_case("test_castlike_DOUBLE_to_FLOAT", tmp_path / "castlike.onnx")
     assert cli.main(["optimize", str(src), str(tmp_path / "out.onnx"), "--precision", "fp16", "--allow-random-data",
                      "--json"]) == 0
