@@ -29,13 +29,18 @@ from ortlab.checks.verdict_policy import VerdictPolicy
 from ortlab.runtime.providers import ORT_ERRORS, explain_ort_error
 
 
-def _run(sess, names: list[str], feed: dict[str, np.ndarray], which: str, index: int) -> list:
-    """``sess.run``; ORT's failure becomes one DataError line naming the model and the sample."""
+# said when the source fails on made-up inputs: a float input that holds a setting (a Dropout ratio, Resize scales)
+RANDOM_INPUTS_HINT = (" Its inputs were made up at random: give real data, or the value an input that holds a "
+                      "setting takes (--input-value NAME=VALUE).")
+
+
+def _run(sess, names: list[str], feed: dict[str, np.ndarray], which: str, index: int, hint: str = "") -> list:
+    """``sess.run``; ORT's failure becomes one DataError line naming the model and the sample (and ``hint``)."""
     try:
         return sess.run(names, feed)
     except ORT_ERRORS as exc:
-
-        raise DataError(f"The {which} model failed to run on sample {index + 1}: {explain_ort_error(exc)}") from None
+        raise DataError(f"The {which} model failed to run on sample {index + 1}: {explain_ort_error(exc).rstrip('.')}."
+                        f"{hint}") from None
 
 
 def session_inputs(sess) -> list[TensorInfo]:
@@ -254,7 +259,7 @@ def evaluate(reference_path, candidate_path, dataset: Dataset, preprocess: Prepr
             raise Cancelled(step="verify")
         feed = batch_inputs(ds, [i], preprocess, ref_in, specs)
         shapes = shapes or {k: list(v.shape) for k, v in feed.items()}
-        r_out = _run(ref, ref_names, feed, "reference", i)
+        r_out = _run(ref, ref_names, feed, "reference", i, RANDOM_INPUTS_HINT if ds.is_random else "")
         c_out = _run(cand, [pair[nm] for nm in ref_names], feed_for(cand_in, feed), "candidate", i)
         comparison.add(r_out, c_out, feed)
         reporter(ProgressEvent("verify", i + 1, total, f"sample {i + 1}/{total}"))

@@ -155,6 +155,20 @@ def test_a_model_with_no_inputs_is_not_calibrated(tmp_path, capsys):
     assert code == 0 and art["verdict"]["level"] == "degraded", err
 
 
+def test_a_source_that_fails_on_made_up_inputs_names_the_setting_remedy(tmp_path, capsys):
+    """ONNX's Dropout test model takes its ratio as a float input: random data gave a ratio outside [0, 1), and the
+    run stopped with ORT's words alone. The sentence now says the inputs were made up and how to give a setting's
+    value; given, the run goes through."""
+    src = onnx_node_case("test_dropout_default_mask_ratio", tmp_path / "dropout.onnx")
+    code, _, err = optimize(src, tmp_path / "a.onnx", ["--precision", "fp16", "--allow-random-data"], capsys)
+    assert code == 1 and "The reference model failed to run on sample 1: " in err and "ratio must be in the range" in err
+    assert err.endswith("Its inputs were made up at random: give real data, or the value an input that holds a "
+                        "setting takes (--input-value NAME=VALUE)."), err
+    code, art, err = optimize(src, tmp_path / "b.onnx", ["--precision", "fp16", "--allow-random-data", "--input-value",
+                                                          "r=0.5"], capsys)
+    assert code == 0 and art["verdict"]["level"] == "degraded", err
+
+
 def _custom_op_model(path: Path) -> Path:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
