@@ -443,13 +443,17 @@ def _is_contrib(domain: str) -> bool:
     return domain == "com.microsoft" or domain.startswith("com.microsoft.")
 
 
+def _custom_ops(op_counts) -> list[tuple[str, str]]:
+    """The (domain, op type) keys of ``op_counts`` outside ai.onnx, ai.onnx.ml and com.microsoft."""
+    return [(d, op) for d, op in op_counts if d not in STANDARD_DOMAINS and not _is_contrib(d)]
+
+
 def check_source_runs(path: Path, info: ModelInfo) -> None:
     """ONNX Runtime loads the model at ``path`` (``info``: what :func:`inspect_model` read) on the CPU, kernels
     included, before a recipe works on it: an op it has no kernel for at the model's opset, an attribute its kernel
     refuses, an opset still under development. ``ModelLoadError`` with ORT's reason otherwise."""
-    custom = [(d, op) for d, op in info.op_counts if d not in STANDARD_DOMAINS and not _is_contrib(d)]
     try:
-        _check_runtime_loads(path, custom)
+        _check_runtime_loads(path, _custom_ops(info.op_counts))
     except ModelLoadError as exc:
         raise ModelLoadError(f"{exc.message.rstrip('. ')}. ortlab's recipes start from a model ONNX Runtime runs "
                              "as it is.", step="validate") from None
@@ -605,7 +609,7 @@ def inspect_model(path) -> ModelInfo:
     if contrib:
         warnings.append(f"The model already uses ONNX Runtime contrib ops ({', '.join(contrib)}); it may have been "
                         "optimized for a specific runtime.")
-    custom = [(d, op) for d, op in op_counts if d not in STANDARD_DOMAINS and not _is_contrib(d)]
+    custom = _custom_ops(op_counts)
     if custom or opsets.get("", providers.OLDEST_OPSET) < providers.OLDEST_OPSET:
         _check_runtime_loads(path, custom)
     if custom:

@@ -239,6 +239,13 @@ def explain_ort_error(exc: BaseException | str) -> str:
     return _CPP_SIGNATURE.sub("", _CPP_LOCATION.sub("", text)).strip() or one_line(exc)
 
 
+def op_without_kernel(text: str) -> str | None:
+    """The op ONNX Runtime's error ``text`` says it has no kernel for ("Could not find an implementation for
+    EyeLike(22)", "Failed to find kernel for …"); None when the text says something else."""
+    m = _OP_TOO_OLD.search(text)
+    return m.group(1) if m else None
+
+
 def _standard_op_at(op: str, version: int) -> bool:
     """Whether ai.onnx had ``op`` at opset ``version`` (a contrib op of the same name is another op)."""
     try:

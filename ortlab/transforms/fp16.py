@@ -177,7 +177,6 @@ def convert_fp16(src, dst, keep_io_types: bool = True) -> list[str]:
 
 
 _MIXED = re.compile(r"\((1|10)\) vs \((1|10)\)")
-_NO_KERNEL = re.compile(r"Could not find an implementation for (\w+)\(\d+\)")
 MAX_KERNEL_RETRIES = 8
 
 
@@ -220,8 +219,8 @@ def _missing_float16_kernel(converted: onnx.ModelProto, blocked: list[str]) -> s
         providers.create_session(converted.SerializeToString(),
                                  options=providers.session_options(opt_level=OptLevel.DISABLED))
     except ModelLoadError as exc:
-        found = _NO_KERNEL.search(exc.message)
-        return found.group(1) if found and found.group(1) not in blocked else None
+        op = providers.op_without_kernel(exc.message)
+        return op if op not in blocked else None
     return None
 
 

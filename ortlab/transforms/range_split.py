@@ -80,12 +80,16 @@ def load_ranges(cache) -> dict[str, tuple[float, float]]:
 
 
 def tensor_range(data: TensorData) -> tuple[float, float] | None:
-    """One tensor's calibrated (low, high) as floats (the lowest low and highest high of per-channel ranges); None
-    when either is not finite."""
-    lo, hi = data.range_value
-    lo_f = float(np.min(np.asarray(lo, dtype=np.float64)))
-    hi_f = float(np.max(np.asarray(hi, dtype=np.float64)))
+    """One tensor's calibrated (low, high) as floats (:func:`range_bounds`); None when either is not finite."""
+    lo_f, hi_f = range_bounds(data)
     return (lo_f, hi_f) if math.isfinite(lo_f) and math.isfinite(hi_f) else None
+
+
+def range_bounds(data: TensorData) -> tuple[float, float]:
+    """One tensor's calibrated (low, high) as floats: the lowest low and highest high of per-channel ranges, ±inf
+    as they are."""
+    lo, hi = data.range_value
+    return float(np.min(np.asarray(lo, dtype=np.float64))), float(np.max(np.asarray(hi, dtype=np.float64)))
 
 
 def find_range_splits(model: onnx.ModelProto, ranges: dict[str, tuple[float, float]],

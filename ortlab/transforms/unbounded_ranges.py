@@ -14,11 +14,11 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import onnx
 from onnxruntime.quantization.calibrate import load_tensors_data
 
 from ortlab.model.graphs import consumers
+from ortlab.transforms.range_split import range_bounds
 
 LIMIT = 1e30  # beyond any real activation; float32's lowest value (a mask) is -3.4e38
 
@@ -45,7 +45,7 @@ def find_unbounded(model: onnx.ModelProto, cache, skip: tuple[str, ...] = ()) ->
     data = load_tensors_data(Path(cache))
     wide = {}
     for tensor in data:
-        lo, hi = (float(f(np.asarray(v, dtype=np.float64))) for f, v in zip((np.min, np.max), data[tensor].range_value))
+        lo, hi = range_bounds(data[tensor])
         if not (math.isfinite(lo) and math.isfinite(hi) and max(abs(lo), abs(hi)) < LIMIT):
             wide[tensor] = (lo, hi)
     if not wide:
