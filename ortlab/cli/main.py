@@ -151,9 +151,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {error_text(exc)}", file=sys.stderr)
         return 1
     except Stopped as exc:
+        api.machine.restore_native_stderr()  # a signal can land where ORT's output was being caught
         print(f"{PROG}: error: stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
         return 128 + exc.signum
     except KeyboardInterrupt:
+        api.machine.restore_native_stderr()
         print(f"{PROG}: error: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # the last net: any failure becomes one line (ORTLAB_DEBUG shows the traceback)

@@ -35,6 +35,7 @@ GPU_PROVIDERS = (TRT, CUDA)
 ort.set_default_logger_severity(4)
 
 _STDERR_LOCK = threading.RLock()
+_SAVED_STDERR: list[int] = []  # fd 2's earlier targets while redirected, outermost first
 
 CUSTOM_OPS_ENV = "ORTLAB_CUSTOM_OP_LIBRARIES"  # custom-op libraries, os.pathsep-separated; children inherit it
 
@@ -72,20 +73,36 @@ def quiet_native_stderr() -> Iterator[CapturedStderr]:
             sys.stderr.flush()
         except (OSError, ValueError):  # a closed or broken stream: nothing buffered to lose
             pass
-        saved = os.dup(2)
         with tempfile.TemporaryFile(mode="w+b") as tmp:
-            os.dup2(tmp.fileno(), 2)
+            saved = os.dup(2)
+            _SAVED_STDERR.append(saved)
             try:
+                os.dup2(tmp.fileno(), 2)
                 yield captured
             finally:
                 try:
                     sys.stderr.flush()
                 except (OSError, ValueError):  # a closed or broken stream: nothing buffered to lose
                     pass
-                os.dup2(saved, 2)
-                os.close(saved)
+                if saved in _SAVED_STDERR:  # else restore_native_stderr already put it back
+                    _put_back(_SAVED_STDERR.index(saved))
                 tmp.seek(0)
                 captured.text = tmp.read().decode("utf-8", "replace")
+
+
+def _put_back(level: int) -> None:
+    """Undo the redirections of fd 2 from the innermost down to ``level`` (an index of :data:`_SAVED_STDERR`)."""
+    while len(_SAVED_STDERR) > level:
+        fd = _SAVED_STDERR.pop()
+        os.dup2(fd, 2)
+        os.close(fd)
+
+
+def restore_native_stderr() -> None:
+    """Put fd 2 back where it pointed before :func:`quiet_native_stderr` redirected it, if a redirection is still in
+    effect: a Ctrl-C that lands in the redirection's own exit leaves its restoring to the garbage collector, after the
+    command's last line (which then went to the temp file: status 130 and nothing said)."""
+    _put_back(0)
 
 
 def claimed_providers() -> list[str]:

@@ -11,7 +11,8 @@ from ortlab.runtime.cluster_setting import configured_cluster
 from ortlab.runtime.hardware import advise, detect
 from ortlab.runtime.openvino import INSTALL_HINT, available
 from ortlab.runtime.providers import CPU, CUDA, CUSTOM_OPS_ENV, TRT
-from ortlab.runtime.providers import claimed_providers, custom_op_libraries, set_custom_op_libraries, working_providers
+from ortlab.runtime.providers import claimed_providers, custom_op_libraries, restore_native_stderr
+from ortlab.runtime.providers import set_custom_op_libraries, working_providers
 from ortlab.runtime.ray_node import DEFAULT_PORT, ensure_token, plan_node, start_node, stop_node
 
 
@@ -32,6 +33,7 @@ class ThisMachine:
     claimed_providers = staticmethod(claimed_providers)
     custom_op_libraries = staticmethod(custom_op_libraries)
     set_custom_op_libraries = staticmethod(set_custom_op_libraries)
+    restore_native_stderr = staticmethod(restore_native_stderr)
     detect_hardware = staticmethod(detect)
     hardware_advice = staticmethod(advise)
     openvino_available = staticmethod(available)

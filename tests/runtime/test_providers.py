@@ -75,6 +75,27 @@ def test_quiet_native_stderr_captures_fd2(capfd):
     assert capfd.readouterr().err == "after\n"
 
 
+def test_fd2_comes_back_when_a_redirection_is_cut_off_before_its_exit(capfd):
+    """Ctrl-C landing in the redirection's own exit leaves it open until the garbage collector runs: the CLI's last
+    line ("interrupted") would go to the temp file. ``restore_native_stderr`` puts fd 2 back, the late exit then
+    leaves it be; nested redirections come back whole."""
+    outer = P.quiet_native_stderr()
+    outer.__enter__()
+    inner = P.quiet_native_stderr()
+    inner.__enter__()
+    os.write(2, b"caught\n")
+    P.restore_native_stderr()
+    os.write(2, b"seen\n")
+    inner.__exit__(None, None, None)
+    outer.__exit__(None, None, None)
+    os.write(2, b"after\n")
+    P.restore_native_stderr()  # nothing left to put back
+    assert capfd.readouterr().err == "seen\nafter\n"
+    with P.quiet_native_stderr() as cap:
+        os.write(2, b"native noise\n")
+    assert cap.text == "native noise\n" and capfd.readouterr().err == ""
+
+
 class _SpyLock:
     """The redirection lock, noting when a second thread has to wait for it."""
 
