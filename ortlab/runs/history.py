@@ -281,7 +281,9 @@ class History:
                 _probe(conn)
                 conn.execute("COMMIT")
             except BaseException:  # any failure or interrupt rolls the migration back, then re-raised
-                conn.execute("ROLLBACK")
+                # an interrupt just after COMMIT finds no transaction: rolling back would replace it with an error
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
         return restored
 

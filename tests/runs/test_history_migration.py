@@ -152,6 +152,29 @@ def test_migration_is_one_transaction(tmp_path, monkeypatch):
     assert [r.run_id for r in History(db).list()] == [1]
 
 
+def test_ctrl_c_just_after_the_commit_stays_an_interrupt(tmp_path, monkeypatch):
+    """Ctrl-C landing after COMMIT (no transaction left to roll back) is still a KeyboardInterrupt, not SQLite's
+    "cannot rollback" read as a database that cannot be opened (the command then ran on as if never interrupted)."""
+    import ortlab.runs.history as history
+
+    connect = sqlite3.connect
+
+    class InterruptedAfterCommit(sqlite3.Connection):
+        def execute(self, sql, *args):
+            cursor = super().execute(sql, *args)
+            if sql == "COMMIT":
+                raise KeyboardInterrupt
+            return cursor
+
+    monkeypatch.setattr(history.sqlite3, "connect", lambda *a, **k: connect(*a, factory=InterruptedAfterCommit, **k))
+    db = tmp_path / "h.sqlite"
+    with pytest.raises(KeyboardInterrupt):
+        History(db)
+    monkeypatch.undo()
+    assert user_version(db) == SCHEMA_VERSION  # the commit stands
+    assert History(db).list() == []
+
+
 def test_a_bad_row_is_listed_as_unreadable_and_the_rest_still_reads(tmp_path):
     bad_recipe = json.dumps({**RECIPE_V1, "sparsity": 0.5})  # a setting this version does not know
     db = v1_database(tmp_path / "h.sqlite",
