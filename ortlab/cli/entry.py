@@ -59,7 +59,9 @@ def run() -> int:
             if pressed:  # before run() began
                 raise KeyboardInterrupt
             main = _load()
-        except (ImportError, SystemError):  # an import Ctrl-C broke (ONNX Runtime: "ImportError: initialization failed")
+        # an import Ctrl-C broke (ONNX Runtime: "ImportError: initialization failed"; Python 3.11 wraps one that lands
+        # in a class attribute's __set_name__, as a dataclass field's, in RuntimeError)
+        except (ImportError, SystemError, RuntimeError):
             if not pressed:
                 raise
             raise KeyboardInterrupt from None

@@ -209,9 +209,20 @@ def test_ctrl_c_that_an_import_swallowed_still_ends_the_command_with_130(monkeyp
         except KeyboardInterrupt as exc:
             raise ImportError("initialization failed") from exc
 
+    def load_wrapping_the_interrupt():  # a dataclass field's __set_name__, interrupted: Python 3.11's RuntimeError
+        class Field:
+            def __set_name__(self, owner, name):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(1)
+
+        try:
+            type("Stored", (), {"run_ids": Field()})
+        except KeyboardInterrupt as exc:  # what Python 3.12+ lets through: 3.11 wraps it
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance 'run_ids' in 'Stored'") from exc
+
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh process has it (a test may not)
     try:
-        for load in (load_swallowing_the_interrupt, load_failing_from_the_interrupt):
+        for load in (load_swallowing_the_interrupt, load_failing_from_the_interrupt, load_wrapping_the_interrupt):
             monkeypatch.setattr(entry, "_load", load)
             assert entry.run() == entry.INTERRUPTED and ran == []
             assert capsys.readouterr().err == "ortlab: error: interrupted\n"
