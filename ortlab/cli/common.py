@@ -350,7 +350,7 @@ def preprocess_from_flags(model_path: Path, sample=None, given: Mapping[str, Any
 
     overrides, shapes = dict(given or {}), dict(shapes or {})
     try:
-        model = (info or api.models.inspect_model(model_path)) if sample is None else None
+        model = (info or api.models.inspect_in_child(model_path)) if sample is None else None
         inputs = model.inputs if model is not None else ()
         if "size" not in overrides and len(inputs) == 1 and inputs[0].name in shapes:
             hw = _size_from_shape(shapes[inputs[0].name])

@@ -83,7 +83,7 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     specs = None
     if shapes or dataset.kind != "images":
 
-        pre, specs = api.data.resolve_feed(api.models.inspect_model(ref).inputs, pre, dataset, shapes, manifest=sample)
+        pre, specs = api.data.resolve_feed(api.models.inspect_in_child(ref).inputs, pre, dataset, shapes, manifest=sample)
     report = api.checks.evaluate(ref, cand, dataset, pre, target=Target(ns.target), reporter=reporter(ns), policy=policy,
                                  specs=specs)
     verdict = api.checks.judge(report, policy)

@@ -76,7 +76,7 @@ def check_input_names(paths: list[Path], shapes: dict, values: dict) -> None:
     """UsageError when --shape or --input-value names an input that none of the models takes."""
     if not shapes and not values:
         return
-    taken = {t.name for p in paths for t in api.models.inspect_model(p).inputs}
+    taken = {t.name for p in paths for t in api.models.inspect_in_child(p).inputs}
     for flag, given in (("--shape", shapes), ("--input-value", values)):
         unknown = [k for k in given if k not in taken]
         if unknown:

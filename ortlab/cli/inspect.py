@@ -47,7 +47,7 @@ def open_sizes_line(name: str, dtype: str, dims: list) -> str:
 def cmd_inspect(ns: argparse.Namespace) -> int:
     """`ortlab inspect`: print what a model holds."""
 
-    info = api.models.inspect_model(model_file(ns.model))
+    info = api.models.inspect_in_child(model_file(ns.model))
     if ns.json:
         print_json(info.to_dict())
         return 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,17 @@ def _child(task: str, args_json: str, fd: int) -> None:
         conn.close()
 
 
+def crashed_sentence(signum: int) -> str:
+    """What a read that killed its child with signal ``signum`` says (ONNX's C++ code, given a malformed file)."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    return (f"Reading the model crashed the process that read it ({name}): the file holds something ONNX's parser "
+            "or checker does not survive, so it is not a model ortlab can work on. Nothing else was affected; "
+            "export the model again from your framework.")
+
+
 def run(task: str, memory_gb: float | None = None, **args: Any) -> Any:
     """Run ``task`` (one of the tasks above) with ``args`` in a fresh child interpreter limited to ``memory_gb``
     (default ``child.memory_limit_gb()``) and return its JSON result; the child's error is raised here as the
@@ -120,6 +132,8 @@ def run(task: str, memory_gb: float | None = None, **args: Any) -> Any:
         if payload is None:
             if code in (-9, 137) or "MemoryError" in child.last_line():
                 raise ModelLoadError(too_big(limit, "Reading this model", "import a smaller model"))
+            if code is not None and code < 0:  # a signal: the C++ parser or checker crashed on the file
+                raise ModelLoadError(crashed_sentence(-code))
             raise ModelLoadError(f"Reading the model stopped unexpectedly (exit code {code}){child.last_line()}.")
     reply = json.loads(payload)
     if "error" in reply:
@@ -132,8 +146,10 @@ def run(task: str, memory_gb: float | None = None, **args: Any) -> Any:
 
 
 def inspect_model(path, memory_gb: float | None = None) -> ModelInfo:
-    """``model.inspect_model`` of ``path``, run in a child process."""
-    return ModelInfo.from_dict(run("inspect", memory_gb, path=str(path)))
+    """``model.inspect_model`` of ``path``, run in a child process (which works in another folder: a relative
+    ``path`` is resolved here, and the result names it as given)."""
+    info = ModelInfo.from_dict(run("inspect", memory_gb, path=str(Path(path).absolute())))
+    return dataclasses.replace(info, path=str(path))
 
 
 def import_model(source, models_dir, filename: str = "model.onnx", *, member: str | None = None,

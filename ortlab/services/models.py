@@ -8,6 +8,7 @@ from ortlab.data.samples import (
 from ortlab.model.diff_view import carry_values, map_node_names
 from ortlab.model.inspect import external_data_files, inspect_model, op_key, sha256_file_cached
 from ortlab.model.isolated import graph_description, graph_diff, import_model, import_upload, model_info
+from ortlab.model.isolated import inspect_model as inspect_in_child
 from ortlab.model.node_names import check_node_names
 from ortlab.model.patterns import is_encoder_file
 from ortlab.runs.artifact import artifact_sample
@@ -17,6 +18,7 @@ class Models:
     """Inspecting, importing and comparing model files, and finding the bundled samples."""
 
     inspect_model = staticmethod(inspect_model)
+    inspect_in_child = staticmethod(inspect_in_child)
     model_info = staticmethod(model_info)
     import_model = staticmethod(import_model)
     import_upload = staticmethod(import_upload)

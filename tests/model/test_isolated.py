@@ -178,3 +178,40 @@ def test_structure_reads_drop_only_the_values_of_big_weights(tmp_path):
     assert list(big.dims) == [1024, 1024] and not big.raw_data and not big.float_data
     assert numpy_helper.to_array(small).tolist() == [4, 512]
     assert len(model.load_model(path).graph.initializer[0].raw_data) == 4 * 2**20  # the default keeps them
+
+
+def _crashing_model(path: Path) -> Path:
+    """A LayerNormalization whose axis is 2³¹ (a fuzzed test model): ONNX 1.23's shape inference, which the full
+    checker runs, dies of SIGSEGV on it. Written without being checked: this process must not read it."""
+    from onnx import TensorProto, helper
+
+    spec = [2, 3, 4, 5]
+    node = helper.make_node("LayerNormalization", ["X", "W", "B"], ["Y", "Mean", "InvStdDev"], axis=2**31)
+    graph = helper.make_graph([node], "fuzzed", [helper.make_tensor_value_info(n, TensorProto.FLOAT, spec)
+                                                 for n in ("X", "W", "B")],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)
+                               for n, shape in (("Y", spec), ("Mean", [1, 1, 1, 1]), ("InvStdDev", [1, 1, 1, 1]))])
+    made = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    path.write_bytes(made.SerializeToString())
+    return path
+
+
+def test_a_model_that_crashes_the_checker_is_refused_in_a_sentence_by_the_app_and_the_cli(tmp_path, capsys):
+    """The crash is the child's: the app's import and every CLI command that reads the model say what happened,
+    and the process that asked goes on (before, ``ortlab inspect`` read it in its own process: status -11, no
+    word)."""
+    from ortlab.cli.main import main as cli_main
+
+    src = _crashing_model(tmp_path / "fuzzed.onnx")
+    crashed = subprocess.run([sys.executable, "-c", "import onnx, sys; onnx.checker.check_model(sys.argv[1], "
+                              "full_check=True)", str(src)], capture_output=True)
+    if crashed.returncode >= 0:
+        pytest.skip("this ONNX checks the model without crashing")
+    with pytest.raises(ModelLoadError, match=r"crashed the process that read it \(SIGSEGV\).*export the model again"):
+        isolated.import_model(src, tmp_path / "store", "mine.onnx")
+    assert not list((tmp_path / "store").glob("*.onnx"))  # nothing entered the store
+    for command in (["inspect", str(src)], ["optimize", str(src), str(tmp_path / "out.onnx"), "--precision", "int8"]):
+        assert cli_main(command) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("ortlab: error: Reading the model crashed") and err.count("\n") == 1, err
+    assert src.is_file() and not (tmp_path / "out.onnx").exists()
