@@ -29,7 +29,7 @@ from ortlab.core.onnx_errors import ONNX_ERRORS
 from ortlab.core.text import one_line
 from ortlab.runtime import providers
 from ortlab.settings.config import OptLevel
-from ortlab.model import graphs
+from ortlab.model import declared_types, graphs
 
 PROTOBUF_LIMIT = 2**31 - 1          # a single protobuf message cannot be larger than this
 
@@ -347,6 +347,9 @@ def _utf8_name(path) -> bool:
 
 # -- loading ------------------------------------------------------------------------------------------
 
+_CONTRADICTS = " The file contradicts itself: export it again, or correct the declared type or shape."
+
+
 def _check(model: onnx.ModelProto, path: Path | None, has_external: bool) -> None:
     if path is not None and not _utf8_name(path):
         shown = os.fsencode(path).decode("utf-8", "backslashreplace")
@@ -359,7 +362,11 @@ def _check(model: onnx.ModelProto, path: Path | None, has_external: bool) -> Non
         else:
             onnx.checker.check_model(model, full_check=True)
     except ONNX_ERRORS + (OSError,) as exc:  # the C++ checker can raise plain RuntimeError/ValueError too
-        raise ModelLoadError(f"invalid model: {one_line(exc)}") from None
+        text = one_line(exc)
+        found = declared_types.contradicted_declarations(model, text) if declared_types.is_contradiction(text) else []
+        if found:
+            raise ModelLoadError(f"invalid model: {'; '.join(found)} (ONNX's checker: {text}).{_CONTRADICTS}") from None
+        raise ModelLoadError(f"invalid model: {text}") from None
 
 
 def load_model(path_or_bytes, *, base_dir=None, check=True, load_external=True, weights=True) -> onnx.ModelProto:
@@ -494,7 +501,8 @@ def _runtime_verdict(path: Path, checker_error: ModelLoadError) -> str:
         providers.create_session(path, options=providers.session_options(opt_level=OptLevel.DISABLED))
     except ModelLoadError:
         raise checker_error from None
-    return (f"The ONNX checker rejects this model ({checker_error.message.removeprefix('invalid model: ')}); "
+    said = checker_error.message.removeprefix("invalid model: ").removesuffix(_CONTRADICTS).rstrip(".")
+    return (f"The ONNX checker rejects this model ({said}); "
             "ONNX Runtime loads it, so it is used as it is.")
 
 
