@@ -30,6 +30,7 @@ from ortlab.core.text import one_line
 from ortlab.runtime import providers
 from ortlab.settings.config import OptLevel
 from ortlab.model import declared_types, graphs
+from ortlab.model.runtime_crashes import known_crash
 
 PROTOBUF_LIMIT = 2**31 - 1          # a single protobuf message cannot be larger than this
 
@@ -577,7 +578,7 @@ def inspect_model(path) -> ModelInfo:
             raise
         model = load_model(path, check=False, load_external=False, weights=False)
         checker_note = _runtime_verdict(path, exc)
-    problem = providers.ir_version_problem(int(model.ir_version))
+    problem = providers.ir_version_problem(int(model.ir_version)) or known_crash(model)
     if problem:
         raise ModelLoadError(problem)
     files = external_data_files(model, path.parent)
