@@ -577,6 +577,9 @@ def inspect_model(path) -> ModelInfo:
         if not exc.message.startswith("invalid model:"):
             raise
         model = load_model(path, check=False, load_external=False, weights=False)
+        too_new = providers.ir_version_problem(int(model.ir_version))  # before the checker's "higher than mine"
+        if too_new:
+            raise ModelLoadError(too_new) from None
         checker_note = _runtime_verdict(path, exc)
     problem = providers.ir_version_problem(int(model.ir_version)) or known_crash(model)
     if problem:
