@@ -4,7 +4,8 @@ A ``sitecustomize`` on the ``PYTHONPATH`` of the CLI process (and so of its reci
 every call into a file of the ``ortlab`` package and keeps the file when an argument other than ``self`` carries
 the setting: the parsed flags, the recipe or its quantization settings, a spec, request or prepared run holding
 them, their plain-data or JSON form, the setting's value itself. The CLI process is followed until its recipe
-child starts (the call into ``ortlab/runtime/child.py``'s ``Child``), the child until ONNX Runtime's quantization
+child starts (the call into ``ortlab/runtime/child.py``'s ``Child`` for ``recipe_child``; the child that reads the
+model before it is passed), the child until ONNX Runtime's quantization
 receives ``calibrate_method``. The walk is those files in the order first met. A file is visited twice when the
 setting comes back into it through another file while it is still on the stack (A calls B, which calls back into
 A), or when both processes pass through it; a function that calls two helpers in turn is one visit of its file.
@@ -99,7 +100,8 @@ def _profile(role):
                 _seq.append(rel)
             elif _reentry(frame, path) and rel not in _reentered:
                 _reentered.append(rel)
-        if role == "parent" and path.endswith("runtime/child.py") and frame.f_code.co_name == "__init__":
+        if role == "parent" and path.endswith("runtime/child.py") and frame.f_code.co_name == "__init__" \
+                and "recipe_child" in repr((frame.f_locals.get("code"), frame.f_locals.get("args"))):
             if "ortlab/runtime/child.py" not in _seq:
                 _seq.append("ortlab/runtime/child.py")
             _dump(role)
