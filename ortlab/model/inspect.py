@@ -581,7 +581,7 @@ def inspect_model(path) -> ModelInfo:
         if too_new:
             raise ModelLoadError(too_new) from None
         checker_note = _runtime_verdict(path, exc)
-    problem = providers.ir_version_problem(int(model.ir_version)) or known_crash(model)
+    problem = providers.ir_version_problem(int(model.ir_version))
     if problem:
         raise ModelLoadError(problem)
     files = external_data_files(model, path.parent)
@@ -596,6 +596,9 @@ def inspect_model(path) -> ModelInfo:
     inputs = tuple(_tensor_info(v) for v in g.input if v.name not in init_names)
     outputs = _outputs(g, inferred)
     nodes = list(graphs.walk_nodes(g))
+    crash = known_crash(at.node for at in nodes)
+    if crash:
+        raise ModelLoadError(crash)
     op_counts = Counter((at.node.domain if at.node.domain != "ai.onnx" else "", at.node.op_type) for at in nodes)
     in_subgraphs = sum(1 for at in nodes if at.in_subgraph)
     param_count, init_bytes = _initializer_params(g)

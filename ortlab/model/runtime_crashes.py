@@ -3,7 +3,7 @@ them, since no run, benchmark or deployment at ONNX Runtime's default optimizati
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable
 
 import onnx
 import onnxruntime as ort
@@ -11,19 +11,11 @@ import onnxruntime as ort
 from ortlab.core.text import one_line
 
 
-def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
-    """The nodes of ``graph`` and of its If/Loop/Scan bodies (this module stays below ``graphs`` in the layering)."""
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-                yield from _nodes(sub)
-
-
-def known_crash(model: onnx.ModelProto) -> str | None:
-    """What in ``model`` crashes ONNX Runtime and what to do, or None. A LayerNormalization whose inputs end with an
-    empty name ([X, Scale, ""]: no bias) crashes ORT 1.31's extended optimizations; [X, Scale] does not."""
-    for node in _nodes(model.graph):
+def known_crash(nodes: Iterable[onnx.NodeProto]) -> str | None:
+    """What among a model's ``nodes`` (subgraphs' included) crashes ONNX Runtime and what to do, or None. A
+    LayerNormalization whose inputs end with an empty name ([X, Scale, ""]: no bias) crashes ORT 1.31's extended
+    optimizations; [X, Scale] does not."""
+    for node in nodes:
         if node.op_type == "LayerNormalization" and node.domain in ("", "ai.onnx") and len(node.input) == 3 \
                 and not node.input[2]:
             name = one_line(node.name or (node.output[0] if node.output else ""))
