@@ -22,6 +22,7 @@ from ortlab.core.errors import DataError
 from ortlab.api import DataRef, SampleModel
 from ortlab.core.layout import MODEL_FILE
 from ortlab import api
+from ortlab.cli.inputs import read_model
 from ortlab.cli.out_path import check_readable
 
 
@@ -350,7 +351,7 @@ def preprocess_from_flags(model_path: Path, sample=None, given: Mapping[str, Any
 
     overrides, shapes = dict(given or {}), dict(shapes or {})
     try:
-        model = (info or api.models.inspect_in_child(model_path)) if sample is None else None
+        model = (info or read_model(model_path)) if sample is None else None
         inputs = model.inputs if model is not None else ()
         if "size" not in overrides and len(inputs) == 1 and inputs[0].name in shapes:
             hw = _size_from_shape(shapes[inputs[0].name])

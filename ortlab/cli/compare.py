@@ -15,6 +15,7 @@ from ortlab.cli.common import (
 )
 from ortlab.cli.render import print_json, table, task_lines, verdict_block
 from ortlab import api
+from ortlab.cli.inputs import read_model
 from ortlab.api import Artifact, BenchVariant, SettledSpeed
 from ortlab.core.serial import to_plain
 
@@ -83,7 +84,7 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     specs = None
     if shapes or dataset.kind != "images":
 
-        pre, specs = api.data.resolve_feed(api.models.inspect_in_child(ref).inputs, pre, dataset, shapes, manifest=sample)
+        pre, specs = api.data.resolve_feed(read_model(ref).inputs, pre, dataset, shapes, manifest=sample)
     report = api.checks.evaluate(ref, cand, dataset, pre, target=Target(ns.target), reporter=reporter(ns), policy=policy,
                                  specs=specs)
     verdict = api.checks.judge(report, policy)

@@ -1,5 +1,5 @@
 """The CLI's flags for a model's inputs: ``--shape``, ``--tokenizer``/``--seq-len``, ``--input-value``, their
-parsing, and the check that they name inputs the models take."""
+parsing, and the check that they name inputs the models take; and the command's one read of each model's facts."""
 
 from __future__ import annotations
 
@@ -9,9 +9,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ortlab.api import UsageError
+from ortlab.api import ModelInfo, UsageError
 from ortlab import api
 from ortlab.core.errors import DataError
+
+
+_READ: dict[tuple[Path, int, int], ModelInfo] = {}
+
+
+def read_model(path: str | Path) -> ModelInfo:
+    """The facts of the model at ``path``. Each read runs in a child process (about a second) and one command asks
+    several times (preprocessing, input names, a text's sequence length), so a process reads each file once; a file
+    changed since is read again."""
+    resolved = Path(path).expanduser().resolve()
+    stat = resolved.stat()
+    key = (resolved, stat.st_mtime_ns, stat.st_size)
+    if key not in _READ:
+        _READ[key] = api.models.inspect_in_child(resolved)
+    return _READ[key]
 
 
 def add_input_arguments(p: argparse.ArgumentParser, text: bool = True) -> None:
@@ -76,7 +91,7 @@ def check_input_names(paths: list[Path], shapes: dict, values: dict) -> None:
     """UsageError when --shape or --input-value names an input that none of the models takes."""
     if not shapes and not values:
         return
-    taken = {t.name for p in paths for t in api.models.inspect_in_child(p).inputs}
+    taken = {t.name for p in paths for t in read_model(p).inputs}
     for flag, given in (("--shape", shapes), ("--input-value", values)):
         unknown = [k for k in given if k not in taken]
         if unknown:

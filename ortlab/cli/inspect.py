@@ -8,6 +8,7 @@ from ortlab.core.text import format_bytes
 from ortlab.cli.common import model_file
 from ortlab.cli.render import print_json
 from ortlab import api
+from ortlab.cli.inputs import read_model
 
 
 def add_command(sub) -> None:
@@ -47,7 +48,7 @@ def open_sizes_line(name: str, dtype: str, dims: list) -> str:
 def cmd_inspect(ns: argparse.Namespace) -> int:
     """`ortlab inspect`: print what a model holds."""
 
-    info = api.models.inspect_in_child(model_file(ns.model))
+    info = read_model(model_file(ns.model))
     if ns.json:
         print_json(info.to_dict())
         return 0

@@ -26,6 +26,7 @@ from ortlab.cli.render import artifact_text, print_json
 from ortlab.api import RunSpec
 from ortlab.api import DataRef
 from ortlab import api
+from ortlab.cli.inputs import read_model
 from ortlab.core.layout import ARTIFACT_FILE, qdq_path
 
 
@@ -129,7 +130,7 @@ def cmd_optimize(ns: argparse.Namespace) -> int:
     src = model_file(ns.model)
     out = Path(ns.out).expanduser()
     check_out_path(ns.out)  # before any work
-    info = api.models.inspect_in_child(src)  # the one read of the model for this run (its sha256 hashes the whole file)
+    info = read_model(src)  # the one read of the model for this run (its sha256 hashes the whole file)
     spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data, info)
     as_dir = out.is_dir() or out.suffix.lower() != ".onnx"
     replaced = out.exists()
@@ -165,7 +166,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     src = model_file(ns.model)
     if ns.out:
         check_out_path(ns.out, flag="--out")  # before any work
-    info = api.models.inspect_in_child(src)
+    info = read_model(src)
     spec = run_spec(src, recipe, ns, ns.calibration, ns.eval_data, info)
     workspace = api.workspaces.open_workspace()
     out = Path(ns.out).expanduser() if ns.out else None

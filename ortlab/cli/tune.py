@@ -18,6 +18,7 @@ from ortlab.cli.common import (
 from ortlab.cli.out_path import check_out_path
 from ortlab.cli.render import print_json, table
 from ortlab import api
+from ortlab.cli.inputs import read_model
 from ortlab.api import DataRef
 from ortlab.api import TuneSettings
 from ortlab.api import PreprocessConfig, VerdictPolicy
@@ -266,7 +267,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
         pre = preprocess_from_flags(src, sample, api.recipes.given_values(PreprocessConfig, ns), shapes, ns.preset)
     check_input_names([Path(src)], {}, values)
     if ev.path is not None and ev.tokenizer is not None:  # text: each trial is timed at the data's sequence length
-        _, specs = api.data.resolve_feed(api.models.inspect_in_child(src).inputs, None, load_dataset(ev.path, None, text), shapes)
+        _, specs = api.data.resolve_feed(read_model(src).inputs, None, load_dataset(ev.path, None, text), shapes)
         shapes = {s.name: [d.value for d in s.dims if d.value is not None] for s in specs if s.resolved} | shapes
     settings = TuneSettings(budget_s=budget_s, budget_cpu_s=budget_cpu_s, objective=ns.objective, target=Target(ns.target),
                             batch_sizes=batch_sizes(ns.batch_sizes), bench_s=ns.bench_seconds,
