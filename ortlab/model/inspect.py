@@ -31,6 +31,7 @@ from ortlab.runtime import providers
 from ortlab.settings.config import OptLevel
 from ortlab.model import declared_types, graphs
 from ortlab.model.runtime_crashes import known_crash
+from ortlab.model.other_formats import other_format
 
 PROTOBUF_LIMIT = 2**31 - 1          # a single protobuf message cannot be larger than this
 
@@ -208,6 +209,9 @@ def _nesting_depth(data: bytes, limit: int = PROTOBUF_NESTING_LIMIT) -> int:
 
 def _diagnose_bytes(data: bytes) -> str:
     """Why ``data`` failed to parse: walks the top-level protobuf fields of a ModelProto."""
+    known = other_format(data[:16])
+    if known is not None:
+        return known
     wire_types = _model_field_wire_types()
     pos, fields_seen = 0, 0
     try:
@@ -254,6 +258,9 @@ def _parse(data: bytes) -> onnx.ModelProto:
     except (DecodeError, RuntimeError, ValueError):  # DecodeError (upb) or RuntimeError, by protobuf backend
         raise ModelLoadError(_diagnose_bytes(data)) from None
     if not model.HasField("graph") or model.ir_version <= 0:
+        known = other_format(data[:16])
+        if known is not None:
+            raise ModelLoadError(known)
         raise ModelLoadError("This file parses as protobuf but is not an ONNX model (it has no graph or no IR "
                              "version). Upload a .onnx file exported from your framework.")
     return model
