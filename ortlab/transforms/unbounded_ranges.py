@@ -1,4 +1,5 @@
-"""Unbounded ranges: keep in float the nodes that make and read a tensor calibrated to ±inf or float32's extremes.
+"""Unbounded ranges: keep in float the nodes that make and read a tensor calibrated to ±inf or float32's extremes
+(or to no range at all: an empty tensor, NaN).
 
 An attention mask written as -inf, or as float32's lowest value (-3.4e38, as PyTorch's exports write it), gives
 the masked scores a calibrated range of -inf..x: one int8 step is then infinite (or about 1e36), every real score
@@ -33,9 +34,14 @@ class UnboundedRange:
     nodes: tuple[str, ...]
 
     def note(self) -> str:
-        return (f"Kept {', '.join(self.nodes)} in float: tensor '{self.tensor}' was calibrated to "
-                f"{self.low:.3g}..{self.high:.3g} (a mask's -inf or float32's lowest value), where one int8 step is "
-                "wider than every real value and all of them would round to zero.")
+        kept = f"Kept {', '.join(self.nodes)} in float: tensor '{self.tensor}'"
+        if math.isnan(self.low) or math.isnan(self.high):
+            return f"{kept} held NaN in calibration, which has no int8 range; check the model or the data."
+        if self.low > self.high:  # the calibrator's running min/max never moved
+            return (f"{kept} held no value in calibration (an empty tensor, e.g. a Slice that takes nothing at "
+                    "these input shapes), so it has no range to quantize on.")
+        return (f"{kept} was calibrated to {self.low:.3g}..{self.high:.3g} (a mask's -inf or float32's lowest value), "
+                "where one int8 step is wider than every real value and all of them would round to zero.")
 
 
 def find_unbounded(model: onnx.ModelProto, cache, skip: tuple[str, ...] = ()) -> list[UnboundedRange]:

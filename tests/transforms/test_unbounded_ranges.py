@@ -79,3 +79,34 @@ def test_the_histogram_methods_say_what_to_do_with_an_infinite_mask(tmp_path):
     calibrate_model(lowest, q, CalibrationReader(random_dataset(8), None, inputs), tmp_path / "p.json")
     result = quantize_calibrated_result(lowest, tmp_path / "p.onnx", q, tmp_path / "p.json")
     assert any(n.startswith("Kept Add_5, Softmax_6 in float") for n in result.notes), result.notes
+
+
+def test_an_empty_tensor_is_said_to_hold_no_value_not_a_mask(tmp_path):
+    """invisible-watermark's RivaGAN encoder slices its attention map past the last channel (32 of 32): an empty
+    tensor, whose calibrated range stays inf..-inf. Its Slice and the Concat that reads it stay in float, and the note
+    says the tensor was empty instead of blaming a mask."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.normal(size=(4, 4, 1, 1)).astype(np.float32), "w")
+    consts = [numpy_helper.from_array(np.array([v], np.int64), n) for v, n in ((4, "start"), (8, "end"), (1, "axis"))]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Slice", ["c", "start", "end", "axis"], ["empty"], name="slice"),
+             helper.make_node("Concat", ["c", "empty"], ["joined"], axis=1, name="join"),
+             helper.make_node("Relu", ["joined"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "empty", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], [w, *consts])
+    src = tmp_path / "empty.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(src))
+    reader = CalibrationReader(random_dataset(8), None, inspect_model(src).inputs)
+    calibrate_model(src, QuantConfig(), reader, tmp_path / "calibration.json")
+    result = quantize_calibrated_result(src, tmp_path / "q.onnx", QuantConfig(), tmp_path / "calibration.json")
+    (note,) = [n for n in result.notes if n.startswith("Kept ")]
+    assert note.startswith("Kept slice, join in float: tensor 'empty' held no value in calibration (an empty tensor")
+    assert "mask" not in note
+    q = onnx.load(str(tmp_path / "q.onnx"))
+    made_by = {o: n.op_type for n in q.graph.node for o in n.output}
+    conv = next(n for n in q.graph.node if n.op_type == "Conv")
+    assert [made_by.get(i) for i in conv.input[:2]] == ["DequantizeLinear", "DequantizeLinear"]  # the Conv: int8
+    read_by = {i: n.op_type for n in q.graph.node for i in n.input}
+    assert made_by["empty"] == "Slice" and read_by["empty"] == "Concat"  # no QuantizeLinear between: float
+    x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    assert _sqnr(src, tmp_path / "q.onnx", x) > 20
