@@ -27,9 +27,8 @@ from dataclasses import dataclass
 import onnx
 from onnx import numpy_helper, shape_inference
 
-from ortlab.model.patterns import (
-    CARRIERS, SHAPE_OPS, GraphIndex, KnownPattern, PatternKind, detect_patterns, is_silu,
-)
+from ortlab.model.graph_index import CARRIERS, SHAPE_OPS, GraphIndex
+from ortlab.model.patterns import KnownPattern, PatternKind, detect_patterns, is_silu
 
 __all__ = ["DecisionHead", "decision_head", "logits_head", "score_branch"]
 

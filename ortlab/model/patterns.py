@@ -13,6 +13,9 @@ a static int8 run starts from (``QuantConfig.known_patterns``), each stated in a
 * **tanh-GELU exported as elementwise ops** (0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))): x³ outranges x in int8.
 * **CTC head**: a text recognizer's last Softmax/LogSoftmax over the classes of each time step (a rank-3 output)
   and the class projection that feeds it: uint8 probabilities (steps of 1/255) flip near-tied characters.
+* **A Log's input**: the ops that compute what a ``Log`` reads (an audio front end's log-mel: the spectrum's Conv,
+  the power, the mel filterbank's MatMul, the clamp to ε): int8 rounds the quiet bins to zero or one step, and the
+  log turns them into −inf or a floor tens of dB too high.
 
 Found by op types and connectivity; node names only add a hint (a head Sigmoid named ``dfl``). Only the main graph
 is read, and only named nodes are listed (ONNX Runtime excludes nodes by name).
@@ -26,12 +29,11 @@ from enum import StrEnum
 
 import onnx
 
-# ops that only move or reshape data
-CARRIERS = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Cast", "Dropout"})
+from ortlab.model.graph_index import CARRIERS, GraphIndex
+
 # what a detection head's post-processing is made of (besides the DFL Conv)
 HEAD_OPS = CARRIERS | {"Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Add", "Sub", "Mul", "Div", "Pow",
                        "Exp", "Sigmoid", "Softmax", "ReduceSum"}
-SHAPE_OPS = frozenset({"Shape", "Size"})
 DFL_BINS = range(8, 33)  # Ultralytics' reg_max is 16
 PROJECTIONS = frozenset({"MatMul", "Gemm", "Conv"})
 MAX_NORM_NODES = 24  # a LayerNorm's mean or 1/std, computed with NORM_OPS
@@ -40,6 +42,10 @@ NORM_OPS = CARRIERS | {"Expand", "Mul", "Div", "Add", "Sub", "Sqrt", "Reciprocal
 GELU_OPS = CARRIERS | {"Mul", "Add", "Pow", "Div"}  # a tanh-GELU's polynomial √(2/π)·(x + 0.044715·x³)
 REDUCTIONS = frozenset({"ReduceMean", "ReduceSum"})
 MAX_SCORE_STEPS = 6
+# what a Log's input is computed with back to the spectrum: a power (x², |x|, a sum of squares), a filterbank
+# projection, a clamp or offset to ε, and the ops that only move data
+LOG_INPUT_OPS = CARRIERS | {"Add", "Sub", "Mul", "Div", "Max", "Min", "Clip", "Pow", "Sqrt", "Abs", "ReduceSumSquare",
+                            "ReduceSum", "ReduceL2", "MatMul", "Gemm", "Conv", "Slice", "Concat", "Pad"}
 SCORE_OPS = CARRIERS | {"Add", "Sub", "Mul", "Div", "Where"}  # between Q·Kᵀ and the Softmax: scale, mask
 OFF_FLAG = "--no-known-patterns"
 STEM_CONVS = 3  # YOLOv8's stem: model.0, model.1 and the first C2f's cv1, before its Split
@@ -60,6 +66,7 @@ class PatternKind(StrEnum):
     CTC_HEAD = "ctc_head"
     LAYER_NORM = "layer_norm"
     TANH_GELU = "tanh_gelu"
+    LOG_INPUT = "log_input"
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,9 @@ class KnownPattern:
         if self.kind == PatternKind.TANH_GELU:
             return (f"GELU: {n} nodes ({'; '.join(self.parts)}) kept in float: x³ spans a range one int8 scale "
                     "cannot hold beside x, so the tanh's input loses its small values")
+        if self.kind == PatternKind.LOG_INPUT:
+            return (f"Log input: {n} nodes ({'; '.join(self.parts)}) kept in float: int8 would round the small values "
+                    "a Log reads to zero or one step, which the log turns into -inf or a raised floor")
         return (f"CTC head: {n} nodes ({'; '.join(self.parts)}) kept in float: uint8 probabilities (steps of "
                 "1/255) flip near-tied characters")
 
@@ -98,52 +108,6 @@ class KnownPattern:
         """The summary, how to turn it off, and every node of the scope (to copy into --exclude-nodes)."""
         return (f"{self.summary()} (known patterns; {OFF_FLAG} quantizes them, --exclude-nodes adds to them): "
                 + ", ".join(self.nodes) + ".")
-
-
-# -- the graph, indexed ----------------------------------------------------------------------------------------
-
-
-class GraphIndex:
-    """The main graph's producers, consumers and the tensors that are constant (weights, Constant nodes, shapes
-    and whatever is computed from them only)."""
-
-    def __init__(self, model: onnx.ModelProto) -> None:
-        g = model.graph
-        self.nodes = list(g.node)
-        self.order = {id(n): i for i, n in enumerate(self.nodes)}
-        self.producer = {o: n for n in self.nodes for o in n.output if o}
-        self.consumers: dict[str, list[onnx.NodeProto]] = {}
-        for n in self.nodes:
-            for i in n.input:
-                if i:
-                    self.consumers.setdefault(i, []).append(n)
-        self.initializers = {t.name: t for t in g.initializer}
-        self.const: set[str] = set(self.initializers)
-        for n in self.nodes:  # graph order: a producer before its consumers
-            ins = [i for i in n.input if i]
-            if n.op_type == "Constant" or n.op_type in SHAPE_OPS or (ins and all(i in self.const for i in ins)):
-                self.const.update(o for o in n.output if o)
-        self.outputs = {o.name: o for o in g.output}
-        self.has_conv = any(n.op_type == "Conv" for n in self.nodes)
-        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-
-    def computes(self, n: onnx.NodeProto) -> bool:
-        """Whether ``n`` computes on activations (not a constant or shape-only node)."""
-        return any(o not in self.const for o in n.output if o)
-
-    def activations(self, n: onnx.NodeProto) -> list[str]:
-        return [i for i in n.input if i and i not in self.const]
-
-    def up(self, n: onnx.NodeProto) -> list[onnx.NodeProto]:
-        return [self.producer[i] for i in self.activations(n) if i in self.producer]
-
-    def down(self, n: onnx.NodeProto) -> list[onnx.NodeProto]:
-        return [c for o in n.output for c in self.consumers.get(o, [])]
-
-    def named(self, nodes: Iterable[onnx.NodeProto]) -> tuple[str, ...]:
-        """The names of ``nodes`` that compute, once each, in graph order."""
-        chosen = {id(n): n for n in nodes if n.name and self.computes(n)}
-        return tuple(n.name for n in sorted(chosen.values(), key=lambda n: self.order[id(n)]))
 
 
 def _attr(n: onnx.NodeProto, name: str, default: int) -> int:
@@ -458,18 +422,52 @@ def _ctc_heads(g: GraphIndex) -> Iterator[KnownPattern]:
         yield KnownPattern(PatternKind.CTC_HEAD, g.named([*before, softmax, *after]), tuple(parts))
 
 
+# -- a Log's input ---------------------------------------------------------------------------------------------
+
+
+def _log_input(g: GraphIndex, log: onnx.NodeProto) -> list[onnx.NodeProto]:
+    """The nodes that compute ``log``'s input with :data:`LOG_INPUT_OPS` (a projection only with a constant weight),
+    back to the first other op, a graph input or a Conv (an STFT as a Conv: its quiet bins would round to zero
+    too), at most :data:`MAX_NORM_NODES`; [] for none."""
+    nodes: list[onnx.NodeProto] = []
+    seen: set[str] = set()
+    todo = [log.input[0]]
+    while todo and len(nodes) < MAX_NORM_NODES:
+        t = todo.pop()
+        n = g.producer.get(t)
+        if t in seen or n is None or n.op_type not in LOG_INPUT_OPS:
+            continue
+        seen.add(t)
+        acts = g.activations(n)
+        if n.op_type in PROJECTIONS and len(acts) != 1:
+            continue
+        if n not in nodes:
+            nodes.append(n)
+        if n.op_type != "Conv":  # a Conv on the signal is the spectrum (an STFT as a Conv): the walk ends with it
+            todo.extend(acts)
+    return nodes
+
+
+def _log_inputs(g: GraphIndex) -> Iterator[KnownPattern]:
+    found = [(n, f) for n in g.nodes if n.op_type == "Log" for f in [_log_input(g, n)] if f]
+    if found:
+        chains = sorted({" ← ".join(m.op_type for m in f[:4]) + (" ← …" if len(f) > 4 else "") for _, f in found})
+        parts = (f"{len(found)} Log{'s' * (len(found) > 1)}: " + ", ".join(chains),)
+        yield KnownPattern(PatternKind.LOG_INPUT, g.named(m for _, f in found for m in f), parts, count=len(found))
+
+
 # -- public API ------------------------------------------------------------------------------------------------
 
 
 def detect_patterns(model: onnx.ModelProto) -> list[KnownPattern]:
     """The known patterns of ``model``'s main graph (a YOLO-style detector's stem and heads, attention, exported
-    LayerNorms outside attention, exported tanh-GELUs, CTC heads), each with its scope; [] when there is none."""
+    LayerNorms outside attention, exported tanh-GELUs, CTC heads, a Log's input), each with its scope; [] when there is none."""
     g = GraphIndex(model)
     heads = list(_yolo_heads(g))
     stem = list(_detector_stem(g, model)) if heads else []
     attention = list(_attention(g))
     found = [*stem, *heads, *attention, *_standalone_layer_norms(g, bool(attention)), *_tanh_gelus(g),
-             *_ctc_heads(g)]
+             *_ctc_heads(g), *_log_inputs(g)]
     return [p for p in found if p.nodes]
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from tests.support.models import RandomFeeds
@@ -516,3 +517,107 @@ def test_tune_starts_a_detector_from_its_stem_and_head_in_float_without_bias_cor
     stem = [f"/model.{i}/{x}" for i in range(3) for x in ("Conv", "act/Relu")]
     # only the stem's last output is quantized: for the int8 Conv after it
     assert _quantized_around(tmp_path / "tuned" / "trials" / "01" / QDQ_FILE, tuple(stem)) == [stem[-1]]
+
+
+# -- a Log's input: an audio front end, built here ---------------------------------------------------------------
+
+
+def logmel_model() -> onnx.ModelProto:
+    """An audio front end and a classifier on it: an STFT as two Convs (128-sample Hann windows, hop 64) over 4,032
+    samples, the power re² + im², a 20-band triangular mel filterbank (MatMul), a clamp to 1e-10 and the Log, then a
+    MatMul over the bands to 8 scores per frame."""
+    n_fft, hop, bins, mels = 128, 64, 65, 20
+    t, k = np.arange(n_fft), np.arange(bins)[:, None]
+    win = np.hanning(n_fft)
+    real = (np.cos(2 * np.pi * k * t / n_fft) * win).astype(np.float32)[:, None, :]
+    imag = (-np.sin(2 * np.pi * k * t / n_fft) * win).astype(np.float32)[:, None, :]
+    fb = np.zeros((bins, mels), np.float32)
+    edges = np.linspace(0, bins - 1, mels + 2)
+    for m in range(mels):
+        lo, c, hi = edges[m:m + 3]
+        x = np.arange(bins)
+        fb[:, m] = np.clip(np.minimum((x - lo) / (c - lo), (hi - x) / (hi - c)), 0, None)
+    inits = [numpy_helper.from_array(real, "stft.real"), numpy_helper.from_array(imag, "stft.imag"),
+             numpy_helper.from_array(fb, "mel.fb"), numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+             numpy_helper.from_array(np.array(1e-10, np.float32), "eps"),
+             numpy_helper.from_array(np.random.default_rng(0).normal(0, 0.3, (mels, 8)).astype(np.float32), "head.w")]
+    nodes = [helper.make_node("Conv", ["audio", "stft.real"], ["re"], "/stft/ConvReal", strides=[hop]),
+             helper.make_node("Conv", ["audio", "stft.imag"], ["im"], "/stft/ConvImag", strides=[hop]),
+             helper.make_node("Pow", ["re", "two"], ["re2"], "/power/PowReal"),
+             helper.make_node("Pow", ["im", "two"], ["im2"], "/power/PowImag"),
+             helper.make_node("Add", ["re2", "im2"], ["power"], "/power/Add"),
+             helper.make_node("Transpose", ["power"], ["frames"], "/mel/Transpose", perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["frames", "mel.fb"], ["mel"], "/mel/MatMul"),
+             helper.make_node("Clip", ["mel", "eps"], ["clamped"], "/mel/Clip"),
+             helper.make_node("Log", ["clamped"], ["logmel"], "/mel/Log"),
+             helper.make_node("MatMul", ["logmel", "head.w"], ["scores"], "/head/MatMul")]
+    frames = (4032 - n_fft) // hop + 1
+    graph = helper.make_graph(nodes, "logmel", [helper.make_tensor_value_info("audio", TensorProto.FLOAT, [1, 1, 4032])],
+                              [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, frames, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+def clips(n: int, seed: int) -> list[np.ndarray]:
+    """``n`` clips of a tone at a random pitch and level (-60..0 dB) between silences, with a faint noise floor."""
+    rng, out = np.random.default_rng(seed), []
+    t = np.arange(4032) / 8000
+    for _ in range(n):
+        a = np.zeros(4032, np.float32)
+        f, amp = rng.uniform(200, 3000), 10 ** rng.uniform(-3, 0)
+        on = slice(rng.integers(0, 2000), rng.integers(2500, 4032))
+        a[on] = amp * np.sin(2 * np.pi * f * t[on])
+        a += rng.normal(0, 1e-4, 4032).astype(np.float32)
+        out.append(a.reshape(1, 1, 4032))
+    return out
+
+
+def test_a_log_mel_front_end_is_a_log_input_back_to_its_spectrum():
+    (found,) = detect_patterns(logmel_model())
+    assert found.kind == PatternKind.LOG_INPUT
+    assert set(found.nodes) == {"/stft/ConvReal", "/stft/ConvImag", "/power/PowReal", "/power/PowImag", "/power/Add",
+                                "/mel/Transpose", "/mel/MatMul", "/mel/Clip"}  # not the classifier after the Log
+    assert found.note().startswith("Log input: 8 nodes (1 Log: Clip ← MatMul ← Transpose ← Add ← …) kept in float")
+
+
+def test_a_softplus_log_keeps_only_its_offset():
+    """Mish exported as x·tanh(log(1 + exp(x))) (YOLOv4): the walk stops at the Exp, so the network stays int8."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], "/conv"), helper.make_node("Exp", ["c"], ["e"], "/exp"),
+             helper.make_node("Add", ["e", "one"], ["p"], "/add"), helper.make_node("Log", ["p"], ["s"], "/log"),
+             helper.make_node("Tanh", ["s"], ["t"], "/tanh"), helper.make_node("Mul", ["c", "t"], ["y"], "/mul")]
+    inits = [numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w"),
+             numpy_helper.from_array(np.array(1.0, np.float32), "one")]
+    graph = helper.make_graph(nodes, "mish", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], inits)
+    (found,) = detect_patterns(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    assert found.nodes == ("/add",)
+
+
+@pytest.mark.parametrize("known_patterns", [True, False])
+def test_static_int8_of_a_log_mel_front_end_keeps_it_finite(tmp_path, known_patterns):
+    """onnx-asr's log-mel preprocessors (nemo80, kaldi, wespeaker) under default static int8 gave NaN/inf features
+    (BROKEN): the mel energies of quiet frames rounded to zero. With the front end in float the classifier after it
+    is int8 and the scores stay finite and close."""
+
+    class Clips:
+        def __init__(self, xs):
+            self.feeds = iter([{"audio": x} for x in xs])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    src, dst = tmp_path / "logmel.onnx", tmp_path / "int8.onnx"
+    onnx.save(logmel_model(), str(src))
+    quantize_static_model(src, dst, QuantConfig(known_patterns=known_patterns, range_split=False), Clips(clips(16, 1)))
+    g = onnx.load(str(dst)).graph
+    dq_out = {o for n in g.node if n.op_type == "DequantizeLinear" for o in n.output}
+    int8 = {n.name for n in g.node if any(i in dq_out for i in n.input)}
+    assert "/head/MatMul" in int8 and ("/mel/MatMul" in int8) is not known_patterns
+    reference = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
+    quantized = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
+    errors = []
+    for x in clips(8, 2):
+        r, q = (s.run(None, {"audio": x})[0].astype(np.float64) for s in (reference, quantized))
+        errors.append(np.sum((q - r) ** 2) / np.sum(r ** 2) if np.isfinite(q).all() else np.inf)
+    if known_patterns:
+        assert 10 * np.log10(1 / max(errors)) > 25  # SQNR of the worst clip, dB
+    else:
+        assert max(errors) == np.inf or 10 * np.log10(1 / max(errors)) < 10
