@@ -43,6 +43,7 @@ from ortlab.data.inputs import control_input_error, default_notes, infer_specs, 
 from ortlab.data.preprocess import resolve_preprocess
 from ortlab.model.inspect import ModelInfo, check_source_runs, run_warnings, sha256_file
 from ortlab.model.patterns import DETECTOR_BIAS_NOTE, is_detector_file
+from ortlab.model.size_growth import growth_note
 from ortlab.runs import outputs
 from ortlab.runs.artifact import Artifact, file_bytes
 from ortlab.runs.bias_task_judge import held_back_task_judge
@@ -537,6 +538,7 @@ def run_prepared(run: PreparedRun, out_dir, reporter: Reporter = null_reporter, 
     shutil.rmtree(ctx.work, ignore_errors=True)
 
     made = verified.model
+    findings.note([growth_note(source, target, int(run.info.total_bytes), file_bytes(target))])
     artifact = Artifact(
         run_id=None, model_path=target, source_path=source.resolve(), source_sha256=run.info.sha256,
         sha256=sha256_file(target), recipe=run.recipe, timings=timings, warnings=findings.warnings,
