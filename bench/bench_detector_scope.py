@@ -106,8 +106,16 @@ def convs(model: onnx.ModelProto, block_ids: tuple[str, ...] | None = None) -> s
     return ",".join(n for n in names if n.count("/") > 1 and n.split("/")[1] in block_ids and "dfl" not in n)
 
 
+def branch(model: onnx.ModelProto, scales: tuple[int, ...]) -> str:
+    """Every node of the class-score branch ``cv3`` at the head's ``scales`` (0: stride 8, 1: 16, 2: 32)."""
+    prefixes = tuple(f"/model.22/cv3.{i}/" for i in scales)
+    return ",".join(n.name for n in model.graph.node if n.name.startswith(prefixes))
+
+
 def variants(model: onnx.ModelProto) -> list[Variant]:
     out = [Variant("default")]
+    out += [Variant(f"score branch {label} float", ("--exclude-nodes", branch(model, scales)))
+            for label, scales in (("all scales", (0, 1, 2)), ("strides 16+32", (1, 2)), ("stride 8", (0,)))]
     out += [Variant(f"{part} Convs float", ("--exclude-nodes", convs(model, ids))) for part, ids in PARTS.items()]
     out += [Variant("int16 weights", ("--int16-weight-nodes", convs(model))),
             Variant("Entropy", ("--calibration-method", "Entropy")),

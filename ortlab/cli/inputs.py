@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,18 +15,31 @@ from ortlab import api
 from ortlab.core.errors import DataError
 
 
-_READ: dict[tuple[Path, int, int], ModelInfo] = {}
+_READ: dict[tuple[Path, int, int], ModelInfo] | None = None  # while a command runs (:func:`one_read_per_model`)
+
+
+@contextmanager
+def one_read_per_model() -> Iterator[None]:
+    """While inside, :func:`read_model` reads each model file once (the CLI runs each command inside)."""
+    global _READ
+    saved, _READ = _READ, {}
+    try:
+        yield
+    finally:
+        _READ = saved
 
 
 def read_model(path: str | Path) -> ModelInfo:
     """The facts of the model at ``path``. Each read runs in a child process (about a second) and one command asks
-    several times (preprocessing, input names, a text's sequence length), so a process reads each file once; a file
-    changed since is read again."""
+    several times (preprocessing, input names, a text's sequence length): inside :func:`one_read_per_model` each
+    file is read once, and again when it changed since."""
+    if _READ is None:
+        return api.models.inspect_in_child(path)
     resolved = Path(path).expanduser().resolve()
     stat = resolved.stat()
     key = (resolved, stat.st_mtime_ns, stat.st_size)
     if key not in _READ:
-        _READ[key] = api.models.inspect_in_child(resolved)
+        _READ[key] = api.models.inspect_in_child(path)
     return _READ[key]
 
 

@@ -26,6 +26,7 @@ from ortlab.core.text import escape_controls, one_line
 from ortlab import api
 from ortlab.cli.live import end_live_line
 from ortlab.cli.common import PROG, Parser, existing_file, start_service
+from ortlab.cli.inputs import one_read_per_model
 from ortlab.cli import bench, cluster, compare, history, inspect, optimize, samples, tune
 
 COMMANDS = (inspect, optimize, bench, compare, history, samples, tune, cluster)
@@ -132,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             api.machine.set_custom_op_libraries([existing_file(p, "Custom-op library") for p in ns.custom_op_library])
         if ns.command in ("optimize", "run", "bench", "history"):
             start_service()
-        with _stopped_by_signals():
+        with _stopped_by_signals(), one_read_per_model():
             code = int(ns.func(ns) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "sample_models" / "digits_cnn" / 
 
 
 @pytest.fixture
-def child_reads(monkeypatch) -> list[str]:
+def child_reads(monkeypatch) -> Iterator[list[str]]:
     reads: list[str] = []
     original = api.models.inspect_in_child
 
@@ -27,8 +28,8 @@ def child_reads(monkeypatch) -> list[str]:
         return original(path, *args, **kwargs)
 
     monkeypatch.setattr(api.models, "inspect_in_child", counting)
-    monkeypatch.setattr(inputs, "_READ", {})
-    return reads
+    with inputs.one_read_per_model():
+        yield reads
 
 
 def test_steps_of_one_command_share_one_read(child_reads, tmp_path, monkeypatch):
@@ -41,7 +42,7 @@ def test_steps_of_one_command_share_one_read(child_reads, tmp_path, monkeypatch)
     check_input_names([Path("./copy.onnx")], {}, {input_name: 1})
     with pytest.raises(UsageError, match="--input-value names sr, which none of the models takes"):
         check_input_names([model], {}, {"sr": 16000})
-    assert child_reads == [str(model.resolve())]  # three spellings of one file, one read
+    assert child_reads == [str(model)]  # three spellings of one file, one read
 
 
 def test_a_file_changed_since_is_read_again(child_reads, tmp_path):
@@ -51,3 +52,17 @@ def test_a_file_changed_since_is_read_again(child_reads, tmp_path):
     os.utime(model, ns=(model.stat().st_atime_ns, model.stat().st_mtime_ns + 1_000_000_000))
     again = inputs.read_model(model)
     assert len(child_reads) == 2 and again.sha256 == first.sha256
+
+
+def test_outside_a_command_each_ask_reads(monkeypatch, tmp_path):
+    reads: list[str] = []
+    original = api.models.inspect_in_child
+
+    def counting(path, *args, **kwargs):
+        reads.append(str(path))
+        return original(path, *args, **kwargs)
+
+    monkeypatch.setattr(api.models, "inspect_in_child", counting)
+    inputs.read_model(SAMPLE)
+    inputs.read_model(SAMPLE)
+    assert len(reads) == 2  # no process-wide cache: a test, the app or a later command reads afresh
