@@ -55,6 +55,23 @@ to 0.211 (0.194–0.228) rms, a ratio of 0.92 (0.85–0.98, paired bootstrap ove
 at this noise a few detections within ±0.05 of the 0.3 threshold flip either way. By the same measure, 16-bit weights
 on every quantized Conv give 0.222 and the SiLU outputs are now the largest int8 error left; cutting the top of
 their ranges (MSE-optimal ranges) breaks the detector (F1 0.79).
+
+Measured 2026-12-07 on main at d0e0000 (+ score-aware ranges), the same Xeon VM (load average 0.9–1.3), the same
+data, timed 10–20 s a variant:
+
+* default: 0.965 (0.937–0.980), 298 reference detections; score SQNR 14.7 dB; 1.72× (1.71–1.74×) vs fp32, 79 rounds
+* score branch float, all scales: 0.973 (0.948–0.986); 22.2 dB; +0.009 (−0.001 to +0.019); 0.88× the default
+* score branch float, strides 16+32: 0.967 (0.940–0.982); 14.7 dB; +0.002 (−0.005 to +0.010); 0.95×
+* score branch float, stride 8: 0.971 (0.945–0.985); 21.9 dB; +0.007 (+0.001 to +0.013); 0.93×
+* the three score-logit Convs float: 0.963 (0.935–0.979); 20.8 dB; −0.002 (−0.006 to +0.000); 0.99×
+
+The score SQNR lost by int8 is in the stride-8 output's last rounding: its logits calibrated to −25.2..0.0, so the
+int8 model capped every stride-8 score at 0.5 (fp32: 287 anchors above 0.5 in 200 unseen photos; int8: none).
+Score-aware ranges (``ortlab.transforms.score_range``, on by default) quantize those logits on −9.2..4.6:
+
+* default with them: 0.963 (0.935–0.979); score SQNR 20.7 dB; 1.01× (0.99–1.02×) without them (same graph).
+  ``ortlab compare --threshold 0.5`` on all 700 crops: F1 0.94 (241 of 256 reference detections) with them, 0.78
+  (167 of 256, BROKEN) without; at 0.3, 0.96 (480 / 478 of 501) either way.
 """
 
 from __future__ import annotations
@@ -116,11 +133,15 @@ def variants(model: onnx.ModelProto) -> list[Variant]:
     out = [Variant("default")]
     out += [Variant(f"score branch {label} float", ("--exclude-nodes", branch(model, scales)))
             for label, scales in (("all scales", (0, 1, 2)), ("strides 16+32", (1, 2)), ("stride 8", (0,)))]
+    out += [Variant("score logits Convs float", ("--exclude-nodes", ",".join(
+                f"/model.22/cv3.{i}/cv3.{i}.2/Conv" for i in range(3)))),
+            Variant("stride 8 score logits Conv float", ("--exclude-nodes", "/model.22/cv3.0/cv3.0.2/Conv"))]
     out += [Variant(f"{part} Convs float", ("--exclude-nodes", convs(model, ids))) for part, ids in PARTS.items()]
     out += [Variant("int16 weights", ("--int16-weight-nodes", convs(model))),
             Variant("Entropy", ("--calibration-method", "Entropy")),
             Variant("Percentile", ("--calibration-method", "Percentile")),
             Variant("no SiLU-aware ranges", ("--no-silu-range",)),
+            Variant("no score-aware ranges", ("--no-score-range",)),
             Variant("QDQ simulated", qdq_simulated=True, timed=False),
             Variant("fp16", ("--precision", "fp16"), timed=False)]
     return out

@@ -296,6 +296,13 @@ class QuantConfig(Bounded):
         "2018). Only scales and zero points change: same graph, same speed. The note says how many were cut.",
         label="SiLU-aware ranges", when={"mode": ["static"]},
     )
+    score_range: bool = setting(
+        True, "Quantize a YOLO detector's class-score logits on the scores a detector is read at (1e-4 to 0.99, "
+        "logits -9.2 to 4.6, or higher where calibrated so) instead of their calibrated range, which can end below "
+        "logit 0 and cap every score of an output at 0.5. Only scales and zero points change: same graph, same "
+        "speed. The note says which outputs.",
+        label="Score-aware ranges", when={"mode": ["static"]},
+    )
     known_patterns: bool = setting(
         True, "Keep in float the known patterns found in the graph: a YOLO-style detection head's post-processing "
         "(DFL, box decode, score Sigmoid, the final box+score Concat, as Ultralytics' int8 export does), transformer "

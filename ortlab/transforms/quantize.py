@@ -43,7 +43,7 @@ from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry, Q
 from ortlab.model import graphs
 from ortlab.model.graphs import ai_onnx_opset
 from ortlab.model.inspect import WEIGHT_INPUTS
-from ortlab.model.patterns import detect_patterns, float_scope
+from ortlab.model.patterns import detect_patterns, float_scope, is_detector
 from ortlab.settings.config import DISTRIBUTION_MIN_BINS, CalibrationMethod, QuantConfig, QuantFormat, QuantMode, QuantType
 from ortlab.transforms import graph_outputs
 from ortlab.transforms.coverage import QuantCoverage, quant_coverage
@@ -51,6 +51,7 @@ from ortlab.transforms.inlined_names import name_replacements, with_inlined
 from ortlab.transforms.unbounded_ranges import find_unbounded
 from ortlab.transforms.range_split import find_range_splits, load_ranges
 from ortlab.transforms.silu_range import note as silu_note, tighten_silu_ranges
+from ortlab.transforms.score_range import note as score_note, set_score_ranges
 from ortlab.transforms.untaken_weights import untaken_weights
 from ortlab.core.errors import OrtlabError, QuantizationError
 from ortlab.core.onnx_errors import ONNX_ERRORS
@@ -710,8 +711,8 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
                             "weight is not a constant); they stay 8-bit.")
         kwargs["extra_options"] = {**kwargs["extra_options"], "TensorQuantOverrides": overrides}
     excluded = _excluded(q.nodes_to_exclude, model, warnings)
+    found = detect_patterns(model) if q.known_patterns or q.score_range else []
     if q.known_patterns:  # the starting float scope: each pattern stated in a note
-        found = detect_patterns(model)
         excluded += float_scope(found, skip=[*excluded, *q.int16_weight_nodes])
         notes.extend(p.note() + _quantized_instead(p.nodes, q.int16_weight_nodes) for p in found)
     if q.range_split:
@@ -729,6 +730,10 @@ def quantize_calibrated_result(src, dst, q: QuantConfig, cache) -> QuantResult:
             cut = tighten_silu_ranges(model, cache, tmp / "calibration.json", tuple(excluded))
             cache = tmp / "calibration.json"
             notes.extend([silu_note(cut)] if cut else [])
+        if q.score_range and is_detector(found):
+            changed = set_score_ranges(model, cache, tmp / "calibration.scores.json", found, tuple(excluded))
+            cache = tmp / "calibration.scores.json"
+            notes.extend([score_note(changed)] if changed else [])
         cache = _with_softmax_ranges(model, cache, tmp / "calibration.softmax.json")
         out = tmp / "quantized.onnx"
         with _ort_failures("quantize", _QUANTIZE_HINT), _ort_quiet() as log:
