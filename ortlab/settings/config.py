@@ -297,10 +297,10 @@ class QuantConfig(Bounded):
         label="SiLU-aware ranges", when={"mode": ["static"]},
     )
     score_range: bool = setting(
-        True, "Quantize a YOLO detector's class-score logits on the scores a detector is read at (1e-4 to 0.99, "
-        "logits -9.2 to 4.6, or higher where calibrated so) instead of their calibrated range, which can end below "
-        "logit 0 and cap every score of an output at 0.5. Only scales and zero points change: same graph, same "
-        "speed. The note says which outputs.",
+        True, "Quantize a YOLO detector's class-score logits up to a score of 0.99 (logit 4.6) even where calibration "
+        "saw lower ones: a calibrated range that ends below logit 0 caps every score of an output at 0.5, and a "
+        "0.5 threshold then loses its detections. Only scales and zero points change: same graph, same speed. The "
+        "note says which outputs.",
         label="Score-aware ranges", when={"mode": ["static"]},
     )
     known_patterns: bool = setting(

@@ -4,15 +4,13 @@ A YOLO detector's class-score branch ends in a Conv whose output, the score logi
 float Sigmoid. Its calibrated range is whatever the calibration photos gave: on nudenet's YOLOv8n (320×320, 100
 calibration photos) the stride-8 logits calibrated to −25.2..0.0, so the int8 grid ended at logit 0 and **every
 stride-8 score of the int8 model was capped at 0.5** (fp32 gave 287 anchors above 0.5 in 200 unseen photos, int8
-none: detections kept at a 0.3 threshold, lost at 0.5), while its steps of 0.099 logit spent most of the grid on
-scores below 10⁻⁴.
+none: detections kept at a 0.3 threshold, lost at 0.5).
 
-The range of each score-logit tensor is set to the scores that matter: its low end is raised to the logit of
-:data:`LOW_SCORE` (−9.2: a score no threshold reads) and its high end raised to at least the logit of
-:data:`HIGH_SCORE` (+4.6). A calibrated range already wider on top is kept. This is the principle of quantizing on
-the range the next op can use (Jacob et al., "Quantization and Training of Neural Networks for Efficient
-Integer-Arithmetic-Only Inference", CVPR 2018, with ReLU6; :mod:`ortlab.transforms.silu_range` for SiLU), carried to
-a Sigmoid whose output is a probability. Only ONNX Runtime's calibration cache changes (a copy): same graph, same
+The high end of each score-logit tensor's range is raised to at least the logit of :data:`HIGH_SCORE` (+4.6), so
+the grid holds every score a detector is read at; the calibrated low end is kept (cutting it, as SiLU-aware ranges
+do, would make ``ortlab analyze`` rank the clipped tail of harmless logits below −9 as the worst error). A range
+estimated from a few photos is widened to what the op after it can tell apart (the reverse of the cut in
+:mod:`ortlab.transforms.silu_range`). Only ONNX Runtime's calibration cache changes (a copy): same graph, same
 speed.
 """
 
@@ -31,7 +29,6 @@ from ortlab.model.decision_head import score_branch
 from ortlab.model.patterns import KnownPattern
 from ortlab.transforms.range_split import tensor_range
 
-LOW_SCORE = 1e-4
 HIGH_SCORE = 0.99
 
 
@@ -41,12 +38,11 @@ def logit(p: float) -> float:
 
 @dataclass(frozen=True)
 class ScoreRange:
-    """One score-logit ``tensor``: its calibrated ``low``..``high`` and the range it is quantized on."""
+    """One score-logit ``tensor``: its calibrated ``low``..``high`` and the ``new_high`` it is quantized up to."""
 
     tensor: str
     low: float
     high: float
-    new_low: float
     new_high: float
 
 
@@ -71,33 +67,29 @@ def set_score_ranges(model: onnx.ModelProto, cache, dst, patterns: Sequence[Know
     """Write ``cache`` (ONNX Runtime's calibration cache) to ``dst`` with each score-logit tensor's range set to
     the scores that matter; returns the ranges changed (none: ``dst`` is a plain copy)."""
     data = load_tensors_data(Path(cache))
-    low_end, high_end = logit(LOW_SCORE), logit(HIGH_SCORE)
+    high_end = logit(HIGH_SCORE)
     changed: list[ScoreRange] = []
     for t in score_logits(model, patterns, skip):
         found = tensor_range(data[t]) if t in data else None
         if found is None:
             continue
         low, high = found
-        new_low, new_high = max(low, low_end), max(high, high_end)
-        if (new_low, new_high) == (low, high):
+        if high >= high_end:
             continue
         old = data[t]
         fields = {k: v for k, v in old.to_dict().items() if k != "CLS"}
-        for key, bound in (("lowest", low_end), ("highest", high_end)):
-            calibrated = np.asarray(getattr(old, key))
-            fields[key] = np.maximum(calibrated, bound).astype(calibrated.dtype)
+        calibrated = np.asarray(old.highest)
+        fields["highest"] = np.maximum(calibrated, high_end).astype(calibrated.dtype)
         data[t] = TensorData(**fields)
-        changed.append(ScoreRange(t, low, high, new_low, new_high))
+        changed.append(ScoreRange(t, low, high, high_end))
     save_tensors_data(data, Path(dst))
     return changed
 
 
 def note(changed: list[ScoreRange]) -> str:
     """One line for the run's notes."""
-    tops = [max(c.high, 0.0) for c in changed]  # ONNX Runtime's grid always holds 0
-    short = [t for t in tops if t < logit(HIGH_SCORE)]
-    said = (f"; on their calibrated ranges {len(short)} would stop below a score of {HIGH_SCORE:g}, the lowest at "
-            f"{1.0 / (1.0 + math.exp(-min(short))):.2f} (logit {min(short):.1f})" if short else "")
-    return (f"Score-aware ranges: the class-score logits of {len(changed)} detection output(s) quantized on scores "
-            f"{LOW_SCORE:g} to {HIGH_SCORE:g} (logits {logit(LOW_SCORE):.1f} to {logit(HIGH_SCORE):.1f}, or their "
-            f"calibrated top where higher){said}. Same graph and speed; --no-score-range keeps the calibrated ranges.")
+    tops = sorted(max(c.high, 0.0) for c in changed)  # ONNX Runtime's grid always holds 0
+    return (f"Score-aware ranges: the class-score logits of {len(changed)} detection output(s) quantized up to a "
+            f"score of {HIGH_SCORE:g} (logit {logit(HIGH_SCORE):.1f}): on their calibrated ranges they stopped at "
+            f"scores of {', '.join(f'{1.0 / (1.0 + math.exp(-t)):.2f}' for t in tops)}, capping every score "
+            "above. Same graph and speed; --no-score-range keeps the calibrated ranges.")

@@ -290,7 +290,7 @@ def test_todays_flag_names_are_kept():
             "--num-bins", "--num-quantized-bins", "--moving-average", "--averaging-constant", "--symmetric-activation",
             "--no-symmetric-weight", "--op-types", "--exclude-op-types", "--exclude-nodes", "--int16-weight-nodes",
             "--no-weight-rounding", "--no-bias-correction", "--no-preprocess",
-            "--no-range-split", "--range-split-factor", "--no-silu-range", "--no-known-patterns",
+            "--no-range-split", "--range-split-factor", "--no-silu-range", "--no-score-range", "--no-known-patterns",
             "--calibration-samples", "--seed", "--size", "--mean", "--std", "--scale", "--layout", "--channels",
             "--channel-order", "--resize-mode", "--dtype"} == names
     bench = {fl.name for fl in flag_specs(BenchConfig, cli_bench.BENCH_FLAGS_EXCLUDED)}
