@@ -26,6 +26,7 @@ import onnx
 from onnxruntime.quantization.calibrate import TensorData, load_tensors_data, save_tensors_data
 
 from ortlab.model.decision_head import score_branch
+from ortlab.model.graphs import consumers
 from ortlab.model.patterns import KnownPattern
 from ortlab.transforms.range_split import tensor_range
 
@@ -53,13 +54,10 @@ def score_logits(model: onnx.ModelProto, patterns: Sequence[KnownPattern] | None
     branch = set(score_branch(model, patterns))
     if not branch:
         return []
-    readers: dict[str, list[str]] = {}
-    for n in model.graph.node:
-        for i in n.input:
-            readers.setdefault(i, []).append(n.name)
+    readers = consumers(model.graph)
     skipped = set(skip)
     return [o for n in model.graph.node if n.name in branch and n.name not in skipped for o in n.output
-            if o and any(r not in branch for r in readers.get(o, []))]
+            if o and any(r.name not in branch for r in readers.get(o, []))]
 
 
 def set_score_ranges(model: onnx.ModelProto, cache, dst, patterns: Sequence[KnownPattern] | None = None,

@@ -18,8 +18,8 @@ from ortlab.cli.inputs import check_input_names
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_models" / "digits_cnn" / "model.onnx"
 
 
-@pytest.fixture
-def child_reads(monkeypatch) -> Iterator[list[str]]:
+def count_child_reads(monkeypatch) -> list[str]:
+    """The paths every later read in a child is asked for, in order."""
     reads: list[str] = []
     original = api.models.inspect_in_child
 
@@ -28,6 +28,12 @@ def child_reads(monkeypatch) -> Iterator[list[str]]:
         return original(path, *args, **kwargs)
 
     monkeypatch.setattr(api.models, "inspect_in_child", counting)
+    return reads
+
+
+@pytest.fixture
+def child_reads(monkeypatch) -> Iterator[list[str]]:
+    reads = count_child_reads(monkeypatch)
     with inputs.one_read_per_model():
         yield reads
 
@@ -55,14 +61,7 @@ def test_a_file_changed_since_is_read_again(child_reads, tmp_path):
 
 
 def test_outside_a_command_each_ask_reads(monkeypatch, tmp_path):
-    reads: list[str] = []
-    original = api.models.inspect_in_child
-
-    def counting(path, *args, **kwargs):
-        reads.append(str(path))
-        return original(path, *args, **kwargs)
-
-    monkeypatch.setattr(api.models, "inspect_in_child", counting)
+    reads = count_child_reads(monkeypatch)
     inputs.read_model(SAMPLE)
     inputs.read_model(SAMPLE)
     assert len(reads) == 2  # no process-wide cache: a test, the app or a later command reads afresh
