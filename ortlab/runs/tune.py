@@ -226,7 +226,7 @@ class Tuner:
             return False, False, None
         graph = onnx.load(str(self.model), load_external_data=False)
         patterns = detect_patterns(graph)
-        return is_encoder(graph, patterns), is_detector(patterns), decision_head(graph, patterns)
+        return is_encoder(graph, patterns), is_detector(patterns), decision_head(graph, patterns, self.timing.shapes)
 
     def strategy(self, detector: bool = False, head: DecisionHead | None = None) -> SearchStrategy:
         """The search strategy over this search's trials (``detector``: a YOLO-style detector's order; ``head``:

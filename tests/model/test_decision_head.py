@@ -173,3 +173,45 @@ def test_a_model_whose_weights_live_apart_is_read_without_them(tmp_path):
     onnx.save(_detector(), str(path), save_as_external_data=True, all_tensors_to_one_file=True, location="det.data")
     head = decision_head_file(str(path))  # the usual threshold keeps small tensors inline: the branch is found
     assert head is not None and head.nodes == score_branch(_detector())
+
+
+def _map_grid(model: onnx.ModelProto, tensor: str, x: np.ndarray) -> tuple[int, int]:
+    """The (height, width) of ``tensor`` as the model computes it, read by running the model with it as an output."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    probe.graph.output.append(helper.make_tensor_value_info(tensor, TensorProto.FLOAT, None))
+    s = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = s.run([tensor], {"images": x})[0]
+    return int(got.shape[2]), int(got.shape[3])
+
+
+def test_the_branch_splits_by_scale_most_anchors_first_each_part_sized_by_the_score_map_it_writes():
+    model = _detector()
+    head = decision_head(model)
+    assert head is not None and len(head.scales) == 2
+    x = np.zeros((1, 3, 32, 32), dtype=np.float32)
+    nodes = {n.name: n for n in model.graph.node}
+    for part in head.scales:
+        last = nodes[part.nodes[-1]]  # the part's last node writes its score map, read outside the part
+        assert part.grid == _map_grid(model, last.output[0], x)
+        assert {n.name.split(".")[1] for n in map(nodes.get, part.nodes)} == {part.nodes[0].split(".")[1]}
+    assert [p.anchors for p in head.scales] == sorted((p.anchors for p in head.scales), reverse=True)
+    assert head.scales[0].grid == (16, 16) and head.scales[1].grid == (8, 8)
+    assert sorted(n for p in head.scales for n in p.nodes) == sorted(head.nodes)
+    assert head.largest_scale() is head.scales[0]
+    assert "16×16 scale" in head.why_scale(head.scales[0]) and "256 of the 320 anchors" in head.why_scale(head.scales[0])
+    # open height and width: the scales are told apart only at the shapes the model runs at
+    dynamic = onnx.ModelProto()
+    dynamic.CopyFrom(model)
+    for k, name in ((2, "height"), (3, "width")):
+        dynamic.graph.input[0].type.tensor_type.shape.dim[k].dim_param = name
+    dynamic.graph.output[0].type.tensor_type.shape.dim[2].dim_param = "anchors"
+    open_head = decision_head(dynamic)
+    assert open_head is not None and open_head.nodes == head.nodes and open_head.scales == ()
+    assert decision_head(dynamic, inputs={"images": [1, 3, 32, 32]}) == head
+    wide = decision_head(dynamic, inputs={"images": [1, 3, 64, 32]})
+    assert wide is not None and [p.grid for p in wide.scales] == [(32, 16), (16, 8)]
+    # the fixture detector's branch is its three score Convs: one part per scale, 80×80 first
+    three = decision_head_file(f"{FIXTURES}/yolov8_detector.onnx")
+    assert three is not None and [(p.grid, len(p.nodes)) for p in three.scales] == [
+        ((80, 80), 1), ((40, 40), 1), ((20, 20), 1)]

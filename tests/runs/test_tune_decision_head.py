@@ -13,7 +13,7 @@ import pytest
 from ortlab.checks.eval_report import Task
 from ortlab.checks.task_kind import Detections, TopOneFlips
 from ortlab.core.layout import QDQ_FILE
-from ortlab.model.decision_head import LOGITS_HEAD, SCORE_BRANCH, DecisionHead
+from ortlab.model.decision_head import LOGITS_HEAD, SCORE_BRANCH, DecisionHead, ScalePart
 from ortlab.checks.task_metrics import TaskAccumulator
 from ortlab.runs.tune_evidence import SampleEvidence
 from ortlab.runs.tune_policy import Stage, Trial, TrialLevel
@@ -141,6 +141,12 @@ def test_the_search_tries_the_default_with_its_decision_head_in_float_right_afte
     assert [name for name, _, _ in proposals(False, logits, TopOneFlips.NO_FLIP)] == [
         "int8 static", "int8 static + float logits head", "int8 per-tensor"]
     assert not said
+    # a branch over several scales: first at the scale with the most anchors alone, then whole
+    part, other = ScalePart(("/model.22/cv3.0/Conv",), (40, 40)), ScalePart(("/model.22/cv3.1/Conv",), (20, 20))
+    got = proposals(True, DecisionHead(SCORE_BRANCH, branch.nodes, (part, other)), Detections.F1)
+    assert [name for name, _, _ in got] == ["int8 static", "int8 static + float class-score branch 40×40",
+                                            "int8 static + float class-score branch", "int8 per-tensor"]
+    assert set(got[1][2]) == {"stem", *part.nodes} and set(got[2][2]) == {"stem", *branch.nodes}
     # an output judged as an embedding (a projection to a rank-2 vector looks like a logits head) or by SQNR alone:
     # no trial, and the search says why
     assert [name for name, _, _ in proposals(False, logits, "NN agreement")] == [
