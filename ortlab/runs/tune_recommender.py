@@ -134,11 +134,15 @@ class Recommender:
         return None, False, None, [], done
 
     def _decide_head_to_head(self, done: list[Trial]) -> tuple[tuple[Recommendation, list[Trial]] | None, list[str]]:
-        """:func:`decide`, with a pick preferred over the default for speed alone timed head to head against it
-        (:attr:`head_to_head`): only when that run shows it faster (its interval above 1×) does it stay the pick;
-        else it is withdrawn and the decision made again without it. And the notes saying so."""
+        """:func:`decide`, with the pick's speed settled head to head (:attr:`head_to_head`, one interleaved run):
+        a pick preferred over the default for speed alone stays only when that run shows it faster than the default;
+        and a pick chosen as the faster of two candidates the evidence prefers alike, whose speed intervals apart
+        overlap, is timed against that rival: when the rival is shown faster, the pick is withdrawn and the decision
+        made again without it. And the notes saying so."""
         withdrawn: dict[int, str] = {}
         notes: list[str] = []
+        raced: set[tuple[int, int]] = set()
+        decided: tuple[Recommendation, list[Trial]] | None = None
         while True:
             decided = decide(done, self.evidence, lambda t: not t.broken and not slower_than_source(t)
                              and t.index not in withdrawn, self.settings.objective)
@@ -146,29 +150,58 @@ class Recommender:
                 break
             rec, now = decided
             comp = next((c for c in rec.comparisons if c.index == rec.pick), None)
-            if comp is None or comp.more_accurate:
+            if comp is None:
                 break
             cand, default = (next(t for t in now if t.index == i) for i in (rec.pick, 1))
-            try:
-                speed = self.head_to_head(cand, default)
-            except (OrtlabError, Cancelled) as exc:
-                notes.append(f"#{cand.index} {cand.label} was not timed head to head against the default "
-                             f"({exc.message}): its speed-up over the default rests on two timings apart.")
-                break
-            lo, hi = speed.speedup_range
-            timed = (f"timed head to head against the default (interleaved in one run, {speed.rounds} rounds): "
-                     f"{speed.speedup:.2f}× ({lo:.2f}–{hi:.2f}×) its speed")
-            if lo > 1.0:
+            if not comp.more_accurate:
+                speed = self._timed(cand, default, notes)
+                if speed is None:
+                    break
+                timed = _timed_text(speed, "the default")
+                if speed.speedup_range[0] <= 1.0:
+                    withdrawn[cand.index] = f"faster than the default in two timings apart, but {timed}: not shown faster"
+                    notes.append(f"Not picked: #{cand.index} {cand.label} timed faster than the default apart, but "
+                                 f"{timed} (timings taken apart can differ by the machine's drift).")
+                    continue
                 now = [replace(t, vs_default=f"{t.vs_default}; {timed}") if t.index == cand.index else t for t in now]
-                decided = (replace(rec, reason=f"{rec.reason}; {timed}"), now)
+                decided = rec, now = (replace(rec, reason=f"{rec.reason}; {timed}"), now)
+            rival = _rival(rec, now, raced)
+            if rival is None:
                 break
-            withdrawn[cand.index] = f"faster than the default in two timings apart, but {timed}: not shown faster"
-            notes.append(f"Not picked: #{cand.index} {cand.label} timed faster than the default apart, but "
-                         f"{timed} (timings taken apart can differ by the machine's drift).")
+            raced.add((cand.index, rival.index))
+            speed = self._timed(rival, cand, notes)
+            if speed is None:
+                break
+            timed = _timed_text(speed, f"#{cand.index}")
+            lo, hi = speed.speedup_range
+            if lo > 1.0:
+                withdrawn[cand.index] = (f"preferred over the default as #{rival.index} {rival.label} is, which, "
+                                         f"{timed}, is the faster of the two")
+                notes.append(f"Not picked: #{cand.index} {cand.label}: #{rival.index} {rival.label}, which the "
+                             f"evidence prefers over the default too, {timed}.")
+                continue
+            said = "slower" if hi < 1.0 else "not told apart"
+            now = [replace(t, vs_default=f"{t.vs_default}; {timed}: {said}") if t.index == rival.index else t
+                   for t in now]
+            decided = (replace(rec, reason=f"{rec.reason}; #{rival.index} {rival.label}, preferred too, {timed}: "
+                                            f"{said}"), now)
+            break
         if decided is not None and withdrawn:
             decided = (decided[0], [replace(t, vs_default=withdrawn[t.index]) if t.index in withdrawn else t
                                     for t in decided[1]])
         return decided, notes
+
+    def _timed(self, cand: Trial, against: Trial, notes: list[str]) -> SpeedUp | None:
+        """``cand`` timed head to head against ``against``; None, with a note, when it could not be."""
+        assert self.head_to_head is not None
+        try:
+            return self.head_to_head(cand, against)
+        except (OrtlabError, Cancelled) as exc:
+            name = "the default" if against.index == 1 else f"#{against.index} {against.label}"
+            notes.append(f"#{cand.index} {cand.label} was not timed head to head against {name} ({exc.message}): "
+                         f"its speed-up over {'the default' if against.index == 1 else 'it'} rests on two timings "
+                         "apart.")
+            return None
 
     def _retime_finalists(self, trials: list[Trial]) -> list[Trial]:
         """The cheapest :data:`FINALISTS` of ``trials``, re-timed (only a latency search is): as they are now."""
@@ -229,6 +262,29 @@ class Recommender:
             claim_word=claim.word if claim else "", claim_settle=claim.settle if claim else None,
             chosen_on=claim.chosen_on if claim else "", baseline_index=1 if pick.rec is not None else None,
             cpu_seconds=a.cpu_seconds)
+
+
+def _timed_text(speed: SpeedUp, against: str) -> str:
+    lo, hi = speed.speedup_range
+    return (f"timed head to head against {against} (interleaved in one run, {speed.rounds} rounds): "
+            f"{speed.speedup:.2f}× ({lo:.2f}–{hi:.2f}×) its speed")
+
+
+def _rival(rec: Recommendation, trials: Sequence[Trial], raced: set[tuple[int, int]]) -> Trial | None:
+    """The fastest other trial the evidence prefers over the default alike with the pick (preferred, and accepted
+    as the pick is) whose speed-up interval over the source overlaps the pick's: the two speeds apart cannot tell
+    which is faster. None when there is none, it was timed against the pick already, or the pick is not accepted
+    (then it was chosen as the most accurate)."""
+    by_index = {t.index: t for t in trials}
+    pick = by_index.get(rec.pick or 0)
+    if pick is None or not pick.speed or not pick.accepted:  # a pick none passes is the most accurate, not the fastest
+        return None
+    lo, hi = pick.speed[0].speedup_range
+    rivals = [by_index[c.index] for c in rec.comparisons if c.preferred and c.index != pick.index
+              and c.index in by_index and by_index[c.index].accepted == pick.accepted and by_index[c.index].speed]
+    rivals = [t for t in rivals if t.speed[0].speedup_range[0] <= hi and t.speed[0].speedup_range[1] >= lo
+              and (pick.index, t.index) not in raced]
+    return max(rivals, key=lambda t: (t.speed[0].speedup, -t.index), default=None)
 
 
 def swap(trials: Sequence[Trial], newer: Sequence[Trial]) -> list[Trial]:

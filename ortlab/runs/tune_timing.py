@@ -64,7 +64,7 @@ class TrialTiming:
         b = int(s.batch_sizes[0])
         cfg = BenchConfig(batch_sizes=(b,), warmup=3, target=s.target, duration_s=2 * float(s.bench_s))
         return self._measure(default.model_path or "", candidate.model_path or "", cfg, b, cancel,
-                             f"Timing {candidate.label} against the default")
+                             f"Timing {candidate.label} against {default.label}")
 
     def _measure(self, reference: str, candidate: str, cfg: BenchConfig, batch_size: int, cancel: CancelToken,
                  what: str) -> SpeedUp:

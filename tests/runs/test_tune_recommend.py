@@ -679,3 +679,47 @@ def test_a_few_detections_won_are_not_clearly_more_accurate_however_the_bootstra
 
     kept = step_gain(ev(cand_m), ev(base_m))
     assert kept is not None and not kept[0] and "McNemar p=0.219" in kept[1]
+
+
+@pytest.mark.parametrize("rival_speed, picked, said", [(1.06, 2, None), (1.00, 3, "not told apart"),
+                                                       (0.90, 3, "slower")])
+def test_of_two_candidates_preferred_alike_whose_speeds_apart_overlap_the_faster_head_to_head_is_the_pick(
+        tmp_path, rival_speed, picked, said):
+    """Both mend the default's misses; #3 timed 1.75x apart with a wide interval, #2 1.55x with a narrow one: the
+    point estimates alone would pick #3. One interleaved run of the two decides (measured on a YOLOv8n: the whole
+    class-score branch in float timed 1.75x (1.35-1.80x) apart, its 40x40 scale alone 1.56x (1.54-1.59x), while
+    timed together the part runs faster)."""
+    from ortlab.runs.tune import Tuner, TuneSettings
+    from ortlab.runs.tune_policy import Stage, Trial, verdict_policy
+    from ortlab.runs.runspec import DataRef
+    from ortlab.settings.config import Precision, Recipe
+
+    timed = []
+
+    def timer(reference, candidate, cfg, batch_size, *, shapes, cancel):
+        timed.append((reference, candidate))
+        return _speed(rival_speed, 0.03)
+
+    tuner = Tuner(tmp_path / "m.onnx", None, DataRef(random=4), workspace=object(), policy=verdict_policy(),
+                  settings=TuneSettings(budget_s=60, exclusion_steps=0, bench_s=1.5), timer=timer)
+    tuner._retime = lambda finalists: finalists  # type: ignore[method-assign]
+    misses = [0 if i % 10 == 0 else 1 for i in range(300)]  # F1 0.90: the default misses one in ten
+    for i, matched, (speedup, spread) in ((1, misses, (1.70, 0.03)), (2, [1] * 300, (1.55, 0.05)),
+                                          (3, [1] * 300, (1.75, 0.30))):
+        t = Trial(i, f"t{i}", Stage.SEARCH, Recipe(precision=Precision.INT8, name=f"t{i}"))
+        tuner.trials_done.append(replace(tuner._judge(t, _boxes_report(matched), None),
+                                         speed=[_speed(speedup, spread)], relative_latency=1 / speedup,
+                                         cost=1 / speedup, model_path=str(tmp_path / f"m{i}.onnx")))
+    r = tuner.finish()
+    assert timed == [(str(tmp_path / "m3.onnx"), str(tmp_path / "m2.onnx"))]  # #2 against the pick, #3
+    assert r.best is not None and r.best.index == picked
+    by = {t.index: t for t in r.trials}
+    h2h = f"timed head to head against #3 (interleaved in one run, 20 rounds): {rival_speed:.2f}×"
+    if picked == 2:
+        assert by[3].vs_default.startswith("preferred over the default as #2 t2 is, which, " + h2h)
+        assert any(n.startswith("Not picked: #3 t3: #2 t2, which the evidence prefers over the default too, "
+                                + h2h) for n in r.notes)
+        assert "clearly more accurate" in r.sentence
+    else:
+        assert by[2].vs_default.endswith(f"its speed: {said}") and h2h in by[2].vs_default
+        assert f"#2 t2, preferred too, {h2h}" in r.sentence and not any(n.startswith("Not picked") for n in r.notes)
