@@ -243,6 +243,22 @@ of 179 confident samples flipped by either model, the Wilson floor of a flip rat
 error), is not · the default kept, 1.59× (1.58–1.63×) · claim 0.981 (0.934–1.000) on 100 confident samples, held
 (unseen 0.999) · top-1 on the 700 unseen: fp32 0.877, the default 0.871 (−4 photos), as in the runs above.
 
+With the class-score branch tried at its scale with the most anchors first (dd95759) and, of two candidates preferred
+alike, the faster head to head picked (c8adf37), 2026-12-07, the same Xeon class (AVX-512, VNNI, AVX-512 BF16, AMX),
+2 CPUs, load average 1.3 at the start, ``--budget 300 --ceiling 20``. yolov8n, at dd95759 (the new trial alone): 6
+trials in 317 s · #2 "+ float class-score branch 40×40" (7 of the 21 nodes, 1,600 of 2,100 anchors) and #3 the whole
+branch both "clearly more accurate" than the default (near-threshold score error −0.004 (−0.007 to −0.001) and −0.011
+(−0.025 to −0.002)); #3 picked as the faster by its point, **1.75× (1.35–1.80×)** against #2's 1.56× (1.54–1.59×) ·
+unseen: the pick 0.973 (0.948–0.986), the default 0.963 · interleaved 20 s each: the default 1.75×, the pick 1.53×,
+every node int8 1.66×. At c8adf37: 6 trials in 322 s (582 CPU s) · the same two preferred; #3 timed head to head
+against #2: **0.97× (0.94–0.98×) its speed: slower**, and **#2 (the 40×40 scale) is the pick**, 1.60× (1.56–1.64×)
+in tune's timing against the default's 1.77× (1.72–1.80×) · unseen: **the pick F1 0.971 (0.945–0.985), the default
+0.963 (0.935–0.979), 298 reference detections in 400 photos; pick − default +0.008 (+0.002 to +0.015)** · claim
+0.944 (0.880–0.975) on 100 detections in 147 crops, "on the edge"; held · interleaved (``ortlab bench``, batch 1, 20 s
+each) vs fp32: **the default 1.74× (1.73–1.75×), the pick 1.62× (1.61–1.63×), every node int8 1.66× (1.65–1.67×, F1
+0.816): the pick at 98% of the ceiling, 93% of the default** (the whole branch: 92% and 88%). On this CPU no int8
+model of the detector reaches 1.8×: the every-node ceiling is 1.66×.
+
 Usage:
 
     ORT_DISABLE_TELEMETRY=1 python bench/bench_tune_unseen.py [--cases yolov8n ocr_rec text_encoder] [--budget 300]
