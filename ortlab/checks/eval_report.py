@@ -232,6 +232,12 @@ class BoxesMetrics:
     # apart where the F1 over a few hundred detections cannot
     sample_score_error: list[float] = field(default_factory=list)
     sample_score_count: list[int] = field(default_factory=list)
+    # the same detections above a second, higher threshold (None: not measured, or the threshold is that high
+    # already): a defect that caps the scores leaves the detections at a low threshold as they were
+    high_threshold: float | None = None
+    high_matched: int = 0
+    high_ref_total: int = 0
+    high_cand_total: int = 0
 
     @property
     def precision(self) -> float | None:
@@ -246,6 +252,12 @@ class BoxesMetrics:
         """2·matched / (reference + candidate detections); None when neither detects anything."""
         total = self.ref_total + self.cand_total
         return 2 * self.matched / total if total else None
+
+    @property
+    def high_f1(self) -> float | None:
+        """The F1 above :attr:`high_threshold`; None when not measured or neither model detects anything there."""
+        total = self.high_ref_total + self.high_cand_total
+        return 2 * self.high_matched / total if self.high_threshold is not None and total else None
 
     @property
     def group_sqnr_db(self) -> dict[str, float]:

@@ -17,7 +17,10 @@ The default policy (:class:`VerdictPolicy`; every threshold is a field and a CLI
   verdict says that its SQNR and cosine are decided by those few elements;
 * boxes (YOLO-style detectors): both models' detections are decoded (score above ``threshold``, per-class NMS)
   and matched by class and IoU ≥ 0.5; F1 of the candidate's detections against the reference's below
-  ``min_det_f1`` (0.95) → degraded, below ``broken_det_f1`` (0.8) → broken. The score channels' and the box
+  ``min_det_f1`` (0.95) → degraded, below ``broken_det_f1`` (0.8) → broken. The detections above a score of 0.5
+  are compared too (when ``threshold`` is lower): their F1 below ``broken_det_f1`` → broken, with at least 30
+  reference detections there (a model whose scores are capped keeps its detections at 0.3 and loses them above
+  0.5); otherwise it is shown. The score channels' and the box
   channels' SQNR are reported apart (box pixels dominate the whole output's SQNR) and each is held to the
   ``min_sqnr_db`` bar like a whole output (scores at 9.4 dB are broken however well the boxes do);
 * sequences (an OCR recognizer's per-position class probabilities, greedy CTC decoded): the share of samples
