@@ -46,7 +46,9 @@ class VerdictPolicy:
                                 "(matched by class and IoU ≥ 0.5) is below this.", label="Min detection F1",
                                 min=0.0, max=1.0, step=0.01)
     broken_det_f1: float = setting(0.8, "Broken when the F1 of the candidate's detections against the reference's "
-                                   "is below this.", label="Broken detection F1", min=0.0, max=1.0, step=0.01)
+                                   "is below this, at the decision threshold or above a score of 0.5 (there with at "
+                                   "least 30 reference detections).", label="Broken detection F1", min=0.0, max=1.0,
+                                   step=0.01)
     max_changed_strings: float = setting(0.02, "Degraded when more than this share of decoded strings (CTC "
                                          "recognizers) differ from the reference's.", label="Max changed strings",
                                          min=0.0, max=1.0, step=0.01)
