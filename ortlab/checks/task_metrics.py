@@ -472,11 +472,15 @@ class _Boxes:
         self.scores = self.others = 0  # channels after the boxes that hold scores, and the rest (mask coefficients)
         self.changed = self.union = self.n = 0
         self.matched = self.ref_total = self.cand_total = 0
-        self.high = HIGH_THRESHOLD if threshold < HIGH_THRESHOLD else None
         self.high_counts = [0, 0, 0]  # matched, reference and candidate detections above ``high``
         # per sample: matched, reference and candidate detections; near-threshold scores' Σ squared logit error, count
         self.per_sample: tuple[list[int], list[int], list[int], list[float], list[int]] = ([], [], [], [], [])
         self.energy = {"boxes": [0.0, 0.0], "scores": [0.0, 0.0]}  # [reference Σx², Σ(ref − cand)²]
+
+    @property
+    def high(self) -> float | None:
+        """The second threshold the detections are compared above; None when the policy's is that high already."""
+        return HIGH_THRESHOLD if self.threshold < HIGH_THRESHOLD else None
 
     def add(self, ref: np.ndarray, cand: np.ndarray) -> None:
         ra, rows = _anchor_rows(ref)
@@ -496,8 +500,9 @@ class _Boxes:
         self.cand_total += len(cd[1])
         for column, count in zip(self.per_sample[:3], (matched, len(rd[1]), len(cd[1]))):
             column.append(int(count))
-        if self.high is not None:  # greedy NMS above a higher threshold keeps the same boxes above it
-            rh, ch = (tuple(x[d[1] > self.high] for x in d) for d in (rd, cd))
+        high = self.high
+        if high is not None:  # greedy NMS above a higher threshold keeps the same boxes above it
+            rh, ch = (tuple(x[d[1] > high] for x in d) for d in (rd, cd))
             for k, count in enumerate((match_detections(rh, ch), len(rh[1]), len(ch[1]))):  # type: ignore[arg-type]
                 self.high_counts[k] += int(count)
         error, near = self._near_error(ra, ca)
