@@ -272,7 +272,7 @@ def _timed_text(speed: SpeedUp, against: str) -> str:
 
 def _rival(rec: Recommendation, trials: Sequence[Trial], raced: set[tuple[int, int]]) -> Trial | None:
     """The fastest other trial the evidence prefers over the default alike with the pick (preferred, and accepted
-    as the pick is) whose speed-up interval over the source overlaps the pick's: the two speeds apart cannot tell
+    as the pick must be) whose speed-up interval over the source overlaps the pick's: the two speeds apart cannot tell
     which is faster. None when there is none, it was timed against the pick already, or the pick is not accepted
     (then it was chosen as the most accurate)."""
     by_index = {t.index: t for t in trials}
@@ -280,9 +280,9 @@ def _rival(rec: Recommendation, trials: Sequence[Trial], raced: set[tuple[int, i
     if pick is None or not pick.speed or not pick.accepted:  # a pick none passes is the most accurate, not the fastest
         return None
     lo, hi = pick.speed[0].speedup_range
-    rivals = [by_index[c.index] for c in rec.comparisons if c.preferred and c.index != pick.index
-              and c.index in by_index and by_index[c.index].accepted == pick.accepted and by_index[c.index].speed]
-    rivals = [t for t in rivals if t.speed[0].speedup_range[0] <= hi and t.speed[0].speedup_range[1] >= lo
+    preferred = [by_index[c.index] for c in rec.comparisons if c.preferred and c.index in by_index]
+    rivals = [t for t in preferred if t.index != pick.index and t.accepted and t.speed
+              and t.speed[0].speedup_range[0] <= hi and t.speed[0].speedup_range[1] >= lo
               and (pick.index, t.index) not in raced]
     return max(rivals, key=lambda t: (t.speed[0].speedup, -t.index), default=None)
 
