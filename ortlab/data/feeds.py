@@ -16,7 +16,8 @@ if TYPE_CHECKING:  # TensorInfo is only used for its .name / .dtype / .shape
     from ortlab.model.inspect import TensorInfo
 
 from ortlab.data.dataset import Dataset
-from ortlab.data.inputs import InputSpec, given_array, infer_specs, is_control_input, random_array, stack
+from ortlab.data.inputs import (InputSpec, given_array, infer_specs, is_control_input, random_array,
+                                sample_difference, stack)
 from ortlab.data.preprocess import shape_text, static_dim, detect_preprocess, preprocess_image
 
 
@@ -68,29 +69,6 @@ def _per_sample(info: TensorInfo, spec: InputSpec | None) -> tuple[tuple[Any, ..
         return shape, "no batch axis: each sample is the whole input"
     rest = shape[:axis] + shape[axis + 1:]
     return rest, "first axis = samples" if axis == 0 else f"first axis = samples, fed on the model's axis {axis}"
-
-
-def sample_difference(array_shape: tuple, got: tuple, want: tuple) -> str:
-    """Which axis of one sample differs (``got`` from the array, ``want`` from the model, ``None``/names for open
-    dims) and what shape to save the array in."""
-    def fits(a: tuple, b: tuple) -> bool:
-        return len(a) == len(b) and all(static_dim(m) is None or m == x for m, x in zip(b, a))
-
-    n = array_shape[0] if array_shape else 0
-    if len(got) == len(want) + 1 and got[:1] == (1,) and fits(got[1:], want):
-        return (f"The samples have an extra axis of size 1 that the model does not take: save the array as "
-                f"{shape_text((n, *got[1:]))}.")
-    if len(got) + 1 == len(want):
-        for i in range(len(want)):
-            if static_dim(want[i]) in (1, None) and fits(got[:i] + (1,) + got[i:], want):
-                return (f"The samples lack the model's axis {i} of size 1: save the array as "
-                        f"{shape_text((n, *got[:i], 1, *got[i:]))}.")
-    if len(got) != len(want):
-        return (f"A sample has {len(got)} axes, the model's {len(want)}: save the array as "
-                f"[samples, {', '.join(str(d) if static_dim(d) is not None else '?' for d in want)}].")
-    diffs = [f"axis {i}: got {a}, the model fixes {m}" for i, (a, m) in enumerate(zip(got, want))
-             if static_dim(m) is not None and a != m]
-    return "Per sample, " + "; ".join(diffs) + "."
 
 
 def check_tensor_inputs(ds: Dataset, model_inputs: Sequence[TensorInfo],

@@ -24,7 +24,7 @@ import numpy as np
 
 from ortlab.core import dtypes
 from ortlab.core.errors import DataError, ShapeError
-from ortlab.data.preprocess import detect_preprocess
+from ortlab.data.preprocess import detect_preprocess, shape_text, static_dim
 
 ROLES = ("image", "token_ids", "mask", "state", "other")
 SOURCES = ("model", "batch", "manifest", "preprocess", "data", "user", "default", "unresolved")
@@ -197,12 +197,14 @@ def _batch_axis(shape: Sequence[Any], name: str, others_batched: bool) -> int | 
     if named:
         return named[0]
     symbolic = [i for i, d in enumerate(shape) if _static(d) is None]
-    if symbolic and symbolic[0] == 0:
+    if symbolic and symbolic[0] == 0 and not _is_size_axis(shape, 0):
         return 0
     if len(symbolic) == 1 and not _is_size_axis(shape, symbolic[0]):
         return symbolic[0]
-    if len(symbolic) > 1:
-        return None  # several symbolic dims, none first and none named like batch: the user must say
+    if len(symbolic) > 1 or symbolic == [0]:
+        # several symbolic dims, none named like batch and the first not one: the user must say; or open only in
+        # a first axis named as a size (a sequence model's [sequence_length, 576]): no batch, a sample is the input
+        return None
     # fixed, or open only in a size: the first axis is the batch, unless another input has a real (symbolic) batch
     # axis or the input is a recurrent state
     if others_batched or _STATE_RE.search(name.lower()):
@@ -246,9 +248,10 @@ def _shape_text(values: Iterable[Any]) -> str:
     return ",".join(str(v) for v in values)
 
 
-def unresolved_error(specs: Sequence[InputSpec]) -> ShapeError:
+def unresolved_error(specs: Sequence[InputSpec], misfits: Sequence[str] = ()) -> ShapeError:
     """The error for the unresolved dims of ``specs`` (a missing ``--shape``: a usage error, exit 2 in the CLI):
-    each input, each dim (name, axis) and the flag."""
+    each input, each dim (name, axis) and the flag; ``misfits`` first, when the data's arrays could have set them
+    but their samples do not fit (:func:`_tensor_misfits`)."""
     parts, hints = [], []
     for s in specs:
         missing = [(i, d) for i, d in enumerate(s.dims) if d.value is None]
@@ -257,10 +260,34 @@ def unresolved_error(specs: Sequence[InputSpec]) -> ShapeError:
         names = ", ".join(f"'{d.name or '?'}' (axis {i})" for i, d in missing)
         parts.append(f"input '{s.name}' {s.model_shape()}: {names}")
         hints.append(f"--shape {s.name}=" + _shape_text(_hint_dims(s)))
-    return ShapeError("The model leaves these input dimensions open and neither the preprocessing nor the data "
-                      "set them: " + "; ".join(parts) + ". Give the shape: in the CLI " + " ".join(hints)
+    where = "the data's samples do not fit the model" if misfits else "neither the preprocessing nor the data set them"
+    return ShapeError(f"The model leaves these input dimensions open and {where}: " + "; ".join(parts) + ". "
+                      + "".join(f"{m} " for m in misfits) + "Give the shape: in the CLI " + " ".join(hints)
                       + " (H, W and D<axis> stand for the sizes to run at); in the app, on the Data page under "
                       "Input shapes.")
+
+
+def sample_difference(array_shape: tuple, got: tuple, want: tuple) -> str:
+    """Which axis of one sample differs (``got`` from the array, ``want`` from the model, ``None``/names for open
+    dims) and what shape to save the array in."""
+    def fits(a: tuple, b: tuple) -> bool:
+        return len(a) == len(b) and all(static_dim(m) is None or m == x for m, x in zip(b, a))
+
+    n = array_shape[0] if array_shape else 0
+    if len(got) == len(want) + 1 and got[:1] == (1,) and fits(got[1:], want):
+        return (f"The samples have an extra axis of size 1 that the model does not take: save the array as "
+                f"{shape_text((n, *got[1:]))}.")
+    if len(got) + 1 == len(want):
+        for i in range(len(want)):
+            if static_dim(want[i]) in (1, None) and fits(got[:i] + (1,) + got[i:], want):
+                return (f"The samples lack the model's axis {i} of size 1: save the array as "
+                        f"{shape_text((n, *got[:i], 1, *got[i:]))}.")
+    if len(got) != len(want):
+        return (f"A sample has {len(got)} axes, the model's {len(want)}: save the array as "
+                f"[samples, {', '.join(str(d) if static_dim(d) is not None else '?' for d in want)}].")
+    diffs = [f"axis {i}: got {a}, the model fixes {m}" for i, (a, m) in enumerate(zip(got, want))
+             if static_dim(m) is not None and a != m]
+    return "Per sample, " + "; ".join(diffs) + "."
 
 
 def _hint_dims(spec: InputSpec) -> list[str]:
@@ -321,7 +348,7 @@ def infer_specs(model_inputs: Any, preprocess: Any = None, dataset: Any = None,
     specs = _share_named(specs)
     specs = [_defaults(s, pre_cfg, pre_source, kind, infos) for s in specs]
     if strict and not all(s.resolved for s in specs):
-        raise unresolved_error([s for s in specs if not s.resolved])
+        raise unresolved_error([s for s in specs if not s.resolved], _tensor_misfits(infos, specs, dataset))
     return specs
 
 
@@ -407,6 +434,30 @@ def _data_shape(t: Any, axis: int | None, dataset: Any, kind: str | None) -> lis
     if len(rest) + 1 != rank:
         return None
     return [*rest[:axis], 1, *rest[axis:]]
+
+
+def _tensor_misfits(infos: Sequence[Any], specs: Sequence[InputSpec], dataset: Any) -> list[str]:
+    """For each unresolved input that a tensor dataset holds an array for, whose samples could not set its open
+    dims because their axes do not fit the model's (the batch axis left out): what differs, and the shape to save."""
+    if getattr(dataset, "kind", None) != "tensors":
+        return []
+    arrays = getattr(dataset, "_tensors", {})
+    by_name = {t.name: t for t in infos}
+    out = []
+    for s in specs:
+        arr = arrays.get(s.name, arrays.get("") if len(arrays) == 1 else None)
+        t = by_name.get(s.name)
+        if s.resolved or arr is None or arr.ndim < 1 or t is None or _data_shape(t, s.batch_axis, dataset, "tensors"):
+            continue
+        shape = tuple(t.shape)
+        axis = s.batch_axis
+        want = shape if axis is None else shape[:axis] + shape[axis + 1:]
+        got = tuple(arr.shape[1:])
+        out.append(f"The data's array for '{s.name}' holds {arr.shape[0]} samples of shape {shape_text(got)} (its "
+                   f"first axis counts samples), and the model takes samples of shape {shape_text(want)}"
+                   f"{'' if axis is None else ' (its batch axis left out)'}. "
+                   + sample_difference(tuple(arr.shape), got, want))
+    return out
 
 
 _PRIORITY = {"user": 4, "data": 3, "manifest": 2, "preprocess": 2, "default": 1, "unresolved": 0}

@@ -87,7 +87,7 @@ class LocalTrials:
     def __init__(self, start: Callable[[RunSpec, Path | None, Any], TrialHandle],
                  values: dict[str, float] | None = None) -> None:
         self._start = start
-        self._values = dict(values or {}) or None  # control inputs' values (a VAD's sr) for the timing
+        self.values = dict(values or {}) or None  # control inputs' values (a VAD's sr) for the timing
         self._pair_timers: dict[str, PairTimer] = {}  # by reference: the source, or a trial timed head to head
         self._last: PairTimer | None = None
 
@@ -108,7 +108,7 @@ class LocalTrials:
                 shapes: dict[str, list[int]], cancel: CancelToken) -> SpeedUp:
         timer = self._pair_timers.get(reference)
         if timer is None:
-            timer = self._pair_timers[reference] = PairTimer(reference, shapes=shapes, values=self._values)
+            timer = self._pair_timers[reference] = PairTimer(reference, shapes=shapes, values=self.values)
         self._last = timer
         return timer(candidate, cfg, batch_size, cancel=cancel)
 

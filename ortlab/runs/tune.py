@@ -53,6 +53,7 @@ from ortlab.checks.verdict import Level, Verdict, VerdictPolicy, judge
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.data import samples
 from ortlab.data.dataset import stratified_sample
+from ortlab.data.feeds import control_values
 from ortlab.data.inputs import infer_specs
 from ortlab.data.preprocess import resolve_preprocess
 from ortlab.model.decision_head import DecisionHead, decision_head
@@ -185,13 +186,13 @@ class Tuner:
         """Run the search; yield each finished trial. ``result`` is set when the generator ends."""
         self.budget.start()
         info = inspect_model(self.model)
+        self.timing.shapes = self._data_feed(info)
         if self._on_cluster:
             self.trial_runner = ClusterTrials(self.settings.ray or "", self.settings.timing_resource, self.model,
                                               launch=prepare.start_unrecorded_recipe, values=self.settings.values)
             self.timing.runner = self.trial_runner
             self.notes.append(self.trial_runner.where)
         ops = sorted({op for (_, op) in info.op_counts})
-        self.timing.shapes = self._data_shapes(info)
         if self.settings.verify_samples == ALL_SAMPLES:  # every sample the person gave: evidence sized to the data
             self.settings = replace(self.settings, verify_samples=self._evaluation_count())
             self.timing.settings = self.settings
@@ -288,18 +289,26 @@ class Tuner:
         """End the source's timing children and the runner (the search does when it ends)."""
         self.trial_runner.close()
 
-    def _data_shapes(self, info: Any) -> dict[str, list[int]]:
+    def _data_feed(self, info: Any) -> dict[str, list[int]]:
         """``--shape`` plus the shapes the evaluation data gives the inputs' open dims (a text's sequence length,
-        ``--seq-len``; a tensor file's shapes), so the timing runs what the evaluation ran."""
+        ``--seq-len``; a tensor file's shapes), so the timing runs what the evaluation ran. A control input
+        (a VAD's ``sr``) the person gave no ``--input-value`` for is timed at the value the data holds, as the
+        benchmark does (:func:`ortlab.data.feeds.control_values`)."""
         out = dict(self.settings.shapes)
         try:
             ds = self.data.evaluation.load()
             specs = infer_specs(info, self.data.preprocess, ds, self.settings.shapes, strict=False)
+            values = control_values(ds, info.inputs) | self.settings.values
         except (OrtlabError, OSError, ValueError):
             return out
         for spec in specs:
             if spec.name not in out and spec.resolved and any(d.source not in ("model", "batch") for d in spec.dims):
                 out[spec.name] = list(spec.shape)
+        if values != self.settings.values:
+            self.settings = replace(self.settings, values=values)
+            self.timing.settings = self.settings
+            if isinstance(self.trial_runner, LocalTrials):  # nothing was timed yet; a cluster's starts after this
+                self.trial_runner.values = dict(values) or None
         return out
 
     def _evaluation_count(self) -> int:

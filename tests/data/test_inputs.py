@@ -432,6 +432,40 @@ def test_an_open_size_is_not_taken_for_the_batch(tmp_path):
                         specs)["input1"].shape == (1, 1, 64, 160)
 
 
+def test_a_sequence_model_open_only_in_its_first_axis_takes_each_sample_whole(tmp_path):
+    """silero-vad 6.2's 16k sequence model takes input [sequence_length, 576] with h, c [1, 1, 128]: its one open
+    dim is the sequence, not a batch (it was read as the batch, and a file of 4-frame sequences was refused)."""
+    infos = [TensorInfo("input", "float32", ("sequence_length", 576)), TensorInfo("h", "float32", (1, 1, 128))]
+    seq, _ = infer_specs(infos, strict=False)
+    assert seq.batch_axis is None and not seq.resolved
+    (batched,) = infer_specs([TensorInfo("x", "float32", ("N", 576))], strict=False)  # a name that says no size
+    assert batched.batch_axis == 0
+    np.savez(tmp_path / "seq.npz", input=np.zeros((6, 4, 576), np.float32), h=np.zeros((6, 1, 128), np.float32))
+    ds = load_tensor_file(tmp_path / "seq.npz")
+    specs = infer_specs(infos, None, ds)
+    assert specs[0].shape == (4, 576) and specs[0].dims[0].source == "data"
+    feed = batch_inputs(ds, [2], None, infos, specs)
+    assert feed["input"].shape == (4, 576) and feed["h"].shape == (1, 1, 128)
+
+
+def test_samples_saved_with_the_batch_axis_are_named_in_the_open_dims_error(tmp_path):
+    """A VAD's [batch, sequence] input, its samples saved as they are fed ([N, 1, 512]): the data cannot set the
+    sequence, and the error said only "neither the preprocessing nor the data set them"."""
+    info = [TensorInfo("input", "float32", ("batch", "sequence"))]
+    np.savez(tmp_path / "clips.npz", input=np.zeros((64, 1, 512), np.float32))
+    with pytest.raises(DataError) as err:
+        infer_specs(info, None, load_tensor_file(tmp_path / "clips.npz"))
+    text = str(err.value)
+    assert "the data's samples do not fit the model" in text
+    assert "64 samples of shape [1, 512]" in text and "takes samples of shape [sequence]" in text
+    assert "save the array as [64, 512]" in text and "--shape input=1,D1" in text
+    np.savez(tmp_path / "ok.npz", input=np.zeros((64, 512), np.float32))
+    (spec,) = infer_specs(info, None, load_tensor_file(tmp_path / "ok.npz"))
+    assert spec.shape == (1, 512)
+    with pytest.raises(DataError, match="neither the preprocessing nor the data set them"):
+        infer_specs(info)  # no data: the plain error
+
+
 def test_a_dim_the_model_fixes_at_zero_is_fed_at_zero(tmp_path, capsys):
     """ONNX's CastLike test models take their target type from an empty input ``like`` [0]: ortlab read the 0 as an
     open dim, fed [1], and ORT refused it ("Got invalid dimensions for input: like … Got: 1 Expected: 0"), said

@@ -601,6 +601,13 @@ def test_cli_tune_times_a_model_with_a_control_input_given_by_input_value(tmp_pa
     (t,) = data["trials"]
     assert t["status"] == "done" and t["speed"][0]["rounds"] >= 10  # timed: sr fed as 16000, never made up
     assert "--verify-samples 24" in t["cli_line"]  # every evaluation sample given, not a fixed 64
+    # without --input-value the timing feeds the value the evaluation data holds (16000), as the benchmark does;
+    # it failed every trial with "a control value … give --input-value" though the data had it
+    code = main(args)
+    cap = capsys.readouterr()
+    assert code in (0, 4), cap.err
+    (t,) = json.loads(cap.out)["trials"]
+    assert t["status"] == "done" and t["speed"][0]["rounds"] >= 10, t["error"]
 
 
 def test_the_note_that_a_broken_trial_seeds_the_search_is_written_once(tmp_path):
