@@ -10,13 +10,15 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.progress import CancelToken
 from ortlab.core.text import one_line
+from ortlab.data.feeds import control_values
+from ortlab.model.inspect import inspect_model
 from ortlab.runtime.hardware import real_cpu
 from ortlab.runtime.providers import ORT_ERRORS
 from ortlab.settings.config import BenchConfig, Target
@@ -82,6 +84,23 @@ def time_result(source, result, check: SpeedCheck = SpeedCheck(), *, target: Tar
     except ORT_ERRORS as exc:  # ONNX Runtime's own errors while timing
         error = f"{type(exc).__name__}: {one_line(exc)}"
     return ResultSpeed(b, time.monotonic() - start, machine, speed, error)
+
+
+def with_data_values(check: SpeedCheck, source: str | Path, data: Sequence[Any]) -> SpeedCheck:
+    """``check`` with each control input (a VAD's ``sr``) it has no value for at the value the run's tensor data
+    holds (``data``: its evaluation and calibration :class:`~ortlab.runs.runspec.DataRef`, the first that has it),
+    as the benchmark and tune do (:func:`ortlab.data.feeds.control_values`); ``check`` as it is when none does."""
+    given = dict(check.values)
+    refs = [ref for ref in data if ref is not None and ref.path is not None and ref.tokenizer is None]
+    if not refs:
+        return check
+    try:
+        inputs = inspect_model(source).inputs
+        for ref in refs:
+            given = control_values(ref.load(), inputs) | given
+    except (OrtlabError, OSError, ValueError):
+        return check
+    return replace(check, values=tuple(given.items())) if len(given) > len(check.values) else check
 
 
 def shapes_of(artifact: Any) -> dict[str, list[int]]:

@@ -65,3 +65,25 @@ def test_a_failed_timing_keeps_the_verdict_and_says_why(src, tmp_path, capsys, m
     artifact = json.loads((out / "artifact.json").read_text())
     assert artifact["verdict"] is not None and artifact["speed"]["speed"] is None and "exit status -9" in \
         artifact["speed"]["error"]
+
+
+def test_a_control_input_is_timed_at_the_value_the_data_holds(tmp_path, capsys):
+    """A VAD's ``sr`` held by its .npz: optimize's speed check fed it from the data (as the benchmark and tune do);
+    it was "not timed (… give --input-value sr=VALUE)" though the data had it (silero-vad 6.2's 16k op15 model)."""
+    from pathlib import Path
+
+    from ortlab.runs.result_speed import SpeedCheck, with_data_values
+    from ortlab.runs.runspec import DataRef
+
+    fx = Path(__file__).parents[1] / "fixtures"
+    ev = DataRef(path=str(fx / "vad_evaluation.npz"))
+    assert with_data_values(SpeedCheck(), fx / "vad_rnn.onnx", [ev]).values == (("sr", 16000),)
+    given = SpeedCheck(values=(("sr", 8000.0),))  # the person's --input-value wins
+    assert with_data_values(given, fx / "vad_rnn.onnx", [None, ev]) == given
+    out = tmp_path / "vad"
+    code, text, _ = run(["optimize", fx / "vad_rnn.onnx", out, "--precision", "int8", "--quant-mode", "dynamic",
+                         "--calibration", fx / "vad_calibration.npz", "--eval", fx / "vad_evaluation.npz",
+                         "--timing-s", "1"], capsys)
+    assert code == 0
+    stored = json.loads((out / "artifact.json").read_text())["speed"]
+    assert stored["error"] == "" and stored["speed"]["rounds"] >= 3, stored
