@@ -95,9 +95,10 @@ def with_data_values(check: SpeedCheck, source: str | Path, data: Sequence[Any])
     if not refs:
         return check
     try:
-        inputs = inspect_model(source).inputs
-        for ref in refs:
-            given = control_values(ref.load(), inputs) | given
+        tensors = [ds for ds in (ref.load() for ref in refs) if ds.kind == "tensors"]
+        inputs = inspect_model(source).inputs if tensors else []  # a model is read only when the data can say
+        for ds in tensors:
+            given = control_values(ds, inputs) | given
     except (OrtlabError, OSError, ValueError):
         return check
     return replace(check, values=tuple(given.items())) if len(given) > len(check.values) else check
