@@ -46,9 +46,10 @@ def add_command(sub) -> None:
     p.set_defaults(func=cmd_compare)
 
 
-def time_pair_settled(ref: Path, cand: Path, ns: argparse.Namespace, shapes) -> SettledSpeed | None:
+def time_pair_settled(ref: Path, cand: Path, ns: argparse.Namespace, shapes, data_values=None) -> SettledSpeed | None:
     """The pair timed until settled (the call Compare's speed cards make), or None when ``--speed-cap`` (or its
-    default) says not to time."""
+    default) says not to time. A control input (a VAD's ``sr``) is timed at ``--input-value``, else at the value
+    the data holds (``data_values``)."""
     default_cap = api.benchmarks.SETTLE_CAP_S if api.benchmarks.default_speed_check().enabled else 0.0
     cap = ns.speed_cap if ns.speed_cap is not None else default_cap
     if cap < 0:
@@ -61,7 +62,7 @@ def time_pair_settled(ref: Path, cand: Path, ns: argparse.Namespace, shapes) -> 
     ref_v, cand_v = (BenchVariant(k, p.name, str(p), run_ids.get(p.resolve())) for k, p in (("reference", ref),
                                                                                             ("candidate", cand)))
     handle = api.benchmarks.start_pair_timing(ref_v, cand_v, workspace=workspace, origin="cli", shapes=shapes, cap_s=cap,
-                                              values=parse_input_values(ns.input_value) or None)
+                                              values={**(data_values or {}), **parse_input_values(ns.input_value)} or None)
     handle.follow(reporter(ns))
     return handle.settled()
 
@@ -89,7 +90,8 @@ def cmd_compare(ns: argparse.Namespace) -> int:
                                  specs=specs)
     verdict = api.checks.judge(report, policy)
     # timed with the shapes the evaluation fed (a text's --seq-len, an open-size detector's image size), --shape first
-    speed = time_pair_settled(ref, cand, ns, {**{k: list(v) for k, v in report.input_shapes.items()}, **shapes})
+    held = api.data.control_values(dataset, read_model(ref).inputs) if dataset.kind == "tensors" else {}
+    speed = time_pair_settled(ref, cand, ns, {**{k: list(v) for k, v in report.input_shapes.items()}, **shapes}, held)
     if ns.json:
         extra = {"speed": {**to_plain(speed), "verdict": speed.verdict, "text": speed.text()}} if speed else {}
         print_json({"verdict": verdict, **to_plain(report), **extra})

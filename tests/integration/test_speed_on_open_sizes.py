@@ -61,3 +61,18 @@ def test_optimize_and_compare_time_an_open_size_ocr_detector_at_the_size_evaluat
     out, err = capsys.readouterr()
     assert code in (0, 3, 4), err  # the verdict's exit status; 2 was the speed step refusing the open sizes
     assert "inputs: x [1, 3, 96, 128]" in out and "speed at batch 1" in out, out + err
+
+
+def test_compare_times_a_vad_at_the_sample_rate_its_data_holds(tmp_path, capsys):
+    """The VAD's ``sr`` is in its .npz: compare's timing fed it from there (optimize's too: test_cli_speed.py); it
+    was "not timed" with "give --input-value sr=VALUE" though the data had it."""
+    vad = FIXTURES / "vad_rnn.onnx"
+    data = ["--data", str(FIXTURES / "vad_evaluation.npz")]
+    assert cli.main(["optimize", str(vad), str(tmp_path / "int8.onnx"), "--precision", "int8", "--quant-mode",
+                     "dynamic", "--calibration", str(FIXTURES / "vad_calibration.npz"), "--no-timing"]) == 0
+    capsys.readouterr()
+    code = cli.main(["compare", str(vad), str(tmp_path / "int8.onnx"), *data, "--n", "4", "--speed-cap", "1", "--json"])
+    out, err = capsys.readouterr()
+    assert code in (0, 3, 4), err
+    speed = json.loads(out)["speed"]
+    assert speed["speed"]["rounds"] >= 1 and "not timed" not in speed["text"], speed
