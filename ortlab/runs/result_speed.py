@@ -94,11 +94,15 @@ def with_data_values(check: SpeedCheck, source: str | Path, data: Sequence[Any])
     refs = [ref for ref in data if ref is not None and ref.path is not None and ref.tokenizer is None]
     if not refs:
         return check
+    inputs = None  # the source's, read only when some data is a tensor file (an image cannot hold a value)
     try:
-        tensors = [ds for ds in (ref.load() for ref in refs) if ds.kind == "tensors"]
-        inputs = inspect_model(source).inputs if tensors else []  # a model is read only when the data can say
-        for ds in tensors:
-            given = control_values(ds, inputs) | given
+        for ref in refs:  # the evaluation first; the calibration data is loaded only when that holds no value
+            ds = ref.load()
+            if ds.kind == "tensors":
+                inputs = inputs if inputs is not None else inspect_model(source).inputs
+                given = control_values(ds, inputs) | given
+                if len(given) > len(check.values):
+                    break
     except (OrtlabError, OSError, ValueError):
         return check
     return replace(check, values=tuple(given.items())) if len(given) > len(check.values) else check
