@@ -258,12 +258,24 @@ def suggest_preset(model_inputs: Sequence[TensorInfo] | Any, model_outputs: Sequ
         return "yolo", (f"input '{inputs[0].name}' {shape_text(shape)} and output '{out.name}' "
                         f"{shape_text(tuple(out.shape))} (anchors × 4 box + class channels) look like an Ultralytics "
                         "YOLO detector" + (f"; its {anchors} anchors are the grids of a {size}×{size} input" if size
-                                           else ""))
+                                           else "") + _yolox_caveat(out, anchors))
     if h is None or h != w or h % 32:
         return None
     return "yolo", (f"input '{inputs[0].name}' {shape_text(shape)} and output '{out.name}' "
                     f"{shape_text(tuple(out.shape))} (anchors × 4 box + class channels) look like an "
-                    "Ultralytics YOLO detector")
+                    "Ultralytics YOLO detector" + _yolox_caveat(out, anchors))
+
+
+YOLOX_CAVEAT = ("; rows of one anchor per grid cell are also how YOLOX exports its detections (ddddocr's "
+                "common_det.onnx), which take 0–255 BGR pixels instead: --scale 0-255 --channel-order BGR")
+
+
+def _yolox_caveat(out: TensorInfo, anchors: int) -> str:
+    """:data:`YOLOX_CAVEAT` when ``out`` holds one row per anchor ([1, 3549, 6]) and the anchors are one per cell
+    of the stride 8/16/32 grids (YOLOv5 and v7 have three per cell; Ultralytics' v8 and later put channels first)."""
+    dims = [static_dim(d) for d in tuple(out.shape)[1:]]
+    rows_first = len(dims) == 2 and None not in dims and dims[0] == anchors
+    return YOLOX_CAVEAT if rows_first and yolo_size(anchors) is not None else ""
 
 
 @dataclass

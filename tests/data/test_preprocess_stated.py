@@ -146,6 +146,21 @@ def test_the_yolo_preset_is_offered_from_the_model_shapes(inputs, outputs, expec
         assert "YOLO" in got[1] and str(inputs[0][2][2]) in got[1]  # why: the shapes it read
 
 
+def test_rows_of_one_anchor_per_cell_also_name_yoloxs_preprocessing():
+    """ddddocr 1.6's common_det.onnx (YOLOX: [1, 3, 416, 416] → [1, 3549, 6], fed 0–255 BGR by ddddocr) was offered
+    only the Ultralytics preset, whose 0–1 RGB pixels it does not take; channels first (v8) or three anchors a cell
+    (v5) are Ultralytics' alone."""
+    from ortlab.data.preprocess import YOLOX_CAVEAT, suggest_preset
+
+    def why(h: int, out: tuple) -> str:
+        got = suggest_preset([TensorInfo("images", "float32", (1, 3, h, h))], [TensorInfo("output", "float32", out)])
+        assert got is not None and got[0] == "yolo"
+        return got[1]
+
+    assert why(416, (1, 3549, 6)).endswith(YOLOX_CAVEAT) and "--scale 0-255 --channel-order BGR" in YOLOX_CAVEAT
+    assert YOLOX_CAVEAT not in why(640, (1, 84, 8400)) and YOLOX_CAVEAT not in why(416, (1, 10647, 85))
+
+
 P2O = "p2o.DynamicDimension.0"
 
 
