@@ -111,6 +111,8 @@ else:
                 run = f" · History run #{best.run_id}" if best.run_id is not None else ""
                 b[1].caption(f"{'Recommended' if result.accepted else 'Closest'}: trial {best.index}, "
                              f"{md(best.label)}{run} · {md(best.verdict)}")
+                if best.edge and not result.claim_settle:  # the verdict's own interval, and what would settle it
+                    st.caption(md(best.edge))
                 st.code(tv.pick_cli_line(best), language="bash", wrap_lines=True)
             st.caption(f"The budget bought {md(result.bought())} · a trial is accepted when: {md(result.policy)} · "
                        f"{md(result.hardware)}")

@@ -321,6 +321,8 @@ def _print_result(r, budget_s: float, out: Path, cpu: bool = False) -> None:
                                  if all(t.broken for t in done) else "nothing recommended (see the sentence above)"))
     else:
         print(f"  verdict    {r.best.verdict}")
+        if r.best.edge and not r.claim_settle:  # the verdict's own interval, and the samples that would settle it
+            print(f"  edge       {r.best.edge}")
     if r.best is not None and r.best.evidence:
         print(f"  evidence   {r.best.task_text()} (chosen on these)" + (f"; {r.chosen_on}" if r.chosen_on else ""))
     if r.best is not None and r.best.vs_default:

@@ -191,3 +191,23 @@ def test_an_out_in_a_folder_that_refuses_files_is_named_before_any_work(src, tmp
     assert "may not create files in " + str(tmp_path) in one_line_usage_error(code, err)
     monkeypatch.undo()
     assert list(tmp_path.iterdir()) == []  # the probe leaves nothing either
+
+
+def test_a_tune_pick_on_the_edge_says_how_many_samples_would_settle_it(tmp_path, capsys):
+    """A classifier's pick on 4 photos: its claim has no bar of its own (the verdict judges flips among all samples),
+    so tune said only "on the edge"; the verdict's own interval and the count that would settle it are shown."""
+    import shutil
+    from pathlib import Path
+
+    sample = Path(__file__).parents[2] / "sample_models" / "efficientnet_lite0"
+    for part, count in (("calibration", 5), ("evaluation", 4)):
+        (tmp_path / part).mkdir()
+        for p in sorted((sample / part).glob("*.jpg"))[:count]:
+            shutil.copy(p, tmp_path / part / p.name)
+    code, out, err = run(["tune", "efficientnet_lite0", "--data", tmp_path / "calibration", "--eval",
+                          tmp_path / "evaluation", "--max-trials", "1",
+                          "--out", tmp_path / "t"], capsys)
+    assert code == 0, out + err
+    assert "  verdict    ok, on the edge" in out
+    edge = next(ln for ln in out.splitlines() if ln.startswith("  edge       "))
+    assert "(Wilson, 4 samples)" in edge and "would settle it" in edge and "give more evaluation data" in edge

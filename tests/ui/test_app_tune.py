@@ -154,6 +154,13 @@ def test_tune_page_fills_the_pareto_chart_and_recommends(app, home):
     assert "trial" in table and "History run" in table
     assert [str(r) for r in table["History run"]] == [f"#{t.run_id}" for t in result.trials]
 
+    if best is not None:  # a pick whose own verdict is on the edge: its interval and the samples that would settle it
+        edge = "on the edge: the 95% interval 0.0%–49.0% (Wilson, 4 samples); about 381 would settle it"
+        task.result = dataclasses.replace(result, best=dataclasses.replace(best, edge=edge), claim_settle=None)
+        at.run()
+        assert not at.exception and "about 381 would settle it" in _texts(at)
+        task.result = result
+
     # a cancelled search ends in a neutral "Stopped after N trials", no error element, controls enabled again
     task.result = dataclasses.replace(result, cancelled=True)
     task.state = "cancelled"
