@@ -177,10 +177,15 @@ def error_units(cand: SampleEvidence, base: SampleEvidence, idx: Sequence[int]) 
     """The units of error (``totals − hits``: a detector's missed and false detections) the candidate makes fewer
     and more of than the base, summed over the samples ``idx`` where the two differ: McNemar's discordant pairs for
     a measure that counts several units a sample. A few detections won with none lost make the percentile bootstrap
-    all positive; the exact test on those few says how little they show."""
+    all positive; the exact test on those few says how little they show. Where the evidence counts samples, not
+    units within them (a dense map's elements: thousands a sample, and not independent), the samples the candidate
+    errs less and more on are counted instead (a sign test)."""
+    by_sample = not cand.units and not base.units
     fewer = more = 0.0
     for i in idx:
         d = (base.totals[i] - base.hits[i]) - (cand.totals[i] - cand.hits[i])
+        if by_sample:
+            d = float(d > 0) - float(d < 0)
         fewer, more = fewer + max(0.0, d), more + max(0.0, -d)
     return round(fewer), round(more)
 
