@@ -250,8 +250,8 @@ def _shape_text(values: Iterable[Any]) -> str:
 
 def unresolved_error(specs: Sequence[InputSpec], misfits: Sequence[str] = ()) -> ShapeError:
     """The error for the unresolved dims of ``specs`` (a missing ``--shape``: a usage error, exit 2 in the CLI):
-    each input, each dim (name, axis) and the flag; ``misfits`` first, when the data's arrays could have set them
-    but their samples do not fit (:func:`_tensor_misfits`)."""
+    each input, each dim (name, axis) and the flag; and ``misfits``, when the data's arrays could have set them
+    but their samples do not fit (:func:`_tensor_misfits`), before the flag."""
     parts, hints = [], []
     for s in specs:
         missing = [(i, d) for i, d in enumerate(s.dims) if d.value is None]
