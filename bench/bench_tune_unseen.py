@@ -259,6 +259,19 @@ each) vs fp32: **the default 1.74× (1.73–1.75×), the pick 1.62× (1.61–1.6
 0.816): the pick at 98% of the ceiling, 93% of the default** (the whole branch: 92% and 88%). On this CPU no int8
 model of the detector reaches 1.8×: the every-node ceiling is 1.66×.
 
+Again 2026-12-07 at 90f6249 (control inputs read from the data; nothing that changes an image detector's search), a
+fresh Xeon VM of the same class (AVX-512, VNNI, AVX-512 BF16, AMX), 2 CPUs, load average 1.2, the data rebuilt from
+the wheels: 8 trials in 320 s (578 CPU s) · the same pick, #2 "+ float class-score branch 40×40" (the whole branch
+head to head 0.95× (0.94–0.96×) its speed) · unseen: the pick 0.971 (0.945–0.985), the default 0.963, +0.008 (+0.002
+to +0.015), 298 reference detections · claim 0.944 (0.880–0.975) on 100, held · interleaved 20 s each: the default
+1.72× (1.72–1.73×), the pick 1.61× (1.61–1.61×), every node int8 1.65× (1.64–1.65×). #7 "int8 symmetric
+activations" timed 1.88× (1.68–1.93×) in the search; interleaved with the default (``ortlab bench``, 15 s each) it is
+1.74× against the default's 1.71×: one trial's 10 rounds are wide, which is why only intervals that do not overlap
+decide. Where the int8 time goes (ORT's profiler, batch 1, 2 threads, the default): QLinearConv 2.3 ms, each SiLU's
+QLinearSigmoid + QLinearMul 1.8 ms in all (float SiLU in the fp32 model: 1.0 ms), of 7.9 ms; with the SiLUs left in
+float (DequantizeLinear → Sigmoid → Mul → QuantizeLinear) they cost 3.7 ms: no int8 graph of this model can drop
+that second pass, so its ceiling on this CPU stays below 1.8×.
+
 Usage:
 
     ORT_DISABLE_TELEMETRY=1 python bench/bench_tune_unseen.py [--cases yolov8n ocr_rec text_encoder] [--budget 300]
