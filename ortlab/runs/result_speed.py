@@ -18,7 +18,7 @@ from ortlab.core.errors import Cancelled, OrtlabError
 from ortlab.core.progress import CancelToken
 from ortlab.core.text import one_line
 from ortlab.data.feeds import control_values
-from ortlab.model.inspect import inspect_model
+from ortlab.model.inspect import ModelInfo, inspect_model
 from ortlab.runtime.hardware import real_cpu
 from ortlab.runtime.providers import ORT_ERRORS
 from ortlab.settings.config import BenchConfig, Target
@@ -86,10 +86,12 @@ def time_result(source, result, check: SpeedCheck = SpeedCheck(), *, target: Tar
     return ResultSpeed(b, time.monotonic() - start, machine, speed, error)
 
 
-def with_data_values(check: SpeedCheck, source: str | Path, data: Sequence[Any]) -> SpeedCheck:
+def with_data_values(check: SpeedCheck, source: str | Path, data: Sequence[Any],
+                     model_info: dict[str, Any] | None = None) -> SpeedCheck:
     """``check`` with each control input (a VAD's ``sr``) it has no value for at the value the run's tensor data
     holds (``data``: its evaluation and calibration :class:`~ortlab.runs.runspec.DataRef`, the first that has it),
-    as the benchmark and tune do (:func:`ortlab.data.feeds.control_values`); ``check`` as it is when none does."""
+    as the benchmark and tune do (:func:`ortlab.data.feeds.control_values`); ``check`` as it is when none does.
+    The source's inputs come from ``model_info`` (the run's :meth:`ModelInfo.to_dict`) when given, else it is read."""
     given = dict(check.values)
     refs = [ref for ref in data if ref is not None and ref.path is not None and ref.tokenizer is None]
     if not refs:
@@ -99,11 +101,12 @@ def with_data_values(check: SpeedCheck, source: str | Path, data: Sequence[Any])
         for ref in refs:  # the evaluation first; the calibration data is loaded only when that holds no value
             ds = ref.load()
             if ds.kind == "tensors":
-                inputs = inputs if inputs is not None else inspect_model(source).inputs
+                inputs = inputs if inputs is not None else (
+                    ModelInfo.from_dict(model_info).inputs if model_info else inspect_model(source).inputs)
                 given = control_values(ds, inputs) | given
                 if len(given) > len(check.values):
                     break
-    except (OrtlabError, OSError, ValueError):
+    except (OrtlabError, OSError, ValueError, KeyError, TypeError):  # a stored model_info of another shape
         return check
     return replace(check, values=tuple(given.items())) if len(given) > len(check.values) else check
 

@@ -228,7 +228,8 @@ class RecipeHandle(Handle):
         check = self.speed_check
         if not check.enabled:
             return artifact
-        check = result_speed.with_data_values(check, artifact.source_path, (self.spec.evaluation, self.spec.calibration))
+        check = result_speed.with_data_values(check, artifact.source_path, (self.spec.evaluation, self.spec.calibration),
+                                              self.spec.model_info)
         stage = result_speed.STAGE
         self.put(ProgressEvent(stage, 0, 1, f"timing the result against its source for {check.seconds:g} s"))
         speed = result_speed.time_result(
