@@ -72,14 +72,13 @@ def test_a_control_input_is_timed_at_the_value_the_data_holds(tmp_path, capsys):
     it was "not timed (… give --input-value sr=VALUE)" though the data had it (silero-vad 6.2's 16k op15 model)."""
     from pathlib import Path
 
+    from ortlab.model.inspect import inspect_model
     from ortlab.runs.result_speed import SpeedCheck, with_data_values
     from ortlab.runs.runspec import DataRef
 
     fx = Path(__file__).parents[1] / "fixtures"
     ev = DataRef(path=str(fx / "vad_evaluation.npz"))
     assert with_data_values(SpeedCheck(), fx / "vad_rnn.onnx", [ev]).values == (("sr", 16000),)
-    from ortlab.model.inspect import inspect_model
-
     info = inspect_model(fx / "vad_rnn.onnx").to_dict()  # the run's own facts: the source is not read again
     assert with_data_values(SpeedCheck(), tmp_path / "gone.onnx", [ev], info).values == (("sr", 16000),)
     given = SpeedCheck(values=(("sr", 8000.0),))  # the person's --input-value wins
