@@ -39,9 +39,8 @@ within its budget (:mod:`ortlab.runs.tune_budget`), and at the end asks the reco
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -186,7 +185,9 @@ class Tuner:
         """Run the search; yield each finished trial. ``result`` is set when the generator ends."""
         self.budget.start()
         info = inspect_model(self.model)
-        self.timing.shapes = self._data_feed(info)
+        evaluation = self._evaluation_data()
+        self.timing.shapes = self._data_shapes(info, evaluation)
+        self._use_data_values(info, evaluation)
         if self._on_cluster:
             self.trial_runner = ClusterTrials(self.settings.ray or "", self.settings.timing_resource, self.model,
                                               launch=prepare.start_unrecorded_recipe, values=self.settings.values)
@@ -194,8 +195,8 @@ class Tuner:
             self.notes.append(self.trial_runner.where)
         ops = sorted({op for (_, op) in info.op_counts})
         if self.settings.verify_samples == ALL_SAMPLES:  # every sample the person gave: evidence sized to the data
-            self.settings = replace(self.settings, verify_samples=self._evaluation_count())
-            self.timing.settings = self.settings
+            count = max(1, len(evaluation)) if evaluation is not None else DEFAULT_VERIFY_SAMPLES
+            self.settings = self.timing.settings = replace(self.settings, verify_samples=count)
         try:
             encoder, detector, head = self._kind()
             yield from self.run_steps(self.strategy(detector, head).steps(self._queue(ops, encoder, detector)))
@@ -289,33 +290,37 @@ class Tuner:
         """End the source's timing children and the runner (the search does when it ends)."""
         self.trial_runner.close()
 
-    def _data_feed(self, info: Any) -> dict[str, list[int]]:
-        """``--shape`` plus the shapes the evaluation data gives the inputs' open dims (a text's sequence length,
-        ``--seq-len``; a tensor file's shapes), so the timing runs what the evaluation ran. A control input
-        (a VAD's ``sr``) the person gave no ``--input-value`` for is timed at the value the data holds, as the
-        benchmark does (:func:`ortlab.data.feeds.control_values`)."""
+    def _evaluation_data(self) -> Any:
+        """The evaluation dataset, loaded once before the trials; None when it cannot be (each trial then says why)."""
+        try:
+            return self.data.evaluation.load()
+        except (OrtlabError, OSError, ValueError):
+            return None
+
+    def _data_shapes(self, info: Any, evaluation: Any) -> dict[str, list[int]]:
+        """``--shape`` plus the open dims the evaluation data sets (a text's ``--seq-len``, a tensor file's shapes)."""
         out = dict(self.settings.shapes)
         try:
-            ds = self.data.evaluation.load()
-            specs = infer_specs(info, self.data.preprocess, ds, self.settings.shapes, strict=False)
-            values = control_values(ds, info.inputs) | self.settings.values
+            specs = infer_specs(info, self.data.preprocess, evaluation, self.settings.shapes, strict=False) \
+                if evaluation is not None else []
         except (OrtlabError, OSError, ValueError):
             return out
         for spec in specs:
             if spec.name not in out and spec.resolved and any(d.source not in ("model", "batch") for d in spec.dims):
                 out[spec.name] = list(spec.shape)
-        if values != self.settings.values:
-            self.settings = replace(self.settings, values=values)
-            self.timing.settings = self.settings
-            if isinstance(self.trial_runner, LocalTrials):  # nothing was timed yet; a cluster's starts after this
-                self.trial_runner.values = dict(values) or None
         return out
 
-    def _evaluation_count(self) -> int:
+    def _use_data_values(self, info: Any, evaluation: Any) -> None:
+        """Time a control input (a VAD's ``sr``) without ``--input-value`` at the value the evaluation data holds, as
+        the benchmark does (:func:`ortlab.data.feeds.control_values`); before anything is timed or a cluster joined."""
         try:
-            return max(1, len(self.data.evaluation.load()))
-        except (OrtlabError, OSError, ValueError):
-            return DEFAULT_VERIFY_SAMPLES
+            values = control_values(evaluation, info.inputs) | self.settings.values
+        except (OrtlabError, OSError, ValueError):  # each trial's run says what is wrong with the data
+            return
+        if values != self.settings.values:
+            self.settings = self.timing.settings = replace(self.settings, values=values)
+            if isinstance(self.trial_runner, LocalTrials):
+                self.trial_runner.values = dict(values)
 
     def _valid(self, r: Recipe) -> bool:
         errors = [f for f in prepare.validate_recipe(r, working_providers()) if f.level == "error"]
