@@ -423,8 +423,7 @@ def _data_shape(t: Any, axis: int | None, dataset: Any, kind: str | None) -> lis
     """The input's full shape from a tensor dataset (sample axis moved to the batch axis), else None."""
     if kind != "tensors":
         return None
-    arrays = getattr(dataset, "_tensors", {})
-    arr = arrays.get(t.name, arrays.get("") if len(arrays) == 1 else None)
+    arr = _array_for(t.name, dataset)
     if arr is None or arr.ndim < 1:
         return None
     rest = list(arr.shape[1:])
@@ -436,16 +435,21 @@ def _data_shape(t: Any, axis: int | None, dataset: Any, kind: str | None) -> lis
     return [*rest[:axis], 1, *rest[axis:]]
 
 
+def _array_for(name: str, dataset: Any) -> np.ndarray | None:
+    """The array a tensor dataset holds for input ``name`` (a lone .npy's for any one input), else None."""
+    arrays = getattr(dataset, "_tensors", {})
+    return arrays.get(name, arrays.get("") if len(arrays) == 1 else None)
+
+
 def _tensor_misfits(infos: Sequence[Any], specs: Sequence[InputSpec], dataset: Any) -> list[str]:
     """For each unresolved input that a tensor dataset holds an array for, whose samples could not set its open
     dims because their axes do not fit the model's (the batch axis left out): what differs, and the shape to save."""
     if getattr(dataset, "kind", None) != "tensors":
         return []
-    arrays = getattr(dataset, "_tensors", {})
     by_name = {t.name: t for t in infos}
     out = []
     for s in specs:
-        arr = arrays.get(s.name, arrays.get("") if len(arrays) == 1 else None)
+        arr = _array_for(s.name, dataset)
         t = by_name.get(s.name)
         if s.resolved or arr is None or arr.ndim < 1 or t is None or _data_shape(t, s.batch_axis, dataset, "tensors"):
             continue

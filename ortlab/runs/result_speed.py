@@ -94,8 +94,6 @@ def with_data_values(check: SpeedCheck, source: str | Path, data: Sequence[Any],
     The source's inputs come from ``model_info`` (the run's :meth:`ModelInfo.to_dict`) when given, else it is read."""
     given = dict(check.values)
     refs = [ref for ref in data if ref is not None and ref.path is not None and ref.tokenizer is None]
-    if not refs:
-        return check
     inputs = None  # the source's, read only when some data is a tensor file (an image cannot hold a value)
     try:
         for ref in refs:  # the evaluation first; the calibration data is loaded only when that holds no value
