@@ -272,6 +272,25 @@ QLinearSigmoid + QLinearMul 1.8 ms in all (float SiLU in the fp32 model: 1.0 ms)
 float (DequantizeLinear → Sigmoid → Mul → QuantizeLinear) they cost 3.7 ms: no int8 graph of this model can drop
 that second pass, so its ceiling on this CPU stays below 1.8×.
 
+``bench_int8_silu_ceiling.py`` (2026-12-07, the same Xeon class) times what that second pass costs: the default with
+each int8 SiLU's QLinearSigmoid + QLinearMul replaced by one lookup kernel (timing only: its outputs are not the
+model's) runs 1.96–1.97× fp32 against the default's 1.70–1.72×; SiLUs in float 1.38×, every node int8 1.65×, the
+default's float stem quantized too 1.67×. The speed lost is a kernel ONNX Runtime's CPU provider does not have.
+
+efficientnet_lite0_labelled again at e69734d (2026-12-07, the same Xeon class, load average 1.7 at the start, the
+1,000 photos of EliSchwartz/imagenet-sample-images as above, ``--seen-share 0.3 --budget 300``): 11 trials in 323 s
+(530 CPU s) · no candidate shown no worse than the default (0 of 179 confident samples flipped by any; "about 1,100
+evaluation samples would settle it") · the default kept, 1.61× (1.58–1.64×) · unseen no confident flip 0.999
+(0.992–1.000), 634 confident samples in 700; claim 0.981 (0.934–1.000) on 100, held · top-1 on the 700 unseen: fp32
+0.877 (0.851–0.900), the pick 0.871 (0.845–0.894), −0.006 (−0.018 to +0.006), 4 photos fewer right: the same as
+f48b3e4's. Seven int8 recipes made by ``ortlab optimize`` (the bundled 64 calibration crops) and scored on all 1,000
+photos, top-1 against fp32's 88.6% (photos only fp32 gets right / only the int8 model gets right): the default 87.9%
+(10 / 3), without GPTQ rounding 88.8% (8 / 10), without bias correction 88.4% (8 / 6), logits head in float 88.1%
+(7 / 2), Percentile 88.1% (8 / 3), symmetric activations 88.0% (11 / 5), neither rounding nor bias correction 87.5%
+(17 / 6); Entropy calibration breaks it (78.7%, 102 confident flips: its verdict says so). Each recipe changes 9–23
+photos' answers and six of seven lose a few more than they win: "within 0.2 points" is 2 photos, which two of the
+seven meet and no 1,000-photo test can show of any of them (the paired interval is about ±0.7 points).
+
 Usage:
 
     ORT_DISABLE_TELEMETRY=1 python bench/bench_tune_unseen.py [--cases yolov8n ocr_rec text_encoder] [--budget 300]
