@@ -24,7 +24,7 @@ from ortlab.model.inspect import TensorInfo
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.runtime import openvino as openvino_runtime
 from ortlab.runtime.providers import create_session
-from ortlab.checks.task_metrics import TaskAccumulator, token_rows
+from ortlab.checks.task_metrics import TaskAccumulator, per_sample_vector, token_rows
 from ortlab.checks.verdict_policy import VerdictPolicy
 from ortlab.runtime.providers import ORT_ERRORS, explain_ort_error
 
@@ -144,8 +144,10 @@ class _Stats:
                            sample_sizes=[list(x) for x in self.sizes] if self.size_changed else [])
 
 
-def _is_classifier(output) -> bool:
-    return output.ndim == 2 and output.shape[0] == 1 and output.shape[1] >= 2 and output.dtype.kind == "f"
+def _class_scores(output: np.ndarray) -> np.ndarray | None:
+    """A classifier output of one sample as [1, C] (also [1, C, 1, 1]); None when it is not one."""
+    vec = per_sample_vector(output) if output.dtype.kind == "f" else None
+    return vec if vec is not None and vec.shape[0] == 1 and vec.shape[1] >= 2 else None
 
 
 def _top5(row: np.ndarray) -> list[int]:
@@ -308,20 +310,23 @@ def accuracy(model_path, dataset: Dataset, preprocess: PreprocessConfig | None, 
     check_fits(ds, preprocess, inputs)
     out0 = sess.get_outputs()[0]
     tops: list[list[int]] = []
+    n_classes = 0
     for i in range(len(ds)):
         if cancel is not None and cancel.cancelled:
             raise Cancelled(step="verify")
-        logits = np.asarray(sess.run([out0.name], batch_inputs(ds, [i], preprocess, inputs))[0])
-        if not _is_classifier(logits):
-            raise DataError(f"Output '{out0.name}' has shape {list(logits.shape)}; accuracy needs a classifier "
+        got = np.asarray(sess.run([out0.name], batch_inputs(ds, [i], preprocess, inputs))[0])
+        logits = _class_scores(got)
+        if logits is None:
+            raise DataError(f"Output '{out0.name}' has shape {list(got.shape)}; accuracy needs a classifier "
                             f"output [N, classes].")
         tops.append(_top5(logits.astype(np.float64)[0]))
+        n_classes = int(logits.shape[1])
         reporter(ProgressEvent("verify", i + 1, len(ds), f"sample {i + 1}/{len(ds)}"))
     result: dict[str, Any] = {"n": len(ds), "top1": None, "top5": None, "predictions": [t[0] for t in tops],
                               "per_class": [], "random_data": ds.is_random, "providers": providers}
     if ds.labeled():
-        _check_labels(ds, int(logits.shape[1]))
+        _check_labels(ds, n_classes)
         labels = _labels(ds)
-        result["top1"], result["top5"] = _accuracy(tops, labels, int(logits.shape[1]))
+        result["top1"], result["top5"] = _accuracy(tops, labels, n_classes)
         result["per_class"] = _per_class(ds, labels, tops, None)
     return result

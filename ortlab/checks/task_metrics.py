@@ -9,7 +9,8 @@ and whether the data is labeled; a task given by the user overrides the inferenc
   summing to 1) or the name says so (logit, class, prob, score, …); otherwise, unlabeled, it is an embedding (a
   sentence or image embedding: nearest-neighbour agreement and cosine, never "top-1") when the name says so or
   C ≥ 16, else generic (a few values: a regression, MTCNN's box offsets [1, 4] and landmarks [1, 10]);
-  [1, 1] → generic;
+  [1, 1] → generic; a [1, C, 1, 1, …] output is read as the [1, C] it holds, its trailing axes of size 1
+  dropped (a classifier converted from Caffe: squeezenet1.0's [1, 1000, 1, 1]);
 * [1, T, C] float whose rows are probabilities (non-negative, summing to 1: an OCR recognizer's CTC softmax) →
   sequence (greedy CTC decoding: changed strings and character error rate); so is a time-major [T, 1, C] float
   (the batch of one on axis 1, as PyTorch's CTC recognizers return their logits) whose blank, class 0, scores best
@@ -20,7 +21,7 @@ and whether the data is labeled; a task given by the user overrides the inferenc
   [1, T, 161]); boxes when the name says so (box, det, yolo) or one side is 5…400 and the other ≥ 1000 (YOLO's
   [1, 84, 8400] / [1, 25200, 85], pixel coordinates); dense_map when the name says map/mask/seg/heat; else
   embedding ([N, T, D] token embeddings);
-* 4-D and more float → dense_map (spatial dims); anything else → generic.
+* other 4-D and more float → dense_map (spatial dims); anything else → generic.
 
 The model's task is the role of its first float output (generic when it has none).
 
@@ -60,7 +61,8 @@ def _has(name: str, words: tuple[str, ...]) -> bool:
 
 
 def _fits(task: Task, arr: np.ndarray) -> bool:
-    return {Task.CLASSIFICATION: arr.ndim == 2 and arr.shape[-1] >= 2, Task.EMBEDDING: arr.ndim in (2, 3),
+    vec = per_sample_vector(arr)
+    return {Task.CLASSIFICATION: vec is not None and vec.shape[-1] >= 2, Task.EMBEDDING: arr.ndim in (2, 3),
             Task.DENSE_MAP: arr.ndim >= 3, Task.BOXES: arr.ndim == 3 and min(arr.shape[1:]) >= 5,
             Task.SEQUENCE: arr.ndim == 3 and arr.shape[-1] >= 2, Task.GENERIC: True}.get(task, False)
 
@@ -92,6 +94,16 @@ def _batch_first(arr: np.ndarray) -> np.ndarray:
     return arr.swapaxes(0, 1) if arr.ndim == 3 and arr.shape[1] == 1 and arr.shape[0] > 1 else arr
 
 
+def per_sample_vector(arr: np.ndarray) -> np.ndarray | None:
+    """``arr`` as [N, C] when it is one: [N, C] itself, or [N, C, 1, 1, …] whose trailing axes all have size 1 (a
+    classifier converted from Caffe, ``squeezenet1.0``'s [1, 1000, 1, 1]); None for any other shape."""
+    if arr.ndim == 2:
+        return arr
+    if arr.ndim >= 4 and all(d == 1 for d in arr.shape[2:]):
+        return arr.reshape(arr.shape[:2])
+    return None
+
+
 def _guess(name: str, arr: np.ndarray, labeled: bool) -> tuple[Task, str]:
     shape = list(arr.shape)
     if arr.ndim >= 2 and _STATE.search(name.lower()):
@@ -104,6 +116,9 @@ def _guess(name: str, arr: np.ndarray, labeled: bool) -> tuple[Task, str]:
         return _guess_vector(name, arr, labeled)
     if arr.ndim == 3:
         return _guess_rows(name, arr)
+    if arr.ndim >= 4 and (vec := per_sample_vector(arr)) is not None:
+        role, reason = _guess_vector(name, vec, labeled)
+        return role, f"{reason}; the output is {shape}, read without its trailing axes of size 1"
     if arr.ndim >= 4:
         return Task.DENSE_MAP, f"'{name}' {shape} has spatial dims (heat map / segmentation)"
     return Task.GENERIC, f"'{name}' {shape} has no known meaning"
@@ -722,6 +737,9 @@ class TaskAccumulator:
         self.task, self.inferred, self.why, self.roles = infer_roles(names, [np.asarray(a) for a in first_ref],
                                                                      labeled, task)
         self.names = names
+        # outputs read as [N, C] without their trailing axes of size 1
+        self.vectors = {n for n, a in zip(names, first_ref) if self.roles.get(n) in (Task.CLASSIFICATION, Task.EMBEDDING)
+                        and np.ndim(a) >= 4 and per_sample_vector(np.asarray(a)) is not None}
         self.parts: dict[str, Any] = {}
         for name, role in self.roles.items():
             if role == EXACT:
@@ -747,6 +765,11 @@ class TaskAccumulator:
         tokens only)."""
         for name, r, c in zip(self.names, ref_outputs, cand_outputs):
             part = self.parts.get(name)
+            if name in self.vectors:
+                rv, cv = per_sample_vector(np.asarray(r)), per_sample_vector(np.asarray(c))
+                if rv is None or cv is None:
+                    continue  # not [N, C, 1, …] in this sample: nothing to add as a vector
+                r, c = rv, cv
             if part is not None and not isinstance(part, _Exact) and not _comparable(r, c):
                 continue  # an empty output (no detections, a zero-length sequence) has no task figure to add
             if isinstance(part, _Embeddings):

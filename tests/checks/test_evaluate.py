@@ -256,3 +256,39 @@ def test_an_output_whose_size_changes_is_judged_not_refused(tmp_path):
         assert v.uncertainty is not None and v.uncertainty.low <= bound <= v.uncertainty.high
     same = judge(evaluate(src, src, ds, None))
     assert same.deciding != "dets: size agreement (F1 bound)" and "size changed" not in " ".join(same.reasons)
+
+
+def _with_trailing_unit_axes(src, dst):
+    """``src`` with its [N, C] output ``logits`` given as [N, C, 1, 1] (as classifiers converted from Caffe are)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    m = onnx.load(str(src))
+    old = m.graph.output[0]
+    for node in m.graph.node:
+        node.output[:] = ["flat" if o == old.name else o for o in node.output]
+    m.graph.initializer.append(numpy_helper.from_array(np.array([2, 3], dtype=np.int64), "unit_axes"))
+    m.graph.node.append(helper.make_node("Unsqueeze", ["flat", "unit_axes"], [old.name]))
+    del m.graph.output[:]
+    m.graph.output.append(helper.make_tensor_value_info(old.name, onnx.TensorProto.FLOAT, ["N", 10, 1, 1]))
+    onnx.save(m, str(dst))
+    return dst
+
+
+def test_a_classifier_output_with_trailing_unit_axes_is_judged_as_a_classifier(models_dir, images, tmp_path):
+    ref = _with_trailing_unit_axes(models_dir / "fp32.onnx", tmp_path / "fp32_4d.onnx")
+    cand = _with_trailing_unit_axes(models_dir / "int8.onnx", tmp_path / "int8_4d.onnx")
+    r, c = manual_logits(ref, images), manual_logits(cand, images)
+    assert r.shape == (12, 10, 1, 1)
+    r, c = r.reshape(12, 10), c.reshape(12, 10)
+    labels = np.array([s.label for s in images.samples])
+    rep = evaluate(ref, cand, images, None)
+    tm = rep.task
+    assert tm is not None and tm.task.value == "classification" and not tm.dense_maps
+    assert "[1, 10, 1, 1], read without its trailing axes of size 1" in tm.why
+    assert tm.classification is not None and tm.classification.n_classes == 10
+    assert rep.top1_agreement == pytest.approx(float((r.argmax(1) == c.argmax(1)).mean()))
+    assert rep.top1_accuracy_cand == pytest.approx(float((c.argmax(1) == labels).mean()))
+    acc = accuracy(ref, images, None)
+    assert acc["predictions"] == r.argmax(1).tolist()
+    assert acc["top1"] == pytest.approx(float((r.argmax(1) == labels).mean()))

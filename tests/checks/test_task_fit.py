@@ -475,3 +475,25 @@ def test_an_embeddings_cosine_leaves_out_the_sources_own_nan_and_counts_a_lost_v
     off = ref.copy()
     off[0, 2] = -2.0  # the finite values disagree: cosine of [1, 2] and [1, -2]
     assert _embedding_metrics(ref, off).min_cosine == pytest.approx(-3 / 5)
+
+
+def test_a_class_vector_with_trailing_unit_axes_is_read_as_the_vector_and_a_spatial_map_stays_a_map():
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(1, 1000))
+    probs = (np.exp(logits) / np.exp(logits).sum()).astype(np.float32)
+    task, _, why, roles = infer_roles(["softmaxout_1"], [probs.reshape(1, 1000, 1, 1)], labeled=False)
+    assert task == Task.CLASSIFICATION and "probability vector" in why and "[1, 1000, 1, 1]" in why
+    # unlabeled logits without a class name: an embedding, as the same [1, 1000] vector is
+    flat_task = infer_roles(["fc6_1"], [logits.astype(np.float32)], labeled=False)[0]
+    assert infer_roles(["fc6_1"], [logits.astype(np.float32).reshape(1, 1000, 1, 1)], labeled=False)[0] == flat_task
+    assert flat_task == Task.EMBEDDING
+    assert infer_roles(["out"], [probs.reshape(1, 1000, 1, 1)], labeled=False, override=Task.CLASSIFICATION)[3] == \
+        {"out": Task.CLASSIFICATION}
+    assert infer_roles(["out"], [rng.random((1, 2, 8, 8)).astype(np.float32)], labeled=False)[0] == Task.DENSE_MAP
+    acc = TaskAccumulator(["softmaxout_1"], [probs.reshape(1, 1000, 1, 1)], labeled=False)
+    other = probs.copy()
+    other[0, [int(probs.argmax())]] = 0.0  # the candidate's top-1 moves
+    acc.add([probs.reshape(1, 1000, 1, 1)], [probs.reshape(1, 1000, 1, 1)])
+    acc.add([probs.reshape(1, 1000, 1, 1)], [other.reshape(1, 1000, 1, 1)])
+    cm = acc.result().classification
+    assert cm is not None and cm.n_classes == 1000 and cm.n_samples == 2 and cm.agreement == 0.5
