@@ -16,7 +16,7 @@ VAD = Path(__file__).parents[1] / "fixtures" / "vad_rnn.onnx"
 
 def test_the_timing_task_on_a_node_feeds_the_control_values_it_is_given():
     blob = VAD.read_bytes()
-    cfg = BenchConfig(duration_s=0.2, warmup=1)
+    cfg = BenchConfig(runs=20, warmup=1)  # a run count, not a duration: 10 rounds of 2 runs on a machine of any load
     with pytest.raises(BenchmarkError, match="--input-value sr=VALUE"):
         time_pair_on_node(VAD.name, blob, blob, cfg, 1, {})  # sr is a control value: never made up
     speed, summaries, machine = time_pair_on_node(VAD.name, blob, blob, cfg, 1, {}, {"sr": 16000.0})
