@@ -52,6 +52,8 @@ import onnxruntime as ort  # noqa: E402
 from onnx import helper  # noqa: E402
 
 from bench_tune_unseen import machine  # noqa: E402
+from ortlab.model.graph_index import GraphIndex  # noqa: E402
+from ortlab.model.patterns import is_silu  # noqa: E402
 
 MODEL = "320n.onnx"
 
@@ -96,16 +98,14 @@ def one_kernel_silu(model: onnx.ModelProto) -> int:
 
 
 def silu_nodes(model: onnx.ModelProto) -> str:
-    """The Sigmoid and Mul nodes of every SiLU (``Mul(x, Sigmoid(x))``) in the fp32 ``model``."""
-    made_by = {o: n for n in model.graph.node for o in n.output}
+    """The Sigmoid and Mul nodes of every SiLU (``Mul(x, Sigmoid(x))``, :func:`ortlab.model.patterns.is_silu`) in the
+    fp32 ``model``."""
+    g = GraphIndex(model)
     names = []
-    for n in model.graph.node:
-        if n.op_type == "Mul" and len(n.input) == 2:
-            for a, b in ((n.input[0], n.input[1]), (n.input[1], n.input[0])):
-                p = made_by.get(b)
-                if p is not None and p.op_type == "Sigmoid" and p.input[0] == a:
-                    names += [p.name, n.name]
-                    break
+    for n in g.nodes:
+        if is_silu(g, n):
+            sigmoid = next(g.producer[i] for i in n.input if i in g.producer and g.producer[i].op_type == "Sigmoid")
+            names += [sigmoid.name, n.name]
     return ",".join(names)
 
 
