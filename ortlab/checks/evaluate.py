@@ -24,7 +24,7 @@ from ortlab.model.inspect import TensorInfo
 from ortlab.core.progress import CancelToken, ProgressEvent, Reporter, null_reporter
 from ortlab.runtime import openvino as openvino_runtime
 from ortlab.runtime.providers import create_session
-from ortlab.checks.task_metrics import TaskAccumulator, per_sample_vector, token_rows
+from ortlab.checks.task_metrics import TaskAccumulator, per_sample_vector, token_rows, top5_indices
 from ortlab.checks.verdict_policy import VerdictPolicy
 from ortlab.runtime.providers import ORT_ERRORS, explain_ort_error
 
@@ -148,12 +148,6 @@ def _class_scores(output: np.ndarray) -> np.ndarray | None:
     """A classifier output of one sample as [1, C] (also [1, C, 1, 1]); None when it is not one."""
     vec = per_sample_vector(output) if output.dtype.kind == "f" else None
     return vec if vec is not None and vec.shape[0] == 1 and vec.shape[1] >= 2 else None
-
-
-def _top5(row: np.ndarray) -> list[int]:
-    k = min(5, row.size)
-    idx = np.argpartition(-row, k - 1)[:k]
-    return [int(i) for i in idx[np.argsort(-row[idx], kind="stable")]]
 
 
 def _pick(dataset: Dataset, n: int | None) -> Dataset:
@@ -319,7 +313,7 @@ def accuracy(model_path, dataset: Dataset, preprocess: PreprocessConfig | None, 
         if logits is None:
             raise DataError(f"Output '{out0.name}' has shape {list(got.shape)}; accuracy needs a classifier "
                             f"output [N, classes].")
-        tops.append(_top5(logits.astype(np.float64)[0]))
+        tops.append(top5_indices(logits.astype(np.float64)[0]))
         n_classes = int(logits.shape[1])
         reporter(ProgressEvent("verify", i + 1, len(ds), f"sample {i + 1}/{len(ds)}"))
     result: dict[str, Any] = {"n": len(ds), "top1": None, "top5": None, "predictions": [t[0] for t in tops],

@@ -313,7 +313,7 @@ class _Classes:
         r = np.asarray(ref, dtype=np.float64)[0]
         c = np.asarray(cand, dtype=np.float64)[0]
         self.n_classes = r.size
-        rt, ct = _top5(r), _top5(np.nan_to_num(c, nan=-np.inf))
+        rt, ct = top5_indices(r), top5_indices(np.nan_to_num(c, nan=-np.inf))
         self.ref_top.append(rt)
         self.cand_top.append(ct)
         p = np.sort(_softmax(r))[::-1]
@@ -723,7 +723,8 @@ class _Exact:
         return ExactMetrics(self.name, self.dtype, self.n, self.diff)
 
 
-def _top5(row: np.ndarray) -> list[int]:
+def top5_indices(row: np.ndarray) -> list[int]:
+    """The indices of the (up to) five highest scores of ``row``, highest first."""
     k = min(5, row.size)
     idx = np.argpartition(-row, k - 1)[:k]
     return [int(i) for i in idx[np.argsort(-row[idx], kind="stable")]]
